@@ -1,0 +1,87 @@
+//! `stepscope ls`: the runs in a log directory.
+
+use std::process::ExitCode;
+use std::time::UNIX_EPOCH;
+
+use serde::Serialize;
+use stepscope_xspace::discover;
+
+use crate::args::LsArgs;
+use crate::human;
+
+#[derive(Serialize)]
+struct LsJson<'a> {
+    schema: &'static str,
+    runs: Vec<RunJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct RunJson<'a> {
+    run: &'a str,
+    path: String,
+    modified_unix_s: u64,
+    hosts: Vec<&'a str>,
+    bytes: u64,
+}
+
+pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
+    let runs = discover::find_runs(&args.logdir)?;
+    let rows: Vec<RunJson> = runs
+        .iter()
+        .map(|r| RunJson {
+            run: &r.rel,
+            path: r.dir.display().to_string(),
+            modified_unix_s: r.modified.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            hosts: r.hosts.iter().map(|h| h.host.as_str()).collect(),
+            bytes: r.bytes(),
+        })
+        .collect();
+    if args.output.json {
+        println!("{}", serde_json::to_string(&LsJson { schema: "stepscope.ls/1", runs: rows })?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        anyhow::bail!(
+            "no profile found under {} — point at the folder given to jax.profiler.trace (it holds plugins/profile/<run>/<host>.xplane.pb)",
+            args.logdir.display()
+        );
+    }
+    println!("{:<38} {:<19} {:>5} {:>9}", "RUN", "MODIFIED (UTC)", "HOSTS", "SIZE");
+    for r in &rows {
+        println!(
+            "{:<38} {:<19} {:>5} {:>9}",
+            human::fit(r.run, 38),
+            utc(r.modified_unix_s),
+            r.hosts.len(),
+            human::bytes(r.bytes)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00");
+        assert_eq!(super::utc(1_700_000_000), "2023-11-14 22:13:20");
+        assert_eq!(super::utc(951_782_400), "2000-02-29 00:00:00");
+    }
+}

@@ -1,0 +1,85 @@
+//! Human units for tables: durations, sizes, counts.
+
+/// A duration in picoseconds as `ps`, `ns`, `µs`, `ms` or `s`, three significant digits.
+pub fn duration_ps(ps: i64) -> String {
+    let a = ps.unsigned_abs() as f64;
+    let sign = if ps < 0 { "-" } else { "" };
+    let (v, unit) = if a >= 1e12 {
+        (a / 1e12, "s")
+    } else if a >= 1e9 {
+        (a / 1e9, "ms")
+    } else if a >= 1e6 {
+        (a / 1e6, "µs")
+    } else if a >= 1e3 {
+        (a / 1e3, "ns")
+    } else {
+        return format!("{sign}{ps_abs} ps", ps_abs = ps.unsigned_abs());
+    };
+    format!("{sign}{} {unit}", sig3(v))
+}
+
+/// A size in bytes with decimal units (kB, MB, GB).
+pub fn bytes(n: u64) -> String {
+    let f = n as f64;
+    if f >= 1e9 {
+        format!("{} GB", sig3(f / 1e9))
+    } else if f >= 1e6 {
+        format!("{} MB", sig3(f / 1e6))
+    } else if f >= 1e3 {
+        format!("{} kB", sig3(f / 1e3))
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// An integer with thousands separators: 1234567 → "1,234,567".
+pub fn count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Three significant digits, no exponent.
+fn sig3(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// Cuts `s` to at most `width` characters, ending in `…` when cut.
+pub fn fit(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(duration_ps(1_234_000_000), "1.23 ms");
+        assert_eq!(duration_ps(999), "999 ps");
+        assert_eq!(duration_ps(-15_000_000), "-15.0 µs");
+        assert_eq!(duration_ps(2_500_000_000_000), "2.50 s");
+        assert_eq!(bytes(120_400_000), "120 MB");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(count(26_723), "26,723");
+        assert_eq!(count(7), "7");
+        assert_eq!(fit("abcdef", 4), "abc…");
+    }
+}

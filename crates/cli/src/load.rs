@@ -1,0 +1,56 @@
+//! Resolving PATH and loading a run, with a progress bar on a terminal.
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use stepscope_xspace::discover::{self, Run};
+use stepscope_xspace::{Progress, Space};
+
+use crate::args::Input;
+
+/// A run and its decoded hosts.
+pub struct Loaded {
+    pub run: Run,
+    pub spaces: Vec<Space>,
+}
+
+/// Resolves `input` and reads every host of the run.
+pub fn load(input: &Input) -> anyhow::Result<Loaded> {
+    let run = discover::resolve(&input.path, input.run.as_deref())?;
+    let progress = Progress::default();
+    let done = AtomicBool::new(false);
+    let total = run.bytes();
+    let spaces = std::thread::scope(|s| {
+        if std::io::stderr().is_terminal() {
+            s.spawn(|| show_progress(&progress, &done, total));
+        }
+        let r = run.load(&progress);
+        done.store(true, Ordering::Relaxed);
+        r
+    })?;
+    Ok(Loaded { run, spaces })
+}
+
+/// Draws a bar once a load has taken half a second; clears it when done.
+fn show_progress(progress: &Progress, done: &AtomicBool, total: u64) {
+    let start = Instant::now();
+    let mut bar: Option<indicatif::ProgressBar> = None;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+        if bar.is_none() && start.elapsed() >= Duration::from_millis(500) {
+            let b = indicatif::ProgressBar::new(total);
+            b.set_style(
+                indicatif::ProgressStyle::with_template("reading {bar:40} {bytes}/{total_bytes} {elapsed}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar = Some(b);
+        }
+        if let Some(b) = &bar {
+            b.set_position(progress.bytes().min(total));
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+}

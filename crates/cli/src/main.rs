@@ -1,0 +1,28 @@
+//! The `stepscope` command: parse arguments, call the library crates, print.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod args;
+mod cmd;
+mod human;
+mod load;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("stepscope: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> anyhow::Result<ExitCode> {
+    let cli = args::Cli::parse();
+    match cli.command {
+        args::Command::Ls(a) => cmd::ls::run(&a),
+        args::Command::Info(a) => cmd::info::run(&a),
+    }
+}

@@ -1,0 +1,224 @@
+//! Finding profiles: a file, a run folder, or a log directory at any depth.
+//!
+//! `jax.profiler.trace(log_dir)` writes `<log_dir>/plugins/profile/<run>/<host>.xplane.pb`
+//! (plus `<host>.trace.json.gz` and maybe `perfetto_trace.json.gz`). A run is any
+//! folder that directly holds profile files; its hosts are its `*.xplane.pb` files,
+//! or, when it has none, its trace JSON files. Nothing here writes anything.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::model::{Format, Progress, Space};
+
+/// One host's profile file in a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostFile {
+    pub host: String,
+    pub path: PathBuf,
+    pub format: Format,
+    pub bytes: u64,
+}
+
+/// One capture: a folder of host files.
+#[derive(Clone, Debug)]
+pub struct Run {
+    /// The run folder's name, e.g. `2024_05_01_12_00_00`.
+    pub name: String,
+    /// The run's path relative to the folder searched (`name` when it is the folder itself).
+    pub rel: String,
+    pub dir: PathBuf,
+    /// Latest modification time of its profile files.
+    pub modified: SystemTime,
+    /// The files to read, one per host.
+    pub hosts: Vec<HostFile>,
+    /// Device-memory profiles (pprof) found beside them.
+    pub pprof: Vec<PathBuf>,
+}
+
+impl Run {
+    /// Bytes of the host files.
+    pub fn bytes(&self) -> u64 {
+        self.hosts.iter().map(|h| h.bytes).sum()
+    }
+
+    /// Reads every host file, in parallel, counting bytes read into `progress`.
+    pub fn load(&self, progress: &Progress) -> Result<Vec<Space>> {
+        self.hosts.par_iter().map(|h| read_file(&h.path, h.format, &h.host, progress)).collect()
+    }
+}
+
+/// The kind of profile file a name stands for, if any.
+pub fn format_of_name(name: &str) -> Option<Format> {
+    if name.ends_with(".xplane.pb") {
+        Some(Format::XSpace)
+    } else if name.ends_with(".json") || name.ends_with(".json.gz") {
+        Some(Format::TraceJson)
+    } else {
+        None
+    }
+}
+
+fn is_pprof_name(name: &str) -> bool {
+    name.ends_with(".prof") || name.ends_with(".pprof") || name.ends_with(".pb.gz")
+}
+
+/// Reads one profile file in the given format.
+pub fn read_file(path: &Path, format: Format, host: &str, progress: &Progress) -> Result<Space> {
+    match format {
+        Format::XSpace => crate::xplane::read_xspace(path, progress),
+        Format::TraceJson => crate::trace_json::read_trace_json(path, host),
+    }
+}
+
+/// Guesses a file's format from its first bytes: gzip or JSON text → trace JSON, else XSpace.
+fn sniff(path: &Path) -> Result<Format> {
+    use std::io::Read;
+    let mut head = [0u8; 64];
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, &e))?;
+    let n = f.read(&mut head).map_err(|e| Error::io(path, &e))?;
+    let first = head[..n].iter().find(|b| !b.is_ascii_whitespace());
+    Ok(match (head.get(..2), first) {
+        (Some([0x1f, 0x8b]), _) if n >= 2 => Format::TraceJson,
+        (_, Some(b'{' | b'[')) => Format::TraceJson,
+        _ => Format::XSpace,
+    })
+}
+
+/// Lists the runs under `dir` (the folder itself when it is a run), oldest first.
+pub fn find_runs(dir: &Path) -> Result<Vec<Run>> {
+    let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, &e))?;
+    if !meta.is_dir() {
+        return Err(Error::new(
+            format!("{} is a file, not a log directory", dir.display()),
+            "pass the folder given to jax.profiler.trace, or use `stepscope info FILE` for one file",
+        ));
+    }
+    let mut runs = Vec::new();
+    let mut budget = MAX_WALK_ENTRIES;
+    walk(dir, dir, 0, &mut budget, &mut runs)?;
+    runs.sort_by(|a, b| (a.modified, &a.rel).cmp(&(b.modified, &b.rel)));
+    Ok(runs)
+}
+
+const MAX_WALK_DEPTH: usize = 16;
+const MAX_WALK_ENTRIES: usize = 200_000;
+
+fn walk(root: &Path, dir: &Path, depth: usize, budget: &mut usize, runs: &mut Vec<Run>) -> Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        // Unreadable sub-folders are skipped; an unreadable root is an error.
+        Err(e) if depth > 0 => {
+            let _ = e;
+            return Ok(());
+        }
+        Err(e) => return Err(Error::io(dir, &e)),
+    };
+    let mut subdirs = Vec::new();
+    let mut hosts = Vec::new();
+    let mut pprof = Vec::new();
+    let mut modified = SystemTime::UNIX_EPOCH;
+    for entry in entries.flatten() {
+        if *budget == 0 {
+            return Err(Error::new(
+                format!("{} holds too many files to search for profiles", root.display()),
+                "point at the log directory given to jax.profiler.trace, or at one run folder",
+            ));
+        }
+        *budget -= 1;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // Follows symlinks; loops end at the depth limit.
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        if meta.is_dir() {
+            if !name.starts_with('.') && depth < MAX_WALK_DEPTH {
+                subdirs.push(path);
+            }
+            continue;
+        }
+        if let Some(format) = format_of_name(&name) {
+            let host = crate::xplane::host_from_file_name(&path);
+            hosts.push(HostFile { host, path, format, bytes: meta.len() });
+            modified = modified.max(meta.modified().unwrap_or(SystemTime::UNIX_EPOCH));
+        } else if is_pprof_name(&name) {
+            pprof.push(path);
+        }
+    }
+    if let Some(hosts) = choose_hosts(hosts) {
+        let name = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let rel = match dir.strip_prefix(root) {
+            Ok(r) if !r.as_os_str().is_empty() => r.to_string_lossy().into_owned(),
+            _ => name.clone(),
+        };
+        pprof.sort();
+        runs.push(Run { name, rel, dir: dir.to_path_buf(), modified, hosts, pprof });
+    }
+    subdirs.sort();
+    for sub in subdirs {
+        walk(root, &sub, depth + 1, budget, runs)?;
+    }
+    Ok(())
+}
+
+/// Picks the files that stand for the run's hosts: XSpaces when there are any, else
+/// per-host trace JSON, else the Perfetto JSON.
+fn choose_hosts(mut files: Vec<HostFile>) -> Option<Vec<HostFile>> {
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let pick = |pred: &dyn Fn(&HostFile) -> bool| -> Vec<HostFile> {
+        files.iter().filter(|f| pred(f)).cloned().collect()
+    };
+    let is_name = |f: &HostFile, suffix: &str| f.path.to_string_lossy().ends_with(suffix);
+    let xplanes = pick(&|f| f.format == Format::XSpace);
+    if !xplanes.is_empty() {
+        return Some(xplanes);
+    }
+    let traces = pick(&|f| is_name(f, ".trace.json.gz") || is_name(f, ".trace.json"));
+    if !traces.is_empty() {
+        return Some(traces);
+    }
+    let rest = pick(&|f| f.format == Format::TraceJson);
+    (!rest.is_empty()).then_some(rest)
+}
+
+/// Resolves what a user passed as PATH into the one run to read: a profile file
+/// (a run of one host), a run folder, or a log directory (its newest run, or the
+/// run named `run`).
+pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
+    if meta.is_file() {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let format = match format_of_name(&name) {
+            Some(f) => f,
+            None => sniff(path)?,
+        };
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let host = crate::xplane::host_from_file_name(path);
+        let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+        let hf = HostFile { host, path: path.to_path_buf(), format, bytes: meta.len() };
+        return Ok(Run { name: name.clone(), rel: name, dir, modified, hosts: vec![hf], pprof: Vec::new() });
+    }
+    let mut runs = find_runs(path)?;
+    if runs.is_empty() {
+        return Err(Error::new(
+            format!("no profile found under {}", path.display()),
+            "point at the folder given to jax.profiler.trace (it holds plugins/profile/<run>/<host>.xplane.pb), a run folder or a profile file",
+        ));
+    }
+    match run {
+        None => Ok(runs.swap_remove(runs.len() - 1)),
+        Some(want) => {
+            let names: Vec<String> = runs.iter().map(|r| r.rel.clone()).collect();
+            runs.into_iter()
+                .rev()
+                .find(|r| r.rel == want || r.name == want)
+                .ok_or_else(|| {
+                    Error::new(
+                        format!("no run named {want:?} under {}", path.display()),
+                        format!("pick one of: {}", names.join(", ")),
+                    )
+                })
+        }
+    }
+}

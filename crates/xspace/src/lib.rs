@@ -1,0 +1,18 @@
+//! Readers for the profile files JAX writes, into one columnar model.
+//!
+//! - [`xplane`]: `*.xplane.pb` (a serialized `tensorflow.profiler.XSpace`), memory-mapped
+//!   and walked straight into columns, planes and lines decoded in parallel.
+//! - [`trace_json`]: Chrome trace JSON (`*.trace.json.gz`, `perfetto_trace.json.gz`, `.json`).
+//! - [`discover`]: finds runs and host files in a TensorBoard-layout log directory.
+//!
+//! Every reader returns a [`Space`] per host; see [`model`].
+
+pub mod error;
+pub mod model;
+mod wire;
+pub mod xplane;
+pub mod trace_json;
+pub mod discover;
+
+pub use error::{Error, Result};
+pub use model::{EventMeta, Format, Line, Plane, Progress, Source, Space, Span, Stat, StatKind, StatMeta, StatValue};

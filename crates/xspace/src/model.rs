@@ -1,0 +1,506 @@
+//! The columnar profile model every reader produces.
+//!
+//! One [`Space`] is one host's profile. It holds [`Plane`]s (host CPU, each
+//! device, metadata, …); a plane holds [`Line`]s (threads, streams, op
+//! lines), and a line holds its events as parallel columns: start, duration,
+//! dense metadata index and a range into a per-line stat table.
+//!
+//! Strings are never copied out of the file: names and string stats are
+//! [`Span`]s into the file's bytes (or into a small per-plane arena for
+//! strings a reader had to make, e.g. JSON-unescaped or gunzipped ones), and
+//! are read back through [`Plane::text`].
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// The bytes a profile was decoded from: a memory-mapped file or an owned buffer.
+pub enum Source {
+    /// A read-only memory map of the profile file.
+    Mapped(memmap2::Mmap),
+    /// Bytes held in memory (decompressed input, tests).
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Source {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Source::Mapped(m) => m,
+            Source::Owned(v) => v,
+        }
+    }
+}
+
+/// A byte range of a string or bytes value, in the file or in the plane's arena.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Span {
+    /// Offset; the top bit set means "in the plane's arena".
+    off: u64,
+    len: u32,
+}
+
+const ARENA_BIT: u64 = 1 << 63;
+
+impl Span {
+    /// The empty span.
+    pub const EMPTY: Span = Span { off: 0, len: 0 };
+
+    /// A span over the source bytes `off..off+len`.
+    pub fn source(off: u64, len: u32) -> Span {
+        Span { off, len }
+    }
+
+    /// A span over the plane arena bytes `off..off+len`.
+    pub fn arena(off: u64, len: u32) -> Span {
+        Span { off: off | ARENA_BIT, len }
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True when the span holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// For an arena span, the same span moved `base` bytes further into the arena.
+    pub(crate) fn arena_shifted(&self, base: u64) -> Option<Span> {
+        self.in_arena().then(|| Span { off: self.off + base, len: self.len })
+    }
+
+    fn in_arena(&self) -> bool {
+        self.off & ARENA_BIT != 0
+    }
+
+    fn range(&self) -> Range<usize> {
+        let start = (self.off & !ARENA_BIT) as usize;
+        start..start + self.len as usize
+    }
+}
+
+/// Type of a stat value, as on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StatKind {
+    F64 = 0,
+    U64 = 1,
+    I64 = 2,
+    Str = 3,
+    Bytes = 4,
+    /// A reference to a [`StatMeta`] whose name is the string value.
+    Ref = 5,
+}
+
+/// A decoded stat value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum StatValue {
+    F64(f64),
+    U64(u64),
+    I64(i64),
+    Str(Span),
+    Bytes(Span),
+    /// Dense index of the [`StatMeta`] whose name is the value.
+    Ref(u32),
+}
+
+/// One stat, packed into 16 bytes: dense stat-metadata index, kind, value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stat {
+    value: u64,
+    meta: u32,
+    /// kind in the top 3 bits, span length below.
+    kind_len: u32,
+}
+
+const LEN_MASK: u32 = (1 << 29) - 1;
+
+/// Largest string or bytes stat value the model can hold (512 MiB).
+pub const MAX_STAT_LEN: usize = LEN_MASK as usize;
+
+impl Stat {
+    /// Packs a stat. Spans longer than [`MAX_STAT_LEN`] are cut to it; readers
+    /// reject such values before building a stat.
+    pub fn new(meta: u32, value: StatValue) -> Stat {
+        let (kind, value, len) = match value {
+            StatValue::F64(v) => (StatKind::F64, v.to_bits(), 0),
+            StatValue::U64(v) => (StatKind::U64, v, 0),
+            StatValue::I64(v) => (StatKind::I64, v as u64, 0),
+            StatValue::Str(s) => (StatKind::Str, s.off, s.len.min(LEN_MASK)),
+            StatValue::Bytes(s) => (StatKind::Bytes, s.off, s.len.min(LEN_MASK)),
+            StatValue::Ref(r) => (StatKind::Ref, r as u64, 0),
+        };
+        Stat { value, meta, kind_len: ((kind as u32) << 29) | len }
+    }
+
+    /// Dense index into [`Plane::stat_meta`].
+    pub fn meta(&self) -> u32 {
+        self.meta
+    }
+
+    /// The kind of value.
+    pub fn kind(&self) -> StatKind {
+        match self.kind_len >> 29 {
+            0 => StatKind::F64,
+            1 => StatKind::U64,
+            2 => StatKind::I64,
+            3 => StatKind::Str,
+            4 => StatKind::Bytes,
+            _ => StatKind::Ref,
+        }
+    }
+
+    /// The value.
+    pub fn value(&self) -> StatValue {
+        let len = self.kind_len & LEN_MASK;
+        match self.kind() {
+            StatKind::F64 => StatValue::F64(f64::from_bits(self.value)),
+            StatKind::U64 => StatValue::U64(self.value),
+            StatKind::I64 => StatValue::I64(self.value as i64),
+            StatKind::Str => StatValue::Str(Span { off: self.value, len }),
+            StatKind::Bytes => StatValue::Bytes(Span { off: self.value, len }),
+            StatKind::Ref => StatValue::Ref(self.value as u32),
+        }
+    }
+}
+
+/// Metadata shared by all events of one kind (an XEventMetadata).
+#[derive(Clone, Debug, Default)]
+pub struct EventMeta {
+    pub id: i64,
+    pub name: Span,
+    pub display_name: Span,
+    /// Range into [`Plane::meta_stats`].
+    pub stats: Range<u32>,
+    /// Ids (not dense indexes) of child metadata, as on the wire.
+    pub child_ids: Vec<i64>,
+}
+
+/// Metadata of a stat (an XStatMetadata): its name, and for `ref` stats the value.
+#[derive(Clone, Debug, Default)]
+pub struct StatMeta {
+    pub id: i64,
+    pub name: Span,
+    pub description: Span,
+}
+
+/// One line (thread, stream, op line) with its events as columns.
+#[derive(Clone, Debug, Default)]
+pub struct Line {
+    pub id: i64,
+    pub display_id: i64,
+    pub name: String,
+    pub display_name: String,
+    pub timestamp_ns: i64,
+    pub duration_ps: i64,
+    /// Counter samples (trace JSON `C` events) rather than spans; not counted as events.
+    pub is_counter: bool,
+    /// Event start, ps since the session start (`timestamp_ns * 1000 + offset_ps`).
+    pub start_ps: Vec<i64>,
+    /// Event duration, ps.
+    pub duration_ps_col: Vec<i64>,
+    /// Dense index into [`Plane::event_meta`].
+    pub meta: Vec<u32>,
+    /// `stat_start[i]..stat_start[i+1]` is event i's range in `stats`; len = events + 1.
+    pub stat_start: Vec<u32>,
+    pub stats: Vec<Stat>,
+}
+
+impl Line {
+    /// Number of events.
+    pub fn len(&self) -> usize {
+        self.start_ps.len()
+    }
+
+    /// True when the line has no events.
+    pub fn is_empty(&self) -> bool {
+        self.start_ps.is_empty()
+    }
+
+    /// Stats stored on event `i` itself (not those on its metadata).
+    pub fn event_stats(&self, i: usize) -> &[Stat] {
+        let (a, b) = (self.stat_start[i] as usize, self.stat_start[i + 1] as usize);
+        &self.stats[a..b]
+    }
+
+    /// End of event `i`, ps.
+    pub fn end_ps(&self, i: usize) -> i64 {
+        self.start_ps[i].saturating_add(self.duration_ps_col[i])
+    }
+
+    /// The line's display name when set, else its name.
+    pub fn label(&self) -> &str {
+        if self.display_name.is_empty() {
+            &self.name
+        } else {
+            &self.display_name
+        }
+    }
+
+    /// Appends an event (used by readers).
+    pub fn push_event(&mut self, start_ps: i64, duration_ps: i64, meta: u32, stats: &[Stat]) {
+        if self.stat_start.is_empty() {
+            self.stat_start.push(self.stats.len() as u32);
+        }
+        self.start_ps.push(start_ps);
+        self.duration_ps_col.push(duration_ps);
+        self.meta.push(meta);
+        self.stats.extend_from_slice(stats);
+        self.stat_start.push(self.stats.len() as u32);
+    }
+
+    /// Makes `stat_start` valid for a line with no events.
+    pub fn finish(&mut self) {
+        if self.stat_start.is_empty() {
+            self.stat_start.push(0);
+        }
+    }
+}
+
+/// One plane: a host, a device, metadata, environment.
+pub struct Plane {
+    pub id: i64,
+    pub name: String,
+    pub lines: Vec<Line>,
+    pub event_meta: Vec<EventMeta>,
+    pub stat_meta: Vec<StatMeta>,
+    /// Stats of the plane itself (device capabilities, …).
+    pub stats: Vec<Stat>,
+    /// Stats of event metadata, indexed by [`EventMeta::stats`].
+    pub meta_stats: Vec<Stat>,
+    pub(crate) source: Arc<Source>,
+    /// Strings made while reading (unescaped JSON, gunzipped stats).
+    pub(crate) arena: Vec<u8>,
+}
+
+impl std::fmt::Debug for Plane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plane")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("lines", &self.lines.len())
+            .field("events", &self.event_count())
+            .finish()
+    }
+}
+
+impl Plane {
+    /// An empty plane reading its spans from `source`.
+    pub fn new(id: i64, name: String, source: Arc<Source>) -> Plane {
+        Plane {
+            id,
+            name,
+            lines: Vec::new(),
+            event_meta: Vec::new(),
+            stat_meta: Vec::new(),
+            stats: Vec::new(),
+            meta_stats: Vec::new(),
+            source,
+            arena: Vec::new(),
+        }
+    }
+
+    /// Copies `bytes` into the plane's arena and returns their span.
+    pub fn push_arena(&mut self, bytes: &[u8]) -> Span {
+        let off = self.arena.len() as u64;
+        self.arena.extend_from_slice(bytes);
+        Span::arena(off, bytes.len() as u32)
+    }
+
+    /// The bytes of a span.
+    pub fn bytes(&self, span: Span) -> &[u8] {
+        let buf: &[u8] = if span.in_arena() { &self.arena } else { &self.source };
+        buf.get(span.range()).unwrap_or(&[])
+    }
+
+    /// The text of a span; invalid UTF-8 reads as "\u{FFFD}".
+    pub fn text(&self, span: Span) -> &str {
+        std::str::from_utf8(self.bytes(span)).unwrap_or("\u{FFFD}")
+    }
+
+    /// Number of events on all lines, counter lines excluded.
+    pub fn event_count(&self) -> u64 {
+        self.lines.iter().filter(|l| !l.is_counter).map(|l| l.len() as u64).sum()
+    }
+
+    /// Name of the metadata at dense index `meta`.
+    pub fn event_name(&self, meta: u32) -> &str {
+        self.event_meta.get(meta as usize).map_or("", |m| self.text(m.name))
+    }
+
+    /// Dense index of the stat metadata called `name`, if the plane has one.
+    pub fn stat_id(&self, name: &str) -> Option<u32> {
+        let name = name.as_bytes();
+        self.stat_meta.iter().position(|m| self.bytes(m.name) == name).map(|i| i as u32)
+    }
+
+    /// Name of the stat metadata at dense index `meta`.
+    pub fn stat_name(&self, meta: u32) -> &str {
+        self.stat_meta.get(meta as usize).map_or("", |m| self.text(m.name))
+    }
+
+    /// Stats attached to event metadata `meta`.
+    pub fn metadata_stats(&self, meta: u32) -> &[Stat] {
+        match self.event_meta.get(meta as usize) {
+            Some(m) => self.meta_stats.get(m.stats.start as usize..m.stats.end as usize).unwrap_or(&[]),
+            None => &[],
+        }
+    }
+
+    /// Looks up stat `stat` of event `i` on `line`: on the event first, then on its metadata.
+    pub fn event_stat(&self, line: &Line, i: usize, stat: u32) -> Option<Stat> {
+        line.event_stats(i)
+            .iter()
+            .chain(self.metadata_stats(line.meta[i]))
+            .find(|s| s.meta() == stat)
+            .copied()
+    }
+
+    /// A stat's string value: `str` directly, `ref` through its metadata name.
+    pub fn stat_str(&self, s: &Stat) -> Option<&str> {
+        match s.value() {
+            StatValue::Str(span) => Some(self.text(span)),
+            StatValue::Ref(r) => self.stat_meta.get(r as usize).map(|m| self.text(m.name)),
+            _ => None,
+        }
+    }
+
+    /// A stat's bytes value.
+    pub fn stat_bytes(&self, s: &Stat) -> Option<&[u8]> {
+        match s.value() {
+            StatValue::Bytes(span) | StatValue::Str(span) => Some(self.bytes(span)),
+            _ => None,
+        }
+    }
+
+    /// A numeric stat as i64 (u64 saturates, f64 truncates); strings parse when they are numbers.
+    pub fn stat_i64(&self, s: &Stat) -> Option<i64> {
+        match s.value() {
+            StatValue::I64(v) => Some(v),
+            StatValue::U64(v) => Some(i64::try_from(v).unwrap_or(i64::MAX)),
+            StatValue::F64(v) if v.is_finite() => Some(v as i64),
+            StatValue::Str(_) | StatValue::Ref(_) => self.stat_str(s)?.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// A numeric stat as f64; strings parse when they are numbers.
+    pub fn stat_f64(&self, s: &Stat) -> Option<f64> {
+        match s.value() {
+            StatValue::I64(v) => Some(v as f64),
+            StatValue::U64(v) => Some(v as f64),
+            StatValue::F64(v) => Some(v),
+            StatValue::Str(_) | StatValue::Ref(_) => self.stat_str(s)?.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    /// A stat's value rendered for people (bytes as `<N bytes>`).
+    pub fn stat_display(&self, s: &Stat) -> String {
+        match s.value() {
+            StatValue::F64(v) => v.to_string(),
+            StatValue::U64(v) => v.to_string(),
+            StatValue::I64(v) => v.to_string(),
+            StatValue::Str(_) | StatValue::Ref(_) => self.stat_str(s).unwrap_or("").to_string(),
+            StatValue::Bytes(span) => format!("<{} bytes>", span.len()),
+        }
+    }
+
+    /// The plane-level stat called `name`.
+    pub fn plane_stat(&self, name: &str) -> Option<Stat> {
+        let id = self.stat_id(name)?;
+        self.stats.iter().find(|s| s.meta() == id).copied()
+    }
+
+    /// The line called `name` (by name or display name).
+    pub fn line(&self, name: &str) -> Option<&Line> {
+        self.lines.iter().find(|l| l.name == name || l.display_name == name)
+    }
+
+    /// Earliest event start and latest event end over all lines, ps.
+    pub fn time_span_ps(&self) -> Option<(i64, i64)> {
+        let mut span: Option<(i64, i64)> = None;
+        for line in &self.lines {
+            for i in 0..line.len() {
+                let (a, b) = (line.start_ps[i], line.end_ps(i));
+                span = Some(match span {
+                    None => (a, b),
+                    Some((lo, hi)) => (lo.min(a), hi.max(b)),
+                });
+            }
+        }
+        span
+    }
+}
+
+/// The format a [`Space`] was read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// `*.xplane.pb`, a serialized XSpace.
+    XSpace,
+    /// Chrome trace JSON (`*.trace.json.gz`, `perfetto_trace.json.gz`, `.json`).
+    TraceJson,
+}
+
+/// One host's profile.
+pub struct Space {
+    /// Host name (from the file name, else the XSpace's hostnames).
+    pub host: String,
+    pub format: Format,
+    pub planes: Vec<Plane>,
+    pub hostnames: Vec<String>,
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+    /// Size of the file read, bytes.
+    pub file_bytes: u64,
+}
+
+impl Space {
+    /// Events in all planes (for trace JSON: X, i and B events).
+    pub fn event_count(&self) -> u64 {
+        self.planes.iter().map(Plane::event_count).sum()
+    }
+
+    /// The plane called `name`.
+    pub fn plane(&self, name: &str) -> Option<&Plane> {
+        self.planes.iter().find(|p| p.name == name)
+    }
+
+    /// Earliest start and latest end over all planes, ps.
+    pub fn time_span_ps(&self) -> Option<(i64, i64)> {
+        self.planes.iter().filter_map(Plane::time_span_ps).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+    }
+}
+
+/// Maps sparse wire ids to dense indexes while reading.
+#[derive(Default)]
+pub(crate) struct IdMap {
+    map: HashMap<i64, u32>,
+}
+
+impl IdMap {
+    pub(crate) fn get(&self, id: i64) -> Option<u32> {
+        self.map.get(&id).copied()
+    }
+    pub(crate) fn insert(&mut self, id: i64, idx: u32) {
+        self.map.insert(id, idx);
+    }
+}
+
+/// Bytes of input read so far, shared with a progress display while a load runs.
+#[derive(Debug, Default)]
+pub struct Progress(std::sync::atomic::AtomicU64);
+
+impl Progress {
+    /// Counts `n` more bytes read.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Bytes read so far.
+    pub fn bytes(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}

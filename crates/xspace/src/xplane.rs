@@ -1,0 +1,397 @@
+//! The XSpace (`*.xplane.pb`) reader.
+//!
+//! The file is memory-mapped and walked once at the top level to find the planes;
+//! planes are then decoded in parallel, and within a plane its metadata first, then
+//! its lines in parallel. Each line's events go straight into columns; strings stay
+//! in the mapped file as spans.
+
+use std::io::Read;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::model::{EventMeta, Format, IdMap, Line, Plane, Progress, Source, Space, Span, Stat, StatMeta, StatValue, MAX_STAT_LEN};
+use crate::wire::{Wire, WireError, WireResult, FIXED64, LEN, VARINT};
+
+/// Dense index used for an event whose metadata id the plane does not define.
+const UNKNOWN_META: u32 = u32::MAX;
+
+/// Most bytes a single gzip-compressed string stat may expand to.
+const MAX_GUNZIP_BYTES: u64 = 256 << 20;
+
+/// Reads `<host>.xplane.pb`; the host name comes from the file name.
+pub fn read_xspace(path: &Path, progress: &Progress) -> Result<Space> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, &e))?;
+    let len = file.metadata().map_err(|e| Error::io(path, &e))?.len();
+    if len == 0 {
+        return Err(Error::new(
+            format!("{} is empty", path.display()),
+            "the capture did not finish writing; capture the profile again",
+        ));
+    }
+    // SAFETY: the map is read-only; a file truncated by another process while mapped
+    // is outside what any reader can defend against, as for every mmap-based tool.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, &e))?;
+    let host = host_from_file_name(path);
+    decode_xspace(Arc::new(Source::Mapped(map)), &host, progress).map_err(|e| Error::corrupt(path, e))
+}
+
+/// The host name a JAX profile file stands for: its name without the profile suffix.
+pub fn host_from_file_name(path: &Path) -> String {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    for suffix in [".xplane.pb", ".trace.json.gz", ".trace.json", ".json.gz", ".json"] {
+        if let Some(stem) = name.strip_suffix(suffix) {
+            return stem.to_string();
+        }
+    }
+    name
+}
+
+/// Decodes a serialized XSpace held in `source`.
+pub fn decode_xspace(source: Arc<Source>, host: &str, progress: &Progress) -> Result<Space, DecodeError> {
+    let buf: &[u8] = &source;
+    let mut w = Wire::new(buf);
+    let mut plane_ranges = Vec::new();
+    let mut space = Space {
+        host: host.to_string(),
+        format: Format::XSpace,
+        planes: Vec::new(),
+        hostnames: Vec::new(),
+        errors: Vec::new(),
+        warnings: Vec::new(),
+        file_bytes: buf.len() as u64,
+    };
+    while !w.done() {
+        let (field, wt) = w.key()?;
+        match field {
+            1 => plane_ranges.push(w.bytes(wt)?),
+            2 => space.errors.push(w.string(wt)?),
+            3 => space.warnings.push(w.string(wt)?),
+            4 => space.hostnames.push(w.string(wt)?),
+            _ => w.skip(wt)?,
+        }
+    }
+    if plane_ranges.is_empty() && !buf.is_empty() && space.hostnames.is_empty() {
+        return Err(DecodeError::NotXSpace);
+    }
+    let planes: Vec<Result<Plane, WireError>> =
+        plane_ranges.into_par_iter().map(|r| decode_plane(&source, r, progress)).collect();
+    space.planes = planes.into_iter().collect::<Result<_, _>>()?;
+    if space.host.is_empty() {
+        space.host = space.hostnames.first().cloned().unwrap_or_else(|| "localhost".into());
+    }
+    Ok(space)
+}
+
+/// Why bytes could not be decoded as an XSpace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The protobuf structure is broken.
+    Wire(WireErrorPublic),
+    /// Valid-looking protobuf, but nothing in it is an XSpace.
+    NotXSpace,
+}
+
+/// A position and reason inside a broken protobuf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireErrorPublic {
+    pub at_byte: u64,
+    pub what: &'static str,
+}
+
+impl From<WireError> for DecodeError {
+    fn from(e: WireError) -> Self {
+        DecodeError::Wire(WireErrorPublic { at_byte: e.at as u64, what: e.what })
+    }
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecodeError::Wire(e) => write!(f, "{} at byte {}", e.what, e.at_byte),
+            DecodeError::NotXSpace => write!(f, "no XPlane in it, so it is not an XSpace (.xplane.pb) file"),
+        }
+    }
+}
+
+/// The parts of a plane message, located before anything is decoded.
+#[derive(Default)]
+struct PlaneParts {
+    id: i64,
+    name: Range<usize>,
+    lines: Vec<Range<usize>>,
+    event_meta: Vec<Range<usize>>,
+    stat_meta: Vec<Range<usize>>,
+    stats: Vec<Range<usize>>,
+}
+
+fn decode_plane(source: &Arc<Source>, range: Range<usize>, progress: &Progress) -> WireResult<Plane> {
+    let buf: &[u8] = source;
+    let mut w = Wire::new(buf).sub(range);
+    let mut parts = PlaneParts::default();
+    while !w.done() {
+        let (field, wt) = w.key()?;
+        match field {
+            1 => parts.id = w.int(wt)?,
+            2 => parts.name = w.bytes(wt)?,
+            3 => parts.lines.push(w.bytes(wt)?),
+            4 => parts.event_meta.push(w.bytes(wt)?),
+            5 => parts.stat_meta.push(w.bytes(wt)?),
+            6 => parts.stats.push(w.bytes(wt)?),
+            _ => w.skip(wt)?,
+        }
+    }
+    let name = String::from_utf8_lossy(w.slice(parts.name.clone())).into_owned();
+    let mut plane = Plane::new(parts.id, name, source.clone());
+
+    // Stat metadata first: event metadata stats and line stats refer to it.
+    let mut stat_ids = IdMap::default();
+    for r in &parts.stat_meta {
+        let (key, value) = map_entry(&w, r.clone())?;
+        let mut m = StatMeta { id: key, ..Default::default() };
+        if let Some(v) = value {
+            let mut mw = w.sub(v);
+            while !mw.done() {
+                let (field, wt) = mw.key()?;
+                match field {
+                    2 => m.name = span(mw.bytes(wt)?),
+                    3 => m.description = span(mw.bytes(wt)?),
+                    _ => mw.skip(wt)?,
+                }
+            }
+        }
+        stat_ids.insert(key, plane.stat_meta.len() as u32);
+        plane.stat_meta.push(m);
+    }
+
+    let mut arena = Vec::new();
+    let mut event_ids = IdMap::default();
+    let mut scratch = Vec::new();
+    for r in &parts.event_meta {
+        let (key, value) = map_entry(&w, r.clone())?;
+        let mut m = EventMeta { id: key, ..Default::default() };
+        let first = plane.meta_stats.len() as u32;
+        if let Some(v) = value {
+            let mut mw = w.sub(v);
+            while !mw.done() {
+                let (field, wt) = mw.key()?;
+                match field {
+                    2 => m.name = span(mw.bytes(wt)?),
+                    4 => m.display_name = span(mw.bytes(wt)?),
+                    5 => {
+                        let sr = mw.bytes(wt)?;
+                        scratch.clear();
+                        decode_stat(&w, sr, &stat_ids, &mut arena, &mut scratch)?;
+                        plane.meta_stats.extend_from_slice(&scratch);
+                    }
+                    6 => mw.repeated_int(wt, &mut m.child_ids)?,
+                    _ => mw.skip(wt)?,
+                }
+            }
+        }
+        m.stats = first..plane.meta_stats.len() as u32;
+        event_ids.insert(key, plane.event_meta.len() as u32);
+        plane.event_meta.push(m);
+    }
+    for r in &parts.stats {
+        scratch.clear();
+        decode_stat(&w, r.clone(), &stat_ids, &mut arena, &mut scratch)?;
+        plane.stats.extend_from_slice(&scratch);
+    }
+    plane.arena = arena;
+
+    let decoded: Vec<WireResult<(Line, Vec<u8>, bool)>> = parts
+        .lines
+        .par_iter()
+        .map(|r| {
+            let line = decode_line(&w, r.clone(), &event_ids, &stat_ids);
+            progress.add(r.len() as u64);
+            line
+        })
+        .collect();
+    let mut unknown_meta = false;
+    for d in decoded {
+        let (mut line, line_arena, unknown) = d?;
+        unknown_meta |= unknown;
+        if !line_arena.is_empty() {
+            let base = plane.arena.len() as u64;
+            plane.arena.extend_from_slice(&line_arena);
+            rebase_arena_stats(&mut line.stats, base);
+        }
+        plane.lines.push(line);
+    }
+    if unknown_meta {
+        // Events naming a metadata id the plane lacks get one shared, nameless entry.
+        let idx = plane.event_meta.len() as u32;
+        let first = plane.meta_stats.len() as u32;
+        plane.event_meta.push(EventMeta { id: -1, stats: first..first, ..Default::default() });
+        for line in &mut plane.lines {
+            line.meta.iter_mut().filter(|m| **m == UNKNOWN_META).for_each(|m| *m = idx);
+        }
+    }
+    Ok(plane)
+}
+
+/// Reads a map entry (1 key, 2 value message).
+fn map_entry(w: &Wire, r: Range<usize>) -> WireResult<(i64, Option<Range<usize>>)> {
+    let mut ew = w.sub(r);
+    let (mut key, mut value) = (0, None);
+    while !ew.done() {
+        let (field, wt) = ew.key()?;
+        match field {
+            1 => key = ew.int(wt)?,
+            2 => value = Some(ew.bytes(wt)?),
+            _ => ew.skip(wt)?,
+        }
+    }
+    Ok((key, value))
+}
+
+fn span(r: Range<usize>) -> Span {
+    Span::source(r.start as u64, (r.end - r.start).min(u32::MAX as usize) as u32)
+}
+
+/// Decodes one XStat message into `out`.
+fn decode_stat(
+    w: &Wire,
+    r: Range<usize>,
+    stat_ids: &IdMap,
+    arena: &mut Vec<u8>,
+    out: &mut Vec<Stat>,
+) -> WireResult<()> {
+    let mut sw = w.sub(r);
+    let mut meta = UNKNOWN_META;
+    let mut value = None;
+    while !sw.done() {
+        let at = sw.pos();
+        let (field, wt) = sw.key()?;
+        value = Some(match (field, wt) {
+            (1, _) => {
+                meta = stat_ids.get(sw.int(wt)?).unwrap_or(UNKNOWN_META);
+                continue;
+            }
+            (2, FIXED64) => StatValue::F64(f64::from_bits(sw.fixed64()?)),
+            (3, VARINT) => StatValue::U64(sw.varint()?),
+            (4, VARINT) => StatValue::I64(sw.varint()? as i64),
+            (5, LEN) | (6, LEN) => {
+                let b = sw.bytes(wt)?;
+                if b.len() > MAX_STAT_LEN {
+                    return Err(WireError { at, what: "stat value larger than 512 MiB" });
+                }
+                if field == 5 {
+                    StatValue::Str(span(b))
+                } else {
+                    StatValue::Bytes(span(b))
+                }
+            }
+            (7, VARINT) => StatValue::Ref(stat_ids.get(sw.varint()? as i64).unwrap_or(UNKNOWN_META)),
+            (8, LEN) => {
+                let b = sw.bytes(wt)?;
+                let mut text = Vec::new();
+                let mut gz = flate2::read::GzDecoder::new(sw.slice(b)).take(MAX_GUNZIP_BYTES);
+                if gz.read_to_end(&mut text).is_err() {
+                    return Err(WireError { at, what: "compressed string stat is not valid gzip" });
+                }
+                let off = arena.len() as u64;
+                arena.extend_from_slice(&text);
+                StatValue::Str(Span::arena(off, text.len() as u32))
+            }
+            (2..=8, _) => return Err(WireError { at, what: "stat value with the wrong wire type" }),
+            _ => {
+                sw.skip(wt)?;
+                continue;
+            }
+        });
+    }
+    // A stat without a value (proto3 default 0) reads as integer 0.
+    out.push(Stat::new(meta, value.unwrap_or(StatValue::I64(0))));
+    Ok(())
+}
+
+fn rebase_arena_stats(stats: &mut [Stat], base: u64) {
+    for s in stats {
+        if let StatValue::Str(sp) = s.value() {
+            if let Some(moved) = sp.arena_shifted(base) {
+                *s = Stat::new(s.meta(), StatValue::Str(moved));
+            }
+        }
+    }
+}
+
+/// Decodes one XLine into columns. Returns the line, strings it had to make, and
+/// whether any event named a metadata id the plane lacks.
+fn decode_line(
+    w: &Wire,
+    r: Range<usize>,
+    event_ids: &IdMap,
+    stat_ids: &IdMap,
+) -> WireResult<(Line, Vec<u8>, bool)> {
+    // Count events first so the columns are allocated once, at their final size.
+    let mut lw = w.sub(r.clone());
+    let mut n = 0usize;
+    while !lw.done() {
+        let (field, wt) = lw.key()?;
+        if field == 4 && wt == LEN {
+            n += 1;
+        }
+        lw.skip(wt)?;
+    }
+    let mut line = Line {
+        start_ps: Vec::with_capacity(n),
+        duration_ps_col: Vec::with_capacity(n),
+        meta: Vec::with_capacity(n),
+        stat_start: Vec::with_capacity(n + 1),
+        ..Default::default()
+    };
+    line.stat_start.push(0);
+    let mut arena = Vec::new();
+    let mut unknown = false;
+    let mut lw = w.sub(r);
+    while !lw.done() {
+        let (field, wt) = lw.key()?;
+        match field {
+            1 => line.id = lw.int(wt)?,
+            10 => line.display_id = lw.int(wt)?,
+            2 => line.name = lw.string(wt)?,
+            11 => line.display_name = lw.string(wt)?,
+            3 => line.timestamp_ns = lw.int(wt)?,
+            9 => line.duration_ps = lw.int(wt)?,
+            4 => {
+                let er = lw.bytes(wt)?;
+                let (mut offset, mut dur, mut meta_id) = (0i64, 0i64, 0i64);
+                let mut ew = w.sub(er);
+                while !ew.done() {
+                    let (f, wt) = ew.key()?;
+                    match f {
+                        1 => meta_id = ew.int(wt)?,
+                        2 => offset = ew.int(wt)?,
+                        3 => dur = ew.int(wt)?,
+                        4 => {
+                            let sr = ew.bytes(wt)?;
+                            decode_stat(w, sr, stat_ids, &mut arena, &mut line.stats)?;
+                        }
+                        _ => ew.skip(wt)?,
+                    }
+                }
+                let meta = event_ids.get(meta_id).unwrap_or(UNKNOWN_META);
+                unknown |= meta == UNKNOWN_META;
+                if line.stats.len() > u32::MAX as usize {
+                    return Err(WireError { at: lw.pos(), what: "more than 4 billion stats on one line" });
+                }
+                line.start_ps.push(offset);
+                line.duration_ps_col.push(dur);
+                line.meta.push(meta);
+                line.stat_start.push(line.stats.len() as u32);
+            }
+            _ => lw.skip(wt)?,
+        }
+    }
+    let base_ps = line.timestamp_ns.saturating_mul(1000);
+    for s in &mut line.start_ps {
+        *s = s.saturating_add(base_ps);
+    }
+    Ok((line, arena, unknown))
+}
