@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Capture a real JAX profile on CPU for stepscope tests and benchmarks.
+
+Trains a small transformer (embedding, N layers of layernorm + causal
+self-attention + layernorm + MLP, written in plain jax.numpy, hand-written Adam)
+on random token data with a `jax.jit`-ted train step, under `jax.profiler`.
+
+Each step is wrapped in `jax.profiler.StepTraceAnnotation("train", step_num=i)`;
+inside it host `TraceAnnotation` scopes "data" and "train_step" (plus "tiny_ops"
+and "device_put" when those knobs are on). The model uses `jax.named_scope`
+("layer0/attention", "layer0/mlp", ...) so XLA op events carry the name stack
+in their `tf_op` stats.
+
+Output (what JAX writes):
+    <LOGDIR>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.xplane.pb
+    <LOGDIR>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.trace.json.gz
+    <LOGDIR>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/perfetto_trace.json.gz  (--perfetto)
+    <LOGDIR>/plugins/profile/<YYYY_MM_DD_HH_MM_SS>/memory.prof  (device memory pprof)
+The run folder is printed on the last line of stdout.
+
+Examples:
+    # 8 steps, python tracer on, warm-up excluded, with a Perfetto trace
+    python3 scripts/capture_cpu.py --steps 8 --perfetto --out /tmp/logdir
+
+    # capture compilation too (no warm-up), python tracer off
+    python3 scripts/capture_cpu.py --steps 3 --capture-compile --no-python-tracer
+
+    # a host-bound capture: 5 ms sleep between steps, 50 tiny un-fused ops per step
+    python3 scripts/capture_cpu.py --steps 20 --sleep-ms 5 --tiny-ops 50
+
+    # a transfer-heavy capture: 64 MB device_put per step
+    python3 scripts/capture_cpu.py --steps 10 --device-put-mb 64
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import sys
+import time
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__[__doc__.index("Examples:"):],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", default="logdir", help="log directory (TensorBoard layout); default ./logdir")
+    p.add_argument("--steps", type=int, default=8, help="captured training steps (default 8)")
+    p.add_argument("--warmup", type=int, default=2, help="un-captured warm-up steps before the trace (default 2)")
+    p.add_argument("--capture-compile", action="store_true",
+                   help="start the trace before the first step so compilation is captured (implies --warmup 0)")
+    p.add_argument("--no-python-tracer", action="store_true", help="python_tracer_level=0 (default 1)")
+    p.add_argument("--host-tracer-level", type=int, default=2, help="host_tracer_level (default 2)")
+    p.add_argument("--perfetto", action="store_true", help="also write perfetto_trace.json.gz")
+    p.add_argument("--no-memory-profile", action="store_true", help="skip memory.prof")
+    p.add_argument("--layers", type=int, default=2, help="transformer layers (default 2)")
+    p.add_argument("--d-model", type=int, default=64, help="model width (default 64)")
+    p.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
+    p.add_argument("--vocab", type=int, default=256, help="vocabulary size (default 256)")
+    p.add_argument("--seq", type=int, default=32, help="sequence length (default 32)")
+    p.add_argument("--batch", type=int, default=8, help="batch size (default 8)")
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (default 1e-3)")
+    p.add_argument("--sleep-ms", type=float, default=0.0, help="host sleep between steps, ms (default 0)")
+    p.add_argument("--tiny-ops", type=int, default=0,
+                   help="N tiny un-fused ops per step, cycling over 8 separately-jitted functions (default 0)")
+    p.add_argument("--device-put-mb", type=float, default=0.0,
+                   help="jax.device_put of this many MB of fresh numpy data each step (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
+    a = p.parse_args(argv)
+    if a.capture_compile:
+        a.warmup = 0
+    if a.d_model % a.heads:
+        p.error("--d-model must be a multiple of --heads")
+    if a.steps < 1:
+        p.error("--steps must be >= 1")
+    return a
+
+
+def main(argv=None):
+    args = parse_args(argv)
+
+    # Keep JAX on CPU even if an accelerator plugin happens to be installed.
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    import numpy as np
+    import jax
+    import jax.numpy as jnp
+
+    # ---------------------------------------------------------------- model
+    def init_params(key):
+        d, v, s = args.d_model, args.vocab, args.seq
+        keys = iter(jax.random.split(key, 4 + 6 * args.layers))
+
+        def dense(k, fan_in, fan_out):
+            return jax.random.normal(k, (fan_in, fan_out), jnp.float32) / np.sqrt(fan_in)
+
+        params = {
+            "embed": jax.random.normal(next(keys), (v, d), jnp.float32) * 0.02,
+            "pos": jax.random.normal(next(keys), (s, d), jnp.float32) * 0.02,
+            "ln_f": {"g": jnp.ones((d,)), "b": jnp.zeros((d,))},
+            "layers": [],
+        }
+        for _ in range(args.layers):
+            params["layers"].append({
+                "ln1": {"g": jnp.ones((d,)), "b": jnp.zeros((d,))},
+                "wqkv": dense(next(keys), d, 3 * d),
+                "wo": dense(next(keys), d, d),
+                "ln2": {"g": jnp.ones((d,)), "b": jnp.zeros((d,))},
+                "w1": dense(next(keys), d, 4 * d),
+                "b1": jnp.zeros((4 * d,)),
+                "w2": dense(next(keys), 4 * d, d),
+                "b2": jnp.zeros((d,)),
+            })
+        return params
+
+    def layernorm(p, x):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) * jax.lax.rsqrt(var + 1e-5) * p["g"] + p["b"]
+
+    def attention(p, x):
+        b, s, d = x.shape
+        h = args.heads
+        qkv = x @ p["wqkv"]
+        q, k, v = jnp.split(qkv, 3, axis=-1)
+        q, k, v = (t.reshape(b, s, h, d // h).transpose(0, 2, 1, 3) for t in (q, k, v))
+        scores = (q @ k.transpose(0, 1, 3, 2)) / np.sqrt(d // h)
+        mask = jnp.tril(jnp.ones((s, s), bool))
+        scores = jnp.where(mask, scores, -1e9)
+        w = jax.nn.softmax(scores, axis=-1)
+        out = (w @ v).transpose(0, 2, 1, 3).reshape(b, s, d)
+        return out @ p["wo"]
+
+    def mlp(p, x):
+        return jax.nn.gelu(x @ p["w1"] + p["b1"]) @ p["w2"] + p["b2"]
+
+    def forward(params, tokens):
+        with jax.named_scope("embed"):
+            x = params["embed"][tokens] + params["pos"][None, : tokens.shape[1]]
+        for i, lp in enumerate(params["layers"]):
+            with jax.named_scope(f"layer{i}/attention"):
+                x = x + attention(lp, layernorm(lp["ln1"], x))
+            with jax.named_scope(f"layer{i}/mlp"):
+                x = x + mlp(lp, layernorm(lp["ln2"], x))
+        with jax.named_scope("head"):
+            x = layernorm(params["ln_f"], x)
+            return x @ params["embed"].T
+
+    def loss_fn(params, tokens, targets):
+        logits = forward(params, tokens)
+        with jax.named_scope("loss"):
+            logp = jax.nn.log_softmax(logits, axis=-1)
+            nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)
+            return nll.mean()
+
+    def adam_init(params):
+        zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
+        return {"m": zeros, "v": zeros, "t": jnp.zeros((), jnp.int32)}
+
+    @jax.jit
+    def train_step(params, opt, tokens, targets):
+        loss, grads = jax.value_and_grad(loss_fn)(params, tokens, targets)
+        with jax.named_scope("adam"):
+            b1, b2, eps = 0.9, 0.999, 1e-8
+            t = opt["t"] + 1
+            m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, opt["m"], grads)
+            v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, opt["v"], grads)
+            tf = t.astype(jnp.float32)
+            scale = args.lr * jnp.sqrt(1 - b2 ** tf) / (1 - b1 ** tf)
+            params = jax.tree_util.tree_map(
+                lambda p, m, v: p - scale * m / (jnp.sqrt(v) + eps), params, m, v)
+        return params, {"m": m, "v": v, "t": t}, loss
+
+    # Tiny ops: each a separate jit (so each is its own XLA module/dispatch).
+    tiny_fns = []
+    for j in range(min(args.tiny_ops, 8)):
+        c = float(j + 1)
+        tiny_fns.append(jax.jit(lambda x, c=c: x * c + 1.0))
+
+    # ---------------------------------------------------------------- data
+    rng = np.random.default_rng(args.seed)
+
+    def make_batch():
+        data = rng.integers(0, args.vocab, size=(args.batch, args.seq + 1), dtype=np.int32)
+        return jnp.asarray(data[:, :-1]), jnp.asarray(data[:, 1:])
+
+    params = init_params(jax.random.PRNGKey(args.seed))
+    opt = adam_init(params)
+    tiny_x = jnp.ones((16,), jnp.float32)
+    put_elems = int(args.device_put_mb * 1024 * 1024 // 4)
+
+    def run_step(i, annotate):
+        nonlocal params, opt, tiny_x
+        ctx = jax.profiler.StepTraceAnnotation("train", step_num=i) if annotate else _Null()
+        with ctx:
+            with jax.profiler.TraceAnnotation("data"):
+                tokens, targets = make_batch()
+            if put_elems:
+                with jax.profiler.TraceAnnotation("device_put"):
+                    host = rng.standard_normal(put_elems, dtype=np.float32)
+                    dev = jax.device_put(host)
+                    dev.block_until_ready()
+                    del dev
+            if args.tiny_ops:
+                with jax.profiler.TraceAnnotation("tiny_ops"):
+                    for j in range(args.tiny_ops):
+                        tiny_x = tiny_fns[j % len(tiny_fns)](tiny_x)
+                    tiny_x.block_until_ready()
+            with jax.profiler.TraceAnnotation("train_step"):
+                params, opt, loss = train_step(params, opt, tokens, targets)
+                loss = float(loss)  # sync so the step covers the device work
+        if args.sleep_ms > 0:
+            time.sleep(args.sleep_ms / 1000.0)
+        return loss
+
+    # ---------------------------------------------------------------- warm-up
+    for i in range(args.warmup):
+        run_step(-args.warmup + i, annotate=False)
+
+    # ---------------------------------------------------------------- capture
+    opts = jax.profiler.ProfileOptions()
+    opts.host_tracer_level = args.host_tracer_level
+    opts.python_tracer_level = 0 if args.no_python_tracer else 1
+
+    profile_root = os.path.join(args.out, "plugins", "profile")
+    before = set(os.listdir(profile_root)) if os.path.isdir(profile_root) else set()
+
+    t0 = time.perf_counter()
+    jax.profiler.start_trace(args.out, create_perfetto_trace=args.perfetto, profiler_options=opts)
+    try:
+        losses = [run_step(i, annotate=True) for i in range(args.steps)]
+    finally:
+        jax.profiler.stop_trace()
+    elapsed = time.perf_counter() - t0
+
+    after = set(os.listdir(profile_root))
+    new = sorted(after - before)
+    if len(new) != 1:
+        # Same-second re-run into the same logdir: pick the newest folder.
+        new = [max(after, key=lambda n: os.path.getmtime(os.path.join(profile_root, n)))]
+    run_dir = os.path.join(profile_root, new[0])
+
+    if not args.no_memory_profile:
+        mem_path = os.path.join(run_dir, "memory.prof")
+        jax.profiler.save_device_memory_profile(mem_path)
+        with open(mem_path, "rb") as f:
+            head = f.read(2)
+        if head != b"\x1f\x8b":
+            print(f"warning: {mem_path} is not gzip (starts {head!r})", file=sys.stderr)
+        else:
+            with gzip.open(mem_path, "rb") as f:
+                f.read()
+
+    print(f"jax {jax.__version__}, backend {jax.default_backend()}, "
+          f"{args.steps} steps in {elapsed:.2f}s, loss {losses[0]:.4f} -> {losses[-1]:.4f}",
+          file=sys.stderr)
+    for name in sorted(os.listdir(run_dir)):
+        print(f"  {name}  {os.path.getsize(os.path.join(run_dir, name)):,} B", file=sys.stderr)
+    print(run_dir)
+    return 0
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

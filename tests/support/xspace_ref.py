@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""Independent reference reader for XSpace (`*.xplane.pb`) and Chrome trace JSON.
+
+Used by stepscope's tests to cross-check the Rust reader. The protobuf message
+classes are built at run time from the field numbers in shared/formats.md
+(descriptor_pb2 -> descriptor_pool -> message_factory); no generated _pb2 code.
+
+Commands:
+    xspace_ref.py info PATH            PATH = *.xplane.pb | *.json | *.json.gz
+        {"schema":"stepscope.info/1","events_total":N,
+         "hosts":[{"host":H,"planes":[{"name":P,"events":N,
+                   "lines":[{"name":L,"events":N}]}]}]}
+    xspace_ref.py dump PATH.xplane.pb --plane NAME --line NAME [--limit K]
+        first K events of that line, one JSON object a line:
+        {"name":..,"start_ps":..,"duration_ps":..,"stats":{name: value}}
+    xspace_ref.py steps PATH.xplane.pb
+        JSON list of {"step_num","start_ps","duration_ps"} for host events with
+        stats `step_num` and `_r` (StepTraceAnnotation roots), sorted by start.
+
+Chrome JSON `info`: planes = pids in first-appearance order, named by the
+`process_name` M event (fallback: str(pid)); lines = tids of that pid in
+first-appearance order, named by `thread_name` (fallback: str(tid)); an event
+without a tid makes no line. Counted: ph in {X, i, I, B}. Host = file name minus
+`.trace.json.gz` / `.trace.json` / `.json.gz` / `.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import gzip
+import json
+import os
+import sys
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+_F = descriptor_pb2.FieldDescriptorProto
+_T = {
+    "int64": _F.TYPE_INT64, "uint64": _F.TYPE_UINT64, "uint32": _F.TYPE_UINT32,
+    "double": _F.TYPE_DOUBLE, "string": _F.TYPE_STRING, "bytes": _F.TYPE_BYTES,
+    "bool": _F.TYPE_BOOL, "message": _F.TYPE_MESSAGE,
+}
+
+# (message name, [(number, field name, type, repeated, message type, oneof index)],
+#  [oneof names], map entry?)
+_XPLANE_MESSAGES = [
+    ("XSpace", [
+        (1, "planes", "message", True, "XPlane", None),
+        (2, "errors", "string", True, None, None),
+        (3, "warnings", "string", True, None, None),
+        (4, "hostnames", "string", True, None, None),
+    ], [], False),
+    ("XPlane", [
+        (1, "id", "int64", False, None, None),
+        (2, "name", "string", False, None, None),
+        (3, "lines", "message", True, "XLine", None),
+        (4, "event_metadata", "message", True, "XPlane.EventMetadataEntry", None),
+        (5, "stat_metadata", "message", True, "XPlane.StatMetadataEntry", None),
+        (6, "stats", "message", True, "XStat", None),
+    ], [], False),
+    ("XPlane.EventMetadataEntry", [
+        (1, "key", "int64", False, None, None),
+        (2, "value", "message", False, "XEventMetadata", None),
+    ], [], True),
+    ("XPlane.StatMetadataEntry", [
+        (1, "key", "int64", False, None, None),
+        (2, "value", "message", False, "XStatMetadata", None),
+    ], [], True),
+    ("XLine", [
+        (1, "id", "int64", False, None, None),
+        (10, "display_id", "int64", False, None, None),
+        (2, "name", "string", False, None, None),
+        (11, "display_name", "string", False, None, None),
+        (3, "timestamp_ns", "int64", False, None, None),
+        (9, "duration_ps", "int64", False, None, None),
+        (4, "events", "message", True, "XEvent", None),
+    ], [], False),
+    ("XEvent", [
+        (1, "metadata_id", "int64", False, None, None),
+        (2, "offset_ps", "int64", False, None, 0),
+        (5, "num_occurrences", "int64", False, None, 0),
+        (3, "duration_ps", "int64", False, None, None),
+        (4, "stats", "message", True, "XStat", None),
+    ], ["data"], False),
+    ("XStat", [
+        (1, "metadata_id", "int64", False, None, None),
+        (2, "double_value", "double", False, None, 0),
+        (3, "uint64_value", "uint64", False, None, 0),
+        (4, "int64_value", "int64", False, None, 0),
+        (5, "str_value", "string", False, None, 0),
+        (6, "bytes_value", "bytes", False, None, 0),
+        (7, "ref_value", "uint64", False, None, 0),
+        (8, "gzip_str_value", "bytes", False, None, 0),
+    ], ["value"], False),
+    ("XEventMetadata", [
+        (1, "id", "int64", False, None, None),
+        (2, "name", "string", False, None, None),
+        (4, "display_name", "string", False, None, None),
+        (3, "metadata", "bytes", False, None, None),
+        (5, "stats", "message", True, "XStat", None),
+        (6, "child_id", "int64", True, None, None),
+    ], [], False),
+    ("XStatMetadata", [
+        (1, "id", "int64", False, None, None),
+        (2, "name", "string", False, None, None),
+        (3, "description", "string", False, None, None),
+    ], [], False),
+]
+
+_PACKAGE = "stepscope_ref.tensorflow.profiler"
+_classes = None
+
+
+def _build_classes():
+    fdp = descriptor_pb2.FileDescriptorProto()
+    fdp.name = "stepscope_ref/xplane.proto"
+    fdp.package = _PACKAGE
+    fdp.syntax = "proto3"
+    by_name = {}
+    for full, fields, oneofs, is_map in _XPLANE_MESSAGES:
+        parts = full.split(".")
+        if len(parts) == 1:
+            msg = fdp.message_type.add()
+        else:
+            msg = by_name[parts[0]].nested_type.add()
+        msg.name = parts[-1]
+        by_name[full] = msg
+        if is_map:
+            msg.options.map_entry = True
+        for o in oneofs:
+            msg.oneof_decl.add().name = o
+        for num, fname, ftype, rep, mtype, oneof in fields:
+            f = msg.field.add()
+            f.number = num
+            f.name = fname
+            f.type = _T[ftype]
+            f.label = _F.LABEL_REPEATED if rep else _F.LABEL_OPTIONAL
+            if mtype:
+                f.type_name = f".{_PACKAGE}.{mtype}"
+            if oneof is not None:
+                f.oneof_index = oneof
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))
+        for name, *_ in _XPLANE_MESSAGES if "." not in name
+    }
+
+
+def classes():
+    """Dict of message name -> class (XSpace, XPlane, XLine, XEvent, XStat, ...)."""
+    global _classes
+    if _classes is None:
+        _classes = _build_classes()
+    return _classes
+
+
+def read_xspace(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    space = classes()["XSpace"]()
+    space.ParseFromString(data)
+    return space
+
+
+def host_of(path):
+    base = os.path.basename(path)
+    for suffix in (".xplane.pb", ".trace.json.gz", ".trace.json", ".json.gz", ".json"):
+        if base.endswith(suffix):
+            return base[: -len(suffix)]
+    return base
+
+
+def is_json_path(path):
+    return path.endswith(".json") or path.endswith(".json.gz")
+
+
+# ------------------------------------------------------------------ info
+
+def info_xspace(path):
+    space = read_xspace(path)
+    planes = []
+    total = 0
+    for plane in space.planes:
+        lines = [{"name": line.name, "events": len(line.events)} for line in plane.lines]
+        n = sum(l["events"] for l in lines)
+        total += n
+        planes.append({"name": plane.name, "events": n, "lines": lines})
+    return {"schema": "stepscope.info/1", "events_total": total,
+            "hosts": [{"host": host_of(path), "planes": planes}]}
+
+
+def load_trace_json(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        doc = json.load(f)
+    if isinstance(doc, list):  # the JSON Array Format is also legal Chrome trace
+        return doc
+    return doc.get("traceEvents", [])
+
+
+COUNTED_PH = {"X", "i", "I", "B"}
+
+
+def info_trace_json(path):
+    events = load_trace_json(path)
+    pids = {}  # pid -> {"name": str|None, "tids": {tid: {"name", "events"}}, "events"}
+    for e in events:
+        if not isinstance(e, dict) or "pid" not in e:
+            continue
+        pid = e["pid"]
+        p = pids.get(pid)
+        if p is None:
+            p = pids[pid] = {"name": None, "tids": {}}
+        ph = e.get("ph")
+        if ph == "M" and e.get("name") == "process_name":
+            p["name"] = str((e.get("args") or {}).get("name", ""))
+            continue
+        if "tid" not in e:
+            continue
+        tid = e["tid"]
+        t = p["tids"].get(tid)
+        if t is None:
+            t = p["tids"][tid] = {"name": None, "events": 0}
+        if ph == "M":
+            if e.get("name") == "thread_name":
+                t["name"] = str((e.get("args") or {}).get("name", ""))
+        elif ph in COUNTED_PH:
+            t["events"] += 1
+    planes = []
+    total = 0
+    for pid, p in pids.items():
+        lines = [{"name": t["name"] if t["name"] is not None else str(tid), "events": t["events"]}
+                 for tid, t in p["tids"].items()]
+        n = sum(l["events"] for l in lines)
+        total += n
+        planes.append({"name": p["name"] if p["name"] is not None else str(pid),
+                       "events": n, "lines": lines})
+    return {"schema": "stepscope.info/1", "events_total": total,
+            "hosts": [{"host": host_of(path), "planes": planes}]}
+
+
+def info(path):
+    return info_trace_json(path) if is_json_path(path) else info_xspace(path)
+
+
+# ------------------------------------------------------------------ stats / events
+
+def stat_value(stat, stat_md):
+    which = stat.WhichOneof("value")
+    if which is None:
+        return None
+    v = getattr(stat, which)
+    if which == "ref_value":
+        md = stat_md.get(v)
+        return md.name if md is not None else None
+    if which == "gzip_str_value":
+        return gzip.decompress(v).decode("utf-8", "replace")
+    if which == "bytes_value":
+        return {"bytes": len(v), "b64_head": base64.b64encode(v[:48]).decode()}
+    return v
+
+
+def event_stats(plane, event, stat_md=None, ev_md=None):
+    """Stats of an event: those on its XEventMetadata first, then the event's own
+    (event stats win on a name clash)."""
+    if stat_md is None:
+        stat_md = plane.stat_metadata
+    if ev_md is None:
+        ev_md = plane.event_metadata
+    out = {}
+    md = ev_md.get(event.metadata_id)
+    sources = ([md.stats] if md is not None else []) + [event.stats]
+    for stats in sources:
+        for s in stats:
+            smd = stat_md.get(s.metadata_id)
+            name = smd.name if smd is not None else f"#{s.metadata_id}"
+            out[name] = stat_value(s, stat_md)
+    return out
+
+
+def event_name(plane, event):
+    md = plane.event_metadata.get(event.metadata_id)
+    return md.name if md is not None else f"#{event.metadata_id}"
+
+
+def event_start_ps(line, event):
+    return line.timestamp_ns * 1000 + event.offset_ps
+
+
+def dump(path, plane_name, line_name, limit):
+    space = read_xspace(path)
+    out = []
+    for plane in space.planes:
+        if plane.name != plane_name:
+            continue
+        for line in plane.lines:
+            if line.name != line_name:
+                continue
+            for ev in line.events:
+                if len(out) >= limit:
+                    return out
+                out.append({
+                    "name": event_name(plane, ev),
+                    "start_ps": event_start_ps(line, ev),
+                    "duration_ps": ev.duration_ps,
+                    "stats": event_stats(plane, ev),
+                })
+    return out
+
+
+def steps(path):
+    space = read_xspace(path)
+    out = []
+    for plane in space.planes:
+        if not plane.name.startswith("/host:"):
+            continue
+        stat_ids = {k: v.name for k, v in plane.stat_metadata.items()}
+        if "step_num" not in stat_ids.values() or "_r" not in stat_ids.values():
+            continue
+        for line in plane.lines:
+            for ev in line.events:
+                names = {stat_ids.get(s.metadata_id) for s in ev.stats}
+                if "step_num" not in names or "_r" not in names:
+                    continue
+                st = event_stats(plane, ev)
+                out.append({"step_num": st["step_num"], "start_ps": event_start_ps(line, ev),
+                            "duration_ps": ev.duration_ps})
+    out.sort(key=lambda s: (s["start_ps"], s["step_num"]))
+    return out
+
+
+# ------------------------------------------------------------------ CLI
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("info", help="plane/line event counts as stepscope.info/1 JSON")
+    p.add_argument("path")
+    p.add_argument("--pretty", action="store_true")
+    p = sub.add_parser("dump", help="first K events of one line as JSON lines")
+    p.add_argument("path")
+    p.add_argument("--plane", required=True)
+    p.add_argument("--line", required=True)
+    p.add_argument("--limit", type=int, default=20)
+    p = sub.add_parser("steps", help="StepTraceAnnotation roots as a JSON list")
+    p.add_argument("path")
+    a = ap.parse_args(argv)
+
+    if a.cmd == "info":
+        doc = info(a.path)
+        if a.pretty:
+            print(json.dumps(doc, indent=2, ensure_ascii=False))
+        else:
+            print(json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
+    elif a.cmd == "dump":
+        for ev in dump(a.path, a.plane, a.line, a.limit):
+            print(json.dumps(ev, separators=(",", ":"), ensure_ascii=False))
+    elif a.cmd == "steps":
+        print(json.dumps(steps(a.path), separators=(",", ":")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
