@@ -72,7 +72,11 @@ impl<'a> Wire<'a> {
         let mut shift = 0u32;
         loop {
             if self.pos >= self.end {
-                return Err(self.err("varint runs past the end of its message"));
+                return Err(self.err(if self.end == self.buf.len() {
+                    "the file ends early, inside a number"
+                } else {
+                    "varint runs past the end of its message"
+                }));
             }
             let b = self.buf[self.pos];
             self.pos += 1;
@@ -109,7 +113,12 @@ impl<'a> Wire<'a> {
         let len = self.varint()?;
         let avail = (self.end - self.pos) as u64;
         if len > avail {
-            return Err(WireError { at, what: "length prefix runs past the end of its message" });
+            let what = if len > (self.buf.len() - self.pos) as u64 {
+                "the file ends early: a length prefix points past the end of the file"
+            } else {
+                "a length prefix runs past the end of its message"
+            };
+            return Err(WireError { at, what });
         }
         let start = self.pos;
         self.pos += len as usize;

@@ -36,7 +36,17 @@ pub fn read_xspace(path: &Path, progress: &Progress) -> Result<Space> {
     // is outside what any reader can defend against, as for every mmap-based tool.
     let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, &e))?;
     let host = host_from_file_name(path);
-    decode_xspace(Arc::new(Source::Mapped(map)), &host, progress).map_err(|e| Error::corrupt(path, e))
+    decode_xspace(Arc::new(Source::Mapped(map)), &host, progress).map_err(|e| match e {
+        DecodeError::Wire(w) if w.at_byte < 8 && !w.what.contains("file ends early") => Error::new(
+            format!("{} is not an XSpace profile ({} at byte {})", path.display(), w.what, w.at_byte),
+            "pass a .xplane.pb written by jax.profiler.trace, a .trace.json.gz, or the log directory",
+        ),
+        DecodeError::NotXSpace => Error::new(
+            format!("{} is not an XSpace profile: {e}", path.display()),
+            "pass a .xplane.pb written by jax.profiler.trace, a .trace.json.gz, or the log directory",
+        ),
+        DecodeError::Wire(_) => Error::corrupt(path, e),
+    })
 }
 
 /// The host name a JAX profile file stands for: its name without the profile suffix.

@@ -26,8 +26,18 @@ struct HostJson<'a> {
     /// Earliest event start and latest event end, ps since the session start.
     time_span_ps: Option<[i64; 2]>,
     versions: Vec<(String, String)>,
-    devices: Vec<&'a str>,
+    devices: Vec<DeviceJson<'a>>,
     planes: Vec<PlaneJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct DeviceJson<'a> {
+    name: &'a str,
+    /// `GPU`, `TPU`, … from the plane name `/device:KIND:N`.
+    kind: &'a str,
+    /// Vendor or model when the plane records one.
+    model: String,
+    events: u64,
 }
 
 #[derive(Serialize)]
@@ -59,7 +69,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<ExitCode> {
             file_bytes: space.file_bytes,
             time_span_ps: space.time_span_ps().map(|(a, b)| [a, b]),
             versions: versions(space),
-            devices: space.planes.iter().filter(|p| p.name.starts_with("/device:")).map(|p| p.name.as_str()).collect(),
+            devices: devices(space),
             planes: space
                 .planes
                 .iter()
@@ -90,6 +100,23 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The device planes, with their kind and model.
+fn devices(space: &Space) -> Vec<DeviceJson<'_>> {
+    space
+        .planes
+        .iter()
+        .filter_map(|p| {
+            let rest = p.name.strip_prefix("/device:")?;
+            let kind = rest.split(':').next().unwrap_or(rest);
+            let model = ["device_type_string", "device_vendor"]
+                .iter()
+                .find_map(|k| p.plane_stat(k).map(|s| p.stat_display(&s)))
+                .unwrap_or_default();
+            Some(DeviceJson { name: &p.name, kind, model, events: p.event_count() })
+        })
+        .collect()
+}
+
 /// Framework versions the profile records (plane stats naming a version).
 fn versions(space: &Space) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -115,8 +142,16 @@ fn print_text(info: &InfoJson) {
         for (k, v) in &h.versions {
             println!("  {k}: {v}");
         }
-        if !h.devices.is_empty() {
-            println!("  devices: {}", h.devices.join(", "));
+        let mut kinds: Vec<(&str, &str, usize)> = Vec::new();
+        for d in &h.devices {
+            match kinds.iter_mut().find(|k| k.0 == d.kind && k.1 == d.model) {
+                Some(k) => k.2 += 1,
+                None => kinds.push((d.kind, &d.model, 1)),
+            }
+        }
+        for (kind, model, n) in kinds {
+            let model = if model.is_empty() { String::new() } else { format!(" ({model})") };
+            println!("  devices: {n} × {kind}{model}");
         }
         println!("  {:<62} {:>15}", "PLANE / LINE", "EVENTS");
         for p in &h.planes {

@@ -1,0 +1,12 @@
+//! The profile model and every analysis stepscope shows.
+//!
+//! Pure functions over decoded [`Space`](stepscope_xspace::Space)s: no printing, no
+//! HTTP. Each analysis returns plain structs that serialize to the versioned JSON the
+//! CLI prints (`schema` fields), with units in every field name.
+
+pub mod profile;
+pub mod stats;
+pub mod steps;
+pub mod ops;
+
+pub use profile::{Device, DeviceKind, Keys, OpEvent, Profile};

@@ -1,0 +1,278 @@
+//! The op profile: time per HLO op (or category, module, name-stack scope), with
+//! self time, FLOPs and bytes where the profile gives them.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::profile::{Device, OpEvent, Profile};
+
+/// How to group op time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupBy {
+    Op,
+    Category,
+    Module,
+    Scope,
+}
+
+/// One row of the op profile.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct OpRow {
+    /// Op name (or category, module, scope, per [`GroupBy`]).
+    pub name: String,
+    /// The XLA module (empty when rows mix modules).
+    pub module: String,
+    pub category: String,
+    pub count: u64,
+    pub total_ps: i64,
+    /// Total minus the time of ops nested inside it.
+    pub self_ps: i64,
+    pub avg_ps: i64,
+    pub min_ps: i64,
+    pub max_ps: i64,
+    /// Share of all ops' self time, percent.
+    pub device_time_pct: f64,
+    /// FLOPs over all occurrences, when the profile records them.
+    pub flops: Option<u64>,
+    /// Bytes accessed over all occurrences, when the profile records them.
+    pub bytes_accessed: Option<u64>,
+    /// Achieved FLOP/s over the self time.
+    pub flops_per_s: Option<f64>,
+    /// Achieved bytes/s over the self time.
+    pub bytes_per_s: Option<f64>,
+    /// `compute` or `memory` when the device's peaks are known.
+    pub bound: Option<&'static str>,
+}
+
+/// The op profile of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Ops {
+    pub schema: &'static str,
+    pub by: GroupBy,
+    /// Sum of all ops' self time, ps (device time spent in ops).
+    pub op_time_ps: i64,
+    pub ops: Vec<OpRow>,
+}
+
+/// One occurrence with what grouping needs.
+struct Occurrence<'a> {
+    ev: OpEvent<'a>,
+    self_ps: i64,
+    category: &'a str,
+    scope: String,
+    flops: Option<u64>,
+    bytes: Option<u64>,
+    peaks: Peaks,
+}
+
+/// A device's peak compute and memory bandwidth, when the profile records them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Peaks {
+    pub flops_per_s: Option<f64>,
+    pub bytes_per_s: Option<f64>,
+}
+
+/// Reads the peaks a device plane records (TPU: peak TFLOP/s and HBM GB/s; GPU:
+/// memory bandwidth).
+pub fn peaks(d: &Device) -> Peaks {
+    let stat = |name: &str| d.plane.plane_stat(name).and_then(|s| d.plane.stat_f64(&s)).filter(|v| *v > 0.0);
+    Peaks {
+        flops_per_s: stat("peak_teraflops_per_second").map(|t| t * 1e12),
+        bytes_per_s: stat("peak_hbm_bw_gigabytes_per_second").map(|g| g * 1e9).or_else(|| stat("memory_bandwidth")),
+    }
+}
+
+/// Computes the op profile, grouped by `by`; `scope_depth` cuts name-stack scopes.
+pub fn ops(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
+    let mut occ = Vec::new();
+    for d in profile.devices() {
+        collect(&d, &mut occ);
+    }
+    let op_time_ps: i64 = occ.iter().map(|o| o.self_ps).sum();
+    let mut groups: HashMap<(String, &str), Vec<&Occurrence>> = HashMap::new();
+    for o in &occ {
+        let key = match by {
+            GroupBy::Op => (o.ev.name.to_string(), o.ev.module),
+            GroupBy::Category => (o.category.to_string(), ""),
+            GroupBy::Module => (o.ev.module.to_string(), ""),
+            GroupBy::Scope => (cut_scope(&o.scope, scope_depth), ""),
+        };
+        groups.entry(key).or_default().push(o);
+    }
+    let mut rows: Vec<OpRow> = groups.into_iter().map(|((name, module), os)| row(name, module, &os, op_time_ps, by)).collect();
+    rows.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
+    Ops { schema: "stepscope.ops/1", by, op_time_ps, ops: rows }
+}
+
+fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: GroupBy) -> OpRow {
+    let count = os.len() as u64;
+    let total_ps: i64 = os.iter().map(|o| o.ev.duration_ps).sum();
+    let self_ps: i64 = os.iter().map(|o| o.self_ps).sum();
+    let sum_opt = |f: &dyn Fn(&Occurrence) -> Option<u64>| -> Option<u64> {
+        os.iter().map(|o| f(o)).try_fold(0u64, |acc, v| v.map(|v| acc.saturating_add(v)))
+    };
+    let flops = sum_opt(&|o| o.flops).filter(|&f| f > 0);
+    let bytes = sum_opt(&|o| o.bytes).filter(|&b| b > 0);
+    let secs = self_ps as f64 / 1e12;
+    let flops_per_s = flops.filter(|_| secs > 0.0).map(|f| f as f64 / secs);
+    let bytes_per_s = bytes.filter(|_| secs > 0.0).map(|b| b as f64 / secs);
+    let peaks = os[0].peaks;
+    let bound = match (flops, bytes, peaks.flops_per_s, peaks.bytes_per_s) {
+        (Some(f), Some(b), Some(pf), Some(pb)) if b > 0 => Some(if f as f64 / b as f64 >= pf / pb { "compute" } else { "memory" }),
+        (None, Some(_), _, Some(_)) => Some("memory"),
+        _ => None,
+    };
+    let mut categories: Vec<&str> = os.iter().map(|o| o.category).collect();
+    categories.sort_unstable();
+    categories.dedup();
+    OpRow {
+        name,
+        module: module.to_string(),
+        category: match by {
+            GroupBy::Category => String::new(),
+            _ if categories.len() == 1 => categories[0].to_string(),
+            _ => String::new(),
+        },
+        count,
+        total_ps,
+        self_ps,
+        avg_ps: if count > 0 { total_ps / count as i64 } else { 0 },
+        min_ps: os.iter().map(|o| o.ev.duration_ps).min().unwrap_or(0),
+        max_ps: os.iter().map(|o| o.ev.duration_ps).max().unwrap_or(0),
+        device_time_pct: if op_time_ps > 0 { 100.0 * self_ps as f64 / op_time_ps as f64 } else { 0.0 },
+        flops,
+        bytes_accessed: bytes,
+        flops_per_s,
+        bytes_per_s,
+        bound,
+    }
+}
+
+/// Collects a device's op occurrences with self time (per line, by nesting).
+fn collect<'a>(d: &Device<'a>, out: &mut Vec<Occurrence<'a>>) {
+    let peaks = peaks(d);
+    let mut evs = d.ops();
+    evs.sort_by_key(|e| (e.line, e.start_ps, std::cmp::Reverse(e.duration_ps)));
+    let self_ps = self_times(&evs);
+    for (ev, self_ps) in evs.into_iter().zip(self_ps) {
+        let line = &d.plane.lines[ev.line as usize];
+        let i = ev.index as usize;
+        let num = |key| d.stat(line, i, key).and_then(|s| d.plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok());
+        let category = d.stat_str(line, i, d.keys.hlo_category).unwrap_or_else(|| category_from_name(ev.name));
+        let scope = d.stat_str(line, i, d.keys.tf_op).map(scope_of).unwrap_or_default();
+        out.push(Occurrence {
+            ev,
+            self_ps,
+            category,
+            scope,
+            flops: num(d.keys.flops),
+            bytes: num(d.keys.bytes_accessed),
+            peaks,
+        });
+    }
+}
+
+/// Self time of each event in `evs` (sorted by line, start, longest first): its
+/// duration minus the durations of the events directly nested in it on its line.
+fn self_times(evs: &[OpEvent]) -> Vec<i64> {
+    let mut self_ps: Vec<i64> = evs.iter().map(|e| e.duration_ps).collect();
+    let mut stack: Vec<usize> = Vec::new();
+    for (i, e) in evs.iter().enumerate() {
+        while let Some(&top) = stack.last() {
+            let t = &evs[top];
+            if t.line == e.line && e.start_ps < t.end_ps() && e.end_ps() <= t.end_ps() {
+                break;
+            }
+            stack.pop();
+        }
+        if let Some(&parent) = stack.last() {
+            self_ps[parent] -= e.duration_ps;
+        }
+        stack.push(i);
+    }
+    self_ps.iter_mut().for_each(|s| *s = (*s).max(0));
+    self_ps
+}
+
+/// A category from an op's name when the profile has no `hlo_category`:
+/// `add_add_fusion.3` → `fusion`, `copy.1` → `copy`.
+pub fn category_from_name(name: &str) -> &str {
+    let base = name.trim_start_matches('%');
+    let base = match base.rfind('.') {
+        Some(p) if base[p + 1..].chars().all(|c| c.is_ascii_digit()) => &base[..p],
+        _ => base,
+    };
+    if base.ends_with("fusion") {
+        "fusion"
+    } else if base.starts_with("wrapped_") {
+        base.strip_prefix("wrapped_").unwrap_or(base)
+    } else {
+        base
+    }
+}
+
+/// The name-stack scope of a `tf_op` (JAX name stack), with transform wrappers
+/// such as `jit(…)`, `jvp(…)`, `transpose(…)` opened and the primitive dropped:
+/// `jit(train_step)/jvp(layer0/mlp)/dot_general` → `train_step/layer0/mlp`.
+pub fn scope_of(tf_op: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for raw in tf_op.split('/') {
+        let mut p = raw;
+        // Strip `name(` prefixes (transforms) and trailing `)`.
+        while let Some(open) = p.find('(') {
+            let head = &p[..open];
+            if head.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                p = &p[open + 1..];
+            } else {
+                break;
+            }
+        }
+        let p = p.trim_end_matches(')');
+        if !p.is_empty() {
+            parts.push(p);
+        }
+    }
+    parts.pop();
+    // The first part is the jitted function; name scopes follow.
+    parts.join("/")
+}
+
+fn cut_scope(scope: &str, depth: usize) -> String {
+    if scope.is_empty() {
+        return "(no scope)".to_string();
+    }
+    if depth == 0 {
+        return scope.to_string();
+    }
+    scope.split('/').take(depth).collect::<Vec<_>>().join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes() {
+        assert_eq!(scope_of("jit(train_step)/jvp(layer0/mlp)/dot_general"), "train_step/layer0/mlp");
+        assert_eq!(scope_of("jit(f)/transpose(jvp(layer1/attention))/mul"), "f/layer1/attention");
+        assert_eq!(scope_of("dot_general"), "");
+        assert_eq!(cut_scope("train_step/layer0/mlp", 2), "train_step/layer0");
+    }
+
+    #[test]
+    fn categories() {
+        assert_eq!(category_from_name("add_add_fusion.3"), "fusion");
+        assert_eq!(category_from_name("copy.1"), "copy");
+        assert_eq!(category_from_name("wrapped_broadcast"), "broadcast");
+    }
+
+    #[test]
+    fn nested_self_time() {
+        let ev = |start, dur| OpEvent { name: "x", module: "", line: 0, index: 0, start_ps: start, duration_ps: dur };
+        // A while loop [0,100) with two body ops, then a sibling.
+        let evs = [ev(0, 100), ev(10, 20), ev(40, 30), ev(100, 5)];
+        assert_eq!(self_times(&evs), vec![50, 20, 30, 5]);
+    }
+}

@@ -1,0 +1,261 @@
+//! The profile model analyses work on: a run's hosts, their devices, and the
+//! executed XLA ops found on each device, whatever the backend.
+//!
+//! Where ops come from:
+//! - TPU (and GPU profiles that have one): the device plane's `XLA Ops` line;
+//! - GPU: kernels on `Stream #…` lines, rolled up to their `hlo_op` stat;
+//! - CPU: `/host:CPU` events carrying `hlo_op` (XLA's CPU runtime runs ops on host
+//!   threads), used only when no device plane has events.
+
+use stepscope_xspace::{Line, Plane, Space, Stat};
+
+/// A run: one [`Space`] per host.
+pub struct Profile {
+    /// The run's name as discovery reported it.
+    pub run: String,
+    pub hosts: Vec<Space>,
+}
+
+/// Stat-metadata indexes a plane uses, looked up once per plane.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Keys {
+    pub hlo_op: Option<u32>,
+    pub hlo_module: Option<u32>,
+    pub hlo_category: Option<u32>,
+    pub program_id: Option<u32>,
+    pub run_id: Option<u32>,
+    pub tf_op: Option<u32>,
+    pub flops: Option<u32>,
+    pub model_flops: Option<u32>,
+    pub bytes_accessed: Option<u32>,
+    pub step_num: Option<u32>,
+    pub root: Option<u32>,
+    pub kernel_details: Option<u32>,
+    pub memcpy_details: Option<u32>,
+    pub device_ordinal: Option<u32>,
+    pub group_id: Option<u32>,
+}
+
+impl Keys {
+    /// Resolves the keys of `plane`.
+    pub fn of(plane: &Plane) -> Keys {
+        let mut k = Keys::default();
+        for (i, m) in plane.stat_meta.iter().enumerate() {
+            let slot = match plane.text(m.name) {
+                "hlo_op" => &mut k.hlo_op,
+                "hlo_module" => &mut k.hlo_module,
+                "hlo_category" => &mut k.hlo_category,
+                "program_id" => &mut k.program_id,
+                "run_id" => &mut k.run_id,
+                "tf_op" => &mut k.tf_op,
+                "flops" => &mut k.flops,
+                "model_flops" => &mut k.model_flops,
+                "bytes_accessed" => &mut k.bytes_accessed,
+                "step_num" => &mut k.step_num,
+                "_r" => &mut k.root,
+                "kernel_details" => &mut k.kernel_details,
+                "memcpy_details" => &mut k.memcpy_details,
+                "device_ordinal" => &mut k.device_ordinal,
+                "group_id" => &mut k.group_id,
+                _ => continue,
+            };
+            // Ref stats make stat metadata for string values too; the first entry of
+            // a name is the key itself (values with the same text are rare and later).
+            slot.get_or_insert(i as u32);
+        }
+        k
+    }
+}
+
+/// What kind of processor a device is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    Tpu,
+    Gpu,
+    Cpu,
+    Other,
+}
+
+/// Where a device's ops come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpSource {
+    /// The device plane's `XLA Ops` line.
+    XlaOpsLine,
+    /// GPU kernels on stream lines, rolled up by `hlo_op`.
+    Kernels,
+    /// Host events carrying `hlo_op` (XLA:CPU).
+    HostOps,
+}
+
+/// One device (or the host CPU acting as the XLA device) of one host.
+pub struct Device<'a> {
+    pub host: &'a str,
+    /// Host index in [`Profile::hosts`].
+    pub host_index: usize,
+    pub plane: &'a Plane,
+    pub keys: Keys,
+    pub kind: DeviceKind,
+    pub source: OpSource,
+}
+
+impl<'a> Device<'a> {
+    /// `host/plane`, unique within a profile.
+    pub fn id(&self) -> String {
+        format!("{}{}", self.host, self.plane.name)
+    }
+
+    /// Lines holding this device's ops.
+    pub fn op_lines(&self) -> impl Iterator<Item = (usize, &'a Line)> + '_ {
+        self.plane.lines.iter().enumerate().filter(move |(_, l)| match self.source {
+            OpSource::XlaOpsLine => l.name == "XLA Ops",
+            OpSource::Kernels => is_stream_line(l),
+            OpSource::HostOps => true,
+        })
+    }
+
+    /// A stat of event `i` on `line` (event first, then its metadata).
+    pub fn stat(&self, line: &Line, i: usize, key: Option<u32>) -> Option<Stat> {
+        self.plane.event_stat(line, i, key?)
+    }
+
+    /// A string stat of event `i` on `line`.
+    pub fn stat_str(&self, line: &'a Line, i: usize, key: Option<u32>) -> Option<&'a str> {
+        let s = self.stat(line, i, key)?;
+        self.plane.stat_str(&s)
+    }
+
+    /// Every executed op on this device, in line order then time order.
+    pub fn ops(&self) -> Vec<OpEvent<'a>> {
+        let mut out = Vec::new();
+        for (li, line) in self.op_lines() {
+            for i in 0..line.len() {
+                let op = match self.source {
+                    OpSource::XlaOpsLine => Some(op_name_of(self.plane.event_name(line.meta[i]), self.plane, line.meta[i])),
+                    OpSource::Kernels => {
+                        Some(self.stat_str(line, i, self.keys.hlo_op).unwrap_or_else(|| self.plane.event_name(line.meta[i])))
+                    }
+                    OpSource::HostOps => self.stat_str(line, i, self.keys.hlo_op),
+                };
+                let Some(name) = op else { continue };
+                let module = self.stat_str(line, i, self.keys.hlo_module).unwrap_or("");
+                out.push(OpEvent {
+                    name,
+                    module,
+                    line: li as u32,
+                    index: i as u32,
+                    start_ps: line.start_ps[i],
+                    duration_ps: line.duration_ps_col[i].max(0),
+                });
+            }
+        }
+        out
+    }
+}
+
+/// The op name of an `XLA Ops` event: its metadata's display name, else the HLO
+/// instruction name at the start of `%name = …`.
+fn op_name_of<'p>(name: &'p str, plane: &'p Plane, meta: u32) -> &'p str {
+    if let Some(m) = plane.event_meta.get(meta as usize) {
+        let d = plane.text(m.display_name);
+        if !d.is_empty() {
+            return d;
+        }
+    }
+    let n = name.strip_prefix('%').unwrap_or(name);
+    n.split(" = ").next().unwrap_or(n)
+}
+
+/// True for GPU stream lines (`Stream #12(Compute)`, `Stream #16(Kernel)`, …).
+pub fn is_stream_line(line: &Line) -> bool {
+    line.name.starts_with("Stream #")
+}
+
+/// One executed op.
+#[derive(Clone, Copy, Debug)]
+pub struct OpEvent<'a> {
+    pub name: &'a str,
+    pub module: &'a str,
+    /// Index of the line in the device plane.
+    pub line: u32,
+    /// Index of the event in its line.
+    pub index: u32,
+    pub start_ps: i64,
+    pub duration_ps: i64,
+}
+
+impl OpEvent<'_> {
+    pub fn end_ps(&self) -> i64 {
+        self.start_ps.saturating_add(self.duration_ps)
+    }
+}
+
+impl Profile {
+    /// Wraps decoded hosts.
+    pub fn new(run: impl Into<String>, hosts: Vec<Space>) -> Profile {
+        Profile { run: run.into(), hosts }
+    }
+
+    /// Keeps only the host called `name`; false when there is none.
+    pub fn retain_host(&mut self, name: &str) -> bool {
+        self.hosts.retain(|h| h.host == name);
+        !self.hosts.is_empty()
+    }
+
+    /// Every device that ran XLA ops, across hosts. A host whose device planes hold
+    /// no events (a CPU capture) contributes its `/host:CPU` plane instead.
+    pub fn devices(&self) -> Vec<Device<'_>> {
+        let mut out = Vec::new();
+        for (hi, space) in self.hosts.iter().enumerate() {
+            let mut found = false;
+            for plane in space.planes.iter().filter(|p| p.name.starts_with("/device:") && p.event_count() > 0) {
+                let kind = device_kind(&plane.name);
+                let source = if plane.lines.iter().any(|l| l.name == "XLA Ops" && !l.is_empty()) {
+                    OpSource::XlaOpsLine
+                } else if plane.lines.iter().any(is_stream_line) {
+                    OpSource::Kernels
+                } else {
+                    continue;
+                };
+                out.push(Device { host: &space.host, host_index: hi, plane, keys: Keys::of(plane), kind, source });
+                found = true;
+            }
+            if !found {
+                if let Some(plane) = host_cpu_plane(space) {
+                    let keys = Keys::of(plane);
+                    if keys.hlo_op.is_some() {
+                        out.push(Device {
+                            host: &space.host,
+                            host_index: hi,
+                            plane,
+                            keys,
+                            kind: DeviceKind::Cpu,
+                            source: OpSource::HostOps,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The host's CPU plane (`/host:CPU`; in trace JSON, the first plane with host threads).
+pub fn host_cpu_plane(space: &Space) -> Option<&Plane> {
+    space
+        .plane("/host:CPU")
+        .or_else(|| space.planes.iter().find(|p| p.name.contains("/host:CPU") || p.name.starts_with("Host Threads")))
+}
+
+fn device_kind(plane_name: &str) -> DeviceKind {
+    let rest = plane_name.strip_prefix("/device:").unwrap_or(plane_name);
+    if rest.starts_with("TPU") {
+        DeviceKind::Tpu
+    } else if rest.starts_with("GPU") {
+        DeviceKind::Gpu
+    } else if rest.starts_with("CPU") {
+        DeviceKind::Cpu
+    } else {
+        DeviceKind::Other
+    }
+}

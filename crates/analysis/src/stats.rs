@@ -1,0 +1,174 @@
+//! Small statistics helpers shared by analyses.
+
+use serde::Serialize;
+
+/// Distribution of a set of durations, ps.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Distribution {
+    pub count: u64,
+    pub mean_ps: i64,
+    pub median_ps: i64,
+    pub p90_ps: i64,
+    pub min_ps: i64,
+    pub max_ps: i64,
+    pub std_ps: i64,
+}
+
+impl Distribution {
+    /// Summarises `values` (any order).
+    pub fn of(values: &[i64]) -> Distribution {
+        if values.is_empty() {
+            return Distribution::default();
+        }
+        let mut v = values.to_vec();
+        v.sort_unstable();
+        let n = v.len();
+        let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
+        let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n as f64;
+        Distribution {
+            count: n as u64,
+            mean_ps: mean.round() as i64,
+            median_ps: percentile_sorted(&v, 50.0),
+            p90_ps: percentile_sorted(&v, 90.0),
+            min_ps: v[0],
+            max_ps: v[n - 1],
+            std_ps: var.sqrt().round() as i64,
+        }
+    }
+}
+
+/// Percentile of sorted values by linear interpolation between closest ranks.
+pub fn percentile_sorted(v: &[i64], pct: f64) -> i64 {
+    match v.len() {
+        0 => 0,
+        1 => v[0],
+        n => {
+            let rank = pct.clamp(0.0, 100.0) / 100.0 * (n - 1) as f64;
+            let lo = rank.floor() as usize;
+            let hi = rank.ceil() as usize;
+            let frac = rank - lo as f64;
+            (v[lo] as f64 + (v[hi] - v[lo]) as f64 * frac).round() as i64
+        }
+    }
+}
+
+/// Total length of the union of intervals `(start, end)`, clipped to `[lo, hi)`.
+/// `intervals` must be sorted by start.
+pub fn union_len(intervals: impl IntoIterator<Item = (i64, i64)>, lo: i64, hi: i64) -> i64 {
+    let mut total = 0i64;
+    let mut cur: Option<(i64, i64)> = None;
+    for (a, b) in intervals {
+        let (a, b) = (a.max(lo), b.min(hi));
+        if b <= a {
+            continue;
+        }
+        match cur {
+            Some((ca, cb)) if a <= cb => cur = Some((ca, cb.max(b))),
+            Some((ca, cb)) => {
+                total += cb - ca;
+                cur = Some((a, b));
+            }
+            None => cur = Some((a, b)),
+        }
+    }
+    if let Some((ca, cb)) = cur {
+        total += cb - ca;
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distribution() {
+        let d = Distribution::of(&[4, 1, 3, 2]);
+        assert_eq!((d.count, d.min_ps, d.max_ps, d.median_ps), (4, 1, 4, 3));
+        assert_eq!(d.mean_ps, 3); // 2.5 rounds away from zero
+        assert_eq!(percentile_sorted(&[10, 20, 30, 40, 50], 90.0), 46);
+        assert_eq!(Distribution::of(&[]).count, 0);
+    }
+
+    #[test]
+    fn unions() {
+        assert_eq!(union_len([(0, 10), (5, 15), (20, 30)], 0, 100), 25);
+        assert_eq!(union_len([(0, 10), (5, 15), (20, 30)], 8, 25), 12);
+        assert_eq!(union_len([(0, 10), (2, 3)], 0, 100), 10);
+    }
+}
+
+/// Disjoint, sorted intervals with prefix sums: the overlap with any window in O(log n).
+#[derive(Clone, Debug, Default)]
+pub struct Intervals {
+    spans: Vec<(i64, i64)>,
+    /// `prefix[i]` = total length of `spans[..i]`.
+    prefix: Vec<i64>,
+}
+
+impl Intervals {
+    /// Merges `(start, end)` pairs in any order; empty and inverted ones are dropped.
+    pub fn new(mut iv: Vec<(i64, i64)>) -> Intervals {
+        iv.retain(|&(a, b)| b > a);
+        iv.sort_unstable();
+        let mut spans: Vec<(i64, i64)> = Vec::with_capacity(iv.len());
+        for (a, b) in iv {
+            match spans.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => spans.push((a, b)),
+            }
+        }
+        let mut prefix = Vec::with_capacity(spans.len() + 1);
+        let mut total = 0i64;
+        prefix.push(0);
+        for &(a, b) in &spans {
+            total += b - a;
+            prefix.push(total);
+        }
+        Intervals { spans, prefix }
+    }
+
+    /// Total covered length.
+    pub fn total(&self) -> i64 {
+        self.prefix.last().copied().unwrap_or(0)
+    }
+
+    /// The merged spans.
+    pub fn spans(&self) -> &[(i64, i64)] {
+        &self.spans
+    }
+
+    /// Covered length within `[lo, hi)`.
+    pub fn overlap(&self, lo: i64, hi: i64) -> i64 {
+        if hi <= lo || self.spans.is_empty() {
+            return 0;
+        }
+        // First span ending after lo, first span starting at or after hi.
+        let first = self.spans.partition_point(|s| s.1 <= lo);
+        let last = self.spans.partition_point(|s| s.0 < hi);
+        if first >= last {
+            return 0;
+        }
+        let mut total = self.prefix[last] - self.prefix[first];
+        total -= (lo - self.spans[first].0).max(0);
+        total -= (self.spans[last - 1].1 - hi).max(0);
+        total
+    }
+}
+
+#[cfg(test)]
+mod interval_tests {
+    use super::*;
+
+    #[test]
+    fn overlap_matches_union() {
+        let raw = vec![(20, 30), (0, 10), (5, 15), (40, 41), (50, 50)];
+        let iv = Intervals::new(raw.clone());
+        assert_eq!(iv.total(), 26);
+        for (lo, hi) in [(0, 100), (8, 25), (12, 45), (31, 39), (-5, 3), (29, 41)] {
+            let mut sorted = raw.clone();
+            sorted.sort_unstable();
+            assert_eq!(iv.overlap(lo, hi), union_len(sorted, lo, hi), "{lo}..{hi}");
+        }
+    }
+}

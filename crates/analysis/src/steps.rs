@@ -1,0 +1,246 @@
+//! Training steps: where they are and how each one spent its time.
+//!
+//! Steps come, in order of preference, from `StepTraceAnnotation` roots on a host
+//! (events with `step_num` and `_r` stats), from a device `Steps` line, or, failing
+//! both, from repeated executions of the dominant XLA module.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::profile::{host_cpu_plane, Device, Keys, OpSource, Profile};
+use crate::stats::Intervals;
+
+/// Where the step boundaries were read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepSource {
+    /// `jax.profiler.StepTraceAnnotation` roots.
+    Annotation,
+    /// A device plane's `Steps` line.
+    DeviceSteps,
+    /// Executions of the XLA module that ran longest.
+    ModuleExecutions,
+    /// No steps found.
+    None,
+}
+
+/// One step.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Step {
+    pub step_num: i64,
+    /// The annotation's or module's name.
+    pub name: String,
+    pub host: String,
+    pub start_ps: i64,
+    pub duration_ps: i64,
+    /// Time some op ran on the device within the step (mean over the host's devices).
+    pub device_busy_ps: i64,
+    /// `duration_ps - device_busy_ps`.
+    pub device_idle_ps: i64,
+    /// Time XLA compilation ran on the host within the step.
+    pub compile_ps: i64,
+}
+
+impl Step {
+    pub fn end_ps(&self) -> i64 {
+        self.start_ps.saturating_add(self.duration_ps)
+    }
+}
+
+/// The steps of a profile.
+#[derive(Clone, Debug, Serialize)]
+pub struct Steps {
+    pub schema: &'static str,
+    pub source: StepSource,
+    pub steps: Vec<Step>,
+}
+
+/// Finds the steps of `profile` and measures each.
+pub fn steps(profile: &Profile) -> Steps {
+    let devices = profile.devices();
+    let (source, mut steps) = find_steps(profile, &devices);
+    let busy: Vec<Intervals> = devices.iter().map(busy_intervals).collect();
+    let compile: Vec<Intervals> = profile.hosts.iter().map(compile_intervals).collect();
+    for step in &mut steps {
+        let (lo, hi) = (step.start_ps, step.end_ps());
+        let on_host: Vec<i64> =
+            devices.iter().zip(&busy).filter(|(d, _)| d.host == step.host).map(|(_, b)| b.overlap(lo, hi)).collect();
+        if !on_host.is_empty() {
+            step.device_busy_ps = on_host.iter().sum::<i64>() / on_host.len() as i64;
+        }
+        step.device_idle_ps = (step.duration_ps - step.device_busy_ps).max(0);
+        if let Some(hi_idx) = profile.hosts.iter().position(|h| h.host == step.host) {
+            step.compile_ps = compile[hi_idx].overlap(lo, hi);
+        }
+    }
+    Steps { schema: "stepscope.steps/1", source, steps }
+}
+
+fn find_steps(profile: &Profile, devices: &[Device]) -> (StepSource, Vec<Step>) {
+    let annotated = annotated_steps(profile);
+    if !annotated.is_empty() {
+        return (StepSource::Annotation, annotated);
+    }
+    let device_steps = device_steps_line(devices);
+    if !device_steps.is_empty() {
+        return (StepSource::DeviceSteps, device_steps);
+    }
+    let runs = module_executions(devices);
+    if !runs.is_empty() {
+        return (StepSource::ModuleExecutions, runs);
+    }
+    (StepSource::None, Vec::new())
+}
+
+fn blank_step(step_num: i64, name: &str, host: &str, start_ps: i64, duration_ps: i64) -> Step {
+    Step {
+        step_num,
+        name: name.to_string(),
+        host: host.to_string(),
+        start_ps,
+        duration_ps,
+        device_busy_ps: 0,
+        device_idle_ps: 0,
+        compile_ps: 0,
+    }
+}
+
+/// Host events with `step_num` and `_r` (StepTraceAnnotation roots), on any host plane.
+fn annotated_steps(profile: &Profile) -> Vec<Step> {
+    let mut out = Vec::new();
+    for space in &profile.hosts {
+        for plane in space.planes.iter().filter(|p| !p.name.starts_with("/device:")) {
+            let keys = Keys::of(plane);
+            let (Some(step_key), Some(root_key)) = (keys.step_num, keys.root) else { continue };
+            for line in &plane.lines {
+                for i in 0..line.len() {
+                    let Some(num) = plane.event_stat(line, i, step_key) else { continue };
+                    if plane.event_stat(line, i, root_key).is_none() {
+                        continue;
+                    }
+                    let step_num = plane.stat_i64(&num).unwrap_or(-1);
+                    let name = plane.event_name(line.meta[i]);
+                    out.push(blank_step(step_num, name, &space.host, line.start_ps[i], line.duration_ps_col[i]));
+                }
+            }
+        }
+    }
+    out.sort_by_key(|s| (s.start_ps, s.step_num));
+    out
+}
+
+/// Events of a device `Steps` line (TPU runtimes write one).
+fn device_steps_line(devices: &[Device]) -> Vec<Step> {
+    // One device per host is enough: all devices of a host run the same steps.
+    let mut seen_hosts = Vec::new();
+    let mut out = Vec::new();
+    for d in devices {
+        if seen_hosts.contains(&d.host_index) {
+            continue;
+        }
+        let Some(line) = d.plane.line("Steps").filter(|l| !l.is_empty()) else { continue };
+        seen_hosts.push(d.host_index);
+        for i in 0..line.len() {
+            let name = d.plane.event_name(line.meta[i]);
+            let num = d
+                .stat(line, i, d.keys.step_num.or(d.keys.group_id))
+                .and_then(|s| d.plane.stat_i64(&s))
+                .or_else(|| name.trim().parse().ok())
+                .unwrap_or(i as i64);
+            out.push(blank_step(num, name, d.host, line.start_ps[i], line.duration_ps_col[i]));
+        }
+    }
+    out.sort_by_key(|s| (s.start_ps, s.step_num));
+    out
+}
+
+/// Executions of the module with the most op time: on TPU/GPU from the `XLA Modules`
+/// line, on CPU from the ops' `run_id`.
+fn module_executions(devices: &[Device]) -> Vec<Step> {
+    let mut seen_hosts = Vec::new();
+    let mut out = Vec::new();
+    for d in devices {
+        if seen_hosts.contains(&d.host_index) {
+            continue;
+        }
+        let steps = match (d.source, d.plane.line("XLA Modules").filter(|l| !l.is_empty())) {
+            (_, Some(line)) => {
+                let mut total: HashMap<u32, i64> = HashMap::new();
+                for i in 0..line.len() {
+                    *total.entry(line.meta[i]).or_default() += line.duration_ps_col[i];
+                }
+                let Some((&top, _)) = total.iter().max_by_key(|(m, t)| (**t, std::cmp::Reverse(**m))) else { continue };
+                let name = module_name(d.plane.event_name(top));
+                (0..line.len())
+                    .filter(|&i| line.meta[i] == top)
+                    .enumerate()
+                    .map(|(n, i)| blank_step(n as i64, name, d.host, line.start_ps[i], line.duration_ps_col[i]))
+                    .collect::<Vec<_>>()
+            }
+            (OpSource::HostOps, None) => cpu_module_runs(d),
+            _ => Vec::new(),
+        };
+        if !steps.is_empty() {
+            seen_hosts.push(d.host_index);
+            out.extend(steps);
+        }
+    }
+    out.sort_by_key(|s| (s.start_ps, s.step_num));
+    out
+}
+
+/// `jit_train_step(123)` → `jit_train_step`.
+fn module_name(event_name: &str) -> &str {
+    match event_name.rfind('(') {
+        Some(p) if event_name.ends_with(')') => &event_name[..p],
+        _ => event_name,
+    }
+}
+
+/// CPU: the span of each `run_id` of the module with the most op time.
+fn cpu_module_runs(d: &Device) -> Vec<Step> {
+    let mut per_module: HashMap<&str, i64> = HashMap::new();
+    let ops = d.ops();
+    for op in &ops {
+        *per_module.entry(op.module).or_default() += op.duration_ps;
+    }
+    let Some((&top, _)) = per_module.iter().max_by_key(|(m, t)| (**t, std::cmp::Reverse(**m))) else { return Vec::new() };
+    let mut runs: HashMap<i64, (i64, i64)> = HashMap::new();
+    for op in ops.iter().filter(|o| o.module == top) {
+        let line = &d.plane.lines[op.line as usize];
+        let run = d.stat(line, op.index as usize, d.keys.run_id).and_then(|s| d.plane.stat_i64(&s)).unwrap_or(0);
+        let e = runs.entry(run).or_insert((op.start_ps, op.end_ps()));
+        e.0 = e.0.min(op.start_ps);
+        e.1 = e.1.max(op.end_ps());
+    }
+    let mut spans: Vec<(i64, i64)> = runs.into_values().collect();
+    spans.sort_unstable();
+    spans.iter().enumerate().map(|(n, &(a, b))| blank_step(n as i64, top, d.host, a, b - a)).collect()
+}
+
+/// The time device `d` ran some op.
+pub fn busy_intervals(d: &Device) -> Intervals {
+    Intervals::new(d.ops().iter().map(|o| (o.start_ps, o.end_ps())).collect())
+}
+
+/// True for host events that are XLA compilation (or lowering for it).
+pub fn is_compile_event(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    (lower.contains("compile") && !lower.contains("compiled")) || lower.starts_with("lower_")
+}
+
+/// The time XLA compilation ran on a host.
+pub fn compile_intervals(space: &stepscope_xspace::Space) -> Intervals {
+    let Some(plane) = host_cpu_plane(space) else { return Intervals::default() };
+    let compile_meta: Vec<bool> = (0..plane.event_meta.len()).map(|m| is_compile_event(plane.event_name(m as u32))).collect();
+    let mut iv = Vec::new();
+    for line in &plane.lines {
+        for i in 0..line.len() {
+            if compile_meta.get(line.meta[i] as usize).copied().unwrap_or(false) {
+                iv.push((line.start_ps[i], line.end_ps(i)));
+            }
+        }
+    }
+    Intervals::new(iv)
+}
