@@ -23,7 +23,11 @@ fn runs_are_found_at_any_depth_and_picked_by_name() {
     assert_eq!(runs.len(), 2, "{listing}");
     assert!(runs.contains(&"exp/a/b/c/plugins/profile/2026_11_21_22_29_21"), "{runs:?}");
     let v = json(&["info", tmp.path().to_str().unwrap(), "--run", "2026_11_21_22_29_21"]);
-    assert_eq!(v["events_total"], reference(&["info", fixture("cpu-compile/plugins/profile/2026_11_21_22_29_21/vm.xplane.pb").to_str().unwrap()])["events_total"]);
+    assert_eq!(
+        v["events_total"],
+        reference(&["info", fixture("cpu-compile/plugins/profile/2026_11_21_22_29_21/vm.xplane.pb").to_str().unwrap()])
+            ["events_total"]
+    );
     let err = assert_clean_error(&["info", tmp.path().to_str().unwrap(), "--run", "nope"]);
     assert!(err.contains("2026_11_21_22_29_17"), "names the runs there: {err}");
 }

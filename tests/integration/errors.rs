@@ -56,7 +56,10 @@ fn damaged_trace_json_files() {
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("garbage.trace.json.gz", b"\x1f\x8b\x08\x00garbage-that-is-not-deflate".to_vec()),
         ("truncated.trace.json.gz", real[..real.len() / 2].to_vec()),
-        ("truncated-json.trace.json.gz", gzip(br#"{"traceEvents":[{"ph":"X","pid":1,"tid":1,"ts":1,"dur":2,"name":"a"},"#)),
+        (
+            "truncated-json.trace.json.gz",
+            gzip(br#"{"traceEvents":[{"ph":"X","pid":1,"tid":1,"ts":1,"dur":2,"name":"a"},"#),
+        ),
         ("not-a-trace.json", br#"{"hello": "world"}"#.to_vec()),
         ("wrong-types.json", br#"{"traceEvents":[{"ph":"X","pid":1,"tid":1,"ts":"abc","dur":2,"name":"a"}]}"#.to_vec()),
         ("number.json", b"42".to_vec()),

@@ -6,6 +6,8 @@
 
 mod util;
 
+mod analyses;
+
 mod discovery;
 mod errors;
 mod info;

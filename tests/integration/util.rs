@@ -62,9 +62,11 @@ pub fn json(args: &[&str]) -> serde_json::Value {
 /// Runs the independent Python reference reader and parses its JSON output.
 pub fn reference(args: &[&str]) -> serde_json::Value {
     let script = root().join("tests/support/xspace_ref.py");
-    let out = Command::new("python3").arg(script).args(args).output().expect(
-        "python3 is needed for the reference reader; run `bash scripts/test.sh`, which installs it",
-    );
+    let out = Command::new("python3")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("python3 is needed for the reference reader; run `bash scripts/test.sh`, which installs it");
     assert!(
         out.status.success(),
         "reference reader failed (run `pip install -r tests/support/requirements.txt`): {}",

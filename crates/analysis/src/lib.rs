@@ -4,9 +4,11 @@
 //! HTTP. Each analysis returns plain structs that serialize to the versioned JSON the
 //! CLI prints (`schema` fields), with units in every field name.
 
+pub mod kernels;
+pub mod ops;
 pub mod profile;
 pub mod stats;
 pub mod steps;
-pub mod ops;
+pub mod summary;
 
 pub use profile::{Device, DeviceKind, Keys, OpEvent, Profile};

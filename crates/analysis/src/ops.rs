@@ -101,7 +101,8 @@ pub fn ops(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
         };
         groups.entry(key).or_default().push(o);
     }
-    let mut rows: Vec<OpRow> = groups.into_iter().map(|((name, module), os)| row(name, module, &os, op_time_ps, by)).collect();
+    let mut rows: Vec<OpRow> =
+        groups.into_iter().map(|((name, module), os)| row(name, module, &os, op_time_ps, by)).collect();
     rows.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
     Ops { schema: "stepscope.ops/1", by, op_time_ps, ops: rows }
 }
@@ -115,12 +116,16 @@ fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: Grou
     };
     let flops = sum_opt(&|o| o.flops).filter(|&f| f > 0);
     let bytes = sum_opt(&|o| o.bytes).filter(|&b| b > 0);
-    let secs = self_ps as f64 / 1e12;
+    // Rates over the self time; async `-start`/`-done` halves only mark a transfer's ends.
+    let is_async = os.iter().any(|o| o.category.ends_with("-start") || o.category.ends_with("-done"));
+    let secs = if is_async { 0.0 } else { self_ps as f64 / 1e12 };
     let flops_per_s = flops.filter(|_| secs > 0.0).map(|f| f as f64 / secs);
     let bytes_per_s = bytes.filter(|_| secs > 0.0).map(|b| b as f64 / secs);
     let peaks = os[0].peaks;
     let bound = match (flops, bytes, peaks.flops_per_s, peaks.bytes_per_s) {
-        (Some(f), Some(b), Some(pf), Some(pb)) if b > 0 => Some(if f as f64 / b as f64 >= pf / pb { "compute" } else { "memory" }),
+        (Some(f), Some(b), Some(pf), Some(pb)) if b > 0 => {
+            Some(if f as f64 / b as f64 >= pf / pb { "compute" } else { "memory" })
+        }
         (None, Some(_), _, Some(_)) => Some("memory"),
         _ => None,
     };

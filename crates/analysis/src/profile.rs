@@ -131,10 +131,12 @@ impl<'a> Device<'a> {
         for (li, line) in self.op_lines() {
             for i in 0..line.len() {
                 let op = match self.source {
-                    OpSource::XlaOpsLine => Some(op_name_of(self.plane.event_name(line.meta[i]), self.plane, line.meta[i])),
-                    OpSource::Kernels => {
-                        Some(self.stat_str(line, i, self.keys.hlo_op).unwrap_or_else(|| self.plane.event_name(line.meta[i])))
+                    OpSource::XlaOpsLine => {
+                        Some(op_name_of(self.plane.event_name(line.meta[i]), self.plane, line.meta[i]))
                     }
+                    OpSource::Kernels => Some(
+                        self.stat_str(line, i, self.keys.hlo_op).unwrap_or_else(|| self.plane.event_name(line.meta[i])),
+                    ),
                     OpSource::HostOps => self.stat_str(line, i, self.keys.hlo_op),
                 };
                 let Some(name) = op else { continue };

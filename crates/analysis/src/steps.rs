@@ -205,7 +205,9 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
     for op in &ops {
         *per_module.entry(op.module).or_default() += op.duration_ps;
     }
-    let Some((&top, _)) = per_module.iter().max_by_key(|(m, t)| (**t, std::cmp::Reverse(**m))) else { return Vec::new() };
+    let Some((&top, _)) = per_module.iter().max_by_key(|(m, t)| (**t, std::cmp::Reverse(**m))) else {
+        return Vec::new();
+    };
     let mut runs: HashMap<i64, (i64, i64)> = HashMap::new();
     for op in ops.iter().filter(|o| o.module == top) {
         let line = &d.plane.lines[op.line as usize];
@@ -233,7 +235,8 @@ pub fn is_compile_event(name: &str) -> bool {
 /// The time XLA compilation ran on a host.
 pub fn compile_intervals(space: &stepscope_xspace::Space) -> Intervals {
     let Some(plane) = host_cpu_plane(space) else { return Intervals::default() };
-    let compile_meta: Vec<bool> = (0..plane.event_meta.len()).map(|m| is_compile_event(plane.event_name(m as u32))).collect();
+    let compile_meta: Vec<bool> =
+        (0..plane.event_meta.len()).map(|m| is_compile_event(plane.event_name(m as u32))).collect();
     let mut iv = Vec::new();
     for line in &plane.lines {
         for i in 0..line.len() {

@@ -2,6 +2,9 @@
 
 /// A duration in picoseconds as `ps`, `ns`, `µs`, `ms` or `s`, three significant digits.
 pub fn duration_ps(ps: i64) -> String {
+    if ps == 0 {
+        return "0".to_string();
+    }
     let a = ps.unsigned_abs() as f64;
     let sign = if ps < 0 { "-" } else { "" };
     let (v, unit) = if a >= 1e12 {

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use stepscope_xspace::discover::{self, Run};
 use stepscope_xspace::{Progress, Space};
 
-use crate::args::Input;
+use stepscope_analysis::Profile;
+
+use crate::args::{Input, Select};
 
 /// A run and its decoded hosts.
 pub struct Loaded {
@@ -53,4 +55,17 @@ fn show_progress(progress: &Progress, done: &AtomicBool, total: u64) {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+}
+
+/// Loads the run as a [`Profile`], keeping only `--host` when given.
+pub fn profile(input: &Input, select: &Select) -> anyhow::Result<Profile> {
+    let loaded = load(input)?;
+    let hosts: Vec<String> = loaded.spaces.iter().map(|s| s.host.clone()).collect();
+    let mut profile = Profile::new(loaded.run.rel, loaded.spaces);
+    if let Some(h) = &select.host {
+        if !profile.retain_host(h) {
+            anyhow::bail!("no host named {h:?} in this run — pick one of: {}", hosts.join(", "));
+        }
+    }
+    Ok(profile)
 }

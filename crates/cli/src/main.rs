@@ -8,6 +8,7 @@ mod args;
 mod cmd;
 mod human;
 mod load;
+mod table;
 
 fn main() -> ExitCode {
     match run() {
@@ -24,5 +25,8 @@ fn run() -> anyhow::Result<ExitCode> {
     match cli.command {
         args::Command::Ls(a) => cmd::ls::run(&a),
         args::Command::Info(a) => cmd::info::run(&a),
+        args::Command::Summary(a) => cmd::summary::run(&a),
+        args::Command::Steps(a) => cmd::steps::run(&a),
+        args::Command::Ops(a) => cmd::ops::run(&a),
     }
 }

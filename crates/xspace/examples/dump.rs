@@ -11,7 +11,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let run = discover::resolve(path, None)?;
     for space in run.load(&Progress::default())? {
         for plane in space.planes.iter().filter(|p| p.name.contains(&filter)) {
-            println!("PLANE {} (id {}) meta={} statmeta={}", plane.name, plane.id, plane.event_meta.len(), plane.stat_meta.len());
+            println!(
+                "PLANE {} (id {}) meta={} statmeta={}",
+                plane.name,
+                plane.id,
+                plane.event_meta.len(),
+                plane.stat_meta.len()
+            );
             for s in &plane.stats {
                 println!("  stat {} = {}", plane.stat_name(s.meta()), trunc(&plane.stat_display(s)));
             }
@@ -25,7 +31,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         .chain(plane.metadata_stats(meta))
                         .map(|s| format!("{}={}", plane.stat_name(s.meta()), trunc(&plane.stat_display(s))))
                         .collect();
-                    println!("    [{}] +{} {:?} {}", line.start_ps[i], line.duration_ps_col[i], plane.event_name(meta), stats.join(" "));
+                    println!(
+                        "    [{}] +{} {:?} {}",
+                        line.start_ps[i],
+                        line.duration_ps_col[i],
+                        plane.event_name(meta),
+                        stats.join(" ")
+                    );
                 }
             }
         }

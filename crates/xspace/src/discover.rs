@@ -166,9 +166,8 @@ fn walk(root: &Path, dir: &Path, depth: usize, budget: &mut usize, runs: &mut Ve
 /// per-host trace JSON, else the Perfetto JSON.
 fn choose_hosts(mut files: Vec<HostFile>) -> Option<Vec<HostFile>> {
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    let pick = |pred: &dyn Fn(&HostFile) -> bool| -> Vec<HostFile> {
-        files.iter().filter(|f| pred(f)).cloned().collect()
-    };
+    let pick =
+        |pred: &dyn Fn(&HostFile) -> bool| -> Vec<HostFile> { files.iter().filter(|f| pred(f)).cloned().collect() };
     let is_name = |f: &HostFile, suffix: &str| f.path.to_string_lossy().ends_with(suffix);
     let xplanes = pick(&|f| f.format == Format::XSpace);
     if !xplanes.is_empty() {
@@ -210,15 +209,12 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
         None => Ok(runs.swap_remove(runs.len() - 1)),
         Some(want) => {
             let names: Vec<String> = runs.iter().map(|r| r.rel.clone()).collect();
-            runs.into_iter()
-                .rev()
-                .find(|r| r.rel == want || r.name == want)
-                .ok_or_else(|| {
-                    Error::new(
-                        format!("no run named {want:?} under {}", path.display()),
-                        format!("pick one of: {}", names.join(", ")),
-                    )
-                })
+            runs.into_iter().rev().find(|r| r.rel == want || r.name == want).ok_or_else(|| {
+                Error::new(
+                    format!("no run named {want:?} under {}", path.display()),
+                    format!("pick one of: {}", names.join(", ")),
+                )
+            })
         }
     }
 }

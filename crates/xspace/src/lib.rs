@@ -7,12 +7,14 @@
 //!
 //! Every reader returns a [`Space`] per host; see [`model`].
 
+pub mod discover;
 pub mod error;
+pub mod hlo;
 pub mod model;
+pub mod pprof;
+pub mod trace_json;
 mod wire;
 pub mod xplane;
-pub mod trace_json;
-pub mod discover;
 
 pub use error::{Error, Result};
 pub use model::{EventMeta, Format, Line, Plane, Progress, Source, Space, Span, Stat, StatKind, StatMeta, StatValue};

@@ -351,11 +351,7 @@ impl Plane {
 
     /// Looks up stat `stat` of event `i` on `line`: on the event first, then on its metadata.
     pub fn event_stat(&self, line: &Line, i: usize, stat: u32) -> Option<Stat> {
-        line.event_stats(i)
-            .iter()
-            .chain(self.metadata_stats(line.meta[i]))
-            .find(|s| s.meta() == stat)
-            .copied()
+        line.event_stats(i).iter().chain(self.metadata_stats(line.meta[i])).find(|s| s.meta() == stat).copied()
     }
 
     /// A stat's string value: `str` directly, `ref` through its metadata name.

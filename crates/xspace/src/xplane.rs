@@ -13,7 +13,9 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::model::{EventMeta, Format, IdMap, Line, Plane, Progress, Source, Space, Span, Stat, StatMeta, StatValue, MAX_STAT_LEN};
+use crate::model::{
+    EventMeta, Format, IdMap, Line, Plane, Progress, Source, Space, Span, Stat, StatMeta, StatValue, MAX_STAT_LEN,
+};
 use crate::wire::{Wire, WireError, WireResult, FIXED64, LEN, VARINT};
 
 /// Dense index used for an event whose metadata id the plane does not define.
@@ -333,12 +335,7 @@ fn rebase_arena_stats(stats: &mut [Stat], base: u64) {
 
 /// Decodes one XLine into columns. Returns the line, strings it had to make, and
 /// whether any event named a metadata id the plane lacks.
-fn decode_line(
-    w: &Wire,
-    r: Range<usize>,
-    event_ids: &IdMap,
-    stat_ids: &IdMap,
-) -> WireResult<(Line, Vec<u8>, bool)> {
+fn decode_line(w: &Wire, r: Range<usize>, event_ids: &IdMap, stat_ids: &IdMap) -> WireResult<(Line, Vec<u8>, bool)> {
     // Count events first so the columns are allocated once, at their final size.
     let mut lw = w.sub(r.clone());
     let mut n = 0usize;

@@ -162,4 +162,3 @@ fn print_text(info: &InfoJson) {
         }
     }
 }
-

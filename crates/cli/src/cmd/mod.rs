@@ -2,3 +2,6 @@
 
 pub mod info;
 pub mod ls;
+pub mod ops;
+pub mod steps;
+pub mod summary;

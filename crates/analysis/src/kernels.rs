@@ -1,0 +1,502 @@
+//! GPU kernel stats: every kernel launch on a device's stream lines, grouped by
+//! kernel and launch configuration, with time, launch shape, registers, shared
+//! memory, occupancy and a tensor-core guess.
+//!
+//! A kernel launch is any event on a `Stream #…` line of a `/device:…` plane that
+//! carries a `kernel_details` stat; memcpy/memset events (no `kernel_details`) are
+//! not kernels. Launches with the same kernel name, grid, block, registers, shared
+//! memory, owning `hlo_op` and `hlo_module` make one row.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+use crate::profile::{is_stream_line, Keys, Profile};
+
+/// The kernel stats of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Kernels {
+    pub schema: &'static str,
+    /// Sum of all kernel launches' durations, ps.
+    pub kernel_time_ps: i64,
+    /// Rows by `total_ps` descending, then name.
+    pub kernels: Vec<KernelRow>,
+}
+
+/// One kernel with one launch configuration.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KernelRow {
+    /// Kernel name as the tracer recorded it.
+    pub name: String,
+    /// The owning HLO op (`hlo_op` stat); empty when the launch has none.
+    pub op: String,
+    /// The owning XLA module (`hlo_module` stat); empty when the launch has none.
+    pub module: String,
+    /// Number of launches.
+    pub count: u64,
+    pub total_ps: i64,
+    pub avg_ps: i64,
+    pub min_ps: i64,
+    pub max_ps: i64,
+    /// Grid dimensions in blocks (`[0, 0, 0]` when unknown).
+    pub grid: [u32; 3],
+    /// Block dimensions in threads (`[0, 0, 0]` when unknown).
+    pub block: [u32; 3],
+    pub registers_per_thread: Option<u32>,
+    /// Static plus dynamic shared memory per block (ROCm: `group_mem`, LDS), bytes.
+    pub shared_mem_bytes: Option<u64>,
+    /// Achieved theoretical occupancy, percent. `None` when the tracer wrote none or
+    /// wrote 0 (ROCm always writes `occ_pct:0`: it does not compute occupancy).
+    pub occupancy_pct: Option<f64>,
+    /// Whether the kernel uses tensor cores / matrix cores; see [`uses_tensor_cores`].
+    pub tensor_core: bool,
+    /// Share of [`Kernels::kernel_time_ps`], percent.
+    pub time_pct: f64,
+}
+
+/// The fields of a `kernel_details` stat. Every field is `None` (or zero dims) when
+/// absent or unparsable.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelDetails {
+    /// `regs` / `registers_per_thread`.
+    pub registers_per_thread: Option<u32>,
+    /// `static_shared` / `static_shared_memory_usage`, bytes.
+    pub static_shared_bytes: Option<u64>,
+    /// `dynamic_shared` / `dynamic_shared_memory_usage`, bytes.
+    pub dynamic_shared_bytes: Option<u64>,
+    /// ROCm `private_mem` (scratch per work-item), bytes.
+    pub private_mem_bytes: Option<u64>,
+    /// ROCm `group_mem` (LDS per work-group), bytes.
+    pub group_mem_bytes: Option<u64>,
+    /// `grid:x,y,z` or `grid_x`/`grid_y`/`grid_z`; `[0, 0, 0]` when absent, and a
+    /// dimension that is not given reads as 1 when another one is.
+    pub grid: [u32; 3],
+    /// `block:x,y,z` or `block_x`/`block_y`/`block_z`; as `grid`.
+    pub block: [u32; 3],
+    /// `occ_pct` / `occupancy_pct`, as written (0 included).
+    pub occupancy_pct: Option<f64>,
+    /// An explicit tensor-core flag (`tensor_core`, `is_tensor_core`,
+    /// `uses_tensor_core`, `is_kernel_using_tensor_core`) when the tracer wrote one.
+    pub tensor_core: Option<bool>,
+}
+
+impl KernelDetails {
+    /// Static plus dynamic shared memory, else ROCm `group_mem`; `None` when none is known.
+    pub fn shared_mem_bytes(&self) -> Option<u64> {
+        match (self.static_shared_bytes, self.dynamic_shared_bytes) {
+            (None, None) => self.group_mem_bytes,
+            (s, d) => Some(s.unwrap_or(0).saturating_add(d.unwrap_or(0))),
+        }
+    }
+}
+
+/// Parses a `kernel_details` stat such as
+/// `regs:64 static_shared:0 dynamic_shared:49152 grid:16,16,1 block:256,1,1 occ_pct:50`.
+///
+/// Fields are `key:value` (or `key=value`) separated by whitespace; spaces after `:`
+/// or around `,` are allowed, unknown keys are skipped and values that do not parse
+/// leave their field unset. Never panics.
+pub fn parse_kernel_details(text: &str) -> KernelDetails {
+    let mut d = KernelDetails::default();
+    let mut grid: [Option<u32>; 3] = [None; 3];
+    let mut block: [Option<u32>; 3] = [None; 3];
+    for (key, value) in fields(text) {
+        let value = value.as_str();
+        let key = key.to_ascii_lowercase();
+        match key.as_str() {
+            "regs" | "registers_per_thread" | "registers" | "num_regs" => d.registers_per_thread = num(value),
+            "static_shared" | "static_shared_memory_usage" | "static_shared_mem" => d.static_shared_bytes = num(value),
+            "dynamic_shared" | "dynamic_shared_memory_usage" | "dynamic_shared_mem" => {
+                d.dynamic_shared_bytes = num(value)
+            }
+            "private_mem" | "private_segment_size" => d.private_mem_bytes = num(value),
+            "group_mem" | "group_segment_size" => d.group_mem_bytes = num(value),
+            "grid" | "grid_dim" | "grid_size" => grid = dims(value),
+            "block" | "block_dim" | "block_size" => block = dims(value),
+            "grid_x" => grid[0] = num(value),
+            "grid_y" => grid[1] = num(value),
+            "grid_z" => grid[2] = num(value),
+            "block_x" => block[0] = num(value),
+            "block_y" => block[1] = num(value),
+            "block_z" => block[2] = num(value),
+            "occ_pct" | "occupancy_pct" | "occupancy" => {
+                d.occupancy_pct = value.trim_end_matches('%').parse::<f64>().ok().filter(|v| v.is_finite())
+            }
+            "tensor_core" | "is_tensor_core" | "uses_tensor_core" | "is_kernel_using_tensor_core" => {
+                d.tensor_core = flag(value)
+            }
+            _ => {}
+        }
+    }
+    d.grid = finish_dims(grid);
+    d.block = finish_dims(block);
+    d
+}
+
+/// Splits `text` into `(key, value)` fields. A field starts at a token holding `:` or
+/// `=`; a following token without one continues the value when the value is still
+/// empty or a `,` list is open (`regs: 40`, `grid: 2, 3 ,4`), and is dropped otherwise.
+fn fields(text: &str) -> Vec<(&str, String)> {
+    let mut out: Vec<(&str, String)> = Vec::new();
+    for token in text.split_whitespace() {
+        if let Some((key, value)) = token.split_once([':', '=']) {
+            out.push((key, value.to_string()));
+        } else if let Some((_, value)) = out.last_mut() {
+            if value.is_empty() || value.ends_with(',') || token.starts_with(',') {
+                value.push_str(token);
+            }
+        }
+    }
+    out
+}
+
+fn num<T: std::str::FromStr>(v: &str) -> Option<T> {
+    v.trim().parse().ok()
+}
+
+fn flag(v: &str) -> Option<bool> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "y" => Some(true),
+        "0" | "false" | "no" | "n" => Some(false),
+        _ => None,
+    }
+}
+
+/// `x,y,z` (brackets allowed); a missing or bad dimension stays `None`.
+fn dims(v: &str) -> [Option<u32>; 3] {
+    let v = v.trim_matches(|c| matches!(c, '(' | ')' | '[' | ']' | '{' | '}'));
+    let mut out = [None; 3];
+    for (slot, part) in out.iter_mut().zip(v.split(',')) {
+        *slot = num(part);
+    }
+    out
+}
+
+fn finish_dims(d: [Option<u32>; 3]) -> [u32; 3] {
+    if d.iter().all(Option::is_none) {
+        [0; 3]
+    } else {
+        d.map(|x| x.unwrap_or(1))
+    }
+}
+
+/// Tensor-core (NVIDIA) / matrix-core (AMD MFMA) guess from a kernel name, used when
+/// `kernel_details` has no explicit flag. True when the name:
+/// - has an MMA instruction marker: `hmma`, `wmma`, `xmma`, `imma`, `wgmma`, `mfma`,
+///   `tensorop`/`tensor_op`, or a word that starts with `mma` (`mma`, `mma16816`,
+///   but not `gamma`);
+/// - is a ROCm Tensile/hipBLASLt kernel (`Cijk_…`) whose tile has an `MI<m>x<n>…`
+///   part (MFMA instructions; the non-MFMA tiles have no `MI`);
+/// - is a GEMM/convolution (`gemm`, `cutlass`, `conv`) with a low-precision or
+///   tensor-core shape hint: `f16`/`fp16`/`bf16`/`tf32`/`half`/`fp8`/`e4m3`/`e5m2`,
+///   or cuBLAS shape codes `h884`, `h1688`, `h16816`, `s1688`, `s16816`, `i8816`,
+///   `i16832` (e.g. `ampere_bf16_s16816gemm_…`, `sm80_xmma_gemm_bf16bf16_…`,
+///   `cutlass_80_tensorop_…`); CUTLASS `simt` kernels excepted.
+///
+/// Plain `gemm` names without a dtype hint (XLA/Triton `gemm_fusion_dot…`) read as
+/// false: the name cannot tell.
+pub fn uses_tensor_cores(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let words = || lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty());
+    const MARKERS: [&str; 8] = ["hmma", "wmma", "xmma", "imma", "wgmma", "mfma", "tensorop", "tensor_op"];
+    if MARKERS.iter().any(|m| lower.contains(m)) {
+        return true;
+    }
+    if words().any(|w| w.strip_prefix("mma").is_some_and(|r| r.chars().all(|c| c.is_ascii_digit()))) {
+        return true;
+    }
+    if name.starts_with("Cijk_") && name.split('_').any(is_mfma_tile) {
+        return true;
+    }
+    let matmul = ["gemm", "cutlass", "conv"].iter().any(|m| lower.contains(m));
+    const HINTS: [&str; 15] = [
+        "f16", "fp16", "bf16", "tf32", "half", "fp8", "e4m3", "e5m2", "h884", "h1688", "h16816", "s1688", "s16816",
+        "i8816", "i16832",
+    ];
+    matmul && !lower.contains("simt") && HINTS.iter().any(|h| lower.contains(h))
+}
+
+/// `MI16x16x16x1`, `MI32x32x8x1`: a Tensile MFMA tile part.
+fn is_mfma_tile(part: &str) -> bool {
+    part.strip_prefix("MI").is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()) && r.contains('x'))
+}
+
+/// Grouping key: one row per kernel and launch configuration.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Key<'a> {
+    name: &'a str,
+    grid: [u32; 3],
+    block: [u32; 3],
+    regs: Option<u32>,
+    shared: Option<u64>,
+    op: &'a str,
+    module: &'a str,
+}
+
+#[derive(Default)]
+struct Acc {
+    count: u64,
+    total: i64,
+    min: i64,
+    max: i64,
+    occupancy: Option<f64>,
+    flag: Option<bool>,
+}
+
+/// Computes the kernel stats of every GPU (any `/device:` plane with stream lines).
+pub fn kernels(profile: &Profile) -> Kernels {
+    let mut groups: HashMap<Key, Acc> = HashMap::new();
+    let mut kernel_time_ps = 0i64;
+    for space in &profile.hosts {
+        for plane in space.planes.iter().filter(|p| p.name.starts_with("/device:")) {
+            let keys = Keys::of(plane);
+            let Some(kd) = keys.kernel_details else { continue };
+            let text = |line, i, key: Option<u32>| {
+                key.and_then(|k| plane.event_stat(line, i, k)).and_then(|s| plane.stat_str(&s))
+            };
+            for line in plane.lines.iter().filter(|l| is_stream_line(l) && !l.is_counter) {
+                for i in 0..line.len() {
+                    let Some(details) = text(line, i, Some(kd)) else { continue };
+                    let d = parse_kernel_details(details);
+                    let key = Key {
+                        name: plane.event_name(line.meta[i]),
+                        grid: d.grid,
+                        block: d.block,
+                        regs: d.registers_per_thread,
+                        shared: d.shared_mem_bytes(),
+                        op: text(line, i, keys.hlo_op).unwrap_or(""),
+                        module: text(line, i, keys.hlo_module).unwrap_or(""),
+                    };
+                    let dur = line.duration_ps_col[i].max(0);
+                    kernel_time_ps = kernel_time_ps.saturating_add(dur);
+                    let acc = groups.entry(key).or_default();
+                    if acc.count == 0 {
+                        acc.min = dur;
+                        acc.max = dur;
+                    }
+                    acc.count += 1;
+                    acc.total = acc.total.saturating_add(dur);
+                    acc.min = acc.min.min(dur);
+                    acc.max = acc.max.max(dur);
+                    acc.occupancy = acc.occupancy.or(d.occupancy_pct.filter(|v| *v > 0.0));
+                    acc.flag = acc.flag.or(d.tensor_core);
+                }
+            }
+        }
+    }
+    let mut rows: Vec<KernelRow> = groups
+        .into_iter()
+        .map(|(k, a)| KernelRow {
+            name: k.name.to_string(),
+            op: k.op.to_string(),
+            module: k.module.to_string(),
+            count: a.count,
+            total_ps: a.total,
+            avg_ps: a.total / a.count.max(1) as i64,
+            min_ps: a.min,
+            max_ps: a.max,
+            grid: k.grid,
+            block: k.block,
+            registers_per_thread: k.regs,
+            shared_mem_bytes: k.shared,
+            occupancy_pct: a.occupancy,
+            tensor_core: a.flag.unwrap_or_else(|| uses_tensor_cores(k.name)),
+            time_pct: if kernel_time_ps > 0 { a.total as f64 * 100.0 / kernel_time_ps as f64 } else { 0.0 },
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.total_ps
+            .cmp(&a.total_ps)
+            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| a.module.cmp(&b.module))
+            .then_with(|| a.op.cmp(&b.op))
+            .then_with(|| a.grid.cmp(&b.grid))
+            .then_with(|| a.block.cmp(&b.block))
+            .then_with(|| a.registers_per_thread.cmp(&b.registers_per_thread))
+            .then_with(|| a.shared_mem_bytes.cmp(&b.shared_mem_bytes))
+    });
+    Kernels { schema: "stepscope.kernels/1", kernel_time_ps, kernels: rows }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn details_nvidia() {
+        let d =
+            parse_kernel_details("regs:64 static_shared:0 dynamic_shared:49152 grid:16,16,1 block:256,1,1 occ_pct:50");
+        assert_eq!(d.registers_per_thread, Some(64));
+        assert_eq!(d.static_shared_bytes, Some(0));
+        assert_eq!(d.dynamic_shared_bytes, Some(49152));
+        assert_eq!(d.shared_mem_bytes(), Some(49152));
+        assert_eq!(d.grid, [16, 16, 1]);
+        assert_eq!(d.block, [256, 1, 1]);
+        assert_eq!(d.occupancy_pct, Some(50.0));
+        assert_eq!(d.tensor_core, None);
+        assert_eq!(d.group_mem_bytes, None);
+    }
+
+    #[test]
+    fn details_older_form() {
+        let d = parse_kernel_details(
+            "registers_per_thread:32 static_shared_memory_usage:1024 dynamic_shared_memory_usage:2048 \
+             grid_x:8 grid_y:4 grid_z:1 block_x:128 block_y:2 occupancy_pct:37.5 is_kernel_using_tensor_core:1",
+        );
+        assert_eq!(d.registers_per_thread, Some(32));
+        assert_eq!(d.shared_mem_bytes(), Some(3072));
+        assert_eq!(d.grid, [8, 4, 1]);
+        // block_z absent: reads as 1.
+        assert_eq!(d.block, [128, 2, 1]);
+        assert_eq!(d.occupancy_pct, Some(37.5));
+        assert_eq!(d.tensor_core, Some(true));
+    }
+
+    #[test]
+    fn details_rocm() {
+        let d = parse_kernel_details(" grid:256,1,1 block:256,1,1 private_mem:0 group_mem:29568 occ_pct:0");
+        assert_eq!(d.grid, [256, 1, 1]);
+        assert_eq!(d.block, [256, 1, 1]);
+        assert_eq!(d.private_mem_bytes, Some(0));
+        assert_eq!(d.group_mem_bytes, Some(29568));
+        assert_eq!(d.shared_mem_bytes(), Some(29568));
+        assert_eq!(d.registers_per_thread, None);
+        assert_eq!(d.occupancy_pct, Some(0.0));
+    }
+
+    #[test]
+    fn details_spacing_and_garbage() {
+        let d = parse_kernel_details("  regs: 40   grid: 2, 3 ,4  block:(64,1,1)  frob:7  dynamic_shared:  ");
+        assert_eq!(d.registers_per_thread, Some(40));
+        assert_eq!(d.grid, [2, 3, 4]);
+        assert_eq!(d.block, [64, 1, 1]);
+        assert_eq!(d.dynamic_shared_bytes, None);
+        // A missing value does not swallow the next field; a stray word is dropped.
+        let d = parse_kernel_details("regs: static_shared:16 dynamic_shared:32 oops block:8");
+        assert_eq!(d.registers_per_thread, None);
+        assert_eq!(d.shared_mem_bytes(), Some(48));
+        assert_eq!(d.block, [8, 1, 1]);
+
+        for junk in [
+            "",
+            "   ",
+            ":",
+            "::::",
+            "regs:",
+            "regs:-1 grid:a,b,c block:,,, occ_pct:NaN",
+            "grid:99999999999999999999,1",
+            "regs:64regs:64",
+            "\u{0}\u{FFFD}ü:ä grid:1,2,3,4,5",
+            "=,=,:,",
+        ] {
+            let d = parse_kernel_details(junk);
+            assert_eq!(d.registers_per_thread, None, "{junk:?}");
+            assert_eq!(d.occupancy_pct, None, "{junk:?}");
+        }
+        assert_eq!(parse_kernel_details("regs:-1 grid:a,b,c").grid, [0, 0, 0]);
+        assert_eq!(parse_kernel_details("grid:99999999999999999999,7").grid, [1, 7, 1]);
+        assert_eq!(parse_kernel_details("x grid:1,2,3,4,5").grid, [1, 2, 3]);
+    }
+
+    #[test]
+    fn tensor_core_names() {
+        for yes in [
+            "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32_stage4_warpsize2x2x1_tensor16x8x16",
+            "sm90_xmma_gemm_f16f16_f16f32_f32_nn_n_tilesize128x128x64",
+            "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn",
+            "volta_h884gemm_128x128_ldg8_nn",
+            "cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8",
+            "void cutlass::Kernel<cutlass_80_wmma_tensorop_f16_s161616gemm_f16_32x32_128x2_tn_align8>",
+            "Cijk_Ailk_Bljk_BBS_BH_MT256x224x64_MI16x16x16x1_SN_1LDSB1.kd",
+            "triton_mma_16816",
+            "gemm_kernel_with_hmma",
+        ] {
+            assert!(uses_tensor_cores(yes), "{yes}");
+        }
+        for no in [
+            "wrapped_broadcast.kd",
+            "__amd_rocclr_copyBuffer.kd",
+            "gemm_fusion_dot_general_1.kd",
+            "loop_gamma_fusion",
+            "Cijk_Ailk_Bljk_SB_MT64x64x8_SN_GRVW4",
+            "cutlass_simt_sgemm_128x128_8x2_nn_align1",
+            "sgemm_128x128x8_NN",
+            "input_reduce_fusion_f16",
+        ] {
+            assert!(!uses_tensor_cores(no), "{no}");
+        }
+    }
+
+    fn load(rel: &str) -> Profile {
+        let path = format!("{}/../../tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"));
+        let space =
+            stepscope_xspace::xplane::read_xspace(std::path::Path::new(&path), &stepscope_xspace::Progress::default())
+                .unwrap_or_else(|e| panic!("reading {path}: {e}"));
+        Profile::new("t", vec![space])
+    }
+
+    /// Expected numbers from the independent Python reader:
+    /// `python3 tests/support/xspace_ref.py dump tests/fixtures/rocm-mi300x-gemm/tw003.xplane.pb
+    ///  --plane /device:GPU:0 --line "Stream #16(Kernel)" --limit 100` (and the same for
+    /// `Stream #17(Kernel)`), then in Python: every event has a `kernel_details` stat
+    /// (42 + 12 = 54 launches); sum(duration_ps) = 3_415_244_000 + 60_240_000 =
+    /// 3_475_484_000; grouping by (name, kernel_details, hlo_op, hlo_module) gives 13
+    /// groups; the largest by sum(duration_ps) is the Tensile MT256x224x64 kernel with
+    /// 3 launches, total 1_833_003_000, min 573_401_000, max 672_121_000,
+    /// ` grid:32,37,1 block:256,1,1 private_mem:0 group_mem:29568 occ_pct:0`,
+    /// hlo_op `custom-call.1`, hlo_module `jit_dot`. Per kernel name:
+    /// `wrapped_broadcast.kd` 12 launches in 5 launch configs, total 153_720_000;
+    /// `__amd_rocclr_copyBuffer.kd` 24 launches, total 87_880_000, in 2 rows: 12 on
+    /// Stream #17 with no hlo_op (total 60_240_000) and 12 owned by `copy.1`
+    /// (27_640_000); `gemm_fusion_dot_general_1.kd` 3 launches, 15_000_000.
+    #[test]
+    fn rocm_mi300x_fixture() {
+        let p = load("rocm-mi300x-gemm/tw003.xplane.pb");
+        let k = kernels(&p);
+        assert_eq!(k.schema, "stepscope.kernels/1");
+        assert_eq!(k.kernel_time_ps, 3_475_484_000);
+        assert_eq!(k.kernels.iter().map(|r| r.count).sum::<u64>(), 54);
+        assert_eq!(k.kernels.len(), 13);
+        assert_eq!(k.kernels.iter().map(|r| r.total_ps).sum::<i64>(), k.kernel_time_ps);
+        assert!(k.kernels.windows(2).all(|w| w[0].total_ps >= w[1].total_ps));
+
+        let top = &k.kernels[0];
+        assert!(top.name.starts_with("Cijk_Ailk_Bljk_BBS_BH_MT256x224x64_MI16x16x16x1_"), "{}", top.name);
+        assert!(top.name.ends_with("_WGM1.kd"));
+        assert_eq!(top.op, "custom-call.1");
+        assert_eq!(top.module, "jit_dot");
+        assert_eq!(top.count, 3);
+        assert_eq!(top.total_ps, 1_833_003_000);
+        assert_eq!(top.avg_ps, 611_001_000);
+        assert_eq!(top.min_ps, 573_401_000);
+        assert_eq!(top.max_ps, 672_121_000);
+        assert_eq!(top.grid, [32, 37, 1]);
+        assert_eq!(top.block, [256, 1, 1]);
+        assert_eq!(top.registers_per_thread, None);
+        assert_eq!(top.shared_mem_bytes, Some(29568));
+        assert_eq!(top.occupancy_pct, None);
+        assert!(top.tensor_core);
+        assert!((top.time_pct - 1_833_003_000.0 * 100.0 / 3_475_484_000.0).abs() < 1e-9);
+
+        let by_name = |n: &str| {
+            let rows: Vec<_> = k.kernels.iter().filter(|r| r.name == n).collect();
+            (rows.len(), rows.iter().map(|r| r.count).sum::<u64>(), rows.iter().map(|r| r.total_ps).sum::<i64>())
+        };
+        assert_eq!(by_name("wrapped_broadcast.kd"), (5, 12, 153_720_000));
+        assert_eq!(by_name("__amd_rocclr_copyBuffer.kd"), (2, 24, 87_880_000));
+        assert_eq!(by_name("gemm_fusion_dot_general_1.kd"), (1, 3, 15_000_000));
+
+        let copy_no_op = k.kernels.iter().find(|r| r.name == "__amd_rocclr_copyBuffer.kd" && r.op.is_empty()).unwrap();
+        assert_eq!((copy_no_op.count, copy_no_op.total_ps), (12, 60_240_000));
+        assert_eq!(copy_no_op.block, [512, 1, 1]);
+        assert!(!copy_no_op.tensor_core);
+        let copy_op = k.kernels.iter().find(|r| r.name == "__amd_rocclr_copyBuffer.kd" && r.op == "copy.1").unwrap();
+        assert_eq!((copy_op.count, copy_op.total_ps), (12, 27_640_000));
+        assert_eq!(copy_op.module, "jit_convert_element_type");
+
+        // Every Tensile kernel here uses MFMA tiles; the others do not name a dtype.
+        for r in &k.kernels {
+            assert_eq!(r.tensor_core, r.name.starts_with("Cijk_"), "{}", r.name);
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The overview: step time, where the average step went, utilisation, top ops and
+//! the run's environment. Its JSON is the baseline format `check` compares against.
+
+use serde::Serialize;
+
+use crate::ops::{self, GroupBy, OpRow};
+use crate::profile::{Device, DeviceKind, Profile};
+use crate::stats::{Distribution, Intervals};
+use crate::steps::{self, StepSource};
+
+/// What one average step spent its time on, ps. The parts add up to `step_ps`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Breakdown {
+    /// Mean step duration.
+    pub step_ps: i64,
+    /// Device running ops other than collectives and copies.
+    pub device_compute_ps: i64,
+    pub collectives_ps: i64,
+    pub host_to_device_ps: i64,
+    pub device_to_host_ps: i64,
+    /// Device idle while the host compiled.
+    pub compile_ps: i64,
+    /// Device idle otherwise: waiting on the host (input, Python, dispatch).
+    pub device_idle_ps: i64,
+}
+
+/// Devices of one kind and model.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceGroup {
+    pub kind: DeviceKind,
+    pub model: String,
+    pub count: u64,
+}
+
+/// The run's environment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Environment {
+    pub hosts: Vec<String>,
+    pub devices: Vec<DeviceGroup>,
+    /// Framework versions the profile records, `name = value`.
+    pub versions: Vec<String>,
+}
+
+/// The overview of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub schema: &'static str,
+    pub run: String,
+    pub step_source: StepSource,
+    pub step_count: u64,
+    pub step_time: Distribution,
+    pub breakdown: Breakdown,
+    /// Device busy share of step time (mean over devices), percent.
+    pub device_utilization_pct: f64,
+    pub environment: Environment,
+    pub top_ops: Vec<OpRow>,
+}
+
+/// What kind of work an op is, for the breakdown.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Collective,
+    HostToDevice,
+    DeviceToHost,
+}
+
+fn class_of(name: &str, category: &str, line: &str) -> Option<Class> {
+    let hay = [name, category, line];
+    let has = |pat: &str| hay.iter().any(|s| s.contains(pat));
+    if has("H2D") || has("HtoD") || has("host-to-device") {
+        Some(Class::HostToDevice)
+    } else if has("D2H") || has("DtoH") || has("device-to-host") {
+        Some(Class::DeviceToHost)
+    } else if is_collective(name) || is_collective(category) {
+        Some(Class::Collective)
+    } else {
+        None
+    }
+}
+
+/// True for XLA collective op names and categories (`all-reduce.3`, `all-gather-start`, …).
+pub fn is_collective(s: &str) -> bool {
+    let s = s.to_ascii_lowercase();
+    ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "allreduce", "nccl", "rccl"]
+        .iter()
+        .any(|p| s.contains(p))
+}
+
+/// Per device: busy time and time in each class.
+struct DeviceTime {
+    host: String,
+    busy: Intervals,
+    classes: [Intervals; 3],
+}
+
+fn device_time(d: &Device) -> DeviceTime {
+    let mut busy = Vec::new();
+    let mut classes: [Vec<(i64, i64)>; 3] = Default::default();
+    for ev in d.ops() {
+        let span = (ev.start_ps, ev.end_ps());
+        busy.push(span);
+        let line = &d.plane.lines[ev.line as usize];
+        let category = d.stat_str(line, ev.index as usize, d.keys.hlo_category).unwrap_or("");
+        let event_name = d.plane.event_name(line.meta[ev.index as usize]);
+        let class = class_of(ev.name, category, &line.name).or_else(|| class_of(event_name, "", ""));
+        match class {
+            Some(Class::Collective) => classes[0].push(span),
+            Some(Class::HostToDevice) => classes[1].push(span),
+            Some(Class::DeviceToHost) => classes[2].push(span),
+            None => {}
+        }
+    }
+    let [c, h, dh] = classes;
+    DeviceTime {
+        host: d.host.to_string(),
+        busy: Intervals::new(busy),
+        classes: [Intervals::new(c), Intervals::new(h), Intervals::new(dh)],
+    }
+}
+
+/// Builds the overview; `top` ops are listed.
+pub fn summary(profile: &Profile, top: usize) -> Summary {
+    let steps = steps::steps(profile);
+    let devices = profile.devices();
+    let times: Vec<DeviceTime> = devices.iter().map(device_time).collect();
+    let durations: Vec<i64> = steps.steps.iter().map(|s| s.duration_ps).collect();
+    let step_time = Distribution::of(&durations);
+
+    // Sum each part over steps (averaged over a step's devices), then divide by steps.
+    let mut sum = Breakdown::default();
+    for step in &steps.steps {
+        let (lo, hi) = (step.start_ps, step.end_ps());
+        let here: Vec<&DeviceTime> = times.iter().filter(|t| t.host == step.host).collect();
+        let n = here.len().max(1) as i64;
+        let part = |f: &dyn Fn(&DeviceTime) -> i64| here.iter().map(|t| f(t)).sum::<i64>() / n;
+        let busy = part(&|t| t.busy.overlap(lo, hi));
+        let coll = part(&|t| t.classes[0].overlap(lo, hi));
+        let h2d = part(&|t| t.classes[1].overlap(lo, hi));
+        let d2h = part(&|t| t.classes[2].overlap(lo, hi));
+        let idle = (step.duration_ps - busy).max(0);
+        let compile = step.compile_ps.min(idle);
+        sum.step_ps += step.duration_ps;
+        sum.collectives_ps += coll;
+        sum.host_to_device_ps += h2d;
+        sum.device_to_host_ps += d2h;
+        sum.device_compute_ps += (busy - coll - h2d - d2h).max(0);
+        sum.compile_ps += compile;
+        sum.device_idle_ps += idle - compile;
+    }
+    let n = steps.steps.len().max(1) as i64;
+    let breakdown = Breakdown {
+        step_ps: sum.step_ps / n,
+        device_compute_ps: sum.device_compute_ps / n,
+        collectives_ps: sum.collectives_ps / n,
+        host_to_device_ps: sum.host_to_device_ps / n,
+        device_to_host_ps: sum.device_to_host_ps / n,
+        compile_ps: sum.compile_ps / n,
+        device_idle_ps: sum.device_idle_ps / n,
+    };
+    let busy_total: i64 = steps.steps.iter().map(|s| s.device_busy_ps).sum();
+    let device_utilization_pct = if sum.step_ps > 0 { 100.0 * busy_total as f64 / sum.step_ps as f64 } else { 0.0 };
+    let mut top_ops = ops::ops(profile, GroupBy::Op, 0).ops;
+    top_ops.truncate(top);
+    Summary {
+        schema: "stepscope.summary/1",
+        run: profile.run.clone(),
+        step_source: steps.source,
+        step_count: steps.steps.len() as u64,
+        step_time,
+        breakdown,
+        device_utilization_pct,
+        environment: environment(profile, &devices),
+        top_ops,
+    }
+}
+
+fn environment(profile: &Profile, devices: &[Device]) -> Environment {
+    let mut groups: Vec<DeviceGroup> = Vec::new();
+    for d in devices {
+        let model = ["device_type_string", "device_vendor"]
+            .iter()
+            .find_map(|k| d.plane.plane_stat(k).map(|s| d.plane.stat_display(&s)))
+            .unwrap_or_else(|| if d.kind == DeviceKind::Cpu { "host CPU".into() } else { String::new() });
+        match groups.iter_mut().find(|g| g.kind == d.kind && g.model == model) {
+            Some(g) => g.count += 1,
+            None => groups.push(DeviceGroup { kind: d.kind, model, count: 1 }),
+        }
+    }
+    let mut versions = Vec::new();
+    for space in &profile.hosts {
+        for plane in &space.planes {
+            for s in &plane.stats {
+                let name = plane.stat_name(s.meta());
+                if name.contains("version") {
+                    versions.push(format!("{name} = {}", plane.stat_display(s)));
+                }
+            }
+        }
+    }
+    versions.sort();
+    versions.dedup();
+    Environment { hosts: profile.hosts.iter().map(|h| h.host.clone()).collect(), devices: groups, versions }
+}

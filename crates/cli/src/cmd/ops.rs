@@ -1,0 +1,113 @@
+//! `stepscope ops`: the op profile.
+
+use std::process::ExitCode;
+
+use stepscope_analysis::ops::{self, GroupBy, OpRow};
+
+use crate::args::{By, OpsArgs};
+use crate::human;
+use crate::load;
+use crate::table::{csv, Table};
+
+pub fn run(args: &OpsArgs) -> anyhow::Result<ExitCode> {
+    let profile = load::profile(&args.input, &args.select)?;
+    let by = match args.by {
+        By::Op => GroupBy::Op,
+        By::Category => GroupBy::Category,
+        By::Module => GroupBy::Module,
+        By::Scope => GroupBy::Scope,
+    };
+    let mut result = ops::ops(&profile, by, args.depth);
+    let total_rows = result.ops.len();
+    result.ops.truncate(args.select.top);
+    if args.output.json {
+        println!("{}", serde_json::to_string(&result)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.output.csv {
+        let header = [
+            "name",
+            "module",
+            "category",
+            "count",
+            "total_ps",
+            "self_ps",
+            "avg_ps",
+            "min_ps",
+            "max_ps",
+            "device_time_pct",
+            "flops",
+            "bytes_accessed",
+            "flops_per_s",
+            "bytes_per_s",
+            "bound",
+        ];
+        let opt = |v: Option<String>| v.unwrap_or_default();
+        let rows: Vec<Vec<String>> = result
+            .ops
+            .iter()
+            .map(|r| {
+                vec![
+                    r.name.clone(),
+                    r.module.clone(),
+                    r.category.clone(),
+                    r.count.to_string(),
+                    r.total_ps.to_string(),
+                    r.self_ps.to_string(),
+                    r.avg_ps.to_string(),
+                    r.min_ps.to_string(),
+                    r.max_ps.to_string(),
+                    format!("{:.3}", r.device_time_pct),
+                    opt(r.flops.map(|v| v.to_string())),
+                    opt(r.bytes_accessed.map(|v| v.to_string())),
+                    opt(r.flops_per_s.map(|v| format!("{v:.0}"))),
+                    opt(r.bytes_per_s.map(|v| format!("{v:.0}"))),
+                    r.bound.unwrap_or("").to_string(),
+                ]
+            })
+            .collect();
+        print!("{}", csv(&header, &rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if total_rows == 0 {
+        println!("no XLA ops found in this profile");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{} of op time in {} {}s (showing {})",
+        human::duration_ps(result.op_time_ps),
+        total_rows,
+        format!("{by:?}").to_lowercase(),
+        result.ops.len()
+    );
+    print!("{}", op_table(&result.ops, by).text());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The text table of op rows (also used by `summary`).
+pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
+    let first = match by {
+        GroupBy::Op => "OP",
+        GroupBy::Category => "CATEGORY",
+        GroupBy::Module => "MODULE",
+        GroupBy::Scope => "SCOPE",
+    };
+    let mut t = Table::new(vec![first, "SELF", "%", "COUNT", "AVG", "CATEGORY", "RATE"]);
+    for r in rows {
+        let rate = match (r.flops_per_s, r.bytes_per_s) {
+            (Some(f), _) => format!("{:.1} GFLOP/s", f / 1e9),
+            (None, Some(b)) => format!("{:.1} GB/s", b / 1e9),
+            _ => String::new(),
+        };
+        t.push(vec![
+            r.name.clone(),
+            human::duration_ps(r.self_ps),
+            format!("{:.1}", r.device_time_pct),
+            human::count(r.count),
+            human::duration_ps(r.avg_ps),
+            human::fit(&r.category, 14),
+            rate,
+        ]);
+    }
+    t
+}

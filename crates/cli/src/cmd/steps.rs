@@ -1,0 +1,70 @@
+//! `stepscope steps`: every step and how it spent its time.
+
+use std::process::ExitCode;
+
+use stepscope_analysis::steps;
+
+use crate::args::AnalysisArgs;
+use crate::human;
+use crate::load;
+use crate::table::{csv, Table};
+
+pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
+    let profile = load::profile(&args.input, &args.select)?;
+    let s = steps::steps(&profile);
+    if args.output.json {
+        println!("{}", serde_json::to_string(&s)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.output.csv {
+        let rows: Vec<Vec<String>> = s
+            .steps
+            .iter()
+            .map(|st| {
+                vec![
+                    st.step_num.to_string(),
+                    st.host.clone(),
+                    st.name.clone(),
+                    st.start_ps.to_string(),
+                    st.duration_ps.to_string(),
+                    st.device_busy_ps.to_string(),
+                    st.device_idle_ps.to_string(),
+                    st.compile_ps.to_string(),
+                ]
+            })
+            .collect();
+        let header =
+            ["step_num", "host", "name", "start_ps", "duration_ps", "device_busy_ps", "device_idle_ps", "compile_ps"];
+        print!("{}", csv(&header, &rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if s.steps.is_empty() {
+        println!("no steps found: wrap each training step in jax.profiler.StepTraceAnnotation(\"train\", step_num=i)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} steps (from {})", s.steps.len(), source_label(s.source));
+    let mut t = Table::new(vec!["STEP", "HOST", "START", "DURATION", "DEVICE BUSY", "IDLE", "COMPILE"]);
+    for st in &s.steps {
+        t.push(vec![
+            st.step_num.to_string(),
+            st.host.clone(),
+            human::duration_ps(st.start_ps),
+            human::duration_ps(st.duration_ps),
+            human::duration_ps(st.device_busy_ps),
+            human::duration_ps(st.device_idle_ps),
+            human::duration_ps(st.compile_ps),
+        ]);
+    }
+    print!("{}", t.text());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A few words on where steps came from.
+pub fn source_label(s: steps::StepSource) -> &'static str {
+    match s {
+        steps::StepSource::Annotation => "StepTraceAnnotation",
+        steps::StepSource::DeviceSteps => "the device Steps line",
+        steps::StepSource::ModuleExecutions => "executions of the longest-running XLA module",
+        steps::StepSource::None => "nowhere",
+    }
+}

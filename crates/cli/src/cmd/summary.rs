@@ -1,0 +1,111 @@
+//! `stepscope summary`: the overview of a run.
+
+use std::process::ExitCode;
+
+use stepscope_analysis::ops::GroupBy;
+use stepscope_analysis::summary::{self, Summary};
+
+use crate::args::AnalysisArgs;
+use crate::human;
+use crate::load;
+use crate::table::csv;
+
+pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
+    let profile = load::profile(&args.input, &args.select)?;
+    let s = summary::summary(&profile, args.select.top);
+    if args.output.json {
+        println!("{}", serde_json::to_string(&s)?);
+    } else if args.output.csv {
+        print!("{}", csv(&["metric", "value"], &metric_rows(&s)));
+    } else {
+        print_text(&s);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The headline numbers as (metric, value) rows.
+fn metric_rows(s: &Summary) -> Vec<Vec<String>> {
+    let b = &s.breakdown;
+    let t = &s.step_time;
+    [
+        ("step_count", s.step_count as i64),
+        ("step_mean_ps", t.mean_ps),
+        ("step_median_ps", t.median_ps),
+        ("step_p90_ps", t.p90_ps),
+        ("step_min_ps", t.min_ps),
+        ("step_max_ps", t.max_ps),
+        ("step_std_ps", t.std_ps),
+        ("device_compute_ps", b.device_compute_ps),
+        ("collectives_ps", b.collectives_ps),
+        ("host_to_device_ps", b.host_to_device_ps),
+        ("device_to_host_ps", b.device_to_host_ps),
+        ("compile_ps", b.compile_ps),
+        ("device_idle_ps", b.device_idle_ps),
+    ]
+    .iter()
+    .map(|(k, v)| vec![k.to_string(), v.to_string()])
+    .chain(std::iter::once(vec!["device_utilization_pct".into(), format!("{:.2}", s.device_utilization_pct)]))
+    .collect()
+}
+
+fn print_text(s: &Summary) {
+    let env = &s.environment;
+    let devices: Vec<String> = env
+        .devices
+        .iter()
+        .map(|d| {
+            if d.model.is_empty() {
+                format!("{} × {:?}", d.count, d.kind)
+            } else {
+                format!("{} × {}", d.count, d.model)
+            }
+        })
+        .collect();
+    println!("run {}  ·  {} host(s)  ·  {}", s.run, env.hosts.len(), devices.join(", "));
+    for v in &env.versions {
+        println!("{v}");
+    }
+    println!();
+    if s.step_count == 0 {
+        println!("no steps found: wrap each training step in jax.profiler.StepTraceAnnotation(\"train\", step_num=i)");
+    } else {
+        let t = &s.step_time;
+        println!("STEP TIME  {} steps (from {})", s.step_count, crate::cmd::steps::source_label(s.step_source));
+        println!(
+            "  mean {} median {} p90 {} min {} max {} std {}",
+            human::duration_ps(t.mean_ps),
+            human::duration_ps(t.median_ps),
+            human::duration_ps(t.p90_ps),
+            human::duration_ps(t.min_ps),
+            human::duration_ps(t.max_ps),
+            human::duration_ps(t.std_ps)
+        );
+        println!();
+        let b = &s.breakdown;
+        println!(
+            "AVERAGE STEP  {}  ·  device utilisation {:.1}%",
+            human::duration_ps(b.step_ps),
+            s.device_utilization_pct
+        );
+        let parts = [
+            ("device compute", b.device_compute_ps),
+            ("collectives", b.collectives_ps),
+            ("host → device copies", b.host_to_device_ps),
+            ("device → host copies", b.device_to_host_ps),
+            ("compile", b.compile_ps),
+            ("device idle (host-bound)", b.device_idle_ps),
+        ];
+        for (name, ps) in parts {
+            let pct = if b.step_ps > 0 { 100.0 * ps as f64 / b.step_ps as f64 } else { 0.0 };
+            let bar = "█".repeat((pct / 4.0).round() as usize);
+            println!("  {name:<26} {:>10} {pct:>5.1}%  {bar}", human::duration_ps(ps));
+        }
+    }
+    println!();
+    if s.top_ops.is_empty() {
+        println!("no XLA ops found in this profile");
+    } else {
+        println!("TOP OPS (by self time)");
+        print!("{}", crate::cmd::ops::op_table(&s.top_ops, GroupBy::Op).text());
+    }
+}

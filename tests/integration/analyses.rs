@@ -1,0 +1,165 @@
+//! Steps, op profile and summary: values equal an independent reading of the file.
+
+use std::collections::HashMap;
+
+use crate::util::*;
+
+const CPU_RUN: &str = "cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb";
+const COMPILE_RUN: &str = "cpu-compile/plugins/profile/2026_11_21_22_29_21/vm.xplane.pb";
+const TPU: &str = "tpu-v6e-inference/tpu_inference_2.xplane.pb";
+
+fn path(rel: &str) -> String {
+    fixture(rel).to_str().unwrap().to_string()
+}
+
+/// Every event of `plane`/`line` as the reference reader sees it.
+fn ref_events(file: &str, plane: &str, line: &str) -> Vec<serde_json::Value> {
+    let script = root().join("tests/support/xspace_ref.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .args(["dump", file, "--plane", plane, "--line", line, "--limit", "100000000"])
+        .output()
+        .expect("python3");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn annotated_steps_equal_the_reference_steps() {
+    for rel in [CPU_RUN, COMPILE_RUN] {
+        let f = path(rel);
+        let ours = json(&["steps", &f]);
+        assert_eq!(ours["schema"], "stepscope.steps/1");
+        assert_eq!(ours["source"], "annotation");
+        let theirs = reference(&["steps", &f]);
+        let ours_cut: Vec<serde_json::Value> = ours["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| serde_json::json!({"step_num": s["step_num"], "start_ps": s["start_ps"], "duration_ps": s["duration_ps"]}))
+            .collect();
+        assert_eq!(serde_json::Value::Array(ours_cut), theirs, "{rel}");
+        for s in ours["steps"].as_array().unwrap() {
+            let (d, busy, idle) = (
+                s["duration_ps"].as_i64().unwrap(),
+                s["device_busy_ps"].as_i64().unwrap(),
+                s["device_idle_ps"].as_i64().unwrap(),
+            );
+            assert!(busy > 0 && busy <= d, "{s}");
+            assert_eq!(busy + idle, d);
+        }
+    }
+}
+
+#[test]
+fn a_capture_of_compilation_shows_compile_time_in_its_first_step() {
+    let v = json(&["steps", &path(COMPILE_RUN)]);
+    let steps = v["steps"].as_array().unwrap();
+    let first = steps[0]["compile_ps"].as_i64().unwrap();
+    assert!(first > steps[0]["duration_ps"].as_i64().unwrap() / 10, "first step compiles: {}", steps[0]);
+    let steady = json(&["steps", &path(CPU_RUN)]);
+    assert!(steady["steps"].as_array().unwrap().iter().all(|s| s["compile_ps"] == 0), "warm-up excluded compilation");
+}
+
+#[test]
+fn cpu_op_totals_equal_the_reference_sums_per_hlo_op() {
+    let f = path(CPU_RUN);
+    let info = reference(&["info", &f]);
+    let cpu = info["hosts"][0]["planes"].as_array().unwrap().iter().find(|p| p["name"] == "/host:CPU").unwrap().clone();
+    let mut expected: HashMap<String, (u64, i64)> = HashMap::new();
+    for line in cpu["lines"].as_array().unwrap() {
+        for e in ref_events(&f, "/host:CPU", line["name"].as_str().unwrap()) {
+            if let Some(op) = e["stats"]["hlo_op"].as_str() {
+                let slot = expected.entry(op.to_string()).or_default();
+                slot.0 += 1;
+                slot.1 += e["duration_ps"].as_i64().unwrap();
+            }
+        }
+    }
+    assert!(expected.len() > 50, "the transformer runs many ops");
+    let ours = json(&["ops", &f, "--top", "100000"]);
+    assert_eq!(ours["schema"], "stepscope.ops/1");
+    let rows = ours["ops"].as_array().unwrap();
+    let mut got: HashMap<String, (u64, i64)> = HashMap::new();
+    for r in rows {
+        let slot = got.entry(r["name"].as_str().unwrap().to_string()).or_default();
+        slot.0 += r["count"].as_u64().unwrap();
+        slot.1 += r["total_ps"].as_i64().unwrap();
+        assert!(r["self_ps"].as_i64().unwrap() <= r["total_ps"].as_i64().unwrap());
+    }
+    assert_eq!(got, expected);
+    // Sorted by self time, largest first.
+    let selfs: Vec<i64> = rows.iter().map(|r| r["self_ps"].as_i64().unwrap()).collect();
+    assert!(selfs.windows(2).all(|w| w[0] >= w[1]));
+}
+
+#[test]
+fn tpu_op_time_equals_the_xla_ops_lines() {
+    let f = path(TPU);
+    let mut expected_count = 0u64;
+    let mut expected_ps = 0i64;
+    for dev in 0..4 {
+        for e in ref_events(&f, &format!("/device:TPU:{dev}"), "XLA Ops") {
+            expected_count += 1;
+            expected_ps += e["duration_ps"].as_i64().unwrap();
+        }
+    }
+    let v = json(&["ops", &f, "--top", "100000"]);
+    let rows = v["ops"].as_array().unwrap();
+    assert_eq!(rows.iter().map(|r| r["count"].as_u64().unwrap()).sum::<u64>(), expected_count);
+    assert_eq!(rows.iter().map(|r| r["total_ps"].as_i64().unwrap()).sum::<i64>(), expected_ps);
+    // TPU puts cost stats on the event metadata: FLOPs and bytes reach the rows.
+    assert!(rows.iter().any(|r| r["flops"].as_u64().unwrap_or(0) > 0));
+    assert!(rows.iter().any(|r| r["bound"] == "memory"));
+    let by_cat = json(&["ops", &f, "--by", "category"]);
+    assert!(by_cat["ops"].as_array().unwrap().iter().any(|r| r["name"] == "all-reduce"));
+}
+
+#[test]
+fn summary_breakdown_adds_up_to_the_mean_step() {
+    let f = path(CPU_RUN);
+    let s = json(&["summary", &f]);
+    assert_eq!(s["schema"], "stepscope.summary/1");
+    let steps = reference(&["steps", &f]);
+    let durations: Vec<i64> = steps.as_array().unwrap().iter().map(|s| s["duration_ps"].as_i64().unwrap()).collect();
+    let mean = (durations.iter().sum::<i64>() as f64 / durations.len() as f64).round() as i64;
+    assert_eq!(s["step_count"], durations.len());
+    assert_eq!(s["step_time"]["mean_ps"], mean);
+    assert_eq!(s["step_time"]["min_ps"], *durations.iter().min().unwrap());
+    assert_eq!(s["step_time"]["max_ps"], *durations.iter().max().unwrap());
+    let b = &s["breakdown"];
+    let parts: i64 = [
+        "device_compute_ps",
+        "collectives_ps",
+        "host_to_device_ps",
+        "device_to_host_ps",
+        "compile_ps",
+        "device_idle_ps",
+    ]
+    .iter()
+    .map(|k| b[*k].as_i64().unwrap())
+    .sum();
+    let step = b["step_ps"].as_i64().unwrap();
+    assert!((parts - step).abs() <= 8, "parts {parts} vs step {step}");
+    assert!(s["device_utilization_pct"].as_f64().unwrap() > 10.0);
+    assert_eq!(s["environment"]["versions"][1], "jax_version = 0.10.2");
+    assert_eq!(s["top_ops"].as_array().unwrap().len(), 10);
+    let text = ok(&["summary", &f]);
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    assert!(text.contains("8 steps"), "{text}");
+}
+
+#[test]
+fn csv_and_host_selection() {
+    let f = path(CPU_RUN);
+    let csv = ok(&["steps", &f, "--csv"]);
+    let mut lines = csv.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "step_num,host,name,start_ps,duration_ps,device_busy_ps,device_idle_ps,compile_ps"
+    );
+    assert_eq!(lines.count(), 8);
+    let err = assert_clean_error(&["ops", &f, "--host", "nohost"]);
+    assert!(err.contains("vm"), "names the hosts: {err}");
+    assert_eq!(json(&["ops", &f, "--host", "vm", "--top", "3"])["ops"].as_array().unwrap().len(), 3);
+}
