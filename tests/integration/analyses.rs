@@ -163,3 +163,29 @@ fn csv_and_host_selection() {
     assert!(err.contains("vm"), "names the hosts: {err}");
     assert_eq!(json(&["ops", &f, "--host", "vm", "--top", "3"])["ops"].as_array().unwrap().len(), 3);
 }
+
+#[test]
+fn kernel_launches_equal_the_reference_kernel_events() {
+    let f = path("rocm-mi300x-gemm/tw003.xplane.pb");
+    let mut launches = 0u64;
+    let mut total_ps = 0i64;
+    for line in ["Stream #16(Kernel)", "Stream #17(Kernel)"] {
+        for e in ref_events(&f, "/device:GPU:0", line) {
+            if e["stats"].get("kernel_details").is_some() {
+                launches += 1;
+                total_ps += e["duration_ps"].as_i64().unwrap();
+            }
+        }
+    }
+    let v = json(&["kernels", &f, "--top", "1000"]);
+    assert_eq!(v["schema"], "stepscope.kernels/1");
+    let rows = v["kernels"].as_array().unwrap();
+    assert_eq!(rows.iter().map(|r| r["count"].as_u64().unwrap()).sum::<u64>(), launches);
+    assert_eq!(v["kernel_time_ps"], total_ps);
+    assert_eq!(rows[0]["op"], "custom-call.1");
+    assert_eq!(rows[0]["grid"], serde_json::json!([32, 37, 1]));
+    let csv = ok(&["kernels", &f, "--csv"]);
+    assert!(csv.starts_with("name,op,module,count,total_ps"));
+    // No GPU in a CPU capture: a clear sentence, success.
+    assert!(ok(&["kernels", &path(CPU_RUN)]).contains("no GPU kernels"));
+}

@@ -1,7 +1,10 @@
 //! The op profile: time per HLO op (or category, module, name-stack scope), with
 //! self time, FLOPs and bytes where the profile gives them.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+
+use stepscope_xspace::hlo::{hlo_modules, HloModules};
 
 use serde::Serialize;
 
@@ -60,7 +63,7 @@ pub struct Ops {
 struct Occurrence<'a> {
     ev: OpEvent<'a>,
     self_ps: i64,
-    category: &'a str,
+    category: Cow<'a, str>,
     scope: String,
     flops: Option<u64>,
     bytes: Option<u64>,
@@ -86,9 +89,10 @@ pub fn peaks(d: &Device) -> Peaks {
 
 /// Computes the op profile, grouped by `by`; `scope_depth` cuts name-stack scopes.
 pub fn ops(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
+    let hlo: Vec<HloModules> = profile.hosts.iter().map(hlo_modules).collect();
     let mut occ = Vec::new();
     for d in profile.devices() {
-        collect(&d, &mut occ);
+        collect(&d, &hlo[d.host_index], &mut occ);
     }
     let op_time_ps: i64 = occ.iter().map(|o| o.self_ps).sum();
     let mut groups: HashMap<(String, &str), Vec<&Occurrence>> = HashMap::new();
@@ -129,7 +133,7 @@ fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: Grou
         (None, Some(_), _, Some(_)) => Some("memory"),
         _ => None,
     };
-    let mut categories: Vec<&str> = os.iter().map(|o| o.category).collect();
+    let mut categories: Vec<&str> = os.iter().map(|o| o.category.as_ref()).collect();
     categories.sort_unstable();
     categories.dedup();
     OpRow {
@@ -155,8 +159,9 @@ fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: Grou
     }
 }
 
-/// Collects a device's op occurrences with self time (per line, by nesting).
-fn collect<'a>(d: &Device<'a>, out: &mut Vec<Occurrence<'a>>) {
+/// Collects a device's op occurrences with self time (per line, by nesting). Where the
+/// profile lacks `hlo_category` or `tf_op`, the module's HloProto supplies them.
+fn collect<'a>(d: &Device<'a>, hlo: &HloModules, out: &mut Vec<Occurrence<'a>>) {
     let peaks = peaks(d);
     let mut evs = d.ops();
     evs.sort_by_key(|e| (e.line, e.start_ps, std::cmp::Reverse(e.duration_ps)));
@@ -165,8 +170,23 @@ fn collect<'a>(d: &Device<'a>, out: &mut Vec<Occurrence<'a>>) {
         let line = &d.plane.lines[ev.line as usize];
         let i = ev.index as usize;
         let num = |key| d.stat(line, i, key).and_then(|s| d.plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok());
-        let category = d.stat_str(line, i, d.keys.hlo_category).unwrap_or_else(|| category_from_name(ev.name));
-        let scope = d.stat_str(line, i, d.keys.tf_op).map(scope_of).unwrap_or_default();
+        let module = || {
+            num(d.keys.program_id)
+                .and_then(|p| hlo.by_program_id(p as i64))
+                .or_else(|| hlo.by_name(ev.module).filter(|_| !ev.module.is_empty()))
+        };
+        let instr = || module().and_then(|m| m.instruction(ev.name).map(|(_, inst)| (m, inst)));
+        let category = match d.stat_str(line, i, d.keys.hlo_category) {
+            Some(c) => Cow::Borrowed(c),
+            None => match instr() {
+                Some((m, inst)) => Cow::Owned(m.category(inst)),
+                None => Cow::Borrowed(category_from_name(ev.name)),
+            },
+        };
+        let scope = match d.stat_str(line, i, d.keys.tf_op) {
+            Some(t) => scope_of(t),
+            None => instr().map(|(_, inst)| scope_of(inst.op_name.split(';').next().unwrap_or(""))).unwrap_or_default(),
+        };
         out.push(Occurrence {
             ev,
             self_ps,

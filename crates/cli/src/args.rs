@@ -21,7 +21,8 @@ EXAMPLES:
     stepscope summary /tmp/logdir            step time, breakdown, utilisation, top ops
     stepscope steps /tmp/logdir --csv        every step: duration, device busy/idle, compile
     stepscope ops /tmp/logdir --top 20       HLO ops by self time
-    stepscope ops /tmp/logdir --by scope --depth 2   time per name-stack scope";
+    stepscope ops /tmp/logdir --by scope --depth 2   time per name-stack scope
+    stepscope kernels /tmp/logdir --json     GPU kernels with launch configuration";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -35,6 +36,8 @@ pub enum Command {
     Steps(AnalysisArgs),
     /// Op profile: HLO ops (or categories, modules, scopes) by self time.
     Ops(OpsArgs),
+    /// GPU kernel stats: launches, time, grid/block, registers, shared memory, occupancy.
+    Kernels(AnalysisArgs),
 }
 
 /// Which profile to read: PATH and the run in it.

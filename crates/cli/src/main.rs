@@ -28,5 +28,6 @@ fn run() -> anyhow::Result<ExitCode> {
         args::Command::Summary(a) => cmd::summary::run(&a),
         args::Command::Steps(a) => cmd::steps::run(&a),
         args::Command::Ops(a) => cmd::ops::run(&a),
+        args::Command::Kernels(a) => cmd::kernels::run(&a),
     }
 }

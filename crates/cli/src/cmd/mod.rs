@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod info;
+pub mod kernels;
 pub mod ls;
 pub mod ops;
 pub mod steps;

@@ -74,7 +74,7 @@ pub fn run(args: &OpsArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{} of op time in {} {}s (showing {})",
+        "{} of op time in {} rows by {} (showing {})",
         human::duration_ps(result.op_time_ps),
         total_rows,
         format!("{by:?}").to_lowercase(),

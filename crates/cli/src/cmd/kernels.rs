@@ -1,0 +1,92 @@
+//! `stepscope kernels`: GPU kernel stats.
+
+use std::process::ExitCode;
+
+use stepscope_analysis::kernels;
+
+use crate::args::AnalysisArgs;
+use crate::human;
+use crate::load;
+use crate::table::{csv, Table};
+
+pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
+    let profile = load::profile(&args.input, &args.select)?;
+    let mut k = kernels::kernels(&profile);
+    let total_rows = k.kernels.len();
+    k.kernels.truncate(args.select.top);
+    if args.output.json {
+        println!("{}", serde_json::to_string(&k)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let dims = |d: [u32; 3]| format!("{},{},{}", d[0], d[1], d[2]);
+    let opt = |v: Option<String>| v.unwrap_or_default();
+    if args.output.csv {
+        let header = [
+            "name",
+            "op",
+            "module",
+            "count",
+            "total_ps",
+            "avg_ps",
+            "min_ps",
+            "max_ps",
+            "grid",
+            "block",
+            "registers_per_thread",
+            "shared_mem_bytes",
+            "occupancy_pct",
+            "tensor_core",
+            "time_pct",
+        ];
+        let rows: Vec<Vec<String>> = k
+            .kernels
+            .iter()
+            .map(|r| {
+                vec![
+                    r.name.clone(),
+                    r.op.clone(),
+                    r.module.clone(),
+                    r.count.to_string(),
+                    r.total_ps.to_string(),
+                    r.avg_ps.to_string(),
+                    r.min_ps.to_string(),
+                    r.max_ps.to_string(),
+                    dims(r.grid),
+                    dims(r.block),
+                    opt(r.registers_per_thread.map(|v| v.to_string())),
+                    opt(r.shared_mem_bytes.map(|v| v.to_string())),
+                    opt(r.occupancy_pct.map(|v| format!("{v:.1}"))),
+                    r.tensor_core.to_string(),
+                    format!("{:.3}", r.time_pct),
+                ]
+            })
+            .collect();
+        print!("{}", csv(&header, &rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if total_rows == 0 {
+        println!("no GPU kernels in this profile (kernel stats need a GPU capture with the device tracer on)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{} of kernel time in {} kernels (showing {})",
+        human::duration_ps(k.kernel_time_ps),
+        total_rows,
+        k.kernels.len()
+    );
+    let mut t = Table::new(vec!["KERNEL", "TOTAL", "%", "COUNT", "AVG", "GRID", "BLOCK", "OP"]);
+    for r in &k.kernels {
+        t.push(vec![
+            r.name.clone(),
+            human::duration_ps(r.total_ps),
+            format!("{:.1}", r.time_pct),
+            human::count(r.count),
+            human::duration_ps(r.avg_ps),
+            dims(r.grid),
+            dims(r.block),
+            human::fit(&r.op, 14),
+        ]);
+    }
+    print!("{}", t.text());
+    Ok(ExitCode::SUCCESS)
+}
