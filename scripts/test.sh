@@ -9,4 +9,9 @@ echo "== installing test dependencies (pip: tests/support/requirements.txt)"
 python3 -m pip install --quiet --disable-pip-version-check -r tests/support/requirements.txt
 
 echo "== cargo test"
-cargo test --workspace --locked
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --workspace --locked --lib --bins --tests 2>&1 | tee "$log"
+# One closing line over every test binary (cargo prints one per binary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
+     END { printf "all tests: %d passed, %d failed\n", p, f }' "$log"
