@@ -86,19 +86,16 @@ pub fn is_collective(s: &str) -> bool {
         .any(|p| s.contains(p))
 }
 
-/// Per device: busy time and time in each class.
+/// Per device: time in each class (busy time per step comes from [`steps::steps`]).
 struct DeviceTime {
     host: String,
-    busy: Intervals,
     classes: [Intervals; 3],
 }
 
 fn device_time(d: &Device) -> DeviceTime {
-    let mut busy = Vec::new();
     let mut classes: [Vec<(i64, i64)>; 3] = Default::default();
     for ev in d.ops() {
         let span = (ev.start_ps, ev.end_ps());
-        busy.push(span);
         let line = &d.plane.lines[ev.line as usize];
         let category = d.stat_str(line, ev.index as usize, d.keys.hlo_category).unwrap_or("");
         let event_name = d.plane.event_name(line.meta[ev.index as usize]);
@@ -111,11 +108,7 @@ fn device_time(d: &Device) -> DeviceTime {
         }
     }
     let [c, h, dh] = classes;
-    DeviceTime {
-        host: d.host.to_string(),
-        busy: Intervals::new(busy),
-        classes: [Intervals::new(c), Intervals::new(h), Intervals::new(dh)],
-    }
+    DeviceTime { host: d.host.to_string(), classes: [Intervals::new(c), Intervals::new(h), Intervals::new(dh)] }
 }
 
 /// Builds the overview; `top` ops are listed.
@@ -133,7 +126,7 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
         let here: Vec<&DeviceTime> = times.iter().filter(|t| t.host == step.host).collect();
         let n = here.len().max(1) as i64;
         let part = |f: &dyn Fn(&DeviceTime) -> i64| here.iter().map(|t| f(t)).sum::<i64>() / n;
-        let busy = part(&|t| t.busy.overlap(lo, hi));
+        let busy = step.device_busy_ps;
         let coll = part(&|t| t.classes[0].overlap(lo, hi));
         let h2d = part(&|t| t.classes[1].overlap(lo, hi));
         let d2h = part(&|t| t.classes[2].overlap(lo, hi));

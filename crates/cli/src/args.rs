@@ -95,11 +95,7 @@ pub enum By {
 #[derive(Args, Debug)]
 pub struct OpsArgs {
     #[command(flatten)]
-    pub input: Input,
-    #[command(flatten)]
-    pub select: Select,
-    #[command(flatten)]
-    pub output: Output,
+    pub common: AnalysisArgs,
     /// Group time by op, category, module or name-stack scope.
     #[arg(long, value_enum, default_value = "op")]
     pub by: By,

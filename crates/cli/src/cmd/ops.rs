@@ -9,15 +9,16 @@ use crate::human;
 use crate::load;
 use crate::table::{csv, Table};
 
-pub fn run(args: &OpsArgs) -> anyhow::Result<ExitCode> {
+pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
+    let args = &ops_args.common;
     let profile = load::profile(&args.input, &args.select)?;
-    let by = match args.by {
+    let by = match ops_args.by {
         By::Op => GroupBy::Op,
         By::Category => GroupBy::Category,
         By::Module => GroupBy::Module,
         By::Scope => GroupBy::Scope,
     };
-    let mut result = ops::ops(&profile, by, args.depth);
+    let mut result = ops::ops(&profile, by, ops_args.depth);
     let total_rows = result.ops.len();
     result.ops.truncate(args.select.top);
     if args.output.json {
