@@ -106,6 +106,27 @@ _XPLANE_MESSAGES = [
         (2, "name", "string", False, None, None),
         (3, "description", "string", False, None, None),
     ], [], False),
+    # pprof (gzipped `Profile`, as jax.profiler.save_device_memory_profile writes it)
+    ("Profile", [
+        (1, "sample_type", "message", True, "ValueType", None),
+        (2, "sample", "message", True, "Sample", None),
+        (6, "string_table", "string", True, None, None),
+    ], [], False),
+    ("ValueType", [
+        (1, "type", "int64", False, None, None),
+        (2, "unit", "int64", False, None, None),
+    ], [], False),
+    ("Sample", [
+        (1, "location_id", "uint64", True, None, None),
+        (2, "value", "int64", True, None, None),
+        (3, "label", "message", True, "Label", None),
+    ], [], False),
+    ("Label", [
+        (1, "key", "int64", False, None, None),
+        (2, "str", "int64", False, None, None),
+        (3, "num", "int64", False, None, None),
+        (4, "num_unit", "int64", False, None, None),
+    ], [], False),
 ]
 
 _PACKAGE = "stepscope_ref.tensorflow.profiler"
@@ -333,6 +354,67 @@ def steps(path):
     return out
 
 
+def memory(path):
+    """Per allocator: allocation/deallocation counts, the highest bytes_allocated and
+    when it was first reached, and the sizes of allocations live then (by addr)."""
+    space = read_xspace(path)
+    kind = "TPU" if any(p.name.startswith("/device:TPU") for p in space.planes) else (
+        "GPU" if any(p.name.startswith("/device:GPU") for p in space.planes) else "device")
+    events = []
+    for plane in space.planes:
+        for line in plane.lines:
+            for ev in line.events:
+                name = event_name(plane, ev)
+                if name not in ("MemoryAllocation", "MemoryDeallocation"):
+                    continue
+                st = event_stats(plane, ev)
+                alloc = st.get("allocator_name")
+                if alloc is None:
+                    alloc = f"{kind}:{st['index_on_host']}" if "index_on_host" in st else "unnamed"
+                events.append((event_start_ps(line, ev), name == "MemoryAllocation", alloc, st))
+    events.sort(key=lambda e: e[0])
+    out = {}
+    live = {}
+    for t, is_alloc, alloc, st in events:
+        a = out.setdefault(alloc, {"allocations": 0, "deallocations": 0, "peak_in_use_bytes": -1,
+                                   "peak_time_ps": 0, "live_at_peak_bytes": []})
+        lv = live.setdefault(alloc, {})
+        if is_alloc:
+            a["allocations"] += 1
+            lv[st.get("addr", 0)] = st.get("allocation_bytes", 0)
+        else:
+            a["deallocations"] += 1
+            lv.pop(st.get("addr", 0), None)
+        in_use = st.get("bytes_allocated", 0)
+        if in_use > a["peak_in_use_bytes"]:
+            a["peak_in_use_bytes"] = in_use
+            a["peak_time_ps"] = t
+            a["live_at_peak_bytes"] = sorted(lv.values(), reverse=True)
+    return out
+
+
+def pprof(path):
+    """Total `space` bytes, `allocations` count and space per `device` label."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    prof = classes()["Profile"]()
+    prof.ParseFromString(data)
+    strings = prof.string_table
+    types = [strings[t.type] for t in prof.sample_type]
+    space, count = types.index("space"), types.index("allocations")
+    out = {"total_bytes": 0, "buffer_count": 0, "by_device": {}}
+    for smp in prof.sample:
+        out["total_bytes"] += smp.value[space]
+        out["buffer_count"] += smp.value[count]
+        for lab in smp.label:
+            if strings[lab.key] == "device":
+                dev = strings[lab.str]
+                out["by_device"][dev] = out["by_device"].get(dev, 0) + smp.value[space]
+    return out
+
+
 # ------------------------------------------------------------------ CLI
 
 def main(argv=None):
@@ -349,6 +431,10 @@ def main(argv=None):
     p.add_argument("--limit", type=int, default=20)
     p = sub.add_parser("steps", help="StepTraceAnnotation roots as a JSON list")
     p.add_argument("path")
+    p = sub.add_parser("memory", help="allocator peaks and live allocations as JSON")
+    p.add_argument("path")
+    p = sub.add_parser("pprof", help="device-memory pprof totals as JSON")
+    p.add_argument("path")
     a = ap.parse_args(argv)
 
     if a.cmd == "info":
@@ -362,6 +448,10 @@ def main(argv=None):
             print(json.dumps(ev, separators=(",", ":"), ensure_ascii=False))
     elif a.cmd == "steps":
         print(json.dumps(steps(a.path), separators=(",", ":")))
+    elif a.cmd == "memory":
+        print(json.dumps(memory(a.path), separators=(",", ":")))
+    elif a.cmd == "pprof":
+        print(json.dumps(pprof(a.path), separators=(",", ":")))
     return 0
 
 

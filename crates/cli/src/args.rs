@@ -22,7 +22,9 @@ EXAMPLES:
     stepscope steps /tmp/logdir --csv        every step: duration, device busy/idle, compile
     stepscope ops /tmp/logdir --top 20       HLO ops by self time
     stepscope ops /tmp/logdir --by scope --depth 2   time per name-stack scope
-    stepscope kernels /tmp/logdir --json     GPU kernels with launch configuration";
+    stepscope kernels /tmp/logdir --json     GPU kernels with launch configuration
+    stepscope memory /tmp/logdir             allocator peaks, live allocations at the peak
+    stepscope memory /tmp/logdir --pprof memory.prof   device memory by Python stack";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -38,6 +40,8 @@ pub enum Command {
     Ops(OpsArgs),
     /// GPU kernel stats: launches, time, grid/block, registers, shared memory, occupancy.
     Kernels(AnalysisArgs),
+    /// Memory: allocator peaks and timelines, live allocations, device-memory pprof.
+    Memory(crate::cmd::memory::MemoryArgs),
 }
 
 /// Which profile to read: PATH and the run in it.

@@ -59,13 +59,18 @@ fn show_progress(progress: &Progress, done: &AtomicBool, total: u64) {
 
 /// Loads the run as a [`Profile`], keeping only `--host` when given.
 pub fn profile(input: &Input, select: &Select) -> anyhow::Result<Profile> {
+    Ok(profile_and_run(input, select)?.0)
+}
+
+/// Like [`profile`], also returning the run (its folder and the files beside it).
+pub fn profile_and_run(input: &Input, select: &Select) -> anyhow::Result<(Profile, Run)> {
     let loaded = load(input)?;
     let hosts: Vec<String> = loaded.spaces.iter().map(|s| s.host.clone()).collect();
-    let mut profile = Profile::new(loaded.run.rel, loaded.spaces);
+    let mut profile = Profile::new(loaded.run.rel.clone(), loaded.spaces);
     if let Some(h) = &select.host {
         if !profile.retain_host(h) {
             anyhow::bail!("no host named {h:?} in this run — pick one of: {}", hosts.join(", "));
         }
     }
-    Ok(profile)
+    Ok((profile, loaded.run))
 }

@@ -1,0 +1,388 @@
+//! Memory: per allocator, the in-use timeline from `MemoryAllocation` /
+//! `MemoryDeallocation` events, the peak and when it happened, fragmentation, and the
+//! largest allocations live at the peak; plus the device-memory pprof written by
+//! `jax.profiler.save_device_memory_profile`, summarised by Python stack.
+//!
+//! Each allocator event carries the allocator's state right after it
+//! (`bytes_allocated`, `bytes_available`, `fragmentation`, `peak_bytes_in_use`), so the
+//! in-use timeline is read off directly. Live allocations are replayed by `addr`:
+//! memory allocated before the capture started cannot be attributed and is reported as
+//! `untracked_at_peak_bytes`.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use stepscope_xspace::pprof::{Frame, Pprof};
+use stepscope_xspace::{Plane, Space, Stat};
+
+use crate::profile::Profile;
+
+/// Most points kept per allocator timeline (the peak is always one of them).
+pub const TIMELINE_MAX_POINTS: usize = 1000;
+
+/// The memory analysis of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Memory {
+    pub schema: &'static str,
+    pub run: String,
+    /// One entry per (host, allocator), largest peak first.
+    pub allocators: Vec<Allocator>,
+    /// The device-memory pprof summary, when one was given or found beside the run.
+    pub device_memory_profile: Option<DeviceMemoryProfile>,
+}
+
+/// One allocator's activity during the capture.
+#[derive(Clone, Debug, Serialize)]
+pub struct Allocator {
+    pub host: String,
+    /// `allocator_name` (e.g. `GPU_0_bfc`), else the device (`TPU:0`).
+    pub name: String,
+    pub allocations: u64,
+    pub deallocations: u64,
+    /// Highest in-use bytes seen during the capture, and when.
+    pub peak_in_use_bytes: u64,
+    pub peak_time_ps: i64,
+    /// The allocator's own peak since the process started (`peak_bytes_in_use`);
+    /// it may predate the capture.
+    pub lifetime_peak_bytes: u64,
+    /// In use plus available at the peak: the allocator's limit, when it reports one.
+    pub capacity_bytes: Option<u64>,
+    /// Fragmentation (0–1) at the peak and the highest seen.
+    pub fragmentation_at_peak: f64,
+    pub max_fragmentation: f64,
+    pub first_in_use_bytes: u64,
+    pub last_in_use_bytes: u64,
+    /// In-use bytes over time (at most [`TIMELINE_MAX_POINTS`], peak kept).
+    pub timeline: Vec<MemoryPoint>,
+    /// The largest allocations live at the peak, largest first.
+    pub live_at_peak: Vec<LiveAllocation>,
+    /// In-use bytes at the peak that no allocation seen in the capture explains.
+    pub untracked_at_peak_bytes: u64,
+}
+
+/// In-use bytes after an allocator event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct MemoryPoint {
+    pub time_ps: i64,
+    pub in_use_bytes: u64,
+}
+
+/// An allocation live at the peak.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LiveAllocation {
+    pub bytes: u64,
+    pub requested_bytes: u64,
+    pub allocated_at_ps: i64,
+    pub addr: u64,
+    /// The op that asked for it (`tf_op`), when recorded.
+    pub op: String,
+    pub shape: String,
+    pub data_type: String,
+    pub region_type: String,
+}
+
+/// The device-memory pprof, summarised.
+#[derive(Clone, Debug, Serialize)]
+pub struct DeviceMemoryProfile {
+    pub path: String,
+    pub total_bytes: i64,
+    pub buffer_count: i64,
+    /// Bytes per `device` label, largest first.
+    pub by_device: Vec<Share>,
+    /// Bytes per `kind` label (`buffer`, `executable`), largest first.
+    pub by_kind: Vec<Share>,
+    /// Bytes per user call site (the innermost frame outside JAX), largest first.
+    pub by_site: Vec<StackShare>,
+}
+
+/// Bytes attributed to a label value.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Share {
+    pub name: String,
+    pub bytes: i64,
+}
+
+/// Bytes allocated from one user call site.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StackShare {
+    pub bytes: i64,
+    /// The innermost frame outside JAX itself: where user code allocated.
+    pub site: String,
+    /// The largest stack through the site, leaf first, `function (file:line)`.
+    pub stack: Vec<String>,
+}
+
+/// One allocator event, as read off the profile.
+struct Event<'a> {
+    time_ps: i64,
+    alloc: bool,
+    allocator: String,
+    stats: Vec<(&'a str, Stat)>,
+    plane: &'a Plane,
+}
+
+impl Event<'_> {
+    fn get(&self, key: &str) -> Option<Stat> {
+        self.stats.iter().find(|(k, _)| *k == key).map(|(_, s)| *s)
+    }
+    fn u64(&self, key: &str) -> Option<u64> {
+        self.get(key).and_then(|s| self.plane.stat_i64(&s)).map(|v| v.max(0) as u64)
+    }
+    fn f64(&self, key: &str) -> Option<f64> {
+        self.get(key).and_then(|s| self.plane.stat_f64(&s))
+    }
+    fn text(&self, key: &str) -> String {
+        self.get(key).map(|s| self.plane.stat_display(&s)).unwrap_or_default()
+    }
+}
+
+/// Builds the memory analysis; `pprof` is the device-memory profile to summarise (the
+/// caller reads it), `top` bounds the live allocations and stacks listed.
+pub fn memory(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize) -> Memory {
+    let mut allocators = Vec::new();
+    for space in &profile.hosts {
+        let mut events = allocator_events(space);
+        events.sort_by_key(|e| e.time_ps);
+        let mut by_name: Vec<(String, Vec<Event>)> = Vec::new();
+        for e in events {
+            match by_name.iter_mut().find(|(n, _)| *n == e.allocator) {
+                Some((_, v)) => v.push(e),
+                None => by_name.push((e.allocator.clone(), vec![e])),
+            }
+        }
+        for (name, events) in by_name {
+            allocators.push(replay(&space.host, name, &events, top));
+        }
+    }
+    allocators.sort_by(|a, b| b.peak_in_use_bytes.cmp(&a.peak_in_use_bytes).then_with(|| a.name.cmp(&b.name)));
+    Memory {
+        schema: "stepscope.memory/1",
+        run: profile.run.clone(),
+        allocators,
+        device_memory_profile: pprof.map(|(path, p)| summarise_pprof(path, p, top)),
+    }
+}
+
+/// Every allocator event of a host, from any plane and line.
+fn allocator_events(space: &Space) -> Vec<Event<'_>> {
+    let device_prefix = if space.planes.iter().any(|p| p.name.starts_with("/device:TPU")) {
+        "TPU"
+    } else if space.planes.iter().any(|p| p.name.starts_with("/device:GPU")) {
+        "GPU"
+    } else {
+        "device"
+    };
+    let mut out = Vec::new();
+    for plane in &space.planes {
+        let kinds: Vec<Option<bool>> = plane
+            .event_meta
+            .iter()
+            .map(|m| match plane.text(m.name) {
+                "MemoryAllocation" => Some(true),
+                "MemoryDeallocation" => Some(false),
+                _ => None,
+            })
+            .collect();
+        if kinds.iter().all(Option::is_none) {
+            continue;
+        }
+        for line in &plane.lines {
+            for i in 0..line.len() {
+                let Some(Some(alloc)) = kinds.get(line.meta[i] as usize).copied() else { continue };
+                let stats: Vec<(&str, Stat)> = line
+                    .event_stats(i)
+                    .iter()
+                    .chain(plane.metadata_stats(line.meta[i]))
+                    .map(|s| (plane.stat_name(s.meta()), *s))
+                    .collect();
+                let mut e = Event { time_ps: line.start_ps[i], alloc, allocator: String::new(), stats, plane };
+                e.allocator = match e.get("allocator_name") {
+                    Some(s) => plane.stat_display(&s),
+                    None => match e.u64("index_on_host") {
+                        Some(ix) => format!("{device_prefix}:{ix}"),
+                        None => "unnamed".to_string(),
+                    },
+                };
+                out.push(e);
+            }
+        }
+    }
+    out
+}
+
+/// Replays one allocator's events (sorted by time).
+fn replay(host: &str, name: String, events: &[Event], top: usize) -> Allocator {
+    let mut live: HashMap<u64, usize> = HashMap::new();
+    let mut peak_ix = 0usize;
+    let mut peak_live: Vec<usize> = Vec::new();
+    let mut a = Allocator {
+        host: host.to_string(),
+        name,
+        allocations: 0,
+        deallocations: 0,
+        peak_in_use_bytes: 0,
+        peak_time_ps: events.first().map_or(0, |e| e.time_ps),
+        lifetime_peak_bytes: 0,
+        capacity_bytes: None,
+        fragmentation_at_peak: 0.0,
+        max_fragmentation: 0.0,
+        first_in_use_bytes: events.first().and_then(|e| e.u64("bytes_allocated")).unwrap_or(0),
+        last_in_use_bytes: events.last().and_then(|e| e.u64("bytes_allocated")).unwrap_or(0),
+        timeline: Vec::new(),
+        live_at_peak: Vec::new(),
+        untracked_at_peak_bytes: 0,
+    };
+    let mut points = Vec::with_capacity(events.len());
+    for (ix, e) in events.iter().enumerate() {
+        let addr = e.u64("addr").unwrap_or(0);
+        if e.alloc {
+            a.allocations += 1;
+            live.insert(addr, ix);
+        } else {
+            a.deallocations += 1;
+            live.remove(&addr);
+        }
+        let in_use = e.u64("bytes_allocated").unwrap_or(0);
+        a.lifetime_peak_bytes = a.lifetime_peak_bytes.max(e.u64("peak_bytes_in_use").unwrap_or(0));
+        a.max_fragmentation = a.max_fragmentation.max(e.f64("fragmentation").unwrap_or(0.0));
+        points.push(MemoryPoint { time_ps: e.time_ps, in_use_bytes: in_use });
+        if in_use > a.peak_in_use_bytes || ix == 0 {
+            a.peak_in_use_bytes = in_use;
+            a.peak_time_ps = e.time_ps;
+            peak_ix = ix;
+            peak_live = live.values().copied().collect();
+        }
+    }
+    if let Some(p) = events.get(peak_ix) {
+        a.fragmentation_at_peak = p.f64("fragmentation").unwrap_or(0.0);
+        a.capacity_bytes = p.u64("bytes_available").map(|av| av.saturating_add(a.peak_in_use_bytes));
+    }
+    let mut live_at_peak: Vec<LiveAllocation> = peak_live
+        .iter()
+        .map(|&ix| {
+            let e = &events[ix];
+            LiveAllocation {
+                bytes: e.u64("allocation_bytes").unwrap_or(0),
+                requested_bytes: e.u64("requested_bytes").unwrap_or(0),
+                allocated_at_ps: e.time_ps,
+                addr: e.u64("addr").unwrap_or(0),
+                op: e.text("tf_op"),
+                shape: e.text("shape"),
+                data_type: data_type_name(e.u64("data_type").unwrap_or(0)),
+                region_type: e.text("region_type"),
+            }
+        })
+        .collect();
+    let tracked: u64 = live_at_peak.iter().map(|l| l.bytes).sum();
+    a.untracked_at_peak_bytes = a.peak_in_use_bytes.saturating_sub(tracked);
+    live_at_peak.sort_by(|x, y| {
+        y.bytes.cmp(&x.bytes).then(x.allocated_at_ps.cmp(&y.allocated_at_ps)).then(x.addr.cmp(&y.addr))
+    });
+    live_at_peak.truncate(top);
+    a.live_at_peak = live_at_peak;
+    a.timeline = downsample(&points, peak_ix, TIMELINE_MAX_POINTS);
+    a
+}
+
+/// At most `max` points: the highest of each time bucket, the peak always kept.
+fn downsample(points: &[MemoryPoint], peak_ix: usize, max: usize) -> Vec<MemoryPoint> {
+    if points.len() <= max {
+        return points.to_vec();
+    }
+    let per = points.len().div_ceil(max);
+    let mut out: Vec<MemoryPoint> = points
+        .chunks(per)
+        .enumerate()
+        .map(|(c, chunk)| {
+            let range = c * per..c * per + chunk.len();
+            if range.contains(&peak_ix) {
+                return points[peak_ix];
+            }
+            *chunk.iter().max_by_key(|p| p.in_use_bytes).unwrap_or(&chunk[0])
+        })
+        .collect();
+    out.dedup();
+    out
+}
+
+/// TensorFlow `DataType` names for the `data_type` stat (0: not recorded).
+fn data_type_name(v: u64) -> String {
+    let name = match v {
+        0 => "",
+        1 => "f32",
+        2 => "f64",
+        3 => "s32",
+        4 => "u8",
+        5 => "s16",
+        6 => "s8",
+        7 => "string",
+        8 => "c64",
+        9 => "s64",
+        10 => "pred",
+        14 => "bf16",
+        17 => "u16",
+        18 => "c128",
+        19 => "f16",
+        22 => "u32",
+        23 => "u64",
+        _ => return format!("dtype {v}"),
+    };
+    name.to_string()
+}
+
+/// Frames inside JAX, jaxlib or Python's own machinery: skipped to find the user site.
+fn is_library_frame(f: &Frame) -> bool {
+    let file = f.file.as_str();
+    ["/jax/", "/jaxlib/", "/jax_plugins/", "/site-packages/", "<frozen", "/lib/python3"]
+        .iter()
+        .any(|p| file.contains(p))
+        || file.is_empty()
+}
+
+fn frame_text(f: &Frame) -> String {
+    if f.file.is_empty() {
+        f.function.clone()
+    } else {
+        format!("{} ({}:{})", f.function, f.file, f.line)
+    }
+}
+
+fn summarise_pprof(path: &str, p: &Pprof, top: usize) -> DeviceMemoryProfile {
+    let space = p.value_index("space");
+    let bytes_of = |s: &stepscope_xspace::pprof::Sample| space.and_then(|ix| s.values.get(ix).copied()).unwrap_or(0);
+    let mut by_device: HashMap<String, i64> = HashMap::new();
+    let mut by_kind: HashMap<String, i64> = HashMap::new();
+    for s in &p.samples {
+        let b = bytes_of(s);
+        *by_device.entry(s.label("device").unwrap_or("").to_string()).or_default() += b;
+        *by_kind.entry(s.label("kind").unwrap_or("").to_string()).or_default() += b;
+    }
+    let ranked = |m: HashMap<String, i64>| {
+        let mut v: Vec<Share> =
+            m.into_iter().filter(|(_, bytes)| *bytes > 0).map(|(name, bytes)| Share { name, bytes }).collect();
+        v.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
+        v
+    };
+    // Stacks that share a user site add up; the largest stack of a site is shown.
+    let mut by_site: Vec<StackShare> = Vec::new();
+    for (stack, bytes) in p.by_stack("space") {
+        if bytes <= 0 {
+            continue;
+        }
+        let site = stack.iter().find(|f| !is_library_frame(f)).or(stack.first()).map(frame_text).unwrap_or_default();
+        match by_site.iter_mut().find(|s| s.site == site) {
+            Some(s) => s.bytes = s.bytes.saturating_add(bytes),
+            None => by_site.push(StackShare { bytes, site, stack: stack.iter().map(frame_text).collect() }),
+        }
+    }
+    by_site.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
+    by_site.truncate(top);
+    DeviceMemoryProfile {
+        path: path.to_string(),
+        total_bytes: p.total("space"),
+        buffer_count: p.total("allocations"),
+        by_device: ranked(by_device),
+        by_kind: ranked(by_kind),
+        by_site,
+    }
+}

@@ -1,0 +1,152 @@
+//! `stepscope memory`: allocator timelines, peaks, live allocations, and the
+//! device-memory pprof by Python stack.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use stepscope_analysis::memory::{self, Memory};
+use stepscope_xspace::pprof;
+
+use crate::args::AnalysisArgs;
+use crate::human;
+use crate::load;
+use crate::table::{csv, Table};
+
+#[derive(Args, Debug)]
+pub struct MemoryArgs {
+    #[command(flatten)]
+    pub common: AnalysisArgs,
+    /// A device-memory profile (`jax.profiler.save_device_memory_profile`) to
+    /// summarise by Python stack (default: a `*.prof` file in the run folder).
+    #[arg(long, value_name = "FILE")]
+    pub pprof: Option<PathBuf>,
+}
+
+pub fn run(args: &MemoryArgs) -> anyhow::Result<ExitCode> {
+    let a = &args.common;
+    let (profile, run) = load::profile_and_run(&a.input, &a.select)?;
+    let pprof_path = args.pprof.clone().or_else(|| run.pprof.first().cloned());
+    let pp = match &pprof_path {
+        Some(p) => Some(pprof::read_pprof(p)?),
+        None => None,
+    };
+    let shown = pprof_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+    let m = memory::memory(&profile, pp.as_ref().map(|p| (shown.as_str(), p)), a.select.top);
+    if a.output.json {
+        println!("{}", serde_json::to_string(&m)?);
+    } else if a.output.csv {
+        print!("{}", allocator_csv(&m));
+    } else {
+        print_text(&m);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn allocator_csv(m: &Memory) -> String {
+    let header = [
+        "host",
+        "allocator",
+        "peak_in_use_bytes",
+        "peak_time_ps",
+        "lifetime_peak_bytes",
+        "capacity_bytes",
+        "fragmentation_at_peak",
+        "allocations",
+        "deallocations",
+        "untracked_at_peak_bytes",
+    ];
+    let rows: Vec<Vec<String>> = m
+        .allocators
+        .iter()
+        .map(|a| {
+            vec![
+                a.host.clone(),
+                a.name.clone(),
+                a.peak_in_use_bytes.to_string(),
+                a.peak_time_ps.to_string(),
+                a.lifetime_peak_bytes.to_string(),
+                a.capacity_bytes.map(|c| c.to_string()).unwrap_or_default(),
+                format!("{:.6}", a.fragmentation_at_peak),
+                a.allocations.to_string(),
+                a.deallocations.to_string(),
+                a.untracked_at_peak_bytes.to_string(),
+            ]
+        })
+        .collect();
+    csv(&header, &rows)
+}
+
+fn print_text(m: &Memory) {
+    if m.allocators.is_empty() {
+        println!("no allocator events (MemoryAllocation) in this profile: XLA:CPU does not record them;");
+        println!("GPU and TPU captures do with the default host tracer level (2)");
+    } else {
+        let mut t = Table::new(vec!["ALLOCATOR", "PEAK", "AT", "CAPACITY", "FRAG", "ALLOCS", "FREES"]);
+        for a in &m.allocators {
+            t.push(vec![
+                format!("{} {}", a.host, a.name),
+                human::bytes(a.peak_in_use_bytes),
+                human::duration_ps(a.peak_time_ps),
+                a.capacity_bytes.map(|c| format!("{:.1}%", pct(a.peak_in_use_bytes, c))).unwrap_or_default(),
+                format!("{:.2}", a.fragmentation_at_peak),
+                human::count(a.allocations),
+                human::count(a.deallocations),
+            ]);
+        }
+        print!("{}", t.text());
+        println!("(CAPACITY: peak as a share of the allocator's limit; FRAG: fragmentation at the peak)");
+        if let Some(a) = m.allocators.iter().find(|a| !a.live_at_peak.is_empty()) {
+            println!();
+            println!(
+                "LIVE AT THE PEAK of {} {} ({} not seen allocated in the capture)",
+                a.host,
+                a.name,
+                human::bytes(a.untracked_at_peak_bytes)
+            );
+            let mut t = Table::new(vec!["OP", "SIZE", "SHAPE", "SINCE"]);
+            for l in &a.live_at_peak {
+                let op = if l.op.is_empty() { "(unknown op)".to_string() } else { l.op.clone() };
+                let shape = if l.shape.is_empty() { l.data_type.clone() } else { l.shape.clone() };
+                t.push(vec![op, human::bytes(l.bytes), human::fit(&shape, 28), human::duration_ps(l.allocated_at_ps)]);
+            }
+            print!("{}", t.text());
+        }
+    }
+    if let Some(p) = &m.device_memory_profile {
+        println!();
+        println!(
+            "DEVICE MEMORY PROFILE {}: {} in {} buffers",
+            p.path,
+            human::bytes(p.total_bytes.max(0) as u64),
+            human::count(p.buffer_count.max(0) as u64)
+        );
+        let shares = |v: &[memory::Share]| {
+            v.iter()
+                .map(|s| {
+                    format!("{} {}", if s.name.is_empty() { "?" } else { &s.name }, human::bytes(s.bytes.max(0) as u64))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        println!("  by device: {}", shares(&p.by_device));
+        println!("  by kind:   {}", shares(&p.by_kind));
+        let mut t = Table::new(vec!["ALLOCATED AT", "BYTES", "SHARE"]);
+        for s in &p.by_site {
+            t.push(vec![
+                s.site.clone(),
+                human::bytes(s.bytes.max(0) as u64),
+                format!("{:.1}%", pct(s.bytes.max(0) as u64, p.total_bytes.max(0) as u64)),
+            ]);
+        }
+        print!("{}", t.text());
+    }
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        100.0 * part as f64 / whole as f64
+    }
+}

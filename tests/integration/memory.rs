@@ -1,0 +1,91 @@
+//! `stepscope memory`: allocator peaks and live allocations equal an independent
+//! replay of the same events; the device-memory pprof equals an independent reading.
+
+use crate::util::*;
+
+fn path(rel: &str) -> String {
+    fixture(rel).to_str().unwrap().to_string()
+}
+
+#[test]
+fn allocator_peaks_equal_the_reference_replay() {
+    for rel in ["rocm-mi300x-gemm/tw003.xplane.pb", "tpu-v6e-inference/tpu_inference_2.xplane.pb"] {
+        let f = path(rel);
+        let ours = json(&["memory", &f, "--top", "1000"]);
+        assert_eq!(ours["schema"], "stepscope.memory/1");
+        let theirs = reference(&["memory", &f]);
+        let theirs = theirs.as_object().unwrap();
+        let allocators = ours["allocators"].as_array().unwrap();
+        assert_eq!(allocators.len(), theirs.len(), "{rel}: allocators");
+        for a in allocators {
+            let name = a["name"].as_str().unwrap();
+            let r = &theirs[name];
+            for key in ["allocations", "deallocations", "peak_in_use_bytes", "peak_time_ps"] {
+                assert_eq!(a[key], r[key], "{rel} {name} {key}");
+            }
+            let live: Vec<u64> =
+                a["live_at_peak"].as_array().unwrap().iter().map(|l| l["bytes"].as_u64().unwrap()).collect();
+            let want: Vec<u64> = r["live_at_peak_bytes"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+            assert_eq!(live, want, "{rel} {name}: live allocations at the peak");
+            let tracked: u64 = live.iter().sum();
+            assert_eq!(
+                a["untracked_at_peak_bytes"].as_u64().unwrap(),
+                a["peak_in_use_bytes"].as_u64().unwrap().saturating_sub(tracked)
+            );
+            // The timeline holds the peak and nothing above it.
+            let tl = a["timeline"].as_array().unwrap();
+            let max = tl.iter().map(|p| p["in_use_bytes"].as_u64().unwrap()).max().unwrap();
+            assert_eq!(max, a["peak_in_use_bytes"].as_u64().unwrap());
+        }
+    }
+}
+
+#[test]
+fn tpu_peak_is_the_three_5gb_buffers_of_device_0() {
+    // The TPU capture allocates f32[5,1024,1024,256] (5 GiB) buffers; device 0 holds three.
+    let v = json(&["memory", &path("tpu-v6e-inference/tpu_inference_2.xplane.pb")]);
+    let a = &v["allocators"][0];
+    assert_eq!(a["name"], "TPU:0");
+    let big: Vec<&serde_json::Value> =
+        a["live_at_peak"].as_array().unwrap().iter().filter(|l| l["bytes"] == 5_368_709_120u64).collect();
+    assert_eq!(big.len(), 3, "{a}");
+    assert!(big.iter().any(|l| l["shape"].as_str().unwrap().starts_with("f32[5,1024,1024,256]")));
+    let cap = a["capacity_bytes"].as_u64().unwrap();
+    assert!(cap > a["peak_in_use_bytes"].as_u64().unwrap());
+}
+
+#[test]
+fn device_memory_pprof_totals_equal_the_reference() {
+    let dir = fixture("cpu-transformer/plugins/profile/2026_11_21_22_29_17");
+    let prof = dir.join("memory.prof");
+    let theirs = reference(&["pprof", prof.to_str().unwrap()]);
+    // Found beside the run, and given explicitly: the same numbers.
+    for args in [vec!["memory", dir.to_str().unwrap()], vec!["memory", dir.to_str().unwrap(), "--pprof", prof.to_str().unwrap()]]
+    {
+        let v = json(&args);
+        let p = &v["device_memory_profile"];
+        assert_eq!(p["total_bytes"], theirs["total_bytes"]);
+        assert_eq!(p["buffer_count"], theirs["buffer_count"]);
+        for d in p["by_device"].as_array().unwrap() {
+            assert_eq!(d["bytes"], theirs["by_device"][d["name"].as_str().unwrap()]);
+        }
+        // Sites add up to the total; the largest is in the capture script's step.
+        let sites = p["by_site"].as_array().unwrap();
+        let sum: i64 = sites.iter().map(|s| s["bytes"].as_i64().unwrap()).sum();
+        assert_eq!(sum, theirs["total_bytes"].as_i64().unwrap());
+        assert!(sites[0]["site"].as_str().unwrap().contains("capture_cpu.py"), "{}", sites[0]);
+    }
+    // A CPU capture records no allocator events; the text says why instead of an empty table.
+    let text = ok(&["memory", dir.to_str().unwrap()]);
+    assert!(text.contains("XLA:CPU does not record them"), "{text}");
+}
+
+#[test]
+fn a_bad_pprof_is_a_one_line_error() {
+    let f = fixture("rocm-mi300x-gemm/tw003.xplane.pb");
+    let out = stepscope(&["memory", f.to_str().unwrap(), "--pprof", f.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("stepscope: "), "{err}");
+}
