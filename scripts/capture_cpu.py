@@ -30,6 +30,9 @@ Examples:
 
     # a transfer-heavy capture: 64 MB device_put per step
     python3 scripts/capture_cpu.py --steps 10 --device-put-mb 64
+
+    # data-parallel over 4 CPU devices: gradients all-reduced each step
+    python3 scripts/capture_cpu.py --steps 4 --devices 4
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ def parse_args(argv=None):
                    help="N tiny un-fused ops per step, cycling over 8 separately-jitted functions (default 0)")
     p.add_argument("--device-put-mb", type=float, default=0.0,
                    help="jax.device_put of this many MB of fresh numpy data each step (default 0)")
+    p.add_argument("--devices", type=int, default=1,
+                   help="N CPU devices (XLA --xla_force_host_platform_device_count); above 1 the batch is "
+                        "sharded over them, data-parallel, so gradients are all-reduced (default 1)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
     a = p.parse_args(argv)
     if a.capture_compile:
@@ -76,6 +82,8 @@ def parse_args(argv=None):
         p.error("--d-model must be a multiple of --heads")
     if a.steps < 1:
         p.error("--steps must be >= 1")
+    if a.devices < 1 or a.batch % a.devices:
+        p.error("--batch must be a multiple of --devices (>= 1)")
     return a
 
 
@@ -84,6 +92,9 @@ def main(argv=None):
 
     # Keep JAX on CPU even if an accelerator plugin happens to be installed.
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if args.devices > 1:
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={args.devices}".strip()
     import numpy as np
     import jax
     import jax.numpy as jnp
@@ -182,8 +193,18 @@ def main(argv=None):
     # ---------------------------------------------------------------- data
     rng = np.random.default_rng(args.seed)
 
+    # Data-parallel over --devices: the batch is split, parameters replicated, and XLA
+    # all-reduces the gradients.
+    batch_sharding = None
+    if args.devices > 1:
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+        mesh = Mesh(np.array(jax.devices()[: args.devices]), ("data",))
+        batch_sharding = NamedSharding(mesh, PartitionSpec("data"))
+
     def make_batch():
         data = rng.integers(0, args.vocab, size=(args.batch, args.seq + 1), dtype=np.int32)
+        if batch_sharding is not None:
+            return jax.device_put(data[:, :-1], batch_sharding), jax.device_put(data[:, 1:], batch_sharding)
         return jnp.asarray(data[:, :-1]), jnp.asarray(data[:, 1:])
 
     params = init_params(jax.random.PRNGKey(args.seed))

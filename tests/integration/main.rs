@@ -8,6 +8,7 @@ mod util;
 
 mod analyses;
 
+mod devices;
 mod discovery;
 mod errors;
 mod info;

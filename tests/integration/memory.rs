@@ -25,7 +25,8 @@ fn allocator_peaks_equal_the_reference_replay() {
             }
             let live: Vec<u64> =
                 a["live_at_peak"].as_array().unwrap().iter().map(|l| l["bytes"].as_u64().unwrap()).collect();
-            let want: Vec<u64> = r["live_at_peak_bytes"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+            let want: Vec<u64> =
+                r["live_at_peak_bytes"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
             assert_eq!(live, want, "{rel} {name}: live allocations at the peak");
             let tracked: u64 = live.iter().sum();
             assert_eq!(
@@ -60,8 +61,10 @@ fn device_memory_pprof_totals_equal_the_reference() {
     let prof = dir.join("memory.prof");
     let theirs = reference(&["pprof", prof.to_str().unwrap()]);
     // Found beside the run, and given explicitly: the same numbers.
-    for args in [vec!["memory", dir.to_str().unwrap()], vec!["memory", dir.to_str().unwrap(), "--pprof", prof.to_str().unwrap()]]
-    {
+    for args in [
+        vec!["memory", dir.to_str().unwrap()],
+        vec!["memory", dir.to_str().unwrap(), "--pprof", prof.to_str().unwrap()],
+    ] {
         let v = json(&args);
         let p = &v["device_memory_profile"];
         assert_eq!(p["total_bytes"], theirs["total_bytes"]);

@@ -393,6 +393,18 @@ def memory(path):
     return out
 
 
+def plane_stats(path, plane_name):
+    space = read_xspace(path)
+    for plane in space.planes:
+        if plane.name == plane_name:
+            out = {}
+            for st in plane.stats:
+                md = plane.stat_metadata.get(st.metadata_id)
+                out[md.name if md is not None else f"#{st.metadata_id}"] = stat_value(st, plane.stat_metadata)
+            return out
+    return None
+
+
 def pprof(path):
     """Total `space` bytes, `allocations` count and space per `device` label."""
     with open(path, "rb") as f:
@@ -435,6 +447,9 @@ def main(argv=None):
     p.add_argument("path")
     p = sub.add_parser("pprof", help="device-memory pprof totals as JSON")
     p.add_argument("path")
+    p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
+    p.add_argument("path")
+    p.add_argument("--plane", required=True)
     a = ap.parse_args(argv)
 
     if a.cmd == "info":
@@ -450,6 +465,8 @@ def main(argv=None):
         print(json.dumps(steps(a.path), separators=(",", ":")))
     elif a.cmd == "memory":
         print(json.dumps(memory(a.path), separators=(",", ":")))
+    elif a.cmd == "plane-stats":
+        print(json.dumps(plane_stats(a.path, a.plane), separators=(",", ":"), default=str))
     elif a.cmd == "pprof":
         print(json.dumps(pprof(a.path), separators=(",", ":")))
     return 0

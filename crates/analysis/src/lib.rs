@@ -4,6 +4,10 @@
 //! HTTP. Each analysis returns plain structs that serialize to the versioned JSON the
 //! CLI prints (`schema` fields), with units in every field name.
 
+pub mod collectives;
+pub mod compile;
+pub mod devices;
+pub mod hlo_context;
 pub mod kernels;
 pub mod memory;
 pub mod ops;

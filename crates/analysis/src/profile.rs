@@ -9,11 +9,15 @@
 
 use stepscope_xspace::{Line, Plane, Space, Stat};
 
-/// A run: one [`Space`] per host.
+/// A run: one [`Space`] per host, on one clock.
 pub struct Profile {
     /// The run's name as discovery reported it.
     pub run: String,
     pub hosts: Vec<Space>,
+    /// Per host: how far its events were shifted so that every host shares the clock
+    /// of the earliest session start (0 for a single host, or when a host does not
+    /// record its start).
+    pub clock_offset_ps: Vec<i64>,
 }
 
 /// Stat-metadata indexes a plane uses, looked up once per plane.
@@ -91,6 +95,12 @@ pub enum OpSource {
 /// One device (or the host CPU acting as the XLA device) of one host.
 pub struct Device<'a> {
     pub host: &'a str,
+    /// The device's name: its plane's (`/device:TPU:0`), or for XLA:CPU with several
+    /// devices `/device:CPU:N` from the ops' `device_ordinal`, else `/host:CPU`.
+    pub name: String,
+    /// XLA:CPU only: the `device_ordinal` this device's ops carry (its plane holds the
+    /// ops of every CPU device).
+    pub ordinal: Option<i64>,
     /// Host index in [`Profile::hosts`].
     pub host_index: usize,
     pub plane: &'a Plane,
@@ -102,7 +112,7 @@ pub struct Device<'a> {
 impl<'a> Device<'a> {
     /// `host/plane`, unique within a profile.
     pub fn id(&self) -> String {
-        format!("{}{}", self.host, self.plane.name)
+        format!("{}{}", self.host, self.name)
     }
 
     /// Lines holding this device's ops.
@@ -137,7 +147,12 @@ impl<'a> Device<'a> {
                     OpSource::Kernels => Some(
                         self.stat_str(line, i, self.keys.hlo_op).unwrap_or_else(|| self.plane.event_name(line.meta[i])),
                     ),
-                    OpSource::HostOps => self.stat_str(line, i, self.keys.hlo_op),
+                    OpSource::HostOps => {
+                        if self.ordinal.is_some() && self.ordinal_of(line, i) != self.ordinal {
+                            continue;
+                        }
+                        self.stat_str(line, i, self.keys.hlo_op)
+                    }
                 };
                 let Some(name) = op else { continue };
                 let module = self.stat_str(line, i, self.keys.hlo_module).unwrap_or("");
@@ -152,6 +167,13 @@ impl<'a> Device<'a> {
             }
         }
         out
+    }
+}
+
+impl Device<'_> {
+    /// The `device_ordinal` stat of event `i`.
+    fn ordinal_of(&self, line: &Line, i: usize) -> Option<i64> {
+        self.stat(line, i, self.keys.device_ordinal).and_then(|s| self.plane.stat_i64(&s))
     }
 }
 
@@ -194,12 +216,32 @@ impl OpEvent<'_> {
 
 impl Profile {
     /// Wraps decoded hosts.
-    pub fn new(run: impl Into<String>, hosts: Vec<Space>) -> Profile {
-        Profile { run: run.into(), hosts }
+    ///
+    /// Each host's times count from its own session start; with several hosts, events
+    /// are shifted by the difference of `profile_start_time` (on the `Task
+    /// Environment` plane) to the earliest host's, so times compare across hosts.
+    pub fn new(run: impl Into<String>, mut hosts: Vec<Space>) -> Profile {
+        let starts: Vec<Option<i64>> = hosts.iter().map(session_start_ns).collect();
+        let mut clock_offset_ps = vec![0i64; hosts.len()];
+        if hosts.len() > 1 && starts.iter().all(Option::is_some) {
+            let min = starts.iter().flatten().copied().min().unwrap_or(0);
+            for ((space, start), off) in hosts.iter_mut().zip(&starts).zip(&mut clock_offset_ps) {
+                *off = start.unwrap_or(min).saturating_sub(min).saturating_mul(1000);
+                if *off != 0 {
+                    for line in space.planes.iter_mut().flat_map(|p| p.lines.iter_mut()) {
+                        line.start_ps.iter_mut().for_each(|t| *t = t.saturating_add(*off));
+                    }
+                }
+            }
+        }
+        Profile { run: run.into(), hosts, clock_offset_ps }
     }
 
     /// Keeps only the host called `name`; false when there is none.
     pub fn retain_host(&mut self, name: &str) -> bool {
+        let keep: Vec<bool> = self.hosts.iter().map(|h| h.host == name).collect();
+        let mut k = keep.iter();
+        self.clock_offset_ps.retain(|_| *k.next().unwrap_or(&false));
         self.hosts.retain(|h| h.host == name);
         !self.hosts.is_empty()
     }
@@ -219,27 +261,63 @@ impl Profile {
                 } else {
                     continue;
                 };
-                out.push(Device { host: &space.host, host_index: hi, plane, keys: Keys::of(plane), kind, source });
+                let keys = Keys::of(plane);
+                let name = plane.name.clone();
+                out.push(Device { host: &space.host, host_index: hi, name, ordinal: None, plane, keys, kind, source });
                 found = true;
             }
             if !found {
                 if let Some(plane) = host_cpu_plane(space) {
                     let keys = Keys::of(plane);
                     if keys.hlo_op.is_some() {
-                        out.push(Device {
+                        let ordinals = cpu_ordinals(plane, &keys);
+                        let cpu = |name: String, ordinal| Device {
                             host: &space.host,
                             host_index: hi,
+                            name,
+                            ordinal,
                             plane,
                             keys,
                             kind: DeviceKind::Cpu,
                             source: OpSource::HostOps,
-                        });
+                        };
+                        if ordinals.len() > 1 {
+                            out.extend(ordinals.into_iter().map(|o| cpu(format!("/device:CPU:{o}"), Some(o))));
+                        } else {
+                            out.push(cpu(plane.name.clone(), None));
+                        }
                     }
                 }
             }
         }
         out
     }
+}
+
+/// The distinct `device_ordinal`s of a host plane's XLA ops, sorted.
+fn cpu_ordinals(plane: &Plane, keys: &Keys) -> Vec<i64> {
+    let (Some(op), Some(ord)) = (keys.hlo_op, keys.device_ordinal) else { return Vec::new() };
+    let mut seen: Vec<i64> = Vec::new();
+    for line in &plane.lines {
+        for i in 0..line.len() {
+            if plane.event_stat(line, i, op).is_none() {
+                continue;
+            }
+            if let Some(o) = plane.event_stat(line, i, ord).and_then(|s| plane.stat_i64(&s)) {
+                if !seen.contains(&o) {
+                    seen.push(o);
+                }
+            }
+        }
+    }
+    seen.sort_unstable();
+    seen
+}
+
+/// The host's session start, ns since the Unix epoch (`profile_start_time`).
+fn session_start_ns(space: &Space) -> Option<i64> {
+    let plane = space.plane("Task Environment")?;
+    plane.plane_stat("profile_start_time").and_then(|s| plane.stat_i64(&s))
 }
 
 /// The host's CPU plane (`/host:CPU`; in trace JSON, the first plane with host threads).

@@ -24,7 +24,11 @@ EXAMPLES:
     stepscope ops /tmp/logdir --by scope --depth 2   time per name-stack scope
     stepscope kernels /tmp/logdir --json     GPU kernels with launch configuration
     stepscope memory /tmp/logdir             allocator peaks, live allocations at the peak
-    stepscope memory /tmp/logdir --pprof memory.prof   device memory by Python stack";
+    stepscope memory /tmp/logdir --pprof memory.prof   device memory by Python stack
+    stepscope collectives /tmp/logdir        all-reduce & co: exposed vs overlapped time
+    stepscope compile /tmp/logdir            compilation captured, per module
+    stepscope devices /tmp/logdir            per device and host; stragglers flagged
+    stepscope hlo /tmp/logdir fusion.12      the op's HLO, fusion body and source line";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -42,6 +46,14 @@ pub enum Command {
     Kernels(AnalysisArgs),
     /// Memory: allocator peaks and timelines, live allocations, device-memory pprof.
     Memory(crate::cmd::memory::MemoryArgs),
+    /// Collectives: time per all-reduce/all-gather/…, and the share compute overlapped.
+    Collectives(AnalysisArgs),
+    /// XLA compilation on the host during the capture, per module.
+    Compile(AnalysisArgs),
+    /// Per-device and per-host rows, and stragglers.
+    Devices(AnalysisArgs),
+    /// An op's HLO: instruction, operands, fusion body, shapes, JAX name stack, source line.
+    Hlo(crate::cmd::hlo::HloArgs),
 }
 
 /// Which profile to read: PATH and the run in it.

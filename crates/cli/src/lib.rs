@@ -47,5 +47,9 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Ops(a) => cmd::ops::run(&a),
         args::Command::Kernels(a) => cmd::kernels::run(&a),
         args::Command::Memory(a) => cmd::memory::run(&a),
+        args::Command::Collectives(a) => cmd::collectives::run(&a),
+        args::Command::Compile(a) => cmd::compile::run(&a),
+        args::Command::Devices(a) => cmd::devices::run(&a),
+        args::Command::Hlo(a) => cmd::hlo::run(&a),
     }
 }

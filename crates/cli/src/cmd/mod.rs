@@ -1,5 +1,9 @@
 //! One module per subcommand.
 
+pub mod collectives;
+pub mod compile;
+pub mod devices;
+pub mod hlo;
 pub mod info;
 pub mod kernels;
 pub mod ls;

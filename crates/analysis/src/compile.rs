@@ -1,0 +1,185 @@
+//! Compilation: each time the host lowered and compiled an XLA module during the
+//! capture, how long it took, and for which module.
+//!
+//! A compile is a top-level compile event on a host thread (`backend_compile`,
+//! `backend_compile_and_load`, `PjRtCpuClient::Compile`, …); a `lower_…` event just
+//! before it on the same thread is its lowering. The module is the `name`/`module`
+//! stat of a compile event inside it (XLA:CPU records `jit_train_step` there), else
+//! the first module that starts running on a device after the compile ends.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use stepscope_xspace::Plane;
+
+use crate::profile::{host_cpu_plane, Profile};
+use crate::steps::is_compile_event;
+
+/// The compilations of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Compile {
+    pub schema: &'static str,
+    pub run: String,
+    /// Sum of all compiles' lowering and backend time.
+    pub total_ps: i64,
+    /// Per module, largest total first.
+    pub modules: Vec<ModuleCompile>,
+    /// Every compile in time order.
+    pub compiles: Vec<CompileEvent>,
+}
+
+/// One module's compiles.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModuleCompile {
+    pub module: String,
+    pub count: u64,
+    pub total_ps: i64,
+    pub max_ps: i64,
+}
+
+/// One compile.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompileEvent {
+    pub host: String,
+    /// The module compiled; empty when the profile does not tell.
+    pub module: String,
+    /// How the module was found: `stat` (named by the compiler) or `next_run`
+    /// (the first module run after the compile).
+    pub module_from: &'static str,
+    pub start_ps: i64,
+    pub lowering_ps: i64,
+    pub backend_ps: i64,
+    pub total_ps: i64,
+}
+
+fn is_lowering(name: &str) -> bool {
+    name.starts_with("lower_")
+}
+
+/// Builds the compile analysis.
+pub fn compile(profile: &Profile) -> Compile {
+    let devices = profile.devices();
+    let mut compiles = Vec::new();
+    for (hi, space) in profile.hosts.iter().enumerate() {
+        let Some(plane) = host_cpu_plane(space) else { continue };
+        // Module first-run times on this host's devices, for compiles the compiler did not name.
+        let mut first_run: HashMap<&str, i64> = HashMap::new();
+        for d in devices.iter().filter(|d| d.host_index == hi) {
+            // Device planes name each module execution on their `XLA Modules` line.
+            if let Some(line) = d.plane.line("XLA Modules") {
+                for i in 0..line.len() {
+                    let e = first_run.entry(d.plane.event_name(line.meta[i])).or_insert(line.start_ps[i]);
+                    *e = (*e).min(line.start_ps[i]);
+                }
+            }
+            for op in d.ops() {
+                if !op.module.is_empty() {
+                    let e = first_run.entry(op.module).or_insert(op.start_ps);
+                    *e = (*e).min(op.start_ps);
+                }
+            }
+        }
+        let mut runs: Vec<(i64, &str)> = first_run.into_iter().map(|(m, t)| (t, m)).collect();
+        runs.sort_unstable();
+        let named = named_compiles(plane);
+        // (lowering start, lowering length, backend start, end) of each thread's
+        // top-level compiles.
+        let mut spans: Vec<(i64, i64, i64, i64)> = Vec::new();
+        for line in &plane.lines {
+            let mut pending_lowering: Option<(i64, i64)> = None;
+            let mut outer_end = i64::MIN;
+            for i in 0..line.len() {
+                let name = plane.event_name(line.meta[i]);
+                if !is_compile_event(name) {
+                    continue;
+                }
+                let (lo, hi) = (line.start_ps[i], line.end_ps(i));
+                if lo < outer_end {
+                    continue; // nested in the compile being measured
+                }
+                outer_end = hi;
+                if is_lowering(name) {
+                    pending_lowering = Some((lo, hi - lo));
+                } else {
+                    let (start, lowering) = pending_lowering.take().unwrap_or((lo, 0));
+                    spans.push((start, lowering, lo, hi));
+                }
+            }
+        }
+        // A compile inside another thread's compile (the compiler pool working for the
+        // Python thread) is part of it.
+        spans.sort_by(|a, b| a.2.cmp(&b.2).then(b.3.cmp(&a.3)));
+        let mut kept_end = i64::MIN;
+        for (start, lowering, lo, hi) in spans {
+            if hi <= kept_end {
+                continue;
+            }
+            kept_end = hi;
+            let (module, module_from) = match named.iter().find(|(t, _)| *t >= start && *t < hi) {
+                Some((_, m)) => (m.to_string(), "stat"),
+                None => match runs.iter().find(|(t, _)| *t >= hi) {
+                    Some((_, m)) => (m.to_string(), "next_run"),
+                    None => (String::new(), "unknown"),
+                },
+            };
+            compiles.push(CompileEvent {
+                host: space.host.clone(),
+                module,
+                module_from,
+                start_ps: start,
+                lowering_ps: lowering,
+                backend_ps: hi - lo,
+                total_ps: lowering + (hi - lo),
+            });
+        }
+    }
+    compiles.sort_by(|a, b| a.start_ps.cmp(&b.start_ps).then_with(|| a.host.cmp(&b.host)));
+    let mut modules: Vec<ModuleCompile> = Vec::new();
+    for c in &compiles {
+        match modules.iter_mut().find(|m| m.module == c.module) {
+            Some(m) => {
+                m.count += 1;
+                m.total_ps += c.total_ps;
+                m.max_ps = m.max_ps.max(c.total_ps);
+            }
+            None => modules.push(ModuleCompile {
+                module: c.module.clone(),
+                count: 1,
+                total_ps: c.total_ps,
+                max_ps: c.total_ps,
+            }),
+        }
+    }
+    modules.sort_by(|a, b| b.total_ps.cmp(&a.total_ps).then_with(|| a.module.cmp(&b.module)));
+    Compile {
+        schema: "stepscope.compile/1",
+        run: profile.run.clone(),
+        total_ps: compiles.iter().map(|c| c.total_ps).sum(),
+        modules,
+        compiles,
+    }
+}
+
+/// (start, module) of compile events that name their module in a `name` or `module`
+/// stat (only `jit_…`/`pmap_…`-style names: fusion compilers name sub-modules too).
+fn named_compiles(plane: &Plane) -> Vec<(i64, &str)> {
+    let keys: Vec<u32> = ["name", "module", "hlo_module"].iter().filter_map(|k| plane.stat_id(k)).collect();
+    let mut out = Vec::new();
+    for line in &plane.lines {
+        for i in 0..line.len() {
+            let ev = plane.event_name(line.meta[i]);
+            if !(ev.contains("Compiler") || ev.contains("Compile")) {
+                continue;
+            }
+            for &k in &keys {
+                let Some(v) = plane.event_stat(line, i, k).and_then(|s| plane.stat_str(&s)) else { continue };
+                if v.starts_with("jit_") || v.starts_with("pmap_") || v.starts_with("xmap_") {
+                    out.push((line.start_ps[i], v));
+                    break;
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}

@@ -1,0 +1,220 @@
+//! Devices and hosts: one row per device and per host, an all-device aggregate, and
+//! the stragglers — devices (or hosts) that compute markedly longer than their peers,
+//! so that everyone else waits for them in collectives.
+
+use serde::Serialize;
+
+use crate::collectives::pct;
+use crate::profile::{DeviceKind, Profile};
+use crate::stats::{percentile_sorted, Intervals};
+use crate::steps::{self, busy_intervals};
+use crate::summary::is_collective;
+
+/// A device (or host) is a straggler when its compute time exceeds the median of its
+/// peers by this share.
+pub const STRAGGLER_EXCESS_PCT: f64 = 10.0;
+
+/// Per-device and per-host rows of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Devices {
+    pub schema: &'static str,
+    pub run: String,
+    pub devices: Vec<DeviceRow>,
+    pub hosts: Vec<HostRow>,
+    /// Every device together.
+    pub all: Aggregate,
+    pub stragglers: Vec<Straggler>,
+}
+
+/// One device.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DeviceRow {
+    pub host: String,
+    pub device: String,
+    pub kind: DeviceKind,
+    pub op_count: u64,
+    /// The time measured against: the host's steps, else the device's op span.
+    pub window_ps: i64,
+    /// Time some op ran.
+    pub busy_ps: i64,
+    /// Busy time outside collectives.
+    pub compute_ps: i64,
+    /// Time in collectives (including waiting for peers).
+    pub collective_ps: i64,
+    pub idle_ps: i64,
+    pub utilization_pct: f64,
+    pub straggler: bool,
+}
+
+/// One host.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HostRow {
+    pub host: String,
+    pub device_count: u64,
+    pub step_count: u64,
+    pub step_mean_ps: i64,
+    /// Mean over the host's devices.
+    pub compute_ps: i64,
+    pub collective_ps: i64,
+    pub utilization_pct: f64,
+    /// The shift applied to put the host on the run's clock.
+    pub clock_offset_ps: i64,
+    pub straggler: bool,
+}
+
+/// All devices together.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Aggregate {
+    pub device_count: u64,
+    pub host_count: u64,
+    pub busy_ps: i64,
+    pub compute_ps: i64,
+    pub collective_ps: i64,
+    pub utilization_pct: f64,
+    /// Spread of compute time across devices: (max − min) / median, percent.
+    pub compute_spread_pct: f64,
+}
+
+/// A device or host that computes longer than its peers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Straggler {
+    pub host: String,
+    /// Empty for a whole host.
+    pub device: String,
+    pub compute_ps: i64,
+    pub peer_median_ps: i64,
+    pub excess_pct: f64,
+    /// Mean time the peers spent in collectives, for comparison.
+    pub peer_collective_ps: i64,
+}
+
+/// Builds the per-device and per-host rows.
+pub fn devices(profile: &Profile) -> Devices {
+    let st = steps::steps(profile);
+    let devs = profile.devices();
+    let mut rows = Vec::new();
+    for d in &devs {
+        let busy = busy_intervals(d);
+        let ops = d.ops();
+        let coll =
+            Intervals::new(ops.iter().filter(|o| is_collective(o.name)).map(|o| (o.start_ps, o.end_ps())).collect());
+        let windows: Vec<(i64, i64)> =
+            st.steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();
+        let windows = if windows.is_empty() {
+            busy.spans().first().zip(busy.spans().last()).map(|(a, b)| vec![(a.0, b.1)]).unwrap_or_default()
+        } else {
+            windows
+        };
+        let window_ps: i64 = windows.iter().map(|(a, b)| b - a).sum();
+        let busy_ps: i64 = windows.iter().map(|&(a, b)| busy.overlap(a, b)).sum();
+        let collective_ps: i64 = windows.iter().map(|&(a, b)| coll.overlap(a, b)).sum();
+        rows.push(DeviceRow {
+            host: d.host.to_string(),
+            device: d.name.clone(),
+            kind: d.kind,
+            op_count: ops.len() as u64,
+            window_ps,
+            busy_ps,
+            compute_ps: (busy_ps - collective_ps).max(0),
+            collective_ps,
+            idle_ps: (window_ps - busy_ps).max(0),
+            utilization_pct: pct(busy_ps, window_ps),
+            straggler: false,
+        });
+    }
+    let mut stragglers = Vec::new();
+    // Devices against the other devices of their host.
+    for h in &profile.hosts {
+        let ix: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].host == h.host).collect();
+        let compute: Vec<i64> = ix.iter().map(|&i| rows[i].compute_ps).collect();
+        let coll: Vec<i64> = ix.iter().map(|&i| rows[i].collective_ps).collect();
+        for (k, s) in outliers(&compute, &coll) {
+            let r = &mut rows[ix[k]];
+            r.straggler = true;
+            stragglers.push(Straggler { host: r.host.clone(), device: r.device.clone(), ..s });
+        }
+    }
+    let mut hosts: Vec<HostRow> = profile
+        .hosts
+        .iter()
+        .enumerate()
+        .map(|(hi, h)| {
+            let mine: Vec<&DeviceRow> = rows.iter().filter(|r| r.host == h.host).collect();
+            let n = mine.len().max(1) as i64;
+            let host_steps: Vec<i64> = st.steps.iter().filter(|s| s.host == h.host).map(|s| s.duration_ps).collect();
+            let window: i64 = mine.iter().map(|r| r.window_ps).sum();
+            let busy: i64 = mine.iter().map(|r| r.busy_ps).sum();
+            HostRow {
+                host: h.host.clone(),
+                device_count: mine.len() as u64,
+                step_count: host_steps.len() as u64,
+                step_mean_ps: host_steps.iter().sum::<i64>() / host_steps.len().max(1) as i64,
+                compute_ps: mine.iter().map(|r| r.compute_ps).sum::<i64>() / n,
+                collective_ps: mine.iter().map(|r| r.collective_ps).sum::<i64>() / n,
+                utilization_pct: pct(busy, window),
+                clock_offset_ps: profile.clock_offset_ps.get(hi).copied().unwrap_or(0),
+                straggler: false,
+            }
+        })
+        .collect();
+    // Hosts against each other.
+    let compute: Vec<i64> = hosts.iter().map(|h| h.compute_ps).collect();
+    let coll: Vec<i64> = hosts.iter().map(|h| h.collective_ps).collect();
+    for (k, s) in outliers(&compute, &coll) {
+        hosts[k].straggler = true;
+        stragglers.push(Straggler { host: hosts[k].host.clone(), ..s });
+    }
+    let compute: Vec<i64> = {
+        let mut v: Vec<i64> = rows.iter().map(|r| r.compute_ps).collect();
+        v.sort_unstable();
+        v
+    };
+    let median = percentile_sorted(&compute, 50.0);
+    let busy_ps: i64 = rows.iter().map(|r| r.busy_ps).sum();
+    let window_ps: i64 = rows.iter().map(|r| r.window_ps).sum();
+    let all = Aggregate {
+        device_count: rows.len() as u64,
+        host_count: profile.hosts.len() as u64,
+        busy_ps,
+        compute_ps: rows.iter().map(|r| r.compute_ps).sum(),
+        collective_ps: rows.iter().map(|r| r.collective_ps).sum(),
+        utilization_pct: pct(busy_ps, window_ps),
+        compute_spread_pct: match (compute.first(), compute.last()) {
+            (Some(lo), Some(hi)) if median > 0 => pct(hi - lo, median),
+            _ => 0.0,
+        },
+    };
+    Devices { schema: "stepscope.devices/1", run: profile.run.clone(), devices: rows, hosts, all, stragglers }
+}
+
+/// Indexes whose compute exceeds the median of the others by
+/// [`STRAGGLER_EXCESS_PCT`], with the numbers (host and device left empty); needs at
+/// least two entries.
+fn outliers(compute: &[i64], collective: &[i64]) -> Vec<(usize, Straggler)> {
+    let n = compute.len();
+    if n < 2 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for i in 0..n {
+        let mut peers: Vec<i64> = (0..n).filter(|&j| j != i).map(|j| compute[j]).collect();
+        peers.sort_unstable();
+        let median = percentile_sorted(&peers, 50.0);
+        let excess = pct(compute[i] - median, median);
+        if median > 0 && excess > STRAGGLER_EXCESS_PCT {
+            let peer_collective_ps = (0..n).filter(|&j| j != i).map(|j| collective[j]).sum::<i64>() / (n - 1) as i64;
+            out.push((
+                i,
+                Straggler {
+                    host: String::new(),
+                    device: String::new(),
+                    compute_ps: compute[i],
+                    peer_median_ps: median,
+                    excess_pct: excess,
+                    peer_collective_ps,
+                },
+            ));
+        }
+    }
+    out
+}

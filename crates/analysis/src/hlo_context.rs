@@ -1,0 +1,107 @@
+//! HLO context of an op: its instruction, operands, fusion body, shapes and source
+//! line, from the module's `HloProto` (the seeds' use of XProf's graph viewer), with
+//! the op's row of the op profile beside it.
+
+use serde::Serialize;
+use stepscope_xspace::hlo::{hlo_modules, HloInstruction, HloModule};
+
+use crate::ops::{self, GroupBy, OpRow};
+use crate::profile::Profile;
+
+/// Where an op lives and what it does.
+#[derive(Clone, Debug, Serialize)]
+pub struct HloContext {
+    pub schema: &'static str,
+    pub host: String,
+    pub module: String,
+    pub computation: String,
+    pub instruction: Instruction,
+    pub operands: Vec<Instruction>,
+    /// The fused computation's instructions (root last), for a fusion.
+    pub fused_body: Vec<Instruction>,
+    /// The op's op-profile row, when it ran in the capture.
+    pub profile: Option<OpRow>,
+}
+
+/// One HLO instruction.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Instruction {
+    pub name: String,
+    pub opcode: String,
+    pub shape: String,
+    pub shape_bytes: u64,
+    pub operands: Vec<String>,
+    pub fusion_kind: String,
+    pub custom_call_target: String,
+    /// JAX name stack (`jit(train_step)/layer0/mlp/dot_general`).
+    pub op_name: String,
+    pub source_file: String,
+    pub source_line: i32,
+    /// HLO text, `%name = shape opcode(%a, %b)`.
+    pub text: String,
+}
+
+fn instruction(m: &HloModule, i: &HloInstruction) -> Instruction {
+    let operands: Vec<String> = m.operands(i).map(|o| o.name.clone()).collect();
+    let mut text = format!(
+        "%{} = {} {}({})",
+        i.name,
+        i.shape,
+        i.opcode,
+        operands.iter().map(|o| format!("%{o}")).collect::<Vec<_>>().join(", ")
+    );
+    if !i.fusion_kind.is_empty() {
+        text.push_str(&format!(", kind={}", i.fusion_kind));
+    }
+    if !i.custom_call_target.is_empty() {
+        text.push_str(&format!(", custom_call_target=\"{}\"", i.custom_call_target));
+    }
+    Instruction {
+        name: i.name.clone(),
+        opcode: i.opcode.clone(),
+        shape: i.shape.to_string(),
+        shape_bytes: i.shape.bytes_size(),
+        operands,
+        fusion_kind: i.fusion_kind.clone(),
+        custom_call_target: i.custom_call_target.clone(),
+        op_name: i.op_name.clone(),
+        source_file: i.source_file.clone(),
+        source_line: i.source_line,
+        text,
+    }
+}
+
+/// Finds `op` (an HLO instruction name, e.g. `fusion.12`) in the run's modules;
+/// `module` narrows the search to modules of that name. Entry computations are
+/// searched before nested ones; the latest compilation of a module wins.
+pub fn hlo_context(profile: &Profile, op: &str, module: Option<&str>) -> Option<HloContext> {
+    for space in &profile.hosts {
+        let modules = hlo_modules(space);
+        for entry in modules.entries().iter().rev() {
+            let Ok(m) = entry.module() else { continue };
+            if module.is_some_and(|want| want != m.name && want != entry.metadata_name) {
+                continue;
+            }
+            let Some((comp, instr)) = m.instruction(op) else { continue };
+            let fused_body = m
+                .fused_body(instr)
+                .map(|body| body.instructions.iter().map(|i| instruction(m, i)).collect())
+                .unwrap_or_default();
+            let row = ops::ops(profile, GroupBy::Op, 0).ops.into_iter().find(|r| {
+                r.name == op
+                    && (r.module.is_empty() || r.module == m.name || entry.metadata_name.starts_with(&r.module))
+            });
+            return Some(HloContext {
+                schema: "stepscope.hlo/1",
+                host: space.host.clone(),
+                module: m.name.clone(),
+                computation: comp.name.clone(),
+                instruction: instruction(m, instr),
+                operands: m.operands(instr).map(|o| instruction(m, o)).collect(),
+                fused_body,
+                profile: row,
+            });
+        }
+    }
+    None
+}

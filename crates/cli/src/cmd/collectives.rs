@@ -1,0 +1,81 @@
+//! `stepscope collectives`: collective time per op and how much compute hid it.
+
+use std::process::ExitCode;
+
+use stepscope_analysis::collectives;
+
+use crate::args::AnalysisArgs;
+use crate::human;
+use crate::load;
+use crate::table::{csv, Table};
+
+pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
+    let profile = load::profile(&args.input, &args.select)?;
+    let mut c = collectives::collectives(&profile);
+    c.ops.truncate(args.select.top);
+    if args.output.json {
+        println!("{}", serde_json::to_string(&c)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = c
+        .ops
+        .iter()
+        .map(|r| {
+            vec![
+                r.name.clone(),
+                r.kind.clone(),
+                r.module.clone(),
+                r.is_async.to_string(),
+                r.count.to_string(),
+                r.devices.to_string(),
+                r.total_ps.to_string(),
+                r.overlapped_ps.to_string(),
+                r.exposed_ps.to_string(),
+                format!("{:.2}", r.overlap_pct),
+            ]
+        })
+        .collect();
+    if args.output.csv {
+        let header = [
+            "name",
+            "kind",
+            "module",
+            "is_async",
+            "count",
+            "devices",
+            "total_ps",
+            "overlapped_ps",
+            "exposed_ps",
+            "overlap_pct",
+        ];
+        print!("{}", csv(&header, &rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if c.ops.is_empty() {
+        println!(
+            "no collectives (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute) in this profile"
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{} in collectives over all devices: {} exposed, {} ({:.1}%) overlapped by compute",
+        human::duration_ps(c.total_ps),
+        human::duration_ps(c.exposed_ps),
+        human::duration_ps(c.overlapped_ps),
+        c.overlap_pct
+    );
+    let mut t = Table::new(vec!["OP", "EXPOSED", "TOTAL", "OVERLAP", "COUNT", "AVG", "KIND"]);
+    for r in &c.ops {
+        t.push(vec![
+            format!("{}{}", r.name, if r.is_async { " (async)" } else { "" }),
+            human::duration_ps(r.exposed_ps),
+            human::duration_ps(r.total_ps),
+            format!("{:.1}%", r.overlap_pct),
+            human::count(r.count),
+            human::duration_ps(r.avg_ps),
+            r.kind.clone(),
+        ]);
+    }
+    print!("{}", t.text());
+    Ok(ExitCode::SUCCESS)
+}

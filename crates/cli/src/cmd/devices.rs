@@ -1,0 +1,108 @@
+//! `stepscope devices`: per-device and per-host rows, and stragglers.
+
+use std::process::ExitCode;
+
+use stepscope_analysis::devices;
+
+use crate::args::AnalysisArgs;
+use crate::human;
+use crate::load;
+use crate::table::{csv, Table};
+
+pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
+    let profile = load::profile(&args.input, &args.select)?;
+    let d = devices::devices(&profile);
+    if args.output.json {
+        println!("{}", serde_json::to_string(&d)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.output.csv {
+        let header = [
+            "host",
+            "device",
+            "kind",
+            "op_count",
+            "window_ps",
+            "busy_ps",
+            "compute_ps",
+            "collective_ps",
+            "idle_ps",
+            "utilization_pct",
+            "straggler",
+        ];
+        let rows: Vec<Vec<String>> = d
+            .devices
+            .iter()
+            .map(|r| {
+                vec![
+                    r.host.clone(),
+                    r.device.clone(),
+                    format!("{:?}", r.kind).to_lowercase(),
+                    r.op_count.to_string(),
+                    r.window_ps.to_string(),
+                    r.busy_ps.to_string(),
+                    r.compute_ps.to_string(),
+                    r.collective_ps.to_string(),
+                    r.idle_ps.to_string(),
+                    format!("{:.2}", r.utilization_pct),
+                    r.straggler.to_string(),
+                ]
+            })
+            .collect();
+        print!("{}", csv(&header, &rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if d.devices.is_empty() {
+        println!("no device ran XLA ops in this profile");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(vec!["DEVICE", "UTIL", "COMPUTE", "COLLECTIVES", "IDLE", "OPS", ""]);
+    for r in d.devices.iter().take(args.select.top.max(1)) {
+        t.push(vec![
+            format!("{} {}", r.host, r.device),
+            format!("{:.1}%", r.utilization_pct),
+            human::duration_ps(r.compute_ps),
+            human::duration_ps(r.collective_ps),
+            human::duration_ps(r.idle_ps),
+            human::count(r.op_count),
+            if r.straggler { "straggler".into() } else { String::new() },
+        ]);
+    }
+    print!("{}", t.text());
+    if d.devices.len() > args.select.top {
+        println!("({} more devices: --top N shows more)", d.devices.len() - args.select.top);
+    }
+    let a = &d.all;
+    println!(
+        "all {} device(s) on {} host(s): utilisation {:.1}%, compute spread {:.1}% (max − min over median)",
+        a.device_count, a.host_count, a.utilization_pct, a.compute_spread_pct
+    );
+    if d.hosts.len() > 1 {
+        println!();
+        let mut t = Table::new(vec!["HOST", "STEP", "COMPUTE", "COLLECTIVES", "UTIL", "CLOCK SHIFT", ""]);
+        for h in &d.hosts {
+            t.push(vec![
+                h.host.clone(),
+                human::duration_ps(h.step_mean_ps),
+                human::duration_ps(h.compute_ps),
+                human::duration_ps(h.collective_ps),
+                format!("{:.1}%", h.utilization_pct),
+                human::duration_ps(h.clock_offset_ps),
+                if h.straggler { "straggler".into() } else { String::new() },
+            ]);
+        }
+        print!("{}", t.text());
+    }
+    for s in &d.stragglers {
+        println!(
+            "straggler: {} {} computes {} vs a median of {} for its peers (+{:.0}%); the peers spend {} in collectives",
+            s.host,
+            s.device,
+            human::duration_ps(s.compute_ps),
+            human::duration_ps(s.peer_median_ps),
+            s.excess_pct,
+            human::duration_ps(s.peer_collective_ps)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,92 @@
+//! `stepscope hlo PATH OP`: an op's HLO instruction, fusion body, shapes and source.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use stepscope_analysis::hlo_context::{self, Instruction};
+use stepscope_xspace::hlo::hlo_modules;
+
+use crate::args::{Input, Select};
+use crate::human;
+use crate::load;
+
+#[derive(Args, Debug)]
+pub struct HloArgs {
+    #[command(flatten)]
+    pub input: Input,
+    /// The HLO op (instruction) name, as `stepscope ops` lists it, e.g. `fusion.12`.
+    pub op: String,
+    /// Only look in the module of this name (e.g. `jit_train_step`).
+    #[arg(long, value_name = "NAME")]
+    pub module: Option<String>,
+    /// Only this host (its file name without .xplane.pb).
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// Print JSON (schema `stepscope.hlo/1`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
+    let select = Select { host: args.host.clone(), top: 10 };
+    let profile = load::profile(&args.input, &select)?;
+    let Some(ctx) = hlo_context::hlo_context(&profile, &args.op, args.module.as_deref()) else {
+        if profile.hosts.iter().all(|h| hlo_modules(h).is_empty()) {
+            anyhow::bail!(
+                "this profile holds no HLO modules (no `/host:metadata` plane) — capture an .xplane.pb with \
+                 jax.profiler.trace; trace JSON files do not carry HLO"
+            );
+        }
+        anyhow::bail!(
+            "no HLO instruction named {:?}{} in this run's modules — list op names with `stepscope ops PATH`",
+            args.op,
+            args.module.as_ref().map(|m| format!(" in module {m:?}")).unwrap_or_default()
+        );
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&ctx)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}  ·  module {}  ·  computation {}", ctx.instruction.name, ctx.module, ctx.computation);
+    println!();
+    println!("  {}", ctx.instruction.text);
+    print_where(&ctx.instruction, "  ");
+    if let Some(r) = &ctx.profile {
+        println!(
+            "  ran {} time(s): total {}, self {}, avg {} ({:.1}% of op time){}",
+            human::count(r.count),
+            human::duration_ps(r.total_ps),
+            human::duration_ps(r.self_ps),
+            human::duration_ps(r.avg_ps),
+            r.device_time_pct,
+            r.category.is_empty().then(String::new).unwrap_or_else(|| format!(", category {}", r.category))
+        );
+    } else {
+        println!("  did not run in this capture");
+    }
+    if !ctx.operands.is_empty() {
+        println!();
+        println!("OPERANDS");
+        for o in &ctx.operands {
+            println!("  %{} = {} {}  ({})", o.name, o.shape, o.opcode, human::bytes(o.shape_bytes));
+        }
+    }
+    if !ctx.fused_body.is_empty() {
+        println!();
+        println!("FUSED BODY ({} instructions, root last)", ctx.fused_body.len());
+        for i in &ctx.fused_body {
+            println!("  {}", i.text);
+            print_where(i, "      ");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_where(i: &Instruction, indent: &str) {
+    if !i.op_name.is_empty() {
+        println!("{indent}jax: {}", i.op_name);
+    }
+    if !i.source_file.is_empty() {
+        println!("{indent}at {}:{}", i.source_file, i.source_line);
+    }
+}

@@ -1,0 +1,220 @@
+//! Collectives, devices, compile, HLO context and multi-host runs, checked against an
+//! independent reading of the same captures (tests/support/xspace_ref.py).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::util::*;
+
+const DP4: &str = "cpu-dp4/plugins/profile/2026_11_21_23_24_47/vm.xplane.pb";
+const CPU_RUN: &str = "cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb";
+const COMPILE_RUN: &str = "cpu-compile/plugins/profile/2026_11_21_22_29_21/vm.xplane.pb";
+const TPU: &str = "tpu-v6e-inference/tpu_inference_2.xplane.pb";
+
+fn path(rel: &str) -> String {
+    fixture(rel).to_str().unwrap().to_string()
+}
+
+/// Every event of every line of `plane`, as the reference reader sees them.
+fn ref_plane_events(file: &str, plane: &str) -> Vec<(String, Value)> {
+    let info = reference(&["info", file]);
+    let mut out = Vec::new();
+    for p in info["hosts"][0]["planes"].as_array().unwrap().iter().filter(|p| p["name"] == plane) {
+        for l in p["lines"].as_array().unwrap() {
+            let line = l["name"].as_str().unwrap();
+            let script = root().join("tests/support/xspace_ref.py");
+            let o = std::process::Command::new("python3")
+                .arg(script)
+                .args(["dump", file, "--plane", plane, "--line", line, "--limit", "100000000"])
+                .output()
+                .expect("python3");
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            for ev in String::from_utf8(o.stdout).unwrap().lines() {
+                out.push((line.to_string(), serde_json::from_str(ev).unwrap()));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn data_parallel_cpu_capture_splits_into_devices_and_counts_the_all_reduces() {
+    let f = path(DP4);
+    let events = ref_plane_events(&f, "/host:CPU");
+    // Reference: XLA ops per device_ordinal, and all-reduce time per device.
+    let mut ops_per_device: BTreeMap<i64, u64> = BTreeMap::new();
+    let (mut ar_count, mut ar_ps) = (0u64, 0i64);
+    for (_, ev) in &events {
+        let st = &ev["stats"];
+        let (Some(op), Some(ord)) = (st["hlo_op"].as_str(), st["device_ordinal"].as_i64()) else { continue };
+        *ops_per_device.entry(ord).or_default() += 1;
+        if op.starts_with("all-reduce") {
+            ar_count += 1;
+            ar_ps += ev["duration_ps"].as_i64().unwrap();
+        }
+    }
+    assert_eq!(ops_per_device.len(), 4, "four CPU devices");
+    assert!(ar_count > 0);
+
+    let d = json(&["devices", &f]);
+    assert_eq!(d["schema"], "stepscope.devices/1");
+    let rows = d["devices"].as_array().unwrap();
+    let ours: BTreeMap<i64, u64> = rows
+        .iter()
+        .map(|r| {
+            let name = r["device"].as_str().unwrap();
+            let ord: i64 = name.strip_prefix("/device:CPU:").expect(name).parse().unwrap();
+            (ord, r["op_count"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(ours, ops_per_device);
+    for r in rows {
+        let (w, busy, comp, coll, idle) = (
+            r["window_ps"].as_i64().unwrap(),
+            r["busy_ps"].as_i64().unwrap(),
+            r["compute_ps"].as_i64().unwrap(),
+            r["collective_ps"].as_i64().unwrap(),
+            r["idle_ps"].as_i64().unwrap(),
+        );
+        assert_eq!(busy + idle, w, "{r}");
+        assert_eq!(comp + coll, busy, "{r}");
+        assert!(coll > 0, "every device all-reduces: {r}");
+    }
+    // Stragglers are exactly the devices flagged, each > 10% above its peers' median.
+    for s in d["stragglers"].as_array().unwrap() {
+        assert!(s["excess_pct"].as_f64().unwrap() > 10.0);
+        assert!(rows.iter().any(|r| r["device"] == s["device"] && r["straggler"] == true));
+    }
+
+    let c = json(&["collectives", &f]);
+    assert_eq!(c["schema"], "stepscope.collectives/1");
+    let total: u64 = c["ops"].as_array().unwrap().iter().map(|r| r["count"].as_u64().unwrap()).sum();
+    assert_eq!(total, ar_count);
+    assert_eq!(c["total_ps"].as_i64().unwrap(), ar_ps);
+    assert_eq!(c["ops"][0]["kind"], "all-reduce");
+    assert_eq!(c["ops"][0]["devices"], 4);
+    // XLA:CPU runs the all-reduce while the device's other ops wait: nothing overlaps it.
+    assert_eq!(c["overlapped_ps"].as_i64().unwrap() + c["exposed_ps"].as_i64().unwrap(), ar_ps);
+
+    // The summary's breakdown counts the same collectives.
+    let s = json(&["summary", &f]);
+    assert!(s["breakdown"]["collectives_ps"].as_i64().unwrap() > 0);
+    assert_eq!(s["environment"]["devices"][0]["count"], 4);
+}
+
+#[test]
+fn tpu_all_reduce_equals_the_xla_ops_line() {
+    let f = path(TPU);
+    let c = json(&["collectives", &f]);
+    let mut want = (0u64, 0i64);
+    for dev in 0..4 {
+        let plane = format!("/device:TPU:{dev}");
+        for (line, ev) in ref_plane_events(&f, &plane) {
+            let name = ev["name"].as_str().unwrap();
+            if line == "XLA Ops" && name.contains("all-reduce") {
+                want.0 += 1;
+                want.1 += ev["duration_ps"].as_i64().unwrap();
+            }
+        }
+    }
+    assert!(want.0 > 0);
+    let count: u64 = c["ops"].as_array().unwrap().iter().map(|r| r["count"].as_u64().unwrap()).sum();
+    assert_eq!((count, c["total_ps"].as_i64().unwrap()), want);
+}
+
+#[test]
+fn compile_of_the_train_step_equals_the_host_compile_events() {
+    let f = path(COMPILE_RUN);
+    let c = json(&["compile", &f]);
+    assert_eq!(c["schema"], "stepscope.compile/1");
+    // Reference: the python thread's top-level lowering and backend compile events.
+    let python: Vec<Value> =
+        ref_plane_events(&f, "/host:CPU").into_iter().filter(|(l, _)| l == "python3").map(|(_, e)| e).collect();
+    let named = |n: &str| -> Vec<i64> {
+        python.iter().filter(|e| e["name"] == n).map(|e| e["duration_ps"].as_i64().unwrap()).collect()
+    };
+    let lowering = named("lower_sharding_computation");
+    let backend = named("backend_compile_and_load");
+    let compiles = c["compiles"].as_array().unwrap();
+    assert_eq!(compiles.len(), backend.len());
+    let got: Vec<(i64, i64)> =
+        compiles.iter().map(|e| (e["lowering_ps"].as_i64().unwrap(), e["backend_ps"].as_i64().unwrap())).collect();
+    let want: Vec<(i64, i64)> = lowering.into_iter().zip(backend).collect();
+    assert_eq!(got, want);
+    let train = compiles.iter().find(|e| e["module"] == "jit_train_step").expect("jit_train_step compiled");
+    assert_eq!(train["module_from"], "stat");
+    assert_eq!(c["modules"][0]["module"], "jit_train_step", "the train step dominates compile time");
+    // A steady-state capture compiles nothing.
+    assert_eq!(json(&["compile", &path(CPU_RUN)])["compiles"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn hlo_shows_the_instruction_and_fusion_body_of_a_profiled_op() {
+    let f = path(CPU_RUN);
+    let ops = json(&["ops", &f, "--top", "1000"]);
+    let fusion = ops["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"].as_str().unwrap().contains("fusion") && r["category"] == "loop fusion")
+        .expect("a loop fusion ran");
+    let name = fusion["name"].as_str().unwrap();
+    let h = json(&["hlo", &f, name]);
+    assert_eq!(h["schema"], "stepscope.hlo/1");
+    assert_eq!(h["instruction"]["name"], name);
+    assert_eq!(h["instruction"]["opcode"], "fusion");
+    assert_eq!(h["instruction"]["fusion_kind"], "kLoop");
+    assert_eq!(h["module"], fusion["module"]);
+    let body = h["fused_body"].as_array().unwrap();
+    assert!(body.len() >= 2, "{h}");
+    assert!(body.iter().any(|i| i["opcode"] == "parameter"));
+    assert_eq!(h["operands"].as_array().unwrap().len(), h["instruction"]["operands"].as_array().unwrap().len());
+    assert_eq!(h["profile"]["count"], fusion["count"]);
+    assert_eq!(h["profile"]["total_ps"], fusion["total_ps"]);
+    assert!(h["instruction"]["op_name"].as_str().unwrap().starts_with("jit(train_step)"));
+    // The TPU module records the source line of its all-reduce.
+    let t = json(&["hlo", &path(TPU), "all-reduce"]);
+    assert_eq!(t["instruction"]["opcode"], "all-reduce");
+    assert!(t["instruction"]["source_line"].as_i64().unwrap() > 0);
+    // Unknown op: a one-line error naming the fix.
+    let out = stepscope(&["hlo", &f, "no-such-op.1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("stepscope: no HLO instruction named") && err.contains("stepscope ops"), "{err}");
+}
+
+#[test]
+fn a_two_host_run_shares_one_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("plugins/profile/2026_11_21_23_00_00");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::copy(fixture(CPU_RUN), run.join("host-a.xplane.pb")).unwrap();
+    std::fs::copy(fixture(COMPILE_RUN), run.join("host-b.xplane.pb")).unwrap();
+    let start = |rel: &str| {
+        let st = reference(&["plane-stats", &path(rel), "--plane", "Task Environment"]);
+        st["profile_start_time"].as_i64().unwrap()
+    };
+    let (a0, b0) = (start(CPU_RUN), start(COMPILE_RUN));
+    let shift_b = (b0 - a0) * 1000;
+    assert!(shift_b > 0, "host b started later");
+    let both = json(&["steps", dir.path().to_str().unwrap()]);
+    let alone_b = json(&["steps", &path(COMPILE_RUN)]);
+    let b_steps: Vec<i64> = both["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["host"] == "host-b")
+        .map(|s| s["start_ps"].as_i64().unwrap())
+        .collect();
+    let want: Vec<i64> =
+        alone_b["steps"].as_array().unwrap().iter().map(|s| s["start_ps"].as_i64().unwrap() + shift_b).collect();
+    assert_eq!(b_steps, want);
+    let d = json(&["devices", dir.path().to_str().unwrap()]);
+    let hosts = d["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 2);
+    assert_eq!(hosts[0]["clock_offset_ps"], 0);
+    assert_eq!(hosts[1]["clock_offset_ps"].as_i64().unwrap(), shift_b);
+    // Nothing was written into the run folder.
+    assert_eq!(std::fs::read_dir(&run).unwrap().count(), 2);
+}
