@@ -12,4 +12,5 @@ mod devices;
 mod discovery;
 mod errors;
 mod info;
+mod judgement;
 mod memory;

@@ -4,9 +4,13 @@
 //! HTTP. Each analysis returns plain structs that serialize to the versioned JSON the
 //! CLI prints (`schema` fields), with units in every field name.
 
+pub mod advise;
+pub mod check;
 pub mod collectives;
+pub mod compare;
 pub mod compile;
 pub mod devices;
+pub mod diff;
 pub mod hlo_context;
 pub mod kernels;
 pub mod memory;

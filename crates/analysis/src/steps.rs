@@ -221,9 +221,30 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
     spans.iter().enumerate().map(|(n, &(a, b))| blank_step(n as i64, top, d.host, a, b - a)).collect()
 }
 
-/// The time device `d` ran some op.
+/// The time device `d` was busy: ran some op, or, on XLA:CPU, ran an XLA program
+/// (from its first op to its last, per `run_id`: the runtime's hand-offs between
+/// ops on host threads are part of executing the program, not host overhead).
 pub fn busy_intervals(d: &Device) -> Intervals {
-    Intervals::new(d.ops().iter().map(|o| (o.start_ps, o.end_ps())).collect())
+    let ops = d.ops();
+    let mut spans: Vec<(i64, i64)> = Vec::with_capacity(ops.len());
+    let mut runs: HashMap<i64, (i64, i64)> = HashMap::new();
+    for o in &ops {
+        let line = &d.plane.lines[o.line as usize];
+        let run = match d.source {
+            OpSource::HostOps => d.stat(line, o.index as usize, d.keys.run_id).and_then(|s| d.plane.stat_i64(&s)),
+            _ => None,
+        };
+        match run {
+            Some(r) => {
+                let e = runs.entry(r).or_insert((o.start_ps, o.end_ps()));
+                e.0 = e.0.min(o.start_ps);
+                e.1 = e.1.max(o.end_ps());
+            }
+            None => spans.push((o.start_ps, o.end_ps())),
+        }
+    }
+    spans.extend(runs.into_values());
+    Intervals::new(spans)
 }
 
 /// True for host events that are XLA compilation (or lowering for it).

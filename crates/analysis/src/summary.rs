@@ -3,8 +3,9 @@
 
 use serde::Serialize;
 
+use crate::advise::{self, Finding, Thresholds};
 use crate::ops::{self, GroupBy, OpRow};
-use crate::profile::{Device, DeviceKind, Profile};
+use crate::profile::{host_cpu_plane, Device, DeviceKind, OpSource, Profile};
 use crate::stats::{Distribution, Intervals};
 use crate::steps::{self, StepSource};
 
@@ -54,10 +55,12 @@ pub struct Summary {
     pub device_utilization_pct: f64,
     pub environment: Environment,
     pub top_ops: Vec<OpRow>,
+    /// The most important findings of [`advise`](crate::advise) (at most 3).
+    pub findings: Vec<Finding>,
 }
 
 /// What kind of work an op is, for the breakdown.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Class {
     Collective,
     HostToDevice,
@@ -111,11 +114,59 @@ fn device_time(d: &Device) -> DeviceTime {
     DeviceTime { host: d.host.to_string(), classes: [Intervals::new(c), Intervals::new(h), Intervals::new(dh)] }
 }
 
-/// Builds the overview; `top` ops are listed.
+/// Host-side transfers of a host whose XLA device is its CPU (XLA:CPU copies on
+/// host threads: `H2D Dispatch`, `DevicePut…`; `D2H…`), as (to device, to host).
+pub fn host_transfers(profile: &Profile, host_index: usize) -> (Intervals, Intervals) {
+    let Some(plane) = profile.hosts.get(host_index).and_then(host_cpu_plane) else {
+        return Default::default();
+    };
+    let kind: Vec<Option<Class>> = plane
+        .event_meta
+        .iter()
+        .map(|m| {
+            let n = plane.text(m.name);
+            if n.starts_with("H2D") || n.contains("DevicePut") || n.starts_with("TransferToDevice") {
+                Some(Class::HostToDevice)
+            } else if n.starts_with("D2H") || n.starts_with("TransferFromDevice") {
+                Some(Class::DeviceToHost)
+            } else {
+                None
+            }
+        })
+        .collect();
+    let (mut h2d, mut d2h) = (Vec::new(), Vec::new());
+    for line in &plane.lines {
+        for i in 0..line.len() {
+            match kind.get(line.meta[i] as usize).copied().flatten() {
+                Some(Class::HostToDevice) => h2d.push((line.start_ps[i], line.end_ps(i))),
+                Some(Class::DeviceToHost) => d2h.push((line.start_ps[i], line.end_ps(i))),
+                _ => {}
+            }
+        }
+    }
+    (Intervals::new(h2d), Intervals::new(d2h))
+}
+
+/// Builds the overview with its top findings; `top` ops are listed.
 pub fn summary(profile: &Profile, top: usize) -> Summary {
+    let mut s = overview(profile, top);
+    s.findings = advise::findings(profile, &s, &Thresholds::default());
+    s.findings.truncate(3);
+    s
+}
+
+/// The overview without findings (what the rules read).
+pub fn overview(profile: &Profile, top: usize) -> Summary {
     let steps = steps::steps(profile);
     let devices = profile.devices();
     let times: Vec<DeviceTime> = devices.iter().map(device_time).collect();
+    // XLA:CPU hosts copy on host threads while the device (the CPU) is otherwise idle.
+    let host_copies: Vec<Option<(Intervals, Intervals)>> = (0..profile.hosts.len())
+        .map(|hi| {
+            let cpu = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
+            cpu.then(|| host_transfers(profile, hi))
+        })
+        .collect();
     let durations: Vec<i64> = steps.steps.iter().map(|s| s.duration_ps).collect();
     let step_time = Distribution::of(&durations);
 
@@ -132,13 +183,20 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
         let d2h = part(&|t| t.classes[2].overlap(lo, hi));
         let idle = (step.duration_ps - busy).max(0);
         let compile = step.compile_ps.min(idle);
+        let (mut host_h2d, mut host_d2h) = (0, 0);
+        if let Some(Some((to_dev, to_host))) =
+            profile.hosts.iter().position(|h| h.host == step.host).map(|hi| &host_copies[hi])
+        {
+            host_h2d = to_dev.overlap(lo, hi).min(idle - compile);
+            host_d2h = to_host.overlap(lo, hi).min(idle - compile - host_h2d);
+        }
         sum.step_ps += step.duration_ps;
         sum.collectives_ps += coll;
-        sum.host_to_device_ps += h2d;
-        sum.device_to_host_ps += d2h;
+        sum.host_to_device_ps += h2d + host_h2d;
+        sum.device_to_host_ps += d2h + host_d2h;
         sum.device_compute_ps += (busy - coll - h2d - d2h).max(0);
         sum.compile_ps += compile;
-        sum.device_idle_ps += idle - compile;
+        sum.device_idle_ps += idle - compile - host_h2d - host_d2h;
     }
     let n = steps.steps.len().max(1) as i64;
     let breakdown = Breakdown {
@@ -164,6 +222,7 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
         device_utilization_pct,
         environment: environment(profile, &devices),
         top_ops,
+        findings: Vec::new(),
     }
 }
 

@@ -28,7 +28,13 @@ EXAMPLES:
     stepscope collectives /tmp/logdir        all-reduce & co: exposed vs overlapped time
     stepscope compile /tmp/logdir            compilation captured, per module
     stepscope devices /tmp/logdir            per device and host; stragglers flagged
-    stepscope hlo /tmp/logdir fusion.12      the op's HLO, fusion body and source line";
+    stepscope hlo /tmp/logdir fusion.12      the op's HLO, fusion body and source line
+    stepscope advise /tmp/logdir             what is wrong, with evidence and advice
+    stepscope advise /tmp/logdir --thresholds kpi.toml   your own KPI thresholds
+    stepscope diff runs/adam runs/lion       what changed, ranked by effect on step time
+    stepscope compare runs/1dev runs/2dev runs/4dev      runs side by side
+    stepscope summary runs/main --json > baseline.json
+    stepscope check runs/pr --baseline baseline.json --max-regression 5   exit 1 on regression";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -54,6 +60,14 @@ pub enum Command {
     Devices(AnalysisArgs),
     /// An op's HLO: instruction, operands, fusion body, shapes, JAX name stack, source line.
     Hlo(crate::cmd::hlo::HloArgs),
+    /// Findings: rules with the measured value, threshold, evidence and advice.
+    Advise(crate::cmd::advise::AdviseArgs),
+    /// What changed from run A to run B: step time, breakdown, ops and kernels by effect.
+    Diff(crate::cmd::diff::DiffArgs),
+    /// Several runs side by side: step time, breakdown, utilisation, memory, top ops.
+    Compare(crate::cmd::compare::CompareArgs),
+    /// CI gate: exit 1 when step time (or another metric) regressed past a baseline.
+    Check(crate::cmd::check::CheckArgs),
 }
 
 /// Which profile to read: PATH and the run in it.

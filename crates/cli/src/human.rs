@@ -69,6 +69,31 @@ pub fn fit(s: &str, width: usize) -> String {
     out
 }
 
+/// Word-wraps `text` to `width` columns; the first line starts with `first`, the
+/// rest are indented by as many spaces.
+pub fn wrap(first: &str, text: &str, width: usize) -> String {
+    let indent = " ".repeat(first.chars().count());
+    let mut out = String::new();
+    let mut line = first.to_string();
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        if !empty && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = indent.clone();
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    out.push_str(line.trim_end());
+    out.push('\n');
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +109,6 @@ mod tests {
         assert_eq!(count(26_723), "26,723");
         assert_eq!(count(7), "7");
         assert_eq!(fit("abcdef", 4), "abc…");
+        assert_eq!(wrap("  → ", "one two three", 12), "  → one two\n    three\n");
     }
 }

@@ -51,5 +51,9 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Compile(a) => cmd::compile::run(&a),
         args::Command::Devices(a) => cmd::devices::run(&a),
         args::Command::Hlo(a) => cmd::hlo::run(&a),
+        args::Command::Advise(a) => cmd::advise::run(&a),
+        args::Command::Diff(a) => cmd::diff::run(&a),
+        args::Command::Compare(a) => cmd::compare::run(&a),
+        args::Command::Check(a) => cmd::check::run(&a),
     }
 }

@@ -1,8 +1,12 @@
 //! One module per subcommand.
 
+pub mod advise;
+pub mod check;
 pub mod collectives;
+pub mod compare;
 pub mod compile;
 pub mod devices;
+pub mod diff;
 pub mod hlo;
 pub mod info;
 pub mod kernels;

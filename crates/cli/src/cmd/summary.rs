@@ -101,6 +101,13 @@ fn print_text(s: &Summary) {
             println!("  {name:<26} {:>10} {pct:>5.1}%  {bar}", human::duration_ps(ps));
         }
     }
+    if !s.findings.is_empty() {
+        println!();
+        println!("TOP FINDINGS (all, with evidence and advice: stepscope advise PATH)");
+        for f in &s.findings {
+            crate::cmd::advise::print_finding(f, false);
+        }
+    }
     println!();
     if s.top_ops.is_empty() {
         println!("no XLA ops found in this profile");

@@ -1,0 +1,139 @@
+//! The CI gate: a run's summary against a saved baseline (`stepscope summary --json`).
+//!
+//! Medians are compared. Step time always; other metrics by their dotted path in the
+//! summary JSON (`breakdown.device_idle_ps`, `device_utilization_pct`, …), each with
+//! its own tolerance.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::summary::Summary;
+
+/// One metric to gate on.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricSpec {
+    /// Dotted path into the summary JSON, e.g. `breakdown.device_idle_ps`.
+    pub metric: String,
+    /// Largest allowed change for the worse, percent.
+    pub max_regression_pct: f64,
+    /// True when a larger value is better (utilisation); default: names ending in
+    /// `utilization_pct` are, everything else (times, bytes) is better smaller.
+    #[serde(default)]
+    pub higher_is_better: Option<bool>,
+}
+
+/// The outcome of one metric.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct MetricResult {
+    pub metric: String,
+    pub baseline: f64,
+    pub current: f64,
+    /// Change for the worse, percent (negative: improved).
+    pub regression_pct: f64,
+    pub max_regression_pct: f64,
+    pub passed: bool,
+}
+
+/// The gate's verdict.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub schema: &'static str,
+    pub passed: bool,
+    pub baseline_steps: u64,
+    pub current_steps: u64,
+    pub metrics: Vec<MetricResult>,
+}
+
+/// Why a check cannot judge.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CheckError {
+    /// The baseline is not a `stepscope.summary/1` document.
+    NotASummary(String),
+    /// Too few steps on one side to compare medians.
+    TooFewSteps { side: &'static str, steps: u64, min: u64 },
+    /// A metric path that is not a number in both summaries.
+    UnknownMetric(String),
+}
+
+impl std::fmt::Display for CheckError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckError::NotASummary(why) => write!(
+                f,
+                "the baseline is not a stepscope summary ({why}) — save one with `stepscope summary PATH --json > baseline.json`"
+            ),
+            CheckError::TooFewSteps { side, steps, min } => write!(
+                f,
+                "the {side} has {steps} step(s), too few to judge (need {min}) — capture more steps, or lower --min-steps"
+            ),
+            CheckError::UnknownMetric(m) => write!(
+                f,
+                "metric {m:?} is not a number in both summaries — use a dotted path of `stepscope summary --json`, e.g. breakdown.device_idle_ps"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CheckError {}
+
+fn lookup(v: &Value, path: &str) -> Option<f64> {
+    path.split('.').try_fold(v, |v, k| v.get(k))?.as_f64()
+}
+
+/// Compares `current` to `baseline`: step time (median) within `max_regression_pct`,
+/// and every metric of `extra` within its own tolerance.
+pub fn check(
+    baseline: &Value,
+    current: &Summary,
+    max_regression_pct: f64,
+    extra: &[MetricSpec],
+    min_steps: u64,
+) -> Result<Check, CheckError> {
+    match baseline.get("schema").and_then(Value::as_str) {
+        Some(s) if s.starts_with("stepscope.summary/") => {}
+        Some(s) => return Err(CheckError::NotASummary(format!("its schema is {s:?}"))),
+        None => return Err(CheckError::NotASummary("it has no \"schema\" field".into())),
+    }
+    let cur = serde_json::to_value(current).map_err(|e| CheckError::NotASummary(e.to_string()))?;
+    let steps = |v: &Value| v.get("step_count").and_then(Value::as_u64).unwrap_or(0);
+    let (bs, cs) = (steps(baseline), steps(&cur));
+    for (side, n) in [("baseline", bs), ("current run", cs)] {
+        if n < min_steps {
+            return Err(CheckError::TooFewSteps { side, steps: n, min: min_steps });
+        }
+    }
+    let mut specs =
+        vec![MetricSpec { metric: "step_time.median_ps".into(), max_regression_pct, higher_is_better: Some(false) }];
+    specs.extend(extra.iter().filter(|m| m.metric != "step_time.median_ps").cloned());
+    let mut metrics = Vec::new();
+    for m in &specs {
+        let (Some(b), Some(c)) = (lookup(baseline, &m.metric), lookup(&cur, &m.metric)) else {
+            return Err(CheckError::UnknownMetric(m.metric.clone()));
+        };
+        let higher = m.higher_is_better.unwrap_or(m.metric.ends_with("utilization_pct"));
+        let worse = if higher { b - c } else { c - b };
+        let regression_pct = if b != 0.0 {
+            100.0 * worse / b.abs()
+        } else if worse > 0.0 {
+            f64::INFINITY
+        } else {
+            0.0
+        };
+        metrics.push(MetricResult {
+            metric: m.metric.clone(),
+            baseline: b,
+            current: c,
+            regression_pct,
+            max_regression_pct: m.max_regression_pct,
+            passed: regression_pct <= m.max_regression_pct,
+        });
+    }
+    Ok(Check {
+        schema: "stepscope.check/1",
+        passed: metrics.iter().all(|m| m.passed),
+        baseline_steps: bs,
+        current_steps: cs,
+        metrics,
+    })
+}

@@ -1,0 +1,264 @@
+//! Run-to-run diff: step time, the breakdown, then ops and kernels added, removed,
+//! slower and faster, ranked by their effect on step time, and the memory peak.
+//!
+//! Ops match by name and module first; ops left over match by category and the HLO
+//! instruction's JAX name stack and shape (XLA renames fusions between builds:
+//! `fusion.12` in one run may be `fusion.15` in the next).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use stepscope_xspace::hlo::hlo_modules;
+
+use crate::kernels;
+use crate::memory;
+use crate::ops::{self, GroupBy, OpRow};
+use crate::profile::Profile;
+use crate::summary::{self, Breakdown, Summary};
+
+/// The diff of run B against run A.
+#[derive(Clone, Debug, Serialize)]
+pub struct Diff {
+    pub schema: &'static str,
+    pub a: RunSide,
+    pub b: RunSide,
+    pub step_time: StepTimeDiff,
+    pub breakdown: Vec<PartDiff>,
+    /// Ranked by |delta_per_step_ps|, largest first.
+    pub ops: Vec<OpDiff>,
+    pub kernels: Vec<OpDiff>,
+    pub memory: MemoryDiff,
+}
+
+/// One side of the diff.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSide {
+    pub run: String,
+    pub step_count: u64,
+}
+
+/// Step time change (medians and means), B − A.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepTimeDiff {
+    pub a_median_ps: i64,
+    pub b_median_ps: i64,
+    pub delta_ps: i64,
+    pub delta_pct: f64,
+    pub a_mean_ps: i64,
+    pub b_mean_ps: i64,
+}
+
+/// One part of the average-step breakdown.
+#[derive(Clone, Debug, Serialize)]
+pub struct PartDiff {
+    pub part: &'static str,
+    pub a_ps: i64,
+    pub b_ps: i64,
+    pub delta_ps: i64,
+}
+
+/// One op (or kernel) in A, B or both.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OpDiff {
+    /// The name in A (in B for an added op).
+    pub name: String,
+    /// The name in B when it differs (matched by shape).
+    pub b_name: Option<String>,
+    pub module: String,
+    pub category: String,
+    /// `added`, `removed`, `slower`, `faster` or `unchanged`.
+    pub status: &'static str,
+    /// `name` or `shape` (category + name stack + shape); empty when unmatched.
+    pub matched_by: &'static str,
+    pub a_count: u64,
+    pub b_count: u64,
+    pub a_total_ps: i64,
+    pub b_total_ps: i64,
+    pub delta_ps: i64,
+    /// Totals divided by each run's step count: the effect on one step.
+    pub a_per_step_ps: i64,
+    pub b_per_step_ps: i64,
+    pub delta_per_step_ps: i64,
+}
+
+/// Highest allocator peak in each run.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemoryDiff {
+    pub a_peak_bytes: Option<u64>,
+    pub b_peak_bytes: Option<u64>,
+    pub delta_bytes: Option<i64>,
+}
+
+/// Diffs B against A.
+pub fn diff(a: &Profile, b: &Profile) -> Diff {
+    let (sa, sb) = (summary::overview(a, 0), summary::overview(b, 0));
+    let (na, nb) = (sa.step_count.max(1) as i64, sb.step_count.max(1) as i64);
+    let oa = ops::ops(a, GroupBy::Op, 0).ops;
+    let ob = ops::ops(b, GroupBy::Op, 0).ops;
+    let mut op_rows = match_rows(&oa, &ob, na, nb, |r| r.name.clone(), Some((a, b)));
+    rank(&mut op_rows);
+    let ka: Vec<OpRow> = kernels::kernels(a).kernels.iter().map(kernel_row).collect();
+    let kb: Vec<OpRow> = kernels::kernels(b).kernels.iter().map(kernel_row).collect();
+    let mut kernel_rows = match_rows(&merge_by_name(ka), &merge_by_name(kb), na, nb, |r| r.name.clone(), None);
+    rank(&mut kernel_rows);
+    let peak = |p: &Profile| memory::memory(p, None, 0).allocators.iter().map(|x| x.peak_in_use_bytes).max();
+    let (pa, pb) = (peak(a), peak(b));
+    Diff {
+        schema: "stepscope.diff/1",
+        a: RunSide { run: a.run.clone(), step_count: sa.step_count },
+        b: RunSide { run: b.run.clone(), step_count: sb.step_count },
+        step_time: step_time(&sa, &sb),
+        breakdown: breakdown(&sa.breakdown, &sb.breakdown),
+        ops: op_rows,
+        kernels: kernel_rows,
+        memory: MemoryDiff {
+            a_peak_bytes: pa,
+            b_peak_bytes: pb,
+            delta_bytes: pa.zip(pb).map(|(x, y)| y as i64 - x as i64),
+        },
+    }
+}
+
+fn step_time(a: &Summary, b: &Summary) -> StepTimeDiff {
+    let (x, y) = (&a.step_time, &b.step_time);
+    StepTimeDiff {
+        a_median_ps: x.median_ps,
+        b_median_ps: y.median_ps,
+        delta_ps: y.median_ps - x.median_ps,
+        delta_pct: if x.median_ps > 0 { 100.0 * (y.median_ps - x.median_ps) as f64 / x.median_ps as f64 } else { 0.0 },
+        a_mean_ps: x.mean_ps,
+        b_mean_ps: y.mean_ps,
+    }
+}
+
+fn breakdown(a: &Breakdown, b: &Breakdown) -> Vec<PartDiff> {
+    let part = |part, a_ps: i64, b_ps: i64| PartDiff { part, a_ps, b_ps, delta_ps: b_ps - a_ps };
+    vec![
+        part("step", a.step_ps, b.step_ps),
+        part("device_compute", a.device_compute_ps, b.device_compute_ps),
+        part("collectives", a.collectives_ps, b.collectives_ps),
+        part("host_to_device", a.host_to_device_ps, b.host_to_device_ps),
+        part("device_to_host", a.device_to_host_ps, b.device_to_host_ps),
+        part("compile", a.compile_ps, b.compile_ps),
+        part("device_idle", a.device_idle_ps, b.device_idle_ps),
+    ]
+}
+
+fn kernel_row(k: &kernels::KernelRow) -> OpRow {
+    OpRow {
+        name: k.name.clone(),
+        module: k.module.clone(),
+        category: k.op.clone(),
+        count: k.count,
+        total_ps: k.total_ps,
+        self_ps: k.total_ps,
+        ..OpRow::default()
+    }
+}
+
+/// Kernel rows are per launch configuration; the diff compares per kernel name.
+fn merge_by_name(rows: Vec<OpRow>) -> Vec<OpRow> {
+    let mut out: Vec<OpRow> = Vec::new();
+    for r in rows {
+        match out.iter_mut().find(|o| o.name == r.name && o.module == r.module) {
+            Some(o) => {
+                o.count += r.count;
+                o.total_ps += r.total_ps;
+            }
+            None => out.push(r),
+        }
+    }
+    out
+}
+
+/// The HLO signature of an op for matching renamed fusions: (category, name stack, shape).
+fn signatures(p: &Profile, rows: &[&OpRow]) -> HashMap<String, String> {
+    let modules: Vec<_> = p.hosts.iter().map(hlo_modules).collect();
+    let mut out = HashMap::new();
+    for r in rows {
+        for m in &modules {
+            let Some(module) = m.by_name(&r.module) else { continue };
+            if let Some((_, i)) = module.instruction(&r.name) {
+                out.insert(r.name.clone(), format!("{}|{}|{}|{}", r.category, i.opcode, i.op_name, i.shape));
+                break;
+            }
+        }
+    }
+    out
+}
+
+fn match_rows(
+    a: &[OpRow],
+    b: &[OpRow],
+    na: i64,
+    nb: i64,
+    key: impl Fn(&OpRow) -> String,
+    hlo: Option<(&Profile, &Profile)>,
+) -> Vec<OpDiff> {
+    let mut b_left: HashMap<(String, String), &OpRow> = b.iter().map(|r| ((key(r), r.module.clone()), r)).collect();
+    let mut pairs: Vec<(Option<&OpRow>, Option<&OpRow>, &'static str)> = Vec::new();
+    let mut a_left: Vec<&OpRow> = Vec::new();
+    for r in a {
+        match b_left.remove(&(key(r), r.module.clone())) {
+            Some(m) => pairs.push((Some(r), Some(m), "name")),
+            None => a_left.push(r),
+        }
+    }
+    let mut b_rest: Vec<&OpRow> = b_left.into_values().collect();
+    b_rest.sort_by(|x, y| y.total_ps.cmp(&x.total_ps).then_with(|| x.name.cmp(&y.name)));
+    if let Some((pa, pb)) = hlo {
+        if !a_left.is_empty() && !b_rest.is_empty() {
+            let sa = signatures(pa, &a_left);
+            let sb = signatures(pb, &b_rest);
+            let mut still_a = Vec::new();
+            for r in a_left {
+                let found = sa
+                    .get(&r.name)
+                    .and_then(|sig| b_rest.iter().position(|o| o.module == r.module && sb.get(&o.name) == Some(sig)));
+                match found {
+                    Some(ix) => pairs.push((Some(r), Some(b_rest.remove(ix)), "shape")),
+                    None => still_a.push(r),
+                }
+            }
+            a_left = still_a;
+        }
+    }
+    pairs.extend(a_left.into_iter().map(|r| (Some(r), None, "")));
+    pairs.extend(b_rest.into_iter().map(|r| (None, Some(r), "")));
+    pairs
+        .into_iter()
+        .map(|(x, y, by)| {
+            let (ac, at) = x.map_or((0, 0), |r| (r.count, r.total_ps));
+            let (bc, bt) = y.map_or((0, 0), |r| (r.count, r.total_ps));
+            let (aps, bps) = (at / na, bt / nb);
+            let base = x.or(y).map(|r| (r.name.clone(), r.module.clone(), r.category.clone())).unwrap_or_default();
+            let status = match (x, y) {
+                (None, _) => "added",
+                (_, None) => "removed",
+                _ if (bps - aps).abs() * 100 < aps.max(1) => "unchanged",
+                _ if bps > aps => "slower",
+                _ => "faster",
+            };
+            OpDiff {
+                name: base.0.clone(),
+                b_name: y.filter(|r| x.is_some() && r.name != base.0).map(|r| r.name.clone()),
+                module: base.1,
+                category: base.2,
+                status,
+                matched_by: by,
+                a_count: ac,
+                b_count: bc,
+                a_total_ps: at,
+                b_total_ps: bt,
+                delta_ps: bt - at,
+                a_per_step_ps: aps,
+                b_per_step_ps: bps,
+                delta_per_step_ps: bps - aps,
+            }
+        })
+        .collect()
+}
+
+fn rank(rows: &mut [OpDiff]) {
+    rows.sort_by(|x, y| y.delta_per_step_ps.abs().cmp(&x.delta_per_step_ps.abs()).then_with(|| x.name.cmp(&y.name)));
+}

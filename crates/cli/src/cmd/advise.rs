@@ -1,0 +1,106 @@
+//! `stepscope advise`: rules with evidence and advice.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use stepscope_analysis::advise::{self, Finding, Severity, Thresholds};
+
+use crate::args::{Input, Select};
+use crate::human;
+use crate::load;
+
+#[derive(Args, Debug)]
+pub struct AdviseArgs {
+    #[command(flatten)]
+    pub input: Input,
+    /// Only this host (its file name without .xplane.pb).
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// A TOML file overriding rule thresholds (e.g. `utilization_pct = 70`); keys are
+    /// listed in `stepscope advise --json` under "thresholds".
+    #[arg(long, value_name = "FILE")]
+    pub thresholds: Option<PathBuf>,
+    /// Print JSON (schema `stepscope.advise/1`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Reads thresholds from a TOML file: top-level keys or a `[thresholds]` table.
+pub fn read_thresholds(path: &Path) -> anyhow::Result<Thresholds> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e} — pass an existing TOML file", path.display()))?;
+    let value: toml::Table = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{} is not valid TOML: {} — fix the file", path.display(), e.message()))?;
+    let table = match value.get("thresholds") {
+        Some(toml::Value::Table(t)) => t.clone(),
+        _ => value,
+    };
+    table.try_into::<Thresholds>().map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {} — use the threshold names that `stepscope advise --json` lists",
+            path.display(),
+            e.message().trim()
+        )
+    })
+}
+
+pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
+    let th = match &args.thresholds {
+        Some(p) => read_thresholds(p)?,
+        None => Thresholds::default(),
+    };
+    let select = Select { host: args.host.clone(), top: 10 };
+    let profile = load::profile(&args.input, &select)?;
+    let a = advise::advise(&profile, &th);
+    if args.json {
+        println!("{}", serde_json::to_string(&a)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.findings.is_empty() {
+        println!("no findings: every rule is within its threshold");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for f in &a.findings {
+        print_finding(f, true);
+        println!();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints one finding; `full` adds evidence and advice.
+pub fn print_finding(f: &Finding, full: bool) {
+    let sev = match f.severity {
+        Severity::Critical => "CRITICAL",
+        Severity::Warning => "WARNING",
+        Severity::Info => "INFO",
+    };
+    let unit = match f.unit {
+        "pct" => "%",
+        "s" => " s",
+        "us" => " µs",
+        _ => "",
+    };
+    let head = format!("{sev:<8} ");
+    let rule = format!("  [{}]", f.rule);
+    let room = WIDTH.saturating_sub(head.len() + rule.chars().count());
+    println!("{head}{}{rule}", human::fit(&f.title, room));
+    if !full {
+        return;
+    }
+    println!("         {} {:.1}{unit}, threshold {:.1}{unit}", f.rule, f.value, f.threshold);
+    for e in &f.evidence {
+        let when = match (e.start_ps, e.duration_ps) {
+            (Some(s), Some(d)) if d > 0 => format!(" (at {} for {})", human::duration_ps(s), human::duration_ps(d)),
+            (Some(s), _) => format!(" (at {})", human::duration_ps(s)),
+            _ => String::new(),
+        };
+        print!("{}", human::wrap("         · ", &format!("{}{when}", e.what), WIDTH));
+        if !e.detail.is_empty() {
+            print!("{}", human::wrap("           ", &e.detail, WIDTH));
+        }
+    }
+    print!("{}", human::wrap("         → ", &f.advice, WIDTH));
+}
+
+const WIDTH: usize = 80;

@@ -1,0 +1,114 @@
+//! `stepscope check PATH --baseline FILE`: the CI gate.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use serde::Deserialize;
+use stepscope_analysis::check::{self, MetricSpec};
+use stepscope_analysis::summary;
+
+use crate::args::{Input, Select};
+use crate::load;
+use crate::table::Table;
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub input: Input,
+    /// A saved `stepscope summary PATH --json` of the run to compare against.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: PathBuf,
+    /// Fail when the median step time grows by more than this, percent.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub max_regression: f64,
+    /// A TOML file of more metrics to gate on, each with its own tolerance:
+    /// `[[metric]]` tables with `metric = "breakdown.device_idle_ps"` and
+    /// `max_regression_pct = 10` (optional `higher_is_better = true`).
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+    /// Fewest steps either side needs to be judged.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub min_steps: u64,
+    /// Only this host (its file name without .xplane.pb).
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+    /// Print JSON (schema `stepscope.check/1`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MetricsFile {
+    #[serde(default)]
+    metric: Vec<MetricSpec>,
+}
+
+fn read_metrics(path: &Path) -> anyhow::Result<Vec<MetricSpec>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e} — pass an existing TOML file", path.display()))?;
+    let f: MetricsFile = toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {} — write [[metric]] tables with metric = \"…\" and max_regression_pct = N",
+            path.display(),
+            e.message().trim()
+        )
+    })?;
+    Ok(f.metric)
+}
+
+pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let text = std::fs::read_to_string(&args.baseline).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read the baseline {}: {e} — save one with `stepscope summary PATH --json > baseline.json`",
+            args.baseline.display()
+        )
+    })?;
+    let baseline: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "the baseline {} is not JSON ({e}) — save one with `stepscope summary PATH --json > baseline.json`",
+            args.baseline.display()
+        )
+    })?;
+    let extra = match &args.metrics {
+        Some(p) => read_metrics(p)?,
+        None => Vec::new(),
+    };
+    let profile = load::profile(&args.input, &Select { host: args.host.clone(), top: 10 })?;
+    let current = summary::overview(&profile, 0);
+    let c = check::check(&baseline, &current, args.max_regression, &extra, args.min_steps)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&c)?);
+    } else {
+        let mut t = Table::new(vec!["METRIC", "BASELINE", "CURRENT", "CHANGE", "LIMIT", "RESULT"]);
+        for m in &c.metrics {
+            t.push(vec![
+                m.metric.clone(),
+                number(m.baseline, &m.metric),
+                number(m.current, &m.metric),
+                format!("{:+.1}%", m.regression_pct),
+                format!("{:.1}%", m.max_regression_pct),
+                if m.passed { "pass".into() } else { "FAIL".into() },
+            ]);
+        }
+        print!("{}", t.text());
+        println!(
+            "{} ({} baseline steps, {} current steps; CHANGE is for the worse)",
+            if c.passed { "check passed" } else { "check FAILED: a metric regressed past its limit" },
+            c.baseline_steps,
+            c.current_steps
+        );
+    }
+    Ok(if c.passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn number(v: f64, metric: &str) -> String {
+    if metric.ends_with("_ps") {
+        crate::human::duration_ps(v as i64)
+    } else if metric.ends_with("_bytes") {
+        crate::human::bytes(v.max(0.0) as u64)
+    } else {
+        format!("{v:.2}")
+    }
+}

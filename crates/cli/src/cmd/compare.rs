@@ -1,0 +1,105 @@
+//! `stepscope compare RUN…`: several runs side by side.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use stepscope_analysis::compare;
+
+use crate::args::{Input, Output, Select};
+use crate::human;
+use crate::load;
+use crate::table::{csv, Table};
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Two or more runs (log directories, run folders or profile files).
+    #[arg(required = true, num_args = 2..)]
+    pub runs: Vec<PathBuf>,
+    #[command(flatten)]
+    pub select: Select,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
+    let mut profiles = Vec::new();
+    for p in &args.runs {
+        profiles.push((p.display().to_string(), load::profile(&Input { path: p.clone(), run: None }, &args.select)?));
+    }
+    let refs: Vec<(String, &stepscope_analysis::Profile)> = profiles.iter().map(|(l, p)| (l.clone(), p)).collect();
+    let c = compare::compare(&refs, args.select.top.min(3));
+    if args.output.json {
+        println!("{}", serde_json::to_string(&c)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let opt = |v: Option<u64>| v.map(|b| b.to_string()).unwrap_or_default();
+    if args.output.csv {
+        let header = [
+            "label",
+            "run",
+            "step_count",
+            "step_median_ps",
+            "step_mean_ps",
+            "step_p90_ps",
+            "step_time_vs_first_pct",
+            "device_compute_ps",
+            "collectives_ps",
+            "host_to_device_ps",
+            "device_to_host_ps",
+            "compile_ps",
+            "device_idle_ps",
+            "device_utilization_pct",
+            "memory_peak_bytes",
+            "top_op",
+        ];
+        let rows: Vec<Vec<String>> = c
+            .runs
+            .iter()
+            .map(|r| {
+                let b = &r.breakdown;
+                vec![
+                    r.label.clone(),
+                    r.run.clone(),
+                    r.step_count.to_string(),
+                    r.step_time.median_ps.to_string(),
+                    r.step_time.mean_ps.to_string(),
+                    r.step_time.p90_ps.to_string(),
+                    format!("{:.2}", r.step_time_vs_first_pct),
+                    b.device_compute_ps.to_string(),
+                    b.collectives_ps.to_string(),
+                    b.host_to_device_ps.to_string(),
+                    b.device_to_host_ps.to_string(),
+                    b.compile_ps.to_string(),
+                    b.device_idle_ps.to_string(),
+                    format!("{:.2}", r.device_utilization_pct),
+                    opt(r.memory_peak_bytes),
+                    r.top_ops.first().map(|o| o.name.clone()).unwrap_or_default(),
+                ]
+            })
+            .collect();
+        print!("{}", csv(&header, &rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(vec!["RUN", "STEPS", "MEDIAN", "VS FIRST", "COMPUTE", "IDLE", "UTIL", "MEM PEAK"]);
+    for r in &c.runs {
+        t.push(vec![
+            r.label.clone(),
+            r.step_count.to_string(),
+            human::duration_ps(r.step_time.median_ps),
+            format!("{:.0}%", r.step_time_vs_first_pct),
+            human::duration_ps(r.breakdown.device_compute_ps),
+            human::duration_ps(r.breakdown.device_idle_ps),
+            format!("{:.1}%", r.device_utilization_pct),
+            r.memory_peak_bytes.map(human::bytes).unwrap_or_default(),
+        ]);
+    }
+    print!("{}", t.text());
+    println!();
+    for r in &c.runs {
+        let ops: Vec<String> =
+            r.top_ops.iter().map(|o| format!("{} {}", o.name, human::duration_ps(o.self_ps))).collect();
+        println!("{}: {}", r.label, ops.join(", "));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,134 @@
+//! `stepscope diff A B`: what changed from run A to run B.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use stepscope_analysis::diff::{self, OpDiff};
+
+use crate::args::{Input, Output, Select};
+use crate::human;
+use crate::load;
+use crate::table::{csv, Table};
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// The baseline run (a log directory, run folder or profile file).
+    pub a: PathBuf,
+    /// The run to compare with it.
+    pub b: PathBuf,
+    #[command(flatten)]
+    pub select: Select,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
+    let load = |p: &PathBuf| load::profile(&Input { path: p.clone(), run: None }, &args.select);
+    let (a, b) = (load(&args.a)?, load(&args.b)?);
+    let mut d = diff::diff(&a, &b);
+    d.ops.truncate(args.select.top);
+    d.kernels.truncate(args.select.top);
+    if args.output.json {
+        println!("{}", serde_json::to_string(&d)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.output.csv {
+        let header = [
+            "kind",
+            "name",
+            "b_name",
+            "module",
+            "category",
+            "status",
+            "matched_by",
+            "a_count",
+            "b_count",
+            "a_total_ps",
+            "b_total_ps",
+            "delta_ps",
+            "a_per_step_ps",
+            "b_per_step_ps",
+            "delta_per_step_ps",
+        ];
+        let row = |kind: &str, r: &OpDiff| {
+            vec![
+                kind.to_string(),
+                r.name.clone(),
+                r.b_name.clone().unwrap_or_default(),
+                r.module.clone(),
+                r.category.clone(),
+                r.status.to_string(),
+                r.matched_by.to_string(),
+                r.a_count.to_string(),
+                r.b_count.to_string(),
+                r.a_total_ps.to_string(),
+                r.b_total_ps.to_string(),
+                r.delta_ps.to_string(),
+                r.a_per_step_ps.to_string(),
+                r.b_per_step_ps.to_string(),
+                r.delta_per_step_ps.to_string(),
+            ]
+        };
+        let rows: Vec<Vec<String>> =
+            d.ops.iter().map(|r| row("op", r)).chain(d.kernels.iter().map(|r| row("kernel", r))).collect();
+        print!("{}", csv(&header, &rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let t = &d.step_time;
+    println!(
+        "STEP TIME (median)  {} → {}  {}{} ({:+.1}%)",
+        human::duration_ps(t.a_median_ps),
+        human::duration_ps(t.b_median_ps),
+        if t.delta_ps >= 0 { "+" } else { "" },
+        human::duration_ps(t.delta_ps),
+        t.delta_pct
+    );
+    println!("  A: {} ({} steps)   B: {} ({} steps)", d.a.run, d.a.step_count, d.b.run, d.b.step_count);
+    println!();
+    let mut bt = Table::new(vec!["AVERAGE STEP", "A", "B", "CHANGE"]);
+    for p in &d.breakdown {
+        bt.push(vec![
+            p.part.replace('_', " "),
+            human::duration_ps(p.a_ps),
+            human::duration_ps(p.b_ps),
+            signed(p.delta_ps),
+        ]);
+    }
+    print!("{}", bt.text());
+    for (title, rows) in [("OPS", &d.ops), ("KERNELS", &d.kernels)] {
+        if rows.is_empty() {
+            continue;
+        }
+        println!();
+        println!("{title} by effect on step time (per step)");
+        let mut ot = Table::new(vec!["NAME", "CHANGE", "A", "B", "STATUS"]);
+        for r in rows.iter() {
+            let name = match &r.b_name {
+                Some(b) => format!("{} → {b}", r.name),
+                None => r.name.clone(),
+            };
+            ot.push(vec![
+                name,
+                signed(r.delta_per_step_ps),
+                human::duration_ps(r.a_per_step_ps),
+                human::duration_ps(r.b_per_step_ps),
+                r.status.to_string(),
+            ]);
+        }
+        print!("{}", ot.text());
+    }
+    if let (Some(a), Some(b)) = (d.memory.a_peak_bytes, d.memory.b_peak_bytes) {
+        println!();
+        println!("MEMORY PEAK  {} → {}", human::bytes(a), human::bytes(b));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn signed(ps: i64) -> String {
+    if ps > 0 {
+        format!("+{}", human::duration_ps(ps))
+    } else {
+        human::duration_ps(ps)
+    }
+}

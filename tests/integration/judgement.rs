@@ -1,0 +1,202 @@
+//! advise, diff, compare and check on captures made to trigger each rule
+//! (tests/fixtures/PROVENANCE.md lists the capture_cpu.py knobs of each).
+
+use serde_json::Value;
+
+use crate::util::*;
+
+fn fx(name: &str) -> String {
+    fixture(name).to_str().unwrap().to_string()
+}
+
+fn rules(path: &str) -> Vec<String> {
+    let v = json(&["advise", path]);
+    assert_eq!(v["schema"], "stepscope.advise/1");
+    v["findings"].as_array().unwrap().iter().map(|f| f["rule"].as_str().unwrap().to_string()).collect()
+}
+
+fn finding(path: &str, rule: &str) -> Value {
+    let v = json(&["advise", path]);
+    v["findings"].as_array().unwrap().iter().find(|f| f["rule"] == rule).cloned().unwrap_or(Value::Null)
+}
+
+#[test]
+fn each_rule_fires_on_its_trigger_capture_and_not_on_the_clean_one() {
+    let clean = rules(&fx("cpu-clean"));
+    for (capture, rule) in [
+        ("cpu-sleep", "gaps-between-steps"),
+        ("cpu-tiny-ops", "many-dispatches"),
+        ("cpu-device-put", "host-device-copies"),
+        ("cpu-compile", "captured-compilation"),
+        ("cpu-dp4", "collectives-exposed"),
+    ] {
+        let fired = rules(&fx(capture));
+        assert!(fired.iter().any(|r| r == rule), "{rule} should fire on {capture}: {fired:?}");
+        assert!(!clean.iter().any(|r| r == rule), "{rule} fired on the clean capture: {clean:?}");
+    }
+    // The clean capture is device-bound: nothing about the host or utilisation.
+    for rule in ["host-bound-gaps", "low-utilization", "input-bound", "no-steps", "too-few-steps"] {
+        assert!(!clean.iter().any(|r| r == rule), "{rule} fired on the clean capture: {clean:?}");
+    }
+}
+
+#[test]
+fn findings_carry_values_thresholds_evidence_and_advice() {
+    let f = finding(&fx("cpu-tiny-ops"), "many-dispatches");
+    // 200 tiny jitted calls per step plus the train step: the value counts them.
+    assert!(f["value"].as_f64().unwrap() >= 200.0, "{f}");
+    assert_eq!(f["threshold"].as_f64().unwrap(), 20.0);
+    assert!(f["evidence"][0]["what"].as_str().unwrap().starts_with("jit__lambda"), "{f}");
+    assert!(f["advice"].as_str().unwrap().contains("jit"));
+
+    let f = finding(&fx("cpu-sleep"), "gaps-between-steps");
+    // Evidence: gaps after steps, each located in the timeline.
+    let ev = f["evidence"].as_array().unwrap();
+    assert!(!ev.is_empty());
+    for e in ev {
+        assert!(e["start_ps"].as_i64().is_some() && e["duration_ps"].as_i64().unwrap() > 150_000_000_000, "{e}");
+    }
+    let steps = json(&["steps", &fx("cpu-sleep")]);
+    let s = &steps["steps"].as_array().unwrap();
+    let gaps: i64 = s.windows(2).map(|w| w[1]["start_ps"].as_i64().unwrap() - (w[0]["start_ps"].as_i64().unwrap() + w[0]["duration_ps"].as_i64().unwrap())).sum();
+    let span = s.last().unwrap()["start_ps"].as_i64().unwrap() + s.last().unwrap()["duration_ps"].as_i64().unwrap() - s[0]["start_ps"].as_i64().unwrap();
+    let want = 100.0 * gaps as f64 / span as f64;
+    assert!((f["value"].as_f64().unwrap() - want).abs() < 1e-6, "{f} vs {want}");
+
+    let f = finding(&fx("cpu-device-put"), "host-device-copies");
+    let e = &f["evidence"][0];
+    assert!(e["what"].as_str().unwrap().starts_with("host → device transfer"), "{f}");
+    let summary = json(&["summary", &fx("cpu-device-put")]);
+    let b = &summary["breakdown"];
+    let share = 100.0 * b["host_to_device_ps"].as_f64().unwrap() / b["step_ps"].as_f64().unwrap();
+    assert!((f["value"].as_f64().unwrap() - share).abs() < 0.01, "{f} vs {share}");
+}
+
+#[test]
+fn thresholds_come_from_a_toml_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let toml = dir.path().join("kpi.toml");
+    std::fs::write(&toml, "[thresholds]\ndispatches_per_step = 1000\n").unwrap();
+    let v = json(&["advise", &fx("cpu-tiny-ops"), "--thresholds", toml.to_str().unwrap()]);
+    assert_eq!(v["thresholds"]["dispatches_per_step"], 1000.0);
+    assert!(!v["findings"].as_array().unwrap().iter().any(|f| f["rule"] == "many-dispatches"));
+    std::fs::write(&toml, "utilisation = 3\n").unwrap();
+    let err = assert_clean_error(&["advise", &fx("cpu-tiny-ops"), "--thresholds", toml.to_str().unwrap()]);
+    assert!(err.contains("utilisation") && err.contains("advise --json"), "{err}");
+}
+
+#[test]
+fn summary_shows_the_top_findings() {
+    let s = json(&["summary", &fx("cpu-tiny-ops")]);
+    let a = json(&["advise", &fx("cpu-tiny-ops")]);
+    let top: Vec<&Value> = a["findings"].as_array().unwrap().iter().take(3).collect();
+    let shown: Vec<&Value> = s["findings"].as_array().unwrap().iter().collect();
+    assert_eq!(shown, top);
+    let text = ok(&["summary", &fx("cpu-tiny-ops")]);
+    assert!(text.contains("many-dispatches"), "{text}");
+}
+
+#[test]
+fn diff_ranks_the_grown_layer_first_and_totals_add_up() {
+    let (a, b) = (fx("cpu-clean"), fx("cpu-slow"));
+    let d = json(&["diff", &a, &b, "--top", "100000"]);
+    assert_eq!(d["schema"], "stepscope.diff/1");
+    let sa = json(&["summary", &a]);
+    let sb = json(&["summary", &b]);
+    assert_eq!(d["step_time"]["a_median_ps"], sa["step_time"]["median_ps"]);
+    assert_eq!(d["step_time"]["b_median_ps"], sb["step_time"]["median_ps"]);
+    assert!(d["step_time"]["delta_ps"].as_i64().unwrap() > 0, "the wider model is slower");
+    let ops = d["ops"].as_array().unwrap();
+    // Ranked by |effect per step|.
+    let eff: Vec<i64> = ops.iter().map(|o| o["delta_per_step_ps"].as_i64().unwrap().abs()).collect();
+    assert!(eff.windows(2).all(|w| w[0] >= w[1]));
+    // Every op of both runs appears once; totals equal each run's op profile.
+    let pa = json(&["ops", &a, "--top", "100000"]);
+    let pb = json(&["ops", &b, "--top", "100000"]);
+    let sum = |v: &Value, k: &str| -> i64 { v["ops"].as_array().unwrap().iter().map(|o| o[k].as_i64().unwrap()).sum() };
+    assert_eq!(sum(&d, "a_total_ps"), sum(&pa, "total_ps"));
+    assert_eq!(sum(&d, "b_total_ps"), sum(&pb, "total_ps"));
+    // The top change is a matrix op of the grown layers and it got slower.
+    let top = &ops[0];
+    assert_eq!(top["status"], "slower", "{top}");
+    let cat = top["category"].as_str().unwrap();
+    assert!(cat.contains("dot") || cat.contains("fusion"), "{top}");
+}
+
+#[test]
+fn diff_matches_a_renamed_fusion_by_shape() {
+    // The 4-layer-wide CPU transformer against the 1-layer clean capture: layer ops
+    // differ, and matching by HLO signature pairs some of the rest.
+    let d = json(&["diff", &fx("cpu-transformer"), &fx("cpu-clean"), "--top", "100000"]);
+    let ops = d["ops"].as_array().unwrap();
+    for o in ops {
+        match o["matched_by"].as_str().unwrap() {
+            "name" => assert!(o["b_name"].is_null()),
+            "shape" => assert_ne!(o["b_name"], o["name"]),
+            "" => assert!(o["status"] == "added" || o["status"] == "removed"),
+            other => panic!("matched_by {other}"),
+        }
+    }
+}
+
+#[test]
+fn compare_lists_runs_side_by_side() {
+    let runs = [fx("cpu-clean"), fx("cpu-slow"), fx("cpu-dp4")];
+    let c = json(&["compare", &runs[0], &runs[1], &runs[2]]);
+    assert_eq!(c["schema"], "stepscope.compare/1");
+    let rows = c["runs"].as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    for (r, path) in rows.iter().zip(&runs) {
+        let s = json(&["summary", path]);
+        assert_eq!(r["step_time"], s["step_time"]);
+        assert_eq!(r["breakdown"], s["breakdown"]);
+        assert_eq!(r["label"], path.as_str());
+    }
+    assert_eq!(rows[0]["step_time_vs_first_pct"], 100.0);
+    assert_eq!(rows[2]["devices"][0]["count"], 4);
+    let csv = ok(&["compare", &runs[0], &runs[1], "--csv"]);
+    assert_eq!(csv.lines().count(), 3);
+}
+
+#[test]
+fn check_passes_against_its_own_baseline_and_fails_a_slowed_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("baseline.json");
+    std::fs::write(&base, ok(&["summary", &fx("cpu-clean"), "--json"])).unwrap();
+    let b = base.to_str().unwrap();
+    let same = stepscope(&["check", &fx("cpu-clean"), "--baseline", b]);
+    assert_eq!(same.status.code(), Some(0), "{}", String::from_utf8_lossy(&same.stdout));
+    assert!(String::from_utf8_lossy(&same.stdout).contains("check passed"));
+    let slow = stepscope(&["check", &fx("cpu-slow"), "--baseline", b]);
+    assert_eq!(slow.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&slow.stdout);
+    assert!(out.contains("FAIL") && out.contains("step_time.median_ps"), "{out}");
+    // JSON verdict, with a metric of its own from a TOML file.
+    let metrics = dir.path().join("metrics.toml");
+    std::fs::write(&metrics, "[[metric]]\nmetric = \"device_utilization_pct\"\nmax_regression_pct = 50\n").unwrap();
+    let v: Value = serde_json::from_slice(
+        &stepscope(&["check", &fx("cpu-slow"), "--baseline", b, "--metrics", metrics.to_str().unwrap(), "--json"])
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(v["schema"], "stepscope.check/1");
+    assert_eq!(v["passed"], false);
+    assert_eq!(v["metrics"][1]["metric"], "device_utilization_pct");
+    assert_eq!(v["metrics"][1]["passed"], true);
+    // A generous limit lets the slow run pass.
+    let lax = stepscope(&["check", &fx("cpu-slow"), "--baseline", b, "--max-regression", "1000"]);
+    assert_eq!(lax.status.code(), Some(0));
+}
+
+#[test]
+fn check_refuses_to_judge_too_few_steps_or_a_bad_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("baseline.json");
+    std::fs::write(&base, ok(&["summary", &fx("cpu-clean"), "--json"])).unwrap();
+    // cpu-compile has 3 steps: too few when 4 are required.
+    let err = assert_clean_error(&["check", &fx("cpu-compile"), "--baseline", base.to_str().unwrap(), "--min-steps", "7"]);
+    assert!(err.contains("too few to judge"), "{err}");
+    std::fs::write(&base, ok(&["steps", &fx("cpu-clean"), "--json"])).unwrap();
+    let err = assert_clean_error(&["check", &fx("cpu-clean"), "--baseline", base.to_str().unwrap()]);
+    assert!(err.contains("not a stepscope summary"), "{err}");
+}
