@@ -4,5 +4,6 @@ pub mod info;
 pub mod kernels;
 pub mod ls;
 pub mod ops;
+pub mod serve;
 pub mod steps;
 pub mod summary;
