@@ -49,7 +49,7 @@ export async function render(view, ctx) {
   const tm = el('div', { class: 'treemapbox' });
   view.append(tm);
   let tbl;
-  const width = Math.max(400, view.clientWidth - 8);
+  const width = Math.max(400, view.clientWidth - 40);
   tm.append(treemap(data.ops.map(o => ({ name: o.name, value: o.self_ps, row: o })), {
     width, height: 300,
     label: r => `${r.name}\n${dur(r.value)} self (${pct(r.row.device_time_pct)})`,
