@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for e in entries.flatten() {
         let p = e.path();
@@ -14,7 +14,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) {
             continue;
         }
         if p.is_dir() {
-            walk(root, &p, out);
+            walk(&p, out);
         } else {
             out.push(p);
         }
@@ -26,7 +26,7 @@ fn main() {
     let web = manifest.join("../../web");
     println!("cargo:rerun-if-changed={}", web.display());
     let mut files = Vec::new();
-    walk(&web, &web, &mut files);
+    walk(&web, &mut files);
     files.sort();
     let mut src = String::from(
         "/// The embedded front end: (path under web/, bytes).\npub static ASSETS: &[(&str, &[u8])] = &[\n",

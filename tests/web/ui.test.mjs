@@ -232,6 +232,12 @@ test('timeline search lists the matches and jumps to one', async () => {
   await page.click('#tl-results li a');
   await page.waitForSelector('#tl-event-name');
   assert.equal(await page.textContent('#tl-event-name'), res.matches[0].name);
+  // The side panel lists the event's stats, HLO op included, as the API has them.
+  const detail = await api('timeline/event', { run: CPU, track: res.matches[0].track, index: res.matches[0].index });
+  await page.waitForSelector('#tl-side table.stats');
+  const stats = await page.$$eval('#tl-side table.stats tr', rows => rows.map(r => [r.querySelector('th').textContent, r.querySelector('td').textContent]));
+  assert.deepEqual(stats, [...detail.stats, ...detail.metadata_stats].map(s => [s.name, s.value]));
+  assert.ok(stats.some(([k]) => k === 'hlo_op'), JSON.stringify(stats));
   const [a, b] = await timelineWindow();
   assert.ok(a <= res.matches[0].start_ps && b >= res.matches[0].start_ps, 'the window shows the match');
   await settle();

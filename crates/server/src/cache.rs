@@ -53,11 +53,10 @@ impl Cache {
     /// The run `run` (default: the newest) of `root`, only host `host` when given.
     /// Blocks while the run is read.
     pub fn get(&self, root: &Root, run: Option<&str>, host: Option<&str>) -> Result<Arc<Entry>, String> {
-        let mut run = root.run(run)?;
+        let run = root.run(run)?;
         if let Some(h) = host {
-            let names: Vec<String> = run.hosts.iter().map(|f| f.host.clone()).collect();
-            run.hosts.retain(|f| f.host == h);
-            if run.hosts.is_empty() {
+            if !run.hosts.iter().any(|f| f.host == h) {
+                let names: Vec<&str> = run.hosts.iter().map(|f| f.host.as_str()).collect();
                 return Err(format!("no host named {h:?} in run {:?} — pick one of: {}", run.rel, names.join(", ")));
             }
         }
@@ -74,8 +73,12 @@ impl Cache {
         };
         let result = slot
             .get_or_init(|| {
+                // As the CLI's `--host`: read every host (they share one clock), keep one.
                 let spaces = run.load(&Progress::default()).map_err(|e| e.to_string())?;
-                let profile = Profile::new(run.rel.clone(), spaces);
+                let mut profile = Profile::new(run.rel.clone(), spaces);
+                if let Some(h) = host {
+                    profile.retain_host(h);
+                }
                 Ok(Arc::new(Entry { profile, timeline: OnceLock::new(), steps: OnceLock::new() }))
             })
             .clone();

@@ -82,7 +82,10 @@ impl Root {
             .lock()
             .ok()
             .and_then(|l| l.as_ref().filter(|(at, _)| at.elapsed() < LISTING_TTL).map(|(_, runs)| runs.clone()));
-        let known = |runs: &[Run]| name.map_or(true, |n| runs.iter().any(|r| r.rel == n));
+        let known = |runs: &[Run]| match name {
+            None => true,
+            Some(n) => runs.iter().any(|r| r.rel == n),
+        };
         let runs = match recent {
             Some(runs) if known(&runs) => runs,
             _ => self.runs().map_err(|e| e.to_string())?,
