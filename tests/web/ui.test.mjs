@@ -1,7 +1,7 @@
 // Browser tests of `stepscope serve` against the real captures in tests/fixtures:
 // Debian's Chromium driven by playwright-core. Every number a page shows is checked
 // against the JSON API of the same server. Run by scripts/test_web.sh (node --test).
-import { test, before, after } from 'node:test';
+import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -21,6 +21,7 @@ const ROCM = 'rocm-mi300x-gemm';
 const TPU = 'tpu-v6e-inference';
 
 let server, base, browser, page, profileDir;
+const pageErrors = [];
 
 before(async () => {
   server = spawn(bin, ['serve', path.join(repo, 'tests/fixtures'), '--port', '0', '--no-open'], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -35,7 +36,8 @@ before(async () => {
       }
     });
     server.on('exit', code => reject(new Error(`server exited with ${code}`)));
-    setTimeout(() => reject(new Error('server did not print its URL in 20 s')), 20000);
+    const timer = setTimeout(() => reject(new Error('server did not print its URL in 20 s')), 20000);
+    timer.unref();
   });
   profileDir = mkdtempSync(path.join(tmpdir(), 'stepscope-chromium-'));
   // A fresh, empty profile folder (Chromium's --user-data-dir).
@@ -47,7 +49,12 @@ before(async () => {
       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
   page = browser.pages()[0] || await browser.newPage();
-  page.on('pageerror', e => { throw e; });
+  page.on('pageerror', e => pageErrors.push(String(e.stack || e)));
+});
+
+afterEach(() => {
+  const errs = pageErrors.splice(0);
+  assert.deepEqual(errs, [], 'the page threw');
 });
 
 after(async () => {

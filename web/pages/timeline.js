@@ -262,7 +262,7 @@ export async function render(view, ctx) {
       const x = xOf(t);
       if (x < LABEL_W) continue;
       g.strokeStyle = '#99a'; g.beginPath(); g.moveTo(x + 0.5, AXIS_H - 6); g.lineTo(x + 0.5, AXIS_H); g.stroke();
-      g.fillText(dur(Math.round(t)), x + 3, AXIS_H / 2);
+      if (x + 60 < W) g.fillText(dur(Math.round(t)), x + 3, AXIS_H / 2);
     }
     g.fillStyle = '#445';
     g.fillText('time since capture start', 8, AXIS_H / 2);
