@@ -42,7 +42,8 @@ fn serve(root: &Path, extra: &[&str]) -> Served {
     let mut line = String::new();
     stdout.read_line(&mut line).expect("first line");
     let line = line.trim_end().to_string();
-    let rest = line.strip_prefix("stepscope: serving http://127.0.0.1:").unwrap_or_else(|| panic!("first line {line:?}"));
+    let rest =
+        line.strip_prefix("stepscope: serving http://127.0.0.1:").unwrap_or_else(|| panic!("first line {line:?}"));
     let (port, token) = rest.split_once('/').expect("port/token");
     let token = token.strip_suffix('/').expect("URL ends in /").to_string();
     Served { port: port.parse().expect("port"), token, first_line: line.clone(), child, _stdout: stdout }
@@ -77,10 +78,8 @@ fn request(port: u16, method: &str, raw_path: &str) -> Reply {
     let head = String::from_utf8_lossy(&buf[..split]).into_owned();
     let mut lines = head.split("\r\n");
     let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|c| c.parse().ok()).expect("status");
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
     let mut body = buf[split + 4..].to_vec();
     if headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked")) {
         body = dechunk(&body);
@@ -214,7 +213,8 @@ fn timeline_tiles_cover_every_event_in_o_px_boxes() {
     assert!(d["stats"].as_array().unwrap().iter().any(|s| s["name"] == "hlo_op"), "{d}");
     let steps = s.api("steps");
     let step = steps["steps"].as_array().unwrap().iter().find(|st| {
-        let (s0, s1) = (st["start_ps"].as_i64().unwrap(), st["start_ps"].as_i64().unwrap() + st["duration_ps"].as_i64().unwrap());
+        let (s0, s1) =
+            (st["start_ps"].as_i64().unwrap(), st["start_ps"].as_i64().unwrap() + st["duration_ps"].as_i64().unwrap());
         s0 <= start && start < s1
     });
     assert_eq!(d["step_num"], step.map_or(Value::Null, |st| st["step_num"].clone()));
@@ -296,8 +296,15 @@ fn paths_outside_the_root_are_unreachable() {
         assert!(!secrets.iter().any(|x| body.contains(x)), "{path} leaked: {body}");
     }
     // Runs are named only as listed: paths in `run` don't resolve.
-    for run in ["..", "../..", "%2e%2e", "/etc", "%2Fetc%2Fpasswd", "plugins/profile", "plugins/profile/../profile/2026_11_21_22_29_17"]
-    {
+    for run in [
+        "..",
+        "../..",
+        "%2e%2e",
+        "/etc",
+        "%2Fetc%2Fpasswd",
+        "plugins/profile",
+        "plugins/profile/../profile/2026_11_21_22_29_17",
+    ] {
         let r = s.get(&format!("api/summary?run={run}"));
         assert_eq!(r.status, 404, "run={run}: {}", r.text());
     }
@@ -377,6 +384,7 @@ fn bad_roots_and_busy_ports_are_clean_errors() {
     assert_clean_error(&["serve", "/nonexistent/logdir", "--no-open"]);
     let s = serve(&fixture("cpu-transformer"), &[]);
     let port = s.port.to_string();
-    let err = assert_clean_error(&["serve", fixture("cpu-transformer").to_str().unwrap(), "--no-open", "--port", &port]);
+    let err =
+        assert_clean_error(&["serve", fixture("cpu-transformer").to_str().unwrap(), "--no-open", "--port", &port]);
     assert!(err.contains("--port"), "{err}");
 }
