@@ -58,8 +58,15 @@ fn findings_carry_values_thresholds_evidence_and_advice() {
     }
     let steps = json(&["steps", &fx("cpu-sleep")]);
     let s = &steps["steps"].as_array().unwrap();
-    let gaps: i64 = s.windows(2).map(|w| w[1]["start_ps"].as_i64().unwrap() - (w[0]["start_ps"].as_i64().unwrap() + w[0]["duration_ps"].as_i64().unwrap())).sum();
-    let span = s.last().unwrap()["start_ps"].as_i64().unwrap() + s.last().unwrap()["duration_ps"].as_i64().unwrap() - s[0]["start_ps"].as_i64().unwrap();
+    let gaps: i64 = s
+        .windows(2)
+        .map(|w| {
+            w[1]["start_ps"].as_i64().unwrap()
+                - (w[0]["start_ps"].as_i64().unwrap() + w[0]["duration_ps"].as_i64().unwrap())
+        })
+        .sum();
+    let span = s.last().unwrap()["start_ps"].as_i64().unwrap() + s.last().unwrap()["duration_ps"].as_i64().unwrap()
+        - s[0]["start_ps"].as_i64().unwrap();
     let want = 100.0 * gaps as f64 / span as f64;
     assert!((f["value"].as_f64().unwrap() - want).abs() < 1e-6, "{f} vs {want}");
 
@@ -194,7 +201,8 @@ fn check_refuses_to_judge_too_few_steps_or_a_bad_baseline() {
     let base = dir.path().join("baseline.json");
     std::fs::write(&base, ok(&["summary", &fx("cpu-clean"), "--json"])).unwrap();
     // cpu-compile has 3 steps: too few when 4 are required.
-    let err = assert_clean_error(&["check", &fx("cpu-compile"), "--baseline", base.to_str().unwrap(), "--min-steps", "7"]);
+    let err =
+        assert_clean_error(&["check", &fx("cpu-compile"), "--baseline", base.to_str().unwrap(), "--min-steps", "7"]);
     assert!(err.contains("too few to judge"), "{err}");
     std::fs::write(&base, ok(&["steps", &fx("cpu-clean"), "--json"])).unwrap();
     let err = assert_clean_error(&["check", &fx("cpu-clean"), "--baseline", base.to_str().unwrap()]);

@@ -14,3 +14,4 @@ mod errors;
 mod info;
 mod judgement;
 mod memory;
+mod server;

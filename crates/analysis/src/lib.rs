@@ -19,5 +19,6 @@ pub mod profile;
 pub mod stats;
 pub mod steps;
 pub mod summary;
+pub mod timeline;
 
 pub use profile::{Device, DeviceKind, Keys, OpEvent, Profile};

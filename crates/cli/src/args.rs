@@ -34,7 +34,8 @@ EXAMPLES:
     stepscope diff runs/adam runs/lion       what changed, ranked by effect on step time
     stepscope compare runs/1dev runs/2dev runs/4dev      runs side by side
     stepscope summary runs/main --json > baseline.json
-    stepscope check runs/pr --baseline baseline.json --max-regression 5   exit 1 on regression";
+    stepscope check runs/pr --baseline baseline.json --max-regression 5   exit 1 on regression
+    stepscope serve /tmp/logdir              web UI on 127.0.0.1 (prints the URL, opens the browser)";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -68,6 +69,8 @@ pub enum Command {
     Compare(crate::cmd::compare::CompareArgs),
     /// CI gate: exit 1 when step time (or another metric) regressed past a baseline.
     Check(crate::cmd::check::CheckArgs),
+    /// Web UI: overview, op profile, kernels, steps and a full timeline, in the browser.
+    Serve(crate::cmd::serve::ServeArgs),
 }
 
 /// Which profile to read: PATH and the run in it.

@@ -55,5 +55,6 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Diff(a) => cmd::diff::run(&a),
         args::Command::Compare(a) => cmd::compare::run(&a),
         args::Command::Check(a) => cmd::check::run(&a),
+        args::Command::Serve(a) => cmd::serve::run(&a),
     }
 }

@@ -13,5 +13,6 @@ pub mod kernels;
 pub mod ls;
 pub mod memory;
 pub mod ops;
+pub mod serve;
 pub mod steps;
 pub mod summary;

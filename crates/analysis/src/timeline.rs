@@ -1,0 +1,625 @@
+//! The timeline: every line of every plane as a track, and per-window tiles with
+//! sub-pixel events merged per pixel, so a viewer can draw any window of any size of
+//! profile without dropping or capping events.
+//!
+//! [`Timeline::build`] indexes a profile once: per line, events are sorted by start
+//! (longest first on ties) and spread over depth rows so that events on one row never
+//! overlap (nested XLA ops and Python frames land one row below their parent). Within a
+//! row both starts and ends are then sorted, so a window is two binary searches away.
+//!
+//! [`Timeline::tile`] answers a window `[start_ps, end_ps)` drawn `px` pixels wide:
+//! an event at least one pixel long comes back as itself; consecutive shorter events
+//! starting in the same pixel come back as one merged box with their count. Each row
+//! yields at most about `2 * px + 2` boxes, however many events the window holds, and
+//! the counts of a tile's boxes add up to the events it covers.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use rayon::prelude::*;
+use serde::Serialize;
+use stepscope_xspace::{Line, Plane, Space, Stat, StatValue};
+
+use crate::profile::Profile;
+use crate::steps::Step;
+
+/// Most pixels a tile may be asked for.
+pub const MAX_TILE_PX: u32 = 16_384;
+/// Most search matches one answer lists.
+pub const MAX_SEARCH_MATCHES: usize = 10_000;
+/// Events a merged box's name is sampled from (its dominant name).
+const NAME_SAMPLES: usize = 16;
+
+/// Where a track's events live in the profile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TrackRef {
+    pub host: usize,
+    pub plane: usize,
+    pub line: usize,
+}
+
+/// The index of a profile's timeline: its tracks and their depth rows.
+pub struct Timeline {
+    tracks: Vec<TrackIndex>,
+}
+
+struct TrackIndex {
+    at: TrackRef,
+    /// Event indexes per depth row, sorted by start; events on a row do not overlap.
+    rows: Vec<Vec<u32>>,
+    start_ps: i64,
+    end_ps: i64,
+}
+
+/// One track of the timeline (one line of one plane).
+#[derive(Clone, Debug, Serialize)]
+pub struct Track {
+    /// Id used by tile, event and search requests.
+    pub id: u32,
+    pub host: String,
+    pub plane: String,
+    /// The line's display name when it has one, else its name.
+    pub line: String,
+    pub line_id: i64,
+    pub events: u64,
+    /// Number of depth rows (nesting levels) the track needs.
+    pub depth: u32,
+    pub start_ps: i64,
+    pub end_ps: i64,
+}
+
+/// Every track of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Tracks {
+    pub schema: &'static str,
+    pub run: String,
+    /// Earliest start and latest end over all tracks (0 when there are none).
+    pub start_ps: i64,
+    pub end_ps: i64,
+    pub events: u64,
+    pub tracks: Vec<Track>,
+}
+
+/// The boxes to draw for one track over one window, as columns.
+#[derive(Clone, Debug, Serialize)]
+pub struct Tile {
+    pub schema: &'static str,
+    pub track: u32,
+    pub start_ps: i64,
+    pub end_ps: i64,
+    pub px: u32,
+    /// Width of one pixel, ps.
+    pub ps_per_px: f64,
+    /// Events overlapping the window (the sum of `box_count`).
+    pub events: u64,
+    /// Boxes, one entry per box in each column: depth row, start, duration,
+    /// name id (a key of `names`), number of events merged (1 for an event shown
+    /// as itself), and the index of its first event in the line.
+    pub box_depth: Vec<u32>,
+    pub box_start_ps: Vec<i64>,
+    pub box_duration_ps: Vec<i64>,
+    pub box_name: Vec<u32>,
+    pub box_count: Vec<u64>,
+    pub box_index: Vec<u32>,
+    /// Names of the boxes by name id.
+    pub names: BTreeMap<u32, String>,
+}
+
+/// One stat of an event, rendered.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StatEntry {
+    pub name: String,
+    pub value: String,
+}
+
+/// Everything known about one event.
+#[derive(Clone, Debug, Serialize)]
+pub struct EventDetail {
+    pub schema: &'static str,
+    pub track: u32,
+    pub index: u32,
+    pub host: String,
+    pub plane: String,
+    pub line: String,
+    pub name: String,
+    pub display_name: String,
+    pub start_ps: i64,
+    pub duration_ps: i64,
+    /// The step the event starts in, when steps were found.
+    pub step_num: Option<i64>,
+    /// Stats on the event itself.
+    pub stats: Vec<StatEntry>,
+    /// Stats on the event's metadata (shared by all events of that name).
+    pub metadata_stats: Vec<StatEntry>,
+    /// Events linked to this one by flow stats (`_p`/`_c`), on the same host.
+    pub flows: Vec<FlowLink>,
+}
+
+/// An event at the other end of a flow.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct FlowLink {
+    /// `out` when this event produces the flow, `in` when it consumes it.
+    pub direction: &'static str,
+    pub flow_id: u64,
+    pub track: u32,
+    pub index: u32,
+    pub name: String,
+    pub start_ps: i64,
+}
+
+/// One search match.
+#[derive(Clone, Debug, Serialize)]
+pub struct Match {
+    pub track: u32,
+    pub index: u32,
+    pub name: String,
+    pub start_ps: i64,
+    pub duration_ps: i64,
+}
+
+/// Events whose name contains a query.
+#[derive(Clone, Debug, Serialize)]
+pub struct Search {
+    pub schema: &'static str,
+    pub query: String,
+    /// All matching events (not only those listed).
+    pub total: u64,
+    /// The first matches, in track order then time order.
+    pub matches: Vec<Match>,
+}
+
+/// The display name of an event's metadata, else its name.
+fn shown_name(plane: &Plane, meta: u32) -> &str {
+    match plane.event_meta.get(meta as usize) {
+        Some(m) if !m.display_name.is_empty() => plane.text(m.display_name),
+        _ => plane.event_name(meta),
+    }
+}
+
+fn dur(line: &Line, i: usize) -> i64 {
+    line.duration_ps_col[i].max(0)
+}
+
+fn end(line: &Line, i: usize) -> i64 {
+    line.start_ps[i].saturating_add(dur(line, i))
+}
+
+/// Spreads a line's events over rows so that no two events on a row overlap, each
+/// event on the lowest free row (nested events one row below their parent).
+fn index_line(line: &Line) -> Vec<Vec<u32>> {
+    let n = line.len();
+    let key = |i: usize| (line.start_ps[i], Reverse(dur(line, i)));
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    if !(1..n).all(|i| key(i - 1) <= key(i)) {
+        order.sort_by_key(|&i| key(i as usize));
+    }
+    let mut rows: Vec<Vec<u32>> = Vec::new();
+    // Busy rows by the end of their last event, and rows free again.
+    let mut busy: BinaryHeap<Reverse<(i64, u32)>> = BinaryHeap::new();
+    let mut free: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
+    for &i in &order {
+        let start = line.start_ps[i as usize];
+        while let Some(&Reverse((e, row))) = busy.peek() {
+            if e > start {
+                break;
+            }
+            busy.pop();
+            free.push(Reverse(row));
+        }
+        let row = match free.pop() {
+            Some(Reverse(r)) => r,
+            None => {
+                rows.push(Vec::new());
+                (rows.len() - 1) as u32
+            }
+        };
+        rows[row as usize].push(i);
+        busy.push(Reverse((end(line, i as usize), row)));
+    }
+    rows
+}
+
+impl Timeline {
+    /// Indexes every non-empty, non-counter line of every plane, in parallel.
+    pub fn build(profile: &Profile) -> Timeline {
+        let mut refs = Vec::new();
+        for (h, space) in profile.hosts.iter().enumerate() {
+            for (p, plane) in space.planes.iter().enumerate() {
+                for (l, line) in plane.lines.iter().enumerate() {
+                    if !line.is_counter && !line.is_empty() {
+                        refs.push(TrackRef { host: h, plane: p, line: l });
+                    }
+                }
+            }
+        }
+        let tracks = refs
+            .into_par_iter()
+            .map(|at| {
+                let line = &profile.hosts[at.host].planes[at.plane].lines[at.line];
+                let rows = index_line(line);
+                let start_ps = line.start_ps.iter().copied().min().unwrap_or(0);
+                let end_ps = (0..line.len()).map(|i| end(line, i)).max().unwrap_or(0);
+                TrackIndex { at, rows, start_ps, end_ps }
+            })
+            .collect();
+        Timeline { tracks }
+    }
+
+    /// Number of tracks.
+    pub fn len(&self) -> usize {
+        self.tracks.len()
+    }
+
+    /// True when the profile has no events to show.
+    pub fn is_empty(&self) -> bool {
+        self.tracks.is_empty()
+    }
+
+    /// Where track `id` lives, if there is such a track.
+    pub fn track_ref(&self, id: u32) -> Option<TrackRef> {
+        self.tracks.get(id as usize).map(|t| t.at)
+    }
+
+    fn parts<'p>(&self, profile: &'p Profile, id: u32) -> Option<(&TrackIndex, &'p Space, &'p Plane, &'p Line)> {
+        let t = self.tracks.get(id as usize)?;
+        let space = profile.hosts.get(t.at.host)?;
+        let plane = space.planes.get(t.at.plane)?;
+        let line = plane.lines.get(t.at.line)?;
+        Some((t, space, plane, line))
+    }
+
+    /// The list of tracks.
+    pub fn tracks(&self, profile: &Profile) -> Tracks {
+        let mut out = Vec::with_capacity(self.tracks.len());
+        for id in 0..self.tracks.len() as u32 {
+            let Some((t, space, plane, line)) = self.parts(profile, id) else { continue };
+            out.push(Track {
+                id,
+                host: space.host.clone(),
+                plane: plane.name.clone(),
+                line: line.label().to_string(),
+                line_id: line.id,
+                events: line.len() as u64,
+                depth: t.rows.len() as u32,
+                start_ps: t.start_ps,
+                end_ps: t.end_ps,
+            });
+        }
+        Tracks {
+            schema: "stepscope.timeline_tracks/1",
+            run: profile.run.clone(),
+            start_ps: out.iter().map(|t| t.start_ps).min().unwrap_or(0),
+            end_ps: out.iter().map(|t| t.end_ps).max().unwrap_or(0),
+            events: out.iter().map(|t| t.events).sum(),
+            tracks: out,
+        }
+    }
+
+    /// The boxes of track `id` over `[start_ps, end_ps)` drawn `px` pixels wide.
+    pub fn tile(&self, profile: &Profile, id: u32, start_ps: i64, end_ps: i64, px: u32) -> Result<Tile, String> {
+        let (t, _, plane, line) = self.parts(profile, id).ok_or_else(|| format!("no track {id}"))?;
+        if end_ps <= start_ps {
+            return Err(format!("empty window: end_ps {end_ps} is not after start_ps {start_ps}"));
+        }
+        if px == 0 || px > MAX_TILE_PX {
+            return Err(format!("px {px} is out of range 1..={MAX_TILE_PX}"));
+        }
+        let width = (end_ps as f64 - start_ps as f64) / px as f64;
+        let mut tile = Tile {
+            schema: "stepscope.timeline_tile/1",
+            track: id,
+            start_ps,
+            end_ps,
+            px,
+            ps_per_px: width,
+            events: 0,
+            box_depth: Vec::new(),
+            box_start_ps: Vec::new(),
+            box_duration_ps: Vec::new(),
+            box_name: Vec::new(),
+            box_count: Vec::new(),
+            box_index: Vec::new(),
+            names: BTreeMap::new(),
+        };
+        // Pixel column of a time, clamped to the window.
+        let pixel = |ts: i64| (((ts as f64 - start_ps as f64) / width).floor().max(0.0) as i64).min(px as i64);
+        // First time of pixel column `p`.
+        let pixel_start = |p: i64| start_ps.saturating_add((p as f64 * width).ceil() as i64);
+        for (depth, row) in t.rows.iter().enumerate() {
+            // Events on a row do not overlap: starts and ends are both sorted.
+            let mut k = row.partition_point(|&i| end(line, i as usize) <= start_ps);
+            let stop = row.partition_point(|&i| line.start_ps[i as usize] < end_ps);
+            // Zero-length events exactly at start_ps end there too; keep them.
+            while k > 0 && line.start_ps[row[k - 1] as usize] >= start_ps && dur(line, row[k - 1] as usize) == 0 {
+                k -= 1;
+            }
+            while k < stop {
+                let i = row[k] as usize;
+                if dur(line, i) as f64 >= width {
+                    push_box(&mut tile, plane, line, depth, &row[k..k + 1]);
+                    k += 1;
+                    continue;
+                }
+                // Events starting in the same pixel column as this one: all but maybe
+                // the last are shorter than a pixel (they end before the next starts).
+                let next_px = pixel_start(pixel(line.start_ps[i]) + 1);
+                let mut j = k + row[k..stop].partition_point(|&e| line.start_ps[e as usize] < next_px);
+                j = j.max(k + 1);
+                if j - k > 1 && dur(line, row[j - 1] as usize) as f64 >= width {
+                    j -= 1;
+                }
+                push_box(&mut tile, plane, line, depth, &row[k..j]);
+                k = j;
+            }
+        }
+        Ok(tile)
+    }
+
+    /// Every stat of event `index` on track `id`, its step and its flow links.
+    pub fn event(&self, profile: &Profile, steps: &[Step], id: u32, index: u32) -> Result<EventDetail, String> {
+        let (_, space, plane, line) = self.parts(profile, id).ok_or_else(|| format!("no track {id}"))?;
+        let i = index as usize;
+        if i >= line.len() {
+            return Err(format!("track {id} has {} events; there is no event {index}", line.len()));
+        }
+        let meta = line.meta[i];
+        let render = |stats: &[Stat]| -> Vec<StatEntry> {
+            stats
+                .iter()
+                .map(|s| StatEntry { name: plane.stat_name(s.meta()).to_string(), value: plane.stat_display(s) })
+                .collect()
+        };
+        let start_ps = line.start_ps[i];
+        let step_num = steps
+            .iter()
+            .find(|s| s.host == space.host && s.start_ps <= start_ps && start_ps < s.end_ps())
+            .map(|s| s.step_num);
+        Ok(EventDetail {
+            schema: "stepscope.timeline_event/1",
+            track: id,
+            index,
+            host: space.host.clone(),
+            plane: plane.name.clone(),
+            line: line.label().to_string(),
+            name: plane.event_name(meta).to_string(),
+            display_name: shown_name(plane, meta).to_string(),
+            start_ps,
+            duration_ps: line.duration_ps_col[i],
+            step_num,
+            stats: render(line.event_stats(i)),
+            metadata_stats: render(plane.metadata_stats(meta)),
+            flows: self.flows(profile, id, i),
+        })
+    }
+
+    /// Events on the same host linked to event `i` of track `id` by `_p`/`_c` flow stats.
+    fn flows(&self, profile: &Profile, id: u32, i: usize) -> Vec<FlowLink> {
+        let Some((t, _, plane, line)) = self.parts(profile, id) else { return Vec::new() };
+        let ids = |plane: &Plane, line: &Line, e: usize, key: Option<u32>| -> Option<u64> {
+            let s = plane.event_stat(line, e, key?)?;
+            match s.value() {
+                StatValue::U64(v) => Some(v),
+                StatValue::I64(v) => Some(v as u64),
+                _ => None,
+            }
+        };
+        let (p, c) = (plane.stat_id("_p"), plane.stat_id("_c"));
+        let produces = ids(plane, line, i, p);
+        let consumes = ids(plane, line, i, c);
+        if produces.is_none() && consumes.is_none() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (other_id, other) in self.tracks.iter().enumerate() {
+            if other.at.host != t.at.host {
+                continue;
+            }
+            let Some((_, _, oplane, oline)) = self.parts(profile, other_id as u32) else { continue };
+            let (op, oc) = (oplane.stat_id("_p"), oplane.stat_id("_c"));
+            if op.is_none() && oc.is_none() {
+                continue;
+            }
+            for e in 0..oline.len() {
+                if other_id as u32 == id && e == i {
+                    continue;
+                }
+                let link = match (produces, consumes) {
+                    (Some(f), _) if ids(oplane, oline, e, oc) == Some(f) => Some(("out", f)),
+                    (_, Some(f)) if ids(oplane, oline, e, op) == Some(f) => Some(("in", f)),
+                    _ => None,
+                };
+                if let Some((direction, flow_id)) = link {
+                    out.push(FlowLink {
+                        direction,
+                        flow_id,
+                        track: other_id as u32,
+                        index: e as u32,
+                        name: shown_name(oplane, oline.meta[e]).to_string(),
+                        start_ps: oline.start_ps[e],
+                    });
+                    if out.len() >= 64 {
+                        return out;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Events whose name or display name contains `query` (ignoring case): the total
+    /// and the first `limit` matches.
+    pub fn search(&self, profile: &Profile, query: &str, limit: usize) -> Search {
+        let q = query.to_lowercase();
+        let limit = limit.min(MAX_SEARCH_MATCHES);
+        let mut total = 0u64;
+        let mut matches = Vec::new();
+        let mut cached: Option<((usize, usize), Vec<bool>)> = None;
+        for id in 0..self.tracks.len() as u32 {
+            let Some((t, _, plane, line)) = self.parts(profile, id) else { continue };
+            let key = (t.at.host, t.at.plane);
+            if cached.as_ref().map(|c| c.0) != Some(key) {
+                let hit = (0..plane.event_meta.len() as u32)
+                    .map(|m| {
+                        !q.is_empty()
+                            && (plane.event_name(m).to_lowercase().contains(&q)
+                                || shown_name(plane, m).to_lowercase().contains(&q))
+                    })
+                    .collect();
+                cached = Some((key, hit));
+            }
+            let Some((_, hit)) = &cached else { continue };
+            for i in 0..line.len() {
+                if !hit.get(line.meta[i] as usize).copied().unwrap_or(false) {
+                    continue;
+                }
+                total += 1;
+                if matches.len() < limit {
+                    matches.push(Match {
+                        track: id,
+                        index: i as u32,
+                        name: shown_name(plane, line.meta[i]).to_string(),
+                        start_ps: line.start_ps[i],
+                        duration_ps: line.duration_ps_col[i],
+                    });
+                }
+            }
+        }
+        Search { schema: "stepscope.timeline_search/1", query: query.to_string(), total, matches }
+    }
+}
+
+/// Appends one box covering the events `run` (consecutive on one row).
+fn push_box(tile: &mut Tile, plane: &Plane, line: &Line, depth: usize, run: &[u32]) {
+    let (Some(&first), Some(&last)) = (run.first(), run.last()) else { return };
+    let start = line.start_ps[first as usize];
+    let name = if run.len() == 1 { line.meta[first as usize] } else { dominant(line, run) };
+    tile.box_depth.push(depth as u32);
+    tile.box_start_ps.push(start);
+    tile.box_duration_ps.push(end(line, last as usize).saturating_sub(start).max(0));
+    tile.box_name.push(name);
+    tile.box_count.push(run.len() as u64);
+    tile.box_index.push(first);
+    tile.events += run.len() as u64;
+    tile.names.entry(name).or_insert_with(|| shown_name(plane, name).to_string());
+}
+
+/// The most frequent name among evenly spaced samples of `run`.
+fn dominant(line: &Line, run: &[u32]) -> u32 {
+    let n = run.len();
+    let step = n.div_ceil(NAME_SAMPLES).max(1);
+    let mut seen: Vec<(u32, u32)> = Vec::with_capacity(NAME_SAMPLES);
+    for k in (0..n).step_by(step) {
+        let m = line.meta[run[k] as usize];
+        match seen.iter_mut().find(|(x, _)| *x == m) {
+            Some(e) => e.1 += 1,
+            None => seen.push((m, 1)),
+        }
+    }
+    seen.iter().max_by_key(|(_, c)| *c).map_or(line.meta[run[0] as usize], |(m, _)| *m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use stepscope_xspace::{EventMeta, Format, Source, Span};
+
+    /// A one-host profile with one line holding `events` (start, duration, meta).
+    fn profile(events: &[(i64, i64, u32)], names: &[&str]) -> Profile {
+        let mut plane = Plane::new(1, "/host:CPU".into(), Arc::new(Source::Owned(Vec::new())));
+        for (k, n) in names.iter().enumerate() {
+            let name = plane.push_arena(n.as_bytes());
+            plane.event_meta.push(EventMeta { id: k as i64, name, display_name: Span::EMPTY, ..Default::default() });
+        }
+        let mut line = Line { name: "t".into(), ..Default::default() };
+        for &(s, d, m) in events {
+            line.push_event(s, d, m, &[]);
+        }
+        line.finish();
+        plane.lines.push(line);
+        let space = Space {
+            host: "h".into(),
+            format: Format::XSpace,
+            planes: vec![plane],
+            hostnames: vec![],
+            errors: vec![],
+            warnings: vec![],
+            file_bytes: 0,
+        };
+        Profile::new("r", vec![space])
+    }
+
+    #[test]
+    fn nesting_goes_to_rows() {
+        // parent [0,100), child [10,50), grandchild [20,30), sibling [60,90), next [100,110)
+        let p = profile(&[(0, 100, 0), (10, 40, 1), (20, 10, 2), (60, 30, 1), (100, 10, 0)], &["a", "b", "c"]);
+        let tl = Timeline::build(&p);
+        let t = &tl.tracks[0];
+        assert_eq!(t.rows, vec![vec![0, 4], vec![1, 3], vec![2]]);
+        let tracks = tl.tracks(&p);
+        assert_eq!(tracks.tracks[0].depth, 3);
+        assert_eq!((tracks.start_ps, tracks.end_ps, tracks.events), (0, 110, 5));
+    }
+
+    #[test]
+    fn unsorted_and_overlapping_events_keep_rows_disjoint() {
+        let p = profile(&[(50, 100, 0), (0, 60, 0), (10, 10, 0), (55, 5, 0)], &["a"]);
+        let tl = Timeline::build(&p);
+        let line = &p.hosts[0].planes[0].lines[0];
+        for row in &tl.tracks[0].rows {
+            for w in row.windows(2) {
+                assert!(end(line, w[0] as usize) <= line.start_ps[w[1] as usize], "{row:?}");
+            }
+        }
+        let total: usize = tl.tracks[0].rows.iter().map(Vec::len).sum();
+        assert_eq!(total, 4);
+    }
+
+    #[test]
+    fn sub_pixel_events_merge_and_nothing_is_dropped() {
+        // 10,000 events of 1 ps every 10 ps over [0, 100,000), plus one long event.
+        let mut ev: Vec<(i64, i64, u32)> = (0..10_000).map(|k| (k * 10, 1, (k % 3) as u32)).collect();
+        ev.push((100_000, 50_000, 2));
+        let p = profile(&ev, &["x", "y", "z"]);
+        let tl = Timeline::build(&p);
+        let tile = tl.tile(&p, 0, 0, 150_000, 100).unwrap();
+        assert_eq!(tile.events, 10_001);
+        assert_eq!(tile.box_count.iter().sum::<u64>(), 10_001);
+        assert!(tile.box_count.len() <= 2 * 100 + 2, "{} boxes", tile.box_count.len());
+        // The long event is its own box.
+        let long = tile.box_start_ps.iter().position(|&s| s == 100_000).unwrap();
+        assert_eq!((tile.box_count[long], tile.box_duration_ps[long], tile.box_index[long]), (1, 50_000, 10_000));
+        // Zoomed in to 20 events over 200 px, every event is its own box.
+        let tile = tl.tile(&p, 0, 1000, 1200, 200).unwrap();
+        assert_eq!(tile.box_count, vec![1; 20]);
+        assert_eq!(tile.box_start_ps.first(), Some(&1000));
+        assert_eq!(tile.names.len(), 3);
+    }
+
+    #[test]
+    fn window_edges_and_bad_requests() {
+        let p = profile(&[(0, 100, 0), (100, 0, 0), (150, 10, 0)], &["a"]);
+        let tl = Timeline::build(&p);
+        // An event starting before the window and reaching into it is included.
+        let t = tl.tile(&p, 0, 50, 120, 70).unwrap();
+        assert_eq!(t.box_index, vec![0, 1]);
+        // Nothing after the window.
+        assert_eq!(tl.tile(&p, 0, 200, 300, 10).unwrap().events, 0);
+        assert!(tl.tile(&p, 0, 10, 10, 10).is_err());
+        assert!(tl.tile(&p, 0, 0, 10, 0).is_err());
+        assert!(tl.tile(&p, 1, 0, 10, 10).is_err());
+        assert!(tl.event(&p, &[], 0, 3).is_err());
+        let e = tl.event(&p, &[], 0, 2).unwrap();
+        assert_eq!((e.name.as_str(), e.start_ps, e.duration_ps), ("a", 150, 10));
+    }
+
+    #[test]
+    fn search_counts_all_and_lists_first() {
+        let p = profile(&[(0, 1, 0), (1, 1, 1), (2, 1, 0)], &["Fusion.1", "copy"]);
+        let tl = Timeline::build(&p);
+        let s = tl.search(&p, "fusion", 1);
+        assert_eq!(s.total, 2);
+        assert_eq!(s.matches.len(), 1);
+        assert_eq!(tl.search(&p, "", 10).total, 0);
+    }
+}

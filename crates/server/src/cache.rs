@@ -1,0 +1,93 @@
+//! Decoded runs, loaded once and kept in a small least-recently-used cache.
+//!
+//! Loading runs on the blocking pool (callers are inside `spawn_blocking`); two
+//! requests for the same run wait on one load.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::SystemTime;
+
+use stepscope_analysis::steps::{self, Steps};
+use stepscope_analysis::timeline::Timeline;
+use stepscope_analysis::Profile;
+use stepscope_xspace::Progress;
+
+use crate::root::Root;
+
+/// Runs (per host selection) kept decoded.
+pub const DEFAULT_RUNS: usize = 4;
+
+/// A decoded run and what is derived from it once.
+pub struct Entry {
+    pub profile: Profile,
+    timeline: OnceLock<Timeline>,
+    steps: OnceLock<Steps>,
+}
+
+impl Entry {
+    /// The timeline index, built on first use.
+    pub fn timeline(&self) -> &Timeline {
+        self.timeline.get_or_init(|| Timeline::build(&self.profile))
+    }
+
+    /// The steps, found on first use.
+    pub fn steps(&self) -> &Steps {
+        self.steps.get_or_init(|| steps::steps(&self.profile))
+    }
+}
+
+/// Run name, its files' modification time (a rewritten run loads again), host.
+type Key = (String, SystemTime, Option<String>);
+type Slot = Arc<OnceLock<Result<Arc<Entry>, String>>>;
+
+pub struct Cache {
+    capacity: usize,
+    slots: Mutex<VecDeque<(Key, Slot)>>,
+}
+
+impl Cache {
+    pub fn new(capacity: usize) -> Cache {
+        Cache { capacity: capacity.max(1), slots: Mutex::new(VecDeque::new()) }
+    }
+
+    /// The run `run` (default: the newest) of `root`, only host `host` when given.
+    /// Blocks while the run is read.
+    pub fn get(&self, root: &Root, run: Option<&str>, host: Option<&str>) -> Result<Arc<Entry>, String> {
+        let run = root.run(run)?;
+        if let Some(h) = host {
+            if !run.hosts.iter().any(|f| f.host == h) {
+                let names: Vec<&str> = run.hosts.iter().map(|f| f.host.as_str()).collect();
+                return Err(format!("no host named {h:?} in run {:?} — pick one of: {}", run.rel, names.join(", ")));
+            }
+        }
+        let key: Key = (run.rel.clone(), run.modified, host.map(str::to_string));
+        let slot = {
+            let mut slots = self.slots.lock().map_err(|_| "server state is poisoned — restart stepscope serve")?;
+            let slot = match slots.iter().position(|(k, _)| *k == key) {
+                Some(i) => slots.remove(i).map(|(_, s)| s).unwrap_or_default(),
+                None => Slot::default(),
+            };
+            slots.push_front((key.clone(), slot.clone()));
+            slots.truncate(self.capacity);
+            slot
+        };
+        let result = slot
+            .get_or_init(|| {
+                // As the CLI's `--host`: read every host (they share one clock), keep one.
+                let spaces = run.load(&Progress::default()).map_err(|e| e.to_string())?;
+                let mut profile = Profile::new(run.rel.clone(), spaces);
+                if let Some(h) = host {
+                    profile.retain_host(h);
+                }
+                Ok(Arc::new(Entry { profile, timeline: OnceLock::new(), steps: OnceLock::new() }))
+            })
+            .clone();
+        if result.is_err() {
+            // Don't keep failures: the file may be complete on the next try.
+            if let Ok(mut slots) = self.slots.lock() {
+                slots.retain(|(k, s)| !(k == &key && Arc::ptr_eq(s, &slot)));
+            }
+        }
+        result
+    }
+}

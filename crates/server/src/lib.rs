@@ -1,0 +1,89 @@
+//! `stepscope serve`: a read-only local web UI over a log directory, run or file.
+//!
+//! Every route lives under `/<token>/`, a 128-bit random path segment printed once at
+//! start; any other request gets a bare 404. Pages are the embedded `web/` front end
+//! (no file is ever read from the URL); the JSON API under `<token>/api/` names runs
+//! only by their exact discovered name ([`root`]), loads each run once into a small
+//! cache ([`cache`]) and answers each analysis from a table of routes ([`api`]).
+
+mod api;
+mod assets;
+mod cache;
+mod http;
+pub mod root;
+mod token;
+
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+/// What to serve and where.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// A log directory, a run folder or a profile file.
+    pub root: PathBuf,
+    /// Address to bind (127.0.0.1 unless asked otherwise).
+    pub host: IpAddr,
+    /// Port to bind; 0 picks a free one.
+    pub port: u16,
+}
+
+/// Shared state of a running server.
+pub(crate) struct App {
+    pub token: String,
+    pub root: root::Root,
+    pub cache: cache::Cache,
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    listener: TcpListener,
+    app: Arc<App>,
+    addr: SocketAddr,
+}
+
+impl Server {
+    /// Checks the root, makes the token and binds the port.
+    pub fn bind(opts: &Options) -> anyhow::Result<Server> {
+        let root = root::Root::new(&opts.root)?;
+        let listener = TcpListener::bind((opts.host, opts.port)).map_err(|e| {
+            let fix = if e.kind() == std::io::ErrorKind::AddrInUse {
+                "pass another --port, or --port 0 for a free one"
+            } else {
+                "check --host and --port"
+            };
+            anyhow::anyhow!("cannot listen on {}:{}: {e} — {fix}", opts.host, opts.port)
+        })?;
+        let addr = listener.local_addr().context("reading the bound address")?;
+        let token = token::new_token().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let app = Arc::new(App { token, root, cache: cache::Cache::new(cache::DEFAULT_RUNS) });
+        Ok(Server { listener, app, addr })
+    }
+
+    /// The address bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The UI's address: `http://HOST:PORT/TOKEN/`.
+    pub fn url(&self) -> String {
+        let host = match self.addr.ip() {
+            IpAddr::V6(ip) => format!("[{ip}]"),
+            ip => ip.to_string(),
+        };
+        format!("http://{host}:{}/{}/", self.addr.port(), self.app.token)
+    }
+
+    /// Serves until the process ends.
+    pub fn run(self) -> anyhow::Result<()> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(8)
+            .enable_io()
+            .build()
+            .context("starting the server runtime")?;
+        rt.block_on(http::serve(self.listener, self.app))
+    }
+}

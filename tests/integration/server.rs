@@ -1,0 +1,390 @@
+//! `stepscope serve`: the real binary serving real captures, spoken to over HTTP/1.1.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::util::{assert_clean_error, copy_tree, fixture, json, snapshot};
+
+const CPU_RUN: &str = "plugins/profile/2026_11_21_22_29_17";
+
+/// A running `stepscope serve`, killed on drop.
+struct Served {
+    child: Child,
+    _stdout: BufReader<ChildStdout>,
+    port: u16,
+    token: String,
+    first_line: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(root: &Path, extra: &[&str]) -> Served {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stepscope"))
+        .arg("serve")
+        .arg(root)
+        .args(["--port", "0", "--no-open"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start stepscope serve");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("first line");
+    let line = line.trim_end().to_string();
+    let rest =
+        line.strip_prefix("stepscope: serving http://127.0.0.1:").unwrap_or_else(|| panic!("first line {line:?}"));
+    let (port, token) = rest.split_once('/').expect("port/token");
+    let token = token.strip_suffix('/').expect("URL ends in /").to_string();
+    Served { port: port.parse().expect("port"), token, first_line: line.clone(), child, _stdout: stdout }
+}
+
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+}
+
+/// One HTTP/1.1 request with the path sent exactly as given (no normalisation).
+fn request(port: u16, method: &str, raw_path: &str) -> Reply {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    write!(s, "{method} {raw_path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n").expect("send");
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).expect("read reply");
+    let split = buf.windows(4).position(|w| w == b"\r\n\r\n").expect("end of headers");
+    let head = String::from_utf8_lossy(&buf[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|c| c.parse().ok()).expect("status");
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_string(), v.trim().to_string())).collect();
+    let mut body = buf[split + 4..].to_vec();
+    if headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked")) {
+        body = dechunk(&body);
+    }
+    Reply { status, headers, body }
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let nl = b.windows(2).position(|w| w == b"\r\n").expect("chunk size");
+        let n = usize::from_str_radix(std::str::from_utf8(&b[..nl]).expect("hex").trim(), 16).expect("hex");
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[nl + 2..nl + 2 + n]);
+        b = &b[nl + 4 + n..];
+    }
+}
+
+impl Served {
+    fn get(&self, path_under_token: &str) -> Reply {
+        request(self.port, "GET", &format!("/{}/{path_under_token}", self.token))
+    }
+    fn api(&self, route_and_query: &str) -> Value {
+        let r = self.get(&format!("api/{route_and_query}"));
+        assert_eq!(r.status, 200, "api/{route_and_query}: {}", r.text());
+        assert_eq!(r.header("cache-control"), Some("no-store"));
+        r.json()
+    }
+}
+
+fn enc(s: &str) -> String {
+    s.replace('/', "%2F")
+}
+
+#[test]
+fn first_line_names_the_url_and_runs_are_listed() {
+    let s = serve(&fixture("cpu-transformer"), &[]);
+    assert_eq!(s.first_line, format!("stepscope: serving http://127.0.0.1:{}/{}/", s.port, s.token));
+    assert_eq!(s.token.len(), 32);
+    assert!(s.token.bytes().all(|b| b.is_ascii_hexdigit()));
+    let runs = s.api("runs");
+    let runs = runs.as_array().expect("array of runs");
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0]["run"], CPU_RUN);
+    assert_eq!(runs[0]["hosts"][0]["host"], "vm");
+    assert_eq!(runs[0]["hosts"][0]["file_bytes"], 1_120_196);
+    // The page, with a strict CSP, and its scripts.
+    let page = s.get("");
+    assert_eq!(page.status, 200);
+    assert!(page.header("content-type").unwrap_or("").starts_with("text/html"));
+    let csp = page.header("content-security-policy").expect("CSP");
+    assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    assert!(page.text().contains("app.js"));
+    let js = s.get("app.js");
+    assert_eq!(js.status, 200);
+    assert!(js.header("content-type").unwrap_or("").starts_with("text/javascript"));
+    // `/TOKEN` redirects to `/TOKEN/`.
+    let r = request(s.port, "GET", &format!("/{}", s.token));
+    assert_eq!(r.status, 308);
+    assert_eq!(r.header("location"), Some(format!("/{}/", s.token).as_str()));
+}
+
+#[test]
+fn analyses_answer_with_the_cli_json() {
+    let dir = fixture("cpu-transformer");
+    let d = dir.to_str().unwrap();
+    let s = serve(&dir, &[]);
+    let run = enc(CPU_RUN);
+    assert_eq!(s.api(&format!("summary?run={run}")), json(&["summary", d]));
+    assert_eq!(s.api("summary?top=3"), json(&["summary", d, "--top", "3"]));
+    assert_eq!(s.api("steps"), json(&["steps", d]));
+    assert_eq!(s.api("ops"), json(&["ops", d]));
+    assert_eq!(s.api("ops?by=scope&depth=2&top=50"), json(&["ops", d, "--by", "scope", "--depth", "2", "--top", "50"]));
+    assert_eq!(s.api("ops?by=category&host=vm"), json(&["ops", d, "--by", "category", "--host", "vm"]));
+    let all = s.api("ops?top=all");
+    assert!(all["ops"].as_array().unwrap().len() > 10, "top=all lists every op");
+    let rocm = fixture("rocm-mi300x-gemm");
+    let s2 = serve(&rocm, &[]);
+    let k = s2.api("kernels?top=all");
+    assert_eq!(k, json(&["kernels", rocm.to_str().unwrap(), "--top", "1000"]));
+    assert!(!k["kernels"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn timeline_tiles_cover_every_event_in_o_px_boxes() {
+    let dir = fixture("cpu-transformer");
+    let s = serve(&dir, &[]);
+    let info = json(&["info", dir.to_str().unwrap()]);
+    let lines = &info["hosts"][0]["planes"];
+    let tracks = s.api("timeline/tracks");
+    assert_eq!(tracks["schema"], "stepscope.timeline_tracks/1");
+    assert_eq!(tracks["events"], info["events_total"]);
+    let list = tracks["tracks"].as_array().unwrap();
+    assert_eq!(list.len(), 5);
+    let (a, b) = (tracks["start_ps"].as_i64().unwrap(), tracks["end_ps"].as_i64().unwrap());
+    for t in list {
+        // The same count `info` reports for the line.
+        let expect = lines
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|p| p["lines"].as_array().unwrap())
+            .find(|l| l["name"] == t["line"])
+            .map(|l| l["events"].as_u64().unwrap())
+            .expect("line in info");
+        assert_eq!(t["events"].as_u64(), Some(expect));
+        let px = 400;
+        let tile = s.api(&format!("timeline/tile?track={}&start_ps={a}&end_ps={}&px={px}", t["id"], b + 1));
+        let counts: Vec<u64> = tile["box_count"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).collect();
+        assert_eq!(counts.iter().sum::<u64>(), expect, "track {}", t["line"]);
+        assert_eq!(tile["events"].as_u64(), Some(expect));
+        let depth = t["depth"].as_u64().unwrap();
+        assert!(counts.len() as u64 <= depth * (2 * px + 2), "{} boxes for {} rows", counts.len(), depth);
+        assert!(counts.len() < expect as usize, "sub-pixel events were merged");
+    }
+    // Zoomed in to 2 µs around one event of the busiest thread: it comes back as itself.
+    let ev = s.api("timeline/search?q=dot.27&limit=1");
+    let m = &ev["matches"][0];
+    let (start, dur) = (m["start_ps"].as_i64().unwrap(), m["duration_ps"].as_i64().unwrap());
+    let tile = s.api(&format!("timeline/tile?track={}&start_ps={start}&end_ps={}&px=1000", m["track"], start + dur));
+    let i = tile["box_index"].as_array().unwrap().iter().position(|x| x == &m["index"]).expect("event in tile");
+    assert_eq!(tile["box_count"][i], 1);
+    assert_eq!(tile["box_duration_ps"][i], dur);
+    let name = &tile["names"][tile["box_name"][i].to_string()];
+    assert_eq!(name, "dot.27");
+    // Its details carry the HLO op and the step it ran in.
+    let d = s.api(&format!("timeline/event?track={}&index={}", m["track"], m["index"]));
+    assert_eq!(d["name"], "dot.27");
+    assert!(d["stats"].as_array().unwrap().iter().any(|s| s["name"] == "hlo_op"), "{d}");
+    let steps = s.api("steps");
+    let step = steps["steps"].as_array().unwrap().iter().find(|st| {
+        let (s0, s1) =
+            (st["start_ps"].as_i64().unwrap(), st["start_ps"].as_i64().unwrap() + st["duration_ps"].as_i64().unwrap());
+        s0 <= start && start < s1
+    });
+    assert_eq!(d["step_num"], step.map_or(Value::Null, |st| st["step_num"].clone()));
+}
+
+#[test]
+fn bad_requests_get_one_line_errors() {
+    let s = serve(&fixture("cpu-transformer"), &[]);
+    for (path, status) in [
+        ("api/timeline/tile?track=0&start_ps=10&end_ps=5&px=100", 400),
+        ("api/timeline/tile?track=0&start_ps=0&end_ps=5&px=0", 400),
+        ("api/timeline/tile?track=99&start_ps=0&end_ps=5&px=10", 400),
+        ("api/timeline/tile?track=0&start_ps=x&end_ps=5&px=10", 400),
+        ("api/timeline/tile?track=0", 400),
+        ("api/timeline/event?track=0&index=99999999", 404),
+        ("api/ops?by=nonsense", 400),
+        ("api/summary?top=-1", 400),
+        ("api/summary?run=nope", 404),
+        ("api/summary?host=nope", 404),
+        ("api/nothing", 404),
+    ] {
+        let r = s.get(path);
+        assert_eq!(r.status, status, "{path}: {}", r.text());
+        let e = r.json();
+        let msg = e["error"].as_str().expect("error message");
+        assert!(!msg.is_empty() && !msg.contains('\n'), "{path}: {msg:?}");
+    }
+    let r = request(s.port, "POST", &format!("/{}/api/runs", s.token));
+    assert_eq!(r.status, 405);
+}
+
+#[test]
+fn nothing_is_reachable_without_the_token() {
+    let s = serve(&fixture("cpu-transformer"), &[]);
+    let wrong = {
+        let mut t = s.token.clone().into_bytes();
+        t[0] = if t[0] == b'a' { b'b' } else { b'a' };
+        String::from_utf8(t).unwrap()
+    };
+    for path in [
+        "/".to_string(),
+        "/api/runs".to_string(),
+        "/index.html".to_string(),
+        format!("/{wrong}/"),
+        format!("/{wrong}/api/runs"),
+        format!("/{}/", &s.token[..31]),
+        format!("/{}x/api/runs", s.token),
+        format!("/{}/api/runs", s.token.to_uppercase()),
+    ] {
+        let r = request(s.port, "GET", &path);
+        assert_eq!(r.status, 404, "{path}");
+        assert_eq!(r.text(), "not found\n", "{path}: a bare 404");
+    }
+}
+
+#[test]
+fn paths_outside_the_root_are_unreachable() {
+    let s = serve(&fixture("cpu-transformer"), &[]);
+    let secrets = ["[workspace]", "root:x:", "stepscope-xspace", "\"run\":\"plugins"];
+    for path in [
+        "../Cargo.toml",
+        "../../Cargo.toml",
+        "%2e%2e/Cargo.toml",
+        "%2E%2E%2FCargo.toml",
+        "..%2f..%2fCargo.toml",
+        "vendor/../../Cargo.toml",
+        "vendor/..%2f..%2fCargo.toml",
+        "/etc/passwd",
+        "%2fetc%2fpasswd",
+        "api/../../../etc/passwd",
+        "api/%2e%2e/runs",
+        "..\\..\\Cargo.toml",
+        "web/index.html",
+        "crates/server/Cargo.toml",
+    ] {
+        let r = s.get(path);
+        assert_eq!(r.status, 404, "{path}: {}", r.text());
+        let body = r.text();
+        assert!(!secrets.iter().any(|x| body.contains(x)), "{path} leaked: {body}");
+    }
+    // Runs are named only as listed: paths in `run` don't resolve.
+    for run in [
+        "..",
+        "../..",
+        "%2e%2e",
+        "/etc",
+        "%2Fetc%2Fpasswd",
+        "plugins/profile",
+        "plugins/profile/../profile/2026_11_21_22_29_17",
+    ] {
+        let r = s.get(&format!("api/summary?run={run}"));
+        assert_eq!(r.status, 404, "run={run}: {}", r.text());
+    }
+}
+
+#[test]
+fn symlinks_out_of_the_root_are_not_served_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("logdir");
+    let outside = tmp.path().join("elsewhere");
+    copy_tree(&fixture("cpu-transformer"), &root);
+    copy_tree(&fixture("tpu-v6e-inference"), &outside.join("tpu"));
+    std::fs::create_dir_all(root.join("plugins/profile/linked_file")).unwrap();
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(outside.join("tpu"), root.join("plugins/profile/linked_dir")).unwrap();
+        std::os::unix::fs::symlink(
+            outside.join("tpu/tpu_inference_2.xplane.pb"),
+            root.join("plugins/profile/linked_file/h.xplane.pb"),
+        )
+        .unwrap();
+    }
+    // Discovery itself does list the symlinked runs; the server must not.
+    let ls = json(&["ls", root.to_str().unwrap()]);
+    assert!(ls.to_string().contains("linked_dir"), "discover follows symlinks: {ls}");
+    let before = snapshot(&root);
+    let s = serve(&root, &[]);
+    let runs = s.api("runs");
+    let names: Vec<&str> = runs.as_array().unwrap().iter().map(|r| r["run"].as_str().unwrap()).collect();
+    assert_eq!(names, vec![CPU_RUN]);
+    for run in ["plugins/profile/linked_dir", "plugins/profile/linked_file", "linked_dir"] {
+        let r = s.get(&format!("api/summary?run={}", enc(run)));
+        assert_eq!(r.status, 404, "{run}: {}", r.text());
+    }
+    s.api(&format!("timeline/tracks?run={}", enc(CPU_RUN)));
+    s.api("summary");
+    drop(s);
+    assert_eq!(snapshot(&root), before, "serve wrote into the served folder");
+}
+
+#[test]
+fn a_single_file_is_served() {
+    let f = fixture("tpu-v6e-inference/tpu_inference_2.xplane.pb");
+    let s = serve(&f, &[]);
+    let runs = s.api("runs");
+    assert_eq!(runs[0]["run"], "tpu_inference_2.xplane.pb");
+    assert_eq!(s.api("summary"), json(&["summary", f.to_str().unwrap()]));
+}
+
+#[test]
+fn non_loopback_host_warns_with_a_tunnel_line() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stepscope"))
+        .args(["serve"])
+        .arg(fixture("cpu-transformer"))
+        .args(["--port", "0", "--no-open", "--host", "0.0.0.0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(line.starts_with("stepscope: serving http://0.0.0.0:"), "{line}");
+    let port = line.trim_end().rsplit(':').next().unwrap().split('/').next().unwrap().to_string();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let (mut w1, mut w2) = (String::new(), String::new());
+    err.read_line(&mut w1).unwrap();
+    err.read_line(&mut w2).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(w1.starts_with("stepscope: warning:"), "{w1}");
+    assert!(w2.trim().starts_with(&format!("ssh -L {port}:127.0.0.1:{port} ")), "{w2}");
+}
+
+#[test]
+fn bad_roots_and_busy_ports_are_clean_errors() {
+    assert_clean_error(&["serve", "/nonexistent/logdir", "--no-open"]);
+    let s = serve(&fixture("cpu-transformer"), &[]);
+    let port = s.port.to_string();
+    let err =
+        assert_clean_error(&["serve", fixture("cpu-transformer").to_str().unwrap(), "--no-open", "--port", &port]);
+    assert!(err.contains("--port"), "{err}");
+}

@@ -1,0 +1,261 @@
+// Browser tests of `stepscope serve` against the real captures in tests/fixtures:
+// Debian's Chromium driven by playwright-core. Every number a page shows is checked
+// against the JSON API of the same server. Run by scripts/test_web.sh (node --test).
+import { test, before, after, afterEach } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '../..');
+const bin = process.env.STEPSCOPE_BIN || path.join(repo, 'target/debug/stepscope');
+const shots = path.join(here, 'screenshots');
+mkdirSync(shots, { recursive: true });
+
+const CPU = 'cpu-transformer/plugins/profile/2026_11_21_22_29_17';
+const ROCM = 'rocm-mi300x-gemm';
+const TPU = 'tpu-v6e-inference';
+
+let server, base, browser, page, profileDir;
+const pageErrors = [];
+
+before(async () => {
+  server = spawn(bin, ['serve', path.join(repo, 'tests/fixtures'), '--port', '0', '--no-open'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  base = await new Promise((resolve, reject) => {
+    let buf = '';
+    server.stdout.on('data', d => {
+      buf += d;
+      const line = buf.split('\n')[0];
+      if (buf.includes('\n')) {
+        const m = line.match(/^stepscope: serving (http:\/\/127\.0\.0\.1:\d+\/[0-9a-f]{32}\/)$/);
+        m ? resolve(m[1]) : reject(new Error(`unexpected first line ${JSON.stringify(line)}`));
+      }
+    });
+    server.on('exit', code => reject(new Error(`server exited with ${code}`)));
+    const timer = setTimeout(() => reject(new Error('server did not print its URL in 20 s')), 20000);
+    timer.unref();
+  });
+  profileDir = mkdtempSync(path.join(tmpdir(), 'stepscope-chromium-'));
+  // A fresh, empty profile folder (Chromium's --user-data-dir).
+  browser = await chromium.launchPersistentContext(profileDir, {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    viewport: { width: 1400, height: 900 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  page = browser.pages()[0] || await browser.newPage();
+  page.on('pageerror', e => pageErrors.push(String(e.stack || e)));
+});
+
+afterEach(() => {
+  const errs = pageErrors.splice(0);
+  assert.deepEqual(errs, [], 'the page threw');
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  if (server) server.kill();
+  if (profileDir) rmSync(profileDir, { recursive: true, force: true });
+});
+
+/** GET base + api/path?params as JSON, straight from node. */
+async function api(p, params = {}) {
+  const u = new URL(`api/${p}`, base);
+  for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
+  const r = await fetch(u);
+  assert.equal(r.status, 200, `${u}: ${r.status}`);
+  return r.json();
+}
+
+async function open(hash) {
+  await page.goto(`${base}#/${hash}`);
+  await page.waitForLoadState('networkidle');
+}
+
+const cellTexts = async (col) => page.$$eval(`table.data tbody tr td:nth-child(${col})`, tds => tds.map(t => t.textContent));
+
+test('overview shows the run\'s real step count, breakdown, chart and top ops', async () => {
+  const s = await api('summary', { run: CPU });
+  assert.ok(s.step_count > 0);
+  await open(`overview?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('.cards .card');
+  const cards = await page.$$eval('.cards .card', cs => cs.map(c => [c.querySelector('.label').textContent, c.querySelector('.value').textContent]));
+  const steps = cards.find(c => c[0] === 'steps');
+  assert.equal(steps[1], String(s.step_count));
+  const util = cards.find(c => c[0] === 'device utilisation');
+  assert.equal(util[1], `${s.device_utilization_pct.toFixed(1)}%`);
+  // The uPlot chart drew a canvas; the breakdown has a segment per non-zero part.
+  assert.ok(await page.$('.chartbox .uplot canvas'));
+  const parts = Object.entries(s.breakdown).filter(([k, v]) => k !== 'step_ps' && v > 0).length;
+  assert.equal(await page.$$eval('.breakdown .seg', s => s.length), parts);
+  // Top ops: same names, in self-time order.
+  const names = await cellTexts(1);
+  assert.deepEqual(names, s.top_ops.map(o => o.name));
+  await page.screenshot({ path: path.join(shots, 'overview.png'), fullPage: true });
+});
+
+test('op profile lists every op, sorts on header clicks and filters', async () => {
+  const ops = await api('ops', { run: CPU, top: 'all' });
+  await open(`ops?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('table.data tbody tr');
+  assert.equal(await page.textContent('.rowcount'), `${ops.ops.length.toLocaleString('en-US')} rows`);
+  assert.equal(await page.$$eval('svg.treemap rect', r => r.length), ops.ops.filter(o => o.self_ps > 0).length);
+  // Sort by count: descending first, then ascending.
+  await page.click('table.data th[data-key=count]');
+  const counts = ops.ops.map(o => o.count);
+  let first = (await cellTexts(7))[0];
+  assert.equal(first, Math.max(...counts).toLocaleString('en-US'));
+  await page.click('table.data th[data-key=count]');
+  first = (await cellTexts(7))[0];
+  assert.equal(first, Math.min(...counts).toLocaleString('en-US'));
+  // Sort by name ascending.
+  await page.click('table.data th[data-key=name]');
+  const shown = await cellTexts(1);
+  const sorted = ops.ops.map(o => o.name).sort((a, b) => a.localeCompare(b));
+  assert.deepEqual(shown, sorted.slice(0, shown.length));
+  // Filter.
+  const target = ops.ops[0].name;
+  await page.fill('.tablebar .filter', target);
+  const filtered = await cellTexts(1);
+  assert.ok(filtered.length >= 1 && filtered.every(n => n.toLowerCase().includes(target.toLowerCase())), filtered.join());
+  await page.fill('.tablebar .filter', '');
+  await page.screenshot({ path: path.join(shots, 'ops.png') });
+  // Group by category.
+  await page.selectOption('#ops-by', 'category');
+  await page.waitForFunction(() => location.hash.includes('by=category'));
+  await page.waitForSelector('table.data th[data-key=name]');
+  await page.waitForLoadState('networkidle');
+  const cats = await api('ops', { run: CPU, top: 'all', by: 'category' });
+  const catNames = await cellTexts(1);
+  assert.deepEqual(catNames.slice().sort(), cats.ops.map(o => o.name).sort());
+  await page.screenshot({ path: path.join(shots, 'ops-by-category.png'), fullPage: true });
+});
+
+test('kernel table shows the GPU capture\'s kernels', async () => {
+  const k = await api('kernels', { run: ROCM, top: 'all' });
+  assert.ok(k.kernels.length > 0);
+  await open(`kernels?run=${encodeURIComponent(ROCM)}`);
+  await page.waitForSelector('table.data tbody tr');
+  assert.equal((await cellTexts(1)).length, k.kernels.length);
+  await page.click('table.data th[data-key=count]');
+  const launches = await cellTexts(5);
+  assert.equal(launches[0], Math.max(...k.kernels.map(r => r.count)).toLocaleString('en-US'));
+  await page.screenshot({ path: path.join(shots, 'kernels.png'), fullPage: true });
+  // A CPU capture has none, and says so.
+  await open(`kernels?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('text=no GPU kernels');
+});
+
+test('steps page lists every step; the run picker switches runs', async () => {
+  const st = await api('steps', { run: TPU });
+  await open(`steps?run=${encodeURIComponent(TPU)}`);
+  await page.waitForSelector('table.data tbody tr');
+  assert.equal((await cellTexts(1)).length, st.steps.length);
+  assert.deepEqual((await cellTexts(1)).slice(0, 5), st.steps.slice(0, 5).map(s => String(s.step_num)));
+  assert.ok(await page.$('.chartbox .uplot canvas'));
+  await page.screenshot({ path: path.join(shots, 'steps.png'), fullPage: true });
+  const cpuSteps = await api('steps', { run: CPU });
+  await page.selectOption('#run', CPU);
+  await page.waitForFunction(n => document.querySelectorAll('table.data tbody tr').length === n, cpuSteps.steps.length);
+});
+
+async function timelineWindow() {
+  return page.$eval('#tl-range', e => [Number(e.dataset.startPs), Number(e.dataset.endPs)]);
+}
+
+async function settle() {
+  await page.waitForFunction(() => window.stepscopeTimeline && !window.stepscopeTimeline.pending());
+  await page.waitForTimeout(100);
+  await page.waitForFunction(() => !window.stepscopeTimeline.pending());
+}
+
+test('timeline zooms and pans with W/A/S/D, wheel and drag; a click shows the event\'s stats', async () => {
+  const tracks = await api('timeline/tracks', { run: CPU });
+  await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('#tl-canvas');
+  await settle();
+  const [a0, b0] = await timelineWindow();
+  assert.ok(a0 <= tracks.start_ps && b0 >= tracks.end_ps, 'starts on the whole capture');
+  await page.screenshot({ path: path.join(shots, 'timeline.png') });
+
+  await page.mouse.move(900, 400);
+  await page.keyboard.press('w');
+  await page.keyboard.press('w');
+  const [a1, b1] = await timelineWindow();
+  assert.ok(b1 - a1 < (b0 - a0) * 0.7, `W zooms in: ${b0 - a0} → ${b1 - a1}`);
+  await page.keyboard.press('d');
+  const [a2, b2] = await timelineWindow();
+  assert.ok(a2 > a1 && Math.abs((b2 - a2) - (b1 - a1)) < 2, 'D pans right, same width');
+  await page.keyboard.press('a');
+  await page.keyboard.press('a');
+  const [a3] = await timelineWindow();
+  assert.ok(a3 < a2, 'A pans left');
+  await page.keyboard.press('s');
+  const [a4, b4] = await timelineWindow();
+  assert.ok(b4 - a4 > b2 - a2, 'S zooms out');
+  // Wheel zooms in at the pointer; drag pans.
+  await page.mouse.wheel(0, -400);
+  const [a5, b5] = await timelineWindow();
+  assert.ok(b5 - a5 < b4 - a4, 'wheel zooms in');
+  await page.mouse.move(900, 300);
+  await page.mouse.down();
+  await page.mouse.move(700, 300, { steps: 5 });
+  await page.mouse.up();
+  const [a6, b6] = await timelineWindow();
+  assert.ok(a6 > a5 && Math.abs((b6 - a6) - (b5 - a5)) < 2, 'dragging left moves the window later');
+
+  // Zoom into the first step, then click the widest event drawn.
+  const st = await api('steps', { run: CPU });
+  await open(`timeline?run=${encodeURIComponent(CPU)}&start_ps=${st.steps[0].start_ps}&end_ps=${st.steps[0].start_ps + st.steps[0].duration_ps}`);
+  await settle();
+  const events = await page.evaluate(() => window.stepscopeTimeline.events());
+  assert.ok(events.length > 10, `${events.length} events drawn`);
+  const ev = events.filter(e => e.w > 8).sort((x, y) => y.w - x.w)[0];
+  const box = await page.$eval('#tl-canvas', c => { const r = c.getBoundingClientRect(); return [r.left, r.top]; });
+  await page.mouse.click(box[0] + ev.x + Math.min(ev.w / 2, 20), box[1] + ev.y + ev.h / 2);
+  const expect = await api('timeline/event', { run: CPU, track: ev.track, index: ev.index });
+  await page.waitForSelector('#tl-event-name');
+  assert.equal(await page.textContent('#tl-event-name'), expect.display_name);
+  const statNames = await page.$$eval('#tl-side table.stats th', t => t.map(x => x.textContent));
+  assert.deepEqual(statNames, [...expect.stats, ...expect.metadata_stats].map(s => s.name));
+  await page.screenshot({ path: path.join(shots, 'timeline-event.png') });
+});
+
+test('timeline search lists the matches and jumps to one', async () => {
+  const res = await api('timeline/search', { run: CPU, q: 'dot', limit: 200 });
+  assert.ok(res.total > 0);
+  await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await settle();
+  await page.fill('#tl-search', 'dot');
+  await page.press('#tl-search', 'Enter');
+  await page.waitForSelector('#tl-results li');
+  assert.ok((await page.textContent('#tl-side h3')).startsWith(`${res.total.toLocaleString('en-US')} events match`));
+  assert.equal(await page.$$eval('#tl-results li', l => l.length), res.matches.length);
+  await page.click('#tl-results li a');
+  await page.waitForSelector('#tl-event-name');
+  assert.equal(await page.textContent('#tl-event-name'), res.matches[0].name);
+  // The side panel lists the event's stats, HLO op included, as the API has them.
+  const detail = await api('timeline/event', { run: CPU, track: res.matches[0].track, index: res.matches[0].index });
+  await page.waitForSelector('#tl-side table.stats');
+  const stats = await page.$$eval('#tl-side table.stats tr', rows => rows.map(r => [r.querySelector('th').textContent, r.querySelector('td').textContent]));
+  assert.deepEqual(stats, [...detail.stats, ...detail.metadata_stats].map(s => [s.name, s.value]));
+  assert.ok(stats.some(([k]) => k === 'hlo_op'), JSON.stringify(stats));
+  const [a, b] = await timelineWindow();
+  assert.ok(a <= res.matches[0].start_ps && b >= res.matches[0].start_ps, 'the window shows the match');
+  await settle();
+  await page.screenshot({ path: path.join(shots, 'timeline-search.png') });
+});
+
+test('timeline of a TPU capture draws its device tracks', async () => {
+  const tracks = await api('timeline/tracks', { run: TPU });
+  await open(`timeline?run=${encodeURIComponent(TPU)}`);
+  await settle();
+  const drawnTracks = new Set((await page.evaluate(() => window.stepscopeTimeline.events())).map(e => e.track));
+  assert.ok(drawnTracks.size >= 1 && [...drawnTracks].every(t => t < tracks.tracks.length));
+  await page.screenshot({ path: path.join(shots, 'timeline-tpu.png') });
+});

@@ -1,0 +1,117 @@
+// The shell: run/host picker, hash routes (#/page?run=…&host=…&…) and page loading.
+// A page is one module in pages/ exporting `title` and `render(el, ctx)`; add it to PAGES.
+import { api } from './lib/api.js';
+import { el, clear } from './lib/dom.js';
+
+const PAGES = {
+  overview: () => import('./pages/overview.js'),
+  ops: () => import('./pages/ops.js'),
+  kernels: () => import('./pages/kernels.js'),
+  steps: () => import('./pages/steps.js'),
+  timeline: () => import('./pages/timeline.js'),
+};
+const TITLES = { overview: 'Overview', ops: 'Op profile', kernels: 'Kernels', steps: 'Steps', timeline: 'Timeline' };
+
+let runs = [];
+let renderSeq = 0;
+
+/** The current route: page name and its parameters. */
+export function route() {
+  const h = location.hash.replace(/^#\/?/, '');
+  const [page, query] = h.split('?');
+  return { page: PAGES[page] ? page : 'overview', params: new URLSearchParams(query || '') };
+}
+
+/** Navigates to `page` with `params` (run and host are kept unless given). */
+export function go(page, params = {}) {
+  const cur = route().params;
+  const p = new URLSearchParams();
+  for (const k of ['run', 'host']) if (cur.get(k)) p.set(k, cur.get(k));
+  for (const [k, v] of Object.entries(params)) {
+    if (v === null || v === undefined || v === '') p.delete(k); else p.set(k, v);
+  }
+  const q = p.toString();
+  location.hash = `#/${page}${q ? '?' + q : ''}`;
+}
+
+/** Replaces page parameters without adding a history entry or re-rendering. */
+export function setParams(params) {
+  const { page, params: p } = route();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === null || v === undefined || v === '') p.delete(k); else p.set(k, String(v));
+  }
+  history.replaceState(null, '', `#/${page}?${p.toString()}`);
+}
+
+function fillPicker(params) {
+  const runSel = document.getElementById('run');
+  const hostSel = document.getElementById('host');
+  clear(runSel);
+  const want = params.get('run');
+  const current = runs.find(r => r.run === want) || runs[runs.length - 1];
+  for (const r of runs.slice().reverse()) {
+    runSel.append(el('option', { value: r.run, selected: r === current }, r.run));
+  }
+  clear(hostSel);
+  hostSel.append(el('option', { value: '' }, 'all hosts'));
+  for (const h of current ? current.hosts : []) {
+    hostSel.append(el('option', { value: h.host, selected: h.host === params.get('host') }, h.host));
+  }
+  hostSel.disabled = !current || current.hosts.length < 2;
+}
+
+function fillNav(page) {
+  const nav = document.getElementById('nav');
+  clear(nav);
+  for (const [name, title] of Object.entries(TITLES)) {
+    const a = el('a', { href: '#', class: name === page ? 'active' : '' }, title);
+    a.addEventListener('click', ev => { ev.preventDefault(); go(name); });
+    nav.append(a);
+  }
+}
+
+async function render() {
+  const seq = ++renderSeq;
+  const { page, params } = route();
+  fillNav(page);
+  fillPicker(params);
+  const view = document.getElementById('view');
+  const mod = await PAGES[page]();
+  if (seq !== renderSeq) return;
+  clear(view);
+  view.className = `page-${page}`;
+  document.title = `${TITLES[page]} · stepscope`;
+  const sel = { run: params.get('run') || '', host: params.get('host') || '' };
+  const ctx = {
+    params,
+    get: (path, extra = {}) => api(path, { ...sel, ...extra }),
+    go,
+    setParams,
+    stale: () => seq !== renderSeq,
+  };
+  try {
+    await mod.render(view, ctx);
+  } catch (e) {
+    if (seq !== renderSeq) return;
+    view.append(el('p', { class: 'error' }, String(e.message || e)));
+  }
+}
+
+async function main() {
+  try {
+    runs = await api('runs');
+  } catch (e) {
+    document.getElementById('view').textContent = `cannot list runs: ${e.message}`;
+    return;
+  }
+  if (runs.length === 0) {
+    document.getElementById('view').textContent = 'no profile found under the served folder';
+    return;
+  }
+  document.getElementById('run').addEventListener('change', ev => go(route().page, { run: ev.target.value, host: '' }));
+  document.getElementById('host').addEventListener('change', ev => go(route().page, { host: ev.target.value }));
+  window.addEventListener('hashchange', render);
+  render();
+}
+
+main();

@@ -1,0 +1,47 @@
+// Charts: the step-time line chart (uPlot) and a stacked breakdown bar.
+import uPlot from '../vendor/uPlot.esm.js';
+import { el, color } from './dom.js';
+import { dur } from './format.js';
+
+/** Step time per step (ms) with device busy time, as a uPlot chart in `host`. */
+export function stepChart(host, steps, { width, height = 260 } = {}) {
+  const xs = steps.map((_, i) => i);
+  const ms = v => v / 1e9;
+  const data = [xs, steps.map(s => ms(s.duration_ps)), steps.map(s => ms(s.device_busy_ps))];
+  const w = width || Math.max(320, host.clientWidth - 16);
+  const opts = {
+    width: w,
+    height,
+    scales: { x: { time: false } },
+    axes: [
+      { label: 'step', values: (u, vals) => vals.map(v => (steps[v] ? steps[v].step_num : '')) },
+      { label: 'ms', size: 60 },
+    ],
+    series: [
+      { label: 'step', value: (u, v) => (steps[v] ? `${steps[v].step_num} (${steps[v].host})` : '') },
+      { label: 'step time', stroke: '#3b6fd4', width: 2, points: { show: steps.length < 200 }, value: (u, v) => (v === null ? '' : dur(v * 1e9)) },
+      { label: 'device busy', stroke: '#2a9d5c', width: 1.5, value: (u, v) => (v === null ? '' : dur(v * 1e9)) },
+    ],
+  };
+  const box = el('div', { class: 'chart' });
+  host.append(box);
+  return new uPlot(opts, data, box);
+}
+
+/** A horizontal bar of `parts` ([{label, value}]) with a legend; widths set through CSSOM. */
+export function stackedBar(parts, total) {
+  const bar = el('div', { class: 'stack' });
+  const legend = el('div', { class: 'legend' });
+  for (const p of parts) {
+    if (!(p.value > 0)) continue;
+    const share = total > 0 ? (100 * p.value) / total : 0;
+    const seg = el('div', { class: 'seg', title: `${p.label}: ${dur(p.value)} (${share.toFixed(1)}%)` });
+    seg.style.width = `${share}%`;
+    seg.style.background = p.color || color(p.label);
+    bar.append(seg);
+    const sw = el('span', { class: 'swatch' });
+    sw.style.background = p.color || color(p.label);
+    legend.append(el('span', { class: 'item' }, sw, `${p.label} ${dur(p.value)} (${share.toFixed(1)}%)`));
+  }
+  return el('div', { class: 'breakdown' }, bar, legend);
+}

@@ -1,0 +1,36 @@
+// Number formatting: durations from ps, counts, percentages, bytes, rates.
+
+export function dur(ps) {
+  if (ps === null || ps === undefined || Number.isNaN(ps)) return '';
+  const a = Math.abs(ps);
+  if (a >= 1e12) return `${(ps / 1e12).toFixed(3)} s`;
+  if (a >= 1e9) return `${(ps / 1e9).toFixed(a >= 1e11 ? 1 : 2)} ms`;
+  if (a >= 1e6) return `${(ps / 1e6).toFixed(a >= 1e8 ? 1 : 2)} µs`;
+  if (a >= 1e3) return `${(ps / 1e3).toFixed(a >= 1e5 ? 1 : 2)} ns`;
+  return `${ps} ps`;
+}
+
+export function count(n) {
+  if (n === null || n === undefined) return '';
+  return Number(n).toLocaleString('en-US');
+}
+
+export function pct(x, digits = 1) {
+  if (x === null || x === undefined) return '';
+  return `${Number(x).toFixed(digits)}%`;
+}
+
+export function bytes(n) {
+  if (n === null || n === undefined) return '';
+  const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let v = Number(n), i = 0;
+  while (Math.abs(v) >= 1024 && i < u.length - 1) { v /= 1024; i++; }
+  return i === 0 ? `${v} B` : `${v.toFixed(1)} ${u[i]}`;
+}
+
+export function rate(perSecond, unit) {
+  if (perSecond === null || perSecond === undefined) return '';
+  const p = [['T', 1e12], ['G', 1e9], ['M', 1e6], ['k', 1e3]];
+  for (const [s, f] of p) if (Math.abs(perSecond) >= f) return `${(perSecond / f).toFixed(1)} ${s}${unit}/s`;
+  return `${perSecond.toFixed(1)} ${unit}/s`;
+}

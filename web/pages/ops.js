@@ -1,0 +1,61 @@
+// Op profile: every op (or category, module, scope) by self time, with a treemap.
+import { el } from '../lib/dom.js';
+import { dur, count, pct, rate } from '../lib/format.js';
+import { table } from '../lib/table.js';
+import { treemap } from '../lib/treemap.js';
+
+export const title = 'Op profile';
+
+/** Columns of an op table grouped `by`. */
+export function opColumns(by) {
+  const first = { op: 'op', category: 'category', module: 'module', scope: 'scope' }[by] || 'op';
+  const cols = [{ key: 'name', label: first }];
+  if (by === 'op') cols.push({ key: 'module', label: 'module' }, { key: 'category', label: 'category' });
+  cols.push(
+    { key: 'self_ps', label: 'self', num: true, fmt: dur },
+    { key: 'device_time_pct', label: '%', num: true, fmt: v => pct(v) },
+    { key: 'total_ps', label: 'total', num: true, fmt: dur },
+    { key: 'count', label: 'count', num: true, fmt: count },
+    { key: 'avg_ps', label: 'avg', num: true, fmt: dur },
+    { key: 'min_ps', label: 'min', num: true, fmt: dur },
+    { key: 'max_ps', label: 'max', num: true, fmt: dur },
+    { key: 'flops_per_s', label: 'FLOP rate', num: true, fmt: v => rate(v, 'FLOP') },
+    { key: 'bytes_per_s', label: 'memory rate', num: true, fmt: v => rate(v, 'B') },
+    { key: 'bound', label: 'bound' },
+  );
+  return cols;
+}
+
+export async function render(view, ctx) {
+  const by = ctx.params.get('by') || 'op';
+  const depth = ctx.params.get('depth') || '0';
+  const data = await ctx.get('ops', { by, depth, top: 'all' });
+  if (ctx.stale()) return;
+
+  const bySel = el('select', { id: 'ops-by' }, ...['op', 'category', 'module', 'scope'].map(b => el('option', { value: b, selected: b === by }, b)));
+  bySel.addEventListener('change', () => ctx.go('ops', { by: bySel.value, depth: bySel.value === 'scope' ? depth : null }));
+  const depthIn = el('input', { type: 'number', min: 0, max: 64, value: depth, id: 'ops-depth', disabled: by !== 'scope' });
+  depthIn.addEventListener('change', () => ctx.go('ops', { by, depth: depthIn.value }));
+  view.append(el('h1', {}, 'Op profile'));
+  view.append(el('div', { class: 'controls' },
+    el('label', {}, 'group by ', bySel),
+    el('label', { title: 'name-stack levels kept with group by scope (0 = all)' }, ' scope depth ', depthIn),
+    el('span', { class: 'muted' }, ` ${dur(data.op_time_ps)} of op time in ${count(data.ops.length)} rows`)));
+
+  if (!data.ops.length) {
+    view.append(el('p', { class: 'muted' }, 'no XLA ops found in this profile'));
+    return;
+  }
+  const tm = el('div', { class: 'treemapbox' });
+  view.append(tm);
+  let tbl;
+  const width = Math.max(400, view.clientWidth - 40);
+  tm.append(treemap(data.ops.map(o => ({ name: o.name, value: o.self_ps, row: o })), {
+    width, height: 300,
+    label: r => `${r.name}\n${dur(r.value)} self (${pct(r.row.device_time_pct)})`,
+    onClick: r => tbl.setFilter(r.name),
+  }));
+  const t = el('div');
+  view.append(t);
+  tbl = table(t, { columns: opColumns(by), rows: data.ops, sort: 'self_ps', csvName: `ops_by_${by}.csv`, filter: ctx.params.get('q') || '', onFilter: q => ctx.setParams({ q }) });
+}

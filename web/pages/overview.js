@@ -1,0 +1,60 @@
+// Overview: step time, where the average step went, utilisation, top ops, environment.
+import { el } from '../lib/dom.js';
+import { dur, count, pct } from '../lib/format.js';
+import { table } from '../lib/table.js';
+import { stepChart, stackedBar } from '../lib/charts.js';
+import { opColumns } from './ops.js';
+
+export const title = 'Overview';
+
+function card(label, value, sub = '') {
+  return el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value' }, value), el('div', { class: 'sub muted' }, sub));
+}
+
+export async function render(view, ctx) {
+  const [s, st] = await Promise.all([ctx.get('summary'), ctx.get('steps')]);
+  if (ctx.stale()) return;
+  const t = s.step_time;
+  view.append(el('h1', {}, `Run ${s.run}`));
+  view.append(el('div', { class: 'cards' },
+    card('steps', count(s.step_count), `from ${s.step_source.replace(/_/g, ' ')}`),
+    card('mean step', dur(t.mean_ps), `± ${dur(t.std_ps)}`),
+    card('median step', dur(t.median_ps), `p90 ${dur(t.p90_ps)}`),
+    card('min / max', `${dur(t.min_ps)} / ${dur(t.max_ps)}`),
+    card('device utilisation', pct(s.device_utilization_pct), 'busy share of step time'),
+  ));
+
+  const b = s.breakdown;
+  view.append(el('h2', {}, 'Average step breakdown'));
+  view.append(stackedBar([
+    { label: 'device compute', value: b.device_compute_ps, color: '#3b6fd4' },
+    { label: 'collectives', value: b.collectives_ps, color: '#c77b28' },
+    { label: 'host→device', value: b.host_to_device_ps, color: '#8a5cc2' },
+    { label: 'device→host', value: b.device_to_host_ps, color: '#c2459a' },
+    { label: 'compile', value: b.compile_ps, color: '#d4b13b' },
+    { label: 'device idle', value: b.device_idle_ps, color: '#b9bec7' },
+  ], b.step_ps));
+
+  if (st.steps.length) {
+    view.append(el('h2', {}, 'Step time'));
+    const chart = el('div', { class: 'chartbox' });
+    view.append(chart);
+    stepChart(chart, st.steps);
+  }
+
+  view.append(el('h2', {}, 'Top ops by self time'));
+  const ops = el('div');
+  view.append(ops);
+  table(ops, { columns: opColumns('op'), rows: s.top_ops, sort: 'self_ps', csvName: 'top_ops.csv' });
+  const more = el('a', { href: '#' }, 'all ops →');
+  more.addEventListener('click', e => { e.preventDefault(); ctx.go('ops'); });
+  view.append(el('p', {}, more));
+
+  const env = s.environment;
+  view.append(el('h2', {}, 'Environment'));
+  view.append(el('dl', { class: 'env' },
+    el('dt', {}, 'hosts'), el('dd', {}, env.hosts.join(', ')),
+    el('dt', {}, 'devices'), el('dd', {}, env.devices.map(d => `${d.count} × ${d.kind.toUpperCase()}${d.model ? ` (${d.model})` : ''}`).join(', ') || 'none'),
+    ...env.versions.flatMap(v => { const [k, val] = v.split(' = '); return [el('dt', {}, k), el('dd', {}, val ?? '')]; }),
+  ));
+}

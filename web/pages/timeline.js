@@ -1,0 +1,462 @@
+// The timeline: every plane line a track, drawn on a canvas from server tiles that are
+// already merged per pixel (api/timeline/tile), so any window of any profile draws
+// from O(width) boxes and nothing is dropped when zoomed in.
+//
+// Keys: W/S zoom in/out, A/D pan. Mouse: wheel zooms at the pointer, shift+wheel
+// scrolls tracks, drag pans, click shows an event's stats (a merged box zooms in).
+import { api } from '../lib/api.js';
+import { el, clear, color } from '../lib/dom.js';
+import { dur, count } from '../lib/format.js';
+
+export const title = 'Timeline';
+
+const LABEL_W = 230;
+const AXIS_H = 24;
+const ROW_H = 16;
+const TRACK_GAP = 6;
+const PLANE_H = 20;
+const MAX_ROWS = 48;
+const OVERSCAN = 1; // view widths fetched on each side, so pans draw at once
+
+export async function render(view, ctx) {
+  const tr = await ctx.get('timeline/tracks');
+  if (ctx.stale()) return;
+  const sel = { run: ctx.params.get('run') || '', host: ctx.params.get('host') || '' };
+  const listeners = new AbortController();
+  const alive = () => {
+    if (ctx.stale()) { listeners.abort(); return false; }
+    return true;
+  };
+
+  // ---- layout of the page ----
+  const search = el('input', { type: 'search', id: 'tl-search', placeholder: 'search events…' });
+  const range = el('span', { id: 'tl-range', class: 'muted' });
+  const fit = el('button', { type: 'button', id: 'tl-fit' }, 'fit');
+  const help = el('span', { class: 'muted help' }, 'W/S zoom · A/D pan · wheel zoom · shift+wheel scroll · drag pan · click an event');
+  const canvas = el('canvas', { id: 'tl-canvas', tabindex: 0 });
+  const wrap = el('div', { class: 'tl-wrap' }, canvas);
+  const side = el('aside', { id: 'tl-side', class: 'tl-side' }, el('p', { class: 'muted' }, 'click an event to see its stats'));
+  view.append(
+    el('div', { class: 'tl-bar' }, el('strong', {}, `${count(tr.events)} events in ${tr.tracks.length} tracks`), search, fit, range, help),
+    el('div', { class: 'tl-body' }, wrap, side),
+  );
+  if (!tr.tracks.length) {
+    side.textContent = 'this profile has no events';
+    return;
+  }
+
+  // ---- state ----
+  const span0 = tr.start_ps, span1 = Math.max(tr.end_ps, tr.start_ps + 1);
+  const margin = (span1 - span0) * 0.01;
+  let t0 = Number(ctx.params.get('start_ps')) || span0 - margin;
+  let t1 = Number(ctx.params.get('end_ps')) || span1 + margin;
+  if (!(t1 > t0)) { t0 = span0 - margin; t1 = span1 + margin; }
+  let scrollY = 0;
+  let W = 0, H = 0;
+  let selected = null; // { track, index, detail }
+  const collapsed = new Set();
+  const tiles = new Map(); // track id -> { start, end, pspx, data, ctl }
+  let items = []; // layout: { kind: 'plane'|'track', y, h, track?, key? }
+  let contentH = 0;
+
+  function relayout() {
+    items = [];
+    let y = 0, lastPlane = null;
+    for (const t of tr.tracks) {
+      const key = `${t.host}\u0000${t.plane}`;
+      if (key !== lastPlane) {
+        items.push({ kind: 'plane', y, h: PLANE_H, key, label: `${t.host} · ${t.plane}` });
+        y += PLANE_H;
+        lastPlane = key;
+      }
+      if (collapsed.has(key)) continue;
+      const rows = Math.max(1, Math.min(t.depth, MAX_ROWS));
+      const h = rows * ROW_H + TRACK_GAP;
+      items.push({ kind: 'track', y, h, track: t, rows });
+      y += h;
+    }
+    contentH = y;
+  }
+  relayout();
+
+  const pspx = () => (t1 - t0) / Math.max(1, W - LABEL_W);
+  const xOf = t => LABEL_W + (t - t0) / pspx();
+  const tOf = x => t0 + (x - LABEL_W) * pspx();
+
+  function clampView() {
+    const full = (span1 - span0) * 1.5 + 1;
+    const minW = Math.max(1000, W - LABEL_W); // at least 1 ps per pixel
+    let w = Math.min(Math.max(t1 - t0, minW), full);
+    let c = (t0 + t1) / 2;
+    c = Math.min(Math.max(c, span0 - full / 4), span1 + full / 4);
+    t0 = c - w / 2; t1 = c + w / 2;
+    scrollY = Math.max(0, Math.min(scrollY, Math.max(0, contentH - (H - AXIS_H) + 20)));
+  }
+
+  // ---- tiles ----
+  let fetchTimer = null;
+  function scheduleFetch() {
+    clearTimeout(fetchTimer);
+    fetchTimer = setTimeout(fetchVisible, 40);
+  }
+  function visibleTracks() {
+    return items.filter(it => it.kind === 'track' && it.y - scrollY + it.h > 0 && it.y - scrollY < H - AXIS_H);
+  }
+  function tileOk(tile) {
+    const p = pspx();
+    return tile && tile.start <= t0 && tile.end >= t1 && tile.pspx <= p * 1.5 && tile.pspx >= p / 1.5;
+  }
+  function fetchVisible() {
+    if (!alive()) return;
+    const w = t1 - t0, px = Math.min(16384, Math.round((W - LABEL_W) * (1 + 2 * OVERSCAN)));
+    const start = Math.floor(t0 - w * OVERSCAN), end = Math.ceil(t1 + w * OVERSCAN);
+    for (const it of visibleTracks()) {
+      const id = it.track.id;
+      const cur = tiles.get(id);
+      if (tileOk(cur) || (cur && cur.want && cur.want.start === start && cur.want.end === end)) continue;
+      if (cur && cur.ctl) cur.ctl.abort();
+      const ctl = new AbortController();
+      const entry = { ...(cur || {}), ctl, want: { start, end } };
+      tiles.set(id, entry);
+      api('timeline/tile', { ...sel, track: id, start_ps: start, end_ps: end, px }, ctl.signal)
+        .then(data => {
+          if (!alive()) return;
+          tiles.set(id, { start, end, pspx: (end - start) / px, data, ctl: null });
+          draw();
+        })
+        .catch(e => {
+          if (e.name === 'AbortError') return;
+          tiles.set(id, { ...entry, ctl: null, want: null, error: String(e.message || e) });
+          draw();
+        });
+    }
+  }
+
+  // ---- drawing ----
+  const g = canvas.getContext('2d');
+  function resize() {
+    const r = wrap.getBoundingClientRect();
+    W = Math.max(300, Math.floor(r.width));
+    H = Math.max(200, Math.floor(r.height));
+    const dpr = window.devicePixelRatio || 1;
+    canvas.width = W * dpr; canvas.height = H * dpr;
+    canvas.style.width = `${W}px`; canvas.style.height = `${H}px`;
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    clampView();
+    draw();
+    scheduleFetch();
+  }
+
+  function niceStep(raw) {
+    const p = Math.pow(10, Math.floor(Math.log10(raw)));
+    for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
+    return 10 * p;
+  }
+
+  let drawn = []; // boxes drawn this frame, for hit tests: {x,y,w,h,track,i}
+  function draw() {
+    if (!alive()) return;
+    g.clearRect(0, 0, W, H);
+    g.font = '11px system-ui, sans-serif';
+    g.textBaseline = 'middle';
+    drawn = [];
+    const p = pspx();
+    // Tracks.
+    g.save();
+    g.beginPath(); g.rect(0, AXIS_H, W, H - AXIS_H); g.clip();
+    for (const it of items) {
+      const y = AXIS_H + it.y - scrollY;
+      if (y + it.h < AXIS_H || y > H) continue;
+      if (it.kind === 'plane') {
+        g.fillStyle = '#e8ebf0'; g.fillRect(0, y, W, it.h);
+        g.fillStyle = '#223'; g.font = 'bold 11px system-ui, sans-serif';
+        g.fillText(`${collapsed.has(it.key) ? '▸' : '▾'} ${it.label}`, 6, y + it.h / 2);
+        g.font = '11px system-ui, sans-serif';
+        continue;
+      }
+      const t = it.track;
+      const tile = tiles.get(t.id);
+      g.save();
+      g.beginPath(); g.rect(LABEL_W, y, W - LABEL_W, it.h); g.clip();
+      if (tile && tile.data) drawTile(tile.data, y, it.rows, p, t.id);
+      g.restore();
+      g.fillStyle = '#fff'; g.fillRect(0, y, LABEL_W - 1, it.h);
+      g.fillStyle = '#223';
+      g.fillText(fitText(t.line, LABEL_W - 12), 8, y + 8);
+      g.fillStyle = '#778';
+      const more = t.depth > it.rows ? ` · ${t.depth - it.rows} rows hidden` : '';
+      const status = !tile || !tile.data ? (tile && tile.error ? ' · error' : ' · loading') : '';
+      if (it.h > 2 * ROW_H - 2) g.fillText(`${count(t.events)} events${more}${status}`, 8, y + 8 + ROW_H);
+      g.strokeStyle = '#e3e6ea'; g.beginPath(); g.moveTo(0, y + it.h - 0.5); g.lineTo(W, y + it.h - 0.5); g.stroke();
+    }
+    drawFlows();
+    g.restore();
+    g.strokeStyle = '#ccd'; g.beginPath(); g.moveTo(LABEL_W - 0.5, AXIS_H); g.lineTo(LABEL_W - 0.5, H); g.stroke();
+    drawAxis();
+    range.textContent = `${dur(Math.max(0, t0))} – ${dur(t1)} (${dur(t1 - t0)} shown, ${dur(p)} per pixel)`;
+    range.dataset.startPs = String(Math.round(t0));
+    range.dataset.endPs = String(Math.round(t1));
+  }
+
+  function drawTile(d, y, rows, p, trackId) {
+    const n = d.box_start_ps.length;
+    for (let k = 0; k < n; k++) {
+      const depth = d.box_depth[k];
+      if (depth >= rows) continue;
+      const s = d.box_start_ps[k], du = d.box_duration_ps[k];
+      if (s + du < t0 || s > t1) continue;
+      let x = xOf(s), w = du / p;
+      if (x < LABEL_W - 2) { w -= LABEL_W - 2 - x; x = LABEL_W - 2; }
+      w = Math.min(Math.max(w, 1), W - x + 2);
+      const by = y + depth * ROW_H + 1;
+      const name = d.names[d.box_name[k]] || '';
+      const merged = d.box_count[k] > 1;
+      g.fillStyle = color(name, merged ? 14 : 0);
+      g.fillRect(x, by, w, ROW_H - 2);
+      if (merged && w >= 3) {
+        g.fillStyle = 'rgba(255,255,255,0.45)';
+        for (let sx = x + 1; sx < x + w; sx += 4) g.fillRect(sx, by, 1, ROW_H - 2);
+      }
+      const isSel = selected && selected.track === trackId && !merged && d.box_index[k] === selected.index;
+      if (isSel) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(x + 1, by + 1, Math.max(w - 2, 1), ROW_H - 4); g.lineWidth = 1; }
+      if (w > 36) {
+        g.fillStyle = '#111';
+        const label = merged ? `${count(d.box_count[k])} × ${name}` : name;
+        g.fillText(fitText(label, w - 6), x + 3, by + (ROW_H - 2) / 2);
+      }
+      drawn.push({ x, y: by, w, h: ROW_H - 2, track: trackId, index: d.box_index[k], count: d.box_count[k], start: s, dur: du, name });
+    }
+  }
+
+  function trackY(id) {
+    const it = items.find(i => i.kind === 'track' && i.track.id === id);
+    return it ? AXIS_H + it.y - scrollY : null;
+  }
+
+  function drawFlows() {
+    if (!selected || !selected.detail || !selected.detail.flows.length) return;
+    const d = selected.detail;
+    const y0 = trackY(d.track);
+    if (y0 === null) return;
+    const from = drawn.find(b => b.track === d.track && b.index === d.index);
+    const fx = from ? from.x : xOf(d.start_ps), fy = from ? from.y + from.h / 2 : y0 + ROW_H / 2;
+    g.strokeStyle = '#c0392b'; g.fillStyle = '#c0392b'; g.lineWidth = 1.5;
+    for (const f of d.flows) {
+      const y1 = trackY(f.track);
+      if (y1 === null) continue;
+      const to = drawn.find(b => b.track === f.track && b.index === f.index);
+      const tx = to ? to.x : xOf(f.start_ps), ty = to ? to.y + to.h / 2 : y1 + ROW_H / 2;
+      const [ax, ay, bx, by] = f.direction === 'out' ? [fx, fy, tx, ty] : [tx, ty, fx, fy];
+      g.beginPath(); g.moveTo(ax, ay); g.bezierCurveTo(ax + 30, ay, bx - 30, by, bx, by); g.stroke();
+      g.beginPath(); g.moveTo(bx, by); g.lineTo(bx - 6, by - 4); g.lineTo(bx - 6, by + 4); g.fill();
+    }
+    g.lineWidth = 1;
+  }
+
+  function drawAxis() {
+    g.fillStyle = '#f7f8fa'; g.fillRect(0, 0, W, AXIS_H);
+    g.strokeStyle = '#ccd'; g.beginPath(); g.moveTo(0, AXIS_H - 0.5); g.lineTo(W, AXIS_H - 0.5); g.stroke();
+    const step = niceStep((t1 - t0) / Math.max(1, (W - LABEL_W) / 110));
+    g.fillStyle = '#445';
+    for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
+      const x = xOf(t);
+      if (x < LABEL_W) continue;
+      g.strokeStyle = '#99a'; g.beginPath(); g.moveTo(x + 0.5, AXIS_H - 6); g.lineTo(x + 0.5, AXIS_H); g.stroke();
+      if (x + 60 < W) g.fillText(dur(Math.round(t)), x + 3, AXIS_H / 2);
+    }
+    g.fillStyle = '#445';
+    g.fillText('time since capture start', 8, AXIS_H / 2);
+  }
+
+  const charW = 6.2;
+  function fitText(s, w) {
+    const n = Math.floor(w / charW);
+    if (n <= 1) return '';
+    return s.length > n ? s.slice(0, n - 1) + '…' : s;
+  }
+
+  // ---- interaction ----
+  let paramTimer = null;
+  function changed() {
+    clampView();
+    draw();
+    scheduleFetch();
+    clearTimeout(paramTimer);
+    paramTimer = setTimeout(() => alive() && ctx.setParams({ start_ps: Math.round(t0), end_ps: Math.round(t1) }), 300);
+  }
+  function zoom(factor, atX) {
+    const x = atX === undefined ? (LABEL_W + W) / 2 : Math.max(LABEL_W, atX);
+    const t = tOf(x);
+    t0 = t - (t - t0) * factor;
+    t1 = t + (t1 - t) * factor;
+    changed();
+  }
+  function pan(fraction) {
+    const d = (t1 - t0) * fraction;
+    t0 += d; t1 += d;
+    changed();
+  }
+  let mouseX;
+  window.addEventListener('keydown', e => {
+    if (!alive()) return;
+    if (e.target instanceof HTMLInputElement || e.ctrlKey || e.metaKey || e.altKey) return;
+    const k = e.key.toLowerCase();
+    if (k === 'w') zoom(0.8, mouseX);
+    else if (k === 's') zoom(1.25, mouseX);
+    else if (k === 'a') pan(-0.15);
+    else if (k === 'd') pan(0.15);
+    else return;
+    e.preventDefault();
+  }, { signal: listeners.signal });
+
+  canvas.addEventListener('wheel', e => {
+    e.preventDefault();
+    if (e.shiftKey) { scrollY += e.deltaY || e.deltaX; changed(); return; }
+    if (Math.abs(e.deltaX) > Math.abs(e.deltaY)) { pan(e.deltaX / Math.max(1, W - LABEL_W)); return; }
+    const r = canvas.getBoundingClientRect();
+    zoom(Math.exp(e.deltaY * 0.0015), e.clientX - r.left);
+  }, { passive: false });
+
+  let drag = null;
+  canvas.addEventListener('mousedown', e => {
+    drag = { x: e.clientX, y: e.clientY, t0, t1, scrollY, moved: false };
+    canvas.focus();
+  });
+  window.addEventListener('mousemove', e => {
+    if (!alive()) return;
+    const r = canvas.getBoundingClientRect();
+    mouseX = e.clientX >= r.left && e.clientX <= r.right ? e.clientX - r.left : undefined;
+    if (!drag) return;
+    const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
+    if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+    if (!drag.moved) return;
+    const p = (drag.t1 - drag.t0) / Math.max(1, W - LABEL_W);
+    t0 = drag.t0 - dx * p; t1 = drag.t1 - dx * p;
+    scrollY = drag.scrollY - dy;
+    changed();
+  }, { signal: listeners.signal });
+  window.addEventListener('mouseup', e => {
+    if (!alive() || !drag) return;
+    const wasDrag = drag.moved;
+    drag = null;
+    if (!wasDrag) click(e);
+  }, { signal: listeners.signal });
+
+  function click(e) {
+    const r = canvas.getBoundingClientRect();
+    const x = e.clientX - r.left, y = e.clientY - r.top;
+    if (y < AXIS_H) return;
+    const it = items.find(i => AXIS_H + i.y - scrollY <= y && y < AXIS_H + i.y - scrollY + i.h);
+    if (it && it.kind === 'plane') {
+      if (collapsed.has(it.key)) collapsed.delete(it.key); else collapsed.add(it.key);
+      relayout(); changed();
+      return;
+    }
+    const hit = drawn.filter(b => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h).pop();
+    if (!hit) return;
+    if (hit.count > 1) {
+      const pad = Math.max(hit.dur * 0.1, pspx() * 4);
+      t0 = hit.start - pad; t1 = hit.start + hit.dur + pad;
+      changed();
+      return;
+    }
+    selectEvent(hit.track, hit.index);
+  }
+
+  async function selectEvent(track, index) {
+    selected = { track, index, detail: null };
+    draw();
+    clear(side);
+    side.append(el('p', { class: 'muted' }, 'loading…'));
+    try {
+      const d = await api('timeline/event', { ...sel, track, index });
+      if (!alive() || !selected || selected.track !== track || selected.index !== index) return;
+      selected.detail = d;
+      showDetail(d);
+      draw();
+    } catch (err) {
+      clear(side);
+      side.append(el('p', { class: 'error' }, String(err.message || err)));
+    }
+  }
+
+  function focusEvent(track, index, start, duration) {
+    const w = Math.max(duration * 3, 2000, (W - LABEL_W));
+    t0 = start + duration / 2 - w / 2; t1 = t0 + w;
+    const it = items.find(i => i.kind === 'track' && i.track.id === track);
+    if (it) scrollY = Math.max(0, it.y - (H - AXIS_H) / 3);
+    changed();
+    selectEvent(track, index);
+  }
+
+  function kv(rows) {
+    return el('table', { class: 'kv' }, ...rows.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v))));
+  }
+
+  function showDetail(d) {
+    clear(side);
+    side.append(el('h3', { id: 'tl-event-name' }, d.display_name || d.name));
+    if (d.name && d.name !== d.display_name) side.append(el('p', { class: 'mono small' }, d.name));
+    side.append(kv([
+      ['track', `${d.host} · ${d.plane} · ${d.line}`],
+      ['start', dur(d.start_ps)],
+      ['duration', dur(d.duration_ps)],
+      ['step', d.step_num === null ? '—' : String(d.step_num)],
+    ]));
+    const statTable = (label, stats) => {
+      if (!stats.length) return;
+      side.append(el('h4', {}, label));
+      side.append(el('table', { class: 'kv stats' }, ...stats.map(s => el('tr', {}, el('th', {}, s.name), el('td', { class: 'mono' }, s.value)))));
+    };
+    statTable('event stats', d.stats);
+    statTable('metadata stats', d.metadata_stats);
+    if (d.flows.length) {
+      side.append(el('h4', {}, 'flows'));
+      const ul = el('ul', { class: 'flows' });
+      for (const f of d.flows) {
+        const a = el('a', { href: '#' }, `${f.direction === 'out' ? '→' : '←'} ${f.name} @ ${dur(f.start_ps)}`);
+        a.addEventListener('click', ev => { ev.preventDefault(); focusEvent(f.track, f.index, f.start_ps, 0); });
+        ul.append(el('li', {}, a));
+      }
+      side.append(ul);
+    }
+  }
+
+  search.addEventListener('keydown', async e => {
+    if (e.key !== 'Enter') return;
+    const q = search.value.trim();
+    clear(side);
+    if (!q) return;
+    side.append(el('p', { class: 'muted' }, 'searching…'));
+    try {
+      const res = await api('timeline/search', { ...sel, q, limit: 200 });
+      if (!alive()) return;
+      clear(side);
+      side.append(el('h3', {}, `${count(res.total)} events match “${res.query}”`));
+      if (res.total > res.matches.length) side.append(el('p', { class: 'muted' }, `first ${res.matches.length} listed`));
+      const ul = el('ul', { class: 'results', id: 'tl-results' });
+      const byId = new Map(tr.tracks.map(t => [t.id, t]));
+      for (const m of res.matches) {
+        const t = byId.get(m.track);
+        const a = el('a', { href: '#' }, `${m.name}`, el('span', { class: 'muted' }, ` ${dur(m.start_ps)} · ${dur(m.duration_ps)} · ${t ? t.line : ''}`));
+        a.addEventListener('click', ev => { ev.preventDefault(); focusEvent(m.track, m.index, m.start_ps, m.duration_ps); });
+        ul.append(el('li', {}, a));
+      }
+      side.append(ul);
+    } catch (err) {
+      clear(side);
+      side.append(el('p', { class: 'error' }, String(err.message || err)));
+    }
+  });
+  fit.addEventListener('click', () => { t0 = span0 - margin; t1 = span1 + margin; changed(); });
+
+  new ResizeObserver(() => alive() && resize()).observe(wrap);
+  resize();
+
+  // For tests and scripts: the window shown and the events drawn (CSS px in the canvas).
+  window.stepscopeTimeline = {
+    view: () => ({ start_ps: t0, end_ps: t1 }),
+    events: () => drawn.filter(b => b.count === 1).map(b => ({ ...b })),
+    pending: () => [...tiles.values()].some(t => t.ctl),
+  };
+}
