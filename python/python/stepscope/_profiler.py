@@ -213,8 +213,8 @@ class Profiler:
             elif self.enabled:
                 k = self.schedule.window_of(n)
                 if k is not None and k not in self._started:
-                    self._started.add(k)
                     self._start(n, self.schedule.window(k)[1], {"trigger": "schedule", "window": k})
+                    self._started.add(k)
         self._ann = step(n, self.step_name).__enter__()
         self._open = n
         return n
