@@ -168,3 +168,23 @@ def test_profile_function_skips_warmups(tmp_path, work):
     assert m["function"].endswith("train_step")
     # The profiled call's outputs were waited for inside the capture: its XLA op is there.
     assert sum(r["count"] for r in stepscope.load(c.path).ops()) >= 1
+
+
+def test_capture_running_at_exit_is_saved(tmp_path):
+    import subprocess
+    import sys
+
+    script = (
+        "import stepscope\n"
+        f"stepscope.trace({str(tmp_path)!r}, name='left-open').start()\n"
+        "with stepscope.step(0):\n"
+        "    pass\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"})
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "plugins" / "profile" / "left-open"
+    assert f"stepscope: profile saved to {run}" in r.stderr
+    m = manifest_of(run)
+    assert m["error"] == "RuntimeError: the program exited while the capture was running"
+    assert steps_of(run) == [0]
