@@ -3,6 +3,7 @@
 //! [`main_from`], so they behave the same.
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -21,21 +22,42 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    ExitCode::from(run_args(args))
+}
+
+/// [`main_from`] with the exit code as a number (for callers that cannot use
+/// `ExitCode`, such as the Python package's `stepscope` command).
+pub fn run_args<I, T>(args: I) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
     let cli = match args::Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(err) => {
             // --help and --version print to stdout and succeed; usage errors exit 2.
             let _ = err.print();
-            return if err.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            return if err.use_stderr() { 2 } else { 0 };
         }
     };
     match run(cli) {
-        Ok(code) => code,
+        // ExitCode is opaque but comparable: find the number it stands for.
+        Ok(code) => (0..=u8::MAX).find(|&n| ExitCode::from(n) == code).unwrap_or(1),
         Err(err) => {
             eprintln!("stepscope: {err:#}");
-            ExitCode::from(2)
+            2
         }
     }
+}
+
+/// Loads PATH as the commands do (`--run NAME`, `--host HOST`, the same errors),
+/// for the Python package's `stepscope.load`.
+pub fn load_profile(
+    path: PathBuf,
+    run: Option<String>,
+    host: Option<String>,
+) -> anyhow::Result<stepscope_analysis::Profile> {
+    load::profile(&args::Input { path, run }, &args::Select { host, top: 0 })
 }
 
 fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {

@@ -1,0 +1,50 @@
+"""stepscope: capture JAX profiles the right way, and analyse them with the Rust core.
+
+Capture (on ``jax.profiler``, any backend)::
+
+    import stepscope
+
+    with stepscope.trace("/tmp/logdir") as t:       # one capture
+        with stepscope.step(0):
+            with stepscope.scope("forward"):
+                loss = train_step(batch)
+    print(t.path)                                    # the run folder
+
+    prof = stepscope.Profiler("/tmp/logdir", start_step=10, num_steps=5)
+    for batch in data:
+        with prof.step() as s:                       # steps 10..14 are captured
+            s.outputs = train_step(batch)
+
+Analysis (the same numbers as the ``stepscope`` command's ``--json``)::
+
+    p = stepscope.load("/tmp/logdir")
+    p.steps(); p.summary(); p.ops(by="scope", depth=2); p.kernels()
+
+JAX is imported only by the capture helpers: analysis works without it.
+"""
+
+from stepscope._native import StepscopeError, __version__
+from stepscope._analysis import Profile, Rows, load
+from stepscope._benchmark import BenchmarkResult, Timer, benchmark, timer
+from stepscope._capture import Capture, profile_function, scope, step, trace
+from stepscope._profiler import Profiler, Schedule, schedule
+
+__all__ = [
+    "BenchmarkResult",
+    "Capture",
+    "Profile",
+    "Profiler",
+    "Rows",
+    "Schedule",
+    "StepscopeError",
+    "Timer",
+    "__version__",
+    "benchmark",
+    "load",
+    "profile_function",
+    "schedule",
+    "scope",
+    "step",
+    "timer",
+    "trace",
+]

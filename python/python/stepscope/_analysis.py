@@ -1,0 +1,91 @@
+"""Analysis: thin wrappers over the Rust core (``stepscope._native``).
+
+Every result is parsed from the JSON the Rust analysis serializes, which is the very
+JSON ``stepscope <command> --json`` prints, so Python and the CLI cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Optional, Union
+
+from stepscope import _native
+
+
+class Rows(list):
+    """The rows of one analysis: a list of dicts with the CLI JSON's keys.
+
+    ``raw`` is the whole document the CLI prints with ``--json`` (``schema`` and the
+    fields beside the rows); ``to_pandas()`` gives a DataFrame when pandas is installed.
+    """
+
+    def __init__(self, raw: dict, key: str):
+        super().__init__(raw[key])
+        self.raw = raw
+        self.key = key
+
+    @property
+    def schema(self) -> str:
+        return self.raw["schema"]
+
+    def to_pandas(self):
+        """The rows as a pandas DataFrame, one column per key."""
+        try:
+            import pandas
+        except ImportError as e:
+            raise ImportError("to_pandas() needs pandas — pip install pandas") from e
+        return pandas.DataFrame(list(self))
+
+    def __repr__(self) -> str:
+        return f"<stepscope {self.schema}: {len(self)} {self.key}>"
+
+
+class Profile:
+    """A decoded run. Made by :func:`stepscope.load`."""
+
+    def __init__(self, native: Any):
+        self._native = native
+
+    @property
+    def run(self) -> str:
+        """The run's name (its folder relative to the path loaded)."""
+        return self._native.run
+
+    @property
+    def hosts(self) -> list:
+        """The hosts read (one per profile file)."""
+        return self._native.hosts
+
+    def steps(self) -> Rows:
+        """Every step: ``stepscope steps --json`` (rows: its ``steps``)."""
+        return Rows(json.loads(self._native.steps_json()), "steps")
+
+    def summary(self, top: int = 10) -> dict:
+        """The overview: ``stepscope summary --json --top TOP``."""
+        return json.loads(self._native.summary_json(top))
+
+    def ops(self, by: str = "op", depth: int = 0, top: Optional[int] = None) -> Rows:
+        """The op profile: ``stepscope ops --json --by BY --depth DEPTH --top TOP``.
+
+        ``by`` is ``"op"``, ``"category"``, ``"module"`` or ``"scope"``; ``depth`` cuts
+        scopes to that many levels (0: whole scope); ``top=None`` keeps every row.
+        """
+        return Rows(json.loads(self._native.ops_json(by, depth, top)), "ops")
+
+    def kernels(self, top: Optional[int] = None) -> Rows:
+        """GPU kernels: ``stepscope kernels --json --top TOP`` (``top=None``: all)."""
+        return Rows(json.loads(self._native.kernels_json(top)), "kernels")
+
+    def __repr__(self) -> str:
+        return f"<stepscope.Profile run={self.run!r} hosts={self.hosts!r}>"
+
+
+def load(path: Union[str, os.PathLike], run: Optional[str] = None, host: Optional[str] = None) -> Profile:
+    """Reads a profile, taking ``path`` as the CLI does.
+
+    ``path`` is a log directory (its newest run, or the run named ``run``), a run
+    folder, or one profile file (``.xplane.pb``, ``.trace.json.gz``, ...); ``host``
+    keeps one host. Raises :class:`stepscope.StepscopeError` with the CLI's message.
+    """
+    return Profile(_native.load(os.fspath(path), run, host))

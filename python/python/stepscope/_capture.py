@@ -1,0 +1,438 @@
+"""One capture on ``jax.profiler``: start, stop, find the run folder, write the manifest.
+
+Every capture helper (``trace``, ``profile_function``, ``Profiler``) goes through
+:class:`Capture`, so they all name the run folder, refuse a second concurrent
+capture, stop cleanly on exceptions and write the same manifest.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import os
+import platform
+import re
+import shlex
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+from stepscope._native import StepscopeError, __version__
+
+MANIFEST_NAME = "stepscope_manifest.json"
+MANIFEST_SCHEMA = "stepscope.manifest/1"
+
+_lock = threading.RLock()
+_active: Optional["Capture"] = None
+# Captures this process wrote, so timers can add sections that ended after the
+# capture stopped (see stepscope._benchmark).
+_written: list = []
+
+
+def _jax():
+    try:
+        import jax
+        import jax.profiler  # noqa: F401
+    except ImportError as e:
+        raise StepscopeError("capturing a profile needs JAX — pip install jax (or jax[cuda12], jax[tpu])") from e
+    return jax
+
+
+def block(outputs: Any) -> Any:
+    """Waits until every JAX array in ``outputs`` (any pytree) is computed."""
+    if outputs is None:
+        return None
+    jax = _jax()
+    return jax.block_until_ready(outputs)
+
+
+def active_capture() -> Optional["Capture"]:
+    """The capture running now in this process, if any."""
+    return _active
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise StepscopeError(
+            f"bad run name {name!r} — use letters, digits and . _ + - (it names a folder under plugins/profile/)"
+        )
+    return name
+
+
+class Capture:
+    """One profile capture. ``path`` is the run folder once it has stopped.
+
+    Use it as a context manager (``with stepscope.trace(...) as c:``) or call
+    :meth:`start` and :meth:`stop`. The capture is stopped cleanly when the block
+    raises; the exception goes on.
+    """
+
+    def __init__(
+        self,
+        log_dir: Union[str, os.PathLike],
+        *,
+        name: Optional[str] = None,
+        create_perfetto_trace: bool = False,
+        host_tracer_level: Optional[int] = None,
+        device_tracer_level: Optional[int] = None,
+        python_tracer_level: Optional[int] = None,
+        kind: str = "trace",
+        extra: Optional[dict] = None,
+    ):
+        self.log_dir = Path(os.fspath(log_dir))
+        self.name = None if name is None else _check_name(name)
+        self.options = {
+            "create_perfetto_trace": bool(create_perfetto_trace),
+            "host_tracer_level": host_tracer_level,
+            "device_tracer_level": device_tracer_level,
+            "python_tracer_level": python_tracer_level,
+        }
+        for key in ("host_tracer_level", "device_tracer_level", "python_tracer_level"):
+            v = self.options[key]
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
+                raise StepscopeError(f"{key}={v!r} is not a tracer level — use a whole number ≥ 0 or None")
+        self.kind = kind
+        self.extra = dict(extra or {})
+        #: The run folder (``<log_dir>/plugins/profile/<run>``), set when stopped.
+        self.path: Optional[Path] = None
+        #: The manifest file beside the profile, set when stopped.
+        self.manifest_path: Optional[Path] = None
+        #: Steps recorded while capturing: dicts with step_num, name, start/duration.
+        self.steps: list = []
+        #: ``"ExcType: message"`` when the capture ended because of an exception.
+        self.error: Optional[str] = None
+        self.started_unix_ns: Optional[int] = None
+        self.stopped_unix_ns: Optional[int] = None
+        self._t0 = 0
+        self._duration_ns = 0
+        self._before: set = set()
+        self._chosen: Optional[str] = None
+        self._jax_env: dict = {}
+
+    @property
+    def running(self) -> bool:
+        return _active is self
+
+    # -- start / stop ----------------------------------------------------------------
+
+    def start(self) -> "Capture":
+        global _active
+        jax = _jax()
+        with _lock:
+            if _active is not None:
+                raise StepscopeError(_already_running(_active))
+            if self.started_unix_ns is not None:
+                raise StepscopeError("this capture was already used — make a new one for each capture")
+            profile_root = self.log_dir / "plugins" / "profile"
+            self._before = _subdirs(profile_root)
+            opts = self._profile_options(jax)
+            kwargs = {"create_perfetto_trace": self.options["create_perfetto_trace"]}
+            if opts is not None:
+                kwargs["profiler_options"] = opts
+            try:
+                jax.profiler.start_trace(str(self.log_dir), **kwargs)
+            except RuntimeError as e:
+                if "already" in str(e):
+                    raise StepscopeError(
+                        "a capture is already running (started with jax.profiler directly) — stop it first"
+                    ) from e
+                raise StepscopeError(f"jax.profiler could not start: {e} — check the log directory and JAX") from e
+            self._jax_env = _environment(jax)
+            self.started_unix_ns = time.time_ns()
+            self._t0 = time.perf_counter_ns()
+            _active = self
+        return self
+
+    def stop(self, error: Optional[BaseException] = None) -> Path:
+        """Stops the capture, writes the manifest, prints where the profile is."""
+        global _active
+        jax = _jax()
+        with _lock:
+            if _active is not self:
+                raise StepscopeError("this capture is not running — start it first")
+            if error is not None:
+                self.error = f"{type(error).__name__}: {error}"
+            self._duration_ns = time.perf_counter_ns() - self._t0
+            self.stopped_unix_ns = time.time_ns()
+            try:
+                jax.profiler.stop_trace()
+            except Exception as e:
+                raise StepscopeError(f"jax.profiler could not write the profile: {e} — check the log directory") from e
+            finally:
+                _active = None
+            self.path = self._find_run_dir()
+            self.manifest_path = self.path / MANIFEST_NAME
+            self.write_manifest()
+            _written.append(self)
+        cmd = f"stepscope summary {shlex.quote(str(self.path))}"
+        print(f"stepscope: profile saved to {self.path} — look at it with: {cmd}", file=sys.stderr, flush=True)
+        return self.path
+
+    def __enter__(self) -> "Capture":
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if self.running:
+            self.stop(error=exc)
+        return False
+
+    # -- steps -----------------------------------------------------------------------
+
+    def record_step(self, step_num: int, name: str, start_unix_ns: int, duration_ns: int) -> None:
+        self.steps.append(
+            {
+                "step_num": step_num,
+                "name": name,
+                "start_unix_ns": start_unix_ns,
+                "duration_ms": duration_ns / 1e6,
+            }
+        )
+
+    # -- details ---------------------------------------------------------------------
+
+    def _profile_options(self, jax):
+        levels = {k: v for k, v in self.options.items() if k.endswith("_level") and v is not None}
+        make = getattr(jax.profiler, "ProfileOptions", None)
+        if make is None:
+            if levels or self.name is not None:
+                what = ", ".join(list(levels) + (["name"] if self.name is not None else []))
+                raise StepscopeError(
+                    f"the installed JAX {jax.__version__} has no jax.profiler.ProfileOptions, so {what} "
+                    "cannot be set — leave them unset, or upgrade jax"
+                )
+            return None
+        opts = make()
+        for key, v in levels.items():
+            if not hasattr(opts, key):
+                raise StepscopeError(
+                    f"the installed JAX {jax.__version__} has no {key} option — leave it unset, or upgrade jax"
+                )
+            setattr(opts, key, v)
+        if hasattr(opts, "session_id"):
+            # The run folder's name: ours, so two captures in the same second (JAX's
+            # default names are seconds) never share a folder.
+            opts.session_id = self._run_name(self.log_dir / "plugins" / "profile")
+        elif self.name is not None:
+            raise StepscopeError(
+                f"the installed JAX {jax.__version__} cannot name the run folder — leave name unset, or upgrade jax"
+            )
+        return opts
+
+    def _run_name(self, profile_root: Path) -> str:
+        if self.name is not None:
+            if (profile_root / self.name).exists():
+                raise StepscopeError(
+                    f"{profile_root / self.name} already exists — pick another name, or leave name unset"
+                )
+            self._chosen = self.name
+            return self.name
+        base = time.strftime("%Y_%m_%d_%H_%M_%S")
+        name, n = base, 1
+        while (profile_root / name).exists():
+            n += 1
+            name = f"{base}_{n}"
+        self._chosen = name
+        return name
+
+    def _find_run_dir(self) -> Path:
+        root = self.log_dir / "plugins" / "profile"
+        if self._chosen is not None and (root / self._chosen).is_dir():
+            return (root / self._chosen).absolute()
+        new = sorted(_subdirs(root) - self._before)
+        if len(new) == 1:
+            return (root / new[0]).absolute()
+        dirs = [root / d for d in _subdirs(root)]
+        if not dirs:
+            raise StepscopeError(f"jax.profiler wrote no run folder under {root} — check that JAX can write there")
+        return max(dirs, key=lambda d: d.stat().st_mtime).absolute()
+
+    def manifest(self) -> dict:
+        """The manifest as written beside the profile."""
+        from stepscope._benchmark import timer_sections
+
+        files = []
+        if self.path is not None and self.path.is_dir():
+            files = sorted(p.name for p in self.path.iterdir() if p.is_file() and p.name != MANIFEST_NAME)
+        m = {
+            "schema": MANIFEST_SCHEMA,
+            "kind": self.kind,
+            "run": self.path.name if self.path else None,
+            "run_dir": str(self.path) if self.path else None,
+            "log_dir": str(self.log_dir.absolute()),
+            "files": files,
+            "started_unix_ns": self.started_unix_ns,
+            "stopped_unix_ns": self.stopped_unix_ns,
+            "duration_ms": self._duration_ns / 1e6,
+            "steps": self.steps,
+            "step_nums": [s["step_num"] for s in self.steps],
+            "options": self.options,
+            "error": self.error,
+            "timers": timer_sections(),
+            "command": f"stepscope summary {shlex.quote(str(self.path))}" if self.path else None,
+            "stepscope_version": __version__,
+            "python_version": platform.python_version(),
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            "argv": list(sys.argv),
+        }
+        m.update(self._jax_env)
+        m.update(self.extra)
+        return m
+
+    def write_manifest(self) -> None:
+        if self.manifest_path is None:
+            return
+        tmp = self.manifest_path.with_name("." + MANIFEST_NAME + ".tmp")
+        tmp.write_text(json.dumps(self.manifest(), indent=2) + "\n")
+        os.replace(tmp, self.manifest_path)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else (f"saved to {self.path}" if self.path else "not started")
+        return f"<stepscope.Capture {state}>"
+
+
+def _already_running(c: "Capture") -> str:
+    return f"a capture is already running (into {c.log_dir}) — stop it before starting another; one capture at a time"
+
+
+def _subdirs(root: Path) -> set:
+    try:
+        return {p.name for p in root.iterdir() if p.is_dir()}
+    except OSError:
+        return set()
+
+
+def _environment(jax) -> dict:
+    env = {"jax_version": getattr(jax, "__version__", None)}
+    try:
+        import jaxlib
+
+        env["jaxlib_version"] = getattr(jaxlib, "__version__", None)
+    except ImportError:
+        env["jaxlib_version"] = None
+    try:
+        env["backend"] = jax.default_backend()
+        kinds: dict = {}
+        for d in jax.devices():
+            kinds[d.device_kind] = kinds.get(d.device_kind, 0) + 1
+        env["devices"] = [{"kind": k, "count": n} for k, n in kinds.items()]
+    except Exception:  # a broken backend must not lose the profile
+        env["backend"] = None
+        env["devices"] = []
+    return env
+
+
+@atexit.register
+def _stop_at_exit() -> None:
+    c = _active
+    if c is not None:
+        try:
+            c.stop(error=RuntimeError("the program exited while the capture was running"))
+        except Exception:
+            pass
+
+
+# -- public helpers ----------------------------------------------------------------------
+
+
+def trace(
+    log_dir: Union[str, os.PathLike],
+    *,
+    name: Optional[str] = None,
+    create_perfetto_trace: bool = False,
+    host_tracer_level: Optional[int] = None,
+    device_tracer_level: Optional[int] = None,
+    python_tracer_level: Optional[int] = None,
+) -> Capture:
+    """A context manager that captures a profile into ``log_dir``.
+
+    After the block, ``.path`` is the run folder (``<log_dir>/plugins/profile/<run>``,
+    ``<run>`` being ``name`` or the start time). Tracer levels left ``None`` keep
+    JAX's defaults; a level the installed JAX does not know raises StepscopeError.
+    """
+    return Capture(
+        log_dir,
+        name=name,
+        create_perfetto_trace=create_perfetto_trace,
+        host_tracer_level=host_tracer_level,
+        device_tracer_level=device_tracer_level,
+        python_tracer_level=python_tracer_level,
+    )
+
+
+def scope(name: str, **annotations: Any):
+    """A named region on the host timeline (``jax.profiler.TraceAnnotation``);
+    keyword arguments become the event's stats. Scopes nest."""
+    return _jax().profiler.TraceAnnotation(name, **annotations)
+
+
+class step:
+    """Marks one training step (``jax.profiler.StepTraceAnnotation(name, step_num=...)``).
+
+    The analyses take step boundaries from it. Inside a capture the step's number and
+    wall time also go into the capture's manifest.
+    """
+
+    def __init__(self, step_num: int, name: str = "train"):
+        if not isinstance(step_num, int) or isinstance(step_num, bool) or step_num < 0:
+            raise StepscopeError(f"step_num={step_num!r} is not a step number — use a whole number ≥ 0")
+        self.step_num = step_num
+        self.name = name
+        self._ann = None
+
+    def __enter__(self) -> "step":
+        self._capture = _active
+        self._ann = _jax().profiler.StepTraceAnnotation(self.name, step_num=self.step_num)
+        self._ann.__enter__()
+        self._start_unix_ns = time.time_ns()
+        self._t0 = time.perf_counter_ns()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        duration_ns = time.perf_counter_ns() - self._t0
+        self._ann.__exit__(exc_type, exc, tb)
+        if self._capture is not None and self._capture is _active:
+            self._capture.record_step(self.step_num, self.name, self._start_unix_ns, duration_ns)
+        return False
+
+
+def profile_function(log_dir: Union[str, os.PathLike], warmup: int = 3, **trace_options: Any) -> Callable:
+    """Decorator: the first ``warmup`` calls run unprofiled (their outputs waited
+    for), the next call is captured into ``log_dir`` with its outputs waited for
+    inside the capture, later calls run unprofiled. ``fn.capture`` is the
+    :class:`Capture` once taken (``fn.capture.path``: the run folder)."""
+    if not isinstance(warmup, int) or warmup < 0:
+        raise StepscopeError(f"warmup={warmup!r} — use a whole number of calls ≥ 0")
+
+    def decorate(fn: Callable) -> Callable:
+        calls = 0
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            nonlocal calls
+            n = calls
+            calls += 1
+            if n != warmup:
+                out = fn(*args, **kwargs)
+                if n < warmup:
+                    block(out)
+                return out
+            c = Capture(log_dir, kind="profile_function", extra={"function": fn.__qualname__}, **trace_options)
+            with c:
+                with scope(fn.__qualname__):
+                    out = fn(*args, **kwargs)
+                    block(out)
+            wrapper.capture = c
+            return out
+
+        wrapper.capture = None
+        return wrapper
+
+    return decorate

@@ -1,0 +1,305 @@
+"""``Profiler``: capture chosen training steps, on a schedule or on request."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional, Union
+
+from stepscope._capture import Capture, _already_running, _jax, active_capture, block, step
+from stepscope._native import StepscopeError
+
+
+def _whole(name: str, v: Any, low: int) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or v < low:
+        raise StepscopeError(f"{name}={v!r} — use a whole number ≥ {low}")
+    return v
+
+
+class Schedule:
+    """Which steps to capture: ``start_step`` … ``start_step + num_steps - 1``, and
+    again every ``every`` steps when set, ``repeat`` captures in all (``0``: no limit;
+    default: 1 without ``every``, no limit with it). ``schedule(n)`` is True for a
+    captured step."""
+
+    def __init__(self, start_step: int = 0, num_steps: int = 5, every: Optional[int] = None,
+                 repeat: Optional[int] = None):
+        self.start_step = _whole("start_step", start_step, 0)
+        self.num_steps = _whole("num_steps", num_steps, 1)
+        self.every = None if every is None else _whole("every", every, 1)
+        if self.every is not None and self.every < self.num_steps:
+            raise StepscopeError(
+                f"every={every} is shorter than num_steps={num_steps} — captures would overlap; "
+                "use every ≥ num_steps"
+            )
+        if repeat is None:
+            repeat = 1 if self.every is None else 0
+        self.repeat = _whole("repeat", repeat, 0)
+        if self.every is None and self.repeat != 1:
+            raise StepscopeError(f"repeat={repeat} needs every=N (the steps between capture starts)")
+
+    def window_of(self, step_num: int) -> Optional[int]:
+        """The index of the capture that holds ``step_num``, or None."""
+        off = step_num - self.start_step
+        if off < 0:
+            return None
+        if self.every is None:
+            return 0 if off < self.num_steps else None
+        k, within = divmod(off, self.every)
+        if self.repeat and k >= self.repeat:
+            return None
+        return k if within < self.num_steps else None
+
+    def window(self, k: int) -> tuple:
+        """The first and one-past-last step of capture ``k``."""
+        first = self.start_step + k * (self.every or 0)
+        return first, first + self.num_steps
+
+    def __call__(self, step_num: int) -> bool:
+        return self.window_of(step_num) is not None
+
+    def as_dict(self) -> dict:
+        return {"start_step": self.start_step, "num_steps": self.num_steps, "every": self.every,
+                "repeat": self.repeat}
+
+    def __repr__(self) -> str:
+        return "stepscope.Schedule(" + ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items()) + ")"
+
+
+def schedule(wait: int, warmup: int = 0, active: int = 1, repeat: int = 0, skip_first: int = 0) -> Schedule:
+    """PyTorch-style schedule: skip ``skip_first`` steps, then cycles of ``wait`` idle
+    steps, ``warmup`` steps, ``active`` captured steps; ``repeat`` cycles (0: no
+    limit). JAX has no warm tracer, so warm-up steps simply run uncaptured."""
+    wait = _whole("wait", wait, 0)
+    warmup = _whole("warmup", warmup, 0)
+    active = _whole("active", active, 1)
+    skip_first = _whole("skip_first", skip_first, 0)
+    return Schedule(start_step=skip_first + wait + warmup, num_steps=active, every=wait + warmup + active,
+                    repeat=_whole("repeat", repeat, 0))
+
+
+class _Step:
+    """One step of a :class:`Profiler` (``with prof.step() as s``). Set ``s.outputs``
+    to the step's results: in a captured step they are waited for before the step
+    ends, so its device work lands inside the step (and inside the capture)."""
+
+    def __init__(self, prof: "Profiler", step_num: Optional[int]):
+        self._prof = prof
+        self._want = step_num
+        self.num: Optional[int] = None
+        self.outputs: Any = None
+
+    @property
+    def captured(self) -> bool:
+        return self._prof.capture is not None
+
+    def __enter__(self) -> "_Step":
+        self.num = self._prof.begin_step(self._want)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is None:
+            self._prof.end_step(self.outputs)
+        else:
+            self._prof._abort_step(exc_type, exc, tb)
+        return False
+
+
+class Profiler:
+    """Captures chosen steps of a training loop into ``log_dir``.
+
+    ::
+
+        prof = stepscope.Profiler("/tmp/logdir", start_step=10, num_steps=5, every=100)
+        for batch in data:
+            with prof.step() as s:          # steps counted from 0
+                s.outputs = train_step(batch)
+
+    Every step is annotated with its number (``StepTraceAnnotation``); captures hold
+    exactly the scheduled steps: the trace starts before the first one begins and
+    stops after the last one ends (after its ``outputs`` are ready). One capture at a
+    time; a step that raises stops a running capture cleanly (the profile is saved)
+    and the exception goes on. ``on_trace_ready(capture)`` is called after each
+    capture. ``begin_step(n)``/``end_step(outputs)`` do the same without ``with``.
+    """
+
+    def __init__(
+        self,
+        log_dir: Union[str, os.PathLike],
+        *,
+        start_step: int = 0,
+        num_steps: int = 5,
+        every: Optional[int] = None,
+        repeat: Optional[int] = None,
+        on_trace_ready: Optional[Callable[[Capture], Any]] = None,
+        schedule: Optional[Schedule] = None,
+        enabled: bool = True,
+        step_name: str = "train",
+        create_perfetto_trace: bool = False,
+        host_tracer_level: Optional[int] = None,
+        device_tracer_level: Optional[int] = None,
+        python_tracer_level: Optional[int] = None,
+    ):
+        self.log_dir = log_dir
+        if schedule is not None and not isinstance(schedule, Schedule):
+            raise StepscopeError("schedule= takes stepscope.schedule(wait, warmup, active, repeat)")
+        self.schedule = schedule or Schedule(start_step, num_steps, every, repeat)
+        self.on_trace_ready = on_trace_ready
+        self.enabled = bool(enabled)
+        self.step_name = step_name
+        self.trace_options = {
+            "create_perfetto_trace": create_perfetto_trace,
+            "host_tracer_level": host_tracer_level,
+            "device_tracer_level": device_tracer_level,
+            "python_tracer_level": python_tracer_level,
+        }
+        #: The capture running now, if any.
+        self.capture: Optional[Capture] = None
+        #: Every finished capture, oldest first.
+        self.captures: list = []
+        self._first = 0  # the running capture's first step
+        self._end = 0  # one past its last step
+        self._next = 0
+        self._open: Optional[int] = None
+        self._ann: Optional[step] = None
+        self._pending: Optional[int] = None
+        self._started: set = set()
+
+    @classmethod
+    def from_env(cls, log_dir: Union[str, os.PathLike] = "stepscope-profiles", **kwargs: Any) -> "Profiler":
+        """A Profiler configured by the environment: ``STEPSCOPE_PROFILE=1`` turns
+        scheduled captures on; ``STEPSCOPE_START_STEP``, ``STEPSCOPE_NUM_STEPS``,
+        ``STEPSCOPE_EVERY`` and ``STEPSCOPE_LOG_DIR`` override the arguments."""
+        env = os.environ
+        flag = env.get("STEPSCOPE_PROFILE", "").strip().lower()
+        if flag in ("1", "true", "yes", "on"):
+            enabled = True
+        elif flag in ("", "0", "false", "no", "off"):
+            enabled = False
+        else:
+            raise StepscopeError(f"STEPSCOPE_PROFILE={flag!r} — set it to 1 to profile, 0 or unset not to")
+        for var, key in (("STEPSCOPE_START_STEP", "start_step"), ("STEPSCOPE_NUM_STEPS", "num_steps"),
+                         ("STEPSCOPE_EVERY", "every")):
+            text = env.get(var, "").strip()
+            if text:
+                try:
+                    kwargs[key] = int(text)
+                except ValueError:
+                    raise StepscopeError(f"{var}={text!r} is not a whole number — set it to e.g. 10") from None
+        log_dir = env.get("STEPSCOPE_LOG_DIR", "").strip() or log_dir
+        kwargs.setdefault("enabled", enabled)
+        if not enabled:
+            kwargs["enabled"] = False
+        return cls(log_dir, **kwargs)
+
+    # -- steps -----------------------------------------------------------------------
+
+    def step(self, step_num: Optional[int] = None) -> _Step:
+        """A context manager for one step (numbered from 0, or ``step_num``)."""
+        return _Step(self, step_num)
+
+    def begin_step(self, step_num: Optional[int] = None) -> int:
+        """Starts step ``step_num`` (default: the one after the last); starts a
+        capture first when this step is the first of one. Returns the step number."""
+        if self._open is not None:
+            raise StepscopeError(f"step {self._open} is still open — call end_step() before beginning another")
+        n = self._next if step_num is None else _whole("step_num", step_num, 0)
+        if self.capture is not None and not self._first <= n < self._end:
+            # The loop jumped out of the capture's steps: end it here.
+            self._stop()
+        if self.capture is None:
+            if self._pending is not None:
+                self._start(n, n + self._pending, {"trigger": "capture_async"})
+                self._pending = None
+            elif self.enabled:
+                k = self.schedule.window_of(n)
+                if k is not None and k not in self._started:
+                    self._start(n, self.schedule.window(k)[1], {"trigger": "schedule", "window": k})
+                    self._started.add(k)
+        self._ann = step(n, self.step_name).__enter__()
+        self._open = n
+        return n
+
+    def end_step(self, outputs: Any = None) -> None:
+        """Ends the open step. In a captured step, ``outputs`` (any pytree of JAX
+        arrays) are waited for first; after the capture's last step it is stopped."""
+        if self._open is None:
+            raise StepscopeError("no step is open — call begin_step() first")
+        n = self._open
+        if self.capture is not None:
+            block(outputs)
+        ann, self._ann, self._open = self._ann, None, None
+        ann.__exit__(None, None, None)
+        self._next = n + 1
+        if self.capture is not None and n + 1 >= self._end:
+            self._stop()
+
+    def _abort_step(self, exc_type, exc, tb) -> None:
+        """The step raised: close its annotation, stop a running capture cleanly."""
+        n = self._open
+        ann, self._ann, self._open = self._ann, None, None
+        if ann is not None:
+            ann.__exit__(exc_type, exc, tb)
+        if n is not None:
+            self._next = n + 1
+        if self.capture is not None:
+            self._stop(error=exc)
+
+    # -- captures --------------------------------------------------------------------
+
+    def capture_async(self, num_steps: int = 5) -> None:
+        """Captures the next ``num_steps`` steps, starting at the next step begun."""
+        _whole("num_steps", num_steps, 1)
+        if self.capture is not None:
+            raise StepscopeError(_already_running(self.capture))
+        if self._pending is not None:
+            raise StepscopeError(
+                f"a capture is already running (requested: the next {self._pending} steps) — one capture at a time"
+            )
+        other = active_capture()
+        if other is not None:
+            raise StepscopeError(_already_running(other))
+        self._pending = num_steps
+
+    def _start(self, first: int, end: int, extra: dict) -> None:
+        extra = dict(extra, schedule=self.schedule.as_dict(), first_step=first, last_step=end - 1)
+        c = Capture(self.log_dir, kind="profiler", extra=extra, **self.trace_options)
+        c.start()
+        self.capture, self._first, self._end = c, first, end
+
+    def _stop(self, error: Optional[BaseException] = None) -> None:
+        c = self.capture
+        self.capture = None
+        if c is None:
+            return
+        if error is None:
+            try:
+                _jax().effects_barrier()
+            except Exception:
+                pass
+        c.stop(error=error)
+        self.captures.append(c)
+        if self.on_trace_ready is not None:
+            self.on_trace_ready(c)
+
+    def stop(self) -> None:
+        """Stops a running capture now (and drops a pending ``capture_async``)."""
+        self._pending = None
+        if self._ann is not None:
+            self._abort_step(None, None, None)
+        self._stop()
+
+    close = stop
+
+    def __enter__(self) -> "Profiler":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        self._pending = None
+        if self._ann is not None:
+            self._abort_step(exc_type, exc, tb)
+        self._stop(error=exc)
+        return False
+
+    def __repr__(self) -> str:
+        state = "capturing" if self.capture is not None else f"{len(self.captures)} captures"
+        return f"<stepscope.Profiler {self.schedule!r} {state}>"

@@ -1,0 +1,121 @@
+//! `stepscope._native`: the Rust core for Python. Loads a profile the way the CLI does
+//! and returns each analysis as the JSON text `stepscope <cmd> --json` prints; the
+//! pure-Python package (`python/stepscope`) parses it into lists and dicts.
+
+use std::path::PathBuf;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use serde::Serialize;
+
+use stepscope_analysis::ops::GroupBy;
+use stepscope_analysis::{kernels, ops, steps, summary};
+
+create_exception!(_native, StepscopeError, PyException, "A profile that cannot be read or analysed.");
+
+/// The error as the CLI prints it after `stepscope: `.
+fn err(e: impl std::fmt::Display) -> PyErr {
+    StepscopeError::new_err(format!("{e:#}"))
+}
+
+/// A decoded run, ready for analyses.
+#[pyclass(module = "stepscope._native", frozen)]
+struct Profile {
+    inner: stepscope_analysis::Profile,
+}
+
+/// Runs `analysis` without the GIL and serializes its result to JSON.
+fn analyse<T: Serialize>(py: Python<'_>, analysis: impl FnOnce() -> T + Send) -> PyResult<String> {
+    py.detach(|| serde_json::to_string(&analysis())).map_err(err)
+}
+
+#[pymethods]
+impl Profile {
+    /// The run's name, as the CLI prints it.
+    #[getter]
+    fn run(&self) -> String {
+        self.inner.run.clone()
+    }
+
+    /// The hosts kept (one per profile file).
+    #[getter]
+    fn hosts(&self) -> Vec<String> {
+        self.inner.hosts.iter().map(|s| s.host.clone()).collect()
+    }
+
+    /// `stepscope steps --json`.
+    fn steps_json(&self, py: Python<'_>) -> PyResult<String> {
+        analyse(py, || steps::steps(&self.inner))
+    }
+
+    /// `stepscope summary --json --top TOP`.
+    fn summary_json(&self, py: Python<'_>, top: usize) -> PyResult<String> {
+        analyse(py, || summary::summary(&self.inner, top))
+    }
+
+    /// `stepscope ops --json --by BY --depth DEPTH [--top TOP]` (every row when `top` is None).
+    #[pyo3(signature = (by, depth, top=None))]
+    fn ops_json(&self, py: Python<'_>, by: &str, depth: usize, top: Option<usize>) -> PyResult<String> {
+        let by = match by {
+            "op" => GroupBy::Op,
+            "category" => GroupBy::Category,
+            "module" => GroupBy::Module,
+            "scope" => GroupBy::Scope,
+            other => {
+                return Err(StepscopeError::new_err(format!(
+                    "cannot group ops by {other:?} — use one of: op, category, module, scope"
+                )))
+            }
+        };
+        analyse(py, || {
+            let mut r = ops::ops(&self.inner, by, depth);
+            r.ops.truncate(top.unwrap_or(usize::MAX));
+            r
+        })
+    }
+
+    /// `stepscope kernels --json [--top TOP]` (every kernel when `top` is None).
+    #[pyo3(signature = (top=None))]
+    fn kernels_json(&self, py: Python<'_>, top: Option<usize>) -> PyResult<String> {
+        analyse(py, || {
+            let mut k = kernels::kernels(&self.inner);
+            k.kernels.truncate(top.unwrap_or(usize::MAX));
+            k
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<stepscope Profile run={:?} hosts={:?}>", self.inner.run, self.hosts())
+    }
+}
+
+/// Resolves `path` (a log directory, run folder or profile file), reads the run (the
+/// newest, or `run`) and keeps only `host` when given, exactly as the CLI does.
+#[pyfunction]
+#[pyo3(signature = (path, run=None, host=None))]
+fn load(py: Python<'_>, path: PathBuf, run: Option<String>, host: Option<String>) -> PyResult<Profile> {
+    let inner = py.detach(|| stepscope::load_profile(path, run, host)).map_err(err)?;
+    Ok(Profile { inner })
+}
+
+/// Runs the `stepscope` command line (`argv[0]` is the program name) and returns
+/// its exit code.
+#[pyfunction]
+fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> i32 {
+    use std::io::Write;
+    let code = py.detach(|| stepscope::run_args(argv));
+    // Rust's stdout is flushed at exit only in a Rust `main`; here Python exits.
+    let _ = std::io::stdout().flush();
+    i32::from(code)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("StepscopeError", m.py().get_type::<StepscopeError>())?;
+    m.add_class::<Profile>()?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,143 @@
+"""stepscope.load(...) analyses equal the CLI's --json, on the real fixtures."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import stepscope
+from conftest import FIXTURES
+
+CPU = FIXTURES / "cpu-transformer"
+CPU_RUN = "2026_11_21_22_29_17"
+ROCM = FIXTURES / "rocm-mi300x-gemm"
+TPU = FIXTURES / "tpu-v6e-inference"
+
+
+def cli_json(cli, *args):
+    r = subprocess.run([cli, *map(str, args), "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return stepscope.load(CPU)
+
+
+def test_steps_equal_cli(cli, cpu):
+    rows = cpu.steps()
+    expected = cli_json(cli, "steps", CPU)
+    assert rows.raw == expected
+    assert list(rows) == expected["steps"]
+    assert rows.schema == "stepscope.steps/1"
+    assert [r["step_num"] for r in rows] == list(range(8))  # the fixture's 8 captured steps
+
+
+@pytest.mark.parametrize("top", [10, 3])
+def test_summary_equals_cli(cli, cpu, top):
+    s = cpu.summary(top=top)
+    assert s == cli_json(cli, "summary", CPU, "--top", top)
+    assert s["step_count"] == 8
+    assert len(s["top_ops"]) <= top
+
+
+@pytest.mark.parametrize(
+    "by,depth,top",
+    [("op", 0, 10), ("op", 0, None), ("category", 0, 5), ("module", 0, 10), ("scope", 0, 20), ("scope", 2, 10)],
+)
+def test_ops_equal_cli(cli, cpu, by, depth, top):
+    rows = cpu.ops(by=by, depth=depth, top=top)
+    args = ["ops", CPU, "--by", by, "--depth", depth, "--top", 10**9 if top is None else top]
+    expected = cli_json(cli, *args)
+    assert rows.raw == expected
+    assert list(rows) == expected["ops"]
+    assert len(rows) > 0
+    if top is not None:
+        assert len(rows) <= top
+
+
+def test_all_ops_rows_by_default(cpu):
+    every = cpu.ops()
+    assert len(every) > 10  # more than the CLI's default --top
+    assert cpu.ops(top=10) == every[:10]
+
+
+def test_kernels_equal_cli_on_gpu_profile(cli):
+    p = stepscope.load(ROCM)
+    rows = p.kernels()
+    expected = cli_json(cli, "kernels", ROCM, "--top", 10**9)
+    assert rows.raw == expected
+    assert len(rows) > 0 and "grid" in rows[0]
+    assert p.kernels(top=2).raw == cli_json(cli, "kernels", ROCM, "--top", 2)
+    assert stepscope.load(CPU).kernels() == []
+
+
+def test_tpu_profile_equals_cli(cli):
+    p = stepscope.load(TPU)
+    assert p.summary().keys() == cli_json(cli, "summary", TPU).keys()
+    assert p.summary() == cli_json(cli, "summary", TPU)
+    assert p.ops(by="category", top=10).raw == cli_json(cli, "ops", TPU, "--by", "category")
+
+
+def test_run_host_and_file_paths(cli):
+    by_run = stepscope.load(CPU, run=CPU_RUN)
+    assert by_run.run == f"plugins/profile/{CPU_RUN}"
+    assert by_run.hosts == ["vm"]
+    file = CPU / "plugins" / "profile" / CPU_RUN / "vm.xplane.pb"
+    one = stepscope.load(str(file), host="vm")
+    assert one.steps().raw == cli_json(cli, "steps", file, "--host", "vm")
+    assert one.steps() == by_run.steps()
+
+
+@pytest.mark.parametrize(
+    "args,kwargs",
+    [
+        (["steps", FIXTURES / "no-such-dir"], dict(path=FIXTURES / "no-such-dir")),
+        (["steps", CPU, "--run", "nope"], dict(path=CPU, run="nope")),
+        (["steps", CPU, "--host", "nope"], dict(path=CPU, host="nope")),
+        (["steps", FIXTURES / "README.md"], dict(path=FIXTURES / "README.md")),
+    ],
+)
+def test_errors_carry_the_cli_message(cli, args, kwargs):
+    r = subprocess.run([cli, *map(str, args)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    with pytest.raises(stepscope.StepscopeError) as e:
+        stepscope.load(kwargs.pop("path"), **kwargs).steps()
+    assert r.stderr.strip() == f"stepscope: {e.value}"
+    assert "\n" not in str(e.value) and " — " in str(e.value)
+    assert isinstance(e.value, Exception)
+
+
+def test_bad_grouping_is_an_error(cpu):
+    with pytest.raises(stepscope.StepscopeError, match=r'cannot group ops by "flops"'):
+        cpu.ops(by="flops")
+
+
+def test_to_pandas(cpu):
+    pd = pytest.importorskip("pandas")
+    df = cpu.steps().to_pandas()
+    assert isinstance(df, pd.DataFrame)
+    assert list(df.columns) == list(cpu.steps()[0].keys())
+    assert df["step_num"].tolist() == list(range(8))
+    assert cpu.ops(top=5).to_pandas()["self_ps"].tolist() == [r["self_ps"] for r in cpu.ops(top=5)]
+
+
+def test_console_command(cli, capfd):
+    v = subprocess.run([cli, "--version"], capture_output=True, text=True, timeout=60)
+    assert v.returncode == 0 and v.stdout.strip() == f"stepscope {stepscope.__version__}"
+    table = subprocess.run([cli, "steps", CPU], capture_output=True, text=True, timeout=60)
+    assert table.returncode == 0 and table.stdout.startswith("8 steps (from StepTraceAnnotation)")
+    as_module = subprocess.run([sys.executable, "-m", "stepscope", "steps", CPU], capture_output=True, text=True,
+                               timeout=60)
+    assert as_module.returncode == 0 and as_module.stdout == table.stdout
+    usage = subprocess.run([cli, "nonsense"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 2 and "unrecognized subcommand" in usage.stderr
+    from stepscope.__main__ import main
+
+    capfd.readouterr()
+    assert main(["steps", str(CPU), "--csv"]) == 0  # in-process, through the native CLI
+    out = capfd.readouterr().out.splitlines()
+    assert out[0].startswith("step_num,host,name,") and len(out) == 9
+    assert main(["steps", str(FIXTURES / "no-such-dir")]) == 2

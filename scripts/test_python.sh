@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds and installs the stepscope Python package the way users do
+# (`pip install ./python`: maturin builds the Rust core and installs the `stepscope`
+# command), then runs its tests (pytest, real JAX on CPU, real fixtures).
+# Ends with `python tests: N passed, M failed`; non-zero exit on any failure.
+#
+# PYTHON picks the interpreter (default python3). The Rust build goes to
+# target/python-wheel (kept between runs; set CARGO_TARGET_DIR to move it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+PIP=("$PY" -m pip --disable-pip-version-check)
+
+echo "== installing Python test dependencies (python/tests/requirements.txt)"
+"${PIP[@]}" install --quiet -r python/tests/requirements.txt
+
+echo "== pip install ./python (release build of the Rust core)"
+start=$(date +%s)
+CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target/python-wheel} \
+    "${PIP[@]}" install --quiet --no-build-isolation --force-reinstall --no-deps ./python
+echo "built and installed in $(($(date +%s) - start)) s"
+
+echo "== pytest python/tests"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+# From python/tests, `import stepscope` is the installed package, not the source.
+(cd python/tests && JAX_PLATFORMS=cpu "$PY" -m pytest -q -p no:cacheprovider .) 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+summary=$(grep -E '^[=[:space:]]*[0-9]+ (passed|failed|error|skipped)' "$log" | tail -n 1 || true)
+passed=$(grep -oE '[0-9]+ passed' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
+failed=$(grep -oE '[0-9]+ failed' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
+errors=$(grep -oE '[0-9]+ errors?' <<<"$summary" | grep -oE '[0-9]+' || echo 0)
+failed=$((failed + errors))
+echo "python tests: $passed passed, $failed failed"
+if [ "$rc" -ne 0 ] || [ "$passed" -eq 0 ]; then
+    exit 1
+fi
