@@ -1,17 +1,41 @@
 #!/usr/bin/env bash
-# Runs every stepscope test on a fresh machine. Installs what the tests need first:
-# Python packages from PyPI (JAX for real captures, protobuf for the independent
-# reference reader), then runs the Rust test suite, which drives the real binary.
-set -euo pipefail
+# Runs every stepscope test on a fresh machine, installing what the tests need first:
+#   1. Rust: the workspace's tests (they drive the real binary on real captures and
+#      check numbers against tests/support/xspace_ref.py, which needs protobuf; some
+#      start real JAX processes) — pip: tests/support/requirements.txt;
+#   2. Python: the `stepscope` package built with maturin, pytest with real JAX
+#      (scripts/test_python.sh);
+#   3. Web UI: headless Debian Chromium driven by playwright-core (scripts/test_web.sh).
+# Every part runs even when an earlier one fails; the last line adds them all up.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== installing test dependencies (pip: tests/support/requirements.txt)"
-python3 -m pip install --quiet --disable-pip-version-check -r tests/support/requirements.txt
-
-echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --workspace --locked --lib --bins --tests 2>&1 | tee "$log"
-# One closing line over every test binary (cargo prints one per binary).
+failed_parts=()
+
+echo "== installing test dependencies (pip: tests/support/requirements.txt)"
+python3 -m pip install --quiet --disable-pip-version-check -r tests/support/requirements.txt \
+  || failed_parts+=("pip install")
+
+echo "== cargo test"
+cargo test --workspace --locked --lib --bins --tests 2>&1 | tee -a "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || failed_parts+=("cargo test")
+
+echo "== python package"
+bash scripts/test_python.sh 2>&1 | tee -a "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || failed_parts+=("python")
+
+echo "== web UI"
+bash scripts/test_web.sh 2>&1 | tee -a "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || failed_parts+=("web")
+
+# One closing line over every part: cargo prints "test result: ok. N passed; M failed"
+# per test binary; the Python and web scripts end with "<part> tests: N passed, M failed".
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
+     /^(python|web) tests: [0-9]+ passed, [0-9]+ failed$/ { p += $3; f += $5 }
      END { printf "all tests: %d passed, %d failed\n", p, f }' "$log"
+if [ "${#failed_parts[@]}" -gt 0 ]; then
+  echo "failed: ${failed_parts[*]}"
+  exit 1
+fi

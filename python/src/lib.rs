@@ -9,8 +9,10 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use serde::Serialize;
 
+use stepscope_analysis::advise::{self, Thresholds};
 use stepscope_analysis::ops::GroupBy;
-use stepscope_analysis::{kernels, ops, steps, summary};
+use stepscope_analysis::{diff, kernels, memory, ops, steps, summary};
+use stepscope_xspace::pprof;
 
 create_exception!(_native, StepscopeError, PyException, "A profile that cannot be read or analysed.");
 
@@ -23,6 +25,8 @@ fn err(e: impl std::fmt::Display) -> PyErr {
 #[pyclass(module = "stepscope._native", frozen)]
 struct Profile {
     inner: stepscope_analysis::Profile,
+    /// The device-memory pprof found beside the run, if any.
+    pprof: Option<PathBuf>,
 }
 
 /// Runs `analysis` without the GIL and serializes its result to JSON.
@@ -85,6 +89,33 @@ impl Profile {
         })
     }
 
+    /// `stepscope memory --json --top TOP [--pprof FILE]` (default: the pprof found
+    /// beside the run).
+    #[pyo3(signature = (top, pprof=None))]
+    fn memory_json(&self, py: Python<'_>, top: usize, pprof: Option<PathBuf>) -> PyResult<String> {
+        let path = pprof.or_else(|| self.pprof.clone());
+        py.detach(|| {
+            let pp = path.as_ref().map(|p| pprof::read_pprof(p)).transpose().map_err(err)?;
+            let shown = path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+            let m = memory::memory(&self.inner, pp.as_ref().map(|p| (shown.as_str(), p)), top);
+            serde_json::to_string(&m).map_err(err)
+        })
+    }
+
+    /// `stepscope advise --json`; `thresholds` is a JSON object of overrides.
+    #[pyo3(signature = (thresholds=None))]
+    fn advise_json(&self, py: Python<'_>, thresholds: Option<String>) -> PyResult<String> {
+        let th: Thresholds = match thresholds {
+            Some(t) => serde_json::from_str(&t).map_err(|e| {
+                StepscopeError::new_err(format!(
+                    "bad thresholds: {e} — use the names listed under \"thresholds\" in advise()"
+                ))
+            })?,
+            None => Thresholds::default(),
+        };
+        analyse(py, || advise::advise(&self.inner, &th))
+    }
+
     fn __repr__(&self) -> String {
         format!("<stepscope Profile run={:?} hosts={:?}>", self.inner.run, self.hosts())
     }
@@ -95,8 +126,19 @@ impl Profile {
 #[pyfunction]
 #[pyo3(signature = (path, run=None, host=None))]
 fn load(py: Python<'_>, path: PathBuf, run: Option<String>, host: Option<String>) -> PyResult<Profile> {
-    let inner = py.detach(|| stepscope::load_profile(path, run, host)).map_err(err)?;
-    Ok(Profile { inner })
+    let (inner, run) = py.detach(|| stepscope::load_run(path, run, host)).map_err(err)?;
+    Ok(Profile { inner, pprof: run.pprof.first().cloned() })
+}
+
+/// `stepscope diff A B --json --top TOP` for two loaded profiles.
+#[pyfunction]
+fn diff_json(py: Python<'_>, a: &Profile, b: &Profile, top: usize) -> PyResult<String> {
+    analyse(py, || {
+        let mut d = diff::diff(&a.inner, &b.inner);
+        d.ops.truncate(top);
+        d.kernels.truncate(top);
+        d
+    })
 }
 
 /// Runs the `stepscope` command line (`argv[0]` is the program name) and returns
@@ -116,6 +158,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Profile>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(cli_main, m)?)?;
+    m.add_function(wrap_pyfunction!(diff_json, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -141,3 +141,34 @@ def test_console_command(cli, capfd):
     out = capfd.readouterr().out.splitlines()
     assert out[0].startswith("step_num,host,name,") and len(out) == 9
     assert main(["steps", str(FIXTURES / "no-such-dir")]) == 2
+
+
+def test_memory_equals_cli(cli, cpu):
+    # The pprof beside the run is found as the CLI finds it; allocators on GPU/TPU.
+    assert cpu.memory() == cli_json(cli, "memory", CPU)
+    assert cpu.memory()["device_memory_profile"]["total_bytes"] > 0
+    for path in (ROCM, TPU):
+        m = stepscope.load(path).memory(top=5)
+        assert m == cli_json(cli, "memory", path, "--top", 5)
+        assert m["allocators"][0]["peak_in_use_bytes"] > 0
+
+
+def test_advise_equals_cli_and_takes_thresholds(cli):
+    tiny = FIXTURES / "cpu-tiny-ops"
+    p = stepscope.load(tiny)
+    rows = p.advise()
+    assert rows.raw == cli_json(cli, "advise", tiny)
+    assert "many-dispatches" in [f["rule"] for f in rows]
+    quiet = p.advise(dispatches_per_step=1000)
+    assert "many-dispatches" not in [f["rule"] for f in quiet]
+    assert quiet.raw["thresholds"]["dispatches_per_step"] == 1000
+    with pytest.raises(stepscope.StepscopeError, match="bad thresholds"):
+        p.advise(no_such_threshold=1)
+
+
+def test_diff_equals_cli(cli):
+    a, b = FIXTURES / "cpu-clean", FIXTURES / "cpu-slow"
+    d = stepscope.diff(a, b, top=20)
+    assert d == cli_json(cli, "diff", a, b, "--top", 20)
+    assert d["step_time"]["delta_ps"] > 0
+    assert stepscope.diff(stepscope.load(a), stepscope.load(b), top=20) == d

@@ -57,7 +57,17 @@ pub fn load_profile(
     run: Option<String>,
     host: Option<String>,
 ) -> anyhow::Result<stepscope_analysis::Profile> {
-    load::profile(&args::Input { path, run }, &args::Select { host, top: 0 })
+    Ok(load_run(path, run, host)?.0)
+}
+
+/// Like [`load_profile`], also returning the run found (its folder and the files
+/// beside it, such as a device-memory pprof).
+pub fn load_run(
+    path: PathBuf,
+    run: Option<String>,
+    host: Option<String>,
+) -> anyhow::Result<(stepscope_analysis::Profile, stepscope_xspace::discover::Run)> {
+    load::profile_and_run(&args::Input { path, run }, &args::Select { host, top: 0 })
 }
 
 fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {

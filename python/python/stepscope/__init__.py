@@ -24,7 +24,7 @@ JAX is imported only by the capture helpers: analysis works without it.
 """
 
 from stepscope._native import StepscopeError, __version__
-from stepscope._analysis import Profile, Rows, load
+from stepscope._analysis import Profile, Rows, diff, load
 from stepscope._benchmark import BenchmarkResult, Timer, benchmark, timer
 from stepscope._capture import Capture, profile_function, scope, step, trace
 from stepscope._profiler import Profiler, Schedule, schedule
@@ -40,6 +40,7 @@ __all__ = [
     "Timer",
     "__version__",
     "benchmark",
+    "diff",
     "load",
     "profile_function",
     "schedule",

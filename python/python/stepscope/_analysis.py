@@ -77,6 +77,17 @@ class Profile:
         """GPU kernels: ``stepscope kernels --json --top TOP`` (``top=None``: all)."""
         return Rows(json.loads(self._native.kernels_json(top)), "kernels")
 
+    def memory(self, top: int = 10, pprof: Optional[Union[str, os.PathLike]] = None) -> dict:
+        """Memory: ``stepscope memory --json --top TOP [--pprof FILE]`` (allocators,
+        live allocations at the peak, the device-memory pprof by call site)."""
+        return json.loads(self._native.memory_json(top, None if pprof is None else os.fspath(pprof)))
+
+    def advise(self, **thresholds: float) -> Rows:
+        """Findings: ``stepscope advise --json`` (rows: its ``findings``); keyword
+        arguments override thresholds, e.g. ``advise(utilization_pct=70)``."""
+        raw = self._native.advise_json(json.dumps(thresholds) if thresholds else None)
+        return Rows(json.loads(raw), "findings")
+
     def __repr__(self) -> str:
         return f"<stepscope.Profile run={self.run!r} hosts={self.hosts!r}>"
 
@@ -89,3 +100,11 @@ def load(path: Union[str, os.PathLike], run: Optional[str] = None, host: Optiona
     keeps one host. Raises :class:`stepscope.StepscopeError` with the CLI's message.
     """
     return Profile(_native.load(os.fspath(path), run, host))
+
+
+def diff(a: Union[Profile, str, os.PathLike], b: Union[Profile, str, os.PathLike], top: int = 10) -> dict:
+    """What changed from run ``a`` to run ``b``: ``stepscope diff A B --json --top TOP``.
+    ``a`` and ``b`` are loaded profiles or paths."""
+    pa = a if isinstance(a, Profile) else load(a)
+    pb = b if isinstance(b, Profile) else load(b)
+    return json.loads(_native.diff_json(pa._native, pb._native, top))
