@@ -5,6 +5,7 @@
 //! CLI prints (`schema` fields), with units in every field name.
 
 pub mod kernels;
+pub mod live;
 pub mod ops;
 pub mod profile;
 pub mod stats;

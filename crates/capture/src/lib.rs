@@ -296,10 +296,12 @@ async fn call_profile(target: &Target, channel: Channel, o: &Options) -> Result<
         Ok(r) => r?.into_inner(),
         Err(_) => return Err(CaptureError::deadline(target, deadline)),
     };
+    // JAX sets empty_trace when nothing was recorded (it still sends an XSpace with
+    // metadata planes only).
+    if response.empty_trace {
+        return Err(CaptureError::empty(target, o.duration));
+    }
     if response.xspace.is_empty() {
-        if response.empty_trace {
-            return Err(CaptureError::empty(target, o.duration));
-        }
         return Err(CaptureError::no_xspace(target));
     }
     Ok(response.xspace)
