@@ -23,7 +23,7 @@ use tonic::transport::{Channel, Endpoint};
 
 pub use error::CaptureError;
 pub use target::{parse_duration, parse_targets, Target};
-pub use write::{run_name, write_run, Written};
+pub use write::{local_clock, run_name, write_run, Written};
 
 use error::{call_error, classify_call, classify_connect, Stage};
 

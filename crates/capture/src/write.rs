@@ -21,6 +21,12 @@ pub fn run_name(time: SystemTime) -> String {
     t.format("%Y_%m_%d_%H_%M_%S").to_string()
 }
 
+/// `time` as local `HH:MM:SS`, for live views.
+pub fn local_clock(time: SystemTime) -> String {
+    let t: chrono::DateTime<chrono::Local> = time.into();
+    t.format("%H:%M:%S").to_string()
+}
+
 /// Writes every capture as `<logdir>/plugins/profile/<run>/<host>.xplane.pb`, the
 /// run named after `time` (a later second when that folder already exists). Each file
 /// is written to a hidden temporary name and renamed into place; on any failure the

@@ -23,7 +23,8 @@ EXAMPLES:
     stepscope ops /tmp/logdir --top 20       HLO ops by self time
     stepscope ops /tmp/logdir --by scope --depth 2   time per name-stack scope
     stepscope kernels /tmp/logdir --json     GPU kernels with launch configuration
-    stepscope capture 127.0.0.1:9012         profile a running job (jax.profiler.start_server)";
+    stepscope capture 127.0.0.1:9012         profile a running job (jax.profiler.start_server)
+    stepscope top 127.0.0.1:9012             live view of a running job";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -41,6 +42,8 @@ pub enum Command {
     Kernels(AnalysisArgs),
     /// Profile a running JAX job (jax.profiler.start_server) into a log directory.
     Capture(crate::cmd::capture::CaptureArgs),
+    /// Live view of a running JAX job: step time, utilisation, top ops, memory.
+    Top(crate::cmd::top::TopArgs),
 }
 
 /// Which profile to read: PATH and the run in it.

@@ -47,5 +47,6 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Ops(a) => cmd::ops::run(&a),
         args::Command::Kernels(a) => cmd::kernels::run(&a),
         args::Command::Capture(a) => cmd::capture::run(&a),
+        args::Command::Top(a) => cmd::top::run(&a),
     }
 }

@@ -7,3 +7,4 @@ pub mod ls;
 pub mod ops;
 pub mod steps;
 pub mod summary;
+pub mod top;
