@@ -2,7 +2,7 @@
 """A small JAX job on CPU that serves the profiler, for `stepscope capture` / `top` tests.
 
 Starts `jax.profiler.start_server(PORT)` (on a free port unless --port is given),
-prints the port alone on the first line of stdout (flushed), then runs a jitted
+compiles the step, prints the port alone on the first line of stdout (flushed), then runs a jitted
 training-like loop, each iteration wrapped in
 `jax.profiler.StepTraceAnnotation("train", step_num=i)`, until --seconds have passed
 (default 60), then exits. A short sleep between steps keeps CPU use modest.
@@ -10,6 +10,7 @@ training-like loop, each iteration wrapped in
 Examples:
     python3 tests/support/jax_server.py                  # free port, 60 s
     python3 tests/support/jax_server.py --port 9012 --seconds 600
+    python3 tests/support/jax_server.py --steps 0         # idle: captures are empty
     stepscope capture 127.0.0.1:9012 --duration 1s
 """
 
@@ -34,6 +35,8 @@ def main(argv=None) -> int:
     p.add_argument("--seconds", type=float, default=60.0, help="run this long, then exit (default 60)")
     p.add_argument("--sleep-ms", type=float, default=5.0, help="sleep between steps, ms (default 5)")
     p.add_argument("--size", type=int, default=128, help="matrix size (default 128)")
+    p.add_argument("--steps", type=int, default=-1,
+                   help="stop stepping after N steps and stay idle until --seconds (default: keep stepping)")
     args = p.parse_args(argv)
 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -42,7 +45,6 @@ def main(argv=None) -> int:
 
     port = args.port or free_port()
     jax.profiler.start_server(port)
-    print(port, flush=True)
 
     @jax.jit
     def train_step(w, x):
@@ -58,10 +60,16 @@ def main(argv=None) -> int:
     x = jax.random.normal(key, (args.size, args.size), jnp.float32)
     w, loss = train_step(w, x)  # compile before the loop
     loss.block_until_ready()
+    # Ready: the server is up and compilation is done, so captures from now on see
+    # only the loop (or nothing, with --steps 0).
+    print(port, flush=True)
 
     deadline = time.monotonic() + args.seconds
     step = 0
     while time.monotonic() < deadline:
+        if 0 <= args.steps <= step:
+            time.sleep(0.05)  # idle: no JAX work, so a capture now records nothing
+            continue
         with jax.profiler.StepTraceAnnotation("train", step_num=step):
             w, loss = train_step(w, x)
             loss.block_until_ready()

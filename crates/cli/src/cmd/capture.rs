@@ -1,5 +1,6 @@
 //! `stepscope capture`: profile a running JAX job over its profiler server.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
@@ -96,7 +97,7 @@ pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     let targets = parse_targets(&args.targets)?;
     let duration = parse_duration(&args.duration)?;
     let mut session = Session::new(targets, args.trace.options(duration))?;
-    if !args.json {
+    if !args.json && std::io::stderr().is_terminal() {
         let names: Vec<String> = session.targets().iter().map(|t| t.to_string()).collect();
         eprintln!("capturing {} from {} …", args.duration.trim(), names.join(", "));
     }

@@ -285,8 +285,10 @@ impl ScreenState {
                 let trend = if n == 0 {
                     "n/a".to_string()
                 } else {
-                    let (lo, hi) =
-                        (self.trend_ps.iter().min().copied().unwrap_or(0), self.trend_ps.iter().max().copied().unwrap_or(0));
+                    let (lo, hi) = (
+                        self.trend_ps.iter().min().copied().unwrap_or(0),
+                        self.trend_ps.iter().max().copied().unwrap_or(0),
+                    );
                     format!(
                         "{}  {}–{} (mean step, last {n} refreshes)",
                         sparkline(&self.trend_ps),
