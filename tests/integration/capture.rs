@@ -143,6 +143,23 @@ fn capture_a_running_job_then_analyse_it() {
     let runs = json(&["ls", logdir.to_str().unwrap()]);
     assert_eq!(runs["runs"].as_array().map(Vec::len), Some(2), "{runs}");
 
+    // A job serves one capture at a time: a second one meanwhile is refused, cleanly.
+    let first = Command::new(env!("CARGO_BIN_EXE_stepscope"))
+        .args(["capture", &target, "--duration", "2s", "--logdir", logdir.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = ChildGuard(Some(first));
+    std::thread::sleep(Duration::from_millis(700));
+    let other = tmp.path().join("other");
+    let err = assert_clean_error(&["capture", &target, "--duration", "300ms", "--logdir", other.to_str().unwrap()]);
+    assert!(err.contains("already being profiled"), "{err}");
+    assert!(files_under(&other).is_empty());
+    let out = first.0.take().unwrap().wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json(&["ls", logdir.to_str().unwrap()])["runs"].as_array().map(Vec::len), Some(3));
+
     // top, plain: one line per refresh, each with the window's steps.
     let out = ok(&["top", &target, "--plain", "--count", "3", "--window", "300ms", "--interval", "600ms"]);
     let lines: Vec<&str> = out.lines().collect();

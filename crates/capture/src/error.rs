@@ -83,18 +83,29 @@ fn human(d: Duration) -> String {
     }
 }
 
+/// `top` and the messages of `source` and its sources, split at ": " into distinct
+/// parts (cases ignored, trailing dots dropped), in order.
+fn error_parts(top: String, mut source: Option<&(dyn StdError + 'static)>) -> Vec<String> {
+    let mut texts = vec![top];
+    while let Some(e) = source {
+        texts.push(e.to_string());
+        source = e.source();
+    }
+    let mut parts: Vec<String> = Vec::new();
+    for t in texts {
+        for p in t.split(": ") {
+            let p = p.trim().trim_end_matches('.').to_string();
+            if !p.is_empty() && !parts.iter().any(|q| q.eq_ignore_ascii_case(&p)) {
+                parts.push(p);
+            }
+        }
+    }
+    parts
+}
+
 /// The error and all its sources, joined by ": ".
 fn chain(err: &(dyn StdError + 'static)) -> String {
-    let mut parts = vec![err.to_string()];
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        let s = e.to_string();
-        if !parts.iter().any(|p| p.contains(&s)) {
-            parts.push(s);
-        }
-        cur = e.source();
-    }
-    parts.join(": ")
+    error_parts(err.to_string(), err.source()).join(": ")
 }
 
 /// The first `std::io::Error` in the chain.
@@ -160,24 +171,9 @@ pub(crate) enum Stage {
     Call,
 }
 
-/// The status message and its sources as distinct `: `-separated parts, in order.
+/// The status message and its sources as distinct parts.
 fn status_parts(status: &tonic::Status) -> Vec<String> {
-    let mut texts = vec![status.message().to_string()];
-    let mut cur = status.source();
-    while let Some(e) = cur {
-        texts.push(e.to_string());
-        cur = e.source();
-    }
-    let mut parts: Vec<String> = Vec::new();
-    for t in texts {
-        for p in t.split(": ") {
-            let p = p.trim().trim_end_matches('.').to_string();
-            if !p.is_empty() && !parts.iter().any(|q| q.eq_ignore_ascii_case(&p)) {
-                parts.push(p);
-            }
-        }
-    }
-    parts
+    error_parts(status.message().to_string(), status.source())
 }
 
 /// A failed `Profile` call as an error.
@@ -210,7 +206,7 @@ pub(crate) fn classify_call(
             format!("point at the port the job passed to {START_SERVER}"),
         )
     };
-    if status.source().and_then(|s| io_kind(s)) == Some(std::io::ErrorKind::ConnectionRefused) {
+    if status.source().and_then(io_kind) == Some(std::io::ErrorKind::ConnectionRefused) {
         return Some(CaptureError::new(
             format!("nothing is listening on {target} (connection refused)"),
             format!("check the port, and that the job called {START_SERVER} and is still running"),

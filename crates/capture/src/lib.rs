@@ -69,14 +69,6 @@ impl Default for Options {
     }
 }
 
-impl Options {
-    /// The longest one capture of one target may take, connection included.
-    pub fn deadline(&self) -> Duration {
-        let connects = self.connect_timeout * (self.retries + 1) + retry_pause() * self.retries;
-        self.duration + self.margin + connects
-    }
-}
-
 /// Pause between connection attempts.
 fn retry_pause() -> Duration {
     Duration::from_millis(300)
@@ -346,11 +338,5 @@ mod tests {
         assert_eq!(sanitize("../x"), "_x");
         assert_eq!(sanitize(""), "host");
         assert_eq!(sanitize("::1"), "__1");
-    }
-
-    #[test]
-    fn deadline_covers_duration_connects_and_margin() {
-        let o = Options { duration: Duration::from_secs(2), retries: 2, ..Options::default() };
-        assert_eq!(o.deadline(), Duration::from_secs(2 + 30 + 9) + Duration::from_millis(600));
     }
 }
