@@ -67,12 +67,12 @@ pub fn snapshot(profile: &Profile, top: usize) -> Snapshot {
         device_utilization_pct: utilization,
         idle_pct: idle,
         top_ops: s.top_ops,
-        memory: memory(profile),
+        memory: memory_in_use(profile),
     }
 }
 
 /// Memory in use from allocator events on each host's CPU plane.
-pub fn memory(profile: &Profile) -> Option<Memory> {
+pub fn memory_in_use(profile: &Profile) -> Option<Memory> {
     let mut total = Memory::default();
     let mut found = false;
     for space in &profile.hosts {
@@ -158,9 +158,9 @@ mod tests {
     // peak_bytes_in_use, summed. Both captures end with everything freed.
     #[test]
     fn memory_from_allocator_events() {
-        let rocm = memory(&load("rocm-mi300x-gemm")).expect("ROCm capture has allocator events");
+        let rocm = memory_in_use(&load("rocm-mi300x-gemm")).expect("ROCm capture has allocator events");
         assert_eq!(rocm, Memory { in_use_bytes: 0, peak_in_use_bytes: 738_197_760, allocators: 2 });
-        let tpu = memory(&load("tpu-v6e-inference")).expect("TPU capture has allocator events");
+        let tpu = memory_in_use(&load("tpu-v6e-inference")).expect("TPU capture has allocator events");
         assert_eq!(tpu, Memory { in_use_bytes: 0, peak_in_use_bytes: 48_319_008_256, allocators: 4 });
     }
 }
