@@ -202,6 +202,17 @@ fn capture_two_jobs_into_one_run() {
     hosts.sort_unstable();
     hosts.dedup();
     assert_eq!(hosts.len(), 2, "steps from both hosts: {hosts:?}");
+
+    // One target down: the whole capture fails at once, without waiting for the
+    // other's 10 s, and writes nothing.
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let other = tmp.path().join("other");
+    let started = Instant::now();
+    let targets = format!("{},127.0.0.1:{dead}", a.target());
+    let err = assert_clean_error(&["capture", &targets, "--duration", "10s", "--logdir", other.to_str().unwrap()]);
+    assert!(err.contains("nothing is listening") && err.contains(&format!(":{dead}")), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(files_under(&other).is_empty());
 }
 
 #[test]

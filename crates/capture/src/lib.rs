@@ -107,66 +107,55 @@ impl Session {
         Ok(Session { runtime, targets, channels, options })
     }
 
-    /// The options captures use.
-    pub fn options(&self) -> &Options {
-        &self.options
-    }
-
-    /// Changes the traced duration of later captures.
-    pub fn set_duration(&mut self, duration: Duration) {
-        self.options.duration = duration;
-    }
-
     /// The targets, in order.
     pub fn targets(&self) -> &[Target] {
         &self.targets
     }
 
-    /// Captures every target at once for `options.duration`. Fails as a whole when
-    /// any target fails (the first failure in target order is reported). Host names
-    /// are made unique across targets.
+    /// Captures every target at once for `options.duration`. Fails as a whole as
+    /// soon as any target fails, with that target's error; the other requests are
+    /// dropped. Host names are made unique across targets.
     pub fn capture(&mut self) -> Result<Vec<Capture>, CaptureError> {
         let options = self.options.clone();
         let targets = &self.targets;
         let channels = &mut self.channels;
-        let results = self.runtime.block_on(async {
+        let mut captures = self.runtime.block_on(async {
             let jobs = targets.iter().zip(channels.iter_mut()).map(|(t, ch)| capture_one(t, ch, &options));
-            join_all(jobs).await
-        });
-        let mut captures = Vec::with_capacity(results.len());
-        for r in results {
-            captures.push(r?);
-        }
+            try_join_all(jobs).await
+        })?;
         name_hosts(&mut captures);
         Ok(captures)
     }
 }
 
-/// Runs futures concurrently on the current task and collects their outputs in order.
-async fn join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let mut set = Vec::new();
-    for f in futures {
-        set.push(Box::pin(f));
-    }
-    let mut out: Vec<Option<F::Output>> = (0..set.len()).map(|_| None).collect();
+/// Runs futures concurrently on the current task; their outputs in order, or the
+/// first error to arrive (the futures still running are dropped).
+async fn try_join_all<T, E, F>(futures: impl Iterator<Item = F>) -> Result<Vec<T>, E>
+where
+    F: std::future::Future<Output = Result<T, E>>,
+{
+    use std::task::Poll;
+    let mut running: Vec<_> = futures.map(Box::pin).collect();
+    let mut out: Vec<Option<T>> = running.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
         let mut pending = false;
-        for (i, f) in set.iter_mut().enumerate() {
+        for (i, f) in running.iter_mut().enumerate() {
             if out[i].is_none() {
                 match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => out[i] = Some(v),
-                    std::task::Poll::Pending => pending = true,
+                    Poll::Ready(Ok(v)) => out[i] = Some(v),
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => pending = true,
                 }
             }
         }
         if pending {
-            std::task::Poll::Pending
+            Poll::Pending
         } else {
-            std::task::Poll::Ready(())
+            Poll::Ready(Ok(()))
         }
     })
-    .await;
-    out.into_iter().flatten().collect()
+    .await?;
+    Ok(out.into_iter().flatten().collect())
 }
 
 /// Connects (with retries) and captures one target.
