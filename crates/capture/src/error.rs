@@ -35,6 +35,13 @@ impl CaptureError {
         self
     }
 
+    fn refused(target: &Target) -> CaptureError {
+        CaptureError::new(
+            format!("nothing is listening on {target} (connection refused)"),
+            format!("check the port, and that the job called {START_SERVER} and is still running"),
+        )
+    }
+
     pub(crate) fn empty(target: &Target, duration: Duration) -> CaptureError {
         CaptureError::new(
             format!("the trace from {target} is empty: the job recorded nothing in {}", human(duration)),
@@ -45,7 +52,7 @@ impl CaptureError {
     pub(crate) fn no_xspace(target: &Target) -> CaptureError {
         CaptureError::new(
             format!("{target} answered without a trace"),
-            "use a JAX whose profiler server returns the XSpace inline (jax 0.4.x or newer)",
+            "this profiler server does not send traces back (emit_xspace): upgrade JAX in the job",
         )
     }
 
@@ -129,13 +136,7 @@ pub(crate) fn classify_connect(
     let text = chain(err);
     let lower = text.to_lowercase();
     match io_kind(err) {
-        Some(std::io::ErrorKind::ConnectionRefused) => {
-            return CaptureError::new(
-                format!("nothing is listening on {target} (connection refused)"),
-                format!("check the port, and that the job called {START_SERVER} and is still running"),
-            )
-            .retryable()
-        }
+        Some(std::io::ErrorKind::ConnectionRefused) => return CaptureError::refused(target).retryable(),
         Some(std::io::ErrorKind::TimedOut) => return timed_out(target, connect_timeout),
         _ => {}
     }
@@ -207,10 +208,7 @@ pub(crate) fn classify_call(
         )
     };
     if status.source().and_then(io_kind) == Some(std::io::ErrorKind::ConnectionRefused) {
-        return Some(CaptureError::new(
-            format!("nothing is listening on {target} (connection refused)"),
-            format!("check the port, and that the job called {START_SERVER} and is still running"),
-        ));
+        return Some(CaptureError::refused(target));
     }
     let protocol = [
         "protocol error",
