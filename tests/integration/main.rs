@@ -7,6 +7,7 @@
 mod util;
 
 mod analyses;
+mod capture;
 
 mod devices;
 mod discovery;

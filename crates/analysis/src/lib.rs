@@ -13,6 +13,7 @@ pub mod devices;
 pub mod diff;
 pub mod hlo_context;
 pub mod kernels;
+pub mod live;
 pub mod memory;
 pub mod ops;
 pub mod profile;

@@ -35,7 +35,9 @@ EXAMPLES:
     stepscope compare runs/1dev runs/2dev runs/4dev      runs side by side
     stepscope summary runs/main --json > baseline.json
     stepscope check runs/pr --baseline baseline.json --max-regression 5   exit 1 on regression
-    stepscope serve /tmp/logdir              web UI on 127.0.0.1 (prints the URL, opens the browser)";
+    stepscope serve /tmp/logdir              web UI on 127.0.0.1 (prints the URL, opens the browser)
+    stepscope capture 127.0.0.1:9012         profile a running job (jax.profiler.start_server)
+    stepscope top 127.0.0.1:9012             live view of a running job";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -71,6 +73,10 @@ pub enum Command {
     Check(crate::cmd::check::CheckArgs),
     /// Web UI: overview, op profile, kernels, steps and a full timeline, in the browser.
     Serve(crate::cmd::serve::ServeArgs),
+    /// Profile a running JAX job (jax.profiler.start_server) into a log directory.
+    Capture(crate::cmd::capture::CaptureArgs),
+    /// Live view of a running JAX job: step time, utilisation, top ops, memory.
+    Top(crate::cmd::top::TopArgs),
 }
 
 /// Which profile to read: PATH and the run in it.

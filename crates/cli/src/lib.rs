@@ -88,5 +88,7 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Compare(a) => cmd::compare::run(&a),
         args::Command::Check(a) => cmd::check::run(&a),
         args::Command::Serve(a) => cmd::serve::run(&a),
+        args::Command::Capture(a) => cmd::capture::run(&a),
+        args::Command::Top(a) => cmd::top::run(&a),
     }
 }

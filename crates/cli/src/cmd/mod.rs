@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod advise;
+pub mod capture;
 pub mod check;
 pub mod collectives;
 pub mod compare;
@@ -16,3 +17,4 @@ pub mod ops;
 pub mod serve;
 pub mod steps;
 pub mod summary;
+pub mod top;
