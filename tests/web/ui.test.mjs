@@ -393,7 +393,7 @@ test('diff page compares two runs picked from the list and ranks the top op chan
   assert.equal(first[2], d.ops[0].status);
   assert.equal(first[3], sign(d.ops[0].delta_per_step_ps));
   assert.equal((await tableCells('#diff-ops', 1)).length, d.ops.length);
-  await page.screenshot({ path: path.join(shots, 'diff.png'), fullPage: true });
+  await page.screenshot({ path: path.join(shots, 'diff.png') });
   // Swapping A and B flips the sign of the change.
   await page.click('#diff-swap');
   await page.waitForFunction(v => document.querySelector('#diff-a') && document.querySelector('#diff-a').value === v, b);

@@ -53,8 +53,7 @@ export async function render(view, ctx) {
       { key: 'delta_ps', label: 'change', num: true, fmt: delta },
     ],
     rows: d.breakdown,
-    sort: 'part',
-    desc: false,
+    sort: 'a_ps',
     csvName: 'diff_breakdown.csv',
   });
 

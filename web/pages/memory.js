@@ -9,6 +9,8 @@ import { table } from '../lib/table.js';
 export const title = 'Memory';
 
 const LIVE_TOP = 200;
+// Axis steps in bytes: 1, 2, 4, … × 1, 1 Ki, 1 Mi, 1 Gi, 1 Ti, so ticks read 256 MiB, 512 MiB.
+const BINARY_STEPS = [0, 1, 2, 3, 4].flatMap(k => [1, 2, 4, 8, 16, 32, 64, 128, 256, 512].map(m => m * 1024 ** k));
 
 const liveColumns = [
   { key: 'bytes', label: 'size', num: true, fmt: bytes },
@@ -100,7 +102,7 @@ function allocatorView(view, ctx, m) {
     scales: { x: { time: false } },
     axes: [
       { label: 'time', values: (_, vals) => vals.map(v => dur(v * 1e9)) },
-      { label: 'in use', size: 80, values: (_, vals) => vals.map(v => bytes(v)) },
+      { label: 'in use', size: 80, incrs: BINARY_STEPS, values: (_, vals) => vals.map(v => bytes(v)) },
     ],
     series: [
       { label: 'time', value: (_, v) => (v === null ? '' : dur(v * 1e9)) },

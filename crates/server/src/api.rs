@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use stepscope_analysis::ops::{self, GroupBy};
 use stepscope_analysis::advise::{self, Thresholds};
+use stepscope_analysis::ops::{self, GroupBy};
 use stepscope_analysis::{collectives, compile, devices, diff, hlo_context, kernels, memory, summary};
 use stepscope_xspace::hlo::hlo_modules;
 use stepscope_xspace::pprof;
