@@ -1,5 +1,5 @@
 // Collectives: time in all-reduce, all-gather, … per op, and how much compute hid it.
-import { el } from '../lib/dom.js';
+import { el, card } from '../lib/dom.js';
 import { dur, count, pct } from '../lib/format.js';
 import { table } from '../lib/table.js';
 import { stackedBar } from '../lib/charts.js';
@@ -15,7 +15,6 @@ export async function render(view, ctx) {
     view.append(el('p', { class: 'muted' }, 'no collectives (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute) in this profile'));
     return;
   }
-  const card = (label, value, sub = '') => el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value' }, value), el('div', { class: 'sub muted' }, sub));
   view.append(el('div', { class: 'cards', id: 'coll-cards' },
     card('in collectives', dur(c.total_ps), 'over all devices'),
     card('exposed', dur(c.exposed_ps), 'no compute beside it'),

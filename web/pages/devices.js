@@ -1,5 +1,5 @@
 // Devices: per-device and per-host rows with utilisation, and the stragglers.
-import { el } from '../lib/dom.js';
+import { el, card } from '../lib/dom.js';
 import { dur, count, pct } from '../lib/format.js';
 import { table } from '../lib/table.js';
 
@@ -14,7 +14,6 @@ export async function render(view, ctx) {
     return;
   }
   const a = d.all;
-  const card = (label, value, sub = '') => el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value' }, value), el('div', { class: 'sub muted' }, sub));
   view.append(el('div', { class: 'cards', id: 'dev-cards' },
     card('devices', count(a.device_count), `on ${count(a.host_count)} host(s)`),
     card('utilisation', pct(a.utilization_pct), 'busy share of each device’s window'),

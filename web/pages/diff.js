@@ -1,6 +1,6 @@
 // Diff: what changed from run A to run B (api/diff?a=…&b=…): step time, the average
 // step's parts, then ops and kernels ranked by their effect on one step.
-import { el } from '../lib/dom.js';
+import { el, card } from '../lib/dom.js';
 import { dur, bytes, pct } from '../lib/format.js';
 import { table } from '../lib/table.js';
 import { opLink } from '../lib/nav.js';
@@ -33,7 +33,6 @@ export async function render(view, ctx) {
   const d = await ctx.get('diff', { a, b, top: 'all' });
   if (ctx.stale()) return;
   const t = d.step_time;
-  const card = (label, value, sub = '') => el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value' }, value), el('div', { class: 'sub muted' }, sub));
   view.append(el('div', { class: 'cards', id: 'diff-cards' },
     card('median step A', dur(t.a_median_ps), `${d.a.step_count} steps, mean ${dur(t.a_mean_ps)}`),
     card('median step B', dur(t.b_median_ps), `${d.b.step_count} steps, mean ${dur(t.b_mean_ps)}`),

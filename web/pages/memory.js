@@ -2,7 +2,7 @@
 // list the allocations live at that time (api/memory/live). Below, the device-memory
 // pprof by device, kind and allocating call site.
 import uPlot from '../vendor/uPlot.esm.js';
-import { el, clear } from '../lib/dom.js';
+import { el, clear, card } from '../lib/dom.js';
 import { dur, count, bytes, pct } from '../lib/format.js';
 import { table } from '../lib/table.js';
 
@@ -47,7 +47,6 @@ function allocatorView(view, ctx, m) {
   });
   view.append(el('div', { class: 'controls' }, el('label', {}, 'allocator ', pick)));
 
-  const card = (label, value, sub = '') => el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value' }, value), el('div', { class: 'sub muted' }, sub));
   view.append(el('div', { class: 'cards', id: 'mem-cards' },
     card('peak in use', bytes(a.peak_in_use_bytes), `at ${dur(a.peak_time_ps)}`),
     card('capacity', a.capacity_bytes === null ? '—' : bytes(a.capacity_bytes),

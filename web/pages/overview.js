@@ -1,5 +1,5 @@
 // Overview: step time, where the average step went, utilisation, top ops, environment.
-import { el } from '../lib/dom.js';
+import { el, card } from '../lib/dom.js';
 import { dur, count, pct } from '../lib/format.js';
 import { table } from '../lib/table.js';
 import { stepChart, stackedBar } from '../lib/charts.js';
@@ -7,10 +7,6 @@ import { opColumns } from './ops.js';
 import { pageLink } from '../lib/nav.js';
 
 export const title = 'Overview';
-
-function card(label, value, sub = '') {
-  return el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value' }, value), el('div', { class: 'sub muted' }, sub));
-}
 
 export async function render(view, ctx) {
   const [s, st, adv] = await Promise.all([ctx.get('summary'), ctx.get('steps'), ctx.get('advise')]);
