@@ -2,6 +2,7 @@
 // A page is one module in pages/ exporting `title` and `render(el, ctx)`; add it to PAGES.
 import { api } from './lib/api.js';
 import { el, clear } from './lib/dom.js';
+import { hashFor } from './lib/nav.js';
 
 const PAGES = {
   overview: () => import('./pages/overview.js'),
@@ -9,8 +10,19 @@ const PAGES = {
   kernels: () => import('./pages/kernels.js'),
   steps: () => import('./pages/steps.js'),
   timeline: () => import('./pages/timeline.js'),
+  memory: () => import('./pages/memory.js'),
+  devices: () => import('./pages/devices.js'),
+  collectives: () => import('./pages/collectives.js'),
+  compile: () => import('./pages/compile.js'),
+  diff: () => import('./pages/diff.js'),
+  hlo: () => import('./pages/hlo.js'),
 };
-const TITLES = { overview: 'Overview', ops: 'Op profile', kernels: 'Kernels', steps: 'Steps', timeline: 'Timeline' };
+const TITLES = {
+  overview: 'Overview', ops: 'Op profile', kernels: 'Kernels', steps: 'Steps', timeline: 'Timeline',
+  memory: 'Memory', devices: 'Devices', collectives: 'Collectives', compile: 'Compile', diff: 'Diff', hlo: 'HLO',
+};
+// Pages reached from links only, not listed in the header.
+const UNLISTED = new Set(['hlo']);
 
 let runs = [];
 let renderSeq = 0;
@@ -24,14 +36,7 @@ export function route() {
 
 /** Navigates to `page` with `params` (run and host are kept unless given). */
 export function go(page, params = {}) {
-  const cur = route().params;
-  const p = new URLSearchParams();
-  for (const k of ['run', 'host']) if (cur.get(k)) p.set(k, cur.get(k));
-  for (const [k, v] of Object.entries(params)) {
-    if (v === null || v === undefined || v === '') p.delete(k); else p.set(k, v);
-  }
-  const q = p.toString();
-  location.hash = `#/${page}${q ? '?' + q : ''}`;
+  location.hash = hashFor(page, params);
 }
 
 /** Replaces page parameters without adding a history entry or re-rendering. */
@@ -64,6 +69,7 @@ function fillNav(page) {
   const nav = document.getElementById('nav');
   clear(nav);
   for (const [name, title] of Object.entries(TITLES)) {
+    if (UNLISTED.has(name) && name !== page) continue;
     const a = el('a', { href: '#', class: name === page ? 'active' : '' }, title);
     a.addEventListener('click', ev => { ev.preventDefault(); go(name); });
     nav.append(a);

@@ -388,3 +388,138 @@ fn bad_roots_and_busy_ports_are_clean_errors() {
         assert_clean_error(&["serve", fixture("cpu-transformer").to_str().unwrap(), "--no-open", "--port", &port]);
     assert!(err.contains("--port"), "{err}");
 }
+
+#[test]
+fn memory_devices_collectives_compile_advise_and_hlo_answer_with_the_cli_json() {
+    for name in ["rocm-mi300x-gemm", "tpu-v6e-inference", "cpu-compile"] {
+        let dir = fixture(name);
+        let d = dir.to_str().unwrap();
+        let s = serve(&dir, &[]);
+        let m = s.api("memory");
+        assert_eq!(m, json(&["memory", d]), "{name}");
+        assert_eq!(s.api("memory?top=3"), json(&["memory", d, "--top", "3"]), "{name}");
+        assert_eq!(s.api("memory?top=all"), json(&["memory", d, "--top", "1000000000"]), "{name}");
+        if name == "cpu-compile" {
+            // XLA:CPU records no allocator events; the run's pprof is summarised.
+            assert!(m["allocators"].as_array().unwrap().is_empty());
+            assert!(m["device_memory_profile"]["total_bytes"].as_i64().unwrap() > 0, "{m}");
+            assert_eq!(s.api("compile"), json(&["compile", d]));
+            assert!(!s.api("compile")["compiles"].as_array().unwrap().is_empty());
+        } else {
+            assert!(!m["allocators"].as_array().unwrap().is_empty(), "{name}: {m}");
+        }
+    }
+    let dp4 = fixture("cpu-dp4");
+    let d = dp4.to_str().unwrap();
+    let s = serve(&dp4, &[]);
+    let dev = s.api("devices");
+    assert_eq!(dev, json(&["devices", d]));
+    assert_eq!(dev["all"]["device_count"], 4, "{dev}");
+    let c = s.api("collectives");
+    assert_eq!(c, json(&["collectives", d]));
+    assert!(!c["ops"].as_array().unwrap().is_empty(), "{c}");
+    assert_eq!(s.api("collectives?top=1"), json(&["collectives", d, "--top", "1"]));
+
+    let tiny = fixture("cpu-tiny-ops");
+    let t = tiny.to_str().unwrap();
+    let s = serve(&tiny, &[]);
+    let a = s.api("advise");
+    assert_eq!(a, json(&["advise", t]));
+    assert!(!a["findings"].as_array().unwrap().is_empty(), "the tiny-ops capture trips a rule: {a}");
+    // HLO of the top op, with and without its module.
+    let ops = s.api("ops");
+    let (op, module) = (ops["ops"][0]["name"].as_str().unwrap(), ops["ops"][0]["module"].as_str().unwrap());
+    let h = s.api(&format!("hlo?op={op}"));
+    assert_eq!(h, json(&["hlo", t, op]));
+    assert_eq!(h["instruction"]["name"], op);
+    assert_eq!(s.api(&format!("hlo?op={op}&module={module}")), json(&["hlo", t, op, "--module", module]));
+    let r = s.get("api/hlo?op=no.such.op");
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert!(r.json()["error"].as_str().unwrap().contains("no.such.op"));
+}
+
+#[test]
+fn memory_live_replays_the_allocator_to_the_chosen_time() {
+    for name in ["rocm-mi300x-gemm", "tpu-v6e-inference"] {
+        let s = serve(&fixture(name), &[]);
+        let m = s.api("memory?top=all");
+        for a in m["allocators"].as_array().unwrap() {
+            let q = |t: i64| {
+                s.api(&format!(
+                    "memory/live?allocator_host={}&allocator={}&time_ps={t}&top=all",
+                    a["host"].as_str().unwrap(),
+                    a["name"].as_str().unwrap()
+                ))
+            };
+            let timeline = a["timeline"].as_array().unwrap();
+            let times: Vec<i64> = timeline.iter().map(|p| p["time_ps"].as_i64().unwrap()).collect();
+            // At the peak: the peak's state and the live list `api/memory` shows there
+            // (when no other event shares the peak's timestamp).
+            let peak_t = a["peak_time_ps"].as_i64().unwrap();
+            let live = q(peak_t);
+            assert_eq!(live["schema"], "stepscope.memory_live/1");
+            if times.iter().filter(|&&t| t == peak_t).count() == 1 {
+                assert_eq!(live["in_use_bytes"], a["peak_in_use_bytes"], "{name} {}", a["name"]);
+                assert_eq!(live["live"], a["live_at_peak"], "{name} {}", a["name"]);
+                assert_eq!(live["untracked_bytes"], a["untracked_at_peak_bytes"]);
+            }
+            // Before the first event nothing is live; after the last, the last state.
+            let before = q(times[0] - 1);
+            assert_eq!(before["event_time_ps"], Value::Null);
+            assert_eq!((before["in_use_bytes"].as_u64(), before["live_count"].as_u64()), (Some(0), Some(0)));
+            let after = q(times[times.len() - 1] + 1);
+            assert_eq!(after["in_use_bytes"], a["last_in_use_bytes"]);
+            // In between (when the timeline keeps every event): the timeline's step value.
+            if timeline.len() < 1000 && timeline.len() > 2 {
+                let mid = timeline.len() / 2;
+                let t = times[mid];
+                let expect = timeline.iter().rev().find(|p| p["time_ps"].as_i64().unwrap() <= t).unwrap();
+                let l = q(t);
+                assert_eq!(l["in_use_bytes"], expect["in_use_bytes"], "{name} at {t}");
+                assert_eq!(l["event_time_ps"], t);
+                let listed: u64 = l["live"].as_array().unwrap().iter().map(|x| x["bytes"].as_u64().unwrap()).sum();
+                assert_eq!(l["live"].as_array().unwrap().len() as u64, l["live_count"].as_u64().unwrap());
+                assert_eq!(listed + l["untracked_bytes"].as_u64().unwrap(), l["in_use_bytes"].as_u64().unwrap());
+            }
+        }
+    }
+    let s = serve(&fixture("rocm-mi300x-gemm"), &[]);
+    for (path, status) in [
+        ("api/memory/live?time_ps=0", 400),
+        ("api/memory/live?allocator=nope&time_ps=0", 404),
+        ("api/memory/live?allocator=nope&time_ps=x", 400),
+        ("api/hlo", 400),
+        ("api/diff?a=x", 400),
+    ] {
+        let r = s.get(path);
+        assert_eq!(r.status, status, "{path}: {}", r.text());
+        assert!(!r.json()["error"].as_str().unwrap().contains('\n'));
+    }
+}
+
+#[test]
+fn diff_of_two_served_runs_answers_with_the_cli_json() {
+    let s = serve(&fixture(""), &[]);
+    let runs = s.api("runs");
+    let named = |prefix: &str| {
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run"].as_str().unwrap().to_string())
+            .find(|r| r.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no run under {prefix} in {runs}"))
+    };
+    let (a, b) = (named("cpu-clean/"), named("cpu-slow/"));
+    let mut d = s.api(&format!("diff?a={}&b={}", enc(&a), enc(&b)));
+    assert_eq!(d["a"]["run"], a.as_str());
+    assert_eq!(d["b"]["run"], b.as_str());
+    let cli = json(&["diff", fixture("cpu-clean").to_str().unwrap(), fixture("cpu-slow").to_str().unwrap()]);
+    // The CLI names each run relative to the path it was given; the rest is equal.
+    d["a"]["run"] = cli["a"]["run"].clone();
+    d["b"]["run"] = cli["b"]["run"].clone();
+    assert_eq!(d, cli);
+    assert!(cli["step_time"]["delta_ps"].as_i64().unwrap() > 0, "cpu-slow is slower: {}", cli["step_time"]);
+    assert!(!cli["ops"].as_array().unwrap().is_empty());
+    let r = s.get(&format!("api/diff?a={}&b=nope", enc(&a)));
+    assert_eq!(r.status, 404, "{}", r.text());
+}

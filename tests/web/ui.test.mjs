@@ -4,7 +4,7 @@
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,9 @@ const repo = path.resolve(here, '../..');
 const bin = process.env.STEPSCOPE_BIN || path.join(repo, 'target/debug/stepscope');
 const shots = path.join(here, 'screenshots');
 mkdirSync(shots, { recursive: true });
+
+// The page's own number formatting (an ES module with no DOM use), to compare shown text.
+const fmt = await import('data:text/javascript,' + encodeURIComponent(readFileSync(path.join(repo, 'web/lib/format.js'), 'utf8')));
 
 const CPU = 'cpu-transformer/plugins/profile/2026_11_21_22_29_17';
 const ROCM = 'rocm-mi300x-gemm';
@@ -258,4 +261,161 @@ test('timeline of a TPU capture draws its device tracks', async () => {
   const drawnTracks = new Set((await page.evaluate(() => window.stepscopeTimeline.events())).map(e => e.track));
   assert.ok(drawnTracks.size >= 1 && [...drawnTracks].every(t => t < tracks.tracks.length));
   await page.screenshot({ path: path.join(shots, 'timeline-tpu.png') });
+});
+
+/** The run under tests/fixtures/`dir` as api/runs names it. */
+async function runIn(dir) {
+  const runs = await api('runs');
+  const r = runs.find(x => x.run === dir || x.run.startsWith(`${dir}/`));
+  assert.ok(r, `no run in ${dir}`);
+  return r.run;
+}
+
+const cards = async (sel) => Object.fromEntries(await page.$$eval(`${sel} .card`, cs => cs.map(c => [c.querySelector('.label').textContent, c.querySelector('.value').textContent])));
+const tableCells = async (sel, col) => page.$$eval(`${sel} table.data tbody tr td:nth-child(${col})`, tds => tds.map(t => t.textContent));
+
+test('overview lists the run\'s findings with evidence and advice', async () => {
+  const run = await runIn('cpu-tiny-ops');
+  const adv = await api('advise', { run });
+  assert.ok(adv.findings.length > 0);
+  await open(`overview?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('.finding');
+  const shown = await page.$$eval('.finding', fs => fs.map(f => [f.dataset.rule, f.querySelector('.ftitle').textContent, f.querySelector('.advice').textContent, f.querySelectorAll('.evidence li').length]));
+  assert.deepEqual(shown, adv.findings.map(f => [f.rule, f.title, `→ ${f.advice}`, f.evidence.length]));
+  await page.screenshot({ path: path.join(shots, 'overview-findings.png'), fullPage: true });
+});
+
+test('memory page charts in-use bytes with the peak marked; a click lists the allocations live then', async () => {
+  for (const run of [ROCM, TPU]) {
+    const m = await api('memory', { run, top: 200 });
+    const a = m.allocators[0];
+    assert.ok(a && a.timeline.length > 1, `${run} has allocator events`);
+    await open(`memory?run=${encodeURIComponent(run)}`);
+    await page.waitForSelector('#mem-chart .uplot canvas');
+    const c = await cards('#mem-cards');
+    assert.equal(c['peak in use'], fmt.bytes(a.peak_in_use_bytes));
+    assert.equal(c.allocations, fmt.count(a.allocations));
+    // The peak's dot is drawn in red where the chart puts the peak.
+    const px = await page.evaluate(([x, y]) => {
+      const u = window.stepscopeMemory.chart;
+      const cx = Math.round(u.valToPos(x, 'x', true)), cy = Math.round(u.valToPos(y, 'y', true));
+      return Array.from(u.ctx.getImageData(cx, cy, 1, 1).data);
+    }, [a.peak_time_ps / 1e9, a.peak_in_use_bytes]);
+    assert.ok(px[0] > 150 && px[1] < 80 && px[2] < 80, `peak marker pixel ${px}`);
+    // The live list starts at the peak, as api/memory has it.
+    assert.equal((await tableCells('#mem-live', 1)).length, a.live_at_peak.length);
+    assert.deepEqual(await tableCells('#mem-live', 1), a.live_at_peak.map(l => fmt.bytes(l.bytes)));
+    await page.screenshot({ path: path.join(shots, `memory-${run.split(/[./]/)[0]}.png`), fullPage: true });
+
+    // Click a third of the way across the plot: the allocations live at that time.
+    const over = await page.$eval('#mem-chart .u-over', e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; });
+    await page.mouse.click(over[0] + over[2] / 3, over[1] + over[3] / 2);
+    await page.waitForFunction(() => document.querySelector('#mem-live').dataset.timePs);
+    await page.waitForLoadState('networkidle');
+    const t = Number(await page.$eval('#mem-live', e => e.dataset.timePs));
+    const [x0, x1] = [a.timeline[0].time_ps, a.timeline[a.timeline.length - 1].time_ps];
+    assert.ok(t > x0 - (x1 - x0) && t < x1 + (x1 - x0), `clicked time ${t} within the chart`);
+    const live = await api('memory/live', { run, allocator_host: a.host, allocator: a.name, time_ps: t, top: 200 });
+    assert.equal(await page.textContent('#mem-live-title'), `Live at ${fmt.dur(t)}: ${fmt.bytes(live.in_use_bytes)} in use`);
+    assert.deepEqual(await tableCells('#mem-live', 1), live.live.map(l => fmt.bytes(l.bytes)));
+    assert.ok(live.live.length > 0 || live.in_use_bytes === 0 || live.untracked_bytes > 0);
+    assert.ok(new URL(page.url()).hash.includes(`t_ps=${t}`), 'the chosen time is in the URL');
+    await page.screenshot({ path: path.join(shots, `memory-live-${run.split(/[./]/)[0]}.png`), fullPage: true });
+  }
+  // A CPU capture has no allocator events and says so; its pprof is summarised.
+  const run = await runIn('cpu-compile');
+  const m = await api('memory', { run, top: 200 });
+  await open(`memory?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#mem-none');
+  assert.equal((await tableCells('#mem-sites', 1)).length, m.device_memory_profile.by_site.length);
+});
+
+test('devices and collectives pages show the data-parallel capture\'s rows', async () => {
+  const run = await runIn('cpu-dp4');
+  const d = await api('devices', { run });
+  await open(`devices?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#dev-table table.data tbody tr');
+  const c = await cards('#dev-cards');
+  assert.equal(c.devices, fmt.count(d.all.device_count));
+  assert.equal(c.utilisation, fmt.pct(d.all.utilization_pct));
+  const rows = await page.$$eval('#dev-table table.data tbody tr', trs => trs.map(tr => [...tr.children].map(td => td.textContent)));
+  assert.equal(rows.length, d.devices.length);
+  const byDev = new Map(d.devices.map(r => [`${r.host} ${r.device}`, r]));
+  for (const r of rows) {
+    const want = byDev.get(`${r[0]} ${r[1]}`);
+    assert.ok(want, r.join());
+    assert.deepEqual([r[3], r[5], r[10]], [fmt.pct(want.utilization_pct), fmt.dur(want.compute_ps), want.straggler ? 'straggler' : '']);
+  }
+  assert.equal(await page.$$eval('#dev-stragglers li', l => l.length).catch(() => 0), d.stragglers.length);
+  await page.screenshot({ path: path.join(shots, 'devices.png'), fullPage: true });
+
+  const col = await api('collectives', { run, top: 'all' });
+  await open(`collectives?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#coll-table table.data tbody tr');
+  const cc = await cards('#coll-cards');
+  assert.equal(cc['in collectives'], fmt.dur(col.total_ps));
+  assert.equal(cc.overlap, fmt.pct(col.overlap_pct));
+  const most = col.ops.reduce((x, y) => (y.exposed_ps > x.exposed_ps ? y : x));
+  assert.equal((await tableCells('#coll-table', 1))[0], most.name, 'sorted by exposed time');
+  assert.equal((await tableCells('#coll-table', 1)).length, col.ops.length);
+  assert.deepEqual((await tableCells('#coll-table', 5)).sort(), col.ops.map(o => fmt.dur(o.exposed_ps)).sort());
+  await page.screenshot({ path: path.join(shots, 'collectives.png'), fullPage: true });
+});
+
+test('compile page lists each compile and the modules', async () => {
+  const run = await runIn('cpu-compile');
+  const c = await api('compile', { run });
+  assert.ok(c.compiles.length > 0);
+  await open(`compile?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#compile-events table.data tbody tr');
+  assert.equal(await page.textContent('#compile-total'), `${fmt.dur(c.total_ps)} compiling, ${fmt.count(c.compiles.length)} time(s)`);
+  assert.equal((await tableCells('#compile-events', 1)).length, c.compiles.length);
+  assert.deepEqual(await tableCells('#compile-events', 6), c.compiles.slice().sort((x, y) => x.start_ps - y.start_ps).map(e => fmt.dur(e.total_ps)));
+  assert.deepEqual((await tableCells('#compile-modules', 1)).sort(), c.modules.map(m => m.module || '(unknown module)').sort());
+  await page.screenshot({ path: path.join(shots, 'compile.png'), fullPage: true });
+});
+
+test('diff page compares two runs picked from the list and ranks the top op change first', async () => {
+  const [a, b] = [await runIn('cpu-clean'), await runIn('cpu-slow')];
+  const d = await api('diff', { a, b, top: 'all' });
+  await open(`diff?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`);
+  await page.waitForSelector('#diff-ops table.data tbody tr');
+  assert.equal(await page.$eval('#diff-a', s => s.value), a);
+  assert.equal(await page.$eval('#diff-b', s => s.value), b);
+  const c = await cards('#diff-cards');
+  assert.equal(c['median step A'], fmt.dur(d.step_time.a_median_ps));
+  assert.equal(c['median step B'], fmt.dur(d.step_time.b_median_ps));
+  const sign = v => (v > 0 ? `+${fmt.dur(v)}` : fmt.dur(v));
+  assert.equal(c.change, sign(d.step_time.delta_ps));
+  // The top op change: the API ranks by |change per step|; the page shows it first.
+  const first = await page.$eval('#diff-ops table.data tbody tr', tr => [...tr.children].map(td => td.textContent));
+  assert.equal(first[0], d.ops[0].name);
+  assert.equal(first[2], d.ops[0].status);
+  assert.equal(first[3], sign(d.ops[0].delta_per_step_ps));
+  assert.equal((await tableCells('#diff-ops', 1)).length, d.ops.length);
+  await page.screenshot({ path: path.join(shots, 'diff.png') });
+  // Swapping A and B flips the sign of the change.
+  await page.click('#diff-swap');
+  await page.waitForFunction(v => document.querySelector('#diff-a') && document.querySelector('#diff-a').value === v, b);
+  await page.waitForSelector('#diff-cards');
+  await page.waitForLoadState('networkidle');
+  const back = await api('diff', { a: b, b: a, top: 'all' });
+  assert.equal(back.step_time.delta_ps, -d.step_time.delta_ps);
+  assert.equal((await cards('#diff-cards')).change, sign(back.step_time.delta_ps));
+});
+
+test('an op name in the op profile opens its HLO view', async () => {
+  const ops = await api('ops', { run: CPU });
+  const op = ops.ops[0];
+  await open(`ops?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('table.data tbody tr a.oplink');
+  await page.click(`table.data tbody tr a.oplink >> text="${op.name}"`);
+  await page.waitForSelector('#hlo-text');
+  const h = await api('hlo', { run: CPU, op: op.name, module: op.module });
+  assert.equal(await page.textContent('#hlo-name'), h.instruction.name);
+  assert.equal(await page.textContent('#hlo-text'), h.instruction.text);
+  assert.ok(new URL(page.url()).hash.includes(`op=${encodeURIComponent(op.name)}`));
+  if (h.fused_body.length) assert.equal(await page.textContent('#hlo-fused'), h.fused_body.map(i => i.text).join('\n'));
+  assert.equal((await tableCells('#hlo-operands', 1)).length, h.operands.length);
+  await page.screenshot({ path: path.join(shots, 'hlo.png'), fullPage: true });
 });

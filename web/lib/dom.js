@@ -47,3 +47,8 @@ export function color(name, light = 0) {
   const hue = ((h >>> 0) % 360);
   return `hsl(${hue}, 55%, ${62 + light}%)`;
 }
+
+/** A summary card: a label, a big value and a muted line under it. */
+export function card(label, value, sub = '') {
+  return el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value' }, value), el('div', { class: 'sub muted' }, sub));
+}

@@ -3,13 +3,14 @@ import { el } from '../lib/dom.js';
 import { dur, count, pct, rate } from '../lib/format.js';
 import { table } from '../lib/table.js';
 import { treemap } from '../lib/treemap.js';
+import { opLink } from '../lib/nav.js';
 
 export const title = 'Op profile';
 
 /** Columns of an op table grouped `by`. */
 export function opColumns(by) {
   const first = { op: 'op', category: 'category', module: 'module', scope: 'scope' }[by] || 'op';
-  const cols = [{ key: 'name', label: first }];
+  const cols = [by === 'op' ? { key: 'name', label: first, fmt: (v, r) => opLink(v, r.module) } : { key: 'name', label: first }];
   if (by === 'op') cols.push({ key: 'module', label: 'module' }, { key: 'category', label: 'category' });
   cols.push(
     { key: 'self_ps', label: 'self', num: true, fmt: dur },

@@ -1,18 +1,15 @@
 // Overview: step time, where the average step went, utilisation, top ops, environment.
-import { el } from '../lib/dom.js';
+import { el, card } from '../lib/dom.js';
 import { dur, count, pct } from '../lib/format.js';
 import { table } from '../lib/table.js';
 import { stepChart, stackedBar } from '../lib/charts.js';
 import { opColumns } from './ops.js';
+import { pageLink } from '../lib/nav.js';
 
 export const title = 'Overview';
 
-function card(label, value, sub = '') {
-  return el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value' }, value), el('div', { class: 'sub muted' }, sub));
-}
-
 export async function render(view, ctx) {
-  const [s, st] = await Promise.all([ctx.get('summary'), ctx.get('steps')]);
+  const [s, st, adv] = await Promise.all([ctx.get('summary'), ctx.get('steps'), ctx.get('advise')]);
   if (ctx.stale()) return;
   const t = s.step_time;
   view.append(el('h1', {}, `Run ${s.run}`));
@@ -23,6 +20,10 @@ export async function render(view, ctx) {
     card('min / max', `${dur(t.min_ps)} / ${dur(t.max_ps)}`),
     card('device utilisation', pct(s.device_utilization_pct), 'busy share of step time'),
   ));
+
+  view.append(el('h2', {}, `Findings (${adv.findings.length})`));
+  if (!adv.findings.length) view.append(el('p', { class: 'muted', id: 'no-findings' }, 'no findings: every rule is within its threshold'));
+  view.append(el('div', { class: 'findings' }, ...adv.findings.map(findingBox)));
 
   const b = s.breakdown;
   view.append(el('h2', {}, 'Average step breakdown'));
@@ -57,4 +58,35 @@ export async function render(view, ctx) {
     el('dt', {}, 'devices'), el('dd', {}, env.devices.map(d => `${d.count} × ${d.kind.toUpperCase()}${d.model ? ` (${d.model})` : ''}`).join(', ') || 'none'),
     ...env.versions.flatMap(v => { const [k, val] = v.split(' = '); return [el('dt', {}, k), el('dd', {}, val ?? '')]; }),
   ));
+}
+
+const UNITS = { pct: '%', s: ' s', us: ' µs', count: '' };
+
+function num(v) {
+  return Math.abs(v) >= 100 || Number.isInteger(v) ? count(Math.round(v * 10) / 10) : v.toFixed(1);
+}
+
+/** One finding of api/advise: severity, title, value against threshold, evidence, advice. */
+function findingBox(f) {
+  const unit = UNITS[f.unit] ?? ` ${f.unit}`;
+  const ev = el('ul', { class: 'evidence' });
+  for (const e of f.evidence) {
+    const li = el('li', {}, e.what);
+    if (e.start_ps !== null && e.start_ps !== undefined) {
+      const d = e.duration_ps || 0;
+      const w = Math.max(d, 1e6);
+      const at = d > 0 ? `at ${dur(e.start_ps)} for ${dur(d)}` : `at ${dur(e.start_ps)}`;
+      li.append(' (', pageLink(at, 'timeline', { start_ps: Math.round(e.start_ps - w * 0.1), end_ps: Math.round(e.start_ps + w * 1.1) }, { title: 'show in the timeline' }), ')');
+    }
+    if (e.detail) li.append(el('div', { class: 'muted small' }, e.detail));
+    ev.append(li);
+  }
+  return el('div', { class: `finding sev-${f.severity}`, 'data-rule': f.rule },
+    el('div', { class: 'fhead' },
+      el('span', { class: 'sev' }, f.severity),
+      el('strong', { class: 'ftitle' }, f.title),
+      el('span', { class: 'muted small rule' }, f.rule)),
+    el('div', { class: 'fvalue small' }, `${num(f.value)}${unit}, threshold ${num(f.threshold)}${unit}`),
+    ev,
+    el('div', { class: 'advice' }, '→ ', f.advice));
 }

@@ -141,16 +141,7 @@ impl Event<'_> {
 pub fn memory(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize) -> Memory {
     let mut allocators = Vec::new();
     for space in &profile.hosts {
-        let mut events = allocator_events(space);
-        events.sort_by_key(|e| e.time_ps);
-        let mut by_name: Vec<(String, Vec<Event>)> = Vec::new();
-        for e in events {
-            match by_name.iter_mut().find(|(n, _)| *n == e.allocator) {
-                Some((_, v)) => v.push(e),
-                None => by_name.push((e.allocator.clone(), vec![e])),
-            }
-        }
-        for (name, events) in by_name {
+        for (name, events) in events_by_allocator(space) {
             allocators.push(replay(&space.host, name, &events, top));
         }
     }
@@ -161,6 +152,107 @@ pub fn memory(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize) -> M
         allocators,
         device_memory_profile: pprof.map(|(path, p)| summarise_pprof(path, p, top)),
     }
+}
+
+/// The allocations live at `time_ps` in allocator `allocator` of host `host`: the
+/// events up to and including that time replayed, largest `top` listed. `None` when
+/// the host has no allocator of that name.
+pub fn live_at(profile: &Profile, host: &str, allocator: &str, time_ps: i64, top: usize) -> Option<LiveAt> {
+    let space = profile.hosts.iter().find(|s| s.host == host)?;
+    let (_, events) = events_by_allocator(space).into_iter().find(|(n, _)| n == allocator)?;
+    let n = events.partition_point(|e| e.time_ps <= time_ps);
+    let mut live: HashMap<u64, usize> = HashMap::new();
+    for (ix, e) in events[..n].iter().enumerate() {
+        apply(&mut live, ix, e);
+    }
+    let state = n.checked_sub(1).map(|ix| &events[ix]);
+    let in_use_bytes = state.and_then(|e| e.u64("bytes_allocated")).unwrap_or(0);
+    let ixs: Vec<usize> = live.into_values().collect();
+    let (rows, tracked) = live_allocations(&events, &ixs, top);
+    Some(LiveAt {
+        schema: "stepscope.memory_live/1",
+        run: profile.run.clone(),
+        host: host.to_string(),
+        allocator: allocator.to_string(),
+        time_ps,
+        event_time_ps: state.map(|e| e.time_ps),
+        in_use_bytes,
+        live_count: ixs.len() as u64,
+        untracked_bytes: in_use_bytes.saturating_sub(tracked),
+        live: rows,
+    })
+}
+
+/// The allocations live at a chosen time ([`live_at`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct LiveAt {
+    pub schema: &'static str,
+    pub run: String,
+    pub host: String,
+    pub allocator: String,
+    /// The time asked for.
+    pub time_ps: i64,
+    /// The last allocator event at or before `time_ps`, whose state is shown; `None`
+    /// before the first event.
+    pub event_time_ps: Option<i64>,
+    /// In-use bytes after that event.
+    pub in_use_bytes: u64,
+    /// Allocations seen in the capture and live then (all of them, not only those listed).
+    pub live_count: u64,
+    /// In-use bytes that no allocation seen in the capture explains.
+    pub untracked_bytes: u64,
+    /// The largest live allocations, largest first.
+    pub live: Vec<LiveAllocation>,
+}
+
+/// A host's allocator events by allocator (in order of first event), each sorted by time.
+fn events_by_allocator(space: &Space) -> Vec<(String, Vec<Event<'_>>)> {
+    let mut events = allocator_events(space);
+    events.sort_by_key(|e| e.time_ps);
+    let mut by_name: Vec<(String, Vec<Event>)> = Vec::new();
+    for e in events {
+        match by_name.iter_mut().find(|(n, _)| *n == e.allocator) {
+            Some((_, v)) => v.push(e),
+            None => by_name.push((e.allocator.clone(), vec![e])),
+        }
+    }
+    by_name
+}
+
+/// Applies event `ix` to the live set (address → allocating event).
+fn apply(live: &mut HashMap<u64, usize>, ix: usize, e: &Event) {
+    let addr = e.u64("addr").unwrap_or(0);
+    if e.alloc {
+        live.insert(addr, ix);
+    } else {
+        live.remove(&addr);
+    }
+}
+
+/// The allocations made by events `ixs`, largest first, `top` kept, and the bytes of all.
+fn live_allocations(events: &[Event], ixs: &[usize], top: usize) -> (Vec<LiveAllocation>, u64) {
+    let mut rows: Vec<LiveAllocation> = ixs
+        .iter()
+        .map(|&ix| {
+            let e = &events[ix];
+            LiveAllocation {
+                bytes: e.u64("allocation_bytes").unwrap_or(0),
+                requested_bytes: e.u64("requested_bytes").unwrap_or(0),
+                allocated_at_ps: e.time_ps,
+                addr: e.u64("addr").unwrap_or(0),
+                op: e.text("tf_op"),
+                shape: e.text("shape"),
+                data_type: data_type_name(e.u64("data_type").unwrap_or(0)),
+                region_type: e.text("region_type"),
+            }
+        })
+        .collect();
+    let tracked: u64 = rows.iter().map(|l| l.bytes).sum();
+    rows.sort_by(|x, y| {
+        y.bytes.cmp(&x.bytes).then(x.allocated_at_ps.cmp(&y.allocated_at_ps)).then(x.addr.cmp(&y.addr))
+    });
+    rows.truncate(top);
+    (rows, tracked)
 }
 
 /// Every allocator event of a host, from any plane and line.
@@ -234,14 +326,12 @@ fn replay(host: &str, name: String, events: &[Event], top: usize) -> Allocator {
     };
     let mut points = Vec::with_capacity(events.len());
     for (ix, e) in events.iter().enumerate() {
-        let addr = e.u64("addr").unwrap_or(0);
         if e.alloc {
             a.allocations += 1;
-            live.insert(addr, ix);
         } else {
             a.deallocations += 1;
-            live.remove(&addr);
         }
+        apply(&mut live, ix, e);
         let in_use = e.u64("bytes_allocated").unwrap_or(0);
         a.lifetime_peak_bytes = a.lifetime_peak_bytes.max(e.u64("peak_bytes_in_use").unwrap_or(0));
         a.max_fragmentation = a.max_fragmentation.max(e.f64("fragmentation").unwrap_or(0.0));
@@ -257,28 +347,8 @@ fn replay(host: &str, name: String, events: &[Event], top: usize) -> Allocator {
         a.fragmentation_at_peak = p.f64("fragmentation").unwrap_or(0.0);
         a.capacity_bytes = p.u64("bytes_available").map(|av| av.saturating_add(a.peak_in_use_bytes));
     }
-    let mut live_at_peak: Vec<LiveAllocation> = peak_live
-        .iter()
-        .map(|&ix| {
-            let e = &events[ix];
-            LiveAllocation {
-                bytes: e.u64("allocation_bytes").unwrap_or(0),
-                requested_bytes: e.u64("requested_bytes").unwrap_or(0),
-                allocated_at_ps: e.time_ps,
-                addr: e.u64("addr").unwrap_or(0),
-                op: e.text("tf_op"),
-                shape: e.text("shape"),
-                data_type: data_type_name(e.u64("data_type").unwrap_or(0)),
-                region_type: e.text("region_type"),
-            }
-        })
-        .collect();
-    let tracked: u64 = live_at_peak.iter().map(|l| l.bytes).sum();
+    let (live_at_peak, tracked) = live_allocations(events, &peak_live, top);
     a.untracked_at_peak_bytes = a.peak_in_use_bytes.saturating_sub(tracked);
-    live_at_peak.sort_by(|x, y| {
-        y.bytes.cmp(&x.bytes).then(x.allocated_at_ps.cmp(&y.allocated_at_ps)).then(x.addr.cmp(&y.addr))
-    });
-    live_at_peak.truncate(top);
     a.live_at_peak = live_at_peak;
     a.timeline = downsample(&points, peak_ix, TIMELINE_MAX_POINTS);
     a

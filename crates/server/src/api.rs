@@ -8,8 +8,11 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
+use stepscope_analysis::advise::{self, Thresholds};
 use stepscope_analysis::ops::{self, GroupBy};
-use stepscope_analysis::{kernels, summary};
+use stepscope_analysis::{collectives, compile, devices, diff, hlo_context, kernels, memory, summary};
+use stepscope_xspace::hlo::hlo_modules;
+use stepscope_xspace::pprof;
 
 use crate::cache::Entry;
 use crate::App;
@@ -40,6 +43,14 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("steps", steps),
     ("ops", ops),
     ("kernels", kernels),
+    ("memory", memory),
+    ("memory/live", memory_live),
+    ("collectives", collectives),
+    ("compile", compile),
+    ("devices", devices),
+    ("hlo", hlo),
+    ("advise", advise),
+    ("diff", diff),
     ("timeline/tracks", timeline_tracks),
     ("timeline/tile", timeline_tile),
     ("timeline/event", timeline_event),
@@ -61,6 +72,11 @@ impl Params {
 
     fn str(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str)
+    }
+
+    /// A required text parameter.
+    fn text(&self, name: &str) -> Result<&str, ApiError> {
+        self.str(name).filter(|v| !v.is_empty()).ok_or_else(|| ApiError::bad(format!("missing parameter {name}")))
     }
 
     fn req<T: std::str::FromStr>(&self, name: &str) -> Result<T, ApiError> {
@@ -85,8 +101,13 @@ impl Params {
 
     /// The run (`run`, `host`) the request is about, loaded.
     fn entry(&self, app: &App) -> Result<std::sync::Arc<Entry>, ApiError> {
+        self.run_named(app, "run")
+    }
+
+    /// The run named by parameter `name` (default: the newest), `host` only when given.
+    fn run_named(&self, app: &App, name: &str) -> Result<std::sync::Arc<Entry>, ApiError> {
         let host = self.str("host").filter(|h| !h.is_empty());
-        let run = self.str("run").filter(|r| !r.is_empty());
+        let run = self.str(name).filter(|r| !r.is_empty());
         app.cache.get(&app.root, run, host).map_err(ApiError::not_found)
     }
 }
@@ -153,4 +174,86 @@ fn timeline_search(app: &App, q: &Params) -> Reply {
     let limit = q.opt("limit", 100)?;
     let e = q.entry(app)?;
     json(&e.timeline().search(&e.profile, query, limit))
+}
+
+/// As `stepscope memory --json`: the device-memory pprof is the run's first, as the CLI's default.
+fn memory(app: &App, q: &Params) -> Reply {
+    let top = q.top()?;
+    let e = q.entry(app)?;
+    let path = e.run.pprof.first();
+    let pp = match path {
+        Some(p) => Some(pprof::read_pprof(p).map_err(|err| ApiError { status: 500, message: err.to_string() })?),
+        None => None,
+    };
+    let shown = path.map(|p| p.display().to_string()).unwrap_or_default();
+    json(&memory::memory(&e.profile, pp.as_ref().map(|p| (shown.as_str(), p)), top))
+}
+
+/// The allocations live at `time_ps` in allocator `allocator` of host `allocator_host`
+/// (default: the run's only host).
+fn memory_live(app: &App, q: &Params) -> Reply {
+    let (allocator, time_ps): (&str, i64) = (q.text("allocator")?, q.req("time_ps")?);
+    let top = q.top()?;
+    let e = q.entry(app)?;
+    let host = match q.str("allocator_host").filter(|h| !h.is_empty()) {
+        Some(h) => h.to_string(),
+        None => match e.profile.hosts.as_slice() {
+            [only] => only.host.clone(),
+            _ => return Err(ApiError::bad("this run has several hosts — pass allocator_host")),
+        },
+    };
+    let live = memory::live_at(&e.profile, &host, allocator, time_ps, top).ok_or_else(|| {
+        ApiError::not_found(format!("no allocator {allocator:?} on host {host:?} — api/memory lists them"))
+    })?;
+    json(&live)
+}
+
+fn collectives(app: &App, q: &Params) -> Reply {
+    let top = q.top()?;
+    let mut c = collectives::collectives(&q.entry(app)?.profile);
+    c.ops.truncate(top);
+    json(&c)
+}
+
+fn compile(app: &App, q: &Params) -> Reply {
+    json(&compile::compile(&q.entry(app)?.profile))
+}
+
+fn devices(app: &App, q: &Params) -> Reply {
+    json(&devices::devices(&q.entry(app)?.profile))
+}
+
+/// As `stepscope hlo PATH OP [--module M] --json`.
+fn hlo(app: &App, q: &Params) -> Reply {
+    let op = q.text("op")?;
+    let module = q.str("module").filter(|m| !m.is_empty());
+    let e = q.entry(app)?;
+    match hlo_context::hlo_context(&e.profile, op, module) {
+        Some(ctx) => json(&ctx),
+        None if e.profile.hosts.iter().all(|h| hlo_modules(h).is_empty()) => Err(ApiError::not_found(
+            "this profile holds no HLO modules (no `/host:metadata` plane) — capture an .xplane.pb with \
+             jax.profiler.trace; trace JSON files do not carry HLO",
+        )),
+        None => Err(ApiError::not_found(format!(
+            "no HLO instruction named {op:?}{} in this run's modules — api/ops lists op names",
+            module.map(|m| format!(" in module {m:?}")).unwrap_or_default()
+        ))),
+    }
+}
+
+/// As `stepscope advise --json` with the default thresholds.
+fn advise(app: &App, q: &Params) -> Reply {
+    json(&advise::advise(&q.entry(app)?.profile, &Thresholds::default()))
+}
+
+/// As `stepscope diff A B --json`: runs `a` and `b` by their names in `api/runs`.
+fn diff(app: &App, q: &Params) -> Reply {
+    q.text("a")?;
+    q.text("b")?;
+    let top = q.top()?;
+    let (a, b) = (q.run_named(app, "a")?, q.run_named(app, "b")?);
+    let mut d = diff::diff(&a.profile, &b.profile);
+    d.ops.truncate(top);
+    d.kernels.truncate(top);
+    json(&d)
 }

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use stepscope_analysis::steps::{self, Steps};
 use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::Profile;
+use stepscope_xspace::discover::Run;
 use stepscope_xspace::Progress;
 
 use crate::root::Root;
@@ -20,6 +21,8 @@ pub const DEFAULT_RUNS: usize = 4;
 /// A decoded run and what is derived from it once.
 pub struct Entry {
     pub profile: Profile,
+    /// The run as discovered (its folder, host files and device-memory profiles).
+    pub run: Run,
     timeline: OnceLock<Timeline>,
     steps: OnceLock<Steps>,
 }
@@ -79,7 +82,7 @@ impl Cache {
                 if let Some(h) = host {
                     profile.retain_host(h);
                 }
-                Ok(Arc::new(Entry { profile, timeline: OnceLock::new(), steps: OnceLock::new() }))
+                Ok(Arc::new(Entry { profile, run: run.clone(), timeline: OnceLock::new(), steps: OnceLock::new() }))
             })
             .clone();
         if result.is_err() {

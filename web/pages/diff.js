@@ -1,0 +1,85 @@
+// Diff: what changed from run A to run B (api/diff?a=…&b=…): step time, the average
+// step's parts, then ops and kernels ranked by their effect on one step.
+import { el, card } from '../lib/dom.js';
+import { dur, bytes, pct } from '../lib/format.js';
+import { table } from '../lib/table.js';
+import { opLink } from '../lib/nav.js';
+
+export const title = 'Diff';
+
+const signed = ps => (ps > 0 ? `+${dur(ps)}` : dur(ps));
+const delta = ps => el('span', { class: ps > 0 ? 'delta-up' : ps < 0 ? 'delta-down' : '' }, signed(ps));
+
+export async function render(view, ctx) {
+  const runs = await ctx.get('runs');
+  if (ctx.stale()) return;
+  view.append(el('h1', {}, 'Diff of two runs'));
+  if (runs.length < 2) {
+    view.append(el('p', { class: 'muted' }, 'the served folder holds one run: serve a folder with two or more runs to compare them'));
+    return;
+  }
+  const names = runs.map(r => r.run);
+  const cur = ctx.params.get('run');
+  const b = names.includes(ctx.params.get('b')) ? ctx.params.get('b') : (names.includes(cur) ? cur : names[names.length - 1]);
+  const a = names.includes(ctx.params.get('a')) ? ctx.params.get('a') : names.filter(n => n !== b).slice(-1)[0];
+  const picker = (id, value) => el('select', { id }, ...names.slice().reverse().map(n => el('option', { value: n, selected: n === value }, n)));
+  const pa = picker('diff-a', a), pb = picker('diff-b', b);
+  const swap = el('button', { type: 'button', id: 'diff-swap' }, 'swap');
+  pa.addEventListener('change', () => ctx.go('diff', { a: pa.value, b: pb.value }));
+  pb.addEventListener('change', () => ctx.go('diff', { a: pa.value, b: pb.value }));
+  swap.addEventListener('click', () => ctx.go('diff', { a: pb.value, b: pa.value }));
+  view.append(el('div', { class: 'controls' }, el('label', {}, 'A (baseline) ', pa), el('label', {}, 'B ', pb), swap));
+
+  const d = await ctx.get('diff', { a, b, top: 'all' });
+  if (ctx.stale()) return;
+  const t = d.step_time;
+  view.append(el('div', { class: 'cards', id: 'diff-cards' },
+    card('median step A', dur(t.a_median_ps), `${d.a.step_count} steps, mean ${dur(t.a_mean_ps)}`),
+    card('median step B', dur(t.b_median_ps), `${d.b.step_count} steps, mean ${dur(t.b_mean_ps)}`),
+    card('change', el('span', { class: t.delta_ps > 0 ? 'delta-up' : t.delta_ps < 0 ? 'delta-down' : '' }, signed(t.delta_ps)), `${t.delta_pct >= 0 ? '+' : ''}${pct(t.delta_pct)}`),
+    d.memory.a_peak_bytes !== null && d.memory.b_peak_bytes !== null
+      ? card('memory peak', `${bytes(d.memory.a_peak_bytes)} → ${bytes(d.memory.b_peak_bytes)}`) : null,
+  ));
+
+  view.append(el('h2', {}, 'Average step'));
+  const bb = el('div', { id: 'diff-breakdown' });
+  view.append(bb);
+  table(bb, {
+    columns: [
+      { key: 'part', label: 'part', fmt: v => v.replace(/_/g, ' ') },
+      { key: 'a_ps', label: 'A', num: true, fmt: dur },
+      { key: 'b_ps', label: 'B', num: true, fmt: dur },
+      { key: 'delta_ps', label: 'change', num: true, fmt: delta },
+    ],
+    rows: d.breakdown,
+    sort: 'a_ps',
+    csvName: 'diff_breakdown.csv',
+  });
+
+  const rowsTable = (heading, id, rows, kind) => {
+    view.append(el('h2', {}, heading));
+    if (!rows.length) { view.append(el('p', { class: 'muted' }, `no ${kind} in either run`)); return; }
+    const box = el('div', { id });
+    view.append(box);
+    table(box, {
+      columns: [
+        { key: 'name', label: kind === 'ops' ? 'op' : 'kernel', fmt: (v, r) => (kind === 'ops' ? opLink(v, r.module, { run: r.status === 'removed' ? a : b }) : v) },
+        { key: 'b_name', label: 'name in B', fmt: (v, r) => (v && kind === 'ops' ? opLink(v, r.module, { run: b }) : v || '') },
+        { key: 'status', label: 'status', fmt: v => el('span', { class: `status status-${v}` }, v) },
+        { key: 'delta_per_step_ps', label: 'change / step', num: true, fmt: delta, sortValue: r => Math.abs(r.delta_per_step_ps) },
+        { key: 'a_per_step_ps', label: 'A / step', num: true, fmt: dur },
+        { key: 'b_per_step_ps', label: 'B / step', num: true, fmt: dur },
+        { key: 'a_count', label: 'A count', num: true },
+        { key: 'b_count', label: 'B count', num: true },
+        { key: 'category', label: 'category' },
+        { key: 'module', label: 'module' },
+        { key: 'matched_by', label: 'matched by' },
+      ],
+      rows,
+      sort: 'delta_per_step_ps',
+      csvName: `diff_${kind}.csv`,
+    });
+  };
+  rowsTable('Ops by effect on step time', 'diff-ops', d.ops, 'ops');
+  if (d.kernels.length) rowsTable('Kernels by effect on step time', 'diff-kernels', d.kernels, 'kernels');
+}

@@ -1,0 +1,169 @@
+// Memory: each allocator's in-use timeline with its peak marked; click the chart to
+// list the allocations live at that time (api/memory/live). Below, the device-memory
+// pprof by device, kind and allocating call site.
+import uPlot from '../vendor/uPlot.esm.js';
+import { el, clear, card } from '../lib/dom.js';
+import { dur, count, bytes, pct } from '../lib/format.js';
+import { table } from '../lib/table.js';
+
+export const title = 'Memory';
+
+const LIVE_TOP = 200;
+// Axis steps in bytes: 1, 2, 4, … × 1, 1 Ki, 1 Mi, 1 Gi, 1 Ti, so ticks read 256 MiB, 512 MiB.
+const BINARY_STEPS = [0, 1, 2, 3, 4].flatMap(k => [1, 2, 4, 8, 16, 32, 64, 128, 256, 512].map(m => m * 1024 ** k));
+
+const liveColumns = [
+  { key: 'bytes', label: 'size', num: true, fmt: bytes },
+  { key: 'requested_bytes', label: 'requested', num: true, fmt: bytes },
+  { key: 'op', label: 'op', fmt: v => v || '(unknown op)' },
+  { key: 'shape', label: 'shape' },
+  { key: 'data_type', label: 'type' },
+  { key: 'region_type', label: 'region' },
+  { key: 'allocated_at_ps', label: 'allocated at', num: true, fmt: dur },
+];
+
+export async function render(view, ctx) {
+  const m = await ctx.get('memory', { top: LIVE_TOP });
+  if (ctx.stale()) return;
+  view.append(el('h1', {}, 'Memory'));
+  if (!m.allocators.length) {
+    view.append(el('p', { class: 'muted', id: 'mem-none' },
+      'no allocator events (MemoryAllocation) in this profile: XLA:CPU does not record them; GPU and TPU captures do with the default host tracer level (2)'));
+  } else {
+    allocatorView(view, ctx, m);
+  }
+  if (m.device_memory_profile) pprofView(view, m.device_memory_profile);
+}
+
+function allocatorView(view, ctx, m) {
+  const key = a => `${a.host}\u0000${a.name}`;
+  const want = `${ctx.params.get('allocator_host') || ''}\u0000${ctx.params.get('allocator') || ''}`;
+  const a = m.allocators.find(x => key(x) === want) || m.allocators[0];
+  const pick = el('select', { id: 'mem-allocator' },
+    ...m.allocators.map(x => el('option', { value: key(x), selected: x === a }, `${x.host} · ${x.name} (peak ${bytes(x.peak_in_use_bytes)})`)));
+  pick.addEventListener('change', () => {
+    const [h, n] = pick.value.split('\u0000');
+    ctx.go('memory', { allocator_host: h, allocator: n });
+  });
+  view.append(el('div', { class: 'controls' }, el('label', {}, 'allocator ', pick)));
+
+  view.append(el('div', { class: 'cards', id: 'mem-cards' },
+    card('peak in use', bytes(a.peak_in_use_bytes), `at ${dur(a.peak_time_ps)}`),
+    card('capacity', a.capacity_bytes === null ? '—' : bytes(a.capacity_bytes),
+      a.capacity_bytes ? `peak is ${pct((100 * a.peak_in_use_bytes) / a.capacity_bytes)}` : 'not reported'),
+    card('lifetime peak', bytes(a.lifetime_peak_bytes), 'since the process started'),
+    card('fragmentation', a.fragmentation_at_peak.toFixed(2), `at the peak; max ${a.max_fragmentation.toFixed(2)}`),
+    card('allocations', count(a.allocations), `${count(a.deallocations)} frees`),
+  ));
+
+  view.append(el('h2', {}, 'In use over time'),
+    el('p', { class: 'muted small' }, 'the dot marks the peak; click the chart to list the allocations live at that time (drag to zoom, double-click to reset)'));
+  const chartBox = el('div', { class: 'chartbox', id: 'mem-chart' });
+  view.append(chartBox);
+
+  const liveHead = el('h2', { id: 'mem-live-title' });
+  const liveInfo = el('p', { class: 'muted', id: 'mem-live-info' });
+  const liveBox = el('div', { id: 'mem-live' });
+  view.append(liveHead, liveInfo, liveBox);
+
+  let marked = null; // time (ps) of the live list shown, drawn as a line
+  const showLive = (rows, head, info, timePs) => {
+    clear(liveBox);
+    liveHead.textContent = head;
+    liveInfo.textContent = info;
+    liveBox.dataset.timePs = timePs === null ? '' : String(timePs);
+    table(liveBox, { columns: liveColumns, rows, sort: 'bytes', csvName: `live_${a.name}.csv` });
+  };
+  const showPeak = () => {
+    marked = null;
+    showLive(a.live_at_peak, `Live at the peak (${bytes(a.peak_in_use_bytes)} at ${dur(a.peak_time_ps)})`,
+      `largest ${count(a.live_at_peak.length)} listed; ${bytes(a.untracked_at_peak_bytes)} in use was not seen allocated in the capture`, null);
+  };
+  let seq = 0;
+  const showAt = async timePs => {
+    const mine = ++seq;
+    marked = timePs;
+    u.redraw(false);
+    ctx.setParams({ t_ps: timePs });
+    const live = await ctx.get('memory/live', { allocator_host: a.host, allocator: a.name, time_ps: timePs, top: LIVE_TOP });
+    if (mine !== seq || ctx.stale()) return;
+    const shown = live.live.length < live.live_count ? `largest ${count(live.live.length)} of ${count(live.live_count)} listed` : `${count(live.live_count)} allocations`;
+    showLive(live.live, `Live at ${dur(timePs)}: ${bytes(live.in_use_bytes)} in use`,
+      `${shown}; ${bytes(live.untracked_bytes)} in use was not seen allocated in the capture`, timePs);
+  };
+
+  const xs = a.timeline.map(p => p.time_ps / 1e9);
+  const ys = a.timeline.map(p => p.in_use_bytes);
+  const peakX = a.peak_time_ps / 1e9, peakY = a.peak_in_use_bytes;
+  const u = new uPlot({
+    width: Math.max(320, chartBox.clientWidth - 16 || view.clientWidth - 40),
+    height: 280,
+    scales: { x: { time: false } },
+    axes: [
+      { label: 'time', values: (_, vals) => vals.map(v => dur(v * 1e9)) },
+      { label: 'in use', size: 80, incrs: BINARY_STEPS, values: (_, vals) => vals.map(v => bytes(v)) },
+    ],
+    series: [
+      { label: 'time', value: (_, v) => (v === null ? '' : dur(v * 1e9)) },
+      { label: 'in use', stroke: '#3b6fd4', fill: 'rgba(59,111,212,0.12)', width: 1.5, paths: uPlot.paths.stepped({ align: 1 }), points: { show: false }, value: (_, v) => (v === null ? '' : bytes(v)) },
+    ],
+    hooks: {
+      draw: [plot => {
+        const c = plot.ctx;
+        c.save();
+        const px = plot.valToPos(peakX, 'x', true), py = plot.valToPos(peakY, 'y', true);
+        c.fillStyle = '#b42318';
+        c.beginPath();
+        c.arc(px, py, 5 * devicePixelRatio, 0, 2 * Math.PI);
+        c.fill();
+        c.font = `${11 * devicePixelRatio}px system-ui, sans-serif`;
+        c.textAlign = px > plot.bbox.left + plot.bbox.width * 0.8 ? 'right' : 'left';
+        c.fillText(` peak ${bytes(peakY)} `, px, py - 8 * devicePixelRatio);
+        if (marked !== null) {
+          const mx = plot.valToPos(marked / 1e9, 'x', true);
+          c.strokeStyle = '#c77b28';
+          c.setLineDash([4 * devicePixelRatio, 3 * devicePixelRatio]);
+          c.lineWidth = devicePixelRatio;
+          c.beginPath();
+          c.moveTo(mx, plot.bbox.top);
+          c.lineTo(mx, plot.bbox.top + plot.bbox.height);
+          c.stroke();
+        }
+        c.restore();
+      }],
+    },
+  }, [xs, ys], chartBox);
+  // A click (not a drag) picks a time.
+  let down = null;
+  u.over.addEventListener('mousedown', e => { down = [e.clientX, e.clientY]; });
+  u.over.addEventListener('click', e => {
+    if (down && Math.hypot(e.clientX - down[0], e.clientY - down[1]) > 3) return;
+    const ms = u.posToVal(u.cursor.left, 'x');
+    if (Number.isFinite(ms)) showAt(Math.round(ms * 1e9));
+  });
+  window.stepscopeMemory = { chart: u };
+
+  const t = Number(ctx.params.get('t_ps'));
+  if (ctx.params.get('t_ps') && Number.isFinite(t)) showAt(t); else showPeak();
+}
+
+function pprofView(view, p) {
+  view.append(el('h2', {}, 'Device memory profile'),
+    el('p', { class: 'muted', id: 'mem-pprof' }, `${p.path}: ${bytes(Math.max(0, p.total_bytes))} in ${count(Math.max(0, p.buffer_count))} buffers`));
+  const shares = (label, v) => el('p', {}, el('strong', {}, `${label}: `), v.map(s => `${s.name || '?'} ${bytes(s.bytes)}`).join(', ') || '—');
+  view.append(shares('by device', p.by_device), shares('by kind', p.by_kind));
+  const box = el('div', { id: 'mem-sites' });
+  view.append(box);
+  const total = Math.max(1, p.total_bytes);
+  table(box, {
+    columns: [
+      { key: 'site', label: 'allocated at' },
+      { key: 'bytes', label: 'bytes', num: true, fmt: bytes },
+      { key: 'share', label: 'share', num: true, fmt: v => pct(v) },
+      { key: 'stack', label: 'stack (leaf first)', fmt: v => v.join(' ← ') },
+    ],
+    rows: p.by_site.map(s => ({ ...s, share: (100 * s.bytes) / total })),
+    sort: 'bytes',
+    csvName: 'memory_by_site.csv',
+  });
+}
