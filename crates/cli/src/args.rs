@@ -22,7 +22,8 @@ EXAMPLES:
     stepscope steps /tmp/logdir --csv        every step: duration, device busy/idle, compile
     stepscope ops /tmp/logdir --top 20       HLO ops by self time
     stepscope ops /tmp/logdir --by scope --depth 2   time per name-stack scope
-    stepscope kernels /tmp/logdir --json     GPU kernels with launch configuration";
+    stepscope kernels /tmp/logdir --json     GPU kernels with launch configuration
+    stepscope export /tmp/logdir -o trace.pftrace    Perfetto trace (also .json.gz, .csv, .parquet)";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -38,6 +39,8 @@ pub enum Command {
     Ops(OpsArgs),
     /// GPU kernel stats: launches, time, grid/block, registers, shared memory, occupancy.
     Kernels(AnalysisArgs),
+    /// Write the profile as a Perfetto trace, Chrome trace JSON, CSV or Parquet.
+    Export(crate::cmd::export::ExportArgs),
 }
 
 /// Which profile to read: PATH and the run in it.

@@ -46,5 +46,6 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Steps(a) => cmd::steps::run(&a),
         args::Command::Ops(a) => cmd::ops::run(&a),
         args::Command::Kernels(a) => cmd::kernels::run(&a),
+        args::Command::Export(a) => cmd::export::run(&a),
     }
 }

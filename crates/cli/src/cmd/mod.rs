@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod export;
 pub mod info;
 pub mod kernels;
 pub mod ls;
