@@ -10,4 +10,5 @@ mod analyses;
 
 mod discovery;
 mod errors;
+mod export;
 mod info;

@@ -19,8 +19,10 @@ Commands:
                    "counters":[{"name":C,"samples":N,"unit":U}]}]}]}
     perfetto_ref.py check TRACE SOURCE.xplane.pb
         compares every event of every line with the trace (name, start and duration in
-        ns, and all args), read from the XSpace with xspace_ref.py:
-        {"lines":N, "events":N, "matched":N, "mismatches":[first 20 differences]}
+        ns, and all args), and the memory counters (allocator state after each
+        MemoryAllocation/MemoryDeallocation event), read from the XSpace with xspace_ref.py:
+        {"lines":N, "events":N, "matched":N, "counter_samples":N, "counter_matched":N,
+         "mismatches":[first differences]}
     perfetto_ref.py slices TRACE --plane P --line L [--limit K]
         first K slices/instants of a line by time, one JSON object a line.
 """
@@ -279,7 +281,7 @@ def _norm(v):
 
 
 def check(trace_path, xplane_path):
-    tracks, slices, _, errors, _ = build(trace_path)
+    tracks, slices, samples, errors, _ = build(trace_path)
     got = {}
     for _, planes in hierarchy(tracks):
         for p, lines, _ in planes:
@@ -318,7 +320,34 @@ def check(trace_path, xplane_path):
             for k, c in (have - want).items():
                 if len(mismatches) < 20:
                     mismatches.append({"plane": plane.name, "line": line.name, "unexpected": list(k), "count": c})
-    return {"lines": n_lines, "events": n_events, "matched": matched, "mismatches": mismatches}
+    # Memory counters: allocator state after each MemoryAllocation/MemoryDeallocation.
+    want_c = collections.Counter()
+    for plane in space.planes:
+        for line in plane.lines:
+            for ev in line.events:
+                if xspace_ref.event_name(plane, ev) not in ("MemoryAllocation", "MemoryDeallocation"):
+                    continue
+                st = xspace_ref.event_stats(plane, ev)
+                alloc = st.get("allocator_name")
+                if alloc is None:
+                    alloc = f"device {st['index_on_host']}" if "index_on_host" in st else "memory"
+                ts = _ns(xspace_ref.event_start_ps(line, ev)) + shift
+                for stat in ("bytes_allocated", "bytes_reserved", "bytes_available", "peak_bytes_in_use"):
+                    if stat in st:
+                        want_c[(plane.name, f"{alloc} {stat}", ts, st[stat])] += 1
+    have_c = collections.Counter()
+    for _, planes in hierarchy(tracks):
+        for p, _, counters in planes:
+            for c in counters:
+                for ts, v in samples[c["uuid"]]:
+                    have_c[(p["name"], c["name"], ts, v)] += 1
+    for k, c in list((want_c - have_c).items())[:5]:
+        mismatches.append({"counter_missing": list(k), "count": c})
+    for k, c in list((have_c - want_c).items())[:5]:
+        mismatches.append({"counter_unexpected": list(k), "count": c})
+    return {"lines": n_lines, "events": n_events, "matched": matched,
+            "counter_samples": sum(want_c.values()), "counter_matched": sum((want_c & have_c).values()),
+            "mismatches": mismatches}
 
 
 def main(argv=None):

@@ -56,7 +56,10 @@ pub fn write_chrome<W: Write>(hosts: &[Space], mut out: W) -> io::Result<ChromeS
                 if !line.is_counter {
                     sum.threads += 1;
                     sep(&mut out)?;
-                    write!(out, "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":")?;
+                    write!(
+                        out,
+                        "{{\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"name\":\"thread_name\",\"args\":{{\"name\":"
+                    )?;
                     serde_json::to_writer(&mut out, &line.name)?;
                     out.write_all(b"}}")?;
                 }

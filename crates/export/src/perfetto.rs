@@ -9,8 +9,11 @@
 //!   tracks of the line, named `LINE (2)`, `LINE (3)`, …;
 //! - the event's stats are debug annotations (args); event and annotation names are
 //!   interned per packet sequence (one sequence per line);
-//! - counters: trace-JSON counter lines and the `bytes_*` stats of
-//!   `MemoryAllocation`/`MemoryDeallocation` events (per allocator) are counter tracks.
+//! - counters: trace-JSON counter lines, and the allocator state that
+//!   `MemoryAllocation`/`MemoryDeallocation` events record (`bytes_allocated`,
+//!   `bytes_reserved`, `bytes_available`, `peak_bytes_in_use`), are counter tracks of
+//!   the plane, one per allocator (`allocator_name`, else `device <index_on_host>`)
+//!   and stat, e.g. `device 0 bytes_allocated`.
 //!
 //! Times are nanoseconds (Perfetto's unit), rounded from picoseconds to the nearest
 //! ns; when some event starts before 0 all times are shifted so the first is 0.
@@ -112,7 +115,8 @@ pub fn write_perfetto<W: Write>(hosts: &[Space], out: W) -> io::Result<PerfettoS
         .map(ps_to_ns)
         .min()
         .map_or(0, |m| if m < 0 { -m } else { 0 });
-    let mut w = Writer { out, enc: Enc::default(), next_uuid: 1, next_seq: 2, shift_ns, sum: PerfettoSummary::default() };
+    let mut w =
+        Writer { out, enc: Enc::default(), next_uuid: 1, next_seq: 2, shift_ns, sum: PerfettoSummary::default() };
     for (hi, space) in hosts.iter().enumerate() {
         let planes: Vec<&Plane> = space.planes.iter().filter(|p| p.lines.iter().any(|l| !l.is_empty())).collect();
         if planes.is_empty() {
@@ -205,7 +209,12 @@ impl<W: Write> Writer<W> {
     fn new_sequence(&mut self, plane: &Plane) -> Interned {
         let seq = self.next_seq;
         self.next_seq += 1;
-        Interned { seq, first: true, names: vec![false; plane.event_meta.len()], args: vec![false; plane.stat_meta.len()] }
+        Interned {
+            seq,
+            first: true,
+            names: vec![false; plane.event_meta.len()],
+            args: vec![false; plane.stat_meta.len()],
+        }
     }
 
     /// Starts an event packet on sequence `st` at `ts_ns`.
@@ -347,6 +356,7 @@ impl<W: Write> Writer<W> {
         let memory_stats: Vec<(u32, &str)> =
             MEMORY_COUNTERS.iter().filter_map(|n| plane.stat_id(n).map(|id| (id, *n))).collect();
         let allocator = plane.stat_id("allocator_name");
+        let device_index = plane.stat_id("index_on_host");
         let memory_metas: Vec<bool> =
             (0..plane.event_meta.len()).map(|m| MEMORY_EVENTS.contains(&plane.event_name(m as u32))).collect();
 
@@ -390,11 +400,14 @@ impl<W: Write> Writer<W> {
                 self.sum.slices += 1;
             }
             if !memory_stats.is_empty() && memory_metas.get(line.meta[i] as usize).copied().unwrap_or(false) {
-                let alloc = allocator
-                    .and_then(|a| plane.event_stat(line, i, a))
-                    .and_then(|s| plane.stat_str(&s))
-                    .unwrap_or("memory")
-                    .to_string();
+                let alloc = match allocator.and_then(|a| plane.event_stat(line, i, a)).and_then(|s| plane.stat_str(&s))
+                {
+                    Some(name) => name.to_string(),
+                    None => match device_index.and_then(|d| plane.event_stat(line, i, d)) {
+                        Some(d) => format!("device {}", plane.stat_display(&d)),
+                        None => "memory".to_string(),
+                    },
+                };
                 for &(id, stat_name) in &memory_stats {
                     let Some(v) = plane.event_stat(line, i, id) else { continue };
                     let key = (alloc.clone(), id);
@@ -402,8 +415,13 @@ impl<W: Write> Writer<W> {
                         Some(&t) => t,
                         None => {
                             let rank = 1_000_000 + memory.len() as i64;
-                            let t =
-                                self.track(&format!("{alloc} {stat_name}"), Some(plane_uuid), rank, false, Some(UNIT_SIZE_BYTES))?;
+                            let t = self.track(
+                                &format!("{alloc} {stat_name}"),
+                                Some(plane_uuid),
+                                rank,
+                                false,
+                                Some(UNIT_SIZE_BYTES),
+                            )?;
                             memory.insert(key, t);
                             t
                         }

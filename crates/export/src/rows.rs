@@ -10,33 +10,53 @@
 use std::fmt;
 use std::io::{self, Write};
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::table::{Cell, ColType, Column, TableWriter};
 
-/// A JSON object with its keys in written order.
-struct Ordered(Vec<(String, Value)>);
+/// The keys of a JSON object in written order (values skipped).
+struct Keys(Vec<String>);
 
-impl<'de> Deserialize<'de> for Ordered {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Ordered, D::Error> {
+impl<'de> Deserialize<'de> for Keys {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Keys, D::Error> {
         struct V;
         impl<'de> Visitor<'de> for V {
-            type Value = Ordered;
+            type Value = Keys;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ordered, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
                 let mut out = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, Value>()? {
-                    out.push((k, v));
+                while let Some((k, _)) = map.next_entry::<String, IgnoredAny>()? {
+                    out.push(k);
                 }
-                Ok(Ordered(out))
+                Ok(Keys(out))
             }
         }
         d.deserialize_map(V)
     }
+}
+
+/// A row as (key, value) pairs in field order. Values come from `serde_json::to_value`
+/// (floats stay bit-exact); the order from the serialized text (the value map is sorted).
+struct Ordered(Vec<(String, Value)>);
+
+fn ordered<T: Serialize>(row: &T) -> io::Result<Ordered> {
+    let keys: Keys = serde_json::from_str(&serde_json::to_string(row)?)?;
+    let Value::Object(mut map) = serde_json::to_value(row)? else {
+        return Err(io::Error::other("analysis rows must serialize to JSON objects"));
+    };
+    Ok(Ordered(
+        keys.0
+            .into_iter()
+            .map(|k| {
+                let v = map.remove(&k).unwrap_or(Value::Null);
+                (k, v)
+            })
+            .collect(),
+    ))
 }
 
 /// Writes `rows` to a table of `format`; errors when there are no rows (no columns).
@@ -47,8 +67,7 @@ pub fn write_rows<T: Serialize, W: Write + Send>(
 ) -> io::Result<u64> {
     let mut parsed: Vec<Ordered> = Vec::with_capacity(rows.len());
     for r in rows {
-        let text = serde_json::to_string(r)?;
-        parsed.push(serde_json::from_str(&text)?);
+        parsed.push(ordered(r)?);
     }
     let columns = infer_columns(&parsed);
     if columns.is_empty() {
@@ -161,6 +180,9 @@ mod tests {
         let n = write_rows(&rows, crate::table::TableFormat::Csv, &mut out).unwrap();
         assert_eq!(n, 2);
         let text = String::from_utf8(out).unwrap();
-        assert_eq!(text, "name,count,pct,grid,occ\n\"a,b\",3,1,\"[1,2,3]\",\n c,4,0.5,\"[4,5,6]\",50\n".replace("\n ", "\n"));
+        assert_eq!(
+            text,
+            "name,count,pct,grid,occ\n\"a,b\",3,1,\"[1,2,3]\",\n c,4,0.5,\"[4,5,6]\",50\n".replace("\n ", "\n")
+        );
     }
 }

@@ -140,7 +140,17 @@ impl<W: Write> CsvWriter<W> {
                 Cell::Str(s) => csv_field(&mut self.out, s)?,
                 Cell::I64(v) => write!(self.out, "{v}")?,
                 Cell::F64(v) if v.is_finite() => write!(self.out, "{v}")?,
-                Cell::F64(v) => write!(self.out, "{}", if v.is_nan() { "NaN" } else if v > 0.0 { "inf" } else { "-inf" })?,
+                Cell::F64(v) => write!(
+                    self.out,
+                    "{}",
+                    if v.is_nan() {
+                        "NaN"
+                    } else if v > 0.0 {
+                        "inf"
+                    } else {
+                        "-inf"
+                    }
+                )?,
                 Cell::Bool(v) => self.out.write_all(if v { b"true" } else { b"false" })?,
             }
         }
@@ -161,7 +171,10 @@ impl<W: Write> CsvWriter<W> {
 /// One column's values for the row group being filled.
 enum Buf {
     /// Strings: one arena and end offsets, and definition levels.
-    Str { arena: Vec<u8>, ends: Vec<usize> },
+    Str {
+        arena: Vec<u8>,
+        ends: Vec<usize>,
+    },
     I64(Vec<i64>),
     F64(Vec<f64>),
     Bool(Vec<bool>),

@@ -164,7 +164,11 @@ impl Sink {
             })?;
             Box::new(BufWriter::with_capacity(1 << 20, f))
         };
-        Ok(if gzip { Sink::Gzip(flate2::write::GzEncoder::new(raw, flate2::Compression::fast())) } else { Sink::Plain(raw) })
+        Ok(if gzip {
+            Sink::Gzip(flate2::write::GzEncoder::new(raw, flate2::Compression::fast()))
+        } else {
+            Sink::Plain(raw)
+        })
     }
 
     /// Writes the gzip trailer, if any, and flushes.
