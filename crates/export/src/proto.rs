@@ -1,10 +1,11 @@
 //! A tiny protobuf encoder: varints, tags, and nested messages whose length is
 //! patched in afterwards.
 //!
-//! Nested lengths are written as a 4-byte, zero-padded varint (`0x80 0x80 0x80 0x00`
-//! for 0), which every protobuf parser accepts and which lets a message be written
-//! in one pass without knowing its size first. A nested message therefore holds at
-//! most 2^28 − 1 bytes (256 MiB); Perfetto packets are far smaller.
+//! A nested message is written in place after 4 reserved bytes; when it is closed its
+//! length goes into those bytes as a minimal varint and the payload moves back over
+//! the unused ones, so no message is built twice and the output is canonical. A
+//! nested message holds at most 2^28 − 1 bytes (256 MiB); Perfetto packets are far
+//! smaller.
 
 /// Protobuf wire types.
 const VARINT: u32 = 0;
@@ -77,19 +78,30 @@ impl Enc {
         self.buf.extend_from_slice(&[0x80, 0x80, 0x80, 0x00]);
     }
 
-    /// Closes the innermost nested message, writing its length. A message larger
-    /// than [`MAX_NESTED`] is an error (callers keep messages small).
+    /// Closes the innermost nested message: writes its length as a minimal varint
+    /// in the 4 bytes [`Enc::begin`] reserved and moves the payload back over the
+    /// unused ones. A message larger than [`MAX_NESTED`] is an error.
     pub fn end(&mut self) -> std::io::Result<()> {
         let Some(at) = self.open.pop() else { return Ok(()) };
         let len = self.buf.len() - at - 4;
         if len > MAX_NESTED {
             return Err(std::io::Error::other(format!("a protobuf message of {len} bytes is too large to write")));
         }
-        let l = len as u32;
-        self.buf[at] = (l & 0x7f) as u8 | 0x80;
-        self.buf[at + 1] = ((l >> 7) & 0x7f) as u8 | 0x80;
-        self.buf[at + 2] = ((l >> 14) & 0x7f) as u8 | 0x80;
-        self.buf[at + 3] = ((l >> 21) & 0x7f) as u8;
+        let mut v = len as u32;
+        let mut n = 0;
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            self.buf[at + n] = if v == 0 { b } else { b | 0x80 };
+            n += 1;
+            if v == 0 {
+                break;
+            }
+        }
+        if n < 4 {
+            self.buf.copy_within(at + 4.., at + n);
+            self.buf.truncate(at + n + len);
+        }
         Ok(())
     }
 }
@@ -112,12 +124,17 @@ mod tests {
     }
 
     #[test]
-    fn nested_length_is_padded() {
+    fn nested_lengths_are_minimal() {
         let mut e = Enc::default();
         e.begin(1);
         e.uint(1, 1);
+        e.begin(2);
+        e.bytes(3, &[7; 200]);
         e.end().unwrap();
-        // key, 4-byte length 2, payload
-        assert_eq!(e.buf, [0x0a, 0x82, 0x80, 0x80, 0x00, 0x08, 0x01]);
+        e.end().unwrap();
+        // outer: 2 + 3 + 203 = 208 bytes (0xd0 0x01); inner: 3 + 200 = 203 (0xcb 0x01)
+        let mut want = vec![0x0a, 0xd0, 0x01, 0x08, 0x01, 0x12, 0xcb, 0x01, 0x1a, 0xc8, 0x01];
+        want.extend([7; 200]);
+        assert_eq!(e.buf, want);
     }
 }

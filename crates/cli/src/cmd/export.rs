@@ -150,7 +150,8 @@ fn temp_path(out: &Path) -> PathBuf {
 /// The output stream: a file (renamed into place when done) or stdout, maybe gzipped.
 enum Sink {
     Plain(Box<dyn Write + Send>),
-    Gzip(flate2::write::GzEncoder<Box<dyn Write + Send>>),
+    /// Buffered in front of the encoder: deflate is slow on many small writes.
+    Gzip(BufWriter<flate2::write::GzEncoder<Box<dyn Write + Send>>>),
 }
 
 impl Sink {
@@ -165,7 +166,8 @@ impl Sink {
             Box::new(BufWriter::with_capacity(1 << 20, f))
         };
         Ok(if gzip {
-            Sink::Gzip(flate2::write::GzEncoder::new(raw, flate2::Compression::fast()))
+            let gz = flate2::write::GzEncoder::new(raw, flate2::Compression::fast());
+            Sink::Gzip(BufWriter::with_capacity(1 << 20, gz))
         } else {
             Sink::Plain(raw)
         })
@@ -175,7 +177,7 @@ impl Sink {
     fn finish(self) -> std::io::Result<()> {
         match self {
             Sink::Plain(mut w) => w.flush(),
-            Sink::Gzip(g) => g.finish()?.flush(),
+            Sink::Gzip(g) => g.into_inner().map_err(|e| e.into_error())?.finish()?.flush(),
         }
     }
 }
