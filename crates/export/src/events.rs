@@ -79,10 +79,7 @@ pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table
                         key.and_then(|k| plane.event_stat(line, i, k)).and_then(|s| plane.stat_str(&s))
                     };
                     let (hlo_op, hlo_module, tf_op) = (stat(keys.hlo_op), stat(keys.hlo_module), stat(keys.tf_op));
-                    let scope = match tf_op {
-                        Some(t) => Some(scopes.entry(t).or_insert_with(|| scope_of(t)).as_str()),
-                        None => None,
-                    };
+                    let scope = tf_op.map(|t| scopes.entry(t).or_insert_with(|| scope_of(t)).as_str());
                     stats_json.clear();
                     stats_json.push(b'{');
                     let mut err = Ok(());

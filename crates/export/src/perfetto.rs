@@ -381,7 +381,7 @@ impl<W: Write> Writer<W> {
                 self.begin_event(&mut st, plane, line, i, TYPE_INSTANT, line_uuid)?;
                 self.sum.instants += 1;
             } else {
-                let lane = match lanes.iter().position(|(_, stack)| stack.last().map_or(true, |&top| top >= e)) {
+                let lane = match lanes.iter().position(|(_, stack)| stack.last().is_none_or(|&top| top >= e)) {
                     Some(k) => k,
                     None => {
                         let k = lanes.len();
