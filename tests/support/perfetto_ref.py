@@ -268,6 +268,16 @@ def line_events(path, plane_name, line_name):
     return []
 
 
+def compare_counts(want, have, where, mismatches, limit=20):
+    """Adds the differences of two Counters to `mismatches` (at most `limit` in all) as
+    {**where, "missing"|"unexpected": key, "count": n}; returns how many matched."""
+    for label, diff in (("missing", want - have), ("unexpected", have - want)):
+        for k, c in diff.items():
+            if len(mismatches) < limit:
+                mismatches.append({**where, label: list(k), "count": c})
+    return sum((want & have).values())
+
+
 def _ns(ps):
     return (ps + 500) // 1000
 
@@ -313,13 +323,7 @@ def check(trace_path, xplane_path):
             for sl in got.get((plane.name, line.name), []):
                 args = {k: _norm(v) for k, v in sl["args"].items()}
                 have[(sl["name"], sl["ts"], sl["dur"], sl["instant"], json.dumps(args, sort_keys=True))] += 1
-            matched += sum((want & have).values())
-            for k, c in (want - have).items():
-                if len(mismatches) < 20:
-                    mismatches.append({"plane": plane.name, "line": line.name, "missing": list(k), "count": c})
-            for k, c in (have - want).items():
-                if len(mismatches) < 20:
-                    mismatches.append({"plane": plane.name, "line": line.name, "unexpected": list(k), "count": c})
+            matched += compare_counts(want, have, {"plane": plane.name, "line": line.name}, mismatches)
     # Memory counters: allocator state after each MemoryAllocation/MemoryDeallocation.
     want_c = collections.Counter()
     for plane in space.planes:

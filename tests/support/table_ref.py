@@ -32,6 +32,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import xspace_ref  # noqa: E402
+from perfetto_ref import compare_counts  # noqa: E402
 
 csv.field_size_limit(1 << 30)
 
@@ -82,13 +83,7 @@ def events(table_path, xplane_path, check_steps):
                 want[key] += 1
             n_events += sum(want.values())
             got = have.get((plane.name, line.name), collections.Counter())
-            matched += sum((want & got).values())
-            for k, c in (want - got).items():
-                if len(mismatches) < 20:
-                    mismatches.append({"plane": plane.name, "line": line.name, "missing": list(k), "count": c})
-            for k, c in (got - want).items():
-                if len(mismatches) < 20:
-                    mismatches.append({"plane": plane.name, "line": line.name, "unexpected": list(k), "count": c})
+            matched += compare_counts(want, got, {"plane": plane.name, "line": line.name}, mismatches)
     out = {"rows": len(rows), "events": n_events, "matched": matched, "columns": columns,
            "mismatches": mismatches}
     if check_steps:
