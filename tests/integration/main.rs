@@ -12,6 +12,7 @@ mod capture;
 mod devices;
 mod discovery;
 mod errors;
+mod export;
 mod info;
 mod judgement;
 mod memory;

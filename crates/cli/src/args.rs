@@ -37,7 +37,8 @@ EXAMPLES:
     stepscope check runs/pr --baseline baseline.json --max-regression 5   exit 1 on regression
     stepscope serve /tmp/logdir              web UI on 127.0.0.1 (prints the URL, opens the browser)
     stepscope capture 127.0.0.1:9012         profile a running job (jax.profiler.start_server)
-    stepscope top 127.0.0.1:9012             live view of a running job";
+    stepscope top 127.0.0.1:9012             live view of a running job
+    stepscope export /tmp/logdir -o trace.pftrace    Perfetto trace (also .json.gz, .csv, .parquet)";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -77,6 +78,8 @@ pub enum Command {
     Capture(crate::cmd::capture::CaptureArgs),
     /// Live view of a running JAX job: step time, utilisation, top ops, memory.
     Top(crate::cmd::top::TopArgs),
+    /// Write the profile as a Perfetto trace, Chrome trace JSON, CSV or Parquet.
+    Export(crate::cmd::export::ExportArgs),
 }
 
 /// Which profile to read: PATH and the run in it.

@@ -90,5 +90,6 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Serve(a) => cmd::serve::run(&a),
         args::Command::Capture(a) => cmd::capture::run(&a),
         args::Command::Top(a) => cmd::top::run(&a),
+        args::Command::Export(a) => cmd::export::run(&a),
     }
 }

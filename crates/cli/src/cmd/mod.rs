@@ -8,6 +8,7 @@ pub mod compare;
 pub mod compile;
 pub mod devices;
 pub mod diff;
+pub mod export;
 pub mod hlo;
 pub mod info;
 pub mod kernels;

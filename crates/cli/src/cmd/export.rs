@@ -1,0 +1,265 @@
+//! `stepscope export`: a profile as a Perfetto trace, Chrome trace JSON, CSV or Parquet.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use stepscope_analysis::{kernels, ops, steps, Profile};
+use stepscope_export::table::{TableFormat, TableWriter};
+use stepscope_export::{chrome, events, perfetto, rows};
+
+use crate::args::{Input, Select};
+use crate::human;
+use crate::load;
+
+const EXAMPLES: &str = "\
+EXAMPLES:
+    stepscope export /tmp/logdir -o trace.pftrace          Perfetto trace: open it in ui.perfetto.dev
+    stepscope export /tmp/logdir -o trace.json.gz          Chrome trace JSON, every event, gzip
+    stepscope export /tmp/logdir -o events.parquet         one row per event, for DuckDB/Polars/Spark
+    stepscope export /tmp/logdir -o ops.csv --table ops    the op profile as CSV
+    stepscope export host.xplane.pb --format csv -o -      the event table as CSV on stdout";
+
+/// Output formats of `stepscope export`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// Perfetto protobuf trace (.pftrace), for ui.perfetto.dev.
+    Perfetto,
+    /// Chrome trace JSON (.json; gzip when OUT ends in .gz).
+    Chrome,
+    /// CSV (gzip when OUT ends in .gz).
+    Csv,
+    /// Apache Parquet.
+    Parquet,
+}
+
+/// What `--table` writes with csv and parquet.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableKind {
+    /// One row per event (host, plane, line, name, start_ps, duration_ps, hlo_op, step_num, stats, …).
+    Events,
+    /// The op profile (`stepscope ops --json` rows).
+    Ops,
+    /// GPU kernel stats (`stepscope kernels --json` rows).
+    Kernels,
+    /// Every step (`stepscope steps --json` rows).
+    Steps,
+}
+
+#[derive(Args, Debug)]
+#[command(after_help = EXAMPLES)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub input: Input,
+    /// The file to write; `-` writes to standard output (chrome and csv only).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub out: PathBuf,
+    /// Output format. Default: from OUT's name (.pftrace, .perfetto-trace → perfetto;
+    /// .json, .json.gz → chrome; .csv, .csv.gz → csv; .parquet → parquet).
+    #[arg(long, value_enum)]
+    pub format: Option<ExportFormat>,
+    /// With csv and parquet: which table to write.
+    #[arg(long, value_enum, default_value = "events")]
+    pub table: TableKind,
+    /// Only this host (its file name without .xplane.pb).
+    #[arg(long, value_name = "HOST")]
+    pub host: Option<String>,
+}
+
+/// The format OUT's name implies.
+fn format_of(out: &Path) -> Option<ExportFormat> {
+    let name = out.file_name()?.to_string_lossy().to_ascii_lowercase();
+    let name = name.strip_suffix(".gz").unwrap_or(&name);
+    if name.ends_with(".pftrace") || name.ends_with(".perfetto-trace") || name.ends_with(".perfetto") {
+        Some(ExportFormat::Perfetto)
+    } else if name.ends_with(".json") {
+        Some(ExportFormat::Chrome)
+    } else if name.ends_with(".csv") {
+        Some(ExportFormat::Csv)
+    } else if name.ends_with(".parquet") || name.ends_with(".pq") {
+        Some(ExportFormat::Parquet)
+    } else {
+        None
+    }
+}
+
+pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
+    let to_stdout = args.out.as_os_str() == "-";
+    let format = match args.format.or_else(|| if to_stdout { None } else { format_of(&args.out) }) {
+        Some(f) => f,
+        None => anyhow::bail!(
+            "cannot tell the format of {} from its name — add --format perfetto|chrome|csv|parquet",
+            args.out.display()
+        ),
+    };
+    if args.table != TableKind::Events && !matches!(format, ExportFormat::Csv | ExportFormat::Parquet) {
+        anyhow::bail!("--table applies to csv and parquet only — drop --table, or use --format csv or parquet");
+    }
+    if to_stdout && matches!(format, ExportFormat::Parquet | ExportFormat::Perfetto) {
+        anyhow::bail!("{format:?} output is binary and is not written to standard output — give a file with -o OUT");
+    }
+    let gzip = !to_stdout && args.out.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz"));
+    if gzip && format == ExportFormat::Parquet {
+        anyhow::bail!("Parquet files compress their own columns — write to OUT without .gz");
+    }
+
+    let select = Select { host: args.host.clone(), top: 0 };
+    let profile = load::profile(&args.input, &select)?;
+    if !to_stdout {
+        refuse_input(&args.input, &args.out)?;
+    }
+
+    let sink = Sink::open(&args.out, to_stdout, gzip)?;
+    let result = write(&profile, format, args.table, sink);
+    let summary = match result {
+        Ok(s) => s,
+        Err(e) => {
+            if !to_stdout {
+                let _ = std::fs::remove_file(temp_path(&args.out));
+            }
+            return Err(e);
+        }
+    };
+    if !to_stdout {
+        std::fs::rename(temp_path(&args.out), &args.out)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e} — check the folder is writable", args.out.display()))?;
+        let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
+        eprintln!("wrote {} ({}): {summary}", args.out.display(), human::bytes(bytes));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Refuses to write over one of the profile's own files.
+fn refuse_input(input: &Input, out: &Path) -> anyhow::Result<()> {
+    let Ok(out_abs) = out.canonicalize() else { return Ok(()) };
+    let run = stepscope_xspace::discover::resolve(&input.path, input.run.as_deref())?;
+    if run.hosts.iter().any(|h| h.path.canonicalize().is_ok_and(|p| p == out_abs)) {
+        anyhow::bail!("{} is the profile being read — write the export to another file", out.display());
+    }
+    Ok(())
+}
+
+/// Where the export goes while it is written: OUT's folder, a hidden temporary name.
+fn temp_path(out: &Path) -> PathBuf {
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    out.with_file_name(format!(".{name}.stepscope-partial"))
+}
+
+/// The output stream: a file (renamed into place when done) or stdout, maybe gzipped.
+enum Sink {
+    Plain(Box<dyn Write + Send>),
+    /// Buffered in front of the encoder: deflate is slow on many small writes.
+    Gzip(BufWriter<flate2::write::GzEncoder<Box<dyn Write + Send>>>),
+}
+
+impl Sink {
+    fn open(out: &Path, to_stdout: bool, gzip: bool) -> anyhow::Result<Sink> {
+        let raw: Box<dyn Write + Send> = if to_stdout {
+            Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout()))
+        } else {
+            let tmp = temp_path(out);
+            let f = File::create(&tmp).map_err(|e| {
+                anyhow::anyhow!("cannot create {}: {e} — check that the folder exists and is writable", out.display())
+            })?;
+            Box::new(BufWriter::with_capacity(1 << 20, f))
+        };
+        Ok(if gzip {
+            let gz = flate2::write::GzEncoder::new(raw, flate2::Compression::fast());
+            Sink::Gzip(BufWriter::with_capacity(1 << 20, gz))
+        } else {
+            Sink::Plain(raw)
+        })
+    }
+
+    /// Writes the gzip trailer, if any, and flushes.
+    fn finish(self) -> std::io::Result<()> {
+        match self {
+            Sink::Plain(mut w) => w.flush(),
+            Sink::Gzip(g) => g.into_inner().map_err(|e| e.into_error())?.finish()?.flush(),
+        }
+    }
+}
+
+impl Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Sink::Plain(w) => w.write(buf),
+            Sink::Gzip(g) => g.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Sink::Plain(w) => w.write_all(buf),
+            Sink::Gzip(g) => g.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Sink::Plain(w) => w.flush(),
+            Sink::Gzip(g) => g.flush(),
+        }
+    }
+}
+
+fn write(profile: &Profile, format: ExportFormat, table: TableKind, mut out: Sink) -> anyhow::Result<String> {
+    let summary = match format {
+        ExportFormat::Perfetto => {
+            let s = perfetto::write_perfetto(&profile.hosts, &mut out)?;
+            format!(
+                "{} slices, {} instants, {} counter samples on {} tracks",
+                human::count(s.slices),
+                human::count(s.instants),
+                human::count(s.counter_samples),
+                human::count(s.tracks)
+            )
+        }
+        ExportFormat::Chrome => {
+            let s = chrome::write_chrome(&profile.hosts, &mut out)?;
+            format!(
+                "{} events ({} complete, {} instant, {} counter)",
+                human::count(s.complete_events + s.instant_events + s.counter_events),
+                human::count(s.complete_events),
+                human::count(s.instant_events),
+                human::count(s.counter_events)
+            )
+        }
+        ExportFormat::Csv | ExportFormat::Parquet => {
+            let tf = if format == ExportFormat::Csv { TableFormat::Csv } else { TableFormat::Parquet };
+            let empty = |what: &str| {
+                anyhow::anyhow!("this profile has no {what} to export — try another --table, or the events table")
+            };
+            let n = match table {
+                TableKind::Events => {
+                    let st = steps::steps(profile);
+                    events::write_events(profile, &st, TableWriter::new(tf, events::columns(), &mut out)?)?
+                }
+                TableKind::Ops => {
+                    let o = ops::ops(profile, ops::GroupBy::Op, 0);
+                    if o.ops.is_empty() {
+                        return Err(empty("XLA ops"));
+                    }
+                    rows::write_rows(&o.ops, tf, &mut out)?
+                }
+                TableKind::Kernels => {
+                    let k = kernels::kernels(profile);
+                    if k.kernels.is_empty() {
+                        return Err(empty("GPU kernels"));
+                    }
+                    rows::write_rows(&k.kernels, tf, &mut out)?
+                }
+                TableKind::Steps => {
+                    let s = steps::steps(profile);
+                    if s.steps.is_empty() {
+                        return Err(empty("steps"));
+                    }
+                    rows::write_rows(&s.steps, tf, &mut out)?
+                }
+            };
+            format!("{} rows", human::count(n))
+        }
+    };
+    out.finish()?;
+    Ok(summary)
+}

@@ -1,0 +1,145 @@
+//! The event table: one row per event of every line (counter samples included),
+//! in profile order (host, plane, line, then the line's event order).
+//!
+//! Columns: `host`, `plane`, `plane_id`, `line`, `line_id`, `name`, `display_name`,
+//! `start_ps`, `duration_ps`, `is_counter`, `hlo_op`, `hlo_module`, `tf_op`, `scope`,
+//! `step_num`, `stats`.
+//! - `start_ps` is picoseconds since the session start, as every stepscope time;
+//! - `hlo_op`, `hlo_module`, `tf_op` are those stats (event first, then its metadata);
+//!   `scope` is `tf_op`'s name-stack scope (`jit(f)/jvp(mlp)/dot` → `f/mlp`);
+//! - `step_num` is the step (see `stepscope steps`) of the same host whose time span
+//!   holds the event's start, when one does;
+//! - `stats` is a JSON object of all the event's stats (bytes values as `"<N bytes>"`).
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use stepscope_analysis::ops::scope_of;
+use stepscope_analysis::steps::Steps;
+use stepscope_analysis::{Keys, Profile};
+
+use crate::table::{Cell, ColType, Column, TableWriter};
+use crate::{for_each_arg, write_json_value};
+
+/// The event table's columns.
+pub fn columns() -> Vec<Column> {
+    use ColType::*;
+    [
+        ("host", Str, false),
+        ("plane", Str, false),
+        ("plane_id", I64, false),
+        ("line", Str, false),
+        ("line_id", I64, false),
+        ("name", Str, false),
+        ("display_name", Str, true),
+        ("start_ps", I64, false),
+        ("duration_ps", I64, false),
+        ("is_counter", Bool, false),
+        ("hlo_op", Str, true),
+        ("hlo_module", Str, true),
+        ("tf_op", Str, true),
+        ("scope", Str, true),
+        ("step_num", I64, true),
+        ("stats", Str, false),
+    ]
+    .iter()
+    .map(|&(n, t, null)| Column::new(n, t, null))
+    .collect()
+}
+
+/// Steps of one host as sorted `(start_ps, end_ps, step_num)`.
+struct HostSteps(Vec<(i64, i64, i64)>);
+
+impl HostSteps {
+    /// The step whose span holds `t`: the latest-starting step starting at or before `t`.
+    fn at(&self, t: i64) -> Option<i64> {
+        let n = self.0.partition_point(|s| s.0 <= t);
+        let s = self.0.get(n.checked_sub(1)?)?;
+        (t < s.1 || (s.0 == s.1 && t == s.0)).then_some(s.2)
+    }
+}
+
+/// Writes every event of `profile` to `table` (made with [`columns`]); `steps` is
+/// `stepscope_analysis::steps::steps(profile)`. Returns the number of rows.
+pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table: TableWriter<W>) -> io::Result<u64> {
+    let mut stats_json: Vec<u8> = Vec::new();
+    for space in &profile.hosts {
+        let mut spans: Vec<(i64, i64, i64)> =
+            steps.steps.iter().filter(|s| s.host == space.host).map(|s| (s.start_ps, s.end_ps(), s.step_num)).collect();
+        spans.sort_unstable();
+        let host_steps = HostSteps(spans);
+        for plane in &space.planes {
+            let keys = Keys::of(plane);
+            let mut scopes: HashMap<&str, String> = HashMap::new();
+            for line in &plane.lines {
+                for i in 0..line.len() {
+                    let meta = plane.event_meta.get(line.meta[i] as usize);
+                    let display = meta.map(|m| plane.text(m.display_name)).filter(|d| !d.is_empty());
+                    let stat = |key: Option<u32>| {
+                        key.and_then(|k| plane.event_stat(line, i, k)).and_then(|s| plane.stat_str(&s))
+                    };
+                    let (hlo_op, hlo_module, tf_op) = (stat(keys.hlo_op), stat(keys.hlo_module), stat(keys.tf_op));
+                    let scope = tf_op.map(|t| scopes.entry(t).or_insert_with(|| scope_of(t)).as_str());
+                    stats_json.clear();
+                    stats_json.push(b'{');
+                    let mut err = Ok(());
+                    for_each_arg(plane, line, i, |_, name, v| {
+                        if err.is_ok() {
+                            if stats_json.len() > 1 {
+                                stats_json.push(b',');
+                            }
+                            err = serde_json::to_writer(&mut stats_json, name)
+                                .map_err(io::Error::from)
+                                .and_then(|_| stats_json.write_all(b":"))
+                                .and_then(|_| write_json_value(&mut stats_json, v));
+                        }
+                    });
+                    err?;
+                    stats_json.push(b'}');
+                    let stats_text = std::str::from_utf8(&stats_json).unwrap_or("{}");
+                    let step = host_steps.at(line.start_ps[i]);
+                    table.row(&[
+                        Cell::Str(&space.host),
+                        Cell::Str(&plane.name),
+                        Cell::I64(plane.id),
+                        Cell::Str(&line.name),
+                        Cell::I64(line.id),
+                        Cell::Str(plane.event_name(line.meta[i])),
+                        opt(display),
+                        Cell::I64(line.start_ps[i]),
+                        Cell::I64(line.duration_ps_col[i]),
+                        Cell::Bool(line.is_counter),
+                        opt(hlo_op),
+                        opt(hlo_module),
+                        opt(tf_op),
+                        scope.map_or(Cell::Null, Cell::Str),
+                        step.map_or(Cell::Null, Cell::I64),
+                        Cell::Str(stats_text),
+                    ])?;
+                }
+            }
+        }
+    }
+    table.finish()
+}
+
+/// A string cell, or null.
+fn opt(s: Option<&str>) -> Cell<'_> {
+    s.map_or(Cell::Null, Cell::Str)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_lookup() {
+        let s = HostSteps(vec![(0, 10, 1), (10, 20, 2), (30, 40, 3)]);
+        assert_eq!(s.at(-1), None);
+        assert_eq!(s.at(0), Some(1));
+        assert_eq!(s.at(10), Some(2));
+        assert_eq!(s.at(25), None);
+        assert_eq!(s.at(39), Some(3));
+        assert_eq!(s.at(40), None);
+    }
+}
