@@ -91,7 +91,7 @@ class Report:
             status = "ok" if diff is not None and abs(diff) <= TOLERANCE_PCT else "DIFF"
         self.rows.append((quantity, fmt(ours, scale), fmt(theirs, scale), fmt_pct(diff), status, note))
         unit = "us" if scale == US else ""
-        raw = lambda v: v / scale if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+        raw = lambda v: v / scale if scale != 1.0 and isinstance(v, (int, float)) and not isinstance(v, bool) else v
         self.raw.append({"quantity": quantity, "stepscope": raw(ours), "xprof": raw(theirs), "unit": unit,
                          "diff_pct": diff if diff is None or abs(diff) != float("inf") else None,
                          "status": status, "note": note})
