@@ -207,6 +207,18 @@ def sum_over(ss_steps: dict, nums: list[int], f) -> float:
     return sum(f(by[n]) for n in nums)
 
 
+def matched(rep: Report, ours: dict, theirs: dict, total: str, label):
+    """Keys in both dicts as (key, ours, theirs), largest XProf total first; a key on one
+    side only becomes a DIFF row."""
+    for k in sorted(set(ours) | set(theirs), key=lambda k: -(theirs.get(k) or ours.get(k))[total]):
+        u, t = ours.get(k), theirs.get(k)
+        if u is None or t is None:
+            rep.add(f"{label(k)} total_us", u and u[total], t and t[total], "DIFF",
+                    "missing in " + ("stepscope" if u is None else "XProf"), scale=US)
+            continue
+        yield k, u, t
+
+
 # ---------------------------------------------------------------- op totals
 
 
@@ -273,13 +285,8 @@ def compare_ops(rep: Report, ss_ops: dict, xp: dict, device: str) -> None:
             u["flops"] += o["flops"]
             u["has_flops"] = 1
             u["async"] = u["async"] or (o["category"].endswith("-start") or o["category"].endswith("-done"))
-    for key in sorted(set(ours) | set(theirs), key=lambda k: -(theirs.get(k) or ours.get(k))["self_ps"]):
+    for key, u, t in matched(rep, ours, theirs, "total_ps", lambda k: "op " + (f"{k[0]}/{k[1]}" if k[0] else k[1])):
         label = f"{key[0]}/{key[1]}" if key[0] else key[1]
-        u, t = ours.get(key), theirs.get(key)
-        if u is None or t is None:
-            rep.add(f"op {label} total_us", u and u["total_ps"], t and t["total_ps"], "DIFF",
-                    "missing in " + ("stepscope" if u is None else "XProf"), scale=US)
-            continue
         merged = f"{int(t['programs'])} XProf programs summed" if t["programs"] > 1 else ""
         rep.add(f"op {label} count", u["count"], t["count"], note=merged)
         rep.add(f"op {label} total_us", u["total_ps"], t["total_ps"], scale=US)
@@ -342,13 +349,11 @@ def compare_kernels(rep: Report, ss_kernels: dict, xp: dict) -> None:
         u["rows"] += 1
     rep.add("kernel launches", sum(u["count"] for u in ours.values()), sum(t["count"] for t in theirs.values()))
     rep.add("kernel time_us", ss_kernels["kernel_time_ps"], sum(t["total"] for t in theirs.values()), scale=US)
-    for k in sorted(set(ours) | set(theirs), key=lambda k: -(theirs.get(k) or ours.get(k))["total"]):
-        u, t = ours.get(k), theirs.get(k)
-        label = f"{short(k[0])} grid {','.join(map(str, k[1]))}"
-        if u is None or t is None:
-            rep.add(f"kernel {label} total_us", u and u["total"], t and t["total"], "DIFF",
-                    "missing in " + ("stepscope" if u is None else "XProf"), scale=US)
-            continue
+    def kernel_label(k):
+        return f"{short(k[0])} grid {','.join(map(str, k[1]))}"
+
+    for k, u, t in matched(rep, ours, theirs, "total", lambda k: "kernel " + kernel_label(k)):
+        label = kernel_label(k)
         split = f"stepscope {u['rows']} rows (by hlo_op) summed" if u["rows"] > 1 else ""
         rep.add(f"kernel {label} count", u["count"], t["count"], note=split)
         rep.add(f"kernel {label} total_us", u["total"], t["total"], scale=US)
