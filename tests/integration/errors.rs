@@ -79,3 +79,22 @@ fn a_file_that_is_no_profile() {
     let v = json(&["ls", tmp.path().to_str().unwrap()]);
     assert_eq!(v["runs"].as_array().unwrap().len(), 0);
 }
+
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    use std::io::Read;
+    // Megabytes of Chrome JSON to stdout; the reader takes a little and hangs up.
+    let f = fixture("cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_stepscope"))
+        .args(["export", f.to_str().unwrap(), "--format", "chrome", "-o", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 1024];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(out.status.code().is_some(), "killed by a signal: {:?}", out.status);
+}

@@ -113,7 +113,7 @@ pub fn ops(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
 
 fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: GroupBy) -> OpRow {
     let count = os.len() as u64;
-    let total_ps: i64 = os.iter().map(|o| o.ev.duration_ps).sum();
+    let total_ps: i64 = os.iter().map(|o| o.ev.op_ps).sum();
     let self_ps: i64 = os.iter().map(|o| o.self_ps).sum();
     let sum_opt = |f: &dyn Fn(&Occurrence) -> Option<u64>| -> Option<u64> {
         os.iter().map(|o| f(o)).try_fold(0u64, |acc, v| v.map(|v| acc.saturating_add(v)))
@@ -148,8 +148,8 @@ fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: Grou
         total_ps,
         self_ps,
         avg_ps: if count > 0 { total_ps / count as i64 } else { 0 },
-        min_ps: os.iter().map(|o| o.ev.duration_ps).min().unwrap_or(0),
-        max_ps: os.iter().map(|o| o.ev.duration_ps).max().unwrap_or(0),
+        min_ps: os.iter().map(|o| o.ev.op_ps).min().unwrap_or(0),
+        max_ps: os.iter().map(|o| o.ev.op_ps).max().unwrap_or(0),
         device_time_pct: if op_time_ps > 0 { 100.0 * self_ps as f64 / op_time_ps as f64 } else { 0.0 },
         flops,
         bytes_accessed: bytes,
@@ -199,10 +199,11 @@ fn collect<'a>(d: &Device<'a>, hlo: &HloModules, out: &mut Vec<Occurrence<'a>>) 
     }
 }
 
-/// Self time of each event in `evs` (sorted by line, start, longest first): its
-/// duration minus the durations of the events directly nested in it on its line.
+/// Self time of each event in `evs` (sorted by line, start, longest first): its op
+/// time minus the op times of the events directly nested in it (on the timeline) on
+/// its line.
 fn self_times(evs: &[OpEvent]) -> Vec<i64> {
-    let mut self_ps: Vec<i64> = evs.iter().map(|e| e.duration_ps).collect();
+    let mut self_ps: Vec<i64> = evs.iter().map(|e| e.op_ps).collect();
     let mut stack: Vec<usize> = Vec::new();
     for (i, e) in evs.iter().enumerate() {
         while let Some(&top) = stack.last() {
@@ -213,7 +214,7 @@ fn self_times(evs: &[OpEvent]) -> Vec<i64> {
             stack.pop();
         }
         if let Some(&parent) = stack.last() {
-            self_ps[parent] -= e.duration_ps;
+            self_ps[parent] -= e.op_ps;
         }
         stack.push(i);
     }
@@ -295,7 +296,15 @@ mod tests {
 
     #[test]
     fn nested_self_time() {
-        let ev = |start, dur| OpEvent { name: "x", module: "", line: 0, index: 0, start_ps: start, duration_ps: dur };
+        let ev = |start, dur| OpEvent {
+            name: "x",
+            module: "",
+            line: 0,
+            index: 0,
+            start_ps: start,
+            duration_ps: dur,
+            op_ps: dur,
+        };
         // A while loop [0,100) with two body ops, then a sibling.
         let evs = [ev(0, 100), ev(10, 20), ev(40, 30), ev(100, 5)];
         assert_eq!(self_times(&evs), vec![50, 20, 30, 5]);

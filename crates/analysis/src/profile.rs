@@ -38,6 +38,7 @@ pub struct Keys {
     pub memcpy_details: Option<u32>,
     pub device_ordinal: Option<u32>,
     pub group_id: Option<u32>,
+    pub device_duration_ps: Option<u32>,
 }
 
 impl Keys {
@@ -61,6 +62,7 @@ impl Keys {
                 "memcpy_details" => &mut k.memcpy_details,
                 "device_ordinal" => &mut k.device_ordinal,
                 "group_id" => &mut k.group_id,
+                "device_duration_ps" => &mut k.device_duration_ps,
                 _ => continue,
             };
             // Ref stats make stat metadata for string values too; the first entry of
@@ -156,13 +158,23 @@ impl<'a> Device<'a> {
                 };
                 let Some(name) = op else { continue };
                 let module = self.stat_str(line, i, self.keys.hlo_module).unwrap_or("");
+                let duration_ps = line.duration_ps_col[i].max(0);
+                // TPU ops record their length on the device clock: the op's own time.
+                let op_ps = match self.source {
+                    OpSource::XlaOpsLine => self
+                        .stat(line, i, self.keys.device_duration_ps)
+                        .and_then(|s| self.plane.stat_i64(&s))
+                        .map_or(duration_ps, |d| d.max(0)),
+                    _ => duration_ps,
+                };
                 out.push(OpEvent {
                     name,
                     module,
                     line: li as u32,
                     index: i as u32,
                     start_ps: line.start_ps[i],
-                    duration_ps: line.duration_ps_col[i].max(0),
+                    duration_ps,
+                    op_ps,
                 });
             }
         }
@@ -204,8 +216,13 @@ pub struct OpEvent<'a> {
     pub line: u32,
     /// Index of the event in its line.
     pub index: u32,
+    /// Start and length on the timeline (the host's clock).
     pub start_ps: i64,
     pub duration_ps: i64,
+    /// The op's own execution time: `device_duration_ps` where the profile records it
+    /// (TPU ops, measured on the device clock; their timeline spans are stretched by
+    /// clock alignment), else `duration_ps`. Op-profile times use it.
+    pub op_ps: i64,
 }
 
 impl OpEvent<'_> {
