@@ -92,3 +92,27 @@ fn a_bad_pprof_is_a_one_line_error() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with("stepscope: "), "{err}");
 }
+
+#[test]
+fn memory_table_exports_every_allocator_event() {
+    let f = path("tpu-v6e-inference/tpu_inference_2.xplane.pb");
+    let theirs = reference(&["memory", &f]);
+    let csv = ok(&["export", &f, "--format", "csv", "--table", "memory", "-o", "-"]);
+    let mut lines = csv.lines();
+    assert_eq!(lines.next().unwrap(), "host,allocator,time_ps,in_use_bytes");
+    let mut events: std::collections::HashMap<String, (u64, u64)> = Default::default();
+    for l in lines {
+        let cols: Vec<&str> = l.split(',').collect();
+        let e = events.entry(cols[1].to_string()).or_default();
+        e.0 += 1;
+        e.1 = e.1.max(cols[3].parse().unwrap());
+    }
+    for (name, r) in theirs.as_object().unwrap() {
+        let n = r["allocations"].as_u64().unwrap() + r["deallocations"].as_u64().unwrap();
+        assert_eq!(events[name], (n, r["peak_in_use_bytes"].as_u64().unwrap()), "{name}");
+    }
+    // A CPU capture has no allocator events: a clean error.
+    let cpu = path("cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb");
+    let err = assert_clean_error(&["export", &cpu, "--format", "csv", "--table", "memory", "-o", "-"]);
+    assert!(err.contains("allocator events"), "{err}");
+}

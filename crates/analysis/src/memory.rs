@@ -139,10 +139,19 @@ impl Event<'_> {
 /// Builds the memory analysis; `pprof` is the device-memory profile to summarise (the
 /// caller reads it), `top` bounds the live allocations and stacks listed.
 pub fn memory(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize) -> Memory {
+    memory_with(profile, pprof, top, TIMELINE_MAX_POINTS)
+}
+
+/// [`memory`] with every point of every allocator timeline (for export), no pprof.
+pub fn memory_full(profile: &Profile) -> Memory {
+    memory_with(profile, None, 0, usize::MAX)
+}
+
+fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max_points: usize) -> Memory {
     let mut allocators = Vec::new();
     for space in &profile.hosts {
         for (name, events) in events_by_allocator(space) {
-            allocators.push(replay(&space.host, name, &events, top));
+            allocators.push(replay(&space.host, name, &events, top, max_points));
         }
     }
     allocators.sort_by(|a, b| b.peak_in_use_bytes.cmp(&a.peak_in_use_bytes).then_with(|| a.name.cmp(&b.name)));
@@ -303,7 +312,7 @@ fn allocator_events(space: &Space) -> Vec<Event<'_>> {
 }
 
 /// Replays one allocator's events (sorted by time).
-fn replay(host: &str, name: String, events: &[Event], top: usize) -> Allocator {
+fn replay(host: &str, name: String, events: &[Event], top: usize, max_points: usize) -> Allocator {
     let mut live: HashMap<u64, usize> = HashMap::new();
     let mut peak_ix = 0usize;
     let mut peak_live: Vec<usize> = Vec::new();
@@ -350,7 +359,7 @@ fn replay(host: &str, name: String, events: &[Event], top: usize) -> Allocator {
     let (live_at_peak, tracked) = live_allocations(events, &peak_live, top);
     a.untracked_at_peak_bytes = a.peak_in_use_bytes.saturating_sub(tracked);
     a.live_at_peak = live_at_peak;
-    a.timeline = downsample(&points, peak_ix, TIMELINE_MAX_POINTS);
+    a.timeline = downsample(&points, peak_ix, max_points);
     a
 }
 

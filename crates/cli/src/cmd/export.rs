@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use stepscope_analysis::{kernels, ops, steps, Profile};
+use stepscope_analysis::{kernels, memory, ops, steps, Profile};
 use stepscope_export::table::{TableFormat, TableWriter};
 use stepscope_export::{chrome, events, perfetto, rows};
 
@@ -46,6 +46,9 @@ pub enum TableKind {
     Kernels,
     /// Every step (`stepscope steps --json` rows).
     Steps,
+    /// Memory in use over time: one row per allocator event (host, allocator,
+    /// time_ps, in_use_bytes), from `stepscope memory`'s full timelines.
+    Memory,
 }
 
 #[derive(Args, Debug)]
@@ -255,6 +258,32 @@ fn write(profile: &Profile, format: ExportFormat, table: TableKind, mut out: Sin
                         return Err(empty("steps"));
                     }
                     rows::write_rows(&s.steps, tf, &mut out)?
+                }
+                TableKind::Memory => {
+                    #[derive(serde::Serialize)]
+                    struct Point<'a> {
+                        host: &'a str,
+                        allocator: &'a str,
+                        time_ps: i64,
+                        in_use_bytes: u64,
+                    }
+                    let m = memory::memory_full(profile);
+                    let points: Vec<Point> = m
+                        .allocators
+                        .iter()
+                        .flat_map(|a| {
+                            a.timeline.iter().map(|p| Point {
+                                host: &a.host,
+                                allocator: &a.name,
+                                time_ps: p.time_ps,
+                                in_use_bytes: p.in_use_bytes,
+                            })
+                        })
+                        .collect();
+                    if points.is_empty() {
+                        return Err(empty("allocator events (MemoryAllocation)"));
+                    }
+                    rows::write_rows(&points, tf, &mut out)?
                 }
             };
             format!("{} rows", human::count(n))
