@@ -354,6 +354,33 @@ impl Plane {
         line.event_stats(i).iter().chain(self.metadata_stats(line.meta[i])).find(|s| s.meta() == stat).copied()
     }
 
+    /// Looks up several stats of event `i` on `line` in one pass over its stats: for
+    /// each key, what [`Plane::event_stat`] would return (`None` keys find nothing).
+    pub fn event_stats_of<const N: usize>(&self, line: &Line, i: usize, keys: [Option<u32>; N]) -> [Option<Stat>; N] {
+        let mut out = [None; N];
+        let mut left = keys.iter().filter(|k| k.is_some()).count();
+        if left == 0 {
+            return out;
+        }
+        for s in line.event_stats(i).iter().chain(self.metadata_stats(line.meta[i])) {
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                if o.is_none() && *k == Some(s.meta()) {
+                    *o = Some(*s);
+                    left -= 1;
+                }
+            }
+            if left == 0 {
+                break;
+            }
+        }
+        out
+    }
+
+    /// For each event metadata (by dense index), whether its name satisfies `f`.
+    pub fn meta_mask(&self, f: impl Fn(&str) -> bool) -> Vec<bool> {
+        self.event_meta.iter().map(|m| f(self.text(m.name))).collect()
+    }
+
     /// A stat's string value: `str` directly, `ref` through its metadata name.
     pub fn stat_str(&self, s: &Stat) -> Option<&str> {
         match s.value() {
