@@ -60,6 +60,8 @@ pub(crate) struct DeviceOps {
     /// Interned op and module names.
     pub names: Vec<Box<str>>,
     pub recs: Vec<OpRec>,
+    /// Per name: whether it is a collective (see [`crate::summary::is_collective`]).
+    pub collective: OnceLock<Vec<bool>>,
 }
 
 /// One executed op, compactly: names are indexes into [`DeviceOps::names`].
