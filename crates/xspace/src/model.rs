@@ -497,18 +497,46 @@ impl Space {
     }
 }
 
-/// Maps sparse wire ids to dense indexes while reading.
+/// Maps sparse wire ids to dense indexes while reading. Ids in `0..limit` (the
+/// usual case: writers number metadata 1, 2, 3, …) are looked up in a table, others
+/// in a hash map; the table never grows past `limit`, which is set from the entry count.
 #[derive(Default)]
 pub(crate) struct IdMap {
+    dense: Vec<u32>,
+    limit: usize,
     map: HashMap<i64, u32>,
 }
 
+const ABSENT: u32 = u32::MAX;
+
 impl IdMap {
+    /// A map for about `entries` ids.
+    pub(crate) fn with_entries(entries: usize) -> IdMap {
+        IdMap { dense: Vec::new(), limit: entries.saturating_mul(2).saturating_add(1024), map: HashMap::new() }
+    }
+
+    #[inline]
     pub(crate) fn get(&self, id: i64) -> Option<u32> {
+        if let Ok(i) = usize::try_from(id) {
+            if i < self.limit {
+                return self.dense.get(i).copied().filter(|&v| v != ABSENT);
+            }
+        }
         self.map.get(&id).copied()
     }
+
     pub(crate) fn insert(&mut self, id: i64, idx: u32) {
-        self.map.insert(id, idx);
+        match usize::try_from(id) {
+            Ok(i) if i < self.limit => {
+                if self.dense.len() <= i {
+                    self.dense.resize(i + 1, ABSENT);
+                }
+                self.dense[i] = idx;
+            }
+            _ => {
+                self.map.insert(id, idx);
+            }
+        }
     }
 }
 
