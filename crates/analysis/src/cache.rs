@@ -8,7 +8,6 @@
 //! thread-safe (the server shares a profile across requests) and is emptied when the
 //! profile's hosts change ([`Profile::retain_host`](crate::Profile::retain_host)).
 
-use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use crate::ops::{GroupBy, Ops};
@@ -105,55 +104,6 @@ impl<'a> OpsBuilder<'a> {
     }
 }
 
-/// A fast, non-cryptographic hasher for the analyses' internal maps (keys are names,
-/// ids and small tuples; inputs are never adversarial to a process that only reads them).
-#[derive(Clone, Copy, Default)]
-pub(crate) struct FxHasher(u64);
-
-impl FxHasher {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl std::hash::Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(c);
-            self.add(u64::from_le_bytes(b));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut b = [0u8; 8];
-            b[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(b));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    #[inline]
-    fn write_u32(&mut self, i: u32) {
-        self.add(u64::from(i));
-    }
-    #[inline]
-    fn write_u64(&mut self, i: u64) {
-        self.add(i);
-    }
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A `HashMap` with [`FxHasher`].
-pub(crate) type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+/// A `HashMap` with the readers' fast multiply-rotate hasher (keys are names, ids and
+/// small tuples read from the profile).
+pub(crate) type FastMap<K, V> = stepscope_xspace::trace_json::QuickMap<K, V>;

@@ -166,8 +166,7 @@ impl<'a> Device<'a> {
     /// ([`is_collective`](crate::summary::is_collective) of its name, decided once per name).
     pub fn ops_with_collective(&self) -> impl ExactSizeIterator<Item = (OpEvent<'a>, bool)> + 'a {
         let ops = self.cached_ops();
-        let flags =
-            ops.collective.get_or_init(|| ops.names.iter().map(|n| crate::summary::is_collective(n)).collect());
+        let flags = ops.collective.get_or_init(|| ops.names.iter().map(|n| crate::summary::is_collective(n)).collect());
         self.op_iter().zip(&ops.recs).map(|(o, r)| (o, flags[r.name as usize]))
     }
 
