@@ -3,13 +3,13 @@
 #
 #   bench/gen_large.sh [STEPS] [OUTDIR]
 #
-# Defaults: 2500 steps into bench/data/large (python tracer on, warm-up excluded,
+# Defaults: 3000 steps (≥ 3 M events, ~125 MB) into bench/data/large (python tracer on, warm-up excluded,
 # default 2-layer d_model=64 transformer). Knobs of scripts/capture_cpu.py can be
 # appended via the EXTRA environment variable, e.g. EXTRA="--tiny-ops 8".
 # Prints the run folder, the xplane.pb size and its event count (reference reader).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STEPS="${1:-2500}"
+STEPS="${1:-3000}"
 OUT="${2:-bench/data/large}"
 mkdir -p "$OUT"
 start=$(date +%s)

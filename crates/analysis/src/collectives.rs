@@ -13,7 +13,6 @@ use serde::Serialize;
 
 use crate::profile::{Device, OpEvent, Profile};
 use crate::stats::Intervals;
-use crate::summary::is_collective;
 
 /// The collectives of a run.
 #[derive(Clone, Debug, Serialize)]
@@ -76,11 +75,10 @@ struct Flight<'a> {
 
 /// Collectives of one device and the compute that ran on it.
 fn flights<'a>(d: &Device<'a>) -> (Vec<Flight<'a>>, Intervals) {
-    let ops = d.ops();
     let mut compute = Vec::new();
-    let mut colls: Vec<&OpEvent> = Vec::new();
-    for op in &ops {
-        if is_collective(op.name) {
+    let mut colls: Vec<OpEvent> = Vec::new();
+    for (op, collective) in d.ops_with_collective() {
+        if collective {
             colls.push(op);
         } else {
             compute.push((op.start_ps, op.end_ps()));
@@ -89,7 +87,7 @@ fn flights<'a>(d: &Device<'a>) -> (Vec<Flight<'a>>, Intervals) {
     colls.sort_by_key(|o| o.start_ps);
     let mut out = Vec::new();
     // Async starts wait for their done, matched by name with `-start` → `-done`.
-    let mut open: HashMap<String, Vec<&OpEvent>> = HashMap::new();
+    let mut open: HashMap<String, Vec<OpEvent>> = HashMap::new();
     for op in colls {
         if let Some(base) = op.name.split_once("-start").map(|(a, b)| format!("{a}{b}")) {
             open.entry(base).or_default().push(op);

@@ -85,14 +85,15 @@ pub fn compile(profile: &Profile) -> Compile {
         // (lowering start, lowering length, backend start, end) of each thread's
         // top-level compiles.
         let mut spans: Vec<(i64, i64, i64, i64)> = Vec::new();
+        let compile_meta = plane.meta_mask(is_compile_event);
         for line in &plane.lines {
             let mut pending_lowering: Option<(i64, i64)> = None;
             let mut outer_end = i64::MIN;
             for i in 0..line.len() {
-                let name = plane.event_name(line.meta[i]);
-                if !is_compile_event(name) {
+                if !compile_meta.get(line.meta[i] as usize).copied().unwrap_or(false) {
                     continue;
                 }
+                let name = plane.event_name(line.meta[i]);
                 let (lo, hi) = (line.start_ps[i], line.end_ps(i));
                 if lo < outer_end {
                     continue; // nested in the compile being measured
@@ -165,10 +166,10 @@ pub fn compile(profile: &Profile) -> Compile {
 fn named_compiles(plane: &Plane) -> Vec<(i64, &str)> {
     let keys: Vec<u32> = ["name", "module", "hlo_module"].iter().filter_map(|k| plane.stat_id(k)).collect();
     let mut out = Vec::new();
+    let compiler_meta = plane.meta_mask(|ev| ev.contains("Compiler") || ev.contains("Compile"));
     for line in &plane.lines {
         for i in 0..line.len() {
-            let ev = plane.event_name(line.meta[i]);
-            if !(ev.contains("Compiler") || ev.contains("Compile")) {
+            if !compiler_meta.get(line.meta[i] as usize).copied().unwrap_or(false) {
                 continue;
             }
             for &k in &keys {

@@ -8,7 +8,6 @@ use crate::collectives::pct;
 use crate::profile::{DeviceKind, Profile};
 use crate::stats::{percentile_sorted, Intervals};
 use crate::steps::{self, busy_intervals};
-use crate::summary::is_collective;
 
 /// A device (or host) is a straggler when its compute time exceeds the median of its
 /// peers by this share.
@@ -95,9 +94,10 @@ pub fn devices(profile: &Profile) -> Devices {
     let mut rows = Vec::new();
     for d in &devs {
         let busy = busy_intervals(d);
-        let ops = d.ops();
-        let coll =
-            Intervals::new(ops.iter().filter(|o| is_collective(o.name)).map(|o| (o.start_ps, o.end_ps())).collect());
+        let op_count = d.op_iter().len();
+        let coll = Intervals::new(
+            d.ops_with_collective().filter(|(_, c)| *c).map(|(o, _)| (o.start_ps, o.end_ps())).collect(),
+        );
         let windows: Vec<(i64, i64)> =
             st.steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();
         let windows = if windows.is_empty() {
@@ -112,7 +112,7 @@ pub fn devices(profile: &Profile) -> Devices {
             host: d.host.to_string(),
             device: d.name.clone(),
             kind: d.kind,
-            op_count: ops.len() as u64,
+            op_count: op_count as u64,
             window_ps,
             busy_ps,
             compute_ps: (busy_ps - collective_ps).max(0),

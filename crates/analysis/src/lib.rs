@@ -5,6 +5,7 @@
 //! CLI prints (`schema` fields), with units in every field name.
 
 pub mod advise;
+mod cache;
 pub mod check;
 pub mod collectives;
 pub mod compare;

@@ -2,12 +2,13 @@
 //! self time, FLOPs and bytes where the profile gives them.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::rc::Rc;
 
 use stepscope_xspace::hlo::{hlo_modules, HloModules};
 
 use serde::Serialize;
 
+use crate::cache::FastMap;
 use crate::profile::{Device, OpEvent, Profile};
 
 /// How to group op time.
@@ -59,12 +60,29 @@ pub struct Ops {
     pub ops: Vec<OpRow>,
 }
 
+/// Text borrowed from the profile or shared between occurrences.
+#[derive(Clone)]
+enum Text<'a> {
+    Borrowed(&'a str),
+    Shared(Rc<str>),
+}
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            Text::Borrowed(s) => s,
+            Text::Shared(s) => s,
+        }
+    }
+}
+
 /// One occurrence with what grouping needs.
 struct Occurrence<'a> {
     ev: OpEvent<'a>,
     self_ps: i64,
-    category: Cow<'a, str>,
-    scope: String,
+    category: Text<'a>,
+    scope: Text<'a>,
     flops: Option<u64>,
     bytes: Option<u64>,
     peaks: Peaks,
@@ -88,25 +106,34 @@ pub fn peaks(d: &Device) -> Peaks {
 }
 
 /// Computes the op profile, grouped by `by`; `scope_depth` cuts name-stack scopes.
+/// Computed once per profile and grouping; later calls return a copy.
 pub fn ops(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
+    profile.cache.op_profile(by, scope_depth, || op_profile(profile, by, scope_depth))
+}
+
+fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     let hlo: Vec<HloModules> = profile.hosts.iter().map(hlo_modules).collect();
     let mut occ = Vec::new();
     for d in profile.devices() {
         collect(&d, &hlo[d.host_index], &mut occ);
     }
     let op_time_ps: i64 = occ.iter().map(|o| o.self_ps).sum();
-    let mut groups: HashMap<(String, &str), Vec<&Occurrence>> = HashMap::new();
+    let mut groups: FastMap<(Cow<str>, &str), Vec<&Occurrence>> = FastMap::default();
+    let mut cut: FastMap<&str, String> = FastMap::default();
     for o in &occ {
         let key = match by {
-            GroupBy::Op => (o.ev.name.to_string(), o.ev.module),
-            GroupBy::Category => (o.category.to_string(), ""),
-            GroupBy::Module => (o.ev.module.to_string(), ""),
-            GroupBy::Scope => (cut_scope(&o.scope, scope_depth), ""),
+            GroupBy::Op => (Cow::Borrowed(o.ev.name), o.ev.module),
+            GroupBy::Category => (Cow::Borrowed(&*o.category), ""),
+            GroupBy::Module => (Cow::Borrowed(o.ev.module), ""),
+            GroupBy::Scope => {
+                let c = cut.entry(&*o.scope).or_insert_with(|| cut_scope(&o.scope, scope_depth));
+                (Cow::Owned(c.clone()), "")
+            }
         };
         groups.entry(key).or_default().push(o);
     }
     let mut rows: Vec<OpRow> =
-        groups.into_iter().map(|((name, module), os)| row(name, module, &os, op_time_ps, by)).collect();
+        groups.into_iter().map(|((name, module), os)| row(name.into_owned(), module, &os, op_time_ps, by)).collect();
     rows.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
     Ops { schema: "stepscope.ops/1", by, op_time_ps, ops: rows }
 }
@@ -133,15 +160,14 @@ fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: Grou
         (None, Some(_), _, Some(_)) => Some("memory"),
         _ => None,
     };
-    let mut categories: Vec<&str> = os.iter().map(|o| o.category.as_ref()).collect();
-    categories.sort_unstable();
-    categories.dedup();
+    // The category when every occurrence has the same one.
+    let one_category = os.iter().all(|o| *o.category == *os[0].category);
     OpRow {
         name,
         module: module.to_string(),
         category: match by {
             GroupBy::Category => String::new(),
-            _ if categories.len() == 1 => categories[0].to_string(),
+            _ if one_category => os[0].category.to_string(),
             _ => String::new(),
         },
         count,
@@ -160,42 +186,57 @@ fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: Grou
 }
 
 /// Collects a device's op occurrences with self time (per line, by nesting). Where the
-/// profile lacks `hlo_category` or `tf_op`, the module's HloProto supplies them.
+/// profile lacks `hlo_category` or `tf_op`, the module's HloProto supplies them (looked
+/// up once per program, module and op name).
 fn collect<'a>(d: &Device<'a>, hlo: &HloModules, out: &mut Vec<Occurrence<'a>>) {
+    type FromHlo = (Option<Rc<str>>, Option<Rc<str>>);
     let peaks = peaks(d);
     let mut evs = d.ops();
     evs.sort_by_key(|e| (e.line, e.start_ps, std::cmp::Reverse(e.duration_ps)));
     let self_ps = self_times(&evs);
+    let k = &d.keys;
+    let mut from_hlo: FastMap<(Option<u64>, &str, &str), FromHlo> = FastMap::default();
+    let mut scopes: FastMap<&str, Rc<str>> = FastMap::default();
     for (ev, self_ps) in evs.into_iter().zip(self_ps) {
         let line = &d.plane.lines[ev.line as usize];
         let i = ev.index as usize;
-        let num = |key| d.stat(line, i, key).and_then(|s| d.plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok());
-        let module = || {
-            num(d.keys.program_id)
-                .and_then(|p| hlo.by_program_id(p as i64))
-                .or_else(|| hlo.by_name(ev.module).filter(|_| !ev.module.is_empty()))
+        let [program, category, tf_op, flops, bytes] =
+            d.plane.event_stats_of(line, i, [k.program_id, k.hlo_category, k.tf_op, k.flops, k.bytes_accessed]);
+        let num = |s: Option<stepscope_xspace::Stat>| {
+            s.and_then(|s| d.plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok())
         };
-        let instr = || module().and_then(|m| m.instruction(ev.name).map(|(_, inst)| (m, inst)));
-        let category = match d.stat_str(line, i, d.keys.hlo_category) {
-            Some(c) => Cow::Borrowed(c),
-            None => match instr() {
-                Some((m, inst)) => Cow::Owned(m.category(inst)),
-                None => Cow::Borrowed(category_from_name(ev.name)),
-            },
+        let category = category.and_then(|s| d.plane.stat_str(&s));
+        let tf_op = tf_op.and_then(|s| d.plane.stat_str(&s));
+        // (category, scope) from the HloProto, for what the stats lack.
+        let hlo_info = if category.is_none() || tf_op.is_none() {
+            let program = num(program);
+            Some(from_hlo.entry((program, ev.name, ev.module)).or_insert_with(|| {
+                let module = program
+                    .and_then(|p| hlo.by_program_id(p as i64))
+                    .or_else(|| hlo.by_name(ev.module).filter(|_| !ev.module.is_empty()));
+                match module.and_then(|m| m.instruction(ev.name).map(|(_, inst)| (m, inst))) {
+                    Some((m, inst)) => {
+                        let scope = scope_of(inst.op_name.split(';').next().unwrap_or(""));
+                        (Some(m.category(inst).into()), Some(scope.into()))
+                    }
+                    None => (None, None),
+                }
+            }))
+        } else {
+            None
         };
-        let scope = match d.stat_str(line, i, d.keys.tf_op) {
-            Some(t) => scope_of(t),
-            None => instr().map(|(_, inst)| scope_of(inst.op_name.split(';').next().unwrap_or(""))).unwrap_or_default(),
+        let hlo_info: Option<&FromHlo> = hlo_info.map(|e| &*e);
+        let category = match (category, hlo_info) {
+            (Some(c), _) => Text::Borrowed(c),
+            (None, Some((Some(c), _))) => Text::Shared(c.clone()),
+            (None, _) => Text::Borrowed(category_from_name(ev.name)),
         };
-        out.push(Occurrence {
-            ev,
-            self_ps,
-            category,
-            scope,
-            flops: num(d.keys.flops),
-            bytes: num(d.keys.bytes_accessed),
-            peaks,
-        });
+        let scope = match (tf_op, hlo_info) {
+            (Some(t), _) => Text::Shared(scopes.entry(t).or_insert_with(|| scope_of(t).into()).clone()),
+            (None, Some((_, Some(s)))) => Text::Shared(s.clone()),
+            (None, _) => Text::Borrowed(""),
+        };
+        out.push(Occurrence { ev, self_ps, category, scope, flops: num(flops), bytes: num(bytes), peaks });
     }
 }
 

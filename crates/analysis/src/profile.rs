@@ -7,7 +7,12 @@
 //! - CPU: `/host:CPU` events carrying `hlo_op` (XLA's CPU runtime runs ops on host
 //!   threads), used only when no device plane has events.
 
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
 use stepscope_xspace::{Line, Plane, Space, Stat};
+
+use crate::cache::{Cache, DeviceOps, OpRec, OpsBuilder, Slot};
 
 /// A run: one [`Space`] per host, on one clock.
 pub struct Profile {
@@ -18,6 +23,8 @@ pub struct Profile {
     /// of the earliest session start (0 for a single host, or when a host does not
     /// record its start).
     pub clock_offset_ps: Vec<i64>,
+    /// Work shared by analyses (devices, ops, steps, …), done once.
+    pub(crate) cache: Cache,
 }
 
 /// Stat-metadata indexes a plane uses, looked up once per plane.
@@ -109,6 +116,8 @@ pub struct Device<'a> {
     pub keys: Keys,
     pub kind: DeviceKind,
     pub source: OpSource,
+    /// The cached descriptor and ops of this device.
+    pub(crate) slot: &'a Slot,
 }
 
 impl<'a> Device<'a> {
@@ -139,54 +148,146 @@ impl<'a> Device<'a> {
 
     /// Every executed op on this device, in line order then time order.
     pub fn ops(&self) -> Vec<OpEvent<'a>> {
-        let mut out = Vec::new();
-        for (li, line) in self.op_lines() {
-            for i in 0..line.len() {
-                let op = match self.source {
-                    OpSource::XlaOpsLine => {
-                        Some(op_name_of(self.plane.event_name(line.meta[i]), self.plane, line.meta[i]))
-                    }
-                    OpSource::Kernels => Some(
-                        self.stat_str(line, i, self.keys.hlo_op).unwrap_or_else(|| self.plane.event_name(line.meta[i])),
-                    ),
-                    OpSource::HostOps => {
-                        if self.ordinal.is_some() && self.ordinal_of(line, i) != self.ordinal {
-                            continue;
-                        }
-                        self.stat_str(line, i, self.keys.hlo_op)
-                    }
-                };
-                let Some(name) = op else { continue };
-                let module = self.stat_str(line, i, self.keys.hlo_module).unwrap_or("");
-                let duration_ps = line.duration_ps_col[i].max(0);
-                // TPU ops record their length on the device clock: the op's own time.
-                let op_ps = match self.source {
-                    OpSource::XlaOpsLine => self
-                        .stat(line, i, self.keys.device_duration_ps)
-                        .and_then(|s| self.plane.stat_i64(&s))
-                        .map_or(duration_ps, |d| d.max(0)),
-                    _ => duration_ps,
-                };
-                out.push(OpEvent {
-                    name,
-                    module,
-                    line: li as u32,
-                    index: i as u32,
-                    start_ps: line.start_ps[i],
-                    duration_ps,
-                    op_ps,
-                });
-            }
-        }
-        out
+        self.op_iter().collect()
+    }
+
+    /// The ops of [`Device::ops`], without collecting them.
+    pub fn op_iter(&self) -> impl ExactSizeIterator<Item = OpEvent<'a>> + 'a {
+        let ops = self.cached_ops();
+        ops.recs.iter().map(move |r| OpEvent {
+            name: &ops.names[r.name as usize],
+            module: &ops.names[r.module as usize],
+            line: r.line,
+            index: r.index,
+            start_ps: r.start_ps,
+            duration_ps: r.duration_ps,
+            op_ps: r.op_ps,
+        })
+    }
+
+    /// The ops of [`Device::ops`], each with whether it is a collective
+    /// ([`is_collective`](crate::summary::is_collective) of its name, decided once per name).
+    pub fn ops_with_collective(&self) -> impl ExactSizeIterator<Item = (OpEvent<'a>, bool)> + 'a {
+        let ops = self.cached_ops();
+        let flags = ops.collective.get_or_init(|| ops.names.iter().map(|n| crate::summary::is_collective(n)).collect());
+        self.op_iter().zip(&ops.recs).map(|(o, r)| (o, flags[r.name as usize]))
+    }
+
+    /// The cached op records (built on first use).
+    pub(crate) fn cached_ops(&self) -> &'a DeviceOps {
+        let (slot, plane) = (self.slot, self.plane);
+        slot.ops.get_or_init(|| device_ops(plane, slot))
     }
 }
 
-impl Device<'_> {
-    /// The `device_ordinal` stat of event `i`.
-    fn ordinal_of(&self, line: &Line, i: usize) -> Option<i64> {
-        self.stat(line, i, self.keys.device_ordinal).and_then(|s| self.plane.stat_i64(&s))
+/// Builds the op records of a TPU/GPU device (XLA:CPU devices get theirs with the
+/// host scan, see [`host_ops`]).
+fn device_ops(plane: &Plane, slot: &Slot) -> DeviceOps {
+    let mut b = OpsBuilder::default();
+    for (li, line) in plane.lines.iter().enumerate() {
+        let keep = match slot.source {
+            OpSource::XlaOpsLine => line.name == "XLA Ops",
+            OpSource::Kernels => is_stream_line(line),
+            OpSource::HostOps => false,
+        };
+        if !keep {
+            continue;
+        }
+        for i in 0..line.len() {
+            let [op, module, device_duration] =
+                plane.event_stats_of(line, i, [slot.keys.hlo_op, slot.keys.hlo_module, slot.keys.device_duration_ps]);
+            let name = match slot.source {
+                OpSource::XlaOpsLine => op_name_of(plane.event_name(line.meta[i]), plane, line.meta[i]),
+                _ => op.and_then(|s| plane.stat_str(&s)).unwrap_or_else(|| plane.event_name(line.meta[i])),
+            };
+            let module = module.and_then(|s| plane.stat_str(&s)).unwrap_or("");
+            let duration_ps = line.duration_ps_col[i].max(0);
+            // TPU ops record their length on the device clock: the op's own time.
+            let op_ps = match slot.source {
+                OpSource::XlaOpsLine => device_duration.and_then(|s| plane.stat_i64(&s)).map_or(duration_ps, |d| d.max(0)),
+                _ => duration_ps,
+            };
+            let rec = OpRec {
+                name: b.intern(name),
+                module: b.intern(module),
+                line: li as u32,
+                index: i as u32,
+                start_ps: line.start_ps[i],
+                duration_ps,
+                op_ps,
+                run_id: None,
+            };
+            b.push(rec);
+        }
     }
+    b.finish()
+}
+
+/// One event of a host plane that carries `hlo_op` (XLA:CPU).
+struct HostOp<'a> {
+    /// The op name, when `hlo_op` is a string.
+    name: Option<&'a str>,
+    module: &'a str,
+    ordinal: Option<i64>,
+    run_id: Option<i64>,
+    line: u32,
+    index: u32,
+    start_ps: i64,
+    duration_ps: i64,
+}
+
+/// Every event of `plane` that carries `hlo_op`, in line order then time order
+/// (lines scanned in parallel).
+fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<HostOp<'a>> {
+    let Some(op_key) = keys.hlo_op else { return Vec::new() };
+    let per_line: Vec<Vec<HostOp<'a>>> = plane
+        .lines
+        .par_iter()
+        .enumerate()
+        .map(|(li, line)| {
+            let mut out = Vec::new();
+            for i in 0..line.len() {
+                let [op, module, ordinal, run] =
+                    plane.event_stats_of(line, i, [Some(op_key), keys.hlo_module, keys.device_ordinal, keys.run_id]);
+                let Some(op) = op else { continue };
+                out.push(HostOp {
+                    name: plane.stat_str(&op),
+                    module: module.and_then(|s| plane.stat_str(&s)).unwrap_or(""),
+                    ordinal: ordinal.and_then(|s| plane.stat_i64(&s)),
+                    run_id: run.and_then(|s| plane.stat_i64(&s)),
+                    line: li as u32,
+                    index: i as u32,
+                    start_ps: line.start_ps[i],
+                    duration_ps: line.duration_ps_col[i].max(0),
+                });
+            }
+            out
+        })
+        .collect();
+    per_line.into_iter().flatten().collect()
+}
+
+/// The op records of the XLA:CPU device with `ordinal` (all of them for `None`).
+fn cpu_device_ops(ops: &[HostOp], ordinal: Option<i64>) -> DeviceOps {
+    let mut b = OpsBuilder::default();
+    for o in ops {
+        if ordinal.is_some() && o.ordinal != ordinal {
+            continue;
+        }
+        let Some(name) = o.name else { continue };
+        let rec = OpRec {
+            name: b.intern(name),
+            module: b.intern(o.module),
+            line: o.line,
+            index: o.index,
+            start_ps: o.start_ps,
+            duration_ps: o.duration_ps,
+            op_ps: o.duration_ps,
+            run_id: o.run_id,
+        };
+        b.push(rec);
+    }
+    b.finish()
 }
 
 /// The op name of an `XLA Ops` event: its metadata's display name, else the HLO
@@ -251,7 +352,7 @@ impl Profile {
                 }
             }
         }
-        Profile { run: run.into(), hosts, clock_offset_ps }
+        Profile { run: run.into(), hosts, clock_offset_ps, cache: Cache::default() }
     }
 
     /// Keeps only the host called `name`; false when there is none.
@@ -260,75 +361,106 @@ impl Profile {
         let mut k = keep.iter();
         self.clock_offset_ps.retain(|_| *k.next().unwrap_or(&false));
         self.hosts.retain(|h| h.host == name);
+        self.cache = Cache::default();
         !self.hosts.is_empty()
     }
 
     /// Every device that ran XLA ops, across hosts. A host whose device planes hold
     /// no events (a CPU capture) contributes its `/host:CPU` plane instead.
     pub fn devices(&self) -> Vec<Device<'_>> {
-        let mut out = Vec::new();
-        for (hi, space) in self.hosts.iter().enumerate() {
-            let mut found = false;
-            for plane in space.planes.iter().filter(|p| p.name.starts_with("/device:") && p.event_count() > 0) {
-                let kind = device_kind(&plane.name);
-                let source = if plane.lines.iter().any(|l| l.name == "XLA Ops" && !l.is_empty()) {
-                    OpSource::XlaOpsLine
-                } else if plane.lines.iter().any(is_stream_line) {
-                    OpSource::Kernels
-                } else {
-                    continue;
-                };
-                let keys = Keys::of(plane);
-                let name = plane.name.clone();
-                out.push(Device { host: &space.host, host_index: hi, name, ordinal: None, plane, keys, kind, source });
-                found = true;
-            }
-            if !found {
-                if let Some(plane) = host_cpu_plane(space) {
-                    let keys = Keys::of(plane);
-                    if keys.hlo_op.is_some() {
-                        let ordinals = cpu_ordinals(plane, &keys);
-                        let cpu = |name: String, ordinal| Device {
-                            host: &space.host,
-                            host_index: hi,
-                            name,
-                            ordinal,
-                            plane,
-                            keys,
-                            kind: DeviceKind::Cpu,
-                            source: OpSource::HostOps,
-                        };
-                        if ordinals.len() > 1 {
-                            out.extend(ordinals.into_iter().map(|o| cpu(format!("/device:CPU:{o}"), Some(o))));
-                        } else {
-                            out.push(cpu(plane.name.clone(), None));
-                        }
-                    }
+        self.slots()
+            .iter()
+            .map(|slot| {
+                let space = &self.hosts[slot.host_index];
+                Device {
+                    host: &space.host,
+                    name: slot.name.clone(),
+                    ordinal: slot.ordinal,
+                    host_index: slot.host_index,
+                    plane: &space.planes[slot.plane_index],
+                    keys: slot.keys,
+                    kind: slot.kind,
+                    source: slot.source,
+                    slot,
                 }
-            }
-        }
-        out
+            })
+            .collect()
+    }
+
+    /// The cached device descriptors.
+    fn slots(&self) -> &[Slot] {
+        self.cache.devices.get_or_init(|| find_devices(&self.hosts))
     }
 }
 
-/// The distinct `device_ordinal`s of a host plane's XLA ops, sorted.
-fn cpu_ordinals(plane: &Plane, keys: &Keys) -> Vec<i64> {
-    let (Some(op), Some(ord)) = (keys.hlo_op, keys.device_ordinal) else { return Vec::new() };
-    let mut seen: Vec<i64> = Vec::new();
-    for line in &plane.lines {
-        for i in 0..line.len() {
-            if plane.event_stat(line, i, op).is_none() {
+fn slot(
+    hi: usize,
+    pi: usize,
+    name: String,
+    ordinal: Option<i64>,
+    keys: Keys,
+    kind: DeviceKind,
+    source: OpSource,
+) -> Slot {
+    Slot {
+        host_index: hi,
+        plane_index: pi,
+        name,
+        ordinal,
+        keys,
+        kind,
+        source,
+        ops: OnceLock::new(),
+        busy: OnceLock::new(),
+    }
+}
+
+/// The devices of every host (see [`Profile::devices`]); XLA:CPU devices come with
+/// their ops, found in the same scan that finds their ordinals.
+fn find_devices(hosts: &[Space]) -> Vec<Slot> {
+    let mut out = Vec::new();
+    for (hi, space) in hosts.iter().enumerate() {
+        let mut found = false;
+        for (pi, plane) in space.planes.iter().enumerate() {
+            if !(plane.name.starts_with("/device:") && plane.event_count() > 0) {
                 continue;
             }
-            if let Some(o) = plane.event_stat(line, i, ord).and_then(|s| plane.stat_i64(&s)) {
-                if !seen.contains(&o) {
-                    seen.push(o);
-                }
-            }
+            let kind = device_kind(&plane.name);
+            let source = if plane.lines.iter().any(|l| l.name == "XLA Ops" && !l.is_empty()) {
+                OpSource::XlaOpsLine
+            } else if plane.lines.iter().any(is_stream_line) {
+                OpSource::Kernels
+            } else {
+                continue;
+            };
+            out.push(slot(hi, pi, plane.name.clone(), None, Keys::of(plane), kind, source));
+            found = true;
+        }
+        if found {
+            continue;
+        }
+        let Some(plane) = host_cpu_plane(space) else { continue };
+        let Some(pi) = space.planes.iter().position(|p| std::ptr::eq(p, plane)) else { continue };
+        let keys = Keys::of(plane);
+        if keys.hlo_op.is_none() {
+            continue;
+        }
+        let ops = host_ops(plane, &keys);
+        let mut ordinals: Vec<i64> = ops.iter().filter_map(|o| o.ordinal).collect();
+        ordinals.sort_unstable();
+        ordinals.dedup();
+        let cpu = |name: String, ordinal: Option<i64>| {
+            let s = slot(hi, pi, name, ordinal, keys, DeviceKind::Cpu, OpSource::HostOps);
+            let _ = s.ops.set(cpu_device_ops(&ops, ordinal));
+            s
+        };
+        if ordinals.len() > 1 {
+            out.extend(ordinals.into_iter().map(|o| cpu(format!("/device:CPU:{o}"), Some(o))));
+        } else {
+            out.push(cpu(plane.name.clone(), None));
         }
     }
-    seen.sort_unstable();
-    seen
+    out
 }
 
 /// The host's session start, ns since the Unix epoch (`profile_start_time`).

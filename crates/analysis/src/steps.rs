@@ -56,12 +56,17 @@ pub struct Steps {
     pub steps: Vec<Step>,
 }
 
-/// Finds the steps of `profile` and measures each.
+/// Finds the steps of `profile` and measures each (once per profile; later calls
+/// return a copy).
 pub fn steps(profile: &Profile) -> Steps {
+    profile.cache.steps.get_or_init(|| find_and_measure(profile)).clone()
+}
+
+fn find_and_measure(profile: &Profile) -> Steps {
     let devices = profile.devices();
     let (source, mut steps) = find_steps(profile, &devices);
     let busy: Vec<Intervals> = devices.iter().map(busy_intervals).collect();
-    let compile: Vec<Intervals> = profile.hosts.iter().map(compile_intervals).collect();
+    let compile = host_compile_intervals(profile);
     for step in &mut steps {
         let (lo, hi) = (step.start_ps, step.end_ps());
         let on_host: Vec<i64> =
@@ -115,10 +120,9 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
             let (Some(step_key), Some(root_key)) = (keys.step_num, keys.root) else { continue };
             for line in &plane.lines {
                 for i in 0..line.len() {
-                    let Some(num) = plane.event_stat(line, i, step_key) else { continue };
-                    if plane.event_stat(line, i, root_key).is_none() {
+                    let [Some(num), Some(_)] = plane.event_stats_of(line, i, [Some(step_key), Some(root_key)]) else {
                         continue;
-                    }
+                    };
                     let step_num = plane.stat_i64(&num).unwrap_or(-1);
                     let name = plane.event_name(line.meta[i]);
                     out.push(blank_step(step_num, name, &space.host, line.start_ps[i], line.duration_ps_col[i]));
@@ -209,9 +213,9 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
         return Vec::new();
     };
     let mut runs: HashMap<i64, (i64, i64)> = HashMap::new();
-    for op in ops.iter().filter(|o| o.module == top) {
-        let line = &d.plane.lines[op.line as usize];
-        let run = d.stat(line, op.index as usize, d.keys.run_id).and_then(|s| d.plane.stat_i64(&s)).unwrap_or(0);
+    let run_ids = d.cached_ops().recs.iter().map(|r| r.run_id);
+    for (op, run) in ops.iter().zip(run_ids).filter(|(o, _)| o.module == top) {
+        let run = run.unwrap_or(0);
         let e = runs.entry(run).or_insert((op.start_ps, op.end_ps()));
         e.0 = e.0.min(op.start_ps);
         e.1 = e.1.max(op.end_ps());
@@ -224,14 +228,19 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
 /// The time device `d` was busy: ran some op, or, on XLA:CPU, ran an XLA program
 /// (from its first op to its last, per `run_id`: the runtime's hand-offs between
 /// ops on host threads are part of executing the program, not host overhead).
+///
+/// Computed once per device and profile; later calls return a copy.
 pub fn busy_intervals(d: &Device) -> Intervals {
-    let ops = d.ops();
-    let mut spans: Vec<(i64, i64)> = Vec::with_capacity(ops.len());
+    d.slot.busy.get_or_init(|| measure_busy(d)).clone()
+}
+
+fn measure_busy(d: &Device) -> Intervals {
+    let ops = d.cached_ops();
+    let mut spans: Vec<(i64, i64)> = Vec::with_capacity(ops.recs.len());
     let mut runs: HashMap<i64, (i64, i64)> = HashMap::new();
-    for o in &ops {
-        let line = &d.plane.lines[o.line as usize];
+    for (o, rec) in d.op_iter().zip(&ops.recs) {
         let run = match d.source {
-            OpSource::HostOps => d.stat(line, o.index as usize, d.keys.run_id).and_then(|s| d.plane.stat_i64(&s)),
+            OpSource::HostOps => rec.run_id,
             _ => None,
         };
         match run {
@@ -253,11 +262,15 @@ pub fn is_compile_event(name: &str) -> bool {
     (lower.contains("compile") && !lower.contains("compiled")) || lower.starts_with("lower_")
 }
 
+/// [`compile_intervals`] of every host, once per profile.
+fn host_compile_intervals(profile: &Profile) -> &[Intervals] {
+    profile.cache.compile.get_or_init(|| profile.hosts.iter().map(compile_intervals).collect())
+}
+
 /// The time XLA compilation ran on a host.
 pub fn compile_intervals(space: &stepscope_xspace::Space) -> Intervals {
     let Some(plane) = host_cpu_plane(space) else { return Intervals::default() };
-    let compile_meta: Vec<bool> =
-        (0..plane.event_meta.len()).map(|m| is_compile_event(plane.event_name(m as u32))).collect();
+    let compile_meta = plane.meta_mask(is_compile_event);
     let mut iv = Vec::new();
     for line in &plane.lines {
         for i in 0..line.len() {

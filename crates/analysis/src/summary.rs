@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 use crate::advise::{self, Finding, Thresholds};
+use crate::cache::FastMap;
 use crate::ops::{self, GroupBy, OpRow};
 use crate::profile::{host_cpu_plane, Device, DeviceKind, OpSource, Profile};
 use crate::stats::{Distribution, Intervals};
@@ -97,12 +98,19 @@ struct DeviceTime {
 
 fn device_time(d: &Device) -> DeviceTime {
     let mut classes: [Vec<(i64, i64)>; 3] = Default::default();
-    for ev in d.ops() {
+    // The class depends only on these texts: decide it once per distinct combination
+    // (names are interned per device, so their addresses identify them).
+    let mut memo: FastMap<(usize, usize, usize, u32, u32), Option<Class>> = FastMap::default();
+    for ev in d.op_iter() {
         let span = (ev.start_ps, ev.end_ps());
         let line = &d.plane.lines[ev.line as usize];
         let category = d.stat_str(line, ev.index as usize, d.keys.hlo_category).unwrap_or("");
-        let event_name = d.plane.event_name(line.meta[ev.index as usize]);
-        let class = class_of(ev.name, category, &line.name).or_else(|| class_of(event_name, "", ""));
+        let meta = line.meta[ev.index as usize];
+        let key = (ev.name.as_ptr() as usize, category.as_ptr() as usize, category.len(), ev.line, meta);
+        let class = *memo.entry(key).or_insert_with(|| {
+            let event_name = d.plane.event_name(meta);
+            class_of(ev.name, category, &line.name).or_else(|| class_of(event_name, "", ""))
+        });
         match class {
             Some(Class::Collective) => classes[0].push(span),
             Some(Class::HostToDevice) => classes[1].push(span),

@@ -354,6 +354,33 @@ impl Plane {
         line.event_stats(i).iter().chain(self.metadata_stats(line.meta[i])).find(|s| s.meta() == stat).copied()
     }
 
+    /// Looks up several stats of event `i` on `line` in one pass over its stats: for
+    /// each key, what [`Plane::event_stat`] would return (`None` keys find nothing).
+    pub fn event_stats_of<const N: usize>(&self, line: &Line, i: usize, keys: [Option<u32>; N]) -> [Option<Stat>; N] {
+        let mut out = [None; N];
+        let mut left = keys.iter().filter(|k| k.is_some()).count();
+        if left == 0 {
+            return out;
+        }
+        for s in line.event_stats(i).iter().chain(self.metadata_stats(line.meta[i])) {
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                if o.is_none() && *k == Some(s.meta()) {
+                    *o = Some(*s);
+                    left -= 1;
+                }
+            }
+            if left == 0 {
+                break;
+            }
+        }
+        out
+    }
+
+    /// For each event metadata (by dense index), whether its name satisfies `f`.
+    pub fn meta_mask(&self, f: impl Fn(&str) -> bool) -> Vec<bool> {
+        self.event_meta.iter().map(|m| f(self.text(m.name))).collect()
+    }
+
     /// A stat's string value: `str` directly, `ref` through its metadata name.
     pub fn stat_str(&self, s: &Stat) -> Option<&str> {
         match s.value() {
@@ -470,18 +497,46 @@ impl Space {
     }
 }
 
-/// Maps sparse wire ids to dense indexes while reading.
+/// Maps sparse wire ids to dense indexes while reading. Ids in `0..limit` (the
+/// usual case: writers number metadata 1, 2, 3, …) are looked up in a table, others
+/// in a hash map; the table never grows past `limit`, which is set from the entry count.
 #[derive(Default)]
 pub(crate) struct IdMap {
+    dense: Vec<u32>,
+    limit: usize,
     map: HashMap<i64, u32>,
 }
 
+const ABSENT: u32 = u32::MAX;
+
 impl IdMap {
+    /// A map for about `entries` ids.
+    pub(crate) fn with_entries(entries: usize) -> IdMap {
+        IdMap { dense: Vec::new(), limit: entries.saturating_mul(2).saturating_add(1024), map: HashMap::new() }
+    }
+
+    #[inline]
     pub(crate) fn get(&self, id: i64) -> Option<u32> {
+        if let Ok(i) = usize::try_from(id) {
+            if i < self.limit {
+                return self.dense.get(i).copied().filter(|&v| v != ABSENT);
+            }
+        }
         self.map.get(&id).copied()
     }
+
     pub(crate) fn insert(&mut self, id: i64, idx: u32) {
-        self.map.insert(id, idx);
+        match usize::try_from(id) {
+            Ok(i) if i < self.limit => {
+                if self.dense.len() <= i {
+                    self.dense.resize(i + 1, ABSENT);
+                }
+                self.dense[i] = idx;
+            }
+            _ => {
+                self.map.insert(id, idx);
+            }
+        }
     }
 }
 

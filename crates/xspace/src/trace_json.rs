@@ -250,7 +250,7 @@ fn clip(s: &str) -> Cow<'_, str> {
 
 /// A small fast hasher for the reader's string and id maps (multiply-rotate).
 #[derive(Default, Clone, Copy)]
-struct QuickHasher(u64);
+pub struct QuickHasher(u64);
 
 const HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 
@@ -298,7 +298,8 @@ impl Hasher for QuickHasher {
     }
 }
 
-type QuickMap<K, V> = HashMap<K, V, BuildHasherDefault<QuickHasher>>;
+/// A `HashMap` with [`QuickHasher`] (also used by the analyses' internal maps).
+pub type QuickMap<K, V> = HashMap<K, V, BuildHasherDefault<QuickHasher>>;
 
 fn hash_bytes(bytes: &[u8]) -> u64 {
     let mut h = QuickHasher::default();

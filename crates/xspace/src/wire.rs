@@ -68,6 +68,14 @@ impl<'a> Wire<'a> {
     /// Reads a base-128 varint.
     #[inline]
     pub fn varint(&mut self) -> WireResult<u64> {
+        // Fast path: one-byte values (field keys, small ids and lengths).
+        if self.pos < self.end {
+            let b = self.buf[self.pos];
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
         let mut value: u64 = 0;
         let mut shift = 0u32;
         loop {

@@ -160,7 +160,7 @@ fn decode_plane(source: &Arc<Source>, range: Range<usize>, progress: &Progress) 
     let mut plane = Plane::new(parts.id, name, source.clone());
 
     // Stat metadata first: event metadata stats and line stats refer to it.
-    let mut stat_ids = IdMap::default();
+    let mut stat_ids = IdMap::with_entries(parts.stat_meta.len());
     for r in &parts.stat_meta {
         let (key, value) = map_entry(&w, r.clone())?;
         let mut m = StatMeta { id: key, ..Default::default() };
@@ -180,7 +180,7 @@ fn decode_plane(source: &Arc<Source>, range: Range<usize>, progress: &Progress) 
     }
 
     let mut arena = Vec::new();
-    let mut event_ids = IdMap::default();
+    let mut event_ids = IdMap::with_entries(parts.event_meta.len());
     let mut scratch = Vec::new();
     for r in &parts.event_meta {
         let (key, value) = map_entry(&w, r.clone())?;

@@ -1,0 +1,63 @@
+//! Decoder and analysis micro-benchmarks. Each analysis gets a freshly decoded
+//! profile per iteration (outside the timed part): analyses cache their shared work
+//! per profile, so reusing one would time the cache.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use divan::Bencher;
+use stepscope_analysis::ops::{self, GroupBy};
+use stepscope_analysis::{steps, summary, Profile};
+use stepscope_xspace::xplane::{decode_xspace, read_xspace};
+use stepscope_xspace::{Progress, Source};
+
+fn main() {
+    divan::main();
+}
+
+fn capture() -> PathBuf {
+    if let Some(p) = std::env::var_os("STEPSCOPE_BENCH_FILE") {
+        return PathBuf::from(p);
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/cpu-transformer/plugins/profile");
+    let run = std::fs::read_dir(dir).expect("fixture run folder").flatten().next().expect("a run").path();
+    std::fs::read_dir(&run)
+        .expect("run folder")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".xplane.pb"))
+        .expect("an .xplane.pb in the fixture")
+}
+
+fn profile() -> Profile {
+    let space = read_xspace(&capture(), &Progress::default()).expect("decodes");
+    Profile::new("bench", vec![space])
+}
+
+#[divan::bench(sample_count = 10)]
+fn decode(b: Bencher) {
+    let bytes = Arc::new(Source::Owned(std::fs::read(capture()).expect("read")));
+    b.counter(divan::counter::BytesCount::new(bytes.len())).bench(|| {
+        decode_xspace(bytes.clone(), "bench", &Progress::default()).expect("decodes").event_count()
+    });
+}
+
+#[divan::bench(sample_count = 10)]
+fn devices_and_ops(b: Bencher) {
+    b.with_inputs(profile).bench_local_refs(|p| p.devices().iter().map(|d| d.ops().len()).sum::<usize>());
+}
+
+#[divan::bench(sample_count = 10)]
+fn steps(b: Bencher) {
+    b.with_inputs(profile).bench_local_refs(|p| steps::steps(p).steps.len());
+}
+
+#[divan::bench(sample_count = 10)]
+fn op_profile(b: Bencher) {
+    b.with_inputs(profile).bench_local_refs(|p| ops::ops(p, GroupBy::Op, 0).ops.len());
+}
+
+#[divan::bench(sample_count = 10)]
+fn summary_with_findings(b: Bencher) {
+    b.with_inputs(profile).bench_local_refs(|p| summary::summary(p, 10).findings.len());
+}

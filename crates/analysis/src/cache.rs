@@ -1,0 +1,111 @@
+//! Work shared by the analyses of one [`Profile`](crate::Profile), done once.
+//!
+//! A command such as `summary` runs several analyses (steps, op profile, compile,
+//! collectives, devices, memory, the advise rules) that each need the run's devices,
+//! every device's ops, busy intervals and steps. The cache keeps them, computed on
+//! first use: device descriptors, per-device op records (names interned, no stat
+//! lookups after the first pass), busy intervals, the steps and op profiles. It is
+//! thread-safe (the server shares a profile across requests) and is emptied when the
+//! profile's hosts change ([`Profile::retain_host`](crate::Profile::retain_host)).
+
+use std::sync::{Mutex, OnceLock};
+
+use crate::ops::{GroupBy, Ops};
+use crate::profile::{DeviceKind, Keys, OpSource};
+use crate::stats::Intervals;
+use crate::steps::Steps;
+
+/// Everything cached for one profile.
+#[derive(Default)]
+pub(crate) struct Cache {
+    pub devices: OnceLock<Vec<Slot>>,
+    pub steps: OnceLock<Steps>,
+    pub op_profiles: Mutex<Vec<(GroupBy, usize, Ops)>>,
+    /// Per host: XLA compilation intervals on its CPU plane.
+    pub compile: OnceLock<Vec<Intervals>>,
+}
+
+impl Cache {
+    /// A cached op profile for (`by`, `depth`), computed by `make` on first use.
+    pub fn op_profile(&self, by: GroupBy, depth: usize, make: impl FnOnce() -> Ops) -> Ops {
+        fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+            m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        }
+        if let Some((_, _, o)) = lock(&self.op_profiles).iter().find(|(b, d, _)| *b == by && *d == depth) {
+            return o.clone();
+        }
+        let ops = make();
+        lock(&self.op_profiles).push((by, depth, ops.clone()));
+        ops
+    }
+}
+
+/// One device's descriptor and its lazily built op records.
+pub(crate) struct Slot {
+    pub host_index: usize,
+    pub plane_index: usize,
+    pub name: String,
+    pub ordinal: Option<i64>,
+    pub keys: Keys,
+    pub kind: DeviceKind,
+    pub source: OpSource,
+    pub ops: OnceLock<DeviceOps>,
+    pub busy: OnceLock<Intervals>,
+}
+
+/// A device's executed ops, in line order then time order.
+#[derive(Default)]
+pub(crate) struct DeviceOps {
+    /// Interned op and module names.
+    pub names: Vec<Box<str>>,
+    pub recs: Vec<OpRec>,
+    /// Per name: whether it is a collective (see [`crate::summary::is_collective`]).
+    pub collective: OnceLock<Vec<bool>>,
+}
+
+/// One executed op, compactly: names are indexes into [`DeviceOps::names`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OpRec {
+    pub name: u32,
+    pub module: u32,
+    pub line: u32,
+    pub index: u32,
+    pub start_ps: i64,
+    pub duration_ps: i64,
+    /// The op's own time (see [`OpEvent::op_ps`](crate::OpEvent::op_ps)).
+    pub op_ps: i64,
+    /// XLA:CPU: the op's `run_id` (one XLA program execution), when it has one.
+    pub run_id: Option<i64>,
+}
+
+/// Builds [`DeviceOps`], interning names.
+#[derive(Default)]
+pub(crate) struct OpsBuilder<'a> {
+    ids: FastMap<&'a str, u32>,
+    out: DeviceOps,
+}
+
+impl<'a> OpsBuilder<'a> {
+    /// The id of `s`, added on first sight.
+    pub fn intern(&mut self, s: &'a str) -> u32 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.out.names.len() as u32;
+        self.out.names.push(s.into());
+        self.ids.insert(s, id);
+        id
+    }
+
+    pub fn push(&mut self, rec: OpRec) {
+        self.out.recs.push(rec);
+    }
+
+    pub fn finish(self) -> DeviceOps {
+        self.out
+    }
+}
+
+/// A `HashMap` with the readers' fast multiply-rotate hasher (keys are names, ids and
+/// small tuples read from the profile).
+pub(crate) type FastMap<K, V> = stepscope_xspace::trace_json::QuickMap<K, V>;
