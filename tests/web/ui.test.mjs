@@ -268,9 +268,10 @@ test('timeline of a TPU capture draws its device tracks', async () => {
 test('timeline export buttons download the run as Perfetto and Chrome JSON', async () => {
   const tracks = await api('timeline/tracks', { run: CPU });
   await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await settle();
   for (const [format, suffix] of [['perfetto', '.pftrace'], ['chrome', '.trace.json.gz']]) {
-    const link = await page.$(`#tl-export-${format}`);
-    assert.ok(link, `no ${format} export button`);
+    const link = page.locator(`#tl-export-${format}`);
+    assert.equal(await link.count(), 1, `no ${format} export button`);
     const [download] = await Promise.all([page.waitForEvent('download'), link.click()]);
     assert.equal(download.suggestedFilename(), `2026_11_21_22_29_17${suffix}`);
     assert.equal(await download.failure(), null);
