@@ -17,3 +17,4 @@ mod info;
 mod judgement;
 mod memory;
 mod server;
+mod server_load;

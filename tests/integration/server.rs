@@ -8,16 +8,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{assert_clean_error, copy_tree, fixture, json, snapshot};
+use crate::util::{assert_clean_error, copy_tree, fixture, json, ok, snapshot};
 
-const CPU_RUN: &str = "plugins/profile/2026_11_21_22_29_17";
+pub(crate) const CPU_RUN: &str = "plugins/profile/2026_11_21_22_29_17";
 
 /// A running `stepscope serve`, killed on drop.
-struct Served {
-    child: Child,
+pub(crate) struct Served {
+    pub(crate) child: Child,
     _stdout: BufReader<ChildStdout>,
-    port: u16,
-    token: String,
+    pub(crate) port: u16,
+    pub(crate) token: String,
     first_line: String,
 }
 
@@ -28,7 +28,7 @@ impl Drop for Served {
     }
 }
 
-fn serve(root: &Path, extra: &[&str]) -> Served {
+pub(crate) fn serve(root: &Path, extra: &[&str]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_stepscope"))
         .arg("serve")
         .arg(root)
@@ -49,26 +49,26 @@ fn serve(root: &Path, extra: &[&str]) -> Served {
     Served { port: port.parse().expect("port"), token, first_line: line.clone(), child, _stdout: stdout }
 }
 
-struct Reply {
-    status: u16,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
     headers: Vec<(String, String)>,
-    body: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 impl Reply {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
 }
 
 /// One HTTP/1.1 request with the path sent exactly as given (no normalisation).
-fn request(port: u16, method: &str, raw_path: &str) -> Reply {
+pub(crate) fn request(port: u16, method: &str, raw_path: &str) -> Reply {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
     write!(s, "{method} {raw_path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n").expect("send");
@@ -101,10 +101,10 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 }
 
 impl Served {
-    fn get(&self, path_under_token: &str) -> Reply {
+    pub(crate) fn get(&self, path_under_token: &str) -> Reply {
         request(self.port, "GET", &format!("/{}/{path_under_token}", self.token))
     }
-    fn api(&self, route_and_query: &str) -> Value {
+    pub(crate) fn api(&self, route_and_query: &str) -> Value {
         let r = self.get(&format!("api/{route_and_query}"));
         assert_eq!(r.status, 200, "api/{route_and_query}: {}", r.text());
         assert_eq!(r.header("cache-control"), Some("no-store"));
@@ -112,7 +112,7 @@ impl Served {
     }
 }
 
-fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     s.replace('/', "%2F")
 }
 
@@ -522,4 +522,81 @@ fn diff_of_two_served_runs_answers_with_the_cli_json() {
     assert!(!cli["ops"].as_array().unwrap().is_empty());
     let r = s.get(&format!("api/diff?a={}&b=nope", enc(&a)));
     assert_eq!(r.status, 404, "{}", r.text());
+}
+
+/// `stepscope info --json`'s event count of a profile.
+fn events_total(path: &Path) -> u64 {
+    json(&["info", path.to_str().expect("utf-8 path")])["events_total"].as_u64().expect("events_total")
+}
+
+#[test]
+fn export_downloads_equal_the_cli_export_and_nothing_is_written_into_the_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("logdir");
+    copy_tree(&fixture("cpu-transformer"), &root);
+    // A second run with two hosts (the same real capture under two names), for `host=`.
+    let two = root.join("plugins/profile/2026_01_01_00_00_00");
+    std::fs::create_dir_all(&two).unwrap();
+    let src = root.join(CPU_RUN).join("vm.xplane.pb");
+    std::fs::copy(&src, two.join("a.xplane.pb")).unwrap();
+    std::fs::copy(&src, two.join("b.xplane.pb")).unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let before = snapshot(&root);
+    let s = serve(&root, &[]);
+
+    // Perfetto: the same bytes as `stepscope export --format perfetto`.
+    let r = s.get(&format!("api/export?run={}&format=perfetto", enc(CPU_RUN)));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+    assert_eq!(r.header("content-disposition"), Some("attachment; filename=\"2026_11_21_22_29_17.pftrace\""));
+    assert_eq!(r.header("cache-control"), Some("no-store"));
+    assert_eq!(r.header("content-length"), Some(r.body.len().to_string().as_str()));
+    let cli = out.join("cli.pftrace");
+    let run_dir = root.join(CPU_RUN);
+    ok(&["export", run_dir.to_str().unwrap(), "--format", "perfetto", "-o", cli.to_str().unwrap()]);
+    let want = std::fs::read(&cli).unwrap();
+    assert!(want.len() > 100_000, "a real trace: {} bytes", want.len());
+    assert!(r.body == want, "download ({} bytes) differs from the CLI export ({} bytes)", r.body.len(), want.len());
+
+    // Chrome JSON (gzip): read back by `stepscope info`, every source event is there.
+    let r = s.get(&format!("api/export?run={}&format=chrome", enc(CPU_RUN)));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/gzip"));
+    assert_eq!(r.header("content-disposition"), Some("attachment; filename=\"2026_11_21_22_29_17.trace.json.gz\""));
+    assert_eq!(&r.body[..2], &[0x1f, 0x8b], "not gzip");
+    let dl = out.join("dl.trace.json.gz");
+    std::fs::write(&dl, &r.body).unwrap();
+    let source_events = events_total(&src);
+    assert_eq!(source_events, 8320);
+    assert_eq!(events_total(&dl), source_events);
+
+    // host=: one host of a two-host run, as `stepscope export --host`.
+    let r = s.get("api/export?run=plugins%2Fprofile%2F2026_01_01_00_00_00&host=b&format=perfetto");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-disposition"), Some("attachment; filename=\"2026_01_01_00_00_00-b.pftrace\""));
+    let cli_b = out.join("b.pftrace");
+    ok(&["export", two.to_str().unwrap(), "--host", "b", "--format", "perfetto", "-o", cli_b.to_str().unwrap()]);
+    assert!(r.body == std::fs::read(&cli_b).unwrap(), "host=b download differs from export --host b");
+    let r = s.get("api/export?run=plugins%2Fprofile%2F2026_01_01_00_00_00&format=chrome");
+    assert_eq!(r.status, 200, "{}", r.text());
+    std::fs::write(&dl, &r.body).unwrap();
+    assert_eq!(events_total(&dl), 2 * source_events);
+
+    // Bad requests: one-line JSON errors.
+    for (q, status) in [
+        ("format=csv", 400),
+        ("format=", 400),
+        ("", 400),
+        ("format=perfetto&run=nope", 404),
+        ("format=chrome&host=nope", 404),
+        ("format=perfetto&run=..%2F..", 404),
+    ] {
+        let r = s.get(&format!("api/export?{q}"));
+        assert_eq!(r.status, status, "{q}: {}", r.text());
+        assert!(r.json()["error"].as_str().is_some_and(|m| !m.is_empty() && !m.contains('\n')), "{q}");
+    }
+    assert_eq!(request(s.port, "GET", "/0123456789abcdef0123456789abcdef/api/export?format=perfetto").status, 404);
+    drop(s);
+    assert_eq!(snapshot(&root), before, "serve wrote into the served folder");
 }

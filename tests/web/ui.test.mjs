@@ -5,6 +5,7 @@ import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -47,6 +48,7 @@ before(async () => {
   browser = await chromium.launchPersistentContext(profileDir, {
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
     headless: true,
+    acceptDownloads: true,
     viewport: { width: 1400, height: 900 },
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync'],
@@ -261,6 +263,33 @@ test('timeline of a TPU capture draws its device tracks', async () => {
   const drawnTracks = new Set((await page.evaluate(() => window.stepscopeTimeline.events())).map(e => e.track));
   assert.ok(drawnTracks.size >= 1 && [...drawnTracks].every(t => t < tracks.tracks.length));
   await page.screenshot({ path: path.join(shots, 'timeline-tpu.png') });
+});
+
+test('timeline export buttons download the run as Perfetto and Chrome JSON', async () => {
+  const tracks = await api('timeline/tracks', { run: CPU });
+  await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await settle();
+  for (const [format, suffix] of [['perfetto', '.pftrace'], ['chrome', '.trace.json.gz']]) {
+    const link = page.locator(`#tl-export-${format}`);
+    assert.equal(await link.count(), 1, `no ${format} export button`);
+    const [download] = await Promise.all([page.waitForEvent('download'), link.click()]);
+    assert.equal(download.suggestedFilename(), `2026_11_21_22_29_17${suffix}`);
+    assert.equal(await download.failure(), null);
+    const got = readFileSync(await download.path());
+    // The same bytes as the API answers from node.
+    const u = new URL('api/export', base);
+    u.searchParams.set('run', CPU);
+    u.searchParams.set('format', format);
+    const res = await fetch(u);
+    assert.equal(res.status, 200);
+    const want = Buffer.from(await res.arrayBuffer());
+    assert.ok(got.length > 100000 && got.equals(want), `${format}: downloaded ${got.length} bytes, API ${want.length}`);
+    if (format === 'chrome') {
+      const doc = JSON.parse(gunzipSync(got).toString('utf8'));
+      const events = doc.traceEvents.filter(e => e.ph === 'X' || e.ph === 'i').length;
+      assert.equal(events, tracks.events, 'every timeline event is in the Chrome trace');
+    }
+  }
 });
 
 /** The run under tests/fixtures/`dir` as api/runs names it. */

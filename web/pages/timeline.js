@@ -32,12 +32,21 @@ export async function render(view, ctx) {
   const search = el('input', { type: 'search', id: 'tl-search', placeholder: 'search events…' });
   const range = el('span', { id: 'tl-range', class: 'muted' });
   const fit = el('button', { type: 'button', id: 'tl-fit' }, 'fit');
+  // Downloads of the whole run (or the selected host), written by the server's exporter.
+  const exportLink = (format, label, hint) => {
+    const url = new URL('api/export', document.baseURI);
+    for (const [k, v] of Object.entries({ run: sel.run, host: sel.host, format })) if (v) url.searchParams.set(k, v);
+    return el('a', { class: 'tl-export', id: `tl-export-${format}`, href: url.href, download: true, title: hint }, label);
+  };
+  const exports = el('span', { class: 'tl-exports' }, 'export ',
+    exportLink('perfetto', 'Perfetto', 'Perfetto trace (.pftrace) for ui.perfetto.dev'),
+    exportLink('chrome', 'Chrome JSON', 'Chrome trace JSON, gzip (.trace.json.gz), every event'));
   const help = el('span', { class: 'muted help' }, 'W/S zoom · A/D pan · wheel zoom · shift+wheel scroll · drag pan · click an event');
   const canvas = el('canvas', { id: 'tl-canvas', tabindex: 0 });
   const wrap = el('div', { class: 'tl-wrap' }, canvas);
   const side = el('aside', { id: 'tl-side', class: 'tl-side' }, el('p', { class: 'muted' }, 'click an event to see its stats'));
   view.append(
-    el('div', { class: 'tl-bar' }, el('strong', {}, `${count(tr.events)} events in ${tr.tracks.length} tracks`), search, fit, range, help),
+    el('div', { class: 'tl-bar' }, el('strong', {}, `${count(tr.events)} events in ${tr.tracks.length} tracks`), search, fit, range, help, exports),
     el('div', { class: 'tl-body' }, wrap, side),
   );
   if (!tr.tracks.length) {

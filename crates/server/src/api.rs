@@ -70,7 +70,7 @@ impl Params {
         Params(pairs.into_iter().collect())
     }
 
-    fn str(&self, name: &str) -> Option<&str> {
+    pub(crate) fn str(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str)
     }
 
@@ -100,7 +100,7 @@ impl Params {
     }
 
     /// The run (`run`, `host`) the request is about, loaded.
-    fn entry(&self, app: &App) -> Result<std::sync::Arc<Entry>, ApiError> {
+    pub(crate) fn entry(&self, app: &App) -> Result<std::sync::Arc<Entry>, ApiError> {
         self.run_named(app, "run")
     }
 

@@ -1,29 +1,67 @@
-//! The HTTP layer: one handler for every request. It checks the token, then serves
-//! an embedded page or runs an API route on the blocking pool.
+//! The HTTP layer: a hyper HTTP/1.1 accept loop with limits, and one handler for every
+//! request. The handler checks the token and the request's size, then serves an
+//! embedded page, runs an API route on the blocking pool, or streams an export.
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Query, Request, State};
-use axum::http::{header, HeaderValue, Method, Response, StatusCode};
-use axum::Router;
+use axum::extract::Query;
+use axum::http::{header, HeaderValue, Method, Request, Response, StatusCode};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
 
 use crate::api::{self, ApiError, Params};
-use crate::{assets, token, App};
+use crate::{assets, download, token, App};
 
 /// Pages may load only the server's own scripts, styles and data.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
                    connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
+/// Connections served at once; further clients wait in the listen queue.
+pub const MAX_CONNECTIONS: usize = 256;
+/// A request line and headers must arrive within this time (also the keep-alive idle time).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest request line and headers read (hyper answers 431 beyond).
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// The longest path and query string answered (414 beyond).
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
 pub async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> anyhow::Result<()> {
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
-    let router = Router::new().fallback(handle).with_state(app);
-    axum::serve(listener, router).await?;
-    Ok(())
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let permit = slots.clone().acquire_owned().await?;
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(_) => {
+                // Out of file descriptors or a connection reset before accept: try again shortly.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+                let app = app.clone();
+                async move { Ok::<_, Infallible>(handle(app, req).await) }
+            });
+            let _ = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_header_size(MAX_HEAD_BYTES)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            drop(permit);
+        });
+    }
 }
 
-fn respond(status: StatusCode, content_type: &str, body: impl Into<Body>) -> Response<Body> {
+pub(crate) fn respond(status: StatusCode, content_type: &str, body: impl Into<Body>) -> Response<Body> {
     let mut r = Response::new(body.into());
     *r.status_mut() = status;
     let h = r.headers_mut();
@@ -42,15 +80,23 @@ fn not_found() -> Response<Body> {
     respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "not found\n")
 }
 
-fn api_error(e: ApiError) -> Response<Body> {
+pub(crate) fn api_error(e: ApiError) -> Response<Body> {
     let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let body = serde_json::json!({ "error": e.message }).to_string();
     respond(status, "application/json", body)
 }
 
-async fn handle(State(app): State<Arc<App>>, req: Request) -> Response<Body> {
+async fn handle<B>(app: Arc<App>, req: Request<B>) -> Response<Body> {
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", "read-only\n");
+    }
+    let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
+        || req.headers().get(header::CONTENT_LENGTH).is_some_and(|v| v.as_bytes() != b"0");
+    if has_body {
+        return respond(StatusCode::PAYLOAD_TOO_LARGE, "text/plain; charset=utf-8", "requests take no body\n");
+    }
+    if req.uri().path_and_query().map_or(0, |pq| pq.as_str().len()) > MAX_URI_BYTES {
+        return respond(StatusCode::URI_TOO_LONG, "text/plain; charset=utf-8", "URI too long\n");
     }
     // The raw (still percent-encoded) path: nothing below decodes it into a file name.
     let path = req.uri().path();
@@ -68,12 +114,15 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response<Body> {
         return r;
     }
     if let Some(route) = rest.strip_prefix("api/") {
-        let Some(handler) = api::route(route) else {
-            return api_error(ApiError::not_found(format!("no API route {route:?} — see docs/api.md")));
-        };
         let params = match Query::<Vec<(String, String)>>::try_from_uri(req.uri()) {
             Ok(Query(pairs)) => Params::new(pairs),
             Err(e) => return api_error(ApiError::bad(format!("bad query string: {e}"))),
+        };
+        if route == "export" {
+            return download::export(app, params).await;
+        }
+        let Some(handler) = api::route(route) else {
+            return api_error(ApiError::not_found(format!("no API route {route:?} — see docs/api.md")));
         };
         let app = app.clone();
         return match tokio::task::spawn_blocking(move || handler(&app, &params)).await {

@@ -4,11 +4,13 @@
 //! start; any other request gets a bare 404. Pages are the embedded `web/` front end
 //! (no file is ever read from the URL); the JSON API under `<token>/api/` names runs
 //! only by their exact discovered name ([`root`]), loads each run once into a small
-//! cache ([`cache`]) and answers each analysis from a table of routes ([`api`]).
+//! cache ([`cache`]) and answers each analysis from a table of routes ([`api`]);
+//! `api/export` streams a Perfetto or Chrome trace as a download ([`download`]).
 
 mod api;
 mod assets;
 mod cache;
+mod download;
 mod http;
 pub mod root;
 mod token;
@@ -35,6 +37,8 @@ pub(crate) struct App {
     pub token: String,
     pub root: root::Root,
     pub cache: cache::Cache,
+    /// Exports written at once (each holds a temporary file and a blocking thread).
+    pub exports: tokio::sync::Semaphore,
 }
 
 /// A bound server, ready to run.
@@ -58,7 +62,12 @@ impl Server {
         })?;
         let addr = listener.local_addr().context("reading the bound address")?;
         let token = token::new_token().map_err(|e| anyhow::anyhow!("{e}"))?;
-        let app = Arc::new(App { token, root, cache: cache::Cache::new(cache::DEFAULT_RUNS) });
+        let app = Arc::new(App {
+            token,
+            root,
+            cache: cache::Cache::new(cache::DEFAULT_RUNS),
+            exports: tokio::sync::Semaphore::new(download::MAX_EXPORTS),
+        });
         Ok(Server { listener, app, addr })
     }
 
@@ -82,6 +91,7 @@ impl Server {
             .worker_threads(2)
             .max_blocking_threads(8)
             .enable_io()
+            .enable_time()
             .build()
             .context("starting the server runtime")?;
         rt.block_on(http::serve(self.listener, self.app))
