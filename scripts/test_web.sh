@@ -19,7 +19,7 @@ echo "== installing playwright-core (npm ci in tests/web)"
 
 echo "== building stepscope"
 cargo build --locked -p stepscope
-export STEPSCOPE_BIN="$PWD/target/debug/stepscope"
+export STEPSCOPE_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/stepscope"
 
 echo "== node --test tests/web"
 log=$(mktemp)
