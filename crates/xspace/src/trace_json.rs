@@ -50,6 +50,12 @@ use crate::model::{EventMeta, Format, Line, Plane, Source, Space, Span, Stat, St
 /// Most bytes a trace may decompress to before reading stops.
 const MAX_TEXT_BYTES: u64 = 64 << 30;
 
+/// Gzip bomb guard: gzipped text may expand to at most this many times the file's size
+/// (real traces expand 10–16×) once it is past [`MIN_EXPANSION_LIMIT`]. Without it a
+/// 1 MB file could hold a 1 GB string that serde_json would buffer whole.
+const MAX_EXPANSION: u64 = 32;
+const MIN_EXPANSION_LIMIT: u64 = 16 << 20;
+
 /// Picoseconds per microsecond.
 const PS_PER_US: i128 = 1_000_000;
 
@@ -73,9 +79,9 @@ fn read_from<R: BufRead>(mut input: R, host: &str, name: &Path, file_bytes: u64)
     let mut builder = Builder::new(host, file_bytes);
     if head.starts_with(&[0x1f, 0x8b]) {
         let decoder = flate2::bufread::MultiGzDecoder::new(input);
-        builder.parse(Guard::new(decoder, true), name)?;
+        builder.parse(Guard::new(decoder, true, file_bytes), name)?;
     } else {
-        builder.parse(Guard::new(input, false), name)?;
+        builder.parse(Guard::new(input, false, file_bytes), name)?;
     }
     builder.finish()
 }
@@ -90,6 +96,8 @@ enum StreamError {
     Gzip(io::Error),
     /// The decompressed text is larger than [`MAX_TEXT_BYTES`].
     TooBig,
+    /// Gzipped text expands more than [`MAX_EXPANSION`]× its compressed size.
+    Bomb { limit: u64 },
 }
 
 impl std::fmt::Display for StreamError {
@@ -97,6 +105,7 @@ impl std::fmt::Display for StreamError {
         match self {
             StreamError::Gzip(e) => write!(f, "gzip: {e}"),
             StreamError::TooBig => write!(f, "more than {} GiB of text", MAX_TEXT_BYTES >> 30),
+            StreamError::Bomb { limit } => write!(f, "more than {} MiB of text", limit >> 20),
         }
     }
 }
@@ -108,11 +117,16 @@ struct Guard<R> {
     inner: R,
     gzip: bool,
     total: u64,
+    /// For gzip input: the most text allowed before it counts as a gzip bomb.
+    bomb_limit: u64,
 }
 
 impl<R: Read> Guard<R> {
-    fn new(inner: R, gzip: bool) -> Guard<R> {
-        Guard { inner, gzip, total: 0 }
+    /// `file_bytes`: the size of the (compressed) input, for the gzip bomb guard.
+    fn new(inner: R, gzip: bool, file_bytes: u64) -> Guard<R> {
+        let bomb_limit =
+            if gzip { file_bytes.saturating_mul(MAX_EXPANSION).max(MIN_EXPANSION_LIMIT) } else { u64::MAX };
+        Guard { inner, gzip, total: 0, bomb_limit }
     }
 }
 
@@ -123,6 +137,9 @@ impl<R: Read> Read for Guard<R> {
                 self.total += n as u64;
                 if self.total > MAX_TEXT_BYTES {
                     return Err(io::Error::other(StreamError::TooBig));
+                }
+                if self.total > self.bomb_limit {
+                    return Err(io::Error::other(StreamError::Bomb { limit: self.bomb_limit }));
                 }
                 Ok(n)
             }
@@ -646,6 +663,15 @@ impl Builder {
                     Some(StreamError::TooBig) => Error::new(
                         format!("{} decompresses to more than {} GiB of JSON", name.display(), MAX_TEXT_BYTES >> 30),
                         "this is not a profile this reader can load; capture a shorter profile",
+                    ),
+                    Some(StreamError::Bomb { limit }) => Error::new(
+                        format!(
+                            "{} expands to more than {} MiB of JSON, over {MAX_EXPANSION}× its compressed size \
+                             (real traces expand about 15×), so it looks like a gzip bomb",
+                            name.display(),
+                            limit >> 20
+                        ),
+                        "if you trust the file, decompress it (`gunzip -k FILE`) and pass the .json",
                     ),
                     None => Error::io(name, &io),
                 }
@@ -1734,6 +1760,29 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         assert_eq!(read_trace_json(&path, "h").unwrap().event_count(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn gzip_bombs_are_refused_early() {
+        // A 256 MiB event name in a ~256 KB file: refused once the text passes 16 MiB
+        // (32× the file size is less), before the name is buffered whole.
+        let member = gzip(&vec![b'a'; 1 << 20]);
+        let mut bomb = gzip(br#"{"traceEvents":[{"ph":"X","pid":1,"tid":1,"ts":1,"dur":1,"name":""#);
+        for _ in 0..256 {
+            bomb.extend_from_slice(&member);
+        }
+        bomb.extend(gzip(br#""}]}"#));
+        let e = err_of(parse_trace_json(&bomb, "h", Path::new("bomb.json.gz")));
+        assert!(e.contains("gzip bomb") && e.contains("gunzip"), "{e}");
+        // Small files may still expand past 32× up to 16 MiB, and plain text has no limit.
+        let mut events = String::from("[");
+        for _ in 0..20_000 {
+            events.push_str(r#"{"ph":"X","pid":1,"tid":1,"ts":1,"dur":1,"name":"a"},"#);
+        }
+        events.push_str("{}]");
+        let gz = gzip(events.as_bytes());
+        assert!(events.len() > 32 * gz.len(), "{} vs {}", events.len(), gz.len());
+        assert_eq!(parse_trace_json(&gz, "h", Path::new("x")).unwrap().event_count(), 20_000);
     }
 
     #[test]
