@@ -33,11 +33,13 @@
 //! they are kept as written (`ts` × 10⁶).
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -50,9 +52,10 @@ use crate::model::{EventMeta, Format, Line, Plane, Source, Space, Span, Stat, St
 /// Most bytes a trace may decompress to before reading stops.
 const MAX_TEXT_BYTES: u64 = 64 << 30;
 
-/// Gzip bomb guard: gzipped text may expand to at most this many times the file's size
-/// (real traces expand 10–16×) once it is past [`MIN_EXPANSION_LIMIT`]. Without it a
-/// 1 MB file could hold a 1 GB string that serde_json would buffer whole.
+/// Gzip bomb guard: once past [`MIN_EXPANSION_LIMIT`], the text read so far may be at
+/// most this many times the gzip bytes read so far (real traces expand 10–16×). Without
+/// it a 1 MB file could hold a 1 GB string that serde_json would buffer whole; with it
+/// a bomb stops at 16 MiB of text whatever its size.
 const MAX_EXPANSION: u64 = 32;
 const MIN_EXPANSION_LIMIT: u64 = 16 << 20;
 
@@ -78,10 +81,11 @@ fn read_from<R: BufRead>(mut input: R, host: &str, name: &Path, file_bytes: u64)
     }
     let mut builder = Builder::new(host, file_bytes);
     if head.starts_with(&[0x1f, 0x8b]) {
-        let decoder = flate2::bufread::MultiGzDecoder::new(input);
-        builder.parse(Guard::new(decoder, true, file_bytes), name)?;
+        let consumed = Rc::new(Cell::new(0));
+        let decoder = flate2::bufread::MultiGzDecoder::new(Counted { inner: input, consumed: consumed.clone() });
+        builder.parse(Guard::new(decoder, Some(consumed)), name)?;
     } else {
-        builder.parse(Guard::new(input, false, file_bytes), name)?;
+        builder.parse(Guard::new(input, None), name)?;
     }
     builder.finish()
 }
@@ -97,7 +101,7 @@ enum StreamError {
     /// The decompressed text is larger than [`MAX_TEXT_BYTES`].
     TooBig,
     /// Gzipped text expands more than [`MAX_EXPANSION`]× its compressed size.
-    Bomb { limit: u64 },
+    Bomb { text: u64, gzip: u64 },
 }
 
 impl std::fmt::Display for StreamError {
@@ -105,28 +109,48 @@ impl std::fmt::Display for StreamError {
         match self {
             StreamError::Gzip(e) => write!(f, "gzip: {e}"),
             StreamError::TooBig => write!(f, "more than {} GiB of text", MAX_TEXT_BYTES >> 30),
-            StreamError::Bomb { limit } => write!(f, "more than {} MiB of text", limit >> 20),
+            StreamError::Bomb { text, gzip } => write!(f, "{} MiB of text from {} KiB of gzip", text >> 20, gzip >> 10),
         }
     }
 }
 
 impl std::error::Error for StreamError {}
 
+/// A buffered reader that counts the bytes taken from it (the gzip bytes read so far).
+struct Counted<R> {
+    inner: R,
+    consumed: Rc<Cell<u64>>,
+}
+
+impl<R: BufRead> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.consumed.set(self.consumed.get() + n as u64);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Counted<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, amt: usize) {
+        self.consumed.set(self.consumed.get() + amt as u64);
+        self.inner.consume(amt);
+    }
+}
+
 /// A reader that counts the bytes of text and tags decoder errors.
 struct Guard<R> {
     inner: R,
-    gzip: bool,
     total: u64,
-    /// For gzip input: the most text allowed before it counts as a gzip bomb.
-    bomb_limit: u64,
+    /// For gzip input: the gzip bytes read so far, for the gzip bomb guard.
+    gzip: Option<Rc<Cell<u64>>>,
 }
 
 impl<R: Read> Guard<R> {
-    /// `file_bytes`: the size of the (compressed) input, for the gzip bomb guard.
-    fn new(inner: R, gzip: bool, file_bytes: u64) -> Guard<R> {
-        let bomb_limit =
-            if gzip { file_bytes.saturating_mul(MAX_EXPANSION).max(MIN_EXPANSION_LIMIT) } else { u64::MAX };
-        Guard { inner, gzip, total: 0, bomb_limit }
+    fn new(inner: R, gzip: Option<Rc<Cell<u64>>>) -> Guard<R> {
+        Guard { inner, total: 0, gzip }
     }
 }
 
@@ -138,12 +162,14 @@ impl<R: Read> Read for Guard<R> {
                 if self.total > MAX_TEXT_BYTES {
                     return Err(io::Error::other(StreamError::TooBig));
                 }
-                if self.total > self.bomb_limit {
-                    return Err(io::Error::other(StreamError::Bomb { limit: self.bomb_limit }));
+                if let Some(gz) = self.gzip.as_ref().map(|c| c.get()) {
+                    if self.total > MIN_EXPANSION_LIMIT && self.total > gz.saturating_mul(MAX_EXPANSION) {
+                        return Err(io::Error::other(StreamError::Bomb { text: self.total, gzip: gz }));
+                    }
                 }
                 Ok(n)
             }
-            Err(e) if self.gzip && e.kind() != io::ErrorKind::Interrupted => {
+            Err(e) if self.gzip.is_some() && e.kind() != io::ErrorKind::Interrupted => {
                 Err(io::Error::new(e.kind(), StreamError::Gzip(e)))
             }
             Err(e) => Err(e),
@@ -664,12 +690,11 @@ impl Builder {
                         format!("{} decompresses to more than {} GiB of JSON", name.display(), MAX_TEXT_BYTES >> 30),
                         "this is not a profile this reader can load; capture a shorter profile",
                     ),
-                    Some(StreamError::Bomb { limit }) => Error::new(
+                    Some(bomb @ StreamError::Bomb { .. }) => Error::new(
                         format!(
-                            "{} expands to more than {} MiB of JSON, over {MAX_EXPANSION}× its compressed size \
-                             (real traces expand about 15×), so it looks like a gzip bomb",
+                            "{} expands over {MAX_EXPANSION}× ({bomb}; real traces expand about 15×), \
+                             so it looks like a gzip bomb",
                             name.display(),
-                            limit >> 20
                         ),
                         "if you trust the file, decompress it (`gunzip -k FILE`) and pass the .json",
                     ),
@@ -1764,8 +1789,8 @@ mod tests {
 
     #[test]
     fn gzip_bombs_are_refused_early() {
-        // A 256 MiB event name in a ~256 KB file: refused once the text passes 16 MiB
-        // (32× the file size is less), before the name is buffered whole.
+        // A 256 MiB event name in a ~256 KB file: refused once the text passes 16 MiB,
+        // before the name is buffered whole.
         let member = gzip(&vec![b'a'; 1 << 20]);
         let mut bomb = gzip(br#"{"traceEvents":[{"ph":"X","pid":1,"tid":1,"ts":1,"dur":1,"name":""#);
         for _ in 0..256 {
