@@ -11,3 +11,4 @@ mod analyses;
 mod discovery;
 mod errors;
 mod info;
+mod robustness;
