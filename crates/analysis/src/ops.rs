@@ -9,6 +9,7 @@ use stepscope_xspace::hlo::{hlo_modules, HloModules};
 use serde::Serialize;
 
 use crate::profile::{Device, OpEvent, Profile};
+use crate::stats::sum_ps;
 
 /// How to group op time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -94,7 +95,7 @@ pub fn ops(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     for d in profile.devices() {
         collect(&d, &hlo[d.host_index], &mut occ);
     }
-    let op_time_ps: i64 = occ.iter().map(|o| o.self_ps).sum();
+    let op_time_ps = sum_ps(occ.iter().map(|o| o.self_ps));
     let mut groups: HashMap<(String, &str), Vec<&Occurrence>> = HashMap::new();
     for o in &occ {
         let key = match by {
@@ -113,8 +114,8 @@ pub fn ops(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
 
 fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: GroupBy) -> OpRow {
     let count = os.len() as u64;
-    let total_ps: i64 = os.iter().map(|o| o.ev.duration_ps).sum();
-    let self_ps: i64 = os.iter().map(|o| o.self_ps).sum();
+    let total_ps = sum_ps(os.iter().map(|o| o.ev.duration_ps));
+    let self_ps = sum_ps(os.iter().map(|o| o.self_ps));
     let sum_opt = |f: &dyn Fn(&Occurrence) -> Option<u64>| -> Option<u64> {
         os.iter().map(|o| f(o)).try_fold(0u64, |acc, v| v.map(|v| acc.saturating_add(v)))
     };
@@ -213,7 +214,7 @@ fn self_times(evs: &[OpEvent]) -> Vec<i64> {
             stack.pop();
         }
         if let Some(&parent) = stack.last() {
-            self_ps[parent] -= e.duration_ps;
+            self_ps[parent] = self_ps[parent].saturating_sub(e.duration_ps);
         }
         stack.push(i);
     }

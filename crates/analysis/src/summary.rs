@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use crate::ops::{self, GroupBy, OpRow};
 use crate::profile::{Device, DeviceKind, Profile};
-use crate::stats::{Distribution, Intervals};
+use crate::stats::{sum_ps, Distribution, Intervals};
 use crate::steps::{self, StepSource};
 
 /// What one average step spent its time on, ps. The parts add up to `step_ps`.
@@ -125,20 +125,22 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
         let (lo, hi) = (step.start_ps, step.end_ps());
         let here: Vec<&DeviceTime> = times.iter().filter(|t| t.host == step.host).collect();
         let n = here.len().max(1) as i64;
-        let part = |f: &dyn Fn(&DeviceTime) -> i64| here.iter().map(|t| f(t)).sum::<i64>() / n;
+        let part = |f: &dyn Fn(&DeviceTime) -> i64| sum_ps(here.iter().map(|t| f(t))) / n;
         let busy = step.device_busy_ps;
         let coll = part(&|t| t.classes[0].overlap(lo, hi));
         let h2d = part(&|t| t.classes[1].overlap(lo, hi));
         let d2h = part(&|t| t.classes[2].overlap(lo, hi));
-        let idle = (step.duration_ps - busy).max(0);
+        let idle = step.duration_ps.saturating_sub(busy).max(0);
         let compile = step.compile_ps.min(idle);
-        sum.step_ps += step.duration_ps;
-        sum.collectives_ps += coll;
-        sum.host_to_device_ps += h2d;
-        sum.device_to_host_ps += d2h;
-        sum.device_compute_ps += (busy - coll - h2d - d2h).max(0);
-        sum.compile_ps += compile;
-        sum.device_idle_ps += idle - compile;
+        // Saturating: a damaged profile may hold durations near i64::MAX.
+        let compute = busy.saturating_sub(coll).saturating_sub(h2d).saturating_sub(d2h).max(0);
+        sum.step_ps = sum.step_ps.saturating_add(step.duration_ps);
+        sum.collectives_ps = sum.collectives_ps.saturating_add(coll);
+        sum.host_to_device_ps = sum.host_to_device_ps.saturating_add(h2d);
+        sum.device_to_host_ps = sum.device_to_host_ps.saturating_add(d2h);
+        sum.device_compute_ps = sum.device_compute_ps.saturating_add(compute);
+        sum.compile_ps = sum.compile_ps.saturating_add(compile);
+        sum.device_idle_ps = sum.device_idle_ps.saturating_add(idle - compile);
     }
     let n = steps.steps.len().max(1) as i64;
     let breakdown = Breakdown {
@@ -150,7 +152,7 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
         compile_ps: sum.compile_ps / n,
         device_idle_ps: sum.device_idle_ps / n,
     };
-    let busy_total: i64 = steps.steps.iter().map(|s| s.device_busy_ps).sum();
+    let busy_total = sum_ps(steps.steps.iter().map(|s| s.device_busy_ps));
     let device_utilization_pct = if sum.step_ps > 0 { 100.0 * busy_total as f64 / sum.step_ps as f64 } else { 0.0 };
     let mut top_ops = ops::ops(profile, GroupBy::Op, 0).ops;
     top_ops.truncate(top);
