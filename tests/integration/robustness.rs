@@ -31,6 +31,7 @@ const BASE_RSS_BYTES: u64 = 64 << 20;
 
 const ROCM: &str = "rocm-mi300x-gemm/tw003.xplane.pb";
 const CPU: &str = "cpu-compile/plugins/profile/2026_11_21_22_29_21/vm.xplane.pb";
+const TPU: &str = "tpu-v6e-inference/tpu_inference_2.xplane.pb";
 const TRACE: &str = "cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.trace.json.gz";
 const PPROF: &str = "cpu-transformer/plugins/profile/2026_11_21_22_29_17/memory.prof";
 
@@ -188,6 +189,8 @@ fn gzip_bomb(prefix: &[u8], fill: u8, total: usize, suffix: &[u8]) -> Vec<u8> {
 enum Runner {
     /// `stepscope info` and `stepscope summary` on the file.
     Cli,
+    /// Every analysis command: `info`, `summary`, `steps`, `ops` (by op and by scope), `kernels`.
+    CliAll,
     /// `read_pprof` in a child process.
     Pprof,
 }
@@ -290,6 +293,112 @@ fn xspace_variants(out: &mut Vec<Variant>, rng: &mut Rng, tag: &str, base: &[u8]
         b,
         Runner::Cli,
     );
+}
+
+/// XSpace message types, for rewriting a file field by field.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Msg {
+    Space,
+    Plane,
+    Line,
+    Event,
+    Stat,
+    EventMetaEntry,
+    EventMeta,
+    StatMetaEntry,
+    StatMeta,
+}
+
+impl Msg {
+    /// The message type of field `number` inside `self`, if it is a message.
+    fn child(self, number: u64) -> Option<Msg> {
+        Some(match (self, number) {
+            (Msg::Space, 1) => Msg::Plane,
+            (Msg::Plane, 3) => Msg::Line,
+            (Msg::Plane, 4) => Msg::EventMetaEntry,
+            (Msg::Plane, 5) => Msg::StatMetaEntry,
+            (Msg::Plane, 6) | (Msg::Event, 4) | (Msg::EventMeta, 5) => Msg::Stat,
+            (Msg::Line, 4) => Msg::Event,
+            (Msg::EventMetaEntry, 2) => Msg::EventMeta,
+            (Msg::StatMetaEntry, 2) => Msg::StatMeta,
+            _ => return None,
+        })
+    }
+}
+
+/// `buf[range]` (a message of type `msg`) re-encoded, with `edit` given the chance to
+/// replace each field: it gets the message type, the field and the payload bytes and
+/// returns the field's new bytes (key included; empty to drop it), or `None` to keep it.
+fn rewrite(buf: &[u8], range: Range<usize>, msg: Msg, edit: &dyn Fn(Msg, &Field, &[u8]) -> Option<Vec<u8>>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for f in fields(buf, range).expect("fixture is valid protobuf") {
+        if let Some(new) = edit(msg, &f, &buf[f.payload.clone()]) {
+            out.extend(new);
+        } else if let (Some(child), Some(_)) = (msg.child(f.number), &f.len_prefix) {
+            out.extend(ld(f.number, &rewrite(buf, f.payload.clone(), child, edit)));
+        } else {
+            out.extend_from_slice(&buf[f.start..f.payload.end]);
+        }
+    }
+    out
+}
+
+fn int_field(number: u64, v: i64) -> Vec<u8> {
+    [varint(number << 3), varint(v as u64)].concat()
+}
+
+/// Weird but valid: well-formed files with extreme or inconsistent values, which the
+/// analyses (not only the reader) must survive.
+fn weird_variants(out: &mut Vec<Variant>, tag: &str, base: &[u8]) {
+    type Edit = Box<dyn Fn(Msg, &Field, &[u8]) -> Option<Vec<u8>>>;
+    let on = |m: Msg, n: u64, v: i64| -> Edit {
+        Box::new(move |msg, f, _| (msg == m && f.number == n).then(|| int_field(n, v)))
+    };
+    let edits: Vec<(&str, Edit)> = vec![
+        ("every event lasts i64::MAX ps", on(Msg::Event, 3, i64::MAX)),
+        ("every event lasts -1 ps", on(Msg::Event, 3, -1)),
+        ("every event lasts i64::MIN ps", on(Msg::Event, 3, i64::MIN)),
+        ("every event starts at offset i64::MAX", on(Msg::Event, 2, i64::MAX)),
+        ("every event starts at offset i64::MIN", on(Msg::Event, 2, i64::MIN)),
+        ("every line starts at i64::MAX ns", on(Msg::Line, 3, i64::MAX)),
+        ("every line starts at i64::MIN ns", on(Msg::Line, 3, i64::MIN)),
+        ("every event names metadata id 0", on(Msg::Event, 1, 0)),
+        ("every int stat is u64::MAX", on(Msg::Stat, 3, -1)),
+        ("every int64 stat is i64::MIN", on(Msg::Stat, 4, i64::MIN)),
+        ("every ref stat points nowhere", on(Msg::Stat, 7, 987_654_321)),
+        ("every line id is 7", on(Msg::Line, 1, 7)),
+        ("every plane id is 0", on(Msg::Plane, 1, 0)),
+        (
+            "every double stat is NaN",
+            Box::new(|msg, f, _| {
+                (msg == Msg::Stat && f.number == 2)
+                    .then(|| [vec![2 << 3 | 1], f64::NAN.to_le_bytes().to_vec()].concat())
+            }),
+        ),
+        (
+            "every double stat is -inf",
+            Box::new(|msg, f, _| {
+                (msg == Msg::Stat && f.number == 2)
+                    .then(|| [vec![2 << 3 | 1], f64::NEG_INFINITY.to_le_bytes().to_vec()].concat())
+            }),
+        ),
+        ("no stat metadata", Box::new(|msg, f, _| (msg == Msg::Plane && f.number == 5).then(Vec::new))),
+        ("no event metadata", Box::new(|msg, f, _| (msg == Msg::Plane && f.number == 4).then(Vec::new))),
+        (
+            "every plane is /device:GPU:0",
+            Box::new(|msg, f, _| (msg == Msg::Plane && f.number == 2).then(|| ld(2, b"/device:GPU:0"))),
+        ),
+        ("every line is XLA Ops", Box::new(|msg, f, _| (msg == Msg::Line && f.number == 2).then(|| ld(2, b"XLA Ops")))),
+        ("every string stat is empty", Box::new(|msg, f, _| (msg == Msg::Stat && f.number == 5).then(|| ld(5, b"")))),
+        (
+            "every string stat is invalid UTF-8",
+            Box::new(|msg, f, _| (msg == Msg::Stat && f.number == 5).then(|| ld(5, b"\xff\xfe/\xc3("))),
+        ),
+    ];
+    for (what, edit) in edits {
+        let b = rewrite(base, 0..base.len(), Msg::Space, &*edit);
+        variant(out, format!("{tag} weird but valid: {what}"), &format!("{tag}.xplane.pb"), b, Runner::CliAll);
+    }
 }
 
 fn deep_variants(out: &mut Vec<Variant>) {
@@ -533,6 +642,9 @@ fn all_variants() -> Vec<Variant> {
     let read = |rel: &str| std::fs::read(fixture(rel)).expect("fixture");
     xspace_variants(&mut out, &mut rng, "rocm", &read(ROCM));
     xspace_variants(&mut out, &mut rng, "cpu", &read(CPU));
+    weird_variants(&mut out, "rocm", &read(ROCM));
+    weird_variants(&mut out, "cpu", &read(CPU));
+    weird_variants(&mut out, "tpu", &read(TPU));
     deep_variants(&mut out);
     trace_variants(&mut out, &mut rng, &read(TRACE));
     pprof_variants(&mut out, &mut rng, &read(PPROF));
@@ -626,14 +738,17 @@ fn judge(o: &Outcome, file_bytes: u64, expands: bool) -> Option<String> {
 
 fn commands(v: &Variant, path: &Path) -> Vec<(&'static str, Command)> {
     match v.runner {
-        Runner::Cli => ["info", "summary"]
-            .into_iter()
-            .map(|sub| {
-                let mut c = Command::new(env!("CARGO_BIN_EXE_stepscope"));
-                c.arg(sub).arg(path);
-                (sub, c)
-            })
-            .collect(),
+        Runner::Cli | Runner::CliAll => {
+            let all: &[&'static str] = &["info", "summary", "steps", "ops", "ops --by scope --depth 2", "kernels"];
+            let subs = if v.runner == Runner::Cli { &all[..2] } else { all };
+            subs.iter()
+                .map(|&sub| {
+                    let mut c = Command::new(env!("CARGO_BIN_EXE_stepscope"));
+                    c.args(sub.split(' ')).arg(path);
+                    (sub, c)
+                })
+                .collect()
+        }
         Runner::Pprof => {
             let mut c = Command::new(std::env::current_exe().expect("test binary"));
             c.args(["robustness::pprof_child", "--exact", "--nocapture", "--test-threads=1", "-q"])
