@@ -3,7 +3,8 @@
 
 Seeds are slices of real files, re-encoded small so libFuzzer runs fast:
 - xspace: each plane of each xplane.pb alone, with at most 3 lines of 6 events and
-  40 metadata entries (references kept where they fall inside the slice);
+  40 metadata entries (references kept where they fall inside the slice), also with
+  every event lasting i64::MAX and -1 ps;
 - hlo: the smallest `Hlo Proto` byte stats of the metadata planes;
 - kernel_details: the distinct kernel_details strings;
 - trace_json: metadata events plus a few events of every phase, plain and gzip;
@@ -69,25 +70,34 @@ def ld(field, payload):
     return enc_varint(field << 3 | 2) + enc_varint(len(payload)) + payload
 
 
-def slim_line(line, max_events=6):
+def extreme_event(event, duration):
+    """The event with its duration_ps (field 3) replaced."""
+    out = bytearray(b"".join(raw for f, _, _, raw in fields(event) if f != 3))
+    return bytes(out) + enc_varint(3 << 3) + enc_varint(duration & (2**64 - 1))
+
+
+def slim_line(line, max_events=6, duration=None):
     out, n = bytearray(), 0
     for f, wt, v, raw in fields(line):
         if f == 4:
             n += 1
             if n > max_events:
                 continue
+            if duration is not None:
+                out += ld(4, extreme_event(v, duration))
+                continue
         out += raw
     return bytes(out)
 
 
-def slim_plane(plane, max_lines=3, max_meta=40):
+def slim_plane(plane, max_lines=3, max_meta=40, duration=None):
     out = bytearray()
     lines = metas = smetas = 0
     for f, wt, v, raw in fields(plane):
         if f == 3:
             lines += 1
             if lines <= max_lines:
-                out += ld(3, slim_line(v))
+                out += ld(3, slim_line(v, duration=duration))
         elif f == 4:
             metas += 1
             # Drop big metadata (HLO protos) from xspace seeds; hlo has its own target.
@@ -132,6 +142,10 @@ def main(out_dir):
             if f != 1:
                 continue
             write(out_dir, "xspace", ld(1, slim_plane(plane)))
+            # Weird but valid: the same events lasting i64::MAX or -1 ps (analyses must
+            # survive them; the mutation suite found overflows this way).
+            for duration in (2**63 - 1, -1):
+                write(out_dir, "xspace", ld(1, slim_plane(plane, duration=duration)))
             # Walk the plane for hlo protos (metadata stats) and kernel_details strings.
             stat_names = {}
             for pf, _, pv, _ in fields(plane):

@@ -846,3 +846,30 @@ fn mutated_captures_end_cleanly_in_bounded_time_and_memory() {
     // Not everything may fail: the valid prefixes and harmless flips must still read.
     assert!(ok_runs > 0, "no variant read successfully");
 }
+
+/// Inputs that once crashed stepscope (tests/fixtures/robustness): every analysis ends cleanly.
+#[test]
+fn regression_inputs_end_cleanly() {
+    let dir = root().join("tests/fixtures/robustness");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/fixtures/robustness")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e != "md"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no regression inputs in {}", dir.display());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut failures = Vec::new();
+    for path in &files {
+        let bytes = std::fs::read(path).expect("read");
+        let file = path.file_name().expect("name").to_string_lossy().into_owned();
+        let v = Variant { name: file.clone(), file, expands: false, runner: Runner::CliAll, bytes };
+        for (what, cmd) in commands(&v, path) {
+            let o = run_limited(cmd, tmp.path());
+            if let Some(why) = judge(&o, v.bytes.len() as u64, v.expands) {
+                failures.push(format!("{} — `{what}`: {why}", v.name));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
