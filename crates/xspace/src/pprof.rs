@@ -434,16 +434,21 @@ mod tests {
         assert!(parse_pprof(&buf).is_err());
     }
 
-    #[test]
-    fn gzip_bomb_is_refused() {
+    /// `mib` MiB of zeros, gzipped.
+    fn zeros_gz(mib: usize) -> Vec<u8> {
         use std::io::Write;
-        // 9 MiB of zeros against an 8 MiB cap (the real cap, 1 GiB, works the same way).
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         let chunk = vec![0u8; 1 << 20];
-        for _ in 0..9 {
+        for _ in 0..mib {
             enc.write_all(&chunk).unwrap();
         }
-        let gz = enc.finish().unwrap();
+        enc.finish().unwrap()
+    }
+
+    #[test]
+    fn gzip_bomb_is_refused() {
+        // 9 MiB of zeros against an 8 MiB cap (the real cap, 1 GiB, works the same way).
+        let gz = zeros_gz(9);
         let e = gunzip_capped(&gz, 8 << 20).unwrap_err();
         assert!(e.what.contains("more than 8 MiB"), "{e}");
         assert_eq!(gunzip_capped(&gz, 9 << 20).unwrap().len(), 9 << 20);
@@ -451,15 +456,8 @@ mod tests {
 
     #[test]
     fn gzip_bomb_is_refused_by_expansion() {
-        use std::io::Write;
         // 64 MiB of zeros in ~64 KB: over 32× and over 16 MiB, refused well before 1 GiB.
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-        let chunk = vec![0u8; 1 << 20];
-        for _ in 0..64 {
-            enc.write_all(&chunk).unwrap();
-        }
-        let gz = enc.finish().unwrap();
-        let e = parse_pprof(&gz).unwrap_err();
+        let e = parse_pprof(&zeros_gz(64)).unwrap_err();
         assert!(e.what.contains("more than 16 MiB"), "{e}");
     }
 }
