@@ -16,5 +16,6 @@ mod export;
 mod info;
 mod judgement;
 mod memory;
+mod robustness;
 mod server;
 mod server_load;

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::cache::FastMap;
 use crate::profile::{Device, OpEvent, Profile};
+use crate::stats::sum_ps;
 
 /// How to group op time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -117,7 +118,7 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     for d in profile.devices() {
         collect(&d, &hlo[d.host_index], &mut occ);
     }
-    let op_time_ps: i64 = occ.iter().map(|o| o.self_ps).sum();
+    let op_time_ps = sum_ps(occ.iter().map(|o| o.self_ps));
     let mut groups: FastMap<(Cow<str>, &str), Vec<&Occurrence>> = FastMap::default();
     let mut cut: FastMap<&str, String> = FastMap::default();
     for o in &occ {
@@ -140,8 +141,8 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
 
 fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: GroupBy) -> OpRow {
     let count = os.len() as u64;
-    let total_ps: i64 = os.iter().map(|o| o.ev.op_ps).sum();
-    let self_ps: i64 = os.iter().map(|o| o.self_ps).sum();
+    let total_ps = sum_ps(os.iter().map(|o| o.ev.op_ps));
+    let self_ps = sum_ps(os.iter().map(|o| o.self_ps));
     let sum_opt = |f: &dyn Fn(&Occurrence) -> Option<u64>| -> Option<u64> {
         os.iter().map(|o| f(o)).try_fold(0u64, |acc, v| v.map(|v| acc.saturating_add(v)))
     };
@@ -255,7 +256,7 @@ fn self_times(evs: &[OpEvent]) -> Vec<i64> {
             stack.pop();
         }
         if let Some(&parent) = stack.last() {
-            self_ps[parent] -= e.op_ps;
+            self_ps[parent] = self_ps[parent].saturating_sub(e.op_ps);
         }
         stack.push(i);
     }

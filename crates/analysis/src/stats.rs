@@ -52,6 +52,17 @@ pub fn percentile_sorted(v: &[i64], pct: f64) -> i64 {
     }
 }
 
+/// Sum of picosecond values, saturating: damaged profiles may hold durations near
+/// `i64::MAX`, and a sum must not overflow (a panic in debug builds, garbage in release).
+pub fn sum_ps(values: impl IntoIterator<Item = i64>) -> i64 {
+    values.into_iter().fold(0, i64::saturating_add)
+}
+
+/// An exact length, saturated into `i64` picoseconds.
+fn clamp_ps(v: i128) -> i64 {
+    v.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}
+
 /// Total length of the union of intervals `(start, end)`, clipped to `[lo, hi)`.
 /// `intervals` must be sorted by start.
 pub fn union_len(intervals: impl IntoIterator<Item = (i64, i64)>, lo: i64, hi: i64) -> i64 {
@@ -65,14 +76,14 @@ pub fn union_len(intervals: impl IntoIterator<Item = (i64, i64)>, lo: i64, hi: i
         match cur {
             Some((ca, cb)) if a <= cb => cur = Some((ca, cb.max(b))),
             Some((ca, cb)) => {
-                total += cb - ca;
+                total = total.saturating_add(cb.saturating_sub(ca));
                 cur = Some((a, b));
             }
             None => cur = Some((a, b)),
         }
     }
     if let Some((ca, cb)) = cur {
-        total += cb - ca;
+        total = total.saturating_add(cb.saturating_sub(ca));
     }
     total
 }
@@ -102,8 +113,9 @@ mod tests {
 #[derive(Clone, Debug, Default)]
 pub struct Intervals {
     spans: Vec<(i64, i64)>,
-    /// `prefix[i]` = total length of `spans[..i]`.
-    prefix: Vec<i64>,
+    /// `prefix[i]` = total length of `spans[..i]` (i128: exact even for damaged
+    /// profiles whose spans cover more than `i64::MAX` ps).
+    prefix: Vec<i128>,
 }
 
 impl Intervals {
@@ -119,10 +131,10 @@ impl Intervals {
             }
         }
         let mut prefix = Vec::with_capacity(spans.len() + 1);
-        let mut total = 0i64;
+        let mut total = 0i128;
         prefix.push(0);
         for &(a, b) in &spans {
-            total += b - a;
+            total += i128::from(b) - i128::from(a);
             prefix.push(total);
         }
         Intervals { spans, prefix }
@@ -130,7 +142,7 @@ impl Intervals {
 
     /// Total covered length.
     pub fn total(&self) -> i64 {
-        self.prefix.last().copied().unwrap_or(0)
+        clamp_ps(self.prefix.last().copied().unwrap_or(0))
     }
 
     /// The merged spans.
@@ -149,10 +161,10 @@ impl Intervals {
         if first >= last {
             return 0;
         }
-        let mut total = self.prefix[last] - self.prefix[first];
-        total -= (lo - self.spans[first].0).max(0);
-        total -= (self.spans[last - 1].1 - hi).max(0);
-        total
+        let total = self.prefix[last] - self.prefix[first];
+        let before = (i128::from(lo) - i128::from(self.spans[first].0)).max(0);
+        let after = (i128::from(self.spans[last - 1].1) - i128::from(hi)).max(0);
+        clamp_ps(total - before - after)
     }
 }
 
@@ -170,5 +182,17 @@ mod interval_tests {
             sorted.sort_unstable();
             assert_eq!(iv.overlap(lo, hi), union_len(sorted, lo, hi), "{lo}..{hi}");
         }
+    }
+
+    #[test]
+    fn extreme_times_saturate_instead_of_overflowing() {
+        // Damaged profiles: events from i64::MIN to i64::MAX, durations near i64::MAX.
+        let iv = Intervals::new(vec![(i64::MIN, 0), (1, i64::MAX), (i64::MIN + 1, -5)]);
+        assert_eq!(iv.total(), i64::MAX);
+        assert_eq!(iv.overlap(i64::MIN, i64::MAX), i64::MAX);
+        assert_eq!(iv.overlap(-10, 10), 19);
+        assert_eq!(union_len([(i64::MIN, 0), (1, i64::MAX)], i64::MIN, i64::MAX), i64::MAX);
+        assert_eq!(sum_ps([i64::MAX, i64::MAX, -1]), i64::MAX - 1);
+        assert_eq!(sum_ps([i64::MIN, -1]), i64::MIN);
     }
 }

@@ -72,9 +72,9 @@ fn find_and_measure(profile: &Profile) -> Steps {
         let on_host: Vec<i64> =
             devices.iter().zip(&busy).filter(|(d, _)| d.host == step.host).map(|(_, b)| b.overlap(lo, hi)).collect();
         if !on_host.is_empty() {
-            step.device_busy_ps = on_host.iter().sum::<i64>() / on_host.len() as i64;
+            step.device_busy_ps = crate::stats::sum_ps(on_host.iter().copied()) / on_host.len() as i64;
         }
-        step.device_idle_ps = (step.duration_ps - step.device_busy_ps).max(0);
+        step.device_idle_ps = step.duration_ps.saturating_sub(step.device_busy_ps).max(0);
         if let Some(hi_idx) = profile.hosts.iter().position(|h| h.host == step.host) {
             step.compile_ps = compile[hi_idx].overlap(lo, hi);
         }
@@ -172,7 +172,8 @@ fn module_executions(devices: &[Device]) -> Vec<Step> {
             (_, Some(line)) => {
                 let mut total: HashMap<u32, i64> = HashMap::new();
                 for i in 0..line.len() {
-                    *total.entry(line.meta[i]).or_default() += line.duration_ps_col[i];
+                    let t = total.entry(line.meta[i]).or_default();
+                    *t = t.saturating_add(line.duration_ps_col[i]);
                 }
                 let Some((&top, _)) = total.iter().max_by_key(|(m, t)| (**t, std::cmp::Reverse(**m))) else { continue };
                 let name = module_name(d.plane.event_name(top));
@@ -207,7 +208,8 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
     let mut per_module: HashMap<&str, i64> = HashMap::new();
     let ops = d.ops();
     for op in &ops {
-        *per_module.entry(op.module).or_default() += op.duration_ps;
+        let t = per_module.entry(op.module).or_default();
+        *t = t.saturating_add(op.duration_ps);
     }
     let Some((&top, _)) = per_module.iter().max_by_key(|(m, t)| (**t, std::cmp::Reverse(**m))) else {
         return Vec::new();
@@ -222,7 +224,7 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
     }
     let mut spans: Vec<(i64, i64)> = runs.into_values().collect();
     spans.sort_unstable();
-    spans.iter().enumerate().map(|(n, &(a, b))| blank_step(n as i64, top, d.host, a, b - a)).collect()
+    spans.iter().enumerate().map(|(n, &(a, b))| blank_step(n as i64, top, d.host, a, b.saturating_sub(a))).collect()
 }
 
 /// The time device `d` was busy: ran some op, or, on XLA:CPU, ran an XLA program

@@ -7,7 +7,7 @@ use crate::advise::{self, Finding, Thresholds};
 use crate::cache::FastMap;
 use crate::ops::{self, GroupBy, OpRow};
 use crate::profile::{host_cpu_plane, Device, DeviceKind, OpSource, Profile};
-use crate::stats::{Distribution, Intervals};
+use crate::stats::{sum_ps, Distribution, Intervals};
 use crate::steps::{self, StepSource};
 
 /// What one average step spent its time on, ps. The parts add up to `step_ps`.
@@ -184,12 +184,12 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
         let (lo, hi) = (step.start_ps, step.end_ps());
         let here: Vec<&DeviceTime> = times.iter().filter(|t| t.host == step.host).collect();
         let n = here.len().max(1) as i64;
-        let part = |f: &dyn Fn(&DeviceTime) -> i64| here.iter().map(|t| f(t)).sum::<i64>() / n;
+        let part = |f: &dyn Fn(&DeviceTime) -> i64| sum_ps(here.iter().map(|t| f(t))) / n;
         let busy = step.device_busy_ps;
         let coll = part(&|t| t.classes[0].overlap(lo, hi));
         let h2d = part(&|t| t.classes[1].overlap(lo, hi));
         let d2h = part(&|t| t.classes[2].overlap(lo, hi));
-        let idle = (step.duration_ps - busy).max(0);
+        let idle = step.duration_ps.saturating_sub(busy).max(0);
         let compile = step.compile_ps.min(idle);
         let (mut host_h2d, mut host_d2h) = (0, 0);
         if let Some(Some((to_dev, to_host))) =
@@ -198,13 +198,15 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
             host_h2d = to_dev.overlap(lo, hi).min(idle - compile);
             host_d2h = to_host.overlap(lo, hi).min(idle - compile - host_h2d);
         }
-        sum.step_ps += step.duration_ps;
-        sum.collectives_ps += coll;
-        sum.host_to_device_ps += h2d + host_h2d;
-        sum.device_to_host_ps += d2h + host_d2h;
-        sum.device_compute_ps += (busy - coll - h2d - d2h).max(0);
-        sum.compile_ps += compile;
-        sum.device_idle_ps += idle - compile - host_h2d - host_d2h;
+        // Saturating: a damaged profile may hold durations near i64::MAX.
+        let compute = busy.saturating_sub(coll).saturating_sub(h2d).saturating_sub(d2h).max(0);
+        sum.step_ps = sum.step_ps.saturating_add(step.duration_ps);
+        sum.collectives_ps = sum.collectives_ps.saturating_add(coll);
+        sum.host_to_device_ps = sum.host_to_device_ps.saturating_add(h2d).saturating_add(host_h2d);
+        sum.device_to_host_ps = sum.device_to_host_ps.saturating_add(d2h).saturating_add(host_d2h);
+        sum.device_compute_ps = sum.device_compute_ps.saturating_add(compute);
+        sum.compile_ps = sum.compile_ps.saturating_add(compile);
+        sum.device_idle_ps = sum.device_idle_ps.saturating_add(idle - compile - host_h2d - host_d2h);
     }
     let n = steps.steps.len().max(1) as i64;
     let breakdown = Breakdown {
@@ -216,7 +218,7 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
         compile_ps: sum.compile_ps / n,
         device_idle_ps: sum.device_idle_ps / n,
     };
-    let busy_total: i64 = steps.steps.iter().map(|s| s.device_busy_ps).sum();
+    let busy_total = sum_ps(steps.steps.iter().map(|s| s.device_busy_ps));
     let device_utilization_pct = if sum.step_ps > 0 { 100.0 * busy_total as f64 / sum.step_ps as f64 } else { 0.0 };
     let mut top_ops = ops::ops(profile, GroupBy::Op, 0).ops;
     top_ops.truncate(top);

@@ -14,6 +14,11 @@ use crate::{Error, Result};
 /// Most bytes a gzipped profile may expand to (guards against gzip bombs).
 pub const MAX_DECOMPRESSED_BYTES: u64 = 1 << 30;
 
+/// Gzip bomb guard: past 16 MiB, a profile may expand to at most 32× its compressed
+/// size (JAX's memory profiles expand about 2–3×), so a 1 MB file never takes 1 GiB.
+const MAX_EXPANSION: u64 = 32;
+const MIN_EXPANSION_LIMIT: u64 = 16 << 20;
+
 /// One stack frame.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frame {
@@ -120,9 +125,11 @@ pub fn read_pprof(path: &Path) -> Result<Pprof> {
     }
 }
 
-/// Decompresses gzip (all members), refusing more than [`MAX_DECOMPRESSED_BYTES`].
+/// Decompresses gzip (all members), refusing more than [`MAX_DECOMPRESSED_BYTES`] or
+/// [`MAX_EXPANSION`]× the compressed size (past [`MIN_EXPANSION_LIMIT`]).
 fn gunzip(raw: &[u8]) -> Result<Vec<u8>> {
-    gunzip_capped(raw, MAX_DECOMPRESSED_BYTES)
+    let by_ratio = (raw.len() as u64).saturating_mul(MAX_EXPANSION).max(MIN_EXPANSION_LIMIT);
+    gunzip_capped(raw, by_ratio.min(MAX_DECOMPRESSED_BYTES))
 }
 
 fn gunzip_capped(raw: &[u8], limit: u64) -> Result<Vec<u8>> {
@@ -131,8 +138,8 @@ fn gunzip_capped(raw: &[u8], limit: u64) -> Result<Vec<u8>> {
     dec.take(limit + 1).read_to_end(&mut out).map_err(|e| not_pprof(format!("gzip data is damaged ({e})")))?;
     if out.len() as u64 > limit {
         return Err(Error::new(
-            format!("the memory profile expands to more than {} MiB", limit >> 20),
-            "this is not a memory profile JAX writes; check the file",
+            format!("the memory profile expands to more than {} MiB (a gzip bomb?)", limit >> 20),
+            "JAX's memory profiles expand about 3× and stay small; check where the file came from",
         ));
     }
     Ok(out)
@@ -427,18 +434,30 @@ mod tests {
         assert!(parse_pprof(&buf).is_err());
     }
 
-    #[test]
-    fn gzip_bomb_is_refused() {
+    /// `mib` MiB of zeros, gzipped.
+    fn zeros_gz(mib: usize) -> Vec<u8> {
         use std::io::Write;
-        // 9 MiB of zeros against an 8 MiB cap (the real cap, 1 GiB, works the same way).
-        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         let chunk = vec![0u8; 1 << 20];
-        for _ in 0..9 {
+        for _ in 0..mib {
             enc.write_all(&chunk).unwrap();
         }
-        let gz = enc.finish().unwrap();
+        enc.finish().unwrap()
+    }
+
+    #[test]
+    fn gzip_bomb_is_refused() {
+        // 9 MiB of zeros against an 8 MiB cap (the real cap, 1 GiB, works the same way).
+        let gz = zeros_gz(9);
         let e = gunzip_capped(&gz, 8 << 20).unwrap_err();
         assert!(e.what.contains("more than 8 MiB"), "{e}");
         assert_eq!(gunzip_capped(&gz, 9 << 20).unwrap().len(), 9 << 20);
+    }
+
+    #[test]
+    fn gzip_bomb_is_refused_by_expansion() {
+        // 64 MiB of zeros in ~64 KB: over 32× and over 16 MiB, refused well before 1 GiB.
+        let e = parse_pprof(&zeros_gz(64)).unwrap_err();
+        assert!(e.what.contains("more than 16 MiB"), "{e}");
     }
 }

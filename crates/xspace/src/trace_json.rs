@@ -33,11 +33,13 @@
 //! they are kept as written (`ts` × 10⁶).
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -49,6 +51,13 @@ use crate::model::{EventMeta, Format, Line, Plane, Source, Space, Span, Stat, St
 
 /// Most bytes a trace may decompress to before reading stops.
 const MAX_TEXT_BYTES: u64 = 64 << 30;
+
+/// Gzip bomb guard: once past [`MIN_EXPANSION_LIMIT`], the text read so far may be at
+/// most this many times the gzip bytes read so far (real traces expand 10–16×). Without
+/// it a 1 MB file could hold a 1 GB string that serde_json would buffer whole; with it
+/// a bomb stops at 16 MiB of text whatever its size.
+const MAX_EXPANSION: u64 = 32;
+const MIN_EXPANSION_LIMIT: u64 = 16 << 20;
 
 /// Picoseconds per microsecond.
 const PS_PER_US: i128 = 1_000_000;
@@ -72,10 +81,11 @@ fn read_from<R: BufRead>(mut input: R, host: &str, name: &Path, file_bytes: u64)
     }
     let mut builder = Builder::new(host, file_bytes);
     if head.starts_with(&[0x1f, 0x8b]) {
-        let decoder = flate2::bufread::MultiGzDecoder::new(input);
-        builder.parse(Guard::new(decoder, true), name)?;
+        let consumed = Rc::new(Cell::new(0));
+        let decoder = flate2::bufread::MultiGzDecoder::new(Counted { inner: input, consumed: consumed.clone() });
+        builder.parse(Guard::new(decoder, Some(consumed)), name)?;
     } else {
-        builder.parse(Guard::new(input, false), name)?;
+        builder.parse(Guard::new(input, None), name)?;
     }
     builder.finish()
 }
@@ -90,6 +100,8 @@ enum StreamError {
     Gzip(io::Error),
     /// The decompressed text is larger than [`MAX_TEXT_BYTES`].
     TooBig,
+    /// Gzipped text expands more than [`MAX_EXPANSION`]× its compressed size.
+    Bomb { text: u64, gzip: u64 },
 }
 
 impl std::fmt::Display for StreamError {
@@ -97,22 +109,48 @@ impl std::fmt::Display for StreamError {
         match self {
             StreamError::Gzip(e) => write!(f, "gzip: {e}"),
             StreamError::TooBig => write!(f, "more than {} GiB of text", MAX_TEXT_BYTES >> 30),
+            StreamError::Bomb { text, gzip } => write!(f, "{} MiB of text from {} KiB of gzip", text >> 20, gzip >> 10),
         }
     }
 }
 
 impl std::error::Error for StreamError {}
 
+/// A buffered reader that counts the bytes taken from it (the gzip bytes read so far).
+struct Counted<R> {
+    inner: R,
+    consumed: Rc<Cell<u64>>,
+}
+
+impl<R: BufRead> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.consumed.set(self.consumed.get() + n as u64);
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> BufRead for Counted<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, amt: usize) {
+        self.consumed.set(self.consumed.get() + amt as u64);
+        self.inner.consume(amt);
+    }
+}
+
 /// A reader that counts the bytes of text and tags decoder errors.
 struct Guard<R> {
     inner: R,
-    gzip: bool,
     total: u64,
+    /// For gzip input: the gzip bytes read so far, for the gzip bomb guard.
+    gzip: Option<Rc<Cell<u64>>>,
 }
 
 impl<R: Read> Guard<R> {
-    fn new(inner: R, gzip: bool) -> Guard<R> {
-        Guard { inner, gzip, total: 0 }
+    fn new(inner: R, gzip: Option<Rc<Cell<u64>>>) -> Guard<R> {
+        Guard { inner, total: 0, gzip }
     }
 }
 
@@ -124,9 +162,14 @@ impl<R: Read> Read for Guard<R> {
                 if self.total > MAX_TEXT_BYTES {
                     return Err(io::Error::other(StreamError::TooBig));
                 }
+                if let Some(gz) = self.gzip.as_ref().map(|c| c.get()) {
+                    if self.total > MIN_EXPANSION_LIMIT && self.total > gz.saturating_mul(MAX_EXPANSION) {
+                        return Err(io::Error::other(StreamError::Bomb { text: self.total, gzip: gz }));
+                    }
+                }
                 Ok(n)
             }
-            Err(e) if self.gzip && e.kind() != io::ErrorKind::Interrupted => {
+            Err(e) if self.gzip.is_some() && e.kind() != io::ErrorKind::Interrupted => {
                 Err(io::Error::new(e.kind(), StreamError::Gzip(e)))
             }
             Err(e) => Err(e),
@@ -647,6 +690,14 @@ impl Builder {
                     Some(StreamError::TooBig) => Error::new(
                         format!("{} decompresses to more than {} GiB of JSON", name.display(), MAX_TEXT_BYTES >> 30),
                         "this is not a profile this reader can load; capture a shorter profile",
+                    ),
+                    Some(bomb @ StreamError::Bomb { .. }) => Error::new(
+                        format!(
+                            "{} expands over {MAX_EXPANSION}× ({bomb}; real traces expand about 15×), \
+                             so it looks like a gzip bomb",
+                            name.display(),
+                        ),
+                        "if you trust the file, decompress it (`gunzip -k FILE`) and pass the .json",
                     ),
                     None => Error::io(name, &io),
                 }
@@ -1735,6 +1786,29 @@ mod tests {
         std::fs::write(&path, text).unwrap();
         assert_eq!(read_trace_json(&path, "h").unwrap().event_count(), 1);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn gzip_bombs_are_refused_early() {
+        // A 256 MiB event name in a ~256 KB file: refused once the text passes 16 MiB,
+        // before the name is buffered whole.
+        let member = gzip(&vec![b'a'; 1 << 20]);
+        let mut bomb = gzip(br#"{"traceEvents":[{"ph":"X","pid":1,"tid":1,"ts":1,"dur":1,"name":""#);
+        for _ in 0..256 {
+            bomb.extend_from_slice(&member);
+        }
+        bomb.extend(gzip(br#""}]}"#));
+        let e = err_of(parse_trace_json(&bomb, "h", Path::new("bomb.json.gz")));
+        assert!(e.contains("gzip bomb") && e.contains("gunzip"), "{e}");
+        // Small files may still expand past 32× up to 16 MiB, and plain text has no limit.
+        let mut events = String::from("[");
+        for _ in 0..20_000 {
+            events.push_str(r#"{"ph":"X","pid":1,"tid":1,"ts":1,"dur":1,"name":"a"},"#);
+        }
+        events.push_str("{}]");
+        let gz = gzip(events.as_bytes());
+        assert!(events.len() > 32 * gz.len(), "{} vs {}", events.len(), gz.len());
+        assert_eq!(parse_trace_json(&gz, "h", Path::new("x")).unwrap().event_count(), 20_000);
     }
 
     #[test]

@@ -24,6 +24,11 @@ const UNKNOWN_META: u32 = u32::MAX;
 /// Most bytes a single gzip-compressed string stat may expand to.
 const MAX_GUNZIP_BYTES: u64 = 256 << 20;
 
+/// Gzip bomb guard: a compressed string stat keeps at most 32× its compressed size
+/// (and at least 4 KiB), so the text of all of them stays within ~32× the file.
+const MAX_GUNZIP_EXPANSION: u64 = 32;
+const MIN_GUNZIP_LIMIT: u64 = 4 << 10;
+
 /// Reads `<host>.xplane.pb`; the host name comes from the file name.
 pub fn read_xspace(path: &Path, progress: &Progress) -> Result<Space> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, &e))?;
@@ -303,7 +308,9 @@ fn decode_stat(
             (8, LEN) => {
                 let b = sw.bytes(wt)?;
                 let mut text = Vec::new();
-                let mut gz = flate2::read::GzDecoder::new(sw.slice(b)).take(MAX_GUNZIP_BYTES);
+                // Text past the limit is cut off, as for any over-long stat.
+                let limit = (b.len() as u64 * MAX_GUNZIP_EXPANSION).clamp(MIN_GUNZIP_LIMIT, MAX_GUNZIP_BYTES);
+                let mut gz = flate2::read::GzDecoder::new(sw.slice(b)).take(limit);
                 if gz.read_to_end(&mut text).is_err() {
                     return Err(WireError { at, what: "compressed string stat is not valid gzip" });
                 }
@@ -401,4 +408,56 @@ fn decode_line(w: &Wire, r: Range<usize>, event_ids: &IdMap, stat_ids: &IdMap) -
         *s = s.saturating_add(base_ps);
     }
     Ok((line, arena, unknown))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn varint(mut v: u64, out: &mut Vec<u8>) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+
+    fn ld(field: u64, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        varint(field << 3 | 2, &mut out);
+        varint(payload.len() as u64, &mut out);
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// An XSpace with one plane whose plane stats are compressed strings (wire field 8).
+    fn space_with_gz_stats(texts: &[Vec<u8>]) -> Space {
+        let stat_meta = ld(5, &[&[0x08, 1][..], &ld(2, &[&[0x08, 1][..], &ld(2, b"s")].concat())].concat());
+        let mut plane = [ld(2, b"/host:CPU"), stat_meta].concat();
+        for t in texts {
+            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+            gz.write_all(t).unwrap();
+            plane.extend(ld(6, &[&[0x08, 1][..], &ld(8, &gz.finish().unwrap())].concat()));
+        }
+        decode_xspace(Arc::new(Source::Owned(ld(1, &plane))), "h", &Progress::default()).unwrap()
+    }
+
+    #[test]
+    fn compressed_string_stats_are_capped_by_expansion() {
+        // Ordinary text comes back whole.
+        let space = space_with_gz_stats(&[b"fusion.1 = f32[8] add(a, b)".to_vec()]);
+        let p = &space.planes[0];
+        assert_eq!(p.stat_str(&p.stats[0]), Some("fusion.1 = f32[8] add(a, b)"));
+        // A 64 MiB bomb in ~64 KB keeps only 32× its compressed size.
+        let bomb = vec![b'a'; 64 << 20];
+        let space = space_with_gz_stats(&[bomb.clone(), bomb]);
+        let p = &space.planes[0];
+        for s in &p.stats {
+            let n = p.stat_str(s).unwrap().len();
+            assert!(n > 1 << 20 && n < 4 << 20, "{n}");
+        }
+        assert!(p.arena.len() < 8 << 20, "{}", p.arena.len());
+    }
 }

@@ -136,7 +136,7 @@ fn versions(space: &Space) -> Vec<(String, String)> {
 fn print_text(info: &InfoJson) {
     println!("run {}  ·  {} events in {} host(s)", info.run, human::count(info.events_total), info.hosts.len());
     for h in &info.hosts {
-        let span = h.time_span_ps.map_or("no events".to_string(), |[a, b]| human::duration_ps(b - a));
+        let span = h.time_span_ps.map_or("no events".to_string(), |[a, b]| human::duration_ps(b.saturating_sub(a)));
         println!();
         println!("host {}  ·  {} {}  ·  span {}", h.host, human::bytes(h.file_bytes), h.format, span);
         for (k, v) in &h.versions {
