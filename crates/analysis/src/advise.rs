@@ -17,7 +17,7 @@ use crate::devices;
 use crate::memory;
 use crate::ops::{self, GroupBy};
 use crate::profile::{host_cpu_plane, Profile};
-use crate::stats::Intervals;
+use crate::stats::{sum_ps, Intervals};
 use crate::steps::{self, busy_intervals, Steps};
 use crate::summary::{self, Summary};
 
@@ -198,7 +198,7 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
     }
     let compiled_in_steps: Vec<&steps::Step> = steps.steps.iter().filter(|st| st.compile_ps > 0).collect();
     if !compiled_in_steps.is_empty() {
-        let total: i64 = compiled_in_steps.iter().map(|st| st.compile_ps).sum();
+        let total = sum_ps(compiled_in_steps.iter().map(|st| st.compile_ps));
         out.push(Finding {
             rule: "captured-compilation",
             severity: Severity::Warning,
@@ -303,9 +303,9 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
     let span: i64 = {
         let lo = steps.steps.iter().map(|s| s.start_ps).min().unwrap_or(0);
         let hi = steps.steps.iter().map(|s| s.end_ps()).max().unwrap_or(0);
-        hi - lo
+        hi.saturating_sub(lo)
     };
-    let between_pct = pct(between.iter().map(|g| g.1).sum(), span);
+    let between_pct = pct(sum_ps(between.iter().map(|g| g.1)), span);
     if between_pct > th.host_overhead_pct {
         let mut worst = between.clone();
         worst.sort_by_key(|g| std::cmp::Reverse(g.1));
@@ -337,7 +337,7 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
         });
     }
     let input = leading_idle(profile, &steps);
-    let input_pct = pct(input.iter().map(|(_, ps)| ps).sum::<i64>(), steps.steps.iter().map(|s| s.duration_ps).sum());
+    let input_pct = pct(sum_ps(input.iter().map(|(_, ps)| *ps)), sum_ps(steps.steps.iter().map(|s| s.duration_ps)));
     if input_pct > th.input_bound_pct {
         let mut worst = input.clone();
         worst.sort_by_key(|(_, ps)| std::cmp::Reverse(*ps));
@@ -376,7 +376,7 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
     let small: Vec<&ops::OpRow> = op_rows.ops.iter().filter(|r| (r.avg_ps as f64) < small_us * 1e6).collect();
     let small_execs: u64 = small.iter().map(|r| r.count).sum();
     let small_share = pct(small_execs as i64, total_execs as i64);
-    let small_time = pct(small.iter().map(|r| r.self_ps).sum(), op_rows.op_time_ps);
+    let small_time = pct(sum_ps(small.iter().map(|r| r.self_ps)), op_rows.op_time_ps);
     let per_step = total_execs / steps.steps.len().max(1) as u64;
     if small_share > th.small_op_share_pct && small_time > th.small_op_time_pct && per_step >= 100 {
         let mut by_count = small.clone();
@@ -449,7 +449,7 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
     let mem_bound: Vec<&ops::OpRow> =
         op_rows.ops.iter().filter(|r| r.bound == Some("memory") && r.bytes_per_s.is_some()).collect();
     if !mem_bound.is_empty() {
-        let t: i64 = mem_bound.iter().map(|r| r.self_ps).sum();
+        let t = sum_ps(mem_bound.iter().map(|r| r.self_ps));
         let bytes: f64 = mem_bound.iter().filter_map(|r| r.bytes_accessed).map(|b| b as f64).sum();
         let dev = profile.devices();
         let peak = dev.iter().find_map(|d| ops::peaks(d).bytes_per_s);
@@ -711,7 +711,7 @@ fn idle_gaps(profile: &Profile, steps: &Steps, n: usize) -> Vec<Evidence> {
             }
         }
     }
-    gaps.sort_by_key(|(a, b, _)| std::cmp::Reverse(b - a));
+    gaps.sort_by_key(|(a, b, _)| std::cmp::Reverse(b.saturating_sub(*a)));
     let mut out: Vec<Evidence> = Vec::new();
     for (a, b, st) in gaps {
         // Devices of one host share gaps; report each stretch once.
@@ -721,7 +721,11 @@ fn idle_gaps(profile: &Profile, steps: &Steps, n: usize) -> Vec<Evidence> {
         {
             continue;
         }
-        let mut e = at(ev(format!("device idle {} in step {}", ms(b - a), st.step_num), &st.host), a, b - a);
+        let mut e = at(
+            ev(format!("device idle {} in step {}", ms(b.saturating_sub(a)), st.step_num), &st.host),
+            a,
+            b.saturating_sub(a),
+        );
         e.step_num = Some(st.step_num);
         e.detail = host_activity(profile, &st.host, a, b);
         out.push(e);
@@ -740,13 +744,14 @@ fn host_activity(profile: &Profile, host: &str, lo: i64, hi: i64) -> String {
     let step_key = plane.stat_id("step_num");
     let mut best: Option<(i64, i64, &str)> = None;
     for line in &plane.lines {
-        let first = line.start_ps.partition_point(|&s| s < lo - (hi - lo) * 100);
+        let first =
+            line.start_ps.partition_point(|&s| s < lo.saturating_sub(hi.saturating_sub(lo).saturating_mul(100)));
         for i in first..line.len() {
             let (a, b) = (line.start_ps[i], line.end_ps(i));
             if a >= hi {
                 break;
             }
-            let ov = b.min(hi) - a.max(lo);
+            let ov = b.min(hi).saturating_sub(a.max(lo));
             if ov <= 0 || step_key.is_some_and(|k| plane.event_stat(line, i, k).is_some()) {
                 continue;
             }
@@ -756,10 +761,10 @@ fn host_activity(profile: &Profile, host: &str, lo: i64, hi: i64) -> String {
             }
             let better = match best {
                 None => true,
-                Some((bov, blen, _)) => ov > bov || (ov == bov && b - a < blen),
+                Some((bov, blen, _)) => ov > bov || (ov == bov && b.saturating_sub(a) < blen),
             };
             if better {
-                best = Some((ov, b - a, name));
+                best = Some((ov, b.saturating_sub(a), name));
             }
         }
     }
@@ -774,7 +779,7 @@ fn between_steps(steps: &Steps) -> Vec<(&steps::Step, i64)> {
     let mut out = Vec::new();
     for (i, st) in steps.steps.iter().enumerate() {
         if let Some(next) = steps.steps[i + 1..].iter().find(|n| n.host == st.host) {
-            let gap = next.start_ps - st.end_ps();
+            let gap = next.start_ps.saturating_sub(st.end_ps());
             if gap > 0 {
                 out.push((st, gap));
             }
@@ -842,7 +847,7 @@ fn leading_idle<'s>(profile: &Profile, steps: &'s Steps) -> Vec<(&'s steps::Step
                     spans.get(i).map(|s| s.0.max(st.start_ps)).filter(|&t| t < st.end_ps())
                 })
                 .min()?;
-            Some((st, first - st.start_ps))
+            Some((st, first.saturating_sub(st.start_ps)))
         })
         .collect()
 }
@@ -866,7 +871,7 @@ fn largest_copies(profile: &Profile, n: usize) -> Vec<Evidence> {
         let (to_dev, to_host) = summary::host_transfers(profile, hi);
         for (iv, what) in [(to_dev, "host → device transfer"), (to_host, "device → host transfer")] {
             for &(a, b) in iv.spans() {
-                found.push((b - a, a, what.to_string(), h.host.clone()));
+                found.push((b.saturating_sub(a), a, what.to_string(), h.host.clone()));
             }
         }
     }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::profile::{Device, OpEvent, Profile};
-use crate::stats::Intervals;
+use crate::stats::{sum_ps, Intervals};
 
 /// The collectives of a run.
 #[derive(Clone, Debug, Serialize)]
@@ -134,7 +134,7 @@ pub fn collectives(profile: &Profile) -> Collectives {
         let (fl, compute) = flights(&d);
         let id = d.id();
         for f in fl {
-            let len = (f.hi - f.lo).max(0);
+            let len = f.hi.saturating_sub(f.lo).max(0);
             let a = rows.entry((f.name.clone(), f.module.to_string())).or_default();
             a.kind = collective_kind(&f.name);
             a.is_async |= f.is_async;
@@ -142,8 +142,8 @@ pub fn collectives(profile: &Profile) -> Collectives {
             if !a.devices.contains(&id) {
                 a.devices.push(id.clone());
             }
-            a.total += len;
-            a.overlapped += compute.overlap(f.lo, f.hi);
+            a.total = a.total.saturating_add(len);
+            a.overlapped = a.overlapped.saturating_add(compute.overlap(f.lo, f.hi));
             a.max = a.max.max(len);
         }
     }
@@ -165,8 +165,8 @@ pub fn collectives(profile: &Profile) -> Collectives {
         })
         .collect();
     ops.sort_by(|a, b| b.exposed_ps.cmp(&a.exposed_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
-    let total_ps: i64 = ops.iter().map(|r| r.total_ps).sum();
-    let overlapped_ps: i64 = ops.iter().map(|r| r.overlapped_ps).sum();
+    let total_ps = sum_ps(ops.iter().map(|r| r.total_ps));
+    let overlapped_ps = sum_ps(ops.iter().map(|r| r.overlapped_ps));
     Collectives {
         schema: "stepscope.collectives/1",
         run: profile.run.clone(),

@@ -100,7 +100,7 @@ pub fn compile(profile: &Profile) -> Compile {
                 }
                 outer_end = hi;
                 if is_lowering(name) {
-                    pending_lowering = Some((lo, hi - lo));
+                    pending_lowering = Some((lo, hi.saturating_sub(lo)));
                 } else {
                     let (start, lowering) = pending_lowering.take().unwrap_or((lo, 0));
                     spans.push((start, lowering, lo, hi));
@@ -129,8 +129,8 @@ pub fn compile(profile: &Profile) -> Compile {
                 module_from,
                 start_ps: start,
                 lowering_ps: lowering,
-                backend_ps: hi - lo,
-                total_ps: lowering + (hi - lo),
+                backend_ps: hi.saturating_sub(lo),
+                total_ps: lowering.saturating_add(hi.saturating_sub(lo)),
             });
         }
     }
@@ -140,7 +140,7 @@ pub fn compile(profile: &Profile) -> Compile {
         match modules.iter_mut().find(|m| m.module == c.module) {
             Some(m) => {
                 m.count += 1;
-                m.total_ps += c.total_ps;
+                m.total_ps = m.total_ps.saturating_add(c.total_ps);
                 m.max_ps = m.max_ps.max(c.total_ps);
             }
             None => modules.push(ModuleCompile {
@@ -155,7 +155,7 @@ pub fn compile(profile: &Profile) -> Compile {
     Compile {
         schema: "stepscope.compile/1",
         run: profile.run.clone(),
-        total_ps: compiles.iter().map(|c| c.total_ps).sum(),
+        total_ps: crate::stats::sum_ps(compiles.iter().map(|c| c.total_ps)),
         modules,
         compiles,
     }

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::collectives::pct;
 use crate::profile::{DeviceKind, Profile};
-use crate::stats::{percentile_sorted, Intervals};
+use crate::stats::{percentile_sorted, sum_ps, Intervals};
 use crate::steps::{self, busy_intervals};
 
 /// A device (or host) is a straggler when its compute time exceeds the median of its
@@ -105,9 +105,9 @@ pub fn devices(profile: &Profile) -> Devices {
         } else {
             windows
         };
-        let window_ps: i64 = windows.iter().map(|(a, b)| b - a).sum();
-        let busy_ps: i64 = windows.iter().map(|&(a, b)| busy.overlap(a, b)).sum();
-        let collective_ps: i64 = windows.iter().map(|&(a, b)| coll.overlap(a, b)).sum();
+        let window_ps = sum_ps(windows.iter().map(|(a, b)| b.saturating_sub(*a)));
+        let busy_ps = sum_ps(windows.iter().map(|&(a, b)| busy.overlap(a, b)));
+        let collective_ps = sum_ps(windows.iter().map(|&(a, b)| coll.overlap(a, b)));
         rows.push(DeviceRow {
             host: d.host.to_string(),
             device: d.name.clone(),
@@ -142,15 +142,15 @@ pub fn devices(profile: &Profile) -> Devices {
             let mine: Vec<&DeviceRow> = rows.iter().filter(|r| r.host == h.host).collect();
             let n = mine.len().max(1) as i64;
             let host_steps: Vec<i64> = st.steps.iter().filter(|s| s.host == h.host).map(|s| s.duration_ps).collect();
-            let window: i64 = mine.iter().map(|r| r.window_ps).sum();
-            let busy: i64 = mine.iter().map(|r| r.busy_ps).sum();
+            let window = sum_ps(mine.iter().map(|r| r.window_ps));
+            let busy = sum_ps(mine.iter().map(|r| r.busy_ps));
             HostRow {
                 host: h.host.clone(),
                 device_count: mine.len() as u64,
                 step_count: host_steps.len() as u64,
-                step_mean_ps: host_steps.iter().sum::<i64>() / host_steps.len().max(1) as i64,
-                compute_ps: mine.iter().map(|r| r.compute_ps).sum::<i64>() / n,
-                collective_ps: mine.iter().map(|r| r.collective_ps).sum::<i64>() / n,
+                step_mean_ps: sum_ps(host_steps.iter().copied()) / host_steps.len().max(1) as i64,
+                compute_ps: sum_ps(mine.iter().map(|r| r.compute_ps)) / n,
+                collective_ps: sum_ps(mine.iter().map(|r| r.collective_ps)) / n,
                 utilization_pct: pct(busy, window),
                 clock_offset_ps: profile.clock_offset_ps.get(hi).copied().unwrap_or(0),
                 straggler: false,
@@ -170,17 +170,17 @@ pub fn devices(profile: &Profile) -> Devices {
         v
     };
     let median = percentile_sorted(&compute, 50.0);
-    let busy_ps: i64 = rows.iter().map(|r| r.busy_ps).sum();
-    let window_ps: i64 = rows.iter().map(|r| r.window_ps).sum();
+    let busy_ps = sum_ps(rows.iter().map(|r| r.busy_ps));
+    let window_ps = sum_ps(rows.iter().map(|r| r.window_ps));
     let all = Aggregate {
         device_count: rows.len() as u64,
         host_count: profile.hosts.len() as u64,
         busy_ps,
-        compute_ps: rows.iter().map(|r| r.compute_ps).sum(),
-        collective_ps: rows.iter().map(|r| r.collective_ps).sum(),
+        compute_ps: sum_ps(rows.iter().map(|r| r.compute_ps)),
+        collective_ps: sum_ps(rows.iter().map(|r| r.collective_ps)),
         utilization_pct: pct(busy_ps, window_ps),
         compute_spread_pct: match (compute.first(), compute.last()) {
-            (Some(lo), Some(hi)) if median > 0 => pct(hi - lo, median),
+            (Some(lo), Some(hi)) if median > 0 => pct(hi.saturating_sub(*lo), median),
             _ => 0.0,
         },
     };
@@ -202,7 +202,7 @@ fn outliers(compute: &[i64], collective: &[i64]) -> Vec<(usize, Straggler)> {
         let median = percentile_sorted(&peers, 50.0);
         let excess = pct(compute[i] - median, median);
         if median > 0 && excess > STRAGGLER_EXCESS_PCT {
-            let peer_collective_ps = (0..n).filter(|&j| j != i).map(|j| collective[j]).sum::<i64>() / (n - 1) as i64;
+            let peer_collective_ps = sum_ps((0..n).filter(|&j| j != i).map(|j| collective[j])) / (n - 1) as i64;
             out.push((
                 i,
                 Straggler {

@@ -163,7 +163,7 @@ fn merge_by_name(rows: Vec<OpRow>) -> Vec<OpRow> {
         match out.iter_mut().find(|o| o.name == r.name && o.module == r.module) {
             Some(o) => {
                 o.count += r.count;
-                o.total_ps += r.total_ps;
+                o.total_ps = o.total_ps.saturating_add(r.total_ps);
             }
             None => out.push(r),
         }

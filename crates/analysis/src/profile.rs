@@ -204,7 +204,9 @@ fn device_ops(plane: &Plane, slot: &Slot) -> DeviceOps {
             let duration_ps = line.duration_ps_col[i].max(0);
             // TPU ops record their length on the device clock: the op's own time.
             let op_ps = match slot.source {
-                OpSource::XlaOpsLine => device_duration.and_then(|s| plane.stat_i64(&s)).map_or(duration_ps, |d| d.max(0)),
+                OpSource::XlaOpsLine => {
+                    device_duration.and_then(|s| plane.stat_i64(&s)).map_or(duration_ps, |d| d.max(0))
+                }
                 _ => duration_ps,
             };
             let rec = OpRec {
