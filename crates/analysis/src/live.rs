@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::ops::OpRow;
-use crate::profile::{host_cpu_plane, Profile};
+use crate::profile::Profile;
 use crate::stats::Distribution;
 use crate::steps::{busy_intervals, StepSource};
 use crate::summary;
@@ -71,57 +71,20 @@ pub fn snapshot(profile: &Profile, top: usize) -> Snapshot {
     }
 }
 
-/// Memory in use from allocator events on each host's CPU plane.
+/// Memory in use, summed over the allocators of the memory analysis ([`crate::memory`]).
 pub fn memory_in_use(profile: &Profile) -> Option<Memory> {
-    let mut total = Memory::default();
-    let mut found = false;
-    for space in &profile.hosts {
-        let Some(plane) = host_cpu_plane(space) else { continue };
-        let Some(allocated) = plane.stat_id("bytes_allocated") else { continue };
-        let peak = plane.stat_id("peak_bytes_in_use");
-        // GPU allocators carry a name; TPU ones only their index on the host.
-        let (allocator, index) = (plane.stat_id("allocator_name"), plane.stat_id("index_on_host"));
-        // allocator name → (start of its last event, bytes_allocated then, max peak).
-        let mut per: Vec<(String, i64, u64, u64)> = Vec::new();
-        for line in &plane.lines {
-            for i in 0..line.len() {
-                let name = plane.event_name(line.meta[i]);
-                if name != "MemoryAllocation" && name != "MemoryDeallocation" {
-                    continue;
-                }
-                let Some(bytes) = plane.event_stat(line, i, allocated).and_then(|s| plane.stat_i64(&s)) else {
-                    continue;
-                };
-                let bytes = bytes.max(0) as u64;
-                let pk = peak.and_then(|p| plane.event_stat(line, i, p)).and_then(|s| plane.stat_i64(&s));
-                let pk = pk.map_or(bytes, |v| v.max(0) as u64).max(bytes);
-                let who = allocator
-                    .and_then(|a| plane.event_stat(line, i, a))
-                    .and_then(|s| plane.stat_str(&s))
-                    .map(str::to_string)
-                    .or_else(|| index.and_then(|x| plane.event_stat(line, i, x)).map(|s| plane.stat_display(&s)))
-                    .unwrap_or_default();
-                let start = line.start_ps[i];
-                match per.iter_mut().find(|e| e.0 == who) {
-                    Some(e) => {
-                        if start >= e.1 {
-                            e.1 = start;
-                            e.2 = bytes;
-                        }
-                        e.3 = e.3.max(pk);
-                    }
-                    None => per.push((who, start, bytes, pk)),
-                }
-            }
-        }
-        for (_, _, bytes, pk) in &per {
-            total.in_use_bytes += bytes;
-            total.peak_in_use_bytes += pk;
-            total.allocators += 1;
-            found = true;
-        }
+    let m = crate::memory::memory(profile, None, 0);
+    if m.allocators.is_empty() {
+        return None;
     }
-    found.then_some(total)
+    let mut total = Memory::default();
+    for a in &m.allocators {
+        total.in_use_bytes = total.in_use_bytes.saturating_add(a.last_in_use_bytes);
+        total.peak_in_use_bytes =
+            total.peak_in_use_bytes.saturating_add(a.lifetime_peak_bytes.max(a.peak_in_use_bytes));
+        total.allocators += 1;
+    }
+    Some(total)
 }
 
 #[cfg(test)]
