@@ -63,6 +63,22 @@ pub(crate) struct DeviceOps {
     pub collective: OnceLock<Vec<bool>>,
 }
 
+impl DeviceOps {
+    /// Op record `i` as an [`OpEvent`](crate::OpEvent).
+    pub fn event(&self, i: usize) -> crate::OpEvent<'_> {
+        let r = &self.recs[i];
+        crate::OpEvent {
+            name: &self.names[r.name as usize],
+            module: &self.names[r.module as usize],
+            line: r.line,
+            index: r.index,
+            start_ps: r.start_ps,
+            duration_ps: r.duration_ps,
+            op_ps: r.op_ps,
+        }
+    }
+}
+
 /// One executed op, compactly: names are indexes into [`DeviceOps::names`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OpRec {
@@ -86,6 +102,13 @@ pub(crate) struct OpsBuilder<'a> {
 }
 
 impl<'a> OpsBuilder<'a> {
+    /// A builder with room for `n` records.
+    pub fn with_capacity(n: usize) -> Self {
+        let mut b = Self::default();
+        b.out.recs.reserve_exact(n);
+        b
+    }
+
     /// The id of `s`, added on first sight.
     pub fn intern(&mut self, s: &'a str) -> u32 {
         if let Some(&id) = self.ids.get(s) {

@@ -1,7 +1,6 @@
 //! The op profile: time per HLO op (or category, module, name-stack scope), with
 //! self time, FLOPs and bytes where the profile gives them.
 
-use std::borrow::Cow;
 use std::rc::Rc;
 
 use stepscope_xspace::hlo::{hlo_modules, HloModules};
@@ -78,7 +77,21 @@ impl std::ops::Deref for Text<'_> {
     }
 }
 
-/// One occurrence with what grouping needs.
+impl PartialEq for Text<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Text<'_> {}
+
+impl std::hash::Hash for Text<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        (**self).hash(h)
+    }
+}
+
+/// What one op occurrence adds to its row.
 struct Occurrence<'a> {
     ev: OpEvent<'a>,
     self_ps: i64,
@@ -87,6 +100,60 @@ struct Occurrence<'a> {
     flops: Option<u64>,
     bytes: Option<u64>,
     peaks: Peaks,
+}
+
+/// A row being summed up, one occurrence at a time.
+struct Acc<'a> {
+    name: Text<'a>,
+    module: &'a str,
+    count: u64,
+    total_ps: i64,
+    self_ps: i64,
+    min_ps: i64,
+    max_ps: i64,
+    /// Sums; `None` once an occurrence lacks the value.
+    flops: Option<u64>,
+    bytes: Option<u64>,
+    /// Some occurrence is an async `-start`/`-done` half.
+    is_async: bool,
+    /// The category of the first occurrence, and whether all had it.
+    category: Text<'a>,
+    one_category: bool,
+    /// Of the first occurrence.
+    peaks: Peaks,
+}
+
+impl<'a> Acc<'a> {
+    fn new(name: Text<'a>, module: &'a str, first: &Occurrence<'a>) -> Acc<'a> {
+        Acc {
+            name,
+            module,
+            count: 0,
+            total_ps: 0,
+            self_ps: 0,
+            min_ps: i64::MAX,
+            max_ps: i64::MIN,
+            flops: Some(0),
+            bytes: Some(0),
+            is_async: false,
+            category: first.category.clone(),
+            one_category: true,
+            peaks: first.peaks,
+        }
+    }
+
+    fn add(&mut self, o: &Occurrence<'a>) {
+        let op_ps = o.ev.op_ps;
+        self.count += 1;
+        self.total_ps = self.total_ps.saturating_add(op_ps);
+        self.self_ps = self.self_ps.saturating_add(o.self_ps);
+        self.min_ps = self.min_ps.min(op_ps);
+        self.max_ps = self.max_ps.max(op_ps);
+        self.flops = self.flops.zip(o.flops).map(|(a, b)| a.saturating_add(b));
+        self.bytes = self.bytes.zip(o.bytes).map(|(a, b)| a.saturating_add(b));
+        self.is_async |= o.category.ends_with("-start") || o.category.ends_with("-done");
+        self.one_category &= *o.category == *self.category;
+    }
 }
 
 /// A device's peak compute and memory bandwidth, when the profile records them.
@@ -114,69 +181,75 @@ pub fn ops(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
 
 fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     let hlo: Vec<HloModules> = profile.hosts.iter().map(hlo_modules).collect();
-    let mut occ = Vec::new();
-    for d in profile.devices() {
-        collect(&d, &hlo[d.host_index], &mut occ);
+    // Rows are summed as occurrences stream by: nothing is kept per occurrence.
+    let mut index: FastMap<(Text, &str), usize> = FastMap::default();
+    let mut accs: Vec<Acc> = Vec::new();
+    let mut cut: FastMap<Text, Rc<str>> = FastMap::default();
+    let devices = profile.devices();
+    for d in &devices {
+        each_occurrence(d, &hlo[d.host_index], |o| {
+            let key = match by {
+                GroupBy::Op => (Text::Borrowed(o.ev.name), o.ev.module),
+                GroupBy::Category => (o.category.clone(), ""),
+                GroupBy::Module => (Text::Borrowed(o.ev.module), ""),
+                GroupBy::Scope => {
+                    let c = match cut.get(&o.scope) {
+                        Some(c) => c.clone(),
+                        None => {
+                            let c: Rc<str> = cut_scope(&o.scope, scope_depth).into();
+                            cut.insert(o.scope.clone(), c.clone());
+                            c
+                        }
+                    };
+                    (Text::Shared(c), "")
+                }
+            };
+            let at = match index.get(&key) {
+                Some(&at) => at,
+                None => {
+                    index.insert(key.clone(), accs.len());
+                    accs.push(Acc::new(key.0, key.1, &o));
+                    accs.len() - 1
+                }
+            };
+            accs[at].add(&o);
+        });
     }
-    let op_time_ps = sum_ps(occ.iter().map(|o| o.self_ps));
-    let mut groups: FastMap<(Cow<str>, &str), Vec<&Occurrence>> = FastMap::default();
-    let mut cut: FastMap<&str, String> = FastMap::default();
-    for o in &occ {
-        let key = match by {
-            GroupBy::Op => (Cow::Borrowed(o.ev.name), o.ev.module),
-            GroupBy::Category => (Cow::Borrowed(&*o.category), ""),
-            GroupBy::Module => (Cow::Borrowed(o.ev.module), ""),
-            GroupBy::Scope => {
-                let c = cut.entry(&*o.scope).or_insert_with(|| cut_scope(&o.scope, scope_depth));
-                (Cow::Owned(c.clone()), "")
-            }
-        };
-        groups.entry(key).or_default().push(o);
-    }
-    let mut rows: Vec<OpRow> =
-        groups.into_iter().map(|((name, module), os)| row(name.into_owned(), module, &os, op_time_ps, by)).collect();
+    let op_time_ps = sum_ps(accs.iter().map(|a| a.self_ps));
+    let mut rows: Vec<OpRow> = accs.into_iter().map(|a| row(a, op_time_ps, by)).collect();
     rows.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
     Ops { schema: "stepscope.ops/1", by, op_time_ps, ops: rows }
 }
 
-fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: GroupBy) -> OpRow {
-    let count = os.len() as u64;
-    let total_ps = sum_ps(os.iter().map(|o| o.ev.op_ps));
-    let self_ps = sum_ps(os.iter().map(|o| o.self_ps));
-    let sum_opt = |f: &dyn Fn(&Occurrence) -> Option<u64>| -> Option<u64> {
-        os.iter().map(|o| f(o)).try_fold(0u64, |acc, v| v.map(|v| acc.saturating_add(v)))
-    };
-    let flops = sum_opt(&|o| o.flops).filter(|&f| f > 0);
-    let bytes = sum_opt(&|o| o.bytes).filter(|&b| b > 0);
+fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
+    let (count, total_ps, self_ps) = (a.count, a.total_ps, a.self_ps);
+    let flops = a.flops.filter(|&f| f > 0);
+    let bytes = a.bytes.filter(|&b| b > 0);
     // Rates over the self time; async `-start`/`-done` halves only mark a transfer's ends.
-    let is_async = os.iter().any(|o| o.category.ends_with("-start") || o.category.ends_with("-done"));
-    let secs = if is_async { 0.0 } else { self_ps as f64 / 1e12 };
+    let secs = if a.is_async { 0.0 } else { self_ps as f64 / 1e12 };
     let flops_per_s = flops.filter(|_| secs > 0.0).map(|f| f as f64 / secs);
     let bytes_per_s = bytes.filter(|_| secs > 0.0).map(|b| b as f64 / secs);
-    let peaks = os[0].peaks;
-    let bound = match (flops, bytes, peaks.flops_per_s, peaks.bytes_per_s) {
+    let bound = match (flops, bytes, a.peaks.flops_per_s, a.peaks.bytes_per_s) {
         (Some(f), Some(b), Some(pf), Some(pb)) if b > 0 => {
             Some(if f as f64 / b as f64 >= pf / pb { "compute" } else { "memory" })
         }
         (None, Some(_), _, Some(_)) => Some("memory"),
         _ => None,
     };
-    // The category when every occurrence has the same one.
-    let one_category = os.iter().all(|o| *o.category == *os[0].category);
     OpRow {
-        name,
-        module: module.to_string(),
+        name: a.name.to_string(),
+        module: a.module.to_string(),
         category: match by {
             GroupBy::Category => String::new(),
-            _ if one_category => os[0].category.to_string(),
+            _ if a.one_category => a.category.to_string(),
             _ => String::new(),
         },
         count,
         total_ps,
         self_ps,
         avg_ps: if count > 0 { total_ps / count as i64 } else { 0 },
-        min_ps: os.iter().map(|o| o.ev.op_ps).min().unwrap_or(0),
-        max_ps: os.iter().map(|o| o.ev.op_ps).max().unwrap_or(0),
+        min_ps: if count > 0 { a.min_ps } else { 0 },
+        max_ps: if count > 0 { a.max_ps } else { 0 },
         device_time_pct: if op_time_ps > 0 { 100.0 * self_ps as f64 / op_time_ps as f64 } else { 0.0 },
         flops,
         bytes_accessed: bytes,
@@ -186,19 +259,29 @@ fn row(name: String, module: &str, os: &[&Occurrence], op_time_ps: i64, by: Grou
     }
 }
 
-/// Collects a device's op occurrences with self time (per line, by nesting). Where the
-/// profile lacks `hlo_category` or `tf_op`, the module's HloProto supplies them (looked
-/// up once per program, module and op name).
-fn collect<'a>(d: &Device<'a>, hlo: &HloModules, out: &mut Vec<Occurrence<'a>>) {
+/// Calls `f` with each of a device's op occurrences and its self time (per line, by
+/// nesting). Where the profile lacks `hlo_category` or `tf_op`, the module's HloProto
+/// supplies them (looked up once per program, module and op name).
+fn each_occurrence<'a>(d: &Device<'a>, hlo: &HloModules, mut f: impl FnMut(Occurrence<'a>)) {
     type FromHlo = (Option<Rc<str>>, Option<Rc<str>>);
     let peaks = peaks(d);
-    let mut evs = d.ops();
-    evs.sort_by_key(|e| (e.line, e.start_ps, std::cmp::Reverse(e.duration_ps)));
-    let self_ps = self_times(&evs);
+    // Occurrences by line, start, longest first (the cached order, unless a line's
+    // events were out of time order), as indexes into the cached records.
+    let ops = d.cached_ops();
+    let key = |i: u32| {
+        let r = &ops.recs[i as usize];
+        (r.line, r.start_ps, std::cmp::Reverse(r.duration_ps))
+    };
+    let mut order: Vec<u32> = (0..ops.recs.len() as u32).collect();
+    if !order.windows(2).all(|w| key(w[0]) <= key(w[1])) {
+        order.sort_by_key(|&i| key(i));
+    }
+    let self_ps = self_times(order.len(), |at| ops.event(order[at] as usize));
     let k = &d.keys;
     let mut from_hlo: FastMap<(Option<u64>, &str, &str), FromHlo> = FastMap::default();
     let mut scopes: FastMap<&str, Rc<str>> = FastMap::default();
-    for (ev, self_ps) in evs.into_iter().zip(self_ps) {
+    for (&at, self_ps) in order.iter().zip(self_ps) {
+        let ev = ops.event(at as usize);
         let line = &d.plane.lines[ev.line as usize];
         let i = ev.index as usize;
         let [program, category, tf_op, flops, bytes] =
@@ -237,19 +320,20 @@ fn collect<'a>(d: &Device<'a>, hlo: &HloModules, out: &mut Vec<Occurrence<'a>>) 
             (None, Some((_, Some(s)))) => Text::Shared(s.clone()),
             (None, _) => Text::Borrowed(""),
         };
-        out.push(Occurrence { ev, self_ps, category, scope, flops: num(flops), bytes: num(bytes), peaks });
+        f(Occurrence { ev, self_ps, category, scope, flops: num(flops), bytes: num(bytes), peaks });
     }
 }
 
-/// Self time of each event in `evs` (sorted by line, start, longest first): its op
-/// time minus the op times of the events directly nested in it (on the timeline) on
-/// its line.
-fn self_times(evs: &[OpEvent]) -> Vec<i64> {
-    let mut self_ps: Vec<i64> = evs.iter().map(|e| e.op_ps).collect();
+/// Self time of each of the `n` events `ev(0)`, `ev(1)`, … (sorted by line, start,
+/// longest first): its op time minus the op times of the events directly nested in it
+/// (on the timeline) on its line.
+fn self_times<'a>(n: usize, ev: impl Fn(usize) -> OpEvent<'a>) -> Vec<i64> {
+    let mut self_ps: Vec<i64> = (0..n).map(|i| ev(i).op_ps).collect();
     let mut stack: Vec<usize> = Vec::new();
-    for (i, e) in evs.iter().enumerate() {
+    for i in 0..n {
+        let e = ev(i);
         while let Some(&top) = stack.last() {
-            let t = &evs[top];
+            let t = ev(top);
             if t.line == e.line && e.start_ps < t.end_ps() && e.end_ps() <= t.end_ps() {
                 break;
             }
@@ -349,6 +433,6 @@ mod tests {
         };
         // A while loop [0,100) with two body ops, then a sibling.
         let evs = [ev(0, 100), ev(10, 20), ev(40, 30), ev(100, 5)];
-        assert_eq!(self_times(&evs), vec![50, 20, 30, 5]);
+        assert_eq!(self_times(evs.len(), |i| evs[i]), vec![50, 20, 30, 5]);
     }
 }

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 use stepscope_xspace::{Line, Plane, Space, Stat};
 
-use crate::cache::{Cache, DeviceOps, OpRec, OpsBuilder, Slot};
+use crate::cache::{Cache, DeviceOps, FastMap, OpRec, OpsBuilder, Slot};
 
 /// A run: one [`Space`] per host, on one clock.
 pub struct Profile {
@@ -154,15 +154,7 @@ impl<'a> Device<'a> {
     /// The ops of [`Device::ops`], without collecting them.
     pub fn op_iter(&self) -> impl ExactSizeIterator<Item = OpEvent<'a>> + 'a {
         let ops = self.cached_ops();
-        ops.recs.iter().map(move |r| OpEvent {
-            name: &ops.names[r.name as usize],
-            module: &ops.names[r.module as usize],
-            line: r.line,
-            index: r.index,
-            start_ps: r.start_ps,
-            duration_ps: r.duration_ps,
-            op_ps: r.op_ps,
-        })
+        (0..ops.recs.len()).map(move |i| ops.event(i))
     }
 
     /// The ops of [`Device::ops`], each with whether it is a collective
@@ -225,71 +217,91 @@ fn device_ops(plane: &Plane, slot: &Slot) -> DeviceOps {
     b.finish()
 }
 
-/// One event of a host plane that carries `hlo_op` (XLA:CPU).
-struct HostOp<'a> {
-    /// The op name, when `hlo_op` is a string.
-    name: Option<&'a str>,
-    module: &'a str,
-    ordinal: Option<i64>,
-    run_id: Option<i64>,
-    line: u32,
-    index: u32,
-    start_ps: i64,
-    duration_ps: i64,
+/// One line's XLA:CPU ops (events carrying `hlo_op`), split by `device_ordinal`,
+/// with names interned per line.
+struct LineOps<'a> {
+    names: Vec<&'a str>,
+    /// Per ordinal seen on the line: its ops, in line order. An op whose `hlo_op` is not
+    /// a string has no record but still shows its ordinal.
+    by_ordinal: Vec<(Option<i64>, Vec<OpRec>)>,
 }
 
-/// Every event of `plane` that carries `hlo_op`, in line order then time order
-/// (lines scanned in parallel).
-fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<HostOp<'a>> {
+/// The XLA:CPU ops of every line of `plane` (lines scanned in parallel).
+fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
     let Some(op_key) = keys.hlo_op else { return Vec::new() };
-    let per_line: Vec<Vec<HostOp<'a>>> = plane
+    plane
         .lines
         .par_iter()
         .enumerate()
         .map(|(li, line)| {
-            let mut out = Vec::new();
+            let mut out = LineOps { names: Vec::new(), by_ordinal: Vec::new() };
+            let mut ids: FastMap<&str, u32> = FastMap::default();
             for i in 0..line.len() {
                 let [op, module, ordinal, run] =
                     plane.event_stats_of(line, i, [Some(op_key), keys.hlo_module, keys.device_ordinal, keys.run_id]);
                 let Some(op) = op else { continue };
-                out.push(HostOp {
-                    name: plane.stat_str(&op),
-                    module: module.and_then(|s| plane.stat_str(&s)).unwrap_or(""),
-                    ordinal: ordinal.and_then(|s| plane.stat_i64(&s)),
-                    run_id: run.and_then(|s| plane.stat_i64(&s)),
+                let ordinal = ordinal.and_then(|s| plane.stat_i64(&s));
+                let at = match out.by_ordinal.iter().position(|(o, _)| *o == ordinal) {
+                    Some(at) => at,
+                    None => {
+                        out.by_ordinal.push((ordinal, Vec::new()));
+                        out.by_ordinal.len() - 1
+                    }
+                };
+                let Some(name) = plane.stat_str(&op) else { continue };
+                let module = module.and_then(|s| plane.stat_str(&s)).unwrap_or("");
+                let mut intern = |s: &'a str| {
+                    *ids.entry(s).or_insert_with(|| {
+                        out.names.push(s);
+                        out.names.len() as u32 - 1
+                    })
+                };
+                let (name, module) = (intern(name), intern(module));
+                let duration_ps = line.duration_ps_col[i].max(0);
+                out.by_ordinal[at].1.push(OpRec {
+                    name,
+                    module,
                     line: li as u32,
                     index: i as u32,
                     start_ps: line.start_ps[i],
-                    duration_ps: line.duration_ps_col[i].max(0),
+                    duration_ps,
+                    op_ps: duration_ps,
+                    run_id: run.and_then(|s| plane.stat_i64(&s)),
                 });
             }
             out
         })
-        .collect();
-    per_line.into_iter().flatten().collect()
+        .collect()
 }
 
-/// The op records of the XLA:CPU device with `ordinal` (all of them for `None`).
-fn cpu_device_ops(ops: &[HostOp], ordinal: Option<i64>) -> DeviceOps {
-    let mut b = OpsBuilder::default();
-    for o in ops {
-        if ordinal.is_some() && o.ordinal != ordinal {
-            continue;
+/// The op records of each XLA:CPU device of a plane (one per ordinal in `ordinals`, or
+/// one device with every op when `ordinals` is empty), in line order then time order.
+/// Each line's records are freed once copied.
+fn cpu_device_ops(lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
+    let device_of = |o: Option<i64>| {
+        if ordinals.is_empty() {
+            Some(0)
+        } else {
+            o.and_then(|o| ordinals.binary_search(&o).ok())
         }
-        let Some(name) = o.name else { continue };
-        let rec = OpRec {
-            name: b.intern(name),
-            module: b.intern(o.module),
-            line: o.line,
-            index: o.index,
-            start_ps: o.start_ps,
-            duration_ps: o.duration_ps,
-            op_ps: o.duration_ps,
-            run_id: o.run_id,
-        };
-        b.push(rec);
+    };
+    let mut sizes = vec![0usize; ordinals.len().max(1)];
+    for (o, recs) in lines.iter().flat_map(|l| &l.by_ordinal) {
+        if let Some(d) = device_of(*o) {
+            sizes[d] += recs.len();
+        }
     }
-    b.finish()
+    let mut builders: Vec<OpsBuilder> = sizes.iter().map(|&n| OpsBuilder::with_capacity(n)).collect();
+    for line in lines {
+        for (o, recs) in line.by_ordinal {
+            let Some(b) = device_of(o).map(|d| &mut builders[d]) else { continue };
+            let ids: Vec<u32> = line.names.iter().map(|n| b.intern(n)).collect();
+            for r in recs {
+                b.push(OpRec { name: ids[r.name as usize], module: ids[r.module as usize], ..r });
+            }
+        }
+    }
+    builders.into_iter().map(OpsBuilder::finish).collect()
 }
 
 /// The op name of an `XLA Ops` event: its metadata's display name, else the HLO
@@ -447,19 +459,22 @@ fn find_devices(hosts: &[Space]) -> Vec<Slot> {
         if keys.hlo_op.is_none() {
             continue;
         }
-        let ops = host_ops(plane, &keys);
-        let mut ordinals: Vec<i64> = ops.iter().filter_map(|o| o.ordinal).collect();
+        let lines = host_ops(plane, &keys);
+        let mut ordinals: Vec<i64> = lines.iter().flat_map(|l| l.by_ordinal.iter().filter_map(|(o, _)| *o)).collect();
         ordinals.sort_unstable();
         ordinals.dedup();
-        let cpu = |name: String, ordinal: Option<i64>| {
+        if ordinals.len() < 2 {
+            ordinals.clear();
+        }
+        let devices = cpu_device_ops(lines, &ordinals);
+        for (d, ops) in devices.into_iter().enumerate() {
+            let (name, ordinal) = match ordinals.get(d) {
+                Some(&o) => (format!("/device:CPU:{o}"), Some(o)),
+                None => (plane.name.clone(), None),
+            };
             let s = slot(hi, pi, name, ordinal, keys, DeviceKind::Cpu, OpSource::HostOps);
-            let _ = s.ops.set(cpu_device_ops(&ops, ordinal));
-            s
-        };
-        if ordinals.len() > 1 {
-            out.extend(ordinals.into_iter().map(|o| cpu(format!("/device:CPU:{o}"), Some(o))));
-        } else {
-            out.push(cpu(plane.name.clone(), None));
+            let _ = s.ops.set(ops);
+            out.push(s);
         }
     }
     out

@@ -22,6 +22,27 @@ pub enum Source {
     Owned(Vec<u8>),
 }
 
+impl Source {
+    /// Tells the kernel that `range` of a mapped file was read and is not needed soon:
+    /// its pages leave this process's resident set (they stay in the page cache, and a
+    /// later read maps them again). Decoding calls this behind itself, so a file's pages
+    /// are not all resident at once next to the columns made from them. A no-op for
+    /// owned bytes.
+    pub fn release(&self, range: Range<usize>) {
+        let Source::Mapped(map) = self else { return };
+        // Whole pages inside the range only: the pages at its ends may be in use by
+        // a neighbour being decoded on another thread.
+        const PAGE: usize = 4096;
+        let start = range.start.div_ceil(PAGE) * PAGE;
+        let end = (range.end.min(map.len()) / PAGE) * PAGE;
+        if end > start {
+            // SAFETY: the map is a read-only file mapping: after MADV_DONTNEED its pages
+            // read back from the file, unchanged, on the next access.
+            let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
+        }
+    }
+}
+
 impl std::ops::Deref for Source {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

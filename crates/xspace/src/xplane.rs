@@ -18,6 +18,23 @@ use crate::model::{
 };
 use crate::wire::{Wire, WireError, WireResult, FIXED64, LEN, VARINT};
 
+/// Decoded lines give their bytes back to the kernel every this many bytes
+/// ([`Source::release`]).
+const RELEASE_EVERY_BYTES: usize = 8 << 20;
+
+/// Encoded size of a typical event stat (key, length, metadata id, value), bytes: sizes
+/// a line's stat column up front.
+const STAT_BYTES_TYPICAL: usize = 6;
+
+/// Most stats reserved up front for one line (4 GiB of stats); more grow the column.
+const MAX_STATS_RESERVED: usize = 1 << 28;
+
+/// Encoded size of a small event (key, length, metadata id, offset, duration), bytes.
+const EVENT_BYTES_TYPICAL: usize = 12;
+
+/// Most events reserved up front for one line; more grow the columns.
+const MAX_EVENTS_RESERVED: usize = 1 << 28;
+
 /// Dense index used for an event whose metadata id the plane does not define.
 const UNKNOWN_META: u32 = u32::MAX;
 
@@ -224,7 +241,7 @@ fn decode_plane(source: &Arc<Source>, range: Range<usize>, progress: &Progress) 
         .lines
         .par_iter()
         .map(|r| {
-            let line = decode_line(&w, r.clone(), &event_ids, &stat_ids);
+            let line = decode_line(&w, r.clone(), &event_ids, &stat_ids, source);
             progress.add(r.len() as u64);
             line
         })
@@ -342,29 +359,37 @@ fn rebase_arena_stats(stats: &mut [Stat], base: u64) {
 
 /// Decodes one XLine into columns. Returns the line, strings it had to make, and
 /// whether any event named a metadata id the plane lacks.
-fn decode_line(w: &Wire, r: Range<usize>, event_ids: &IdMap, stat_ids: &IdMap) -> WireResult<(Line, Vec<u8>, bool)> {
-    // Count events first so the columns are allocated once, at their final size.
-    let mut lw = w.sub(r.clone());
-    let mut n = 0usize;
-    while !lw.done() {
-        let (field, wt) = lw.key()?;
-        if field == 4 && wt == LEN {
-            n += 1;
-        }
-        lw.skip(wt)?;
-    }
+fn decode_line(
+    w: &Wire,
+    r: Range<usize>,
+    event_ids: &IdMap,
+    stat_ids: &IdMap,
+    source: &Source,
+) -> WireResult<(Line, Vec<u8>, bool)> {
+    // Columns sized up front from the line's bytes, generously: pages never written
+    // cost no memory, no column is copied to grow, and all are trimmed at the end.
+    let n = (r.len() / EVENT_BYTES_TYPICAL).min(MAX_EVENTS_RESERVED);
     let mut line = Line {
         start_ps: Vec::with_capacity(n),
         duration_ps_col: Vec::with_capacity(n),
         meta: Vec::with_capacity(n),
         stat_start: Vec::with_capacity(n + 1),
+        // Room for as many stats as the line's bytes could hold at a typical 6 bytes
+        // each: pages never written cost no memory, and the column is never copied to
+        // grow (it is trimmed at the end).
+        stats: Vec::with_capacity((r.len() / STAT_BYTES_TYPICAL).min(MAX_STATS_RESERVED)),
         ..Default::default()
     };
     line.stat_start.push(0);
     let mut arena = Vec::new();
     let mut unknown = false;
-    let mut lw = w.sub(r);
+    let mut lw = w.sub(r.clone());
+    let mut released = r.start;
     while !lw.done() {
+        if lw.pos() - released >= RELEASE_EVERY_BYTES {
+            source.release(released..lw.pos());
+            released = lw.pos();
+        }
         let (field, wt) = lw.key()?;
         match field {
             1 => line.id = lw.int(wt)?,
@@ -403,6 +428,13 @@ fn decode_line(w: &Wire, r: Range<usize>, event_ids: &IdMap, stat_ids: &IdMap) -
             _ => lw.skip(wt)?,
         }
     }
+    source.release(released..r.end);
+    for col in [&mut line.start_ps, &mut line.duration_ps_col] {
+        col.shrink_to_fit();
+    }
+    line.meta.shrink_to_fit();
+    line.stat_start.shrink_to_fit();
+    line.stats.shrink_to_fit();
     let base_ps = line.timestamp_ns.saturating_mul(1000);
     for s in &mut line.start_ps {
         *s = s.saturating_add(base_ps);
