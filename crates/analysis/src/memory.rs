@@ -292,9 +292,8 @@ fn allocator_events(space: &Space) -> Vec<Event<'_>> {
                 let Some(Some(alloc)) = kinds.get(line.meta[i] as usize).copied() else { continue };
                 let stats: Vec<(&str, Stat)> = line
                     .event_stats(i)
-                    .iter()
-                    .chain(plane.metadata_stats(line.meta[i]))
-                    .map(|s| (plane.stat_name(s.meta()), *s))
+                    .chain(plane.metadata_stats(line.meta[i]).iter().copied())
+                    .map(|s| (plane.stat_name(s.meta()), s))
                     .collect();
                 let mut e = Event { time_ps: line.start_ps[i], alloc, allocator: String::new(), stats, plane };
                 e.allocator = match e.get("allocator_name") {

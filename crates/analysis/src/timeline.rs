@@ -363,11 +363,8 @@ impl Timeline {
             return Err(format!("track {id} has {} events; there is no event {index}", line.len()));
         }
         let meta = line.meta[i];
-        let render = |stats: &[Stat]| -> Vec<StatEntry> {
-            stats
-                .iter()
-                .map(|s| StatEntry { name: plane.stat_name(s.meta()).to_string(), value: plane.stat_display(s) })
-                .collect()
+        let render = |stats: &mut dyn Iterator<Item = Stat>| -> Vec<StatEntry> {
+            stats.map(|s| StatEntry { name: plane.stat_name(s.meta()).to_string(), value: plane.stat_display(&s) }).collect()
         };
         let start_ps = line.start_ps[i];
         let step_num = steps
@@ -386,8 +383,8 @@ impl Timeline {
             start_ps,
             duration_ps: line.duration_ps_col[i],
             step_num,
-            stats: render(line.event_stats(i)),
-            metadata_stats: render(plane.metadata_stats(meta)),
+            stats: render(&mut line.event_stats(i)),
+            metadata_stats: render(&mut plane.metadata_stats(meta).iter().copied()),
             flows: self.flows(profile, id, i),
         })
     }

@@ -106,7 +106,7 @@ fn event<W: Write>(
                 }
                 serde_json::to_writer(&mut *out, plane.stat_name(s.meta()))?;
                 out.write_all(b":")?;
-                write_json_value(out, crate::ArgValue::of(plane, s))
+                write_json_value(out, crate::ArgValue::of(plane, &s))
             })();
         }
         err?;

@@ -48,11 +48,11 @@ impl<'a> ArgValue<'a> {
 /// then its metadata's stats whose name the event does not already have.
 pub fn for_each_arg<'a>(plane: &'a Plane, line: &'a Line, i: usize, mut f: impl FnMut(u32, &'a str, ArgValue<'a>)) {
     let own = line.event_stats(i);
-    for s in own {
-        f(s.meta(), plane.stat_name(s.meta()), ArgValue::of(plane, s));
+    for s in own.clone() {
+        f(s.meta(), plane.stat_name(s.meta()), ArgValue::of(plane, &s));
     }
     for s in plane.metadata_stats(line.meta[i]) {
-        if own.iter().all(|o| o.meta() != s.meta()) {
+        if own.clone().all(|o| o.meta() != s.meta()) {
             f(s.meta(), plane.stat_name(s.meta()), ArgValue::of(plane, s));
         }
     }

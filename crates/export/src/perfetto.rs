@@ -451,7 +451,7 @@ impl<W: Write> Writer<W> {
             let i = i as usize;
             let ts = self.ts(line.start_ps[i]);
             for s in line.event_stats(i) {
-                let v = ArgValue::of(plane, s);
+                let v = ArgValue::of(plane, &s);
                 if matches!(v, ArgValue::Bytes(_)) {
                     continue;
                 }

@@ -27,9 +27,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let meta = line.meta[i];
                     let stats: Vec<String> = line
                         .event_stats(i)
-                        .iter()
-                        .chain(plane.metadata_stats(meta))
-                        .map(|s| format!("{}={}", plane.stat_name(s.meta()), trunc(&plane.stat_display(s))))
+                        .chain(plane.metadata_stats(meta).iter().copied())
+                        .map(|s| format!("{}={}", plane.stat_name(s.meta()), trunc(&plane.stat_display(&s))))
                         .collect();
                     println!(
                         "    [{}] +{} {:?} {}",

@@ -187,6 +187,84 @@ impl Stat {
     }
 }
 
+/// A stat as a [`Line`] stores it, in 8 bytes. Nearly every event stat (a metadata
+/// index below 2^20 and an integer, ref or short float value that fits 40 bits) is
+/// held inline; the rest (strings, bytes, wide integers) go to the line's `wide` table
+/// and the packed word holds their index there.
+///
+/// Layout: bit 0 wide; bits 1–3 kind; bits 4–23 metadata index ([`PACKED_META_NONE`]
+/// when it does not fit); bits 24–63 the value or the wide index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PackedStat(u64);
+
+const PACKED_WIDE: u64 = 1;
+const PACKED_META_NONE: u64 = (1 << 20) - 1;
+const PACKED_PAYLOAD_BITS: u32 = 40;
+
+impl PackedStat {
+    /// Packs `s`, moving it to `wide` when it does not fit inline.
+    fn pack(s: Stat, wide: &mut Vec<Stat>) -> PackedStat {
+        const FITS: u64 = 1 << PACKED_PAYLOAD_BITS;
+        let meta = u64::from(s.meta);
+        let inline = match s.value() {
+            _ if meta >= PACKED_META_NONE => None,
+            StatValue::U64(v) => (v < FITS).then_some(v),
+            StatValue::I64(v) => (-(1i64 << 39)..(1i64 << 39)).contains(&v).then_some(v as u64 & (FITS - 1)),
+            StatValue::Ref(r) => Some(u64::from(r)),
+            // Floats whose low 24 mantissa bits are zero (50.0, 0.75, …) keep their top 40.
+            StatValue::F64(v) => (v.to_bits() & 0xFF_FFFF == 0).then_some(v.to_bits() >> 24),
+            StatValue::Str(_) | StatValue::Bytes(_) => None,
+        };
+        match inline {
+            Some(payload) => PackedStat(payload << 24 | meta << 4 | (s.kind() as u64) << 1),
+            None => {
+                let at = wide.len() as u64;
+                wide.push(s);
+                PackedStat(at << 24 | meta.min(PACKED_META_NONE) << 4 | PACKED_WIDE)
+            }
+        }
+    }
+
+    /// The stat, reading `wide` for one held there.
+    #[inline]
+    fn unpack(self, wide: &[Stat]) -> Stat {
+        let payload = self.0 >> 24;
+        if self.0 & PACKED_WIDE != 0 {
+            return wide.get(payload as usize).copied().unwrap_or(Stat::new(u32::MAX, StatValue::I64(0)));
+        }
+        let meta = ((self.0 >> 4) & PACKED_META_NONE) as u32;
+        let value = match (self.0 >> 1) & 7 {
+            0 => StatValue::F64(f64::from_bits(payload << 24)),
+            1 => StatValue::U64(payload),
+            2 => StatValue::I64(((payload << 24) as i64) >> 24),
+            _ => StatValue::Ref(payload as u32),
+        };
+        Stat::new(meta, value)
+    }
+}
+
+/// The stats of one event, as [`Stat`]s (see [`Line::event_stats`]).
+#[derive(Clone)]
+pub struct EventStats<'a> {
+    packed: std::slice::Iter<'a, PackedStat>,
+    wide: &'a [Stat],
+}
+
+impl Iterator for EventStats<'_> {
+    type Item = Stat;
+
+    #[inline]
+    fn next(&mut self) -> Option<Stat> {
+        self.packed.next().map(|p| p.unpack(self.wide))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.packed.size_hint()
+    }
+}
+
+impl ExactSizeIterator for EventStats<'_> {}
+
 /// Metadata shared by all events of one kind (an XEventMetadata).
 #[derive(Clone, Debug, Default)]
 pub struct EventMeta {
@@ -225,8 +303,11 @@ pub struct Line {
     /// Dense index into [`Plane::event_meta`].
     pub meta: Vec<u32>,
     /// `stat_start[i]..stat_start[i+1]` is event i's range in `stats`; len = events + 1.
-    pub stat_start: Vec<u32>,
-    pub stats: Vec<Stat>,
+    pub(crate) stat_start: Vec<u32>,
+    /// Event stats, packed (read them with [`Line::event_stats`]).
+    pub(crate) stats: Vec<PackedStat>,
+    /// Stats too wide to pack: strings, bytes, large integers.
+    pub(crate) wide: Vec<Stat>,
 }
 
 impl Line {
@@ -241,9 +322,54 @@ impl Line {
     }
 
     /// Stats stored on event `i` itself (not those on its metadata).
-    pub fn event_stats(&self, i: usize) -> &[Stat] {
+    #[inline]
+    pub fn event_stats(&self, i: usize) -> EventStats<'_> {
         let (a, b) = (self.stat_start[i] as usize, self.stat_start[i + 1] as usize);
-        &self.stats[a..b]
+        EventStats { packed: self.stats[a..b].iter(), wide: &self.wide }
+    }
+
+    /// Number of event stats on the line.
+    pub fn stat_count(&self) -> usize {
+        self.stats.len()
+    }
+
+    /// Appends one stat of the event being read (readers: then [`Line::end_event`]).
+    #[inline]
+    pub(crate) fn push_stat(&mut self, s: Stat) {
+        self.stats.push(PackedStat::pack(s, &mut self.wide));
+    }
+
+    /// Moves the arena offsets of the line's string stats `base` bytes further (readers
+    /// that append a line's strings to its plane's arena).
+    pub(crate) fn rebase_arena(&mut self, base: u64) {
+        for s in &mut self.wide {
+            if let StatValue::Str(sp) = s.value() {
+                if let Some(moved) = sp.arena_shifted(base) {
+                    *s = Stat::new(s.meta(), StatValue::Str(moved));
+                }
+            }
+        }
+    }
+
+    /// Reorders the events as `order` lists them (indexes of the current events).
+    pub(crate) fn permute(&mut self, order: &[u32]) {
+        let pick = |col: &Vec<i64>| order.iter().map(|&i| col[i as usize]).collect::<Vec<_>>();
+        let start = pick(&self.start_ps);
+        let dur = pick(&self.duration_ps_col);
+        let meta = order.iter().map(|&i| self.meta[i as usize]).collect();
+        let mut stats = Vec::with_capacity(self.stats.len());
+        let mut stat_start = Vec::with_capacity(order.len() + 1);
+        stat_start.push(0u32);
+        for &i in order {
+            let (a, b) = (self.stat_start[i as usize] as usize, self.stat_start[i as usize + 1] as usize);
+            stats.extend_from_slice(&self.stats[a..b]);
+            stat_start.push(stats.len() as u32);
+        }
+        self.start_ps = start;
+        self.duration_ps_col = dur;
+        self.meta = meta;
+        self.stats = stats;
+        self.stat_start = stat_start;
     }
 
     /// End of event `i`, ps.
@@ -268,7 +394,9 @@ impl Line {
         self.start_ps.push(start_ps);
         self.duration_ps_col.push(duration_ps);
         self.meta.push(meta);
-        self.stats.extend_from_slice(stats);
+        for s in stats {
+            self.push_stat(*s);
+        }
         self.stat_start.push(self.stats.len() as u32);
     }
 
@@ -372,7 +500,7 @@ impl Plane {
 
     /// Looks up stat `stat` of event `i` on `line`: on the event first, then on its metadata.
     pub fn event_stat(&self, line: &Line, i: usize, stat: u32) -> Option<Stat> {
-        line.event_stats(i).iter().chain(self.metadata_stats(line.meta[i])).find(|s| s.meta() == stat).copied()
+        line.event_stats(i).chain(self.metadata_stats(line.meta[i]).iter().copied()).find(|s| s.meta() == stat)
     }
 
     /// Looks up several stats of event `i` on `line` in one pass over its stats: for
@@ -383,10 +511,10 @@ impl Plane {
         if left == 0 {
             return out;
         }
-        for s in line.event_stats(i).iter().chain(self.metadata_stats(line.meta[i])) {
+        for s in line.event_stats(i).chain(self.metadata_stats(line.meta[i]).iter().copied()) {
             for (k, o) in keys.iter().zip(out.iter_mut()) {
                 if o.is_none() && *k == Some(s.meta()) {
-                    *o = Some(*s);
+                    *o = Some(s);
                     left -= 1;
                 }
             }
@@ -574,5 +702,62 @@ impl Progress {
     /// Bytes read so far.
     pub fn bytes(&self) -> u64 {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_stats_read_back_exactly() {
+        let big_meta = PACKED_META_NONE as u32;
+        let values = [
+            (0, StatValue::I64(0)),
+            (1, StatValue::I64(-1)),
+            (2, StatValue::I64((1 << 39) - 1)),
+            (3, StatValue::I64(-(1 << 39))),
+            (4, StatValue::I64(1 << 39)),
+            (5, StatValue::I64(i64::MIN)),
+            (6, StatValue::I64(i64::MAX)),
+            (7, StatValue::U64((1 << 40) - 1)),
+            (8, StatValue::U64(1 << 40)),
+            (9, StatValue::U64(u64::MAX)),
+            (10, StatValue::F64(50.0)),
+            (11, StatValue::F64(0.1)),
+            (12, StatValue::F64(f64::NAN)),
+            (13, StatValue::F64(-0.0)),
+            (14, StatValue::Ref(0)),
+            (15, StatValue::Ref(u32::MAX)),
+            (16, StatValue::Str(Span::source(u64::MAX >> 1, 7))),
+            (17, StatValue::Str(Span::arena(3, 5))),
+            (18, StatValue::Bytes(Span::source(1 << 40, 3))),
+            (big_meta - 1, StatValue::I64(7)),
+            (big_meta, StatValue::I64(7)),
+            (u32::MAX, StatValue::Ref(3)),
+        ];
+        let mut line = Line::default();
+        let stats: Vec<Stat> = values.iter().map(|&(m, v)| Stat::new(m, v)).collect();
+        line.push_event(0, 1, 0, &stats[..10]);
+        line.push_event(1, 1, 0, &[]);
+        line.push_event(2, 1, 0, &stats[10..]);
+        let back: Vec<Stat> = line.event_stats(0).chain(line.event_stats(1)).chain(line.event_stats(2)).collect();
+        assert_eq!(back.len(), stats.len());
+        for (a, b) in stats.iter().zip(&back) {
+            assert_eq!((a.meta(), a.kind()), (b.meta(), b.kind()));
+            match (a.value(), b.value()) {
+                (StatValue::F64(x), StatValue::F64(y)) => assert_eq!(x.to_bits(), y.to_bits()),
+                (x, y) => assert_eq!(x, y),
+            }
+        }
+        // Only what cannot fit went to the wide table: 2^39, i64::MIN/MAX, 2^40, u64::MAX,
+        // 0.1 (NaN's low mantissa bits are zero), the three spans, and the two metadata
+        // indexes past 20 bits.
+        assert_eq!(line.wide.len(), 11, "{:?}", line.wide);
+        // Reordering keeps each event's stats with it.
+        line.permute(&[2, 0, 1]);
+        assert_eq!(line.event_stats(0).count(), values.len() - 10);
+        assert_eq!(line.event_stats(1).next().map(|s| s.value()), Some(StatValue::I64(0)));
+        assert_eq!(line.event_stats(2).count(), 0);
     }
 }

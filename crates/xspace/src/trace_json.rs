@@ -1011,25 +1011,9 @@ fn sort_line(line: &mut Line) {
     if line.start_ps.windows(2).all(|w| w[0] <= w[1]) {
         return;
     }
-    let n = line.len();
-    let mut order: Vec<u32> = (0..n as u32).collect();
+    let mut order: Vec<u32> = (0..line.len() as u32).collect();
     order.sort_by_key(|&i| line.start_ps[i as usize]);
-    let pick = |col: &Vec<i64>| order.iter().map(|&i| col[i as usize]).collect::<Vec<_>>();
-    let start = pick(&line.start_ps);
-    let dur = pick(&line.duration_ps_col);
-    let meta = order.iter().map(|&i| line.meta[i as usize]).collect();
-    let mut stats = Vec::with_capacity(line.stats.len());
-    let mut stat_start = Vec::with_capacity(n + 1);
-    stat_start.push(0u32);
-    for &i in &order {
-        stats.extend_from_slice(line.event_stats(i as usize));
-        stat_start.push(stats.len() as u32);
-    }
-    line.start_ps = start;
-    line.duration_ps_col = dur;
-    line.meta = meta;
-    line.stats = stats;
-    line.stat_start = stat_start;
+    line.permute(&order);
 }
 
 // ---------------------------------------------------------------------------
@@ -1461,7 +1445,7 @@ mod tests {
 
     fn stat(p: &Plane, l: &Line, i: usize, name: &str) -> Option<StatValue> {
         let id = p.stat_id(name)?;
-        l.event_stats(i).iter().find(|s| s.meta() == id).map(|s| s.value())
+        l.event_stats(i).find(|s| s.meta() == id).map(|s| s.value())
     }
 
     fn err(text: &str) -> String {
@@ -1635,9 +1619,9 @@ mod tests {
         let names: Vec<_> = events(p, l).into_iter().map(|e| e.0).collect();
         assert_eq!(names, ["a", "a2", "b", "c"]);
         assert_eq!(stat(p, l, 0, "n"), Some(StatValue::I64(1)));
-        assert_eq!(p.stat_str(&l.event_stats(0)[1]), Some("one"));
+        assert_eq!(p.stat_str(&l.event_stats(0).nth(1).unwrap()), Some("one"));
         assert_eq!(stat(p, l, 1, "n"), Some(StatValue::I64(4)));
-        assert!(l.event_stats(2).is_empty());
+        assert_eq!(l.event_stats(2).len(), 0);
         assert_eq!(stat(p, l, 3, "n"), Some(StatValue::I64(3)));
         assert_eq!(l.stat_start, [0, 2, 3, 3, 4]);
         // Names and stat names are interned once per plane.
@@ -1657,7 +1641,7 @@ mod tests {
         let p = &space.planes[0];
         let l = &p.lines[0];
         let s = |n| stat(p, l, 0, n);
-        let text = |n| p.stat_str(&l.event_stats(0)[p.stat_id(n).unwrap() as usize]).unwrap().to_string();
+        let text = |n| p.stat_str(&l.event_stats(0).nth(p.stat_id(n).unwrap() as usize).unwrap()).unwrap().to_string();
         assert_eq!(text("s"), "text \"q\" é");
         assert_eq!(s("i"), Some(StatValue::I64(-5)));
         assert_eq!(s("u"), Some(StatValue::U64(u64::MAX)));

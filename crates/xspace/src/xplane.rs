@@ -203,7 +203,6 @@ fn decode_plane(source: &Arc<Source>, range: Range<usize>, progress: &Progress) 
 
     let mut arena = Vec::new();
     let mut event_ids = IdMap::with_entries(parts.event_meta.len());
-    let mut scratch = Vec::new();
     for r in &parts.event_meta {
         let (key, value) = map_entry(&w, r.clone())?;
         let mut m = EventMeta { id: key, ..Default::default() };
@@ -217,9 +216,7 @@ fn decode_plane(source: &Arc<Source>, range: Range<usize>, progress: &Progress) 
                     4 => m.display_name = span(mw.bytes(wt)?),
                     5 => {
                         let sr = mw.bytes(wt)?;
-                        scratch.clear();
-                        decode_stat(&w, sr, &stat_ids, &mut arena, &mut scratch)?;
-                        plane.meta_stats.extend_from_slice(&scratch);
+                        plane.meta_stats.push(decode_stat(&w, sr, &stat_ids, &mut arena)?);
                     }
                     6 => mw.repeated_int(wt, &mut m.child_ids)?,
                     _ => mw.skip(wt)?,
@@ -231,9 +228,7 @@ fn decode_plane(source: &Arc<Source>, range: Range<usize>, progress: &Progress) 
         plane.event_meta.push(m);
     }
     for r in &parts.stats {
-        scratch.clear();
-        decode_stat(&w, r.clone(), &stat_ids, &mut arena, &mut scratch)?;
-        plane.stats.extend_from_slice(&scratch);
+        plane.stats.push(decode_stat(&w, r.clone(), &stat_ids, &mut arena)?);
     }
     plane.arena = arena;
 
@@ -253,7 +248,7 @@ fn decode_plane(source: &Arc<Source>, range: Range<usize>, progress: &Progress) 
         if !line_arena.is_empty() {
             let base = plane.arena.len() as u64;
             plane.arena.extend_from_slice(&line_arena);
-            rebase_arena_stats(&mut line.stats, base);
+            line.rebase_arena(base);
         }
         plane.lines.push(line);
     }
@@ -288,14 +283,8 @@ fn span(r: Range<usize>) -> Span {
     Span::source(r.start as u64, (r.end - r.start).min(u32::MAX as usize) as u32)
 }
 
-/// Decodes one XStat message into `out`.
-fn decode_stat(
-    w: &Wire,
-    r: Range<usize>,
-    stat_ids: &IdMap,
-    arena: &mut Vec<u8>,
-    out: &mut Vec<Stat>,
-) -> WireResult<()> {
+/// Decodes one XStat message.
+fn decode_stat(w: &Wire, r: Range<usize>, stat_ids: &IdMap, arena: &mut Vec<u8>) -> WireResult<Stat> {
     let mut sw = w.sub(r);
     let mut meta = UNKNOWN_META;
     let mut value = None;
@@ -343,18 +332,7 @@ fn decode_stat(
         });
     }
     // A stat without a value (proto3 default 0) reads as integer 0.
-    out.push(Stat::new(meta, value.unwrap_or(StatValue::I64(0))));
-    Ok(())
-}
-
-fn rebase_arena_stats(stats: &mut [Stat], base: u64) {
-    for s in stats {
-        if let StatValue::Str(sp) = s.value() {
-            if let Some(moved) = sp.arena_shifted(base) {
-                *s = Stat::new(s.meta(), StatValue::Str(moved));
-            }
-        }
-    }
+    Ok(Stat::new(meta, value.unwrap_or(StatValue::I64(0))))
 }
 
 /// Decodes one XLine into columns. Returns the line, strings it had to make, and
@@ -410,20 +388,20 @@ fn decode_line(
                         3 => dur = ew.int(wt)?,
                         4 => {
                             let sr = ew.bytes(wt)?;
-                            decode_stat(w, sr, stat_ids, &mut arena, &mut line.stats)?;
+                            line.push_stat(decode_stat(w, sr, stat_ids, &mut arena)?);
                         }
                         _ => ew.skip(wt)?,
                     }
                 }
                 let meta = event_ids.get(meta_id).unwrap_or(UNKNOWN_META);
                 unknown |= meta == UNKNOWN_META;
-                if line.stats.len() > u32::MAX as usize {
+                if line.stat_count() > u32::MAX as usize {
                     return Err(WireError { at: lw.pos(), what: "more than 4 billion stats on one line" });
                 }
                 line.start_ps.push(offset);
                 line.duration_ps_col.push(dur);
                 line.meta.push(meta);
-                line.stat_start.push(line.stats.len() as u32);
+                line.stat_start.push(line.stat_count() as u32);
             }
             _ => lw.skip(wt)?,
         }
@@ -435,6 +413,7 @@ fn decode_line(
     line.meta.shrink_to_fit();
     line.stat_start.shrink_to_fit();
     line.stats.shrink_to_fit();
+    line.wide.shrink_to_fit();
     let base_ps = line.timestamp_ns.saturating_mul(1000);
     for s in &mut line.start_ps {
         *s = s.saturating_add(base_ps);
