@@ -102,6 +102,19 @@ fn bounded(f: &Failed, bound: Duration, rss_bytes: u64) {
     );
 }
 
+/// Starts the server in `mode` with `server_args`, captures 100 ms from it, and asserts
+/// a clean failure within 8 s and [`BASE_RSS_BYTES`] whose line holds each of `says`.
+/// `None` when grpcio is missing.
+fn short_capture_fails(mode: &str, server_args: &[&str], says: &[&str]) -> Option<(PortChild, Failed)> {
+    let server = hostile(mode, server_args)?;
+    let f = fails("capture", &server, &["--duration", "100ms"]);
+    for words in says {
+        assert!(f.line.contains(words), "{mode} {server_args:?}: no {words:?} in {}", f.line);
+    }
+    bounded(&f, Duration::from_secs(8), BASE_RSS_BYTES);
+    Some((server, f))
+}
+
 #[test]
 fn capture_hostile_huge_answer_over_the_limit_is_refused_unread() {
     // 64 MiB announced; the limit is 16 MiB: refused from the message's length prefix.
@@ -146,11 +159,8 @@ fn capture_hostile_huge_junk_under_the_limit_is_not_a_profile() {
 
 #[test]
 fn capture_hostile_garbage_answer() {
-    let Some(server) = hostile("garbage", &[]) else { return };
-    let f = fails("capture", &server, &["--duration", "100ms"]);
-    assert!(f.line.contains("sent an answer that is not a profiler response"), "{}", f.line);
-    assert!(f.line.contains("is not a JAX profiler server, or a broken one"), "{}", f.line);
-    bounded(&f, Duration::from_secs(8), BASE_RSS_BYTES);
+    let says = ["sent an answer that is not a profiler response", "is not a JAX profiler server, or a broken one"];
+    let Some((server, _)) = short_capture_fails("garbage", &[], &says) else { return };
     // top ends with the same error on its first capture.
     let f = fails("top", &server, &["--plain", "--count", "2", "--window", "100ms"]);
     assert!(f.line.contains("not a profiler response"), "{}", f.line);
@@ -193,38 +203,25 @@ fn capture_hostile_stall_ends_at_the_deadline() {
 fn capture_hostile_error_status_with_a_megabyte_of_text() {
     // 1 MiB of message, percent-encoded into the trailers: more than the HTTP/2 client
     // accepts in a header block.
-    let Some(server) = hostile("error", &[]) else { return };
-    let f = fails("capture", &server, &["--duration", "100ms"]);
-    assert!(f.line.contains("sent an answer whose headers are too large to read"), "{}", f.line);
-    assert!(f.line.contains("is not a JAX profiler server, or a broken one"), "{}", f.line);
-    bounded(&f, Duration::from_secs(8), BASE_RSS_BYTES);
-
+    let says = ["sent an answer whose headers are too large to read", "is not a JAX profiler server, or a broken one"];
+    if short_capture_fails("error", &[], &says).is_none() {
+        return;
+    }
     // 20 KiB: over the HTTP/2 client's 16 KiB header list limit, refused as a protocol error.
-    let Some(server) = hostile("error", &["--mib", "0.02"]) else { return };
-    let f = fails("capture", &server, &["--duration", "100ms"]);
-    assert!(f.line.contains("broke the gRPC protocol in its answer"), "{}", f.line);
-    bounded(&f, Duration::from_secs(8), BASE_RSS_BYTES);
-
+    short_capture_fails("error", &["--mib", "0.02"], &["broke the gRPC protocol in its answer"]);
     // 4 KiB of the same text gets through: shown shortened, on one line, without the
     // line breaks, tabs, escapes and NULs.
-    let Some(server) = hostile("error", &["--mib", "0.004"]) else { return };
-    let f = fails("capture", &server, &["--duration", "100ms"]);
-    assert!(f.line.contains("failed (Internal: profiler failed: stack frame #0 at 0xdeadbeef"), "{}", f.line);
-    assert!(f.line.contains('…'), "not shortened: {}", f.line);
+    let says = ["failed (Internal: profiler failed: stack frame #0 at 0xdeadbeef end profiler failed: stack", "…"];
+    let (_, f) = short_capture_fails("error", &["--mib", "0.004"], &says).expect("grpcio");
     assert!(!f.line.contains("[31m"), "escape sequences left: {}", f.line);
-    bounded(&f, Duration::from_secs(8), BASE_RSS_BYTES);
 }
 
 #[test]
 fn capture_hostile_empty_answers() {
     // empty_trace set, as JAX answers when nothing was recorded.
-    let Some(server) = hostile("empty", &[]) else { return };
-    let f = fails("capture", &server, &["--duration", "100ms"]);
-    assert!(f.line.contains("is empty: the job recorded nothing in 100ms"), "{}", f.line);
-    bounded(&f, Duration::from_secs(8), BASE_RSS_BYTES);
+    if short_capture_fails("empty", &[], &["is empty: the job recorded nothing in 100ms"]).is_none() {
+        return;
+    }
     // No xspace at all, and no empty_trace either.
-    let Some(server) = hostile("no-xspace", &[]) else { return };
-    let f = fails("capture", &server, &["--duration", "100ms"]);
-    assert!(f.line.contains("answered without a trace"), "{}", f.line);
-    bounded(&f, Duration::from_secs(8), BASE_RSS_BYTES);
+    short_capture_fails("no-xspace", &[], &["answered without a trace"]);
 }

@@ -22,7 +22,7 @@ use stepscope_xspace::{Progress, Source, Space};
 use tonic::transport::{Channel, Endpoint};
 
 pub use error::CaptureError;
-pub use target::{parse_duration, parse_size, parse_targets, Target, MAX_SIZE_BYTES};
+pub use target::{parse_duration, parse_size, parse_targets, Target};
 pub use write::{local_clock, run_name, write_run, Written};
 
 use error::{call_error, classify_call, classify_connect, Stage};

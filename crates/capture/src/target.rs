@@ -108,7 +108,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, CaptureError> {
 }
 
 /// The largest size [`parse_size`] accepts: a protobuf message is at most 2 GiB.
-pub const MAX_SIZE_BYTES: u64 = 2 << 30;
+const MAX_SIZE_BYTES: u64 = 2 << 30;
 
 /// Parses a size: a number (decimals allowed) and a unit `B`, `KiB`, `MiB` or `GiB`
 /// (`K`, `M`, `G` mean the same; `KB`, `MB`, `GB` are powers of 1000), from 1 KiB to 2 GiB.

@@ -8,9 +8,7 @@ use std::time::{Duration, SystemTime};
 use clap::Args;
 use serde::Serialize;
 use stepscope_analysis::{steps, Profile};
-use stepscope_capture::{
-    parse_duration, parse_size, parse_targets, write_run, CaptureError, Options, Session, DEFAULT_MAX_RESPONSE_BYTES,
-};
+use stepscope_capture::{parse_duration, parse_size, parse_targets, write_run, CaptureError, Options, Session};
 
 use crate::human;
 
@@ -61,7 +59,8 @@ impl TraceArgs {
             python_tracer_level: self.python_tracer_level,
             retries: self.retries.min(100),
             margin: grace,
-            max_response_bytes: usize::try_from(max_size).unwrap_or(usize::MAX).min(DEFAULT_MAX_RESPONSE_BYTES),
+            // At most 2 GiB by parse_size; the capture crate takes 2 GiB as its 2 GiB − 1 limit.
+            max_response_bytes: usize::try_from(max_size).unwrap_or(usize::MAX),
             ..Options::default()
         })
     }
