@@ -2,68 +2,30 @@
 //! JAX on CPU serving `jax.profiler.start_server`) and against peers that are not
 //! profilers. Every child process is killed when its guard drops.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::util::*;
 
-/// A running jax_server.py; killed on drop.
-struct JaxJob {
-    child: Child,
-    port: u16,
-}
-
-impl JaxJob {
-    /// Starts the job with `args` and waits for it to print its port.
-    fn start(args: &[&str]) -> JaxJob {
-        let script = root().join("tests/support/jax_server.py");
-        let mut child = Command::new("python3")
-            .arg(script)
-            .args(["--seconds", "90"])
-            .args(args)
-            .env("JAX_PLATFORMS", "cpu")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start python3 tests/support/jax_server.py");
-        let stdout = child.stdout.take().expect("child stdout");
-        // Guard first, so a timeout below still kills the child.
-        let mut job = JaxJob { child, port: 0 };
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(stdout).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(120))
-            .expect("jax_server.py printed no port (is JAX installed? pip install -r tests/support/requirements.txt)");
-        job.port = line.trim().parse().unwrap_or_else(|_| panic!("jax_server.py printed {line:?}, not a port"));
-        job
-    }
-
-    fn target(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for JaxJob {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// Starts tests/support/jax_server.py with `args` and waits for it to print its port.
+fn jax_job(args: &[&str]) -> PortChild {
+    let mut cmd = Command::new("python3");
+    cmd.arg(root().join("tests/support/jax_server.py"))
+        .args(["--seconds", "90"])
+        .args(args)
+        .env("JAX_PLATFORMS", "cpu");
+    PortChild::spawn(
+        cmd,
+        Duration::from_secs(120),
+        "python3 tests/support/jax_server.py (is JAX installed? pip install -r tests/support/requirements.txt)",
+    )
 }
 
 /// Every file under `dir` (none when it does not exist).
-fn files_under(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
     if !dir.exists() {
         return Vec::new();
     }
@@ -85,7 +47,7 @@ fn assert_consecutive(nums: &[i64]) {
 
 #[test]
 fn capture_a_running_job_then_analyse_it() {
-    let job = JaxJob::start(&[]);
+    let job = jax_job(&[]);
     let tmp = tempfile::tempdir().unwrap();
     let logdir = tmp.path().join("logs");
     let target = job.target();
@@ -182,7 +144,7 @@ fn capture_a_running_job_then_analyse_it() {
 
 #[test]
 fn capture_two_jobs_into_one_run() {
-    let (a, b) = (JaxJob::start(&[]), JaxJob::start(&[]));
+    let (a, b) = (jax_job(&[]), jax_job(&[]));
     let tmp = tempfile::tempdir().unwrap();
     let targets = format!("{},{}", a.target(), b.target());
     ok(&["capture", &targets, "--duration", "500ms", "--logdir", tmp.path().to_str().unwrap()]);
@@ -266,6 +228,10 @@ fn capture_failures_are_one_line_and_leave_nothing() {
         (vec!["capture", "localhost:9012", "--duration", "2"], "not a duration"),
         (vec!["capture", "a:1,a:1"], "listed twice"),
         (vec!["top", "localhost:1", "--window", "3s", "--interval", "1s"], "longer than --interval"),
+        (vec!["capture", "localhost:9012", "--max-size", "16"], "--max-size: \"16\" is not a size"),
+        (vec!["capture", "localhost:9012", "--max-size", "3GiB"], "is too large"),
+        (vec!["top", "localhost:9012", "--max-size", "100B"], "is too small"),
+        (vec!["capture", "localhost:9012", "--grace", "soon"], "--grace: \"soon\" is not a duration"),
     ] {
         let err = assert_clean_error(&args);
         assert!(err.contains(needle), "{args:?}: {err}");
@@ -276,7 +242,7 @@ fn capture_failures_are_one_line_and_leave_nothing() {
 #[test]
 fn capture_of_an_idle_job_then_of_a_dying_job() {
     // The job compiles, then does no JAX work at all.
-    let mut job = JaxJob::start(&["--steps", "0"]);
+    let mut job = jax_job(&["--steps", "0"]);
     let tmp = tempfile::tempdir().unwrap();
     let logdir = tmp.path().join("logs");
     let logdir_s = logdir.to_str().unwrap().to_string();

@@ -8,6 +8,7 @@ mod util;
 
 mod analyses;
 mod capture;
+mod capture_hostile;
 
 mod devices;
 mod discovery;

@@ -15,14 +15,13 @@
 //! `stepscope_xspace::pprof::read_pprof` in a child process: this test binary itself,
 //! re-run on the `robustness::pprof_child` test.
 
-use std::fs::File;
 use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::util::*;
 
@@ -658,69 +657,8 @@ fn all_variants() -> Vec<Variant> {
 }
 
 // ---------------------------------------------------------------------------
-// Running one variant in a child process with a time limit, measuring peak memory.
-
-struct Outcome {
-    /// Exit code, or `None` when killed by a signal.
-    code: Option<i32>,
-    signal: Option<i32>,
-    timed_out: bool,
-    max_rss_bytes: u64,
-    elapsed: Duration,
-    stderr: String,
-}
-
-/// Runs `cmd`, killing it after [`LIMIT`]. Peak memory is the kernel's high-water mark
-/// (`VmHWM` in /proc/<pid>/status) sampled every millisecond: only growth in the last
-/// millisecond before exit could go unseen. (`wait4`'s `ru_maxrss` cannot be used: a
-/// spawned child inherits the spawning process's high-water mark at `exec`.)
-///
-/// A sample counts only once the child's `Name:` is its program's file name: until
-/// `exec` has finished, the new process can still show this test process's memory
-/// (about 260 MiB while the variants are held), which once made clean runs look like
-/// overruns.
-fn run_limited(mut cmd: Command, dir: &Path) -> Outcome {
-    use std::os::unix::process::ExitStatusExt;
-    // The kernel keeps the first 15 bytes of the executable's file name as the name.
-    let program = Path::new(cmd.get_program()).file_name().expect("program file name").to_string_lossy();
-    let comm: String = program.chars().take(15).collect();
-    let err_path = dir.join("stderr");
-    cmd.stdin(Stdio::null())
-        .stdout(File::create(dir.join("stdout")).expect("stdout file"))
-        .stderr(File::create(&err_path).expect("stderr file"));
-    let start = Instant::now();
-    let mut child = cmd.spawn().expect("spawn");
-    let status_path = format!("/proc/{}/status", child.id());
-    let (mut timed_out, mut max_rss_bytes) = (false, 0u64);
-    let status = loop {
-        if let Ok(s) = std::fs::read_to_string(&status_path) {
-            let field = |name: &str| s.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
-            if field("Name:") == Some(comm.as_str()) {
-                let hwm_kib = field("VmHWM:").and_then(|v| v.strip_suffix("kB"));
-                if let Some(kib) = hwm_kib.and_then(|v| v.trim().parse::<u64>().ok()) {
-                    max_rss_bytes = max_rss_bytes.max(kib * 1024);
-                }
-            }
-        }
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if start.elapsed() > LIMIT {
-            child.kill().ok();
-            timed_out = true;
-            break child.wait().expect("wait");
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
-    Outcome {
-        code: status.code(),
-        signal: status.signal(),
-        timed_out,
-        max_rss_bytes,
-        elapsed: start.elapsed(),
-        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
-    }
-}
+// Running one variant in a child process with a time limit, measuring peak memory
+// (`run_limited` in util.rs).
 
 /// What is wrong with an outcome, if anything.
 fn judge(o: &Outcome, file_bytes: u64, expands: bool) -> Option<String> {
@@ -847,7 +785,7 @@ fn mutated_captures_end_cleanly_in_bounded_time_and_memory() {
                     let path = dir.join(&v.file);
                     std::fs::write(&path, &v.bytes).expect("write variant");
                     for (what, cmd) in commands(v, &path) {
-                        let o = run_limited(cmd, &dir);
+                        let o = run_limited(cmd, &dir, LIMIT);
                         {
                             let mut st = stats.lock().expect("stats");
                             st.runs += 1;
@@ -883,7 +821,7 @@ fn mutated_captures_end_cleanly_in_bounded_time_and_memory() {
         let mut last = None;
         for _ in 0..3 {
             let (_, cmd) = commands(v, &path).into_iter().find(|(w, _)| *w == what).expect("same command");
-            let o = run_limited(cmd, &dir);
+            let o = run_limited(cmd, &dir, LIMIT);
             let timed_out = o.timed_out;
             last = judge(&o, v.bytes.len() as u64, v.expands);
             if !timed_out {
@@ -928,7 +866,7 @@ fn regression_inputs_end_cleanly() {
         let file = path.file_name().expect("name").to_string_lossy().into_owned();
         let v = Variant { name: file.clone(), file, expands: false, runner: Runner::CliAll, bytes };
         for (what, cmd) in commands(&v, path) {
-            let o = run_limited(cmd, tmp.path());
+            let o = run_limited(cmd, tmp.path(), LIMIT);
             if let Some(why) = judge(&o, v.bytes.len() as u64, v.expands) {
                 failures.push(format!("{} — `{what}`: {why}", v.name));
             }

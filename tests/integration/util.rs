@@ -1,7 +1,9 @@
 //! Helpers shared by the test areas.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -118,5 +120,113 @@ pub fn copy_tree(from: &Path, to: &Path) {
         } else {
             std::fs::copy(&p, &dest).expect("copy");
         }
+    }
+}
+
+/// How a child run by [`run_limited`] ended.
+pub struct Outcome {
+    /// Exit code, or `None` when killed by a signal.
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub max_rss_bytes: u64,
+    pub elapsed: Duration,
+    pub stderr: String,
+}
+
+/// Runs `cmd` (stdin empty, stdout and stderr to files in `dir`), killing it after
+/// `limit`. Peak memory is the kernel's high-water mark
+/// (`VmHWM` in /proc/<pid>/status) sampled every millisecond: only growth in the last
+/// millisecond before exit could go unseen. (`wait4`'s `ru_maxrss` cannot be used: a
+/// spawned child inherits the spawning process's high-water mark at `exec`.)
+///
+/// A sample counts only once the child's `Name:` is its program's file name: until
+/// `exec` has finished, the new process can still show this test process's memory
+/// (about 260 MiB while robustness.rs holds its variants), which once made clean runs
+/// look like overruns.
+pub fn run_limited(mut cmd: Command, dir: &Path, limit: Duration) -> Outcome {
+    use std::os::unix::process::ExitStatusExt;
+    // The kernel keeps the first 15 bytes of the executable's file name as the name.
+    let program = Path::new(cmd.get_program()).file_name().expect("program file name").to_string_lossy();
+    let comm: String = program.chars().take(15).collect();
+    let err_path = dir.join("stderr");
+    cmd.stdin(Stdio::null())
+        .stdout(File::create(dir.join("stdout")).expect("stdout file"))
+        .stderr(File::create(&err_path).expect("stderr file"));
+    let start = Instant::now();
+    let mut child = cmd.spawn().expect("spawn");
+    let status_path = format!("/proc/{}/status", child.id());
+    let (mut timed_out, mut max_rss_bytes) = (false, 0u64);
+    let status = loop {
+        if let Ok(s) = std::fs::read_to_string(&status_path) {
+            let field = |name: &str| s.lines().find_map(|l| l.strip_prefix(name)).map(str::trim);
+            if field("Name:") == Some(comm.as_str()) {
+                let hwm_kib = field("VmHWM:").and_then(|v| v.strip_suffix("kB"));
+                if let Some(kib) = hwm_kib.and_then(|v| v.trim().parse::<u64>().ok()) {
+                    max_rss_bytes = max_rss_bytes.max(kib * 1024);
+                }
+            }
+        }
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            child.kill().ok();
+            timed_out = true;
+            break child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    Outcome {
+        code: status.code(),
+        signal: status.signal(),
+        timed_out,
+        max_rss_bytes,
+        elapsed: start.elapsed(),
+        stderr: std::fs::read_to_string(&err_path).unwrap_or_default(),
+    }
+}
+
+/// A server from tests/support that prints its port alone on its first stdout line;
+/// killed when dropped.
+pub struct PortChild {
+    pub child: std::process::Child,
+    pub port: u16,
+}
+
+impl PortChild {
+    /// Starts `cmd` and waits up to `wait` for its port; `what` names it in failures
+    /// (with how to install what it needs).
+    pub fn spawn(mut cmd: Command, wait: Duration, what: &str) -> PortChild {
+        use std::io::BufRead;
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect(what);
+        let stdout = child.stdout.take().expect("child stdout");
+        // Guard first, so a timeout below still kills the child.
+        let mut server = PortChild { child, port: 0 };
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx.recv_timeout(wait).unwrap_or_else(|_| panic!("{what}: printed no port"));
+        server.port = line.trim().parse().unwrap_or_else(|_| panic!("{what}: printed {line:?}, not a port"));
+        server
+    }
+
+    /// `127.0.0.1:PORT`.
+    pub fn target(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for PortChild {
+    fn drop(&mut self) {
+        self.kill();
     }
 }

@@ -16,8 +16,14 @@ pub struct CaptureError {
 }
 
 impl fmt::Display for CaptureError {
+    /// One line whatever the parts hold: line breaks and other control characters
+    /// print as spaces.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} — {}", self.what, self.fix)
+        use fmt::Write;
+        for c in self.what.chars().chain(" — ".chars()).chain(self.fix.chars()) {
+            f.write_char(if invisible(c) { ' ' } else { c })?;
+        }
+        Ok(())
     }
 }
 
@@ -58,7 +64,7 @@ impl CaptureError {
 
     pub(crate) fn not_xspace(target: &Target, why: &str) -> CaptureError {
         CaptureError::new(
-            format!("{target} sent a trace that is not a valid XSpace ({why})"),
+            format!("{target} sent a trace that is not a valid XSpace ({})", shorten(why)),
             "capture again; if it keeps failing, report the JAX version",
         )
     }
@@ -74,9 +80,100 @@ impl CaptureError {
         CaptureError::new(
             format!("{target} did not send the trace within {}", human(deadline)),
             "the job may be hung or the trace very large: check the job, capture for a shorter --duration, \
-             or lower the tracer levels",
+             lower the tracer levels, or wait longer (--grace)",
         )
     }
+
+    fn too_large(target: &Target, text: &str, limit_bytes: usize) -> CaptureError {
+        // tonic says "decoded message length too large: found N bytes, the limit is: M bytes".
+        let found = text
+            .split("found ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .map(|n| format!(" is {},", human_bytes(n)))
+            .unwrap_or_default();
+        CaptureError::new(
+            format!("the trace from {target}{found} larger than the {} limit", human_bytes(limit_bytes as u64)),
+            "capture for a shorter --duration, lower --host-tracer-level / --python-tracer-level, \
+             or allow more with --max-size",
+        )
+    }
+}
+
+/// Longest piece of a peer's text (a status message, an error's cause) put into a message.
+const PEER_TEXT_CHARS: usize = 200;
+
+/// Longest status message looked at, bytes: a peer may send megabytes.
+const STATUS_TEXT_BYTES: usize = 4096;
+
+/// Characters that would break the one-line message or hide part of it: control
+/// characters and the Unicode direction and zero-width marks.
+fn invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+}
+
+/// `text` fit for one line: terminal escape sequences are dropped, runs of whitespace
+/// and invisible characters become one space, and text past [`PEER_TEXT_CHARS`] is cut,
+/// ending in `…`.
+fn shorten(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = 0;
+    let mut gap = false;
+    let mut it = text.chars().peekable();
+    while let Some(c) = it.next() {
+        if c == '\u{1b}' && it.peek() == Some(&'[') {
+            // A CSI sequence (colours, cursor moves): parameters up to a final byte in @..~.
+            it.next();
+            for c in it.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
+                }
+            }
+            continue;
+        }
+        if c.is_whitespace() || invisible(c) {
+            gap = true;
+            continue;
+        }
+        if chars >= PEER_TEXT_CHARS {
+            out.push('…');
+            break;
+        }
+        if gap && !out.is_empty() {
+            out.push(' ');
+            chars += 1;
+        }
+        gap = false;
+        out.push(c);
+        chars += 1;
+    }
+    out
+}
+
+/// The longest prefix of `text` at most `max` bytes long, cut at a character boundary.
+fn prefix(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// `16 MiB`, `2 GiB`, `1.5 GiB`, `900 KiB`, `100 bytes`.
+fn human_bytes(n: u64) -> String {
+    let units = [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (size, unit) in units {
+        if n >= size - size / 200 {
+            let v = format!("{:.1}", n as f64 / size as f64);
+            return format!("{} {unit}", v.strip_suffix(".0").unwrap_or(&v));
+        }
+    }
+    format!("{n} bytes")
 }
 
 /// `1.5s`, `300ms`.
@@ -99,8 +196,9 @@ fn error_parts(top: String, mut source: Option<&(dyn StdError + 'static)>) -> Ve
         source = e.source();
     }
     let mut parts: Vec<String> = Vec::new();
-    for t in texts {
-        for p in t.split(": ") {
+    for t in texts.iter().take(16) {
+        // A peer's text may be megabytes with thousands of ": ": look at its start only.
+        for p in prefix(t, STATUS_TEXT_BYTES).split(": ").take(16) {
             let p = p.trim().trim_end_matches('.').to_string();
             if !p.is_empty() && !parts.iter().any(|q| q.eq_ignore_ascii_case(&p)) {
                 parts.push(p);
@@ -110,9 +208,9 @@ fn error_parts(top: String, mut source: Option<&(dyn StdError + 'static)>) -> Ve
     parts
 }
 
-/// The error and all its sources, joined by ": ".
+/// The error and all its sources, joined by ": ", shortened to one line.
 fn chain(err: &(dyn StdError + 'static)) -> String {
-    error_parts(err.to_string(), err.source()).join(": ")
+    shorten(&error_parts(err.to_string(), err.source()).join(": "))
 }
 
 /// The first `std::io::Error` in the chain.
@@ -174,7 +272,7 @@ pub(crate) enum Stage {
 
 /// The status message and its sources as distinct parts.
 fn status_parts(status: &tonic::Status) -> Vec<String> {
-    error_parts(status.message().to_string(), status.source())
+    error_parts(prefix(status.message(), STATUS_TEXT_BYTES).to_string(), status.source())
 }
 
 /// A failed `Profile` call as an error.
@@ -182,7 +280,7 @@ pub(crate) fn call_error(target: &Target, stage: Stage, status: &tonic::Status, 
     classify_call(target, stage, status, o).unwrap_or_else(|| {
         let parts = status_parts(status);
         CaptureError::new(
-            format!("capture from {target} failed ({:?}: {})", status.code(), parts.join(": ")),
+            format!("capture from {target} failed ({:?}: {})", status.code(), shorten(&parts.join(": "))),
             "check the job's log for profiler errors, then capture again",
         )
     })
@@ -198,17 +296,31 @@ pub(crate) fn classify_call(
 ) -> Option<CaptureError> {
     use tonic::Code;
     let parts = status_parts(status);
-    let text = parts.join(": ");
-    let lower = text.to_lowercase();
-    let root = parts.last().cloned().unwrap_or_default();
+    let lower = parts.join(": ").to_lowercase();
+    let text = shorten(&parts.join(": "));
+    let root = shorten(parts.last().map(String::as_str).unwrap_or_default());
     let not_profiler = |why: String| {
         CaptureError::new(
             format!("{target} is not a JAX profiler server ({why})"),
             format!("point at the port the job passed to {START_SERVER}"),
         )
     };
+    // A peer that speaks gRPC but whose answer cannot be taken.
+    let broken = |what: String| {
+        CaptureError::new(
+            what,
+            format!(
+                "it is not a JAX profiler server, or a broken one: point at the port the job passed to {START_SERVER}"
+            ),
+        )
+    };
     if status.source().and_then(io_kind) == Some(std::io::ErrorKind::ConnectionRefused) {
         return Some(CaptureError::refused(target));
+    }
+    // HTTP/2's ENHANCE_YOUR_CALM, from a header block past all limits (a status
+    // message of megabytes, say).
+    if ["excessive load", "header_list", "too_many_continuations"].iter().any(|p| lower.contains(p)) {
+        return Some(broken(format!("{target} sent an answer whose headers are too large to read ({root})")));
     }
     let protocol = [
         "protocol error",
@@ -221,7 +333,11 @@ pub(crate) fn classify_call(
         "unexpected content-type",
     ];
     if protocol.iter().any(|p| lower.contains(p)) {
-        return Some(not_profiler(format!("it does not speak gRPC: {root}")));
+        // Past the probe, the peer has shown that it speaks gRPC: this answer broke the rules.
+        return Some(match stage {
+            Stage::Probe => not_profiler(format!("it does not speak gRPC: {root}")),
+            Stage::Ready | Stage::Call => broken(format!("{target} broke the gRPC protocol in its answer ({root})")),
+        });
     }
     let closed =
         ["connection reset", "broken pipe", "connection closed", "stream closed", "error reading a body", "eof"];
@@ -234,16 +350,18 @@ pub(crate) fn classify_call(
         };
     }
     match status.code() {
+        // tonic's check of the answer's announced length (OutOfRange in tonic 0.12).
+        Code::OutOfRange | Code::ResourceExhausted if lower.contains("message length too large") => {
+            return Some(CaptureError::too_large(target, &lower, o.max_response_bytes))
+        }
+        // prost could not read the answer.
+        Code::Internal if lower.starts_with("failed to decode protobuf") => {
+            return Some(broken(format!("{target} sent an answer that is not a profiler response ({root})")))
+        }
         Code::Unimplemented => return Some(not_profiler("it answers gRPC but has no ProfilerService".into())),
         Code::DeadlineExceeded => return Some(CaptureError::deadline(target, o.duration + o.margin)),
         Code::Cancelled if lower.contains("timeout expired") => {
             return Some(CaptureError::deadline(target, o.duration + o.margin))
-        }
-        Code::ResourceExhausted if lower.contains("too large") => {
-            return Some(CaptureError::new(
-                format!("the trace from {target} is larger than the {} MiB limit", (o.max_response_bytes >> 20) + 1),
-                "capture for a shorter --duration, or lower --host-tracer-level / --python-tracer-level",
-            ))
         }
         _ => {}
     }
@@ -274,10 +392,33 @@ mod tests {
     }
 
     #[test]
+    fn peer_text_is_shortened_to_one_line() {
+        let s = shorten("a\r\n\tb \u{1b}[31mred\u{1b}[0m\u{0}\u{7} \u{202e}c");
+        assert_eq!(s, "a b red c");
+        for long in ["x: ".repeat(100_000), "x".repeat(100_000), "xy ".repeat(100_000), "x\n".repeat(100_000)] {
+            let s = shorten(&long);
+            assert!((PEER_TEXT_CHARS..=PEER_TEXT_CHARS + 2).contains(&s.chars().count()), "{s}");
+            assert!(s.ends_with('…'));
+        }
+        assert_eq!(shorten(""), "");
+        assert_eq!(prefix("aé", 2), "a");
+    }
+
+    #[test]
+    fn sizes_for_people() {
+        assert_eq!(human_bytes(16 << 20), "16 MiB");
+        assert_eq!(human_bytes((2 << 30) - 1), "2 GiB");
+        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
+        assert_eq!(human_bytes(900 << 10), "900 KiB");
+        assert_eq!(human_bytes(100), "100 bytes");
+    }
+
+    #[test]
     fn one_line_with_fix() {
         let t: Target = "h:1".parse().unwrap();
         let e = CaptureError::empty(&t, Duration::from_secs(2));
         let s = e.to_string();
         assert!(!s.contains('\n') && s.contains(" — ") && s.contains("h:1") && s.contains("2s"), "{s}");
+        assert_eq!(CaptureError::new("a\nb\r", "c\u{7}").to_string(), "a b  — c ");
     }
 }

@@ -22,7 +22,7 @@ use stepscope_xspace::{Progress, Source, Space};
 use tonic::transport::{Channel, Endpoint};
 
 pub use error::CaptureError;
-pub use target::{parse_duration, parse_targets, Target};
+pub use target::{parse_duration, parse_size, parse_targets, Target};
 pub use write::{local_clock, run_name, write_run, Written};
 
 use error::{call_error, classify_call, classify_connect, Stage};
@@ -50,7 +50,8 @@ pub struct Options {
     pub connect_timeout: Duration,
     /// Time allowed past `duration` for the job to stop tracing and send the trace.
     pub margin: Duration,
-    /// Largest response accepted, bytes.
+    /// Largest response accepted, bytes (at most [`DEFAULT_MAX_RESPONSE_BYTES`]). A
+    /// larger answer is refused from its announced length, before it is read.
     pub max_response_bytes: usize,
 }
 
@@ -64,10 +65,14 @@ impl Default for Options {
             retries: 2,
             connect_timeout: Duration::from_secs(3),
             margin: Duration::from_secs(30),
-            max_response_bytes: (2 << 30) - 1,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         }
     }
 }
+
+/// The default and largest [`Options::max_response_bytes`]: 2 GiB − 1, the most a
+/// protobuf message can hold.
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = (2 << 30) - 1;
 
 /// Pause between connection attempts.
 fn retry_pause() -> Duration {
@@ -242,7 +247,8 @@ impl std::error::Error for TimedOut {}
 
 /// Calls `Profile` and returns the XSpace bytes.
 async fn call_profile(target: &Target, channel: Channel, o: &Options) -> Result<Vec<u8>, CaptureError> {
-    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(o.max_response_bytes);
+    let limit = o.max_response_bytes.min(DEFAULT_MAX_RESPONSE_BYTES);
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(limit);
     let deadline = o.duration + o.margin;
     let request = proto::ProfileRequest {
         duration_ms: o.duration.as_millis().min(u64::MAX as u128) as u64,
@@ -285,7 +291,9 @@ async fn call_profile(target: &Target, channel: Channel, o: &Options) -> Result<
     if response.xspace.is_empty() {
         return Err(CaptureError::no_xspace(target));
     }
-    Ok(response.xspace)
+    // Without a copy where the received message is no longer shared (it is not, once
+    // the call has ended).
+    Ok(Vec::from(response.xspace))
 }
 
 /// Names each capture's host: the XSpace's host name, else the target's host;

@@ -49,23 +49,15 @@ pub struct ProfileRequest {
     pub emit_xspace: bool,
 }
 
-/// One `ProfileToolData` entry of a response.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ToolData {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(bytes = "vec", tag = "2")]
-    pub data: Vec<u8>,
-}
-
-/// `tensorflow.ProfileResponse`. The XSpace (field 8) is an embedded message on the
-/// wire; it is kept as raw bytes so it can be decoded and written without re-encoding.
+/// `tensorflow.ProfileResponse`, without its `tool_data` (field 6), which stepscope
+/// does not use and so skips unread. The XSpace (field 8) is an embedded message on
+/// the wire; it is kept as raw bytes so it can be decoded and written without
+/// re-encoding, and as `Bytes`, a view into the received message rather than a copy
+/// of it (a trace can be most of a GiB).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ProfileResponse {
-    #[prost(message, repeated, tag = "6")]
-    pub tool_data: Vec<ToolData>,
     #[prost(bool, tag = "7")]
     pub empty_trace: bool,
-    #[prost(bytes = "vec", tag = "8")]
-    pub xspace: Vec<u8>,
+    #[prost(bytes = "bytes", tag = "8")]
+    pub xspace: prost::bytes::Bytes,
 }

@@ -1,4 +1,5 @@
-//! Targets (`HOST:PORT`) and durations (`2s`, `1500ms`, `1m`) as users write them.
+//! Targets (`HOST:PORT`), durations (`2s`, `1500ms`, `1m`) and sizes (`512MiB`, `2GiB`)
+//! as users write them.
 
 use std::fmt;
 use std::time::Duration;
@@ -106,6 +107,40 @@ pub fn parse_duration(s: &str) -> Result<Duration, CaptureError> {
     Ok(Duration::from_micros((ms * 1e3).round() as u64))
 }
 
+/// The largest size [`parse_size`] accepts: a protobuf message is at most 2 GiB.
+const MAX_SIZE_BYTES: u64 = 2 << 30;
+
+/// Parses a size: a number (decimals allowed) and a unit `B`, `KiB`, `MiB` or `GiB`
+/// (`K`, `M`, `G` mean the same; `KB`, `MB`, `GB` are powers of 1000), from 1 KiB to 2 GiB.
+pub fn parse_size(s: &str) -> Result<u64, CaptureError> {
+    let t = s.trim();
+    let bad = || CaptureError::new(format!("{s:?} is not a size"), "write a number and a unit: 16MiB, 512MiB, 2GiB");
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(bad)?;
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "b" => 1.0,
+        "k" | "kib" => 1024.0,
+        "m" | "mib" => 1024.0 * 1024.0,
+        "g" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        _ => return Err(bad()),
+    };
+    let bytes = v * scale;
+    if !bytes.is_finite() || bytes < 1024.0 {
+        return Err(CaptureError::new(format!("{s:?} is too small"), "allow at least 1KiB"));
+    }
+    if bytes > MAX_SIZE_BYTES as f64 {
+        return Err(CaptureError::new(
+            format!("{s:?} is too large"),
+            "a trace is one protobuf message, at most 2GiB: allow at most 2GiB",
+        ));
+    }
+    Ok(bytes.round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +168,20 @@ mod tests {
         assert_eq!(parse_duration("0.5s").unwrap(), Duration::from_millis(500));
         for bad in ["", "2", "s", "2 h", "0ms", "-1s", "2x", "61m", "1e3s"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_size("512 MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
+        assert_eq!(parse_size("1.5g").unwrap(), 3 << 29);
+        assert_eq!(parse_size("64K").unwrap(), 64 << 10);
+        assert_eq!(parse_size("100MB").unwrap(), 100_000_000);
+        assert_eq!(parse_size("4096b").unwrap(), 4096);
+        for bad in ["", "16", "MiB", "-1MiB", "1.2.3MiB", "16 TiB", "1e9B", "100B", "3GiB", "0.5KiB"] {
+            assert!(parse_size(bad).is_err(), "{bad}");
         }
     }
 }

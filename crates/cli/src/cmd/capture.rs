@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use clap::Args;
 use serde::Serialize;
 use stepscope_analysis::{steps, Profile};
-use stepscope_capture::{parse_duration, parse_targets, write_run, Options, Session};
+use stepscope_capture::{parse_duration, parse_size, parse_targets, write_run, CaptureError, Options, Session};
 
 use crate::human;
 
@@ -19,6 +19,7 @@ EXAMPLES:
     stepscope capture 127.0.0.1:9012 --duration 500ms --logdir /tmp/logdir
     stepscope capture worker0:9012,worker1:9012 --duration 5s   one run, two hosts
     stepscope capture 127.0.0.1:9012 --python-tracer-level 1    with Python calls
+    stepscope capture 127.0.0.1:9012 --max-size 512MiB --grace 10s   bound size and wait
     stepscope summary ./profiles                          analyse the newest capture";
 
 /// Tracing and connection options shared by `capture` and `top`.
@@ -36,18 +37,32 @@ pub struct TraceArgs {
     /// Extra connection attempts when a target refuses or does not answer.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub retries: u32,
+    /// Largest trace accepted from one target: 16MiB, 512MiB, 2GiB (the most a trace can be).
+    /// A larger one is refused from its announced size, before it is read.
+    #[arg(long, value_name = "SIZE", default_value = "2GiB")]
+    pub max_size: String,
+    /// How long to wait past the capture's end for the job to send the trace.
+    #[arg(long, value_name = "TIME", default_value = "30s")]
+    pub grace: String,
 }
 
 impl TraceArgs {
-    pub fn options(&self, duration: Duration) -> Options {
-        Options {
+    pub fn options(&self, duration: Duration) -> Result<Options, CaptureError> {
+        let named =
+            |option: &'static str| move |e: CaptureError| CaptureError::new(format!("{option}: {}", e.what), e.fix);
+        let max_size = parse_size(&self.max_size).map_err(named("--max-size"))?;
+        let grace = parse_duration(&self.grace).map_err(named("--grace"))?;
+        Ok(Options {
             duration,
             host_tracer_level: self.host_tracer_level,
             device_tracer_level: self.device_tracer_level,
             python_tracer_level: self.python_tracer_level,
             retries: self.retries.min(100),
+            margin: grace,
+            // At most 2 GiB by parse_size; the capture crate takes 2 GiB as its 2 GiB − 1 limit.
+            max_response_bytes: usize::try_from(max_size).unwrap_or(usize::MAX),
             ..Options::default()
-        }
+        })
     }
 }
 
@@ -96,7 +111,7 @@ struct HostReport {
 pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     let targets = parse_targets(&args.targets)?;
     let duration = parse_duration(&args.duration)?;
-    let mut session = Session::new(targets, args.trace.options(duration))?;
+    let mut session = Session::new(targets, args.trace.options(duration)?)?;
     if !args.json && std::io::stderr().is_terminal() {
         let names: Vec<String> = session.targets().iter().map(|t| t.to_string()).collect();
         eprintln!("capturing {} from {} …", args.duration.trim(), names.join(", "));

@@ -90,7 +90,7 @@ pub fn run(args: &TopArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--count 0 shows nothing — pass --count 1 or more, or leave it out");
     }
     let label = targets.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", ");
-    let session = Session::new(targets, args.trace.options(window))?;
+    let session = Session::new(targets, args.trace.options(window)?)?;
     let control = Arc::new(Control::default());
     let (tx, rx) = mpsc::channel();
     {
