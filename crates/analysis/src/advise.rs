@@ -16,7 +16,8 @@ use crate::compile;
 use crate::devices;
 use crate::memory;
 use crate::ops::{self, GroupBy};
-use crate::profile::{host_cpu_plane, Profile};
+use crate::cache::FastMap;
+use crate::profile::{host_cpu_plane, OpSource, Profile};
 use crate::stats::{sum_ps, Intervals};
 use crate::steps::{self, busy_intervals, Steps};
 use crate::summary::{self, Summary};
@@ -810,17 +811,28 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
                 }
             }
         } else {
-            // XLA:CPU: one run_id per launch.
-            let mut seen = std::collections::HashSet::new();
-            for op in d.ops() {
-                let line = &d.plane.lines[op.line as usize];
-                let run = d.stat(line, op.index as usize, d.keys.run_id).and_then(|s| d.plane.stat_i64(&s));
+            // XLA:CPU: one run_id per launch (kept with the op records; other devices
+            // without a modules line: the ops' `run_id` stat).
+            let ops = d.cached_ops();
+            let mut seen: FastMap<(u32, i64), ()> = FastMap::default();
+            let mut launched: FastMap<u32, u64> = FastMap::default();
+            for r in &ops.recs {
+                let run = r.run_id.or_else(|| match d.source {
+                    OpSource::HostOps => None,
+                    _ => {
+                        let line = &d.plane.lines[r.line as usize];
+                        d.stat(line, r.index as usize, d.keys.run_id).and_then(|s| d.plane.stat_i64(&s))
+                    }
+                });
                 if let Some(run) = run {
-                    if inside(&w, op.start_ps) && seen.insert((op.module, run)) {
+                    if inside(&w, r.start_ps) && seen.insert((r.module, run), ()).is_none() {
                         launches += 1;
-                        *per_module.entry(op.module.to_string()).or_default() += 1;
+                        *launched.entry(r.module).or_default() += 1;
                     }
                 }
+            }
+            for (m, n) in launched {
+                *per_module.entry(ops.names[m as usize].to_string()).or_default() += n;
             }
         }
     }
@@ -856,7 +868,7 @@ fn leading_idle<'s>(profile: &Profile, steps: &'s Steps) -> Vec<(&'s steps::Step
 fn largest_copies(profile: &Profile, n: usize) -> Vec<Evidence> {
     let mut found: Vec<(i64, i64, String, String)> = Vec::new();
     for d in profile.devices() {
-        for op in d.ops() {
+        for op in d.op_iter() {
             let line = &d.plane.lines[op.line as usize].name;
             if line.contains("Memcpy")
                 || op.name.contains("H2D")

@@ -72,11 +72,16 @@ pub fn compile(profile: &Profile) -> Compile {
                     *e = (*e).min(line.start_ps[i]);
                 }
             }
-            for op in d.ops() {
-                if !op.module.is_empty() {
-                    let e = first_run.entry(op.module).or_insert(op.start_ps);
-                    *e = (*e).min(op.start_ps);
-                }
+            // Per interned module name first, then by name.
+            let ops = d.cached_ops();
+            let mut first: Vec<Option<i64>> = vec![None; ops.names.len()];
+            for r in &ops.recs {
+                let f = &mut first[r.module as usize];
+                *f = Some(f.map_or(r.start_ps, |t| t.min(r.start_ps)));
+            }
+            for (name, t) in ops.names.iter().zip(first).filter_map(|(n, t)| Some((n, t?))).filter(|(n, _)| !n.is_empty()) {
+                let e = first_run.entry(name).or_insert(t);
+                *e = (*e).min(t);
             }
         }
         let mut runs: Vec<(i64, &str)> = first_run.into_iter().map(|(m, t)| (t, m)).collect();

@@ -6,8 +6,10 @@
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::cache::FastMap;
 use crate::profile::{host_cpu_plane, Device, Keys, OpSource, Profile};
 use crate::stats::Intervals;
 
@@ -118,16 +120,24 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
         for plane in space.planes.iter().filter(|p| !p.name.starts_with("/device:")) {
             let keys = Keys::of(plane);
             let (Some(step_key), Some(root_key)) = (keys.step_num, keys.root) else { continue };
-            for line in &plane.lines {
-                for i in 0..line.len() {
-                    let [Some(num), Some(_)] = plane.event_stats_of(line, i, [Some(step_key), Some(root_key)]) else {
-                        continue;
-                    };
-                    let step_num = plane.stat_i64(&num).unwrap_or(-1);
-                    let name = plane.event_name(line.meta[i]);
-                    out.push(blank_step(step_num, name, &space.host, line.start_ps[i], line.duration_ps_col[i]));
-                }
-            }
+            let per_line: Vec<Vec<Step>> = plane
+                .lines
+                .par_iter()
+                .map(|line| {
+                    let mut found = Vec::new();
+                    for i in 0..line.len() {
+                        let [Some(num), Some(_)] = plane.event_stats_of(line, i, [Some(step_key), Some(root_key)])
+                        else {
+                            continue;
+                        };
+                        let step_num = plane.stat_i64(&num).unwrap_or(-1);
+                        let name = plane.event_name(line.meta[i]);
+                        found.push(blank_step(step_num, name, &space.host, line.start_ps[i], line.duration_ps_col[i]));
+                    }
+                    found
+                })
+                .collect();
+            out.extend(per_line.into_iter().flatten());
         }
     }
     out.sort_by_key(|s| (s.start_ps, s.step_num));
@@ -205,18 +215,17 @@ fn module_name(event_name: &str) -> &str {
 
 /// CPU: the span of each `run_id` of the module with the most op time.
 fn cpu_module_runs(d: &Device) -> Vec<Step> {
-    let mut per_module: HashMap<&str, i64> = HashMap::new();
-    let ops = d.ops();
-    for op in &ops {
+    let mut per_module: FastMap<&str, i64> = FastMap::default();
+    for op in d.op_iter() {
         let t = per_module.entry(op.module).or_default();
         *t = t.saturating_add(op.duration_ps);
     }
     let Some((&top, _)) = per_module.iter().max_by_key(|(m, t)| (**t, std::cmp::Reverse(**m))) else {
         return Vec::new();
     };
-    let mut runs: HashMap<i64, (i64, i64)> = HashMap::new();
+    let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
     let run_ids = d.cached_ops().recs.iter().map(|r| r.run_id);
-    for (op, run) in ops.iter().zip(run_ids).filter(|(o, _)| o.module == top) {
+    for (op, run) in d.op_iter().zip(run_ids).filter(|(o, _)| o.module == top) {
         let run = run.unwrap_or(0);
         let e = runs.entry(run).or_insert((op.start_ps, op.end_ps()));
         e.0 = e.0.min(op.start_ps);
@@ -239,7 +248,7 @@ pub fn busy_intervals(d: &Device) -> Intervals {
 fn measure_busy(d: &Device) -> Intervals {
     let ops = d.cached_ops();
     let mut spans: Vec<(i64, i64)> = Vec::with_capacity(ops.recs.len());
-    let mut runs: HashMap<i64, (i64, i64)> = HashMap::new();
+    let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
     for (o, rec) in d.op_iter().zip(&ops.recs) {
         let run = match d.source {
             OpSource::HostOps => rec.run_id,

@@ -225,6 +225,16 @@ impl PackedStat {
         }
     }
 
+    /// The stat's metadata index (reading `wide` only for a wide stat whose index did
+    /// not fit).
+    #[inline]
+    fn meta(self, wide: &[Stat]) -> u32 {
+        match (self.0 >> 4) & PACKED_META_NONE {
+            PACKED_META_NONE => self.unpack(wide).meta(),
+            m => m as u32,
+        }
+    }
+
     /// The stat, reading `wide` for one held there.
     #[inline]
     fn unpack(self, wide: &[Stat]) -> Stat {
@@ -500,7 +510,8 @@ impl Plane {
 
     /// Looks up stat `stat` of event `i` on `line`: on the event first, then on its metadata.
     pub fn event_stat(&self, line: &Line, i: usize, stat: u32) -> Option<Stat> {
-        line.event_stats(i).chain(self.metadata_stats(line.meta[i]).iter().copied()).find(|s| s.meta() == stat)
+        let [s] = self.event_stats_of(line, i, [Some(stat)]);
+        s
     }
 
     /// Looks up several stats of event `i` on `line` in one pass over its stats: for
@@ -511,10 +522,24 @@ impl Plane {
         if left == 0 {
             return out;
         }
-        for s in line.event_stats(i).chain(self.metadata_stats(line.meta[i]).iter().copied()) {
+        // Matches the packed words' metadata first; only a hit is unpacked.
+        let (a, b) = (line.stat_start[i] as usize, line.stat_start[i + 1] as usize);
+        for p in &line.stats[a..b] {
+            let meta = p.meta(&line.wide);
+            for (k, o) in keys.iter().zip(out.iter_mut()) {
+                if o.is_none() && *k == Some(meta) {
+                    *o = Some(p.unpack(&line.wide));
+                    left -= 1;
+                }
+            }
+            if left == 0 {
+                return out;
+            }
+        }
+        for s in self.metadata_stats(line.meta[i]) {
             for (k, o) in keys.iter().zip(out.iter_mut()) {
                 if o.is_none() && *k == Some(s.meta()) {
-                    *o = Some(s);
+                    *o = Some(*s);
                     left -= 1;
                 }
             }
