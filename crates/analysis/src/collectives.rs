@@ -84,6 +84,10 @@ fn flights<'a>(d: &Device<'a>) -> (Vec<Flight<'a>>, Intervals) {
             compute.push((op.start_ps, op.end_ps()));
         }
     }
+    if colls.is_empty() {
+        // Compute time only matters for overlap with collectives.
+        return (Vec::new(), Intervals::new(Vec::new()));
+    }
     colls.sort_by_key(|o| o.start_ps);
     let mut out = Vec::new();
     // Async starts wait for their done, matched by name with `-start` → `-done`.

@@ -94,6 +94,8 @@ impl std::hash::Hash for Text<'_> {
 /// What one op occurrence adds to its row.
 struct Occurrence<'a> {
     ev: OpEvent<'a>,
+    /// The device's interned ids of the op's name and module.
+    ids: (u32, u32),
     self_ps: i64,
     category: Text<'a>,
     scope: Text<'a>,
@@ -187,7 +189,19 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     let mut cut: FastMap<Text, Rc<str>> = FastMap::default();
     let devices = profile.devices();
     for d in &devices {
+        // Rows by this device's interned (name, module) ids, for the groupings that
+        // need nothing else: no string hashing per occurrence.
+        let mut by_ids: FastMap<(u32, u32), usize> = FastMap::default();
         each_occurrence(d, &hlo[d.host_index], |o| {
+            let ids = match by {
+                GroupBy::Op => Some(o.ids),
+                GroupBy::Module => Some((u32::MAX, o.ids.1)),
+                GroupBy::Category | GroupBy::Scope => None,
+            };
+            if let Some(&at) = ids.and_then(|ids| by_ids.get(&ids)) {
+                accs[at].add(&o);
+                return;
+            }
             let key = match by {
                 GroupBy::Op => (Text::Borrowed(o.ev.name), o.ev.module),
                 GroupBy::Category => (o.category.clone(), ""),
@@ -212,6 +226,9 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
                     accs.len() - 1
                 }
             };
+            if let Some(ids) = ids {
+                by_ids.insert(ids, at);
+            }
             accs[at].add(&o);
         });
     }
@@ -278,7 +295,8 @@ fn each_occurrence<'a>(d: &Device<'a>, hlo: &HloModules, mut f: impl FnMut(Occur
     }
     let self_ps = self_times(order.len(), |at| ops.event(order[at] as usize));
     let k = &d.keys;
-    let mut from_hlo: FastMap<(Option<u64>, &str, &str), FromHlo> = FastMap::default();
+    // Keyed by the device's interned name and module ids.
+    let mut from_hlo: FastMap<(Option<u64>, u32, u32), FromHlo> = FastMap::default();
     let mut scopes: FastMap<&str, Rc<str>> = FastMap::default();
     for (&at, self_ps) in order.iter().zip(self_ps) {
         let ev = ops.event(at as usize);
@@ -294,7 +312,8 @@ fn each_occurrence<'a>(d: &Device<'a>, hlo: &HloModules, mut f: impl FnMut(Occur
         // (category, scope) from the HloProto, for what the stats lack.
         let hlo_info = if category.is_none() || tf_op.is_none() {
             let program = num(program);
-            Some(from_hlo.entry((program, ev.name, ev.module)).or_insert_with(|| {
+            let rec = &ops.recs[at as usize];
+            Some(from_hlo.entry((program, rec.name, rec.module)).or_insert_with(|| {
                 let module = program
                     .and_then(|p| hlo.by_program_id(p as i64))
                     .or_else(|| hlo.by_name(ev.module).filter(|_| !ev.module.is_empty()));
@@ -320,7 +339,9 @@ fn each_occurrence<'a>(d: &Device<'a>, hlo: &HloModules, mut f: impl FnMut(Occur
             (None, Some((_, Some(s)))) => Text::Shared(s.clone()),
             (None, _) => Text::Borrowed(""),
         };
-        f(Occurrence { ev, self_ps, category, scope, flops: num(flops), bytes: num(bytes), peaks });
+        let rec = &ops.recs[at as usize];
+        let ids = (rec.name, rec.module);
+        f(Occurrence { ev, ids, self_ps, category, scope, flops: num(flops), bytes: num(bytes), peaks });
     }
 }
 

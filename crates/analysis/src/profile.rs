@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
-use stepscope_xspace::{Line, Plane, Space, Stat};
+use stepscope_xspace::{Line, Plane, Space, Stat, StatValue};
 
 use crate::cache::{Cache, DeviceOps, FastMap, OpRec, OpsBuilder, Slot};
 
@@ -236,6 +236,9 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
         .map(|(li, line)| {
             let mut out = LineOps { names: Vec::new(), by_ordinal: Vec::new() };
             let mut ids: FastMap<&str, u32> = FastMap::default();
+            // Names are usually `ref` stats: their ids by the referenced stat metadata,
+            // so that most events need no string hashing.
+            let mut by_ref: FastMap<u32, u32> = FastMap::default();
             for i in 0..line.len() {
                 let [op, module, ordinal, run] =
                     plane.event_stats_of(line, i, [Some(op_key), keys.hlo_module, keys.device_ordinal, keys.run_id]);
@@ -248,15 +251,29 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
                         out.by_ordinal.len() - 1
                     }
                 };
-                let Some(name) = plane.stat_str(&op) else { continue };
-                let module = module.and_then(|s| plane.stat_str(&s)).unwrap_or("");
-                let mut intern = |s: &'a str| {
-                    *ids.entry(s).or_insert_with(|| {
-                        out.names.push(s);
+                let mut intern = |stat: Option<Stat>| -> Option<u32> {
+                    let r = match stat.map(|s| s.value()) {
+                        Some(StatValue::Ref(r)) => Some(r),
+                        _ => None,
+                    };
+                    if let Some(&id) = r.and_then(|r| by_ref.get(&r)) {
+                        return Some(id);
+                    }
+                    let text = match stat {
+                        Some(s) => plane.stat_str(&s)?,
+                        None => "",
+                    };
+                    let id = *ids.entry(text).or_insert_with(|| {
+                        out.names.push(text);
                         out.names.len() as u32 - 1
-                    })
+                    });
+                    if let Some(r) = r {
+                        by_ref.insert(r, id);
+                    }
+                    Some(id)
                 };
-                let (name, module) = (intern(name), intern(module));
+                let Some(name) = intern(Some(op)) else { continue };
+                let module = intern(module).unwrap_or_else(|| intern(None).unwrap_or(0));
                 let duration_ps = line.duration_ps_col[i].max(0);
                 out.by_ordinal[at].1.push(OpRec {
                     name,
