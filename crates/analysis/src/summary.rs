@@ -165,8 +165,10 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
 
 /// The overview without findings (what the rules read).
 pub fn overview(profile: &Profile, top: usize) -> Summary {
-    let steps = steps::steps(profile);
+    // The devices and their ops first (parallel inside), then the two largest
+    // analyses side by side; both are cached, so the reads below are free.
     let devices = profile.devices();
+    let (steps, _) = rayon::join(|| steps::steps(profile), || ops::ops(profile, GroupBy::Op, 0));
     let times: Vec<DeviceTime> = devices.iter().map(device_time).collect();
     // XLA:CPU hosts copy on host threads while the device (the CPU) is otherwise idle.
     let host_copies: Vec<Option<(Intervals, Intervals)>> = (0..profile.hosts.len())

@@ -66,15 +66,38 @@ impl<'a> Wire<'a> {
     }
 
     /// Reads a base-128 varint.
-    #[inline]
+    #[inline(always)]
     pub fn varint(&mut self) -> WireResult<u64> {
-        // Fast path: one-byte values (field keys, small ids and lengths).
+        // Fast path, inlined: one-byte values (field keys, small ids and lengths).
         if self.pos < self.end {
             let b = self.buf[self.pos];
             if b < 0x80 {
                 self.pos += 1;
                 return Ok(u64::from(b));
             }
+        }
+        self.varint_long()
+    }
+
+    /// [`Wire::varint`] for values of two bytes or more, and every error.
+    #[inline(never)]
+    fn varint_long(&mut self) -> WireResult<u64> {
+        // Ten bytes left (the longest varint): no end check per byte.
+        if let Some(b) = self.buf.get(self.pos..self.pos + 10).filter(|_| self.end - self.pos >= 10) {
+            let mut value: u64 = 0;
+            for (i, &byte) in b.iter().enumerate() {
+                value |= u64::from(byte & 0x7f) << (7 * i);
+                if byte < 0x80 {
+                    if i == 9 && byte > 1 {
+                        self.pos += 10;
+                        return Err(self.err("varint longer than 64 bits"));
+                    }
+                    self.pos += i + 1;
+                    return Ok(value);
+                }
+            }
+            self.pos += 10;
+            return Err(self.err("varint longer than 10 bytes"));
         }
         let mut value: u64 = 0;
         let mut shift = 0u32;
