@@ -22,18 +22,17 @@ use crate::wire::{Wire, WireError, WireResult, FIXED64, LEN, VARINT};
 /// ([`Source::release`]).
 const RELEASE_EVERY_BYTES: usize = 8 << 20;
 
-/// Encoded size of a typical event stat (key, length, metadata id, value), bytes: sizes
-/// a line's stat column up front.
+/// Encoded size of a small event stat (key, length, metadata id, value), bytes.
 const STAT_BYTES_TYPICAL: usize = 6;
-
-/// Most stats reserved up front for one line (4 GiB of stats); more grow the column.
-const MAX_STATS_RESERVED: usize = 1 << 28;
 
 /// Encoded size of a small event (key, length, metadata id, offset, duration), bytes.
 const EVENT_BYTES_TYPICAL: usize = 12;
 
-/// Most events reserved up front for one line; more grow the columns.
-const MAX_EVENTS_RESERVED: usize = 1 << 28;
+/// A line's columns are sized for its whole length once this many of its bytes are read.
+const SIZE_SAMPLE_BYTES: usize = 1 << 20;
+
+/// Most events or stats reserved ahead for one line; beyond, the columns grow.
+const MAX_RESERVED: usize = 1 << 28;
 
 /// Dense index used for an event whose metadata id the plane does not define.
 const UNKNOWN_META: u32 = u32::MAX;
@@ -344,20 +343,20 @@ fn decode_line(
     stat_ids: &IdMap,
     source: &Source,
 ) -> WireResult<(Line, Vec<u8>, bool)> {
-    // Columns sized up front from the line's bytes, generously: pages never written
-    // cost no memory, no column is copied to grow, and all are trimmed at the end.
-    let n = (r.len() / EVENT_BYTES_TYPICAL).min(MAX_EVENTS_RESERVED);
+    // Columns sized in two steps, so that they are neither copied to grow nor reserve
+    // much more than they need: room for the first SIZE_SAMPLE_BYTES of the line at
+    // small-event density, then, once that much is read, for the rest of the line at
+    // the density seen so far (+5 %). All are trimmed at the end.
+    let head = r.len().min(SIZE_SAMPLE_BYTES);
     let mut line = Line {
-        start_ps: Vec::with_capacity(n),
-        duration_ps_col: Vec::with_capacity(n),
-        meta: Vec::with_capacity(n),
-        stat_start: Vec::with_capacity(n + 1),
-        // Room for as many stats as the line's bytes could hold at a typical 6 bytes
-        // each: pages never written cost no memory, and the column is never copied to
-        // grow (it is trimmed at the end).
-        stats: Vec::with_capacity((r.len() / STAT_BYTES_TYPICAL).min(MAX_STATS_RESERVED)),
+        start_ps: Vec::with_capacity(head / EVENT_BYTES_TYPICAL),
+        duration_ps_col: Vec::with_capacity(head / EVENT_BYTES_TYPICAL),
+        meta: Vec::with_capacity(head / EVENT_BYTES_TYPICAL),
+        stat_start: Vec::with_capacity(head / EVENT_BYTES_TYPICAL + 1),
+        stats: Vec::with_capacity(head / STAT_BYTES_TYPICAL),
         ..Default::default()
     };
+    let mut sized = r.len() <= SIZE_SAMPLE_BYTES;
     line.stat_start.push(0);
     let mut arena = Vec::new();
     let mut unknown = false;
@@ -367,6 +366,17 @@ fn decode_line(
         if lw.pos() - released >= RELEASE_EVERY_BYTES {
             source.release(released..lw.pos());
             released = lw.pos();
+        }
+        if !sized && lw.pos() - r.start >= SIZE_SAMPLE_BYTES {
+            sized = true;
+            let (read, left) = ((lw.pos() - r.start) as f64, (r.end - lw.pos()) as f64);
+            let more = |n: usize| ((n as f64 / read * left * 1.05) as usize).min(MAX_RESERVED);
+            let (events, stats) = (more(line.len()), more(line.stat_count()));
+            line.start_ps.reserve_exact(events);
+            line.duration_ps_col.reserve_exact(events);
+            line.meta.reserve_exact(events);
+            line.stat_start.reserve_exact(events);
+            line.stats.reserve_exact(stats);
         }
         let (field, wt) = lw.key()?;
         match field {
