@@ -33,7 +33,7 @@ for size in "${SIZES[@]}"; do
     wall=$(grep -F 'Elapsed (wall clock)' "$log" | awk '{print $NF}')
     rss_kb=$(grep -F 'Maximum resident set size' "$log" | awk '{print $NF}')
     awk -v s="$size" -v b="$bytes" -v c="$cmd" -v w="$wall" -v r="$rss_kb" -v st="$status" \
-      'BEGIN { printf "%-6s %14d bytes  %-8s wall %-9s peak RSS %8.0f MB (%.2fx file)  %s\n", s, b, c, w, r / 1024, r * 1024 / b, st }'
+      'BEGIN { printf "%-6s %14.0f bytes  %-8s wall %-9s peak RSS %8.0f MB (%.2fx file)  %s\n", s, b, c, w, r / 1024, r * 1024 / b, st }'
     rm -f "$log"
   done
   rm -f "$f"

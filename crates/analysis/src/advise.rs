@@ -845,7 +845,7 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
 /// Per step: device idle from the step's start to its first op.
 fn leading_idle<'s>(profile: &Profile, steps: &'s Steps) -> Vec<(&'s steps::Step, i64)> {
     let devices = profile.devices();
-    let busy: Vec<(&str, Intervals)> = devices.iter().map(|d| (d.host, busy_intervals(d))).collect();
+    let busy: Vec<(&str, &Intervals)> = devices.iter().map(|d| (d.host, busy_intervals(d))).collect();
     steps
         .steps
         .iter()

@@ -13,6 +13,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::ops::{GroupBy, Ops};
 use crate::profile::{DeviceKind, Keys, OpSource};
 use crate::stats::Intervals;
+use stepscope_xspace::{Plane, Stat, StatValue};
 use crate::steps::Steps;
 
 /// Everything cached for one profile.
@@ -94,38 +95,75 @@ pub(crate) struct OpRec {
     pub run_id: Option<i64>,
 }
 
+/// Interns op and module names, keyed by what identifies them without hashing the
+/// text where it can: a `ref` stat's index, or an event metadata's index.
+#[derive(Default)]
+pub(crate) struct Interner<'a> {
+    pub names: Vec<&'a str>,
+    ids: FastMap<&'a str, u32>,
+    by_ref: FastMap<u32, u32>,
+    by_meta: FastMap<u32, u32>,
+}
+
+impl<'a> Interner<'a> {
+    /// The id of `s`, added on first sight.
+    pub fn text(&mut self, s: &'a str) -> u32 {
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(s);
+        self.ids.insert(s, id);
+        id
+    }
+
+    /// The id of a string stat's text (`None` when the stat is not a string).
+    pub fn stat(&mut self, plane: &'a Plane, stat: Stat) -> Option<u32> {
+        let StatValue::Ref(r) = stat.value() else {
+            return plane.stat_str(&stat).map(|s| self.text(s));
+        };
+        if let Some(&id) = self.by_ref.get(&r) {
+            return Some(id);
+        }
+        let id = self.text(plane.stat_str(&stat)?);
+        self.by_ref.insert(r, id);
+        Some(id)
+    }
+
+    /// The id of the text `text()` gives for event metadata `meta`.
+    pub fn meta(&mut self, meta: u32, text: impl FnOnce() -> &'a str) -> u32 {
+        if let Some(&id) = self.by_meta.get(&meta) {
+            return id;
+        }
+        let id = self.text(text());
+        self.by_meta.insert(meta, id);
+        id
+    }
+}
+
 /// Builds [`DeviceOps`], interning names.
 #[derive(Default)]
 pub(crate) struct OpsBuilder<'a> {
-    ids: FastMap<&'a str, u32>,
-    out: DeviceOps,
+    pub names: Interner<'a>,
+    recs: Vec<OpRec>,
 }
 
 impl<'a> OpsBuilder<'a> {
     /// A builder with room for `n` records.
     pub fn with_capacity(n: usize) -> Self {
-        let mut b = Self::default();
-        b.out.recs.reserve_exact(n);
-        b
-    }
-
-    /// The id of `s`, added on first sight.
-    pub fn intern(&mut self, s: &'a str) -> u32 {
-        if let Some(&id) = self.ids.get(s) {
-            return id;
-        }
-        let id = self.out.names.len() as u32;
-        self.out.names.push(s.into());
-        self.ids.insert(s, id);
-        id
+        OpsBuilder { names: Interner::default(), recs: Vec::with_capacity(n) }
     }
 
     pub fn push(&mut self, rec: OpRec) {
-        self.out.recs.push(rec);
+        self.recs.push(rec);
     }
 
     pub fn finish(self) -> DeviceOps {
-        self.out
+        DeviceOps {
+            names: self.names.names.into_iter().map(Box::from).collect(),
+            recs: self.recs,
+            collective: OnceLock::new(),
+        }
     }
 }
 

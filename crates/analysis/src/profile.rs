@@ -10,9 +10,9 @@
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
-use stepscope_xspace::{Line, Plane, Space, Stat, StatValue};
+use stepscope_xspace::{Line, Plane, Space, Stat};
 
-use crate::cache::{Cache, DeviceOps, FastMap, OpRec, OpsBuilder, Slot};
+use crate::cache::{Cache, DeviceOps, Interner, OpRec, OpsBuilder, Slot};
 
 /// A run: one [`Space`] per host, on one clock.
 pub struct Profile {
@@ -174,7 +174,7 @@ impl<'a> Device<'a> {
 
 /// Builds the op records of a TPU/GPU device (XLA:CPU devices get theirs with the
 /// host scan, see [`host_ops`]).
-fn device_ops(plane: &Plane, slot: &Slot) -> DeviceOps {
+fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
     let mut b = OpsBuilder::default();
     for (li, line) in plane.lines.iter().enumerate() {
         let keep = match slot.source {
@@ -188,11 +188,19 @@ fn device_ops(plane: &Plane, slot: &Slot) -> DeviceOps {
         for i in 0..line.len() {
             let [op, module, device_duration] =
                 plane.event_stats_of(line, i, [slot.keys.hlo_op, slot.keys.hlo_module, slot.keys.device_duration_ps]);
-            let name = match slot.source {
-                OpSource::XlaOpsLine => op_name_of(plane.event_name(line.meta[i]), plane, line.meta[i]),
-                _ => op.and_then(|s| plane.stat_str(&s)).unwrap_or_else(|| plane.event_name(line.meta[i])),
+            let meta = line.meta[i];
+            let by_meta = |n: &mut crate::cache::Interner<'a>| match slot.source {
+                OpSource::XlaOpsLine => n.meta(meta, || op_name_of(plane.event_name(meta), plane, meta)),
+                _ => n.meta(meta, || plane.event_name(meta)),
             };
-            let module = module.and_then(|s| plane.stat_str(&s)).unwrap_or("");
+            let name = match (slot.source, op) {
+                (OpSource::XlaOpsLine, _) | (_, None) => by_meta(&mut b.names),
+                (_, Some(op)) => match b.names.stat(plane, op) {
+                    Some(id) => id,
+                    None => by_meta(&mut b.names),
+                },
+            };
+            let module = module.and_then(|s| b.names.stat(plane, s)).unwrap_or_else(|| b.names.text(""));
             let duration_ps = line.duration_ps_col[i].max(0);
             // TPU ops record their length on the device clock: the op's own time.
             let op_ps = match slot.source {
@@ -202,8 +210,8 @@ fn device_ops(plane: &Plane, slot: &Slot) -> DeviceOps {
                 _ => duration_ps,
             };
             let rec = OpRec {
-                name: b.intern(name),
-                module: b.intern(module),
+                name,
+                module,
                 line: li as u32,
                 index: i as u32,
                 start_ps: line.start_ps[i],
@@ -220,7 +228,7 @@ fn device_ops(plane: &Plane, slot: &Slot) -> DeviceOps {
 /// One line's XLA:CPU ops (events carrying `hlo_op`), split by `device_ordinal`,
 /// with names interned per line.
 struct LineOps<'a> {
-    names: Vec<&'a str>,
+    names: Interner<'a>,
     /// Per ordinal seen on the line: its ops, in line order. An op whose `hlo_op` is not
     /// a string has no record but still shows its ordinal.
     by_ordinal: Vec<(Option<i64>, Vec<OpRec>)>,
@@ -234,11 +242,7 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
         .par_iter()
         .enumerate()
         .map(|(li, line)| {
-            let mut out = LineOps { names: Vec::new(), by_ordinal: Vec::new() };
-            let mut ids: FastMap<&str, u32> = FastMap::default();
-            // Names are usually `ref` stats: their ids by the referenced stat metadata,
-            // so that most events need no string hashing.
-            let mut by_ref: FastMap<u32, u32> = FastMap::default();
+            let mut out = LineOps { names: Interner::default(), by_ordinal: Vec::new() };
             for i in 0..line.len() {
                 let [op, module, ordinal, run] =
                     plane.event_stats_of(line, i, [Some(op_key), keys.hlo_module, keys.device_ordinal, keys.run_id]);
@@ -251,29 +255,8 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
                         out.by_ordinal.len() - 1
                     }
                 };
-                let mut intern = |stat: Option<Stat>| -> Option<u32> {
-                    let r = match stat.map(|s| s.value()) {
-                        Some(StatValue::Ref(r)) => Some(r),
-                        _ => None,
-                    };
-                    if let Some(&id) = r.and_then(|r| by_ref.get(&r)) {
-                        return Some(id);
-                    }
-                    let text = match stat {
-                        Some(s) => plane.stat_str(&s)?,
-                        None => "",
-                    };
-                    let id = *ids.entry(text).or_insert_with(|| {
-                        out.names.push(text);
-                        out.names.len() as u32 - 1
-                    });
-                    if let Some(r) = r {
-                        by_ref.insert(r, id);
-                    }
-                    Some(id)
-                };
-                let Some(name) = intern(Some(op)) else { continue };
-                let module = intern(module).unwrap_or_else(|| intern(None).unwrap_or(0));
+                let Some(name) = out.names.stat(plane, op) else { continue };
+                let module = module.and_then(|s| out.names.stat(plane, s)).unwrap_or_else(|| out.names.text(""));
                 let duration_ps = line.duration_ps_col[i].max(0);
                 out.by_ordinal[at].1.push(OpRec {
                     name,
@@ -312,7 +295,7 @@ fn cpu_device_ops(lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
     for line in lines {
         for (o, recs) in line.by_ordinal {
             let Some(b) = device_of(o).map(|d| &mut builders[d]) else { continue };
-            let ids: Vec<u32> = line.names.iter().map(|n| b.intern(n)).collect();
+            let ids: Vec<u32> = line.names.names.iter().map(|n| b.names.text(n)).collect();
             for r in recs {
                 b.push(OpRec { name: ids[r.name as usize], module: ids[r.module as usize], ..r });
             }

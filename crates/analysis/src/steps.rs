@@ -67,7 +67,7 @@ pub fn steps(profile: &Profile) -> Steps {
 fn find_and_measure(profile: &Profile) -> Steps {
     let devices = profile.devices();
     let (source, mut steps) = find_steps(profile, &devices);
-    let busy: Vec<Intervals> = devices.iter().map(busy_intervals).collect();
+    let busy: Vec<&Intervals> = devices.iter().map(busy_intervals).collect();
     let compile = host_compile_intervals(profile);
     for step in &mut steps {
         let (lo, hi) = (step.start_ps, step.end_ps());
@@ -240,9 +240,10 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
 /// (from its first op to its last, per `run_id`: the runtime's hand-offs between
 /// ops on host threads are part of executing the program, not host overhead).
 ///
-/// Computed once per device and profile; later calls return a copy.
-pub fn busy_intervals(d: &Device) -> Intervals {
-    d.slot.busy.get_or_init(|| measure_busy(d)).clone()
+/// Computed once per device and profile.
+pub fn busy_intervals<'a>(d: &Device<'a>) -> &'a Intervals {
+    let slot = d.slot;
+    slot.busy.get_or_init(|| measure_busy(d))
 }
 
 fn measure_busy(d: &Device) -> Intervals {
