@@ -817,7 +817,7 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
             let mut seen: FastMap<(u32, i64), ()> = FastMap::default();
             let mut launched: FastMap<u32, u64> = FastMap::default();
             for r in &ops.recs {
-                let run = r.run_id.or_else(|| match d.source {
+                let run = r.run_id().or_else(|| match d.source {
                     OpSource::HostOps => None,
                     _ => {
                         let line = &d.plane.lines[r.line as usize];
@@ -825,7 +825,7 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
                     }
                 });
                 if let Some(run) = run {
-                    if inside(&w, r.start_ps) && seen.insert((r.module, run), ()).is_none() {
+                    if inside(&w, r.start_ps(d.plane)) && seen.insert((r.module, run), ()).is_none() {
                         launches += 1;
                         *launched.entry(r.module).or_default() += 1;
                     }

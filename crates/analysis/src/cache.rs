@@ -66,33 +66,59 @@ pub(crate) struct DeviceOps {
 
 impl DeviceOps {
     /// Op record `i` as an [`OpEvent`](crate::OpEvent).
-    pub fn event(&self, i: usize) -> crate::OpEvent<'_> {
+    pub fn event<'p>(&'p self, plane: &'p Plane, i: usize) -> crate::OpEvent<'p> {
         let r = &self.recs[i];
         crate::OpEvent {
             name: &self.names[r.name as usize],
             module: &self.names[r.module as usize],
             line: r.line,
             index: r.index,
-            start_ps: r.start_ps,
-            duration_ps: r.duration_ps,
+            start_ps: r.start_ps(plane),
+            duration_ps: r.duration_ps(plane),
             op_ps: r.op_ps,
         }
     }
 }
 
-/// One executed op, compactly: names are indexes into [`DeviceOps::names`].
+/// One executed op in 32 bytes: names are indexes into [`DeviceOps::names`]; start and
+/// length are read from the device plane's columns (line `line`, event `index`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OpRec {
     pub name: u32,
     pub module: u32,
     pub line: u32,
     pub index: u32,
-    pub start_ps: i64,
-    pub duration_ps: i64,
     /// The op's own time (see [`OpEvent::op_ps`](crate::OpEvent::op_ps)).
     pub op_ps: i64,
-    /// XLA:CPU: the op's `run_id` (one XLA program execution), when it has one.
-    pub run_id: Option<i64>,
+    /// XLA:CPU: the op's `run_id` (one XLA program execution); [`NO_RUN`] for none
+    /// (read it with [`OpRec::run_id`]).
+    pub run: i64,
+}
+
+/// [`OpRec`]'s `run_id` when the op has none (a real id of `i64::MIN` reads as none).
+const NO_RUN: i64 = i64::MIN;
+
+impl OpRec {
+    pub fn new(name: u32, module: u32, line: u32, index: u32, op_ps: i64, run_id: Option<i64>) -> OpRec {
+        OpRec { name, module, line, index, op_ps, run: run_id.unwrap_or(NO_RUN) }
+    }
+
+    /// The `run_id` of an XLA:CPU op.
+    pub fn run_id(&self) -> Option<i64> {
+        (self.run != NO_RUN).then_some(self.run)
+    }
+
+    /// Start on the timeline, ps.
+    #[inline]
+    pub fn start_ps(&self, plane: &Plane) -> i64 {
+        plane.lines[self.line as usize].start_ps[self.index as usize]
+    }
+
+    /// Length on the timeline (never negative), ps.
+    #[inline]
+    pub fn duration_ps(&self, plane: &Plane) -> i64 {
+        plane.lines[self.line as usize].duration_ps_col[self.index as usize].max(0)
+    }
 }
 
 /// Interns op and module names, keyed by what identifies them without hashing the

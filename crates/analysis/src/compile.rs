@@ -77,7 +77,8 @@ pub fn compile(profile: &Profile) -> Compile {
             let mut first: Vec<Option<i64>> = vec![None; ops.names.len()];
             for r in &ops.recs {
                 let f = &mut first[r.module as usize];
-                *f = Some(f.map_or(r.start_ps, |t| t.min(r.start_ps)));
+                let t = r.start_ps(d.plane);
+                *f = Some(f.map_or(t, |f| f.min(t)));
             }
             for (name, t) in ops.names.iter().zip(first).filter_map(|(n, t)| Some((n, t?))).filter(|(n, _)| !n.is_empty()) {
                 let e = first_run.entry(name).or_insert(t);

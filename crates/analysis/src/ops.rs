@@ -287,19 +287,19 @@ fn each_occurrence<'a>(d: &Device<'a>, hlo: &HloModules, mut f: impl FnMut(Occur
     let ops = d.cached_ops();
     let key = |i: u32| {
         let r = &ops.recs[i as usize];
-        (r.line, r.start_ps, std::cmp::Reverse(r.duration_ps))
+        (r.line, r.start_ps(d.plane), std::cmp::Reverse(r.duration_ps(d.plane)))
     };
     let mut order: Vec<u32> = (0..ops.recs.len() as u32).collect();
     if !order.windows(2).all(|w| key(w[0]) <= key(w[1])) {
         order.sort_by_key(|&i| key(i));
     }
-    let self_ps = self_times(order.len(), |at| ops.event(order[at] as usize));
+    let self_ps = self_times(order.len(), |at| ops.event(d.plane, order[at] as usize));
     let k = &d.keys;
     // Keyed by the device's interned name and module ids.
     let mut from_hlo: FastMap<(Option<u64>, u32, u32), FromHlo> = FastMap::default();
     let mut scopes: FastMap<&str, Rc<str>> = FastMap::default();
     for (&at, self_ps) in order.iter().zip(self_ps) {
-        let ev = ops.event(at as usize);
+        let ev = ops.event(d.plane, at as usize);
         let line = &d.plane.lines[ev.line as usize];
         let i = ev.index as usize;
         let [program, category, tf_op, flops, bytes] =

@@ -154,7 +154,8 @@ impl<'a> Device<'a> {
     /// The ops of [`Device::ops`], without collecting them.
     pub fn op_iter(&self) -> impl ExactSizeIterator<Item = OpEvent<'a>> + 'a {
         let ops = self.cached_ops();
-        (0..ops.recs.len()).map(move |i| ops.event(i))
+        let plane = self.plane;
+        (0..ops.recs.len()).map(move |i| ops.event(plane, i))
     }
 
     /// The ops of [`Device::ops`], each with whether it is a collective
@@ -209,16 +210,7 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
                 }
                 _ => duration_ps,
             };
-            let rec = OpRec {
-                name,
-                module,
-                line: li as u32,
-                index: i as u32,
-                start_ps: line.start_ps[i],
-                duration_ps,
-                op_ps,
-                run_id: None,
-            };
+            let rec = OpRec::new(name, module, li as u32, i as u32, op_ps, None);
             b.push(rec);
         }
     }
@@ -258,16 +250,8 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
                 let Some(name) = out.names.stat(plane, op) else { continue };
                 let module = module.and_then(|s| out.names.stat(plane, s)).unwrap_or_else(|| out.names.text(""));
                 let duration_ps = line.duration_ps_col[i].max(0);
-                out.by_ordinal[at].1.push(OpRec {
-                    name,
-                    module,
-                    line: li as u32,
-                    index: i as u32,
-                    start_ps: line.start_ps[i],
-                    duration_ps,
-                    op_ps: duration_ps,
-                    run_id: run.and_then(|s| plane.stat_i64(&s)),
-                });
+                let run_id = run.and_then(|s| plane.stat_i64(&s));
+                out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, duration_ps, run_id));
             }
             out
         })

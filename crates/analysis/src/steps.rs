@@ -224,7 +224,7 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
         return Vec::new();
     };
     let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
-    let run_ids = d.cached_ops().recs.iter().map(|r| r.run_id);
+    let run_ids = d.cached_ops().recs.iter().map(|r| r.run_id());
     for (op, run) in d.op_iter().zip(run_ids).filter(|(o, _)| o.module == top) {
         let run = run.unwrap_or(0);
         let e = runs.entry(run).or_insert((op.start_ps, op.end_ps()));
@@ -252,7 +252,7 @@ fn measure_busy(d: &Device) -> Intervals {
     let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
     for (o, rec) in d.op_iter().zip(&ops.recs) {
         let run = match d.source {
-            OpSource::HostOps => rec.run_id,
+            OpSource::HostOps => rec.run_id(),
             _ => None,
         };
         match run {
