@@ -11,12 +11,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::cache::FastMap;
 use crate::collectives::{self, pct};
 use crate::compile;
 use crate::devices;
 use crate::memory;
 use crate::ops::{self, GroupBy};
-use crate::cache::FastMap;
 use crate::profile::{host_cpu_plane, OpSource, Profile};
 use crate::stats::{sum_ps, Intervals};
 use crate::steps::{self, busy_intervals, Steps};

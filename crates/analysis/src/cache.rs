@@ -13,8 +13,8 @@ use std::sync::{Mutex, OnceLock};
 use crate::ops::{GroupBy, Ops};
 use crate::profile::{DeviceKind, Keys, OpSource};
 use crate::stats::Intervals;
-use stepscope_xspace::{Plane, Stat, StatValue};
 use crate::steps::Steps;
+use stepscope_xspace::{Plane, Stat, StatValue};
 
 /// Everything cached for one profile.
 #[derive(Default)]

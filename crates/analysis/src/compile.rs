@@ -80,7 +80,9 @@ pub fn compile(profile: &Profile) -> Compile {
                 let t = r.start_ps(d.plane);
                 *f = Some(f.map_or(t, |f| f.min(t)));
             }
-            for (name, t) in ops.names.iter().zip(first).filter_map(|(n, t)| Some((n, t?))).filter(|(n, _)| !n.is_empty()) {
+            for (name, t) in
+                ops.names.iter().zip(first).filter_map(|(n, t)| Some((n, t?))).filter(|(n, _)| !n.is_empty())
+            {
                 let e = first_run.entry(name).or_insert(t);
                 *e = (*e).min(t);
             }

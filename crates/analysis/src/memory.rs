@@ -10,10 +10,11 @@
 //! `untracked_at_peak_bytes`.
 
 use std::collections::HashMap;
+use std::rc::Rc;
 
 use serde::Serialize;
 use stepscope_xspace::pprof::{Frame, Pprof};
-use stepscope_xspace::{Plane, Space, Stat};
+use stepscope_xspace::{Line, Plane, Space, Stat};
 
 use crate::profile::Profile;
 
@@ -112,26 +113,63 @@ pub struct StackShare {
     pub stack: Vec<String>,
 }
 
-/// One allocator event, as read off the profile.
+/// The stats the memory analysis reads, by name (see [`K_NAMES`]).
+#[derive(Clone, Copy)]
+enum K {
+    Addr,
+    AllocationBytes,
+    AllocatorName,
+    BytesAllocated,
+    BytesAvailable,
+    DataType,
+    Fragmentation,
+    IndexOnHost,
+    PeakBytesInUse,
+    RegionType,
+    RequestedBytes,
+    Shape,
+    TfOp,
+}
+
+const K_NAMES: [&str; 13] = [
+    "addr",
+    "allocation_bytes",
+    "allocator_name",
+    "bytes_allocated",
+    "bytes_available",
+    "data_type",
+    "fragmentation",
+    "index_on_host",
+    "peak_bytes_in_use",
+    "region_type",
+    "requested_bytes",
+    "shape",
+    "tf_op",
+];
+
+/// One allocator event, as read off the profile; its stats are looked up when read.
 struct Event<'a> {
     time_ps: i64,
     alloc: bool,
-    allocator: String,
-    stats: Vec<(&'a str, Stat)>,
+    allocator: Rc<str>,
     plane: &'a Plane,
+    line: &'a Line,
+    i: u32,
+    /// The plane's stat-metadata index of each [`K`].
+    keys: Rc<[Option<u32>; 13]>,
 }
 
 impl Event<'_> {
-    fn get(&self, key: &str) -> Option<Stat> {
-        self.stats.iter().find(|(k, _)| *k == key).map(|(_, s)| *s)
+    fn get(&self, key: K) -> Option<Stat> {
+        self.plane.event_stat(self.line, self.i as usize, self.keys[key as usize]?)
     }
-    fn u64(&self, key: &str) -> Option<u64> {
+    fn u64(&self, key: K) -> Option<u64> {
         self.get(key).and_then(|s| self.plane.stat_i64(&s)).map(|v| v.max(0) as u64)
     }
-    fn f64(&self, key: &str) -> Option<f64> {
+    fn f64(&self, key: K) -> Option<f64> {
         self.get(key).and_then(|s| self.plane.stat_f64(&s))
     }
-    fn text(&self, key: &str) -> String {
+    fn text(&self, key: K) -> String {
         self.get(key).map(|s| self.plane.stat_display(&s)).unwrap_or_default()
     }
 }
@@ -151,7 +189,7 @@ fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max
     let mut allocators = Vec::new();
     for space in &profile.hosts {
         for (name, events) in events_by_allocator(space) {
-            allocators.push(replay(&space.host, name, &events, top, max_points));
+            allocators.push(replay(&space.host, name.to_string(), &events, top, max_points));
         }
     }
     allocators.sort_by(|a, b| b.peak_in_use_bytes.cmp(&a.peak_in_use_bytes).then_with(|| a.name.cmp(&b.name)));
@@ -168,14 +206,14 @@ fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max
 /// the host has no allocator of that name.
 pub fn live_at(profile: &Profile, host: &str, allocator: &str, time_ps: i64, top: usize) -> Option<LiveAt> {
     let space = profile.hosts.iter().find(|s| s.host == host)?;
-    let (_, events) = events_by_allocator(space).into_iter().find(|(n, _)| n == allocator)?;
+    let (_, events) = events_by_allocator(space).into_iter().find(|(n, _)| **n == *allocator)?;
     let n = events.partition_point(|e| e.time_ps <= time_ps);
     let mut live: HashMap<u64, usize> = HashMap::new();
     for (ix, e) in events[..n].iter().enumerate() {
         apply(&mut live, ix, e);
     }
     let state = n.checked_sub(1).map(|ix| &events[ix]);
-    let in_use_bytes = state.and_then(|e| e.u64("bytes_allocated")).unwrap_or(0);
+    let in_use_bytes = state.and_then(|e| e.u64(K::BytesAllocated)).unwrap_or(0);
     let ixs: Vec<usize> = live.into_values().collect();
     let (rows, tracked) = live_allocations(&events, &ixs, top);
     Some(LiveAt {
@@ -215,10 +253,10 @@ pub struct LiveAt {
 }
 
 /// A host's allocator events by allocator (in order of first event), each sorted by time.
-fn events_by_allocator(space: &Space) -> Vec<(String, Vec<Event<'_>>)> {
+fn events_by_allocator(space: &Space) -> Vec<(Rc<str>, Vec<Event<'_>>)> {
     let mut events = allocator_events(space);
     events.sort_by_key(|e| e.time_ps);
-    let mut by_name: Vec<(String, Vec<Event>)> = Vec::new();
+    let mut by_name: Vec<(Rc<str>, Vec<Event>)> = Vec::new();
     for e in events {
         match by_name.iter_mut().find(|(n, _)| *n == e.allocator) {
             Some((_, v)) => v.push(e),
@@ -230,7 +268,7 @@ fn events_by_allocator(space: &Space) -> Vec<(String, Vec<Event<'_>>)> {
 
 /// Applies event `ix` to the live set (address → allocating event).
 fn apply(live: &mut HashMap<u64, usize>, ix: usize, e: &Event) {
-    let addr = e.u64("addr").unwrap_or(0);
+    let addr = e.u64(K::Addr).unwrap_or(0);
     if e.alloc {
         live.insert(addr, ix);
     } else {
@@ -245,14 +283,14 @@ fn live_allocations(events: &[Event], ixs: &[usize], top: usize) -> (Vec<LiveAll
         .map(|&ix| {
             let e = &events[ix];
             LiveAllocation {
-                bytes: e.u64("allocation_bytes").unwrap_or(0),
-                requested_bytes: e.u64("requested_bytes").unwrap_or(0),
+                bytes: e.u64(K::AllocationBytes).unwrap_or(0),
+                requested_bytes: e.u64(K::RequestedBytes).unwrap_or(0),
                 allocated_at_ps: e.time_ps,
-                addr: e.u64("addr").unwrap_or(0),
-                op: e.text("tf_op"),
-                shape: e.text("shape"),
-                data_type: data_type_name(e.u64("data_type").unwrap_or(0)),
-                region_type: e.text("region_type"),
+                addr: e.u64(K::Addr).unwrap_or(0),
+                op: e.text(K::TfOp),
+                shape: e.text(K::Shape),
+                data_type: data_type_name(e.u64(K::DataType).unwrap_or(0)),
+                region_type: e.text(K::RegionType),
             }
         })
         .collect();
@@ -287,22 +325,22 @@ fn allocator_events(space: &Space) -> Vec<Event<'_>> {
         if kinds.iter().all(Option::is_none) {
             continue;
         }
+        let keys = Rc::new(K_NAMES.map(|n| plane.stat_id(n)));
+        let mut names: HashMap<String, Rc<str>> = HashMap::new();
         for line in &plane.lines {
             for i in 0..line.len() {
                 let Some(Some(alloc)) = kinds.get(line.meta[i] as usize).copied() else { continue };
-                let stats: Vec<(&str, Stat)> = line
-                    .event_stats(i)
-                    .chain(plane.metadata_stats(line.meta[i]).iter().copied())
-                    .map(|s| (plane.stat_name(s.meta()), s))
-                    .collect();
-                let mut e = Event { time_ps: line.start_ps[i], alloc, allocator: String::new(), stats, plane };
-                e.allocator = match e.get("allocator_name") {
+                let allocator: Rc<str> = Rc::from("");
+                let mut e =
+                    Event { time_ps: line.start_ps[i], alloc, allocator, plane, line, i: i as u32, keys: keys.clone() };
+                let name = match e.get(K::AllocatorName) {
                     Some(s) => plane.stat_display(&s),
-                    None => match e.u64("index_on_host") {
+                    None => match e.u64(K::IndexOnHost) {
                         Some(ix) => format!("{device_prefix}:{ix}"),
                         None => "unnamed".to_string(),
                     },
                 };
+                e.allocator = names.entry(name).or_insert_with_key(|n| Rc::from(n.as_str())).clone();
                 out.push(e);
             }
         }
@@ -326,8 +364,8 @@ fn replay(host: &str, name: String, events: &[Event], top: usize, max_points: us
         capacity_bytes: None,
         fragmentation_at_peak: 0.0,
         max_fragmentation: 0.0,
-        first_in_use_bytes: events.first().and_then(|e| e.u64("bytes_allocated")).unwrap_or(0),
-        last_in_use_bytes: events.last().and_then(|e| e.u64("bytes_allocated")).unwrap_or(0),
+        first_in_use_bytes: events.first().and_then(|e| e.u64(K::BytesAllocated)).unwrap_or(0),
+        last_in_use_bytes: events.last().and_then(|e| e.u64(K::BytesAllocated)).unwrap_or(0),
         timeline: Vec::new(),
         live_at_peak: Vec::new(),
         untracked_at_peak_bytes: 0,
@@ -340,9 +378,9 @@ fn replay(host: &str, name: String, events: &[Event], top: usize, max_points: us
             a.deallocations += 1;
         }
         apply(&mut live, ix, e);
-        let in_use = e.u64("bytes_allocated").unwrap_or(0);
-        a.lifetime_peak_bytes = a.lifetime_peak_bytes.max(e.u64("peak_bytes_in_use").unwrap_or(0));
-        a.max_fragmentation = a.max_fragmentation.max(e.f64("fragmentation").unwrap_or(0.0));
+        let in_use = e.u64(K::BytesAllocated).unwrap_or(0);
+        a.lifetime_peak_bytes = a.lifetime_peak_bytes.max(e.u64(K::PeakBytesInUse).unwrap_or(0));
+        a.max_fragmentation = a.max_fragmentation.max(e.f64(K::Fragmentation).unwrap_or(0.0));
         points.push(MemoryPoint { time_ps: e.time_ps, in_use_bytes: in_use });
         if in_use > a.peak_in_use_bytes || ix == 0 {
             a.peak_in_use_bytes = in_use;
@@ -352,8 +390,8 @@ fn replay(host: &str, name: String, events: &[Event], top: usize, max_points: us
         }
     }
     if let Some(p) = events.get(peak_ix) {
-        a.fragmentation_at_peak = p.f64("fragmentation").unwrap_or(0.0);
-        a.capacity_bytes = p.u64("bytes_available").map(|av| av.saturating_add(a.peak_in_use_bytes));
+        a.fragmentation_at_peak = p.f64(K::Fragmentation).unwrap_or(0.0);
+        a.capacity_bytes = p.u64(K::BytesAvailable).map(|av| av.saturating_add(a.peak_in_use_bytes));
     }
     let (live_at_peak, tracked) = live_allocations(events, &peak_live, top);
     a.untracked_at_peak_bytes = a.peak_in_use_bytes.saturating_sub(tracked);

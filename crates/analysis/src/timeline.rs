@@ -364,7 +364,9 @@ impl Timeline {
         }
         let meta = line.meta[i];
         let render = |stats: &mut dyn Iterator<Item = Stat>| -> Vec<StatEntry> {
-            stats.map(|s| StatEntry { name: plane.stat_name(s.meta()).to_string(), value: plane.stat_display(&s) }).collect()
+            stats
+                .map(|s| StatEntry { name: plane.stat_name(s.meta()).to_string(), value: plane.stat_display(&s) })
+                .collect()
         };
         let start_ps = line.start_ps[i];
         let step_num = steps

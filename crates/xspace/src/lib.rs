@@ -17,4 +17,6 @@ mod wire;
 pub mod xplane;
 
 pub use error::{Error, Result};
-pub use model::{EventMeta, EventStats, Format, Line, Plane, Progress, Source, Space, Span, Stat, StatKind, StatMeta, StatValue};
+pub use model::{
+    EventMeta, EventStats, Format, Line, Plane, Progress, Source, Space, Span, Stat, StatKind, StatMeta, StatValue,
+};
