@@ -530,7 +530,8 @@ mod tests {
             let name = plane.push_arena(n.as_bytes());
             plane.event_meta.push(EventMeta { id: k as i64, name, display_name: Span::EMPTY, ..Default::default() });
         }
-        let mut line = Line { name: "t".into(), ..Default::default() };
+        let mut line = Line::default();
+        line.name = "t".into();
         for &(s, d, m) in events {
             line.push_event(s, d, m, &[]);
         }
