@@ -131,12 +131,31 @@ pub struct Advice {
 
 /// Runs every rule.
 pub fn advise(profile: &Profile, th: &Thresholds) -> Advice {
-    let s = summary::overview(profile, 10);
+    summary::warm(profile);
+    let (s, inputs) = rayon::join(|| summary::overview(profile, 10), || Inputs::gather(profile));
     Advice {
         schema: "stepscope.advise/1",
         run: profile.run.clone(),
         thresholds: th.clone(),
-        findings: findings(profile, &s, th),
+        findings: findings_with(profile, &s, th, &inputs),
+    }
+}
+
+/// The analyses the rules read besides the overview, computed side by side.
+pub(crate) struct Inputs {
+    compile: compile::Compile,
+    collectives: collectives::Collectives,
+    devices: devices::Devices,
+    memory: memory::Memory,
+}
+
+impl Inputs {
+    pub(crate) fn gather(profile: &Profile) -> Inputs {
+        let ((compile, collectives), (devices, memory)) = rayon::join(
+            || rayon::join(|| compile::compile(profile), || collectives::collectives(profile)),
+            || rayon::join(|| devices::devices(profile), || memory::memory(profile, None, 3)),
+        );
+        Inputs { compile, collectives, devices, memory }
     }
 }
 
@@ -163,6 +182,11 @@ fn ms(ps: i64) -> String {
 
 /// The findings for a run whose overview is `s` (rules share its numbers).
 pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding> {
+    findings_with(profile, s, th, &Inputs::gather(profile))
+}
+
+/// [`findings`] with the other analyses already made.
+pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inputs: &Inputs) -> Vec<Finding> {
     let steps = steps::steps(profile);
     let mut out = Vec::new();
     let b = &s.breakdown;
@@ -225,7 +249,7 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
                 .into(),
         });
     }
-    let comp = compile::compile(profile);
+    let comp = &inputs.compile;
     let compile_s = comp.total_ps as f64 / 1e12;
     if compile_s > th.compile_s {
         out.push(Finding {
@@ -498,7 +522,7 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
     }
 
     // --- collectives and devices
-    let coll = collectives::collectives(profile);
+    let coll = &inputs.collectives;
     let exposed_pct =
         pct(coll.exposed_ps / steps.steps.len().max(1) as i64, b.step_ps) / (profile.devices().len().max(1) as f64);
     if exposed_pct > th.collectives_exposed_pct {
@@ -533,7 +557,7 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
                 .into(),
         });
     }
-    let dev = devices::devices(profile);
+    let dev = &inputs.devices;
     let stragglers: Vec<&devices::Straggler> =
         dev.stragglers.iter().filter(|s| s.excess_pct > th.straggler_pct).collect();
     if !stragglers.is_empty() {
@@ -569,7 +593,7 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
     }
 
     // --- memory
-    let mem = memory::memory(profile, None, 3);
+    let mem = &inputs.memory;
     for a in &mem.allocators {
         let Some(cap) = a.capacity_bytes.filter(|c| *c > 0) else { continue };
         let share = pct(a.peak_in_use_bytes as i64, cap as i64);

@@ -157,18 +157,31 @@ pub fn host_transfers(profile: &Profile, host_index: usize) -> (Intervals, Inter
 
 /// Builds the overview with its top findings; `top` ops are listed.
 pub fn summary(profile: &Profile, top: usize) -> Summary {
-    let mut s = overview(profile, top);
-    s.findings = advise::findings(profile, &s, &Thresholds::default());
+    warm(profile);
+    let (mut s, inputs) = rayon::join(|| overview(profile, top), || advise::Inputs::gather(profile));
+    s.findings = advise::findings_with(profile, &s, &Thresholds::default(), &inputs);
     s.findings.truncate(3);
     s
 }
 
+/// Builds, in parallel where they do not depend on each other, what most analyses
+/// share: the devices, every device's ops, then the steps beside the op profile. All
+/// are cached; analyses run after this (even side by side) never wait on each other
+/// for them.
+pub(crate) fn warm(profile: &Profile) {
+    use rayon::prelude::*;
+    let devices = profile.devices();
+    devices.par_iter().for_each(|d| {
+        d.cached_ops();
+    });
+    rayon::join(|| steps::steps(profile), || ops::ops(profile, GroupBy::Op, 0));
+}
+
 /// The overview without findings (what the rules read).
 pub fn overview(profile: &Profile, top: usize) -> Summary {
-    // The devices and their ops first (parallel inside), then the two largest
-    // analyses side by side; both are cached, so the reads below are free.
+    warm(profile);
     let devices = profile.devices();
-    let (steps, _) = rayon::join(|| steps::steps(profile), || ops::ops(profile, GroupBy::Op, 0));
+    let steps = steps::steps(profile);
     let times: Vec<DeviceTime> = devices.iter().map(device_time).collect();
     // XLA:CPU hosts copy on host threads while the device (the CPU) is otherwise idle.
     let host_copies: Vec<Option<(Intervals, Intervals)>> = (0..profile.hosts.len())
