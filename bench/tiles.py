@@ -7,9 +7,11 @@ Starts the server on a free port (`--port 0 --no-open`), loads the run once (the
 tracks request, timed separately: it includes decoding), then for the five busiest
 tracks asks for: the whole track at 2,000 px, and N random windows zoomed to 10 %,
 1 % and 0.1 % of the run at 1,200 px (the timeline's usual widths), over one
-keep-alive connection. Prints one line of JSON: load_s; the first (whole-track)
-tile of each track, which also builds the track's index, as `first_ms`; p50/p90/max
-milliseconds over the zoomed tiles after it; and the most events one tile summarised.
+keep-alive connection. Prints one line of JSON: load_s (tracks are indexed while
+the run loads); the whole-track tile of each track as `first_ms`; p50/p90/max
+milliseconds over the zoomed tiles; and the most events one tile summarised.
+Times run from sending the request to the last byte of the answer (JSON parsing on
+this side excluded).
 """
 import argparse
 import http.client
