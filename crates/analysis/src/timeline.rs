@@ -343,7 +343,7 @@ impl Timeline {
                 // Events starting in the same pixel column as this one: all but maybe
                 // the last are shorter than a pixel (they end before the next starts).
                 let next_px = pixel_start(pixel(line.start_ps[i]) + 1);
-                let mut j = k + row[k..stop].partition_point(|&e| line.start_ps[e as usize] < next_px);
+                let mut j = gallop(row, k, stop, |e| line.start_ps[e as usize] < next_px);
                 j = j.max(k + 1);
                 if j - k > 1 && dur(line, row[j - 1] as usize) as f64 >= width {
                     j -= 1;
@@ -488,6 +488,25 @@ impl Timeline {
 }
 
 /// Appends one box covering the events `run` (consecutive on one row).
+/// `k + row[k..stop].partition_point(pred)` for a `pred` true then false along the
+/// row, found by galloping from `k`: an answer near `k` (the next pixel column's first
+/// event, usually close) costs a few probes instead of a search of the whole rest.
+fn gallop(row: &[u32], k: usize, stop: usize, pred: impl Fn(u32) -> bool) -> usize {
+    let (mut base, mut step) = (k, 1usize);
+    loop {
+        let probe = base.saturating_add(step);
+        if probe >= stop {
+            return base + row[base..stop].partition_point(|&e| pred(e));
+        }
+        if pred(row[probe]) {
+            base = probe + 1;
+            step = step.saturating_mul(2);
+        } else {
+            return base + row[base..probe].partition_point(|&e| pred(e));
+        }
+    }
+}
+
 fn push_box(tile: &mut Tile, plane: &Plane, line: &Line, depth: usize, run: &[u32]) {
     let (Some(&first), Some(&last)) = (run.first(), run.last()) else { return };
     let start = line.start_ps[first as usize];
@@ -594,6 +613,19 @@ mod tests {
         assert_eq!(tile.box_count, vec![1; 20]);
         assert_eq!(tile.box_start_ps.first(), Some(&1000));
         assert_eq!(tile.names.len(), 3);
+    }
+
+    #[test]
+    fn gallop_finds_what_a_binary_search_finds() {
+        let row: Vec<u32> = (0..200).collect();
+        for k in [0usize, 1, 7, 100, 199, 200] {
+            for stop in [k, (k + 1).min(200), (k + 50).min(200), 200] {
+                for cut in [0u32, 1, 5, 8, 63, 64, 65, 150, 199, 200, 500] {
+                    let want = k + row[k..stop].partition_point(|&e| e < cut);
+                    assert_eq!(gallop(&row, k, stop, |e| e < cut), want, "k {k} stop {stop} cut {cut}");
+                }
+            }
+        }
     }
 
     #[test]
