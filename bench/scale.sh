@@ -8,7 +8,8 @@
 #
 # Defaults: the TPU fixture, sizes 0.1G 1G 4.2G (binary units; 4.2G is above the
 # 4 GiB mark where 32-bit offsets would break). Commands run under `ulimit -v` of 3/4
-# of the machine's memory so an oversized run fails alone instead of starving others.
+# of the machine's memory plus the file's size (the file is mapped; its pages are given
+# back as they are decoded), so an oversized run fails alone instead of starving others.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC="${1:-tests/fixtures/tpu-v6e-inference/tpu_inference_2.xplane.pb}"
@@ -18,11 +19,12 @@ SIZES=("${@:-0.1G 1G 4.2G}")
 SIZES=(${SIZES[*]})
 cargo build --release -p stepscope -p stepscope-export --example gen_xspace
 mkdir -p bench/data
-limit_kb=$(awk '/MemTotal/ { printf "%d", $2 * 3 / 4 }' /proc/meminfo)
+mem_kb=$(awk '/MemTotal/ { printf "%d", $2 * 3 / 4 }' /proc/meminfo)
 for size in "${SIZES[@]}"; do
   f="bench/data/scale-$size.xplane.pb"
   target/release/examples/gen_xspace "$SRC" "$f" --size "$size"
   bytes=$(stat -c %s "$f")
+  limit_kb=$((mem_kb + bytes / 1024))
   for cmd in info summary; do
     log=$(mktemp)
     if (ulimit -v "$limit_kb"; /usr/bin/time -v target/release/stepscope "$cmd" "$f" --json >/dev/null 2>"$log"); then
