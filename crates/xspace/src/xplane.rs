@@ -282,8 +282,34 @@ fn span(r: Range<usize>) -> Span {
     Span::source(r.start as u64, (r.end - r.start).min(u32::MAX as usize) as u32)
 }
 
+/// The usual stat, read straight through: metadata id, then one `uint64`, `int64` or
+/// `ref` value, nothing else. `None` for any other shape (or damage): the full reader
+/// then reads it, and reports what is wrong.
+#[inline]
+fn integer_stat(mut sw: Wire, stat_ids: &IdMap) -> Option<Stat> {
+    if sw.key().ok()? != (1, VARINT) {
+        return None;
+    }
+    let meta = stat_ids.get(sw.varint().ok()? as i64).unwrap_or(UNKNOWN_META);
+    let (field, wt) = sw.key().ok()?;
+    if wt != VARINT {
+        return None;
+    }
+    let v = sw.varint().ok()?;
+    let value = match field {
+        3 => StatValue::U64(v),
+        4 => StatValue::I64(v as i64),
+        7 => StatValue::Ref(stat_ids.get(v as i64).unwrap_or(UNKNOWN_META)),
+        _ => return None,
+    };
+    sw.done().then(|| Stat::new(meta, value))
+}
+
 /// Decodes one XStat message.
 fn decode_stat(w: &Wire, r: Range<usize>, stat_ids: &IdMap, arena: &mut Vec<u8>) -> WireResult<Stat> {
+    if let Some(s) = integer_stat(w.sub(r.clone()), stat_ids) {
+        return Ok(s);
+    }
     let mut sw = w.sub(r);
     let mut meta = UNKNOWN_META;
     let mut value = None;
