@@ -190,7 +190,7 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
             let [op, module, device_duration] =
                 plane.event_stats_of(line, i, [slot.keys.hlo_op, slot.keys.hlo_module, slot.keys.device_duration_ps]);
             let meta = line.meta[i];
-            let by_meta = |n: &mut crate::cache::Interner<'a>| match slot.source {
+            let by_meta = |n: &mut Interner<'a>| match slot.source {
                 OpSource::XlaOpsLine => n.meta(meta, || op_name_of(plane.event_name(meta), plane, meta)),
                 _ => n.meta(meta, || plane.event_name(meta)),
             };

@@ -3,7 +3,8 @@
 //! One [`Space`] is one host's profile. It holds [`Plane`]s (host CPU, each
 //! device, metadata, …); a plane holds [`Line`]s (threads, streams, op
 //! lines), and a line holds its events as parallel columns: start, duration,
-//! dense metadata index and a range into a per-line stat table.
+//! dense metadata index and a range into a per-line stat table, whose stats are
+//! packed into 8 bytes each ([`Line::event_stats`] unpacks them as [`Stat`]s).
 //!
 //! Strings are never copied out of the file: names and string stats are
 //! [`Span`]s into the file's bytes (or into a small per-plane arena for
@@ -127,7 +128,8 @@ pub enum StatValue {
     Ref(u32),
 }
 
-/// One stat, packed into 16 bytes: dense stat-metadata index, kind, value.
+/// One stat as analyses read it, in 16 bytes: dense stat-metadata index, kind, value.
+/// (Lines store theirs packed into 8; see `PackedStat`.)
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Stat {
     value: u64,
