@@ -24,7 +24,14 @@ pub(crate) struct Cache {
     pub op_profiles: Mutex<Vec<(GroupBy, usize, Ops)>>,
     /// Per host: XLA compilation intervals on its CPU plane.
     pub compile: OnceLock<Vec<Intervals>>,
+    /// Step roots met while scanning XLA:CPU host planes for their ops.
+    pub host_roots: Mutex<Vec<PlaneRoots>>,
 }
+
+/// Step roots (`step_num` + `_r` events) of one host plane, found while scanning it for
+/// its XLA:CPU ops so that finding steps need not scan it again: (host index, plane
+/// index) and each root's (step_num, line, index).
+pub(crate) type PlaneRoots = ((usize, usize), Vec<(i64, u32, u32)>);
 
 impl Cache {
     /// A cached op profile for (`by`, `depth`), computed by `make` on first use.

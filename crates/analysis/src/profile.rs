@@ -224,6 +224,8 @@ struct LineOps<'a> {
     /// Per ordinal seen on the line: its ops, in line order. An op whose `hlo_op` is not
     /// a string has no record but still shows its ordinal.
     by_ordinal: Vec<(Option<i64>, Vec<OpRec>)>,
+    /// Step roots met on the way (events with `step_num` and `_r`): (step_num, line, index).
+    roots: Vec<(i64, u32, u32)>,
 }
 
 /// The XLA:CPU ops of every line of `plane` (lines scanned in parallel).
@@ -234,10 +236,13 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
         .par_iter()
         .enumerate()
         .map(|(li, line)| {
-            let mut out = LineOps { names: Interner::default(), by_ordinal: Vec::new() };
+            let mut out = LineOps { names: Interner::default(), by_ordinal: Vec::new(), roots: Vec::new() };
+            let stat_keys = [Some(op_key), keys.hlo_module, keys.device_ordinal, keys.run_id, keys.step_num, keys.root];
             for i in 0..line.len() {
-                let [op, module, ordinal, run] =
-                    plane.event_stats_of(line, i, [Some(op_key), keys.hlo_module, keys.device_ordinal, keys.run_id]);
+                let [op, module, ordinal, run, step_num, root] = plane.event_stats_of(line, i, stat_keys);
+                if let (Some(num), Some(_)) = (step_num, root) {
+                    out.roots.push((plane.stat_i64(&num).unwrap_or(-1), li as u32, i as u32));
+                }
                 let Some(op) = op else { continue };
                 let ordinal = ordinal.and_then(|s| plane.stat_i64(&s));
                 let at = match out.by_ordinal.iter().position(|(o, _)| *o == ordinal) {
@@ -387,7 +392,7 @@ impl Profile {
 
     /// The cached device descriptors.
     fn slots(&self) -> &[Slot] {
-        self.cache.devices.get_or_init(|| find_devices(&self.hosts))
+        self.cache.devices.get_or_init(|| find_devices(&self.hosts, &self.cache))
     }
 }
 
@@ -415,7 +420,7 @@ fn slot(
 
 /// The devices of every host (see [`Profile::devices`]); XLA:CPU devices come with
 /// their ops, found in the same scan that finds their ordinals.
-fn find_devices(hosts: &[Space]) -> Vec<Slot> {
+fn find_devices(hosts: &[Space], cache: &Cache) -> Vec<Slot> {
     let mut out = Vec::new();
     for (hi, space) in hosts.iter().enumerate() {
         let mut found = false;
@@ -444,6 +449,10 @@ fn find_devices(hosts: &[Space]) -> Vec<Slot> {
             continue;
         }
         let lines = host_ops(plane, &keys);
+        if keys.step_num.is_some() && keys.root.is_some() {
+            let roots = lines.iter().flat_map(|l| l.roots.iter().copied()).collect();
+            cache.host_roots.lock().unwrap_or_else(|p| p.into_inner()).push(((hi, pi), roots));
+        }
         let mut ordinals: Vec<i64> = lines.iter().flat_map(|l| l.by_ordinal.iter().filter_map(|(o, _)| *o)).collect();
         ordinals.sort_unstable();
         ordinals.dedup();

@@ -115,9 +115,25 @@ fn blank_step(step_num: i64, name: &str, host: &str, start_ps: i64, duration_ps:
 
 /// Host events with `step_num` and `_r` (StepTraceAnnotation roots), on any host plane.
 fn annotated_steps(profile: &Profile) -> Vec<Step> {
+    // Finding the devices scans an XLA:CPU host plane's events once and keeps its roots.
+    profile.devices();
+    let scanned = std::mem::take(&mut *profile.cache.host_roots.lock().unwrap_or_else(|p| p.into_inner()));
     let mut out = Vec::new();
-    for space in &profile.hosts {
-        for plane in space.planes.iter().filter(|p| !p.name.starts_with("/device:")) {
+    for (hi, space) in profile.hosts.iter().enumerate() {
+        for (pi, plane) in space.planes.iter().enumerate().filter(|(_, p)| !p.name.starts_with("/device:")) {
+            if let Some((_, roots)) = scanned.iter().find(|(at, _)| *at == (hi, pi)) {
+                out.extend(roots.iter().map(|&(step_num, li, i)| {
+                    let (line, i) = (&plane.lines[li as usize], i as usize);
+                    blank_step(
+                        step_num,
+                        plane.event_name(line.meta[i]),
+                        &space.host,
+                        line.start_ps[i],
+                        line.duration_ps_col[i],
+                    )
+                }));
+                continue;
+            }
             let keys = Keys::of(plane);
             let (Some(step_key), Some(root_key)) = (keys.step_num, keys.root) else { continue };
             let per_line: Vec<Vec<Step>> = plane
