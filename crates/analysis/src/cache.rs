@@ -36,9 +36,6 @@ pub(crate) type PlaneRoots = ((usize, usize), Vec<(i64, u32, u32)>);
 impl Cache {
     /// A cached op profile for (`by`, `depth`), computed by `make` on first use.
     pub fn op_profile(&self, by: GroupBy, depth: usize, make: impl FnOnce() -> Ops) -> Ops {
-        fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-            m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-        }
         if let Some((_, _, o)) = lock(&self.op_profiles).iter().find(|(b, d, _)| *b == by && *d == depth) {
             return o.clone();
         }
@@ -46,6 +43,18 @@ impl Cache {
         lock(&self.op_profiles).push((by, depth, ops.clone()));
         ops
     }
+
+    /// Makes sure the op profile for (`by`, `depth`) is cached, without copying it out.
+    pub fn ensure_op_profile(&self, by: GroupBy, depth: usize, make: impl FnOnce() -> Ops) {
+        if !lock(&self.op_profiles).iter().any(|(b, d, _)| *b == by && *d == depth) {
+            let ops = make();
+            lock(&self.op_profiles).push((by, depth, ops));
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// One device's descriptor and its lazily built op records.

@@ -327,10 +327,12 @@ fn allocator_events(space: &Space) -> Vec<Event<'_>> {
         }
         let keys = Rc::new(K_NAMES.map(|n| plane.stat_id(n)));
         let mut names: HashMap<String, Rc<str>> = HashMap::new();
+        // Until the event's allocator is read from it.
+        let unnamed: Rc<str> = Rc::from("");
         for line in &plane.lines {
             for i in 0..line.len() {
                 let Some(Some(alloc)) = kinds.get(line.meta[i] as usize).copied() else { continue };
-                let allocator: Rc<str> = Rc::from("");
+                let allocator = unnamed.clone();
                 let mut e =
                     Event { time_ps: line.start_ps[i], alloc, allocator, plane, line, i: i as u32, keys: keys.clone() };
                 let name = match e.get(K::AllocatorName) {

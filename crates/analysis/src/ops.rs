@@ -181,6 +181,11 @@ pub fn ops(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     profile.cache.op_profile(by, scope_depth, || op_profile(profile, by, scope_depth))
 }
 
+/// Computes the op profile by op into the cache, if it is not there yet.
+pub(crate) fn warm(profile: &Profile) {
+    profile.cache.ensure_op_profile(GroupBy::Op, 0, || op_profile(profile, GroupBy::Op, 0));
+}
+
 fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     let hlo: Vec<HloModules> = profile.hosts.iter().map(hlo_modules).collect();
     // Rows are summed as occurrences stream by: nothing is kept per occurrence.

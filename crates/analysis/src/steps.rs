@@ -61,7 +61,12 @@ pub struct Steps {
 /// Finds the steps of `profile` and measures each (once per profile; later calls
 /// return a copy).
 pub fn steps(profile: &Profile) -> Steps {
-    profile.cache.steps.get_or_init(|| find_and_measure(profile)).clone()
+    cached(profile).clone()
+}
+
+/// The cached steps, found on first use.
+pub(crate) fn cached(profile: &Profile) -> &Steps {
+    profile.cache.steps.get_or_init(|| find_and_measure(profile))
 }
 
 fn find_and_measure(profile: &Profile) -> Steps {

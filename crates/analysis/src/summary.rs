@@ -174,7 +174,7 @@ pub(crate) fn warm(profile: &Profile) {
     devices.par_iter().for_each(|d| {
         d.cached_ops();
     });
-    rayon::join(|| steps::steps(profile), || ops::ops(profile, GroupBy::Op, 0));
+    rayon::join(|| steps::cached(profile), || ops::warm(profile));
 }
 
 /// The overview without findings (what the rules read).
