@@ -769,10 +769,9 @@ fn host_activity(profile: &Profile, host: &str, lo: i64, hi: i64) -> String {
     let step_key = plane.stat_id("step_num");
     let mut best: Option<(i64, i64, &str)> = None;
     for line in &plane.lines {
-        let first =
-            line.start_ps.partition_point(|&s| s < lo.saturating_sub(hi.saturating_sub(lo).saturating_mul(100)));
+        let first = line.starts().partition_point(|s| s < lo.saturating_sub(hi.saturating_sub(lo).saturating_mul(100)));
         for i in first..line.len() {
-            let (a, b) = (line.start_ps[i], line.end_ps(i));
+            let (a, b) = (line.start_ps(i), line.end_ps(i));
             if a >= hi {
                 break;
             }
@@ -829,7 +828,7 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
         let w = windows(d.host);
         if let Some(line) = d.plane.line("XLA Modules") {
             for i in 0..line.len() {
-                if inside(&w, line.start_ps[i]) {
+                if inside(&w, line.start_ps(i)) {
                     launches += 1;
                     *per_module.entry(d.plane.event_name(line.meta[i]).to_string()).or_default() += 1;
                 }

@@ -127,13 +127,13 @@ impl OpRec {
     /// Start on the timeline, ps.
     #[inline]
     pub fn start_ps(&self, plane: &Plane) -> i64 {
-        plane.lines[self.line as usize].start_ps[self.index as usize]
+        plane.lines[self.line as usize].start_ps(self.index as usize)
     }
 
     /// Length on the timeline (never negative), ps.
     #[inline]
     pub fn duration_ps(&self, plane: &Plane) -> i64 {
-        plane.lines[self.line as usize].duration_ps_col[self.index as usize].max(0)
+        plane.lines[self.line as usize].duration_ps(self.index as usize).max(0)
     }
 }
 
@@ -145,17 +145,27 @@ pub(crate) struct Interner<'a> {
     ids: FastMap<&'a str, u32>,
     by_ref: FastMap<u32, u32>,
     by_meta: FastMap<u32, u32>,
+    /// The id of "" (the module of most ops that name none), without hashing.
+    empty: Option<u32>,
 }
 
 impl<'a> Interner<'a> {
     /// The id of `s`, added on first sight.
     pub fn text(&mut self, s: &'a str) -> u32 {
+        if s.is_empty() {
+            if let Some(id) = self.empty {
+                return id;
+            }
+        }
         if let Some(&id) = self.ids.get(s) {
             return id;
         }
         let id = self.names.len() as u32;
         self.names.push(s);
         self.ids.insert(s, id);
+        if s.is_empty() {
+            self.empty = Some(id);
+        }
         id
     }
 

@@ -68,8 +68,8 @@ pub fn compile(profile: &Profile) -> Compile {
             // Device planes name each module execution on their `XLA Modules` line.
             if let Some(line) = d.plane.line("XLA Modules") {
                 for i in 0..line.len() {
-                    let e = first_run.entry(d.plane.event_name(line.meta[i])).or_insert(line.start_ps[i]);
-                    *e = (*e).min(line.start_ps[i]);
+                    let e = first_run.entry(d.plane.event_name(line.meta[i])).or_insert(line.start_ps(i));
+                    *e = (*e).min(line.start_ps(i));
                 }
             }
             // Per interned module name first, then by name.
@@ -102,7 +102,7 @@ pub fn compile(profile: &Profile) -> Compile {
                     continue;
                 }
                 let name = plane.event_name(line.meta[i]);
-                let (lo, hi) = (line.start_ps[i], line.end_ps(i));
+                let (lo, hi) = (line.start_ps(i), line.end_ps(i));
                 if lo < outer_end {
                     continue; // nested in the compile being measured
                 }
@@ -183,7 +183,7 @@ fn named_compiles(plane: &Plane) -> Vec<(i64, &str)> {
             for &k in &keys {
                 let Some(v) = plane.event_stat(line, i, k).and_then(|s| plane.stat_str(&s)) else { continue };
                 if v.starts_with("jit_") || v.starts_with("pmap_") || v.starts_with("xmap_") {
-                    out.push((line.start_ps[i], v));
+                    out.push((line.start_ps(i), v));
                     break;
                 }
             }

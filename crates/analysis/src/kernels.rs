@@ -267,7 +267,7 @@ pub fn kernels(profile: &Profile) -> Kernels {
                         op: text(line, i, keys.hlo_op).unwrap_or(""),
                         module: text(line, i, keys.hlo_module).unwrap_or(""),
                     };
-                    let dur = line.duration_ps_col[i].max(0);
+                    let dur = line.duration_ps(i).max(0);
                     kernel_time_ps = kernel_time_ps.saturating_add(dur);
                     let acc = groups.entry(key).or_default();
                     if acc.count == 0 {

@@ -334,7 +334,7 @@ fn allocator_events(space: &Space) -> Vec<Event<'_>> {
                 let Some(Some(alloc)) = kinds.get(line.meta[i] as usize).copied() else { continue };
                 let allocator = unnamed.clone();
                 let mut e =
-                    Event { time_ps: line.start_ps[i], alloc, allocator, plane, line, i: i as u32, keys: keys.clone() };
+                    Event { time_ps: line.start_ps(i), alloc, allocator, plane, line, i: i as u32, keys: keys.clone() };
                 let name = match e.get(K::AllocatorName) {
                     Some(s) => plane.stat_display(&s),
                     None => match e.u64(K::IndexOnHost) {

@@ -176,14 +176,14 @@ impl<'a> Device<'a> {
 /// Builds the op records of a TPU/GPU device (XLA:CPU devices get theirs with the
 /// host scan, see [`host_ops`]).
 fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
-    let mut b = OpsBuilder::default();
+    let keep = |line: &Line| match slot.source {
+        OpSource::XlaOpsLine => line.name == "XLA Ops",
+        OpSource::Kernels => is_stream_line(line),
+        OpSource::HostOps => false,
+    };
+    let mut b = OpsBuilder::with_capacity(plane.lines.iter().filter(|l| keep(l)).map(Line::len).sum());
     for (li, line) in plane.lines.iter().enumerate() {
-        let keep = match slot.source {
-            OpSource::XlaOpsLine => line.name == "XLA Ops",
-            OpSource::Kernels => is_stream_line(line),
-            OpSource::HostOps => false,
-        };
-        if !keep {
+        if !keep(line) {
             continue;
         }
         for i in 0..line.len() {
@@ -202,7 +202,7 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
                 },
             };
             let module = module.and_then(|s| b.names.stat(plane, s)).unwrap_or_else(|| b.names.text(""));
-            let duration_ps = line.duration_ps_col[i].max(0);
+            let duration_ps = line.duration_ps(i).max(0);
             // TPU ops record their length on the device clock: the op's own time.
             let op_ps = match slot.source {
                 OpSource::XlaOpsLine => {
@@ -254,7 +254,7 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
                 };
                 let Some(name) = out.names.stat(plane, op) else { continue };
                 let module = module.and_then(|s| out.names.stat(plane, s)).unwrap_or_else(|| out.names.text(""));
-                let duration_ps = line.duration_ps_col[i].max(0);
+                let duration_ps = line.duration_ps(i).max(0);
                 let run_id = run.and_then(|s| plane.stat_i64(&s));
                 out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, duration_ps, run_id));
             }
@@ -350,7 +350,7 @@ impl Profile {
                 *off = start.unwrap_or(min).saturating_sub(min).saturating_mul(1000);
                 if *off != 0 {
                     for line in space.planes.iter_mut().flat_map(|p| p.lines.iter_mut()) {
-                        line.start_ps.iter_mut().for_each(|t| *t = t.saturating_add(*off));
+                        line.shift_ps(*off);
                     }
                 }
             }

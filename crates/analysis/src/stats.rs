@@ -113,36 +113,45 @@ mod tests {
 #[derive(Clone, Debug, Default)]
 pub struct Intervals {
     spans: Vec<(i64, i64)>,
-    /// `prefix[i]` = total length of `spans[..i]` (i128: exact even for damaged
-    /// profiles whose spans cover more than `i64::MAX` ps).
-    prefix: Vec<i128>,
+    /// `prefix[i]` = total length of `spans[..i]` (u64: disjoint spans within the
+    /// `i64` range add up to less than 2^64, even in damaged profiles).
+    prefix: Vec<u64>,
 }
 
 impl Intervals {
     /// Merges `(start, end)` pairs in any order; empty and inverted ones are dropped.
+    /// Merges in place: no second list of the pairs' size.
     pub fn new(mut iv: Vec<(i64, i64)>) -> Intervals {
         iv.retain(|&(a, b)| b > a);
-        iv.sort_unstable();
-        let mut spans: Vec<(i64, i64)> = Vec::with_capacity(iv.len());
-        for (a, b) in iv {
-            match spans.last_mut() {
+        if !iv.is_sorted() {
+            iv.sort_unstable();
+        }
+        let mut kept = 0usize;
+        for r in 0..iv.len() {
+            let (a, b) = iv[r];
+            match kept.checked_sub(1).map(|k| &mut iv[k]) {
                 Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => spans.push((a, b)),
+                _ => {
+                    iv[kept] = (a, b);
+                    kept += 1;
+                }
             }
         }
-        let mut prefix = Vec::with_capacity(spans.len() + 1);
-        let mut total = 0i128;
+        iv.truncate(kept);
+        iv.shrink_to_fit();
+        let mut prefix = Vec::with_capacity(iv.len() + 1);
+        let mut total = 0u64;
         prefix.push(0);
-        for &(a, b) in &spans {
-            total += i128::from(b) - i128::from(a);
+        for &(a, b) in &iv {
+            total += b.abs_diff(a);
             prefix.push(total);
         }
-        Intervals { spans, prefix }
+        Intervals { spans: iv, prefix }
     }
 
     /// Total covered length.
     pub fn total(&self) -> i64 {
-        clamp_ps(self.prefix.last().copied().unwrap_or(0))
+        clamp_ps(i128::from(self.prefix.last().copied().unwrap_or(0)))
     }
 
     /// The merged spans.
@@ -161,7 +170,7 @@ impl Intervals {
         if first >= last {
             return 0;
         }
-        let total = self.prefix[last] - self.prefix[first];
+        let total = i128::from(self.prefix[last] - self.prefix[first]);
         let before = (i128::from(lo) - i128::from(self.spans[first].0)).max(0);
         let after = (i128::from(self.spans[last - 1].1) - i128::from(hi)).max(0);
         clamp_ps(total - before - after)

@@ -133,8 +133,8 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
                         step_num,
                         plane.event_name(line.meta[i]),
                         &space.host,
-                        line.start_ps[i],
-                        line.duration_ps_col[i],
+                        line.start_ps(i),
+                        line.duration_ps(i),
                     )
                 }));
                 continue;
@@ -153,7 +153,7 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
                         };
                         let step_num = plane.stat_i64(&num).unwrap_or(-1);
                         let name = plane.event_name(line.meta[i]);
-                        found.push(blank_step(step_num, name, &space.host, line.start_ps[i], line.duration_ps_col[i]));
+                        found.push(blank_step(step_num, name, &space.host, line.start_ps(i), line.duration_ps(i)));
                     }
                     found
                 })
@@ -183,7 +183,7 @@ fn device_steps_line(devices: &[Device]) -> Vec<Step> {
                 .and_then(|s| d.plane.stat_i64(&s))
                 .or_else(|| name.trim().parse().ok())
                 .unwrap_or(i as i64);
-            out.push(blank_step(num, name, d.host, line.start_ps[i], line.duration_ps_col[i]));
+            out.push(blank_step(num, name, d.host, line.start_ps(i), line.duration_ps(i)));
         }
     }
     out.sort_by_key(|s| (s.start_ps, s.step_num));
@@ -204,14 +204,14 @@ fn module_executions(devices: &[Device]) -> Vec<Step> {
                 let mut total: HashMap<u32, i64> = HashMap::new();
                 for i in 0..line.len() {
                     let t = total.entry(line.meta[i]).or_default();
-                    *t = t.saturating_add(line.duration_ps_col[i]);
+                    *t = t.saturating_add(line.duration_ps(i));
                 }
                 let Some((&top, _)) = total.iter().max_by_key(|(m, t)| (**t, std::cmp::Reverse(**m))) else { continue };
                 let name = module_name(d.plane.event_name(top));
                 (0..line.len())
                     .filter(|&i| line.meta[i] == top)
                     .enumerate()
-                    .map(|(n, i)| blank_step(n as i64, name, d.host, line.start_ps[i], line.duration_ps_col[i]))
+                    .map(|(n, i)| blank_step(n as i64, name, d.host, line.start_ps(i), line.duration_ps(i)))
                     .collect::<Vec<_>>()
             }
             (OpSource::HostOps, None) => cpu_module_runs(d),
@@ -269,7 +269,9 @@ pub fn busy_intervals<'a>(d: &Device<'a>) -> &'a Intervals {
 
 fn measure_busy(d: &Device) -> Intervals {
     let ops = d.cached_ops();
-    let mut spans: Vec<(i64, i64)> = Vec::with_capacity(ops.recs.len());
+    // Ops come in line order, then mostly in time order: back-to-back ones are merged
+    // as they come, so the list stays short.
+    let mut spans: Vec<(i64, i64)> = Vec::new();
     let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
     for (o, rec) in d.op_iter().zip(&ops.recs) {
         let run = match d.source {
@@ -282,7 +284,10 @@ fn measure_busy(d: &Device) -> Intervals {
                 e.0 = e.0.min(o.start_ps);
                 e.1 = e.1.max(o.end_ps());
             }
-            None => spans.push((o.start_ps, o.end_ps())),
+            None => match spans.last_mut() {
+                Some(last) if (last.0..=last.1).contains(&o.start_ps) => last.1 = last.1.max(o.end_ps()),
+                _ => spans.push((o.start_ps, o.end_ps())),
+            },
         }
     }
     spans.extend(runs.into_values());
@@ -308,7 +313,7 @@ pub fn compile_intervals(space: &stepscope_xspace::Space) -> Intervals {
     for line in &plane.lines {
         for i in 0..line.len() {
             if compile_meta.get(line.meta[i] as usize).copied().unwrap_or(false) {
-                iv.push((line.start_ps[i], line.end_ps(i)));
+                iv.push((line.start_ps(i), line.end_ps(i)));
             }
         }
     }

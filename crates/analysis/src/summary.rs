@@ -146,8 +146,8 @@ pub fn host_transfers(profile: &Profile, host_index: usize) -> (Intervals, Inter
     for line in &plane.lines {
         for i in 0..line.len() {
             match kind.get(line.meta[i] as usize).copied().flatten() {
-                Some(Class::HostToDevice) => h2d.push((line.start_ps[i], line.end_ps(i))),
-                Some(Class::DeviceToHost) => d2h.push((line.start_ps[i], line.end_ps(i))),
+                Some(Class::HostToDevice) => h2d.push((line.start_ps(i), line.end_ps(i))),
+                Some(Class::DeviceToHost) => d2h.push((line.start_ps(i), line.end_ps(i))),
                 _ => {}
             }
         }

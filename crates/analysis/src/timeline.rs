@@ -177,18 +177,18 @@ fn shown_name(plane: &Plane, meta: u32) -> &str {
 }
 
 fn dur(line: &Line, i: usize) -> i64 {
-    line.duration_ps_col[i].max(0)
+    line.duration_ps(i).max(0)
 }
 
 fn end(line: &Line, i: usize) -> i64 {
-    line.start_ps[i].saturating_add(dur(line, i))
+    line.start_ps(i).saturating_add(dur(line, i))
 }
 
 /// Spreads a line's events over rows so that no two events on a row overlap, each
 /// event on the lowest free row (nested events one row below their parent).
 fn index_line(line: &Line) -> Vec<Vec<u32>> {
     let n = line.len();
-    let key = |i: usize| (line.start_ps[i], Reverse(dur(line, i)));
+    let key = |i: usize| (line.start_ps(i), Reverse(dur(line, i)));
     let mut order: Vec<u32> = (0..n as u32).collect();
     if !(1..n).all(|i| key(i - 1) <= key(i)) {
         order.sort_by_key(|&i| key(i as usize));
@@ -198,7 +198,7 @@ fn index_line(line: &Line) -> Vec<Vec<u32>> {
     let mut busy: BinaryHeap<Reverse<(i64, u32)>> = BinaryHeap::new();
     let mut free: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
     for &i in &order {
-        let start = line.start_ps[i as usize];
+        let start = line.start_ps(i as usize);
         while let Some(&Reverse((e, row))) = busy.peek() {
             if e > start {
                 break;
@@ -237,7 +237,7 @@ impl Timeline {
             .map(|at| {
                 let line = &profile.hosts[at.host].planes[at.plane].lines[at.line];
                 let rows = index_line(line);
-                let start_ps = line.start_ps.iter().copied().min().unwrap_or(0);
+                let start_ps = line.starts().iter().min().unwrap_or(0);
                 let end_ps = (0..line.len()).map(|i| end(line, i)).max().unwrap_or(0);
                 TrackIndex { at, rows, start_ps, end_ps }
             })
@@ -328,9 +328,9 @@ impl Timeline {
         for (depth, row) in t.rows.iter().enumerate() {
             // Events on a row do not overlap: starts and ends are both sorted.
             let mut k = row.partition_point(|&i| end(line, i as usize) <= start_ps);
-            let stop = row.partition_point(|&i| line.start_ps[i as usize] < end_ps);
+            let stop = row.partition_point(|&i| line.start_ps(i as usize) < end_ps);
             // Zero-length events exactly at start_ps end there too; keep them.
-            while k > 0 && line.start_ps[row[k - 1] as usize] >= start_ps && dur(line, row[k - 1] as usize) == 0 {
+            while k > 0 && line.start_ps(row[k - 1] as usize) >= start_ps && dur(line, row[k - 1] as usize) == 0 {
                 k -= 1;
             }
             while k < stop {
@@ -342,8 +342,8 @@ impl Timeline {
                 }
                 // Events starting in the same pixel column as this one: all but maybe
                 // the last are shorter than a pixel (they end before the next starts).
-                let next_px = pixel_start(pixel(line.start_ps[i]) + 1);
-                let mut j = gallop(row, k, stop, |e| line.start_ps[e as usize] < next_px);
+                let next_px = pixel_start(pixel(line.start_ps(i)) + 1);
+                let mut j = gallop(row, k, stop, |e| line.start_ps(e as usize) < next_px);
                 j = j.max(k + 1);
                 if j - k > 1 && dur(line, row[j - 1] as usize) as f64 >= width {
                     j -= 1;
@@ -368,7 +368,7 @@ impl Timeline {
                 .map(|s| StatEntry { name: plane.stat_name(s.meta()).to_string(), value: plane.stat_display(&s) })
                 .collect()
         };
-        let start_ps = line.start_ps[i];
+        let start_ps = line.start_ps(i);
         let step_num = steps
             .iter()
             .find(|s| s.host == space.host && s.start_ps <= start_ps && start_ps < s.end_ps())
@@ -383,7 +383,7 @@ impl Timeline {
             name: plane.event_name(meta).to_string(),
             display_name: shown_name(plane, meta).to_string(),
             start_ps,
-            duration_ps: line.duration_ps_col[i],
+            duration_ps: line.duration_ps(i),
             step_num,
             stats: render(&mut line.event_stats(i)),
             metadata_stats: render(&mut plane.metadata_stats(meta).iter().copied()),
@@ -434,7 +434,7 @@ impl Timeline {
                         track: other_id as u32,
                         index: e as u32,
                         name: shown_name(oplane, oline.meta[e]).to_string(),
-                        start_ps: oline.start_ps[e],
+                        start_ps: oline.start_ps(e),
                     });
                     if out.len() >= 64 {
                         return out;
@@ -477,8 +477,8 @@ impl Timeline {
                         track: id,
                         index: i as u32,
                         name: shown_name(plane, line.meta[i]).to_string(),
-                        start_ps: line.start_ps[i],
-                        duration_ps: line.duration_ps_col[i],
+                        start_ps: line.start_ps(i),
+                        duration_ps: line.duration_ps(i),
                     });
                 }
             }
@@ -509,7 +509,7 @@ fn gallop(row: &[u32], k: usize, stop: usize, pred: impl Fn(u32) -> bool) -> usi
 
 fn push_box(tile: &mut Tile, plane: &Plane, line: &Line, depth: usize, run: &[u32]) {
     let (Some(&first), Some(&last)) = (run.first(), run.last()) else { return };
-    let start = line.start_ps[first as usize];
+    let start = line.start_ps(first as usize);
     let name = if run.len() == 1 { line.meta[first as usize] } else { dominant(line, run) };
     tile.box_depth.push(depth as u32);
     tile.box_start_ps.push(start);
@@ -587,7 +587,7 @@ mod tests {
         let line = &p.hosts[0].planes[0].lines[0];
         for row in &tl.tracks[0].rows {
             for w in row.windows(2) {
-                assert!(end(line, w[0] as usize) <= line.start_ps[w[1] as usize], "{row:?}");
+                assert!(end(line, w[0] as usize) <= line.start_ps(w[1] as usize), "{row:?}");
             }
         }
         let total: usize = tl.tracks[0].rows.iter().map(Vec::len).sum();

@@ -87,8 +87,8 @@ fn event<W: Write>(
     sum: &mut ChromeSummary,
 ) -> io::Result<()> {
     text.clear();
-    ps_as_us_text(line.start_ps[i], text);
-    let dur = line.duration_ps_col[i];
+    ps_as_us_text(line.start_ps(i), text);
+    let dur = line.duration_ps(i);
     if line.is_counter {
         sum.counter_events += 1;
         write!(out, "{{\"ph\":\"C\",\"pid\":{pid},\"ts\":{text},\"name\":")?;

@@ -97,7 +97,7 @@ pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table
                     err?;
                     stats_json.push(b'}');
                     let stats_text = std::str::from_utf8(&stats_json).unwrap_or("{}");
-                    let step = host_steps.at(line.start_ps[i]);
+                    let step = host_steps.at(line.start_ps(i));
                     table.row(&[
                         Cell::Str(&space.host),
                         Cell::Str(&plane.name),
@@ -106,8 +106,8 @@ pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table
                         Cell::I64(line.id),
                         Cell::Str(plane.event_name(line.meta[i])),
                         opt(display),
-                        Cell::I64(line.start_ps[i]),
-                        Cell::I64(line.duration_ps_col[i]),
+                        Cell::I64(line.start_ps(i)),
+                        Cell::I64(line.duration_ps(i)),
                         Cell::Bool(line.is_counter),
                         opt(hlo_op),
                         opt(hlo_module),

@@ -111,7 +111,7 @@ pub fn write_perfetto<W: Write>(hosts: &[Space], out: W) -> io::Result<PerfettoS
         .iter()
         .flat_map(|s| &s.planes)
         .flat_map(|p| &p.lines)
-        .filter_map(|l| l.start_ps.iter().min().copied())
+        .filter_map(|l| l.starts().iter().min())
         .map(ps_to_ns)
         .min()
         .map_or(0, |m| if m < 0 { -m } else { 0 });
@@ -269,7 +269,7 @@ impl<W: Write> Writer<W> {
         kind: u64,
         track: u64,
     ) -> io::Result<()> {
-        let ts = self.ts(line.start_ps[i]);
+        let ts = self.ts(line.start_ps(i));
         self.event_packet(st, ts);
         self.intern(st, plane, line, i)?;
         self.enc.begin(PKT_TRACK_EVENT);
@@ -345,7 +345,7 @@ impl<W: Write> Writer<W> {
     ) -> io::Result<()> {
         let mut st = self.new_sequence(plane);
         let span = |i: usize| {
-            let s = ps_to_ns(line.start_ps[i]);
+            let s = ps_to_ns(line.start_ps(i));
             (s, ps_to_ns(line.end_ps(i)).max(s))
         };
         let mut order: Vec<u32> = (0..line.len() as u32).collect();
@@ -377,7 +377,7 @@ impl<W: Write> Writer<W> {
                 let track = lanes[lane].0;
                 self.end_event(&mut st, self.ts_ns(end), track)?;
             }
-            if line.duration_ps_col[i] <= 0 {
+            if line.duration_ps(i) <= 0 {
                 self.begin_event(&mut st, plane, line, i, TYPE_INSTANT, line_uuid)?;
                 self.sum.instants += 1;
             } else {
@@ -426,7 +426,7 @@ impl<W: Write> Writer<W> {
                             t
                         }
                     };
-                    self.counter_event(&mut st, self.ts(line.start_ps[i]), track, ArgValue::of(plane, &v))?;
+                    self.counter_event(&mut st, self.ts(line.start_ps(i)), track, ArgValue::of(plane, &v))?;
                 }
             }
         }
@@ -446,10 +446,10 @@ impl<W: Write> Writer<W> {
         let mut st = self.new_sequence(plane);
         let mut tracks: HashMap<u32, u64> = HashMap::new();
         let mut order: Vec<u32> = (0..line.len() as u32).collect();
-        order.sort_by_key(|&i| (line.start_ps[i as usize], i));
+        order.sort_by_key(|&i| (line.start_ps(i as usize), i));
         for &i in &order {
             let i = i as usize;
-            let ts = self.ts(line.start_ps[i]);
+            let ts = self.ts(line.start_ps(i));
             for s in line.event_stats(i) {
                 let v = ArgValue::of(plane, &s);
                 if matches!(v, ArgValue::Bytes(_)) {

@@ -32,8 +32,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         .collect();
                     println!(
                         "    [{}] +{} {:?} {}",
-                        line.start_ps[i],
-                        line.duration_ps_col[i],
+                        line.start_ps(i),
+                        line.duration_ps(i),
                         plane.event_name(meta),
                         stats.join(" ")
                     );

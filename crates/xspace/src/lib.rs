@@ -7,6 +7,7 @@
 //!
 //! Every reader returns a [`Space`] per host; see [`model`].
 
+pub mod column;
 pub mod discover;
 pub mod error;
 pub mod hlo;
@@ -16,6 +17,7 @@ pub mod trace_json;
 mod wire;
 pub mod xplane;
 
+pub use column::Column;
 pub use error::{Error, Result};
 pub use model::{
     EventMeta, EventStats, Format, Line, Plane, Progress, Source, Space, Span, Stat, StatKind, StatMeta, StatValue,

@@ -15,6 +15,8 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::column::Column;
+
 /// The bytes a profile was decoded from: a memory-mapped file or an owned buffer.
 pub enum Source {
     /// A read-only memory map of the profile file.
@@ -191,8 +193,9 @@ impl Stat {
 
 /// A stat as a [`Line`] stores it, in 8 bytes. Nearly every event stat (a metadata
 /// index below 2^20 and an integer, ref or short float value that fits 40 bits) is
-/// held inline; the rest (strings, bytes, wide integers) go to the line's `wide` table
-/// and the packed word holds their index there.
+/// held inline; the rest go to the line's [`Wide`] table and the packed word holds
+/// their index there: numbers (wide integers, floats) as their 8 bytes, strings, bytes
+/// and stats whose metadata index does not fit as whole [`Stat`]s.
 ///
 /// Layout: bit 0 wide; bits 1–3 kind; bits 4–23 metadata index ([`PACKED_META_NONE`]
 /// when it does not fit); bits 24–63 the value or the wide index.
@@ -203,11 +206,32 @@ const PACKED_WIDE: u64 = 1;
 const PACKED_META_NONE: u64 = (1 << 20) - 1;
 const PACKED_PAYLOAD_BITS: u32 = 40;
 
+/// A line's stats that do not fit a [`PackedStat`].
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Wide {
+    /// Numbers (F64, U64, I64 bits) of stats whose metadata index fits.
+    nums: Vec<u64>,
+    /// Every other wide stat, whole.
+    stats: Vec<Stat>,
+}
+
+impl Wide {
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.nums.shrink_to_fit();
+        self.stats.shrink_to_fit();
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.nums.capacity() * 8 + self.stats.capacity() * std::mem::size_of::<Stat>()
+    }
+}
+
 impl PackedStat {
     /// Packs `s`, moving it to `wide` when it does not fit inline.
-    fn pack(s: Stat, wide: &mut Vec<Stat>) -> PackedStat {
+    fn pack(s: Stat, wide: &mut Wide) -> PackedStat {
         const FITS: u64 = 1 << PACKED_PAYLOAD_BITS;
         let meta = u64::from(s.meta);
+        let kind = (s.kind() as u64) << 1;
         let inline = match s.value() {
             _ if meta >= PACKED_META_NONE => None,
             StatValue::U64(v) => (v < FITS).then_some(v),
@@ -217,20 +241,33 @@ impl PackedStat {
             StatValue::F64(v) => (v.to_bits() & 0xFF_FFFF == 0).then_some(v.to_bits() >> 24),
             StatValue::Str(_) | StatValue::Bytes(_) => None,
         };
-        match inline {
-            Some(payload) => PackedStat(payload << 24 | meta << 4 | (s.kind() as u64) << 1),
-            None => {
-                let at = wide.len() as u64;
-                wide.push(s);
-                PackedStat(at << 24 | meta.min(PACKED_META_NONE) << 4 | PACKED_WIDE)
-            }
+        if let Some(payload) = inline {
+            return PackedStat(payload << 24 | meta << 4 | kind);
         }
+        let number = match s.value() {
+            _ if meta >= PACKED_META_NONE => None,
+            StatValue::U64(v) => Some(v),
+            StatValue::I64(v) => Some(v as u64),
+            StatValue::F64(v) => Some(v.to_bits()),
+            _ => None,
+        };
+        let at = match number {
+            Some(bits) => {
+                wide.nums.push(bits);
+                wide.nums.len() - 1
+            }
+            None => {
+                wide.stats.push(s);
+                wide.stats.len() - 1
+            }
+        };
+        PackedStat((at as u64) << 24 | meta.min(PACKED_META_NONE) << 4 | kind | PACKED_WIDE)
     }
 
     /// The stat's metadata index (reading `wide` only for a wide stat whose index did
     /// not fit).
     #[inline]
-    fn meta(self, wide: &[Stat]) -> u32 {
+    fn meta(self, wide: &Wide) -> u32 {
         match (self.0 >> 4) & PACKED_META_NONE {
             PACKED_META_NONE => self.unpack(wide).meta(),
             m => m as u32,
@@ -239,13 +276,24 @@ impl PackedStat {
 
     /// The stat, reading `wide` for one held there.
     #[inline]
-    fn unpack(self, wide: &[Stat]) -> Stat {
+    fn unpack(self, wide: &Wide) -> Stat {
         let payload = self.0 >> 24;
-        if self.0 & PACKED_WIDE != 0 {
-            return wide.get(payload as usize).copied().unwrap_or(Stat::new(u32::MAX, StatValue::I64(0)));
-        }
         let meta = ((self.0 >> 4) & PACKED_META_NONE) as u32;
-        let value = match (self.0 >> 1) & 7 {
+        let kind = (self.0 >> 1) & 7;
+        if self.0 & PACKED_WIDE != 0 {
+            let missing = Stat::new(u32::MAX, StatValue::I64(0));
+            let number = |v: Option<&u64>| match (v, kind) {
+                (Some(&v), 0) => Stat::new(meta, StatValue::F64(f64::from_bits(v))),
+                (Some(&v), 1) => Stat::new(meta, StatValue::U64(v)),
+                (Some(&v), _) => Stat::new(meta, StatValue::I64(v as i64)),
+                (None, _) => missing,
+            };
+            return match kind {
+                0..=2 if u64::from(meta) != PACKED_META_NONE => number(wide.nums.get(payload as usize)),
+                _ => wide.stats.get(payload as usize).copied().unwrap_or(missing),
+            };
+        }
+        let value = match kind {
             0 => StatValue::F64(f64::from_bits(payload << 24)),
             1 => StatValue::U64(payload),
             2 => StatValue::I64(((payload << 24) as i64) >> 24),
@@ -259,7 +307,7 @@ impl PackedStat {
 #[derive(Clone)]
 pub struct EventStats<'a> {
     packed: std::slice::Iter<'a, PackedStat>,
-    wide: &'a [Stat],
+    wide: &'a Wide,
 }
 
 impl Iterator for EventStats<'_> {
@@ -305,39 +353,84 @@ pub struct Line {
     pub name: String,
     pub display_name: String,
     pub timestamp_ns: i64,
-    pub duration_ps: i64,
+    /// The line's own length (XLine `duration_ps`), ps.
+    pub line_duration_ps: i64,
     /// Counter samples (trace JSON `C` events) rather than spans; not counted as events.
     pub is_counter: bool,
-    /// Event start, ps since the session start (`timestamp_ns * 1000 + offset_ps`).
-    pub start_ps: Vec<i64>,
-    /// Event duration, ps.
-    pub duration_ps_col: Vec<i64>,
+    /// Event starts, ps since the session start (`timestamp_ns * 1000 + offset_ps`).
+    pub(crate) starts: Column,
+    /// Event lengths, ps.
+    pub(crate) durations: Column,
     /// Dense index into [`Plane::event_meta`].
     pub meta: Vec<u32>,
     /// `stat_start[i]..stat_start[i+1]` is event i's range in `stats`; len = events + 1.
-    pub(crate) stat_start: Vec<u32>,
+    pub(crate) stat_start: Column,
     /// Event stats, packed (read them with [`Line::event_stats`]).
     pub(crate) stats: Vec<PackedStat>,
     /// Stats too wide to pack: strings, bytes, large integers.
-    pub(crate) wide: Vec<Stat>,
+    pub(crate) wide: Wide,
 }
 
 impl Line {
     /// Number of events.
     pub fn len(&self) -> usize {
-        self.start_ps.len()
+        self.meta.len()
     }
 
     /// True when the line has no events.
     pub fn is_empty(&self) -> bool {
-        self.start_ps.is_empty()
+        self.meta.is_empty()
+    }
+
+    /// Start of event `i`, ps since the session start.
+    #[inline]
+    pub fn start_ps(&self, i: usize) -> i64 {
+        self.starts.get(i)
+    }
+
+    /// Length of event `i` as recorded (may be negative in a damaged file), ps.
+    #[inline]
+    pub fn duration_ps(&self, i: usize) -> i64 {
+        self.durations.get(i)
+    }
+
+    /// The event starts, in event order.
+    pub fn starts(&self) -> &Column {
+        &self.starts
+    }
+
+    /// The event lengths, in event order.
+    pub fn durations(&self) -> &Column {
+        &self.durations
+    }
+
+    /// Moves every event `d` ps later (saturating), e.g. to align hosts' clocks.
+    pub fn shift_ps(&mut self, d: i64) {
+        self.starts.add_saturating(d);
     }
 
     /// Stats stored on event `i` itself (not those on its metadata).
     #[inline]
     pub fn event_stats(&self, i: usize) -> EventStats<'_> {
-        let (a, b) = (self.stat_start[i] as usize, self.stat_start[i + 1] as usize);
-        EventStats { packed: self.stats[a..b].iter(), wide: &self.wide }
+        EventStats { packed: self.stats[self.stat_range(i)].iter(), wide: &self.wide }
+    }
+
+    /// Event `i`'s range in `stats`.
+    #[inline]
+    fn stat_range(&self, i: usize) -> Range<usize> {
+        self.stat_start.get(i) as usize..self.stat_start.get(i + 1) as usize
+    }
+
+    /// Bytes the line's columns hold (capacity included): starts and lengths, metadata
+    /// indexes, stat ranges, and stats.
+    pub fn heap_bytes(&self) -> [usize; 5] {
+        [
+            self.starts.heap_bytes() + self.durations.heap_bytes(),
+            self.meta.capacity() * 4,
+            self.stat_start.heap_bytes(),
+            self.stats.capacity() * 8,
+            self.wide.heap_bytes(),
+        ]
     }
 
     /// Number of event stats on the line.
@@ -354,7 +447,7 @@ impl Line {
     /// Moves the arena offsets of the line's string stats `base` bytes further (readers
     /// that append a line's strings to its plane's arena).
     pub(crate) fn rebase_arena(&mut self, base: u64) {
-        for s in &mut self.wide {
+        for s in &mut self.wide.stats {
             if let StatValue::Str(sp) = s.value() {
                 if let Some(moved) = sp.arena_shifted(base) {
                     *s = Stat::new(s.meta(), StatValue::Str(moved));
@@ -365,28 +458,28 @@ impl Line {
 
     /// Reorders the events as `order` lists them (indexes of the current events).
     pub(crate) fn permute(&mut self, order: &[u32]) {
-        let pick = |col: &Vec<i64>| order.iter().map(|&i| col[i as usize]).collect::<Vec<_>>();
-        let start = pick(&self.start_ps);
-        let dur = pick(&self.duration_ps_col);
+        let pick = |col: &Column| order.iter().map(|&i| col.get(i as usize)).collect::<Column>();
+        let start = pick(&self.starts);
+        let dur = pick(&self.durations);
         let meta = order.iter().map(|&i| self.meta[i as usize]).collect();
         let mut stats = Vec::with_capacity(self.stats.len());
-        let mut stat_start = Vec::with_capacity(order.len() + 1);
-        stat_start.push(0u32);
+        let mut stat_start = Column::with_capacity(order.len() + 1);
+        stat_start.push(0);
         for &i in order {
-            let (a, b) = (self.stat_start[i as usize] as usize, self.stat_start[i as usize + 1] as usize);
-            stats.extend_from_slice(&self.stats[a..b]);
-            stat_start.push(stats.len() as u32);
+            stats.extend_from_slice(&self.stats[self.stat_range(i as usize)]);
+            stat_start.push(stats.len() as i64);
         }
-        self.start_ps = start;
-        self.duration_ps_col = dur;
+        self.starts = start;
+        self.durations = dur;
         self.meta = meta;
         self.stats = stats;
         self.stat_start = stat_start;
     }
 
     /// End of event `i`, ps.
+    #[inline]
     pub fn end_ps(&self, i: usize) -> i64 {
-        self.start_ps[i].saturating_add(self.duration_ps_col[i])
+        self.start_ps(i).saturating_add(self.duration_ps(i))
     }
 
     /// The line's display name when set, else its name.
@@ -401,15 +494,15 @@ impl Line {
     /// Appends an event (used by readers).
     pub fn push_event(&mut self, start_ps: i64, duration_ps: i64, meta: u32, stats: &[Stat]) {
         if self.stat_start.is_empty() {
-            self.stat_start.push(self.stats.len() as u32);
+            self.stat_start.push(self.stats.len() as i64);
         }
-        self.start_ps.push(start_ps);
-        self.duration_ps_col.push(duration_ps);
+        self.starts.push(start_ps);
+        self.durations.push(duration_ps);
         self.meta.push(meta);
         for s in stats {
             self.push_stat(*s);
         }
-        self.stat_start.push(self.stats.len() as u32);
+        self.stat_start.push(self.stats.len() as i64);
     }
 
     /// Makes `stat_start` valid for a line with no events.
@@ -525,8 +618,7 @@ impl Plane {
             return out;
         }
         // Matches the packed words' metadata first; only a hit is unpacked.
-        let (a, b) = (line.stat_start[i] as usize, line.stat_start[i + 1] as usize);
-        for p in &line.stats[a..b] {
+        for p in &line.stats[line.stat_range(i)] {
             let meta = p.meta(&line.wide);
             for (k, o) in keys.iter().zip(out.iter_mut()) {
                 if o.is_none() && *k == Some(meta) {
@@ -623,7 +715,7 @@ impl Plane {
         let mut span: Option<(i64, i64)> = None;
         for line in &self.lines {
             for i in 0..line.len() {
-                let (a, b) = (line.start_ps[i], line.end_ps(i));
+                let (a, b) = (line.start_ps(i), line.end_ps(i));
                 span = Some(match span {
                     None => (a, b),
                     Some((lo, hi)) => (lo.min(a), hi.max(b)),
@@ -780,7 +872,8 @@ mod tests {
         // Only what cannot fit went to the wide table: 2^39, i64::MIN/MAX, 2^40, u64::MAX,
         // 0.1 (NaN's low mantissa bits are zero), the three spans, and the two metadata
         // indexes past 20 bits.
-        assert_eq!(line.wide.len(), 11, "{:?}", line.wide);
+        // (2^39, i64::MIN/MAX, 2^40, u64::MAX and 0.1 as bare numbers.)
+        assert_eq!((line.wide.nums.len(), line.wide.stats.len()), (6, 5), "{:?}", line.wide);
         // Reordering keeps each event's stats with it.
         line.permute(&[2, 0, 1]);
         assert_eq!(line.event_stats(0).count(), values.len() - 10);

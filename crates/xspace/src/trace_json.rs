@@ -928,11 +928,8 @@ impl Builder {
 
         for ps in &mut self.planes {
             for line in &mut ps.plane.lines {
-                if shift != 0 {
-                    for t in &mut line.start_ps {
-                        *t += shift;
-                    }
-                }
+                // `fits` above: no value saturates.
+                line.shift_ps(shift);
                 sort_line(line);
                 line.finish();
             }
@@ -1008,11 +1005,12 @@ fn phase_kind(ph: &str) -> &'static str {
 
 /// Sorts a line's events by start (stable), keeping stats in step.
 fn sort_line(line: &mut Line) {
-    if line.start_ps.windows(2).all(|w| w[0] <= w[1]) {
+    let starts = line.starts();
+    if starts.iter().zip(starts.iter().skip(1)).all(|(a, b)| a <= b) {
         return;
     }
     let mut order: Vec<u32> = (0..line.len() as u32).collect();
-    order.sort_by_key(|&i| line.start_ps[i as usize]);
+    order.sort_by_key(|&i| line.start_ps(i as usize));
     line.permute(&order);
 }
 
@@ -1440,7 +1438,7 @@ mod tests {
 
     /// (name, start, duration) of each event on a line.
     fn events(p: &Plane, l: &Line) -> Vec<(String, i64, i64)> {
-        (0..l.len()).map(|i| (p.event_name(l.meta[i]).to_string(), l.start_ps[i], l.duration_ps_col[i])).collect()
+        (0..l.len()).map(|i| (p.event_name(l.meta[i]).to_string(), l.start_ps(i), l.duration_ps(i))).collect()
     }
 
     fn stat(p: &Plane, l: &Line, i: usize, name: &str) -> Option<StatValue> {
@@ -1752,7 +1750,7 @@ mod tests {
         let space = parse_trace_json(&gz, "h", Path::new("x.json")).unwrap();
         assert_eq!(space.file_bytes, gz.len() as u64);
         assert_eq!(space.planes[0].name, "p");
-        assert_eq!(space.planes[0].lines[0].start_ps, [1_250_000]);
+        assert_eq!(space.planes[0].lines[0].starts().to_vec(), [1_250_000]);
 
         // Several gzip members are one stream.
         let (a, b) = text.split_at(40);

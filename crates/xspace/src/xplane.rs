@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use crate::column::Column;
 use crate::error::{Error, Result};
 use crate::model::{
     EventMeta, Format, IdMap, Line, Plane, Progress, Source, Space, Span, Stat, StatMeta, StatValue, MAX_STAT_LEN,
@@ -375,10 +376,10 @@ fn decode_line(
     // the density seen so far (+5 %). All are trimmed at the end.
     let head = r.len().min(SIZE_SAMPLE_BYTES);
     let mut line = Line {
-        start_ps: Vec::with_capacity(head / EVENT_BYTES_TYPICAL),
-        duration_ps_col: Vec::with_capacity(head / EVENT_BYTES_TYPICAL),
+        starts: Column::with_capacity(head / EVENT_BYTES_TYPICAL),
+        durations: Column::with_capacity(head / EVENT_BYTES_TYPICAL),
         meta: Vec::with_capacity(head / EVENT_BYTES_TYPICAL),
-        stat_start: Vec::with_capacity(head / EVENT_BYTES_TYPICAL + 1),
+        stat_start: Column::with_capacity(head / EVENT_BYTES_TYPICAL + 1),
         stats: Vec::with_capacity(head / STAT_BYTES_TYPICAL),
         ..Default::default()
     };
@@ -398,8 +399,8 @@ fn decode_line(
             let (read, left) = ((lw.pos() - r.start) as f64, (r.end - lw.pos()) as f64);
             let more = |n: usize| ((n as f64 / read * left * 1.05) as usize).min(MAX_RESERVED);
             let (events, stats) = (more(line.len()), more(line.stat_count()));
-            line.start_ps.reserve_exact(events);
-            line.duration_ps_col.reserve_exact(events);
+            line.starts.reserve_exact(events);
+            line.durations.reserve_exact(events);
             line.meta.reserve_exact(events);
             line.stat_start.reserve_exact(events);
             line.stats.reserve_exact(stats);
@@ -411,7 +412,7 @@ fn decode_line(
             2 => line.name = lw.string(wt)?,
             11 => line.display_name = lw.string(wt)?,
             3 => line.timestamp_ns = lw.int(wt)?,
-            9 => line.duration_ps = lw.int(wt)?,
+            9 => line.line_duration_ps = lw.int(wt)?,
             4 => {
                 let er = lw.bytes(wt)?;
                 let (mut offset, mut dur, mut meta_id) = (0i64, 0i64, 0i64);
@@ -434,26 +435,22 @@ fn decode_line(
                 if line.stat_count() > u32::MAX as usize {
                     return Err(WireError { at: lw.pos(), what: "more than 4 billion stats on one line" });
                 }
-                line.start_ps.push(offset);
-                line.duration_ps_col.push(dur);
+                line.starts.push(offset);
+                line.durations.push(dur);
                 line.meta.push(meta);
-                line.stat_start.push(line.stat_count() as u32);
+                line.stat_start.push(line.stat_count() as i64);
             }
             _ => lw.skip(wt)?,
         }
     }
     source.release(released..r.end);
-    for col in [&mut line.start_ps, &mut line.duration_ps_col] {
-        col.shrink_to_fit();
-    }
+    line.starts.shrink_to_fit();
+    line.durations.shrink_to_fit();
     line.meta.shrink_to_fit();
     line.stat_start.shrink_to_fit();
     line.stats.shrink_to_fit();
     line.wide.shrink_to_fit();
-    let base_ps = line.timestamp_ns.saturating_mul(1000);
-    for s in &mut line.start_ps {
-        *s = s.saturating_add(base_ps);
-    }
+    line.starts.add_saturating(line.timestamp_ns.saturating_mul(1000));
     Ok((line, arena, unknown))
 }
 

@@ -1,0 +1,346 @@
+//! [`Column`]: a column of `i64` (event starts and lengths in ps) in a few bytes a
+//! value, with random access.
+//!
+//! Values are kept in blocks of [`BLOCK`]. A block stores its smallest value once and
+//! each value as its distance above it, in as few whole bytes as the block's spread
+//! needs: 4 for starts a few ms apart, 5 for seconds apart, 2 or 3 for short lengths.
+//! The last, partial block is kept as plain values until it fills.
+
+use std::fmt;
+
+/// Values per block.
+pub const BLOCK: usize = 64;
+const SHIFT: u32 = BLOCK.trailing_zeros();
+/// Zero bytes after the last packed value, so any value reads as one 8-byte load.
+const PAD: usize = 8;
+/// The low `w` bytes of a word.
+const MASK: [u64; 9] =
+    [0, 0xFF, 0xFFFF, 0xFF_FFFF, 0xFFFF_FFFF, 0xFF_FFFF_FFFF, 0xFFFF_FFFF_FFFF, 0xFF_FFFF_FFFF_FFFF, u64::MAX];
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Block {
+    /// The block's smallest value.
+    base: i64,
+    /// Byte position of the block's first distance in [`Column::packed`], shifted left
+    /// by 4, ORed with the bytes per distance (0–8).
+    at: u64,
+}
+
+impl Block {
+    #[inline]
+    fn width(&self) -> usize {
+        (self.at & 15) as usize
+    }
+
+    #[inline]
+    fn pos(&self) -> usize {
+        (self.at >> 4) as usize
+    }
+}
+
+/// A compact `i64` column (see the [module docs](self)).
+#[derive(Clone)]
+pub struct Column {
+    blocks: Vec<Block>,
+    /// Each full block's distances, little-endian, then [`PAD`] zero bytes.
+    packed: Vec<u8>,
+    /// Values after the last full block.
+    tail: Vec<i64>,
+    /// How many values [`Column::reserve_exact`] was told to expect in all.
+    expect: usize,
+}
+
+impl Default for Column {
+    fn default() -> Column {
+        Column { blocks: Vec::new(), packed: vec![0; PAD], tail: Vec::new(), expect: 0 }
+    }
+}
+
+impl Column {
+    /// An empty column with room for `n` values at 4 bytes each.
+    pub fn with_capacity(n: usize) -> Column {
+        let mut c = Column::default();
+        c.reserve_exact(n);
+        c
+    }
+
+    /// Makes room for `n` more values at 4 bytes each. Should they need more, the
+    /// column grows by what the values still expected need at the width seen so far,
+    /// rather than doubling.
+    pub fn reserve_exact(&mut self, n: usize) {
+        self.expect = self.len().saturating_add(n);
+        self.packed.reserve_exact(n.saturating_mul(4));
+        self.blocks.reserve_exact(n / BLOCK + 1);
+        if self.tail.capacity() < BLOCK {
+            self.tail.reserve_exact(BLOCK);
+        }
+    }
+
+    /// Number of values.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.blocks.len() * BLOCK + self.tail.len()
+    }
+
+    /// True when the column holds no values.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Value `i`. Panics when `i` is out of range, as slice indexing does.
+    #[inline]
+    pub fn get(&self, i: usize) -> i64 {
+        match self.blocks.get(i >> SHIFT) {
+            Some(b) => {
+                let w = b.width();
+                let at = b.pos() + (i & (BLOCK - 1)) * w;
+                let word = u64::from_le_bytes(self.packed[at..at + 8].try_into().unwrap_or([0; 8]));
+                // base + distance is a value of the block: wrapping gives it exactly.
+                b.base.wrapping_add((word & MASK[w]) as i64)
+            }
+            None => self.tail[i - self.blocks.len() * BLOCK],
+        }
+    }
+
+    /// Appends a value.
+    #[inline]
+    pub fn push(&mut self, v: i64) {
+        self.tail.push(v);
+        if self.tail.len() == BLOCK {
+            self.seal();
+        }
+    }
+
+    /// Moves the full tail into a block.
+    fn seal(&mut self) {
+        let (min, max) = self.tail.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        let spread = max.abs_diff(min);
+        let w = (u64::BITS - spread.leading_zeros()).div_ceil(8) as usize;
+        let pos = self.packed.len() - PAD;
+        let need = BLOCK * w;
+        if self.packed.capacity() - self.packed.len() < need + PAD {
+            // Room for the values still expected at the mean width so far (at least an
+            // eighth more than now, so that growing stays linear overall).
+            let done = self.blocks.len() * BLOCK;
+            let left = self.expect.saturating_sub(done + BLOCK);
+            let per_value = (pos + need).div_ceil(done + BLOCK);
+            let more = (left * per_value).max(self.packed.len() / 8);
+            self.packed.reserve_exact(need + more);
+        }
+        self.packed.resize(pos + need + PAD, 0);
+        // Whole words: the bytes past a distance's width are zero, and the next
+        // distance or the padding is written over them.
+        for (k, &v) in self.tail.iter().enumerate() {
+            let at = pos + k * w;
+            self.packed[at..at + 8].copy_from_slice(&v.abs_diff(min).to_le_bytes());
+        }
+        self.blocks.push(Block { base: min, at: (pos as u64) << 4 | w as u64 });
+        self.tail.clear();
+    }
+
+    /// Frees spare capacity.
+    pub fn shrink_to_fit(&mut self) {
+        self.blocks.shrink_to_fit();
+        self.packed.shrink_to_fit();
+        self.tail.shrink_to_fit();
+    }
+
+    /// Adds `d` to every value, saturating at the `i64` bounds.
+    pub fn add_saturating(&mut self, d: i64) {
+        if d == 0 {
+            return;
+        }
+        for b in &mut self.blocks {
+            let w = b.width();
+            // Every value of the block lies in base..=base + MASK[w].
+            let top = (b.base as i128) + i128::from(MASK[w]);
+            let fits = |x: i128| (i128::from(i64::MIN)..=i128::from(i64::MAX)).contains(&(x + i128::from(d)));
+            if fits(i128::from(b.base)) && fits(top) {
+                b.base += d;
+                continue;
+            }
+            // Saturation near the bounds: re-encode in place. Adding is monotone and
+            // saturating only narrows the spread, so the width still holds.
+            let base = b.base.saturating_add(d);
+            for k in 0..BLOCK {
+                let at = b.pos() + k * w;
+                let mut word = [0u8; 8];
+                word[..w].copy_from_slice(&self.packed[at..at + w]);
+                let v = b.base.wrapping_add(u64::from_le_bytes(word) as i64).saturating_add(d);
+                self.packed[at..at + w].copy_from_slice(&v.abs_diff(base).to_le_bytes()[..w]);
+            }
+            b.base = base;
+        }
+        for v in &mut self.tail {
+            *v = v.saturating_add(d);
+        }
+    }
+
+    /// The values, in order.
+    pub fn iter(&self) -> Iter<'_> {
+        Iter { col: self, i: 0, end: self.len() }
+    }
+
+    /// The values `range`, in order.
+    pub fn iter_range(&self, range: std::ops::Range<usize>) -> Iter<'_> {
+        let end = range.end.min(self.len());
+        Iter { col: self, i: range.start.min(end), end }
+    }
+
+    /// The index of the first value for which `pred` is false, assuming the values
+    /// are partitioned (as [`slice::partition_point`]).
+    pub fn partition_point(&self, mut pred: impl FnMut(i64) -> bool) -> usize {
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(self.get(mid)) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    /// The values as a vector.
+    pub fn to_vec(&self) -> Vec<i64> {
+        self.iter().collect()
+    }
+
+    /// Bytes held, capacity included.
+    pub fn heap_bytes(&self) -> usize {
+        self.blocks.capacity() * std::mem::size_of::<Block>() + self.packed.capacity() + self.tail.capacity() * 8
+    }
+}
+
+impl FromIterator<i64> for Column {
+    fn from_iter<I: IntoIterator<Item = i64>>(iter: I) -> Column {
+        let iter = iter.into_iter();
+        let mut c = Column::with_capacity(iter.size_hint().0);
+        for v in iter {
+            c.push(v);
+        }
+        c
+    }
+}
+
+impl From<Vec<i64>> for Column {
+    fn from(v: Vec<i64>) -> Column {
+        v.into_iter().collect()
+    }
+}
+
+impl PartialEq for Column {
+    fn eq(&self, other: &Column) -> bool {
+        self.len() == other.len() && self.iter().eq(other.iter())
+    }
+}
+
+impl<const N: usize> PartialEq<[i64; N]> for Column {
+    fn eq(&self, other: &[i64; N]) -> bool {
+        self.len() == N && self.iter().eq(other.iter().copied())
+    }
+}
+
+impl fmt::Debug for Column {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// Iterator over a [`Column`]'s values.
+#[derive(Clone)]
+pub struct Iter<'a> {
+    col: &'a Column,
+    i: usize,
+    end: usize,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = i64;
+
+    #[inline]
+    fn next(&mut self) -> Option<i64> {
+        (self.i < self.end).then(|| {
+            self.i += 1;
+            self.col.get(self.i - 1)
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.end - self.i;
+        (n, Some(n))
+    }
+}
+
+impl DoubleEndedIterator for Iter<'_> {
+    fn next_back(&mut self) -> Option<i64> {
+        (self.i < self.end).then(|| {
+            self.end -= 1;
+            self.col.get(self.end)
+        })
+    }
+}
+
+impl ExactSizeIterator for Iter<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values that exercise narrow and wide blocks, the bounds and a partial tail.
+    fn awkward() -> Vec<i64> {
+        let mut v: Vec<i64> = (0..BLOCK as i64).map(|i| 1_000_000 + i * 7).collect(); // narrow
+        v.extend((0..BLOCK as i64).map(|i| if i == 5 { i64::MAX } else { -i })); // wide
+        v.extend((0..BLOCK as i64).map(|i| i64::MAX - i)); // narrow at the top
+        v.extend((0..BLOCK as i64).map(|i| i64::MIN + i * 3)); // narrow at the bottom
+        v.extend((0..BLOCK as i64).map(|i| (i % 2) * i64::from(u32::MAX))); // spread exactly 2^32 - 1
+        v.extend((0..BLOCK as i64).map(|i| (i % 2) * (1 << 32))); // spread 2^32: wide
+        v.extend([5, -5, 1 << 40]); // tail
+        v
+    }
+
+    #[test]
+    fn values_read_back_as_pushed() {
+        let v = awkward();
+        let c: Column = v.iter().copied().collect();
+        assert_eq!(c.len(), v.len());
+        assert_eq!((0..v.len()).map(|i| c.get(i)).collect::<Vec<_>>(), v);
+        assert_eq!(c.to_vec(), v);
+        assert_eq!(c.iter().rev().collect::<Vec<_>>(), v.iter().rev().copied().collect::<Vec<_>>());
+        assert_eq!(c.iter_range(3..70).collect::<Vec<_>>(), v[3..70]);
+        // Widths: 2, 8, 1, 1, 4, 5 bytes a value, and zero for a constant block.
+        let widths: Vec<usize> = c.blocks.iter().map(Block::width).collect();
+        assert_eq!(widths, [2, 8, 1, 1, 4, 5]);
+        let same: Column = std::iter::repeat_n(-7, BLOCK + 1).collect();
+        assert_eq!((same.blocks[0].width(), same.get(BLOCK - 1), same.get(BLOCK)), (0, -7, -7));
+    }
+
+    #[test]
+    fn adding_saturates_like_i64() {
+        for d in [0, 1, -1, 1 << 33, -(1 << 33), i64::MAX, i64::MIN, 12_345] {
+            let v = awkward();
+            let mut c: Column = v.iter().copied().collect();
+            c.add_saturating(d);
+            let want: Vec<i64> = v.iter().map(|x| x.saturating_add(d)).collect();
+            assert_eq!(c.to_vec(), want, "d = {d}");
+        }
+    }
+
+    #[test]
+    fn partition_point_matches_slices() {
+        let v: Vec<i64> = (0..1000).map(|i| i * i - 5000).collect();
+        let c: Column = v.iter().copied().collect();
+        for x in [-6000, -5000, 0, 17, 998_000, 2_000_000] {
+            assert_eq!(c.partition_point(|t| t < x), v.partition_point(|&t| t < x), "{x}");
+        }
+    }
+
+    #[test]
+    fn dense_columns_take_a_few_bytes_a_value() {
+        // 1 µs apart: 63 µs per block, 4 bytes a value.
+        let mut c: Column = (0..100_000i64).map(|i| 5_000_000_000 + i * 1_000_000).collect();
+        c.shrink_to_fit();
+        assert!(c.heap_bytes() < 100_000 * 9 / 2, "{}", c.heap_bytes());
+    }
+}
