@@ -96,6 +96,18 @@ impl DeviceOps {
     }
 }
 
+impl DeviceOps {
+    /// Op record `i`'s (line, start, end, op time), without its names.
+    #[inline]
+    pub fn span(&self, plane: &Plane, i: usize) -> (u32, i64, i64, i64) {
+        let r = &self.recs[i];
+        let line = &plane.lines[r.line as usize];
+        let start = line.start_ps(r.index as usize);
+        let end = start.saturating_add(line.duration_ps(r.index as usize).max(0));
+        (r.line, start, end, r.op_ps)
+    }
+}
+
 /// One executed op in 32 bytes: names are indexes into [`DeviceOps::names`]; start and
 /// length are read from the device plane's columns (line `line`, event `index`).
 #[derive(Clone, Copy, Debug)]

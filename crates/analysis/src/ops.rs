@@ -1,7 +1,9 @@
 //! The op profile: time per HLO op (or category, module, name-stack scope), with
 //! self time, FLOPs and bytes where the profile gives them.
 
-use std::rc::Rc;
+use std::sync::Arc;
+
+use rayon::prelude::*;
 
 use stepscope_xspace::hlo::{hlo_modules, HloModules};
 
@@ -64,7 +66,7 @@ pub struct Ops {
 #[derive(Clone)]
 enum Text<'a> {
     Borrowed(&'a str),
-    Shared(Rc<str>),
+    Shared(Arc<str>),
 }
 
 impl std::ops::Deref for Text<'_> {
@@ -144,6 +146,19 @@ impl<'a> Acc<'a> {
         }
     }
 
+    /// Adds the occurrences `o` summed (occurrences summed in order, then `o`'s).
+    fn merge(&mut self, o: Acc<'a>) {
+        self.count += o.count;
+        self.total_ps = self.total_ps.saturating_add(o.total_ps);
+        self.self_ps = self.self_ps.saturating_add(o.self_ps);
+        self.min_ps = self.min_ps.min(o.min_ps);
+        self.max_ps = self.max_ps.max(o.max_ps);
+        self.flops = self.flops.zip(o.flops).map(|(a, b)| a.saturating_add(b));
+        self.bytes = self.bytes.zip(o.bytes).map(|(a, b)| a.saturating_add(b));
+        self.is_async |= o.is_async;
+        self.one_category &= o.one_category && *o.category == *self.category;
+    }
+
     fn add(&mut self, o: &Occurrence<'a>) {
         let op_ps = o.ev.op_ps;
         self.count += 1;
@@ -188,59 +203,112 @@ pub(crate) fn warm(profile: &Profile) {
 
 fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     let hlo: Vec<HloModules> = profile.hosts.iter().map(hlo_modules).collect();
-    // Rows are summed as occurrences stream by: nothing is kept per occurrence.
-    let mut index: FastMap<(Text, &str), usize> = FastMap::default();
-    let mut accs: Vec<Acc> = Vec::new();
-    let mut cut: FastMap<Text, Rc<str>> = FastMap::default();
     let devices = profile.devices();
-    for d in &devices {
-        // Rows by this device's interned (name, module) ids, for the groupings that
-        // need nothing else: no string hashing per occurrence.
-        let mut by_ids: FastMap<(u32, u32), usize> = FastMap::default();
-        each_occurrence(d, &hlo[d.host_index], |o| {
-            let ids = match by {
-                GroupBy::Op => Some(o.ids),
-                GroupBy::Module => Some((u32::MAX, o.ids.1)),
-                GroupBy::Category | GroupBy::Scope => None,
-            };
-            if let Some(&at) = ids.and_then(|ids| by_ids.get(&ids)) {
-                accs[at].add(&o);
-                return;
+    devices.par_iter().for_each(|d| {
+        d.cached_ops();
+    });
+    // Rows are summed as occurrences stream by (nothing is kept per occurrence), per
+    // chunk of a device's ops in parallel, then chunk by chunk in order: a row's
+    // first occurrence, which decides its place among equal rows, stays first.
+    let chunks: Vec<(usize, std::ops::Range<usize>)> =
+        devices.iter().enumerate().flat_map(|(di, d)| chunks(d).into_iter().map(move |r| (di, r))).collect();
+    let parts: Vec<Vec<(Key, Acc)>> = chunks
+        .into_par_iter()
+        .map(|(di, range)| {
+            let d = &devices[di];
+            chunk_rows(d, &hlo[d.host_index], range, by, scope_depth)
+        })
+        .collect();
+    let mut index: FastMap<Key, usize> = FastMap::default();
+    let mut accs: Vec<Acc> = Vec::new();
+    for (key, acc) in parts.into_iter().flatten() {
+        match index.get(&key) {
+            Some(&at) => accs[at].merge(acc),
+            None => {
+                index.insert(key, accs.len());
+                accs.push(acc);
             }
-            let key = match by {
-                GroupBy::Op => (Text::Borrowed(o.ev.name), o.ev.module),
-                GroupBy::Category => (o.category.clone(), ""),
-                GroupBy::Module => (Text::Borrowed(o.ev.module), ""),
-                GroupBy::Scope => {
-                    let c = match cut.get(&o.scope) {
-                        Some(c) => c.clone(),
-                        None => {
-                            let c: Rc<str> = cut_scope(&o.scope, scope_depth).into();
-                            cut.insert(o.scope.clone(), c.clone());
-                            c
-                        }
-                    };
-                    (Text::Shared(c), "")
-                }
-            };
-            let at = match index.get(&key) {
-                Some(&at) => at,
-                None => {
-                    index.insert(key.clone(), accs.len());
-                    accs.push(Acc::new(key.0, key.1, &o));
-                    accs.len() - 1
-                }
-            };
-            if let Some(ids) = ids {
-                by_ids.insert(ids, at);
-            }
-            accs[at].add(&o);
-        });
+        }
     }
     let op_time_ps = sum_ps(accs.iter().map(|a| a.self_ps));
     let mut rows: Vec<OpRow> = accs.into_iter().map(|a| row(a, op_time_ps, by)).collect();
     rows.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
     Ops { schema: "stepscope.ops/1", by, op_time_ps, ops: rows }
+}
+
+/// A row's key: its name (op, category, module or scope) and, by op, its module.
+type Key<'a> = (Text<'a>, &'a str);
+
+/// Ranges of a device's ops (in [`each_occurrence`]'s order) that can be summed
+/// apart: whole lines, since self time comes from nesting on a line.
+fn chunks(d: &Device) -> Vec<std::ops::Range<usize>> {
+    let recs = &d.cached_ops().recs;
+    let mut out = Vec::new();
+    let mut from = 0;
+    for i in 1..=recs.len() {
+        if i == recs.len() || recs[i].line != recs[from].line {
+            out.push(from..i);
+            from = i;
+        }
+    }
+    out
+}
+
+/// The rows of the ops `range` of `d`, in first-occurrence order.
+fn chunk_rows<'a>(
+    d: &Device<'a>,
+    hlo: &HloModules,
+    range: std::ops::Range<usize>,
+    by: GroupBy,
+    scope_depth: usize,
+) -> Vec<(Key<'a>, Acc<'a>)> {
+    let mut index: FastMap<Key<'a>, usize> = FastMap::default();
+    let mut rows: Vec<(Key<'a>, Acc<'a>)> = Vec::new();
+    let mut cut: FastMap<Text, Arc<str>> = FastMap::default();
+    // Rows by this device's interned (name, module) ids, for the groupings that
+    // need nothing else: no string hashing per occurrence.
+    let mut by_ids: FastMap<(u32, u32), usize> = FastMap::default();
+    each_occurrence(d, hlo, range, |o| {
+        let ids = match by {
+            GroupBy::Op => Some(o.ids),
+            GroupBy::Module => Some((u32::MAX, o.ids.1)),
+            GroupBy::Category | GroupBy::Scope => None,
+        };
+        if let Some(&at) = ids.and_then(|ids| by_ids.get(&ids)) {
+            rows[at].1.add(&o);
+            return;
+        }
+        let key = match by {
+            GroupBy::Op => (Text::Borrowed(o.ev.name), o.ev.module),
+            GroupBy::Category => (o.category.clone(), ""),
+            GroupBy::Module => (Text::Borrowed(o.ev.module), ""),
+            GroupBy::Scope => {
+                let c = match cut.get(&o.scope) {
+                    Some(c) => c.clone(),
+                    None => {
+                        let c: Arc<str> = cut_scope(&o.scope, scope_depth).into();
+                        cut.insert(o.scope.clone(), c.clone());
+                        c
+                    }
+                };
+                (Text::Shared(c), "")
+            }
+        };
+        let at = match index.get(&key) {
+            Some(&at) => at,
+            None => {
+                index.insert(key.clone(), rows.len());
+                let acc = Acc::new(key.0.clone(), key.1, &o);
+                rows.push((key, acc));
+                rows.len() - 1
+            }
+        };
+        if let Some(ids) = ids {
+            by_ids.insert(ids, at);
+        }
+        rows[at].1.add(&o);
+    });
+    rows
 }
 
 fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
@@ -284,8 +352,13 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
 /// Calls `f` with each of a device's op occurrences and its self time (per line, by
 /// nesting). Where the profile lacks `hlo_category` or `tf_op`, the module's HloProto
 /// supplies them (looked up once per program, module and op name).
-fn each_occurrence<'a>(d: &Device<'a>, hlo: &HloModules, mut f: impl FnMut(Occurrence<'a>)) {
-    type FromHlo = (Option<Rc<str>>, Option<Rc<str>>);
+fn each_occurrence<'a>(
+    d: &Device<'a>,
+    hlo: &HloModules,
+    range: std::ops::Range<usize>,
+    mut f: impl FnMut(Occurrence<'a>),
+) {
+    type FromHlo = (Option<Arc<str>>, Option<Arc<str>>);
     let peaks = peaks(d);
     // Occurrences by line, start, longest first (the cached order, unless a line's
     // events were out of time order), as indexes into the cached records.
@@ -294,21 +367,31 @@ fn each_occurrence<'a>(d: &Device<'a>, hlo: &HloModules, mut f: impl FnMut(Occur
         let r = &ops.recs[i as usize];
         (r.line, r.start_ps(d.plane), std::cmp::Reverse(r.duration_ps(d.plane)))
     };
-    let mut order: Vec<u32> = (0..ops.recs.len() as u32).collect();
-    if !order.windows(2).all(|w| key(w[0]) <= key(w[1])) {
+    let mut order: Vec<u32> = (range.start as u32..range.end as u32).collect();
+    let mut prev = None;
+    let sorted = order.iter().all(|&i| {
+        let k = key(i);
+        let ok = prev.is_none_or(|p| p <= k);
+        prev = Some(k);
+        ok
+    });
+    if !sorted {
         order.sort_by_key(|&i| key(i));
     }
-    let self_ps = self_times(order.len(), |at| ops.event(d.plane, order[at] as usize));
+    let self_ps = self_times(order.len(), |at| ops.span(d.plane, order[at] as usize));
     let k = &d.keys;
-    // Keyed by the device's interned name and module ids.
-    let mut from_hlo: FastMap<(Option<u64>, u32, u32), FromHlo> = FastMap::default();
-    let mut scopes: FastMap<&str, Rc<str>> = FastMap::default();
+    let look = d.plane.stat_lookup([k.program_id, k.hlo_category, k.tf_op, k.flops, k.bytes_accessed]);
+    // Keyed by the device's interned name and module ids; `last` holds, per name id,
+    // the key and entry it last used (nearly always the next one's too).
+    let mut from_hlo: FastMap<(Option<u64>, u32, u32), usize> = FastMap::default();
+    let mut infos: Vec<FromHlo> = Vec::new();
+    let mut last: Vec<Option<(Option<u64>, u32, usize)>> = vec![None; ops.names.len()];
+    let mut scopes: FastMap<&str, Arc<str>> = FastMap::default();
     for (&at, self_ps) in order.iter().zip(self_ps) {
         let ev = ops.event(d.plane, at as usize);
         let line = &d.plane.lines[ev.line as usize];
         let i = ev.index as usize;
-        let [program, category, tf_op, flops, bytes] =
-            d.plane.event_stats_of(line, i, [k.program_id, k.hlo_category, k.tf_op, k.flops, k.bytes_accessed]);
+        let [program, category, tf_op, flops, bytes] = d.plane.stats_of(&look, line, i);
         let num = |s: Option<stepscope_xspace::Stat>| {
             s.and_then(|s| d.plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok())
         };
@@ -318,22 +401,31 @@ fn each_occurrence<'a>(d: &Device<'a>, hlo: &HloModules, mut f: impl FnMut(Occur
         let hlo_info = if category.is_none() || tf_op.is_none() {
             let program = num(program);
             let rec = &ops.recs[at as usize];
-            Some(from_hlo.entry((program, rec.name, rec.module)).or_insert_with(|| {
-                let module = program
-                    .and_then(|p| hlo.by_program_id(p as i64))
-                    .or_else(|| hlo.by_name(ev.module).filter(|_| !ev.module.is_empty()));
-                match module.and_then(|m| m.instruction(ev.name).map(|(_, inst)| (m, inst))) {
-                    Some((m, inst)) => {
-                        let scope = scope_of(inst.op_name.split(';').next().unwrap_or(""));
-                        (Some(m.category(inst).into()), Some(scope.into()))
-                    }
-                    None => (None, None),
+            let at = match last[rec.name as usize] {
+                Some((p, m, at)) if p == program && m == rec.module => at,
+                _ => {
+                    let at = *from_hlo.entry((program, rec.name, rec.module)).or_insert_with(|| {
+                        let module = program
+                            .and_then(|p| hlo.by_program_id(p as i64))
+                            .or_else(|| hlo.by_name(ev.module).filter(|_| !ev.module.is_empty()));
+                        infos.push(match module.and_then(|m| m.instruction(ev.name).map(|(_, inst)| (m, inst))) {
+                            Some((m, inst)) => {
+                                let scope = scope_of(inst.op_name.split(';').next().unwrap_or(""));
+                                (Some(m.category(inst).into()), Some(scope.into()))
+                            }
+                            None => (None, None),
+                        });
+                        infos.len() - 1
+                    });
+                    last[rec.name as usize] = Some((program, rec.module, at));
+                    at
                 }
-            }))
+            };
+            Some(at)
         } else {
             None
         };
-        let hlo_info: Option<&FromHlo> = hlo_info.map(|e| &*e);
+        let hlo_info: Option<&FromHlo> = hlo_info.map(|at| &infos[at]);
         let category = match (category, hlo_info) {
             (Some(c), _) => Text::Borrowed(c),
             (None, Some((Some(c), _))) => Text::Shared(c.clone()),
@@ -351,24 +443,25 @@ fn each_occurrence<'a>(d: &Device<'a>, hlo: &HloModules, mut f: impl FnMut(Occur
 }
 
 /// Self time of each of the `n` events `ev(0)`, `ev(1)`, … (sorted by line, start,
-/// longest first): its op time minus the op times of the events directly nested in it
-/// (on the timeline) on its line.
-fn self_times<'a>(n: usize, ev: impl Fn(usize) -> OpEvent<'a>) -> Vec<i64> {
-    let mut self_ps: Vec<i64> = (0..n).map(|i| ev(i).op_ps).collect();
-    let mut stack: Vec<usize> = Vec::new();
+/// longest first; each given as (line, start, end, op time)): its op time minus the op
+/// times of the events directly nested in it (on the timeline) on its line.
+fn self_times(n: usize, ev: impl Fn(usize) -> (u32, i64, i64, i64)) -> Vec<i64> {
+    let mut self_ps: Vec<i64> = Vec::with_capacity(n);
+    // Open events: (index, line, end).
+    let mut stack: Vec<(usize, u32, i64)> = Vec::new();
     for i in 0..n {
-        let e = ev(i);
-        while let Some(&top) = stack.last() {
-            let t = ev(top);
-            if t.line == e.line && e.start_ps < t.end_ps() && e.end_ps() <= t.end_ps() {
+        let (line, start, end, op_ps) = ev(i);
+        while let Some(&(_, top_line, top_end)) = stack.last() {
+            if top_line == line && start < top_end && end <= top_end {
                 break;
             }
             stack.pop();
         }
-        if let Some(&parent) = stack.last() {
-            self_ps[parent] = self_ps[parent].saturating_sub(e.op_ps);
+        if let Some(&(parent, ..)) = stack.last() {
+            self_ps[parent] = self_ps[parent].saturating_sub(op_ps);
         }
-        stack.push(i);
+        self_ps.push(op_ps);
+        stack.push((i, line, end));
     }
     self_ps.iter_mut().for_each(|s| *s = (*s).max(0));
     self_ps
@@ -459,6 +552,7 @@ mod tests {
         };
         // A while loop [0,100) with two body ops, then a sibling.
         let evs = [ev(0, 100), ev(10, 20), ev(40, 30), ev(100, 5)];
-        assert_eq!(self_times(evs.len(), |i| evs[i]), vec![50, 20, 30, 5]);
+        let span = |i: usize| (evs[i].line, evs[i].start_ps, evs[i].end_ps(), evs[i].op_ps);
+        assert_eq!(self_times(evs.len(), span), vec![50, 20, 30, 5]);
     }
 }

@@ -182,13 +182,13 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
         OpSource::HostOps => false,
     };
     let mut b = OpsBuilder::with_capacity(plane.lines.iter().filter(|l| keep(l)).map(Line::len).sum());
+    let look = plane.stat_lookup([slot.keys.hlo_op, slot.keys.hlo_module, slot.keys.device_duration_ps]);
     for (li, line) in plane.lines.iter().enumerate() {
         if !keep(line) {
             continue;
         }
         for i in 0..line.len() {
-            let [op, module, device_duration] =
-                plane.event_stats_of(line, i, [slot.keys.hlo_op, slot.keys.hlo_module, slot.keys.device_duration_ps]);
+            let [op, module, device_duration] = plane.stats_of(&look, line, i);
             let meta = line.meta[i];
             let by_meta = |n: &mut Interner<'a>| match slot.source {
                 OpSource::XlaOpsLine => n.meta(meta, || op_name_of(plane.event_name(meta), plane, meta)),
@@ -231,15 +231,16 @@ struct LineOps<'a> {
 /// The XLA:CPU ops of every line of `plane` (lines scanned in parallel).
 fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
     let Some(op_key) = keys.hlo_op else { return Vec::new() };
+    let look =
+        plane.stat_lookup([Some(op_key), keys.hlo_module, keys.device_ordinal, keys.run_id, keys.step_num, keys.root]);
     plane
         .lines
         .par_iter()
         .enumerate()
         .map(|(li, line)| {
             let mut out = LineOps { names: Interner::default(), by_ordinal: Vec::new(), roots: Vec::new() };
-            let stat_keys = [Some(op_key), keys.hlo_module, keys.device_ordinal, keys.run_id, keys.step_num, keys.root];
             for i in 0..line.len() {
-                let [op, module, ordinal, run, step_num, root] = plane.event_stats_of(line, i, stat_keys);
+                let [op, module, ordinal, run, step_num, root] = plane.stats_of(&look, line, i);
                 if let (Some(num), Some(_)) = (step_num, root) {
                     out.roots.push((plane.stat_i64(&num).unwrap_or(-1), li as u32, i as u32));
                 }

@@ -141,14 +141,14 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
             }
             let keys = Keys::of(plane);
             let (Some(step_key), Some(root_key)) = (keys.step_num, keys.root) else { continue };
+            let look = plane.stat_lookup([Some(step_key), Some(root_key)]);
             let per_line: Vec<Vec<Step>> = plane
                 .lines
                 .par_iter()
                 .map(|line| {
                     let mut found = Vec::new();
                     for i in 0..line.len() {
-                        let [Some(num), Some(_)] = plane.event_stats_of(line, i, [Some(step_key), Some(root_key)])
-                        else {
+                        let [Some(num), Some(_)] = plane.stats_of(&look, line, i) else {
                             continue;
                         };
                         let step_num = plane.stat_i64(&num).unwrap_or(-1);

@@ -20,5 +20,6 @@ pub mod xplane;
 pub use column::Column;
 pub use error::{Error, Result};
 pub use model::{
-    EventMeta, EventStats, Format, Line, Plane, Progress, Source, Space, Span, Stat, StatKind, StatMeta, StatValue,
+    EventMeta, EventStats, Format, Line, Plane, Progress, Source, Space, Span, Stat, StatKind, StatLookup, StatMeta,
+    StatValue,
 };

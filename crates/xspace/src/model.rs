@@ -227,23 +227,33 @@ impl Wide {
 }
 
 impl PackedStat {
-    /// Packs `s`, moving it to `wide` when it does not fit inline.
-    fn pack(s: Stat, wide: &mut Wide) -> PackedStat {
+    /// Packs the stat (`meta`, `value`), moving it to `wide` when it does not fit inline.
+    #[inline]
+    fn pack(meta: u32, value: StatValue, wide: &mut Wide) -> PackedStat {
         const FITS: u64 = 1 << PACKED_PAYLOAD_BITS;
-        let meta = u64::from(s.meta);
-        let kind = (s.kind() as u64) << 1;
-        let inline = match s.value() {
-            _ if meta >= PACKED_META_NONE => None,
-            StatValue::U64(v) => (v < FITS).then_some(v),
-            StatValue::I64(v) => (-(1i64 << 39)..(1i64 << 39)).contains(&v).then_some(v as u64 & (FITS - 1)),
-            StatValue::Ref(r) => Some(u64::from(r)),
+        let m = u64::from(meta);
+        let inline = match value {
+            _ if m >= PACKED_META_NONE => None,
+            StatValue::U64(v) => (v < FITS).then_some((v, StatKind::U64)),
+            StatValue::I64(v) => {
+                (-(1i64 << 39)..(1i64 << 39)).contains(&v).then_some((v as u64 & (FITS - 1), StatKind::I64))
+            }
+            StatValue::Ref(r) => Some((u64::from(r), StatKind::Ref)),
             // Floats whose low 24 mantissa bits are zero (50.0, 0.75, …) keep their top 40.
-            StatValue::F64(v) => (v.to_bits() & 0xFF_FFFF == 0).then_some(v.to_bits() >> 24),
+            StatValue::F64(v) => (v.to_bits() & 0xFF_FFFF == 0).then_some((v.to_bits() >> 24, StatKind::F64)),
             StatValue::Str(_) | StatValue::Bytes(_) => None,
         };
-        if let Some(payload) = inline {
-            return PackedStat(payload << 24 | meta << 4 | kind);
+        match inline {
+            Some((payload, kind)) => PackedStat(payload << 24 | m << 4 | (kind as u64) << 1),
+            None => Self::pack_wide(Stat::new(meta, value), wide),
         }
+    }
+
+    /// [`PackedStat::pack`] for a stat that goes to the wide table.
+    #[cold]
+    #[inline(never)]
+    fn pack_wide(s: Stat, wide: &mut Wide) -> PackedStat {
+        let meta = u64::from(s.meta);
         let number = match s.value() {
             _ if meta >= PACKED_META_NONE => None,
             StatValue::U64(v) => Some(v),
@@ -261,7 +271,7 @@ impl PackedStat {
                 wide.stats.len() - 1
             }
         };
-        PackedStat((at as u64) << 24 | meta.min(PACKED_META_NONE) << 4 | kind | PACKED_WIDE)
+        PackedStat((at as u64) << 24 | meta.min(PACKED_META_NONE) << 4 | (s.kind() as u64) << 1 | PACKED_WIDE)
     }
 
     /// The stat's metadata index (reading `wide` only for a wide stat whose index did
@@ -441,7 +451,13 @@ impl Line {
     /// Appends one stat of the event being read (readers: then [`Line::end_event`]).
     #[inline]
     pub(crate) fn push_stat(&mut self, s: Stat) {
-        self.stats.push(PackedStat::pack(s, &mut self.wide));
+        self.push_stat_value(s.meta(), s.value());
+    }
+
+    /// [`Line::push_stat`] of the stat (`meta`, `value`).
+    #[inline]
+    pub(crate) fn push_stat_value(&mut self, meta: u32, value: StatValue) {
+        self.stats.push(PackedStat::pack(meta, value, &mut self.wide));
     }
 
     /// Moves the arena offsets of the line's string stats `base` bytes further (readers
@@ -603,6 +619,69 @@ impl Plane {
         }
     }
 
+    /// Prepares to look up the stats `keys` of many events (see [`Plane::stats_of`]).
+    pub fn stat_lookup<const N: usize>(&self, keys: [Option<u32>; N]) -> StatLookup<N> {
+        const { assert!(N < NO_SLOT as usize) };
+        let len = keys.iter().flatten().max().map_or(0, |&m| m as usize + 1);
+        let mut slot = vec![NO_SLOT; len];
+        let mut same = [None; N];
+        for (k, key) in keys.iter().enumerate() {
+            let Some(key) = key else { continue };
+            match slot[*key as usize] {
+                NO_SLOT => slot[*key as usize] = k as u8,
+                first => same[k] = Some(first as usize),
+            }
+        }
+        let wanted = |m: u32| slot.get(m as usize).is_some_and(|&k| k != NO_SLOT);
+        let meta_has = self
+            .event_meta
+            .iter()
+            .map(|m| {
+                let stats = self.meta_stats.get(m.stats.start as usize..m.stats.end as usize).unwrap_or(&[]);
+                stats.iter().any(|s| wanted(s.meta()))
+            })
+            .collect();
+        let distinct = slot.iter().filter(|&&k| k != NO_SLOT).count();
+        StatLookup { slot, same, distinct, meta_has }
+    }
+
+    /// What [`Plane::event_stats_of`] returns for `look`'s keys, found by one table
+    /// lookup per stat, and without reading the metadata's stats when they hold none
+    /// of the keys.
+    #[inline]
+    pub fn stats_of<const N: usize>(&self, look: &StatLookup<N>, line: &Line, i: usize) -> [Option<Stat>; N] {
+        let mut out = [None; N];
+        let mut left = look.distinct;
+        if left == 0 {
+            return out;
+        }
+        for p in &line.stats[line.stat_range(i)] {
+            let k = look.slot.get(p.meta(&line.wide) as usize).copied().unwrap_or(NO_SLOT) as usize;
+            if let Some(o @ None) = out.get_mut(k) {
+                *o = Some(p.unpack(&line.wide));
+                left -= 1;
+                if left == 0 {
+                    break;
+                }
+            }
+        }
+        let meta = line.meta[i];
+        if left > 0 && look.meta_has.get(meta as usize).copied().unwrap_or(false) {
+            for s in self.metadata_stats(meta) {
+                let k = look.slot.get(s.meta() as usize).copied().unwrap_or(NO_SLOT) as usize;
+                if let Some(o @ None) = out.get_mut(k) {
+                    *o = Some(*s);
+                }
+            }
+        }
+        for k in 0..N {
+            if let Some(first) = look.same[k] {
+                out[k] = out[first];
+            }
+        }
+        out
+    }
+
     /// Looks up stat `stat` of event `i` on `line`: on the event first, then on its metadata.
     pub fn event_stat(&self, line: &Line, i: usize, stat: u32) -> Option<Stat> {
         let [s] = self.event_stats_of(line, i, [Some(stat)]);
@@ -725,6 +804,21 @@ impl Plane {
         span
     }
 }
+
+/// Stats to look up on many events of one plane ([`Plane::stat_lookup`]).
+#[derive(Clone, Debug)]
+pub struct StatLookup<const N: usize> {
+    /// Per stat-metadata index (up to the largest key): the first slot asking for it.
+    slot: Vec<u8>,
+    /// Per slot: an earlier slot with the same key.
+    same: [Option<usize>; N],
+    /// Number of distinct keys.
+    distinct: usize,
+    /// Per event metadata: whether its stats hold any key.
+    meta_has: Vec<bool>,
+}
+
+const NO_SLOT: u8 = u8::MAX;
 
 /// The format a [`Space`] was read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -879,5 +973,33 @@ mod tests {
         assert_eq!(line.event_stats(0).count(), values.len() - 10);
         assert_eq!(line.event_stats(1).next().map(|s| s.value()), Some(StatValue::I64(0)));
         assert_eq!(line.event_stats(2).count(), 0);
+    }
+
+    #[test]
+    fn stat_lookup_finds_what_event_stats_of_finds() {
+        let mut plane = Plane::new(1, "p".into(), Arc::new(Source::Owned(Vec::new())));
+        plane.stat_meta = (0..8).map(|id| StatMeta { id, ..Default::default() }).collect();
+        // Metadata 0 holds stats 2 and 5; metadata 1 none.
+        plane.meta_stats = vec![Stat::new(2, StatValue::I64(20)), Stat::new(5, StatValue::I64(50))];
+        plane.event_meta = vec![EventMeta { stats: 0..2, ..Default::default() }, EventMeta::default()];
+        let mut line = Line::default();
+        let st = |m: u32, v: i64| Stat::new(m, StatValue::I64(v));
+        line.push_event(0, 1, 0, &[st(1, 1), st(2, 2)]);
+        line.push_event(1, 1, 1, &[st(3, 3), st(3, 4)]);
+        line.push_event(2, 1, 0, &[]);
+        line.push_event(3, 1, 7, &[st(5, 5)]); // metadata index the plane lacks
+        line.finish();
+        let keysets = [
+            [Some(2), Some(5), Some(3), None],
+            [Some(5), Some(5), Some(1), Some(9)],
+            [None, None, None, None],
+            [Some(3), Some(2), Some(2), Some(0)],
+        ];
+        for keys in keysets {
+            let look = plane.stat_lookup(keys);
+            for i in 0..line.len() {
+                assert_eq!(plane.stats_of(&look, &line, i), plane.event_stats_of(&line, i, keys), "{keys:?} event {i}");
+            }
+        }
     }
 }

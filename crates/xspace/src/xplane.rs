@@ -287,7 +287,7 @@ fn span(r: Range<usize>) -> Span {
 /// `ref` value, nothing else. `None` for any other shape (or damage): the full reader
 /// then reads it, and reports what is wrong.
 #[inline]
-fn integer_stat(mut sw: Wire, stat_ids: &IdMap) -> Option<Stat> {
+fn integer_stat(mut sw: Wire, stat_ids: &IdMap) -> Option<(u32, StatValue)> {
     if sw.key().ok()? != (1, VARINT) {
         return None;
     }
@@ -303,14 +303,19 @@ fn integer_stat(mut sw: Wire, stat_ids: &IdMap) -> Option<Stat> {
         7 => StatValue::Ref(stat_ids.get(v as i64).unwrap_or(UNKNOWN_META)),
         _ => return None,
     };
-    sw.done().then(|| Stat::new(meta, value))
+    sw.done().then_some((meta, value))
 }
 
 /// Decodes one XStat message.
 fn decode_stat(w: &Wire, r: Range<usize>, stat_ids: &IdMap, arena: &mut Vec<u8>) -> WireResult<Stat> {
-    if let Some(s) = integer_stat(w.sub(r.clone()), stat_ids) {
-        return Ok(s);
+    if let Some((meta, value)) = integer_stat(w.sub(r.clone()), stat_ids) {
+        return Ok(Stat::new(meta, value));
     }
+    decode_stat_fields(w, r, stat_ids, arena)
+}
+
+/// [`decode_stat`] for a stat that is not the usual shape: field by field.
+fn decode_stat_fields(w: &Wire, r: Range<usize>, stat_ids: &IdMap, arena: &mut Vec<u8>) -> WireResult<Stat> {
     let mut sw = w.sub(r);
     let mut meta = UNKNOWN_META;
     let mut value = None;
@@ -425,7 +430,10 @@ fn decode_line(
                         3 => dur = ew.int(wt)?,
                         4 => {
                             let sr = ew.bytes(wt)?;
-                            line.push_stat(decode_stat(w, sr, stat_ids, &mut arena)?);
+                            match integer_stat(w.sub(sr.clone()), stat_ids) {
+                                Some((meta, value)) => line.push_stat_value(meta, value),
+                                None => line.push_stat(decode_stat_fields(w, sr, stat_ids, &mut arena)?),
+                            }
                         }
                         _ => ew.skip(wt)?,
                     }
