@@ -839,7 +839,13 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
             let ops = d.cached_ops();
             let mut seen: FastMap<(u32, i64), ()> = FastMap::default();
             let mut launched: FastMap<u32, u64> = FastMap::default();
+            // A launch's ops come one after another: one already counted is skipped
+            // without a lookup.
+            let mut counted: Option<(u32, i64)> = None;
             for r in &ops.recs {
+                if r.run_id().is_some() && counted == r.run_id().map(|run| (r.module, run)) {
+                    continue;
+                }
                 let run = r.run_id().or_else(|| match d.source {
                     OpSource::HostOps => None,
                     _ => {
@@ -851,6 +857,7 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
                     if inside(&w, r.start_ps(d.plane)) && seen.insert((r.module, run), ()).is_none() {
                         launches += 1;
                         *launched.entry(r.module).or_default() += 1;
+                        counted = Some((r.module, run));
                     }
                 }
             }
@@ -891,13 +898,14 @@ fn leading_idle<'s>(profile: &Profile, steps: &'s Steps) -> Vec<(&'s steps::Step
 fn largest_copies(profile: &Profile, n: usize) -> Vec<Evidence> {
     let mut found: Vec<(i64, i64, String, String)> = Vec::new();
     for d in profile.devices() {
-        for op in d.op_iter() {
-            let line = &d.plane.lines[op.line as usize].name;
-            if line.contains("Memcpy")
-                || op.name.contains("H2D")
-                || op.name.contains("D2H")
-                || op.name.contains("copy-start")
-            {
+        // Decided once per line and per name.
+        let memcpy_line: Vec<bool> = d.plane.lines.iter().map(|l| l.name.contains("Memcpy")).collect();
+        let ops = d.cached_ops();
+        let copy_name: Vec<bool> =
+            ops.names.iter().map(|n| n.contains("H2D") || n.contains("D2H") || n.contains("copy-start")).collect();
+        for (i, r) in ops.recs.iter().enumerate() {
+            if memcpy_line[r.line as usize] || copy_name[r.name as usize] {
+                let op = ops.event(d.plane, i);
                 found.push((op.duration_ps, op.start_ps, op.name.to_string(), d.host.to_string()));
             }
         }

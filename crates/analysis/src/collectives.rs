@@ -75,18 +75,26 @@ struct Flight<'a> {
 
 /// Collectives of one device and the compute that ran on it.
 fn flights<'a>(d: &Device<'a>) -> (Vec<Flight<'a>>, Intervals) {
-    let mut compute = Vec::new();
-    let mut colls: Vec<OpEvent> = Vec::new();
-    for (op, collective) in d.ops_with_collective() {
-        if collective {
-            colls.push(op);
-        } else {
-            compute.push((op.start_ps, op.end_ps()));
-        }
-    }
-    if colls.is_empty() {
+    let ops = d.cached_ops();
+    let flags = d.collective_flags();
+    if !ops.recs.iter().any(|r| flags[r.name as usize]) {
         // Compute time only matters for overlap with collectives.
         return (Vec::new(), Intervals::new(Vec::new()));
+    }
+    let mut compute: Vec<(i64, i64)> = Vec::new();
+    let mut colls: Vec<OpEvent> = Vec::new();
+    for (i, r) in ops.recs.iter().enumerate() {
+        if flags[r.name as usize] {
+            colls.push(ops.event(d.plane, i));
+            continue;
+        }
+        // Back-to-back ops merge as they come (in line and time order), so the list
+        // stays short; the intervals merge the rest.
+        let (_, start, end, _) = ops.span(d.plane, i);
+        match compute.last_mut() {
+            Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
+            _ => compute.push((start, end)),
+        }
     }
     colls.sort_by_key(|o| o.start_ps);
     let mut out = Vec::new();

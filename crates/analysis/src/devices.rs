@@ -94,9 +94,17 @@ pub fn devices(profile: &Profile) -> Devices {
     let mut rows = Vec::new();
     for d in &devs {
         let busy = busy_intervals(d);
-        let op_count = d.op_iter().len();
+        let ops = d.cached_ops();
+        let op_count = ops.recs.len();
+        let flags = d.collective_flags();
         let coll = Intervals::new(
-            d.ops_with_collective().filter(|(_, c)| *c).map(|(o, _)| (o.start_ps, o.end_ps())).collect(),
+            (0..op_count)
+                .filter(|&i| flags[ops.recs[i].name as usize])
+                .map(|i| {
+                    let (_, start, end, _) = ops.span(d.plane, i);
+                    (start, end)
+                })
+                .collect(),
         );
         let windows: Vec<(i64, i64)> =
             st.steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();

@@ -161,9 +161,14 @@ impl<'a> Device<'a> {
     /// The ops of [`Device::ops`], each with whether it is a collective
     /// ([`is_collective`](crate::summary::is_collective) of its name, decided once per name).
     pub fn ops_with_collective(&self) -> impl ExactSizeIterator<Item = (OpEvent<'a>, bool)> + 'a {
+        let flags = self.collective_flags();
+        self.op_iter().zip(&self.cached_ops().recs).map(|(o, r)| (o, flags[r.name as usize]))
+    }
+
+    /// Per interned op name: whether it is a collective.
+    pub(crate) fn collective_flags(&self) -> &'a [bool] {
         let ops = self.cached_ops();
-        let flags = ops.collective.get_or_init(|| ops.names.iter().map(|n| crate::summary::is_collective(n)).collect());
-        self.op_iter().zip(&ops.recs).map(|(o, r)| (o, flags[r.name as usize]))
+        ops.collective.get_or_init(|| ops.names.iter().map(|n| crate::summary::is_collective(n)).collect())
     }
 
     /// The cached op records (built on first use).

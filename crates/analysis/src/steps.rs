@@ -236,21 +236,29 @@ fn module_name(event_name: &str) -> &str {
 
 /// CPU: the span of each `run_id` of the module with the most op time.
 fn cpu_module_runs(d: &Device) -> Vec<Step> {
-    let mut per_module: FastMap<&str, i64> = FastMap::default();
-    for op in d.op_iter() {
-        let t = per_module.entry(op.module).or_default();
-        *t = t.saturating_add(op.duration_ps);
+    let ops = d.cached_ops();
+    // Op time per interned module name.
+    let mut per_module: Vec<Option<i64>> = vec![None; ops.names.len()];
+    for r in &ops.recs {
+        let t = per_module[r.module as usize].get_or_insert(0);
+        *t = t.saturating_add(r.duration_ps(d.plane));
     }
-    let Some((&top, _)) = per_module.iter().max_by_key(|(m, t)| (**t, std::cmp::Reverse(**m))) else {
+    let Some((top_id, _)) = per_module
+        .iter()
+        .enumerate()
+        .filter_map(|(m, t)| t.map(|t| (m, t)))
+        .max_by_key(|&(m, t)| (t, std::cmp::Reverse(&*ops.names[m])))
+    else {
         return Vec::new();
     };
+    let top = &*ops.names[top_id];
     let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
-    let run_ids = d.cached_ops().recs.iter().map(|r| r.run_id());
-    for (op, run) in d.op_iter().zip(run_ids).filter(|(o, _)| o.module == top) {
-        let run = run.unwrap_or(0);
-        let e = runs.entry(run).or_insert((op.start_ps, op.end_ps()));
-        e.0 = e.0.min(op.start_ps);
-        e.1 = e.1.max(op.end_ps());
+    for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| r.module as usize == top_id) {
+        let run = r.run_id().unwrap_or(0);
+        let (_, start, end, _) = ops.span(d.plane, i);
+        let e = runs.entry(run).or_insert((start, end));
+        e.0 = e.0.min(start);
+        e.1 = e.1.max(end);
     }
     let mut spans: Vec<(i64, i64)> = runs.into_values().collect();
     spans.sort_unstable();

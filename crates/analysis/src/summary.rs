@@ -98,25 +98,38 @@ struct DeviceTime {
 
 fn device_time(d: &Device) -> DeviceTime {
     let mut classes: [Vec<(i64, i64)>; 3] = Default::default();
+    let ops = d.cached_ops();
+    let look = d.plane.stat_lookup([d.keys.hlo_category]);
     // The class depends only on these texts: decide it once per distinct combination
-    // (names are interned per device, so their addresses identify them).
-    let mut memo: FastMap<(usize, usize, usize, u32, u32), Option<Class>> = FastMap::default();
-    for ev in d.op_iter() {
-        let span = (ev.start_ps, ev.end_ps());
-        let line = &d.plane.lines[ev.line as usize];
-        let category = d.stat_str(line, ev.index as usize, d.keys.hlo_category).unwrap_or("");
-        let meta = line.meta[ev.index as usize];
-        let key = (ev.name.as_ptr() as usize, category.as_ptr() as usize, category.len(), ev.line, meta);
-        let class = *memo.entry(key).or_insert_with(|| {
-            let event_name = d.plane.event_name(meta);
-            class_of(ev.name, category, &line.name).or_else(|| class_of(event_name, "", ""))
-        });
-        match class {
-            Some(Class::Collective) => classes[0].push(span),
-            Some(Class::HostToDevice) => classes[1].push(span),
-            Some(Class::DeviceToHost) => classes[2].push(span),
-            None => {}
-        }
+    // of (name id, category text, line, event metadata); the same as the op before
+    // needs no lookup.
+    let mut memo: FastMap<(u32, usize, usize, u32, u32), Option<Class>> = FastMap::default();
+    let mut last = None;
+    for (i, r) in ops.recs.iter().enumerate() {
+        let line = &d.plane.lines[r.line as usize];
+        let [category] = d.plane.stats_of(&look, line, r.index as usize);
+        let category = category.and_then(|s| d.plane.stat_str(&s)).unwrap_or("");
+        let meta = line.meta[r.index as usize];
+        let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
+        let class = match last {
+            Some((k, c)) if k == key => c,
+            _ => {
+                let c = *memo.entry(key).or_insert_with(|| {
+                    let name = &*ops.names[r.name as usize];
+                    class_of(name, category, &line.name).or_else(|| class_of(d.plane.event_name(meta), "", ""))
+                });
+                last = Some((key, c));
+                c
+            }
+        };
+        let at = match class {
+            Some(Class::Collective) => 0,
+            Some(Class::HostToDevice) => 1,
+            Some(Class::DeviceToHost) => 2,
+            None => continue,
+        };
+        let (_, start, end, _) = ops.span(d.plane, i);
+        classes[at].push((start, end));
     }
     let [c, h, dh] = classes;
     DeviceTime { host: d.host.to_string(), classes: [Intervals::new(c), Intervals::new(h), Intervals::new(dh)] }
