@@ -149,6 +149,8 @@ impl OpRec {
     }
 }
 
+const NO_ID: u32 = u32::MAX;
+
 /// Interns op and module names, keyed by what identifies them without hashing the
 /// text where it can: a `ref` stat's index, or an event metadata's index.
 #[derive(Default)]
@@ -156,6 +158,8 @@ pub(crate) struct Interner<'a> {
     pub names: Vec<&'a str>,
     ids: FastMap<&'a str, u32>,
     by_ref: FastMap<u32, u32>,
+    /// By ref index, for refs within the plane's stat metadata ([`NO_ID`]: not yet).
+    by_ref_index: Vec<u32>,
     by_meta: FastMap<u32, u32>,
     /// The id of "" (the module of most ops that name none), without hashing.
     empty: Option<u32>,
@@ -186,6 +190,19 @@ impl<'a> Interner<'a> {
         let StatValue::Ref(r) = stat.value() else {
             return plane.stat_str(&stat).map(|s| self.text(s));
         };
+        // Refs index the plane's stat metadata: a table, not a hash.
+        let slot = r as usize;
+        if slot < plane.stat_meta.len() {
+            if self.by_ref_index.len() < plane.stat_meta.len() {
+                self.by_ref_index.resize(plane.stat_meta.len(), NO_ID);
+            }
+            if self.by_ref_index[slot] != NO_ID {
+                return Some(self.by_ref_index[slot]);
+            }
+            let id = self.text(plane.stat_str(&stat)?);
+            self.by_ref_index[slot] = id;
+            return Some(id);
+        }
         if let Some(&id) = self.by_ref.get(&r) {
             return Some(id);
         }

@@ -72,8 +72,10 @@ pub(crate) fn cached(profile: &Profile) -> &Steps {
 fn find_and_measure(profile: &Profile) -> Steps {
     let devices = profile.devices();
     let (source, mut steps) = find_steps(profile, &devices);
-    let busy: Vec<&Intervals> = devices.iter().map(busy_intervals).collect();
-    let compile = host_compile_intervals(profile);
+    let (busy, compile) = rayon::join(
+        || devices.par_iter().map(busy_intervals).collect::<Vec<&Intervals>>(),
+        || host_compile_intervals(profile),
+    );
     for step in &mut steps {
         let (lo, hi) = (step.start_ps, step.end_ps());
         let on_host: Vec<i64> =
@@ -281,22 +283,37 @@ fn measure_busy(d: &Device) -> Intervals {
     // as they come, so the list stays short.
     let mut spans: Vec<(i64, i64)> = Vec::new();
     let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
-    for (o, rec) in d.op_iter().zip(&ops.recs) {
+    let mut add_run = |r: i64, lo: i64, hi: i64| {
+        let e = runs.entry(r).or_insert((lo, hi));
+        e.0 = e.0.min(lo);
+        e.1 = e.1.max(hi);
+    };
+    // The run being read (a run's ops mostly come together): (run, first start, last end).
+    let mut current: Option<(i64, i64, i64)> = None;
+    for (i, rec) in ops.recs.iter().enumerate() {
+        let (_, start, end, _) = ops.span(d.plane, i);
         let run = match d.source {
             OpSource::HostOps => rec.run_id(),
             _ => None,
         };
-        match run {
-            Some(r) => {
-                let e = runs.entry(r).or_insert((o.start_ps, o.end_ps()));
-                e.0 = e.0.min(o.start_ps);
-                e.1 = e.1.max(o.end_ps());
+        match (run, &mut current) {
+            (Some(r), Some((cr, lo, hi))) if *cr == r => {
+                *lo = (*lo).min(start);
+                *hi = (*hi).max(end);
             }
-            None => match spans.last_mut() {
-                Some(last) if (last.0..=last.1).contains(&o.start_ps) => last.1 = last.1.max(o.end_ps()),
-                _ => spans.push((o.start_ps, o.end_ps())),
+            (Some(r), _) => {
+                if let Some((cr, lo, hi)) = current.replace((r, start, end)) {
+                    add_run(cr, lo, hi);
+                }
+            }
+            (None, _) => match spans.last_mut() {
+                Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
+                _ => spans.push((start, end)),
             },
         }
+    }
+    if let Some((cr, lo, hi)) = current {
+        add_run(cr, lo, hi);
     }
     spans.extend(runs.into_values());
     Intervals::new(spans)

@@ -24,6 +24,9 @@ fn main() {
         println!("{nm:>10} {:8.1} MB {:5.2} B/event", t as f64 / 1e6, t as f64 / n as f64);
     }
     println!("{:>10} {:8.1} MB; events {n}", "metadata", other as f64 / 1e6);
+    for pl in &s.planes {
+        println!("  plane {} stat_meta {} event_meta {}", pl.name, pl.stat_meta.len(), pl.event_meta.len());
+    }
     wide_kinds(&s);
 }
 fn wide_kinds(s: &Space) {

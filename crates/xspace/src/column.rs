@@ -94,9 +94,14 @@ impl Column {
             Some(b) => {
                 let w = b.width();
                 let at = b.pos() + (i & (BLOCK - 1)) * w;
-                let word = u64::from_le_bytes(self.packed[at..at + 8].try_into().unwrap_or([0; 8]));
+                debug_assert!(at + 8 <= self.packed.len() && w <= 8);
+                // SAFETY: a block's distances start at `pos` and take `w` ≤ 8 bytes each,
+                // and `packed` always ends PAD = 8 bytes after the last block's last
+                // distance (`seal` writes them; nothing shortens `packed`), so the 8
+                // bytes at `at` are in bounds.
+                let word = unsafe { self.packed.as_ptr().add(at).cast::<u64>().read_unaligned() };
                 // base + distance is a value of the block: wrapping gives it exactly.
-                b.base.wrapping_add((word & MASK[w]) as i64)
+                b.base.wrapping_add((u64::from_le(word) & MASK[w & 15]) as i64)
             }
             None => self.tail[i - self.blocks.len() * BLOCK],
         }
