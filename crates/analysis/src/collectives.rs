@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::profile::{Device, OpEvent, Profile};
@@ -142,10 +143,23 @@ pub fn collectives(profile: &Profile) -> Collectives {
         max: i64,
     }
     let mut rows: HashMap<(String, String), Acc> = HashMap::new();
-    for d in profile.devices() {
-        let (fl, compute) = flights(&d);
+    // Each device's collectives with the compute overlapping them, devices in parallel.
+    let devices = profile.devices();
+    let per_device: Vec<Vec<(Flight, i64)>> = devices
+        .par_iter()
+        .map(|d| {
+            let (fl, compute) = flights(d);
+            fl.into_iter()
+                .map(|f| {
+                    let overlapped = compute.overlap(f.lo, f.hi);
+                    (f, overlapped)
+                })
+                .collect()
+        })
+        .collect();
+    for (d, fl) in devices.iter().zip(per_device) {
         let id = d.id();
-        for f in fl {
+        for (f, overlapped) in fl {
             let len = f.hi.saturating_sub(f.lo).max(0);
             let a = rows.entry((f.name.clone(), f.module.to_string())).or_default();
             a.kind = collective_kind(&f.name);
@@ -155,7 +169,7 @@ pub fn collectives(profile: &Profile) -> Collectives {
                 a.devices.push(id.clone());
             }
             a.total = a.total.saturating_add(len);
-            a.overlapped = a.overlapped.saturating_add(compute.overlap(f.lo, f.hi));
+            a.overlapped = a.overlapped.saturating_add(overlapped);
             a.max = a.max.max(len);
         }
     }

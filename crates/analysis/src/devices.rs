@@ -5,7 +5,9 @@
 use serde::Serialize;
 
 use crate::collectives::pct;
-use crate::profile::{DeviceKind, Profile};
+use rayon::prelude::*;
+
+use crate::profile::{Device, DeviceKind, Profile};
 use crate::stats::{percentile_sorted, sum_ps, Intervals};
 use crate::steps::{self, busy_intervals};
 
@@ -91,45 +93,7 @@ pub struct Straggler {
 pub fn devices(profile: &Profile) -> Devices {
     let st = steps::steps(profile);
     let devs = profile.devices();
-    let mut rows = Vec::new();
-    for d in &devs {
-        let busy = busy_intervals(d);
-        let ops = d.cached_ops();
-        let op_count = ops.recs.len();
-        let flags = d.collective_flags();
-        let coll = Intervals::new(
-            (0..op_count)
-                .filter(|&i| flags[ops.recs[i].name as usize])
-                .map(|i| {
-                    let (_, start, end, _) = ops.span(d.plane, i);
-                    (start, end)
-                })
-                .collect(),
-        );
-        let windows: Vec<(i64, i64)> =
-            st.steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();
-        let windows = if windows.is_empty() {
-            busy.spans().first().zip(busy.spans().last()).map(|(a, b)| vec![(a.0, b.1)]).unwrap_or_default()
-        } else {
-            windows
-        };
-        let window_ps = sum_ps(windows.iter().map(|(a, b)| b.saturating_sub(*a)));
-        let busy_ps = sum_ps(windows.iter().map(|&(a, b)| busy.overlap(a, b)));
-        let collective_ps = sum_ps(windows.iter().map(|&(a, b)| coll.overlap(a, b)));
-        rows.push(DeviceRow {
-            host: d.host.to_string(),
-            device: d.name.clone(),
-            kind: d.kind,
-            op_count: op_count as u64,
-            window_ps,
-            busy_ps,
-            compute_ps: (busy_ps - collective_ps).max(0),
-            collective_ps,
-            idle_ps: (window_ps - busy_ps).max(0),
-            utilization_pct: pct(busy_ps, window_ps),
-            straggler: false,
-        });
-    }
+    let mut rows: Vec<DeviceRow> = devs.par_iter().map(|d| device_row(d, &st)).collect();
     let mut stragglers = Vec::new();
     // Devices against the other devices of their host.
     for h in &profile.hosts {
@@ -193,6 +157,46 @@ pub fn devices(profile: &Profile) -> Devices {
         },
     };
     Devices { schema: "stepscope.devices/1", run: profile.run.clone(), devices: rows, hosts, all, stragglers }
+}
+
+/// One device's row (stragglers are marked later, against its peers).
+fn device_row(d: &Device, st: &steps::Steps) -> DeviceRow {
+    let busy = busy_intervals(d);
+    let ops = d.cached_ops();
+    let op_count = ops.recs.len();
+    let flags = d.collective_flags();
+    let coll = Intervals::new(
+        (0..op_count)
+            .filter(|&i| flags[ops.recs[i].name as usize])
+            .map(|i| {
+                let (_, start, end, _) = ops.span(d.plane, i);
+                (start, end)
+            })
+            .collect(),
+    );
+    let windows: Vec<(i64, i64)> =
+        st.steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();
+    let windows = if windows.is_empty() {
+        busy.spans().first().zip(busy.spans().last()).map(|(a, b)| vec![(a.0, b.1)]).unwrap_or_default()
+    } else {
+        windows
+    };
+    let window_ps = sum_ps(windows.iter().map(|(a, b)| b.saturating_sub(*a)));
+    let busy_ps = sum_ps(windows.iter().map(|&(a, b)| busy.overlap(a, b)));
+    let collective_ps = sum_ps(windows.iter().map(|&(a, b)| coll.overlap(a, b)));
+    DeviceRow {
+        host: d.host.to_string(),
+        device: d.name.clone(),
+        kind: d.kind,
+        op_count: op_count as u64,
+        window_ps,
+        busy_ps,
+        compute_ps: (busy_ps - collective_ps).max(0),
+        collective_ps,
+        idle_ps: (window_ps - busy_ps).max(0),
+        utilization_pct: pct(busy_ps, window_ps),
+        straggler: false,
+    }
 }
 
 /// Indexes whose compute exceeds the median of the others by

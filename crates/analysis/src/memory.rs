@@ -16,6 +16,7 @@ use serde::Serialize;
 use stepscope_xspace::pprof::{Frame, Pprof};
 use stepscope_xspace::{Line, Plane, Space, Stat};
 
+use crate::cache::FastMap;
 use crate::profile::Profile;
 
 /// Most points kept per allocator timeline (the peak is always one of them).
@@ -151,7 +152,10 @@ const K_NAMES: [&str; 13] = [
 struct Event<'a> {
     time_ps: i64,
     alloc: bool,
-    allocator: Rc<str>,
+    /// Index of the allocator's name in the host's list.
+    allocator: u32,
+    /// Place in the order the events were read.
+    seq: u32,
     plane: &'a Plane,
     line: &'a Line,
     i: u32,
@@ -188,8 +192,9 @@ pub fn memory_full(profile: &Profile) -> Memory {
 fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max_points: usize) -> Memory {
     let mut allocators = Vec::new();
     for space in &profile.hosts {
-        for (name, events) in events_by_allocator(space) {
-            allocators.push(replay(&space.host, name.to_string(), &events, top, max_points));
+        let (events, groups) = events_by_allocator(space);
+        for (name, range) in groups {
+            allocators.push(replay(&space.host, name.to_string(), &events[range], top, max_points));
         }
     }
     allocators.sort_by(|a, b| b.peak_in_use_bytes.cmp(&a.peak_in_use_bytes).then_with(|| a.name.cmp(&b.name)));
@@ -206,7 +211,9 @@ fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max
 /// the host has no allocator of that name.
 pub fn live_at(profile: &Profile, host: &str, allocator: &str, time_ps: i64, top: usize) -> Option<LiveAt> {
     let space = profile.hosts.iter().find(|s| s.host == host)?;
-    let (_, events) = events_by_allocator(space).into_iter().find(|(n, _)| **n == *allocator)?;
+    let (all, groups) = events_by_allocator(space);
+    let (_, range) = groups.into_iter().find(|(n, _)| **n == *allocator)?;
+    let events = &all[range];
     let n = events.partition_point(|e| e.time_ps <= time_ps);
     let mut live: HashMap<u64, usize> = HashMap::new();
     for (ix, e) in events[..n].iter().enumerate() {
@@ -252,18 +259,35 @@ pub struct LiveAt {
     pub live: Vec<LiveAllocation>,
 }
 
-/// A host's allocator events by allocator (in order of first event), each sorted by time.
-fn events_by_allocator(space: &Space) -> Vec<(Rc<str>, Vec<Event<'_>>)> {
-    let mut events = allocator_events(space);
-    events.sort_by_key(|e| e.time_ps);
-    let mut by_name: Vec<(Rc<str>, Vec<Event>)> = Vec::new();
-    for e in events {
-        match by_name.iter_mut().find(|(n, _)| *n == e.allocator) {
-            Some((_, v)) => v.push(e),
-            None => by_name.push((e.allocator.clone(), vec![e])),
-        }
+/// A host's allocator events grouped by allocator (groups in order of their first
+/// event in time), each group sorted by time; the groups as ranges of the one list,
+/// which is sorted in place (no copy of the events).
+fn events_by_allocator(space: &Space) -> (Vec<Event<'_>>, Vec<(Rc<str>, std::ops::Range<usize>)>) {
+    let (mut events, names) = allocator_events(space);
+    // Each allocator's first event: earliest, then first read.
+    let mut first: Vec<(i64, u32)> = vec![(i64::MAX, u32::MAX); names.len()];
+    for e in &events {
+        let f = &mut first[e.allocator as usize];
+        *f = (*f).min((e.time_ps, e.seq));
     }
-    by_name
+    let mut by_first: Vec<usize> = (0..names.len()).collect();
+    by_first.sort_by_key(|&g| first[g]);
+    let mut rank = vec![0u32; names.len()];
+    for (r, &g) in by_first.iter().enumerate() {
+        rank[g] = r as u32;
+    }
+    // Keys are unique (seq): unstable sorting gives the one order, without scratch.
+    events.sort_unstable_by_key(|e| (rank[e.allocator as usize], e.time_ps, e.seq));
+    let mut groups = Vec::new();
+    let mut from = 0;
+    for g in by_first {
+        let to = from + events[from..].iter().take_while(|e| e.allocator as usize == g).count();
+        if to > from {
+            groups.push((names[g].clone(), from..to));
+        }
+        from = to;
+    }
+    (events, groups)
 }
 
 /// Applies event `ix` to the live set (address → allocating event).
@@ -303,7 +327,7 @@ fn live_allocations(events: &[Event], ixs: &[usize], top: usize) -> (Vec<LiveAll
 }
 
 /// Every allocator event of a host, from any plane and line.
-fn allocator_events(space: &Space) -> Vec<Event<'_>> {
+fn allocator_events(space: &Space) -> (Vec<Event<'_>>, Vec<Rc<str>>) {
     let device_prefix = if space.planes.iter().any(|p| p.name.starts_with("/device:TPU")) {
         "TPU"
     } else if space.planes.iter().any(|p| p.name.starts_with("/device:GPU")) {
@@ -312,6 +336,9 @@ fn allocator_events(space: &Space) -> Vec<Event<'_>> {
         "device"
     };
     let mut out = Vec::new();
+    // Allocator names, and their indexes by text.
+    let mut names: Vec<Rc<str>> = Vec::new();
+    let mut ids: HashMap<String, u32> = HashMap::new();
     for plane in &space.planes {
         let kinds: Vec<Option<bool>> = plane
             .event_meta
@@ -326,28 +353,50 @@ fn allocator_events(space: &Space) -> Vec<Event<'_>> {
             continue;
         }
         let keys = Rc::new(K_NAMES.map(|n| plane.stat_id(n)));
-        let mut names: HashMap<String, Rc<str>> = HashMap::new();
-        // Until the event's allocator is read from it.
-        let unnamed: Rc<str> = Rc::from("");
+        let look = plane.stat_lookup([keys[K::AllocatorName as usize], keys[K::IndexOnHost as usize]]);
+        // Allocator names looked up once: by name text, by index on host, else by what
+        // the name stat displays as.
+        let mut by_text: FastMap<&str, u32> = FastMap::default();
+        let mut by_index: FastMap<Option<u64>, u32> = FastMap::default();
         for line in &plane.lines {
             for i in 0..line.len() {
                 let Some(Some(alloc)) = kinds.get(line.meta[i] as usize).copied() else { continue };
-                let allocator = unnamed.clone();
-                let mut e =
-                    Event { time_ps: line.start_ps(i), alloc, allocator, plane, line, i: i as u32, keys: keys.clone() };
-                let name = match e.get(K::AllocatorName) {
-                    Some(s) => plane.stat_display(&s),
-                    None => match e.u64(K::IndexOnHost) {
-                        Some(ix) => format!("{device_prefix}:{ix}"),
-                        None => "unnamed".to_string(),
-                    },
+                let [name, index] = plane.stats_of(&look, line, i);
+                let mut id_of = |text: &str| match ids.get(text) {
+                    Some(&id) => id,
+                    None => {
+                        names.push(Rc::from(text));
+                        ids.insert(text.to_string(), names.len() as u32 - 1);
+                        names.len() as u32 - 1
+                    }
                 };
-                e.allocator = names.entry(name).or_insert_with_key(|n| Rc::from(n.as_str())).clone();
-                out.push(e);
+                let allocator = match name {
+                    Some(s) => match plane.stat_str(&s) {
+                        Some(text) => *by_text.entry(text).or_insert_with(|| id_of(text)),
+                        None => id_of(&plane.stat_display(&s)),
+                    },
+                    None => {
+                        let ix = index.and_then(|s| plane.stat_i64(&s)).map(|v| v.max(0) as u64);
+                        *by_index.entry(ix).or_insert_with(|| match ix {
+                            Some(ix) => id_of(&format!("{device_prefix}:{ix}")),
+                            None => id_of("unnamed"),
+                        })
+                    }
+                };
+                out.push(Event {
+                    time_ps: line.start_ps(i),
+                    alloc,
+                    allocator,
+                    seq: out.len() as u32,
+                    plane,
+                    line,
+                    i: i as u32,
+                    keys: keys.clone(),
+                });
             }
         }
     }
-    out
+    (out, names)
 }
 
 /// Replays one allocator's events (sorted by time).

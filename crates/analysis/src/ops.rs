@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use stepscope_xspace::hlo::{hlo_modules, HloModules};
+use stepscope_xspace::{Span, StatValue};
 
 use serde::Serialize;
 
@@ -387,6 +388,7 @@ fn each_occurrence<'a>(
     let mut infos: Vec<FromHlo> = Vec::new();
     let mut last: Vec<Option<(Option<u64>, u32, usize)>> = vec![None; ops.names.len()];
     let mut scopes: FastMap<&str, Arc<str>> = FastMap::default();
+    let mut scopes_by_stat: FastMap<(bool, Span), Arc<str>> = FastMap::default();
     for (&at, self_ps) in order.iter().zip(self_ps) {
         let ev = ops.event(d.plane, at as usize);
         let line = &d.plane.lines[ev.line as usize];
@@ -396,6 +398,12 @@ fn each_occurrence<'a>(
             s.and_then(|s| d.plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok())
         };
         let category = category.and_then(|s| d.plane.stat_str(&s));
+        // The stat itself identifies the text (a ref, or a string's place in the file).
+        let tf_op_key = tf_op.and_then(|s| match s.value() {
+            StatValue::Ref(r) => Some((true, Span::source(u64::from(r), 0))),
+            StatValue::Str(span) => Some((false, span)),
+            _ => None,
+        });
         let tf_op = tf_op.and_then(|s| d.plane.stat_str(&s));
         // (category, scope) from the HloProto, for what the stats lack.
         let hlo_info = if category.is_none() || tf_op.is_none() {
@@ -432,7 +440,10 @@ fn each_occurrence<'a>(
             (None, _) => Text::Borrowed(category_from_name(ev.name)),
         };
         let scope = match (tf_op, hlo_info) {
-            (Some(t), _) => Text::Shared(scopes.entry(t).or_insert_with(|| scope_of(t).into()).clone()),
+            (Some(t), _) => match tf_op_key {
+                Some(key) => Text::Shared(scopes_by_stat.entry(key).or_insert_with(|| scope_of(t).into()).clone()),
+                None => Text::Shared(scopes.entry(t).or_insert_with(|| scope_of(t).into()).clone()),
+            },
             (None, Some((_, Some(s)))) => Text::Shared(s.clone()),
             (None, _) => Text::Borrowed(""),
         };
