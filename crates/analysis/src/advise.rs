@@ -843,10 +843,10 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
             // without a lookup.
             let mut counted: Option<(u32, i64)> = None;
             for r in &ops.recs {
-                if r.run_id().is_some() && counted == r.run_id().map(|run| (r.module, run)) {
+                if ops.run_id(r).is_some() && counted == ops.run_id(r).map(|run| (r.module, run)) {
                     continue;
                 }
-                let run = r.run_id().or_else(|| match d.source {
+                let run = ops.run_id(r).or_else(|| match d.source {
                     OpSource::HostOps => None,
                     _ => {
                         let line = &d.plane.lines[r.line as usize];

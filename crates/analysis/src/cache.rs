@@ -78,6 +78,21 @@ pub(crate) struct DeviceOps {
     pub recs: Vec<OpRec>,
     /// Per name: whether it is a collective (see [`crate::summary::is_collective`]).
     pub collective: OnceLock<Vec<bool>>,
+    /// What the records' [`OpRec::value`] holds.
+    pub value: RecValue,
+}
+
+/// What [`OpRec::value`] holds for a device's records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum RecValue {
+    /// The op's own time (TPU `device_duration_ps`, else its length).
+    OpTime,
+    /// XLA:CPU: the op's `run_id` (one XLA program execution), [`NO_RUN`] for none;
+    /// the op's own time is its length.
+    RunId,
+    /// Nothing; the op's own time is its length.
+    #[default]
+    Nothing,
 }
 
 impl DeviceOps {
@@ -91,8 +106,23 @@ impl DeviceOps {
             index: r.index,
             start_ps: r.start_ps(plane),
             duration_ps: r.duration_ps(plane),
-            op_ps: r.op_ps,
+            op_ps: self.op_ps(r, plane),
         }
+    }
+
+    /// The op's own time (see [`OpEvent::op_ps`](crate::OpEvent::op_ps)).
+    #[inline]
+    pub fn op_ps(&self, r: &OpRec, plane: &Plane) -> i64 {
+        match self.value {
+            RecValue::OpTime => r.value,
+            _ => r.duration_ps(plane),
+        }
+    }
+
+    /// The `run_id` of an XLA:CPU op.
+    #[inline]
+    pub fn run_id(&self, r: &OpRec) -> Option<i64> {
+        (self.value == RecValue::RunId && r.value != NO_RUN).then_some(r.value)
     }
 }
 
@@ -103,12 +133,13 @@ impl DeviceOps {
         let r = &self.recs[i];
         let line = &plane.lines[r.line as usize];
         let start = line.start_ps(r.index as usize);
-        let end = start.saturating_add(line.duration_ps(r.index as usize).max(0));
-        (r.line, start, end, r.op_ps)
+        let duration = line.duration_ps(r.index as usize).max(0);
+        let op_ps = if self.value == RecValue::OpTime { r.value } else { duration };
+        (r.line, start, start.saturating_add(duration), op_ps)
     }
 }
 
-/// One executed op in 32 bytes: names are indexes into [`DeviceOps::names`]; start and
+/// One executed op in 24 bytes: names are indexes into [`DeviceOps::names`]; start and
 /// length are read from the device plane's columns (line `line`, event `index`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OpRec {
@@ -116,24 +147,17 @@ pub(crate) struct OpRec {
     pub module: u32,
     pub line: u32,
     pub index: u32,
-    /// The op's own time (see [`OpEvent::op_ps`](crate::OpEvent::op_ps)).
-    pub op_ps: i64,
-    /// XLA:CPU: the op's `run_id` (one XLA program execution); [`NO_RUN`] for none
-    /// (read it with [`OpRec::run_id`]).
-    pub run: i64,
+    /// The op's own time or its `run_id`, as the device's [`DeviceOps::value`] says
+    /// (read it with [`DeviceOps::op_ps`] and [`DeviceOps::run_id`]).
+    pub value: i64,
 }
 
-/// [`OpRec`]'s `run_id` when the op has none (a real id of `i64::MIN` reads as none).
-const NO_RUN: i64 = i64::MIN;
+/// A `run_id` that is none (a real id of `i64::MIN` reads as none).
+pub(crate) const NO_RUN: i64 = i64::MIN;
 
 impl OpRec {
-    pub fn new(name: u32, module: u32, line: u32, index: u32, op_ps: i64, run_id: Option<i64>) -> OpRec {
-        OpRec { name, module, line, index, op_ps, run: run_id.unwrap_or(NO_RUN) }
-    }
-
-    /// The `run_id` of an XLA:CPU op.
-    pub fn run_id(&self) -> Option<i64> {
-        (self.run != NO_RUN).then_some(self.run)
+    pub fn new(name: u32, module: u32, line: u32, index: u32, value: i64) -> OpRec {
+        OpRec { name, module, line, index, value }
     }
 
     /// Start on the timeline, ps.
@@ -239,11 +263,12 @@ impl<'a> OpsBuilder<'a> {
         self.recs.push(rec);
     }
 
-    pub fn finish(self) -> DeviceOps {
+    pub fn finish(self, value: RecValue) -> DeviceOps {
         DeviceOps {
             names: self.names.names.into_iter().map(Box::from).collect(),
             recs: self.recs,
             collective: OnceLock::new(),
+            value,
         }
     }
 }

@@ -12,7 +12,7 @@ use std::sync::OnceLock;
 use rayon::prelude::*;
 use stepscope_xspace::{Line, Plane, Space, Stat};
 
-use crate::cache::{Cache, DeviceOps, Interner, OpRec, OpsBuilder, Slot};
+use crate::cache::{Cache, DeviceOps, Interner, OpRec, OpsBuilder, RecValue, Slot, NO_RUN};
 
 /// A run: one [`Space`] per host, on one clock.
 pub struct Profile {
@@ -215,11 +215,10 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
                 }
                 _ => duration_ps,
             };
-            let rec = OpRec::new(name, module, li as u32, i as u32, op_ps, None);
-            b.push(rec);
+            b.push(OpRec::new(name, module, li as u32, i as u32, op_ps));
         }
     }
-    b.finish()
+    b.finish(if slot.source == OpSource::XlaOpsLine { RecValue::OpTime } else { RecValue::Nothing })
 }
 
 /// One line's XLA:CPU ops (events carrying `hlo_op`), split by `device_ordinal`,
@@ -260,9 +259,8 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
                 };
                 let Some(name) = out.names.stat(plane, op) else { continue };
                 let module = module.and_then(|s| out.names.stat(plane, s)).unwrap_or_else(|| out.names.text(""));
-                let duration_ps = line.duration_ps(i).max(0);
                 let run_id = run.and_then(|s| plane.stat_i64(&s));
-                out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, duration_ps, run_id));
+                out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, run_id.unwrap_or(NO_RUN)));
             }
             out
         })
@@ -296,7 +294,7 @@ fn cpu_device_ops(lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
             }
         }
     }
-    builders.into_iter().map(OpsBuilder::finish).collect()
+    builders.into_iter().map(|b| b.finish(RecValue::RunId)).collect()
 }
 
 /// The op name of an `XLA Ops` event: its metadata's display name, else the HLO

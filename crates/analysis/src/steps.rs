@@ -256,7 +256,7 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
     let top = &*ops.names[top_id];
     let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
     for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| r.module as usize == top_id) {
-        let run = r.run_id().unwrap_or(0);
+        let run = ops.run_id(r).unwrap_or(0);
         let (_, start, end, _) = ops.span(d.plane, i);
         let e = runs.entry(run).or_insert((start, end));
         e.0 = e.0.min(start);
@@ -293,7 +293,7 @@ fn measure_busy(d: &Device) -> Intervals {
     for (i, rec) in ops.recs.iter().enumerate() {
         let (_, start, end, _) = ops.span(d.plane, i);
         let run = match d.source {
-            OpSource::HostOps => rec.run_id(),
+            OpSource::HostOps => ops.run_id(rec),
             _ => None,
         };
         match (run, &mut current) {
