@@ -222,7 +222,7 @@ pub fn live_at(profile: &Profile, host: &str, allocator: &str, time_ps: i64, top
     let state = n.checked_sub(1).map(|ix| &events[ix]);
     let in_use_bytes = state.and_then(|e| e.u64(K::BytesAllocated)).unwrap_or(0);
     let ixs: Vec<usize> = live.into_values().collect();
-    let (rows, tracked) = live_allocations(&events, &ixs, top);
+    let (rows, tracked) = live_allocations(events, &ixs, top);
     Some(LiveAt {
         schema: "stepscope.memory_live/1",
         run: profile.run.clone(),
@@ -259,10 +259,13 @@ pub struct LiveAt {
     pub live: Vec<LiveAllocation>,
 }
 
+/// An allocator's name and its events' range in the host's list.
+type Group = (Rc<str>, std::ops::Range<usize>);
+
 /// A host's allocator events grouped by allocator (groups in order of their first
 /// event in time), each group sorted by time; the groups as ranges of the one list,
 /// which is sorted in place (no copy of the events).
-fn events_by_allocator(space: &Space) -> (Vec<Event<'_>>, Vec<(Rc<str>, std::ops::Range<usize>)>) {
+fn events_by_allocator(space: &Space) -> (Vec<Event<'_>>, Vec<Group>) {
     let (mut events, names) = allocator_events(space);
     // Each allocator's first event: earliest, then first read.
     let mut first: Vec<(i64, u32)> = vec![(i64::MAX, u32::MAX); names.len()];
