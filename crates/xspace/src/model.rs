@@ -5,6 +5,9 @@
 //! lines), and a line holds its events as parallel columns: start, duration,
 //! dense metadata index and a range into a per-line stat table, whose stats are
 //! packed into 8 bytes each ([`Line::event_stats`] unpacks them as [`Stat`]s).
+//! Starts, durations and stat ranges are [`Column`]s: blocks of 64 values stored as
+//! distances from the block's smallest in the bytes the block needs (a few bytes an
+//! event instead of 8), read back with [`Line::start_ps`] and [`Line::duration_ps`].
 //!
 //! Strings are never copied out of the file: names and string stats are
 //! [`Span`]s into the file's bytes (or into a small per-plane arena for
