@@ -113,10 +113,15 @@ mod tests {
 #[derive(Clone, Debug, Default)]
 pub struct Intervals {
     spans: Vec<(i64, i64)>,
-    /// `prefix[i]` = total length of `spans[..i]` (u64: disjoint spans within the
-    /// `i64` range add up to less than 2^64, even in damaged profiles).
+    /// `prefix[k]` = total length of `spans[..k * PREFIX_EVERY]` (u64: disjoint spans
+    /// within the `i64` range add up to less than 2^64, even in damaged profiles).
+    /// Kept every [`PREFIX_EVERY`] spans, not for each: the sum to any span is one
+    /// entry plus at most that many lengths.
     prefix: Vec<u64>,
 }
+
+/// Spans between two kept prefix sums.
+const PREFIX_EVERY: usize = 32;
 
 impl Intervals {
     /// Merges `(start, end)` pairs in any order; empty and inverted ones are dropped.
@@ -139,19 +144,30 @@ impl Intervals {
         }
         iv.truncate(kept);
         iv.shrink_to_fit();
-        let mut prefix = Vec::with_capacity(iv.len() + 1);
+        let mut prefix = Vec::with_capacity(iv.len() / PREFIX_EVERY + 1);
         let mut total = 0u64;
-        prefix.push(0);
-        for &(a, b) in &iv {
-            total += b.abs_diff(a);
-            prefix.push(total);
+        for (i, &(a, b)) in iv.iter().enumerate() {
+            if i % PREFIX_EVERY == 0 {
+                prefix.push(total);
+            }
+            total = total.wrapping_add(b.abs_diff(a));
         }
         Intervals { spans: iv, prefix }
     }
 
+    /// Total length of `spans[..i]`.
+    fn sum_to(&self, i: usize) -> u64 {
+        // No kept sum means no spans (and i = 0). Else the last kept sum at or before
+        // span i: for i = len, a multiple of PREFIX_EVERY, that is the one before.
+        let Some(last) = self.prefix.len().checked_sub(1) else { return 0 };
+        let k = (i / PREFIX_EVERY).min(last);
+        let base = self.prefix[k];
+        self.spans[k * PREFIX_EVERY..i].iter().fold(base, |t, &(a, b)| t.wrapping_add(b.abs_diff(a)))
+    }
+
     /// Total covered length.
     pub fn total(&self) -> i64 {
-        clamp_ps(i128::from(self.prefix.last().copied().unwrap_or(0)))
+        clamp_ps(i128::from(self.sum_to(self.spans.len())))
     }
 
     /// The merged spans.
@@ -170,7 +186,7 @@ impl Intervals {
         if first >= last {
             return 0;
         }
-        let total = i128::from(self.prefix[last] - self.prefix[first]);
+        let total = i128::from(self.sum_to(last).wrapping_sub(self.sum_to(first)));
         let before = (i128::from(lo) - i128::from(self.spans[first].0)).max(0);
         let after = (i128::from(self.spans[last - 1].1) - i128::from(hi)).max(0);
         clamp_ps(total - before - after)
@@ -190,6 +206,28 @@ mod interval_tests {
             let mut sorted = raw.clone();
             sorted.sort_unstable();
             assert_eq!(iv.overlap(lo, hi), union_len(sorted, lo, hi), "{lo}..{hi}");
+        }
+    }
+
+    #[test]
+    fn overlap_across_kept_prefix_sums() {
+        // Hundreds of spans, some merging: windows starting and ending inside, between
+        // and across the stretches between kept prefix sums.
+        // Also span counts that are a multiple of the spacing (the sum to the end then
+        // starts from the kept sum before the last stretch).
+        for n in [500, 64, 32, 31, 1] {
+            let mut raw: Vec<(i64, i64)> = (0..n).map(|i| (i * 10, i * 10 + 7)).collect();
+            if n == 500 {
+                raw.extend((0..50).map(|i| (i * 97 + 5, i * 97 + 12)));
+            }
+            let iv = Intervals::new(raw.clone());
+            raw.sort_unstable();
+            assert_eq!(iv.total(), union_len(raw.clone(), i64::MIN, i64::MAX), "n {n}");
+            for lo in (-20..5100).step_by(173) {
+                for len in [1, 9, 64, 333, 1000, 6000] {
+                    assert_eq!(iv.overlap(lo, lo + len), union_len(raw.clone(), lo, lo + len), "n {n}: {lo}+{len}");
+                }
+            }
         }
     }
 
