@@ -779,7 +779,7 @@ fn host_activity(profile: &Profile, host: &str, lo: i64, hi: i64) -> String {
             if ov <= 0 || step_key.is_some_and(|k| plane.event_stat(line, i, k).is_some()) {
                 continue;
             }
-            let name = plane.event_name(line.meta[i]);
+            let name = plane.event_name(line.meta(i));
             if name.starts_with("end: ") {
                 continue;
             }
@@ -830,7 +830,7 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
             for i in 0..line.len() {
                 if inside(&w, line.start_ps(i)) {
                     launches += 1;
-                    *per_module.entry(d.plane.event_name(line.meta[i]).to_string()).or_default() += 1;
+                    *per_module.entry(d.plane.event_name(line.meta(i)).to_string()).or_default() += 1;
                 }
             }
         } else {

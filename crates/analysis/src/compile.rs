@@ -68,7 +68,7 @@ pub fn compile(profile: &Profile) -> Compile {
             // Device planes name each module execution on their `XLA Modules` line.
             if let Some(line) = d.plane.line("XLA Modules") {
                 for i in 0..line.len() {
-                    let e = first_run.entry(d.plane.event_name(line.meta[i])).or_insert(line.start_ps(i));
+                    let e = first_run.entry(d.plane.event_name(line.meta(i))).or_insert(line.start_ps(i));
                     *e = (*e).min(line.start_ps(i));
                 }
             }
@@ -98,10 +98,10 @@ pub fn compile(profile: &Profile) -> Compile {
             let mut pending_lowering: Option<(i64, i64)> = None;
             let mut outer_end = i64::MIN;
             for i in 0..line.len() {
-                if !compile_meta.get(line.meta[i] as usize).copied().unwrap_or(false) {
+                if !compile_meta.get(line.meta(i) as usize).copied().unwrap_or(false) {
                     continue;
                 }
-                let name = plane.event_name(line.meta[i]);
+                let name = plane.event_name(line.meta(i));
                 let (lo, hi) = (line.start_ps(i), line.end_ps(i));
                 if lo < outer_end {
                     continue; // nested in the compile being measured
@@ -177,7 +177,7 @@ fn named_compiles(plane: &Plane) -> Vec<(i64, &str)> {
     let compiler_meta = plane.meta_mask(|ev| ev.contains("Compiler") || ev.contains("Compile"));
     for line in &plane.lines {
         for i in 0..line.len() {
-            if !compiler_meta.get(line.meta[i] as usize).copied().unwrap_or(false) {
+            if !compiler_meta.get(line.meta(i) as usize).copied().unwrap_or(false) {
                 continue;
             }
             for &k in &keys {

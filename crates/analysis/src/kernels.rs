@@ -259,7 +259,7 @@ pub fn kernels(profile: &Profile) -> Kernels {
                     let Some(details) = text(line, i, Some(kd)) else { continue };
                     let d = parse_kernel_details(details);
                     let key = Key {
-                        name: plane.event_name(line.meta[i]),
+                        name: plane.event_name(line.meta(i)),
                         grid: d.grid,
                         block: d.block,
                         regs: d.registers_per_thread,

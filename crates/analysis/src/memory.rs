@@ -363,7 +363,7 @@ fn allocator_events(space: &Space) -> (Vec<Event<'_>>, Vec<Rc<str>>) {
         let mut by_index: FastMap<Option<u64>, u32> = FastMap::default();
         for line in &plane.lines {
             for i in 0..line.len() {
-                let Some(Some(alloc)) = kinds.get(line.meta[i] as usize).copied() else { continue };
+                let Some(Some(alloc)) = kinds.get(line.meta(i) as usize).copied() else { continue };
                 let [name, index] = plane.stats_of(&look, line, i);
                 let mut id_of = |text: &str| match ids.get(text) {
                     Some(&id) => id,

@@ -194,7 +194,7 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
         }
         for i in 0..line.len() {
             let [op, module, device_duration] = plane.stats_of(&look, line, i);
-            let meta = line.meta[i];
+            let meta = line.meta(i);
             let by_meta = |n: &mut Interner<'a>| match slot.source {
                 OpSource::XlaOpsLine => n.meta(meta, || op_name_of(plane.event_name(meta), plane, meta)),
                 _ => n.meta(meta, || plane.event_name(meta)),

@@ -133,7 +133,7 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
                     let (line, i) = (&plane.lines[li as usize], i as usize);
                     blank_step(
                         step_num,
-                        plane.event_name(line.meta[i]),
+                        plane.event_name(line.meta(i)),
                         &space.host,
                         line.start_ps(i),
                         line.duration_ps(i),
@@ -154,7 +154,7 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
                             continue;
                         };
                         let step_num = plane.stat_i64(&num).unwrap_or(-1);
-                        let name = plane.event_name(line.meta[i]);
+                        let name = plane.event_name(line.meta(i));
                         found.push(blank_step(step_num, name, &space.host, line.start_ps(i), line.duration_ps(i)));
                     }
                     found
@@ -179,7 +179,7 @@ fn device_steps_line(devices: &[Device]) -> Vec<Step> {
         let Some(line) = d.plane.line("Steps").filter(|l| !l.is_empty()) else { continue };
         seen_hosts.push(d.host_index);
         for i in 0..line.len() {
-            let name = d.plane.event_name(line.meta[i]);
+            let name = d.plane.event_name(line.meta(i));
             let num = d
                 .stat(line, i, d.keys.step_num.or(d.keys.group_id))
                 .and_then(|s| d.plane.stat_i64(&s))
@@ -205,13 +205,13 @@ fn module_executions(devices: &[Device]) -> Vec<Step> {
             (_, Some(line)) => {
                 let mut total: HashMap<u32, i64> = HashMap::new();
                 for i in 0..line.len() {
-                    let t = total.entry(line.meta[i]).or_default();
+                    let t = total.entry(line.meta(i)).or_default();
                     *t = t.saturating_add(line.duration_ps(i));
                 }
                 let Some((&top, _)) = total.iter().max_by_key(|(m, t)| (**t, std::cmp::Reverse(**m))) else { continue };
                 let name = module_name(d.plane.event_name(top));
                 (0..line.len())
-                    .filter(|&i| line.meta[i] == top)
+                    .filter(|&i| line.meta(i) == top)
                     .enumerate()
                     .map(|(n, i)| blank_step(n as i64, name, d.host, line.start_ps(i), line.duration_ps(i)))
                     .collect::<Vec<_>>()
@@ -337,7 +337,7 @@ pub fn compile_intervals(space: &stepscope_xspace::Space) -> Intervals {
     let mut iv = Vec::new();
     for line in &plane.lines {
         for i in 0..line.len() {
-            if compile_meta.get(line.meta[i] as usize).copied().unwrap_or(false) {
+            if compile_meta.get(line.meta(i) as usize).copied().unwrap_or(false) {
                 iv.push((line.start_ps(i), line.end_ps(i)));
             }
         }

@@ -109,7 +109,7 @@ fn device_time(d: &Device) -> DeviceTime {
         let line = &d.plane.lines[r.line as usize];
         let [category] = d.plane.stats_of(&look, line, r.index as usize);
         let category = category.and_then(|s| d.plane.stat_str(&s)).unwrap_or("");
-        let meta = line.meta[r.index as usize];
+        let meta = line.meta(r.index as usize);
         let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
         let class = match last {
             Some((k, c)) if k == key => c,
@@ -158,7 +158,7 @@ pub fn host_transfers(profile: &Profile, host_index: usize) -> (Intervals, Inter
     let (mut h2d, mut d2h) = (Vec::new(), Vec::new());
     for line in &plane.lines {
         for i in 0..line.len() {
-            match kind.get(line.meta[i] as usize).copied().flatten() {
+            match kind.get(line.meta(i) as usize).copied().flatten() {
                 Some(Class::HostToDevice) => h2d.push((line.start_ps(i), line.end_ps(i))),
                 Some(Class::DeviceToHost) => d2h.push((line.start_ps(i), line.end_ps(i))),
                 _ => {}

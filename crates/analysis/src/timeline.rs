@@ -362,7 +362,7 @@ impl Timeline {
         if i >= line.len() {
             return Err(format!("track {id} has {} events; there is no event {index}", line.len()));
         }
-        let meta = line.meta[i];
+        let meta = line.meta(i);
         let render = |stats: &mut dyn Iterator<Item = Stat>| -> Vec<StatEntry> {
             stats
                 .map(|s| StatEntry { name: plane.stat_name(s.meta()).to_string(), value: plane.stat_display(&s) })
@@ -433,7 +433,7 @@ impl Timeline {
                         flow_id,
                         track: other_id as u32,
                         index: e as u32,
-                        name: shown_name(oplane, oline.meta[e]).to_string(),
+                        name: shown_name(oplane, oline.meta(e)).to_string(),
                         start_ps: oline.start_ps(e),
                     });
                     if out.len() >= 64 {
@@ -468,7 +468,7 @@ impl Timeline {
             }
             let Some((_, hit)) = &cached else { continue };
             for i in 0..line.len() {
-                if !hit.get(line.meta[i] as usize).copied().unwrap_or(false) {
+                if !hit.get(line.meta(i) as usize).copied().unwrap_or(false) {
                     continue;
                 }
                 total += 1;
@@ -476,7 +476,7 @@ impl Timeline {
                     matches.push(Match {
                         track: id,
                         index: i as u32,
-                        name: shown_name(plane, line.meta[i]).to_string(),
+                        name: shown_name(plane, line.meta(i)).to_string(),
                         start_ps: line.start_ps(i),
                         duration_ps: line.duration_ps(i),
                     });
@@ -510,7 +510,7 @@ fn gallop(row: &[u32], k: usize, stop: usize, pred: impl Fn(u32) -> bool) -> usi
 fn push_box(tile: &mut Tile, plane: &Plane, line: &Line, depth: usize, run: &[u32]) {
     let (Some(&first), Some(&last)) = (run.first(), run.last()) else { return };
     let start = line.start_ps(first as usize);
-    let name = if run.len() == 1 { line.meta[first as usize] } else { dominant(line, run) };
+    let name = if run.len() == 1 { line.meta(first as usize) } else { dominant(line, run) };
     tile.box_depth.push(depth as u32);
     tile.box_start_ps.push(start);
     tile.box_duration_ps.push(end(line, last as usize).saturating_sub(start).max(0));
@@ -527,13 +527,13 @@ fn dominant(line: &Line, run: &[u32]) -> u32 {
     let step = n.div_ceil(NAME_SAMPLES).max(1);
     let mut seen: Vec<(u32, u32)> = Vec::with_capacity(NAME_SAMPLES);
     for k in (0..n).step_by(step) {
-        let m = line.meta[run[k] as usize];
+        let m = line.meta(run[k] as usize);
         match seen.iter_mut().find(|(x, _)| *x == m) {
             Some(e) => e.1 += 1,
             None => seen.push((m, 1)),
         }
     }
-    seen.iter().max_by_key(|(_, c)| *c).map_or(line.meta[run[0] as usize], |(m, _)| *m)
+    seen.iter().max_by_key(|(_, c)| *c).map_or(line.meta(run[0] as usize), |(m, _)| *m)
 }
 
 #[cfg(test)]

@@ -123,7 +123,7 @@ fn event<W: Write>(
         write!(out, "{{\"ph\":\"i\",\"s\":\"t\",\"pid\":{pid},\"tid\":{tid},\"ts\":{text}")?;
     }
     out.write_all(b",\"name\":")?;
-    serde_json::to_writer(&mut *out, plane.event_name(line.meta[i]))?;
+    serde_json::to_writer(&mut *out, plane.event_name(line.meta(i)))?;
     let mut first = true;
     let mut err = Ok(());
     for_each_arg(plane, line, i, |_, name, v| {

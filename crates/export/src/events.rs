@@ -73,7 +73,7 @@ pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table
             let mut scopes: HashMap<&str, String> = HashMap::new();
             for line in &plane.lines {
                 for i in 0..line.len() {
-                    let meta = plane.event_meta.get(line.meta[i] as usize);
+                    let meta = plane.event_meta.get(line.meta(i) as usize);
                     let display = meta.map(|m| plane.text(m.display_name)).filter(|d| !d.is_empty());
                     let stat = |key: Option<u32>| {
                         key.and_then(|k| plane.event_stat(line, i, k)).and_then(|s| plane.stat_str(&s))
@@ -104,7 +104,7 @@ pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table
                         Cell::I64(plane.id),
                         Cell::Str(&line.name),
                         Cell::I64(line.id),
-                        Cell::Str(plane.event_name(line.meta[i])),
+                        Cell::Str(plane.event_name(line.meta(i))),
                         opt(display),
                         Cell::I64(line.start_ps(i)),
                         Cell::I64(line.duration_ps(i)),

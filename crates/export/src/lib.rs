@@ -51,7 +51,7 @@ pub fn for_each_arg<'a>(plane: &'a Plane, line: &'a Line, i: usize, mut f: impl 
     for s in own.clone() {
         f(s.meta(), plane.stat_name(s.meta()), ArgValue::of(plane, &s));
     }
-    for s in plane.metadata_stats(line.meta[i]) {
+    for s in plane.metadata_stats(line.meta(i)) {
         if own.clone().all(|o| o.meta() != s.meta()) {
             f(s.meta(), plane.stat_name(s.meta()), ArgValue::of(plane, s));
         }

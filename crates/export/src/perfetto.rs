@@ -230,7 +230,7 @@ impl<W: Write> Writer<W> {
 
     /// Writes the interned names event `i` needs that the sequence has not emitted yet.
     fn intern(&mut self, st: &mut Interned, plane: &Plane, line: &Line, i: usize) -> io::Result<()> {
-        let meta = line.meta[i] as usize;
+        let meta = line.meta(i) as usize;
         let new_name = st.names.get(meta).is_some_and(|done| !done);
         let mut new_args: Vec<u32> = Vec::new();
         for_each_arg(plane, line, i, |m, _, _| {
@@ -275,8 +275,8 @@ impl<W: Write> Writer<W> {
         self.enc.begin(PKT_TRACK_EVENT);
         self.enc.uint(TE_TYPE, kind);
         self.enc.uint(TE_TRACK_UUID, track);
-        if (line.meta[i] as usize) < plane.event_meta.len() {
-            self.enc.uint(TE_NAME_IID, u64::from(line.meta[i]) + 1);
+        if (line.meta(i) as usize) < plane.event_meta.len() {
+            self.enc.uint(TE_NAME_IID, u64::from(line.meta(i)) + 1);
         }
         let enc = &mut self.enc;
         let mut err = Ok(());
@@ -399,7 +399,7 @@ impl<W: Write> Writer<W> {
                 self.begin_event(&mut st, plane, line, i, TYPE_SLICE_BEGIN, track)?;
                 self.sum.slices += 1;
             }
-            if !memory_stats.is_empty() && memory_metas.get(line.meta[i] as usize).copied().unwrap_or(false) {
+            if !memory_stats.is_empty() && memory_metas.get(line.meta(i) as usize).copied().unwrap_or(false) {
                 let alloc = match allocator.and_then(|a| plane.event_stat(line, i, a)).and_then(|s| plane.stat_str(&s))
                 {
                     Some(name) => name.to_string(),

@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             for line in &plane.lines {
                 println!("  LINE {:?} id={} ts_ns={} events={}", line.name, line.id, line.timestamp_ns, line.len());
                 for i in 0..line.len().min(n) {
-                    let meta = line.meta[i];
+                    let meta = line.meta(i);
                     let stats: Vec<String> = line
                         .event_stats(i)
                         .chain(plane.metadata_stats(meta).iter().copied())

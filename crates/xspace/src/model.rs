@@ -374,8 +374,8 @@ pub struct Line {
     pub(crate) starts: Column,
     /// Event lengths, ps.
     pub(crate) durations: Column,
-    /// Dense index into [`Plane::event_meta`].
-    pub meta: Vec<u32>,
+    /// Dense indexes into [`Plane::event_meta`] (read them with [`Line::meta`]).
+    pub(crate) metas: Column,
     /// `stat_start[i]..stat_start[i+1]` is event i's range in `stats`; len = events + 1.
     pub(crate) stat_start: Column,
     /// Event stats, packed (read them with [`Line::event_stats`]).
@@ -387,12 +387,18 @@ pub struct Line {
 impl Line {
     /// Number of events.
     pub fn len(&self) -> usize {
-        self.meta.len()
+        self.metas.len()
     }
 
     /// True when the line has no events.
     pub fn is_empty(&self) -> bool {
-        self.meta.is_empty()
+        self.metas.is_empty()
+    }
+
+    /// Event `i`'s dense index into [`Plane::event_meta`].
+    #[inline]
+    pub fn meta(&self, i: usize) -> u32 {
+        self.metas.get(i) as u32
     }
 
     /// Start of event `i`, ps since the session start.
@@ -439,7 +445,7 @@ impl Line {
     pub fn heap_bytes(&self) -> [usize; 5] {
         [
             self.starts.heap_bytes() + self.durations.heap_bytes(),
-            self.meta.capacity() * 4,
+            self.metas.heap_bytes(),
             self.stat_start.heap_bytes(),
             self.stats.capacity() * 8,
             self.wide.heap_bytes(),
@@ -480,7 +486,7 @@ impl Line {
         let pick = |col: &Column| order.iter().map(|&i| col.get(i as usize)).collect::<Column>();
         let start = pick(&self.starts);
         let dur = pick(&self.durations);
-        let meta = order.iter().map(|&i| self.meta[i as usize]).collect();
+        let metas = order.iter().map(|&i| self.metas.get(i as usize)).collect();
         let mut stats = Vec::with_capacity(self.stats.len());
         let mut stat_start = Column::with_capacity(order.len() + 1);
         stat_start.push(0);
@@ -490,7 +496,7 @@ impl Line {
         }
         self.starts = start;
         self.durations = dur;
-        self.meta = meta;
+        self.metas = metas;
         self.stats = stats;
         self.stat_start = stat_start;
     }
@@ -517,7 +523,7 @@ impl Line {
         }
         self.starts.push(start_ps);
         self.durations.push(duration_ps);
-        self.meta.push(meta);
+        self.metas.push(i64::from(meta));
         for s in stats {
             self.push_stat(*s);
         }
@@ -668,7 +674,7 @@ impl Plane {
                 }
             }
         }
-        let meta = line.meta[i];
+        let meta = line.meta(i);
         if left > 0 && look.meta_has.get(meta as usize).copied().unwrap_or(false) {
             for s in self.metadata_stats(meta) {
                 let k = look.slot.get(s.meta() as usize).copied().unwrap_or(NO_SLOT) as usize;
@@ -712,7 +718,7 @@ impl Plane {
                 return out;
             }
         }
-        for s in self.metadata_stats(line.meta[i]) {
+        for s in self.metadata_stats(line.meta(i)) {
             for (k, o) in keys.iter().zip(out.iter_mut()) {
                 if o.is_none() && *k == Some(s.meta()) {
                     *o = Some(*s);

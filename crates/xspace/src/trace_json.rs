@@ -1438,7 +1438,7 @@ mod tests {
 
     /// (name, start, duration) of each event on a line.
     fn events(p: &Plane, l: &Line) -> Vec<(String, i64, i64)> {
-        (0..l.len()).map(|i| (p.event_name(l.meta[i]).to_string(), l.start_ps(i), l.duration_ps(i))).collect()
+        (0..l.len()).map(|i| (p.event_name(l.meta(i)).to_string(), l.start_ps(i), l.duration_ps(i))).collect()
     }
 
     fn stat(p: &Plane, l: &Line, i: usize, name: &str) -> Option<StatValue> {

@@ -258,7 +258,10 @@ fn decode_plane(source: &Arc<Source>, range: Range<usize>, progress: &Progress) 
         let first = plane.meta_stats.len() as u32;
         plane.event_meta.push(EventMeta { id: -1, stats: first..first, ..Default::default() });
         for line in &mut plane.lines {
-            line.meta.iter_mut().filter(|m| **m == UNKNOWN_META).for_each(|m| *m = idx);
+            if line.metas.iter().any(|m| m == i64::from(UNKNOWN_META)) {
+                let unknown = i64::from(UNKNOWN_META);
+                line.metas = line.metas.iter().map(|m| if m == unknown { i64::from(idx) } else { m }).collect();
+            }
         }
     }
     Ok(plane)
@@ -383,7 +386,7 @@ fn decode_line(
     let mut line = Line {
         starts: Column::with_capacity(head / EVENT_BYTES_TYPICAL),
         durations: Column::with_capacity(head / EVENT_BYTES_TYPICAL),
-        meta: Vec::with_capacity(head / EVENT_BYTES_TYPICAL),
+        metas: Column::with_capacity(head / EVENT_BYTES_TYPICAL),
         stat_start: Column::with_capacity(head / EVENT_BYTES_TYPICAL + 1),
         stats: Vec::with_capacity(head / STAT_BYTES_TYPICAL),
         ..Default::default()
@@ -406,7 +409,7 @@ fn decode_line(
             let (events, stats) = (more(line.len()), more(line.stat_count()));
             line.starts.reserve_exact(events);
             line.durations.reserve_exact(events);
-            line.meta.reserve_exact(events);
+            line.metas.reserve_exact(events);
             line.stat_start.reserve_exact(events);
             line.stats.reserve_exact(stats);
         }
@@ -445,7 +448,7 @@ fn decode_line(
                 }
                 line.starts.push(offset);
                 line.durations.push(dur);
-                line.meta.push(meta);
+                line.metas.push(i64::from(meta));
                 line.stat_start.push(line.stat_count() as i64);
             }
             _ => lw.skip(wt)?,
@@ -454,7 +457,7 @@ fn decode_line(
     source.release(released..r.end);
     line.starts.shrink_to_fit();
     line.durations.shrink_to_fit();
-    line.meta.shrink_to_fit();
+    line.metas.shrink_to_fit();
     line.stat_start.shrink_to_fit();
     line.stats.shrink_to_fit();
     line.wide.shrink_to_fit();
