@@ -118,7 +118,8 @@ impl Column {
 
     /// Moves the full tail into a block.
     fn seal(&mut self) {
-        let (min, max) = self.tail.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        let tail: &[i64; BLOCK] = self.tail.as_slice().try_into().expect("a full tail");
+        let (min, max) = (*tail.iter().min().unwrap_or(&0), *tail.iter().max().unwrap_or(&0));
         let spread = max.abs_diff(min);
         let w = (u64::BITS - spread.leading_zeros()).div_ceil(8) as usize;
         let pos = self.packed.len() - PAD;
@@ -135,12 +136,48 @@ impl Column {
         self.packed.resize(pos + need + PAD, 0);
         // Whole words: the bytes past a distance's width are zero, and the next
         // distance or the padding is written over them.
+        let out = &mut self.packed[pos..pos + need + PAD];
         for (k, &v) in self.tail.iter().enumerate() {
-            let at = pos + k * w;
-            self.packed[at..at + 8].copy_from_slice(&v.abs_diff(min).to_le_bytes());
+            // SAFETY: k * w + 8 <= (BLOCK - 1) * w + 8 <= need + PAD = out.len().
+            unsafe { out.as_mut_ptr().add(k * w).cast::<u64>().write_unaligned(v.abs_diff(min).to_le()) };
         }
         self.blocks.push(Block { base: min, at: (pos as u64) << 4 | w as u64 });
         self.tail.clear();
+    }
+
+    /// Removes and returns the last value.
+    pub fn pop(&mut self) -> Option<i64> {
+        if self.tail.is_empty() {
+            // Unpack the last block into the tail; its bytes become the padding.
+            let b = self.blocks.pop()?;
+            self.tail.extend((0..BLOCK).map(|k| {
+                let at = b.pos() + k * b.width();
+                let mut word = [0u8; 8];
+                word[..b.width()].copy_from_slice(&self.packed[at..at + b.width()]);
+                b.base.wrapping_add(u64::from_le_bytes(word) as i64)
+            }));
+            self.packed.truncate(b.pos());
+            self.packed.resize(b.pos() + PAD, 0);
+        }
+        self.tail.pop()
+    }
+
+    /// Appends `other`'s values. Cheap (its blocks are moved as they are) when this
+    /// column's length is a multiple of [`BLOCK`]; value by value otherwise.
+    pub fn append(&mut self, other: Column) {
+        if !self.tail.is_empty() {
+            for v in other.iter() {
+                self.push(v);
+            }
+            return;
+        }
+        let moved = ((self.packed.len() - PAD) as u64) << 4;
+        self.packed.truncate(self.packed.len() - PAD);
+        // `other.packed` ends in its own padding.
+        self.packed.extend_from_slice(&other.packed);
+        self.blocks.extend(other.blocks.iter().map(|b| Block { base: b.base, at: b.at + moved }));
+        self.tail = other.tail;
+        self.expect = self.expect.max(self.len());
     }
 
     /// Frees spare capacity.
@@ -319,6 +356,30 @@ mod tests {
         assert_eq!(widths, [2, 8, 1, 1, 4, 5]);
         let same: Column = std::iter::repeat_n(-7, BLOCK + 1).collect();
         assert_eq!((same.blocks[0].width(), same.get(BLOCK - 1), same.get(BLOCK)), (0, -7, -7));
+    }
+
+    #[test]
+    fn appending_and_popping_keep_the_values() {
+        let v = awkward();
+        for cut in [0, 1, BLOCK - 1, BLOCK, 3 * BLOCK, 3 * BLOCK + 2, v.len()] {
+            let mut a: Column = v[..cut].iter().copied().collect();
+            a.append(v[cut..].iter().copied().collect());
+            assert_eq!(a.to_vec(), v, "cut at {cut}");
+            // Still appendable after the move, and pops back to empty in order.
+            a.push(9);
+            assert_eq!(a.len(), v.len() + 1);
+            let mut back = Vec::new();
+            while let Some(x) = a.pop() {
+                back.push(x);
+                assert_eq!(a.len(), v.len() + 1 - back.len());
+                if let Some(i) = a.len().checked_sub(1) {
+                    let want = if i < v.len() { v[i] } else { 9 };
+                    assert_eq!(a.get(i), want, "after a pop, cut at {cut}");
+                }
+            }
+            back.reverse();
+            assert_eq!(back[..v.len()], v[..]);
+        }
     }
 
     #[test]

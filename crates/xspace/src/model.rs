@@ -287,6 +287,12 @@ impl PackedStat {
         }
     }
 
+    /// For a wide stat: whether it is held in `Wide::nums` (else in `Wide::stats`).
+    #[inline]
+    fn wide_number(self) -> bool {
+        (self.0 >> 1) & 7 <= 2 && (self.0 >> 4) & PACKED_META_NONE != PACKED_META_NONE
+    }
+
     /// The stat, reading `wide` for one held there.
     #[inline]
     fn unpack(self, wide: &Wide) -> Stat {
@@ -301,9 +307,9 @@ impl PackedStat {
                 (Some(&v), _) => Stat::new(meta, StatValue::I64(v as i64)),
                 (None, _) => missing,
             };
-            return match kind {
-                0..=2 if u64::from(meta) != PACKED_META_NONE => number(wide.nums.get(payload as usize)),
-                _ => wide.stats.get(payload as usize).copied().unwrap_or(missing),
+            return match self.wide_number() {
+                true => number(wide.nums.get(payload as usize)),
+                false => wide.stats.get(payload as usize).copied().unwrap_or(missing),
             };
         }
         let value = match kind {
@@ -479,6 +485,45 @@ impl Line {
                 }
             }
         }
+    }
+
+    /// Appends the events of `next`, the following part of the same line read
+    /// separately (its header fields, where set, win, as a later field would). Its
+    /// string stats must already point into the same arena ([`Line::rebase_arena`]).
+    /// Cheap when this part holds a multiple of [`BLOCK`](crate::column::BLOCK) events.
+    pub(crate) fn append_part(&mut self, mut next: Line) {
+        fn later<T: Default + PartialEq>(mine: &mut T, next: &mut T) {
+            if *next != T::default() {
+                *mine = std::mem::take(next);
+            }
+        }
+        later(&mut self.id, &mut next.id);
+        later(&mut self.display_id, &mut next.display_id);
+        later(&mut self.name, &mut next.name);
+        later(&mut self.display_name, &mut next.display_name);
+        later(&mut self.timestamp_ns, &mut next.timestamp_ns);
+        later(&mut self.line_duration_ps, &mut next.line_duration_ps);
+        // next's wide stats go after ours: move its indexes into that table.
+        let (nums, wides) = (self.wide.nums.len() as u64, self.wide.stats.len() as u64);
+        if !next.wide.nums.is_empty() || !next.wide.stats.is_empty() {
+            for s in &mut next.stats {
+                if s.0 & PACKED_WIDE != 0 {
+                    s.0 += (if s.wide_number() { nums } else { wides }) << 24;
+                }
+            }
+        }
+        self.wide.nums.extend_from_slice(&next.wide.nums);
+        self.wide.stats.extend_from_slice(&next.wide.stats);
+        // Both stat_start columns begin at 0 and end at their stat count.
+        let stat_base = self.stats.len() as i64;
+        self.stats.extend_from_slice(&next.stats);
+        drop(next.stats);
+        self.stat_start.pop();
+        next.stat_start.add_saturating(stat_base);
+        self.stat_start.append(next.stat_start);
+        self.starts.append(next.starts);
+        self.durations.append(next.durations);
+        self.metas.append(next.metas);
     }
 
     /// Reorders the events as `order` lists them (indexes of the current events).

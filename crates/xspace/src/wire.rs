@@ -250,6 +250,43 @@ mod tests {
     }
 
     #[test]
+    fn varints_of_every_length_read_back() {
+        fn encode(mut v: u64, out: &mut Vec<u8>) {
+            while v >= 0x80 {
+                out.push(v as u8 | 0x80);
+                v >>= 7;
+            }
+            out.push(v as u8);
+        }
+        // Every bit length, with all-ones, single-bit and mixed patterns.
+        let mut values = vec![0u64, u64::MAX];
+        for bits in 1..64 {
+            values.extend([1 << bits, (1 << bits) - 1, ((1 << bits) - 1) & 0x5A5A_A5A5_0F0F_F0F0 | 1 << (bits - 1)]);
+        }
+        let mut buf = Vec::new();
+        for &v in &values {
+            encode(v, &mut buf);
+        }
+        // Read with more bytes after each value (the unchecked loop) and alone, at the
+        // very end of the message (the checked loop).
+        let mut w = Wire::new(&buf);
+        for &v in &values {
+            assert_eq!(w.varint(), Ok(v));
+        }
+        assert!(w.done());
+        for &v in &values {
+            let mut one = Vec::new();
+            encode(v, &mut one);
+            let mut w = Wire::new(&one);
+            assert_eq!(w.varint(), Ok(v), "{v:#x} alone");
+            assert!(w.done());
+        }
+        // A varint cut by its message's end is an error, even with bytes after it.
+        let mut w = Wire::new(&[0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01]).sub(0..3);
+        assert!(w.varint().is_err());
+    }
+
+    #[test]
     fn length_past_end_is_an_error() {
         // field 1, LEN, length 100, but only 2 bytes follow.
         let mut w = Wire::new(&[0x0a, 100, 1, 2]);

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use crate::column::Column;
+use crate::column::{Column, BLOCK};
 use crate::error::{Error, Result};
 use crate::model::{
     EventMeta, Format, IdMap, Line, Plane, Progress, Source, Space, Span, Stat, StatMeta, StatValue, MAX_STAT_LEN,
@@ -34,6 +34,12 @@ const SIZE_SAMPLE_BYTES: usize = 1 << 20;
 
 /// Most events or stats reserved ahead for one line; beyond, the columns grow.
 const MAX_RESERVED: usize = 1 << 28;
+
+/// The key byte of an XLine's events (field 4, length-delimited).
+const EVENT_KEY: u8 = 4 << 3 | LEN;
+
+/// Lines shorter than this are never read in parts ([`decode_line_split`]).
+const SPLIT_LINE_BYTES: usize = 16 << 20;
 
 /// Dense index used for an event whose metadata id the plane does not define.
 const UNKNOWN_META: u32 = u32::MAX;
@@ -111,8 +117,11 @@ pub fn decode_xspace(source: Arc<Source>, host: &str, progress: &Progress) -> Re
     if plane_ranges.is_empty() && !buf.is_empty() && space.hostnames.is_empty() {
         return Err(DecodeError::NotXSpace);
     }
+    // A line longer than a thread's fair share of the file would keep the other
+    // threads waiting: such lines are read in parts.
+    let split_bytes = (buf.len() / rayon::current_num_threads()).max(SPLIT_LINE_BYTES);
     let planes: Vec<Result<Plane, WireError>> =
-        plane_ranges.into_par_iter().map(|r| decode_plane(&source, r, progress)).collect();
+        plane_ranges.into_par_iter().map(|r| decode_plane(&source, r, split_bytes, progress)).collect();
     space.planes = planes.into_iter().collect::<Result<_, _>>()?;
     if space.host.is_empty() {
         space.host = space.hostnames.first().cloned().unwrap_or_else(|| "localhost".into());
@@ -162,7 +171,12 @@ struct PlaneParts {
     stats: Vec<Range<usize>>,
 }
 
-fn decode_plane(source: &Arc<Source>, range: Range<usize>, progress: &Progress) -> WireResult<Plane> {
+fn decode_plane(
+    source: &Arc<Source>,
+    range: Range<usize>,
+    split_bytes: usize,
+    progress: &Progress,
+) -> WireResult<Plane> {
     let buf: &[u8] = source;
     let mut w = Wire::new(buf).sub(range);
     let mut parts = PlaneParts::default();
@@ -232,11 +246,11 @@ fn decode_plane(source: &Arc<Source>, range: Range<usize>, progress: &Progress) 
     }
     plane.arena = arena;
 
-    let decoded: Vec<WireResult<(Line, Vec<u8>, bool)>> = parts
+    let decoded: Vec<WireResult<Decoded>> = parts
         .lines
         .par_iter()
         .map(|r| {
-            let line = decode_line(&w, r.clone(), &event_ids, &stat_ids, source);
+            let line = decode_line(&w, r.clone(), split_bytes, &event_ids, &stat_ids, source);
             progress.add(r.len() as u64);
             line
         })
@@ -369,15 +383,108 @@ fn decode_stat_fields(w: &Wire, r: Range<usize>, stat_ids: &IdMap, arena: &mut V
     Ok(Stat::new(meta, value.unwrap_or(StatValue::I64(0))))
 }
 
-/// Decodes one XLine into columns. Returns the line, strings it had to make, and
-/// whether any event named a metadata id the plane lacks.
+/// A line decoded: the line, strings it had to make, and whether any event named a
+/// metadata id the plane lacks.
+type Decoded = (Line, Vec<u8>, bool);
+
+/// Decodes one XLine into columns, in parts when it is `split_bytes` or longer.
 fn decode_line(
+    w: &Wire,
+    r: Range<usize>,
+    split_bytes: usize,
+    event_ids: &IdMap,
+    stat_ids: &IdMap,
+    source: &Source,
+) -> WireResult<Decoded> {
+    let threads = rayon::current_num_threads();
+    let (mut line, arena, unknown) = if r.len() >= split_bytes && threads > 1 {
+        let part_bytes = (r.len() / (threads * 4)).max(SPLIT_LINE_BYTES / 4);
+        decode_line_split(w, r, part_bytes, event_ids, stat_ids, source)?
+    } else {
+        decode_line_part(w, r, event_ids, stat_ids, source)?
+    };
+    line.starts.shrink_to_fit();
+    line.durations.shrink_to_fit();
+    line.metas.shrink_to_fit();
+    line.stat_start.shrink_to_fit();
+    line.stats.shrink_to_fit();
+    line.wide.shrink_to_fit();
+    line.starts.add_saturating(line.timestamp_ns.saturating_mul(1000));
+    Ok((line, arena, unknown))
+}
+
+/// [`decode_line`] for a long line: its events are cut into parts of about
+/// `part_bytes` (a whole number of column blocks each), found by a quick walk over
+/// the event lengths, and the parts are read in parallel as the walk finds them, then
+/// joined. Any damage is met and reported by the part that reads it.
+fn decode_line_split(
+    w: &Wire,
+    r: Range<usize>,
+    part_bytes: usize,
+    event_ids: &IdMap,
+    stat_ids: &IdMap,
+    source: &Source,
+) -> WireResult<Decoded> {
+    let parts = std::sync::Mutex::new(Vec::new());
+    rayon::scope(|scope| {
+        let parts = &parts;
+        let read = |k: usize, part: Range<usize>| {
+            scope.spawn(move |_| {
+                let decoded = decode_line_part(w, part, event_ids, stat_ids, source);
+                parts.lock().unwrap_or_else(|e| e.into_inner()).push((k, decoded));
+            })
+        };
+        let bytes = w.slice(r.clone());
+        let (mut at, mut cut, mut events, mut k) = (0, 0, 0usize, 0);
+        while at < bytes.len() {
+            if events % BLOCK == 0 && at - cut >= part_bytes {
+                read(k, r.start + cut..r.start + at);
+                // The walk runs ahead of the readers: it leaves no pages behind.
+                source.release(r.start + cut..r.start + at);
+                (cut, k) = (at, k + 1);
+            }
+            // An event under 128 bytes: key 4/LEN, one length byte.
+            if let [EVENT_KEY, len @ 0..0x80, ..] = bytes[at..] {
+                at += 2 + len as usize;
+                events += 1;
+                continue;
+            }
+            let mut lw = w.sub(r.start + at..r.end);
+            match lw.key() {
+                Ok((4, LEN)) if lw.bytes(LEN).is_ok() => events += 1,
+                Ok((4, _)) | Err(_) => break,
+                Ok((_, wt)) if lw.skip(wt).is_ok() => {}
+                Ok(_) => break,
+            }
+            at = lw.pos() - r.start;
+        }
+        read(k, r.start + cut..r.end);
+    });
+    let mut parts = parts.into_inner().unwrap_or_else(|e| e.into_inner());
+    parts.sort_unstable_by_key(|p| p.0);
+    let mut parts = parts.into_iter().map(|p| p.1);
+    let (mut line, mut arena, mut unknown) = parts.next().expect("at least one part")?;
+    for part in parts {
+        let (mut next, next_arena, next_unknown) = part?;
+        if !next_arena.is_empty() {
+            next.rebase_arena(arena.len() as u64);
+            arena.extend_from_slice(&next_arena);
+        }
+        line.append_part(next);
+        unknown |= next_unknown;
+    }
+    Ok((line, arena, unknown))
+}
+
+/// Reads the fields in `r`, all or part of one XLine, into a line's columns, as
+/// written: the caller shifts the starts by the line's timestamp.
+fn decode_line_part(
     w: &Wire,
     r: Range<usize>,
     event_ids: &IdMap,
     stat_ids: &IdMap,
     source: &Source,
-) -> WireResult<(Line, Vec<u8>, bool)> {
+) -> WireResult<Decoded> {
     // Columns sized in two steps, so that they are neither copied to grow nor reserve
     // much more than they need: room for the first SIZE_SAMPLE_BYTES of the line at
     // small-event density, then, once that much is read, for the rest of the line at
@@ -455,13 +562,6 @@ fn decode_line(
         }
     }
     source.release(released..r.end);
-    line.starts.shrink_to_fit();
-    line.durations.shrink_to_fit();
-    line.metas.shrink_to_fit();
-    line.stat_start.shrink_to_fit();
-    line.stats.shrink_to_fit();
-    line.wide.shrink_to_fit();
-    line.starts.add_saturating(line.timestamp_ns.saturating_mul(1000));
     Ok((line, arena, unknown))
 }
 
@@ -497,6 +597,116 @@ mod tests {
             plane.extend(ld(6, &[&[0x08, 1][..], &ld(8, &gz.finish().unwrap())].concat()));
         }
         decode_xspace(Arc::new(Source::Owned(ld(1, &plane))), "h", &Progress::default()).unwrap()
+    }
+
+    fn gz(text: &[u8]) -> Vec<u8> {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(text).unwrap();
+        gz.finish().unwrap()
+    }
+
+    /// An XLine of `n` events of every shape: small and wide integer stats, floats,
+    /// strings, compressed strings, refs, unknown metadata ids, events over 128 bytes,
+    /// and header fields before, between and after the events.
+    fn mixed_line(n: u64) -> Vec<u8> {
+        let int = |field: u64, v: u64| {
+            let mut o = Vec::new();
+            varint(field << 3, &mut o);
+            varint(v, &mut o);
+            o
+        };
+        let mut line = [int(1, 7), ld(2, b"Stream #1")].concat();
+        for i in 0..n {
+            if i == n / 3 {
+                line.extend(int(9, 123_456)); // a header field among the events
+            }
+            let mut stats = Vec::new();
+            let meta = if i % 97 == 5 { 99 } else { 1 + i % 4 };
+            match i % 7 {
+                0 => stats.push([int(1, 1), int(3, i)].concat()),
+                1 => stats.push([int(1, 2), int(3, u64::MAX - i)].concat()), // wide
+                2 => stats.push([int(1, 1), int(4, (-(i as i64) << 45) as u64)].concat()), // wide I64
+                3 => {
+                    let mut f = int(1, 3);
+                    f.push(2 << 3 | 1);
+                    f.extend((i as f64 + 0.1).to_bits().to_le_bytes());
+                    stats.push(f);
+                    stats.push([int(1, 2), int(7, 1)].concat()); // ref
+                }
+                4 => stats.push([int(1, 1), ld(5, &vec![b'x'; (i % 300) as usize])].concat()), // long events too
+                5 => stats.push([int(1, 2), ld(8, &gz(format!("text {i}").as_bytes()))].concat()),
+                _ => {}
+            }
+            let mut ev = [int(1, meta), int(2, i * 1_000 + i % 13), int(3, (i % 50) * 10_000_000_000)].concat();
+            for st in stats {
+                ev.extend(ld(4, &st));
+            }
+            line.extend(ld(4, &ev));
+        }
+        line.extend([int(3, 1_000), ld(11, b"display")].concat());
+        line
+    }
+
+    fn ids(n: i64) -> IdMap {
+        let mut m = IdMap::with_entries(n as usize);
+        for id in 1..=n {
+            m.insert(id, id as u32 - 1);
+        }
+        m
+    }
+
+    /// Decodes `bytes` as one line, whole and in parts of `part_bytes`.
+    fn line_both_ways(bytes: Vec<u8>, part_bytes: usize) -> (WireResult<Decoded>, WireResult<Decoded>) {
+        let source = Source::Owned(bytes);
+        let w = Wire::new(&source);
+        let (events, stats) = (ids(4), ids(3));
+        let r = 0..source.len();
+        let whole = decode_line(&w, r.clone(), usize::MAX, &events, &stats, &source);
+        let split = decode_line_split(&w, r, part_bytes, &events, &stats, &source).map(|(mut line, arena, unknown)| {
+            line.starts.add_saturating(line.timestamp_ns.saturating_mul(1000));
+            (line, arena, unknown)
+        });
+        (whole, split)
+    }
+
+    #[test]
+    fn a_line_read_in_parts_equals_it_read_whole() {
+        let n = 2_000;
+        for part_bytes in [1, 200, 5_000, 40_000, usize::MAX] {
+            let (whole, split) = line_both_ways(mixed_line(n), part_bytes);
+            let ((a, a_arena, a_unknown), (b, b_arena, b_unknown)) = (whole.unwrap(), split.unwrap());
+            let head = |l: &Line| (l.id, l.name.clone(), l.display_name.clone(), l.timestamp_ns, l.line_duration_ps);
+            assert_eq!(head(&a), (7, "Stream #1".into(), "display".into(), 1_000, 123_456));
+            assert_eq!(head(&a), head(&b), "parts of {part_bytes}");
+            assert_eq!(a.len(), n as usize);
+            assert_eq!((a.starts.to_vec(), a.durations.to_vec()), (b.starts.to_vec(), b.durations.to_vec()));
+            assert_eq!(a.metas.to_vec(), b.metas.to_vec());
+            assert_eq!(a.stat_start.to_vec(), b.stat_start.to_vec());
+            for i in 0..a.len() {
+                assert_eq!(a.event_stats(i).collect::<Vec<_>>(), b.event_stats(i).collect::<Vec<_>>(), "event {i}");
+            }
+            assert_eq!((a_arena, a_unknown), (b_arena, b_unknown));
+            assert!(a_unknown);
+            assert_eq!(a.start_ps(1), 1_000_000 + 1_001);
+        }
+    }
+
+    #[test]
+    fn a_damaged_line_read_in_parts_fails_where_it_fails_whole() {
+        let good = mixed_line(500);
+        let mut bad_inner = good.clone();
+        // The 300th event's first key becomes a group start (wire type 3).
+        let at = good.windows(3).enumerate().filter(|(_, w)| w[0] == EVENT_KEY && w[2] == 0x08).nth(300).unwrap().0;
+        bad_inner[at + 2] = 0x0b;
+        let cases = [good[..good.len() - 3].to_vec(), bad_inner, [&good[..], &[EVENT_KEY, 0xff, 0x01]].concat()];
+        for (k, bytes) in cases.into_iter().enumerate() {
+            for part_bytes in [1, 700, 9_000] {
+                let (whole, split) = line_both_ways(bytes.clone(), part_bytes);
+                let (whole, split) = (whole.map(|d| d.0.len()), split.map(|d| d.0.len()));
+                assert!(whole.is_err(), "case {k}");
+                assert_eq!(whole, split, "case {k}, parts of {part_bytes}");
+            }
+        }
     }
 
     #[test]
