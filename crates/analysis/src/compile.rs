@@ -97,10 +97,7 @@ pub fn compile(profile: &Profile) -> Compile {
         for line in &plane.lines {
             let mut pending_lowering: Option<(i64, i64)> = None;
             let mut outer_end = i64::MIN;
-            for i in 0..line.len() {
-                if !compile_meta.get(line.meta(i) as usize).copied().unwrap_or(false) {
-                    continue;
-                }
+            for i in line.events_with_meta(&compile_meta) {
                 let name = plane.event_name(line.meta(i));
                 let (lo, hi) = (line.start_ps(i), line.end_ps(i));
                 if lo < outer_end {
@@ -176,10 +173,7 @@ fn named_compiles(plane: &Plane) -> Vec<(i64, &str)> {
     let mut out = Vec::new();
     let compiler_meta = plane.meta_mask(|ev| ev.contains("Compiler") || ev.contains("Compile"));
     for line in &plane.lines {
-        for i in 0..line.len() {
-            if !compiler_meta.get(line.meta(i) as usize).copied().unwrap_or(false) {
-                continue;
-            }
+        for i in line.events_with_meta(&compiler_meta) {
             for &k in &keys {
                 let Some(v) = plane.event_stat(line, i, k).and_then(|s| plane.stat_str(&s)) else { continue };
                 if v.starts_with("jit_") || v.starts_with("pmap_") || v.starts_with("xmap_") {

@@ -10,11 +10,11 @@
 //! `untracked_at_peak_bytes`.
 
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use serde::Serialize;
 use stepscope_xspace::pprof::{Frame, Pprof};
-use stepscope_xspace::{Line, Plane, Space, Stat};
+use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
 
 use crate::cache::FastMap;
 use crate::profile::Profile;
@@ -152,15 +152,13 @@ const K_NAMES: [&str; 13] = [
 struct Event<'a> {
     time_ps: i64,
     alloc: bool,
-    /// Index of the allocator's name in the host's list.
-    allocator: u32,
-    /// Place in the order the events were read.
+    /// Place in the order the host's allocator events were read.
     seq: u32,
     plane: &'a Plane,
     line: &'a Line,
     i: u32,
     /// The plane's stat-metadata index of each [`K`].
-    keys: Rc<[Option<u32>; 13]>,
+    keys: Arc<[Option<u32>; 13]>,
 }
 
 impl Event<'_> {
@@ -169,9 +167,6 @@ impl Event<'_> {
     }
     fn u64(&self, key: K) -> Option<u64> {
         self.get(key).and_then(|s| self.plane.stat_i64(&s)).map(|v| v.max(0) as u64)
-    }
-    fn f64(&self, key: K) -> Option<f64> {
-        self.get(key).and_then(|s| self.plane.stat_f64(&s))
     }
     fn text(&self, key: K) -> String {
         self.get(key).map(|s| self.plane.stat_display(&s)).unwrap_or_default()
@@ -190,13 +185,16 @@ pub fn memory_full(profile: &Profile) -> Memory {
 }
 
 fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max_points: usize) -> Memory {
-    let mut allocators = Vec::new();
-    for space in &profile.hosts {
-        let (events, groups) = events_by_allocator(space);
-        for (name, range) in groups {
-            allocators.push(replay(&space.host, name.to_string(), &events[range], top, max_points));
-        }
-    }
+    use rayon::prelude::*;
+    let groups: Vec<(&str, Allocator_)> = profile
+        .hosts
+        .par_iter()
+        .flat_map_iter(|space| events_by_allocator(space).into_iter().map(|g| (space.host.as_str(), g)))
+        .collect();
+    let mut allocators: Vec<Allocator> = groups
+        .into_par_iter()
+        .map(|(host, (name, events))| replay(host, name.to_string(), events.as_slice(), top, max_points))
+        .collect();
     allocators.sort_by(|a, b| b.peak_in_use_bytes.cmp(&a.peak_in_use_bytes).then_with(|| a.name.cmp(&b.name)));
     Memory {
         schema: "stepscope.memory/1",
@@ -211,13 +209,12 @@ fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max
 /// the host has no allocator of that name.
 pub fn live_at(profile: &Profile, host: &str, allocator: &str, time_ps: i64, top: usize) -> Option<LiveAt> {
     let space = profile.hosts.iter().find(|s| s.host == host)?;
-    let (all, groups) = events_by_allocator(space);
-    let (_, range) = groups.into_iter().find(|(n, _)| **n == *allocator)?;
-    let events = &all[range];
+    let (_, events) = events_by_allocator(space).into_iter().find(|(n, _)| **n == *allocator)?;
+    let events = &events[..];
     let n = events.partition_point(|e| e.time_ps <= time_ps);
-    let mut live: HashMap<u64, usize> = HashMap::new();
+    let mut live: FastMap<u64, usize> = FastMap::default();
     for (ix, e) in events[..n].iter().enumerate() {
-        apply(&mut live, ix, e);
+        apply(&mut live, ix, e.alloc, e.u64(K::Addr).unwrap_or(0));
     }
     let state = n.checked_sub(1).map(|ix| &events[ix]);
     let in_use_bytes = state.and_then(|e| e.u64(K::BytesAllocated)).unwrap_or(0);
@@ -259,44 +256,26 @@ pub struct LiveAt {
     pub live: Vec<LiveAllocation>,
 }
 
-/// An allocator's name and its events' range in the host's list.
-type Group = (Rc<str>, std::ops::Range<usize>);
+/// An allocator's name and its events.
+type Allocator_<'a> = (Arc<str>, Vec<Event<'a>>);
 
 /// A host's allocator events grouped by allocator (groups in order of their first
-/// event in time), each group sorted by time; the groups as ranges of the one list,
-/// which is sorted in place (no copy of the events).
-fn events_by_allocator(space: &Space) -> (Vec<Event<'_>>, Vec<Group>) {
-    let (mut events, names) = allocator_events(space);
-    // Each allocator's first event: earliest, then first read.
-    let mut first: Vec<(i64, u32)> = vec![(i64::MAX, u32::MAX); names.len()];
-    for e in &events {
-        let f = &mut first[e.allocator as usize];
-        *f = (*f).min((e.time_ps, e.seq));
+/// event in time), each group sorted by time.
+fn events_by_allocator(space: &Space) -> Vec<Allocator_<'_>> {
+    let mut groups = allocator_events(space);
+    for (_, events) in &mut groups {
+        // Read line by line, so a few runs already in time order at most: the stable
+        // sort merges them (and keeps read order among equal times).
+        events.sort_by_key(|e| e.time_ps);
     }
-    let mut by_first: Vec<usize> = (0..names.len()).collect();
-    by_first.sort_by_key(|&g| first[g]);
-    let mut rank = vec![0u32; names.len()];
-    for (r, &g) in by_first.iter().enumerate() {
-        rank[g] = r as u32;
-    }
-    // Keys are unique (seq): unstable sorting gives the one order, without scratch.
-    events.sort_unstable_by_key(|e| (rank[e.allocator as usize], e.time_ps, e.seq));
-    let mut groups = Vec::new();
-    let mut from = 0;
-    for g in by_first {
-        let to = from + events[from..].iter().take_while(|e| e.allocator as usize == g).count();
-        if to > from {
-            groups.push((names[g].clone(), from..to));
-        }
-        from = to;
-    }
-    (events, groups)
+    groups.sort_by_key(|(_, events)| events.first().map(|e| (e.time_ps, e.seq)));
+    groups
 }
 
-/// Applies event `ix` to the live set (address → allocating event).
-fn apply(live: &mut HashMap<u64, usize>, ix: usize, e: &Event) {
-    let addr = e.u64(K::Addr).unwrap_or(0);
-    if e.alloc {
+/// Applies event `ix`, an allocation or a free at `addr`, to the live set (address →
+/// allocating event).
+fn apply(live: &mut FastMap<u64, usize>, ix: usize, alloc: bool, addr: u64) {
+    if alloc {
         live.insert(addr, ix);
     } else {
         live.remove(&addr);
@@ -305,15 +284,30 @@ fn apply(live: &mut HashMap<u64, usize>, ix: usize, e: &Event) {
 
 /// The allocations made by events `ixs`, largest first, `top` kept, and the bytes of all.
 fn live_allocations(events: &[Event], ixs: &[usize], top: usize) -> (Vec<LiveAllocation>, u64) {
-    let mut rows: Vec<LiveAllocation> = ixs
+    // Sizes of all first; the text of the `top` listed only.
+    let mut keyed: Vec<(std::cmp::Reverse<u64>, i64, u64, usize)> = ixs
         .iter()
         .map(|&ix| {
             let e = &events[ix];
+            let bytes = e.u64(K::AllocationBytes).unwrap_or(0);
+            (std::cmp::Reverse(bytes), e.time_ps, e.u64(K::Addr).unwrap_or(0), ix)
+        })
+        .collect();
+    let tracked: u64 = keyed.iter().map(|k| k.0 .0).sum();
+    if keyed.len() > top {
+        keyed.select_nth_unstable(top);
+        keyed.truncate(top);
+    }
+    keyed.sort_unstable();
+    let rows = keyed
+        .into_iter()
+        .map(|(std::cmp::Reverse(bytes), allocated_at_ps, addr, ix)| {
+            let e = &events[ix];
             LiveAllocation {
-                bytes: e.u64(K::AllocationBytes).unwrap_or(0),
+                bytes,
                 requested_bytes: e.u64(K::RequestedBytes).unwrap_or(0),
-                allocated_at_ps: e.time_ps,
-                addr: e.u64(K::Addr).unwrap_or(0),
+                allocated_at_ps,
+                addr,
                 op: e.text(K::TfOp),
                 shape: e.text(K::Shape),
                 data_type: data_type_name(e.u64(K::DataType).unwrap_or(0)),
@@ -321,16 +315,11 @@ fn live_allocations(events: &[Event], ixs: &[usize], top: usize) -> (Vec<LiveAll
             }
         })
         .collect();
-    let tracked: u64 = rows.iter().map(|l| l.bytes).sum();
-    rows.sort_by(|x, y| {
-        y.bytes.cmp(&x.bytes).then(x.allocated_at_ps.cmp(&y.allocated_at_ps)).then(x.addr.cmp(&y.addr))
-    });
-    rows.truncate(top);
     (rows, tracked)
 }
 
 /// Every allocator event of a host, from any plane and line.
-fn allocator_events(space: &Space) -> (Vec<Event<'_>>, Vec<Rc<str>>) {
+fn allocator_events(space: &Space) -> Vec<Allocator_<'_>> {
     let device_prefix = if space.planes.iter().any(|p| p.name.starts_with("/device:TPU")) {
         "TPU"
     } else if space.planes.iter().any(|p| p.name.starts_with("/device:GPU")) {
@@ -338,10 +327,10 @@ fn allocator_events(space: &Space) -> (Vec<Event<'_>>, Vec<Rc<str>>) {
     } else {
         "device"
     };
-    let mut out = Vec::new();
-    // Allocator names, and their indexes by text.
-    let mut names: Vec<Rc<str>> = Vec::new();
+    // Per allocator (by index): its name and events; the indexes by name text.
+    let mut groups: Vec<Allocator_> = Vec::new();
     let mut ids: HashMap<String, u32> = HashMap::new();
+    let mut seq = 0u32;
     for plane in &space.planes {
         let kinds: Vec<Option<bool>> = plane
             .event_meta
@@ -355,27 +344,35 @@ fn allocator_events(space: &Space) -> (Vec<Event<'_>>, Vec<Rc<str>>) {
         if kinds.iter().all(Option::is_none) {
             continue;
         }
-        let keys = Rc::new(K_NAMES.map(|n| plane.stat_id(n)));
+        let keys = Arc::new(K_NAMES.map(|n| plane.stat_id(n)));
         let look = plane.stat_lookup([keys[K::AllocatorName as usize], keys[K::IndexOnHost as usize]]);
         // Allocator names looked up once: by name text, by index on host, else by what
         // the name stat displays as.
         let mut by_text: FastMap<&str, u32> = FastMap::default();
         let mut by_index: FastMap<Option<u64>, u32> = FastMap::default();
+        let mut last: Option<(&str, u32)> = None;
+        let any: Vec<bool> = kinds.iter().map(Option::is_some).collect();
         for line in &plane.lines {
-            for i in 0..line.len() {
-                let Some(Some(alloc)) = kinds.get(line.meta(i) as usize).copied() else { continue };
+            for i in line.events_with_meta(&any) {
+                let Some(alloc) = kinds[line.meta(i) as usize] else { continue };
                 let [name, index] = plane.stats_of(&look, line, i);
                 let mut id_of = |text: &str| match ids.get(text) {
                     Some(&id) => id,
                     None => {
-                        names.push(Rc::from(text));
-                        ids.insert(text.to_string(), names.len() as u32 - 1);
-                        names.len() as u32 - 1
+                        groups.push((Arc::from(text), Vec::new()));
+                        ids.insert(text.to_string(), groups.len() as u32 - 1);
+                        groups.len() as u32 - 1
                     }
                 };
                 let allocator = match name {
                     Some(s) => match plane.stat_str(&s) {
-                        Some(text) => *by_text.entry(text).or_insert_with(|| id_of(text)),
+                        // Events of one allocator usually come in runs.
+                        Some(text) if last.is_some_and(|(t, _)| t == text) => last.map_or(0, |(_, id)| id),
+                        Some(text) => {
+                            let id = *by_text.entry(text).or_insert_with(|| id_of(text));
+                            last = Some((text, id));
+                            id
+                        }
                         None => id_of(&plane.stat_display(&s)),
                     },
                     None => {
@@ -386,27 +383,24 @@ fn allocator_events(space: &Space) -> (Vec<Event<'_>>, Vec<Rc<str>>) {
                         })
                     }
                 };
-                out.push(Event {
+                groups[allocator as usize].1.push(Event {
                     time_ps: line.start_ps(i),
                     alloc,
-                    allocator,
-                    seq: out.len() as u32,
+                    seq,
                     plane,
                     line,
                     i: i as u32,
                     keys: keys.clone(),
                 });
+                seq += 1;
             }
         }
     }
-    (out, names)
+    groups
 }
 
 /// Replays one allocator's events (sorted by time).
 fn replay(host: &str, name: String, events: &[Event], top: usize, max_points: usize) -> Allocator {
-    let mut live: HashMap<u64, usize> = HashMap::new();
-    let mut peak_ix = 0usize;
-    let mut peak_live: Vec<usize> = Vec::new();
     let mut a = Allocator {
         host: host.to_string(),
         name,
@@ -424,29 +418,49 @@ fn replay(host: &str, name: String, events: &[Event], top: usize, max_points: us
         live_at_peak: Vec::new(),
         untracked_at_peak_bytes: 0,
     };
+    // The four stats read off every event, found in one pass over its stats.
+    const READ: [K; 4] = [K::Addr, K::BytesAllocated, K::PeakBytesInUse, K::Fragmentation];
+    let mut looks: Vec<(&Plane, StatLookup<4>)> = Vec::new();
+    let mut peak_ix = 0usize;
+    let mut addrs = Vec::with_capacity(events.len());
     let mut points = Vec::with_capacity(events.len());
     for (ix, e) in events.iter().enumerate() {
+        let look = match looks.iter().position(|(p, _)| std::ptr::eq(*p, e.plane)) {
+            Some(k) => &looks[k].1,
+            None => {
+                looks.push((e.plane, e.plane.stat_lookup(READ.map(|k| e.keys[k as usize]))));
+                &looks[looks.len() - 1].1
+            }
+        };
+        let [addr, in_use, peak, fragmentation] = e.plane.stats_of(look, e.line, e.i as usize);
+        let u64_of = |s: Option<Stat>| s.and_then(|s| e.plane.stat_i64(&s)).map_or(0, |v| v.max(0) as u64);
         if e.alloc {
             a.allocations += 1;
         } else {
             a.deallocations += 1;
         }
-        apply(&mut live, ix, e);
-        let in_use = e.u64(K::BytesAllocated).unwrap_or(0);
-        a.lifetime_peak_bytes = a.lifetime_peak_bytes.max(e.u64(K::PeakBytesInUse).unwrap_or(0));
-        a.max_fragmentation = a.max_fragmentation.max(e.f64(K::Fragmentation).unwrap_or(0.0));
+        addrs.push(u64_of(addr));
+        let in_use = u64_of(in_use);
+        a.lifetime_peak_bytes = a.lifetime_peak_bytes.max(u64_of(peak));
+        let fragmentation = fragmentation.and_then(|s| e.plane.stat_f64(&s)).unwrap_or(0.0);
+        a.max_fragmentation = a.max_fragmentation.max(fragmentation);
         points.push(MemoryPoint { time_ps: e.time_ps, in_use_bytes: in_use });
         if in_use > a.peak_in_use_bytes || ix == 0 {
             a.peak_in_use_bytes = in_use;
             a.peak_time_ps = e.time_ps;
+            a.fragmentation_at_peak = fragmentation;
             peak_ix = ix;
-            peak_live = live.values().copied().collect();
         }
     }
     if let Some(p) = events.get(peak_ix) {
-        a.fragmentation_at_peak = p.f64(K::Fragmentation).unwrap_or(0.0);
         a.capacity_bytes = p.u64(K::BytesAvailable).map(|av| av.saturating_add(a.peak_in_use_bytes));
     }
+    // The allocations live right after the peak's event.
+    let mut live: FastMap<u64, usize> = FastMap::default();
+    for (ix, e) in events.iter().enumerate().take(peak_ix + 1) {
+        apply(&mut live, ix, e.alloc, addrs[ix]);
+    }
+    let peak_live: Vec<usize> = live.into_values().collect();
     let (live_at_peak, tracked) = live_allocations(events, &peak_live, top);
     a.untracked_at_peak_bytes = a.peak_in_use_bytes.saturating_sub(tracked);
     a.live_at_peak = live_at_peak;

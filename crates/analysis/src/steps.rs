@@ -336,11 +336,7 @@ pub fn compile_intervals(space: &stepscope_xspace::Space) -> Intervals {
     let compile_meta = plane.meta_mask(is_compile_event);
     let mut iv = Vec::new();
     for line in &plane.lines {
-        for i in 0..line.len() {
-            if compile_meta.get(line.meta(i) as usize).copied().unwrap_or(false) {
-                iv.push((line.start_ps(i), line.end_ps(i)));
-            }
-        }
+        iv.extend(line.events_with_meta(&compile_meta).map(|i| (line.start_ps(i), line.end_ps(i))));
     }
     Intervals::new(iv)
 }

@@ -156,9 +156,10 @@ pub fn host_transfers(profile: &Profile, host_index: usize) -> (Intervals, Inter
         })
         .collect();
     let (mut h2d, mut d2h) = (Vec::new(), Vec::new());
+    let any: Vec<bool> = kind.iter().map(Option::is_some).collect();
     for line in &plane.lines {
-        for i in 0..line.len() {
-            match kind.get(line.meta(i) as usize).copied().flatten() {
+        for i in line.events_with_meta(&any) {
+            match kind[line.meta(i) as usize] {
                 Some(Class::HostToDevice) => h2d.push((line.start_ps(i), line.end_ps(i))),
                 Some(Class::DeviceToHost) => d2h.push((line.start_ps(i), line.end_ps(i))),
                 _ => {}

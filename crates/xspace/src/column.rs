@@ -244,6 +244,34 @@ impl Column {
         lo
     }
 
+    /// The smallest value (from the blocks' bases: cheap).
+    pub fn min(&self) -> Option<i64> {
+        self.blocks.iter().map(|b| b.base).chain(self.tail.iter().copied()).min()
+    }
+
+    /// Number of blocks [`Column::block`] reads: the full ones, then the tail.
+    pub fn block_count(&self) -> usize {
+        self.blocks.len() + 1
+    }
+
+    /// Block `b`'s values (the tail for `b == self.block_count() - 1`), unpacked into
+    /// `out`; the fast way to read a whole column.
+    pub fn block<'o>(&self, b: usize, out: &'o mut [i64; BLOCK]) -> &'o [i64] {
+        let Some(block) = self.blocks.get(b) else {
+            let n = self.tail.len();
+            out[..n].copy_from_slice(&self.tail);
+            return &out[..n];
+        };
+        let (w, pos) = (block.width(), block.pos());
+        let packed = &self.packed[pos..pos + BLOCK * w + PAD];
+        for (k, v) in out.iter_mut().enumerate() {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(&packed[k * w..k * w + 8]);
+            *v = block.base.wrapping_add((u64::from_le_bytes(word) & MASK[w & 15]) as i64);
+        }
+        out
+    }
+
     /// The values as a vector.
     pub fn to_vec(&self) -> Vec<i64> {
         self.iter().collect()
@@ -380,6 +408,18 @@ mod tests {
             back.reverse();
             assert_eq!(back[..v.len()], v[..]);
         }
+    }
+
+    #[test]
+    fn blocks_unpack_to_the_values() {
+        let v = awkward();
+        let c: Column = v.iter().copied().collect();
+        let mut out = [0; BLOCK];
+        let all: Vec<i64> = (0..c.block_count()).flat_map(|b| c.block(b, &mut out).to_vec()).collect();
+        assert_eq!(all, v);
+        assert_eq!(c.min(), v.iter().copied().min());
+        assert_eq!(Column::default().min(), None);
+        assert!(Column::default().block(0, &mut out).is_empty());
     }
 
     #[test]

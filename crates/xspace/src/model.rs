@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::column::Column;
+use crate::column::{Column, BLOCK};
 
 /// The bytes a profile was decoded from: a memory-mapped file or an owned buffer.
 pub enum Source {
@@ -490,7 +490,7 @@ impl Line {
     /// Appends the events of `next`, the following part of the same line read
     /// separately (its header fields, where set, win, as a later field would). Its
     /// string stats must already point into the same arena ([`Line::rebase_arena`]).
-    /// Cheap when this part holds a multiple of [`BLOCK`](crate::column::BLOCK) events.
+    /// Cheap when this part holds a multiple of [`BLOCK`] events.
     pub(crate) fn append_part(&mut self, mut next: Line) {
         fn later<T: Default + PartialEq>(mine: &mut T, next: &mut T) {
             if *next != T::default() {
@@ -550,6 +550,39 @@ impl Line {
     #[inline]
     pub fn end_ps(&self, i: usize) -> i64 {
         self.start_ps(i).saturating_add(self.duration_ps(i))
+    }
+
+    /// The events whose metadata `mask` marks (a [`Plane::meta_mask`]), in order:
+    /// much faster than testing [`Line::meta`] of each.
+    pub fn events_with_meta<'a>(&'a self, mask: &'a [bool]) -> impl Iterator<Item = usize> + 'a {
+        let mut metas = [0; BLOCK];
+        let any = mask.contains(&true);
+        let blocks = if any { self.metas.block_count() } else { 0 };
+        (0..blocks).flat_map(move |b| {
+            let mut hits = 0u64;
+            for (k, &m) in self.metas.block(b, &mut metas).iter().enumerate() {
+                hits |= u64::from(mask.get(m as usize).copied().unwrap_or(false)) << k;
+            }
+            std::iter::from_fn(move || {
+                (hits != 0).then(|| {
+                    let k = hits.trailing_zeros() as usize;
+                    hits &= hits - 1;
+                    b * BLOCK + k
+                })
+            })
+        })
+    }
+
+    /// Earliest event start and latest event end ([`Line::end_ps`]) of the line, ps.
+    pub fn time_span_ps(&self) -> Option<(i64, i64)> {
+        let first = self.starts.min()?;
+        let (mut starts, mut durations) = ([0; BLOCK], [0; BLOCK]);
+        let mut last = i64::MIN;
+        for b in 0..self.starts.block_count() {
+            let ends = self.starts.block(b, &mut starts).iter().zip(self.durations.block(b, &mut durations));
+            last = ends.fold(last, |hi, (&s, &d)| hi.max(s.saturating_add(d)));
+        }
+        Some((first, last))
     }
 
     /// The line's display name when set, else its name.
@@ -845,17 +878,8 @@ impl Plane {
 
     /// Earliest event start and latest event end over all lines, ps.
     pub fn time_span_ps(&self) -> Option<(i64, i64)> {
-        let mut span: Option<(i64, i64)> = None;
-        for line in &self.lines {
-            for i in 0..line.len() {
-                let (a, b) = (line.start_ps(i), line.end_ps(i));
-                span = Some(match span {
-                    None => (a, b),
-                    Some((lo, hi)) => (lo.min(a), hi.max(b)),
-                });
-            }
-        }
-        span
+        use rayon::prelude::*;
+        self.lines.par_iter().filter_map(Line::time_span_ps).reduce_with(|a, b| (a.0.min(b.0), a.1.max(b.1)))
     }
 }
 
@@ -1027,6 +1051,23 @@ mod tests {
         assert_eq!(line.event_stats(0).count(), values.len() - 10);
         assert_eq!(line.event_stats(1).next().map(|s| s.value()), Some(StatValue::I64(0)));
         assert_eq!(line.event_stats(2).count(), 0);
+    }
+
+    #[test]
+    fn events_with_meta_are_those_whose_meta_is_marked() {
+        let mut line = Line::default();
+        // Metadata indexes from narrow to wide blocks, and a partial tail.
+        for i in 0..(5 * BLOCK as u32 + 17) {
+            let meta = if i < 2 * BLOCK as u32 { i % 7 } else { (i * 2_654_435_761) % 300 };
+            line.push_event(i64::from(i), 1, meta, &[]);
+        }
+        let masks = [vec![], vec![false; 400], vec![true; 3], (0..400).map(|m| m % 3 == 1).collect::<Vec<_>>()];
+        for mask in masks {
+            let want: Vec<usize> =
+                (0..line.len()).filter(|&i| mask.get(line.meta(i) as usize).copied().unwrap_or(false)).collect();
+            assert_eq!(line.events_with_meta(&mask).collect::<Vec<_>>(), want);
+        }
+        assert_eq!(line.time_span_ps(), Some((0, 5 * BLOCK as i64 + 17)));
     }
 
     #[test]
