@@ -188,6 +188,9 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
 /// [`findings`] with the other analyses already made.
 pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inputs: &Inputs) -> Vec<Finding> {
     let steps = steps::steps(profile);
+    // The two passes over every device's timeline, side by side.
+    let (leading, (dispatches, by_module)) =
+        rayon::join(|| leading_idle(profile, &steps), || dispatches_per_step(profile, &steps));
     let mut out = Vec::new();
     let b = &s.breakdown;
     let step_pct = |ps: i64| pct(ps, b.step_ps);
@@ -361,7 +364,7 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
                 .into(),
         });
     }
-    let input = leading_idle(profile, &steps);
+    let input = leading;
     let input_pct = pct(sum_ps(input.iter().map(|(_, ps)| *ps)), sum_ps(steps.steps.iter().map(|s| s.duration_ps)));
     if input_pct > th.input_bound_pct {
         let mut worst = input.clone();
@@ -430,7 +433,6 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
                     .into(),
         });
     }
-    let (dispatches, by_module) = dispatches_per_step(profile, &steps);
     if dispatches > th.dispatches_per_step {
         out.push(Finding {
             rule: "many-dispatches",
@@ -827,11 +829,15 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
     for d in &devices {
         let w = windows(d.host);
         if let Some(line) = d.plane.line("XLA Modules") {
+            let mut by_meta: FastMap<u32, u64> = FastMap::default();
             for i in 0..line.len() {
                 if inside(&w, line.start_ps(i)) {
                     launches += 1;
-                    *per_module.entry(d.plane.event_name(line.meta(i)).to_string()).or_default() += 1;
+                    *by_meta.entry(line.meta(i)).or_default() += 1;
                 }
+            }
+            for (meta, n) in by_meta {
+                *per_module.entry(d.plane.event_name(meta).to_string()).or_default() += n;
             }
         } else {
             // XLA:CPU: one run_id per launch (kept with the op records; other devices

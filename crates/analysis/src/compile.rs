@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use stepscope_xspace::Plane;
 
-use crate::profile::{host_cpu_plane, Profile};
+use crate::profile::{host_cpu_plane, Device, Profile};
 use crate::steps::is_compile_event;
 
 /// The compilations of a run.
@@ -60,35 +60,8 @@ fn is_lowering(name: &str) -> bool {
 pub fn compile(profile: &Profile) -> Compile {
     let devices = profile.devices();
     let mut compiles = Vec::new();
-    for (hi, space) in profile.hosts.iter().enumerate() {
+    for (host_index, space) in profile.hosts.iter().enumerate() {
         let Some(plane) = host_cpu_plane(space) else { continue };
-        // Module first-run times on this host's devices, for compiles the compiler did not name.
-        let mut first_run: HashMap<&str, i64> = HashMap::new();
-        for d in devices.iter().filter(|d| d.host_index == hi) {
-            // Device planes name each module execution on their `XLA Modules` line.
-            if let Some(line) = d.plane.line("XLA Modules") {
-                for i in 0..line.len() {
-                    let e = first_run.entry(d.plane.event_name(line.meta(i))).or_insert(line.start_ps(i));
-                    *e = (*e).min(line.start_ps(i));
-                }
-            }
-            // Per interned module name first, then by name.
-            let ops = d.cached_ops();
-            let mut first: Vec<Option<i64>> = vec![None; ops.names.len()];
-            for r in &ops.recs {
-                let f = &mut first[r.module as usize];
-                let t = r.start_ps(d.plane);
-                *f = Some(f.map_or(t, |f| f.min(t)));
-            }
-            for (name, t) in
-                ops.names.iter().zip(first).filter_map(|(n, t)| Some((n, t?))).filter(|(n, _)| !n.is_empty())
-            {
-                let e = first_run.entry(name).or_insert(t);
-                *e = (*e).min(t);
-            }
-        }
-        let mut runs: Vec<(i64, &str)> = first_run.into_iter().map(|(m, t)| (t, m)).collect();
-        runs.sort_unstable();
         let named = named_compiles(plane);
         // (lowering start, lowering length, backend start, end) of each thread's
         // top-level compiles.
@@ -115,6 +88,8 @@ pub fn compile(profile: &Profile) -> Compile {
         // A compile inside another thread's compile (the compiler pool working for the
         // Python thread) is part of it.
         spans.sort_by(|a, b| a.2.cmp(&b.2).then(b.3.cmp(&a.3)));
+        // Only compiles the compiler did not name need this.
+        let mut runs: Option<Vec<(i64, &str)>> = None;
         let mut kept_end = i64::MIN;
         for (start, lowering, lo, hi) in spans {
             if hi <= kept_end {
@@ -123,10 +98,12 @@ pub fn compile(profile: &Profile) -> Compile {
             kept_end = hi;
             let (module, module_from) = match named.iter().find(|(t, _)| *t >= start && *t < hi) {
                 Some((_, m)) => (m.to_string(), "stat"),
-                None => match runs.iter().find(|(t, _)| *t >= hi) {
-                    Some((_, m)) => (m.to_string(), "next_run"),
-                    None => (String::new(), "unknown"),
-                },
+                None => {
+                    match runs.get_or_insert_with(|| first_runs(&devices, host_index)).iter().find(|(t, _)| *t >= hi) {
+                        Some((_, m)) => (m.to_string(), "next_run"),
+                        None => (String::new(), "unknown"),
+                    }
+                }
             };
             compiles.push(CompileEvent {
                 host: space.host.clone(),
@@ -164,6 +141,35 @@ pub fn compile(profile: &Profile) -> Compile {
         modules,
         compiles,
     }
+}
+
+/// When each module first ran on host `host_index`'s devices, in time order.
+fn first_runs<'a>(devices: &'a [Device], host_index: usize) -> Vec<(i64, &'a str)> {
+    let mut first_run: HashMap<&str, i64> = HashMap::new();
+    for d in devices.iter().filter(|d| d.host_index == host_index) {
+        // Device planes name each module execution on their `XLA Modules` line.
+        if let Some(line) = d.plane.line("XLA Modules") {
+            for i in 0..line.len() {
+                let e = first_run.entry(d.plane.event_name(line.meta(i))).or_insert(line.start_ps(i));
+                *e = (*e).min(line.start_ps(i));
+            }
+        }
+        // Per interned module name first, then by name.
+        let ops = d.cached_ops();
+        let mut first: Vec<Option<i64>> = vec![None; ops.names.len()];
+        for r in &ops.recs {
+            let f = &mut first[r.module as usize];
+            let t = r.start_ps(d.plane);
+            *f = Some(f.map_or(t, |f| f.min(t)));
+        }
+        for (name, t) in ops.names.iter().zip(first).filter_map(|(n, t)| Some((n, t?))).filter(|(n, _)| !n.is_empty()) {
+            let e = first_run.entry(name).or_insert(t);
+            *e = (*e).min(t);
+        }
+    }
+    let mut runs: Vec<(i64, &str)> = first_run.into_iter().map(|(m, t)| (t, m)).collect();
+    runs.sort_unstable();
+    runs
 }
 
 /// (start, module) of compile events that name their module in a `name` or `module`

@@ -269,7 +269,7 @@ fn chunk_rows<'a>(
     // Rows by this device's interned (name, module) ids, for the groupings that
     // need nothing else: no string hashing per occurrence.
     let mut by_ids: FastMap<(u32, u32), usize> = FastMap::default();
-    each_occurrence(d, hlo, range, |o| {
+    each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
         let ids = match by {
             GroupBy::Op => Some(o.ids),
             GroupBy::Module => Some((u32::MAX, o.ids.1)),
@@ -351,12 +351,14 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
 }
 
 /// Calls `f` with each of a device's op occurrences and its self time (per line, by
-/// nesting). Where the profile lacks `hlo_category` or `tf_op`, the module's HloProto
-/// supplies them (looked up once per program, module and op name).
+/// nesting), and its scope when `want_scope` (else the scope is empty). Where the
+/// profile lacks `hlo_category` or `tf_op`, the module's HloProto supplies them (looked
+/// up once per program, module and op name).
 fn each_occurrence<'a>(
     d: &Device<'a>,
     hlo: &HloModules,
     range: std::ops::Range<usize>,
+    want_scope: bool,
     mut f: impl FnMut(Occurrence<'a>),
 ) {
     type FromHlo = (Option<Arc<str>>, Option<Arc<str>>);
@@ -394,6 +396,7 @@ fn each_occurrence<'a>(
         let line = &d.plane.lines[ev.line as usize];
         let i = ev.index as usize;
         let [program, category, tf_op, flops, bytes] = d.plane.stats_of(&look, line, i);
+        let tf_op = tf_op.filter(|_| want_scope);
         let num = |s: Option<stepscope_xspace::Stat>| {
             s.and_then(|s| d.plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok())
         };
@@ -406,7 +409,7 @@ fn each_occurrence<'a>(
         });
         let tf_op = tf_op.and_then(|s| d.plane.stat_str(&s));
         // (category, scope) from the HloProto, for what the stats lack.
-        let hlo_info = if category.is_none() || tf_op.is_none() {
+        let hlo_info = if category.is_none() || (want_scope && tf_op.is_none()) {
             let program = num(program);
             let rec = &ops.recs[at as usize];
             let at = match last[rec.name as usize] {
@@ -444,7 +447,7 @@ fn each_occurrence<'a>(
                 Some(key) => Text::Shared(scopes_by_stat.entry(key).or_insert_with(|| scope_of(t).into()).clone()),
                 None => Text::Shared(scopes.entry(t).or_insert_with(|| scope_of(t).into()).clone()),
             },
-            (None, Some((_, Some(s)))) => Text::Shared(s.clone()),
+            (None, Some((_, Some(s)))) if want_scope => Text::Shared(s.clone()),
             (None, _) => Text::Borrowed(""),
         };
         let rec = &ops.recs[at as usize];

@@ -305,20 +305,18 @@ fn span(r: Range<usize>) -> Span {
 /// then reads it, and reports what is wrong.
 #[inline]
 fn integer_stat(mut sw: Wire, stat_ids: &IdMap) -> Option<(u32, StatValue)> {
-    if sw.key().ok()? != (1, VARINT) {
+    if !sw.eat(1 << 3 | VARINT) {
         return None;
     }
     let meta = stat_ids.get(sw.varint().ok()? as i64).unwrap_or(UNKNOWN_META);
-    let (field, wt) = sw.key().ok()?;
-    if wt != VARINT {
+    let value = if sw.eat(3 << 3 | VARINT) {
+        StatValue::U64(sw.varint().ok()?)
+    } else if sw.eat(4 << 3 | VARINT) {
+        StatValue::I64(sw.varint().ok()? as i64)
+    } else if sw.eat(7 << 3 | VARINT) {
+        StatValue::Ref(stat_ids.get(sw.varint().ok()? as i64).unwrap_or(UNKNOWN_META))
+    } else {
         return None;
-    }
-    let v = sw.varint().ok()?;
-    let value = match field {
-        3 => StatValue::U64(v),
-        4 => StatValue::I64(v as i64),
-        7 => StatValue::Ref(stat_ids.get(v as i64).unwrap_or(UNKNOWN_META)),
-        _ => return None,
     };
     sw.done().then_some((meta, value))
 }
