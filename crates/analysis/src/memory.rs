@@ -186,7 +186,7 @@ pub fn memory_full(profile: &Profile) -> Memory {
 
 fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max_points: usize) -> Memory {
     use rayon::prelude::*;
-    let groups: Vec<(&str, Allocator_)> = profile
+    let groups: Vec<(&str, AllocatorEvents)> = profile
         .hosts
         .par_iter()
         .flat_map_iter(|space| events_by_allocator(space).into_iter().map(|g| (space.host.as_str(), g)))
@@ -257,11 +257,11 @@ pub struct LiveAt {
 }
 
 /// An allocator's name and its events.
-type Allocator_<'a> = (Arc<str>, Vec<Event<'a>>);
+type AllocatorEvents<'a> = (Arc<str>, Vec<Event<'a>>);
 
 /// A host's allocator events grouped by allocator (groups in order of their first
 /// event in time), each group sorted by time.
-fn events_by_allocator(space: &Space) -> Vec<Allocator_<'_>> {
+fn events_by_allocator(space: &Space) -> Vec<AllocatorEvents<'_>> {
     let mut groups = allocator_events(space);
     for (_, events) in &mut groups {
         // Read line by line, so a few runs already in time order at most: the stable
@@ -319,7 +319,7 @@ fn live_allocations(events: &[Event], ixs: &[usize], top: usize) -> (Vec<LiveAll
 }
 
 /// Every allocator event of a host, from any plane and line.
-fn allocator_events(space: &Space) -> Vec<Allocator_<'_>> {
+fn allocator_events(space: &Space) -> Vec<AllocatorEvents<'_>> {
     let device_prefix = if space.planes.iter().any(|p| p.name.starts_with("/device:TPU")) {
         "TPU"
     } else if space.planes.iter().any(|p| p.name.starts_with("/device:GPU")) {
@@ -328,7 +328,7 @@ fn allocator_events(space: &Space) -> Vec<Allocator_<'_>> {
         "device"
     };
     // Per allocator (by index): its name and events; the indexes by name text.
-    let mut groups: Vec<Allocator_> = Vec::new();
+    let mut groups: Vec<AllocatorEvents> = Vec::new();
     let mut ids: HashMap<String, u32> = HashMap::new();
     let mut seq = 0u32;
     for plane in &space.planes {
