@@ -1058,7 +1058,7 @@ mod tests {
         let mut line = Line::default();
         // Metadata indexes from narrow to wide blocks, and a partial tail.
         for i in 0..(5 * BLOCK as u32 + 17) {
-            let meta = if i < 2 * BLOCK as u32 { i % 7 } else { (i * 2_654_435_761) % 300 };
+            let meta = if i < 2 * BLOCK as u32 { i % 7 } else { i.wrapping_mul(2_654_435_761) % 300 };
             line.push_event(i64::from(i), 1, meta, &[]);
         }
         let masks = [vec![], vec![false; 400], vec![true; 3], (0..400).map(|m| m % 3 == 1).collect::<Vec<_>>()];
