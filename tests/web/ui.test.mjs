@@ -145,7 +145,9 @@ test('kernel table shows the GPU capture\'s kernels', async () => {
   const k = await api('kernels', { run: ROCM, top: 'all' });
   assert.ok(k.kernels.length > 0);
   await open(`kernels?run=${encodeURIComponent(ROCM)}`);
-  await page.waitForSelector('table.data tbody tr');
+  // The hash changes in the same page: wait for this table, not the op profile's rows.
+  await page.waitForSelector('table.data th[data-key=registers_per_thread]');
+  await page.waitForFunction(n => document.querySelectorAll('table.data tbody tr').length === n, k.kernels.length);
   assert.equal((await cellTexts(1)).length, k.kernels.length);
   await page.click('table.data th[data-key=count]');
   const launches = await cellTexts(5);
