@@ -149,6 +149,7 @@ pub fn collectives(profile: &Profile) -> Collectives {
         .par_iter()
         .map(|d| {
             let (fl, compute) = flights(d);
+            let mut compute = compute.cursor();
             fl.into_iter()
                 .map(|f| {
                     let overlapped = compute.overlap(f.lo, f.hi);

@@ -182,6 +182,7 @@ fn device_row(d: &Device, st: &steps::Steps) -> DeviceRow {
         windows
     };
     let window_ps = sum_ps(windows.iter().map(|(a, b)| b.saturating_sub(*a)));
+    let (mut busy, mut coll) = (busy.cursor(), coll.cursor());
     let busy_ps = sum_ps(windows.iter().map(|&(a, b)| busy.overlap(a, b)));
     let collective_ps = sum_ps(windows.iter().map(|&(a, b)| coll.overlap(a, b)));
     DeviceRow {

@@ -183,6 +183,18 @@ impl Intervals {
         // First span ending after lo, first span starting at or after hi.
         let first = self.spans.partition_point(|s| s.1 <= lo);
         let last = self.spans.partition_point(|s| s.0 < hi);
+        self.covered(first, last, lo, hi)
+    }
+
+    /// For many windows in time order ([`Cursor::overlap`]): each search starts where
+    /// the last one ended.
+    pub fn cursor(&self) -> Cursor<'_> {
+        Cursor { iv: self, first: 0, lo: i64::MIN }
+    }
+
+    /// Covered length within `[lo, hi)`, given the first span ending after `lo` and
+    /// the first starting at or after `hi`.
+    fn covered(&self, first: usize, last: usize, lo: i64, hi: i64) -> i64 {
         if first >= last {
             return 0;
         }
@@ -190,6 +202,49 @@ impl Intervals {
         let before = (i128::from(lo) - i128::from(self.spans[first].0)).max(0);
         let after = (i128::from(self.spans[last - 1].1) - i128::from(hi)).max(0);
         clamp_ps(total - before - after)
+    }
+}
+
+/// [`Intervals::overlap`] for a series of windows: fast when they come in time order
+/// (steps, a device's collectives), right in any order.
+pub struct Cursor<'a> {
+    iv: &'a Intervals,
+    /// The first span ending after `lo`, for the last window asked.
+    first: usize,
+    lo: i64,
+}
+
+impl Cursor<'_> {
+    /// Covered length within `[lo, hi)`.
+    pub fn overlap(&mut self, lo: i64, hi: i64) -> i64 {
+        let spans = &self.iv.spans;
+        if hi <= lo || spans.is_empty() {
+            return 0;
+        }
+        // Spans before the last window's first end at or before its lo, so at or
+        // before this lo too when the windows go forward.
+        let from = if lo >= self.lo { self.first } else { 0 };
+        let first = gallop(spans, from, |s| s.1 <= lo);
+        (self.first, self.lo) = (first, lo);
+        // Spans before `first` end at or before lo < hi, so they start before hi.
+        let last = gallop(spans, first, |s| s.0 < hi);
+        self.iv.covered(first, last, lo, hi)
+    }
+}
+
+/// The first index at or after `from` where `pred` is false, when it is true for all
+/// of `spans[..from]` and then false from some index on: steps of 1, 2, 4, … from
+/// `from`, then a binary search in the last step.
+fn gallop(spans: &[(i64, i64)], from: usize, pred: impl Fn(&(i64, i64)) -> bool) -> usize {
+    let (mut lo, mut step) = (from, 1usize);
+    loop {
+        let probe = lo.saturating_add(step - 1);
+        if probe >= spans.len() || !pred(&spans[probe]) {
+            let hi = probe.min(spans.len());
+            return lo + spans[lo..hi].partition_point(&pred);
+        }
+        lo = probe + 1;
+        step = step.saturating_mul(2);
     }
 }
 
@@ -229,6 +284,21 @@ mod interval_tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn cursors_agree_with_overlap_forward_and_back() {
+        let mut raw: Vec<(i64, i64)> = (0..700).map(|i| (i * 10, i * 10 + 7)).collect();
+        raw.extend((0..60).map(|i| (i * 97 + 5, i * 97 + 12)));
+        let iv = Intervals::new(raw);
+        let windows: Vec<(i64, i64)> =
+            (-30i64..7100).step_by(37).map(|lo| (lo, lo + (lo.rem_euclid(9)) * 41)).collect();
+        // In time order, reversed, and jumping about; empty and inverted windows too.
+        let mut c = iv.cursor();
+        for &(lo, hi) in windows.iter().chain(windows.iter().rev()).chain(&[(5, 5), (9, 3), (i64::MIN, i64::MAX)]) {
+            assert_eq!(c.overlap(lo, hi), iv.overlap(lo, hi), "{lo}..{hi}");
+        }
+        assert_eq!(Intervals::default().cursor().overlap(0, 10), 0);
     }
 
     #[test]

@@ -76,10 +76,17 @@ fn find_and_measure(profile: &Profile) -> Steps {
         || devices.par_iter().map(busy_intervals).collect::<Vec<&Intervals>>(),
         || host_compile_intervals(profile),
     );
+    // Steps come in time order: each query starts where the last one ended.
+    let mut busy: Vec<_> = busy.iter().map(|b| b.cursor()).collect();
+    let mut compile: Vec<_> = compile.iter().map(|c| c.cursor()).collect();
     for step in &mut steps {
         let (lo, hi) = (step.start_ps, step.end_ps());
-        let on_host: Vec<i64> =
-            devices.iter().zip(&busy).filter(|(d, _)| d.host == step.host).map(|(_, b)| b.overlap(lo, hi)).collect();
+        let on_host: Vec<i64> = devices
+            .iter()
+            .zip(&mut busy)
+            .filter(|(d, _)| d.host == step.host)
+            .map(|(_, b)| b.overlap(lo, hi))
+            .collect();
         if !on_host.is_empty() {
             step.device_busy_ps = crate::stats::sum_ps(on_host.iter().copied()) / on_host.len() as i64;
         }

@@ -7,7 +7,7 @@ use crate::advise::{self, Finding, Thresholds};
 use crate::cache::FastMap;
 use crate::ops::{self, GroupBy, OpRow};
 use crate::profile::{host_cpu_plane, Device, DeviceKind, OpSource, Profile};
-use crate::stats::{sum_ps, Distribution, Intervals};
+use crate::stats::{sum_ps, Cursor, Distribution, Intervals};
 use crate::steps::{self, StepSource};
 
 /// What one average step spent its time on, ps. The parts add up to `step_ps`.
@@ -209,15 +209,16 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
 
     // Sum each part over steps (averaged over a step's devices), then divide by steps.
     let mut sum = Breakdown::default();
+    // Steps come in time order: each query starts where the last one ended.
+    let mut classes: Vec<[Cursor; 3]> = times.iter().map(|t| t.classes.each_ref().map(Intervals::cursor)).collect();
     for step in &steps.steps {
         let (lo, hi) = (step.start_ps, step.end_ps());
-        let here: Vec<&DeviceTime> = times.iter().filter(|t| t.host == step.host).collect();
+        let mut here: Vec<&mut [Cursor; 3]> =
+            times.iter().zip(&mut classes).filter(|(t, _)| t.host == step.host).map(|(_, c)| c).collect();
         let n = here.len().max(1) as i64;
-        let part = |f: &dyn Fn(&DeviceTime) -> i64| sum_ps(here.iter().map(|t| f(t))) / n;
+        let mut part = |class: usize| sum_ps(here.iter_mut().map(|c| c[class].overlap(lo, hi))) / n;
         let busy = step.device_busy_ps;
-        let coll = part(&|t| t.classes[0].overlap(lo, hi));
-        let h2d = part(&|t| t.classes[1].overlap(lo, hi));
-        let d2h = part(&|t| t.classes[2].overlap(lo, hi));
+        let (coll, h2d, d2h) = (part(0), part(1), part(2));
         let idle = step.duration_ps.saturating_sub(busy).max(0);
         let compile = step.compile_ps.min(idle);
         let (mut host_h2d, mut host_d2h) = (0, 0);
