@@ -118,8 +118,9 @@ impl Column {
 
     /// Moves the full tail into a block.
     fn seal(&mut self) {
-        let tail: &[i64; BLOCK] = self.tail.as_slice().try_into().expect("a full tail");
-        let (min, max) = (*tail.iter().min().unwrap_or(&0), *tail.iter().max().unwrap_or(&0));
+        // `push` seals a full tail only; as an array, its min and max vectorise.
+        let Some(tail) = self.tail.first_chunk::<BLOCK>() else { return };
+        let (min, max) = (tail.iter().copied().min().unwrap_or(0), tail.iter().copied().max().unwrap_or(0));
         let spread = max.abs_diff(min);
         let w = (u64::BITS - spread.leading_zeros()).div_ceil(8) as usize;
         let pos = self.packed.len() - PAD;
@@ -149,13 +150,10 @@ impl Column {
     pub fn pop(&mut self) -> Option<i64> {
         if self.tail.is_empty() {
             // Unpack the last block into the tail; its bytes become the padding.
+            let mut values = [0; BLOCK];
+            self.block(self.blocks.len().checked_sub(1)?, &mut values);
             let b = self.blocks.pop()?;
-            self.tail.extend((0..BLOCK).map(|k| {
-                let at = b.pos() + k * b.width();
-                let mut word = [0u8; 8];
-                word[..b.width()].copy_from_slice(&self.packed[at..at + b.width()]);
-                b.base.wrapping_add(u64::from_le_bytes(word) as i64)
-            }));
+            self.tail.extend_from_slice(&values);
             self.packed.truncate(b.pos());
             self.packed.resize(b.pos() + PAD, 0);
         }

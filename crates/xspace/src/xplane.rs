@@ -463,18 +463,22 @@ fn decode_line_split(
     });
     let mut parts = parts.into_inner().unwrap_or_else(|e| e.into_inner());
     parts.sort_unstable_by_key(|p| p.0);
-    let mut parts = parts.into_iter().map(|p| p.1);
-    let (mut line, mut arena, mut unknown) = parts.next().expect("at least one part")?;
-    for part in parts {
+    let mut joined: Option<Decoded> = None;
+    for (_, part) in parts {
         let (mut next, next_arena, next_unknown) = part?;
+        let Some((line, arena, unknown)) = &mut joined else {
+            joined = Some((next, next_arena, next_unknown));
+            continue;
+        };
         if !next_arena.is_empty() {
             next.rebase_arena(arena.len() as u64);
             arena.extend_from_slice(&next_arena);
         }
         line.append_part(next);
-        unknown |= next_unknown;
+        *unknown |= next_unknown;
     }
-    Ok((line, arena, unknown))
+    // The walk always hands out a last part, so there is at least one.
+    Ok(joined.unwrap_or_default())
 }
 
 /// Reads the fields in `r`, all or part of one XLine, into a line's columns, as
