@@ -29,6 +29,12 @@ pub const MAX_TILE_PX: u32 = 16_384;
 pub const MAX_SEARCH_MATCHES: usize = 10_000;
 /// Events a merged box's name is sampled from (its dominant name).
 const NAME_SAMPLES: usize = 16;
+/// A row keeps the start of every this many of its events beside their indexes, so a
+/// tile finds each pixel's first event mostly in that small array instead of probing
+/// the line's columns.
+const MARK_EVERY: usize = 4;
+/// Marks read one by one before galloping (see [`first_from`]).
+const SCAN_MARKS: usize = 64;
 
 /// Where a track's events live in the profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -45,10 +51,28 @@ pub struct Timeline {
 
 struct TrackIndex {
     at: TrackRef,
-    /// Event indexes per depth row, sorted by start; events on a row do not overlap.
-    rows: Vec<Vec<u32>>,
+    rows: Vec<Row>,
     start_ps: i64,
     end_ps: i64,
+}
+
+/// One depth row of a track, with what a tile reads of its events kept beside their
+/// indexes, so that drawing a long track does not wander over the line's columns.
+struct Row {
+    /// Event indexes, sorted by start; events on a row do not overlap.
+    events: Vec<u32>,
+    /// The start of events `0`, `MARK_EVERY`, `2 * MARK_EVERY`, …
+    marks: Vec<i64>,
+    /// Each event's metadata index, where all of the plane's fit 16 bits (else empty).
+    metas: Vec<u16>,
+}
+
+impl Row {
+    fn new(line: &Line, events: Vec<u32>, metas_fit: bool) -> Row {
+        let marks = events.iter().step_by(MARK_EVERY).map(|&i| line.start_ps(i as usize)).collect();
+        let metas = if metas_fit { events.iter().map(|&i| line.meta(i as usize) as u16).collect() } else { Vec::new() };
+        Row { events, marks, metas }
+    }
 }
 
 /// One track of the timeline (one line of one plane).
@@ -235,8 +259,10 @@ impl Timeline {
         let tracks = refs
             .into_par_iter()
             .map(|at| {
-                let line = &profile.hosts[at.host].planes[at.plane].lines[at.line];
-                let rows = index_line(line);
+                let plane = &profile.hosts[at.host].planes[at.plane];
+                let line = &plane.lines[at.line];
+                let metas_fit = plane.event_meta.len() <= usize::from(u16::MAX) + 1;
+                let rows = index_line(line).into_iter().map(|events| Row::new(line, events, metas_fit)).collect();
                 let start_ps = line.starts().iter().min().unwrap_or(0);
                 let end_ps = (0..line.len()).map(|i| end(line, i)).max().unwrap_or(0);
                 TrackIndex { at, rows, start_ps, end_ps }
@@ -305,6 +331,10 @@ impl Timeline {
             return Err(format!("px {px} is out of range 1..={MAX_TILE_PX}"));
         }
         let width = (end_ps as f64 - start_ps as f64) / px as f64;
+        // Rows side by side, then their boxes in row order.
+        let rows: Vec<Boxes> = (t.rows.par_iter().enumerate())
+            .map(|(depth, row)| row_boxes(line, row, depth as u32, start_ps, end_ps, px, width))
+            .collect();
         let mut tile = Tile {
             schema: "stepscope.timeline_tile/1",
             track: id,
@@ -312,7 +342,7 @@ impl Timeline {
             end_ps,
             px,
             ps_per_px: width,
-            events: 0,
+            events: rows.iter().map(|r| r.events).sum(),
             box_depth: Vec::new(),
             box_start_ps: Vec::new(),
             box_duration_ps: Vec::new(),
@@ -321,36 +351,16 @@ impl Timeline {
             box_index: Vec::new(),
             names: BTreeMap::new(),
         };
-        // Pixel column of a time, clamped to the window.
-        let pixel = |ts: i64| (((ts as f64 - start_ps as f64) / width).floor().max(0.0) as i64).min(px as i64);
-        // First time of pixel column `p`.
-        let pixel_start = |p: i64| start_ps.saturating_add((p as f64 * width).ceil() as i64);
-        for (depth, row) in t.rows.iter().enumerate() {
-            // Events on a row do not overlap: starts and ends are both sorted.
-            let mut k = row.partition_point(|&i| end(line, i as usize) <= start_ps);
-            let stop = row.partition_point(|&i| line.start_ps(i as usize) < end_ps);
-            // Zero-length events exactly at start_ps end there too; keep them.
-            while k > 0 && line.start_ps(row[k - 1] as usize) >= start_ps && dur(line, row[k - 1] as usize) == 0 {
-                k -= 1;
+        for r in rows {
+            tile.box_depth.extend(std::iter::repeat_n(r.depth, r.name.len()));
+            tile.box_start_ps.extend(r.start_ps);
+            tile.box_duration_ps.extend(r.duration_ps);
+            tile.box_count.extend(r.count);
+            tile.box_index.extend(r.index);
+            for &name in &r.name {
+                tile.names.entry(name).or_insert_with(|| shown_name(plane, name).to_string());
             }
-            while k < stop {
-                let i = row[k] as usize;
-                if dur(line, i) as f64 >= width {
-                    push_box(&mut tile, plane, line, depth, &row[k..k + 1]);
-                    k += 1;
-                    continue;
-                }
-                // Events starting in the same pixel column as this one: all but maybe
-                // the last are shorter than a pixel (they end before the next starts).
-                let next_px = pixel_start(pixel(line.start_ps(i)) + 1);
-                let mut j = gallop(row, k, stop, |e| line.start_ps(e as usize) < next_px);
-                j = j.max(k + 1);
-                if j - k > 1 && dur(line, row[j - 1] as usize) as f64 >= width {
-                    j -= 1;
-                }
-                push_box(&mut tile, plane, line, depth, &row[k..j]);
-                k = j;
-            }
+            tile.box_name.extend(r.name);
         }
         Ok(tile)
     }
@@ -487,11 +497,10 @@ impl Timeline {
     }
 }
 
-/// Appends one box covering the events `run` (consecutive on one row).
 /// `k + row[k..stop].partition_point(pred)` for a `pred` true then false along the
 /// row, found by galloping from `k`: an answer near `k` (the next pixel column's first
 /// event, usually close) costs a few probes instead of a search of the whole rest.
-fn gallop(row: &[u32], k: usize, stop: usize, pred: impl Fn(u32) -> bool) -> usize {
+fn gallop<T: Copy>(row: &[T], k: usize, stop: usize, pred: impl Fn(T) -> bool) -> usize {
     let (mut base, mut step) = (k, 1usize);
     loop {
         let probe = base.saturating_add(step);
@@ -507,33 +516,118 @@ fn gallop(row: &[u32], k: usize, stop: usize, pred: impl Fn(u32) -> bool) -> usi
     }
 }
 
-fn push_box(tile: &mut Tile, plane: &Plane, line: &Line, depth: usize, run: &[u32]) {
-    let (Some(&first), Some(&last)) = (run.first(), run.last()) else { return };
-    let start = line.start_ps(first as usize);
-    let name = if run.len() == 1 { line.meta(first as usize) } else { dominant(line, run) };
-    tile.box_depth.push(depth as u32);
-    tile.box_start_ps.push(start);
-    tile.box_duration_ps.push(end(line, last as usize).saturating_sub(start).max(0));
-    tile.box_name.push(name);
-    tile.box_count.push(run.len() as u64);
-    tile.box_index.push(first);
-    tile.events += run.len() as u64;
-    tile.names.entry(name).or_insert_with(|| shown_name(plane, name).to_string());
+/// One row's boxes in a tile, as columns.
+struct Boxes {
+    depth: u32,
+    start_ps: Vec<i64>,
+    duration_ps: Vec<i64>,
+    name: Vec<u32>,
+    count: Vec<u64>,
+    index: Vec<u32>,
+    events: u64,
 }
 
-/// The most frequent name among evenly spaced samples of `run`.
-fn dominant(line: &Line, run: &[u32]) -> u32 {
-    let n = run.len();
-    let step = n.div_ceil(NAME_SAMPLES).max(1);
-    let mut seen: Vec<(u32, u32)> = Vec::with_capacity(NAME_SAMPLES);
-    for k in (0..n).step_by(step) {
-        let m = line.meta(run[k] as usize);
-        match seen.iter_mut().find(|(x, _)| *x == m) {
+impl Boxes {
+    /// Appends one box covering the row's events `run` (consecutive).
+    fn push(&mut self, line: &Line, row: &Row, run: std::ops::Range<usize>) {
+        let events = &row.events[run.clone()];
+        let (Some(&first), Some(&last)) = (events.first(), events.last()) else { return };
+        let start = line.start_ps(first as usize);
+        self.start_ps.push(start);
+        self.duration_ps.push(end(line, last as usize).saturating_sub(start).max(0));
+        self.name.push(match row.metas.get(run) {
+            _ if events.len() == 1 => line.meta(first as usize),
+            Some(metas) => dominant(metas.iter().map(|&m| u32::from(m))),
+            None => dominant(events.iter().map(|&i| line.meta(i as usize))),
+        });
+        self.count.push(events.len() as u64);
+        self.index.push(first);
+        self.events += events.len() as u64;
+    }
+}
+
+/// The boxes of one depth row over `[start_ps, end_ps)` drawn `px` pixels of `width`
+/// ps wide.
+fn row_boxes(line: &Line, row: &Row, depth: u32, start_ps: i64, end_ps: i64, px: u32, width: f64) -> Boxes {
+    let mut out = Boxes {
+        depth,
+        start_ps: Vec::new(),
+        duration_ps: Vec::new(),
+        name: Vec::new(),
+        count: Vec::new(),
+        index: Vec::new(),
+        events: 0,
+    };
+    // Pixel column of a time, clamped to the window.
+    let pixel = |ts: i64| (((ts as f64 - start_ps as f64) / width).floor().max(0.0) as i64).min(px as i64);
+    // First time of pixel column `p`.
+    let pixel_start = |p: i64| start_ps.saturating_add((p as f64 * width).ceil() as i64);
+    let events = &row.events;
+    // Events on a row do not overlap: starts and ends are both sorted.
+    let mut k = events.partition_point(|&i| end(line, i as usize) <= start_ps);
+    let stop = events.partition_point(|&i| line.start_ps(i as usize) < end_ps);
+    // Zero-length events exactly at start_ps end there too; keep them.
+    while k > 0 && line.start_ps(events[k - 1] as usize) >= start_ps && dur(line, events[k - 1] as usize) == 0 {
+        k -= 1;
+    }
+    while k < stop {
+        let i = events[k] as usize;
+        if dur(line, i) as f64 >= width {
+            out.push(line, row, k..k + 1);
+            k += 1;
+            continue;
+        }
+        // Events starting in the same pixel column as this one: all but maybe the last
+        // are shorter than a pixel (they end before the next starts).
+        let next_px = pixel_start(pixel(line.start_ps(i)) + 1);
+        let mut j = first_from(line, row, k, stop, next_px);
+        j = j.max(k + 1);
+        if j - k > 1 && dur(line, events[j - 1] as usize) as f64 >= width {
+            j -= 1;
+        }
+        out.push(line, row, k..j);
+        k = j;
+    }
+    out
+}
+
+/// The first of the row's events `k..stop` that starts at or after `t` (`stop` when
+/// none does): the row's marks from `k` on, a few read in order and then galloping,
+/// then a search of the `MARK_EVERY` events between two marks.
+fn first_from(line: &Line, row: &Row, k: usize, stop: usize, t: i64) -> usize {
+    let marks = &row.marks;
+    // Marks before this one are at events up to k, which start before t.
+    let after = (k / MARK_EVERY + 1).min(marks.len());
+    // The next pixel's first event is usually a few dozen marks on: read them in
+    // order (one stream through memory) before galloping.
+    let near = marks.len().min(after + SCAN_MARKS);
+    let m = match marks[after..near].iter().position(|&s| s >= t) {
+        Some(p) => after + p,
+        None => gallop(marks, near, marks.len(), |s| s < t),
+    };
+    // Marks past `stop` may start before t too: the answer is never past `stop`.
+    let lo = k.max((m - 1) * MARK_EVERY).min(stop);
+    let hi = stop.min(m.saturating_mul(MARK_EVERY)).max(lo);
+    lo + row.events[lo..hi].partition_point(|&e| line.start_ps(e as usize) < t)
+}
+
+/// The most frequent of evenly spaced samples of a run's metadata indexes (of those
+/// seen as often, the last seen first; 0 for an empty run).
+fn dominant(metas: impl ExactSizeIterator<Item = u32>) -> u32 {
+    let step = metas.len().div_ceil(NAME_SAMPLES).max(1);
+    let mut seen = [(0u32, 0u32); NAME_SAMPLES];
+    let mut len = 0;
+    for m in metas.step_by(step) {
+        match seen[..len].iter_mut().find(|(x, _)| *x == m) {
             Some(e) => e.1 += 1,
-            None => seen.push((m, 1)),
+            None if len < NAME_SAMPLES => {
+                seen[len] = (m, 1);
+                len += 1;
+            }
+            None => {}
         }
     }
-    seen.iter().max_by_key(|(_, c)| *c).map_or(line.meta(run[0] as usize), |(m, _)| *m)
+    seen[..len].iter().max_by_key(|e| e.1).map_or(0, |e| e.0)
 }
 
 #[cfg(test)]
@@ -574,7 +668,7 @@ mod tests {
         let p = profile(&[(0, 100, 0), (10, 40, 1), (20, 10, 2), (60, 30, 1), (100, 10, 0)], &["a", "b", "c"]);
         let tl = Timeline::build(&p);
         let t = &tl.tracks[0];
-        assert_eq!(t.rows, vec![vec![0, 4], vec![1, 3], vec![2]]);
+        assert_eq!(t.rows.iter().map(|r| r.events.clone()).collect::<Vec<_>>(), vec![vec![0, 4], vec![1, 3], vec![2]]);
         let tracks = tl.tracks(&p);
         assert_eq!(tracks.tracks[0].depth, 3);
         assert_eq!((tracks.start_ps, tracks.end_ps, tracks.events), (0, 110, 5));
@@ -586,11 +680,11 @@ mod tests {
         let tl = Timeline::build(&p);
         let line = &p.hosts[0].planes[0].lines[0];
         for row in &tl.tracks[0].rows {
-            for w in row.windows(2) {
-                assert!(end(line, w[0] as usize) <= line.start_ps(w[1] as usize), "{row:?}");
+            for w in row.events.windows(2) {
+                assert!(end(line, w[0] as usize) <= line.start_ps(w[1] as usize), "{:?}", row.events);
             }
         }
-        let total: usize = tl.tracks[0].rows.iter().map(Vec::len).sum();
+        let total: usize = tl.tracks[0].rows.iter().map(|r| r.events.len()).sum();
         assert_eq!(total, 4);
     }
 
@@ -613,6 +707,35 @@ mod tests {
         assert_eq!(tile.box_count, vec![1; 20]);
         assert_eq!(tile.box_start_ps.first(), Some(&1000));
         assert_eq!(tile.names.len(), 3);
+    }
+
+    #[test]
+    fn marks_find_what_a_binary_search_finds() {
+        // 300 events on one row, starts 0, 10, 20, … with runs of equal starts.
+        let ev: Vec<(i64, i64, u32)> = (0..300).map(|k| ((k / 3) * 10, 0, 0)).collect();
+        let p = profile(&ev, &["a"]);
+        let tl = Timeline::build(&p);
+        let (t, line) = (&tl.tracks[0], &p.hosts[0].planes[0].lines[0]);
+        let row = &t.rows[0];
+        assert_eq!((row.events.len(), row.marks.len()), (300, 300usize.div_ceil(MARK_EVERY)));
+        for k in [0usize, 1, 15, 16, 17, 100, 287, 288, 299, 300] {
+            for stop in [k, (k + 1).min(300), (k + 40).min(300), 300] {
+                for cut in [-5i64, 0, 5, 10, 155, 160, 530, 990, 995, 1_000, 5_000] {
+                    let want = k + row.events[k..stop].partition_point(|&e| line.start_ps(e as usize) < cut);
+                    assert_eq!(first_from(line, row, k, stop, cut), want, "k {k} stop {stop} cut {cut}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn dominant_is_the_most_frequent_sample() {
+        assert_eq!(dominant([3u32, 5, 5, 3, 5].into_iter()), 5);
+        // Ties go to the name seen last, as before rows kept their names.
+        assert_eq!(dominant([1u32, 2, 2, 1].into_iter()), 2);
+        // 64 names: only every fourth is a sample (16 in all).
+        assert_eq!(dominant((0..64u32).map(|k| if k % 4 == 0 { 7 } else { 9 })), 7);
+        assert_eq!(dominant(std::iter::empty()), 0);
     }
 
     #[test]
