@@ -125,15 +125,6 @@ impl<'a> Wire<'a> {
         }
     }
 
-    /// Consumes the next byte when it is `b` (a one-byte field key the caller expects
-    /// next): the fast path for fields in their usual order.
-    #[inline(always)]
-    pub fn eat(&mut self, b: u8) -> bool {
-        let hit = self.pos < self.end && self.buf[self.pos] == b;
-        self.pos += usize::from(hit);
-        hit
-    }
-
     /// Reads a field key: (field number, wire type).
     #[inline]
     pub fn key(&mut self) -> WireResult<(u32, u8)> {

@@ -305,28 +305,66 @@ fn span(r: Range<usize>) -> Span {
 
 /// The usual stat, read straight through: metadata id, then one `uint64`, `int64` or
 /// `ref` value, nothing else. `None` for any other shape (or damage): the full reader
-/// then reads it, and reports what is wrong.
-#[inline]
-fn integer_stat(mut sw: Wire, stat_ids: &IdMap) -> Option<(u32, StatValue)> {
-    if !sw.eat(1 << 3 | VARINT) {
+/// then reads it, and reports what is wrong. Works on the stat's bytes with positions
+/// in registers: it runs once per stat, the most frequent message of a profile.
+#[inline(always)]
+fn integer_stat(b: &[u8], stat_ids: &IdMap) -> Option<(u32, StatValue)> {
+    let [KEY_META, rest @ ..] = b else { return None };
+    let (id, n) = small_varint(rest)?;
+    let [key, rest @ ..] = rest.get(n..)? else { return None };
+    let (v, n) = small_varint(rest)?;
+    if n != rest.len() {
         return None;
     }
-    let meta = stat_ids.get(sw.varint().ok()? as i64).unwrap_or(UNKNOWN_META);
-    let value = if sw.eat(3 << 3 | VARINT) {
-        StatValue::U64(sw.varint().ok()?)
-    } else if sw.eat(4 << 3 | VARINT) {
-        StatValue::I64(sw.varint().ok()? as i64)
-    } else if sw.eat(7 << 3 | VARINT) {
-        StatValue::Ref(stat_ids.get(sw.varint().ok()? as i64).unwrap_or(UNKNOWN_META))
-    } else {
-        return None;
+    let meta = stat_ids.get(id as i64).unwrap_or(UNKNOWN_META);
+    let value = match *key {
+        KEY_U64 => StatValue::U64(v),
+        KEY_I64 => StatValue::I64(v as i64),
+        KEY_REF => StatValue::Ref(stat_ids.get(v as i64).unwrap_or(UNKNOWN_META)),
+        _ => return None,
     };
-    sw.done().then_some((meta, value))
+    Some((meta, value))
+}
+
+/// Keys of an XEvent's metadata id, offset, duration (varints) and stats.
+const KEY_OFFSET: u8 = 2 << 3 | VARINT;
+const KEY_DURATION: u8 = 3 << 3 | VARINT;
+const KEY_STAT: u8 = 4 << 3 | LEN;
+
+/// Keys of an XStat's (and an XEvent's) metadata id and its integer values.
+const KEY_META: u8 = 1 << 3 | VARINT;
+const KEY_U64: u8 = 3 << 3 | VARINT;
+const KEY_I64: u8 = 4 << 3 | VARINT;
+const KEY_REF: u8 = 7 << 3 | VARINT;
+
+/// A varint at the start of `b` and its length, for [`integer_stat`]: one byte
+/// inline, longer ones out of line; `None` when it runs past `b` or past 64 bits.
+#[inline(always)]
+fn small_varint(b: &[u8]) -> Option<(u64, usize)> {
+    match b.first() {
+        Some(&x) if x < 0x80 => Some((u64::from(x), 1)),
+        _ => long_varint(b),
+    }
+}
+
+#[inline(never)]
+fn long_varint(b: &[u8]) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, &x) in b.iter().enumerate().take(10) {
+        if i == 9 && x > 1 {
+            return None;
+        }
+        value |= u64::from(x & 0x7f) << (7 * i);
+        if x < 0x80 {
+            return Some((value, i + 1));
+        }
+    }
+    None
 }
 
 /// Decodes one XStat message.
 fn decode_stat(w: &Wire, r: Range<usize>, stat_ids: &IdMap, arena: &mut Vec<u8>) -> WireResult<Stat> {
-    if let Some((meta, value)) = integer_stat(w.sub(r.clone()), stat_ids) {
+    if let Some((meta, value)) = integer_stat(w.slice(r.clone()), stat_ids) {
         return Ok(Stat::new(meta, value));
     }
     decode_stat_fields(w, r, stat_ids, arena)
@@ -536,8 +574,41 @@ fn decode_line_part(
             4 => {
                 let er = lw.bytes(wt)?;
                 let (mut offset, mut dur, mut meta_id) = (0i64, 0i64, 0i64);
-                let mut ew = w.sub(er);
-                while !ew.done() {
+                // The usual fields (one-byte keys, whole varints, stats that fit) are read
+                // from the event's bytes with the position in a register; anything else,
+                // damage included, by the general reader, field by field, which reports
+                // it where it always has.
+                let ev = w.slice(er.clone());
+                let mut at = 0;
+                while at < ev.len() {
+                    let key = ev[at];
+                    let field = small_varint(&ev[at + 1..]).and_then(|(v, n)| match key {
+                        KEY_META => Some((&mut meta_id, v, n)),
+                        KEY_OFFSET => Some((&mut offset, v, n)),
+                        KEY_DURATION => Some((&mut dur, v, n)),
+                        _ => None,
+                    });
+                    if let Some((slot, v, n)) = field {
+                        *slot = v as i64;
+                        at += 1 + n;
+                        continue;
+                    }
+                    if key == KEY_STAT {
+                        if let Some(sr) = small_varint(&ev[at + 1..]).and_then(|(len, n)| {
+                            let from = at + 1 + n;
+                            let to = from.checked_add(usize::try_from(len).ok()?)?;
+                            (to <= ev.len()).then_some(from..to)
+                        }) {
+                            let sr = er.start + sr.start..er.start + sr.end;
+                            match integer_stat(w.slice(sr.clone()), stat_ids) {
+                                Some((meta, value)) => line.push_stat_value(meta, value),
+                                None => line.push_stat(decode_stat_fields(w, sr.clone(), stat_ids, &mut arena)?),
+                            }
+                            at = sr.end - er.start;
+                            continue;
+                        }
+                    }
+                    let mut ew = w.sub(er.start + at..er.end);
                     let (f, wt) = ew.key()?;
                     match f {
                         1 => meta_id = ew.int(wt)?,
@@ -545,13 +616,14 @@ fn decode_line_part(
                         3 => dur = ew.int(wt)?,
                         4 => {
                             let sr = ew.bytes(wt)?;
-                            match integer_stat(w.sub(sr.clone()), stat_ids) {
+                            match integer_stat(w.slice(sr.clone()), stat_ids) {
                                 Some((meta, value)) => line.push_stat_value(meta, value),
                                 None => line.push_stat(decode_stat_fields(w, sr, stat_ids, &mut arena)?),
                             }
                         }
                         _ => ew.skip(wt)?,
                     }
+                    at = ew.pos() - er.start;
                 }
                 let meta = event_ids.get(meta_id).unwrap_or(UNKNOWN_META);
                 unknown |= meta == UNKNOWN_META;
@@ -643,6 +715,11 @@ mod tests {
                 _ => {}
             }
             let mut ev = [int(1, meta), int(2, i * 1_000 + i % 13), int(3, (i % 50) * 10_000_000_000)].concat();
+            if i % 11 == 3 {
+                // Fields the fast path leaves to the general reader: an unknown varint,
+                // a two-byte key, then the offset again (the last one counts).
+                ev.splice(0..0, [int(5, 77), ld(20, b"later"), int(2, 5)].concat());
+            }
             for st in stats {
                 ev.extend(ld(4, &st));
             }
@@ -692,7 +769,12 @@ mod tests {
             }
             assert_eq!((a_arena, a_unknown), (b_arena, b_unknown));
             assert!(a_unknown);
-            assert_eq!(a.start_ps(1), 1_000_000 + 1_001);
+            for i in 0..n as usize {
+                let (at, len) = (i as i64 * 1_000 + i as i64 % 13, (i as i64 % 50) * 10_000_000_000);
+                assert_eq!((a.start_ps(i), a.duration_ps(i)), (1_000_000 + at, len), "event {i}");
+                let meta = if i % 97 == 5 { UNKNOWN_META } else { (i % 4) as u32 };
+                assert_eq!(a.meta(i), meta, "event {i}");
+            }
         }
     }
 
