@@ -11,6 +11,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
+use stepscope_xspace::Stat;
+
 use crate::profile::{is_stream_line, Keys, Profile};
 
 /// The kernel stats of a run.
@@ -246,26 +248,30 @@ struct Acc {
 /// Computes the kernel stats of every GPU (any `/device:` plane with stream lines).
 pub fn kernels(profile: &Profile) -> Kernels {
     let mut groups: HashMap<Key, Acc> = HashMap::new();
+    let mut parsed: HashMap<&str, KernelDetails> = HashMap::new();
     let mut kernel_time_ps = 0i64;
     for space in &profile.hosts {
         for plane in space.planes.iter().filter(|p| p.name.starts_with("/device:")) {
             let keys = Keys::of(plane);
-            let Some(kd) = keys.kernel_details else { continue };
-            let text = |line, i, key: Option<u32>| {
-                key.and_then(|k| plane.event_stat(line, i, k)).and_then(|s| plane.stat_str(&s))
-            };
+            if keys.kernel_details.is_none() {
+                continue;
+            }
+            let look = plane.stat_lookup([keys.kernel_details, keys.hlo_op, keys.hlo_module]);
+            let text = |s: Option<Stat>| s.and_then(|s| plane.stat_str(&s));
             for line in plane.lines.iter().filter(|l| is_stream_line(l) && !l.is_counter) {
                 for i in 0..line.len() {
-                    let Some(details) = text(line, i, Some(kd)) else { continue };
-                    let d = parse_kernel_details(details);
+                    let [details, op, module] = plane.stats_of(&look, line, i);
+                    let Some(details) = text(details) else { continue };
+                    // Launches of one kernel repeat their details text: parsed once.
+                    let d = parsed.entry(details).or_insert_with(|| parse_kernel_details(details));
                     let key = Key {
                         name: plane.event_name(line.meta(i)),
                         grid: d.grid,
                         block: d.block,
                         regs: d.registers_per_thread,
                         shared: d.shared_mem_bytes(),
-                        op: text(line, i, keys.hlo_op).unwrap_or(""),
-                        module: text(line, i, keys.hlo_module).unwrap_or(""),
+                        op: text(op).unwrap_or(""),
+                        module: text(module).unwrap_or(""),
                     };
                     let dur = line.duration_ps(i).max(0);
                     kernel_time_ps = kernel_time_ps.saturating_add(dur);
