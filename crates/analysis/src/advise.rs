@@ -860,9 +860,12 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
                     }
                 });
                 if let Some(run) = run {
-                    if inside(&w, r.start_ps(d.plane)) && seen.insert((r.module, run), ()).is_none() {
-                        launches += 1;
-                        *launched.entry(r.module).or_default() += 1;
+                    if inside(&w, r.start_ps(d.plane)) {
+                        if seen.insert((r.module, run), ()).is_none() {
+                            launches += 1;
+                            *launched.entry(r.module).or_default() += 1;
+                        }
+                        // Counted now or on an earlier line: the rest of it adds nothing.
                         counted = Some((r.module, run));
                     }
                 }
