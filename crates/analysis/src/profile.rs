@@ -221,8 +221,8 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
     b.finish(if slot.source == OpSource::XlaOpsLine { RecValue::OpTime } else { RecValue::Nothing })
 }
 
-/// One line's XLA:CPU ops (events carrying `hlo_op`), split by `device_ordinal`,
-/// with names interned per line.
+/// The XLA:CPU ops (events carrying `hlo_op`) of a range of one line, split by
+/// `device_ordinal`, with names interned per range.
 struct LineOps<'a> {
     names: Interner<'a>,
     /// Per ordinal seen on the line: its ops, in line order. An op whose `hlo_op` is not
@@ -232,18 +232,29 @@ struct LineOps<'a> {
     roots: Vec<(i64, u32, u32)>,
 }
 
-/// The XLA:CPU ops of every line of `plane` (lines scanned in parallel).
+/// Events of a line scanned as one piece by [`host_ops`]: long lines are cut so both
+/// cores stay busy however the plane's events are spread over its lines. Debug builds
+/// (the tests' binaries) cut the small fixtures' lines too, so the joining of pieces is
+/// checked by every test that reads XLA:CPU ops.
+const HOST_SCAN_PIECE: usize = if cfg!(debug_assertions) { 1 << 10 } else { 1 << 18 };
+
+/// The XLA:CPU ops of every line of `plane`, in line order (pieces of lines scanned in
+/// parallel).
 fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
     let Some(op_key) = keys.hlo_op else { return Vec::new() };
     let look =
         plane.stat_lookup([Some(op_key), keys.hlo_module, keys.device_ordinal, keys.run_id, keys.step_num, keys.root]);
-    plane
-        .lines
-        .par_iter()
-        .enumerate()
-        .map(|(li, line)| {
+    let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
+        .flat_map(|(li, line)| {
+            (0..line.len()).step_by(HOST_SCAN_PIECE).map(move |at| (li, at..line.len().min(at + HOST_SCAN_PIECE)))
+        })
+        .collect();
+    pieces
+        .into_par_iter()
+        .map(|(li, range)| {
+            let line = &plane.lines[li];
             let mut out = LineOps { names: Interner::default(), by_ordinal: Vec::new(), roots: Vec::new() };
-            for i in 0..line.len() {
+            for i in range {
                 let [op, module, ordinal, run, step_num, root] = plane.stats_of(&look, line, i);
                 if let (Some(num), Some(_)) = (step_num, root) {
                     out.roots.push((plane.stat_i64(&num).unwrap_or(-1), li as u32, i as u32));
