@@ -11,7 +11,7 @@ use stepscope_xspace::{Span, StatValue};
 use serde::Serialize;
 
 use crate::cache::FastMap;
-use crate::profile::{Device, OpEvent, Profile};
+use crate::profile::{Device, Profile};
 use crate::stats::sum_ps;
 
 /// How to group op time.
@@ -96,7 +96,10 @@ impl std::hash::Hash for Text<'_> {
 
 /// What one op occurrence adds to its row.
 struct Occurrence<'a> {
-    ev: OpEvent<'a>,
+    name: &'a str,
+    module: &'a str,
+    /// The op's own time (see [`crate::OpEvent::op_ps`]).
+    op_ps: i64,
     /// The device's interned ids of the op's name and module.
     ids: (u32, u32),
     self_ps: i64,
@@ -161,7 +164,7 @@ impl<'a> Acc<'a> {
     }
 
     fn add(&mut self, o: &Occurrence<'a>) {
-        let op_ps = o.ev.op_ps;
+        let op_ps = o.op_ps;
         self.count += 1;
         self.total_ps = self.total_ps.saturating_add(op_ps);
         self.self_ps = self.self_ps.saturating_add(o.self_ps);
@@ -280,9 +283,9 @@ fn chunk_rows<'a>(
             return;
         }
         let key = match by {
-            GroupBy::Op => (Text::Borrowed(o.ev.name), o.ev.module),
+            GroupBy::Op => (Text::Borrowed(o.name), o.module),
             GroupBy::Category => (o.category.clone(), ""),
-            GroupBy::Module => (Text::Borrowed(o.ev.module), ""),
+            GroupBy::Module => (Text::Borrowed(o.module), ""),
             GroupBy::Scope => {
                 let c = match cut.get(&o.scope) {
                     Some(c) => c.clone(),
@@ -392,9 +395,10 @@ fn each_occurrence<'a>(
     let mut scopes: FastMap<&str, Arc<str>> = FastMap::default();
     let mut scopes_by_stat: FastMap<(bool, Span), Arc<str>> = FastMap::default();
     for (&at, self_ps) in order.iter().zip(self_ps) {
-        let ev = ops.event(d.plane, at as usize);
-        let line = &d.plane.lines[ev.line as usize];
-        let i = ev.index as usize;
+        let rec = &ops.recs[at as usize];
+        let (name, module) = (&*ops.names[rec.name as usize], &*ops.names[rec.module as usize]);
+        let line = &d.plane.lines[rec.line as usize];
+        let i = rec.index as usize;
         let [program, category, tf_op, flops, bytes] = d.plane.stats_of(&look, line, i);
         let tf_op = tf_op.filter(|_| want_scope);
         let num = |s: Option<stepscope_xspace::Stat>| {
@@ -411,15 +415,14 @@ fn each_occurrence<'a>(
         // (category, scope) from the HloProto, for what the stats lack.
         let hlo_info = if category.is_none() || (want_scope && tf_op.is_none()) {
             let program = num(program);
-            let rec = &ops.recs[at as usize];
             let at = match last[rec.name as usize] {
                 Some((p, m, at)) if p == program && m == rec.module => at,
                 _ => {
                     let at = *from_hlo.entry((program, rec.name, rec.module)).or_insert_with(|| {
-                        let module = program
+                        let hlo_module = program
                             .and_then(|p| hlo.by_program_id(p as i64))
-                            .or_else(|| hlo.by_name(ev.module).filter(|_| !ev.module.is_empty()));
-                        infos.push(match module.and_then(|m| m.instruction(ev.name).map(|(_, inst)| (m, inst))) {
+                            .or_else(|| hlo.by_name(module).filter(|_| !module.is_empty()));
+                        infos.push(match hlo_module.and_then(|m| m.instruction(name).map(|(_, inst)| (m, inst))) {
                             Some((m, inst)) => {
                                 let scope = scope_of(inst.op_name.split(';').next().unwrap_or(""));
                                 (Some(m.category(inst).into()), Some(scope.into()))
@@ -440,7 +443,7 @@ fn each_occurrence<'a>(
         let category = match (category, hlo_info) {
             (Some(c), _) => Text::Borrowed(c),
             (None, Some((Some(c), _))) => Text::Shared(c.clone()),
-            (None, _) => Text::Borrowed(category_from_name(ev.name)),
+            (None, _) => Text::Borrowed(category_from_name(name)),
         };
         let scope = match (tf_op, hlo_info) {
             (Some(t), _) => match tf_op_key {
@@ -450,9 +453,9 @@ fn each_occurrence<'a>(
             (None, Some((_, Some(s)))) if want_scope => Text::Shared(s.clone()),
             (None, _) => Text::Borrowed(""),
         };
-        let rec = &ops.recs[at as usize];
         let ids = (rec.name, rec.module);
-        f(Occurrence { ev, ids, self_ps, category, scope, flops: num(flops), bytes: num(bytes), peaks });
+        let op_ps = ops.op_ps(rec, d.plane);
+        f(Occurrence { name, module, op_ps, ids, self_ps, category, scope, flops: num(flops), bytes: num(bytes), peaks });
     }
 }
 
@@ -537,6 +540,7 @@ fn cut_scope(scope: &str, depth: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::OpEvent;
 
     #[test]
     fn scopes() {
