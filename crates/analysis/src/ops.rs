@@ -455,7 +455,18 @@ fn each_occurrence<'a>(
         };
         let ids = (rec.name, rec.module);
         let op_ps = ops.op_ps(rec, d.plane);
-        f(Occurrence { name, module, op_ps, ids, self_ps, category, scope, flops: num(flops), bytes: num(bytes), peaks });
+        f(Occurrence {
+            name,
+            module,
+            op_ps,
+            ids,
+            self_ps,
+            category,
+            scope,
+            flops: num(flops),
+            bytes: num(bytes),
+            peaks,
+        });
     }
 }
 

@@ -104,21 +104,35 @@ fn device_time(d: &Device) -> DeviceTime {
     // of (name id, category text, line, event metadata); the same as the op before
     // needs no lookup.
     let mut memo: FastMap<(u32, usize, usize, u32, u32), Option<Class>> = FastMap::default();
+    // An op whose event holds no category of its own takes its metadata's: its class
+    // then follows from (name id, line, event metadata) alone.
+    let mut by_meta: FastMap<(u32, u32, u32), Option<Class>> = FastMap::default();
     let mut last = None;
     for (i, r) in ops.recs.iter().enumerate() {
         let line = &d.plane.lines[r.line as usize];
-        let [category] = d.plane.stats_of(&look, line, r.index as usize);
-        let category = category.and_then(|s| d.plane.stat_str(&s)).unwrap_or("");
         let meta = line.meta(r.index as usize);
-        let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
-        let class = match last {
-            Some((k, c)) if k == key => c,
-            _ => {
-                let c = *memo.entry(key).or_insert_with(|| {
-                    let name = &*ops.names[r.name as usize];
-                    class_of(name, category, &line.name).or_else(|| class_of(d.plane.event_name(meta), "", ""))
-                });
-                last = Some((key, c));
+        let own = d.keys.hlo_category.is_some_and(|k| line.event_stats(r.index as usize).any(|s| s.meta() == k));
+        let known = if own { None } else { by_meta.get(&(r.name, r.line, meta)).copied() };
+        let class = match known {
+            Some(c) => c,
+            None => {
+                let [category] = d.plane.stats_of(&look, line, r.index as usize);
+                let category = category.and_then(|s| d.plane.stat_str(&s)).unwrap_or("");
+                let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
+                let c = match last {
+                    Some((k, c)) if k == key => c,
+                    _ => {
+                        let c = *memo.entry(key).or_insert_with(|| {
+                            let name = &*ops.names[r.name as usize];
+                            class_of(name, category, &line.name).or_else(|| class_of(d.plane.event_name(meta), "", ""))
+                        });
+                        last = Some((key, c));
+                        c
+                    }
+                };
+                if !own {
+                    by_meta.insert((r.name, r.line, meta), c);
+                }
                 c
             }
         };
