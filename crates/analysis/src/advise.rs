@@ -131,8 +131,7 @@ pub struct Advice {
 
 /// Runs every rule.
 pub fn advise(profile: &Profile, th: &Thresholds) -> Advice {
-    summary::warm(profile);
-    let (s, inputs) = rayon::join(|| summary::overview(profile, 10), || Inputs::gather(profile));
+    let (s, inputs) = summary::overview_and_inputs(profile, 10);
     Advice {
         schema: "stepscope.advise/1",
         run: profile.run.clone(),
@@ -151,11 +150,22 @@ pub(crate) struct Inputs {
 
 impl Inputs {
     pub(crate) fn gather(profile: &Profile) -> Inputs {
-        let ((compile, collectives), (devices, memory)) = rayon::join(
-            || rayon::join(|| compile::compile(profile), || collectives::collectives(profile)),
-            || rayon::join(|| devices::devices(profile), || memory::memory(profile, None, 3)),
-        );
+        let (memory, (compile, (collectives, devices))) =
+            rayon::join(|| memory::memory(profile, None, 3), || Inputs::others(profile));
         Inputs { compile, collectives, devices, memory }
+    }
+
+    /// The inputs, the memory analysis already made.
+    pub(crate) fn gather_with(profile: &Profile, memory: memory::Memory) -> Inputs {
+        let (compile, (collectives, devices)) = Inputs::others(profile);
+        Inputs { compile, collectives, devices, memory }
+    }
+
+    fn others(profile: &Profile) -> (compile::Compile, (collectives::Collectives, devices::Devices)) {
+        rayon::join(
+            || compile::compile(profile),
+            || rayon::join(|| collectives::collectives(profile), || devices::devices(profile)),
+        )
     }
 }
 

@@ -185,11 +185,17 @@ pub fn host_transfers(profile: &Profile, host_index: usize) -> (Intervals, Inter
 
 /// Builds the overview with its top findings; `top` ops are listed.
 pub fn summary(profile: &Profile, top: usize) -> Summary {
-    warm(profile);
-    let (mut s, inputs) = rayon::join(|| overview(profile, top), || advise::Inputs::gather(profile));
+    let (mut s, inputs) = overview_and_inputs(profile, top);
     s.findings = advise::findings_with(profile, &s, &Thresholds::default(), &inputs);
     s.findings.truncate(3);
     s
+}
+
+/// The overview and what the rules read besides, side by side. The memory analysis
+/// needs none of what [`warm`] builds: it runs meanwhile.
+pub(crate) fn overview_and_inputs(profile: &Profile, top: usize) -> (Summary, advise::Inputs) {
+    let ((), memory) = rayon::join(|| warm(profile), || crate::memory::memory(profile, None, 3));
+    rayon::join(|| overview(profile, top), || advise::Inputs::gather_with(profile, memory))
 }
 
 /// Builds, in parallel where they do not depend on each other, what most analyses
