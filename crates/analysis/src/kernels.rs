@@ -10,7 +10,6 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-
 use stepscope_xspace::Stat;
 
 use crate::profile::{is_stream_line, Keys, Profile};

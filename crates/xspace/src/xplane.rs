@@ -337,8 +337,9 @@ const KEY_U64: u8 = 3 << 3 | VARINT;
 const KEY_I64: u8 = 4 << 3 | VARINT;
 const KEY_REF: u8 = 7 << 3 | VARINT;
 
-/// A varint at the start of `b` and its length, for [`integer_stat`]: one byte
-/// inline, longer ones out of line; `None` when it runs past `b` or past 64 bits.
+/// A varint at the start of `b` and its length, for the readers that work on a
+/// message's bytes: one byte inline, longer ones out of line; `None` when it runs past
+/// `b` or past 64 bits.
 #[inline(always)]
 fn small_varint(b: &[u8]) -> Option<(u64, usize)> {
     match b.first() {
@@ -599,6 +600,8 @@ fn decode_line_part(
                             let to = from.checked_add(usize::try_from(len).ok()?)?;
                             (to <= ev.len()).then_some(from..to)
                         }) {
+                            // The general reader's arm for field 4, written out again:
+                            // as one shared function this loop ran 10 % slower.
                             let sr = er.start + sr.start..er.start + sr.end;
                             match integer_stat(w.slice(sr.clone()), stat_ids) {
                                 Some((meta, value)) => line.push_stat_value(meta, value),
