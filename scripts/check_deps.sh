@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Dependency checks for every Cargo.lock in the repository (the workspace, python/, fuzz/):
-#   - licences, bans and sources with cargo-deny (config: deny.toml), offline: everything
-#     they need is in the lock files and the cargo cache;
+#   - licences, bans and sources with cargo-deny (config: deny.toml), offline, after
+#     `cargo fetch` has put every locked package in the cargo cache;
 #   - advisories: cargo-deny against the RustSec database where it can be fetched
 #     (github.com/rustsec/advisory-db); where it cannot, scripts/check_yanked.py checks
 #     every pinned version against crates.io's index for yanked releases, and says so.
@@ -31,6 +31,14 @@ run() {
 
 manifests=(Cargo.toml python/Cargo.toml fuzz/Cargo.toml)
 for m in "${manifests[@]}"; do
+  # cargo-deny reads every locked package from the cargo cache, those of other
+  # platforms (r-efi) and of workspaces this machine never built (fuzz/) too: a fresh
+  # machine fetches them first.
+  if ! cargo fetch --locked --quiet --manifest-path "$m"; then
+    echo "cannot fetch the packages $m locks: check the network to crates.io, then run scripts/check_deps.sh again" >&2
+    failed=$((failed + 1))
+    continue
+  fi
   echo "-- cargo-deny licenses bans sources: $m"
   run "$deny" --offline --log-level error --manifest-path "$m" check licenses bans sources
 done
