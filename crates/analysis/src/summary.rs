@@ -2,9 +2,10 @@
 //! the run's environment. Its JSON is the baseline format `check` compares against.
 
 use serde::Serialize;
+use stepscope_xspace::Line;
 
 use crate::advise::{self, Finding, Thresholds};
-use crate::cache::FastMap;
+use crate::cache::{FastMap, OpRec};
 use crate::ops::{self, GroupBy, OpRow};
 use crate::profile::{host_cpu_plane, Device, DeviceKind, OpSource, Profile};
 use crate::stats::{sum_ps, Cursor, Distribution, Intervals};
@@ -100,40 +101,38 @@ fn device_time(d: &Device) -> DeviceTime {
     let mut classes: [Vec<(i64, i64)>; 3] = Default::default();
     let ops = d.cached_ops();
     let look = d.plane.stat_lookup([d.keys.hlo_category]);
-    // The class depends only on these texts: decide it once per distinct combination
-    // of (name id, category text, line, event metadata); the same as the op before
-    // needs no lookup.
-    let mut memo: FastMap<(u32, usize, usize, u32, u32), Option<Class>> = FastMap::default();
-    // An op whose event holds no category of its own takes its metadata's: its class
-    // then follows from (name id, line, event metadata) alone.
+    let category = |r: &OpRec, line: &Line| {
+        let [category] = d.plane.stats_of(&look, line, r.index as usize);
+        category.and_then(|s| d.plane.stat_str(&s)).unwrap_or("")
+    };
+    let class = |r: &OpRec, line: &Line, meta: u32, category: &str| {
+        class_of(&ops.names[r.name as usize], category, &line.name)
+            .or_else(|| class_of(d.plane.event_name(meta), "", ""))
+    };
+    // The class depends only on (name id, category text, line, event metadata). An op
+    // whose event holds no category of its own takes its metadata's, so (name id,
+    // line, metadata) decide it: remembered by that, the same as the op before needing
+    // no lookup. An op with a category of its own is remembered by its text.
     let mut by_meta: FastMap<(u32, u32, u32), Option<Class>> = FastMap::default();
+    let mut by_text: FastMap<(u32, usize, usize, u32, u32), Option<Class>> = FastMap::default();
     let mut last = None;
     for (i, r) in ops.recs.iter().enumerate() {
         let line = &d.plane.lines[r.line as usize];
         let meta = line.meta(r.index as usize);
         let own = d.keys.hlo_category.is_some_and(|k| line.event_stats(r.index as usize).any(|s| s.meta() == k));
-        let known = if own { None } else { by_meta.get(&(r.name, r.line, meta)).copied() };
-        let class = match known {
-            Some(c) => c,
-            None => {
-                let [category] = d.plane.stats_of(&look, line, r.index as usize);
-                let category = category.and_then(|s| d.plane.stat_str(&s)).unwrap_or("");
-                let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
-                let c = match last {
-                    Some((k, c)) if k == key => c,
-                    _ => {
-                        let c = *memo.entry(key).or_insert_with(|| {
-                            let name = &*ops.names[r.name as usize];
-                            class_of(name, category, &line.name).or_else(|| class_of(d.plane.event_name(meta), "", ""))
-                        });
-                        last = Some((key, c));
-                        c
-                    }
-                };
-                if !own {
-                    by_meta.insert((r.name, r.line, meta), c);
+        let class = if own {
+            let category = category(r, line);
+            let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
+            *by_text.entry(key).or_insert_with(|| class(r, line, meta, category))
+        } else {
+            let key = (r.name, r.line, meta);
+            match last {
+                Some((k, c)) if k == key => c,
+                _ => {
+                    let c = *by_meta.entry(key).or_insert_with(|| class(r, line, meta, category(r, line)));
+                    last = Some((key, c));
+                    c
                 }
-                c
             }
         };
         let at = match class {

@@ -517,6 +517,7 @@ fn gallop<T: Copy>(row: &[T], k: usize, stop: usize, pred: impl Fn(T) -> bool) -
 }
 
 /// One row's boxes in a tile, as columns.
+#[derive(Default)]
 struct Boxes {
     depth: u32,
     start_ps: Vec<i64>,
@@ -549,15 +550,7 @@ impl Boxes {
 /// The boxes of one depth row over `[start_ps, end_ps)` drawn `px` pixels of `width`
 /// ps wide.
 fn row_boxes(line: &Line, row: &Row, depth: u32, start_ps: i64, end_ps: i64, px: u32, width: f64) -> Boxes {
-    let mut out = Boxes {
-        depth,
-        start_ps: Vec::new(),
-        duration_ps: Vec::new(),
-        name: Vec::new(),
-        count: Vec::new(),
-        index: Vec::new(),
-        events: 0,
-    };
+    let mut out = Boxes { depth, ..Default::default() };
     // Pixel column of a time, clamped to the window.
     let pixel = |ts: i64| (((ts as f64 - start_ps as f64) / width).floor().max(0.0) as i64).min(px as i64);
     // First time of pixel column `p`.
