@@ -146,26 +146,45 @@ pub(crate) struct Inputs {
     collectives: collectives::Collectives,
     devices: devices::Devices,
     memory: memory::Memory,
+    timeline: Timeline,
+}
+
+/// What the rules read off every device's timeline against the steps.
+struct Timeline {
+    /// (index into the steps, ps) for each step: how long it waited for its first op.
+    leading_idle: Vec<(usize, i64)>,
+    /// XLA programs launched per step, and per module.
+    dispatches: (f64, Vec<(String, f64)>),
 }
 
 impl Inputs {
     pub(crate) fn gather(profile: &Profile) -> Inputs {
-        let (memory, (compile, (collectives, devices))) =
+        let (memory, (compile, (collectives, devices), timeline)) =
             rayon::join(|| memory::memory(profile, None, 3), || Inputs::others(profile));
-        Inputs { compile, collectives, devices, memory }
+        Inputs { compile, collectives, devices, memory, timeline }
     }
 
     /// The inputs, the memory analysis already made.
     pub(crate) fn gather_with(profile: &Profile, memory: memory::Memory) -> Inputs {
-        let (compile, (collectives, devices)) = Inputs::others(profile);
-        Inputs { compile, collectives, devices, memory }
+        let (compile, (collectives, devices), timeline) = Inputs::others(profile);
+        Inputs { compile, collectives, devices, memory, timeline }
     }
 
-    fn others(profile: &Profile) -> (compile::Compile, (collectives::Collectives, devices::Devices)) {
-        rayon::join(
-            || compile::compile(profile),
+    /// All but the memory analysis, side by side: the two passes over the devices'
+    /// timelines against the steps beside the compile, collectives and devices
+    /// analyses.
+    fn others(profile: &Profile) -> (compile::Compile, (collectives::Collectives, devices::Devices), Timeline) {
+        let steps = steps::cached(profile);
+        let ((compile, (leading_idle, dispatches)), analyses) = rayon::join(
+            || {
+                rayon::join(
+                    || compile::compile(profile),
+                    || rayon::join(|| leading_idle(profile, steps), || dispatches_per_step(profile, steps)),
+                )
+            },
             || rayon::join(|| collectives::collectives(profile), || devices::devices(profile)),
-        )
+        );
+        (compile, analyses, Timeline { leading_idle, dispatches })
     }
 }
 
@@ -197,10 +216,9 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
 
 /// [`findings`] with the other analyses already made.
 pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inputs: &Inputs) -> Vec<Finding> {
-    let steps = steps::steps(profile);
-    // The two passes over every device's timeline, side by side.
-    let (leading, (dispatches, by_module)) =
-        rayon::join(|| leading_idle(profile, &steps), || dispatches_per_step(profile, &steps));
+    let steps = steps::cached(profile);
+    let (dispatches, by_module) = &inputs.timeline.dispatches;
+    let dispatches = *dispatches;
     let mut out = Vec::new();
     let b = &s.breakdown;
     let step_pct = |ps: i64| pct(ps, b.step_ps);
@@ -330,14 +348,14 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
             value: host_overhead,
             threshold: th.host_overhead_pct,
             unit: "pct",
-            evidence: idle_gaps(profile, &steps, 3),
+            evidence: idle_gaps(profile, steps, 3),
             advice: "the host is the bottleneck between device work: move Python work (logging, metrics, data \
                      preparation, `float(loss)` syncs) out of the step, prefetch input, and dispatch the next step \
                      before blocking on this one's result"
                 .into(),
         });
     }
-    let between = between_steps(&steps);
+    let between = between_steps(steps);
     let span: i64 = {
         let lo = steps.steps.iter().map(|s| s.start_ps).min().unwrap_or(0);
         let hi = steps.steps.iter().map(|s| s.end_ps()).max().unwrap_or(0);
@@ -374,7 +392,8 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
                 .into(),
         });
     }
-    let input = leading;
+    let input: Vec<(&steps::Step, i64)> =
+        inputs.timeline.leading_idle.iter().filter_map(|&(i, ps)| Some((steps.steps.get(i)?, ps))).collect();
     let input_pct = pct(sum_ps(input.iter().map(|(_, ps)| *ps)), sum_ps(steps.steps.iter().map(|s| s.duration_ps)));
     if input_pct > th.input_bound_pct {
         let mut worst = input.clone();
@@ -891,14 +910,15 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
     (launches as f64 / denom, v)
 }
 
-/// Per step: device idle from the step's start to its first op.
-fn leading_idle<'s>(profile: &Profile, steps: &'s Steps) -> Vec<(&'s steps::Step, i64)> {
+/// Per step (by index): device idle from the step's start to its first op.
+fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
     let devices = profile.devices();
     let busy: Vec<(&str, &Intervals)> = devices.iter().map(|d| (d.host, busy_intervals(d))).collect();
     steps
         .steps
         .iter()
-        .filter_map(|st| {
+        .enumerate()
+        .filter_map(|(at, st)| {
             let first = busy
                 .iter()
                 .filter(|(h, _)| *h == st.host)
@@ -908,7 +928,7 @@ fn leading_idle<'s>(profile: &Profile, steps: &'s Steps) -> Vec<(&'s steps::Step
                     spans.get(i).map(|s| s.0.max(st.start_ps)).filter(|&t| t < st.end_ps())
                 })
                 .min()?;
-            Some((st, first.saturating_sub(st.start_ps)))
+            Some((at, first.saturating_sub(st.start_ps)))
         })
         .collect()
 }

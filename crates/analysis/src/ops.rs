@@ -63,6 +63,9 @@ pub struct Ops {
     pub ops: Vec<OpRow>,
 }
 
+/// The scope of an occurrence that has none.
+static NO_SCOPE: Text<'static> = Text::Borrowed("");
+
 /// Text borrowed from the profile or shared between occurrences.
 #[derive(Clone)]
 enum Text<'a> {
@@ -80,6 +83,13 @@ impl std::ops::Deref for Text<'_> {
     }
 }
 
+impl Text<'_> {
+    /// True when both are the same bytes in memory (then equal, without comparing).
+    fn same_text(&self, other: &Self) -> bool {
+        std::ptr::eq(&**self as *const str, &**other as *const str)
+    }
+}
+
 impl PartialEq for Text<'_> {
     fn eq(&self, other: &Self) -> bool {
         **self == **other
@@ -94,8 +104,9 @@ impl std::hash::Hash for Text<'_> {
     }
 }
 
-/// What one op occurrence adds to its row.
-struct Occurrence<'a> {
+/// What one op occurrence adds to its row (its texts are borrowed for the call: no
+/// reference count changes per occurrence).
+struct Occurrence<'a, 'o> {
     name: &'a str,
     module: &'a str,
     /// The op's own time (see [`crate::OpEvent::op_ps`]).
@@ -103,8 +114,8 @@ struct Occurrence<'a> {
     /// The device's interned ids of the op's name and module.
     ids: (u32, u32),
     self_ps: i64,
-    category: Text<'a>,
-    scope: Text<'a>,
+    category: &'o Text<'a>,
+    scope: &'o Text<'a>,
     flops: Option<u64>,
     bytes: Option<u64>,
     peaks: Peaks,
@@ -124,15 +135,17 @@ struct Acc<'a> {
     bytes: Option<u64>,
     /// Some occurrence is an async `-start`/`-done` half.
     is_async: bool,
-    /// The category of the first occurrence, and whether all had it.
+    /// The category of the first occurrence, whether all had it, and whether it
+    /// names an async half.
     category: Text<'a>,
     one_category: bool,
+    category_async: bool,
     /// Of the first occurrence.
     peaks: Peaks,
 }
 
 impl<'a> Acc<'a> {
-    fn new(name: Text<'a>, module: &'a str, first: &Occurrence<'a>) -> Acc<'a> {
+    fn new(name: Text<'a>, module: &'a str, first: &Occurrence<'a, '_>) -> Acc<'a> {
         Acc {
             name,
             module,
@@ -146,6 +159,7 @@ impl<'a> Acc<'a> {
             is_async: false,
             category: first.category.clone(),
             one_category: true,
+            category_async: is_async(first.category),
             peaks: first.peaks,
         }
     }
@@ -163,7 +177,7 @@ impl<'a> Acc<'a> {
         self.one_category &= o.one_category && *o.category == *self.category;
     }
 
-    fn add(&mut self, o: &Occurrence<'a>) {
+    fn add(&mut self, o: &Occurrence<'a, '_>) {
         let op_ps = o.op_ps;
         self.count += 1;
         self.total_ps = self.total_ps.saturating_add(op_ps);
@@ -172,9 +186,19 @@ impl<'a> Acc<'a> {
         self.max_ps = self.max_ps.max(op_ps);
         self.flops = self.flops.zip(o.flops).map(|(a, b)| a.saturating_add(b));
         self.bytes = self.bytes.zip(o.bytes).map(|(a, b)| a.saturating_add(b));
-        self.is_async |= o.category.ends_with("-start") || o.category.ends_with("-done");
-        self.one_category &= *o.category == *self.category;
+        // Nearly always the very text of the first occurrence: no comparing.
+        if o.category.same_text(&self.category) {
+            self.is_async |= self.category_async;
+        } else {
+            self.is_async |= is_async(o.category);
+            self.one_category &= **o.category == *self.category;
+        }
     }
+}
+
+/// An async `-start`/`-done` half's category.
+fn is_async(category: &str) -> bool {
+    category.ends_with("-start") || category.ends_with("-done")
 }
 
 /// A device's peak compute and memory bandwidth, when the profile records them.
@@ -287,10 +311,10 @@ fn chunk_rows<'a>(
             GroupBy::Category => (o.category.clone(), ""),
             GroupBy::Module => (Text::Borrowed(o.module), ""),
             GroupBy::Scope => {
-                let c = match cut.get(&o.scope) {
+                let c = match cut.get(o.scope) {
                     Some(c) => c.clone(),
                     None => {
-                        let c: Arc<str> = cut_scope(&o.scope, scope_depth).into();
+                        let c: Arc<str> = cut_scope(o.scope, scope_depth).into();
                         cut.insert(o.scope.clone(), c.clone());
                         c
                     }
@@ -362,9 +386,9 @@ fn each_occurrence<'a>(
     hlo: &HloModules,
     range: std::ops::Range<usize>,
     want_scope: bool,
-    mut f: impl FnMut(Occurrence<'a>),
+    mut f: impl FnMut(Occurrence<'a, '_>),
 ) {
-    type FromHlo = (Option<Arc<str>>, Option<Arc<str>>);
+    type FromHlo<'a> = (Option<Text<'a>>, Option<Text<'a>>);
     let peaks = peaks(d);
     // Occurrences by line, start, longest first (the cached order, unless a line's
     // events were out of time order), as indexes into the cached records.
@@ -392,8 +416,8 @@ fn each_occurrence<'a>(
     let mut from_hlo: FastMap<(Option<u64>, u32, u32), usize> = FastMap::default();
     let mut infos: Vec<FromHlo> = Vec::new();
     let mut last: Vec<Option<(Option<u64>, u32, usize)>> = vec![None; ops.names.len()];
-    let mut scopes: FastMap<&str, Arc<str>> = FastMap::default();
-    let mut scopes_by_stat: FastMap<(bool, Span), Arc<str>> = FastMap::default();
+    let mut scopes: FastMap<&str, Text> = FastMap::default();
+    let mut scopes_by_stat: FastMap<(bool, Span), Text> = FastMap::default();
     for (&at, self_ps) in order.iter().zip(self_ps) {
         let rec = &ops.recs[at as usize];
         let (name, module) = (&*ops.names[rec.name as usize], &*ops.names[rec.module as usize]);
@@ -425,7 +449,7 @@ fn each_occurrence<'a>(
                         infos.push(match hlo_module.and_then(|m| m.instruction(name).map(|(_, inst)| (m, inst))) {
                             Some((m, inst)) => {
                                 let scope = scope_of(inst.op_name.split(';').next().unwrap_or(""));
-                                (Some(m.category(inst).into()), Some(scope.into()))
+                                (Some(Text::Shared(m.category(inst).into())), Some(Text::Shared(scope.into())))
                             }
                             None => (None, None),
                         });
@@ -440,18 +464,25 @@ fn each_occurrence<'a>(
             None
         };
         let hlo_info: Option<&FromHlo> = hlo_info.map(|at| &infos[at]);
+        let borrowed_category;
         let category = match (category, hlo_info) {
-            (Some(c), _) => Text::Borrowed(c),
-            (None, Some((Some(c), _))) => Text::Shared(c.clone()),
-            (None, _) => Text::Borrowed(category_from_name(name)),
+            (Some(c), _) => {
+                borrowed_category = Text::Borrowed(c);
+                &borrowed_category
+            }
+            (None, Some((Some(c), _))) => c,
+            (None, _) => {
+                borrowed_category = Text::Borrowed(category_from_name(name));
+                &borrowed_category
+            }
         };
         let scope = match (tf_op, hlo_info) {
             (Some(t), _) => match tf_op_key {
-                Some(key) => Text::Shared(scopes_by_stat.entry(key).or_insert_with(|| scope_of(t).into()).clone()),
-                None => Text::Shared(scopes.entry(t).or_insert_with(|| scope_of(t).into()).clone()),
+                Some(key) => scopes_by_stat.entry(key).or_insert_with(|| Text::Shared(scope_of(t).into())),
+                None => scopes.entry(t).or_insert_with(|| Text::Shared(scope_of(t).into())),
             },
-            (None, Some((_, Some(s)))) if want_scope => Text::Shared(s.clone()),
-            (None, _) => Text::Borrowed(""),
+            (None, Some((_, Some(s)))) if want_scope => s,
+            (None, _) => &NO_SCOPE,
         };
         let ids = (rec.name, rec.module);
         let op_ps = ops.op_ps(rec, d.plane);

@@ -1,6 +1,7 @@
 //! The overview: step time, where the average step went, utilisation, top ops and
 //! the run's environment. Its JSON is the baseline format `check` compares against.
 
+use rayon::prelude::*;
 use serde::Serialize;
 use stepscope_xspace::Line;
 
@@ -97,7 +98,28 @@ struct DeviceTime {
     classes: [Intervals; 3],
 }
 
+/// Ops classified per piece of this many, pieces in parallel.
+const CLASS_PIECE: usize = if cfg!(debug_assertions) { 1 << 10 } else { 1 << 16 };
+
 fn device_time(d: &Device) -> DeviceTime {
+    let ops = d.cached_ops();
+    let pieces: Vec<[Vec<(i64, i64)>; 3]> = (0..ops.recs.len())
+        .step_by(CLASS_PIECE)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|at| classify(d, at..ops.recs.len().min(at + CLASS_PIECE)))
+        .collect();
+    let mut classes: [Vec<(i64, i64)>; 3] = Default::default();
+    for (k, class) in classes.iter_mut().enumerate() {
+        *class = pieces.iter().flat_map(|p| p[k].iter().copied()).collect();
+    }
+    let [c, h, dh] = classes;
+    DeviceTime { host: d.host.to_string(), classes: [Intervals::new(c), Intervals::new(h), Intervals::new(dh)] }
+}
+
+/// The spans of the ops `range` of `d` that are collectives, host-to-device copies
+/// and device-to-host copies, in op order.
+fn classify(d: &Device, range: std::ops::Range<usize>) -> [Vec<(i64, i64)>; 3] {
     let mut classes: [Vec<(i64, i64)>; 3] = Default::default();
     let ops = d.cached_ops();
     let look = d.plane.stat_lookup([d.keys.hlo_category]);
@@ -111,12 +133,13 @@ fn device_time(d: &Device) -> DeviceTime {
     };
     // The class depends only on (name id, category text, line, event metadata). An op
     // whose event holds no category of its own takes its metadata's, so (name id,
-    // line, metadata) decide it: remembered by that, the same as the op before needing
-    // no lookup. An op with a category of its own is remembered by its text.
+    // line, metadata) decide it: remembered by that, and per name id the last such
+    // key (ops come line by line, so nearly always the key of the name's next op
+    // too). An op with a category of its own is remembered by its text.
     let mut by_meta: FastMap<(u32, u32, u32), Option<Class>> = FastMap::default();
+    let mut last: Vec<Option<(u32, u32, Option<Class>)>> = vec![None; ops.names.len()];
     let mut by_text: FastMap<(u32, usize, usize, u32, u32), Option<Class>> = FastMap::default();
-    let mut last = None;
-    for (i, r) in ops.recs.iter().enumerate() {
+    for (i, r) in ops.recs[range.clone()].iter().enumerate().map(|(k, r)| (range.start + k, r)) {
         let line = &d.plane.lines[r.line as usize];
         let meta = line.meta(r.index as usize);
         let own = d.keys.hlo_category.is_some_and(|k| line.event_stats(r.index as usize).any(|s| s.meta() == k));
@@ -125,12 +148,12 @@ fn device_time(d: &Device) -> DeviceTime {
             let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
             *by_text.entry(key).or_insert_with(|| class(r, line, meta, category))
         } else {
-            let key = (r.name, r.line, meta);
-            match last {
-                Some((k, c)) if k == key => c,
+            match last[r.name as usize] {
+                Some((l, m, c)) if (l, m) == (r.line, meta) => c,
                 _ => {
+                    let key = (r.name, r.line, meta);
                     let c = *by_meta.entry(key).or_insert_with(|| class(r, line, meta, category(r, line)));
-                    last = Some((key, c));
+                    last[r.name as usize] = Some((r.line, meta, c));
                     c
                 }
             }
@@ -144,8 +167,7 @@ fn device_time(d: &Device) -> DeviceTime {
         let (_, start, end, _) = ops.span(d.plane, i);
         classes[at].push((start, end));
     }
-    let [c, h, dh] = classes;
-    DeviceTime { host: d.host.to_string(), classes: [Intervals::new(c), Intervals::new(h), Intervals::new(dh)] }
+    classes
 }
 
 /// Host-side transfers of a host whose XLA device is its CPU (XLA:CPU copies on
@@ -202,7 +224,6 @@ pub(crate) fn overview_and_inputs(profile: &Profile, top: usize) -> (Summary, ad
 /// are cached; analyses run after this (even side by side) never wait on each other
 /// for them.
 pub(crate) fn warm(profile: &Profile) {
-    use rayon::prelude::*;
     let devices = profile.devices();
     devices.par_iter().for_each(|d| {
         d.cached_ops();
@@ -215,14 +236,19 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
     warm(profile);
     let devices = profile.devices();
     let steps = steps::steps(profile);
-    let times: Vec<DeviceTime> = devices.iter().map(device_time).collect();
-    // XLA:CPU hosts copy on host threads while the device (the CPU) is otherwise idle.
-    let host_copies: Vec<Option<(Intervals, Intervals)>> = (0..profile.hosts.len())
-        .map(|hi| {
-            let cpu = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
-            cpu.then(|| host_transfers(profile, hi))
-        })
-        .collect();
+    let (times, host_copies) = rayon::join(
+        || devices.par_iter().map(device_time).collect::<Vec<_>>(),
+        || {
+            // XLA:CPU hosts copy on host threads while the device (the CPU) is otherwise idle.
+            (0..profile.hosts.len())
+                .into_par_iter()
+                .map(|hi| {
+                    let cpu = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
+                    cpu.then(|| host_transfers(profile, hi))
+                })
+                .collect::<Vec<Option<(Intervals, Intervals)>>>()
+        },
+    );
     let durations: Vec<i64> = steps.steps.iter().map(|s| s.duration_ps).collect();
     let step_time = Distribution::of(&durations);
 

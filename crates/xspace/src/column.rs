@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use crate::mem::prefault_spare;
+
 /// Values per block.
 pub const BLOCK: usize = 64;
 const SHIFT: u32 = BLOCK.trailing_zeros();
@@ -133,6 +135,7 @@ impl Column {
             let per_value = (pos + need).div_ceil(done + BLOCK);
             let more = (left * per_value).max(self.packed.len() / 8);
             self.packed.reserve_exact(need + more);
+            prefault_spare(&mut self.packed);
         }
         self.packed.resize(pos + need + PAD, 0);
         // Whole words: the bytes past a distance's width are zero, and the next

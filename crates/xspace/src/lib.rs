@@ -11,6 +11,7 @@ pub mod column;
 pub mod discover;
 pub mod error;
 pub mod hlo;
+mod mem;
 pub mod model;
 pub mod pprof;
 pub mod trace_json;

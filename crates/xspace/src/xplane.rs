@@ -17,6 +17,7 @@ use rayon::prelude::*;
 
 use crate::column::{Column, BLOCK};
 use crate::error::{Error, Result};
+use crate::mem::prefault_spare;
 use crate::model::{
     EventMeta, Format, IdMap, Line, Plane, Progress, Source, Space, Span, Stat, StatMeta, StatValue, MAX_STAT_LEN,
 };
@@ -542,6 +543,7 @@ fn decode_line_part(
         stats: Vec::with_capacity(head / STAT_BYTES_TYPICAL),
         ..Default::default()
     };
+    prefault_spare(&mut line.stats);
     let mut sized = r.len() <= SIZE_SAMPLE_BYTES;
     line.stat_start.push(0);
     let mut arena = Vec::new();
@@ -563,6 +565,7 @@ fn decode_line_part(
             line.metas.reserve_exact(events);
             line.stat_start.reserve_exact(events);
             line.stats.reserve_exact(stats);
+            prefault_spare(&mut line.stats);
         }
         let (field, wt) = lw.key()?;
         match field {
