@@ -10,6 +10,8 @@
 
 use std::sync::{Mutex, OnceLock};
 
+use rayon::prelude::*;
+
 use crate::ops::{GroupBy, Ops};
 use crate::profile::{DeviceKind, Keys, OpSource};
 use crate::stats::Intervals;
@@ -261,6 +263,26 @@ impl<'a> OpsBuilder<'a> {
 
     pub fn push(&mut self, rec: OpRec) {
         self.recs.push(rec);
+    }
+
+    /// Appends `parts`' records in order, copying the parts in parallel.
+    pub fn extend_parallel(&mut self, parts: &[&[OpRec]]) {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        self.recs.reserve_exact(total);
+        let mut spare = &mut self.recs.spare_capacity_mut()[..total];
+        let mut places = Vec::with_capacity(parts.len());
+        for part in parts {
+            let (here, rest) = spare.split_at_mut(part.len());
+            places.push((here, *part));
+            spare = rest;
+        }
+        places.into_par_iter().for_each(|(here, part)| {
+            here.write_copy_of_slice(part);
+        });
+        // SAFETY: the places cover the first `total` spare slots exactly (their
+        // lengths are the parts' and they were split off in turn), and each was
+        // written just above.
+        unsafe { self.recs.set_len(self.recs.len() + total) };
     }
 
     pub fn finish(self, value: RecValue) -> DeviceOps {

@@ -280,7 +280,8 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
 
 /// The op records of each XLA:CPU device of a plane (one per ordinal in `ordinals`, or
 /// one device with every op when `ordinals` is empty), in line order then time order.
-/// Each line's records are freed once copied.
+/// Names are re-interned per device (per piece, not per op); the records are renamed
+/// in place, then copied into each device's list, in parallel.
 fn cpu_device_ops(lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
     let device_of = |o: Option<i64>| {
         if ordinals.is_empty() {
@@ -289,23 +290,30 @@ fn cpu_device_ops(lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
             o.and_then(|o| ordinals.binary_search(&o).ok())
         }
     };
-    let mut sizes = vec![0usize; ordinals.len().max(1)];
-    for (o, recs) in lines.iter().flat_map(|l| &l.by_ordinal) {
-        if let Some(d) = device_of(*o) {
-            sizes[d] += recs.len();
-        }
-    }
-    let mut builders: Vec<OpsBuilder> = sizes.iter().map(|&n| OpsBuilder::with_capacity(n)).collect();
+    let mut builders: Vec<OpsBuilder> = (0..ordinals.len().max(1)).map(|_| OpsBuilder::default()).collect();
+    // (device, the piece's name ids on that device, records), in line order.
+    let mut groups: Vec<(usize, Vec<u32>, Vec<OpRec>)> = Vec::new();
     for line in lines {
         for (o, recs) in line.by_ordinal {
-            let Some(b) = device_of(o).map(|d| &mut builders[d]) else { continue };
-            let ids: Vec<u32> = line.names.names.iter().map(|n| b.names.text(n)).collect();
-            for r in recs {
-                b.push(OpRec { name: ids[r.name as usize], module: ids[r.module as usize], ..r });
-            }
+            let Some(d) = device_of(o) else { continue };
+            let ids = line.names.names.iter().map(|n| builders[d].names.text(n)).collect();
+            groups.push((d, ids, recs));
         }
     }
-    builders.into_iter().map(|b| b.finish(RecValue::RunId)).collect()
+    groups.par_iter_mut().for_each(|(_, ids, recs)| {
+        for r in recs.iter_mut() {
+            (r.name, r.module) = (ids[r.name as usize], ids[r.module as usize]);
+        }
+    });
+    builders
+        .into_iter()
+        .enumerate()
+        .map(|(d, mut b)| {
+            let parts: Vec<&[OpRec]> = groups.iter().filter(|g| g.0 == d).map(|g| &g.2[..]).collect();
+            b.extend_parallel(&parts);
+            b.finish(RecValue::RunId)
+        })
+        .collect()
 }
 
 /// The op name of an `XLA Ops` event: its metadata's display name, else the HLO
