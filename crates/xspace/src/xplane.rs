@@ -349,8 +349,23 @@ fn small_varint(b: &[u8]) -> Option<(u64, usize)> {
     }
 }
 
+/// Up to 8 bytes are read as one word: the first byte without its top bit ends the
+/// varint, and the 7-bit groups are packed together in three steps, with no branch on
+/// the length. Longer varints, and the last few bytes of `b`, go byte by byte.
 #[inline(never)]
 fn long_varint(b: &[u8]) -> Option<(u64, usize)> {
+    if let Some(word) = b.first_chunk::<8>() {
+        let word = u64::from_le_bytes(*word);
+        let ends = !word & 0x8080_8080_8080_8080;
+        if ends != 0 {
+            let bits = ends.trailing_zeros() + 1;
+            let x = word & (u64::MAX >> (64 - bits));
+            let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+            let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+            let x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
+            return Some((x, (bits / 8) as usize));
+        }
+    }
     let mut value = 0u64;
     for (i, &x) in b.iter().enumerate().take(10) {
         if i == 9 && x > 1 {
@@ -660,6 +675,28 @@ mod tests {
             v >>= 7;
         }
         out.push(v as u8);
+    }
+
+    #[test]
+    fn varints_of_every_length_read_as_written() {
+        let mut values: Vec<u64> = (0..64).flat_map(|b| [1u64 << b, (1u64 << b) - 1, (1u64 << b) + 1]).collect();
+        values.extend([u64::MAX, u64::MAX - 1, 0x0123_4567_89ab_cdef, 300, 16_384]);
+        for v in values {
+            let mut enc = Vec::new();
+            varint(v, &mut enc);
+            let n = enc.len();
+            // Alone (short buffers go byte by byte), and followed by bytes with and
+            // without their top bit (8-byte words).
+            for tail in [&[][..], &[0x80; 12][..], &[0x01; 12][..]] {
+                let bytes = [&enc[..], tail].concat();
+                assert_eq!(small_varint(&bytes), Some((v, n)), "{v:#x} before {tail:?}");
+            }
+            // Cut short: no value.
+            assert_eq!(small_varint(&enc[..n - 1]), None, "{v:#x} cut");
+        }
+        // Past 64 bits, and eleven bytes long: no value.
+        assert_eq!(small_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]), None);
+        assert_eq!(small_varint(&[0x80; 11]), None);
     }
 
     fn ld(field: u64, payload: &[u8]) -> Vec<u8> {
