@@ -146,11 +146,11 @@ pub(crate) struct Inputs {
     collectives: collectives::Collectives,
     devices: devices::Devices,
     memory: memory::Memory,
-    timeline: Timeline,
+    steps: StepPasses,
 }
 
 /// What the rules read off every device's timeline against the steps.
-struct Timeline {
+struct StepPasses {
     /// (index into the steps, ps) for each step: how long it waited for its first op.
     leading_idle: Vec<(usize, i64)>,
     /// XLA programs launched per step, and per module.
@@ -159,21 +159,21 @@ struct Timeline {
 
 impl Inputs {
     pub(crate) fn gather(profile: &Profile) -> Inputs {
-        let (memory, (compile, (collectives, devices), timeline)) =
+        let (memory, (compile, (collectives, devices), steps)) =
             rayon::join(|| memory::memory(profile, None, 3), || Inputs::others(profile));
-        Inputs { compile, collectives, devices, memory, timeline }
+        Inputs { compile, collectives, devices, memory, steps }
     }
 
     /// The inputs, the memory analysis already made.
     pub(crate) fn gather_with(profile: &Profile, memory: memory::Memory) -> Inputs {
-        let (compile, (collectives, devices), timeline) = Inputs::others(profile);
-        Inputs { compile, collectives, devices, memory, timeline }
+        let (compile, (collectives, devices), steps) = Inputs::others(profile);
+        Inputs { compile, collectives, devices, memory, steps }
     }
 
     /// All but the memory analysis, side by side: the two passes over the devices'
     /// timelines against the steps beside the compile, collectives and devices
     /// analyses.
-    fn others(profile: &Profile) -> (compile::Compile, (collectives::Collectives, devices::Devices), Timeline) {
+    fn others(profile: &Profile) -> (compile::Compile, (collectives::Collectives, devices::Devices), StepPasses) {
         let steps = steps::cached(profile);
         let ((compile, (leading_idle, dispatches)), analyses) = rayon::join(
             || {
@@ -184,7 +184,7 @@ impl Inputs {
             },
             || rayon::join(|| collectives::collectives(profile), || devices::devices(profile)),
         );
-        (compile, analyses, Timeline { leading_idle, dispatches })
+        (compile, analyses, StepPasses { leading_idle, dispatches })
     }
 }
 
@@ -217,7 +217,7 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
 /// [`findings`] with the other analyses already made.
 pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inputs: &Inputs) -> Vec<Finding> {
     let steps = steps::cached(profile);
-    let (dispatches, by_module) = &inputs.timeline.dispatches;
+    let (dispatches, by_module) = &inputs.steps.dispatches;
     let dispatches = *dispatches;
     let mut out = Vec::new();
     let b = &s.breakdown;
@@ -393,7 +393,7 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
         });
     }
     let input: Vec<(&steps::Step, i64)> =
-        inputs.timeline.leading_idle.iter().filter_map(|&(i, ps)| Some((steps.steps.get(i)?, ps))).collect();
+        inputs.steps.leading_idle.iter().filter_map(|&(i, ps)| Some((steps.steps.get(i)?, ps))).collect();
     let input_pct = pct(sum_ps(input.iter().map(|(_, ps)| *ps)), sum_ps(steps.steps.iter().map(|s| s.duration_ps)));
     if input_pct > th.input_bound_pct {
         let mut worst = input.clone();
