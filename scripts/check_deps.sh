@@ -35,7 +35,7 @@ for m in "${manifests[@]}"; do
   # platforms (r-efi) and of workspaces this machine never built (fuzz/) too: a fresh
   # machine fetches them first.
   if ! cargo fetch --locked --quiet --manifest-path "$m"; then
-    echo "cannot fetch the packages $m locks: check the network to crates.io, then run scripts/check_deps.sh again" >&2
+    echo "cannot fetch the packages $m locks: if cargo says the lock file needs updating, run \`cargo metadata --offline --manifest-path $m\` and commit the lock; otherwise check the network to crates.io; then run scripts/check_deps.sh again" >&2
     failed=$((failed + 1))
     continue
   fi

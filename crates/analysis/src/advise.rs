@@ -217,8 +217,7 @@ pub fn findings(profile: &Profile, s: &Summary, th: &Thresholds) -> Vec<Finding>
 /// [`findings`] with the other analyses already made.
 pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inputs: &Inputs) -> Vec<Finding> {
     let steps = steps::cached(profile);
-    let (dispatches, by_module) = &inputs.steps.dispatches;
-    let dispatches = *dispatches;
+    let (dispatches, by_module) = (inputs.steps.dispatches.0, &inputs.steps.dispatches.1);
     let mut out = Vec::new();
     let b = &s.breakdown;
     let step_pct = |ps: i64| pct(ps, b.step_ps);

@@ -103,11 +103,9 @@ const CLASS_PIECE: usize = if cfg!(debug_assertions) { 1 << 10 } else { 1 << 16 
 
 fn device_time(d: &Device) -> DeviceTime {
     let ops = d.cached_ops();
-    let pieces: Vec<[Vec<(i64, i64)>; 3]> = (0..ops.recs.len())
-        .step_by(CLASS_PIECE)
-        .collect::<Vec<_>>()
+    let pieces: Vec<[Vec<(i64, i64)>; 3]> = (0..ops.recs.len().div_ceil(CLASS_PIECE))
         .into_par_iter()
-        .map(|at| classify(d, at..ops.recs.len().min(at + CLASS_PIECE)))
+        .map(|k| classify(d, k * CLASS_PIECE..ops.recs.len().min((k + 1) * CLASS_PIECE)))
         .collect();
     let mut classes: [Vec<(i64, i64)>; 3] = Default::default();
     for (k, class) in classes.iter_mut().enumerate() {
@@ -142,9 +140,9 @@ fn classify(d: &Device, range: std::ops::Range<usize>) -> [Vec<(i64, i64)>; 3] {
     for (i, r) in ops.recs[range.clone()].iter().enumerate().map(|(k, r)| (range.start + k, r)) {
         let line = &d.plane.lines[r.line as usize];
         let meta = line.meta(r.index as usize);
-        let own = d.keys.hlo_category.is_some_and(|k| line.event_stats(r.index as usize).any(|s| s.meta() == k));
-        let class = if own {
-            let category = category(r, line);
+        let own = d.keys.hlo_category.and_then(|k| line.event_stats(r.index as usize).find(|s| s.meta() == k));
+        let class = if let Some(own) = own {
+            let category = d.plane.stat_str(&own).unwrap_or("");
             let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
             *by_text.entry(key).or_insert_with(|| class(r, line, meta, category))
         } else {
