@@ -10,11 +10,10 @@
 //! `untracked_at_peak_bytes`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use serde::Serialize;
 use stepscope_xspace::pprof::{Frame, Pprof};
-use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
+use stepscope_xspace::{Line, Plane, Space, Stat};
 
 use crate::cache::FastMap;
 use crate::profile::Profile;
@@ -148,28 +147,66 @@ const K_NAMES: [&str; 13] = [
     "tf_op",
 ];
 
-/// One allocator event, as read off the profile; its stats are looked up when read.
+/// One allocator event, as read off the profile: the stats every event's replay
+/// needs, read as the events are found; any other is looked up when read
+/// ([`HostEvents::u64`]).
 struct Event<'a> {
     time_ps: i64,
-    alloc: bool,
-    /// Place in the order the host's allocator events were read.
-    seq: u32,
-    plane: &'a Plane,
+    /// `addr` (0 when absent).
+    addr: u64,
+    /// `bytes_allocated`: the allocator's bytes in use after the event (0 when absent).
+    in_use_bytes: u64,
     line: &'a Line,
     i: u32,
-    /// The plane's stat-metadata index of each [`K`].
-    keys: Arc<[Option<u32>; 13]>,
+    /// Place in the order the host's allocator events were read.
+    seq: u32,
+    /// The plane's index in its host.
+    plane: u32,
+    alloc: bool,
 }
 
-impl Event<'_> {
-    fn get(&self, key: K) -> Option<Stat> {
-        self.plane.event_stat(self.line, self.i as usize, self.keys[key as usize]?)
+/// A host's allocator events, by allocator, with what reading their other stats takes.
+struct HostEvents<'a> {
+    space: &'a Space,
+    /// The stat-metadata index of each [`K`], by plane index.
+    keys: Vec<[Option<u32>; 13]>,
+    groups: Vec<AllocatorEvents<'a>>,
+}
+
+impl HostEvents<'_> {
+    fn get(&self, e: &Event, key: K) -> Option<(&Plane, Stat)> {
+        let plane = self.space.planes.get(e.plane as usize)?;
+        let meta = self.keys.get(e.plane as usize)?[key as usize]?;
+        Some((plane, plane.event_stat(e.line, e.i as usize, meta)?))
     }
-    fn u64(&self, key: K) -> Option<u64> {
-        self.get(key).and_then(|s| self.plane.stat_i64(&s)).map(|v| v.max(0) as u64)
+    fn u64(&self, e: &Event, key: K) -> Option<u64> {
+        self.get(e, key).and_then(|(p, s)| p.stat_i64(&s)).map(|v| v.max(0) as u64)
     }
-    fn text(&self, key: K) -> String {
-        self.get(key).map(|s| self.plane.stat_display(&s)).unwrap_or_default()
+    fn f64(&self, e: &Event, key: K) -> Option<f64> {
+        self.get(e, key).and_then(|(p, s)| p.stat_f64(&s))
+    }
+    fn text(&self, e: &Event, key: K) -> String {
+        self.get(e, key).map(|(p, s)| p.stat_display(&s)).unwrap_or_default()
+    }
+}
+
+/// An allocator's events, and what they say whatever their order.
+#[derive(Default)]
+struct AllocatorEvents<'a> {
+    name: String,
+    events: Vec<Event<'a>>,
+    /// Largest `peak_bytes_in_use`.
+    lifetime_peak_bytes: u64,
+    /// Largest `fragmentation`.
+    max_fragmentation: f64,
+}
+
+impl<'a> AllocatorEvents<'a> {
+    /// Takes in `other`'s events (after this one's) and what they say.
+    fn append(&mut self, mut other: AllocatorEvents<'a>) {
+        self.events.append(&mut other.events);
+        self.lifetime_peak_bytes = self.lifetime_peak_bytes.max(other.lifetime_peak_bytes);
+        self.max_fragmentation = self.max_fragmentation.max(other.max_fragmentation);
     }
 }
 
@@ -186,15 +223,11 @@ pub fn memory_full(profile: &Profile) -> Memory {
 
 fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max_points: usize) -> Memory {
     use rayon::prelude::*;
-    let groups: Vec<(&str, AllocatorEvents)> = profile
-        .hosts
-        .par_iter()
-        .flat_map_iter(|space| events_by_allocator(space).into_iter().map(|g| (space.host.as_str(), g)))
-        .collect();
-    let mut allocators: Vec<Allocator> = groups
-        .into_par_iter()
-        .map(|(host, (name, events))| replay(host, name.to_string(), events.as_slice(), top, max_points))
-        .collect();
+    let hosts: Vec<HostEvents> = profile.hosts.par_iter().map(events_by_allocator).collect();
+    let groups: Vec<(&HostEvents, &AllocatorEvents)> =
+        hosts.iter().flat_map(|h| h.groups.iter().map(move |g| (h, g))).collect();
+    let mut allocators: Vec<Allocator> =
+        groups.into_par_iter().map(|(host, group)| replay(host, group, top, max_points)).collect();
     allocators.sort_by(|a, b| b.peak_in_use_bytes.cmp(&a.peak_in_use_bytes).then_with(|| a.name.cmp(&b.name)));
     Memory {
         schema: "stepscope.memory/1",
@@ -209,17 +242,17 @@ fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max
 /// the host has no allocator of that name.
 pub fn live_at(profile: &Profile, host: &str, allocator: &str, time_ps: i64, top: usize) -> Option<LiveAt> {
     let space = profile.hosts.iter().find(|s| s.host == host)?;
-    let (_, events) = events_by_allocator(space).into_iter().find(|(n, _)| **n == *allocator)?;
-    let events = &events[..];
+    let h = events_by_allocator(space);
+    let events = &h.groups.iter().find(|g| *g.name == *allocator)?.events[..];
     let n = events.partition_point(|e| e.time_ps <= time_ps);
     let mut live: FastMap<u64, usize> = FastMap::default();
     for (ix, e) in events[..n].iter().enumerate() {
-        apply(&mut live, ix, e.alloc, e.u64(K::Addr).unwrap_or(0));
+        apply(&mut live, ix, e.alloc, e.addr);
     }
     let state = n.checked_sub(1).map(|ix| &events[ix]);
-    let in_use_bytes = state.and_then(|e| e.u64(K::BytesAllocated)).unwrap_or(0);
+    let in_use_bytes = state.map_or(0, |e| e.in_use_bytes);
     let ixs: Vec<usize> = live.into_values().collect();
-    let (rows, tracked) = live_allocations(events, &ixs, top);
+    let (rows, tracked) = live_allocations(&h, events, &ixs, top);
     Some(LiveAt {
         schema: "stepscope.memory_live/1",
         run: profile.run.clone(),
@@ -256,20 +289,12 @@ pub struct LiveAt {
     pub live: Vec<LiveAllocation>,
 }
 
-/// An allocator's name and its events.
-type AllocatorEvents<'a> = (Arc<str>, Vec<Event<'a>>);
-
 /// A host's allocator events grouped by allocator (groups in order of their first
 /// event in time), each group sorted by time.
-fn events_by_allocator(space: &Space) -> Vec<AllocatorEvents<'_>> {
-    let mut groups = allocator_events(space);
-    for (_, events) in &mut groups {
-        // Read line by line, so a few runs already in time order at most: the stable
-        // sort merges them (and keeps read order among equal times).
-        events.sort_by_key(|e| e.time_ps);
-    }
-    groups.sort_by_key(|(_, events)| events.first().map(|e| (e.time_ps, e.seq)));
-    groups
+fn events_by_allocator(space: &Space) -> HostEvents<'_> {
+    let mut h = allocator_events(space);
+    h.groups.sort_by_key(|g| g.events.first().map(|e| (e.time_ps, e.seq)));
+    h
 }
 
 /// Applies event `ix`, an allocation or a free at `addr`, to the live set (address →
@@ -283,14 +308,14 @@ fn apply(live: &mut FastMap<u64, usize>, ix: usize, alloc: bool, addr: u64) {
 }
 
 /// The allocations made by events `ixs`, largest first, `top` kept, and the bytes of all.
-fn live_allocations(events: &[Event], ixs: &[usize], top: usize) -> (Vec<LiveAllocation>, u64) {
+fn live_allocations(h: &HostEvents, events: &[Event], ixs: &[usize], top: usize) -> (Vec<LiveAllocation>, u64) {
     // Sizes of all first; the text of the `top` listed only.
     let mut keyed: Vec<(std::cmp::Reverse<u64>, i64, u64, usize)> = ixs
         .iter()
         .map(|&ix| {
             let e = &events[ix];
-            let bytes = e.u64(K::AllocationBytes).unwrap_or(0);
-            (std::cmp::Reverse(bytes), e.time_ps, e.u64(K::Addr).unwrap_or(0), ix)
+            let bytes = h.u64(e, K::AllocationBytes).unwrap_or(0);
+            (std::cmp::Reverse(bytes), e.time_ps, e.addr, ix)
         })
         .collect();
     let tracked: u64 = keyed.iter().map(|k| k.0 .0).sum();
@@ -305,21 +330,42 @@ fn live_allocations(events: &[Event], ixs: &[usize], top: usize) -> (Vec<LiveAll
             let e = &events[ix];
             LiveAllocation {
                 bytes,
-                requested_bytes: e.u64(K::RequestedBytes).unwrap_or(0),
+                requested_bytes: h.u64(e, K::RequestedBytes).unwrap_or(0),
                 allocated_at_ps,
                 addr,
-                op: e.text(K::TfOp),
-                shape: e.text(K::Shape),
-                data_type: data_type_name(e.u64(K::DataType).unwrap_or(0)),
-                region_type: e.text(K::RegionType),
+                op: h.text(e, K::TfOp),
+                shape: h.text(e, K::Shape),
+                data_type: data_type_name(h.u64(e, K::DataType).unwrap_or(0)),
+                region_type: h.text(e, K::RegionType),
             }
         })
         .collect();
     (rows, tracked)
 }
 
-/// Every allocator event of a host, from any plane and line.
-fn allocator_events(space: &Space) -> Vec<AllocatorEvents<'_>> {
+/// Events of a line scanned as one piece by [`allocator_events`] (a multiple of
+/// the column block). Debug builds (the tests' binaries) cut the small fixtures' lines
+/// too, so the joining of pieces is checked by every test that reads allocator events.
+const ALLOC_SCAN_PIECE: usize = if cfg!(debug_assertions) { 1 << 7 } else { 1 << 16 };
+
+/// How an allocator event names its allocator: by the `allocator_name` text, by what
+/// a non-text name displays as, or by `index_on_host` (absent: unnamed).
+#[derive(PartialEq)]
+enum AllocatorKey<'a> {
+    Text(&'a str),
+    Shown(String),
+    Index(Option<u64>),
+}
+
+/// A piece's allocator events grouped by key (groups in order of first event), and
+/// how many events it found.
+type PieceEvents<'a> = (Vec<(AllocatorKey<'a>, AllocatorEvents<'a>)>, u32);
+
+/// Every allocator event of a host, from any plane and line, grouped by allocator in
+/// read order, each group sorted by time. Pieces of lines are scanned in parallel,
+/// then each allocator's are joined and sorted in parallel.
+fn allocator_events(space: &Space) -> HostEvents<'_> {
+    use rayon::prelude::*;
     let device_prefix = if space.planes.iter().any(|p| p.name.starts_with("/device:TPU")) {
         "TPU"
     } else if space.planes.iter().any(|p| p.name.starts_with("/device:GPU")) {
@@ -327,11 +373,11 @@ fn allocator_events(space: &Space) -> Vec<AllocatorEvents<'_>> {
     } else {
         "device"
     };
-    // Per allocator (by index): its name and events; the indexes by name text.
-    let mut groups: Vec<AllocatorEvents> = Vec::new();
-    let mut ids: HashMap<String, u32> = HashMap::new();
-    let mut seq = 0u32;
-    for plane in &space.planes {
+    let keys: Vec<[Option<u32>; 13]> = space.planes.iter().map(|p| K_NAMES.map(|n| p.stat_id(n))).collect();
+    // Per plane with allocator events: which metadata are allocations (true) or frees
+    // (false), and the lookup of the stats read as events are found.
+    let mut planes = Vec::new();
+    for (k, plane) in space.planes.iter().enumerate() {
         let kinds: Vec<Option<bool>> = plane
             .event_meta
             .iter()
@@ -344,124 +390,151 @@ fn allocator_events(space: &Space) -> Vec<AllocatorEvents<'_>> {
         if kinds.iter().all(Option::is_none) {
             continue;
         }
-        let keys = Arc::new(K_NAMES.map(|n| plane.stat_id(n)));
-        let look = plane.stat_lookup([keys[K::AllocatorName as usize], keys[K::IndexOnHost as usize]]);
-        // Allocator names looked up once: by name text, by index on host, else by what
-        // the name stat displays as.
-        let mut by_text: FastMap<&str, u32> = FastMap::default();
-        let mut by_index: FastMap<Option<u64>, u32> = FastMap::default();
-        let mut last: Option<(&str, u32)> = None;
+        let look = plane.stat_lookup(READ.map(|r| keys[k][r as usize]));
         let any: Vec<bool> = kinds.iter().map(Option::is_some).collect();
-        for line in &plane.lines {
-            for i in line.events_with_meta(&any) {
+        planes.push((k as u32, plane, kinds, any, look));
+    }
+    let pieces: Vec<(usize, &Line, std::ops::Range<usize>)> = (planes.iter().enumerate())
+        .flat_map(|(k, (_, plane, ..))| plane.lines.iter().map(move |line| (k, line)))
+        .flat_map(|(k, line)| {
+            (0..line.len())
+                .step_by(ALLOC_SCAN_PIECE)
+                .map(move |at| (k, line, at..line.len().min(at + ALLOC_SCAN_PIECE)))
+        })
+        .collect();
+    let found: Vec<PieceEvents> = pieces
+        .into_par_iter()
+        .map(|(k, line, range)| {
+            let (plane_ix, plane, kinds, any, look) = &planes[k];
+            let mut groups: Vec<(AllocatorKey, AllocatorEvents)> = Vec::new();
+            let mut seq = 0u32;
+            // Events of one allocator usually come in runs.
+            let mut last = usize::MAX;
+            for i in line.events_with_meta_in(any, range) {
                 let Some(alloc) = kinds[line.meta(i) as usize] else { continue };
-                let [name, index] = plane.stats_of(&look, line, i);
-                let mut id_of = |text: &str| match ids.get(text) {
-                    Some(&id) => id,
-                    None => {
-                        groups.push((Arc::from(text), Vec::new()));
-                        ids.insert(text.to_string(), groups.len() as u32 - 1);
-                        groups.len() as u32 - 1
-                    }
-                };
-                let allocator = match name {
+                let [name, index, addr, in_use, peak, fragmentation] = plane.stats_of(look, line, i);
+                let key = match name {
                     Some(s) => match plane.stat_str(&s) {
-                        // Events of one allocator usually come in runs.
-                        Some(text) if last.is_some_and(|(t, _)| t == text) => last.map_or(0, |(_, id)| id),
-                        Some(text) => {
-                            let id = *by_text.entry(text).or_insert_with(|| id_of(text));
-                            last = Some((text, id));
-                            id
-                        }
-                        None => id_of(&plane.stat_display(&s)),
+                        Some(text) => AllocatorKey::Text(text),
+                        None => AllocatorKey::Shown(plane.stat_display(&s)),
                     },
-                    None => {
-                        let ix = index.and_then(|s| plane.stat_i64(&s)).map(|v| v.max(0) as u64);
-                        *by_index.entry(ix).or_insert_with(|| match ix {
-                            Some(ix) => id_of(&format!("{device_prefix}:{ix}")),
-                            None => id_of("unnamed"),
-                        })
-                    }
+                    None => AllocatorKey::Index(index.and_then(|s| plane.stat_i64(&s)).map(|v| v.max(0) as u64)),
                 };
-                groups[allocator as usize].1.push(Event {
+                if !groups.get(last).is_some_and(|g| g.0 == key) {
+                    last = match groups.iter().position(|g| g.0 == key) {
+                        Some(at) => at,
+                        None => {
+                            groups.push((key, AllocatorEvents::default()));
+                            groups.len() - 1
+                        }
+                    };
+                }
+                let u64_of = |s: Option<Stat>| s.and_then(|s| plane.stat_i64(&s)).map_or(0, |v| v.max(0) as u64);
+                let g = &mut groups[last].1;
+                g.lifetime_peak_bytes = g.lifetime_peak_bytes.max(u64_of(peak));
+                g.max_fragmentation =
+                    g.max_fragmentation.max(fragmentation.and_then(|s| plane.stat_f64(&s)).unwrap_or(0.0));
+                g.events.push(Event {
                     time_ps: line.start_ps(i),
-                    alloc,
-                    seq,
-                    plane,
+                    addr: u64_of(addr),
+                    in_use_bytes: u64_of(in_use),
                     line,
                     i: i as u32,
-                    keys: keys.clone(),
+                    seq,
+                    plane: *plane_ix,
+                    alloc,
                 });
                 seq += 1;
             }
+            (groups, seq)
+        })
+        .collect();
+    // Each allocator's parts (by index), named; the indexes by name.
+    let mut parts: Vec<(String, Vec<AllocatorEvents>)> = Vec::new();
+    let mut ids: HashMap<String, usize> = HashMap::new();
+    let mut seq = 0u32;
+    for (piece, count) in found {
+        for (key, mut part) in piece {
+            let name = match key {
+                AllocatorKey::Text(text) => std::borrow::Cow::Borrowed(text),
+                AllocatorKey::Shown(shown) => shown.into(),
+                AllocatorKey::Index(Some(ix)) => format!("{device_prefix}:{ix}").into(),
+                AllocatorKey::Index(None) => "unnamed".into(),
+            };
+            let id = *ids.entry(name.to_string()).or_insert_with(|| {
+                parts.push((name.to_string(), Vec::new()));
+                parts.len() - 1
+            });
+            part.events.iter_mut().for_each(|e| e.seq += seq);
+            parts[id].1.push(part);
         }
+        seq += count;
     }
-    groups
+    let groups = parts
+        .into_par_iter()
+        .map(|(name, parts)| {
+            let mut g = AllocatorEvents { name, ..Default::default() };
+            g.events.reserve_exact(parts.iter().map(|p| p.events.len()).sum());
+            parts.into_iter().for_each(|p| g.append(p));
+            // Read line by line, so a few runs already in time order at most: the stable
+            // sort merges them (and keeps read order among equal times).
+            g.events.sort_by_key(|e| e.time_ps);
+            g
+        })
+        .collect();
+    HostEvents { space, keys, groups }
 }
 
+/// The stats read off every allocator event as it is found, in one pass over its stats.
+const READ: [K; 6] =
+    [K::AllocatorName, K::IndexOnHost, K::Addr, K::BytesAllocated, K::PeakBytesInUse, K::Fragmentation];
+
 /// Replays one allocator's events (sorted by time).
-fn replay(host: &str, name: String, events: &[Event], top: usize, max_points: usize) -> Allocator {
+fn replay(h: &HostEvents, g: &AllocatorEvents, top: usize, max_points: usize) -> Allocator {
+    let events = &g.events[..];
     let mut a = Allocator {
-        host: host.to_string(),
-        name,
+        host: h.space.host.clone(),
+        name: g.name.clone(),
         allocations: 0,
         deallocations: 0,
         peak_in_use_bytes: 0,
         peak_time_ps: events.first().map_or(0, |e| e.time_ps),
-        lifetime_peak_bytes: 0,
+        lifetime_peak_bytes: g.lifetime_peak_bytes,
         capacity_bytes: None,
         fragmentation_at_peak: 0.0,
-        max_fragmentation: 0.0,
-        first_in_use_bytes: events.first().and_then(|e| e.u64(K::BytesAllocated)).unwrap_or(0),
-        last_in_use_bytes: events.last().and_then(|e| e.u64(K::BytesAllocated)).unwrap_or(0),
+        max_fragmentation: g.max_fragmentation,
+        first_in_use_bytes: events.first().map_or(0, |e| e.in_use_bytes),
+        last_in_use_bytes: events.last().map_or(0, |e| e.in_use_bytes),
         timeline: Vec::new(),
         live_at_peak: Vec::new(),
         untracked_at_peak_bytes: 0,
     };
-    // The four stats read off every event, found in one pass over its stats.
-    const READ: [K; 4] = [K::Addr, K::BytesAllocated, K::PeakBytesInUse, K::Fragmentation];
-    let mut looks: Vec<(&Plane, StatLookup<4>)> = Vec::new();
     let mut peak_ix = 0usize;
-    let mut addrs = Vec::with_capacity(events.len());
     let mut points = Vec::with_capacity(events.len());
     for (ix, e) in events.iter().enumerate() {
-        let look = match looks.iter().position(|(p, _)| std::ptr::eq(*p, e.plane)) {
-            Some(k) => &looks[k].1,
-            None => {
-                looks.push((e.plane, e.plane.stat_lookup(READ.map(|k| e.keys[k as usize]))));
-                &looks[looks.len() - 1].1
-            }
-        };
-        let [addr, in_use, peak, fragmentation] = e.plane.stats_of(look, e.line, e.i as usize);
-        let u64_of = |s: Option<Stat>| s.and_then(|s| e.plane.stat_i64(&s)).map_or(0, |v| v.max(0) as u64);
         if e.alloc {
             a.allocations += 1;
         } else {
             a.deallocations += 1;
         }
-        addrs.push(u64_of(addr));
-        let in_use = u64_of(in_use);
-        a.lifetime_peak_bytes = a.lifetime_peak_bytes.max(u64_of(peak));
-        let fragmentation = fragmentation.and_then(|s| e.plane.stat_f64(&s)).unwrap_or(0.0);
-        a.max_fragmentation = a.max_fragmentation.max(fragmentation);
-        points.push(MemoryPoint { time_ps: e.time_ps, in_use_bytes: in_use });
-        if in_use > a.peak_in_use_bytes || ix == 0 {
-            a.peak_in_use_bytes = in_use;
+        points.push(MemoryPoint { time_ps: e.time_ps, in_use_bytes: e.in_use_bytes });
+        if e.in_use_bytes > a.peak_in_use_bytes || ix == 0 {
+            a.peak_in_use_bytes = e.in_use_bytes;
             a.peak_time_ps = e.time_ps;
-            a.fragmentation_at_peak = fragmentation;
             peak_ix = ix;
         }
     }
     if let Some(p) = events.get(peak_ix) {
-        a.capacity_bytes = p.u64(K::BytesAvailable).map(|av| av.saturating_add(a.peak_in_use_bytes));
+        a.fragmentation_at_peak = h.f64(p, K::Fragmentation).unwrap_or(0.0);
+        a.capacity_bytes = h.u64(p, K::BytesAvailable).map(|av| av.saturating_add(a.peak_in_use_bytes));
     }
     // The allocations live right after the peak's event.
     let mut live: FastMap<u64, usize> = FastMap::default();
     for (ix, e) in events.iter().enumerate().take(peak_ix + 1) {
-        apply(&mut live, ix, e.alloc, addrs[ix]);
+        apply(&mut live, ix, e.alloc, e.addr);
     }
     let peak_live: Vec<usize> = live.into_values().collect();
-    let (live_at_peak, tracked) = live_allocations(events, &peak_live, top);
+    let (live_at_peak, tracked) = live_allocations(h, events, &peak_live, top);
     a.untracked_at_peak_bytes = a.peak_in_use_bytes.saturating_sub(tracked);
     a.live_at_peak = live_at_peak;
     a.timeline = downsample(&points, peak_ix, max_points);
