@@ -5,10 +5,6 @@
 //! each value as its distance above it, in as few whole bytes as the block's spread
 //! needs: 4 for starts a few ms apart, 5 for seconds apart, 2 or 3 for short lengths.
 //! The last, partial block is kept as plain values until it fills.
-//!
-//! The packed bytes may lie in several buffers (segments): appending a column moves
-//! its buffers in rather than copying them, so the parts of a long line read in
-//! parallel are joined without copying their bytes.
 
 use std::fmt;
 
@@ -19,8 +15,6 @@ pub const BLOCK: usize = 64;
 const SHIFT: u32 = BLOCK.trailing_zeros();
 /// Zero bytes after the last packed value, so any value reads as one 8-byte load.
 const PAD: usize = 8;
-/// Most segments a column holds; appending beyond copies into the last one.
-const MAX_SEGS: usize = 1 << 12;
 /// The low `w` bytes of a word.
 const MASK: [u64; 9] =
     [0, 0xFF, 0xFFFF, 0xFF_FFFF, 0xFFFF_FFFF, 0xFF_FFFF_FFFF, 0xFFFF_FFFF_FFFF, 0xFF_FFFF_FFFF_FFFF, u64::MAX];
@@ -29,31 +23,20 @@ const MASK: [u64; 9] =
 struct Block {
     /// The block's smallest value.
     base: i64,
-    /// Byte position of the block's first distance in its segment (shifted left by
-    /// 16), the segment (by 4, 12 bits: 0 is [`Column::packed`], k is
-    /// `Column::more[k - 1]`), and the bytes per distance (0–8).
+    /// Byte position of the block's first distance in [`Column::packed`], shifted left
+    /// by 4, ORed with the bytes per distance (0–8).
     at: u64,
 }
 
 impl Block {
-    fn new(base: i64, pos: usize, seg: usize, w: usize) -> Block {
-        debug_assert!(seg < MAX_SEGS && w <= 8);
-        Block { base, at: (pos as u64) << 16 | (seg as u64) << 4 | w as u64 }
-    }
-
     #[inline]
     fn width(&self) -> usize {
         (self.at & 15) as usize
     }
 
     #[inline]
-    fn seg(&self) -> usize {
-        (self.at >> 4 & 0xFFF) as usize
-    }
-
-    #[inline]
     fn pos(&self) -> usize {
-        (self.at >> 16) as usize
+        (self.at >> 4) as usize
     }
 }
 
@@ -61,11 +44,8 @@ impl Block {
 #[derive(Clone)]
 pub struct Column {
     blocks: Vec<Block>,
-    /// The full blocks' distances, little-endian, then [`PAD`] zero bytes: the first
-    /// segment (the only one unless columns were appended).
+    /// Each full block's distances, little-endian, then [`PAD`] zero bytes.
     packed: Vec<u8>,
-    /// Further segments, each like `packed`. Blocks are sealed into the last segment.
-    more: Vec<Vec<u8>>,
     /// Values after the last full block.
     tail: Vec<i64>,
     /// How many values [`Column::reserve_exact`] was told to expect in all.
@@ -74,7 +54,7 @@ pub struct Column {
 
 impl Default for Column {
     fn default() -> Column {
-        Column { blocks: Vec::new(), packed: vec![0; PAD], more: Vec::new(), tail: Vec::new(), expect: 0 }
+        Column { blocks: Vec::new(), packed: vec![0; PAD], tail: Vec::new(), expect: 0 }
     }
 }
 
@@ -91,7 +71,7 @@ impl Column {
     /// rather than doubling.
     pub fn reserve_exact(&mut self, n: usize) {
         self.expect = self.len().saturating_add(n);
-        self.last_seg().reserve_exact(n.saturating_mul(4));
+        self.packed.reserve_exact(n.saturating_mul(4));
         self.blocks.reserve_exact(n / BLOCK + 1);
         if self.tail.capacity() < BLOCK {
             self.tail.reserve_exact(BLOCK);
@@ -116,17 +96,12 @@ impl Column {
             Some(b) => {
                 let w = b.width();
                 let at = b.pos() + (i & (BLOCK - 1)) * w;
-                let seg = match b.seg() {
-                    0 => &self.packed,
-                    s => &self.more[s - 1],
-                };
-                debug_assert!(at + 8 <= seg.len() && w <= 8);
-                // SAFETY: a block's distances start at `pos` in its segment and take
-                // `w` ≤ 8 bytes each, and a segment always ends PAD = 8 bytes after the
-                // last distance of its last block (`seal` writes them, `append` moves
-                // whole segments, `pop` shortens to the block it removes), so the 8
+                debug_assert!(at + 8 <= self.packed.len() && w <= 8);
+                // SAFETY: a block's distances start at `pos` and take `w` ≤ 8 bytes each,
+                // and `packed` always ends PAD = 8 bytes after the last block's last
+                // distance (`seal` writes them; nothing shortens `packed`), so the 8
                 // bytes at `at` are in bounds.
-                let word = unsafe { seg.as_ptr().add(at).cast::<u64>().read_unaligned() };
+                let word = unsafe { self.packed.as_ptr().add(at).cast::<u64>().read_unaligned() };
                 // base + distance is a value of the block: wrapping gives it exactly.
                 b.base.wrapping_add((u64::from_le(word) & MASK[w & 15]) as i64)
             }
@@ -150,55 +125,42 @@ impl Column {
         let (min, max) = (tail.iter().copied().min().unwrap_or(0), tail.iter().copied().max().unwrap_or(0));
         let spread = max.abs_diff(min);
         let w = (u64::BITS - spread.leading_zeros()).div_ceil(8) as usize;
+        let pos = self.packed.len() - PAD;
         let need = BLOCK * w;
-        let seg = self.more.len();
-        let (len, room) = (self.last_seg().len(), self.last_seg().capacity());
-        if room - len < need + PAD {
+        if self.packed.capacity() - self.packed.len() < need + PAD {
             // Room for the values still expected at the mean width so far (at least an
             // eighth more than now, so that growing stays linear overall).
             let done = self.blocks.len() * BLOCK;
             let left = self.expect.saturating_sub(done + BLOCK);
-            let packed: usize = self.segs().map(|s| s.len() - PAD).sum();
-            let per_value = (packed + need).div_ceil(done + BLOCK);
-            let more = (left * per_value).max(len / 8);
-            let last = self.last_seg();
-            last.reserve_exact(need + more);
-            prefault_spare(last);
+            let per_value = (pos + need).div_ceil(done + BLOCK);
+            let more = (left * per_value).max(self.packed.len() / 8);
+            self.packed.reserve_exact(need + more);
+            prefault_spare(&mut self.packed);
         }
-        let packed = match self.more.last_mut() {
-            Some(last) => last,
-            None => &mut self.packed,
-        };
-        let pos = packed.len() - PAD;
-        packed.resize(pos + need + PAD, 0);
+        self.packed.resize(pos + need + PAD, 0);
         // Whole words: the bytes past a distance's width are zero, and the next
         // distance or the padding is written over them.
-        let out = &mut packed[pos..pos + need + PAD];
+        let out = &mut self.packed[pos..pos + need + PAD];
         for (k, &v) in self.tail.iter().enumerate() {
             // SAFETY: k * w + 8 <= (BLOCK - 1) * w + 8 <= need + PAD = out.len().
             unsafe { out.as_mut_ptr().add(k * w).cast::<u64>().write_unaligned(v.abs_diff(min).to_le()) };
         }
-        self.blocks.push(Block::new(min, pos, seg, w));
+        self.blocks.push(Block { base: min, at: (pos as u64) << 4 | w as u64 });
         self.tail.clear();
     }
 
-    /// The segment blocks are sealed into.
-    fn last_seg(&mut self) -> &mut Vec<u8> {
-        self.more.last_mut().unwrap_or(&mut self.packed)
+    /// Makes room to append columns of `blocks` full blocks and `bytes` packed bytes
+    /// in all ([`Column::packed_bytes`]), their pages mapped in one call each.
+    pub(crate) fn reserve_append(&mut self, blocks: usize, bytes: usize) {
+        self.blocks.reserve_exact(blocks);
+        prefault_spare(&mut self.blocks);
+        self.packed.reserve_exact(bytes);
+        prefault_spare(&mut self.packed);
     }
 
-    /// Segment `s` (see [`Block::at`]).
-    #[inline]
-    fn seg(&self, s: usize) -> &[u8] {
-        match s {
-            0 => &self.packed,
-            s => &self.more[s - 1],
-        }
-    }
-
-    /// The segments, in order.
-    fn segs(&self) -> impl Iterator<Item = &Vec<u8>> {
-        std::iter::once(&self.packed).chain(&self.more)
+    /// Full blocks, and the bytes their values are packed in.
+    pub(crate) fn packed_size(&self) -> (usize, usize) {
+        (self.blocks.len(), self.packed.len() - PAD)
     }
 
     /// Removes and returns the last value.
@@ -209,46 +171,26 @@ impl Column {
             self.block(self.blocks.len().checked_sub(1)?, &mut values);
             let b = self.blocks.pop()?;
             self.tail.extend_from_slice(&values);
-            // Segments after the block's hold no blocks; its own ends where it began.
-            self.more.truncate(b.seg());
-            let packed = self.last_seg();
-            packed.truncate(b.pos());
-            packed.resize(b.pos() + PAD, 0);
+            self.packed.truncate(b.pos());
+            self.packed.resize(b.pos() + PAD, 0);
         }
         self.tail.pop()
     }
 
-    /// Appends `other`'s values. Cheap when this column's length is a multiple of
-    /// [`BLOCK`]: its blocks are moved as they are, with their packed bytes (copied
-    /// only past [`MAX_SEGS`] segments); value by value otherwise.
-    pub fn append(&mut self, mut other: Column) {
+    /// Appends `other`'s values. Cheap (its blocks are moved as they are) when this
+    /// column's length is a multiple of [`BLOCK`]; value by value otherwise.
+    pub fn append(&mut self, other: Column) {
         if !self.tail.is_empty() {
             for v in other.iter() {
                 self.push(v);
             }
             return;
         }
-        if other.blocks.is_empty() {
-            // Nothing packed to move (its segments are padding only).
-        } else if self.more.len() + other.more.len() + 2 <= MAX_SEGS {
-            let first = self.more.len() + 1;
-            self.blocks.extend(other.blocks.iter().map(|b| Block::new(b.base, b.pos(), first + b.seg(), b.width())));
-            self.more.push(std::mem::take(&mut other.packed));
-            self.more.append(&mut other.more);
-        } else {
-            // Copied into the last segment, each block's distances moved along.
-            let last = self.more.len();
-            let mut moved = Vec::with_capacity(other.more.len() + 1);
-            let packed = self.last_seg();
-            packed.truncate(packed.len() - PAD);
-            for seg in other.segs() {
-                moved.push(packed.len());
-                packed.extend_from_slice(&seg[..seg.len() - PAD]);
-            }
-            packed.resize(packed.len() + PAD, 0);
-            self.blocks
-                .extend(other.blocks.iter().map(|b| Block::new(b.base, moved[b.seg()] + b.pos(), last, b.width())));
-        }
+        let moved = ((self.packed.len() - PAD) as u64) << 4;
+        self.packed.truncate(self.packed.len() - PAD);
+        // `other.packed` ends in its own padding.
+        self.packed.extend_from_slice(&other.packed);
+        self.blocks.extend(other.blocks.iter().map(|b| Block { base: b.base, at: b.at + moved }));
         self.tail = other.tail;
         self.expect = self.expect.max(self.len());
     }
@@ -257,7 +199,6 @@ impl Column {
     pub fn shrink_to_fit(&mut self) {
         self.blocks.shrink_to_fit();
         self.packed.shrink_to_fit();
-        self.more.iter_mut().for_each(Vec::shrink_to_fit);
         self.tail.shrink_to_fit();
     }
 
@@ -278,16 +219,12 @@ impl Column {
             // Saturation near the bounds: re-encode in place. Adding is monotone and
             // saturating only narrows the spread, so the width still holds.
             let base = b.base.saturating_add(d);
-            let packed = match b.seg() {
-                0 => &mut self.packed,
-                s => &mut self.more[s - 1],
-            };
             for k in 0..BLOCK {
                 let at = b.pos() + k * w;
                 let mut word = [0u8; 8];
-                word[..w].copy_from_slice(&packed[at..at + w]);
+                word[..w].copy_from_slice(&self.packed[at..at + w]);
                 let v = b.base.wrapping_add(u64::from_le_bytes(word) as i64).saturating_add(d);
-                packed[at..at + w].copy_from_slice(&v.abs_diff(base).to_le_bytes()[..w]);
+                self.packed[at..at + w].copy_from_slice(&v.abs_diff(base).to_le_bytes()[..w]);
             }
             b.base = base;
         }
@@ -341,7 +278,7 @@ impl Column {
             return &out[..n];
         };
         let (w, pos) = (block.width(), block.pos());
-        let packed = &self.seg(block.seg())[pos..pos + BLOCK * w + PAD];
+        let packed = &self.packed[pos..pos + BLOCK * w + PAD];
         for (k, v) in out.iter_mut().enumerate() {
             let mut word = [0u8; 8];
             word.copy_from_slice(&packed[k * w..k * w + 8]);
@@ -357,10 +294,7 @@ impl Column {
 
     /// Bytes held, capacity included.
     pub fn heap_bytes(&self) -> usize {
-        self.blocks.capacity() * std::mem::size_of::<Block>()
-            + self.segs().map(Vec::capacity).sum::<usize>()
-            + self.more.capacity() * std::mem::size_of::<Vec<u8>>()
-            + self.tail.capacity() * 8
+        self.blocks.capacity() * std::mem::size_of::<Block>() + self.packed.capacity() + self.tail.capacity() * 8
     }
 }
 
@@ -489,45 +423,6 @@ mod tests {
             back.reverse();
             assert_eq!(back[..v.len()], v[..]);
         }
-    }
-
-    #[test]
-    fn appended_segments_read_pop_shift_and_clone_as_one_column() {
-        // Whole-block parts join as segments; past MAX_SEGS they are copied in.
-        let part = |k: i64| (0..BLOCK as i64).map(move |i| k * 1_000_003 + i * i * (k % 5));
-        let parts = MAX_SEGS + 40;
-        let mut c: Column = part(0).collect();
-        let mut want: Vec<i64> = part(0).collect();
-        for k in 1..parts as i64 {
-            // Two blocks a part; a value pushed and popped again leaves no tail.
-            let mut p: Column = part(k).chain(part(-k)).collect();
-            p.push(k);
-            assert_eq!(p.pop(), Some(k));
-            c.append(p);
-            want.extend(part(k).chain(part(-k)));
-        }
-        assert_eq!(c.more.len() + 1, MAX_SEGS, "segments up to the limit, then copied");
-        assert_eq!(c.to_vec(), want);
-        let mut out = [0; BLOCK];
-        let blocks: Vec<i64> = (0..c.block_count()).flat_map(|b| c.block(b, &mut out).to_vec()).collect();
-        assert_eq!(blocks, want);
-        assert_eq!(c.partition_point(|v| v < i64::MIN + 1), 0);
-        let copy = c.clone();
-        assert_eq!(copy, c);
-        c.add_saturating(i64::MAX - 7);
-        let shifted: Vec<i64> = want.iter().map(|v| v.saturating_add(i64::MAX - 7)).collect();
-        assert_eq!(c.to_vec(), shifted);
-        assert_eq!(copy.to_vec(), want, "a clone owns its segments");
-        // Popping back across segment boundaries, then pushing again.
-        let mut c = copy;
-        for _ in 0..3 * BLOCK + 5 {
-            assert_eq!(c.pop(), want.pop());
-        }
-        (0..BLOCK + 3).for_each(|_| c.push(7));
-        want.extend([7; BLOCK + 3]);
-        assert_eq!(c.to_vec(), want);
-        c.shrink_to_fit();
-        assert_eq!(c.to_vec(), want);
     }
 
     #[test]

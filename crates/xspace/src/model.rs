@@ -490,9 +490,9 @@ impl Line {
     /// Appends the events of `next`, the following part of the same line read
     /// separately (its header fields, where set, win, as a later field would). Its
     /// string stats must already point into the same arena ([`Line::rebase_arena`]).
-    /// Cheap when this part holds a multiple of [`BLOCK`] events: its columns' packed
-    /// bytes are moved, not copied; its stats are copied (make room for them all first,
-    /// [`Line::reserve_stats`]).
+    /// Cheap when this part holds a multiple of [`BLOCK`] events (its columns' blocks
+    /// are copied as they are); make room for all the parts first
+    /// ([`Line::reserve_parts`]).
     pub(crate) fn append_part(&mut self, mut next: Line) {
         fn later<T: Default + PartialEq>(mine: &mut T, next: &mut T) {
             if *next != T::default() {
@@ -528,10 +528,23 @@ impl Line {
         self.metas.append(next.metas);
     }
 
-    /// Makes room for `n` more stats, its pages mapped in one call.
-    pub(crate) fn reserve_stats(&mut self, n: usize) {
-        self.stats.reserve_exact(n);
+    /// Makes room to append `parts` ([`Line::append_part`]): each column and the
+    /// stats grow once, to their final size, their pages mapped in one call each
+    /// (appending part by part, they grew several times and faulted page by page).
+    pub(crate) fn reserve_parts(&mut self, parts: &[&Line]) {
+        let stats = parts.iter().map(|p| p.stat_count()).sum();
+        self.stats.reserve_exact(stats);
         crate::mem::prefault_spare(&mut self.stats);
+        // Each column's blocks and packed bytes in all the parts.
+        let size = |of: fn(&Line) -> &Column| {
+            parts.iter().map(|p| of(p).packed_size()).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        };
+        let [starts, durations, metas, stat_start] =
+            [size(|l| &l.starts), size(|l| &l.durations), size(|l| &l.metas), size(|l| &l.stat_start)];
+        self.starts.reserve_append(starts.0, starts.1);
+        self.durations.reserve_append(durations.0, durations.1);
+        self.metas.reserve_append(metas.0, metas.1);
+        self.stat_start.reserve_append(stat_start.0, stat_start.1);
     }
 
     /// Reorders the events as `order` lists them (indexes of the current events).
@@ -756,7 +769,7 @@ impl Plane {
     /// What [`Plane::event_stats_of`] returns for `look`'s keys, found by one table
     /// lookup per stat, and without reading the metadata's stats when they hold none
     /// of the keys.
-    #[inline]
+    #[inline(always)]
     pub fn stats_of<const N: usize>(&self, look: &StatLookup<N>, line: &Line, i: usize) -> [Option<Stat>; N] {
         let mut out = [None; N];
         let mut left = look.distinct;
@@ -976,27 +989,13 @@ impl IdMap {
         IdMap { dense: Vec::new(), limit: entries.saturating_mul(2).saturating_add(1024), map: HashMap::new() }
     }
 
-    /// The dense index of `id`. Read for every event and stat: the usual small ids are
-    /// looked up inline, any other out of line.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn get(&self, id: i64) -> Option<u32> {
-        match usize::try_from(id) {
-            Ok(i) if i < self.limit => self.dense.get(i).copied().filter(|&v| v != ABSENT),
-            _ => self.get_sparse(id),
+        if let Ok(i) = usize::try_from(id) {
+            if i < self.limit {
+                return self.dense.get(i).copied().filter(|&v| v != ABSENT);
+            }
         }
-    }
-
-    /// [`IdMap::get`] as a call: for a loop that looks up once per pass (an event's
-    /// metadata), where inlining it as well leaves the loop's registers short (the
-    /// decoder ran 6 % more instructions).
-    #[inline(never)]
-    pub(crate) fn get_once(&self, id: i64) -> Option<u32> {
-        self.get(id)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn get_sparse(&self, id: i64) -> Option<u32> {
         self.map.get(&id).copied()
     }
 

@@ -518,10 +518,10 @@ fn decode_line_split(
     });
     let mut parts = parts.into_inner().unwrap_or_else(|e| e.into_inner());
     parts.sort_unstable_by_key(|p| p.0);
-    // The stats are copied into the first part's: room for all, mapped in one call.
-    let stats: usize = parts.iter().filter_map(|p| p.1.as_ref().ok()).map(|d| d.0.stat_count()).sum();
-    if let Some((_, Ok((first, _, _)))) = parts.first_mut() {
-        first.reserve_stats(stats.saturating_sub(first.stat_count()));
+    // The later parts are copied into the first: room for them all, made at once.
+    if let Some(((_, Ok((first, _, _))), rest)) = parts.split_first_mut() {
+        let rest: Vec<&Line> = rest.iter().filter_map(|p| p.1.as_ref().ok()).map(|d| &d.0).collect();
+        first.reserve_parts(&rest);
     }
     let mut joined: Option<Decoded> = None;
     for (_, part) in parts {
@@ -606,26 +606,19 @@ fn decode_line_part(
                 let mut at = 0;
                 while at < ev.len() {
                     let key = ev[at];
-                    let small = small_varint(&ev[at + 1..]);
-                    // Each field stored by name: through a pointer to the field, the
-                    // loop kept them in memory and ran 5 % more instructions.
-                    match (key, small) {
-                        (KEY_META, Some((v, n))) => {
-                            (meta_id, at) = (v as i64, at + 1 + n);
-                            continue;
-                        }
-                        (KEY_OFFSET, Some((v, n))) => {
-                            (offset, at) = (v as i64, at + 1 + n);
-                            continue;
-                        }
-                        (KEY_DURATION, Some((v, n))) => {
-                            (dur, at) = (v as i64, at + 1 + n);
-                            continue;
-                        }
-                        _ => {}
+                    let field = small_varint(&ev[at + 1..]).and_then(|(v, n)| match key {
+                        KEY_META => Some((&mut meta_id, v, n)),
+                        KEY_OFFSET => Some((&mut offset, v, n)),
+                        KEY_DURATION => Some((&mut dur, v, n)),
+                        _ => None,
+                    });
+                    if let Some((slot, v, n)) = field {
+                        *slot = v as i64;
+                        at += 1 + n;
+                        continue;
                     }
                     if key == KEY_STAT {
-                        if let Some(sr) = small.and_then(|(len, n)| {
+                        if let Some(sr) = small_varint(&ev[at + 1..]).and_then(|(len, n)| {
                             let from = at + 1 + n;
                             let to = from.checked_add(usize::try_from(len).ok()?)?;
                             (to <= ev.len()).then_some(from..to)
@@ -658,7 +651,7 @@ fn decode_line_part(
                     }
                     at = ew.pos() - er.start;
                 }
-                let meta = event_ids.get_once(meta_id).unwrap_or(UNKNOWN_META);
+                let meta = event_ids.get(meta_id).unwrap_or(UNKNOWN_META);
                 unknown |= meta == UNKNOWN_META;
                 if line.stat_count() > u32::MAX as usize {
                     return Err(WireError { at: lw.pos(), what: "more than 4 billion stats on one line" });
