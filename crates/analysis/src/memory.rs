@@ -390,9 +390,10 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
         if kinds.iter().all(Option::is_none) {
             continue;
         }
-        let look = plane.stat_lookup(READ.map(|r| keys[k][r as usize]));
+        let look = plane.stat_lookup(NAME.map(|r| keys[k][r as usize]));
+        let read = plane.stat_lookup(READ.map(|r| keys[k][r as usize]));
         let any: Vec<bool> = kinds.iter().map(Option::is_some).collect();
-        planes.push((k as u32, plane, kinds, any, look));
+        planes.push((k as u32, plane, kinds, any, look, read));
     }
     let pieces: Vec<(usize, &Line, std::ops::Range<usize>)> = (planes.iter().enumerate())
         .flat_map(|(k, (_, plane, ..))| plane.lines.iter().map(move |line| (k, line)))
@@ -405,14 +406,15 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
     let found: Vec<PieceEvents> = pieces
         .into_par_iter()
         .map(|(k, line, range)| {
-            let (plane_ix, plane, kinds, any, look) = &planes[k];
+            let (plane_ix, plane, kinds, any, look, read) = &planes[k];
             let mut groups: Vec<(AllocatorKey, AllocatorEvents)> = Vec::new();
             let mut seq = 0u32;
             // Events of one allocator usually come in runs.
             let mut last = usize::MAX;
             for i in line.events_with_meta_in(any, range) {
                 let Some(alloc) = kinds[line.meta(i) as usize] else { continue };
-                let [name, index, addr, in_use, peak, fragmentation] = plane.stats_of(look, line, i);
+                let [name, index] = plane.stats_of(look, line, i);
+                let [addr, in_use, peak, fragmentation] = plane.stats_of(read, line, i);
                 let key = match name {
                     Some(s) => match plane.stat_str(&s) {
                         Some(text) => AllocatorKey::Text(text),
@@ -485,9 +487,10 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
     HostEvents { space, keys, groups }
 }
 
-/// The stats read off every allocator event as it is found, in one pass over its stats.
-const READ: [K; 6] =
-    [K::AllocatorName, K::IndexOnHost, K::Addr, K::BytesAllocated, K::PeakBytesInUse, K::Fragmentation];
+/// The stats that name an allocator event's allocator.
+const NAME: [K; 2] = [K::AllocatorName, K::IndexOnHost];
+/// The stats every allocator event's replay reads, read as the event is found.
+const READ: [K; 4] = [K::Addr, K::BytesAllocated, K::PeakBytesInUse, K::Fragmentation];
 
 /// Replays one allocator's events (sorted by time).
 fn replay(h: &HostEvents, g: &AllocatorEvents, top: usize, max_points: usize) -> Allocator {

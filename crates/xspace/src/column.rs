@@ -149,20 +149,6 @@ impl Column {
         self.tail.clear();
     }
 
-    /// Makes room to append columns of `blocks` full blocks and `bytes` packed bytes
-    /// in all ([`Column::packed_bytes`]), their pages mapped in one call each.
-    pub(crate) fn reserve_append(&mut self, blocks: usize, bytes: usize) {
-        self.blocks.reserve_exact(blocks);
-        prefault_spare(&mut self.blocks);
-        self.packed.reserve_exact(bytes);
-        prefault_spare(&mut self.packed);
-    }
-
-    /// Full blocks, and the bytes their values are packed in.
-    pub(crate) fn packed_size(&self) -> (usize, usize) {
-        (self.blocks.len(), self.packed.len() - PAD)
-    }
-
     /// Removes and returns the last value.
     pub fn pop(&mut self) -> Option<i64> {
         if self.tail.is_empty() {

@@ -490,9 +490,7 @@ impl Line {
     /// Appends the events of `next`, the following part of the same line read
     /// separately (its header fields, where set, win, as a later field would). Its
     /// string stats must already point into the same arena ([`Line::rebase_arena`]).
-    /// Cheap when this part holds a multiple of [`BLOCK`] events (its columns' blocks
-    /// are copied as they are); make room for all the parts first
-    /// ([`Line::reserve_parts`]).
+    /// Cheap when this part holds a multiple of [`BLOCK`] events.
     pub(crate) fn append_part(&mut self, mut next: Line) {
         fn later<T: Default + PartialEq>(mine: &mut T, next: &mut T) {
             if *next != T::default() {
@@ -526,25 +524,6 @@ impl Line {
         self.starts.append(next.starts);
         self.durations.append(next.durations);
         self.metas.append(next.metas);
-    }
-
-    /// Makes room to append `parts` ([`Line::append_part`]): each column and the
-    /// stats grow once, to their final size, their pages mapped in one call each
-    /// (appending part by part, they grew several times and faulted page by page).
-    pub(crate) fn reserve_parts(&mut self, parts: &[&Line]) {
-        let stats = parts.iter().map(|p| p.stat_count()).sum();
-        self.stats.reserve_exact(stats);
-        crate::mem::prefault_spare(&mut self.stats);
-        // Each column's blocks and packed bytes in all the parts.
-        let size = |of: fn(&Line) -> &Column| {
-            parts.iter().map(|p| of(p).packed_size()).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
-        };
-        let [starts, durations, metas, stat_start] =
-            [size(|l| &l.starts), size(|l| &l.durations), size(|l| &l.metas), size(|l| &l.stat_start)];
-        self.starts.reserve_append(starts.0, starts.1);
-        self.durations.reserve_append(durations.0, durations.1);
-        self.metas.reserve_append(metas.0, metas.1);
-        self.stat_start.reserve_append(stat_start.0, stat_start.1);
     }
 
     /// Reorders the events as `order` lists them (indexes of the current events).
@@ -769,7 +748,7 @@ impl Plane {
     /// What [`Plane::event_stats_of`] returns for `look`'s keys, found by one table
     /// lookup per stat, and without reading the metadata's stats when they hold none
     /// of the keys.
-    #[inline(always)]
+    #[inline]
     pub fn stats_of<const N: usize>(&self, look: &StatLookup<N>, line: &Line, i: usize) -> [Option<Stat>; N] {
         let mut out = [None; N];
         let mut left = look.distinct;

@@ -518,11 +518,6 @@ fn decode_line_split(
     });
     let mut parts = parts.into_inner().unwrap_or_else(|e| e.into_inner());
     parts.sort_unstable_by_key(|p| p.0);
-    // The later parts are copied into the first: room for them all, made at once.
-    if let Some(((_, Ok((first, _, _))), rest)) = parts.split_first_mut() {
-        let rest: Vec<&Line> = rest.iter().filter_map(|p| p.1.as_ref().ok()).map(|d| &d.0).collect();
-        first.reserve_parts(&rest);
-    }
     let mut joined: Option<Decoded> = None;
     for (_, part) in parts {
         let (mut next, next_arena, next_unknown) = part?;
