@@ -471,8 +471,10 @@ fn decode_line(
 
 /// [`decode_line`] for a long line: its events are cut into parts of about
 /// `part_bytes` (a whole number of column blocks each), found by a quick walk over
-/// the event lengths, and the parts are read in parallel as the walk finds them, then
-/// joined. Any damage is met and reported by the part that reads it.
+/// the event lengths, and the parts are read in parallel as the walk finds them.
+/// They are joined in order as they come, by the thread that finished the next one
+/// due, so the joining overlaps the reading of later parts. Any damage is met and
+/// reported by the part that reads it (the first in line order wins).
 fn decode_line_split(
     w: &Wire,
     r: Range<usize>,
@@ -481,13 +483,13 @@ fn decode_line_split(
     stat_ids: &IdMap,
     source: &Source,
 ) -> WireResult<Decoded> {
-    let parts = std::sync::Mutex::new(Vec::new());
+    let joining = std::sync::Mutex::new(Joining::default());
     rayon::scope(|scope| {
-        let parts = &parts;
+        let joining = &joining;
         let read = |k: usize, part: Range<usize>| {
             scope.spawn(move |_| {
                 let decoded = decode_line_part(w, part, event_ids, stat_ids, source);
-                parts.lock().unwrap_or_else(|e| e.into_inner()).push((k, decoded));
+                Joining::add(joining, k, decoded);
             })
         };
         let bytes = w.slice(r.clone());
@@ -516,24 +518,63 @@ fn decode_line_split(
         }
         read(k, r.start + cut..r.end);
     });
-    let mut parts = parts.into_inner().unwrap_or_else(|e| e.into_inner());
-    parts.sort_unstable_by_key(|p| p.0);
-    let mut joined: Option<Decoded> = None;
-    for (_, part) in parts {
-        let (mut next, next_arena, next_unknown) = part?;
-        let Some((line, arena, unknown)) = &mut joined else {
-            joined = Some((next, next_arena, next_unknown));
-            continue;
-        };
-        if !next_arena.is_empty() {
-            next.rebase_arena(arena.len() as u64);
-            arena.extend_from_slice(&next_arena);
+    // Every part was joined by the thread that finished the last one due; the walk
+    // always hands out a last part, so there is at least one.
+    let joining = joining.into_inner().unwrap_or_else(|e| e.into_inner());
+    joining.joined.unwrap_or_else(|| Ok(Decoded::default()))
+}
+
+/// The parts of a long line read so far ([`decode_line_split`]), and the line joined
+/// from the first ones.
+#[derive(Default)]
+struct Joining {
+    /// The next part due.
+    next: usize,
+    /// Parts read ahead of their turn, by index.
+    ready: std::collections::BTreeMap<usize, WireResult<Decoded>>,
+    /// The parts before `next`, joined (or the first error among them); `None` while a
+    /// thread is joining, or before the first part.
+    joined: Option<WireResult<Decoded>>,
+    /// Whether a thread is joining.
+    busy: bool,
+}
+
+impl Joining {
+    /// Adds part `k`; then, unless another thread is at it, joins every part now due.
+    fn add(this: &std::sync::Mutex<Joining>, k: usize, part: WireResult<Decoded>) {
+        let lock = || this.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = lock();
+        state.ready.insert(k, part);
+        if state.busy {
+            return;
         }
-        line.append_part(next);
-        *unknown |= next_unknown;
+        state.busy = true;
+        loop {
+            let next = state.next;
+            let Some(part) = state.ready.remove(&next) else {
+                state.busy = false;
+                return;
+            };
+            state.next += 1;
+            let joined = state.joined.take();
+            // The append runs unlocked: other threads only add parts meanwhile.
+            drop(state);
+            let joined = match (joined, part) {
+                (Some(Err(e)), _) | (_, Err(e)) => Err(e),
+                (None, Ok(first)) => Ok(first),
+                (Some(Ok((mut line, mut arena, unknown))), Ok((mut next, next_arena, next_unknown))) => {
+                    if !next_arena.is_empty() {
+                        next.rebase_arena(arena.len() as u64);
+                        arena.extend_from_slice(&next_arena);
+                    }
+                    line.append_part(next);
+                    Ok((line, arena, unknown | next_unknown))
+                }
+            };
+            state = lock();
+            state.joined = Some(joined);
+        }
     }
-    // The walk always hands out a last part, so there is at least one.
-    Ok(joined.unwrap_or_default())
 }
 
 /// Reads the fields in `r`, all or part of one XLine, into a line's columns, as
