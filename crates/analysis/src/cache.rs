@@ -55,6 +55,12 @@ impl Cache {
     }
 }
 
+/// `0..len` cut into ranges of `piece` (the last may be shorter), for scans done in
+/// parallel pieces.
+pub(crate) fn pieces(len: usize, piece: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    (0..len).step_by(piece.max(1)).map(move |at| at..len.min(at + piece))
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

@@ -373,7 +373,7 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
     } else {
         "device"
     };
-    let keys: Vec<[Option<u32>; 13]> = space.planes.iter().map(|p| K_NAMES.map(|n| p.stat_id(n))).collect();
+    let mut keys = vec![[None; 13]; space.planes.len()];
     // Per plane with allocator events: which metadata are allocations (true) or frees
     // (false), and the lookup of the stats read as events are found.
     let mut planes = Vec::new();
@@ -390,6 +390,7 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
         if kinds.iter().all(Option::is_none) {
             continue;
         }
+        keys[k] = K_NAMES.map(|n| plane.stat_id(n));
         let look = plane.stat_lookup(NAME.map(|r| keys[k][r as usize]));
         let read = plane.stat_lookup(READ.map(|r| keys[k][r as usize]));
         let any: Vec<bool> = kinds.iter().map(Option::is_some).collect();
@@ -397,11 +398,7 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
     }
     let pieces: Vec<(usize, &Line, std::ops::Range<usize>)> = (planes.iter().enumerate())
         .flat_map(|(k, (_, plane, ..))| plane.lines.iter().map(move |line| (k, line)))
-        .flat_map(|(k, line)| {
-            (0..line.len())
-                .step_by(ALLOC_SCAN_PIECE)
-                .map(move |at| (k, line, at..line.len().min(at + ALLOC_SCAN_PIECE)))
-        })
+        .flat_map(|(k, line)| crate::cache::pieces(line.len(), ALLOC_SCAN_PIECE).map(move |r| (k, line, r)))
         .collect();
     let found: Vec<PieceEvents> = pieces
         .into_par_iter()
@@ -451,12 +448,13 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
             (groups, seq)
         })
         .collect();
-    // Each allocator's parts (by index), named; the indexes by name.
-    let mut parts: Vec<(String, Vec<AllocatorEvents>)> = Vec::new();
+    // Each allocator's parts (by index), named, each with the count of events read
+    // before its piece; the indexes by name.
+    let mut parts: Vec<(String, Vec<(u32, AllocatorEvents)>)> = Vec::new();
     let mut ids: HashMap<String, usize> = HashMap::new();
     let mut seq = 0u32;
     for (piece, count) in found {
-        for (key, mut part) in piece {
+        for (key, part) in piece {
             let name = match key {
                 AllocatorKey::Text(text) => std::borrow::Cow::Borrowed(text),
                 AllocatorKey::Shown(shown) => shown.into(),
@@ -464,11 +462,10 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
                 AllocatorKey::Index(None) => "unnamed".into(),
             };
             let id = *ids.entry(name.to_string()).or_insert_with(|| {
-                parts.push((name.to_string(), Vec::new()));
+                parts.push((name.into_owned(), Vec::new()));
                 parts.len() - 1
             });
-            part.events.iter_mut().for_each(|e| e.seq += seq);
-            parts[id].1.push(part);
+            parts[id].1.push((seq, part));
         }
         seq += count;
     }
@@ -476,8 +473,11 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
         .into_par_iter()
         .map(|(name, parts)| {
             let mut g = AllocatorEvents { name, ..Default::default() };
-            g.events.reserve_exact(parts.iter().map(|p| p.events.len()).sum());
-            parts.into_iter().for_each(|p| g.append(p));
+            g.events.reserve_exact(parts.iter().map(|p| p.1.events.len()).sum());
+            for (before, mut part) in parts {
+                part.events.iter_mut().for_each(|e| e.seq += before);
+                g.append(part);
+            }
             // Read line by line, so a few runs already in time order at most: the stable
             // sort merges them (and keeps read order among equal times).
             g.events.sort_by_key(|e| e.time_ps);

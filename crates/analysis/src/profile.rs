@@ -245,9 +245,7 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
     let look =
         plane.stat_lookup([Some(op_key), keys.hlo_module, keys.device_ordinal, keys.run_id, keys.step_num, keys.root]);
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
-        .flat_map(|(li, line)| {
-            (0..line.len()).step_by(HOST_SCAN_PIECE).map(move |at| (li, at..line.len().min(at + HOST_SCAN_PIECE)))
-        })
+        .flat_map(|(li, line)| crate::cache::pieces(line.len(), HOST_SCAN_PIECE).map(move |r| (li, r)))
         .collect();
     pieces
         .into_par_iter()
