@@ -469,6 +469,19 @@ impl Line {
         self.push_stat_value(s.meta(), s.value());
     }
 
+    /// Where the line's stats end, packed and wide, for [`Line::truncate_stats`].
+    #[inline]
+    pub(crate) fn stats_mark(&self) -> [usize; 3] {
+        [self.stats.len(), self.wide.nums.len(), self.wide.stats.len()]
+    }
+
+    /// Drops the stats pushed since `mark` was taken.
+    pub(crate) fn truncate_stats(&mut self, mark: [usize; 3]) {
+        self.stats.truncate(mark[0]);
+        self.wide.nums.truncate(mark[1]);
+        self.wide.stats.truncate(mark[2]);
+    }
+
     /// [`Line::push_stat`] of the stat (`meta`, `value`).
     #[inline]
     pub(crate) fn push_stat_value(&mut self, meta: u32, value: StatValue) {
@@ -968,13 +981,18 @@ impl IdMap {
         IdMap { dense: Vec::new(), limit: entries.saturating_mul(2).saturating_add(1024), map: HashMap::new() }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn get(&self, id: i64) -> Option<u32> {
-        if let Ok(i) = usize::try_from(id) {
-            if i < self.limit {
-                return self.dense.get(i).copied().filter(|&v| v != ABSENT);
-            }
+        if (id as u64) < self.limit as u64 {
+            return self.dense.get(id as usize).copied().filter(|&v| v != ABSENT);
         }
+        self.get_sparse(id)
+    }
+
+    /// [`IdMap::get`] for ids kept in the hash map (negative or far apart).
+    #[cold]
+    #[inline(never)]
+    fn get_sparse(&self, id: i64) -> Option<u32> {
         self.map.get(&id).copied()
     }
 

@@ -226,6 +226,12 @@ impl<'a> Wire<'a> {
         Ok(())
     }
 
+    /// Length of the whole buffer.
+    #[inline]
+    pub fn buf_len(&self) -> usize {
+        self.buf.len()
+    }
+
     /// The bytes of an absolute range.
     #[inline]
     pub fn slice(&self, r: Range<usize>) -> &'a [u8] {

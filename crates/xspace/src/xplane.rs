@@ -304,21 +304,27 @@ fn span(r: Range<usize>) -> Span {
     Span::source(r.start as u64, (r.end - r.start).min(u32::MAX as usize) as u32)
 }
 
-/// The usual stat, read straight through: metadata id, then one `uint64`, `int64` or
-/// `ref` value, nothing else. `None` for any other shape (or damage): the full reader
-/// then reads it, and reports what is wrong. Works on the stat's bytes with positions
-/// in registers: it runs once per stat, the most frequent message of a profile.
+/// The usual stat, `buf[from..to]`, read straight through: metadata id, then one
+/// `uint64`, `int64` or `ref` value, nothing else. `None` for any other shape (or
+/// damage): the full reader then reads it, and reports what is wrong. Works with
+/// positions in registers: it runs once per stat, the most frequent message of a
+/// profile.
 #[inline(always)]
-fn integer_stat(b: &[u8], stat_ids: &IdMap) -> Option<(u32, StatValue)> {
-    let [KEY_META, rest @ ..] = b else { return None };
-    let (id, n) = small_varint(rest)?;
-    let [key, rest @ ..] = rest.get(n..)? else { return None };
-    let (v, n) = small_varint(rest)?;
-    if n != rest.len() {
+fn integer_stat(buf: &[u8], from: usize, to: usize, stat_ids: &IdMap) -> Option<(u32, StatValue)> {
+    if from >= to || buf[from] != KEY_META {
+        return None;
+    }
+    let (id, at) = varint_in(buf, from + 1, to)?;
+    if at >= to {
+        return None;
+    }
+    let key = buf[at];
+    let (v, at) = varint_in(buf, at + 1, to)?;
+    if at != to {
         return None;
     }
     let meta = stat_ids.get(id as i64).unwrap_or(UNKNOWN_META);
-    let value = match *key {
+    let value = match key {
         KEY_U64 => StatValue::U64(v),
         KEY_I64 => StatValue::I64(v as i64),
         KEY_REF => StatValue::Ref(stat_ids.get(v as i64).unwrap_or(UNKNOWN_META)),
@@ -331,6 +337,8 @@ fn integer_stat(b: &[u8], stat_ids: &IdMap) -> Option<(u32, StatValue)> {
 const KEY_OFFSET: u8 = 2 << 3 | VARINT;
 const KEY_DURATION: u8 = 3 << 3 | VARINT;
 const KEY_STAT: u8 = 4 << 3 | LEN;
+/// Key of an XLine's events.
+const KEY_EVENT: u8 = 4 << 3 | LEN;
 
 /// Keys of an XStat's (and an XEvent's) metadata id and its integer values.
 const KEY_META: u8 = 1 << 3 | VARINT;
@@ -338,33 +346,64 @@ const KEY_U64: u8 = 3 << 3 | VARINT;
 const KEY_I64: u8 = 4 << 3 | VARINT;
 const KEY_REF: u8 = 7 << 3 | VARINT;
 
-/// A varint at the start of `b` and its length, for the readers that work on a
-/// message's bytes: one byte inline, longer ones out of line; `None` when it runs past
-/// `b` or past 64 bits.
+/// The varint at `buf[at..]` and the position after it, for the readers that work on
+/// a message's bytes: one byte inline, longer ones out of line; `None` when it runs
+/// past `end` (the end of its message) or past 64 bits. The bytes after `end` are
+/// still the file's, so a long varint near the end of its message is read as one
+/// word like any other.
 #[inline(always)]
-fn small_varint(b: &[u8]) -> Option<(u64, usize)> {
-    match b.first() {
-        Some(&x) if x < 0x80 => Some((u64::from(x), 1)),
-        _ => long_varint(b),
+fn varint_in(buf: &[u8], at: usize, end: usize) -> Option<(u64, usize)> {
+    if at < end {
+        if let Some(word) = buf.get(at..).and_then(|b| b.first_chunk::<8>()) {
+            let word = u64::from_le_bytes(*word);
+            if word & 0x80 == 0 {
+                return Some((word & 0x7f, at + 1));
+            }
+            let ends = !word & 0x8080_8080_8080_8080;
+            if ends != 0 {
+                let n = (ends.trailing_zeros() / 8 + 1) as usize;
+                return (n <= end - at).then(|| (pack_varint_word(word, ends), at + n));
+            }
+        }
+        if let Some(&x) = buf.get(at).filter(|&&x| x < 0x80) {
+            return Some((u64::from(x), at + 1));
+        }
+        let (v, n) = long_varint(&buf[at..])?;
+        return (n <= end - at).then_some((v, at + n));
     }
+    None
 }
 
-/// Up to 8 bytes are read as one word: the first byte without its top bit ends the
-/// varint, and the 7-bit groups are packed together in three steps, with no branch on
-/// the length. Longer varints, and the last few bytes of `b`, go byte by byte.
+/// The value of a varint of up to 8 bytes read as the little-endian `word`, `ends`
+/// marking the top bits that are clear: the bytes after the first such are dropped,
+/// and the 7-bit groups packed together in three steps, with no branch on the length.
+#[inline(always)]
+fn pack_varint_word(word: u64, ends: u64) -> u64 {
+    let bits = ends.trailing_zeros() + 1;
+    let x = word & (u64::MAX >> (64 - bits));
+    let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
+    let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
+    (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
+}
+
+/// A varint at the start of `b` and its length; `None` when it runs past `b` or past
+/// 64 bits. Up to 8 bytes are read as one word ([`pack_varint_word`]), 9 or 10 as that
+/// word and two bytes; only the last few bytes of `b` go byte by byte.
 #[inline(never)]
 fn long_varint(b: &[u8]) -> Option<(u64, usize)> {
-    if let Some(word) = b.first_chunk::<8>() {
-        let word = u64::from_le_bytes(*word);
+    if let Some(ten) = b.first_chunk::<10>() {
+        let word = u64::from_le_bytes(*ten.first_chunk::<8>()?);
         let ends = !word & 0x8080_8080_8080_8080;
         if ends != 0 {
-            let bits = ends.trailing_zeros() + 1;
-            let x = word & (u64::MAX >> (64 - bits));
-            let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
-            let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
-            let x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4);
-            return Some((x, (bits / 8) as usize));
+            return Some((pack_varint_word(word, ends), (ends.trailing_zeros() / 8 + 1) as usize));
         }
+        // Nine or ten bytes (negative int64 values): the first eight give 56 bits.
+        let low = pack_varint_word(word, 1 << 63);
+        return match (ten[8], ten[9]) {
+            (x, _) if x < 0x80 => Some((low | u64::from(x) << 56, 9)),
+            (x, 0 | 1) => Some((low | u64::from(x & 0x7f) << 56 | u64::from(ten[9]) << 63, 10)),
+            _ => None,
+        };
     }
     let mut value = 0u64;
     for (i, &x) in b.iter().enumerate().take(10) {
@@ -381,7 +420,7 @@ fn long_varint(b: &[u8]) -> Option<(u64, usize)> {
 
 /// Decodes one XStat message.
 fn decode_stat(w: &Wire, r: Range<usize>, stat_ids: &IdMap, arena: &mut Vec<u8>) -> WireResult<Stat> {
-    if let Some((meta, value)) = integer_stat(w.slice(r.clone()), stat_ids) {
+    if let Some((meta, value)) = integer_stat(w.slice(0..w.buf_len()), r.start, r.end, stat_ids) {
         return Ok(Stat::new(meta, value));
     }
     decode_stat_fields(w, r, stat_ids, arena)
@@ -577,6 +616,76 @@ impl Joining {
     }
 }
 
+/// Reads the XLine's events (field 4) at `buf[at..end]` while they have the usual
+/// shape: one-byte keys, the metadata id, offset and duration as varints, and stats
+/// that [`integer_stat`] or [`decode_stat_fields`] read. Starts no event at or past
+/// `stop`. Returns where it stopped: at `stop` or later, at `end`, or at the first
+/// field that is not such an event, left for the general reader (which reads it and
+/// reports any damage where it always has). Kept apart from the general reader so
+/// that this loop, which runs once per event, keeps its state in registers.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn usual_events(
+    w: &Wire,
+    mut at: usize,
+    stop: usize,
+    end: usize,
+    line: &mut Line,
+    ids: (&IdMap, &IdMap),
+    arena: &mut Vec<u8>,
+    unknown: &mut bool,
+) -> usize {
+    let (event_ids, stat_ids) = ids;
+    let buf = w.slice(0..w.buf_len());
+    'events: while at < stop && buf[at] == KEY_EVENT {
+        let Some((len, from)) = varint_in(buf, at + 1, end) else { break };
+        if len > (end - from) as u64 || line.stat_count() >= u32::MAX as usize {
+            break;
+        }
+        let to = from + len as usize;
+        let (mark, arena_len) = (line.stats_mark(), arena.len());
+        let (mut meta_id, mut offset, mut dur) = (0u64, 0u64, 0u64);
+        let mut p = from;
+        while p < to {
+            let key = buf[p];
+            let Some((v, next)) = varint_in(buf, p + 1, to) else { break };
+            match key {
+                KEY_META => meta_id = v,
+                KEY_OFFSET => offset = v,
+                KEY_DURATION => dur = v,
+                KEY_STAT if v <= (to - next) as u64 => {
+                    let sto = next + v as usize;
+                    match integer_stat(buf, next, sto, stat_ids) {
+                        Some((meta, value)) => line.push_stat_value(meta, value),
+                        None => match decode_stat_fields(w, next..sto, stat_ids, arena) {
+                            Ok(stat) => line.push_stat(stat),
+                            Err(_) => break,
+                        },
+                    }
+                    p = sto;
+                    continue;
+                }
+                _ => break,
+            }
+            p = next;
+        }
+        if p != to {
+            // Not the usual shape: undone, for the general reader.
+            line.truncate_stats(mark);
+            arena.truncate(arena_len);
+            break 'events;
+        }
+        let meta = event_ids.get(meta_id as i64).unwrap_or(UNKNOWN_META);
+        *unknown |= meta == UNKNOWN_META;
+        line.starts.push(offset as i64);
+        line.durations.push(dur as i64);
+        line.metas.push(i64::from(meta));
+        line.stat_start.push(line.stat_count() as i64);
+        at = to;
+    }
+    at
+}
+
 /// Reads the fields in `r`, all or part of one XLine, into a line's columns, as
 /// written: the caller shifts the starts by the line's timestamp.
 fn decode_line_part(
@@ -623,6 +732,15 @@ fn decode_line_part(
             line.stats.reserve_exact(stats);
             prefault_spare(&mut line.stats);
         }
+        let mut stop = (released + RELEASE_EVERY_BYTES).min(r.end);
+        if !sized {
+            stop = stop.min(r.start + SIZE_SAMPLE_BYTES);
+        }
+        let at = usual_events(w, lw.pos(), stop, r.end, &mut line, (event_ids, stat_ids), &mut arena, &mut unknown);
+        if at != lw.pos() {
+            lw = w.sub(at..r.end);
+            continue;
+        }
         let (field, wt) = lw.key()?;
         match field {
             1 => line.id = lw.int(wt)?,
@@ -632,45 +750,11 @@ fn decode_line_part(
             3 => line.timestamp_ns = lw.int(wt)?,
             9 => line.line_duration_ps = lw.int(wt)?,
             4 => {
+                // An event [`usual_events`] left: read field by field.
                 let er = lw.bytes(wt)?;
                 let (mut offset, mut dur, mut meta_id) = (0i64, 0i64, 0i64);
-                // The usual fields (one-byte keys, whole varints, stats that fit) are read
-                // from the event's bytes with the position in a register; anything else,
-                // damage included, by the general reader, field by field, which reports
-                // it where it always has.
-                let ev = w.slice(er.clone());
-                let mut at = 0;
-                while at < ev.len() {
-                    let key = ev[at];
-                    let field = small_varint(&ev[at + 1..]).and_then(|(v, n)| match key {
-                        KEY_META => Some((&mut meta_id, v, n)),
-                        KEY_OFFSET => Some((&mut offset, v, n)),
-                        KEY_DURATION => Some((&mut dur, v, n)),
-                        _ => None,
-                    });
-                    if let Some((slot, v, n)) = field {
-                        *slot = v as i64;
-                        at += 1 + n;
-                        continue;
-                    }
-                    if key == KEY_STAT {
-                        if let Some(sr) = small_varint(&ev[at + 1..]).and_then(|(len, n)| {
-                            let from = at + 1 + n;
-                            let to = from.checked_add(usize::try_from(len).ok()?)?;
-                            (to <= ev.len()).then_some(from..to)
-                        }) {
-                            // The general reader's arm for field 4, written out again:
-                            // as one shared function this loop ran 10 % slower.
-                            let sr = er.start + sr.start..er.start + sr.end;
-                            match integer_stat(w.slice(sr.clone()), stat_ids) {
-                                Some((meta, value)) => line.push_stat_value(meta, value),
-                                None => line.push_stat(decode_stat_fields(w, sr.clone(), stat_ids, &mut arena)?),
-                            }
-                            at = sr.end - er.start;
-                            continue;
-                        }
-                    }
-                    let mut ew = w.sub(er.start + at..er.end);
+                let mut ew = w.sub(er);
+                while !ew.done() {
                     let (f, wt) = ew.key()?;
                     match f {
                         1 => meta_id = ew.int(wt)?,
@@ -678,14 +762,10 @@ fn decode_line_part(
                         3 => dur = ew.int(wt)?,
                         4 => {
                             let sr = ew.bytes(wt)?;
-                            match integer_stat(w.slice(sr.clone()), stat_ids) {
-                                Some((meta, value)) => line.push_stat_value(meta, value),
-                                None => line.push_stat(decode_stat_fields(w, sr, stat_ids, &mut arena)?),
-                            }
+                            line.push_stat(decode_stat(w, sr, stat_ids, &mut arena)?);
                         }
                         _ => ew.skip(wt)?,
                     }
-                    at = ew.pos() - er.start;
                 }
                 let meta = event_ids.get(meta_id).unwrap_or(UNKNOWN_META);
                 unknown |= meta == UNKNOWN_META;
@@ -730,14 +810,23 @@ mod tests {
             // without their top bit (8-byte words).
             for tail in [&[][..], &[0x80; 12][..], &[0x01; 12][..]] {
                 let bytes = [&enc[..], tail].concat();
-                assert_eq!(small_varint(&bytes), Some((v, n)), "{v:#x} before {tail:?}");
+                assert_eq!(varint_in(&bytes, 0, bytes.len()), Some((v, n)), "{v:#x} before {tail:?}");
+                assert_eq!(varint_in(&bytes, 0, n), Some((v, n)), "{v:#x} ending its message");
+                // Its message ends inside it, whatever the bytes after that are: no value.
+                assert_eq!(varint_in(&bytes, 0, n - 1), None, "{v:#x} past its message, before {tail:?}");
+                // At an offset.
+                let shifted = [&[0x05, 0x81][..], &bytes].concat();
+                assert_eq!(varint_in(&shifted, 2, 2 + n), Some((v, 2 + n)), "{v:#x} at 2");
             }
-            // Cut short: no value.
-            assert_eq!(small_varint(&enc[..n - 1]), None, "{v:#x} cut");
+            // Cut short by the end of the buffer: no value.
+            assert_eq!(varint_in(&enc[..n - 1], 0, n - 1), None, "{v:#x} cut");
         }
-        // Past 64 bits, and eleven bytes long: no value.
-        assert_eq!(small_varint(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02]), None);
-        assert_eq!(small_varint(&[0x80; 11]), None);
+        // Past 64 bits, eleven bytes long, and at or past the end: no value.
+        let over = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02];
+        assert_eq!(varint_in(&over, 0, over.len()), None);
+        assert_eq!(varint_in(&[0x80; 11], 0, 11), None);
+        assert_eq!(varint_in(&[0x01, 0x01], 1, 1), None);
+        assert_eq!(varint_in(&[0x01], 1, 1), None);
     }
 
     fn ld(field: u64, payload: &[u8]) -> Vec<u8> {
@@ -807,6 +896,11 @@ mod tests {
             for st in stats {
                 ev.extend(ld(4, &st));
             }
+            if i % 13 == 6 {
+                // After the stats: the fast path has read them, and must drop them
+                // when it leaves the event to the general reader.
+                ev.extend(int(5, 78));
+            }
             line.extend(ld(4, &ev));
         }
         line.extend([int(3, 1_000), ld(11, b"display")].concat());
@@ -858,6 +952,8 @@ mod tests {
                 assert_eq!((a.start_ps(i), a.duration_ps(i)), (1_000_000 + at, len), "event {i}");
                 let meta = if i % 97 == 5 { UNKNOWN_META } else { (i % 4) as u32 };
                 assert_eq!(a.meta(i), meta, "event {i}");
+                let stats = [1, 1, 1, 2, 1, 1, 0][i % 7];
+                assert_eq!(a.event_stats(i).count(), stats, "event {i}");
             }
         }
     }
