@@ -6,7 +6,7 @@ use std::sync::Arc;
 use rayon::prelude::*;
 
 use stepscope_xspace::hlo::{hlo_modules, HloModules};
-use stepscope_xspace::{Span, StatValue};
+use stepscope_xspace::{Plane, Span, Stat, StatValue};
 
 use serde::Serialize;
 
@@ -377,6 +377,41 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
     }
 }
 
+/// What an op event's stats say, for the op profile.
+#[derive(Clone, Copy)]
+struct OpStats<'a> {
+    program: Option<u64>,
+    category: Option<&'a str>,
+    /// What identifies the `tf_op` text: a ref, or a string's place in the file.
+    tf_op_key: Option<(bool, Span)>,
+    tf_op: Option<&'a str>,
+    flops: Option<u64>,
+    bytes: Option<u64>,
+}
+
+impl<'a> OpStats<'a> {
+    /// Reads the stats (program_id, hlo_category, tf_op, flops, bytes_accessed) found
+    /// for an event; `tf_op` only when `want_scope`.
+    #[inline(always)]
+    fn of(plane: &'a Plane, stats: [Option<Stat>; 5], want_scope: bool) -> OpStats<'a> {
+        let [program, category, tf_op, flops, bytes] = stats;
+        let num = |s: Option<Stat>| s.and_then(|s| plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok());
+        let tf_op = tf_op.filter(|_| want_scope);
+        OpStats {
+            program: num(program),
+            category: category.and_then(|s| plane.stat_str(&s)),
+            tf_op_key: tf_op.and_then(|s| match s.value() {
+                StatValue::Ref(r) => Some((true, Span::source(u64::from(r), 0))),
+                StatValue::Str(span) => Some((false, span)),
+                _ => None,
+            }),
+            tf_op: tf_op.and_then(|s| plane.stat_str(&s)),
+            flops: num(flops),
+            bytes: num(bytes),
+        }
+    }
+}
+
 /// Calls `f` with each of a device's op occurrences and its self time (per line, by
 /// nesting), and its scope when `want_scope` (else the scope is empty). Where the
 /// profile lacks `hlo_category` or `tf_op`, the module's HloProto supplies them (looked
@@ -418,27 +453,41 @@ fn each_occurrence<'a>(
     let mut last: Vec<Option<(Option<u64>, u32, usize)>> = vec![None; ops.names.len()];
     let mut scopes: FastMap<&str, Text> = FastMap::default();
     let mut scopes_by_stat: FastMap<(bool, Span), Text> = FastMap::default();
+    // Per event metadata: its place in `said_by_meta` (made at the first event that needs it).
+    const NOT_YET: u32 = u32::MAX;
+    let mut by_meta: Vec<u32> = Vec::new();
+    let mut said_by_meta: Vec<OpStats> = Vec::new();
     for (&at, self_ps) in order.iter().zip(self_ps) {
         let rec = &ops.recs[at as usize];
         let (name, module) = (&*ops.names[rec.name as usize], &*ops.names[rec.module as usize]);
         let line = &d.plane.lines[rec.line as usize];
         let i = rec.index as usize;
-        let [program, category, tf_op, flops, bytes] = d.plane.stats_of(&look, line, i);
-        let tf_op = tf_op.filter(|_| want_scope);
-        let num = |s: Option<stepscope_xspace::Stat>| {
-            s.and_then(|s| d.plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok())
+        // What the stats say, worked out once per event metadata for the events that
+        // hold none of the keys themselves (device ops: their metadata holds them).
+        let said = match d.plane.own_stats_of(&look, line, i) {
+            Some(own) => OpStats::of(d.plane, d.plane.with_metadata_stats(&look, line.meta(i), own), want_scope),
+            None => {
+                let meta = line.meta(i);
+                if by_meta.is_empty() {
+                    by_meta = vec![NOT_YET; d.plane.event_meta.len()];
+                }
+                match by_meta.get(meta as usize) {
+                    Some(&at) if at != NOT_YET => said_by_meta[at as usize],
+                    _ => {
+                        let said =
+                            OpStats::of(d.plane, d.plane.with_metadata_stats(&look, meta, [None; 5]), want_scope);
+                        if let Some(at) = by_meta.get_mut(meta as usize) {
+                            *at = said_by_meta.len() as u32;
+                            said_by_meta.push(said);
+                        }
+                        said
+                    }
+                }
+            }
         };
-        let category = category.and_then(|s| d.plane.stat_str(&s));
-        // The stat itself identifies the text (a ref, or a string's place in the file).
-        let tf_op_key = tf_op.and_then(|s| match s.value() {
-            StatValue::Ref(r) => Some((true, Span::source(u64::from(r), 0))),
-            StatValue::Str(span) => Some((false, span)),
-            _ => None,
-        });
-        let tf_op = tf_op.and_then(|s| d.plane.stat_str(&s));
+        let OpStats { program, category, tf_op_key, tf_op, flops, bytes } = said;
         // (category, scope) from the HloProto, for what the stats lack.
         let hlo_info = if category.is_none() || (want_scope && tf_op.is_none()) {
-            let program = num(program);
             let at = match last[rec.name as usize] {
                 Some((p, m, at)) if p == program && m == rec.module => at,
                 _ => {
@@ -486,18 +535,7 @@ fn each_occurrence<'a>(
         };
         let ids = (rec.name, rec.module);
         let op_ps = ops.op_ps(rec, d.plane);
-        f(Occurrence {
-            name,
-            module,
-            op_ps,
-            ids,
-            self_ps,
-            category,
-            scope,
-            flops: num(flops),
-            bytes: num(bytes),
-            peaks,
-        });
+        f(Occurrence { name, module, op_ps, ids, self_ps, category, scope, flops, bytes, peaks });
     }
 }
 

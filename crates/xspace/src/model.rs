@@ -795,6 +795,57 @@ impl Plane {
         out
     }
 
+    /// The part of [`Plane::stats_of`] found on event `i` itself; `None` when the
+    /// event holds none of the keys. With [`Plane::with_metadata_stats`] it gives what
+    /// `stats_of` does, so callers can work out what follows from the metadata's
+    /// stats once per metadata.
+    #[inline]
+    pub fn own_stats_of<const N: usize>(
+        &self,
+        look: &StatLookup<N>,
+        line: &Line,
+        i: usize,
+    ) -> Option<[Option<Stat>; N]> {
+        let mut out = [None; N];
+        let mut left = look.distinct;
+        for p in &line.stats[line.stat_range(i)] {
+            if left == 0 {
+                break;
+            }
+            let k = look.slot.get(p.meta(&line.wide) as usize).copied().unwrap_or(NO_SLOT) as usize;
+            if let Some(o @ None) = out.get_mut(k) {
+                *o = Some(p.unpack(&line.wide));
+                left -= 1;
+            }
+        }
+        (left < look.distinct).then_some(out)
+    }
+
+    /// Completes `own` ([`Plane::own_stats_of`] of an event of metadata `meta`, or
+    /// all `None`) with the metadata's stats: what [`Plane::stats_of`] returns.
+    #[inline]
+    pub fn with_metadata_stats<const N: usize>(
+        &self,
+        look: &StatLookup<N>,
+        meta: u32,
+        mut own: [Option<Stat>; N],
+    ) -> [Option<Stat>; N] {
+        if look.meta_has.get(meta as usize).copied().unwrap_or(false) {
+            for s in self.metadata_stats(meta) {
+                let k = look.slot.get(s.meta() as usize).copied().unwrap_or(NO_SLOT) as usize;
+                if let Some(o @ None) = own.get_mut(k) {
+                    *o = Some(*s);
+                }
+            }
+        }
+        for k in 0..N {
+            if let Some(first) = look.same[k] {
+                own[k] = own[first];
+            }
+        }
+        own
+    }
+
     /// Looks up stat `stat` of event `i` on `line`: on the event first, then on its metadata.
     pub fn event_stat(&self, line: &Line, i: usize, stat: u32) -> Option<Stat> {
         let [s] = self.event_stats_of(line, i, [Some(stat)]);
@@ -1129,7 +1180,17 @@ mod tests {
         for keys in keysets {
             let look = plane.stat_lookup(keys);
             for i in 0..line.len() {
-                assert_eq!(plane.stats_of(&look, &line, i), plane.event_stats_of(&line, i, keys), "{keys:?} event {i}");
+                let want = plane.event_stats_of(&line, i, keys);
+                assert_eq!(plane.stats_of(&look, &line, i), want, "{keys:?} event {i}");
+                // In two parts: the event's own, then the metadata's.
+                let own = plane.own_stats_of(&look, &line, i);
+                assert_eq!(
+                    own.is_some(),
+                    line.event_stats(i).any(|s| keys.contains(&Some(s.meta()))),
+                    "{keys:?} event {i}"
+                );
+                let whole = plane.with_metadata_stats(&look, line.meta(i), own.unwrap_or([None; 4]));
+                assert_eq!(whole, want, "{keys:?} event {i}, in parts");
             }
         }
     }
