@@ -646,8 +646,47 @@ fn usual_events(
         let (mark, arena_len) = (line.stats_mark(), arena.len());
         let (mut meta_id, mut offset, mut dur) = (0u64, 0u64, 0u64);
         let mut p = from;
+        // The usual header: metadata id, offset and duration, each at most once, in
+        // any order (profilers write the offset first; each may be absent, as a zero
+        // is not written). Anything else is left to the loop below.
+        for _ in 0..3 {
+            let slot = match buf.get(p).filter(|_| p < to) {
+                Some(&KEY_OFFSET) => &mut offset,
+                Some(&KEY_META) => &mut meta_id,
+                Some(&KEY_DURATION) => &mut dur,
+                _ => break,
+            };
+            let Some((v, next)) = varint_in(buf, p + 1, to) else { break };
+            *slot = v;
+            p = next;
+        }
         while p < to {
+            // The commonest stat, its first four bytes read at once: a one-byte length
+            // and a one-byte metadata id (key 0x22, length, key 0x08, id).
             let key = buf[p];
+            if let Some(&head) = buf.get(p..).and_then(|b| b.first_chunk::<8>()).filter(|_| key == KEY_STAT) {
+                let head = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+                if head & 0x80ff_80ff == u32::from(KEY_META) << 16 | u32::from(KEY_STAT) {
+                    let sto = p + 2 + ((head >> 8) & 0x7f) as usize;
+                    if sto <= to && p + 5 <= sto {
+                        let key = buf[p + 4];
+                        if let Some((v, end)) = varint_in(buf, p + 5, sto).filter(|&(_, end)| end == sto) {
+                            let meta = stat_ids.get(i64::from(head >> 24)).unwrap_or(UNKNOWN_META);
+                            let value = match key {
+                                KEY_U64 => Some(StatValue::U64(v)),
+                                KEY_I64 => Some(StatValue::I64(v as i64)),
+                                KEY_REF => Some(StatValue::Ref(stat_ids.get(v as i64).unwrap_or(UNKNOWN_META))),
+                                _ => None,
+                            };
+                            if let Some(value) = value {
+                                line.push_stat_value(meta, value);
+                                p = end;
+                                continue;
+                            }
+                        }
+                    }
+                }
+            }
             let Some((v, next)) = varint_in(buf, p + 1, to) else { break };
             match key {
                 KEY_META => meta_id = v,
@@ -887,7 +926,9 @@ mod tests {
                 5 => stats.push([int(1, 2), ld(8, &gz(format!("text {i}").as_bytes()))].concat()),
                 _ => {}
             }
-            let mut ev = [int(1, meta), int(2, i * 1_000 + i % 13), int(3, (i % 50) * 10_000_000_000)].concat();
+            let (meta, at, len) = (int(1, meta), int(2, i * 1_000 + i % 13), int(3, (i % 50) * 10_000_000_000));
+            // The header in the order profilers write it, and in field order.
+            let mut ev = if i % 2 == 0 { [at, meta, len].concat() } else { [meta, at, len].concat() };
             if i % 11 == 3 {
                 // Fields the fast path leaves to the general reader: an unknown varint,
                 // a two-byte key, then the offset again (the last one counts).
