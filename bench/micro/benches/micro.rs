@@ -61,3 +61,17 @@ fn op_profile(b: Bencher) {
 fn summary_with_findings(b: Bencher) {
     b.with_inputs(profile).bench_local_refs(|p| summary::summary(p, 10).findings.len());
 }
+
+/// Filling a column (what the decoder does per event, four times): starts a few µs
+/// apart with jitter, and short lengths, 1 M values each.
+#[divan::bench(args = ["starts", "lengths"], sample_count = 20)]
+fn column_fill(b: Bencher, kind: &str) {
+    let values: Vec<i64> = (0..1_000_000i64)
+        .map(|i| match kind {
+            "starts" => 1_000_000_000 + i * 3_000_000 + (i * 7919) % 1_000_000,
+            _ => 1_000 + (i * 7919) % 900_000,
+        })
+        .collect();
+    b.counter(divan::counter::ItemsCount::new(values.len()))
+        .bench(|| values.iter().copied().collect::<stepscope_xspace::Column>().len());
+}

@@ -137,13 +137,22 @@ impl Column {
             self.packed.reserve_exact(need + more);
             prefault_spare(&mut self.packed);
         }
-        self.packed.resize(pos + need + PAD, 0);
-        // Whole words: the bytes past a distance's width are zero, and the next
-        // distance or the padding is written over them.
-        let out = &mut self.packed[pos..pos + need + PAD];
-        for (k, &v) in self.tail.iter().enumerate() {
-            // SAFETY: k * w + 8 <= (BLOCK - 1) * w + 8 <= need + PAD = out.len().
-            unsafe { out.as_mut_ptr().add(k * w).cast::<u64>().write_unaligned(v.abs_diff(min).to_le()) };
+        // Whole words, into the spare room: the bytes past a distance's width are
+        // zero, and the next distance or the padding is written over them. Every byte
+        // up to the padding is written (k * w + 8 >= (k + 1) * w, as w <= 8), then the
+        // padding.
+        debug_assert!(self.packed.capacity() >= pos + need + PAD && w <= 8);
+        // SAFETY: the room was reserved above; `pos` is the start of the old padding,
+        // inside the vector. The writes end at (BLOCK - 1) * w + 8 <= need + PAD bytes
+        // past `pos`, and at need + PAD for the padding; all of pos..pos + need + PAD
+        // is written before the length covers it.
+        unsafe {
+            let out = self.packed.as_mut_ptr().add(pos);
+            for (k, &v) in tail.iter().enumerate() {
+                out.add(k * w).cast::<u64>().write_unaligned(v.abs_diff(min).to_le());
+            }
+            out.add(need).cast::<u64>().write_unaligned(0);
+            self.packed.set_len(pos + need + PAD);
         }
         self.blocks.push(Block { base: min, at: (pos as u64) << 4 | w as u64 });
         self.tail.clear();
