@@ -778,6 +778,8 @@ impl Plane {
                 }
             }
         }
+        // What `with_metadata_stats` does, written out again: calling it here cost the
+        // CPU capture's `summary` 3 % more instructions (the host scan's inlining).
         let meta = line.meta(i);
         if left > 0 && look.meta_has.get(meta as usize).copied().unwrap_or(false) {
             for s in self.metadata_stats(meta) {

@@ -337,8 +337,6 @@ fn integer_stat(buf: &[u8], from: usize, to: usize, stat_ids: &IdMap) -> Option<
 const KEY_OFFSET: u8 = 2 << 3 | VARINT;
 const KEY_DURATION: u8 = 3 << 3 | VARINT;
 const KEY_STAT: u8 = 4 << 3 | LEN;
-/// Key of an XLine's events.
-const KEY_EVENT: u8 = 4 << 3 | LEN;
 
 /// Keys of an XStat's (and an XEvent's) metadata id and its integer values.
 const KEY_META: u8 = 1 << 3 | VARINT;
@@ -637,9 +635,9 @@ fn usual_events(
 ) -> usize {
     let (event_ids, stat_ids) = ids;
     let buf = w.slice(0..w.buf_len());
-    'events: while at < stop && buf[at] == KEY_EVENT {
+    'events: while at < stop && buf[at] == EVENT_KEY {
         let Some((len, from)) = varint_in(buf, at + 1, end) else { break };
-        if len > (end - from) as u64 || line.stat_count() >= u32::MAX as usize {
+        if len > (end - from) as u64 {
             break;
         }
         let to = from + len as usize;
@@ -669,10 +667,10 @@ fn usual_events(
                 if head & 0x80ff_80ff == u32::from(KEY_META) << 16 | u32::from(KEY_STAT) {
                     let sto = p + 2 + ((head >> 8) & 0x7f) as usize;
                     if sto <= to && p + 5 <= sto {
-                        let key = buf[p + 4];
+                        let value_key = buf[p + 4];
                         if let Some((v, end)) = varint_in(buf, p + 5, sto).filter(|&(_, end)| end == sto) {
                             let meta = stat_ids.get(i64::from(head >> 24)).unwrap_or(UNKNOWN_META);
-                            let value = match key {
+                            let value = match value_key {
                                 KEY_U64 => Some(StatValue::U64(v)),
                                 KEY_I64 => Some(StatValue::I64(v as i64)),
                                 KEY_REF => Some(StatValue::Ref(stat_ids.get(v as i64).unwrap_or(UNKNOWN_META))),
@@ -708,8 +706,9 @@ fn usual_events(
             }
             p = next;
         }
-        if p != to {
-            // Not the usual shape: undone, for the general reader.
+        if p != to || line.stat_count() > u32::MAX as usize {
+            // Not the usual shape (or too many stats): undone, for the general reader,
+            // which reports any error.
             line.truncate_stats(mark);
             arena.truncate(arena_len);
             break 'events;
