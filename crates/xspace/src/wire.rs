@@ -226,10 +226,10 @@ impl<'a> Wire<'a> {
         Ok(())
     }
 
-    /// Length of the whole buffer.
+    /// The whole buffer (positions are offsets into it).
     #[inline]
-    pub fn buf_len(&self) -> usize {
-        self.buf.len()
+    pub fn buf(&self) -> &'a [u8] {
+        self.buf
     }
 
     /// The bytes of an absolute range.

@@ -323,14 +323,19 @@ fn integer_stat(buf: &[u8], from: usize, to: usize, stat_ids: &IdMap) -> Option<
     if at != to {
         return None;
     }
-    let meta = stat_ids.get(id as i64).unwrap_or(UNKNOWN_META);
-    let value = match key {
-        KEY_U64 => StatValue::U64(v),
-        KEY_I64 => StatValue::I64(v as i64),
-        KEY_REF => StatValue::Ref(stat_ids.get(v as i64).unwrap_or(UNKNOWN_META)),
-        _ => return None,
-    };
-    Some((meta, value))
+    Some((stat_ids.get(id as i64).unwrap_or(UNKNOWN_META), integer_value(key, v, stat_ids)?))
+}
+
+/// The value of a stat whose value field has key `key` and varint `v`: `uint64`,
+/// `int64` or `ref`; `None` for any other key.
+#[inline(always)]
+fn integer_value(key: u8, v: u64, stat_ids: &IdMap) -> Option<StatValue> {
+    match key {
+        KEY_U64 => Some(StatValue::U64(v)),
+        KEY_I64 => Some(StatValue::I64(v as i64)),
+        KEY_REF => Some(StatValue::Ref(stat_ids.get(v as i64).unwrap_or(UNKNOWN_META))),
+        _ => None,
+    }
 }
 
 /// Keys of an XEvent's metadata id, offset, duration (varints) and stats.
@@ -363,6 +368,8 @@ fn varint_in(buf: &[u8], at: usize, end: usize) -> Option<(u64, usize)> {
                 return (n <= end - at).then(|| (pack_varint_word(word, ends), at + n));
             }
         }
+        // The last few bytes of the file. (`long_varint` reads one-byte varints too, but
+        // leaving them to it made the callers' loops compile 1 % longer.)
         if let Some(&x) = buf.get(at).filter(|&&x| x < 0x80) {
             return Some((u64::from(x), at + 1));
         }
@@ -418,7 +425,7 @@ fn long_varint(b: &[u8]) -> Option<(u64, usize)> {
 
 /// Decodes one XStat message.
 fn decode_stat(w: &Wire, r: Range<usize>, stat_ids: &IdMap, arena: &mut Vec<u8>) -> WireResult<Stat> {
-    if let Some((meta, value)) = integer_stat(w.slice(0..w.buf_len()), r.start, r.end, stat_ids) {
+    if let Some((meta, value)) = integer_stat(w.buf(), r.start, r.end, stat_ids) {
         return Ok(Stat::new(meta, value));
     }
     decode_stat_fields(w, r, stat_ids, arena)
@@ -634,7 +641,7 @@ fn usual_events(
     unknown: &mut bool,
 ) -> usize {
     let (event_ids, stat_ids) = ids;
-    let buf = w.slice(0..w.buf_len());
+    let buf = w.buf();
     'events: while at < stop && buf[at] == EVENT_KEY {
         let Some((len, from)) = varint_in(buf, at + 1, end) else { break };
         if len > (end - from) as u64 {
@@ -670,13 +677,7 @@ fn usual_events(
                         let value_key = buf[p + 4];
                         if let Some((v, end)) = varint_in(buf, p + 5, sto).filter(|&(_, end)| end == sto) {
                             let meta = stat_ids.get(i64::from(head >> 24)).unwrap_or(UNKNOWN_META);
-                            let value = match value_key {
-                                KEY_U64 => Some(StatValue::U64(v)),
-                                KEY_I64 => Some(StatValue::I64(v as i64)),
-                                KEY_REF => Some(StatValue::Ref(stat_ids.get(v as i64).unwrap_or(UNKNOWN_META))),
-                                _ => None,
-                            };
-                            if let Some(value) = value {
+                            if let Some(value) = integer_value(value_key, v, stat_ids) {
                                 line.push_stat_value(meta, value);
                                 p = end;
                                 continue;
