@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use divan::Bencher;
 use stepscope_analysis::ops::{self, GroupBy};
+use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{steps, summary, Profile};
 use stepscope_xspace::xplane::{decode_xspace, read_xspace};
 use stepscope_xspace::{Progress, Source};
@@ -37,9 +38,8 @@ fn profile() -> Profile {
 #[divan::bench(sample_count = 10)]
 fn decode(b: Bencher) {
     let bytes = Arc::new(Source::Owned(std::fs::read(capture()).expect("read")));
-    b.counter(divan::counter::BytesCount::new(bytes.len())).bench(|| {
-        decode_xspace(bytes.clone(), "bench", &Progress::default()).expect("decodes").event_count()
-    });
+    b.counter(divan::counter::BytesCount::new(bytes.len()))
+        .bench(|| decode_xspace(bytes.clone(), "bench", &Progress::default()).expect("decodes").event_count());
 }
 
 #[divan::bench(sample_count = 10)]
@@ -60,6 +60,22 @@ fn op_profile(b: Bencher) {
 #[divan::bench(sample_count = 10)]
 fn summary_with_findings(b: Bencher) {
     b.with_inputs(profile).bench_local_refs(|p| summary::summary(p, 10).findings.len());
+}
+
+/// The timeline's whole-track tile of the busiest track at 2,000 px (what the web UI
+/// asks first), built once per iteration from an indexed profile; `json` also
+/// encodes it as the server does.
+#[divan::bench(args = ["tile", "json"], sample_count = 20)]
+fn timeline_whole_track(b: Bencher, what: &str) {
+    let p = profile();
+    let timeline = Timeline::build(&p);
+    let tracks = timeline.tracks(&p);
+    let t = tracks.tracks.iter().max_by_key(|t| t.events).expect("a track");
+    let tile = || timeline.tile(&p, t.id, tracks.start_ps, tracks.end_ps + 1, 2000).expect("a tile");
+    b.bench_local(|| match what {
+        "tile" => tile().box_count.len(),
+        _ => serde_json::to_vec(&tile()).expect("encodes").len(),
+    });
 }
 
 /// Filling a column (what the decoder does per event, four times): starts a few µs

@@ -14,11 +14,11 @@
 //! the counts of a tile's boxes add up to the events it covers.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 use serde::Serialize;
-use stepscope_xspace::{Line, Plane, Space, Stat, StatValue};
+use stepscope_xspace::{Column, Line, Plane, Space, Stat, StatValue};
 
 use crate::profile::Profile;
 use crate::steps::Step;
@@ -29,12 +29,6 @@ pub const MAX_TILE_PX: u32 = 16_384;
 pub const MAX_SEARCH_MATCHES: usize = 10_000;
 /// Events a merged box's name is sampled from (its dominant name).
 const NAME_SAMPLES: usize = 16;
-/// A row keeps the start of every this many of its events beside their indexes, so a
-/// tile finds each pixel's first event mostly in that small array instead of probing
-/// the line's columns.
-const MARK_EVERY: usize = 4;
-/// Marks read one by one before galloping (see [`first_from`]).
-const SCAN_MARKS: usize = 64;
 
 /// Where a track's events live in the profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,21 +51,61 @@ struct TrackIndex {
 }
 
 /// One depth row of a track, with what a tile reads of its events kept beside their
-/// indexes, so that drawing a long track does not wander over the line's columns.
+/// indexes in row order, so that drawing a long track walks forward through a few
+/// arrays of its own instead of wandering over the line's columns.
 struct Row {
-    /// Event indexes, sorted by start; events on a row do not overlap.
-    events: Vec<u32>,
-    /// The start of events `0`, `MARK_EVERY`, `2 * MARK_EVERY`, …
-    marks: Vec<i64>,
+    /// Event indexes in the line, by start; events on a row do not overlap.
+    events: Column,
+    /// Their starts: ascending, and so are their ends.
+    starts: Column,
+    /// Their lengths, negative ones as 0.
+    durations: Column,
     /// Each event's metadata index, where all of the plane's fit 16 bits (else empty).
     metas: Vec<u16>,
 }
 
 impl Row {
-    fn new(line: &Line, events: Vec<u32>, metas_fit: bool) -> Row {
-        let marks = events.iter().step_by(MARK_EVERY).map(|&i| line.start_ps(i as usize)).collect();
-        let metas = if metas_fit { events.iter().map(|&i| line.meta(i as usize) as u16).collect() } else { Vec::new() };
-        Row { events, marks, metas }
+    fn new(line: &Line, events: &[u32], metas_fit: bool) -> Row {
+        let n = events.len();
+        let mut row = Row {
+            events: Column::with_capacity(n),
+            starts: Column::with_capacity(n),
+            durations: Column::with_capacity(n),
+            metas: Vec::with_capacity(if metas_fit { n } else { 0 }),
+        };
+        for &i in events {
+            let i = i as usize;
+            row.events.push(i as i64);
+            row.starts.push(line.start_ps(i));
+            row.durations.push(dur(line, i));
+            if metas_fit {
+                row.metas.push(line.meta(i) as u16);
+            }
+        }
+        for c in [&mut row.events, &mut row.starts, &mut row.durations] {
+            c.shrink_to_fit();
+        }
+        row
+    }
+
+    /// Line index of the row's event `k`.
+    fn event(&self, k: usize) -> u32 {
+        self.events.get(k) as u32
+    }
+
+    /// Start of the row's event `k`.
+    fn start(&self, k: usize) -> i64 {
+        self.starts.get(k)
+    }
+
+    /// Length of the row's event `k`.
+    fn dur(&self, k: usize) -> i64 {
+        self.durations.get(k)
+    }
+
+    /// End of the row's event `k`.
+    fn end(&self, k: usize) -> i64 {
+        self.start(k).saturating_add(self.dur(k))
     }
 }
 
@@ -204,43 +238,67 @@ fn dur(line: &Line, i: usize) -> i64 {
     line.duration_ps(i).max(0)
 }
 
-fn end(line: &Line, i: usize) -> i64 {
-    line.start_ps(i).saturating_add(dur(line, i))
-}
-
 /// Spreads a line's events over rows so that no two events on a row overlap, each
 /// event on the lowest free row (nested events one row below their parent).
 fn index_line(line: &Line) -> Vec<Vec<u32>> {
     let n = line.len();
     let key = |i: usize| (line.start_ps(i), Reverse(dur(line, i)));
-    let mut order: Vec<u32> = (0..n as u32).collect();
-    if !(1..n).all(|i| key(i - 1) <= key(i)) {
+    let mut rows = RowFill::default();
+    if (1..n).all(|i| key(i - 1) <= key(i)) {
+        (0..n as u32).for_each(|i| rows.place(line, i));
+    } else {
+        let mut order: Vec<u32> = (0..n as u32).collect();
         order.sort_by_key(|&i| key(i as usize));
+        order.into_iter().for_each(|i| rows.place(line, i));
     }
-    let mut rows: Vec<Vec<u32>> = Vec::new();
-    // Busy rows by the end of their last event, and rows free again.
-    let mut busy: BinaryHeap<Reverse<(i64, u32)>> = BinaryHeap::new();
-    let mut free: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
-    for &i in &order {
-        let start = line.start_ps(i as usize);
-        while let Some(&Reverse((e, row))) = busy.peek() {
-            if e > start {
-                break;
+    rows.rows
+}
+
+/// Rows being filled by events in order of start: a min-tree over the end of each
+/// row's last event, rows in its leaves. A row is free for an event when that end is
+/// at or before the event's start; rows not made yet are free (`i64::MIN`), so the
+/// leftmost free leaf is the row to use, new or not.
+struct RowFill {
+    rows: Vec<Vec<u32>>,
+    leaves: usize,
+    tree: Vec<i64>,
+}
+
+impl Default for RowFill {
+    fn default() -> RowFill {
+        RowFill { rows: Vec::new(), leaves: 2, tree: vec![i64::MIN; 4] }
+    }
+}
+
+impl RowFill {
+    /// Puts event `i` on the lowest row free at its start.
+    #[inline(always)]
+    fn place(&mut self, line: &Line, i: u32) {
+        let (leaves, start) = (self.leaves, line.start_ps(i as usize));
+        if self.rows.len() == leaves {
+            let mut wider = vec![i64::MIN; 4 * leaves];
+            wider[2 * leaves..3 * leaves].copy_from_slice(&self.tree[leaves..]);
+            for node in (1..2 * leaves).rev() {
+                wider[node] = wider[2 * node].min(wider[2 * node + 1]);
             }
-            busy.pop();
-            free.push(Reverse(row));
+            (self.leaves, self.tree) = (2 * leaves, wider);
         }
-        let row = match free.pop() {
-            Some(Reverse(r)) => r,
-            None => {
-                rows.push(Vec::new());
-                (rows.len() - 1) as u32
-            }
-        };
-        rows[row as usize].push(i);
-        busy.push(Reverse((end(line, i as usize), row)));
+        let (leaves, tree) = (self.leaves, &mut self.tree);
+        let mut node = 1;
+        while node < leaves {
+            node = if tree[2 * node] <= start { 2 * node } else { 2 * node + 1 };
+        }
+        let row = node - leaves;
+        if row == self.rows.len() {
+            self.rows.push(Vec::new());
+        }
+        self.rows[row].push(i);
+        tree[node] = start.saturating_add(dur(line, i as usize));
+        while node > 1 {
+            node /= 2;
+            tree[node] = tree[2 * node].min(tree[2 * node + 1]);
+        }
     }
-    rows
 }
 
 impl Timeline {
@@ -262,9 +320,11 @@ impl Timeline {
                 let plane = &profile.hosts[at.host].planes[at.plane];
                 let line = &plane.lines[at.line];
                 let metas_fit = plane.event_meta.len() <= usize::from(u16::MAX) + 1;
-                let rows = index_line(line).into_iter().map(|events| Row::new(line, events, metas_fit)).collect();
-                let start_ps = line.starts().iter().min().unwrap_or(0);
-                let end_ps = (0..line.len()).map(|i| end(line, i)).max().unwrap_or(0);
+                let rows: Vec<Row> =
+                    index_line(line).into_par_iter().map(|events| Row::new(line, &events, metas_fit)).collect();
+                // A row's starts and ends both ascend.
+                let start_ps = rows.iter().map(|r| r.start(0)).min().unwrap_or(0);
+                let end_ps = rows.iter().map(|r| r.end(r.starts.len() - 1)).max().unwrap_or(0);
                 TrackIndex { at, rows, start_ps, end_ps }
             })
             .collect();
@@ -279,6 +339,20 @@ impl Timeline {
     /// True when the profile has no events to show.
     pub fn is_empty(&self) -> bool {
         self.tracks.is_empty()
+    }
+
+    /// Bytes the index holds beside the profile, by part: event indexes, starts,
+    /// lengths and metadata indexes.
+    pub fn heap_bytes(&self) -> [usize; 4] {
+        let rows = self.tracks.iter().flat_map(|t| &t.rows);
+        rows.fold([0; 4], |[e, s, d, m], r| {
+            [
+                e + r.events.heap_bytes(),
+                s + r.starts.heap_bytes(),
+                d + r.durations.heap_bytes(),
+                m + r.metas.capacity() * 2,
+            ]
+        })
     }
 
     /// Where track `id` lives, if there is such a track.
@@ -497,25 +571,6 @@ impl Timeline {
     }
 }
 
-/// `k + row[k..stop].partition_point(pred)` for a `pred` true then false along the
-/// row, found by galloping from `k`: an answer near `k` (the next pixel column's first
-/// event, usually close) costs a few probes instead of a search of the whole rest.
-fn gallop<T: Copy>(row: &[T], k: usize, stop: usize, pred: impl Fn(T) -> bool) -> usize {
-    let (mut base, mut step) = (k, 1usize);
-    loop {
-        let probe = base.saturating_add(step);
-        if probe >= stop {
-            return base + row[base..stop].partition_point(|&e| pred(e));
-        }
-        if pred(row[probe]) {
-            base = probe + 1;
-            step = step.saturating_mul(2);
-        } else {
-            return base + row[base..probe].partition_point(|&e| pred(e));
-        }
-    }
-}
-
 /// One row's boxes in a tile, as columns.
 #[derive(Default)]
 struct Boxes {
@@ -531,19 +586,21 @@ struct Boxes {
 impl Boxes {
     /// Appends one box covering the row's events `run` (consecutive).
     fn push(&mut self, line: &Line, row: &Row, run: std::ops::Range<usize>) {
-        let events = &row.events[run.clone()];
-        let (Some(&first), Some(&last)) = (events.first(), events.last()) else { return };
-        let start = line.start_ps(first as usize);
+        if run.is_empty() {
+            return;
+        }
+        let first = row.event(run.start);
+        let start = row.start(run.start);
         self.start_ps.push(start);
-        self.duration_ps.push(end(line, last as usize).saturating_sub(start).max(0));
-        self.name.push(match row.metas.get(run) {
-            _ if events.len() == 1 => line.meta(first as usize),
+        self.duration_ps.push(row.end(run.end - 1).saturating_sub(start).max(0));
+        self.name.push(match row.metas.get(run.clone()) {
+            _ if run.len() == 1 => line.meta(first as usize),
             Some(metas) => dominant(metas.iter().map(|&m| u32::from(m))),
-            None => dominant(events.iter().map(|&i| line.meta(i as usize))),
+            None => dominant(row.events.iter_range(run.clone()).map(|i| line.meta(i as usize))),
         });
-        self.count.push(events.len() as u64);
+        self.count.push(run.len() as u64);
         self.index.push(first);
-        self.events += events.len() as u64;
+        self.events += run.len() as u64;
     }
 }
 
@@ -555,53 +612,40 @@ fn row_boxes(line: &Line, row: &Row, depth: u32, start_ps: i64, end_ps: i64, px:
     let pixel = |ts: i64| (((ts as f64 - start_ps as f64) / width).floor().max(0.0) as i64).min(px as i64);
     // First time of pixel column `p`.
     let pixel_start = |p: i64| start_ps.saturating_add((p as f64 * width).ceil() as i64);
-    let events = &row.events;
+    let n = row.starts.len();
     // Events on a row do not overlap: starts and ends are both sorted.
-    let mut k = events.partition_point(|&i| end(line, i as usize) <= start_ps);
-    let stop = events.partition_point(|&i| line.start_ps(i as usize) < end_ps);
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if row.end(mid) <= start_ps {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    let mut k = lo;
+    let stop = row.starts.first_at_least(k, n, end_ps);
     // Zero-length events exactly at start_ps end there too; keep them.
-    while k > 0 && line.start_ps(events[k - 1] as usize) >= start_ps && dur(line, events[k - 1] as usize) == 0 {
+    while k > 0 && row.start(k - 1) >= start_ps && row.dur(k - 1) == 0 {
         k -= 1;
     }
     while k < stop {
-        let i = events[k] as usize;
-        if dur(line, i) as f64 >= width {
+        if row.dur(k) as f64 >= width {
             out.push(line, row, k..k + 1);
             k += 1;
             continue;
         }
         // Events starting in the same pixel column as this one: all but maybe the last
         // are shorter than a pixel (they end before the next starts).
-        let next_px = pixel_start(pixel(line.start_ps(i)) + 1);
-        let mut j = first_from(line, row, k, stop, next_px);
-        j = j.max(k + 1);
-        if j - k > 1 && dur(line, events[j - 1] as usize) as f64 >= width {
+        let next_px = pixel_start(pixel(row.start(k)) + 1);
+        let mut j = row.starts.first_at_least(k, stop, next_px).max(k + 1);
+        if j - k > 1 && row.dur(j - 1) as f64 >= width {
             j -= 1;
         }
         out.push(line, row, k..j);
         k = j;
     }
     out
-}
-
-/// The first of the row's events `k..stop` that starts at or after `t` (`stop` when
-/// none does): the row's marks from `k` on, a few read in order and then galloping,
-/// then a search of the `MARK_EVERY` events between two marks.
-fn first_from(line: &Line, row: &Row, k: usize, stop: usize, t: i64) -> usize {
-    let marks = &row.marks;
-    // Marks before this one are at events up to k, which start before t.
-    let after = (k / MARK_EVERY + 1).min(marks.len());
-    // The next pixel's first event is usually a few dozen marks on: read them in
-    // order (one stream through memory) before galloping.
-    let near = marks.len().min(after + SCAN_MARKS);
-    let m = match marks[after..near].iter().position(|&s| s >= t) {
-        Some(p) => after + p,
-        None => gallop(marks, near, marks.len(), |s| s < t),
-    };
-    // Marks past `stop` may start before t too: the answer is never past `stop`.
-    let lo = k.max((m - 1) * MARK_EVERY).min(stop);
-    let hi = stop.min(m.saturating_mul(MARK_EVERY)).max(lo);
-    lo + row.events[lo..hi].partition_point(|&e| line.start_ps(e as usize) < t)
 }
 
 /// The most frequent of evenly spaced samples of a run's metadata indexes (of those
@@ -626,6 +670,10 @@ fn dominant(metas: impl ExactSizeIterator<Item = u32>) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn end(line: &Line, i: usize) -> i64 {
+        line.start_ps(i).saturating_add(dur(line, i))
+    }
     use std::sync::Arc;
     use stepscope_xspace::{EventMeta, Format, Source, Span};
 
@@ -661,7 +709,7 @@ mod tests {
         let p = profile(&[(0, 100, 0), (10, 40, 1), (20, 10, 2), (60, 30, 1), (100, 10, 0)], &["a", "b", "c"]);
         let tl = Timeline::build(&p);
         let t = &tl.tracks[0];
-        assert_eq!(t.rows.iter().map(|r| r.events.clone()).collect::<Vec<_>>(), vec![vec![0, 4], vec![1, 3], vec![2]]);
+        assert_eq!(t.rows.iter().map(|r| r.events.to_vec()).collect::<Vec<_>>(), vec![vec![0, 4], vec![1, 3], vec![2]]);
         let tracks = tl.tracks(&p);
         assert_eq!(tracks.tracks[0].depth, 3);
         assert_eq!((tracks.start_ps, tracks.end_ps, tracks.events), (0, 110, 5));
@@ -673,7 +721,7 @@ mod tests {
         let tl = Timeline::build(&p);
         let line = &p.hosts[0].planes[0].lines[0];
         for row in &tl.tracks[0].rows {
-            for w in row.events.windows(2) {
+            for w in row.events.to_vec().windows(2) {
                 assert!(end(line, w[0] as usize) <= line.start_ps(w[1] as usize), "{:?}", row.events);
             }
         }
@@ -703,20 +751,56 @@ mod tests {
     }
 
     #[test]
-    fn marks_find_what_a_binary_search_finds() {
-        // 300 events on one row, starts 0, 10, 20, … with runs of equal starts.
-        let ev: Vec<(i64, i64, u32)> = (0..300).map(|k| ((k / 3) * 10, 0, 0)).collect();
+    fn each_event_goes_to_the_lowest_free_row() {
+        // Deep nesting (past 32 rows, so the row tree grows five times), ties,
+        // zero and negative lengths, overlaps that do not nest, out of order.
+        let mut ev: Vec<(i64, i64, u32)> = (0..40).map(|k| (k * 10, 1_000 - k * 20, 0)).collect();
+        let mut x = 7u64;
+        for _ in 0..3_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let start = ((x >> 33) % 5_000) as i64;
+            let len = [0, -3, 1, 40, 400, 2_000][((x >> 20) % 6) as usize];
+            ev.push((start, len, 0));
+        }
+        let p = profile(&ev, &["a"]);
+        let line = &p.hosts[0].planes[0].lines[0];
+        // By hand: events by (start, longest first), each on the first row whose last
+        // event has ended by its start.
+        let mut order: Vec<usize> = (0..ev.len()).collect();
+        order.sort_by_key(|&i| (line.start_ps(i), Reverse(dur(line, i))));
+        let mut want: Vec<Vec<i64>> = Vec::new();
+        let mut ends: Vec<i64> = Vec::new();
+        for i in order {
+            let row = ends.iter().position(|&e| e <= line.start_ps(i)).unwrap_or(ends.len());
+            if row == ends.len() {
+                ends.push(0);
+                want.push(Vec::new());
+            }
+            ends[row] = end(line, i);
+            want[row].push(i as i64);
+        }
+        assert!(want.len() > 32, "{} rows", want.len());
+        let tl = Timeline::build(&p);
+        let got: Vec<Vec<i64>> = tl.tracks[0].rows.iter().map(|r| r.events.to_vec()).collect();
+        assert_eq!(got, want);
+        let t = &tl.tracks[0];
+        let last_end = (0..ev.len()).map(|i| end(line, i)).max();
+        assert_eq!((t.start_ps, Some(t.end_ps)), (0, last_end));
+    }
+
+    #[test]
+    fn rows_keep_the_lines_starts_and_lengths() {
+        // Nested and overlapping events, one with a negative length, past one block.
+        let ev: Vec<(i64, i64, u32)> =
+            (0..300).map(|k| ((k / 3) * 10, if k == 7 { -4 } else { (k % 3) * 7 }, 0)).collect();
         let p = profile(&ev, &["a"]);
         let tl = Timeline::build(&p);
-        let (t, line) = (&tl.tracks[0], &p.hosts[0].planes[0].lines[0]);
-        let row = &t.rows[0];
-        assert_eq!((row.events.len(), row.marks.len()), (300, 300usize.div_ceil(MARK_EVERY)));
-        for k in [0usize, 1, 15, 16, 17, 100, 287, 288, 299, 300] {
-            for stop in [k, (k + 1).min(300), (k + 40).min(300), 300] {
-                for cut in [-5i64, 0, 5, 10, 155, 160, 530, 990, 995, 1_000, 5_000] {
-                    let want = k + row.events[k..stop].partition_point(|&e| line.start_ps(e as usize) < cut);
-                    assert_eq!(first_from(line, row, k, stop, cut), want, "k {k} stop {stop} cut {cut}");
-                }
+        let line = &p.hosts[0].planes[0].lines[0];
+        for row in &tl.tracks[0].rows {
+            assert_eq!(row.starts.len(), row.events.len());
+            for (k, i) in row.events.iter().enumerate() {
+                let i = i as usize;
+                assert_eq!((row.start(k), row.dur(k)), (line.start_ps(i), line.duration_ps(i).max(0)), "event {i}");
             }
         }
     }
@@ -729,19 +813,6 @@ mod tests {
         // 64 names: only every fourth is a sample (16 in all).
         assert_eq!(dominant((0..64u32).map(|k| if k % 4 == 0 { 7 } else { 9 })), 7);
         assert_eq!(dominant(std::iter::empty()), 0);
-    }
-
-    #[test]
-    fn gallop_finds_what_a_binary_search_finds() {
-        let row: Vec<u32> = (0..200).collect();
-        for k in [0usize, 1, 7, 100, 199, 200] {
-            for stop in [k, (k + 1).min(200), (k + 50).min(200), 200] {
-                for cut in [0u32, 1, 5, 8, 63, 64, 65, 150, 199, 200, 500] {
-                    let want = k + row[k..stop].partition_point(|&e| e < cut);
-                    assert_eq!(gallop(&row, k, stop, |e| e < cut), want, "k {k} stop {stop} cut {cut}");
-                }
-            }
-        }
     }
 
     #[test]

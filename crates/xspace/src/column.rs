@@ -254,6 +254,64 @@ impl Column {
         lo
     }
 
+    /// The first index in `from..to` whose value is at least `t` (`to` when there is
+    /// none), for values that ascend over that range (as a sorted column's do).
+    ///
+    /// For a walk forward along a sorted column, as a timeline tile's pixel columns
+    /// make: whole blocks are skipped on their bases (a block's first value, as the
+    /// values ascend), a few read in order and then galloping, and one block is then
+    /// searched. A step costs a few reads close to the last step's, not a binary
+    /// search's reads spread over the whole range.
+    pub fn first_at_least(&self, from: usize, to: usize, t: i64) -> usize {
+        /// Block bases read one by one before galloping.
+        const SCAN_BLOCKS: usize = 8;
+        let to = to.min(self.len());
+        if from >= to {
+            return to;
+        }
+        let (mut lo, mut hi) = (from, to);
+        let first = from >> SHIFT;
+        // The full blocks after `from`'s that start inside the range: `first + 1..end`.
+        let end = (((to - 1) >> SHIFT) + 1).min(self.blocks.len());
+        if first + 1 < end {
+            let bases = &self.blocks[first + 1..end];
+            let near = bases.len().min(SCAN_BLOCKS);
+            let c = match bases[..near].iter().position(|b| b.base >= t) {
+                Some(c) => c,
+                None => {
+                    let (mut base, mut step) = (near, 1usize);
+                    loop {
+                        let probe = base.saturating_add(step);
+                        if probe >= bases.len() {
+                            break base + bases[base..].partition_point(|b| b.base < t);
+                        }
+                        if bases[probe].base < t {
+                            base = probe + 1;
+                            step = step.saturating_mul(2);
+                        } else {
+                            break base + bases[base..probe].partition_point(|b| b.base < t);
+                        }
+                    }
+                }
+            };
+            // Blocks before `first + 1 + c` start below t: the answer is at or after
+            // the start of the last of them, and no later than the next block's start.
+            lo = lo.max((first + c) << SHIFT);
+            if first + 1 + c < end {
+                hi = hi.min((first + 1 + c) << SHIFT);
+            }
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.get(mid) < t {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     /// The smallest value (from the blocks' bases: cheap).
     pub fn min(&self) -> Option<i64> {
         self.blocks.iter().map(|b| b.base).chain(self.tail.iter().copied()).min()
@@ -394,6 +452,33 @@ mod tests {
         assert_eq!(widths, [2, 8, 1, 1, 4, 5]);
         let same: Column = std::iter::repeat_n(-7, BLOCK + 1).collect();
         assert_eq!((same.blocks[0].width(), same.get(BLOCK - 1), same.get(BLOCK)), (0, -7, -7));
+    }
+
+    #[test]
+    fn first_at_least_finds_what_a_binary_search_finds() {
+        // Ascending, with runs of equal values, gaps, dense stretches and a tail.
+        let mut v = Vec::new();
+        let mut x = -500i64;
+        for i in 0..40 * BLOCK as i64 + 17 {
+            x += match i % 97 {
+                0 => 1 << 33,
+                k if k < 40 => 0,
+                k => k * 3,
+            };
+            v.push(x);
+        }
+        let c: Column = v.iter().copied().collect();
+        let cuts: Vec<i64> =
+            v.iter().step_by(13).flat_map(|&s| [s - 1, s, s + 1]).chain([i64::MIN, i64::MAX]).collect();
+        for from in (0..v.len() + 2).step_by(29).chain([0, 1, BLOCK - 1, BLOCK, v.len() - 1, v.len()]) {
+            for to in [from, from + 1, from + 5, from + BLOCK, from + 9 * BLOCK + 3, v.len(), v.len() + 4] {
+                for &t in &cuts {
+                    let end = to.min(v.len());
+                    let want = if from >= end { end } else { from + v[from..end].partition_point(|&e| e < t) };
+                    assert_eq!(c.first_at_least(from, to, t), want, "from {from} to {to} t {t}");
+                }
+            }
+        }
     }
 
     #[test]
