@@ -409,6 +409,7 @@ impl Timeline {
         let rows: Vec<Boxes> = (t.rows.par_iter().enumerate())
             .map(|(depth, row)| row_boxes(line, row, depth as u32, start_ps, end_ps, px, width))
             .collect();
+        let boxes = rows.iter().map(|r| r.name.len()).sum();
         let mut tile = Tile {
             schema: "stepscope.timeline_tile/1",
             track: id,
@@ -417,12 +418,12 @@ impl Timeline {
             px,
             ps_per_px: width,
             events: rows.iter().map(|r| r.events).sum(),
-            box_depth: Vec::new(),
-            box_start_ps: Vec::new(),
-            box_duration_ps: Vec::new(),
-            box_name: Vec::new(),
-            box_count: Vec::new(),
-            box_index: Vec::new(),
+            box_depth: Vec::with_capacity(boxes),
+            box_start_ps: Vec::with_capacity(boxes),
+            box_duration_ps: Vec::with_capacity(boxes),
+            box_name: Vec::with_capacity(boxes),
+            box_count: Vec::with_capacity(boxes),
+            box_index: Vec::with_capacity(boxes),
             names: BTreeMap::new(),
         };
         for r in rows {
@@ -595,8 +596,8 @@ impl Boxes {
         self.duration_ps.push(row.end(run.end - 1).saturating_sub(start).max(0));
         self.name.push(match row.metas.get(run.clone()) {
             _ if run.len() == 1 => line.meta(first as usize),
-            Some(metas) => dominant(metas.iter().map(|&m| u32::from(m))),
-            None => dominant(row.events.iter_range(run.clone()).map(|i| line.meta(i as usize))),
+            Some(metas) => dominant(metas.len(), |k| u32::from(metas[k])),
+            None => dominant(run.len(), |k| line.meta(row.event(run.start + k) as usize)),
         });
         self.count.push(run.len() as u64);
         self.index.push(first);
@@ -648,13 +649,14 @@ fn row_boxes(line: &Line, row: &Row, depth: u32, start_ps: i64, end_ps: i64, px:
     out
 }
 
-/// The most frequent of evenly spaced samples of a run's metadata indexes (of those
-/// seen as often, the last seen first; 0 for an empty run).
-fn dominant(metas: impl ExactSizeIterator<Item = u32>) -> u32 {
-    let step = metas.len().div_ceil(NAME_SAMPLES).max(1);
+/// The most frequent of evenly spaced samples of a run's `n` metadata indexes, read
+/// by `meta_at` (of those seen as often, the last seen first; 0 for an empty run).
+fn dominant(n: usize, meta_at: impl Fn(usize) -> u32) -> u32 {
+    let step = n.div_ceil(NAME_SAMPLES).max(1);
     let mut seen = [(0u32, 0u32); NAME_SAMPLES];
     let mut len = 0;
-    for m in metas.step_by(step) {
+    for k in (0..n).step_by(step) {
+        let m = meta_at(k);
         match seen[..len].iter_mut().find(|(x, _)| *x == m) {
             Some(e) => e.1 += 1,
             None if len < NAME_SAMPLES => {
@@ -807,12 +809,15 @@ mod tests {
 
     #[test]
     fn dominant_is_the_most_frequent_sample() {
-        assert_eq!(dominant([3u32, 5, 5, 3, 5].into_iter()), 5);
+        let of = |v: &'static [u32]| dominant(v.len(), |k| v[k]);
+        assert_eq!(of(&[3, 5, 5, 3, 5]), 5);
         // Ties go to the name seen last, as before rows kept their names.
-        assert_eq!(dominant([1u32, 2, 2, 1].into_iter()), 2);
+        assert_eq!(of(&[1, 2, 2, 1]), 2);
         // 64 names: only every fourth is a sample (16 in all).
-        assert_eq!(dominant((0..64u32).map(|k| if k % 4 == 0 { 7 } else { 9 })), 7);
-        assert_eq!(dominant(std::iter::empty()), 0);
+        assert_eq!(dominant(64, |k| if k % 4 == 0 { 7 } else { 9 }), 7);
+        // 100 names: every seventh is a sample (15 in all).
+        assert_eq!(dominant(100, |k| if k % 7 == 0 { 7 } else { 9 }), 7);
+        assert_eq!(of(&[]), 0);
     }
 
     #[test]
