@@ -341,20 +341,6 @@ impl Timeline {
         self.tracks.is_empty()
     }
 
-    /// Bytes the index holds beside the profile, by part: event indexes, starts,
-    /// lengths and metadata indexes.
-    pub fn heap_bytes(&self) -> [usize; 4] {
-        let rows = self.tracks.iter().flat_map(|t| &t.rows);
-        rows.fold([0; 4], |[e, s, d, m], r| {
-            [
-                e + r.events.heap_bytes(),
-                s + r.starts.heap_bytes(),
-                d + r.durations.heap_bytes(),
-                m + r.metas.capacity() * 2,
-            ]
-        })
-    }
-
     /// Where track `id` lives, if there is such a track.
     pub fn track_ref(&self, id: u32) -> Option<TrackRef> {
         self.tracks.get(id as usize).map(|t| t.at)
@@ -672,12 +658,12 @@ fn dominant(n: usize, meta_at: impl Fn(usize) -> u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use stepscope_xspace::{EventMeta, Format, Source, Span};
 
     fn end(line: &Line, i: usize) -> i64 {
         line.start_ps(i).saturating_add(dur(line, i))
     }
-    use std::sync::Arc;
-    use stepscope_xspace::{EventMeta, Format, Source, Span};
 
     /// A one-host profile with one line holding `events` (start, duration, meta).
     fn profile(events: &[(i64, i64, u32)], names: &[&str]) -> Profile {

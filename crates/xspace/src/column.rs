@@ -255,7 +255,8 @@ impl Column {
     }
 
     /// The first index in `from..to` whose value is at least `t` (`to` when there is
-    /// none), for values that ascend over that range (as a sorted column's do).
+    /// none), for a column whose values ascend from `from` on (as a sorted column's
+    /// do): a block's smallest value is then its first.
     ///
     /// For a walk forward along a sorted column, as a timeline tile's pixel columns
     /// make: whole blocks are skipped on their bases (a block's first value, as the
