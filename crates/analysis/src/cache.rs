@@ -26,6 +26,8 @@ pub(crate) struct Cache {
     pub op_profiles: Mutex<Vec<(GroupBy, usize, Ops)>>,
     /// Per host: XLA compilation intervals on its CPU plane.
     pub compile: OnceLock<Vec<Intervals>>,
+    /// Per host: the compile events of its CPU plane (`steps::host_compile_events`).
+    pub compile_events: OnceLock<Vec<Vec<(u32, u32, u8)>>>,
     /// Step roots met while scanning XLA:CPU host planes for their ops.
     pub host_roots: Mutex<Vec<PlaneRoots>>,
 }

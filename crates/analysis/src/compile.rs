@@ -13,7 +13,7 @@ use serde::Serialize;
 use stepscope_xspace::Plane;
 
 use crate::profile::{host_cpu_plane, Device, Profile};
-use crate::steps::is_compile_event;
+use crate::steps::{host_compile_events, COMPILE, COMPILER};
 
 /// The compilations of a run.
 #[derive(Clone, Debug, Serialize)]
@@ -60,29 +60,30 @@ fn is_lowering(name: &str) -> bool {
 pub fn compile(profile: &Profile) -> Compile {
     let devices = profile.devices();
     let mut compiles = Vec::new();
-    for (host_index, space) in profile.hosts.iter().enumerate() {
+    let events = host_compile_events(profile);
+    for ((host_index, space), hits) in profile.hosts.iter().enumerate().zip(events) {
         let Some(plane) = host_cpu_plane(space) else { continue };
-        let named = named_compiles(plane);
+        let named = named_compiles(plane, hits);
         // (lowering start, lowering length, backend start, end) of each thread's
         // top-level compiles.
         let mut spans: Vec<(i64, i64, i64, i64)> = Vec::new();
-        let compile_meta = plane.meta_mask(is_compile_event);
-        for line in &plane.lines {
-            let mut pending_lowering: Option<(i64, i64)> = None;
-            let mut outer_end = i64::MIN;
-            for i in line.events_with_meta(&compile_meta) {
-                let name = plane.event_name(line.meta(i));
-                let (lo, hi) = (line.start_ps(i), line.end_ps(i));
-                if lo < outer_end {
-                    continue; // nested in the compile being measured
-                }
-                outer_end = hi;
-                if is_lowering(name) {
-                    pending_lowering = Some((lo, hi.saturating_sub(lo)));
-                } else {
-                    let (start, lowering) = pending_lowering.take().unwrap_or((lo, 0));
-                    spans.push((start, lowering, lo, hi));
-                }
+        let (mut pending_lowering, mut outer_end, mut on) = (None, i64::MIN, None);
+        for &(l, i, _) in hits.iter().filter(|h| h.2 & COMPILE != 0) {
+            if on != Some(l) {
+                (pending_lowering, outer_end, on) = (None, i64::MIN, Some(l));
+            }
+            let (line, i) = (&plane.lines[l as usize], i as usize);
+            let name = plane.event_name(line.meta(i));
+            let (lo, hi) = (line.start_ps(i), line.end_ps(i));
+            if lo < outer_end {
+                continue; // nested in the compile being measured
+            }
+            outer_end = hi;
+            if is_lowering(name) {
+                pending_lowering = Some((lo, hi.saturating_sub(lo)));
+            } else {
+                let (start, lowering) = pending_lowering.take().unwrap_or((lo, 0));
+                spans.push((start, lowering, lo, hi));
             }
         }
         // A compile inside another thread's compile (the compiler pool working for the
@@ -174,18 +175,16 @@ fn first_runs<'a>(devices: &'a [Device], host_index: usize) -> Vec<(i64, &'a str
 
 /// (start, module) of compile events that name their module in a `name` or `module`
 /// stat (only `jit_…`/`pmap_…`-style names: fusion compilers name sub-modules too).
-fn named_compiles(plane: &Plane) -> Vec<(i64, &str)> {
+fn named_compiles<'p>(plane: &'p Plane, hits: &[(u32, u32, u8)]) -> Vec<(i64, &'p str)> {
     let keys: Vec<u32> = ["name", "module", "hlo_module"].iter().filter_map(|k| plane.stat_id(k)).collect();
     let mut out = Vec::new();
-    let compiler_meta = plane.meta_mask(|ev| ev.contains("Compiler") || ev.contains("Compile"));
-    for line in &plane.lines {
-        for i in line.events_with_meta(&compiler_meta) {
-            for &k in &keys {
-                let Some(v) = plane.event_stat(line, i, k).and_then(|s| plane.stat_str(&s)) else { continue };
-                if v.starts_with("jit_") || v.starts_with("pmap_") || v.starts_with("xmap_") {
-                    out.push((line.start_ps(i), v));
-                    break;
-                }
+    for &(l, i, _) in hits.iter().filter(|h| h.2 & COMPILER != 0) {
+        let (line, i) = (&plane.lines[l as usize], i as usize);
+        for &k in &keys {
+            let Some(v) = plane.event_stat(line, i, k).and_then(|s| plane.stat_str(&s)) else { continue };
+            if v.starts_with("jit_") || v.starts_with("pmap_") || v.starts_with("xmap_") {
+                out.push((line.start_ps(i), v));
+                break;
             }
         }
     }

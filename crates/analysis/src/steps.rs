@@ -332,18 +332,56 @@ pub fn is_compile_event(name: &str) -> bool {
     (lower.contains("compile") && !lower.contains("compiled")) || lower.starts_with("lower_")
 }
 
-/// [`compile_intervals`] of every host, once per profile.
-fn host_compile_intervals(profile: &Profile) -> &[Intervals] {
-    profile.cache.compile.get_or_init(|| profile.hosts.iter().map(compile_intervals).collect())
+/// A [`host_compile_events`] hit that is an XLA compile or lowering
+/// ([`is_compile_event`]).
+pub(crate) const COMPILE: u8 = 1;
+/// A [`host_compile_events`] hit whose name holds `Compile`: its stats may name the
+/// module compiled.
+pub(crate) const COMPILER: u8 = 2;
+
+/// Per host, the events of its CPU plane that the compile analyses read, found in one
+/// pass (once per profile): (line, event, kinds) in line order, then event order; kinds
+/// are [`COMPILE`] and [`COMPILER`].
+pub(crate) fn host_compile_events(profile: &Profile) -> &[Vec<(u32, u32, u8)>] {
+    profile.cache.compile_events.get_or_init(|| {
+        (profile.hosts.par_iter())
+            .map(|space| {
+                let Some(plane) = host_cpu_plane(space) else { return Vec::new() };
+                let kinds: Vec<u8> = (plane.event_meta.iter())
+                    .map(|m| {
+                        let name = plane.text(m.name);
+                        let compiler = name.contains("Compiler") || name.contains("Compile");
+                        u8::from(is_compile_event(name)) * COMPILE + u8::from(compiler) * COMPILER
+                    })
+                    .collect();
+                let mask: Vec<bool> = kinds.iter().map(|&k| k != 0).collect();
+                let mut hits = Vec::new();
+                for (l, line) in plane.lines.iter().enumerate() {
+                    hits.extend(line.events_with_meta(&mask).map(|i| (l as u32, i as u32, kinds[line.meta(i) as usize])));
+                }
+                hits
+            })
+            .collect()
+    })
 }
 
-/// The time XLA compilation ran on a host.
-pub fn compile_intervals(space: &stepscope_xspace::Space) -> Intervals {
-    let Some(plane) = host_cpu_plane(space) else { return Intervals::default() };
-    let compile_meta = plane.meta_mask(is_compile_event);
-    let mut iv = Vec::new();
-    for line in &plane.lines {
-        iv.extend(line.events_with_meta(&compile_meta).map(|i| (line.start_ps(i), line.end_ps(i))));
-    }
-    Intervals::new(iv)
+/// The time XLA compilation ran on each host, once per profile.
+fn host_compile_intervals(profile: &Profile) -> &[Intervals] {
+    profile.cache.compile.get_or_init(|| {
+        let events = host_compile_events(profile);
+        (profile.hosts.iter().zip(events))
+            .map(|(space, hits)| {
+                let Some(plane) = host_cpu_plane(space) else { return Intervals::default() };
+                let compiles = hits.iter().filter(|h| h.2 & COMPILE != 0);
+                Intervals::new(
+                    compiles
+                        .map(|&(l, i, _)| {
+                            let line = &plane.lines[l as usize];
+                            (line.start_ps(i as usize), line.end_ps(i as usize))
+                        })
+                        .collect(),
+                )
+            })
+            .collect()
+    })
 }
