@@ -13,7 +13,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::profile::{Device, OpEvent, Profile};
-use crate::stats::{sum_ps, Intervals};
+use crate::stats::sum_ps;
+use crate::steps::compute_intervals;
 
 /// The collectives of a run.
 #[derive(Clone, Debug, Serialize)]
@@ -74,29 +75,15 @@ struct Flight<'a> {
     hi: i64,
 }
 
-/// Collectives of one device and the compute that ran on it.
-fn flights<'a>(d: &Device<'a>) -> (Vec<Flight<'a>>, Intervals) {
+/// Collectives of one device.
+fn flights<'a>(d: &Device<'a>) -> Vec<Flight<'a>> {
     let ops = d.cached_ops();
     let flags = d.collective_flags();
-    if !ops.recs.iter().any(|r| flags[r.name as usize]) {
-        // Compute time only matters for overlap with collectives.
-        return (Vec::new(), Intervals::new(Vec::new()));
-    }
-    let mut compute: Vec<(i64, i64)> = Vec::new();
-    let mut colls: Vec<OpEvent> = Vec::new();
-    for (i, r) in ops.recs.iter().enumerate() {
-        if flags[r.name as usize] {
-            colls.push(ops.event(d.plane, i));
-            continue;
-        }
-        // Back-to-back ops merge as they come (in line and time order), so the list
-        // stays short; the intervals merge the rest.
-        let (_, start, end, _) = ops.span(d.plane, i);
-        match compute.last_mut() {
-            Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
-            _ => compute.push((start, end)),
-        }
-    }
+    let colls: Vec<OpEvent> = (ops.recs.iter().enumerate())
+        .filter(|(_, r)| flags[r.name as usize])
+        .map(|(i, _)| ops.event(d.plane, i))
+        .collect();
+    let mut colls = colls;
     colls.sort_by_key(|o| o.start_ps);
     let mut out = Vec::new();
     // Async starts wait for their done, matched by name with `-start` → `-done`.
@@ -127,7 +114,7 @@ fn flights<'a>(d: &Device<'a>) -> (Vec<Flight<'a>>, Intervals) {
             out.push(Flight { name: base.clone(), module: s.module, is_async: true, lo: s.start_ps, hi: s.end_ps() });
         }
     }
-    (out, Intervals::new(compute))
+    out
 }
 
 /// Builds the collectives analysis.
@@ -148,8 +135,12 @@ pub fn collectives(profile: &Profile) -> Collectives {
     let per_device: Vec<Vec<(Flight, i64)>> = devices
         .par_iter()
         .map(|d| {
-            let (fl, compute) = flights(d);
-            let mut compute = compute.cursor();
+            let fl = flights(d);
+            if fl.is_empty() {
+                return Vec::new();
+            }
+            // The compute that ran beside them.
+            let mut compute = compute_intervals(d).cursor();
             fl.into_iter()
                 .map(|f| {
                     let overlapped = compute.overlap(f.lo, f.hi);

@@ -436,6 +436,7 @@ fn slot(
         source,
         ops: OnceLock::new(),
         busy: OnceLock::new(),
+        compute: OnceLock::new(),
     }
 }
 
