@@ -155,10 +155,12 @@ fn first_runs<'a>(devices: &'a [Device], host_index: usize) -> Vec<(i64, &'a str
                 *e = (*e).min(line.start_ps(i));
             }
         }
-        // Per interned module name first, then by name.
+        // Per interned module name first, then by name; ops of no module are skipped
+        // before their start is read.
         let ops = d.cached_ops();
+        let named: Vec<bool> = ops.names.iter().map(|n| !n.is_empty()).collect();
         let mut first: Vec<Option<i64>> = vec![None; ops.names.len()];
-        for r in &ops.recs {
+        for r in ops.recs.iter().filter(|r| named[r.module as usize]) {
             let f = &mut first[r.module as usize];
             let t = r.start_ps(d.plane);
             *f = Some(f.map_or(t, |f| f.min(t)));

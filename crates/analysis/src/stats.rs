@@ -121,7 +121,7 @@ pub struct Intervals {
 }
 
 /// Spans between two kept prefix sums.
-const PREFIX_EVERY: usize = 32;
+const PREFIX_EVERY: usize = 8;
 
 impl Intervals {
     /// Merges `(start, end)` pairs in any order; empty and inverted ones are dropped.
