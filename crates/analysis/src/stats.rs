@@ -270,7 +270,8 @@ mod interval_tests {
         // and across the stretches between kept prefix sums.
         // Also span counts that are a multiple of the spacing (the sum to the end then
         // starts from the kept sum before the last stretch).
-        for n in [500, 64, 32, 31, 1] {
+        let every = PREFIX_EVERY as i64;
+        for n in [500, 64, 32, 31, every, every - 1, every + 1, 1] {
             let mut raw: Vec<(i64, i64)> = (0..n).map(|i| (i * 10, i * 10 + 7)).collect();
             if n == 500 {
                 raw.extend((0..50).map(|i| (i * 97 + 5, i * 97 + 12)));
