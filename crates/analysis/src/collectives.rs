@@ -79,11 +79,10 @@ struct Flight<'a> {
 fn flights<'a>(d: &Device<'a>) -> Vec<Flight<'a>> {
     let ops = d.cached_ops();
     let flags = d.collective_flags();
-    let colls: Vec<OpEvent> = (ops.recs.iter().enumerate())
+    let mut colls: Vec<OpEvent> = (ops.recs.iter().enumerate())
         .filter(|(_, r)| flags[r.name as usize])
         .map(|(i, _)| ops.event(d.plane, i))
         .collect();
-    let mut colls = colls;
     colls.sort_by_key(|o| o.start_ps);
     let mut out = Vec::new();
     // Async starts wait for their done, matched by name with `-start` → `-done`.

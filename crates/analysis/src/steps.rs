@@ -370,8 +370,7 @@ pub(crate) fn host_compile_events(profile: &Profile) -> &[Vec<(u32, u32, u8)>] {
                 let kinds: Vec<u8> = (plane.event_meta.iter())
                     .map(|m| {
                         let name = plane.text(m.name);
-                        let compiler = name.contains("Compiler") || name.contains("Compile");
-                        u8::from(is_compile_event(name)) * COMPILE + u8::from(compiler) * COMPILER
+                        u8::from(is_compile_event(name)) * COMPILE + u8::from(name.contains("Compile")) * COMPILER
                     })
                     .collect();
                 let mask: Vec<bool> = kinds.iter().map(|&k| k != 0).collect();
