@@ -78,8 +78,6 @@ pub(crate) struct Slot {
     pub source: OpSource,
     pub ops: OnceLock<DeviceOps>,
     pub busy: OnceLock<Intervals>,
-    /// The time some op that is not a collective ran (measured with `busy`).
-    pub compute: OnceLock<Intervals>,
 }
 
 /// A device's executed ops, in line order then time order.

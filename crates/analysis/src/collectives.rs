@@ -13,8 +13,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::profile::{Device, OpEvent, Profile};
-use crate::stats::sum_ps;
-use crate::steps::compute_intervals;
+use crate::stats::{sum_ps, Intervals};
 
 /// The collectives of a run.
 #[derive(Clone, Debug, Serialize)]
@@ -75,14 +74,29 @@ struct Flight<'a> {
     hi: i64,
 }
 
-/// Collectives of one device.
-fn flights<'a>(d: &Device<'a>) -> Vec<Flight<'a>> {
+/// Collectives of one device and the compute that ran on it.
+fn flights<'a>(d: &Device<'a>) -> (Vec<Flight<'a>>, Intervals) {
     let ops = d.cached_ops();
     let flags = d.collective_flags();
-    let mut colls: Vec<OpEvent> = (ops.recs.iter().enumerate())
-        .filter(|(_, r)| flags[r.name as usize])
-        .map(|(i, _)| ops.event(d.plane, i))
-        .collect();
+    if !ops.recs.iter().any(|r| flags[r.name as usize]) {
+        // Compute time only matters for overlap with collectives.
+        return (Vec::new(), Intervals::new(Vec::new()));
+    }
+    let mut compute: Vec<(i64, i64)> = Vec::new();
+    let mut colls: Vec<OpEvent> = Vec::new();
+    for (i, r) in ops.recs.iter().enumerate() {
+        if flags[r.name as usize] {
+            colls.push(ops.event(d.plane, i));
+            continue;
+        }
+        // Back-to-back ops merge as they come (in line and time order), so the list
+        // stays short; the intervals merge the rest.
+        let (_, start, end, _) = ops.span(d.plane, i);
+        match compute.last_mut() {
+            Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
+            _ => compute.push((start, end)),
+        }
+    }
     colls.sort_by_key(|o| o.start_ps);
     let mut out = Vec::new();
     // Async starts wait for their done, matched by name with `-start` → `-done`.
@@ -113,7 +127,7 @@ fn flights<'a>(d: &Device<'a>) -> Vec<Flight<'a>> {
             out.push(Flight { name: base.clone(), module: s.module, is_async: true, lo: s.start_ps, hi: s.end_ps() });
         }
     }
-    out
+    (out, Intervals::new(compute))
 }
 
 /// Builds the collectives analysis.
@@ -134,12 +148,8 @@ pub fn collectives(profile: &Profile) -> Collectives {
     let per_device: Vec<Vec<(Flight, i64)>> = devices
         .par_iter()
         .map(|d| {
-            let fl = flights(d);
-            if fl.is_empty() {
-                return Vec::new();
-            }
-            // The compute that ran beside them.
-            let mut compute = compute_intervals(d).cursor();
+            let (fl, compute) = flights(d);
+            let mut compute = compute.cursor();
             fl.into_iter()
                 .map(|f| {
                     let overlapped = compute.overlap(f.lo, f.hi);

@@ -436,7 +436,6 @@ fn slot(
         source,
         ops: OnceLock::new(),
         busy: OnceLock::new(),
-        compute: OnceLock::new(),
     }
 }
 

@@ -281,33 +281,13 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
 /// Computed once per device and profile.
 pub fn busy_intervals<'a>(d: &Device<'a>) -> &'a Intervals {
     let slot = d.slot;
-    slot.busy.get_or_init(|| {
-        let (busy, compute) = measure_busy(d);
-        let _ = slot.compute.set(compute);
-        busy
-    })
+    slot.busy.get_or_init(|| measure_busy(d))
 }
 
-/// The time device `d` ran some op that is not a collective (what can overlap its
-/// collectives), read in the same pass as [`busy_intervals`].
-pub(crate) fn compute_intervals<'a>(d: &Device<'a>) -> &'a Intervals {
-    busy_intervals(d);
-    d.slot.compute.get_or_init(|| measure_busy(d).1)
-}
-
-/// Busy time, and the time ops that are not collectives ran (empty when the device has
-/// no collective op names).
-fn measure_busy(d: &Device) -> (Intervals, Intervals) {
+fn measure_busy(d: &Device) -> Intervals {
     let ops = d.cached_ops();
-    let flags = d.collective_flags();
-    let any_collective = flags.contains(&true);
     // Ops come in line order, then mostly in time order: back-to-back ones are merged
-    // as they come, so the lists stay short.
-    let merge = |spans: &mut Vec<(i64, i64)>, start: i64, end: i64| match spans.last_mut() {
-        Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
-        _ => spans.push((start, end)),
-    };
-    let mut compute: Vec<(i64, i64)> = Vec::new();
+    // as they come, so the list stays short.
     let mut spans: Vec<(i64, i64)> = Vec::new();
     let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
     let mut add_run = |r: i64, lo: i64, hi: i64| {
@@ -319,9 +299,6 @@ fn measure_busy(d: &Device) -> (Intervals, Intervals) {
     let mut current: Option<(i64, i64, i64)> = None;
     for (i, rec) in ops.recs.iter().enumerate() {
         let (_, start, end, _) = ops.span(d.plane, i);
-        if any_collective && !flags[rec.name as usize] {
-            merge(&mut compute, start, end);
-        }
         let run = match d.source {
             OpSource::HostOps => ops.run_id(rec),
             _ => None,
@@ -336,14 +313,17 @@ fn measure_busy(d: &Device) -> (Intervals, Intervals) {
                     add_run(cr, lo, hi);
                 }
             }
-            (None, _) => merge(&mut spans, start, end),
+            (None, _) => match spans.last_mut() {
+                Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
+                _ => spans.push((start, end)),
+            },
         }
     }
     if let Some((cr, lo, hi)) = current {
         add_run(cr, lo, hi);
     }
     spans.extend(runs.into_values());
-    (Intervals::new(spans), Intervals::new(compute))
+    Intervals::new(spans)
 }
 
 /// True for host events that are XLA compilation (or lowering for it).
@@ -376,9 +356,7 @@ pub(crate) fn host_compile_events(profile: &Profile) -> &[Vec<(u32, u32, u8)>] {
                 let mask: Vec<bool> = kinds.iter().map(|&k| k != 0).collect();
                 let mut hits = Vec::new();
                 for (l, line) in plane.lines.iter().enumerate() {
-                    hits.extend(
-                        line.events_with_meta(&mask).map(|i| (l as u32, i as u32, kinds[line.meta(i) as usize])),
-                    );
+                    hits.extend(line.events_with_meta(&mask).map(|i| (l as u32, i as u32, kinds[line.meta(i) as usize])));
                 }
                 hits
             })
