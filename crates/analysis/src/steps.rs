@@ -356,7 +356,9 @@ pub(crate) fn host_compile_events(profile: &Profile) -> &[Vec<(u32, u32, u8)>] {
                 let mask: Vec<bool> = kinds.iter().map(|&k| k != 0).collect();
                 let mut hits = Vec::new();
                 for (l, line) in plane.lines.iter().enumerate() {
-                    hits.extend(line.events_with_meta(&mask).map(|i| (l as u32, i as u32, kinds[line.meta(i) as usize])));
+                    hits.extend(
+                        line.events_with_meta(&mask).map(|i| (l as u32, i as u32, kinds[line.meta(i) as usize])),
+                    );
                 }
                 hits
             })
