@@ -669,8 +669,8 @@ fn usual_events(
             // The commonest stat, its first four bytes read at once: a one-byte length
             // and a one-byte metadata id (key 0x22, length, key 0x08, id).
             let key = buf[p];
-            if let Some(&head) = buf.get(p..).and_then(|b| b.first_chunk::<8>()).filter(|_| key == KEY_STAT) {
-                let head = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+            if let Some(&head) = buf.get(p..).and_then(|b| b.first_chunk::<4>()).filter(|_| key == KEY_STAT) {
+                let head = u32::from_le_bytes(head);
                 if head & 0x80ff_80ff == u32::from(KEY_META) << 16 | u32::from(KEY_STAT) {
                     let sto = p + 2 + ((head >> 8) & 0x7f) as usize;
                     if sto <= to && p + 5 <= sto {
