@@ -125,6 +125,36 @@ fn tpu_op_time_equals_the_xla_ops_lines() {
 }
 
 #[test]
+fn the_op_profile_does_not_depend_on_the_order_events_are_stored_in() {
+    // The same captures with every line's events stored last to first: ops are then
+    // sorted by time before self times are worked out from their nesting.
+    let tmp = tempfile::tempdir().unwrap();
+    for rel in [CPU_RUN, TPU] {
+        let f = path(rel);
+        let reversed = tmp.path().join("reversed.xplane.pb");
+        let out = std::process::Command::new("python3")
+            .arg(root().join("tests/support/xspace_ref.py"))
+            .args(["reverse", &f, reversed.to_str().unwrap()])
+            .output()
+            .expect("python3");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        for by in ["op", "scope"] {
+            let ours = json(&["ops", &f, "--by", by, "--top", "100000"]);
+            assert_eq!(
+                json(&["ops", reversed.to_str().unwrap(), "--by", by, "--top", "100000"]),
+                ours,
+                "{rel} by {by}"
+            );
+        }
+        // The TPU capture nests ops on its XLA Ops lines (self time < total): the
+        // reversed copy checks nesting too.
+        let rows = json(&["ops", &f, "--top", "100000"])["ops"].as_array().unwrap().clone();
+        let nested = rows.iter().filter(|r| r["self_ps"].as_i64() < r["total_ps"].as_i64()).count();
+        assert_eq!(nested > 0, rel == TPU, "{rel}: {nested} rows with nested ops");
+    }
+}
+
+#[test]
 fn summary_breakdown_adds_up_to_the_mean_step() {
     let f = path(CPU_RUN);
     let s = json(&["summary", &f]);

@@ -447,6 +447,9 @@ def main(argv=None):
     p.add_argument("path")
     p = sub.add_parser("pprof", help="device-memory pprof totals as JSON")
     p.add_argument("path")
+    p = sub.add_parser("reverse", help="write a copy with every line's events stored in reverse")
+    p.add_argument("path")
+    p.add_argument("out")
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
     p.add_argument("path")
     p.add_argument("--plane", required=True)
@@ -469,6 +472,15 @@ def main(argv=None):
         print(json.dumps(plane_stats(a.path, a.plane), separators=(",", ":"), default=str))
     elif a.cmd == "pprof":
         print(json.dumps(pprof(a.path), separators=(",", ":")))
+    elif a.cmd == "reverse":
+        space = read_xspace(a.path)
+        for plane in space.planes:
+            for line in plane.lines:
+                events = list(line.events)[::-1]
+                del line.events[:]
+                line.events.extend(events)
+        with open(a.out, "wb") as f:
+            f.write(space.SerializeToString())
     return 0
 
 

@@ -140,12 +140,19 @@ impl DeviceOps {
     /// Op record `i`'s (line, start, end, op time), without its names.
     #[inline]
     pub fn span(&self, plane: &Plane, i: usize) -> (u32, i64, i64, i64) {
+        let (line, start, length, op_ps) = self.placed(plane, i);
+        (line, start, start.saturating_add(length), op_ps)
+    }
+
+    /// Op record `i`'s (line, start, length, op time), without its names.
+    #[inline]
+    pub fn placed(&self, plane: &Plane, i: usize) -> (u32, i64, i64, i64) {
         let r = &self.recs[i];
         let line = &plane.lines[r.line as usize];
         let start = line.start_ps(r.index as usize);
-        let duration = line.duration_ps(r.index as usize).max(0);
-        let op_ps = if self.value == RecValue::OpTime { r.value } else { duration };
-        (r.line, start, start.saturating_add(duration), op_ps)
+        let length = line.duration_ps(r.index as usize).max(0);
+        let op_ps = if self.value == RecValue::OpTime { r.value } else { length };
+        (r.line, start, length, op_ps)
     }
 }
 

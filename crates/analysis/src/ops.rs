@@ -107,8 +107,6 @@ impl std::hash::Hash for Text<'_> {
 /// What one op occurrence adds to its row (its texts are borrowed for the call: no
 /// reference count changes per occurrence).
 struct Occurrence<'a, 'o> {
-    name: &'a str,
-    module: &'a str,
     /// The op's own time (see [`crate::OpEvent::op_ps`]).
     op_ps: i64,
     /// The device's interned ids of the op's name and module.
@@ -118,7 +116,6 @@ struct Occurrence<'a, 'o> {
     scope: &'o Text<'a>,
     flops: Option<u64>,
     bytes: Option<u64>,
-    peaks: Peaks,
 }
 
 /// A row being summed up, one occurrence at a time.
@@ -145,7 +142,7 @@ struct Acc<'a> {
 }
 
 impl<'a> Acc<'a> {
-    fn new(name: Text<'a>, module: &'a str, first: &Occurrence<'a, '_>) -> Acc<'a> {
+    fn new(name: Text<'a>, module: &'a str, first: &Occurrence<'a, '_>, peaks: Peaks) -> Acc<'a> {
         Acc {
             name,
             module,
@@ -160,7 +157,7 @@ impl<'a> Acc<'a> {
             category: first.category.clone(),
             one_category: true,
             category_async: is_async(first.category),
-            peaks: first.peaks,
+            peaks,
         }
     }
 
@@ -296,20 +293,38 @@ fn chunk_rows<'a>(
     // Rows by this device's interned (name, module) ids, for the groupings that
     // need nothing else: no string hashing per occurrence.
     let mut by_ids: FastMap<(u32, u32), usize> = FastMap::default();
+    // In front of `by_ids`, per name id (module id by module): the other id and row
+    // last met with it, nearly always the next occurrence's too.
+    const NONE: (u32, usize) = (u32::MAX, usize::MAX);
+    let names = &d.cached_ops().names;
+    let mut recent: Vec<(u32, usize)> = vec![NONE; names.len()];
+    let peaks = peaks(d);
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
         let ids = match by {
             GroupBy::Op => Some(o.ids),
             GroupBy::Module => Some((u32::MAX, o.ids.1)),
             GroupBy::Category | GroupBy::Scope => None,
         };
-        if let Some(&at) = ids.and_then(|ids| by_ids.get(&ids)) {
-            rows[at].1.add(&o);
-            return;
+        // (slot in `recent`, the id it must hold)
+        let slot = ids.map(|(n, m)| if by == GroupBy::Module { (m as usize, n) } else { (n as usize, m) });
+        if let Some((slot, tag)) = slot {
+            let hit = match recent.get(slot) {
+                Some(&(t, at)) if t == tag && at != usize::MAX => Some(at),
+                _ => ids.and_then(|ids| by_ids.get(&ids)).copied(),
+            };
+            if let Some(at) = hit {
+                if let Some(r) = recent.get_mut(slot) {
+                    *r = (tag, at);
+                }
+                rows[at].1.add(&o);
+                return;
+            }
         }
+        let (name, module) = (&*names[o.ids.0 as usize], &*names[o.ids.1 as usize]);
         let key = match by {
-            GroupBy::Op => (Text::Borrowed(o.name), o.module),
+            GroupBy::Op => (Text::Borrowed(name), module),
             GroupBy::Category => (o.category.clone(), ""),
-            GroupBy::Module => (Text::Borrowed(o.module), ""),
+            GroupBy::Module => (Text::Borrowed(module), ""),
             GroupBy::Scope => {
                 let c = match cut.get(o.scope) {
                     Some(c) => c.clone(),
@@ -326,13 +341,16 @@ fn chunk_rows<'a>(
             Some(&at) => at,
             None => {
                 index.insert(key.clone(), rows.len());
-                let acc = Acc::new(key.0.clone(), key.1, &o);
+                let acc = Acc::new(key.0.clone(), key.1, &o, peaks);
                 rows.push((key, acc));
                 rows.len() - 1
             }
         };
         if let Some(ids) = ids {
             by_ids.insert(ids, at);
+        }
+        if let Some(r) = slot.and_then(|(slot, tag)| Some((recent.get_mut(slot)?, tag))) {
+            *r.0 = (r.1, at);
         }
         rows[at].1.add(&o);
     });
@@ -389,13 +407,21 @@ struct OpStats<'a> {
     bytes: Option<u64>,
 }
 
+/// A stat's value as a `u64`, when it is a non-negative integer.
+fn stat_u64(plane: &Plane, s: Option<Stat>) -> Option<u64> {
+    s.and_then(|s| plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok())
+}
+
 impl<'a> OpStats<'a> {
+    const NONE: OpStats<'static> =
+        OpStats { program: None, category: None, tf_op_key: None, tf_op: None, flops: None, bytes: None };
+
     /// Reads the stats (program_id, hlo_category, tf_op, flops, bytes_accessed) found
     /// for an event; `tf_op` only when `want_scope`.
     #[inline(always)]
     fn of(plane: &'a Plane, stats: [Option<Stat>; 5], want_scope: bool) -> OpStats<'a> {
         let [program, category, tf_op, flops, bytes] = stats;
-        let num = |s: Option<Stat>| s.and_then(|s| plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok());
+        let num = |s: Option<Stat>| stat_u64(plane, s);
         let tf_op = tf_op.filter(|_| want_scope);
         OpStats {
             program: num(program),
@@ -424,28 +450,28 @@ fn each_occurrence<'a>(
     mut f: impl FnMut(Occurrence<'a, '_>),
 ) {
     type FromHlo<'a> = (Option<Text<'a>>, Option<Text<'a>>);
-    let peaks = peaks(d);
-    // Occurrences by line, start, longest first (the cached order, unless a line's
-    // events were out of time order), as indexes into the cached records.
+    // Occurrences by line, start, longest first: the cached order, unless a line's
+    // events were out of time order (then sorted, as indexes into the records).
     let ops = d.cached_ops();
-    let key = |i: u32| {
-        let r = &ops.recs[i as usize];
-        (r.line, r.start_ps(d.plane), std::cmp::Reverse(r.duration_ps(d.plane)))
+    let (order, self_ps) = match self_times_if_sorted(range.len(), |k| ops.placed(d.plane, range.start + k)) {
+        Some(self_ps) => (None, self_ps),
+        None => {
+            let key = |i: u32| {
+                let r = &ops.recs[i as usize];
+                (r.line, r.start_ps(d.plane), std::cmp::Reverse(r.duration_ps(d.plane)))
+            };
+            let mut order: Vec<u32> = (range.start as u32..range.end as u32).collect();
+            order.sort_by_key(|&i| key(i));
+            let self_ps = self_times(order.len(), |k| ops.placed(d.plane, order[k] as usize));
+            (Some(order), self_ps)
+        }
     };
-    let mut order: Vec<u32> = (range.start as u32..range.end as u32).collect();
-    let mut prev = None;
-    let sorted = order.iter().all(|&i| {
-        let k = key(i);
-        let ok = prev.is_none_or(|p| p <= k);
-        prev = Some(k);
-        ok
-    });
-    if !sorted {
-        order.sort_by_key(|&i| key(i));
-    }
-    let self_ps = self_times(order.len(), |at| ops.span(d.plane, order[at] as usize));
     let k = &d.keys;
-    let look = d.plane.stat_lookup([k.program_id, k.hlo_category, k.tf_op, k.flops, k.bytes_accessed]);
+    let tf_op = k.tf_op.filter(|_| want_scope);
+    let look = d.plane.stat_lookup([k.program_id, k.hlo_category, tf_op, k.flops, k.bytes_accessed]);
+    // Where the plane has no other key (XLA:CPU ops), the program is all there is to read.
+    let program_only = [k.hlo_category, tf_op, k.flops, k.bytes_accessed].iter().all(Option::is_none);
+    let look_program = d.plane.stat_lookup([k.program_id]);
     // Keyed by the device's interned name and module ids; `last` holds, per name id,
     // the key and entry it last used (nearly always the next one's too).
     let mut from_hlo: FastMap<(Option<u64>, u32, u32), usize> = FastMap::default();
@@ -457,14 +483,20 @@ fn each_occurrence<'a>(
     const NOT_YET: u32 = u32::MAX;
     let mut by_meta: Vec<u32> = Vec::new();
     let mut said_by_meta: Vec<OpStats> = Vec::new();
-    for (&at, self_ps) in order.iter().zip(self_ps) {
-        let rec = &ops.recs[at as usize];
+    for (k, self_ps) in self_ps.into_iter().enumerate() {
+        let at = order.as_ref().map_or(range.start + k, |o| o[k] as usize);
+        let rec = &ops.recs[at];
         let (name, module) = (&*ops.names[rec.name as usize], &*ops.names[rec.module as usize]);
         let line = &d.plane.lines[rec.line as usize];
         let i = rec.index as usize;
         // What the stats say, worked out once per event metadata for the events that
         // hold none of the keys themselves (device ops: their metadata holds them).
-        let said = match d.plane.own_stats_of(&look, line, i) {
+        let own = if program_only { None } else { d.plane.own_stats_of(&look, line, i) };
+        let said = match own {
+            _ if program_only => {
+                let [program] = d.plane.stats_of(&look_program, line, i);
+                OpStats { program: stat_u64(d.plane, program), ..OpStats::NONE }
+            }
             Some(own) => OpStats::of(d.plane, d.plane.with_metadata_stats(&look, line.meta(i), own), want_scope),
             None => {
                 let meta = line.meta(i);
@@ -535,19 +567,38 @@ fn each_occurrence<'a>(
         };
         let ids = (rec.name, rec.module);
         let op_ps = ops.op_ps(rec, d.plane);
-        f(Occurrence { name, module, op_ps, ids, self_ps, category, scope, flops, bytes, peaks });
+        f(Occurrence { op_ps, ids, self_ps, category, scope, flops, bytes });
     }
 }
 
 /// Self time of each of the `n` events `ev(0)`, `ev(1)`, … (sorted by line, start,
-/// longest first; each given as (line, start, end, op time)): its op time minus the op
-/// times of the events directly nested in it (on the timeline) on its line.
+/// longest first; each given as (line, start, length, op time)): its op time minus the
+/// op times of the events directly nested in it (on the timeline) on its line.
 fn self_times(n: usize, ev: impl Fn(usize) -> (u32, i64, i64, i64)) -> Vec<i64> {
+    self_times_checked::<false>(n, ev).unwrap_or_default()
+}
+
+/// [`self_times`] when the events are in that order, else `None`.
+fn self_times_if_sorted(n: usize, ev: impl Fn(usize) -> (u32, i64, i64, i64)) -> Option<Vec<i64>> {
+    self_times_checked::<true>(n, ev)
+}
+
+#[inline(always)]
+fn self_times_checked<const CHECK: bool>(n: usize, ev: impl Fn(usize) -> (u32, i64, i64, i64)) -> Option<Vec<i64>> {
     let mut self_ps: Vec<i64> = Vec::with_capacity(n);
     // Open events: (index, line, end).
     let mut stack: Vec<(usize, u32, i64)> = Vec::new();
+    let mut prev = (0, i64::MIN, std::cmp::Reverse(i64::MAX));
     for i in 0..n {
-        let (line, start, end, op_ps) = ev(i);
+        let (line, start, length, op_ps) = ev(i);
+        if CHECK {
+            let key = (line, start, std::cmp::Reverse(length));
+            if key < prev {
+                return None;
+            }
+            prev = key;
+        }
+        let end = start.saturating_add(length);
         while let Some(&(_, top_line, top_end)) = stack.last() {
             if top_line == line && start < top_end && end <= top_end {
                 break;
@@ -561,7 +612,7 @@ fn self_times(n: usize, ev: impl Fn(usize) -> (u32, i64, i64, i64)) -> Vec<i64> 
         stack.push((i, line, end));
     }
     self_ps.iter_mut().for_each(|s| *s = (*s).max(0));
-    self_ps
+    Some(self_ps)
 }
 
 /// A category from an op's name when the profile has no `hlo_category`:
@@ -650,7 +701,18 @@ mod tests {
         };
         // A while loop [0,100) with two body ops, then a sibling.
         let evs = [ev(0, 100), ev(10, 20), ev(40, 30), ev(100, 5)];
-        let span = |i: usize| (evs[i].line, evs[i].start_ps, evs[i].end_ps(), evs[i].op_ps);
+        let span = |i: usize| (evs[i].line, evs[i].start_ps, evs[i].duration_ps, evs[i].op_ps);
         assert_eq!(self_times(evs.len(), span), vec![50, 20, 30, 5]);
+        assert_eq!(self_times_if_sorted(evs.len(), span), Some(vec![50, 20, 30, 5]));
+        // Out of order: a later start first, a shorter event before a longer one at
+        // the same start, a later line first.
+        for evs in [[ev(10, 20), ev(0, 100)], [ev(0, 20), ev(0, 100)], [OpEvent { line: 1, ..ev(0, 5) }, ev(50, 5)]] {
+            let span = |i: usize| (evs[i].line, evs[i].start_ps, evs[i].duration_ps, evs[i].op_ps);
+            assert_eq!(self_times_if_sorted(2, span), None);
+        }
+        // Equal keys are in order.
+        let evs = [ev(0, 10), ev(0, 10)];
+        let span = |i: usize| (evs[i].line, evs[i].start_ps, evs[i].duration_ps, evs[i].op_ps);
+        assert_eq!(self_times_if_sorted(2, span), Some(vec![0, 10]));
     }
 }

@@ -109,6 +109,33 @@ impl Column {
         }
     }
 
+    /// Values `i` and `i + 1` (one block lookup when both are in the same block).
+    /// Panics when `i + 1` is out of range.
+    #[inline]
+    pub fn get_pair(&self, i: usize) -> (i64, i64) {
+        match self.blocks.get(i >> SHIFT) {
+            Some(b) if i & (BLOCK - 1) != BLOCK - 1 => {
+                let w = b.width();
+                let at = b.pos() + (i & (BLOCK - 1)) * w;
+                debug_assert!(at + w + 8 <= self.packed.len() && w <= 8);
+                // SAFETY: values i and i + 1 are both in block `b` (i is not its last),
+                // so both distances lie within it, and `packed` ends PAD = 8 bytes after
+                // the last block's last distance (see `get`): the 8 bytes at `at` and at
+                // `at + w` are in bounds.
+                let (lo, hi) = unsafe {
+                    let p = self.packed.as_ptr().add(at);
+                    (p.cast::<u64>().read_unaligned(), p.add(w).cast::<u64>().read_unaligned())
+                };
+                let mask = MASK[w & 15];
+                (
+                    b.base.wrapping_add((u64::from_le(lo) & mask) as i64),
+                    b.base.wrapping_add((u64::from_le(hi) & mask) as i64),
+                )
+            }
+            _ => (self.get(i), self.get(i + 1)),
+        }
+    }
+
     /// Appends a value.
     #[inline]
     pub fn push(&mut self, v: i64) {
@@ -448,6 +475,9 @@ mod tests {
         assert_eq!(c.to_vec(), v);
         assert_eq!(c.iter().rev().collect::<Vec<_>>(), v.iter().rev().copied().collect::<Vec<_>>());
         assert_eq!(c.iter_range(3..70).collect::<Vec<_>>(), v[3..70]);
+        // Pairs within a block, across blocks and into the tail.
+        let pairs: Vec<(i64, i64)> = (0..v.len() - 1).map(|i| c.get_pair(i)).collect();
+        assert_eq!(pairs, v.windows(2).map(|w| (w[0], w[1])).collect::<Vec<_>>());
         // Widths: 2, 8, 1, 1, 4, 5 bytes a value, and zero for a constant block.
         let widths: Vec<usize> = c.blocks.iter().map(Block::width).collect();
         assert_eq!(widths, [2, 8, 1, 1, 4, 5]);

@@ -443,7 +443,8 @@ impl Line {
     /// Event `i`'s range in `stats`.
     #[inline]
     fn stat_range(&self, i: usize) -> Range<usize> {
-        self.stat_start.get(i) as usize..self.stat_start.get(i + 1) as usize
+        let (from, to) = self.stat_start.get_pair(i);
+        from as usize..to as usize
     }
 
     /// Bytes the line's columns hold (capacity included): starts and lengths, metadata
@@ -755,7 +756,8 @@ impl Plane {
             })
             .collect();
         let distinct = slot.iter().filter(|&&k| k != NO_SLOT).count();
-        StatLookup { slot, same, distinct, meta_has }
+        let any_same = same.iter().any(Option::is_some);
+        StatLookup { slot, same, any_same, distinct, meta_has }
     }
 
     /// What [`Plane::event_stats_of`] returns for `look`'s keys, found by one table
@@ -961,6 +963,8 @@ pub struct StatLookup<const N: usize> {
     slot: Vec<u8>,
     /// Per slot: an earlier slot with the same key.
     same: [Option<usize>; N],
+    /// Whether any slot has an earlier slot with the same key.
+    any_same: bool,
     /// Number of distinct keys.
     distinct: usize,
     /// Per event metadata: whether its stats hold any key.
@@ -971,6 +975,9 @@ impl<const N: usize> StatLookup<N> {
     /// Gives each slot asking for an earlier slot's key that slot's stat.
     #[inline(always)]
     fn copy_same(&self, out: &mut [Option<Stat>; N]) {
+        if !self.any_same {
+            return;
+        }
         for k in 0..N {
             if let Some(first) = self.same[k] {
                 out[k] = out[first];
