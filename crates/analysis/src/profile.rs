@@ -10,7 +10,7 @@
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
-use stepscope_xspace::{Line, Plane, Space, Stat};
+use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
 
 use crate::cache::{Cache, DeviceOps, Interner, OpRec, OpsBuilder, RecValue, Slot, NO_RUN};
 
@@ -247,33 +247,38 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
         .flat_map(|(li, line)| crate::cache::pieces(line.len(), HOST_SCAN_PIECE).map(move |r| (li, r)))
         .collect();
-    pieces
-        .into_par_iter()
-        .map(|(li, range)| {
-            let line = &plane.lines[li];
-            let mut out = LineOps { names: Interner::default(), by_ordinal: Vec::new(), roots: Vec::new() };
-            for i in range {
-                let [op, module, ordinal, run, step_num, root] = plane.stats_of(&look, line, i);
-                if let (Some(num), Some(_)) = (step_num, root) {
-                    out.roots.push((plane.stat_i64(&num).unwrap_or(-1), li as u32, i as u32));
-                }
-                let Some(op) = op else { continue };
-                let ordinal = ordinal.and_then(|s| plane.stat_i64(&s));
-                let at = match out.by_ordinal.iter().position(|(o, _)| *o == ordinal) {
-                    Some(at) => at,
-                    None => {
-                        out.by_ordinal.push((ordinal, Vec::new()));
-                        out.by_ordinal.len() - 1
-                    }
-                };
-                let Some(name) = out.names.stat(plane, op) else { continue };
-                let module = module.and_then(|s| out.names.stat(plane, s)).unwrap_or_else(|| out.names.text(""));
-                let run_id = run.and_then(|s| plane.stat_i64(&s));
-                out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, run_id.unwrap_or(NO_RUN)));
+    pieces.into_par_iter().map(|(li, range)| host_ops_in(plane, &look, li, range)).collect()
+}
+
+/// [`host_ops`] of events `range` of line `li`.
+#[inline(never)]
+fn host_ops_in<'a>(plane: &'a Plane, look: &StatLookup<6>, li: usize, range: std::ops::Range<usize>) -> LineOps<'a> {
+    let line = &plane.lines[li];
+    let mut out = LineOps { names: Interner::default(), by_ordinal: Vec::new(), roots: Vec::new() };
+    for i in range {
+        // Most events (Python calls, Eigen tasks) hold none of the keys.
+        if !plane.has_any_of(look, line, i) {
+            continue;
+        }
+        let [op, module, ordinal, run, step_num, root] = plane.stats_of(look, line, i);
+        if let (Some(num), Some(_)) = (step_num, root) {
+            out.roots.push((plane.stat_i64(&num).unwrap_or(-1), li as u32, i as u32));
+        }
+        let Some(op) = op else { continue };
+        let ordinal = ordinal.and_then(|s| plane.stat_i64(&s));
+        let at = match out.by_ordinal.iter().position(|(o, _)| *o == ordinal) {
+            Some(at) => at,
+            None => {
+                out.by_ordinal.push((ordinal, Vec::new()));
+                out.by_ordinal.len() - 1
             }
-            out
-        })
-        .collect()
+        };
+        let Some(name) = out.names.stat(plane, op) else { continue };
+        let module = module.and_then(|s| out.names.stat(plane, s)).unwrap_or_else(|| out.names.text(""));
+        let run_id = run.and_then(|s| plane.stat_i64(&s));
+        out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, run_id.unwrap_or(NO_RUN)));
+    }
+    out
 }
 
 /// The op records of each XLA:CPU device of a plane (one per ordinal in `ordinals`, or

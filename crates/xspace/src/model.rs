@@ -747,7 +747,7 @@ impl Plane {
             }
         }
         let wanted = |m: u32| slot.get(m as usize).is_some_and(|&k| k != NO_SLOT);
-        let meta_has = self
+        let meta_has: Vec<bool> = self
             .event_meta
             .iter()
             .map(|m| {
@@ -757,7 +757,8 @@ impl Plane {
             .collect();
         let distinct = slot.iter().filter(|&&k| k != NO_SLOT).count();
         let any_same = same.iter().any(Option::is_some);
-        StatLookup { slot, same, any_same, distinct, meta_has }
+        let any_meta_has = meta_has.iter().any(|&h| h);
+        StatLookup { slot, same, any_same, any_meta_has, distinct, meta_has }
     }
 
     /// What [`Plane::event_stats_of`] returns for `look`'s keys, found by one table
@@ -785,6 +786,18 @@ impl Plane {
         }
         look.copy_same(&mut out);
         out
+    }
+
+    /// Whether [`Plane::stats_of`] finds any of `look`'s keys for event `i`, found
+    /// without unpacking a stat: for scans that skip most events.
+    #[inline]
+    pub fn has_any_of<const N: usize>(&self, look: &StatLookup<N>, line: &Line, i: usize) -> bool {
+        if look.distinct == 0 {
+            return false;
+        }
+        let wanted = |p: &PackedStat| look.slot.get(p.meta(&line.wide) as usize).is_some_and(|&k| k != NO_SLOT);
+        line.stats[line.stat_range(i)].iter().any(wanted)
+            || (look.any_meta_has && look.meta_has.get(line.meta(i) as usize).copied().unwrap_or(false))
     }
 
     /// Fills `out`'s empty slots from metadata `meta`'s stats, where they hold any of
@@ -965,6 +978,8 @@ pub struct StatLookup<const N: usize> {
     same: [Option<usize>; N],
     /// Whether any slot has an earlier slot with the same key.
     any_same: bool,
+    /// Whether any event metadata's stats hold any key.
+    any_meta_has: bool,
     /// Number of distinct keys.
     distinct: usize,
     /// Per event metadata: whether its stats hold any key.
@@ -1186,6 +1201,7 @@ mod tests {
         line.finish();
         let keysets = [
             [Some(2), Some(5), Some(3), None],
+            [Some(1), Some(4), None, None],
             [Some(5), Some(5), Some(1), Some(9)],
             [None, None, None, None],
             [Some(3), Some(2), Some(2), Some(0)],
@@ -1204,6 +1220,7 @@ mod tests {
                 );
                 let whole = plane.with_metadata_stats(&look, line.meta(i), own.unwrap_or([None; 4]));
                 assert_eq!(whole, want, "{keys:?} event {i}, in parts");
+                assert_eq!(plane.has_any_of(&look, &line, i), want.iter().any(Option::is_some), "{keys:?} event {i}");
             }
         }
     }
