@@ -349,8 +349,10 @@ fn chunk_rows<'a>(
         if let Some(ids) = ids {
             by_ids.insert(ids, at);
         }
-        if let Some(r) = slot.and_then(|(slot, tag)| Some((recent.get_mut(slot)?, tag))) {
-            *r.0 = (r.1, at);
+        if let Some((slot, tag)) = slot {
+            if let Some(r) = recent.get_mut(slot) {
+                *r = (tag, at);
+            }
         }
         rows[at].1.add(&o);
     });
@@ -491,28 +493,28 @@ fn each_occurrence<'a>(
         let i = rec.index as usize;
         // What the stats say, worked out once per event metadata for the events that
         // hold none of the keys themselves (device ops: their metadata holds them).
-        let own = if program_only { None } else { d.plane.own_stats_of(&look, line, i) };
-        let said = match own {
-            _ if program_only => {
-                let [program] = d.plane.stats_of(&look_program, line, i);
-                OpStats { program: stat_u64(d.plane, program), ..OpStats::NONE }
-            }
-            Some(own) => OpStats::of(d.plane, d.plane.with_metadata_stats(&look, line.meta(i), own), want_scope),
-            None => {
-                let meta = line.meta(i);
-                if by_meta.is_empty() {
-                    by_meta = vec![NOT_YET; d.plane.event_meta.len()];
-                }
-                match by_meta.get(meta as usize) {
-                    Some(&at) if at != NOT_YET => said_by_meta[at as usize],
-                    _ => {
-                        let said =
-                            OpStats::of(d.plane, d.plane.with_metadata_stats(&look, meta, [None; 5]), want_scope);
-                        if let Some(at) = by_meta.get_mut(meta as usize) {
-                            *at = said_by_meta.len() as u32;
-                            said_by_meta.push(said);
+        let said = if program_only {
+            let [program] = d.plane.stats_of(&look_program, line, i);
+            OpStats { program: stat_u64(d.plane, program), ..OpStats::NONE }
+        } else {
+            match d.plane.own_stats_of(&look, line, i) {
+                Some(own) => OpStats::of(d.plane, d.plane.with_metadata_stats(&look, line.meta(i), own), want_scope),
+                None => {
+                    let meta = line.meta(i);
+                    if by_meta.is_empty() {
+                        by_meta = vec![NOT_YET; d.plane.event_meta.len()];
+                    }
+                    match by_meta.get(meta as usize) {
+                        Some(&at) if at != NOT_YET => said_by_meta[at as usize],
+                        _ => {
+                            let said =
+                                OpStats::of(d.plane, d.plane.with_metadata_stats(&look, meta, [None; 5]), want_scope);
+                            if let Some(at) = by_meta.get_mut(meta as usize) {
+                                *at = said_by_meta.len() as u32;
+                                said_by_meta.push(said);
+                            }
+                            said
                         }
-                        said
                     }
                 }
             }
