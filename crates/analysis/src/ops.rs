@@ -458,12 +458,11 @@ fn each_occurrence<'a>(
     let (order, self_ps) = match self_times_if_sorted(range.len(), |k| ops.placed(d.plane, range.start + k)) {
         Some(self_ps) => (None, self_ps),
         None => {
-            let key = |i: u32| {
-                let r = &ops.recs[i as usize];
-                (r.line, r.start_ps(d.plane), std::cmp::Reverse(r.duration_ps(d.plane)))
-            };
             let mut order: Vec<u32> = (range.start as u32..range.end as u32).collect();
-            order.sort_by_key(|&i| key(i));
+            order.sort_by_key(|&i| {
+                let (line, start, length, _) = ops.placed(d.plane, i as usize);
+                (line, start, std::cmp::Reverse(length))
+            });
             let self_ps = self_times(order.len(), |k| ops.placed(d.plane, order[k] as usize));
             (Some(order), self_ps)
         }

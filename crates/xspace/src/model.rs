@@ -566,7 +566,7 @@ impl Line {
         self.start_ps(i).saturating_add(self.duration_ps(i))
     }
 
-    /// The events whose metadata `mask` marks (a [`Plane::meta_mask`]), in order:
+    /// The events whose metadata `mask` marks (by dense metadata index), in order:
     /// much faster than testing [`Line::meta`] of each.
     pub fn events_with_meta<'a>(&'a self, mask: &'a [bool]) -> impl Iterator<Item = usize> + 'a {
         self.events_with_meta_in(mask, 0..self.len())
@@ -894,11 +894,6 @@ impl Plane {
             }
         }
         out
-    }
-
-    /// For each event metadata (by dense index), whether its name satisfies `f`.
-    pub fn meta_mask(&self, f: impl Fn(&str) -> bool) -> Vec<bool> {
-        self.event_meta.iter().map(|m| f(self.text(m.name))).collect()
     }
 
     /// A stat's string value: `str` directly, `ref` through its metadata name.
