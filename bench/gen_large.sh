@@ -4,7 +4,7 @@
 #   bench/gen_large.sh [STEPS] [OUTDIR]
 #
 # Defaults: 3000 steps (≥ 3 M events, ~125 MB) into bench/data/large (python tracer on, warm-up excluded,
-# default 2-layer d_model=64 transformer). Knobs of scripts/capture_cpu.py can be
+# default 2-layer d_model=64 transformer). Knobs of scripts/capture_jax.py can be
 # appended via the EXTRA environment variable, e.g. EXTRA="--tiny-ops 8".
 # Prints the run folder, the xplane.pb size and its event count (reference reader).
 set -euo pipefail
@@ -14,7 +14,7 @@ OUT="${2:-bench/data/large}"
 mkdir -p "$OUT"
 start=$(date +%s)
 # shellcheck disable=SC2086
-RUN=$(python3 scripts/capture_cpu.py --steps "$STEPS" --warmup 2 --seed 0 --out "$OUT" ${EXTRA:-} | tail -n 1)
+RUN=$(python3 scripts/capture_jax.py --steps "$STEPS" --warmup 2 --seed 0 --out "$OUT" ${EXTRA:-} | tail -n 1)
 end=$(date +%s)
 echo "run folder: $RUN  (capture+export $((end - start)) s)"
 for f in "$RUN"/*.xplane.pb; do

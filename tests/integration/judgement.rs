@@ -1,5 +1,5 @@
 //! advise, diff, compare and check on captures made to trigger each rule
-//! (tests/fixtures/PROVENANCE.md lists the capture_cpu.py knobs of each).
+//! (tests/fixtures/PROVENANCE.md lists the capture_jax.py knobs of each).
 
 use serde_json::Value;
 

@@ -492,11 +492,19 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
                     e.detail = top.category.clone();
                     e
                 }],
-                advice: format!(
-                    "optimise this op first: `stepscope hlo PATH {}` shows its HLO, fusion and source line; check its \
-                     shapes, dtype (bf16 on accelerators) and layout",
-                    top.name
-                ),
+                advice: if top.category == "command buffer" {
+                    "these are library kernels (cuBLAS, cuDNN) that XLA ran inside a command buffer (a CUDA graph), \
+                     where the profile does not say which HLO op launched each: `stepscope kernels PATH` lists them \
+                     with their grid and time; XLA_FLAGS=--xla_gpu_enable_command_buffer= (empty) turns command \
+                     buffers off for a capture that names every op"
+                        .to_string()
+                } else {
+                    format!(
+                        "optimise this op first: `stepscope hlo PATH {}` shows its HLO, fusion and source line; check \
+                         its shapes, dtype (bf16 on accelerators) and layout",
+                        top.name
+                    )
+                },
             });
         }
     }

@@ -16,6 +16,7 @@ use crate::ops::{GroupBy, Ops};
 use crate::profile::{DeviceKind, Keys, OpSource};
 use crate::stats::Intervals;
 use crate::steps::Steps;
+use stepscope_xspace::hlo::HloModules;
 use stepscope_xspace::{Plane, Stat, StatValue};
 
 /// Everything cached for one profile.
@@ -30,6 +31,8 @@ pub(crate) struct Cache {
     pub compile_events: OnceLock<Vec<Vec<(u32, u32, u8)>>>,
     /// Step roots met while scanning XLA:CPU host planes for their ops.
     pub host_roots: Mutex<Vec<PlaneRoots>>,
+    /// Per host: its HLO modules (found on first use, each decoded on first use).
+    pub hlo: OnceLock<Vec<HloModules>>,
 }
 
 /// Step roots (`step_num` + `_r` events) of one host plane, found while scanning it for
@@ -278,6 +281,18 @@ impl<'a> OpsBuilder<'a> {
 
     pub fn push(&mut self, rec: OpRec) {
         self.recs.push(rec);
+    }
+
+    /// Number of records so far.
+    pub fn len(&self) -> usize {
+        self.recs.len()
+    }
+
+    /// Gives record `rec` the name `name` (an id of [`OpsBuilder::names`]).
+    pub fn rename(&mut self, rec: usize, name: u32) {
+        if let Some(r) = self.recs.get_mut(rec) {
+            r.name = name;
+        }
     }
 
     /// Appends `parts`' records in order, copying the parts in parallel.

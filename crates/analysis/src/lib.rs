@@ -8,6 +8,7 @@ pub mod advise;
 mod cache;
 pub mod check;
 pub mod collectives;
+mod command_buffer;
 pub mod compare;
 pub mod compile;
 pub mod devices;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use stepscope_xspace::hlo::{hlo_modules, HloModules};
+use stepscope_xspace::hlo::HloModules;
 use stepscope_xspace::{Plane, Span, Stat, StatValue};
 
 use serde::Serialize;
@@ -227,7 +227,7 @@ pub(crate) fn warm(profile: &Profile) {
 }
 
 fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
-    let hlo: Vec<HloModules> = profile.hosts.iter().map(hlo_modules).collect();
+    let hlo = profile.hlo_modules();
     let devices = profile.devices();
     devices.par_iter().for_each(|d| {
         d.cached_ops();
@@ -424,7 +424,10 @@ impl<'a> OpStats<'a> {
     fn of(plane: &'a Plane, stats: [Option<Stat>; 5], want_scope: bool) -> OpStats<'a> {
         let [program, category, tf_op, flops, bytes] = stats;
         let num = |s: Option<Stat>| stat_u64(plane, s);
-        let tf_op = tf_op.filter(|_| want_scope);
+        // A `tf_op` that is no name stack (JAX on GPU tags every kernel `XlaModule:`)
+        // says nothing: the HloProto's op name is read instead.
+        let tf_op_text = tf_op.filter(|_| want_scope).and_then(|s| plane.stat_str(&s)).filter(|t| t.contains('/'));
+        let tf_op = tf_op.filter(|_| tf_op_text.is_some());
         OpStats {
             program: num(program),
             category: category.and_then(|s| plane.stat_str(&s)),
@@ -433,7 +436,7 @@ impl<'a> OpStats<'a> {
                 StatValue::Str(span) => Some((false, span)),
                 _ => None,
             }),
-            tf_op: tf_op.and_then(|s| plane.stat_str(&s)),
+            tf_op: tf_op_text,
             flops: num(flops),
             bytes: num(bytes),
         }
@@ -626,6 +629,10 @@ pub fn category_from_name(name: &str) -> &str {
     };
     if base.ends_with("fusion") {
         "fusion"
+    } else if base.starts_with("command_buffer") {
+        // GPU kernels run in a command buffer that no instruction of theirs claimed
+        // (library kernels such as cuBLAS's; see `command_buffer.rs`).
+        "command buffer"
     } else if base.starts_with("wrapped_") {
         base.strip_prefix("wrapped_").unwrap_or(base)
     } else {

@@ -10,9 +10,11 @@
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
+use stepscope_xspace::hlo::{hlo_modules, HloModules};
 use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
 
-use crate::cache::{Cache, DeviceOps, Interner, OpRec, OpsBuilder, RecValue, Slot, NO_RUN};
+use crate::cache::{Cache, DeviceOps, FastMap, Interner, OpRec, OpsBuilder, RecValue, Slot, NO_RUN};
+use crate::command_buffer::KernelOwners;
 
 /// A run: one [`Space`] per host, on one clock.
 pub struct Profile {
@@ -46,6 +48,8 @@ pub struct Keys {
     pub device_ordinal: Option<u32>,
     pub group_id: Option<u32>,
     pub device_duration_ps: Option<u32>,
+    pub cuda_graph_id: Option<u32>,
+    pub cuda_graph_node_id: Option<u32>,
 }
 
 impl Keys {
@@ -70,6 +74,8 @@ impl Keys {
                 "device_ordinal" => &mut k.device_ordinal,
                 "group_id" => &mut k.group_id,
                 "device_duration_ps" => &mut k.device_duration_ps,
+                "cuda_graph_id" => &mut k.cuda_graph_id,
+                "cuda_graph_node_id" => &mut k.cuda_graph_node_id,
                 _ => continue,
             };
             // Ref stats make stat metadata for string values too; the first entry of
@@ -118,6 +124,8 @@ pub struct Device<'a> {
     pub source: OpSource,
     /// The cached descriptor and ops of this device.
     pub(crate) slot: &'a Slot,
+    /// The HLO modules of the device's host.
+    pub(crate) hlo: &'a HloModules,
 }
 
 impl<'a> Device<'a> {
@@ -173,14 +181,15 @@ impl<'a> Device<'a> {
 
     /// The cached op records (built on first use).
     pub(crate) fn cached_ops(&self) -> &'a DeviceOps {
-        let (slot, plane) = (self.slot, self.plane);
-        slot.ops.get_or_init(|| device_ops(plane, slot))
+        let (slot, plane, hlo) = (self.slot, self.plane, self.hlo);
+        slot.ops.get_or_init(|| device_ops(plane, slot, hlo))
     }
 }
 
 /// Builds the op records of a TPU/GPU device (XLA:CPU devices get theirs with the
-/// host scan, see [`host_ops`]).
-fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
+/// host scan, see [`host_ops`]). GPU kernels that ran in a command buffer are credited
+/// to their own instruction where their name tells it (see [`crate::command_buffer`]).
+fn device_ops<'a>(plane: &'a Plane, slot: &Slot, hlo: &'a HloModules) -> DeviceOps {
     let keep = |line: &Line| match slot.source {
         OpSource::XlaOpsLine => line.name == "XLA Ops",
         OpSource::Kernels => is_stream_line(line),
@@ -188,6 +197,7 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
     };
     let mut b = OpsBuilder::with_capacity(plane.lines.iter().filter(|l| keep(l)).map(Line::len).sum());
     let look = plane.stat_lookup([slot.keys.hlo_op, slot.keys.hlo_module, slot.keys.device_duration_ps]);
+    let mut buffers = (slot.source == OpSource::Kernels).then(|| Buffers::new(hlo, plane, &slot.keys));
     for (li, line) in plane.lines.iter().enumerate() {
         if !keep(line) {
             continue;
@@ -207,6 +217,9 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
                 },
             };
             let module = module.and_then(|s| b.names.stat(plane, s)).unwrap_or_else(|| b.names.text(""));
+            if let (Some(buffers), Some(_)) = (buffers.as_mut(), op) {
+                buffers.note(&b.names, b.len(), name, module, line, i);
+            }
             let duration_ps = line.duration_ps(i).max(0);
             // TPU ops record their length on the device clock: the op's own time.
             let op_ps = match slot.source {
@@ -218,7 +231,118 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot) -> DeviceOps {
             b.push(OpRec::new(name, module, li as u32, i as u32, op_ps));
         }
     }
+    if let Some(buffers) = buffers {
+        buffers.credit(&mut b);
+    }
     b.finish(if slot.source == OpSource::XlaOpsLine { RecValue::OpTime } else { RecValue::Nothing })
+}
+
+/// The kernels of a GPU device whose `hlo_op` is a command buffer, noted while its
+/// op records are built, then credited to their own instructions
+/// ([`crate::command_buffer`]).
+struct Buffers<'a> {
+    owners: KernelOwners<'a>,
+    plane: &'a Plane,
+    look: StatLookup<2>,
+    /// Per (op, module) met: whether the op is a command buffer (no instruction).
+    foreign: FastMap<(u32, u32), bool>,
+    /// The last (op, module) looked up and its answer.
+    last: Option<(u32, u32, bool)>,
+    launches: Vec<Launch>,
+}
+
+/// A kernel noted by [`Buffers::note`].
+struct Launch {
+    /// Its index among the device's op records.
+    rec: usize,
+    op: u32,
+    module: u32,
+    /// `cuda_graph_id` and `cuda_graph_node_id`.
+    graph: Option<i64>,
+    node: Option<i64>,
+    /// Its event metadata (the kernel's name).
+    meta: u32,
+}
+
+impl<'a> Buffers<'a> {
+    fn new(hlo: &'a HloModules, plane: &'a Plane, keys: &Keys) -> Buffers<'a> {
+        Buffers {
+            owners: KernelOwners::new(hlo),
+            plane,
+            look: plane.stat_lookup([keys.cuda_graph_id, keys.cuda_graph_node_id]),
+            foreign: FastMap::default(),
+            last: None,
+            launches: Vec::new(),
+        }
+    }
+
+    /// Notes record `rec` (event `i` of `line`, op `op` of module `module`) when its
+    /// op is a command buffer.
+    fn note(&mut self, names: &Interner<'a>, rec: usize, op: u32, module: u32, line: &Line, i: usize) {
+        let foreign = match self.last {
+            Some((o, m, f)) if (o, m) == (op, module) => f,
+            _ => {
+                let owners = &mut self.owners;
+                let f = *self
+                    .foreign
+                    .entry((op, module))
+                    .or_insert_with(|| owners.is_foreign(names.names[module as usize], names.names[op as usize]));
+                self.last = Some((op, module, f));
+                f
+            }
+        };
+        if foreign {
+            let [graph, node] = self.plane.stats_of(&self.look, line, i);
+            let int = |s: Option<Stat>| s.and_then(|s| self.plane.stat_i64(&s));
+            self.launches.push(Launch { rec, op, module, graph: int(graph), node: int(node), meta: line.meta(i) });
+        }
+    }
+
+    /// Renames the noted records after the instructions their kernels computed.
+    fn credit(mut self, b: &mut OpsBuilder<'a>) {
+        let mut by_graph: FastMap<(u32, u32, Option<i64>), Vec<usize>> = FastMap::default();
+        for (at, l) in self.launches.iter().enumerate() {
+            by_graph.entry((l.op, l.module, l.graph)).or_default().push(at);
+        }
+        let mut graphs: Vec<_> = by_graph.into_iter().collect();
+        graphs.sort_unstable_by_key(|(k, _)| *k);
+        for ((_, module, graph), launches) in graphs {
+            let module = b.names.names[module as usize];
+            // Node index (the node id's low 32 bits) → kernel name, one entry per node.
+            let mut nodes: Vec<(u32, &str)> = launches
+                .iter()
+                .filter_map(|&at| {
+                    let l = &self.launches[at];
+                    Some((l.node? as u32, self.plane.event_name(l.meta)))
+                })
+                .collect();
+            nodes.sort_unstable();
+            nodes.dedup_by_key(|n| n.0);
+            let placed: FastMap<u32, &str> = if graph.is_some() {
+                self.owners.graph(module, &nodes).into_iter().collect()
+            } else {
+                Default::default()
+            };
+            let mut places: FastMap<&str, u32> = FastMap::default();
+            for &(_, k) in &nodes {
+                *places.entry(k).or_default() += 1;
+            }
+            for at in launches {
+                let Launch { rec, node, meta, .. } = self.launches[at];
+                let kernel = self.plane.event_name(meta);
+                let owner = match node.and_then(|n| placed.get(&(n as u32))) {
+                    Some(&o) => Some(o),
+                    // Unplaced: the name, unless the kernel runs at several places.
+                    None if places.get(kernel).is_none_or(|&c| c <= 1) => self.owners.by_name(module, kernel),
+                    None => None,
+                };
+                if let Some(owner) = owner {
+                    let id = b.names.text(owner);
+                    b.rename(rec, id);
+                }
+            }
+        }
+    }
 }
 
 /// The XLA:CPU ops (events carrying `hlo_op`) of a range of one line, split by
@@ -411,9 +535,16 @@ impl Profile {
                     kind: slot.kind,
                     source: slot.source,
                     slot,
+                    hlo: &self.hlo_modules()[slot.host_index],
                 }
             })
             .collect()
+    }
+
+    /// Per host (in [`Profile::hosts`] order): its HLO modules, found on first use and
+    /// each decoded on first use.
+    pub fn hlo_modules(&self) -> &[HloModules] {
+        self.cache.hlo.get_or_init(|| self.hosts.iter().map(hlo_modules).collect())
     }
 
     /// The cached device descriptors.

@@ -326,9 +326,13 @@ fn measure_busy(d: &Device) -> Intervals {
     Intervals::new(spans)
 }
 
-/// True for host events that are XLA compilation (or lowering for it).
+/// True for host events that are XLA compilation (or lowering for it). For a method
+/// (`Class::method(args)`) the method decides: `PjRtCApiCompiler::Compile` compiles,
+/// `PjRtCApiCompiler::BufferFromHostBuffer` (JAX on GPU, a host-to-device copy) does not.
 pub fn is_compile_event(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
+    let head = name.split('(').next().unwrap_or(name);
+    let what = head.rsplit("::").next().unwrap_or(head);
+    let lower = what.to_ascii_lowercase();
     (lower.contains("compile") && !lower.contains("compiled")) || lower.starts_with("lower_")
 }
 
@@ -350,7 +354,8 @@ pub(crate) fn host_compile_events(profile: &Profile) -> &[Vec<(u32, u32, u8)>] {
                 let kinds: Vec<u8> = (plane.event_meta.iter())
                     .map(|m| {
                         let name = plane.text(m.name);
-                        u8::from(is_compile_event(name)) * COMPILE + u8::from(name.contains("Compile")) * COMPILER
+                        let compile = is_compile_event(name);
+                        u8::from(compile) * COMPILE + u8::from(compile && name.contains("Compile")) * COMPILER
                     })
                     .collect();
                 let mask: Vec<bool> = kinds.iter().map(|&k| k != 0).collect();

@@ -190,6 +190,9 @@ pub struct HloModule {
     pub entry_computation_name: String,
     pub entry_computation_id: i64,
     pub computations: Vec<HloComputation>,
+    /// The module's schedule, where it has one: per computation id, its instruction
+    /// ids in execution order (`HloScheduleProto`).
+    pub schedule: HashMap<i64, Vec<i64>>,
     /// instruction name → (computation index, instruction index)
     by_name: HashMap<String, (u32, u32)>,
     /// instruction id → (computation index, instruction index)
@@ -430,11 +433,50 @@ fn decode_module(mut w: Wire<'_>) -> WireResult<HloModule> {
             }
             5 => m.id = w.int(wt)?,
             6 => m.entry_computation_id = w.int(wt)?,
+            7 => {
+                let r = w.bytes(wt)?;
+                decode_schedule(w.sub(r), &mut m.schedule)?;
+            }
             _ => w.skip(wt)?,
         }
     }
     m.index();
     Ok(m)
+}
+
+/// `HloScheduleProto`: 1 sequences, a map of computation id (entry field 1) to an
+/// `InstructionSequence` (entry field 2) whose field 1 is the instruction ids.
+fn decode_schedule(mut w: Wire<'_>, out: &mut HashMap<i64, Vec<i64>>) -> WireResult<()> {
+    while !w.done() {
+        let (field, wt) = w.key()?;
+        if field != 1 {
+            w.skip(wt)?;
+            continue;
+        }
+        let r = w.bytes(wt)?;
+        let mut entry = w.sub(r);
+        let (mut computation, mut ids) = (0i64, Vec::new());
+        while !entry.done() {
+            let (f, wt) = entry.key()?;
+            match f {
+                1 => computation = entry.int(wt)?,
+                2 => {
+                    let r = entry.bytes(wt)?;
+                    let mut seq = entry.sub(r);
+                    while !seq.done() {
+                        let (f, wt) = seq.key()?;
+                        match f {
+                            1 => seq.repeated_int(wt, &mut ids)?,
+                            _ => seq.skip(wt)?,
+                        }
+                    }
+                }
+                _ => entry.skip(wt)?,
+            }
+        }
+        out.insert(computation, ids);
+    }
+    Ok(())
 }
 
 fn decode_computation(mut w: Wire<'_>) -> WireResult<HloComputation> {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Capture a real JAX profile on CPU for stepscope tests and benchmarks.
+"""Capture a real JAX profile (CPU or NVIDIA GPU) for stepscope tests and benchmarks.
 
 Trains a small transformer (embedding, N layers of layernorm + causal
 self-attention + layernorm + MLP, written in plain jax.numpy, hand-written Adam)
@@ -20,19 +20,23 @@ The run folder is printed on the last line of stdout.
 
 Examples:
     # 8 steps, python tracer on, warm-up excluded, with a Perfetto trace
-    python3 scripts/capture_cpu.py --steps 8 --perfetto --out /tmp/logdir
+    python3 scripts/capture_jax.py --steps 8 --perfetto --out /tmp/logdir
 
     # capture compilation too (no warm-up), python tracer off
-    python3 scripts/capture_cpu.py --steps 3 --capture-compile --no-python-tracer
+    python3 scripts/capture_jax.py --steps 3 --capture-compile --no-python-tracer
 
     # a host-bound capture: 5 ms sleep between steps, 50 tiny un-fused ops per step
-    python3 scripts/capture_cpu.py --steps 20 --sleep-ms 5 --tiny-ops 50
+    python3 scripts/capture_jax.py --steps 20 --sleep-ms 5 --tiny-ops 50
 
     # a transfer-heavy capture: 64 MB device_put per step
-    python3 scripts/capture_cpu.py --steps 10 --device-put-mb 64
+    python3 scripts/capture_jax.py --steps 10 --device-put-mb 64
 
     # data-parallel over 4 CPU devices: gradients all-reduced each step
-    python3 scripts/capture_cpu.py --steps 4 --devices 4
+    python3 scripts/capture_jax.py --steps 4 --devices 4
+
+    # on the GPU (CUPTI kernel events), a bigger bf16 model that keeps the GPU busy
+    python3 scripts/capture_jax.py --platform gpu --steps 5 --dtype bf16 \
+        --layers 4 --d-model 1024 --seq 256 --batch 16 --vocab 8192
 """
 
 from __future__ import annotations
@@ -50,6 +54,10 @@ def parse_args(argv=None):
         epilog=__doc__[__doc__.index("Examples:"):],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--platform", choices=("cpu", "gpu"), default="cpu",
+                   help="JAX backend: cpu (default) or gpu (CUDA; fails if JAX sees no GPU)")
+    p.add_argument("--dtype", choices=("f32", "bf16"), default="f32",
+                   help="parameter and activation dtype (default f32; the loss is always f32)")
     p.add_argument("--out", default="logdir", help="log directory (TensorBoard layout); default ./logdir")
     p.add_argument("--steps", type=int, default=8, help="captured training steps (default 8)")
     p.add_argument("--warmup", type=int, default=2, help="un-captured warm-up steps before the trace (default 2)")
@@ -72,8 +80,12 @@ def parse_args(argv=None):
     p.add_argument("--device-put-mb", type=float, default=0.0,
                    help="jax.device_put of this many MB of fresh numpy data each step (default 0)")
     p.add_argument("--devices", type=int, default=1,
-                   help="N CPU devices (XLA --xla_force_host_platform_device_count); above 1 the batch is "
-                        "sharded over them, data-parallel, so gradients are all-reduced (default 1)")
+                   help="N devices; on CPU made with XLA --xla_force_host_platform_device_count. Above 1 "
+                        "the batch is sharded over them, data-parallel, so gradients are all-reduced "
+                        "(default 1)")
+    p.add_argument("--no-sync", action="store_true",
+                   help="do not wait for each step's loss (JAX dispatches ahead, as in most training loops); "
+                        "the losses are read after the last step")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
     a = p.parse_args(argv)
     if a.capture_compile:
@@ -90,14 +102,26 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
 
-    # Keep JAX on CPU even if an accelerator plugin happens to be installed.
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    if args.devices > 1:
+    # Pin the backend: CPU stays CPU even where an accelerator plugin is installed, and
+    # --platform gpu fails below rather than silently profiling the CPU.
+    os.environ.setdefault("JAX_PLATFORMS", "cuda" if args.platform == "gpu" else "cpu")
+    if args.devices > 1 and args.platform == "cpu":
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={args.devices}".strip()
     import numpy as np
     import jax
     import jax.numpy as jnp
+
+    try:
+        backend = jax.default_backend()
+    except Exception as e:  # JAX raises a bare AssertionError when JAX_PLATFORMS names no backend it has
+        backend = f"nothing ({type(e).__name__} {e})"
+    if backend != args.platform:
+        sys.exit(f"capture_jax.py: asked for --platform {args.platform} but JAX runs on {backend}; "
+                 f"check JAX_PLATFORMS (now {os.environ['JAX_PLATFORMS']!r}) and that jax[cuda13] is installed")
+    if len(jax.devices()) < args.devices:
+        sys.exit(f"capture_jax.py: --devices {args.devices} but JAX sees {len(jax.devices())}")
+    dtype = jnp.bfloat16 if args.dtype == "bf16" else jnp.float32
 
     # ---------------------------------------------------------------- model
     def init_params(key):
@@ -105,24 +129,27 @@ def main(argv=None):
         keys = iter(jax.random.split(key, 4 + 6 * args.layers))
 
         def dense(k, fan_in, fan_out):
-            return jax.random.normal(k, (fan_in, fan_out), jnp.float32) / np.sqrt(fan_in)
+            return (jax.random.normal(k, (fan_in, fan_out), jnp.float32) / np.sqrt(fan_in)).astype(dtype)
+
+        def norm():
+            return {"g": jnp.ones((d,), dtype), "b": jnp.zeros((d,), dtype)}
 
         params = {
-            "embed": jax.random.normal(next(keys), (v, d), jnp.float32) * 0.02,
-            "pos": jax.random.normal(next(keys), (s, d), jnp.float32) * 0.02,
-            "ln_f": {"g": jnp.ones((d,)), "b": jnp.zeros((d,))},
+            "embed": (jax.random.normal(next(keys), (v, d), jnp.float32) * 0.02).astype(dtype),
+            "pos": (jax.random.normal(next(keys), (s, d), jnp.float32) * 0.02).astype(dtype),
+            "ln_f": norm(),
             "layers": [],
         }
         for _ in range(args.layers):
             params["layers"].append({
-                "ln1": {"g": jnp.ones((d,)), "b": jnp.zeros((d,))},
+                "ln1": norm(),
                 "wqkv": dense(next(keys), d, 3 * d),
                 "wo": dense(next(keys), d, d),
-                "ln2": {"g": jnp.ones((d,)), "b": jnp.zeros((d,))},
+                "ln2": norm(),
                 "w1": dense(next(keys), d, 4 * d),
-                "b1": jnp.zeros((4 * d,)),
+                "b1": jnp.zeros((4 * d,), dtype),
                 "w2": dense(next(keys), 4 * d, d),
-                "b2": jnp.zeros((d,)),
+                "b2": jnp.zeros((d,), dtype),
             })
         return params
 
@@ -162,7 +189,7 @@ def main(argv=None):
     def loss_fn(params, tokens, targets):
         logits = forward(params, tokens)
         with jax.named_scope("loss"):
-            logp = jax.nn.log_softmax(logits, axis=-1)
+            logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
             nll = -jnp.take_along_axis(logp, targets[..., None], axis=-1)
             return nll.mean()
 
@@ -181,7 +208,7 @@ def main(argv=None):
             tf = t.astype(jnp.float32)
             scale = args.lr * jnp.sqrt(1 - b2 ** tf) / (1 - b1 ** tf)
             params = jax.tree_util.tree_map(
-                lambda p, m, v: p - scale * m / (jnp.sqrt(v) + eps), params, m, v)
+                lambda p, m, v: (p - scale * m / (jnp.sqrt(v) + eps)).astype(p.dtype), params, m, v)
         return params, {"m": m, "v": v, "t": t}, loss
 
     # Tiny ops: each a separate jit (so each is its own XLA module/dispatch).
@@ -231,7 +258,8 @@ def main(argv=None):
                     tiny_x.block_until_ready()
             with jax.profiler.TraceAnnotation("train_step"):
                 params, opt, loss = train_step(params, opt, tokens, targets)
-                loss = float(loss)  # sync so the step covers the device work
+                if not args.no_sync:
+                    loss = float(loss)  # sync so the step covers the device work
         if args.sleep_ms > 0:
             time.sleep(args.sleep_ms / 1000.0)
         return loss
@@ -252,6 +280,7 @@ def main(argv=None):
     jax.profiler.start_trace(args.out, create_perfetto_trace=args.perfetto, profiler_options=opts)
     try:
         losses = [run_step(i, annotate=True) for i in range(args.steps)]
+        losses = [float(x) for x in losses]  # with --no-sync, waits for the last step here
     finally:
         jax.profiler.stop_trace()
     elapsed = time.perf_counter() - t0
@@ -274,7 +303,7 @@ def main(argv=None):
             with gzip.open(mem_path, "rb") as f:
                 f.read()
 
-    print(f"jax {jax.__version__}, backend {jax.default_backend()}, "
+    print(f"jax {jax.__version__}, backend {jax.default_backend()} ({jax.devices()[0].device_kind}), "
           f"{args.steps} steps in {elapsed:.2f}s, loss {losses[0]:.4f} -> {losses[-1]:.4f}",
           file=sys.stderr)
     for name in sorted(os.listdir(run_dir)):

@@ -1,0 +1,217 @@
+//! The HLO ops of kernels that ran inside XLA command buffers.
+//!
+//! XLA:GPU records a jitted program's kernels into command buffers (CUDA graphs) and
+//! launches each as one unit. The profiler then tags every kernel of the buffer with
+//! the buffer's thunk as its `hlo_op` (`command_buffer_1`), a name the module's
+//! HloProto does not hold, so an op profile keyed by `hlo_op` shows one opaque row
+//! for nearly all of a step's device time (XProf leaves these kernels out of its op
+//! profile altogether). Two things in the profile give the ops back:
+//!
+//! - **Kernel names.** XLA names the kernels it emits after the instruction they
+//!   compute, every character outside `[A-Za-z0-9_$]` made `_` (`fusion.230` runs as
+//!   `fusion_230`). But identical fusions share one kernel, named after the first: in
+//!   a 4-layer model `fusion.183`, `.187`, `.191` and `.195` all run `fusion_183`. A
+//!   name alone is trusted only for a kernel met at one place in the graph.
+//! - **The graph's node order.** Each kernel carries `cuda_graph_node_id`, whose low
+//!   32 bits number the buffer's commands in the order XLA recorded them, which is the
+//!   order of the module's schedule (`HloScheduleProto`) over the instructions that
+//!   make a command. Kernels met once pin the alignment: their command number minus
+//!   their rank among the scheduled instructions is one offset for the whole graph,
+//!   or the graph is left alone. Every other command then maps to its instruction,
+//!   shared kernels included. Library calls (cuBLAS) are recorded as child graphs:
+//!   their command numbers never show, and their kernels come after all commands,
+//!   in command order, a `Memset` before the kernel it prepares. Each group is
+//!   credited to the next unseen command, when the counts agree and every such
+//!   command is a `custom-call`.
+//!
+//! Both were checked against a capture of the same model with command buffers off,
+//! where XLA tags each kernel with its own instruction (`tests/fixtures/gpu-nocb`).
+
+use stepscope_xspace::hlo::{HloInstruction, HloModule, HloModules};
+
+use crate::cache::FastMap;
+
+/// Finds the instruction that owns a kernel, per module, remembering what it found.
+pub(crate) struct KernelOwners<'m> {
+    hlo: &'m HloModules,
+    /// Per module name: its decoded HloProto (`None`: there is none) and, once asked
+    /// for, its launchable instructions by kernel name (`None`: two share the name).
+    modules: FastMap<String, Option<(&'m HloModule, Option<ByKernel<'m>>)>>,
+}
+
+type ByKernel<'m> = FastMap<String, Option<&'m str>>;
+
+impl<'m> KernelOwners<'m> {
+    pub fn new(hlo: &'m HloModules) -> KernelOwners<'m> {
+        KernelOwners { hlo, modules: FastMap::default() }
+    }
+
+    /// True when `module` has an HloProto and `op` names none of its instructions (a
+    /// command buffer's thunk): its kernels may belong to instructions of their own.
+    pub fn is_foreign(&mut self, module: &str, op: &str) -> bool {
+        self.module(module).is_some_and(|(m, _)| m.instruction(op).is_none())
+    }
+
+    /// The instruction whose name, made a kernel name, is `kernel` (`None` when no
+    /// instruction or several have it).
+    pub fn by_name(&mut self, module: &str, kernel: &str) -> Option<&'m str> {
+        let (m, by_kernel) = self.module(module)?;
+        let m: &'m HloModule = m;
+        by_kernel.get_or_insert_with(|| launchable(m)).get(kernel).copied().flatten()
+    }
+
+    /// The instruction of each command of one command-buffer graph of `module`, from
+    /// its kernels' (node index, kernel name), sorted by index with no index twice:
+    /// (node index, instruction name) for every node it could place; empty when the
+    /// graph does not line up with the module's schedule (see the module docs).
+    pub fn graph(&mut self, module: &str, nodes: &[(u32, &str)]) -> Vec<(u32, &'m str)> {
+        let Some((m, _)) = self.module(module) else { return Vec::new() };
+        let m: &'m HloModule = m;
+        let mut named: FastMap<&str, Option<&'m str>> = FastMap::default();
+        for &(_, k) in nodes {
+            if !named.contains_key(k) {
+                named.insert(k, self.by_name(module, k));
+            }
+        }
+        align(m, nodes, &named).unwrap_or_default()
+    }
+
+    fn module(&mut self, module: &str) -> Option<&mut (&'m HloModule, Option<ByKernel<'m>>)> {
+        if module.is_empty() {
+            return None;
+        }
+        if !self.modules.contains_key(module) {
+            let found = self.hlo.by_name(module).map(|m| (m, None));
+            self.modules.insert(module.to_string(), found);
+        }
+        self.modules.get_mut(module)?.as_mut()
+    }
+}
+
+/// Opcodes that make no command of their own.
+const NO_COMMAND: &[&str] = &[
+    "parameter",
+    "constant",
+    "get-tuple-element",
+    "tuple",
+    "bitcast",
+    "after-all",
+    "add-dependency",
+    "opt-barrier",
+    "partition-id",
+    "replica-id",
+];
+
+/// [`KernelOwners::graph`]; `named` holds each kernel name's instruction by name.
+fn align<'m>(
+    m: &'m HloModule,
+    nodes: &[(u32, &str)],
+    named: &FastMap<&str, Option<&'m str>>,
+) -> Option<Vec<(u32, &'m str)>> {
+    let mut seen: FastMap<&str, u32> = FastMap::default();
+    for &(_, k) in nodes {
+        *seen.entry(k).or_default() += 1;
+    }
+    let is_named = |k: &str| named.get(k).is_some_and(Option::is_some);
+    // Child-graph kernels: the tail of nodes past the last named one.
+    let tail = nodes.iter().rposition(|&(_, k)| is_named(k)).map_or(0, |p| p + 1);
+    let (main, library) = nodes.split_at(tail);
+    // Anchors: (command number, instruction) of kernels met once and named.
+    let anchors: Vec<(u32, &HloInstruction, i64)> = main
+        .iter()
+        .filter(|(_, k)| seen.get(k) == Some(&1))
+        .filter_map(|&(n, k)| {
+            let (c, i) = m.instruction(named.get(k).copied().flatten()?)?;
+            Some((n, i, c.id))
+        })
+        .collect();
+    let &(_, _, computation) = anchors.first()?;
+    if anchors.iter().any(|a| a.2 != computation) {
+        return None;
+    }
+    // The scheduled instructions that make a command, in order.
+    let commands: Vec<&'m HloInstruction> = m
+        .schedule
+        .get(&computation)?
+        .iter()
+        .filter_map(|&id| m.instruction_by_id(id).map(|(_, i)| i))
+        .filter(|i| !NO_COMMAND.contains(&i.opcode.as_str()))
+        .collect();
+    let rank: FastMap<i64, usize> = commands.iter().enumerate().map(|(r, i)| (i.id, r)).collect();
+    // One offset (command number minus rank) for every anchor.
+    let offset = |&(n, i, _): &(u32, &HloInstruction, i64)| Some(i64::from(n) - *rank.get(&i.id)? as i64);
+    let off = offset(&anchors[0])?;
+    if anchors.iter().any(|a| offset(a) != Some(off)) {
+        return None;
+    }
+    let command = |n: u32| usize::try_from(i64::from(n) - off).ok().and_then(|r| commands.get(r).copied());
+    let mut out = Vec::with_capacity(nodes.len());
+    for &(n, k) in main {
+        let i = command(n)?;
+        // A kernel XLA emitted (its name is an instruction's) runs a fusion's body.
+        if is_named(k) && named.get(k).copied().flatten() != Some(i.name.as_str()) && i.opcode != "fusion" {
+            return None;
+        }
+        out.push((n, i.name.as_str()));
+    }
+    // Library calls: the commands no kernel showed, each credited with one group of
+    // the child-graph kernels (a `Memset` joins the kernel after it).
+    let last = main.last().map_or(0, |&(n, _)| n);
+    let present: std::collections::HashSet<u32> = main.iter().map(|&(n, _)| n).collect();
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    let mut open: Vec<u32> = Vec::new();
+    for &(n, k) in library {
+        open.push(n);
+        if !k.starts_with("Memset") {
+            groups.push(std::mem::take(&mut open));
+        }
+    }
+    // Unseen commands up to the last kernel seen, then as many after it as groups remain.
+    let mut unseen: Vec<u32> = (0..last).filter(|n| !present.contains(n)).collect();
+    let after = groups.len().saturating_sub(unseen.len()) as u32;
+    unseen.extend((1..=after).filter_map(|d| last.checked_add(d)));
+    let unseen: Vec<&HloInstruction> = unseen.into_iter().filter_map(command).collect();
+    if open.is_empty() && groups.len() == unseen.len() && unseen.iter().all(|i| i.opcode == "custom-call") {
+        for (g, i) in groups.iter().zip(&unseen) {
+            out.extend(g.iter().map(|&n| (n, i.name.as_str())));
+        }
+    }
+    Some(out)
+}
+
+/// The instructions of `m` that can launch a kernel (those outside fusion bodies), by
+/// the kernel name XLA gives them.
+fn launchable(m: &HloModule) -> ByKernel<'_> {
+    let fused: std::collections::HashSet<i64> = m
+        .instructions()
+        .filter(|(_, i)| i.is_fusion())
+        .flat_map(|(_, i)| i.called_computation_ids.iter().copied())
+        .collect();
+    let mut by_kernel: ByKernel = FastMap::default();
+    for c in m.computations.iter().filter(|c| !c.is_fusion && !fused.contains(&c.id)) {
+        for i in &c.instructions {
+            by_kernel.entry(kernel_name(&i.name)).and_modify(|e| *e = None).or_insert(Some(i.name.as_str()));
+        }
+    }
+    by_kernel
+}
+
+/// The name XLA gives the kernel of instruction `name`: characters outside
+/// `[A-Za-z0-9_$]` become `_`.
+pub(crate) fn kernel_name(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '$' { c } else { '_' }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_names_replace_what_ptx_names_cannot_hold() {
+        assert_eq!(kernel_name("fusion.230"), "fusion_230");
+        assert_eq!(kernel_name("gemm_fusion_dot.8"), "gemm_fusion_dot_8");
+        assert_eq!(kernel_name("loop_add_fusion"), "loop_add_fusion");
+        assert_eq!(kernel_name("all-reduce.3"), "all_reduce_3");
+        assert_eq!(kernel_name("a$b"), "a$b");
+    }
+}
