@@ -83,6 +83,9 @@ def parse_args(argv=None):
                    help="N devices; on CPU made with XLA --xla_force_host_platform_device_count. Above 1 "
                         "the batch is sharded over them, data-parallel, so gradients are all-reduced "
                         "(default 1)")
+    p.add_argument("--scan", action="store_true",
+                   help="run the layers with jax.lax.scan over stacked weights (an HLO while loop) "
+                        "instead of unrolled")
     p.add_argument("--no-sync", action="store_true",
                    help="do not wait for each step's loss (JAX dispatches ahead, as in most training loops); "
                         "the losses are read after the last step")
@@ -164,7 +167,7 @@ def main(argv=None):
         qkv = x @ p["wqkv"]
         q, k, v = jnp.split(qkv, 3, axis=-1)
         q, k, v = (t.reshape(b, s, h, d // h).transpose(0, 2, 1, 3) for t in (q, k, v))
-        scores = (q @ k.transpose(0, 1, 3, 2)) / np.sqrt(d // h)
+        scores = (q @ k.transpose(0, 1, 3, 2)) / float(np.sqrt(d // h))  # a Python float keeps the dtype
         mask = jnp.tril(jnp.ones((s, s), bool))
         scores = jnp.where(mask, scores, -1e9)
         w = jax.nn.softmax(scores, axis=-1)
@@ -177,7 +180,19 @@ def main(argv=None):
     def forward(params, tokens):
         with jax.named_scope("embed"):
             x = params["embed"][tokens] + params["pos"][None, : tokens.shape[1]]
-        for i, lp in enumerate(params["layers"]):
+        if args.scan:
+            # One layer body looped over stacked weights (an HLO while loop), as
+            # flax.linen.scan and most large models do.
+            def body(x, lp):
+                with jax.named_scope("layer/attention"):
+                    x = x + attention(lp, layernorm(lp["ln1"], x))
+                with jax.named_scope("layer/mlp"):
+                    x = x + mlp(lp, layernorm(lp["ln2"], x))
+                return x, None
+
+            stacked = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *params["layers"])
+            x, _ = jax.lax.scan(body, x, stacked)
+        for i, lp in enumerate([] if args.scan else params["layers"]):
             with jax.named_scope(f"layer{i}/attention"):
                 x = x + attention(lp, layernorm(lp["ln1"], x))
             with jax.named_scope(f"layer{i}/mlp"):

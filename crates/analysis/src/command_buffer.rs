@@ -90,6 +90,8 @@ impl<'m> KernelOwners<'m> {
 
 /// Opcodes that make no command of their own.
 const NO_COMMAND: &[&str] = &[
+    // The wait for an async fusion (its `async-start` runs the kernel).
+    "async-done",
     "parameter",
     "constant",
     "get-tuple-element",
@@ -101,6 +103,21 @@ const NO_COMMAND: &[&str] = &[
     "partition-id",
     "replica-id",
 ];
+
+/// The fusion an `async-start` runs: the root of the computation it calls.
+fn wrapped<'m>(m: &'m HloModule, start: &HloInstruction) -> Option<&'m HloInstruction> {
+    let root = m.computation(*start.called_computation_ids.first()?)?.root()?;
+    (root.opcode == "fusion").then_some(root)
+}
+
+/// The commonest value and how often it occurs (the smallest of equally common ones).
+fn mode(values: impl Iterator<Item = i64>) -> Option<(i64, usize)> {
+    let mut counts: FastMap<i64, usize> = FastMap::default();
+    for v in values {
+        *counts.entry(v).or_default() += 1;
+    }
+    counts.into_iter().max_by_key(|&(v, c)| (c, std::cmp::Reverse(v)))
+}
 
 /// [`KernelOwners::graph`]; `named` holds each kernel name's instruction by name.
 fn align<'m>(
@@ -125,10 +142,11 @@ fn align<'m>(
             Some((n, i, c.id))
         })
         .collect();
-    let &(_, _, computation) = anchors.first()?;
-    if anchors.iter().any(|a| a.2 != computation) {
-        return None;
-    }
+    // A kernel met once in this graph may still be shared with an instruction run
+    // elsewhere (identical fusions share one kernel): the anchors vote, and the ones
+    // outvoted are placed like any shared kernel.
+    let computation = mode(anchors.iter().map(|a| a.2))?.0;
+    let anchors: Vec<_> = anchors.into_iter().filter(|a| a.2 == computation).collect();
     // The scheduled instructions that make a command, in order.
     let commands: Vec<&'m HloInstruction> = m
         .schedule
@@ -140,14 +158,16 @@ fn align<'m>(
     let rank: FastMap<i64, usize> = commands.iter().enumerate().map(|(r, i)| (i.id, r)).collect();
     // One offset (command number minus rank) for every anchor.
     let offset = |&(n, i, _): &(u32, &HloInstruction, i64)| Some(i64::from(n) - *rank.get(&i.id)? as i64);
-    let off = offset(&anchors[0])?;
-    if anchors.iter().any(|a| offset(a) != Some(off)) {
+    let (off, agree) = mode(anchors.iter().filter_map(offset))?;
+    if agree < 2 || agree * 2 <= anchors.len() {
         return None;
     }
     let command = |n: u32| usize::try_from(i64::from(n) - off).ok().and_then(|r| commands.get(r).copied());
     let mut out = Vec::with_capacity(nodes.len());
     for &(n, k) in main {
         let i = command(n)?;
+        // An async fusion's kernel is the wrapped fusion's, and XLA tags it so.
+        let i = if i.opcode == "async-start" { wrapped(m, i).unwrap_or(i) } else { i };
         // A kernel XLA emitted (its name is an instruction's) runs a fusion's body.
         if is_named(k) && named.get(k).copied().flatten() != Some(i.name.as_str()) && i.opcode != "fusion" {
             return None;
@@ -171,8 +191,10 @@ fn align<'m>(
     let after = groups.len().saturating_sub(unseen.len()) as u32;
     unseen.extend((1..=after).filter_map(|d| last.checked_add(d)));
     let unseen: Vec<&HloInstruction> = unseen.into_iter().filter_map(command).collect();
-    if open.is_empty() && groups.len() == unseen.len() && unseen.iter().all(|i| i.opcode == "custom-call") {
-        for (g, i) in groups.iter().zip(&unseen) {
+    let child = |i: &&HloInstruction| matches!(i.opcode.as_str(), "custom-call" | "async-start");
+    if open.is_empty() && groups.len() == unseen.len() && unseen.iter().all(child) {
+        for (g, &i) in groups.iter().zip(&unseen) {
+            let i = if i.opcode == "async-start" { wrapped(m, i).unwrap_or(i) } else { i };
             out.extend(g.iter().map(|&n| (n, i.name.as_str())));
         }
     }

@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use stepscope_xspace::Stat;
 
-use crate::profile::{is_stream_line, Keys, Profile};
+use crate::profile::{is_stream_line, Keys, OpSource, Profile};
 
 /// The kernel stats of a run.
 #[derive(Clone, Debug, Serialize)]
@@ -249,6 +249,7 @@ pub fn kernels(profile: &Profile) -> Kernels {
     let mut groups: HashMap<Key, Acc> = HashMap::new();
     let mut parsed: HashMap<&str, KernelDetails> = HashMap::new();
     let mut kernel_time_ps = 0i64;
+    let devices = profile.devices();
     for space in &profile.hosts {
         for plane in space.planes.iter().filter(|p| p.name.starts_with("/device:")) {
             let keys = Keys::of(plane);
@@ -257,10 +258,25 @@ pub fn kernels(profile: &Profile) -> Kernels {
             }
             let look = plane.stat_lookup([keys.kernel_details, keys.hlo_op, keys.hlo_module]);
             let text = |s: Option<Stat>| s.and_then(|s| plane.stat_str(&s));
-            for line in plane.lines.iter().filter(|l| is_stream_line(l) && !l.is_counter) {
+            // The device's op records name each kernel's op, command-buffer kernels
+            // credited to their own instructions (`command_buffer.rs`).
+            let ops = (devices.iter())
+                .find(|d| std::ptr::eq(d.plane, plane) && d.source == OpSource::Kernels)
+                .map(|d| d.cached_ops());
+            let mut first_rec = 0usize;
+            for line in plane.lines.iter().filter(|l| is_stream_line(l)) {
+                let at = first_rec;
+                first_rec += line.len();
+                if line.is_counter {
+                    continue;
+                }
                 for i in 0..line.len() {
                     let [details, op, module] = plane.stats_of(&look, line, i);
                     let Some(details) = text(details) else { continue };
+                    let op = op.and_then(|op| match ops.and_then(|o| o.recs.get(at + i).map(|r| (o, r))) {
+                        Some((o, r)) if r.index as usize == i => Some(&*o.names[r.name as usize]),
+                        _ => plane.stat_str(&op),
+                    });
                     // Launches of one kernel repeat their details text: parsed once.
                     let d = parsed.entry(details).or_insert_with(|| parse_kernel_details(details));
                     let key = Key {
@@ -269,7 +285,7 @@ pub fn kernels(profile: &Profile) -> Kernels {
                         block: d.block,
                         regs: d.registers_per_thread,
                         shared: d.shared_mem_bytes(),
-                        op: text(op).unwrap_or(""),
+                        op: op.unwrap_or(""),
                         module: text(module).unwrap_or(""),
                     };
                     let dur = line.duration_ps(i).max(0);

@@ -248,19 +248,21 @@ struct Buffers<'a> {
     foreign: FastMap<(u32, u32), bool>,
     /// The last (op, module) looked up and its answer.
     last: Option<(u32, u32, bool)>,
-    launches: Vec<Launch>,
+    /// Each distinct place a kernel ran at, and its index in `places`.
+    place_ids: FastMap<Place, u32>,
+    places: Vec<Place>,
+    /// (op record, place) of each kernel noted.
+    launches: Vec<(u32, u32)>,
 }
 
-/// A kernel noted by [`Buffers::note`].
-struct Launch {
-    /// Its index among the device's op records.
-    rec: usize,
+/// Where a noted kernel ran: its op and module, `cuda_graph_id`, `cuda_graph_node_id`
+/// and event metadata (the kernel's name).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Place {
     op: u32,
     module: u32,
-    /// `cuda_graph_id` and `cuda_graph_node_id`.
     graph: Option<i64>,
     node: Option<i64>,
-    /// Its event metadata (the kernel's name).
     meta: u32,
 }
 
@@ -272,6 +274,8 @@ impl<'a> Buffers<'a> {
             look: plane.stat_lookup([keys.cuda_graph_id, keys.cuda_graph_node_id]),
             foreign: FastMap::default(),
             last: None,
+            place_ids: FastMap::default(),
+            places: Vec::new(),
             launches: Vec::new(),
         }
     }
@@ -291,55 +295,65 @@ impl<'a> Buffers<'a> {
                 f
             }
         };
-        if foreign {
-            let [graph, node] = self.plane.stats_of(&self.look, line, i);
-            let int = |s: Option<Stat>| s.and_then(|s| self.plane.stat_i64(&s));
-            self.launches.push(Launch { rec, op, module, graph: int(graph), node: int(node), meta: line.meta(i) });
+        if !foreign {
+            return;
         }
+        let [graph, node] = self.plane.stats_of(&self.look, line, i);
+        let int = |s: Option<Stat>| s.and_then(|s| self.plane.stat_i64(&s));
+        let place = Place { op, module, graph: int(graph), node: int(node), meta: line.meta(i) };
+        let places = &mut self.places;
+        let id = *self.place_ids.entry(place).or_insert_with(|| {
+            places.push(place);
+            places.len() as u32 - 1
+        });
+        self.launches.push((rec as u32, id));
     }
 
     /// Renames the noted records after the instructions their kernels computed.
     fn credit(mut self, b: &mut OpsBuilder<'a>) {
-        let mut by_graph: FastMap<(u32, u32, Option<i64>), Vec<usize>> = FastMap::default();
-        for (at, l) in self.launches.iter().enumerate() {
-            by_graph.entry((l.op, l.module, l.graph)).or_default().push(at);
-        }
-        let mut graphs: Vec<_> = by_graph.into_iter().collect();
-        graphs.sort_unstable_by_key(|(k, _)| *k);
-        for ((_, module, graph), launches) in graphs {
-            let module = b.names.names[module as usize];
+        // Places by graph (op, module, graph), then node.
+        let mut order: Vec<u32> = (0..self.places.len() as u32).collect();
+        order.sort_unstable_by_key(|&p| self.places[p as usize]);
+        let mut owner_of: Vec<Option<u32>> = vec![None; self.places.len()];
+        for graph in order.chunk_by(|&a, &b| {
+            let (a, b) = (&self.places[a as usize], &self.places[b as usize]);
+            (a.op, a.module, a.graph) == (b.op, b.module, b.graph)
+        }) {
+            let first = self.places[graph[0] as usize];
+            let module = b.names.names[first.module as usize];
             // Node index (the node id's low 32 bits) → kernel name, one entry per node.
-            let mut nodes: Vec<(u32, &str)> = launches
+            let mut nodes: Vec<(u32, &str)> = graph
                 .iter()
-                .filter_map(|&at| {
-                    let l = &self.launches[at];
-                    Some((l.node? as u32, self.plane.event_name(l.meta)))
+                .filter_map(|&p| {
+                    let p = &self.places[p as usize];
+                    Some((p.node? as u32, self.plane.event_name(p.meta)))
                 })
                 .collect();
-            nodes.sort_unstable();
             nodes.dedup_by_key(|n| n.0);
-            let placed: FastMap<u32, &str> = if graph.is_some() {
+            let placed: FastMap<u32, &str> = if first.graph.is_some() {
                 self.owners.graph(module, &nodes).into_iter().collect()
             } else {
-                Default::default()
+                FastMap::default()
             };
-            let mut places: FastMap<&str, u32> = FastMap::default();
+            let mut seen: FastMap<&str, u32> = FastMap::default();
             for &(_, k) in &nodes {
-                *places.entry(k).or_default() += 1;
+                *seen.entry(k).or_default() += 1;
             }
-            for at in launches {
-                let Launch { rec, node, meta, .. } = self.launches[at];
-                let kernel = self.plane.event_name(meta);
-                let owner = match node.and_then(|n| placed.get(&(n as u32))) {
+            for &p in graph {
+                let place = self.places[p as usize];
+                let kernel = self.plane.event_name(place.meta);
+                let owner = match place.node.and_then(|n| placed.get(&(n as u32))) {
                     Some(&o) => Some(o),
                     // Unplaced: the name, unless the kernel runs at several places.
-                    None if places.get(kernel).is_none_or(|&c| c <= 1) => self.owners.by_name(module, kernel),
+                    None if seen.get(kernel).is_none_or(|&c| c <= 1) => self.owners.by_name(module, kernel),
                     None => None,
                 };
-                if let Some(owner) = owner {
-                    let id = b.names.text(owner);
-                    b.rename(rec, id);
-                }
+                owner_of[p as usize] = owner.map(|o| b.names.text(o));
+            }
+        }
+        for (rec, p) in self.launches {
+            if let Some(id) = owner_of[p as usize] {
+                b.rename(rec as usize, id);
             }
         }
     }
