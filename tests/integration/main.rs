@@ -14,6 +14,7 @@ mod devices;
 mod discovery;
 mod errors;
 mod export;
+mod gpu;
 mod info;
 mod judgement;
 mod memory;

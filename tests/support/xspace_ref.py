@@ -16,6 +16,8 @@ Commands:
     xspace_ref.py steps PATH.xplane.pb
         JSON list of {"step_num","start_ps","duration_ps"} for host events with
         stats `step_num` and `_r` (StepTraceAnnotation roots), sorted by start.
+    xspace_ref.py reverse PATH.xplane.pb OUT      a copy, every line's events reversed
+    xspace_ref.py drop-plane PATH.xplane.pb OUT NAME   a copy without plane NAME
 
 Chrome JSON `info`: planes = pids in first-appearance order, named by the
 `process_name` M event (fallback: str(pid)); lines = tids of that pid in
@@ -450,6 +452,10 @@ def main(argv=None):
     p = sub.add_parser("reverse", help="write a copy with every line's events stored in reverse")
     p.add_argument("path")
     p.add_argument("out")
+    p = sub.add_parser("drop-plane", help="write a copy without the planes called NAME")
+    p.add_argument("path")
+    p.add_argument("out")
+    p.add_argument("name")
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
     p.add_argument("path")
     p.add_argument("--plane", required=True)
@@ -479,6 +485,13 @@ def main(argv=None):
                 events = list(line.events)[::-1]
                 del line.events[:]
                 line.events.extend(events)
+        with open(a.out, "wb") as f:
+            f.write(space.SerializeToString())
+    elif a.cmd == "drop-plane":
+        space = read_xspace(a.path)
+        keep = [p for p in space.planes if p.name != a.name]
+        del space.planes[:]
+        space.planes.extend(keep)
         with open(a.out, "wb") as f:
             f.write(space.SerializeToString())
     return 0

@@ -236,4 +236,11 @@ mod tests {
         assert_eq!(kernel_name("all-reduce.3"), "all_reduce_3");
         assert_eq!(kernel_name("a$b"), "a$b");
     }
+
+    #[test]
+    fn the_commonest_value_wins_and_ties_go_to_the_smallest() {
+        assert_eq!(mode([0i64, -24, 0, 3].into_iter()), Some((0, 2)));
+        assert_eq!(mode([5i64, -1].into_iter()), Some((-1, 1)));
+        assert_eq!(mode(std::iter::empty()), None);
+    }
 }

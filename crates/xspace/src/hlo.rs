@@ -831,6 +831,33 @@ mod tests {
     }
 
     #[test]
+    fn gpu_modules_hold_their_schedule() {
+        const GPU: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/gpu-bf16/plugins/profile");
+        let run = std::fs::read_dir(GPU).unwrap().next().unwrap().unwrap().path();
+        let space = read_xspace(&run.join("vm.xplane.pb"), &Progress::default()).unwrap();
+        let m = hlo_modules(&space).by_name("jit_train_step").unwrap().clone();
+        let entry = m.entry().unwrap();
+        // The entry computation's sequence orders each of its instructions once.
+        let seq = &m.schedule[&m.entry_computation_id];
+        assert_eq!(seq.len(), entry.instructions.len());
+        let mut ids: Vec<i64> = seq.clone();
+        ids.sort_unstable();
+        let mut theirs: Vec<i64> = entry.instructions.iter().map(|i| i.id).collect();
+        theirs.sort_unstable();
+        assert_eq!(ids, theirs);
+        // Operands come before their users.
+        let at: HashMap<i64, usize> = seq.iter().enumerate().map(|(p, &id)| (id, p)).collect();
+        for i in &entry.instructions {
+            for o in &i.operand_ids {
+                assert!(at[o] < at[&i.id], "{} before its operand", i.name);
+            }
+        }
+        // Fusion bodies have no sequence of their own; CPU and TPU modules here have one too.
+        assert!(m.computations.iter().filter(|c| c.is_fusion).all(|c| !m.schedule.contains_key(&c.id)));
+        assert!(!hlo_modules(&cpu_space()).by_name("jit_train_step").unwrap().schedule.is_empty());
+    }
+
+    #[test]
     fn modules_are_shareable_across_threads() {
         fn shareable<T: Send + Sync>() {}
         shareable::<HloModules>();
