@@ -182,8 +182,13 @@ def compare_steps(rep: Report, ss_steps: dict, ss_summary: dict, xp: dict) -> No
                 "XProf (GPU) spans the step's device ops, stepscope the step's annotation" if known else "",
                 scale=US)
         if gpu:
+            # A loop that does not wait for its steps (gpu-async, captured --no-sync): the
+            # device runs a step's work during the next steps' spans.
+            ahead = "async" in rep.name
             rep.add(f"step {n} device compute_us", ours[n]["device_busy_ps"],
-                    xsteps[n]["deviceComputeTimeMs"] * 1e9, scale=US)
+                    xsteps[n]["deviceComputeTimeMs"] * 1e9, "known" if ahead else None,
+                    "the loop dispatches ahead: stepscope counts device busy time within the step's "
+                    "span, XProf the device work the step launched" if ahead else "", scale=US)
     for n in sorted(set(ours) - set(xsteps)):
         rep.add(f"step {n} duration_us", ours[n]["duration_ps"], None, "known" if len(ours) > 5 else "DIFF",
                 "dropped by XProf (first/last of more than 5)" if len(ours) > 5 else "missing in XProf", scale=US)
@@ -300,6 +305,21 @@ def compare_ops(rep: Report, ss_ops: dict, xp: dict, device: str) -> None:
             u["flops"] += o["flops"]
             u["has_flops"] = 1
             u["async"] = u["async"] or (o["category"].endswith("-start") or o["category"].endswith("-done"))
+    # Kernels with no hlo_op (XLA autotuning's DelayKernel; a garbled annotation in
+    # gpu-nocb): XProf files them as `XlaModule/<kernel>`, under some module; stepscope
+    # lists them under the kernel's name and its hlo_module.
+    for key in [k for k in theirs if k[1].startswith("XlaModule/")]:
+        kernel = key[1][len("XlaModule/"):]
+        mine = [k for k in ours if k[1] == kernel]
+        if mine:
+            t = theirs.pop(key)
+            u = {f: sum(ours[k][f] for k in mine) for f in ("count", "total_ps")}
+            for k in mine:
+                ours.pop(k)
+            where = mine[0][0] if len(mine) == 1 else f"the {len(mine)} modules it names (autotuning)"
+            rep.add(f"op {kernel[:60]} (no hlo_op) count", u["count"], t["count"])
+            rep.add(f"op {kernel[:60]} (no hlo_op) total_us", u["total_ps"], t["total_ps"],
+                    note=f"XProf files it under {key[0]}, stepscope under {where}", scale=US)
     # XProf's op stats leave out kernels run in XLA command buffers (CUDA graphs):
     # their hlo_op names the buffer, no instruction. stepscope credits them to their
     # instructions (checked against tests/fixtures/gpu-nocb, command buffers off).

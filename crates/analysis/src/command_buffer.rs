@@ -15,17 +15,21 @@
 //! - **The graph's node order.** Each kernel carries `cuda_graph_node_id`, whose low
 //!   32 bits number the buffer's commands in the order XLA recorded them, which is the
 //!   order of the module's schedule (`HloScheduleProto`) over the instructions that
-//!   make a command. Kernels met once pin the alignment: their command number minus
-//!   their rank among the scheduled instructions is one offset for the whole graph,
-//!   or the graph is left alone. Every other command then maps to its instruction,
-//!   shared kernels included. Library calls (cuBLAS) are recorded as child graphs:
-//!   their command numbers never show, and their kernels come after all commands,
-//!   in command order, a `Memset` before the kernel it prepares. Each group is
-//!   credited to the next unseen command, when the counts agree and every such
-//!   command is a `custom-call`.
+//!   make a command (not `parameter`, `bitcast`, `get-tuple-element`, `async-done`, …).
+//!   Kernels met once in the graph pin the alignment: each votes for its command
+//!   number minus its rank among the scheduled instructions, and a strict majority
+//!   must agree on that offset, or the graph is left alone (the outvoted ones are
+//!   kernels shared with an instruction run elsewhere). Every command then maps to
+//!   its instruction, shared kernels included; an `async-start` to the fusion it
+//!   wraps, whose kernel it runs. Library calls (cuBLAS) and async fusions lowered to
+//!   copies are recorded as child graphs: their command numbers never show, and their
+//!   kernels come after all commands, in command order, a `Memset` before the kernel
+//!   it prepares. Each group is credited to the next command no kernel showed, when
+//!   the counts agree and each such command is a `custom-call` or `async-start`.
 //!
-//! Both were checked against a capture of the same model with command buffers off,
-//! where XLA tags each kernel with its own instruction (`tests/fixtures/gpu-nocb`).
+//! Checked against captures of the same models with command buffers off, where XLA
+//! tags each kernel with its own instruction (`tests/fixtures/gpu-nocb`,
+//! `gpu-scan-nocb`; `tests/integration/gpu.rs`).
 
 use stepscope_xspace::hlo::{HloInstruction, HloModule, HloModules};
 

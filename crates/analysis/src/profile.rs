@@ -188,7 +188,8 @@ impl<'a> Device<'a> {
 
 /// Builds the op records of a TPU/GPU device (XLA:CPU devices get theirs with the
 /// host scan, see [`host_ops`]). GPU kernels that ran in a command buffer are credited
-/// to their own instruction where their name tells it (see [`crate::command_buffer`]).
+/// to their own instructions where the profile tells them: by kernel name and graph
+/// node order (see [`crate::command_buffer`]).
 fn device_ops<'a>(plane: &'a Plane, slot: &Slot, hlo: &'a HloModules) -> DeviceOps {
     let keep = |line: &Line| match slot.source {
         OpSource::XlaOpsLine => line.name == "XLA Ops",
