@@ -21,6 +21,17 @@ fn op_counts(file: &str, by: &str) -> BTreeMap<String, u64> {
     out
 }
 
+/// Every event of `plane`/`line` as the reference reader sees it.
+fn ref_line(file: &str, plane: &str, line: &str) -> Vec<serde_json::Value> {
+    let out = std::process::Command::new("python3")
+        .arg(root().join("tests/support/xspace_ref.py"))
+        .args(["dump", file, "--plane", plane, "--line", line, "--limit", "100000000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
 #[test]
 fn gpu_kernel_stats_equal_the_reference_kernel_events() {
     for name in ["gpu-transformer", "gpu-bf16"] {
@@ -31,16 +42,7 @@ fn gpu_kernel_stats_equal_the_reference_kernel_events() {
         let planes = info["hosts"][0]["planes"].as_array().unwrap();
         let gpu = planes.iter().find(|p| p["name"] == "/device:GPU:0").unwrap();
         for line in gpu["lines"].as_array().unwrap() {
-            let script = root().join("tests/support/xspace_ref.py");
-            let out = std::process::Command::new("python3")
-                .arg(script)
-                .args(["dump", &f, "--plane", "/device:GPU:0", "--line", line["name"].as_str().unwrap()])
-                .args(["--limit", "100000000"])
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            for e in String::from_utf8(out.stdout).unwrap().lines() {
-                let e: serde_json::Value = serde_json::from_str(e).unwrap();
+            for e in ref_line(&f, "/device:GPU:0", line["name"].as_str().unwrap()) {
                 if e["stats"].get("kernel_details").is_some() {
                     launches += 1;
                     total_ps += e["duration_ps"].as_i64().unwrap();
@@ -106,6 +108,26 @@ fn command_buffer_kernels_get_the_instructions_xla_tags_without_command_buffers(
     }
     // cuBLAS calls, recorded as child graphs, get their custom-calls.
     assert_eq!(ours.get("custom-call.18"), Some(&5));
+    // Each credited row names the buffer the profile tagged its kernels with, and those
+    // rows add up to the reference reader's sum over the kernels tagged so.
+    let mut tagged = (0u64, 0i64);
+    for e in ref_line(&with, "/device:GPU:0", "Stream #14(Memset,MemcpyD2D,Compute)") {
+        if e["stats"]["hlo_op"] == "command_buffer_1" {
+            tagged = (tagged.0 + 1, tagged.1 + e["duration_ps"].as_i64().unwrap());
+        }
+    }
+    let v = json(&["ops", &with, "--top", "100000"]);
+    let rows = v["ops"].as_array().unwrap();
+    let credited = rows.iter().filter(|r| r["command_buffer"] == "command_buffer_1");
+    let sum =
+        credited.fold((0u64, 0i64), |a, r| (a.0 + r["count"].as_u64().unwrap(), a.1 + r["total_ps"].as_i64().unwrap()));
+    assert_eq!(sum, tagged);
+    assert_eq!(tagged.0, 1540);
+    assert!(json(&["ops", &without, "--top", "100000"])["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r.get("command_buffer").is_none()));
     // Per layer, the name stack (from the HloProto: `tf_op` is `XlaModule:` on GPU).
     // The same per scope, but for the 5 garbled launches, which the reference files
     // under no scope and stepscope under layer0's MLP.

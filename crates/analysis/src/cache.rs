@@ -89,6 +89,9 @@ pub(crate) struct DeviceOps {
     /// Interned op and module names.
     pub names: Vec<Box<str>>,
     pub recs: Vec<OpRec>,
+    /// Names given to GPU kernels that ran in a command buffer, each with the name
+    /// the profile gave them (the buffer's, `command_buffer_1`).
+    pub renamed: FastMap<u32, u32>,
     /// Per name: whether it is a collective (see [`crate::summary::is_collective`]).
     pub collective: OnceLock<Vec<bool>>,
     /// What the records' [`OpRec::value`] holds.
@@ -271,12 +274,14 @@ impl<'a> Interner<'a> {
 pub(crate) struct OpsBuilder<'a> {
     pub names: Interner<'a>,
     recs: Vec<OpRec>,
+    /// Per name given by [`OpsBuilder::rename`]: the name it replaced.
+    renamed: FastMap<u32, u32>,
 }
 
 impl<'a> OpsBuilder<'a> {
     /// A builder with room for `n` records.
     pub fn with_capacity(n: usize) -> Self {
-        OpsBuilder { names: Interner::default(), recs: Vec::with_capacity(n) }
+        OpsBuilder { names: Interner::default(), recs: Vec::with_capacity(n), renamed: FastMap::default() }
     }
 
     pub fn push(&mut self, rec: OpRec) {
@@ -288,9 +293,11 @@ impl<'a> OpsBuilder<'a> {
         self.recs.len()
     }
 
-    /// Gives record `rec` the name `name` (an id of [`OpsBuilder::names`]).
+    /// Gives record `rec` the name `name` (an id of [`OpsBuilder::names`]), keeping
+    /// the name it had as the one `name` replaced.
     pub fn rename(&mut self, rec: usize, name: u32) {
         if let Some(r) = self.recs.get_mut(rec) {
+            self.renamed.entry(name).or_insert(r.name);
             r.name = name;
         }
     }
@@ -319,6 +326,7 @@ impl<'a> OpsBuilder<'a> {
         DeviceOps {
             names: self.names.names.into_iter().map(Box::from).collect(),
             recs: self.recs,
+            renamed: self.renamed,
             collective: OnceLock::new(),
             value,
         }

@@ -51,6 +51,11 @@ pub struct OpRow {
     pub bytes_per_s: Option<f64>,
     /// `compute` or `memory` when the device's peaks are known.
     pub bound: Option<&'static str>,
+    /// By op, for GPU kernels that ran in an XLA command buffer: the `hlo_op` the
+    /// profile gave them (the buffer's, e.g. `command_buffer_1`), where stepscope
+    /// credits them to this op instead. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_buffer: Option<String>,
 }
 
 /// The op profile of a run.
@@ -139,6 +144,8 @@ struct Acc<'a> {
     category_async: bool,
     /// Of the first occurrence.
     peaks: Peaks,
+    /// See [`OpRow::command_buffer`].
+    command_buffer: Option<&'a str>,
 }
 
 impl<'a> Acc<'a> {
@@ -158,6 +165,7 @@ impl<'a> Acc<'a> {
             one_category: true,
             category_async: is_async(first.category),
             peaks,
+            command_buffer: None,
         }
     }
 
@@ -172,6 +180,7 @@ impl<'a> Acc<'a> {
         self.bytes = self.bytes.zip(o.bytes).map(|(a, b)| a.saturating_add(b));
         self.is_async |= o.is_async;
         self.one_category &= o.one_category && *o.category == *self.category;
+        self.command_buffer = self.command_buffer.or(o.command_buffer);
     }
 
     fn add(&mut self, o: &Occurrence<'a, '_>) {
@@ -341,7 +350,10 @@ fn chunk_rows<'a>(
             Some(&at) => at,
             None => {
                 index.insert(key.clone(), rows.len());
-                let acc = Acc::new(key.0.clone(), key.1, &o, peaks);
+                let mut acc = Acc::new(key.0.clone(), key.1, &o, peaks);
+                if by == GroupBy::Op {
+                    acc.command_buffer = d.cached_ops().renamed.get(&o.ids.0).map(|&was| &*names[was as usize]);
+                }
                 rows.push((key, acc));
                 rows.len() - 1
             }
@@ -394,6 +406,7 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
         flops_per_s,
         bytes_per_s,
         bound,
+        command_buffer: a.command_buffer.map(str::to_string),
     }
 }
 
