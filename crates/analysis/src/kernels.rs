@@ -10,8 +10,9 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use stepscope_xspace::Stat;
+use stepscope_xspace::{Line, Plane, Span, Stat, StatValue};
 
+use crate::cache::FastMap;
 use crate::profile::{is_stream_line, Keys, OpSource, Profile};
 
 /// The kernel stats of a run.
@@ -244,6 +245,57 @@ struct Acc {
     flag: Option<bool>,
 }
 
+/// What identifies a stat's text without reading it: a ref's index, or the place of
+/// an inline string in the file.
+type TextKey = Option<(bool, Span)>;
+
+fn text_key(s: Option<Stat>) -> TextKey {
+    s.and_then(|s| match s.value() {
+        StatValue::Ref(r) => Some((true, Span::source(u64::from(r), 0))),
+        StatValue::Str(span) => Some((false, span)),
+        _ => None,
+    })
+}
+
+/// An op or module: an id of the device's op records, else its stat.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Owner {
+    Id(u32),
+    Stat(TextKey),
+}
+
+/// Launches grouped by what identifies them cheaply (kernel metadata, details, op,
+/// module), before their texts are read: one slot per group, in first-seen order.
+type SlotKey = (u32, TextKey, Owner, Owner);
+
+impl Acc {
+    fn add(&mut self, dur: i64) {
+        if self.count == 0 {
+            (self.min, self.max) = (dur, dur);
+        }
+        self.count += 1;
+        self.total = self.total.saturating_add(dur);
+        self.min = self.min.min(dur);
+        self.max = self.max.max(dur);
+    }
+
+    fn merge(&mut self, o: &Acc) {
+        if self.count == 0 {
+            (self.min, self.max) = (o.min, o.max);
+        }
+        self.count += o.count;
+        self.total = self.total.saturating_add(o.total);
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+    }
+}
+
+/// The index among a device's op records of the first event of stream line `li`
+/// (records hold every event of the stream lines, in line order).
+fn rec_index(plane: &Plane, li: usize) -> usize {
+    plane.lines[..li].iter().filter(|l| is_stream_line(l)).map(Line::len).sum()
+}
+
 /// Computes the kernel stats of every GPU (any `/device:` plane with stream lines).
 pub fn kernels(profile: &Profile) -> Kernels {
     let mut groups: HashMap<Key, Acc> = HashMap::new();
@@ -263,8 +315,11 @@ pub fn kernels(profile: &Profile) -> Kernels {
             let ops = (devices.iter())
                 .find(|d| std::ptr::eq(d.plane, plane) && d.source == OpSource::Kernels)
                 .map(|d| d.cached_ops());
+            let mut slot_of: FastMap<SlotKey, usize> = FastMap::default();
+            // Per slot: a launch of it (line, event) and its sums.
+            let mut slots: Vec<((usize, usize), Acc)> = Vec::new();
             let mut first_rec = 0usize;
-            for line in plane.lines.iter().filter(|l| is_stream_line(l)) {
+            for (li, line) in plane.lines.iter().enumerate().filter(|(_, l)| is_stream_line(l)) {
                 let at = first_rec;
                 first_rec += line.len();
                 if line.is_counter {
@@ -272,36 +327,48 @@ pub fn kernels(profile: &Profile) -> Kernels {
                 }
                 for i in 0..line.len() {
                     let [details, op, module] = plane.stats_of(&look, line, i);
-                    let Some(details) = text(details) else { continue };
-                    let op = op.and_then(|op| match ops.and_then(|o| o.recs.get(at + i).map(|r| (o, r))) {
-                        Some((o, r)) if r.index as usize == i => Some(&*o.names[r.name as usize]),
-                        _ => plane.stat_str(&op),
-                    });
-                    // Launches of one kernel repeat their details text: parsed once.
-                    let d = parsed.entry(details).or_insert_with(|| parse_kernel_details(details));
-                    let key = Key {
-                        name: plane.event_name(line.meta(i)),
-                        grid: d.grid,
-                        block: d.block,
-                        regs: d.registers_per_thread,
-                        shared: d.shared_mem_bytes(),
-                        op: op.unwrap_or(""),
-                        module: text(module).unwrap_or(""),
+                    let Some(details) = details.filter(|s| plane.stat_str(s).is_some()) else { continue };
+                    let rec = ops.and_then(|o| o.recs.get(at + i)).filter(|r| r.index as usize == i);
+                    let (op, module) = match rec {
+                        Some(r) => (op.map_or(Owner::Stat(None), |_| Owner::Id(r.name)), Owner::Id(r.module)),
+                        None => (Owner::Stat(text_key(op)), Owner::Stat(text_key(module))),
                     };
+                    let key = (line.meta(i), text_key(Some(details)), op, module);
+                    let at_slot = *slot_of.entry(key).or_insert_with(|| {
+                        slots.push(((li, i), Acc::default()));
+                        slots.len() - 1
+                    });
                     let dur = line.duration_ps(i).max(0);
                     kernel_time_ps = kernel_time_ps.saturating_add(dur);
-                    let acc = groups.entry(key).or_default();
-                    if acc.count == 0 {
-                        acc.min = dur;
-                        acc.max = dur;
-                    }
-                    acc.count += 1;
-                    acc.total = acc.total.saturating_add(dur);
-                    acc.min = acc.min.min(dur);
-                    acc.max = acc.max.max(dur);
-                    acc.occupancy = acc.occupancy.or(d.occupancy_pct.filter(|v| *v > 0.0));
-                    acc.flag = acc.flag.or(d.tensor_core);
+                    slots[at_slot].1.add(dur);
                 }
+            }
+            // Each slot's texts, read once from one of its launches; slots of equal
+            // texts (one kernel, its inline strings written again) are summed.
+            for ((li, i), slot) in slots {
+                let line = &plane.lines[li];
+                let [details, op, module] = plane.stats_of(&look, line, i);
+                let Some(details) = text(details) else { continue };
+                let rec = ops.and_then(|o| o.recs.get(rec_index(plane, li) + i).map(|r| (o, r)));
+                let op = op.and_then(|op| match rec {
+                    Some((o, r)) if r.index as usize == i => Some(&*o.names[r.name as usize]),
+                    _ => plane.stat_str(&op),
+                });
+                // Launches of one kernel repeat their details text: parsed once.
+                let d = parsed.entry(details).or_insert_with(|| parse_kernel_details(details));
+                let key = Key {
+                    name: plane.event_name(line.meta(i)),
+                    grid: d.grid,
+                    block: d.block,
+                    regs: d.registers_per_thread,
+                    shared: d.shared_mem_bytes(),
+                    op: op.unwrap_or(""),
+                    module: text(module).unwrap_or(""),
+                };
+                let acc = groups.entry(key).or_default();
+                acc.merge(&slot);
+                acc.occupancy = acc.occupancy.or(d.occupancy_pct.filter(|v| *v > 0.0));
+                acc.flag = acc.flag.or(d.tensor_core);
             }
         }
     }
