@@ -182,13 +182,11 @@ def compare_steps(rep: Report, ss_steps: dict, ss_summary: dict, xp: dict) -> No
                 "XProf (GPU) spans the step's device ops, stepscope the step's annotation" if known else "",
                 scale=US)
         if gpu:
-            # A loop that does not wait for its steps (gpu-async, captured --no-sync): the
-            # device runs a step's work during the next steps' spans.
-            ahead = "async" in rep.name
-            rep.add(f"step {n} device compute_us", ours[n]["device_busy_ps"],
-                    xsteps[n]["deviceComputeTimeMs"] * 1e9, "known" if ahead else None,
-                    "the loop dispatches ahead: stepscope counts device busy time within the step's "
-                    "span, XProf the device work the step launched" if ahead else "", scale=US)
+            # XProf counts the device work each step launched: stepscope's
+            # device_work_ps (device_busy_ps, the busy time within the step's span,
+            # differs when the loop dispatches ahead, as in gpu-async).
+            rep.add(f"step {n} device compute_us", ours[n].get("device_work_ps", ours[n]["device_busy_ps"]),
+                    xsteps[n]["deviceComputeTimeMs"] * 1e9, scale=US)
     for n in sorted(set(ours) - set(xsteps)):
         rep.add(f"step {n} duration_us", ours[n]["duration_ps"], None, "known" if len(ours) > 5 else "DIFF",
                 "dropped by XProf (first/last of more than 5)" if len(ours) > 5 else "missing in XProf", scale=US)

@@ -182,3 +182,74 @@ fn without_hlo_command_buffer_kernels_stay_together_with_advice() {
     let f = v["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "dominant-op").expect("dominant-op");
     assert!(f["advice"].as_str().unwrap().contains("stepscope kernels PATH"), "{f}");
 }
+
+/// The device work each step launched: every device event linked to a host launch by
+/// `correlation_id`, in the step whose span holds the launch, as a union of
+/// intervals; computed here from the reference reader's events.
+#[test]
+fn each_step_counts_the_device_work_it_launched() {
+    for name in ["gpu-async", "gpu-bf16"] {
+        let f = run(name);
+        let steps = json(&["steps", &f]);
+        let steps = steps["steps"].as_array().unwrap();
+        let info = json(&["info", &f]);
+        let mut launch: std::collections::HashMap<i64, i64> = Default::default();
+        let mut work: Vec<Vec<(i64, i64)>> = vec![Vec::new(); steps.len()];
+        let mut device = Vec::new();
+        for plane in info["hosts"][0]["planes"].as_array().unwrap() {
+            let pname = plane["name"].as_str().unwrap();
+            for line in plane["lines"].as_array().unwrap() {
+                for e in ref_line(&f, pname, line["name"].as_str().unwrap()) {
+                    let Some(c) = e["stats"]["correlation_id"].as_i64() else { continue };
+                    let (start, dur) = (e["start_ps"].as_i64().unwrap(), e["duration_ps"].as_i64().unwrap());
+                    if pname == "/host:CPU" {
+                        launch.insert(c, start);
+                    } else if pname.starts_with("/device:GPU") {
+                        device.push((c, start, start + dur));
+                    }
+                }
+            }
+        }
+        for (c, start, end) in device {
+            let Some(&t) = launch.get(&c) else { continue };
+            let at = steps.iter().position(|s| {
+                let (s0, d) = (s["start_ps"].as_i64().unwrap(), s["duration_ps"].as_i64().unwrap());
+                s0 <= t && t < s0 + d
+            });
+            if let Some(k) = at {
+                work[k].push((start, end));
+            }
+        }
+        for (s, mut spans) in steps.iter().zip(work) {
+            spans.sort();
+            let (mut total, mut open) = (0i64, None::<(i64, i64)>);
+            for (a, b) in spans {
+                open = match open {
+                    Some((x, y)) if a <= y => Some((x, y.max(b))),
+                    Some((x, y)) => {
+                        total += y - x;
+                        Some((a, b))
+                    }
+                    None => Some((a, b)),
+                };
+            }
+            total += open.map_or(0, |(x, y)| y - x);
+            assert_eq!(s["device_work_ps"].as_i64(), Some(total), "{name} step {}", s["step_num"]);
+        }
+        let spread = |key: &str| {
+            let v: Vec<i64> = steps.iter().map(|s| s[key].as_i64().unwrap()).collect();
+            *v.iter().max().unwrap() as f64 / *v.iter().min().unwrap() as f64
+        };
+        if name == "gpu-async" {
+            // The loop runs ahead: busy time within each step's span swings, the work
+            // each step launched does not.
+            assert!(spread("device_busy_ps") > 2.0, "{}", spread("device_busy_ps"));
+            assert!(spread("device_work_ps") < 1.01, "{}", spread("device_work_ps"));
+        } else {
+            // A loop that waits for each step: both are the same.
+            assert!(steps.iter().all(|s| s["device_work_ps"] == s["device_busy_ps"]));
+        }
+    }
+    // No GPU: no such field.
+    assert!(json(&["steps", &run("cpu-transformer")])["steps"][0].get("device_work_ps").is_none());
+}

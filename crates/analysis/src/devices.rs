@@ -91,9 +91,9 @@ pub struct Straggler {
 
 /// Builds the per-device and per-host rows.
 pub fn devices(profile: &Profile) -> Devices {
-    let st = steps::steps(profile);
+    let st = steps::cached(profile);
     let devs = profile.devices();
-    let mut rows: Vec<DeviceRow> = devs.par_iter().map(|d| device_row(d, &st)).collect();
+    let mut rows: Vec<DeviceRow> = devs.par_iter().map(|d| device_row(d, st)).collect();
     let mut stragglers = Vec::new();
     // Devices against the other devices of their host.
     for h in &profile.hosts {

@@ -42,6 +42,12 @@ pub struct Step {
     pub device_idle_ps: i64,
     /// Time XLA compilation ran on the host within the step.
     pub compile_ps: i64,
+    /// GPUs: the device time of the kernels and copies the step launched, each linked
+    /// to its host launch by `correlation_id` (mean over the host's GPUs). Unlike
+    /// `device_busy_ps` it follows the step's work when the loop dispatches ahead and
+    /// the device runs it during later steps. Absent where the profile links none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_work_ps: Option<i64>,
 }
 
 impl Step {
@@ -59,9 +65,67 @@ pub struct Steps {
 }
 
 /// Finds the steps of `profile` and measures each (once per profile; later calls
-/// return a copy).
+/// return a copy), with the device work each step launched on GPUs.
 pub fn steps(profile: &Profile) -> Steps {
-    cached(profile).clone()
+    let mut s = cached(profile).clone();
+    launched_work(profile, &mut s.steps);
+    s
+}
+
+/// Fills [`Step::device_work_ps`]: per host, its launches (host events with a
+/// `correlation_id`) are placed in the step whose span holds them, then each GPU's
+/// kernels and copies are summed (as a union of intervals) into their launch's step.
+fn launched_work(profile: &Profile, steps: &mut [Step]) {
+    let devices = profile.devices();
+    for (hi, space) in profile.hosts.iter().enumerate() {
+        let gpus: Vec<&Device> =
+            devices.iter().filter(|d| d.host_index == hi && d.source == OpSource::Kernels).collect();
+        let Some(plane) = host_cpu_plane(space).filter(|_| !gpus.is_empty()) else { continue };
+        let Some(corr) = plane.stat_id("correlation_id") else { continue };
+        // This host's steps, by start.
+        let mut mine: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].host == space.host).collect();
+        mine.sort_by_key(|&i| steps[i].start_ps);
+        let step_at = |t: i64| {
+            let k = mine.partition_point(|&i| steps[i].start_ps <= t).checked_sub(1)?;
+            (t < steps[mine[k]].end_ps()).then_some(k)
+        };
+        let look = plane.stat_lookup([Some(corr)]);
+        let mut launched: FastMap<i64, usize> = FastMap::default();
+        for line in &plane.lines {
+            for i in 0..line.len() {
+                if !plane.has_any_of(&look, line, i) {
+                    continue;
+                }
+                let [c] = plane.stats_of(&look, line, i);
+                if let (Some(c), Some(k)) = (c.and_then(|c| plane.stat_i64(&c)), step_at(line.start_ps(i))) {
+                    launched.insert(c, k);
+                }
+            }
+        }
+        if launched.is_empty() {
+            continue;
+        }
+        let mut work = vec![0i64; mine.len()];
+        for d in &gpus {
+            let Some(dc) = d.plane.stat_id("correlation_id") else { continue };
+            let look = d.plane.stat_lookup([Some(dc)]);
+            let ops = d.cached_ops();
+            let mut spans: Vec<Vec<(i64, i64)>> = vec![Vec::new(); mine.len()];
+            for r in &ops.recs {
+                let line = &d.plane.lines[r.line as usize];
+                let [c] = d.plane.stats_of(&look, line, r.index as usize);
+                let Some(&k) = c.and_then(|c| d.plane.stat_i64(&c)).and_then(|c| launched.get(&c)) else { continue };
+                let (start, end) = (r.start_ps(d.plane), r.start_ps(d.plane).saturating_add(r.duration_ps(d.plane)));
+                spans[k].push((start, end));
+            }
+            for (w, s) in work.iter_mut().zip(spans) {
+                *w = w.saturating_add(Intervals::new(s).total());
+            }
+        }
+        for (k, &i) in mine.iter().enumerate() {
+            steps[i].device_work_ps = Some(work[k] / gpus.len() as i64);
+        }
+    }
 }
 
 /// The cached steps, found on first use.
@@ -124,6 +188,7 @@ fn blank_step(step_num: i64, name: &str, host: &str, start_ps: i64, duration_ps:
         device_busy_ps: 0,
         device_idle_ps: 0,
         compile_ps: 0,
+        device_work_ps: None,
     }
 }
 

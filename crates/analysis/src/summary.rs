@@ -233,7 +233,7 @@ pub(crate) fn warm(profile: &Profile) {
 pub fn overview(profile: &Profile, top: usize) -> Summary {
     warm(profile);
     let devices = profile.devices();
-    let steps = steps::steps(profile);
+    let steps = steps::cached(profile);
     let (times, host_copies) = rayon::join(
         || devices.par_iter().map(device_time).collect::<Vec<_>>(),
         || {

@@ -30,11 +30,21 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                     st.device_busy_ps.to_string(),
                     st.device_idle_ps.to_string(),
                     st.compile_ps.to_string(),
+                    st.device_work_ps.map(|w| w.to_string()).unwrap_or_default(),
                 ]
             })
             .collect();
-        let header =
-            ["step_num", "host", "name", "start_ps", "duration_ps", "device_busy_ps", "device_idle_ps", "compile_ps"];
+        let header = [
+            "step_num",
+            "host",
+            "name",
+            "start_ps",
+            "duration_ps",
+            "device_busy_ps",
+            "device_idle_ps",
+            "compile_ps",
+            "device_work_ps",
+        ];
         print!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
@@ -43,9 +53,16 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!("{} steps (from {})", s.steps.len(), source_label(s.source));
-    let mut t = Table::new(vec!["STEP", "HOST", "START", "DURATION", "DEVICE BUSY", "IDLE", "COMPILE"]);
+    // GPUs: the work each step launched, which differs from the busy time within the
+    // step when the loop dispatches ahead.
+    let work = s.steps.iter().any(|st| st.device_work_ps.is_some());
+    let mut head = vec!["STEP", "HOST", "START", "DURATION", "DEVICE BUSY", "IDLE", "COMPILE"];
+    if work {
+        head.push("LAUNCHED");
+    }
+    let mut t = Table::new(head);
     for st in &s.steps {
-        t.push(vec![
+        let mut row = vec![
             st.step_num.to_string(),
             st.host.clone(),
             human::duration_ps(st.start_ps),
@@ -53,9 +70,16 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             human::duration_ps(st.device_busy_ps),
             human::duration_ps(st.device_idle_ps),
             human::duration_ps(st.compile_ps),
-        ]);
+        ];
+        if work {
+            row.push(st.device_work_ps.map(human::duration_ps).unwrap_or_default());
+        }
+        t.push(row);
     }
     print!("{}", t.text());
+    if work {
+        println!("LAUNCHED: device time of the kernels and copies each step launched (correlation_id)");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
