@@ -190,8 +190,12 @@ fn align<'m>(
             groups.push(std::mem::take(&mut open));
         }
     }
-    // Unseen commands up to the last kernel seen, then as many after it as groups remain.
-    let mut unseen: Vec<u32> = (0..last).filter(|n| !present.contains(n)).collect();
+    // Unseen commands up to the last kernel seen, then as many after it as groups
+    // remain; only numbers that are commands (a damaged file may number its nodes
+    // up to 2^32).
+    let first = u32::try_from(off.max(0)).unwrap_or(u32::MAX);
+    let past = u32::try_from(off.saturating_add(commands.len() as i64).max(0)).unwrap_or(u32::MAX);
+    let mut unseen: Vec<u32> = (first..last.min(past)).filter(|n| !present.contains(n)).collect();
     let after = groups.len().saturating_sub(unseen.len()) as u32;
     unseen.extend((1..=after).filter_map(|d| last.checked_add(d)));
     let unseen: Vec<&HloInstruction> = unseen.into_iter().filter_map(command).collect();

@@ -330,6 +330,7 @@ impl<'a> Buffers<'a> {
                     Some((p.node? as u32, self.plane.event_name(p.meta)))
                 })
                 .collect();
+            nodes.sort_unstable();
             nodes.dedup_by_key(|n| n.0);
             let placed: FastMap<u32, &str> = if first.graph.is_some() {
                 self.owners.graph(module, &nodes).into_iter().collect()
