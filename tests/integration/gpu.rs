@@ -253,3 +253,26 @@ fn each_step_counts_the_device_work_it_launched() {
     // No GPU: no such field.
     assert!(json(&["steps", &run("cpu-transformer")])["steps"][0].get("device_work_ps").is_none());
 }
+
+/// A compute stream that also saw a host-to-device copy is named
+/// `Stream #14(MemcpyH2D,Memset,Compute,…)`: its kernels are compute, and only the
+/// copies (`MemcpyH2D` events) count as host-to-device time.
+#[test]
+fn a_mixed_stream_name_does_not_make_its_kernels_copies() {
+    let f = run("gpu-compile");
+    let mut h2d_ps = 0i64;
+    for line in ["Stream #14(MemcpyH2D,Memset,Compute,MemcpyD2D,MemcpyOther)", "Stream #15(MemcpyH2D)"] {
+        for e in ref_line(&f, "/device:GPU:0", line) {
+            if e["name"] == "MemcpyH2D" {
+                h2d_ps += e["duration_ps"].as_i64().unwrap();
+            }
+        }
+    }
+    let s = json(&["summary", &f]);
+    let b = &s["breakdown"];
+    let steps = json(&["steps", &f])["steps"].as_array().unwrap().len() as i64;
+    // The breakdown averages over steps; copies can only be the copies' time.
+    assert!(h2d_ps > 0);
+    assert!(b["host_to_device_ps"].as_i64().unwrap() * steps <= h2d_ps, "{b} vs {h2d_ps}");
+    assert!(b["device_compute_ps"].as_i64().unwrap() > 10 * b["host_to_device_ps"].as_i64().unwrap(), "{b}");
+}

@@ -642,6 +642,9 @@ pub fn category_from_name(name: &str) -> &str {
     };
     if base.ends_with("fusion") {
         "fusion"
+    } else if base.starts_with("stream_executor::gpu::") {
+        // XLA:GPU's autotuner while it compiles: `RedzoneChecker`, `DelayKernel`.
+        "autotuning"
     } else if base.starts_with("command_buffer") {
         // GPU kernels run in a command buffer that no instruction of theirs claimed
         // (library kernels such as cuBLAS's; see `command_buffer.rs`).
@@ -707,6 +710,13 @@ mod tests {
         assert_eq!(category_from_name("add_add_fusion.3"), "fusion");
         assert_eq!(category_from_name("copy.1"), "copy");
         assert_eq!(category_from_name("wrapped_broadcast"), "broadcast");
+        assert_eq!(
+            category_from_name(
+                "stream_executor::gpu::(anonymous namespace)::DelayKernel(stream_executor::GpuSemaphoreState)"
+            ),
+            "autotuning"
+        );
+        assert_eq!(category_from_name("command_buffer_1"), "command buffer");
     }
 
     #[test]

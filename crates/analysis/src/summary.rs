@@ -84,6 +84,17 @@ fn class_of(name: &str, category: &str, line: &str) -> Option<Class> {
     }
 }
 
+/// A stream line's name where it says what all its events are (`Stream #15(MemcpyH2D)`),
+/// else "". A GPU stream lists every kind of work seen on it: on
+/// `Stream #14(MemcpyH2D,Memset,Compute,MemcpyD2D,MemcpyOther)` (tests/fixtures/gpu-compile)
+/// most events are kernels, each classified by its own name instead.
+fn one_kind(line: &str) -> &str {
+    match line.split_once('(') {
+        Some((_, kinds)) if kinds.contains(',') => "",
+        _ => line,
+    }
+}
+
 /// True for XLA collective op names and categories (`all-reduce.3`, `all-gather-start`, …).
 pub fn is_collective(s: &str) -> bool {
     let s = s.to_ascii_lowercase();
@@ -126,7 +137,7 @@ fn classify(d: &Device, range: std::ops::Range<usize>) -> [Vec<(i64, i64)>; 3] {
         category.and_then(|s| d.plane.stat_str(&s)).unwrap_or("")
     };
     let class = |r: &OpRec, line: &Line, meta: u32, category: &str| {
-        class_of(&ops.names[r.name as usize], category, &line.name)
+        class_of(&ops.names[r.name as usize], category, one_kind(&line.name))
             .or_else(|| class_of(d.plane.event_name(meta), "", ""))
     };
     // The class depends only on (name id, category text, line, event metadata). An op
@@ -335,4 +346,18 @@ fn environment(profile: &Profile, devices: &[Device]) -> Environment {
     versions.sort();
     versions.dedup();
     Environment { hosts: profile.hosts.iter().map(|h| h.host.clone()).collect(), devices: groups, versions }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{class_of, one_kind, Class};
+
+    #[test]
+    fn a_stream_line_classifies_its_events_only_when_it_holds_one_kind() {
+        assert_eq!(one_kind("Stream #15(MemcpyH2D)"), "Stream #15(MemcpyH2D)");
+        assert_eq!(one_kind("Stream #14(MemcpyH2D,Memset,Compute,MemcpyD2D,MemcpyOther)"), "");
+        assert_eq!(one_kind("XLA Ops"), "XLA Ops");
+        assert_eq!(class_of("fusion.3", "", one_kind("Stream #15(MemcpyH2D)")), Some(Class::HostToDevice));
+        assert_eq!(class_of("fusion.3", "", one_kind("Stream #14(MemcpyH2D,Compute)")), None);
+    }
 }
