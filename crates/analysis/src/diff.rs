@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use stepscope_xspace::hlo::hlo_modules;
 
 use crate::kernels;
 use crate::memory;
@@ -173,10 +172,10 @@ fn merge_by_name(rows: Vec<OpRow>) -> Vec<OpRow> {
 
 /// The HLO signature of an op for matching renamed fusions: (category, name stack, shape).
 fn signatures(p: &Profile, rows: &[&OpRow]) -> HashMap<String, String> {
-    let modules: Vec<_> = p.hosts.iter().map(hlo_modules).collect();
+    let modules = p.hlo_modules();
     let mut out = HashMap::new();
     for r in rows {
-        for m in &modules {
+        for m in modules {
             let Some(module) = m.by_name(&r.module) else { continue };
             if let Some((_, i)) = module.instruction(&r.name) {
                 out.insert(r.name.clone(), format!("{}|{}|{}|{}", r.category, i.opcode, i.op_name, i.shape));

@@ -3,7 +3,7 @@
 //! the op's row of the op profile beside it.
 
 use serde::Serialize;
-use stepscope_xspace::hlo::{hlo_modules, HloInstruction, HloModule};
+use stepscope_xspace::hlo::{HloInstruction, HloModule};
 
 use crate::ops::{self, GroupBy, OpRow};
 use crate::profile::Profile;
@@ -75,8 +75,7 @@ fn instruction(m: &HloModule, i: &HloInstruction) -> Instruction {
 /// `module` narrows the search to modules of that name. Entry computations are
 /// searched before nested ones; the latest compilation of a module wins.
 pub fn hlo_context(profile: &Profile, op: &str, module: Option<&str>) -> Option<HloContext> {
-    for space in &profile.hosts {
-        let modules = hlo_modules(space);
+    for (space, modules) in profile.hosts.iter().zip(profile.hlo_modules()) {
         for entry in modules.entries().iter().rev() {
             let Ok(m) = entry.module() else { continue };
             if module.is_some_and(|want| want != m.name && want != entry.metadata_name) {

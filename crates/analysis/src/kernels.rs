@@ -10,9 +10,9 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use stepscope_xspace::{Line, Plane, Span, Stat, StatValue};
+use stepscope_xspace::{Span, Stat, StatValue};
 
-use crate::cache::FastMap;
+use crate::cache::{FastMap, OpRec};
 use crate::profile::{is_stream_line, Keys, OpSource, Profile};
 
 /// The kernel stats of a run.
@@ -268,6 +268,9 @@ enum Owner {
 /// module), before their texts are read: one slot per group, in first-seen order.
 type SlotKey = (u32, TextKey, Owner, Owner);
 
+/// One launch of a slot: its line, its event and its op record.
+type Launch<'a> = (usize, usize, Option<&'a OpRec>);
+
 impl Acc {
     fn add(&mut self, dur: i64) {
         if self.count == 0 {
@@ -290,12 +293,6 @@ impl Acc {
     }
 }
 
-/// The index among a device's op records of the first event of stream line `li`
-/// (records hold every event of the stream lines, in line order).
-fn rec_index(plane: &Plane, li: usize) -> usize {
-    plane.lines[..li].iter().filter(|l| is_stream_line(l)).map(Line::len).sum()
-}
-
 /// Computes the kernel stats of every GPU (any `/device:` plane with stream lines).
 pub fn kernels(profile: &Profile) -> Kernels {
     let mut groups: HashMap<Key, Acc> = HashMap::new();
@@ -316,8 +313,8 @@ pub fn kernels(profile: &Profile) -> Kernels {
                 .find(|d| std::ptr::eq(d.plane, plane) && d.source == OpSource::Kernels)
                 .map(|d| d.cached_ops());
             let mut slot_of: FastMap<SlotKey, usize> = FastMap::default();
-            // Per slot: a launch of it (line, event) and its sums.
-            let mut slots: Vec<((usize, usize), Acc)> = Vec::new();
+            // Per slot: a launch of it and its sums.
+            let mut slots: Vec<(Launch, Acc)> = Vec::new();
             let mut first_rec = 0usize;
             for (li, line) in plane.lines.iter().enumerate().filter(|(_, l)| is_stream_line(l)) {
                 let at = first_rec;
@@ -335,7 +332,7 @@ pub fn kernels(profile: &Profile) -> Kernels {
                     };
                     let key = (line.meta(i), text_key(Some(details)), op, module);
                     let at_slot = *slot_of.entry(key).or_insert_with(|| {
-                        slots.push(((li, i), Acc::default()));
+                        slots.push(((li, i, rec), Acc::default()));
                         slots.len() - 1
                     });
                     let dur = line.duration_ps(i).max(0);
@@ -345,13 +342,12 @@ pub fn kernels(profile: &Profile) -> Kernels {
             }
             // Each slot's texts, read once from one of its launches; slots of equal
             // texts (one kernel, its inline strings written again) are summed.
-            for ((li, i), slot) in slots {
+            for ((li, i, rec), slot) in slots {
                 let line = &plane.lines[li];
                 let [details, op, module] = plane.stats_of(&look, line, i);
                 let Some(details) = text(details) else { continue };
-                let rec = ops.and_then(|o| o.recs.get(rec_index(plane, li) + i).map(|r| (o, r)));
-                let op = op.and_then(|op| match rec {
-                    Some((o, r)) if r.index as usize == i => Some(&*o.names[r.name as usize]),
+                let op = op.and_then(|op| match (ops, rec) {
+                    (Some(o), Some(r)) => Some(&*o.names[r.name as usize]),
                     _ => plane.stat_str(&op),
                 });
                 // Launches of one kernel repeat their details text: parsed once.

@@ -111,11 +111,11 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
             let look = d.plane.stat_lookup([Some(dc)]);
             let ops = d.cached_ops();
             let mut spans: Vec<Vec<(i64, i64)>> = vec![Vec::new(); mine.len()];
-            for r in &ops.recs {
+            for (at, r) in ops.recs.iter().enumerate() {
                 let line = &d.plane.lines[r.line as usize];
                 let [c] = d.plane.stats_of(&look, line, r.index as usize);
                 let Some(&k) = c.and_then(|c| d.plane.stat_i64(&c)).and_then(|c| launched.get(&c)) else { continue };
-                let (start, end) = (r.start_ps(d.plane), r.start_ps(d.plane).saturating_add(r.duration_ps(d.plane)));
+                let (_, start, end, _) = ops.span(d.plane, at);
                 spans[k].push((start, end));
             }
             for (w, s) in work.iter_mut().zip(spans) {

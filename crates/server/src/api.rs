@@ -11,7 +11,6 @@ use serde::Serialize;
 use stepscope_analysis::advise::{self, Thresholds};
 use stepscope_analysis::ops::{self, GroupBy};
 use stepscope_analysis::{collectives, compile, devices, diff, hlo_context, kernels, memory, summary};
-use stepscope_xspace::hlo::hlo_modules;
 use stepscope_xspace::pprof;
 
 use crate::cache::Entry;
@@ -230,7 +229,7 @@ fn hlo(app: &App, q: &Params) -> Reply {
     let e = q.entry(app)?;
     match hlo_context::hlo_context(&e.profile, op, module) {
         Some(ctx) => json(&ctx),
-        None if e.profile.hosts.iter().all(|h| hlo_modules(h).is_empty()) => Err(ApiError::not_found(
+        None if e.profile.hlo_modules().iter().all(|m| m.is_empty()) => Err(ApiError::not_found(
             "this profile holds no HLO modules (no `/host:metadata` plane) — capture an .xplane.pb with \
              jax.profiler.trace; trace JSON files do not carry HLO",
         )),

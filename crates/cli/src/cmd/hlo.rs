@@ -4,7 +4,6 @@ use std::process::ExitCode;
 
 use clap::Args;
 use stepscope_analysis::hlo_context::{self, Instruction};
-use stepscope_xspace::hlo::hlo_modules;
 
 use crate::args::{Input, Select};
 use crate::human;
@@ -31,7 +30,7 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
     let select = Select { host: args.host.clone(), top: 10 };
     let profile = load::profile(&args.input, &select)?;
     let Some(ctx) = hlo_context::hlo_context(&profile, &args.op, args.module.as_deref()) else {
-        if profile.hosts.iter().all(|h| hlo_modules(h).is_empty()) {
+        if profile.hlo_modules().iter().all(|m| m.is_empty()) {
             anyhow::bail!(
                 "this profile holds no HLO modules (no `/host:metadata` plane) — capture an .xplane.pb with \
                  jax.profiler.trace; trace JSON files do not carry HLO"
