@@ -284,13 +284,9 @@ impl<'a> OpsBuilder<'a> {
         OpsBuilder { names: Interner::default(), recs: Vec::with_capacity(n), renamed: FastMap::default() }
     }
 
-    pub fn push(&mut self, rec: OpRec) {
-        self.recs.push(rec);
-    }
-
-    /// Number of records so far.
-    pub fn len(&self) -> usize {
-        self.recs.len()
+    /// Takes `recs` as the records (their names already ids of [`OpsBuilder::names`]).
+    pub fn set_recs(&mut self, recs: Vec<OpRec>) {
+        self.recs = recs;
     }
 
     /// Gives record `rec` the name `name` (an id of [`OpsBuilder::names`]), keeping

@@ -150,19 +150,32 @@ const K_NAMES: [&str; 13] = [
 /// One allocator event, as read off the profile: the stats every event's replay
 /// needs, read as the events are found; any other is looked up when read
 /// ([`HostEvents::u64`]).
-struct Event<'a> {
+/// In 32 bytes: a large capture holds millions.
+struct Event {
     time_ps: i64,
     /// `addr` (0 when absent).
     addr: u64,
     /// `bytes_allocated`: the allocator's bytes in use after the event (0 when absent).
     in_use_bytes: u64,
-    line: &'a Line,
+    /// The line's index in [`HostEvents::lines`], and [`ALLOC_BIT`] for an allocation.
+    line_alloc: u32,
+    /// The event's index on its line.
     i: u32,
-    /// Place in the order the host's allocator events were read.
-    seq: u32,
-    /// The plane's index in its host.
-    plane: u32,
-    alloc: bool,
+}
+
+/// The bit of [`Event::line_alloc`] that marks an allocation (else a free).
+const ALLOC_BIT: u32 = 1 << 31;
+
+impl Event {
+    fn alloc(&self) -> bool {
+        self.line_alloc & ALLOC_BIT != 0
+    }
+
+    /// Where the event was read: lines are numbered in reading order, so this orders
+    /// events as they were read.
+    fn read_at(&self) -> (u32, u32) {
+        (self.line_alloc & !ALLOC_BIT, self.i)
+    }
 }
 
 /// A host's allocator events, by allocator, with what reading their other stats takes.
@@ -170,14 +183,17 @@ struct HostEvents<'a> {
     space: &'a Space,
     /// The stat-metadata index of each [`K`], by plane index.
     keys: Vec<[Option<u32>; 13]>,
-    groups: Vec<AllocatorEvents<'a>>,
+    /// Each line with allocator events and its plane's index, in reading order.
+    lines: Vec<(u32, &'a Line)>,
+    groups: Vec<AllocatorEvents>,
 }
 
 impl HostEvents<'_> {
     fn get(&self, e: &Event, key: K) -> Option<(&Plane, Stat)> {
-        let plane = self.space.planes.get(e.plane as usize)?;
-        let meta = self.keys.get(e.plane as usize)?[key as usize]?;
-        Some((plane, plane.event_stat(e.line, e.i as usize, meta)?))
+        let &(plane_ix, line) = self.lines.get(e.read_at().0 as usize)?;
+        let plane = self.space.planes.get(plane_ix as usize)?;
+        let meta = self.keys.get(plane_ix as usize)?[key as usize]?;
+        Some((plane, plane.event_stat(line, e.i as usize, meta)?))
     }
     fn u64(&self, e: &Event, key: K) -> Option<u64> {
         self.get(e, key).and_then(|(p, s)| p.stat_i64(&s)).map(|v| v.max(0) as u64)
@@ -192,18 +208,18 @@ impl HostEvents<'_> {
 
 /// An allocator's events, and what they say whatever their order.
 #[derive(Default)]
-struct AllocatorEvents<'a> {
+struct AllocatorEvents {
     name: String,
-    events: Vec<Event<'a>>,
+    events: Vec<Event>,
     /// Largest `peak_bytes_in_use`.
     lifetime_peak_bytes: u64,
     /// Largest `fragmentation`.
     max_fragmentation: f64,
 }
 
-impl<'a> AllocatorEvents<'a> {
+impl AllocatorEvents {
     /// Takes in `other`'s events (after this one's) and what they say.
-    fn append(&mut self, mut other: AllocatorEvents<'a>) {
+    fn append(&mut self, mut other: AllocatorEvents) {
         self.events.append(&mut other.events);
         self.lifetime_peak_bytes = self.lifetime_peak_bytes.max(other.lifetime_peak_bytes);
         self.max_fragmentation = self.max_fragmentation.max(other.max_fragmentation);
@@ -247,7 +263,7 @@ pub fn live_at(profile: &Profile, host: &str, allocator: &str, time_ps: i64, top
     let n = events.partition_point(|e| e.time_ps <= time_ps);
     let mut live: FastMap<u64, usize> = FastMap::default();
     for (ix, e) in events[..n].iter().enumerate() {
-        apply(&mut live, ix, e.alloc, e.addr);
+        apply(&mut live, ix, e.alloc(), e.addr);
     }
     let state = n.checked_sub(1).map(|ix| &events[ix]);
     let in_use_bytes = state.map_or(0, |e| e.in_use_bytes);
@@ -293,7 +309,7 @@ pub struct LiveAt {
 /// event in time), each group sorted by time.
 fn events_by_allocator(space: &Space) -> HostEvents<'_> {
     let mut h = allocator_events(space);
-    h.groups.sort_by_key(|g| g.events.first().map(|e| (e.time_ps, e.seq)));
+    h.groups.sort_by_key(|g| g.events.first().map(|e| (e.time_ps, e.read_at())));
     h
 }
 
@@ -359,7 +375,7 @@ enum AllocatorKey<'a> {
 
 /// A piece's allocator events grouped by key (groups in order of first event), and
 /// how many events it found.
-type PieceEvents<'a> = (Vec<(AllocatorKey<'a>, AllocatorEvents<'a>)>, u32);
+type PieceEvents<'a> = Vec<(AllocatorKey<'a>, AllocatorEvents)>;
 
 /// Every allocator event of a host, from any plane and line, grouped by allocator in
 /// read order, each group sorted by time. Pieces of lines are scanned in parallel,
@@ -391,27 +407,29 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
             continue;
         }
         keys[k] = K_NAMES.map(|n| plane.stat_id(n));
-        let look = plane.stat_lookup(NAME.map(|r| keys[k][r as usize]));
-        let read = plane.stat_lookup(READ.map(|r| keys[k][r as usize]));
+        let look = plane.stat_lookup(FOUND.map(|r| keys[k][r as usize]));
         let any: Vec<bool> = kinds.iter().map(Option::is_some).collect();
-        planes.push((k as u32, plane, kinds, any, look, read));
+        planes.push((k as u32, plane, kinds, any, look));
     }
-    let pieces: Vec<(usize, &Line, std::ops::Range<usize>)> = (planes.iter().enumerate())
-        .flat_map(|(k, (_, plane, ..))| plane.lines.iter().map(move |line| (k, line)))
-        .flat_map(|(k, line)| crate::cache::pieces(line.len(), ALLOC_SCAN_PIECE).map(move |r| (k, line, r)))
+    // Lines numbered in reading order (planes, then their lines), then cut in pieces.
+    let lines: Vec<(u32, &Line)> =
+        planes.iter().flat_map(|(plane_ix, plane, ..)| plane.lines.iter().map(move |line| (*plane_ix, line))).collect();
+    let plane_of_line: Vec<usize> =
+        planes.iter().enumerate().flat_map(|(k, (_, plane, ..))| plane.lines.iter().map(move |_| k)).collect();
+    let pieces: Vec<(usize, std::ops::Range<usize>)> = (lines.iter().enumerate())
+        .flat_map(|(l, (_, line))| crate::cache::pieces(line.len(), ALLOC_SCAN_PIECE).map(move |r| (l, r)))
         .collect();
     let found: Vec<PieceEvents> = pieces
         .into_par_iter()
-        .map(|(k, line, range)| {
-            let (plane_ix, plane, kinds, any, look, read) = &planes[k];
+        .map(|(l, range)| {
+            let line = lines[l].1;
+            let (_, plane, kinds, any, look) = &planes[plane_of_line[l]];
             let mut groups: Vec<(AllocatorKey, AllocatorEvents)> = Vec::new();
-            let mut seq = 0u32;
             // Events of one allocator usually come in runs.
             let mut last = usize::MAX;
-            for i in line.events_with_meta_in(any, range) {
+            for i in line.events_with_meta_in(any, range.clone()) {
                 let Some(alloc) = kinds[line.meta(i) as usize] else { continue };
-                let [name, index] = plane.stats_of(look, line, i);
-                let [addr, in_use, peak, fragmentation] = plane.stats_of(read, line, i);
+                let [name, index, addr, in_use, peak, fragmentation] = plane.stats_of(look, line, i);
                 let key = match name {
                     Some(s) => match plane.stat_str(&s) {
                         Some(text) => AllocatorKey::Text(text),
@@ -437,23 +455,18 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
                     time_ps: line.start_ps(i),
                     addr: u64_of(addr),
                     in_use_bytes: u64_of(in_use),
-                    line,
+                    line_alloc: l as u32 | if alloc { ALLOC_BIT } else { 0 },
                     i: i as u32,
-                    seq,
-                    plane: *plane_ix,
-                    alloc,
                 });
-                seq += 1;
             }
-            (groups, seq)
+            line.release_stats(range);
+            groups
         })
         .collect();
-    // Each allocator's parts (by index), named, each with the count of events read
-    // before its piece; the indexes by name.
-    let mut parts: Vec<(String, Vec<(u32, AllocatorEvents)>)> = Vec::new();
+    // Each allocator's parts, in reading order, named; the indexes by name.
+    let mut parts: Vec<(String, Vec<AllocatorEvents>)> = Vec::new();
     let mut ids: HashMap<String, usize> = HashMap::new();
-    let mut seq = 0u32;
-    for (piece, count) in found {
+    for piece in found {
         for (key, part) in piece {
             let name = match key {
                 AllocatorKey::Text(text) => std::borrow::Cow::Borrowed(text),
@@ -465,32 +478,33 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
                 parts.push((name.into_owned(), Vec::new()));
                 parts.len() - 1
             });
-            parts[id].1.push((seq, part));
+            parts[id].1.push(part);
         }
-        seq += count;
     }
     let groups = parts
         .into_par_iter()
         .map(|(name, parts)| {
-            let mut g = AllocatorEvents { name, ..Default::default() };
-            g.events.reserve_exact(parts.iter().map(|p| p.1.events.len()).sum());
-            for (before, mut part) in parts {
-                part.events.iter_mut().for_each(|e| e.seq += before);
-                g.append(part);
-            }
+            // The first part's events grow in place to hold the rest (a large vector
+            // is remapped, not copied), so the events are not held twice.
+            let total: usize = parts.iter().map(|p| p.events.len()).sum();
+            let mut parts = parts.into_iter();
+            let mut g = parts.next().unwrap_or_default();
+            g.name = name;
+            g.events.reserve_exact(total - g.events.len());
+            parts.for_each(|part| g.append(part));
             // Read line by line, so a few runs already in time order at most: the stable
             // sort merges them (and keeps read order among equal times).
             g.events.sort_by_key(|e| e.time_ps);
             g
         })
         .collect();
-    HostEvents { space, keys, groups }
+    HostEvents { space, keys, lines, groups }
 }
 
-/// The stats that name an allocator event's allocator.
-const NAME: [K; 2] = [K::AllocatorName, K::IndexOnHost];
-/// The stats every allocator event's replay reads, read as the event is found.
-const READ: [K; 4] = [K::Addr, K::BytesAllocated, K::PeakBytesInUse, K::Fragmentation];
+/// The stats read as each allocator event is found (in one pass over its stats):
+/// its allocator's name or index, and what the replay reads.
+const FOUND: [K; 6] =
+    [K::AllocatorName, K::IndexOnHost, K::Addr, K::BytesAllocated, K::PeakBytesInUse, K::Fragmentation];
 
 /// Replays one allocator's events (sorted by time).
 fn replay(h: &HostEvents, g: &AllocatorEvents, top: usize, max_points: usize) -> Allocator {
@@ -515,7 +529,7 @@ fn replay(h: &HostEvents, g: &AllocatorEvents, top: usize, max_points: usize) ->
     let mut peak_ix = 0usize;
     let mut points = Vec::with_capacity(events.len());
     for (ix, e) in events.iter().enumerate() {
-        if e.alloc {
+        if e.alloc() {
             a.allocations += 1;
         } else {
             a.deallocations += 1;
@@ -534,7 +548,7 @@ fn replay(h: &HostEvents, g: &AllocatorEvents, top: usize, max_points: usize) ->
     // The allocations live right after the peak's event.
     let mut live: FastMap<u64, usize> = FastMap::default();
     for (ix, e) in events.iter().enumerate().take(peak_ix + 1) {
-        apply(&mut live, ix, e.alloc, e.addr);
+        apply(&mut live, ix, e.alloc(), e.addr);
     }
     let peak_live: Vec<usize> = live.into_values().collect();
     let (live_at_peak, tracked) = live_allocations(h, events, &peak_live, top);

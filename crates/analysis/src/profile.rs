@@ -190,65 +190,153 @@ impl<'a> Device<'a> {
 /// host scan, see [`host_ops`]). GPU kernels that ran in a command buffer are credited
 /// to their own instructions where the profile tells them: by kernel name and graph
 /// node order (see [`crate::command_buffer`]).
+///
+/// Pieces of the lines are read in parallel, each naming its ops and noting its
+/// command-buffer kernels on its own; they are then joined in line order, names
+/// and places numbered in the order a single pass would have met them.
 fn device_ops<'a>(plane: &'a Plane, slot: &Slot, hlo: &'a HloModules) -> DeviceOps {
     let keep = |line: &Line| match slot.source {
         OpSource::XlaOpsLine => line.name == "XLA Ops",
         OpSource::Kernels => is_stream_line(line),
         OpSource::HostOps => false,
     };
-    let mut b = OpsBuilder::with_capacity(plane.lines.iter().filter(|l| keep(l)).map(Line::len).sum());
-    let look = plane.stat_lookup([slot.keys.hlo_op, slot.keys.hlo_module, slot.keys.device_duration_ps]);
-    let mut buffers = (slot.source == OpSource::Kernels).then(|| Buffers::new(hlo, plane, &slot.keys));
-    for (li, line) in plane.lines.iter().enumerate() {
-        if !keep(line) {
-            continue;
+    let k = &slot.keys;
+    let look = plane.stat_lookup([k.hlo_op, k.hlo_module, k.device_duration_ps, k.cuda_graph_id, k.cuda_graph_node_id]);
+    let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
+        .filter(|(_, line)| keep(line))
+        .flat_map(|(li, line)| crate::cache::pieces(line.len(), DEVICE_SCAN_PIECE).map(move |r| (li, r)))
+        .collect();
+    // Every event of a kept line is one record: each piece fills its own part.
+    let mut recs = vec![OpRec::new(0, 0, 0, 0, 0); pieces.iter().map(|(_, r)| r.len()).sum()];
+    let mut parts: Vec<&mut [OpRec]> = Vec::with_capacity(pieces.len());
+    let mut rest = &mut recs[..];
+    for (_, r) in &pieces {
+        let (part, after) = rest.split_at_mut(r.len());
+        parts.push(part);
+        rest = after;
+    }
+    let mut base = 0;
+    let pieces: Vec<(usize, std::ops::Range<usize>, usize)> = pieces
+        .into_iter()
+        .map(|(li, r)| {
+            base += r.len();
+            (li, r.clone(), base - r.len())
+        })
+        .collect();
+    let read: Vec<PieceOps> = pieces
+        .into_par_iter()
+        .zip(parts)
+        .map(|((li, range, base), out)| device_ops_in(plane, slot, hlo, &look, (li, range, base), out))
+        .collect();
+    let mut b = OpsBuilder::with_capacity(0);
+    let mut buffers = (slot.source == OpSource::Kernels).then(|| Buffers::new(hlo, plane));
+    let mut at = 0;
+    for piece in read {
+        let ids: Vec<u32> = piece.names.names.iter().map(|n| b.names.text(n)).collect();
+        for r in &mut recs[at..at + piece.len] {
+            (r.name, r.module) = (ids[r.name as usize], ids[r.module as usize]);
         }
-        for i in 0..line.len() {
-            let [op, module, device_duration] = plane.stats_of(&look, line, i);
-            let meta = line.meta(i);
-            let by_meta = |n: &mut Interner<'a>| match slot.source {
-                OpSource::XlaOpsLine => n.meta(meta, || op_name_of(plane.event_name(meta), plane, meta)),
-                _ => n.meta(meta, || plane.event_name(meta)),
-            };
-            let name = match (slot.source, op) {
-                (OpSource::XlaOpsLine, _) | (_, None) => by_meta(&mut b.names),
-                (_, Some(op)) => match b.names.stat(plane, op) {
-                    Some(id) => id,
-                    None => by_meta(&mut b.names),
-                },
-            };
-            let module = module.and_then(|s| b.names.stat(plane, s)).unwrap_or_else(|| b.names.text(""));
-            if let (Some(buffers), Some(_)) = (buffers.as_mut(), op) {
-                buffers.note(&b.names, b.len(), name, module, line, i);
-            }
-            let duration_ps = line.duration_ps(i).max(0);
-            // TPU ops record their length on the device clock: the op's own time.
-            let op_ps = match slot.source {
-                OpSource::XlaOpsLine => {
-                    device_duration.and_then(|s| plane.stat_i64(&s)).map_or(duration_ps, |d| d.max(0))
-                }
-                _ => duration_ps,
-            };
-            b.push(OpRec::new(name, module, li as u32, i as u32, op_ps));
+        at += piece.len;
+        if let Some(buffers) = buffers.as_mut() {
+            buffers.join(&ids, piece.places, piece.launches);
         }
     }
+    b.set_recs(recs);
     if let Some(buffers) = buffers {
         buffers.credit(&mut b);
     }
     b.finish(if slot.source == OpSource::XlaOpsLine { RecValue::OpTime } else { RecValue::Nothing })
 }
 
+/// Events of a device line read as one piece by [`device_ops`]. Debug builds (the
+/// tests' binaries) cut the small fixtures' lines too, so the joining of pieces is
+/// checked by every test that reads device ops.
+const DEVICE_SCAN_PIECE: usize = if cfg!(debug_assertions) { 1 << 7 } else { 1 << 16 };
+
+/// The op records of one piece of a device line ([`device_ops_in`]): names by the
+/// piece's own ids, and its command-buffer kernels' places and launches.
+struct PieceOps<'a> {
+    names: Interner<'a>,
+    len: usize,
+    places: Vec<Place>,
+    /// (record, index into `places`) of each command-buffer kernel.
+    launches: Vec<(u32, u32)>,
+}
+
+/// Reads events `range` of line `li` into `out` (records `base..`), naming them by
+/// the piece's own ids.
+fn device_ops_in<'a>(
+    plane: &'a Plane,
+    slot: &Slot,
+    hlo: &'a HloModules,
+    look: &StatLookup<5>,
+    (li, range, base): (usize, std::ops::Range<usize>, usize),
+    out: &mut [OpRec],
+) -> PieceOps<'a> {
+    let line = &plane.lines[li];
+    let mut names = Interner::default();
+    let mut owners = KernelOwners::new(hlo);
+    // Per (op, module) met: whether the op is a command buffer (no instruction), and
+    // the last one looked up.
+    let mut foreign: FastMap<(u32, u32), bool> = FastMap::default();
+    let mut last: Option<(u32, u32, bool)> = None;
+    let mut place_ids: FastMap<Place, u32> = FastMap::default();
+    let (mut places, mut launches) = (Vec::new(), Vec::new());
+    for (i, rec) in range.clone().zip(out.iter_mut()) {
+        let [op, module, device_duration, graph, node] = plane.stats_of(look, line, i);
+        let meta = line.meta(i);
+        let by_meta = |n: &mut Interner<'a>| match slot.source {
+            OpSource::XlaOpsLine => n.meta(meta, || op_name_of(plane.event_name(meta), plane, meta)),
+            _ => n.meta(meta, || plane.event_name(meta)),
+        };
+        let name = match (slot.source, op) {
+            (OpSource::XlaOpsLine, _) | (_, None) => by_meta(&mut names),
+            (_, Some(op)) => match names.stat(plane, op) {
+                Some(id) => id,
+                None => by_meta(&mut names),
+            },
+        };
+        let module = module.and_then(|s| names.stat(plane, s)).unwrap_or_else(|| names.text(""));
+        if slot.source == OpSource::Kernels && op.is_some() {
+            // A kernel of a command buffer: noted by where it ran.
+            let is_foreign = match last {
+                Some((o, m, f)) if (o, m) == (name, module) => f,
+                _ => {
+                    let f = *foreign
+                        .entry((name, module))
+                        .or_insert_with(|| owners.is_foreign(names.names[module as usize], names.names[name as usize]));
+                    last = Some((name, module, f));
+                    f
+                }
+            };
+            if is_foreign {
+                let int = |s: Option<Stat>| s.and_then(|s| plane.stat_i64(&s));
+                let place = Place { op: name, module, graph: int(graph), node: int(node), meta };
+                let id = *place_ids.entry(place).or_insert_with(|| {
+                    places.push(place);
+                    places.len() as u32 - 1
+                });
+                launches.push(((base + i - range.start) as u32, id));
+            }
+        }
+        let duration_ps = line.duration_ps(i).max(0);
+        // TPU ops record their length on the device clock: the op's own time.
+        let op_ps = match slot.source {
+            OpSource::XlaOpsLine => device_duration.and_then(|s| plane.stat_i64(&s)).map_or(duration_ps, |d| d.max(0)),
+            _ => duration_ps,
+        };
+        *rec = OpRec::new(name, module, li as u32, i as u32, op_ps);
+    }
+    line.release_stats(range.clone());
+    PieceOps { names, len: range.len(), places, launches }
+}
+
 /// The kernels of a GPU device whose `hlo_op` is a command buffer, noted while its
-/// op records are built, then credited to their own instructions
+/// op records are built ([`device_ops_in`]), then credited to their own instructions
 /// ([`crate::command_buffer`]).
 struct Buffers<'a> {
     owners: KernelOwners<'a>,
     plane: &'a Plane,
-    look: StatLookup<2>,
-    /// Per (op, module) met: whether the op is a command buffer (no instruction).
-    foreign: FastMap<(u32, u32), bool>,
-    /// The last (op, module) looked up and its answer.
-    last: Option<(u32, u32, bool)>,
     /// Each distinct place a kernel ran at, and its index in `places`.
     place_ids: FastMap<Place, u32>,
     places: Vec<Place>,
@@ -268,48 +356,31 @@ struct Place {
 }
 
 impl<'a> Buffers<'a> {
-    fn new(hlo: &'a HloModules, plane: &'a Plane, keys: &Keys) -> Buffers<'a> {
+    fn new(hlo: &'a HloModules, plane: &'a Plane) -> Buffers<'a> {
         Buffers {
             owners: KernelOwners::new(hlo),
             plane,
-            look: plane.stat_lookup([keys.cuda_graph_id, keys.cuda_graph_node_id]),
-            foreign: FastMap::default(),
-            last: None,
             place_ids: FastMap::default(),
             places: Vec::new(),
             launches: Vec::new(),
         }
     }
 
-    /// Notes record `rec` (event `i` of `line`, op `op` of module `module`) when its
-    /// op is a command buffer.
-    fn note(&mut self, names: &Interner<'a>, rec: usize, op: u32, module: u32, line: &Line, i: usize) {
-        let foreign = match self.last {
-            Some((o, m, f)) if (o, m) == (op, module) => f,
-            _ => {
-                let owners = &mut self.owners;
-                let f = *self
-                    .foreign
-                    .entry((op, module))
-                    .or_insert_with(|| owners.is_foreign(names.names[module as usize], names.names[op as usize]));
-                self.last = Some((op, module, f));
-                f
-            }
-        };
-        if !foreign {
-            return;
-        }
-        let [graph, node] = self.plane.stats_of(&self.look, line, i);
-        let int = |s: Option<Stat>| s.and_then(|s| self.plane.stat_i64(&s));
-        let place = Place { op, module, graph: int(graph), node: int(node), meta: line.meta(i) };
-        let places = &mut self.places;
-        let id = *self.place_ids.entry(place).or_insert_with(|| {
-            places.push(place);
-            places.len() as u32 - 1
-        });
-        self.launches.push((rec as u32, id));
+    /// Adds a piece's places and launches, its name ids made the device's by `ids`.
+    fn join(&mut self, ids: &[u32], places: Vec<Place>, launches: Vec<(u32, u32)>) {
+        let to_mine: Vec<u32> = places
+            .into_iter()
+            .map(|p| {
+                let place = Place { op: ids[p.op as usize], module: ids[p.module as usize], ..p };
+                let places = &mut self.places;
+                *self.place_ids.entry(place).or_insert_with(|| {
+                    places.push(place);
+                    places.len() as u32 - 1
+                })
+            })
+            .collect();
+        self.launches.extend(launches.into_iter().map(|(rec, p)| (rec, to_mine[p as usize])));
     }
-
     /// Renames the noted records after the instructions their kernels computed.
     fn credit(mut self, b: &mut OpsBuilder<'a>) {
         // Places by graph (op, module, graph), then node.

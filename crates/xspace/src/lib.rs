@@ -14,6 +14,7 @@ pub mod hlo;
 mod mem;
 pub mod model;
 pub mod pprof;
+mod stat_wire;
 pub mod trace_json;
 mod wire;
 pub mod xplane;

@@ -19,6 +19,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::column::{Column, BLOCK};
+use crate::stat_wire::{id_bit, WireAt, WireWalk};
 
 /// The bytes a profile was decoded from: a memory-mapped file or an owned buffer.
 pub enum Source {
@@ -324,9 +325,13 @@ impl PackedStat {
 
 /// The stats of one event, as [`Stat`]s (see [`Line::event_stats`]).
 #[derive(Clone)]
-pub struct EventStats<'a> {
-    packed: std::slice::Iter<'a, PackedStat>,
-    wide: &'a Wide,
+pub struct EventStats<'a>(Walk<'a>);
+
+/// One event's stats, packed or in the file.
+#[derive(Clone)]
+enum Walk<'a> {
+    Packed(PackedWalk<'a>),
+    Wire(WireWalk<'a>),
 }
 
 impl Iterator for EventStats<'_> {
@@ -334,15 +339,270 @@ impl Iterator for EventStats<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<Stat> {
-        self.packed.next().map(|p| p.unpack(self.wide))
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        self.packed.size_hint()
+        match &mut self.0 {
+            Walk::Packed(w) => w.next_meta().map(|(_, at)| w.stat(at)),
+            Walk::Wire(w) => w.next_meta().map(|(_, at)| w.stat(at)),
+        }
     }
 }
 
-impl ExactSizeIterator for EventStats<'_> {}
+/// An event's own stats walked by metadata index first, each value read only when
+/// asked for ([`Plane::stats_of`] and its kin).
+trait StatWalk {
+    /// Where a stat is, for [`StatWalk::stat`].
+    type At: Copy;
+    /// The next stat's dense metadata index.
+    fn next_meta(&mut self) -> Option<(u32, Self::At)>;
+    /// The stat at `at`.
+    fn stat(&self, at: Self::At) -> Stat;
+}
+
+/// The packed stats of one event.
+#[derive(Clone)]
+struct PackedWalk<'a> {
+    packed: std::slice::Iter<'a, PackedStat>,
+    wide: &'a Wide,
+}
+
+impl StatWalk for PackedWalk<'_> {
+    type At = PackedStat;
+
+    #[inline(always)]
+    fn next_meta(&mut self) -> Option<(u32, PackedStat)> {
+        self.packed.next().map(|&p| (p.meta(self.wide), p))
+    }
+
+    #[inline(always)]
+    fn stat(&self, at: PackedStat) -> Stat {
+        at.unpack(self.wide)
+    }
+}
+
+impl StatWalk for WireWalk<'_> {
+    type At = WireAt;
+
+    #[inline(always)]
+    fn next_meta(&mut self) -> Option<(u32, WireAt)> {
+        WireWalk::next_meta(self)
+    }
+
+    #[inline(always)]
+    fn stat(&self, at: WireAt) -> Stat {
+        WireWalk::stat(self, at)
+    }
+}
+
+/// Runs `$body` with `$w` bound to event `$i`'s [`StatWalk`] on `$line`, for either
+/// kind of line stats (one copy of `$body` each, so the walk inlines).
+macro_rules! with_walk {
+    ($line:expr, $i:expr, |$w:ident| $body:expr) => {
+        match &$line.stats {
+            LineStats::Packed(p) => {
+                #[allow(unused_mut)]
+                let mut $w = p.walk($i);
+                $body
+            }
+            LineStats::Wire(x) => {
+                #[allow(unused_mut)]
+                let mut $w = x.walk($i);
+                $body
+            }
+        }
+    };
+}
+
+/// Where a line keeps its events' stats.
+#[derive(Clone, Debug)]
+pub(crate) enum LineStats {
+    /// Decoded and packed: made by readers that build stats (trace JSON, tests), and
+    /// by the XSpace reader for lines with a stat it had to expand or could not leave
+    /// in the file.
+    Packed(PackedStats),
+    /// Left in the file, read when asked for: XSpace lines whose stats are all
+    /// canonical (`stat_wire`).
+    Wire(WireStats),
+}
+
+impl Default for LineStats {
+    fn default() -> Self {
+        LineStats::Packed(PackedStats::default())
+    }
+}
+
+/// A line's stats decoded and packed.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PackedStats {
+    /// `start[i]..start[i+1]` is event i's range in `stats`; len = events + 1 (empty
+    /// before the first event).
+    pub(crate) start: Column,
+    /// Event stats, packed.
+    pub(crate) stats: Vec<PackedStat>,
+    /// Stats too wide to pack: strings, bytes, large integers.
+    pub(crate) wide: Wide,
+}
+
+impl PackedStats {
+    /// Room for about `stats` stats of `events` events.
+    pub(crate) fn with_capacity(events: usize, stats: usize) -> PackedStats {
+        PackedStats {
+            start: Column::with_capacity(events + 1),
+            stats: Vec::with_capacity(stats),
+            wide: Wide::default(),
+        }
+    }
+
+    #[inline(always)]
+    fn walk(&self, i: usize) -> PackedWalk<'_> {
+        let (from, to) = self.start.get_pair(i);
+        let packed = self.stats.get(from as usize..to as usize).unwrap_or(&[]).iter();
+        PackedWalk { packed, wide: &self.wide }
+    }
+
+    /// Number of stats.
+    pub(crate) fn len(&self) -> usize {
+        self.stats.len()
+    }
+
+    /// Where the stats end, packed and wide, for [`PackedStats::truncate`].
+    #[inline]
+    pub(crate) fn mark(&self) -> [usize; 3] {
+        [self.stats.len(), self.wide.nums.len(), self.wide.stats.len()]
+    }
+
+    /// Drops the stats pushed since `mark` was taken.
+    pub(crate) fn truncate(&mut self, mark: [usize; 3]) {
+        self.stats.truncate(mark[0]);
+        self.wide.nums.truncate(mark[1]);
+        self.wide.stats.truncate(mark[2]);
+    }
+
+    /// Appends one stat of the event being read (then [`PackedStats::end_event`]).
+    #[inline]
+    pub(crate) fn push(&mut self, s: Stat) {
+        self.push_value(s.meta(), s.value());
+    }
+
+    /// [`PackedStats::push`] of the stat (`meta`, `value`).
+    #[inline]
+    pub(crate) fn push_value(&mut self, meta: u32, value: StatValue) {
+        self.stats.push(PackedStat::pack(meta, value, &mut self.wide));
+    }
+
+    /// Closes the event whose stats were pushed last.
+    #[inline]
+    pub(crate) fn end_event(&mut self) {
+        if self.start.is_empty() {
+            self.start.push(0);
+        }
+        self.start.push(self.stats.len() as i64);
+    }
+
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.start.shrink_to_fit();
+        self.stats.shrink_to_fit();
+        self.wide.shrink_to_fit();
+    }
+
+    /// Appends `next`'s stats (those of the events after ours).
+    fn append(&mut self, mut next: PackedStats) {
+        // next's wide stats go after ours: move its indexes into that table.
+        let (nums, wides) = (self.wide.nums.len() as u64, self.wide.stats.len() as u64);
+        if !next.wide.nums.is_empty() || !next.wide.stats.is_empty() {
+            for s in &mut next.stats {
+                if s.0 & PACKED_WIDE != 0 {
+                    s.0 += (if s.wide_number() { nums } else { wides }) << 24;
+                }
+            }
+        }
+        self.wide.nums.extend_from_slice(&next.wide.nums);
+        self.wide.stats.extend_from_slice(&next.wide.stats);
+        // Both start columns begin at 0 and end at their stat count.
+        let stat_base = self.stats.len() as i64;
+        self.stats.extend_from_slice(&next.stats);
+        drop(next.stats);
+        if self.start.is_empty() {
+            self.start.push(0);
+        }
+        if !next.start.is_empty() {
+            self.start.pop();
+            next.start.add_saturating(stat_base);
+            self.start.append(next.start);
+        }
+    }
+}
+
+/// A line's stats left in the file: each event's stat fields by position.
+#[derive(Clone)]
+pub(crate) struct WireStats {
+    /// Where event i's stats start in the source.
+    pub(crate) from: Column,
+    /// Their length in bytes.
+    pub(crate) len: Column,
+    /// The distinct sets of stat metadata ids the events have (folded to 64 bits,
+    /// [`crate::stat_wire::id_bit`]), and each event's index into them.
+    pub(crate) id_sets: Vec<u64>,
+    pub(crate) id_set: Column,
+    pub(crate) source: Arc<Source>,
+    /// The plane's stat metadata ids.
+    pub(crate) ids: Arc<IdMap>,
+}
+
+impl std::fmt::Debug for WireStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireStats").field("events", &self.from.len()).finish()
+    }
+}
+
+impl WireStats {
+    /// Event `i`'s set of stat ids.
+    #[inline(always)]
+    fn ids_of(&self, i: usize) -> u64 {
+        self.id_sets.get(self.id_set.get(i) as usize).copied().unwrap_or(u64::MAX)
+    }
+
+    /// Appends `next`'s events (those after ours).
+    fn append(&mut self, next: WireStats) {
+        self.from.append(next.from);
+        self.len.append(next.len);
+        // next's id sets, as indexes into ours.
+        let mut to_mine = Vec::with_capacity(next.id_sets.len());
+        for set in next.id_sets {
+            to_mine.push(match self.id_sets.iter().position(|&s| s == set) {
+                Some(k) => k as i64,
+                None => {
+                    self.id_sets.push(set);
+                    self.id_sets.len() as i64 - 1
+                }
+            });
+        }
+        let same = to_mine.iter().enumerate().all(|(k, &m)| k as i64 == m);
+        if same {
+            self.id_set.append(next.id_set);
+        } else {
+            let moved = next.id_set.iter().map(|k| to_mine.get(k as usize).copied().unwrap_or(0));
+            self.id_set.append(moved.collect());
+        }
+    }
+
+    #[inline(always)]
+    fn walk(&self, i: usize) -> WireWalk<'_> {
+        let (at, len) = (self.from.get(i) as usize, self.len.get(i) as usize);
+        WireWalk { buf: &self.source, at, end: at + len, ids: &self.ids }
+    }
+
+    /// The stats as packed ones.
+    fn packed(&self) -> PackedStats {
+        let mut p = PackedStats::with_capacity(self.from.len(), 0);
+        for i in 0..self.from.len() {
+            let mut w = self.walk(i);
+            while let Some((_, at)) = w.next_meta() {
+                p.push(w.stat(at));
+            }
+            p.end_event();
+        }
+        p
+    }
+}
 
 /// Metadata shared by all events of one kind (an XEventMetadata).
 #[derive(Clone, Debug, Default)]
@@ -382,12 +642,8 @@ pub struct Line {
     pub(crate) durations: Column,
     /// Dense indexes into [`Plane::event_meta`] (read them with [`Line::meta`]).
     pub(crate) metas: Column,
-    /// `stat_start[i]..stat_start[i+1]` is event i's range in `stats`; len = events + 1.
-    pub(crate) stat_start: Column,
-    /// Event stats, packed (read them with [`Line::event_stats`]).
-    pub(crate) stats: Vec<PackedStat>,
-    /// Stats too wide to pack: strings, bytes, large integers.
-    pub(crate) wide: Wide,
+    /// Event stats (read them with [`Line::event_stats`]).
+    pub(crate) stats: LineStats,
 }
 
 impl Line {
@@ -437,62 +693,92 @@ impl Line {
     /// Stats stored on event `i` itself (not those on its metadata).
     #[inline]
     pub fn event_stats(&self, i: usize) -> EventStats<'_> {
-        EventStats { packed: self.stats[self.stat_range(i)].iter(), wide: &self.wide }
-    }
-
-    /// Event `i`'s range in `stats`.
-    #[inline]
-    fn stat_range(&self, i: usize) -> Range<usize> {
-        let (from, to) = self.stat_start.get_pair(i);
-        from as usize..to as usize
+        EventStats(match &self.stats {
+            LineStats::Packed(p) => Walk::Packed(p.walk(i)),
+            LineStats::Wire(x) => Walk::Wire(x.walk(i)),
+        })
     }
 
     /// Bytes the line's columns hold (capacity included): starts and lengths, metadata
-    /// indexes, stat ranges, and stats.
+    /// indexes, stat ranges (or positions), and packed and wide stats.
     pub fn heap_bytes(&self) -> [usize; 5] {
-        [
-            self.starts.heap_bytes() + self.durations.heap_bytes(),
-            self.metas.heap_bytes(),
-            self.stat_start.heap_bytes(),
-            self.stats.capacity() * 8,
-            self.wide.heap_bytes(),
-        ]
+        let stats = match &self.stats {
+            LineStats::Packed(p) => [p.start.heap_bytes(), p.stats.capacity() * 8, p.wide.heap_bytes()],
+            LineStats::Wire(x) => [x.from.heap_bytes() + x.len.heap_bytes() + x.id_set.heap_bytes(), 0, 0],
+        };
+        [self.starts.heap_bytes() + self.durations.heap_bytes(), self.metas.heap_bytes(), stats[0], stats[1], stats[2]]
     }
 
     /// Number of event stats on the line.
     pub fn stat_count(&self) -> usize {
-        self.stats.len()
+        match &self.stats {
+            LineStats::Packed(p) => p.len(),
+            LineStats::Wire(_) => (0..self.len()).map(|i| self.event_stats(i).count()).sum(),
+        }
     }
 
-    /// Appends one stat of the event being read (readers: then [`Line::end_event`]).
-    #[inline]
-    pub(crate) fn push_stat(&mut self, s: Stat) {
-        self.push_stat_value(s.meta(), s.value());
+    /// A superset of event `i`'s stat metadata ids, folded to 64 bits (all bits for a
+    /// line that does not know).
+    #[inline(always)]
+    fn stat_ids_of(&self, i: usize) -> u64 {
+        match &self.stats {
+            LineStats::Packed(_) => u64::MAX,
+            LineStats::Wire(x) => x.ids_of(i),
+        }
     }
 
-    /// Where the line's stats end, packed and wide, for [`Line::truncate_stats`].
-    #[inline]
-    pub(crate) fn stats_mark(&self) -> [usize; 3] {
-        [self.stats.len(), self.wide.nums.len(), self.wide.stats.len()]
+    /// Tells the kernel that the stats of `events` were read and are not needed soon
+    /// ([`Source::release`]): for scans over many events, so that the file's pages
+    /// they read do not all stay resident at once. Reading them again maps them again.
+    /// A no-op for stats not in the file.
+    pub fn release_stats(&self, events: Range<usize>) {
+        let LineStats::Wire(x) = &self.stats else { return };
+        if events.start >= events.end || events.end > self.len() {
+            return;
+        }
+        let last = events.end - 1;
+        let end = (x.from.get(last) + x.len.get(last)) as usize;
+        x.source.release(x.from.get(events.start) as usize..end);
     }
 
-    /// Drops the stats pushed since `mark` was taken.
-    pub(crate) fn truncate_stats(&mut self, mark: [usize; 3]) {
-        self.stats.truncate(mark[0]);
-        self.wide.nums.truncate(mark[1]);
-        self.wide.stats.truncate(mark[2]);
+    /// Each event's first stat's index in the packed stats, and the stat count last
+    /// (empty for stats in the file).
+    #[cfg(test)]
+    pub(crate) fn stat_starts(&self) -> Vec<i64> {
+        match &self.stats {
+            LineStats::Packed(p) => p.start.to_vec(),
+            LineStats::Wire(_) => Vec::new(),
+        }
     }
 
-    /// [`Line::push_stat`] of the stat (`meta`, `value`).
-    #[inline]
-    pub(crate) fn push_stat_value(&mut self, meta: u32, value: StatValue) {
-        self.stats.push(PackedStat::pack(meta, value, &mut self.wide));
+    /// Whether the line's stats are still in the file (read when asked for).
+    pub fn stats_in_file(&self) -> bool {
+        matches!(self.stats, LineStats::Wire(_))
+    }
+
+    /// Makes the line's stats packed ones (a line about to take stats the file does
+    /// not hold).
+    fn pack_stats(&mut self) {
+        if let LineStats::Wire(x) = &self.stats {
+            self.stats = LineStats::Packed(x.packed());
+        }
+    }
+
+    /// The line's packed stats, packing them first if they are in the file.
+    fn packed_mut(&mut self) -> &mut PackedStats {
+        self.pack_stats();
+        match &mut self.stats {
+            LineStats::Packed(p) => p,
+            // pack_stats left no other kind.
+            LineStats::Wire(_) => unreachable!("stats packed above"),
+        }
     }
 
     /// Moves the arena offsets of the line's string stats `base` bytes further (readers
     /// that append a line's strings to its plane's arena).
     pub(crate) fn rebase_arena(&mut self, base: u64) {
-        for s in &mut self.wide.stats {
+        let LineStats::Packed(p) = &mut self.stats else { return };
+        for s in &mut p.wide.stats {
             if let StatValue::Str(sp) = s.value() {
                 if let Some(moved) = sp.arena_shifted(base) {
                     *s = Stat::new(s.meta(), StatValue::Str(moved));
@@ -504,7 +790,8 @@ impl Line {
     /// Appends the events of `next`, the following part of the same line read
     /// separately (its header fields, where set, win, as a later field would). Its
     /// string stats must already point into the same arena ([`Line::rebase_arena`]).
-    /// Cheap when this part holds a multiple of [`BLOCK`] events.
+    /// Cheap when this part holds a multiple of [`BLOCK`] events and both keep their
+    /// stats the same way.
     pub(crate) fn append_part(&mut self, mut next: Line) {
         fn later<T: Default + PartialEq>(mine: &mut T, next: &mut T) {
             if *next != T::default() {
@@ -517,24 +804,16 @@ impl Line {
         later(&mut self.display_name, &mut next.display_name);
         later(&mut self.timestamp_ns, &mut next.timestamp_ns);
         later(&mut self.line_duration_ps, &mut next.line_duration_ps);
-        // next's wide stats go after ours: move its indexes into that table.
-        let (nums, wides) = (self.wide.nums.len() as u64, self.wide.stats.len() as u64);
-        if !next.wide.nums.is_empty() || !next.wide.stats.is_empty() {
-            for s in &mut next.stats {
-                if s.0 & PACKED_WIDE != 0 {
-                    s.0 += (if s.wide_number() { nums } else { wides }) << 24;
-                }
+        match (&mut self.stats, next.stats) {
+            (LineStats::Wire(mine), LineStats::Wire(theirs)) => mine.append(theirs),
+            (_, theirs) => {
+                let theirs = match theirs {
+                    LineStats::Packed(p) => p,
+                    LineStats::Wire(x) => x.packed(),
+                };
+                self.packed_mut().append(theirs);
             }
         }
-        self.wide.nums.extend_from_slice(&next.wide.nums);
-        self.wide.stats.extend_from_slice(&next.wide.stats);
-        // Both stat_start columns begin at 0 and end at their stat count.
-        let stat_base = self.stats.len() as i64;
-        self.stats.extend_from_slice(&next.stats);
-        drop(next.stats);
-        self.stat_start.pop();
-        next.stat_start.add_saturating(stat_base);
-        self.stat_start.append(next.stat_start);
         self.starts.append(next.starts);
         self.durations.append(next.durations);
         self.metas.append(next.metas);
@@ -543,21 +822,28 @@ impl Line {
     /// Reorders the events as `order` lists them (indexes of the current events).
     pub(crate) fn permute(&mut self, order: &[u32]) {
         let pick = |col: &Column| order.iter().map(|&i| col.get(i as usize)).collect::<Column>();
-        let start = pick(&self.starts);
-        let dur = pick(&self.durations);
-        let metas = order.iter().map(|&i| self.metas.get(i as usize)).collect();
-        let mut stats = Vec::with_capacity(self.stats.len());
-        let mut stat_start = Column::with_capacity(order.len() + 1);
-        stat_start.push(0);
-        for &i in order {
-            stats.extend_from_slice(&self.stats[self.stat_range(i as usize)]);
-            stat_start.push(stats.len() as i64);
+        self.starts = pick(&self.starts);
+        self.durations = pick(&self.durations);
+        self.metas = pick(&self.metas);
+        match &mut self.stats {
+            LineStats::Packed(p) => {
+                let mut stats = Vec::with_capacity(p.stats.len());
+                let mut start = Column::with_capacity(order.len() + 1);
+                start.push(0);
+                for &i in order {
+                    let (from, to) = p.start.get_pair(i as usize);
+                    stats.extend_from_slice(p.stats.get(from as usize..to as usize).unwrap_or(&[]));
+                    start.push(stats.len() as i64);
+                }
+                p.stats = stats;
+                p.start = start;
+            }
+            LineStats::Wire(x) => {
+                x.from = pick(&x.from);
+                x.len = pick(&x.len);
+                x.id_set = pick(&x.id_set);
+            }
         }
-        self.starts = start;
-        self.durations = dur;
-        self.metas = metas;
-        self.stats = stats;
-        self.stat_start = stat_start;
     }
 
     /// End of event `i`, ps.
@@ -623,22 +909,22 @@ impl Line {
 
     /// Appends an event (used by readers).
     pub fn push_event(&mut self, start_ps: i64, duration_ps: i64, meta: u32, stats: &[Stat]) {
-        if self.stat_start.is_empty() {
-            self.stat_start.push(self.stats.len() as i64);
+        let packed = self.packed_mut();
+        for s in stats {
+            packed.push(*s);
         }
+        packed.end_event();
         self.starts.push(start_ps);
         self.durations.push(duration_ps);
         self.metas.push(i64::from(meta));
-        for s in stats {
-            self.push_stat(*s);
-        }
-        self.stat_start.push(self.stats.len() as i64);
     }
 
-    /// Makes `stat_start` valid for a line with no events.
+    /// Makes the stat ranges valid for a line with no events.
     pub fn finish(&mut self) {
-        if self.stat_start.is_empty() {
-            self.stat_start.push(0);
+        if let LineStats::Packed(p) = &mut self.stats {
+            if p.start.is_empty() {
+                p.start.push(0);
+            }
         }
     }
 }
@@ -758,7 +1044,15 @@ impl Plane {
         let distinct = slot.iter().filter(|&&k| k != NO_SLOT).count();
         let any_same = same.iter().any(Option::is_some);
         let any_meta_has = meta_has.iter().any(|&h| h);
-        StatLookup { slot, same, any_same, any_meta_has, distinct, meta_has }
+        let mut key_bits = [0u64; N];
+        let mut distinct_keys = keys.iter().enumerate().filter(|(k, key)| key.is_some() && same[*k].is_none());
+        for bits in key_bits.iter_mut() {
+            let Some((_, Some(key))) = distinct_keys.next() else { break };
+            // The bit of the id that maps to this key's metadata; any id when unknown.
+            *bits = self.stat_meta.get(*key as usize).map_or(u64::MAX, |m| id_bit(m.id as u64));
+        }
+        let key_ids = key_bits.iter().fold(0, |a, b| a | b);
+        StatLookup { slot, same, any_same, any_meta_has, distinct, key_bits, key_ids, meta_has }
     }
 
     /// What [`Plane::event_stats_of`] returns for `look`'s keys, found by one table
@@ -767,21 +1061,9 @@ impl Plane {
     #[inline]
     pub fn stats_of<const N: usize>(&self, look: &StatLookup<N>, line: &Line, i: usize) -> [Option<Stat>; N] {
         let mut out = [None; N];
-        let mut left = look.distinct;
-        if left == 0 {
-            return out;
-        }
-        for p in &line.stats[line.stat_range(i)] {
-            let k = look.slot.get(p.meta(&line.wide) as usize).copied().unwrap_or(NO_SLOT) as usize;
-            if let Some(o @ None) = out.get_mut(k) {
-                *o = Some(p.unpack(&line.wide));
-                left -= 1;
-                if left == 0 {
-                    break;
-                }
-            }
-        }
-        if left > 0 {
+        let want = look.possible(line.stat_ids_of(i));
+        let found = if want > 0 { with_walk!(line, i, |w| look.own_into(&mut w, &mut out, want)) } else { 0 };
+        if found < look.distinct {
             self.fill_from_metadata(look, line.meta(i), &mut out);
         }
         look.copy_same(&mut out);
@@ -789,15 +1071,24 @@ impl Plane {
     }
 
     /// Whether [`Plane::stats_of`] finds any of `look`'s keys for event `i`, found
-    /// without unpacking a stat: for scans that skip most events.
+    /// without reading a stat's value: for scans that skip most events.
     #[inline]
     pub fn has_any_of<const N: usize>(&self, look: &StatLookup<N>, line: &Line, i: usize) -> bool {
         if look.distinct == 0 {
             return false;
         }
-        let wanted = |p: &PackedStat| look.slot.get(p.meta(&line.wide) as usize).is_some_and(|&k| k != NO_SLOT);
-        line.stats[line.stat_range(i)].iter().any(wanted)
-            || (look.any_meta_has && look.meta_has.get(line.meta(i) as usize).copied().unwrap_or(false))
+        let own = look.possible(line.stat_ids_of(i)) > 0
+            && with_walk!(line, i, |w| {
+                let mut hit = false;
+                while let Some((meta, _)) = w.next_meta() {
+                    if look.slot.get(meta as usize).is_some_and(|&k| k != NO_SLOT) {
+                        hit = true;
+                        break;
+                    }
+                }
+                hit
+            });
+        own || (look.any_meta_has && look.meta_has.get(line.meta(i) as usize).copied().unwrap_or(false))
     }
 
     /// Fills `out`'s empty slots from metadata `meta`'s stats, where they hold any of
@@ -827,18 +1118,9 @@ impl Plane {
         i: usize,
     ) -> Option<[Option<Stat>; N]> {
         let mut out = [None; N];
-        let mut left = look.distinct;
-        for p in &line.stats[line.stat_range(i)] {
-            if left == 0 {
-                break;
-            }
-            let k = look.slot.get(p.meta(&line.wide) as usize).copied().unwrap_or(NO_SLOT) as usize;
-            if let Some(o @ None) = out.get_mut(k) {
-                *o = Some(p.unpack(&line.wide));
-                left -= 1;
-            }
-        }
-        (left < look.distinct).then_some(out)
+        let want = look.possible(line.stat_ids_of(i));
+        let found = if want > 0 { with_walk!(line, i, |w| look.own_into(&mut w, &mut out, want)) } else { 0 };
+        (found > 0).then_some(out)
     }
 
     /// Completes `own` ([`Plane::own_stats_of`] of an event of metadata `meta`, or
@@ -869,19 +1151,20 @@ impl Plane {
         if left == 0 {
             return out;
         }
-        // Matches the packed words' metadata first; only a hit is unpacked.
-        for p in &line.stats[line.stat_range(i)] {
-            let meta = p.meta(&line.wide);
-            for (k, o) in keys.iter().zip(out.iter_mut()) {
-                if o.is_none() && *k == Some(meta) {
-                    *o = Some(p.unpack(&line.wide));
-                    left -= 1;
+        // Matches the stats' metadata first; only a hit's value is read.
+        with_walk!(line, i, |w| {
+            while let Some((meta, at)) = w.next_meta() {
+                for (k, o) in keys.iter().zip(out.iter_mut()) {
+                    if o.is_none() && *k == Some(meta) {
+                        *o = Some(w.stat(at));
+                        left -= 1;
+                    }
+                }
+                if left == 0 {
+                    return out;
                 }
             }
-            if left == 0 {
-                return out;
-            }
-        }
+        });
         for s in self.metadata_stats(line.meta(i)) {
             for (k, o) in keys.iter().zip(out.iter_mut()) {
                 if o.is_none() && *k == Some(s.meta()) {
@@ -977,11 +1260,42 @@ pub struct StatLookup<const N: usize> {
     any_meta_has: bool,
     /// Number of distinct keys.
     distinct: usize,
+    /// Each distinct key's metadata id bit ([`crate::stat_wire::id_bit`]), and all of them.
+    key_bits: [u64; N],
+    key_ids: u64,
     /// Per event metadata: whether its stats hold any key.
     meta_has: Vec<bool>,
 }
 
 impl<const N: usize> StatLookup<N> {
+    /// Fills `out` with the first stat of each key among the event stats `walk` gives,
+    /// stopping once `want` keys are found; returns how many were.
+    #[inline(always)]
+    fn own_into<W: StatWalk>(&self, walk: &mut W, out: &mut [Option<Stat>; N], want: usize) -> usize {
+        let mut found = 0;
+        while let Some((meta, at)) = walk.next_meta() {
+            let k = self.slot.get(meta as usize).copied().unwrap_or(NO_SLOT) as usize;
+            if let Some(o @ None) = out.get_mut(k) {
+                *o = Some(walk.stat(at));
+                found += 1;
+                if found == want {
+                    break;
+                }
+            }
+        }
+        found
+    }
+
+    /// How many of the keys an event whose stat ids fold to `ids` may have: those whose
+    /// bit it has (at most the number of distinct keys).
+    #[inline(always)]
+    fn possible(&self, ids: u64) -> usize {
+        if ids & self.key_ids == 0 {
+            return 0;
+        }
+        self.key_bits[..self.distinct].iter().filter(|&&b| ids & b != 0).count()
+    }
+
     /// Gives each slot asking for an earlier slot's key that slot's stat.
     #[inline(always)]
     fn copy_same(&self, out: &mut [Option<Stat>; N]) {
@@ -1150,7 +1464,8 @@ mod tests {
         // 0.1 (NaN's low mantissa bits are zero), the three spans, and the two metadata
         // indexes past 20 bits.
         // (2^39, i64::MIN/MAX, 2^40, u64::MAX and 0.1 as bare numbers.)
-        assert_eq!((line.wide.nums.len(), line.wide.stats.len()), (6, 5), "{:?}", line.wide);
+        let LineStats::Packed(p) = &line.stats else { panic!("packed") };
+        assert_eq!((p.wide.nums.len(), p.wide.stats.len()), (6, 5), "{:?}", p.wide);
         // Reordering keeps each event's stats with it.
         line.permute(&[2, 0, 1]);
         assert_eq!(line.event_stats(0).count(), values.len() - 10);

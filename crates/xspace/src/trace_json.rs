@@ -1535,7 +1535,7 @@ mod tests {
             ]
         );
         for line in &p.lines {
-            assert_eq!(line.stat_start.len(), line.len() + 1);
+            assert_eq!(line.stat_starts().len(), line.len() + 1);
         }
     }
 
@@ -1593,7 +1593,7 @@ mod tests {
         assert_eq!(stat(p, l, 0, "b"), None);
         assert_eq!(stat(p, l, 1, "b"), Some(StatValue::I64(2)));
         assert_eq!(stat(p, l, 1, "c"), Some(StatValue::I64(3)));
-        assert_eq!(l.event_stats(2).len(), 1);
+        assert_eq!(l.event_stats(2).count(), 1);
         assert_eq!(stat(p, l, 3, "z"), Some(StatValue::I64(1)));
         assert_eq!(events(p, &p.lines[1]), [("other".into(), 13_000_000, 0)]);
         assert_eq!(space.event_count(), 5);
@@ -1619,9 +1619,9 @@ mod tests {
         assert_eq!(stat(p, l, 0, "n"), Some(StatValue::I64(1)));
         assert_eq!(p.stat_str(&l.event_stats(0).nth(1).unwrap()), Some("one"));
         assert_eq!(stat(p, l, 1, "n"), Some(StatValue::I64(4)));
-        assert_eq!(l.event_stats(2).len(), 0);
+        assert_eq!(l.event_stats(2).count(), 0);
         assert_eq!(stat(p, l, 3, "n"), Some(StatValue::I64(3)));
-        assert_eq!(l.stat_start, [0, 2, 3, 3, 4]);
+        assert_eq!(l.stat_starts(), [0, 2, 3, 3, 4]);
         // Names and stat names are interned once per plane.
         assert_eq!(p.event_meta.len(), 4);
         assert_eq!(p.stat_meta.len(), 2);
@@ -1653,7 +1653,7 @@ mod tests {
         assert_eq!(s("big"), Some(StatValue::F64(1e300)));
         // Repeated string values share one copy.
         assert_eq!(s("s"), s("rep"));
-        assert_eq!(l.event_stats(0).len(), 10);
+        assert_eq!(l.event_stats(0).count(), 10);
     }
 
     #[test]

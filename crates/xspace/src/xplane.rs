@@ -19,9 +19,17 @@ use crate::column::{Column, BLOCK};
 use crate::error::{Error, Result};
 use crate::mem::prefault_spare;
 use crate::model::{
-    EventMeta, Format, IdMap, Line, Plane, Progress, Source, Space, Span, Stat, StatMeta, StatValue, MAX_STAT_LEN,
+    EventMeta, Format, IdMap, Line, LineStats, PackedStats, Plane, Progress, Source, Space, Span, Stat, StatMeta,
+    StatValue, WireStats,
 };
-use crate::wire::{Wire, WireError, WireResult, FIXED64, LEN, VARINT};
+use crate::stat_wire::{
+    canonical_stat, event_header, resolve, stat_fields, stats_stay_in_file, varint_in, Raw, KEY_DURATION, KEY_META,
+    KEY_OFFSET, KEY_STAT, UNKNOWN_META,
+};
+use crate::wire::{Wire, WireError, WireResult, LEN};
+
+/// Whether lines leave canonical stats in the file (see [`crate::stat_wire`]).
+const STATS_IN_FILE: bool = true;
 
 /// Decoded lines give their bytes back to the kernel every this many bytes
 /// ([`Source::release`]).
@@ -44,9 +52,6 @@ const EVENT_KEY: u8 = 4 << 3 | LEN;
 
 /// Lines shorter than this are never read in parts ([`decode_line_split`]).
 const SPLIT_LINE_BYTES: usize = 16 << 20;
-
-/// Dense index used for an event whose metadata id the plane does not define.
-const UNKNOWN_META: u32 = u32::MAX;
 
 /// Most bytes a single gzip-compressed string stat may expand to.
 const MAX_GUNZIP_BYTES: u64 = 256 << 20;
@@ -250,11 +255,13 @@ fn decode_plane(
     }
     plane.arena = arena;
 
+    let stat_ids = Arc::new(stat_ids);
+    let cx = LineCtx { w, event_ids: &event_ids, stat_ids: &stat_ids, source, stats_in_file: STATS_IN_FILE };
     let decoded: Vec<WireResult<Decoded>> = parts
         .lines
         .par_iter()
         .map(|r| {
-            let line = decode_line(&w, r.clone(), split_bytes, &event_ids, &stat_ids, source);
+            let line = decode_line(&cx, r.clone(), split_bytes);
             progress.add(r.len() as u64);
             line
         })
@@ -304,211 +311,66 @@ fn span(r: Range<usize>) -> Span {
     Span::source(r.start as u64, (r.end - r.start).min(u32::MAX as usize) as u32)
 }
 
-/// The usual stat, `buf[from..to]`, read straight through: metadata id, then one
-/// `uint64`, `int64` or `ref` value, nothing else. `None` for any other shape (or
-/// damage): the full reader then reads it, and reports what is wrong. Works with
-/// positions in registers: it runs once per stat, the most frequent message of a
-/// profile.
-#[inline(always)]
-fn integer_stat(buf: &[u8], from: usize, to: usize, stat_ids: &IdMap) -> Option<(u32, StatValue)> {
-    if from >= to || buf[from] != KEY_META {
-        return None;
-    }
-    let (id, at) = varint_in(buf, from + 1, to)?;
-    if at >= to {
-        return None;
-    }
-    let key = buf[at];
-    let (v, at) = varint_in(buf, at + 1, to)?;
-    if at != to {
-        return None;
-    }
-    Some((stat_ids.get(id as i64).unwrap_or(UNKNOWN_META), integer_value(key, v, stat_ids)?))
-}
-
-/// The value of a stat whose value field has key `key` and varint `v`: `uint64`,
-/// `int64` or `ref`; `None` for any other key.
-#[inline(always)]
-fn integer_value(key: u8, v: u64, stat_ids: &IdMap) -> Option<StatValue> {
-    match key {
-        KEY_U64 => Some(StatValue::U64(v)),
-        KEY_I64 => Some(StatValue::I64(v as i64)),
-        KEY_REF => Some(StatValue::Ref(stat_ids.get(v as i64).unwrap_or(UNKNOWN_META))),
-        _ => None,
-    }
-}
-
-/// Keys of an XEvent's metadata id, offset, duration (varints) and stats.
-const KEY_OFFSET: u8 = 2 << 3 | VARINT;
-const KEY_DURATION: u8 = 3 << 3 | VARINT;
-const KEY_STAT: u8 = 4 << 3 | LEN;
-
-/// Keys of an XStat's (and an XEvent's) metadata id and its integer values.
-const KEY_META: u8 = 1 << 3 | VARINT;
-const KEY_U64: u8 = 3 << 3 | VARINT;
-const KEY_I64: u8 = 4 << 3 | VARINT;
-const KEY_REF: u8 = 7 << 3 | VARINT;
-
-/// The varint at `buf[at..]` and the position after it, for the readers that work on
-/// a message's bytes: one byte inline, longer ones out of line; `None` when it runs
-/// past `end` (the end of its message) or past 64 bits. The bytes after `end` are
-/// still the file's, so a long varint near the end of its message is read as one
-/// word like any other.
-#[inline(always)]
-fn varint_in(buf: &[u8], at: usize, end: usize) -> Option<(u64, usize)> {
-    if at < end {
-        if let Some(word) = buf.get(at..).and_then(|b| b.first_chunk::<8>()) {
-            let word = u64::from_le_bytes(*word);
-            if word & 0x80 == 0 {
-                return Some((word & 0x7f, at + 1));
-            }
-            let ends = !word & 0x8080_8080_8080_8080;
-            if ends != 0 {
-                let n = (ends.trailing_zeros() / 8 + 1) as usize;
-                return (n <= end - at).then(|| (pack_varint_word(word, ends), at + n));
-            }
-        }
-        // The last few bytes of the file. (`long_varint` reads one-byte varints too, but
-        // leaving them to it made the callers' loops compile 1 % longer.)
-        if let Some(&x) = buf.get(at).filter(|&&x| x < 0x80) {
-            return Some((u64::from(x), at + 1));
-        }
-        let (v, n) = long_varint(&buf[at..])?;
-        return (n <= end - at).then_some((v, at + n));
-    }
-    None
-}
-
-/// The value of a varint of up to 8 bytes read as the little-endian `word`, `ends`
-/// marking the top bits that are clear: the bytes after the first such are dropped,
-/// and the 7-bit groups packed together in three steps, with no branch on the length.
-#[inline(always)]
-fn pack_varint_word(word: u64, ends: u64) -> u64 {
-    let bits = ends.trailing_zeros() + 1;
-    let x = word & (u64::MAX >> (64 - bits));
-    let x = (x & 0x007f_007f_007f_007f) | ((x & 0x7f00_7f00_7f00_7f00) >> 1);
-    let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x3fff_0000_3fff_0000) >> 2);
-    (x & 0x0000_0000_0fff_ffff) | ((x & 0x0fff_ffff_0000_0000) >> 4)
-}
-
-/// A varint at the start of `b` and its length; `None` when it runs past `b` or past
-/// 64 bits. Up to 8 bytes are read as one word ([`pack_varint_word`]), 9 or 10 as that
-/// word and two bytes; only the last few bytes of `b` go byte by byte.
-#[inline(never)]
-fn long_varint(b: &[u8]) -> Option<(u64, usize)> {
-    if let Some(ten) = b.first_chunk::<10>() {
-        let word = u64::from_le_bytes(*ten.first_chunk::<8>()?);
-        let ends = !word & 0x8080_8080_8080_8080;
-        if ends != 0 {
-            return Some((pack_varint_word(word, ends), (ends.trailing_zeros() / 8 + 1) as usize));
-        }
-        // Nine or ten bytes (negative int64 values): the first eight give 56 bits.
-        let low = pack_varint_word(word, 1 << 63);
-        return match (ten[8], ten[9]) {
-            (x, _) if x < 0x80 => Some((low | u64::from(x) << 56, 9)),
-            (x, 0 | 1) => Some((low | u64::from(x & 0x7f) << 56 | u64::from(ten[9]) << 63, 10)),
-            _ => None,
-        };
-    }
-    let mut value = 0u64;
-    for (i, &x) in b.iter().enumerate().take(10) {
-        if i == 9 && x > 1 {
-            return None;
-        }
-        value |= u64::from(x & 0x7f) << (7 * i);
-        if x < 0x80 {
-            return Some((value, i + 1));
-        }
-    }
-    None
-}
-
-/// Decodes one XStat message.
+/// Decodes one XStat message, expanding a compressed string into `arena`.
 fn decode_stat(w: &Wire, r: Range<usize>, stat_ids: &IdMap, arena: &mut Vec<u8>) -> WireResult<Stat> {
-    if let Some((meta, value)) = integer_stat(w.buf(), r.start, r.end, stat_ids) {
-        return Ok(Stat::new(meta, value));
+    let at = r.start;
+    let (meta, raw) = match canonical_stat(w.buf(), r.start, r.end) {
+        Some((meta, raw)) => (Some(meta), raw),
+        None => stat_fields(w, r)?,
+    };
+    if let Some(stat) = resolve(meta, raw, stat_ids) {
+        return Ok(stat);
     }
-    decode_stat_fields(w, r, stat_ids, arena)
-}
-
-/// [`decode_stat`] for a stat that is not the usual shape: field by field.
-fn decode_stat_fields(w: &Wire, r: Range<usize>, stat_ids: &IdMap, arena: &mut Vec<u8>) -> WireResult<Stat> {
-    let mut sw = w.sub(r);
-    let mut meta = UNKNOWN_META;
-    let mut value = None;
-    while !sw.done() {
-        let at = sw.pos();
-        let (field, wt) = sw.key()?;
-        value = Some(match (field, wt) {
-            (1, _) => {
-                meta = stat_ids.get(sw.int(wt)?).unwrap_or(UNKNOWN_META);
-                continue;
-            }
-            (2, FIXED64) => StatValue::F64(f64::from_bits(sw.fixed64()?)),
-            (3, VARINT) => StatValue::U64(sw.varint()?),
-            (4, VARINT) => StatValue::I64(sw.varint()? as i64),
-            (5, LEN) | (6, LEN) => {
-                let b = sw.bytes(wt)?;
-                if b.len() > MAX_STAT_LEN {
-                    return Err(WireError { at, what: "stat value larger than 512 MiB" });
-                }
-                if field == 5 {
-                    StatValue::Str(span(b))
-                } else {
-                    StatValue::Bytes(span(b))
-                }
-            }
-            (7, VARINT) => StatValue::Ref(stat_ids.get(sw.varint()? as i64).unwrap_or(UNKNOWN_META)),
-            (8, LEN) => {
-                let b = sw.bytes(wt)?;
-                let mut text = Vec::new();
-                // Text past the limit is cut off, as for any over-long stat.
-                let limit = (b.len() as u64 * MAX_GUNZIP_EXPANSION).clamp(MIN_GUNZIP_LIMIT, MAX_GUNZIP_BYTES);
-                let mut gz = flate2::read::GzDecoder::new(sw.slice(b)).take(limit);
-                if gz.read_to_end(&mut text).is_err() {
-                    return Err(WireError { at, what: "compressed string stat is not valid gzip" });
-                }
-                let off = arena.len() as u64;
-                arena.extend_from_slice(&text);
-                StatValue::Str(Span::arena(off, text.len() as u32))
-            }
-            (2..=8, _) => return Err(WireError { at, what: "stat value with the wrong wire type" }),
-            _ => {
-                sw.skip(wt)?;
-                continue;
-            }
-        });
+    // A compressed string: its text goes to the arena. Text past the limit is cut
+    // off, as for any over-long stat.
+    let Raw::Gzip(from, to) = raw else { return Ok(Stat::new(UNKNOWN_META, StatValue::I64(0))) };
+    let mut text = Vec::new();
+    let limit = ((to - from) as u64 * MAX_GUNZIP_EXPANSION).clamp(MIN_GUNZIP_LIMIT, MAX_GUNZIP_BYTES);
+    let mut gz = flate2::read::GzDecoder::new(w.slice(from..to)).take(limit);
+    if gz.read_to_end(&mut text).is_err() {
+        return Err(WireError { at, what: "compressed string stat is not valid gzip" });
     }
-    // A stat without a value (proto3 default 0) reads as integer 0.
-    Ok(Stat::new(meta, value.unwrap_or(StatValue::I64(0))))
+    let off = arena.len() as u64;
+    arena.extend_from_slice(&text);
+    let meta = meta.map_or(UNKNOWN_META, |m| stat_ids.get(m as i64).unwrap_or(UNKNOWN_META));
+    Ok(Stat::new(meta, StatValue::Str(Span::arena(off, text.len() as u32))))
 }
 
 /// A line decoded: the line, strings it had to make, and whether any event named a
 /// metadata id the plane lacks.
 type Decoded = (Line, Vec<u8>, bool);
 
+/// What reading a plane's lines needs: the file, the plane's metadata ids, and
+/// whether lines may leave their stats in the file.
+struct LineCtx<'a> {
+    w: Wire<'a>,
+    event_ids: &'a IdMap,
+    stat_ids: &'a Arc<IdMap>,
+    source: &'a Arc<Source>,
+    /// Leave canonical stats in the file (else every line packs its stats).
+    stats_in_file: bool,
+}
+
 /// Decodes one XLine into columns, in parts when it is `split_bytes` or longer.
-fn decode_line(
-    w: &Wire,
-    r: Range<usize>,
-    split_bytes: usize,
-    event_ids: &IdMap,
-    stat_ids: &IdMap,
-    source: &Source,
-) -> WireResult<Decoded> {
+fn decode_line(cx: &LineCtx, r: Range<usize>, split_bytes: usize) -> WireResult<Decoded> {
     let threads = rayon::current_num_threads();
     let (mut line, arena, unknown) = if r.len() >= split_bytes && threads > 1 {
         let part_bytes = (r.len() / (threads * 4)).max(SPLIT_LINE_BYTES / 4);
-        decode_line_split(w, r, part_bytes, event_ids, stat_ids, source)?
+        decode_line_split(cx, r, part_bytes)?
     } else {
-        decode_line_part(w, r, event_ids, stat_ids, source)?
+        decode_line_part(cx, r)?
     };
     line.starts.shrink_to_fit();
     line.durations.shrink_to_fit();
     line.metas.shrink_to_fit();
-    line.stat_start.shrink_to_fit();
-    line.stats.shrink_to_fit();
-    line.wide.shrink_to_fit();
+    match &mut line.stats {
+        LineStats::Packed(p) => p.shrink_to_fit(),
+        LineStats::Wire(x) => {
+            x.from.shrink_to_fit();
+            x.len.shrink_to_fit();
+            x.id_set.shrink_to_fit();
+        }
+    }
     line.starts.add_saturating(line.timestamp_ns.saturating_mul(1000));
     Ok((line, arena, unknown))
 }
@@ -519,20 +381,14 @@ fn decode_line(
 /// They are joined in order as they come, by the thread that finished the next one
 /// due, so the joining overlaps the reading of later parts. Any damage is met and
 /// reported by the part that reads it (the first in line order wins).
-fn decode_line_split(
-    w: &Wire,
-    r: Range<usize>,
-    part_bytes: usize,
-    event_ids: &IdMap,
-    stat_ids: &IdMap,
-    source: &Source,
-) -> WireResult<Decoded> {
+fn decode_line_split(cx: &LineCtx, r: Range<usize>, part_bytes: usize) -> WireResult<Decoded> {
+    let (w, source) = (&cx.w, cx.source);
     let joining = std::sync::Mutex::new(Joining::default());
     rayon::scope(|scope| {
         let joining = &joining;
         let read = |k: usize, part: Range<usize>| {
             scope.spawn(move |_| {
-                let decoded = decode_line_part(w, part, event_ids, stat_ids, source);
+                let decoded = decode_line_part(cx, part);
                 Joining::add(joining, k, decoded);
             })
         };
@@ -621,26 +477,73 @@ impl Joining {
     }
 }
 
+/// A line's columns while they are read: events, and their stats packed or left in
+/// the file.
+struct Reading {
+    line: Line,
+    packed: PackedStats,
+    from: Column,
+    len: Column,
+    /// The distinct sets of stat ids met ([`stats_stay_in_file`]), each event's index
+    /// into them, and the last one used.
+    id_sets: Vec<u64>,
+    id_set: Column,
+    last_ids: (u64, u32),
+}
+
+/// Most distinct stat id sets a line part keeps; events with others get the set of
+/// all ids (which skips nothing).
+const MAX_ID_SETS: usize = 1024;
+
+impl Reading {
+    /// Notes the set of stat ids of the event just read.
+    #[inline(always)]
+    fn push_ids(&mut self, ids: u64) {
+        // Events of one kind come in runs.
+        if self.last_ids.0 != ids || self.id_sets.is_empty() {
+            self.last_ids = (ids, self.id_set_index(ids));
+        }
+        self.id_set.push(i64::from(self.last_ids.1));
+    }
+
+    #[inline(never)]
+    fn id_set_index(&mut self, ids: u64) -> u32 {
+        let ids = if self.id_sets.len() < MAX_ID_SETS { ids } else { u64::MAX };
+        match self.id_sets.iter().position(|&s| s == ids) {
+            Some(k) => k as u32,
+            None => {
+                self.id_sets.push(ids);
+                (self.id_sets.len() - 1) as u32
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn push_event(&mut self, offset: i64, dur: i64, meta: u32) {
+        self.line.starts.push(offset);
+        self.line.durations.push(dur);
+        self.line.metas.push(i64::from(meta));
+    }
+}
+
 /// Reads the XLine's events (field 4) at `buf[at..end]` while they have the usual
 /// shape: one-byte keys, the metadata id, offset and duration as varints, and stats
-/// that [`integer_stat`] or [`decode_stat_fields`] read. Starts no event at or past
+/// that [`canonical_stat`] or [`decode_stat`] read. Starts no event at or past
 /// `stop`. Returns where it stopped: at `stop` or later, at `end`, or at the first
 /// field that is not such an event, left for the general reader (which reads it and
 /// reports any damage where it always has). Kept apart from the general reader so
 /// that this loop, which runs once per event, keeps its state in registers.
 #[inline(never)]
-#[allow(clippy::too_many_arguments)]
 fn usual_events(
-    w: &Wire,
+    cx: &LineCtx,
     mut at: usize,
     stop: usize,
     end: usize,
-    line: &mut Line,
-    ids: (&IdMap, &IdMap),
+    rd: &mut Reading,
     arena: &mut Vec<u8>,
     unknown: &mut bool,
 ) -> usize {
-    let (event_ids, stat_ids) = ids;
+    let (w, stat_ids) = (&cx.w, &**cx.stat_ids);
     let buf = w.buf();
     'events: while at < stop && buf[at] == EVENT_KEY {
         let Some((len, from)) = varint_in(buf, at + 1, end) else { break };
@@ -648,23 +551,8 @@ fn usual_events(
             break;
         }
         let to = from + len as usize;
-        let (mark, arena_len) = (line.stats_mark(), arena.len());
-        let (mut meta_id, mut offset, mut dur) = (0u64, 0u64, 0u64);
-        let mut p = from;
-        // The usual header: metadata id, offset and duration, each at most once, in
-        // any order (profilers write the offset first; each may be absent, as a zero
-        // is not written). Anything else is left to the loop below.
-        for _ in 0..3 {
-            let slot = match buf.get(p).filter(|_| p < to) {
-                Some(&KEY_OFFSET) => &mut offset,
-                Some(&KEY_META) => &mut meta_id,
-                Some(&KEY_DURATION) => &mut dur,
-                _ => break,
-            };
-            let Some((v, next)) = varint_in(buf, p + 1, to) else { break };
-            *slot = v;
-            p = next;
-        }
+        let (mark, arena_len) = (rd.packed.mark(), arena.len());
+        let ([mut meta_id, mut offset, mut dur], mut p) = event_header(buf, from, to);
         while p < to {
             // The commonest stat, its first four bytes read at once: a one-byte length
             // and a one-byte metadata id (key 0x22, length, key 0x08, id).
@@ -673,15 +561,13 @@ fn usual_events(
                 let head = u32::from_le_bytes(head);
                 if head & 0x80ff_80ff == u32::from(KEY_META) << 16 | u32::from(KEY_STAT) {
                     let sto = p + 2 + ((head >> 8) & 0x7f) as usize;
-                    if sto <= to && p + 5 <= sto {
-                        let value_key = buf[p + 4];
-                        if let Some((v, end)) = varint_in(buf, p + 5, sto).filter(|&(_, end)| end == sto) {
-                            let meta = stat_ids.get(i64::from(head >> 24)).unwrap_or(UNKNOWN_META);
-                            if let Some(value) = integer_value(value_key, v, stat_ids) {
-                                line.push_stat_value(meta, value);
-                                p = end;
-                                continue;
-                            }
+                    if sto <= to {
+                        if let Some(stat) =
+                            canonical_stat(buf, p + 2, sto).and_then(|(m, raw)| resolve(Some(m), raw, stat_ids))
+                        {
+                            rd.packed.push(stat);
+                            p = sto;
+                            continue;
                         }
                     }
                 }
@@ -693,12 +579,9 @@ fn usual_events(
                 KEY_DURATION => dur = v,
                 KEY_STAT if v <= (to - next) as u64 => {
                     let sto = next + v as usize;
-                    match integer_stat(buf, next, sto, stat_ids) {
-                        Some((meta, value)) => line.push_stat_value(meta, value),
-                        None => match decode_stat_fields(w, next..sto, stat_ids, arena) {
-                            Ok(stat) => line.push_stat(stat),
-                            Err(_) => break,
-                        },
+                    match decode_stat(w, next..sto, stat_ids, arena) {
+                        Ok(stat) => rd.packed.push(stat),
+                        Err(_) => break,
                     }
                     p = sto;
                     continue;
@@ -707,49 +590,92 @@ fn usual_events(
             }
             p = next;
         }
-        if p != to || line.stat_count() > u32::MAX as usize {
+        if p != to || rd.packed.len() > u32::MAX as usize {
             // Not the usual shape (or too many stats): undone, for the general reader,
             // which reports any error.
-            line.truncate_stats(mark);
+            rd.packed.truncate(mark);
             arena.truncate(arena_len);
             break 'events;
         }
-        let meta = event_ids.get(meta_id as i64).unwrap_or(UNKNOWN_META);
+        let meta = cx.event_ids.get(meta_id as i64).unwrap_or(UNKNOWN_META);
         *unknown |= meta == UNKNOWN_META;
-        line.starts.push(offset as i64);
-        line.durations.push(dur as i64);
-        line.metas.push(i64::from(meta));
-        line.stat_start.push(line.stat_count() as i64);
+        rd.push_event(offset as i64, dur as i64, meta);
+        rd.packed.end_event();
+        at = to;
+    }
+    at
+}
+
+/// [`usual_events`] for a line that leaves its stats in the file: reads events whose
+/// header comes first and whose stats are all canonical ([`canonical_stats`]), and
+/// keeps where their stats are. Stops like `usual_events`; the caller then reads the
+/// line again packing its stats if the field it stopped at is an event.
+#[inline(never)]
+fn events_in_file(cx: &LineCtx, mut at: usize, stop: usize, end: usize, rd: &mut Reading, unknown: &mut bool) -> usize {
+    let buf = cx.w.buf();
+    while at < stop && buf[at] == EVENT_KEY {
+        let Some((len, from)) = varint_in(buf, at + 1, end) else { break };
+        if len > (end - from) as u64 {
+            break;
+        }
+        let to = from + len as usize;
+        let ([meta_id, offset, dur], p) = event_header(buf, from, to);
+        let Some(ids) = stats_stay_in_file(buf, p, to) else { break };
+        let meta = cx.event_ids.get(meta_id as i64).unwrap_or(UNKNOWN_META);
+        *unknown |= meta == UNKNOWN_META;
+        rd.push_event(offset as i64, dur as i64, meta);
+        rd.from.push(p as i64);
+        rd.len.push((to - p) as i64);
+        rd.push_ids(ids);
         at = to;
     }
     at
 }
 
 /// Reads the fields in `r`, all or part of one XLine, into a line's columns, as
-/// written: the caller shifts the starts by the line's timestamp.
-fn decode_line_part(
-    w: &Wire,
-    r: Range<usize>,
-    event_ids: &IdMap,
-    stat_ids: &IdMap,
-    source: &Source,
-) -> WireResult<Decoded> {
+/// written: the caller shifts the starts by the line's timestamp. Leaves the stats
+/// in the file where `cx` allows and every event's are canonical; else packs them.
+fn decode_line_part(cx: &LineCtx, r: Range<usize>) -> WireResult<Decoded> {
+    if cx.stats_in_file {
+        if let Some(decoded) = read_line_part(cx, r.clone(), true)? {
+            return Ok(decoded);
+        }
+    }
+    // Some event's stats are not canonical (or damaged): read again, packing them.
+    read_line_part(cx, r, false).map(|d| d.unwrap_or_default())
+}
+
+/// [`decode_line_part`] one way: `None` when stats were to stay in the file and an
+/// event's cannot.
+fn read_line_part(cx: &LineCtx, r: Range<usize>, in_file: bool) -> WireResult<Option<Decoded>> {
+    let (w, source) = (&cx.w, cx.source);
     // Columns sized in two steps, so that they are neither copied to grow nor reserve
     // much more than they need: room for the first SIZE_SAMPLE_BYTES of the line at
     // small-event density, then, once that much is read, for the rest of the line at
     // the density seen so far (+5 %). All are trimmed at the end.
     let head = r.len().min(SIZE_SAMPLE_BYTES);
-    let mut line = Line {
-        starts: Column::with_capacity(head / EVENT_BYTES_TYPICAL),
-        durations: Column::with_capacity(head / EVENT_BYTES_TYPICAL),
-        metas: Column::with_capacity(head / EVENT_BYTES_TYPICAL),
-        stat_start: Column::with_capacity(head / EVENT_BYTES_TYPICAL + 1),
-        stats: Vec::with_capacity(head / STAT_BYTES_TYPICAL),
-        ..Default::default()
+    let events = head / EVENT_BYTES_TYPICAL;
+    let mut rd = Reading {
+        line: Line {
+            starts: Column::with_capacity(events),
+            durations: Column::with_capacity(events),
+            metas: Column::with_capacity(events),
+            ..Default::default()
+        },
+        packed: if in_file {
+            PackedStats::default()
+        } else {
+            PackedStats::with_capacity(events, head / STAT_BYTES_TYPICAL)
+        },
+        from: Column::with_capacity(if in_file { events } else { 0 }),
+        len: Column::with_capacity(if in_file { events } else { 0 }),
+        id_sets: Vec::new(),
+        id_set: Column::with_capacity(if in_file { events } else { 0 }),
+        last_ids: (0, 0),
     };
-    prefault_spare(&mut line.stats);
+    prefault_spare(&mut rd.packed.stats);
     let mut sized = r.len() <= SIZE_SAMPLE_BYTES;
-    line.stat_start.push(0);
+    rd.packed.start.push(0);
     let mut arena = Vec::new();
     let mut unknown = false;
     let mut lw = w.sub(r.clone());
@@ -763,31 +689,42 @@ fn decode_line_part(
             sized = true;
             let (read, left) = ((lw.pos() - r.start) as f64, (r.end - lw.pos()) as f64);
             let more = |n: usize| ((n as f64 / read * left * 1.05) as usize).min(MAX_RESERVED);
-            let (events, stats) = (more(line.len()), more(line.stat_count()));
-            line.starts.reserve_exact(events);
-            line.durations.reserve_exact(events);
-            line.metas.reserve_exact(events);
-            line.stat_start.reserve_exact(events);
-            line.stats.reserve_exact(stats);
-            prefault_spare(&mut line.stats);
+            let events = more(rd.line.len());
+            rd.line.starts.reserve_exact(events);
+            rd.line.durations.reserve_exact(events);
+            rd.line.metas.reserve_exact(events);
+            if in_file {
+                rd.from.reserve_exact(events);
+                rd.len.reserve_exact(events);
+                rd.id_set.reserve_exact(events);
+            } else {
+                rd.packed.start.reserve_exact(events);
+                rd.packed.stats.reserve_exact(more(rd.packed.len()));
+                prefault_spare(&mut rd.packed.stats);
+            }
         }
         let mut stop = (released + RELEASE_EVERY_BYTES).min(r.end);
         if !sized {
             stop = stop.min(r.start + SIZE_SAMPLE_BYTES);
         }
-        let at = usual_events(w, lw.pos(), stop, r.end, &mut line, (event_ids, stat_ids), &mut arena, &mut unknown);
+        let at = if in_file {
+            events_in_file(cx, lw.pos(), stop, r.end, &mut rd, &mut unknown)
+        } else {
+            usual_events(cx, lw.pos(), stop, r.end, &mut rd, &mut arena, &mut unknown)
+        };
         if at != lw.pos() {
             lw = w.sub(at..r.end);
             continue;
         }
         let (field, wt) = lw.key()?;
         match field {
-            1 => line.id = lw.int(wt)?,
-            10 => line.display_id = lw.int(wt)?,
-            2 => line.name = lw.string(wt)?,
-            11 => line.display_name = lw.string(wt)?,
-            3 => line.timestamp_ns = lw.int(wt)?,
-            9 => line.line_duration_ps = lw.int(wt)?,
+            1 => rd.line.id = lw.int(wt)?,
+            10 => rd.line.display_id = lw.int(wt)?,
+            2 => rd.line.name = lw.string(wt)?,
+            11 => rd.line.display_name = lw.string(wt)?,
+            3 => rd.line.timestamp_ns = lw.int(wt)?,
+            9 => rd.line.line_duration_ps = lw.int(wt)?,
+            4 if in_file => return Ok(None),
             4 => {
                 // An event [`usual_events`] left: read field by field.
                 let er = lw.bytes(wt)?;
@@ -801,26 +738,37 @@ fn decode_line_part(
                         3 => dur = ew.int(wt)?,
                         4 => {
                             let sr = ew.bytes(wt)?;
-                            line.push_stat(decode_stat(w, sr, stat_ids, &mut arena)?);
+                            rd.packed.push(decode_stat(w, sr, cx.stat_ids, &mut arena)?);
                         }
                         _ => ew.skip(wt)?,
                     }
                 }
-                let meta = event_ids.get(meta_id).unwrap_or(UNKNOWN_META);
+                let meta = cx.event_ids.get(meta_id).unwrap_or(UNKNOWN_META);
                 unknown |= meta == UNKNOWN_META;
-                if line.stat_count() > u32::MAX as usize {
+                if rd.packed.len() > u32::MAX as usize {
                     return Err(WireError { at: lw.pos(), what: "more than 4 billion stats on one line" });
                 }
-                line.starts.push(offset);
-                line.durations.push(dur);
-                line.metas.push(i64::from(meta));
-                line.stat_start.push(line.stat_count() as i64);
+                rd.push_event(offset, dur, meta);
+                rd.packed.end_event();
             }
             _ => lw.skip(wt)?,
         }
     }
     source.release(released..r.end);
-    Ok((line, arena, unknown))
+    let mut line = rd.line;
+    line.stats = if in_file {
+        LineStats::Wire(WireStats {
+            from: rd.from,
+            len: rd.len,
+            id_sets: rd.id_sets,
+            id_set: rd.id_set,
+            source: source.clone(),
+            ids: cx.stat_ids.clone(),
+        })
+    } else {
+        LineStats::Packed(rd.packed)
+    };
+    Ok(Some((line, arena, unknown)))
 }
 
 #[cfg(test)]
@@ -897,7 +845,10 @@ mod tests {
     /// An XLine of `n` events of every shape: small and wide integer stats, floats,
     /// strings, compressed strings, refs, unknown metadata ids, events over 128 bytes,
     /// and header fields before, between and after the events.
-    fn mixed_line(n: u64) -> Vec<u8> {
+    ///
+    /// With `every_shape` false, only the shapes whose stats stay in the file: no
+    /// compressed strings, and no event fields but the header and the stats.
+    fn mixed_line(n: u64, every_shape: bool) -> Vec<u8> {
         let int = |field: u64, v: u64| {
             let mut o = Vec::new();
             varint(field << 3, &mut o);
@@ -923,13 +874,14 @@ mod tests {
                     stats.push([int(1, 2), int(7, 1)].concat()); // ref
                 }
                 4 => stats.push([int(1, 1), ld(5, &vec![b'x'; (i % 300) as usize])].concat()), // long events too
-                5 => stats.push([int(1, 2), ld(8, &gz(format!("text {i}").as_bytes()))].concat()),
+                5 if every_shape => stats.push([int(1, 2), ld(8, &gz(format!("text {i}").as_bytes()))].concat()),
+                5 => stats.push([int(1, 2), ld(6, format!("bytes {i}").as_bytes())].concat()),
                 _ => {}
             }
             let (meta, at, len) = (int(1, meta), int(2, i * 1_000 + i % 13), int(3, (i % 50) * 10_000_000_000));
             // The header in the order profilers write it, and in field order.
             let mut ev = if i % 2 == 0 { [at, meta, len].concat() } else { [meta, at, len].concat() };
-            if i % 11 == 3 {
+            if i % 11 == 3 && every_shape {
                 // Fields the fast path leaves to the general reader: an unknown varint,
                 // a two-byte key, then the offset again (the last one counts).
                 ev.splice(0..0, [int(5, 77), ld(20, b"later"), int(2, 5)].concat());
@@ -937,7 +889,7 @@ mod tests {
             for st in stats {
                 ev.extend(ld(4, &st));
             }
-            if i % 13 == 6 {
+            if i % 13 == 6 && every_shape {
                 // After the stats: the fast path has read them, and must drop them
                 // when it leaves the event to the general reader.
                 ev.extend(int(5, 78));
@@ -956,25 +908,40 @@ mod tests {
         m
     }
 
-    /// Decodes `bytes` as one line, whole and in parts of `part_bytes`.
-    fn line_both_ways(bytes: Vec<u8>, part_bytes: usize) -> (WireResult<Decoded>, WireResult<Decoded>) {
-        let source = Source::Owned(bytes);
-        let w = Wire::new(&source);
-        let (events, stats) = (ids(4), ids(3));
+    /// Decodes `bytes` as one line, whole and in parts of `part_bytes`, leaving its
+    /// stats in the file where it can when `in_file`.
+    fn line_both_ways(bytes: Vec<u8>, part_bytes: usize, in_file: bool) -> (WireResult<Decoded>, WireResult<Decoded>) {
+        let source = Arc::new(Source::Owned(bytes));
+        let (events, stats) = (ids(4), Arc::new(ids(3)));
+        let cx = LineCtx {
+            w: Wire::new(&source),
+            event_ids: &events,
+            stat_ids: &stats,
+            source: &source,
+            stats_in_file: in_file,
+        };
         let r = 0..source.len();
-        let whole = decode_line(&w, r.clone(), usize::MAX, &events, &stats, &source);
-        let split = decode_line_split(&w, r, part_bytes, &events, &stats, &source).map(|(mut line, arena, unknown)| {
+        let whole = decode_line(&cx, r.clone(), usize::MAX);
+        let split = decode_line_split(&cx, r, part_bytes).map(|(mut line, arena, unknown)| {
             line.starts.add_saturating(line.timestamp_ns.saturating_mul(1000));
             (line, arena, unknown)
         });
         (whole, split)
     }
 
+    /// Every stat of every event of `a` and `b`, which must hold the same events.
+    fn assert_same_stats(a: &Line, b: &Line, what: &str) {
+        assert_eq!(a.len(), b.len(), "{what}");
+        for i in 0..a.len() {
+            assert_eq!(a.event_stats(i).collect::<Vec<_>>(), b.event_stats(i).collect::<Vec<_>>(), "{what}: event {i}");
+        }
+    }
+
     #[test]
     fn a_line_read_in_parts_equals_it_read_whole() {
         let n = 2_000;
         for part_bytes in [1, 200, 5_000, 40_000, usize::MAX] {
-            let (whole, split) = line_both_ways(mixed_line(n), part_bytes);
+            let (whole, split) = line_both_ways(mixed_line(n, true), part_bytes, true);
             let ((a, a_arena, a_unknown), (b, b_arena, b_unknown)) = (whole.unwrap(), split.unwrap());
             let head = |l: &Line| (l.id, l.name.clone(), l.display_name.clone(), l.timestamp_ns, l.line_duration_ps);
             assert_eq!(head(&a), (7, "Stream #1".into(), "display".into(), 1_000, 123_456));
@@ -982,10 +949,8 @@ mod tests {
             assert_eq!(a.len(), n as usize);
             assert_eq!((a.starts.to_vec(), a.durations.to_vec()), (b.starts.to_vec(), b.durations.to_vec()));
             assert_eq!(a.metas.to_vec(), b.metas.to_vec());
-            assert_eq!(a.stat_start.to_vec(), b.stat_start.to_vec());
-            for i in 0..a.len() {
-                assert_eq!(a.event_stats(i).collect::<Vec<_>>(), b.event_stats(i).collect::<Vec<_>>(), "event {i}");
-            }
+            assert_eq!(a.stat_starts(), b.stat_starts());
+            assert_same_stats(&a, &b, &format!("parts of {part_bytes}"));
             assert_eq!((a_arena, a_unknown), (b_arena, b_unknown));
             assert!(a_unknown);
             for i in 0..n as usize {
@@ -1000,8 +965,63 @@ mod tests {
     }
 
     #[test]
+    fn stats_left_in_the_file_read_as_packed_ones() {
+        // No compressed string and the usual event shape: the stats stay in the file,
+        // and read back as the packed reading gives them, whole or in parts.
+        let n = 3_000;
+        let bytes = mixed_line(n, false);
+        let (packed, _) = line_both_ways(bytes.clone(), usize::MAX, false);
+        let packed = packed.unwrap().0;
+        assert!(!packed.stats_in_file());
+        for part_bytes in [1, 300, 7_000, usize::MAX] {
+            let (whole, split) = line_both_ways(bytes.clone(), part_bytes, true);
+            let (whole, split) = (whole.unwrap().0, split.unwrap().0);
+            assert!(whole.stats_in_file() && split.stats_in_file(), "parts of {part_bytes}");
+            assert_same_stats(&packed, &whole, "whole");
+            assert_same_stats(&packed, &split, &format!("parts of {part_bytes}"));
+            assert_eq!(packed.metas.to_vec(), split.metas.to_vec());
+            assert_eq!(packed.starts.to_vec(), split.starts.to_vec());
+        }
+        // One compressed string among them: the part that holds it packs its stats,
+        // and joins the parts that did not.
+        let mut one_gz = mixed_line(n, false);
+        let gz_event =
+            ld(4, &[&[0x08, 1, 0x10, 9][..], &ld(4, &[&[0x08, 2][..], &ld(8, &gz(b"zipped"))].concat())].concat());
+        let cut = one_gz.len() / 2;
+        let at = (cut..).find(|&k| one_gz[k] == EVENT_KEY && one_gz.get(k + 2) == Some(&0x10)).unwrap();
+        one_gz.splice(at..at, gz_event);
+        for part_bytes in [500, 20_000, usize::MAX] {
+            let (whole, split) = line_both_ways(one_gz.clone(), part_bytes, true);
+            let ((whole, whole_arena, _), (split, split_arena, _)) = (whole.unwrap(), split.unwrap());
+            assert_eq!(whole.len(), n as usize + 1);
+            assert_same_stats(&whole, &split, &format!("parts of {part_bytes}"));
+            assert_eq!((whole_arena, split_arena), (b"zipped".to_vec(), b"zipped".to_vec()));
+        }
+    }
+
+    #[test]
+    fn skipping_by_stat_ids_finds_what_reading_every_stat_finds() {
+        let bytes = mixed_line(1_500, false);
+        let (whole, _) = line_both_ways(bytes, usize::MAX, true);
+        let line = whole.unwrap().0;
+        assert!(line.stats_in_file());
+        let mut plane = Plane::new(1, "p".into(), Arc::new(Source::Owned(Vec::new())));
+        // Stat metadata ids 1..=3 are dense 0..=2 (see `ids`).
+        plane.stat_meta = (1..=3).map(|id| StatMeta { id, ..Default::default() }).collect();
+        plane.event_meta = vec![EventMeta::default(); 4];
+        for keys in [[Some(0), None], [Some(1), Some(2)], [Some(2), Some(0)], [None, None]] {
+            let look = plane.stat_lookup(keys);
+            for i in 0..line.len() {
+                let want = plane.event_stats_of(&line, i, keys);
+                assert_eq!(plane.stats_of(&look, &line, i), want, "{keys:?} event {i}");
+                assert_eq!(plane.has_any_of(&look, &line, i), want.iter().any(Option::is_some), "{keys:?} {i}");
+            }
+        }
+    }
+
+    #[test]
     fn a_damaged_line_read_in_parts_fails_where_it_fails_whole() {
-        let good = mixed_line(500);
+        let good = mixed_line(500, true);
         let mut bad_inner = good.clone();
         // The 300th event's first key becomes a group start (wire type 3).
         let at = good.windows(3).enumerate().filter(|(_, w)| w[0] == EVENT_KEY && w[2] == 0x08).nth(300).unwrap().0;
@@ -1009,10 +1029,12 @@ mod tests {
         let cases = [good[..good.len() - 3].to_vec(), bad_inner, [&good[..], &[EVENT_KEY, 0xff, 0x01]].concat()];
         for (k, bytes) in cases.into_iter().enumerate() {
             for part_bytes in [1, 700, 9_000] {
-                let (whole, split) = line_both_ways(bytes.clone(), part_bytes);
-                let (whole, split) = (whole.map(|d| d.0.len()), split.map(|d| d.0.len()));
-                assert!(whole.is_err(), "case {k}");
-                assert_eq!(whole, split, "case {k}, parts of {part_bytes}");
+                for in_file in [true, false] {
+                    let (whole, split) = line_both_ways(bytes.clone(), part_bytes, in_file);
+                    let (whole, split) = (whole.map(|d| d.0.len()), split.map(|d| d.0.len()));
+                    assert!(whole.is_err(), "case {k}");
+                    assert_eq!(whole, split, "case {k}, parts of {part_bytes}");
+                }
             }
         }
     }
