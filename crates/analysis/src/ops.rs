@@ -274,18 +274,51 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
 type Key<'a> = (Text<'a>, &'a str);
 
 /// Ranges of a device's ops (in [`each_occurrence`]'s order) that can be summed
-/// apart: whole lines, since self time comes from nesting on a line.
+/// apart: lines, since self time comes from nesting on a line, and long lines cut
+/// where no op spans the cut ([`cut_line`]).
 fn chunks(d: &Device) -> Vec<std::ops::Range<usize>> {
     let recs = &d.cached_ops().recs;
     let mut out = Vec::new();
     let mut from = 0;
     for i in 1..=recs.len() {
         if i == recs.len() || recs[i].line != recs[from].line {
-            out.push(from..i);
+            cut_line(d, from..i, &mut out);
             from = i;
         }
     }
     out
+}
+
+/// Ops of one line summed as one chunk by [`op_profile`] (a GPU stream holds
+/// hundreds of thousands). Debug builds (the tests' binaries) cut the fixtures' lines
+/// too, so the joining of chunks is checked by every test that reads an op profile.
+const OP_CHUNK: usize = if cfg!(debug_assertions) { 1 << 6 } else { 1 << 16 };
+
+/// Adds to `out` the ops `range` of one line, cut into chunks of about [`OP_CHUNK`]
+/// where they are in time order and no op before the cut ends after it starts (so no
+/// op nests in one of another chunk); left whole when they are not in time order.
+fn cut_line(d: &Device, range: std::ops::Range<usize>, out: &mut Vec<std::ops::Range<usize>>) {
+    if range.len() < 2 * OP_CHUNK {
+        out.push(range);
+        return;
+    }
+    let ops = d.cached_ops();
+    let first = out.len();
+    let (mut from, mut last_start, mut max_end) = (range.start, i64::MIN, i64::MIN);
+    for i in range.clone() {
+        let (_, start, end, _) = ops.span(d.plane, i);
+        if start < last_start {
+            out.truncate(first);
+            out.push(range);
+            return;
+        }
+        if i - from >= OP_CHUNK && start >= max_end {
+            out.push(from..i);
+            from = i;
+        }
+        (last_start, max_end) = (start, max_end.max(end));
+    }
+    out.push(from..range.end);
 }
 
 /// The rows of the ops `range` of `d`, in first-occurrence order.

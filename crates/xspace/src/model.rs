@@ -355,6 +355,18 @@ trait StatWalk {
     fn next_meta(&mut self) -> Option<(u32, Self::At)>;
     /// The stat at `at`.
     fn stat(&self, at: Self::At) -> Stat;
+
+    /// The next stat that one of `look`'s keys asks for: its slot and place.
+    #[inline(always)]
+    fn next_wanted<const N: usize>(&mut self, look: &StatLookup<N>) -> Option<(usize, Self::At)> {
+        while let Some((meta, at)) = self.next_meta() {
+            let k = look.slot.get(meta as usize).copied().unwrap_or(NO_SLOT);
+            if k != NO_SLOT {
+                return Some((k as usize, at));
+            }
+        }
+        None
+    }
 }
 
 /// The packed stats of one event.
@@ -389,6 +401,15 @@ impl StatWalk for WireWalk<'_> {
     #[inline(always)]
     fn stat(&self, at: WireAt) -> Stat {
         WireWalk::stat(self, at)
+    }
+
+    /// Matches one-byte metadata ids by the lookup's table of them, with no
+    /// metadata index made for a stat no key asks for.
+    #[inline(always)]
+    fn next_wanted<const N: usize>(&mut self, look: &StatLookup<N>) -> Option<(usize, WireAt)> {
+        let slot_of = |meta: u32| look.slot.get(meta as usize).copied().unwrap_or(NO_SLOT);
+        let (k, at) = self.next_in(&look.by_wire_id, slot_of)?;
+        Some((k as usize, at))
     }
 }
 
@@ -1052,7 +1073,14 @@ impl Plane {
             *bits = self.stat_meta.get(*key as usize).map_or(u64::MAX, |m| id_bit(m.id as u64));
         }
         let key_ids = key_bits.iter().fold(0, |a, b| a | b);
-        StatLookup { slot, same, any_same, any_meta_has, distinct, key_bits, key_ids, meta_has }
+        // An id read off the wire stands for the last metadata with that id.
+        let mut by_wire_id = [NO_SLOT; 128];
+        for (d, m) in self.stat_meta.iter().enumerate() {
+            if let Some(w) = usize::try_from(m.id).ok().and_then(|id| by_wire_id.get_mut(id)) {
+                *w = slot.get(d).copied().unwrap_or(NO_SLOT);
+            }
+        }
+        StatLookup { slot, same, any_same, any_meta_has, distinct, by_wire_id, key_bits, key_ids, meta_has }
     }
 
     /// What [`Plane::event_stats_of`] returns for `look`'s keys, found by one table
@@ -1077,17 +1105,7 @@ impl Plane {
         if look.distinct == 0 {
             return false;
         }
-        let own = look.possible(line.stat_ids_of(i)) > 0
-            && with_walk!(line, i, |w| {
-                let mut hit = false;
-                while let Some((meta, _)) = w.next_meta() {
-                    if look.slot.get(meta as usize).is_some_and(|&k| k != NO_SLOT) {
-                        hit = true;
-                        break;
-                    }
-                }
-                hit
-            });
+        let own = look.possible(line.stat_ids_of(i)) > 0 && with_walk!(line, i, |w| { w.next_wanted(look).is_some() });
         own || (look.any_meta_has && look.meta_has.get(line.meta(i) as usize).copied().unwrap_or(false))
     }
 
@@ -1260,6 +1278,9 @@ pub struct StatLookup<const N: usize> {
     any_meta_has: bool,
     /// Number of distinct keys.
     distinct: usize,
+    /// Per one-byte stat metadata id (as on the wire): the first slot asking for the
+    /// metadata it stands for, for lines whose stats are in the file.
+    by_wire_id: [u8; 128],
     /// Each distinct key's metadata id bit ([`crate::stat_wire::id_bit`]), and all of them.
     key_bits: [u64; N],
     key_ids: u64,
@@ -1273,8 +1294,7 @@ impl<const N: usize> StatLookup<N> {
     #[inline(always)]
     fn own_into<W: StatWalk>(&self, walk: &mut W, out: &mut [Option<Stat>; N], want: usize) -> usize {
         let mut found = 0;
-        while let Some((meta, at)) = walk.next_meta() {
-            let k = self.slot.get(meta as usize).copied().unwrap_or(NO_SLOT) as usize;
+        while let Some((k, at)) = walk.next_wanted(self) {
             if let Some(o @ None) = out.get_mut(k) {
                 *o = Some(walk.stat(at));
                 found += 1;

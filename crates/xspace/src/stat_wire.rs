@@ -260,6 +260,34 @@ impl WireWalk<'_> {
         Some((meta, (meta, place.0, place.1, place.2)))
     }
 
+    /// The next stat whose slot is not `NO_SLOT` (`u8::MAX`): one-byte metadata ids
+    /// give theirs by `by_wire_id`, others by `slot_of` their metadata index.
+    #[inline(always)]
+    pub(crate) fn next_in(&mut self, by_wire_id: &[u8; 128], slot_of: impl Fn(u32) -> u8) -> Option<(u8, WireAt)> {
+        while self.at < self.end {
+            let at = self.at;
+            let head = self.buf.get(at..).and_then(|b| b.first_chunk::<4>()).map(|h| u32::from_le_bytes(*h));
+            let usual = |h: &u32| h & 0x80ff_8000 == u32::from(KEY_META) << 16 && (h >> 8) & 0x7f >= 2;
+            if let Some(h) = head.filter(usual) {
+                let to = at + 2 + ((h >> 8) & 0x7f) as usize;
+                self.at = to;
+                let k = by_wire_id[(h >> 24) as usize & 0x7f];
+                if k != u8::MAX {
+                    let meta = self.ids.get(i64::from(h >> 24)).unwrap_or(UNKNOWN_META);
+                    return Some((k, (meta, at + 2, at + 4, to)));
+                }
+                continue;
+            }
+            let (meta, place) = self.other_meta(at)?;
+            self.at = place.2;
+            let k = slot_of(meta);
+            if k != u8::MAX {
+                return Some((k, (meta, place.0, place.1, place.2)));
+            }
+        }
+        None
+    }
+
     /// [`WireWalk::next_meta`] for a stat of another shape: read field by field.
     #[cold]
     #[inline(never)]
