@@ -1105,7 +1105,7 @@ impl Plane {
         if look.distinct == 0 {
             return false;
         }
-        let own = look.possible(line.stat_ids_of(i)) > 0 && with_walk!(line, i, |w| { w.next_wanted(look).is_some() });
+        let own = look.possible(line.stat_ids_of(i)) > 0 && with_walk!(line, i, |w| w.next_wanted(look).is_some());
         own || (look.any_meta_has && look.meta_has.get(line.meta(i) as usize).copied().unwrap_or(false))
     }
 

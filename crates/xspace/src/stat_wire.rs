@@ -28,6 +28,7 @@ const KEY_I64: u8 = 4 << 3 | VARINT;
 const KEY_STR: u8 = 5 << 3 | LEN;
 const KEY_BYTES: u8 = 6 << 3 | LEN;
 const KEY_REF: u8 = 7 << 3 | VARINT;
+const KEY_GZIP: u8 = 8 << 3 | LEN;
 
 /// A stat's value as written, before ids are resolved; positions are absolute.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -175,21 +176,23 @@ pub(crate) fn event_header(buf: &[u8], from: usize, to: usize) -> ([u64; 3], usi
 /// Whether `buf[p..to]` holds only stats that can stay in the file: well framed, and
 /// with no compressed string (which only the decoder can expand). If so, the bits
 /// `1 << (id % 64)` of their metadata ids ([`id_bit`]): a superset of the stats the
-/// event has, for skipping events without reading them. Checked cheaply
-/// for the commonest stat (a one-byte length and metadata id, read in one 4-byte
-/// load, and a value key of the right wire type): the value itself is read, and any
-/// other shape read field by field, only when an analysis asks ([`WireWalk::stat`]).
+/// event has, for skipping events without reading them.
+///
+/// Checked cheaply for the commonest stat (a one-byte length and metadata id, and a
+/// first value field that is not a compressed string): the value itself is read,
+/// and any other shape read field by field, only when an analysis asks
+/// ([`WireWalk::stat`]).
 #[inline(always)]
 pub(crate) fn stats_stay_in_file(buf: &[u8], mut p: usize, to: usize) -> Option<u64> {
-    // Key 0x22, a one-byte length, key 0x08, a one-byte id.
-    const USUAL: u32 = (KEY_META as u32) << 16 | KEY_STAT as u32;
+    let stats = buf.get(..to)?;
     let mut ids = 0u64;
     while p < to {
-        let head = buf.get(p..).and_then(|b| b.first_chunk::<4>()).map(|h| u32::from_le_bytes(*h));
-        if let Some(h) = head.filter(|h| h & 0x80ff_80ff == USUAL) {
-            let (len, end) = (((h >> 8) & 0x7f) as usize, p + 2 + ((h >> 8) & 0x7f) as usize);
-            if len >= 2 && end <= to && (len == 2 || plain_value_key(buf[p + 4])) {
-                ids |= id_bit(u64::from(h >> 24));
+        // Key 0x22, a one-byte length (the metadata id and a value at least), key 0x08,
+        // a one-byte id, and the value's key.
+        if let Some(&[KEY_STAT, len @ 2..0x80, KEY_META, id @ 0..0x80, value_key]) = stats.get(p..p + 5) {
+            let end = p + 2 + len as usize;
+            if end <= to && (len == 2 || value_key != KEY_GZIP) {
+                ids |= id_bit(u64::from(id));
                 p = end;
                 continue;
             }
@@ -215,12 +218,6 @@ pub(crate) fn stats_stay_in_file(buf: &[u8], mut p: usize, to: usize) -> Option<
 #[inline(always)]
 pub(crate) fn id_bit(id: u64) -> u64 {
     1 << (id & 63)
-}
-
-/// Whether `key` is the key of a stat value field other than a compressed string.
-#[inline(always)]
-fn plain_value_key(key: u8) -> bool {
-    matches!(key, KEY_F64 | KEY_U64 | KEY_I64 | KEY_STR | KEY_BYTES | KEY_REF)
 }
 
 /// The stats of one event that stay in the file ([`stats_stay_in_file`]), walked
