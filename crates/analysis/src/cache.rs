@@ -17,7 +17,7 @@ use crate::profile::{DeviceKind, Keys, OpSource};
 use crate::stats::Intervals;
 use crate::steps::Steps;
 use stepscope_xspace::hlo::HloModules;
-use stepscope_xspace::{Plane, Stat, StatValue};
+use stepscope_xspace::{Line, Plane, Stat, StatValue};
 
 /// Everything cached for one profile.
 #[derive(Default)]
@@ -64,6 +64,36 @@ impl Cache {
 /// parallel pieces.
 pub(crate) fn pieces(len: usize, piece: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
     (0..len).step_by(piece.max(1)).map(move |at| at..len.min(at + piece))
+}
+
+/// Gives back the file pages of a line's stats behind a scan over its events
+/// ([`Line::release_stats`]), every [`ReleaseBehind::EVENTS`] events: a scan that
+/// reads stats all along a long line keeps only those pages resident.
+pub(crate) struct ReleaseBehind<'l> {
+    line: &'l Line,
+    from: usize,
+}
+
+impl<'l> ReleaseBehind<'l> {
+    const EVENTS: usize = 1 << 16;
+
+    pub fn new(line: &'l Line) -> Self {
+        ReleaseBehind { line, from: 0 }
+    }
+
+    /// The scan reached event `i`.
+    #[inline]
+    pub fn at(&mut self, i: usize) {
+        if i >= self.from + Self::EVENTS {
+            self.line.release_stats(self.from..i);
+            self.from = i;
+        }
+    }
+
+    /// The scan is over.
+    pub fn done(self) {
+        self.line.release_stats(self.from..self.line.len());
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -250,7 +250,9 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
         .into_par_iter()
         .map(|(di, range)| {
             let d = &devices[di];
-            chunk_rows(d, &hlo[d.host_index], range, by, scope_depth)
+            let rows = chunk_rows(d, &hlo[d.host_index], range.clone(), by, scope_depth);
+            release_chunk(d, range);
+            rows
         })
         .collect();
     let mut index: FastMap<Key, usize> = FastMap::default();
@@ -287,6 +289,18 @@ fn chunks(d: &Device) -> Vec<std::ops::Range<usize>> {
         }
     }
     out
+}
+
+/// Gives back the file pages of the stats of a chunk's ops (one line's,
+/// [`chunks`]) once they are summed.
+fn release_chunk(d: &Device, range: std::ops::Range<usize>) {
+    let recs = &d.cached_ops().recs;
+    let (Some(first), Some(last)) = (recs.get(range.start), range.end.checked_sub(1).and_then(|l| recs.get(l))) else {
+        return;
+    };
+    if let Some(line) = d.plane.lines.get(first.line as usize).filter(|_| first.line == last.line) {
+        line.release_stats(first.index.min(last.index) as usize..first.index.max(last.index) as usize + 1);
+    }
 }
 
 /// Ops of one line summed as one chunk by [`op_profile`] (a GPU stream holds

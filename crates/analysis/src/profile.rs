@@ -466,7 +466,7 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
 fn host_ops_in<'a>(plane: &'a Plane, look: &StatLookup<6>, li: usize, range: std::ops::Range<usize>) -> LineOps<'a> {
     let line = &plane.lines[li];
     let mut out = LineOps { names: Interner::default(), by_ordinal: Vec::new(), roots: Vec::new() };
-    for i in range {
+    for i in range.clone() {
         // Most events (Python calls, Eigen tasks) hold none of the keys.
         if !plane.has_any_of(look, line, i) {
             continue;
@@ -489,6 +489,7 @@ fn host_ops_in<'a>(plane: &'a Plane, look: &StatLookup<6>, li: usize, range: std
         let run_id = run.and_then(|s| plane.stat_i64(&s));
         out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, run_id.unwrap_or(NO_RUN)));
     }
+    line.release_stats(range);
     out
 }
 

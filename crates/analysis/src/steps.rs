@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::cache::FastMap;
+use crate::cache::{FastMap, ReleaseBehind};
 use crate::profile::{host_cpu_plane, Device, Keys, OpSource, Profile};
 use crate::stats::Intervals;
 
@@ -92,7 +92,9 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
         let look = plane.stat_lookup([Some(corr)]);
         let mut launched: FastMap<i64, usize> = FastMap::default();
         for line in &plane.lines {
+            let mut release = ReleaseBehind::new(line);
             for i in 0..line.len() {
+                release.at(i);
                 if !plane.has_any_of(&look, line, i) {
                     continue;
                 }
@@ -101,6 +103,7 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
                     launched.insert(c, k);
                 }
             }
+            release.done();
         }
         if launched.is_empty() {
             continue;
@@ -221,7 +224,9 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
                 .par_iter()
                 .map(|line| {
                     let mut found = Vec::new();
+                    let mut release = ReleaseBehind::new(line);
                     for i in 0..line.len() {
+                        release.at(i);
                         let [Some(num), Some(_)] = plane.stats_of(&look, line, i) else {
                             continue;
                         };
@@ -229,6 +234,7 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
                         let name = plane.event_name(line.meta(i));
                         found.push(blank_step(step_num, name, &space.host, line.start_ps(i), line.duration_ps(i)));
                     }
+                    release.done();
                     found
                 })
                 .collect();

@@ -3,8 +3,12 @@
 //! One [`Space`] is one host's profile. It holds [`Plane`]s (host CPU, each
 //! device, metadata, …); a plane holds [`Line`]s (threads, streams, op
 //! lines), and a line holds its events as parallel columns: start, duration,
-//! dense metadata index and a range into a per-line stat table, whose stats are
-//! packed into 8 bytes each ([`Line::event_stats`] unpacks them as [`Stat`]s).
+//! dense metadata index, and where the event's stats are. An XSpace line leaves
+//! them in the file (their position and length, and the set of stat ids each event
+//! has, so lookups skip events without the keys) and reads them when an analysis
+//! asks; other lines, and XSpace lines with a stat only the decoder can read (a
+//! compressed string), keep them in a per-line table, packed into 8 bytes each.
+//! [`Line::event_stats`] gives either as [`Stat`]s.
 //! Starts, durations and stat ranges are [`Column`]s: blocks of 64 values stored as
 //! distances from the block's smallest in the bytes the block needs (a few bytes an
 //! event instead of 8), read back with [`Line::start_ps`] and [`Line::duration_ps`].

@@ -6,7 +6,10 @@
 //! capture's `python` tracer line can hold 90 % of the events) is cut into parts of
 //! whole column blocks by a quick walk over its event lengths, and the parts are read
 //! in parallel and joined. Each line's events go straight into columns; strings stay
-//! in the mapped file as spans.
+//! in the mapped file as spans, and so do the events' stats where every one is framed
+//! as expected and none is a compressed string ([`crate::stat_wire`]): the decoder
+//! checks them and notes which stat ids each event has, and analyses read the ones
+//! they ask for. Lines with another stat are read again, their stats packed.
 
 use std::io::Read;
 use std::ops::Range;
