@@ -208,26 +208,16 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot, hlo: &'a HloModules) -> DeviceO
         .collect();
     // Every event of a kept line is one record: each piece fills its own part.
     let mut recs = vec![OpRec::new(0, 0, 0, 0, 0); pieces.iter().map(|(_, r)| r.len()).sum()];
-    let mut parts: Vec<&mut [OpRec]> = Vec::with_capacity(pieces.len());
-    let mut rest = &mut recs[..];
-    for (_, r) in &pieces {
-        let (part, after) = rest.split_at_mut(r.len());
-        parts.push(part);
+    let mut jobs = Vec::with_capacity(pieces.len());
+    let (mut rest, mut base) = (&mut recs[..], 0);
+    for (li, range) in pieces {
+        let (part, after) = rest.split_at_mut(range.len());
+        base += range.len();
+        jobs.push(((li, range, base - part.len()), part));
         rest = after;
     }
-    let mut base = 0;
-    let pieces: Vec<(usize, std::ops::Range<usize>, usize)> = pieces
-        .into_iter()
-        .map(|(li, r)| {
-            base += r.len();
-            (li, r.clone(), base - r.len())
-        })
-        .collect();
-    let read: Vec<PieceOps> = pieces
-        .into_par_iter()
-        .zip(parts)
-        .map(|((li, range, base), out)| device_ops_in(plane, slot, hlo, &look, (li, range, base), out))
-        .collect();
+    let read: Vec<PieceOps> =
+        jobs.into_par_iter().map(|(piece, out)| device_ops_in(plane, slot, hlo, &look, piece, out)).collect();
     let mut b = OpsBuilder::with_capacity(0);
     let mut buffers = (slot.source == OpSource::Kernels).then(|| Buffers::new(hlo, plane));
     let mut at = 0;

@@ -443,8 +443,8 @@ pub(crate) enum LineStats {
     /// by the XSpace reader for lines with a stat it had to expand or could not leave
     /// in the file.
     Packed(PackedStats),
-    /// Left in the file, read when asked for: XSpace lines whose stats are all
-    /// canonical (`stat_wire`).
+    /// Left in the file, read when asked for: XSpace lines whose stats the decoder
+    /// found well framed and free of compressed strings (`stat_wire`).
     Wire(WireStats),
 }
 

@@ -4,8 +4,10 @@
 //!
 //! A stat is *canonical* when its bytes are its metadata id followed by at most one
 //! value field of the right wire type and nothing else, as every profiler writes
-//! them ([`canonical_stat`]). Lines whose stats are all canonical keep them in the
-//! file; the decoder reads the others field by field ([`stat_fields`]) and packs them.
+//! them ([`canonical_stat`]); others are read field by field ([`stat_fields`]). A
+//! line keeps its stats in the file when every one is framed as expected and none is
+//! a compressed string ([`stats_stay_in_file`]), which only the decoder can expand
+//! (into its plane's arena); it reads other lines' stats and packs them.
 
 use std::ops::Range;
 

@@ -610,7 +610,7 @@ fn usual_events(
 }
 
 /// [`usual_events`] for a line that leaves its stats in the file: reads events whose
-/// header comes first and whose stats are all canonical ([`canonical_stats`]), and
+/// header comes first and whose stats can stay in the file ([`stats_stay_in_file`]), and
 /// keeps where their stats are. Stops like `usual_events`; the caller then reads the
 /// line again packing its stats if the field it stopped at is an event.
 #[inline(never)]
@@ -644,7 +644,7 @@ fn decode_line_part(cx: &LineCtx, r: Range<usize>) -> WireResult<Decoded> {
             return Ok(decoded);
         }
     }
-    // Some event's stats are not canonical (or damaged): read again, packing them.
+    // Some event's stats cannot stay in the file (or are damaged): read again, packing them.
     read_line_part(cx, r, false).map(|d| d.unwrap_or_default())
 }
 
