@@ -789,16 +789,6 @@ impl Line {
         }
     }
 
-    /// The line's packed stats, packing them first if they are in the file.
-    fn packed_mut(&mut self) -> &mut PackedStats {
-        self.pack_stats();
-        match &mut self.stats {
-            LineStats::Packed(p) => p,
-            // pack_stats left no other kind.
-            LineStats::Wire(_) => unreachable!("stats packed above"),
-        }
-    }
-
     /// Moves the arena offsets of the line's string stats `base` bytes further (readers
     /// that append a line's strings to its plane's arena).
     pub(crate) fn rebase_arena(&mut self, base: u64) {
@@ -836,7 +826,10 @@ impl Line {
                     LineStats::Packed(p) => p,
                     LineStats::Wire(x) => x.packed(),
                 };
-                self.packed_mut().append(theirs);
+                self.pack_stats();
+                if let LineStats::Packed(mine) = &mut self.stats {
+                    mine.append(theirs);
+                }
             }
         }
         self.starts.append(next.starts);
@@ -934,11 +927,13 @@ impl Line {
 
     /// Appends an event (used by readers).
     pub fn push_event(&mut self, start_ps: i64, duration_ps: i64, meta: u32, stats: &[Stat]) {
-        let packed = self.packed_mut();
-        for s in stats {
-            packed.push(*s);
+        self.pack_stats();
+        if let LineStats::Packed(packed) = &mut self.stats {
+            for s in stats {
+                packed.push(*s);
+            }
+            packed.end_event();
         }
-        packed.end_event();
         self.starts.push(start_ps);
         self.durations.push(duration_ps);
         self.metas.push(i64::from(meta));
