@@ -309,11 +309,6 @@ pub(crate) struct OpsBuilder<'a> {
 }
 
 impl<'a> OpsBuilder<'a> {
-    /// A builder with room for `n` records.
-    pub fn with_capacity(n: usize) -> Self {
-        OpsBuilder { names: Interner::default(), recs: Vec::with_capacity(n), renamed: FastMap::default() }
-    }
-
     /// Takes `recs` as the records (their names already ids of [`OpsBuilder::names`]).
     pub fn set_recs(&mut self, recs: Vec<OpRec>) {
         self.recs = recs;

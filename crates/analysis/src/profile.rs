@@ -218,7 +218,7 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot, hlo: &'a HloModules) -> DeviceO
     }
     let read: Vec<PieceOps> =
         jobs.into_par_iter().map(|(piece, out)| device_ops_in(plane, slot, hlo, &look, piece, out)).collect();
-    let mut b = OpsBuilder::with_capacity(0);
+    let mut b = OpsBuilder::default();
     let mut buffers = (slot.source == OpSource::Kernels).then(|| Buffers::new(hlo, plane));
     let mut at = 0;
     for piece in read {

@@ -53,7 +53,6 @@ pub(crate) enum Raw {
 #[inline(always)]
 pub(crate) fn resolve(meta: Option<u64>, raw: Raw, ids: &IdMap) -> Option<Stat> {
     let dense = |id: u64| ids.get(id as i64).unwrap_or(UNKNOWN_META);
-    let span = |from: usize, to: usize| Span::source(from as u64, (to - from).min(u32::MAX as usize) as u32);
     let value = match raw {
         Raw::Zero => StatValue::I64(0),
         Raw::F64(bits) => StatValue::F64(f64::from_bits(bits)),
@@ -65,6 +64,11 @@ pub(crate) fn resolve(meta: Option<u64>, raw: Raw, ids: &IdMap) -> Option<Stat> 
         Raw::Gzip(..) => return None,
     };
     Some(Stat::new(meta.map_or(UNKNOWN_META, dense), value))
+}
+
+/// The file's bytes `from..to` as a span (a longer range keeps its first 4 GiB).
+pub(crate) fn span(from: usize, to: usize) -> Span {
+    Span::source(from as u64, (to - from).min(u32::MAX as usize) as u32)
 }
 
 /// The canonical stat at `buf[from..to]` (see the module docs): its metadata id and
@@ -237,26 +241,12 @@ pub(crate) struct WireWalk<'a> {
 pub(crate) type WireAt = (u32, usize, usize, usize);
 
 impl WireWalk<'_> {
-    /// The next stat's dense metadata index and where it is.
+    /// The next stat's dense metadata index and where it is: [`WireWalk::next_in`]
+    /// with every stat asked for.
     #[inline(always)]
     pub(crate) fn next_meta(&mut self) -> Option<(u32, WireAt)> {
-        let at = self.at;
-        if at >= self.end {
-            return None;
-        }
-        // Key 0x22 and length: checked while decoding. The commonest, a one-byte
-        // length and metadata id, read in one 4-byte load.
-        let head = self.buf.get(at..).and_then(|b| b.first_chunk::<4>()).map(|h| u32::from_le_bytes(*h));
-        let usual = |h: &u32| h & 0x80ff_8000 == u32::from(KEY_META) << 16 && (h >> 8) & 0x7f >= 2;
-        let (meta, place) = match head.filter(usual) {
-            Some(h) => {
-                let to = at + 2 + ((h >> 8) & 0x7f) as usize;
-                (self.ids.get(i64::from(h >> 24)).unwrap_or(UNKNOWN_META), (at + 2, at + 4, to))
-            }
-            None => self.other_meta(at)?,
-        };
-        self.at = place.2;
-        Some((meta, (meta, place.0, place.1, place.2)))
+        const EVERY_ID: [u8; 128] = [0; 128];
+        self.next_in(&EVERY_ID, |_| 0).map(|(_, at)| (at.0, at))
     }
 
     /// The next stat whose slot is not `NO_SLOT` (`u8::MAX`): one-byte metadata ids
@@ -265,6 +255,8 @@ impl WireWalk<'_> {
     pub(crate) fn next_in(&mut self, by_wire_id: &[u8; 128], slot_of: impl Fn(u32) -> u8) -> Option<(u8, WireAt)> {
         while self.at < self.end {
             let at = self.at;
+            // Key 0x22 and length: checked while decoding. The commonest, a one-byte
+            // length and metadata id, read in one 4-byte load.
             let head = self.buf.get(at..).and_then(|b| b.first_chunk::<4>()).map(|h| u32::from_le_bytes(*h));
             let usual = |h: &u32| h & 0x80ff_8000 == u32::from(KEY_META) << 16 && (h >> 8) & 0x7f >= 2;
             if let Some(h) = head.filter(usual) {
@@ -287,7 +279,7 @@ impl WireWalk<'_> {
         None
     }
 
-    /// [`WireWalk::next_meta`] for a stat of another shape: read field by field.
+    /// [`WireWalk::next_in`] for a stat of another shape: read field by field.
     #[cold]
     #[inline(never)]
     fn other_meta(&self, at: usize) -> Option<(u32, (usize, usize, usize))> {
@@ -304,7 +296,7 @@ impl WireWalk<'_> {
         Some((meta.map_or(UNKNOWN_META, |id| self.ids.get(id as i64).unwrap_or(UNKNOWN_META)), (start, value, to)))
     }
 
-    /// The stat at the place [`WireWalk::next_meta`] gave.
+    /// The stat at the place [`WireWalk::next_in`] gave.
     #[inline(always)]
     pub(crate) fn stat(&self, (meta, start, value, to): WireAt) -> Stat {
         let raw = match value {

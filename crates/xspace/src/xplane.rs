@@ -26,13 +26,10 @@ use crate::model::{
     StatValue, WireStats,
 };
 use crate::stat_wire::{
-    canonical_stat, event_header, resolve, stat_fields, stats_stay_in_file, varint_in, Raw, KEY_DURATION, KEY_META,
-    KEY_OFFSET, KEY_STAT, UNKNOWN_META,
+    self, canonical_stat, event_header, resolve, stat_fields, stats_stay_in_file, varint_in, Raw, KEY_DURATION,
+    KEY_META, KEY_OFFSET, KEY_STAT, UNKNOWN_META,
 };
 use crate::wire::{Wire, WireError, WireResult, LEN};
-
-/// Whether lines leave canonical stats in the file (see [`crate::stat_wire`]).
-const STATS_IN_FILE: bool = true;
 
 /// Decoded lines give their bytes back to the kernel every this many bytes
 /// ([`Source::release`]).
@@ -259,7 +256,7 @@ fn decode_plane(
     plane.arena = arena;
 
     let stat_ids = Arc::new(stat_ids);
-    let cx = LineCtx { w, event_ids: &event_ids, stat_ids: &stat_ids, source, stats_in_file: STATS_IN_FILE };
+    let cx = LineCtx { w, event_ids: &event_ids, stat_ids: &stat_ids, source, stats_in_file: true };
     let decoded: Vec<WireResult<Decoded>> = parts
         .lines
         .par_iter()
@@ -311,7 +308,7 @@ fn map_entry(w: &Wire, r: Range<usize>) -> WireResult<(i64, Option<Range<usize>>
 }
 
 fn span(r: Range<usize>) -> Span {
-    Span::source(r.start as u64, (r.end - r.start).min(u32::MAX as usize) as u32)
+    stat_wire::span(r.start, r.end)
 }
 
 /// Decodes one XStat message, expanding a compressed string into `arena`.
@@ -321,12 +318,12 @@ fn decode_stat(w: &Wire, r: Range<usize>, stat_ids: &IdMap, arena: &mut Vec<u8>)
         Some((meta, raw)) => (Some(meta), raw),
         None => stat_fields(w, r)?,
     };
-    if let Some(stat) = resolve(meta, raw, stat_ids) {
-        return Ok(stat);
-    }
+    let Raw::Gzip(from, to) = raw else {
+        // Every value but a compressed string is read without the arena.
+        return Ok(resolve(meta, raw, stat_ids).unwrap_or(Stat::new(UNKNOWN_META, StatValue::I64(0))));
+    };
     // A compressed string: its text goes to the arena. Text past the limit is cut
     // off, as for any over-long stat.
-    let Raw::Gzip(from, to) = raw else { return Ok(Stat::new(UNKNOWN_META, StatValue::I64(0))) };
     let mut text = Vec::new();
     let limit = ((to - from) as u64 * MAX_GUNZIP_EXPANSION).clamp(MIN_GUNZIP_LIMIT, MAX_GUNZIP_BYTES);
     let mut gz = flate2::read::GzDecoder::new(w.slice(from..to)).take(limit);
@@ -350,7 +347,8 @@ struct LineCtx<'a> {
     event_ids: &'a IdMap,
     stat_ids: &'a Arc<IdMap>,
     source: &'a Arc<Source>,
-    /// Leave canonical stats in the file (else every line packs its stats).
+    /// Leave stats in the file where they can stay (else every line packs its
+    /// stats; tests compare the two).
     stats_in_file: bool,
 }
 
