@@ -126,6 +126,19 @@ pub(crate) struct DeviceOps {
     pub collective: OnceLock<Vec<bool>>,
     /// What the records' [`OpRec::value`] holds.
     pub value: RecValue,
+    /// The `program_id`s of the records ([`OpRec::program`] indexes them).
+    pub programs: Vec<u64>,
+}
+
+/// What an op's stats say for the op profile, as its record keeps it
+/// ([`DeviceOps::rec_stats`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecStats {
+    /// The op's `program_id` (on its event or its metadata); any other stat the op
+    /// profile reads is on its metadata.
+    Program(Option<u64>),
+    /// The event itself holds other stats the op profile reads: read them there.
+    OnEvent,
 }
 
 /// What [`OpRec::value`] holds for a device's records.
@@ -170,6 +183,15 @@ impl DeviceOps {
     pub fn run_id(&self, r: &OpRec) -> Option<i64> {
         (self.value == RecValue::RunId && r.value != NO_RUN).then_some(r.value)
     }
+
+    /// What the op profile reads of record `r`'s stats.
+    #[inline]
+    pub fn rec_stats(&self, r: &OpRec) -> RecStats {
+        match r.program {
+            ON_EVENT => RecStats::OnEvent,
+            p => RecStats::Program(self.programs.get(p as usize).copied()),
+        }
+    }
 }
 
 impl DeviceOps {
@@ -192,7 +214,7 @@ impl DeviceOps {
     }
 }
 
-/// One executed op in 24 bytes: names are indexes into [`DeviceOps::names`]; start and
+/// One executed op in 32 bytes: names are indexes into [`DeviceOps::names`]; start and
 /// length are read from the device plane's columns (line `line`, event `index`).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OpRec {
@@ -200,6 +222,9 @@ pub(crate) struct OpRec {
     pub module: u32,
     pub line: u32,
     pub index: u32,
+    /// What the op profile reads of the op's stats, read with the record: see
+    /// [`DeviceOps::rec_stats`].
+    pub program: u32,
     /// The op's own time or its `run_id`, as the device's [`DeviceOps::value`] says
     /// (read it with [`DeviceOps::op_ps`] and [`DeviceOps::run_id`]).
     pub value: i64,
@@ -208,9 +233,25 @@ pub(crate) struct OpRec {
 /// A `run_id` that is none (a real id of `i64::MIN` reads as none).
 pub(crate) const NO_RUN: i64 = i64::MIN;
 
+/// [`OpRec::program`] of an op without a `program_id`.
+const NO_PROGRAM: u32 = u32::MAX;
+/// [`OpRec::program`] of an op whose event itself holds stats the op profile reads
+/// besides its program (`hlo_category`, `flops`, `bytes_accessed`).
+const ON_EVENT: u32 = u32::MAX - 1;
+
 impl OpRec {
-    pub fn new(name: u32, module: u32, line: u32, index: u32, value: i64) -> OpRec {
-        OpRec { name, module, line, index, value }
+    pub fn new(name: u32, module: u32, line: u32, index: u32, program: u32, value: i64) -> OpRec {
+        OpRec { name, module, line, index, program, value }
+    }
+
+    /// Makes the record's name, module and program ids, those of a piece of records
+    /// read apart, the device's: `names` and `programs` map the piece's ids to its.
+    #[inline]
+    pub fn set_ids(&mut self, names: &[u32], programs: &[u32]) {
+        (self.name, self.module) = (names[self.name as usize], names[self.module as usize]);
+        if let Some(&p) = programs.get(self.program as usize) {
+            self.program = p;
+        }
     }
 
     /// Start on the timeline, ps.
@@ -299,10 +340,51 @@ impl<'a> Interner<'a> {
     }
 }
 
+/// Interns the `program_id`s of op records ([`OpRec::program`]), in order of first
+/// sight.
+#[derive(Default)]
+pub(crate) struct Programs {
+    pub ids: Vec<u64>,
+    index: FastMap<u64, u32>,
+    /// The last id given, nearly always the next one's too.
+    last: Option<(u64, u32)>,
+}
+
+impl Programs {
+    /// [`OpRec::program`] for what the stats say: `on_event` when the event holds other
+    /// stats the op profile reads, else its program (`None` when it has none).
+    #[inline]
+    pub fn of(&mut self, program: Option<u64>, on_event: bool) -> u32 {
+        match program {
+            _ if on_event => ON_EVENT,
+            None => NO_PROGRAM,
+            Some(p) => match self.last {
+                Some((q, id)) if q == p => id,
+                _ => {
+                    let ids = &mut self.ids;
+                    let id = *self.index.entry(p).or_insert_with(|| {
+                        ids.push(p);
+                        ids.len() as u32 - 1
+                    });
+                    self.last = Some((p, id));
+                    id
+                }
+            },
+        }
+    }
+
+    /// These programs' ids in `to` (added there on first sight), for
+    /// [`OpRec::set_ids`].
+    pub fn ids_in(&self, to: &mut Programs) -> Vec<u32> {
+        self.ids.iter().map(|&p| to.of(Some(p), false)).collect()
+    }
+}
+
 /// Builds [`DeviceOps`], interning names.
 #[derive(Default)]
 pub(crate) struct OpsBuilder<'a> {
     pub names: Interner<'a>,
+    pub programs: Programs,
     recs: Vec<OpRec>,
     /// Per name given by [`OpsBuilder::rename`]: the name it replaced.
     renamed: FastMap<u32, u32>,
@@ -350,6 +432,7 @@ impl<'a> OpsBuilder<'a> {
             renamed: self.renamed,
             collective: OnceLock::new(),
             value,
+            programs: self.programs.ids,
         }
     }
 }

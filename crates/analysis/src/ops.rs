@@ -10,7 +10,7 @@ use stepscope_xspace::{Plane, Span, Stat, StatValue};
 
 use serde::Serialize;
 
-use crate::cache::FastMap;
+use crate::cache::{FastMap, RecStats};
 use crate::profile::{Device, Profile};
 use crate::stats::sum_ps;
 
@@ -470,14 +470,11 @@ struct OpStats<'a> {
 }
 
 /// A stat's value as a `u64`, when it is a non-negative integer.
-fn stat_u64(plane: &Plane, s: Option<Stat>) -> Option<u64> {
+pub(crate) fn stat_u64(plane: &Plane, s: Option<Stat>) -> Option<u64> {
     s.and_then(|s| plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok())
 }
 
 impl<'a> OpStats<'a> {
-    const NONE: OpStats<'static> =
-        OpStats { program: None, category: None, tf_op_key: None, tf_op: None, flops: None, bytes: None };
-
     /// Reads the stats (program_id, hlo_category, tf_op, flops, bytes_accessed) found
     /// for an event; `tf_op` only when `want_scope`.
     #[inline(always)]
@@ -533,9 +530,6 @@ fn each_occurrence<'a>(
     let k = &d.keys;
     let tf_op = k.tf_op.filter(|_| want_scope);
     let look = d.plane.stat_lookup([k.program_id, k.hlo_category, tf_op, k.flops, k.bytes_accessed]);
-    // Where the plane has no other key (XLA:CPU ops), the program is all there is to read.
-    let program_only = [k.hlo_category, tf_op, k.flops, k.bytes_accessed].iter().all(Option::is_none);
-    let look_program = d.plane.stat_lookup([k.program_id]);
     // Keyed by the device's interned name and module ids; `last` holds, per name id,
     // the key and entry it last used (nearly always the next one's too).
     let mut from_hlo: FastMap<(Option<u64>, u32, u32), usize> = FastMap::default();
@@ -553,32 +547,37 @@ fn each_occurrence<'a>(
         let (name, module) = (&*ops.names[rec.name as usize], &*ops.names[rec.module as usize]);
         let line = &d.plane.lines[rec.line as usize];
         let i = rec.index as usize;
-        // What the stats say, worked out once per event metadata for the events that
-        // hold none of the keys themselves (device ops: their metadata holds them).
-        let said = if program_only {
-            let [program] = d.plane.stats_of(&look_program, line, i);
-            OpStats { program: stat_u64(d.plane, program), ..OpStats::NONE }
-        } else {
-            match d.plane.own_stats_of(&look, line, i) {
-                Some(own) => OpStats::of(d.plane, d.plane.with_metadata_stats(&look, line.meta(i), own), want_scope),
-                None => {
-                    let meta = line.meta(i);
-                    if by_meta.is_empty() {
-                        by_meta = vec![NOT_YET; d.plane.event_meta.len()];
-                    }
-                    match by_meta.get(meta as usize) {
-                        Some(&at) if at != NOT_YET => said_by_meta[at as usize],
-                        _ => {
-                            let said =
-                                OpStats::of(d.plane, d.plane.with_metadata_stats(&look, meta, [None; 5]), want_scope);
-                            if let Some(at) = by_meta.get_mut(meta as usize) {
-                                *at = said_by_meta.len() as u32;
-                                said_by_meta.push(said);
-                            }
-                            said
-                        }
-                    }
+        // What the stats say. The record read the program, and whether the event holds
+        // other keys itself; where it holds none (or only a scope, not asked for), the
+        // rest is its metadata's, worked out once per event metadata.
+        let rec_stats = ops.rec_stats(rec);
+        let own = match rec_stats {
+            RecStats::Program(_) if tf_op.is_none() => None,
+            _ => d.plane.own_stats_of(&look, line, i),
+        };
+        let said = match own {
+            Some(own) => OpStats::of(d.plane, d.plane.with_metadata_stats(&look, line.meta(i), own), want_scope),
+            None => {
+                let meta = line.meta(i);
+                if by_meta.is_empty() {
+                    by_meta = vec![NOT_YET; d.plane.event_meta.len()];
                 }
+                let mut said = match by_meta.get(meta as usize) {
+                    Some(&at) if at != NOT_YET => said_by_meta[at as usize],
+                    _ => {
+                        let said =
+                            OpStats::of(d.plane, d.plane.with_metadata_stats(&look, meta, [None; 5]), want_scope);
+                        if let Some(at) = by_meta.get_mut(meta as usize) {
+                            *at = said_by_meta.len() as u32;
+                            said_by_meta.push(said);
+                        }
+                        said
+                    }
+                };
+                if let RecStats::Program(program) = rec_stats {
+                    said.program = program;
+                }
+                said
             }
         };
         let OpStats { program, category, tf_op_key, tf_op, flops, bytes } = said;

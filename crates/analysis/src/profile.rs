@@ -13,8 +13,9 @@ use rayon::prelude::*;
 use stepscope_xspace::hlo::{hlo_modules, HloModules};
 use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
 
-use crate::cache::{Cache, DeviceOps, FastMap, Interner, OpRec, OpsBuilder, RecValue, Slot, NO_RUN};
+use crate::cache::{Cache, DeviceOps, FastMap, Interner, OpRec, OpsBuilder, Programs, RecValue, Slot, NO_RUN};
 use crate::command_buffer::KernelOwners;
+use crate::ops::stat_u64;
 
 /// A run: one [`Space`] per host, on one clock.
 pub struct Profile {
@@ -201,13 +202,23 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot, hlo: &'a HloModules) -> DeviceO
         OpSource::HostOps => false,
     };
     let k = &slot.keys;
-    let look = plane.stat_lookup([k.hlo_op, k.hlo_module, k.device_duration_ps, k.cuda_graph_id, k.cuda_graph_node_id]);
+    let look = plane.stat_lookup([
+        k.hlo_op,
+        k.hlo_module,
+        k.device_duration_ps,
+        k.cuda_graph_id,
+        k.cuda_graph_node_id,
+        k.program_id,
+        k.hlo_category,
+        k.flops,
+        k.bytes_accessed,
+    ]);
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
         .filter(|(_, line)| keep(line))
         .flat_map(|(li, line)| crate::cache::pieces(line.len(), DEVICE_SCAN_PIECE).map(move |r| (li, r)))
         .collect();
     // Every event of a kept line is one record: each piece fills its own part.
-    let mut recs = vec![OpRec::new(0, 0, 0, 0, 0); pieces.iter().map(|(_, r)| r.len()).sum()];
+    let mut recs = vec![OpRec::new(0, 0, 0, 0, 0, 0); pieces.iter().map(|(_, r)| r.len()).sum()];
     let mut jobs = Vec::with_capacity(pieces.len());
     let (mut rest, mut base) = (&mut recs[..], 0);
     for (li, range) in pieces {
@@ -223,8 +234,9 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Slot, hlo: &'a HloModules) -> DeviceO
     let mut at = 0;
     for piece in read {
         let ids: Vec<u32> = piece.names.names.iter().map(|n| b.names.text(n)).collect();
+        let programs = piece.programs.ids_in(&mut b.programs);
         for r in &mut recs[at..at + piece.len] {
-            (r.name, r.module) = (ids[r.name as usize], ids[r.module as usize]);
+            r.set_ids(&ids, &programs);
         }
         at += piece.len;
         if let Some(buffers) = buffers.as_mut() {
@@ -247,6 +259,7 @@ const DEVICE_SCAN_PIECE: usize = if cfg!(debug_assertions) { 1 << 7 } else { 1 <
 /// piece's own ids, and its command-buffer kernels' places and launches.
 struct PieceOps<'a> {
     names: Interner<'a>,
+    programs: Programs,
     len: usize,
     places: Vec<Place>,
     /// (record, index into `places`) of each command-buffer kernel.
@@ -259,12 +272,13 @@ fn device_ops_in<'a>(
     plane: &'a Plane,
     slot: &Slot,
     hlo: &'a HloModules,
-    look: &StatLookup<5>,
+    look: &StatLookup<9>,
     (li, range, base): (usize, std::ops::Range<usize>, usize),
     out: &mut [OpRec],
 ) -> PieceOps<'a> {
     let line = &plane.lines[li];
     let mut names = Interner::default();
+    let mut programs = Programs::default();
     let mut owners = KernelOwners::new(hlo);
     // Per (op, module) met: whether the op is a command buffer (no instruction), and
     // the last one looked up.
@@ -273,8 +287,10 @@ fn device_ops_in<'a>(
     let mut place_ids: FastMap<Place, u32> = FastMap::default();
     let (mut places, mut launches) = (Vec::new(), Vec::new());
     for (i, rec) in range.clone().zip(out.iter_mut()) {
-        let [op, module, device_duration, graph, node] = plane.stats_of(look, line, i);
         let meta = line.meta(i);
+        let own = plane.own_stats_of(look, line, i).unwrap_or_default();
+        let on_event = own[6..].iter().any(Option::is_some);
+        let [op, module, device_duration, graph, node, program, ..] = plane.with_metadata_stats(look, meta, own);
         let by_meta = |n: &mut Interner<'a>| match slot.source {
             OpSource::XlaOpsLine => n.meta(meta, || op_name_of(plane.event_name(meta), plane, meta)),
             _ => n.meta(meta, || plane.event_name(meta)),
@@ -315,10 +331,11 @@ fn device_ops_in<'a>(
             OpSource::XlaOpsLine => device_duration.and_then(|s| plane.stat_i64(&s)).map_or(duration_ps, |d| d.max(0)),
             _ => duration_ps,
         };
-        *rec = OpRec::new(name, module, li as u32, i as u32, op_ps);
+        let program = programs.of(stat_u64(plane, program), on_event);
+        *rec = OpRec::new(name, module, li as u32, i as u32, program, op_ps);
     }
     line.release_stats(range.clone());
-    PieceOps { names, len: range.len(), places, launches }
+    PieceOps { names, programs, len: range.len(), places, launches }
 }
 
 /// The kernels of a GPU device whose `hlo_op` is a command buffer, noted while its
@@ -426,6 +443,7 @@ impl<'a> Buffers<'a> {
 /// `device_ordinal`, with names interned per range.
 struct LineOps<'a> {
     names: Interner<'a>,
+    programs: Programs,
     /// Per ordinal seen on the line: its ops, in line order. An op whose `hlo_op` is not
     /// a string has no record but still shows its ordinal.
     by_ordinal: Vec<(Option<i64>, Vec<OpRec>)>,
@@ -443,25 +461,47 @@ const HOST_SCAN_PIECE: usize = if cfg!(debug_assertions) { 1 << 10 } else { 1 <<
 /// parallel).
 fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
     let Some(op_key) = keys.hlo_op else { return Vec::new() };
-    let look =
-        plane.stat_lookup([Some(op_key), keys.hlo_module, keys.device_ordinal, keys.run_id, keys.step_num, keys.root]);
+    let look = plane.stat_lookup([
+        Some(op_key),
+        keys.hlo_module,
+        keys.device_ordinal,
+        keys.run_id,
+        keys.step_num,
+        keys.root,
+        keys.program_id,
+    ]);
+    // Where the plane has other keys the op profile reads, it reads each op's stats
+    // (rare on XLA:CPU planes; looking for them here would slow the scan of the
+    // plane's other events).
+    let on_event = [keys.hlo_category, keys.flops, keys.bytes_accessed].iter().any(Option::is_some);
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
         .flat_map(|(li, line)| crate::cache::pieces(line.len(), HOST_SCAN_PIECE).map(move |r| (li, r)))
         .collect();
-    pieces.into_par_iter().map(|(li, range)| host_ops_in(plane, &look, li, range)).collect()
+    pieces.into_par_iter().map(|(li, range)| host_ops_in(plane, &look, on_event, li, range)).collect()
 }
 
 /// [`host_ops`] of events `range` of line `li`.
 #[inline(never)]
-fn host_ops_in<'a>(plane: &'a Plane, look: &StatLookup<6>, li: usize, range: std::ops::Range<usize>) -> LineOps<'a> {
+fn host_ops_in<'a>(
+    plane: &'a Plane,
+    look: &StatLookup<7>,
+    on_event: bool,
+    li: usize,
+    range: std::ops::Range<usize>,
+) -> LineOps<'a> {
     let line = &plane.lines[li];
-    let mut out = LineOps { names: Interner::default(), by_ordinal: Vec::new(), roots: Vec::new() };
+    let mut out = LineOps {
+        names: Interner::default(),
+        programs: Programs::default(),
+        by_ordinal: Vec::new(),
+        roots: Vec::new(),
+    };
     for i in range.clone() {
         // Most events (Python calls, Eigen tasks) hold none of the keys.
         if !plane.has_any_of(look, line, i) {
             continue;
         }
-        let [op, module, ordinal, run, step_num, root] = plane.stats_of(look, line, i);
+        let [op, module, ordinal, run, step_num, root, program] = plane.stats_of(look, line, i);
         if let (Some(num), Some(_)) = (step_num, root) {
             out.roots.push((plane.stat_i64(&num).unwrap_or(-1), li as u32, i as u32));
         }
@@ -477,7 +517,8 @@ fn host_ops_in<'a>(plane: &'a Plane, look: &StatLookup<6>, li: usize, range: std
         let Some(name) = out.names.stat(plane, op) else { continue };
         let module = module.and_then(|s| out.names.stat(plane, s)).unwrap_or_else(|| out.names.text(""));
         let run_id = run.and_then(|s| plane.stat_i64(&s));
-        out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, run_id.unwrap_or(NO_RUN)));
+        let program = out.programs.of(stat_u64(plane, program), on_event);
+        out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, program, run_id.unwrap_or(NO_RUN)));
     }
     line.release_stats(range);
     out
@@ -496,18 +537,19 @@ fn cpu_device_ops(lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
         }
     };
     let mut builders: Vec<OpsBuilder> = (0..ordinals.len().max(1)).map(|_| OpsBuilder::default()).collect();
-    // (device, the piece's name ids on that device, records), in line order.
-    let mut groups: Vec<(usize, Vec<u32>, Vec<OpRec>)> = Vec::new();
+    // (device, the piece's name and program ids on that device, records), in line order.
+    let mut groups: Vec<(usize, (Vec<u32>, Vec<u32>), Vec<OpRec>)> = Vec::new();
     for line in lines {
         for (o, recs) in line.by_ordinal {
             let Some(d) = device_of(o) else { continue };
             let ids = line.names.names.iter().map(|n| builders[d].names.text(n)).collect();
-            groups.push((d, ids, recs));
+            let programs = line.programs.ids_in(&mut builders[d].programs);
+            groups.push((d, (ids, programs), recs));
         }
     }
-    groups.par_iter_mut().for_each(|(_, ids, recs)| {
+    groups.par_iter_mut().for_each(|(_, (ids, programs), recs)| {
         for r in recs.iter_mut() {
-            (r.name, r.module) = (ids[r.name as usize], ids[r.module as usize]);
+            r.set_ids(ids, programs);
         }
     });
     builders
