@@ -8,6 +8,7 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 use serde::Serialize;
+use stepscope_xspace::Line;
 
 use crate::cache::{FastMap, ReleaseBehind};
 use crate::profile::{host_cpu_plane, Device, Keys, OpSource, Profile};
@@ -75,6 +76,7 @@ pub fn steps(profile: &Profile) -> Steps {
 /// Fills [`Step::device_work_ps`]: per host, its launches (host events with a
 /// `correlation_id`) are placed in the step whose span holds them, then each GPU's
 /// kernels and copies are summed (as a union of intervals) into their launch's step.
+/// Lines, op records and steps are read in parallel pieces.
 fn launched_work(profile: &Profile, steps: &mut [Step]) {
     let devices = profile.devices();
     for (hi, space) in profile.hosts.iter().enumerate() {
@@ -90,21 +92,28 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
             (t < steps[mine[k]].end_ps()).then_some(k)
         };
         let look = plane.stat_lookup([Some(corr)]);
-        let mut launched: FastMap<i64, usize> = FastMap::default();
-        for line in &plane.lines {
-            let mut release = ReleaseBehind::new(line);
-            for i in 0..line.len() {
-                release.at(i);
-                if !plane.has_any_of(&look, line, i) {
-                    continue;
+        let pieces: Vec<(&Line, std::ops::Range<usize>)> = (plane.lines.iter())
+            .flat_map(|line| crate::cache::pieces(line.len(), LAUNCH_SCAN_PIECE).map(move |r| (line, r)))
+            .collect();
+        let found: Vec<Vec<(i64, usize)>> = pieces
+            .into_par_iter()
+            .map(|(line, range)| {
+                let mut found = Vec::new();
+                for i in range.clone() {
+                    if !plane.has_any_of(&look, line, i) {
+                        continue;
+                    }
+                    let [c] = plane.stats_of(&look, line, i);
+                    if let (Some(c), Some(k)) = (c.and_then(|c| plane.stat_i64(&c)), step_at(line.start_ps(i))) {
+                        found.push((c, k));
+                    }
                 }
-                let [c] = plane.stats_of(&look, line, i);
-                if let (Some(c), Some(k)) = (c.and_then(|c| plane.stat_i64(&c)), step_at(line.start_ps(i))) {
-                    launched.insert(c, k);
-                }
-            }
-            release.done();
-        }
+                line.release_stats(range);
+                found
+            })
+            .collect();
+        // In reading order: the last launch of an id wins.
+        let launched: FastMap<i64, usize> = found.into_iter().flatten().collect();
         if launched.is_empty() {
             continue;
         }
@@ -113,16 +122,40 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
             let Some(dc) = d.plane.stat_id("correlation_id") else { continue };
             let look = d.plane.stat_lookup([Some(dc)]);
             let ops = d.cached_ops();
+            // Per piece of records: runs of spans launched in one step (a piece's ops
+            // are in time order on their line, so they fall in few runs).
+            let runs: Vec<Vec<(usize, Vec<(i64, i64)>)>> = crate::cache::pieces(ops.recs.len(), LAUNCH_SCAN_PIECE)
+                .collect::<Vec<_>>()
+                .into_par_iter()
+                .map(|range| {
+                    let mut runs: Vec<(usize, Vec<(i64, i64)>)> = Vec::new();
+                    for at in range {
+                        let r = &ops.recs[at];
+                        let line = &d.plane.lines[r.line as usize];
+                        let [c] = d.plane.stats_of(&look, line, r.index as usize);
+                        let Some(&k) = c.and_then(|c| d.plane.stat_i64(&c)).and_then(|c| launched.get(&c)) else {
+                            continue;
+                        };
+                        let (_, start, end, _) = ops.span(d.plane, at);
+                        match runs.last_mut() {
+                            Some((run_k, spans)) if *run_k == k => spans.push((start, end)),
+                            _ => runs.push((k, vec![(start, end)])),
+                        }
+                    }
+                    runs
+                })
+                .collect();
             let mut spans: Vec<Vec<(i64, i64)>> = vec![Vec::new(); mine.len()];
-            for (at, r) in ops.recs.iter().enumerate() {
-                let line = &d.plane.lines[r.line as usize];
-                let [c] = d.plane.stats_of(&look, line, r.index as usize);
-                let Some(&k) = c.and_then(|c| d.plane.stat_i64(&c)).and_then(|c| launched.get(&c)) else { continue };
-                let (_, start, end, _) = ops.span(d.plane, at);
-                spans[k].push((start, end));
+            for (k, run) in runs.into_iter().flatten() {
+                if spans[k].is_empty() {
+                    spans[k] = run;
+                } else {
+                    spans[k].extend(run);
+                }
             }
-            for (w, s) in work.iter_mut().zip(spans) {
-                *w = w.saturating_add(Intervals::new(s).total());
+            let totals: Vec<i64> = spans.into_par_iter().map(|s| Intervals::new(s).total()).collect();
+            for (w, t) in work.iter_mut().zip(totals) {
+                *w = w.saturating_add(t);
             }
         }
         for (k, &i) in mine.iter().enumerate() {
@@ -130,6 +163,11 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
         }
     }
 }
+
+/// Events of a host line, or a GPU's op records, read as one piece by
+/// [`launched_work`]. Debug builds (the tests' binaries) cut the fixtures' too, so the
+/// joining of pieces is checked by every test that reads launched work.
+const LAUNCH_SCAN_PIECE: usize = if cfg!(debug_assertions) { 1 << 7 } else { 1 << 16 };
 
 /// The cached steps, found on first use.
 pub(crate) fn cached(profile: &Profile) -> &Steps {
