@@ -284,15 +284,19 @@ def main(argv=None):
         run_step(-args.warmup + i, annotate=False)
 
     # ---------------------------------------------------------------- capture
-    opts = jax.profiler.ProfileOptions()
-    opts.host_tracer_level = args.host_tracer_level
-    opts.python_tracer_level = 0 if args.no_python_tracer else 1
+    # JAX before 0.5 has no ProfileOptions: its default tracer levels are used.
+    trace_kwargs = {}
+    if hasattr(jax.profiler, "ProfileOptions"):
+        opts = jax.profiler.ProfileOptions()
+        opts.host_tracer_level = args.host_tracer_level
+        opts.python_tracer_level = 0 if args.no_python_tracer else 1
+        trace_kwargs["profiler_options"] = opts
 
     profile_root = os.path.join(args.out, "plugins", "profile")
     before = set(os.listdir(profile_root)) if os.path.isdir(profile_root) else set()
 
     t0 = time.perf_counter()
-    jax.profiler.start_trace(args.out, create_perfetto_trace=args.perfetto, profiler_options=opts)
+    jax.profiler.start_trace(args.out, create_perfetto_trace=args.perfetto, **trace_kwargs)
     try:
         losses = [run_step(i, annotate=True) for i in range(args.steps)]
         losses = [float(x) for x in losses]  # with --no-sync, waits for the last step here

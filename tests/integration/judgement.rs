@@ -208,3 +208,38 @@ fn check_refuses_to_judge_too_few_steps_or_a_bad_baseline() {
     let err = assert_clean_error(&["check", &fx("cpu-clean"), "--baseline", base.to_str().unwrap()]);
     assert!(err.contains("not a stepscope summary"), "{err}");
 }
+
+#[test]
+fn a_capture_without_device_activity_says_so_instead_of_blaming_the_host() {
+    // JAX 0.4.31 on CPU: no device plane and no XLA op events (XLA:CPU records none).
+    let path = fx("cpu-jax0431");
+    let fired = rules(&path);
+    assert!(fired.iter().any(|r| r == "no-device-activity"), "{fired:?}");
+    for rule in ["low-utilization", "host-bound-gaps", "input-bound"] {
+        assert!(!fired.iter().any(|r| r == rule), "{rule} fired with no device time recorded: {fired:?}");
+    }
+    let f = finding(&path, "no-device-activity");
+    assert!(f["advice"].as_str().unwrap().contains("JAX 0.4.33"), "{f}");
+
+    // The steps are still measured: as many as the reference reader finds.
+    let s = json(&["summary", &path]);
+    assert!(s["environment"]["devices"].as_array().unwrap().is_empty(), "{}", s["environment"]);
+    assert_eq!(s["findings"][0]["rule"], "no-device-activity");
+    let file = std::fs::read_dir(fixture("cpu-jax0431/plugins/profile"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("vm.xplane.pb"))
+        .next()
+        .unwrap();
+    let theirs = reference(&["steps", file.to_str().unwrap()]);
+    assert_eq!(s["step_count"].as_u64().unwrap() as usize, theirs.as_array().unwrap().len());
+    assert!(s["step_count"].as_u64().unwrap() >= 4);
+    let text = ok(&["summary", &path]);
+    assert!(text.contains("no device activity recorded"), "{text}");
+    assert!(!text.contains("device idle (host-bound)"), "{text}");
+
+    // Captures with device time never say so.
+    for capture in ["cpu-clean", "gpu-bf16", "tpu-v6e-inference", "rocm-mi300x-gemm"] {
+        let fired = rules(&fx(capture));
+        assert!(!fired.iter().any(|r| r == "no-device-activity"), "{capture}: {fired:?}");
+    }
+}

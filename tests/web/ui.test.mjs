@@ -305,6 +305,18 @@ async function runIn(dir) {
 const cards = async (sel) => Object.fromEntries(await page.$$eval(`${sel} .card`, cs => cs.map(c => [c.querySelector('.label').textContent, c.querySelector('.value').textContent])));
 const tableCells = async (sel, col) => page.$$eval(`${sel} table.data tbody tr td:nth-child(${col})`, tds => tds.map(t => t.textContent));
 
+test('overview of a capture without device activity says so instead of drawing a breakdown', async () => {
+  const run = await runIn('cpu-jax0431');
+  const [s, adv] = await Promise.all([api('summary', { run }), api('advise', { run })]);
+  assert.deepEqual(s.environment.devices, []);
+  assert.ok(adv.findings.some(f => f.rule === 'no-device-activity'), adv.findings.map(f => f.rule).join());
+  await open(`overview?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#no-breakdown');
+  assert.equal(await page.$$eval('.breakdown', b => b.length), 0);
+  assert.equal((await cards('.cards'))['device utilisation'], '—');
+  assert.ok(await page.$('.finding[data-rule="no-device-activity"]'));
+});
+
 test('overview lists the run\'s findings with evidence and advice', async () => {
   const run = await runIn('cpu-tiny-ops');
   const adv = await api('advise', { run });

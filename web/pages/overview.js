@@ -18,7 +18,9 @@ export async function render(view, ctx) {
     card('mean step', dur(t.mean_ps), `± ${dur(t.std_ps)}`),
     card('median step', dur(t.median_ps), `p90 ${dur(t.p90_ps)}`),
     card('min / max', `${dur(t.min_ps)} / ${dur(t.max_ps)}`),
-    card('device utilisation', pct(s.device_utilization_pct), 'busy share of step time'),
+    s.environment.devices.length
+      ? card('device utilisation', pct(s.device_utilization_pct), 'busy share of step time')
+      : card('device utilisation', '—', 'no device activity recorded'),
   ));
 
   view.append(el('h2', {}, `Findings (${adv.findings.length})`));
@@ -27,7 +29,9 @@ export async function render(view, ctx) {
 
   const b = s.breakdown;
   view.append(el('h2', {}, 'Average step breakdown'));
-  view.append(stackedBar([
+  if (!s.environment.devices.length) {
+    view.append(el('p', { class: 'muted', id: 'no-breakdown' }, 'no device activity recorded: no breakdown (see the findings)'));
+  } else view.append(stackedBar([
     { label: 'device compute', value: b.device_compute_ps, color: '#3b6fd4' },
     { label: 'collectives', value: b.collectives_ps, color: '#c77b28' },
     { label: 'host→device', value: b.host_to_device_ps, color: '#8a5cc2' },

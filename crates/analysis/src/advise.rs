@@ -4,7 +4,8 @@
 //!
 //! Rules (ids are stable; thresholds are fields of [`Thresholds`]):
 //! `no-steps`, `too-few-steps`, `captured-compilation`, `compile-time`,
-//! `low-utilization`, `host-bound-gaps`, `gaps-between-steps`, `input-bound`,
+//! `no-device-activity`, `low-utilization`, `host-bound-gaps`, `gaps-between-steps`,
+//! `input-bound`,
 //! `many-small-ops`, `many-dispatches`,
 //! `host-device-copies`, `dominant-op`, `collectives-exposed`, `memory-near-capacity`,
 //! `memory-bandwidth`, `step-jitter`, `stragglers`, `truncated`.
@@ -300,13 +301,31 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
                 .into(),
         });
     }
+    // --- no device time at all: the rules that read it cannot judge
+    let device_time = !profile.devices().is_empty();
+    if !device_time {
+        out.push(Finding {
+            rule: "no-device-activity",
+            severity: Severity::Warning,
+            title: "no device activity recorded (no device planes or ops)".into(),
+            value: 0.0,
+            threshold: 1.0,
+            unit: "count",
+            evidence: vec![],
+            advice: "device time, the step breakdown and the op tables need them. On CPU, XLA records its ops from \
+                     JAX 0.4.33 on (0.4.31 and earlier record none): upgrade jax and jaxlib. On a GPU or TPU, the \
+                     device tracer recorded nothing: look for profiler errors in the job's log (for \
+                     CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, allow GPU profiling for non-root users)"
+                .into(),
+        });
+    }
     if steps.steps.is_empty() {
         finish(&mut out);
         return out;
     }
 
     // --- utilisation and where the idle time goes
-    if s.device_utilization_pct < th.utilization_pct {
+    if device_time && s.device_utilization_pct < th.utilization_pct {
         let mut worst: Vec<&steps::Step> = steps.steps.iter().collect();
         worst.sort_by_key(|st| std::cmp::Reverse(st.device_idle_ps));
         out.push(Finding {
@@ -339,7 +358,7 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
         });
     }
     let host_overhead = step_pct(b.device_idle_ps);
-    if host_overhead > th.host_overhead_pct {
+    if device_time && host_overhead > th.host_overhead_pct {
         out.push(Finding {
             rule: "host-bound-gaps",
             severity: if host_overhead > 3.0 * th.host_overhead_pct { Severity::Critical } else { Severity::Warning },
@@ -394,7 +413,7 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
     let input: Vec<(&steps::Step, i64)> =
         inputs.steps.leading_idle.iter().filter_map(|&(i, ps)| Some((steps.steps.get(i)?, ps))).collect();
     let input_pct = pct(sum_ps(input.iter().map(|(_, ps)| *ps)), sum_ps(steps.steps.iter().map(|s| s.duration_ps)));
-    if input_pct > th.input_bound_pct {
+    if device_time && input_pct > th.input_bound_pct {
         let mut worst = input.clone();
         worst.sort_by_key(|(_, ps)| std::cmp::Reverse(*ps));
         out.push(Finding {

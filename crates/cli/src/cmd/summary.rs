@@ -61,7 +61,8 @@ fn print_text(s: &Summary) {
             }
         })
         .collect();
-    println!("run {}  ·  {} host(s)  ·  {}", s.run, env.hosts.len(), devices.join(", "));
+    let devices = if devices.is_empty() { "no devices".to_string() } else { devices.join(", ") };
+    println!("run {}  ·  {} host(s)  ·  {devices}", s.run, env.hosts.len());
     for v in &env.versions {
         println!("{v}");
     }
@@ -82,23 +83,13 @@ fn print_text(s: &Summary) {
         );
         println!();
         let b = &s.breakdown;
-        println!(
-            "AVERAGE STEP  {}  ·  device utilisation {:.1}%",
-            human::duration_ps(b.step_ps),
-            s.device_utilization_pct
-        );
-        let parts = [
-            ("device compute", b.device_compute_ps),
-            ("collectives", b.collectives_ps),
-            ("host → device copies", b.host_to_device_ps),
-            ("device → host copies", b.device_to_host_ps),
-            ("compile", b.compile_ps),
-            ("device idle (host-bound)", b.device_idle_ps),
-        ];
-        for (name, ps) in parts {
-            let pct = if b.step_ps > 0 { 100.0 * ps as f64 / b.step_ps as f64 } else { 0.0 };
-            let bar = "█".repeat((pct / 4.0).round() as usize);
-            println!("  {name:<26} {:>10} {pct:>5.1}%  {bar}", human::duration_ps(ps));
+        if env.devices.is_empty() {
+            println!(
+                "AVERAGE STEP  {}  ·  no device activity recorded: no breakdown (see the findings)",
+                human::duration_ps(b.step_ps)
+            );
+        } else {
+            print_breakdown(s);
         }
     }
     if !s.findings.is_empty() {
@@ -114,5 +105,24 @@ fn print_text(s: &Summary) {
     } else {
         println!("TOP OPS (by self time)");
         print!("{}", crate::cmd::ops::op_table(&s.top_ops, GroupBy::Op).text());
+    }
+}
+
+/// Where the average step went, one bar per part.
+fn print_breakdown(s: &Summary) {
+    let b = &s.breakdown;
+    println!("AVERAGE STEP  {}  ·  device utilisation {:.1}%", human::duration_ps(b.step_ps), s.device_utilization_pct);
+    let parts = [
+        ("device compute", b.device_compute_ps),
+        ("collectives", b.collectives_ps),
+        ("host → device copies", b.host_to_device_ps),
+        ("device → host copies", b.device_to_host_ps),
+        ("compile", b.compile_ps),
+        ("device idle (host-bound)", b.device_idle_ps),
+    ];
+    for (name, ps) in parts {
+        let pct = if b.step_ps > 0 { 100.0 * ps as f64 / b.step_ps as f64 } else { 0.0 };
+        let bar = "█".repeat((pct / 4.0).round() as usize);
+        println!("  {name:<26} {:>10} {pct:>5.1}%  {bar}", human::duration_ps(ps));
     }
 }
