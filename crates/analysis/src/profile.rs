@@ -538,7 +538,8 @@ fn cpu_device_ops(lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
     };
     let mut builders: Vec<OpsBuilder> = (0..ordinals.len().max(1)).map(|_| OpsBuilder::default()).collect();
     // (device, the piece's name and program ids on that device, records), in line order.
-    let mut groups: Vec<(usize, (Vec<u32>, Vec<u32>), Vec<OpRec>)> = Vec::new();
+    type Ids = (Vec<u32>, Vec<u32>);
+    let mut groups: Vec<(usize, Ids, Vec<OpRec>)> = Vec::new();
     for line in lines {
         for (o, recs) in line.by_ordinal {
             let Some(d) = device_of(o) else { continue };

@@ -124,11 +124,12 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
             let ops = d.cached_ops();
             // Per piece of records: runs of spans launched in one step (a piece's ops
             // are in time order on their line, so they fall in few runs).
-            let runs: Vec<Vec<(usize, Vec<(i64, i64)>)>> = crate::cache::pieces(ops.recs.len(), LAUNCH_SCAN_PIECE)
+            type Runs = Vec<(usize, Vec<(i64, i64)>)>;
+            let runs: Vec<Runs> = crate::cache::pieces(ops.recs.len(), LAUNCH_SCAN_PIECE)
                 .collect::<Vec<_>>()
                 .into_par_iter()
                 .map(|range| {
-                    let mut runs: Vec<(usize, Vec<(i64, i64)>)> = Vec::new();
+                    let mut runs: Runs = Vec::new();
                     for at in range {
                         let r = &ops.recs[at];
                         let line = &d.plane.lines[r.line as usize];
