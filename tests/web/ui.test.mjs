@@ -78,6 +78,9 @@ async function api(p, params = {}) {
 }
 
 async function open(hash) {
+  // A new document each time: going to another hash of the same page keeps the old
+  // view's elements until the new one renders, and a test could read them.
+  await page.goto('about:blank');
   await page.goto(`${base}#/${hash}`);
   await page.waitForLoadState('networkidle');
 }
@@ -315,6 +318,11 @@ test('overview of a capture without device activity says so instead of drawing a
   assert.equal(await page.$$eval('.breakdown', b => b.length), 0);
   assert.equal((await cards('.cards'))['device utilisation'], '—');
   assert.ok(await page.$('.finding[data-rule="no-device-activity"]'));
+  // The step chart draws step time alone, no device-busy line at zero.
+  const series = await page.$$eval('.chartbox .u-legend .u-series', s => s.map(x => x.textContent));
+  assert.equal(series.length, 2, series.join('|'));
+  assert.ok(!series.some(x => x.includes('device busy')), series.join('|'));
+  await page.screenshot({ path: path.join(shots, 'overview-no-device-activity.png'), fullPage: true });
 });
 
 test('overview lists the run\'s findings with evidence and advice', async () => {

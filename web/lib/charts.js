@@ -3,11 +3,13 @@ import uPlot from '../vendor/uPlot.esm.js';
 import { el, color } from './dom.js';
 import { dur } from './format.js';
 
-/** Step time per step (ms) with device busy time, as a uPlot chart in `host`. */
-export function stepChart(host, steps, { width, height = 260 } = {}) {
+/** Step time per step (ms) with device busy time (unless `busy` is false: a run with
+ * no device activity recorded), as a uPlot chart in `host`. */
+export function stepChart(host, steps, { width, height = 260, busy = true } = {}) {
   const xs = steps.map((_, i) => i);
   const ms = v => v / 1e9;
-  const data = [xs, steps.map(s => ms(s.duration_ps)), steps.map(s => ms(s.device_busy_ps))];
+  const data = [xs, steps.map(s => ms(s.duration_ps))];
+  if (busy) data.push(steps.map(s => ms(s.device_busy_ps)));
   const w = width || Math.max(320, host.clientWidth - 16);
   const opts = {
     width: w,
@@ -21,7 +23,7 @@ export function stepChart(host, steps, { width, height = 260 } = {}) {
       { label: 'step', value: (u, v) => (steps[v] ? `${steps[v].step_num} (${steps[v].host})` : '') },
       { label: 'step time', stroke: '#3b6fd4', width: 2, points: { show: steps.length < 200 }, value: (u, v) => (v === null ? '' : dur(v * 1e9)) },
       { label: 'device busy', stroke: '#2a9d5c', width: 1.5, value: (u, v) => (v === null ? '' : dur(v * 1e9)) },
-    ],
+    ].slice(0, data.length),
   };
   const box = el('div', { class: 'chart' });
   host.append(box);

@@ -44,7 +44,7 @@ export async function render(view, ctx) {
     view.append(el('h2', {}, 'Step time'));
     const chart = el('div', { class: 'chartbox' });
     view.append(chart);
-    stepChart(chart, st.steps);
+    stepChart(chart, st.steps, { busy: s.environment.devices.length > 0 });
   }
 
   view.append(el('h2', {}, 'Top ops by self time'));
