@@ -52,6 +52,40 @@ fn annotated_steps_equal_the_reference_steps() {
 }
 
 #[test]
+fn trace_json_steps_are_the_annotated_steps_of_the_xspace() {
+    // JAX's trace JSON (and Perfetto JSON) drop the `_r` marker of StepTraceAnnotation
+    // roots; the steps read from them are still the annotations, equal to the
+    // reference reader's steps of the XSpace written beside them.
+    let mut checked = 0;
+    for run in [
+        "cpu-transformer/plugins/profile/2026_11_21_22_29_17",
+        "cpu-compile/plugins/profile/2026_11_21_22_29_21",
+        "cpu-dp4/plugins/profile/2026_11_21_23_24_47",
+        "gpu-transformer/plugins/profile/2026_11_23_07_47_56",
+    ] {
+        let theirs = reference(&["steps", &path(&format!("{run}/vm.xplane.pb"))]);
+        assert!(!theirs.as_array().unwrap().is_empty(), "{run}");
+        for file in ["vm.trace.json.gz", "perfetto_trace.json.gz"] {
+            let f = fixture(&format!("{run}/{file}"));
+            if !f.exists() {
+                continue;
+            }
+            let ours = json(&["steps", f.to_str().unwrap()]);
+            assert_eq!(ours["source"], "annotation", "{run}/{file}");
+            let cut: Vec<serde_json::Value> = ours["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| serde_json::json!({"step_num": s["step_num"], "start_ps": s["start_ps"], "duration_ps": s["duration_ps"]}))
+                .collect();
+            assert_eq!(serde_json::Value::Array(cut), theirs, "{run}/{file}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 6);
+}
+
+#[test]
 fn a_capture_of_compilation_shows_compile_time_in_its_first_step() {
     let v = json(&["steps", &path(COMPILE_RUN)]);
     let steps = v["steps"].as_array().unwrap();

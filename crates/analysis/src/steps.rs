@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use rayon::prelude::*;
 use serde::Serialize;
-use stepscope_xspace::Line;
+use stepscope_xspace::{Format, Line};
 
 use crate::cache::{FastMap, ReleaseBehind};
 use crate::profile::{host_cpu_plane, Device, Keys, OpSource, Profile};
@@ -256,7 +256,13 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
                 continue;
             }
             let keys = Keys::of(plane);
-            let (Some(step_key), Some(root_key)) = (keys.step_num, keys.root) else { continue };
+            // JAX's trace JSON drops the roots' `_r` marker: there, the events with a
+            // `step_num` are the annotations (no other event carries one).
+            let root_key = match (keys.root, space.format) {
+                (None, Format::TraceJson) => keys.step_num,
+                (root, _) => root,
+            };
+            let (Some(step_key), Some(root_key)) = (keys.step_num, root_key) else { continue };
             let look = plane.stat_lookup([Some(step_key), Some(root_key)]);
             let per_line: Vec<Vec<Step>> = plane
                 .lines
