@@ -24,6 +24,17 @@ fn ref_events(file: &str, plane: &str, line: &str) -> Vec<serde_json::Value> {
     String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
+/// A `steps --json` answer as the reference reader gives steps: step_num, start and
+/// duration of each.
+fn step_spans(steps: &serde_json::Value) -> serde_json::Value {
+    steps["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| serde_json::json!({"step_num": s["step_num"], "start_ps": s["start_ps"], "duration_ps": s["duration_ps"]}))
+        .collect()
+}
+
 #[test]
 fn annotated_steps_equal_the_reference_steps() {
     for rel in [CPU_RUN, COMPILE_RUN] {
@@ -32,13 +43,7 @@ fn annotated_steps_equal_the_reference_steps() {
         assert_eq!(ours["schema"], "stepscope.steps/1");
         assert_eq!(ours["source"], "annotation");
         let theirs = reference(&["steps", &f]);
-        let ours_cut: Vec<serde_json::Value> = ours["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| serde_json::json!({"step_num": s["step_num"], "start_ps": s["start_ps"], "duration_ps": s["duration_ps"]}))
-            .collect();
-        assert_eq!(serde_json::Value::Array(ours_cut), theirs, "{rel}");
+        assert_eq!(step_spans(&ours), theirs, "{rel}");
         for s in ours["steps"].as_array().unwrap() {
             let (d, busy, idle) = (
                 s["duration_ps"].as_i64().unwrap(),
@@ -72,13 +77,7 @@ fn trace_json_steps_are_the_annotated_steps_of_the_xspace() {
             }
             let ours = json(&["steps", f.to_str().unwrap()]);
             assert_eq!(ours["source"], "annotation", "{run}/{file}");
-            let cut: Vec<serde_json::Value> = ours["steps"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| serde_json::json!({"step_num": s["step_num"], "start_ps": s["start_ps"], "duration_ps": s["duration_ps"]}))
-                .collect();
-            assert_eq!(serde_json::Value::Array(cut), theirs, "{run}/{file}");
+            assert_eq!(step_spans(&ours), theirs, "{run}/{file}");
             checked += 1;
         }
     }

@@ -289,7 +289,8 @@ fn device_ops_in<'a>(
     for (i, rec) in range.clone().zip(out.iter_mut()) {
         let meta = line.meta(i);
         let own = plane.own_stats_of(look, line, i).unwrap_or_default();
-        let on_event = own[6..].iter().any(Option::is_some);
+        let [.., category, flops, bytes] = own;
+        let on_event = category.or(flops).or(bytes).is_some();
         let [op, module, device_duration, graph, node, program, ..] = plane.with_metadata_stats(look, meta, own);
         let by_meta = |n: &mut Interner<'a>| match slot.source {
             OpSource::XlaOpsLine => n.meta(meta, || op_name_of(plane.event_name(meta), plane, meta)),

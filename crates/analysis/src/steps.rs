@@ -258,12 +258,12 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
             let keys = Keys::of(plane);
             // JAX's trace JSON drops the roots' `_r` marker: there, the events with a
             // `step_num` are the annotations (no other event carries one).
-            let root_key = match (keys.root, space.format) {
-                (None, Format::TraceJson) => keys.step_num,
-                (root, _) => root,
-            };
-            let (Some(step_key), Some(root_key)) = (keys.step_num, root_key) else { continue };
-            let look = plane.stat_lookup([Some(step_key), Some(root_key)]);
+            let root_needed = keys.root.is_some() || space.format != Format::TraceJson;
+            let Some(step_key) = keys.step_num else { continue };
+            if root_needed && keys.root.is_none() {
+                continue;
+            }
+            let look = plane.stat_lookup([Some(step_key), keys.root]);
             let per_line: Vec<Vec<Step>> = plane
                 .lines
                 .par_iter()
@@ -272,9 +272,12 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
                     let mut release = ReleaseBehind::new(line);
                     for i in 0..line.len() {
                         release.at(i);
-                        let [Some(num), Some(_)] = plane.stats_of(&look, line, i) else {
+                        let [Some(num), root] = plane.stats_of(&look, line, i) else {
                             continue;
                         };
+                        if root_needed && root.is_none() {
+                            continue;
+                        }
                         let step_num = plane.stat_i64(&num).unwrap_or(-1);
                         let name = plane.event_name(line.meta(i));
                         found.push(blank_step(step_num, name, &space.host, line.start_ps(i), line.duration_ps(i)));
