@@ -99,10 +99,7 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
             .into_par_iter()
             .map(|(line, range)| {
                 let mut found = Vec::new();
-                for i in range.clone() {
-                    if !plane.has_any_of(&look, line, i) {
-                        continue;
-                    }
+                for i in plane.events_maybe_with(&look, line, range.clone()) {
                     let [c] = plane.stats_of(&look, line, i);
                     if let (Some(c), Some(k)) = (c.and_then(|c| plane.stat_i64(&c)), step_at(line.start_ps(i))) {
                         found.push((c, k));

@@ -1017,6 +1017,14 @@ mod tests {
                 assert_eq!(plane.stats_of(&look, &line, i), want, "{keys:?} event {i}");
                 assert_eq!(plane.has_any_of(&look, &line, i), want.iter().any(Option::is_some), "{keys:?} {i}");
             }
+            // The events skipped a block at a time hold none of the keys.
+            for range in [0..line.len(), 100..1_300, 63..65, 70..70, 1_400..9_999] {
+                let maybe: Vec<usize> = plane.events_maybe_with(&look, &line, range.clone()).collect();
+                let holding: Vec<usize> =
+                    range.clone().filter(|&i| i < line.len() && plane.has_any_of(&look, &line, i)).collect();
+                // Ids under 64 each have their own bit: exactly the events holding a key.
+                assert_eq!(maybe, holding, "{keys:?} {range:?}");
+            }
         }
     }
 
