@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use stepscope_xspace::pprof::{Frame, Pprof};
-use stepscope_xspace::{Line, Plane, Space, Stat};
+use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
 
 use crate::cache::FastMap;
 use crate::profile::Profile;
@@ -422,45 +422,8 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
     let found: Vec<PieceEvents> = pieces
         .into_par_iter()
         .map(|(l, range)| {
-            let line = lines[l].1;
             let (_, plane, kinds, any, look) = &planes[plane_of_line[l]];
-            let mut groups: Vec<(AllocatorKey, AllocatorEvents)> = Vec::new();
-            // Events of one allocator usually come in runs.
-            let mut last = usize::MAX;
-            for i in line.events_with_meta_in(any, range.clone()) {
-                let Some(alloc) = kinds[line.meta(i) as usize] else { continue };
-                let [name, index, addr, in_use, peak, fragmentation] = plane.stats_of(look, line, i);
-                let key = match name {
-                    Some(s) => match plane.stat_str(&s) {
-                        Some(text) => AllocatorKey::Text(text),
-                        None => AllocatorKey::Shown(plane.stat_display(&s)),
-                    },
-                    None => AllocatorKey::Index(index.and_then(|s| plane.stat_i64(&s)).map(|v| v.max(0) as u64)),
-                };
-                if !groups.get(last).is_some_and(|g| g.0 == key) {
-                    last = match groups.iter().position(|g| g.0 == key) {
-                        Some(at) => at,
-                        None => {
-                            groups.push((key, AllocatorEvents::default()));
-                            groups.len() - 1
-                        }
-                    };
-                }
-                let u64_of = |s: Option<Stat>| s.and_then(|s| plane.stat_i64(&s)).map_or(0, |v| v.max(0) as u64);
-                let g = &mut groups[last].1;
-                g.lifetime_peak_bytes = g.lifetime_peak_bytes.max(u64_of(peak));
-                g.max_fragmentation =
-                    g.max_fragmentation.max(fragmentation.and_then(|s| plane.stat_f64(&s)).unwrap_or(0.0));
-                g.events.push(Event {
-                    time_ps: line.start_ps(i),
-                    addr: u64_of(addr),
-                    in_use_bytes: u64_of(in_use),
-                    line_alloc: l as u32 | if alloc { ALLOC_BIT } else { 0 },
-                    i: i as u32,
-                });
-            }
-            line.release_stats(range);
-            groups
+            allocator_events_in(plane, lines[l].1, l as u32, kinds, any, look, range)
         })
         .collect();
     // Each allocator's parts, in reading order, named; the indexes by name.
@@ -499,6 +462,61 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
         })
         .collect();
     HostEvents { space, keys, lines, groups }
+}
+
+/// The allocator events among events `range` of `line` (line `l` of
+/// [`HostEvents::lines`]), grouped by allocator: `kinds` marks each metadata an
+/// allocation (true) or a free (false), `any` both.
+#[inline(never)]
+fn allocator_events_in<'a>(
+    plane: &'a Plane,
+    line: &'a Line,
+    l: u32,
+    kinds: &[Option<bool>],
+    any: &[bool],
+    look: &StatLookup<6>,
+    range: std::ops::Range<usize>,
+) -> PieceEvents<'a> {
+    let mut groups: Vec<(AllocatorKey, AllocatorEvents)> = Vec::new();
+    // Events of one allocator usually come in runs: `last` is the group of the last
+    // event, and the stats that named it.
+    let mut last = usize::MAX;
+    let mut last_named_by = None;
+    for i in line.events_with_meta_in(any, range.clone()) {
+        let Some(alloc) = kinds[line.meta(i) as usize] else { continue };
+        let [name, index, addr, in_use, peak, fragmentation] = plane.stats_of(look, line, i);
+        if last_named_by != Some((name, index)) {
+            last_named_by = Some((name, index));
+            let key = match name {
+                Some(s) => match plane.stat_str(&s) {
+                    Some(text) => AllocatorKey::Text(text),
+                    None => AllocatorKey::Shown(plane.stat_display(&s)),
+                },
+                None => AllocatorKey::Index(index.and_then(|s| plane.stat_i64(&s)).map(|v| v.max(0) as u64)),
+            };
+            last = match groups.iter().position(|g| g.0 == key) {
+                Some(at) => at,
+                None => {
+                    groups.push((key, AllocatorEvents::default()));
+                    groups.len() - 1
+                }
+            };
+        }
+        let u64_of = |s: Option<Stat>| s.and_then(|s| plane.stat_i64(&s)).map_or(0, |v| v.max(0) as u64);
+        let g = &mut groups[last].1;
+        g.lifetime_peak_bytes = g.lifetime_peak_bytes.max(u64_of(peak));
+        g.max_fragmentation =
+            g.max_fragmentation.max(fragmentation.and_then(|s| plane.stat_f64(&s)).unwrap_or(0.0));
+        g.events.push(Event {
+            time_ps: line.start_ps(i),
+            addr: u64_of(addr),
+            in_use_bytes: u64_of(in_use),
+            line_alloc: l | if alloc { ALLOC_BIT } else { 0 },
+            i: i as u32,
+        });
+    }
+    line.release_stats(range);
+    groups
 }
 
 /// The stats read as each allocator event is found (in one pass over its stats):
