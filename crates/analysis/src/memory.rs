@@ -505,8 +505,7 @@ fn allocator_events_in<'a>(
         let u64_of = |s: Option<Stat>| s.and_then(|s| plane.stat_i64(&s)).map_or(0, |v| v.max(0) as u64);
         let g = &mut groups[last].1;
         g.lifetime_peak_bytes = g.lifetime_peak_bytes.max(u64_of(peak));
-        g.max_fragmentation =
-            g.max_fragmentation.max(fragmentation.and_then(|s| plane.stat_f64(&s)).unwrap_or(0.0));
+        g.max_fragmentation = g.max_fragmentation.max(fragmentation.and_then(|s| plane.stat_f64(&s)).unwrap_or(0.0));
         g.events.push(Event {
             time_ps: line.start_ps(i),
             addr: u64_of(addr),
