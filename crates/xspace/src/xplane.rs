@@ -1010,20 +1010,32 @@ mod tests {
         // Stat metadata ids 1..=3 are dense 0..=2 (see `ids`).
         plane.stat_meta = (1..=3).map(|id| StatMeta { id, ..Default::default() }).collect();
         plane.event_meta = vec![EventMeta::default(); 4];
-        for keys in [[Some(0), None], [Some(1), Some(2)], [Some(2), Some(0)], [None, None]] {
-            let look = plane.stat_lookup(keys);
-            for i in 0..line.len() {
-                let want = plane.event_stats_of(&line, i, keys);
-                assert_eq!(plane.stats_of(&look, &line, i), want, "{keys:?} event {i}");
-                assert_eq!(plane.has_any_of(&look, &line, i), want.iter().any(Option::is_some), "{keys:?} {i}");
+        // Second round: metadata 2's events also hold stat 1 (dense), through their metadata.
+        for on_metadata in [false, true] {
+            if on_metadata {
+                plane.meta_stats = vec![Stat::new(1, StatValue::I64(5))];
+                plane.event_meta[2].stats = 0..1;
             }
-            // The events skipped a block at a time hold none of the keys.
-            for range in [0..line.len(), 100..1_300, 63..65, 70..70, 1_400..9_999] {
-                let maybe: Vec<usize> = plane.events_maybe_with(&look, &line, range.clone()).collect();
-                let holding: Vec<usize> =
-                    range.clone().filter(|&i| i < line.len() && plane.has_any_of(&look, &line, i)).collect();
-                // Ids under 64 each have their own bit: exactly the events holding a key.
-                assert_eq!(maybe, holding, "{keys:?} {range:?}");
+            for keys in [[Some(0), None], [Some(1), Some(2)], [Some(2), Some(0)], [None, None]] {
+                let look = plane.stat_lookup(keys);
+                for i in 0..line.len() {
+                    let want = plane.event_stats_of(&line, i, keys);
+                    assert_eq!(plane.stats_of(&look, &line, i), want, "{keys:?} event {i}");
+                    assert_eq!(plane.has_any_of(&look, &line, i), want.iter().any(Option::is_some), "{keys:?} {i}");
+                }
+                // The events skipped a block at a time hold none of the keys.
+                for range in [0..line.len(), 100..1_300, 63..65, 70..70, 1_400..9_999] {
+                    let maybe: Vec<usize> = plane.events_maybe_with(&look, &line, range.clone()).collect();
+                    let holding: Vec<usize> =
+                        range.clone().filter(|&i| i < line.len() && plane.has_any_of(&look, &line, i)).collect();
+                    // Ids under 64 each have their own bit: exactly the events holding a key.
+                    assert_eq!(maybe, holding, "{keys:?} {range:?}");
+                }
+                // Found through the metadata alone: events holding no key themselves.
+                let by_metadata = plane
+                    .events_maybe_with(&look, &line, 0..line.len())
+                    .filter(|&i| plane.own_stats_of(&look, &line, i).is_none());
+                assert_eq!(by_metadata.count() > 0, on_metadata && keys.contains(&Some(1)), "{keys:?}");
             }
         }
     }
