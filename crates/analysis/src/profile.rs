@@ -500,8 +500,7 @@ fn host_ops_in<'a>(
     // Most events (Python calls, Eigen tasks) hold none of the keys: skipped a block
     // at a time, unread.
     for i in plane.events_maybe_with(look, line, range.clone()) {
-        let own = plane.own_stats_of(look, line, i).unwrap_or_default();
-        let [op, module, ordinal, run, step_num, root, program] = plane.with_metadata_stats(look, line.meta(i), own);
+        let [op, module, ordinal, run, step_num, root, program] = plane.stats_of(look, line, i);
         if let (Some(num), Some(_)) = (step_num, root) {
             out.roots.push((plane.stat_i64(&num).unwrap_or(-1), li as u32, i as u32));
         }

@@ -253,13 +253,13 @@ fn annotated_steps(profile: &Profile) -> Vec<Step> {
                 continue;
             }
             let keys = Keys::of(plane);
+            let Some(step_key) = keys.step_num else { continue };
             // JAX's trace JSON drops the roots' `_r` marker: there, the events with a
             // `step_num` are the annotations (no other event carries one).
-            let root_needed = keys.root.is_some() || space.format != Format::TraceJson;
-            let Some(step_key) = keys.step_num else { continue };
-            if root_needed && keys.root.is_none() {
+            if keys.root.is_none() && space.format != Format::TraceJson {
                 continue;
             }
+            let root_needed = keys.root.is_some();
             let look = plane.stat_lookup([Some(step_key), keys.root]);
             let per_line: Vec<Vec<Step>> = plane
                 .lines

@@ -58,7 +58,7 @@ pub struct Summary {
     pub device_utilization_pct: f64,
     pub environment: Environment,
     pub top_ops: Vec<OpRow>,
-    /// The most important findings of [`advise`](crate::advise) (at most 3).
+    /// The most important findings of [`advise`](crate::advise::findings) (at most 3).
     pub findings: Vec<Finding>,
 }
 

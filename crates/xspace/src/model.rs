@@ -1116,8 +1116,8 @@ impl Plane {
     }
 
     /// The events of `range` on `line` that may hold any of `look`'s keys, on
-    /// themselves or on their metadata: every event [`Plane::has_any_of`] is true for,
-    /// and few others. Found a block of events at a time from the stat ids the reader
+    /// themselves or on their metadata: every event [`Plane::stats_of`] finds a key
+    /// for, and few others. Found a block of events at a time from the stat ids the reader
     /// noted and the events' metadata, without reading a stat: for scans that skip
     /// most events, far faster than testing each.
     pub fn events_maybe_with<'a, const N: usize>(
@@ -1148,9 +1148,10 @@ impl Plane {
     }
 
     /// Whether [`Plane::stats_of`] finds any of `look`'s keys for event `i`, found
-    /// without reading a stat's value: for scans that skip most events.
-    #[inline]
-    pub fn has_any_of<const N: usize>(&self, look: &StatLookup<N>, line: &Line, i: usize) -> bool {
+    /// without reading a stat's value: what [`Plane::events_maybe_with`] is checked
+    /// against.
+    #[cfg(test)]
+    pub(crate) fn has_any_of<const N: usize>(&self, look: &StatLookup<N>, line: &Line, i: usize) -> bool {
         if look.distinct == 0 {
             return false;
         }

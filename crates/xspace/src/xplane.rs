@@ -7,7 +7,7 @@
 //! whole column blocks by a quick walk over its event lengths, and the parts are read
 //! in parallel and joined. Each line's events go straight into columns; strings stay
 //! in the mapped file as spans, and so do the events' stats where every one is framed
-//! as expected and none is a compressed string ([`crate::stat_wire`]): the decoder
+//! as expected and none is a compressed string (`stat_wire.rs`): the decoder
 //! checks them and notes which stat ids each event has, and analyses read the ones
 //! they ask for. Lines with another stat are read again, their stats packed.
 
