@@ -47,7 +47,9 @@ pub fn percentile_sorted(v: &[i64], pct: f64) -> i64 {
             let lo = rank.floor() as usize;
             let hi = rank.ceil() as usize;
             let frac = rank - lo as f64;
-            (v[lo] as f64 + (v[hi] - v[lo]) as f64 * frac).round() as i64
+            // The gap in i128: a damaged profile's values may span more than i64 holds.
+            let gap = i128::from(v[hi]) - i128::from(v[lo]);
+            (v[lo] as f64 + gap as f64 * frac).round() as i64
         }
     }
 }
@@ -99,6 +101,12 @@ mod tests {
         assert_eq!(d.mean_ps, 3); // 2.5 rounds away from zero
         assert_eq!(percentile_sorted(&[10, 20, 30, 40, 50], 90.0), 46);
         assert_eq!(Distribution::of(&[]).count, 0);
+        // Values spanning more than i64 holds (a damaged profile's durations): no
+        // overflow, and the percentile lies between its ranks.
+        let d = Distribution::of(&[i64::MIN, i64::MAX, 0]);
+        assert_eq!((d.min_ps, d.median_ps, d.max_ps), (i64::MIN, 0, i64::MAX));
+        let p90 = percentile_sorted(&[i64::MIN, i64::MAX], 90.0);
+        assert!(p90 > i64::MAX / 2, "{p90}");
     }
 
     #[test]
