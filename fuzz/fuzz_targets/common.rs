@@ -1,16 +1,51 @@
 //! Shared by the targets: runs every analysis over whatever decoded, serializing each
 //! result, because analyses must not panic on weird-but-valid data either.
 
-use stepscope_analysis::{kernels, ops, steps, summary, Profile};
+use stepscope_analysis::advise::{self, Thresholds};
+use stepscope_analysis::timeline::Timeline;
+use stepscope_analysis::{
+    collectives, compare, compile, devices, diff, hlo_context, kernels, live, memory, ops, steps, summary, Profile,
+};
 use stepscope_xspace::Space;
 
 pub fn analyse(space: Space) {
     let profile = Profile::new("fuzz", vec![space]);
     let _ = profile.devices();
-    let _ = serde_json::to_vec(&steps::steps(&profile));
-    let _ = serde_json::to_vec(&summary::summary(&profile, 10));
+    let steps = steps::steps(&profile);
+    let _ = serde_json::to_vec(&steps);
+    let summary = summary::summary(&profile, 10);
+    let _ = serde_json::to_vec(&summary);
     for by in [ops::GroupBy::Op, ops::GroupBy::Category, ops::GroupBy::Module, ops::GroupBy::Scope] {
         let _ = serde_json::to_vec(&ops::ops(&profile, by, 2));
     }
     let _ = serde_json::to_vec(&kernels::kernels(&profile));
+    let memory = memory::memory_full(&profile);
+    let _ = serde_json::to_vec(&memory);
+    // What the web UI asks when an allocator's peak is clicked.
+    if let Some(a) = memory.allocators.first() {
+        let _ = serde_json::to_vec(&memory::live_at(&profile, &a.host, &a.name, a.peak_time_ps, 5));
+    }
+    let _ = serde_json::to_vec(&collectives::collectives(&profile));
+    let _ = serde_json::to_vec(&compile::compile(&profile));
+    let _ = serde_json::to_vec(&devices::devices(&profile));
+    let _ = serde_json::to_vec(&advise::advise(&profile, &Thresholds::default()));
+    let _ = serde_json::to_vec(&live::snapshot(&profile, 5));
+    if let Some(op) = summary.top_ops.first() {
+        let _ = serde_json::to_vec(&hlo_context::hlo_context(&profile, &op.name, Some(&op.module)));
+    }
+    // The timeline: every track's whole span and a narrow window, an event's details
+    // and a search.
+    let timeline = Timeline::build(&profile);
+    let tracks = timeline.tracks(&profile);
+    let _ = serde_json::to_vec(&tracks);
+    for t in tracks.tracks.iter().take(8) {
+        let _ = serde_json::to_vec(&timeline.tile(&profile, t.id, t.start_ps, t.end_ps, 800));
+        let mid = t.start_ps / 2 + t.end_ps / 2;
+        let _ = serde_json::to_vec(&timeline.tile(&profile, t.id, mid, mid.saturating_add(1_000), 100));
+        let _ = serde_json::to_vec(&timeline.event(&profile, &steps.steps, t.id, 0));
+    }
+    let _ = serde_json::to_vec(&timeline.search(&profile, "a", 20));
+    // Run against run: the profile against itself.
+    let _ = serde_json::to_vec(&diff::diff(&profile, &profile));
+    let _ = serde_json::to_vec(&compare::compare(&[("a".into(), &profile), ("b".into(), &profile)], 5));
 }
