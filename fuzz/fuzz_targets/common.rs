@@ -1,11 +1,13 @@
-//! Shared by the targets: runs every analysis over whatever decoded, serializing each
-//! result, because analyses must not panic on weird-but-valid data either.
+//! Shared by the targets: runs every analysis and exporter over whatever decoded,
+//! serializing each result, because they must not panic on weird-but-valid data either.
 
 use stepscope_analysis::advise::{self, Thresholds};
 use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{
     collectives, compare, compile, devices, diff, hlo_context, kernels, live, memory, ops, steps, summary, Profile,
 };
+use stepscope_export::table::{TableFormat, TableWriter};
+use stepscope_export::{chrome, events, perfetto};
 use stepscope_xspace::Space;
 
 pub fn analyse(space: Space) {
@@ -33,8 +35,8 @@ pub fn analyse(space: Space) {
     if let Some(op) = summary.top_ops.first() {
         let _ = serde_json::to_vec(&hlo_context::hlo_context(&profile, &op.name, Some(&op.module)));
     }
-    // The timeline: every track's whole span and a narrow window, an event's details
-    // and a search.
+    // The timeline: for the first tracks, the whole span and a 1 ns window, and an
+    // event's details; a search.
     let timeline = Timeline::build(&profile);
     let tracks = timeline.tracks(&profile);
     let _ = serde_json::to_vec(&tracks);
@@ -45,6 +47,14 @@ pub fn analyse(space: Space) {
         let _ = serde_json::to_vec(&timeline.event(&profile, &steps.steps, t.id, 0));
     }
     let _ = serde_json::to_vec(&timeline.search(&profile, "a", 20));
+    // Every exporter, into a sink.
+    let _ = chrome::write_chrome(&profile.hosts, std::io::sink());
+    let _ = perfetto::write_perfetto(&profile.hosts, std::io::sink());
+    for format in [TableFormat::Csv, TableFormat::Parquet] {
+        if let Ok(table) = TableWriter::new(format, events::columns(), std::io::sink()) {
+            let _ = events::write_events(&profile, &steps, table);
+        }
+    }
     // Run against run: the profile against itself.
     let _ = serde_json::to_vec(&diff::diff(&profile, &profile));
     let _ = serde_json::to_vec(&compare::compare(&[("a".into(), &profile), ("b".into(), &profile)], 5));
