@@ -1,6 +1,7 @@
 """stepscope.load(...) analyses equal the CLI's --json, on the real fixtures."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -172,3 +173,46 @@ def test_diff_equals_cli(cli):
     assert d == cli_json(cli, "diff", a, b, "--top", 20)
     assert d["step_time"]["delta_ps"] > 0
     assert stepscope.diff(stepscope.load(a), stepscope.load(b), top=20) == d
+
+
+# Eight Python threads ask a fresh profile for its analyses at once: each must finish
+# (the shared work of a profile is computed once, outside the rayon pool). Run in a
+# child process so that the pool size can be set and a hang ends in a timeout.
+_THREADED = r"""
+import sys, threading
+import stepscope
+
+p = stepscope.load(sys.argv[1])
+calls = [
+    p.summary, p.steps, p.advise, p.kernels, p.memory,
+    lambda: p.ops(by="scope"), lambda: p.ops(by="module"), lambda: p.ops(),
+]
+results, errors = [None] * len(calls), []
+def run(i):
+    try:
+        results[i] = calls[i]()
+    except Exception as e:  # reported below
+        errors.append(repr(e))
+threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(calls))]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join(60)
+assert not any(t.is_alive() for t in threads), "a thread is still waiting"
+assert not errors, errors
+print(results[0]["step_count"], len(results[1]))
+"""
+
+
+@pytest.mark.parametrize("threads", ["1", "2", None])
+@pytest.mark.parametrize("fixture", [CPU, FIXTURES / "gpu-transformer", TPU, ROCM])
+def test_eight_threads_on_a_fresh_profile_all_finish(cli, fixture, threads):
+    env = dict(os.environ)
+    env.pop("RAYON_NUM_THREADS", None)
+    if threads:
+        env["RAYON_NUM_THREADS"] = threads
+    r = subprocess.run([sys.executable, "-c", _THREADED, str(fixture)], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    step_count, steps = map(int, r.stdout.split())
+    summary = cli_json(cli, "summary", fixture)
+    assert step_count == summary["step_count"] == steps

@@ -20,4 +20,5 @@ mod judgement;
 mod memory;
 mod robustness;
 mod server;
+mod server_concurrency;
 mod server_load;

@@ -29,7 +29,13 @@ impl Drop for Served {
 }
 
 pub(crate) fn serve(root: &Path, extra: &[&str]) -> Served {
+    serve_with(root, extra, &[])
+}
+
+/// [`serve`] with environment variables set for the server.
+pub(crate) fn serve_with(root: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_stepscope"))
+        .envs(env.iter().copied())
         .arg("serve")
         .arg(root)
         .args(["--port", "0", "--no-open"])

@@ -160,6 +160,7 @@ struct StepPasses {
 
 impl Inputs {
     pub(crate) fn gather(profile: &Profile) -> Inputs {
+        profile.prepare();
         let (memory, (compile, (collectives, devices), steps)) =
             rayon::join(|| memory::memory(profile, None, 3), || Inputs::others(profile));
         Inputs { compile, collectives, devices, memory, steps }
@@ -773,7 +774,7 @@ fn idle_gaps(profile: &Profile, steps: &Steps, n: usize) -> Vec<Evidence> {
     let devices = profile.devices();
     let mut gaps: Vec<(i64, i64, &steps::Step)> = Vec::new();
     for d in &devices {
-        let busy = busy_intervals(d);
+        let busy = busy_intervals(profile, d);
         for st in steps.steps.iter().filter(|s| s.host == d.host) {
             let (lo, hi) = (st.start_ps, st.end_ps());
             let mut cur = lo;
@@ -939,7 +940,7 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
 /// Per step (by index): device idle from the step's start to its first op.
 fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
     let devices = profile.devices();
-    let busy: Vec<(&str, &Intervals)> = devices.iter().map(|d| (d.host, busy_intervals(d))).collect();
+    let busy: Vec<(&str, &Intervals)> = devices.iter().map(|d| (d.host, busy_intervals(profile, d))).collect();
     steps
         .steps
         .iter()

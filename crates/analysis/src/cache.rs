@@ -1,12 +1,25 @@
-//! Work shared by the analyses of one [`Profile`](crate::Profile), done once.
+//! Work shared by the analyses of one [`Profile`](crate::Profile), done once, in a
+//! fixed order.
 //!
 //! A command such as `summary` runs several analyses (steps, op profile, compile,
 //! collectives, devices, memory, the advise rules) that each need the run's devices,
-//! every device's ops, busy intervals and steps. The cache keeps them, computed on
-//! first use: device descriptors, per-device op records (names interned, no stat
-//! lookups after the first pass), busy intervals, the steps and op profiles. It is
-//! thread-safe (the server shares a profile across requests) and is emptied when the
-//! profile's hosts change ([`Profile::retain_host`](crate::Profile::retain_host)).
+//! every device's ops, busy intervals and steps. They are computed in two stages,
+//! each once per profile:
+//!
+//! 1. [`DeviceSet`]: the device descriptors and every device's op records (names
+//!    interned, no stat lookups after this pass);
+//! 2. [`TimeBase`]: each device's busy intervals, the hosts' compile events and
+//!    intervals, and the steps, measured — computed from stage 1, which it is given.
+//!
+//! Each stage is a [`Derived`] cell. Its computation uses the rayon pool, so it is
+//! only ever computed, or waited for, by a thread outside the pool (the CLI's main
+//! thread, a server request's blocking thread, a Python thread): every analysis asks
+//! for the stages it needs before it starts parallel work, and code running inside
+//! the pool only reads stages already there. A pool thread that waited for a stage
+//! while the thread computing it waited for pool threads would hang both for good;
+//! [`Derived`] makes that impossible (see its docs). The cache is thread-safe (the
+//! server shares a profile across requests) and is emptied when the profile's hosts
+//! change ([`Profile::retain_host`](crate::Profile::retain_host)).
 
 use std::sync::{Mutex, OnceLock};
 
@@ -22,23 +35,87 @@ use stepscope_xspace::{Line, Plane, Stat, StatValue};
 /// Everything cached for one profile.
 #[derive(Default)]
 pub(crate) struct Cache {
-    pub devices: OnceLock<Vec<Slot>>,
-    pub steps: OnceLock<Steps>,
+    /// Stage 1: the devices and their op records.
+    pub devices: Derived<DeviceSet>,
+    /// Stage 2: busy, compile and steps (needs stage 1).
+    pub time: Derived<TimeBase>,
+    /// Op profiles computed so far; each is computed outside the lock from stage 1.
     pub op_profiles: Mutex<Vec<(GroupBy, usize, Ops)>>,
-    /// Per host: XLA compilation intervals on its CPU plane.
-    pub compile: OnceLock<Vec<Intervals>>,
-    /// Per host: the compile events of its CPU plane (`steps::host_compile_events`).
-    pub compile_events: OnceLock<Vec<Vec<(u32, u32, u8)>>>,
-    /// Step roots met while scanning XLA:CPU host planes for their ops.
-    pub host_roots: Mutex<Vec<PlaneRoots>>,
-    /// Per host: its HLO modules (found on first use, each decoded on first use).
+    /// Per host: its HLO modules (found on first use, each decoded on first use;
+    /// neither uses the rayon pool, so a plain cell).
     pub hlo: OnceLock<Vec<HloModules>>,
+}
+
+/// Stage 1 of the shared work: the devices of every host, with their op records.
+pub(crate) struct DeviceSet {
+    pub slots: Vec<Slot>,
+    /// Step roots met while scanning XLA:CPU host planes for their ops.
+    pub host_roots: Vec<PlaneRoots>,
 }
 
 /// Step roots (`step_num` + `_r` events) of one host plane, found while scanning it for
 /// its XLA:CPU ops so that finding steps need not scan it again: (host index, plane
 /// index) and each root's (step_num, line, index).
 pub(crate) type PlaneRoots = ((usize, usize), Vec<(i64, u32, u32)>);
+
+/// Stage 2 of the shared work: what is measured against time, from stage 1.
+pub(crate) struct TimeBase {
+    /// Per device (as [`DeviceSet::slots`]): the time it was busy.
+    pub busy: Vec<Intervals>,
+    /// Per host: the compile events of its CPU plane (`steps::host_compile_events`).
+    pub compile_events: Vec<Vec<(u32, u32, u8)>>,
+    /// The steps, measured (without the launched work, which `steps::steps` adds).
+    pub steps: Steps,
+}
+
+/// A value derived from a profile, computed once by whichever thread outside the
+/// rayon pool asks first; other threads outside the pool wait for it.
+///
+/// The computation may use the pool. So a pool thread never waits for it: a pool
+/// thread that finds the value missing (a bug: the analysis that runs it should have
+/// asked for the value before going parallel) computes its own copy, without
+/// waiting on anything, and keeps the first copy stored; debug builds (the tests)
+/// panic there instead, so that the order is fixed where it is wrong.
+pub struct Derived<T> {
+    value: OnceLock<T>,
+    /// Held by the thread outside the pool that computes the value.
+    computing: Mutex<()>,
+}
+
+impl<T> Default for Derived<T> {
+    fn default() -> Self {
+        Derived { value: OnceLock::new(), computing: Mutex::new(()) }
+    }
+}
+
+impl<T> Derived<T> {
+    /// The value, if it was computed.
+    pub fn get(&self) -> Option<&T> {
+        self.value.get()
+    }
+
+    /// The value, computed by `compute` if it is not there yet.
+    #[track_caller]
+    pub fn get_or_compute(&self, compute: impl FnOnce() -> T) -> &T {
+        if let Some(v) = self.value.get() {
+            return v;
+        }
+        if rayon::current_thread_index().is_some() {
+            debug_assert!(
+                false,
+                "derived data computed inside the rayon pool: ask for it before going parallel (cache.rs)"
+            );
+            // Never wait on a pool thread: compute a copy, keep whichever is stored first.
+            let _ = self.value.set(compute());
+        } else {
+            let _computing = lock(&self.computing);
+            if self.value.get().is_none() {
+                let _ = self.value.set(compute());
+            }
+        }
+        self.value.get().expect("a value was just stored")
+    }
+}
 
 impl Cache {
     /// A cached op profile for (`by`, `depth`), computed by `make` on first use.
@@ -100,7 +177,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// One device's descriptor and its lazily built op records.
+/// One device's descriptor and its op records.
 pub(crate) struct Slot {
     pub host_index: usize,
     pub plane_index: usize,
@@ -109,8 +186,7 @@ pub(crate) struct Slot {
     pub keys: Keys,
     pub kind: DeviceKind,
     pub source: OpSource,
-    pub ops: OnceLock<DeviceOps>,
-    pub busy: OnceLock<Intervals>,
+    pub ops: DeviceOps,
 }
 
 /// A device's executed ops, in line order then time order.

@@ -93,7 +93,7 @@ pub struct Straggler {
 pub fn devices(profile: &Profile) -> Devices {
     let st = steps::cached(profile);
     let devs = profile.devices();
-    let mut rows: Vec<DeviceRow> = devs.par_iter().map(|d| device_row(d, st)).collect();
+    let mut rows: Vec<DeviceRow> = devs.par_iter().map(|d| device_row(d, busy_intervals(profile, d), st)).collect();
     let mut stragglers = Vec::new();
     // Devices against the other devices of their host.
     for h in &profile.hosts {
@@ -160,8 +160,7 @@ pub fn devices(profile: &Profile) -> Devices {
 }
 
 /// One device's row (stragglers are marked later, against its peers).
-fn device_row(d: &Device, st: &steps::Steps) -> DeviceRow {
-    let busy = busy_intervals(d);
+fn device_row(d: &Device, busy: &Intervals, st: &steps::Steps) -> DeviceRow {
     let ops = d.cached_ops();
     let op_count = ops.recs.len();
     let flags = d.collective_flags();

@@ -24,4 +24,5 @@ pub mod steps;
 pub mod summary;
 pub mod timeline;
 
+pub use cache::Derived;
 pub use profile::{Device, DeviceKind, Keys, OpEvent, Profile};

@@ -52,7 +52,7 @@ pub fn snapshot(profile: &Profile, top: usize) -> Snapshot {
             .iter()
             .filter_map(|d| {
                 let (lo, hi) = profile.hosts.get(d.host_index)?.time_span_ps()?;
-                (hi > lo).then(|| 100.0 * busy_intervals(d).overlap(lo, hi) as f64 / (hi - lo) as f64)
+                (hi > lo).then(|| 100.0 * busy_intervals(profile, d).overlap(lo, hi) as f64 / (hi - lo) as f64)
             })
             .collect();
         let u = if shares.is_empty() { 0.0 } else { shares.iter().sum::<f64>() / shares.len() as f64 };

@@ -7,13 +7,14 @@
 //! - CPU: `/host:CPU` events carrying `hlo_op` (XLA's CPU runtime runs ops on host
 //!   threads), used only when no device plane has events.
 
-use std::sync::OnceLock;
-
 use rayon::prelude::*;
 use stepscope_xspace::hlo::{hlo_modules, HloModules};
 use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
 
-use crate::cache::{Cache, DeviceOps, FastMap, Interner, OpRec, OpsBuilder, Programs, RecValue, Slot, NO_RUN};
+use crate::cache::{
+    Cache, DeviceOps, DeviceSet, FastMap, Interner, OpRec, OpsBuilder, PlaneRoots, Programs, RecValue, Slot, TimeBase,
+    NO_RUN,
+};
 use crate::command_buffer::KernelOwners;
 use crate::ops::stat_u64;
 
@@ -119,14 +120,14 @@ pub struct Device<'a> {
     pub ordinal: Option<i64>,
     /// Host index in [`Profile::hosts`].
     pub host_index: usize,
+    /// Index in [`Profile::devices`].
+    pub index: usize,
     pub plane: &'a Plane,
     pub keys: Keys,
     pub kind: DeviceKind,
     pub source: OpSource,
-    /// The cached descriptor and ops of this device.
+    /// The descriptor and ops of this device.
     pub(crate) slot: &'a Slot,
-    /// The HLO modules of the device's host.
-    pub(crate) hlo: &'a HloModules,
 }
 
 impl<'a> Device<'a> {
@@ -180,10 +181,9 @@ impl<'a> Device<'a> {
         ops.collective.get_or_init(|| ops.names.iter().map(|n| crate::summary::is_collective(n)).collect())
     }
 
-    /// The cached op records (built on first use).
+    /// The device's op records (built with the devices).
     pub(crate) fn cached_ops(&self) -> &'a DeviceOps {
-        let (slot, plane, hlo) = (self.slot, self.plane, self.hlo);
-        slot.ops.get_or_init(|| device_ops(plane, slot, hlo))
+        &self.slot.ops
     }
 }
 
@@ -195,7 +195,7 @@ impl<'a> Device<'a> {
 /// Pieces of the lines are read in parallel, each naming its ops and noting its
 /// command-buffer kernels on its own; they are then joined in line order, names
 /// and places numbered in the order a single pass would have met them.
-fn device_ops<'a>(plane: &'a Plane, slot: &Slot, hlo: &'a HloModules) -> DeviceOps {
+fn device_ops<'a>(plane: &'a Plane, slot: &Descriptor, hlo: &'a HloModules) -> DeviceOps {
     let keep = |line: &Line| match slot.source {
         OpSource::XlaOpsLine => line.name == "XLA Ops",
         OpSource::Kernels => is_stream_line(line),
@@ -270,7 +270,7 @@ struct PieceOps<'a> {
 /// the piece's own ids.
 fn device_ops_in<'a>(
     plane: &'a Plane,
-    slot: &Slot,
+    slot: &Descriptor,
     hlo: &'a HloModules,
     look: &StatLookup<9>,
     (li, range, base): (usize, std::ops::Range<usize>, usize),
@@ -640,22 +640,27 @@ impl Profile {
 
     /// Every device that ran XLA ops, across hosts. A host whose device planes hold
     /// no events (a CPU capture) contributes its `/host:CPU` plane instead.
+    ///
+    /// The devices and their op records are found once per profile, on first use,
+    /// with the pool's help: ask from outside the pool (see [`crate::cache`]).
     pub fn devices(&self) -> Vec<Device<'_>> {
-        self.slots()
+        self.device_set()
+            .slots
             .iter()
-            .map(|slot| {
+            .enumerate()
+            .map(|(index, slot)| {
                 let space = &self.hosts[slot.host_index];
                 Device {
                     host: &space.host,
                     name: slot.name.clone(),
                     ordinal: slot.ordinal,
                     host_index: slot.host_index,
+                    index,
                     plane: &space.planes[slot.plane_index],
                     keys: slot.keys,
                     kind: slot.kind,
                     source: slot.source,
                     slot,
-                    hlo: &self.hlo_modules()[slot.host_index],
                 }
             })
             .collect()
@@ -667,40 +672,52 @@ impl Profile {
         self.cache.hlo.get_or_init(|| self.hosts.iter().map(hlo_modules).collect())
     }
 
-    /// The cached device descriptors.
-    fn slots(&self) -> &[Slot] {
-        self.cache.devices.get_or_init(|| find_devices(&self.hosts, &self.cache))
+    /// Stage 1 of the shared work: the devices with their op records.
+    pub(crate) fn device_set(&self) -> &DeviceSet {
+        self.cache.devices.get_or_compute(|| find_devices(&self.hosts, self.hlo_modules()))
+    }
+
+    /// Stage 2 of the shared work: busy, compile and steps, from stage 1 (asked for
+    /// first, on this thread).
+    pub(crate) fn time_base(&self) -> &TimeBase {
+        self.device_set();
+        self.cache.time.get_or_compute(|| crate::steps::measure(self, &self.devices()))
+    }
+
+    /// Computes the shared work every analysis of device time reads (both stages),
+    /// if it is not there yet. Call it from outside the rayon pool before parallel
+    /// work that reads it.
+    pub fn prepare(&self) {
+        self.time_base();
     }
 }
 
-fn slot(
-    hi: usize,
-    pi: usize,
+/// What identifies a device, before its op records are read.
+pub(crate) struct Descriptor {
+    host_index: usize,
+    plane_index: usize,
     name: String,
     ordinal: Option<i64>,
     keys: Keys,
     kind: DeviceKind,
     source: OpSource,
-) -> Slot {
-    Slot {
-        host_index: hi,
-        plane_index: pi,
-        name,
-        ordinal,
-        keys,
-        kind,
-        source,
-        ops: OnceLock::new(),
-        busy: OnceLock::new(),
+}
+
+impl Descriptor {
+    fn with_ops(self, ops: DeviceOps) -> Slot {
+        let Descriptor { host_index, plane_index, name, ordinal, keys, kind, source } = self;
+        Slot { host_index, plane_index, name, ordinal, keys, kind, source, ops }
     }
 }
 
-/// The devices of every host (see [`Profile::devices`]); XLA:CPU devices come with
-/// their ops, found in the same scan that finds their ordinals.
-fn find_devices(hosts: &[Space], cache: &Cache) -> Vec<Slot> {
-    let mut out = Vec::new();
+/// The devices of every host (see [`Profile::devices`]) with their op records: the
+/// TPU and GPU devices' read in parallel; XLA:CPU devices get theirs in the scan of
+/// the host plane that finds their ordinals.
+fn find_devices(hosts: &[Space], hlo: &[HloModules]) -> DeviceSet {
+    let mut found: Vec<(Descriptor, Option<DeviceOps>)> = Vec::new();
+    let mut host_roots: Vec<PlaneRoots> = Vec::new();
     for (hi, space) in hosts.iter().enumerate() {
-        let mut found = false;
+        let mut on_devices = false;
         for (pi, plane) in space.planes.iter().enumerate() {
             if !(plane.name.starts_with("/device:") && plane.event_count() > 0) {
                 continue;
@@ -713,10 +730,19 @@ fn find_devices(hosts: &[Space], cache: &Cache) -> Vec<Slot> {
             } else {
                 continue;
             };
-            out.push(slot(hi, pi, plane.name.clone(), None, Keys::of(plane), kind, source));
-            found = true;
+            let d = Descriptor {
+                host_index: hi,
+                plane_index: pi,
+                name: plane.name.clone(),
+                ordinal: None,
+                keys: Keys::of(plane),
+                kind,
+                source,
+            };
+            found.push((d, None));
+            on_devices = true;
         }
-        if found {
+        if on_devices {
             continue;
         }
         let Some(plane) = host_cpu_plane(space) else { continue };
@@ -727,8 +753,7 @@ fn find_devices(hosts: &[Space], cache: &Cache) -> Vec<Slot> {
         }
         let lines = host_ops(plane, &keys);
         if keys.step_num.is_some() && keys.root.is_some() {
-            let roots = lines.iter().flat_map(|l| l.roots.iter().copied()).collect();
-            cache.host_roots.lock().unwrap_or_else(|p| p.into_inner()).push(((hi, pi), roots));
+            host_roots.push(((hi, pi), lines.iter().flat_map(|l| l.roots.iter().copied()).collect()));
         }
         let mut ordinals: Vec<i64> = lines.iter().flat_map(|l| l.by_ordinal.iter().filter_map(|(o, _)| *o)).collect();
         ordinals.sort_unstable();
@@ -742,12 +767,27 @@ fn find_devices(hosts: &[Space], cache: &Cache) -> Vec<Slot> {
                 Some(&o) => (format!("/device:CPU:{o}"), Some(o)),
                 None => (plane.name.clone(), None),
             };
-            let s = slot(hi, pi, name, ordinal, keys, DeviceKind::Cpu, OpSource::HostOps);
-            let _ = s.ops.set(ops);
-            out.push(s);
+            let d = Descriptor {
+                host_index: hi,
+                plane_index: pi,
+                name,
+                ordinal,
+                keys,
+                kind: DeviceKind::Cpu,
+                source: OpSource::HostOps,
+            };
+            found.push((d, Some(ops)));
         }
     }
-    out
+    let slots = found
+        .into_par_iter()
+        .map(|(d, ops)| {
+            let ops =
+                ops.unwrap_or_else(|| device_ops(&hosts[d.host_index].planes[d.plane_index], &d, &hlo[d.host_index]));
+            d.with_ops(ops)
+        })
+        .collect();
+    DeviceSet { slots, host_roots }
 }
 
 /// The host's session start, ns since the Unix epoch (`profile_start_time`).

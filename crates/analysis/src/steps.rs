@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use stepscope_xspace::{Format, Line};
 
-use crate::cache::{FastMap, ReleaseBehind};
+use crate::cache::{FastMap, ReleaseBehind, TimeBase};
 use crate::profile::{host_cpu_plane, Device, Keys, OpSource, Profile};
 use crate::stats::Intervals;
 
@@ -167,26 +167,31 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
 /// joining of pieces is checked by every test that reads launched work.
 const LAUNCH_SCAN_PIECE: usize = if cfg!(debug_assertions) { 1 << 7 } else { 1 << 16 };
 
-/// The cached steps, found on first use.
+/// The steps, measured (found once per profile: see [`Profile::prepare`]).
 pub(crate) fn cached(profile: &Profile) -> &Steps {
-    profile.cache.steps.get_or_init(|| find_and_measure(profile))
+    &profile.time_base().steps
 }
 
-fn find_and_measure(profile: &Profile) -> Steps {
-    let devices = profile.devices();
-    let (source, mut steps) = find_steps(profile, &devices);
-    let (busy, compile) = rayon::join(
-        || devices.par_iter().map(busy_intervals).collect::<Vec<&Intervals>>(),
-        || host_compile_intervals(profile),
+/// Stage 2 of the shared work ([`crate::cache`]): each device's busy intervals, the
+/// hosts' compile events and intervals, and the steps measured against them.
+pub(crate) fn measure(profile: &Profile, devices: &[Device]) -> TimeBase {
+    let (source, mut steps) = find_steps(profile, devices);
+    let (busy, (compile_events, compile)) = rayon::join(
+        || devices.par_iter().map(measure_busy).collect::<Vec<Intervals>>(),
+        || {
+            let events = compile_events(profile);
+            let intervals = compile_intervals(profile, &events);
+            (events, intervals)
+        },
     );
     // Steps come in time order: each query starts where the last one ended.
-    let mut busy: Vec<_> = busy.iter().map(|b| b.cursor()).collect();
-    let mut compile: Vec<_> = compile.iter().map(|c| c.cursor()).collect();
+    let mut busy_at: Vec<_> = busy.iter().map(|b| b.cursor()).collect();
+    let mut compile_at: Vec<_> = compile.iter().map(|c| c.cursor()).collect();
     for step in &mut steps {
         let (lo, hi) = (step.start_ps, step.end_ps());
         let on_host: Vec<i64> = devices
             .iter()
-            .zip(&mut busy)
+            .zip(&mut busy_at)
             .filter(|(d, _)| d.host == step.host)
             .map(|(_, b)| b.overlap(lo, hi))
             .collect();
@@ -195,10 +200,11 @@ fn find_and_measure(profile: &Profile) -> Steps {
         }
         step.device_idle_ps = step.duration_ps.saturating_sub(step.device_busy_ps).max(0);
         if let Some(hi_idx) = profile.hosts.iter().position(|h| h.host == step.host) {
-            step.compile_ps = compile[hi_idx].overlap(lo, hi);
+            step.compile_ps = compile_at[hi_idx].overlap(lo, hi);
         }
     }
-    Steps { schema: "stepscope.steps/1", source, steps }
+    let steps = Steps { schema: "stepscope.steps/1", source, steps };
+    TimeBase { busy, compile_events, steps }
 }
 
 fn find_steps(profile: &Profile, devices: &[Device]) -> (StepSource, Vec<Step>) {
@@ -234,8 +240,7 @@ fn blank_step(step_num: i64, name: &str, host: &str, start_ps: i64, duration_ps:
 /// Host events with `step_num` and `_r` (StepTraceAnnotation roots), on any host plane.
 fn annotated_steps(profile: &Profile) -> Vec<Step> {
     // Finding the devices scans an XLA:CPU host plane's events once and keeps its roots.
-    profile.devices();
-    let scanned = std::mem::take(&mut *profile.cache.host_roots.lock().unwrap_or_else(|p| p.into_inner()));
+    let scanned = &profile.device_set().host_roots;
     let mut out = Vec::new();
     for (hi, space) in profile.hosts.iter().enumerate() {
         for (pi, plane) in space.planes.iter().enumerate().filter(|(_, p)| !p.name.starts_with("/device:")) {
@@ -394,10 +399,9 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
 /// (from its first op to its last, per `run_id`: the runtime's hand-offs between
 /// ops on host threads are part of executing the program, not host overhead).
 ///
-/// Computed once per device and profile.
-pub fn busy_intervals<'a>(d: &Device<'a>) -> &'a Intervals {
-    let slot = d.slot;
-    slot.busy.get_or_init(|| measure_busy(d))
+/// Computed once per device and profile (see [`Profile::prepare`]).
+pub fn busy_intervals<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
+    &profile.time_base().busy[d.index]
 }
 
 fn measure_busy(d: &Device) -> Intervals {
@@ -460,50 +464,47 @@ pub(crate) const COMPILE: u8 = 1;
 pub(crate) const COMPILER: u8 = 2;
 
 /// Per host, the events of its CPU plane that the compile analyses read, found in one
-/// pass (once per profile): (line, event, kinds) in line order, then event order; kinds
-/// are [`COMPILE`] and [`COMPILER`].
+/// pass (once per profile: see [`Profile::prepare`]): (line, event, kinds) in line
+/// order, then event order; kinds are [`COMPILE`] and [`COMPILER`].
 pub(crate) fn host_compile_events(profile: &Profile) -> &[Vec<(u32, u32, u8)>] {
-    profile.cache.compile_events.get_or_init(|| {
-        (profile.hosts.par_iter())
-            .map(|space| {
-                let Some(plane) = host_cpu_plane(space) else { return Vec::new() };
-                let kinds: Vec<u8> = (plane.event_meta.iter())
-                    .map(|m| {
-                        let name = plane.text(m.name);
-                        let compile = is_compile_event(name);
-                        u8::from(compile) * COMPILE + u8::from(compile && name.contains("Compile")) * COMPILER
-                    })
-                    .collect();
-                let mask: Vec<bool> = kinds.iter().map(|&k| k != 0).collect();
-                let mut hits = Vec::new();
-                for (l, line) in plane.lines.iter().enumerate() {
-                    hits.extend(
-                        line.events_with_meta(&mask).map(|i| (l as u32, i as u32, kinds[line.meta(i) as usize])),
-                    );
-                }
-                hits
-            })
-            .collect()
-    })
+    &profile.time_base().compile_events
 }
 
-/// The time XLA compilation ran on each host, once per profile.
-fn host_compile_intervals(profile: &Profile) -> &[Intervals] {
-    profile.cache.compile.get_or_init(|| {
-        let events = host_compile_events(profile);
-        (profile.hosts.iter().zip(events))
-            .map(|(space, hits)| {
-                let Some(plane) = host_cpu_plane(space) else { return Intervals::default() };
-                let compiles = hits.iter().filter(|h| h.2 & COMPILE != 0);
-                Intervals::new(
-                    compiles
-                        .map(|&(l, i, _)| {
-                            let line = &plane.lines[l as usize];
-                            (line.start_ps(i as usize), line.end_ps(i as usize))
-                        })
-                        .collect(),
-                )
-            })
-            .collect()
-    })
+fn compile_events(profile: &Profile) -> Vec<Vec<(u32, u32, u8)>> {
+    (profile.hosts.par_iter())
+        .map(|space| {
+            let Some(plane) = host_cpu_plane(space) else { return Vec::new() };
+            let kinds: Vec<u8> = (plane.event_meta.iter())
+                .map(|m| {
+                    let name = plane.text(m.name);
+                    let compile = is_compile_event(name);
+                    u8::from(compile) * COMPILE + u8::from(compile && name.contains("Compile")) * COMPILER
+                })
+                .collect();
+            let mask: Vec<bool> = kinds.iter().map(|&k| k != 0).collect();
+            let mut hits = Vec::new();
+            for (l, line) in plane.lines.iter().enumerate() {
+                hits.extend(line.events_with_meta(&mask).map(|i| (l as u32, i as u32, kinds[line.meta(i) as usize])));
+            }
+            hits
+        })
+        .collect()
+}
+
+/// The time XLA compilation ran on each host, from its compile events.
+fn compile_intervals(profile: &Profile, events: &[Vec<(u32, u32, u8)>]) -> Vec<Intervals> {
+    (profile.hosts.iter().zip(events))
+        .map(|(space, hits)| {
+            let Some(plane) = host_cpu_plane(space) else { return Intervals::default() };
+            let compiles = hits.iter().filter(|h| h.2 & COMPILE != 0);
+            Intervals::new(
+                compiles
+                    .map(|&(l, i, _)| {
+                        let line = &plane.lines[l as usize];
+                        (line.start_ps(i as usize), line.end_ps(i as usize))
+                    })
+                    .collect(),
+            )
+        })
+        .collect()
 }

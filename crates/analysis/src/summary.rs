@@ -224,20 +224,17 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
 /// The overview and what the rules read besides, side by side. The memory analysis
 /// needs none of what [`warm`] builds: it runs meanwhile.
 pub(crate) fn overview_and_inputs(profile: &Profile, top: usize) -> (Summary, advise::Inputs) {
+    profile.prepare();
     let ((), memory) = rayon::join(|| warm(profile), || crate::memory::memory(profile, None, 3));
     rayon::join(|| overview(profile, top), || advise::Inputs::gather_with(profile, memory))
 }
 
-/// Builds, in parallel where they do not depend on each other, what most analyses
-/// share: the devices, every device's ops, then the steps beside the op profile. All
-/// are cached; analyses run after this (even side by side) never wait on each other
-/// for them.
+/// Builds what the overview and the rules share: the profile's shared work
+/// ([`Profile::prepare`], asked for here when the caller has not) and the op profile.
+/// Analyses run after this (even side by side) never wait on each other for them.
 pub(crate) fn warm(profile: &Profile) {
-    let devices = profile.devices();
-    devices.par_iter().for_each(|d| {
-        d.cached_ops();
-    });
-    rayon::join(|| steps::cached(profile), || ops::warm(profile));
+    profile.prepare();
+    ops::warm(profile);
 }
 
 /// The overview without findings (what the rules read).

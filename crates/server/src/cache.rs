@@ -1,15 +1,17 @@
 //! Decoded runs, loaded once and kept in a small least-recently-used cache.
 //!
 //! Loading runs on the blocking pool (callers are inside `spawn_blocking`); two
-//! requests for the same run wait on one load.
+//! requests for the same run wait on one load. What is derived from a run is computed
+//! once, on those blocking threads, never inside the rayon pool that computing it
+//! uses ([`Derived`]): a request thread waits, a pool thread never does.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use stepscope_analysis::steps::{self, Steps};
 use stepscope_analysis::timeline::Timeline;
-use stepscope_analysis::Profile;
+use stepscope_analysis::{Derived, Profile};
 use stepscope_xspace::discover::Run;
 use stepscope_xspace::Progress;
 
@@ -23,25 +25,25 @@ pub struct Entry {
     pub profile: Profile,
     /// The run as discovered (its folder, host files and device-memory profiles).
     pub run: Run,
-    timeline: OnceLock<Timeline>,
-    steps: OnceLock<Steps>,
+    timeline: Derived<Timeline>,
+    steps: Derived<Steps>,
 }
 
 impl Entry {
     /// The timeline index, built on first use.
     pub fn timeline(&self) -> &Timeline {
-        self.timeline.get_or_init(|| Timeline::build(&self.profile))
+        self.timeline.get_or_compute(|| Timeline::build(&self.profile))
     }
 
     /// The steps, found on first use.
     pub fn steps(&self) -> &Steps {
-        self.steps.get_or_init(|| steps::steps(&self.profile))
+        self.steps.get_or_compute(|| steps::steps(&self.profile))
     }
 }
 
 /// Run name, its files' modification time (a rewritten run loads again), host.
 type Key = (String, SystemTime, Option<String>);
-type Slot = Arc<OnceLock<Result<Arc<Entry>, String>>>;
+type Slot = Arc<Derived<Result<Arc<Entry>, String>>>;
 
 pub struct Cache {
     capacity: usize,
@@ -75,14 +77,19 @@ impl Cache {
             slot
         };
         let result = slot
-            .get_or_init(|| {
+            .get_or_compute(|| {
                 // As the CLI's `--host`: read every host (they share one clock), keep one.
                 let spaces = run.load(&Progress::default()).map_err(|e| e.to_string())?;
                 let mut profile = Profile::new(run.rel.clone(), spaces);
                 if let Some(h) = host {
                     profile.retain_host(h);
                 }
-                Ok(Arc::new(Entry { profile, run: run.clone(), timeline: OnceLock::new(), steps: OnceLock::new() }))
+                Ok(Arc::new(Entry {
+                    profile,
+                    run: run.clone(),
+                    timeline: Derived::default(),
+                    steps: Derived::default(),
+                }))
             })
             .clone();
         if result.is_err() {
