@@ -15,6 +15,7 @@ mod discovery;
 mod errors;
 mod export;
 mod gpu;
+mod hostile;
 mod info;
 mod judgement;
 mod memory;

@@ -115,7 +115,7 @@ fn fields(buf: &[u8], range: Range<usize>) -> Option<Vec<Field>> {
     Some(out)
 }
 
-fn varint(mut v: u64) -> Vec<u8> {
+pub(crate) fn varint(mut v: u64) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
         let b = (v & 0x7f) as u8;
@@ -129,7 +129,7 @@ fn varint(mut v: u64) -> Vec<u8> {
 }
 
 /// A length-delimited field.
-fn ld(number: u64, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn ld(number: u64, payload: &[u8]) -> Vec<u8> {
     let mut out = varint(number << 3 | 2);
     out.extend(varint(payload.len() as u64));
     out.extend_from_slice(payload);
@@ -159,7 +159,7 @@ fn nested_fields(buf: &[u8], depth: usize) -> Vec<(usize, Field)> {
     out
 }
 
-fn gzip(bytes: &[u8], level: u32) -> Vec<u8> {
+pub(crate) fn gzip(bytes: &[u8], level: u32) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(level));
     enc.write_all(bytes).expect("gzip");
     enc.finish().expect("gzip")

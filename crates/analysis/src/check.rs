@@ -54,7 +54,18 @@ pub enum CheckError {
     TooFewSteps { side: &'static str, steps: u64, min: u64 },
     /// A metric path that is not a number in both summaries.
     UnknownMetric(String),
+    /// A tolerance that is not a percent of 0 or more.
+    BadTolerance { metric: String, pct: f64 },
+    /// A baseline value no summary can hold (negative, or beyond any time or size).
+    BadBaselineValue { metric: String, value: f64 },
 }
+
+/// The schema of the summaries this build writes and reads as baselines.
+pub const SUMMARY_SCHEMA: &str = "stepscope.summary/1";
+
+/// The largest value a summary metric can hold (times in ps and sizes in bytes are
+/// 64-bit integers).
+const MAX_METRIC: f64 = i64::MAX as f64;
 
 impl std::fmt::Display for CheckError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -71,11 +82,29 @@ impl std::fmt::Display for CheckError {
                 f,
                 "metric {m:?} is not a number in both summaries — use a dotted path of `stepscope summary --json`, e.g. breakdown.device_idle_ps"
             ),
+            CheckError::BadTolerance { metric, pct } => write!(
+                f,
+                "the tolerance of {metric} is {pct}, not a percent of 0 or more — pass a finite number such as 5"
+            ),
+            CheckError::BadBaselineValue { metric, value } => write!(
+                f,
+                "the baseline's {metric} is {}, which no summary holds (it must be between 0 and {MAX_METRIC:e}) — save the baseline again with `stepscope summary PATH --json > baseline.json`",
+                short(*value)
+            ),
         }
     }
 }
 
 impl std::error::Error for CheckError {}
+
+/// A number as a person reads it: huge ones with an exponent.
+fn short(v: f64) -> String {
+    if v.abs() < 1e15 {
+        format!("{v}")
+    } else {
+        format!("{v:e}")
+    }
+}
 
 fn lookup(v: &Value, path: &str) -> Option<f64> {
     path.split('.').try_fold(v, |v, k| v.get(k))?.as_f64()
@@ -91,7 +120,12 @@ pub fn check(
     min_steps: u64,
 ) -> Result<Check, CheckError> {
     match baseline.get("schema").and_then(Value::as_str) {
-        Some(s) if s.starts_with("stepscope.summary/") => {}
+        Some(SUMMARY_SCHEMA) => {}
+        Some(s) if s.starts_with("stepscope.summary/") => {
+            return Err(CheckError::NotASummary(format!(
+                "its schema is {s:?}, and this stepscope reads {SUMMARY_SCHEMA:?}"
+            )))
+        }
         Some(s) => return Err(CheckError::NotASummary(format!("its schema is {s:?}"))),
         None => return Err(CheckError::NotASummary("it has no \"schema\" field".into())),
     }
@@ -106,11 +140,19 @@ pub fn check(
     let mut specs =
         vec![MetricSpec { metric: "step_time.median_ps".into(), max_regression_pct, higher_is_better: Some(false) }];
     specs.extend(extra.iter().filter(|m| m.metric != "step_time.median_ps").cloned());
+    for m in &specs {
+        if !(m.max_regression_pct.is_finite() && m.max_regression_pct >= 0.0) {
+            return Err(CheckError::BadTolerance { metric: m.metric.clone(), pct: m.max_regression_pct });
+        }
+    }
     let mut metrics = Vec::new();
     for m in &specs {
         let (Some(b), Some(c)) = (lookup(baseline, &m.metric), lookup(&cur, &m.metric)) else {
             return Err(CheckError::UnknownMetric(m.metric.clone()));
         };
+        if !(0.0..=MAX_METRIC).contains(&b) {
+            return Err(CheckError::BadBaselineValue { metric: m.metric.clone(), value: b });
+        }
         let higher = m.higher_is_better.unwrap_or(m.metric.ends_with("utilization_pct"));
         let worse = if higher { b - c } else { c - b };
         let regression_pct = if b != 0.0 {

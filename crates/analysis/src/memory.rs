@@ -623,7 +623,7 @@ fn data_type_name(v: u64) -> String {
 
 /// Frames inside JAX, jaxlib or Python's own machinery: skipped to find the user site.
 fn is_library_frame(f: &Frame) -> bool {
-    let file = f.file.as_str();
+    let file = &*f.file;
     ["/jax/", "/jaxlib/", "/jax_plugins/", "/site-packages/", "<frozen", "/lib/python3"]
         .iter()
         .any(|p| file.contains(p))
@@ -632,7 +632,7 @@ fn is_library_frame(f: &Frame) -> bool {
 
 fn frame_text(f: &Frame) -> String {
     if f.file.is_empty() {
-        f.function.clone()
+        f.function.to_string()
     } else {
         format!("{} ({}:{})", f.function, f.file, f.line)
     }

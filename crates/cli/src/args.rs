@@ -111,7 +111,7 @@ pub struct Select {
     #[arg(long, value_name = "HOST")]
     pub host: Option<String>,
     /// Show at most N rows.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 10)]
     pub top: usize,
 }
 
@@ -142,7 +142,7 @@ pub struct OpsArgs {
     #[arg(long, value_enum, default_value = "op")]
     pub by: By,
     /// With --by scope: cut scopes to this many levels (0 = whole scope).
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 0)]
     pub depth: usize,
 }
 

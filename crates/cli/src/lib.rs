@@ -32,21 +32,57 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match args::Cli::try_parse_from(args) {
+    let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match args::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(err) => {
-            // --help and --version print to stdout and succeed; usage errors exit 2.
+        // --help and --version print to stdout and succeed.
+        Err(err) if !err.use_stderr() => {
             let _ = err.print();
-            return if err.use_stderr() { 2 } else { 0 };
+            return 0;
+        }
+        // Usage errors: one line, and exit 2.
+        Err(err) => {
+            eprintln!("stepscope: {}", usage_error(&err, &args));
+            return 2;
         }
     };
     match run(cli) {
         // ExitCode is opaque but comparable: find the number it stands for.
         Ok(code) => (0..=u8::MAX).find(|&n| ExitCode::from(n) == code).unwrap_or(1),
+        // The reader of our output went away (`stepscope export … -o - | head`): end
+        // quietly, as Unix tools do.
+        Err(err) if broken_pipe(&err) => 0,
         Err(err) => {
-            eprintln!("stepscope: {err:#}");
+            eprintln!("stepscope: {}", one_line(&format!("{err:#}")));
             2
         }
+    }
+}
+
+/// True when `err` comes from writing to a pipe whose reader is gone.
+fn broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+/// A message on one line: its lines joined, runs of blanks made one space.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A clap usage error as one line: clap's message without its usage block, and where
+/// to read the usage.
+fn usage_error(err: &clap::Error, args: &[OsString]) -> String {
+    let text = err.render().to_string();
+    let message = text.split("\n\nUsage:").next().unwrap_or(&text);
+    let message = message.split("\n\nFor more information").next().unwrap_or(message);
+    let message = one_line(message.trim_start_matches("error:"));
+    let command = args.iter().skip(1).filter_map(|a| a.to_str()).find(|a| {
+        use clap::CommandFactory;
+        args::Cli::command().find_subcommand(a).is_some()
+    });
+    match command {
+        Some(c) => format!("{message} — see `stepscope {c} --help`"),
+        None => format!("{message} — see `stepscope --help`"),
     }
 }
 

@@ -20,6 +20,9 @@ pub struct Loaded {
 /// Resolves `input` and reads every host of the run.
 pub fn load(input: &Input) -> anyhow::Result<Loaded> {
     let run = discover::resolve(&input.path, input.run.as_deref())?;
+    for note in &run.skipped {
+        eprintln!("stepscope: note: skipped {note}");
+    }
     let progress = Progress::default();
     let done = AtomicBool::new(false);
     let total = run.bytes();

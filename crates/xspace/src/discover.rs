@@ -36,6 +36,9 @@ pub struct Run {
     pub hosts: Vec<HostFile>,
     /// Device-memory profiles (pprof) found beside them.
     pub pprof: Vec<PathBuf>,
+    /// Files named like profiles that were not read, each with why
+    /// (`x.xplane.pb: a FIFO, not a regular file`): one note each for the user.
+    pub skipped: Vec<String>,
 }
 
 impl Run {
@@ -77,7 +80,7 @@ pub fn read_file(path: &Path, format: Format, host: &str, progress: &Progress) -
 fn sniff(path: &Path) -> Result<Format> {
     use std::io::Read;
     let mut head = [0u8; 64];
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, &e))?;
+    let mut f = crate::files::open_regular(path)?;
     let n = f.read(&mut head).map_err(|e| Error::io(path, &e))?;
     let first = head[..n].iter().find(|b| !b.is_ascii_whitespace());
     Ok(match (head.get(..2), first) {
@@ -89,6 +92,11 @@ fn sniff(path: &Path) -> Result<Format> {
 
 /// Lists the runs under `dir` (the folder itself when it is a run), oldest first.
 pub fn find_runs(dir: &Path) -> Result<Vec<Run>> {
+    Ok(find_runs_noting(dir)?.0)
+}
+
+/// [`find_runs`], with the notes of files skipped in folders that hold no run.
+fn find_runs_noting(dir: &Path) -> Result<(Vec<Run>, Vec<String>)> {
     let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, &e))?;
     if !meta.is_dir() {
         return Err(Error::new(
@@ -96,17 +104,26 @@ pub fn find_runs(dir: &Path) -> Result<Vec<Run>> {
             "pass the folder given to jax.profiler.trace, or use `stepscope info FILE` for one file",
         ));
     }
-    let mut runs = Vec::new();
-    let mut budget = MAX_WALK_ENTRIES;
-    walk(dir, dir, 0, &mut budget, &mut runs)?;
+    let mut found = Found { runs: Vec::new(), stray: Vec::new(), budget: MAX_WALK_ENTRIES };
+    walk(dir, dir, 0, &mut found)?;
+    let Found { mut runs, stray, .. } = found;
     runs.sort_by(|a, b| (a.modified, &a.rel).cmp(&(b.modified, &b.rel)));
-    Ok(runs)
+    Ok((runs, stray))
+}
+
+/// What a walk of a log directory found.
+struct Found {
+    runs: Vec<Run>,
+    /// Notes of files skipped in folders that hold no run.
+    stray: Vec<String>,
+    /// Entries left to look at.
+    budget: usize,
 }
 
 const MAX_WALK_DEPTH: usize = 16;
 const MAX_WALK_ENTRIES: usize = 200_000;
 
-fn walk(root: &Path, dir: &Path, depth: usize, budget: &mut usize, runs: &mut Vec<Run>) -> Result<()> {
+fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found) -> Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         // Unreadable sub-folders are skipped; an unreadable root is an error.
@@ -119,15 +136,16 @@ fn walk(root: &Path, dir: &Path, depth: usize, budget: &mut usize, runs: &mut Ve
     let mut subdirs = Vec::new();
     let mut hosts = Vec::new();
     let mut pprof = Vec::new();
+    let mut skipped = Vec::new();
     let mut modified = SystemTime::UNIX_EPOCH;
     for entry in entries.flatten() {
-        if *budget == 0 {
+        if found.budget == 0 {
             return Err(Error::new(
                 format!("{} holds too many files to search for profiles", root.display()),
                 "point at the log directory given to jax.profiler.trace, or at one run folder",
             ));
         }
-        *budget -= 1;
+        found.budget -= 1;
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
         // Follows symlinks; loops end at the depth limit.
@@ -136,6 +154,12 @@ fn walk(root: &Path, dir: &Path, depth: usize, budget: &mut usize, runs: &mut Ve
             if !name.starts_with('.') && depth < MAX_WALK_DEPTH {
                 subdirs.push(path);
             }
+            continue;
+        }
+        let profile_like = format_of_name(&name).is_some() || is_pprof_name(&name);
+        if let Some(kind) = crate::files::odd_kind(&meta).filter(|_| profile_like) {
+            // Reading it could block for good (a FIFO) or never end (a device).
+            skipped.push(format!("{}: {kind}, not a regular file", path.display()));
             continue;
         }
         if let Some(format) = format_of_name(&name) {
@@ -153,11 +177,14 @@ fn walk(root: &Path, dir: &Path, depth: usize, budget: &mut usize, runs: &mut Ve
             _ => name.clone(),
         };
         pprof.sort();
-        runs.push(Run { name, rel, dir: dir.to_path_buf(), modified, hosts, pprof });
+        skipped.sort();
+        found.runs.push(Run { name, rel, dir: dir.to_path_buf(), modified, hosts, pprof, skipped });
+    } else {
+        found.stray.extend(skipped);
     }
     subdirs.sort();
     for sub in subdirs {
-        walk(root, &sub, depth + 1, budget, runs)?;
+        walk(root, &sub, depth + 1, found)?;
     }
     Ok(())
 }
@@ -186,6 +213,9 @@ fn choose_hosts(mut files: Vec<HostFile>) -> Option<Vec<HostFile>> {
 /// run named `run`).
 pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
+    if let Some(kind) = crate::files::odd_kind(&meta) {
+        return Err(crate::files::not_regular(path, kind));
+    }
     if meta.is_file() {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let format = match format_of_name(&name) {
@@ -196,12 +226,17 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
         let host = crate::xplane::host_from_file_name(path);
         let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         let hf = HostFile { host, path: path.to_path_buf(), format, bytes: meta.len() };
-        return Ok(Run { name: name.clone(), rel: name, dir, modified, hosts: vec![hf], pprof: Vec::new() });
+        let pprof = Vec::new();
+        return Ok(Run { name: name.clone(), rel: name, dir, modified, hosts: vec![hf], pprof, skipped: Vec::new() });
     }
-    let mut runs = find_runs(path)?;
+    let (mut runs, stray) = find_runs_noting(path)?;
     if runs.is_empty() {
+        let skipped = match stray.first() {
+            Some(first) => format!(" (skipped {first})"),
+            None => String::new(),
+        };
         return Err(Error::new(
-            format!("no profile found under {}", path.display()),
+            format!("no profile found under {}{skipped}", path.display()),
             "point at the folder given to jax.profiler.trace (it holds plugins/profile/<run>/<host>.xplane.pb), a run folder or a profile file",
         ));
     }

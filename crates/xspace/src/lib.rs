@@ -10,6 +10,7 @@
 pub mod column;
 pub mod discover;
 pub mod error;
+pub mod files;
 pub mod hlo;
 mod mem;
 pub mod model;

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::wire::{Wire, WireError, WireResult};
 use crate::{Error, Result};
@@ -19,12 +20,24 @@ pub const MAX_DECOMPRESSED_BYTES: u64 = 1 << 30;
 const MAX_EXPANSION: u64 = 32;
 const MIN_EXPANSION_LIMIT: u64 = 16 << 20;
 
-/// One stack frame.
+/// Most frames one sample's stack may hold: Python stops recursing at 1,000 frames,
+/// and inlining adds a few lines per location.
+pub const MAX_STACK_FRAMES: usize = 4096;
+
+/// Most frames the stacks of all samples may hold together, per byte of the decoded
+/// profile (between [`MIN_TOTAL_FRAMES`] and [`MAX_TOTAL_FRAMES`]). A location is
+/// stored once and referenced by many samples, so a small file can describe stacks
+/// far larger than itself; real device-memory profiles stay well under this.
+const TOTAL_FRAMES_PER_BYTE: usize = 32;
+const MIN_TOTAL_FRAMES: usize = 1 << 16;
+const MAX_TOTAL_FRAMES: usize = 1 << 22;
+
+/// One stack frame (names are shared between the frames that hold them).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Frame {
     /// Function name (for a location without line info: its address, `0x…`).
-    pub function: String,
-    pub file: String,
+    pub function: Arc<str>,
+    pub file: Arc<str>,
     pub line: i64,
 }
 
@@ -109,7 +122,7 @@ fn not_pprof(what: impl std::fmt::Display) -> Error {
 
 /// Reads a pprof profile, gzipped or raw.
 pub fn read_pprof(path: &Path) -> Result<Pprof> {
-    let raw = std::fs::read(path).map_err(|e| Error::io(path, &e))?;
+    let raw = crate::files::read_small(path, "device-memory profile")?;
     if raw.is_empty() {
         return Err(Error::new(
             format!("{} is empty", path.display()),
@@ -223,12 +236,12 @@ pub fn parse_pprof(bytes: &[u8]) -> Result<Pprof> {
 
     // Each location's frames, resolved once.
     let mut frames: HashMap<i64, Vec<Frame>> = HashMap::with_capacity(locations.len());
-    let mut names: HashMap<i64, String> = HashMap::new();
-    let mut name_of = |ix: i64| -> Result<String> {
+    let mut names: HashMap<i64, Arc<str>> = HashMap::new();
+    let mut name_of = |ix: i64| -> Result<Arc<str>> {
         if let Some(s) = names.get(&ix) {
             return Ok(s.clone());
         }
-        let s = string(ix)?;
+        let s: Arc<str> = string(ix)?.into();
         names.insert(ix, s.clone());
         Ok(s)
     };
@@ -241,28 +254,47 @@ pub fn parse_pprof(bytes: &[u8]) -> Result<Pprof> {
             fs.push(Frame { function: name_of(name)?, file: name_of(file)?, line });
         }
         if fs.is_empty() {
-            fs.push(Frame { function: format!("0x{:x}", loc.address), file: String::new(), line: 0 });
+            fs.push(Frame { function: format!("0x{:x}", loc.address).into(), file: "".into(), line: 0 });
         }
         frames.insert(id, fs);
     }
 
     p.samples.reserve(samples.len());
+    let total_limit = bytes.len().saturating_mul(TOTAL_FRAMES_PER_BYTE).clamp(MIN_TOTAL_FRAMES, MAX_TOTAL_FRAMES);
+    let mut total = 0usize;
     for s in samples {
-        let mut stack = Vec::new();
-        for lid in s.location_ids {
+        // The stack's length first: nothing is built for one past the limits.
+        let mut len = 0usize;
+        for lid in &s.location_ids {
             let fs = frames
-                .get(&lid)
+                .get(lid)
                 .ok_or_else(|| not_pprof(format!("a sample names location {lid}, which the profile lacks")))?;
-            stack.extend_from_slice(fs);
+            len = len.saturating_add(fs.len());
+        }
+        if len > MAX_STACK_FRAMES {
+            return Err(not_pprof(format!(
+                "a sample's stack holds {len} frames (at most {MAX_STACK_FRAMES}: no Python stack is that deep)"
+            )));
+        }
+        total += len;
+        if total > total_limit {
+            return Err(not_pprof(format!(
+                "its samples' stacks hold more than {total_limit} frames, far more than a {} KiB profile describes",
+                bytes.len().div_ceil(1024)
+            )));
+        }
+        let mut stack = Vec::with_capacity(len);
+        for lid in &s.location_ids {
+            stack.extend_from_slice(&frames[lid]);
         }
         let mut labels = Vec::with_capacity(s.labels.len());
         for (key, str_ix, num, unit) in s.labels {
             let value = if str_ix != 0 {
-                LabelValue::Str(name_of(str_ix)?)
+                LabelValue::Str(name_of(str_ix)?.to_string())
             } else {
-                LabelValue::Num { value: num, unit: name_of(unit)? }
+                LabelValue::Num { value: num, unit: name_of(unit)?.to_string() }
             };
-            labels.push((name_of(key)?, value));
+            labels.push((name_of(key)?.to_string(), value));
         }
         p.samples.push(Sample { values: s.values, stack, labels });
     }
@@ -386,7 +418,7 @@ mod tests {
             let (top, bytes) = &stacks[0];
             assert_eq!(*bytes, 1_416_196);
             assert_eq!(top.len(), 4);
-            assert_eq!(top[0].function, "run_step");
+            assert_eq!(&*top[0].function, "run_step");
             assert!(top[0].file.ends_with("scripts/capture_cpu.py"));
             assert_eq!(top[0].line, 212);
             assert!(stacks.windows(2).all(|w| w[0].1 >= w[1].1));

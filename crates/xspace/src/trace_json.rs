@@ -35,7 +35,6 @@
 use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::fs::File;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
@@ -64,7 +63,7 @@ const PS_PER_US: i128 = 1_000_000;
 
 /// Reads a Chrome trace JSON file (`.json`, or gzip when the bytes start with 1f 8b, whatever the name).
 pub fn read_trace_json(path: &Path, host: &str) -> Result<Space> {
-    let file = File::open(path).map_err(|e| Error::io(path, &e))?;
+    let file = crate::files::open_regular(path)?;
     let file_bytes = file.metadata().map_err(|e| Error::io(path, &e))?.len();
     read_from(BufReader::with_capacity(1 << 16, file), host, path, file_bytes)
 }

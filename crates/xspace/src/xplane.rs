@@ -63,7 +63,7 @@ const MIN_GUNZIP_LIMIT: u64 = 4 << 10;
 
 /// Reads `<host>.xplane.pb`; the host name comes from the file name.
 pub fn read_xspace(path: &Path, progress: &Progress) -> Result<Space> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, &e))?;
+    let file = crate::files::open_regular(path)?;
     let len = file.metadata().map_err(|e| Error::io(path, &e))?.len();
     if len == 0 {
         return Err(Error::new(

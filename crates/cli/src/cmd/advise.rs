@@ -28,8 +28,7 @@ pub struct AdviseArgs {
 
 /// Reads thresholds from a TOML file: top-level keys or a `[thresholds]` table.
 pub fn read_thresholds(path: &Path) -> anyhow::Result<Thresholds> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e} — pass an existing TOML file", path.display()))?;
+    let text = stepscope_xspace::files::read_small_text(path, "thresholds file")?;
     let value: toml::Table = toml::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{} is not valid TOML: {} — fix the file", path.display(), e.message()))?;
     let table = match value.get("thresholds") {

@@ -20,7 +20,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub baseline: PathBuf,
     /// Fail when the median step time grows by more than this, percent.
-    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    #[arg(long, value_name = "PCT", default_value_t = 5.0, allow_negative_numbers = true)]
     pub max_regression: f64,
     /// A TOML file of more metrics to gate on, each with its own tolerance:
     /// `[[metric]]` tables with `metric = "breakdown.device_idle_ps"` and
@@ -28,7 +28,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "FILE")]
     pub metrics: Option<PathBuf>,
     /// Fewest steps either side needs to be judged.
-    #[arg(long, value_name = "N", default_value_t = 3)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 3)]
     pub min_steps: u64,
     /// Only this host (its file name without .xplane.pb).
     #[arg(long, value_name = "HOST")]
@@ -46,8 +46,7 @@ struct MetricsFile {
 }
 
 fn read_metrics(path: &Path) -> anyhow::Result<Vec<MetricSpec>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e} — pass an existing TOML file", path.display()))?;
+    let text = stepscope_xspace::files::read_small_text(path, "metrics file")?;
     let f: MetricsFile = toml::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "{}: {} — write [[metric]] tables with metric = \"…\" and max_regression_pct = N",
@@ -59,10 +58,10 @@ fn read_metrics(path: &Path) -> anyhow::Result<Vec<MetricSpec>> {
 }
 
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.baseline).map_err(|e| {
+    let text = stepscope_xspace::files::read_small_text(&args.baseline, "baseline").map_err(|e| {
         anyhow::anyhow!(
-            "cannot read the baseline {}: {e} — save one with `stepscope summary PATH --json > baseline.json`",
-            args.baseline.display()
+            "cannot read the baseline: {} — save one with `stepscope summary PATH --json > baseline.json`",
+            e.what
         )
     })?;
     let baseline: serde_json::Value = serde_json::from_str(&text).map_err(|e| {

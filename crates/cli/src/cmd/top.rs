@@ -39,10 +39,10 @@ pub struct TopArgs {
     #[arg(long, value_name = "TIME", default_value = "2s")]
     pub interval: String,
     /// Stop after N refreshes (default: run until quit).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub count: Option<u64>,
     /// Ops listed.
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 5)]
     pub top: usize,
     /// One line per refresh instead of a screen (the default when stdout is not a terminal).
     #[arg(long)]
