@@ -212,3 +212,56 @@ fn oversized_requests_are_refused_and_responses_are_capped() {
     // The server still answers after all that.
     assert_eq!(s.get("api/runs").status, 200);
 }
+
+#[test]
+fn hundreds_of_half_sent_requests_do_not_stall_pages() {
+    let s = serve(&fixture("cpu-transformer"), &[]);
+    answers_quickly(&s, "before");
+    let port = s.port;
+    // 300 connections from someone without the token, each sending half a request
+    // line and then nothing (more than the server's connection slots).
+    let mut held: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            let mut c = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            c.write_all(b"GET /api/ru").expect("send");
+            c
+        })
+        .collect();
+    // And 100 more that send nothing at all, opened again as the server drops them.
+    let t = Instant::now();
+    let mut worst = Duration::ZERO;
+    while t.elapsed() < HEADER_TIMEOUT + Duration::from_secs(2) {
+        held.extend((0..20).map(|_| TcpStream::connect(("127.0.0.1", port)).expect("connect")));
+        let asked = Instant::now();
+        answers_quickly(&s, "while half-sent requests wait");
+        worst = worst.max(asked.elapsed());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    eprintln!("slowest page request among {} held connections: {worst:?}", held.len());
+    // Half-sent lines without the token were answered with the bare 404 at once.
+    let mut first = held.swap_remove(0);
+    first.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = String::new();
+    let _ = first.read_to_string(&mut buf);
+    assert!(buf.is_empty() || buf.starts_with("HTTP/1.1 404"), "{buf:?}");
+}
+
+#[test]
+fn requests_naming_another_host_are_refused() {
+    let s = serve(&fixture("cpu-transformer"), &[]);
+    let path = format!("/{}/api/runs", s.token);
+    for (host, want) in [
+        ("127.0.0.1:1", 200),
+        ("localhost:8080", 200),
+        ("[::1]:6007", 200),
+        ("evil.example:6007", 421),
+        ("localhost.evil.example", 421),
+    ] {
+        let mut c = TcpStream::connect(("127.0.0.1", s.port)).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(c, "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").unwrap();
+        let mut buf = String::new();
+        c.read_to_string(&mut buf).unwrap();
+        assert!(buf.starts_with(&format!("HTTP/1.1 {want} ")), "Host {host}: {buf}");
+    }
+}

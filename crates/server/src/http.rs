@@ -14,7 +14,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 
 use crate::api::{self, ApiError, Params};
-use crate::{assets, download, token, App};
+use crate::{assets, download, gate, token, App};
 
 /// Pages may load only the server's own scripts, styles and data.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
@@ -29,12 +29,13 @@ pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// The longest path and query string answered (414 beyond).
 pub const MAX_URI_BYTES: usize = 8 * 1024;
 
+/// Accepts connections; each passes the door ([`crate::gate`]) before it takes one
+/// of [`MAX_CONNECTIONS`] slots and is served.
 pub async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> anyhow::Result<()> {
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
-        let permit = slots.clone().acquire_owned().await?;
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
             Err(_) => {
@@ -45,7 +46,10 @@ pub async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> anyhow::Re
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
+        let slots = slots.clone();
         tokio::spawn(async move {
+            let gate::Verdict::Enter(stream) = app.pending.admit(stream, &app.token).await else { return };
+            let Ok(permit) = slots.acquire_owned().await else { return };
             let service = service_fn(move |req: Request<hyper::body::Incoming>| {
                 let app = app.clone();
                 async move { Ok::<_, Infallible>(handle(app, req).await) }
@@ -98,6 +102,16 @@ async fn handle<B>(app: Arc<App>, req: Request<B>) -> Response<Body> {
     if req.uri().path_and_query().map_or(0, |pq| pq.as_str().len()) > MAX_URI_BYTES {
         return respond(StatusCode::URI_TOO_LONG, "text/plain; charset=utf-8", "URI too long\n");
     }
+    if let Some(host) = req.headers().get(header::HOST) {
+        if !host_allowed(host.as_bytes(), &app.host_names) {
+            // A page of another site reaching us through its own DNS name (DNS rebinding).
+            return respond(
+                StatusCode::MISDIRECTED_REQUEST,
+                "text/plain; charset=utf-8",
+                "unknown Host: open the URL stepscope printed (http://127.0.0.1:PORT/TOKEN/)\n",
+            );
+        }
+    }
     // The raw (still percent-encoded) path: nothing below decodes it into a file name.
     let path = req.uri().path();
     let Some(rest) = path.strip_prefix('/') else { return not_found() };
@@ -139,5 +153,45 @@ async fn handle<B>(app: Arc<App>, req: Request<B>) -> Response<Body> {
             r
         }
         None => not_found(),
+    }
+}
+
+/// Whether a `Host` header names this server: an IP address, `localhost`, or one of
+/// `names` (this machine's, when it listens beyond loopback), with any port — a
+/// tunnel (`ssh -L 8080:127.0.0.1:6007`) changes the port. A DNS name of someone
+/// else's pointing at this machine is refused.
+fn host_allowed(host: &[u8], names: &[String]) -> bool {
+    let Ok(host) = std::str::from_utf8(host) else { return false };
+    let name = match host.strip_prefix('[') {
+        // [v6]:port
+        Some(rest) => match rest.split_once(']') {
+            Some((v6, port)) if port.is_empty() || port.starts_with(':') => {
+                return v6.parse::<std::net::Ipv6Addr>().is_ok()
+            }
+            _ => return false,
+        },
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.parse::<std::net::Ipv4Addr>().is_ok()
+        || name.eq_ignore_ascii_case("localhost")
+        || names.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_allowed;
+
+    #[test]
+    fn hosts_are_addresses_localhost_or_this_machine() {
+        let names = ["node1".to_string()];
+        for ok in ["127.0.0.1:6007", "127.0.0.1", "localhost:8080", "LOCALHOST", "[::1]:6007", "[::1]", "10.0.0.5:1"] {
+            assert!(host_allowed(ok.as_bytes(), &names), "{ok}");
+        }
+        assert!(host_allowed(b"node1:6007", &names));
+        for bad in ["evil.example:6007", "evil.example", "localhost.evil.example:1", "[::1", "[evil]:1", "node2:1", ""]
+        {
+            assert!(!host_allowed(bad.as_bytes(), &names), "{bad}");
+        }
+        assert!(!host_allowed(b"node1:6007", &[]));
     }
 }

@@ -11,6 +11,7 @@ mod api;
 mod assets;
 mod cache;
 mod download;
+mod gate;
 mod http;
 pub mod root;
 mod token;
@@ -39,6 +40,11 @@ pub(crate) struct App {
     pub cache: cache::Cache,
     /// Exports written at once (each holds a temporary file and a blocking thread).
     pub exports: tokio::sync::Semaphore,
+    /// Connections still to show the token.
+    pub pending: gate::Pending,
+    /// Host names requests may name besides IP addresses and `localhost` (this
+    /// machine's name, when listening beyond loopback).
+    pub host_names: Vec<String>,
 }
 
 /// A bound server, ready to run.
@@ -67,6 +73,8 @@ impl Server {
             root,
             cache: cache::Cache::new(cache::DEFAULT_RUNS),
             exports: tokio::sync::Semaphore::new(download::MAX_EXPORTS),
+            pending: gate::Pending::default(),
+            host_names: if opts.host.is_loopback() { Vec::new() } else { machine_names() },
         });
         Ok(Server { listener, app, addr })
     }
@@ -96,4 +104,23 @@ impl Server {
             .context("starting the server runtime")?;
         rt.block_on(http::serve(self.listener, self.app))
     }
+}
+
+/// This machine's names, as a browser reaching it over the network may send them in
+/// `Host` (`node1`, `node1.cluster.local`).
+fn machine_names() -> Vec<String> {
+    let read = |p: &str| std::fs::read_to_string(p).ok().map(|s| s.trim().to_ascii_lowercase());
+    let mut names: Vec<String> = [read("/proc/sys/kernel/hostname"), std::env::var("HOSTNAME").ok()]
+        .into_iter()
+        .flatten()
+        .filter(|n| !n.is_empty())
+        .collect();
+    if let (Some(host), Some(domain)) = (read("/proc/sys/kernel/hostname"), read("/proc/sys/kernel/domainname")) {
+        if !domain.is_empty() && domain != "(none)" {
+            names.push(format!("{host}.{domain}"));
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
 }

@@ -1,0 +1,212 @@
+//! The door every connection passes before it is served: its request line must show
+//! the token (`GET /TOKEN…`) within [`TOKEN_DEADLINE`], and at most
+//! [`MAX_PENDING`] connections may be waiting to show it — a new one sends the
+//! oldest waiting one away. Half-sent requests from anyone on the machine can so
+//! neither hold the server's connection slots nor keep a page waiting: a browser
+//! shows the token in its first packet.
+//!
+//! The bytes read to check the token are replayed to the HTTP layer ([`Prefixed`]).
+//! The token is compared only once all of its bytes are in, in constant time, so
+//! how long a connection is kept says nothing about a partial guess.
+
+use std::collections::VecDeque;
+use std::io;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+use crate::token;
+
+/// Connections waiting to show the token; the next one sends the oldest away.
+pub const MAX_PENDING: usize = 64;
+/// How long a new connection has to show the token.
+pub const TOKEN_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The connections waiting to show the token, oldest first.
+#[derive(Default)]
+pub struct Pending {
+    waiting: Mutex<(u64, VecDeque<(u64, oneshot::Sender<()>)>)>,
+}
+
+/// What the door decided for a connection.
+pub enum Verdict {
+    /// It showed the token: serve it, its first bytes replayed.
+    Enter(Prefixed),
+    /// Anything else: it was answered (a bare 404) or dropped.
+    Away,
+}
+
+impl Pending {
+    /// Checks a new connection's request line against `token`.
+    pub async fn admit(&self, mut stream: TcpStream, token: &str) -> Verdict {
+        let (id, evicted) = self.join();
+        let verdict = tokio::select! {
+            _ = evicted => None,
+            read = tokio::time::timeout(TOKEN_DEADLINE, read_head(&mut stream, token)) => read.ok(),
+        };
+        self.leave(id);
+        match verdict {
+            Some(Ok(Some(head))) => Verdict::Enter(Prefixed { head, at: 0, stream }),
+            Some(Ok(None)) => {
+                let _ = stream.write_all(NOT_FOUND).await;
+                let _ = stream.shutdown().await;
+                // Read what the client still sends for a moment (closing with unread
+                // bytes resets the connection, and the client may lose the answer).
+                let mut sink = [0u8; 4096];
+                let drain = async {
+                    let mut left = LINGER_BYTES;
+                    while left > 0 {
+                        match stream.read(&mut sink).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => left = left.saturating_sub(n),
+                        }
+                    }
+                };
+                let _ = tokio::time::timeout(LINGER, drain).await;
+                Verdict::Away
+            }
+            _ => Verdict::Away,
+        }
+    }
+
+    fn join(&self) -> (u64, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let id = w.0;
+        w.0 += 1;
+        if w.1.len() >= MAX_PENDING {
+            if let Some((_, oldest)) = w.1.pop_front() {
+                let _ = oldest.send(());
+            }
+        }
+        w.1.push_back((id, tx));
+        (id, rx)
+    }
+
+    fn leave(&self, id: u64) {
+        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        w.1.retain(|(i, _)| *i != id);
+    }
+}
+
+/// The bare 404 of a request outside the token (as the HTTP layer's).
+const NOT_FOUND: &[u8] =
+    b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain; charset=utf-8\r\ncache-control: no-store\r\n\
+content-length: 10\r\nconnection: close\r\n\r\nnot found\n";
+
+/// How long, and how many bytes, a refused connection is still read after its answer.
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: usize = 64 << 10;
+
+/// The longest method read before the path.
+const MAX_METHOD: usize = 16;
+
+/// Reads a request line's start until it shows whether its path is under the token:
+/// the bytes read when it is, `None` when it is not.
+async fn read_head(stream: &mut TcpStream, token: &str) -> io::Result<Option<Vec<u8>>> {
+    let mut head = Vec::with_capacity(64);
+    let mut buf = [0u8; 256];
+    loop {
+        if let Some(decided) = decide(&head, token) {
+            return Ok(decided.then_some(head));
+        }
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Whether `head` (a request's first bytes) asks for a path under `token`: `None`
+/// while too few bytes are in to tell.
+fn decide(head: &[u8], token: &str) -> Option<bool> {
+    let Some(space) = head.iter().position(|&b| b == b' ') else {
+        return (head.len() > MAX_METHOD).then_some(false);
+    };
+    let path = &head[space + 1..];
+    // A path that ends (or does not start with "/") before a token's length is not
+    // under it; that tells nothing of the token.
+    let early = &path[..path.len().min(token.len() + 1)];
+    if path.first().is_some_and(|&b| b != b'/') || early.iter().skip(1).any(|b| b" ?\r\n/".contains(b)) {
+        return Some(false);
+    }
+    // "/" + token + one byte after it ("/", " ", "?").
+    if path.len() < token.len() + 2 {
+        return None;
+    }
+    let shown = std::str::from_utf8(&path[1..=token.len()]).unwrap_or("");
+    Some(path[0] == b'/' && token::same(shown, token) && matches!(path[token.len() + 1], b'/' | b' ' | b'?'))
+}
+
+/// A connection whose first bytes were read by the door, replayed before the rest.
+pub struct Prefixed {
+    head: Vec<u8>,
+    at: usize,
+    stream: TcpStream,
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.at < this.head.len() {
+            let n = (this.head.len() - this.at).min(buf.remaining());
+            buf.put_slice(&this.head[this.at..this.at + n]);
+            this.at += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decide;
+
+    const T: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn the_token_decides_once_all_of_it_is_in() {
+        assert_eq!(decide(b"GET /0123", T), None, "a partial token tells nothing");
+        assert_eq!(decide(b"GET /f123", T), None, "nor does a wrong partial one");
+        assert_eq!(decide(format!("GET /{T}").as_bytes(), T), None);
+        assert_eq!(decide(format!("GET /{T}/api/runs").as_bytes(), T), Some(true));
+        assert_eq!(decide(format!("HEAD /{T} HTTP/1.1").as_bytes(), T), Some(true));
+        assert_eq!(decide(format!("GET /{T}?x").as_bytes(), T), Some(true));
+        assert_eq!(decide(format!("GET /{T}x/").as_bytes(), T), Some(false));
+        assert_eq!(decide(format!("GET /{}/", T.to_uppercase()).as_bytes(), T), Some(false));
+        assert_eq!(decide(format!("GET //{T}").as_bytes(), T), Some(false));
+        assert_eq!(decide(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n_______________", T), Some(false));
+        assert_eq!(decide(b"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", T), Some(false));
+        assert_eq!(decide(b"GET / HTTP/1.1\r\n\r\n", T), Some(false), "a short path is no token");
+        assert_eq!(decide(b"GET /api/runs", T), Some(false));
+        assert_eq!(decide(b"GET api", T), Some(false));
+    }
+}
