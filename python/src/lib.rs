@@ -146,6 +146,7 @@ fn diff_json(py: Python<'_>, a: &Profile, b: &Profile, top: usize) -> PyResult<S
 #[pyfunction]
 fn cli_main(py: Python<'_>, argv: Vec<std::ffi::OsString>) -> i32 {
     use std::io::Write;
+    stepscope::quiet_on_closed_stdout();
     let code = py.detach(|| stepscope::run_args(argv));
     // Rust's stdout is flushed at exit only in a Rust `main`; here Python exits.
     let _ = std::io::stdout().flush();

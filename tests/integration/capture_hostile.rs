@@ -225,3 +225,55 @@ fn capture_hostile_empty_answers() {
     // No xspace at all, and no empty_trace either.
     short_capture_fails("no-xspace", &[], &["answered without a trace"]);
 }
+
+/// The process under `pid` (itself included) whose name is `comm`.
+fn descendant(pid: u32, comm: &str) -> Option<u32> {
+    let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    if name.trim() == comm {
+        return Some(pid);
+    }
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    children.split_whitespace().filter_map(|c| c.parse().ok()).find_map(|c| descendant(c, comm))
+}
+
+#[test]
+fn top_restores_the_terminal_when_a_signal_ends_it() {
+    use std::io::Read;
+    for (signal, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGHUP, "SIGHUP")] {
+        // A job that never answers keeps `top` on its screen, waiting.
+        let Some(server) = hostile("stall", &[]) else { return };
+        // `top` in a pseudo-terminal (script(1)), as a person runs it.
+        let line = format!("{} top {} --window 5s --interval 6s", env!("CARGO_BIN_EXE_stepscope"), server.target());
+        let mut script = Command::new("script")
+            .args(["-qfec", &line, "/dev/null"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("script(1) from util-linux");
+        let mut out = script.stdout.take().expect("stdout");
+        let reader = std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let _ = out.read_to_end(&mut all);
+            all
+        });
+        let t = std::time::Instant::now();
+        let top = loop {
+            if let Some(pid) = descendant(script.id(), "stepscope") {
+                break pid;
+            }
+            assert!(t.elapsed() < LIMIT, "{name}: top did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        // Let it draw its screen, then end it.
+        std::thread::sleep(Duration::from_millis(800));
+        assert_eq!(unsafe { libc::kill(top as i32, signal) }, 0);
+        let status = script.wait().expect("wait");
+        let shown = String::from_utf8_lossy(&reader.join().expect("reader")).into_owned();
+        let entered =
+            shown.find("\x1b[?1049h").unwrap_or_else(|| panic!("{name}: never entered the screen: {shown:?}"));
+        let left = shown.rfind("\x1b[?1049l").unwrap_or_else(|| panic!("{name}: left the alternate screen on"));
+        let shown_cursor = shown.rfind("\x1b[?25h").unwrap_or_else(|| panic!("{name}: left the cursor hidden"));
+        assert!(left > entered && shown_cursor > entered, "{name}: {shown:?}");
+        assert_eq!(status.code(), Some(128 + signal), "{name}: top's exit");
+    }
+}

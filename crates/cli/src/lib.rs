@@ -14,6 +14,27 @@ mod human;
 mod load;
 mod table;
 
+/// Like other Unix tools, end quietly when the reader of our output goes away
+/// (`stepscope ops … | head`): `println!` panics on a closed stdout, and that panic
+/// becomes a silent exit 0. Called by the binary's `main` and by the Python package's
+/// `stepscope` command. (SIGPIPE itself stays ignored, so a peer that closes a
+/// socket during `capture` is an error we report, not a signal that kills us.)
+pub fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
+}
+
 /// Runs the command line `args` (the first item is the program name) and returns the
 /// exit code: 0 on success, 1 where a command reports a failed check, 2 on errors,
 /// which are printed as one line `stepscope: …` on stderr.

@@ -11,15 +11,14 @@ def main(argv=None) -> int:
 
     if argv is None:
         argv = sys.argv[1:]
-        # As the command itself, behave like a native one: Ctrl-C and a closed pipe
-        # (`stepscope ops … | head`) end it at once.
-        for name in ("SIGINT", "SIGPIPE"):
-            sig = getattr(signal, name, None)
-            if sig is not None:
-                try:
-                    signal.signal(sig, signal.SIG_DFL)
-                except (OSError, ValueError):
-                    pass
+        # As the command itself, behave like the native one: Ctrl-C ends it at once.
+        # SIGPIPE stays ignored, as in the native binary: a closed stdout
+        # (`stepscope ops … | head`) ends it quietly, and a job that goes away while
+        # `top` talks to it is an error `top` reports and retries, not a silent death.
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
     return cli_main(["stepscope", *argv])
 
 

@@ -330,13 +330,25 @@ impl ScreenState {
     }
 }
 
-/// Puts the terminal back however the screen ends: return, error or panic.
-struct TerminalGuard;
+/// Puts the terminal back however the screen ends: return, error, panic, or a
+/// signal that ends the process (SIGTERM, SIGHUP, SIGINT, SIGQUIT: the terminal is
+/// restored, then the process exits with 128 + the signal, as the shell reports it).
+struct TerminalGuard {
+    signals: signal_hook::iterator::Handle,
+}
 
 impl TerminalGuard {
     fn enter() -> anyhow::Result<TerminalGuard> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT, SIGQUIT])?;
+        let guard = TerminalGuard { signals: signals.handle() };
+        std::thread::spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                restore_terminal();
+                std::process::exit(128 + sig);
+            }
+        });
         crossterm::terminal::enable_raw_mode()?;
-        let guard = TerminalGuard;
         crossterm::execute!(std::io::stdout(), crossterm::terminal::EnterAlternateScreen, crossterm::cursor::Hide)?;
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
@@ -349,6 +361,7 @@ impl TerminalGuard {
 
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
+        self.signals.close();
         restore_terminal();
     }
 }
