@@ -82,11 +82,29 @@ async function render() {
   fillNav(page);
   fillPicker(params);
   const view = document.getElementById('view');
-  const mod = await PAGES[page]();
-  if (seq !== renderSeq) return;
+  // The loading state shows at once, and says how long it has waited.
   clear(view);
   view.className = `page-${page}`;
   document.title = `${TITLES[page]} · stepscope`;
+  const what = `${TITLES[page]}${params.get('run') ? ` of ${params.get('run')}` : ''}`;
+  const loading = el('p', { class: 'loading', role: 'status' }, `Loading ${what}…`);
+  view.append(loading);
+  const started = performance.now();
+  const tick = setInterval(() => {
+    loading.textContent = `Loading ${what}… ${Math.round((performance.now() - started) / 1000)} s`;
+  }, 1000);
+  let mod;
+  try {
+    mod = await PAGES[page]();
+  } catch (e) {
+    clearInterval(tick);
+    if (seq === renderSeq) showError(view, loading, e);
+    return;
+  }
+  if (seq !== renderSeq) {
+    clearInterval(tick);
+    return;
+  }
   const sel = { run: params.get('run') || '', host: params.get('host') || '' };
   const ctx = {
     params,
@@ -97,10 +115,21 @@ async function render() {
   };
   try {
     await mod.render(view, ctx);
+    loading.remove();
   } catch (e) {
     if (seq !== renderSeq) return;
-    view.append(el('p', { class: 'error' }, String(e.message || e)));
+    showError(view, loading, e);
+  } finally {
+    clearInterval(tick);
   }
+}
+
+/** Puts the page's error where its loading line was: the message and a retry button. */
+function showError(view, loading, e) {
+  const retry = el('button', { type: 'button' }, 'Retry');
+  retry.addEventListener('click', () => render());
+  const box = el('div', { class: 'error', role: 'alert' }, el('p', {}, String(e.message || e)), retry);
+  if (loading.isConnected) loading.replaceWith(box); else view.prepend(box);
 }
 
 async function main() {

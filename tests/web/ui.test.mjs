@@ -470,3 +470,40 @@ test('an op name in the op profile opens its HLO view', async () => {
   assert.equal((await tableCells('#hlo-operands', 1)).length, h.operands.length);
   await page.screenshot({ path: path.join(shots, 'hlo.png'), fullPage: true });
 });
+
+test('a page shows its loading state at once, and an error with a retry when a request fails', async () => {
+  // Slow: the overview's summary answers after 1.5 s; the page says it is loading meanwhile.
+  let release;
+  const held = new Promise(r => { release = r; });
+  await page.route(/\/api\/summary\?/, async route => { await held; await route.continue(); });
+  await page.goto('about:blank');
+  await page.goto(`${base}#/overview?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('#view .loading[role=status]', { timeout: 5000 });
+  assert.match(await page.textContent('#view .loading'), /^Loading Overview of .*…/);
+  await page.waitForTimeout(1500);
+  assert.match(await page.textContent('#view .loading'), /… [12] s$/, 'it counts the seconds');
+  release();
+  await page.waitForSelector('.cards .card');
+  assert.equal(await page.$('#view .loading'), null, 'the loading line goes once the page is there');
+  await page.unroute(/\/api\/summary\?/);
+
+  // Failing: the server answers 500; the page says so and offers a retry that works.
+  await page.route(/\/api\/summary\?/, route => route.fulfill({ status: 500, contentType: 'application/json', body: '{"error":"the run could not be read"}' }));
+  await page.goto('about:blank');
+  await page.goto(`${base}#/overview?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('#view .error[role=alert] button');
+  assert.match(await page.textContent('#view .error[role=alert]'), /the run could not be read/);
+  assert.equal(await page.$('#view .loading'), null);
+  await page.unroute(/\/api\/summary\?/);
+  await page.click('#view .error[role=alert] button');
+  await page.waitForSelector('.cards .card');
+  assert.equal(await page.$('#view .error[role=alert]'), null);
+
+  // Gone: a server that is not there says so, not a blank page.
+  await page.route(/\/api\/steps\?/, route => route.abort('connectionrefused'));
+  await page.goto('about:blank');
+  await page.goto(`${base}#/steps?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('#view .error[role=alert]');
+  assert.match(await page.textContent('#view .error[role=alert]'), /cannot reach the server for api\/steps/);
+  await page.unroute(/\/api\/steps\?/);
+});
