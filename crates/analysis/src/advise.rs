@@ -48,6 +48,10 @@ pub struct Thresholds {
     pub dominant_op_pct: f64,
     /// Exposed collective time above this share of the step, percent.
     pub collectives_exposed_pct: f64,
+    /// Devices waiting on async copies (`copy-done`) above this share of the step, percent.
+    pub async_wait_pct: f64,
+    /// XLA:CPU runtime time between the ops of a program above this share of the step, percent.
+    pub runtime_overhead_pct: f64,
     /// Memory peak above this share of the allocator's capacity, percent.
     pub memory_capacity_pct: f64,
     /// Achieved bandwidth of memory-bound ops below this share of peak, percent.
@@ -75,6 +79,8 @@ impl Default for Thresholds {
             copies_pct: 10.0,
             dominant_op_pct: 50.0,
             collectives_exposed_pct: 10.0,
+            async_wait_pct: 20.0,
+            runtime_overhead_pct: 10.0,
             memory_capacity_pct: 90.0,
             memory_bandwidth_pct: 60.0,
             step_jitter_pct: 20.0,
@@ -562,12 +568,12 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
     }
 
     // --- copies
-    let copies_pct = step_pct(b.host_to_device_ps + b.device_to_host_ps);
+    let copies_pct = step_pct(b.host_to_device_ps + b.device_to_host_ps + b.device_to_device_ps);
     if copies_pct > th.copies_pct {
         out.push(Finding {
             rule: "host-device-copies",
             severity: Severity::Warning,
-            title: format!("host↔device copies take {copies_pct:.1}% of the step"),
+            title: format!("copies take {copies_pct:.1}% of the step"),
             value: copies_pct,
             threshold: th.copies_pct,
             unit: "pct",
@@ -579,10 +585,42 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
         });
     }
 
+    // --- async waits and the runtime between ops (the device-time model's parts)
+    let wait_pct = step_pct(b.async_wait_ps);
+    if wait_pct > th.async_wait_pct {
+        out.push(Finding {
+            rule: "async-waits",
+            severity: Severity::Warning,
+            title: format!("devices wait on async copies {wait_pct:.1}% of the step"),
+            value: wait_pct,
+            threshold: th.async_wait_pct,
+            unit: "pct",
+            evidence: top_ops_of_kind(profile, crate::device_time::OpKind::AsyncWait, 3),
+            advice: "the device sits in `copy-done` ops waiting for async copies (host offloading, memory-space \
+                     moves): see what each step copies (`stepscope hlo PATH copy-start`), keep those buffers in \
+                     device memory, or give the copies compute to overlap"
+                .into(),
+        });
+    }
+    let overhead_pct = step_pct(b.runtime_overhead_ps);
+    if overhead_pct > th.runtime_overhead_pct {
+        out.push(Finding {
+            rule: "runtime-overhead",
+            severity: Severity::Info,
+            title: format!("the XLA:CPU runtime spends {overhead_pct:.1}% of the step between ops"),
+            value: overhead_pct,
+            threshold: th.runtime_overhead_pct,
+            unit: "pct",
+            evidence: vec![],
+            advice: "inside each program the executor hands ops to host threads; many small ops make that \
+                     overhead show: fuse them (larger jitted functions, fewer tiny ops), or use a larger batch"
+                .into(),
+        });
+    }
+
     // --- collectives and devices
     let coll = &inputs.collectives;
-    let exposed_pct =
-        pct(coll.exposed_ps / steps.steps.len().max(1) as i64, b.step_ps) / (profile.devices().len().max(1) as f64);
+    let exposed_pct = step_pct(b.collectives_ps);
     if exposed_pct > th.collectives_exposed_pct {
         out.push(Finding {
             rule: "collectives-exposed",
@@ -961,14 +999,34 @@ fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
 }
 
 /// The longest copy events: device copy ops, else host-side transfers.
+/// The `n` ops of `kind` with the most self time, as evidence.
+fn top_ops_of_kind(profile: &Profile, kind: crate::device_time::OpKind, n: usize) -> Vec<Evidence> {
+    let rows = ops::ops(profile, GroupBy::Op, 0).ops;
+    rows.iter()
+        .filter(|r| crate::device_time::op_kind(&r.name, &r.category, "") == kind)
+        .take(n)
+        .map(|r| {
+            ev(
+                format!("{}: {} over {} runs ({:.1}% of op time)", r.name, ms(r.self_ps), r.count, r.device_time_pct),
+                "",
+            )
+        })
+        .collect()
+}
+
 fn largest_copies(profile: &Profile, n: usize) -> Vec<Evidence> {
     let mut found: Vec<(i64, i64, String, String)> = Vec::new();
     for d in profile.devices() {
         // Decided once per line and per name.
         let memcpy_line: Vec<bool> = d.plane.lines.iter().map(|l| l.name.contains("Memcpy")).collect();
         let ops = d.cached_ops();
-        let copy_name: Vec<bool> =
-            ops.names.iter().map(|n| n.contains("H2D") || n.contains("D2H") || n.contains("copy-start")).collect();
+        let copy_name: Vec<bool> = (ops.names.iter())
+            .map(|n| {
+                use crate::device_time::OpKind;
+                let k = crate::device_time::op_kind(n, "", "");
+                matches!(k, OpKind::HostToDevice | OpKind::DeviceToHost | OpKind::DeviceToDevice)
+            })
+            .collect();
         for (i, r) in ops.recs.iter().enumerate() {
             if memcpy_line[r.line as usize] || copy_name[r.name as usize] {
                 let op = ops.event(d.plane, i);
@@ -977,7 +1035,7 @@ fn largest_copies(profile: &Profile, n: usize) -> Vec<Evidence> {
         }
     }
     for (hi, h) in profile.hosts.iter().enumerate() {
-        let (to_dev, to_host) = summary::host_transfers(profile, hi);
+        let (to_dev, to_host) = crate::device_time::host_transfers(profile, hi);
         for (iv, what) in [(to_dev, "host → device transfer"), (to_host, "device → host transfer")] {
             for &(a, b) in iv.spans() {
                 found.push((b.saturating_sub(a), a, what.to_string(), h.host.clone()));

@@ -9,7 +9,9 @@
 //! 1. [`DeviceSet`]: the device descriptors and every device's op records (names
 //!    interned, no stat lookups after this pass);
 //! 2. [`TimeBase`]: each device's busy intervals, the hosts' compile events and
-//!    intervals, and the steps, measured — computed from stage 1, which it is given.
+//!    intervals, and the steps, measured — computed from stage 1, which it is given;
+//! 3. the device-time model ([`crate::device_time`]): every device's window and its
+//!    time split into named parts — computed from stages 1 and 2.
 //!
 //! Each stage is a [`Derived`] cell. Its computation uses the rayon pool, so it is
 //! only ever computed, or waited for, by a thread outside the pool (the CLI's main
@@ -39,6 +41,8 @@ pub(crate) struct Cache {
     pub devices: Derived<DeviceSet>,
     /// Stage 2: busy, compile and steps (needs stage 1).
     pub time: Derived<TimeBase>,
+    /// Stage 3: the device-time model (needs stages 1 and 2).
+    pub device_time: Derived<crate::device_time::DeviceTime>,
     /// Op profiles computed so far; each is computed outside the lock from stage 1.
     pub op_profiles: Mutex<Vec<(GroupBy, usize, Ops)>>,
     /// Per host: its HLO modules (found on first use, each decoded on first use;
@@ -64,6 +68,8 @@ pub(crate) struct TimeBase {
     pub busy: Vec<Intervals>,
     /// Per host: the compile events of its CPU plane (`steps::host_compile_events`).
     pub compile_events: Vec<Vec<(u32, u32, u8)>>,
+    /// Per host: the time XLA compilation ran on its CPU plane.
+    pub compile: Vec<Intervals>,
     /// The steps, measured (without the launched work, which `steps::steps` adds).
     pub steps: Steps,
 }
@@ -198,7 +204,7 @@ pub(crate) struct DeviceOps {
     /// Names given to GPU kernels that ran in a command buffer, each with the name
     /// the profile gave them (the buffer's, `command_buffer_1`).
     pub renamed: FastMap<u32, u32>,
-    /// Per name: whether it is a collective (see [`crate::summary::is_collective`]).
+    /// Per name: whether it is a collective (see [`crate::device_time::is_collective`]).
     pub collective: OnceLock<Vec<bool>>,
     /// What the records' [`OpRec::value`] holds.
     pub value: RecValue,

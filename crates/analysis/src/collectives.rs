@@ -1,17 +1,20 @@
-//! Collectives: all-reduce, all-gather, reduce-scatter, all-to-all and
-//! collective-permute time per op, and how much of it compute overlapped.
+//! Collectives: all-reduce, all-gather, reduce-scatter, all-to-all,
+//! collective-permute and send/recv time per op, and how much of it compute
+//! overlapped — read from the device-time model ([`crate::device_time`]), in each
+//! device's window, so the totals equal the summary's and the devices' collectives.
 //!
-//! A synchronous collective's time is its own span; an asynchronous pair
-//! (`all-reduce-start.3` … `all-reduce-done.3`) is in flight from the start op's
-//! start to the done op's end. Compute is every other op of the same device; the
-//! overlapped time is compute running while the collective is in flight, and the
-//! exposed time is the rest — the time the collective costs the step.
+//! A collective's time is the time its ops ran (a synchronous op's span; an async
+//! pair's `-start` and `-done` ops). The overlapped time is compute running at the
+//! same time on the same device, and the exposed time is the rest — what the
+//! collective costs the step. An async pair is also in flight from its start op's
+//! start to its done op's end: the compute that ran meanwhile is what running it
+//! asynchronously hid.
 
 use std::collections::HashMap;
 
-use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::device_time::{DeviceTimeline, Part};
 use crate::profile::{Device, OpEvent, Profile};
 use crate::stats::{sum_ps, Intervals};
 
@@ -20,13 +23,17 @@ use crate::stats::{sum_ps, Intervals};
 pub struct Collectives {
     pub schema: &'static str,
     pub run: String,
-    /// Sum over devices of time with a collective in flight.
+    /// Sum over devices of the time a collective op ran, in each device's window.
     pub total_ps: i64,
     /// Of that, time compute ran alongside.
     pub overlapped_ps: i64,
-    /// `total_ps - overlapped_ps`.
+    /// `total_ps - overlapped_ps`: the devices' collective time (`stepscope devices`),
+    /// whose mean share of the window is the summary's collectives part.
     pub exposed_ps: i64,
     pub overlap_pct: f64,
+    /// Time collective ops ran outside the devices' windows (before, between or after
+    /// the steps): not in the numbers above.
+    pub outside_window_ps: i64,
     /// Per op (summed over devices), largest exposed time first.
     pub ops: Vec<CollectiveRow>,
 }
@@ -43,12 +50,17 @@ pub struct CollectiveRow {
     pub is_async: bool,
     pub count: u64,
     pub devices: u64,
+    /// Time its ops ran, in the devices' windows.
     pub total_ps: i64,
     pub overlapped_ps: i64,
     pub exposed_ps: i64,
     pub overlap_pct: f64,
     pub avg_ps: i64,
     pub max_ps: i64,
+    /// Async pairs: time from each start op's start to its done op's end.
+    pub in_flight_ps: i64,
+    /// Async pairs: compute that ran while they were in flight.
+    pub compute_in_flight_ps: i64,
 }
 
 /// The kind of a collective op name.
@@ -65,38 +77,23 @@ pub fn collective_kind(name: &str) -> &'static str {
     "other"
 }
 
-/// One in-flight collective.
-struct Flight<'a> {
+/// One execution of a collective: its op spans and, for an async pair, its flight.
+struct Run<'a> {
     name: String,
     module: &'a str,
     is_async: bool,
-    lo: i64,
-    hi: i64,
+    /// The spans its ops ran (one, or an async pair's start and done).
+    spans: Vec<(i64, i64)>,
+    /// Start op's start to done op's end (async pairs).
+    flight: Option<(i64, i64)>,
 }
 
-/// Collectives of one device and the compute that ran on it.
-fn flights<'a>(d: &Device<'a>) -> (Vec<Flight<'a>>, Intervals) {
+/// The collectives a device ran, async pairs joined.
+fn runs<'a>(d: &Device<'a>) -> Vec<Run<'a>> {
     let ops = d.cached_ops();
     let flags = d.collective_flags();
-    if !ops.recs.iter().any(|r| flags[r.name as usize]) {
-        // Compute time only matters for overlap with collectives.
-        return (Vec::new(), Intervals::new(Vec::new()));
-    }
-    let mut compute: Vec<(i64, i64)> = Vec::new();
-    let mut colls: Vec<OpEvent> = Vec::new();
-    for (i, r) in ops.recs.iter().enumerate() {
-        if flags[r.name as usize] {
-            colls.push(ops.event(d.plane, i));
-            continue;
-        }
-        // Back-to-back ops merge as they come (in line and time order), so the list
-        // stays short; the intervals merge the rest.
-        let (_, start, end, _) = ops.span(d.plane, i);
-        match compute.last_mut() {
-            Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
-            _ => compute.push((start, end)),
-        }
-    }
+    let mut colls: Vec<OpEvent> =
+        (0..ops.recs.len()).filter(|&i| flags[ops.recs[i].name as usize]).map(|i| ops.event(d.plane, i)).collect();
     colls.sort_by_key(|o| o.start_ps);
     let mut out = Vec::new();
     // Async starts wait for their done, matched by name with `-start` → `-done`.
@@ -106,28 +103,42 @@ fn flights<'a>(d: &Device<'a>) -> (Vec<Flight<'a>>, Intervals) {
             open.entry(base).or_default().push(op);
         } else if let Some(base) = op.name.split_once("-done").map(|(a, b)| format!("{a}{b}")) {
             let start = open.get_mut(&base).and_then(|v| if v.is_empty() { None } else { Some(v.remove(0)) });
-            let (lo, name) = match start {
-                Some(s) => (s.start_ps, base),
-                None => (op.start_ps, op.name.to_string()),
-            };
-            out.push(Flight { name, module: op.module, is_async: true, lo, hi: op.end_ps() });
+            let done = (op.start_ps, op.end_ps());
+            out.push(match start {
+                Some(s) => Run {
+                    name: base,
+                    module: op.module,
+                    is_async: true,
+                    spans: vec![(s.start_ps, s.end_ps()), done],
+                    flight: Some((s.start_ps, op.end_ps())),
+                },
+                None => Run {
+                    name: op.name.to_string(),
+                    module: op.module,
+                    is_async: true,
+                    spans: vec![done],
+                    flight: None,
+                },
+            });
         } else {
-            out.push(Flight {
+            let span = (op.start_ps, op.end_ps());
+            out.push(Run {
                 name: op.name.to_string(),
                 module: op.module,
                 is_async: false,
-                lo: op.start_ps,
-                hi: op.end_ps(),
+                spans: vec![span],
+                flight: None,
             });
         }
     }
     // Starts whose done the capture cut off: their own span.
     for (base, starts) in open {
         for s in starts {
-            out.push(Flight { name: base.clone(), module: s.module, is_async: true, lo: s.start_ps, hi: s.end_ps() });
+            let span = (s.start_ps, s.end_ps());
+            out.push(Run { name: base.clone(), module: s.module, is_async: true, spans: vec![span], flight: None });
         }
     }
-    (out, Intervals::new(compute))
+    out
 }
 
 /// Builds the collectives analysis.
@@ -141,30 +152,31 @@ pub fn collectives(profile: &Profile) -> Collectives {
         total: i64,
         overlapped: i64,
         max: i64,
+        in_flight: i64,
+        compute_in_flight: i64,
     }
-    let mut rows: HashMap<(String, String), Acc> = HashMap::new();
-    // Each device's collectives with the compute overlapping them, devices in parallel.
+    let model = profile.device_time();
     let devices = profile.devices();
-    let per_device: Vec<Vec<(Flight, i64)>> = devices
-        .par_iter()
-        .map(|d| {
-            let (fl, compute) = flights(d);
-            let mut compute = compute.cursor();
-            fl.into_iter()
-                .map(|f| {
-                    let overlapped = compute.overlap(f.lo, f.hi);
-                    (f, overlapped)
-                })
-                .collect()
-        })
-        .collect();
-    for (d, fl) in devices.iter().zip(per_device) {
+    let mut rows: HashMap<(String, String), Acc> = HashMap::new();
+    let mut outside_window_ps = 0i64;
+    for (d, t) in devices.iter().zip(&model.devices) {
         let id = d.id();
-        for (f, overlapped) in fl {
-            let len = f.hi.saturating_sub(f.lo).max(0);
-            let a = rows.entry((f.name.clone(), f.module.to_string())).or_default();
-            a.kind = collective_kind(&f.name);
-            a.is_async |= f.is_async;
+        let window = Intervals::new(t.window.clone());
+        let compute = t.part(Part::Compute);
+        for run in runs(d) {
+            // The run's time in the window, and the compute under it.
+            let all = Intervals::new(run.spans);
+            let mine = all.within(&t.window);
+            outside_window_ps = outside_window_ps.saturating_add(all.total() - mine.total());
+            let len = mine.total();
+            let overlapped = overlap(compute, &mine);
+            let flight = run.flight.map(|(lo, hi)| (window.overlap(lo, hi), compute.overlap(lo, hi)));
+            if len == 0 && flight.is_none_or(|f| f.0 == 0) {
+                continue;
+            }
+            let a = rows.entry((run.name.clone(), run.module.to_string())).or_default();
+            a.kind = collective_kind(&run.name);
+            a.is_async |= run.is_async;
             a.count += 1;
             if !a.devices.contains(&id) {
                 a.devices.push(id.clone());
@@ -172,6 +184,10 @@ pub fn collectives(profile: &Profile) -> Collectives {
             a.total = a.total.saturating_add(len);
             a.overlapped = a.overlapped.saturating_add(overlapped);
             a.max = a.max.max(len);
+            if let Some((in_flight, under)) = flight {
+                a.in_flight = a.in_flight.saturating_add(in_flight);
+                a.compute_in_flight = a.compute_in_flight.saturating_add(under);
+            }
         }
     }
     let mut ops: Vec<CollectiveRow> = rows
@@ -189,20 +205,29 @@ pub fn collectives(profile: &Profile) -> Collectives {
             overlap_pct: pct(a.overlapped, a.total),
             avg_ps: a.total / a.count.max(1) as i64,
             max_ps: a.max,
+            in_flight_ps: a.in_flight,
+            compute_in_flight_ps: a.compute_in_flight,
         })
         .collect();
     ops.sort_by(|a, b| b.exposed_ps.cmp(&a.exposed_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
-    let total_ps = sum_ps(ops.iter().map(|r| r.total_ps));
-    let overlapped_ps = sum_ps(ops.iter().map(|r| r.overlapped_ps));
+    let total_ps = sum_ps(model.devices.iter().map(|t| t.collective_ops.total()));
+    let exposed_ps = sum_ps(model.devices.iter().map(|t: &DeviceTimeline| t.part_ps(Part::Collective)));
     Collectives {
         schema: "stepscope.collectives/1",
         run: profile.run.clone(),
         total_ps,
-        overlapped_ps,
-        exposed_ps: total_ps - overlapped_ps,
-        overlap_pct: pct(overlapped_ps, total_ps),
+        overlapped_ps: total_ps - exposed_ps,
+        exposed_ps,
+        overlap_pct: pct(total_ps - exposed_ps, total_ps),
+        outside_window_ps,
         ops,
     }
+}
+
+/// The length of `a` ∩ `b`.
+fn overlap(a: &Intervals, b: &Intervals) -> i64 {
+    let mut c = a.cursor();
+    sum_ps(b.spans().iter().map(|&(lo, hi)| c.overlap(lo, hi)))
 }
 
 pub(crate) fn pct(part: i64, whole: i64) -> f64 {

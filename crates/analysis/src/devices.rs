@@ -5,11 +5,11 @@
 use serde::Serialize;
 
 use crate::collectives::pct;
-use rayon::prelude::*;
 
+use crate::device_time::{DeviceTimeline, Part, WindowSource};
 use crate::profile::{Device, DeviceKind, Profile};
-use crate::stats::{percentile_sorted, sum_ps, Intervals};
-use crate::steps::{self, busy_intervals};
+use crate::stats::{percentile_sorted, sum_ps};
+use crate::steps;
 
 /// A device (or host) is a straggler when its compute time exceeds the median of its
 /// peers by this share.
@@ -34,14 +34,26 @@ pub struct DeviceRow {
     pub device: String,
     pub kind: DeviceKind,
     pub op_count: u64,
-    /// The time measured against: the host's steps, else the device's op span.
+    /// Where the window comes from: the host's steps, the device's own steps, or its
+    /// own span (see `crate::device_time`).
+    pub window_source: WindowSource,
+    /// The time measured against.
     pub window_ps: i64,
-    /// Time some op ran.
+    /// Time some op ran: compute + collective + copy + async wait.
     pub busy_ps: i64,
-    /// Busy time outside collectives.
+    /// Ops other than collectives, copies and async waits.
     pub compute_ps: i64,
-    /// Time in collectives (including waiting for peers).
+    /// Collectives not overlapped by compute (including waiting for peers).
     pub collective_ps: i64,
+    /// Copies (host↔device, device↔device) not overlapped by the above.
+    pub copy_ps: i64,
+    /// `*-done` ops waiting for async copies, not overlapped by the above.
+    pub async_wait_ps: i64,
+    /// No op running inside a program (XLA:CPU executor time between ops).
+    pub runtime_overhead_ps: i64,
+    /// No op running while the host compiled.
+    pub compile_ps: i64,
+    /// No op running otherwise. The parts from `compute_ps` on add up to `window_ps`.
     pub idle_ps: i64,
     pub utilization_pct: f64,
     pub straggler: bool,
@@ -91,9 +103,10 @@ pub struct Straggler {
 
 /// Builds the per-device and per-host rows.
 pub fn devices(profile: &Profile) -> Devices {
+    let model = profile.device_time();
     let st = steps::cached(profile);
     let devs = profile.devices();
-    let mut rows: Vec<DeviceRow> = devs.par_iter().map(|d| device_row(d, busy_intervals(profile, d), st)).collect();
+    let mut rows: Vec<DeviceRow> = devs.iter().zip(&model.devices).map(|(d, t)| device_row(d, t)).collect();
     let mut stragglers = Vec::new();
     // Devices against the other devices of their host.
     for h in &profile.hosts {
@@ -114,8 +127,6 @@ pub fn devices(profile: &Profile) -> Devices {
             let mine: Vec<&DeviceRow> = rows.iter().filter(|r| r.host == h.host).collect();
             let n = mine.len().max(1) as i64;
             let host_steps: Vec<i64> = st.steps.iter().filter(|s| s.host == h.host).map(|s| s.duration_ps).collect();
-            let window = sum_ps(mine.iter().map(|r| r.window_ps));
-            let busy = sum_ps(mine.iter().map(|r| r.busy_ps));
             HostRow {
                 host: h.host.clone(),
                 device_count: mine.len() as u64,
@@ -123,7 +134,7 @@ pub fn devices(profile: &Profile) -> Devices {
                 step_mean_ps: sum_ps(host_steps.iter().copied()) / host_steps.len().max(1) as i64,
                 compute_ps: sum_ps(mine.iter().map(|r| r.compute_ps)) / n,
                 collective_ps: sum_ps(mine.iter().map(|r| r.collective_ps)) / n,
-                utilization_pct: pct(busy, window),
+                utilization_pct: mean(mine.iter().filter(|r| r.window_ps > 0).map(|r| r.utilization_pct)),
                 clock_offset_ps: profile.clock_offset_ps.get(hi).copied().unwrap_or(0),
                 straggler: false,
             }
@@ -143,14 +154,14 @@ pub fn devices(profile: &Profile) -> Devices {
     };
     let median = percentile_sorted(&compute, 50.0);
     let busy_ps = sum_ps(rows.iter().map(|r| r.busy_ps));
-    let window_ps = sum_ps(rows.iter().map(|r| r.window_ps));
     let all = Aggregate {
         device_count: rows.len() as u64,
         host_count: profile.hosts.len() as u64,
         busy_ps,
         compute_ps: sum_ps(rows.iter().map(|r| r.compute_ps)),
         collective_ps: sum_ps(rows.iter().map(|r| r.collective_ps)),
-        utilization_pct: pct(busy_ps, window_ps),
+        // As the summary's: the mean over devices with a window.
+        utilization_pct: mean(rows.iter().filter(|r| r.window_ps > 0).map(|r| r.utilization_pct)),
         compute_spread_pct: match (compute.first(), compute.last()) {
             (Some(lo), Some(hi)) if median > 0 => pct(hi.saturating_sub(*lo), median),
             _ => 0.0,
@@ -159,43 +170,36 @@ pub fn devices(profile: &Profile) -> Devices {
     Devices { schema: "stepscope.devices/1", run: profile.run.clone(), devices: rows, hosts, all, stragglers }
 }
 
-/// One device's row (stragglers are marked later, against its peers).
-fn device_row(d: &Device, busy: &Intervals, st: &steps::Steps) -> DeviceRow {
-    let ops = d.cached_ops();
-    let op_count = ops.recs.len();
-    let flags = d.collective_flags();
-    let coll = Intervals::new(
-        (0..op_count)
-            .filter(|&i| flags[ops.recs[i].name as usize])
-            .map(|i| {
-                let (_, start, end, _) = ops.span(d.plane, i);
-                (start, end)
-            })
-            .collect(),
-    );
-    let windows: Vec<(i64, i64)> =
-        st.steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();
-    let windows = if windows.is_empty() {
-        busy.spans().first().zip(busy.spans().last()).map(|(a, b)| vec![(a.0, b.1)]).unwrap_or_default()
-    } else {
-        windows
-    };
-    let window_ps = sum_ps(windows.iter().map(|(a, b)| b.saturating_sub(*a)));
-    let (mut busy, mut coll) = (busy.cursor(), coll.cursor());
-    let busy_ps = sum_ps(windows.iter().map(|&(a, b)| busy.overlap(a, b)));
-    let collective_ps = sum_ps(windows.iter().map(|&(a, b)| coll.overlap(a, b)));
+/// One device's row, from its timeline (stragglers are marked later, against its peers).
+fn device_row(d: &Device, t: &DeviceTimeline) -> DeviceRow {
+    let part = |p: Part| t.part_ps(p);
     DeviceRow {
         host: d.host.to_string(),
         device: d.name.clone(),
         kind: d.kind,
-        op_count: op_count as u64,
-        window_ps,
-        busy_ps,
-        compute_ps: (busy_ps - collective_ps).max(0),
-        collective_ps,
-        idle_ps: (window_ps - busy_ps).max(0),
-        utilization_pct: pct(busy_ps, window_ps),
+        op_count: d.cached_ops().recs.len() as u64,
+        window_source: t.window_source,
+        window_ps: t.window_ps(),
+        busy_ps: t.busy.total(),
+        compute_ps: part(Part::Compute),
+        collective_ps: part(Part::Collective),
+        copy_ps: sum_ps([part(Part::HostToDevice), part(Part::DeviceToHost), part(Part::DeviceToDevice)]),
+        async_wait_ps: part(Part::AsyncWait),
+        runtime_overhead_ps: part(Part::RuntimeOverhead),
+        compile_ps: part(Part::Compile),
+        idle_ps: part(Part::Idle),
+        utilization_pct: t.utilization_pct(),
         straggler: false,
+    }
+}
+
+/// The mean of `values` (0 for none).
+fn mean(values: impl IntoIterator<Item = f64>) -> f64 {
+    let (sum, n) = values.into_iter().fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
     }
 }
 

@@ -169,7 +169,7 @@ impl<'a> Device<'a> {
     }
 
     /// The ops of [`Device::ops`], each with whether it is a collective
-    /// ([`is_collective`](crate::summary::is_collective) of its name, decided once per name).
+    /// ([`is_collective`](crate::device_time::is_collective) of its name, decided once per name).
     pub fn ops_with_collective(&self) -> impl ExactSizeIterator<Item = (OpEvent<'a>, bool)> + 'a {
         let flags = self.collective_flags();
         self.op_iter().zip(&self.cached_ops().recs).map(|(o, r)| (o, flags[r.name as usize]))
@@ -178,7 +178,12 @@ impl<'a> Device<'a> {
     /// Per interned op name: whether it is a collective.
     pub(crate) fn collective_flags(&self) -> &'a [bool] {
         let ops = self.cached_ops();
-        ops.collective.get_or_init(|| ops.names.iter().map(|n| crate::summary::is_collective(n)).collect())
+        ops.collective.get_or_init(|| {
+            ops.names
+                .iter()
+                .map(|n| crate::device_time::op_kind(n, "", "") == crate::device_time::OpKind::Collective)
+                .collect()
+        })
     }
 
     /// The device's op records (built with the devices).
@@ -684,11 +689,20 @@ impl Profile {
         self.cache.time.get_or_compute(|| crate::steps::measure(self, &self.devices()))
     }
 
-    /// Computes the shared work every analysis of device time reads (both stages),
+    /// Stage 3 of the shared work: the device-time model, from stages 1 and 2 (asked
+    /// for first, on this thread).
+    pub(crate) fn device_time(&self) -> &crate::device_time::DeviceTime {
+        let base = self.time_base();
+        self.cache
+            .device_time
+            .get_or_compute(|| crate::device_time::build(self, &self.devices(), &base.steps, &base.compile))
+    }
+
+    /// Computes the shared work every analysis of device time reads (every stage),
     /// if it is not there yet. Call it from outside the rayon pool before parallel
     /// work that reads it.
     pub fn prepare(&self) {
-        self.time_base();
+        self.device_time();
     }
 }
 

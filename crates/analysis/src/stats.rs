@@ -194,6 +194,42 @@ impl Intervals {
         self.covered(first, last, lo, hi)
     }
 
+    /// The time covered by `self` and not by `other`.
+    pub fn minus(&self, other: &Intervals) -> Intervals {
+        let mut out = Vec::with_capacity(self.spans.len());
+        let mut k = 0usize;
+        for &(a, b) in &self.spans {
+            let mut from = a;
+            // Spans of `other` that end before this one starts are behind us for good.
+            while k < other.spans.len() && other.spans[k].1 <= a {
+                k += 1;
+            }
+            let mut j = k;
+            while j < other.spans.len() && other.spans[j].0 < b {
+                let (oa, ob) = other.spans[j];
+                if oa > from {
+                    out.push((from, oa));
+                }
+                from = from.max(ob);
+                j += 1;
+            }
+            if from < b {
+                out.push((from, b));
+            }
+        }
+        Intervals::new(out)
+    }
+
+    /// The time covered by any of `sets`.
+    pub fn union(sets: &[&Intervals]) -> Intervals {
+        Intervals::new(sets.iter().flat_map(|s| s.spans.iter().copied()).collect())
+    }
+
+    /// The time covered by `self` within `windows` (sorted, disjoint spans).
+    pub fn within(&self, windows: &[(i64, i64)]) -> Intervals {
+        self.minus(&Intervals::new(complement(windows)))
+    }
+
     /// For many windows in time order ([`Cursor::overlap`]): each search starts where
     /// the last one ended.
     pub fn cursor(&self) -> Cursor<'_> {
@@ -211,6 +247,22 @@ impl Intervals {
         let after = (i128::from(self.spans[last - 1].1) - i128::from(hi)).max(0);
         clamp_ps(total - before - after)
     }
+}
+
+/// The gaps around sorted, disjoint `windows`, from `i64::MIN` to `i64::MAX`.
+fn complement(windows: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let mut out = Vec::with_capacity(windows.len() + 1);
+    let mut at = i64::MIN;
+    for &(a, b) in windows {
+        if a > at {
+            out.push((at, a));
+        }
+        at = at.max(b);
+    }
+    if at < i64::MAX {
+        out.push((at, i64::MAX));
+    }
+    out
 }
 
 /// [`Intervals::overlap`] for a series of windows: fast when they come in time order
@@ -253,6 +305,47 @@ fn gallop(spans: &[(i64, i64)], from: usize, pred: impl Fn(&(i64, i64)) -> bool)
         }
         lo = probe + 1;
         step = step.saturating_mul(2);
+    }
+}
+
+#[cfg(test)]
+mod set_tests {
+    use super::Intervals;
+
+    /// Covered points of `iv` in 0..100, one bool each (the reference).
+    fn points(iv: &Intervals) -> Vec<bool> {
+        (0..100).map(|t| iv.spans().iter().any(|&(a, b)| a <= t && t < b)).collect()
+    }
+
+    #[test]
+    fn minus_union_and_within_agree_with_pointwise_sets() {
+        let mut seed = 7u64;
+        let mut rand = |n: i64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) % n as u64) as i64
+        };
+        for _ in 0..300 {
+            let mut make = || {
+                let n = rand(6);
+                Intervals::new(
+                    (0..n)
+                        .map(|_| {
+                            let a = rand(100);
+                            (a, a + rand(30))
+                        })
+                        .collect(),
+                )
+            };
+            let (x, y) = (make(), make());
+            let (px, py) = (points(&x), points(&y));
+            let m = x.minus(&y);
+            assert_eq!(points(&m), px.iter().zip(&py).map(|(a, b)| *a && !*b).collect::<Vec<_>>(), "{x:?} - {y:?}");
+            let u = Intervals::union(&[&x, &y]);
+            assert_eq!(points(&u), px.iter().zip(&py).map(|(a, b)| *a || *b).collect::<Vec<_>>());
+            let w = x.within(y.spans());
+            assert_eq!(points(&w), px.iter().zip(&py).map(|(a, b)| *a && *b).collect::<Vec<_>>());
+            assert_eq!(m.total() + w.total(), x.total());
+        }
     }
 }
 

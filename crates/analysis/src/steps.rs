@@ -204,7 +204,7 @@ pub(crate) fn measure(profile: &Profile, devices: &[Device]) -> TimeBase {
         }
     }
     let steps = Steps { schema: "stepscope.steps/1", source, steps };
-    TimeBase { busy, compile_events, steps }
+    TimeBase { busy, compile_events, compile, steps }
 }
 
 fn find_steps(profile: &Profile, devices: &[Device]) -> (StepSource, Vec<Step>) {
@@ -357,7 +357,7 @@ fn module_executions(devices: &[Device]) -> Vec<Step> {
 }
 
 /// `jit_train_step(123)` → `jit_train_step`.
-fn module_name(event_name: &str) -> &str {
+pub(crate) fn module_name(event_name: &str) -> &str {
     match event_name.rfind('(') {
         Some(p) if event_name.ends_with(')') => &event_name[..p],
         _ => event_name,
@@ -395,9 +395,9 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
     spans.iter().enumerate().map(|(n, &(a, b))| blank_step(n as i64, top, d.host, a, b.saturating_sub(a))).collect()
 }
 
-/// The time device `d` was busy: ran some op, or, on XLA:CPU, ran an XLA program
-/// (from its first op to its last, per `run_id`: the runtime's hand-offs between
-/// ops on host threads are part of executing the program, not host overhead).
+/// The time device `d` was busy: the union of its op intervals, on every backend (on
+/// XLA:CPU the executor's time between the ops of a program is not an op running:
+/// the device-time model names it runtime overhead).
 ///
 /// Computed once per device and profile (see [`Profile::prepare`]).
 pub fn busy_intervals<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
@@ -409,40 +409,13 @@ fn measure_busy(d: &Device) -> Intervals {
     // Ops come in line order, then mostly in time order: back-to-back ones are merged
     // as they come, so the list stays short.
     let mut spans: Vec<(i64, i64)> = Vec::new();
-    let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
-    let mut add_run = |r: i64, lo: i64, hi: i64| {
-        let e = runs.entry(r).or_insert((lo, hi));
-        e.0 = e.0.min(lo);
-        e.1 = e.1.max(hi);
-    };
-    // The run being read (a run's ops mostly come together): (run, first start, last end).
-    let mut current: Option<(i64, i64, i64)> = None;
-    for (i, rec) in ops.recs.iter().enumerate() {
+    for i in 0..ops.recs.len() {
         let (_, start, end, _) = ops.span(d.plane, i);
-        let run = match d.source {
-            OpSource::HostOps => ops.run_id(rec),
-            _ => None,
-        };
-        match (run, &mut current) {
-            (Some(r), Some((cr, lo, hi))) if *cr == r => {
-                *lo = (*lo).min(start);
-                *hi = (*hi).max(end);
-            }
-            (Some(r), _) => {
-                if let Some((cr, lo, hi)) = current.replace((r, start, end)) {
-                    add_run(cr, lo, hi);
-                }
-            }
-            (None, _) => match spans.last_mut() {
-                Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
-                _ => spans.push((start, end)),
-            },
+        match spans.last_mut() {
+            Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
+            _ => spans.push((start, end)),
         }
     }
-    if let Some((cr, lo, hi)) = current {
-        add_run(cr, lo, hi);
-    }
-    spans.extend(runs.into_values());
     Intervals::new(spans)
 }
 

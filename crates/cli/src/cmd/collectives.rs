@@ -51,14 +51,25 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         print!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
+    let outside = if c.outside_window_ps > 0 {
+        format!(
+            "; {} more ran outside the devices' steps (not counted: `stepscope devices` shows each window)",
+            human::duration_ps(c.outside_window_ps)
+        )
+    } else {
+        String::new()
+    };
     if c.ops.is_empty() {
-        println!(
-            "no collectives (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute) in this profile"
-        );
+        match c.outside_window_ps {
+            0 => println!(
+                "no collectives (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute) in this profile"
+            ),
+            _ => println!("no collectives in the devices' steps{outside}"),
+        }
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{} in collectives over all devices: {} exposed, {} ({:.1}%) overlapped by compute",
+        "{} in collectives over all devices' steps: {} exposed, {} ({:.1}%) overlapped by compute{outside}",
         human::duration_ps(c.total_ps),
         human::duration_ps(c.exposed_ps),
         human::duration_ps(c.overlapped_ps),

@@ -1,6 +1,7 @@
 //! `stepscope devices`: per-device and per-host rows, and stragglers.
 
 use std::process::ExitCode;
+use stepscope_analysis::device_time::WindowSource;
 
 use stepscope_analysis::devices;
 
@@ -26,7 +27,12 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             "busy_ps",
             "compute_ps",
             "collective_ps",
+            "copy_ps",
+            "async_wait_ps",
+            "runtime_overhead_ps",
+            "compile_ps",
             "idle_ps",
+            "window_source",
             "utilization_pct",
             "straggler",
         ];
@@ -43,7 +49,15 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                     r.busy_ps.to_string(),
                     r.compute_ps.to_string(),
                     r.collective_ps.to_string(),
+                    r.copy_ps.to_string(),
+                    r.async_wait_ps.to_string(),
+                    r.runtime_overhead_ps.to_string(),
+                    r.compile_ps.to_string(),
                     r.idle_ps.to_string(),
+                    serde_json::to_value(r.window_source)
+                        .ok()
+                        .and_then(|v| v.as_str().map(String::from))
+                        .unwrap_or_default(),
                     format!("{:.2}", r.utilization_pct),
                     r.straggler.to_string(),
                 ]
@@ -56,14 +70,36 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         println!("no device ran XLA ops in this profile");
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = Table::new(vec!["DEVICE", "UTIL", "COMPUTE", "COLLECTIVES", "IDLE", "OPS", ""]);
+    let mut t = Table::new(vec![
+        "DEVICE",
+        "UTIL",
+        "COMPUTE",
+        "COLLECTIVES",
+        "COPIES",
+        "ASYNC WAIT",
+        "OVERHEAD",
+        "IDLE",
+        "WINDOW",
+        "OPS",
+        "",
+    ]);
     for r in d.devices.iter().take(args.select.top.max(1)) {
+        let window = match r.window_source {
+            WindowSource::HostSteps => "host steps",
+            WindowSource::OwnSteps => "own steps",
+            WindowSource::OwnSpan => "own span",
+            WindowSource::Empty => "none",
+        };
         t.push(vec![
             format!("{} {}", r.host, r.device),
             format!("{:.1}%", r.utilization_pct),
             human::duration_ps(r.compute_ps),
             human::duration_ps(r.collective_ps),
-            human::duration_ps(r.idle_ps),
+            human::duration_ps(r.copy_ps),
+            human::duration_ps(r.async_wait_ps),
+            human::duration_ps(r.runtime_overhead_ps),
+            human::duration_ps(r.idle_ps + r.compile_ps),
+            format!("{} ({window})", human::duration_ps(r.window_ps)),
             human::count(r.op_count),
             if r.straggler { "straggler".into() } else { String::new() },
         ]);

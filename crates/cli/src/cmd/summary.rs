@@ -39,6 +39,9 @@ fn metric_rows(s: &Summary) -> Vec<Vec<String>> {
         ("collectives_ps", b.collectives_ps),
         ("host_to_device_ps", b.host_to_device_ps),
         ("device_to_host_ps", b.device_to_host_ps),
+        ("device_to_device_ps", b.device_to_device_ps),
+        ("async_wait_ps", b.async_wait_ps),
+        ("runtime_overhead_ps", b.runtime_overhead_ps),
         ("compile_ps", b.compile_ps),
         ("device_idle_ps", b.device_idle_ps),
     ]
@@ -113,14 +116,18 @@ fn print_breakdown(s: &Summary) {
     let b = &s.breakdown;
     println!("AVERAGE STEP  {}  ·  device utilisation {:.1}%", human::duration_ps(b.step_ps), s.device_utilization_pct);
     let parts = [
-        ("device compute", b.device_compute_ps),
-        ("collectives", b.collectives_ps),
-        ("host → device copies", b.host_to_device_ps),
-        ("device → host copies", b.device_to_host_ps),
-        ("compile", b.compile_ps),
-        ("device idle (host-bound)", b.device_idle_ps),
+        ("device compute", b.device_compute_ps, true),
+        ("collectives", b.collectives_ps, true),
+        ("host → device copies", b.host_to_device_ps, true),
+        ("device → host copies", b.device_to_host_ps, true),
+        ("device ↔ device copies", b.device_to_device_ps, false),
+        ("waiting on async copies", b.async_wait_ps, false),
+        ("runtime between ops", b.runtime_overhead_ps, false),
+        ("compile", b.compile_ps, true),
+        ("device idle (host-bound)", b.device_idle_ps, true),
     ];
-    for (name, ps) in parts {
+    // The parts most runs have always show; the others when they hold time.
+    for (name, ps, _) in parts.into_iter().filter(|&(_, ps, always)| always || ps > 0) {
         let pct = if b.step_ps > 0 { 100.0 * ps as f64 / b.step_ps as f64 } else { 0.0 };
         let bar = "█".repeat((pct / 4.0).round() as usize);
         println!("  {name:<26} {:>10} {pct:>5.1}%  {bar}", human::duration_ps(ps));
