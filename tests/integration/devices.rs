@@ -70,16 +70,7 @@ fn data_parallel_cpu_capture_splits_into_devices_and_counts_the_all_reduces() {
         .collect();
     assert_eq!(ours, ops_per_device);
     for r in rows {
-        let (w, busy, comp, coll, idle) = (
-            r["window_ps"].as_i64().unwrap(),
-            r["busy_ps"].as_i64().unwrap(),
-            r["compute_ps"].as_i64().unwrap(),
-            r["collective_ps"].as_i64().unwrap(),
-            r["idle_ps"].as_i64().unwrap(),
-        );
-        assert_eq!(busy + idle, w, "{r}");
-        assert_eq!(comp + coll, busy, "{r}");
-        assert!(coll > 0, "every device all-reduces: {r}");
+        assert!(r["collective_ps"].as_i64().unwrap() > 0, "every device all-reduces: {r}");
     }
     // Stragglers are exactly the devices flagged, each > 10% above its peers' median.
     for s in d["stragglers"].as_array().unwrap() {
@@ -90,12 +81,12 @@ fn data_parallel_cpu_capture_splits_into_devices_and_counts_the_all_reduces() {
     let c = json(&["collectives", &f]);
     assert_eq!(c["schema"], "stepscope.collectives/1");
     let total: u64 = c["ops"].as_array().unwrap().iter().map(|r| r["count"].as_u64().unwrap()).sum();
-    assert_eq!(total, ar_count);
-    assert_eq!(c["total_ps"].as_i64().unwrap(), ar_ps);
+    assert!(total > 0 && total <= ar_count, "{total} of {ar_count}");
+    // Every all-reduce's time is in the steps or outside them, once.
+    assert_eq!(c["total_ps"].as_i64().unwrap() + c["outside_window_ps"].as_i64().unwrap(), ar_ps);
     assert_eq!(c["ops"][0]["kind"], "all-reduce");
     assert_eq!(c["ops"][0]["devices"], 4);
-    // XLA:CPU runs the all-reduce while the device's other ops wait: nothing overlaps it.
-    assert_eq!(c["overlapped_ps"].as_i64().unwrap() + c["exposed_ps"].as_i64().unwrap(), ar_ps);
+    assert_eq!(c["overlapped_ps"].as_i64().unwrap() + c["exposed_ps"].as_i64().unwrap(), c["total_ps"]);
 
     // The summary's breakdown counts the same collectives.
     let s = json(&["summary", &f]);
@@ -119,8 +110,71 @@ fn tpu_all_reduce_equals_the_xla_ops_line() {
         }
     }
     assert!(want.0 > 0);
-    let count: u64 = c["ops"].as_array().unwrap().iter().map(|r| r["count"].as_u64().unwrap()).sum();
-    assert_eq!((count, c["total_ps"].as_i64().unwrap()), want);
+    // The all-reduces run outside the steps (the step module's executions): counted
+    // apart, not in the step's collectives, and the same nowhere else.
+    let (total, outside) = (c["total_ps"].as_i64().unwrap(), c["outside_window_ps"].as_i64().unwrap());
+    assert_eq!(total + outside, want.1);
+    let d = json(&["devices", &f]);
+    let in_devices: i64 = d["devices"].as_array().unwrap().iter().map(|r| r["collective_ps"].as_i64().unwrap()).sum();
+    assert_eq!(in_devices, c["exposed_ps"].as_i64().unwrap());
+}
+
+/// The device-time model on every fixture: each device's parts add up to its window,
+/// busy is the sum of its op parts, a device that ran ops is busy, and the summary,
+/// the devices and the collectives read the same numbers.
+#[test]
+fn every_surface_reads_one_model_of_device_time() {
+    for file in crate::util::fixture_files() {
+        let f = file.to_str().unwrap();
+        let (s, d, c) = (json(&["summary", f]), json(&["devices", f]), json(&["collectives", f]));
+        let int = |v: &serde_json::Value, k: &str| v[k].as_i64().unwrap_or_else(|| panic!("{f}: {k} in {v}"));
+        let rows = d["devices"].as_array().unwrap();
+        let mut shares: Vec<(f64, f64, f64)> = Vec::new();
+        for r in rows {
+            let parts = ["compute_ps", "collective_ps", "copy_ps", "async_wait_ps"].map(|k| int(r, k));
+            let rest = ["runtime_overhead_ps", "compile_ps", "host_copy_ps", "idle_ps"].map(|k| int(r, k));
+            let w = int(r, "window_ps");
+            assert_eq!(parts.iter().sum::<i64>() + rest.iter().sum::<i64>(), w, "{f}: parts ≠ window: {r}");
+            assert_eq!(parts.iter().sum::<i64>(), int(r, "busy_ps"), "{f}: busy ≠ op parts: {r}");
+            if int(r, "op_count") > 0 {
+                assert!(int(r, "busy_ps") > 0 && w > 0, "{f}: a device with ops is idle: {r}");
+                let u = r["utilization_pct"].as_f64().unwrap();
+                assert!((u - 100.0 * int(r, "busy_ps") as f64 / w as f64).abs() < 1e-9, "{f}: {r}");
+                shares.push((int(r, "compute_ps") as f64 / w as f64, int(r, "collective_ps") as f64 / w as f64, u));
+            }
+        }
+        // Utilisation: the same mean over devices in the summary and the devices' aggregate.
+        let mean_util = shares.iter().map(|s| s.2).sum::<f64>() / shares.len().max(1) as f64;
+        assert!((s["device_utilization_pct"].as_f64().unwrap() - mean_util).abs() < 1e-9, "{f}");
+        assert!((d["all"]["utilization_pct"].as_f64().unwrap() - mean_util).abs() < 1e-9, "{f}");
+        // Collectives: the analysis's exposed time is the devices' collective time.
+        let coll: i64 = rows.iter().map(|r| int(r, "collective_ps")).sum();
+        assert_eq!(int(&c, "exposed_ps"), coll, "{f}");
+        assert_eq!(int(&c, "overlapped_ps") + int(&c, "exposed_ps"), int(&c, "total_ps"), "{f}");
+        // The breakdown: parts add up to the mean step, and compute and collectives are
+        // the devices' mean shares of their windows.
+        let b = &s["breakdown"];
+        let step = int(b, "step_ps");
+        let keys = [
+            "device_compute_ps",
+            "collectives_ps",
+            "host_to_device_ps",
+            "device_to_host_ps",
+            "device_to_device_ps",
+            "async_wait_ps",
+            "runtime_overhead_ps",
+            "compile_ps",
+            "device_idle_ps",
+        ];
+        assert_eq!(keys.iter().map(|k| int(b, k)).sum::<i64>(), step, "{f}: {b}");
+        if step > 0 && !shares.is_empty() {
+            let n = shares.len() as f64;
+            let compute = (shares.iter().map(|s| s.0).sum::<f64>() / n * step as f64).round() as i64;
+            let collectives = (shares.iter().map(|s| s.1).sum::<f64>() / n * step as f64).round() as i64;
+            assert!((int(b, "device_compute_ps") - compute).abs() <= 1, "{f}: {b} vs {compute}");
+            assert!((int(b, "collectives_ps") - collectives).abs() <= 1, "{f}: {b} vs {collectives}");
+        }
+    }
 }
 
 #[test]

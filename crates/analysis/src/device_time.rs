@@ -39,10 +39,9 @@ pub enum Part {
     Compute,
     /// A collective ran (all-reduce, all-gather, …, send/recv), and no compute.
     Collective,
-    /// A host-to-device copy ran (or, on XLA:CPU, the host copied to the device on its
-    /// threads while the device had nothing to run), and nothing above.
+    /// A host-to-device copy ran, and nothing above.
     HostToDevice,
-    /// A device-to-host copy (likewise).
+    /// A device-to-host copy ran, and nothing above.
     DeviceToHost,
     /// A copy within the device or between devices (`MemcpyD2D`, `copyBuffer`).
     DeviceToDevice,
@@ -52,13 +51,18 @@ pub enum Part {
     RuntimeOverhead,
     /// Nothing ran while the host compiled.
     Compile,
+    /// Nothing ran while an XLA:CPU host copied to its device on host threads
+    /// (`H2D Dispatch`, `DevicePut…`).
+    HostCopyToDevice,
+    /// Likewise from its device (`D2H…`).
+    HostCopyToHost,
     /// Nothing ran, and the host did none of the above.
     Idle,
 }
 
 impl Part {
     /// Every part, in the order an instant is named by.
-    pub const ALL: [Part; 9] = [
+    pub const ALL: [Part; 11] = [
         Part::Compute,
         Part::Collective,
         Part::HostToDevice,
@@ -67,6 +71,8 @@ impl Part {
         Part::AsyncWait,
         Part::RuntimeOverhead,
         Part::Compile,
+        Part::HostCopyToDevice,
+        Part::HostCopyToHost,
         Part::Idle,
     ];
     /// The parts in which an op ran.
@@ -265,11 +271,18 @@ fn window(d: &Device, steps: &Steps) -> (WindowSource, Vec<(i64, i64)>) {
                 if !own.is_empty() {
                     return (WindowSource::OwnSteps, spans(own));
                 }
-            } else if d.source == OpSource::HostOps {
-                let mine: Vec<(i64, i64)> =
-                    steps.steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();
-                if !mine.is_empty() {
-                    return (WindowSource::HostSteps, spans(mine));
+            } else if let (Some(module), OpSource::HostOps) = (module, d.source) {
+                // XLA:CPU: this device's own runs of the step module (one span per run_id).
+                let ops = d.cached_ops();
+                let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
+                for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| &*ops.names[r.module as usize] == module) {
+                    let (_, start, end, _) = ops.span(d.plane, i);
+                    let e = runs.entry(ops.run_id(r).unwrap_or(0)).or_insert((start, end));
+                    e.0 = e.0.min(start);
+                    e.1 = e.1.max(end);
+                }
+                if !runs.is_empty() {
+                    return (WindowSource::OwnSteps, spans(runs.into_values().collect()));
                 }
             }
         }
@@ -340,10 +353,7 @@ fn timeline(
         None => (Intervals::default(), Intervals::default()),
     };
     let idle = Intervals::new(window.clone()).minus(&named);
-    // Host copies of XLA:CPU hosts join the device copies of their direction.
-    parts[Part::HostToDevice.index()] = Intervals::union(&[&parts[Part::HostToDevice.index()], &to_device]);
-    parts[Part::DeviceToHost.index()] = Intervals::union(&[&parts[Part::DeviceToHost.index()], &to_host]);
-    parts.extend([overhead, compiling, idle]);
+    parts.extend([overhead, compiling, to_device, to_host, idle]);
     let collective_ops = kinds[OpKind::Collective as usize].clone();
     DeviceTimeline { window_source, window, parts, busy, collective_ops }
 }

@@ -53,6 +53,8 @@ pub struct DeviceRow {
     pub runtime_overhead_ps: i64,
     /// No op running while the host compiled.
     pub compile_ps: i64,
+    /// No op running while an XLA:CPU host copied to or from its device on host threads.
+    pub host_copy_ps: i64,
     /// No op running otherwise. The parts from `compute_ps` on add up to `window_ps`.
     pub idle_ps: i64,
     pub utilization_pct: f64,
@@ -187,6 +189,7 @@ fn device_row(d: &Device, t: &DeviceTimeline) -> DeviceRow {
         async_wait_ps: part(Part::AsyncWait),
         runtime_overhead_ps: part(Part::RuntimeOverhead),
         compile_ps: part(Part::Compile),
+        host_copy_ps: part(Part::HostCopyToDevice) + part(Part::HostCopyToHost),
         idle_ps: part(Part::Idle),
         utilization_pct: t.utilization_pct(),
         straggler: false,

@@ -31,6 +31,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             "async_wait_ps",
             "runtime_overhead_ps",
             "compile_ps",
+            "host_copy_ps",
             "idle_ps",
             "window_source",
             "utilization_pct",
@@ -53,6 +54,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                     r.async_wait_ps.to_string(),
                     r.runtime_overhead_ps.to_string(),
                     r.compile_ps.to_string(),
+                    r.host_copy_ps.to_string(),
                     r.idle_ps.to_string(),
                     serde_json::to_value(r.window_source)
                         .ok()
@@ -95,11 +97,11 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             format!("{:.1}%", r.utilization_pct),
             human::duration_ps(r.compute_ps),
             human::duration_ps(r.collective_ps),
-            human::duration_ps(r.copy_ps),
+            human::duration_ps(r.copy_ps + r.host_copy_ps),
             human::duration_ps(r.async_wait_ps),
             human::duration_ps(r.runtime_overhead_ps),
             human::duration_ps(r.idle_ps + r.compile_ps),
-            format!("{} ({window})", human::duration_ps(r.window_ps)),
+            format!("{} {window}", human::duration_ps(r.window_ps)),
             human::count(r.op_count),
             if r.straggler { "straggler".into() } else { String::new() },
         ]);
