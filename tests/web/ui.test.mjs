@@ -395,7 +395,7 @@ test('devices and collectives pages show the data-parallel capture\'s rows', asy
   for (const r of rows) {
     const want = byDev.get(`${r[0]} ${r[1]}`);
     assert.ok(want, r.join());
-    assert.deepEqual([r[3], r[5], r[10]], [fmt.pct(want.utilization_pct), fmt.dur(want.compute_ps), want.straggler ? 'straggler' : '']);
+    assert.deepEqual([r[3], r[5], r[7], r[r.length - 1]], [fmt.pct(want.utilization_pct), fmt.dur(want.compute_ps), fmt.dur(want.copy_ps), want.straggler ? 'straggler' : '']);
   }
   assert.equal(await page.$$eval('#dev-stragglers li', l => l.length).catch(() => 0), d.stragglers.length);
   await page.screenshot({ path: path.join(shots, 'devices.png'), fullPage: true });

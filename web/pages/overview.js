@@ -36,6 +36,9 @@ export async function render(view, ctx) {
     { label: 'collectives', value: b.collectives_ps, color: '#c77b28' },
     { label: 'host→device', value: b.host_to_device_ps, color: '#8a5cc2' },
     { label: 'device→host', value: b.device_to_host_ps, color: '#c2459a' },
+    { label: 'device↔device', value: b.device_to_device_ps, color: '#5c9ec2' },
+    { label: 'async wait', value: b.async_wait_ps, color: '#7a8a3b' },
+    { label: 'runtime between ops', value: b.runtime_overhead_ps, color: '#8c6d5a' },
     { label: 'compile', value: b.compile_ps, color: '#d4b13b' },
     { label: 'device idle', value: b.device_idle_ps, color: '#b9bec7' },
   ], b.step_ps));
