@@ -71,3 +71,23 @@ fn reading_never_writes_into_the_profile_folder() {
     json(&["info", tmp.path().to_str().unwrap()]);
     assert_eq!(before, snapshot(tmp.path()));
 }
+
+#[test]
+fn a_json_file_that_is_not_a_trace_is_skipped_with_a_note() {
+    let tmp = tempfile::tempdir().unwrap();
+    crate::util::copy_tree(&crate::util::fixture("cpu-transformer"), tmp.path());
+    // The user's own JSON beside the profiles: at the log directory's root and in the run.
+    std::fs::write(tmp.path().join("wall.json"), r#"{"wall_s": 12.5, "steps": 100}"#).unwrap();
+    let run = tmp.path().join("plugins/profile/2026_11_21_22_29_17");
+    std::fs::write(run.join("config.json"), r#"{"lr": 0.001}"#).unwrap();
+    let out = crate::util::stepscope(&["summary", tmp.path().to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let notes = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(notes.lines().count(), 2, "{notes}");
+    assert!(notes.lines().all(|l| l.starts_with("stepscope: note: skipped ") && l.contains("not a trace")), "{notes}");
+    let mut ours: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut theirs = crate::util::json(&["summary", crate::util::fixture("cpu-transformer").to_str().unwrap()]);
+    ours["run"] = serde_json::Value::Null;
+    theirs["run"] = serde_json::Value::Null;
+    assert_eq!(ours, theirs);
+}

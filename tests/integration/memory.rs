@@ -69,6 +69,8 @@ fn device_memory_pprof_totals_equal_the_reference() {
         let p = &v["device_memory_profile"];
         assert_eq!(p["total_bytes"], theirs["total_bytes"]);
         assert_eq!(p["buffer_count"], theirs["buffer_count"]);
+        assert_eq!(p["executable_count"], theirs["executable_count"]);
+        assert!(theirs["executable_count"].as_i64().unwrap() > 0, "the capture holds executables: {theirs}");
         for d in p["by_device"].as_array().unwrap() {
             assert_eq!(d["bytes"], theirs["by_device"][d["name"].as_str().unwrap()]);
         }

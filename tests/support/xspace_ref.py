@@ -408,7 +408,8 @@ def plane_stats(path, plane_name):
 
 
 def pprof(path):
-    """Total `space` bytes, `allocations` count and space per `device` label."""
+    """Total `space` bytes, `allocations` of buffers (samples not labelled
+    kind=executable) and of executables, and space per `device` label."""
     with open(path, "rb") as f:
         data = f.read()
     if data[:2] == b"\x1f\x8b":
@@ -418,10 +419,11 @@ def pprof(path):
     strings = prof.string_table
     types = [strings[t.type] for t in prof.sample_type]
     space, count = types.index("space"), types.index("allocations")
-    out = {"total_bytes": 0, "buffer_count": 0, "by_device": {}}
+    out = {"total_bytes": 0, "buffer_count": 0, "executable_count": 0, "by_device": {}}
     for smp in prof.sample:
         out["total_bytes"] += smp.value[space]
-        out["buffer_count"] += smp.value[count]
+        kinds = [strings[lab.str] for lab in smp.label if strings[lab.key] == "kind"]
+        out["executable_count" if "executable" in kinds else "buffer_count"] += smp.value[count]
         for lab in smp.label:
             if strings[lab.key] == "device":
                 dev = strings[lab.str]

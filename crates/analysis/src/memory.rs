@@ -87,7 +87,10 @@ pub struct LiveAllocation {
 pub struct DeviceMemoryProfile {
     pub path: String,
     pub total_bytes: i64,
+    /// Allocations of buffers (samples not labelled `kind=executable`).
     pub buffer_count: i64,
+    /// Allocations of executables (`kind=executable`, often of 0 bytes).
+    pub executable_count: i64,
     /// Bytes per `device` label, largest first.
     pub by_device: Vec<Share>,
     /// Bytes per `kind` label (`buffer`, `executable`), largest first.
@@ -641,6 +644,11 @@ fn frame_text(f: &Frame) -> String {
 fn summarise_pprof(path: &str, p: &Pprof, top: usize) -> DeviceMemoryProfile {
     let space = p.value_index("space");
     let bytes_of = |s: &stepscope_xspace::pprof::Sample| space.and_then(|ix| s.values.get(ix).copied()).unwrap_or(0);
+    let count = p.value_index("allocations");
+    let allocations = |keep: fn(Option<&str>) -> bool| {
+        (p.samples.iter().filter(|s| keep(s.label("kind"))))
+            .fold(0i64, |n, s| n.saturating_add(count.and_then(|ix| s.values.get(ix).copied()).unwrap_or(0)))
+    };
     let mut by_device: HashMap<String, i64> = HashMap::new();
     let mut by_kind: HashMap<String, i64> = HashMap::new();
     for s in &p.samples {
@@ -671,7 +679,8 @@ fn summarise_pprof(path: &str, p: &Pprof, top: usize) -> DeviceMemoryProfile {
     DeviceMemoryProfile {
         path: path.to_string(),
         total_bytes: p.total("space"),
-        buffer_count: p.total("allocations"),
+        buffer_count: allocations(|kind| kind != Some("executable")),
+        executable_count: allocations(|kind| kind == Some("executable")),
         by_device: ranked(by_device),
         by_kind: ranked(by_kind),
         by_site,

@@ -422,11 +422,38 @@ fn measure_busy(d: &Device) -> Intervals {
 /// True for host events that are XLA compilation (or lowering for it). For a method
 /// (`Class::method(args)`) the method decides: `PjRtCApiCompiler::Compile` compiles,
 /// `PjRtCApiCompiler::BufferFromHostBuffer` (JAX on GPU, a host-to-device copy) does not.
+/// Python compiling its own bytecode on import (`_compile_bytecode`, `py_compile`,
+/// `compile` of `re`) is not XLA's.
 pub fn is_compile_event(name: &str) -> bool {
     let head = name.split('(').next().unwrap_or(name);
     let what = head.rsplit("::").next().unwrap_or(head);
     let lower = what.to_ascii_lowercase();
-    (lower.contains("compile") && !lower.contains("compiled")) || lower.starts_with("lower_")
+    let python =
+        lower.contains("bytecode") || lower.contains("py_compile") || head.contains(".py") || head == "compile";
+    !python && ((lower.contains("compile") && !lower.contains("compiled")) || lower.starts_with("lower_"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_compile_event;
+
+    #[test]
+    fn xla_compiles_are_compiles_and_python_bytecode_is_not() {
+        for yes in ["PjRtCApiCompiler::Compile", "XlaCompile", "backend_compile", "lower_jaxpr_to_fun", "jit_compile"] {
+            assert!(is_compile_event(yes), "{yes}");
+        }
+        for no in [
+            "_compile_bytecode",
+            "<frozen importlib._bootstrap_external>:_compile_bytecode",
+            "PjRtCApiCompiler::BufferFromHostBuffer",
+            "py_compile.compile",
+            "compile",
+            "re.py:compile",
+            "PjRtLoadedExecutable::Execute (compiled)",
+        ] {
+            assert!(!is_compile_event(no), "{no}");
+        }
+    }
 }
 
 /// A [`host_compile_events`] hit that is an XLA compile or lowering

@@ -64,6 +64,36 @@ pub fn format_of_name(name: &str) -> Option<Format> {
     }
 }
 
+/// The names JAX gives its trace JSON files (`HOST.trace.json.gz`, `perfetto_trace.json.gz`).
+fn is_jax_trace_name(name: &str) -> bool {
+    name.ends_with(".trace.json.gz") || name.ends_with(".trace.json") || name.starts_with("perfetto_trace.json")
+}
+
+/// Whether a `.json` / `.json.gz` file of another name holds a Chrome trace: a JSON
+/// array, or an object naming `traceEvents` in its first 64 KiB (of text).
+fn looks_like_trace(path: &Path) -> bool {
+    use std::io::Read;
+    const HEAD: u64 = 64 << 10;
+    let Ok(file) = crate::files::open_regular(path) else { return false };
+    let mut raw = Vec::new();
+    if file.take(HEAD).read_to_end(&mut raw).is_err() {
+        return false;
+    }
+    let text = if raw.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        // A cut gzip stream still yields its first bytes.
+        let _ = flate2::read::MultiGzDecoder::new(&raw[..]).take(HEAD).read_to_end(&mut out);
+        out
+    } else {
+        raw
+    };
+    match text.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'[') => true,
+        Some(b'{') => text.windows(13).any(|w| w == b"\"traceEvents\""),
+        _ => false,
+    }
+}
+
 fn is_pprof_name(name: &str) -> bool {
     name.ends_with(".prof") || name.ends_with(".pprof") || name.ends_with(".pb.gz")
 }
@@ -163,6 +193,11 @@ fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found) -> Result<()> 
             continue;
         }
         if let Some(format) = format_of_name(&name) {
+            if format == Format::TraceJson && !is_jax_trace_name(&name) && !looks_like_trace(&path) {
+                // A JSON file of the user's own (`wall.json`, a config) beside the profiles.
+                skipped.push(format!("{}: a JSON file that is not a trace (no \"traceEvents\")", path.display()));
+                continue;
+            }
             let host = crate::xplane::host_from_file_name(&path);
             hosts.push(HostFile { host, path, format, bytes: meta.len() });
             modified = modified.max(meta.modified().unwrap_or(SystemTime::UNIX_EPOCH));
@@ -240,8 +275,8 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
             "point at the folder given to jax.profiler.trace (it holds plugins/profile/<run>/<host>.xplane.pb), a run folder or a profile file",
         ));
     }
-    match run {
-        None => Ok(runs.swap_remove(runs.len() - 1)),
+    let mut chosen = match run {
+        None => runs.swap_remove(runs.len() - 1),
         Some(want) => {
             let names: Vec<String> = runs.iter().map(|r| r.rel.clone()).collect();
             runs.into_iter().rev().find(|r| r.rel == want || r.name == want).ok_or_else(|| {
@@ -249,7 +284,10 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
                     format!("no run named {want:?} under {}", path.display()),
                     format!("pick one of: {}", names.join(", ")),
                 )
-            })
+            })?
         }
-    }
+    };
+    // What was skipped in the folders searched that hold no run is said too.
+    chosen.skipped.extend(stray);
+    Ok(chosen)
 }
