@@ -26,7 +26,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use stepscope_xspace::Line;
 
-use crate::cache::{FastMap, OpRec};
+use crate::cache::{FastMap, OpRec, TimeBase};
 use crate::profile::{host_cpu_plane, Device, OpSource, Profile};
 use crate::stats::{sum_ps, Intervals};
 use crate::steps::{StepSource, Steps};
@@ -183,10 +183,14 @@ pub struct DeviceTimeline {
     pub window_source: WindowSource,
     /// The spans the device is measured in, sorted and disjoint.
     pub window: Vec<(i64, i64)>,
-    /// Per [`Part`] (in [`Part::ALL`] order): the instants of the window it names.
+    /// Per [`Part`] but idle (in [`Part::ALL`] order): the instants of the window it
+    /// names. Idle is the rest of the window: [`DeviceTimeline::part_ps`] gives its length.
     pub parts: Vec<Intervals>,
-    /// The union of the device's op intervals within the window (the sum of the op parts).
-    pub busy: Intervals,
+    /// The window's time no other part names.
+    pub idle_ps: i64,
+    /// The length of the union of the device's op intervals within the window (the sum
+    /// of the op parts).
+    pub busy_ps: i64,
     /// Every collective op's span within the window (under compute or not).
     pub collective_ops: Intervals,
 }
@@ -199,17 +203,21 @@ impl DeviceTimeline {
 
     /// The time `part` names in the window.
     pub fn part_ps(&self, part: Part) -> i64 {
-        self.parts[part.index()].total()
+        match part {
+            Part::Idle => self.idle_ps,
+            _ => self.parts[part.index()].total(),
+        }
     }
 
-    /// The intervals `part` names.
+    /// The intervals `part` names (none for [`Part::Idle`]: the window's gaps).
     pub fn part(&self, part: Part) -> &Intervals {
-        &self.parts[part.index()]
+        const NONE: &Intervals = &Intervals::EMPTY;
+        self.parts.get(part.index()).unwrap_or(NONE)
     }
 
     /// Busy share of the window, percent.
     pub fn utilization_pct(&self) -> f64 {
-        crate::collectives::pct(self.busy.total(), self.window_ps())
+        crate::collectives::pct(self.busy_ps, self.window_ps())
     }
 }
 
@@ -225,21 +233,24 @@ pub fn device_time(profile: &Profile) -> &DeviceTime {
 }
 
 /// Stage 3 of the shared work ([`crate::cache`]): every device's timeline.
-pub(crate) fn build(profile: &Profile, devices: &[Device], steps: &Steps, compile: &[Intervals]) -> DeviceTime {
-    // XLA:CPU hosts copy on host threads while the device (the CPU) is otherwise idle.
-    let host_copies: Vec<Option<(Intervals, Intervals)>> = (0..profile.hosts.len())
-        .into_par_iter()
-        .map(|hi| {
-            let cpu = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
-            cpu.then(|| host_transfers(profile, hi))
-        })
-        .collect();
-    let devices = devices
-        .par_iter()
-        .map(|d| {
-            let copies = host_copies[d.host_index].as_ref();
-            timeline(d, window(d, steps), compile.get(d.host_index), copies)
-        })
+pub(crate) fn build(profile: &Profile, devices: &[Device], base: &TimeBase) -> DeviceTime {
+    let (steps, compile) = (&base.steps, &base.compile);
+    // XLA:CPU hosts copy on host threads while the device (the CPU) is otherwise idle:
+    // found beside the classification of the devices' ops.
+    let (host_copies, classified): (Vec<Option<(Intervals, Intervals)>>, Vec<Classified>) = rayon::join(
+        || {
+            (0..profile.hosts.len())
+                .into_par_iter()
+                .map(|hi| {
+                    let cpu = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
+                    cpu.then(|| host_transfers(profile, hi))
+                })
+                .collect()
+        },
+        || devices.par_iter().map(|d| classified(d, window(d, steps), &base.busy[d.index])).collect(),
+    );
+    let devices = (devices.par_iter().zip(classified))
+        .map(|(d, c)| timeline(c, compile.get(d.host_index), host_copies[d.host_index].as_ref()))
         .collect();
     DeviceTime { devices }
 }
@@ -305,13 +316,17 @@ fn window(d: &Device, steps: &Steps) -> (WindowSource, Vec<(i64, i64)>) {
 /// Ops classified per piece of this many, pieces in parallel.
 const CLASS_PIECE: usize = if cfg!(debug_assertions) { 1 << 10 } else { 1 << 16 };
 
-/// One device's timeline in `window`.
-fn timeline(
-    d: &Device,
-    (window_source, window): (WindowSource, Vec<(i64, i64)>),
-    compile: Option<&Intervals>,
-    host_copies: Option<&(Intervals, Intervals)>,
-) -> DeviceTimeline {
+/// A device's ops by kind, in its window, and its XLA:CPU program runs there.
+struct Classified {
+    window_source: WindowSource,
+    window: Vec<(i64, i64)>,
+    /// Per [`OpKind`]: the time its ops ran in the window.
+    kinds: Vec<Intervals>,
+    programs: Intervals,
+}
+
+/// The ops of `d` by kind in `window` (`busy` is their union, all of the device's time).
+fn classified(d: &Device, (window_source, window): (WindowSource, Vec<(i64, i64)>), busy: &Intervals) -> Classified {
     let ops = d.cached_ops();
     let pieces: Vec<Spans> = (0..ops.recs.len().div_ceil(CLASS_PIECE))
         .into_par_iter()
@@ -329,33 +344,72 @@ fn timeline(
             e.1 = e.1.max(hi);
         }
     }
-    let kinds: Vec<Intervals> = by_kind.into_iter().map(|s| Intervals::new(s).within(&window)).collect();
-    // Each op part: its kind's time not named by a kind before it.
-    let mut parts: Vec<Intervals> = Vec::with_capacity(Part::ALL.len());
-    let mut named = Intervals::default();
-    for kind in &kinds {
-        parts.push(kind.minus(&named));
-        named = Intervals::union(&[&named, kind]);
-    }
-    let busy = named.clone();
-    // Then the time no op ran: inside a program, compiling, copying on the host, idle.
-    let programs = Intervals::new(runs.into_values().collect()).within(&window);
-    let rest = |of: Option<&Intervals>, named: &mut Intervals| -> Intervals {
-        let Some(of) = of else { return Intervals::default() };
-        let part = of.within(&window).minus(named);
-        *named = Intervals::union(&[named, &part]);
-        part
-    };
-    let overhead = rest(Some(&programs), &mut named);
-    let compiling = rest(compile, &mut named);
-    let (to_device, to_host) = match host_copies {
-        Some((h2d, d2h)) => (rest(Some(h2d), &mut named), rest(Some(d2h), &mut named)),
-        None => (Intervals::default(), Intervals::default()),
-    };
-    let idle = Intervals::new(window.clone()).minus(&named);
-    parts.extend([overhead, compiling, to_device, to_host, idle]);
+    let only_compute = by_kind[1..].iter().all(Vec::is_empty);
+    let kinds: Vec<Intervals> = by_kind
+        .into_par_iter()
+        .enumerate()
+        .map(|(k, s)| match k {
+            // Every op is compute: its time is the busy time, already merged.
+            0 if only_compute => busy.within(&window),
+            _ => Intervals::new(s).within(&window),
+        })
+        .collect();
+    let programs = Intervals::new(runs.into_values().collect());
+    Classified { window_source, window, kinds, programs }
+}
+
+/// One device's timeline from its classified ops, its host's compile time and host copies.
+fn timeline(
+    c: Classified,
+    compile: Option<&Intervals>,
+    host_copies: Option<&(Intervals, Intervals)>,
+) -> DeviceTimeline {
+    let Classified { window_source, window, kinds, programs } = c;
+    // Each op part: its kind's time not named by a kind before it (the union of the
+    // parts before it, built only when two or more hold time).
     let collective_ops = kinds[OpKind::Collective as usize].clone();
-    DeviceTimeline { window_source, window, parts, busy, collective_ops }
+    let mut parts: Vec<Intervals> = Vec::with_capacity(Part::ALL.len());
+    let mut earlier: Option<Intervals> = None;
+    for kind in kinds {
+        let part = match (&earlier, parts.iter().position(|p: &Intervals| !p.spans().is_empty())) {
+            (Some(union), _) => kind.minus(union),
+            (None, Some(only)) => kind.minus(&parts[only]),
+            (None, None) => kind,
+        };
+        if !part.spans().is_empty() {
+            let holding: Vec<&Intervals> = parts.iter().filter(|p| !p.spans().is_empty()).collect();
+            if !holding.is_empty() {
+                let before = earlier.take().unwrap_or_else(|| holding[0].clone());
+                earlier = Some(Intervals::union(&[&before, &part]));
+            }
+        }
+        parts.push(part);
+    }
+    let busy_ps = sum_ps(parts.iter().map(Intervals::total));
+    // Then the time no op ran: inside a program, compiling, copying on the host — each
+    // where nothing before it was — and idle, the rest of the window.
+    let mut rest: Vec<Intervals> = Vec::with_capacity(4);
+    let (h2d, d2h) = match host_copies {
+        Some((h2d, d2h)) => (Some(h2d), Some(d2h)),
+        None => (None, None),
+    };
+    for of in [Some(&programs), compile, h2d, d2h] {
+        let mut part = match of {
+            Some(of) if !of.spans().is_empty() => of.within(&window),
+            _ => Intervals::default(),
+        };
+        for before in parts.iter().chain(&rest).filter(|p| !p.spans().is_empty()) {
+            if part.spans().is_empty() {
+                break;
+            }
+            part = part.minus(before);
+        }
+        rest.push(part);
+    }
+    let named_ps = sum_ps(rest.iter().map(Intervals::total)).saturating_add(busy_ps);
+    let idle_ps = sum_ps(window.iter().map(|(a, b)| b.saturating_sub(*a))).saturating_sub(named_ps).max(0);
+    parts.extend(rest);
+    DeviceTimeline { window_source, window, parts, idle_ps, busy_ps, collective_ops }
 }
 
 /// The spans of a piece of a device's ops, by [`OpKind`], and its XLA:CPU program

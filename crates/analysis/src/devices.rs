@@ -182,7 +182,7 @@ fn device_row(d: &Device, t: &DeviceTimeline) -> DeviceRow {
         op_count: d.cached_ops().recs.len() as u64,
         window_source: t.window_source,
         window_ps: t.window_ps(),
-        busy_ps: t.busy.total(),
+        busy_ps: t.busy_ps,
         compute_ps: part(Part::Compute),
         collective_ps: part(Part::Collective),
         copy_ps: sum_ps([part(Part::HostToDevice), part(Part::DeviceToHost), part(Part::DeviceToDevice)]),

@@ -693,9 +693,7 @@ impl Profile {
     /// for first, on this thread).
     pub(crate) fn device_time(&self) -> &crate::device_time::DeviceTime {
         let base = self.time_base();
-        self.cache
-            .device_time
-            .get_or_compute(|| crate::device_time::build(self, &self.devices(), &base.steps, &base.compile))
+        self.cache.device_time.get_or_compute(|| crate::device_time::build(self, &self.devices(), base))
     }
 
     /// Computes the shared work every analysis of device time reads (every stage),

@@ -132,12 +132,17 @@ pub struct Intervals {
 const PREFIX_EVERY: usize = 8;
 
 impl Intervals {
+    /// No time.
+    pub const EMPTY: Intervals = Intervals { spans: Vec::new(), prefix: Vec::new() };
+
     /// Merges `(start, end)` pairs in any order; empty and inverted ones are dropped.
     /// Merges in place: no second list of the pairs' size.
     pub fn new(mut iv: Vec<(i64, i64)>) -> Intervals {
         iv.retain(|&(a, b)| b > a);
         if !iv.is_sorted() {
-            iv.sort_unstable();
+            // Spans mostly come as a few sorted runs (one per line or piece read): the
+            // stable sort merges runs instead of sorting from scratch.
+            iv.sort();
         }
         let mut kept = 0usize;
         for r in 0..iv.len() {
@@ -152,6 +157,12 @@ impl Intervals {
         }
         iv.truncate(kept);
         iv.shrink_to_fit();
+        Intervals::from_disjoint(iv)
+    }
+
+    /// Spans already sorted, disjoint and non-empty (the output of a set operation).
+    fn from_disjoint(iv: Vec<(i64, i64)>) -> Intervals {
+        debug_assert!(iv.windows(2).all(|w| w[0].1 <= w[1].0) && iv.iter().all(|s| s.0 < s.1));
         let mut prefix = Vec::with_capacity(iv.len() / PREFIX_EVERY + 1);
         let mut total = 0u64;
         for (i, &(a, b)) in iv.iter().enumerate() {
@@ -196,6 +207,9 @@ impl Intervals {
 
     /// The time covered by `self` and not by `other`.
     pub fn minus(&self, other: &Intervals) -> Intervals {
+        if other.spans.is_empty() || self.spans.is_empty() {
+            return self.clone();
+        }
         let mut out = Vec::with_capacity(self.spans.len());
         let mut k = 0usize;
         for &(a, b) in &self.spans {
@@ -217,17 +231,58 @@ impl Intervals {
                 out.push((from, b));
             }
         }
-        Intervals::new(out)
+        Intervals::from_disjoint(out)
     }
 
     /// The time covered by any of `sets`.
     pub fn union(sets: &[&Intervals]) -> Intervals {
-        Intervals::new(sets.iter().flat_map(|s| s.spans.iter().copied()).collect())
+        match sets {
+            [] => Intervals::default(),
+            [one] => (*one).clone(),
+            [a, b] if a.spans.is_empty() => (*b).clone(),
+            [a, b] if b.spans.is_empty() => (*a).clone(),
+            [a, b] => {
+                // Two sorted lists: merged in one pass, touching spans joined as they come.
+                let (a, b) = (&a.spans, &b.spans);
+                let mut out: Vec<(i64, i64)> = Vec::with_capacity(a.len() + b.len());
+                let (mut i, mut j) = (0, 0);
+                while i < a.len() || j < b.len() {
+                    let next = if j >= b.len() || (i < a.len() && a[i] <= b[j]) {
+                        i += 1;
+                        a[i - 1]
+                    } else {
+                        j += 1;
+                        b[j - 1]
+                    };
+                    match out.last_mut() {
+                        Some(last) if next.0 <= last.1 => last.1 = last.1.max(next.1),
+                        _ => out.push(next),
+                    }
+                }
+                Intervals::from_disjoint(out)
+            }
+            _ => Intervals::new(sets.iter().flat_map(|s| s.spans.iter().copied()).collect()),
+        }
     }
 
     /// The time covered by `self` within `windows` (sorted, disjoint spans).
     pub fn within(&self, windows: &[(i64, i64)]) -> Intervals {
-        self.minus(&Intervals::new(complement(windows)))
+        let mut out = Vec::with_capacity(self.spans.len());
+        let (mut i, mut j) = (0, 0);
+        while i < self.spans.len() && j < windows.len() {
+            let ((a, b), (wa, wb)) = (self.spans[i], windows[j]);
+            let (lo, hi) = (a.max(wa), b.min(wb));
+            if lo < hi {
+                out.push((lo, hi));
+            }
+            // The span or the window that ends first is done with.
+            if b <= wb {
+                i += 1;
+            } else {
+                j += 1;
+            }
+        }
+        Intervals::from_disjoint(out)
     }
 
     /// For many windows in time order ([`Cursor::overlap`]): each search starts where
@@ -247,22 +302,6 @@ impl Intervals {
         let after = (i128::from(self.spans[last - 1].1) - i128::from(hi)).max(0);
         clamp_ps(total - before - after)
     }
-}
-
-/// The gaps around sorted, disjoint `windows`, from `i64::MIN` to `i64::MAX`.
-fn complement(windows: &[(i64, i64)]) -> Vec<(i64, i64)> {
-    let mut out = Vec::with_capacity(windows.len() + 1);
-    let mut at = i64::MIN;
-    for &(a, b) in windows {
-        if a > at {
-            out.push((at, a));
-        }
-        at = at.max(b);
-    }
-    if at < i64::MAX {
-        out.push((at, i64::MAX));
-    }
-    out
 }
 
 /// [`Intervals::overlap`] for a series of windows: fast when they come in time order

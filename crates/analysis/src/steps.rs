@@ -406,18 +406,30 @@ pub fn busy_intervals<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
 
 fn measure_busy(d: &Device) -> Intervals {
     let ops = d.cached_ops();
-    // Ops come in line order, then mostly in time order: back-to-back ones are merged
-    // as they come, so the list stays short.
-    let mut spans: Vec<(i64, i64)> = Vec::new();
-    for i in 0..ops.recs.len() {
-        let (_, start, end, _) = ops.span(d.plane, i);
-        match spans.last_mut() {
-            Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
-            _ => spans.push((start, end)),
-        }
-    }
-    Intervals::new(spans)
+    // Ops come in line order, then mostly in time order: each piece of them is merged
+    // on its own (back-to-back ones as they come), and the pieces' unions are joined
+    // pairwise, in parallel.
+    crate::cache::pieces(ops.recs.len(), BUSY_PIECE)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|range| {
+            let mut spans: Vec<(i64, i64)> = Vec::with_capacity(range.len());
+            for i in range {
+                let (_, start, end, _) = ops.span(d.plane, i);
+                match spans.last_mut() {
+                    Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
+                    _ => spans.push((start, end)),
+                }
+            }
+            Intervals::new(spans)
+        })
+        .reduce_with(|a, b| Intervals::union(&[&a, &b]))
+        .unwrap_or_default()
 }
+
+/// Op records merged into busy time as one piece by [`measure_busy`] (debug builds
+/// cut the fixtures' too, so the joining of pieces is checked by every test).
+const BUSY_PIECE: usize = if cfg!(debug_assertions) { 1 << 8 } else { 1 << 16 };
 
 /// True for host events that are XLA compilation (or lowering for it). For a method
 /// (`Class::method(args)`) the method decides: `PjRtCApiCompiler::Compile` compiles,

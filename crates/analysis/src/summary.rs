@@ -84,8 +84,15 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
 /// The overview and what the rules read besides, side by side. The memory analysis
 /// needs none of what [`warm`] builds: it runs meanwhile.
 pub(crate) fn overview_and_inputs(profile: &Profile, top: usize) -> (Summary, advise::Inputs) {
-    profile.prepare();
-    let ((), memory) = rayon::join(|| warm(profile), || crate::memory::memory(profile, None, 3));
+    // The shared work is computed on this thread (never inside the pool, see
+    // crates/analysis/src/cache.rs) while a thread of its own runs the memory analysis,
+    // which reads none of it; both use the pool.
+    let memory = std::thread::scope(|s| {
+        let memory = s.spawn(|| crate::memory::memory(profile, None, 3));
+        warm(profile);
+        memory.join()
+    })
+    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
     rayon::join(|| overview(profile, top), || advise::Inputs::gather_with(profile, memory))
 }
 
