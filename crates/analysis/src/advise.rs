@@ -20,7 +20,7 @@ use crate::memory;
 use crate::ops::{self, GroupBy};
 use crate::profile::{host_cpu_plane, OpSource, Profile};
 use crate::stats::{sum_ps, Intervals};
-use crate::steps::{self, busy_intervals, Steps};
+use crate::steps::{self, Steps};
 use crate::summary::{self, Summary};
 
 /// Rule thresholds; any may be overridden from a TOML file (`[thresholds]` table or
@@ -812,7 +812,7 @@ fn idle_gaps(profile: &Profile, steps: &Steps, n: usize) -> Vec<Evidence> {
     let devices = profile.devices();
     let mut gaps: Vec<(i64, i64, &steps::Step)> = Vec::new();
     for d in &devices {
-        let busy = busy_intervals(profile, d);
+        let busy = steps::active_intervals(profile, d);
         for st in steps.steps.iter().filter(|s| s.host == d.host) {
             let (lo, hi) = (st.start_ps, st.end_ps());
             let mut cur = lo;
@@ -978,7 +978,7 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
 /// Per step (by index): device idle from the step's start to its first op.
 fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
     let devices = profile.devices();
-    let busy: Vec<(&str, &Intervals)> = devices.iter().map(|d| (d.host, busy_intervals(profile, d))).collect();
+    let busy: Vec<(&str, &Intervals)> = devices.iter().map(|d| (d.host, steps::active_intervals(profile, d))).collect();
     steps
         .steps
         .iter()

@@ -64,8 +64,10 @@ pub(crate) type PlaneRoots = ((usize, usize), Vec<(i64, u32, u32)>);
 
 /// Stage 2 of the shared work: what is measured against time, from stage 1.
 pub(crate) struct TimeBase {
-    /// Per device (as [`DeviceSet::slots`]): the time it was busy.
+    /// Per device (as [`DeviceSet::slots`]): the time it was busy (an op ran).
     pub busy: Vec<Intervals>,
+    /// Per device: the time it was active (busy, or inside an XLA:CPU program).
+    pub active: Vec<Intervals>,
     /// Per host: the compile events of its CPU plane (`steps::host_compile_events`).
     pub compile_events: Vec<Vec<(u32, u32, u8)>>,
     /// Per host: the time XLA compilation ran on its CPU plane.

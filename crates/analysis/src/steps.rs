@@ -176,8 +176,8 @@ pub(crate) fn cached(profile: &Profile) -> &Steps {
 /// hosts' compile events and intervals, and the steps measured against them.
 pub(crate) fn measure(profile: &Profile, devices: &[Device]) -> TimeBase {
     let (source, mut steps) = find_steps(profile, devices);
-    let (busy, (compile_events, compile)) = rayon::join(
-        || devices.par_iter().map(measure_busy).collect::<Vec<Intervals>>(),
+    let ((busy, active), (compile_events, compile)) = rayon::join(
+        || devices.par_iter().map(measure_busy).unzip::<_, _, Vec<Intervals>, Vec<Intervals>>(),
         || {
             let events = compile_events(profile);
             let intervals = compile_intervals(profile, &events);
@@ -204,7 +204,7 @@ pub(crate) fn measure(profile: &Profile, devices: &[Device]) -> TimeBase {
         }
     }
     let steps = Steps { schema: "stepscope.steps/1", source, steps };
-    TimeBase { busy, compile_events, compile, steps }
+    TimeBase { busy, active, compile_events, compile, steps }
 }
 
 fn find_steps(profile: &Profile, devices: &[Device]) -> (StepSource, Vec<Step>) {
@@ -404,27 +404,70 @@ pub fn busy_intervals<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
     &profile.time_base().busy[d.index]
 }
 
-fn measure_busy(d: &Device) -> Intervals {
+/// The time device `d` was active: ran an op, or, on XLA:CPU, was inside a program
+/// (first op to last op of a `run_id`: the executor's time between ops is the
+/// program's, not the host's). Gaps in it are the device waiting on its host.
+pub(crate) fn active_intervals<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
+    &profile.time_base().active[d.index]
+}
+
+/// [`busy_intervals`] and [`active_intervals`] of `d`, in one pass over its ops.
+fn measure_busy(d: &Device) -> (Intervals, Intervals) {
     let ops = d.cached_ops();
     // Ops come in line order, then mostly in time order: each piece of them is merged
     // on its own (back-to-back ones as they come), and the pieces' unions are joined
     // pairwise, in parallel.
-    crate::cache::pieces(ops.recs.len(), BUSY_PIECE)
+    let (busy, runs) = crate::cache::pieces(ops.recs.len(), BUSY_PIECE)
         .collect::<Vec<_>>()
         .into_par_iter()
         .map(|range| {
             let mut spans: Vec<(i64, i64)> = Vec::with_capacity(range.len());
+            let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
+            // The run being read (a run's ops mostly come together): (run, first start, last end).
+            let mut current: Option<(i64, i64, i64)> = None;
+            let add = |runs: &mut FastMap<i64, (i64, i64)>, (r, lo, hi): (i64, i64, i64)| {
+                let e = runs.entry(r).or_insert((lo, hi));
+                e.0 = e.0.min(lo);
+                e.1 = e.1.max(hi);
+            };
             for i in range {
                 let (_, start, end, _) = ops.span(d.plane, i);
                 match spans.last_mut() {
                     Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
                     _ => spans.push((start, end)),
                 }
+                match (ops.run_id(&ops.recs[i]), &mut current) {
+                    (Some(r), Some((cr, lo, hi))) if *cr == r => {
+                        *lo = (*lo).min(start);
+                        *hi = (*hi).max(end);
+                    }
+                    (Some(r), _) => {
+                        if let Some(done) = current.replace((r, start, end)) {
+                            add(&mut runs, done);
+                        }
+                    }
+                    (None, _) => {}
+                }
             }
-            Intervals::new(spans)
+            if let Some(done) = current {
+                add(&mut runs, done);
+            }
+            (Intervals::new(spans), runs)
         })
-        .reduce_with(|a, b| Intervals::union(&[&a, &b]))
-        .unwrap_or_default()
+        .reduce_with(|(a, mut ra), (b, rb)| {
+            for (run, (lo, hi)) in rb {
+                let e = ra.entry(run).or_insert((lo, hi));
+                e.0 = e.0.min(lo);
+                e.1 = e.1.max(hi);
+            }
+            (Intervals::union(&[&a, &b]), ra)
+        })
+        .unwrap_or_default();
+    let active = match runs.is_empty() {
+        true => busy.clone(),
+        false => Intervals::union(&[&busy, &Intervals::new(runs.into_values().collect())]),
+    };
+    (busy, active)
 }
 
 /// Op records merged into busy time as one piece by [`measure_busy`] (debug builds

@@ -89,7 +89,12 @@ pub(crate) fn overview_and_inputs(profile: &Profile, top: usize) -> (Summary, ad
     // which reads none of it; both use the pool.
     let memory = std::thread::scope(|s| {
         let memory = s.spawn(|| crate::memory::memory(profile, None, 3));
-        warm(profile);
+        // The op profile needs only the devices: it is built on a thread of its own
+        // while this one measures the steps and the device time.
+        profile.device_set();
+        let op_profile = s.spawn(|| ops::warm(profile));
+        profile.prepare();
+        op_profile.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         memory.join()
     })
     .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
