@@ -200,20 +200,7 @@ fn summary_breakdown_adds_up_to_the_mean_step() {
     assert_eq!(s["step_time"]["min_ps"], *durations.iter().min().unwrap());
     assert_eq!(s["step_time"]["max_ps"], *durations.iter().max().unwrap());
     let b = &s["breakdown"];
-    let parts: i64 = [
-        "device_compute_ps",
-        "collectives_ps",
-        "host_to_device_ps",
-        "device_to_host_ps",
-        "device_to_device_ps",
-        "async_wait_ps",
-        "runtime_overhead_ps",
-        "compile_ps",
-        "device_idle_ps",
-    ]
-    .iter()
-    .map(|k| b[*k].as_i64().unwrap())
-    .sum();
+    let parts: i64 = crate::util::BREAKDOWN_PARTS.iter().map(|k| b[*k].as_i64().unwrap()).sum();
     let step = b["step_ps"].as_i64().unwrap();
     assert_eq!(parts, step);
     assert!(s["device_utilization_pct"].as_f64().unwrap() > 10.0);

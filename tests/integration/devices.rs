@@ -155,18 +155,7 @@ fn every_surface_reads_one_model_of_device_time() {
         // the devices' mean shares of their windows.
         let b = &s["breakdown"];
         let step = int(b, "step_ps");
-        let keys = [
-            "device_compute_ps",
-            "collectives_ps",
-            "host_to_device_ps",
-            "device_to_host_ps",
-            "device_to_device_ps",
-            "async_wait_ps",
-            "runtime_overhead_ps",
-            "compile_ps",
-            "device_idle_ps",
-        ];
-        assert_eq!(keys.iter().map(|k| int(b, k)).sum::<i64>(), step, "{f}: {b}");
+        assert_eq!(crate::util::BREAKDOWN_PARTS.iter().map(|k| int(b, k)).sum::<i64>(), step, "{f}: {b}");
         if step > 0 && !shares.is_empty() {
             let n = shares.len() as f64;
             let compute = (shares.iter().map(|s| s.0).sum::<f64>() / n * step as f64).round() as i64;

@@ -595,7 +595,7 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
             value: wait_pct,
             threshold: th.async_wait_pct,
             unit: "pct",
-            evidence: top_ops_of_kind(profile, crate::device_time::OpKind::AsyncWait, 3),
+            evidence: top_ops_of_kind(profile, crate::device_time::Part::AsyncWait, 3),
             advice: "the device sits in `copy-done` ops waiting for async copies (host offloading, memory-space \
                      moves): see what each step copies (`stepscope hlo PATH copy-start`), keep those buffers in \
                      device memory, or give the copies compute to overlap"
@@ -1000,7 +1000,7 @@ fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
 
 /// The longest copy events: device copy ops, else host-side transfers.
 /// The `n` ops of `kind` with the most self time, as evidence.
-fn top_ops_of_kind(profile: &Profile, kind: crate::device_time::OpKind, n: usize) -> Vec<Evidence> {
+fn top_ops_of_kind(profile: &Profile, kind: crate::device_time::Part, n: usize) -> Vec<Evidence> {
     let rows = ops::ops(profile, GroupBy::Op, 0).ops;
     rows.iter()
         .filter(|r| crate::device_time::op_kind(&r.name, &r.category, "") == kind)
@@ -1022,9 +1022,9 @@ fn largest_copies(profile: &Profile, n: usize) -> Vec<Evidence> {
         let ops = d.cached_ops();
         let copy_name: Vec<bool> = (ops.names.iter())
             .map(|n| {
-                use crate::device_time::OpKind;
+                use crate::device_time::Part;
                 let k = crate::device_time::op_kind(n, "", "");
-                matches!(k, OpKind::HostToDevice | OpKind::DeviceToHost | OpKind::DeviceToDevice)
+                matches!(k, Part::HostToDevice | Part::DeviceToHost | Part::DeviceToDevice)
             })
             .collect();
         for (i, r) in ops.recs.iter().enumerate() {

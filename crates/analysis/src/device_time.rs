@@ -75,50 +75,32 @@ impl Part {
         Part::HostCopyToHost,
         Part::Idle,
     ];
-    /// The parts in which an op ran.
-    pub const OPS: [Part; 6] = [
-        Part::Compute,
-        Part::Collective,
-        Part::HostToDevice,
-        Part::DeviceToHost,
-        Part::DeviceToDevice,
-        Part::AsyncWait,
-    ];
+    /// The parts in which an op ran: the first six.
+    pub const OPS: &'static [Part] = Self::ALL.split_at(6).0;
 
     fn index(self) -> usize {
         self as usize
     }
 }
 
-/// What kind of work an op is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpKind {
-    Compute,
-    Collective,
-    HostToDevice,
-    DeviceToHost,
-    DeviceToDevice,
-    AsyncWait,
-}
-
-/// What kind of work an op is, from its name, its `hlo_category` and its line's name
-/// where the line holds one kind only ([`one_kind`]).
-pub fn op_kind(name: &str, category: &str, line: &str) -> OpKind {
+/// What an op's time is, from its name, its `hlo_category` and its line's name where
+/// the line holds one kind only ([`one_kind`]): one of [`Part::OPS`].
+pub fn op_kind(name: &str, category: &str, line: &str) -> Part {
     let hay = [name, category, line];
     let has = |pat: &str| hay.iter().any(|s| s.contains(pat));
     if has("H2D") || has("HtoD") || has("host-to-device") {
-        OpKind::HostToDevice
+        Part::HostToDevice
     } else if has("D2H") || has("DtoH") || has("device-to-host") {
-        OpKind::DeviceToHost
+        Part::DeviceToHost
     } else if has("D2D") || has("DtoD") || has("P2P") || has("PtoP") || has("device-to-device") || is_copy_kernel(name)
     {
-        OpKind::DeviceToDevice
+        Part::DeviceToDevice
     } else if is_collective(name) || is_collective(category) || is_send_recv(name) {
-        OpKind::Collective
+        Part::Collective
     } else if is_async_wait(name) || is_async_wait(category) {
-        OpKind::AsyncWait
+        Part::AsyncWait
     } else {
-        OpKind::Compute
+        Part::Compute
     }
 }
 
@@ -320,7 +302,7 @@ const CLASS_PIECE: usize = if cfg!(debug_assertions) { 1 << 10 } else { 1 << 16 
 struct Classified {
     window_source: WindowSource,
     window: Vec<(i64, i64)>,
-    /// Per [`OpKind`]: the time its ops ran in the window.
+    /// Per op part ([`Part::OPS`]): the time its ops ran in the window.
     kinds: Vec<Intervals>,
     programs: Intervals,
 }
@@ -367,7 +349,7 @@ fn timeline(
     let Classified { window_source, window, kinds, programs } = c;
     // Each op part: its kind's time not named by a kind before it (the union of the
     // parts before it, built only when two or more hold time).
-    let collective_ops = kinds[OpKind::Collective as usize].clone();
+    let collective_ops = kinds[Part::Collective.index()].clone();
     let mut parts: Vec<Intervals> = Vec::with_capacity(Part::ALL.len());
     let mut earlier: Option<Intervals> = None;
     for kind in kinds {
@@ -412,7 +394,7 @@ fn timeline(
     DeviceTimeline { window_source, window, parts, idle_ps, busy_ps, collective_ops }
 }
 
-/// The spans of a piece of a device's ops, by [`OpKind`], and its XLA:CPU program
+/// The spans of a piece of a device's ops, by op part ([`Part::OPS`]), and its XLA:CPU program
 /// runs (`run_id` → first start, last end).
 #[derive(Default)]
 struct Spans {
@@ -433,7 +415,7 @@ fn classify(d: &Device, range: std::ops::Range<usize>) -> Spans {
         let by_name = op_kind(&ops.names[r.name as usize], category, one_kind(&line.name));
         match by_name {
             // A kernel credited to its op keeps what its own name says it is.
-            OpKind::Compute => op_kind(d.plane.event_name(meta), "", ""),
+            Part::Compute => op_kind(d.plane.event_name(meta), "", ""),
             k => k,
         }
     };
@@ -442,9 +424,9 @@ fn classify(d: &Device, range: std::ops::Range<usize>) -> Spans {
     // line, metadata) decide it: remembered by that, and per name id the last such
     // key (ops come line by line, so nearly always the key of the name's next op
     // too). An op with a category of its own is remembered by its text.
-    let mut by_meta: FastMap<(u32, u32, u32), OpKind> = FastMap::default();
-    let mut last: Vec<Option<(u32, u32, OpKind)>> = vec![None; ops.names.len()];
-    let mut by_text: FastMap<(u32, usize, usize, u32, u32), OpKind> = FastMap::default();
+    let mut by_meta: FastMap<(u32, u32, u32), Part> = FastMap::default();
+    let mut last: Vec<Option<(u32, u32, Part)>> = vec![None; ops.names.len()];
+    let mut by_text: FastMap<(u32, usize, usize, u32, u32), Part> = FastMap::default();
     for (i, r) in ops.recs[range.clone()].iter().enumerate().map(|(k, r)| (range.start + k, r)) {
         let line = &d.plane.lines[r.line as usize];
         let meta = line.meta(r.index as usize);
@@ -465,7 +447,7 @@ fn classify(d: &Device, range: std::ops::Range<usize>) -> Spans {
             }
         };
         let (_, start, end, _) = ops.span(d.plane, i);
-        let spans = &mut out.by_kind[kind as usize];
+        let spans = &mut out.by_kind[kind.index()];
         // Back-to-back ops of a kind merge as they come, so the lists stay short.
         match spans.last_mut() {
             Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
@@ -486,15 +468,15 @@ pub fn host_transfers(profile: &Profile, host_index: usize) -> (Intervals, Inter
     let Some(plane) = profile.hosts.get(host_index).and_then(host_cpu_plane) else {
         return Default::default();
     };
-    let kind: Vec<Option<OpKind>> = plane
+    let kind: Vec<Option<Part>> = plane
         .event_meta
         .iter()
         .map(|m| {
             let n = plane.text(m.name);
             if n.starts_with("H2D") || n.contains("DevicePut") || n.starts_with("TransferToDevice") {
-                Some(OpKind::HostToDevice)
+                Some(Part::HostToDevice)
             } else if n.starts_with("D2H") || n.starts_with("TransferFromDevice") {
-                Some(OpKind::DeviceToHost)
+                Some(Part::DeviceToHost)
             } else {
                 None
             }
@@ -505,8 +487,8 @@ pub fn host_transfers(profile: &Profile, host_index: usize) -> (Intervals, Inter
     for line in &plane.lines {
         for i in line.events_with_meta(&any) {
             match kind[line.meta(i) as usize] {
-                Some(OpKind::HostToDevice) => h2d.push((line.start_ps(i), line.end_ps(i))),
-                Some(OpKind::DeviceToHost) => d2h.push((line.start_ps(i), line.end_ps(i))),
+                Some(Part::HostToDevice) => h2d.push((line.start_ps(i), line.end_ps(i))),
+                Some(Part::DeviceToHost) => d2h.push((line.start_ps(i), line.end_ps(i))),
                 _ => {}
             }
         }
@@ -516,23 +498,23 @@ pub fn host_transfers(profile: &Profile, host_index: usize) -> (Intervals, Inter
 
 #[cfg(test)]
 mod tests {
-    use super::{one_kind, op_kind, OpKind};
+    use super::{one_kind, op_kind, Part};
 
     #[test]
     fn ops_are_named_by_what_they_do() {
         assert_eq!(one_kind("Stream #15(MemcpyH2D)"), "Stream #15(MemcpyH2D)");
         assert_eq!(one_kind("Stream #14(MemcpyH2D,Memset,Compute,MemcpyD2D,MemcpyOther)"), "");
-        assert_eq!(op_kind("fusion.3", "", one_kind("Stream #15(MemcpyH2D)")), OpKind::HostToDevice);
-        assert_eq!(op_kind("fusion.3", "", one_kind("Stream #14(MemcpyH2D,Compute)")), OpKind::Compute);
-        assert_eq!(op_kind("__amd_rocclr_copyBuffer.kd", "", ""), OpKind::DeviceToDevice);
-        assert_eq!(op_kind("MemcpyD2D", "", ""), OpKind::DeviceToDevice);
-        assert_eq!(op_kind("all-reduce.1", "all-reduce", ""), OpKind::Collective);
-        assert_eq!(op_kind("all-gather-done", "", ""), OpKind::Collective);
-        assert_eq!(op_kind("recv-done.2", "", ""), OpKind::Collective);
-        assert_eq!(op_kind("copy-done.2", "copy-done", ""), OpKind::AsyncWait);
-        assert_eq!(op_kind("copy-start", "copy-start", ""), OpKind::AsyncWait);
-        assert_eq!(op_kind("copy.1", "copy", ""), OpKind::Compute, "an HLO copy is a kernel computing a layout");
-        assert_eq!(op_kind("broadcast_add_fusion", "loop fusion", ""), OpKind::Compute);
-        assert_eq!(op_kind("sender_fusion", "", ""), OpKind::Compute);
+        assert_eq!(op_kind("fusion.3", "", one_kind("Stream #15(MemcpyH2D)")), Part::HostToDevice);
+        assert_eq!(op_kind("fusion.3", "", one_kind("Stream #14(MemcpyH2D,Compute)")), Part::Compute);
+        assert_eq!(op_kind("__amd_rocclr_copyBuffer.kd", "", ""), Part::DeviceToDevice);
+        assert_eq!(op_kind("MemcpyD2D", "", ""), Part::DeviceToDevice);
+        assert_eq!(op_kind("all-reduce.1", "all-reduce", ""), Part::Collective);
+        assert_eq!(op_kind("all-gather-done", "", ""), Part::Collective);
+        assert_eq!(op_kind("recv-done.2", "", ""), Part::Collective);
+        assert_eq!(op_kind("copy-done.2", "copy-done", ""), Part::AsyncWait);
+        assert_eq!(op_kind("copy-start", "copy-start", ""), Part::AsyncWait);
+        assert_eq!(op_kind("copy.1", "copy", ""), Part::Compute, "an HLO copy is a kernel computing a layout");
+        assert_eq!(op_kind("broadcast_add_fusion", "loop fusion", ""), Part::Compute);
+        assert_eq!(op_kind("sender_fusion", "", ""), Part::Compute);
     }
 }

@@ -181,7 +181,7 @@ impl<'a> Device<'a> {
         ops.collective.get_or_init(|| {
             ops.names
                 .iter()
-                .map(|n| crate::device_time::op_kind(n, "", "") == crate::device_time::OpKind::Collective)
+                .map(|n| crate::device_time::op_kind(n, "", "") == crate::device_time::Part::Collective)
                 .collect()
         })
     }
