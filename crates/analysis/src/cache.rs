@@ -10,8 +10,10 @@
 //!    interned, no stat lookups after this pass);
 //! 2. [`TimeBase`]: each device's busy intervals, the hosts' compile events and
 //!    intervals, and the steps, measured — computed from stage 1, which it is given;
+//!    2b. every device's ops by kind ([`crate::device_time`]) — from stage 1 alone, so
+//!    it can be computed beside stage 2;
 //! 3. the device-time model ([`crate::device_time`]): every device's window and its
-//!    time split into named parts — computed from stages 1 and 2.
+//!    time split into named parts — computed from stages 1, 2 and 2b.
 //!
 //! Each stage is a [`Derived`] cell. Its computation uses the rayon pool, so it is
 //! only ever computed, or waited for, by a thread outside the pool (the CLI's main
@@ -41,7 +43,9 @@ pub(crate) struct Cache {
     pub devices: Derived<DeviceSet>,
     /// Stage 2: busy, compile and steps (needs stage 1).
     pub time: Derived<TimeBase>,
-    /// Stage 3: the device-time model (needs stages 1 and 2).
+    /// Stage 2b: every device's ops by kind (needs stage 1).
+    pub op_kinds: Derived<Vec<crate::device_time::OpKinds>>,
+    /// Stage 3: the device-time model (needs stages 1, 2 and 2b).
     pub device_time: Derived<crate::device_time::DeviceTime>,
     /// Op profiles computed so far; each is computed outside the lock from stage 1.
     pub op_profiles: Mutex<Vec<(GroupBy, usize, Ops)>>,

@@ -215,26 +215,61 @@ pub fn device_time(profile: &Profile) -> &DeviceTime {
 }
 
 /// Stage 3 of the shared work ([`crate::cache`]): every device's timeline.
-pub(crate) fn build(profile: &Profile, devices: &[Device], base: &TimeBase) -> DeviceTime {
+pub(crate) fn build(profile: &Profile, devices: &[Device], base: &TimeBase, kinds: &[OpKinds]) -> DeviceTime {
     let (steps, compile) = (&base.steps, &base.compile);
-    // XLA:CPU hosts copy on host threads while the device (the CPU) is otherwise idle:
-    // found beside the classification of the devices' ops.
-    let (host_copies, classified): (Vec<Option<(Intervals, Intervals)>>, Vec<Classified>) = rayon::join(
-        || {
-            (0..profile.hosts.len())
-                .into_par_iter()
-                .map(|hi| {
-                    let cpu = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
-                    cpu.then(|| host_transfers(profile, hi))
-                })
-                .collect()
-        },
-        || devices.par_iter().map(|d| classified(d, window(d, steps), &base.busy[d.index])).collect(),
-    );
-    let devices = (devices.par_iter().zip(classified))
-        .map(|(d, c)| timeline(c, compile.get(d.host_index), host_copies[d.host_index].as_ref()))
+    // XLA:CPU hosts copy on host threads while the device (the CPU) is otherwise idle.
+    let host_copies: Vec<Option<(Intervals, Intervals)>> = (0..profile.hosts.len())
+        .into_par_iter()
+        .map(|hi| {
+            let cpu = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
+            cpu.then(|| host_transfers(profile, hi))
+        })
+        .collect();
+    let devices = (devices.par_iter().zip(kinds))
+        .map(|(d, k)| {
+            let window = window(d, steps);
+            timeline(
+                k,
+                window,
+                &base.busy[d.index],
+                &base.active[d.index],
+                compile.get(d.host_index),
+                host_copies[d.host_index].as_ref(),
+            )
+        })
         .collect();
     DeviceTime { devices }
+}
+
+/// A device's ops by kind: the time the ops of each op part ran (whole capture).
+pub(crate) struct OpKinds {
+    /// Per op part ([`Part::OPS`]); empty for compute when `only_compute`.
+    kinds: Vec<Intervals>,
+    /// Every op is compute: its time is the device's busy time.
+    only_compute: bool,
+}
+
+/// Stage 2b of the shared work ([`crate::cache`]): every device's ops by kind. Needs
+/// only the devices, so it is computed beside stage 2.
+pub(crate) fn op_kinds(devices: &[Device]) -> Vec<OpKinds> {
+    devices.par_iter().map(kinds_of).collect()
+}
+
+fn kinds_of(d: &Device) -> OpKinds {
+    let ops = d.cached_ops();
+    let pieces: Vec<[Vec<(i64, i64)>; 6]> = (0..ops.recs.len().div_ceil(CLASS_PIECE))
+        .into_par_iter()
+        .map(|k| classify(d, k * CLASS_PIECE..ops.recs.len().min((k + 1) * CLASS_PIECE)))
+        .collect();
+    let only_compute = pieces.iter().all(|p| p[1..].iter().all(Vec::is_empty));
+    let kinds = (0..Part::OPS.len())
+        .into_par_iter()
+        .map(|k| match k {
+            0 if only_compute => Intervals::default(),
+            _ => Intervals::new(pieces.iter().flat_map(|p| p[k].iter().copied()).collect()),
+        })
+        .collect();
+    OpKinds { kinds, only_compute }
 }
 
 /// The window of device `d` (see the module docs).
@@ -298,55 +333,23 @@ fn window(d: &Device, steps: &Steps) -> (WindowSource, Vec<(i64, i64)>) {
 /// Ops classified per piece of this many, pieces in parallel.
 const CLASS_PIECE: usize = if cfg!(debug_assertions) { 1 << 10 } else { 1 << 16 };
 
-/// A device's ops by kind, in its window, and its XLA:CPU program runs there.
-struct Classified {
-    window_source: WindowSource,
-    window: Vec<(i64, i64)>,
-    /// Per op part ([`Part::OPS`]): the time its ops ran in the window.
-    kinds: Vec<Intervals>,
-    programs: Intervals,
-}
-
-/// The ops of `d` by kind in `window` (`busy` is their union, all of the device's time).
-fn classified(d: &Device, (window_source, window): (WindowSource, Vec<(i64, i64)>), busy: &Intervals) -> Classified {
-    let ops = d.cached_ops();
-    let pieces: Vec<Spans> = (0..ops.recs.len().div_ceil(CLASS_PIECE))
-        .into_par_iter()
-        .map(|k| classify(d, k * CLASS_PIECE..ops.recs.len().min((k + 1) * CLASS_PIECE)))
-        .collect();
-    let mut by_kind: [Vec<(i64, i64)>; 6] = Default::default();
-    let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
-    for p in pieces {
-        for (k, spans) in p.by_kind.into_iter().enumerate() {
-            by_kind[k].extend(spans);
-        }
-        for (run, (lo, hi)) in p.runs {
-            let e = runs.entry(run).or_insert((lo, hi));
-            e.0 = e.0.min(lo);
-            e.1 = e.1.max(hi);
-        }
-    }
-    let only_compute = by_kind[1..].iter().all(Vec::is_empty);
-    let kinds: Vec<Intervals> = by_kind
-        .into_par_iter()
-        .enumerate()
-        .map(|(k, s)| match k {
-            // Every op is compute: its time is the busy time, already merged.
-            0 if only_compute => busy.within(&window),
-            _ => Intervals::new(s).within(&window),
-        })
-        .collect();
-    let programs = Intervals::new(runs.into_values().collect());
-    Classified { window_source, window, kinds, programs }
-}
-
-/// One device's timeline from its classified ops, its host's compile time and host copies.
+/// One device's timeline in `window`, from its ops by kind, its busy and active time,
+/// its host's compile time and host copies.
 fn timeline(
-    c: Classified,
+    k: &OpKinds,
+    (window_source, window): (WindowSource, Vec<(i64, i64)>),
+    busy: &Intervals,
+    active: &Intervals,
     compile: Option<&Intervals>,
     host_copies: Option<&(Intervals, Intervals)>,
 ) -> DeviceTimeline {
-    let Classified { window_source, window, kinds, programs } = c;
+    let kinds: Vec<Intervals> = (k.kinds.iter().enumerate())
+        .map(|(i, kind)| match i {
+            // Every op is compute: its time is the busy time, already merged.
+            0 if k.only_compute => busy.within(&window),
+            _ => kind.within(&window),
+        })
+        .collect();
     // Each op part: its kind's time not named by a kind before it (the union of the
     // parts before it, built only when two or more hold time).
     let collective_ops = kinds[Part::Collective.index()].clone();
@@ -375,7 +378,8 @@ fn timeline(
         Some((h2d, d2h)) => (Some(h2d), Some(d2h)),
         None => (None, None),
     };
-    for of in [Some(&programs), compile, h2d, d2h] {
+    // Active time beyond busy is inside an XLA:CPU program with no op running.
+    for of in [Some(active), compile, h2d, d2h] {
         let mut part = match of {
             Some(of) if !of.spans().is_empty() => of.within(&window),
             _ => Intervals::default(),
@@ -394,17 +398,9 @@ fn timeline(
     DeviceTimeline { window_source, window, parts, idle_ps, busy_ps, collective_ops }
 }
 
-/// The spans of a piece of a device's ops, by op part ([`Part::OPS`]), and its XLA:CPU program
-/// runs (`run_id` → first start, last end).
-#[derive(Default)]
-struct Spans {
-    by_kind: [Vec<(i64, i64)>; 6],
-    runs: FastMap<i64, (i64, i64)>,
-}
-
-/// [`Spans`] of the ops `range` of `d`, in op order.
-fn classify(d: &Device, range: std::ops::Range<usize>) -> Spans {
-    let mut out = Spans::default();
+/// The spans of the ops `range` of `d` by op part ([`Part::OPS`]), in op order.
+fn classify(d: &Device, range: std::ops::Range<usize>) -> [Vec<(i64, i64)>; 6] {
+    let mut by_kind: [Vec<(i64, i64)>; 6] = Default::default();
     let ops = d.cached_ops();
     let look = d.plane.stat_lookup([d.keys.hlo_category]);
     let category = |r: &OpRec, line: &Line| {
@@ -447,19 +443,14 @@ fn classify(d: &Device, range: std::ops::Range<usize>) -> Spans {
             }
         };
         let (_, start, end, _) = ops.span(d.plane, i);
-        let spans = &mut out.by_kind[kind.index()];
+        let spans = &mut by_kind[kind.index()];
         // Back-to-back ops of a kind merge as they come, so the lists stay short.
         match spans.last_mut() {
             Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
             _ => spans.push((start, end)),
         }
-        if let Some(run) = ops.run_id(r) {
-            let e = out.runs.entry(run).or_insert((start, end));
-            e.0 = e.0.min(start);
-            e.1 = e.1.max(end);
-        }
     }
-    out
+    by_kind
 }
 
 /// Host-side transfers of a host whose XLA device is its CPU (XLA:CPU copies on
