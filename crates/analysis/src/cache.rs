@@ -3,8 +3,8 @@
 //!
 //! A command such as `summary` runs several analyses (steps, op profile, compile,
 //! collectives, devices, memory, the advise rules) that each need the run's devices,
-//! every device's ops, busy intervals and steps. They are computed in two stages,
-//! each once per profile:
+//! every device's ops, busy intervals and steps. They are computed in stages, each
+//! once per profile, each from the ones before it:
 //!
 //! 1. [`DeviceSet`]: the device descriptors and every device's op records (names
 //!    interned, no stat lookups after this pass);
@@ -101,11 +101,6 @@ impl<T> Default for Derived<T> {
 }
 
 impl<T> Derived<T> {
-    /// The value, if it was computed.
-    pub fn get(&self) -> Option<&T> {
-        self.value.get()
-    }
-
     /// The value, computed by `compute` if it is not there yet.
     #[track_caller]
     pub fn get_or_compute(&self, compute: impl FnOnce() -> T) -> &T {

@@ -209,6 +209,23 @@ pub struct DeviceTime {
     pub devices: Vec<DeviceTimeline>,
 }
 
+impl DeviceTime {
+    /// The devices that have a window to be measured in.
+    pub fn with_window(&self) -> impl Iterator<Item = &DeviceTimeline> {
+        self.devices.iter().filter(|t| t.window_ps() > 0)
+    }
+
+    /// The run's utilisation: the mean over devices with a window of their busy share.
+    pub fn utilization_pct(&self) -> f64 {
+        let (sum, n) = self.with_window().fold((0.0, 0usize), |(s, n), t| (s + t.utilization_pct(), n + 1));
+        if n == 0 {
+            0.0
+        } else {
+            sum / n as f64
+        }
+    }
+}
+
 /// The device-time model of `profile` (computed once: see [`Profile::prepare`]).
 pub fn device_time(profile: &Profile) -> &DeviceTime {
     profile.device_time()
@@ -227,11 +244,11 @@ pub(crate) fn build(profile: &Profile, devices: &[Device], base: &TimeBase, kind
         .collect();
     let devices = (devices.par_iter().zip(kinds))
         .map(|(d, k)| {
-            let window = window(d, steps);
+            let busy = &base.busy[d.index];
             timeline(
                 k,
-                window,
-                &base.busy[d.index],
+                window(d, steps, busy),
+                busy,
                 &base.active[d.index],
                 compile.get(d.host_index),
                 host_copies[d.host_index].as_ref(),
@@ -272,8 +289,8 @@ fn kinds_of(d: &Device) -> OpKinds {
     OpKinds { kinds, only_compute }
 }
 
-/// The window of device `d` (see the module docs).
-fn window(d: &Device, steps: &Steps) -> (WindowSource, Vec<(i64, i64)>) {
+/// The window of device `d`, whose ops ran in `busy` (see the module docs).
+fn window(d: &Device, steps: &Steps, busy: &Intervals) -> (WindowSource, Vec<(i64, i64)>) {
     let spans = |s: Vec<(i64, i64)>| Intervals::new(s).spans().to_vec();
     match steps.source {
         StepSource::Annotation => {
@@ -300,33 +317,19 @@ fn window(d: &Device, steps: &Steps) -> (WindowSource, Vec<(i64, i64)>) {
                     return (WindowSource::OwnSteps, spans(own));
                 }
             } else if let (Some(module), OpSource::HostOps) = (module, d.source) {
-                // XLA:CPU: this device's own runs of the step module (one span per run_id).
-                let ops = d.cached_ops();
-                let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
-                for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| &*ops.names[r.module as usize] == module) {
-                    let (_, start, end, _) = ops.span(d.plane, i);
-                    let e = runs.entry(ops.run_id(r).unwrap_or(0)).or_insert((start, end));
-                    e.0 = e.0.min(start);
-                    e.1 = e.1.max(end);
-                }
-                if !runs.is_empty() {
-                    return (WindowSource::OwnSteps, spans(runs.into_values().collect()));
+                // XLA:CPU: this device's own runs of the step module.
+                let names = &d.cached_ops().names;
+                let own = crate::steps::module_runs(d, |m| &*names[m as usize] == module);
+                if !own.is_empty() {
+                    return (WindowSource::OwnSteps, spans(own));
                 }
             }
         }
         StepSource::None => {}
     }
-    let ops = d.cached_ops();
-    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
-    for i in 0..ops.recs.len() {
-        let (_, start, end, _) = ops.span(d.plane, i);
-        lo = lo.min(start);
-        hi = hi.max(end);
-    }
-    if lo < hi {
-        (WindowSource::OwnSpan, vec![(lo, hi)])
-    } else {
-        (WindowSource::Empty, Vec::new())
+    match (busy.spans().first(), busy.spans().last()) {
+        (Some(first), Some(last)) => (WindowSource::OwnSpan, vec![(first.0, last.1)]),
+        _ => (WindowSource::Empty, Vec::new()),
     }
 }
 
@@ -350,51 +353,26 @@ fn timeline(
             _ => kind.within(&window),
         })
         .collect();
-    // Each op part: its kind's time not named by a kind before it (the union of the
-    // parts before it, built only when two or more hold time).
     let collective_ops = kinds[Part::Collective.index()].clone();
-    let mut parts: Vec<Intervals> = Vec::with_capacity(Part::ALL.len());
-    let mut earlier: Option<Intervals> = None;
-    for kind in kinds {
-        let part = match (&earlier, parts.iter().position(|p: &Intervals| !p.spans().is_empty())) {
-            (Some(union), _) => kind.minus(union),
-            (None, Some(only)) => kind.minus(&parts[only]),
-            (None, None) => kind,
-        };
-        if !part.spans().is_empty() {
-            let holding: Vec<&Intervals> = parts.iter().filter(|p| !p.spans().is_empty()).collect();
-            if !holding.is_empty() {
-                let before = earlier.take().unwrap_or_else(|| holding[0].clone());
-                earlier = Some(Intervals::union(&[&before, &part]));
+    // After the op parts, the time no op ran: inside a program (active time beyond
+    // busy: XLA:CPU), compiling, copying on the host. Each part is its set's time in
+    // the window that no part before it named; idle is the rest of the window.
+    let (h2d, d2h) = host_copies.map_or((None, None), |(h2d, d2h)| (Some(h2d), Some(d2h)));
+    let rest = [Some(active), compile, h2d, d2h].map(|of| of.map_or_else(Intervals::default, |of| of.within(&window)));
+    let mut parts: Vec<Intervals> = Vec::with_capacity(Part::ALL.len() - 1);
+    for set in kinds.into_iter().chain(rest) {
+        let part = (parts.iter().filter(|p| !p.spans().is_empty())).fold(set, |part, before| {
+            if part.spans().is_empty() {
+                part
+            } else {
+                part.minus(before)
             }
-        }
+        });
         parts.push(part);
     }
-    let busy_ps = sum_ps(parts.iter().map(Intervals::total));
-    // Then the time no op ran: inside a program, compiling, copying on the host — each
-    // where nothing before it was — and idle, the rest of the window.
-    let mut rest: Vec<Intervals> = Vec::with_capacity(4);
-    let (h2d, d2h) = match host_copies {
-        Some((h2d, d2h)) => (Some(h2d), Some(d2h)),
-        None => (None, None),
-    };
-    // Active time beyond busy is inside an XLA:CPU program with no op running.
-    for of in [Some(active), compile, h2d, d2h] {
-        let mut part = match of {
-            Some(of) if !of.spans().is_empty() => of.within(&window),
-            _ => Intervals::default(),
-        };
-        for before in parts.iter().chain(&rest).filter(|p| !p.spans().is_empty()) {
-            if part.spans().is_empty() {
-                break;
-            }
-            part = part.minus(before);
-        }
-        rest.push(part);
-    }
-    let named_ps = sum_ps(rest.iter().map(Intervals::total)).saturating_add(busy_ps);
+    let busy_ps = sum_ps(parts[..Part::OPS.len()].iter().map(Intervals::total));
+    let named_ps = sum_ps(parts.iter().map(Intervals::total));
     let idle_ps = sum_ps(window.iter().map(|(a, b)| b.saturating_sub(*a))).saturating_sub(named_ps).max(0);
-    parts.extend(rest);
     DeviceTimeline { window_source, window, parts, idle_ps, busy_ps, collective_ops }
 }
 

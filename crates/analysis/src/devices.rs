@@ -162,8 +162,8 @@ pub fn devices(profile: &Profile) -> Devices {
         busy_ps,
         compute_ps: sum_ps(rows.iter().map(|r| r.compute_ps)),
         collective_ps: sum_ps(rows.iter().map(|r| r.collective_ps)),
-        // As the summary's: the mean over devices with a window.
-        utilization_pct: mean(rows.iter().filter(|r| r.window_ps > 0).map(|r| r.utilization_pct)),
+        // The summary's: the mean over devices with a window.
+        utilization_pct: model.utilization_pct(),
         compute_spread_pct: match (compute.first(), compute.last()) {
             (Some(lo), Some(hi)) if median > 0 => pct(hi.saturating_sub(*lo), median),
             _ => 0.0,

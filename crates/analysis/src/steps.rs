@@ -382,17 +382,29 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
         return Vec::new();
     };
     let top = &*ops.names[top_id];
+    let spans = module_runs(d, |m| m as usize == top_id);
+    spans.iter().enumerate().map(|(n, &(a, b))| blank_step(n as i64, top, d.host, a, b.saturating_sub(a))).collect()
+}
+
+/// XLA:CPU: the span of each `run_id` of the ops whose module id `of_module` picks,
+/// first op to last, in time order.
+pub(crate) fn module_runs(d: &Device, of_module: impl Fn(u32) -> bool) -> Vec<(i64, i64)> {
+    let ops = d.cached_ops();
     let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
-    for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| r.module as usize == top_id) {
-        let run = ops.run_id(r).unwrap_or(0);
+    for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| of_module(r.module)) {
         let (_, start, end, _) = ops.span(d.plane, i);
-        let e = runs.entry(run).or_insert((start, end));
-        e.0 = e.0.min(start);
-        e.1 = e.1.max(end);
+        widen(&mut runs, ops.run_id(r).unwrap_or(0), (start, end));
     }
     let mut spans: Vec<(i64, i64)> = runs.into_values().collect();
     spans.sort_unstable();
-    spans.iter().enumerate().map(|(n, &(a, b))| blank_step(n as i64, top, d.host, a, b.saturating_sub(a))).collect()
+    spans
+}
+
+/// Widens run `run`'s span in `runs` to cover `(lo, hi)`.
+fn widen(runs: &mut FastMap<i64, (i64, i64)>, run: i64, (lo, hi): (i64, i64)) {
+    let e = runs.entry(run).or_insert((lo, hi));
+    e.0 = e.0.min(lo);
+    e.1 = e.1.max(hi);
 }
 
 /// The time device `d` was busy: the union of its op intervals, on every backend (on
@@ -425,11 +437,6 @@ fn measure_busy(d: &Device) -> (Intervals, Intervals) {
             let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
             // The run being read (a run's ops mostly come together): (run, first start, last end).
             let mut current: Option<(i64, i64, i64)> = None;
-            let add = |runs: &mut FastMap<i64, (i64, i64)>, (r, lo, hi): (i64, i64, i64)| {
-                let e = runs.entry(r).or_insert((lo, hi));
-                e.0 = e.0.min(lo);
-                e.1 = e.1.max(hi);
-            };
             for i in range {
                 let (_, start, end, _) = ops.span(d.plane, i);
                 match spans.last_mut() {
@@ -442,23 +449,21 @@ fn measure_busy(d: &Device) -> (Intervals, Intervals) {
                         *hi = (*hi).max(end);
                     }
                     (Some(r), _) => {
-                        if let Some(done) = current.replace((r, start, end)) {
-                            add(&mut runs, done);
+                        if let Some((done, lo, hi)) = current.replace((r, start, end)) {
+                            widen(&mut runs, done, (lo, hi));
                         }
                     }
                     (None, _) => {}
                 }
             }
-            if let Some(done) = current {
-                add(&mut runs, done);
+            if let Some((done, lo, hi)) = current {
+                widen(&mut runs, done, (lo, hi));
             }
             (Intervals::new(spans), runs)
         })
         .reduce_with(|(a, mut ra), (b, rb)| {
-            for (run, (lo, hi)) in rb {
-                let e = ra.entry(run).or_insert((lo, hi));
-                e.0 = e.0.min(lo);
-                e.1 = e.1.max(hi);
+            for (run, span) in rb {
+                widen(&mut ra, run, span);
             }
             (Intervals::union(&[&a, &b]), ra)
         })

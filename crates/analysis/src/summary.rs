@@ -124,12 +124,7 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
     let durations: Vec<i64> = steps.steps.iter().map(|s| s.duration_ps).collect();
     let step_time = Distribution::of(&durations);
     let breakdown = breakdown(model, if steps.steps.is_empty() { 0 } else { step_time.mean_ps });
-    let windows: Vec<&DeviceTimeline> = model.devices.iter().filter(|t| t.window_ps() > 0).collect();
-    let device_utilization_pct = if windows.is_empty() {
-        0.0
-    } else {
-        windows.iter().map(|t| t.utilization_pct()).sum::<f64>() / windows.len() as f64
-    };
+    let device_utilization_pct = model.utilization_pct();
     let mut top_ops = ops::ops(profile, GroupBy::Op, 0).ops;
     top_ops.truncate(top);
     Summary {
@@ -150,7 +145,7 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
 /// of each device's window, averaged over the devices with a window. Idle takes the
 /// rounding, so the parts add up to `step_ps`.
 fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
-    let with_window: Vec<&DeviceTimeline> = model.devices.iter().filter(|t| t.window_ps() > 0).collect();
+    let with_window: Vec<&DeviceTimeline> = model.with_window().collect();
     let share = |part: Part| -> i64 {
         if with_window.is_empty() {
             return 0;

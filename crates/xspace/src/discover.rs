@@ -74,7 +74,7 @@ fn is_jax_trace_name(name: &str) -> bool {
 fn looks_like_trace(path: &Path) -> bool {
     use std::io::Read;
     const HEAD: u64 = 64 << 10;
-    let Ok(file) = crate::files::open_regular(path) else { return false };
+    let Ok((file, _)) = crate::files::open_regular(path) else { return false };
     let mut raw = Vec::new();
     if file.take(HEAD).read_to_end(&mut raw).is_err() {
         return false;
@@ -110,7 +110,7 @@ pub fn read_file(path: &Path, format: Format, host: &str, progress: &Progress) -
 fn sniff(path: &Path) -> Result<Format> {
     use std::io::Read;
     let mut head = [0u8; 64];
-    let mut f = crate::files::open_regular(path)?;
+    let (mut f, _) = crate::files::open_regular(path)?;
     let n = f.read(&mut head).map_err(|e| Error::io(path, &e))?;
     let first = head[..n].iter().find(|b| !b.is_ascii_whitespace());
     Ok(match (head.get(..2), first) {

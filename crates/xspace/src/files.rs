@@ -34,8 +34,8 @@ pub fn odd_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
 }
 
 /// Opens `path` for reading when it is a regular file, never blocking on a FIFO or a
-/// device.
-pub fn open_regular(path: &Path) -> Result<File> {
+/// device: the file and its length in bytes.
+pub fn open_regular(path: &Path) -> Result<(File, u64)> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -49,7 +49,7 @@ pub fn open_regular(path: &Path) -> Result<File> {
     if meta.is_dir() {
         return Err(Error::new(format!("{} is a folder, not a file", path.display()), "pass a file"));
     }
-    Ok(file)
+    Ok((file, meta.len()))
 }
 
 /// The error for a path that is not a regular file.
@@ -60,8 +60,7 @@ pub fn not_regular(path: &Path, kind: &str) -> Error {
 /// Reads a small input whole: a regular file of at most [`MAX_SMALL_INPUT_BYTES`];
 /// `what` names it in errors ("baseline", "thresholds file").
 pub fn read_small(path: &Path, what: &str) -> Result<Vec<u8>> {
-    let file = open_regular(path)?;
-    let len = file.metadata().map_err(|e| Error::io(path, &e))?.len();
+    let (file, len) = open_regular(path)?;
     let too_big = || {
         Error::new(
             format!(

@@ -63,8 +63,7 @@ const PS_PER_US: i128 = 1_000_000;
 
 /// Reads a Chrome trace JSON file (`.json`, or gzip when the bytes start with 1f 8b, whatever the name).
 pub fn read_trace_json(path: &Path, host: &str) -> Result<Space> {
-    let file = crate::files::open_regular(path)?;
-    let file_bytes = file.metadata().map_err(|e| Error::io(path, &e))?.len();
+    let (file, file_bytes) = crate::files::open_regular(path)?;
     read_from(BufReader::with_capacity(1 << 16, file), host, path, file_bytes)
 }
 

@@ -63,8 +63,7 @@ const MIN_GUNZIP_LIMIT: u64 = 4 << 10;
 
 /// Reads `<host>.xplane.pb`; the host name comes from the file name.
 pub fn read_xspace(path: &Path, progress: &Progress) -> Result<Space> {
-    let file = crate::files::open_regular(path)?;
-    let len = file.metadata().map_err(|e| Error::io(path, &e))?.len();
+    let (file, len) = crate::files::open_regular(path)?;
     if len == 0 {
         return Err(Error::new(
             format!("{} is empty", path.display()),
