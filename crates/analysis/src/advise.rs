@@ -16,6 +16,7 @@ use crate::cache::FastMap;
 use crate::collectives::{self, pct};
 use crate::compile;
 use crate::devices;
+use crate::device_time::Part;
 use crate::memory;
 use crate::ops::{self, GroupBy};
 use crate::profile::{host_cpu_plane, OpSource, Profile};
@@ -1016,27 +1017,18 @@ fn top_ops_of_kind(profile: &Profile, kind: crate::device_time::Part, n: usize) 
 
 fn largest_copies(profile: &Profile, n: usize) -> Vec<Evidence> {
     let mut found: Vec<(i64, i64, String, String)> = Vec::new();
+    let base = profile.time_base();
     for d in profile.devices() {
-        // Decided once per line and per name.
-        let memcpy_line: Vec<bool> = d.plane.lines.iter().map(|l| l.name.contains("Memcpy")).collect();
         let ops = d.cached_ops();
-        let copy_name: Vec<bool> = (ops.names.iter())
-            .map(|n| {
-                use crate::device_time::Part;
-                let k = crate::device_time::op_kind(n, "", "");
-                matches!(k, Part::HostToDevice | Part::DeviceToHost | Part::DeviceToDevice)
-            })
-            .collect();
-        for (i, r) in ops.recs.iter().enumerate() {
-            if memcpy_line[r.line as usize] || copy_name[r.name as usize] {
+        for (i, kind) in base.kinds[d.index].of_op.iter().enumerate() {
+            if matches!(kind, Part::HostToDevice | Part::DeviceToHost | Part::DeviceToDevice) {
                 let op = ops.event(d.plane, i);
                 found.push((op.duration_ps, op.start_ps, op.name.to_string(), d.host.to_string()));
             }
         }
     }
-    for (hi, h) in profile.hosts.iter().enumerate() {
-        let (to_dev, to_host) = crate::device_time::host_transfers(profile, hi);
-        for (iv, what) in [(to_dev, "host → device transfer"), (to_host, "device → host transfer")] {
+    for (h, time) in profile.hosts.iter().zip(&base.hosts) {
+        for (iv, what) in [(&time.to_device, "host → device transfer"), (&time.to_host, "device → host transfer")] {
             for &(a, b) in iv.spans() {
                 found.push((b.saturating_sub(a), a, what.to_string(), h.host.clone()));
             }

@@ -8,12 +8,12 @@
 //!
 //! 1. [`DeviceSet`]: the device descriptors and every device's op records (names
 //!    interned, no stat lookups after this pass);
-//! 2. [`TimeBase`]: each device's busy intervals, the hosts' compile events and
-//!    intervals, and the steps, measured — computed from stage 1, which it is given;
-//!    2b. every device's ops by kind ([`crate::device_time`]) — from stage 1 alone, so
-//!    it can be computed beside stage 2;
+//! 2. [`TimeBase`]: each device's busy and active intervals and its ops' kinds (one
+//!    pass over its ops), the hosts' compile events and host-side copies (one pass
+//!    over each host plane), and the steps, measured — computed from stage 1, which
+//!    it is given;
 //! 3. the device-time model ([`crate::device_time`]): every device's window and its
-//!    time split into named parts — computed from stages 1, 2 and 2b.
+//!    time split into named parts — computed from stages 1 and 2.
 //!
 //! Each stage is a [`Derived`] cell. Its computation uses the rayon pool, so it is
 //! only ever computed, or waited for, by a thread outside the pool (the CLI's main
@@ -43,9 +43,7 @@ pub(crate) struct Cache {
     pub devices: Derived<DeviceSet>,
     /// Stage 2: busy, compile and steps (needs stage 1).
     pub time: Derived<TimeBase>,
-    /// Stage 2b: every device's ops by kind (needs stage 1).
-    pub op_kinds: Derived<Vec<crate::device_time::OpKinds>>,
-    /// Stage 3: the device-time model (needs stages 1, 2 and 2b).
+    /// Stage 3: the device-time model (needs stages 1 and 2).
     pub device_time: Derived<crate::device_time::DeviceTime>,
     /// Op profiles computed so far; each is computed outside the lock from stage 1.
     pub op_profiles: Mutex<Vec<(GroupBy, usize, Ops)>>,
@@ -72,12 +70,25 @@ pub(crate) struct TimeBase {
     pub busy: Vec<Intervals>,
     /// Per device: the time it was active (busy, or inside an XLA:CPU program).
     pub active: Vec<Intervals>,
-    /// Per host: the compile events of its CPU plane (`steps::host_compile_events`).
-    pub compile_events: Vec<Vec<(u32, u32, u8)>>,
-    /// Per host: the time XLA compilation ran on its CPU plane.
-    pub compile: Vec<Intervals>,
+    /// Per device: its ops by kind.
+    pub kinds: Vec<crate::device_time::OpKinds>,
+    /// Per host: what its CPU plane says of device time.
+    pub hosts: Vec<HostTime>,
     /// The steps, measured (without the launched work, which `steps::steps` adds).
     pub steps: Steps,
+}
+
+/// What a host's CPU plane says of device time (stage 2).
+#[derive(Default)]
+pub(crate) struct HostTime {
+    /// Its compile events (`steps::host_compile_events`).
+    pub compile_events: Vec<(u32, u32, u8)>,
+    /// The time XLA compilation ran.
+    pub compile: Intervals,
+    /// Host-side copies to its device, on a host whose XLA device is its CPU.
+    pub to_device: Intervals,
+    /// Likewise from its device.
+    pub to_host: Intervals,
 }
 
 /// A value derived from a profile, computed once by whichever thread outside the

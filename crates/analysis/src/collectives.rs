@@ -162,7 +162,7 @@ pub fn collectives(profile: &Profile) -> Collectives {
     for (d, t) in devices.iter().zip(&model.devices) {
         let id = d.id();
         let window = Intervals::new(t.window.clone());
-        let compute = t.part(Part::Compute);
+        let compute = &t.compute_ops;
         for run in runs(d) {
             // The run's time in the window, and the compute under it.
             let all = Intervals::new(run.spans);

@@ -27,7 +27,7 @@ use serde::Serialize;
 use stepscope_xspace::Line;
 
 use crate::cache::{FastMap, OpRec, TimeBase};
-use crate::profile::{host_cpu_plane, Device, OpSource, Profile};
+use crate::profile::{Device, OpSource, Profile};
 use crate::stats::{sum_ps, Intervals};
 use crate::steps::{StepSource, Steps};
 
@@ -165,16 +165,17 @@ pub struct DeviceTimeline {
     pub window_source: WindowSource,
     /// The spans the device is measured in, sorted and disjoint.
     pub window: Vec<(i64, i64)>,
-    /// Per [`Part`] but idle (in [`Part::ALL`] order): the instants of the window it
-    /// names. Idle is the rest of the window: [`DeviceTimeline::part_ps`] gives its length.
-    pub parts: Vec<Intervals>,
-    /// The window's time no other part names.
-    pub idle_ps: i64,
+    /// Per [`Part`] (in [`Part::ALL`] order): the time of the window it names. They
+    /// add up to the window's length.
+    pub parts_ps: [i64; Part::ALL.len()],
     /// The length of the union of the device's op intervals within the window (the sum
     /// of the op parts).
     pub busy_ps: i64,
     /// Every collective op's span within the window (under compute or not).
     pub collective_ops: Intervals,
+    /// The time compute ran within the window, kept for devices that ran a collective
+    /// (what ran under them): empty on the others.
+    pub compute_ops: Intervals,
 }
 
 impl DeviceTimeline {
@@ -185,16 +186,7 @@ impl DeviceTimeline {
 
     /// The time `part` names in the window.
     pub fn part_ps(&self, part: Part) -> i64 {
-        match part {
-            Part::Idle => self.idle_ps,
-            _ => self.parts[part.index()].total(),
-        }
-    }
-
-    /// The intervals `part` names (none for [`Part::Idle`]: the window's gaps).
-    pub fn part(&self, part: Part) -> &Intervals {
-        const NONE: &Intervals = &Intervals::EMPTY;
-        self.parts.get(part.index()).unwrap_or(NONE)
+        self.parts_ps[part.index()]
     }
 
     /// Busy share of the window, percent.
@@ -232,61 +224,197 @@ pub fn device_time(profile: &Profile) -> &DeviceTime {
 }
 
 /// Stage 3 of the shared work ([`crate::cache`]): every device's timeline.
-pub(crate) fn build(profile: &Profile, devices: &[Device], base: &TimeBase, kinds: &[OpKinds]) -> DeviceTime {
-    let (steps, compile) = (&base.steps, &base.compile);
-    // XLA:CPU hosts copy on host threads while the device (the CPU) is otherwise idle.
-    let host_copies: Vec<Option<(Intervals, Intervals)>> = (0..profile.hosts.len())
-        .into_par_iter()
-        .map(|hi| {
-            let cpu = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
-            cpu.then(|| host_transfers(profile, hi))
-        })
-        .collect();
-    let devices = (devices.par_iter().zip(kinds))
-        .map(|(d, k)| {
-            let busy = &base.busy[d.index];
+pub(crate) fn build(devices: &[Device], base: &TimeBase) -> DeviceTime {
+    let devices = devices
+        .par_iter()
+        .map(|d| {
+            let (busy, host) = (&base.busy[d.index], base.hosts.get(d.host_index));
             timeline(
-                k,
-                window(d, steps, busy),
+                &base.kinds[d.index],
+                window(d, &base.steps, busy),
                 busy,
                 &base.active[d.index],
-                compile.get(d.host_index),
-                host_copies[d.host_index].as_ref(),
+                host.map(|h| [&h.compile, &h.to_device, &h.to_host]),
             )
         })
         .collect();
     DeviceTime { devices }
 }
 
-/// A device's ops by kind: the time the ops of each op part ran (whole capture).
+/// One device's ops by kind, from stage 2's pass over its ops.
 pub(crate) struct OpKinds {
-    /// Per op part ([`Part::OPS`]); empty for compute when `only_compute`.
-    kinds: Vec<Intervals>,
-    /// Every op is compute: its time is the device's busy time.
-    only_compute: bool,
+    /// The kind of each op record (as [`crate::cache::DeviceOps::recs`]): one of [`Part::OPS`].
+    pub of_op: Vec<Part>,
+    /// Per op part ([`Part::OPS`]): the time ops of that kind ran (whole capture);
+    /// empty for compute when every op is compute (its time is then the busy time).
+    spans: Vec<Intervals>,
 }
 
-/// Stage 2b of the shared work ([`crate::cache`]): every device's ops by kind. Needs
-/// only the devices, so it is computed beside stage 2.
-pub(crate) fn op_kinds(devices: &[Device]) -> Vec<OpKinds> {
-    devices.par_iter().map(kinds_of).collect()
+/// What one pass over a device's ops measures (stage 2, [`measure_ops`]).
+pub(crate) struct OpTime {
+    /// The union of its op intervals.
+    pub busy: Intervals,
+    /// Busy, or inside a program (XLA:CPU: first op to last op of a `run_id`).
+    pub active: Intervals,
+    pub kinds: OpKinds,
 }
 
-fn kinds_of(d: &Device) -> OpKinds {
+/// Stage 2's pass over device `d`'s ops: its busy and active time, and each op's
+/// kind, read once per op. Ops come in line order, then mostly in time order: each
+/// piece of them is merged on its own (back-to-back ones as they come), in parallel,
+/// and the pieces are joined after.
+pub(crate) fn measure_ops(d: &Device) -> OpTime {
     let ops = d.cached_ops();
-    let pieces: Vec<[Vec<(i64, i64)>; 6]> = (0..ops.recs.len().div_ceil(CLASS_PIECE))
-        .into_par_iter()
-        .map(|k| classify(d, k * CLASS_PIECE..ops.recs.len().min((k + 1) * CLASS_PIECE)))
+    let mut of_op = vec![Part::Compute; ops.recs.len()];
+    let pieces: Vec<Piece> = (of_op.par_chunks_mut(OP_PIECE).enumerate())
+        .map(|(k, kinds)| measure_piece(d, k * OP_PIECE, kinds))
         .collect();
-    let only_compute = pieces.iter().all(|p| p[1..].iter().all(Vec::is_empty));
-    let kinds = (0..Part::OPS.len())
+    let mixed = pieces.iter().any(|p| p.other.iter().any(|s| !s.is_empty()));
+    let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
+    for p in &pieces {
+        for (&run, &span) in &p.runs {
+            crate::steps::widen(&mut runs, run, span);
+        }
+    }
+    let ((busy, compute), (others, loose)) = rayon::join(
+        || {
+            rayon::join(
+                || union_of(pieces.iter().map(|p| &p.busy)),
+                // Compute's own time, read again only where other kinds ran too.
+                || match mixed {
+                    true => compute_spans(d, &of_op),
+                    false => Intervals::default(),
+                },
+            )
+        },
+        || {
+            let others = (0..Part::OPS.len() - 1).map(|k| union_of(pieces.iter().map(|p| &p.other[k]))).collect();
+            (others, union_of(pieces.iter().map(|p| &p.loose)))
+        },
+    );
+    // An op of a program lies within its program's span: active is the programs' spans
+    // and the ops outside any.
+    let active = match runs.is_empty() {
+        true => busy.clone(),
+        false => Intervals::union(&[&Intervals::new(runs.into_values().collect()), &loose]),
+    };
+    let others: Vec<Intervals> = others;
+    let spans = std::iter::once(compute).chain(others).collect();
+    OpTime { busy, active, kinds: OpKinds { of_op, spans } }
+}
+
+/// Op records read as one piece by [`measure_ops`] (debug builds cut the fixtures'
+/// too, so the joining of pieces is checked by every test).
+const OP_PIECE: usize = if cfg!(debug_assertions) { 1 << 8 } else { 1 << 16 };
+
+/// One piece of [`measure_ops`].
+struct Piece {
+    /// Its ops' spans.
+    busy: Spans,
+    /// The spans of its ops without a `run_id`.
+    loose: Spans,
+    /// Per `run_id`: first start to last end.
+    runs: FastMap<i64, (i64, i64)>,
+    /// The spans of the ops of each op part after compute.
+    other: [Spans; 5],
+}
+
+/// Measures the ops from `first` on, one for each of `kinds`, which it fills.
+fn measure_piece(d: &Device, first: usize, kinds: &mut [Part]) -> Piece {
+    let ops = d.cached_ops();
+    let mut p = Piece {
+        busy: Spans { spans: Vec::with_capacity(kinds.len()), cuts: Vec::new() },
+        loose: Spans::default(),
+        runs: FastMap::default(),
+        other: Default::default(),
+    };
+    let mut classify = Classifier::new(d);
+    // The run being read (a run's ops mostly come together): (run, first start, last end).
+    let mut current: Option<(i64, i64, i64)> = None;
+    for (r, kind) in ops.recs[first..first + kinds.len()].iter().zip(kinds) {
+        let line = &d.plane.lines[r.line as usize];
+        let start = line.start_ps(r.index as usize);
+        let end = start.saturating_add(line.duration_ps(r.index as usize).max(0));
+        p.busy.push(start, end);
+        *kind = classify.kind(r, line);
+        if *kind != Part::Compute {
+            p.other[kind.index() - 1].push(start, end);
+        }
+        match (ops.run_id(r), &mut current) {
+            (Some(run), Some((cr, lo, hi))) if *cr == run => {
+                *lo = (*lo).min(start);
+                *hi = (*hi).max(end);
+            }
+            (Some(run), _) => {
+                if let Some((done, lo, hi)) = current.replace((run, start, end)) {
+                    crate::steps::widen(&mut p.runs, done, (lo, hi));
+                }
+            }
+            (None, _) => p.loose.push(start, end),
+        }
+    }
+    if let Some((done, lo, hi)) = current {
+        crate::steps::widen(&mut p.runs, done, (lo, hi));
+    }
+    p
+}
+
+/// Spans of ops in op order, back-to-back ones merged as they come (so the lists stay
+/// short), and where they go back in time (a new line) noted: runs sorted by start,
+/// for [`Intervals::from_sorted_runs`].
+#[derive(Default)]
+struct Spans {
+    spans: Vec<(i64, i64)>,
+    /// Where each run after the first starts.
+    cuts: Vec<usize>,
+}
+
+impl Spans {
+    fn push(&mut self, start: i64, end: i64) {
+        match self.spans.last_mut() {
+            Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
+            Some(last) if start < last.0 => {
+                self.cuts.push(self.spans.len());
+                self.spans.push((start, end));
+            }
+            _ => self.spans.push((start, end)),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The runs, each sorted by start.
+    fn runs(&self) -> impl Iterator<Item = &[(i64, i64)]> {
+        let bounds = std::iter::once(0).chain(self.cuts.iter().copied()).chain(std::iter::once(self.spans.len()));
+        let bounds: Vec<usize> = bounds.collect();
+        (0..bounds.len() - 1).map(move |k| &self.spans[bounds[k]..bounds[k + 1]])
+    }
+}
+
+/// The union of lists of spans.
+fn union_of<'a>(lists: impl Iterator<Item = &'a Spans>) -> Intervals {
+    let runs: Vec<&[(i64, i64)]> = lists.flat_map(Spans::runs).collect();
+    Intervals::from_sorted_runs(&runs)
+}
+
+/// The time device `d`'s compute ops ran, from each op's kind.
+fn compute_spans(d: &Device, of_op: &[Part]) -> Intervals {
+    let ops = d.cached_ops();
+    let pieces: Vec<Spans> = crate::cache::pieces(ops.recs.len(), OP_PIECE)
+        .collect::<Vec<_>>()
         .into_par_iter()
-        .map(|k| match k {
-            0 if only_compute => Intervals::default(),
-            _ => Intervals::new(pieces.iter().flat_map(|p| p[k].iter().copied()).collect()),
+        .map(|range| {
+            let mut spans = Spans::default();
+            for i in range.filter(|&i| of_op[i] == Part::Compute) {
+                let (_, start, end, _) = ops.span(d.plane, i);
+                spans.push(start, end);
+            }
+            spans
         })
         .collect();
-    OpKinds { kinds, only_compute }
+    union_of(pieces.iter())
 }
 
 /// The window of device `d`, whose ops ran in `busy` (see the module docs).
@@ -333,136 +461,149 @@ fn window(d: &Device, steps: &Steps, busy: &Intervals) -> (WindowSource, Vec<(i6
     }
 }
 
-/// Ops classified per piece of this many, pieces in parallel.
-const CLASS_PIECE: usize = if cfg!(debug_assertions) { 1 << 10 } else { 1 << 16 };
-
 /// One device's timeline in `window`, from its ops by kind, its busy and active time,
-/// its host's compile time and host copies.
+/// and its host's compile time and host copies (to the device, to the host).
+///
+/// Part `i` is the time of its set in the window that no set before it covers: with
+/// `U(i)` the union of the sets up to `i`, its length is `|U(i) ∩ W| - |U(i-1) ∩ W|`.
+/// The unions are mostly there already: the op kinds' union is busy, busy lies
+/// within active, and compile and host copies are short lists, subtracted as such.
 fn timeline(
     k: &OpKinds,
     (window_source, window): (WindowSource, Vec<(i64, i64)>),
     busy: &Intervals,
     active: &Intervals,
-    compile: Option<&Intervals>,
-    host_copies: Option<&(Intervals, Intervals)>,
+    host: Option<[&Intervals; 3]>,
 ) -> DeviceTimeline {
-    let kinds: Vec<Intervals> = (k.kinds.iter().enumerate())
-        .map(|(i, kind)| match i {
-            // Every op is compute: its time is the busy time, already merged.
-            0 if k.only_compute => busy.within(&window),
-            _ => kind.within(&window),
-        })
-        .collect();
-    let collective_ops = kinds[Part::Collective.index()].clone();
-    // After the op parts, the time no op ran: inside a program (active time beyond
-    // busy: XLA:CPU), compiling, copying on the host. Each part is its set's time in
-    // the window that no part before it named; idle is the rest of the window.
-    let (h2d, d2h) = host_copies.map_or((None, None), |(h2d, d2h)| (Some(h2d), Some(d2h)));
-    let rest = [Some(active), compile, h2d, d2h].map(|of| of.map_or_else(Intervals::default, |of| of.within(&window)));
-    let mut parts: Vec<Intervals> = Vec::with_capacity(Part::ALL.len() - 1);
-    for set in kinds.into_iter().chain(rest) {
-        let part = (parts.iter().filter(|p| !p.spans().is_empty())).fold(set, |part, before| {
-            if part.spans().is_empty() {
-                part
-            } else {
-                part.minus(before)
+    let in_window = |set: &Intervals| {
+        let mut at = set.cursor();
+        sum_ps(window.iter().map(|&(lo, hi)| at.overlap(lo, hi)))
+    };
+    // covered[i] = |U(i) ∩ W|.
+    let mut covered = [0i64; Part::ALL.len() - 1];
+    let last_kind = (0..Part::OPS.len()).rev().find(|&i| !k.spans[i].spans().is_empty()).unwrap_or(0);
+    let busy_ps = in_window(busy);
+    let mut union = Intervals::default();
+    for (i, kind) in k.spans.iter().enumerate() {
+        covered[i] = if i >= last_kind {
+            busy_ps
+        } else {
+            if !kind.spans().is_empty() {
+                union = Intervals::union(&[&union, kind]);
             }
-        });
-        parts.push(part);
+            in_window(&union)
+        };
     }
-    let busy_ps = sum_ps(parts[..Part::OPS.len()].iter().map(Intervals::total));
-    let named_ps = sum_ps(parts.iter().map(Intervals::total));
-    let idle_ps = sum_ps(window.iter().map(|(a, b)| b.saturating_sub(*a))).saturating_sub(named_ps).max(0);
-    DeviceTimeline { window_source, window, parts, idle_ps, busy_ps, collective_ops }
+    let ops = Part::OPS.len();
+    // After the ops: inside a program with no op running (active ⊇ busy).
+    covered[ops] = in_window(active);
+    // Then compiling, copying on the host: each part what is left of its set.
+    let mut named: Vec<Intervals> = Vec::new();
+    for (i, set) in host.into_iter().flatten().enumerate() {
+        let mut part = set.within(&window).minus(active);
+        for before in &named {
+            part = part.minus(before);
+        }
+        covered[ops + 1 + i] = covered[ops + i].saturating_add(part.total());
+        named.push(part);
+    }
+    for i in ops + 1 + named.len()..covered.len() {
+        covered[i] = covered[i - 1];
+    }
+    let window_ps = sum_ps(window.iter().map(|(a, b)| b.saturating_sub(*a)));
+    let mut parts_ps = [0i64; Part::ALL.len()];
+    for (i, part) in parts_ps.iter_mut().enumerate() {
+        let (upto, before) = (covered.get(i).copied().unwrap_or(window_ps), i.checked_sub(1).map_or(0, |b| covered[b]));
+        *part = upto.saturating_sub(before).max(0);
+    }
+    let collective_ops = k.spans[Part::Collective.index()].within(&window);
+    let compute_ops = match collective_ops.spans().is_empty() {
+        true => Intervals::default(),
+        false => k.spans[Part::Compute.index()].within(&window),
+    };
+    DeviceTimeline { window_source, window, parts_ps, busy_ps, collective_ops, compute_ops }
 }
 
-/// The spans of the ops `range` of `d` by op part ([`Part::OPS`]), in op order.
-fn classify(d: &Device, range: std::ops::Range<usize>) -> [Vec<(i64, i64)>; 6] {
-    let mut by_kind: [Vec<(i64, i64)>; 6] = Default::default();
-    let ops = d.cached_ops();
-    let look = d.plane.stat_lookup([d.keys.hlo_category]);
-    let category = |r: &OpRec, line: &Line| {
-        let [category] = d.plane.stats_of(&look, line, r.index as usize);
-        category.and_then(|s| d.plane.stat_str(&s)).unwrap_or("")
-    };
-    let kind_of = |r: &OpRec, line: &Line, meta: u32, category: &str| {
-        let by_name = op_kind(&ops.names[r.name as usize], category, one_kind(&line.name));
-        match by_name {
-            // A kernel credited to its op keeps what its own name says it is.
-            Part::Compute => op_kind(d.plane.event_name(meta), "", ""),
-            k => k,
+/// The kind of each op of a device ([`op_kind`] of its name, its category and its
+/// line, or of its kernel's own name), remembered per what decides it.
+struct Classifier<'d> {
+    d: &'d Device<'d>,
+    look: stepscope_xspace::StatLookup<1>,
+    /// XLA:CPU ops (host events on the host's threads): the op's name alone says what
+    /// it is (a thread's name says nothing of the work on it, and the event is the op):
+    /// per name id.
+    by_name: Vec<Part>,
+    /// An op whose event holds no category of its own takes its metadata's, so (name
+    /// id, line, metadata) decide it.
+    by_meta: FastMap<(u32, u32, u32), Part>,
+    /// Per name id, the last such key and kind (ops come line by line, so nearly always
+    /// the key of the name's next op too).
+    last: Vec<Option<(u32, u32, Part)>>,
+    /// An op with a category of its own: remembered by its text.
+    by_text: FastMap<(u32, usize, usize, u32, u32), Part>,
+}
+
+impl<'d> Classifier<'d> {
+    fn new(d: &'d Device<'d>) -> Classifier<'d> {
+        let names = &d.cached_ops().names;
+        let by_name = match d.source {
+            OpSource::HostOps => names.iter().map(|n| op_kind(n, "", "")).collect(),
+            _ => Vec::new(),
+        };
+        Classifier {
+            d,
+            look: d.plane.stat_lookup([d.keys.hlo_category]),
+            by_name,
+            by_meta: FastMap::default(),
+            last: vec![None; if d.source == OpSource::HostOps { 0 } else { names.len() }],
+            by_text: FastMap::default(),
         }
-    };
-    // The kind depends only on (name id, category text, line, event metadata). An op
-    // whose event holds no category of its own takes its metadata's, so (name id,
-    // line, metadata) decide it: remembered by that, and per name id the last such
-    // key (ops come line by line, so nearly always the key of the name's next op
-    // too). An op with a category of its own is remembered by its text.
-    let mut by_meta: FastMap<(u32, u32, u32), Part> = FastMap::default();
-    let mut last: Vec<Option<(u32, u32, Part)>> = vec![None; ops.names.len()];
-    let mut by_text: FastMap<(u32, usize, usize, u32, u32), Part> = FastMap::default();
-    for (i, r) in ops.recs[range.clone()].iter().enumerate().map(|(k, r)| (range.start + k, r)) {
-        let line = &d.plane.lines[r.line as usize];
+    }
+
+    fn kind(&mut self, r: &OpRec, line: &Line) -> Part {
+        if let Some(&k) = self.by_name.get(r.name as usize) {
+            return k;
+        }
+        let (d, ops) = (self.d, self.d.cached_ops());
         let meta = line.meta(r.index as usize);
-        let own = d.keys.hlo_category.and_then(|k| line.event_stats(r.index as usize).find(|s| s.meta() == k));
-        let kind = if let Some(own) = own {
-            let category = d.plane.stat_str(&own).unwrap_or("");
-            let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
-            *by_text.entry(key).or_insert_with(|| kind_of(r, line, meta, category))
-        } else {
-            match last[r.name as usize] {
-                Some((l, m, k)) if (l, m) == (r.line, meta) => k,
-                _ => {
-                    let key = (r.name, r.line, meta);
-                    let k = *by_meta.entry(key).or_insert_with(|| kind_of(r, line, meta, category(r, line)));
-                    last[r.name as usize] = Some((r.line, meta, k));
-                    k
-                }
+        let kind_of = |category: &str| {
+            match op_kind(&ops.names[r.name as usize], category, one_kind(&line.name)) {
+                // A kernel credited to its op keeps what its own name says it is.
+                Part::Compute => op_kind(d.plane.event_name(meta), "", ""),
+                k => k,
             }
         };
-        let (_, start, end, _) = ops.span(d.plane, i);
-        let spans = &mut by_kind[kind.index()];
-        // Back-to-back ops of a kind merge as they come, so the lists stay short.
-        match spans.last_mut() {
-            Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
-            _ => spans.push((start, end)),
+        let own = d.keys.hlo_category.and_then(|k| line.event_stats(r.index as usize).find(|s| s.meta() == k));
+        if let Some(own) = own {
+            let category = d.plane.stat_str(&own).unwrap_or("");
+            let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
+            return *self.by_text.entry(key).or_insert_with(|| kind_of(category));
+        }
+        match self.last[r.name as usize] {
+            Some((l, m, k)) if (l, m) == (r.line, meta) => k,
+            _ => {
+                let look = &self.look;
+                let k = *self.by_meta.entry((r.name, r.line, meta)).or_insert_with(|| {
+                    let [category] = d.plane.stats_of(look, line, r.index as usize);
+                    kind_of(category.and_then(|s| d.plane.stat_str(&s)).unwrap_or(""))
+                });
+                self.last[r.name as usize] = Some((r.line, meta, k));
+                k
+            }
         }
     }
-    by_kind
 }
 
-/// Host-side transfers of a host whose XLA device is its CPU (XLA:CPU copies on
-/// host threads: `H2D Dispatch`, `DevicePut…`; `D2H…`), as (to device, to host).
-pub fn host_transfers(profile: &Profile, host_index: usize) -> (Intervals, Intervals) {
-    let Some(plane) = profile.hosts.get(host_index).and_then(host_cpu_plane) else {
-        return Default::default();
-    };
-    let kind: Vec<Option<Part>> = plane
-        .event_meta
-        .iter()
-        .map(|m| {
-            let n = plane.text(m.name);
-            if n.starts_with("H2D") || n.contains("DevicePut") || n.starts_with("TransferToDevice") {
-                Some(Part::HostToDevice)
-            } else if n.starts_with("D2H") || n.starts_with("TransferFromDevice") {
-                Some(Part::DeviceToHost)
-            } else {
-                None
-            }
-        })
-        .collect();
-    let (mut h2d, mut d2h) = (Vec::new(), Vec::new());
-    let any: Vec<bool> = kind.iter().map(Option::is_some).collect();
-    for line in &plane.lines {
-        for i in line.events_with_meta(&any) {
-            match kind[line.meta(i) as usize] {
-                Some(Part::HostToDevice) => h2d.push((line.start_ps(i), line.end_ps(i))),
-                Some(Part::DeviceToHost) => d2h.push((line.start_ps(i), line.end_ps(i))),
-                _ => {}
-            }
-        }
+/// The names of host-side transfers of a host whose XLA device is its CPU (XLA:CPU
+/// copies on host threads: `H2D Dispatch`, `DevicePut…`; `D2H…`).
+pub(crate) fn host_transfer_kind(name: &str) -> Option<Part> {
+    if name.starts_with("H2D") || name.contains("DevicePut") || name.starts_with("TransferToDevice") {
+        Some(Part::HostToDevice)
+    } else if name.starts_with("D2H") || name.starts_with("TransferFromDevice") {
+        Some(Part::DeviceToHost)
+    } else {
+        None
     }
-    (Intervals::new(h2d), Intervals::new(d2h))
 }
 
 #[cfg(test)]

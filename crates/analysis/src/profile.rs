@@ -689,19 +689,11 @@ impl Profile {
         self.cache.time.get_or_compute(|| crate::steps::measure(self, &self.devices()))
     }
 
-    /// Stage 2b of the shared work: every device's ops by kind, from stage 1 alone
-    /// (so it can be computed beside stage 2, on another thread outside the pool).
-    pub(crate) fn op_kinds(&self) -> &[crate::device_time::OpKinds] {
-        self.device_set();
-        self.cache.op_kinds.get_or_compute(|| crate::device_time::op_kinds(&self.devices()))
-    }
-
-    /// Stage 3 of the shared work: the device-time model, from stages 1, 2 and 2b
-    /// (asked for first, on this thread).
+    /// Stage 3 of the shared work: the device-time model, from stages 1 and 2 (asked
+    /// for first, on this thread).
     pub(crate) fn device_time(&self) -> &crate::device_time::DeviceTime {
         let base = self.time_base();
-        let kinds = self.op_kinds();
-        self.cache.device_time.get_or_compute(|| crate::device_time::build(self, &self.devices(), base, kinds))
+        self.cache.device_time.get_or_compute(|| crate::device_time::build(&self.devices(), base))
     }
 
     /// Computes the shared work every analysis of device time reads (every stage),

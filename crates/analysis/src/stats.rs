@@ -1,5 +1,6 @@
 //! Small statistics helpers shared by analyses.
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 /// Distribution of a set of durations, ps.
@@ -156,21 +157,98 @@ impl Intervals {
             }
         }
         iv.truncate(kept);
-        iv.shrink_to_fit();
+        shrink(&mut iv);
         Intervals::from_disjoint(iv)
+    }
+
+    /// Merges spans that come as runs, each sorted by start (the ops of one line, in
+    /// time order, read in pieces): no sort. Runs that follow each other in time (the
+    /// pieces of one line) are read as one chain, and the chains' heads merged: the
+    /// earliest chain is read on while it stays the earliest. Long lists are cut into
+    /// spans of time merged in parallel, each into its own part of one list. Empty and
+    /// inverted spans are dropped.
+    pub fn from_sorted_runs(runs: &[&[(i64, i64)]]) -> Intervals {
+        debug_assert!(runs.iter().all(|r| r.is_sorted_by_key(|s| s.0)));
+        let mut chains: Vec<Chain> = Vec::new();
+        for &run in runs.iter().filter(|r| !r.is_empty()) {
+            match chains.last_mut() {
+                Some(chain) if chain.runs.last().and_then(|r| r.last()).is_some_and(|l| l.0.max(l.1) <= run[0].0) => {
+                    chain.runs.push(run)
+                }
+                _ => chains.push(Chain { runs: vec![run], run: 0, at: 0 }),
+            }
+        }
+        let total: usize = runs.iter().map(|r| r.len()).sum();
+        // Cut at the starts of the longest chain's quantiles: part p holds the spans
+        // that start in [cuts[p], cuts[p + 1]).
+        let parts = if total >= MERGE_PART { rayon::current_num_threads().clamp(1, 8) } else { 1 };
+        let mut cuts = vec![i64::MIN];
+        if let Some(longest) = chains.iter().max_by_key(|c| c.len()) {
+            let len = longest.len();
+            cuts.extend((1..parts).map(|p| longest.nth(p * len / parts).0));
+        }
+        cuts.dedup();
+        cuts.push(i64::MAX);
+        let pieces: Vec<Vec<Chain>> =
+            cuts.windows(2).map(|w| chains.iter().map(|c| c.between(w[0], w[1])).collect()).collect();
+        // Each part is written where its input would start in one list: it holds no more
+        // spans than its input.
+        let mut out = vec![(0i64, 0i64); total];
+        let mut regions: Vec<&mut [(i64, i64)]> = Vec::with_capacity(pieces.len());
+        let mut rest = out.as_mut_slice();
+        for piece in &pieces {
+            let (region, after) = rest.split_at_mut(piece.iter().map(Chain::len).sum());
+            regions.push(region);
+            rest = after;
+        }
+        let counts: Vec<(usize, usize)> = (pieces.into_par_iter().zip(regions))
+            .map(|(chains, region)| (region.len(), merge_chains(chains, region)))
+            .collect();
+        // The parts moved together, the spans that meet where they join merged.
+        let (mut len, mut at) = (0usize, 0usize);
+        for (size, count) in counts {
+            let mut i = at;
+            while i < at + count && len > 0 && out[i].0 <= out[len - 1].1 {
+                out[len - 1].1 = out[len - 1].1.max(out[i].1);
+                i += 1;
+            }
+            out.copy_within(i..at + count, len);
+            len += at + count - i;
+            at += size;
+        }
+        out.truncate(len);
+        shrink(&mut out);
+        Intervals::from_disjoint(out)
     }
 
     /// Spans already sorted, disjoint and non-empty (the output of a set operation).
     fn from_disjoint(iv: Vec<(i64, i64)>) -> Intervals {
         debug_assert!(iv.windows(2).all(|w| w[0].1 <= w[1].0) && iv.iter().all(|s| s.0 < s.1));
-        let mut prefix = Vec::with_capacity(iv.len() / PREFIX_EVERY + 1);
-        let mut total = 0u64;
-        for (i, &(a, b)) in iv.iter().enumerate() {
-            if i % PREFIX_EVERY == 0 {
-                prefix.push(total);
-            }
-            total = total.wrapping_add(b.abs_diff(a));
+        // The kept sums of each block of PREFIX_EVERY spans, from the block's start; then
+        // each piece of blocks moved on by the pieces before it (in parallel for long lists).
+        let length = |block: &[(i64, i64)]| block.iter().fold(0u64, |t, &(a, b)| t.wrapping_add(b.abs_diff(a)));
+        let piece = PREFIX_PIECE * PREFIX_EVERY;
+        let mut pieces: Vec<(Vec<u64>, u64)> = (iv.par_chunks(piece.max(1)))
+            .with_min_len(1)
+            .map(|spans| {
+                let mut sums = Vec::with_capacity(spans.len() / PREFIX_EVERY + 1);
+                let mut total = 0u64;
+                for block in spans.chunks(PREFIX_EVERY) {
+                    sums.push(total);
+                    total = total.wrapping_add(length(block));
+                }
+                (sums, total)
+            })
+            .collect();
+        let mut before = 0u64;
+        for (sums, total) in &mut pieces {
+            sums.iter_mut().for_each(|s| *s = s.wrapping_add(before));
+            before = before.wrapping_add(*total);
         }
+        let prefix = match pieces.len() {
+            1 => pieces.pop().map(|p| p.0).unwrap_or_default(),
+            _ => pieces.into_iter().flat_map(|p| p.0).collect(),
+        };
         Intervals { spans: iv, prefix }
     }
 
@@ -215,9 +293,7 @@ impl Intervals {
         for &(a, b) in &self.spans {
             let mut from = a;
             // Spans of `other` that end before this one starts are behind us for good.
-            while k < other.spans.len() && other.spans[k].1 <= a {
-                k += 1;
-            }
+            k = gallop(&other.spans, k, |s| s.1 <= a);
             let mut j = k;
             while j < other.spans.len() && other.spans[j].0 < b {
                 let (oa, ob) = other.spans[j];
@@ -242,9 +318,12 @@ impl Intervals {
             [a, b] if a.spans.is_empty() => (*b).clone(),
             [a, b] if b.spans.is_empty() => (*a).clone(),
             [a, b] => {
-                // Two sorted lists: merged in one pass, touching spans joined as they come.
+                // Two sorted lists, merged in one pass, touching spans joined as they
+                // come. After each span taken, the spans of both lists that end within
+                // the merged span so far are skipped by galloping: a short list over a
+                // long one (programs over their ops) costs the short one's length.
                 let (a, b) = (&a.spans, &b.spans);
-                let mut out: Vec<(i64, i64)> = Vec::with_capacity(a.len() + b.len());
+                let mut out: Vec<(i64, i64)> = Vec::new();
                 let (mut i, mut j) = (0, 0);
                 while i < a.len() || j < b.len() {
                     let next = if j >= b.len() || (i < a.len() && a[i] <= b[j]) {
@@ -254,10 +333,18 @@ impl Intervals {
                         j += 1;
                         b[j - 1]
                     };
-                    match out.last_mut() {
-                        Some(last) if next.0 <= last.1 => last.1 = last.1.max(next.1),
-                        _ => out.push(next),
-                    }
+                    let end = match out.last_mut() {
+                        Some(last) if next.0 <= last.1 => {
+                            last.1 = last.1.max(next.1);
+                            last.1
+                        }
+                        _ => {
+                            out.push(next);
+                            next.1
+                        }
+                    };
+                    i = gallop(a, i, |s| s.1 <= end);
+                    j = gallop(b, j, |s| s.1 <= end);
                 }
                 Intervals::from_disjoint(out)
             }
@@ -331,6 +418,101 @@ impl Cursor<'_> {
     }
 }
 
+/// Blocks of [`PREFIX_EVERY`] spans summed as one piece by [`Intervals::from_disjoint`].
+const PREFIX_PIECE: usize = 1 << 13;
+
+/// Gives back a list's spare room when it is most of it (merged spans): a list that
+/// lost a few spans keeps its room rather than be copied into a smaller one.
+fn shrink(spans: &mut Vec<(i64, i64)>) {
+    if spans.len() < spans.capacity() / 2 {
+        spans.shrink_to_fit();
+    }
+}
+
+/// Lists of at least this many spans are merged in parallel parts.
+const MERGE_PART: usize = if cfg!(debug_assertions) { 1 << 6 } else { 1 << 16 };
+
+/// Runs of spans read one after another ([`Intervals::from_sorted_runs`]), each
+/// starting where the one before it ended, or later.
+struct Chain<'a> {
+    runs: Vec<&'a [(i64, i64)]>,
+    /// The run being read, and the next span of it.
+    run: usize,
+    at: usize,
+}
+
+impl<'a> Chain<'a> {
+    fn len(&self) -> usize {
+        self.runs.iter().map(|r| r.len()).sum()
+    }
+
+    /// Span `i` of the chain (`i < len`).
+    fn nth(&self, mut i: usize) -> (i64, i64) {
+        for r in &self.runs {
+            match r.get(i) {
+                Some(&s) => return s,
+                None => i -= r.len(),
+            }
+        }
+        unreachable!("span {i} past the chain's end")
+    }
+
+    /// The spans that start in `[lo, hi)`.
+    fn between(&self, lo: i64, hi: i64) -> Chain<'a> {
+        let runs = (self.runs.iter())
+            .map(|r| &r[r.partition_point(|s| s.0 < lo)..r.partition_point(|s| s.0 < hi)])
+            .filter(|r| !r.is_empty())
+            .collect();
+        Chain { runs, run: 0, at: 0 }
+    }
+
+    fn head(&self) -> Option<(i64, i64)> {
+        self.runs.get(self.run).map(|r| r[self.at])
+    }
+
+    fn advance(&mut self) {
+        self.at += 1;
+        if self.at == self.runs[self.run].len() {
+            (self.run, self.at) = (self.run + 1, 0);
+        }
+    }
+}
+
+/// Merges `chains` into `out` (long enough for all their spans) as sorted, disjoint,
+/// non-empty spans; returns how many.
+fn merge_chains(mut chains: Vec<Chain>, out: &mut [(i64, i64)]) -> usize {
+    let mut len = 0usize;
+    let mut push = |(a, b): (i64, i64)| match len.checked_sub(1).map(|l| &mut out[l]) {
+        _ if b <= a => {}
+        Some(last) if a <= last.1 => last.1 = last.1.max(b),
+        _ => {
+            out[len] = (a, b);
+            len += 1;
+        }
+    };
+    loop {
+        // The earliest head, and the start of the next earliest.
+        let (mut first, mut second) = (None::<(i64, usize)>, i64::MAX);
+        for (k, c) in chains.iter().enumerate() {
+            let Some(head) = c.head() else { continue };
+            match first {
+                Some((f, _)) if f <= head.0 => second = second.min(head.0),
+                _ => {
+                    second = second.min(first.map_or(i64::MAX, |f| f.0));
+                    first = Some((head.0, k));
+                }
+            }
+        }
+        let Some((_, k)) = first else { break };
+        let chain = &mut chains[k];
+        while let Some(span) = chain.head().filter(|s| s.0 <= second) {
+            push(span);
+            chain.advance();
+        }
+    }
+    len
+}
+
 /// The first index at or after `from` where `pred` is false, when it is true for all
 /// of `spans[..from]` and then false from some index on: steps of 1, 2, 4, … from
 /// `from`, then a binary search in the last step.
@@ -384,6 +566,59 @@ mod set_tests {
             let w = x.within(y.spans());
             assert_eq!(points(&w), px.iter().zip(&py).map(|(a, b)| *a && *b).collect::<Vec<_>>());
             assert_eq!(m.total() + w.total(), x.total());
+            // Spans in sorted runs (lines of ops), some empty or inverted: merged as
+            // one list would be.
+            let runs: Vec<Vec<(i64, i64)>> = (0..rand(5))
+                .map(|_| {
+                    let mut run: Vec<(i64, i64)> = (0..rand(8)).map(|_| (rand(100), rand(100))).collect();
+                    run.sort_by_key(|s| s.0);
+                    run
+                })
+                .collect();
+            let slices: Vec<&[(i64, i64)]> = runs.iter().map(Vec::as_slice).collect();
+            assert_eq!(Intervals::from_sorted_runs(&slices).spans(), Intervals::new(runs.concat()).spans(), "{runs:?}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::Intervals;
+
+    /// Lines of ops long enough to be merged in parallel parts, cut into pieces as the
+    /// device-time pass reads them: the same spans as one sort.
+    #[test]
+    fn long_sorted_runs_merge_in_parts_as_one_sort_would() {
+        let mut seed = 11u64;
+        let mut rand = |n: i64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((seed >> 33) % n as u64) as i64
+        };
+        for round in 0..40 {
+            let lines: Vec<Vec<(i64, i64)>> = (0..1 + round % 5)
+                .map(|_| {
+                    let mut t = rand(50);
+                    (0..rand(400))
+                        .map(|_| {
+                            t += rand(20);
+                            let span = (t, t + rand(30) - 2);
+                            t = t.max(span.1);
+                            span
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut runs: Vec<&[(i64, i64)]> = Vec::new();
+            for line in &lines {
+                let mut rest = line.as_slice();
+                while !rest.is_empty() {
+                    let (piece, after) = rest.split_at((1 + rand(90) as usize).min(rest.len()));
+                    runs.push(piece);
+                    rest = after;
+                }
+            }
+            let merged = Intervals::from_sorted_runs(&runs);
+            assert_eq!(merged.spans(), Intervals::new(lines.concat()).spans(), "round {round}");
         }
     }
 }

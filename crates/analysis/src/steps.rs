@@ -10,7 +10,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 use stepscope_xspace::{Format, Line};
 
-use crate::cache::{FastMap, ReleaseBehind, TimeBase};
+use crate::cache::{FastMap, HostTime, ReleaseBehind, TimeBase};
+use crate::device_time::Part;
 use crate::profile::{host_cpu_plane, Device, Keys, OpSource, Profile};
 use crate::stats::Intervals;
 
@@ -176,17 +177,19 @@ pub(crate) fn cached(profile: &Profile) -> &Steps {
 /// hosts' compile events and intervals, and the steps measured against them.
 pub(crate) fn measure(profile: &Profile, devices: &[Device]) -> TimeBase {
     let (source, mut steps) = find_steps(profile, devices);
-    let ((busy, active), (compile_events, compile)) = rayon::join(
-        || devices.par_iter().map(measure_busy).unzip::<_, _, Vec<Intervals>, Vec<Intervals>>(),
-        || {
-            let events = compile_events(profile);
-            let intervals = compile_intervals(profile, &events);
-            (events, intervals)
-        },
+    let (measured, hosts) = rayon::join(
+        || devices.par_iter().map(crate::device_time::measure_ops).collect::<Vec<_>>(),
+        || host_events(profile, devices),
     );
+    let (mut busy, mut active, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
+    for m in measured {
+        busy.push(m.busy);
+        active.push(m.active);
+        kinds.push(m.kinds);
+    }
     // Steps come in time order: each query starts where the last one ended.
     let mut busy_at: Vec<_> = busy.iter().map(|b| b.cursor()).collect();
-    let mut compile_at: Vec<_> = compile.iter().map(|c| c.cursor()).collect();
+    let mut compile_at: Vec<_> = hosts.iter().map(|h| h.compile.cursor()).collect();
     for step in &mut steps {
         let (lo, hi) = (step.start_ps, step.end_ps());
         let on_host: Vec<i64> = devices
@@ -204,7 +207,7 @@ pub(crate) fn measure(profile: &Profile, devices: &[Device]) -> TimeBase {
         }
     }
     let steps = Steps { schema: "stepscope.steps/1", source, steps };
-    TimeBase { busy, active, compile_events, compile, steps }
+    TimeBase { busy, active, kinds, hosts, steps }
 }
 
 fn find_steps(profile: &Profile, devices: &[Device]) -> (StepSource, Vec<Step>) {
@@ -401,7 +404,7 @@ pub(crate) fn module_runs(d: &Device, of_module: impl Fn(u32) -> bool) -> Vec<(i
 }
 
 /// Widens run `run`'s span in `runs` to cover `(lo, hi)`.
-fn widen(runs: &mut FastMap<i64, (i64, i64)>, run: i64, (lo, hi): (i64, i64)) {
+pub(crate) fn widen(runs: &mut FastMap<i64, (i64, i64)>, run: i64, (lo, hi): (i64, i64)) {
     let e = runs.entry(run).or_insert((lo, hi));
     e.0 = e.0.min(lo);
     e.1 = e.1.max(hi);
@@ -422,62 +425,6 @@ pub fn busy_intervals<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
 pub(crate) fn active_intervals<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
     &profile.time_base().active[d.index]
 }
-
-/// [`busy_intervals`] and [`active_intervals`] of `d`, in one pass over its ops.
-fn measure_busy(d: &Device) -> (Intervals, Intervals) {
-    let ops = d.cached_ops();
-    // Ops come in line order, then mostly in time order: each piece of them is merged
-    // on its own (back-to-back ones as they come), and the pieces' unions are joined
-    // pairwise, in parallel.
-    let (busy, runs) = crate::cache::pieces(ops.recs.len(), BUSY_PIECE)
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .map(|range| {
-            let mut spans: Vec<(i64, i64)> = Vec::with_capacity(range.len());
-            let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
-            // The run being read (a run's ops mostly come together): (run, first start, last end).
-            let mut current: Option<(i64, i64, i64)> = None;
-            for i in range {
-                let (_, start, end, _) = ops.span(d.plane, i);
-                match spans.last_mut() {
-                    Some(last) if (last.0..=last.1).contains(&start) => last.1 = last.1.max(end),
-                    _ => spans.push((start, end)),
-                }
-                match (ops.run_id(&ops.recs[i]), &mut current) {
-                    (Some(r), Some((cr, lo, hi))) if *cr == r => {
-                        *lo = (*lo).min(start);
-                        *hi = (*hi).max(end);
-                    }
-                    (Some(r), _) => {
-                        if let Some((done, lo, hi)) = current.replace((r, start, end)) {
-                            widen(&mut runs, done, (lo, hi));
-                        }
-                    }
-                    (None, _) => {}
-                }
-            }
-            if let Some((done, lo, hi)) = current {
-                widen(&mut runs, done, (lo, hi));
-            }
-            (Intervals::new(spans), runs)
-        })
-        .reduce_with(|(a, mut ra), (b, rb)| {
-            for (run, span) in rb {
-                widen(&mut ra, run, span);
-            }
-            (Intervals::union(&[&a, &b]), ra)
-        })
-        .unwrap_or_default();
-    let active = match runs.is_empty() {
-        true => busy.clone(),
-        false => Intervals::union(&[&busy, &Intervals::new(runs.into_values().collect())]),
-    };
-    (busy, active)
-}
-
-/// Op records merged into busy time as one piece by [`measure_busy`] (debug builds
-/// cut the fixtures' too, so the joining of pieces is checked by every test).
-const BUSY_PIECE: usize = if cfg!(debug_assertions) { 1 << 8 } else { 1 << 16 };
 
 /// True for host events that are XLA compilation (or lowering for it). For a method
 /// (`Class::method(args)`) the method decides: `PjRtCApiCompiler::Compile` compiles,
@@ -526,45 +473,57 @@ pub(crate) const COMPILER: u8 = 2;
 /// Per host, the events of its CPU plane that the compile analyses read, found in one
 /// pass (once per profile: see [`Profile::prepare`]): (line, event, kinds) in line
 /// order, then event order; kinds are [`COMPILE`] and [`COMPILER`].
-pub(crate) fn host_compile_events(profile: &Profile) -> &[Vec<(u32, u32, u8)>] {
-    &profile.time_base().compile_events
+pub(crate) fn host_compile_events(profile: &Profile) -> impl Iterator<Item = &[(u32, u32, u8)]> {
+    profile.time_base().hosts.iter().map(|h| h.compile_events.as_slice())
 }
 
-fn compile_events(profile: &Profile) -> Vec<Vec<(u32, u32, u8)>> {
-    (profile.hosts.par_iter())
-        .map(|space| {
-            let Some(plane) = host_cpu_plane(space) else { return Vec::new() };
+/// Per host, what its CPU plane says of device time: compile events and their time,
+/// and, on a host whose XLA device is its CPU, its host-side copies. One pass over
+/// the plane's lines, for the events whose names say they are one of these.
+fn host_events(profile: &Profile, devices: &[Device]) -> Vec<HostTime> {
+    const TO_DEVICE: u8 = 4;
+    const TO_HOST: u8 = 8;
+    (profile.hosts.par_iter().enumerate())
+        .map(|(hi, space)| {
+            let Some(plane) = host_cpu_plane(space) else { return HostTime::default() };
+            let copies = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
             let kinds: Vec<u8> = (plane.event_meta.iter())
                 .map(|m| {
                     let name = plane.text(m.name);
                     let compile = is_compile_event(name);
-                    u8::from(compile) * COMPILE + u8::from(compile && name.contains("Compile")) * COMPILER
+                    let copy = match copies.then(|| crate::device_time::host_transfer_kind(name)).flatten() {
+                        Some(Part::HostToDevice) => TO_DEVICE,
+                        Some(_) => TO_HOST,
+                        None => 0,
+                    };
+                    u8::from(compile) * COMPILE + u8::from(compile && name.contains("Compile")) * COMPILER + copy
                 })
                 .collect();
             let mask: Vec<bool> = kinds.iter().map(|&k| k != 0).collect();
-            let mut hits = Vec::new();
+            let mut host = HostTime::default();
+            let (mut compile, mut to_device, mut to_host) = (Vec::new(), Vec::new(), Vec::new());
             for (l, line) in plane.lines.iter().enumerate() {
-                hits.extend(line.events_with_meta(&mask).map(|i| (l as u32, i as u32, kinds[line.meta(i) as usize])));
+                for i in line.events_with_meta(&mask) {
+                    let k = kinds[line.meta(i) as usize];
+                    let span = (line.start_ps(i), line.end_ps(i));
+                    if k & (COMPILE | COMPILER) != 0 {
+                        host.compile_events.push((l as u32, i as u32, k & (COMPILE | COMPILER)));
+                    }
+                    if k & COMPILE != 0 {
+                        compile.push(span);
+                    }
+                    if k & TO_DEVICE != 0 {
+                        to_device.push(span);
+                    }
+                    if k & TO_HOST != 0 {
+                        to_host.push(span);
+                    }
+                }
             }
-            hits
-        })
-        .collect()
-}
-
-/// The time XLA compilation ran on each host, from its compile events.
-fn compile_intervals(profile: &Profile, events: &[Vec<(u32, u32, u8)>]) -> Vec<Intervals> {
-    (profile.hosts.iter().zip(events))
-        .map(|(space, hits)| {
-            let Some(plane) = host_cpu_plane(space) else { return Intervals::default() };
-            let compiles = hits.iter().filter(|h| h.2 & COMPILE != 0);
-            Intervals::new(
-                compiles
-                    .map(|&(l, i, _)| {
-                        let line = &plane.lines[l as usize];
-                        (line.start_ps(i as usize), line.end_ps(i as usize))
-                    })
-                    .collect(),
-            )
+            host.compile = Intervals::new(compile);
+            host.to_device = Intervals::new(to_device);
+            host.to_host = Intervals::new(to_host);
+            host
         })
         .collect()
 }

@@ -93,12 +93,6 @@ pub(crate) fn overview_and_inputs(profile: &Profile, top: usize) -> (Summary, ad
         // while this one measures the steps and the device time.
         profile.device_set();
         let op_profile = s.spawn(|| ops::warm(profile));
-        // The ops' kinds need only the devices too: beside the steps.
-        let kinds = s.spawn(|| {
-            profile.op_kinds();
-        });
-        profile.time_base();
-        kinds.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         profile.prepare();
         op_profile.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         memory.join()
