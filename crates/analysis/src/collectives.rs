@@ -162,7 +162,13 @@ pub fn collectives(profile: &Profile) -> Collectives {
     for (d, t) in devices.iter().zip(&model.devices) {
         let id = d.id();
         let window = Intervals::new(t.window.clone());
-        let compute = &t.compute_ops;
+        let compute = crate::device_time::compute_ops(profile, d);
+        // Compute within the window under [lo, hi).
+        let compute_within = |lo: i64, hi: i64| {
+            let from = t.window.partition_point(|w| w.1 <= lo);
+            let spans = t.window[from..].iter().take_while(|w| w.0 < hi);
+            sum_ps(spans.map(|&(a, b)| compute.overlap(a.max(lo), b.min(hi))))
+        };
         for run in runs(d) {
             // The run's time in the window, and the compute under it.
             let all = Intervals::new(run.spans);
@@ -170,7 +176,7 @@ pub fn collectives(profile: &Profile) -> Collectives {
             outside_window_ps = outside_window_ps.saturating_add(all.total() - mine.total());
             let len = mine.total();
             let overlapped = overlap(compute, &mine);
-            let flight = run.flight.map(|(lo, hi)| (window.overlap(lo, hi), compute.overlap(lo, hi)));
+            let flight = run.flight.map(|(lo, hi)| (window.overlap(lo, hi), compute_within(lo, hi)));
             if len == 0 && flight.is_none_or(|f| f.0 == 0) {
                 continue;
             }

@@ -173,9 +173,6 @@ pub struct DeviceTimeline {
     pub busy_ps: i64,
     /// Every collective op's span within the window (under compute or not).
     pub collective_ops: Intervals,
-    /// The time compute ran within the window, kept for devices that ran a collective
-    /// (what ran under them): empty on the others.
-    pub compute_ops: Intervals,
 }
 
 impl DeviceTimeline {
@@ -250,6 +247,23 @@ pub(crate) struct OpKinds {
     spans: Vec<Intervals>,
 }
 
+impl OpKinds {
+    /// The time compute ran, given the device's busy time.
+    fn compute<'a>(&'a self, busy: &'a Intervals) -> &'a Intervals {
+        match self.spans[1..].iter().all(|s| s.spans().is_empty()) {
+            true => busy,
+            false => &self.spans[Part::Compute.index()],
+        }
+    }
+}
+
+/// The time device `d` ran compute ops (whole capture): what ran under its
+/// collectives.
+pub(crate) fn compute_ops<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
+    let base = profile.time_base();
+    base.kinds[d.index].compute(&base.busy[d.index])
+}
+
 /// What one pass over a device's ops measures (stage 2, [`measure_ops`]).
 pub(crate) struct OpTime {
     /// The union of its op intervals.
@@ -280,10 +294,12 @@ pub(crate) fn measure_ops(d: &Device) -> OpTime {
         || {
             rayon::join(
                 || union_of(pieces.iter().map(|p| &p.busy)),
-                // Compute's own time, read again only where other kinds ran too.
-                || match mixed {
-                    true => compute_spans(d, &of_op),
-                    false => Intervals::default(),
+                // Compute's own time, where other kinds ran too (XLA:CPU ops, nearly
+                // always all compute, are read again for it).
+                || match (mixed, d.source) {
+                    (false, _) => Intervals::default(),
+                    (true, OpSource::HostOps) => compute_spans(d, &of_op),
+                    (true, _) => union_of(pieces.iter().map(|p| &p.compute)),
                 },
             )
         },
@@ -315,6 +331,8 @@ struct Piece {
     loose: Spans,
     /// Per `run_id`: first start to last end.
     runs: FastMap<i64, (i64, i64)>,
+    /// The spans of its compute ops (devices other than XLA:CPU).
+    compute: Spans,
     /// The spans of the ops of each op part after compute.
     other: [Spans; 5],
 }
@@ -326,8 +344,10 @@ fn measure_piece(d: &Device, first: usize, kinds: &mut [Part]) -> Piece {
         busy: Spans { spans: Vec::with_capacity(kinds.len()), cuts: Vec::new() },
         loose: Spans::default(),
         runs: FastMap::default(),
+        compute: Spans::default(),
         other: Default::default(),
     };
+    let track_compute = d.source != OpSource::HostOps;
     let mut classify = Classifier::new(d);
     // The run being read (a run's ops mostly come together): (run, first start, last end).
     let mut current: Option<(i64, i64, i64)> = None;
@@ -337,8 +357,10 @@ fn measure_piece(d: &Device, first: usize, kinds: &mut [Part]) -> Piece {
         let end = start.saturating_add(line.duration_ps(r.index as usize).max(0));
         p.busy.push(start, end);
         *kind = classify.kind(r, line);
-        if *kind != Part::Compute {
-            p.other[kind.index() - 1].push(start, end);
+        match *kind {
+            Part::Compute if track_compute => p.compute.push(start, end),
+            Part::Compute => {}
+            k => p.other[k.index() - 1].push(start, end),
         }
         match (ops.run_id(r), &mut current) {
             (Some(run), Some((cr, lo, hi))) if *cr == run => {
@@ -464,10 +486,12 @@ fn window(d: &Device, steps: &Steps, busy: &Intervals) -> (WindowSource, Vec<(i6
 /// One device's timeline in `window`, from its ops by kind, its busy and active time,
 /// and its host's compile time and host copies (to the device, to the host).
 ///
-/// Part `i` is the time of its set in the window that no set before it covers: with
-/// `U(i)` the union of the sets up to `i`, its length is `|U(i) ∩ W| - |U(i-1) ∩ W|`.
-/// The unions are mostly there already: the op kinds' union is busy, busy lies
-/// within active, and compile and host copies are short lists, subtracted as such.
+/// Each part is the time of its set in the window that no set before it covers. The
+/// sets that can be as large as the ops are measured without being copied: compute
+/// (or busy, when every op is compute) by its overlap with the window's spans, and
+/// runtime overhead as active time beyond busy (busy lies within active). The other
+/// sets (the other op kinds, compile, host copies) are mostly short: each is cut to the
+/// window, less the sets before it.
 fn timeline(
     k: &OpKinds,
     (window_source, window): (WindowSource, Vec<(i64, i64)>),
@@ -479,49 +503,34 @@ fn timeline(
         let mut at = set.cursor();
         sum_ps(window.iter().map(|&(lo, hi)| at.overlap(lo, hi)))
     };
-    // covered[i] = |U(i) ∩ W|.
-    let mut covered = [0i64; Part::ALL.len() - 1];
-    let last_kind = (0..Part::OPS.len()).rev().find(|&i| !k.spans[i].spans().is_empty()).unwrap_or(0);
-    let busy_ps = in_window(busy);
-    let mut union = Intervals::default();
-    for (i, kind) in k.spans.iter().enumerate() {
-        covered[i] = if i >= last_kind {
-            busy_ps
-        } else {
-            if !kind.spans().is_empty() {
-                union = Intervals::union(&[&union, kind]);
-            }
-            in_window(&union)
-        };
-    }
-    let ops = Part::OPS.len();
-    // After the ops: inside a program with no op running (active ⊇ busy).
-    covered[ops] = in_window(active);
-    // Then compiling, copying on the host: each part what is left of its set.
+    let mut parts_ps = [0i64; Part::ALL.len()];
+    let compute = k.compute(busy);
+    parts_ps[Part::Compute.index()] = in_window(compute);
+    // The op kinds after compute, each less compute and the kinds before it.
     let mut named: Vec<Intervals> = Vec::new();
-    for (i, set) in host.into_iter().flatten().enumerate() {
-        let mut part = set.within(&window).minus(active);
-        for before in &named {
-            part = part.minus(before);
+    for (i, kind) in k.spans.iter().enumerate().skip(1) {
+        if kind.spans().is_empty() {
+            continue;
         }
-        covered[ops + 1 + i] = covered[ops + i].saturating_add(part.total());
+        let part = named.iter().fold(kind.within(&window).minus(compute), |part, before| part.minus(before));
+        parts_ps[i] = part.total();
         named.push(part);
     }
-    for i in ops + 1 + named.len()..covered.len() {
-        covered[i] = covered[i - 1];
+    let busy_ps = sum_ps(parts_ps[..Part::OPS.len()].iter().copied());
+    debug_assert_eq!(busy_ps, in_window(busy), "the op parts add up to busy");
+    parts_ps[Part::RuntimeOverhead.index()] = in_window(active).saturating_sub(busy_ps).max(0);
+    // Then compiling, copying on the host: each what is left of its set.
+    named.clear();
+    let host_parts = [Part::Compile, Part::HostCopyToDevice, Part::HostCopyToHost];
+    for (part_of, set) in host_parts.into_iter().zip(host.into_iter().flatten()) {
+        let part = named.iter().fold(set.within(&window).minus(active), |part, before| part.minus(before));
+        parts_ps[part_of.index()] = part.total();
+        named.push(part);
     }
     let window_ps = sum_ps(window.iter().map(|(a, b)| b.saturating_sub(*a)));
-    let mut parts_ps = [0i64; Part::ALL.len()];
-    for (i, part) in parts_ps.iter_mut().enumerate() {
-        let (upto, before) = (covered.get(i).copied().unwrap_or(window_ps), i.checked_sub(1).map_or(0, |b| covered[b]));
-        *part = upto.saturating_sub(before).max(0);
-    }
+    parts_ps[Part::Idle.index()] = window_ps.saturating_sub(sum_ps(parts_ps.iter().copied())).max(0);
     let collective_ops = k.spans[Part::Collective.index()].within(&window);
-    let compute_ops = match collective_ops.spans().is_empty() {
-        true => Intervals::default(),
-        false => k.spans[Part::Compute.index()].within(&window),
-    };
-    DeviceTimeline { window_source, window, parts_ps, busy_ps, collective_ops, compute_ops }
+    DeviceTimeline { window_source, window, parts_ps, busy_ps, collective_ops }
 }
 
 /// The kind of each op of a device ([`op_kind`] of its name, its category and its
@@ -573,8 +582,7 @@ impl<'d> Classifier<'d> {
                 k => k,
             }
         };
-        let own = d.keys.hlo_category.and_then(|k| line.event_stats(r.index as usize).find(|s| s.meta() == k));
-        if let Some(own) = own {
+        if let Some([Some(own)]) = d.plane.own_stats_of(&self.look, line, r.index as usize) {
             let category = d.plane.stat_str(&own).unwrap_or("");
             let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
             return *self.by_text.entry(key).or_insert_with(|| kind_of(category));
