@@ -34,6 +34,9 @@ Examples:
     # data-parallel over 4 CPU devices: gradients all-reduced each step
     python3 scripts/capture_jax.py --steps 4 --devices 4
 
+    # 2 CPU devices, steps not annotated: each device measured in its own runs
+    python3 scripts/capture_jax.py --steps 4 --devices 2 --no-step-annotation
+
     # on the GPU (CUPTI kernel events), a bigger bf16 model that keeps the GPU busy
     python3 scripts/capture_jax.py --platform gpu --steps 5 --dtype bf16 \
         --layers 4 --d-model 1024 --seq 256 --batch 16 --vocab 8192
@@ -89,6 +92,9 @@ def parse_args(argv=None):
     p.add_argument("--no-sync", action="store_true",
                    help="do not wait for each step's loss (JAX dispatches ahead, as in most training loops); "
                         "the losses are read after the last step")
+    p.add_argument("--no-step-annotation", action="store_true",
+                   help="no StepTraceAnnotation around the captured steps (as in loops that never "
+                        "mark their steps): steps are then found from the train step's executions")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
     a = p.parse_args(argv)
     if a.capture_compile:
@@ -298,7 +304,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     jax.profiler.start_trace(args.out, create_perfetto_trace=args.perfetto, **trace_kwargs)
     try:
-        losses = [run_step(i, annotate=True) for i in range(args.steps)]
+        losses = [run_step(i, annotate=not args.no_step_annotation) for i in range(args.steps)]
         losses = [float(x) for x in losses]  # with --no-sync, waits for the last step here
     finally:
         jax.profiler.stop_trace()

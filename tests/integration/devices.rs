@@ -11,6 +11,7 @@ const DP4: &str = "cpu-dp4/plugins/profile/2026_11_21_23_24_47/vm.xplane.pb";
 const CPU_RUN: &str = "cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb";
 const COMPILE_RUN: &str = "cpu-compile/plugins/profile/2026_11_21_22_29_21/vm.xplane.pb";
 const TPU: &str = "tpu-v6e-inference/tpu_inference_2.xplane.pb";
+const DP2_OWN: &str = "cpu-dp2-own-steps/plugins/profile/2026_11_24_23_21_25/vm.xplane.pb";
 
 fn path(rel: &str) -> String {
     fixture(rel).to_str().unwrap().to_string()
@@ -92,6 +93,61 @@ fn data_parallel_cpu_capture_splits_into_devices_and_counts_the_all_reduces() {
     let s = json(&["summary", &f]);
     assert!(s["breakdown"]["collectives_ps"].as_i64().unwrap() > 0);
     assert_eq!(s["environment"]["devices"][0]["count"], 4);
+}
+
+/// Sorted, merged spans and their total length.
+fn union_ps(mut spans: Vec<(i64, i64)>) -> (Vec<(i64, i64)>, i64) {
+    spans.sort();
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for (a, b) in spans.into_iter().filter(|s| s.1 > s.0) {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    let total = out.iter().map(|s| s.1 - s.0).sum();
+    (out, total)
+}
+
+#[test]
+fn devices_without_step_annotations_are_measured_in_their_own_runs() {
+    // Two XLA:CPU devices, steps not annotated: each device's window is its own runs of
+    // the train step (first op to last op of each run_id), and its busy time the union
+    // of its ops in that window, per the reference reader.
+    let f = path(DP2_OWN);
+    let events = ref_plane_events(&f, "/host:CPU");
+    let mut runs: BTreeMap<(i64, i64), (i64, i64)> = BTreeMap::new();
+    let mut ops: BTreeMap<i64, Vec<(i64, i64)>> = BTreeMap::new();
+    for (_, ev) in &events {
+        let st = &ev["stats"];
+        let (Some(_), Some(ord)) = (st["hlo_op"].as_str(), st["device_ordinal"].as_i64()) else { continue };
+        let start = ev["start_ps"].as_i64().unwrap();
+        let end = start + ev["duration_ps"].as_i64().unwrap();
+        ops.entry(ord).or_default().push((start, end));
+        if st["hlo_module"] == "jit_train_step" {
+            let span = runs.entry((ord, st["run_id"].as_i64().unwrap())).or_insert((start, end));
+            *span = (span.0.min(start), span.1.max(end));
+        }
+    }
+    assert_eq!(ops.len(), 2, "two CPU devices");
+    let s = json(&["steps", &f]);
+    assert_eq!(s["source"], "module_executions", "{s}");
+    let d = json(&["devices", &f]);
+    let rows = d["devices"].as_array().unwrap();
+    let mut windows = Vec::new();
+    for (ord, spans) in &ops {
+        let r = rows.iter().find(|r| r["device"] == format!("/device:CPU:{ord}").as_str()).expect("a row per device");
+        let (window, window_ps) = union_ps(runs.iter().filter(|(k, _)| k.0 == *ord).map(|(_, s)| *s).collect());
+        let in_window: Vec<(i64, i64)> = (union_ps(spans.clone()).0.iter())
+            .flat_map(|&(a, b)| window.iter().map(move |&(wa, wb)| (a.max(wa), b.min(wb))))
+            .collect();
+        assert_eq!(r["window_source"], "own_steps", "{r}");
+        assert_eq!(r["window_ps"].as_i64().unwrap(), window_ps, "{r}");
+        assert_eq!(r["busy_ps"].as_i64().unwrap(), union_ps(in_window).1, "{r}");
+        assert_eq!(r["op_count"].as_u64().unwrap(), spans.len() as u64, "{r}");
+        windows.push(window_ps);
+    }
+    assert_ne!(windows[0], windows[1], "each device in its own window");
 }
 
 #[test]

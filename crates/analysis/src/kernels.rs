@@ -189,18 +189,28 @@ fn finish_dims(d: [Option<u32>; 3]) -> [u32; 3] {
 ///   but not `gamma`);
 /// - is a ROCm Tensile/hipBLASLt kernel (`Cijk_…`) whose tile has an `MI<m>x<n>…`
 ///   part (MFMA instructions; the non-MFMA tiles have no `MI`);
-/// - is a GEMM/convolution (`gemm`, `cutlass`, `conv`) with a low-precision or
+/// - is a GEMM/convolution (`gemm`, `cutlass`, a word starting `conv`) with a low-precision or
 ///   tensor-core shape hint: `f16`/`fp16`/`bf16`/`tf32`/`half`/`fp8`/`e4m3`/`e5m2`,
 ///   or cuBLAS shape codes `h884`, `h1688`, `h16816`, `s1688`, `s16816`, `i8816`,
 ///   `i16832` (e.g. `ampere_bf16_s16816gemm_…`, `sm80_xmma_gemm_bf16bf16_…`,
 ///   `cutlass_80_tensorop_…`); CUTLASS `simt` kernels excepted.
 ///
+/// - is a fused attention kernel (`fmha`, `flash_fwd`/`flash_bwd`/`flash_attn`:
+///   CK tile's `FmhaFwdKernel`, FlashAttention), whose matrix products run on them.
+///
 /// Plain `gemm` names without a dtype hint (XLA/Triton `gemm_fusion_dot…`) read as
-/// false: the name cannot tell.
+/// false: the name cannot tell. Eigen's kernels (`EigenMetaKernel<…TensorConversionOp
+/// <Eigen::half…>>`: element-wise, a dtype conversion) never use them.
 pub fn uses_tensor_cores(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
+    if lower.contains("eigen") {
+        return false;
+    }
     let words = || lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty());
-    const MARKERS: [&str; 8] = ["hmma", "wmma", "xmma", "imma", "wgmma", "mfma", "tensorop", "tensor_op"];
+    const MARKERS: [&str; 12] = [
+        "hmma", "wmma", "xmma", "imma", "wgmma", "mfma", "tensorop", "tensor_op", "fmha", "flash_fwd", "flash_bwd",
+        "flash_attn",
+    ];
     if MARKERS.iter().any(|m| lower.contains(m)) {
         return true;
     }
@@ -210,7 +220,9 @@ pub fn uses_tensor_cores(name: &str) -> bool {
     if name.starts_with("Cijk_") && name.split('_').any(is_mfma_tile) {
         return true;
     }
-    let matmul = ["gemm", "cutlass", "conv"].iter().any(|m| lower.contains(m));
+    // A convolution, not a conversion (`convert_element_type`, `TensorConversionOp`).
+    let conv = words().any(|w| w.starts_with("conv") && !w.starts_with("conver"));
+    let matmul = conv || ["gemm", "cutlass"].iter().any(|m| lower.contains(m));
     const HINTS: [&str; 15] = [
         "f16", "fp16", "bf16", "tf32", "half", "fp8", "e4m3", "e5m2", "h884", "h1688", "h16816", "s1688", "s16816",
         "i8816", "i16832",
@@ -494,6 +506,9 @@ mod tests {
             "Cijk_Ailk_Bljk_BBS_BH_MT256x224x64_MI16x16x16x1_SN_1LDSB1.kd",
             "triton_mma_16816",
             "gemm_kernel_with_hmma",
+            "_ZN7ck_tile6kentryILi256ELi1ENS_13FmhaFwdKernelINS_26BlockFmhaPipelineQRKSVSAsyncE",
+            "flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t>>",
+            "void cudnn::cnn::conv2d_grouped_direct_kernel<true, false, __half, float>",
         ] {
             assert!(uses_tensor_cores(yes), "{yes}");
         }
@@ -506,6 +521,10 @@ mod tests {
             "cutlass_simt_sgemm_128x128_8x2_nn_align1",
             "sgemm_128x128x8_NN",
             "input_reduce_fusion_f16",
+            "void Eigen::internal::EigenMetaKernel<Eigen::TensorEvaluator<Eigen::TensorAssignOp<Eigen::TensorMap<\
+             Eigen::Tensor<float, 1, 1, long>, 16>, Eigen::TensorConversionOp<float, Eigen::TensorMap<Eigen::Tensor<\
+             Eigen::half const, 1, 1, long>, 16> const> const> const, Eigen::GpuDevice>, long>",
+            "convert_element_type_fusion_bf16",
         ] {
             assert!(!uses_tensor_cores(no), "{no}");
         }

@@ -136,42 +136,38 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
 }
 
 /// The average step of `step_ps` split as the devices' windows are: each part's share
-/// of each device's window, averaged over the devices with a window. Idle takes the
-/// rounding, so the parts add up to `step_ps`.
+/// of each device's window, averaged over the devices with a window. The shares are
+/// rounded as running totals (each part is the rounded total up to it less the one
+/// before it), and idle takes what is left: the parts add up to `step_ps` exactly and
+/// none is negative.
 fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
     let with_window: Vec<&DeviceTimeline> = model.with_window().collect();
-    let share = |part: Part| -> i64 {
-        if with_window.is_empty() {
-            return 0;
+    let mut ps = [0i64; Part::ALL.len()];
+    if !with_window.is_empty() {
+        let (mut share_so_far, mut ps_so_far) = (0.0f64, 0i64);
+        for (i, part) in Part::ALL.into_iter().enumerate().filter(|(_, p)| *p != Part::Idle) {
+            let mean: f64 = with_window.iter().map(|t| t.part_ps(part) as f64 / t.window_ps() as f64).sum::<f64>()
+                / with_window.len() as f64;
+            share_so_far = (share_so_far + mean).min(1.0);
+            let upto = ((share_so_far * step_ps as f64).round() as i64).clamp(ps_so_far, step_ps.max(ps_so_far));
+            ps[i] = upto - ps_so_far;
+            ps_so_far = upto;
         }
-        let mean: f64 = with_window.iter().map(|t| t.part_ps(part) as f64 / t.window_ps() as f64).sum::<f64>()
-            / with_window.len() as f64;
-        (mean * step_ps as f64).round() as i64
-    };
-    let mut b = Breakdown {
+    }
+    let part = |p: Part| ps[Part::ALL.iter().position(|&q| q == p).unwrap_or(0)];
+    let named = sum_ps(ps.iter().copied());
+    Breakdown {
         step_ps,
-        device_compute_ps: share(Part::Compute),
-        collectives_ps: share(Part::Collective),
-        host_to_device_ps: share(Part::HostToDevice) + share(Part::HostCopyToDevice),
-        device_to_host_ps: share(Part::DeviceToHost) + share(Part::HostCopyToHost),
-        device_to_device_ps: share(Part::DeviceToDevice),
-        async_wait_ps: share(Part::AsyncWait),
-        runtime_overhead_ps: share(Part::RuntimeOverhead),
-        compile_ps: share(Part::Compile),
-        device_idle_ps: 0,
-    };
-    let named = sum_ps([
-        b.device_compute_ps,
-        b.collectives_ps,
-        b.host_to_device_ps,
-        b.device_to_host_ps,
-        b.device_to_device_ps,
-        b.async_wait_ps,
-        b.runtime_overhead_ps,
-        b.compile_ps,
-    ]);
-    b.device_idle_ps = step_ps.saturating_sub(named).max(0);
-    b
+        device_compute_ps: part(Part::Compute),
+        collectives_ps: part(Part::Collective),
+        host_to_device_ps: part(Part::HostToDevice) + part(Part::HostCopyToDevice),
+        device_to_host_ps: part(Part::DeviceToHost) + part(Part::HostCopyToHost),
+        device_to_device_ps: part(Part::DeviceToDevice),
+        async_wait_ps: part(Part::AsyncWait),
+        runtime_overhead_ps: part(Part::RuntimeOverhead),
+        compile_ps: part(Part::Compile),
+        device_idle_ps: step_ps.saturating_sub(named).max(0),
+    }
 }
 
 fn environment(profile: &Profile, devices: &[Device]) -> Environment {
