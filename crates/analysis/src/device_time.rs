@@ -304,7 +304,8 @@ pub(crate) fn measure_ops(d: &Device) -> OpTime {
             )
         },
         || {
-            let others = (0..Part::OPS.len() - 1).map(|k| union_of(pieces.iter().map(|p| &p.other[k]))).collect();
+            let others: Vec<Intervals> =
+                (0..Part::OPS.len() - 1).map(|k| union_of(pieces.iter().map(|p| &p.other[k]))).collect();
             (others, union_of(pieces.iter().map(|p| &p.loose)))
         },
     );
@@ -314,7 +315,6 @@ pub(crate) fn measure_ops(d: &Device) -> OpTime {
         true => busy.clone(),
         false => Intervals::union(&[&Intervals::new(runs.into_values().collect()), &loose]),
     };
-    let others: Vec<Intervals> = others;
     let spans = std::iter::once(compute).chain(others).collect();
     OpTime { busy, active, kinds: OpKinds { of_op, spans } }
 }

@@ -538,13 +538,17 @@ mod set_tests {
         (0..100).map(|t| iv.spans().iter().any(|&(a, b)| a <= t && t < b)).collect()
     }
 
-    #[test]
-    fn minus_union_and_within_agree_with_pointwise_sets() {
-        let mut seed = 7u64;
-        let mut rand = |n: i64| {
+    /// A small deterministic generator: `rand(n)` in `0..n`.
+    fn generator(mut seed: u64) -> impl FnMut(i64) -> i64 {
+        move |n: i64| {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             ((seed >> 33) % n as u64) as i64
-        };
+        }
+    }
+
+    #[test]
+    fn minus_union_and_within_agree_with_pointwise_sets() {
+        let mut rand = generator(7);
         for _ in 0..300 {
             let mut make = || {
                 let n = rand(6);
@@ -579,21 +583,12 @@ mod set_tests {
             assert_eq!(Intervals::from_sorted_runs(&slices).spans(), Intervals::new(runs.concat()).spans(), "{runs:?}");
         }
     }
-}
-
-#[cfg(test)]
-mod merge_tests {
-    use super::Intervals;
 
     /// Lines of ops long enough to be merged in parallel parts, cut into pieces as the
     /// device-time pass reads them: the same spans as one sort.
     #[test]
     fn long_sorted_runs_merge_in_parts_as_one_sort_would() {
-        let mut seed = 11u64;
-        let mut rand = |n: i64| {
-            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((seed >> 33) % n as u64) as i64
-        };
+        let mut rand = generator(11);
         for round in 0..40 {
             let lines: Vec<Vec<(i64, i64)>> = (0..1 + round % 5)
                 .map(|_| {
