@@ -216,8 +216,6 @@ pub(crate) struct DeviceOps {
     /// Names given to GPU kernels that ran in a command buffer, each with the name
     /// the profile gave them (the buffer's, `command_buffer_1`).
     pub renamed: FastMap<u32, u32>,
-    /// Per name: whether it is a collective (see [`crate::device_time::is_collective`]).
-    pub collective: OnceLock<Vec<bool>>,
     /// What the records' [`OpRec::value`] holds.
     pub value: RecValue,
     /// The `program_id`s of the records ([`OpRec::program`] indexes them).
@@ -524,7 +522,6 @@ impl<'a> OpsBuilder<'a> {
             names: self.names.names.into_iter().map(Box::from).collect(),
             recs: self.recs,
             renamed: self.renamed,
-            collective: OnceLock::new(),
             value,
             programs: self.programs.ids,
         }

@@ -88,12 +88,13 @@ struct Run<'a> {
     flight: Option<(i64, i64)>,
 }
 
-/// The collectives a device ran, async pairs joined.
-fn runs<'a>(d: &Device<'a>) -> Vec<Run<'a>> {
+/// The collectives a device ran (its ops the model names collectives), async pairs
+/// joined.
+fn runs<'a>(profile: &Profile, d: &Device<'a>) -> Vec<Run<'a>> {
     let ops = d.cached_ops();
-    let flags = d.collective_flags();
+    let kinds = &profile.time_base().kinds[d.index].of_op;
     let mut colls: Vec<OpEvent> =
-        (0..ops.recs.len()).filter(|&i| flags[ops.recs[i].name as usize]).map(|i| ops.event(d.plane, i)).collect();
+        (0..ops.recs.len()).filter(|&i| kinds[i] == Part::Collective).map(|i| ops.event(d.plane, i)).collect();
     colls.sort_by_key(|o| o.start_ps);
     let mut out = Vec::new();
     // Async starts wait for their done, matched by name with `-start` → `-done`.
@@ -169,7 +170,7 @@ pub fn collectives(profile: &Profile) -> Collectives {
             let spans = t.window[from..].iter().take_while(|w| w.0 < hi);
             sum_ps(spans.map(|&(a, b)| compute.overlap(a.max(lo), b.min(hi))))
         };
-        for run in runs(d) {
+        for run in runs(profile, d) {
             // The run's time in the window, and the compute under it.
             let all = Intervals::new(run.spans);
             let mine = all.within(&t.window);

@@ -78,7 +78,8 @@ impl Part {
     /// The parts in which an op ran: the first six.
     pub const OPS: &'static [Part] = Self::ALL.split_at(6).0;
 
-    fn index(self) -> usize {
+    /// Its place in [`Part::ALL`].
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }
@@ -409,9 +410,12 @@ impl Spans {
 
     /// The runs, each sorted by start.
     fn runs(&self) -> impl Iterator<Item = &[(i64, i64)]> {
-        let bounds = std::iter::once(0).chain(self.cuts.iter().copied()).chain(std::iter::once(self.spans.len()));
-        let bounds: Vec<usize> = bounds.collect();
-        (0..bounds.len() - 1).map(move |k| &self.spans[bounds[k]..bounds[k + 1]])
+        let mut from = 0;
+        self.cuts.iter().copied().chain([self.spans.len()]).map(move |to| {
+            let run = &self.spans[from..to];
+            from = to;
+            run
+        })
     }
 }
 

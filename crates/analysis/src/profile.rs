@@ -168,24 +168,6 @@ impl<'a> Device<'a> {
         (0..ops.recs.len()).map(move |i| ops.event(plane, i))
     }
 
-    /// The ops of [`Device::ops`], each with whether it is a collective
-    /// ([`is_collective`](crate::device_time::is_collective) of its name, decided once per name).
-    pub fn ops_with_collective(&self) -> impl ExactSizeIterator<Item = (OpEvent<'a>, bool)> + 'a {
-        let flags = self.collective_flags();
-        self.op_iter().zip(&self.cached_ops().recs).map(|(o, r)| (o, flags[r.name as usize]))
-    }
-
-    /// Per interned op name: whether it is a collective.
-    pub(crate) fn collective_flags(&self) -> &'a [bool] {
-        let ops = self.cached_ops();
-        ops.collective.get_or_init(|| {
-            ops.names
-                .iter()
-                .map(|n| crate::device_time::op_kind(n, "", "") == crate::device_time::Part::Collective)
-                .collect()
-        })
-    }
-
     /// The device's op records (built with the devices).
     pub(crate) fn cached_ops(&self) -> &'a DeviceOps {
         &self.slot.ops

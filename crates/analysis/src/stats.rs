@@ -185,7 +185,7 @@ impl Intervals {
         let mut cuts = vec![i64::MIN];
         if let Some(longest) = chains.iter().max_by_key(|c| c.len()) {
             let len = longest.len();
-            cuts.extend((1..parts).map(|p| longest.nth(p * len / parts).0));
+            cuts.extend((1..parts).filter_map(|p| longest.nth(p * len / parts)).map(|s| s.0));
         }
         cuts.dedup();
         cuts.push(i64::MAX);
@@ -224,31 +224,12 @@ impl Intervals {
     /// Spans already sorted, disjoint and non-empty (the output of a set operation).
     fn from_disjoint(iv: Vec<(i64, i64)>) -> Intervals {
         debug_assert!(iv.windows(2).all(|w| w[0].1 <= w[1].0) && iv.iter().all(|s| s.0 < s.1));
-        // The kept sums of each block of PREFIX_EVERY spans, from the block's start; then
-        // each piece of blocks moved on by the pieces before it (in parallel for long lists).
-        let length = |block: &[(i64, i64)]| block.iter().fold(0u64, |t, &(a, b)| t.wrapping_add(b.abs_diff(a)));
-        let piece = PREFIX_PIECE * PREFIX_EVERY;
-        let mut pieces: Vec<(Vec<u64>, u64)> = (iv.par_chunks(piece.max(1)))
-            .with_min_len(1)
-            .map(|spans| {
-                let mut sums = Vec::with_capacity(spans.len() / PREFIX_EVERY + 1);
-                let mut total = 0u64;
-                for block in spans.chunks(PREFIX_EVERY) {
-                    sums.push(total);
-                    total = total.wrapping_add(length(block));
-                }
-                (sums, total)
-            })
-            .collect();
-        let mut before = 0u64;
-        for (sums, total) in &mut pieces {
-            sums.iter_mut().for_each(|s| *s = s.wrapping_add(before));
-            before = before.wrapping_add(*total);
+        let mut prefix = Vec::with_capacity(iv.len() / PREFIX_EVERY + 1);
+        let mut total = 0u64;
+        for block in iv.chunks(PREFIX_EVERY) {
+            prefix.push(total);
+            total = block.iter().fold(total, |t, &(a, b)| t.wrapping_add(b.abs_diff(a)));
         }
-        let prefix = match pieces.len() {
-            1 => pieces.pop().map(|p| p.0).unwrap_or_default(),
-            _ => pieces.into_iter().flat_map(|p| p.0).collect(),
-        };
         Intervals { spans: iv, prefix }
     }
 
@@ -355,7 +336,9 @@ impl Intervals {
     /// The time covered by `self` within `windows` (sorted, disjoint spans).
     pub fn within(&self, windows: &[(i64, i64)]) -> Intervals {
         let mut out = Vec::with_capacity(self.spans.len());
-        let (mut i, mut j) = (0, 0);
+        // Windows that end before the first span starts hold none of it.
+        let first = self.spans.first().map_or(0, |s| windows.partition_point(|w| w.1 <= s.0));
+        let (mut i, mut j) = (0, first);
         while i < self.spans.len() && j < windows.len() {
             let ((a, b), (wa, wb)) = (self.spans[i], windows[j]);
             let (lo, hi) = (a.max(wa), b.min(wb));
@@ -418,9 +401,6 @@ impl Cursor<'_> {
     }
 }
 
-/// Blocks of [`PREFIX_EVERY`] spans summed as one piece by [`Intervals::from_disjoint`].
-const PREFIX_PIECE: usize = 1 << 13;
-
 /// Gives back a list's spare room when it is most of it (merged spans): a list that
 /// lost a few spans keeps its room rather than be copied into a smaller one.
 fn shrink(spans: &mut Vec<(i64, i64)>) {
@@ -446,15 +426,15 @@ impl<'a> Chain<'a> {
         self.runs.iter().map(|r| r.len()).sum()
     }
 
-    /// Span `i` of the chain (`i < len`).
-    fn nth(&self, mut i: usize) -> (i64, i64) {
+    /// Span `i` of the chain, if it has that many.
+    fn nth(&self, mut i: usize) -> Option<(i64, i64)> {
         for r in &self.runs {
             match r.get(i) {
-                Some(&s) => return s,
+                Some(&s) => return Some(s),
                 None => i -= r.len(),
             }
         }
-        unreachable!("span {i} past the chain's end")
+        None
     }
 
     /// The spans that start in `[lo, hi)`.

@@ -145,16 +145,16 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
     let mut ps = [0i64; Part::ALL.len()];
     if !with_window.is_empty() {
         let (mut share_so_far, mut ps_so_far) = (0.0f64, 0i64);
-        for (i, part) in Part::ALL.into_iter().enumerate().filter(|(_, p)| *p != Part::Idle) {
+        for part in Part::ALL.into_iter().filter(|p| *p != Part::Idle) {
             let mean: f64 = with_window.iter().map(|t| t.part_ps(part) as f64 / t.window_ps() as f64).sum::<f64>()
                 / with_window.len() as f64;
             share_so_far = (share_so_far + mean).min(1.0);
             let upto = ((share_so_far * step_ps as f64).round() as i64).clamp(ps_so_far, step_ps.max(ps_so_far));
-            ps[i] = upto - ps_so_far;
+            ps[part.index()] = upto - ps_so_far;
             ps_so_far = upto;
         }
     }
-    let part = |p: Part| ps[Part::ALL.iter().position(|&q| q == p).unwrap_or(0)];
+    let part = |p: Part| ps[p.index()];
     let named = sum_ps(ps.iter().copied());
     Breakdown {
         step_ps,
