@@ -251,3 +251,52 @@ fn kernel_launches_equal_the_reference_kernel_events() {
     // No GPU in a CPU capture: a clear sentence, success.
     assert!(ok(&["kernels", &path(CPU_RUN)]).contains("no GPU kernels"));
 }
+
+#[test]
+fn modules_are_keyed_by_program_where_names_repeat() {
+    // A jitted function compiled for several shapes is one module name with several
+    // programs: cpu-tiny-ops has 8 `jit__lambda`, the ROCm capture 6 `jit_dot`. Each
+    // program is its own row, its count and time those of the ops the reference
+    // reader finds with its `program_id`.
+    for (rel, plane_prefix, repeated) in [
+        ("cpu-tiny-ops/plugins/profile/2026_11_21_23_33_37/vm.xplane.pb", "/host:CPU", "jit__lambda"),
+        ("rocm-mi300x-gemm/tw003.xplane.pb", "/device:GPU:", "jit_dot"),
+    ] {
+        let f = path(rel);
+        let info = reference(&["info", &f]);
+        let mut expected: HashMap<(String, u64), (u64, i64)> = HashMap::new();
+        for plane in info["hosts"][0]["planes"].as_array().unwrap() {
+            let pname = plane["name"].as_str().unwrap();
+            if !pname.starts_with(plane_prefix) {
+                continue;
+            }
+            for line in plane["lines"].as_array().unwrap() {
+                for e in ref_events(&f, pname, line["name"].as_str().unwrap()) {
+                    let s = &e["stats"];
+                    if let (Some(_), Some(m), Some(p)) =
+                        (s["hlo_op"].as_str(), s["hlo_module"].as_str(), s["program_id"].as_u64())
+                    {
+                        let slot = expected.entry((m.to_string(), p)).or_default();
+                        slot.0 += 1;
+                        slot.1 += e["duration_ps"].as_i64().unwrap();
+                    }
+                }
+            }
+        }
+        let programs = expected.keys().filter(|(m, _)| m == repeated).count();
+        assert!(programs > 4, "{rel}: {programs} programs named {repeated}");
+        let rows = json(&["ops", &f, "--by", "module", "--top", "100000"])["ops"].as_array().unwrap().clone();
+        let mut got: HashMap<(String, u64), (u64, i64)> = HashMap::new();
+        for r in rows.iter().filter(|r| r["program_id"].is_u64()) {
+            let (name, p) = (r["name"].as_str().unwrap(), r["program_id"].as_u64().unwrap());
+            let module = name.strip_suffix(&format!("({p})")).unwrap_or(name);
+            // The id is shown exactly where several programs share the name.
+            let shared = expected.keys().filter(|(m, _)| m == module).count() > 1;
+            assert_eq!(module != name, shared, "{rel}: {name}");
+            assert!(got
+                .insert((module.to_string(), p), (r["count"].as_u64().unwrap(), r["total_ps"].as_i64().unwrap()))
+                .is_none());
+        }
+        assert_eq!(got, expected, "{rel}");
+    }
+}

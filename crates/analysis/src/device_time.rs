@@ -281,9 +281,8 @@ pub(crate) struct OpTime {
 pub(crate) fn measure_ops(d: &Device) -> OpTime {
     let ops = d.cached_ops();
     let mut of_op = vec![Part::Compute; ops.recs.len()];
-    let pieces: Vec<Piece> = (of_op.par_chunks_mut(OP_PIECE).enumerate())
-        .map(|(k, kinds)| measure_piece(d, k * OP_PIECE, kinds))
-        .collect();
+    let pieces: Vec<Piece> =
+        (of_op.par_chunks_mut(OP_PIECE).enumerate()).map(|(k, kinds)| measure_piece(d, k * OP_PIECE, kinds)).collect();
     let mixed = pieces.iter().any(|p| p.other.iter().any(|s| !s.is_empty()));
     let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
     for p in &pieces {

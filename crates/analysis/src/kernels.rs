@@ -208,7 +208,17 @@ pub fn uses_tensor_cores(name: &str) -> bool {
     }
     let words = || lower.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty());
     const MARKERS: [&str; 12] = [
-        "hmma", "wmma", "xmma", "imma", "wgmma", "mfma", "tensorop", "tensor_op", "fmha", "flash_fwd", "flash_bwd",
+        "hmma",
+        "wmma",
+        "xmma",
+        "imma",
+        "wgmma",
+        "mfma",
+        "tensorop",
+        "tensor_op",
+        "fmha",
+        "flash_fwd",
+        "flash_bwd",
         "flash_attn",
     ];
     if MARKERS.iter().any(|m| lower.contains(m)) {

@@ -51,6 +51,12 @@ pub struct OpRow {
     pub bytes_per_s: Option<f64>,
     /// `compute` or `memory` when the device's peaks are known.
     pub bound: Option<&'static str>,
+    /// By module: the XLA program's id (`program_id`), when the profile gives one. A
+    /// jitted function compiled for several shapes is one module name with several
+    /// programs, each its own row; where names repeat, `name` carries the id,
+    /// `jit_dot(49)`, as XProf names them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program_id: Option<u64>,
     /// By op, for GPU kernels that ran in an XLA command buffer: the `hlo_op` the
     /// profile gave them (the buffer's, e.g. `command_buffer_1`), where stepscope
     /// credits them to this op instead. Absent otherwise.
@@ -116,6 +122,8 @@ struct Occurrence<'a, 'o> {
     op_ps: i64,
     /// The device's interned ids of the op's name and module.
     ids: (u32, u32),
+    /// The op's XLA program (`program_id`).
+    program: Option<u64>,
     self_ps: i64,
     category: &'o Text<'a>,
     scope: &'o Text<'a>,
@@ -127,6 +135,8 @@ struct Occurrence<'a, 'o> {
 struct Acc<'a> {
     name: Text<'a>,
     module: &'a str,
+    /// By module: the program's id.
+    program: Option<u64>,
     count: u64,
     total_ps: i64,
     self_ps: i64,
@@ -153,6 +163,7 @@ impl<'a> Acc<'a> {
         Acc {
             name,
             module,
+            program: None,
             count: 0,
             total_ps: 0,
             self_ps: 0,
@@ -268,12 +279,35 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     }
     let op_time_ps = sum_ps(accs.iter().map(|a| a.self_ps));
     let mut rows: Vec<OpRow> = accs.into_iter().map(|a| row(a, op_time_ps, by)).collect();
+    if by == GroupBy::Module {
+        name_programs(&mut rows);
+    }
     rows.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
     Ops { schema: "stepscope.ops/1", by, op_time_ps, ops: rows }
 }
 
-/// A row's key: its name (op, category, module or scope) and, by op, its module.
-type Key<'a> = (Text<'a>, &'a str);
+/// Module rows whose name several programs share get the program's id in their
+/// name, `jit_dot(49)`.
+fn name_programs(rows: &mut [OpRow]) {
+    let mut programs: FastMap<&str, u32> = FastMap::default();
+    for r in rows.iter().filter(|r| r.program_id.is_some()) {
+        *programs.entry(&r.name).or_default() += 1;
+    }
+    let repeated: std::collections::HashSet<String> =
+        programs.into_iter().filter(|&(_, n)| n > 1).map(|(name, _)| name.to_string()).collect();
+    for r in rows.iter_mut() {
+        if let Some(id) = r.program_id.filter(|_| repeated.contains(&r.name)) {
+            r.name = format!("{}({id})", r.name);
+        }
+    }
+}
+
+/// A row's key: its name (op, category, module or scope); by op, its module; by
+/// module, its program (else [`NO_PROGRAM`]).
+type Key<'a> = (Text<'a>, &'a str, u64);
+
+/// A key's program where rows are not split by program.
+const NO_PROGRAM: u64 = u64::MAX;
 
 /// Ranges of a device's ops (in [`each_occurrence`]'s order) that can be summed
 /// apart: lines, since self time comes from nesting on a line, and long lines cut
@@ -346,31 +380,35 @@ fn chunk_rows<'a>(
     let mut index: FastMap<Key<'a>, usize> = FastMap::default();
     let mut rows: Vec<(Key<'a>, Acc<'a>)> = Vec::new();
     let mut cut: FastMap<Text, Arc<str>> = FastMap::default();
-    // Rows by this device's interned (name, module) ids, for the groupings that
-    // need nothing else: no string hashing per occurrence.
-    let mut by_ids: FastMap<(u32, u32), usize> = FastMap::default();
-    // In front of `by_ids`, per name id (module id by module): the other id and row
-    // last met with it, nearly always the next occurrence's too.
-    const NONE: (u32, usize) = (u32::MAX, usize::MAX);
+    // Rows by this device's interned (name, module) ids and the key's program, for
+    // the groupings that need nothing else: no string hashing per occurrence.
+    let mut by_ids: FastMap<(u32, u32, u64), usize> = FastMap::default();
+    // In front of `by_ids`, per name id (module id by module): the other id, the
+    // program and the row last met with them, nearly always the next occurrence's too.
+    const NONE: (u32, u64, usize) = (u32::MAX, NO_PROGRAM, usize::MAX);
     let names = &d.cached_ops().names;
-    let mut recent: Vec<(u32, usize)> = vec![NONE; names.len()];
+    let mut recent: Vec<(u32, u64, usize)> = vec![NONE; names.len()];
     let peaks = peaks(d);
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
+        let program = match by {
+            GroupBy::Module => o.program.unwrap_or(NO_PROGRAM),
+            _ => NO_PROGRAM,
+        };
         let ids = match by {
-            GroupBy::Op => Some(o.ids),
-            GroupBy::Module => Some((u32::MAX, o.ids.1)),
+            GroupBy::Op => Some((o.ids.0, o.ids.1, program)),
+            GroupBy::Module => Some((u32::MAX, o.ids.1, program)),
             GroupBy::Category | GroupBy::Scope => None,
         };
         // (slot in `recent`, the id it must hold)
-        let slot = ids.map(|(n, m)| if by == GroupBy::Module { (m as usize, n) } else { (n as usize, m) });
+        let slot = ids.map(|(n, m, _)| if by == GroupBy::Module { (m as usize, n) } else { (n as usize, m) });
         if let Some((slot, tag)) = slot {
             let hit = match recent.get(slot) {
-                Some(&(t, at)) if t == tag && at != usize::MAX => Some(at),
+                Some(&(t, p, at)) if t == tag && p == program && at != usize::MAX => Some(at),
                 _ => ids.and_then(|ids| by_ids.get(&ids)).copied(),
             };
             if let Some(at) = hit {
                 if let Some(r) = recent.get_mut(slot) {
-                    *r = (tag, at);
+                    *r = (tag, program, at);
                 }
                 rows[at].1.add(&o);
                 return;
@@ -378,9 +416,9 @@ fn chunk_rows<'a>(
         }
         let (name, module) = (&*names[o.ids.0 as usize], &*names[o.ids.1 as usize]);
         let key = match by {
-            GroupBy::Op => (Text::Borrowed(name), module),
-            GroupBy::Category => (o.category.clone(), ""),
-            GroupBy::Module => (Text::Borrowed(module), ""),
+            GroupBy::Op => (Text::Borrowed(name), module, program),
+            GroupBy::Category => (o.category.clone(), "", program),
+            GroupBy::Module => (Text::Borrowed(module), "", program),
             GroupBy::Scope => {
                 let c = match cut.get(o.scope) {
                     Some(c) => c.clone(),
@@ -390,7 +428,7 @@ fn chunk_rows<'a>(
                         c
                     }
                 };
-                (Text::Shared(c), "")
+                (Text::Shared(c), "", program)
             }
         };
         let at = match index.get(&key) {
@@ -398,6 +436,7 @@ fn chunk_rows<'a>(
             None => {
                 index.insert(key.clone(), rows.len());
                 let mut acc = Acc::new(key.0.clone(), key.1, &o, peaks);
+                acc.program = Some(program).filter(|&p| p != NO_PROGRAM);
                 if by == GroupBy::Op {
                     acc.command_buffer = d.cached_ops().renamed.get(&o.ids.0).map(|&was| &*names[was as usize]);
                 }
@@ -410,7 +449,7 @@ fn chunk_rows<'a>(
         }
         if let Some((slot, tag)) = slot {
             if let Some(r) = recent.get_mut(slot) {
-                *r = (tag, at);
+                *r = (tag, program, at);
             }
         }
         rows[at].1.add(&o);
@@ -453,6 +492,7 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
         flops_per_s,
         bytes_per_s,
         bound,
+        program_id: a.program,
         command_buffer: a.command_buffer.map(str::to_string),
     }
 }
@@ -630,7 +670,7 @@ fn each_occurrence<'a>(
         };
         let ids = (rec.name, rec.module);
         let op_ps = ops.op_ps(rec, d.plane);
-        f(Occurrence { op_ps, ids, self_ps, category, scope, flops, bytes });
+        f(Occurrence { op_ps, ids, program, self_ps, category, scope, flops, bytes });
     }
 }
 
