@@ -317,3 +317,91 @@ fn a_two_host_run_shares_one_clock() {
     // Nothing was written into the run folder.
     assert_eq!(std::fs::read_dir(&run).unwrap().count(), 2);
 }
+
+/// `spans` less `minus` (both sorted, disjoint).
+fn minus_ps(spans: &[(i64, i64)], minus: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    for &(mut a, b) in spans {
+        for &(ma, mb) in minus.iter().filter(|m| m.1 > a && m.0 < b).copied().collect::<Vec<_>>().iter() {
+            if ma > a {
+                out.push((a, ma));
+            }
+            a = a.max(mb);
+        }
+        if a < b {
+            out.push((a, b));
+        }
+    }
+    out
+}
+
+#[test]
+fn gpu_idle_is_split_into_waiting_for_the_host_and_launched_work_not_started() {
+    // Each kernel and copy is linked to its host launch by `correlation_id`. Idle time
+    // (no op running in the steps) is "queued" where some linked op had been launched
+    // and had not started yet; the rest waited for the host. Checked against the
+    // reference reader: windows from its steps, busy from every op on the GPU's
+    // streams, queued as the union of launch-to-start spans.
+    let mut fired = Vec::new();
+    for rel in [
+        "gpu-async/plugins/profile/2026_11_23_08_00_30/vm.xplane.pb",
+        "gpu-transformer/plugins/profile/2026_11_23_07_47_56/vm.xplane.pb",
+    ] {
+        let f = path(rel);
+        let mut launched: BTreeMap<i64, i64> = BTreeMap::new();
+        for (_, ev) in ref_plane_events(&f, "/host:CPU") {
+            if let Some(c) = ev["stats"]["correlation_id"].as_i64() {
+                launched.insert(c, ev["start_ps"].as_i64().unwrap());
+            }
+        }
+        let (mut ops, mut waits) = (Vec::new(), Vec::new());
+        for (_, ev) in ref_plane_events(&f, "/device:GPU:0") {
+            let start = ev["start_ps"].as_i64().unwrap();
+            ops.push((start, start + ev["duration_ps"].as_i64().unwrap()));
+            if let Some(&at) = ev["stats"]["correlation_id"].as_i64().and_then(|c| launched.get(&c)) {
+                waits.push((at, start));
+            }
+        }
+        let steps = reference(&["steps", &f]);
+        let window = union_ps(
+            (steps.as_array().unwrap().iter())
+                .map(|s| {
+                    let a = s["start_ps"].as_i64().unwrap();
+                    (a, a + s["duration_ps"].as_i64().unwrap())
+                })
+                .collect(),
+        )
+        .0;
+        let idle = minus_ps(&window, &union_ps(ops).0);
+        let queued: i64 = (union_ps(waits).0.iter())
+            .flat_map(|&(a, b)| idle.iter().map(move |&(ia, ib)| (b.min(ib) - a.max(ia)).max(0)))
+            .sum();
+        let d = json(&["devices", &f]);
+        let r = &d["devices"][0];
+        assert_eq!(r["compile_ps"], 0, "{rel}: no compile in the steps: {r}");
+        assert_eq!(r["idle_ps"].as_i64().unwrap(), idle.iter().map(|s| s.1 - s.0).sum::<i64>(), "{rel}: {r}");
+        assert_eq!(r["idle_queued_ps"].as_i64().unwrap(), queued, "{rel}: {r}");
+        assert!(queued > 0 && queued < r["idle_ps"].as_i64().unwrap(), "{rel}: {r}");
+        // The summary's share of it, one device: queued share of the window × mean step.
+        let b = json(&["summary", &f])["breakdown"].clone();
+        let want = (queued as f64 / r["window_ps"].as_i64().unwrap() as f64 * b["step_ps"].as_i64().unwrap() as f64)
+            .round() as i64;
+        assert_eq!(b["device_idle_queued_ps"].as_i64().unwrap(), want, "{rel}: {b}");
+        // advise: the host waited for is idle less queued; queued has its own rule.
+        let share = |ps: i64| 100.0 * ps as f64 / b["step_ps"].as_i64().unwrap() as f64;
+        let a = json(&["advise", &f]);
+        let rule = |id: &str| a["findings"].as_array().unwrap().iter().find(|x| x["rule"] == id).cloned();
+        let host = rule("host-bound-gaps").expect("host-bound");
+        assert!((host["value"].as_f64().unwrap() - share(b["device_idle_ps"].as_i64().unwrap() - want)).abs() < 1e-9);
+        match rule("launch-queued") {
+            Some(q) => assert!(share(want) > 10.0 && (q["value"].as_f64().unwrap() - share(want)).abs() < 1e-9, "{q}"),
+            None => assert!(share(want) <= 10.0, "{rel}: launch-queued should fire at {}%", share(want)),
+        }
+        fired.push(rule("launch-queued").is_some());
+    }
+    assert_eq!(fired, [false, true], "gpu-async's queued time is 6% of its step, gpu-transformer's 12.5%");
+    // Nothing links XLA:CPU ops to launches: no split there.
+    let d = json(&["devices", &path(CPU_RUN)]);
+    assert!(d["devices"][0].get("idle_queued_ps").is_none(), "{d}");
+    assert!(json(&["summary", &path(CPU_RUN)])["breakdown"].get("device_idle_queued_ps").is_none());
+}

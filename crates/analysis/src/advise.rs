@@ -4,8 +4,8 @@
 //!
 //! Rules (ids are stable; thresholds are fields of [`Thresholds`]):
 //! `no-steps`, `too-few-steps`, `captured-compilation`, `compile-time`,
-//! `no-device-activity`, `low-utilization`, `host-bound-gaps`, `gaps-between-steps`,
-//! `input-bound`,
+//! `no-device-activity`, `low-utilization`, `host-bound-gaps`, `launch-queued`,
+//! `gaps-between-steps`, `input-bound`,
 //! `many-small-ops`, `many-dispatches`,
 //! `host-device-copies`, `dominant-op`, `collectives-exposed`, `memory-near-capacity`,
 //! `memory-bandwidth`, `step-jitter`, `stragglers`, `truncated`.
@@ -33,6 +33,8 @@ pub struct Thresholds {
     pub utilization_pct: f64,
     /// Device idle (not compiling, not copying) above this share of the step, percent.
     pub host_overhead_pct: f64,
+    /// Device idle with launched work not started above this share of the step, percent.
+    pub launch_queued_pct: f64,
     /// Compile time above this, seconds.
     pub compile_s: f64,
     /// Ops shorter than this are "small", µs.
@@ -72,6 +74,7 @@ impl Default for Thresholds {
         Thresholds {
             utilization_pct: 80.0,
             host_overhead_pct: 10.0,
+            launch_queued_pct: 10.0,
             compile_s: 2.0,
             small_op_us: 10.0,
             small_op_share_pct: 50.0,
@@ -365,7 +368,10 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
                 .into(),
         });
     }
-    let host_overhead = step_pct(b.device_idle_ps);
+    // Where kernels are linked to their launches, idle in which launched work had not
+    // started is not the host's doing: it has its own rule.
+    let queued_ps = b.device_idle_queued_ps.unwrap_or(0);
+    let host_overhead = step_pct(b.device_idle_ps - queued_ps);
     if device_time && host_overhead > th.host_overhead_pct {
         out.push(Finding {
             rule: "host-bound-gaps",
@@ -378,6 +384,40 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
             advice: "the host is the bottleneck between device work: move Python work (logging, metrics, data \
                      preparation, `float(loss)` syncs) out of the step, prefetch input, and dispatch the next step \
                      before blocking on this one's result"
+                .into(),
+        });
+    }
+    let queued = step_pct(queued_ps);
+    if device_time && queued > th.launch_queued_pct {
+        let model = crate::device_time::device_time(profile);
+        let evidence = (profile.devices().iter().zip(&model.devices))
+            .filter_map(|(d, t)| Some((d, t, t.idle_queued_ps.filter(|&q| q > 0)?)))
+            .take(3)
+            .map(|(d, t, q)| {
+                ev(
+                    format!(
+                        "{}: idle {} of its {} window, {} of it with launched work not started",
+                        d.name,
+                        ms(t.part_ps(Part::Idle)),
+                        ms(t.window_ps()),
+                        ms(q)
+                    ),
+                    d.host,
+                )
+            })
+            .collect();
+        out.push(Finding {
+            rule: "launch-queued",
+            severity: Severity::Warning,
+            title: format!("launched work waits to start {queued:.1}% of the step"),
+            value: queued,
+            threshold: th.launch_queued_pct,
+            unit: "pct",
+            evidence,
+            advice: "the host had launched the work but the device had not started it: each kernel launch costs \
+                     microseconds, which many small kernels add up (fuse ops, keep XLA's command buffers — CUDA \
+                     graphs — on), or kernels waited on a dependency: a host callback, a copy from pageable host \
+                     memory, another stream. `stepscope steps PATH` shows the work each step launched"
                 .into(),
         });
     }

@@ -74,6 +74,9 @@ pub(crate) struct TimeBase {
     pub kinds: Vec<crate::device_time::OpKinds>,
     /// Per host: what its CPU plane says of device time.
     pub hosts: Vec<HostTime>,
+    /// Per device: the time some op it ran had been launched by its host and had not
+    /// started yet; `None` where the profile does not link ops to launches.
+    pub queued: Vec<Option<Intervals>>,
     /// The steps, measured (without the launched work, which `steps::steps` adds).
     pub steps: Steps,
 }
@@ -89,6 +92,9 @@ pub(crate) struct HostTime {
     pub to_device: Intervals,
     /// Likewise from its device.
     pub to_host: Intervals,
+    /// Where its GPUs' work is linked to its launches (`correlation_id` on both
+    /// sides): each launch's start, by correlation id. Empty elsewhere.
+    pub launches: crate::steps::Launches,
 }
 
 /// A value derived from a profile, computed once by whichever thread outside the
@@ -241,6 +247,9 @@ pub(crate) enum RecValue {
     /// XLA:CPU: the op's `run_id` (one XLA program execution), [`NO_RUN`] for none;
     /// the op's own time is its length.
     RunId,
+    /// GPU kernels and copies: the op's `correlation_id` (the link to its host
+    /// launch), [`NO_RUN`] for none; the op's own time is its length.
+    CorrelationId,
     /// Nothing; the op's own time is its length.
     #[default]
     Nothing,
@@ -274,6 +283,17 @@ impl DeviceOps {
     #[inline]
     pub fn run_id(&self, r: &OpRec) -> Option<i64> {
         (self.value == RecValue::RunId && r.value != NO_RUN).then_some(r.value)
+    }
+
+    /// The `correlation_id` of a GPU op (its link to its host launch).
+    #[inline]
+    pub fn correlation_id(&self, r: &OpRec) -> Option<i64> {
+        (self.value == RecValue::CorrelationId && r.value != NO_RUN).then_some(r.value)
+    }
+
+    /// True when the records hold their ops' `correlation_id`s.
+    pub fn has_correlation_ids(&self) -> bool {
+        self.value == RecValue::CorrelationId
     }
 
     /// What the op profile reads of record `r`'s stats.
@@ -317,12 +337,13 @@ pub(crate) struct OpRec {
     /// What the op profile reads of the op's stats, read with the record: see
     /// [`DeviceOps::rec_stats`].
     pub program: u32,
-    /// The op's own time or its `run_id`, as the device's [`DeviceOps::value`] says
-    /// (read it with [`DeviceOps::op_ps`] and [`DeviceOps::run_id`]).
+    /// The op's own time, its `run_id` or its `correlation_id`, as the device's
+    /// [`DeviceOps::value`] says (read it with [`DeviceOps::op_ps`],
+    /// [`DeviceOps::run_id`] and [`DeviceOps::correlation_id`]).
     pub value: i64,
 }
 
-/// A `run_id` that is none (a real id of `i64::MIN` reads as none).
+/// A `run_id` or `correlation_id` that is none (a real id of `i64::MIN` reads as none).
 pub(crate) const NO_RUN: i64 = i64::MIN;
 
 /// [`OpRec::program`] of an op without a `program_id`.

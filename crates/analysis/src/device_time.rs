@@ -174,6 +174,11 @@ pub struct DeviceTimeline {
     pub busy_ps: i64,
     /// Every collective op's span within the window (under compute or not).
     pub collective_ops: Intervals,
+    /// Of the idle time, the part in which work its host had launched had not started
+    /// yet (launch latency, or launched work waiting on earlier work); the rest of idle
+    /// waited for the host to launch anything. `None` where the profile does not link
+    /// ops to their launches (`correlation_id`: GPUs).
+    pub idle_queued_ps: Option<i64>,
 }
 
 impl DeviceTimeline {
@@ -233,6 +238,7 @@ pub(crate) fn build(devices: &[Device], base: &TimeBase) -> DeviceTime {
                 busy,
                 &base.active[d.index],
                 host.map(|h| [&h.compile, &h.to_device, &h.to_host]),
+                base.queued[d.index].as_ref(),
             )
         })
         .collect();
@@ -317,6 +323,32 @@ pub(crate) fn measure_ops(d: &Device) -> OpTime {
     };
     let spans = std::iter::once(compute).chain(others).collect();
     OpTime { busy, active, kinds: OpKinds { of_op, spans } }
+}
+
+/// The time device `d`'s ops waited between their launch and their start (each
+/// linked to its host's launch in `launches` by `correlation_id`): the union of
+/// launch-to-start spans. `None` where nothing links them.
+pub(crate) fn queued(d: &Device, launches: &crate::steps::Launches) -> Option<Intervals> {
+    let ops = d.cached_ops();
+    if !ops.has_correlation_ids() || launches.is_empty() {
+        return None;
+    }
+    let waits: Vec<Vec<(i64, i64)>> = crate::cache::pieces(ops.recs.len(), OP_PIECE)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|range| {
+            let mut waits = Vec::new();
+            for r in &ops.recs[range] {
+                let Some(launched) = ops.correlation_id(r).and_then(|c| launches.get(c)) else { continue };
+                let start = d.plane.lines[r.line as usize].start_ps(r.index as usize);
+                if launched < start {
+                    waits.push((launched, start));
+                }
+            }
+            waits
+        })
+        .collect();
+    Some(Intervals::new(waits.concat()))
 }
 
 /// Op records read as one piece by [`measure_ops`] (debug builds cut the fixtures'
@@ -487,7 +519,8 @@ fn window(d: &Device, steps: &Steps, busy: &Intervals) -> (WindowSource, Vec<(i6
 }
 
 /// One device's timeline in `window`, from its ops by kind, its busy and active time,
-/// and its host's compile time and host copies (to the device, to the host).
+/// its host's compile time and host copies (to the device, to the host), and the time
+/// launched work waited to start.
 ///
 /// Each part is the time of its set in the window that no set before it covers. The
 /// sets that can be as large as the ops are measured without being copied: compute
@@ -501,6 +534,7 @@ fn timeline(
     busy: &Intervals,
     active: &Intervals,
     host: Option<[&Intervals; 3]>,
+    queued: Option<&Intervals>,
 ) -> DeviceTimeline {
     let in_window = |set: &Intervals| {
         let mut at = set.cursor();
@@ -532,8 +566,11 @@ fn timeline(
     }
     let window_ps = sum_ps(window.iter().map(|(a, b)| b.saturating_sub(*a)));
     parts_ps[Part::Idle.index()] = window_ps.saturating_sub(sum_ps(parts_ps.iter().copied())).max(0);
+    // Idle is what no part above names: queued time less all of them.
+    let idle_queued_ps =
+        queued.map(|q| named.iter().fold(q.within(&window).minus(active), |idle, before| idle.minus(before)).total());
     let collective_ops = k.spans[Part::Collective.index()].within(&window);
-    DeviceTimeline { window_source, window, parts_ps, busy_ps, collective_ops }
+    DeviceTimeline { window_source, window, parts_ps, busy_ps, collective_ops, idle_queued_ps }
 }
 
 /// The kind of each op of a device ([`op_kind`] of its name, its category and its

@@ -57,6 +57,11 @@ pub struct DeviceRow {
     pub host_copy_ps: i64,
     /// No op running otherwise. The parts from `compute_ps` on add up to `window_ps`.
     pub idle_ps: i64,
+    /// Of `idle_ps`, the time work the host had launched had not started yet (launch
+    /// latency, queueing); the rest waited for the host to launch. GPUs, where the
+    /// profile links kernels to launches (`correlation_id`); absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_queued_ps: Option<i64>,
     pub utilization_pct: f64,
     pub straggler: bool,
 }
@@ -191,6 +196,7 @@ fn device_row(d: &Device, t: &DeviceTimeline) -> DeviceRow {
         compile_ps: part(Part::Compile),
         host_copy_ps: part(Part::HostCopyToDevice) + part(Part::HostCopyToHost),
         idle_ps: part(Part::Idle),
+        idle_queued_ps: t.idle_queued_ps,
         utilization_pct: t.utilization_pct(),
         straggler: false,
     }

@@ -52,6 +52,7 @@ pub struct Keys {
     pub device_duration_ps: Option<u32>,
     pub cuda_graph_id: Option<u32>,
     pub cuda_graph_node_id: Option<u32>,
+    pub correlation_id: Option<u32>,
 }
 
 impl Keys {
@@ -78,6 +79,7 @@ impl Keys {
                 "device_duration_ps" => &mut k.device_duration_ps,
                 "cuda_graph_id" => &mut k.cuda_graph_id,
                 "cuda_graph_node_id" => &mut k.cuda_graph_node_id,
+                "correlation_id" => &mut k.correlation_id,
                 _ => continue,
             };
             // Ref stats make stat metadata for string values too; the first entry of
@@ -199,6 +201,7 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Descriptor, hlo: &'a HloModules) -> D
         k.hlo_category,
         k.flops,
         k.bytes_accessed,
+        k.correlation_id.filter(|_| slot.source == OpSource::Kernels),
     ]);
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
         .filter(|(_, line)| keep(line))
@@ -234,7 +237,11 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Descriptor, hlo: &'a HloModules) -> D
     if let Some(buffers) = buffers {
         buffers.credit(&mut b);
     }
-    b.finish(if slot.source == OpSource::XlaOpsLine { RecValue::OpTime } else { RecValue::Nothing })
+    b.finish(match slot.source {
+        OpSource::XlaOpsLine => RecValue::OpTime,
+        OpSource::Kernels if k.correlation_id.is_some() => RecValue::CorrelationId,
+        _ => RecValue::Nothing,
+    })
 }
 
 /// Events of a device line read as one piece by [`device_ops`]. Debug builds (the
@@ -259,7 +266,7 @@ fn device_ops_in<'a>(
     plane: &'a Plane,
     slot: &Descriptor,
     hlo: &'a HloModules,
-    look: &StatLookup<9>,
+    look: &StatLookup<10>,
     (li, range, base): (usize, std::ops::Range<usize>, usize),
     out: &mut [OpRec],
 ) -> PieceOps<'a> {
@@ -276,7 +283,7 @@ fn device_ops_in<'a>(
     for (i, rec) in range.clone().zip(out.iter_mut()) {
         let meta = line.meta(i);
         let own = plane.own_stats_of(look, line, i).unwrap_or_default();
-        let [.., category, flops, bytes] = own;
+        let [.., category, flops, bytes, correlation] = own;
         let on_event = category.or(flops).or(bytes).is_some();
         let [op, module, device_duration, graph, node, program, ..] = plane.with_metadata_stats(look, meta, own);
         let by_meta = |n: &mut Interner<'a>| match slot.source {
@@ -315,12 +322,14 @@ fn device_ops_in<'a>(
         }
         let duration_ps = line.duration_ps(i).max(0);
         // TPU ops record their length on the device clock: the op's own time.
-        let op_ps = match slot.source {
+        // The record's value: a TPU op's own time on the device clock; a GPU op's
+        // `correlation_id` (its own: the link to its launch).
+        let value = match slot.source {
             OpSource::XlaOpsLine => device_duration.and_then(|s| plane.stat_i64(&s)).map_or(duration_ps, |d| d.max(0)),
-            _ => duration_ps,
+            _ => correlation.and_then(|s| plane.stat_i64(&s)).unwrap_or(NO_RUN),
         };
         let program = programs.of(stat_u64(plane, program), on_event);
-        *rec = OpRec::new(name, module, li as u32, i as u32, program, op_ps);
+        *rec = OpRec::new(name, module, li as u32, i as u32, program, value);
     }
     line.release_stats(range.clone());
     PieceOps { names, programs, len: range.len(), places, launches }

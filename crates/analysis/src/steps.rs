@@ -75,16 +75,16 @@ pub fn steps(profile: &Profile) -> Steps {
 }
 
 /// Fills [`Step::device_work_ps`]: per host, its launches (host events with a
-/// `correlation_id`) are placed in the step whose span holds them, then each GPU's
-/// kernels and copies are summed (as a union of intervals) into their launch's step.
-/// Lines, op records and steps are read in parallel pieces.
+/// `correlation_id`, found in stage 2) are placed in the step whose span holds them,
+/// then each GPU's kernels and copies are summed (as a union of intervals) into their
+/// launch's step. Op records and steps are read in parallel pieces.
 fn launched_work(profile: &Profile, steps: &mut [Step]) {
     let devices = profile.devices();
+    let base = profile.time_base();
     for (hi, space) in profile.hosts.iter().enumerate() {
         let gpus: Vec<&Device> =
             devices.iter().filter(|d| d.host_index == hi && d.source == OpSource::Kernels).collect();
-        let Some(plane) = host_cpu_plane(space).filter(|_| !gpus.is_empty()) else { continue };
-        let Some(corr) = plane.stat_id("correlation_id") else { continue };
+        let Some(host) = base.hosts.get(hi).filter(|h| !h.launches.is_empty() && !gpus.is_empty()) else { continue };
         // This host's steps, by start.
         let mut mine: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].host == space.host).collect();
         mine.sort_by_key(|&i| steps[i].start_ps);
@@ -92,33 +92,13 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
             let k = mine.partition_point(|&i| steps[i].start_ps <= t).checked_sub(1)?;
             (t < steps[mine[k]].end_ps()).then_some(k)
         };
-        let look = plane.stat_lookup([Some(corr)]);
-        let pieces: Vec<(&Line, std::ops::Range<usize>)> = (plane.lines.iter())
-            .flat_map(|line| crate::cache::pieces(line.len(), LAUNCH_SCAN_PIECE).map(move |r| (line, r)))
-            .collect();
-        let found: Vec<Vec<(i64, usize)>> = pieces
-            .into_par_iter()
-            .map(|(line, range)| {
-                let mut found = Vec::new();
-                for i in plane.events_maybe_with(&look, line, range.clone()) {
-                    let [c] = plane.stats_of(&look, line, i);
-                    if let (Some(c), Some(k)) = (c.and_then(|c| plane.stat_i64(&c)), step_at(line.start_ps(i))) {
-                        found.push((c, k));
-                    }
-                }
-                line.release_stats(range);
-                found
-            })
-            .collect();
-        // In reading order: the last launch of an id wins.
-        let launched: FastMap<i64, usize> = found.into_iter().flatten().collect();
+        let launched: FastMap<i64, usize> =
+            host.launches.iter().filter_map(|(c, at)| step_at(at).map(|k| (c, k))).collect();
         if launched.is_empty() {
             continue;
         }
         let mut work = vec![0i64; mine.len()];
-        for d in &gpus {
-            let Some(dc) = d.plane.stat_id("correlation_id") else { continue };
-            let look = d.plane.stat_lookup([Some(dc)]);
+        for d in gpus.iter().filter(|d| d.cached_ops().has_correlation_ids()) {
             let ops = d.cached_ops();
             // Per piece of records: runs of spans launched in one step (a piece's ops
             // are in time order on their line, so they fall in few runs).
@@ -129,10 +109,7 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
                 .map(|range| {
                     let mut runs: Runs = Vec::new();
                     for at in range {
-                        let r = &ops.recs[at];
-                        let line = &d.plane.lines[r.line as usize];
-                        let [c] = d.plane.stats_of(&look, line, r.index as usize);
-                        let Some(&k) = c.and_then(|c| d.plane.stat_i64(&c)).and_then(|c| launched.get(&c)) else {
+                        let Some(&k) = ops.correlation_id(&ops.recs[at]).and_then(|c| launched.get(&c)) else {
                             continue;
                         };
                         let (_, start, end, _) = ops.span(d.plane, at);
@@ -181,6 +158,10 @@ pub(crate) fn measure(profile: &Profile, devices: &[Device]) -> TimeBase {
         || devices.par_iter().map(crate::device_time::measure_ops).collect::<Vec<_>>(),
         || host_events(profile, devices),
     );
+    let queued = devices
+        .par_iter()
+        .map(|d| hosts.get(d.host_index).and_then(|h| crate::device_time::queued(d, &h.launches)))
+        .collect();
     let (mut busy, mut active, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
     for m in measured {
         busy.push(m.busy);
@@ -207,7 +188,7 @@ pub(crate) fn measure(profile: &Profile, devices: &[Device]) -> TimeBase {
         }
     }
     let steps = Steps { schema: "stepscope.steps/1", source, steps };
-    TimeBase { busy, active, kinds, hosts, steps }
+    TimeBase { busy, active, kinds, hosts, queued, steps }
 }
 
 fn find_steps(profile: &Profile, devices: &[Device]) -> (StepSource, Vec<Step>) {
@@ -442,7 +423,27 @@ pub fn is_compile_event(name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::is_compile_event;
+    use super::{is_compile_event, Launches};
+
+    #[test]
+    fn launches_by_correlation_id_dense_or_sparse() {
+        // CUPTI's ids count up: a table; the last of a repeated id wins.
+        let l = Launches::new(vec![(7, 70), (8, 80), (10, 100), (8, 81)]);
+        assert!(!l.dense.is_empty());
+        assert_eq!(
+            [6, 7, 8, 9, 10, 11, i64::MIN].map(|c| l.get(c)),
+            [None, Some(70), Some(81), None, Some(100), None, None]
+        );
+        let mut all: Vec<_> = l.iter().collect();
+        all.sort();
+        assert_eq!(all, [(7, 70), (8, 81), (10, 100)]);
+        // Ids far apart: a map, the same answers.
+        let l = Launches::new(vec![(i64::MIN + 1, 1), (5, 50), (i64::MAX, 2), (5, 51)]);
+        assert!(l.dense.is_empty());
+        assert_eq!([i64::MIN + 1, 5, i64::MAX, 6].map(|c| l.get(c)), [Some(1), Some(51), Some(2), None]);
+        assert_eq!(l.iter().count(), 3);
+        assert!(Launches::new(Vec::new()).is_empty());
+    }
 
     #[test]
     fn xla_compiles_are_compiles_and_python_bytecode_is_not() {
@@ -480,6 +481,84 @@ pub(crate) fn host_compile_events(profile: &Profile) -> impl Iterator<Item = &[(
 /// Per host, what its CPU plane says of device time: compile events and their time,
 /// and, on a host whose XLA device is its CPU, its host-side copies. One pass over
 /// the plane's lines, for the events whose names say they are one of these.
+/// A host plane's launches of GPU work: each event with a `correlation_id`, its start
+/// by the id (the last in reading order where an id repeats). Read in parallel pieces.
+fn launches(plane: &stepscope_xspace::Plane) -> Launches {
+    let Some(corr) = plane.stat_id("correlation_id") else { return Launches::default() };
+    let look = plane.stat_lookup([Some(corr)]);
+    let pieces: Vec<(&Line, std::ops::Range<usize>)> = (plane.lines.iter())
+        .flat_map(|line| crate::cache::pieces(line.len(), LAUNCH_SCAN_PIECE).map(move |r| (line, r)))
+        .collect();
+    let found: Vec<Vec<(i64, i64)>> = pieces
+        .into_par_iter()
+        .map(|(line, range)| {
+            let mut found = Vec::new();
+            for i in plane.events_maybe_with(&look, line, range.clone()) {
+                let [c] = plane.stats_of(&look, line, i);
+                if let Some(c) = c.and_then(|c| plane.stat_i64(&c)) {
+                    found.push((c, line.start_ps(i)));
+                }
+            }
+            line.release_stats(range);
+            found
+        })
+        .collect();
+    Launches::new(found.concat())
+}
+
+/// Host launch times by `correlation_id`. CUPTI numbers its calls one by one, so the
+/// ids are nearly always a dense range: then a table indexed by id, else a map.
+#[derive(Default)]
+pub(crate) struct Launches {
+    /// The first id of `dense`.
+    first: i64,
+    /// Per id from `first` on: its launch's start, [`NO_LAUNCH`] for none.
+    dense: Vec<i64>,
+    sparse: FastMap<i64, i64>,
+}
+
+/// A [`Launches::dense`] slot without a launch.
+const NO_LAUNCH: i64 = i64::MIN;
+
+impl Launches {
+    /// From (id, start) pairs in reading order: the last of an id wins.
+    pub fn new(found: Vec<(i64, i64)>) -> Launches {
+        let lo = found.iter().map(|f| f.0).min().unwrap_or(0);
+        let hi = found.iter().map(|f| f.0).max().unwrap_or(0);
+        let span = (hi as i128 - lo as i128 + 1) as u128;
+        if !found.is_empty() && span <= 4 * found.len() as u128 + 1024 {
+            let mut dense = vec![NO_LAUNCH; span as usize];
+            for (c, at) in found {
+                dense[(c - lo) as usize] = at;
+            }
+            Launches { first: lo, dense, sparse: FastMap::default() }
+        } else {
+            Launches { sparse: found.into_iter().collect(), ..Launches::default() }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dense.is_empty() && self.sparse.is_empty()
+    }
+
+    /// The start of launch `corr`.
+    #[inline]
+    pub fn get(&self, corr: i64) -> Option<i64> {
+        if self.dense.is_empty() {
+            return self.sparse.get(&corr).copied();
+        }
+        let at = usize::try_from(corr.checked_sub(self.first)?).ok()?;
+        self.dense.get(at).copied().filter(|&t| t != NO_LAUNCH)
+    }
+
+    /// Every launch: (id, start).
+    pub fn iter(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        let dense =
+            (self.dense.iter().enumerate()).filter(|(_, &t)| t != NO_LAUNCH).map(|(k, &t)| (self.first + k as i64, t));
+        dense.chain(self.sparse.iter().map(|(&c, &t)| (c, t)))
+    }
+}
+
 fn host_events(profile: &Profile, devices: &[Device]) -> Vec<HostTime> {
     const TO_DEVICE: u8 = 4;
     const TO_HOST: u8 = 8;
@@ -523,6 +602,9 @@ fn host_events(profile: &Profile, devices: &[Device]) -> Vec<HostTime> {
             host.compile = Intervals::new(compile);
             host.to_device = Intervals::new(to_device);
             host.to_host = Intervals::new(to_host);
+            if devices.iter().any(|d| d.host_index == hi && d.source == OpSource::Kernels) {
+                host.launches = launches(plane);
+            }
             host
         })
         .collect()

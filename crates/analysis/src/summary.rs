@@ -37,6 +37,11 @@ pub struct Breakdown {
     pub compile_ps: i64,
     /// Device idle otherwise: waiting on the host (input, Python, dispatch).
     pub device_idle_ps: i64,
+    /// Of `device_idle_ps`, the time work the host had launched had not started yet
+    /// (launch latency, queueing): not part of the sum. GPUs whose kernels the profile
+    /// links to their launches; absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_idle_queued_ps: Option<i64>,
 }
 
 /// Devices of one kind and model.
@@ -156,6 +161,13 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
     }
     let part = |p: Part| ps[p.index()];
     let named = sum_ps(ps.iter().copied());
+    let device_idle_ps = step_ps.saturating_sub(named).max(0);
+    let queued: Vec<f64> =
+        with_window.iter().filter_map(|t| t.idle_queued_ps.map(|q| q as f64 / t.window_ps() as f64)).collect();
+    let device_idle_queued_ps = (!queued.is_empty()).then(|| {
+        let share = queued.iter().sum::<f64>() / with_window.len() as f64;
+        ((share * step_ps as f64).round() as i64).clamp(0, device_idle_ps)
+    });
     Breakdown {
         step_ps,
         device_compute_ps: part(Part::Compute),
@@ -166,7 +178,8 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
         async_wait_ps: part(Part::AsyncWait),
         runtime_overhead_ps: part(Part::RuntimeOverhead),
         compile_ps: part(Part::Compile),
-        device_idle_ps: step_ps.saturating_sub(named).max(0),
+        device_idle_ps,
+        device_idle_queued_ps,
     }
 }
 

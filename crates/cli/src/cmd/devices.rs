@@ -33,6 +33,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             "compile_ps",
             "host_copy_ps",
             "idle_ps",
+            "idle_queued_ps",
             "window_source",
             "utilization_pct",
             "straggler",
@@ -56,6 +57,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                     r.compile_ps.to_string(),
                     r.host_copy_ps.to_string(),
                     r.idle_ps.to_string(),
+                    r.idle_queued_ps.map(|q| q.to_string()).unwrap_or_default(),
                     serde_json::to_value(r.window_source)
                         .ok()
                         .and_then(|v| v.as_str().map(String::from))
@@ -72,7 +74,10 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         println!("no device ran XLA ops in this profile");
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = Table::new(vec![
+    // Where kernels are linked to their launches, the idle time in which launched
+    // work had not started yet.
+    let queued = d.devices.iter().any(|r| r.idle_queued_ps.is_some());
+    let mut header = vec![
         "DEVICE",
         "UTIL",
         "COMPUTE",
@@ -84,7 +89,11 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         "WINDOW",
         "OPS",
         "",
-    ]);
+    ];
+    if queued {
+        header.insert(8, "OF IT QUEUED");
+    }
+    let mut t = Table::new(header);
     for r in d.devices.iter().take(args.select.top.max(1)) {
         let window = match r.window_source {
             WindowSource::HostSteps => "host steps",
@@ -92,7 +101,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             WindowSource::OwnSpan => "own span",
             WindowSource::Empty => "none",
         };
-        t.push(vec![
+        let mut row = vec![
             format!("{} {}", r.host, r.device),
             format!("{:.1}%", r.utilization_pct),
             human::duration_ps(r.compute_ps),
@@ -104,7 +113,11 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             format!("{} {window}", human::duration_ps(r.window_ps)),
             human::count(r.op_count),
             if r.straggler { "straggler".into() } else { String::new() },
-        ]);
+        ];
+        if queued {
+            row.insert(8, r.idle_queued_ps.map(human::duration_ps).unwrap_or_else(|| "—".into()));
+        }
+        t.push(row);
     }
     print!("{}", t.text());
     if d.devices.len() > args.select.top {

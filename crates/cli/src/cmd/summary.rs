@@ -124,12 +124,24 @@ fn print_breakdown(s: &Summary) {
         ("waiting on async copies", b.async_wait_ps, false),
         ("runtime between ops", b.runtime_overhead_ps, false),
         ("compile", b.compile_ps, true),
-        ("device idle (host-bound)", b.device_idle_ps, true),
+        match b.device_idle_queued_ps {
+            Some(_) => ("device idle", b.device_idle_ps, true),
+            None => ("device idle (host-bound)", b.device_idle_ps, true),
+        },
     ];
-    // The parts most runs have always show; the others when they hold time.
-    for (name, ps, _) in parts.into_iter().filter(|&(_, ps, always)| always || ps > 0) {
+    let line = |name: &str, ps: i64| {
         let pct = if b.step_ps > 0 { 100.0 * ps as f64 / b.step_ps as f64 } else { 0.0 };
         let bar = "█".repeat((pct / 4.0).round() as usize);
         println!("  {name:<26} {:>10} {pct:>5.1}%  {bar}", human::duration_ps(ps));
+    };
+    // The parts most runs have always show; the others when they hold time.
+    for (name, ps, _) in parts.into_iter().filter(|&(_, ps, always)| always || ps > 0) {
+        line(name, ps);
+    }
+    // Where kernels are linked to their launches: idle split by whether launched work
+    // was waiting to start.
+    if let Some(queued) = b.device_idle_queued_ps {
+        line("  waiting for the host", b.device_idle_ps - queued);
+        line("  launched, not started", queued);
     }
 }
