@@ -767,8 +767,15 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
     if d.count >= 3 && d.median_ps > 0 {
         let cv = pct(d.p90_ps - d.median_ps, d.median_ps);
         if cv > th.step_jitter_pct {
+            // GPUs: the device work each step launched, to tell a step that ran work
+            // queued by earlier ones (a loop that dispatches ahead) from a slow one.
+            let launched = steps::steps(profile);
+            let launched_ps = |st: &steps::Step| {
+                launched.steps.iter().find(|l| (l.host.as_str(), l.start_ps) == (&st.host, st.start_ps))?.device_work_ps
+            };
             let mut slow: Vec<&steps::Step> = steps.steps.iter().collect();
             slow.sort_by_key(|st| std::cmp::Reverse(st.duration_ps));
+            let mut held_earlier = false;
             out.push(Finding {
                 rule: "step-jitter",
                 severity: Severity::Warning,
@@ -791,13 +798,29 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
                         );
                         e.step_num = Some(st.step_num);
                         e.detail = format!("device idle {}, compile {}", ms(st.device_idle_ps), ms(st.compile_ps));
+                        // Busy a quarter beyond the work it launched: earlier steps' work ran in it.
+                        if let Some(w) = launched_ps(st).filter(|&w| st.device_busy_ps > w.saturating_mul(5) / 4) {
+                            held_earlier = true;
+                            e.detail.push_str(&format!(
+                                "; its device ran {} but it launched {}: work queued by earlier steps ran in it",
+                                ms(st.device_busy_ps),
+                                ms(w)
+                            ));
+                        }
                         e
                     })
                     .collect(),
-                advice: "uneven steps point at periodic host work (checkpointing, logging, eval, garbage \
-                         collection), recompilation, or input stalls: compare the slow steps' timelines with a \
-                         median one"
-                    .into(),
+                advice: match held_earlier {
+                    false => "uneven steps point at periodic host work (checkpointing, logging, eval, garbage \
+                              collection), recompilation, or input stalls: compare the slow steps' timelines with a \
+                              median one"
+                        .into(),
+                    true => "a slow step here ran device work that earlier steps launched (the loop dispatches \
+                             ahead, and the device caught up in it): judge steps by the work each launched \
+                             (`stepscope steps PATH`, LAUNCHED), or block on each step's result while profiling; \
+                             otherwise uneven steps point at periodic host work, recompilation or input stalls"
+                        .into(),
+                },
             });
         }
     }
