@@ -336,30 +336,33 @@ fn minus_ps(spans: &[(i64, i64)], minus: &[(i64, i64)]) -> Vec<(i64, i64)> {
 }
 
 #[test]
-fn gpu_idle_is_split_into_waiting_for_the_host_and_launched_work_not_started() {
+fn gpu_idle_is_split_by_what_the_host_was_doing_about_launches() {
     // Each kernel and copy is linked to its host launch by `correlation_id`. Idle time
     // (no op running in the steps) is "queued" where some linked op had been launched
-    // and had not started yet; the rest waited for the host. Checked against the
-    // reference reader: windows from its steps, busy from every op on the GPU's
-    // streams, queued as the union of launch-to-start spans.
-    let mut fired = Vec::new();
+    // (its launch call had returned) and had not started yet; "launching" where, of
+    // the rest, the host was inside the launch call of an op not started; the rest,
+    // the host launched nothing. Checked against the reference reader: windows from
+    // its steps, busy from every op on the GPU's streams, the spans from each op's
+    // launch call.
     for rel in [
         "gpu-async/plugins/profile/2026_11_23_08_00_30/vm.xplane.pb",
         "gpu-transformer/plugins/profile/2026_11_23_07_47_56/vm.xplane.pb",
     ] {
         let f = path(rel);
-        let mut launched: BTreeMap<i64, i64> = BTreeMap::new();
+        let mut calls: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
         for (_, ev) in ref_plane_events(&f, "/host:CPU") {
             if let Some(c) = ev["stats"]["correlation_id"].as_i64() {
-                launched.insert(c, ev["start_ps"].as_i64().unwrap());
+                let start = ev["start_ps"].as_i64().unwrap();
+                calls.insert(c, (start, start + ev["duration_ps"].as_i64().unwrap()));
             }
         }
-        let (mut ops, mut waits) = (Vec::new(), Vec::new());
+        let (mut ops, mut queued, mut launching) = (Vec::new(), Vec::new(), Vec::new());
         for (_, ev) in ref_plane_events(&f, "/device:GPU:0") {
             let start = ev["start_ps"].as_i64().unwrap();
             ops.push((start, start + ev["duration_ps"].as_i64().unwrap()));
-            if let Some(&at) = ev["stats"]["correlation_id"].as_i64().and_then(|c| launched.get(&c)) {
-                waits.push((at, start));
+            if let Some(&(call, returned)) = ev["stats"]["correlation_id"].as_i64().and_then(|c| calls.get(&c)) {
+                queued.push((returned, start));
+                launching.push((call, returned.min(start)));
             }
         }
         let steps = reference(&["steps", &f]);
@@ -373,33 +376,39 @@ fn gpu_idle_is_split_into_waiting_for_the_host_and_launched_work_not_started() {
         )
         .0;
         let idle = minus_ps(&window, &union_ps(ops).0);
-        let queued: i64 = (union_ps(waits).0.iter())
-            .flat_map(|&(a, b)| idle.iter().map(move |&(ia, ib)| (b.min(ib) - a.max(ia)).max(0)))
-            .sum();
+        let total = |spans: &[(i64, i64)]| spans.iter().map(|s| s.1 - s.0).sum::<i64>();
+        let queued_idle: Vec<(i64, i64)> = minus_ps(&idle, &minus_ps(&idle, &union_ps(queued).0));
+        let launching_idle = minus_ps(&minus_ps(&idle, &minus_ps(&idle, &union_ps(launching).0)), &queued_idle);
         let d = json(&["devices", &f]);
         let r = &d["devices"][0];
+        let int = |k: &str| r[k].as_i64().unwrap();
         assert_eq!(r["compile_ps"], 0, "{rel}: no compile in the steps: {r}");
-        assert_eq!(r["idle_ps"].as_i64().unwrap(), idle.iter().map(|s| s.1 - s.0).sum::<i64>(), "{rel}: {r}");
-        assert_eq!(r["idle_queued_ps"].as_i64().unwrap(), queued, "{rel}: {r}");
-        assert!(queued > 0 && queued < r["idle_ps"].as_i64().unwrap(), "{rel}: {r}");
-        // The summary's share of it, one device: queued share of the window × mean step.
+        assert_eq!(int("idle_ps"), total(&idle), "{rel}: {r}");
+        assert_eq!(int("idle_queued_ps"), total(&queued_idle), "{rel}: {r}");
+        assert_eq!(int("idle_launching_ps"), total(&launching_idle), "{rel}: {r}");
+        assert!(int("idle_queued_ps") > 0 && int("idle_launching_ps") > 0, "{rel}: {r}");
+        assert!(int("idle_queued_ps") + int("idle_launching_ps") < int("idle_ps"), "{rel}: {r}");
+        // The summary's shares, one device: each share of the window × mean step.
         let b = json(&["summary", &f])["breakdown"].clone();
-        let want = (queued as f64 / r["window_ps"].as_i64().unwrap() as f64 * b["step_ps"].as_i64().unwrap() as f64)
-            .round() as i64;
-        assert_eq!(b["device_idle_queued_ps"].as_i64().unwrap(), want, "{rel}: {b}");
-        // advise: the host waited for is idle less queued; queued has its own rule.
-        let share = |ps: i64| 100.0 * ps as f64 / b["step_ps"].as_i64().unwrap() as f64;
+        let step = b["step_ps"].as_i64().unwrap();
+        let of_step = |ps: i64| (ps as f64 / int("window_ps") as f64 * step as f64).round() as i64;
+        let q = b["device_idle_queued_ps"].as_i64().unwrap();
+        assert_eq!(q, of_step(int("idle_queued_ps")), "{rel}: {b}");
+        let l = b["device_idle_launching_ps"].as_i64().unwrap();
+        assert!((q + l - of_step(int("idle_queued_ps") + int("idle_launching_ps"))).abs() <= 1, "{rel}: {b}");
+        // advise: the host waited for is idle less queued (launch calls are the
+        // host's, and named in the evidence); queued has its own rule.
+        let share = |ps: i64| 100.0 * ps as f64 / step as f64;
         let a = json(&["advise", &f]);
         let rule = |id: &str| a["findings"].as_array().unwrap().iter().find(|x| x["rule"] == id).cloned();
         let host = rule("host-bound-gaps").expect("host-bound");
-        assert!((host["value"].as_f64().unwrap() - share(b["device_idle_ps"].as_i64().unwrap() - want)).abs() < 1e-9);
+        assert!((host["value"].as_f64().unwrap() - share(b["device_idle_ps"].as_i64().unwrap() - q)).abs() < 1e-9);
+        assert!(host["evidence"][0]["what"].as_str().unwrap().contains("inside launch calls"), "{host}");
         match rule("launch-queued") {
-            Some(q) => assert!(share(want) > 10.0 && (q["value"].as_f64().unwrap() - share(want)).abs() < 1e-9, "{q}"),
-            None => assert!(share(want) <= 10.0, "{rel}: launch-queued should fire at {}%", share(want)),
+            Some(found) => assert!(share(q) > 10.0 && (found["value"].as_f64().unwrap() - share(q)).abs() < 1e-9),
+            None => assert!(share(q) <= 10.0, "{rel}: launch-queued should fire at {}%", share(q)),
         }
-        fired.push(rule("launch-queued").is_some());
     }
-    assert_eq!(fired, [false, true], "gpu-async's queued time is 6% of its step, gpu-transformer's 12.5%");
     // Nothing links XLA:CPU ops to launches: no split there.
     let d = json(&["devices", &path(CPU_RUN)]);
     assert!(d["devices"][0].get("idle_queued_ps").is_none(), "{d}");

@@ -380,7 +380,19 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
             value: host_overhead,
             threshold: th.host_overhead_pct,
             unit: "pct",
-            evidence: idle_gaps(profile, steps, 3),
+            evidence: {
+                let mut evidence = idle_gaps(profile, steps, 3);
+                if let Some(launching) = b.device_idle_launching_ps.filter(|&l| l > 0) {
+                    let what = format!(
+                        "of the mean step's idle {}, {} with the host inside launch calls (cuLaunchKernel, \
+                         cuGraphLaunch) of work not started",
+                        ms(b.device_idle_ps),
+                        ms(launching)
+                    );
+                    evidence.insert(0, ev(what, ""));
+                }
+                evidence
+            },
             advice: "the host is the bottleneck between device work: move Python work (logging, metrics, data \
                      preparation, `float(loss)` syncs) out of the step, prefetch input, and dispatch the next step \
                      before blocking on this one's result"

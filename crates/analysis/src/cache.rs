@@ -74,9 +74,9 @@ pub(crate) struct TimeBase {
     pub kinds: Vec<crate::device_time::OpKinds>,
     /// Per host: what its CPU plane says of device time.
     pub hosts: Vec<HostTime>,
-    /// Per device: the time some op it ran had been launched by its host and had not
-    /// started yet; `None` where the profile does not link ops to launches.
-    pub queued: Vec<Option<Intervals>>,
+    /// Per device: the spans between its ops and their host launches; `None` where the
+    /// profile does not link ops to launches.
+    pub launched: Vec<Option<crate::device_time::Launched>>,
     /// The steps, measured (without the launched work, which `steps::steps` adds).
     pub steps: Steps,
 }

@@ -174,11 +174,15 @@ pub struct DeviceTimeline {
     pub busy_ps: i64,
     /// Every collective op's span within the window (under compute or not).
     pub collective_ops: Intervals,
-    /// Of the idle time, the part in which work its host had launched had not started
-    /// yet (launch latency, or launched work waiting on earlier work); the rest of idle
-    /// waited for the host to launch anything. `None` where the profile does not link
-    /// ops to their launches (`correlation_id`: GPUs).
+    /// Of the idle time, the part in which work its host had launched (the launch
+    /// call had returned) had not started yet: launch latency, or launched work
+    /// waiting on earlier work. `None` where the profile does not link ops to their
+    /// launches (`correlation_id`: GPUs).
     pub idle_queued_ps: Option<i64>,
+    /// Of the rest of idle, the part in which the host was inside the launch call of
+    /// an op that had not started (`cuLaunchKernel`, `cuGraphLaunch`); what is left of
+    /// idle after both, the host launched nothing. `None` as above.
+    pub idle_launching_ps: Option<i64>,
 }
 
 impl DeviceTimeline {
@@ -238,7 +242,7 @@ pub(crate) fn build(devices: &[Device], base: &TimeBase) -> DeviceTime {
                 busy,
                 &base.active[d.index],
                 host.map(|h| [&h.compile, &h.to_device, &h.to_host]),
-                base.queued[d.index].as_ref(),
+                base.launched[d.index].as_ref(),
             )
         })
         .collect();
@@ -325,30 +329,48 @@ pub(crate) fn measure_ops(d: &Device) -> OpTime {
     OpTime { busy, active, kinds: OpKinds { of_op, spans } }
 }
 
-/// The time device `d`'s ops waited between their launch and their start (each
-/// linked to its host's launch in `launches` by `correlation_id`): the union of
-/// launch-to-start spans. `None` where nothing links them.
-pub(crate) fn queued(d: &Device, launches: &crate::steps::Launches) -> Option<Intervals> {
+/// What lies between a device's ops and their host launches.
+pub(crate) struct Launched {
+    /// The time some op had been launched (its launch call had returned) and had not
+    /// started: the union of the spans from each launch call's end to its op's start.
+    queued: Intervals,
+    /// The time the host was inside the launch call of an op that had not started.
+    launching: Intervals,
+}
+
+/// The spans between device `d`'s ops and their launches (each linked to its host's
+/// launch in `launches` by `correlation_id`). `None` where nothing links them.
+pub(crate) fn launched(d: &Device, launches: &crate::steps::Launches) -> Option<Launched> {
     let ops = d.cached_ops();
     if !ops.has_correlation_ids() || launches.is_empty() {
         return None;
     }
-    let waits: Vec<Vec<(i64, i64)>> = crate::cache::pieces(ops.recs.len(), OP_PIECE)
+    // Per piece, in op order: the ops of a line, and those of one graph launch, come
+    // together, so their spans mostly merge as they come.
+    let waits: Vec<(Spans, Spans)> = crate::cache::pieces(ops.recs.len(), OP_PIECE)
         .collect::<Vec<_>>()
         .into_par_iter()
         .map(|range| {
-            let mut waits = Vec::new();
+            let (mut queued, mut launching) = (Spans::default(), Spans::default());
             for r in &ops.recs[range] {
-                let Some(launched) = ops.correlation_id(r).and_then(|c| launches.get(c)) else { continue };
+                let Some((call, returned)) = ops.correlation_id(r).and_then(|c| launches.get(c)) else { continue };
                 let start = d.plane.lines[r.line as usize].start_ps(r.index as usize);
-                if launched < start {
-                    waits.push((launched, start));
+                // Queued from the moment the launch call returned (HTA's launch delay
+                // starts there too): before that, the host was still launching.
+                if returned < start {
+                    queued.push(returned, start);
+                }
+                if call < start {
+                    launching.push(call, returned.min(start));
                 }
             }
-            waits
+            (queued, launching)
         })
         .collect();
-    Some(Intervals::new(waits.concat()))
+    Some(Launched {
+        queued: union_of(waits.iter().map(|w| &w.0)),
+        launching: union_of(waits.iter().map(|w| &w.1)),
+    })
 }
 
 /// Op records read as one piece by [`measure_ops`] (debug builds cut the fixtures'
@@ -519,8 +541,8 @@ fn window(d: &Device, steps: &Steps, busy: &Intervals) -> (WindowSource, Vec<(i6
 }
 
 /// One device's timeline in `window`, from its ops by kind, its busy and active time,
-/// its host's compile time and host copies (to the device, to the host), and the time
-/// launched work waited to start.
+/// its host's compile time and host copies (to the device, to the host), and the spans
+/// between its ops and their launches.
 ///
 /// Each part is the time of its set in the window that no set before it covers. The
 /// sets that can be as large as the ops are measured without being copied: compute
@@ -534,7 +556,7 @@ fn timeline(
     busy: &Intervals,
     active: &Intervals,
     host: Option<[&Intervals; 3]>,
-    queued: Option<&Intervals>,
+    launched: Option<&Launched>,
 ) -> DeviceTimeline {
     let in_window = |set: &Intervals| {
         let mut at = set.cursor();
@@ -566,11 +588,19 @@ fn timeline(
     }
     let window_ps = sum_ps(window.iter().map(|(a, b)| b.saturating_sub(*a)));
     parts_ps[Part::Idle.index()] = window_ps.saturating_sub(sum_ps(parts_ps.iter().copied())).max(0);
-    // Idle is what no part above names: queued time less all of them.
-    let idle_queued_ps =
-        queued.map(|q| named.iter().fold(q.within(&window).minus(active), |idle, before| idle.minus(before)).total());
+    // Idle is what no part above names: queued time less all of them, then launching
+    // time less them and queued.
+    let idle =
+        |set: &Intervals| named.iter().fold(set.within(&window).minus(active), |idle, before| idle.minus(before));
+    let (idle_queued_ps, idle_launching_ps) = match launched {
+        Some(l) => {
+            let queued = idle(&l.queued);
+            (Some(queued.total()), Some(idle(&l.launching).minus(&queued).total()))
+        }
+        None => (None, None),
+    };
     let collective_ops = k.spans[Part::Collective.index()].within(&window);
-    DeviceTimeline { window_source, window, parts_ps, busy_ps, collective_ops, idle_queued_ps }
+    DeviceTimeline { window_source, window, parts_ps, busy_ps, collective_ops, idle_queued_ps, idle_launching_ps }
 }
 
 /// The kind of each op of a device ([`op_kind`] of its name, its category and its

@@ -58,10 +58,15 @@ pub struct DeviceRow {
     /// No op running otherwise. The parts from `compute_ps` on add up to `window_ps`.
     pub idle_ps: i64,
     /// Of `idle_ps`, the time work the host had launched had not started yet (launch
-    /// latency, queueing); the rest waited for the host to launch. GPUs, where the
-    /// profile links kernels to launches (`correlation_id`); absent elsewhere.
+    /// latency, queueing). GPUs, where the profile links kernels to launches
+    /// (`correlation_id`); absent elsewhere.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_queued_ps: Option<i64>,
+    /// Of the rest of `idle_ps`, the time the host was inside launch calls
+    /// (`cuLaunchKernel`, `cuGraphLaunch`) of ops not started; the rest of idle, the
+    /// host launched nothing. Absent as above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_launching_ps: Option<i64>,
     pub utilization_pct: f64,
     pub straggler: bool,
 }
@@ -197,6 +202,7 @@ fn device_row(d: &Device, t: &DeviceTimeline) -> DeviceRow {
         host_copy_ps: part(Part::HostCopyToDevice) + part(Part::HostCopyToHost),
         idle_ps: part(Part::Idle),
         idle_queued_ps: t.idle_queued_ps,
+        idle_launching_ps: t.idle_launching_ps,
         utilization_pct: t.utilization_pct(),
         straggler: false,
     }

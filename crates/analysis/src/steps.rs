@@ -93,7 +93,7 @@ fn launched_work(profile: &Profile, steps: &mut [Step]) {
             (t < steps[mine[k]].end_ps()).then_some(k)
         };
         let launched: FastMap<i64, usize> =
-            host.launches.iter().filter_map(|(c, at)| step_at(at).map(|k| (c, k))).collect();
+            host.launches.iter().filter_map(|(c, (start, _))| step_at(start).map(|k| (c, k))).collect();
         if launched.is_empty() {
             continue;
         }
@@ -158,9 +158,9 @@ pub(crate) fn measure(profile: &Profile, devices: &[Device]) -> TimeBase {
         || devices.par_iter().map(crate::device_time::measure_ops).collect::<Vec<_>>(),
         || host_events(profile, devices),
     );
-    let queued = devices
+    let launched = devices
         .par_iter()
-        .map(|d| hosts.get(d.host_index).and_then(|h| crate::device_time::queued(d, &h.launches)))
+        .map(|d| hosts.get(d.host_index).and_then(|h| crate::device_time::launched(d, &h.launches)))
         .collect();
     let (mut busy, mut active, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
     for m in measured {
@@ -188,7 +188,7 @@ pub(crate) fn measure(profile: &Profile, devices: &[Device]) -> TimeBase {
         }
     }
     let steps = Steps { schema: "stepscope.steps/1", source, steps };
-    TimeBase { busy, active, kinds, hosts, queued, steps }
+    TimeBase { busy, active, kinds, hosts, launched, steps }
 }
 
 fn find_steps(profile: &Profile, devices: &[Device]) -> (StepSource, Vec<Step>) {
@@ -428,19 +428,20 @@ mod tests {
     #[test]
     fn launches_by_correlation_id_dense_or_sparse() {
         // CUPTI's ids count up: a table; the last of a repeated id wins.
-        let l = Launches::new(vec![(7, 70), (8, 80), (10, 100), (8, 81)]);
+        let at = |t: i64| (t, t + 5);
+        let l = Launches::new(vec![(7, at(70)), (8, at(80)), (10, at(100)), (8, at(81))]);
         assert!(!l.dense.is_empty());
         assert_eq!(
             [6, 7, 8, 9, 10, 11, i64::MIN].map(|c| l.get(c)),
-            [None, Some(70), Some(81), None, Some(100), None, None]
+            [None, Some(at(70)), Some(at(81)), None, Some(at(100)), None, None]
         );
         let mut all: Vec<_> = l.iter().collect();
         all.sort();
-        assert_eq!(all, [(7, 70), (8, 81), (10, 100)]);
+        assert_eq!(all, [(7, at(70)), (8, at(81)), (10, at(100))]);
         // Ids far apart: a map, the same answers.
-        let l = Launches::new(vec![(i64::MIN + 1, 1), (5, 50), (i64::MAX, 2), (5, 51)]);
+        let l = Launches::new(vec![(i64::MIN + 1, at(1)), (5, at(50)), (i64::MAX, at(2)), (5, at(51))]);
         assert!(l.dense.is_empty());
-        assert_eq!([i64::MIN + 1, 5, i64::MAX, 6].map(|c| l.get(c)), [Some(1), Some(51), Some(2), None]);
+        assert_eq!([i64::MIN + 1, 5, i64::MAX, 6].map(|c| l.get(c)), [Some(at(1)), Some(at(51)), Some(at(2)), None]);
         assert_eq!(l.iter().count(), 3);
         assert!(Launches::new(Vec::new()).is_empty());
     }
@@ -481,7 +482,7 @@ pub(crate) fn host_compile_events(profile: &Profile) -> impl Iterator<Item = &[(
 /// Per host, what its CPU plane says of device time: compile events and their time,
 /// and, on a host whose XLA device is its CPU, its host-side copies. One pass over
 /// the plane's lines, for the events whose names say they are one of these.
-/// A host plane's launches of GPU work: each event with a `correlation_id`, its start
+/// A host plane's launches of GPU work: each event with a `correlation_id`, its span
 /// by the id (the last in reading order where an id repeats). Read in parallel pieces.
 fn launches(plane: &stepscope_xspace::Plane) -> Launches {
     let Some(corr) = plane.stat_id("correlation_id") else { return Launches::default() };
@@ -489,14 +490,14 @@ fn launches(plane: &stepscope_xspace::Plane) -> Launches {
     let pieces: Vec<(&Line, std::ops::Range<usize>)> = (plane.lines.iter())
         .flat_map(|line| crate::cache::pieces(line.len(), LAUNCH_SCAN_PIECE).map(move |r| (line, r)))
         .collect();
-    let found: Vec<Vec<(i64, i64)>> = pieces
+    let found: Vec<Vec<(i64, (i64, i64))>> = pieces
         .into_par_iter()
         .map(|(line, range)| {
             let mut found = Vec::new();
             for i in plane.events_maybe_with(&look, line, range.clone()) {
                 let [c] = plane.stats_of(&look, line, i);
                 if let Some(c) = c.and_then(|c| plane.stat_i64(&c)) {
-                    found.push((c, line.start_ps(i)));
+                    found.push((c, (line.start_ps(i), line.end_ps(i))));
                 }
             }
             line.release_stats(range);
@@ -506,23 +507,23 @@ fn launches(plane: &stepscope_xspace::Plane) -> Launches {
     Launches::new(found.concat())
 }
 
-/// Host launch times by `correlation_id`. CUPTI numbers its calls one by one, so the
+/// Host launches (start, end) by `correlation_id`. CUPTI numbers its calls one by one, so the
 /// ids are nearly always a dense range: then a table indexed by id, else a map.
 #[derive(Default)]
 pub(crate) struct Launches {
     /// The first id of `dense`.
     first: i64,
-    /// Per id from `first` on: its launch's start, [`NO_LAUNCH`] for none.
-    dense: Vec<i64>,
-    sparse: FastMap<i64, i64>,
+    /// Per id from `first` on: its launch's span, [`NO_LAUNCH`] for none.
+    dense: Vec<(i64, i64)>,
+    sparse: FastMap<i64, (i64, i64)>,
 }
 
 /// A [`Launches::dense`] slot without a launch.
-const NO_LAUNCH: i64 = i64::MIN;
+const NO_LAUNCH: (i64, i64) = (i64::MIN, i64::MIN);
 
 impl Launches {
-    /// From (id, start) pairs in reading order: the last of an id wins.
-    pub fn new(found: Vec<(i64, i64)>) -> Launches {
+    /// From (id, span) pairs in reading order: the last of an id wins.
+    pub fn new(found: Vec<(i64, (i64, i64))>) -> Launches {
         let lo = found.iter().map(|f| f.0).min().unwrap_or(0);
         let hi = found.iter().map(|f| f.0).max().unwrap_or(0);
         let span = (hi as i128 - lo as i128 + 1) as u128;
@@ -541,9 +542,9 @@ impl Launches {
         self.dense.is_empty() && self.sparse.is_empty()
     }
 
-    /// The start of launch `corr`.
+    /// The span of launch `corr`.
     #[inline]
-    pub fn get(&self, corr: i64) -> Option<i64> {
+    pub fn get(&self, corr: i64) -> Option<(i64, i64)> {
         if self.dense.is_empty() {
             return self.sparse.get(&corr).copied();
         }
@@ -551,8 +552,8 @@ impl Launches {
         self.dense.get(at).copied().filter(|&t| t != NO_LAUNCH)
     }
 
-    /// Every launch: (id, start).
-    pub fn iter(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+    /// Every launch: (id, span).
+    pub fn iter(&self) -> impl Iterator<Item = (i64, (i64, i64))> + '_ {
         let dense =
             (self.dense.iter().enumerate()).filter(|(_, &t)| t != NO_LAUNCH).map(|(k, &t)| (self.first + k as i64, t));
         dense.chain(self.sparse.iter().map(|(&c, &t)| (c, t)))

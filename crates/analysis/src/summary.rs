@@ -42,6 +42,10 @@ pub struct Breakdown {
     /// links to their launches; absent elsewhere.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_idle_queued_ps: Option<i64>,
+    /// Of the rest of `device_idle_ps`, the time the host was inside launch calls of
+    /// ops not started; not part of the sum; absent as above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_idle_launching_ps: Option<i64>,
 }
 
 /// Devices of one kind and model.
@@ -162,12 +166,18 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
     let part = |p: Part| ps[p.index()];
     let named = sum_ps(ps.iter().copied());
     let device_idle_ps = step_ps.saturating_sub(named).max(0);
-    let queued: Vec<f64> =
-        with_window.iter().filter_map(|t| t.idle_queued_ps.map(|q| q as f64 / t.window_ps() as f64)).collect();
-    let device_idle_queued_ps = (!queued.is_empty()).then(|| {
-        let share = queued.iter().sum::<f64>() / with_window.len() as f64;
-        ((share * step_ps as f64).round() as i64).clamp(0, device_idle_ps)
-    });
+    // The idle parts' mean shares of the windows, rounded as running totals too.
+    let share = |of: fn(&DeviceTimeline) -> Option<i64>| {
+        let shares: Vec<f64> =
+            with_window.iter().filter_map(|t| of(t).map(|q| q as f64 / t.window_ps() as f64)).collect();
+        (!shares.is_empty()).then(|| shares.iter().sum::<f64>() / with_window.len() as f64)
+    };
+    let queued_share = share(|t| t.idle_queued_ps);
+    let device_idle_queued_ps = queued_share.map(|q| ((q * step_ps as f64).round() as i64).clamp(0, device_idle_ps));
+    let device_idle_launching_ps =
+        queued_share.zip(share(|t| t.idle_launching_ps)).zip(device_idle_queued_ps).map(|((q, l), queued_ps)| {
+            (((q + l) * step_ps as f64).round() as i64).clamp(queued_ps, device_idle_ps) - queued_ps
+        });
     Breakdown {
         step_ps,
         device_compute_ps: part(Part::Compute),
@@ -180,6 +190,7 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
         compile_ps: part(Part::Compile),
         device_idle_ps,
         device_idle_queued_ps,
+        device_idle_launching_ps,
     }
 }
 

@@ -34,6 +34,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             "host_copy_ps",
             "idle_ps",
             "idle_queued_ps",
+            "idle_launching_ps",
             "window_source",
             "utilization_pct",
             "straggler",
@@ -58,6 +59,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                     r.host_copy_ps.to_string(),
                     r.idle_ps.to_string(),
                     r.idle_queued_ps.map(|q| q.to_string()).unwrap_or_default(),
+                    r.idle_launching_ps.map(|q| q.to_string()).unwrap_or_default(),
                     serde_json::to_value(r.window_source)
                         .ok()
                         .and_then(|v| v.as_str().map(String::from))
@@ -74,8 +76,8 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         println!("no device ran XLA ops in this profile");
         return Ok(ExitCode::SUCCESS);
     }
-    // Where kernels are linked to their launches, the idle time in which launched
-    // work had not started yet.
+    // Where kernels are linked to their launches, the idle time in which the host was
+    // in launch calls, and in which launched work had not started yet.
     let queued = d.devices.iter().any(|r| r.idle_queued_ps.is_some());
     let mut header = vec![
         "DEVICE",
@@ -91,7 +93,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         "",
     ];
     if queued {
-        header.insert(8, "OF IT QUEUED");
+        header.splice(8..8, ["IN LAUNCH", "QUEUED"]);
     }
     let mut t = Table::new(header);
     for r in d.devices.iter().take(args.select.top.max(1)) {
@@ -115,7 +117,8 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             if r.straggler { "straggler".into() } else { String::new() },
         ];
         if queued {
-            row.insert(8, r.idle_queued_ps.map(human::duration_ps).unwrap_or_else(|| "—".into()));
+            let or_dash = |ps: Option<i64>| ps.map(human::duration_ps).unwrap_or_else(|| "—".into());
+            row.splice(8..8, [or_dash(r.idle_launching_ps), or_dash(r.idle_queued_ps)]);
         }
         t.push(row);
     }

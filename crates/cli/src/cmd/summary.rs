@@ -141,7 +141,9 @@ fn print_breakdown(s: &Summary) {
     // Where kernels are linked to their launches: idle split by whether launched work
     // was waiting to start.
     if let Some(queued) = b.device_idle_queued_ps {
-        line("  waiting for the host", b.device_idle_ps - queued);
+        let launching = b.device_idle_launching_ps.unwrap_or(0);
+        line("  host launched nothing", b.device_idle_ps - queued - launching);
+        line("  host in launch calls", launching);
         line("  launched, not started", queued);
     }
 }
