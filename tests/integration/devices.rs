@@ -414,3 +414,83 @@ fn gpu_idle_is_split_by_what_the_host_was_doing_about_launches() {
     assert!(d["devices"][0].get("idle_queued_ps").is_none(), "{d}");
     assert!(json(&["summary", &path(CPU_RUN)])["breakdown"].get("device_idle_queued_ps").is_none());
 }
+
+const CONV_2GPU: &str = "rocm-mi300x-conv-2gpu/chi-mi300x-013.ord.vultr.cpe.ice.amd.com.xplane.pb";
+const CONV_8GPU: &str = "rocm-mi300x-conv-8gpu/tw003.xplane.pb";
+
+#[test]
+fn a_copy_only_gpu_has_no_compute_as_tracelens_says() {
+    // GPU 0 of this MI300X capture only copies (`CopyDeviceToDevice` on `MemcpyOther`
+    // streams); GPU 7 runs the convolution. TraceLens's own `gpu_timeline` for the
+    // same file (copied beside it) gives each GPU's computation, exposed memcpy,
+    // busy, idle and total time: stepscope's device rows must equal them.
+    let csv = std::fs::read_to_string(fixture("rocm-mi300x-conv-2gpu/tracelens_gpu_timeline.csv")).unwrap();
+    let mut peer: BTreeMap<(i64, String), i64> = BTreeMap::new();
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let ms: f64 = f[1].parse().unwrap();
+        peer.insert((f[3].parse().unwrap(), f[0].to_string()), (ms * 1e9).round() as i64);
+    }
+    let d = json(&["devices", &path(CONV_2GPU)]);
+    let rows = d["devices"].as_array().unwrap();
+    for pid in [1, 8] {
+        let r = rows.iter().find(|r| r["device"] == format!("/device:GPU:{}", pid - 1).as_str()).expect("a row");
+        let want = |k: &str| peer[&(pid, k.to_string())];
+        let got = |k: &str| r[k].as_i64().unwrap();
+        assert_eq!(got("compute_ps"), want("computation_time"), "{r}");
+        assert_eq!(got("collective_ps"), want("exposed_comm_time"), "{r}");
+        assert_eq!(got("copy_ps"), want("exposed_memcpy_time"), "{r}");
+        assert_eq!(got("busy_ps"), want("busy_time"), "{r}");
+        assert_eq!(got("idle_ps"), want("idle_time"), "{r}");
+        assert_eq!(got("window_ps"), want("total_time"), "{r}");
+        assert_eq!(r["window_source"], "own_span");
+    }
+    let gpu0 = rows.iter().find(|r| r["device"] == "/device:GPU:0").unwrap();
+    assert!(gpu0["compute_ps"] == 0 && gpu0["copy_ps"].as_i64().unwrap() > 0, "{gpu0}");
+    // A device that only copies is no peer in compute: nothing is a straggler, and the
+    // spread is over the one device that computed.
+    assert!(d["stragglers"].as_array().unwrap().is_empty(), "{d}");
+    assert_eq!(d["all"]["compute_spread_pct"].as_f64().unwrap(), 0.0);
+    // Copies are never the op profile's compute either: the summary splits the same way.
+    let s = json(&["summary", &path(CONV_2GPU)]);
+    let util = rows.iter().map(|r| r["utilization_pct"].as_f64().unwrap()).sum::<f64>() / rows.len() as f64;
+    assert!((s["device_utilization_pct"].as_f64().unwrap() - util).abs() < 1e-9);
+}
+
+#[test]
+fn eight_gpus_are_each_measured_over_their_own_span() {
+    // No step annotations: each of the 8 GPUs in its own span (first op to last). Its
+    // ops, busy time and copies (ROCm's `__amd_rocclr_copyBuffer` kernels, not under
+    // compute) checked against the reference reader.
+    let f = path(CONV_8GPU);
+    let d = json(&["devices", &f]);
+    let rows = d["devices"].as_array().unwrap();
+    assert_eq!(rows.len(), 8);
+    for r in rows {
+        let plane = r["device"].as_str().unwrap();
+        let (mut all, mut copies, mut compute) = (Vec::new(), Vec::new(), Vec::new());
+        for (_, ev) in ref_plane_events(&f, plane) {
+            let start = ev["start_ps"].as_i64().unwrap();
+            let span = (start, start + ev["duration_ps"].as_i64().unwrap());
+            all.push(span);
+            match ev["name"].as_str().unwrap().contains("copyBuffer") {
+                true => copies.push(span),
+                false => compute.push(span),
+            }
+        }
+        let (busy, busy_ps) = union_ps(all.clone());
+        let window = busy.last().unwrap().1 - busy[0].0;
+        let exposed = minus_ps(&union_ps(copies.clone()).0, &union_ps(compute.clone()).0);
+        let int = |k: &str| r[k].as_i64().unwrap();
+        assert_eq!(r["window_source"], "own_span", "{r}");
+        assert_eq!(int("op_count"), all.len() as i64, "{r}");
+        assert_eq!(int("window_ps"), window, "{r}");
+        assert_eq!(int("busy_ps"), busy_ps, "{r}");
+        assert_eq!(int("compute_ps"), union_ps(compute).1, "{r}");
+        assert_eq!(int("copy_ps"), exposed.iter().map(|s| s.1 - s.0).sum::<i64>(), "{r}");
+        assert_eq!(copies.is_empty(), plane != "/device:GPU:0", "{r}");
+    }
+    // The same work on every GPU: no straggler, a spread of a few percent.
+    assert!(d["stragglers"].as_array().unwrap().is_empty(), "{d}");
+    assert!(d["all"]["compute_spread_pct"].as_f64().unwrap() < 10.0, "{d}");
+}

@@ -89,12 +89,21 @@ impl Part {
 pub fn op_kind(name: &str, category: &str, line: &str) -> Part {
     let hay = [name, category, line];
     let has = |pat: &str| hay.iter().any(|s| s.contains(pat));
-    if has("H2D") || has("HtoD") || has("host-to-device") {
+    // CUPTI names copies `MemcpyH2D`, ROCm's tracer `CopyHostToDevice`.
+    if has("H2D") || has("HtoD") || has("HostToDevice") || has("host-to-device") {
         Part::HostToDevice
-    } else if has("D2H") || has("DtoH") || has("device-to-host") {
+    } else if has("D2H") || has("DtoH") || has("DeviceToHost") || has("device-to-host") {
         Part::DeviceToHost
-    } else if has("D2D") || has("DtoD") || has("P2P") || has("PtoP") || has("device-to-device") || is_copy_kernel(name)
+    } else if has("D2D")
+        || has("DtoD")
+        || has("P2P")
+        || has("PtoP")
+        || has("DeviceToDevice")
+        || has("device-to-device")
+        || has("MemcpyOther")
+        || is_copy_kernel(name)
     {
+        // `MemcpyOther` streams hold copies of no one direction (peer, unknown).
         Part::DeviceToDevice
     } else if is_collective(name) || is_collective(category) || is_send_recv(name) {
         Part::Collective
@@ -367,10 +376,7 @@ pub(crate) fn launched(d: &Device, launches: &crate::steps::Launches) -> Option<
             (queued, launching)
         })
         .collect();
-    Some(Launched {
-        queued: union_of(waits.iter().map(|w| &w.0)),
-        launching: union_of(waits.iter().map(|w| &w.1)),
-    })
+    Some(Launched { queued: union_of(waits.iter().map(|w| &w.0)), launching: union_of(waits.iter().map(|w| &w.1)) })
 }
 
 /// Op records read as one piece by [`measure_ops`] (debug builds cut the fixtures'
@@ -696,6 +702,11 @@ mod tests {
         assert_eq!(op_kind("fusion.3", "", one_kind("Stream #14(MemcpyH2D,Compute)")), Part::Compute);
         assert_eq!(op_kind("__amd_rocclr_copyBuffer.kd", "", ""), Part::DeviceToDevice);
         assert_eq!(op_kind("MemcpyD2D", "", ""), Part::DeviceToDevice);
+        // ROCm's tracer names copies in words, on `MemcpyOther` streams.
+        assert_eq!(op_kind("CopyDeviceToDevice", "", one_kind("Stream #8(MemcpyOther)")), Part::DeviceToDevice);
+        assert_eq!(op_kind("CopyHostToDevice", "", ""), Part::HostToDevice);
+        assert_eq!(op_kind("CopyDeviceToHost", "", ""), Part::DeviceToHost);
+        assert_eq!(op_kind("fusion.1", "", one_kind("Stream #8(MemcpyOther)")), Part::DeviceToDevice);
         assert_eq!(op_kind("all-reduce.1", "all-reduce", ""), Part::Collective);
         assert_eq!(op_kind("all-gather-done", "", ""), Part::Collective);
         assert_eq!(op_kind("recv-done.2", "", ""), Part::Collective);

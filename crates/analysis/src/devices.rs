@@ -96,7 +96,7 @@ pub struct Aggregate {
     pub compute_ps: i64,
     pub collective_ps: i64,
     pub utilization_pct: f64,
-    /// Spread of compute time across devices: (max − min) / median, percent.
+    /// Spread of compute time across the devices that computed: (max − min) / median, percent.
     pub compute_spread_pct: f64,
 }
 
@@ -160,7 +160,8 @@ pub fn devices(profile: &Profile) -> Devices {
         stragglers.push(Straggler { host: hosts[k].host.clone(), ..s });
     }
     let compute: Vec<i64> = {
-        let mut v: Vec<i64> = rows.iter().map(|r| r.compute_ps).collect();
+        // Devices that ran no compute (copy-only ones) are no peers of those that did.
+        let mut v: Vec<i64> = rows.iter().map(|r| r.compute_ps).filter(|&c| c > 0).collect();
         v.sort_unstable();
         v
     };

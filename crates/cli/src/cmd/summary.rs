@@ -72,6 +72,14 @@ fn print_text(s: &Summary) {
     println!();
     if s.step_count == 0 {
         println!("no steps found: wrap each training step in jax.profiler.StepTraceAnnotation(\"train\", step_num=i)");
+        if !env.devices.is_empty() {
+            // Each device is then measured over its own span, first op to last.
+            println!(
+                "device utilisation {:.1}% over each device's own span (first op to last); `stepscope devices PATH` \
+                 splits it",
+                s.device_utilization_pct
+            );
+        }
     } else {
         let t = &s.step_time;
         println!("STEP TIME  {} steps (from {})", s.step_count, crate::cmd::steps::source_label(s.step_source));
