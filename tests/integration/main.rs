@@ -19,6 +19,7 @@ mod hostile;
 mod info;
 mod judgement;
 mod memory;
+mod output;
 mod robustness;
 mod server;
 mod server_concurrency;

@@ -10,6 +10,10 @@ use clap::{Args, Parser, Subcommand};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Never cut names in tables (by default they lose their middle to fit the
+    /// terminal; output to a file or pipe is never cut).
+    #[arg(long, global = true)]
+    pub wide: bool,
 }
 
 const EXAMPLES: &str = "\
@@ -110,9 +114,20 @@ pub struct Select {
     /// Only this host (its file name without .xplane.pb).
     #[arg(long, value_name = "HOST")]
     pub host: Option<String>,
-    /// Show at most N rows.
-    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 10)]
-    pub top: usize,
+    /// Show at most N rows (default 10; 0 shows all). `steps`: the N slowest steps.
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub top: Option<usize>,
+}
+
+impl Select {
+    /// How many rows to show: `--top N`, 10 by default, every row for 0.
+    pub fn rows(&self) -> usize {
+        match self.top {
+            None => 10,
+            Some(0) => usize::MAX,
+            Some(n) => n,
+        }
+    }
 }
 
 #[derive(Args, Debug)]

@@ -59,13 +59,29 @@ fn sig3(v: f64) -> String {
     }
 }
 
-/// Cuts `s` to at most `width` characters, ending in `…` when cut.
+/// Cuts `s` to at most `width` characters where tables are cut to fit (see
+/// [`crate::table::width`]; else whole), keeping its start and end: the middle becomes
+/// `…` (`input_tra…fusion.1`), so names that differ at the end still read apart.
 pub fn fit(s: &str, width: usize) -> String {
-    if s.chars().count() <= width {
+    match crate::table::width() {
+        Some(_) => elide(s, width),
+        None => s.to_string(),
+    }
+}
+
+/// [`fit`] whatever the output: at most `width` characters, the middle elided.
+pub fn elide(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width {
         return s.to_string();
     }
-    let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
+    let keep = width.saturating_sub(1);
+    // More of the start, which names the thing; the end tells numbered ones apart.
+    let tail = keep / 3;
+    let head = keep - tail;
+    let mut out: String = s.chars().take(head).collect();
     out.push('…');
+    out.extend(s.chars().skip(n - tail));
     out
 }
 
@@ -108,7 +124,8 @@ mod tests {
         assert_eq!(bytes(512), "512 B");
         assert_eq!(count(26_723), "26,723");
         assert_eq!(count(7), "7");
-        assert_eq!(fit("abcdef", 4), "abc…");
+        assert_eq!(elide("abcdef", 4), "ab…f");
+        assert_eq!(elide("abcdef", 6), "abcdef");
         assert_eq!(wrap("  → ", "one two three", 12), "  → one two\n    three\n");
     }
 }

@@ -96,6 +96,9 @@ fn usage_error(err: &clap::Error, args: &[OsString]) -> String {
     let text = err.render().to_string();
     let message = text.split("\n\nUsage:").next().unwrap_or(&text);
     let message = message.split("\n\nFor more information").next().unwrap_or(message);
+    // clap's tip to pass an unknown flag as a value (`use '-- --csv'`) misleads: the
+    // command does not take that flag.
+    let message = message.split("\n\n  tip: to pass").next().unwrap_or(message);
     let message = one_line(message.trim_start_matches("error:"));
     let command = args.iter().skip(1).filter_map(|a| a.to_str()).find(|a| {
         use clap::CommandFactory;
@@ -124,10 +127,11 @@ pub fn load_run(
     run: Option<String>,
     host: Option<String>,
 ) -> anyhow::Result<(stepscope_analysis::Profile, stepscope_xspace::discover::Run)> {
-    load::profile_and_run(&args::Input { path, run }, &args::Select { host, top: 0 })
+    load::profile_and_run(&args::Input { path, run }, &args::Select { host, top: None })
 }
 
 fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
+    table::set_wide(cli.wide);
     match cli.command {
         args::Command::Ls(a) => cmd::ls::run(&a),
         args::Command::Info(a) => cmd::info::run(&a),

@@ -23,6 +23,15 @@ pub fn load(input: &Input) -> anyhow::Result<Loaded> {
     for note in &run.skipped {
         eprintln!("stepscope: note: skipped {note}");
     }
+    if run.among > 1 && input.run.is_none() {
+        eprintln!(
+            "stepscope: note: reading {}, the newest of {} runs in {}; pick another with --run NAME (`stepscope ls {}` lists them)",
+            run.rel,
+            run.among,
+            input.path.display(),
+            input.path.display()
+        );
+    }
     let progress = Progress::default();
     let done = AtomicBool::new(false);
     let total = run.bytes();

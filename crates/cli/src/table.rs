@@ -1,6 +1,9 @@
-//! Text tables that fit 80 columns, and CSV.
+//! Text tables that fit the terminal, and CSV.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A table: a header and rows of cells. The first column is the one cut to fit.
 pub struct Table {
@@ -8,8 +11,35 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
-/// Terminal width the text tables fit.
-const WIDTH: usize = 80;
+/// `--wide`: never cut.
+static WIDE: AtomicBool = AtomicBool::new(false);
+
+/// Sets `--wide`.
+pub fn set_wide(wide: bool) {
+    WIDE.store(wide, Ordering::Relaxed);
+}
+
+/// The width text tables are cut to fit: `$COLUMNS`, else the terminal's when standard
+/// output is one; `None` (nothing cut) with `--wide`, or when the output goes to a
+/// file or a pipe and `$COLUMNS` is unset.
+pub fn width() -> Option<usize> {
+    if WIDE.load(Ordering::Relaxed) {
+        return None;
+    }
+    if let Some(c) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()) {
+        return Some(c.max(40));
+    }
+    if std::io::stdout().is_terminal() {
+        let cols = crossterm::terminal::size().map(|(w, _)| w as usize).unwrap_or(80);
+        return Some(cols.max(40));
+    }
+    None
+}
+
+/// The width prose (findings, notes) is wrapped to: the terminal's, else 80.
+pub fn prose_width() -> usize {
+    width().unwrap_or(80).min(120)
+}
 
 impl Table {
     pub fn new(header: Vec<&'static str>) -> Table {
@@ -20,8 +50,15 @@ impl Table {
         self.rows.push(row);
     }
 
-    /// Renders with the first column left-aligned and cut to fit, the rest right-aligned.
+    /// Renders with the first column left-aligned and the rest right-aligned. Where the
+    /// table is wider than [`width`], the first column's long cells lose their middle
+    /// (`input_tra…fusion.1`), never so far that two different cells read the same.
     pub fn text(&self) -> String {
+        self.text_at(width())
+    }
+
+    /// [`Table::text`] cut to fit `width` columns (`None`: nothing cut).
+    fn text_at(&self, width: Option<usize>) -> String {
         let n = self.header.len();
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {
@@ -29,14 +66,28 @@ impl Table {
                 *w = (*w).max(cell.chars().count());
             }
         }
-        let rest: usize = widths[1..].iter().map(|w| w + 2).sum();
-        widths[0] = widths[0].min(WIDTH.saturating_sub(rest).max(12));
+        let first: Vec<String> = match width {
+            None => self.rows.iter().map(|r| r.first().cloned().unwrap_or_default()).collect(),
+            Some(total) => {
+                let rest: usize = widths[1..].iter().map(|w| w + 2).sum();
+                let (full, mut fit) = (widths[0], widths[0].min(total.saturating_sub(rest).max(20)));
+                loop {
+                    let cells: Vec<String> =
+                        self.rows.iter().map(|r| crate::human::elide(r.first().map_or("", |c| c), fit)).collect();
+                    if fit >= full || distinct(&self.rows, &cells) {
+                        widths[0] = fit.max(self.header[0].chars().count());
+                        break cells;
+                    }
+                    fit += 1;
+                }
+            }
+        };
         let mut out = String::new();
         let mut line = |cells: Vec<&str>| {
             let mut s = String::new();
             for (i, cell) in cells.iter().enumerate().take(n) {
                 if i == 0 {
-                    let _ = write!(s, "{:<w$}", crate::human::fit(cell, widths[0]), w = widths[0]);
+                    let _ = write!(s, "{:<w$}", cell, w = widths[0]);
                 } else {
                     let _ = write!(s, "  {:>w$}", cell, w = widths[i]);
                 }
@@ -45,11 +96,20 @@ impl Table {
             out.push('\n');
         };
         line(self.header.clone());
-        for row in &self.rows {
-            line(row.iter().map(String::as_str).collect());
+        for (row, first) in self.rows.iter().zip(&first) {
+            line(std::iter::once(first.as_str()).chain(row.iter().skip(1).map(String::as_str)).collect());
         }
         out
     }
+}
+
+/// True when no two rows whose first cells differ show the same `shown` text.
+fn distinct(rows: &[Vec<String>], shown: &[String]) -> bool {
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    rows.iter().zip(shown).all(|(row, shown)| {
+        let whole = row.first().map_or("", |c| c.as_str());
+        *seen.entry(shown.as_str()).or_insert(whole) == whole
+    })
 }
 
 /// Writes rows as CSV (RFC 4180 quoting).
@@ -82,9 +142,30 @@ mod tests {
     }
 
     #[test]
-    fn text_fits() {
+    fn text_fits_and_never_reads_two_names_the_same() {
         let mut t = Table::new(vec!["NAME", "TIME"]);
         t.push(vec!["x".repeat(200), "1.00 ms".into()]);
-        assert!(t.text().lines().all(|l| l.chars().count() <= 80));
+        assert!(t.text_at(Some(80)).lines().all(|l| l.chars().count() <= 80));
+        // Two names alike but for their ends: both lose their middle, and still differ.
+        let mut t = Table::new(vec!["OP", "TIME"]);
+        let long = "input_transpose_fusion_with_a_long_name_from_xla_that_goes_on".to_string();
+        for end in ["fusion.1", "fusion.2"] {
+            t.push(vec![format!("{long}_{end}"), "1.00 ms".into()]);
+        }
+        let text = t.text_at(Some(60));
+        let shown: Vec<&str> = text.lines().skip(1).map(|l| l.split("  ").next().unwrap()).collect();
+        assert_ne!(shown[0], shown[1], "{text}");
+        assert!(shown.iter().all(|s| s.contains('…') && s.starts_with("input_transpose")), "{text}");
+        assert!(text.lines().all(|l| l.chars().count() <= 60), "{text}");
+        // Alike but in the middle: the column widens until they read apart.
+        let mut t = Table::new(vec!["OP", "TIME"]);
+        for mid in ["a", "b"] {
+            t.push(vec![format!("{}{mid}{}", "x".repeat(40), "y".repeat(40)), "1.00 ms".into()]);
+        }
+        let text = t.text_at(Some(40));
+        let shown: Vec<&str> = text.lines().skip(1).map(|l| l.split("  ").next().unwrap()).collect();
+        assert_ne!(shown[0], shown[1], "{text}");
+        // Nothing cut: whole names.
+        assert!(t.text_at(None).contains(&format!("{}a{}", "x".repeat(40), "y".repeat(40))));
     }
 }

@@ -39,6 +39,9 @@ pub struct Run {
     /// Files named like profiles that were not read, each with why
     /// (`x.xplane.pb: a FIFO, not a regular file`): one note each for the user.
     pub skipped: Vec<String>,
+    /// How many runs the folder searched held, this one among them (1 for a run
+    /// folder or a file).
+    pub among: usize,
 }
 
 impl Run {
@@ -213,7 +216,7 @@ fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found) -> Result<()> 
         };
         pprof.sort();
         skipped.sort();
-        found.runs.push(Run { name, rel, dir: dir.to_path_buf(), modified, hosts, pprof, skipped });
+        found.runs.push(Run { name, rel, dir: dir.to_path_buf(), modified, hosts, pprof, skipped, among: 1 });
     } else {
         found.stray.extend(skipped);
     }
@@ -262,7 +265,16 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
         let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
         let hf = HostFile { host, path: path.to_path_buf(), format, bytes: meta.len() };
         let pprof = Vec::new();
-        return Ok(Run { name: name.clone(), rel: name, dir, modified, hosts: vec![hf], pprof, skipped: Vec::new() });
+        return Ok(Run {
+            name: name.clone(),
+            rel: name,
+            dir,
+            modified,
+            hosts: vec![hf],
+            pprof,
+            skipped: Vec::new(),
+            among: 1,
+        });
     }
     let (mut runs, stray) = find_runs_noting(path)?;
     if runs.is_empty() {
@@ -275,6 +287,7 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
             "point at the folder given to jax.profiler.trace (it holds plugins/profile/<run>/<host>.xplane.pb), a run folder or a profile file",
         ));
     }
+    let among = runs.len();
     let mut chosen = match run {
         None => runs.swap_remove(runs.len() - 1),
         Some(want) => {
@@ -289,5 +302,6 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
     };
     // What was skipped in the folders searched that hold no run is said too.
     chosen.skipped.extend(stray);
+    chosen.among = among;
     Ok(chosen)
 }

@@ -22,8 +22,11 @@ pub struct AdviseArgs {
     #[arg(long, value_name = "FILE")]
     pub thresholds: Option<PathBuf>,
     /// Print JSON (schema `stepscope.advise/1`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Print CSV: one row per finding (its evidence joined by " | ").
+    #[arg(long)]
+    pub csv: bool,
 }
 
 /// Reads thresholds from a TOML file: top-level keys or a `[thresholds]` table.
@@ -49,11 +52,34 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
         Some(p) => read_thresholds(p)?,
         None => Thresholds::default(),
     };
-    let select = Select { host: args.host.clone(), top: 10 };
+    let select = Select { host: args.host.clone(), top: None };
     let profile = load::profile(&args.input, &select)?;
     let a = advise::advise(&profile, &th);
     if args.json {
         println!("{}", serde_json::to_string(&a)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.csv {
+        let rows: Vec<Vec<String>> = (a.findings.iter())
+            .map(|f| {
+                let severity = serde_json::to_value(f.severity).ok().and_then(|v| v.as_str().map(String::from));
+                let evidence: Vec<String> = (f.evidence.iter())
+                    .map(|e| if e.detail.is_empty() { e.what.clone() } else { format!("{} ({})", e.what, e.detail) })
+                    .collect();
+                vec![
+                    severity.unwrap_or_default(),
+                    f.rule.to_string(),
+                    f.title.clone(),
+                    f.value.to_string(),
+                    f.threshold.to_string(),
+                    f.unit.to_string(),
+                    evidence.join(" | "),
+                    f.advice.clone(),
+                ]
+            })
+            .collect();
+        let header = ["severity", "rule", "title", "value", "threshold", "unit", "evidence", "advice"];
+        print!("{}", crate::table::csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     if a.findings.is_empty() {
@@ -80,10 +106,9 @@ pub fn print_finding(f: &Finding, full: bool) {
         "us" => " µs",
         _ => "",
     };
-    let head = format!("{sev:<8} ");
-    let rule = format!("  [{}]", f.rule);
-    let room = WIDTH.saturating_sub(head.len() + rule.chars().count());
-    println!("{head}{}{rule}", human::fit(&f.title, room));
+    // The title whole, wrapped, its rule id after it.
+    let width = crate::table::prose_width();
+    print!("{}", human::wrap(&format!("{sev:<8} "), &format!("{}  [{}]", f.title, f.rule), width));
     if !full {
         return;
     }
@@ -94,12 +119,10 @@ pub fn print_finding(f: &Finding, full: bool) {
             (Some(s), _) => format!(" (at {})", human::duration_ps(s)),
             _ => String::new(),
         };
-        print!("{}", human::wrap("         · ", &format!("{}{when}", e.what), WIDTH));
+        print!("{}", human::wrap("         · ", &format!("{}{when}", e.what), width));
         if !e.detail.is_empty() {
-            print!("{}", human::wrap("           ", &e.detail, WIDTH));
+            print!("{}", human::wrap("           ", &e.detail, width));
         }
     }
-    print!("{}", human::wrap("         → ", &f.advice, WIDTH));
+    print!("{}", human::wrap("         → ", &f.advice, width));
 }
-
-const WIDTH: usize = 80;

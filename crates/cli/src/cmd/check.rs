@@ -74,7 +74,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         Some(p) => read_metrics(p)?,
         None => Vec::new(),
     };
-    let profile = load::profile(&args.input, &Select { host: args.host.clone(), top: 10 })?;
+    let profile = load::profile(&args.input, &Select { host: args.host.clone(), top: None })?;
     let current = summary::overview(&profile, 0);
     let c = check::check(&baseline, &current, args.max_regression, &extra, args.min_steps)?;
     if args.json {

@@ -12,7 +12,7 @@ use crate::table::{csv, Table};
 pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     let profile = load::profile(&args.input, &args.select)?;
     let mut c = collectives::collectives(&profile);
-    c.ops.truncate(args.select.top);
+    c.ops.truncate(args.select.rows());
     if args.output.json {
         println!("{}", serde_json::to_string(&c)?);
         return Ok(ExitCode::SUCCESS);

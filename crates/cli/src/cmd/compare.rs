@@ -28,7 +28,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         profiles.push((p.display().to_string(), load::profile(&Input { path: p.clone(), run: None }, &args.select)?));
     }
     let refs: Vec<(String, &stepscope_analysis::Profile)> = profiles.iter().map(|(l, p)| (l.clone(), p)).collect();
-    let c = compare::compare(&refs, args.select.top.min(3));
+    let c = compare::compare(&refs, args.select.rows().min(3));
     if args.output.json {
         println!("{}", serde_json::to_string(&c)?);
         return Ok(ExitCode::SUCCESS);

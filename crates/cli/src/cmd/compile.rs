@@ -42,14 +42,14 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     }
     println!("{} compiling {} time(s)", human::duration_ps(c.total_ps), c.compiles.len());
     let mut t = Table::new(vec!["MODULE", "TOTAL", "COUNT", "MAX"]);
-    for m in c.modules.iter().take(args.select.top) {
+    for m in c.modules.iter().take(args.select.rows()) {
         let name = if m.module.is_empty() { "(unknown module)".to_string() } else { m.module.clone() };
         t.push(vec![name, human::duration_ps(m.total_ps), human::count(m.count), human::duration_ps(m.max_ps)]);
     }
     print!("{}", t.text());
     println!();
     let mut t = Table::new(vec!["COMPILE", "AT", "LOWERING", "BACKEND", "TOTAL"]);
-    for e in c.compiles.iter().take(args.select.top) {
+    for e in c.compiles.iter().take(args.select.rows()) {
         let name = match (e.module.is_empty(), e.module_from) {
             (true, _) => "(unknown module)".to_string(),
             (false, "next_run") => format!("{} (ran next)", e.module),

@@ -96,7 +96,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         header.splice(8..8, ["IN LAUNCH", "QUEUED"]);
     }
     let mut t = Table::new(header);
-    for r in d.devices.iter().take(args.select.top.max(1)) {
+    for r in d.devices.iter().take(args.select.rows().max(1)) {
         let window = match r.window_source {
             WindowSource::HostSteps => "host steps",
             WindowSource::OwnSteps => "own steps",
@@ -104,7 +104,11 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             WindowSource::Empty => "none",
         };
         let mut row = vec![
-            format!("{} {}", r.host, r.device),
+            // The host only where there are several.
+            match d.hosts.len() {
+                1 => r.device.clone(),
+                _ => format!("{} {}", r.host, r.device),
+            },
             format!("{:.1}%", r.utilization_pct),
             human::duration_ps(r.compute_ps),
             human::duration_ps(r.collective_ps),
@@ -123,8 +127,8 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         t.push(row);
     }
     print!("{}", t.text());
-    if d.devices.len() > args.select.top {
-        println!("({} more devices: --top N shows more)", d.devices.len() - args.select.top);
+    if d.devices.len() > args.select.rows() {
+        println!("({} more devices: --top N shows more)", d.devices.len() - args.select.rows());
     }
     let a = &d.all;
     println!(

@@ -27,8 +27,8 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let load = |p: &PathBuf| load::profile(&Input { path: p.clone(), run: None }, &args.select);
     let (a, b) = (load(&args.a)?, load(&args.b)?);
     let mut d = diff::diff(&a, &b);
-    d.ops.truncate(args.select.top);
-    d.kernels.truncate(args.select.top);
+    d.ops.truncate(args.select.rows());
+    d.kernels.truncate(args.select.rows());
     if args.output.json {
         println!("{}", serde_json::to_string(&d)?);
         return Ok(ExitCode::SUCCESS);

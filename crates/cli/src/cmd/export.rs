@@ -108,7 +108,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("Parquet files compress their own columns — write to OUT without .gz");
     }
 
-    let select = Select { host: args.host.clone(), top: 0 };
+    let select = Select { host: args.host.clone(), top: None };
     let profile = load::profile(&args.input, &select)?;
     if !to_stdout {
         refuse_input(&args.input, &args.out)?;

@@ -27,7 +27,7 @@ pub struct HloArgs {
 }
 
 pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
-    let select = Select { host: args.host.clone(), top: 10 };
+    let select = Select { host: args.host.clone(), top: None };
     let profile = load::profile(&args.input, &select)?;
     let Some(ctx) = hlo_context::hlo_context(&profile, &args.op, args.module.as_deref()) else {
         if profile.hlo_modules().iter().all(|m| m.is_empty()) {

@@ -94,6 +94,20 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<ExitCode> {
     };
     if args.output.json {
         println!("{}", serde_json::to_string(&info)?);
+    } else if args.output.csv {
+        // One row per line (a plane without lines has one row with an empty line).
+        let mut rows = Vec::new();
+        for h in &info.hosts {
+            for p in &h.planes {
+                if p.lines.is_empty() {
+                    rows.push(vec![h.host.to_string(), p.name.to_string(), String::new(), p.events.to_string()]);
+                }
+                for l in &p.lines {
+                    rows.push(vec![h.host.to_string(), p.name.to_string(), l.name.to_string(), l.events.to_string()]);
+                }
+            }
+        }
+        print!("{}", crate::table::csv(&["host", "plane", "line", "events"], &rows));
     } else {
         print_text(&info);
     }

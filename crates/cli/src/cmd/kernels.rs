@@ -13,7 +13,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     let profile = load::profile(&args.input, &args.select)?;
     let mut k = kernels::kernels(&profile);
     let total_rows = k.kernels.len();
-    k.kernels.truncate(args.select.top);
+    k.kernels.truncate(args.select.rows());
     if args.output.json {
         println!("{}", serde_json::to_string(&k)?);
         return Ok(ExitCode::SUCCESS);

@@ -19,6 +19,10 @@ struct LsJson<'a> {
 struct RunJson<'a> {
     run: &'a str,
     path: String,
+    /// When the capture was taken, as its folder's name says (`jax.profiler.trace`
+    /// names it by the capturing machine's local time): `YYYY-MM-DD HH:MM:SS`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    captured: Option<String>,
     modified_unix_s: u64,
     hosts: Vec<&'a str>,
     bytes: u64,
@@ -31,6 +35,7 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
         .map(|r| RunJson {
             run: &r.rel,
             path: r.dir.display().to_string(),
+            captured: captured(&r.rel),
             modified_unix_s: r.modified.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
             hosts: r.hosts.iter().map(|h| h.host.as_str()).collect(),
             bytes: r.bytes(),
@@ -46,17 +51,41 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
             args.logdir.display()
         );
     }
-    println!("{:<38} {:<19} {:>5} {:>9}", "RUN", "MODIFIED (UTC)", "HOSTS", "SIZE");
+    if args.output.csv {
+        let rows: Vec<Vec<String>> = (rows.iter())
+            .map(|r| {
+                vec![
+                    r.run.to_string(),
+                    r.path.clone(),
+                    r.captured.clone().unwrap_or_default(),
+                    r.modified_unix_s.to_string(),
+                    r.hosts.join(" "),
+                    r.bytes.to_string(),
+                ]
+            })
+            .collect();
+        let header = ["run", "path", "captured", "modified_unix_s", "hosts", "bytes"];
+        print!("{}", crate::table::csv(&header, &rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Run names whole, last: they are what `--run` takes. The capture time from the
+    // run's name, else the files' time.
+    println!("{:<19}  {:>5}  {:>9}  RUN", "CAPTURED", "HOSTS", "SIZE");
     for r in &rows {
-        println!(
-            "{:<38} {:<19} {:>5} {:>9}",
-            human::fit(r.run, 38),
-            utc(r.modified_unix_s),
-            r.hosts.len(),
-            human::bytes(r.bytes)
-        );
+        let when = r.captured.clone().unwrap_or_else(|| format!("{} UTC", utc(r.modified_unix_s)));
+        println!("{when:<19}  {:>5}  {:>9}  {}", r.hosts.len(), human::bytes(r.bytes), r.run);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The capture time a run's folder name holds (`…/2024_05_01_12_00_00`), as
+/// `2024-05-01 12:00:00`.
+fn captured(rel: &str) -> Option<String> {
+    let name = rel.rsplit(['/', '\\']).next()?;
+    let parts: Vec<&str> = name.split('_').collect();
+    let digits = |p: &&str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
+    let ok = parts.len() == 6 && digits(&parts[0], 4) && parts[1..].iter().all(|p| digits(p, 2));
+    ok.then(|| format!("{}-{}-{} {}:{}:{}", parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]))
 }
 
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
@@ -78,6 +107,14 @@ fn utc(secs: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn capture_time_from_the_run_name() {
+        assert_eq!(super::captured("plugins/profile/2026_11_21_23_32_11").as_deref(), Some("2026-11-21 23:32:11"));
+        assert_eq!(super::captured("2026_11_21_23_32_11"), super::captured("x/2026_11_21_23_32_11"));
+        assert_eq!(super::captured("plugins/profile/my_run"), None);
+        assert_eq!(super::captured("2026_11_21_23_32"), None);
+    }
+
     #[test]
     fn utc_dates() {
         assert_eq!(super::utc(0), "1970-01-01 00:00:00");

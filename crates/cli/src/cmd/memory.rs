@@ -32,7 +32,7 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let shown = pprof_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-    let m = memory::memory(&profile, pp.as_ref().map(|p| (shown.as_str(), p)), a.select.top);
+    let m = memory::memory(&profile, pp.as_ref().map(|p| (shown.as_str(), p)), a.select.rows());
     if a.output.json {
         println!("{}", serde_json::to_string(&m)?);
     } else if a.output.csv {

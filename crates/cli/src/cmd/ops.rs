@@ -20,7 +20,7 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
     };
     let mut result = ops::ops(&profile, by, ops_args.depth);
     let total_rows = result.ops.len();
-    result.ops.truncate(args.select.top);
+    result.ops.truncate(args.select.rows());
     if args.output.json {
         println!("{}", serde_json::to_string(&result)?);
         return Ok(ExitCode::SUCCESS);

@@ -11,7 +11,16 @@ use crate::table::{csv, Table};
 
 pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     let profile = load::profile(&args.input, &args.select)?;
-    let s = steps::steps(&profile);
+    let mut s = steps::steps(&profile);
+    let all = s.steps.len();
+    // `--top N`: the N slowest steps, in step order.
+    if let Some(n) = args.select.top.filter(|&n| n > 0 && n < all) {
+        let mut slowest: Vec<usize> = (0..all).collect();
+        slowest.sort_by_key(|&i| (std::cmp::Reverse(s.steps[i].duration_ps), i));
+        slowest.truncate(n);
+        slowest.sort_unstable();
+        s.steps = slowest.into_iter().map(|i| s.steps[i].clone()).collect();
+    }
     if args.output.json {
         println!("{}", serde_json::to_string(&s)?);
         return Ok(ExitCode::SUCCESS);
@@ -52,7 +61,10 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         println!("no steps found: wrap each training step in jax.profiler.StepTraceAnnotation(\"train\", step_num=i)");
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} steps (from {})", s.steps.len(), source_label(s.source));
+    match s.steps.len() {
+        n if n < all => println!("the {n} slowest of {all} steps (from {})", source_label(s.source)),
+        n => println!("{n} steps (from {})", source_label(s.source)),
+    }
     // GPUs: the work each step launched, which differs from the busy time within the
     // step when the loop dispatches ahead.
     let work = s.steps.iter().any(|st| st.device_work_ps.is_some());

@@ -12,7 +12,7 @@ use crate::table::csv;
 
 pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     let profile = load::profile(&args.input, &args.select)?;
-    let s = summary::summary(&profile, args.select.top);
+    let s = summary::summary(&profile, args.select.rows());
     if args.output.json {
         println!("{}", serde_json::to_string(&s)?);
     } else if args.output.csv {

@@ -1,0 +1,163 @@
+//! What the commands print: flags that do what `--help` says, tables that never make
+//! two names read the same, CSV where `--csv` is offered, notes about what was read.
+
+use std::process::Command;
+
+use crate::util::*;
+
+fn fx(name: &str) -> String {
+    fixture(name).to_str().unwrap().to_string()
+}
+
+/// Runs stepscope with `env` set, returns (stdout, stderr).
+fn run_env(args: &[&str], env: &[(&str, &str)]) -> (String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_stepscope"));
+    c.args(args).env_remove("COLUMNS");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    let out = c.output().expect("run stepscope");
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    (String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+/// Parses simple CSV (no quoted commas in the columns read) into header and rows.
+fn csv_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut lines = text.lines();
+    let header = lines.next().unwrap().split(',').map(String::from).collect();
+    (header, lines.map(|l| l.split(',').map(String::from).collect()).collect())
+}
+
+#[test]
+fn top_zero_shows_every_row_and_steps_top_shows_the_slowest() {
+    let f = fx("cpu-transformer");
+    let all = json(&["ops", &f, "--top", "100000"])["ops"].as_array().unwrap().len();
+    assert!(all > 10);
+    assert_eq!(json(&["ops", &f, "--top", "0"])["ops"].as_array().unwrap().len(), all);
+    assert_eq!(json(&["ops", &f])["ops"].as_array().unwrap().len(), 10, "10 rows by default");
+    // The text table too: a header and a title line besides the rows.
+    assert_eq!(ok(&["ops", &f, "--top", "0"]).lines().count(), all + 2);
+
+    // steps --top N: the N slowest steps, in step order; every step without it.
+    let f = fx("gpu-async");
+    let every = json(&["steps", &f])["steps"].as_array().unwrap().clone();
+    let mut by_time: Vec<(i64, i64)> =
+        every.iter().map(|s| (s["duration_ps"].as_i64().unwrap(), s["step_num"].as_i64().unwrap())).collect();
+    by_time.sort_by(|a, b| b.cmp(a));
+    let mut want: Vec<i64> = by_time[..3].iter().map(|s| s.1).collect();
+    want.sort_unstable();
+    let top: Vec<i64> = (json(&["steps", &f, "--top", "3"])["steps"].as_array().unwrap().iter())
+        .map(|s| s["step_num"].as_i64().unwrap())
+        .collect();
+    assert_eq!(top, want);
+    let text = ok(&["steps", &f, "--top", "3"]);
+    assert!(text.starts_with(&format!("the 3 slowest of {} steps", every.len())), "{text}");
+}
+
+#[test]
+fn csv_is_csv_wherever_it_is_offered() {
+    // ls: the run names whole, each as `--run` takes it.
+    let (header, rows) = csv_rows(&ok(&["ls", "--csv", &fx("")]));
+    assert_eq!(header, ["run", "path", "captured", "modified_unix_s", "hosts", "bytes"]);
+    let ls = json(&["ls", &fx("")]);
+    let runs: Vec<&str> = ls["runs"].as_array().unwrap().iter().map(|r| r["run"].as_str().unwrap()).collect();
+    assert_eq!(rows.iter().map(|r| r[0].as_str()).collect::<Vec<_>>(), runs);
+    for run in runs.iter().take(3) {
+        ok(&["info", &fx(""), "--run", run]);
+    }
+    // info: one row per line, its events as the JSON counts them.
+    let f = fx("gpu-async");
+    let info = json(&["info", &f]);
+    let text = ok(&["info", "--csv", &f]);
+    assert!(text.starts_with("host,plane,line,events\n"), "{text}");
+    let lines: usize = (info["hosts"][0]["planes"].as_array().unwrap().iter())
+        .map(|p| p["lines"].as_array().unwrap().len().max(1))
+        .sum();
+    assert_eq!(text.lines().count(), lines + 1);
+    let events: u64 = text.lines().skip(1).map(|l| l.rsplit(',').next().unwrap().parse::<u64>().unwrap()).sum();
+    assert_eq!(events, info["events_total"].as_u64().unwrap());
+    // advise: one row per finding, as the JSON has them.
+    let f = fx("cpu-sleep");
+    let (header, rows) = csv_rows(&ok(&["advise", "--csv", &f]));
+    assert_eq!(header[..2], ["severity", "rule"]);
+    let findings = json(&["advise", &f])["findings"].as_array().unwrap().clone();
+    assert_eq!(rows.len(), findings.len());
+    for (row, f) in rows.iter().zip(&findings) {
+        assert_eq!((row[0].as_str(), row[1].as_str()), (f["severity"].as_str().unwrap(), f["rule"].as_str().unwrap()));
+    }
+    // A flag a command does not take: one line, no advice to pass it as a value.
+    let err = assert_clean_error(&["hlo", &f, "fusion", "--csv"]);
+    assert!(err.contains("--csv") && !err.contains("'-- --csv'"), "{err}");
+}
+
+#[test]
+fn ls_shows_when_each_run_was_captured() {
+    let ls = json(&["ls", &fx("")]);
+    for r in ls["runs"].as_array().unwrap() {
+        let run = r["run"].as_str().unwrap();
+        let name = run.rsplit('/').next().unwrap();
+        // JAX names a run folder by its capture time: 2026_11_21_23_32_11.
+        let stamp = name.split('_').count() == 6 && name.chars().all(|c| c.is_ascii_digit() || c == '_');
+        match (stamp, r["captured"].as_str()) {
+            (true, Some(c)) => assert_eq!(c.replace(['-', ' ', ':'], "_"), name),
+            (false, None) => {}
+            other => panic!("{run}: {other:?}"),
+        }
+    }
+    let text = ok(&["ls", &fx("")]);
+    assert!(text.lines().next().unwrap().starts_with("CAPTURED"), "{text}");
+    assert!(text.contains("2026-11-21 23:32:11") && text.contains("cpu-clean/plugins/profile/2026_11_21_23_32_11"));
+}
+
+#[test]
+fn reading_one_of_several_runs_says_which_and_how_to_pick_another() {
+    let (_, err) = run_env(&["summary", &fx("")], &[]);
+    let runs = json(&["ls", &fx("")])["runs"].as_array().unwrap().len();
+    assert!(err.contains(&format!("the newest of {runs} runs")) && err.contains("--run NAME"), "{err}");
+    // Not said when the run is named, or PATH is one run.
+    let ls = json(&["ls", &fx("")]);
+    let first = ls["runs"][0]["run"].as_str().unwrap();
+    assert!(!run_env(&["summary", &fx(""), "--run", first], &[]).1.contains("newest"));
+    assert!(!run_env(&["summary", &fx("cpu-clean")], &[]).1.contains("newest"));
+}
+
+#[test]
+fn tables_fit_the_terminal_without_two_names_reading_the_same() {
+    // The MI300X captures' kernel names share long starts and ends
+    // (`input_transpose_fusion.kd`, `input_transpose_fusion_1.kd`, `Cijk_…`).
+    for (cmd, f) in [("kernels", "rocm-mi300x-conv-8gpu"), ("ops", "gpu-bf16"), ("kernels", "gpu-bf16")] {
+        let whole = json(&[cmd, &fx(f)]);
+        let key = if cmd == "ops" { "ops" } else { "kernels" };
+        let names: Vec<String> =
+            whole[key].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string()).collect();
+        let (text, _) = run_env(&[cmd, &fx(f)], &[("COLUMNS", "80")]);
+        let shown: Vec<&str> = text.lines().skip(2).map(|l| l.split("  ").next().unwrap().trim_end()).collect();
+        assert_eq!(shown.len(), names.len());
+        for (i, a) in shown.iter().enumerate() {
+            for (j, b) in shown.iter().enumerate() {
+                if names[i] != names[j] {
+                    assert_ne!(a, b, "{cmd} {f}: {} and {} both read {a}", names[i], names[j]);
+                }
+            }
+            // A cut name keeps its start and end.
+            if let Some((head, tail)) = a.split_once('…') {
+                assert!(names[i].starts_with(head) && names[i].ends_with(tail), "{a} for {}", names[i]);
+            }
+        }
+        // To a pipe, and with --wide, names are whole.
+        let piped = ok(&[cmd, &fx(f)]);
+        let (wide, _) = run_env(&[cmd, &fx(f), "--wide"], &[("COLUMNS", "80")]);
+        for n in &names {
+            assert!(piped.contains(n.as_str()) && wide.contains(n.as_str()), "{n}");
+        }
+    }
+    // Findings are wrapped, never cut.
+    let a = json(&["advise", &fx("gpu-async")]);
+    let (text, _) = run_env(&["advise", &fx("gpu-async")], &[("COLUMNS", "60")]);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    for f in a["findings"].as_array().unwrap() {
+        let title = f["title"].as_str().unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains(&title), "{title}");
+    }
+    assert!(text.lines().all(|l| l.chars().count() <= 60), "{text}");
+}
