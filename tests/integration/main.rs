@@ -12,6 +12,7 @@ mod capture_hostile;
 
 mod devices;
 mod discovery;
+mod docs;
 mod errors;
 mod export;
 mod gpu;

@@ -59,7 +59,7 @@ pub struct ExportArgs {
     /// The file to write; `-` writes to standard output (chrome and csv only).
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub out: PathBuf,
-    /// Output format. Default: from OUT's name (.pftrace, .perfetto-trace → perfetto;
+    /// Output format. Default: from OUT's name (.pftrace, .perfetto-trace, .perfetto.pb → perfetto;
     /// .json, .json.gz → chrome; .csv, .csv.gz → csv; .parquet → parquet).
     #[arg(long, value_enum)]
     pub format: Option<ExportFormat>,
@@ -75,7 +75,11 @@ pub struct ExportArgs {
 fn format_of(out: &Path) -> Option<ExportFormat> {
     let name = out.file_name()?.to_string_lossy().to_ascii_lowercase();
     let name = name.strip_suffix(".gz").unwrap_or(&name);
-    if name.ends_with(".pftrace") || name.ends_with(".perfetto-trace") || name.ends_with(".perfetto") {
+    if name.ends_with(".pftrace")
+        || name.ends_with(".perfetto-trace")
+        || name.ends_with(".perfetto")
+        || name.ends_with(".perfetto.pb")
+    {
         Some(ExportFormat::Perfetto)
     } else if name.ends_with(".json") {
         Some(ExportFormat::Chrome)
