@@ -131,7 +131,10 @@ fn tables_fit_the_terminal_without_two_names_reading_the_same() {
         let names: Vec<String> =
             whole[key].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string()).collect();
         let (text, _) = run_env(&[cmd, &fx(f)], &[("COLUMNS", "80")]);
-        let shown: Vec<&str> = text.lines().skip(2).map(|l| l.split("  ").next().unwrap().trim_end()).collect();
+        // Rows: after the title and the header, before the legend.
+        let shown: Vec<&str> = (text.lines().skip(2).filter(|l| !l.starts_with('(')))
+            .map(|l| l.split("  ").next().unwrap().trim_end())
+            .collect();
         assert_eq!(shown.len(), names.len());
         for (i, a) in shown.iter().enumerate() {
             for (j, b) in shown.iter().enumerate() {
@@ -160,4 +163,46 @@ fn tables_fit_the_terminal_without_two_names_reading_the_same() {
         assert!(flat.contains(&title), "{title}");
     }
     assert!(text.lines().all(|l| l.chars().count() <= 60), "{text}");
+}
+
+#[test]
+fn default_tables_show_what_the_docs_promise_and_say_what_is_unknown() {
+    // kernels: registers and occupancy as the profile records them; "—" where not.
+    let f = fx("gpu-async");
+    let k = json(&["kernels", &f])["kernels"][0].clone();
+    let text = ok(&["kernels", &f]);
+    assert!(text.lines().nth(1).unwrap().contains("REGS") && text.contains("OCC"), "{text}");
+    let row = text.lines().nth(2).unwrap();
+    let regs = k["registers_per_thread"].as_u64().unwrap().to_string();
+    let occ = format!("{:.0}%", k["occupancy_pct"].as_f64().unwrap());
+    assert!(row.split_whitespace().any(|c| c == regs) && row.contains(&occ), "{row} vs {k}");
+    let rocm = ok(&["kernels", &fx("rocm-mi300x-conv-8gpu")]);
+    assert!(rocm.lines().nth(2).unwrap().contains('—'), "ROCm records no registers: {rocm}");
+    // memory: a share too small to print is "<0.1%", not 0.0%.
+    let m = json(&["memory", &f]);
+    let host = m["allocators"].as_array().unwrap().iter().find(|a| a["name"] == "xla_gpu_host_bfc").unwrap().clone();
+    let share = 100.0 * host["peak_in_use_bytes"].as_f64().unwrap() / host["capacity_bytes"].as_f64().unwrap();
+    assert!(share > 0.0 && share < 0.05);
+    let line = ok(&["memory", &f]).lines().find(|l| l.contains("xla_gpu_host_bfc")).unwrap().to_string();
+    assert!(line.contains("<0.1%"), "{line}");
+}
+
+#[test]
+fn names_without_hlo_and_captures_without_ops_are_explained() {
+    // `ops` lists runtime copies; `hlo` says what they are rather than "no such op".
+    let f = fx("gpu-async");
+    let row = json(&["ops", &f, "--top", "0"])["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "MemcpyH2D")
+        .unwrap()
+        .clone();
+    let err = assert_clean_error(&["hlo", &f, "MemcpyH2D"]);
+    assert!(err.contains("host-to-device copy") && err.contains(&format!("over {} runs", row["count"])), "{err}");
+    let err = assert_clean_error(&["hlo", &fx("rocm-mi300x-gemm"), "__amd_rocclr_copyBuffer.kd"]);
+    assert!(err.contains("copy within or between devices"), "{err}");
+    // JAX 0.4.31 on CPU records no XLA ops: `ops` says why and what to do.
+    let text = ok(&["ops", &fx("cpu-jax0431")]);
+    assert!(text.contains("no XLA ops found") && text.contains("0.4.33") && text.contains("upgrade jax"), "{text}");
 }

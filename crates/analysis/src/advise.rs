@@ -24,6 +24,12 @@ use crate::stats::{sum_ps, Intervals};
 use crate::steps::{self, Steps};
 use crate::summary::{self, Summary};
 
+/// Why a profile may hold no device ops, and what to do: for the `no-device-activity`
+/// rule and the commands that find no op.
+pub const NO_OPS_WHY: &str = "On CPU, XLA records its ops from JAX 0.4.33 on (0.4.31 and earlier record none): \
+     upgrade jax and jaxlib. On a GPU or TPU, the device tracer recorded nothing: look for profiler errors in the \
+     job's log (for CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, allow GPU profiling for non-root users)";
+
 /// Rule thresholds; any may be overridden from a TOML file (`[thresholds]` table or
 /// top-level keys with these names).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -323,11 +329,7 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
             threshold: 1.0,
             unit: "count",
             evidence: vec![],
-            advice: "device time, the step breakdown and the op tables need them. On CPU, XLA records its ops from \
-                     JAX 0.4.33 on (0.4.31 and earlier record none): upgrade jax and jaxlib. On a GPU or TPU, the \
-                     device tracer recorded nothing: look for profiler errors in the job's log (for \
-                     CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, allow GPU profiling for non-root users)"
-                .into(),
+            advice: format!("device time, the step breakdown and the op tables need them. {NO_OPS_WHY}"),
         });
     }
     if steps.steps.is_empty() {

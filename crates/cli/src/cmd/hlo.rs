@@ -36,6 +36,24 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
                  jax.profiler.trace; trace JSON files do not carry HLO"
             );
         }
+        // A name `ops` lists that no module holds: work the runtime ran itself.
+        let ops = stepscope_analysis::ops::ops(&profile, stepscope_analysis::ops::GroupBy::Op, 0);
+        if let Some(row) = ops.ops.iter().find(|r| r.name == args.op) {
+            use stepscope_analysis::device_time::{op_kind, Part};
+            let what = match op_kind(&row.name, &row.category, "") {
+                Part::HostToDevice => "a host-to-device copy",
+                Part::DeviceToHost => "a device-to-host copy",
+                Part::DeviceToDevice => "a copy within or between devices",
+                _ => "a kernel the runtime launched itself",
+            };
+            anyhow::bail!(
+                "{:?} is {what}, not an HLO instruction: it has no HLO to show — `stepscope ops PATH` and \
+                 `stepscope kernels PATH` give its time ({} over {} runs)",
+                args.op,
+                human::duration_ps(row.total_ps),
+                row.count
+            );
+        }
         anyhow::bail!(
             "no HLO instruction named {:?}{} in this run's modules — list op names with `stepscope ops PATH`",
             args.op,

@@ -74,7 +74,8 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         total_rows,
         k.kernels.len()
     );
-    let mut t = Table::new(vec!["KERNEL", "TOTAL", "%", "COUNT", "AVG", "GRID", "BLOCK", "OP"]);
+    let mut t = Table::new(vec!["KERNEL", "TOTAL", "%", "COUNT", "AVG", "GRID", "BLOCK", "REGS", "OCC", "TC", "OP"]);
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "—".into());
     for r in &k.kernels {
         t.push(vec![
             r.name.clone(),
@@ -84,9 +85,15 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             human::duration_ps(r.avg_ps),
             dims(r.grid),
             dims(r.block),
+            or_dash(r.registers_per_thread.map(|n| n.to_string())),
+            or_dash(r.occupancy_pct.map(|o| format!("{o:.0}%"))),
+            if r.tensor_core { "yes".into() } else { String::new() },
             human::fit(&r.op, 14),
         ]);
     }
     print!("{}", t.text());
+    println!(
+        "(REGS: registers per thread; OCC: occupancy the profile records; TC: uses tensor cores; —: not recorded)"
+    );
     Ok(ExitCode::SUCCESS)
 }

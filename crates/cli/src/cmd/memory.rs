@@ -88,14 +88,24 @@ fn print_text(m: &Memory) {
                 format!("{} {}", a.host, a.name),
                 human::bytes(a.peak_in_use_bytes),
                 human::duration_ps(a.peak_time_ps),
-                a.capacity_bytes.map(|c| format!("{:.1}%", pct(a.peak_in_use_bytes, c))).unwrap_or_default(),
-                format!("{:.2}", a.fragmentation_at_peak),
+                match a.capacity_bytes.map(|c| pct(a.peak_in_use_bytes, c)) {
+                    None => "—".into(),
+                    Some(p) if p > 0.0 && p < 0.05 => "<0.1%".into(),
+                    Some(p) => format!("{p:.1}%"),
+                },
+                // No event recorded any fragmentation: unknown, not 0.
+                match a.max_fragmentation > 0.0 {
+                    true => format!("{:.2}", a.fragmentation_at_peak),
+                    false => "—".into(),
+                },
                 human::count(a.allocations),
                 human::count(a.deallocations),
             ]);
         }
         print!("{}", t.text());
-        println!("(CAPACITY: peak as a share of the allocator's limit; FRAG: fragmentation at the peak)");
+        println!(
+            "(CAPACITY: peak as a share of the allocator's limit; FRAG: fragmentation at the peak; —: not recorded)"
+        );
         if let Some(a) = m.allocators.iter().find(|a| !a.live_at_peak.is_empty()) {
             println!();
             println!(
