@@ -24,8 +24,8 @@ pub struct CompareArgs {
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     let mut profiles = Vec::new();
-    for p in &args.runs {
-        profiles.push((p.display().to_string(), load::profile(&Input { path: p.clone(), run: None }, &args.select)?));
+    for (p, label) in args.runs.iter().zip(labels(&args.runs)) {
+        profiles.push((label, load::profile(&Input { path: p.clone(), run: None }, &args.select)?));
     }
     let refs: Vec<(String, &stepscope_analysis::Profile)> = profiles.iter().map(|(l, p)| (l.clone(), p)).collect();
     let c = compare::compare(&refs, args.select.rows().min(3));
@@ -102,4 +102,35 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         println!("{}: {}", r.label, ops.join(", "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Each run's label: its path less the folders all the paths start with
+/// (`tests/fixtures/cpu-dp4` → `cpu-dp4`), whole where that leaves nothing.
+fn labels(runs: &[PathBuf]) -> Vec<String> {
+    let parts: Vec<Vec<String>> =
+        (runs.iter()).map(|p| p.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect()).collect();
+    let shortest = parts.iter().map(Vec::len).min().unwrap_or(0);
+    // Leave at least the last part of each.
+    let common = (0..shortest.saturating_sub(1)).take_while(|&i| parts.iter().all(|p| p[i] == parts[0][i])).count();
+    let labels: Vec<String> = parts.iter().map(|p| p[common..].join("/")).collect();
+    let distinct = labels.iter().collect::<std::collections::HashSet<_>>().len() == labels.len();
+    match distinct {
+        true => labels,
+        false => runs.iter().map(|p| p.display().to_string()).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::labels;
+    use std::path::PathBuf;
+
+    #[test]
+    fn labels_drop_the_common_folders() {
+        let p = |v: &[&str]| v.iter().map(PathBuf::from).collect::<Vec<_>>();
+        assert_eq!(labels(&p(&["tests/fixtures/cpu-dp4", "tests/fixtures/cpu-clean"])), ["cpu-dp4", "cpu-clean"]);
+        assert_eq!(labels(&p(&["runs/a/x.xplane.pb", "runs/b/x.xplane.pb"])), ["a/x.xplane.pb", "b/x.xplane.pb"]);
+        assert_eq!(labels(&p(&["a", "b/c"])), ["a", "b/c"]);
+        assert_eq!(labels(&p(&["same", "same"])), ["same", "same"]);
+    }
 }
