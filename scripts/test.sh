@@ -15,9 +15,21 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 failed_parts=()
 
-echo "== installing test dependencies (pip: tests/support/requirements.txt)"
-python3 -m pip install --quiet --disable-pip-version-check -r tests/support/requirements.txt \
-  || failed_parts+=("pip install")
+# Python packages go into a virtual environment under the repository (.venv, ignored by
+# git; STEPSCOPE_TEST_VENV moves it), never into the machine's Python. It sees the
+# machine's packages, so only what is missing is downloaded.
+venv=${STEPSCOPE_TEST_VENV:-$PWD/.venv}
+if [ ! -x "$venv/bin/python3" ]; then
+  echo "== creating $venv (python3 -m venv --system-site-packages)"
+  python3 -m venv --system-site-packages "$venv" || failed_parts+=("venv")
+fi
+if [ -x "$venv/bin/python3" ]; then
+  export VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH"
+fi
+echo "== installing test dependencies into $(dirname "$(dirname "$(command -v python3)")") (pip: tests/support/requirements.txt)"
+python3 -m pip install --disable-pip-version-check --progress-bar off -r tests/support/requirements.txt \
+  | grep -v '^Requirement already satisfied'
+[ "${PIPESTATUS[0]}" -eq 0 ] || failed_parts+=("pip install")
 
 echo "== cargo test"
 cargo test --workspace --locked --lib --bins --tests 2>&1 | tee -a "$log"

@@ -11,13 +11,23 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 PIP=("$PY" -m pip --disable-pip-version-check)
 
-echo "== installing Python test dependencies (python/tests/requirements.txt)"
-"${PIP[@]}" install --quiet -r python/tests/requirements.txt
+echo "== installing Python test dependencies (python/tests/requirements.txt) with $("$PY" -c 'import sys; print(sys.prefix)')"
+set +e
+"${PIP[@]}" install --progress-bar off -r python/tests/requirements.txt | grep -v '^Requirement already satisfied'
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" -eq 0 ] || { echo "pip install -r python/tests/requirements.txt failed"; exit 1; }
 
-echo "== pip install ./python (release build of the Rust core)"
+echo "== pip install ./python (a release build of the Rust core: minutes on 2 cores; cargo's progress below)"
 start=$(date +%s)
+# pip shows the build's output with --verbose: keep cargo's and pip's progress lines.
+set +e
 CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target/python-wheel} \
-    "${PIP[@]}" install --quiet --no-build-isolation --force-reinstall --no-deps ./python
+    "${PIP[@]}" install --verbose --no-build-isolation --force-reinstall --no-deps ./python 2>&1 |
+    grep --line-buffered -E '^ +(Compiling|Finished)|Built wheel|Successfully installed|[Ee]rror'
+rc=${PIPESTATUS[0]}
+set -e
+[ "$rc" -eq 0 ] || { echo "pip install ./python failed"; exit 1; }
 echo "built and installed in $(($(date +%s) - start)) s"
 
 echo "== pytest python/tests"
