@@ -11,6 +11,9 @@
 //! compiling, a host copy when an XLA:CPU host was copying on its threads, and idle
 //! otherwise. The parts of a device add up to its window exactly, and busy (the union
 //! of its op intervals) is the sum of its op parts, on every backend.
+//! Where ops are linked to their host launches (`correlation_id`: GPUs), idle is
+//! split further: launched work not started yet, the host inside a launch call, and
+//! the rest ([`DeviceTimeline::idle_queued_ps`], [`DeviceTimeline::idle_launching_ps`]).
 //!
 //! A device's window is its host's steps when the steps are annotations on the host;
 //! when they come from a device's `Steps` line or its module executions, each device

@@ -479,9 +479,6 @@ pub(crate) fn host_compile_events(profile: &Profile) -> impl Iterator<Item = &[(
     profile.time_base().hosts.iter().map(|h| h.compile_events.as_slice())
 }
 
-/// Per host, what its CPU plane says of device time: compile events and their time,
-/// and, on a host whose XLA device is its CPU, its host-side copies. One pass over
-/// the plane's lines, for the events whose names say they are one of these.
 /// A host plane's launches of GPU work: each event with a `correlation_id`, its span
 /// by the id (the last in reading order where an id repeats). Read in parallel pieces.
 fn launches(plane: &stepscope_xspace::Plane) -> Launches {
@@ -560,6 +557,10 @@ impl Launches {
     }
 }
 
+/// Per host, what its CPU plane says of device time: compile events and their time,
+/// and, on a host whose XLA device is its CPU, its host-side copies. One pass over
+/// the plane's lines, for the events whose names say they are one of these; on a host
+/// with GPUs, their launches ([`launches`]).
 fn host_events(profile: &Profile, devices: &[Device]) -> Vec<HostTime> {
     const TO_DEVICE: u8 = 4;
     const TO_HOST: u8 = 8;
