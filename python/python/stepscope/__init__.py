@@ -25,13 +25,23 @@ JAX is imported only by the capture helpers: analysis works without it.
 
 from stepscope._native import StepscopeError, __version__
 from stepscope._analysis import Profile, Rows, diff, load
-from stepscope._benchmark import BenchmarkResult, Timer, benchmark, timer
-from stepscope._capture import Capture, profile_function, scope, step, trace
+from stepscope._benchmark import BenchmarkResult, Timer, benchmark, benchmark_function, timer
+from stepscope._capture import (
+    Capture,
+    ProfileContext,
+    profile_function,
+    profile_scope,
+    profile_trace,
+    scope,
+    step,
+    trace,
+)
 from stepscope._profiler import Profiler, Schedule, schedule
 
 __all__ = [
     "BenchmarkResult",
     "Capture",
+    "ProfileContext",
     "Profile",
     "Profiler",
     "Rows",
@@ -40,9 +50,12 @@ __all__ = [
     "Timer",
     "__version__",
     "benchmark",
+    "benchmark_function",
     "diff",
     "load",
     "profile_function",
+    "profile_scope",
+    "profile_trace",
     "schedule",
     "scope",
     "step",

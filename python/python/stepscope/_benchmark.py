@@ -8,14 +8,22 @@ import math
 import threading
 import time
 import weakref
+from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
 from stepscope._native import StepscopeError
 
 
-class BenchmarkResult:
+class BenchmarkResult(Mapping):
     """Wall time per call in milliseconds: mean, std (population), min, p50, p90,
-    p99, max, and every call's time in ``times_ms``."""
+    p99, max, and every call's time in ``times_ms``.
+
+    It also reads as the mapping the user guides' ``benchmark_function`` returns:
+    ``stats["mean"]``, ``stats["std"]``, ``stats["min"]``, ``stats["max"]``,
+    ``stats["p50"]``, ``stats["p90"]``, ``stats["p99"]`` (milliseconds) and
+    ``stats["iterations"]``."""
+
+    _KEYS = ("mean", "std", "min", "max", "p50", "p90", "p99", "iterations")
 
     def __init__(self, times_ms: list, name: str = ""):
         if not times_ms:
@@ -32,6 +40,17 @@ class BenchmarkResult:
         self.p90_ms = _percentile(s, 90)
         self.p99_ms = _percentile(s, 99)
         self.max_ms = s[-1]
+
+    def __getitem__(self, key: str) -> float:
+        if key not in self._KEYS:
+            raise KeyError(f"{key!r} — a benchmark has {', '.join(self._KEYS)}")
+        return self.iterations if key == "iterations" else getattr(self, f"{key}_ms")
+
+    def __iter__(self):
+        return iter(self._KEYS)
+
+    def __len__(self) -> int:
+        return len(self._KEYS)
 
     def as_dict(self) -> dict:
         keys = ("iterations", "mean_ms", "std_ms", "min_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms")
@@ -91,6 +110,16 @@ def benchmark(fn: Callable, *args: Any, iterations: int = 100, warmup: int = 10,
         wait(fn(*args, **kwargs))
         times.append((clock() - t0) / 1e6)
     return BenchmarkResult(times, getattr(fn, "__qualname__", ""))
+
+
+def benchmark_function(
+    fn: Callable, *args: Any, num_iterations: int = 100, warmup: int = 10, **kwargs: Any
+) -> BenchmarkResult:
+    """The user guides' name for :func:`benchmark`: ``stats = benchmark_function(
+    train_step, model, batch, num_iterations=100, warmup=10)``, then ``stats["mean"]``
+    and ``stats["std"]`` in milliseconds. ``num_iterations`` and ``warmup`` are
+    benchmark settings, never passed on to ``fn``."""
+    return benchmark(fn, *args, iterations=num_iterations, warmup=warmup, **kwargs)
 
 
 # -- timers ------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import inspect
 import json
 import os
 import platform
@@ -83,10 +84,24 @@ class Capture:
         host_tracer_level: Optional[int] = None,
         device_tracer_level: Optional[int] = None,
         python_tracer_level: Optional[int] = None,
+        profiler_options: Any = None,
         kind: str = "trace",
         extra: Optional[dict] = None,
     ):
         self.log_dir = Path(os.fspath(log_dir))
+        #: A ``jax.profiler.ProfileOptions`` the capture starts from (copied, never changed).
+        self.profiler_options = profiler_options
+        given = {
+            "host_tracer_level": host_tracer_level,
+            "device_tracer_level": device_tracer_level,
+            "python_tracer_level": python_tracer_level,
+        }
+        if profiler_options is not None:
+            for key in _LEVELS:
+                if given[key] is not None and hasattr(profiler_options, key):
+                    raise StepscopeError(
+                        f"{key} is given twice, as {key}= and in profiler_options — set it in one place"
+                    )
         self.name = None if name is None else _check_name(name)
         self.options = {
             "create_perfetto_trace": bool(create_perfetto_trace),
@@ -200,6 +215,11 @@ class Capture:
     def _profile_options(self, jax):
         levels = {k: v for k, v in self.options.items() if k.endswith("_level") and v is not None}
         make = getattr(jax.profiler, "ProfileOptions", None)
+        if make is None and self.profiler_options is not None:
+            raise StepscopeError(
+                f"the installed JAX {jax.__version__} has no jax.profiler.ProfileOptions — leave "
+                "profiler_options unset, or upgrade jax"
+            )
         if make is None:
             if levels or self.name is not None:
                 what = ", ".join(list(levels) + (["name"] if self.name is not None else []))
@@ -209,6 +229,11 @@ class Capture:
                 )
             return None
         opts = make()
+        if self.profiler_options is not None:
+            # The user's options, copied: the run folder's name set below stays ours.
+            for key in _OPTION_FIELDS:
+                if hasattr(self.profiler_options, key) and hasattr(opts, key):
+                    setattr(opts, key, getattr(self.profiler_options, key))
         for key, v in levels.items():
             if not hasattr(opts, key):
                 raise StepscopeError(
@@ -339,6 +364,19 @@ def _stop_at_exit() -> None:
             pass
 
 
+_LEVELS = ("host_tracer_level", "device_tracer_level", "python_tracer_level")
+
+# ``jax.profiler.ProfileOptions`` fields a capture copies from ``profiler_options``
+# (those the installed JAX has).
+_OPTION_FIELDS = _LEVELS + (
+    "start_timestamp_ns",
+    "duration_ms",
+    "include_dataset_ops",
+    "enable_hlo_proto",
+    "raise_error_on_start_failure",
+    "advanced_configuration",
+)
+
 # -- public helpers ----------------------------------------------------------------------
 
 
@@ -350,12 +388,15 @@ def trace(
     host_tracer_level: Optional[int] = None,
     device_tracer_level: Optional[int] = None,
     python_tracer_level: Optional[int] = None,
+    profiler_options: Any = None,
 ) -> Capture:
     """A context manager that captures a profile into ``log_dir``.
 
     After the block, ``.path`` is the run folder (``<log_dir>/plugins/profile/<run>``,
     ``<run>`` being ``name`` or the start time). Tracer levels left ``None`` keep
     JAX's defaults; a level the installed JAX does not know raises StepscopeError.
+    ``profiler_options`` takes a ``jax.profiler.ProfileOptions`` (as
+    ``jax.profiler.trace`` does); the tracer levels may be given there instead.
     """
     return Capture(
         log_dir,
@@ -364,13 +405,27 @@ def trace(
         host_tracer_level=host_tracer_level,
         device_tracer_level=device_tracer_level,
         python_tracer_level=python_tracer_level,
+        profiler_options=profiler_options,
     )
+
+
+#: The user guides' name for :func:`trace`: ``with profile_trace("./profiles", name="train_step"):``.
+profile_trace = trace
+
+
+class ProfileContext(Capture):
+    """The user guides' one-off capture, ``with ProfileContext("./traces"):``: a
+    :class:`Capture` (the same keyword arguments as :func:`trace`)."""
 
 
 def scope(name: str, **annotations: Any):
     """A named region on the host timeline (``jax.profiler.TraceAnnotation``);
     keyword arguments become the event's stats. Scopes nest."""
     return _jax().profiler.TraceAnnotation(name, **annotations)
+
+
+#: The user guides' name for :func:`scope`: ``with profile_scope("data_loading"):``.
+profile_scope = scope
 
 
 class step:
@@ -403,13 +458,32 @@ class step:
         return False
 
 
-def profile_function(log_dir: Union[str, os.PathLike], warmup: int = 3, **trace_options: Any) -> Callable:
-    """Decorator: the first ``warmup`` calls run unprofiled (their outputs waited
-    for), the next call is captured into ``log_dir`` with its outputs waited for
-    inside the capture, later calls run unprofiled. ``fn.capture`` is the
-    :class:`Capture` once taken (``fn.capture.path``: the run folder)."""
-    if not isinstance(warmup, int) or warmup < 0:
+def profile_function(
+    log_dir: Union[str, os.PathLike],
+    warmup: Optional[int] = None,
+    *,
+    warmup_steps: Optional[int] = None,
+    **trace_options: Any,
+) -> Callable:
+    """Decorator: the first ``warmup`` calls (3 by default; ``warmup_steps``, the user
+    guides' name, is the same) run unprofiled (their outputs waited for), the next
+    call is captured into ``log_dir`` with its outputs waited for inside the capture,
+    later calls run unprofiled. ``fn.capture`` is the :class:`Capture` once taken
+    (``fn.capture.path``: the run folder). ``trace_options`` are :func:`trace`'s,
+    checked here, at decoration, not at the captured call."""
+    if warmup is not None and warmup_steps is not None:
+        raise StepscopeError("warmup and warmup_steps are the same setting — give one")
+    warmup = 3 if warmup is None and warmup_steps is None else (warmup if warmup is not None else warmup_steps)
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
         raise StepscopeError(f"warmup={warmup!r} — use a whole number of calls ≥ 0")
+    unknown = sorted(set(trace_options) - set(inspect.signature(trace).parameters) - {"log_dir"})
+    if unknown:
+        raise StepscopeError(
+            f"profile_function got unknown option(s) {', '.join(unknown)} — it takes warmup (or warmup_steps) "
+            "and trace()'s options: name, create_perfetto_trace, host_tracer_level, device_tracer_level, "
+            "python_tracer_level, profiler_options"
+        )
+    Capture(log_dir, **trace_options)  # checks the options' values now
 
     def decorate(fn: Callable) -> Callable:
         calls = 0

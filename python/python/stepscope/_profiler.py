@@ -138,6 +138,7 @@ class Profiler:
         host_tracer_level: Optional[int] = None,
         device_tracer_level: Optional[int] = None,
         python_tracer_level: Optional[int] = None,
+        profiler_options: Any = None,
     ):
         self.log_dir = log_dir
         if schedule is not None and not isinstance(schedule, Schedule):
@@ -151,6 +152,7 @@ class Profiler:
             "host_tracer_level": host_tracer_level,
             "device_tracer_level": device_tracer_level,
             "python_tracer_level": python_tracer_level,
+            "profiler_options": profiler_options,
         }
         #: The capture running now, if any.
         self.capture: Optional[Capture] = None

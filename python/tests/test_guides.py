@@ -1,0 +1,127 @@
+"""The user guides' own code (../shared/seeds), with their helpers' names, against real
+JAX on CPU: profile_trace, profile_scope, @profile_function(warmup_steps=...),
+benchmark_function, Profiler(num_steps=..., log_dir=...), ProfileContext and
+jax.profiler.ProfileOptions."""
+
+import gzip
+import json
+from pathlib import Path
+
+import jax
+import pytest
+
+import stepscope
+from conftest import manifest_of, run_folders, steps_of
+
+
+def trace_events(run_dir):
+    (path,) = Path(run_dir).glob("*.trace.json.gz")
+    with gzip.open(path) as f:
+        return json.load(f)["traceEvents"]
+
+
+def test_profile_trace_and_profile_scope_as_guide_001_writes_them(tmp_path, work):
+    f, x = work
+    # Guide 001, "Method 2": named scopes inside a named trace.
+    with stepscope.profile_trace(tmp_path, name="detailed_profile") as t:
+        with stepscope.profile_scope("data_loading"):
+            batch = x + 1
+        with stepscope.profile_scope("forward_pass"):
+            f(batch).block_until_ready()
+    assert run_folders(tmp_path) == ["detailed_profile"]
+    names = {e.get("name") for e in trace_events(t.path)}
+    assert {"data_loading", "forward_pass"} <= names
+
+
+def test_profile_function_with_warmup_steps(tmp_path, work):
+    f, x = work
+    calls = []
+
+    # Guide 001, "Method 3": `@profile_function("./profiles", warmup_steps=5)`.
+    @stepscope.profile_function(tmp_path, warmup_steps=5)
+    def train_step(x):
+        n = len(calls)
+        calls.append(n)
+        with stepscope.step(n):
+            return f(x)
+
+    for i in range(7):
+        train_step(x)
+        # The first five calls are warm-up: no capture until the sixth.
+        assert (train_step.capture is None) == (i < 5)
+    assert steps_of(train_step.capture.path) == [5]
+    assert run_folders(tmp_path) == [train_step.capture.path.name]
+
+
+def test_profile_function_refuses_what_it_cannot_take_at_once(tmp_path):
+    with pytest.raises(stepscope.StepscopeError, match="unknown option.*warmup_stepz"):
+        stepscope.profile_function(tmp_path, warmup_stepz=5)
+    with pytest.raises(stepscope.StepscopeError, match="same setting"):
+        stepscope.profile_function(tmp_path, warmup=2, warmup_steps=5)
+    with pytest.raises(stepscope.StepscopeError, match="not a tracer level"):
+        stepscope.profile_function(tmp_path, host_tracer_level=-1)
+    assert run_folders(tmp_path) == []
+
+
+def test_benchmark_function_as_guide_001_asserts_on_it(work):
+    f, x = work
+    seen_kwargs = []
+
+    def train_step(model, batch, **kwargs):
+        seen_kwargs.append(kwargs)
+        return f(batch)
+
+    stats = stepscope.benchmark_function(train_step, None, x, num_iterations=20, warmup=3)
+    # num_iterations and warmup are the benchmark's, never the function's.
+    assert seen_kwargs == [{}] * 23
+    assert stats["mean"] == stats.mean_ms and stats["std"] == stats.std_ms
+    assert stats["iterations"] == 20 == len(stats.times_ms)
+    assert stats["min"] <= stats["p50"] <= stats["max"]
+    assert dict(stats)["mean"] == stats.mean_ms
+    print(f"Mean: {stats['mean']:.2f}ms ± {stats['std']:.2f}ms")
+    assert stats["mean"] < 10_000.0
+    with pytest.raises(KeyError, match="a benchmark has"):
+        stats["median"]
+
+
+def test_profiler_and_profile_context_as_guide_002_writes_them(tmp_path, work):
+    f, x = work
+    traces = tmp_path / "traces"
+    # Guide 002, "Programmatic Usage": keyword log_dir, begin_step/end_step, and a
+    # capture started by hand at step 100 (here 10) holding the next num_steps steps.
+    profiler = stepscope.Profiler(num_steps=5, log_dir=traces, enabled=True, start_step=10**9)
+    for step in range(20):
+        profiler.begin_step(step)
+        f(x).block_until_ready()
+        profiler.end_step()
+        if step == 10:
+            profiler.capture_async()
+    (capture,) = profiler.captures
+    assert steps_of(capture.path) == [11, 12, 13, 14, 15]
+    # "One-off Profiling": `with ProfileContext('./traces'):`.
+    with stepscope.ProfileContext(traces) as c:
+        f(x).block_until_ready()
+    assert c.path.is_dir() and len(run_folders(traces)) == 2
+
+
+def test_profiler_options_reach_jax_as_guide_000_passes_them(tmp_path):
+    def marker_function_for_stepscope():
+        return sum(range(10))
+
+    # Guide 000: `options = jax.profiler.ProfileOptions(); options.python_tracer_level = 0`
+    # then `jax.profiler.trace(dir, profiler_options=options)`.
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = 0
+    options.host_tracer_level = 2
+    with stepscope.trace(tmp_path, profiler_options=options) as t:
+        marker_function_for_stepscope()
+    assert not [e for e in trace_events(t.path) if "marker_function_for_stepscope" in e.get("name", "")]
+    options.python_tracer_level = 1
+    with stepscope.profile_trace(tmp_path, profiler_options=options) as t:
+        marker_function_for_stepscope()
+    assert [e for e in trace_events(t.path) if "marker_function_for_stepscope" in e.get("name", "")]
+    # The user's options are read, never changed (the run folder's name is ours).
+    assert not getattr(options, "session_id", "")
+    with pytest.raises(stepscope.StepscopeError, match="given twice"):
+        stepscope.trace(tmp_path, profiler_options=options, python_tracer_level=1)
+    assert len(manifest_of(t.path)["steps"]) == 0
