@@ -125,3 +125,56 @@ def test_profiler_options_reach_jax_as_guide_000_passes_them(tmp_path):
     with pytest.raises(stepscope.StepscopeError, match="given twice"):
         stepscope.trace(tmp_path, profiler_options=options, python_tracer_level=1)
     assert len(manifest_of(t.path)["steps"]) == 0
+
+
+def test_the_guides_environment_variables_drive_a_plain_profiler(tmp_path, work, monkeypatch):
+    for var in ("STEPSCOPE_PROFILE", "STEPSCOPE_START_STEP", "STEPSCOPE_NUM_STEPS", "STEPSCOPE_EVERY",
+                "STEPSCOPE_LOG_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    f, x = work
+    # Guide 003: `PROFILE_ENABLED=1 PROFILE_START_STEP=100 PROFILE_INTERVAL=0` (0: once),
+    # `PROFILE_DURATION=1`, `PROFILE_DIR=…`; here from step 3, two steps.
+    monkeypatch.setenv("PROFILE_ENABLED", "1")
+    monkeypatch.setenv("PROFILE_START_STEP", "3")
+    monkeypatch.setenv("PROFILE_DURATION", "2")
+    monkeypatch.setenv("PROFILE_INTERVAL", "0")
+    monkeypatch.setenv("PROFILE_DIR", str(tmp_path / "profiles"))
+    prof = stepscope.Profiler()
+    assert prof.schedule.as_dict() == {"start_step": 3, "num_steps": 2, "every": None, "repeat": 1}
+    for i in range(8):
+        with prof.step(i):
+            f(x).block_until_ready()
+    assert [steps_of(c.path) for c in prof.captures] == [[3, 4]]
+    assert all(c.path.parent == tmp_path / "profiles" / "plugins" / "profile" for c in prof.captures)
+    # Off: nothing captured, whatever the arguments say.
+    monkeypatch.setenv("PROFILE_ENABLED", "0")
+    off = stepscope.Profiler(tmp_path / "off", num_steps=1)
+    assert not off.enabled
+    # The two names of one setting must agree; STEPSCOPE_EVERY=0 is "once" too.
+    monkeypatch.setenv("STEPSCOPE_PROFILE", "1")
+    with pytest.raises(stepscope.StepscopeError, match="STEPSCOPE_PROFILE and PROFILE_ENABLED disagree"):
+        stepscope.Profiler()
+    monkeypatch.delenv("PROFILE_ENABLED")
+    monkeypatch.setenv("STEPSCOPE_EVERY", "0")
+    monkeypatch.delenv("PROFILE_INTERVAL")
+    assert stepscope.Profiler().schedule.every is None
+
+
+def test_a_variable_nobody_reads_is_noted_at_exit(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PROFILE_ENABLED="1", JAX_PLATFORMS="cpu")
+    quiet = subprocess.run([sys.executable, "-c", "import stepscope"], env=env, capture_output=True, text=True)
+    assert "PROFILE_ENABLED set, but no stepscope.Profiler read it" in quiet.stderr, quiet.stderr
+    read = subprocess.run(
+        [sys.executable, "-c", f"import stepscope; stepscope.Profiler({str(tmp_path)!r}, enabled=False)"],
+        env=env, capture_output=True, text=True,
+    )
+    assert "no stepscope.Profiler read it" not in read.stderr, read.stderr
+    typo = subprocess.run(
+        [sys.executable, "-c", f"import stepscope; stepscope.Profiler({str(tmp_path)!r}, enabled=False)"],
+        env=dict(env, STEPSCOPE_NUM_STEP="3"), capture_output=True, text=True,
+    )
+    assert "STEPSCOPE_NUM_STEP is not a stepscope setting" in typo.stderr, typo.stderr

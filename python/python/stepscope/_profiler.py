@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 from typing import Any, Callable, Optional, Union
 
 from stepscope._capture import Capture, _already_running, _jax, active_capture, block, step
@@ -25,7 +27,8 @@ class Schedule:
                  repeat: Optional[int] = None):
         self.start_step = _whole("start_step", start_step, 0)
         self.num_steps = _whole("num_steps", num_steps, 1)
-        self.every = None if every is None else _whole("every", every, 1)
+        # every=0: once (as the user guides' PROFILE_INTERVAL=0).
+        self.every = None if every is None or every == 0 else _whole("every", every, 1)
         if self.every is not None and self.every < self.num_steps:
             raise StepscopeError(
                 f"every={every} is shorter than num_steps={num_steps} — captures would overlap; "
@@ -104,6 +107,72 @@ class _Step:
         return False
 
 
+# Settings read from the environment: (argument, stepscope's name, the user guides' name).
+_ENV = (
+    ("enabled", "STEPSCOPE_PROFILE", "PROFILE_ENABLED"),
+    ("start_step", "STEPSCOPE_START_STEP", "PROFILE_START_STEP"),
+    ("num_steps", "STEPSCOPE_NUM_STEPS", "PROFILE_DURATION"),
+    ("every", "STEPSCOPE_EVERY", "PROFILE_INTERVAL"),
+    ("log_dir", "STEPSCOPE_LOG_DIR", "PROFILE_DIR"),
+)
+_ENV_NAMES = tuple(n for _, a, b in _ENV for n in (a, b))
+# Set once a Profiler has read the environment.
+_env_read = False
+
+
+def _env_settings() -> dict:
+    """The Profiler settings the environment holds, by argument name."""
+    global _env_read
+    _env_read = True
+    env = os.environ
+    # Only names close to a setting's: the project's scripts use other STEPSCOPE_* names.
+    unknown = sorted(
+        k for k in env if k.startswith(("STEPSCOPE_PROFIL", "STEPSCOPE_START", "STEPSCOPE_NUM", "STEPSCOPE_STEP"))
+        and k not in _ENV_NAMES
+    )
+    for k in unknown:
+        print(f"stepscope: note: {k} is not a stepscope setting — known: {', '.join(_ENV_NAMES)}", file=sys.stderr)
+    out: dict = {}
+    for key, ours, theirs in _ENV:
+        given = {n: env[n].strip() for n in (ours, theirs) if env.get(n, "").strip()}
+        if len(set(given.values())) > 1:
+            raise StepscopeError(f"{ours} and {theirs} disagree ({given}) — set one of them")
+        if not given:
+            continue
+        name, text = next(iter(given.items()))
+        if key == "enabled":
+            if text.lower() in ("1", "true", "yes", "on"):
+                out[key] = True
+            elif text.lower() in ("0", "false", "no", "off"):
+                out[key] = False
+            else:
+                raise StepscopeError(f"{name}={text!r} — set it to 1 to profile, 0 or unset not to")
+        elif key == "log_dir":
+            out[key] = os.path.expandvars(os.path.expanduser(text))
+        else:
+            try:
+                out[key] = int(text)
+            except ValueError:
+                raise StepscopeError(f"{name}={text!r} is not a whole number — set it to e.g. 10") from None
+    return out
+
+
+def _note_unread_env() -> None:
+    """At exit: a profiling variable was set, but no Profiler read it."""
+    if _env_read:
+        return
+    set_vars = [n for n in _ENV_NAMES if os.environ.get(n, "").strip()]
+    if set_vars:
+        print(
+            f"stepscope: note: {', '.join(set_vars)} set, but no stepscope.Profiler read it — create one in the "
+            "training loop (stepscope.Profiler()), or unset it",
+            file=sys.stderr,
+        )
+
+
+atexit.register(_note_unread_env)
+
+
 class Profiler:
     """Captures chosen steps of a training loop into ``log_dir``.
 
@@ -124,7 +193,7 @@ class Profiler:
 
     def __init__(
         self,
-        log_dir: Union[str, os.PathLike],
+        log_dir: Union[str, os.PathLike, None] = None,
         *,
         start_step: int = 0,
         num_steps: int = 5,
@@ -140,12 +209,22 @@ class Profiler:
         python_tracer_level: Optional[int] = None,
         profiler_options: Any = None,
     ):
-        self.log_dir = log_dir
+        # The environment (STEPSCOPE_* or the user guides' PROFILE_*) wins over the
+        # arguments: the same code profiles when the run is started with them set.
+        env = _env_settings()
+        self.log_dir = env.get("log_dir", log_dir if log_dir is not None else "stepscope-profiles")
         if schedule is not None and not isinstance(schedule, Schedule):
             raise StepscopeError("schedule= takes stepscope.schedule(wait, warmup, active, repeat)")
+        timing = [k for k in ("start_step", "num_steps", "every") if k in env]
+        if schedule is not None and timing:
+            raise StepscopeError(
+                f"schedule= and the environment ({', '.join(timing)}) both set the schedule — use one of them"
+            )
+        start_step, num_steps, every = (env.get(k, v) for k, v in
+                                        (("start_step", start_step), ("num_steps", num_steps), ("every", every)))
         self.schedule = schedule or Schedule(start_step, num_steps, every, repeat)
         self.on_trace_ready = on_trace_ready
-        self.enabled = bool(enabled)
+        self.enabled = bool(env.get("enabled", enabled))
         self.step_name = step_name
         self.trace_options = {
             "create_perfetto_trace": create_perfetto_trace,
@@ -168,29 +247,10 @@ class Profiler:
 
     @classmethod
     def from_env(cls, log_dir: Union[str, os.PathLike] = "stepscope-profiles", **kwargs: Any) -> "Profiler":
-        """A Profiler configured by the environment: ``STEPSCOPE_PROFILE=1`` turns
-        scheduled captures on; ``STEPSCOPE_START_STEP``, ``STEPSCOPE_NUM_STEPS``,
-        ``STEPSCOPE_EVERY`` and ``STEPSCOPE_LOG_DIR`` override the arguments."""
-        env = os.environ
-        flag = env.get("STEPSCOPE_PROFILE", "").strip().lower()
-        if flag in ("1", "true", "yes", "on"):
-            enabled = True
-        elif flag in ("", "0", "false", "no", "off"):
-            enabled = False
-        else:
-            raise StepscopeError(f"STEPSCOPE_PROFILE={flag!r} — set it to 1 to profile, 0 or unset not to")
-        for var, key in (("STEPSCOPE_START_STEP", "start_step"), ("STEPSCOPE_NUM_STEPS", "num_steps"),
-                         ("STEPSCOPE_EVERY", "every")):
-            text = env.get(var, "").strip()
-            if text:
-                try:
-                    kwargs[key] = int(text)
-                except ValueError:
-                    raise StepscopeError(f"{var}={text!r} is not a whole number — set it to e.g. 10") from None
-        log_dir = env.get("STEPSCOPE_LOG_DIR", "").strip() or log_dir
-        kwargs.setdefault("enabled", enabled)
-        if not enabled:
-            kwargs["enabled"] = False
+        """A Profiler that captures only when the environment says so
+        (``STEPSCOPE_PROFILE=1`` or ``PROFILE_ENABLED=1``); every Profiler reads the
+        other settings from it (``docs/python.md``)."""
+        kwargs.setdefault("enabled", False)
         return cls(log_dir, **kwargs)
 
     # -- steps -----------------------------------------------------------------------
