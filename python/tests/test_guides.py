@@ -178,3 +178,25 @@ def test_a_variable_nobody_reads_is_noted_at_exit(tmp_path):
         env=dict(env, STEPSCOPE_NUM_STEP="3"), capture_output=True, text=True,
     )
     assert "STEPSCOPE_NUM_STEP is not a stepscope setting" in typo.stderr, typo.stderr
+
+
+def test_end_step_without_outputs_still_captures_the_steps_work(tmp_path):
+    # Guide 002's loop: `profiler.end_step()` with no outputs, nothing waited for. The
+    # capture must hold the captured step's work, not stop before it ran.
+    import jax.numpy as jnp
+
+    f = jax.jit(lambda x: (x @ x) @ x)
+    x = jnp.ones((1200, 1200))
+    f(x).block_until_ready()
+    prof = stepscope.Profiler(tmp_path, start_step=2, num_steps=1)
+    for i in range(4):
+        prof.begin_step(i)
+        y = f(x)
+        prof.end_step()
+    y.block_until_ready()
+    (c,) = prof.captures
+    p = stepscope.load(c.path)
+    # Before: the trace stopped before the step's work ran, and held no op.
+    assert sum(r["count"] for r in p.ops()) >= 2
+    (st,) = p.steps()
+    assert st["step_num"] == 2 and st["device_busy_ps"] > 0

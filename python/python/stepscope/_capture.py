@@ -51,6 +51,29 @@ def block(outputs: Any) -> Any:
     return jax.block_until_ready(outputs)
 
 
+def drain() -> None:
+    """Waits for the work already dispatched to every local device: a tiny computation
+    is run on each, after what is queued there (a device runs its computations in
+    order), and waited for; then JAX's effects. Costs a few tens of µs per device."""
+    jax = _jax()
+    for d in jax.local_devices():
+        jax.block_until_ready(_tick(jax)(jax.device_put(0, d)))
+    try:
+        jax.effects_barrier()
+    except Exception:
+        pass
+
+
+_tick_fn = None
+
+
+def _tick(jax):
+    global _tick_fn
+    if _tick_fn is None:
+        _tick_fn = jax.jit(lambda x: x + 1)
+    return _tick_fn
+
+
 def active_capture() -> Optional["Capture"]:
     """The capture running now in this process, if any."""
     return _active

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any, Callable, Optional, Union
 
-from stepscope._capture import Capture, _already_running, _jax, active_capture, block, step
+from stepscope._capture import Capture, _already_running, active_capture, block, drain, step
 from stepscope._native import StepscopeError
 
 
@@ -282,13 +282,18 @@ class Profiler:
         return n
 
     def end_step(self, outputs: Any = None) -> None:
-        """Ends the open step. In a captured step, ``outputs`` (any pytree of JAX
-        arrays) are waited for first; after the capture's last step it is stopped."""
+        """Ends the open step. In a captured step, its work is waited for first —
+        ``outputs`` (any pytree of JAX arrays) when given, else everything dispatched
+        to the devices — so the step's span holds it; after the capture's last step
+        the capture is stopped."""
         if self._open is None:
             raise StepscopeError("no step is open — call begin_step() first")
         n = self._open
         if self.capture is not None:
-            block(outputs)
+            if outputs is None:
+                drain()
+            else:
+                block(outputs)
         ann, self._ann, self._open = self._ann, None, None
         ann.__exit__(None, None, None)
         self._next = n + 1
@@ -323,6 +328,8 @@ class Profiler:
         self._pending = num_steps
 
     def _start(self, first: int, end: int, extra: dict) -> None:
+        # Work earlier steps dispatched runs before the capture, not in its first step.
+        drain()
         extra = dict(extra, schedule=self.schedule.as_dict(), first_step=first, last_step=end - 1)
         c = Capture(self.log_dir, kind="profiler", extra=extra, **self.trace_options)
         c.start()
@@ -334,10 +341,9 @@ class Profiler:
         if c is None:
             return
         if error is None:
-            try:
-                _jax().effects_barrier()
-            except Exception:
-                pass
+            # The captured steps' work, dispatched and maybe not run yet (a loop that
+            # never waits, `end_step()` without outputs), runs inside the capture.
+            drain()
         c.stop(error=error)
         self.captures.append(c)
         if self.on_trace_ready is not None:
