@@ -275,3 +275,41 @@ fn a_step_that_ran_earlier_steps_work_is_named_in_step_jitter() {
     let j = finding(&fx("cpu-sleep"), "step-jitter");
     assert!(j.is_null() || !j["advice"].as_str().unwrap().contains("dispatches ahead"), "{j}");
 }
+
+/// `host_tracer_level` of a capture, read with the reference reader: field 2 of the
+/// `ProfileOptions` message in `Task Environment`'s `profile_options` (absent: 0).
+fn ref_host_tracer_level(path: &str) -> u64 {
+    let stats = reference(&["plane-stats", path, "--plane", "Task Environment"]);
+    let b64 = stats["profile_options"]["b64_head"].as_str().unwrap();
+    let table = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bits: Vec<u8> =
+        b64.bytes().filter(|&c| c != b'=').map(|c| table.iter().position(|&t| t == c).unwrap() as u8).collect();
+    let bytes: Vec<u8> = bits
+        .chunks(4)
+        .flat_map(|c| {
+            let v = c.iter().enumerate().fold(0u32, |v, (i, &b)| v | (b as u32) << (18 - 6 * i));
+            [(v >> 16) as u8, (v >> 8) as u8, v as u8].into_iter().take(c.len() - 1)
+        })
+        .collect();
+    // Every field of this message is a one-byte key and a small varint.
+    bytes.chunks(2).find(|kv| kv[0] == (2 << 3)).map_or(0, |kv| kv[1] as u64)
+}
+
+#[test]
+fn a_capture_with_host_tracing_off_is_told_so_not_to_add_annotations() {
+    let off = fixture("cpu-host-tracer-off/plugins/profile/2026_11_25_01_40_18/vm.xplane.pb");
+    let off = off.to_str().unwrap();
+    let on = fixture("cpu-clean/plugins/profile/2026_11_21_23_32_11/vm.xplane.pb");
+    let on = on.to_str().unwrap();
+    assert_eq!((ref_host_tracer_level(off), ref_host_tracer_level(on)), (0, 2));
+    assert_eq!(json(&["summary", off])["environment"]["host_tracer_level"], 0);
+    assert_eq!(json(&["summary", on])["environment"]["host_tracer_level"], 2);
+    // No steps: the advice is to turn host tracing on, not to add annotations.
+    let no_steps = finding(off, "no-steps");
+    let advice = no_steps["advice"].as_str().unwrap();
+    assert!(advice.contains("host_tracer_level=0") && !advice.contains("wrap each training step"), "{advice}");
+    let text = ok(&["summary", off]);
+    assert!(text.contains("host_tracer_level=0") && !text.contains("wrap each training step"), "{text}");
+    // A capture with host tracing on keeps the usual advice where it has no steps.
+    assert!(finding(on, "host-tracing-off").is_null());
+}

@@ -4,7 +4,7 @@
 //!
 //! Rules (ids are stable; thresholds are fields of [`Thresholds`]):
 //! `no-steps`, `too-few-steps`, `captured-compilation`, `compile-time`,
-//! `no-device-activity`, `low-utilization`, `host-bound-gaps`, `launch-queued`,
+//! `host-tracing-off`, `no-device-activity`, `low-utilization`, `host-bound-gaps`, `launch-queued`,
 //! `gaps-between-steps`, `input-bound`,
 //! `many-small-ops`, `many-dispatches`,
 //! `host-device-copies`, `dominant-op`, `collectives-exposed`, `memory-near-capacity`,
@@ -29,6 +29,11 @@ use crate::summary::{self, Summary};
 pub const NO_OPS_WHY: &str = "On CPU, XLA records its ops from JAX 0.4.33 on (0.4.31 and earlier record none): \
      upgrade jax and jaxlib. On a GPU or TPU, the device tracer recorded nothing: look for profiler errors in the \
      job's log (for CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, allow GPU profiling for non-root users)";
+
+/// Why a capture taken with host tracing off lacks what it lacks.
+pub const HOST_TRACING_OFF: &str = "This capture was taken with host_tracer_level=0: the host recorded no step \
+     annotations (StepTraceAnnotation), no kernel launches and, on CPU, no XLA ops. Capture with \
+     host_tracer_level ≥ 1 (JAX's default is 2): the annotations in the code are fine";
 
 /// Rule thresholds; any may be overridden from a TOML file (`[thresholds]` table or
 /// top-level keys with these names).
@@ -241,6 +246,7 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
     let step_pct = |ps: i64| pct(ps, b.step_ps);
 
     // --- steps present, enough of them, steady state
+    let host_tracing_off = summary::host_tracer_level(profile) == Some(0);
     if steps.steps.is_empty() {
         out.push(Finding {
             rule: "no-steps",
@@ -250,11 +256,31 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
             threshold: 1.0,
             unit: "count",
             evidence: vec![],
-            advice: "wrap each training step in `with jax.profiler.StepTraceAnnotation(\"train\", step_num=i):` so \
-                     step time and the breakdown can be measured"
-                .into(),
+            advice: match host_tracing_off {
+                true => HOST_TRACING_OFF.into(),
+                false => "wrap each training step in `with jax.profiler.StepTraceAnnotation(\"train\", step_num=i):` \
+                          so step time and the breakdown can be measured"
+                    .into(),
+            },
         });
-    } else if (steps.steps.len() as u64) < th.min_steps {
+    } else if host_tracing_off {
+        out.push(Finding {
+            rule: "host-tracing-off",
+            severity: Severity::Info,
+            title: "host tracing was off (host_tracer_level=0)".into(),
+            value: 0.0,
+            threshold: 1.0,
+            unit: "count",
+            evidence: vec![],
+            advice: format!(
+                "the steps come from {} instead of the step annotations, and what the host did between device \
+                 work (Python, input, launches) was not recorded: the host-side findings cannot be judged. {}",
+                crate::steps::source_words(steps.source),
+                HOST_TRACING_OFF
+            ),
+        });
+    }
+    if !steps.steps.is_empty() && (steps.steps.len() as u64) < th.min_steps {
         out.push(Finding {
             rule: "too-few-steps",
             severity: Severity::Warning,
@@ -329,7 +355,10 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
             threshold: 1.0,
             unit: "count",
             evidence: vec![],
-            advice: format!("device time, the step breakdown and the op tables need them. {NO_OPS_WHY}"),
+            advice: match host_tracing_off {
+                true => format!("device time, the step breakdown and the op tables need them. {HOST_TRACING_OFF}"),
+                false => format!("device time, the step breakdown and the op tables need them. {NO_OPS_WHY}"),
+            },
         });
     }
     if steps.steps.is_empty() {

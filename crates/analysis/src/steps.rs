@@ -29,6 +29,17 @@ pub enum StepSource {
     None,
 }
 
+/// Where steps were read from, in words: `StepTraceAnnotation`, `the device Steps
+/// line`, `executions of the longest-running XLA module`.
+pub fn source_words(s: StepSource) -> &'static str {
+    match s {
+        StepSource::Annotation => "StepTraceAnnotation",
+        StepSource::DeviceSteps => "the device Steps line",
+        StepSource::ModuleExecutions => "executions of the longest-running XLA module",
+        StepSource::None => "nowhere",
+    }
+}
+
 /// One step.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Step {

@@ -63,6 +63,11 @@ pub struct Environment {
     pub devices: Vec<DeviceGroup>,
     /// Framework versions the profile records, `name = value`.
     pub versions: Vec<String>,
+    /// The lowest `host_tracer_level` the hosts were captured with, where the profile
+    /// records it (0: host tracing was off, so no step annotations, launches or
+    /// XLA:CPU ops were recorded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_tracer_level: Option<u32>,
 }
 
 /// The overview of a run.
@@ -194,6 +199,11 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
     }
 }
 
+/// The lowest `host_tracer_level` of the hosts' captures, where recorded.
+pub fn host_tracer_level(profile: &Profile) -> Option<u32> {
+    profile.hosts.iter().filter_map(|h| stepscope_xspace::xplane::tracer_levels(h)).map(|l| l.host).min()
+}
+
 fn environment(profile: &Profile, devices: &[Device]) -> Environment {
     let mut groups: Vec<DeviceGroup> = Vec::new();
     for d in devices {
@@ -219,5 +229,10 @@ fn environment(profile: &Profile, devices: &[Device]) -> Environment {
     }
     versions.sort();
     versions.dedup();
-    Environment { hosts: profile.hosts.iter().map(|h| h.host.clone()).collect(), devices: groups, versions }
+    Environment {
+        hosts: profile.hosts.iter().map(|h| h.host.clone()).collect(),
+        devices: groups,
+        versions,
+        host_tracer_level: host_tracer_level(profile),
+    }
 }

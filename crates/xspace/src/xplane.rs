@@ -98,6 +98,41 @@ pub fn host_from_file_name(path: &Path) -> String {
     name
 }
 
+/// The tracer levels a capture was taken with, from its `Task Environment` plane's
+/// `profile_options` stat (a `ProfileOptions` message, shared/formats.md). On the wire
+/// a level of 0 is an absent field: absent reads as 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TracerLevels {
+    pub host: u32,
+    pub device: u32,
+    pub python: u32,
+}
+
+/// [`TracerLevels`] of a host's capture; `None` where the profile does not record them
+/// (no `Task Environment` plane or stat, or a message that does not decode).
+pub fn tracer_levels(space: &crate::model::Space) -> Option<TracerLevels> {
+    let plane = space.planes.iter().find(|p| p.name == "Task Environment")?;
+    let stat = plane.plane_stat("profile_options")?;
+    let bytes = plane.stat_bytes(&stat)?;
+    let mut levels = TracerLevels { host: 0, device: 0, python: 0 };
+    let mut w = Wire::new(bytes);
+    while !w.done() {
+        let (field, wt) = w.key().ok()?;
+        match field {
+            2..=4 => {
+                let v = u32::try_from(w.int(wt).ok()?).ok()?;
+                match field {
+                    2 => levels.host = v,
+                    3 => levels.device = v,
+                    _ => levels.python = v,
+                }
+            }
+            _ => w.skip(wt).ok()?,
+        }
+    }
+    Some(levels)
+}
+
 /// Decodes a serialized XSpace held in `source`.
 pub fn decode_xspace(source: Arc<Source>, host: &str, progress: &Progress) -> Result<Space, DecodeError> {
     let buf: &[u8] = &source;

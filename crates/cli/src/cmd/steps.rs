@@ -97,10 +97,5 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
 
 /// A few words on where steps came from.
 pub fn source_label(s: steps::StepSource) -> &'static str {
-    match s {
-        steps::StepSource::Annotation => "StepTraceAnnotation",
-        steps::StepSource::DeviceSteps => "the device Steps line",
-        steps::StepSource::ModuleExecutions => "executions of the longest-running XLA module",
-        steps::StepSource::None => "nowhere",
-    }
+    steps::source_words(s)
 }

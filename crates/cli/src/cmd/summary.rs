@@ -71,7 +71,19 @@ fn print_text(s: &Summary) {
     }
     println!();
     if s.step_count == 0 {
-        println!("no steps found: wrap each training step in jax.profiler.StepTraceAnnotation(\"train\", step_num=i)");
+        match env.host_tracer_level {
+            Some(0) => print!(
+                "{}",
+                human::wrap(
+                    "",
+                    &format!("no steps found: {}", stepscope_analysis::advise::HOST_TRACING_OFF),
+                    crate::table::prose_width()
+                )
+            ),
+            _ => println!(
+                "no steps found: wrap each training step in jax.profiler.StepTraceAnnotation(\"train\", step_num=i)"
+            ),
+        }
         if !env.devices.is_empty() {
             // Each device is then measured over its own span, first op to last.
             println!(
