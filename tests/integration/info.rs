@@ -36,7 +36,10 @@ fn counts_match_the_reference_reader_on_every_fixture() {
         let ours = json(&["info", f]);
         let theirs = reference(&["info", f]);
         assert_eq!(comparable(&ours), theirs, "{f}");
-        assert!(ours["events_total"].as_u64().expect("events_total") > 1000, "{f}");
+        // Every capture holds events but the one taken with host tracing off (and
+        // python tracing off) on CPU: it records none, only its modules.
+        let events = ours["events_total"].as_u64().expect("events_total");
+        assert!(events > 1000 || (f.contains("cpu-host-tracer-off") && events == 0), "{f}: {events}");
     }
 }
 
