@@ -118,3 +118,24 @@ fn memory_table_exports_every_allocator_event() {
     let err = assert_clean_error(&["export", &cpu, "--format", "csv", "--table", "memory", "-o", "-"]);
     assert!(err.contains("allocator events"), "{err}");
 }
+
+#[test]
+fn a_device_memory_profile_alone_is_read_as_one() {
+    // `stepscope memory FILE.prof`: the pprof summarised as beside its run, no
+    // allocators and no note about them.
+    let run = path("cpu-transformer/plugins/profile/2026_11_21_22_29_17");
+    let prof = format!("{run}/memory.prof");
+    let alone = json(&["memory", &prof]);
+    let beside = json(&["memory", &run]);
+    assert_eq!(alone["schema"], "stepscope.memory/1");
+    assert_eq!(alone["allocators"].as_array().unwrap().len(), 0);
+    let (a, b) = (&alone["device_memory_profile"], &beside["device_memory_profile"]);
+    assert!(a["total_bytes"].as_u64().unwrap() > 0, "{a}");
+    for key in ["total_bytes", "buffer_count", "executable_count", "by_device", "by_kind", "by_site"] {
+        assert_eq!(a[key], b[key], "{key}");
+    }
+    let text = ok(&["memory", &prof]);
+    assert!(text.contains("DEVICE MEMORY PROFILE") && !text.contains("no allocator events"), "{text}");
+    let err = assert_clean_error(&["memory", &prof, "--pprof", &prof]);
+    assert!(err.contains("give one of them"), "{err}");
+}

@@ -235,6 +235,18 @@ pub fn memory(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize) -> M
     memory_with(profile, pprof, top, TIMELINE_MAX_POINTS)
 }
 
+/// A device-memory profile on its own (`stepscope memory FILE.prof`): no allocators,
+/// the pprof summarised, `run` its file name.
+pub fn pprof_only(path: &str, pprof: &Pprof, top: usize) -> Memory {
+    let run = std::path::Path::new(path).file_name().map_or(path.to_string(), |n| n.to_string_lossy().into_owned());
+    Memory {
+        schema: "stepscope.memory/1",
+        run,
+        allocators: Vec::new(),
+        device_memory_profile: Some(summarise_pprof(path, pprof, top)),
+    }
+}
+
 /// [`memory`] with every point of every allocator timeline (for export), no pprof.
 pub fn memory_full(profile: &Profile) -> Memory {
     memory_with(profile, None, 0, usize::MAX)

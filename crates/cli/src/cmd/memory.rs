@@ -25,6 +25,20 @@ pub struct MemoryArgs {
 
 pub fn run(args: &MemoryArgs) -> anyhow::Result<ExitCode> {
     let a = &args.common;
+    // PATH a device-memory profile itself (`memory.prof`): it alone, summarised.
+    if is_pprof_file(&a.input.path) {
+        if let Some(other) = &args.pprof {
+            anyhow::bail!(
+                "PATH {} is a device-memory profile already, and --pprof names {} — give one of them",
+                a.input.path.display(),
+                other.display()
+            );
+        }
+        let pp = pprof::read_pprof(&a.input.path)?;
+        let shown = a.input.path.display().to_string();
+        let m = memory::pprof_only(&shown, &pp, a.select.rows());
+        return print(&m, a, true);
+    }
     let (profile, run) = load::profile_and_run(&a.input, &a.select)?;
     let pprof_path = args.pprof.clone().or_else(|| run.pprof.first().cloned());
     let pp = match &pprof_path {
@@ -33,12 +47,23 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<ExitCode> {
     };
     let shown = pprof_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let m = memory::memory(&profile, pp.as_ref().map(|p| (shown.as_str(), p)), a.select.rows());
+    print(&m, a, false)
+}
+
+/// A regular file named `*.prof` (or `*.prof.gz`): JAX's device-memory profile.
+fn is_pprof_file(path: &std::path::Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+    (name.ends_with(".prof") || name.ends_with(".prof.gz") || name.ends_with(".pb.gz") && name.contains("memory"))
+        && path.is_file()
+}
+
+fn print(m: &Memory, a: &crate::args::AnalysisArgs, pprof_only: bool) -> anyhow::Result<ExitCode> {
     if a.output.json {
-        println!("{}", serde_json::to_string(&m)?);
+        println!("{}", serde_json::to_string(m)?);
     } else if a.output.csv {
-        print!("{}", allocator_csv(&m));
+        print!("{}", allocator_csv(m));
     } else {
-        print_text(&m);
+        print_text(m, pprof_only);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -77,11 +102,12 @@ fn allocator_csv(m: &Memory) -> String {
     csv(&header, &rows)
 }
 
-fn print_text(m: &Memory) {
-    if m.allocators.is_empty() {
+/// `pprof_only`: PATH was a device-memory profile alone (no allocators to speak of).
+fn print_text(m: &Memory, pprof_only: bool) {
+    if m.allocators.is_empty() && !pprof_only {
         println!("no allocator events (MemoryAllocation) in this profile: XLA:CPU does not record them;");
         println!("GPU and TPU captures do with the default host tracer level (2)");
-    } else {
+    } else if !m.allocators.is_empty() {
         let mut t = Table::new(vec!["ALLOCATOR", "PEAK", "AT", "CAPACITY", "FRAG", "ALLOCS", "FREES"]);
         for a in &m.allocators {
             t.push(vec![
