@@ -200,3 +200,20 @@ def test_end_step_without_outputs_still_captures_the_steps_work(tmp_path):
     assert sum(r["count"] for r in p.ops()) >= 2
     (st,) = p.steps()
     assert st["step_num"] == 2 and st["device_busy_ps"] > 0
+
+
+def test_step_dirs_lay_captures_out_as_guide_003_shows(tmp_path, work, cli):
+    import subprocess
+
+    f, x = work
+    prof = stepscope.Profiler(tmp_path, start_step=100, num_steps=1, step_dirs=True)
+    for i in range(102):
+        with prof.step(i):
+            if i >= 99:
+                f(x).block_until_ready()
+    (c,) = prof.captures
+    # profiles/step_00000100/plugins/profile/<run>/
+    assert c.path.parent.parent.parent == tmp_path / "step_00000100"
+    assert steps_of(c.path) == [100]
+    ls = json.loads(subprocess.run([cli, "ls", str(tmp_path), "--json"], capture_output=True, text=True, check=True).stdout)
+    assert [r["run"].split("/")[0] for r in ls["runs"]] == ["step_00000100"]

@@ -208,6 +208,7 @@ class Profiler:
         device_tracer_level: Optional[int] = None,
         python_tracer_level: Optional[int] = None,
         profiler_options: Any = None,
+        step_dirs: bool = False,
     ):
         # The environment (STEPSCOPE_* or the user guides' PROFILE_*) wins over the
         # arguments: the same code profiles when the run is started with them set.
@@ -225,6 +226,9 @@ class Profiler:
         self.schedule = schedule or Schedule(start_step, num_steps, every, repeat)
         self.on_trace_ready = on_trace_ready
         self.enabled = bool(env.get("enabled", enabled))
+        #: Each capture in a log folder of its own named by its first step,
+        #: ``<log_dir>/step_00000100/`` (user guide 003's layout).
+        self.step_dirs = bool(step_dirs)
         self.step_name = step_name
         self.trace_options = {
             "create_perfetto_trace": create_perfetto_trace,
@@ -331,7 +335,8 @@ class Profiler:
         # Work earlier steps dispatched runs before the capture, not in its first step.
         drain()
         extra = dict(extra, schedule=self.schedule.as_dict(), first_step=first, last_step=end - 1)
-        c = Capture(self.log_dir, kind="profiler", extra=extra, **self.trace_options)
+        log_dir = os.path.join(os.fspath(self.log_dir), f"step_{first:08d}") if self.step_dirs else self.log_dir
+        c = Capture(log_dir, kind="profiler", extra=extra, **self.trace_options)
         c.start()
         self.capture, self._first, self._end = c, first, end
 
