@@ -217,3 +217,15 @@ def test_step_dirs_lay_captures_out_as_guide_003_shows(tmp_path, work, cli):
     assert steps_of(c.path) == [100]
     ls = json.loads(subprocess.run([cli, "ls", str(tmp_path), "--json"], capture_output=True, text=True, check=True).stdout)
     assert [r["run"].split("/")[0] for r in ls["runs"]] == ["step_00000100"]
+
+
+def test_the_run_folder_is_known_inside_the_block(tmp_path, work):
+    # Guide 004 writes each capture's path into its results file while the run goes on.
+    f, x = work
+    with stepscope.trace(tmp_path, name="lcam") as t:
+        inside = t.path
+        f(x).block_until_ready()
+    assert inside == t.path == (tmp_path / "plugins" / "profile" / "lcam").absolute()
+    with stepscope.trace(tmp_path) as t:
+        inside = t.path
+    assert inside is not None and inside == t.path and t.path.is_dir()

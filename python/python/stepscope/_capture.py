@@ -138,7 +138,9 @@ class Capture:
                 raise StepscopeError(f"{key}={v!r} is not a tracer level — use a whole number ≥ 0 or None")
         self.kind = kind
         self.extra = dict(extra or {})
-        #: The run folder (``<log_dir>/plugins/profile/<run>``), set when stopped.
+        #: The run folder (``<log_dir>/plugins/profile/<run>``): known once started
+        #: where the installed JAX lets stepscope name it, else set when stopped; the
+        #: files are there once stopped.
         self.path: Optional[Path] = None
         #: The manifest file beside the profile, set when stopped.
         self.manifest_path: Optional[Path] = None
@@ -186,6 +188,10 @@ class Capture:
             self.started_unix_ns = time.time_ns()
             self._t0 = time.perf_counter_ns()
             _active = self
+            # Where JAX will write, known from the start where the run folder is named
+            # by us (JAX with session_id): usable inside the `with` block.
+            if self._chosen is not None:
+                self.path = (profile_root / self._chosen).absolute()
         return self
 
     def stop(self, error: Optional[BaseException] = None) -> Path:
