@@ -229,3 +229,33 @@ def test_the_run_folder_is_known_inside_the_block(tmp_path, work):
     with stepscope.trace(tmp_path) as t:
         inside = t.path
     assert inside is not None and inside == t.path and t.path.is_dir()
+
+
+def test_ls_is_the_results_file_across_runs(tmp_path, work, cli):
+    # Guide 004 keeps a results JSON with each run's name, steps, wall-clock timers and
+    # trace path: `stepscope ls --json` gives it from the captures' manifests.
+    import subprocess
+
+    f, x = work
+    t = stepscope.timer()
+    with t("total"):
+        for name in ("lcam", "tad"):
+            with stepscope.trace(tmp_path, name=name):
+                for i in range(2):
+                    with stepscope.step(i), t("step"):
+                        f(x).block_until_ready()
+    ls = json.loads(subprocess.run([cli, "ls", str(tmp_path), "--json"], capture_output=True, text=True, check=True).stdout)
+    runs = {r["run"].rsplit("/", 1)[-1]: r for r in ls["runs"]}
+    assert set(runs) == {"lcam", "tad"}
+    for name, r in runs.items():
+        m = r["manifest"]
+        assert m["run"] == name and m["step_nums"] == [0, 1] and m["run_dir"] == r["path"]
+        sections = {}
+        for sec in m["timers"]:
+            sections.setdefault(sec["name"], []).append(sec["duration_ms"])
+        assert len(sections["step"]) >= 2
+        # The total ended after both captures stopped: it was added to their manifests.
+        assert sections["total"][0] > 0
+    text = subprocess.run([cli, "ls", str(tmp_path)], capture_output=True, text=True, check=True).stdout
+    assert text.splitlines()[0].split()[3] == "STEPS"
+    assert all(line.split()[-2] == "2" for line in text.splitlines()[1:]), text

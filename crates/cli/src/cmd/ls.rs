@@ -26,6 +26,10 @@ struct RunJson<'a> {
     modified_unix_s: u64,
     hosts: Vec<&'a str>,
     bytes: u64,
+    /// The run's `stepscope_manifest.json` (written by the Python package's captures):
+    /// its kind, steps, wall-clock timers, options, environment, as written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    manifest: Option<serde_json::Value>,
 }
 
 pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
@@ -39,6 +43,7 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
             modified_unix_s: r.modified.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
             hosts: r.hosts.iter().map(|h| h.host.as_str()).collect(),
             bytes: r.bytes(),
+            manifest: manifest(&r.dir),
         })
         .collect();
     if args.output.json {
@@ -70,12 +75,36 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
     }
     // Run names whole, last: they are what `--run` takes. The capture time from the
     // run's name, else the files' time.
-    println!("{:<19}  {:>5}  {:>9}  RUN", "CAPTURED", "HOSTS", "SIZE");
+    println!("{:<19}  {:>5}  {:>9}  {:>5}  RUN", "CAPTURED", "HOSTS", "SIZE", "STEPS");
     for r in &rows {
         let when = r.captured.clone().unwrap_or_else(|| format!("{} UTC", utc(r.modified_unix_s)));
-        println!("{when:<19}  {:>5}  {:>9}  {}", r.hosts.len(), human::bytes(r.bytes), r.run);
+        // Steps as the manifest lists them, where there is one.
+        let steps = (r.manifest.as_ref())
+            .and_then(|m| m["step_nums"].as_array().map(|s| s.len().to_string()))
+            .unwrap_or_else(|| "—".into());
+        println!("{when:<19}  {:>5}  {:>9}  {steps:>5}  {}", r.hosts.len(), human::bytes(r.bytes), r.run);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The run's `stepscope_manifest.json`, when it has a readable one (a damaged one is
+/// noted on stderr and left out).
+fn manifest(dir: &std::path::Path) -> Option<serde_json::Value> {
+    let path = dir.join("stepscope_manifest.json");
+    if !path.is_file() {
+        return None;
+    }
+    let parsed = stepscope_xspace::files::read_small_text(&path, "manifest")
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).map_err(|e| e.to_string()));
+    match parsed {
+        Ok(v) if v.is_object() => Some(v),
+        Ok(_) => None,
+        Err(e) => {
+            eprintln!("stepscope: note: skipped {}: {e}", path.display());
+            None
+        }
+    }
 }
 
 /// The capture time a run's folder name holds (`…/2024_05_01_12_00_00`), as
