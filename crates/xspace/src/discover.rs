@@ -195,6 +195,10 @@ fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found) -> Result<()> 
             skipped.push(format!("{}: {kind}, not a regular file", path.display()));
             continue;
         }
+        // The Python package's manifest beside the profile: known, not a trace.
+        if name == "stepscope_manifest.json" {
+            continue;
+        }
         if let Some(format) = format_of_name(&name) {
             if format == Format::TraceJson && !is_jax_trace_name(&name) && !looks_like_trace(&path) {
                 // A JSON file of the user's own (`wall.json`, a config) beside the profiles.

@@ -317,9 +317,10 @@ class Profiler:
 
     # -- captures --------------------------------------------------------------------
 
-    def capture_async(self, num_steps: int = 5) -> None:
-        """Captures the next ``num_steps`` steps, starting at the next step begun."""
-        _whole("num_steps", num_steps, 1)
+    def capture_async(self, num_steps: Optional[int] = None) -> None:
+        """Captures the next ``num_steps`` steps (default: the profiler's
+        ``num_steps``), starting at the next step begun."""
+        num_steps = self.schedule.num_steps if num_steps is None else _whole("num_steps", num_steps, 1)
         if self.capture is not None:
             raise StepscopeError(_already_running(self.capture))
         if self._pending is not None:
