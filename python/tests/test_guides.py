@@ -259,3 +259,30 @@ def test_ls_is_the_results_file_across_runs(tmp_path, work, cli):
     text = subprocess.run([cli, "ls", str(tmp_path)], capture_output=True, text=True, check=True).stdout
     assert text.splitlines()[0].split()[3] == "STEPS"
     assert all(line.split()[-2] == "2" for line in text.splitlines()[1:]), text
+
+
+def test_a_capture_starts_after_the_work_earlier_steps_queued(tmp_path):
+    # A loop that never waits: before the capture starts, what earlier steps
+    # dispatched has run, so the captured step holds its own work only — the same ops
+    # as the same step taken from a loop that waits each step.
+    import jax.numpy as jnp
+
+    f = jax.jit(lambda x: (x @ x) @ x)
+    x = jnp.ones((1000, 1000))
+    f(x).block_until_ready()
+
+    def op_count(wait, folder):
+        prof = stepscope.Profiler(tmp_path / folder, start_step=6, num_steps=1)
+        for i in range(8):
+            prof.begin_step(i)
+            y = f(x)
+            if wait:
+                y.block_until_ready()
+            prof.end_step()
+        y.block_until_ready()
+        (c,) = prof.captures
+        return sum(r["count"] for r in stepscope.load(c.path).ops())
+
+    synced = op_count(True, "synced")
+    assert synced >= 2
+    assert op_count(False, "ahead") == synced
