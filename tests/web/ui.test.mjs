@@ -99,7 +99,10 @@ test('overview shows the run\'s real step count, breakdown, chart and top ops', 
   assert.equal(util[1], `${s.device_utilization_pct.toFixed(1)}%`);
   // The uPlot chart drew a canvas; the breakdown has a segment per non-zero part.
   assert.ok(await page.$('.chartbox .uplot canvas'));
-  const parts = Object.entries(s.breakdown).filter(([k, v]) => k !== 'step_ps' && v > 0).length;
+  // (The idle split of GPU captures is a note under the bar, not a segment.)
+  const parts = Object.entries(s.breakdown)
+    .filter(([k, v]) => k !== 'step_ps' && !k.startsWith('device_idle_') && v > 0).length
+    + (s.breakdown.device_idle_ps > 0 ? 1 : 0);
   assert.equal(await page.$$eval('.breakdown .seg', s => s.length), parts);
   // Top ops: same names, in self-time order.
   const names = await cellTexts(1);
@@ -506,4 +509,25 @@ test('a page shows its loading state at once, and an error with a retry when a r
   await page.waitForSelector('#view .error[role=alert]');
   assert.match(await page.textContent('#view .error[role=alert]'), /cannot reach the server for api\/steps/);
   await page.unroute(/\/api\/steps\?/);
+});
+
+test('a GPU capture\'s idle time is split by launch on the overview and devices pages', async () => {
+  const run = await runIn('gpu-transformer');
+  const s = await api('summary', { run });
+  const b = s.breakdown;
+  assert.ok(b.device_idle_queued_ps !== undefined && b.device_idle_launching_ps > 0, JSON.stringify(b));
+  await open(`overview?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#idle-split');
+  const text = await page.$eval('#idle-split', p => p.textContent);
+  const nothing = b.device_idle_ps - b.device_idle_queued_ps - b.device_idle_launching_ps;
+  assert.equal(text, `of device idle: host launched nothing ${fmt.dur(nothing)} · host in launch calls ${fmt.dur(b.device_idle_launching_ps)} · launched, not started ${fmt.dur(b.device_idle_queued_ps)}`);
+  const d = await api('devices', { run });
+  await open(`devices?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#dev-table table.data tbody tr');
+  const head = await page.$$eval('#dev-table table.data thead th', ths => ths.map(t => t.textContent.trim()));
+  const row = await page.$$eval('#dev-table table.data tbody tr:first-child td', tds => tds.map(t => t.textContent));
+  const at = label => head.findIndex(h => h.startsWith(label));
+  assert.ok(at('idle: queued') > 0 && at('idle: in launch') > 0, head.join('|'));
+  assert.equal(row[at('idle: queued')], fmt.dur(d.devices[0].idle_queued_ps));
+  assert.equal(row[at('idle: in launch')], fmt.dur(d.devices[0].idle_launching_ps));
 });

@@ -34,6 +34,11 @@ export async function render(view, ctx) {
   view.append(el('h2', {}, 'Per device'));
   const box = el('div', { id: 'dev-table' });
   view.append(box);
+  // GPUs whose kernels the profile links to their launches: idle split by launch.
+  const split = d.devices.some(r => r.idle_queued_ps !== undefined)
+    ? [{ key: 'idle_launching_ps', label: 'idle: in launch', num: true, fmt: v => (v === undefined ? '—' : dur(v)) },
+       { key: 'idle_queued_ps', label: 'idle: queued', num: true, fmt: v => (v === undefined ? '—' : dur(v)) }]
+    : [];
   table(box, {
     columns: [
       { key: 'host', label: 'host' },
@@ -47,6 +52,7 @@ export async function render(view, ctx) {
       { key: 'async_wait_ps', label: 'async wait', num: true, fmt: dur },
       { key: 'runtime_overhead_ps', label: 'runtime', num: true, fmt: dur },
       { key: 'idle_ps', label: 'idle', num: true, fmt: dur },
+      ...split,
       { key: 'window_ps', label: 'window', num: true, fmt: dur },
       { key: 'window_source', label: 'window from', fmt: v => String(v).replace(/_/g, ' ') },
       { key: 'op_count', label: 'ops', num: true, fmt: count },

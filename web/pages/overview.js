@@ -42,6 +42,13 @@ export async function render(view, ctx) {
     { label: 'compile', value: b.compile_ps, color: '#d4b13b' },
     { label: 'device idle', value: b.device_idle_ps, color: '#b9bec7' },
   ], b.step_ps));
+  // GPUs whose kernels the profile links to their launches: what the idle time was.
+  if (b.device_idle_queued_ps !== undefined) {
+    const launching = b.device_idle_launching_ps ?? 0;
+    const nothing = b.device_idle_ps - b.device_idle_queued_ps - launching;
+    view.append(el('p', { class: 'muted', id: 'idle-split' },
+      `of device idle: host launched nothing ${dur(nothing)} · host in launch calls ${dur(launching)} · launched, not started ${dur(b.device_idle_queued_ps)}`));
+  }
 
   if (st.steps.length) {
     view.append(el('h2', {}, 'Step time'));
