@@ -93,7 +93,7 @@ pub(crate) struct HostTime {
     /// Likewise from its device.
     pub to_host: Intervals,
     /// Where its GPUs' work is linked to its launches (`correlation_id` on both
-    /// sides): each launch's start, by correlation id. Empty elsewhere.
+    /// sides): each launch call's span, by correlation id. Empty elsewhere.
     pub launches: crate::steps::Launches,
 }
 

@@ -97,7 +97,8 @@ fn looks_like_trace(path: &Path) -> bool {
     }
 }
 
-fn is_pprof_name(name: &str) -> bool {
+/// A device-memory profile's file name (`memory.prof`, `*.pprof`, `*.pb.gz`).
+pub fn is_pprof_name(name: &str) -> bool {
     name.ends_with(".prof") || name.ends_with(".pprof") || name.ends_with(".pb.gz")
 }
 

@@ -114,17 +114,6 @@ class Capture:
         self.log_dir = Path(os.fspath(log_dir))
         #: A ``jax.profiler.ProfileOptions`` the capture starts from (copied, never changed).
         self.profiler_options = profiler_options
-        given = {
-            "host_tracer_level": host_tracer_level,
-            "device_tracer_level": device_tracer_level,
-            "python_tracer_level": python_tracer_level,
-        }
-        if profiler_options is not None:
-            for key in _LEVELS:
-                if given[key] is not None and hasattr(profiler_options, key):
-                    raise StepscopeError(
-                        f"{key} is given twice, as {key}= and in profiler_options — set it in one place"
-                    )
         self.name = None if name is None else _check_name(name)
         self.options = {
             "create_perfetto_trace": bool(create_perfetto_trace),
@@ -132,10 +121,16 @@ class Capture:
             "device_tracer_level": device_tracer_level,
             "python_tracer_level": python_tracer_level,
         }
-        for key in ("host_tracer_level", "device_tracer_level", "python_tracer_level"):
+        for key in _LEVELS:
             v = self.options[key]
             if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 0):
                 raise StepscopeError(f"{key}={v!r} is not a tracer level — use a whole number ≥ 0 or None")
+        if profiler_options is not None:
+            for key in _LEVELS:
+                if self.options[key] is not None and hasattr(profiler_options, key):
+                    raise StepscopeError(
+                        f"{key} is given twice, as {key}= and in profiler_options — set it in one place"
+                    )
         self.kind = kind
         self.extra = dict(extra or {})
         #: The run folder (``<log_dir>/plugins/profile/<run>``): known once started

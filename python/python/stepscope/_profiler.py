@@ -118,6 +118,8 @@ _ENV = (
 _ENV_NAMES = tuple(n for _, a, b in _ENV for n in (a, b))
 # Set once a Profiler has read the environment.
 _env_read = False
+# Near-miss names already noted (once a process).
+_noted: set = set()
 
 
 def _env_settings() -> dict:
@@ -130,8 +132,9 @@ def _env_settings() -> dict:
         k for k in env if k.startswith(("STEPSCOPE_PROFIL", "STEPSCOPE_START", "STEPSCOPE_NUM", "STEPSCOPE_STEP"))
         and k not in _ENV_NAMES
     )
-    for k in unknown:
+    for k in sorted(set(unknown) - _noted):
         print(f"stepscope: note: {k} is not a stepscope setting — known: {', '.join(_ENV_NAMES)}", file=sys.stderr)
+        _noted.add(k)
     out: dict = {}
     for key, ours, theirs in _ENV:
         given = {n: env[n].strip() for n in (ours, theirs) if env.get(n, "").strip()}

@@ -50,11 +50,10 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<ExitCode> {
     print(&m, a, false)
 }
 
-/// A regular file named `*.prof` (or `*.prof.gz`): JAX's device-memory profile.
+/// A regular file named as discovery names device-memory profiles (`*.prof`, …).
 fn is_pprof_file(path: &std::path::Path) -> bool {
     let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
-    (name.ends_with(".prof") || name.ends_with(".prof.gz") || name.ends_with(".pb.gz") && name.contains("memory"))
-        && path.is_file()
+    stepscope_xspace::discover::is_pprof_name(&name) && path.is_file()
 }
 
 fn print(m: &Memory, a: &crate::args::AnalysisArgs, pprof_only: bool) -> anyhow::Result<ExitCode> {
