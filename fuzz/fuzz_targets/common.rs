@@ -17,7 +17,7 @@ pub fn analyse(space: Space) {
     let _ = serde_json::to_vec(&steps);
     let summary = summary::summary(&profile, 10);
     let _ = serde_json::to_vec(&summary);
-    for by in [ops::GroupBy::Op, ops::GroupBy::Category, ops::GroupBy::Module, ops::GroupBy::Scope] {
+    for by in ops::GroupBy::ALL {
         let _ = serde_json::to_vec(&ops::ops(&profile, by, 2));
     }
     let _ = serde_json::to_vec(&kernels::kernels(&profile));

@@ -61,17 +61,7 @@ impl Profile {
     /// `stepscope ops --json --by BY --depth DEPTH [--top TOP]` (every row when `top` is None).
     #[pyo3(signature = (by, depth, top=None))]
     fn ops_json(&self, py: Python<'_>, by: &str, depth: usize, top: Option<usize>) -> PyResult<String> {
-        let by = match by {
-            "op" => GroupBy::Op,
-            "category" => GroupBy::Category,
-            "module" => GroupBy::Module,
-            "scope" => GroupBy::Scope,
-            other => {
-                return Err(StepscopeError::new_err(format!(
-                    "cannot group ops by {other:?} — use one of: op, category, module, scope"
-                )))
-            }
-        };
+        let by = GroupBy::parse(by).map_err(StepscopeError::new_err)?;
         analyse(py, || {
             let mut r = ops::ops(&self.inner, by, depth);
             r.ops.truncate(top.unwrap_or(usize::MAX));

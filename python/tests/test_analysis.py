@@ -46,7 +46,8 @@ def test_summary_equals_cli(cli, cpu, top):
 
 @pytest.mark.parametrize(
     "by,depth,top",
-    [("op", 0, 10), ("op", 0, None), ("category", 0, 5), ("module", 0, 10), ("scope", 0, 20), ("scope", 2, 10)],
+    [("op", 0, 10), ("op", 0, None), ("category", 0, 5), ("module", 0, 10), ("scope", 0, 20), ("scope", 2, 10),
+     ("line", 0, None), ("stack", 0, 5)],
 )
 def test_ops_equal_cli(cli, cpu, by, depth, top):
     rows = cpu.ops(by=by, depth=depth, top=top)

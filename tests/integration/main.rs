@@ -25,3 +25,4 @@ mod robustness;
 mod server;
 mod server_concurrency;
 mod server_load;
+mod sources;

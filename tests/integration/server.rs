@@ -162,6 +162,8 @@ fn analyses_answer_with_the_cli_json() {
     assert_eq!(s.api("ops"), json(&["ops", d]));
     assert_eq!(s.api("ops?by=scope&depth=2&top=50"), json(&["ops", d, "--by", "scope", "--depth", "2", "--top", "50"]));
     assert_eq!(s.api("ops?by=category&host=vm"), json(&["ops", d, "--by", "category", "--host", "vm"]));
+    assert_eq!(s.api("ops?by=line&top=50"), json(&["ops", d, "--by", "line", "--top", "50"]));
+    assert_eq!(s.api("ops?by=stack&top=50"), json(&["ops", d, "--by", "stack", "--top", "50"]));
     let all = s.api("ops?top=all");
     assert!(all["ops"].as_array().unwrap().len() > 10, "top=all lists every op");
     let rocm = fixture("rocm-mi300x-gemm");

@@ -16,6 +16,11 @@ Commands:
     xspace_ref.py steps PATH.xplane.pb
         JSON list of {"step_num","start_ps","duration_ps"} for host events with
         stats `step_num` and `_r` (StepTraceAnnotation roots), sorted by start.
+    xspace_ref.py sources PATH.xplane.pb
+        per HLO module ({metadata name: {"module", "instructions": {name:
+        {"opcode", "stack": [[file, function, line], ...] outermost first,
+         "fused": [[opcode, stack], ...]}}}}), from the HloProto's stack frame
+        index (OpMetadata.stack_frame_id) or its source_file/source_line.
     xspace_ref.py reverse PATH.xplane.pb OUT      a copy, every line's events reversed
     xspace_ref.py drop-plane PATH.xplane.pb OUT NAME   a copy without plane NAME
 
@@ -128,6 +133,45 @@ _XPLANE_MESSAGES = [
         (2, "str", "int64", False, None, None),
         (3, "num", "int64", False, None, None),
         (4, "num_unit", "int64", False, None, None),
+    ], [], False),
+    # xla.HloProto, only what `sources` reads (OpMetadata 15 and HloModuleProto 17
+    # are the stack frame id and index of newer JAX).
+    ("HloProto", [(1, "hlo_module", "message", False, "HloModuleProto", None)], [], False),
+    ("HloModuleProto", [
+        (1, "name", "string", False, None, None),
+        (3, "computations", "message", True, "HloComputationProto", None),
+        (17, "stack_frame_index", "message", False, "StackFrameIndexProto", None),
+    ], [], False),
+    ("HloComputationProto", [
+        (1, "name", "string", False, None, None),
+        (2, "instructions", "message", True, "HloInstructionProto", None),
+        (5, "id", "int64", False, None, None),
+    ], [], False),
+    ("HloInstructionProto", [
+        (1, "name", "string", False, None, None),
+        (2, "opcode", "string", False, None, None),
+        (7, "metadata", "message", False, "OpMetadata", None),
+        (38, "called_computation_ids", "int64", True, None, None),
+    ], [], False),
+    ("OpMetadata", [
+        (3, "source_file", "string", False, None, None),
+        (4, "source_line", "int64", False, None, None),
+        (15, "stack_frame_id", "int64", False, None, None),
+    ], [], False),
+    ("StackFrameIndexProto", [
+        (1, "file_names", "string", True, None, None),
+        (2, "function_names", "string", True, None, None),
+        (3, "file_locations", "message", True, "FileLocation", None),
+        (4, "stack_frames", "message", True, "StackFrame", None),
+    ], [], False),
+    ("FileLocation", [
+        (1, "file_name_id", "int64", False, None, None),
+        (2, "function_name_id", "int64", False, None, None),
+        (3, "line", "int64", False, None, None),
+    ], [], False),
+    ("StackFrame", [
+        (1, "file_location_id", "int64", False, None, None),
+        (2, "parent_frame_id", "int64", False, None, None),
     ], [], False),
 ]
 
@@ -431,6 +475,56 @@ def pprof(path):
     return out
 
 
+def _stack(module, frame_id):
+    """Frames [file, function, line] outermost first, from a 1-based frame id."""
+    idx = module.stack_frame_index
+    out = []
+    while 0 < frame_id <= len(idx.stack_frames) and len(out) <= len(idx.stack_frames):
+        fr = idx.stack_frames[frame_id - 1]
+        loc = idx.file_locations[fr.file_location_id - 1]
+        out.append([idx.file_names[loc.file_name_id - 1], idx.function_names[loc.function_name_id - 1], loc.line])
+        frame_id = fr.parent_frame_id
+    return out[::-1]
+
+
+def sources(path):
+    """Per HLO module on /host:metadata (by its event metadata name, `jit_f(12)`),
+    per instruction: {"opcode", "stack": frames outermost first (older JAX: the one
+    source line, function ""), "fused": [[opcode, stack], ...] of a fusion's body}."""
+    space = read_xspace(path)
+    out = {}
+    for plane in space.planes:
+        if plane.name != "/host:metadata":
+            continue
+        for md in plane.event_metadata.values():
+            for st in md.stats:
+                smd = plane.stat_metadata.get(st.metadata_id)
+                if smd is None or smd.name != "Hlo Proto":
+                    continue
+                proto = classes()["HloProto"]()
+                proto.ParseFromString(st.bytes_value)
+                m = proto.hlo_module
+                comps = {c.id: c for c in m.computations}
+
+                def stack_of(i):
+                    if i.metadata.stack_frame_id > 0:
+                        return _stack(m, i.metadata.stack_frame_id)
+                    if i.metadata.source_file:
+                        return [[i.metadata.source_file, "", i.metadata.source_line]]
+                    return []
+
+                instrs = {}
+                for c in m.computations:
+                    for i in c.instructions:
+                        fused = []
+                        if i.opcode == "fusion" and i.called_computation_ids:
+                            body = comps.get(i.called_computation_ids[0])
+                            fused = [[f.opcode, stack_of(f)] for f in body.instructions] if body else []
+                        instrs.setdefault(i.name, {"opcode": i.opcode, "stack": stack_of(i), "fused": fused})
+                out[md.name] = {"module": m.name, "instructions": instrs}
+    return out
+
+
 # ------------------------------------------------------------------ CLI
 
 def main(argv=None):
@@ -458,6 +552,8 @@ def main(argv=None):
     p.add_argument("path")
     p.add_argument("out")
     p.add_argument("name")
+    p = sub.add_parser("sources", help="each HLO instruction's Python stack, per module, as JSON")
+    p.add_argument("path")
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
     p.add_argument("path")
     p.add_argument("--plane", required=True)
@@ -478,6 +574,8 @@ def main(argv=None):
         print(json.dumps(memory(a.path), separators=(",", ":")))
     elif a.cmd == "plane-stats":
         print(json.dumps(plane_stats(a.path, a.plane), separators=(",", ":"), default=str))
+    elif a.cmd == "sources":
+        print(json.dumps(sources(a.path), separators=(",", ":")))
     elif a.cmd == "pprof":
         print(json.dumps(pprof(a.path), separators=(",", ":")))
     elif a.cmd == "reverse":

@@ -7,6 +7,7 @@ use stepscope_xspace::hlo::{HloInstruction, HloModule};
 
 use crate::ops::{self, GroupBy, OpRow};
 use crate::profile::Profile;
+use crate::source::{self, SourceFrame};
 
 /// Where an op lives and what it does.
 #[derive(Clone, Debug, Serialize)]
@@ -35,8 +36,16 @@ pub struct Instruction {
     pub custom_call_target: String,
     /// JAX name stack (`jit(train_step)/layer0/mlp/dot_general`).
     pub op_name: String,
+    /// The line of the user's code that made it (innermost frame outside libraries;
+    /// older JAX's `source_file`/`source_line`; for a fusion that does a matmul or
+    /// convolution, that instruction's line, as `ops --by line` counts it); empty / 0
+    /// when unknown.
     pub source_file: String,
     pub source_line: i32,
+    /// The function of that line, where the stack names it.
+    pub source_function: String,
+    /// The whole Python stack, outermost first (empty when unknown).
+    pub stack: Vec<SourceFrame>,
     /// HLO text, `%name = shape opcode(%a, %b)`.
     pub text: String,
 }
@@ -56,7 +65,13 @@ fn instruction(m: &HloModule, i: &HloInstruction) -> Instruction {
     if !i.custom_call_target.is_empty() {
         text.push_str(&format!(", custom_call_target=\"{}\"", i.custom_call_target));
     }
+    let stack = source::op_stack(m, i);
+    let user = source::user_frame(&stack).cloned();
     Instruction {
+        source_file: user.as_ref().map(|f| f.file.clone()).unwrap_or_default(),
+        source_line: user.as_ref().map_or(0, |f| f.line),
+        source_function: user.map(|f| f.function).unwrap_or_default(),
+        stack,
         name: i.name.clone(),
         opcode: i.opcode.clone(),
         shape: i.shape.to_string(),
@@ -65,8 +80,6 @@ fn instruction(m: &HloModule, i: &HloInstruction) -> Instruction {
         fusion_kind: i.fusion_kind.clone(),
         custom_call_target: i.custom_call_target.clone(),
         op_name: i.op_name.clone(),
-        source_file: i.source_file.clone(),
-        source_line: i.source_line,
         text,
     }
 }

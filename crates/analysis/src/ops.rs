@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::cache::{FastMap, RecStats};
 use crate::profile::{Device, Profile};
+use crate::source::{self, SourceFrame};
 use crate::stats::sum_ps;
 
 /// How to group op time.
@@ -22,6 +23,36 @@ pub enum GroupBy {
     Category,
     Module,
     Scope,
+    /// The line of the user's Python that made the op (see [`crate::source::user_frame`]).
+    Line,
+    /// The whole Python stack that made the op.
+    Stack,
+}
+
+impl GroupBy {
+    /// Every grouping, in the order help texts list them.
+    pub const ALL: [GroupBy; 6] =
+        [GroupBy::Op, GroupBy::Category, GroupBy::Module, GroupBy::Scope, GroupBy::Line, GroupBy::Stack];
+
+    /// The grouping's name as the CLI, the API and Python spell it (`op`, `line`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupBy::Op => "op",
+            GroupBy::Category => "category",
+            GroupBy::Module => "module",
+            GroupBy::Scope => "scope",
+            GroupBy::Line => "line",
+            GroupBy::Stack => "stack",
+        }
+    }
+
+    /// The grouping called `name`; an error naming the choices otherwise.
+    pub fn parse(name: &str) -> Result<GroupBy, String> {
+        GroupBy::ALL.into_iter().find(|b| b.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = GroupBy::ALL.iter().map(|b| b.name()).collect();
+            format!("cannot group ops by {name:?} — use one of: {}", names.join(", "))
+        })
+    }
 }
 
 /// One row of the op profile.
@@ -62,7 +93,15 @@ pub struct OpRow {
     /// credits them to this op instead. Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command_buffer: Option<String>,
+    /// By line: the user's frame; by stack: the whole stack, outermost first. Absent
+    /// on the row of ops without a source (`(no source)`) and in other groupings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stack: Option<Vec<SourceFrame>>,
 }
+
+/// The row of ops whose module records no Python source for them (copies and
+/// runtime kernels without HLO, modules compiled without source information).
+pub const NO_SOURCE: &str = "(no source)";
 
 /// The op profile of a run.
 #[derive(Clone, Debug, Serialize)]
@@ -248,6 +287,26 @@ pub(crate) fn warm(profile: &Profile) {
 
 fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     let hlo = profile.hlo_modules();
+    let mut accs = summed(profile, &hlo, by, scope_depth);
+    let mut stacks = Vec::new();
+    if matches!(by, GroupBy::Line | GroupBy::Stack) {
+        (accs, stacks) = by_source(&hlo, accs, by);
+    }
+    let op_time_ps = sum_ps(accs.iter().map(|a| a.self_ps));
+    let mut rows: Vec<OpRow> = accs.into_iter().map(|a| row(a, op_time_ps, by)).collect();
+    for (r, s) in rows.iter_mut().zip(stacks) {
+        r.stack = s;
+    }
+    if by == GroupBy::Module {
+        name_programs(&mut rows);
+    }
+    rows.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
+    Ops { schema: "stepscope.ops/1", by, op_time_ps, ops: rows }
+}
+
+/// The op profile's rows before they become [`OpRow`]s: summed per chunk of a
+/// device's ops in parallel, then joined chunk by chunk in order.
+fn summed<'p>(profile: &'p Profile, hlo: &[HloModules], by: GroupBy, scope_depth: usize) -> Vec<Acc<'p>> {
     let devices = profile.devices();
     devices.par_iter().for_each(|d| {
         d.cached_ops();
@@ -277,13 +336,84 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
             }
         }
     }
-    let op_time_ps = sum_ps(accs.iter().map(|a| a.self_ps));
-    let mut rows: Vec<OpRow> = accs.into_iter().map(|a| row(a, op_time_ps, by)).collect();
-    if by == GroupBy::Module {
-        name_programs(&mut rows);
+    accs
+}
+
+/// One op of one program with the Python stack that made it (see
+/// [`crate::source::op_stack`]): what a flame graph of device time is made of.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpStack {
+    pub op: String,
+    pub module: String,
+    pub category: String,
+    pub self_ps: i64,
+    /// Outermost first; empty where the module records no source for the op.
+    pub stack: Vec<SourceFrame>,
+}
+
+/// Every op of every program with its self time and Python stack, by self time.
+/// The same sums `ops --by stack` regroups.
+pub fn op_stacks(profile: &Profile) -> Vec<OpStack> {
+    let hlo = profile.hlo_modules();
+    let mut out: Vec<OpStack> = summed(profile, &hlo, GroupBy::Stack, 0)
+        .into_iter()
+        .map(|a| OpStack {
+            stack: acc_stack(&hlo, &a).unwrap_or_default(),
+            op: a.name.to_string(),
+            module: a.module.to_string(),
+            category: if a.one_category { a.category.to_string() } else { String::new() },
+            self_ps: a.self_ps,
+        })
+        .collect();
+    out.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(a.op.cmp(&b.op)));
+    out
+}
+
+/// The stack of a row by op and program, from its program's HLO (any host's).
+fn acc_stack(hlo: &[HloModules], a: &Acc) -> Option<Vec<SourceFrame>> {
+    let m = hlo.iter().find_map(|h| {
+        let by_program = a.program.filter(|&p| p != NO_PROGRAM).and_then(|p| h.by_program_id(p as i64));
+        by_program.filter(|m| m.name == a.module).or_else(|| h.by_name(a.module))
+    })?;
+    let (_, i) = m.instruction(&a.name)?;
+    Some(source::op_stack(m, i)).filter(|s| !s.is_empty())
+}
+
+/// Rows by op and program regrouped by the Python source that made each op: its
+/// user frame (by line) or whole stack (by stack), looked up in the program's HLO
+/// (any host's). Ops without one share the row [`NO_SOURCE`]. Returns the rows and
+/// each row's frames.
+fn by_source<'a>(hlo: &[HloModules], accs: Vec<Acc<'a>>, by: GroupBy) -> (Vec<Acc<'a>>, Vec<Option<Vec<SourceFrame>>>) {
+    let mut index: FastMap<String, usize> = FastMap::default();
+    let mut out: Vec<(Acc, Option<Vec<SourceFrame>>)> = Vec::new();
+    for mut a in accs {
+        let frames = match (by, acc_stack(hlo, &a)) {
+            (GroupBy::Line, Some(s)) => source::user_frame(&s).map(|f| vec![f.clone()]),
+            (_, s) => s,
+        };
+        let label = match &frames {
+            None => NO_SOURCE.to_string(),
+            Some(f) if by == GroupBy::Line => f[0].location(),
+            Some(f) => f.iter().map(SourceFrame::folded).collect::<Vec<_>>().join(";"),
+        };
+        match index.get(&label) {
+            Some(&at) => {
+                let first = &mut out[at].0;
+                if first.module != a.module {
+                    first.module = "";
+                }
+                first.merge(a)
+            }
+            None => {
+                index.insert(label.clone(), out.len());
+                a.name = Text::Shared(label.into());
+                a.program = None;
+                a.command_buffer = None;
+                out.push((a, frames));
+            }
+        }
     }
-    rows.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
-    Ops { schema: "stepscope.ops/1", by, op_time_ps, ops: rows }
+    out.into_iter().unzip()
 }
 
 /// Module rows whose name several programs share get the program's id in their
@@ -391,11 +521,11 @@ fn chunk_rows<'a>(
     let peaks = peaks(d);
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
         let program = match by {
-            GroupBy::Module => o.program.unwrap_or(NO_PROGRAM),
+            GroupBy::Module | GroupBy::Line | GroupBy::Stack => o.program.unwrap_or(NO_PROGRAM),
             _ => NO_PROGRAM,
         };
         let ids = match by {
-            GroupBy::Op => Some((o.ids.0, o.ids.1, program)),
+            GroupBy::Op | GroupBy::Line | GroupBy::Stack => Some((o.ids.0, o.ids.1, program)),
             GroupBy::Module => Some((u32::MAX, o.ids.1, program)),
             GroupBy::Category | GroupBy::Scope => None,
         };
@@ -416,7 +546,7 @@ fn chunk_rows<'a>(
         }
         let (name, module) = (&*names[o.ids.0 as usize], &*names[o.ids.1 as usize]);
         let key = match by {
-            GroupBy::Op => (Text::Borrowed(name), module, program),
+            GroupBy::Op | GroupBy::Line | GroupBy::Stack => (Text::Borrowed(name), module, program),
             GroupBy::Category => (o.category.clone(), "", program),
             GroupBy::Module => (Text::Borrowed(module), "", program),
             GroupBy::Scope => {
@@ -494,6 +624,7 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
         bound,
         program_id: a.program,
         command_buffer: a.command_buffer.map(str::to_string),
+        stack: None,
     }
 }
 

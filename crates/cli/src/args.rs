@@ -147,13 +147,17 @@ pub enum By {
     Category,
     Module,
     Scope,
+    /// The line of your Python that made the op (innermost frame outside libraries).
+    Line,
+    /// The whole Python stack that made the op.
+    Stack,
 }
 
 #[derive(Args, Debug)]
 pub struct OpsArgs {
     #[command(flatten)]
     pub common: AnalysisArgs,
-    /// Group time by op, category, module or name-stack scope.
+    /// Group time by op, category, module, name-stack scope, Python source line or stack.
     #[arg(long, value_enum, default_value = "op")]
     pub by: By,
     /// With --by scope: cut scopes to this many levels (0 = whole scope).

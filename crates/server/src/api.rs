@@ -131,11 +131,8 @@ fn steps(app: &App, q: &Params) -> Reply {
 
 fn ops(app: &App, q: &Params) -> Reply {
     let by = match q.str("by").unwrap_or("op") {
-        "op" | "" => GroupBy::Op,
-        "category" => GroupBy::Category,
-        "module" => GroupBy::Module,
-        "scope" => GroupBy::Scope,
-        other => return Err(ApiError::bad(format!("by={other:?}: use op, category, module or scope"))),
+        "" => GroupBy::Op,
+        name => GroupBy::parse(name).map_err(ApiError::bad)?,
     };
     let e = q.entry(app)?;
     let mut result = ops::ops(&e.profile, by, q.opt("depth", 0)?);

@@ -145,8 +145,13 @@ pub struct HloInstruction {
     /// `OpMetadata.op_name`: the JAX name stack, e.g. `jit(train_step)/jvp(mlp)/dot_general`;
     /// fused ops may join several with `;`.
     pub op_name: String,
+    /// `OpMetadata.source_file` / `source_line`: older JAX's one source line. Newer JAX
+    /// leaves them empty and writes [`HloInstruction::stack_frame_id`] instead.
     pub source_file: String,
     pub source_line: i32,
+    /// `OpMetadata.stack_frame_id`: the innermost frame of the Python stack that made
+    /// the instruction, 1-based into the module's [`StackFrameIndex`] (0: none).
+    pub stack_frame_id: i32,
     /// `kLoop`, `kInput`, `kOutput`, `kCustom` for fusions; empty otherwise.
     pub fusion_kind: String,
     pub custom_call_target: String,
@@ -182,6 +187,69 @@ impl HloComputation {
     }
 }
 
+/// `StackFrameIndexProto.FileLocation`: 1-based ids into the index's names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileLocation {
+    pub file_id: i32,
+    pub function_id: i32,
+    pub line: i32,
+    pub column: i32,
+}
+
+/// `StackFrameIndexProto.StackFrame`: its location and its caller (1-based; 0 none).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackFrame {
+    pub location_id: i32,
+    pub parent_id: i32,
+}
+
+/// A module's interned Python stacks (`HloModuleProto.stack_frame_index`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StackFrameIndex {
+    pub file_names: Vec<String>,
+    pub function_names: Vec<String>,
+    pub locations: Vec<FileLocation>,
+    pub frames: Vec<StackFrame>,
+}
+
+/// One frame of an instruction's Python stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Frame<'a> {
+    pub file: &'a str,
+    pub function: &'a str,
+    pub line: i32,
+    pub column: i32,
+}
+
+impl StackFrameIndex {
+    /// The stack whose innermost frame is `frame_id` (1-based), innermost first. A
+    /// frame that names no location or a caller out of range ends the stack; a cycle
+    /// cannot make it longer than the index.
+    pub fn stack(&self, frame_id: i32) -> Vec<Frame<'_>> {
+        let mut out = Vec::new();
+        let mut id = frame_id;
+        while id > 0 && out.len() < self.frames.len() {
+            let Some(f) = self.frames.get(id as usize - 1) else { break };
+            let Some(loc) = usize::try_from(f.location_id - 1).ok().and_then(|i| self.locations.get(i)) else {
+                break;
+            };
+            out.push(Frame {
+                file: name(&self.file_names, loc.file_id),
+                function: name(&self.function_names, loc.function_id),
+                line: loc.line,
+                column: loc.column,
+            });
+            id = f.parent_id;
+        }
+        out
+    }
+}
+
+/// The name with 1-based id `id` (empty when out of range).
+fn name(names: &[String], id: i32) -> &str {
+    usize::try_from(id - 1).ok().and_then(|i| names.get(i)).map_or("", String::as_str)
+}
+
 /// One decoded HLO module with name and id indexes.
 #[derive(Clone, Debug, Default)]
 pub struct HloModule {
@@ -193,6 +261,9 @@ pub struct HloModule {
     /// The module's schedule, where it has one: per computation id, its instruction
     /// ids in execution order (`HloScheduleProto`).
     pub schedule: HashMap<i64, Vec<i64>>,
+    /// The module's Python stack frames (`stack_frame_index`), which instructions
+    /// point into by [`HloInstruction::stack_frame_id`].
+    pub stack_frames: StackFrameIndex,
     /// instruction name → (computation index, instruction index)
     by_name: HashMap<String, (u32, u32)>,
     /// instruction id → (computation index, instruction index)
@@ -437,6 +508,10 @@ fn decode_module(mut w: Wire<'_>) -> WireResult<HloModule> {
                 let r = w.bytes(wt)?;
                 decode_schedule(w.sub(r), &mut m.schedule)?;
             }
+            17 => {
+                let r = w.bytes(wt)?;
+                m.stack_frames = decode_stack_frames(w.sub(r))?;
+            }
             _ => w.skip(wt)?,
         }
     }
@@ -477,6 +552,39 @@ fn decode_schedule(mut w: Wire<'_>, out: &mut HashMap<i64, Vec<i64>>) -> WireRes
         out.insert(computation, ids);
     }
     Ok(())
+}
+
+/// `StackFrameIndexProto`: 1 file_names, 2 function_names, 3 file_locations
+/// (`FileLocation`: 1 file_name_id, 2 function_name_id, 3 line, 4 column), 4
+/// stack_frames (`StackFrame`: 1 file_location_id, 2 parent_frame_id); ids are 1-based.
+fn decode_stack_frames(mut w: Wire<'_>) -> WireResult<StackFrameIndex> {
+    let mut x = StackFrameIndex::default();
+    while !w.done() {
+        let (field, wt) = w.key()?;
+        match field {
+            1 => x.file_names.push(w.string(wt)?),
+            2 => x.function_names.push(w.string(wt)?),
+            3 | 4 => {
+                let r = w.bytes(wt)?;
+                let mut m = w.sub(r);
+                let mut v = [0i32; 4];
+                while !m.done() {
+                    let (f, wt) = m.key()?;
+                    match f {
+                        1..=4 => v[f as usize - 1] = m.int(wt)? as i32,
+                        _ => m.skip(wt)?,
+                    }
+                }
+                if field == 3 {
+                    x.locations.push(FileLocation { file_id: v[0], function_id: v[1], line: v[2], column: v[3] });
+                } else {
+                    x.frames.push(StackFrame { location_id: v[0], parent_id: v[1] });
+                }
+            }
+            _ => w.skip(wt)?,
+        }
+    }
+    Ok(x)
 }
 
 fn decode_computation(mut w: Wire<'_>) -> WireResult<HloComputation> {
@@ -532,6 +640,7 @@ fn decode_metadata(mut w: Wire<'_>, i: &mut HloInstruction) -> WireResult<()> {
             2 => i.op_name = w.string(wt)?,
             3 => i.source_file = w.string(wt)?,
             4 => i.source_line = w.int(wt)? as i32,
+            15 => i.stack_frame_id = w.int(wt)? as i32,
             _ => w.skip(wt)?,
         }
     }

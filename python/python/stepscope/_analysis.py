@@ -68,8 +68,10 @@ class Profile:
     def ops(self, by: str = "op", depth: int = 0, top: Optional[int] = None) -> Rows:
         """The op profile: ``stepscope ops --json --by BY --depth DEPTH --top TOP``.
 
-        ``by`` is ``"op"``, ``"category"``, ``"module"`` or ``"scope"``; ``depth`` cuts
-        scopes to that many levels (0: whole scope); ``top=None`` keeps every row.
+        ``by`` is ``"op"``, ``"category"``, ``"module"``, ``"scope"`` (JAX name
+        scopes), ``"line"`` (the line of your Python that made each op, with its
+        ``stack``) or ``"stack"`` (the whole Python stack); ``depth`` cuts scopes to
+        that many levels (0: whole scope); ``top=None`` keeps every row.
         """
         return Rows(json.loads(self._native.ops_json(by, depth, top)), "ops")
 

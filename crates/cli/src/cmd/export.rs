@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use stepscope_analysis::{kernels, memory, ops, steps, Profile};
 use stepscope_export::table::{TableFormat, TableWriter};
-use stepscope_export::{chrome, events, perfetto, rows};
+use stepscope_export::{chrome, events, folded, perfetto, rows};
 
 use crate::args::{Input, Select};
 use crate::human;
@@ -20,6 +20,7 @@ EXAMPLES:
     stepscope export /tmp/logdir -o trace.json.gz          Chrome trace JSON, every event, gzip
     stepscope export /tmp/logdir -o events.parquet         one row per event, for DuckDB/Polars/Spark
     stepscope export /tmp/logdir -o ops.csv --table ops    the op profile as CSV
+    stepscope export /tmp/logdir -o device.folded          device time by Python stack, for inferno/speedscope
     stepscope export host.xplane.pb --format csv -o -      the event table as CSV on stdout";
 
 /// Output formats of `stepscope export`.
@@ -33,6 +34,9 @@ pub enum ExportFormat {
     Csv,
     /// Apache Parquet.
     Parquet,
+    /// Folded stacks (.folded): device time by the Python stack that made each op, in
+    /// ns, for inferno, speedscope or flamegraph.pl.
+    Folded,
 }
 
 /// What `--table` writes with csv and parquet.
@@ -60,7 +64,7 @@ pub struct ExportArgs {
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub out: PathBuf,
     /// Output format. Default: from OUT's name (.pftrace, .perfetto-trace, .perfetto.pb → perfetto;
-    /// .json, .json.gz → chrome; .csv, .csv.gz → csv; .parquet → parquet).
+    /// .json, .json.gz → chrome; .csv, .csv.gz → csv; .parquet → parquet; .folded → folded).
     #[arg(long, value_enum)]
     pub format: Option<ExportFormat>,
     /// With csv and parquet: which table to write.
@@ -87,6 +91,8 @@ fn format_of(out: &Path) -> Option<ExportFormat> {
         Some(ExportFormat::Csv)
     } else if name.ends_with(".parquet") || name.ends_with(".pq") {
         Some(ExportFormat::Parquet)
+    } else if name.ends_with(".folded") {
+        Some(ExportFormat::Folded)
     } else {
         None
     }
@@ -97,7 +103,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let format = match args.format.or_else(|| if to_stdout { None } else { format_of(&args.out) }) {
         Some(f) => f,
         None => anyhow::bail!(
-            "cannot tell the format of {} from its name — add --format perfetto|chrome|csv|parquet",
+            "cannot tell the format of {} from its name — add --format perfetto|chrome|csv|parquet|folded",
             args.out.display()
         ),
     };
@@ -230,6 +236,21 @@ fn write(profile: &Profile, format: ExportFormat, table: TableKind, mut out: Sin
                 human::count(s.complete_events),
                 human::count(s.instant_events),
                 human::count(s.counter_events)
+            )
+        }
+        ExportFormat::Folded => {
+            let stacks = ops::op_stacks(profile);
+            if stacks.is_empty() {
+                anyhow::bail!(
+                    "this profile has no XLA ops to fold into stacks — {}",
+                    stepscope_analysis::advise::NO_OPS_WHY
+                );
+            }
+            let s = folded::write_folded(&stacks, &mut out)?;
+            format!(
+                "{} stacks, {} of device time",
+                human::count(s.stacks),
+                human::duration_ps((s.total_ns as i64).saturating_mul(1000))
             )
         }
         ExportFormat::Csv | ExportFormat::Parquet => {

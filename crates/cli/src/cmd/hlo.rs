@@ -68,6 +68,7 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
     println!();
     println!("  {}", ctx.instruction.text);
     print_where(&ctx.instruction, "  ");
+    print_stack(&ctx.instruction, "  ");
     if let Some(r) = &ctx.profile {
         println!(
             "  ran {} time(s): total {}, self {}, avg {} ({:.1}% of op time){}",
@@ -104,6 +105,18 @@ fn print_where(i: &Instruction, indent: &str) {
         println!("{indent}jax: {}", i.op_name);
     }
     if !i.source_file.is_empty() {
-        println!("{indent}at {}:{}", i.source_file, i.source_line);
+        let function = if i.source_function.is_empty() { String::new() } else { format!(" in {}", i.source_function) };
+        println!("{indent}at {}:{}{function}", i.source_file, i.source_line);
+    }
+}
+
+/// The instruction's Python stack, outermost first, one frame a line.
+fn print_stack(i: &Instruction, indent: &str) {
+    if i.stack.len() < 2 {
+        return;
+    }
+    println!("{indent}stack (outermost first):");
+    for f in &i.stack {
+        println!("{indent}  {}", f.folded());
     }
 }

@@ -17,6 +17,8 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
         By::Category => GroupBy::Category,
         By::Module => GroupBy::Module,
         By::Scope => GroupBy::Scope,
+        By::Line => GroupBy::Line,
+        By::Stack => GroupBy::Stack,
     };
     let mut result = ops::ops(&profile, by, ops_args.depth);
     let total_rows = result.ops.len();
@@ -93,23 +95,90 @@ pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
         GroupBy::Category => "CATEGORY",
         GroupBy::Module => "MODULE",
         GroupBy::Scope => "SCOPE",
+        GroupBy::Line => "LINE",
+        GroupBy::Stack => "STACK (outermost first)",
     };
-    let mut t = Table::new(vec![first, "SELF", "%", "COUNT", "AVG", "CATEGORY", "RATE"]);
-    for r in rows {
+    let by_line = by == GroupBy::Line;
+    let mut head = vec![first, "SELF", "%", "COUNT", "AVG", "CATEGORY", "RATE"];
+    if by_line {
+        head.insert(1, "FUNCTION");
+    }
+    let mut t = Table::new(head);
+    let labels = source_labels(rows, by);
+    for (r, label) in rows.iter().zip(labels) {
         let rate = match (r.flops_per_s, r.bytes_per_s) {
             (Some(f), _) => format!("{:.1} GFLOP/s", f / 1e9),
             (None, Some(b)) => format!("{:.1} GB/s", b / 1e9),
             _ => String::new(),
         };
-        t.push(vec![
-            r.name.clone(),
+        let mut cells = vec![
+            label,
             human::duration_ps(r.self_ps),
             format!("{:.1}", r.device_time_pct),
             human::count(r.count),
             human::duration_ps(r.avg_ps),
             human::fit(&r.category, 14),
             rate,
-        ]);
+        ];
+        if by_line {
+            let function = r.stack.as_ref().and_then(|s| s.first()).map(|f| short_function(&f.function));
+            cells.insert(1, function.unwrap_or_default());
+        }
+        t.push(cells);
     }
     t
+}
+
+/// Row labels for the table: by line, `file.py:LINE` (the whole path where two files
+/// share a name); by stack, `f:LINE › g:LINE (file.py)` with the file once where one
+/// file holds every frame. Other groupings: the row's name. JSON and CSV keep the
+/// whole names.
+fn source_labels(rows: &[OpRow], by: GroupBy) -> Vec<String> {
+    if !matches!(by, GroupBy::Line | GroupBy::Stack) {
+        return rows.iter().map(|r| r.name.clone()).collect();
+    }
+    let mut paths_by_base: std::collections::HashMap<&str, std::collections::HashSet<&str>> = Default::default();
+    for f in rows.iter().filter_map(|r| r.stack.as_ref()).flatten() {
+        paths_by_base.entry(base_name(&f.file)).or_default().insert(&f.file);
+    }
+    let file = |path: &str| -> String {
+        let base = base_name(path);
+        if paths_by_base.get(base).is_some_and(|p| p.len() > 1) {
+            path.to_string()
+        } else {
+            base.to_string()
+        }
+    };
+    rows.iter()
+        .map(|r| match r.stack.as_deref() {
+            None | Some([]) => r.name.clone(),
+            Some([f]) if by == GroupBy::Line => format!("{}:{}", file(&f.file), f.line),
+            Some(frames) => {
+                let one_file = frames.iter().all(|f| f.file == frames[0].file);
+                let parts: Vec<String> = frames
+                    .iter()
+                    .map(|f| match one_file {
+                        true => format!("{}:{}", short_function(&f.function), f.line),
+                        false => format!("{} ({}:{})", short_function(&f.function), file(&f.file), f.line),
+                    })
+                    .collect();
+                let joined = parts.join(" › ");
+                if one_file {
+                    format!("{joined} ({})", file(&frames[0].file))
+                } else {
+                    joined
+                }
+            }
+        })
+        .collect()
+}
+
+/// The last part of a path.
+fn base_name(path: &str) -> &str {
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
+}
+
+/// A Python qualified name without its `<locals>` parts: `main.<locals>.mlp` → `main.mlp`.
+fn short_function(name: &str) -> String {
+    name.replace(".<locals>.", ".")
 }

@@ -1,0 +1,201 @@
+//! Device time by the user's Python: `ops --by line` / `--by stack`, `hlo`'s stack
+//! and the folded export, each equal to the op profile regrouped by the stacks the
+//! reference reader decodes from the HloProtos itself.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::util::*;
+
+/// Captures with source information: newer JAX's stack frame index (CPU, NVIDIA)
+/// and older JAX's one `source_file`/`source_line` (ROCm).
+const WITH_SOURCES: [&str; 4] = [
+    "cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb",
+    "gpu-transformer/plugins/profile/2026_11_23_07_47_56/vm.xplane.pb",
+    "gpu-scan/plugins/profile/2026_11_23_08_13_05/vm.xplane.pb",
+    "rocm-mi300x-gemm/tw003.xplane.pb",
+];
+
+fn path(rel: &str) -> String {
+    fixture(rel).to_str().unwrap().to_string()
+}
+
+/// Frames as (file, function, line).
+type Frames = Vec<(String, String, i64)>;
+
+fn frames(v: &Value) -> Frames {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f[0].as_str().unwrap().to_string(), f[1].as_str().unwrap().to_string(), f[2].as_i64().unwrap()))
+        .collect()
+}
+
+/// The stack an op's time goes to, by the rule docs/model.md states: a fusion whose
+/// body does a matmul or convolution with a source goes to that instruction's stack,
+/// any other op to its own.
+fn expected_stack(instr: &Value) -> Frames {
+    for f in instr["fused"].as_array().unwrap() {
+        let (opcode, stack) = (f[0].as_str().unwrap(), frames(&f[1]));
+        if matches!(opcode, "dot" | "convolution") && !stack.is_empty() {
+            return stack;
+        }
+    }
+    frames(&instr["stack"])
+}
+
+/// Per (module name, op): the distinct stacks its programs give it (rows by op merge
+/// the programs that share a module name; most give one stack).
+fn stacks_by_op(file: &str) -> HashMap<(String, String), Vec<Frames>> {
+    let r = reference(&["sources", file]);
+    let mut out: HashMap<(String, String), Vec<Frames>> = HashMap::new();
+    for m in r.as_object().unwrap().values() {
+        let module = m["module"].as_str().unwrap();
+        for (name, instr) in m["instructions"].as_object().unwrap() {
+            let s = expected_stack(instr);
+            let had = out.entry((module.to_string(), name.clone())).or_default();
+            if !had.contains(&s) {
+                had.push(s);
+            }
+        }
+    }
+    out
+}
+
+/// Checks rows grouped by a label of each op's stack against `ops --by op` regrouped
+/// by the reference's stacks: an op whose programs agree adds its self time to its
+/// label; one whose programs differ (one module name compiled at two lines) may go to
+/// any of its labels, so a label's time lies between what surely goes there and that
+/// plus those ops' time; and nothing is lost.
+fn assert_regrouped(file: &str, ours: &Value, key: impl Fn(&Frames) -> String) {
+    let stacks = stacks_by_op(file);
+    let by_op = json(&["ops", file, "--top", "0"]);
+    let label = |s: &Frames| if s.is_empty() { "(no source)".to_string() } else { key(s) };
+    let (mut sure, mut maybe): (HashMap<String, i64>, HashMap<String, i64>) = Default::default();
+    for r in by_op["ops"].as_array().unwrap() {
+        let k = (r["module"].as_str().unwrap().to_string(), r["name"].as_str().unwrap().to_string());
+        let self_ps = r["self_ps"].as_i64().unwrap();
+        let labels: Vec<String> = match stacks.get(&k) {
+            Some(s) => s.iter().map(label).collect::<std::collections::BTreeSet<_>>().into_iter().collect(),
+            None => vec!["(no source)".to_string()],
+        };
+        if let [one] = labels.as_slice() {
+            *sure.entry(one.clone()).or_default() += self_ps;
+        } else {
+            for l in labels {
+                *maybe.entry(l).or_default() += self_ps;
+            }
+        }
+    }
+    let got = rows_by_name(ours);
+    for (l, ps) in &got {
+        let low = sure.get(l).copied().unwrap_or(0);
+        let high = low + maybe.get(l).copied().unwrap_or(0);
+        assert!(low <= *ps && *ps <= high, "{l}: {ps} ps, expected {low}..={high}");
+    }
+    for l in sure.keys() {
+        assert!(got.contains_key(l), "no row {l}");
+    }
+    assert_eq!(got.values().sum::<i64>(), by_op["op_time_ps"].as_i64().unwrap());
+    assert!(sure.values().sum::<i64>() * 10 > by_op["op_time_ps"].as_i64().unwrap() * 9, "most ops have one stack");
+}
+
+fn rows_by_name(v: &Value) -> HashMap<String, i64> {
+    v["ops"].as_array().unwrap().iter().map(|r| (r["name"].as_str().unwrap().to_string(), r["self_ps"].as_i64().unwrap())).collect()
+}
+
+#[test]
+fn ops_by_line_is_the_op_profile_regrouped_by_each_ops_line() {
+    for rel in WITH_SOURCES {
+        let f = path(rel);
+        let ours = json(&["ops", &f, "--by", "line", "--top", "0"]);
+        assert_eq!(ours["by"], "line");
+        // The captures' frames are all the user's own (JAX drops its own frames), so
+        // the user's frame is the innermost.
+        assert_regrouped(&f, &ours, |s| {
+            let (file, _, line) = s.last().unwrap();
+            format!("{file}:{line}")
+        });
+        let total = ours["op_time_ps"].as_i64().unwrap();
+        let sourced: i64 = rows_by_name(&ours).iter().filter(|(k, _)| *k != "(no source)").map(|(_, v)| v).sum();
+        assert!(sourced * 10 > total * 9, "{rel}: only {sourced} of {total} ps has a line");
+        assert!(ours["ops"].as_array().unwrap().len() > 3, "{rel}");
+        for r in ours["ops"].as_array().unwrap().iter().filter(|r| r["name"] != "(no source)") {
+            let s = r["stack"].as_array().unwrap();
+            assert_eq!(s.len(), 1, "{r}");
+            assert_eq!(format!("{}:{}", s[0]["file"].as_str().unwrap(), s[0]["line"]), r["name"].as_str().unwrap());
+        }
+    }
+}
+
+#[test]
+fn ops_by_stack_is_the_op_profile_regrouped_by_each_ops_whole_stack() {
+    for rel in &WITH_SOURCES[..2] {
+        let f = path(rel);
+        let ours = json(&["ops", &f, "--by", "stack", "--top", "0"]);
+        assert_regrouped(&f, &ours, |s| {
+            s.iter().map(|(file, func, line)| format!("{func} ({file}:{line})")).collect::<Vec<_>>().join(";")
+        });
+        let deepest = ours["ops"].as_array().unwrap().iter().map(|r| r["stack"].as_array().map_or(0, Vec::len)).max();
+        assert!(deepest.unwrap() >= 5, "{rel}: stacks should run from <module> to the op's line");
+    }
+}
+
+#[test]
+fn hlo_prints_the_line_and_stack_of_an_op() {
+    let f = path(WITH_SOURCES[0]);
+    let top = json(&["ops", &f, "--top", "1"]);
+    let (op, module) = (top["ops"][0]["name"].as_str().unwrap(), top["ops"][0]["module"].as_str().unwrap());
+    let stacks = stacks_by_op(&f);
+    let want = &stacks[&(module.to_string(), op.to_string())][0];
+    let ctx = json(&["hlo", &f, op]);
+    let got: Frames = ctx["instruction"]["stack"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["file"].as_str().unwrap().into(), s["function"].as_str().unwrap().into(), s["line"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(&got, want);
+    assert_eq!(ctx["instruction"]["source_line"].as_i64(), Some(want.last().unwrap().2));
+    let text = ok(&["hlo", &f, op]);
+    let (file, func, line) = want.last().unwrap();
+    assert!(text.contains(&format!("at {file}:{line} in {func}")), "{text}");
+    assert!(text.contains("stack (outermost first):"), "{text}");
+}
+
+#[test]
+fn folded_export_weighs_each_ops_stack_by_its_self_time() {
+    let f = path(WITH_SOURCES[1]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("device.folded");
+    ok(&["export", &f, "-o", out.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let by_op = json(&["ops", &f, "--top", "0"]);
+    let stacks = stacks_by_op(&f);
+    let mut want: HashMap<String, i64> = HashMap::new();
+    for r in by_op["ops"].as_array().unwrap() {
+        let (op, module) = (r["name"].as_str().unwrap(), r["module"].as_str().unwrap());
+        let candidates = stacks.get(&(module.to_string(), op.to_string())).cloned().unwrap_or_default();
+        assert!(candidates.len() <= 1, "{op}: the gpu capture's programs agree");
+        let stack = match candidates.first() {
+            Some(s) if !s.is_empty() => {
+                s.iter().map(|(file, func, line)| format!("{func} ({file}:{line})")).collect::<Vec<_>>().join(";")
+            }
+            _ => "(no source)".to_string(),
+        };
+        let leaf = if module.is_empty() { op.to_string() } else { format!("{op} [{module}]") };
+        *want.entry(format!("{stack};{leaf}")).or_default() += r["self_ps"].as_i64().unwrap();
+    }
+    let mut got: HashMap<String, i64> = HashMap::new();
+    for line in text.lines() {
+        let (stack, ns) = line.rsplit_once(' ').unwrap();
+        *got.entry(stack.to_string()).or_default() += ns.parse::<i64>().unwrap();
+    }
+    assert!(got.len() > 10);
+    for (k, ns) in &got {
+        let ps = want.get(k).unwrap_or_else(|| panic!("unexpected stack {k}"));
+        // Each line is one op of one program, rounded to whole ns.
+        assert!((ns * 1000 - ps).abs() <= 500 * 8, "{k}: {ns} ns vs {ps} ps");
+    }
+}
