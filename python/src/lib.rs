@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use stepscope_analysis::advise::{self, Thresholds};
 use stepscope_analysis::ops::GroupBy;
-use stepscope_analysis::{diff, kernels, memory, ops, steps, summary};
+use stepscope_analysis::{diff, kernels, memory, ops, scopes, steps, summary};
 use stepscope_xspace::pprof;
 
 create_exception!(_native, StepscopeError, PyException, "A profile that cannot be read or analysed.");
@@ -51,6 +51,11 @@ impl Profile {
     /// `stepscope steps --json`.
     fn steps_json(&self, py: Python<'_>) -> PyResult<String> {
         analyse(py, || steps::steps(&self.inner))
+    }
+
+    /// `stepscope scopes --json`.
+    fn scopes_json(&self, py: Python<'_>) -> PyResult<String> {
+        analyse(py, || scopes::scopes(&self.inner))
     }
 
     /// `stepscope summary --json --top TOP`.

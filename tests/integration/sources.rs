@@ -102,7 +102,12 @@ fn assert_regrouped(file: &str, ours: &Value, key: impl Fn(&Frames) -> String) {
 }
 
 fn rows_by_name(v: &Value) -> HashMap<String, i64> {
-    v["ops"].as_array().unwrap().iter().map(|r| (r["name"].as_str().unwrap().to_string(), r["self_ps"].as_i64().unwrap())).collect()
+    v["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap().to_string(), r["self_ps"].as_i64().unwrap()))
+        .collect()
 }
 
 #[test]
@@ -154,7 +159,9 @@ fn hlo_prints_the_line_and_stack_of_an_op() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["file"].as_str().unwrap().into(), s["function"].as_str().unwrap().into(), s["line"].as_i64().unwrap()))
+        .map(|s| {
+            (s["file"].as_str().unwrap().into(), s["function"].as_str().unwrap().into(), s["line"].as_i64().unwrap())
+        })
         .collect();
     assert_eq!(&got, want);
     assert_eq!(ctx["instruction"]["source_line"].as_i64(), Some(want.last().unwrap().2));

@@ -45,6 +45,8 @@ pub(crate) struct Cache {
     pub time: Derived<TimeBase>,
     /// Stage 3: the device-time model (needs stages 1 and 2).
     pub device_time: Derived<crate::device_time::DeviceTime>,
+    /// The hosts' user scopes (needs nothing before it).
+    pub scopes: Derived<Vec<crate::scopes::HostScopes>>,
     /// Op profiles computed so far; each is computed outside the lock from stage 1.
     pub op_profiles: Mutex<Vec<(GroupBy, usize, Ops)>>,
     /// Per host: its HLO modules (found on first use, each decoded on first use;

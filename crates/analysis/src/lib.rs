@@ -20,6 +20,7 @@ pub mod live;
 pub mod memory;
 pub mod ops;
 pub mod profile;
+pub mod scopes;
 pub mod source;
 pub mod stats;
 pub mod steps;

@@ -687,6 +687,12 @@ impl Profile {
         self.cache.device_time.get_or_compute(|| crate::device_time::build(&self.devices(), base))
     }
 
+    /// The hosts' user scopes ([`crate::scopes`]), found once; asked for outside the
+    /// rayon pool (finding them uses it).
+    pub(crate) fn host_scopes(&self) -> &[crate::scopes::HostScopes] {
+        self.cache.scopes.get_or_compute(|| crate::scopes::find(self))
+    }
+
     /// Computes the shared work every analysis of device time reads (every stage),
     /// if it is not there yet. Call it from outside the rayon pool before parallel
     /// work that reads it.

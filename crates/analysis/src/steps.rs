@@ -89,7 +89,7 @@ pub fn steps(profile: &Profile) -> Steps {
 /// `correlation_id`, found in stage 2) are placed in the step whose span holds them,
 /// then each GPU's kernels and copies are summed (as a union of intervals) into their
 /// launch's step. Op records and steps are read in parallel pieces.
-fn launched_work(profile: &Profile, steps: &mut [Step]) {
+pub(crate) fn launched_work(profile: &Profile, steps: &mut [Step]) {
     let devices = profile.devices();
     let base = profile.time_base();
     for (hi, space) in profile.hosts.iter().enumerate() {
@@ -216,6 +216,12 @@ fn find_steps(profile: &Profile, devices: &[Device]) -> (StepSource, Vec<Step>) 
         return (StepSource::ModuleExecutions, runs);
     }
     (StepSource::None, Vec::new())
+}
+
+/// A span of `host` shaped as a step, to measure with the steps' functions
+/// ([`launched_work`]).
+pub(crate) fn span_as_step(host: &str, start_ps: i64, duration_ps: i64) -> Step {
+    blank_step(0, "", host, start_ps, duration_ps)
 }
 
 fn blank_step(step_num: i64, name: &str, host: &str, start_ps: i64, duration_ps: i64) -> Step {

@@ -46,6 +46,15 @@ pub struct Breakdown {
     /// ops not started; not part of the sum; absent as above.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_idle_launching_ps: Option<i64>,
+    /// The host's input work per step: data-loading scopes and transfers to the
+    /// device (see [`crate::scopes::InputWork`]). Host time, which device parts may
+    /// overlap: not part of the sum. Absent where none is recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_input_ps: Option<i64>,
+    /// Of `device_idle_ps`, the time the host was doing that input work: the device
+    /// waited on input. Not part of the sum; absent as above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_idle_input_ps: Option<i64>,
 }
 
 /// Devices of one kind and model.
@@ -112,6 +121,7 @@ pub(crate) fn overview_and_inputs(profile: &Profile, top: usize) -> (Summary, ad
         memory.join()
     })
     .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+    profile.host_scopes();
     rayon::join(|| overview(profile, top), || advise::Inputs::gather_with(profile, memory))
 }
 
@@ -120,6 +130,7 @@ pub(crate) fn overview_and_inputs(profile: &Profile, top: usize) -> (Summary, ad
 /// Analyses run after this (even side by side) never wait on each other for them.
 pub(crate) fn warm(profile: &Profile) {
     profile.prepare();
+    profile.host_scopes();
     ops::warm(profile);
 }
 
@@ -131,7 +142,11 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
     let model = profile.device_time();
     let durations: Vec<i64> = steps.steps.iter().map(|s| s.duration_ps).collect();
     let step_time = Distribution::of(&durations);
-    let breakdown = breakdown(model, if steps.steps.is_empty() { 0 } else { step_time.mean_ps });
+    let mut breakdown = breakdown(model, if steps.steps.is_empty() { 0 } else { step_time.mean_ps });
+    if let Some(input) = crate::scopes::input_work(profile) {
+        breakdown.host_input_ps = Some(input.host_input_ps);
+        breakdown.device_idle_input_ps = Some(input.device_idle_input_ps.clamp(0, breakdown.device_idle_ps));
+    }
     let device_utilization_pct = model.utilization_pct();
     let mut top_ops = ops::ops(profile, GroupBy::Op, 0).ops;
     top_ops.truncate(top);
@@ -196,6 +211,8 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
         device_idle_ps,
         device_idle_queued_ps,
         device_idle_launching_ps,
+        host_input_ps: None,
+        device_idle_input_ps: None,
     }
 }
 

@@ -26,6 +26,8 @@ EXAMPLES:
     stepscope steps /tmp/logdir --csv        every step: duration, device busy/idle, compile
     stepscope ops /tmp/logdir --top 20       HLO ops by self time
     stepscope ops /tmp/logdir --by scope --depth 2   time per name-stack scope
+    stepscope ops /tmp/logdir --by line      device time per line of your Python
+    stepscope scopes /tmp/logdir             your TraceAnnotation scopes per step; input work
     stepscope kernels /tmp/logdir --json     GPU kernels with launch configuration
     stepscope memory /tmp/logdir             allocator peaks, live allocations at the peak
     stepscope memory /tmp/logdir --pprof memory.prof   device memory by Python stack
@@ -54,8 +56,10 @@ pub enum Command {
     Summary(AnalysisArgs),
     /// Every step: duration, device busy and idle time, compile overlap.
     Steps(AnalysisArgs),
-    /// Op profile: HLO ops (or categories, modules, scopes) by self time.
+    /// Op profile: HLO ops (or categories, modules, scopes, Python lines) by self time.
     Ops(OpsArgs),
+    /// Your host scopes (TraceAnnotation) nested, per step, with device time and input work.
+    Scopes(AnalysisArgs),
     /// GPU kernel stats: launches, time, grid/block, registers, shared memory, occupancy.
     Kernels(AnalysisArgs),
     /// Memory: allocator peaks and timelines, live allocations, device-memory pprof.

@@ -41,6 +41,7 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("summary", summary),
     ("steps", steps),
     ("ops", ops),
+    ("scopes", scopes),
     ("kernels", kernels),
     ("memory", memory),
     ("memory/live", memory_live),
@@ -127,6 +128,19 @@ fn summary(app: &App, q: &Params) -> Reply {
 
 fn steps(app: &App, q: &Params) -> Reply {
     json(q.entry(app)?.steps())
+}
+
+/// The host scopes; every row unless `top` asks for fewer (as `stepscope scopes`).
+fn scopes(app: &App, q: &Params) -> Reply {
+    let e = q.entry(app)?;
+    let mut result = stepscope_analysis::scopes::scopes(&e.profile);
+    if q.str("top").is_some_and(|t| !t.is_empty()) {
+        let n = q.top()?;
+        if n > 0 {
+            result.scopes.truncate(n);
+        }
+    }
+    json(&result)
 }
 
 fn ops(app: &App, q: &Params) -> Reply {

@@ -61,6 +61,13 @@ class Profile:
         """Every step: ``stepscope steps --json`` (rows: its ``steps``)."""
         return Rows(json.loads(self._native.steps_json()), "steps")
 
+    def scopes(self) -> Rows:
+        """Your host scopes (``TraceAnnotation``, ``stepscope.scope``, ``profile_scope``)
+        nested, per step, with the device time each kept busy or launched:
+        ``stepscope scopes --json`` (rows: its ``scopes``; ``.raw["input"]``: the
+        step's input work)."""
+        return Rows(json.loads(self._native.scopes_json()), "scopes")
+
     def summary(self, top: int = 10) -> dict:
         """The overview: ``stepscope summary --json --top TOP``."""
         return json.loads(self._native.summary_json(top))
