@@ -7,7 +7,8 @@ on random token data with a `jax.jit`-ted train step, under `jax.profiler`.
 
 Each step is wrapped in `jax.profiler.StepTraceAnnotation("train", step_num=i)`;
 inside it host `TraceAnnotation` scopes "data" and "train_step" (plus "tiny_ops"
-and "device_put" when those knobs are on). The model uses `jax.named_scope`
+and "device_put" when those knobs are on; with --guide-scopes "data_loading" holding
+"fetch_batch" and "to_device", and "train_step" holding "forward_backward"). The model uses `jax.named_scope`
 ("layer0/attention", "layer0/mlp", ...) so XLA op events carry the name stack
 in their `tf_op` stats.
 
@@ -27,6 +28,9 @@ Examples:
 
     # a host-bound capture: 5 ms sleep between steps, 50 tiny un-fused ops per step
     python3 scripts/capture_jax.py --steps 20 --sleep-ms 5 --tiny-ops 50
+
+    # the guides' scopes, an input-bound loop (4.5 ms loading a batch), plain SGD
+    python3 scripts/capture_jax.py --steps 8 --guide-scopes --input-ms 4.5 --optimizer sgd
 
     # a transfer-heavy capture: 64 MB device_put per step
     python3 scripts/capture_jax.py --steps 10 --device-put-mb 64
@@ -95,6 +99,14 @@ def parse_args(argv=None):
     p.add_argument("--no-step-annotation", action="store_true",
                    help="no StepTraceAnnotation around the captured steps (as in loops that never "
                         "mark their steps): steps are then found from the train step's executions")
+    p.add_argument("--guide-scopes", action="store_true",
+                   help="host scopes named as the user guides name theirs: data_loading (fetch_batch, "
+                        "to_device) and train_step (forward_backward) instead of data and train_step")
+    p.add_argument("--input-ms", type=float, default=0.0,
+                   help="host time spent loading each batch, ms (a sleep inside the data-loading scope; "
+                        "default 0): an input-bound loop")
+    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam",
+                   help="hand-written Adam (default) or plain SGD: the guides compare optimizers")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
     a = p.parse_args(argv)
     if a.capture_compile:
@@ -218,8 +230,13 @@ def main(argv=None):
         zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
         return {"m": zeros, "v": zeros, "t": jnp.zeros((), jnp.int32)}
 
-    @jax.jit
-    def train_step(params, opt, tokens, targets):
+    def sgd_step(params, opt, tokens, targets):
+        loss, grads = jax.value_and_grad(loss_fn)(params, tokens, targets)
+        with jax.named_scope("sgd"):
+            params = jax.tree_util.tree_map(lambda p, g: (p - args.lr * g).astype(p.dtype), params, grads)
+        return params, opt, loss
+
+    def adam_step(params, opt, tokens, targets):
         loss, grads = jax.value_and_grad(loss_fn)(params, tokens, targets)
         with jax.named_scope("adam"):
             b1, b2, eps = 0.9, 0.999, 1e-8
@@ -231,6 +248,8 @@ def main(argv=None):
             params = jax.tree_util.tree_map(
                 lambda p, m, v: (p - scale * m / (jnp.sqrt(v) + eps)).astype(p.dtype), params, m, v)
         return params, {"m": m, "v": v, "t": t}, loss
+
+    train_step = jax.jit(sgd_step if args.optimizer == "sgd" else adam_step)
 
     # Tiny ops: each a separate jit (so each is its own XLA module/dispatch).
     tiny_fns = []
@@ -249,11 +268,23 @@ def main(argv=None):
         mesh = Mesh(np.array(jax.devices()[: args.devices]), ("data",))
         batch_sharding = NamedSharding(mesh, PartitionSpec("data"))
 
-    def make_batch():
-        data = rng.integers(0, args.vocab, size=(args.batch, args.seq + 1), dtype=np.int32)
+    def fetch_batch():
+        if args.input_ms > 0:
+            time.sleep(args.input_ms / 1000.0)  # reading and decoding a batch
+        return rng.integers(0, args.vocab, size=(args.batch, args.seq + 1), dtype=np.int32)
+
+    def to_device(data):
         if batch_sharding is not None:
             return jax.device_put(data[:, :-1], batch_sharding), jax.device_put(data[:, 1:], batch_sharding)
         return jnp.asarray(data[:, :-1]), jnp.asarray(data[:, 1:])
+
+    def make_batch():
+        if not args.guide_scopes:
+            return to_device(fetch_batch())
+        with jax.profiler.TraceAnnotation("fetch_batch"):
+            data = fetch_batch()
+        with jax.profiler.TraceAnnotation("to_device"):
+            return to_device(data)
 
     params = init_params(jax.random.PRNGKey(args.seed))
     opt = adam_init(params)
@@ -264,7 +295,7 @@ def main(argv=None):
         nonlocal params, opt, tiny_x
         ctx = jax.profiler.StepTraceAnnotation("train", step_num=i) if annotate else _Null()
         with ctx:
-            with jax.profiler.TraceAnnotation("data"):
+            with jax.profiler.TraceAnnotation("data_loading" if args.guide_scopes else "data"):
                 tokens, targets = make_batch()
             if put_elems:
                 with jax.profiler.TraceAnnotation("device_put"):
@@ -278,7 +309,8 @@ def main(argv=None):
                         tiny_x = tiny_fns[j % len(tiny_fns)](tiny_x)
                     tiny_x.block_until_ready()
             with jax.profiler.TraceAnnotation("train_step"):
-                params, opt, loss = train_step(params, opt, tokens, targets)
+                with jax.profiler.TraceAnnotation("forward_backward") if args.guide_scopes else _Null():
+                    params, opt, loss = train_step(params, opt, tokens, targets)
                 if not args.no_sync:
                     loss = float(loss)  # sync so the step covers the device work
         if args.sleep_ms > 0:

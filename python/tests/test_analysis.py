@@ -36,6 +36,13 @@ def test_steps_equal_cli(cli, cpu):
     assert [r["step_num"] for r in rows] == list(range(8))  # the fixture's 8 captured steps
 
 
+def test_scopes_equal_cli(cli, cpu):
+    rows = cpu.scopes()
+    assert rows.raw == cli_json(cli, "scopes", CPU)
+    assert [r["path"] for r in rows] == ["train", "train/train_step", "train/data"]
+    assert rows.raw["input"]["host_input_ps"] > 0
+
+
 @pytest.mark.parametrize("top", [10, 3])
 def test_summary_equals_cli(cli, cpu, top):
     s = cpu.summary(top=top)

@@ -22,6 +22,7 @@ mod judgement;
 mod memory;
 mod output;
 mod robustness;
+mod scopes;
 mod server;
 mod server_concurrency;
 mod server_load;

@@ -164,6 +164,8 @@ fn analyses_answer_with_the_cli_json() {
     assert_eq!(s.api("ops?by=category&host=vm"), json(&["ops", d, "--by", "category", "--host", "vm"]));
     assert_eq!(s.api("ops?by=line&top=50"), json(&["ops", d, "--by", "line", "--top", "50"]));
     assert_eq!(s.api("ops?by=stack&top=50"), json(&["ops", d, "--by", "stack", "--top", "50"]));
+    assert_eq!(s.api("scopes"), json(&["scopes", d]));
+    assert_eq!(s.api("scopes?top=2"), json(&["scopes", d, "--top", "2"]));
     let all = s.api("ops?top=all");
     assert!(all["ops"].as_array().unwrap().len() > 10, "top=all lists every op");
     let rocm = fixture("rocm-mi300x-gemm");

@@ -16,6 +16,9 @@ Commands:
     xspace_ref.py steps PATH.xplane.pb
         JSON list of {"step_num","start_ps","duration_ps"} for host events with
         stats `step_num` and `_r` (StepTraceAnnotation roots), sorted by start.
+    xspace_ref.py host-events PATH.xplane.pb --names A,B --prefixes P,Q
+        JSON list of {"name","line","start_ps","duration_ps"}: /host:CPU events
+        named A or B or starting with P or Q, by start.
     xspace_ref.py sources PATH.xplane.pb
         per HLO module ({metadata name: {"module", "instructions": {name:
         {"opcode", "stack": [[file, function, line], ...] outermost first,
@@ -475,6 +478,25 @@ def pprof(path):
     return out
 
 
+def host_events(path, names, prefixes):
+    """Events of the /host:CPU plane named exactly one of `names` or starting with one
+    of `prefixes`: {"name", "line", "start_ps", "duration_ps"}, by start."""
+    space = read_xspace(path)
+    out = []
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            for ev in line.events:
+                md = plane.event_metadata.get(ev.metadata_id)
+                name = md.name if md is not None else ""
+                if name in names or any(name.startswith(p) for p in prefixes if p):
+                    out.append({"name": name, "line": line.id, "start_ps": event_start_ps(line, ev),
+                                "duration_ps": ev.duration_ps})
+    out.sort(key=lambda e: (e["start_ps"], -e["duration_ps"]))
+    return out
+
+
 def _stack(module, frame_id):
     """Frames [file, function, line] outermost first, from a 1-based frame id."""
     idx = module.stack_frame_index
@@ -552,6 +574,10 @@ def main(argv=None):
     p.add_argument("path")
     p.add_argument("out")
     p.add_argument("name")
+    p = sub.add_parser("host-events", help="host events by name or name prefix, as JSON")
+    p.add_argument("path")
+    p.add_argument("--names", default="", help="comma-separated exact names")
+    p.add_argument("--prefixes", default="", help="comma-separated name prefixes")
     p = sub.add_parser("sources", help="each HLO instruction's Python stack, per module, as JSON")
     p.add_argument("path")
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
@@ -574,6 +600,9 @@ def main(argv=None):
         print(json.dumps(memory(a.path), separators=(",", ":")))
     elif a.cmd == "plane-stats":
         print(json.dumps(plane_stats(a.path, a.plane), separators=(",", ":"), default=str))
+    elif a.cmd == "host-events":
+        evs = host_events(a.path, set(a.names.split(",")) - {""}, a.prefixes.split(","))
+        print(json.dumps(evs, separators=(",", ":")))
     elif a.cmd == "sources":
         print(json.dumps(sources(a.path), separators=(",", ":")))
     elif a.cmd == "pprof":

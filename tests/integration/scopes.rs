@@ -1,0 +1,194 @@
+//! `stepscope scopes` and the input share: the user's host scopes equal the
+//! annotation events the reference reader lists, nested by containment; device time
+//! per scope agrees with the steps; input work is the union the reader's events give.
+
+use std::collections::BTreeMap;
+
+use crate::util::*;
+
+/// (capture, the scope names its script wrote)
+const CAPTURES: [(&str, &[&str]); 4] = [
+    (
+        "cpu-guide-adam/plugins/profile/2026_11_25_03_28_40/vm.xplane.pb",
+        &["train", "data_loading", "fetch_batch", "to_device", "train_step", "forward_backward"],
+    ),
+    ("cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb", &["train", "data", "train_step"]),
+    ("gpu-async/plugins/profile/2026_11_23_08_00_30/vm.xplane.pb", &["train", "data", "train_step"]),
+    (
+        "gpu-host/plugins/profile/2026_11_23_07_48_54/vm.xplane.pb",
+        &["train", "data", "device_put", "tiny_ops", "train_step"],
+    ),
+];
+
+/// The runtime's transfers to the device, which count as input work.
+const TRANSFERS: &str = "DevicePut,BatchedCopyToDevice,batched_copy_array_to_devices";
+
+fn path(rel: &str) -> String {
+    fixture(rel).to_str().unwrap().to_string()
+}
+
+fn events(file: &str, names: &str, prefixes: &str) -> Vec<(String, i64, i64, i64)> {
+    let v = reference(&["host-events", file, "--names", names, "--prefixes", prefixes]);
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let start = e["start_ps"].as_i64().unwrap();
+            (e["name"].as_str().unwrap().to_string(), e["line"].as_i64().unwrap(), start, start + e["duration_ps"].as_i64().unwrap())
+        })
+        .collect()
+}
+
+/// Per path: (count, total, self), nesting the events of one line by containment.
+fn expected_rows(evs: &[(String, i64, i64, i64)]) -> BTreeMap<String, (u64, i64, i64)> {
+    let mut rows: BTreeMap<String, (u64, i64, i64)> = BTreeMap::new();
+    // (line, end, path)
+    let mut open: Vec<(i64, i64, String)> = Vec::new();
+    for (name, line, start, end) in evs {
+        open.retain(|(l, e, _)| l != line || e > start);
+        let parent = open.iter().rev().find(|(l, _, _)| l == line).map(|(_, _, p)| p.clone());
+        let path = match &parent {
+            Some(p) => format!("{p}/{name}"),
+            None => name.clone(),
+        };
+        let r = rows.entry(path.clone()).or_default();
+        r.0 += 1;
+        r.1 += end - start;
+        r.2 += end - start;
+        if let Some(p) = parent {
+            rows.get_mut(&p).unwrap().2 -= end - start;
+        }
+        open.push((*line, *end, path));
+    }
+    rows
+}
+
+fn union_within(mut spans: Vec<(i64, i64)>, windows: &[(i64, i64)]) -> i64 {
+    spans.sort();
+    let mut merged: Vec<(i64, i64)> = Vec::new();
+    for (a, b) in spans {
+        match merged.last_mut() {
+            Some(m) if a <= m.1 => m.1 = m.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    let mut total = 0;
+    for (a, b) in merged {
+        for (lo, hi) in windows {
+            total += (b.min(*hi) - a.max(*lo)).max(0);
+        }
+    }
+    total
+}
+
+#[test]
+fn scopes_equal_the_annotation_events_nested() {
+    for (rel, names) in CAPTURES {
+        let f = path(rel);
+        let ours = json(&["scopes", &f]);
+        assert_eq!(ours["schema"], "stepscope.scopes/1");
+        let want = expected_rows(&events(&f, &names.join(","), ""));
+        let got: BTreeMap<String, (u64, i64, i64)> = ours["scopes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let v = |k: &str| r[k].as_i64().unwrap();
+                (r["path"].as_str().unwrap().to_string(), (v("count") as u64, v("total_ps"), v("self_ps")))
+            })
+            .collect();
+        // Every scope the script wrote, and nothing of the runtime's.
+        assert_eq!(got, want, "{rel}");
+        // Depth first: each row after its parent.
+        let paths: Vec<&str> = ours["scopes"].as_array().unwrap().iter().map(|r| r["path"].as_str().unwrap()).collect();
+        for (i, p) in paths.iter().enumerate() {
+            if let Some((parent, _)) = p.rsplit_once('/') {
+                assert!(paths[..i].contains(&parent), "{rel}: {p} before its parent");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_step_scope_holds_the_steps_device_time() {
+    for (rel, _) in CAPTURES {
+        let f = path(rel);
+        let ours = json(&["scopes", &f]);
+        let steps = json(&["steps", &f]);
+        let st = steps["steps"].as_array().unwrap();
+        let sum = |k: &str| st.iter().map(|s| s[k].as_i64().unwrap_or(0)).sum::<i64>();
+        let train = ours["scopes"].as_array().unwrap().iter().find(|r| r["path"] == "train").unwrap();
+        assert_eq!(train["device_busy_ps"].as_i64().unwrap(), sum("device_busy_ps"), "{rel}");
+        assert_eq!(train["per_step_ps"].as_i64().unwrap(), sum("duration_ps") / st.len() as i64, "{rel}");
+        assert_eq!(ours["step_count"].as_u64().unwrap(), st.len() as u64);
+        if rel.starts_with("gpu") {
+            assert_eq!(train["device_work_ps"].as_i64().unwrap(), sum("device_work_ps"), "{rel}");
+            // The data scope launches the batch's copies; train_step the rest.
+            let step = ours["scopes"].as_array().unwrap().iter().find(|r| r["path"] == "train/train_step").unwrap();
+            assert!(step["device_work_ps"].as_i64().unwrap() > 0);
+        } else {
+            assert!(train.get("device_work_ps").is_none(), "{rel}: CPU work is not linked to launches");
+        }
+    }
+}
+
+#[test]
+fn input_work_is_the_union_of_input_scopes_and_transfers_in_the_steps() {
+    for (rel, names) in CAPTURES {
+        let f = path(rel);
+        let ours = json(&["scopes", &f]);
+        let input_names: Vec<&str> =
+            names.iter().copied().filter(|n| ["data", "data_loading", "fetch_batch", "to_device", "device_put"].contains(n)).collect();
+        let evs = events(&f, &input_names.join(","), TRANSFERS);
+        let steps = reference(&["steps", &f]);
+        let windows: Vec<(i64, i64)> = steps
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| (s["start_ps"].as_i64().unwrap(), s["start_ps"].as_i64().unwrap() + s["duration_ps"].as_i64().unwrap()))
+            .collect();
+        let total = union_within(evs.iter().map(|e| (e.2, e.3)).collect(), &windows);
+        let input = &ours["input"];
+        assert_eq!(input["host_input_ps"].as_i64().unwrap(), total / windows.len() as i64, "{rel}");
+        let idle = input["device_idle_input_ps"].as_i64().unwrap();
+        assert!(idle >= 0 && idle <= input["host_input_ps"].as_i64().unwrap(), "{rel}");
+        let summary = json(&["summary", &f]);
+        let b = &summary["breakdown"];
+        assert_eq!(b["host_input_ps"], input["host_input_ps"], "{rel}");
+        assert!(b["device_idle_input_ps"].as_i64().unwrap() <= b["device_idle_ps"].as_i64().unwrap());
+        for r in ours["scopes"].as_array().unwrap() {
+            assert_eq!(r["input"].as_bool().unwrap(), input_names.contains(&r["name"].as_str().unwrap()), "{r}");
+        }
+    }
+}
+
+#[test]
+fn an_input_bound_loop_is_judged_input_bound_from_its_scopes() {
+    let f = path(CAPTURES[0].0);
+    let s = json(&["scopes", &f]);
+    let idle_pct = s["input"]["device_idle_input_pct"].as_f64().unwrap();
+    assert!(idle_pct > 30.0, "the capture loads each batch for 4.5 ms of about 11 ms: {idle_pct}");
+    let advice = json(&["advise", &f]);
+    let finding = advice["findings"].as_array().unwrap().iter().find(|x| x["rule"] == "input-bound").expect("input-bound");
+    assert!((finding["value"].as_f64().unwrap() - idle_pct).abs() < 0.2, "{finding}");
+    let evidence: Vec<&str> = finding["evidence"].as_array().unwrap().iter().map(|e| e["what"].as_str().unwrap()).collect();
+    assert!(evidence.iter().any(|e| e.contains("train/data_loading")), "{evidence:?}");
+    assert!(evidence.iter().any(|e| e.contains("fetch_batch")), "{evidence:?}");
+    // The table says so too, with the input scopes marked.
+    let text = ok(&["scopes", &f]);
+    assert!(text.contains("data_loading  [input]"), "{text}");
+    assert!(text.contains("input work ("), "{text}");
+    // A loop that loads little is not input-bound.
+    let calm = json(&["advise", &path(CAPTURES[1].0)]);
+    assert!(!calm["findings"].as_array().unwrap().iter().any(|x| x["rule"] == "input-bound"));
+}
+
+#[test]
+fn runs_without_scopes_say_how_to_add_them() {
+    for f in ["tpu-v6e-inference/tpu_inference_2.xplane.pb", "cpu-host-tracer-off/plugins/profile/2026_11_25_01_40_18/vm.xplane.pb"] {
+        let s = json(&["scopes", &path(f)]);
+        assert_eq!(s["scopes"].as_array().unwrap().len(), 0, "{f}: runtime events are not user scopes");
+        let text = ok(&["scopes", &path(f)]);
+        assert!(text.contains("TraceAnnotation"), "{text}");
+    }
+}
