@@ -125,13 +125,14 @@ fn load(py: Python<'_>, path: PathBuf, run: Option<String>, host: Option<String>
     Ok(Profile { inner, pprof: run.pprof.first().cloned() })
 }
 
-/// `stepscope diff A B --json --top TOP` for two loaded profiles.
+/// `stepscope diff A B --json --top TOP --by BY` for two loaded profiles.
 #[pyfunction]
-fn diff_json(py: Python<'_>, a: &Profile, b: &Profile, top: usize) -> PyResult<String> {
+#[pyo3(signature = (a, b, top, by="op"))]
+fn diff_json(py: Python<'_>, a: &Profile, b: &Profile, top: usize, by: &str) -> PyResult<String> {
+    let by = GroupBy::parse(by).map_err(StepscopeError::new_err)?;
     analyse(py, || {
-        let mut d = diff::diff(&a.inner, &b.inner);
-        d.ops.truncate(top);
-        d.kernels.truncate(top);
+        let mut d = diff::diff_by(&a.inner, &b.inner, by);
+        d.truncate(top);
         d
     })
 }

@@ -397,13 +397,18 @@ fn gpu_idle_is_split_by_what_the_host_was_doing_about_launches() {
         let l = b["device_idle_launching_ps"].as_i64().unwrap();
         assert!((q + l - of_step(int("idle_queued_ps") + int("idle_launching_ps"))).abs() <= 1, "{rel}: {b}");
         // advise: the host waited for is idle less queued (launch calls are the
-        // host's, and named in the evidence); queued has its own rule.
+        // host's, and named in the evidence) less input (its own rule, as queued).
         let share = |ps: i64| 100.0 * ps as f64 / step as f64;
         let a = json(&["advise", &f]);
         let rule = |id: &str| a["findings"].as_array().unwrap().iter().find(|x| x["rule"] == id).cloned();
         let host = rule("host-bound-gaps").expect("host-bound");
-        assert!((host["value"].as_f64().unwrap() - share(b["device_idle_ps"].as_i64().unwrap() - q)).abs() < 1e-9);
-        assert!(host["evidence"][0]["what"].as_str().unwrap().contains("inside launch calls"), "{host}");
+        let input = b["device_idle_input_ps"].as_i64().unwrap_or(0);
+        let host_ps = b["device_idle_ps"].as_i64().unwrap() - q - input;
+        assert!((host["value"].as_f64().unwrap() - share(host_ps)).abs() < 1e-9);
+        let evidence: Vec<&str> =
+            host["evidence"].as_array().unwrap().iter().map(|e| e["what"].as_str().unwrap()).collect();
+        assert!(evidence.iter().any(|e| e.contains("inside launch calls")), "{host}");
+        assert_eq!(input > 0, evidence.iter().any(|e| e.contains("loading input")), "{host}");
         match rule("launch-queued") {
             Some(found) => assert!(share(q) > 10.0 && (found["value"].as_f64().unwrap() - share(q)).abs() < 1e-9),
             None => assert!(share(q) <= 10.0, "{rel}: launch-queued should fire at {}%", share(q)),

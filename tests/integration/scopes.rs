@@ -9,7 +9,7 @@ use crate::util::*;
 /// (capture, the scope names its script wrote)
 const CAPTURES: [(&str, &[&str]); 4] = [
     (
-        "cpu-guide-adam/plugins/profile/2026_11_25_03_28_40/vm.xplane.pb",
+        "cpu-guide-adam/plugins/profile/2026_11_25_03_32_42/vm.xplane.pb",
         &["train", "data_loading", "fetch_batch", "to_device", "train_step", "forward_backward"],
     ),
     ("cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb", &["train", "data", "train_step"]),
@@ -34,7 +34,12 @@ fn events(file: &str, names: &str, prefixes: &str) -> Vec<(String, i64, i64, i64
         .iter()
         .map(|e| {
             let start = e["start_ps"].as_i64().unwrap();
-            (e["name"].as_str().unwrap().to_string(), e["line"].as_i64().unwrap(), start, start + e["duration_ps"].as_i64().unwrap())
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["line"].as_i64().unwrap(),
+                start,
+                start + e["duration_ps"].as_i64().unwrap(),
+            )
         })
         .collect()
 }
@@ -137,15 +142,20 @@ fn input_work_is_the_union_of_input_scopes_and_transfers_in_the_steps() {
     for (rel, names) in CAPTURES {
         let f = path(rel);
         let ours = json(&["scopes", &f]);
-        let input_names: Vec<&str> =
-            names.iter().copied().filter(|n| ["data", "data_loading", "fetch_batch", "to_device", "device_put"].contains(n)).collect();
+        let input_names: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| ["data", "data_loading", "fetch_batch", "to_device", "device_put"].contains(n))
+            .collect();
         let evs = events(&f, &input_names.join(","), TRANSFERS);
         let steps = reference(&["steps", &f]);
         let windows: Vec<(i64, i64)> = steps
             .as_array()
             .unwrap()
             .iter()
-            .map(|s| (s["start_ps"].as_i64().unwrap(), s["start_ps"].as_i64().unwrap() + s["duration_ps"].as_i64().unwrap()))
+            .map(|s| {
+                (s["start_ps"].as_i64().unwrap(), s["start_ps"].as_i64().unwrap() + s["duration_ps"].as_i64().unwrap())
+            })
             .collect();
         let total = union_within(evs.iter().map(|e| (e.2, e.3)).collect(), &windows);
         let input = &ours["input"];
@@ -169,11 +179,23 @@ fn an_input_bound_loop_is_judged_input_bound_from_its_scopes() {
     let idle_pct = s["input"]["device_idle_input_pct"].as_f64().unwrap();
     assert!(idle_pct > 30.0, "the capture loads each batch for 4.5 ms of about 11 ms: {idle_pct}");
     let advice = json(&["advise", &f]);
-    let finding = advice["findings"].as_array().unwrap().iter().find(|x| x["rule"] == "input-bound").expect("input-bound");
+    let finding =
+        advice["findings"].as_array().unwrap().iter().find(|x| x["rule"] == "input-bound").expect("input-bound");
     assert!((finding["value"].as_f64().unwrap() - idle_pct).abs() < 0.2, "{finding}");
-    let evidence: Vec<&str> = finding["evidence"].as_array().unwrap().iter().map(|e| e["what"].as_str().unwrap()).collect();
+    let evidence: Vec<&str> =
+        finding["evidence"].as_array().unwrap().iter().map(|e| e["what"].as_str().unwrap()).collect();
     assert!(evidence.iter().any(|e| e.contains("train/data_loading")), "{evidence:?}");
     assert!(evidence.iter().any(|e| e.contains("fetch_batch")), "{evidence:?}");
+    // The input share is not counted again as the host's other gaps.
+    let s = json(&["summary", &f]);
+    let b = &s["breakdown"];
+    let other = b["device_idle_ps"].as_i64().unwrap() - b["device_idle_input_ps"].as_i64().unwrap();
+    let other_pct = 100.0 * other as f64 / b["step_ps"].as_f64().unwrap();
+    let gaps = advice["findings"].as_array().unwrap().iter().find(|x| x["rule"] == "host-bound-gaps");
+    match gaps {
+        Some(g) => assert!((g["value"].as_f64().unwrap() - other_pct).abs() < 0.1, "{g}"),
+        None => assert!(other_pct <= 10.0, "{other_pct}"),
+    }
     // The table says so too, with the input scopes marked.
     let text = ok(&["scopes", &f]);
     assert!(text.contains("data_loading  [input]"), "{text}");
@@ -185,10 +207,65 @@ fn an_input_bound_loop_is_judged_input_bound_from_its_scopes() {
 
 #[test]
 fn runs_without_scopes_say_how_to_add_them() {
-    for f in ["tpu-v6e-inference/tpu_inference_2.xplane.pb", "cpu-host-tracer-off/plugins/profile/2026_11_25_01_40_18/vm.xplane.pb"] {
+    for f in [
+        "tpu-v6e-inference/tpu_inference_2.xplane.pb",
+        "cpu-host-tracer-off/plugins/profile/2026_11_25_01_40_18/vm.xplane.pb",
+    ] {
         let s = json(&["scopes", &path(f)]);
         assert_eq!(s["scopes"].as_array().unwrap().len(), 0, "{f}: runtime events are not user scopes");
         let text = ok(&["scopes", &path(f)]);
         assert!(text.contains("TraceAnnotation"), "{text}");
     }
+}
+
+#[test]
+fn diff_by_scope_puts_the_optimizers_ops_beside_the_noise() {
+    let (a, b) = (path("cpu-guide-adam"), path("cpu-guide-sgd"));
+    let d = json(&["diff", &a, &b, "--by", "scope", "--top", "0"]);
+    assert_eq!(d["by"], "scope");
+    let rows = |p: &str| -> BTreeMap<String, i64> {
+        json(&["ops", p, "--by", "scope", "--top", "0"])["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["name"].as_str().unwrap().to_string(), r["total_ps"].as_i64().unwrap()))
+            .collect()
+    };
+    let (ra, rb) = (rows(&a), rows(&b));
+    let (na, nb) = (d["a"]["step_count"].as_i64().unwrap(), d["b"]["step_count"].as_i64().unwrap());
+    let find = |name: &str| d["ops"].as_array().unwrap().iter().find(|r| r["name"] == name).unwrap().clone();
+    let adam = find("train_step/adam");
+    assert_eq!(adam["status"], "removed");
+    assert_eq!(adam["a_per_step_ps"].as_i64().unwrap(), ra["train_step/adam"] / na);
+    assert_eq!(find("train_step/sgd")["status"], "added");
+    // Rows in one run only, summed.
+    let only_a: Vec<&String> = ra.keys().filter(|k| !rb.contains_key(*k)).collect();
+    assert_eq!(d["only_in_a"]["rows"].as_u64().unwrap(), only_a.len() as u64);
+    assert_eq!(d["only_in_a"]["per_step_ps"].as_i64().unwrap(), only_a.iter().map(|k| ra[*k] / na).sum::<i64>());
+    // The noise is the step times' own, and each row says whether it is within it.
+    let std = |p: &str| json(&["summary", p])["step_time"]["std_ps"].as_f64().unwrap();
+    let noise = 2.0 * (std(&a).powi(2) / na as f64 + std(&b).powi(2) / nb as f64).sqrt();
+    assert!((d["step_time"]["noise_ps"].as_f64().unwrap() - noise).abs() <= 1.0);
+    for r in d["ops"].as_array().unwrap().iter().chain(d["scopes"].as_array().unwrap()) {
+        let within = r["delta_per_step_ps"].as_i64().unwrap().abs() < d["step_time"]["noise_ps"].as_i64().unwrap();
+        assert_eq!(r["within_noise"].as_bool().unwrap(), within, "{r}");
+    }
+    // The host scopes, by path.
+    let scopes = json(&["scopes", &a]);
+    let loading = scopes["scopes"].as_array().unwrap().iter().find(|r| r["path"] == "train/data_loading").unwrap();
+    let dl = d["scopes"].as_array().unwrap().iter().find(|r| r["name"] == "train/data_loading").unwrap();
+    assert_eq!(dl["a_per_step_ps"].as_i64().unwrap(), loading["total_ps"].as_i64().unwrap() / na);
+    // The table shows the rows only one run has and the noise.
+    let text = ok(&["diff", &a, &b, "--by", "scope"]);
+    assert!(text.contains("only in A:"), "{text}");
+    assert!(text.contains("noise: step time std"), "{text}");
+    assert!(text.contains("HOST SCOPES"), "{text}");
+    // By line: the optimizer's lines are in one run only.
+    let by_line = json(&["diff", &a, &b, "--by", "line", "--top", "0"]);
+    assert!(by_line["only_in_a"]["rows"].as_u64().unwrap() >= 1);
+    assert!(by_line["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["status"] == "removed" && r["name"].as_str().unwrap().contains("capture_jax.py:")));
 }

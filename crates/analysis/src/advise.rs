@@ -400,9 +400,11 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
         });
     }
     // Where kernels are linked to their launches, idle in which launched work had not
-    // started is not the host's doing: it has its own rule.
+    // started is not the host's doing: it has its own rule. So has idle while the host
+    // did recorded input work (`input-bound`).
     let queued_ps = b.device_idle_queued_ps.unwrap_or(0);
-    let host_overhead = step_pct(b.device_idle_ps - queued_ps);
+    let input_ps = b.device_idle_input_ps.unwrap_or(0);
+    let host_overhead = step_pct((b.device_idle_ps - queued_ps - input_ps).max(0));
     if device_time && host_overhead > th.host_overhead_pct {
         out.push(Finding {
             rule: "host-bound-gaps",
@@ -419,6 +421,14 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
                          cuGraphLaunch) of work not started",
                         ms(b.device_idle_ps),
                         ms(launching)
+                    );
+                    evidence.insert(0, ev(what, ""));
+                }
+                if input_ps > 0 {
+                    let what = format!(
+                        "not counted: {} of the mean step's idle {} with the host loading input (input-bound)",
+                        ms(input_ps),
+                        ms(b.device_idle_ps)
                     );
                     evidence.insert(0, ev(what, ""));
                 }

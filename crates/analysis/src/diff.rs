@@ -3,7 +3,10 @@
 //!
 //! Ops match by name and module first; ops left over match by category and the HLO
 //! instruction's JAX name stack and shape (XLA renames fusions between builds:
-//! `fusion.12` in one run may be `fusion.15` in the next).
+//! `fusion.12` in one run may be `fusion.15` in the next). [`diff_by`] compares the op
+//! profile grouped another way instead (name-stack scope, Python line, …): rows match
+//! by name. The user's host scopes are compared by path. Each change sits beside the
+//! noise of the step times, so a change can be told from jitter.
 
 use std::collections::HashMap;
 
@@ -23,10 +26,39 @@ pub struct Diff {
     pub b: RunSide,
     pub step_time: StepTimeDiff,
     pub breakdown: Vec<PartDiff>,
+    /// How `ops` rows are grouped (`op` unless asked otherwise).
+    pub by: GroupBy,
     /// Ranked by |delta_per_step_ps|, largest first.
     pub ops: Vec<OpDiff>,
+    /// The `ops` rows found in one run only, summed (before `--top` cuts the list).
+    pub only_in_a: OnlyIn,
+    pub only_in_b: OnlyIn,
     pub kernels: Vec<OpDiff>,
+    /// The user's host scopes (`stepscope scopes`) by path, total time per step,
+    /// ranked as `ops`. Empty where neither run has any.
+    pub scopes: Vec<OpDiff>,
     pub memory: MemoryDiff,
+}
+
+impl Diff {
+    /// Keeps the `n` largest changes of each list (ops, kernels, scopes); the
+    /// `only_in_*` sums still count every row.
+    pub fn truncate(&mut self, n: usize) {
+        self.ops.truncate(n);
+        self.kernels.truncate(n);
+        self.scopes.truncate(n);
+    }
+}
+
+/// Rows of one run that the other lacks.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct OnlyIn {
+    /// How many rows (ops, scopes, lines, … as `by` groups them).
+    pub rows: u64,
+    /// Their executions.
+    pub count: u64,
+    /// Their time per step in that run.
+    pub per_step_ps: i64,
 }
 
 /// One side of the diff.
@@ -45,6 +77,13 @@ pub struct StepTimeDiff {
     pub delta_pct: f64,
     pub a_mean_ps: i64,
     pub b_mean_ps: i64,
+    /// Standard deviations of each run's step times.
+    pub a_std_ps: i64,
+    pub b_std_ps: i64,
+    /// Twice the standard error of the difference of the mean step times: changes
+    /// per step smaller than this are within the step-to-step jitter of the two
+    /// runs (0 where either run has fewer than 2 steps).
+    pub noise_ps: i64,
 }
 
 /// One part of the average-step breakdown.
@@ -78,6 +117,8 @@ pub struct OpDiff {
     pub a_per_step_ps: i64,
     pub b_per_step_ps: i64,
     pub delta_per_step_ps: i64,
+    /// |delta_per_step_ps| is below the step time's noise ([`StepTimeDiff::noise_ps`]).
+    pub within_noise: bool,
 }
 
 /// Highest allocator peak in each run.
@@ -88,28 +129,64 @@ pub struct MemoryDiff {
     pub delta_bytes: Option<i64>,
 }
 
-/// Diffs B against A.
+/// Diffs B against A, op by op.
 pub fn diff(a: &Profile, b: &Profile) -> Diff {
+    diff_by(a, b, GroupBy::Op)
+}
+
+/// Diffs B against A with the op profile grouped `by` (op, scope, line, …).
+pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
     let (sa, sb) = (summary::overview(a, 0), summary::overview(b, 0));
     let (na, nb) = (sa.step_count.max(1) as i64, sb.step_count.max(1) as i64);
-    let oa = ops::ops(a, GroupBy::Op, 0).ops;
-    let ob = ops::ops(b, GroupBy::Op, 0).ops;
-    let mut op_rows = match_rows(&oa, &ob, na, nb, |r| r.name.clone(), Some((a, b)));
+    let st = step_time(&sa, &sb);
+    let oa = ops::ops(a, by, 0).ops;
+    let ob = ops::ops(b, by, 0).ops;
+    let hlo = (by == GroupBy::Op).then_some((a, b));
+    let mut op_rows = match_rows(&oa, &ob, na, nb, st.noise_ps, hlo);
     rank(&mut op_rows);
+    let only = |status: &str, per_step: fn(&OpDiff) -> i64, count: fn(&OpDiff) -> u64| {
+        let rows: Vec<&OpDiff> = op_rows.iter().filter(|r| r.status == status).collect();
+        OnlyIn {
+            rows: rows.len() as u64,
+            count: rows.iter().map(|r| count(r)).sum(),
+            per_step_ps: rows.iter().map(|r| per_step(r)).sum(),
+        }
+    };
+    let only_in_a = only("removed", |r| r.a_per_step_ps, |r| r.a_count);
+    let only_in_b = only("added", |r| r.b_per_step_ps, |r| r.b_count);
     let ka: Vec<OpRow> = kernels::kernels(a).kernels.iter().map(kernel_row).collect();
     let kb: Vec<OpRow> = kernels::kernels(b).kernels.iter().map(kernel_row).collect();
-    let mut kernel_rows = match_rows(&merge_by_name(ka), &merge_by_name(kb), na, nb, |r| r.name.clone(), None);
+    let mut kernel_rows = match_rows(&merge_by_name(ka), &merge_by_name(kb), na, nb, st.noise_ps, None);
     rank(&mut kernel_rows);
+    let scope_rows = |p: &Profile| -> Vec<OpRow> {
+        let s = crate::scopes::scopes(p);
+        s.scopes
+            .iter()
+            .map(|r| OpRow {
+                name: r.path.clone(),
+                count: r.count,
+                total_ps: r.total_ps,
+                self_ps: r.self_ps,
+                ..OpRow::default()
+            })
+            .collect()
+    };
+    let mut scope_diff = match_rows(&scope_rows(a), &scope_rows(b), na, nb, st.noise_ps, None);
+    rank(&mut scope_diff);
     let peak = |p: &Profile| memory::memory(p, None, 0).allocators.iter().map(|x| x.peak_in_use_bytes).max();
     let (pa, pb) = (peak(a), peak(b));
     Diff {
         schema: "stepscope.diff/1",
         a: RunSide { run: a.run.clone(), step_count: sa.step_count },
         b: RunSide { run: b.run.clone(), step_count: sb.step_count },
-        step_time: step_time(&sa, &sb),
+        step_time: st,
         breakdown: breakdown(&sa.breakdown, &sb.breakdown),
+        by,
         ops: op_rows,
+        only_in_a,
+        only_in_b,
         kernels: kernel_rows,
+        scopes: scope_diff,
         memory: MemoryDiff {
             a_peak_bytes: pa,
             b_peak_bytes: pb,
@@ -120,7 +197,15 @@ pub fn diff(a: &Profile, b: &Profile) -> Diff {
 
 fn step_time(a: &Summary, b: &Summary) -> StepTimeDiff {
     let (x, y) = (&a.step_time, &b.step_time);
+    let var = |std: i64, n: u64| (std as f64).powi(2) / n as f64;
+    let noise_ps = match (a.step_count, b.step_count) {
+        (na, nb) if na >= 2 && nb >= 2 => (2.0 * (var(x.std_ps, na) + var(y.std_ps, nb)).sqrt()).round() as i64,
+        _ => 0,
+    };
     StepTimeDiff {
+        a_std_ps: x.std_ps,
+        b_std_ps: y.std_ps,
+        noise_ps,
         a_median_ps: x.median_ps,
         b_median_ps: y.median_ps,
         delta_ps: y.median_ps - x.median_ps,
@@ -191,9 +276,10 @@ fn match_rows(
     b: &[OpRow],
     na: i64,
     nb: i64,
-    key: impl Fn(&OpRow) -> String,
+    noise_ps: i64,
     hlo: Option<(&Profile, &Profile)>,
 ) -> Vec<OpDiff> {
+    let key = |r: &OpRow| r.name.clone();
     let mut b_left: HashMap<(String, String), &OpRow> = b.iter().map(|r| ((key(r), r.module.clone()), r)).collect();
     let mut pairs: Vec<(Option<&OpRow>, Option<&OpRow>, &'static str)> = Vec::new();
     let mut a_left: Vec<&OpRow> = Vec::new();
@@ -253,6 +339,7 @@ fn match_rows(
                 a_per_step_ps: aps,
                 b_per_step_ps: bps,
                 delta_per_step_ps: bps - aps,
+                within_noise: (bps - aps).abs() < noise_ps,
             }
         })
         .collect()

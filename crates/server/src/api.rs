@@ -91,6 +91,14 @@ impl Params {
         }
     }
 
+    /// `by`: how to group ops (`op` when absent or empty).
+    fn group_by(&self) -> Result<GroupBy, ApiError> {
+        match self.str("by").unwrap_or("") {
+            "" => Ok(GroupBy::Op),
+            name => GroupBy::parse(name).map_err(ApiError::bad),
+        }
+    }
+
     /// `top`: rows to keep (default the CLI's 10; `all` keeps every row).
     fn top(&self) -> Result<usize, ApiError> {
         match self.str("top") {
@@ -144,10 +152,7 @@ fn scopes(app: &App, q: &Params) -> Reply {
 }
 
 fn ops(app: &App, q: &Params) -> Reply {
-    let by = match q.str("by").unwrap_or("op") {
-        "" => GroupBy::Op,
-        name => GroupBy::parse(name).map_err(ApiError::bad)?,
-    };
+    let by = q.group_by()?;
     let e = q.entry(app)?;
     let mut result = ops::ops(&e.profile, by, q.opt("depth", 0)?);
     result.ops.truncate(q.top()?);
@@ -262,8 +267,8 @@ fn diff(app: &App, q: &Params) -> Reply {
     q.text("b")?;
     let top = q.top()?;
     let (a, b) = (q.run_named(app, "a")?, q.run_named(app, "b")?);
-    let mut d = diff::diff(&a.profile, &b.profile);
-    d.ops.truncate(top);
-    d.kernels.truncate(top);
+    let by = q.group_by()?;
+    let mut d = diff::diff_by(&a.profile, &b.profile, by);
+    d.truncate(top);
     json(&d)
 }

@@ -111,9 +111,12 @@ def load(path: Union[str, os.PathLike], run: Optional[str] = None, host: Optiona
     return Profile(_native.load(os.fspath(path), run, host))
 
 
-def diff(a: Union[Profile, str, os.PathLike], b: Union[Profile, str, os.PathLike], top: int = 10) -> dict:
-    """What changed from run ``a`` to run ``b``: ``stepscope diff A B --json --top TOP``.
-    ``a`` and ``b`` are loaded profiles or paths."""
+def diff(
+    a: Union[Profile, str, os.PathLike], b: Union[Profile, str, os.PathLike], top: int = 10, by: str = "op"
+) -> dict:
+    """What changed from run ``a`` to run ``b``: ``stepscope diff A B --json --top TOP --by BY``.
+    ``a`` and ``b`` are loaded profiles or paths; ``by`` groups the ops as
+    :meth:`Profile.ops` does (``"scope"``, ``"line"``, …)."""
     pa = a if isinstance(a, Profile) else load(a)
     pb = b if isinstance(b, Profile) else load(b)
-    return json.loads(_native.diff_json(pa._native, pb._native, top))
+    return json.loads(_native.diff_json(pa._native, pb._native, top, by))

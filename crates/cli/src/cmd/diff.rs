@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 use stepscope_analysis::diff::{self, OpDiff};
 
-use crate::args::{Input, Output, Select};
+use crate::args::{By, Input, Output, Select};
 use crate::human;
 use crate::load;
 use crate::table::{csv, Table};
@@ -17,6 +17,10 @@ pub struct DiffArgs {
     pub a: PathBuf,
     /// The run to compare with it.
     pub b: PathBuf,
+    /// Compare the op profile grouped by op (default), category, module, name-stack
+    /// scope, Python source line or stack.
+    #[arg(long, value_enum, default_value = "op")]
+    pub by: By,
     #[command(flatten)]
     pub select: Select,
     #[command(flatten)]
@@ -26,9 +30,8 @@ pub struct DiffArgs {
 pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let load = |p: &PathBuf| load::profile(&Input { path: p.clone(), run: None }, &args.select);
     let (a, b) = (load(&args.a)?, load(&args.b)?);
-    let mut d = diff::diff(&a, &b);
-    d.ops.truncate(args.select.rows());
-    d.kernels.truncate(args.select.rows());
+    let mut d = diff::diff_by(&a, &b, crate::cmd::ops::group_by(args.by));
+    d.truncate(args.select.rows());
     if args.output.json {
         println!("{}", serde_json::to_string(&d)?);
         return Ok(ExitCode::SUCCESS);
@@ -50,6 +53,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             "a_per_step_ps",
             "b_per_step_ps",
             "delta_per_step_ps",
+            "within_noise",
         ];
         let row = |kind: &str, r: &OpDiff| {
             vec![
@@ -68,10 +72,14 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
                 r.a_per_step_ps.to_string(),
                 r.b_per_step_ps.to_string(),
                 r.delta_per_step_ps.to_string(),
+                r.within_noise.to_string(),
             ]
         };
-        let rows: Vec<Vec<String>> =
-            d.ops.iter().map(|r| row("op", r)).chain(d.kernels.iter().map(|r| row("kernel", r))).collect();
+        let by = d.by.name();
+        let rows: Vec<Vec<String>> = (d.ops.iter().map(|r| row(by, r)))
+            .chain(d.kernels.iter().map(|r| row("kernel", r)))
+            .chain(d.scopes.iter().map(|r| row("host_scope", r)))
+            .collect();
         print!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
@@ -85,6 +93,14 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         t.delta_pct
     );
     println!("  A: {} ({} steps)   B: {} ({} steps)", d.a.run, d.a.step_count, d.b.run, d.b.step_count);
+    if t.noise_ps > 0 {
+        println!(
+            "  noise: step time std {} (A) and {} (B); changes under {} a step are within it (marked ~)",
+            human::duration_ps(t.a_std_ps),
+            human::duration_ps(t.b_std_ps),
+            human::duration_ps(t.noise_ps)
+        );
+    }
     println!();
     let mut bt = Table::new(vec!["AVERAGE STEP", "A", "B", "CHANGE"]);
     for p in &d.breakdown {
@@ -96,21 +112,39 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         ]);
     }
     print!("{}", bt.text());
-    for (title, rows) in [("OPS", &d.ops), ("KERNELS", &d.kernels)] {
+    let ops_title = match d.by.name() {
+        "op" => "OPS".to_string(),
+        by => format!("OPS BY {}", by.to_uppercase()),
+    };
+    for (title, rows) in [(ops_title.as_str(), &d.ops), ("HOST SCOPES", &d.scopes), ("KERNELS", &d.kernels)] {
         if rows.is_empty() {
             continue;
         }
         println!();
         println!("{title} by effect on step time (per step)");
+        if std::ptr::eq(rows, &d.ops) {
+            for (side, only) in [("A", &d.only_in_a), ("B", &d.only_in_b)] {
+                if only.rows > 0 {
+                    println!(
+                        "  {} {} only in {side}: {} a step ({} executions)",
+                        only.rows,
+                        if only.rows == 1 { "row" } else { "rows" },
+                        human::duration_ps(only.per_step_ps),
+                        human::count(only.count)
+                    );
+                }
+            }
+        }
         let mut ot = Table::new(vec!["NAME", "CHANGE", "A", "B", "STATUS"]);
         for r in rows.iter() {
             let name = match &r.b_name {
                 Some(b) => format!("{} → {b}", r.name),
                 None => r.name.clone(),
             };
+            let noise = if r.within_noise { " ~" } else { "" };
             ot.push(vec![
                 name,
-                signed(r.delta_per_step_ps),
+                format!("{}{noise}", signed(r.delta_per_step_ps)),
                 human::duration_ps(r.a_per_step_ps),
                 human::duration_ps(r.b_per_step_ps),
                 r.status.to_string(),

@@ -12,14 +12,7 @@ use crate::table::{csv, Table};
 pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
     let args = &ops_args.common;
     let profile = load::profile(&args.input, &args.select)?;
-    let by = match ops_args.by {
-        By::Op => GroupBy::Op,
-        By::Category => GroupBy::Category,
-        By::Module => GroupBy::Module,
-        By::Scope => GroupBy::Scope,
-        By::Line => GroupBy::Line,
-        By::Stack => GroupBy::Stack,
-    };
+    let by = group_by(ops_args.by);
     let mut result = ops::ops(&profile, by, ops_args.depth);
     let total_rows = result.ops.len();
     result.ops.truncate(args.select.rows());
@@ -86,6 +79,18 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
     );
     print!("{}", op_table(&result.ops, by).text());
     Ok(ExitCode::SUCCESS)
+}
+
+/// The analysis grouping a `--by` value names.
+pub fn group_by(by: By) -> GroupBy {
+    match by {
+        By::Op => GroupBy::Op,
+        By::Category => GroupBy::Category,
+        By::Module => GroupBy::Module,
+        By::Scope => GroupBy::Scope,
+        By::Line => GroupBy::Line,
+        By::Stack => GroupBy::Stack,
+    }
 }
 
 /// The text table of op rows (also used by `summary`).

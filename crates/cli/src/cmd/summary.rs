@@ -171,9 +171,6 @@ fn print_breakdown(s: &Summary) {
     if let (Some(idle), Some(host)) = (b.device_idle_input_ps, b.host_input_ps) {
         line("  of idle: waiting on input", idle);
         let pct = if b.step_ps > 0 { 100.0 * host as f64 / b.step_ps as f64 } else { 0.0 };
-        println!(
-            "  host input work {} a step ({pct:.1}%): data-loading scopes and device_put (stepscope scopes PATH)",
-            human::duration_ps(host)
-        );
+        println!("  host input work {} a step ({pct:.1}%): see stepscope scopes", human::duration_ps(host));
     }
 }
