@@ -101,7 +101,7 @@ test('overview shows the run\'s real step count, breakdown, chart and top ops', 
   assert.ok(await page.$('.chartbox .uplot canvas'));
   // (The idle split of GPU captures is a note under the bar, not a segment.)
   const parts = Object.entries(s.breakdown)
-    .filter(([k, v]) => k !== 'step_ps' && !k.startsWith('device_idle_') && v > 0).length
+    .filter(([k, v]) => k !== 'step_ps' && k !== 'host_input_ps' && !k.startsWith('device_idle_') && v > 0).length
     + (s.breakdown.device_idle_ps > 0 ? 1 : 0);
   assert.equal(await page.$$eval('.breakdown .seg', s => s.length), parts);
   // Top ops: same names, in self-time order.
@@ -530,4 +530,55 @@ test('a GPU capture\'s idle time is split by launch on the overview and devices 
   assert.ok(at('idle: queued') > 0 && at('idle: in launch') > 0, head.join('|'));
   assert.equal(row[at('idle: queued')], fmt.dur(d.devices[0].idle_queued_ps));
   assert.equal(row[at('idle: in launch')], fmt.dur(d.devices[0].idle_launching_ps));
+});
+
+const GUIDE = 'cpu-guide-adam/plugins/profile/2026_11_25_03_32_42';
+
+test('scopes page shows the host scopes nested, with the input work of an input-bound loop', async () => {
+  const s = await api('scopes', { run: GUIDE });
+  await open(`scopes?run=${encodeURIComponent(GUIDE)}`);
+  await page.waitForSelector('table.data tbody tr');
+  // Every scope, in the API's depth-first order, indented by depth, input ones tagged.
+  const names = await page.$$eval('table.data tbody tr td:first-child span.scope-name', ss => ss.map(s => [s.firstChild.textContent, s.style.paddingLeft, !!s.querySelector('.tag')]));
+  assert.deepEqual(names, s.scopes.map(r => [r.name, `${r.depth * 16}px`, r.input]));
+  assert.deepEqual(await cellTexts(5), s.scopes.map(r => fmt.dur(r.per_step_ps)));
+  const note = await page.textContent('.input-note');
+  assert.ok(note.includes(fmt.dur(s.input.host_input_ps)) && note.includes(fmt.pct(s.input.device_idle_input_pct)), note);
+  assert.ok(await page.$('.input-note.warn'), 'an input-bound loop is flagged');
+  // The overview says it too, and links here.
+  const b = (await api('summary', { run: GUIDE })).breakdown;
+  await open(`overview?run=${encodeURIComponent(GUIDE)}`);
+  const split = await page.textContent('#input-split');
+  assert.ok(split.includes(`waiting on input ${fmt.dur(b.device_idle_input_ps)}`) && split.includes(fmt.dur(b.host_input_ps)), split);
+  await page.click('#input-split a');
+  await page.waitForSelector('.input-note');
+  await page.screenshot({ path: path.join(shots, 'scopes.png'), fullPage: true });
+});
+
+test('source page draws device time by Python stack: click zooms, search sums the matches', async () => {
+  const stacks = await api('ops', { run: CPU, by: 'stack', top: 'all' });
+  const lines = await api('ops', { run: CPU, by: 'line', top: 'all' });
+  await open(`source?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('.flame-box');
+  // The root holds all device time; the by-line table every line.
+  const root = await page.$eval('.flame-box[data-name="device time"]', b => Number(b.dataset.value));
+  assert.equal(root, stacks.op_time_ps);
+  assert.deepEqual((await cellTexts(1)).sort(), lines.ops.map(r => r.name).sort());
+  // Search: the share of the rows whose stack passes through a frame named like mlp.
+  const want = stacks.ops.filter(r => (r.stack || []).some(f => f.function.includes('mlp'))).reduce((a, r) => a + r.self_ps, 0);
+  assert.ok(want > 0);
+  await page.fill('.flame-search', 'mlp');
+  const info = await page.textContent('.flame-info');
+  assert.ok(info.includes(fmt.dur(want)), `${info} vs ${fmt.dur(want)}`);
+  assert.ok((await page.$$('.flame-box.match')).length > 0);
+  await page.fill('.flame-search', '');
+  // Click the widest frame below the root: it fills the width.
+  const widest = await page.$$eval('.flame-box', bs => bs.filter(b => b.style.top === '18px')
+    .sort((a, b) => parseFloat(b.style.width) - parseFloat(a.style.width))[0].dataset.name);
+  const full = await page.$eval('.flame-boxes', b => parseFloat(b.style.width));
+  await page.$$eval('.flame-box', (bs, name) => bs.find(b => b.style.top === '18px' && b.dataset.name === name).click(), widest);
+  const w = await page.$eval('.flame-box.focus', b => parseFloat(b.style.width));
+  assert.ok(w >= full - 2, `${w} of ${full}`);
+  assert.ok((await page.textContent('.flame-info')).includes(`zoomed to ${widest}`));
+  await page.screenshot({ path: path.join(shots, 'source.png'), fullPage: true });
 });

@@ -9,7 +9,7 @@ export const title = 'Op profile';
 
 /** Columns of an op table grouped `by`. */
 export function opColumns(by) {
-  const first = { op: 'op', category: 'category', module: 'module', scope: 'scope' }[by] || 'op';
+  const first = { op: 'op', category: 'category', module: 'module', scope: 'scope', line: 'line', stack: 'stack' }[by] || 'op';
   const cols = [by === 'op' ? { key: 'name', label: first, fmt: (v, r) => opLink(v, r.module) } : { key: 'name', label: first }];
   if (by === 'op') cols.push({ key: 'module', label: 'module' }, { key: 'category', label: 'category' });
   cols.push(
@@ -33,7 +33,7 @@ export async function render(view, ctx) {
   const data = await ctx.get('ops', { by, depth, top: 'all' });
   if (ctx.stale()) return;
 
-  const bySel = el('select', { id: 'ops-by' }, ...['op', 'category', 'module', 'scope'].map(b => el('option', { value: b, selected: b === by }, b)));
+  const bySel = el('select', { id: 'ops-by' }, ...['op', 'category', 'module', 'scope', 'line', 'stack'].map(b => el('option', { value: b, selected: b === by }, b)));
   bySel.addEventListener('change', () => ctx.go('ops', { by: bySel.value, depth: bySel.value === 'scope' ? depth : null }));
   const depthIn = el('input', { type: 'number', min: 0, max: 64, value: depth, id: 'ops-depth', disabled: by !== 'scope' });
   depthIn.addEventListener('change', () => ctx.go('ops', { by, depth: depthIn.value }));

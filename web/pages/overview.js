@@ -49,6 +49,13 @@ export async function render(view, ctx) {
     view.append(el('p', { class: 'muted', id: 'idle-split' },
       `of device idle: host launched nothing ${dur(nothing)} · host in launch calls ${dur(launching)} · launched, not started ${dur(b.device_idle_queued_ps)}`));
   }
+  // Where the host recorded input work (data-loading scopes, device_put).
+  if (b.device_idle_input_ps !== undefined) {
+    const scopes = el('a', { href: '#' }, 'host scopes');
+    scopes.addEventListener('click', ev => { ev.preventDefault(); ctx.go('scopes'); });
+    view.append(el('p', { class: 'muted', id: 'input-split' },
+      `of device idle: waiting on input ${dur(b.device_idle_input_ps)} (${pct(100 * b.device_idle_input_ps / Math.max(1, b.step_ps))} of the step) · host input work ${dur(b.host_input_ps)} a step · `, scopes));
+  }
 
   if (st.steps.length) {
     view.append(el('h2', {}, 'Step time'));
