@@ -105,8 +105,10 @@ def parse_args(argv=None):
     p.add_argument("--input-ms", type=float, default=0.0,
                    help="host time spent loading each batch, ms (a sleep inside the data-loading scope; "
                         "default 0): an input-bound loop")
-    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam",
-                   help="hand-written Adam (default) or plain SGD: the guides compare optimizers")
+    p.add_argument("--optimizer", choices=("adam", "sgd", "optax-adam"), default="adam",
+                   help="hand-written Adam (default), plain SGD, or optax.adam (needs optax installed: its "
+                        "frames then sit in the ops' Python stacks, as a library's do): the guides compare "
+                        "optimizers")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
     a = p.parse_args(argv)
     if a.capture_compile:
@@ -249,10 +251,24 @@ def main(argv=None):
                 lambda p, m, v: (p - scale * m / (jnp.sqrt(v) + eps)).astype(p.dtype), params, m, v)
         return params, {"m": m, "v": v, "t": t}, loss
 
+    if args.optimizer == "optax-adam":
+        import optax  # a library's frames in the stacks (site-packages)
+
+        tx = optax.adam(args.lr)
+
+    def optax_step(params, opt, tokens, targets):
+        loss, grads = jax.value_and_grad(loss_fn)(params, tokens, targets)
+        with jax.named_scope("optax_adam"):
+            updates, opt = tx.update(grads, opt, params)
+            params = optax.apply_updates(params, updates)
+        return params, opt, loss
+
     # One jitted `train_step` whatever the optimizer, as in the guides' comparisons: the
     # runs' name stacks then differ only where the optimizers do.
+    steps_by_optimizer = {"sgd": sgd_step, "adam": adam_step, "optax-adam": optax_step}
+
     def train_step(params, opt, tokens, targets):
-        return (sgd_step if args.optimizer == "sgd" else adam_step)(params, opt, tokens, targets)
+        return steps_by_optimizer[args.optimizer](params, opt, tokens, targets)
 
     train_step = jax.jit(train_step)
 
@@ -292,7 +308,7 @@ def main(argv=None):
             return to_device(data)
 
     params = init_params(jax.random.PRNGKey(args.seed))
-    opt = adam_init(params)
+    opt = tx.init(params) if args.optimizer == "optax-adam" else adam_init(params)
     tiny_x = jnp.ones((16,), jnp.float32)
     put_elems = int(args.device_put_mb * 1024 * 1024 // 4)
 

@@ -10,12 +10,19 @@ use crate::util::*;
 
 /// Captures with source information: newer JAX's stack frame index (CPU, NVIDIA)
 /// and older JAX's one `source_file`/`source_line` (ROCm).
-const WITH_SOURCES: [&str; 4] = [
+const WITH_SOURCES: [&str; 5] = [
     "cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb",
     "gpu-transformer/plugins/profile/2026_11_23_07_47_56/vm.xplane.pb",
     "gpu-scan/plugins/profile/2026_11_23_08_13_05/vm.xplane.pb",
     "rocm-mi300x-gemm/tw003.xplane.pb",
+    "cpu-guide-optax/plugins/profile/2026_11_25_03_46_25/vm.xplane.pb",
 ];
+
+/// The innermost frame outside installed libraries (optax's, in `cpu-guide-optax`),
+/// else the innermost.
+fn user_frame(s: &Frames) -> &(String, String, i64) {
+    s.iter().rev().find(|f| !f.0.contains("/site-packages/")).unwrap_or_else(|| s.last().unwrap())
+}
 
 fn path(rel: &str) -> String {
     fixture(rel).to_str().unwrap().to_string()
@@ -116,10 +123,8 @@ fn ops_by_line_is_the_op_profile_regrouped_by_each_ops_line() {
         let f = path(rel);
         let ours = json(&["ops", &f, "--by", "line", "--top", "0"]);
         assert_eq!(ours["by"], "line");
-        // The captures' frames are all the user's own (JAX drops its own frames), so
-        // the user's frame is the innermost.
         assert_regrouped(&f, &ours, |s| {
-            let (file, _, line) = s.last().unwrap();
+            let (file, _, line) = user_frame(s);
             format!("{file}:{line}")
         });
         let total = ours["op_time_ps"].as_i64().unwrap();
@@ -132,6 +137,34 @@ fn ops_by_line_is_the_op_profile_regrouped_by_each_ops_line() {
             assert_eq!(format!("{}:{}", s[0]["file"].as_str().unwrap(), s[0]["line"]), r["name"].as_str().unwrap());
         }
     }
+}
+
+#[test]
+fn a_librarys_ops_go_to_the_users_line_that_called_it() {
+    let f = path(WITH_SOURCES[4]);
+    let stacks = stacks_by_op(&f);
+    // Ops that ran whose innermost frame is optax's own (site-packages).
+    let ran = json(&["ops", &f, "--top", "0"]);
+    let in_optax: Vec<&Frames> = ran["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| stacks.get(&(r["module"].as_str().unwrap().to_string(), r["name"].as_str().unwrap().to_string())))
+        .flatten()
+        .filter(|s| s.last().is_some_and(|l| l.0.contains("/site-packages/optax/")))
+        .collect();
+    assert!(in_optax.len() > 5, "{}", in_optax.len());
+    let lines = json(&["ops", &f, "--by", "line", "--top", "0"]);
+    let names: Vec<&str> = lines["ops"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert!(!names.iter().any(|n| n.contains("site-packages")), "{names:?}");
+    for s in in_optax {
+        let (file, _, line) = user_frame(s);
+        assert!(file.ends_with("capture_jax.py"), "{s:?}");
+        assert!(names.contains(&format!("{file}:{line}").as_str()), "{file}:{line}");
+    }
+    // The whole stack keeps the library's frames.
+    let by_stack = json(&["ops", &f, "--by", "stack", "--top", "0"]);
+    assert!(by_stack["ops"].as_array().unwrap().iter().any(|r| r["name"].as_str().unwrap().contains("site-packages/optax/")));
 }
 
 #[test]
