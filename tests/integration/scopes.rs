@@ -269,3 +269,31 @@ fn diff_by_scope_puts_the_optimizers_ops_beside_the_noise() {
         .iter()
         .any(|r| r["status"] == "removed" && r["name"].as_str().unwrap().contains("capture_jax.py:")));
 }
+
+#[test]
+fn compare_by_scope_lines_the_runs_up_row_by_row() {
+    let runs = [path("cpu-guide-adam"), path("cpu-guide-sgd"), path("cpu-guide-optax")];
+    let c = json(&["compare", &runs[0], &runs[1], &runs[2], "--by", "scope", "--top", "0"]);
+    assert_eq!(c["by"], "scope");
+    for (k, run) in runs.iter().enumerate() {
+        let steps = c["runs"][k]["step_count"].as_i64().unwrap();
+        let ops = json(&["ops", run, "--by", "scope", "--top", "0"]);
+        for r in ops["ops"].as_array().unwrap() {
+            let row = c["rows"].as_array().unwrap().iter().find(|x| x["name"] == r["name"]).unwrap();
+            assert_eq!(row["per_step_ps"][k].as_i64().unwrap(), r["self_ps"].as_i64().unwrap() / steps, "{row}");
+        }
+        let scopes = json(&["scopes", run]);
+        for r in scopes["scopes"].as_array().unwrap() {
+            let row = c["scopes"].as_array().unwrap().iter().find(|x| x["name"] == r["path"]).unwrap();
+            assert_eq!(row["per_step_ps"][k].as_i64().unwrap(), r["total_ps"].as_i64().unwrap() / steps, "{row}");
+        }
+    }
+    // Each optimizer's scope is in its run only; the largest spreads come first.
+    let row = |n: &str| c["rows"].as_array().unwrap().iter().find(|x| x["name"] == n).unwrap().clone();
+    assert!(row("train_step/adam")["per_step_ps"][1].is_null());
+    assert!(row("train_step/optax_adam")["per_step_ps"][0].is_null());
+    let spreads: Vec<i64> = c["rows"].as_array().unwrap().iter().map(|r| r["spread_ps"].as_i64().unwrap()).collect();
+    assert!(spreads.windows(2).all(|w| w[0] >= w[1]));
+    let text = ok(&["compare", &runs[0], &runs[1], "--by", "line"]);
+    assert!(text.contains("LINE (per step)") && text.contains("HOST SCOPE (per step)"), "{text}");
+}

@@ -149,7 +149,9 @@ fn a_librarys_ops_go_to_the_users_line_that_called_it() {
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|r| stacks.get(&(r["module"].as_str().unwrap().to_string(), r["name"].as_str().unwrap().to_string())))
+        .filter_map(|r| {
+            stacks.get(&(r["module"].as_str().unwrap().to_string(), r["name"].as_str().unwrap().to_string()))
+        })
         .flatten()
         .filter(|s| s.last().is_some_and(|l| l.0.contains("/site-packages/optax/")))
         .collect();
@@ -164,7 +166,11 @@ fn a_librarys_ops_go_to_the_users_line_that_called_it() {
     }
     // The whole stack keeps the library's frames.
     let by_stack = json(&["ops", &f, "--by", "stack", "--top", "0"]);
-    assert!(by_stack["ops"].as_array().unwrap().iter().any(|r| r["name"].as_str().unwrap().contains("site-packages/optax/")));
+    assert!(by_stack["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["name"].as_str().unwrap().contains("site-packages/optax/")));
 }
 
 #[test]

@@ -1,10 +1,12 @@
 //! N runs side by side (optimizers, device counts): step time, breakdown,
-//! utilisation, top ops and memory peak of each.
+//! utilisation, top ops and memory peak of each; and, row by row, the op profile
+//! grouped some way (name-stack scope, Python line, …) and the user's host scopes,
+//! each run's time per step.
 
 use serde::Serialize;
 
 use crate::memory;
-use crate::ops::OpRow;
+use crate::ops::{self, GroupBy, OpRow};
 use crate::profile::Profile;
 use crate::stats::Distribution;
 use crate::summary::{self, Breakdown, DeviceGroup};
@@ -14,6 +16,24 @@ use crate::summary::{self, Breakdown, DeviceGroup};
 pub struct Compare {
     pub schema: &'static str,
     pub runs: Vec<CompareRun>,
+    /// How `rows` group the op profile.
+    pub by: GroupBy,
+    /// The op profile grouped `by`, each row's time per step in every run (in `runs`
+    /// order; `None` where a run lacks it), the largest differences first.
+    pub rows: Vec<CompareRow>,
+    /// The user's host scopes by path, likewise.
+    pub scopes: Vec<CompareRow>,
+}
+
+/// One row (op, scope, line, host scope) across the runs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompareRow {
+    pub name: String,
+    /// Per run: the row's time (self time for ops, total for host scopes) divided by
+    /// the run's steps.
+    pub per_step_ps: Vec<Option<i64>>,
+    /// The largest per-step time less the smallest (a run without the row counts 0).
+    pub spread_ps: i64,
 }
 
 /// One run's headline numbers.
@@ -36,6 +56,12 @@ pub struct CompareRun {
 
 /// Compares `runs` (label, profile); `top` ops are listed per run.
 pub fn compare(runs: &[(String, &Profile)], top: usize) -> Compare {
+    compare_by(runs, top, GroupBy::Op)
+}
+
+/// [`compare`] with the rows grouped `by`; `top` rows of each list are kept (the
+/// largest spreads).
+pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compare {
     let mut out: Vec<CompareRun> = runs
         .iter()
         .map(|(label, p)| {
@@ -58,5 +84,41 @@ pub fn compare(runs: &[(String, &Profile)], top: usize) -> Compare {
     for r in &mut out {
         r.step_time_vs_first_pct = if first > 0 { 100.0 * r.step_time.median_ps as f64 / first as f64 } else { 0.0 };
     }
-    Compare { schema: "stepscope.compare/1", runs: out }
+    let steps: Vec<i64> = out.iter().map(|r| r.step_count.max(1) as i64).collect();
+    let op_rows: Vec<Vec<(String, i64)>> =
+        runs.iter().map(|(_, p)| ops::ops(p, by, 0).ops.into_iter().map(|r| (r.name, r.self_ps)).collect()).collect();
+    let scope_rows: Vec<Vec<(String, i64)>> = runs
+        .iter()
+        .map(|(_, p)| crate::scopes::scopes(p).scopes.into_iter().map(|r| (r.path, r.total_ps)).collect())
+        .collect();
+    Compare {
+        schema: "stepscope.compare/1",
+        runs: out,
+        by,
+        rows: side_by_side(&op_rows, &steps, top),
+        scopes: side_by_side(&scope_rows, &steps, top),
+    }
+}
+
+/// Rows of every run by name, per step, the `top` largest spreads first.
+fn side_by_side(runs: &[Vec<(String, i64)>], steps: &[i64], top: usize) -> Vec<CompareRow> {
+    let mut index: std::collections::HashMap<&str, usize> = Default::default();
+    let mut rows: Vec<CompareRow> = Vec::new();
+    for (k, run) in runs.iter().enumerate() {
+        for (name, ps) in run {
+            let at = *index.entry(name).or_insert_with(|| {
+                rows.push(CompareRow { name: name.clone(), per_step_ps: vec![None; runs.len()], spread_ps: 0 });
+                rows.len() - 1
+            });
+            let v = rows[at].per_step_ps[k].get_or_insert(0);
+            *v += ps / steps[k];
+        }
+    }
+    for r in &mut rows {
+        let vals: Vec<i64> = r.per_step_ps.iter().map(|v| v.unwrap_or(0)).collect();
+        r.spread_ps = vals.iter().max().unwrap_or(&0) - vals.iter().min().unwrap_or(&0);
+    }
+    rows.sort_by(|a, b| b.spread_ps.cmp(&a.spread_ps).then_with(|| a.name.cmp(&b.name)));
+    rows.truncate(top);
+    rows
 }

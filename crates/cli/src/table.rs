@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A table: a header and rows of cells. The first column is the one cut to fit.
 pub struct Table {
-    pub header: Vec<&'static str>,
+    pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
 }
 
@@ -42,8 +42,8 @@ pub fn prose_width() -> usize {
 }
 
 impl Table {
-    pub fn new(header: Vec<&'static str>) -> Table {
-        Table { header, rows: Vec::new() }
+    pub fn new<S: Into<String>>(header: Vec<S>) -> Table {
+        Table { header: header.into_iter().map(Into::into).collect(), rows: Vec::new() }
     }
 
     pub fn push(&mut self, row: Vec<String>) {
@@ -95,7 +95,7 @@ impl Table {
             out.push_str(s.trim_end());
             out.push('\n');
         };
-        line(self.header.clone());
+        line(self.header.iter().map(String::as_str).collect());
         for (row, first) in self.rows.iter().zip(&first) {
             line(std::iter::once(first.as_str()).chain(row.iter().skip(1).map(String::as_str)).collect());
         }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Args;
 use stepscope_analysis::compare;
 
-use crate::args::{Input, Output, Select};
+use crate::args::{By, Input, Output, Select};
 use crate::human;
 use crate::load;
 use crate::table::{csv, Table};
@@ -16,6 +16,10 @@ pub struct CompareArgs {
     /// Two or more runs (log directories, run folders or profile files).
     #[arg(required = true, num_args = 2..)]
     pub runs: Vec<PathBuf>,
+    /// Side by side, the op profile grouped by op (default), category, module,
+    /// name-stack scope, Python source line or stack.
+    #[arg(long, value_enum, default_value = "op")]
+    pub by: By,
     #[command(flatten)]
     pub select: Select,
     #[command(flatten)]
@@ -28,7 +32,10 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         profiles.push((label, load::profile(&Input { path: p.clone(), run: None }, &args.select)?));
     }
     let refs: Vec<(String, &stepscope_analysis::Profile)> = profiles.iter().map(|(l, p)| (l.clone(), p)).collect();
-    let c = compare::compare(&refs, args.select.rows().min(3));
+    let mut c = compare::compare_by(&refs, args.select.rows(), crate::cmd::ops::group_by(args.by));
+    for r in &mut c.runs {
+        r.top_ops.truncate(3);
+    }
     if args.output.json {
         println!("{}", serde_json::to_string(&c)?);
         return Ok(ExitCode::SUCCESS);
@@ -100,6 +107,25 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         let ops: Vec<String> =
             r.top_ops.iter().map(|o| format!("{} {}", o.name, human::duration_ps(o.self_ps))).collect();
         println!("{}: {}", r.label, ops.join(", "));
+    }
+    let labels: Vec<&str> = c.runs.iter().map(|r| r.label.as_str()).collect();
+    let by = c.by.name().to_uppercase();
+    for (title, rows) in [(format!("{by} (per step)"), &c.rows), ("HOST SCOPE (per step)".to_string(), &c.scopes)] {
+        if rows.is_empty() {
+            continue;
+        }
+        println!();
+        let mut head: Vec<String> = vec![title];
+        head.extend(labels.iter().map(|l| l.to_string()));
+        head.push("SPREAD".into());
+        let mut t = Table::new(head);
+        for r in rows {
+            let mut cells = vec![r.name.clone()];
+            cells.extend(r.per_step_ps.iter().map(|v| v.map(human::duration_ps).unwrap_or_else(|| "—".into())));
+            cells.push(human::duration_ps(r.spread_ps));
+            t.push(cells);
+        }
+        print!("{}", t.text());
     }
     Ok(ExitCode::SUCCESS)
 }
