@@ -183,6 +183,16 @@ def test_diff_equals_cli(cli):
     assert stepscope.diff(stepscope.load(a), stepscope.load(b), top=20) == d
 
 
+def test_diff_by_scope_equals_cli(cli):
+    a, b = FIXTURES / "cpu-guide-adam", FIXTURES / "cpu-guide-sgd"
+    d = stepscope.diff(a, b, top=5, by="scope")
+    assert d == cli_json(cli, "diff", a, b, "--top", 5, "--by", "scope")
+    assert d["by"] == "scope"
+    assert {"train_step/adam"} <= {r["name"] for r in d["ops"] if r["status"] == "removed"}
+    with pytest.raises(stepscope.StepscopeError, match="use one of: op, category"):
+        stepscope.diff(a, b, by="flops")
+
+
 # Eight Python threads ask a fresh profile for its analyses at once: each must finish
 # (the shared work of a profile is computed once, outside the rayon pool). Run in a
 # child process so that the pool size can be set and a hang ends in a timeout.

@@ -41,6 +41,7 @@ fn placeholders(dir: &Path) {
     link("run.xplane.pb", "gpu-async/plugins/profile/2026_11_23_08_00_30/vm.xplane.pb");
     link("runs/adam", "cpu-clean");
     link("runs/lion", "cpu-slow");
+    link("runs/sgd", "cpu-guide-sgd");
     link("runs/1dev", "cpu-transformer");
     link("runs/2dev", "cpu-dp2-own-steps");
     link("runs/4dev", "cpu-dp4");
