@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::util::*;
 
 /// (capture, the scope names its script wrote)
-const CAPTURES: [(&str, &[&str]); 4] = [
+const CAPTURES: [(&str, &[&str]); 6] = [
     (
         "cpu-guide-adam/plugins/profile/2026_11_25_03_32_42/vm.xplane.pb",
         &["train", "data_loading", "fetch_batch", "to_device", "train_step", "forward_backward"],
@@ -18,6 +18,9 @@ const CAPTURES: [(&str, &[&str]); 4] = [
         "gpu-host/plugins/profile/2026_11_23_07_48_54/vm.xplane.pb",
         &["train", "data", "device_put", "tiny_ops", "train_step"],
     ),
+    // Compilation in the steps: XLA's passes (`algsimp`, …) run inside the dispatch.
+    ("cpu-compile/plugins/profile/2026_11_21_22_29_21/vm.xplane.pb", &["train", "data", "train_step"]),
+    ("gpu-compile/plugins/profile/2026_11_23_07_48_39/vm.xplane.pb", &["train", "data", "train_step"]),
 ];
 
 /// The runtime's transfers to the device, which count as input work.

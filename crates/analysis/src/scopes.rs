@@ -225,72 +225,90 @@ pub(crate) fn find(profile: &Profile) -> Vec<HostScopes> {
 fn plane_scopes(plane: &Plane) -> HostScopes {
     let keys = Keys::of(plane);
     let kinds: Vec<Kind> = plane.event_meta.iter().map(|m| kind_of(plane.text(m.name))).collect();
+    let mask = |f: &dyn Fn(Kind, &str) -> bool| -> Vec<bool> {
+        (plane.event_meta.iter().zip(&kinds)).map(|(m, &k)| f(k, plane.text(m.name))).collect()
+    };
+    let scope = mask(&|k, _| k == Kind::Scope);
+    let transfer = mask(&|k, _| k == Kind::Transfer);
+    let calls_jax = mask(&|k, n| matches!(k, Kind::Transfer | Kind::Python) || n.starts_with("PjitFunction("));
+    let runtime = mask(&|k, _| matches!(k, Kind::Runtime | Kind::Transfer));
+    // Per candidate metadata, whether its events are XLA ops (`hlo_op`: XLA:CPU runs
+    // small ops inline on the calling thread) or step annotations (`step_num`), read
+    // from its first event: the stats stay in the file, and reading every event's
+    // would map a page of it per event.
+    let mut marks: std::collections::HashMap<u32, (bool, bool)> = Default::default();
+    let mut marks_of = |line: &stepscope_xspace::Line, i: usize| {
+        *marks.entry(line.meta(i)).or_insert_with(|| {
+            let has = |k: Option<u32>| k.and_then(|k| plane.event_stat(line, i, k)).is_some();
+            (has(keys.hlo_op), has(keys.step_num))
+        })
+    };
     let mut out = HostScopes::default();
-    let mut index: std::collections::HashMap<String, u32> = Default::default();
+    // (parent path, name's metadata) -> path
+    let mut index: std::collections::HashMap<(Option<u32>, u32), u32> = Default::default();
     let mut input = Vec::new();
     let mut input_names = std::collections::BTreeSet::new();
-    let dispatch: Vec<bool> =
-        plane.event_meta.iter().map(|m| plane.text(m.name).starts_with("PjitFunction(")).collect();
     for line in plane.lines.iter().filter(|l| !is_runtime_thread(&l.name)) {
-        let has = |k: Kind| (0..line.len()).any(|i| kinds[line.meta(i) as usize] == k);
-        let calls_jax = has(Kind::Transfer)
-            || has(Kind::Python)
-            || (0..line.len()).any(|i| dispatch[line.meta(i) as usize])
-            || keys.step_num.is_some_and(|k| (0..line.len()).any(|i| plane.event_stat(line, i, k).is_some()));
-        if !calls_jax || !has(Kind::Scope) && !has(Kind::Transfer) {
+        for i in line.events_with_meta(&transfer) {
+            input.push((line.start_ps(i), line.end_ps(i)));
+            input_names.insert(plane.event_name(line.meta(i)).to_string());
+        }
+        let mut candidates: Vec<(i64, i64, usize)> =
+            line.events_with_meta(&scope).map(|i| (line.start_ps(i), line.end_ps(i), i)).collect();
+        let program_thread = line.events_with_meta(&calls_jax).next().is_some()
+            || candidates.iter().any(|&(_, _, i)| marks_of(line, i).1);
+        if candidates.is_empty() || !program_thread {
             continue;
         }
-        let mut events: Vec<(i64, i64, usize)> = (0..line.len())
-            .filter(|&i| kinds[line.meta(i) as usize] != Kind::Python)
-            .map(|i| (line.start_ps(i), line.end_ps(i), i))
-            .collect();
-        events.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        // (end, occurrence index when a scope, else None)
+        candidates.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        // A candidate inside runtime work (a compile pass inside `PjitFunction`, an
+        // XLA:CPU op run inline, a thunk inside an execution, a buffer allocation
+        // inside a transfer) is none: a runtime event it starts inside, and that does
+        // not start with it and end first, blocks it, as a stack of the line's events
+        // would nest them.
+        let mut blocked: Vec<bool> = candidates.iter().map(|&(_, _, i)| marks_of(line, i).0).collect();
+        for i in line.events_with_meta(&runtime) {
+            let (lo, hi) = (line.start_ps(i), line.end_ps(i));
+            let from = candidates.partition_point(|c| c.0 < lo);
+            for (c, b) in candidates[from..].iter().zip(&mut blocked[from..]) {
+                if c.0 >= hi {
+                    break;
+                }
+                *b |= c.0 > lo || hi >= c.1;
+            }
+        }
+        // Nest the candidates; the ones inside a blocked one are blocked too.
         let mut open: Vec<(i64, Option<u32>)> = Vec::new();
-        for (start, end, i) in events {
+        for (&(start, end, i), &is_blocked) in candidates.iter().zip(&blocked) {
             while open.last().is_some_and(|&(e, _)| e <= start) {
                 open.pop();
             }
-            let meta = line.meta(i);
-            let name = plane.event_name(meta);
-            let mut kind = kinds[meta as usize];
-            if kind == Kind::Scope && keys.hlo_op.and_then(|k| plane.event_stat(line, i, k)).is_some() {
-                kind = Kind::Runtime;
-            }
-            if kind == Kind::Transfer {
-                input.push((start, end));
-                input_names.insert(name.to_string());
-            }
             let parent = match open.last() {
-                None => None,
-                Some(&(_, Some(o))) => Some(o),
                 Some(&(_, None)) => {
                     open.push((end, None));
                     continue;
                 }
+                Some(&(_, Some(o))) => Some(o),
+                None => None,
             };
-            if kind != Kind::Scope {
+            if is_blocked {
                 open.push((end, None));
                 continue;
             }
+            let meta = line.meta(i);
             let parent_path = parent.map(|o| out.occurrences[o as usize].0);
-            let path = match parent_path {
-                Some(p) => format!("{}/{name}", out.paths[p as usize].0),
-                None => name.to_string(),
-            };
-            let at = match index.get(&path) {
-                Some(&at) => at,
-                None => {
-                    let depth = parent_path.map_or(0, |p| out.paths[p as usize].2 + 1);
-                    let input = is_input_name(name);
-                    index.insert(path.clone(), out.paths.len() as u32);
-                    out.paths.push((path, name.to_string(), depth, parent_path, input));
-                    out.paths.len() as u32 - 1
-                }
-            };
+            let at = *index.entry((parent_path, meta)).or_insert_with(|| {
+                let name = plane.event_name(meta);
+                let (path, depth) = match parent_path {
+                    Some(p) => (format!("{}/{name}", out.paths[p as usize].0), out.paths[p as usize].2 + 1),
+                    None => (name.to_string(), 0),
+                };
+                out.paths.push((path, name.to_string(), depth, parent_path, is_input_name(name)));
+                out.paths.len() as u32 - 1
+            });
             if out.paths[at as usize].4 {
                 input.push((start, end));
-                input_names.insert(name.to_string());
+                input_names.insert(out.paths[at as usize].1.clone());
             }
             out.occurrences.push((at, start, end, parent));
             open.push((end, Some(out.occurrences.len() as u32 - 1)));

@@ -105,23 +105,27 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
 }
 
 /// The overview and what the rules read besides, side by side. The memory analysis
-/// needs none of what [`warm`] builds: it runs meanwhile.
+/// and the host scopes need none of what [`warm`] builds: they run meanwhile.
 pub(crate) fn overview_and_inputs(profile: &Profile, top: usize) -> (Summary, advise::Inputs) {
     // The shared work is computed on this thread (never inside the pool, see
     // crates/analysis/src/cache.rs) while a thread of its own runs the memory analysis,
     // which reads none of it; both use the pool.
     let memory = std::thread::scope(|s| {
         let memory = s.spawn(|| crate::memory::memory(profile, None, 3));
+        // The host scopes need nothing else: found meanwhile too.
+        let scopes = s.spawn(|| {
+            profile.host_scopes();
+        });
         // The op profile needs only the devices: it is built on a thread of its own
         // while this one measures the steps and the device time.
         profile.device_set();
         let op_profile = s.spawn(|| ops::warm(profile));
         profile.prepare();
         op_profile.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        scopes.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         memory.join()
     })
     .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-    profile.host_scopes();
     rayon::join(|| overview(profile, top), || advise::Inputs::gather_with(profile, memory))
 }
 
