@@ -4,7 +4,8 @@
 use stepscope_analysis::advise::{self, Thresholds};
 use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{
-    collectives, compare, compile, devices, diff, hlo_context, kernels, live, memory, ops, steps, summary, Profile,
+    collectives, compare, compile, devices, diff, hlo_context, kernels, live, memory, ops, scopes, steps, summary,
+    Profile,
 };
 use stepscope_export::table::{TableFormat, TableWriter};
 use stepscope_export::{chrome, events, perfetto};
@@ -20,6 +21,9 @@ pub fn analyse(space: Space) {
     for by in ops::GroupBy::ALL {
         let _ = serde_json::to_vec(&ops::ops(&profile, by, 2));
     }
+    let _ = serde_json::to_vec(&ops::op_stacks(&profile));
+    let _ = serde_json::to_vec(&scopes::scopes(&profile));
+    let _ = stepscope_export::folded::write_folded(&ops::op_stacks(&profile), &mut std::io::sink());
     let _ = serde_json::to_vec(&kernels::kernels(&profile));
     let memory = memory::memory_full(&profile);
     let _ = serde_json::to_vec(&memory);
@@ -57,5 +61,7 @@ pub fn analyse(space: Space) {
     }
     // Run against run: the profile against itself.
     let _ = serde_json::to_vec(&diff::diff(&profile, &profile));
+    let _ = serde_json::to_vec(&diff::diff_by(&profile, &profile, ops::GroupBy::Line));
     let _ = serde_json::to_vec(&compare::compare(&[("a".into(), &profile), ("b".into(), &profile)], 5));
+    let _ = serde_json::to_vec(&compare::compare_by(&[("a".into(), &profile)], 5, ops::GroupBy::Scope));
 }

@@ -839,6 +839,37 @@ pub fn hlo_modules(space: &Space) -> HloModules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stacks_follow_callers_and_stop_at_damage() {
+        let loc = |file_id, function_id, line| FileLocation { file_id, function_id, line, column: 1 };
+        let x = StackFrameIndex {
+            file_names: vec!["train.py".into(), "model.py".into()],
+            function_names: vec!["<module>".into(), "mlp".into()],
+            locations: vec![loc(1, 1, 10), loc(2, 2, 42), loc(9, 9, 7)],
+            frames: vec![
+                StackFrame { location_id: 1, parent_id: 0 },
+                StackFrame { location_id: 2, parent_id: 1 },
+                // A cycle and a location out of range: damage, never a hang.
+                StackFrame { location_id: 2, parent_id: 4 },
+                StackFrame { location_id: 2, parent_id: 3 },
+                StackFrame { location_id: 3, parent_id: 0 },
+                StackFrame { location_id: 40, parent_id: 0 },
+            ],
+        };
+        let s = x.stack(2);
+        assert_eq!(
+            s.iter().map(|f| (f.file, f.function, f.line)).collect::<Vec<_>>(),
+            [("model.py", "mlp", 42), ("train.py", "<module>", 10)]
+        );
+        assert_eq!(x.stack(3).len(), x.frames.len(), "a cycle stops at the index's length");
+        assert_eq!(
+            x.stack(5).iter().map(|f| (f.file, f.line)).collect::<Vec<_>>(),
+            [("", 7)],
+            "unknown names are empty"
+        );
+        assert!(x.stack(6).is_empty() && x.stack(0).is_empty() && x.stack(99).is_empty() && x.stack(-3).is_empty());
+    }
     use crate::xplane::read_xspace;
     use crate::Progress;
 
