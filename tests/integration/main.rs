@@ -10,6 +10,7 @@ mod analyses;
 mod capture;
 mod capture_hostile;
 
+mod cost;
 mod devices;
 mod discovery;
 mod docs;

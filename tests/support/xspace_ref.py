@@ -19,6 +19,9 @@ Commands:
     xspace_ref.py host-events PATH.xplane.pb --names A,B --prefixes P,Q
         JSON list of {"name","line","start_ps","duration_ps"}: /host:CPU events
         named A or B or starting with P or Q, by start.
+    xspace_ref.py dot-flops PATH.xplane.pb
+        {module: {instruction: FLOPs of one execution}} for every dot (2 x output
+        elements x lhs contracting sizes) and fusion holding dots (their sum).
     xspace_ref.py sources PATH.xplane.pb
         per HLO module ({metadata name: {"module", "instructions": {name:
         {"opcode", "stack": [[file, function, line], ...] outermost first,
@@ -153,8 +156,23 @@ _XPLANE_MESSAGES = [
     ("HloInstructionProto", [
         (1, "name", "string", False, None, None),
         (2, "opcode", "string", False, None, None),
+        (3, "shape", "message", False, "ShapeProto", None),
         (7, "metadata", "message", False, "OpMetadata", None),
+        (30, "dot_dimension_numbers", "message", False, "DotDimensionNumbers", None),
+        (35, "id", "int64", False, None, None),
+        (36, "operand_ids", "int64", True, None, None),
         (38, "called_computation_ids", "int64", True, None, None),
+    ], [], False),
+    ("ShapeProto", [
+        (2, "element_type", "int64", False, None, None),
+        (3, "dimensions", "int64", True, None, None),
+        (4, "tuple_shapes", "message", True, "ShapeProto", None),
+    ], [], False),
+    ("DotDimensionNumbers", [
+        (1, "lhs_contracting_dimensions", "int64", True, None, None),
+        (2, "rhs_contracting_dimensions", "int64", True, None, None),
+        (3, "lhs_batch_dimensions", "int64", True, None, None),
+        (4, "rhs_batch_dimensions", "int64", True, None, None),
     ], [], False),
     ("OpMetadata", [
         (3, "source_file", "string", False, None, None),
@@ -497,6 +515,51 @@ def host_events(path, names, prefixes):
     return out
 
 
+def dot_flops(path):
+    """Per HLO module (by module name), per instruction that is a `dot` or a fusion
+    holding dots: 2 x the dot's output elements x the product of the lhs contracting
+    dimensions, summed over the fusion's dots. One execution's FLOPs."""
+    space = read_xspace(path)
+    out = {}
+    for plane in space.planes:
+        if plane.name != "/host:metadata":
+            continue
+        for md in plane.event_metadata.values():
+            for st in md.stats:
+                smd = plane.stat_metadata.get(st.metadata_id)
+                if smd is None or smd.name != "Hlo Proto":
+                    continue
+                proto = classes()["HloProto"]()
+                proto.ParseFromString(st.bytes_value)
+                m = proto.hlo_module
+                by_id = {i.id: i for c in m.computations for i in c.instructions}
+                comps = {c.id: c for c in m.computations}
+
+                def flops(i):
+                    if i.opcode != "dot":
+                        return 0
+                    n = 1
+                    for d in i.shape.dimensions:
+                        n *= d
+                    lhs = by_id[i.operand_ids[0]]
+                    k = 1
+                    for d in i.dot_dimension_numbers.lhs_contracting_dimensions:
+                        k *= lhs.shape.dimensions[d]
+                    return 2 * n * k
+
+                mine = out.setdefault(m.name, {})
+                for c in m.computations:
+                    for i in c.instructions:
+                        if i.opcode == "dot":
+                            mine[i.name] = flops(i)
+                        elif i.opcode == "fusion" and i.called_computation_ids:
+                            body = comps.get(i.called_computation_ids[0])
+                            f = sum(flops(x) for x in body.instructions) if body else 0
+                            if f:
+                                mine[i.name] = f
+    return out
+
+
 def _stack(module, frame_id):
     """Frames [file, function, line] outermost first, from a 1-based frame id."""
     idx = module.stack_frame_index
@@ -578,6 +641,8 @@ def main(argv=None):
     p.add_argument("path")
     p.add_argument("--names", default="", help="comma-separated exact names")
     p.add_argument("--prefixes", default="", help="comma-separated name prefixes")
+    p = sub.add_parser("dot-flops", help="FLOPs of each dot and dot fusion, per module, as JSON")
+    p.add_argument("path")
     p = sub.add_parser("sources", help="each HLO instruction's Python stack, per module, as JSON")
     p.add_argument("path")
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
@@ -603,6 +668,8 @@ def main(argv=None):
     elif a.cmd == "host-events":
         evs = host_events(a.path, set(a.names.split(",")) - {""}, a.prefixes.split(","))
         print(json.dumps(evs, separators=(",", ":")))
+    elif a.cmd == "dot-flops":
+        print(json.dumps(dot_flops(a.path), separators=(",", ":")))
     elif a.cmd == "sources":
         print(json.dumps(sources(a.path), separators=(",", ":")))
     elif a.cmd == "pprof":

@@ -11,6 +11,7 @@ pub mod collectives;
 mod command_buffer;
 pub mod compare;
 pub mod compile;
+pub mod cost;
 pub mod device_time;
 pub mod devices;
 pub mod diff;

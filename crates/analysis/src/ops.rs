@@ -257,20 +257,33 @@ fn is_async(category: &str) -> bool {
     category.ends_with("-start") || category.ends_with("-done")
 }
 
-/// A device's peak compute and memory bandwidth, when the profile records them.
+/// A device's peak compute and memory bandwidth, when the profile records them or
+/// the device is a known one.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Peaks {
     pub flops_per_s: Option<f64>,
     pub bytes_per_s: Option<f64>,
+    /// A known GPU's rates per data type (see [`crate::cost::gpu_peaks`]): an op's roof
+    /// is then chosen by its HLO's type and whether it multiplies matrices.
+    pub gpu: Option<&'static crate::cost::GpuPeaks>,
 }
 
 /// Reads the peaks a device plane records (TPU: peak TFLOP/s and HBM GB/s; GPU:
-/// memory bandwidth).
+/// memory bandwidth), and a known GPU's rates.
 pub fn peaks(d: &Device) -> Peaks {
     let stat = |name: &str| d.plane.plane_stat(name).and_then(|s| d.plane.stat_f64(&s)).filter(|v| *v > 0.0);
+    let text = |name: &str| d.plane.plane_stat(name).map(|s| d.plane.stat_display(&s)).unwrap_or_default();
+    let int = |name: &str| stat(name).map_or(0, |v| v as i64);
+    let gpu = crate::cost::gpu_peaks(
+        &text("gpu_device_name"),
+        &text("device_vendor"),
+        (int("compute_cap_major"), int("compute_cap_minor")),
+        int("core_count"),
+    );
     Peaks {
-        flops_per_s: stat("peak_teraflops_per_second").map(|t| t * 1e12),
+        flops_per_s: stat("peak_teraflops_per_second").map(|t| t * 1e12).or(gpu.map(|g| g.bf16_matrix)),
         bytes_per_s: stat("peak_hbm_bw_gigabytes_per_second").map(|g| g * 1e9).or_else(|| stat("memory_bandwidth")),
+        gpu,
     }
 }
 
@@ -288,6 +301,11 @@ pub(crate) fn warm(profile: &Profile) {
 fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     let hlo = profile.hlo_modules();
     let mut accs = summed(profile, &hlo, by, scope_depth);
+    if matches!(by, GroupBy::Op | GroupBy::Line | GroupBy::Stack) {
+        for a in &mut accs {
+            cost_from_hlo(&hlo, a);
+        }
+    }
     let mut stacks = Vec::new();
     if matches!(by, GroupBy::Line | GroupBy::Stack) {
         (accs, stacks) = by_source(&hlo, accs, by);
@@ -369,14 +387,50 @@ pub fn op_stacks(profile: &Profile) -> Vec<OpStack> {
     out
 }
 
-/// The stack of a row by op and program, from its program's HLO (any host's).
-fn acc_stack(hlo: &[HloModules], a: &Acc) -> Option<Vec<SourceFrame>> {
+/// The HLO instruction of a row by op (and program, where it has one): its program's
+/// module (any host's), else the module of its name.
+fn acc_instruction<'h>(
+    hlo: &'h [HloModules],
+    a: &Acc,
+) -> Option<(&'h stepscope_xspace::hlo::HloModule, &'h stepscope_xspace::hlo::HloInstruction)> {
     let m = hlo.iter().find_map(|h| {
         let by_program = a.program.filter(|&p| p != NO_PROGRAM).and_then(|p| h.by_program_id(p as i64));
         by_program.filter(|m| m.name == a.module).or_else(|| h.by_name(a.module))
     })?;
     let (_, i) = m.instruction(&a.name)?;
+    Some((m, i))
+}
+
+/// The stack of a row by op and program, from its program's HLO.
+fn acc_stack(hlo: &[HloModules], a: &Acc) -> Option<Vec<SourceFrame>> {
+    let (m, i) = acc_instruction(hlo, a)?;
     Some(source::op_stack(m, i)).filter(|s| !s.is_empty())
+}
+
+/// A row by op whose events carry no `flops` / `bytes_accessed` gets them from its HLO
+/// ([`crate::cost`]): one execution's times the count; on a known GPU its roof by the
+/// op's type and whether it multiplies matrices.
+fn cost_from_hlo(hlo: &[HloModules], a: &mut Acc) {
+    if a.flops.is_some_and(|f| f > 0) || a.is_async {
+        return;
+    }
+    let Some((m, i)) = acc_instruction(hlo, a) else { return };
+    let c = crate::cost::cost(m, i);
+    a.flops = Some(c.flops.saturating_mul(a.count));
+    if a.bytes.is_none_or(|b| b == 0) {
+        a.bytes = Some(c.bytes.saturating_mul(a.count));
+    }
+    if let Some(g) = a.peaks.gpu {
+        let matrix = crate::cost::is_matrix(m, i);
+        // A matrix op's type is its inputs' (a bf16 dot may write f32).
+        let hero = m
+            .fused_body(i)
+            .and_then(|b| b.instructions.iter().find(|x| matches!(x.opcode.as_str(), "dot" | "convolution")))
+            .unwrap_or(i);
+        let input = m.operands(hero).next().filter(|_| matrix);
+        let ty = input.map_or(i.shape.element_type, |o| o.shape.element_type);
+        a.peaks.flops_per_s = Some(g.roof(ty, matrix));
+    }
 }
 
 /// Rows by op and program regrouped by the Python source that made each op: its

@@ -267,16 +267,7 @@ fn plane_scopes(plane: &Plane) -> HostScopes {
         // not start with it and end first, blocks it, as a stack of the line's events
         // would nest them.
         let mut blocked: Vec<bool> = candidates.iter().map(|&(_, _, i)| marks_of(line, i).0).collect();
-        for i in line.events_with_meta(&runtime) {
-            let (lo, hi) = (line.start_ps(i), line.end_ps(i));
-            let from = candidates.partition_point(|c| c.0 < lo);
-            for (c, b) in candidates[from..].iter().zip(&mut blocked[from..]) {
-                if c.0 >= hi {
-                    break;
-                }
-                *b |= c.0 > lo || hi >= c.1;
-            }
-        }
+        block_inside_runtime(line, &runtime, &candidates, &mut blocked);
         // Nest the candidates; the ones inside a blocked one are blocked too.
         let mut open: Vec<(i64, Option<u32>)> = Vec::new();
         for (&(start, end, i), &is_blocked) in candidates.iter().zip(&blocked) {
@@ -317,6 +308,53 @@ fn plane_scopes(plane: &Plane) -> HostScopes {
     out.input = Intervals::new(input);
     out.input_names = input_names.into_iter().collect();
     out
+}
+
+/// Marks the candidates (by start, longer first) that start inside a runtime event of
+/// `line` that does not start with them and end first. A sweep when the line's runtime
+/// events come in time order (the usual case: one pass, nothing kept per event);
+/// otherwise each runtime event looks its candidates up.
+fn block_inside_runtime(
+    line: &stepscope_xspace::Line,
+    runtime: &[bool],
+    candidates: &[(i64, i64, usize)],
+    blocked: &mut [bool],
+) {
+    let in_order = line.events_with_meta(runtime).map(|i| line.start_ps(i)).is_sorted();
+    if !in_order {
+        for i in line.events_with_meta(runtime) {
+            let (lo, hi) = (line.start_ps(i), line.end_ps(i));
+            let from = candidates.partition_point(|c| c.0 < lo);
+            for (c, b) in candidates[from..].iter().zip(&mut blocked[from..]) {
+                if c.0 >= hi {
+                    break;
+                }
+                *b |= c.0 > lo || hi >= c.1;
+            }
+        }
+        return;
+    }
+    let mut events = line.events_with_meta(runtime).map(|i| (line.start_ps(i), line.end_ps(i))).peekable();
+    // The latest end of the runtime events that started before the candidate, and
+    // the ones that start with it.
+    let (mut end_before, mut ties): (i64, Vec<(i64, i64)>) = (i64::MIN, Vec::new());
+    for (c, b) in candidates.iter().zip(blocked.iter_mut()) {
+        if ties.first().is_some_and(|t| t.0 < c.0) {
+            end_before = ties.drain(..).fold(end_before, |e, t| e.max(t.1));
+        }
+        while let Some(&(lo, hi)) = events.peek() {
+            if lo > c.0 {
+                break;
+            }
+            events.next();
+            if lo < c.0 {
+                end_before = end_before.max(hi);
+            } else {
+                ties.push((lo, hi));
+            }
+        }
+        *b |= end_before > c.0 || ties.iter().any(|t| t.1 >= c.1 && t.1 > c.0);
+    }
 }
 
 /// The host scopes of `profile`, with their device time and the input work.

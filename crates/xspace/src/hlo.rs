@@ -155,6 +155,19 @@ pub struct HloInstruction {
     /// `kLoop`, `kInput`, `kOutput`, `kCustom` for fusions; empty otherwise.
     pub fusion_kind: String,
     pub custom_call_target: String,
+    /// `dimensions`: of a reduce, broadcast, transpose, … (field 14).
+    pub dimensions: Vec<i64>,
+    /// A dot's `dot_dimension_numbers` (field 30).
+    pub dot: Option<DotDims>,
+    /// A convolution's window (field 15): per spatial dimension, its size.
+    pub window_sizes: Vec<i64>,
+    /// A convolution's `convolution_dimension_numbers` (field 16).
+    pub conv: Option<ConvDims>,
+    /// `feature_group_count` / `batch_group_count` (fields 50, 58; 0 when absent).
+    pub feature_group_count: i64,
+    pub batch_group_count: i64,
+    /// `backend_config` (field 43): JSON text on GPU (a gemm's dimension numbers, …).
+    pub backend_config: String,
     /// Unique within the module (XLA puts the computation id in the top 32 bits).
     pub id: i64,
     pub operand_ids: Vec<i64>,
@@ -166,6 +179,24 @@ impl HloInstruction {
     pub fn is_fusion(&self) -> bool {
         self.opcode == "fusion"
     }
+}
+
+/// `DotDimensionNumbers`: 1 lhs_contracting, 2 rhs_contracting, 3 lhs_batch, 4 rhs_batch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DotDims {
+    pub lhs_contracting: Vec<i64>,
+    pub rhs_contracting: Vec<i64>,
+    pub lhs_batch: Vec<i64>,
+    pub rhs_batch: Vec<i64>,
+}
+
+/// `ConvolutionDimensionNumbers`, the kernel's side: 3 kernel_input_feature,
+/// 4 kernel_output_feature, 6 kernel_spatial (what a convolution's FLOPs need).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ConvDims {
+    pub kernel_input_feature: i64,
+    pub kernel_output_feature: i64,
+    pub kernel_spatial: Vec<i64>,
 }
 
 /// One HLO computation (an `HloComputationProto`).
@@ -622,7 +653,46 @@ fn decode_instruction(mut w: Wire<'_>) -> WireResult<HloInstruction> {
                 decode_metadata(w.sub(r), &mut i)?;
             }
             11 => i.fusion_kind = w.string(wt)?,
+            14 => w.repeated_int(wt, &mut i.dimensions)?,
+            15 => {
+                let r = w.bytes(wt)?;
+                decode_window(w.sub(r), &mut i.window_sizes)?;
+            }
+            16 => {
+                let r = w.bytes(wt)?;
+                let mut c = ConvDims::default();
+                let mut m = w.sub(r);
+                while !m.done() {
+                    let (f, wt) = m.key()?;
+                    match f {
+                        3 => c.kernel_input_feature = m.int(wt)?,
+                        4 => c.kernel_output_feature = m.int(wt)?,
+                        6 => m.repeated_int(wt, &mut c.kernel_spatial)?,
+                        _ => m.skip(wt)?,
+                    }
+                }
+                i.conv = Some(c);
+            }
             28 => i.custom_call_target = w.string(wt)?,
+            30 => {
+                let r = w.bytes(wt)?;
+                let mut d = DotDims::default();
+                let mut m = w.sub(r);
+                while !m.done() {
+                    let (f, wt) = m.key()?;
+                    match f {
+                        1 => m.repeated_int(wt, &mut d.lhs_contracting)?,
+                        2 => m.repeated_int(wt, &mut d.rhs_contracting)?,
+                        3 => m.repeated_int(wt, &mut d.lhs_batch)?,
+                        4 => m.repeated_int(wt, &mut d.rhs_batch)?,
+                        _ => m.skip(wt)?,
+                    }
+                }
+                i.dot = Some(d);
+            }
+            43 => i.backend_config = w.string(wt)?,
+            50 => i.feature_group_count = w.int(wt)?,
+            58 => i.batch_group_count = w.int(wt)?,
             35 => i.id = w.int(wt)?,
             36 => w.repeated_int(wt, &mut i.operand_ids)?,
             38 => w.repeated_int(wt, &mut i.called_computation_ids)?,
@@ -630,6 +700,29 @@ fn decode_instruction(mut w: Wire<'_>) -> WireResult<HloInstruction> {
         }
     }
     Ok(i)
+}
+
+/// `Window`: 1 dimensions (`WindowDimension`: 1 size, …); the sizes.
+fn decode_window(mut w: Wire<'_>, sizes: &mut Vec<i64>) -> WireResult<()> {
+    while !w.done() {
+        let (field, wt) = w.key()?;
+        if field != 1 {
+            w.skip(wt)?;
+            continue;
+        }
+        let r = w.bytes(wt)?;
+        let mut d = w.sub(r);
+        let mut size = 0;
+        while !d.done() {
+            let (f, wt) = d.key()?;
+            match f {
+                1 => size = d.int(wt)?,
+                _ => d.skip(wt)?,
+            }
+        }
+        sizes.push(size);
+    }
+    Ok(())
 }
 
 fn decode_metadata(mut w: Wire<'_>, i: &mut HloInstruction) -> WireResult<()> {

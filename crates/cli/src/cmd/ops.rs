@@ -112,8 +112,8 @@ pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
     let labels = source_labels(rows, by);
     for (r, label) in rows.iter().zip(labels) {
         let rate = match (r.flops_per_s, r.bytes_per_s) {
-            (Some(f), _) => format!("{:.1} GFLOP/s", f / 1e9),
-            (None, Some(b)) => format!("{:.1} GB/s", b / 1e9),
+            (Some(f), _) => human::rate(f, "FLOP/s"),
+            (None, Some(b)) => human::rate(b, "B/s"),
             _ => String::new(),
         };
         let mut cells = vec![

@@ -1,0 +1,315 @@
+//! What an HLO instruction costs, from its HLO alone: floating-point operations and
+//! the bytes it reads and writes — for the captures whose ops carry no `flops` /
+//! `bytes_accessed` stats (XLA:CPU, NVIDIA, AMD; TPU profiles carry their own).
+//!
+//! - `dot`: 2 × the output's elements × the product of the contracting dimensions;
+//!   a library GEMM custom call (`__cublas$gemm`, `__cublas$lt$matmul`, hipBLASLt) the
+//!   same, from the dimension numbers in its backend config.
+//! - `convolution`: 2 × the output's elements × the kernel's spatial size × its input
+//!   features (feature groups already shrink the kernel's input features).
+//! - elementwise arithmetic: one FLOP per output element; transcendental functions
+//!   (`exponential`, `log`, `tanh`, `rsqrt`, …) are counted apart, not as FLOPs.
+//! - `reduce`: one FLOP per input element folded in (input less output elements) per
+//!   operation of its reducer.
+//! - data movement (`copy`, `transpose`, `broadcast`, `reshape`, `slice`, `gather`, …):
+//!   no FLOPs.
+//! - `fusion`: the sum of its body's FLOPs; its bytes are what it reads and writes —
+//!   its operands and its output — not its body's intermediates.
+//! - any other instruction: its operands' and its output's bytes.
+
+use serde_json::Value;
+use stepscope_xspace::hlo::{HloInstruction, HloModule, Shape};
+
+/// A GPU's dense peak rates, FLOP/s: vector f32, and matrix (tensor-core) f32 as
+/// TF32, bf16/f16 and fp8. From the vendors' data sheets (docs/model.md lists them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GpuPeaks {
+    pub model: &'static str,
+    pub f32_vector: f64,
+    pub tf32_matrix: f64,
+    pub bf16_matrix: f64,
+    pub fp8_matrix: f64,
+}
+
+const T: f64 = 1e12;
+
+/// Known GPUs: (what the profile names, peaks).
+const GPUS: &[GpuPeaks] = &[
+    GpuPeaks {
+        model: "H100 SXM",
+        f32_vector: 67.0 * T,
+        tf32_matrix: 494.7 * T,
+        bf16_matrix: 989.4 * T,
+        fp8_matrix: 1978.9 * T,
+    },
+    GpuPeaks {
+        model: "H100 PCIe",
+        f32_vector: 51.2 * T,
+        tf32_matrix: 378.0 * T,
+        bf16_matrix: 756.0 * T,
+        fp8_matrix: 1513.0 * T,
+    },
+    GpuPeaks {
+        model: "H200",
+        f32_vector: 67.0 * T,
+        tf32_matrix: 494.7 * T,
+        bf16_matrix: 989.4 * T,
+        fp8_matrix: 1978.9 * T,
+    },
+    GpuPeaks {
+        model: "A100",
+        f32_vector: 19.5 * T,
+        tf32_matrix: 156.0 * T,
+        bf16_matrix: 312.0 * T,
+        fp8_matrix: 312.0 * T,
+    },
+    GpuPeaks {
+        model: "MI300X",
+        f32_vector: 163.4 * T,
+        tf32_matrix: 653.7 * T,
+        bf16_matrix: 1307.4 * T,
+        fp8_matrix: 2614.9 * T,
+    },
+];
+
+/// The known GPU a device plane describes: NVIDIA by `gpu_device_name` (`NVIDIA H100
+/// 80GB HBM3` is the SXM part), AMD by compute capability 9.4 with 304 compute units
+/// (MI300X).
+pub fn gpu_peaks(name: &str, vendor: &str, compute_cap: (i64, i64), cores: i64) -> Option<&'static GpuPeaks> {
+    let find = |m: &str| GPUS.iter().find(|g| g.model == m);
+    if name.contains("H200") {
+        return find("H200");
+    }
+    if name.contains("H100") {
+        return find(if name.contains("PCIe") { "H100 PCIe" } else { "H100 SXM" });
+    }
+    if name.contains("A100") {
+        return find("A100");
+    }
+    if vendor.eq_ignore_ascii_case("AMD") && compute_cap == (9, 4) && cores == 304 {
+        return find("MI300X");
+    }
+    None
+}
+
+impl GpuPeaks {
+    /// The roof for an op of `element_type` (XLA's PrimitiveType) that multiplies
+    /// matrices (`matrix`) or not: f32 matrices run as TF32 (XLA's default precision on
+    /// these GPUs), 16-bit types at bf16's rate, 8-bit floats at fp8's.
+    pub fn roof(&self, element_type: i32, matrix: bool) -> f64 {
+        match (element_type, matrix) {
+            (10 | 16, true) => self.bf16_matrix,
+            (19 | 20 | 23 | 24 | 25, true) => self.fp8_matrix,
+            (_, true) => self.tf32_matrix,
+            _ => self.f32_vector,
+        }
+    }
+}
+
+/// True when `i` multiplies matrices: a dot, a convolution, a GEMM custom call, or a
+/// fusion holding one.
+pub fn is_matrix(m: &HloModule, i: &HloInstruction) -> bool {
+    let one = |x: &HloInstruction| {
+        matches!(x.opcode.as_str(), "dot" | "convolution")
+            || (x.opcode == "custom-call" && is_gemm(&x.custom_call_target))
+    };
+    one(i) || m.fused_body(i).is_some_and(|b| b.instructions.iter().any(one))
+}
+
+/// FLOPs, transcendental operations and bytes of one execution.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cost {
+    pub flops: u64,
+    pub transcendentals: u64,
+    pub bytes: u64,
+}
+
+const ELEMENTWISE: &[&str] = &[
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "maximum",
+    "minimum",
+    "negate",
+    "abs",
+    "compare",
+    "select",
+    "and",
+    "or",
+    "xor",
+    "not",
+    "sign",
+    "floor",
+    "ceil",
+    "round-nearest-afz",
+    "round-nearest-even",
+    "remainder",
+    "clamp",
+    "convert",
+    "shift-left",
+    "shift-right-logical",
+    "shift-right-arithmetic",
+    "is-finite",
+    "real",
+    "imag",
+    "complex",
+];
+
+const TRANSCENDENTAL: &[&str] = &[
+    "exponential",
+    "exponential-minus-one",
+    "log",
+    "log-plus-one",
+    "tanh",
+    "rsqrt",
+    "sqrt",
+    "cbrt",
+    "power",
+    "sine",
+    "cosine",
+    "tan",
+    "logistic",
+    "atan2",
+    "erf",
+];
+
+/// The cost of one execution of `i` in module `m`.
+pub fn cost(m: &HloModule, i: &HloInstruction) -> Cost {
+    let operand_bytes: u64 = m.operands(i).map(|o| o.shape.bytes_size()).sum();
+    let bytes = operand_bytes.saturating_add(i.shape.bytes_size());
+    if let Some(body) = m.fused_body(i) {
+        let mut c = Cost { bytes, ..Cost::default() };
+        for f in &body.instructions {
+            let inner = compute(m, f);
+            c.flops = c.flops.saturating_add(inner.flops);
+            c.transcendentals = c.transcendentals.saturating_add(inner.transcendentals);
+        }
+        return c;
+    }
+    Cost { bytes, ..compute(m, i) }
+}
+
+/// FLOPs and transcendentals of one instruction (no bytes).
+fn compute(m: &HloModule, i: &HloInstruction) -> Cost {
+    let out = i.shape.element_count();
+    let op = i.opcode.as_str();
+    let operand = |k: usize| i.operand_ids.get(k).and_then(|&id| m.instruction_by_id(id)).map(|(_, o)| &o.shape);
+    let flops = match op {
+        "dot" => match (operand(0), &i.dot) {
+            (Some(lhs), Some(d)) => dot_flops(out, lhs, &d.lhs_contracting),
+            _ => 0,
+        },
+        "convolution" => match (operand(1), &i.conv) {
+            (Some(kernel), Some(c)) => {
+                let dim = |d: i64| usize::try_from(d).ok().and_then(|d| kernel.dims.get(d)).copied().unwrap_or(1);
+                let spatial: u64 = c.kernel_spatial.iter().map(|&d| dim(d).max(0) as u64).product();
+                2u64.saturating_mul(out)
+                    .saturating_mul(spatial)
+                    .saturating_mul(dim(c.kernel_input_feature).max(0) as u64)
+            }
+            _ => 0,
+        },
+        "custom-call" if is_gemm(&i.custom_call_target) => match (operand(0), gemm_contracting(&i.backend_config)) {
+            // cuBLASLt returns (result, workspace): the result is the first element.
+            (Some(lhs), Some(k)) => {
+                let result =
+                    if i.shape.is_tuple() { i.shape.tuple.first().map_or(0, Shape::element_count) } else { out };
+                dot_flops(result, lhs, &k)
+            }
+            _ => 0,
+        },
+        "reduce" | "reduce-window" => {
+            let input = operand(0).map_or(0, Shape::element_count);
+            let per = i
+                .called_computation_ids
+                .first()
+                .and_then(|&c| m.computation(c))
+                .map_or(1, |c| c.instructions.iter().filter(|x| ELEMENTWISE.contains(&x.opcode.as_str())).count())
+                as u64;
+            // The output of a tuple reduce: each element's count.
+            let outputs = if i.shape.is_tuple() { i.shape.tuple.first().map_or(0, Shape::element_count) } else { out };
+            input.saturating_sub(outputs).saturating_mul(per.max(1))
+        }
+        _ if ELEMENTWISE.contains(&op) => out,
+        _ => 0,
+    };
+    let transcendentals = if TRANSCENDENTAL.contains(&op) { out } else { 0 };
+    Cost { flops, transcendentals, bytes: 0 }
+}
+
+/// 2 × output elements × the product of `lhs`'s contracting dimensions.
+fn dot_flops(out: u64, lhs: &Shape, contracting: &[i64]) -> u64 {
+    let k: u64 = contracting
+        .iter()
+        .map(|&d| usize::try_from(d).ok().and_then(|d| lhs.dims.get(d)).copied().unwrap_or(1).max(0) as u64)
+        .product();
+    2u64.saturating_mul(out).saturating_mul(k)
+}
+
+/// A library GEMM's custom-call target.
+fn is_gemm(target: &str) -> bool {
+    let t = target.to_ascii_lowercase();
+    t.contains("gemm") || t.contains("matmul")
+}
+
+/// The lhs contracting dimensions in a GEMM's backend config (`dot_dimension_numbers`
+/// in `gemm_backend_config`, as XLA:GPU writes it; numbers may be strings).
+fn gemm_contracting(config: &str) -> Option<Vec<i64>> {
+    let v: Value = serde_json::from_str(config).ok()?;
+    let dims = v.get("gemm_backend_config").unwrap_or(&v).get("dot_dimension_numbers")?;
+    let list = dims.get("lhs_contracting_dimensions")?.as_array()?;
+    list.iter().map(|x| x.as_i64().or_else(|| x.as_str()?.parse().ok())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stepscope_xspace::hlo::{DotDims, HloComputation};
+
+    fn shape(dims: &[i64]) -> Shape {
+        Shape { element_type: 11, dims: dims.to_vec(), tuple: vec![] }
+    }
+
+    fn instr(id: i64, name: &str, opcode: &str, dims: &[i64], operands: &[i64]) -> HloInstruction {
+        HloInstruction {
+            id,
+            name: name.into(),
+            opcode: opcode.into(),
+            shape: shape(dims),
+            operand_ids: operands.to_vec(),
+            ..HloInstruction::default()
+        }
+    }
+
+    #[test]
+    fn dot_elementwise_and_gemm() {
+        let mut dot = instr(3, "dot", "dot", &[8, 32, 64], &[1, 2]);
+        dot.dot = Some(DotDims { lhs_contracting: vec![2], rhs_contracting: vec![0], ..DotDims::default() });
+        let mut gemm = instr(5, "gemm", "custom-call", &[256, 64], &[1, 2]);
+        gemm.custom_call_target = "__cublas$gemm".into();
+        gemm.backend_config =
+            r#"{"gemm_backend_config":{"dot_dimension_numbers":{"lhs_contracting_dimensions":["2"]}}}"#.into();
+        let comp = HloComputation {
+            name: "main".into(),
+            id: 1,
+            root_id: 4,
+            is_fusion: false,
+            instructions: vec![
+                instr(1, "a", "parameter", &[8, 32, 16], &[]),
+                instr(2, "b", "parameter", &[16, 64], &[]),
+                dot,
+                instr(4, "e", "exponential", &[8, 32, 64], &[3]),
+                gemm,
+            ],
+        };
+        let m = HloModule::new("m".into(), 1, 1, vec![comp]);
+        let get = |n: &str| m.instruction(n).unwrap().1;
+        let c = cost(&m, get("dot"));
+        assert_eq!(c.flops, 2 * 8 * 32 * 64 * 16);
+        assert_eq!(c.bytes, 4 * (8 * 32 * 16 + 16 * 64 + 8 * 32 * 64));
+        let e = cost(&m, get("e"));
+        assert_eq!((e.flops, e.transcendentals), (0, 8 * 32 * 64));
+        assert_eq!(cost(&m, get("gemm")).flops, 2 * 256 * 64 * 16);
+    }
+}

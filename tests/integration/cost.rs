@@ -1,0 +1,71 @@
+//! FLOPs and bytes from the HLO where the profile records none (XLA:CPU, NVIDIA,
+//! AMD): dots and dot fusions equal 2 × output elements × contracting sizes as the
+//! reference reader computes them from the HloProto itself; rates and the roofline
+//! bound follow from the self time and the device's peaks.
+
+use std::collections::HashMap;
+
+use crate::util::*;
+
+const WITH_DOTS: [&str; 2] = [
+    "cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb",
+    "gpu-nocb/plugins/profile/2026_11_23_08_00_08/vm.xplane.pb",
+];
+
+#[test]
+fn dot_flops_equal_the_shapes_times_the_count() {
+    for rel in WITH_DOTS {
+        let f = fixture(rel).to_str().unwrap().to_string();
+        let want: HashMap<String, HashMap<String, u64>> =
+            serde_json::from_value(reference(&["dot-flops", &f])).unwrap();
+        let ops = json(&["ops", &f, "--top", "0"]);
+        let mut checked = 0;
+        for r in ops["ops"].as_array().unwrap() {
+            let (name, module) = (r["name"].as_str().unwrap(), r["module"].as_str().unwrap());
+            let Some(&one) = want.get(module).and_then(|m| m.get(name)) else { continue };
+            let count = r["count"].as_u64().unwrap();
+            let got = r["flops"].as_u64().unwrap();
+            if r["category"] == "dot" {
+                assert_eq!(got, one * count, "{rel} {name}: {r}");
+            } else {
+                // A dot fusion adds its elementwise work (one FLOP an element) to the dots'.
+                assert!(
+                    got >= one * count && got <= one * count + one * count / 10,
+                    "{rel} {name}: {got} vs {}",
+                    one * count
+                );
+            }
+            let self_s = r["self_ps"].as_f64().unwrap() / 1e12;
+            let rate = r["flops_per_s"].as_f64().unwrap();
+            assert!((rate - got as f64 / self_s).abs() <= rate * 1e-9, "{r}");
+            assert!(r["bytes_accessed"].as_u64().unwrap() > 0, "{r}");
+            checked += 1;
+        }
+        assert!(checked >= 10, "{rel}: {checked} dot rows checked");
+    }
+}
+
+#[test]
+fn a_known_gpu_gets_a_roof_and_each_op_a_bound() {
+    let f = fixture(WITH_DOTS[1]).to_str().unwrap().to_string();
+    let ops = json(&["ops", &f, "--top", "0"]);
+    let rows = ops["ops"].as_array().unwrap();
+    // The H100's HBM bandwidth from the plane (3.35 TB/s) and its TF32 tensor roof
+    // (494.7 TFLOP/s): an op is compute-bound when its FLOPs per byte pass the ratio.
+    let ridge = 494.7e12 / 3_352_320_000_000.0;
+    let mut seen = (0, 0);
+    for r in rows.iter().filter(|r| r["category"] == "dot" || r["category"] == "loop fusion") {
+        let (Some(fl), Some(b)) = (r["flops"].as_f64(), r["bytes_accessed"].as_f64()) else { continue };
+        let want = if fl / b >= ridge { "compute" } else { "memory" };
+        if r["category"] == "dot" {
+            assert!(r["bound"].is_string(), "{r}");
+            if r["bound"] == want {
+                seen.0 += 1;
+            }
+        } else {
+            assert_eq!(r["bound"], "memory", "elementwise fusions are memory-bound: {r}");
+            seen.1 += 1;
+        }
+    }
+    assert!(seen.0 > 0 && seen.1 > 0, "{seen:?}");
+}
