@@ -4,15 +4,17 @@
 //! and the host's input work (data-loading scopes, `device_put`), which gives the
 //! step an input share.
 //!
-//! A host event is a user scope when it is on a thread of the program — one that
-//! calls into JAX (a `PjitFunction(f)` dispatch, a transfer to the device, a step
-//! annotation or a Python-tracer event is on it), not one of XLA's or the runtime's
-//! own threads (`tf_*`, `pjrt_*`, CUPTI's `Host Threads`, `py_xla_callback`) — is not
-//! a Python-tracer event (`$file.py:12 f`), does not
-//! carry an XLA op, has no name the JAX runtime uses (`PjitFunction(f)`,
-//! `DevicePut`, `Wait for usage holds`, `X::Y`, …: see [`is_runtime_name`]), and
-//! every event around it is a user scope too (what the runtime does inside a
-//! `PjitFunction` — compile passes included — is never a scope).
+//! A host event is a user scope when
+//! - it is on a thread of the program: one that calls into JAX (a `PjitFunction(f)`
+//!   dispatch, a transfer to the device, a step annotation or a Python-tracer event is
+//!   on it), not one of XLA's, the runtime's or CUPTI's own (`tf_*`, `pjrt_*`,
+//!   `Host Threads`, `py_xla_callback`);
+//! - it is not a Python-tracer event (`$file.py:12 f`) and carries no XLA op;
+//! - its name is none the JAX runtime uses (`PjitFunction(f)`, `DevicePut`, `Wait for
+//!   usage holds`, `X::Y`, …: see [`is_runtime_name`]);
+//! - no runtime event holds it: what the runtime does inside a `PjitFunction`
+//!   (compile passes) or an execution (thunks) is never a scope, nor is user code
+//!   run by the runtime (a host callback's annotations).
 
 use rayon::prelude::*;
 use serde::Serialize;
