@@ -68,4 +68,40 @@ fn a_known_gpu_gets_a_roof_and_each_op_a_bound() {
         }
     }
     assert!(seen.0 > 0 && seen.1 > 0, "{seen:?}");
+    // No compute-bound op beats its compute roof: a split-K GEMM's two kernels are one
+    // execution, not two. (A memory-bound op may pass the HBM roof when its operands
+    // sit in the 50 MB L2.)
+    for r in rows {
+        if let (Some(pct), Some(ai), Some(roof)) =
+            (r["roof_pct"].as_f64(), r["arithmetic_intensity"].as_f64(), r["roof_flops_per_s"].as_f64())
+        {
+            assert!(roof <= 989.4e12 && (roof - (ai * 3_352_320_000_000.0).min(roof)).abs() < 1.0, "{r}");
+            if r["bound"] == "compute" {
+                assert!(pct <= 100.0, "{r}");
+            }
+        }
+    }
+    let gemms = rows.iter().filter(|r| r["name"].as_str().unwrap().starts_with("custom-call") && r["flops"].is_u64());
+    assert!(gemms.count() > 10, "cuBLAS GEMMs get FLOPs from their backend config");
+}
+
+#[test]
+fn roofline_lists_the_roofs_and_the_ops_under_them() {
+    let f = fixture(WITH_DOTS[1]).to_str().unwrap().to_string();
+    let r = json(&["roofline", &f, "--top", "0"]);
+    assert_eq!(r["schema"], "stepscope.roofline/1");
+    let d = &r["devices"][0];
+    assert_eq!(d["gpu_model"], "H100 SXM");
+    assert_eq!(d["peak_bytes_per_s"].as_f64(), Some(3_352_320_000_000.0));
+    assert!((d["ridge_flops_per_byte"].as_f64().unwrap() - 989.4e12 / 3_352_320_000_000.0).abs() < 1e-6);
+    // The ops with an intensity, as `ops` has them.
+    let ops = json(&["ops", &f, "--top", "0"]);
+    let want: Vec<&serde_json::Value> =
+        ops["ops"].as_array().unwrap().iter().filter(|o| o["arithmetic_intensity"].is_f64()).collect();
+    assert_eq!(r["ops"].as_array().unwrap().iter().collect::<Vec<_>>(), want);
+    let text = ok(&["roofline", &f]);
+    assert!(text.contains("(H100 SXM): peak 989 TFLOP/s · memory 3.35 TB/s · ridge 295 FLOP/byte"), "{text}");
+    // A capture whose device has no known roofs says so.
+    let cpu = ok(&["roofline", &fixture(WITH_DOTS[0]).to_string_lossy()]);
+    assert!(cpu.contains("roofs unknown"), "{cpu}");
 }

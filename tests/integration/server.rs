@@ -166,6 +166,7 @@ fn analyses_answer_with_the_cli_json() {
     assert_eq!(s.api("ops?by=stack&top=50"), json(&["ops", d, "--by", "stack", "--top", "50"]));
     assert_eq!(s.api("scopes"), json(&["scopes", d]));
     assert_eq!(s.api("scopes?top=2"), json(&["scopes", d, "--top", "2"]));
+    assert_eq!(s.api("roofline?top=5"), json(&["roofline", d, "--top", "5"]));
     let all = s.api("ops?top=all");
     assert!(all["ops"].as_array().unwrap().len() > 10, "top=all lists every op");
     let rocm = fixture("rocm-mi300x-gemm");

@@ -21,6 +21,7 @@ pub mod live;
 pub mod memory;
 pub mod ops;
 pub mod profile;
+pub mod roofline;
 pub mod scopes;
 pub mod source;
 pub mod stats;

@@ -82,6 +82,14 @@ pub struct OpRow {
     pub bytes_per_s: Option<f64>,
     /// `compute` or `memory` when the device's peaks are known.
     pub bound: Option<&'static str>,
+    /// FLOPs per byte accessed.
+    pub arithmetic_intensity: Option<f64>,
+    /// The roofline's ceiling at that intensity: the lesser of the device's peak
+    /// FLOP/s for the op and intensity × its memory bandwidth.
+    pub roof_flops_per_s: Option<f64>,
+    /// Share of the roof reached, percent: FLOP/s over the ceiling; for an op without
+    /// FLOPs (a copy), bytes/s over the memory bandwidth.
+    pub roof_pct: Option<f64>,
     /// By module: the XLA program's id (`program_id`), when the profile gives one. A
     /// jitted function compiled for several shapes is one module name with several
     /// programs, each its own row; where names repeat, `name` carries the id,
@@ -195,6 +203,9 @@ struct Acc<'a> {
     peaks: Peaks,
     /// See [`OpRow::command_buffer`].
     command_buffer: Option<&'a str>,
+    /// Executions: GPU kernels of one op back to back on a stream are one execution
+    /// (a split-K GEMM runs two); elsewhere each occurrence is one.
+    executions: u64,
 }
 
 impl<'a> Acc<'a> {
@@ -216,6 +227,7 @@ impl<'a> Acc<'a> {
             category_async: is_async(first.category),
             peaks,
             command_buffer: None,
+            executions: 0,
         }
     }
 
@@ -231,6 +243,7 @@ impl<'a> Acc<'a> {
         self.is_async |= o.is_async;
         self.one_category &= o.one_category && *o.category == *self.category;
         self.command_buffer = self.command_buffer.or(o.command_buffer);
+        self.executions += o.executions;
     }
 
     fn add(&mut self, o: &Occurrence<'a, '_>) {
@@ -408,17 +421,17 @@ fn acc_stack(hlo: &[HloModules], a: &Acc) -> Option<Vec<SourceFrame>> {
 }
 
 /// A row by op whose events carry no `flops` / `bytes_accessed` gets them from its HLO
-/// ([`crate::cost`]): one execution's times the count; on a known GPU its roof by the
-/// op's type and whether it multiplies matrices.
+/// ([`crate::cost`]): one execution's times its executions; on a known GPU its roof by
+/// the op's type and whether it multiplies matrices.
 fn cost_from_hlo(hlo: &[HloModules], a: &mut Acc) {
     if a.flops.is_some_and(|f| f > 0) || a.is_async {
         return;
     }
     let Some((m, i)) = acc_instruction(hlo, a) else { return };
     let c = crate::cost::cost(m, i);
-    a.flops = Some(c.flops.saturating_mul(a.count));
+    a.flops = Some(c.flops.saturating_mul(a.executions));
     if a.bytes.is_none_or(|b| b == 0) {
-        a.bytes = Some(c.bytes.saturating_mul(a.count));
+        a.bytes = Some(c.bytes.saturating_mul(a.executions));
     }
     if let Some(g) = a.peaks.gpu {
         let matrix = crate::cost::is_matrix(m, i);
@@ -573,7 +586,13 @@ fn chunk_rows<'a>(
     let names = &d.cached_ops().names;
     let mut recent: Vec<(u32, u64, usize)> = vec![NONE; names.len()];
     let peaks = peaks(d);
+    // GPU kernels: the previous occurrence's op, to count a run of one op's kernels
+    // as one execution.
+    let kernels = d.source == crate::profile::OpSource::Kernels;
+    let mut previous: Option<(u32, u32)> = None;
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
+        let execution = u64::from(!kernels || previous != Some(o.ids));
+        previous = Some(o.ids);
         let program = match by {
             GroupBy::Module | GroupBy::Line | GroupBy::Stack => o.program.unwrap_or(NO_PROGRAM),
             _ => NO_PROGRAM,
@@ -595,6 +614,7 @@ fn chunk_rows<'a>(
                     *r = (tag, program, at);
                 }
                 rows[at].1.add(&o);
+                rows[at].1.executions += execution;
                 return;
             }
         }
@@ -637,6 +657,7 @@ fn chunk_rows<'a>(
             }
         }
         rows[at].1.add(&o);
+        rows[at].1.executions += execution;
     });
     rows
 }
@@ -654,6 +675,16 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
             Some(if f as f64 / b as f64 >= pf / pb { "compute" } else { "memory" })
         }
         (None, Some(_), _, Some(_)) => Some("memory"),
+        _ => None,
+    };
+    let intensity = flops.zip(bytes).map(|(f, b)| f as f64 / b as f64);
+    let roof = match (intensity, a.peaks.flops_per_s, a.peaks.bytes_per_s) {
+        (Some(ai), Some(pf), Some(pb)) => Some(pf.min(ai * pb)),
+        _ => None,
+    };
+    let roof_pct = match (flops_per_s, roof, bytes_per_s, a.peaks.bytes_per_s) {
+        (Some(f), Some(r), _, _) if r > 0.0 => Some(100.0 * f / r),
+        (None, _, Some(b), Some(pb)) if pb > 0.0 => Some(100.0 * b / pb),
         _ => None,
     };
     OpRow {
@@ -676,6 +707,9 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
         flops_per_s,
         bytes_per_s,
         bound,
+        arithmetic_intensity: intensity,
+        roof_flops_per_s: roof,
+        roof_pct,
         program_id: a.program,
         command_buffer: a.command_buffer.map(str::to_string),
         stack: None,

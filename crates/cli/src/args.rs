@@ -28,6 +28,7 @@ EXAMPLES:
     stepscope ops /tmp/logdir --by scope --depth 2   time per name-stack scope
     stepscope ops /tmp/logdir --by line      device time per line of your Python
     stepscope scopes /tmp/logdir             your TraceAnnotation scopes per step; input work
+    stepscope roofline /tmp/logdir           ops against the device's compute and memory roofs
     stepscope kernels /tmp/logdir --json     GPU kernels with launch configuration
     stepscope memory /tmp/logdir             allocator peaks, live allocations at the peak
     stepscope memory /tmp/logdir --pprof memory.prof   device memory by Python stack
@@ -60,6 +61,8 @@ pub enum Command {
     Ops(OpsArgs),
     /// Your host scopes (TraceAnnotation) nested, per step, with device time and input work.
     Scopes(AnalysisArgs),
+    /// Roofline: each op's FLOPs per byte, achieved rate and share of the device's roof.
+    Roofline(AnalysisArgs),
     /// GPU kernel stats: launches, time, grid/block, registers, shared memory, occupancy.
     Kernels(AnalysisArgs),
     /// Memory: allocator peaks and timelines, live allocations, device-memory pprof.

@@ -139,6 +139,7 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Steps(a) => cmd::steps::run(&a),
         args::Command::Ops(a) => cmd::ops::run(&a),
         args::Command::Scopes(a) => cmd::scopes::run(&a),
+        args::Command::Roofline(a) => cmd::roofline::run(&a),
         args::Command::Kernels(a) => cmd::kernels::run(&a),
         args::Command::Memory(a) => cmd::memory::run(&a),
         args::Command::Collectives(a) => cmd::collectives::run(&a),

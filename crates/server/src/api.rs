@@ -42,6 +42,7 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("steps", steps),
     ("ops", ops),
     ("scopes", scopes),
+    ("roofline", roofline),
     ("kernels", kernels),
     ("memory", memory),
     ("memory/live", memory_live),
@@ -136,6 +137,13 @@ fn summary(app: &App, q: &Params) -> Reply {
 
 fn steps(app: &App, q: &Params) -> Reply {
     json(q.entry(app)?.steps())
+}
+
+fn roofline(app: &App, q: &Params) -> Reply {
+    let e = q.entry(app)?;
+    let mut result = stepscope_analysis::roofline::roofline(&e.profile);
+    result.ops.truncate(q.top()?);
+    json(&result)
 }
 
 /// The host scopes; every row unless `top` asks for fewer (as `stepscope scopes`).

@@ -15,6 +15,7 @@ pub mod kernels;
 pub mod ls;
 pub mod memory;
 pub mod ops;
+pub mod roofline;
 pub mod scopes;
 pub mod serve;
 pub mod steps;
