@@ -362,7 +362,7 @@ fn block_inside_runtime(
 /// The host scopes of `profile`, with their device time and the input work.
 pub fn scopes(profile: &Profile) -> Scopes {
     let found = profile.host_scopes();
-    let st = steps::steps(profile);
+    let st = steps::cached(profile);
     let devices = profile.devices();
     let base = profile.time_base();
     let step_count = st.steps.len();
