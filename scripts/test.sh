@@ -8,6 +8,9 @@
 #   3. Web UI: headless Debian Chromium driven by playwright-core (scripts/test_web.sh);
 #   4. Dependencies: licences, bans, sources and advisories (scripts/check_deps.sh).
 # Every part runs even when an earlier one fails; the last line adds them all up.
+# Two builds: cargo test's (the dev profile: overflow checks and debug assertions on, so
+# no release artifact can serve it) and the wheel's release build, which shares target/
+# with `cargo build --release` and reuses what the README's first command built.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 

@@ -4,8 +4,10 @@
 # command), then runs its tests (pytest, real JAX on CPU, real fixtures).
 # Ends with `python tests: N passed, M failed`; non-zero exit on any failure.
 #
-# PYTHON picks the interpreter (default python3). The Rust build goes to
-# target/python-wheel (kept between runs; set CARGO_TARGET_DIR to move it).
+# PYTHON picks the interpreter (default python3). The Rust build goes to target/, where
+# `cargo build --release` (the README's first command) already put most of what the
+# wheel needs: only the stepscope crate and pyo3's are built again (set CARGO_TARGET_DIR
+# to move it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -22,7 +24,7 @@ echo "== pip install ./python (a release build of the Rust core: minutes on 2 co
 start=$(date +%s)
 # pip shows the build's output with --verbose: keep cargo's and pip's progress lines.
 set +e
-CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target/python-wheel} \
+CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target} \
     "${PIP[@]}" install --verbose --no-build-isolation --force-reinstall --no-deps ./python 2>&1 |
     grep --line-buffered -E '^ +(Compiling|Finished)|Built wheel|Successfully installed|[Ee]rror'
 rc=${PIPESTATUS[0]}
