@@ -260,7 +260,27 @@ def op_profile_times(op_profile: dict | None) -> tuple[float, float]:
     return total - idle, idle
 
 
-def compare_ops(rep: Report, ss_ops: dict, xp: dict, device: str) -> None:
+def ref_dot_flops(path: Path) -> dict:
+    """{module: {instruction: one execution's dot FLOPs}} from the reference reader,
+    which decodes the HloProto itself (tests/support/xspace_ref.py dot-flops)."""
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "xspace_ref.py"), "dot-flops", str(path)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+# Differences in one op's bytes, traced to their cause by hand (docs/fidelity.md).
+KNOWN_BYTES = {
+    ("gpu-nocb", "jit_train_step/input_add_reduce_fusion"):
+        "the embedding rows its gather reads feed both of the fusion's outputs: XProf counts the gathered "
+        "part of the table once per use (2 x 8.4 MB, the whole table), stepscope once (8.4 MB)",
+    ("gpu-compile", "jit_train_step/loop_select_fusion"):
+        "f32[8,32] -> log -> broadcast to [8,32,256] -> gather of one element per row: XProf scales the "
+        "broadcast operand by the share of the broadcast used (1/256: 4 bytes); each of the 256 rows "
+        "needs its own element, so stepscope counts the operand whole (1,024 bytes)",
+}
+
+
+def compare_ops(rep: Report, ss_ops: dict, xp: dict, device: str, dots: dict | None = None) -> None:
     rows = table_rows(xp["tools"].get("hlo_stats"))
     if not rows:
         rep.add("ops (rows)", len(ss_ops["ops"]), 0, "n/c",
@@ -279,8 +299,11 @@ def compare_ops(rep: Report, ss_ops: dict, xp: dict, device: str) -> None:
         t["count"] += r["occurrences"]
         t["total_ps"] += r["total_time"] * US
         t["self_ps"] += r["total_self_time"] * US
-        # Model GFLOP/s over self time; weight by self time to sum rates.
+        # FLOPs and bytes from XProf's rates over the self time: model_flop_rate is in
+        # GFLOP/s, measured_memory_bw in GiB/s (their bytes match the HLO's to the
+        # byte only read so).
         t["flops"] += (r.get("model_flop_rate") or 0) * 1e9 * r["total_self_time"] / US
+        t["bytes"] += (r.get("measured_memory_bw") or 0) * 2**30 * r["total_self_time"] / US
         t["programs"] += 1
     ours: dict[tuple, dict] = defaultdict(lambda: defaultdict(float))
     unowned = 0
@@ -297,12 +320,16 @@ def compare_ops(rep: Report, ss_ops: dict, xp: dict, device: str) -> None:
             continue
         u = ours[key]
         u["count"] += o["count"]
+        u["executions"] += o.get("executions", o["count"])
         u["total_ps"] += o["total_ps"]
         u["self_ps"] += o["self_ps"]
+        u["async"] = u["async"] or (o["category"].endswith("-start") or o["category"].endswith("-done"))
         if o.get("flops"):
             u["flops"] += o["flops"]
             u["has_flops"] = 1
-            u["async"] = u["async"] or (o["category"].endswith("-start") or o["category"].endswith("-done"))
+        if o.get("bytes_accessed"):
+            u["bytes"] += o["bytes_accessed"]
+        u["matrix"] = u["matrix"] or bool(o.get("multiplies_matrices"))
     # Kernels with no hlo_op (XLA autotuning's DelayKernel; a garbled annotation in
     # gpu-nocb): XProf files them as `XlaModule/<kernel>`, under some module; stepscope
     # lists them under the kernel's name and its hlo_module.
@@ -336,9 +363,9 @@ def compare_ops(rep: Report, ss_ops: dict, xp: dict, device: str) -> None:
         rep.add(f"op {label} count", u["count"], t["count"], note=merged)
         rep.add(f"op {label} total_us", u["total_ps"], t["total_ps"], scale=US)
         rep.add(f"op {label} self_us", u["self_ps"], t["self_ps"], scale=US)
-        if u.get("has_flops") and not u.get("async") and t["flops"] > 0 and u["self_ps"] > 0:
-            rep.add(f"op {label} GFLOP/s", u["flops"] / (u["self_ps"] / 1e12) / 1e9,
-                    t["flops"] / (t["self_ps"] / 1e12) / 1e9)
+        if not u.get("async") and u["executions"] > 0 and t["count"] > 0:
+            dot = (dots or {}).get(key[0], {}).get(key[1])
+            compare_costs(rep, label, u, t, dot, KNOWN_BYTES.get((rep.name, label)))
     x_busy, x_idle = op_profile_times(xp["tools"].get("op_profile"))
     if x_busy > 0:
         if unowned_ps:
@@ -350,6 +377,40 @@ def compare_ops(rep: Report, ss_ops: dict, xp: dict, device: str) -> None:
             rep.add("op time_us (all ops)", ss_ops["op_time_ps"], x_busy, scale=US)
         rep.add("device idle_us (XProf op_profile IDLE)", None, x_idle, "n/c",
                 "stepscope measures idle per step only (`steps`), not over the whole capture", scale=US)
+
+
+def compare_costs(rep: Report, label: str, u: dict, t: dict, dot: int | None, known_bytes: str | None) -> None:
+    """One execution's FLOPs and bytes: stepscope's from its cost model over the HLO,
+    XProf's from its rates. XProf counts an op's cost once per kernel: where an op runs
+    several kernels an execution (a split-K GEMM), its totals are that many times the
+    op's, so both sides are compared per execution (XProf: per kernel). `dot`: the
+    reference reader's FLOPs of the op's dots, one execution."""
+    per_kernel = u["count"] != u["executions"]
+    if per_kernel and t["flops"] > 0 and u.get("has_flops"):
+        rep.add(f"op {label} FLOPs (all executions)", u["flops"], t["flops"], "known",
+                f"{u['count'] / u['executions']:g} kernels an execution: XProf counts the op's FLOPs "
+                "once per kernel, stepscope once per execution")
+    if u.get("has_flops") and t["flops"] > 0:
+        ours, theirs = u["flops"] / u["executions"], t["flops"] / t["count"]
+        d = pct(ours, theirs)
+        weights = ("XProf's GPU FLOPs weight each elementwise operation by XLA's measured cost per element on "
+                   "the GPU (f32 multiply 3, a transcendental tens); stepscope counts 1 FLOP per arithmetic "
+                   "operation and transcendentals apart")
+        if d is not None and abs(d) > TOLERANCE_PCT and not u.get("matrix"):
+            rep.add(f"op {label} FLOPs per execution", ours, theirs, "known", "an elementwise/reduce op: " + weights)
+        elif d is not None and abs(d) > TOLERANCE_PCT and dot and ours > dot and theirs > dot:
+            rep.add(f"op {label} FLOPs per execution", ours, theirs, "known",
+                    f"its dots' {dot:,} FLOPs agree (reference reader); the rest are the fusion's elementwise "
+                    f"ops, {ours - dot:,.0f} FLOPs here, {theirs - dot:,.0f} in XProf: " + weights)
+        else:
+            rep.add(f"op {label} FLOPs per execution", ours, theirs)
+    if u["bytes"] > 0 and t["bytes"] > 0:
+        ours, theirs = u["bytes"] / u["executions"], t["bytes"] / t["count"]
+        d = pct(ours, theirs)
+        if known_bytes and d is not None and abs(d) > TOLERANCE_PCT:
+            rep.add(f"op {label} bytes per execution", ours, theirs, "known", known_bytes)
+        else:
+            rep.add(f"op {label} bytes per execution", ours, theirs)
 
 
 # ---------------------------------------------------------------- kernels
@@ -455,7 +516,7 @@ def main(argv=None) -> int:
         kind = "tpu" if "tpu" in device else "gpu" if "gpu" in device else "cpu"
         rep = Report(name, path)
         compare_steps(rep, ss["steps"], ss["summary"], xp)
-        compare_ops(rep, ss["ops"], xp, kind)
+        compare_ops(rep, ss["ops"], xp, kind, ref_dot_flops(path) if kind == "gpu" else None)
         compare_kernels(rep, ss["kernels"], xp)
         if xp.get("errors"):
             rep.notes.append("XProf errors: " + json.dumps(xp["errors"]))

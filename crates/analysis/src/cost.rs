@@ -13,12 +13,15 @@
 //!   operation of its reducer.
 //! - data movement (`copy`, `transpose`, `broadcast`, `reshape`, `slice`, `gather`, …):
 //!   no FLOPs.
+//!   Its bytes leave out the GEMM's workspace (the second element of its output).
 //! - `fusion`: the sum of its body's FLOPs; its bytes are what it reads and writes —
-//!   its operands and its output — not its body's intermediates.
+//!   its operands and its output — not its body's intermediates. Of an operand that
+//!   its body only slices or gathers from (directly or through elementwise ops), it
+//!   reads the part taken.
 //! - any other instruction: its operands' and its output's bytes.
 
 use serde_json::Value;
-use stepscope_xspace::hlo::{HloInstruction, HloModule, Shape};
+use stepscope_xspace::hlo::{HloComputation, HloInstruction, HloModule, Shape, WindowDim};
 
 /// A GPU's dense peak rates, FLOP/s: vector f32, and matrix (tensor-core) f32 as
 /// TF32, bf16/f16 and fp8. From the vendors' data sheets (docs/model.md lists them).
@@ -117,7 +120,7 @@ pub fn is_matrix(m: &HloModule, i: &HloInstruction) -> bool {
 }
 
 /// FLOPs, transcendental operations and bytes of one execution.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Cost {
     pub flops: u64,
     pub transcendentals: u64,
@@ -176,9 +179,31 @@ const TRANSCENDENTAL: &[&str] = &[
 
 /// The cost of one execution of `i` in module `m`.
 pub fn cost(m: &HloModule, i: &HloInstruction) -> Cost {
-    let operand_bytes: u64 = m.operands(i).map(|o| o.shape.bytes_size()).sum();
-    let bytes = operand_bytes.saturating_add(i.shape.bytes_size());
-    if let Some(body) = m.fused_body(i) {
+    let body = m.fused_body(i);
+    let mut memo = Vec::new();
+    let operand_bytes: u64 = m
+        .operands(i)
+        .enumerate()
+        .map(|(k, o)| {
+            let full = o.shape.bytes_size();
+            let param = body.and_then(|b| {
+                b.instructions.iter().find(|p| p.opcode == "parameter" && p.parameter_number == k as i64).map(|p| (b, p))
+            });
+            param.map_or(full, |(b, p)| (full as f64 * utilization(b, p, &mut memo, 0)).round() as u64)
+        })
+        .fold(0u64, u64::saturating_add);
+    // A library GEMM or convolution returns (result, workspace): the workspace is the
+    // library's scratch, not data the op reads or writes. A fusion that updates a slice
+    // of a buffer in place writes the slice.
+    let output = match body {
+        _ if i.opcode == "custom-call" && (is_gemm(&i.custom_call_target) || is_conv(&i.custom_call_target)) => {
+            first_output(&i.shape).bytes_size()
+        }
+        Some(b) => written_bytes(b),
+        None => i.shape.bytes_size(),
+    };
+    let bytes = operand_bytes.saturating_add(output);
+    if let Some(body) = body {
         let mut c = Cost { bytes, ..Cost::default() };
         for f in &body.instructions {
             let inner = compute(m, f);
@@ -188,6 +213,63 @@ pub fn cost(m: &HloModule, i: &HloInstruction) -> Cost {
         return c;
     }
     Cost { bytes, ..compute(m, i) }
+}
+
+/// The share of `x`'s value in `body` that the fusion uses, 0 to 1: all of the root;
+/// of anything else, what its users take — a slice, dynamic slice or gather the part it
+/// takes, an elementwise op, bitcast, reshape, transpose or copy as much as is used of
+/// its own output, any other op all of it. An operand a fusion only slices or gathers
+/// from is read in part (an embedding lookup reads its rows, not the table).
+fn utilization(body: &HloComputation, x: &HloInstruction, memo: &mut Vec<(i64, f64)>, depth: u32) -> f64 {
+    if x.id == body.root_id || depth > 32 {
+        return 1.0;
+    }
+    if let Some(&(_, u)) = memo.iter().find(|(id, _)| *id == x.id) {
+        return u;
+    }
+    let n = x.shape.element_count().max(1) as f64;
+    let mut used = 0.0;
+    for u in body.instructions.iter().filter(|u| u.operand_ids.contains(&x.id)) {
+        let first = u.operand_ids.first() == Some(&x.id);
+        let op = u.opcode.as_str();
+        let same_size = u.shape.element_count() == x.shape.element_count();
+        used += match op {
+            // Updated in place: the part kept is not read, the part replaced not either.
+            "dynamic-update-slice" if first => 0.0,
+            "slice" | "dynamic-slice" | "gather" if first => {
+                utilization(body, u, memo, depth + 1) * u.shape.element_count() as f64 / n
+            }
+            "bitcast" | "reshape" | "transpose" | "copy" if same_size => utilization(body, u, memo, depth + 1),
+            _ if same_size && (ELEMENTWISE.contains(&op) || TRANSCENDENTAL.contains(&op)) => {
+                utilization(body, u, memo, depth + 1)
+            }
+            _ => 1.0,
+        };
+        if used >= 1.0 {
+            break;
+        }
+    }
+    let used = used.min(1.0);
+    memo.push((x.id, used));
+    used
+}
+
+/// The bytes a fusion writes: its root's, where a `dynamic-update-slice` root (or
+/// one in a root tuple) writes only its update — XLA runs those in place.
+fn written_bytes(body: &HloComputation) -> u64 {
+    let by_id = |id: i64| body.instructions.iter().find(|x| x.id == id);
+    let one = |x: &HloInstruction| {
+        if x.opcode == "dynamic-update-slice" {
+            x.operand_ids.get(1).and_then(|&u| by_id(u)).map_or(0, |u| u.shape.bytes_size())
+        } else {
+            x.shape.bytes_size()
+        }
+    };
+    match by_id(body.root_id) {
+        Some(r) if r.opcode == "tuple" => r.operand_ids.iter().filter_map(|&o| by_id(o)).map(one).fold(0, u64::saturating_add),
+        Some(r) => one(r),
+        None => 0,
+    }
 }
 
 /// FLOPs and transcendentals of one instruction (no bytes).
@@ -200,16 +282,10 @@ fn compute(m: &HloModule, i: &HloInstruction) -> Cost {
             (Some(lhs), Some(d)) => dot_flops(out, lhs, &d.lhs_contracting),
             _ => 0,
         },
-        "convolution" => match (operand(1), &i.conv) {
-            (Some(kernel), Some(c)) => {
-                let dim = |d: i64| usize::try_from(d).ok().and_then(|d| kernel.dims.get(d)).copied().unwrap_or(1);
-                let spatial: u64 = c.kernel_spatial.iter().map(|&d| dim(d).max(0) as u64).product();
-                2u64.saturating_mul(out)
-                    .saturating_mul(spatial)
-                    .saturating_mul(dim(c.kernel_input_feature).max(0) as u64)
-            }
-            _ => 0,
-        },
+        "convolution" => conv_flops(i, first_output(&i.shape), operand(0), operand(1)),
+        "custom-call" if is_conv(&i.custom_call_target) => {
+            conv_flops(i, first_output(&i.shape), operand(0), operand(1))
+        }
         "custom-call" if is_gemm(&i.custom_call_target) => match (operand(0), gemm_contracting(&i.backend_config)) {
             // cuBLASLt returns (result, workspace): the result is the first element.
             (Some(lhs), Some(k)) => {
@@ -238,6 +314,58 @@ fn compute(m: &HloModule, i: &HloInstruction) -> Cost {
     Cost { flops, transcendentals, bytes: 0 }
 }
 
+/// A library call's result: the first element of a tuple (the rest is scratch), the
+/// shape itself otherwise.
+fn first_output(shape: &Shape) -> &Shape {
+    if shape.is_tuple() {
+        shape.tuple.first().unwrap_or(shape)
+    } else {
+        shape
+    }
+}
+
+/// A convolution's FLOPs: 2 × the output's batch and features × the kernel's input
+/// features × the window taps that land on the input, summed over the output's
+/// positions — taps over padding, or between the elements of a dilated input, do no
+/// work. Without the input's dimension numbers: every tap of every output position.
+fn conv_flops(i: &HloInstruction, out: &Shape, input: Option<&Shape>, kernel: Option<&Shape>) -> u64 {
+    let (Some(c), Some(kernel)) = (&i.conv, kernel) else { return 0 };
+    let size = |s: &Shape, d: i64| usize::try_from(d).ok().and_then(|d| s.dims.get(d)).copied().unwrap_or(1).max(0) as u64;
+    let in_features = size(kernel, c.kernel_input_feature);
+    let out_spatial: u64 = c.output_spatial.iter().map(|&d| size(out, d)).product();
+    let per_position = out.element_count() / out_spatial.max(1);
+    let taps = match input {
+        Some(input) if c.input_spatial.len() == i.window.len() && c.output_spatial.len() == i.window.len() => i
+            .window
+            .iter()
+            .zip(c.input_spatial.iter().zip(&c.output_spatial))
+            .map(|(w, (&di, &d_out))| valid_taps(w, size(input, di), size(out, d_out)))
+            .fold(1u64, u64::saturating_mul),
+        _ => out_spatial.saturating_mul(c.kernel_spatial.iter().map(|&d| size(kernel, d)).product()),
+    };
+    2u64.saturating_mul(per_position).saturating_mul(in_features).saturating_mul(taps)
+}
+
+/// Over one spatial dimension: the (output position, window tap) pairs whose input
+/// element exists — not padding, not a hole of a base-dilated input.
+fn valid_taps(w: &WindowDim, input: u64, output: u64) -> u64 {
+    let k = w.size.max(0) as u64;
+    // Very long windows: every tap (no padding correction), to stay bounded.
+    if output.saturating_mul(k) > 1 << 24 || input == 0 {
+        return output.saturating_mul(k);
+    }
+    let (stride, wd, base) = (w.stride.max(1), w.window_dilation.max(1), w.base_dilation.max(1));
+    let last = (input as i64 - 1) * base;
+    let mut n = 0u64;
+    for o in 0..output as i64 {
+        for t in 0..k as i64 {
+            let p = o * stride + t * wd - w.padding_low;
+            n += u64::from(p >= 0 && p <= last && p % base == 0);
+        }
+    }
+    n
+}
+
 /// 2 × output elements × the product of `lhs`'s contracting dimensions.
 fn dot_flops(out: u64, lhs: &Shape, contracting: &[i64]) -> u64 {
     let k: u64 = contracting
@@ -245,6 +373,12 @@ fn dot_flops(out: u64, lhs: &Shape, contracting: &[i64]) -> u64 {
         .map(|&d| usize::try_from(d).ok().and_then(|d| lhs.dims.get(d)).copied().unwrap_or(1).max(0) as u64)
         .product();
     2u64.saturating_mul(out).saturating_mul(k)
+}
+
+/// A library convolution's custom-call target (cuDNN's, also MIOpen's through XLA's
+/// ROCm backend: `__cudnn$convForward`, `…BackwardInput`, `…BackwardFilter`, …).
+fn is_conv(target: &str) -> bool {
+    target.to_ascii_lowercase().contains("conv")
 }
 
 /// A library GEMM's custom-call target.
@@ -265,7 +399,7 @@ fn gemm_contracting(config: &str) -> Option<Vec<i64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stepscope_xspace::hlo::{DotDims, HloComputation};
+    use stepscope_xspace::hlo::DotDims;
 
     fn shape(dims: &[i64]) -> Shape {
         Shape { element_type: 11, dims: dims.to_vec(), tuple: vec![] }
@@ -286,7 +420,8 @@ mod tests {
     fn dot_elementwise_and_gemm() {
         let mut dot = instr(3, "dot", "dot", &[8, 32, 64], &[1, 2]);
         dot.dot = Some(DotDims { lhs_contracting: vec![2], rhs_contracting: vec![0], ..DotDims::default() });
-        let mut gemm = instr(5, "gemm", "custom-call", &[256, 64], &[1, 2]);
+        let mut gemm = instr(5, "gemm", "custom-call", &[], &[1, 2]);
+        gemm.shape = Shape { element_type: 13, dims: vec![], tuple: vec![shape(&[256, 64]), Shape { element_type: 2, dims: vec![1 << 20], tuple: vec![] }] };
         gemm.custom_call_target = "__cublas$gemm".into();
         gemm.backend_config =
             r#"{"gemm_backend_config":{"dot_dimension_numbers":{"lhs_contracting_dimensions":["2"]}}}"#.into();
@@ -310,6 +445,9 @@ mod tests {
         assert_eq!(c.bytes, 4 * (8 * 32 * 16 + 16 * 64 + 8 * 32 * 64));
         let e = cost(&m, get("e"));
         assert_eq!((e.flops, e.transcendentals), (0, 8 * 32 * 64));
-        assert_eq!(cost(&m, get("gemm")).flops, 2 * 256 * 64 * 16);
+        let g = cost(&m, get("gemm"));
+        assert_eq!(g.flops, 2 * 256 * 64 * 16);
+        // The operands and the result; not the 1 MiB workspace.
+        assert_eq!(g.bytes, 4 * (8 * 32 * 16 + 16 * 64 + 256 * 64));
     }
 }

@@ -5,6 +5,7 @@
 use serde::Serialize;
 use stepscope_xspace::hlo::{HloInstruction, HloModule};
 
+use crate::cost::Cost;
 use crate::ops::{self, GroupBy, OpRow};
 use crate::profile::Profile;
 use crate::source::{self, SourceFrame};
@@ -20,6 +21,9 @@ pub struct HloContext {
     pub operands: Vec<Instruction>,
     /// The fused computation's instructions (root last), for a fusion.
     pub fused_body: Vec<Instruction>,
+    /// One execution's FLOPs, transcendentals and bytes by stepscope's cost model over
+    /// the HLO ([`crate::cost`]), whatever the profile records.
+    pub cost: Cost,
     /// The op's op-profile row, when it ran in the capture.
     pub profile: Option<OpRow>,
 }
@@ -111,6 +115,7 @@ pub fn hlo_context(profile: &Profile, op: &str, module: Option<&str>) -> Option<
                 instruction: instruction(m, instr),
                 operands: m.operands(instr).map(|o| instruction(m, o)).collect(),
                 fused_body,
+                cost: crate::cost::cost(m, instr),
                 profile: row,
             });
         }

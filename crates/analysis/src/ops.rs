@@ -64,6 +64,10 @@ pub struct OpRow {
     pub module: String,
     pub category: String,
     pub count: u64,
+    /// Executions of the op: `count`, except on GPUs, where a run of one op's kernels
+    /// back to back on a stream is one execution (a split-K GEMM's two kernels).
+    /// FLOPs and bytes from the HLO are one execution's times this.
+    pub executions: u64,
     pub total_ps: i64,
     /// Total minus the time of ops nested inside it.
     pub self_ps: i64,
@@ -90,6 +94,12 @@ pub struct OpRow {
     /// Share of the roof reached, percent: FLOP/s over the ceiling; for an op without
     /// FLOPs (a copy), bytes/s over the memory bandwidth.
     pub roof_pct: Option<f64>,
+    /// Whether the op multiplies matrices (a dot, a convolution, a library GEMM, a fusion
+    /// holding one), from its HLO: those are the ops a GPU's tensor cores or a TPU's
+    /// matrix units run, and their roof is the matrix rate. By line and stack: whether
+    /// any of the row's ops does. Absent where the op has no HLO.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub multiplies_matrices: Option<bool>,
     /// By module: the XLA program's id (`program_id`), when the profile gives one. A
     /// jitted function compiled for several shapes is one module name with several
     /// programs, each its own row; where names repeat, `name` carries the id,
@@ -206,6 +216,11 @@ struct Acc<'a> {
     /// Executions: GPU kernels of one op back to back on a stream are one execution
     /// (a split-K GEMM runs two); elsewhere each occurrence is one.
     executions: u64,
+    /// Executions per XLA program ([`NO_PROGRAM`] where the profile gives none): a row
+    /// by op sums the programs that share a module name, each costed by its own HLO.
+    by_program: Vec<(u64, u64)>,
+    /// See [`OpRow::multiplies_matrices`].
+    matrix: Option<bool>,
 }
 
 impl<'a> Acc<'a> {
@@ -228,6 +243,8 @@ impl<'a> Acc<'a> {
             peaks,
             command_buffer: None,
             executions: 0,
+            by_program: Vec::new(),
+            matrix: None,
         }
     }
 
@@ -244,6 +261,21 @@ impl<'a> Acc<'a> {
         self.one_category &= o.one_category && *o.category == *self.category;
         self.command_buffer = self.command_buffer.or(o.command_buffer);
         self.executions += o.executions;
+        for (p, n) in o.by_program {
+            self.executed(p, n);
+        }
+        self.matrix = match (self.matrix, o.matrix) {
+            (Some(x), Some(y)) => Some(x || y),
+            (x, y) => x.or(y),
+        };
+    }
+
+    /// Counts `n` executions of program `program`.
+    fn executed(&mut self, program: u64, n: u64) {
+        match self.by_program.iter_mut().rev().find(|(p, _)| *p == program) {
+            Some((_, m)) => *m += n,
+            None => self.by_program.push((program, n)),
+        }
     }
 
     fn add(&mut self, o: &Occurrence<'a, '_>) {
@@ -400,18 +432,52 @@ pub fn op_stacks(profile: &Profile) -> Vec<OpStack> {
     out
 }
 
-/// The HLO instruction of a row by op (and program, where it has one): its program's
-/// module (any host's), else the module of its name.
+/// The HLO instruction `name` of `module`: in program `program`'s module (any
+/// host's) where one is given, else in the module of that name.
+fn instruction<'h>(
+    hlo: &'h [HloModules],
+    name: &str,
+    module: &str,
+    program: Option<u64>,
+) -> Option<(&'h stepscope_xspace::hlo::HloModule, &'h stepscope_xspace::hlo::HloInstruction)> {
+    if module.is_empty() {
+        return only_instruction(hlo, name);
+    }
+    let m = hlo.iter().find_map(|h| {
+        let by_program = program.and_then(|p| h.by_program_id(p as i64));
+        by_program.filter(|m| m.name == module).or_else(|| h.by_name(module))
+    })?;
+    let (_, i) = m.instruction(name)?;
+    Some((m, i))
+}
+
+/// For ops whose events name no module (TPU `XLA Ops`): the instruction `name` of the
+/// one module name that has one (its latest compilation); none where several do.
+fn only_instruction<'h>(
+    hlo: &'h [HloModules],
+    name: &str,
+) -> Option<(&'h stepscope_xspace::hlo::HloModule, &'h stepscope_xspace::hlo::HloInstruction)> {
+    let mut found: Option<(&stepscope_xspace::hlo::HloModule, &stepscope_xspace::hlo::HloInstruction)> = None;
+    for h in hlo {
+        for e in h.entries().iter().rev() {
+            let Ok(m) = e.module() else { continue };
+            let Some((_, i)) = m.instruction(name) else { continue };
+            match found {
+                Some((f, _)) if f.name != m.name => return None,
+                Some(_) => {}
+                None => found = Some((m, i)),
+            }
+        }
+    }
+    found
+}
+
+/// The HLO instruction of a row by op (and program, where it has one).
 fn acc_instruction<'h>(
     hlo: &'h [HloModules],
     a: &Acc,
 ) -> Option<(&'h stepscope_xspace::hlo::HloModule, &'h stepscope_xspace::hlo::HloInstruction)> {
-    let m = hlo.iter().find_map(|h| {
-        let by_program = a.program.filter(|&p| p != NO_PROGRAM).and_then(|p| h.by_program_id(p as i64));
-        by_program.filter(|m| m.name == a.module).or_else(|| h.by_name(a.module))
-    })?;
-    let (_, i) = m.instruction(&a.name)?;
-    Some((m, i))
+    instruction(hlo, &a.name, a.module, a.program.filter(|&p| p != NO_PROGRAM))
 }
 
 /// The stack of a row by op and program, from its program's HLO.
@@ -424,17 +490,30 @@ fn acc_stack(hlo: &[HloModules], a: &Acc) -> Option<Vec<SourceFrame>> {
 /// ([`crate::cost`]): one execution's times its executions; on a known GPU its roof by
 /// the op's type and whether it multiplies matrices.
 fn cost_from_hlo(hlo: &[HloModules], a: &mut Acc) {
+    // Each program's instruction, with its executions.
+    let mut found = Vec::with_capacity(a.by_program.len());
+    for &(p, n) in &a.by_program {
+        if let Some(mi) = instruction(hlo, &a.name, a.module, Some(p).filter(|&p| p != NO_PROGRAM)) {
+            found.push((mi, n));
+        }
+    }
+    let Some(&((m, i), _)) = found.first() else { return };
+    let matrix = crate::cost::is_matrix(m, i);
+    a.matrix = Some(matrix);
     if a.flops.is_some_and(|f| f > 0) || a.is_async {
         return;
     }
-    let Some((m, i)) = acc_instruction(hlo, a) else { return };
-    let c = crate::cost::cost(m, i);
-    a.flops = Some(c.flops.saturating_mul(a.executions));
+    let (mut flops, mut bytes) = (0u64, 0u64);
+    for &((m, i), n) in &found {
+        let c = crate::cost::cost(m, i);
+        flops = flops.saturating_add(c.flops.saturating_mul(n));
+        bytes = bytes.saturating_add(c.bytes.saturating_mul(n));
+    }
+    a.flops = Some(flops);
     if a.bytes.is_none_or(|b| b == 0) {
-        a.bytes = Some(c.bytes.saturating_mul(a.executions));
+        a.bytes = Some(bytes);
     }
     if let Some(g) = a.peaks.gpu {
-        let matrix = crate::cost::is_matrix(m, i);
         // A matrix op's type is its inputs' (a bf16 dot may write f32).
         let hero = m
             .fused_body(i)
@@ -615,6 +694,7 @@ fn chunk_rows<'a>(
                 }
                 rows[at].1.add(&o);
                 rows[at].1.executions += execution;
+                rows[at].1.executed(o.program.unwrap_or(NO_PROGRAM), execution);
                 return;
             }
         }
@@ -658,6 +738,7 @@ fn chunk_rows<'a>(
         }
         rows[at].1.add(&o);
         rows[at].1.executions += execution;
+        rows[at].1.executed(o.program.unwrap_or(NO_PROGRAM), execution);
     });
     rows
 }
@@ -696,6 +777,7 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
             _ => String::new(),
         },
         count,
+        executions: a.executions,
         total_ps,
         self_ps,
         avg_ps: if count > 0 { total_ps / count as i64 } else { 0 },
@@ -710,6 +792,7 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
         arithmetic_intensity: intensity,
         roof_flops_per_s: roof,
         roof_pct,
+        multiplies_matrices: a.matrix,
         program_id: a.program,
         command_buffer: a.command_buffer.map(str::to_string),
         stack: None,

@@ -159,13 +159,16 @@ pub struct HloInstruction {
     pub dimensions: Vec<i64>,
     /// A dot's `dot_dimension_numbers` (field 30).
     pub dot: Option<DotDims>,
-    /// A convolution's window (field 15): per spatial dimension, its size.
-    pub window_sizes: Vec<i64>,
+    /// A convolution's or reduce-window's window (field 15), per spatial dimension.
+    pub window: Vec<WindowDim>,
     /// A convolution's `convolution_dimension_numbers` (field 16).
     pub conv: Option<ConvDims>,
     /// `feature_group_count` / `batch_group_count` (fields 50, 58; 0 when absent).
     pub feature_group_count: i64,
     pub batch_group_count: i64,
+    /// A `parameter`'s number (field 9): in a fusion's body, parameter k is the
+    /// fusion's operand k.
+    pub parameter_number: i64,
     /// `backend_config` (field 43): JSON text on GPU (a gemm's dimension numbers, …).
     pub backend_config: String,
     /// Unique within the module (XLA puts the computation id in the top 32 bits).
@@ -197,6 +200,21 @@ pub struct ConvDims {
     pub kernel_input_feature: i64,
     pub kernel_output_feature: i64,
     pub kernel_spatial: Vec<i64>,
+    pub input_spatial: Vec<i64>,
+    pub output_spatial: Vec<i64>,
+}
+
+/// One dimension of a `Window` (`WindowDimension`: 1 size, 2 stride, 3 padding_low,
+/// 4 padding_high, 5 window_dilation, 6 base_dilation; dilations and strides of 0
+/// read as 1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WindowDim {
+    pub size: i64,
+    pub stride: i64,
+    pub padding_low: i64,
+    pub padding_high: i64,
+    pub window_dilation: i64,
+    pub base_dilation: i64,
 }
 
 /// One HLO computation (an `HloComputationProto`).
@@ -656,7 +674,7 @@ fn decode_instruction(mut w: Wire<'_>) -> WireResult<HloInstruction> {
             14 => w.repeated_int(wt, &mut i.dimensions)?,
             15 => {
                 let r = w.bytes(wt)?;
-                decode_window(w.sub(r), &mut i.window_sizes)?;
+                decode_window(w.sub(r), &mut i.window)?;
             }
             16 => {
                 let r = w.bytes(wt)?;
@@ -668,6 +686,8 @@ fn decode_instruction(mut w: Wire<'_>) -> WireResult<HloInstruction> {
                         3 => c.kernel_input_feature = m.int(wt)?,
                         4 => c.kernel_output_feature = m.int(wt)?,
                         6 => m.repeated_int(wt, &mut c.kernel_spatial)?,
+                        11 => m.repeated_int(wt, &mut c.input_spatial)?,
+                        12 => m.repeated_int(wt, &mut c.output_spatial)?,
                         _ => m.skip(wt)?,
                     }
                 }
@@ -693,6 +713,7 @@ fn decode_instruction(mut w: Wire<'_>) -> WireResult<HloInstruction> {
             43 => i.backend_config = w.string(wt)?,
             50 => i.feature_group_count = w.int(wt)?,
             58 => i.batch_group_count = w.int(wt)?,
+            9 => i.parameter_number = w.int(wt)?,
             35 => i.id = w.int(wt)?,
             36 => w.repeated_int(wt, &mut i.operand_ids)?,
             38 => w.repeated_int(wt, &mut i.called_computation_ids)?,
@@ -702,8 +723,8 @@ fn decode_instruction(mut w: Wire<'_>) -> WireResult<HloInstruction> {
     Ok(i)
 }
 
-/// `Window`: 1 dimensions (`WindowDimension`: 1 size, …); the sizes.
-fn decode_window(mut w: Wire<'_>, sizes: &mut Vec<i64>) -> WireResult<()> {
+/// `Window`: 1 dimensions, each a [`WindowDim`].
+fn decode_window(mut w: Wire<'_>, dims: &mut Vec<WindowDim>) -> WireResult<()> {
     while !w.done() {
         let (field, wt) = w.key()?;
         if field != 1 {
@@ -712,15 +733,23 @@ fn decode_window(mut w: Wire<'_>, sizes: &mut Vec<i64>) -> WireResult<()> {
         }
         let r = w.bytes(wt)?;
         let mut d = w.sub(r);
-        let mut size = 0;
+        let mut x = WindowDim::default();
         while !d.done() {
             let (f, wt) = d.key()?;
             match f {
-                1 => size = d.int(wt)?,
+                1 => x.size = d.int(wt)?,
+                2 => x.stride = d.int(wt)?,
+                3 => x.padding_low = d.int(wt)?,
+                4 => x.padding_high = d.int(wt)?,
+                5 => x.window_dilation = d.int(wt)?,
+                6 => x.base_dilation = d.int(wt)?,
                 _ => d.skip(wt)?,
             }
         }
-        sizes.push(size);
+        for v in [&mut x.stride, &mut x.window_dilation, &mut x.base_dilation] {
+            *v = (*v).max(1);
+        }
+        dims.push(x);
     }
     Ok(())
 }

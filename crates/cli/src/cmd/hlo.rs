@@ -71,8 +71,9 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
     print_stack(&ctx.instruction, "  ");
     if let Some(r) = &ctx.profile {
         println!(
-            "  ran {} time(s): total {}, self {}, avg {} ({:.1}% of op time){}",
-            human::count(r.count),
+            "  ran {} time(s){}: total {}, self {}, avg {} ({:.1}% of op time){}",
+            human::count(r.executions),
+            if r.executions != r.count { format!(" as {} kernels", human::count(r.count)) } else { String::new() },
             human::duration_ps(r.total_ps),
             human::duration_ps(r.self_ps),
             human::duration_ps(r.avg_ps),
@@ -81,6 +82,18 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
         );
     } else {
         println!("  did not run in this capture");
+    }
+    let c = &ctx.cost;
+    if c.flops > 0 || c.bytes > 0 {
+        let transcendentals =
+            if c.transcendentals > 0 { format!(" and {} transcendentals", human::count(c.transcendentals)) } else { String::new() };
+        let intensity =
+            if c.flops > 0 && c.bytes > 0 { format!(" ({:.3} FLOP/byte)", c.flops as f64 / c.bytes as f64) } else { String::new() };
+        println!(
+            "  one execution: {}{transcendentals}, {} read and written{intensity}",
+            human::rate(c.flops as f64, "FLOP"),
+            human::bytes(c.bytes)
+        );
     }
     if !ctx.operands.is_empty() {
         println!();
