@@ -14,7 +14,9 @@
 //! - data movement (`copy`, `transpose`, `broadcast`, `reshape`, `slice`, `gather`, …):
 //!   no FLOPs.
 //!   Its bytes leave out the GEMM's workspace (the second element of its output).
-//! - `fusion`: the sum of its body's FLOPs; its bytes are what it reads and writes —
+//! - `fusion`: the sum of its body's FLOPs, each instruction's for the share of its
+//!   result the fusion uses (a subtract whose result is gathered from computes what
+//!   the gather takes); its bytes are what it reads and writes —
 //!   its operands and its output — not its body's intermediates. Of an operand that
 //!   its body only slices or gathers from (directly or through elementwise ops), it
 //!   reads the part taken.
@@ -207,8 +209,14 @@ pub fn cost(m: &HloModule, i: &HloInstruction) -> Cost {
         let mut c = Cost { bytes, ..Cost::default() };
         for f in &body.instructions {
             let inner = compute(m, f);
-            c.flops = c.flops.saturating_add(inner.flops);
-            c.transcendentals = c.transcendentals.saturating_add(inner.transcendentals);
+            if inner.flops == 0 && inner.transcendentals == 0 {
+                continue;
+            }
+            // Only the elements of its result that the fusion uses are computed.
+            let used = utilization(body, f, &mut memo, 0);
+            let scale = |n: u64| (n as f64 * used).round() as u64;
+            c.flops = c.flops.saturating_add(scale(inner.flops));
+            c.transcendentals = c.transcendentals.saturating_add(scale(inner.transcendentals));
         }
         return c;
     }
@@ -297,16 +305,14 @@ fn compute(m: &HloModule, i: &HloInstruction) -> Cost {
         },
         "reduce" | "reduce-window" => {
             let input = operand(0).map_or(0, Shape::element_count);
-            let per = i
-                .called_computation_ids
-                .first()
-                .and_then(|&c| m.computation(c))
-                .map_or(1, |c| c.instructions.iter().filter(|x| ELEMENTWISE.contains(&x.opcode.as_str())).count())
-                as u64;
+            let per = reducer_ops(m, i);
             // The output of a tuple reduce: each element's count.
             let outputs = if i.shape.is_tuple() { i.shape.tuple.first().map_or(0, Shape::element_count) } else { out };
             input.saturating_sub(outputs).saturating_mul(per.max(1))
         }
+        // Each element of the result is its reducer applied once more (the reduction
+        // of a participant's value into the others').
+        "all-reduce" | "all-reduce-start" => i.shape.element_count().saturating_mul(reducer_ops(m, i)),
         _ if ELEMENTWISE.contains(&op) => out,
         _ => 0,
     };
@@ -364,6 +370,16 @@ fn valid_taps(w: &WindowDim, input: u64, output: u64) -> u64 {
         }
     }
     n
+}
+
+/// The arithmetic operations of the computation `i` reduces with (1 if unknown).
+fn reducer_ops(m: &HloModule, i: &HloInstruction) -> u64 {
+    let n = i
+        .called_computation_ids
+        .first()
+        .and_then(|&c| m.computation(c))
+        .map_or(1, |c| c.instructions.iter().filter(|x| ELEMENTWISE.contains(&x.opcode.as_str())).count());
+    n.max(1) as u64
 }
 
 /// 2 × output elements × the product of `lhs`'s contracting dimensions.
