@@ -8,6 +8,7 @@ const PAGES = {
   overview: () => import('./pages/overview.js'),
   ops: () => import('./pages/ops.js'),
   source: () => import('./pages/source.js'),
+  roofline: () => import('./pages/roofline.js'),
   scopes: () => import('./pages/scopes.js'),
   kernels: () => import('./pages/kernels.js'),
   steps: () => import('./pages/steps.js'),
@@ -20,7 +21,7 @@ const PAGES = {
   hlo: () => import('./pages/hlo.js'),
 };
 const TITLES = {
-  overview: 'Overview', ops: 'Op profile', source: 'Source', scopes: 'Scopes', kernels: 'Kernels', steps: 'Steps', timeline: 'Timeline',
+  overview: 'Overview', ops: 'Op profile', source: 'Source', roofline: 'Roofline', scopes: 'Scopes', kernels: 'Kernels', steps: 'Steps', timeline: 'Timeline',
   memory: 'Memory', devices: 'Devices', collectives: 'Collectives', compile: 'Compile', diff: 'Diff', hlo: 'HLO',
 };
 // Pages reached from links only, not listed in the header.

@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use stepscope_analysis::advise::{self, Thresholds};
 use stepscope_analysis::ops::GroupBy;
-use stepscope_analysis::{diff, kernels, memory, ops, scopes, steps, summary};
+use stepscope_analysis::peaks::UserPeaks;
+use stepscope_analysis::{diff, kernels, memory, ops, roofline, scopes, steps, summary};
 use stepscope_xspace::pprof;
 
 create_exception!(_native, StepscopeError, PyException, "A profile that cannot be read or analysed.");
@@ -74,6 +75,16 @@ impl Profile {
         })
     }
 
+    /// `stepscope roofline --json [--top TOP]` (every op when `top` is None).
+    #[pyo3(signature = (top=None))]
+    fn roofline_json(&self, py: Python<'_>, top: Option<usize>) -> PyResult<String> {
+        analyse(py, || {
+            let mut r = roofline::roofline(&self.inner);
+            r.ops.truncate(top.unwrap_or(usize::MAX));
+            r
+        })
+    }
+
     /// `stepscope kernels --json [--top TOP]` (every kernel when `top` is None).
     #[pyo3(signature = (top=None))]
     fn kernels_json(&self, py: Python<'_>, top: Option<usize>) -> PyResult<String> {
@@ -108,6 +119,13 @@ impl Profile {
             })?,
             None => Thresholds::default(),
         };
+        let (file, loaded) = (th.peaks(), self.inner.user_peaks());
+        let differs = |a: Option<f64>, b: Option<f64>| a.is_some() && a != b;
+        if differs(file.flops_per_s, loaded.flops_per_s) || differs(file.bytes_per_s, loaded.bytes_per_s) {
+            return Err(StepscopeError::new_err(
+                "peaks are the profile's: pass them to load(path, peak_flops=..., peak_bandwidth=...), not to advise()",
+            ));
+        }
         analyse(py, || advise::advise(&self.inner, &th))
     }
 
@@ -119,9 +137,22 @@ impl Profile {
 /// Resolves `path` (a log directory, run folder or profile file), reads the run (the
 /// newest, or `run`) and keeps only `host` when given, exactly as the CLI does.
 #[pyfunction]
-#[pyo3(signature = (path, run=None, host=None))]
-fn load(py: Python<'_>, path: PathBuf, run: Option<String>, host: Option<String>) -> PyResult<Profile> {
-    let (inner, run) = py.detach(|| stepscope::load_run(path, run, host)).map_err(err)?;
+#[pyo3(signature = (path, run=None, host=None, peak_flops=None, peak_bandwidth=None))]
+fn load(
+    py: Python<'_>,
+    path: PathBuf,
+    run: Option<String>,
+    host: Option<String>,
+    peak_flops: Option<f64>,
+    peak_bandwidth: Option<f64>,
+) -> PyResult<Profile> {
+    for (name, v) in [("peak_flops", peak_flops), ("peak_bandwidth", peak_bandwidth)] {
+        if v.is_some_and(|v| !(v.is_finite() && v > 0.0)) {
+            return Err(StepscopeError::new_err(format!("{name} must be a positive rate per second, e.g. 3.5e12")));
+        }
+    }
+    let (mut inner, run) = py.detach(|| stepscope::load_run(path, run, host)).map_err(err)?;
+    inner.set_peaks(UserPeaks { flops_per_s: peak_flops, bytes_per_s: peak_bandwidth });
     Ok(Profile { inner, pprof: run.pprof.first().cloned() })
 }
 

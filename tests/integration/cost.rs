@@ -92,15 +92,18 @@ fn roofline_lists_the_roofs_and_the_ops_under_them() {
     assert_eq!(r["schema"], "stepscope.roofline/1");
     let d = &r["devices"][0];
     assert_eq!(d["gpu_model"], "H100 SXM");
-    assert_eq!(d["peak_bytes_per_s"].as_f64(), Some(3_352_320_000_000.0));
-    assert!((d["ridge_flops_per_byte"].as_f64().unwrap() - 989.4e12 / 3_352_320_000_000.0).abs() < 1e-6);
+    assert_eq!(d["peak_bytes_per_s"].as_f64(), Some(3.35e12));
+    assert!((d["ridge_flops_per_byte"].as_f64().unwrap() - 989.4e12 / 3.35e12).abs() < 1e-6);
     // The ops with an intensity, as `ops` has them.
     let ops = json(&["ops", &f, "--top", "0"]);
     let want: Vec<&serde_json::Value> =
         ops["ops"].as_array().unwrap().iter().filter(|o| o["arithmetic_intensity"].is_f64()).collect();
     assert_eq!(r["ops"].as_array().unwrap().iter().collect::<Vec<_>>(), want);
     let text = ok(&["roofline", &f]);
-    assert!(text.contains("(H100 SXM): peak 989 TFLOP/s · memory 3.35 TB/s · ridge 295 FLOP/byte"), "{text}");
+    assert!(
+        text.contains("(H100 SXM): peak 989 TFLOP/s (data sheet) · memory 3.35 TB/s (data sheet) · ridge 295 FLOP/byte"),
+        "{text}"
+    );
     // A capture whose device has no known roofs says so.
     let cpu = ok(&["roofline", &fixture(WITH_DOTS[0]).to_string_lossy()]);
     assert!(cpu.contains("roofs unknown"), "{cpu}");
@@ -215,4 +218,149 @@ fn the_cost_model_equals_a_tpu_profiles_own_costs() {
         }
     }
     assert!(checked >= 8, "{checked} costs checked");
+}
+
+/// The one `.xplane.pb` of a fixture folder.
+fn xplane(dir: &str) -> String {
+    let f = fixture_files()
+        .into_iter()
+        .find(|p| p.starts_with(fixture(dir)) && p.to_string_lossy().ends_with(".xplane.pb"))
+        .unwrap();
+    f.to_str().unwrap().to_string()
+}
+
+#[test]
+fn peaks_come_from_the_user_the_profile_or_a_data_sheet() {
+    // TPU: the plane's own stats, as the reference reader reads them.
+    let tpu = xplane("tpu-v6e-inference");
+    let stats = reference(&["plane-stats", &tpu, "--plane", "/device:TPU:0"]);
+    let d = &json(&["roofline", &tpu])["devices"][0];
+    assert_eq!(d["peak_flops_per_s"].as_f64(), Some(stats["peak_teraflops_per_second"].as_f64().unwrap() * 1e12));
+    assert_eq!(d["peak_bytes_per_s"].as_f64(), Some(stats["peak_hbm_bw_gigabytes_per_second"].as_f64().unwrap() * 1e9));
+    assert_eq!((&d["peak_flops_source"], &d["peak_bytes_source"], &d["model"]), (&"profile".into(), &"profile".into(), &"TPU v6e".into()));
+    // H100: the data sheet's 3.35 TB/s, which the plane's `memory_bandwidth` agrees with.
+    let h100 = xplane("gpu-nocb");
+    let plane = reference(&["plane-stats", &h100, "--plane", "/device:GPU:0"])["memory_bandwidth"].as_f64().unwrap();
+    let d = &json(&["roofline", &h100])["devices"][0];
+    assert!((d["peak_bytes_per_s"].as_f64().unwrap() / plane - 1.0).abs() < 0.001, "{d} vs {plane}");
+    // MI300X: the plane says half the data sheet's 5.3 TB/s (bus width x memory clock
+    // x 2, without HBM3's rate): the data sheet is taken.
+    let mi = xplane("rocm-mi300x-gemm");
+    let plane = reference(&["plane-stats", &mi, "--plane", "/device:GPU:0"])["memory_bandwidth"].as_f64().unwrap();
+    let d = &json(&["roofline", &mi])["devices"][0];
+    assert_eq!((d["peak_bytes_per_s"].as_f64(), &d["peak_bytes_source"], &d["model"]), (Some(5.3e12), &"data_sheet".into(), &"MI300X".into()));
+    assert!((5.3e12 / plane - 2.0).abs() < 0.01, "{plane}");
+    // CPU: none but the user's, from the flags or the thresholds file; each op's roof
+    // is then the lesser of the peak and its intensity times the bandwidth.
+    let cpu = fixture(WITH_DOTS[0]).to_str().unwrap().to_string();
+    assert!(json(&["roofline", &cpu])["devices"][0]["peak_flops_per_s"].is_null());
+    assert!(json(&["ops", &cpu])["ops"].as_array().unwrap().iter().all(|o| o["bound"].is_null()));
+    let r = json(&["roofline", &cpu, "--top", "0", "--peak-flops", "2T", "--peak-bandwidth", "100GB/s"]);
+    let d = &r["devices"][0];
+    assert_eq!((d["peak_flops_per_s"].as_f64(), d["peak_bytes_per_s"].as_f64()), (Some(2e12), Some(1e11)));
+    assert_eq!((&d["peak_flops_source"], &d["peak_bytes_source"]), (&"user".into(), &"user".into()));
+    assert!(r["ops"].as_array().unwrap().len() > 10);
+    for o in r["ops"].as_array().unwrap() {
+        let ai = o["arithmetic_intensity"].as_f64().unwrap();
+        let roof = o["roof_flops_per_s"].as_f64().unwrap();
+        assert!((roof - (2e12f64).min(ai * 1e11)).abs() <= 1e-6 * roof, "{o}");
+        assert_eq!(o["bound"], if ai >= 20.0 { "compute" } else { "memory" }, "{o}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let kpi = dir.path().join("kpi.toml");
+    std::fs::write(&kpi, "peak_flops_per_s = 2e12\npeak_bytes_per_s = 1e11\n").unwrap();
+    let a = json(&["advise", &cpu, "--thresholds", kpi.to_str().unwrap()]);
+    assert_eq!(a["thresholds"]["peak_flops_per_s"].as_f64(), Some(2e12));
+    // The flag wins over the file.
+    let summary = |extra: &[&str]| {
+        let mut args = vec!["summary", cpu.as_str()];
+        args.extend(extra);
+        json(&args)["flops_utilization_pct"].as_f64()
+    };
+    let (at2, at4) = (summary(&["--peak-flops", "2T"]).unwrap(), summary(&["--peak-flops", "4T"]).unwrap());
+    assert!((at2 / at4 - 2.0).abs() < 1e-9, "{at2} {at4}");
+    assert_eq!(summary(&[]), None);
+    assert_clean_error(&["roofline", &cpu, "--peak-flops", "fast"]);
+}
+
+#[test]
+fn flops_per_step_equal_the_profiles_own_op_flops() {
+    // The TPU ops carry XLA's `flops`: summed, by the reference reader, over each
+    // TPU's `XLA Ops` events that start in a step, they are the step's FLOPs, and
+    // over the step's time at the four chips' peak, its utilisation.
+    let f = xplane("tpu-v6e-inference");
+    let steps = json(&["steps", &f]);
+    let steps = steps["steps"].as_array().unwrap();
+    let mut want = vec![0f64; steps.len()];
+    let mut peak = 0.0;
+    for dev in 0..4 {
+        let plane = format!("/device:TPU:{dev}");
+        peak += reference(&["plane-stats", &f, "--plane", &plane])["peak_teraflops_per_second"].as_f64().unwrap() * 1e12;
+        for e in reference_lines(&["dump", &f, "--plane", &plane, "--line", "XLA Ops", "--limit", "100000000"]) {
+            let start = e["start_ps"].as_i64().unwrap();
+            let flops = e["stats"]["flops"].as_f64().unwrap_or(0.0);
+            for (k, s) in steps.iter().enumerate() {
+                let (s0, d) = (s["start_ps"].as_i64().unwrap(), s["duration_ps"].as_i64().unwrap());
+                if start >= s0 && start < s0 + d {
+                    want[k] += flops;
+                }
+            }
+        }
+    }
+    assert!(want.iter().filter(|&&w| w > 0.0).count() >= 90, "steps with FLOPs");
+    for (s, w) in steps.iter().zip(&want) {
+        let got = s["flops"].as_f64().unwrap();
+        assert!((got - w).abs() <= 1e-6 * w.max(1.0), "step {}: {got} vs the events' {w}", s["step_num"]);
+        let secs = s["duration_ps"].as_f64().unwrap() / 1e12;
+        let util = s["flops_utilization_pct"].as_f64().unwrap();
+        assert!((util - 100.0 * w / (secs * peak)).abs() <= 1e-9 + 1e-6 * util, "{s}");
+    }
+    // The summary's are the steps': their mean FLOPs, and all their FLOPs over all
+    // their time at peak.
+    let sm = json(&["summary", &f]);
+    let total: f64 = want.iter().sum();
+    let time: f64 = steps.iter().map(|s| s["duration_ps"].as_f64().unwrap() / 1e12).sum();
+    assert!((sm["flops_per_step"].as_f64().unwrap() - total / steps.len() as f64).abs() <= 1e-6 * total);
+    assert!((sm["flops_utilization_pct"].as_f64().unwrap() / (100.0 * total / (time * peak)) - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn gpu_steps_carry_flops_of_the_ops_inside_them() {
+    // On a GPU the step's FLOPs are its kernels' (cost model): every step of
+    // gpu-bf16 runs the same program, so the same FLOPs, and the steps together hold
+    // every FLOP of the op profile whose kernels ran inside a step.
+    let f = xplane("gpu-bf16");
+    let steps = json(&["steps", &f]);
+    let steps = steps["steps"].as_array().unwrap();
+    let flops: Vec<u64> = steps.iter().map(|s| s["flops"].as_u64().unwrap()).collect();
+    assert!(flops.iter().all(|&x| x == flops[0] && x > 1_000_000_000_000), "{flops:?}");
+    let total: u64 = json(&["ops", &f, "--top", "0"])["ops"].as_array().unwrap().iter().filter_map(|o| o["flops"].as_u64()).sum();
+    let in_steps: u64 = flops.iter().sum();
+    assert!(in_steps <= total && in_steps as f64 >= 0.95 * total as f64, "{in_steps} of {total}");
+    let text = ok(&["summary", &f]);
+    assert!(text.contains("FLOPs utilisation"), "{text}");
+}
+
+#[test]
+fn memory_bandwidth_judges_ops_long_enough_to_reach_it() {
+    // gpu-async: memory-bound ops of at least 10 µs move data at under 60% of the
+    // H100's 3.35 TB/s; the finding's value is their bytes over their time.
+    let f = xplane("gpu-async");
+    let a = json(&["advise", &f]);
+    let finding = a["findings"].as_array().unwrap().iter().find(|x| x["rule"] == "memory-bandwidth").expect("fires");
+    let ops = json(&["ops", &f, "--top", "0"]);
+    let long: Vec<&serde_json::Value> = ops["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["bound"] == "memory" && o["bytes_per_s"].is_f64() && o["avg_ps"].as_i64().unwrap() >= 10_000_000)
+        .collect();
+    let bytes: f64 = long.iter().map(|o| o["bytes_accessed"].as_f64().unwrap()).sum();
+    let secs: f64 = long.iter().map(|o| o["self_ps"].as_f64().unwrap()).sum::<f64>() / 1e12;
+    let want = 100.0 * bytes / secs / 3.35e12;
+    assert!((finding["value"].as_f64().unwrap() - want).abs() < 1e-6, "{finding} vs {want}");
+    assert!(want < 60.0);
+    // gpu-host's memory-bound ops all last under 3 µs: no verdict on their bandwidth.
+    let a = json(&["advise", &xplane("gpu-host")]);
+    assert!(a["findings"].as_array().unwrap().iter().all(|x| x["rule"] != "memory-bandwidth"), "{a}");
 }

@@ -76,6 +76,16 @@ pub fn json(args: &[&str]) -> serde_json::Value {
 
 /// Runs the independent Python reference reader and parses its JSON output.
 pub fn reference(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&reference_text(args)).expect("reference JSON")
+}
+
+/// Runs the reference reader for a command that prints one JSON object a line (`dump`).
+pub fn reference_lines(args: &[&str]) -> Vec<serde_json::Value> {
+    reference_text(args).lines().map(|l| serde_json::from_str(l).expect("reference JSON line")).collect()
+}
+
+/// The reference reader's standard output.
+fn reference_text(args: &[&str]) -> String {
     let script = root().join("tests/support/xspace_ref.py");
     let out = Command::new("python3")
         .arg(script)
@@ -87,7 +97,7 @@ pub fn reference(args: &[&str]) -> serde_json::Value {
         "reference reader failed (run `pip install -r tests/support/requirements.txt`): {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("reference JSON")
+    String::from_utf8(out.stdout).expect("reference output is UTF-8")
 }
 
 /// Asserts a failed run: exit code 2 and one `stepscope: … — …` line on stderr.

@@ -24,6 +24,10 @@ use crate::stats::{sum_ps, Intervals};
 use crate::steps::{self, Steps};
 use crate::summary::{self, Summary};
 
+/// Memory-bound ops below peak bandwidth are a warning when they take this share of
+/// op time, percent (a note below it).
+const MEMORY_BOUND_TIME_PCT: f64 = 10.0;
+
 /// Why a profile may hold no device ops, and what to do: for the `no-device-activity`
 /// rule and the commands that find no op.
 pub const NO_OPS_WHY: &str = "On CPU, XLA records its ops from JAX 0.4.33 on (0.4.31 and earlier record none): \
@@ -78,6 +82,18 @@ pub struct Thresholds {
     pub min_steps: u64,
     /// A device computing this much longer than its peers' median, percent.
     pub straggler_pct: f64,
+    /// The devices' peak compute, FLOP/s, where the profile has none (a CPU) or you
+    /// know better ([`crate::peaks`]); applied with [`Thresholds::peaks`].
+    pub peak_flops_per_s: Option<f64>,
+    /// The devices' peak memory bandwidth, bytes/s.
+    pub peak_bytes_per_s: Option<f64>,
+}
+
+impl Thresholds {
+    /// The peaks this file gives, for [`Profile::set_peaks`] (before analysing).
+    pub fn peaks(&self) -> crate::peaks::UserPeaks {
+        crate::peaks::UserPeaks { flops_per_s: self.peak_flops_per_s, bytes_per_s: self.peak_bytes_per_s }
+    }
 }
 
 impl Default for Thresholds {
@@ -102,6 +118,8 @@ impl Default for Thresholds {
             input_bound_pct: 20.0,
             min_steps: 3,
             straggler_pct: devices::STRAGGLER_EXCESS_PCT,
+            peak_flops_per_s: None,
+            peak_bytes_per_s: None,
         }
     }
 }
@@ -674,36 +692,64 @@ pub(crate) fn findings_with(profile: &Profile, s: &Summary, th: &Thresholds, inp
             });
         }
     }
-    // Memory bandwidth of memory-bound ops, where peaks are known.
-    let mem_bound: Vec<&ops::OpRow> =
-        op_rows.ops.iter().filter(|r| r.bound == Some("memory") && r.bytes_per_s.is_some()).collect();
-    if !mem_bound.is_empty() {
-        let t = sum_ps(mem_bound.iter().map(|r| r.self_ps));
+    // Memory bandwidth of memory-bound ops, where peaks are known. Ops shorter than a
+    // small op cannot approach peak bandwidth (launch and tail effects dominate): their
+    // cost is their count, which `many-small-ops` judges.
+    let small_ps = (th.small_op_us * 1e6) as i64;
+    let mem_bound: Vec<&ops::OpRow> = op_rows
+        .ops
+        .iter()
+        .filter(|r| r.bound == Some("memory") && r.bytes_per_s.is_some() && r.avg_ps >= small_ps)
+        .collect();
+    let dev = profile.devices();
+    let peak = dev.iter().find_map(|d| crate::peaks::of(d).bytes_per_s);
+    let t = sum_ps(mem_bound.iter().map(|r| r.self_ps));
+    if let (Some(peak), true) = (peak, t > 0) {
         let bytes: f64 = mem_bound.iter().filter_map(|r| r.bytes_accessed).map(|b| b as f64).sum();
-        let dev = profile.devices();
-        let peak = dev.iter().find_map(|d| ops::peaks(d).bytes_per_s);
-        if let (Some(peak), true) = (peak, t > 0) {
-            let achieved = bytes / (t as f64 / 1e12);
-            let share = 100.0 * achieved / peak;
-            if share < th.memory_bandwidth_pct {
-                out.push(Finding {
-                    rule: "memory-bandwidth",
-                    severity: Severity::Info,
-                    title: format!("memory-bound ops reach {share:.0}% of peak bandwidth"),
-                    value: share,
-                    threshold: th.memory_bandwidth_pct,
-                    unit: "pct",
-                    evidence: mem_bound
-                        .iter()
-                        .take(3)
-                        .map(|r| ev(format!("{}: {:.1} GB/s", r.name, r.bytes_per_s.unwrap_or(0.0) / 1e9), ""))
-                        .collect(),
-                    advice:
-                        "memory-bound ops well below peak bandwidth suggest poor layouts or small transfers: check \
-                             fusion of elementwise chains and padding to the hardware tile"
-                            .into(),
-                });
-            }
+        let share = 100.0 * bytes / (t as f64 / 1e12) / peak;
+        let time_pct = if op_rows.op_time_ps > 0 { 100.0 * t as f64 / op_rows.op_time_ps as f64 } else { 0.0 };
+        if share < th.memory_bandwidth_pct {
+            // The ops that lose the most time to the bandwidth they leave unused.
+            let lost = |r: &ops::OpRow| r.self_ps as f64 * (1.0 - r.bytes_per_s.unwrap_or(0.0) / peak).max(0.0);
+            let mut worst = mem_bound.clone();
+            worst.sort_by(|a, b| lost(b).total_cmp(&lost(a)));
+            out.push(Finding {
+                rule: "memory-bandwidth",
+                severity: if time_pct >= MEMORY_BOUND_TIME_PCT { Severity::Warning } else { Severity::Info },
+                title: format!(
+                    "memory-bound ops reach {share:.0}% of peak bandwidth ({} GB/s of {:.0}), in {time_pct:.0}% of op time",
+                    (share * peak / 100.0 / 1e9).round(),
+                    peak / 1e9
+                ),
+                value: share,
+                threshold: th.memory_bandwidth_pct,
+                unit: "pct",
+                evidence: worst
+                    .iter()
+                    .take(3)
+                    .map(|r| {
+                        let b = r.bytes_per_s.unwrap_or(0.0);
+                        let mut e = ev(
+                            format!(
+                                "{}: {:.0} GB/s ({:.0}% of peak), {} in {} × {}",
+                                r.name,
+                                b / 1e9,
+                                100.0 * b / peak,
+                                ms(r.self_ps),
+                                r.count,
+                                ms(r.avg_ps)
+                            ),
+                            "",
+                        );
+                        e.detail = r.category.clone();
+                        e
+                    })
+                    .collect(),
+                advice: "these ops move data well below the memory's peak: check their layouts (`stepscope hlo PATH OP` \
+                         shows shapes; transposes and padding to the hardware tile), fuse the elementwise chains \
+                         around them, and use bf16 where f32 is not needed, which halves the bytes"
+                    .into(),
+            });
         }
     }
 

@@ -20,6 +20,7 @@ pub mod kernels;
 pub mod live;
 pub mod memory;
 pub mod ops;
+pub mod peaks;
 pub mod profile;
 pub mod roofline;
 pub mod scopes;

@@ -11,6 +11,7 @@ use stepscope_xspace::{Plane, Span, Stat, StatValue};
 use serde::Serialize;
 
 use crate::cache::{FastMap, RecStats};
+use crate::peaks::Peaks;
 use crate::profile::{Device, Profile};
 use crate::source::{self, SourceFrame};
 use crate::stats::sum_ps;
@@ -300,36 +301,6 @@ impl<'a> Acc<'a> {
 /// An async `-start`/`-done` half's category.
 fn is_async(category: &str) -> bool {
     category.ends_with("-start") || category.ends_with("-done")
-}
-
-/// A device's peak compute and memory bandwidth, when the profile records them or
-/// the device is a known one.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Peaks {
-    pub flops_per_s: Option<f64>,
-    pub bytes_per_s: Option<f64>,
-    /// A known GPU's rates per data type (see [`crate::cost::gpu_peaks`]): an op's roof
-    /// is then chosen by its HLO's type and whether it multiplies matrices.
-    pub gpu: Option<&'static crate::cost::GpuPeaks>,
-}
-
-/// Reads the peaks a device plane records (TPU: peak TFLOP/s and HBM GB/s; GPU:
-/// memory bandwidth), and a known GPU's rates.
-pub fn peaks(d: &Device) -> Peaks {
-    let stat = |name: &str| d.plane.plane_stat(name).and_then(|s| d.plane.stat_f64(&s)).filter(|v| *v > 0.0);
-    let text = |name: &str| d.plane.plane_stat(name).map(|s| d.plane.stat_display(&s)).unwrap_or_default();
-    let int = |name: &str| stat(name).map_or(0, |v| v as i64);
-    let gpu = crate::cost::gpu_peaks(
-        &text("gpu_device_name"),
-        &text("device_vendor"),
-        (int("compute_cap_major"), int("compute_cap_minor")),
-        int("core_count"),
-    );
-    Peaks {
-        flops_per_s: stat("peak_teraflops_per_second").map(|t| t * 1e12).or(gpu.map(|g| g.bf16_matrix)),
-        bytes_per_s: stat("peak_hbm_bw_gigabytes_per_second").map(|g| g * 1e9).or_else(|| stat("memory_bandwidth")),
-        gpu,
-    }
 }
 
 /// Computes the op profile, grouped by `by`; `scope_depth` cuts name-stack scopes.
@@ -664,7 +635,7 @@ fn chunk_rows<'a>(
     const NONE: (u32, u64, usize) = (u32::MAX, NO_PROGRAM, usize::MAX);
     let names = &d.cached_ops().names;
     let mut recent: Vec<(u32, u64, usize)> = vec![NONE; names.len()];
-    let peaks = peaks(d);
+    let peaks = crate::peaks::of(d);
     // GPU kernels: the previous occurrence's op, to count a run of one op's kernels
     // as one execution.
     let kernels = d.source == crate::profile::OpSource::Kernels;

@@ -27,6 +27,8 @@ pub struct Profile {
     /// of the earliest session start (0 for a single host, or when a host does not
     /// record its start).
     pub clock_offset_ps: Vec<i64>,
+    /// Peaks the user gave, over the profile's and the data sheets' ([`crate::peaks`]).
+    pub(crate) user_peaks: crate::peaks::UserPeaks,
     /// Work shared by analyses (devices, ops, steps, …), done once.
     pub(crate) cache: Cache,
 }
@@ -130,6 +132,8 @@ pub struct Device<'a> {
     pub source: OpSource,
     /// The descriptor and ops of this device.
     pub(crate) slot: &'a Slot,
+    /// The profile's [`crate::peaks::UserPeaks`].
+    pub(crate) user_peaks: crate::peaks::UserPeaks,
 }
 
 impl<'a> Device<'a> {
@@ -621,7 +625,22 @@ impl Profile {
                 }
             }
         }
-        Profile { run: run.into(), hosts, clock_offset_ps, cache: Cache::default() }
+        Profile { run: run.into(), hosts, clock_offset_ps, user_peaks: Default::default(), cache: Cache::default() }
+    }
+
+    /// The peaks the user gave ([`Profile::set_peaks`]).
+    pub fn user_peaks(&self) -> crate::peaks::UserPeaks {
+        self.user_peaks
+    }
+
+    /// Sets the peaks the user gives (`--peak-flops`, `--peak-bandwidth`): they
+    /// override the profile's and the data sheets' on every device. Analyses already
+    /// computed are dropped, so none reads the old peaks.
+    pub fn set_peaks(&mut self, peaks: crate::peaks::UserPeaks) {
+        if peaks != self.user_peaks {
+            self.user_peaks = peaks;
+            self.cache = Cache::default();
+        }
     }
 
     /// Keeps only the host called `name`; false when there is none.
@@ -657,6 +676,7 @@ impl Profile {
                     kind: slot.kind,
                     source: slot.source,
                     slot,
+                    user_peaks: self.user_peaks,
                 }
             })
             .collect()

@@ -5,17 +5,25 @@
 use serde::Serialize;
 
 use crate::ops::{self, GroupBy, OpRow};
+use crate::peaks::{self, PeakSource};
 use crate::profile::Profile;
 
 /// One device's roofs.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Roofs {
     pub device: String,
-    /// The headline peak: the plane's (TPU) or a known GPU's bf16 tensor rate.
+    /// The headline peak: the user's, the plane's (TPU) or a known device's bf16
+    /// matrix rate.
     pub peak_flops_per_s: Option<f64>,
     pub peak_bytes_per_s: Option<f64>,
+    /// Where each peak was read: `user`, `profile` or `data_sheet`.
+    pub peak_flops_source: Option<PeakSource>,
+    pub peak_bytes_source: Option<PeakSource>,
     /// FLOPs per byte where the two roofs meet.
     pub ridge_flops_per_byte: Option<f64>,
+    /// A known device's model (`H100 SXM`, `TPU v6e`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<&'static str>,
     /// A known GPU's model, whose per-type rates give each op its own roof.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_model: Option<&'static str>,
@@ -34,17 +42,21 @@ pub struct Roofline {
 pub fn roofline(profile: &Profile) -> Roofline {
     let mut devices: Vec<Roofs> = Vec::new();
     for d in profile.devices().iter() {
-        let p = ops::peaks(d);
+        let p = peaks::of(d);
         let roofs = Roofs {
             device: d.id(),
             peak_flops_per_s: p.flops_per_s,
             peak_bytes_per_s: p.bytes_per_s,
+            peak_flops_source: p.flops_source,
+            peak_bytes_source: p.bytes_source,
             ridge_flops_per_byte: p.flops_per_s.zip(p.bytes_per_s).map(|(f, b)| f / b),
+            model: p.model,
             gpu_model: p.gpu.map(|g| g.model),
         };
         let same = |r: &Roofs| {
             r.peak_flops_per_s == roofs.peak_flops_per_s
                 && r.peak_bytes_per_s == roofs.peak_bytes_per_s
+                && r.model == roofs.model
                 && r.gpu_model == roofs.gpu_model
         };
         if !devices.iter().any(same) {
@@ -53,4 +65,98 @@ pub fn roofline(profile: &Profile) -> Roofline {
     }
     let ops = ops::ops(profile, GroupBy::Op, 0).ops.into_iter().filter(|r| r.arithmetic_intensity.is_some()).collect();
     Roofline { schema: "stepscope.roofline/1", devices, ops }
+}
+
+/// The FLOPs each step ran and their share of what the devices could have run.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StepFlops {
+    /// FLOPs of the ops that started within the step, on the step's host's devices.
+    pub flops: u64,
+    /// The FLOPs the devices could have run in the step: its duration times their
+    /// summed peak FLOP/s.
+    pub capacity_flops: f64,
+    /// `flops` over `capacity_flops`, percent: FLOPs utilisation.
+    pub utilization_pct: Option<f64>,
+}
+
+/// Per step of `steps` (in its order): the FLOPs its host's devices ran and their
+/// utilisation, for the hosts whose devices have a peak FLOP/s; None elsewhere.
+///
+/// Each op event is given its row's FLOPs per event (the op profile's by-op row:
+/// FLOPs over its events, so a GEMM split into two kernels gives each half), and
+/// counted in the step whose span holds its start. The FLOPs are the executed
+/// program's (from the profile's stats or the HLO): work XLA rematerialises counts.
+pub fn step_flops(profile: &Profile, steps: &[crate::steps::Step]) -> Vec<Option<StepFlops>> {
+    let mut out = vec![None; steps.len()];
+    let rows = ops::ops(profile, GroupBy::Op, 0);
+    let per_event: crate::cache::FastMap<(&str, &str), f64> = rows
+        .ops
+        .iter()
+        .filter_map(|r| Some(((r.module.as_str(), r.name.as_str()), r.flops? as f64 / r.count.max(1) as f64)))
+        .collect();
+    if per_event.is_empty() {
+        return out;
+    }
+    let devices = profile.devices();
+    for (hi, space) in profile.hosts.iter().enumerate() {
+        let mine: Vec<(&crate::Device, f64)> = devices
+            .iter()
+            .filter(|d| d.host_index == hi)
+            .filter_map(|d| peaks::of(d).flops_per_s.map(|p| (d, p)))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let peak: f64 = mine.iter().map(|(_, p)| p).sum();
+        let mut order: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].host == space.host).collect();
+        order.sort_by_key(|&i| steps[i].start_ps);
+        if order.is_empty() {
+            continue;
+        }
+        let mut flops = vec![0f64; order.len()];
+        for (d, _) in &mine {
+            let ops = d.cached_ops();
+            // FLOPs per event by (module, name) id pair, looked up once per pair.
+            let mut by_ids: crate::cache::FastMap<(u32, u32), f64> = Default::default();
+            // Records are in time order per line: keep the step of the last one.
+            let mut at = 0usize;
+            let mut line = u32::MAX;
+            let mut last = ((u32::MAX, u32::MAX), 0.0);
+            for r in &ops.recs {
+                let ids = (r.module, r.name);
+                if ids != last.0 {
+                    let f = *by_ids.entry(ids).or_insert_with(|| {
+                        let key = (&*ops.names[r.module as usize], &*ops.names[r.name as usize]);
+                        per_event.get(&key).copied().unwrap_or(0.0)
+                    });
+                    last = (ids, f);
+                }
+                let f = last.1;
+                if f == 0.0 {
+                    continue;
+                }
+                let start = r.start_ps(d.plane);
+                if r.line != line || steps[order[at]].start_ps > start {
+                    line = r.line;
+                    at = order.partition_point(|&i| steps[i].start_ps <= start).saturating_sub(1);
+                }
+                while at + 1 < order.len() && steps[order[at + 1]].start_ps <= start {
+                    at += 1;
+                }
+                let s = &steps[order[at]];
+                if start >= s.start_ps && start < s.end_ps() {
+                    flops[at] += f;
+                }
+            }
+        }
+        for (k, &i) in order.iter().enumerate() {
+            let capacity_flops = steps[i].duration_ps.max(0) as f64 / 1e12 * peak;
+            out[i] = Some(StepFlops {
+                flops: flops[k].round() as u64,
+                capacity_flops,
+                utilization_pct: (capacity_flops > 0.0).then(|| 100.0 * flops[k] / capacity_flops),
+            });
+        }
+    }
+    out
 }

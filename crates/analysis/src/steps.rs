@@ -61,6 +61,14 @@ pub struct Step {
     /// the device runs it during later steps. Absent where the profile links none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_work_ps: Option<i64>,
+    /// FLOPs of the ops that started in the step on its host's devices (the executed
+    /// program's, [`crate::roofline::step_flops`]). Absent where no device's peak
+    /// FLOP/s is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flops: Option<u64>,
+    /// `flops` over the step's duration times the devices' summed peak FLOP/s, percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flops_utilization_pct: Option<f64>,
 }
 
 impl Step {
@@ -82,6 +90,10 @@ pub struct Steps {
 pub fn steps(profile: &Profile) -> Steps {
     let mut s = cached(profile).clone();
     launched_work(profile, &mut s.steps);
+    for (step, f) in s.steps.iter_mut().zip(crate::roofline::step_flops(profile, &cached(profile).steps)) {
+        step.flops = f.map(|f| f.flops);
+        step.flops_utilization_pct = f.and_then(|f| f.utilization_pct);
+    }
     s
 }
 
@@ -235,6 +247,8 @@ fn blank_step(step_num: i64, name: &str, host: &str, start_ps: i64, duration_ps:
         device_idle_ps: 0,
         compile_ps: 0,
         device_work_ps: None,
+        flops: None,
+        flops_utilization_pct: None,
     }
 }
 

@@ -90,6 +90,12 @@ pub struct Summary {
     pub breakdown: Breakdown,
     /// Device busy share of step time (mean over devices), percent.
     pub device_utilization_pct: f64,
+    /// FLOPs the devices ran per step, mean over the steps (the executed program's,
+    /// from the profile or the HLO); null where no device's peak FLOP/s is known.
+    pub flops_per_step: Option<f64>,
+    /// FLOPs utilisation: the steps' FLOPs over their durations times the devices'
+    /// peak FLOP/s, percent ([`crate::roofline::step_flops`]); null where unknown.
+    pub flops_utilization_pct: Option<f64>,
     pub environment: Environment,
     pub top_ops: Vec<OpRow>,
     /// The most important findings of [`advise`](crate::advise::findings) (at most 3).
@@ -152,6 +158,12 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
         breakdown.device_idle_input_ps = Some(input.device_idle_input_ps.clamp(0, breakdown.device_idle_ps));
     }
     let device_utilization_pct = model.utilization_pct();
+    let per_step: Vec<_> = crate::roofline::step_flops(profile, &steps.steps).into_iter().flatten().collect();
+    let flops_per_step =
+        (!per_step.is_empty()).then(|| per_step.iter().map(|f| f.flops as f64).sum::<f64>() / per_step.len() as f64);
+    let capacity: f64 = per_step.iter().map(|f| f.capacity_flops).sum();
+    let flops_utilization_pct = (capacity > 0.0)
+        .then(|| 100.0 * per_step.iter().map(|f| f.flops as f64).sum::<f64>() / capacity);
     let mut top_ops = ops::ops(profile, GroupBy::Op, 0).ops;
     top_ops.truncate(top);
     Summary {
@@ -162,6 +174,8 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
         step_time,
         breakdown,
         device_utilization_pct,
+        flops_per_step,
+        flops_utilization_pct,
         environment: environment(profile, &devices),
         top_ops,
         findings: Vec::new(),

@@ -54,15 +54,15 @@ pub enum Command {
     /// Show hosts, planes, lines, event counts, time span, devices and versions.
     Info(InfoArgs),
     /// Overview: step time, average step breakdown, utilisation, top ops, environment.
-    Summary(AnalysisArgs),
+    Summary(CostArgs),
     /// Every step: duration, device busy and idle time, compile overlap.
-    Steps(AnalysisArgs),
+    Steps(CostArgs),
     /// Op profile: HLO ops (or categories, modules, scopes, Python lines) by self time.
     Ops(OpsArgs),
     /// Your host scopes (TraceAnnotation) nested, per step, with device time and input work.
     Scopes(AnalysisArgs),
     /// Roofline: each op's FLOPs per byte, achieved rate and share of the device's roof.
-    Roofline(AnalysisArgs),
+    Roofline(CostArgs),
     /// GPU kernel stats: launches, time, grid/block, registers, shared memory, occupancy.
     Kernels(AnalysisArgs),
     /// Memory: allocator peaks and timelines, live allocations, device-memory pprof.
@@ -147,6 +147,57 @@ pub struct AnalysisArgs {
     pub output: Output,
 }
 
+/// The device's peaks, for the analyses that measure against them (roofline, FLOPs
+/// utilisation, memory bandwidth): a CPU has none in its profile.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PeakArgs {
+    /// Peak compute of each device, FLOP/s (SI prefixes: 3.5T, 900G); overrides the
+    /// profile's and a known device's.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub peak_flops: Option<f64>,
+    /// Peak memory bandwidth of each device, bytes/s (SI prefixes: 200G, 3.35T).
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub peak_bandwidth: Option<f64>,
+}
+
+impl PeakArgs {
+    /// The peaks as the analyses take them.
+    pub fn user(&self) -> stepscope_analysis::peaks::UserPeaks {
+        stepscope_analysis::peaks::UserPeaks { flops_per_s: self.peak_flops, bytes_per_s: self.peak_bandwidth }
+    }
+}
+
+/// A rate with an optional SI prefix (k, M, G, T, P) and unit (`3.5T`, `900GFLOP/s`,
+/// `2e12`).
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let unitless = t.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '/');
+    let suffix = &t[unitless.len()..];
+    let scale = match suffix.chars().next() {
+        None => 1.0,
+        Some('k' | 'K') => 1e3,
+        Some('M') => 1e6,
+        Some('G') => 1e9,
+        Some('T') => 1e12,
+        Some('P') => 1e15,
+        Some(_) if suffix.starts_with("FLOP") || suffix.starts_with('B') => 1.0,
+        Some(_) => return Err(format!("{s:?}: unknown prefix {suffix:?}; use k, M, G, T or P (e.g. 3.5T)")),
+    };
+    match unitless.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => Err(format!("{s:?} is not a positive rate; e.g. 3.5T for 3.5e12 per second")),
+    }
+}
+
+/// An analysis measured against the device's peaks.
+#[derive(Args, Debug)]
+pub struct CostArgs {
+    #[command(flatten)]
+    pub common: AnalysisArgs,
+    #[command(flatten)]
+    pub peaks: PeakArgs,
+}
+
 /// Grouping for `ops --by`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
 pub enum By {
@@ -170,6 +221,8 @@ pub struct OpsArgs {
     /// With --by scope: cut scopes to this many levels (0 = whole scope).
     #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 0)]
     pub depth: usize,
+    #[command(flatten)]
+    pub peaks: PeakArgs,
 }
 
 #[derive(Args, Debug)]
@@ -187,4 +240,20 @@ pub struct InfoArgs {
     pub input: Input,
     #[command(flatten)]
     pub output: Output,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rate;
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("3.5T"), Ok(3.5e12));
+        assert_eq!(parse_rate("900GFLOP/s"), Ok(9e11));
+        assert_eq!(parse_rate("2e12"), Ok(2e12));
+        assert_eq!(parse_rate("200GB/s"), Ok(2e11));
+        assert!(parse_rate("-1").is_err());
+        assert!(parse_rate("3X").is_err());
+        assert!(parse_rate("inf").is_err());
+    }
 }

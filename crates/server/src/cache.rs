@@ -9,6 +9,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use stepscope_analysis::peaks::UserPeaks;
 use stepscope_analysis::steps::{self, Steps};
 use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{Derived, Profile};
@@ -48,11 +49,13 @@ type Slot = Arc<Derived<Result<Arc<Entry>, String>>>;
 pub struct Cache {
     capacity: usize,
     slots: Mutex<VecDeque<(Key, Slot)>>,
+    /// The devices' peaks given to `serve`, set on every run read.
+    peaks: UserPeaks,
 }
 
 impl Cache {
-    pub fn new(capacity: usize) -> Cache {
-        Cache { capacity: capacity.max(1), slots: Mutex::new(VecDeque::new()) }
+    pub fn new(capacity: usize, peaks: UserPeaks) -> Cache {
+        Cache { capacity: capacity.max(1), slots: Mutex::new(VecDeque::new()), peaks }
     }
 
     /// The run `run` (default: the newest) of `root`, only host `host` when given.
@@ -84,6 +87,7 @@ impl Cache {
                 if let Some(h) = host {
                     profile.retain_host(h);
                 }
+                profile.set_peaks(self.peaks);
                 Ok(Arc::new(Entry {
                     profile,
                     run: run.clone(),

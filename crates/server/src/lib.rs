@@ -31,6 +31,8 @@ pub struct Options {
     pub host: IpAddr,
     /// Port to bind; 0 picks a free one.
     pub port: u16,
+    /// The devices' peaks, over the profile's and the data sheets'.
+    pub peaks: stepscope_analysis::peaks::UserPeaks,
 }
 
 /// Shared state of a running server.
@@ -71,7 +73,7 @@ impl Server {
         let app = Arc::new(App {
             token,
             root,
-            cache: cache::Cache::new(cache::DEFAULT_RUNS),
+            cache: cache::Cache::new(cache::DEFAULT_RUNS, opts.peaks),
             exports: tokio::sync::Semaphore::new(download::MAX_EXPORTS),
             pending: gate::Pending::default(),
             host_names: if opts.host.is_loopback() { Vec::new() } else { machine_names() },

@@ -82,6 +82,11 @@ class Profile:
         """
         return Rows(json.loads(self._native.ops_json(by, depth, top)), "ops")
 
+    def roofline(self, top: Optional[int] = None) -> Rows:
+        """The roofline: ``stepscope roofline --json --top TOP`` (rows: its ``ops``;
+        ``raw["devices"]`` holds each device's roofs and where they were read)."""
+        return Rows(json.loads(self._native.roofline_json(top)), "ops")
+
     def kernels(self, top: Optional[int] = None) -> Rows:
         """GPU kernels: ``stepscope kernels --json --top TOP`` (``top=None``: all)."""
         return Rows(json.loads(self._native.kernels_json(top)), "kernels")
@@ -101,14 +106,22 @@ class Profile:
         return f"<stepscope.Profile run={self.run!r} hosts={self.hosts!r}>"
 
 
-def load(path: Union[str, os.PathLike], run: Optional[str] = None, host: Optional[str] = None) -> Profile:
+def load(
+    path: Union[str, os.PathLike],
+    run: Optional[str] = None,
+    host: Optional[str] = None,
+    peak_flops: Optional[float] = None,
+    peak_bandwidth: Optional[float] = None,
+) -> Profile:
     """Reads a profile, taking ``path`` as the CLI does.
 
     ``path`` is a log directory (its newest run, or the run named ``run``), a run
     folder, or one profile file (``.xplane.pb``, ``.trace.json.gz``, ...); ``host``
-    keeps one host. Raises :class:`stepscope.StepscopeError` with the CLI's message.
+    keeps one host. ``peak_flops`` (FLOP/s) and ``peak_bandwidth`` (bytes/s) give the
+    devices' peaks, as ``--peak-flops`` / ``--peak-bandwidth`` do: a CPU has none in
+    its profile. Raises :class:`stepscope.StepscopeError` with the CLI's message.
     """
-    return Profile(_native.load(os.fspath(path), run, host))
+    return Profile(_native.load(os.fspath(path), run, host, peak_flops, peak_bandwidth))
 
 
 def diff(

@@ -27,6 +27,8 @@ pub struct AdviseArgs {
     /// Print CSV: one row per finding (its evidence joined by " | ").
     #[arg(long)]
     pub csv: bool,
+    #[command(flatten)]
+    pub peaks: crate::args::PeakArgs,
 }
 
 /// Reads thresholds from a TOML file: top-level keys or a `[thresholds]` table.
@@ -53,7 +55,13 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
         None => Thresholds::default(),
     };
     let select = Select { host: args.host.clone(), top: None };
-    let profile = load::profile(&args.input, &select)?;
+    let mut profile = load::profile(&args.input, &select)?;
+    // The flags win over the thresholds file.
+    let (flag, file) = (args.peaks.user(), th.peaks());
+    profile.set_peaks(stepscope_analysis::peaks::UserPeaks {
+        flops_per_s: flag.flops_per_s.or(file.flops_per_s),
+        bytes_per_s: flag.bytes_per_s.or(file.bytes_per_s),
+    });
     let a = advise::advise(&profile, &th);
     if args.json {
         println!("{}", serde_json::to_string(&a)?);

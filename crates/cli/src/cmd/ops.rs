@@ -11,7 +11,8 @@ use crate::table::{csv, Table};
 
 pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
     let args = &ops_args.common;
-    let profile = load::profile(&args.input, &args.select)?;
+    let mut profile = load::profile(&args.input, &args.select)?;
+    profile.set_peaks(ops_args.peaks.user());
     let by = group_by(ops_args.by);
     let mut result = ops::ops(&profile, by, ops_args.depth);
     let total_rows = result.ops.len();

@@ -2,15 +2,18 @@
 
 use std::process::ExitCode;
 
+use stepscope_analysis::peaks::PeakSource;
 use stepscope_analysis::roofline;
 
-use crate::args::AnalysisArgs;
+use crate::args::CostArgs;
 use crate::human;
 use crate::load;
 use crate::table::{csv, Table};
 
-pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
-    let profile = load::profile(&args.input, &args.select)?;
+pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
+    let args = &cost_args.common;
+    let mut profile = load::profile(&args.input, &args.select)?;
+    profile.set_peaks(cost_args.peaks.user());
     let mut r = roofline::roofline(&profile);
     r.ops.truncate(args.select.rows());
     if args.output.json {
@@ -53,17 +56,27 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for d in &r.devices {
-        let model = d.gpu_model.map(|m| format!(" ({m})")).unwrap_or_default();
-        match (d.peak_flops_per_s, d.peak_bytes_per_s) {
-            (Some(f), Some(b)) => println!(
-                "{}{model}: peak {} · memory {} · ridge {:.0} FLOP/byte",
+        let model = d.model.map(|m| format!(" ({m})")).unwrap_or_default();
+        // Where a peak was read, when not the profile itself.
+        let from = |s: Option<PeakSource>| match s {
+            Some(PeakSource::User) => " (yours)",
+            Some(PeakSource::DataSheet) => " (data sheet)",
+            _ => "",
+        };
+        let flops = d.peak_flops_per_s.map(|f| format!("peak {}{}", human::rate(f, "FLOP/s"), from(d.peak_flops_source)));
+        let bytes = d.peak_bytes_per_s.map(|b| format!("memory {}{}", human::rate(b, "B/s"), from(d.peak_bytes_source)));
+        match (flops, bytes, d.ridge_flops_per_byte) {
+            (Some(f), Some(b), Some(ridge)) => println!("{}{model}: {f} · {b} · ridge {ridge:.0} FLOP/byte", d.device),
+            (f, b, _) if f.is_some() || b.is_some() => println!(
+                "{}{model}: {} — give the other with --peak-flops / --peak-bandwidth",
                 d.device,
-                human::rate(f, "FLOP/s"),
-                human::rate(b, "B/s"),
-                f / b
+                f.or(b).unwrap_or_default()
             ),
-            (None, Some(b)) => println!("{}{model}: memory {} · peak FLOP/s unknown", d.device, human::rate(b, "B/s")),
-            _ => println!("{}: roofs unknown (no peaks in the profile and not a known device)", d.device),
+            _ => println!(
+                "{}: roofs unknown (no peaks in the profile and not a known device): give them with \
+                 --peak-flops RATE --peak-bandwidth RATE (e.g. 2T, 100G)",
+                d.device
+            ),
         }
     }
     if r.ops.is_empty() {

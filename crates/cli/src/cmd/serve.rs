@@ -23,6 +23,8 @@ pub struct ServeArgs {
     /// Don't open a browser.
     #[arg(long)]
     pub no_open: bool,
+    #[command(flatten)]
+    pub peaks: crate::args::PeakArgs,
 }
 
 const EXAMPLES: &str = "\
@@ -33,7 +35,12 @@ EXAMPLES:
                                              ssh -L 6007:127.0.0.1:6007 REMOTE and open the printed URL";
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    let opts = stepscope_server::Options { root: args.path.clone(), host: args.host, port: args.port };
+    let opts = stepscope_server::Options {
+        root: args.path.clone(),
+        host: args.host,
+        port: args.port,
+        peaks: args.peaks.user(),
+    };
     let server = stepscope_server::Server::bind(&opts)?;
     let url = server.url();
     let port = server.local_addr().port();

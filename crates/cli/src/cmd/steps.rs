@@ -4,13 +4,15 @@ use std::process::ExitCode;
 
 use stepscope_analysis::steps;
 
-use crate::args::AnalysisArgs;
+use crate::args::CostArgs;
 use crate::human;
 use crate::load;
 use crate::table::{csv, Table};
 
-pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
-    let profile = load::profile(&args.input, &args.select)?;
+pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
+    let args = &cost_args.common;
+    let mut profile = load::profile(&args.input, &args.select)?;
+    profile.set_peaks(cost_args.peaks.user());
     let mut s = steps::steps(&profile);
     let all = s.steps.len();
     // `--top N`: the N slowest steps, in step order.
@@ -40,6 +42,8 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                     st.device_idle_ps.to_string(),
                     st.compile_ps.to_string(),
                     st.device_work_ps.map(|w| w.to_string()).unwrap_or_default(),
+                    st.flops.map(|f| f.to_string()).unwrap_or_default(),
+                    st.flops_utilization_pct.map(|u| format!("{u:.4}")).unwrap_or_default(),
                 ]
             })
             .collect();
@@ -53,6 +57,8 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             "device_idle_ps",
             "compile_ps",
             "device_work_ps",
+            "flops",
+            "flops_utilization_pct",
         ];
         print!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
@@ -72,6 +78,10 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     if work {
         head.push("LAUNCHED");
     }
+    let flops = s.steps.iter().any(|st| st.flops_utilization_pct.is_some());
+    if flops {
+        head.extend(["FLOPS", "FLOPS UTIL %"]);
+    }
     let mut t = Table::new(head);
     for st in &s.steps {
         let mut row = vec![
@@ -86,11 +96,18 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         if work {
             row.push(st.device_work_ps.map(human::duration_ps).unwrap_or_default());
         }
+        if flops {
+            row.push(st.flops.map(|f| human::rate(f as f64, "FLOP")).unwrap_or_default());
+            row.push(st.flops_utilization_pct.map(|u| format!("{u:.1}")).unwrap_or_default());
+        }
         t.push(row);
     }
     print!("{}", t.text());
     if work {
         println!("LAUNCHED: device time of the kernels and copies each step launched (correlation_id)");
+    }
+    if flops {
+        println!("FLOPS: the ops that started in the step; UTIL: over the step's time at the devices' peak FLOP/s");
     }
     Ok(ExitCode::SUCCESS)
 }

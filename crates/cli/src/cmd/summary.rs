@@ -5,13 +5,15 @@ use std::process::ExitCode;
 use stepscope_analysis::ops::GroupBy;
 use stepscope_analysis::summary::{self, Summary};
 
-use crate::args::AnalysisArgs;
+use crate::args::CostArgs;
 use crate::human;
 use crate::load;
 use crate::table::csv;
 
-pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
-    let profile = load::profile(&args.input, &args.select)?;
+pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
+    let args = &cost_args.common;
+    let mut profile = load::profile(&args.input, &args.select)?;
+    profile.set_peaks(cost_args.peaks.user());
     let s = summary::summary(&profile, args.select.rows());
     if args.output.json {
         println!("{}", serde_json::to_string(&s)?);
@@ -48,6 +50,8 @@ fn metric_rows(s: &Summary) -> Vec<Vec<String>> {
     .iter()
     .map(|(k, v)| vec![k.to_string(), v.to_string()])
     .chain(std::iter::once(vec!["device_utilization_pct".into(), format!("{:.2}", s.device_utilization_pct)]))
+    .chain(s.flops_per_step.map(|f| vec!["flops_per_step".into(), format!("{f:.0}")]))
+    .chain(s.flops_utilization_pct.map(|u| vec!["flops_utilization_pct".into(), format!("{u:.4}")]))
     .collect()
 }
 
@@ -134,7 +138,15 @@ fn print_text(s: &Summary) {
 /// Where the average step went, one bar per part.
 fn print_breakdown(s: &Summary) {
     let b = &s.breakdown;
-    println!("AVERAGE STEP  {}  ·  device utilisation {:.1}%", human::duration_ps(b.step_ps), s.device_utilization_pct);
+    let flops = match (s.flops_per_step, s.flops_utilization_pct) {
+        (Some(f), Some(u)) => format!("  ·  FLOPs utilisation {u:.1}% ({} a step)", human::rate(f, "FLOP")),
+        _ => String::new(),
+    };
+    println!(
+        "AVERAGE STEP  {}  ·  device utilisation {:.1}%{flops}",
+        human::duration_ps(b.step_ps),
+        s.device_utilization_pct
+    );
     let parts = [
         ("device compute", b.device_compute_ps, true),
         ("collectives", b.collectives_ps, true),
