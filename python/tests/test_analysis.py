@@ -234,3 +234,24 @@ def test_eight_threads_on_a_fresh_profile_all_finish(cli, fixture, threads):
     step_count, steps = map(int, r.stdout.split())
     summary = cli_json(cli, "summary", fixture)
     assert step_count == summary["step_count"] == steps
+
+
+def test_roofline_and_peaks_equal_cli(cli):
+    # A GPU: the data sheet's roofs, as the CLI's.
+    gpu = FIXTURES / "gpu-nocb"
+    r = stepscope.load(gpu).roofline()
+    assert r.raw == cli_json(cli, "roofline", gpu, "--top", "0")
+    assert r.raw["devices"][0]["model"] == "H100 SXM" and len(r) > 100
+    # A CPU's peaks are the user's: load(peak_flops=, peak_bandwidth=) as the flags.
+    p = stepscope.load(CPU, peak_flops=2e12, peak_bandwidth=1e11)
+    flags = ["--peak-flops", "2T", "--peak-bandwidth", "100G"]
+    assert p.roofline().raw == cli_json(cli, "roofline", CPU, "--top", "0", *flags)
+    assert p.summary() == cli_json(cli, "summary", CPU, *flags)
+    assert p.summary()["flops_utilization_pct"] > 0
+    assert stepscope.load(CPU).summary()["flops_utilization_pct"] is None
+    assert p.steps().raw == cli_json(cli, "steps", CPU, *flags)
+    # Peaks belong to the loaded profile, not to advise().
+    with pytest.raises(stepscope.StepscopeError, match="pass them to load"):
+        stepscope.load(CPU).advise(peak_flops_per_s=1e12)
+    with pytest.raises(stepscope.StepscopeError, match="positive"):
+        stepscope.load(CPU, peak_flops=-1)

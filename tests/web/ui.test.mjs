@@ -582,3 +582,33 @@ test('source page draws device time by Python stack: click zooms, search sums th
   assert.ok((await page.textContent('.flame-info')).includes(`zoomed to ${widest}`));
   await page.screenshot({ path: path.join(shots, 'source.png'), fullPage: true });
 });
+
+test('roofline page draws each op under the device\'s roofs; a click opens its HLO', async () => {
+  const GPU_NOCB = 'gpu-nocb/plugins/profile/2026_11_23_08_00_08';
+  const r = await api('roofline', { run: GPU_NOCB, top: 'all' });
+  await open(`roofline?run=${encodeURIComponent(GPU_NOCB)}`);
+  await page.waitForSelector('svg.roofline circle.op');
+  // The roofs line: the H100's data-sheet peaks, as the API gives them.
+  const d = r.devices[0];
+  const roofs = await page.textContent('p.roofs');
+  assert.ok(roofs.includes('H100 SXM') && roofs.includes('(data sheet)') && roofs.includes(`ridge ${d.ridge_flops_per_byte.toFixed(0)} FLOP/byte`), roofs);
+  // One point per op with an intensity and a rate, larger for more self time.
+  const drawn = await page.$$eval('svg.roofline circle.op', cs => cs.map(c => [c.dataset.name, Number(c.getAttribute('r'))]));
+  const want = r.ops.filter(o => o.arithmetic_intensity > 0 && o.flops_per_s > 0);
+  assert.equal(drawn.length, want.length);
+  assert.deepEqual(drawn.map(([n]) => n).sort(), want.map(o => o.name).sort());
+  const radius = Object.fromEntries(drawn);
+  const [big, small] = [want[0], want[want.length - 1]];
+  assert.ok(big.self_ps > small.self_ps && radius[big.name] > radius[small.name]);
+  // The headline roof and each compute-bound op's own flat roof.
+  const peaks = await page.$$eval('svg.roofline g.roof', gs => gs.map(g => Number(g.dataset.peak)));
+  const flats = new Set([d.peak_flops_per_s, ...want.filter(o => o.bound === 'compute').map(o => o.roof_flops_per_s)]);
+  assert.deepEqual(peaks.sort((a, b) => a - b), [...flats].sort((a, b) => a - b));
+  // Every op of the API in the table below.
+  assert.equal((await cellTexts(1)).length, r.ops.length);
+  await page.locator('.roofline-chart').screenshot({ path: path.join(shots, 'roofline.png') });
+  // A real click on the smallest point (drawn last, on top) opens that op's HLO.
+  await page.click(`svg.roofline circle.op[data-name="${small.name}"]`);
+  await page.waitForSelector('#hlo-name');
+  assert.equal(await page.textContent('#hlo-name'), small.name);
+});

@@ -10,10 +10,12 @@ export const title = 'Roofline';
 /** A rate with an SI prefix and 3 significant digits: `255 TFLOP/s`. */
 export function si(v, unit) {
   if (v === null || v === undefined) return '';
+  // Three significant digits, trailing zeros after the point dropped (100, 2.5, 0.001).
+  const num = x => String(Number(x.toPrecision(3)));
   for (const [p, f] of [['P', 1e15], ['T', 1e12], ['G', 1e9], ['M', 1e6], ['k', 1e3]]) {
-    if (Math.abs(v) >= f) return `${(v / f).toPrecision(3).replace(/\.?0+$/, '')} ${p}${unit}`;
+    if (Math.abs(v) >= f) return `${num(v / f)} ${p}${unit}`.trim();
   }
-  return `${v.toPrecision(3).replace(/\.?0+$/, '')} ${unit}`;
+  return `${num(v)} ${unit}`.trim();
 }
 
 /** Where a peak came from, when not the profile. */
