@@ -364,3 +364,28 @@ fn memory_bandwidth_judges_ops_long_enough_to_reach_it() {
     let a = json(&["advise", &xplane("gpu-host")]);
     assert!(a["findings"].as_array().unwrap().iter().all(|x| x["rule"] != "memory-bandwidth"), "{a}");
 }
+
+#[test]
+fn tensor_core_eligibility_comes_from_the_ops_hlo() {
+    // Every kernel of an op that multiplies matrices is judged, no other is.
+    for dir in ["gpu-nocb", "rocm-mi300x-gemm"] {
+        let f = xplane(dir);
+        let matrix: HashMap<(String, String), bool> = json(&["ops", &f, "--top", "0"])["ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| ((o["module"].as_str().unwrap().into(), o["name"].as_str().unwrap().into()), o["multiplies_matrices"] == true))
+            .collect();
+        let k = json(&["kernels", &f, "--top", "0"]);
+        for r in k["kernels"].as_array().unwrap() {
+            let key = (r["module"].as_str().unwrap().to_string(), r["op"].as_str().unwrap().to_string());
+            let is_matrix = matrix.get(&key).copied().unwrap_or(false);
+            assert_eq!(r["tensor_core_eligible"].is_boolean(), is_matrix, "{dir}: {r}");
+        }
+    }
+    // The Triton GEMM fusion's name cannot tell; its HLO (bf16[256,256] x bf16[256,256])
+    // can: it uses matrix cores, as XProf says.
+    let k = json(&["kernels", &xplane("rocm-mi300x-gemm"), "--top", "0"]);
+    let triton = k["kernels"].as_array().unwrap().iter().find(|r| r["name"] == "gemm_fusion_dot_general_1.kd").unwrap();
+    assert_eq!((&triton["tensor_core"], &triton["tensor_core_eligible"]), (&true.into(), &true.into()), "{triton}");
+}

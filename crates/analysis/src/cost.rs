@@ -25,14 +25,62 @@
 use serde_json::Value;
 use stepscope_xspace::hlo::{HloComputation, HloInstruction, HloModule, Shape, WindowDim};
 
-/// True when `i` multiplies matrices: a dot, a convolution, a GEMM custom call, or a
-/// fusion holding one.
+/// True when `i` multiplies matrices: a dot, a convolution, a GEMM or convolution
+/// library call, or a fusion holding one (at any depth: a Triton GEMM fusion holds
+/// its dot in a nested fusion).
 pub fn is_matrix(m: &HloModule, i: &HloInstruction) -> bool {
-    let one = |x: &HloInstruction| {
-        matches!(x.opcode.as_str(), "dot" | "convolution")
-            || (x.opcode == "custom-call" && is_gemm(&x.custom_call_target))
+    matrix_instruction(m, i, 0).is_some()
+}
+
+/// The instruction of `i` that multiplies matrices: `i` itself, or the first in its
+/// fused body, nested fusions searched too.
+pub fn matrix_instruction<'m>(m: &'m HloModule, i: &'m HloInstruction, depth: u32) -> Option<&'m HloInstruction> {
+    let own = matches!(i.opcode.as_str(), "dot" | "convolution")
+        || (i.opcode == "custom-call" && (is_gemm(&i.custom_call_target) || is_conv(&i.custom_call_target)));
+    if own {
+        return Some(i);
+    }
+    if depth > 4 {
+        return None;
+    }
+    m.fused_body(i)?.instructions.iter().find_map(|x| matrix_instruction(m, x, depth + 1))
+}
+
+/// Whether `i` can run on tensor (matrix) cores — HMMA/wgmma on NVIDIA, MFMA on AMD:
+/// it multiplies matrices ([`is_matrix`]), its matrix instruction's inputs are of a type
+/// they take (f16, bf16, 8-bit floats; f32 as TF32, XLA's default precision on the GPUs
+/// that have them), and its matrix sizes — a dot's or GEMM's contracting size and its
+/// output's last two dimensions, a convolution's input and output features — are
+/// multiples of 8 (16 for 8-bit floats), which the libraries' and Triton's MMA tiles
+/// need without padding. None for an op that multiplies no matrices.
+pub fn tensor_core_eligible(m: &HloModule, i: &HloInstruction) -> Option<bool> {
+    let hero = matrix_instruction(m, i, 0)?;
+    let operand = |k: usize| hero.operand_ids.get(k).and_then(|&id| m.instruction_by_id(id)).map(|(_, o)| &o.shape);
+    let lhs = operand(0)?;
+    let ty = lhs.element_type;
+    // PrimitiveType: 10 f16, 16 bf16, 11 f32, 19/20/23/24/25 8-bit floats.
+    let align = match ty {
+        10 | 16 | 11 => 8,
+        19 | 20 | 23 | 24 | 25 => 16,
+        _ => return Some(false),
     };
-    one(i) || m.fused_body(i).is_some_and(|b| b.instructions.iter().any(one))
+    let dim = |s: &Shape, d: i64| usize::try_from(d).ok().and_then(|d| s.dims.get(d)).copied().unwrap_or(1);
+    let out = first_output(&hero.shape);
+    let sizes: Vec<i64> = if let Some(c) = hero.conv.as_ref().filter(|_| hero.opcode != "dot") {
+        let kernel = operand(1)?;
+        vec![dim(kernel, c.kernel_input_feature), dim(kernel, c.kernel_output_feature)]
+    } else {
+        let contracting = match &hero.dot {
+            Some(d) => d.lhs_contracting.clone(),
+            None => gemm_contracting(&hero.backend_config)?,
+        };
+        let k: i64 = contracting.iter().map(|&d| dim(lhs, d)).product();
+        let n = out.dims.len();
+        let mut v = vec![k];
+        v.extend(out.dims.iter().skip(n.saturating_sub(2)));
+        v
+    };
+    Some(sizes.iter().all(|&x| x > 0 && x % align == 0))
 }
 
 /// FLOPs, transcendental operations and bytes of one execution.
@@ -379,5 +427,26 @@ mod tests {
         assert_eq!(g.flops, 2 * 256 * 64 * 16);
         // The operands and the result; not the 1 MiB workspace.
         assert_eq!(g.bytes, 4 * (8 * 32 * 16 + 16 * 64 + 256 * 64));
+    }
+
+    #[test]
+    fn tensor_core_eligibility_from_types_and_sizes() {
+        let module = |lhs: &[i64], ty: i32| {
+            let mut a = instr(1, "a", "parameter", lhs, &[]);
+            a.shape.element_type = ty;
+            let mut b = instr(2, "b", "parameter", &[lhs[1], 64], &[]);
+            b.shape.element_type = ty;
+            let mut dot = instr(3, "dot", "dot", &[lhs[0], 64], &[1, 2]);
+            dot.dot = Some(DotDims { lhs_contracting: vec![1], rhs_contracting: vec![0], ..DotDims::default() });
+            let add = instr(4, "add", "add", &[lhs[0], 64], &[3, 3]);
+            let comp = HloComputation { name: "main".into(), id: 1, root_id: 4, is_fusion: false, instructions: vec![a, b, dot, add] };
+            HloModule::new("m".into(), 1, 1, vec![comp])
+        };
+        let eligible = |m: &HloModule, n: &str| tensor_core_eligible(m, m.instruction(n).unwrap().1);
+        // bf16 (16) with M, N, K multiples of 8; K = 36 is not; s32 (4) never; an add is no matrix op.
+        assert_eq!(eligible(&module(&[128, 256], 16), "dot"), Some(true));
+        assert_eq!(eligible(&module(&[128, 36], 16), "dot"), Some(false));
+        assert_eq!(eligible(&module(&[128, 256], 4), "dot"), Some(false));
+        assert_eq!(eligible(&module(&[128, 256], 11), "add"), None);
     }
 }

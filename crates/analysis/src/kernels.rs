@@ -50,8 +50,16 @@ pub struct KernelRow {
     /// Achieved theoretical occupancy, percent. `None` when the tracer wrote none or
     /// wrote 0 (ROCm always writes `occ_pct:0`: it does not compute occupancy).
     pub occupancy_pct: Option<f64>,
-    /// Whether the kernel uses tensor cores / matrix cores; see [`uses_tensor_cores`].
+    /// Whether the kernel uses tensor cores / matrix cores: the profile's flag where it
+    /// has one, else its name's ([`uses_tensor_cores`]) or, for a kernel whose name
+    /// cannot tell, its op's eligibility.
     pub tensor_core: bool,
+    /// Whether the kernel's op could run on tensor cores, from its HLO's types and sizes
+    /// ([`crate::cost::tensor_core_eligible`]); absent for an op that multiplies no
+    /// matrices or is not found. Eligible but not `tensor_core`: the op's sizes or
+    /// precision kept the library off them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tensor_core_eligible: Option<bool>,
     /// Share of [`Kernels::kernel_time_ps`], percent.
     pub time_pct: f64,
 }
@@ -181,6 +189,16 @@ fn finish_dims(d: [Option<u32>; 3]) -> [u32; 3] {
         d.map(|x| x.unwrap_or(1))
     }
 }
+
+/// A matrix kernel whose name carries no type hint: XLA's and Triton's own GEMM and
+/// convolution fusions (`gemm_fusion_dot…`, `triton_gemm…`, `fusion…`) and cuBLAS's
+/// generated Hopper kernels (`nvjet_sm90_tst_128x160_…`: a tile, no type), whose
+/// tensor-core use their op's HLO tells.
+fn name_cannot_tell(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.contains("gemm_fusion") || lower.contains("triton_gemm") || lower.starts_with("fusion") || lower.starts_with("nvjet")
+}
+
 
 /// Tensor-core (NVIDIA) / matrix-core (AMD MFMA) guess from a kernel name, used when
 /// `kernel_details` has no explicit flag. True when the name:
@@ -390,9 +408,14 @@ pub fn kernels(profile: &Profile) -> Kernels {
             }
         }
     }
+    let hlo = profile.hlo_modules();
+    let eligible = |op: &str, module: &str| {
+        crate::ops::instruction(hlo, op, module, None).and_then(|(m, i)| crate::cost::tensor_core_eligible(m, i))
+    };
     let mut rows: Vec<KernelRow> = groups
         .into_iter()
-        .map(|(k, a)| KernelRow {
+        .map(|(k, a)| (eligible(k.op, k.module), k, a))
+        .map(|(tensor_core_eligible, k, a)| KernelRow {
             name: k.name.to_string(),
             op: k.op.to_string(),
             module: k.module.to_string(),
@@ -406,7 +429,10 @@ pub fn kernels(profile: &Profile) -> Kernels {
             registers_per_thread: k.regs,
             shared_mem_bytes: k.shared,
             occupancy_pct: a.occupancy,
-            tensor_core: a.flag.unwrap_or_else(|| uses_tensor_cores(k.name)),
+            tensor_core: a.flag.unwrap_or_else(|| {
+                uses_tensor_cores(k.name) || (name_cannot_tell(k.name) && tensor_core_eligible == Some(true))
+            }),
+            tensor_core_eligible,
             time_pct: if kernel_time_ps > 0 { a.total as f64 * 100.0 / kernel_time_ps as f64 } else { 0.0 },
         })
         .collect();

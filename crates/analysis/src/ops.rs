@@ -405,7 +405,7 @@ pub fn op_stacks(profile: &Profile) -> Vec<OpStack> {
 
 /// The HLO instruction `name` of `module`: in program `program`'s module (any
 /// host's) where one is given, else in the module of that name.
-fn instruction<'h>(
+pub(crate) fn instruction<'h>(
     hlo: &'h [HloModules],
     name: &str,
     module: &str,
@@ -418,8 +418,15 @@ fn instruction<'h>(
         let by_program = program.and_then(|p| h.by_program_id(p as i64));
         by_program.filter(|m| m.name == module).or_else(|| h.by_name(module))
     })?;
-    let (_, i) = m.instruction(name)?;
-    Some((m, i))
+    if let Some((_, i)) = m.instruction(name) {
+        return Some((m, i));
+    }
+    // Several programs share the name (one jitted function for several shapes): the
+    // latest that has the instruction.
+    hlo.iter().flat_map(|h| h.entries().iter().rev()).find_map(|e| {
+        let m = e.module().ok().filter(|m| m.name == module)?;
+        m.instruction(name).map(|(_, i)| (m, i))
+    })
 }
 
 /// For ops whose events name no module (TPU `XLA Ops`): the instruction `name` of the
@@ -486,10 +493,7 @@ fn cost_from_hlo(hlo: &[HloModules], a: &mut Acc) {
     }
     if let Some(g) = a.peaks.gpu {
         // A matrix op's type is its inputs' (a bf16 dot may write f32).
-        let hero = m
-            .fused_body(i)
-            .and_then(|b| b.instructions.iter().find(|x| matches!(x.opcode.as_str(), "dot" | "convolution")))
-            .unwrap_or(i);
+        let hero = crate::cost::matrix_instruction(m, i, 0).unwrap_or(i);
         let input = m.operands(hero).next().filter(|_| matrix);
         let ty = input.map_or(i.shape.element_type, |o| o.shape.element_type);
         a.peaks.flops_per_s = Some(g.roof(ty, matrix));
