@@ -477,7 +477,8 @@ def compare_kernels(rep: Report, ss_kernels: dict, xp: dict) -> None:
                 "" if us == t["shmem"] else "XProf does not read ROCm `group_mem` (LDS bytes) and shows 0")
         if u["tc"] != t["tc"]:
             rep.add(f"kernel {label} tensor core", one(u["tc"]), one(t["tc"]), "known",
-                    "name heuristics differ: a Triton `gemm_fusion` name tells no dtype")
+                    "a Triton `gemm_fusion` name tells no dtype: XProf reads no, stepscope reads the op's HLO "
+                    "(f32 dots run as TF32 at XLA's default precision, as the capture's cuBLAS `tf32` kernels show)")
 
 
 def one(s: set):
