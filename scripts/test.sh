@@ -35,7 +35,7 @@ python3 -m pip install --disable-pip-version-check --progress-bar off -r tests/s
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed_parts+=("pip install")
 
 echo "== cargo test"
-cargo test --workspace --locked --lib --bins --tests 2>&1 | tee -a "$log"
+cargo test --workspace --locked --no-fail-fast --lib --bins --tests 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed_parts+=("cargo test")
 
 echo "== python package"

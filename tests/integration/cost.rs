@@ -389,3 +389,45 @@ fn tensor_core_eligibility_comes_from_the_ops_hlo() {
     let triton = k["kernels"].as_array().unwrap().iter().find(|r| r["name"] == "gemm_fusion_dot_general_1.kd").unwrap();
     assert_eq!((&triton["tensor_core"], &triton["tensor_core_eligible"]), (&true.into(), &true.into()), "{triton}");
 }
+
+/// The bytes of an HLO text's shapes, e.g. `(f32[256,64], f32[])` (4-byte types only).
+fn f32_bytes(shapes: &str) -> u64 {
+    shapes
+        .split("f32[")
+        .skip(1)
+        .map(|s| s.split(']').next().unwrap().split(',').filter(|d| !d.is_empty()).map(|d| d.trim().parse::<u64>().unwrap()).product::<u64>() * 4)
+        .sum()
+}
+
+#[test]
+fn collectives_move_their_bus_bytes() {
+    // TPU: the profile's own event gives the all-reduce's data (half its
+    // bytes_accessed: read once, written once) and, in its HLO text, its groups
+    // (`replica_groups=[4,2]`: groups of 2): each participant sends 2(n-1)/n of it.
+    let f = xplane("tpu-v6e-inference");
+    let e = reference_lines(&["dump", &f, "--plane", "/device:TPU:0", "--line", "XLA Ops", "--limit", "100000"])
+        .into_iter()
+        .find(|e| e["name"].as_str().unwrap().starts_with("%all-reduce = "))
+        .unwrap();
+    let text = e["name"].as_str().unwrap();
+    let groups = text.split("replica_groups=[").nth(1).unwrap().split(']').next().unwrap();
+    let n: f64 = groups.split(',').nth(1).unwrap().parse().unwrap();
+    let data = e["stats"]["bytes_accessed"].as_f64().unwrap() / 2.0;
+    let cost = &json(&["hlo", &f, "all-reduce"])["cost"];
+    assert_eq!(cost["collective_bytes"].as_f64(), Some(2.0 * (n - 1.0) / n * data), "{text}");
+    // CPU, 4 devices, an all-reduce that names no groups (every device): its
+    // operands' bytes from its HLO, 2 x 3/4 of them an execution, over its executions.
+    let f = fixture("cpu-dp4").to_str().unwrap().to_string();
+    let c = json(&["collectives", &f]);
+    let row = &c["ops"][0];
+    let h = json(&["hlo", &f, row["name"].as_str().unwrap()]);
+    let operands: u64 = h["operands"].as_array().unwrap().iter().map(|o| f32_bytes(o["text"].as_str().unwrap().split(" = ").nth(1).unwrap().split(' ').next().unwrap())).sum();
+    assert!(operands > 300_000, "{h}");
+    let devices = row["devices"].as_u64().unwrap() as f64;
+    assert_eq!(devices, 4.0);
+    let want = (2.0 * (devices - 1.0) / devices * operands as f64).round() as u64 * row["count"].as_u64().unwrap();
+    assert_eq!(row["bytes_moved"].as_u64(), Some(want), "{row}");
+    let bw = row["bus_bytes_per_s"].as_f64().unwrap();
+    assert!(bw > 0.0 && bw <= want as f64 / (row["total_ps"].as_f64().unwrap() / 1e12) * 1.0001, "{row}");
+    assert!(ok(&["collectives", &f]).contains("BUS BW"));
+}

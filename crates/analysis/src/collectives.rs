@@ -61,6 +61,15 @@ pub struct CollectiveRow {
     pub in_flight_ps: i64,
     /// Async pairs: compute that ran while they were in flight.
     pub compute_in_flight_ps: i64,
+    /// Bytes one participant sent over the interconnect, over all executions on all
+    /// devices ([`crate::cost::collective_bytes`]: bus-bandwidth convention, from the
+    /// op's HLO and its replica groups, or the devices that ran it where it names none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_moved: Option<u64>,
+    /// `bytes_moved` over the time the transfers took (an async pair's flight, a
+    /// synchronous op's span): the bus bandwidth achieved, bytes/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bus_bytes_per_s: Option<f64>,
 }
 
 /// The kind of a collective op name.
@@ -155,6 +164,8 @@ pub fn collectives(profile: &Profile) -> Collectives {
         max: i64,
         in_flight: i64,
         compute_in_flight: i64,
+        /// The transfers' own time, whole (not cut to the windows).
+        transfer: i64,
     }
     let model = profile.device_time();
     let devices = profile.devices();
@@ -191,15 +202,33 @@ pub fn collectives(profile: &Profile) -> Collectives {
             a.total = a.total.saturating_add(len);
             a.overlapped = a.overlapped.saturating_add(overlapped);
             a.max = a.max.max(len);
+            a.transfer = a.transfer.saturating_add(match run.flight {
+                Some((lo, hi)) => hi - lo,
+                None => all.total(),
+            });
             if let Some((in_flight, under)) = flight {
                 a.in_flight = a.in_flight.saturating_add(in_flight);
                 a.compute_in_flight = a.compute_in_flight.saturating_add(under);
             }
         }
     }
+    let hlo = profile.hlo_modules();
+    // One execution's bytes: the op's instruction, an async pair's by its start's name.
+    let per_execution = |name: &str, module: &str, kind: &str, devices: usize| {
+        let start = name.replacen(kind, &format!("{kind}-start"), 1);
+        let found = [name, start.as_str()].into_iter().find_map(|n| {
+            crate::ops::instruction(hlo, n, module, None)
+                .and_then(|(m, i)| crate::cost::collective_bytes(m, i, devices as i64))
+        });
+        found
+    };
     let mut ops: Vec<CollectiveRow> = rows
         .into_iter()
-        .map(|((name, module), a)| CollectiveRow {
+        .map(|((name, module), a)| {
+            let bytes_moved = per_execution(&name, &module, a.kind, a.devices.len()).map(|b| b.saturating_mul(a.count));
+            (name, module, a, bytes_moved)
+        })
+        .map(|(name, module, a, bytes_moved)| CollectiveRow {
             name,
             kind: a.kind.to_string(),
             module,
@@ -214,6 +243,8 @@ pub fn collectives(profile: &Profile) -> Collectives {
             max_ps: a.max,
             in_flight_ps: a.in_flight,
             compute_in_flight_ps: a.compute_in_flight,
+            bytes_moved,
+            bus_bytes_per_s: bytes_moved.filter(|_| a.transfer > 0).map(|b| b as f64 / (a.transfer as f64 / 1e12)),
         })
         .collect();
     ops.sort_by(|a, b| b.exposed_ps.cmp(&a.exposed_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));

@@ -89,6 +89,10 @@ pub struct Cost {
     pub flops: u64,
     pub transcendentals: u64,
     pub bytes: u64,
+    /// A collective whose HLO names its groups: the bytes one participant sends
+    /// ([`collective_bytes`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collective_bytes: Option<u64>,
 }
 
 const ELEMENTWISE: &[&str] = &[
@@ -141,6 +145,30 @@ const TRANSCENDENTAL: &[&str] = &[
     "erf",
 ];
 
+/// The bytes one participant of collective `i` sends over the interconnect in one
+/// execution, by the convention of bus bandwidth (NCCL's tests): with `n` participants
+/// per group and `S` the bytes of its operands, an all-reduce moves 2(n−1)/n × S (a
+/// reduce-scatter then an all-gather), a reduce-scatter and an all-to-all (n−1)/n × S,
+/// an all-gather (n−1) × S (its output is n × S), a collective-permute S. `n` is the
+/// size of the instruction's replica groups; where it names none every device takes
+/// part, and `devices` (the devices that ran it) is used. None for an instruction that
+/// is no collective.
+pub fn collective_bytes(m: &HloModule, i: &HloInstruction, devices: i64) -> Option<u64> {
+    let op = i.opcode.strip_suffix("-start").unwrap_or(&i.opcode);
+    let s = m.operands(i).map(|o| o.shape.bytes_size()).fold(0u64, u64::saturating_add) as f64;
+    let group = if i.group_size > 0 { i.group_size } else { devices };
+    let n = group as f64;
+    let moved = match op {
+        "collective-permute" if i.source_target_pairs > 0 => s,
+        _ if group < 1 => return None,
+        "all-reduce" => 2.0 * (n - 1.0) / n * s,
+        "reduce-scatter" | "all-to-all" | "ragged-all-to-all" => (n - 1.0) / n * s,
+        "all-gather" => (n - 1.0) * s,
+        _ => return None,
+    };
+    Some(moved.round() as u64)
+}
+
 /// The cost of one execution of `i` in module `m`.
 pub fn cost(m: &HloModule, i: &HloInstruction) -> Cost {
     let body = m.fused_body(i);
@@ -182,7 +210,7 @@ pub fn cost(m: &HloModule, i: &HloInstruction) -> Cost {
         }
         return c;
     }
-    Cost { bytes, ..compute(m, i) }
+    Cost { bytes, collective_bytes: collective_bytes(m, i, 0), ..compute(m, i) }
 }
 
 /// The share of `x`'s value in `body` that the fusion uses, 0 to 1: all of the root;
@@ -279,7 +307,7 @@ fn compute(m: &HloModule, i: &HloInstruction) -> Cost {
         _ => 0,
     };
     let transcendentals = if TRANSCENDENTAL.contains(&op) { out } else { 0 };
-    Cost { flops, transcendentals, bytes: 0 }
+    Cost { flops, transcendentals, ..Cost::default() }
 }
 
 /// A library call's result: the first element of a tuple (the rest is scratch), the

@@ -633,9 +633,13 @@ mod tests {
         assert_eq!((copy_op.count, copy_op.total_ps), (12, 27_640_000));
         assert_eq!(copy_op.module, "jit_convert_element_type");
 
-        // Every Tensile kernel here uses MFMA tiles; the others do not name a dtype.
+        // Every Tensile kernel here uses MFMA tiles (by name); the Triton GEMM's name
+        // tells no dtype, its HLO (a bf16 256×256×256 dot) says matrix cores; the
+        // others multiply no matrices.
         for r in &k.kernels {
-            assert_eq!(r.tensor_core, r.name.starts_with("Cijk_"), "{}", r.name);
+            let want = r.name.starts_with("Cijk_") || r.name == "gemm_fusion_dot_general_1.kd";
+            assert_eq!(r.tensor_core, want, "{}", r.name);
+            assert_eq!(r.tensor_core_eligible, want.then_some(true), "{}", r.name);
         }
     }
 }

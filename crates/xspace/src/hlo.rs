@@ -175,6 +175,13 @@ pub struct HloInstruction {
     pub id: i64,
     pub operand_ids: Vec<i64>,
     pub called_computation_ids: Vec<i64>,
+    /// A collective's participants per group: the size of its first replica group
+    /// (`replica_groups`, field 49, each a `ReplicaGroup` of `replica_ids` 1; or
+    /// `collective_device_list`, field 87: explicit groups 1, or an iota list 2 whose
+    /// `num_devices_per_group` is 2). 0 when the instruction names none (every device).
+    pub group_size: i64,
+    /// A `collective-permute`'s `source_target_pairs` (field 52).
+    pub source_target_pairs: i64,
 }
 
 impl HloInstruction {
@@ -717,10 +724,60 @@ fn decode_instruction(mut w: Wire<'_>) -> WireResult<HloInstruction> {
             35 => i.id = w.int(wt)?,
             36 => w.repeated_int(wt, &mut i.operand_ids)?,
             38 => w.repeated_int(wt, &mut i.called_computation_ids)?,
+            49 => {
+                let r = w.bytes(wt)?;
+                if i.group_size == 0 {
+                    i.group_size = replica_group_size(w.sub(r))?;
+                }
+            }
+            52 => {
+                w.skip(wt)?;
+                i.source_target_pairs += 1;
+            }
+            87 => {
+                let r = w.bytes(wt)?;
+                let mut m = w.sub(r);
+                while !m.done() {
+                    let (f, wt) = m.key()?;
+                    match f {
+                        1 => {
+                            let r = m.bytes(wt)?;
+                            if i.group_size == 0 {
+                                i.group_size = replica_group_size(m.sub(r))?;
+                            }
+                        }
+                        2 => {
+                            let r = m.bytes(wt)?;
+                            let mut iota = m.sub(r);
+                            while !iota.done() {
+                                let (f, wt) = iota.key()?;
+                                match f {
+                                    2 => i.group_size = iota.int(wt)?,
+                                    _ => iota.skip(wt)?,
+                                }
+                            }
+                        }
+                        _ => m.skip(wt)?,
+                    }
+                }
+            }
             _ => w.skip(wt)?,
         }
     }
     Ok(i)
+}
+
+/// The number of `replica_ids` (field 1, packed or not) of a `ReplicaGroup`.
+fn replica_group_size(mut w: Wire<'_>) -> WireResult<i64> {
+    let mut ids = Vec::new();
+    while !w.done() {
+        let (f, wt) = w.key()?;
+        match f {
+            1 => w.repeated_int(wt, &mut ids)?,
+            _ => w.skip(wt)?,
+        }
+    }
+    Ok(ids.len() as i64)
 }
 
 /// `Window`: 1 dimensions, each a [`WindowDim`].

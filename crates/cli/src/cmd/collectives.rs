@@ -32,6 +32,8 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                 r.overlapped_ps.to_string(),
                 r.exposed_ps.to_string(),
                 format!("{:.2}", r.overlap_pct),
+                r.bytes_moved.map(|b| b.to_string()).unwrap_or_default(),
+                r.bus_bytes_per_s.map(|b| format!("{b:.0}")).unwrap_or_default(),
             ]
         })
         .collect();
@@ -47,6 +49,8 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             "overlapped_ps",
             "exposed_ps",
             "overlap_pct",
+            "bytes_moved",
+            "bus_bytes_per_s",
         ];
         print!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
@@ -75,7 +79,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         human::duration_ps(c.overlapped_ps),
         c.overlap_pct
     );
-    let mut t = Table::new(vec!["OP", "EXPOSED", "TOTAL", "OVERLAP", "COUNT", "AVG", "KIND"]);
+    let mut t = Table::new(vec!["OP", "EXPOSED", "TOTAL", "OVERLAP", "COUNT", "AVG", "MOVED", "BUS BW", "KIND"]);
     for r in &c.ops {
         t.push(vec![
             format!("{}{}", r.name, if r.is_async { " (async)" } else { "" }),
@@ -84,9 +88,12 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             format!("{:.1}%", r.overlap_pct),
             human::count(r.count),
             human::duration_ps(r.avg_ps),
+            r.bytes_moved.map(human::bytes).unwrap_or_default(),
+            r.bus_bytes_per_s.map(|b| human::rate(b, "B/s")).unwrap_or_default(),
             r.kind.clone(),
         ]);
     }
     print!("{}", t.text());
+    println!("MOVED: bytes each participant sent (bus bytes: all-reduce 2(n-1)/n of its data); BUS BW: over the transfers' time");
     Ok(ExitCode::SUCCESS)
 }

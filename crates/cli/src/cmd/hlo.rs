@@ -95,6 +95,9 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
             human::bytes(c.bytes)
         );
     }
+    if let Some(b) = c.collective_bytes {
+        println!("  each participant sends {} over the interconnect an execution (bus bytes)", human::bytes(b));
+    }
     if !ctx.operands.is_empty() {
         println!();
         println!("OPERANDS");
