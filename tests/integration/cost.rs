@@ -101,7 +101,9 @@ fn roofline_lists_the_roofs_and_the_ops_under_them() {
     assert_eq!(r["ops"].as_array().unwrap().iter().collect::<Vec<_>>(), want);
     let text = ok(&["roofline", &f]);
     assert!(
-        text.contains("(H100 SXM): peak 989 TFLOP/s (data sheet) · memory 3.35 TB/s (data sheet) · ridge 295 FLOP/byte"),
+        text.contains(
+            "(H100 SXM): peak 989 TFLOP/s (data sheet) · memory 3.35 TB/s (data sheet) · ridge 295 FLOP/byte"
+        ),
         "{text}"
     );
     // A capture whose device has no known roofs says so.
@@ -126,8 +128,7 @@ fn xprof_costs(dir: &str) -> Vec<(String, String, u64, f64, f64)> {
 /// Ops whose bytes differ from XProf's for a reason traced by hand (docs/fidelity.md):
 /// the gathered embedding rows feed two outputs (XProf counts them twice, the whole
 /// table); a broadcast operand XProf scales by the share of the broadcast used.
-const BYTES_APART: [(&str, &str); 2] =
-    [("gpu-nocb", "input_add_reduce_fusion"), ("gpu-compile", "loop_select_fusion")];
+const BYTES_APART: [(&str, &str); 2] = [("gpu-nocb", "input_add_reduce_fusion"), ("gpu-compile", "loop_select_fusion")];
 
 #[test]
 fn costs_equal_xprofs_per_op() {
@@ -140,7 +141,8 @@ fn costs_equal_xprofs_per_op() {
             .unwrap();
         let f = file.to_str().unwrap().to_string();
         let ops = json(&["ops", &f, "--top", "0"]);
-        let dots: HashMap<String, HashMap<String, u64>> = serde_json::from_value(reference(&["dot-flops", &f])).unwrap();
+        let dots: HashMap<String, HashMap<String, u64>> =
+            serde_json::from_value(reference(&["dot-flops", &f])).unwrap();
         let rows: HashMap<(String, String), &serde_json::Value> = ops["ops"]
             .as_array()
             .unwrap()
@@ -237,7 +239,10 @@ fn peaks_come_from_the_user_the_profile_or_a_data_sheet() {
     let d = &json(&["roofline", &tpu])["devices"][0];
     assert_eq!(d["peak_flops_per_s"].as_f64(), Some(stats["peak_teraflops_per_second"].as_f64().unwrap() * 1e12));
     assert_eq!(d["peak_bytes_per_s"].as_f64(), Some(stats["peak_hbm_bw_gigabytes_per_second"].as_f64().unwrap() * 1e9));
-    assert_eq!((&d["peak_flops_source"], &d["peak_bytes_source"], &d["model"]), (&"profile".into(), &"profile".into(), &"TPU v6e".into()));
+    assert_eq!(
+        (&d["peak_flops_source"], &d["peak_bytes_source"], &d["model"]),
+        (&"profile".into(), &"profile".into(), &"TPU v6e".into())
+    );
     // H100: the data sheet's 3.35 TB/s, which the plane's `memory_bandwidth` agrees with.
     let h100 = xplane("gpu-nocb");
     let plane = reference(&["plane-stats", &h100, "--plane", "/device:GPU:0"])["memory_bandwidth"].as_f64().unwrap();
@@ -248,7 +253,10 @@ fn peaks_come_from_the_user_the_profile_or_a_data_sheet() {
     let mi = xplane("rocm-mi300x-gemm");
     let plane = reference(&["plane-stats", &mi, "--plane", "/device:GPU:0"])["memory_bandwidth"].as_f64().unwrap();
     let d = &json(&["roofline", &mi])["devices"][0];
-    assert_eq!((d["peak_bytes_per_s"].as_f64(), &d["peak_bytes_source"], &d["model"]), (Some(5.3e12), &"data_sheet".into(), &"MI300X".into()));
+    assert_eq!(
+        (d["peak_bytes_per_s"].as_f64(), &d["peak_bytes_source"], &d["model"]),
+        (Some(5.3e12), &"data_sheet".into(), &"MI300X".into())
+    );
     assert!((5.3e12 / plane - 2.0).abs() < 0.01, "{plane}");
     // CPU: none but the user's, from the flags or the thresholds file; each op's roof
     // is then the lesser of the peak and its intensity times the bandwidth.
@@ -295,7 +303,8 @@ fn flops_per_step_equal_the_profiles_own_op_flops() {
     let mut peak = 0.0;
     for dev in 0..4 {
         let plane = format!("/device:TPU:{dev}");
-        peak += reference(&["plane-stats", &f, "--plane", &plane])["peak_teraflops_per_second"].as_f64().unwrap() * 1e12;
+        peak +=
+            reference(&["plane-stats", &f, "--plane", &plane])["peak_teraflops_per_second"].as_f64().unwrap() * 1e12;
         for e in reference_lines(&["dump", &f, "--plane", &plane, "--line", "XLA Ops", "--limit", "100000000"]) {
             let start = e["start_ps"].as_i64().unwrap();
             let flops = e["stats"]["flops"].as_f64().unwrap_or(0.0);
@@ -334,7 +343,8 @@ fn gpu_steps_carry_flops_of_the_ops_inside_them() {
     let steps = steps["steps"].as_array().unwrap();
     let flops: Vec<u64> = steps.iter().map(|s| s["flops"].as_u64().unwrap()).collect();
     assert!(flops.iter().all(|&x| x == flops[0] && x > 1_000_000_000_000), "{flops:?}");
-    let total: u64 = json(&["ops", &f, "--top", "0"])["ops"].as_array().unwrap().iter().filter_map(|o| o["flops"].as_u64()).sum();
+    let total: u64 =
+        json(&["ops", &f, "--top", "0"])["ops"].as_array().unwrap().iter().filter_map(|o| o["flops"].as_u64()).sum();
     let in_steps: u64 = flops.iter().sum();
     assert!(in_steps <= total && in_steps as f64 >= 0.95 * total as f64, "{in_steps} of {total}");
     let text = ok(&["summary", &f]);
@@ -374,7 +384,12 @@ fn tensor_core_eligibility_comes_from_the_ops_hlo() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|o| ((o["module"].as_str().unwrap().into(), o["name"].as_str().unwrap().into()), o["multiplies_matrices"] == true))
+            .map(|o| {
+                (
+                    (o["module"].as_str().unwrap().into(), o["name"].as_str().unwrap().into()),
+                    o["multiplies_matrices"] == true,
+                )
+            })
             .collect();
         let k = json(&["kernels", &f, "--top", "0"]);
         for r in k["kernels"].as_array().unwrap() {
@@ -395,7 +410,16 @@ fn f32_bytes(shapes: &str) -> u64 {
     shapes
         .split("f32[")
         .skip(1)
-        .map(|s| s.split(']').next().unwrap().split(',').filter(|d| !d.is_empty()).map(|d| d.trim().parse::<u64>().unwrap()).product::<u64>() * 4)
+        .map(|s| {
+            s.split(']')
+                .next()
+                .unwrap()
+                .split(',')
+                .filter(|d| !d.is_empty())
+                .map(|d| d.trim().parse::<u64>().unwrap())
+                .product::<u64>()
+                * 4
+        })
         .sum()
 }
 
@@ -421,7 +445,12 @@ fn collectives_move_their_bus_bytes() {
     let c = json(&["collectives", &f]);
     let row = &c["ops"][0];
     let h = json(&["hlo", &f, row["name"].as_str().unwrap()]);
-    let operands: u64 = h["operands"].as_array().unwrap().iter().map(|o| f32_bytes(o["text"].as_str().unwrap().split(" = ").nth(1).unwrap().split(' ').next().unwrap())).sum();
+    let operands: u64 = h["operands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| f32_bytes(o["text"].as_str().unwrap().split(" = ").nth(1).unwrap().split(' ').next().unwrap()))
+        .sum();
     assert!(operands > 300_000, "{h}");
     let devices = row["devices"].as_u64().unwrap() as f64;
     assert_eq!(devices, 4.0);

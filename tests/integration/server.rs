@@ -611,3 +611,62 @@ fn export_downloads_equal_the_cli_export_and_nothing_is_written_into_the_root() 
     drop(s);
     assert_eq!(snapshot(&root), before, "serve wrote into the served folder");
 }
+
+#[test]
+fn a_kernel_flows_from_its_host_launch_by_correlation_id() {
+    let dir = fixture("gpu-nocb");
+    let s = serve(&dir, &[]);
+    let tracks = s.api("timeline/tracks");
+    let list = tracks["tracks"].as_array().unwrap();
+    let stream = list
+        .iter()
+        .find(|t| t["plane"] == "/device:GPU:0" && t["line"].as_str().unwrap().starts_with("Stream #14"))
+        .unwrap();
+    // A kernel in the middle of the capture, its correlation id as the reference reader reads it.
+    let file = crate::util::fixture_files()
+        .into_iter()
+        .find(|p| p.starts_with(&dir) && p.to_string_lossy().ends_with(".xplane.pb"))
+        .unwrap();
+    let file = file.to_str().unwrap();
+    let line = stream["line"].as_str().unwrap();
+    let kernels =
+        crate::util::reference_lines(&["dump", file, "--plane", "/device:GPU:0", "--line", line, "--limit", "1000000"]);
+    let at = kernels.len() / 2;
+    let corr = kernels[at]["stats"]["correlation_id"].as_u64().expect("kernels carry correlation_id");
+    let d = s.api(&format!("timeline/event?track={}&index={at}", stream["id"]));
+    assert_eq!(d["start_ps"], kernels[at]["start_ps"]);
+    // Its launch: every host event with that id, as the reference reader finds them.
+    let mut want: Vec<i64> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for t in list.iter().filter(|t| t["plane"] == "/host:CPU") {
+        let name = t["line"].as_str().unwrap();
+        if !seen.insert(name.to_string()) {
+            continue;
+        }
+        for e in
+            crate::util::reference_lines(&["dump", file, "--plane", "/host:CPU", "--line", name, "--limit", "10000000"])
+        {
+            if e["stats"]["correlation_id"].as_u64() == Some(corr) {
+                want.push(e["start_ps"].as_i64().unwrap());
+            }
+        }
+    }
+    let flows = d["flows"].as_array().unwrap();
+    let mut got: Vec<i64> =
+        flows.iter().filter(|f| f["direction"] == "in").map(|f| f["start_ps"].as_i64().unwrap()).collect();
+    want.sort();
+    got.sort();
+    assert!(!want.is_empty());
+    assert_eq!(got, want, "{d}");
+    // And the launch flows out to the kernel.
+    let launch = flows.iter().find(|f| f["direction"] == "in").unwrap();
+    let l = s.api(&format!("timeline/event?track={}&index={}", launch["track"], launch["index"]));
+    assert!(
+        l["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["direction"] == "out" && f["track"] == stream["id"] && f["index"] == at as u64),
+        "{l}"
+    );
+}

@@ -179,7 +179,10 @@ pub fn cost(m: &HloModule, i: &HloInstruction) -> Cost {
         .map(|(k, o)| {
             let full = o.shape.bytes_size();
             let param = body.and_then(|b| {
-                b.instructions.iter().find(|p| p.opcode == "parameter" && p.parameter_number == k as i64).map(|p| (b, p))
+                b.instructions
+                    .iter()
+                    .find(|p| p.opcode == "parameter" && p.parameter_number == k as i64)
+                    .map(|p| (b, p))
             });
             param.map_or(full, |(b, p)| (full as f64 * utilization(b, p, &mut memo, 0)).round() as u64)
         })
@@ -264,7 +267,9 @@ fn written_bytes(body: &HloComputation) -> u64 {
         }
     };
     match by_id(body.root_id) {
-        Some(r) if r.opcode == "tuple" => r.operand_ids.iter().filter_map(|&o| by_id(o)).map(one).fold(0, u64::saturating_add),
+        Some(r) if r.opcode == "tuple" => {
+            r.operand_ids.iter().filter_map(|&o| by_id(o)).map(one).fold(0, u64::saturating_add)
+        }
         Some(r) => one(r),
         None => 0,
     }
@@ -326,7 +331,8 @@ fn first_output(shape: &Shape) -> &Shape {
 /// work. Without the input's dimension numbers: every tap of every output position.
 fn conv_flops(i: &HloInstruction, out: &Shape, input: Option<&Shape>, kernel: Option<&Shape>) -> u64 {
     let (Some(c), Some(kernel)) = (&i.conv, kernel) else { return 0 };
-    let size = |s: &Shape, d: i64| usize::try_from(d).ok().and_then(|d| s.dims.get(d)).copied().unwrap_or(1).max(0) as u64;
+    let size =
+        |s: &Shape, d: i64| usize::try_from(d).ok().and_then(|d| s.dims.get(d)).copied().unwrap_or(1).max(0) as u64;
     let in_features = size(kernel, c.kernel_input_feature);
     let out_spatial: u64 = c.output_spatial.iter().map(|&d| size(out, d)).product();
     let per_position = out.element_count() / out_spatial.max(1);
@@ -427,7 +433,11 @@ mod tests {
         let mut dot = instr(3, "dot", "dot", &[8, 32, 64], &[1, 2]);
         dot.dot = Some(DotDims { lhs_contracting: vec![2], rhs_contracting: vec![0], ..DotDims::default() });
         let mut gemm = instr(5, "gemm", "custom-call", &[], &[1, 2]);
-        gemm.shape = Shape { element_type: 13, dims: vec![], tuple: vec![shape(&[256, 64]), Shape { element_type: 2, dims: vec![1 << 20], tuple: vec![] }] };
+        gemm.shape = Shape {
+            element_type: 13,
+            dims: vec![],
+            tuple: vec![shape(&[256, 64]), Shape { element_type: 2, dims: vec![1 << 20], tuple: vec![] }],
+        };
         gemm.custom_call_target = "__cublas$gemm".into();
         gemm.backend_config =
             r#"{"gemm_backend_config":{"dot_dimension_numbers":{"lhs_contracting_dimensions":["2"]}}}"#.into();
@@ -467,7 +477,13 @@ mod tests {
             let mut dot = instr(3, "dot", "dot", &[lhs[0], 64], &[1, 2]);
             dot.dot = Some(DotDims { lhs_contracting: vec![1], rhs_contracting: vec![0], ..DotDims::default() });
             let add = instr(4, "add", "add", &[lhs[0], 64], &[3, 3]);
-            let comp = HloComputation { name: "main".into(), id: 1, root_id: 4, is_fusion: false, instructions: vec![a, b, dot, add] };
+            let comp = HloComputation {
+                name: "main".into(),
+                id: 1,
+                root_id: 4,
+                is_fusion: false,
+                instructions: vec![a, b, dot, add],
+            };
             HloModule::new("m".into(), 1, 1, vec![comp])
         };
         let eligible = |m: &HloModule, n: &str| tensor_core_eligible(m, m.instruction(n).unwrap().1);

@@ -196,9 +196,11 @@ fn finish_dims(d: [Option<u32>; 3]) -> [u32; 3] {
 /// tensor-core use their op's HLO tells.
 fn name_cannot_tell(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    lower.contains("gemm_fusion") || lower.contains("triton_gemm") || lower.starts_with("fusion") || lower.starts_with("nvjet")
+    lower.contains("gemm_fusion")
+        || lower.contains("triton_gemm")
+        || lower.starts_with("fusion")
+        || lower.starts_with("nvjet")
 }
-
 
 /// Tensor-core (NVIDIA) / matrix-core (AMD MFMA) guess from a kernel name, used when
 /// `kernel_details` has no explicit flag. True when the name:

@@ -162,8 +162,8 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
     let flops_per_step =
         (!per_step.is_empty()).then(|| per_step.iter().map(|f| f.flops as f64).sum::<f64>() / per_step.len() as f64);
     let capacity: f64 = per_step.iter().map(|f| f.capacity_flops).sum();
-    let flops_utilization_pct = (capacity > 0.0)
-        .then(|| 100.0 * per_step.iter().map(|f| f.flops as f64).sum::<f64>() / capacity);
+    let flops_utilization_pct =
+        (capacity > 0.0).then(|| 100.0 * per_step.iter().map(|f| f.flops as f64).sum::<f64>() / capacity);
     let mut top_ops = ops::ops(profile, GroupBy::Op, 0).ops;
     top_ops.truncate(top);
     Summary {

@@ -189,7 +189,8 @@ pub struct EventDetail {
     pub stats: Vec<StatEntry>,
     /// Stats on the event's metadata (shared by all events of that name).
     pub metadata_stats: Vec<StatEntry>,
-    /// Events linked to this one by flow stats (`_p`/`_c`), on the same host.
+    /// Events linked to this one on the same host: by flow stats (`_p`/`_c`), and a
+    /// GPU kernel or copy with its host launch by `correlation_id` (at most 64).
     pub flows: Vec<FlowLink>,
 }
 
@@ -462,7 +463,8 @@ impl Timeline {
         })
     }
 
-    /// Events on the same host linked to event `i` of track `id` by `_p`/`_c` flow stats.
+    /// Events on the same host linked to event `i` of track `id`: a GPU op and its
+    /// launch by `correlation_id`, then `_p`/`_c` flow stats.
     fn flows(&self, profile: &Profile, id: u32, i: usize) -> Vec<FlowLink> {
         let Some((t, _, plane, line)) = self.parts(profile, id) else { return Vec::new() };
         let ids = |plane: &Plane, line: &Line, e: usize, key: Option<u32>| -> Option<u64> {
@@ -476,10 +478,39 @@ impl Timeline {
         let (p, c) = (plane.stat_id("_p"), plane.stat_id("_c"));
         let produces = ids(plane, line, i, p);
         let consumes = ids(plane, line, i, c);
-        if produces.is_none() && consumes.is_none() {
-            return Vec::new();
-        }
         let mut out = Vec::new();
+        // GPU work and its host launch share a `correlation_id`: the launch (a
+        // cuLaunchKernel, cuGraphLaunch or memcpy call on a host thread) flows out to
+        // the kernels and copies it started on a device's streams.
+        if let Some(corr) = ids(plane, line, i, plane.stat_id("correlation_id")) {
+            let on_device = plane.name.starts_with("/device:");
+            for (other_id, other) in self.tracks.iter().enumerate() {
+                let Some((_, _, oplane, oline)) = self.parts(profile, other_id as u32) else { continue };
+                if other.at.host != t.at.host || oplane.name.starts_with("/device:") == on_device {
+                    continue;
+                }
+                let Some(key) = oplane.stat_id("correlation_id") else { continue };
+                for e in 0..oline.len() {
+                    if ids(oplane, oline, e, Some(key)) != Some(corr) {
+                        continue;
+                    }
+                    out.push(FlowLink {
+                        direction: if on_device { "in" } else { "out" },
+                        flow_id: corr,
+                        track: other_id as u32,
+                        index: e as u32,
+                        name: shown_name(oplane, oline.meta(e)).to_string(),
+                        start_ps: oline.start_ps(e),
+                    });
+                    if out.len() >= 64 {
+                        return out;
+                    }
+                }
+            }
+        }
+        if produces.is_none() && consumes.is_none() {
+            return out;
+        }
         for (other_id, other) in self.tracks.iter().enumerate() {
             if other.at.host != t.at.host {
                 continue;

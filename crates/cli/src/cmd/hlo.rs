@@ -85,10 +85,16 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
     }
     let c = &ctx.cost;
     if c.flops > 0 || c.bytes > 0 {
-        let transcendentals =
-            if c.transcendentals > 0 { format!(" and {} transcendentals", human::count(c.transcendentals)) } else { String::new() };
-        let intensity =
-            if c.flops > 0 && c.bytes > 0 { format!(" ({:.3} FLOP/byte)", c.flops as f64 / c.bytes as f64) } else { String::new() };
+        let transcendentals = if c.transcendentals > 0 {
+            format!(" and {} transcendentals", human::count(c.transcendentals))
+        } else {
+            String::new()
+        };
+        let intensity = if c.flops > 0 && c.bytes > 0 {
+            format!(" ({:.3} FLOP/byte)", c.flops as f64 / c.bytes as f64)
+        } else {
+            String::new()
+        };
         println!(
             "  one execution: {}{transcendentals}, {} read and written{intensity}",
             human::rate(c.flops as f64, "FLOP"),

@@ -63,8 +63,10 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
             Some(PeakSource::DataSheet) => " (data sheet)",
             _ => "",
         };
-        let flops = d.peak_flops_per_s.map(|f| format!("peak {}{}", human::rate(f, "FLOP/s"), from(d.peak_flops_source)));
-        let bytes = d.peak_bytes_per_s.map(|b| format!("memory {}{}", human::rate(b, "B/s"), from(d.peak_bytes_source)));
+        let flops =
+            d.peak_flops_per_s.map(|f| format!("peak {}{}", human::rate(f, "FLOP/s"), from(d.peak_flops_source)));
+        let bytes =
+            d.peak_bytes_per_s.map(|b| format!("memory {}{}", human::rate(b, "B/s"), from(d.peak_bytes_source)));
         match (flops, bytes, d.ridge_flops_per_byte) {
             (Some(f), Some(b), Some(ridge)) => println!("{}{model}: {f} · {b} · ridge {ridge:.0} FLOP/byte", d.device),
             (f, b, _) if f.is_some() || b.is_some() => println!(
