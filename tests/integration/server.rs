@@ -670,3 +670,56 @@ fn a_kernel_flows_from_its_host_launch_by_correlation_id() {
         "{l}"
     );
 }
+
+#[test]
+fn an_area_selection_counts_every_event_inside_once() {
+    // A step's span over every track of the CPU capture: the events overlapping it, by
+    // the reference reader's own walk of each line, are the selection's, each once.
+    let dir = fixture("cpu-transformer");
+    let file = crate::util::fixture_files().into_iter().find(|p| p.starts_with(&dir) && p.to_string_lossy().ends_with(".xplane.pb")).unwrap();
+    let file = file.to_str().unwrap();
+    let s = serve(&dir, &[]);
+    let steps = s.api("steps");
+    let step = &steps["steps"][1];
+    let (a, b) = (step["start_ps"].as_i64().unwrap(), step["start_ps"].as_i64().unwrap() + step["duration_ps"].as_i64().unwrap());
+    let tracks = s.api("timeline/tracks");
+    let list = tracks["tracks"].as_array().unwrap();
+    let mut want_events = 0u64;
+    let mut want_in_span = 0i64;
+    let mut want_by_name: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut seen = std::collections::HashSet::new();
+    for t in list {
+        let (plane, line) = (t["plane"].as_str().unwrap(), t["line"].as_str().unwrap());
+        if !seen.insert((plane.to_string(), line.to_string())) {
+            continue;
+        }
+        for e in crate::util::reference_lines(&["dump", file, "--plane", plane, "--line", line, "--limit", "100000000"]) {
+            let (s0, d) = (e["start_ps"].as_i64().unwrap(), e["duration_ps"].as_i64().unwrap().max(0));
+            if s0 < b && (s0 + d > a || (d == 0 && s0 >= a)) {
+                want_events += 1;
+                want_in_span += (s0 + d).min(b) - s0.max(a);
+                *want_by_name.entry(e["name"].as_str().unwrap().to_string()).or_default() += 1;
+            }
+        }
+    }
+    let sel = s.api(&format!("timeline/select?start_ps={a}&end_ps={b}"));
+    assert_eq!(sel["schema"], "stepscope.timeline_select/1");
+    assert_eq!(sel["tracks"].as_array().unwrap().len(), list.len());
+    assert!(want_events > 1000, "{want_events}");
+    assert_eq!(sel["events"].as_u64(), Some(want_events));
+    let rows = sel["rows"].as_array().unwrap();
+    assert_eq!(rows.iter().map(|r| r["in_span_ps"].as_i64().unwrap()).sum::<i64>(), want_in_span);
+    let got: std::collections::BTreeMap<String, u64> =
+        rows.iter().map(|r| (r["name"].as_str().unwrap().to_string(), r["count"].as_u64().unwrap())).collect();
+    assert_eq!(got, want_by_name);
+    // One track alone, and two: the events of those tracks only.
+    let one = s.api(&format!("timeline/select?start_ps={a}&end_ps={b}&tracks=1"));
+    let two = s.api(&format!("timeline/select?start_ps={a}&end_ps={b}&tracks=1,2,1"));
+    let other = s.api(&format!("timeline/select?start_ps={a}&end_ps={b}&tracks=2"));
+    assert_eq!(two["events"].as_u64().unwrap(), one["events"].as_u64().unwrap() + other["events"].as_u64().unwrap());
+    // Bad spans and tracks: one-line errors.
+    for q in [format!("start_ps={b}&end_ps={a}"), format!("start_ps={a}&end_ps={b}&tracks=99999"), format!("start_ps={a}&end_ps={b}&tracks=x")] {
+        let r = s.get(&format!("api/timeline/select?{q}"));
+        assert_eq!(r.status, 400, "{q}: {}", r.text());
+    }
+}

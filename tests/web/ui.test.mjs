@@ -612,3 +612,42 @@ test('roofline page draws each op under the device\'s roofs; a click opens its H
   await page.waitForSelector('#hlo-name');
   assert.equal(await page.textContent('#hlo-name'), small.name);
 });
+
+test('timeline: a drag in the ruler selects a span and lists its events as the API counts them', async () => {
+  await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('#tl-canvas');
+  await page.waitForFunction(() => document.querySelector('#tl-range').dataset.startPs !== undefined);
+  const box = await page.$eval('#tl-canvas', c => { const r = c.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width }; });
+  // Real mouse input: press in the ruler, move, release.
+  const y = box.y + 8, xa = box.x + 400, xb = box.x + 700;
+  await page.mouse.move(xa, y);
+  await page.mouse.down();
+  await page.mouse.move(xa + 150, y, { steps: 5 });
+  await page.mouse.move(xb, y, { steps: 5 });
+  await page.mouse.up();
+  await page.waitForSelector('#tl-area');
+  // The span the page asked for: from the request it made.
+  const heading = await page.textContent('#tl-area');
+  const rows = await page.$$eval('table.area-rows tbody tr', trs => trs.map(tr => [...tr.children].map(td => td.textContent)));
+  const info = await page.$$eval('#tl-side table.kv tr', trs => Object.fromEntries(trs.map(tr => [tr.children[0].textContent, tr.children[1].textContent])));
+  const [a, b] = info.span.split(' – ');
+  assert.ok(info.tracks.startsWith('all '), info.tracks);
+  // The span the page asked for lies under the drag (within a pixel), and its
+  // numbers equal the API's for that span.
+  const [start, end] = await page.$eval('#tl-area', h => [Number(h.dataset.startPs), Number(h.dataset.endPs)]);
+  const r0 = await page.$eval('#tl-range', r => [Number(r.dataset.startPs), Number(r.dataset.endPs)]);
+  const pspx = (r0[1] - r0[0]) / (box.w - 230);
+  assert.ok(Math.abs(start - (r0[0] + (xa - box.x - 230) * pspx)) <= 2 * pspx, `${start}`);
+  assert.ok(Math.abs(end - (r0[0] + (xb - box.x - 230) * pspx)) <= 2 * pspx, `${end}`);
+  const d = await api('timeline/select', { run: CPU, start_ps: start, end_ps: end });
+  assert.equal(heading, `selection: ${fmt.dur(d.span_ps)}`);
+  assert.equal(a, fmt.dur(d.start_ps));
+  assert.equal(b, fmt.dur(d.end_ps));
+  assert.equal(info.events, fmt.count(d.events));
+  assert.ok(d.events > 0);
+  assert.deepEqual(rows.map(r => [r[0], r[1]]), d.rows.slice(0, 500).map(r => [r.name, fmt.count(r.count)]));
+  await page.screenshot({ path: path.join(shots, 'timeline-area.png') });
+  // Escape clears it.
+  await page.keyboard.press('Escape');
+  assert.equal(await page.$('#tl-area'), null);
+});

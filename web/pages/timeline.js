@@ -41,7 +41,7 @@ export async function render(view, ctx) {
   const exports = el('span', { class: 'tl-exports' }, 'export ',
     exportLink('perfetto', 'Perfetto', 'Perfetto trace (.pftrace) for ui.perfetto.dev'),
     exportLink('chrome', 'Chrome JSON', 'Chrome trace JSON, gzip (.trace.json.gz), every event'));
-  const help = el('span', { class: 'muted help' }, 'W/S zoom · A/D pan · wheel zoom · shift+wheel scroll · drag pan · click an event');
+  const help = el('span', { class: 'muted help' }, 'W/S zoom · A/D pan · wheel zoom · shift+wheel scroll · drag pan · drag the ruler (or shift+drag) to select · click an event');
   const canvas = el('canvas', { id: 'tl-canvas', tabindex: 0 });
   const wrap = el('div', { class: 'tl-wrap' }, canvas);
   const side = el('aside', { id: 'tl-side', class: 'tl-side' }, el('p', { class: 'muted' }, 'click an event to see its stats'));
@@ -63,6 +63,7 @@ export async function render(view, ctx) {
   let scrollY = 0;
   let W = 0, H = 0;
   let selected = null; // { track, index, detail }
+  let area = null; // { a, b, y0, y1, tracks: ids|null (all), result } — an area selection
   const collapsed = new Set();
   const tiles = new Map(); // track id -> { start, end, pspx, data, ctl }
   let items = []; // layout: { kind: 'plane'|'track', y, h, track?, key? }
@@ -202,6 +203,7 @@ export async function render(view, ctx) {
     g.restore();
     g.strokeStyle = '#ccd'; g.beginPath(); g.moveTo(LABEL_W - 0.5, AXIS_H); g.lineTo(LABEL_W - 0.5, H); g.stroke();
     drawAxis();
+    drawArea();
     range.textContent = `${dur(Math.max(0, t0))} – ${dur(t1)} (${dur(t1 - t0)} shown, ${dur(p)} per pixel)`;
     range.dataset.startPs = String(Math.round(t0));
     range.dataset.endPs = String(Math.round(t1));
@@ -314,6 +316,7 @@ export async function render(view, ctx) {
     else if (k === 's') zoom(1.25, mouseX);
     else if (k === 'a') pan(-0.15);
     else if (k === 'd') pan(0.15);
+    else if (k === 'escape' && area) { area = null; clear(side); side.append(el('p', { class: 'muted' }, 'click an event to see its stats')); draw(); }
     else return;
     e.preventDefault();
   }, { signal: listeners.signal });
@@ -328,13 +331,27 @@ export async function render(view, ctx) {
 
   let drag = null;
   canvas.addEventListener('mousedown', e => {
-    drag = { x: e.clientX, y: e.clientY, t0, t1, scrollY, moved: false };
+    const r = canvas.getBoundingClientRect();
+    const x = e.clientX - r.left, y = e.clientY - r.top;
     canvas.focus();
+    // A drag in the ruler selects a span of every track; shift+drag, the tracks under it.
+    if (x > LABEL_W && (y < AXIS_H || e.shiftKey)) {
+      area = { a: tOf(x), b: tOf(x), y0: y, y1: y, all: y < AXIS_H, result: null, selecting: true };
+      draw();
+      return;
+    }
+    drag = { x: e.clientX, y: e.clientY, t0, t1, scrollY, moved: false };
   });
   window.addEventListener('mousemove', e => {
     if (!alive()) return;
     const r = canvas.getBoundingClientRect();
     mouseX = e.clientX >= r.left && e.clientX <= r.right ? e.clientX - r.left : undefined;
+    if (area && area.selecting) {
+      area.b = tOf(Math.max(LABEL_W, Math.min(W, e.clientX - r.left)));
+      area.y1 = Math.max(AXIS_H, Math.min(H, e.clientY - r.top));
+      draw();
+      return;
+    }
     if (!drag) return;
     const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
     if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
@@ -345,7 +362,14 @@ export async function render(view, ctx) {
     changed();
   }, { signal: listeners.signal });
   window.addEventListener('mouseup', e => {
-    if (!alive() || !drag) return;
+    if (!alive()) return;
+    if (area && area.selecting) {
+      area.selecting = false;
+      if (Math.abs(xOf(area.b) - xOf(area.a)) < 3) { area = null; draw(); return; }
+      selectArea();
+      return;
+    }
+    if (!drag) return;
     const wasDrag = drag.moved;
     drag = null;
     if (!wasDrag) click(e);
@@ -370,6 +394,66 @@ export async function render(view, ctx) {
       return;
     }
     selectEvent(hit.track, hit.index);
+  }
+
+  /** The track ids an area covers: every track from the ruler, else those under it. */
+  function areaTracks() {
+    if (area.all) return [];
+    const lo = Math.min(area.y0, area.y1), hi = Math.max(area.y0, area.y1);
+    return items.filter(i => i.kind === 'track' && AXIS_H + i.y - scrollY < hi && AXIS_H + i.y - scrollY + i.h > lo).map(i => i.track.id);
+  }
+
+  async function selectArea() {
+    const a = Math.round(Math.min(area.a, area.b)), b = Math.round(Math.max(area.a, area.b));
+    const mine = area;
+    const ids = areaTracks();
+    mine.tracks = ids;
+    clear(side);
+    side.append(el('p', { class: 'muted' }, 'loading…'));
+    try {
+      const q = { ...sel, start_ps: a, end_ps: b };
+      if (ids.length) q.tracks = ids.join(',');
+      const d = await api('timeline/select', q);
+      if (!alive() || area !== mine) return;
+      mine.result = d;
+      showArea(d);
+      draw();
+    } catch (err) {
+      clear(side);
+      side.append(el('p', { class: 'error' }, String(err.message || err)));
+    }
+  }
+
+  function showArea(d) {
+    clear(side);
+    side.append(el('h3', { id: 'tl-area', 'data-start-ps': d.start_ps, 'data-end-ps': d.end_ps }, `selection: ${dur(d.span_ps)}`));
+    side.append(kv([
+      ['span', `${dur(d.start_ps)} – ${dur(d.end_ps)}`],
+      ['tracks', d.tracks.length === tr.tracks.length ? `all ${d.tracks.length}` : String(d.tracks.length)],
+      ['events', count(d.events)],
+    ]));
+    const t = el('table', { class: 'data area-rows' },
+      el('thead', {}, el('tr', {}, ...['name', 'count', 'in span', 'avg'].map(h => el('th', {}, h)))),
+      el('tbody', {}, ...d.rows.slice(0, 500).map(r => el('tr', {
+        title: `${r.name}\n${count(r.count)} on ${r.tracks} track(s) · in span ${dur(r.in_span_ps)} · total ${dur(r.total_ps)}\n`
+          + `avg ${dur(r.avg_ps)} · min ${dur(r.min_ps)} · max ${dur(r.max_ps)}`,
+      },
+      el('td', {}, r.name), el('td', { class: 'num' }, count(r.count)),
+      el('td', { class: 'num' }, dur(r.in_span_ps)), el('td', { class: 'num' }, dur(r.avg_ps))))));
+    side.append(t);
+    if (d.rows.length > 500) side.append(el('p', { class: 'muted' }, `first 500 of ${count(d.rows.length)} names`));
+  }
+
+  function drawArea() {
+    if (!area) return;
+    const xa = Math.max(LABEL_W, Math.min(xOf(area.a), xOf(area.b))), xb = Math.min(W, Math.max(xOf(area.a), xOf(area.b)));
+    if (xb <= xa) return;
+    const [ya, yb] = area.all ? [AXIS_H, H] : [Math.min(area.y0, area.y1), Math.max(area.y0, area.y1)];
+    g.fillStyle = 'rgba(59, 111, 212, 0.12)'; g.fillRect(xa, ya, xb - xa, yb - ya);
+    g.strokeStyle = '#3b6fd4'; g.strokeRect(xa + 0.5, ya + 0.5, xb - xa - 1, yb - ya - 1);
+    // Its length on the ruler.
+    g.fillStyle = '#3b6fd4'; g.fillRect(xa, AXIS_H - 14, xb - xa, 14);
+    g.fillStyle = '#fff'; g.fillText(dur(Math.abs(area.b - area.a)), xa + 4, AXIS_H - 7);
   }
 
   async function selectEvent(track, index) {

@@ -206,6 +206,38 @@ pub struct FlowLink {
     pub start_ps: i64,
 }
 
+/// The events of an area of the timeline: a span on some tracks, grouped by name.
+#[derive(Clone, Debug, Serialize)]
+pub struct Selection {
+    pub schema: &'static str,
+    pub start_ps: i64,
+    pub end_ps: i64,
+    /// `end_ps - start_ps`.
+    pub span_ps: i64,
+    /// The tracks searched (every track when none were named).
+    pub tracks: Vec<u32>,
+    /// Events that overlap the span (an instant one: that lies in it), each once.
+    pub events: u64,
+    /// By name, the most time within the span first.
+    pub rows: Vec<SelectionRow>,
+}
+
+/// The events of one name in a [`Selection`].
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SelectionRow {
+    pub name: String,
+    pub count: u64,
+    /// Their whole lengths.
+    pub total_ps: i64,
+    /// Their lengths cut to the span.
+    pub in_span_ps: i64,
+    pub avg_ps: i64,
+    pub min_ps: i64,
+    pub max_ps: i64,
+    /// How many tracks they are on.
+    pub tracks: u64,
+}
+
 /// One search match.
 #[derive(Clone, Debug, Serialize)]
 pub struct Match {
@@ -425,6 +457,103 @@ impl Timeline {
             tile.box_name.extend(r.name);
         }
         Ok(tile)
+    }
+
+    /// The events overlapping `[start_ps, end_ps)` on `tracks` (all when empty), each
+    /// counted once, grouped by their shown name: a few binary searches per depth row
+    /// (a row's starts and ends both ascend), then the events found.
+    pub fn select(&self, profile: &Profile, start_ps: i64, end_ps: i64, tracks: &[u32]) -> Result<Selection, String> {
+        if end_ps <= start_ps {
+            return Err(format!("empty span: end_ps {end_ps} is not after start_ps {start_ps}"));
+        }
+        if let Some(bad) = tracks.iter().find(|&&t| t as usize >= self.tracks.len()) {
+            return Err(format!("no track {bad} (the run has {})", self.tracks.len()));
+        }
+        let ids: Vec<u32> = if tracks.is_empty() { (0..self.tracks.len() as u32).collect() } else { tracks.to_vec() };
+        let mut ids_unique = ids.clone();
+        ids_unique.sort_unstable();
+        ids_unique.dedup();
+        #[derive(Default)]
+        struct Acc {
+            count: u64,
+            total: i64,
+            in_span: i64,
+            min: i64,
+            max: i64,
+            tracks: Vec<u32>,
+        }
+        let mut by_name: BTreeMap<String, Acc> = BTreeMap::new();
+        let mut events = 0u64;
+        for &id in &ids_unique {
+            let Some((t, _, plane, line)) = self.parts(profile, id) else { continue };
+            // Per metadata: its events here (count, total, in span, min, max).
+            let mut by_meta: BTreeMap<u32, (u64, i64, i64, i64, i64)> = BTreeMap::new();
+            for row in &t.rows {
+                let n = row.starts.len();
+                // The first event ending at or after the span's start; then on to the
+                // first starting at or after its end.
+                let (mut lo, mut hi) = (0usize, n);
+                while lo < hi {
+                    let mid = (lo + hi) / 2;
+                    if row.end(mid) < start_ps { lo = mid + 1 } else { hi = mid }
+                }
+                let mut k = lo;
+                while k < n && row.start(k) < end_ps {
+                    let (a, d) = (row.start(k), row.dur(k));
+                    let b = a.saturating_add(d);
+                    // Overlapping: ends after the span's start, or an instant within it.
+                    if b > start_ps || (d == 0 && a >= start_ps) {
+                        let meta = line.meta(row.events.get(k) as usize);
+                        let e = by_meta.entry(meta).or_insert((0, 0, 0, i64::MAX, i64::MIN));
+                        e.0 += 1;
+                        e.1 = e.1.saturating_add(d);
+                        e.2 = e.2.saturating_add(b.min(end_ps) - a.max(start_ps).min(b.min(end_ps)));
+                        e.3 = e.3.min(d);
+                        e.4 = e.4.max(d);
+                    }
+                    k += 1;
+                }
+            }
+            for (meta, (count, total, in_span, min, max)) in by_meta {
+                events += count;
+                let a = by_name.entry(shown_name(plane, meta).to_string()).or_insert_with(|| Acc {
+                    min: i64::MAX,
+                    max: i64::MIN,
+                    ..Acc::default()
+                });
+                a.count += count;
+                a.total = a.total.saturating_add(total);
+                a.in_span = a.in_span.saturating_add(in_span);
+                a.min = a.min.min(min);
+                a.max = a.max.max(max);
+                if a.tracks.last() != Some(&id) {
+                    a.tracks.push(id);
+                }
+            }
+        }
+        let mut rows: Vec<SelectionRow> = by_name
+            .into_iter()
+            .map(|(name, a)| SelectionRow {
+                name,
+                count: a.count,
+                total_ps: a.total,
+                in_span_ps: a.in_span,
+                avg_ps: a.total / a.count.max(1) as i64,
+                min_ps: a.min,
+                max_ps: a.max,
+                tracks: a.tracks.len() as u64,
+            })
+            .collect();
+        rows.sort_by(|a, b| b.in_span_ps.cmp(&a.in_span_ps).then(b.count.cmp(&a.count)).then(a.name.cmp(&b.name)));
+        Ok(Selection {
+            schema: "stepscope.timeline_select/1",
+            start_ps,
+            end_ps,
+            span_ps: end_ps - start_ps,
+            tracks: ids_unique,
+            events,
+            rows,
+        })
     }
 
     /// Every stat of event `index` on track `id`, its step and its flow links.

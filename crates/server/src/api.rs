@@ -56,6 +56,7 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("timeline/tile", timeline_tile),
     ("timeline/event", timeline_event),
     ("timeline/search", timeline_search),
+    ("timeline/select", timeline_select),
 ];
 
 /// The handler for `path` (under `api/`), if there is one.
@@ -190,6 +191,21 @@ fn timeline_event(app: &App, q: &Params) -> Reply {
     let e = q.entry(app)?;
     let detail = e.timeline().event(&e.profile, &e.steps().steps, track, index).map_err(ApiError::not_found)?;
     json(&detail)
+}
+
+/// The events of an area: `start_ps`, `end_ps`, and `tracks` (comma-separated ids;
+/// every track when absent).
+fn timeline_select(app: &App, q: &Params) -> Reply {
+    let (start, end) = (q.req("start_ps")?, q.req("end_ps")?);
+    let tracks = match q.str("tracks").filter(|t| !t.is_empty()) {
+        None => Vec::new(),
+        Some(list) => list
+            .split(',')
+            .map(|t| t.trim().parse::<u32>().map_err(|_| ApiError::bad(format!("tracks: {t:?} is not a track id"))))
+            .collect::<Result<Vec<u32>, ApiError>>()?,
+    };
+    let e = q.entry(app)?;
+    json(&e.timeline().select(&e.profile, start, end, &tracks).map_err(ApiError::bad)?)
 }
 
 fn timeline_search(app: &App, q: &Params) -> Reply {
