@@ -723,3 +723,39 @@ fn an_area_selection_counts_every_event_inside_once() {
         assert_eq!(r.status, 400, "{q}: {}", r.text());
     }
 }
+
+#[test]
+fn an_event_counts_every_occurrence_of_its_name() {
+    // dot.27 on the CPU capture: every event of that name on any line, as the
+    // reference reader walks them.
+    let dir = fixture("cpu-transformer");
+    let file = crate::util::fixture_files().into_iter().find(|p| p.starts_with(&dir) && p.to_string_lossy().ends_with(".xplane.pb")).unwrap();
+    let file = file.to_str().unwrap();
+    let s = serve(&dir, &[]);
+    let m = &s.api("timeline/search?q=dot.27&limit=1")["matches"][0];
+    let d = s.api(&format!("timeline/event?track={}&index={}", m["track"], m["index"]));
+    let name = d["name"].as_str().unwrap().to_string();
+    let tracks = s.api("timeline/tracks");
+    let (mut count, mut total, mut min, mut max) = (0u64, 0i64, i64::MAX, 0i64);
+    let mut seen = std::collections::HashSet::new();
+    for t in tracks["tracks"].as_array().unwrap() {
+        let (plane, line) = (t["plane"].as_str().unwrap(), t["line"].as_str().unwrap());
+        if !seen.insert((plane.to_string(), line.to_string())) {
+            continue;
+        }
+        for e in crate::util::reference_lines(&["dump", file, "--plane", plane, "--line", line, "--limit", "100000000"]) {
+            if e["name"] == name.as_str() {
+                let dur = e["duration_ps"].as_i64().unwrap().max(0);
+                count += 1;
+                total += dur;
+                min = min.min(dur);
+                max = max.max(dur);
+            }
+        }
+    }
+    let o = &d["occurrences"];
+    assert!(count > 1);
+    assert_eq!((o["count"].as_u64(), o["total_ps"].as_i64()), (Some(count), Some(total)), "{o}");
+    assert_eq!((o["min_ps"].as_i64(), o["max_ps"].as_i64()), (Some(min), Some(max)));
+    assert_eq!(o["avg_ps"].as_i64(), Some(total / count as i64));
+}

@@ -260,8 +260,18 @@ test('timeline search lists the matches and jumps to one', async () => {
   assert.ok(stats.some(([k]) => k === 'hlo_op'), JSON.stringify(stats));
   const [a, b] = await timelineWindow();
   assert.ok(a <= res.matches[0].start_ps && b >= res.matches[0].start_ps, 'the window shows the match');
+  // All occurrences of its name, as the API counts them, and links to its HLO and op row.
+  const occ = await page.$$eval('#tl-side table.kv tr', trs => Object.fromEntries(trs.map(tr => [tr.children[0].textContent, tr.children[1].textContent])));
+  const o = detail.occurrences;
+  assert.equal(occ.count, `${fmt.count(o.count)} on ${o.tracks} track${o.tracks === 1 ? '' : 's'}`);
+  assert.equal(occ['min / avg / max'], `${fmt.dur(o.min_ps)} / ${fmt.dur(o.avg_ps)} / ${fmt.dur(o.max_ps)}`);
+  assert.ok(o.count > 1);
   await settle();
   await page.screenshot({ path: path.join(shots, 'timeline-search.png') });
+  assert.equal(await page.textContent('#tl-op-links a.oplink'), res.matches[0].name);
+  await page.click('#tl-op-links a.oplink');
+  await page.waitForSelector('#hlo-name');
+  assert.equal(await page.textContent('#hlo-name'), res.matches[0].name);
 });
 
 test('timeline of a TPU capture draws its device tracks', async () => {

@@ -7,6 +7,7 @@
 import { api } from '../lib/api.js';
 import { el, clear, color } from '../lib/dom.js';
 import { dur, count } from '../lib/format.js';
+import { opLink, pageLink } from '../lib/nav.js';
 
 export const title = 'Timeline';
 
@@ -496,6 +497,20 @@ export async function render(view, ctx) {
       ['duration', dur(d.duration_ps)],
       ['step', d.step_num === null ? '—' : String(d.step_num)],
     ]));
+    // Every event of this name, and where the op it ran is described.
+    const o = d.occurrences;
+    side.append(el('h4', {}, 'all occurrences'));
+    side.append(kv([
+      ['count', `${count(o.count)} on ${o.tracks} track${o.tracks === 1 ? '' : 's'}`],
+      ['total', dur(o.total_ps)],
+      ['min / avg / max', `${dur(o.min_ps)} / ${dur(o.avg_ps)} / ${dur(o.max_ps)}`],
+    ]));
+    const stat = n => (d.stats.find(s => s.name === n) || d.metadata_stats.find(s => s.name === n) || {}).value;
+    const op = stat('hlo_op') || (d.line === 'XLA Ops' ? d.display_name : '');
+    if (op) {
+      side.append(el('p', { id: 'tl-op-links' }, opLink(op, stat('hlo_module') || ''), ' · ',
+        pageLink('op profile row', 'ops', { q: op, run: sel.run || null })));
+    }
     const statTable = (label, stats) => {
       if (!stats.length) return;
       side.append(el('h4', {}, label));

@@ -192,6 +192,20 @@ pub struct EventDetail {
     /// Events linked to this one on the same host: by flow stats (`_p`/`_c`), and a
     /// GPU kernel or copy with its host launch by `correlation_id` (at most 64).
     pub flows: Vec<FlowLink>,
+    /// Every event of the run with this event's shown name, on any track.
+    pub occurrences: Occurrences,
+}
+
+/// The events of one name across a run's tracks.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Occurrences {
+    pub count: u64,
+    pub total_ps: i64,
+    pub min_ps: i64,
+    pub avg_ps: i64,
+    pub max_ps: i64,
+    /// How many tracks they are on.
+    pub tracks: u64,
 }
 
 /// An event at the other end of a flow.
@@ -589,7 +603,46 @@ impl Timeline {
             stats: render(&mut line.event_stats(i)),
             metadata_stats: render(&mut plane.metadata_stats(meta).iter().copied()),
             flows: self.flows(profile, id, i),
+            occurrences: self.occurrences(profile, shown_name(plane, meta)),
         })
+    }
+
+    /// Every event named `name` (shown name) on any track: one pass over the lines of
+    /// the planes that have such a name.
+    fn occurrences(&self, profile: &Profile, name: &str) -> Occurrences {
+        let (mut count, mut total, mut min, mut max, mut tracks) = (0u64, 0i64, i64::MAX, 0i64, 0u64);
+        let mut metas_of: Option<((usize, usize), Vec<bool>)> = None;
+        for id in 0..self.tracks.len() as u32 {
+            let Some((t, _, plane, line)) = self.parts(profile, id) else { continue };
+            let key = (t.at.host, t.at.plane);
+            if metas_of.as_ref().map(|m| m.0) != Some(key) {
+                let wanted = (0..plane.event_meta.len() as u32).map(|m| shown_name(plane, m) == name).collect();
+                metas_of = Some((key, wanted));
+            }
+            let Some((_, wanted)) = &metas_of else { continue };
+            if !wanted.iter().any(|&w| w) {
+                continue;
+            }
+            let before = count;
+            for e in 0..line.len() {
+                if wanted.get(line.meta(e) as usize).copied().unwrap_or(false) {
+                    let d = dur(line, e);
+                    count += 1;
+                    total = total.saturating_add(d);
+                    min = min.min(d);
+                    max = max.max(d);
+                }
+            }
+            tracks += u64::from(count > before);
+        }
+        Occurrences {
+            count,
+            total_ps: total,
+            min_ps: if count > 0 { min } else { 0 },
+            avg_ps: total / count.max(1) as i64,
+            max_ps: max,
+            tracks,
+        }
     }
 
     /// Events on the same host linked to event `i` of track `id`: a GPU op and its
