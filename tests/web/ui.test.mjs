@@ -661,3 +661,41 @@ test('timeline: a drag in the ruler selects a span and lists its events as the A
   await page.keyboard.press('Escape');
   assert.equal(await page.$('#tl-area'), null);
 });
+
+test('at 1,024 px the header fits, the timeline keeps its width, and deep zoom keeps tick labels apart', async () => {
+  await page.setViewportSize({ width: 1024, height: 768 });
+  try {
+    await open(`timeline?run=${encodeURIComponent(CPU)}`);
+    await settle();
+    // Every header link on screen, none over another.
+    const links = await page.$$eval('header nav a, header .picker label', as => as.map(a => { const r = a.getBoundingClientRect(); return [r.left, r.right, r.top, r.bottom]; }));
+    assert.ok(links.length > 10);
+    for (const [l, r] of links) assert.ok(l >= 0 && r <= 1024, `${l}-${r}`);
+    for (let i = 0; i < links.length; i++) for (let j = i + 1; j < links.length; j++) {
+      const [a, b] = [links[i], links[j]];
+      assert.ok(a[1] <= b[0] || b[1] <= a[0] || a[3] <= b[2] || b[3] <= a[2], `header items ${i} and ${j} overlap`);
+    }
+    // The side panel goes below: the events get the width less the track labels.
+    const w = await page.$eval('#tl-canvas', c => c.getBoundingClientRect().width);
+    assert.ok(w >= 1000, `canvas ${w} px`);
+    const side = await page.$eval('#tl-side', e => { const r = e.getBoundingClientRect(); return [r.top, r.bottom]; });
+    assert.ok(side[0] > 300 && side[1] <= 768 + 1, `the side panel is on screen: ${side}`);
+    // Zoom far in at the pointer: tick labels stay distinct.
+    await page.mouse.move(600, 400);
+    for (let i = 0; i < 60; i++) await page.keyboard.press('w');
+    await settle();
+    const [a, b] = await timelineWindow();
+    assert.ok(b - a < 1e6, `zoomed to ${b - a} ps`);
+    const ticks = JSON.parse(await page.$eval('#tl-canvas', c => c.dataset.ticks));
+    assert.ok(ticks.length >= 3, JSON.stringify(ticks));
+    assert.equal(new Set(ticks).size, ticks.length, JSON.stringify(ticks));
+    await page.screenshot({ path: path.join(shots, 'timeline-1024.png') });
+    // A favicon.
+    const icon = await page.$eval('link[rel=icon]', l => l.href);
+    const r = await fetch(icon);
+    assert.equal(r.status, 200);
+    assert.equal(r.headers.get('content-type'), 'image/svg+xml');
+  } finally {
+    await page.setViewportSize({ width: 1400, height: 900 });
+  }
+});

@@ -19,6 +19,15 @@ const PLANE_H = 20;
 const MAX_ROWS = 48;
 const OVERSCAN = 1; // view widths fetched on each side, so pans draw at once
 
+/** A tick's time in the unit of its magnitude, with as many decimals as the tick step
+ * needs: ticks 100 ns apart at 6.96 ms read 6.9581 ms, 6.9582 ms, never the same. */
+export function tickLabel(t, step) {
+  const units = [[1e12, 's'], [1e9, 'ms'], [1e6, 'µs'], [1e3, 'ns'], [1, 'ps']];
+  const [u, name] = units.find(([f]) => Math.abs(t) >= f) || units[units.length - 1];
+  const decimals = Math.min(9, Math.max(0, Math.ceil(-Math.log10(step / u) - 1e-9)));
+  return `${(t / u).toFixed(decimals)} ${name}`;
+}
+
 export async function render(view, ctx) {
   const tr = await ctx.get('timeline/tracks');
   if (ctx.stale()) return;
@@ -146,6 +155,11 @@ export async function render(view, ctx) {
   // ---- drawing ----
   const g = canvas.getContext('2d');
   function resize() {
+    // The tracks and the side panel fill the window below the header and bar, however
+    // many lines those wrap to (set through the CSSOM: the CSP refuses style attributes).
+    const body = wrap.parentElement;
+    const fill = `${Math.max(240, Math.floor(window.innerHeight - body.getBoundingClientRect().top - window.scrollY))}px`;
+    if (body.style.height !== fill) body.style.height = fill;
     const r = wrap.getBoundingClientRect();
     W = Math.max(300, Math.floor(r.width));
     H = Math.max(200, Math.floor(r.height));
@@ -205,7 +219,9 @@ export async function render(view, ctx) {
     g.strokeStyle = '#ccd'; g.beginPath(); g.moveTo(LABEL_W - 0.5, AXIS_H); g.lineTo(LABEL_W - 0.5, H); g.stroke();
     drawAxis();
     drawArea();
-    range.textContent = `${dur(Math.max(0, t0))} – ${dur(t1)} (${dur(t1 - t0)} shown, ${dur(p)} per pixel)`;
+    const tenth = (t1 - t0) / 10;
+    const perPx = p >= 1000 ? dur(p) : `${Number(p.toPrecision(3))} ps`;
+    range.textContent = `${tickLabel(Math.max(0, t0), tenth)} – ${tickLabel(t1, tenth)} (${dur(t1 - t0)} shown, ${perPx} per pixel)`;
     range.dataset.startPs = String(Math.round(t0));
     range.dataset.endPs = String(Math.round(t1));
   }
@@ -270,12 +286,18 @@ export async function render(view, ctx) {
     g.strokeStyle = '#ccd'; g.beginPath(); g.moveTo(0, AXIS_H - 0.5); g.lineTo(W, AXIS_H - 0.5); g.stroke();
     const step = niceStep((t1 - t0) / Math.max(1, (W - LABEL_W) / 110));
     g.fillStyle = '#445';
+    const labels = [];
     for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
       const x = xOf(t);
       if (x < LABEL_W) continue;
       g.strokeStyle = '#99a'; g.beginPath(); g.moveTo(x + 0.5, AXIS_H - 6); g.lineTo(x + 0.5, AXIS_H); g.stroke();
-      if (x + 60 < W) g.fillText(dur(Math.round(t)), x + 3, AXIS_H / 2);
+      if (x + 60 < W) {
+        const label = tickLabel(t, step);
+        g.fillText(label, x + 3, AXIS_H / 2);
+        labels.push(label);
+      }
     }
+    canvas.dataset.ticks = JSON.stringify(labels);
     g.fillStyle = '#445';
     g.fillText('time since capture start', 8, AXIS_H / 2);
   }
@@ -559,6 +581,7 @@ export async function render(view, ctx) {
   fit.addEventListener('click', () => { t0 = span0 - margin; t1 = span1 + margin; changed(); });
 
   new ResizeObserver(() => alive() && resize()).observe(wrap);
+  window.addEventListener('resize', () => alive() && resize(), { signal: listeners.signal });
   resize();
 
   // For tests and scripts: the window shown and the events drawn (CSS px in the canvas).
