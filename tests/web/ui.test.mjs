@@ -699,3 +699,37 @@ test('at 1,024 px the header fits, the timeline keeps its width, and deep zoom k
     await page.setViewportSize({ width: 1400, height: 900 });
   }
 });
+
+test('timeline search outlines its matches, steps through them in time order, and boxes show a tooltip on hover', async () => {
+  const res = await api('timeline/search', { run: CPU, q: 'dot', limit: 10000 });
+  const inTime = [...res.matches].sort((a, b) => a.start_ps - b.start_ps || a.track - b.track);
+  await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await settle();
+  await page.fill('#tl-search', 'dot');
+  await page.press('#tl-search', 'Enter');
+  await page.waitForSelector('#tl-results li');
+  assert.equal(await page.textContent('#tl-hits'), `– / ${fmt.count(inTime.length)}`);
+  await settle();
+  assert.ok(Number(await page.$eval('#tl-canvas', c => c.dataset.highlighted)) > 0, 'matches are outlined');
+  // Next, next, previous: the first and second matches in time, then the first again.
+  for (const [button, k] of [['#tl-next', 0], ['#tl-next', 1], ['#tl-prev', 0]]) {
+    await page.click(button);
+    await page.waitForFunction(want => document.querySelector('#tl-hits').textContent.startsWith(want), `${k + 1} /`);
+    await page.waitForFunction(name => (document.querySelector('#tl-event-name') || {}).textContent === name, inTime[k].name);
+    const [a, b] = await timelineWindow();
+    assert.ok(a <= inTime[k].start_ps && inTime[k].start_ps <= b, `match ${k} is in view`);
+  }
+  // Enter again steps on.
+  await page.press('#tl-search', 'Enter');
+  await page.waitForFunction(() => document.querySelector('#tl-hits').textContent.startsWith('2 /'));
+  // Hover a box: its name in the tooltip.
+  await settle();
+  const box = (await page.evaluate(() => window.stepscopeTimeline.boxes())).find(b => b.count === 1 && b.w > 20);
+  const c = await page.$eval('#tl-canvas', e => { const r = e.getBoundingClientRect(); return [r.left, r.top]; });
+  await page.mouse.move(c[0] + box.x + box.w / 2, c[1] + box.y + box.h / 2);
+  await page.waitForSelector('#tl-tip:not([hidden])');
+  assert.equal(await page.textContent('#tl-tip strong'), box.name);
+  await page.screenshot({ path: path.join(shots, 'timeline-hover.png') });
+  await page.mouse.move(c[0] + 5, c[1] + 5);
+  await page.waitForSelector('#tl-tip[hidden]', { state: 'attached' });
+});

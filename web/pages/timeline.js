@@ -40,6 +40,10 @@ export async function render(view, ctx) {
 
   // ---- layout of the page ----
   const search = el('input', { type: 'search', id: 'tl-search', placeholder: 'search events…' });
+  const prevHit = el('button', { type: 'button', id: 'tl-prev', title: 'previous match (shift+Enter)', disabled: true }, '‹');
+  const nextHit = el('button', { type: 'button', id: 'tl-next', title: 'next match (Enter)', disabled: true }, '›');
+  const hitCount = el('span', { id: 'tl-hits', class: 'muted' });
+  const tip = el('div', { id: 'tl-tip', class: 'tl-tip', hidden: true });
   const range = el('span', { id: 'tl-range', class: 'muted' });
   const fit = el('button', { type: 'button', id: 'tl-fit' }, 'fit');
   // Downloads of the whole run (or the selected host), written by the server's exporter.
@@ -53,10 +57,10 @@ export async function render(view, ctx) {
     exportLink('chrome', 'Chrome JSON', 'Chrome trace JSON, gzip (.trace.json.gz), every event'));
   const help = el('span', { class: 'muted help' }, 'W/S zoom · A/D pan · wheel zoom · shift+wheel scroll · drag pan · drag the ruler (or shift+drag) to select · click an event');
   const canvas = el('canvas', { id: 'tl-canvas', tabindex: 0 });
-  const wrap = el('div', { class: 'tl-wrap' }, canvas);
+  const wrap = el('div', { class: 'tl-wrap' }, canvas, tip);
   const side = el('aside', { id: 'tl-side', class: 'tl-side' }, el('p', { class: 'muted' }, 'click an event to see its stats'));
   view.append(
-    el('div', { class: 'tl-bar' }, el('strong', {}, `${count(tr.events)} events in ${tr.tracks.length} tracks`), search, fit, range, help, exports),
+    el('div', { class: 'tl-bar' }, el('strong', {}, `${count(tr.events)} events in ${tr.tracks.length} tracks`), search, prevHit, nextHit, hitCount, fit, range, help, exports),
     el('div', { class: 'tl-body' }, wrap, side),
   );
   if (!tr.tracks.length) {
@@ -73,6 +77,9 @@ export async function render(view, ctx) {
   let scrollY = 0;
   let W = 0, H = 0;
   let selected = null; // { track, index, detail }
+  let query = ''; // the search, lower case: boxes whose name holds it are outlined
+  let hits = []; // the search's matches in time order, and the one shown
+  let hitAt = -1;
   let area = null; // { a, b, y0, y1, tracks: ids|null (all), result } — an area selection
   const collapsed = new Set();
   const tiles = new Map(); // track id -> { start, end, pspx, data, ctl }
@@ -178,13 +185,15 @@ export async function render(view, ctx) {
     return 10 * p;
   }
 
-  let drawn = []; // boxes drawn this frame, for hit tests: {x,y,w,h,track,i}
+  let drawn = [];
+  let highlighted = 0; // boxes outlined as search matches in the last draw // boxes drawn this frame, for hit tests: {x,y,w,h,track,i}
   function draw() {
     if (!alive()) return;
     g.clearRect(0, 0, W, H);
     g.font = '11px system-ui, sans-serif';
     g.textBaseline = 'middle';
     drawn = [];
+    highlighted = 0;
     const p = pspx();
     // Tracks.
     g.save();
@@ -216,6 +225,7 @@ export async function render(view, ctx) {
     }
     drawFlows();
     g.restore();
+    canvas.dataset.highlighted = String(highlighted);
     g.strokeStyle = '#ccd'; g.beginPath(); g.moveTo(LABEL_W - 0.5, AXIS_H); g.lineTo(LABEL_W - 0.5, H); g.stroke();
     drawAxis();
     drawArea();
@@ -244,6 +254,10 @@ export async function render(view, ctx) {
       if (merged && w >= 3) {
         g.fillStyle = 'rgba(255,255,255,0.45)';
         for (let sx = x + 1; sx < x + w; sx += 4) g.fillRect(sx, by, 1, ROW_H - 2);
+      }
+      if (query && name.toLowerCase().includes(query)) {
+        g.strokeStyle = '#f59e0b'; g.lineWidth = 2; g.strokeRect(x + 1, by + 1, Math.max(w - 2, 1), ROW_H - 4); g.lineWidth = 1;
+        highlighted++;
       }
       const isSel = selected && selected.track === trackId && !merged && d.box_index[k] === selected.index;
       if (isSel) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(x + 1, by + 1, Math.max(w - 2, 1), ROW_H - 4); g.lineWidth = 1; }
@@ -555,29 +569,73 @@ export async function render(view, ctx) {
   search.addEventListener('keydown', async e => {
     if (e.key !== 'Enter') return;
     const q = search.value.trim();
+    // Enter again on the same search steps through its matches.
+    if (q && q.toLowerCase() === query && hits.length) { step(e.shiftKey ? -1 : 1); return; }
+    query = q.toLowerCase();
+    hits = []; hitAt = -1;
+    showHits();
     clear(side);
+    draw();
     if (!q) return;
     side.append(el('p', { class: 'muted' }, 'searching…'));
     try {
-      const res = await api('timeline/search', { ...sel, q, limit: 200 });
-      if (!alive()) return;
+      const res = await api('timeline/search', { ...sel, q, limit: 10000 });
+      if (!alive() || query !== q.toLowerCase()) return;
+      hits = [...res.matches].sort((a, b) => a.start_ps - b.start_ps || a.track - b.track);
+      hitAt = -1;
       clear(side);
       side.append(el('h3', {}, `${count(res.total)} events match “${res.query}”`));
-      if (res.total > res.matches.length) side.append(el('p', { class: 'muted' }, `first ${res.matches.length} listed`));
+      if (res.total > res.matches.length) side.append(el('p', { class: 'muted' }, `first ${count(res.matches.length)} kept`));
       const ul = el('ul', { class: 'results', id: 'tl-results' });
       const byId = new Map(tr.tracks.map(t => [t.id, t]));
-      for (const m of res.matches) {
+      for (const m of res.matches.slice(0, 200)) {
         const t = byId.get(m.track);
         const a = el('a', { href: '#' }, `${m.name}`, el('span', { class: 'muted' }, ` ${dur(m.start_ps)} · ${dur(m.duration_ps)} · ${t ? t.line : ''}`));
         a.addEventListener('click', ev => { ev.preventDefault(); focusEvent(m.track, m.index, m.start_ps, m.duration_ps); });
         ul.append(el('li', {}, a));
       }
       side.append(ul);
+      showHits();
+      draw();
     } catch (err) {
       clear(side);
       side.append(el('p', { class: 'error' }, String(err.message || err)));
     }
   });
+
+  /** The search's counter and buttons. */
+  function showHits() {
+    prevHit.disabled = nextHit.disabled = !hits.length;
+    hitCount.textContent = !query ? '' : hits.length ? `${hitAt < 0 ? '–' : count(hitAt + 1)} / ${count(hits.length)}` : '';
+  }
+
+  /** Shows the next (`by` 1) or previous (-1) match in time order. */
+  function step(by) {
+    if (!hits.length) return;
+    hitAt = hitAt < 0 ? (by > 0 ? 0 : hits.length - 1) : (hitAt + by + hits.length) % hits.length;
+    const m = hits[hitAt];
+    showHits();
+    focusEvent(m.track, m.index, m.start_ps, m.duration_ps);
+  }
+  prevHit.addEventListener('click', () => step(-1));
+  nextHit.addEventListener('click', () => step(1));
+
+  // Hover: the box under the pointer, in a tooltip.
+  canvas.addEventListener('mousemove', e => {
+    const r = canvas.getBoundingClientRect();
+    const x = e.clientX - r.left, y = e.clientY - r.top;
+    const hit = !drag && !(area && area.selecting) && y > AXIS_H
+      ? drawn.filter(b => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h).pop() : null;
+    if (!hit) { tip.hidden = true; return; }
+    clear(tip);
+    tip.append(el('strong', {}, hit.count > 1 ? `${count(hit.count)} events` : hit.name),
+      el('div', {}, hit.count > 1 ? `mostly ${hit.name} · click to zoom in` : `${dur(hit.dur)} at ${dur(hit.start)}`));
+    tip.hidden = false;
+    // Placed through the CSSOM (the CSP refuses style attributes), inside the canvas.
+    tip.style.left = `${Math.min(x + 12, W - 260)}px`;
+    tip.style.top = `${Math.min(y + 14, H - 40)}px`;
+  }, { signal: listeners.signal });
+  canvas.addEventListener('mouseleave', () => { tip.hidden = true; }, { signal: listeners.signal });
   fit.addEventListener('click', () => { t0 = span0 - margin; t1 = span1 + margin; changed(); });
 
   new ResizeObserver(() => alive() && resize()).observe(wrap);
@@ -588,6 +646,7 @@ export async function render(view, ctx) {
   window.stepscopeTimeline = {
     view: () => ({ start_ps: t0, end_ps: t1 }),
     events: () => drawn.filter(b => b.count === 1).map(b => ({ ...b })),
+    boxes: () => drawn.map(b => ({ ...b })),
     pending: () => [...tiles.values()].some(t => t.ctl),
   };
 }
