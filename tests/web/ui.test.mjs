@@ -211,10 +211,17 @@ test('timeline zooms and pans with W/A/S/D, wheel and drag; a click shows the ev
   await page.keyboard.press('s');
   const [a4, b4] = await timelineWindow();
   assert.ok(b4 - a4 > b2 - a2, 'S zooms out');
-  // Wheel zooms in at the pointer; drag pans.
+  // Ctrl+wheel zooms in at the pointer (the wheel alone scrolls the tracks); drag pans.
+  await page.mouse.move(700, 300);
+  await page.keyboard.down('Control');
   await page.mouse.wheel(0, -400);
+  await page.keyboard.up('Control');
   const [a5, b5] = await timelineWindow();
-  assert.ok(b5 - a5 < b4 - a4, 'wheel zooms in');
+  assert.ok(b5 - a5 < b4 - a4, 'ctrl+wheel zooms in');
+  await page.mouse.wheel(0, 120);
+  const [a5b, b5b] = await timelineWindow();
+  assert.deepEqual([a5b, b5b], [a5, b5], 'the wheel does not zoom');
+
   await page.mouse.move(900, 300);
   await page.mouse.down();
   await page.mouse.move(700, 300, { steps: 5 });
@@ -281,6 +288,13 @@ test('timeline of a TPU capture draws its device tracks', async () => {
   const drawnTracks = new Set((await page.evaluate(() => window.stepscopeTimeline.events())).map(e => e.track));
   assert.ok(drawnTracks.size >= 1 && [...drawnTracks].every(t => t < tracks.tracks.length));
   await page.screenshot({ path: path.join(shots, 'timeline-tpu.png') });
+  // Its tracks overflow the window: the wheel scrolls them, the window stays.
+  const before = await timelineWindow();
+  await page.mouse.move(700, 400);
+  await page.mouse.wheel(0, 300);
+  const view = await page.evaluate(() => window.stepscopeTimeline.view());
+  assert.ok(view.scroll_y > 0, 'the wheel scrolls the tracks');
+  assert.deepEqual(await timelineWindow(), before);
 });
 
 test('timeline export buttons download the run as Perfetto and Chrome JSON', async () => {
@@ -732,4 +746,25 @@ test('timeline search outlines its matches, steps through them in time order, an
   await page.screenshot({ path: path.join(shots, 'timeline-hover.png') });
   await page.mouse.move(c[0] + 5, c[1] + 5);
   await page.waitForSelector('#tl-tip[hidden]', { state: 'attached' });
+});
+
+test('timeline: a Steps track and shading mark each step; clicking a step zooms to it', async () => {
+  const st = (await api('steps', { run: CPU })).steps;
+  await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await settle();
+  const boxes = await page.evaluate(() => window.stepscopeTimeline.steps());
+  assert.deepEqual(boxes.map(b => b.step_num), st.map(s => s.step_num), 'every step of the run is in view at first');
+  const b = boxes[3];
+  const c = await page.$eval('#tl-canvas', e => { const r = e.getBoundingClientRect(); return [r.left, r.top]; });
+  await page.mouse.click(c[0] + b.x + b.w / 2, c[1] + b.y + b.h / 2);
+  await page.waitForSelector('#tl-step');
+  assert.equal(await page.textContent('#tl-step'), `step ${st[3].step_num}`);
+  const [a, e] = await timelineWindow();
+  assert.ok(a <= st[3].start_ps && e >= st[3].start_ps + st[3].duration_ps, 'the step is in view');
+  assert.ok(e - a < st[3].duration_ps * 1.2, 'and fills it');
+  const info = await page.$$eval('#tl-side table.kv tr', trs => Object.fromEntries(trs.map(tr => [tr.children[0].textContent, tr.children[1].textContent])));
+  assert.equal(info.duration, fmt.dur(st[3].duration_ps));
+  assert.equal(info['device busy'], fmt.dur(st[3].device_busy_ps));
+  await settle();
+  await page.screenshot({ path: path.join(shots, 'timeline-steps.png') });
 });

@@ -29,8 +29,9 @@ export function tickLabel(t, step) {
 }
 
 export async function render(view, ctx) {
-  const tr = await ctx.get('timeline/tracks');
+  const [tr, stepData] = await Promise.all([ctx.get('timeline/tracks'), ctx.get('steps')]);
   if (ctx.stale()) return;
+  const steps = stepData.steps;
   const sel = { run: ctx.params.get('run') || '', host: ctx.params.get('host') || '' };
   const listeners = new AbortController();
   const alive = () => {
@@ -55,7 +56,7 @@ export async function render(view, ctx) {
   const exports = el('span', { class: 'tl-exports' }, 'export ',
     exportLink('perfetto', 'Perfetto', 'Perfetto trace (.pftrace) for ui.perfetto.dev'),
     exportLink('chrome', 'Chrome JSON', 'Chrome trace JSON, gzip (.trace.json.gz), every event'));
-  const help = el('span', { class: 'muted help' }, 'W/S zoom · A/D pan · wheel zoom · shift+wheel scroll · drag pan · drag the ruler (or shift+drag) to select · click an event');
+  const help = el('span', { class: 'muted help' }, 'W/S or ctrl+wheel zoom · A/D or shift+wheel pan · wheel scrolls · drag pan · drag the ruler (or shift+drag) to select · click an event or a step');
   const canvas = el('canvas', { id: 'tl-canvas', tabindex: 0 });
   const wrap = el('div', { class: 'tl-wrap' }, canvas, tip);
   const side = el('aside', { id: 'tl-side', class: 'tl-side' }, el('p', { class: 'muted' }, 'click an event to see its stats'));
@@ -89,6 +90,10 @@ export async function render(view, ctx) {
   function relayout() {
     items = [];
     let y = 0, lastPlane = null;
+    if (steps.length) {
+      items.push({ kind: 'steps', y, h: ROW_H + TRACK_GAP });
+      y += ROW_H + TRACK_GAP;
+    }
     for (const t of tr.tracks) {
       const key = `${t.host}\u0000${t.plane}`;
       if (key !== lastPlane) {
@@ -186,7 +191,8 @@ export async function render(view, ctx) {
   }
 
   let drawn = [];
-  let highlighted = 0; // boxes outlined as search matches in the last draw // boxes drawn this frame, for hit tests: {x,y,w,h,track,i}
+  let highlighted = 0; // boxes outlined as search matches in the last draw
+  let stepBoxes = []; // the Steps track's boxes in the last draw // boxes drawn this frame, for hit tests: {x,y,w,h,track,i}
   function draw() {
     if (!alive()) return;
     g.clearRect(0, 0, W, H);
@@ -198,9 +204,11 @@ export async function render(view, ctx) {
     // Tracks.
     g.save();
     g.beginPath(); g.rect(0, AXIS_H, W, H - AXIS_H); g.clip();
+    drawStepShading();
     for (const it of items) {
       const y = AXIS_H + it.y - scrollY;
       if (y + it.h < AXIS_H || y > H) continue;
+      if (it.kind === 'steps') { drawSteps(y, it.h); continue; }
       if (it.kind === 'plane') {
         g.fillStyle = '#e8ebf0'; g.fillRect(0, y, W, it.h);
         g.fillStyle = '#223'; g.font = 'bold 11px system-ui, sans-serif';
@@ -234,6 +242,36 @@ export async function render(view, ctx) {
     range.textContent = `${tickLabel(Math.max(0, t0), tenth)} – ${tickLabel(t1, tenth)} (${dur(t1 - t0)} shown, ${perPx} per pixel)`;
     range.dataset.startPs = String(Math.round(t0));
     range.dataset.endPs = String(Math.round(t1));
+  }
+
+  /** Every other step shaded across the tracks, behind the events. */
+  function drawStepShading() {
+    g.fillStyle = 'rgba(59, 111, 212, 0.05)';
+    steps.forEach((st, k) => {
+      if (k % 2 || st.start_ps > t1 || st.start_ps + st.duration_ps < t0) return;
+      const xa = Math.max(LABEL_W, xOf(st.start_ps)), xb = Math.min(W, xOf(st.start_ps + st.duration_ps));
+      if (xb > xa) g.fillRect(xa, AXIS_H, xb - xa, H - AXIS_H);
+    });
+  }
+
+  /** The Steps track: one box a step, labelled with its number and length. */
+  function drawSteps(y, h) {
+    stepBoxes = [];
+    g.save();
+    g.beginPath(); g.rect(LABEL_W, y, W - LABEL_W, h); g.clip();
+    steps.forEach((st, k) => {
+      if (st.start_ps > t1 || st.start_ps + st.duration_ps < t0) return;
+      const x = Math.max(LABEL_W - 2, xOf(st.start_ps));
+      const w = Math.max(1, Math.min(W, xOf(st.start_ps + st.duration_ps)) - x);
+      g.fillStyle = k % 2 ? '#8fa9dc' : '#6d8fd0';
+      g.fillRect(x, y + 1, w, ROW_H - 2);
+      if (w > 40) { g.fillStyle = '#fff'; g.fillText(fitText(`step ${st.step_num} · ${dur(st.duration_ps)}`, w - 6), x + 3, y + (ROW_H - 2) / 2 + 1); }
+      stepBoxes.push({ x, y: y + 1, w, h: ROW_H - 2, k });
+    });
+    g.restore();
+    g.fillStyle = '#fff'; g.fillRect(0, y, LABEL_W - 1, h);
+    g.fillStyle = '#223'; g.fillText(`Steps (${count(steps.length)})`, 8, y + 8);
+    g.strokeStyle = '#e3e6ea'; g.beginPath(); g.moveTo(0, y + h - 0.5); g.lineTo(W, y + h - 0.5); g.stroke();
   }
 
   function drawTile(d, y, rows, p, trackId) {
@@ -358,12 +396,19 @@ export async function render(view, ctx) {
     e.preventDefault();
   }, { signal: listeners.signal });
 
+  // As in Perfetto: the wheel scrolls the tracks, ctrl+wheel (a trackpad's pinch)
+  // zooms at the pointer, shift+wheel and sideways swipes pan.
   canvas.addEventListener('wheel', e => {
     e.preventDefault();
-    if (e.shiftKey) { scrollY += e.deltaY || e.deltaX; changed(); return; }
+    if (e.ctrlKey || e.metaKey) {
+      const r = canvas.getBoundingClientRect();
+      zoom(Math.exp(e.deltaY * 0.0015), e.clientX - r.left);
+      return;
+    }
+    if (e.shiftKey) { pan((e.deltaY || e.deltaX) / Math.max(1, W - LABEL_W)); return; }
     if (Math.abs(e.deltaX) > Math.abs(e.deltaY)) { pan(e.deltaX / Math.max(1, W - LABEL_W)); return; }
-    const r = canvas.getBoundingClientRect();
-    zoom(Math.exp(e.deltaY * 0.0015), e.clientX - r.left);
+    scrollY += e.deltaY;
+    changed();
   }, { passive: false });
 
   let drag = null;
@@ -420,6 +465,11 @@ export async function render(view, ctx) {
     if (it && it.kind === 'plane') {
       if (collapsed.has(it.key)) collapsed.delete(it.key); else collapsed.add(it.key);
       relayout(); changed();
+      return;
+    }
+    if (it && it.kind === 'steps') {
+      const b = stepBoxes.find(b => x >= b.x && x <= b.x + b.w);
+      if (b) showStep(steps[b.k]);
       return;
     }
     const hit = drawn.filter(b => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h).pop();
@@ -491,6 +541,26 @@ export async function render(view, ctx) {
     // Its length on the ruler.
     g.fillStyle = '#3b6fd4'; g.fillRect(xa, AXIS_H - 14, xb - xa, 14);
     g.fillStyle = '#fff'; g.fillText(dur(Math.abs(area.b - area.a)), xa + 4, AXIS_H - 7);
+  }
+
+  /** Zooms to a step and lists what it spent. */
+  function showStep(st) {
+    const pad = st.duration_ps * 0.05;
+    t0 = st.start_ps - pad; t1 = st.start_ps + st.duration_ps + pad;
+    changed();
+    clear(side);
+    side.append(el('h3', { id: 'tl-step' }, `step ${st.step_num}`));
+    const rows = [
+      ['host', st.host],
+      ['start', dur(st.start_ps)],
+      ['duration', dur(st.duration_ps)],
+      ['device busy', dur(st.device_busy_ps)],
+      ['device idle', dur(st.device_idle_ps)],
+      ['compile', dur(st.compile_ps)],
+    ];
+    if (st.device_work_ps !== undefined) rows.push(['launched', dur(st.device_work_ps)]);
+    if (st.flops_utilization_pct !== undefined) rows.push(['FLOPs utilisation', `${st.flops_utilization_pct.toFixed(1)}%`]);
+    side.append(kv(rows));
   }
 
   async function selectEvent(track, index) {
@@ -644,9 +714,10 @@ export async function render(view, ctx) {
 
   // For tests and scripts: the window shown and the events drawn (CSS px in the canvas).
   window.stepscopeTimeline = {
-    view: () => ({ start_ps: t0, end_ps: t1 }),
+    view: () => ({ start_ps: t0, end_ps: t1, scroll_y: scrollY }),
     events: () => drawn.filter(b => b.count === 1).map(b => ({ ...b })),
     boxes: () => drawn.map(b => ({ ...b })),
+    steps: () => stepBoxes.map(b => ({ ...b, step_num: steps[b.k].step_num })),
     pending: () => [...tiles.values()].some(t => t.ctl),
   };
 }
