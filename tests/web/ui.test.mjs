@@ -768,3 +768,58 @@ test('timeline: a Steps track and shading mark each step; clicking a step zooms 
   await settle();
   await page.screenshot({ path: path.join(shots, 'timeline-steps.png') });
 });
+
+test('timeline tracks: filter, collapse all, hide, pin to top, a scrollbar and plane headers that stay on screen', async () => {
+  const tracks = (await api('timeline/tracks', { run: TPU })).tracks;
+  await open(`timeline?run=${encodeURIComponent(TPU)}`);
+  await settle();
+  const layout = () => page.evaluate(() => window.stepscopeTimeline.layout());
+  const shownTracks = async () => (await layout()).filter(i => i.kind === 'track').map(i => i.track);
+  assert.equal((await shownTracks()).length, tracks.length);
+  // Filter: only the tracks whose host, plane or line holds the text.
+  await page.fill('#tl-filter', 'xla ops');
+  const want = tracks.filter(t => `${t.host} ${t.plane} ${t.line}`.toLowerCase().includes('xla ops')).map(t => t.id);
+  assert.ok(want.length >= 4 && want.length < tracks.length);
+  assert.deepEqual(await shownTracks(), want);
+  await page.fill('#tl-filter', '');
+  // Collapse all, then expand all.
+  await page.click('#tl-fold');
+  assert.deepEqual(await shownTracks(), []);
+  assert.equal(await page.textContent('#tl-fold'), 'expand all');
+  await page.click('#tl-fold');
+  assert.equal((await shownTracks()).length, tracks.length);
+  // Hide the first track with its ×, pin the second with its ⤒ (real clicks on the label column).
+  // (The canvas moves when the toolbar wraps: its place is read before each click.)
+  const canvasAt = () => page.$eval('#tl-canvas', e => { const r = e.getBoundingClientRect(); return [r.left, r.top]; });
+  let c = await canvasAt();
+  const at = async id => (await layout()).find(i => i.kind === 'track' && i.track === id);
+  const [first, second] = (await shownTracks()).slice(0, 2);
+  let it = await at(first);
+  await page.mouse.click(c[0] + 230 - 8, c[1] + 24 + it.y + 8);
+  assert.ok(!(await shownTracks()).includes(first), 'hidden');
+  assert.equal(await page.textContent('#tl-unhide'), 'show 1 hidden');
+  it = await at(second);
+  c = await canvasAt();
+  await page.mouse.click(c[0] + 230 - 27, c[1] + 24 + it.y + 8);
+  const l = await layout();
+  const firstTrack = l.find(i => i.kind === 'track');
+  assert.ok(firstTrack.track === second && firstTrack.pinned, 'pinned to the top');
+  assert.ok(l.some(i => i.kind === 'plane' && i.label === 'pinned (1)'));
+  await page.click('#tl-unhide');
+  assert.ok((await shownTracks()).includes(first));
+  // The scrollbar: drag its thumb down; the plane header of the tracks at the top stays there.
+  const th = await page.evaluate(() => window.stepscopeTimeline.thumb());
+  assert.ok(th, 'the TPU capture\'s tracks overflow the window');
+  c = await canvasAt();
+  const w = await page.$eval('#tl-canvas', e => e.getBoundingClientRect().width);
+  await page.mouse.move(c[0] + w - 4, c[1] + th[0] + th[1] / 2);
+  await page.mouse.down();
+  await page.mouse.move(c[0] + w - 4, c[1] + th[0] + th[1] / 2 + 300, { steps: 5 });
+  await page.mouse.up();
+  const view = await page.evaluate(() => window.stepscopeTimeline.view());
+  assert.ok(view.scroll_y > 300, `scrolled ${view.scroll_y}`);
+  const top = (await layout()).filter(i => i.kind === 'plane' && i.y < 0).pop();
+  assert.equal(await page.evaluate(() => window.stepscopeTimeline.sticky()), top.label);
+  await settle();
+  await page.screenshot({ path: path.join(shots, 'timeline-tracks.png') });
+});

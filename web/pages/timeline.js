@@ -17,6 +17,8 @@ const ROW_H = 16;
 const TRACK_GAP = 6;
 const PLANE_H = 20;
 const MAX_ROWS = 48;
+const ICONS_W = 30; // a track label's pin and hide glyphs
+const BAR_W = 8; // the vertical scrollbar
 const OVERSCAN = 1; // view widths fetched on each side, so pans draw at once
 
 /** A tick's time in the unit of its magnitude, with as many decimals as the tick step
@@ -44,6 +46,9 @@ export async function render(view, ctx) {
   const prevHit = el('button', { type: 'button', id: 'tl-prev', title: 'previous match (shift+Enter)', disabled: true }, '‹');
   const nextHit = el('button', { type: 'button', id: 'tl-next', title: 'next match (Enter)', disabled: true }, '›');
   const hitCount = el('span', { id: 'tl-hits', class: 'muted' });
+  const trackFilter = el('input', { type: 'search', id: 'tl-filter', placeholder: 'filter tracks…', title: 'show only the tracks whose host, plane or line holds this text' });
+  const foldAll = el('button', { type: 'button', id: 'tl-fold', title: 'fold every plane, or unfold them all' }, 'collapse all');
+  const showHidden = el('button', { type: 'button', id: 'tl-unhide', hidden: true }, '');
   const tip = el('div', { id: 'tl-tip', class: 'tl-tip', hidden: true });
   const range = el('span', { id: 'tl-range', class: 'muted' });
   const fit = el('button', { type: 'button', id: 'tl-fit' }, 'fit');
@@ -56,12 +61,12 @@ export async function render(view, ctx) {
   const exports = el('span', { class: 'tl-exports' }, 'export ',
     exportLink('perfetto', 'Perfetto', 'Perfetto trace (.pftrace) for ui.perfetto.dev'),
     exportLink('chrome', 'Chrome JSON', 'Chrome trace JSON, gzip (.trace.json.gz), every event'));
-  const help = el('span', { class: 'muted help' }, 'W/S or ctrl+wheel zoom · A/D or shift+wheel pan · wheel scrolls · drag pan · drag the ruler (or shift+drag) to select · click an event or a step');
+  const help = el('span', { class: 'muted help' }, 'W/S or ctrl+wheel zoom · A/D or shift+wheel pan · wheel scrolls · drag pan · drag the ruler (or shift+drag) to select · click an event or a step · ⤒ pins a track, × hides it');
   const canvas = el('canvas', { id: 'tl-canvas', tabindex: 0 });
   const wrap = el('div', { class: 'tl-wrap' }, canvas, tip);
   const side = el('aside', { id: 'tl-side', class: 'tl-side' }, el('p', { class: 'muted' }, 'click an event to see its stats'));
   view.append(
-    el('div', { class: 'tl-bar' }, el('strong', {}, `${count(tr.events)} events in ${tr.tracks.length} tracks`), search, prevHit, nextHit, hitCount, fit, range, help, exports),
+    el('div', { class: 'tl-bar' }, el('strong', {}, `${count(tr.events)} events in ${tr.tracks.length} tracks`), search, prevHit, nextHit, hitCount, trackFilter, foldAll, showHidden, fit, range, help, exports),
     el('div', { class: 'tl-body' }, wrap, side),
   );
   if (!tr.tracks.length) {
@@ -83,6 +88,9 @@ export async function render(view, ctx) {
   let hitAt = -1;
   let area = null; // { a, b, y0, y1, tracks: ids|null (all), result } — an area selection
   const collapsed = new Set();
+  const hidden = new Set(); // track ids hidden by the user
+  const pinned = []; // track ids pinned to the top, in pin order
+  let filterText = '';
   const tiles = new Map(); // track id -> { start, end, pspx, data, ctl }
   let items = []; // layout: { kind: 'plane'|'track', y, h, track?, key? }
   let contentH = 0;
@@ -94,7 +102,21 @@ export async function render(view, ctx) {
       items.push({ kind: 'steps', y, h: ROW_H + TRACK_GAP });
       y += ROW_H + TRACK_GAP;
     }
-    for (const t of tr.tracks) {
+    const shown = t => !hidden.has(t.id)
+      && (!filterText || `${t.host} ${t.plane} ${t.line}`.toLowerCase().includes(filterText));
+    const byId = new Map(tr.tracks.map(t => [t.id, t]));
+    // Pinned tracks first, under a header of their own, then the rest by plane.
+    const pins = pinned.map(id => byId.get(id)).filter(t => t && !hidden.has(t.id));
+    if (pins.length) {
+      items.push({ kind: 'plane', y, h: PLANE_H, key: '\u0000pinned', label: `pinned (${pins.length})` });
+      y += PLANE_H;
+      for (const t of collapsed.has('\u0000pinned') ? [] : pins) {
+        const rows = Math.max(1, Math.min(t.depth, MAX_ROWS));
+        items.push({ kind: 'track', y, h: rows * ROW_H + TRACK_GAP, track: t, rows, pinned: true });
+        y += rows * ROW_H + TRACK_GAP;
+      }
+    }
+    for (const t of tr.tracks.filter(t => shown(t) && !pinned.includes(t.id))) {
       const key = `${t.host}\u0000${t.plane}`;
       if (key !== lastPlane) {
         items.push({ kind: 'plane', y, h: PLANE_H, key, label: `${t.host} · ${t.plane}` });
@@ -192,7 +214,9 @@ export async function render(view, ctx) {
 
   let drawn = [];
   let highlighted = 0; // boxes outlined as search matches in the last draw
-  let stepBoxes = []; // the Steps track's boxes in the last draw // boxes drawn this frame, for hit tests: {x,y,w,h,track,i}
+  let stepBoxes = []; // the Steps track's boxes in the last draw
+  let sticky = null; // the plane header held at the top in the last draw
+  let barDrag = null; // a drag of the scrollbar's thumb: { y, scrollY } // boxes drawn this frame, for hit tests: {x,y,w,h,track,i}
   function draw() {
     if (!alive()) return;
     g.clearRect(0, 0, W, H);
@@ -224,15 +248,22 @@ export async function render(view, ctx) {
       g.restore();
       g.fillStyle = '#fff'; g.fillRect(0, y, LABEL_W - 1, it.h);
       g.fillStyle = '#223';
-      g.fillText(fitText(t.line, LABEL_W - 12), 8, y + 8);
+      g.fillText(fitText(t.line, LABEL_W - 12 - ICONS_W), 8, y + 8);
+      // Pin to the top (or unpin), hide.
+      g.fillStyle = it.pinned ? '#3b6fd4' : '#99a';
+      g.fillText(it.pinned ? '⤓' : '⤒', LABEL_W - ICONS_W, y + 8);
+      g.fillStyle = '#99a';
+      g.fillText('×', LABEL_W - ICONS_W / 2, y + 8);
       g.fillStyle = '#778';
       const more = t.depth > it.rows ? ` · ${t.depth - it.rows} rows hidden` : '';
       const status = !tile || !tile.data ? (tile && tile.error ? ' · error' : ' · loading') : '';
       if (it.h > 2 * ROW_H - 2) g.fillText(`${count(t.events)} events${more}${status}`, 8, y + 8 + ROW_H);
       g.strokeStyle = '#e3e6ea'; g.beginPath(); g.moveTo(0, y + it.h - 0.5); g.lineTo(W, y + it.h - 0.5); g.stroke();
     }
+    drawSticky();
     drawFlows();
     g.restore();
+    drawScrollbar();
     canvas.dataset.highlighted = String(highlighted);
     g.strokeStyle = '#ccd'; g.beginPath(); g.moveTo(LABEL_W - 0.5, AXIS_H); g.lineTo(LABEL_W - 0.5, H); g.stroke();
     drawAxis();
@@ -242,6 +273,40 @@ export async function render(view, ctx) {
     range.textContent = `${tickLabel(Math.max(0, t0), tenth)} – ${tickLabel(t1, tenth)} (${dur(t1 - t0)} shown, ${perPx} per pixel)`;
     range.dataset.startPs = String(Math.round(t0));
     range.dataset.endPs = String(Math.round(t1));
+  }
+
+  /** The plane whose tracks fill the top of the view keeps its header on screen. */
+  function drawSticky() {
+    sticky = null;
+    let last = null; // the last plane header at or above the top of the view
+    for (const it of items) {
+      if (it.y - scrollY > 0) break;
+      if (it.kind === 'plane') last = it;
+    }
+    // A header exactly at the top is drawn in place; one scrolled past is held there.
+    if (!last || last.y - scrollY >= 0) return;
+    sticky = last;
+    g.fillStyle = '#e8ebf0'; g.fillRect(0, AXIS_H, W, PLANE_H);
+    g.fillStyle = '#223'; g.font = 'bold 11px system-ui, sans-serif';
+    g.fillText(`${collapsed.has(sticky.key) ? '▸' : '▾'} ${sticky.label}`, 6, AXIS_H + PLANE_H / 2);
+    g.font = '11px system-ui, sans-serif';
+    g.strokeStyle = '#ccd'; g.beginPath(); g.moveTo(0, AXIS_H + PLANE_H - 0.5); g.lineTo(W, AXIS_H + PLANE_H - 0.5); g.stroke();
+  }
+
+  /** The vertical scrollbar's thumb, when the tracks overflow: [top, height] or null. */
+  function thumb() {
+    const view = H - AXIS_H;
+    if (contentH <= view) return null;
+    const h = Math.max(24, (view * view) / contentH);
+    const max = Math.max(1, contentH - view + 20);
+    return [AXIS_H + (Math.min(scrollY, max) / max) * (view - h), h];
+  }
+
+  function drawScrollbar() {
+    const th = thumb();
+    if (!th) return;
+    g.fillStyle = '#f0f2f5'; g.fillRect(W - BAR_W, AXIS_H, BAR_W, H - AXIS_H);
+    g.fillStyle = barDrag ? '#7a8394' : '#a9b0bd'; g.fillRect(W - BAR_W + 1, th[0], BAR_W - 2, th[1]);
   }
 
   /** Every other step shaded across the tracks, behind the events. */
@@ -416,6 +481,16 @@ export async function render(view, ctx) {
     const r = canvas.getBoundingClientRect();
     const x = e.clientX - r.left, y = e.clientY - r.top;
     canvas.focus();
+    const th = thumb();
+    if (th && x >= W - BAR_W && y > AXIS_H) {
+      // On the thumb: drag it; elsewhere on the bar: jump there.
+      if (y < th[0] || y > th[0] + th[1]) {
+        scrollY = ((y - AXIS_H - th[1] / 2) / (H - AXIS_H - th[1])) * (contentH - (H - AXIS_H) + 20);
+        changed();
+      }
+      barDrag = { y: e.clientY, scrollY };
+      return;
+    }
     // A drag in the ruler selects a span of every track; shift+drag, the tracks under it.
     if (x > LABEL_W && (y < AXIS_H || e.shiftKey)) {
       area = { a: tOf(x), b: tOf(x), y0: y, y1: y, all: y < AXIS_H, result: null, selecting: true };
@@ -428,6 +503,12 @@ export async function render(view, ctx) {
     if (!alive()) return;
     const r = canvas.getBoundingClientRect();
     mouseX = e.clientX >= r.left && e.clientX <= r.right ? e.clientX - r.left : undefined;
+    if (barDrag) {
+      const th = thumb();
+      if (th) scrollY = barDrag.scrollY + ((e.clientY - barDrag.y) / Math.max(1, H - AXIS_H - th[1])) * (contentH - (H - AXIS_H) + 20);
+      changed();
+      return;
+    }
     if (area && area.selecting) {
       area.b = tOf(Math.max(LABEL_W, Math.min(W, e.clientX - r.left)));
       area.y1 = Math.max(AXIS_H, Math.min(H, e.clientY - r.top));
@@ -445,6 +526,7 @@ export async function render(view, ctx) {
   }, { signal: listeners.signal });
   window.addEventListener('mouseup', e => {
     if (!alive()) return;
+    if (barDrag) { barDrag = null; draw(); return; }
     if (area && area.selecting) {
       area.selecting = false;
       if (Math.abs(xOf(area.b) - xOf(area.a)) < 3) { area = null; draw(); return; }
@@ -461,7 +543,21 @@ export async function render(view, ctx) {
     const r = canvas.getBoundingClientRect();
     const x = e.clientX - r.left, y = e.clientY - r.top;
     if (y < AXIS_H) return;
-    const it = items.find(i => AXIS_H + i.y - scrollY <= y && y < AXIS_H + i.y - scrollY + i.h);
+    const it = sticky && y < AXIS_H + PLANE_H ? sticky : items.find(i => AXIS_H + i.y - scrollY <= y && y < AXIS_H + i.y - scrollY + i.h);
+    if (it && it.kind === 'track' && x < LABEL_W && x >= LABEL_W - ICONS_W - 4) {
+      const id = it.track.id;
+      if (x < LABEL_W - ICONS_W / 2) {
+        const at = pinned.indexOf(id);
+        if (at >= 0) pinned.splice(at, 1); else pinned.push(id);
+      } else {
+        hidden.add(id);
+        const at = pinned.indexOf(id);
+        if (at >= 0) pinned.splice(at, 1);
+      }
+      showHiddenCount();
+      relayout(); changed();
+      return;
+    }
     if (it && it.kind === 'plane') {
       if (collapsed.has(it.key)) collapsed.delete(it.key); else collapsed.add(it.key);
       relayout(); changed();
@@ -687,6 +783,22 @@ export async function render(view, ctx) {
     showHits();
     focusEvent(m.track, m.index, m.start_ps, m.duration_ps);
   }
+  trackFilter.addEventListener('input', () => {
+    filterText = trackFilter.value.trim().toLowerCase();
+    relayout(); changed();
+  });
+  foldAll.addEventListener('click', () => {
+    const keys = [...new Set(items.filter(i => i.kind === 'plane').map(i => i.key))];
+    const fold = keys.some(k => !collapsed.has(k));
+    for (const k of keys) if (fold) collapsed.add(k); else collapsed.delete(k);
+    foldAll.textContent = fold ? 'expand all' : 'collapse all';
+    relayout(); changed();
+  });
+  function showHiddenCount() {
+    showHidden.hidden = !hidden.size;
+    showHidden.textContent = `show ${hidden.size} hidden`;
+  }
+  showHidden.addEventListener('click', () => { hidden.clear(); showHiddenCount(); relayout(); changed(); });
   prevHit.addEventListener('click', () => step(-1));
   nextHit.addEventListener('click', () => step(1));
 
@@ -718,6 +830,9 @@ export async function render(view, ctx) {
     events: () => drawn.filter(b => b.count === 1).map(b => ({ ...b })),
     boxes: () => drawn.map(b => ({ ...b })),
     steps: () => stepBoxes.map(b => ({ ...b, step_num: steps[b.k].step_num })),
+    layout: () => items.map(i => ({ kind: i.kind, y: i.y - scrollY, h: i.h, track: i.track ? i.track.id : null, label: i.label || null, pinned: !!i.pinned })),
+    sticky: () => (sticky ? sticky.label : null),
+    thumb: () => thumb(),
     pending: () => [...tiles.values()].some(t => t.ctl),
   };
 }
