@@ -361,6 +361,17 @@ test('overview lists the run\'s findings with evidence and advice', async () => 
   const shown = await page.$$eval('.finding', fs => fs.map(f => [f.dataset.rule, f.querySelector('.ftitle').textContent, f.querySelector('.advice').textContent, f.querySelectorAll('.evidence li').length]));
   assert.deepEqual(shown, adv.findings.map(f => [f.rule, f.title, `→ ${f.advice}`, f.evidence.length]));
   await page.screenshot({ path: path.join(shots, 'overview-findings.png'), fullPage: true });
+  // A piece of evidence with an interval opens the timeline with that interval selected
+  // and its events listed, as api/timeline/select counts them.
+  const e = adv.findings.flatMap(f => f.evidence).find(e => e.duration_ps > 0);
+  assert.ok(e, 'some evidence names an interval');
+  await page.click(`a.evidence-link[href*="mark_start_ps=${e.start_ps}&"]`);
+  await page.waitForSelector('#tl-area');
+  const [a, b] = await page.$eval('#tl-area', h => [Number(h.dataset.startPs), Number(h.dataset.endPs)]);
+  assert.deepEqual([a, b], [e.start_ps, e.start_ps + e.duration_ps]);
+  const sel = await api('timeline/select', { run, start_ps: a, end_ps: b });
+  const info = await page.$$eval('#tl-side table.kv tr', trs => Object.fromEntries(trs.map(tr => [tr.children[0].textContent, tr.children[1].textContent])));
+  assert.equal(info.events, fmt.count(sel.events));
 });
 
 test('memory page charts in-use bytes with the peak marked; a click lists the allocations live then', async () => {

@@ -37,7 +37,7 @@ export async function render(view, ctx) {
     columns: [
       { key: 'module', label: 'module', fmt: (v, r) => (r.module_from === 'next_run' ? `${named(v)} (ran next)` : named(v)) },
       { key: 'host', label: 'host' },
-      { key: 'start_ps', label: 'at', num: true, fmt: (v, r) => pageLink(dur(v), 'timeline', { start_ps: Math.round(v - r.total_ps * 0.05), end_ps: Math.round(v + r.total_ps * 1.05) }) },
+      { key: 'start_ps', label: 'at', num: true, fmt: (v, r) => pageLink(dur(v), 'timeline', { start_ps: Math.round(v - r.total_ps * 0.05), end_ps: Math.round(v + r.total_ps * 1.05), mark_start_ps: v, mark_end_ps: v + r.total_ps }) },
       { key: 'lowering_ps', label: 'lowering', num: true, fmt: dur },
       { key: 'backend_ps', label: 'backend', num: true, fmt: dur },
       { key: 'total_ps', label: 'total', num: true, fmt: dur },

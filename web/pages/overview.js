@@ -97,7 +97,9 @@ function findingBox(f) {
       const d = e.duration_ps || 0;
       const w = Math.max(d, 1e6);
       const at = d > 0 ? `at ${dur(e.start_ps)} for ${dur(d)}` : `at ${dur(e.start_ps)}`;
-      li.append(' (', pageLink(at, 'timeline', { start_ps: Math.round(e.start_ps - w * 0.1), end_ps: Math.round(e.start_ps + w * 1.1) }, { title: 'show in the timeline' }), ')');
+      // The timeline opens around the interval, with the interval itself selected.
+      const mark = d > 0 ? { mark_start_ps: e.start_ps, mark_end_ps: e.start_ps + d } : {};
+      li.append(' (', pageLink(at, 'timeline', { start_ps: Math.round(e.start_ps - w * 0.1), end_ps: Math.round(e.start_ps + w * 1.1), ...mark }, { title: 'show in the timeline', class: 'evidence-link' }), ')');
     }
     if (e.detail) li.append(el('div', { class: 'muted small' }, e.detail));
     ev.append(li);

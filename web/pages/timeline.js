@@ -823,6 +823,13 @@ export async function render(view, ctx) {
   new ResizeObserver(() => alive() && resize()).observe(wrap);
   window.addEventListener('resize', () => alive() && resize(), { signal: listeners.signal });
   resize();
+  // A link from a finding (or a compile) marks the interval it talks about: selected.
+  const markA = Number(ctx.params.get('mark_start_ps')), markB = Number(ctx.params.get('mark_end_ps'));
+  if (Number.isFinite(markA) && Number.isFinite(markB) && markB > markA && ctx.params.get('mark_start_ps')) {
+    area = { a: markA, b: markB, y0: AXIS_H, y1: AXIS_H, all: true, result: null, selecting: false };
+    selectArea();
+    draw();
+  }
 
   // For tests and scripts: the window shown and the events drawn (CSS px in the canvas).
   window.stepscopeTimeline = {
