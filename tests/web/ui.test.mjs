@@ -834,3 +834,26 @@ test('timeline tracks: filter, collapse all, hide, pin to top, a scrollbar and p
   await settle();
   await page.screenshot({ path: path.join(shots, 'timeline-tracks.png') });
 });
+
+test('timeline: counter tracks show each allocator\'s bytes in use; hovering reads the value then', async () => {
+  const run = 'gpu-nocb/plugins/profile/2026_11_23_08_00_08';
+  const mem = await api('memory', { run, top: 1 });
+  const want = mem.allocators.filter(a => a.timeline.length > 1);
+  assert.ok(want.length >= 1);
+  await open(`timeline?run=${encodeURIComponent(run)}`);
+  await settle();
+  const counters = (await page.evaluate(() => window.stepscopeTimeline.layout())).filter(i => i.kind === 'counter');
+  assert.equal(counters.length, want.length);
+  // Hover the middle of the first counter: the value in use at that time, by the API's points.
+  const c = await page.$eval('#tl-canvas', e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width]; });
+  const x = 230 + (c[2] - 230) / 2;
+  await page.mouse.move(c[0] + x, c[1] + 24 + counters[0].y + 12);
+  await page.waitForSelector('#tl-tip:not([hidden])');
+  const [a, b] = await timelineWindow();
+  const t = a + (x - 230) * (b - a) / (c[2] - 230);
+  const pts = want[0].timeline;
+  const at = pts.filter(p => p.time_ps <= t).pop();
+  const value = at ? at.in_use_bytes : want[0].first_in_use_bytes;
+  assert.equal(await page.textContent('#tl-tip strong'), `${want[0].name}: ${fmt.bytes(value)} in use`);
+  await page.screenshot({ path: path.join(shots, 'timeline-counters.png') });
+});

@@ -6,7 +6,7 @@
 // scrolls tracks, drag pans, click shows an event's stats (a merged box zooms in).
 import { api } from '../lib/api.js';
 import { el, clear, color } from '../lib/dom.js';
-import { dur, count } from '../lib/format.js';
+import { dur, count, bytes } from '../lib/format.js';
 import { opLink, pageLink } from '../lib/nav.js';
 
 export const title = 'Timeline';
@@ -17,6 +17,7 @@ const ROW_H = 16;
 const TRACK_GAP = 6;
 const PLANE_H = 20;
 const MAX_ROWS = 48;
+const COUNTER_H = 34; // a counter track's chart
 const ICONS_W = 30; // a track label's pin and hide glyphs
 const BAR_W = 8; // the vertical scrollbar
 const OVERSCAN = 1; // view widths fetched on each side, so pans draw at once
@@ -31,9 +32,11 @@ export function tickLabel(t, step) {
 }
 
 export async function render(view, ctx) {
-  const [tr, stepData] = await Promise.all([ctx.get('timeline/tracks'), ctx.get('steps')]);
+  const [tr, stepData, mem] = await Promise.all([ctx.get('timeline/tracks'), ctx.get('steps'), ctx.get('memory', { top: 1 })]);
   if (ctx.stale()) return;
   const steps = stepData.steps;
+  // Counter tracks: each allocator's bytes in use over time.
+  const counters = mem.allocators.filter(a => a.timeline.length > 1);
   const sel = { run: ctx.params.get('run') || '', host: ctx.params.get('host') || '' };
   const listeners = new AbortController();
   const alive = () => {
@@ -101,6 +104,10 @@ export async function render(view, ctx) {
     if (steps.length) {
       items.push({ kind: 'steps', y, h: ROW_H + TRACK_GAP });
       y += ROW_H + TRACK_GAP;
+    }
+    for (const a of counters) {
+      items.push({ kind: 'counter', y, h: COUNTER_H + TRACK_GAP, counter: a });
+      y += COUNTER_H + TRACK_GAP;
     }
     const shown = t => !hidden.has(t.id)
       && (!filterText || `${t.host} ${t.plane} ${t.line}`.toLowerCase().includes(filterText));
@@ -233,6 +240,7 @@ export async function render(view, ctx) {
       const y = AXIS_H + it.y - scrollY;
       if (y + it.h < AXIS_H || y > H) continue;
       if (it.kind === 'steps') { drawSteps(y, it.h); continue; }
+      if (it.kind === 'counter') { drawCounter(it.counter, y, it.h); continue; }
       if (it.kind === 'plane') {
         g.fillStyle = '#e8ebf0'; g.fillRect(0, y, W, it.h);
         g.fillStyle = '#223'; g.font = 'bold 11px system-ui, sans-serif';
@@ -307,6 +315,43 @@ export async function render(view, ctx) {
     if (!th) return;
     g.fillStyle = '#f0f2f5'; g.fillRect(W - BAR_W, AXIS_H, BAR_W, H - AXIS_H);
     g.fillStyle = barDrag ? '#7a8394' : '#a9b0bd'; g.fillRect(W - BAR_W + 1, th[0], BAR_W - 2, th[1]);
+  }
+
+  /** A counter track: an allocator's bytes in use as a step chart, scaled to its peak. */
+  function drawCounter(a, y, h) {
+    const top = y + 3, bottom = y + COUNTER_H - 1, peak = Math.max(1, a.peak_in_use_bytes);
+    const yOf = v => bottom - (v / peak) * (bottom - top);
+    g.save();
+    g.beginPath(); g.rect(LABEL_W, y, W - LABEL_W, h); g.clip();
+    g.beginPath();
+    g.moveTo(LABEL_W, bottom);
+    let last = a.first_in_use_bytes;
+    g.lineTo(LABEL_W, yOf(last));
+    for (const p of a.timeline) {
+      const x = xOf(p.time_ps);
+      if (x < LABEL_W) { last = p.in_use_bytes; g.lineTo(LABEL_W, yOf(last)); continue; }
+      if (x > W) break;
+      g.lineTo(x, yOf(last));
+      last = p.in_use_bytes;
+      g.lineTo(x, yOf(last));
+    }
+    g.lineTo(W, yOf(last));
+    g.lineTo(W, bottom);
+    g.closePath();
+    g.fillStyle = 'rgba(42, 157, 92, 0.25)'; g.fill();
+    g.strokeStyle = '#2a9d5c'; g.stroke();
+    g.restore();
+    g.fillStyle = '#fff'; g.fillRect(0, y, LABEL_W - 1, h);
+    g.fillStyle = '#223'; g.fillText(fitText(`${a.name} in use`, LABEL_W - 12), 8, y + 8);
+    g.fillStyle = '#778'; g.fillText(`peak ${bytes(a.peak_in_use_bytes)}`, 8, y + 8 + ROW_H);
+    g.strokeStyle = '#e3e6ea'; g.beginPath(); g.moveTo(0, y + h - 0.5); g.lineTo(W, y + h - 0.5); g.stroke();
+  }
+
+  /** A counter's value at time `t`: the last point at or before it. */
+  function counterAt(a, t) {
+    let lo = 0, hi = a.timeline.length;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (a.timeline[m].time_ps <= t) lo = m + 1; else hi = m; }
+    return lo === 0 ? a.first_in_use_bytes : a.timeline[lo - 1].in_use_bytes;
   }
 
   /** Every other step shaded across the tracks, behind the events. */
@@ -806,8 +851,18 @@ export async function render(view, ctx) {
   canvas.addEventListener('mousemove', e => {
     const r = canvas.getBoundingClientRect();
     const x = e.clientX - r.left, y = e.clientY - r.top;
-    const hit = !drag && !(area && area.selecting) && y > AXIS_H
-      ? drawn.filter(b => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h).pop() : null;
+    const free = !drag && !barDrag && !(area && area.selecting) && y > AXIS_H;
+    const row = free && x > LABEL_W ? items.find(i => AXIS_H + i.y - scrollY <= y && y < AXIS_H + i.y - scrollY + i.h) : null;
+    if (row && row.kind === 'counter') {
+      const t = tOf(x);
+      clear(tip);
+      tip.append(el('strong', {}, `${row.counter.name}: ${bytes(counterAt(row.counter, t))} in use`), el('div', {}, `at ${dur(t)}`));
+      tip.hidden = false;
+      tip.style.left = `${Math.min(x + 12, W - 260)}px`;
+      tip.style.top = `${Math.min(y + 14, H - 40)}px`;
+      return;
+    }
+    const hit = free ? drawn.filter(b => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h).pop() : null;
     if (!hit) { tip.hidden = true; return; }
     clear(tip);
     tip.append(el('strong', {}, hit.count > 1 ? `${count(hit.count)} events` : hit.name),
