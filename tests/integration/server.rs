@@ -759,3 +759,26 @@ fn an_event_counts_every_occurrence_of_its_name() {
     assert_eq!((o["min_ps"].as_i64(), o["max_ps"].as_i64()), (Some(min), Some(max)));
     assert_eq!(o["avg_ps"].as_i64(), Some(total / count as i64));
 }
+
+#[test]
+fn tracks_have_a_kind_and_the_derived_tracks_are_listed() {
+    let dir = fixture("gpu-nocb");
+    let s = serve(&dir, &[]);
+    let t = s.api("timeline/tracks");
+    assert!(t["tracks"].as_array().unwrap().iter().all(|t| t["kind"] == "slices"));
+    let derived = t["derived"].as_array().unwrap();
+    // A Steps track for the host with steps, and a counter for each allocator whose
+    // bytes in use change, as `stepscope memory` reports them.
+    assert_eq!(derived.iter().filter(|d| d["kind"] == "steps").map(|d| d["host"].as_str().unwrap()).collect::<Vec<_>>(), ["vm"]);
+    let mem = json(&["memory", dir.to_str().unwrap(), "--top", "1"]);
+    let want: Vec<String> = mem["allocators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["timeline"].as_array().unwrap().len() > 1)
+        .map(|a| format!("{} in use", a["name"].as_str().unwrap()))
+        .collect();
+    assert!(!want.is_empty());
+    let got: Vec<String> = derived.iter().filter(|d| d["kind"] == "counter").map(|d| d["name"].as_str().unwrap().to_string()).collect();
+    assert_eq!(got, want);
+}

@@ -114,6 +114,8 @@ impl Row {
 pub struct Track {
     /// Id used by tile, event and search requests.
     pub id: u32,
+    /// `slices`: a line's events (tiles, events, search, selection answer for it).
+    pub kind: &'static str,
     pub host: String,
     pub plane: String,
     /// The line's display name when it has one, else its name.
@@ -126,11 +128,26 @@ pub struct Track {
     pub end_ps: i64,
 }
 
+/// A track the viewer derives from another analysis rather than from a line.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DerivedTrack {
+    /// `steps` (a box a step) or `counter` (a value over time).
+    pub kind: &'static str,
+    pub name: String,
+    pub host: String,
+    /// The API that holds its data: `api/steps`, `api/memory` (an allocator's
+    /// `timeline`).
+    pub source: &'static str,
+}
+
 /// Every track of a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Tracks {
     pub schema: &'static str,
     pub run: String,
+    /// The Steps track and the allocators' bytes-in-use counters, where the run has
+    /// steps and allocator events ([`Timeline::derived_tracks`]).
+    pub derived: Vec<DerivedTrack>,
     /// Earliest start and latest end over all tracks (0 when there are none).
     pub start_ps: i64,
     pub end_ps: i64,
@@ -408,6 +425,7 @@ impl Timeline {
             let Some((t, space, plane, line)) = self.parts(profile, id) else { continue };
             out.push(Track {
                 id,
+                kind: "slices",
                 host: space.host.clone(),
                 plane: plane.name.clone(),
                 line: line.label().to_string(),
@@ -421,11 +439,33 @@ impl Timeline {
         Tracks {
             schema: "stepscope.timeline_tracks/1",
             run: profile.run.clone(),
+            derived: Vec::new(),
             start_ps: out.iter().map(|t| t.start_ps).min().unwrap_or(0),
             end_ps: out.iter().map(|t| t.end_ps).max().unwrap_or(0),
             events: out.iter().map(|t| t.events).sum(),
             tracks: out,
         }
+    }
+
+    /// The tracks derived from other analyses that a viewer draws above the lines: a
+    /// Steps track per host with steps, and a counter per allocator whose bytes in use
+    /// change (the memory analysis's timeline has two points or more).
+    pub fn derived_tracks(profile: &Profile, steps: &[Step]) -> Vec<DerivedTrack> {
+        let mut out = Vec::new();
+        for space in &profile.hosts {
+            if steps.iter().any(|s| s.host == space.host) {
+                out.push(DerivedTrack { kind: "steps", name: "Steps".into(), host: space.host.clone(), source: "api/steps" });
+            }
+        }
+        for a in crate::memory::memory(profile, None, 1).allocators.iter().filter(|a| a.timeline.len() > 1) {
+            out.push(DerivedTrack {
+                kind: "counter",
+                name: format!("{} in use", a.name),
+                host: a.host.clone(),
+                source: "api/memory",
+            });
+        }
+        out
     }
 
     /// The boxes of track `id` over `[start_ps, end_ps)` drawn `px` pixels wide.

@@ -177,7 +177,9 @@ fn kernels(app: &App, q: &Params) -> Reply {
 
 fn timeline_tracks(app: &App, q: &Params) -> Reply {
     let e = q.entry(app)?;
-    json(&e.timeline().tracks(&e.profile))
+    let mut tracks = e.timeline().tracks(&e.profile);
+    tracks.derived = stepscope_analysis::timeline::Timeline::derived_tracks(&e.profile, &e.steps().steps);
+    json(&tracks)
 }
 
 fn timeline_tile(app: &App, q: &Params) -> Reply {
