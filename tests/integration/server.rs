@@ -676,12 +676,18 @@ fn an_area_selection_counts_every_event_inside_once() {
     // A step's span over every track of the CPU capture: the events overlapping it, by
     // the reference reader's own walk of each line, are the selection's, each once.
     let dir = fixture("cpu-transformer");
-    let file = crate::util::fixture_files().into_iter().find(|p| p.starts_with(&dir) && p.to_string_lossy().ends_with(".xplane.pb")).unwrap();
+    let file = crate::util::fixture_files()
+        .into_iter()
+        .find(|p| p.starts_with(&dir) && p.to_string_lossy().ends_with(".xplane.pb"))
+        .unwrap();
     let file = file.to_str().unwrap();
     let s = serve(&dir, &[]);
     let steps = s.api("steps");
     let step = &steps["steps"][1];
-    let (a, b) = (step["start_ps"].as_i64().unwrap(), step["start_ps"].as_i64().unwrap() + step["duration_ps"].as_i64().unwrap());
+    let (a, b) = (
+        step["start_ps"].as_i64().unwrap(),
+        step["start_ps"].as_i64().unwrap() + step["duration_ps"].as_i64().unwrap(),
+    );
     let tracks = s.api("timeline/tracks");
     let list = tracks["tracks"].as_array().unwrap();
     let mut want_events = 0u64;
@@ -693,7 +699,8 @@ fn an_area_selection_counts_every_event_inside_once() {
         if !seen.insert((plane.to_string(), line.to_string())) {
             continue;
         }
-        for e in crate::util::reference_lines(&["dump", file, "--plane", plane, "--line", line, "--limit", "100000000"]) {
+        for e in crate::util::reference_lines(&["dump", file, "--plane", plane, "--line", line, "--limit", "100000000"])
+        {
             let (s0, d) = (e["start_ps"].as_i64().unwrap(), e["duration_ps"].as_i64().unwrap().max(0));
             if s0 < b && (s0 + d > a || (d == 0 && s0 >= a)) {
                 want_events += 1;
@@ -718,7 +725,11 @@ fn an_area_selection_counts_every_event_inside_once() {
     let other = s.api(&format!("timeline/select?start_ps={a}&end_ps={b}&tracks=2"));
     assert_eq!(two["events"].as_u64().unwrap(), one["events"].as_u64().unwrap() + other["events"].as_u64().unwrap());
     // Bad spans and tracks: one-line errors.
-    for q in [format!("start_ps={b}&end_ps={a}"), format!("start_ps={a}&end_ps={b}&tracks=99999"), format!("start_ps={a}&end_ps={b}&tracks=x")] {
+    for q in [
+        format!("start_ps={b}&end_ps={a}"),
+        format!("start_ps={a}&end_ps={b}&tracks=99999"),
+        format!("start_ps={a}&end_ps={b}&tracks=x"),
+    ] {
         let r = s.get(&format!("api/timeline/select?{q}"));
         assert_eq!(r.status, 400, "{q}: {}", r.text());
     }
@@ -729,7 +740,10 @@ fn an_event_counts_every_occurrence_of_its_name() {
     // dot.27 on the CPU capture: every event of that name on any line, as the
     // reference reader walks them.
     let dir = fixture("cpu-transformer");
-    let file = crate::util::fixture_files().into_iter().find(|p| p.starts_with(&dir) && p.to_string_lossy().ends_with(".xplane.pb")).unwrap();
+    let file = crate::util::fixture_files()
+        .into_iter()
+        .find(|p| p.starts_with(&dir) && p.to_string_lossy().ends_with(".xplane.pb"))
+        .unwrap();
     let file = file.to_str().unwrap();
     let s = serve(&dir, &[]);
     let m = &s.api("timeline/search?q=dot.27&limit=1")["matches"][0];
@@ -743,7 +757,8 @@ fn an_event_counts_every_occurrence_of_its_name() {
         if !seen.insert((plane.to_string(), line.to_string())) {
             continue;
         }
-        for e in crate::util::reference_lines(&["dump", file, "--plane", plane, "--line", line, "--limit", "100000000"]) {
+        for e in crate::util::reference_lines(&["dump", file, "--plane", plane, "--line", line, "--limit", "100000000"])
+        {
             if e["name"] == name.as_str() {
                 let dur = e["duration_ps"].as_i64().unwrap().max(0);
                 count += 1;
@@ -769,7 +784,10 @@ fn tracks_have_a_kind_and_the_derived_tracks_are_listed() {
     let derived = t["derived"].as_array().unwrap();
     // A Steps track for the host with steps, and a counter for each allocator whose
     // bytes in use change, as `stepscope memory` reports them.
-    assert_eq!(derived.iter().filter(|d| d["kind"] == "steps").map(|d| d["host"].as_str().unwrap()).collect::<Vec<_>>(), ["vm"]);
+    assert_eq!(
+        derived.iter().filter(|d| d["kind"] == "steps").map(|d| d["host"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["vm"]
+    );
     let mem = json(&["memory", dir.to_str().unwrap(), "--top", "1"]);
     let want: Vec<String> = mem["allocators"]
         .as_array()
@@ -779,6 +797,7 @@ fn tracks_have_a_kind_and_the_derived_tracks_are_listed() {
         .map(|a| format!("{} in use", a["name"].as_str().unwrap()))
         .collect();
     assert!(!want.is_empty());
-    let got: Vec<String> = derived.iter().filter(|d| d["kind"] == "counter").map(|d| d["name"].as_str().unwrap().to_string()).collect();
+    let got: Vec<String> =
+        derived.iter().filter(|d| d["kind"] == "counter").map(|d| d["name"].as_str().unwrap().to_string()).collect();
     assert_eq!(got, want);
 }

@@ -291,6 +291,18 @@ pub struct Search {
 }
 
 /// The display name of an event's metadata, else its name.
+/// The other end of a flow: event `e` of `line` (track `track`).
+fn flow_link(direction: &'static str, flow_id: u64, track: usize, plane: &Plane, line: &Line, e: usize) -> FlowLink {
+    FlowLink {
+        direction,
+        flow_id,
+        track: track as u32,
+        index: e as u32,
+        name: shown_name(plane, line.meta(e)).to_string(),
+        start_ps: line.start_ps(e),
+    }
+}
+
 fn shown_name(plane: &Plane, meta: u32) -> &str {
     match plane.event_meta.get(meta as usize) {
         Some(m) if !m.display_name.is_empty() => plane.text(m.display_name),
@@ -454,7 +466,12 @@ impl Timeline {
         let mut out = Vec::new();
         for space in &profile.hosts {
             if steps.iter().any(|s| s.host == space.host) {
-                out.push(DerivedTrack { kind: "steps", name: "Steps".into(), host: space.host.clone(), source: "api/steps" });
+                out.push(DerivedTrack {
+                    kind: "steps",
+                    name: "Steps".into(),
+                    host: space.host.clone(),
+                    source: "api/steps",
+                });
             }
         }
         for a in crate::memory::memory(profile, None, 1).allocators.iter().filter(|a| a.timeline.len() > 1) {
@@ -549,7 +566,11 @@ impl Timeline {
                 let (mut lo, mut hi) = (0usize, n);
                 while lo < hi {
                     let mid = (lo + hi) / 2;
-                    if row.end(mid) < start_ps { lo = mid + 1 } else { hi = mid }
+                    if row.end(mid) < start_ps {
+                        lo = mid + 1
+                    } else {
+                        hi = mid
+                    }
                 }
                 let mut k = lo;
                 while k < n && row.start(k) < end_ps {
@@ -716,14 +737,7 @@ impl Timeline {
                     if ids(oplane, oline, e, Some(key)) != Some(corr) {
                         continue;
                     }
-                    out.push(FlowLink {
-                        direction: if on_device { "in" } else { "out" },
-                        flow_id: corr,
-                        track: other_id as u32,
-                        index: e as u32,
-                        name: shown_name(oplane, oline.meta(e)).to_string(),
-                        start_ps: oline.start_ps(e),
-                    });
+                    out.push(flow_link(if on_device { "in" } else { "out" }, corr, other_id, oplane, oline, e));
                     if out.len() >= 64 {
                         return out;
                     }
@@ -752,14 +766,7 @@ impl Timeline {
                     _ => None,
                 };
                 if let Some((direction, flow_id)) = link {
-                    out.push(FlowLink {
-                        direction,
-                        flow_id,
-                        track: other_id as u32,
-                        index: e as u32,
-                        name: shown_name(oplane, oline.meta(e)).to_string(),
-                        start_ps: oline.start_ps(e),
-                    });
+                    out.push(flow_link(direction, flow_id, other_id, oplane, oline, e));
                     if out.len() >= 64 {
                         return out;
                     }
