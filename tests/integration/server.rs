@@ -1,5 +1,6 @@
 //! `stepscope serve`: the real binary serving real captures, spoken to over HTTP/1.1.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
@@ -800,4 +801,64 @@ fn tracks_have_a_kind_and_the_derived_tracks_are_listed() {
     let got: Vec<String> =
         derived.iter().filter(|d| d["kind"] == "counter").map(|d| d["name"].as_str().unwrap().to_string()).collect();
     assert_eq!(got, want);
+}
+
+/// A GPU's `XLA Modules` and `XLA Ops` tracks are derived from its kernels as the op
+/// profile credits them: on each fixture, the boxes of each op on `XLA Ops` are the
+/// op's executions in `stepscope ops` (a command buffer's kernels under their own
+/// instructions), and `XLA Modules` has one box of the step's module per step.
+#[test]
+fn gpu_timelines_derive_xla_modules_and_ops_lines_from_the_op_profile() {
+    for name in ["gpu-nocb", "gpu-transformer"] {
+        let dir = fixture(name);
+        let d = dir.to_str().unwrap();
+        let s = serve(&dir, &[]);
+        let t = s.api("timeline/tracks");
+        let list = t["tracks"].as_array().unwrap();
+        let on_gpu: Vec<&Value> = list.iter().filter(|t| t["plane"] == "/device:GPU:0").collect();
+        let lines: Vec<&str> = on_gpu.iter().map(|t| t["line"].as_str().unwrap()).collect();
+        assert_eq!(&lines[..2], ["XLA Modules", "XLA Ops"], "{name}: derived lines first");
+        assert!(on_gpu[..2].iter().all(|t| t["derived"] == true) && on_gpu[2..].iter().all(|t| t["derived"] == false));
+        // The run's own events are counted once: derived ones are not added.
+        let own: u64 = list.iter().filter(|t| t["derived"] == false).map(|t| t["events"].as_u64().unwrap()).sum();
+        assert_eq!(t["events"].as_u64(), Some(own));
+        let span = |t: &Value| format!("start_ps={}&end_ps={}", t["start_ps"], t["end_ps"].as_i64().unwrap() + 1);
+        let ops_track = on_gpu[1];
+        let sel = s.api(&format!("timeline/select?{}&tracks={}", span(ops_track), ops_track["id"]));
+        let got: BTreeMap<String, u64> = sel["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["name"].as_str().unwrap().to_string(), r["count"].as_u64().unwrap()))
+            .collect();
+        let mut want: BTreeMap<String, u64> = BTreeMap::new();
+        for op in json(&["ops", d, "--top", "0"])["ops"].as_array().unwrap() {
+            *want.entry(op["name"].as_str().unwrap().to_string()).or_default() += op["executions"].as_u64().unwrap();
+        }
+        assert_eq!(got, want, "{name}: XLA Ops boxes by name = the op profile's executions");
+        assert!(!got.keys().any(|k| k.starts_with("command_buffer")), "{name}: kernels credited to instructions");
+        // An op's box names its module (its HLO link) and how many kernels it holds.
+        let first = s.api(&format!("timeline/event?track={}&index=0", ops_track["id"]));
+        let stat = |list: &Value, n: &str| {
+            list.as_array().unwrap().iter().find(|s| s["name"] == n).map(|s| s["value"].clone())
+        };
+        assert!(stat(&first["metadata_stats"], "hlo_module").is_some(), "{first}");
+        assert!(stat(&first["stats"], "kernels").and_then(|v| v.as_str()?.parse::<u64>().ok()).is_some_and(|k| k >= 1));
+        // The module with the most time has one box per step; the boxes hold every
+        // kernel the steps launched (they span at least that much time).
+        let steps = s.api("steps");
+        let steps = steps["steps"].as_array().unwrap();
+        let modules_track = on_gpu[0];
+        let sel = s.api(&format!("timeline/select?{}&tracks={}", span(modules_track), modules_track["id"]));
+        let row = &sel["rows"][0];
+        assert!(row["name"].as_str().unwrap().starts_with("jit_train"), "{name}: {sel}");
+        assert_eq!(row["count"].as_u64(), Some(steps.len() as u64), "{name}: a box per step: {sel}");
+        let launched: i64 = steps.iter().map(|s| s["device_work_ps"].as_i64().unwrap()).sum();
+        let boxed: i64 = sel["rows"].as_array().unwrap().iter().map(|r| r["total_ps"].as_i64().unwrap()).sum();
+        assert!(boxed >= launched, "{name}: {boxed} ps of boxes vs {launched} ps launched");
+        // A selection over every track leaves the derived ones out: each event once.
+        let all =
+            s.api(&format!("timeline/select?start_ps={}&end_ps={}", t["start_ps"], t["end_ps"].as_i64().unwrap() + 1));
+        assert_eq!(all["events"], t["events"], "{name}");
+    }
 }

@@ -23,6 +23,10 @@ use stepscope_xspace::{Column, Line, Plane, Space, Stat, StatValue};
 use crate::profile::Profile;
 use crate::steps::Step;
 
+mod derived;
+use derived::DerivedPlane;
+pub use derived::{MODULES_LINE, OPS_LINE};
+
 /// Most pixels a tile may be asked for.
 pub const MAX_TILE_PX: u32 = 16_384;
 /// Most search matches one answer lists.
@@ -41,10 +45,14 @@ pub struct TrackRef {
 /// The index of a profile's timeline: its tracks and their depth rows.
 pub struct Timeline {
     tracks: Vec<TrackIndex>,
+    /// Lines made from the profile's op records (a GPU's `XLA Modules` and `XLA Ops`).
+    derived: Vec<DerivedPlane>,
 }
 
 struct TrackIndex {
+    /// For a derived line: `plane` and `line` index [`Timeline::derived`] and its lines.
     at: TrackRef,
+    derived: bool,
     rows: Vec<Row>,
     start_ps: i64,
     end_ps: i64,
@@ -122,6 +130,10 @@ pub struct Track {
     pub line: String,
     pub line_id: i64,
     pub events: u64,
+    /// True for a line the timeline derives rather than reads: a GPU's `XLA Modules`
+    /// and `XLA Ops`, made from its kernels as the op profile credits them. Their
+    /// events are not counted in [`Tracks::events`], nor in a selection of all tracks.
+    pub derived: bool,
     /// Number of depth rows (nesting levels) the track needs.
     pub depth: u32,
     pub start_ps: i64,
@@ -151,6 +163,7 @@ pub struct Tracks {
     /// Earliest start and latest end over all tracks (0 when there are none).
     pub start_ps: i64,
     pub end_ps: i64,
+    /// Events of the profile's own lines (derived tracks' are not counted).
     pub events: u64,
     pub tracks: Vec<Track>,
 }
@@ -378,22 +391,31 @@ impl RowFill {
 }
 
 impl Timeline {
-    /// Indexes every non-empty, non-counter line of every plane, in parallel.
+    /// Indexes every non-empty, non-counter line of every plane, in parallel, with a
+    /// GPU's derived `XLA Modules` and `XLA Ops` lines before its streams.
     pub fn build(profile: &Profile) -> Timeline {
+        let derived = derived::gpu_op_lines(profile);
         let mut refs = Vec::new();
         for (h, space) in profile.hosts.iter().enumerate() {
             for (p, plane) in space.planes.iter().enumerate() {
+                if let Some(k) = derived.iter().position(|d| (d.host, d.plane) == (h, p)) {
+                    let lines = derived[k].lines.lines.iter().enumerate().filter(|(_, l)| !l.is_empty());
+                    refs.extend(lines.map(|(l, _)| (TrackRef { host: h, plane: k, line: l }, true)));
+                }
                 for (l, line) in plane.lines.iter().enumerate() {
                     if !line.is_counter && !line.is_empty() {
-                        refs.push(TrackRef { host: h, plane: p, line: l });
+                        refs.push((TrackRef { host: h, plane: p, line: l }, false));
                     }
                 }
             }
         }
         let tracks = refs
             .into_par_iter()
-            .map(|at| {
-                let plane = &profile.hosts[at.host].planes[at.plane];
+            .map(|(at, is_derived)| {
+                let plane = match is_derived {
+                    true => &derived[at.plane].lines,
+                    false => &profile.hosts[at.host].planes[at.plane],
+                };
                 let line = &plane.lines[at.line];
                 let metas_fit = plane.event_meta.len() <= usize::from(u16::MAX) + 1;
                 let rows: Vec<Row> =
@@ -401,10 +423,10 @@ impl Timeline {
                 // A row's starts and ends both ascend.
                 let start_ps = rows.iter().map(|r| r.start(0)).min().unwrap_or(0);
                 let end_ps = rows.iter().map(|r| r.end(r.starts.len() - 1)).max().unwrap_or(0);
-                TrackIndex { at, rows, start_ps, end_ps }
+                TrackIndex { at, derived: is_derived, rows, start_ps, end_ps }
             })
             .collect();
-        Timeline { tracks }
+        Timeline { tracks, derived }
     }
 
     /// Number of tracks.
@@ -422,10 +444,13 @@ impl Timeline {
         self.tracks.get(id as usize).map(|t| t.at)
     }
 
-    fn parts<'p>(&self, profile: &'p Profile, id: u32) -> Option<(&TrackIndex, &'p Space, &'p Plane, &'p Line)> {
+    fn parts<'a>(&'a self, profile: &'a Profile, id: u32) -> Option<(&'a TrackIndex, &'a Space, &'a Plane, &'a Line)> {
         let t = self.tracks.get(id as usize)?;
         let space = profile.hosts.get(t.at.host)?;
-        let plane = space.planes.get(t.at.plane)?;
+        let plane = match t.derived {
+            true => &self.derived.get(t.at.plane)?.lines,
+            false => space.planes.get(t.at.plane)?,
+        };
         let line = plane.lines.get(t.at.line)?;
         Some((t, space, plane, line))
     }
@@ -443,6 +468,7 @@ impl Timeline {
                 line: line.label().to_string(),
                 line_id: line.id,
                 events: line.len() as u64,
+                derived: t.derived,
                 depth: t.rows.len() as u32,
                 start_ps: t.start_ps,
                 end_ps: t.end_ps,
@@ -454,7 +480,7 @@ impl Timeline {
             derived: Vec::new(),
             start_ps: out.iter().map(|t| t.start_ps).min().unwrap_or(0),
             end_ps: out.iter().map(|t| t.end_ps).max().unwrap_or(0),
-            events: out.iter().map(|t| t.events).sum(),
+            events: out.iter().filter(|t| !t.derived).map(|t| t.events).sum(),
             tracks: out,
         }
     }
@@ -530,8 +556,8 @@ impl Timeline {
         Ok(tile)
     }
 
-    /// The events overlapping `[start_ps, end_ps)` on `tracks` (all when empty), each
-    /// counted once, grouped by their shown name: a few binary searches per depth row
+    /// The events overlapping `[start_ps, end_ps)` on `tracks` (when empty: every
+    /// track but the derived ones, whose events restate the kernels'), each counted once, grouped by their shown name: a few binary searches per depth row
     /// (a row's starts and ends both ascend), then the events found.
     pub fn select(&self, profile: &Profile, start_ps: i64, end_ps: i64, tracks: &[u32]) -> Result<Selection, String> {
         if end_ps <= start_ps {
@@ -540,7 +566,10 @@ impl Timeline {
         if let Some(bad) = tracks.iter().find(|&&t| t as usize >= self.tracks.len()) {
             return Err(format!("no track {bad} (the run has {})", self.tracks.len()));
         }
-        let ids: Vec<u32> = if tracks.is_empty() { (0..self.tracks.len() as u32).collect() } else { tracks.to_vec() };
+        let ids: Vec<u32> = match tracks.is_empty() {
+            true => (0..self.tracks.len() as u32).filter(|&id| !self.tracks[id as usize].derived).collect(),
+            false => tracks.to_vec(),
+        };
         let mut ids_unique = ids.clone();
         ids_unique.sort_unstable();
         ids_unique.dedup();
@@ -664,18 +693,22 @@ impl Timeline {
             stats: render(&mut line.event_stats(i)),
             metadata_stats: render(&mut plane.metadata_stats(meta).iter().copied()),
             flows: self.flows(profile, id, i),
-            occurrences: self.occurrences(profile, shown_name(plane, meta)),
+            occurrences: self.occurrences(profile, shown_name(plane, meta), self.tracks[id as usize].derived),
         })
     }
 
-    /// Every event named `name` (shown name) on any track: one pass over the lines of
-    /// the planes that have such a name.
-    fn occurrences(&self, profile: &Profile, name: &str) -> Occurrences {
+    /// Every event named `name` (shown name) on any track of the profile's own lines,
+    /// or with `derived` on any derived one: one pass over the lines of the planes
+    /// that have such a name.
+    fn occurrences(&self, profile: &Profile, name: &str, derived: bool) -> Occurrences {
         let (mut count, mut total, mut min, mut max, mut tracks) = (0u64, 0i64, i64::MAX, 0i64, 0u64);
-        let mut metas_of: Option<((usize, usize), Vec<bool>)> = None;
+        let mut metas_of: Option<((usize, usize, bool), Vec<bool>)> = None;
         for id in 0..self.tracks.len() as u32 {
             let Some((t, _, plane, line)) = self.parts(profile, id) else { continue };
-            let key = (t.at.host, t.at.plane);
+            if t.derived != derived {
+                continue;
+            }
+            let key = (t.at.host, t.at.plane, t.derived);
             if metas_of.as_ref().map(|m| m.0) != Some(key) {
                 let wanted = (0..plane.event_meta.len() as u32).map(|m| shown_name(plane, m) == name).collect();
                 metas_of = Some((key, wanted));
@@ -783,10 +816,10 @@ impl Timeline {
         let limit = limit.min(MAX_SEARCH_MATCHES);
         let mut total = 0u64;
         let mut matches = Vec::new();
-        let mut cached: Option<((usize, usize), Vec<bool>)> = None;
+        let mut cached: Option<((usize, usize, bool), Vec<bool>)> = None;
         for id in 0..self.tracks.len() as u32 {
             let Some((t, _, plane, line)) = self.parts(profile, id) else { continue };
-            let key = (t.at.host, t.at.plane);
+            let key = (t.at.host, t.at.plane, t.derived);
             if cached.as_ref().map(|c| c.0) != Some(key) {
                 let hit = (0..plane.event_meta.len() as u32)
                     .map(|m| {

@@ -1,0 +1,182 @@
+//! Lines the timeline derives for a GPU from its kernels, as XProf's trace viewer
+//! draws them above a device's streams: `XLA Modules` (a box per execution of a
+//! module) and `XLA Ops` (a box per execution of an op).
+//!
+//! Each kernel or copy is credited to the op the op profile gives it (the kernels of a
+//! command buffer to their own instructions, see [`crate::command_buffer`]), so the
+//! lines and the op profile agree:
+//! - consecutive kernels of one op on one stream make one op execution (a library
+//!   GEMM's two kernels, a copy split in pieces), as the op profile counts executions;
+//! - consecutive kernels of one module launched in one step, in time order over all
+//!   of the device's streams, make one module execution.
+//!
+//! A kernel's step is the step its host launch falls in (the launch found by
+//! `correlation_id`), else the step its own start falls in, so that when the loop
+//! dispatches ahead a step's work that runs during the next step stays one box.
+
+use std::sync::Arc;
+
+use stepscope_xspace::{EventMeta, Line, Plane, Source, Span, Stat, StatMeta, StatValue};
+
+use crate::cache::FastMap;
+use crate::profile::{OpSource, Profile};
+
+/// A plane the timeline made: the derived lines of device plane `plane` of host `host`.
+pub(super) struct DerivedPlane {
+    pub host: usize,
+    pub plane: usize,
+    pub lines: Plane,
+}
+
+/// Names of the derived lines, in the order they are drawn.
+pub const MODULES_LINE: &str = "XLA Modules";
+pub const OPS_LINE: &str = "XLA Ops";
+
+/// One kernel as the derived lines read it.
+#[derive(Clone, Copy)]
+struct Kernel {
+    start_ps: i64,
+    end_ps: i64,
+    op: u32,
+    module: u32,
+    /// Its stream: the index of its line in the device plane.
+    line: u32,
+    /// Index of its step among the host's steps by start; `usize::MAX` outside them.
+    step: usize,
+}
+
+/// The derived lines of every GPU whose ops are its kernels (a GPU profile that has
+/// its own `XLA Ops` line keeps that one).
+pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
+    let devices = profile.devices();
+    let base = profile.time_base();
+    let mut out = Vec::new();
+    for d in devices.iter().filter(|d| d.source == OpSource::Kernels) {
+        let ops = d.cached_ops();
+        let space = &profile.hosts[d.host_index];
+        let Some(plane) = space.planes.iter().position(|p| std::ptr::eq(p, d.plane)) else { continue };
+        if ops.recs.is_empty() {
+            continue;
+        }
+        // The host's steps by start, and the step a time falls in.
+        let mut steps: Vec<(i64, i64)> =
+            (base.steps.steps.iter()).filter(|s| s.host == space.host).map(|s| (s.start_ps, s.end_ps())).collect();
+        steps.sort_unstable();
+        let step_at = |t: i64| {
+            let k = steps.partition_point(|s| s.0 <= t);
+            match k.checked_sub(1) {
+                Some(k) if t < steps[k].1 => k,
+                _ => usize::MAX,
+            }
+        };
+        let launches = base.hosts.get(d.host_index).map(|h| &h.launches);
+        let mut kernels: Vec<Kernel> = (0..ops.recs.len())
+            .map(|i| {
+                let r = &ops.recs[i];
+                let (line, start_ps, end_ps, _) = ops.span(d.plane, i);
+                let launched = (ops.correlation_id(r))
+                    .and_then(|c| launches.and_then(|l| l.get(c)))
+                    .map_or(start_ps, |(at, _)| at);
+                Kernel { start_ps, end_ps, op: r.name, module: r.module, line, step: step_at(launched) }
+            })
+            .collect();
+        let names = |id: u32| &*ops.names[id as usize];
+        let mut lines = Lines::new(d.plane);
+        // Ops: the records are in stream order, then time order.
+        let op_runs = runs(&kernels, |a, b| (a.op, a.module, a.line) == (b.op, b.module, b.line));
+        let op_runs: Vec<(Run, &str, &str)> =
+            op_runs.into_iter().map(|r| (r, names(kernels[r.first].op), names(kernels[r.first].module))).collect();
+        kernels.sort_by_key(|k| (k.start_ps, k.end_ps));
+        let modules = runs(&kernels, |a, b| (a.module, a.step) == (b.module, b.step));
+        let module_runs = modules.into_iter().filter(|r| !names(kernels[r.first].module).is_empty());
+        let line = lines.line(MODULES_LINE, -2, module_runs.map(|r| (r, names(kernels[r.first].module), "")));
+        lines.plane.lines.push(line);
+        let line = lines.line(OPS_LINE, -1, op_runs.into_iter());
+        lines.plane.lines.push(line);
+        out.push(DerivedPlane { host: d.host_index, plane, lines: lines.plane });
+    }
+    out
+}
+
+/// Consecutive kernels that `same` puts together.
+#[derive(Clone, Copy)]
+struct Run {
+    first: usize,
+    kernels: u64,
+    start_ps: i64,
+    end_ps: i64,
+}
+
+fn runs(kernels: &[Kernel], same: impl Fn(&Kernel, &Kernel) -> bool) -> Vec<Run> {
+    let mut out: Vec<Run> = Vec::new();
+    for (i, k) in kernels.iter().enumerate() {
+        match out.last_mut() {
+            Some(r) if same(&kernels[r.first], k) => {
+                r.kernels += 1;
+                r.end_ps = r.end_ps.max(k.end_ps);
+            }
+            _ => out.push(Run { first: i, kernels: 1, start_ps: k.start_ps, end_ps: k.end_ps }),
+        }
+    }
+    out
+}
+
+/// A derived plane being filled: event metadata per (name, module), its stats'
+/// metadata (`hlo_module` on an op's metadata, `kernels` on each event).
+struct Lines {
+    plane: Plane,
+    metas: FastMap<(String, String), u32>,
+    hlo_module: u32,
+    kernels: u32,
+}
+
+impl Lines {
+    fn new(device: &Plane) -> Lines {
+        let mut plane = Plane::new(device.id, device.name.clone(), Arc::new(Source::Owned(Vec::new())));
+        let mut stat = |name: &str| {
+            let name = plane.push_arena(name.as_bytes());
+            plane.stat_meta.push(StatMeta { id: plane.stat_meta.len() as i64, name, description: Span::EMPTY });
+            plane.stat_meta.len() as u32 - 1
+        };
+        let (hlo_module, kernels) = (stat("hlo_module"), stat("kernels"));
+        Lines { plane, metas: FastMap::default(), hlo_module, kernels }
+    }
+
+    /// The metadata of events named `name` of `module` ("" for a module's own).
+    fn meta(&mut self, name: &str, module: &str) -> u32 {
+        if let Some(&m) = self.metas.get(&(name.to_string(), module.to_string())) {
+            return m;
+        }
+        let p = &mut self.plane;
+        let span = p.push_arena(name.as_bytes());
+        let first = p.meta_stats.len() as u32;
+        if !module.is_empty() {
+            let module = p.push_arena(module.as_bytes());
+            p.meta_stats.push(Stat::new(self.hlo_module, StatValue::Str(module)));
+        }
+        let stats = first..p.meta_stats.len() as u32;
+        let m = p.event_meta.len() as u32;
+        p.event_meta.push(EventMeta {
+            id: i64::from(m),
+            name: span,
+            display_name: Span::EMPTY,
+            stats,
+            child_ids: Vec::new(),
+        });
+        self.metas.insert((name.to_string(), module.to_string()), m);
+        m
+    }
+
+    /// A line of one event per run, named by `(run, name, module)`.
+    fn line<'n>(&mut self, name: &str, id: i64, runs: impl Iterator<Item = (Run, &'n str, &'n str)>) -> Line {
+        let mut line = Line::default();
+        (line.id, line.display_id, line.name) = (id, id, name.to_string());
+        for (r, event, module) in runs {
+            let meta = self.meta(event, module);
+            let kernels = Stat::new(self.kernels, StatValue::U64(r.kernels));
+            line.push_event(r.start_ps, r.end_ps - r.start_ps, meta, &[kernels]);
+        }
+        line.finish();
+        line
+    }
+}
