@@ -798,8 +798,10 @@ fn tracks_have_a_kind_and_the_derived_tracks_are_listed() {
         .map(|a| format!("{} in use", a["name"].as_str().unwrap()))
         .collect();
     assert!(!want.is_empty());
-    let got: Vec<String> =
-        derived.iter().filter(|d| d["kind"] == "counter").map(|d| d["name"].as_str().unwrap().to_string()).collect();
+    let got: Vec<String> = (derived.iter())
+        .filter(|d| d["kind"] == "counter" && d["source"] == "api/memory")
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(got, want);
 }
 
@@ -861,4 +863,45 @@ fn gpu_timelines_derive_xla_modules_and_ops_lines_from_the_op_profile() {
             s.api(&format!("timeline/select?start_ps={}&end_ps={}", t["start_ps"], t["end_ps"].as_i64().unwrap() + 1));
         assert_eq!(all["events"], t["events"], "{name}");
     }
+}
+
+/// Each device's busy-share counter (`api/timeline/busy`) over a step gives the step's
+/// device busy time of `stepscope steps` (the mean over the host's devices), and its
+/// pixel columns add up to the whole window's share.
+#[test]
+fn busy_counters_equal_the_steps_device_busy_time() {
+    for name in ["gpu-nocb", "tpu-v6e-inference"] {
+        let dir = fixture(name);
+        let s = serve(&dir, &[]);
+        let t = s.api("timeline/tracks");
+        let busy: Vec<&Value> =
+            t["derived"].as_array().unwrap().iter().filter(|d| d["source"] == "api/timeline/busy").collect();
+        let devices = json(&["devices", dir.to_str().unwrap()]);
+        assert_eq!(busy.len(), devices["devices"].as_array().unwrap().len(), "{name}: a counter per device");
+        let steps = s.api("steps");
+        for st in steps["steps"].as_array().unwrap().iter().take(3) {
+            let (a, d) = (st["start_ps"].as_i64().unwrap(), st["duration_ps"].as_i64().unwrap());
+            let share = |dev: &Value, px: u32| -> f64 {
+                let r = s.api(&format!(
+                    "timeline/busy?device={}&start_ps={a}&end_ps={}&px={px}",
+                    dev["device"].as_str().unwrap().replace(':', "%3A").replace('/', "%2F"),
+                    a + d
+                ));
+                assert_eq!(r["busy_pct"].as_array().unwrap().len(), px as usize);
+                let pct: Vec<f64> = r["busy_pct"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+                assert!(pct.iter().all(|&p| (0.0..=100.0).contains(&p)));
+                pct.iter().sum::<f64>() / px as f64
+            };
+            let whole: f64 = busy.iter().map(|dev| share(dev, 1)).sum::<f64>() / busy.len() as f64;
+            let want = st["device_busy_ps"].as_f64().unwrap() / d as f64 * 100.0;
+            assert!((whole - want).abs() < 1e-6, "{name} step {}: {whole} vs {want}", st["step_num"]);
+            // 1,000 columns of (nearly) equal width: their mean is the whole's share.
+            let columns: f64 = busy.iter().map(|dev| share(dev, 1000)).sum::<f64>() / busy.len() as f64;
+            assert!((columns - want).abs() < 0.01, "{name}: {columns} vs {want}");
+        }
+    }
+    let s = serve(&fixture("gpu-nocb"), &[]);
+    let r = s.get("api/timeline/busy?device=nope&start_ps=0&end_ps=10&px=10");
+    assert_eq!(r.status, 400);
+    assert!(r.json()["error"].as_str().unwrap().contains("pick one of: vm/device:GPU:0"), "{}", r.text());
 }

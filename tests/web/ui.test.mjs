@@ -857,3 +857,29 @@ test('timeline: counter tracks show each allocator\'s bytes in use; hovering rea
   assert.equal(await page.textContent('#tl-tip strong'), `${want[0].name}: ${fmt.bytes(value)} in use`);
   await page.screenshot({ path: path.join(shots, 'timeline-counters.png') });
 });
+
+test('timeline: a busy counter per device draws its share of time running ops; hovering reads the column\'s share', async () => {
+  const run = 'gpu-nocb/plugins/profile/2026_11_23_08_00_08';
+  const devices = await api('devices', { run });
+  await open(`timeline?run=${encodeURIComponent(run)}`);
+  await settle();
+  const busy = (await page.evaluate(() => window.stepscopeTimeline.layout())).filter(i => i.kind === 'busy');
+  assert.deepEqual(busy.map(b => b.device), devices.devices.map(d => `${d.host}${d.device}`));
+  const data = await page.evaluate(d => window.stepscopeTimeline.busy(d), busy[0].device);
+  assert.ok(data && data.busy_pct.length > 100, 'the page fetched the busy share');
+  // The columns the page drew add up to the device's busy time (its ops lie inside the
+  // window the page asked for).
+  const busyPs = data.busy_pct.reduce((a, v) => a + v, 0) / 100 * data.ps_per_px;
+  assert.ok(Math.abs(busyPs - devices.devices[0].busy_ps) / devices.devices[0].busy_ps < 0.01, `${busyPs} vs ${devices.devices[0].busy_ps}`);
+  // Hover the middle of the counter: the share of the column under the pointer.
+  const c = await page.$eval('#tl-canvas', e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width]; });
+  const x = 230 + (c[2] - 230) / 2;
+  await page.mouse.move(c[0] + x, c[1] + 24 + busy[0].y + 12);
+  await page.waitForSelector('#tl-tip:not([hidden])');
+  const [a, b] = await timelineWindow();
+  const t = a + (x - 230) * (b - a) / (c[2] - 230);
+  const k = Math.floor((t - data.start_ps) / data.ps_per_px);
+  const text = await page.textContent('#tl-tip strong');
+  assert.equal(text, `${devices.devices[0].device} busy: ${data.busy_pct[k].toFixed(1)}%`);
+  await page.screenshot({ path: path.join(shots, 'timeline-busy.png') });
+});

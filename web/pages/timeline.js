@@ -37,6 +37,8 @@ export async function render(view, ctx) {
   const steps = stepData.steps;
   // Counter tracks: each allocator's bytes in use over time.
   const counters = mem.allocators.filter(a => a.timeline.length > 1);
+  // Busy counters: each device's share of time running an op, per pixel (api/timeline/busy).
+  const busyCounters = tr.derived.filter(d => d.source === 'api/timeline/busy');
   const sel = { run: ctx.params.get('run') || '', host: ctx.params.get('host') || '' };
   const listeners = new AbortController();
   const alive = () => {
@@ -94,7 +96,7 @@ export async function render(view, ctx) {
   const hidden = new Set(); // track ids hidden by the user
   const pinned = []; // track ids pinned to the top, in pin order
   let filterText = '';
-  const tiles = new Map(); // track id -> { start, end, pspx, data, ctl }
+  const tiles = new Map(); // track id (a busy counter: 'busy:' + device) -> { start, end, pspx, data, ctl }
   let items = []; // layout: { kind: 'plane'|'track', y, h, track?, key? }
   let contentH = 0;
 
@@ -107,6 +109,11 @@ export async function render(view, ctx) {
     }
     for (const a of counters) {
       items.push({ kind: 'counter', y, h: COUNTER_H + TRACK_GAP, counter: a });
+      y += COUNTER_H + TRACK_GAP;
+    }
+    for (const b of busyCounters) {
+      if (filterText && !`${b.host} ${b.name}`.toLowerCase().includes(filterText)) continue;
+      items.push({ kind: 'busy', y, h: COUNTER_H + TRACK_GAP, busy: b });
       y += COUNTER_H + TRACK_GAP;
     }
     const shown = t => !hidden.has(t.id)
@@ -161,7 +168,7 @@ export async function render(view, ctx) {
     fetchTimer = setTimeout(fetchVisible, 40);
   }
   function visibleTracks() {
-    return items.filter(it => it.kind === 'track' && it.y - scrollY + it.h > 0 && it.y - scrollY < H - AXIS_H);
+    return items.filter(it => (it.kind === 'track' || it.kind === 'busy') && it.y - scrollY + it.h > 0 && it.y - scrollY < H - AXIS_H);
   }
   function tileOk(tile) {
     const p = pspx();
@@ -172,14 +179,17 @@ export async function render(view, ctx) {
     const w = t1 - t0, px = Math.min(16384, Math.round((W - LABEL_W) * (1 + 2 * OVERSCAN)));
     const start = Math.floor(t0 - w * OVERSCAN), end = Math.ceil(t1 + w * OVERSCAN);
     for (const it of visibleTracks()) {
-      const id = it.track.id;
+      const id = it.track ? it.track.id : `busy:${it.busy.device}`;
       const cur = tiles.get(id);
       if (tileOk(cur) || (cur && cur.want && cur.want.start === start && cur.want.end === end)) continue;
       if (cur && cur.ctl) cur.ctl.abort();
       const ctl = new AbortController();
       const entry = { ...(cur || {}), ctl, want: { start, end } };
       tiles.set(id, entry);
-      api('timeline/tile', { ...sel, track: id, start_ps: start, end_ps: end, px }, ctl.signal)
+      const req = it.track
+        ? api('timeline/tile', { ...sel, track: id, start_ps: start, end_ps: end, px }, ctl.signal)
+        : api('timeline/busy', { ...sel, device: it.busy.device, start_ps: start, end_ps: end, px }, ctl.signal);
+      req
         .then(data => {
           if (!alive()) return;
           tiles.set(id, { start, end, pspx: (end - start) / px, data, ctl: null });
@@ -241,6 +251,7 @@ export async function render(view, ctx) {
       if (y + it.h < AXIS_H || y > H) continue;
       if (it.kind === 'steps') { drawSteps(y, it.h); continue; }
       if (it.kind === 'counter') { drawCounter(it.counter, y, it.h); continue; }
+      if (it.kind === 'busy') { drawBusy(it.busy, y, it.h); continue; }
       if (it.kind === 'plane') {
         g.fillStyle = '#e8ebf0'; g.fillRect(0, y, W, it.h);
         g.fillStyle = '#223'; g.font = 'bold 11px system-ui, sans-serif';
@@ -345,6 +356,42 @@ export async function render(view, ctx) {
     g.fillStyle = '#223'; g.fillText(fitText(`${a.name} in use`, LABEL_W - 12), 8, y + 8);
     g.fillStyle = '#778'; g.fillText(`peak ${bytes(a.peak_in_use_bytes)}`, 8, y + 8 + ROW_H);
     g.strokeStyle = '#e3e6ea'; g.beginPath(); g.moveTo(0, y + h - 0.5); g.lineTo(W, y + h - 0.5); g.stroke();
+  }
+
+  /** A busy counter: a device's share of each pixel's time running an op, 0 to 100%. */
+  function drawBusy(b, y, h) {
+    const tile = tiles.get(`busy:${b.device}`);
+    const top = y + 3, bottom = y + COUNTER_H - 1;
+    if (tile && tile.data) {
+      const d = tile.data, n = d.busy_pct.length;
+      g.save();
+      g.beginPath(); g.rect(LABEL_W, y, W - LABEL_W, h); g.clip();
+      g.beginPath();
+      g.moveTo(xOf(d.start_ps), bottom);
+      d.busy_pct.forEach((v, k) => {
+        const yv = bottom - (v / 100) * (bottom - top);
+        g.lineTo(xOf(d.start_ps + k * d.ps_per_px), yv);
+        g.lineTo(xOf(d.start_ps + (k + 1) * d.ps_per_px), yv);
+      });
+      g.lineTo(xOf(d.start_ps + n * d.ps_per_px), bottom);
+      g.closePath();
+      g.fillStyle = 'rgba(59, 111, 212, 0.25)'; g.fill();
+      g.strokeStyle = '#3b6fd4'; g.stroke();
+      g.restore();
+    }
+    g.fillStyle = '#fff'; g.fillRect(0, y, LABEL_W - 1, h);
+    g.fillStyle = '#223'; g.fillText(fitText(b.name, LABEL_W - 12), 8, y + 8);
+    const status = !tile || !tile.data ? (tile && tile.error ? ' · error' : ' · loading') : '';
+    g.fillStyle = '#778'; g.fillText(`${b.host} · 0–100%${status}`, 8, y + 8 + ROW_H);
+    g.strokeStyle = '#e3e6ea'; g.beginPath(); g.moveTo(0, y + h - 0.5); g.lineTo(W, y + h - 0.5); g.stroke();
+  }
+
+  /** A busy counter's share at time `t` (null before its data came). */
+  function busyAt(b, t) {
+    const tile = tiles.get(`busy:${b.device}`);
+    if (!tile || !tile.data) return null;
+    const d = tile.data, k = Math.floor((t - d.start_ps) / d.ps_per_px);
+    return k >= 0 && k < d.busy_pct.length ? d.busy_pct[k] : null;
   }
 
   /** A counter's value at time `t`: the last point at or before it. */
@@ -862,6 +909,15 @@ export async function render(view, ctx) {
       tip.style.top = `${Math.min(y + 14, H - 40)}px`;
       return;
     }
+    if (row && row.kind === 'busy') {
+      const t = tOf(x), v = busyAt(row.busy, t);
+      clear(tip);
+      tip.append(el('strong', {}, `${row.busy.name}: ${v === null ? '…' : `${v.toFixed(1)}%`}`), el('div', {}, `at ${dur(t)}, over ${dur(pspx())}`));
+      tip.hidden = false;
+      tip.style.left = `${Math.min(x + 12, W - 260)}px`;
+      tip.style.top = `${Math.min(y + 14, H - 40)}px`;
+      return;
+    }
     const hit = free ? drawn.filter(b => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h).pop() : null;
     if (!hit) { tip.hidden = true; return; }
     clear(tip);
@@ -892,7 +948,8 @@ export async function render(view, ctx) {
     events: () => drawn.filter(b => b.count === 1).map(b => ({ ...b })),
     boxes: () => drawn.map(b => ({ ...b })),
     steps: () => stepBoxes.map(b => ({ ...b, step_num: steps[b.k].step_num })),
-    layout: () => items.map(i => ({ kind: i.kind, y: i.y - scrollY, h: i.h, track: i.track ? i.track.id : null, label: i.label || null, pinned: !!i.pinned })),
+    layout: () => items.map(i => ({ kind: i.kind, y: i.y - scrollY, h: i.h, track: i.track ? i.track.id : null, label: i.label || null, pinned: !!i.pinned, device: i.busy ? i.busy.device : null })),
+    busy: device => { const t = tiles.get(`busy:${device}`); return t && t.data ? t.data : null; },
     sticky: () => (sticky ? sticky.label : null),
     thumb: () => thumb(),
     pending: () => [...tiles.values()].some(t => t.ctl),

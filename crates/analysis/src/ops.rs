@@ -65,8 +65,9 @@ pub struct OpRow {
     pub module: String,
     pub category: String,
     pub count: u64,
-    /// Executions of the op: `count`, except on GPUs, where a run of one op's kernels
-    /// back to back on a stream is one execution (a split-K GEMM's two kernels).
+    /// Executions of the op: `count`, except on GPUs, where a run of one XLA op's
+    /// kernels back to back on a stream is one execution (a split-K GEMM's two
+    /// kernels; a copy of no module, `MemcpyH2D` of a `device_put`, is one each).
     /// FLOPs and bytes from the HLO are one execution's times this.
     pub executions: u64,
     pub total_ps: i64,
@@ -640,12 +641,12 @@ fn chunk_rows<'a>(
     let names = &d.cached_ops().names;
     let mut recent: Vec<(u32, u64, usize)> = vec![NONE; names.len()];
     let peaks = crate::peaks::of(d);
-    // GPU kernels: the previous occurrence's op, to count a run of one op's kernels
-    // as one execution.
+    // GPU kernels: the previous occurrence's op, to count a run of one XLA op's
+    // kernels as one execution (a copy or kernel of no module is one on its own).
     let kernels = d.source == crate::profile::OpSource::Kernels;
     let mut previous: Option<(u32, u32)> = None;
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
-        let execution = u64::from(!kernels || previous != Some(o.ids));
+        let execution = u64::from(!kernels || previous != Some(o.ids) || names[o.ids.1 as usize].is_empty());
         previous = Some(o.ids);
         let program = match by {
             GroupBy::Module | GroupBy::Line | GroupBy::Stack => o.program.unwrap_or(NO_PROGRAM),

@@ -148,8 +148,27 @@ pub struct DerivedTrack {
     pub name: String,
     pub host: String,
     /// The API that holds its data: `api/steps`, `api/memory` (an allocator's
-    /// `timeline`).
+    /// `timeline`), `api/timeline/busy` (a device's busy share per pixel).
     pub source: &'static str,
+    /// For a device's busy share: the device's id (`host/plane`), the `device` of
+    /// `api/timeline/busy`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+}
+
+/// The share of each pixel column of a window during which a device ran an op.
+#[derive(Clone, Debug, Serialize)]
+pub struct Busy {
+    pub schema: &'static str,
+    pub device: String,
+    pub start_ps: i64,
+    pub end_ps: i64,
+    pub px: u32,
+    /// Width of one pixel, ps.
+    pub ps_per_px: f64,
+    /// Per pixel column: percent of its time some op ran on the device (the union of
+    /// its ops, as `device busy` everywhere else).
+    pub busy_pct: Vec<f64>,
 }
 
 /// Every track of a run.
@@ -497,6 +516,7 @@ impl Timeline {
                     name: "Steps".into(),
                     host: space.host.clone(),
                     source: "api/steps",
+                    device: None,
                 });
             }
         }
@@ -506,9 +526,58 @@ impl Timeline {
                 name: format!("{} in use", a.name),
                 host: a.host.clone(),
                 source: "api/memory",
+                device: None,
             });
         }
+        for d in profile.devices() {
+            if crate::steps::busy_intervals(profile, &d).total() > 0 {
+                out.push(DerivedTrack {
+                    kind: "counter",
+                    name: format!("{} busy", d.name),
+                    host: d.host.to_string(),
+                    source: "api/timeline/busy",
+                    device: Some(d.id()),
+                });
+            }
+        }
         out
+    }
+
+    /// Device `device`'s (`host/plane`) busy share over `[start_ps, end_ps)` drawn
+    /// `px` pixels wide.
+    pub fn busy(profile: &Profile, device: &str, start_ps: i64, end_ps: i64, px: u32) -> Result<Busy, String> {
+        if end_ps <= start_ps {
+            return Err(format!("empty window: end_ps {end_ps} is not after start_ps {start_ps}"));
+        }
+        if px == 0 || px > MAX_TILE_PX {
+            return Err(format!("px {px} is out of range 1..={MAX_TILE_PX}"));
+        }
+        let devices = profile.devices();
+        let Some(d) = devices.iter().find(|d| d.id() == device) else {
+            let ids: Vec<String> = devices.iter().map(|d| d.id()).collect();
+            return Err(format!("no device {device:?} — pick one of: {}", ids.join(", ")));
+        };
+        let busy = crate::steps::busy_intervals(profile, d);
+        let width = (end_ps as f64 - start_ps as f64) / f64::from(px);
+        let edge = |k: u32| start_ps.saturating_add((f64::from(k) * width).round() as i64).min(end_ps);
+        let busy_pct = (0..px)
+            .map(|k| {
+                let (lo, hi) = (edge(k), edge(k + 1));
+                if hi <= lo {
+                    return 0.0;
+                }
+                100.0 * busy.overlap(lo, hi) as f64 / (hi - lo) as f64
+            })
+            .collect();
+        Ok(Busy {
+            schema: "stepscope.timeline_busy/1",
+            device: device.to_string(),
+            start_ps,
+            end_ps,
+            px,
+            ps_per_px: width,
+            busy_pct,
+        })
     }
 
     /// The boxes of track `id` over `[start_ps, end_ps)` drawn `px` pixels wide.

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use stepscope_analysis::advise::{self, Thresholds};
 use stepscope_analysis::ops::{self, GroupBy};
+use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{collectives, compile, devices, diff, hlo_context, kernels, memory, summary};
 use stepscope_xspace::pprof;
 
@@ -57,6 +58,7 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("timeline/event", timeline_event),
     ("timeline/search", timeline_search),
     ("timeline/select", timeline_select),
+    ("timeline/busy", timeline_busy),
 ];
 
 /// The handler for `path` (under `api/`), if there is one.
@@ -178,7 +180,7 @@ fn kernels(app: &App, q: &Params) -> Reply {
 fn timeline_tracks(app: &App, q: &Params) -> Reply {
     let e = q.entry(app)?;
     let mut tracks = e.timeline().tracks(&e.profile);
-    tracks.derived = stepscope_analysis::timeline::Timeline::derived_tracks(&e.profile, &e.steps().steps);
+    tracks.derived = Timeline::derived_tracks(&e.profile, &e.steps().steps);
     json(&tracks)
 }
 
@@ -186,6 +188,15 @@ fn timeline_tile(app: &App, q: &Params) -> Reply {
     let (track, start, end, px) = (q.req("track")?, q.req("start_ps")?, q.req("end_ps")?, q.req("px")?);
     let e = q.entry(app)?;
     json(&e.timeline().tile(&e.profile, track, start, end, px).map_err(ApiError::bad)?)
+}
+
+/// A device's busy share per pixel column: `device` (`host/plane`, as the busy
+/// counters of `timeline/tracks` name it), `start_ps`, `end_ps`, `px`.
+fn timeline_busy(app: &App, q: &Params) -> Reply {
+    let (start, end, px) = (q.req("start_ps")?, q.req("end_ps")?, q.req("px")?);
+    let device = q.str("device").ok_or_else(|| ApiError::bad("device is required (a busy counter's device)"))?;
+    let e = q.entry(app)?;
+    json(&Timeline::busy(&e.profile, device, start, end, px).map_err(ApiError::bad)?)
 }
 
 fn timeline_event(app: &App, q: &Params) -> Reply {

@@ -5,8 +5,9 @@
 //! Each kernel or copy is credited to the op the op profile gives it (the kernels of a
 //! command buffer to their own instructions, see [`crate::command_buffer`]), so the
 //! lines and the op profile agree:
-//! - consecutive kernels of one op on one stream make one op execution (a library
-//!   GEMM's two kernels, a copy split in pieces), as the op profile counts executions;
+//! - consecutive kernels of one XLA op on one stream make one op execution (a library
+//!   GEMM's two kernels), as the op profile counts executions; a copy or kernel of no
+//!   module (`MemcpyH2D` of a `device_put`) is one on its own;
 //! - consecutive kernels of one module launched in one step, in time order over all
 //!   of the device's streams, make one module execution.
 //!
@@ -83,7 +84,8 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
         let names = |id: u32| &*ops.names[id as usize];
         let mut lines = Lines::new(d.plane);
         // Ops: the records are in stream order, then time order.
-        let op_runs = runs(&kernels, |a, b| (a.op, a.module, a.line) == (b.op, b.module, b.line));
+        let op_runs =
+            runs(&kernels, |a, b| (a.op, a.module, a.line) == (b.op, b.module, b.line) && !names(a.module).is_empty());
         let op_runs: Vec<(Run, &str, &str)> =
             op_runs.into_iter().map(|r| (r, names(kernels[r.first].op), names(kernels[r.first].module))).collect();
         kernels.sort_by_key(|k| (k.start_ps, k.end_ps));
