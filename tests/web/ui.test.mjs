@@ -883,3 +883,51 @@ test('timeline: a busy counter per device draws its share of time running ops; h
   assert.equal(text, `${devices.devices[0].device} busy: ${data.busy_pct[k].toFixed(1)}%`);
   await page.screenshot({ path: path.join(shots, 'timeline-busy.png') });
 });
+
+test('timeline: two runs one above the other, aligned at a step, move together', async () => {
+  const A = 'cpu-guide-adam/plugins/profile/2026_11_25_03_32_42';
+  const B = 'cpu-guide-sgd/plugins/profile/2026_11_25_03_32_46';
+  const [sa, sb] = [(await api('steps', { run: A })).steps, (await api('steps', { run: B })).steps];
+  await open(`timeline?run=${encodeURIComponent(A)}`);
+  await settle();
+  await page.selectOption('#tl-vs', B);
+  await page.waitForSelector('#tl-canvas-b');
+  await page.waitForFunction(() => window.stepscopeTimelineB && !window.stepscopeTimelineB.pending() && !window.stepscopeTimeline.pending());
+  // Aligned at the first step number both runs have.
+  const first = sa.find(s => sb.some(t => t.step_num === s.step_num));
+  assert.match(await page.textContent('#tl-compare'), new RegExp(`aligned at the start of step ${first.step_num}`));
+  const offA = first.start_ps, offB = sb.find(t => t.step_num === first.step_num).start_ps;
+  const views = () => page.evaluate(() => [window.stepscopeTimeline.view(), window.stepscopeTimelineB.view()]);
+  let [va, vb] = await views();
+  assert.ok(Math.abs((vb.start_ps - offB) - (va.start_ps - offA)) < 2, JSON.stringify([va, vb]));
+  // The aligned step's box starts at the same x in both panes.
+  const boxA = (await page.evaluate(() => window.stepscopeTimeline.steps())).find(b => b.step_num === first.step_num);
+  const boxB = (await page.evaluate(() => window.stepscopeTimelineB.steps())).find(b => b.step_num === first.step_num);
+  assert.ok(Math.abs(boxA.x - boxB.x) <= 1, `${boxA.x} vs ${boxB.x}`);
+  // Zoom with W over pane B: both zoom, still aligned.
+  const rb = await page.$eval('#tl-canvas-b', e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; });
+  await page.mouse.move(rb[0] + 400, rb[1] + rb[3] / 2);
+  for (let i = 0; i < 3; i++) await page.keyboard.press('w');
+  const [va2, vb2] = await views();
+  assert.ok(va2.end_ps - va2.start_ps < 0.6 * (va.end_ps - va.start_ps), 'pane A zoomed with pane B');
+  assert.ok(Math.abs((vb2.start_ps - offB) - (va2.start_ps - offA)) < 2 && Math.abs((vb2.end_ps - offB) - (va2.end_ps - offA)) < 2);
+  // An event of pane B opens in pane B's panel, from run B.
+  await page.waitForFunction(() => !window.stepscopeTimelineB.pending());
+  await page.waitForFunction(() => window.stepscopeTimelineB.events().some(b => b.w > 4 && b.y > 40));
+  const ev = (await page.evaluate(() => window.stepscopeTimelineB.events())).find(b => b.w > 4 && b.y > 40);
+  await page.mouse.click(rb[0] + ev.x + ev.w / 2, rb[1] + ev.y + ev.h / 2);
+  await page.waitForSelector('#tl-side-b table.kv');
+  assert.ok((await page.textContent('#tl-side-b')).includes(ev.name));
+  await page.screenshot({ path: path.join(shots, 'timeline-compare.png') });
+  // Aligned at another step: its boxes start at the same x.
+  const other = sa.filter(s => sb.some(t => t.step_num === s.step_num))[2];
+  await page.selectOption('#tl-align', String(other.step_num));
+  await page.waitForFunction(n => (document.querySelector('#tl-compare') || {}).textContent?.includes(`aligned at the start of step ${n}`), other.step_num);
+  // Once both panes are drawn again, the step's boxes line up.
+  await page.waitForFunction(n => {
+    const [a, b] = [window.stepscopeTimeline, window.stepscopeTimelineB].map(t => t && t.steps().find(x => x.step_num === n));
+    return a && b && Math.abs(a.x - b.x) <= 1;
+  }, other.step_num);
+  await page.click('#tl-compare-close');
+  await page.waitForFunction(() => !document.querySelector('#tl-canvas-b'));
+});

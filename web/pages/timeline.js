@@ -31,8 +31,48 @@ export function tickLabel(t, step) {
   return `${(t / u).toFixed(decimals)} ${name}`;
 }
 
+/** The step two runs are aligned at: `want` (a step number) where both have it, else
+ * the first step number both have, else none. */
+export function alignStep(stepsA, stepsB, want) {
+  const inB = new Map(stepsB.map(s => [s.step_num, s]));
+  const both = stepsA.filter(s => inB.has(s.step_num));
+  const a = both.find(s => String(s.step_num) === String(want)) || both[0];
+  return a ? { step_num: a.step_num, a: a.start_ps, b: inB.get(a.step_num).start_ps } : null;
+}
+
 export async function render(view, ctx) {
-  const [tr, stepData, mem] = await Promise.all([ctx.get('timeline/tracks'), ctx.get('steps'), ctx.get('memory', { top: 1 })]);
+  const vs = ctx.params.get('vs');
+  if (!vs) return timeline(view, ctx, null);
+  // Two runs one above the other, their times aligned at the start of one step: both
+  // panes show the same stretch of their runs' step time, and move together.
+  const run = ctx.params.get('run') || '';
+  const [stA, stB] = await Promise.all([ctx.get('steps'), api('steps', { run: vs })]);
+  if (ctx.stale()) return;
+  const at = alignStep(stA.steps, stB.steps, ctx.params.get('align'));
+  const link = { panes: [], active: 0, offsets: at ? [at.a, at.b] : [0, 0], step: at ? at.step_num : null };
+  const close = el('a', { href: '#', id: 'tl-compare-close' }, 'close');
+  close.addEventListener('click', e => { e.preventDefault(); ctx.go('timeline', { vs: null, align: null }); });
+  const common = stA.steps.filter(s => stB.steps.some(t => t.step_num === s.step_num)).map(s => s.step_num);
+  const align = el('select', { id: 'tl-align', title: 'the step whose starts line up', hidden: common.length < 2 },
+    ...common.map(n => el('option', { value: n, selected: at && n === at.step_num }, `step ${n}`)));
+  align.addEventListener('change', () => ctx.go('timeline', { vs, align: align.value }));
+  view.append(el('p', { id: 'tl-compare', class: 'small' },
+    el('strong', {}, 'A '), run || '(newest run)', el('strong', {}, ' above, B '), vs, ' below — ',
+    at ? `aligned at the start of step ${at.step_num}` : 'no step in both: aligned at the captures\' starts', ' ', align, ' · ', close));
+  const panes = [el('div', { class: 'tl-pane' }), el('div', { class: 'tl-pane' })];
+  view.append(...panes);
+  const params = new URLSearchParams(ctx.params);
+  params.set('run', vs);
+  for (const k of ['vs', 'start_ps', 'end_ps', 'mark_start_ps', 'mark_end_ps', 'host']) params.delete(k);
+  const ctxB = { ...ctx, params, get: (path, extra = {}) => api(path, { run: vs, ...extra }), setParams: () => {} };
+  await Promise.all([timeline(panes[0], ctx, { index: 0, link, label: 'A' }), timeline(panes[1], ctxB, { index: 1, link, label: 'B' })]);
+  if (link.panes[0]) link.panes[0].push();
+}
+
+/** One run's timeline in `view`; `pane` links it to another ({ index, link, label }). */
+async function timeline(view, ctx, pane) {
+  const [tr, stepData, mem, runList] = await Promise.all([ctx.get('timeline/tracks'), ctx.get('steps'), ctx.get('memory', { top: 1 }),
+    pane ? null : ctx.get('runs')]);
   if (ctx.stale()) return;
   const steps = stepData.steps;
   // Counter tracks: each allocator's bytes in use over time.
@@ -66,14 +106,24 @@ export async function render(view, ctx) {
   const exports = el('span', { class: 'tl-exports' }, 'export ',
     exportLink('perfetto', 'Perfetto', 'Perfetto trace (.pftrace) for ui.perfetto.dev'),
     exportLink('chrome', 'Chrome JSON', 'Chrome trace JSON, gzip (.trace.json.gz), every event'));
+  // Another run of the folder to draw below this one, aligned by step.
+  const others = (runList || []).map(r => r.run).filter(r => r !== tr.run);
+  const compare = el('select', { id: 'tl-vs', title: 'draw another run below this one, aligned at a step', hidden: !others.length },
+    el('option', { value: '' }, 'compare with…'), ...others.map(r => el('option', { value: r }, r)));
+  compare.addEventListener('change', () => { if (compare.value) ctx.go('timeline', { vs: compare.value, start_ps: null, end_ps: null }); });
   const help = el('span', { class: 'muted help' }, 'W/S or ctrl+wheel zoom · A/D or shift+wheel pan · wheel scrolls · drag pan · drag the ruler (or shift+drag) to select · click an event or a step · ⤒ pins a track, × hides it');
   const canvas = el('canvas', { id: 'tl-canvas', tabindex: 0 });
   const wrap = el('div', { class: 'tl-wrap' }, canvas, tip);
   const side = el('aside', { id: 'tl-side', class: 'tl-side' }, el('p', { class: 'muted' }, 'click an event to see its stats'));
   view.append(
-    el('div', { class: 'tl-bar' }, el('strong', {}, `${count(tr.events)} events in ${tr.tracks.length} tracks`), search, prevHit, nextHit, hitCount, trackFilter, foldAll, showHidden, fit, range, help, exports),
+    el('div', { class: 'tl-bar' }, el('strong', {}, `${pane ? `${pane.label}: ` : ''}${count(tr.events)} events in ${tr.tracks.length} tracks`), search, prevHit, nextHit, hitCount, trackFilter, foldAll, showHidden, fit, compare, range, help, exports),
     el('div', { class: 'tl-body' }, wrap, side),
   );
+  // The lower of two panes: its elements' ids end in -b, and the keys' help is above.
+  if (pane && pane.index === 1) {
+    for (const e of view.querySelectorAll('[id]')) e.id = `${e.id}-b`;
+    help.hidden = true;
+  }
   if (!tr.tracks.length) {
     side.textContent = 'this profile has no events';
     return;
@@ -209,7 +259,9 @@ export async function render(view, ctx) {
     // The tracks and the side panel fill the window below the header and bar, however
     // many lines those wrap to (set through the CSSOM: the CSP refuses style attributes).
     const body = wrap.parentElement;
-    const fill = `${Math.max(240, Math.floor(window.innerHeight - body.getBoundingClientRect().top - window.scrollY))}px`;
+    const room = window.innerHeight - body.getBoundingClientRect().top - window.scrollY;
+    // The upper of two panes leaves half the room (and the lower pane's bar) below it.
+    const fill = `${Math.max(240, Math.floor(pane && pane.index === 0 ? room / 2 - 30 : room))}px`;
     if (body.style.height !== fill) body.style.height = fill;
     const r = wrap.getBoundingClientRect();
     W = Math.max(300, Math.floor(r.width));
@@ -526,6 +578,25 @@ export async function render(view, ctx) {
     scheduleFetch();
     clearTimeout(paramTimer);
     paramTimer = setTimeout(() => alive() && ctx.setParams({ start_ps: Math.round(t0), end_ps: Math.round(t1) }), 300);
+    if (pane) push();
+  }
+  // Linked panes: each shows the same stretch of its run's time after the aligned step.
+  function push() {
+    const off = pane.link.offsets[pane.index];
+    pane.link.panes.forEach((p, k) => { if (k !== pane.index && p) p.follow(t0 - off, t1 - off); });
+  }
+  if (pane) {
+    pane.link.panes[pane.index] = {
+      push,
+      follow(a, b) {
+        const off = pane.link.offsets[pane.index];
+        t0 = a + off; t1 = b + off;
+        clampView(); draw(); scheduleFetch();
+      },
+    };
+    const activate = () => { pane.link.active = pane.index; };
+    canvas.addEventListener('mouseenter', activate, { signal: listeners.signal });
+    canvas.addEventListener('mousedown', activate, { signal: listeners.signal });
   }
   function zoom(factor, atX) {
     const x = atX === undefined ? (LABEL_W + W) / 2 : Math.max(LABEL_W, atX);
@@ -543,6 +614,8 @@ export async function render(view, ctx) {
   window.addEventListener('keydown', e => {
     if (!alive()) return;
     if (e.target instanceof HTMLInputElement || e.ctrlKey || e.metaKey || e.altKey) return;
+    // Of two linked panes, the one the pointer was last in takes the keys.
+    if (pane && pane.link.active !== pane.index) return;
     const k = e.key.toLowerCase();
     if (k === 'w') zoom(0.8, mouseX);
     else if (k === 's') zoom(1.25, mouseX);
@@ -943,7 +1016,7 @@ export async function render(view, ctx) {
   }
 
   // For tests and scripts: the window shown and the events drawn (CSS px in the canvas).
-  window.stepscopeTimeline = {
+  window[pane && pane.index === 1 ? 'stepscopeTimelineB' : 'stepscopeTimeline'] = {
     view: () => ({ start_ps: t0, end_ps: t1, scroll_y: scrollY }),
     events: () => drawn.filter(b => b.count === 1).map(b => ({ ...b })),
     boxes: () => drawn.map(b => ({ ...b })),
