@@ -286,8 +286,10 @@ async function timeline(view, ctx, pane) {
   let stepBoxes = []; // the Steps track's boxes in the last draw
   let sticky = null; // the plane header held at the top in the last draw
   let barDrag = null; // a drag of the scrollbar's thumb: { y, scrollY } // boxes drawn this frame, for hit tests: {x,y,w,h,track,i}
+  let drawMs = 0; // how long the last draw took
   function draw() {
     if (!alive()) return;
+    const began = performance.now();
     g.clearRect(0, 0, W, H);
     g.font = '11px system-ui, sans-serif';
     g.textBaseline = 'middle';
@@ -344,6 +346,7 @@ async function timeline(view, ctx, pane) {
     range.textContent = `${tickLabel(Math.max(0, t0), tenth)} – ${tickLabel(t1, tenth)} (${dur(t1 - t0)} shown, ${perPx} per pixel)`;
     range.dataset.startPs = String(Math.round(t0));
     range.dataset.endPs = String(Math.round(t1));
+    drawMs = performance.now() - began;
   }
 
   /** The plane whose tracks fill the top of the view keeps its header on screen. */
@@ -1026,5 +1029,8 @@ async function timeline(view, ctx, pane) {
     sticky: () => (sticky ? sticky.label : null),
     thumb: () => thumb(),
     pending: () => [...tiles.values()].some(t => t.ctl),
+    drawMs: () => drawMs,
+    // Every track on screen is drawn from a tile of the current window and zoom.
+    fresh: () => visibleTracks().every(it => tileOk(tiles.get(it.track ? it.track.id : `busy:${it.busy.device}`))),
   };
 }

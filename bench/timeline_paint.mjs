@@ -1,0 +1,99 @@
+// Time the timeline page as a person uses it: `stepscope serve PROFILE`, headless Debian
+// Chromium opening #/timeline, until every track on screen is drawn from its tiles
+// (first paint; the run is loaded once before, so this is the warm page), then zooms
+// at the middle of the tracks, each three presses of W (or S): 0.51× (1.95×) the
+// width, past what the tiles on screen can draw (the page redraws from its tiles
+// within 1.5× of their resolution), so each needs new tiles. Each is timed from the
+// first press until every track on screen is drawn from tiles of the new window (the
+// page waits 40 ms for more input before it asks, as when a key is held).
+//
+//   node bench/timeline_paint.mjs STEPSCOPE_BINARY PROFILE [--zooms N]
+//
+// Uses playwright-core from tests/web/node_modules (scripts/test_web.sh installs it)
+// and /usr/bin/chromium (or $CHROMIUM). Prints one line of JSON: first_paint_s (best
+// and every one of 3 fresh documents), zoom_ms (p50, p90, max over N zooms in, then
+// as many out), draw_ms (the page's last draw of the canvas after each zoom: p50, max)
+// and the run's event count.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const require = createRequire(path.join(here, '../tests/web/package.json'));
+const { chromium } = require('playwright-core');
+
+const [bin, profile, ...rest] = process.argv.slice(2);
+if (!bin || !profile) {
+  console.error('usage: node bench/timeline_paint.mjs STEPSCOPE_BINARY PROFILE [--zooms N]');
+  process.exit(2);
+}
+const zooms = rest[0] === '--zooms' ? Number(rest[1]) : 12;
+
+const server = spawn(bin, ['serve', profile, '--port', '0', '--no-open'], { stdio: ['ignore', 'pipe', 'inherit'] });
+const url = await new Promise((resolve, reject) => {
+  let buf = '';
+  server.stdout.on('data', d => {
+    buf += d;
+    const m = buf.match(/^stepscope: serving (http:\/\/\S+\/)\n/);
+    if (m) resolve(m[1]);
+  });
+  server.on('exit', code => reject(new Error(`server exited with ${code}`)));
+});
+// Load the run once: the timing below is the page's, not the decoding's.
+const tracks = await (await fetch(new URL('api/timeline/tracks', url))).json();
+
+const dataDir = mkdtempSync(path.join(tmpdir(), 'stepscope-bench-chromium-'));
+const browser = await chromium.launchPersistentContext(dataDir, {
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  viewport: { width: 1400, height: 900 },
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+});
+const page = browser.pages()[0] || await browser.newPage();
+await page.goto('about:blank');
+
+const drawnFresh = () => page.waitForFunction(
+  () => window.stepscopeTimeline && !window.stepscopeTimeline.pending() && window.stepscopeTimeline.fresh(),
+  null, { timeout: 120000, polling: 'raf' });
+
+const paints = [];
+const zoomMs = [];
+const drawMs = [];
+try {
+  for (let i = 0; i < 3; i++) {
+    await page.goto('about:blank');
+    const t = performance.now();
+    await page.goto(`${url}#/timeline`);
+    await drawnFresh();
+    paints.push((performance.now() - t) / 1000);
+  }
+  const c = await page.$eval('#tl-canvas', e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; });
+  await page.mouse.move(c[0] + 230 + (c[2] - 230) / 2, c[1] + c[3] / 2);
+  for (const key of ['w', 's']) {
+    for (let i = 0; i < zooms; i++) {
+      const t = performance.now();
+      for (let k = 0; k < 3; k++) await page.keyboard.press(key);
+      await drawnFresh();
+      zoomMs.push(performance.now() - t);
+      drawMs.push(await page.evaluate(() => window.stepscopeTimeline.drawMs()));
+    }
+  }
+} finally {
+  await browser.close();
+  rmSync(dataDir, { recursive: true, force: true });
+  server.kill();
+}
+const sorted = zoomMs.slice().sort((a, b) => a - b);
+const q = p => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+const r3 = v => Math.round(v * 1000) / 1000;
+console.log(JSON.stringify({
+  first_paint_s: r3(Math.min(...paints)),
+  first_paint_runs_s: paints.map(r3),
+  draw_ms: { p50: Math.round(drawMs.slice().sort((a, b) => a - b)[drawMs.length >> 1]), max: Math.round(Math.max(...drawMs)) },
+  zoom_ms: { p50: Math.round(q(0.5)), p90: Math.round(q(0.9)), max: Math.round(sorted[sorted.length - 1]), n: sorted.length },
+  events: tracks.events,
+}));
