@@ -20,7 +20,7 @@ const MAX_ROWS = 48;
 const COUNTER_H = 34; // a counter track's chart
 const ICONS_W = 30; // a track label's pin and hide glyphs
 const BAR_W = 8; // the vertical scrollbar
-const OVERSCAN = 1; // view widths fetched on each side, so pans draw at once
+const OVERSCAN = 0.5; // view widths fetched on each side, so short pans draw at once
 
 /** A tick's time in the unit of its magnitude, with as many decimals as the tick step
  * needs: ticks 100 ns apart at 6.96 ms read 6.9581 ms, 6.9582 ms, never the same. */
@@ -212,10 +212,20 @@ async function timeline(view, ctx, pane) {
   }
 
   // ---- tiles ----
-  let fetchTimer = null;
+  let fetchTimer = null, lastAsked = -Infinity;
+  // Asks at once when the tiles on screen can no longer draw the view (a zoom past
+  // their resolution, a pan past their overscan) and nothing was asked in the last
+  // 40 ms; and again 40 ms after the last input, as when a key is held.
   function scheduleFetch() {
     clearTimeout(fetchTimer);
-    fetchTimer = setTimeout(fetchVisible, 40);
+    const ask = () => { lastAsked = performance.now(); fetchVisible(); };
+    if (performance.now() - lastAsked > 40 && !fresh()) ask();
+    fetchTimer = setTimeout(ask, 40);
+  }
+  const tileKey = it => (it.track ? it.track.id : `busy:${it.busy.device}`);
+  /** Every track on screen is drawn from a tile of the current window and zoom. */
+  function fresh() {
+    return visibleTracks().every(it => tileOk(tiles.get(tileKey(it))));
   }
   function visibleTracks() {
     return items.filter(it => (it.kind === 'track' || it.kind === 'busy') && it.y - scrollY + it.h > 0 && it.y - scrollY < H - AXIS_H);
@@ -229,12 +239,13 @@ async function timeline(view, ctx, pane) {
     const w = t1 - t0, px = Math.min(16384, Math.round((W - LABEL_W) * (1 + 2 * OVERSCAN)));
     const start = Math.floor(t0 - w * OVERSCAN), end = Math.ceil(t1 + w * OVERSCAN);
     for (const it of visibleTracks()) {
-      const id = it.track ? it.track.id : `busy:${it.busy.device}`;
+      const id = tileKey(it);
       const cur = tiles.get(id);
-      if (tileOk(cur) || (cur && cur.want && cur.want.start === start && cur.want.end === end)) continue;
+      // Drawn, or asked for, at a window and resolution that serve this view.
+      if (tileOk(cur) || (cur && cur.want && tileOk(cur.want))) continue;
       if (cur && cur.ctl) cur.ctl.abort();
       const ctl = new AbortController();
-      const entry = { ...(cur || {}), ctl, want: { start, end } };
+      const entry = { ...(cur || {}), ctl, want: { start, end, pspx: (end - start) / px } };
       tiles.set(id, entry);
       const req = it.track
         ? api('timeline/tile', { ...sel, track: id, start_ps: start, end_ps: end, px }, ctl.signal)
@@ -243,12 +254,12 @@ async function timeline(view, ctx, pane) {
         .then(data => {
           if (!alive()) return;
           tiles.set(id, { start, end, pspx: (end - start) / px, data, ctl: null });
-          draw();
+          drawSoon();
         })
         .catch(e => {
           if (e.name === 'AbortError') return;
           tiles.set(id, { ...entry, ctl: null, want: null, error: String(e.message || e) });
-          draw();
+          drawSoon();
         });
     }
   }
@@ -286,6 +297,13 @@ async function timeline(view, ctx, pane) {
   let stepBoxes = []; // the Steps track's boxes in the last draw
   let sticky = null; // the plane header held at the top in the last draw
   let barDrag = null; // a drag of the scrollbar's thumb: { y, scrollY } // boxes drawn this frame, for hit tests: {x,y,w,h,track,i}
+  // Tiles that come back together are drawn once, in the next frame.
+  let drawQueued = false;
+  function drawSoon() {
+    if (drawQueued) return;
+    drawQueued = true;
+    requestAnimationFrame(() => { drawQueued = false; draw(); });
+  }
   let drawMs = 0; // how long the last draw took
   function draw() {
     if (!alive()) return;
@@ -1030,7 +1048,6 @@ async function timeline(view, ctx, pane) {
     thumb: () => thumb(),
     pending: () => [...tiles.values()].some(t => t.ctl),
     drawMs: () => drawMs,
-    // Every track on screen is drawn from a tile of the current window and zoom.
-    fresh: () => visibleTracks().every(it => tileOk(tiles.get(it.track ? it.track.id : `busy:${it.busy.device}`))),
+    fresh: () => !drawQueued && fresh(),
   };
 }
