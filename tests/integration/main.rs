@@ -22,6 +22,7 @@ mod info;
 mod judgement;
 mod memory;
 mod output;
+mod remote;
 mod robustness;
 mod scopes;
 mod server;

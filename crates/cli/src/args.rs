@@ -14,6 +14,10 @@ pub struct Cli {
     /// terminal; output to a file or pipe is never cut).
     #[arg(long, global = true)]
     pub wide: bool,
+    /// Where the files of gs:// and s3:// paths are kept (default:
+    /// ~/.cache/stepscope/remote); a file already there is not fetched again.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
 }
 
 const EXAMPLES: &str = "\
@@ -45,7 +49,8 @@ EXAMPLES:
     stepscope serve /tmp/logdir              web UI on 127.0.0.1 (prints the URL, opens the browser)
     stepscope capture 127.0.0.1:9012         profile a running job (jax.profiler.start_server)
     stepscope top 127.0.0.1:9012             live view of a running job
-    stepscope export /tmp/logdir -o trace.pftrace    Perfetto trace (also .json.gz, .csv, .parquet)";
+    stepscope export /tmp/logdir -o trace.pftrace    Perfetto trace (also .json.gz, .csv, .parquet)
+    stepscope summary gs://bucket/logdir     a log directory in Cloud Storage (or s3://bucket/logdir)";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -97,7 +102,8 @@ pub enum Command {
 #[derive(Args, Debug, Clone)]
 pub struct Input {
     /// A log directory (any depth), a run folder, or a profile file
-    /// (.xplane.pb, .trace.json.gz, perfetto_trace.json.gz, .json).
+    /// (.xplane.pb, .trace.json.gz, perfetto_trace.json.gz, .json); local, or in a
+    /// bucket as gs://BUCKET/PATH or s3://BUCKET/PATH.
     pub path: PathBuf,
     /// The run to read when PATH holds several (default: the newest).
     #[arg(long, value_name = "NAME")]

@@ -12,6 +12,7 @@ mod args;
 mod cmd;
 mod human;
 mod load;
+mod remote;
 mod table;
 
 /// Like other Unix tools, end quietly when the reader of our output goes away
@@ -132,6 +133,7 @@ pub fn load_run(
 
 fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
     table::set_wide(cli.wide);
+    remote::set_cache(cli.cache);
     match cli.command {
         args::Command::Ls(a) => cmd::ls::run(&a),
         args::Command::Info(a) => cmd::info::run(&a),

@@ -19,7 +19,7 @@ pub struct Loaded {
 
 /// Resolves `input` and reads every host of the run.
 pub fn load(input: &Input) -> anyhow::Result<Loaded> {
-    let run = discover::resolve(&input.path, input.run.as_deref())?;
+    let run = discover::resolve(&crate::remote::local(&input.path)?, input.run.as_deref())?;
     for note in &run.skipped {
         eprintln!("stepscope: note: skipped {note}");
     }

@@ -33,7 +33,7 @@ struct RunJson<'a> {
 }
 
 pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
-    let runs = discover::find_runs(&args.logdir)?;
+    let runs = discover::find_runs(&crate::remote::local(&args.logdir)?)?;
     let rows: Vec<RunJson> = runs
         .iter()
         .map(|r| RunJson {

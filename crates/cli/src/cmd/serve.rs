@@ -36,7 +36,7 @@ EXAMPLES:
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let opts = stepscope_server::Options {
-        root: args.path.clone(),
+        root: crate::remote::local(&args.path)?,
         host: args.host,
         port: args.port,
         peaks: args.peaks.user(),

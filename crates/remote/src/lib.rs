@@ -1,0 +1,717 @@
+//! Log directories in object storage: `gs://bucket/path` and `s3://bucket/path`.
+//!
+//! [`mirror`] brings the profile files under a URL (a log directory, a run folder or
+//! one file) into a local cache folder that keeps the bucket's layout, and returns the
+//! local path that stands for the URL; everything else in stepscope then reads that
+//! path as it reads any local one (memory-mapped), so a remote run gives the same
+//! output as a local copy.
+//!
+//! - Only listing and reading: nothing is ever written to the bucket.
+//! - Only profile files are fetched (`.xplane.pb`, trace JSON, memory profiles), each
+//!   in 8 MiB ranged GETs, 8 at a time over all files: at most 64 MiB in flight, written
+//!   straight to their place in the file, never a whole file in memory.
+//! - A file already in the cache with the object's size and modification time is not
+//!   fetched again; a partial one (`.part`) never stands for a file.
+//! - Credentials and endpoints as each ecosystem sets them: Google's Application
+//!   Default Credentials (`GOOGLE_APPLICATION_CREDENTIALS`, `gcloud auth
+//!   application-default login`) and `STORAGE_EMULATOR_HOST`; AWS's environment
+//!   (`AWS_ACCESS_KEY_ID`, …), its shared files with `AWS_PROFILE`, `AWS_ENDPOINT_URL`
+//!   and `AWS_ALLOW_HTTP`.
+//! - Every request has a time limit (`STEPSCOPE_REMOTE_TIMEOUT_S`, default 30 s) and two
+//!   retries, so a stalled connection ends in an error, not a hang.
+
+use std::fs::File;
+use std::io::IsTerminal;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Once};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{anyhow, bail, Context};
+use futures_util::{StreamExt, TryStreamExt};
+use object_store::aws::AmazonS3Builder;
+use object_store::gcp::{GoogleCloudStorage, GoogleCloudStorageBuilder};
+use object_store::path::Path as Key;
+use object_store::{BackoffConfig, ClientOptions, ObjectMeta, ObjectStore, ObjectStoreExt, RetryConfig};
+
+/// Bytes one ranged GET asks for.
+const CHUNK_BYTES: u64 = 8 << 20;
+/// Ranged GETs in flight at once.
+const PARALLEL_GETS: usize = 8;
+
+/// Where a remote URL points.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Url {
+    pub scheme: Scheme,
+    pub bucket: String,
+    /// The key or key prefix, without leading or trailing `/`.
+    pub key: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Gcs,
+    S3,
+}
+
+impl Scheme {
+    fn prefix(self) -> &'static str {
+        match self {
+            Scheme::Gcs => "gs",
+            Scheme::S3 => "s3",
+        }
+    }
+}
+
+impl std::fmt::Display for Url {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}://{}/{}", self.scheme.prefix(), self.bucket, self.key)
+    }
+}
+
+/// `gs://…` or `s3://…` as a [`Url`]; `None` for anything else (a local path).
+pub fn parse(s: &str) -> Option<anyhow::Result<Url>> {
+    let (scheme, rest) = if let Some(r) = s.strip_prefix("gs://") {
+        (Scheme::Gcs, r)
+    } else if let Some(r) = s.strip_prefix("s3://") {
+        (Scheme::S3, r)
+    } else {
+        return None;
+    };
+    let (bucket, key) = rest.split_once('/').unwrap_or((rest, ""));
+    if bucket.is_empty() {
+        return Some(Err(anyhow!("{s}: no bucket — write {}://BUCKET/PATH", scheme.prefix())));
+    }
+    Some(Ok(Url { scheme, bucket: bucket.to_string(), key: key.trim_matches('/').to_string() }))
+}
+
+/// The default cache folder: `$XDG_CACHE_HOME/stepscope/remote`, else
+/// `~/.cache/stepscope/remote`, else one under the system's temporary folder.
+pub fn default_cache() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").filter(|v| !v.is_empty()).map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("stepscope").join("remote")
+}
+
+/// Files a profile reader may want: what discovery reads, and nothing else (not
+/// checkpoints or TensorBoard's event files).
+fn is_profile_file(key: &str) -> bool {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    [".xplane.pb", ".trace.json.gz", ".trace.json", ".json.gz", ".json", ".prof", ".pb", ".pb.gz"]
+        .iter()
+        .any(|ext| name.ends_with(ext))
+}
+
+/// Brings the profile files under `url` into `cache` (as `cache/gs|s3/BUCKET/KEY…`)
+/// and returns the local path standing for `url`. `progress` draws a bar on stderr
+/// once the download has taken a second (a line at the end where stderr is no
+/// terminal).
+pub fn mirror(url: &Url, cache: &Path, progress: bool) -> anyhow::Result<PathBuf> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the download runtime")?;
+    runtime.block_on(mirror_async(url, cache, progress))
+}
+
+async fn mirror_async(url: &Url, cache: &Path, progress: bool) -> anyhow::Result<PathBuf> {
+    let client = client(url)?;
+    let local_root = cache.join(url.scheme.prefix()).join(&url.bucket);
+    let local = if url.key.is_empty() { local_root.clone() } else { local_root.join(&url.key) };
+    // One object (a file named by the URL), or every object under the URL as a folder.
+    let objects: Vec<Object> = match client.exact(url).await? {
+        Some(object) => vec![object],
+        None => {
+            let prefix = if url.key.is_empty() { String::new() } else { format!("{}/", url.key) };
+            let all = client.list(url, &prefix).await?;
+            let found = all.len();
+            let wanted: Vec<Object> = all.into_iter().filter(|o| is_profile_file(&o.key)).collect();
+            if wanted.is_empty() && found == 0 && is_profile_file(&url.key) {
+                bail!("{url}: no such object — check the path ({})", list_hint(url));
+            }
+            if wanted.is_empty() {
+                bail!(
+                    "{url}: no profile files there ({found} other objects) — point at the log directory jax.profiler.trace wrote (list it with `{}`)",
+                    list_hint(url)
+                );
+            }
+            wanted
+        }
+    };
+    let mut jobs = Vec::new();
+    for object in objects {
+        let target = local_root.join(&object.key);
+        if !is_cached(&target, &object) {
+            jobs.push((object, target));
+        }
+    }
+    let total: u64 = jobs.iter().map(|(o, _)| o.size).sum();
+    let done = Arc::new(AtomicU64::new(0));
+    let finished = Arc::new(AtomicBool::new(false));
+    let bar = (progress && total > 0).then(|| {
+        let (done, finished, what) = (done.clone(), finished.clone(), url.to_string());
+        std::thread::spawn(move || draw_progress(&what, total, &done, &finished))
+    });
+    let result = fetch_all(&client, url, &jobs, &done).await;
+    finished.store(true, Ordering::Relaxed);
+    if let Some(bar) = bar {
+        let _ = bar.join();
+    }
+    result?;
+    Ok(local)
+}
+
+/// An object as the cache needs it.
+#[derive(Clone, Debug)]
+struct Object {
+    key: String,
+    size: u64,
+    modified: SystemTime,
+}
+
+impl Object {
+    fn of(meta: ObjectMeta) -> Object {
+        let t = meta.last_modified;
+        let modified = system_time(t.timestamp(), t.timestamp_subsec_nanos());
+        Object { key: meta.location.to_string(), size: meta.size, modified }
+    }
+}
+
+fn system_time(secs: i64, nanos: u32) -> SystemTime {
+    let base = if secs >= 0 {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(secs as u64)
+    } else {
+        SystemTime::UNIX_EPOCH - Duration::from_secs(secs.unsigned_abs())
+    };
+    base + Duration::from_nanos(u64::from(nanos))
+}
+
+/// A bucket's client: S3 through object_store; Cloud Storage through its JSON API
+/// (what Google's own clients and the emulators speak; object_store's GCS client
+/// speaks the XML API), with object_store finding its credentials (Application
+/// Default Credentials, service-account keys, the metadata server).
+enum Client {
+    Gcs { gcs: GoogleCloudStorage, base: String, http: reqwest::Client, oauth: bool },
+    S3 { store: Arc<dyn ObjectStore> },
+}
+
+impl Client {
+    /// The object named exactly by the URL, when there is one (not for a folder).
+    async fn exact(&self, url: &Url) -> anyhow::Result<Option<Object>> {
+        if url.key.is_empty() || !is_profile_file(&url.key) {
+            return Ok(None);
+        }
+        match self {
+            Client::S3 { store } => match store.head(&Key::from(url.key.as_str())).await {
+                Ok(meta) => Ok(Some(Object::of(meta))),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(explain(url, &url.key, e)),
+            },
+            Client::Gcs { .. } => {
+                let path = format!("/storage/v1/b/{}/o/{}", encode(&url.bucket), encode(&url.key));
+                match self.gcs_json(url, &url.key, &path, &[]).await? {
+                    Some(v) => Ok(Some(gcs_object(url, &v)?)),
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+
+    /// Every object whose key starts with `prefix`.
+    async fn list(&self, url: &Url, prefix: &str) -> anyhow::Result<Vec<Object>> {
+        match self {
+            Client::S3 { store } => {
+                let prefix = (!prefix.is_empty()).then(|| Key::from(prefix));
+                let all: Vec<ObjectMeta> =
+                    store.list(prefix.as_ref()).try_collect().await.map_err(|e| explain(url, &url.key, e))?;
+                Ok(all.into_iter().map(Object::of).collect())
+            }
+            Client::Gcs { .. } => {
+                let path = format!("/storage/v1/b/{}/o", encode(&url.bucket));
+                let mut out = Vec::new();
+                let mut page: Option<String> = None;
+                loop {
+                    let mut query = vec![("prefix", prefix.to_string())];
+                    if let Some(p) = page.take() {
+                        query.push(("pageToken", p));
+                    }
+                    let Some(v) = self.gcs_json(url, prefix, &path, &query).await? else {
+                        bail!("{url}: no bucket named {:?} — check the bucket's name ({})", url.bucket, list_hint(url));
+                    };
+                    for item in v.get("items").and_then(|i| i.as_array()).into_iter().flatten() {
+                        out.push(gcs_object(url, item)?);
+                    }
+                    match v.get("nextPageToken").and_then(|t| t.as_str()) {
+                        Some(t) if !t.is_empty() => page = Some(t.to_string()),
+                        _ => return Ok(out),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Bytes `range` of object `key`.
+    async fn get_range(&self, url: &Url, key: &str, range: Range<u64>) -> anyhow::Result<bytes::Bytes> {
+        match self {
+            Client::S3 { store } => store.get_range(&Key::from(key), range).await.map_err(|e| explain(url, key, e)),
+            Client::Gcs { .. } => {
+                let path = format!("/download/storage/v1/b/{}/o/{}", encode(&url.bucket), encode(key));
+                let resp = self
+                    .gcs_get(url, key, &path, &[("alt", "media".to_string())], Some(&range))
+                    .await?
+                    .ok_or_else(|| anyhow!("gs://{}/{key}: the object is gone — run the command again", url.bucket))?;
+                Ok(resp)
+            }
+        }
+    }
+
+    /// A GET of the Cloud Storage JSON API, parsed: the answer, or `None` for a 404.
+    async fn gcs_json(
+        &self,
+        url: &Url,
+        key: &str,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> anyhow::Result<Option<serde_json::Value>> {
+        let Some(body) = self.gcs_get(url, key, path, query, None).await? else { return Ok(None) };
+        serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| anyhow!("gs://{}/{key}: the storage service sent what is not JSON ({e})", url.bucket))
+    }
+
+    /// A GET of the Cloud Storage JSON API (of `range` of the answer when given): the
+    /// answer's bytes, or `None` for a 404.
+    async fn gcs_get(
+        &self,
+        url: &Url,
+        key: &str,
+        path: &str,
+        query: &[(&str, String)],
+        range: Option<&Range<u64>>,
+    ) -> anyhow::Result<Option<bytes::Bytes>> {
+        let Client::Gcs { gcs, base, http, oauth, .. } = self else { bail!("{url}: not a Cloud Storage bucket") };
+        let at = format!("gs://{}/{}", url.bucket, key);
+        let mut req = http.get(format!("{base}{path}")).query(query);
+        if let Some(r) = range {
+            req = req.header("Range", format!("bytes={}-{}", r.start, r.end.saturating_sub(1)));
+        }
+        if *oauth {
+            let token = gcs.credentials().get_credential().await.map_err(|e| explain(url, key, e))?;
+            req = req.bearer_auth(&token.bearer);
+        }
+        let resp = req.send().await.map_err(|e| request_error(url, key, &e))?;
+        let status = resp.status().as_u16();
+        let body = resp.bytes().await.map_err(|e| request_error(url, key, &e))?;
+        match status {
+            200..=299 => Ok(Some(body)),
+            404 => Ok(None),
+            401 => bail!("{at}: no valid credentials: {}", login_hint(url.scheme)),
+            403 => return Err(denied(url, &at)),
+            _ => {
+                let text = String::from_utf8_lossy(&body);
+                let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(200).collect();
+                bail!("{at}: the storage service answered {status}: {text}")
+            }
+        }
+    }
+}
+
+/// A JSON API object resource as an [`Object`].
+fn gcs_object(url: &Url, v: &serde_json::Value) -> anyhow::Result<Object> {
+    let key = v.get("name").and_then(|n| n.as_str()).unwrap_or_default().to_string();
+    let size = v.get("size").and_then(|s| s.as_str().and_then(|s| s.parse().ok()).or_else(|| s.as_u64()));
+    let updated = v.get("updated").and_then(|u| u.as_str()).and_then(|u| chrono::DateTime::parse_from_rfc3339(u).ok());
+    match (size, updated) {
+        (Some(size), Some(t)) if !key.is_empty() => {
+            Ok(Object { key, size, modified: system_time(t.timestamp(), t.timestamp_subsec_nanos()) })
+        }
+        _ => bail!("gs://{}/{key}: the storage service described the object without a size or time", url.bucket),
+    }
+}
+
+/// Percent-encoding of a path segment of the JSON API.
+fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn request_error(url: &Url, key: &str, e: &reqwest::Error) -> anyhow::Error {
+    let at = format!("{}://{}/{}", url.scheme.prefix(), url.bucket, key);
+    if e.is_timeout() {
+        anyhow!(
+            "{at}: no answer in time — check the network or the endpoint; STEPSCOPE_REMOTE_TIMEOUT_S sets the limit"
+        )
+    } else if e.is_connect() {
+        anyhow!("{at}: cannot connect ({}) — check the network or the endpoint (STORAGE_EMULATOR_HOST)", one_line(e))
+    } else {
+        anyhow!("{at}: {}", one_line(e))
+    }
+}
+
+fn login_hint(scheme: Scheme) -> &'static str {
+    match scheme {
+        Scheme::Gcs => "run `gcloud auth application-default login`, or set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file",
+        Scheme::S3 => "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE to a profile of ~/.aws/credentials",
+    }
+}
+
+/// True when `target` holds the object already: same size, same modification time.
+fn is_cached(target: &Path, object: &Object) -> bool {
+    let Ok(m) = std::fs::metadata(target) else { return false };
+    m.len() == object.size && m.modified().ok() == Some(object.modified)
+}
+
+/// Fetches every job's object into `TARGET.part` in ranged GETs, [`PARALLEL_GETS`] at
+/// a time over all of them, then renames each complete file into place.
+async fn fetch_all(
+    client: &Client,
+    url: &Url,
+    jobs: &[(Object, PathBuf)],
+    done: &Arc<AtomicU64>,
+) -> anyhow::Result<()> {
+    let mut files = Vec::with_capacity(jobs.len());
+    let mut pieces: Vec<(usize, Range<u64>)> = Vec::new();
+    for (k, (meta, target)) in jobs.iter().enumerate() {
+        let part = part_path(target);
+        if let Some(dir) = part.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create the cache folder {}", dir.display()))?;
+        }
+        let file = File::create(&part).with_context(|| format!("cannot write {} in the cache", part.display()))?;
+        file.set_len(meta.size).with_context(|| format!("cannot size {}", part.display()))?;
+        files.push(Arc::new(file));
+        let mut at = 0;
+        while at < meta.size {
+            let end = (at + CHUNK_BYTES).min(meta.size);
+            pieces.push((k, at..end));
+            at = end;
+        }
+    }
+    let gets = futures_util::stream::iter(pieces.into_iter().map(|(k, range)| {
+        let (object, file, done) = (&jobs[k].0, files[k].clone(), done.clone());
+        async move {
+            let bytes = client.get_range(url, &object.key, range.clone()).await?;
+            if bytes.len() as u64 != range.end - range.start {
+                bail!(
+                    "{}://{}/{}: the object changed while it was read — run the command again",
+                    url.scheme.prefix(),
+                    url.bucket,
+                    object.key
+                );
+            }
+            let written = tokio::task::spawn_blocking(move || file.write_all_at(&bytes, range.start)).await;
+            written.context("a cache write was cancelled")?.context("cannot write to the cache")?;
+            done.fetch_add(range.end - range.start, Ordering::Relaxed);
+            Ok(())
+        }
+    }))
+    .buffer_unordered(PARALLEL_GETS);
+    let result: anyhow::Result<()> = gets.try_collect::<Vec<()>>().await.map(|_| ());
+    for ((object, target), file) in jobs.iter().zip(&files) {
+        let part = part_path(target);
+        if result.is_err() {
+            let _ = std::fs::remove_file(&part);
+            continue;
+        }
+        file.sync_all().ok();
+        file.set_modified(object.modified).with_context(|| format!("cannot date {}", part.display()))?;
+        std::fs::rename(&part, target).with_context(|| format!("cannot move {} into place", part.display()))?;
+    }
+    result
+}
+
+fn part_path(target: &Path) -> PathBuf {
+    let mut name = target.file_name().unwrap_or_default().to_os_string();
+    name.push(".part");
+    target.with_file_name(name)
+}
+
+fn list_hint(url: &Url) -> String {
+    match url.scheme {
+        Scheme::Gcs => format!("gcloud storage ls {url}"),
+        Scheme::S3 => format!("aws s3 ls {url}/"),
+    }
+}
+
+/// An object-store error as one line naming the bucket, the key and the fix.
+fn explain(url: &Url, key: &str, e: object_store::Error) -> anyhow::Error {
+    let at = format!("{}://{}/{}", url.scheme.prefix(), url.bucket, key);
+    let login = login_hint(url.scheme);
+    let text = one_line(&e);
+    let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
+    if is_missing_bucket(&text) {
+        return anyhow!("{at}: no bucket named {:?} — check the bucket's name ({})", url.bucket, list_hint(url));
+    }
+    // No credentials set: the client asked the cloud's instance metadata service
+    // (there is none here), or found no key file.
+    if has(&["169.254.169.254", "metadata.google.internal"]) {
+        return anyhow!("{at}: no credentials: {login}");
+    }
+    match e {
+        object_store::Error::NotFound { .. } => anyhow!("{at}: no such object — check the path ({})", list_hint(url)),
+        object_store::Error::Unauthenticated { .. } => anyhow!("{at}: no valid credentials: {login}"),
+        object_store::Error::PermissionDenied { .. } => denied(url, &at),
+        _ if has(&["InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403 Forbidden", "ExpiredToken"]) => {
+            denied(url, &at)
+        }
+        _ if has(&["timed out", "deadline", "Timeout"]) => anyhow!(
+            "{at}: no answer in time — check the network or the endpoint; STEPSCOPE_REMOTE_TIMEOUT_S sets the limit"
+        ),
+        _ if has(&["Connection refused", "tcp connect error", "dns error"]) => anyhow!(
+            "{at}: cannot connect — check the network or the endpoint ({})",
+            if url.scheme == Scheme::S3 { "AWS_ENDPOINT_URL" } else { "STORAGE_EMULATOR_HOST" }
+        ),
+        _ if has(&["credential", "Credential"]) => anyhow!("{at}: no credentials: {login} ({text})"),
+        _ => anyhow!("{at}: {text}"),
+    }
+}
+
+fn denied(url: &Url, at: &str) -> anyhow::Error {
+    anyhow!(
+        "{at}: access denied — the credentials in use may not read bucket {:?}: {}",
+        url.bucket,
+        login_hint(url.scheme)
+    )
+}
+
+fn is_missing_bucket(text: &str) -> bool {
+    text.contains("NoSuchBucket") || text.contains("bucket does not exist") || text.contains("Bucket not found")
+}
+
+/// An error and its causes on one line.
+fn one_line(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cause = c.source();
+    }
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The client for `url`'s bucket, configured from the environment.
+fn client(url: &Url) -> anyhow::Result<Client> {
+    static PROVIDER: Once = Once::new();
+    PROVIDER.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    let timeout_s: u64 =
+        std::env::var("STEPSCOPE_REMOTE_TIMEOUT_S").ok().and_then(|v| v.parse().ok()).unwrap_or(30).max(1);
+    let (timeout, connect) = (Duration::from_secs(timeout_s), Duration::from_secs(timeout_s.min(10)));
+    let mut options = ClientOptions::new().with_timeout(timeout).with_connect_timeout(connect);
+    let retry = RetryConfig { backoff: BackoffConfig::default(), max_retries: 2, retry_timeout: 3 * timeout };
+    let setup = |e: &dyn std::error::Error| {
+        anyhow!("{url}: cannot set up the client ({}) — {}", one_line(e), login_hint(url.scheme))
+    };
+    match url.scheme {
+        Scheme::Gcs => {
+            let mut b = GoogleCloudStorageBuilder::from_env().with_bucket_name(&url.bucket).with_retry(retry);
+            let emulator = std::env::var("STORAGE_EMULATOR_HOST").ok().filter(|h| !h.is_empty());
+            let base = match &emulator {
+                // The emulator takes no credentials: a key that names its address and
+                // turns OAuth off, as object_store's own tests of emulators do.
+                Some(host) => {
+                    let base = if host.contains("://") { host.clone() } else { format!("http://{host}") };
+                    let base = base.trim_end_matches('/').to_string();
+                    options = options.with_allow_http(true);
+                    let key = format!(
+                        r#"{{"private_key":"","private_key_id":"","client_email":"","gcs_base_url":{},"disable_oauth":true}}"#,
+                        json_string(&base)
+                    );
+                    b = b.with_service_account_key(key);
+                    base
+                }
+                None => "https://storage.googleapis.com".to_string(),
+            };
+            let gcs = b.with_client_options(options).build().map_err(|e| setup(&e))?;
+            let http =
+                reqwest::Client::builder().timeout(timeout).connect_timeout(connect).build().map_err(|e| setup(&e))?;
+            Ok(Client::Gcs { gcs, base, http, oauth: emulator.is_none() })
+        }
+        Scheme::S3 => {
+            let mut b = AmazonS3Builder::from_env().with_bucket_name(&url.bucket).with_retry(retry);
+            if let Some(endpoint) = std::env::var("AWS_ENDPOINT_URL").ok().filter(|e| !e.is_empty()) {
+                b = b.with_endpoint(endpoint).with_virtual_hosted_style_request(false);
+            }
+            if std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v == "true" || v == "1") {
+                options = options.with_allow_http(true);
+            }
+            if std::env::var("AWS_ACCESS_KEY_ID").is_err() {
+                if let Some(p) = aws_profile()? {
+                    b = b.with_access_key_id(p.key_id).with_secret_access_key(p.secret);
+                    if let Some(t) = p.token {
+                        b = b.with_token(t);
+                    }
+                    if let Some(r) = p.region.filter(|_| std::env::var("AWS_REGION").is_err()) {
+                        b = b.with_region(r);
+                    }
+                }
+            }
+            let store = b.with_client_options(options).build().map_err(|e| setup(&e))?;
+            Ok(Client::S3 { store: Arc::new(store) })
+        }
+    }
+}
+
+fn json_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Keys of a profile of AWS's shared files (`~/.aws/credentials`, region from
+/// `~/.aws/config`).
+struct AwsProfile {
+    key_id: String,
+    secret: String,
+    token: Option<String>,
+    region: Option<String>,
+}
+
+/// The profile `AWS_PROFILE` names (else `default`), when the shared files have it;
+/// an error when `AWS_PROFILE` names one they lack.
+fn aws_profile() -> anyhow::Result<Option<AwsProfile>> {
+    let named = std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty());
+    let profile = named.clone().unwrap_or_else(|| "default".into());
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let creds_path = std::env::var_os("AWS_SHARED_CREDENTIALS_FILE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home.join(".aws").join("credentials"));
+    let config_path =
+        std::env::var_os("AWS_CONFIG_FILE").map(PathBuf::from).unwrap_or_else(|| home.join(".aws").join("config"));
+    let creds = std::fs::read_to_string(&creds_path).unwrap_or_default();
+    let config = std::fs::read_to_string(&config_path).unwrap_or_default();
+    let section = ini_section(&creds, &profile);
+    let config_section =
+        ini_section(&config, &if profile == "default" { profile.clone() } else { format!("profile {profile}") });
+    let get = |s: &[(String, String)], k: &str| s.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+    match (get(&section, "aws_access_key_id"), get(&section, "aws_secret_access_key")) {
+        (Some(key_id), Some(secret)) => Ok(Some(AwsProfile {
+            key_id,
+            secret,
+            token: get(&section, "aws_session_token"),
+            region: get(&config_section, "region").or_else(|| get(&section, "region")),
+        })),
+        _ if named.is_some() => bail!(
+            "AWS_PROFILE={profile}: {} has no aws_access_key_id and aws_secret_access_key for it — add them, or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+            creds_path.display()
+        ),
+        _ => Ok(None),
+    }
+}
+
+/// The `key = value` lines of section `[name]` of an INI text.
+fn ini_section(text: &str, name: &str) -> Vec<(String, String)> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') && line.ends_with(']') {
+            inside = line[1..line.len() - 1].trim() == name;
+        } else if inside {
+            if let Some((k, v)) = line.split_once('=') {
+                out.push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// A bar on stderr once a download has taken a second: bytes, share and rate; where
+/// stderr is no terminal, one line at the end.
+fn draw_progress(what: &str, total: u64, done: &AtomicU64, finished: &AtomicBool) {
+    let start = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let mut drawn = false;
+    let mb = |b: u64| b as f64 / 1e6;
+    while !finished.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        let t = start.elapsed();
+        if t < Duration::from_secs(1) || !tty {
+            continue;
+        }
+        let d = done.load(Ordering::Relaxed);
+        let width = 30;
+        let filled = (d as f64 / total as f64 * width as f64) as usize;
+        eprint!(
+            "\rstepscope: downloading {what} [{}{}] {:.0} / {:.0} MB, {:.1} MB/s ",
+            "#".repeat(filled.min(width)),
+            " ".repeat(width - filled.min(width)),
+            mb(d),
+            mb(total),
+            mb(d) / t.as_secs_f64()
+        );
+        drawn = true;
+    }
+    let t = start.elapsed();
+    if drawn {
+        eprint!("\r\x1b[K");
+    }
+    if t >= Duration::from_secs(1) {
+        let d = done.load(Ordering::Relaxed);
+        eprintln!(
+            "stepscope: downloaded {:.1} MB of {what} in {:.1} s ({:.1} MB/s)",
+            mb(d),
+            t.as_secs_f64(),
+            mb(d) / t.as_secs_f64()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = parse("gs://bkt/logs/run1/").unwrap().unwrap();
+        assert_eq!((u.scheme, u.bucket.as_str(), u.key.as_str()), (Scheme::Gcs, "bkt", "logs/run1"));
+        assert_eq!(u.to_string(), "gs://bkt/logs/run1");
+        let u = parse("s3://b").unwrap().unwrap();
+        assert_eq!((u.scheme, u.key.as_str()), (Scheme::S3, ""));
+        assert!(parse("/tmp/logdir").is_none());
+        assert!(parse("gs:///x").unwrap().is_err());
+    }
+
+    #[test]
+    fn profile_files_only() {
+        assert!(is_profile_file("logs/plugins/profile/2024_01_01/host.xplane.pb"));
+        assert!(is_profile_file("a/memory.prof"));
+        assert!(!is_profile_file("ckpt/checkpoint_1/data.msgpack"));
+        assert!(!is_profile_file("logs/events.out.tfevents.1.host"));
+    }
+
+    #[test]
+    fn ini_sections() {
+        let text = "[default]\naws_access_key_id = A\n[prod]\naws_access_key_id=B\naws_secret_access_key = S\n";
+        assert_eq!(
+            ini_section(text, "prod"),
+            vec![("aws_access_key_id".into(), "B".into()), ("aws_secret_access_key".into(), "S".into())]
+        );
+        assert_eq!(ini_section(text, "none"), vec![]);
+    }
+}

@@ -1,0 +1,216 @@
+//! gs:// and s3:// log directories, against real emulators started by
+//! tests/support/buckets.py (gcp-storage-emulator and moto from PyPI, on 127.0.0.1):
+//! every analysis's JSON equals the local copy's; errors are one line in bounded time;
+//! nothing is written to the buckets.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::util::{fixture, json, root};
+
+/// The emulators, up while this lives.
+struct Buckets {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    info: Value,
+}
+
+impl Buckets {
+    fn start(dirs: &[&Path]) -> Buckets {
+        let mut child = Command::new("python3")
+            .arg(root().join("tests/support/buckets.py"))
+            .args(dirs)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 for tests/support/buckets.py (scripts/test.sh installs its packages)");
+        let stdin = child.stdin.take();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let info: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+            panic!("buckets.py did not start ({e}): {line:?}; pip install -r tests/support/requirements.txt")
+        });
+        Buckets { child, stdin, info }
+    }
+
+    fn port(&self, name: &str) -> u64 {
+        self.info[name].as_u64().unwrap()
+    }
+
+    /// The environment a user sets for the emulator of `scheme` (`gs`, `s3`), or for
+    /// the S3 that denies every request (`s3-deny`) or the endpoint that never answers
+    /// (`gs-stall`, `s3-stall`).
+    fn env(&self, which: &str) -> Vec<(&'static str, String)> {
+        let at = |p: u64| format!("http://127.0.0.1:{p}");
+        let s3 = |p: u64| {
+            vec![
+                ("AWS_ENDPOINT_URL", at(p)),
+                ("AWS_ALLOW_HTTP", "true".into()),
+                ("AWS_ACCESS_KEY_ID", "test".into()),
+                ("AWS_SECRET_ACCESS_KEY", "test".into()),
+                ("AWS_REGION", "us-east-1".into()),
+            ]
+        };
+        let mut env = match which {
+            "gs" => vec![("STORAGE_EMULATOR_HOST", at(self.port("gcs_port")))],
+            "gs-stall" => vec![("STORAGE_EMULATOR_HOST", at(self.port("stall_port")))],
+            "s3" => s3(self.port("s3_port")),
+            "s3-deny" => s3(self.port("deny_port")),
+            "s3-stall" => s3(self.port("stall_port")),
+            _ => unreachable!(),
+        };
+        env.push(("STEPSCOPE_REMOTE_TIMEOUT_S", "2".into()));
+        env
+    }
+}
+
+impl Drop for Buckets {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+fn run(env: &[(&'static str, String)], cache: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stepscope"))
+        .args(args)
+        .arg("--cache")
+        .arg(cache)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .env_remove("GOOGLE_APPLICATION_CREDENTIALS")
+        .output()
+        .expect("run stepscope")
+}
+
+fn run_json(env: &[(&'static str, String)], cache: &Path, args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let out = run(env, cache, &a);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("JSON")
+}
+
+#[test]
+fn buckets_read_as_their_local_copies() {
+    let (nocb, adam, tpu) = (fixture("gpu-nocb"), fixture("cpu-guide-adam"), fixture("tpu-v6e-inference"));
+    let b = Buckets::start(&[&nocb, &adam, &tpu]);
+    let uploaded: Vec<String> = b.info["uploaded"].as_object().unwrap().keys().cloned().collect();
+    for scheme in ["gs", "s3"] {
+        let env = b.env(scheme);
+        let cache = tempfile::tempdir().unwrap();
+        // A log directory, a run folder and a file, each as its local copy.
+        for (name, local) in [("gpu-nocb", &nocb), ("cpu-guide-adam", &adam), ("tpu-v6e-inference", &tpu)] {
+            let url = format!("{scheme}://prof/logs/{name}");
+            for cmd in ["summary", "steps", "ops", "devices", "advise", "info", "scopes", "roofline", "memory"] {
+                let (mut remote, mut local) =
+                    (run_json(&env, cache.path(), &[cmd, &url]), json(&[cmd, local.to_str().unwrap()]));
+                // `info` and `memory` name the files they read: here the cached copies.
+                for v in [&mut remote, &mut local] {
+                    drop_paths(v);
+                }
+                assert_eq!(remote, local, "{cmd} {url}");
+            }
+        }
+        let file = "gpu-nocb/plugins/profile/2026_11_23_08_00_08/vm.xplane.pb";
+        let remote = run_json(&env, cache.path(), &["ops", &format!("{scheme}://prof/logs/{file}")]);
+        assert_eq!(remote, json(&["ops", fixture(file).to_str().unwrap()]));
+        // The bucket's root lists every run, as the local folder of the three does.
+        let runs = run_json(&env, cache.path(), &["ls", &format!("{scheme}://prof/logs")]);
+        let mut names: Vec<&str> =
+            runs["runs"].as_array().unwrap().iter().map(|r| r["run"].as_str().unwrap()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "cpu-guide-adam/plugins/profile/2026_11_25_03_32_42",
+                "gpu-nocb/plugins/profile/2026_11_23_08_00_08",
+                "tpu-v6e-inference"
+            ],
+            "{runs}"
+        );
+        // Fetched once: a second read leaves the cached file as it was.
+        let cached = cache.path().join(scheme).join("prof/logs").join(file);
+        let before = std::fs::metadata(&cached).unwrap().modified().unwrap();
+        let size = std::fs::metadata(&cached).unwrap().len();
+        assert_eq!(size, std::fs::metadata(fixture(file)).unwrap().len());
+        std::thread::sleep(Duration::from_millis(20));
+        run_json(&env, cache.path(), &["summary", &format!("{scheme}://prof/logs/gpu-nocb")]);
+        assert_eq!(std::fs::metadata(&cached).unwrap().modified().unwrap(), before);
+        // Only profile files came: not the CSV beside them.
+        assert!(!cache.path().join(scheme).join("prof/logs/gpu-nocb/xprof_op_costs.csv").exists());
+    }
+    // Nothing was written to either bucket.
+    let listed = Command::new("python3")
+        .args(["-c", LIST_BOTH])
+        .args([b.port("gcs_port").to_string(), b.port("s3_port").to_string()])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    let both: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let mut want = uploaded.clone();
+    want.sort();
+    for store in ["gs", "s3"] {
+        let mut keys: Vec<String> =
+            both[store].as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
+        keys.sort();
+        assert_eq!(keys, want, "{store}: the bucket holds what was uploaded, nothing more");
+    }
+}
+
+/// Removes every `path` (a file's place on this machine) from a JSON value.
+fn drop_paths(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.remove("path");
+            m.values_mut().for_each(drop_paths);
+        }
+        Value::Array(a) => a.iter_mut().for_each(drop_paths),
+        _ => {}
+    }
+}
+
+/// Lists bucket `prof` of the GCS emulator (JSON API) and of moto (boto3).
+const LIST_BOTH: &str = r#"
+import json, sys, urllib.request, boto3
+gcs, s3 = sys.argv[1], sys.argv[2]
+items = json.load(urllib.request.urlopen(f"http://127.0.0.1:{gcs}/storage/v1/b/prof/o")).get("items", [])
+c = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{s3}", aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+keys = [o["Key"] for p in c.get_paginator("list_objects_v2").paginate(Bucket="prof") for o in p.get("Contents", [])]
+print(json.dumps({"gs": [i["name"] for i in items], "s3": keys}))
+"#;
+
+#[test]
+fn bucket_errors_are_one_line_in_bounded_time() {
+    let b = Buckets::start(&[&fixture("gpu-nocb")]);
+    let cache = tempfile::tempdir().unwrap();
+    for (which, url, words) in [
+        ("gs", "gs://nobucket/logs", "no bucket named \"nobucket\""),
+        ("s3", "s3://nobucket/logs", "no bucket named \"nobucket\""),
+        ("gs", "gs://prof/logs/nothing.xplane.pb", "no such object"),
+        ("s3", "s3://prof/logs/nothing.xplane.pb", "no such object"),
+        ("gs", "gs://prof/elsewhere", "no profile files there"),
+        ("s3-deny", "s3://prof/logs/gpu-nocb", "access denied"),
+        ("gs-stall", "gs://prof/logs/gpu-nocb", "no answer in time"),
+        ("s3-stall", "s3://prof/logs/gpu-nocb", "no answer in time"),
+        ("gs", "gs:///logs", "no bucket"),
+    ] {
+        let t = Instant::now();
+        let out = run(&b.env(which), cache.path(), &["summary", url]);
+        let took = t.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+        assert_eq!(err.lines().count(), 1, "{url}: one line: {err:?}");
+        assert!(err.starts_with("stepscope: ") && err.contains(words), "{url}: {err:?}");
+        assert!(!err.contains("panicked"));
+        // Two retries of a 2 s limit, and the start of the client.
+        assert!(took < Duration::from_secs(20), "{url} took {took:?}");
+    }
+    // The fix names the tool to list with, and the credentials to set.
+    let out = run(&b.env("s3-deny"), cache.path(), &["summary", "s3://prof/logs/gpu-nocb"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("AWS_ACCESS_KEY_ID"));
+}
