@@ -75,10 +75,12 @@ fn words(dir: &Path, command: &str) -> String {
         .join(" ")
 }
 
-/// Runs `command` with bash in `dir`, `stepscope` first on PATH; (exit code, stderr).
-fn bash(dir: &Path, command: &str, limit: Duration) -> (Option<i32>, String) {
+/// Runs `command` with bash in `dir`, `stepscope` first on PATH, with `env` set;
+/// (exit code, stderr).
+fn bash(dir: &Path, command: &str, env: &[(&'static str, String)], limit: Duration) -> (Option<i32>, String) {
     let mut c = Command::new("bash");
     c.arg("-c").arg(command).current_dir(dir).env("PATH", search_path());
+    c.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
     let outcome = run_limited(c, dir, limit);
     assert!(!outcome.timed_out, "`{command}` ran past {limit:?}");
     (outcome.code, outcome.stderr)
@@ -91,8 +93,9 @@ fn search_path() -> String {
 
 /// `stepscope serve …` as written (with `--no-open` and `--port 0` where missing, so no
 /// browser opens and no fixed port is taken): the server must say where it listens.
-fn serve(dir: &Path, command: &str) -> Result<(), String> {
+fn serve(dir: &Path, command: &str, env: &[(&'static str, String)]) -> Result<(), String> {
     let mut c = Command::new("bash");
+    c.envs(env.iter().map(|(k, v)| (*k, v.as_str())));
     let mut command = command.to_string();
     for (flag, with) in [("--no-open", "--no-open"), ("--port", "--port 0")] {
         if !command.contains(flag) {
@@ -135,6 +138,7 @@ fn every_stepscope_line_of_the_docs_runs_as_written() {
     docs.sort();
     files.extend(docs);
     let (mut ran, mut failures) = (0, Vec::new());
+    let mut buckets: Option<crate::remote::Buckets> = None;
     for file in &files {
         let name = file.strip_prefix(root()).unwrap().display().to_string();
         for (line, written) in doc_commands(file) {
@@ -142,21 +146,33 @@ fn every_stepscope_line_of_the_docs_runs_as_written() {
             if written.contains(" [--") {
                 continue;
             }
-            let command = words(tmp.path(), &written);
+            let mut command = words(tmp.path(), &written);
+            // A bucket's log directory: LOGDIR uploaded to the emulators the remote
+            // tests use, the environment a user sets for them, a cache of the test's.
+            let mut env = Vec::new();
+            for scheme in ["gs", "s3"] {
+                let placeholder = format!("{scheme}://BUCKET/LOGDIR");
+                if command.contains(&placeholder) {
+                    let b = buckets.get_or_insert_with(|| crate::remote::Buckets::start(&[&fixture("gpu-async")]));
+                    command = command.replace(&placeholder, &format!("{scheme}://prof/logs/gpu-async"));
+                    env = b.env(scheme);
+                    env.push(("XDG_CACHE_HOME", tmp.path().join("cache").display().to_string()));
+                }
+            }
             let sub = command.split_whitespace().nth(1).unwrap_or("");
             let result = match sub {
-                "serve" => serve(tmp.path(), &command),
+                "serve" => serve(tmp.path(), &command, &env),
                 // A running JAX job is needed (tests/integration/capture.rs runs them
                 // against one): here, the flags must parse and the one-line error must
                 // say that nothing answered.
                 "capture" | "top" => {
-                    let (code, err) = bash(tmp.path(), &command, Duration::from_secs(60));
+                    let (code, err) = bash(tmp.path(), &command, &env, Duration::from_secs(60));
                     let usage = err.contains("--help`") || code == Some(0);
                     let said = err.contains("listening") || err.contains("resolve") || err.contains("connect");
                     (!usage && said).then_some(()).ok_or(format!("exit {code:?}: {err}"))
                 }
                 _ => {
-                    let (code, err) = bash(tmp.path(), &command, Duration::from_secs(120));
+                    let (code, err) = bash(tmp.path(), &command, &env, Duration::from_secs(120));
                     (code == Some(0)).then_some(()).ok_or(format!("exit {code:?}: {err}"))
                 }
             };

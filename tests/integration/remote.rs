@@ -13,14 +13,14 @@ use serde_json::Value;
 use crate::util::{fixture, json, root};
 
 /// The emulators, up while this lives.
-struct Buckets {
+pub(crate) struct Buckets {
     child: Child,
     stdin: Option<ChildStdin>,
     info: Value,
 }
 
 impl Buckets {
-    fn start(dirs: &[&Path]) -> Buckets {
+    pub(crate) fn start(dirs: &[&Path]) -> Buckets {
         let mut child = Command::new("python3")
             .arg(root().join("tests/support/buckets.py"))
             .args(dirs)
@@ -45,7 +45,7 @@ impl Buckets {
     /// The environment a user sets for the emulator of `scheme` (`gs`, `s3`), or for
     /// the S3 that denies every request (`s3-deny`) or the endpoint that never answers
     /// (`gs-stall`, `s3-stall`).
-    fn env(&self, which: &str) -> Vec<(&'static str, String)> {
+    pub(crate) fn env(&self, which: &str) -> Vec<(&'static str, String)> {
         let at = |p: u64| format!("http://127.0.0.1:{p}");
         let s3 = |p: u64| {
             vec![
