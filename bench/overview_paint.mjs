@@ -5,21 +5,11 @@
 //
 //   node bench/overview_paint.mjs STEPSCOPE_BINARY PROFILE [--repeat N]
 //
-// Uses playwright-core from tests/web/node_modules (scripts/test_web.sh installs it)
-// and /usr/bin/chromium (or $CHROMIUM). Prints one line of JSON: cold_s (from starting
-// the server process to painted, its decoding and analyses included), the best and
-// every cold run over N fresh servers, warm_s (best of N reloads), and the events the
-// overview's summary covered.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const require = createRequire(path.join(here, '../tests/web/package.json'));
-const { chromium } = require('playwright-core');
+// Uses bench/chromium.mjs (playwright-core and Debian's Chromium). Prints one line of
+// JSON: cold_s (from starting the server process to painted, its decoding and analyses
+// included), the best and every cold run over N fresh servers, warm_s (best of N
+// reloads), and the events the overview's summary covered.
+import { browser, serve as start } from './chromium.mjs';
 
 const [bin, profile, ...rest] = process.argv.slice(2);
 if (!bin || !profile) {
@@ -28,20 +18,7 @@ if (!bin || !profile) {
 }
 const repeat = rest[0] === '--repeat' ? Number(rest[1]) : 3;
 
-/** Starts `stepscope serve` and resolves its URL and the time it was spawned. */
-function serve() {
-  const t0 = performance.now();
-  const child = spawn(bin, ['serve', profile, '--port', '0', '--no-open'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    child.stdout.on('data', d => {
-      buf += d;
-      const m = buf.match(/^stepscope: serving (http:\/\/\S+\/)\n/);
-      if (m) resolve({ child, url: m[1], t0 });
-    });
-    child.on('exit', code => reject(new Error(`server exited with ${code}`)));
-  });
-}
+const serve = () => start(bin, profile);
 
 /** Opens the overview in a fresh document; resolves once it is painted. */
 async function paint(page, url) {
@@ -53,17 +30,7 @@ async function paint(page, url) {
   await page.evaluate(() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))));
 }
 
-const dataDir = mkdtempSync(path.join(tmpdir(), 'stepscope-bench-chromium-'));
-const browser = await chromium.launchPersistentContext(dataDir, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 1400, height: 900 },
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
-const page = browser.pages()[0] || await browser.newPage();
-// The browser's own start and first page are not the server's: warm them once.
-await page.goto('about:blank');
+const { page, close } = await browser();
 
 const cold = [];
 const warm = [];
@@ -89,8 +56,7 @@ try {
     }
   }
 } finally {
-  await browser.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  await close();
 }
 const round = v => Math.round(v * 1000) / 1000;
 console.log(JSON.stringify({

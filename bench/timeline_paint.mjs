@@ -4,26 +4,15 @@
 // at the middle of the tracks, each three presses of W (or S): 0.51× (1.95×) the
 // width, past what the tiles on screen can draw (the page redraws from its tiles
 // within 1.5× of their resolution), so each needs new tiles. Each is timed from the
-// first press until every track on screen is drawn from tiles of the new window (the
-// page waits 40 ms for more input before it asks, as when a key is held).
+// first press until every track on screen is drawn from tiles of the new window.
 //
 //   node bench/timeline_paint.mjs STEPSCOPE_BINARY PROFILE [--zooms N]
 //
-// Uses playwright-core from tests/web/node_modules (scripts/test_web.sh installs it)
-// and /usr/bin/chromium (or $CHROMIUM). Prints one line of JSON: first_paint_s (best
-// and every one of 3 fresh documents), zoom_ms (p50, p90, max over N zooms in, then
-// as many out), draw_ms (the page's last draw of the canvas after each zoom: p50, max)
-// and the run's event count.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const here = path.dirname(fileURLToPath(import.meta.url));
-const require = createRequire(path.join(here, '../tests/web/package.json'));
-const { chromium } = require('playwright-core');
+// Uses bench/chromium.mjs (playwright-core and Debian's Chromium). Prints one line of
+// JSON: first_paint_s (best and every one of 3 fresh documents), zoom_ms (p50, p90,
+// max over N zooms in, then as many out), draw_ms (the page's last draw of the canvas
+// after each zoom: p50, max) and the run's event count.
+import { browser, serve } from './chromium.mjs';
 
 const [bin, profile, ...rest] = process.argv.slice(2);
 if (!bin || !profile) {
@@ -32,29 +21,11 @@ if (!bin || !profile) {
 }
 const zooms = rest[0] === '--zooms' ? Number(rest[1]) : 12;
 
-const server = spawn(bin, ['serve', profile, '--port', '0', '--no-open'], { stdio: ['ignore', 'pipe', 'inherit'] });
-const url = await new Promise((resolve, reject) => {
-  let buf = '';
-  server.stdout.on('data', d => {
-    buf += d;
-    const m = buf.match(/^stepscope: serving (http:\/\/\S+\/)\n/);
-    if (m) resolve(m[1]);
-  });
-  server.on('exit', code => reject(new Error(`server exited with ${code}`)));
-});
+const { child: server, url } = await serve(bin, profile);
 // Load the run once: the timing below is the page's, not the decoding's.
 const tracks = await (await fetch(new URL('api/timeline/tracks', url))).json();
 
-const dataDir = mkdtempSync(path.join(tmpdir(), 'stepscope-bench-chromium-'));
-const browser = await chromium.launchPersistentContext(dataDir, {
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  viewport: { width: 1400, height: 900 },
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-});
-const page = browser.pages()[0] || await browser.newPage();
-await page.goto('about:blank');
+const { page, close } = await browser();
 
 const drawnFresh = () => page.waitForFunction(
   () => window.stepscopeTimeline && !window.stepscopeTimeline.pending() && window.stepscopeTimeline.fresh(),
@@ -83,8 +54,7 @@ try {
     }
   }
 } finally {
-  await browser.close();
-  rmSync(dataDir, { recursive: true, force: true });
+  await close();
   server.kill();
 }
 const sorted = zoomMs.slice().sort((a, b) => a - b);

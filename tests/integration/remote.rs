@@ -106,7 +106,20 @@ fn buckets_read_as_their_local_copies() {
         // A log directory, a run folder and a file, each as its local copy.
         for (name, local) in [("gpu-nocb", &nocb), ("cpu-guide-adam", &adam), ("tpu-v6e-inference", &tpu)] {
             let url = format!("{scheme}://prof/logs/{name}");
-            for cmd in ["summary", "steps", "ops", "devices", "advise", "info", "scopes", "roofline", "memory"] {
+            for cmd in [
+                "summary",
+                "steps",
+                "ops",
+                "devices",
+                "advise",
+                "info",
+                "scopes",
+                "roofline",
+                "memory",
+                "kernels",
+                "collectives",
+                "compile",
+            ] {
                 let (mut remote, mut local) =
                     (run_json(&env, cache.path(), &[cmd, &url]), json(&[cmd, local.to_str().unwrap()]));
                 // `info` and `memory` name the files they read: here the cached copies.
@@ -213,4 +226,34 @@ fn bucket_errors_are_one_line_in_bounded_time() {
     // The fix names the tool to list with, and the credentials to set.
     let out = run(&b.env("s3-deny"), cache.path(), &["summary", "s3://prof/logs/gpu-nocb"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("AWS_ACCESS_KEY_ID"));
+}
+
+#[test]
+fn aws_profiles_come_from_the_shared_files() {
+    let nocb = fixture("gpu-nocb");
+    let b = Buckets::start(&[&nocb]);
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".aws")).unwrap();
+    std::fs::write(
+        home.path().join(".aws/credentials"),
+        "[default]\naws_access_key_id = d\naws_secret_access_key = d\n[prof]\naws_access_key_id = p\naws_secret_access_key = p\n",
+    )
+    .unwrap();
+    std::fs::write(home.path().join(".aws/config"), "[profile prof]\nregion = eu-west-1\n").unwrap();
+    // The environment of `s3`, less its keys: the profile's are used.
+    let mut env: Vec<(&'static str, String)> =
+        b.env("s3").into_iter().filter(|(k, _)| !k.starts_with("AWS_ACCESS") && !k.starts_with("AWS_SECRET")).collect();
+    env.push(("HOME", home.path().display().to_string()));
+    let cache = tempfile::tempdir().unwrap();
+    for profile in ["prof", "default"] {
+        let mut e = env.clone();
+        e.push(("AWS_PROFILE", profile.to_string()));
+        let got = run_json(&e, cache.path(), &["steps", "s3://prof/logs/gpu-nocb"]);
+        assert_eq!(got, json(&["steps", nocb.to_str().unwrap()]), "AWS_PROFILE={profile}");
+    }
+    env.push(("AWS_PROFILE", "nope".to_string()));
+    let out = run(&env, cache.path(), &["steps", "s3://prof/logs/gpu-nocb"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.lines().count() == 1 && err.contains("AWS_PROFILE=nope") && err.contains(".aws/credentials"), "{err}");
 }

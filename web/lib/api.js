@@ -17,7 +17,16 @@ export async function api(path, params = {}, signal) {
     if (signal && signal.aborted) throw e;
     throw new Error(`cannot reach the server for api/${path} (${e.message}): is stepscope serve still running?`);
   }
-  const body = await res.json().catch(() => ({ error: `${res.status} ${res.statusText}` }));
+  let body;
+  try {
+    body = await res.json();
+  } catch (e) {
+    // Cancelled while the answer was read: the caller asked for that.
+    if (signal && signal.aborted) throw e;
+    if (limit.aborted) throw new Error(`the server did not answer api/${path} within ${TIMEOUT_MS / 1000} s`);
+    if (res.ok) throw new Error(`api/${path}: the answer is not JSON (${e.message})`);
+    body = { error: `${res.status} ${res.statusText}` };
+  }
   if (!res.ok) throw new Error(body.error || `${res.status} ${res.statusText}`);
   return body;
 }
