@@ -362,6 +362,17 @@ fn index_line(line: &Line) -> Vec<Vec<u32>> {
     rows.rows
 }
 
+/// The index of line `at.line` of `plane` (a derived plane's when `derived`).
+fn index_track(at: TrackRef, derived: bool, plane: &Plane) -> TrackIndex {
+    let line = &plane.lines[at.line];
+    let metas_fit = plane.event_meta.len() <= usize::from(u16::MAX) + 1;
+    let rows: Vec<Row> = index_line(line).into_par_iter().map(|events| Row::new(line, &events, metas_fit)).collect();
+    // A row's starts and ends both ascend.
+    let start_ps = rows.iter().map(|r| r.start(0)).min().unwrap_or(0);
+    let end_ps = rows.iter().map(|r| r.end(r.starts.len() - 1)).max().unwrap_or(0);
+    TrackIndex { at, derived, rows, start_ps, end_ps }
+}
+
 /// Rows being filled by events in order of start: a min-tree over the end of each
 /// row's last event, rows in its leaves. A row is free for an event when that end is
 /// at or before the event's start; rows not made yet are free (`i64::MIN`), so the
@@ -413,39 +424,45 @@ impl Timeline {
     /// Indexes every non-empty, non-counter line of every plane, in parallel, with a
     /// GPU's derived `XLA Modules` and `XLA Ops` lines before its streams.
     pub fn build(profile: &Profile) -> Timeline {
-        let derived = derived::gpu_op_lines(profile);
-        let mut refs = Vec::new();
+        // What the derived lines read is found first, on this thread (never by a pool
+        // thread); then they are made while the profile's own lines are indexed. A
+        // profile without GPUs has none, and is not asked for it.
+        let gpus = profile.hosts.iter().flat_map(|s| &s.planes).any(|p| p.name.starts_with("/device:GPU"));
+        if gpus {
+            profile.time_base();
+        }
+        let mut own = Vec::new();
         for (h, space) in profile.hosts.iter().enumerate() {
             for (p, plane) in space.planes.iter().enumerate() {
-                if let Some(k) = derived.iter().position(|d| (d.host, d.plane) == (h, p)) {
-                    let lines = derived[k].lines.lines.iter().enumerate().filter(|(_, l)| !l.is_empty());
-                    refs.extend(lines.map(|(l, _)| (TrackRef { host: h, plane: k, line: l }, true)));
-                }
                 for (l, line) in plane.lines.iter().enumerate() {
                     if !line.is_counter && !line.is_empty() {
-                        refs.push((TrackRef { host: h, plane: p, line: l }, false));
+                        own.push(TrackRef { host: h, plane: p, line: l });
                     }
                 }
             }
         }
-        let tracks = refs
-            .into_par_iter()
-            .map(|(at, is_derived)| {
-                let plane = match is_derived {
-                    true => &derived[at.plane].lines,
-                    false => &profile.hosts[at.host].planes[at.plane],
-                };
-                let line = &plane.lines[at.line];
-                let metas_fit = plane.event_meta.len() <= usize::from(u16::MAX) + 1;
-                let rows: Vec<Row> =
-                    index_line(line).into_par_iter().map(|events| Row::new(line, &events, metas_fit)).collect();
-                // A row's starts and ends both ascend.
-                let start_ps = rows.iter().map(|r| r.start(0)).min().unwrap_or(0);
-                let end_ps = rows.iter().map(|r| r.end(r.starts.len() - 1)).max().unwrap_or(0);
-                TrackIndex { at, derived: is_derived, rows, start_ps, end_ps }
+        let (derived, own) = rayon::join(
+            || if gpus { derived::gpu_op_lines(profile) } else { Vec::new() },
+            || own.into_par_iter().map(|at| index_track(at, false, &profile.hosts[at.host].planes[at.plane])).collect(),
+        );
+        let own: Vec<TrackIndex> = own;
+        let mut made: Vec<TrackIndex> = (derived.iter().enumerate())
+            .flat_map(|(k, d)| {
+                let lines = d.lines.lines.iter().enumerate().filter(|(_, l)| !l.is_empty());
+                lines.map(move |(l, _)| TrackRef { host: d.host, plane: k, line: l })
             })
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|at| index_track(at, true, &derived[at.plane].lines))
             .collect();
-        Timeline { tracks, derived }
+        // A GPU's derived lines come before its streams.
+        let key = |t: &TrackIndex| match t.derived {
+            true => (t.at.host, derived[t.at.plane].plane, 0, t.at.line),
+            false => (t.at.host, t.at.plane, 1, t.at.line),
+        };
+        made.extend(own);
+        made.sort_by_key(key);
+        Timeline { tracks: made, derived }
     }
 
     /// Number of tracks.

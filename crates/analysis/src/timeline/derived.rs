@@ -17,6 +17,8 @@
 
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use stepscope_xspace::{EventMeta, Line, Plane, Source, Span, Stat, StatMeta, StatValue};
 
 use crate::cache::FastMap;
@@ -32,6 +34,9 @@ pub(super) struct DerivedPlane {
 /// Names of the derived lines, in the order they are drawn.
 pub const MODULES_LINE: &str = "XLA Modules";
 pub const OPS_LINE: &str = "XLA Ops";
+
+/// The module id of a module's own box (its events name no module).
+const NO_MODULE: u32 = u32::MAX;
 
 /// One kernel as the derived lines read it.
 #[derive(Clone, Copy)]
@@ -72,6 +77,7 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
         };
         let launches = base.hosts.get(d.host_index).map(|h| &h.launches);
         let mut kernels: Vec<Kernel> = (0..ops.recs.len())
+            .into_par_iter()
             .map(|i| {
                 let r = &ops.recs[i];
                 let (line, start_ps, end_ps, _) = ops.span(d.plane, i);
@@ -86,14 +92,19 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
         // Ops: the records are in stream order, then time order.
         let op_runs =
             runs(&kernels, |a, b| (a.op, a.module, a.line) == (b.op, b.module, b.line) && !names(a.module).is_empty());
-        let op_runs: Vec<(Run, &str, &str)> =
-            op_runs.into_iter().map(|r| (r, names(kernels[r.first].op), names(kernels[r.first].module))).collect();
+        let mut op_runs: Vec<(Run, (u32, u32))> =
+            op_runs.into_iter().map(|r| (r, (kernels[r.first].op, kernels[r.first].module))).collect();
+        // In the order the timeline indexes a line (by start, longer first), which the
+        // streams' runs nearly are: a stable sort merges them, and indexing sorts nothing.
+        op_runs.sort_by_key(|(r, _)| (r.start_ps, std::cmp::Reverse(r.end_ps)));
+        // Each stream's records are in time order already: a stable sort merges the runs.
         kernels.sort_by_key(|k| (k.start_ps, k.end_ps));
         let modules = runs(&kernels, |a, b| (a.module, a.step) == (b.module, b.step));
         let module_runs = modules.into_iter().filter(|r| !names(kernels[r.first].module).is_empty());
-        let line = lines.line(MODULES_LINE, -2, module_runs.map(|r| (r, names(kernels[r.first].module), "")));
+        let module_runs = module_runs.map(|r| (r, (kernels[r.first].module, NO_MODULE)));
+        let line = lines.line(MODULES_LINE, -2, module_runs, names);
         lines.plane.lines.push(line);
-        let line = lines.line(OPS_LINE, -1, op_runs.into_iter());
+        let line = lines.line(OPS_LINE, -1, op_runs.into_iter(), names);
         lines.plane.lines.push(line);
         out.push(DerivedPlane { host: d.host_index, plane, lines: lines.plane });
     }
@@ -127,7 +138,8 @@ fn runs(kernels: &[Kernel], same: impl Fn(&Kernel, &Kernel) -> bool) -> Vec<Run>
 /// metadata (`hlo_module` on an op's metadata, `kernels` on each event).
 struct Lines {
     plane: Plane,
-    metas: FastMap<(String, String), u32>,
+    /// By (name id, module id) of the device's op names ([`NO_MODULE`]: a module's own).
+    metas: FastMap<(u32, u32), u32>,
     hlo_module: u32,
     kernels: u32,
 }
@@ -144,16 +156,18 @@ impl Lines {
         Lines { plane, metas: FastMap::default(), hlo_module, kernels }
     }
 
-    /// The metadata of events named `name` of `module` ("" for a module's own).
-    fn meta(&mut self, name: &str, module: &str) -> u32 {
-        if let Some(&m) = self.metas.get(&(name.to_string(), module.to_string())) {
+    /// The metadata of events named by name id `name` of module id `module` (a
+    /// module's own: [`NO_MODULE`]), `names` reading the ids.
+    fn meta<'n>(&mut self, (name, module): (u32, u32), names: impl Fn(u32) -> &'n str) -> u32 {
+        if let Some(&m) = self.metas.get(&(name, module)) {
             return m;
         }
         let p = &mut self.plane;
-        let span = p.push_arena(name.as_bytes());
+        let span = p.push_arena(names(name).as_bytes());
         let first = p.meta_stats.len() as u32;
-        if !module.is_empty() {
-            let module = p.push_arena(module.as_bytes());
+        let module_name = if module == NO_MODULE { "" } else { names(module) };
+        if !module_name.is_empty() {
+            let module = p.push_arena(module_name.as_bytes());
             p.meta_stats.push(Stat::new(self.hlo_module, StatValue::Str(module)));
         }
         let stats = first..p.meta_stats.len() as u32;
@@ -165,16 +179,22 @@ impl Lines {
             stats,
             child_ids: Vec::new(),
         });
-        self.metas.insert((name.to_string(), module.to_string()), m);
+        self.metas.insert((name, module), m);
         m
     }
 
-    /// A line of one event per run, named by `(run, name, module)`.
-    fn line<'n>(&mut self, name: &str, id: i64, runs: impl Iterator<Item = (Run, &'n str, &'n str)>) -> Line {
+    /// A line of one event per run, named by the (name id, module id) beside it.
+    fn line<'n>(
+        &mut self,
+        name: &str,
+        id: i64,
+        runs: impl Iterator<Item = (Run, (u32, u32))>,
+        names: impl Fn(u32) -> &'n str + Copy,
+    ) -> Line {
         let mut line = Line::default();
         (line.id, line.display_id, line.name) = (id, id, name.to_string());
-        for (r, event, module) in runs {
-            let meta = self.meta(event, module);
+        for (r, key) in runs {
+            let meta = self.meta(key, names);
             let kernels = Stat::new(self.kernels, StatValue::U64(r.kernels));
             line.push_event(r.start_ps, r.end_ps - r.start_ps, meta, &[kernels]);
         }
