@@ -187,6 +187,13 @@ fn drop_paths(v: &mut Value) {
     }
 }
 
+/// Puts an object whose key climbs out of `logs/gpu-nocb/` into moto's bucket `prof`.
+const PUT_ESCAPE: &str = r#"
+import sys, boto3
+c = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{sys.argv[1]}", aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+c.put_object(Bucket="prof", Key="logs/gpu-nocb/../../../../../escape.xplane.pb", Body=b"not a profile")
+"#;
+
 /// Lists bucket `prof` of the GCS emulator (JSON API) and of moto (boto3).
 const LIST_BOTH: &str = r#"
 import json, sys, urllib.request, boto3
@@ -223,6 +230,31 @@ fn bucket_errors_are_one_line_in_bounded_time() {
         // Two retries of a 2 s limit, and the start of the client.
         assert!(took < Duration::from_secs(20), "{url} took {took:?}");
     }
+    // A key that climbs out of its folder (`..`) is never written: not even inside
+    // the cache, let alone beside it.
+    let put = Command::new("python3").args(["-c", PUT_ESCAPE, &b.port("s3_port").to_string()]).output().unwrap();
+    assert!(put.status.success(), "{}", String::from_utf8_lossy(&put.stderr));
+    let outside = tempfile::tempdir().unwrap();
+    let cache2 = outside.path().join("cache");
+    // (object_store refuses the listing page that holds it: one line naming it.)
+    let out = run(&b.env("s3"), &cache2, &["steps", "s3://prof/logs/gpu-nocb"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.lines().count() == 1 && err.contains("no plain path") && err.contains("escape.xplane.pb"), "{err}");
+    let mut found = Vec::new();
+    let mut stack = vec![outside.path().to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                found.push(p);
+            }
+        }
+    }
+    assert!(found.iter().all(|p| !p.ends_with("escape.xplane.pb")), "{found:?}");
+    assert!(found.iter().all(|p| p.starts_with(&cache2)), "{found:?}");
     // The fix names the tool to list with, and the credentials to set.
     let out = run(&b.env("s3-deny"), cache.path(), &["summary", "s3://prof/logs/gpu-nocb"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("AWS_ACCESS_KEY_ID"));

@@ -107,6 +107,12 @@ fn is_profile_file(key: &str) -> bool {
         .any(|ext| name.ends_with(ext))
 }
 
+/// True for a key whose every `/`-separated part is a plain name: joined to the cache
+/// folder it stays inside it.
+fn is_plain_key(key: &str) -> bool {
+    key.split('/').all(|part| !part.is_empty() && part != "." && part != "..") && !key.contains('\0')
+}
+
 /// Brings the profile files under `url` into `cache` (as `cache/gs|s3/BUCKET/KEY…`)
 /// and returns the local path standing for `url`. `progress` draws a bar on stderr
 /// once the download has taken a second (a line at the end where stderr is no
@@ -121,6 +127,9 @@ pub fn mirror(url: &Url, cache: &Path, progress: bool) -> anyhow::Result<PathBuf
 }
 
 async fn mirror_async(url: &Url, cache: &Path, progress: bool) -> anyhow::Result<PathBuf> {
+    if !url.key.is_empty() && !is_plain_key(&url.key) {
+        bail!("{url}: the path has an empty, `.` or `..` part — write it as the bucket lists it");
+    }
     let client = client(url)?;
     let local_root = cache.join(url.scheme.prefix()).join(&url.bucket);
     let local = if url.key.is_empty() { local_root.clone() } else { local_root.join(&url.key) };
@@ -131,7 +140,9 @@ async fn mirror_async(url: &Url, cache: &Path, progress: bool) -> anyhow::Result
             let prefix = if url.key.is_empty() { String::new() } else { format!("{}/", url.key) };
             let all = client.list(url, &prefix).await?;
             let found = all.len();
-            let wanted: Vec<Object> = all.into_iter().filter(|o| is_profile_file(&o.key)).collect();
+            // A key that would leave its folder in the cache (`..`, `/x`) is not fetched.
+            let wanted: Vec<Object> =
+                all.into_iter().filter(|o| is_profile_file(&o.key) && is_plain_key(&o.key)).collect();
             if wanted.is_empty() && found == 0 && is_profile_file(&url.key) {
                 bail!("{url}: no such object — check the path ({})", list_hint(url));
             }
@@ -228,9 +239,21 @@ impl Client {
         match self {
             Client::S3 { store } => {
                 let prefix = (!prefix.is_empty()).then(|| Key::from(prefix));
-                let all: Vec<ObjectMeta> =
-                    store.list(prefix.as_ref()).try_collect().await.map_err(|e| explain(url, &url.key, e))?;
-                Ok(all.into_iter().map(Object::of).collect())
+                let mut listed = store.list(prefix.as_ref());
+                let mut out = Vec::new();
+                while let Some(item) = listed.next().await {
+                    match item {
+                        Ok(meta) => out.push(Object::of(meta)),
+                        // A key object_store will not name (`..`, `//`): its listing page
+                        // is lost with it, so the listing cannot be trusted.
+                        Err(e @ object_store::Error::InvalidPath { .. }) => bail!(
+                            "{url}: the bucket holds a key that is no plain path ({}) — rename that object, or point at a folder without it",
+                            one_line(&e)
+                        ),
+                        Err(e) => return Err(explain(url, &url.key, e)),
+                    }
+                }
+                Ok(out)
             }
             Client::Gcs { .. } => {
                 let path = format!("/storage/v1/b/{}/o", encode(&url.bucket));
@@ -703,6 +726,14 @@ mod tests {
         assert!(is_profile_file("a/memory.prof"));
         assert!(!is_profile_file("ckpt/checkpoint_1/data.msgpack"));
         assert!(!is_profile_file("logs/events.out.tfevents.1.host"));
+    }
+
+    #[test]
+    fn keys_stay_inside_the_cache() {
+        assert!(is_plain_key("logs/plugins/profile/2024_01_01/host.xplane.pb"));
+        for bad in ["../etc/passwd.json", "/etc/x.pb", "a//b.pb", "a/./b.pb", "a/../../b.pb", "a/b.pb/"] {
+            assert!(!is_plain_key(bad), "{bad}");
+        }
     }
 
     #[test]
