@@ -135,11 +135,7 @@ fn costs_equal_xprofs_per_op() {
     let within = |a: f64, b: f64| (a - b).abs() <= 0.01 * b.abs().max(1.0);
     let mut checked = (0, 0, 0);
     for dir in ["gpu-nocb", "gpu-scan-nocb", "gpu-compile", "rocm-mi300x-gemm", "rocm-mi300x-conv-2gpu"] {
-        let file = fixture_files()
-            .into_iter()
-            .find(|p| p.starts_with(fixture(dir)) && p.to_string_lossy().ends_with(".xplane.pb"))
-            .unwrap();
-        let f = file.to_str().unwrap().to_string();
+        let f = xplane(dir);
         let ops = json(&["ops", &f, "--top", "0"]);
         let dots: HashMap<String, HashMap<String, u64>> =
             serde_json::from_value(reference(&["dot-flops", &f])).unwrap();
@@ -193,11 +189,7 @@ fn costs_equal_xprofs_per_op() {
 fn the_cost_model_equals_a_tpu_profiles_own_costs() {
     // TPU op events carry XLA's own `flops` and `bytes_accessed`: the cost model over
     // the same HLO (`hlo --json`'s `cost`, one execution) must give them back.
-    let f = fixture_files()
-        .into_iter()
-        .find(|p| p.starts_with(fixture("tpu-v6e-inference")) && p.to_string_lossy().ends_with(".xplane.pb"))
-        .unwrap();
-    let f = f.to_str().unwrap().to_string();
+    let f = xplane("tpu-v6e-inference");
     let ops = json(&["ops", &f, "--top", "0"]);
     let mut checked = 0;
     for r in ops["ops"].as_array().unwrap() {
@@ -220,15 +212,6 @@ fn the_cost_model_equals_a_tpu_profiles_own_costs() {
         }
     }
     assert!(checked >= 8, "{checked} costs checked");
-}
-
-/// The one `.xplane.pb` of a fixture folder.
-fn xplane(dir: &str) -> String {
-    let f = fixture_files()
-        .into_iter()
-        .find(|p| p.starts_with(fixture(dir)) && p.to_string_lossy().ends_with(".xplane.pb"))
-        .unwrap();
-    f.to_str().unwrap().to_string()
 }
 
 #[test]

@@ -624,11 +624,7 @@ fn a_kernel_flows_from_its_host_launch_by_correlation_id() {
         .find(|t| t["plane"] == "/device:GPU:0" && t["line"].as_str().unwrap().starts_with("Stream #14"))
         .unwrap();
     // A kernel in the middle of the capture, its correlation id as the reference reader reads it.
-    let file = crate::util::fixture_files()
-        .into_iter()
-        .find(|p| p.starts_with(&dir) && p.to_string_lossy().ends_with(".xplane.pb"))
-        .unwrap();
-    let file = file.to_str().unwrap();
+    let file = &crate::util::xplane("gpu-nocb");
     let line = stream["line"].as_str().unwrap();
     let kernels =
         crate::util::reference_lines(&["dump", file, "--plane", "/device:GPU:0", "--line", line, "--limit", "1000000"]);
@@ -677,11 +673,7 @@ fn an_area_selection_counts_every_event_inside_once() {
     // A step's span over every track of the CPU capture: the events overlapping it, by
     // the reference reader's own walk of each line, are the selection's, each once.
     let dir = fixture("cpu-transformer");
-    let file = crate::util::fixture_files()
-        .into_iter()
-        .find(|p| p.starts_with(&dir) && p.to_string_lossy().ends_with(".xplane.pb"))
-        .unwrap();
-    let file = file.to_str().unwrap();
+    let file = &crate::util::xplane("cpu-transformer");
     let s = serve(&dir, &[]);
     let steps = s.api("steps");
     let step = &steps["steps"][1];
@@ -741,11 +733,7 @@ fn an_event_counts_every_occurrence_of_its_name() {
     // dot.27 on the CPU capture: every event of that name on any line, as the
     // reference reader walks them.
     let dir = fixture("cpu-transformer");
-    let file = crate::util::fixture_files()
-        .into_iter()
-        .find(|p| p.starts_with(&dir) && p.to_string_lossy().ends_with(".xplane.pb"))
-        .unwrap();
-    let file = file.to_str().unwrap();
+    let file = &crate::util::xplane("cpu-transformer");
     let s = serve(&dir, &[]);
     let m = &s.api("timeline/search?q=dot.27&limit=1")["matches"][0];
     let d = s.api(&format!("timeline/event?track={}&index={}", m["track"], m["index"]));

@@ -50,6 +50,15 @@ pub fn fixture_files() -> Vec<PathBuf> {
     out
 }
 
+/// The one `.xplane.pb` of fixture folder `dir`.
+pub fn xplane(dir: &str) -> String {
+    let f = fixture_files()
+        .into_iter()
+        .find(|p| p.starts_with(fixture(dir)) && p.to_string_lossy().ends_with(".xplane.pb"))
+        .unwrap_or_else(|| panic!("no .xplane.pb in tests/fixtures/{dir}"));
+    f.to_str().expect("utf-8 path").to_string()
+}
+
 /// Runs the stepscope binary.
 pub fn stepscope(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stepscope")).args(args).output().expect("run stepscope")

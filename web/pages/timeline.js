@@ -222,7 +222,8 @@ async function timeline(view, ctx, pane) {
     if (performance.now() - lastAsked > 40 && !fresh()) ask();
     fetchTimer = setTimeout(ask, 40);
   }
-  const tileKey = it => (it.track ? it.track.id : `busy:${it.busy.device}`);
+  const busyKey = device => `busy:${device}`;
+  const tileKey = it => (it.track ? it.track.id : busyKey(it.busy.device));
   /** Every track on screen is drawn from a tile of the current window and zoom. */
   function fresh() {
     return visibleTracks().every(it => tileOk(tiles.get(tileKey(it))));
@@ -433,7 +434,7 @@ async function timeline(view, ctx, pane) {
 
   /** A busy counter: a device's share of each pixel's time running an op, 0 to 100%. */
   function drawBusy(b, y, h) {
-    const tile = tiles.get(`busy:${b.device}`);
+    const tile = tiles.get(busyKey(b.device));
     const top = y + 3, bottom = y + COUNTER_H - 1;
     if (tile && tile.data) {
       const d = tile.data, n = d.busy_pct.length;
@@ -461,7 +462,7 @@ async function timeline(view, ctx, pane) {
 
   /** A busy counter's share at time `t` (null before its data came). */
   function busyAt(b, t) {
-    const tile = tiles.get(`busy:${b.device}`);
+    const tile = tiles.get(busyKey(b.device));
     if (!tile || !tile.data) return null;
     const d = tile.data, k = Math.floor((t - d.start_ps) / d.ps_per_px);
     return k >= 0 && k < d.busy_pct.length ? d.busy_pct[k] : null;
@@ -1043,7 +1044,7 @@ async function timeline(view, ctx, pane) {
     boxes: () => drawn.map(b => ({ ...b })),
     steps: () => stepBoxes.map(b => ({ ...b, step_num: steps[b.k].step_num })),
     layout: () => items.map(i => ({ kind: i.kind, y: i.y - scrollY, h: i.h, track: i.track ? i.track.id : null, label: i.label || null, pinned: !!i.pinned, device: i.busy ? i.busy.device : null })),
-    busy: device => { const t = tiles.get(`busy:${device}`); return t && t.data ? t.data : null; },
+    busy: device => { const t = tiles.get(busyKey(device)); return t && t.data ? t.data : null; },
     sticky: () => (sticky ? sticky.label : null),
     thumb: () => thumb(),
     pending: () => [...tiles.values()].some(t => t.ctl),

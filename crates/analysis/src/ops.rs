@@ -181,6 +181,8 @@ struct Occurrence<'a, 'o> {
     op_ps: i64,
     /// The device's interned ids of the op's name and module.
     ids: (u32, u32),
+    /// Its line (stream) in the device plane.
+    line: u32,
     /// The op's XLA program (`program_id`).
     program: Option<u64>,
     self_ps: i64,
@@ -188,6 +190,15 @@ struct Occurrence<'a, 'o> {
     scope: &'o Text<'a>,
     flops: Option<u64>,
     bytes: Option<u64>,
+}
+
+/// Whether a GPU kernel (name id, module id, line) continues the execution of the
+/// kernel before it in its device's records: the same XLA op of a module on the same
+/// stream (a split-K GEMM's two kernels). A kernel or copy of no module (`MemcpyH2D` of
+/// a `device_put`) is an execution of its own. The op profile's `executions` and the
+/// timeline's `XLA Ops` boxes both count by this.
+pub(crate) fn same_execution(previous: (u32, u32, u32), next: (u32, u32, u32), module: &str) -> bool {
+    previous == next && !module.is_empty()
 }
 
 /// A row being summed up, one occurrence at a time.
@@ -641,13 +652,15 @@ fn chunk_rows<'a>(
     let names = &d.cached_ops().names;
     let mut recent: Vec<(u32, u64, usize)> = vec![NONE; names.len()];
     let peaks = crate::peaks::of(d);
-    // GPU kernels: the previous occurrence's op, to count a run of one XLA op's
-    // kernels as one execution (a copy or kernel of no module is one on its own).
+    // GPU kernels: the previous occurrence's op and stream, to count a run of one XLA
+    // op's kernels as one execution ([`same_execution`]).
     let kernels = d.source == crate::profile::OpSource::Kernels;
-    let mut previous: Option<(u32, u32)> = None;
+    let mut previous: Option<(u32, u32, u32)> = None;
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
-        let execution = u64::from(!kernels || previous != Some(o.ids) || names[o.ids.1 as usize].is_empty());
-        previous = Some(o.ids);
+        let at = (o.ids.0, o.ids.1, o.line);
+        let continues = previous.is_some_and(|p| same_execution(p, at, &names[o.ids.1 as usize]));
+        let execution = u64::from(!kernels || !continues);
+        previous = Some(at);
         let program = match by {
             GroupBy::Module | GroupBy::Line | GroupBy::Stack => o.program.unwrap_or(NO_PROGRAM),
             _ => NO_PROGRAM,
@@ -948,7 +961,7 @@ fn each_occurrence<'a>(
         };
         let ids = (rec.name, rec.module);
         let op_ps = ops.op_ps(rec, d.plane);
-        f(Occurrence { op_ps, ids, program, self_ps, category, scope, flops, bytes });
+        f(Occurrence { op_ps, ids, line: rec.line, program, self_ps, category, scope, flops, bytes });
     }
 }
 

@@ -322,7 +322,18 @@ pub struct Search {
     pub matches: Vec<Match>,
 }
 
-/// The display name of an event's metadata, else its name.
+/// The width in ps of one of `px` pixel columns of window `[start_ps, end_ps)`, once
+/// the window and `px` are checked.
+fn pixel_width(start_ps: i64, end_ps: i64, px: u32) -> Result<f64, String> {
+    if end_ps <= start_ps {
+        return Err(format!("empty window: end_ps {end_ps} is not after start_ps {start_ps}"));
+    }
+    if px == 0 || px > MAX_TILE_PX {
+        return Err(format!("px {px} is out of range 1..={MAX_TILE_PX}"));
+    }
+    Ok((end_ps as f64 - start_ps as f64) / f64::from(px))
+}
+
 /// The other end of a flow: event `e` of `line` (track `track`).
 fn flow_link(direction: &'static str, flow_id: u64, track: usize, plane: &Plane, line: &Line, e: usize) -> FlowLink {
     FlowLink {
@@ -335,6 +346,7 @@ fn flow_link(direction: &'static str, flow_id: u64, track: usize, plane: &Plane,
     }
 }
 
+/// The display name of an event's metadata, else its name.
 fn shown_name(plane: &Plane, meta: u32) -> &str {
     match plane.event_meta.get(meta as usize) {
         Some(m) if !m.display_name.is_empty() => plane.text(m.display_name),
@@ -563,19 +575,13 @@ impl Timeline {
     /// Device `device`'s (`host/plane`) busy share over `[start_ps, end_ps)` drawn
     /// `px` pixels wide.
     pub fn busy(profile: &Profile, device: &str, start_ps: i64, end_ps: i64, px: u32) -> Result<Busy, String> {
-        if end_ps <= start_ps {
-            return Err(format!("empty window: end_ps {end_ps} is not after start_ps {start_ps}"));
-        }
-        if px == 0 || px > MAX_TILE_PX {
-            return Err(format!("px {px} is out of range 1..={MAX_TILE_PX}"));
-        }
+        let width = pixel_width(start_ps, end_ps, px)?;
         let devices = profile.devices();
         let Some(d) = devices.iter().find(|d| d.id() == device) else {
             let ids: Vec<String> = devices.iter().map(|d| d.id()).collect();
             return Err(format!("no device {device:?} — pick one of: {}", ids.join(", ")));
         };
         let busy = crate::steps::busy_intervals(profile, d);
-        let width = (end_ps as f64 - start_ps as f64) / f64::from(px);
         let edge = |k: u32| start_ps.saturating_add((f64::from(k) * width).round() as i64).min(end_ps);
         let busy_pct = (0..px)
             .map(|k| {
@@ -600,13 +606,7 @@ impl Timeline {
     /// The boxes of track `id` over `[start_ps, end_ps)` drawn `px` pixels wide.
     pub fn tile(&self, profile: &Profile, id: u32, start_ps: i64, end_ps: i64, px: u32) -> Result<Tile, String> {
         let (t, _, plane, line) = self.parts(profile, id).ok_or_else(|| format!("no track {id}"))?;
-        if end_ps <= start_ps {
-            return Err(format!("empty window: end_ps {end_ps} is not after start_ps {start_ps}"));
-        }
-        if px == 0 || px > MAX_TILE_PX {
-            return Err(format!("px {px} is out of range 1..={MAX_TILE_PX}"));
-        }
-        let width = (end_ps as f64 - start_ps as f64) / px as f64;
+        let width = pixel_width(start_ps, end_ps, px)?;
         // Rows side by side, then their boxes in row order.
         let rows: Vec<Boxes> = (t.rows.par_iter().enumerate())
             .map(|(depth, row)| row_boxes(line, row, depth as u32, start_ps, end_ps, px, width))

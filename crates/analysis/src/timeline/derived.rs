@@ -90,8 +90,9 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
         let names = |id: u32| &*ops.names[id as usize];
         let mut lines = Lines::new(d.plane);
         // Ops: the records are in stream order, then time order.
-        let op_runs =
-            runs(&kernels, |a, b| (a.op, a.module, a.line) == (b.op, b.module, b.line) && !names(a.module).is_empty());
+        let op_runs = runs(&kernels, |a, b| {
+            crate::ops::same_execution((a.op, a.module, a.line), (b.op, b.module, b.line), names(b.module))
+        });
         let mut op_runs: Vec<(Run, (u32, u32))> =
             op_runs.into_iter().map(|r| (r, (kernels[r.first].op, kernels[r.first].module))).collect();
         // In the order the timeline indexes a line (by start, longer first), which the
