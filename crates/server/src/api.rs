@@ -194,7 +194,9 @@ fn timeline_tile(app: &App, q: &Params) -> Reply {
 /// counters of `timeline/tracks` name it), `start_ps`, `end_ps`, `px`.
 fn timeline_busy(app: &App, q: &Params) -> Reply {
     let (start, end, px) = (q.req("start_ps")?, q.req("end_ps")?, q.req("px")?);
-    let device = q.str("device").ok_or_else(|| ApiError::bad("device is required (a busy counter's device)"))?;
+    let device = q.str("device").ok_or_else(|| {
+        ApiError::bad("device is missing: pass device=HOST/PLANE, the device of a busy counter in api/timeline/tracks")
+    })?;
     let e = q.entry(app)?;
     json(&Timeline::busy(&e.profile, device, start, end, px).map_err(ApiError::bad)?)
 }
