@@ -759,6 +759,49 @@ test('timeline search outlines its matches, steps through them in time order, an
   await page.waitForSelector('#tl-tip[hidden]', { state: 'attached' });
 });
 
+test('timeline: each box the page lists is drawn in its name\'s colour there, merged boxes lighter', async () => {
+  // Read in the page: the pixel at the middle of each box with no label (36 px or less)
+  // and of each merged box 2 px or wider, and the colour Chromium itself gives the hsl()
+  // that dom.js's color() names for it.
+  const look = () => page.evaluate(() => {
+    const dpr = window.devicePixelRatio || 1;
+    const g = document.querySelector('#tl-canvas').getContext('2d');
+    const at = (x, y) => Array.from(g.getImageData(Math.floor(x * dpr), Math.floor(y * dpr), 1, 1).data).slice(0, 3).join();
+    const probe = document.createElement('canvas').getContext('2d', { willReadFrequently: true });
+    const expect = (name, light) => {
+      let h = 2166136261;
+      for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
+      probe.fillStyle = `hsl(${(h >>> 0) % 360}, 55%, ${62 + light}%)`;
+      probe.fillRect(0, 0, 1, 1);
+      return Array.from(probe.getImageData(0, 0, 1, 1).data).slice(0, 3).join();
+    };
+    const boxes = window.stepscopeTimeline.boxes().filter(b => b.x > 240);
+    return {
+      plain: boxes.filter(b => b.count === 1 && b.w >= 4 && b.w <= 36)
+        .map(b => ({ name: b.name, got: at(b.x + b.w / 2, b.y + b.h / 2), want: expect(b.name, 0) })),
+      merged: boxes.filter(b => b.count > 1 && b.w >= 2)
+        .map(b => ({ name: b.name, got: at(b.x + b.w / 2, b.y + b.h / 2), want: expect(b.name, 14) })),
+    };
+  });
+  const near = (a, b) => a.split(',').every((v, k) => Math.abs(v - b.split(',')[k]) <= 2);
+  const st = await api('steps', { run: CPU });
+  const s0 = st.steps[0];
+  await open(`timeline?run=${encodeURIComponent(CPU)}&start_ps=${s0.start_ps}&end_ps=${s0.start_ps + s0.duration_ps}`);
+  await settle();
+  await page.waitForFunction(() => window.stepscopeTimeline.fresh());
+  const { plain } = await look();
+  assert.ok(plain.length >= 10, `${plain.length} unlabelled single boxes in step ${s0.step_num}`);
+  for (const b of plain) assert.ok(near(b.got, b.want), `${b.name}: pixel ${b.got}, its colour ${b.want}`);
+  // The whole run: events merge into boxes of a lighter fill (3 px or wider: striped).
+  await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await settle();
+  await page.waitForFunction(() => window.stepscopeTimeline.fresh());
+  const { merged } = await look();
+  assert.ok(merged.length >= 10, `${merged.length} merged boxes 2 px or wider`);
+  const stripe = c => c.split(',').map(v => Math.round(Number(v) + (255 - v) * 0.45)).join();
+  for (const b of merged) assert.ok(near(b.got, b.want) || near(b.got, stripe(b.want)), `${b.name}: pixel ${b.got}, its colour ${b.want}`);
+});
+
 test('timeline: a Steps track and shading mark each step; clicking a step zooms to it', async () => {
   const st = (await api('steps', { run: CPU })).steps;
   await open(`timeline?run=${encodeURIComponent(CPU)}`);

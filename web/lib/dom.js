@@ -40,12 +40,27 @@ export function download(name, text, type = 'text/csv') {
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
-/** A stable colour for a name. */
-export function color(name, light = 0) {
+/** A stable hue for a name, 0–359. */
+function hue(name) {
   let h = 2166136261;
   for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
-  const hue = ((h >>> 0) % 360);
-  return `hsl(${hue}, 55%, ${62 + light}%)`;
+  return (h >>> 0) % 360;
+}
+
+/** A stable colour for a name (`light`: percentage points lighter). */
+export function color(name, light = 0) {
+  return `hsl(${hue(name)}, 55%, ${62 + light}%)`;
+}
+
+/** `color(name, light)` as [r, g, b], 0–255, for writing pixels. */
+export function colorRgb(name, light = 0) {
+  const s = 0.55, l = (62 + light) / 100, h = hue(name);
+  const a = s * Math.min(l, 1 - l);
+  const f = n => {
+    const k = (n + h / 30) % 12;
+    return Math.round(255 * (l - a * Math.max(-1, Math.min(k - 3, 9 - k, 1))));
+  };
+  return [f(0), f(8), f(4)];
 }
 
 /** A summary card: a label, a big value and a muted line under it. */

@@ -10,9 +10,11 @@ export function dur(ps) {
   return `${ps} ps`;
 }
 
+const COUNT = new Intl.NumberFormat('en-US'); // made once: toLocaleString makes one per call
+
 export function count(n) {
   if (n === null || n === undefined) return '';
-  return Number(n).toLocaleString('en-US');
+  return COUNT.format(Number(n));
 }
 
 export function pct(x, digits = 1) {

@@ -5,7 +5,7 @@
 // Keys: W/S zoom in/out, A/D pan. Mouse: wheel zooms at the pointer, shift+wheel
 // scrolls tracks, drag pans, click shows an event's stats (a merged box zooms in).
 import { api } from '../lib/api.js';
-import { el, clear, color } from '../lib/dom.js';
+import { el, clear, colorRgb } from '../lib/dom.js';
 import { dur, count, bytes } from '../lib/format.js';
 import { opLink, pageLink } from '../lib/nav.js';
 
@@ -214,13 +214,16 @@ async function timeline(view, ctx, pane) {
   // ---- tiles ----
   let fetchTimer = null, lastAsked = -Infinity;
   // Asks at once when the tiles on screen can no longer draw the view (a zoom past
-  // their resolution, a pan past their overscan) and nothing was asked in the last
+  // their resolution, a pan past their overscan) and no tile was asked for in the last
   // 40 ms; and again 40 ms after the last input, as when a key is held.
+  let lastW = 0, zoomDir = 0; // the view's last width; the way it last changed: -1 in, 1 out, 0 a pan
   function scheduleFetch() {
+    const w = t1 - t0;
+    zoomDir = w < lastW * 0.999 ? -1 : w > lastW * 1.001 ? 1 : 0;
+    lastW = w;
     clearTimeout(fetchTimer);
-    const ask = () => { lastAsked = performance.now(); fetchVisible(); };
-    if (performance.now() - lastAsked > 40 && !fresh()) ask();
-    fetchTimer = setTimeout(ask, 40);
+    if (performance.now() - lastAsked > 40 && !fresh()) fetchVisible();
+    fetchTimer = setTimeout(fetchVisible, 40);
   }
   const busyKey = device => `busy:${device}`;
   const tileKey = it => (it.track ? it.track.id : busyKey(it.busy.device));
@@ -237,14 +240,20 @@ async function timeline(view, ctx, pane) {
   }
   function fetchVisible() {
     if (!alive()) return;
-    const w = t1 - t0, px = Math.min(16384, Math.round((W - LABEL_W) * (1 + 2 * OVERSCAN)));
-    const start = Math.floor(t0 - w * OVERSCAN), end = Math.ceil(t1 + w * OVERSCAN);
+    // During a zoom, tiles are asked for ahead of it: at a resolution 1.4 times finer
+    // (zooming in, over a window with less overscan) or coarser (out, over a wider one),
+    // so that one answer serves the next few steps of the zoom too.
+    const lead = zoomDir < 0 ? 0.7 : zoomDir > 0 ? 1.4 : 1;
+    const px = Math.min(16384, Math.round((W - LABEL_W) * (1 + 2 * OVERSCAN)));
+    const half = (px * pspx() * lead) / 2, mid = (t0 + t1) / 2;
+    const start = Math.floor(mid - half), end = Math.ceil(mid + half);
     for (const it of visibleTracks()) {
       const id = tileKey(it);
       const cur = tiles.get(id);
       // Drawn, or asked for, at a window and resolution that serve this view.
       if (tileOk(cur) || (cur && cur.want && tileOk(cur.want))) continue;
       if (cur && cur.ctl) cur.ctl.abort();
+      lastAsked = performance.now();
       const ctl = new AbortController();
       const entry = { ...(cur || {}), ctl, want: { start, end, pspx: (end - start) / px } };
       tiles.set(id, entry);
@@ -278,7 +287,7 @@ async function timeline(view, ctx, pane) {
     const r = wrap.getBoundingClientRect();
     W = Math.max(300, Math.floor(r.width));
     H = Math.max(200, Math.floor(r.height));
-    const dpr = window.devicePixelRatio || 1;
+    dpr = window.devicePixelRatio || 1;
     canvas.width = W * dpr; canvas.height = H * dpr;
     canvas.style.width = `${W}px`; canvas.style.height = `${H}px`;
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
@@ -293,11 +302,10 @@ async function timeline(view, ctx, pane) {
     return 10 * p;
   }
 
-  let drawn = [];
   let highlighted = 0; // boxes outlined as search matches in the last draw
   let stepBoxes = []; // the Steps track's boxes in the last draw
   let sticky = null; // the plane header held at the top in the last draw
-  let barDrag = null; // a drag of the scrollbar's thumb: { y, scrollY } // boxes drawn this frame, for hit tests: {x,y,w,h,track,i}
+  let barDrag = null; // a drag of the scrollbar's thumb: { y, scrollY }
   // Tiles that come back together are drawn once, in the next frame.
   let drawQueued = false;
   function drawSoon() {
@@ -312,7 +320,7 @@ async function timeline(view, ctx, pane) {
     g.clearRect(0, 0, W, H);
     g.font = '11px system-ui, sans-serif';
     g.textBaseline = 'middle';
-    drawn = [];
+    shownTiles = [];
     highlighted = 0;
     const p = pspx();
     // Tracks.
@@ -336,7 +344,7 @@ async function timeline(view, ctx, pane) {
       const tile = tiles.get(t.id);
       g.save();
       g.beginPath(); g.rect(LABEL_W, y, W - LABEL_W, it.h); g.clip();
-      if (tile && tile.data) drawTile(tile.data, y, it.rows, p, t.id);
+      if (tile && tile.data) drawTile(tile, y, it.rows, p, t.id);
       g.restore();
       g.fillStyle = '#fff'; g.fillRect(0, y, LABEL_W - 1, it.h);
       g.fillStyle = '#223';
@@ -352,6 +360,9 @@ async function timeline(view, ctx, pane) {
       if (it.h > 2 * ROW_H - 2) g.fillText(`${count(t.events)} events${more}${status}`, 8, y + 8 + ROW_H);
       g.strokeStyle = '#e3e6ea'; g.beginPath(); g.moveTo(0, y + it.h - 0.5); g.lineTo(W, y + it.h - 0.5); g.stroke();
     }
+    // Bitmaps are kept only for the tiles on screen.
+    const shown = new Set(shownTiles.map(st => st.tile));
+    for (const tile of tiles.values()) if (tile.bitmap && !shown.has(tile)) tile.bitmap = null;
     drawSticky();
     drawFlows();
     g.restore();
@@ -505,37 +516,137 @@ async function timeline(view, ctx, pane) {
     g.strokeStyle = '#e3e6ea'; g.beginPath(); g.moveTo(0, y + h - 0.5); g.lineTo(W, y + h - 0.5); g.stroke();
   }
 
-  function drawTile(d, y, rows, p, trackId) {
-    const n = d.box_start_ps.length;
+  /** What drawing a tile needs, worked out once per tile: each box's name as a dense
+   * slot (`names` is keyed by the run's sparse name ids), and per slot its name, its
+   * lower-case form for the search, and its pixels (one box; merged boxes, and their
+   * stripes) as little-endian RGBA words. */
+  function tileStyle(d) {
+    if (d.slot) return;
+    const ids = Object.keys(d.names), slotOf = new Map(ids.map((id, i) => [Number(id), i]));
+    d.slotName = ids.map(id => d.names[id]).concat(['']);
+    d.lower = d.slotName.map(nm => nm.toLowerCase());
+    const word = ([r, gr, b]) => ((255 << 24) | (b << 16) | (gr << 8) | r) >>> 0;
+    const stripe = ([r, gr, b]) => [r, gr, b].map(v => Math.round(v + (255 - v) * 0.45));
+    d.px = d.slotName.map(nm => word(colorRgb(nm)));
+    d.pxMerged = d.slotName.map(nm => word(colorRgb(nm, 14)));
+    d.pxStripe = d.slotName.map(nm => word(stripe(colorRgb(nm, 14))));
+    d.slot = Int32Array.from(d.box_name, id => (slotOf.has(id) ? slotOf.get(id) : ids.length));
+  }
+
+  let dpr = 1; // device pixels per CSS pixel
+  let shownTiles = []; // the tiles the last draw showed: { tile, y, rows, track }
+
+  /** A tile's boxes as a bitmap at the tile's own resolution (one CSS pixel per pixel
+   * it was asked for, times the device's pixel ratio), written pixel by pixel: drawing
+   * a frame is then one image per track, however many boxes, and only a tile that
+   * arrives is rendered. Merged boxes 3 px or wider are striped. */
+  function tileBitmap(tile, rows) {
+    const d = tile.data;
+    if (tile.bitmap && tile.bitmap.rows === rows && tile.bitmap.dpr === dpr) return tile.bitmap.canvas;
+    tileStyle(d);
+    const span = tile.end - tile.start;
+    const bw = Math.max(1, Math.min(16384, Math.round((span / tile.pspx) * dpr))), bh = rows * ROW_H * dpr;
+    const kx = bw / span, one = bw / (span / tile.pspx); // device px per ps, per CSS px
+    const img = new ImageData(bw, bh), pix = new Uint32Array(img.data.buffer);
+    const n = d.box_start_ps.length, boxH = (ROW_H - 2) * dpr, period = 4 * one;
     for (let k = 0; k < n; k++) {
       const depth = d.box_depth[k];
       if (depth >= rows) continue;
-      const s = d.box_start_ps[k], du = d.box_duration_ps[k];
-      if (s + du < t0 || s > t1) continue;
-      let x = xOf(s), w = du / p;
-      if (x < LABEL_W - 2) { w -= LABEL_W - 2 - x; x = LABEL_W - 2; }
-      w = Math.min(Math.max(w, 1), W - x + 2);
-      const by = y + depth * ROW_H + 1;
-      const name = d.names[d.box_name[k]] || '';
-      const merged = d.box_count[k] > 1;
-      g.fillStyle = color(name, merged ? 14 : 0);
-      g.fillRect(x, by, w, ROW_H - 2);
-      if (merged && w >= 3) {
-        g.fillStyle = 'rgba(255,255,255,0.45)';
-        for (let sx = x + 1; sx < x + w; sx += 4) g.fillRect(sx, by, 1, ROW_H - 2);
+      const s = d.box_start_ps[k] - tile.start;
+      const c0 = Math.max(0, Math.round(s * kx));
+      const c1 = Math.min(bw, Math.max(c0 + Math.max(1, Math.round(one)), Math.round((s + d.box_duration_ps[k]) * kx)));
+      if (c1 <= c0) continue;
+      const merged = d.box_count[k] > 1, slot = d.slot[k];
+      const fill = merged ? d.pxMerged[slot] : d.px[slot];
+      const striped = merged && c1 - c0 >= 3 * one;
+      const r0 = (depth * ROW_H + 1) * dpr;
+      for (let r = r0; r < r0 + boxH; r++) {
+        const row = r * bw;
+        pix.fill(fill, row + c0, row + c1);
+        if (striped) {
+          const sf = d.pxStripe[slot];
+          for (let c = c0 + one; c < c1; c += period) pix.fill(sf, row + Math.round(c), row + Math.min(c1, Math.round(c + one)));
+        }
       }
-      if (query && name.toLowerCase().includes(query)) {
-        g.strokeStyle = '#f59e0b'; g.lineWidth = 2; g.strokeRect(x + 1, by + 1, Math.max(w - 2, 1), ROW_H - 4); g.lineWidth = 1;
+    }
+    const canvas = document.createElement('canvas');
+    canvas.width = bw; canvas.height = bh;
+    canvas.getContext('2d').putImageData(img, 0, 0);
+    tile.bitmap = { canvas, rows, dpr };
+    return canvas;
+  }
+
+  /** Where box `k` of a tile drawn at `y` lies on screen, or null when it is not in view. */
+  function boxAt(d, k, y, rows, p, track) {
+    const depth = d.box_depth[k];
+    if (depth >= rows) return null;
+    const s = d.box_start_ps[k], du = d.box_duration_ps[k];
+    if (s + du < t0 || s > t1) return null;
+    let x = xOf(s), w = du / p;
+    if (x < LABEL_W - 2) { w -= LABEL_W - 2 - x; x = LABEL_W - 2; }
+    w = Math.min(Math.max(w, 1), W - x + 2);
+    return { x, y: y + depth * ROW_H + 1, w, h: ROW_H - 2, track, index: d.box_index[k], count: d.box_count[k], start: s, dur: du, name: d.slotName[d.slot[k]] };
+  }
+
+  /** Every box the last draw showed (for tests, flows and scripts), or those `keep` keeps. */
+  function drawnBoxes(keep = () => true) {
+    const out = [];
+    const p = pspx();
+    for (const st of shownTiles) {
+      const d = st.tile.data;
+      for (let k = 0; k < d.box_start_ps.length; k++) {
+        const b = boxAt(d, k, st.y, st.rows, p, st.track);
+        if (b && keep(b)) out.push(b);
+      }
+    }
+    return out;
+  }
+
+  /** The box under (x, y) in the last draw, or null: the last drawn of those within a pixel. */
+  function boxUnder(x, y) {
+    let hit = null;
+    const p = pspx();
+    for (const st of shownTiles) {
+      if (y < st.y || y > st.y + st.rows * ROW_H) continue;
+      const d = st.tile.data;
+      for (let k = 0; k < d.box_start_ps.length; k++) {
+        const b = boxAt(d, k, st.y, st.rows, p, st.track);
+        if (b && x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h) hit = b;
+      }
+    }
+    return hit;
+  }
+
+  function drawTile(tile, y, rows, p, trackId) {
+    const d = tile.data;
+    const bitmap = tileBitmap(tile, rows);
+    shownTiles.push({ tile, y, rows, track: trackId });
+    // The part of the view the tile covers, from its bitmap: stretched without
+    // smoothing (while a zoom waits for the next tile), or shrunk with it.
+    const a = Math.max(t0, tile.start), b = Math.min(t1, tile.end);
+    if (b > a) {
+      const kx = bitmap.width / (tile.end - tile.start);
+      g.imageSmoothingEnabled = tile.pspx < p; // shrunk: blended, so no 1 px box vanishes
+      g.drawImage(bitmap, (a - tile.start) * kx, 0, (b - a) * kx, bitmap.height, xOf(a), y, (b - a) / p, rows * ROW_H);
+      g.imageSmoothingEnabled = true;
+    }
+    // Over it, each frame: search matches and the selection outlined, and labels.
+    g.fillStyle = '#111';
+    for (let k = 0; k < d.box_start_ps.length; k++) {
+      const hit = query && d.lower[d.slot[k]].includes(query);
+      const isSel = selected && selected.track === trackId && d.box_count[k] === 1 && d.box_index[k] === selected.index;
+      if (!hit && !isSel && d.box_duration_ps[k] <= 36 * p) continue;
+      const bx = boxAt(d, k, y, rows, p, trackId);
+      if (!bx) continue;
+      if (hit) {
+        g.strokeStyle = '#f59e0b'; g.lineWidth = 2; g.strokeRect(bx.x + 1, bx.y + 1, Math.max(bx.w - 2, 1), ROW_H - 4); g.lineWidth = 1;
         highlighted++;
       }
-      const isSel = selected && selected.track === trackId && !merged && d.box_index[k] === selected.index;
-      if (isSel) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(x + 1, by + 1, Math.max(w - 2, 1), ROW_H - 4); g.lineWidth = 1; }
-      if (w > 36) {
-        g.fillStyle = '#111';
-        const label = merged ? `${count(d.box_count[k])} × ${name}` : name;
-        g.fillText(fitText(label, w - 6), x + 3, by + (ROW_H - 2) / 2);
+      if (isSel) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(bx.x + 1, bx.y + 1, Math.max(bx.w - 2, 1), ROW_H - 4); g.lineWidth = 1; }
+      if (bx.w > 36) {
+        const label = bx.count > 1 ? `${count(bx.count)} × ${bx.name}` : bx.name;
+        g.fillText(fitText(label, bx.w - 6), bx.x + 3, bx.y + (ROW_H - 2) / 2);
       }
-      drawn.push({ x, y: by, w, h: ROW_H - 2, track: trackId, index: d.box_index[k], count: d.box_count[k], start: s, dur: du, name });
     }
   }
 
@@ -549,13 +660,13 @@ async function timeline(view, ctx, pane) {
     const d = selected.detail;
     const y0 = trackY(d.track);
     if (y0 === null) return;
-    const from = drawn.find(b => b.track === d.track && b.index === d.index);
+    const from = drawnBoxes(b => b.track === d.track && b.index === d.index)[0];
     const fx = from ? from.x : xOf(d.start_ps), fy = from ? from.y + from.h / 2 : y0 + ROW_H / 2;
     g.strokeStyle = '#c0392b'; g.fillStyle = '#c0392b'; g.lineWidth = 1.5;
     for (const f of d.flows) {
       const y1 = trackY(f.track);
       if (y1 === null) continue;
-      const to = drawn.find(b => b.track === f.track && b.index === f.index);
+      const to = drawnBoxes(b => b.track === f.track && b.index === f.index)[0];
       const tx = to ? to.x : xOf(f.start_ps), ty = to ? to.y + to.h / 2 : y1 + ROW_H / 2;
       const [ax, ay, bx, by] = f.direction === 'out' ? [fx, fy, tx, ty] : [tx, ty, fx, fy];
       g.beginPath(); g.moveTo(ax, ay); g.bezierCurveTo(ax + 30, ay, bx - 30, by, bx, by); g.stroke();
@@ -755,7 +866,7 @@ async function timeline(view, ctx, pane) {
       if (b) showStep(steps[b.k]);
       return;
     }
-    const hit = drawn.filter(b => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h).pop();
+    const hit = boxUnder(x, y);
     if (!hit) return;
     if (hit.count > 1) {
       const pad = Math.max(hit.dur * 0.1, pspx() * 4);
@@ -1013,7 +1124,7 @@ async function timeline(view, ctx, pane) {
       tip.style.top = `${Math.min(y + 14, H - 40)}px`;
       return;
     }
-    const hit = free ? drawn.filter(b => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h).pop() : null;
+    const hit = free ? boxUnder(x, y) : null;
     if (!hit) { tip.hidden = true; return; }
     clear(tip);
     tip.append(el('strong', {}, hit.count > 1 ? `${count(hit.count)} events` : hit.name),
@@ -1040,8 +1151,8 @@ async function timeline(view, ctx, pane) {
   // For tests and scripts: the window shown and the events drawn (CSS px in the canvas).
   window[pane && pane.index === 1 ? 'stepscopeTimelineB' : 'stepscopeTimeline'] = {
     view: () => ({ start_ps: t0, end_ps: t1, scroll_y: scrollY }),
-    events: () => drawn.filter(b => b.count === 1).map(b => ({ ...b })),
-    boxes: () => drawn.map(b => ({ ...b })),
+    events: () => drawnBoxes(b => b.count === 1),
+    boxes: () => drawnBoxes(),
     steps: () => stepBoxes.map(b => ({ ...b, step_num: steps[b.k].step_num })),
     layout: () => items.map(i => ({ kind: i.kind, y: i.y - scrollY, h: i.h, track: i.track ? i.track.id : null, label: i.label || null, pinned: !!i.pinned, device: i.busy ? i.busy.device : null })),
     busy: device => { const t = tiles.get(busyKey(device)); return t && t.data ? t.data : null; },
