@@ -547,27 +547,30 @@ async function timeline(view, ctx, pane) {
     const span = tile.end - tile.start;
     const bw = Math.max(1, Math.min(16384, Math.round((span / tile.pspx) * dpr))), bh = rows * ROW_H * dpr;
     const kx = bw / span, one = bw / (span / tile.pspx); // device px per ps, per CSS px
-    const img = new ImageData(bw, bh), pix = new Uint32Array(img.data.buffer);
-    const n = d.box_start_ps.length, boxH = (ROW_H - 2) * dpr, period = 4 * one;
+    // Each row's line of pixels first, then copied down the row's height.
+    const lines = new Uint32Array(rows * bw);
+    const n = d.box_start_ps.length, period = 4 * one, minW = Math.max(1, Math.round(one));
     for (let k = 0; k < n; k++) {
       const depth = d.box_depth[k];
       if (depth >= rows) continue;
       const s = d.box_start_ps[k] - tile.start;
       const c0 = Math.max(0, Math.round(s * kx));
-      const c1 = Math.min(bw, Math.max(c0 + Math.max(1, Math.round(one)), Math.round((s + d.box_duration_ps[k]) * kx)));
+      const c1 = Math.min(bw, Math.max(c0 + minW, Math.round((s + d.box_duration_ps[k]) * kx)));
       if (c1 <= c0) continue;
-      const merged = d.box_count[k] > 1, slot = d.slot[k];
+      const merged = d.box_count[k] > 1, slot = d.slot[k], at = depth * bw;
       const fill = merged ? d.pxMerged[slot] : d.px[slot];
-      const striped = merged && c1 - c0 >= 3 * one;
-      const r0 = (depth * ROW_H + 1) * dpr;
-      for (let r = r0; r < r0 + boxH; r++) {
-        const row = r * bw;
-        pix.fill(fill, row + c0, row + c1);
-        if (striped) {
-          const sf = d.pxStripe[slot];
-          for (let c = c0 + one; c < c1; c += period) pix.fill(sf, row + Math.round(c), row + Math.min(c1, Math.round(c + one)));
-        }
+      if (c1 - c0 > 8) lines.fill(fill, at + c0, at + c1);
+      else for (let c = c0; c < c1; c++) lines[at + c] = fill;
+      if (merged && c1 - c0 >= 3 * one) {
+        const sf = d.pxStripe[slot];
+        for (let c = c0 + one; c < c1; c += period) lines.fill(sf, at + Math.round(c), at + Math.min(c1, Math.round(c + one)));
       }
+    }
+    const img = new ImageData(bw, bh), pix = new Uint32Array(img.data.buffer);
+    for (let depth = 0; depth < rows; depth++) {
+      const line = lines.subarray(depth * bw, (depth + 1) * bw);
+      const r0 = (depth * ROW_H + 1) * dpr;
+      for (let r = r0; r < r0 + (ROW_H - 2) * dpr; r++) pix.set(line, r * bw);
     }
     const canvas = document.createElement('canvas');
     canvas.width = bw; canvas.height = bh;
