@@ -633,7 +633,7 @@ fn a_kernel_flows_from_its_host_launch_by_correlation_id() {
     let d = s.api(&format!("timeline/event?track={}&index={at}", stream["id"]));
     assert_eq!(d["start_ps"], kernels[at]["start_ps"]);
     // Its launch: every host event with that id, as the reference reader finds them.
-    let mut want: Vec<i64> = Vec::new();
+    let mut want: Vec<(i64, i64)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for t in list.iter().filter(|t| t["plane"] == "/host:CPU") {
         let name = t["line"].as_str().unwrap();
@@ -644,13 +644,16 @@ fn a_kernel_flows_from_its_host_launch_by_correlation_id() {
             crate::util::reference_lines(&["dump", file, "--plane", "/host:CPU", "--line", name, "--limit", "10000000"])
         {
             if e["stats"]["correlation_id"].as_u64() == Some(corr) {
-                want.push(e["start_ps"].as_i64().unwrap());
+                want.push((e["start_ps"].as_i64().unwrap(), e["duration_ps"].as_i64().unwrap()));
             }
         }
     }
     let flows = d["flows"].as_array().unwrap();
-    let mut got: Vec<i64> =
-        flows.iter().filter(|f| f["direction"] == "in").map(|f| f["start_ps"].as_i64().unwrap()).collect();
+    let mut got: Vec<(i64, i64)> = flows
+        .iter()
+        .filter(|f| f["direction"] == "in")
+        .map(|f| (f["start_ps"].as_i64().unwrap(), f["duration_ps"].as_i64().unwrap()))
+        .collect();
     want.sort();
     got.sort();
     assert!(!want.is_empty());

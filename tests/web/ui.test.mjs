@@ -685,6 +685,29 @@ test('timeline: a drag in the ruler selects a span and lists its events as the A
   // Escape clears it.
   await page.keyboard.press('Escape');
   assert.equal(await page.$('#tl-area'), null);
+
+  // Shift+drag over the tracks selects the span on the tracks under the drag only.
+  const layout = await page.evaluate(() => window.stepscopeTimeline.layout());
+  const under = layout.filter(i => i.kind === 'track' && i.h > 30).slice(0, 2);
+  assert.equal(under.length, 2, 'two tracks to drag across');
+  const ya = box.y + 24 + under[0].y + 10, yb = box.y + 24 + under[1].y + 10;
+  await page.keyboard.down('Shift');
+  await page.mouse.move(xa, ya);
+  await page.mouse.down();
+  await page.mouse.move(xb, yb, { steps: 8 });
+  await page.mouse.up();
+  await page.keyboard.up('Shift');
+  await page.waitForSelector('#tl-area');
+  const ids = layout.filter(i => i.kind === 'track' && i.y + i.h > under[0].y + 10 && i.y < under[1].y + 10).map(i => i.track);
+  const [s2, e2] = await page.$eval('#tl-area', h => [Number(h.dataset.startPs), Number(h.dataset.endPs)]);
+  const d2 = await api('timeline/select', { run: CPU, start_ps: s2, end_ps: e2, tracks: ids.join(',') });
+  const info2 = await page.$$eval('#tl-side table.kv tr', trs => Object.fromEntries(trs.map(tr => [tr.children[0].textContent, tr.children[1].textContent])));
+  assert.equal(info2.tracks, String(ids.length));
+  assert.equal(info2.events, fmt.count(d2.events));
+  assert.ok(d2.events > 0 && d2.events < d.events, `${d2.events} of ${d.events}`);
+  const rows2 = await page.$$eval('table.area-rows tbody tr', trs => trs.map(tr => [...tr.children].map(td => td.textContent)));
+  assert.deepEqual(rows2.map(r => [r[0], r[1]]), d2.rows.slice(0, 500).map(r => [r.name, fmt.count(r.count)]));
+  await page.keyboard.press('Escape');
 });
 
 test('at 1,024 px the header fits, the timeline keeps its width, and deep zoom keeps tick labels apart', async () => {
@@ -800,6 +823,59 @@ test('timeline: each box the page lists is drawn in its name\'s colour there, me
   assert.ok(merged.length >= 10, `${merged.length} merged boxes 2 px or wider`);
   const stripe = c => c.split(',').map(v => Math.round(Number(v) + (255 - v) * 0.45)).join();
   for (const b of merged) assert.ok(near(b.got, b.want) || near(b.got, stripe(b.want)), `${b.name}: pixel ${b.got}, its colour ${b.want}`);
+});
+
+test('timeline: a kernel\'s flow from its host launch is drawn as an arrow and followed by a click', async () => {
+  const run = await runIn('gpu-nocb');
+  const tracks = await api('timeline/tracks', { run });
+  const stream = tracks.tracks.find(t => t.plane === '/device:GPU:0' && t.line.startsWith('Stream #14'));
+  // From the middle of the run on, the first kernel of 20 µs or more (a few pixels wide).
+  let at = Math.floor(stream.events / 2), kernel;
+  for (; at < stream.events; at++) {
+    kernel = await api('timeline/event', { run, track: stream.id, index: at });
+    if (kernel.duration_ps >= 20e6) break;
+  }
+  const launch = kernel.flows.find(f => f.direction === 'in');
+  assert.ok(launch, `the kernel has a launch: ${JSON.stringify(kernel.flows)}`);
+  // A window holding both the launch and the kernel.
+  const a = Math.min(launch.start_ps, kernel.start_ps), b = Math.max(kernel.start_ps + kernel.duration_ps, launch.start_ps + launch.duration_ps);
+  const pad = (b - a) * 0.3;
+  await open(`timeline?run=${encodeURIComponent(run)}&start_ps=${Math.round(a - pad)}&end_ps=${Math.round(b + pad)}`);
+  await settle();
+  // Pin the kernel's and the launch's tracks to the top (filter to each, click its ⤒).
+  const byId = new Map(tracks.tracks.map(t => [t.id, t]));
+  const canvasAt = () => page.$eval('#tl-canvas', e => { const r = e.getBoundingClientRect(); return [r.left, r.top]; });
+  for (const id of [launch.track, stream.id]) {
+    await page.fill('#tl-filter', byId.get(id).line);
+    const it = (await page.evaluate(() => window.stepscopeTimeline.layout())).find(i => i.kind === 'track' && i.track === id && !i.pinned);
+    const c = await canvasAt();
+    await page.mouse.click(c[0] + 230 - 27, c[1] + 24 + it.y + 8);
+  }
+  await page.fill('#tl-filter', '');
+  await settle();
+  const c = await canvasAt();
+  const box = (await page.evaluate(() => window.stepscopeTimeline.events())).find(x => x.track === stream.id && x.index === at);
+  assert.ok(box, 'the kernel is drawn');
+  await page.mouse.click(c[0] + box.x + Math.max(1, box.w / 2), c[1] + box.y + box.h / 2);
+  const shown = e => e.display_name || e.name;
+  await page.screenshot({ path: path.join(shots, 'timeline-flow.png') });
+  await page.waitForFunction(name => (document.querySelector('#tl-event-name') || {}).textContent === name, shown(kernel));
+  const links = await page.$$eval('#tl-side ul.flows a', as => as.map(x => x.textContent));
+  assert.ok(links.includes(`← ${launch.name} @ ${fmt.dur(launch.start_ps)}`), links.join(' | '));
+  // The arrow ends at the kernel: its head, in the flow's red, just left of the box.
+  const px = await page.evaluate(([x, y]) => {
+    const dpr = window.devicePixelRatio || 1;
+    const g = document.querySelector('#tl-canvas').getContext('2d');
+    return Array.from(g.getImageData(Math.floor(x * dpr), Math.floor(y * dpr), 1, 1).data);
+  }, [box.x - 3, box.y + box.h / 2]);
+  assert.ok(px[0] > 150 && px[1] < 110 && px[2] < 110, `arrow head pixel ${px}`);
+  // Following the flow selects the launch, which flows out to the kernel.
+  await page.click(`#tl-side ul.flows a >> text=${launch.name}`);
+  await page.waitForFunction(name => (document.querySelector('#tl-event-name') || {}).textContent === name, launch.name);
+  const [w0, w1] = await timelineWindow();
+  assert.ok(w0 <= launch.start_ps && launch.start_ps + launch.duration_ps <= w1, 'the launch is in view');
+  const back = await page.$$eval('#tl-side ul.flows a', as => as.map(x => x.textContent));
+  assert.ok(back.includes(`→ ${shown(kernel)} @ ${fmt.dur(kernel.start_ps)}`), back.join(' | '));
 });
 
 test('timeline: a Steps track and shading mark each step; clicking a step zooms to it', async () => {

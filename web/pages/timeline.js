@@ -1026,7 +1026,7 @@ async function timeline(view, ctx, pane) {
       const ul = el('ul', { class: 'flows' });
       for (const f of d.flows) {
         const a = el('a', { href: '#' }, `${f.direction === 'out' ? '→' : '←'} ${f.name} @ ${dur(f.start_ps)}`);
-        a.addEventListener('click', ev => { ev.preventDefault(); focusEvent(f.track, f.index, f.start_ps, 0); });
+        a.addEventListener('click', ev => { ev.preventDefault(); focusEvent(f.track, f.index, f.start_ps, f.duration_ps); });
         ul.append(el('li', {}, a));
       }
       side.append(ul);

@@ -267,6 +267,7 @@ pub struct FlowLink {
     pub index: u32,
     pub name: String,
     pub start_ps: i64,
+    pub duration_ps: i64,
 }
 
 /// The events of an area of the timeline: a span on some tracks, grouped by name.
@@ -343,6 +344,7 @@ fn flow_link(direction: &'static str, flow_id: u64, track: usize, plane: &Plane,
         index: e as u32,
         name: shown_name(plane, line.meta(e)).to_string(),
         start_ps: line.start_ps(e),
+        duration_ps: line.duration_ps(e),
     }
 }
 
