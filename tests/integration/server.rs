@@ -209,6 +209,16 @@ fn timeline_tiles_cover_every_event_in_o_px_boxes() {
         assert!(counts.len() as u64 <= depth * (2 * px + 2), "{} boxes for {} rows", counts.len(), depth);
         assert!(counts.len() < expect as usize, "sub-pixel events were merged");
     }
+    // All the tracks' tiles in one answer: each exactly its own tile's answer.
+    let ids: Vec<String> = list.iter().rev().map(|t| t["id"].to_string()).collect();
+    let (w0, w1) = (a + (b - a) / 3, a + (b - a) / 2);
+    let all = s.api(&format!("timeline/tiles?tracks={}&start_ps={w0}&end_ps={w1}&px=700", ids.join(",")));
+    assert_eq!(all["schema"], "stepscope.timeline_tiles/1");
+    let tiles = all["tiles"].as_array().unwrap();
+    assert_eq!(tiles.len(), ids.len());
+    for (id, tile) in ids.iter().zip(tiles) {
+        assert_eq!(tile, &s.api(&format!("timeline/tile?track={id}&start_ps={w0}&end_ps={w1}&px=700")), "track {id}");
+    }
     // Zoomed in to 2 µs around one event of the busiest thread: it comes back as itself.
     let ev = s.api("timeline/search?q=dot.27&limit=1");
     let m = &ev["matches"][0];
@@ -235,12 +245,17 @@ fn timeline_tiles_cover_every_event_in_o_px_boxes() {
 #[test]
 fn bad_requests_get_one_line_errors() {
     let s = serve(&fixture("cpu-transformer"), &[]);
+    let too_many = format!("api/timeline/tiles?tracks={}&start_ps=0&end_ps=5&px=10", vec!["0"; 65].join(","));
     for (path, status) in [
         ("api/timeline/tile?track=0&start_ps=10&end_ps=5&px=100", 400),
         ("api/timeline/tile?track=0&start_ps=0&end_ps=5&px=0", 400),
         ("api/timeline/tile?track=99&start_ps=0&end_ps=5&px=10", 400),
         ("api/timeline/tile?track=0&start_ps=x&end_ps=5&px=10", 400),
         ("api/timeline/tile?track=0", 400),
+        ("api/timeline/tiles?tracks=&start_ps=0&end_ps=5&px=10", 400),
+        ("api/timeline/tiles?tracks=0,99&start_ps=0&end_ps=5&px=10", 400),
+        ("api/timeline/tiles?tracks=0,x&start_ps=0&end_ps=5&px=10", 400),
+        (&too_many, 400),
         ("api/timeline/event?track=0&index=99999999", 404),
         ("api/ops?by=nonsense", 400),
         ("api/summary?top=-1", 400),

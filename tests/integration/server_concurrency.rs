@@ -30,6 +30,7 @@ const ROUTES: &[&str] = &[
     "compile",
     "timeline/tracks",
     "timeline/search?q=fusion",
+    "timeline/tiles?tracks=0,1&start_ps=0&end_ps=1000000000000&px=1000",
     "runs",
 ];
 

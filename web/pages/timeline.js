@@ -247,31 +247,63 @@ async function timeline(view, ctx, pane) {
     const px = Math.min(16384, Math.round((W - LABEL_W) * (1 + 2 * OVERSCAN)));
     const half = (px * pspx() * lead) / 2, mid = (t0 + t1) / 2;
     const start = Math.floor(mid - half), end = Math.ceil(mid + half);
-    for (const it of visibleTracks()) {
-      const id = tileKey(it);
-      const cur = tiles.get(id);
-      // Drawn, or asked for, at a window and resolution that serve this view.
-      if (tileOk(cur) || (cur && cur.want && tileOk(cur.want))) continue;
-      if (cur && cur.ctl) cur.ctl.abort();
-      lastAsked = performance.now();
-      const ctl = new AbortController();
-      const entry = { ...(cur || {}), ctl, want: { start, end, pspx: (end - start) / px } };
-      tiles.set(id, entry);
-      const req = it.track
-        ? api('timeline/tile', { ...sel, track: id, start_ps: start, end_ps: end, px }, ctl.signal)
-        : api('timeline/busy', { ...sel, device: it.busy.device, start_ps: start, end_ps: end, px }, ctl.signal);
-      req
-        .then(data => {
-          if (!alive()) return;
-          tiles.set(id, { start, end, pspx: (end - start) / px, data, ctl: null });
-          drawSoon();
-        })
-        .catch(e => {
-          if (e.name === 'AbortError') return;
-          tiles.set(id, { ...entry, ctl: null, want: null, error: String(e.message || e) });
-          drawSoon();
-        });
+    const want = { start, end, pspx: (end - start) / px };
+    // Nothing is asked while every track on screen is drawn, or asked for, at a window
+    // and resolution that serve this view. Else every track on screen is asked for
+    // (but those whose request in flight serves the view), so that they all keep the
+    // same window and reach its edge at the same time, not one after another.
+    const visible = visibleTracks();
+    const wanting = cur => cur && cur.req && tileOk(cur.want);
+    if (visible.every(it => { const cur = tiles.get(tileKey(it)); return tileOk(cur) || wanting(cur); })) return;
+    const need = visible.filter(it => !wanting(tiles.get(tileKey(it))));
+    lastAsked = performance.now();
+    // The tracks' tiles in one request (64 at most each): a browser opens at most 6
+    // connections to a server, and one request per track waited on each other. Each
+    // busy counter is a request of its own.
+    const ids = need.filter(it => it.track).map(it => it.track.id);
+    for (let k = 0; k < ids.length; k += 64) {
+      const some = ids.slice(k, k + 64);
+      ask(some, want, signal => api('timeline/tiles', { ...sel, tracks: some.join(','), start_ps: start, end_ps: end, px }, signal)
+        .then(d => d.tiles));
     }
+    for (const it of need.filter(it => it.busy)) {
+      ask([tileKey(it)], want, signal => api('timeline/busy', { ...sel, device: it.busy.device, start_ps: start, end_ps: end, px }, signal)
+        .then(d => [d]));
+    }
+  }
+
+  /** Asks `request` for the tiles of `keys` (its answer: their data, in that order). A
+   * request is cancelled when none of its tracks still wants it; while it is out, a
+   * track keeps drawing the tile it has. */
+  function ask(keys, want, request) {
+    const req = { ctl: new AbortController(), wanted: keys.length };
+    for (const key of keys) {
+      const cur = tiles.get(key);
+      release(cur);
+      tiles.set(key, { ...(cur || {}), req, want });
+    }
+    const mine = key => { const cur = tiles.get(key); return cur && cur.req === req ? cur : null; };
+    request(req.ctl.signal)
+      .then(data => {
+        if (!alive()) return;
+        keys.forEach((key, k) => {
+          if (mine(key)) tiles.set(key, { start: want.start, end: want.end, pspx: want.pspx, data: data[k], req: null });
+        });
+        drawSoon();
+      })
+      .catch(e => {
+        if (e.name === 'AbortError') return;
+        for (const key of keys) {
+          const cur = mine(key);
+          if (cur) tiles.set(key, { ...cur, req: null, want: null, error: String(e.message || e) });
+        }
+        drawSoon();
+      });
+  }
+
+  /** A track's tile entry no longer wants the request it is waiting on. */
+  function release(entry) {
+    if (entry && entry.req && --entry.req.wanted === 0) entry.req.ctl.abort();
   }
 
   // ---- drawing ----
@@ -1161,7 +1193,7 @@ async function timeline(view, ctx, pane) {
     busy: device => { const t = tiles.get(busyKey(device)); return t && t.data ? t.data : null; },
     sticky: () => (sticky ? sticky.label : null),
     thumb: () => thumb(),
-    pending: () => [...tiles.values()].some(t => t.ctl),
+    pending: () => [...tiles.values()].some(t => t.req),
     drawMs: () => drawMs,
     fresh: () => !drawQueued && fresh(),
   };

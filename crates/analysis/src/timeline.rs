@@ -29,6 +29,8 @@ pub use derived::{MODULES_LINE, OPS_LINE};
 
 /// Most pixels a tile may be asked for.
 pub const MAX_TILE_PX: u32 = 16_384;
+/// The most tracks one [`Timeline::tiles`] answer holds.
+pub const MAX_TILES: usize = 64;
 /// Most search matches one answer lists.
 pub const MAX_SEARCH_MATCHES: usize = 10_000;
 /// Events a merged box's name is sampled from (its dominant name).
@@ -210,6 +212,13 @@ pub struct Tile {
     pub box_index: Vec<u32>,
     /// Names of the boxes by name id.
     pub names: BTreeMap<u32, String>,
+}
+
+/// The tiles of several tracks over one window, in the order asked.
+#[derive(Clone, Debug, Serialize)]
+pub struct Tiles {
+    pub schema: &'static str,
+    pub tiles: Vec<Tile>,
 }
 
 /// One stat of an event, rendered.
@@ -644,9 +653,20 @@ impl Timeline {
         Ok(tile)
     }
 
+    /// The tiles of tracks `ids` (at most [`MAX_TILES`]) over one window, in the order
+    /// asked: what a view draws, in one answer, the tracks made in parallel.
+    pub fn tiles(&self, profile: &Profile, ids: &[u32], start_ps: i64, end_ps: i64, px: u32) -> Result<Tiles, String> {
+        if ids.is_empty() || ids.len() > MAX_TILES {
+            return Err(format!("{} tracks asked for: ask for 1 to {MAX_TILES} at a time", ids.len()));
+        }
+        let tiles = ids.par_iter().map(|&id| self.tile(profile, id, start_ps, end_ps, px)).collect::<Result<_, _>>()?;
+        Ok(Tiles { schema: "stepscope.timeline_tiles/1", tiles })
+    }
+
     /// The events overlapping `[start_ps, end_ps)` on `tracks` (when empty: every
-    /// track but the derived ones, whose events restate the kernels'), each counted once, grouped by their shown name: a few binary searches per depth row
-    /// (a row's starts and ends both ascend), then the events found.
+    /// track but the derived ones, whose events restate the kernels'), each counted
+    /// once, grouped by their shown name: a few binary searches per depth row (a row's
+    /// starts and ends both ascend), then the events found.
     pub fn select(&self, profile: &Profile, start_ps: i64, end_ps: i64, tracks: &[u32]) -> Result<Selection, String> {
         if end_ps <= start_ps {
             return Err(format!("empty span: end_ps {end_ps} is not after start_ps {start_ps}"));

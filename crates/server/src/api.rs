@@ -55,6 +55,7 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("diff", diff),
     ("timeline/tracks", timeline_tracks),
     ("timeline/tile", timeline_tile),
+    ("timeline/tiles", timeline_tiles),
     ("timeline/event", timeline_event),
     ("timeline/search", timeline_search),
     ("timeline/select", timeline_select),
@@ -76,6 +77,17 @@ impl Params {
 
     pub(crate) fn str(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str)
+    }
+
+    /// A comma-separated list of track ids (empty when absent).
+    fn ids(&self, name: &str) -> Result<Vec<u32>, ApiError> {
+        match self.str(name).filter(|t| !t.is_empty()) {
+            None => Ok(Vec::new()),
+            Some(list) => list
+                .split(',')
+                .map(|t| t.trim().parse::<u32>().map_err(|_| ApiError::bad(format!("{name}: {t:?} is not a track id"))))
+                .collect(),
+        }
     }
 
     /// A required text parameter.
@@ -190,6 +202,15 @@ fn timeline_tile(app: &App, q: &Params) -> Reply {
     json(&e.timeline().tile(&e.profile, track, start, end, px).map_err(ApiError::bad)?)
 }
 
+/// Several tracks' tiles over one window: `tracks` (comma-separated ids), `start_ps`,
+/// `end_ps`, `px`.
+fn timeline_tiles(app: &App, q: &Params) -> Reply {
+    let (start, end, px) = (q.req("start_ps")?, q.req("end_ps")?, q.req("px")?);
+    let tracks = q.ids("tracks")?;
+    let e = q.entry(app)?;
+    json(&e.timeline().tiles(&e.profile, &tracks, start, end, px).map_err(ApiError::bad)?)
+}
+
 /// A device's busy share per pixel column: `device` (`host/plane`, as the busy
 /// counters of `timeline/tracks` name it), `start_ps`, `end_ps`, `px`.
 fn timeline_busy(app: &App, q: &Params) -> Reply {
@@ -212,13 +233,7 @@ fn timeline_event(app: &App, q: &Params) -> Reply {
 /// every track when absent).
 fn timeline_select(app: &App, q: &Params) -> Reply {
     let (start, end) = (q.req("start_ps")?, q.req("end_ps")?);
-    let tracks = match q.str("tracks").filter(|t| !t.is_empty()) {
-        None => Vec::new(),
-        Some(list) => list
-            .split(',')
-            .map(|t| t.trim().parse::<u32>().map_err(|_| ApiError::bad(format!("tracks: {t:?} is not a track id"))))
-            .collect::<Result<Vec<u32>, ApiError>>()?,
-    };
+    let tracks = q.ids("tracks")?;
     let e = q.entry(app)?;
     json(&e.timeline().select(&e.profile, start, end, &tracks).map_err(ApiError::bad)?)
 }
