@@ -784,7 +784,7 @@ test('timeline search outlines its matches, steps through them in time order, an
 
 test('timeline: each box the page lists is drawn in its name\'s colour there, merged boxes lighter', async () => {
   // Read in the page: the pixel at the middle of each box with no label (36 px or less)
-  // and of each merged box 2 px or wider, and the colour Chromium itself gives the hsl()
+  // and of each merged box 1.5 px or wider, and the colour Chromium itself gives the hsl()
   // that dom.js's color() names for it.
   const look = () => page.evaluate(() => {
     const dpr = window.devicePixelRatio || 1;
@@ -802,7 +802,7 @@ test('timeline: each box the page lists is drawn in its name\'s colour there, me
     return {
       plain: boxes.filter(b => b.count === 1 && b.w >= 4 && b.w <= 36)
         .map(b => ({ name: b.name, got: at(b.x + b.w / 2, b.y + b.h / 2), want: expect(b.name, 0) })),
-      merged: boxes.filter(b => b.count > 1 && b.w >= 2)
+      merged: boxes.filter(b => b.count > 1 && b.w >= 1.5)
         .map(b => ({ name: b.name, got: at(b.x + b.w / 2, b.y + b.h / 2), want: expect(b.name, 14) })),
     };
   });
@@ -820,7 +820,7 @@ test('timeline: each box the page lists is drawn in its name\'s colour there, me
   await settle();
   await page.waitForFunction(() => window.stepscopeTimeline.fresh());
   const { merged } = await look();
-  assert.ok(merged.length >= 10, `${merged.length} merged boxes 2 px or wider`);
+  assert.ok(merged.length >= 10, `${merged.length} merged boxes 1.5 px or wider`);
   const stripe = c => c.split(',').map(v => Math.round(Number(v) + (255 - v) * 0.45)).join();
   for (const b of merged) assert.ok(near(b.got, b.want) || near(b.got, stripe(b.want)), `${b.name}: pixel ${b.got}, its colour ${b.want}`);
 });

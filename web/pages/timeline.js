@@ -215,15 +215,24 @@ async function timeline(view, ctx, pane) {
   let fetchTimer = null, lastAsked = -Infinity;
   // Asks at once when the tiles on screen can no longer draw the view (a zoom past
   // their resolution, a pan past their overscan) and no tile was asked for in the last
-  // 40 ms; and again 40 ms after the last input, as when a key is held.
-  let lastW = 0, zoomDir = 0; // the view's last width; the way it last changed: -1 in, 1 out, 0 a pan
+  // 40 ms, or a track on screen has nothing to draw; and again 40 ms after the last
+  // input, as when a key is held.
+  let lastW = NaN, zoomDir = 0; // the view's last width; the way it last changed: -1 in, 1 out, 0 a pan
+  let settled = true; // no input for 40 ms: bitmaps are redrawn at the view's resolution
   function scheduleFetch() {
+    settled = false;
     const w = t1 - t0;
     zoomDir = w < lastW * 0.999 ? -1 : w > lastW * 1.001 ? 1 : 0;
     lastW = w;
     clearTimeout(fetchTimer);
-    if (performance.now() - lastAsked > 40 && !fresh()) fetchVisible();
-    fetchTimer = setTimeout(fetchVisible, 40);
+    // A track that came on screen with nothing to draw is asked for at once.
+    const blank = () => visibleTracks().some(it => { const cur = tiles.get(tileKey(it)); return !cur || (!cur.data && !cur.req); });
+    if ((performance.now() - lastAsked > 40 || blank()) && !fresh()) fetchVisible();
+    fetchTimer = setTimeout(() => {
+      fetchVisible();
+      settled = true;
+      if (shownTiles.some(st => st.tile.bitmap && !bitmapFits(st.tile, pspx()))) drawSoon();
+    }, 40);
   }
   const busyKey = device => `busy:${device}`;
   const tileKey = it => (it.track ? it.track.id : busyKey(it.busy.device));
@@ -255,7 +264,10 @@ async function timeline(view, ctx, pane) {
     const visible = visibleTracks();
     const wanting = cur => cur && cur.req && tileOk(cur.want);
     if (visible.every(it => { const cur = tiles.get(tileKey(it)); return tileOk(cur) || wanting(cur); })) return;
-    const need = visible.filter(it => !wanting(tiles.get(tileKey(it))));
+    // A tile drawn over this same window at this same resolution is not asked again.
+    const same = cur => cur && cur.data && !cur.req && cur.start <= want.start && cur.end >= want.end
+      && Math.abs(Math.log(cur.pspx / want.pspx)) < 0.1;
+    const need = visible.filter(it => { const cur = tiles.get(tileKey(it)); return !wanting(cur) && !same(cur); });
     lastAsked = performance.now();
     // The tracks' tiles in one request (64 at most each): a browser opens at most 6
     // connections to a server, and one request per track waited on each other. Each
@@ -572,13 +584,20 @@ async function timeline(view, ctx, pane) {
    * it was asked for, times the device's pixel ratio), written pixel by pixel: drawing
    * a frame is then one image per track, however many boxes, and only a tile that
    * arrives is rendered. Merged boxes 3 px or wider are striped. */
-  function tileBitmap(tile, rows) {
+  /** A tile's bitmap is at the resolution it would be made at for a view of `p` ps per pixel. */
+  const bitmapFits = (tile, p) => Math.abs(Math.log(tile.bitmap.pxPs / Math.max(tile.pspx, p))) < 0.05;
+
+  function tileBitmap(tile, rows, p) {
     const d = tile.data;
-    if (tile.bitmap && tile.bitmap.rows === rows && tile.bitmap.dpr === dpr) return tile.bitmap.canvas;
+    // At the tile's resolution, or the view's when that is coarser and the view is
+    // still (while it moves, the bitmap it has is drawn shrunk).
+    const pxPs = Math.max(tile.pspx, p); // ps per CSS pixel of the bitmap
+    const b = tile.bitmap;
+    if (b && b.rows === rows && b.dpr === dpr && (!settled || bitmapFits(tile, p))) return b.canvas;
     tileStyle(d);
     const span = tile.end - tile.start;
-    const bw = Math.max(1, Math.min(16384, Math.round((span / tile.pspx) * dpr))), bh = rows * ROW_H * dpr;
-    const kx = bw / span, one = bw / (span / tile.pspx); // device px per ps, per CSS px
+    const bw = Math.max(1, Math.min(16384, Math.round((span / pxPs) * dpr))), bh = rows * ROW_H * dpr;
+    const kx = bw / span, one = kx * pxPs; // device px per ps, per CSS px
     // Each row's line of pixels first, then copied down the row's height.
     const lines = new Uint32Array(rows * bw);
     const n = d.box_start_ps.length, period = 4 * one, minW = Math.max(1, Math.round(one));
@@ -607,7 +626,7 @@ async function timeline(view, ctx, pane) {
     const canvas = document.createElement('canvas');
     canvas.width = bw; canvas.height = bh;
     canvas.getContext('2d').putImageData(img, 0, 0);
-    tile.bitmap = { canvas, rows, dpr };
+    tile.bitmap = { canvas, rows, dpr, pxPs };
     return canvas;
   }
 
@@ -654,14 +673,14 @@ async function timeline(view, ctx, pane) {
 
   function drawTile(tile, y, rows, p, trackId) {
     const d = tile.data;
-    const bitmap = tileBitmap(tile, rows);
+    const bitmap = tileBitmap(tile, rows, p);
     shownTiles.push({ tile, y, rows, track: trackId });
     // The part of the view the tile covers, from its bitmap: stretched without
     // smoothing (while a zoom waits for the next tile), or shrunk with it.
     const a = Math.max(t0, tile.start), b = Math.min(t1, tile.end);
     if (b > a) {
       const kx = bitmap.width / (tile.end - tile.start);
-      g.imageSmoothingEnabled = tile.pspx < p; // shrunk: blended, so no 1 px box vanishes
+      g.imageSmoothingEnabled = tile.bitmap.pxPs < p * 0.99; // shrunk: blended, so no 1 px box vanishes
       g.drawImage(bitmap, (a - tile.start) * kx, 0, (b - a) * kx, bitmap.height, xOf(a), y, (b - a) / p, rows * ROW_H);
       g.imageSmoothingEnabled = true;
     }
