@@ -1,9 +1,11 @@
 // The timeline: every plane line a track, drawn on a canvas from server tiles that are
-// already merged per pixel (api/timeline/tile), so any window of any profile draws
-// from O(width) boxes and nothing is dropped when zoomed in.
+// already merged per pixel (api/timeline/tiles, the tracks on screen in one request),
+// so any window of any profile draws from O(width) boxes and nothing is dropped when
+// zoomed in. Each tile is rendered once into a bitmap; a frame draws one image per track.
 //
-// Keys: W/S zoom in/out, A/D pan. Mouse: wheel zooms at the pointer, shift+wheel
-// scrolls tracks, drag pans, click shows an event's stats (a merged box zooms in).
+// Keys: W/S zoom in/out, A/D pan. Mouse (as in Perfetto): the wheel scrolls the tracks,
+// ctrl+wheel zooms at the pointer, shift+wheel pans, drag pans, a drag in the ruler (or
+// shift+drag) selects an area, click shows an event's stats (a merged box zooms in).
 import { api } from '../lib/api.js';
 import { el, clear, colorRgb } from '../lib/dom.js';
 import { dur, count, bytes } from '../lib/format.js';
@@ -580,17 +582,17 @@ async function timeline(view, ctx, pane) {
   let dpr = 1; // device pixels per CSS pixel
   let shownTiles = []; // the tiles the last draw showed: { tile, y, rows, track }
 
-  /** A tile's boxes as a bitmap at the tile's own resolution (one CSS pixel per pixel
-   * it was asked for, times the device's pixel ratio), written pixel by pixel: drawing
-   * a frame is then one image per track, however many boxes, and only a tile that
-   * arrives is rendered. Merged boxes 3 px or wider are striped. */
   /** A tile's bitmap is at the resolution it would be made at for a view of `p` ps per pixel. */
   const bitmapFits = (tile, p) => Math.abs(Math.log(tile.bitmap.pxPs / Math.max(tile.pspx, p))) < 0.05;
 
+  /** A tile's boxes as a bitmap, times the device's pixel ratio, written pixel by pixel:
+   * drawing a frame is then one image per track, however many boxes, and a bitmap is
+   * made only when a tile arrives or the view comes to rest. It is at the tile's own
+   * resolution (one pixel per pixel asked for), or at the view's when that is coarser
+   * and the view is still (while the view moves, the bitmap it has is drawn shrunk).
+   * Boxes are at least a pixel wide; merged boxes 3 px or wider are striped. */
   function tileBitmap(tile, rows, p) {
     const d = tile.data;
-    // At the tile's resolution, or the view's when that is coarser and the view is
-    // still (while it moves, the bitmap it has is drawn shrunk).
     const pxPs = Math.max(tile.pspx, p); // ps per CSS pixel of the bitmap
     const b = tile.bitmap;
     if (b && b.rows === rows && b.dpr === dpr && (!settled || bitmapFits(tile, p))) return b.canvas;
