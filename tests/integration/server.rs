@@ -219,6 +219,30 @@ fn timeline_tiles_cover_every_event_in_o_px_boxes() {
     for (id, tile) in ids.iter().zip(tiles) {
         assert_eq!(tile, &s.api(&format!("timeline/tile?track={id}&start_ps={w0}&end_ps={w1}&px=700")), "track {id}");
     }
+    // `rows=2`: the boxes of the first two depth rows, exactly as the whole tile has them.
+    let deep = list.iter().max_by_key(|t| t["depth"].as_u64()).unwrap();
+    assert!(deep["depth"].as_u64().unwrap() > 2, "{deep}");
+    let window = format!("start_ps={a}&end_ps={}&px=900", b + 1);
+    let whole = s.api(&format!("timeline/tile?track={}&{window}", deep["id"]));
+    let two = s.api(&format!("timeline/tiles?tracks={}&{window}&rows=2", deep["id"]));
+    let two = &two["tiles"][0];
+    let cols = ["box_depth", "box_start_ps", "box_duration_ps", "box_name", "box_count", "box_index"];
+    let keep: Vec<usize> = (0..whole["box_depth"].as_array().unwrap().len())
+        .filter(|&k| whole["box_depth"][k].as_u64().unwrap() < 2)
+        .collect();
+    assert!(!keep.is_empty() && keep.len() < whole["box_depth"].as_array().unwrap().len());
+    for c in cols {
+        let want: Vec<&Value> = keep.iter().map(|&k| &whole[c][k]).collect();
+        let got: Vec<&Value> = two[c].as_array().unwrap().iter().collect();
+        assert_eq!(got, want, "{c}");
+    }
+    let counted: u64 = keep.iter().map(|&k| whole["box_count"][k].as_u64().unwrap()).sum();
+    assert_eq!(two["events"].as_u64(), Some(counted));
+    // An answer is bounded: 64 copies of that track at the widest tile is too much.
+    let many = vec![deep["id"].to_string(); 64].join(",");
+    let r = s.get(&format!("api/timeline/tiles?tracks={many}&start_ps={a}&end_ps={b}&px=16384"));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.json()["error"].as_str().unwrap().contains("ask for fewer tracks, fewer rows or fewer px"), "{}", r.text());
     // Zoomed in to 2 µs around one event of the busiest thread: it comes back as itself.
     let ev = s.api("timeline/search?q=dot.27&limit=1");
     let m = &ev["matches"][0];
@@ -255,6 +279,7 @@ fn bad_requests_get_one_line_errors() {
         ("api/timeline/tiles?tracks=&start_ps=0&end_ps=5&px=10", 400),
         ("api/timeline/tiles?tracks=0,99&start_ps=0&end_ps=5&px=10", 400),
         ("api/timeline/tiles?tracks=0,x&start_ps=0&end_ps=5&px=10", 400),
+        ("api/timeline/tiles?tracks=0&start_ps=0&end_ps=5&px=10&rows=0", 400),
         (&too_many, 400),
         ("api/timeline/event?track=0&index=99999999", 404),
         ("api/ops?by=nonsense", 400),

@@ -271,14 +271,20 @@ async function timeline(view, ctx, pane) {
       && Math.abs(Math.log(cur.pspx / want.pspx)) < 0.1;
     const need = visible.filter(it => { const cur = tiles.get(tileKey(it)); return !wanting(cur) && !same(cur); });
     lastAsked = performance.now();
-    // The tracks' tiles in one request (64 at most each): a browser opens at most 6
-    // connections to a server, and one request per track waited on each other. Each
-    // busy counter is a request of its own.
-    const ids = need.filter(it => it.track).map(it => it.track.id);
-    for (let k = 0; k < ids.length; k += 64) {
-      const some = ids.slice(k, k + 64);
-      ask(some, want, signal => api('timeline/tiles', { ...sel, tracks: some.join(','), start_ps: start, end_ps: end, px }, signal)
-        .then(d => d.tiles));
+    // The tracks' tiles in one request: a browser opens at most 6 connections to a
+    // server, and one request per track waited on each other. (A request holds at most
+    // 64 tracks and 64 × 16,384 rows × px, the server's bounds.) Each busy counter is a
+    // request of its own.
+    const batches = [];
+    let batch = null;
+    for (const it of need.filter(it => it.track)) {
+      if (!batch || batch.ids.length === 64 || (batch.rows + it.rows) * px > 64 * 16384) batches.push(batch = { ids: [], rows: 0 });
+      batch.ids.push(it.track.id);
+      batch.rows += it.rows;
+    }
+    for (const { ids } of batches) {
+      const q = { ...sel, tracks: ids.join(','), start_ps: start, end_ps: end, px, rows: MAX_ROWS };
+      ask(ids, want, signal => api('timeline/tiles', q, signal).then(d => d.tiles));
     }
     for (const it of need.filter(it => it.busy)) {
       ask([tileKey(it)], want, signal => api('timeline/busy', { ...sel, device: it.busy.device, start_ps: start, end_ps: end, px }, signal)

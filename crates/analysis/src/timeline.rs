@@ -31,6 +31,9 @@ pub use derived::{MODULES_LINE, OPS_LINE};
 pub const MAX_TILE_PX: u32 = 16_384;
 /// The most tracks one [`Timeline::tiles`] answer holds.
 pub const MAX_TILES: usize = 64;
+/// The most rows times pixels one [`Timeline::tiles`] answer draws (a row yields at
+/// most about 2 boxes a pixel): 64 rows at the widest tile.
+pub const MAX_TILES_ROW_PX: u64 = 64 * MAX_TILE_PX as u64;
 /// Most search matches one answer lists.
 pub const MAX_SEARCH_MATCHES: usize = 10_000;
 /// Events a merged box's name is sampled from (its dominant name).
@@ -615,11 +618,18 @@ impl Timeline {
     }
 
     /// The boxes of track `id` over `[start_ps, end_ps)` drawn `px` pixels wide.
-    pub fn tile(&self, profile: &Profile, id: u32, start_ps: i64, end_ps: i64, px: u32) -> Result<Tile, String> {
+    /// Only the first `max_rows` depth rows are drawn (a page shows so many).
+    pub fn tile(
+        &self,
+        profile: &Profile,
+        id: u32,
+        (start_ps, end_ps, px): (i64, i64, u32),
+        max_rows: usize,
+    ) -> Result<Tile, String> {
         let (t, _, plane, line) = self.parts(profile, id).ok_or_else(|| format!("no track {id}"))?;
         let width = pixel_width(start_ps, end_ps, px)?;
         // Rows side by side, then their boxes in row order.
-        let rows: Vec<Boxes> = (t.rows.par_iter().enumerate())
+        let rows: Vec<Boxes> = (t.rows.par_iter().take(max_rows).enumerate())
             .map(|(depth, row)| row_boxes(line, row, depth as u32, start_ps, end_ps, px, width))
             .collect();
         let boxes = rows.iter().map(|r| r.name.len()).sum();
@@ -654,12 +664,29 @@ impl Timeline {
     }
 
     /// The tiles of tracks `ids` (at most [`MAX_TILES`]) over one window, in the order
-    /// asked: what a view draws, in one answer, the tracks made in parallel.
-    pub fn tiles(&self, profile: &Profile, ids: &[u32], start_ps: i64, end_ps: i64, px: u32) -> Result<Tiles, String> {
+    /// asked: what a view draws, in one answer, the tracks made in parallel. The rows
+    /// drawn times `px` is at most [`MAX_TILES_ROW_PX`], which bounds the answer.
+    pub fn tiles(
+        &self,
+        profile: &Profile,
+        ids: &[u32],
+        window: (i64, i64, u32),
+        max_rows: usize,
+    ) -> Result<Tiles, String> {
         if ids.is_empty() || ids.len() > MAX_TILES {
             return Err(format!("{} tracks asked for: ask for 1 to {MAX_TILES} at a time", ids.len()));
         }
-        let tiles = ids.par_iter().map(|&id| self.tile(profile, id, start_ps, end_ps, px)).collect::<Result<_, _>>()?;
+        if let Some(bad) = ids.iter().find(|&&id| id as usize >= self.tracks.len()) {
+            return Err(format!("no track {bad} (the run has {})", self.tracks.len()));
+        }
+        let rows: usize = ids.iter().map(|&id| self.tracks[id as usize].rows.len().min(max_rows)).sum();
+        if rows as u64 * u64::from(window.2) > MAX_TILES_ROW_PX {
+            return Err(format!(
+                "{rows} rows × {} px is more than {MAX_TILES_ROW_PX}: ask for fewer tracks, fewer rows or fewer px",
+                window.2
+            ));
+        }
+        let tiles = ids.par_iter().map(|&id| self.tile(profile, id, window, max_rows)).collect::<Result<_, _>>()?;
         Ok(Tiles { schema: "stepscope.timeline_tiles/1", tiles })
     }
 
@@ -1125,7 +1152,7 @@ mod tests {
         ev.push((100_000, 50_000, 2));
         let p = profile(&ev, &["x", "y", "z"]);
         let tl = Timeline::build(&p);
-        let tile = tl.tile(&p, 0, 0, 150_000, 100).unwrap();
+        let tile = tl.tile(&p, 0, (0, 150_000, 100), usize::MAX).unwrap();
         assert_eq!(tile.events, 10_001);
         assert_eq!(tile.box_count.iter().sum::<u64>(), 10_001);
         assert!(tile.box_count.len() <= 2 * 100 + 2, "{} boxes", tile.box_count.len());
@@ -1133,7 +1160,7 @@ mod tests {
         let long = tile.box_start_ps.iter().position(|&s| s == 100_000).unwrap();
         assert_eq!((tile.box_count[long], tile.box_duration_ps[long], tile.box_index[long]), (1, 50_000, 10_000));
         // Zoomed in to 20 events over 200 px, every event is its own box.
-        let tile = tl.tile(&p, 0, 1000, 1200, 200).unwrap();
+        let tile = tl.tile(&p, 0, (1000, 1200, 200), usize::MAX).unwrap();
         assert_eq!(tile.box_count, vec![1; 20]);
         assert_eq!(tile.box_start_ps.first(), Some(&1000));
         assert_eq!(tile.names.len(), 3);
@@ -1212,13 +1239,13 @@ mod tests {
         let p = profile(&[(0, 100, 0), (100, 0, 0), (150, 10, 0)], &["a"]);
         let tl = Timeline::build(&p);
         // An event starting before the window and reaching into it is included.
-        let t = tl.tile(&p, 0, 50, 120, 70).unwrap();
+        let t = tl.tile(&p, 0, (50, 120, 70), usize::MAX).unwrap();
         assert_eq!(t.box_index, vec![0, 1]);
         // Nothing after the window.
-        assert_eq!(tl.tile(&p, 0, 200, 300, 10).unwrap().events, 0);
-        assert!(tl.tile(&p, 0, 10, 10, 10).is_err());
-        assert!(tl.tile(&p, 0, 0, 10, 0).is_err());
-        assert!(tl.tile(&p, 1, 0, 10, 10).is_err());
+        assert_eq!(tl.tile(&p, 0, (200, 300, 10), usize::MAX).unwrap().events, 0);
+        assert!(tl.tile(&p, 0, (10, 10, 10), usize::MAX).is_err());
+        assert!(tl.tile(&p, 0, (0, 10, 0), usize::MAX).is_err());
+        assert!(tl.tile(&p, 1, (0, 10, 10), usize::MAX).is_err());
         assert!(tl.event(&p, &[], 0, 3).is_err());
         let e = tl.event(&p, &[], 0, 2).unwrap();
         assert_eq!((e.name.as_str(), e.start_ps, e.duration_ps), ("a", 150, 10));

@@ -79,6 +79,19 @@ impl Params {
         self.0.get(name).map(String::as_str)
     }
 
+    /// A tile's window: `start_ps`, `end_ps`, `px`.
+    fn window(&self) -> Result<(i64, i64, u32), ApiError> {
+        Ok((self.req("start_ps")?, self.req("end_ps")?, self.req("px")?))
+    }
+
+    /// `rows`: how many depth rows a tile draws, at least 1 (every row when absent).
+    fn rows(&self) -> Result<usize, ApiError> {
+        match self.opt("rows", usize::MAX)? {
+            0 => Err(ApiError::bad("rows=0: ask for at least 1 row, or leave rows out for all")),
+            n => Ok(n),
+        }
+    }
+
     /// A comma-separated list of track ids (empty when absent).
     fn ids(&self, name: &str) -> Result<Vec<u32>, ApiError> {
         match self.str(name).filter(|t| !t.is_empty()) {
@@ -196,25 +209,28 @@ fn timeline_tracks(app: &App, q: &Params) -> Reply {
     json(&tracks)
 }
 
+/// One track's boxes: `track`, the window (`start_ps`, `end_ps`, `px`) and, optionally,
+/// `rows` (the depth rows drawn; all when absent).
 fn timeline_tile(app: &App, q: &Params) -> Reply {
-    let (track, start, end, px) = (q.req("track")?, q.req("start_ps")?, q.req("end_ps")?, q.req("px")?);
+    let track = q.req("track")?;
+    let (window, rows) = (q.window()?, q.rows()?);
     let e = q.entry(app)?;
-    json(&e.timeline().tile(&e.profile, track, start, end, px).map_err(ApiError::bad)?)
+    json(&e.timeline().tile(&e.profile, track, window, rows).map_err(ApiError::bad)?)
 }
 
 /// Several tracks' tiles over one window: `tracks` (comma-separated ids), `start_ps`,
-/// `end_ps`, `px`.
+/// `end_ps`, `px`, and optionally `rows`.
 fn timeline_tiles(app: &App, q: &Params) -> Reply {
-    let (start, end, px) = (q.req("start_ps")?, q.req("end_ps")?, q.req("px")?);
     let tracks = q.ids("tracks")?;
+    let (window, rows) = (q.window()?, q.rows()?);
     let e = q.entry(app)?;
-    json(&e.timeline().tiles(&e.profile, &tracks, start, end, px).map_err(ApiError::bad)?)
+    json(&e.timeline().tiles(&e.profile, &tracks, window, rows).map_err(ApiError::bad)?)
 }
 
 /// A device's busy share per pixel column: `device` (`host/plane`, as the busy
 /// counters of `timeline/tracks` name it), `start_ps`, `end_ps`, `px`.
 fn timeline_busy(app: &App, q: &Params) -> Reply {
-    let (start, end, px) = (q.req("start_ps")?, q.req("end_ps")?, q.req("px")?);
+    let (start, end, px) = q.window()?;
     let device = q.str("device").ok_or_else(|| {
         ApiError::bad("device is missing: pass device=HOST/PLANE, the device of a busy counter in api/timeline/tracks")
     })?;
