@@ -15,7 +15,9 @@ Prints one line per yanked crate and a closing line; exit 1 when any is yanked,
 import concurrent.futures
 import json
 import sys
+import time
 import tomllib
+import urllib.error
 import urllib.request
 
 INDEX = "https://index.crates.io"
@@ -33,8 +35,19 @@ def index_path(name: str) -> str:
 
 
 def yanked_versions(name: str) -> set[str]:
-    with urllib.request.urlopen(f"{INDEX}/{index_path(name)}", timeout=30) as r:
-        lines = r.read().decode().splitlines()
+    # Three tries, 1 s and 4 s apart: one failed name lookup among hundreds of requests
+    # (seen once on CI) is not a reason to fail the check.
+    for wait in (1, 4, None):
+        try:
+            with urllib.request.urlopen(f"{INDEX}/{index_path(name)}", timeout=30) as r:
+                lines = r.read().decode().splitlines()
+            break
+        except urllib.error.HTTPError:
+            raise
+        except OSError:
+            if wait is None:
+                raise
+            time.sleep(wait)
     return {e["vers"] for e in map(json.loads, filter(None, lines)) if e.get("yanked")}
 
 
