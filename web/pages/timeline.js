@@ -570,8 +570,8 @@ async function timeline(view, ctx, pane) {
 
   /** What drawing a tile needs, worked out once per tile: each box's name as a dense
    * slot (`names` is keyed by the run's sparse name ids), and per slot its name, its
-   * lower-case form for the search, and its pixels (one box; merged boxes, and their
-   * stripes) as little-endian RGBA words. */
+   * lower-case form for the search, and its pixels (one box, and its last column;
+   * merged boxes, and their stripes) as little-endian RGBA words. */
   function tileStyle(d) {
     if (d.slot) return;
     const ids = Object.keys(d.names), slotOf = new Map(ids.map((id, i) => [Number(id), i]));
@@ -582,6 +582,7 @@ async function timeline(view, ctx, pane) {
     d.px = d.slotName.map(nm => word(colorRgb(nm)));
     d.pxMerged = d.slotName.map(nm => word(colorRgb(nm, 14)));
     d.pxStripe = d.slotName.map(nm => word(stripe(colorRgb(nm, 14))));
+    d.pxEdge = d.slotName.map(nm => word(colorRgb(nm, 20)));
     d.slot = Int32Array.from(d.box_name, id => (slotOf.has(id) ? slotOf.get(id) : ids.length));
   }
 
@@ -620,6 +621,9 @@ async function timeline(view, ctx, pane) {
       const fill = merged ? d.pxMerged[slot] : d.px[slot];
       if (c1 - c0 > 8) lines.fill(fill, at + c0, at + c1);
       else for (let c = c0; c < c1; c++) lines[at + c] = fill;
+      // An event 4 px or wider ends in a lighter column, so that events back to back
+      // (a step's events, one after the other) read as several.
+      if (!merged && c1 - c0 >= 4 * one) lines[at + c1 - 1] = d.pxEdge[slot];
       if (merged && c1 - c0 >= 3 * one) {
         const sf = d.pxStripe[slot];
         for (let c = c0 + one; c < c1; c += period) lines.fill(sf, at + Math.round(c), at + Math.min(c1, Math.round(c + one)));
