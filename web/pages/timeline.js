@@ -582,7 +582,7 @@ async function timeline(view, ctx, pane) {
     d.px = d.slotName.map(nm => word(colorRgb(nm)));
     d.pxMerged = d.slotName.map(nm => word(colorRgb(nm, 14)));
     d.pxStripe = d.slotName.map(nm => word(stripe(colorRgb(nm, 14))));
-    d.pxEdge = d.slotName.map(nm => word(colorRgb(nm, 20)));
+    d.pxEdge = d.slotName.map(nm => word(colorRgb(nm, 9)));
     d.slot = Int32Array.from(d.box_name, id => (slotOf.has(id) ? slotOf.get(id) : ids.length));
   }
 
