@@ -786,15 +786,14 @@ test('timeline: each box the page lists is drawn in its name\'s colour there, me
   // Read in the page: the pixel at the middle of each box with no label (36 px or less)
   // and of each merged box 1.5 px or wider, and the colour Chromium itself gives the hsl()
   // that dom.js's color() names for it.
-  const look = () => page.evaluate(() => {
+  const look = () => page.evaluate(async () => {
+    const { color } = await import(new URL('lib/dom.js', document.baseURI).href);
     const dpr = window.devicePixelRatio || 1;
     const g = document.querySelector('#tl-canvas').getContext('2d');
     const at = (x, y) => Array.from(g.getImageData(Math.floor(x * dpr), Math.floor(y * dpr), 1, 1).data).slice(0, 3).join();
     const probe = document.createElement('canvas').getContext('2d', { willReadFrequently: true });
     const expect = (name, light) => {
-      let h = 2166136261;
-      for (let i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
-      probe.fillStyle = `hsl(${(h >>> 0) % 360}, 55%, ${62 + light}%)`;
+      probe.fillStyle = color(name, light);
       probe.fillRect(0, 0, 1, 1);
       return Array.from(probe.getImageData(0, 0, 1, 1).data).slice(0, 3).join();
     };

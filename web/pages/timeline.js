@@ -654,15 +654,15 @@ async function timeline(view, ctx, pane) {
     return { x, y: y + depth * ROW_H + 1, w, h: ROW_H - 2, track, index: d.box_index[k], count: d.box_count[k], start: s, dur: du, name: d.slotName[d.slot[k]] };
   }
 
-  /** Every box the last draw showed (for tests, flows and scripts), or those `keep` keeps
-   * (of track `track` only, when given). */
-  function drawnBoxes(keep = () => true, track = null) {
+  /** The boxes the last draw showed (for tests, flows, hover and clicks): of the boxes
+   * `where(shown tile, k)` lets through (every one when absent), those `keep` keeps. */
+  function drawnBoxes(keep = () => true, where = () => true) {
     const out = [];
     const p = pspx();
     for (const st of shownTiles) {
-      if (track !== null && st.track !== track) continue;
       const d = st.tile.data;
       for (let k = 0; k < d.box_start_ps.length; k++) {
+        if (!where(st, k)) continue;
         const b = boxAt(d, k, st.y, st.rows, p, st.track);
         if (b && keep(b)) out.push(b);
       }
@@ -670,20 +670,15 @@ async function timeline(view, ctx, pane) {
     return out;
   }
 
-  /** The box under (x, y) in the last draw, or null: the last drawn of those within a pixel. */
+  /** Track `track`'s box of event `index` in the last draw, if it showed one. */
+  const drawnEvent = (track, index) => drawnBoxes(b => b.index === index, st => st.track === track)[0];
+
+  /** The box under (x, y) in the last draw, or null: the last drawn of those within a
+   * pixel (only the boxes of the depth row under y are placed). */
   function boxUnder(x, y) {
-    let hit = null;
-    const p = pspx();
-    for (const st of shownTiles) {
-      if (y < st.y || y > st.y + st.rows * ROW_H) continue;
-      const d = st.tile.data, depth = Math.floor((y - st.y - 1) / ROW_H);
-      for (let k = 0; k < d.box_start_ps.length; k++) {
-        if (d.box_depth[k] !== depth) continue;
-        const b = boxAt(d, k, st.y, st.rows, p, st.track);
-        if (b && x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h) hit = b;
-      }
-    }
-    return hit;
+    const inRow = (st, k) => st.tile.data.box_depth[k] === Math.floor((y - st.y - 1) / ROW_H);
+    const hits = drawnBoxes(b => x >= b.x - 1 && x <= b.x + b.w + 1 && y >= b.y && y <= b.y + b.h, inRow);
+    return hits.length ? hits[hits.length - 1] : null;
   }
 
   function drawTile(tile, y, rows, p, trackId) {
@@ -729,13 +724,13 @@ async function timeline(view, ctx, pane) {
     const d = selected.detail;
     const y0 = trackY(d.track);
     if (y0 === null) return;
-    const from = drawnBoxes(b => b.index === d.index, d.track)[0];
+    const from = drawnEvent(d.track, d.index);
     const fx = from ? from.x : xOf(d.start_ps), fy = from ? from.y + from.h / 2 : y0 + ROW_H / 2;
     g.strokeStyle = '#c0392b'; g.fillStyle = '#c0392b'; g.lineWidth = 1.5;
     for (const f of d.flows) {
       const y1 = trackY(f.track);
       if (y1 === null) continue;
-      const to = drawnBoxes(b => b.index === f.index, f.track)[0];
+      const to = drawnEvent(f.track, f.index);
       const tx = to ? to.x : xOf(f.start_ps), ty = to ? to.y + to.h / 2 : y1 + ROW_H / 2;
       const [ax, ay, bx, by] = f.direction === 'out' ? [fx, fy, tx, ty] : [tx, ty, fx, fy];
       g.beginPath(); g.moveTo(ax, ay); g.bezierCurveTo(ax + 30, ay, bx - 30, by, bx, by); g.stroke();

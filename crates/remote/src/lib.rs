@@ -65,6 +65,13 @@ impl Scheme {
     }
 }
 
+impl Url {
+    /// `gs://BUCKET/KEY` (or `s3://…`) of a key of this URL's bucket.
+    fn at(&self, key: &str) -> String {
+        format!("{}://{}/{key}", self.scheme.prefix(), self.bucket)
+    }
+}
+
 impl std::fmt::Display for Url {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}://{}/{}", self.scheme.prefix(), self.bucket, self.key)
@@ -144,7 +151,7 @@ async fn mirror_async(url: &Url, cache: &Path, progress: bool) -> anyhow::Result
             let wanted: Vec<Object> =
                 all.into_iter().filter(|o| is_profile_file(&o.key) && is_plain_key(&o.key)).collect();
             if wanted.is_empty() && found == 0 && is_profile_file(&url.key) {
-                bail!("{url}: no such object — check the path ({})", list_hint(url));
+                return Err(no_object(url, &url.to_string()));
             }
             if wanted.is_empty() {
                 bail!(
@@ -265,7 +272,7 @@ impl Client {
                         query.push(("pageToken", p));
                     }
                     let Some(v) = self.gcs_json(url, prefix, &path, &query).await? else {
-                        bail!("{url}: no bucket named {:?} — check the bucket's name ({})", url.bucket, list_hint(url));
+                        return Err(no_bucket(url, &url.to_string()));
                     };
                     for item in v.get("items").and_then(|i| i.as_array()).into_iter().flatten() {
                         out.push(gcs_object(url, item)?);
@@ -288,7 +295,7 @@ impl Client {
                 let resp = self
                     .gcs_get(url, key, &path, &[("alt", "media".to_string())], Some(&range))
                     .await?
-                    .ok_or_else(|| anyhow!("gs://{}/{key}: the object is gone — run the command again", url.bucket))?;
+                    .ok_or_else(|| anyhow!("{}: the object is gone — run the command again", url.at(key)))?;
                 Ok(resp)
             }
         }
@@ -305,7 +312,7 @@ impl Client {
         let Some(body) = self.gcs_get(url, key, path, query, None).await? else { return Ok(None) };
         serde_json::from_slice(&body)
             .map(Some)
-            .map_err(|e| anyhow!("gs://{}/{key}: the storage service sent what is not JSON ({e})", url.bucket))
+            .map_err(|e| anyhow!("{}: the storage service sent what is not JSON ({e})", url.at(key)))
     }
 
     /// A GET of the Cloud Storage JSON API (of `range` of the answer when given): the
@@ -319,7 +326,7 @@ impl Client {
         range: Option<&Range<u64>>,
     ) -> anyhow::Result<Option<bytes::Bytes>> {
         let Client::Gcs { gcs, base, http, oauth, .. } = self else { bail!("{url}: not a Cloud Storage bucket") };
-        let at = format!("gs://{}/{}", url.bucket, key);
+        let at = url.at(key);
         let mut req = http.get(format!("{base}{path}")).query(query);
         if let Some(r) = range {
             req = req.header("Range", format!("bytes={}-{}", r.start, r.end.saturating_sub(1)));
@@ -335,7 +342,7 @@ impl Client {
             200..=299 => Ok(Some(body)),
             404 => Ok(None),
             401 => bail!("{at}: no valid credentials: {}", login_hint(url.scheme)),
-            403 => return Err(denied(url, &at)),
+            403 => Err(denied(url, &at)),
             _ => {
                 let text = String::from_utf8_lossy(&body);
                 let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(200).collect();
@@ -354,7 +361,7 @@ fn gcs_object(url: &Url, v: &serde_json::Value) -> anyhow::Result<Object> {
         (Some(size), Some(t)) if !key.is_empty() => {
             Ok(Object { key, size, modified: system_time(t.timestamp(), t.timestamp_subsec_nanos()) })
         }
-        _ => bail!("gs://{}/{key}: the storage service described the object without a size or time", url.bucket),
+        _ => bail!("{}: the storage service described the object without a size or time", url.at(&key)),
     }
 }
 
@@ -372,16 +379,35 @@ fn encode(s: &str) -> String {
 }
 
 fn request_error(url: &Url, key: &str, e: &reqwest::Error) -> anyhow::Error {
-    let at = format!("{}://{}/{}", url.scheme.prefix(), url.bucket, key);
+    let at = url.at(key);
     if e.is_timeout() {
-        anyhow!(
-            "{at}: no answer in time — check the network or the endpoint; STEPSCOPE_REMOTE_TIMEOUT_S sets the limit"
-        )
+        timed_out(&at)
     } else if e.is_connect() {
-        anyhow!("{at}: cannot connect ({}) — check the network or the endpoint (STORAGE_EMULATOR_HOST)", one_line(e))
+        cannot_connect(url, &at, &format!(" ({})", one_line(e)))
     } else {
         anyhow!("{at}: {}", one_line(e))
     }
+}
+
+fn timed_out(at: &str) -> anyhow::Error {
+    anyhow!("{at}: no answer in time — check the network or the endpoint; STEPSCOPE_REMOTE_TIMEOUT_S sets the limit")
+}
+
+/// `detail`: why, as ` (…)`, or empty.
+fn cannot_connect(url: &Url, at: &str, detail: &str) -> anyhow::Error {
+    let endpoint = match url.scheme {
+        Scheme::Gcs => "STORAGE_EMULATOR_HOST",
+        Scheme::S3 => "AWS_ENDPOINT_URL",
+    };
+    anyhow!("{at}: cannot connect{detail} — check the network or the endpoint ({endpoint})")
+}
+
+fn no_bucket(url: &Url, at: &str) -> anyhow::Error {
+    anyhow!("{at}: no bucket named {:?} — check the bucket's name ({})", url.bucket, list_hint(url))
+}
+
+fn no_object(url: &Url, at: &str) -> anyhow::Error {
+    anyhow!("{at}: no such object — check the path ({})", list_hint(url))
 }
 
 fn login_hint(scheme: Scheme) -> &'static str {
@@ -428,12 +454,7 @@ async fn fetch_all(
         async move {
             let bytes = client.get_range(url, &object.key, range.clone()).await?;
             if bytes.len() as u64 != range.end - range.start {
-                bail!(
-                    "{}://{}/{}: the object changed while it was read — run the command again",
-                    url.scheme.prefix(),
-                    url.bucket,
-                    object.key
-                );
+                bail!("{}: the object changed while it was read — run the command again", url.at(&object.key));
             }
             let written = tokio::task::spawn_blocking(move || file.write_all_at(&bytes, range.start)).await;
             written.context("a cache write was cancelled")?.context("cannot write to the cache")?;
@@ -471,12 +492,12 @@ fn list_hint(url: &Url) -> String {
 
 /// An object-store error as one line naming the bucket, the key and the fix.
 fn explain(url: &Url, key: &str, e: object_store::Error) -> anyhow::Error {
-    let at = format!("{}://{}/{}", url.scheme.prefix(), url.bucket, key);
+    let at = url.at(key);
     let login = login_hint(url.scheme);
     let text = one_line(&e);
     let has = |words: &[&str]| words.iter().any(|w| text.contains(w));
     if is_missing_bucket(&text) {
-        return anyhow!("{at}: no bucket named {:?} — check the bucket's name ({})", url.bucket, list_hint(url));
+        return no_bucket(url, &at);
     }
     // No credentials set: the client asked the cloud's instance metadata service
     // (there is none here), or found no key file.
@@ -484,19 +505,14 @@ fn explain(url: &Url, key: &str, e: object_store::Error) -> anyhow::Error {
         return anyhow!("{at}: no credentials: {login}");
     }
     match e {
-        object_store::Error::NotFound { .. } => anyhow!("{at}: no such object — check the path ({})", list_hint(url)),
+        object_store::Error::NotFound { .. } => no_object(url, &at),
         object_store::Error::Unauthenticated { .. } => anyhow!("{at}: no valid credentials: {login}"),
         object_store::Error::PermissionDenied { .. } => denied(url, &at),
         _ if has(&["InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403 Forbidden", "ExpiredToken"]) => {
             denied(url, &at)
         }
-        _ if has(&["timed out", "deadline", "Timeout"]) => anyhow!(
-            "{at}: no answer in time — check the network or the endpoint; STEPSCOPE_REMOTE_TIMEOUT_S sets the limit"
-        ),
-        _ if has(&["Connection refused", "tcp connect error", "dns error"]) => anyhow!(
-            "{at}: cannot connect — check the network or the endpoint ({})",
-            if url.scheme == Scheme::S3 { "AWS_ENDPOINT_URL" } else { "STORAGE_EMULATOR_HOST" }
-        ),
+        _ if has(&["timed out", "deadline", "Timeout"]) => timed_out(&at),
+        _ if has(&["Connection refused", "tcp connect error", "dns error"]) => cannot_connect(url, &at, ""),
         _ if has(&["credential", "Credential"]) => anyhow!("{at}: no credentials: {login} ({text})"),
         _ => anyhow!("{at}: {text}"),
     }
