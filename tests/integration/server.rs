@@ -242,7 +242,11 @@ fn timeline_tiles_cover_every_event_in_o_px_boxes() {
     let many = vec![deep["id"].to_string(); 64].join(",");
     let r = s.get(&format!("api/timeline/tiles?tracks={many}&start_ps={a}&end_ps={b}&px=16384"));
     assert_eq!(r.status, 400, "{}", r.text());
-    assert!(r.json()["error"].as_str().unwrap().contains("ask for fewer tracks, fewer rows or fewer px"), "{}", r.text());
+    assert!(
+        r.json()["error"].as_str().unwrap().contains("ask for fewer tracks, fewer rows or fewer px"),
+        "{}",
+        r.text()
+    );
     // Zoomed in to 2 µs around one event of the busiest thread: it comes back as itself.
     let ev = s.api("timeline/search?q=dot.27&limit=1");
     let m = &ev["matches"][0];
