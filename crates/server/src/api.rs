@@ -98,7 +98,13 @@ impl Params {
             None => Ok(Vec::new()),
             Some(list) => list
                 .split(',')
-                .map(|t| t.trim().parse::<u32>().map_err(|_| ApiError::bad(format!("{name}: {t:?} is not a track id"))))
+                .map(|t| {
+                    t.trim().parse::<u32>().map_err(|_| {
+                        ApiError::bad(format!(
+                            "{name}: {t:?} is not a track id — pass ids from api/timeline/tracks, comma-separated"
+                        ))
+                    })
+                })
                 .collect(),
         }
     }
