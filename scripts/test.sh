@@ -6,7 +6,9 @@
 #   2. Python: the `stepscope` package built with maturin, pytest with real JAX
 #      (scripts/test_python.sh);
 #   3. Web UI: headless Debian Chromium driven by playwright-core (scripts/test_web.sh);
-#   4. Dependencies: licences, bans, sources and advisories (scripts/check_deps.sh).
+#   4. Dependencies: licences, bans, sources and advisories (scripts/check_deps.sh);
+#   5. Layers: no import circle in a library crate, no function over 200 lines, no
+#      crate using one above it (scripts/check_layers.py, docs/architecture.md).
 # Every part runs even when an earlier one fails; the last line adds them all up.
 # Two builds: cargo test's (the dev profile: overflow checks and debug assertions on, so
 # no release artifact can serve it) and the wheel's release build, which shares target/
@@ -46,15 +48,20 @@ echo "== web UI"
 bash scripts/test_web.sh 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed_parts+=("web")
 
+echo "== layers"
+python3 scripts/check_layers.py . 2>&1 | tee -a "$log"
+[ "${PIPESTATUS[0]}" -eq 0 ] || failed_parts+=("layers")
+
 echo "== dependencies"
 bash scripts/check_deps.sh 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed_parts+=("deps")
 
 # One closing line over every part: cargo prints "test result: ok. N passed; M failed"
 # per test binary; the Python and web scripts end with "<part> tests: N passed, M failed",
-# the dependency script with "deps checks: N passed, M failed".
+# the dependency script with "deps checks: N passed, M failed", the layers script with
+# "layers checks: N passed, M failed".
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
-     /^((python|web) tests|deps checks): [0-9]+ passed, [0-9]+ failed$/ { p += $3; f += $5 }
+     /^((python|web) tests|(deps|layers) checks): [0-9]+ passed, [0-9]+ failed$/ { p += $3; f += $5 }
      END { printf "all tests: %d passed, %d failed\n", p, f }' "$log"
 if [ "${#failed_parts[@]}" -gt 0 ]; then
   echo "failed: ${failed_parts[*]}"

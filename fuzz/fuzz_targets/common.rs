@@ -1,12 +1,10 @@
 //! Shared by the targets: runs every analysis and exporter over whatever decoded,
 //! serializing each result, because they must not panic on weird-but-valid data either.
 
-use stepscope_analysis::advise::{self, Thresholds};
+use stepscope_judge::advise::{self, Thresholds};
 use stepscope_analysis::timeline::Timeline;
-use stepscope_analysis::{
-    collectives, compare, compile, devices, diff, hlo_context, kernels, live, memory, ops, scopes, steps, summary,
-    Profile,
-};
+use stepscope_analysis::{collectives, compile, devices, hlo_context, kernels, memory, ops, scopes, steps, Profile};
+use stepscope_report::{compare, diff, live, summary};
 use stepscope_export::table::{TableFormat, TableWriter};
 use stepscope_export::{chrome, events, perfetto};
 use stepscope_xspace::Space;

@@ -9,10 +9,11 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use serde::Serialize;
 
-use stepscope_analysis::advise::{self, Thresholds};
+use stepscope_judge::advise::{self, Thresholds};
 use stepscope_analysis::ops::GroupBy;
 use stepscope_analysis::peaks::UserPeaks;
-use stepscope_analysis::{diff, kernels, memory, ops, roofline, scopes, steps, summary};
+use stepscope_analysis::{kernels, memory, ops, roofline, scopes, steps};
+use stepscope_report::{diff, summary};
 use stepscope_xspace::pprof;
 
 create_exception!(_native, StepscopeError, PyException, "A profile that cannot be read or analysed.");

@@ -2,7 +2,7 @@
 //! route of a run requested together, before anything about the run was computed,
 //! on every fixture, with rayon pools of one thread, two threads and the default.
 //! Each request must answer within 30 s (the shared work of a run is computed once,
-//! outside the pool: see crates/analysis/src/cache.rs).
+//! outside the pool: see crates/model/src/profile.rs).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -14,9 +14,9 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::device_time::{DeviceTimeline, Part};
-use crate::profile::{Device, OpEvent, Profile};
-use crate::stats::{sum_ps, Intervals};
+use stepscope_model::device_time::{DeviceTimeline, Part};
+use stepscope_model::stats::{pct, sum_ps, Intervals};
+use stepscope_model::{Device, OpEvent, Profile};
 
 /// The collectives of a run.
 #[derive(Clone, Debug, Serialize)]
@@ -174,7 +174,7 @@ pub fn collectives(profile: &Profile) -> Collectives {
     for (d, t) in devices.iter().zip(&model.devices) {
         let id = d.id();
         let window = Intervals::new(t.window.clone());
-        let compute = crate::device_time::compute_ops(profile, d);
+        let compute = stepscope_model::profile::compute_ops(profile, d);
         // Compute within the window under [lo, hi).
         let compute_within = |lo: i64, hi: i64| {
             let from = t.window.partition_point(|w| w.1 <= lo);
@@ -266,12 +266,4 @@ pub fn collectives(profile: &Profile) -> Collectives {
 fn overlap(a: &Intervals, b: &Intervals) -> i64 {
     let mut c = a.cursor();
     sum_ps(b.spans().iter().map(|&(lo, hi)| c.overlap(lo, hi)))
-}
-
-pub(crate) fn pct(part: i64, whole: i64) -> f64 {
-    if whole > 0 {
-        100.0 * part as f64 / whole as f64
-    } else {
-        0.0
-    }
 }

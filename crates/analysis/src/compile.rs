@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use serde::Serialize;
 use stepscope_xspace::Plane;
 
-use crate::profile::{host_cpu_plane, Device, Profile};
 use crate::steps::{host_compile_events, COMPILE, COMPILER};
+use stepscope_model::device::host_cpu_plane;
+use stepscope_model::{Device, Profile};
 
 /// The compilations of a run.
 #[derive(Clone, Debug, Serialize)]
@@ -138,7 +139,7 @@ pub fn compile(profile: &Profile) -> Compile {
     Compile {
         schema: "stepscope.compile/1",
         run: profile.run.clone(),
-        total_ps: crate::stats::sum_ps(compiles.iter().map(|c| c.total_ps)),
+        total_ps: stepscope_model::stats::sum_ps(compiles.iter().map(|c| c.total_ps)),
         modules,
         compiles,
     }

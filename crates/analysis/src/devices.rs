@@ -4,12 +4,10 @@
 
 use serde::Serialize;
 
-use crate::collectives::pct;
-
-use crate::device_time::{DeviceTimeline, Part, WindowSource};
-use crate::profile::{Device, DeviceKind, Profile};
-use crate::stats::{percentile_sorted, sum_ps};
 use crate::steps;
+use stepscope_model::device_time::{DeviceTimeline, Part, WindowSource};
+use stepscope_model::stats::{pct, percentile_sorted, sum_ps};
+use stepscope_model::{Device, DeviceKind, Profile};
 
 /// A device (or host) is a straggler when its compute time exceeds the median of its
 /// peers by this share.

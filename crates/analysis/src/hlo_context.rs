@@ -7,8 +7,8 @@ use stepscope_xspace::hlo::{HloInstruction, HloModule};
 
 use crate::cost::Cost;
 use crate::ops::{self, GroupBy, OpRow};
-use crate::profile::Profile;
 use crate::source::{self, SourceFrame};
+use stepscope_model::Profile;
 
 /// Where an op lives and what it does.
 #[derive(Clone, Debug, Serialize)]

@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use serde::Serialize;
 use stepscope_xspace::{Span, Stat, StatValue};
 
-use crate::cache::{FastMap, OpRec};
-use crate::profile::{is_stream_line, Keys, OpSource, Profile};
+use stepscope_model::device::is_stream_line;
+use stepscope_model::records::{FastMap, OpRec};
+use stepscope_model::{Keys, OpSource, Profile};
 
 /// The kernel stats of a run.
 #[derive(Clone, Debug, Serialize)]

@@ -1,34 +1,30 @@
-//! The profile model and every analysis stepscope shows.
+//! Every analysis stepscope shows, over the profile model (`stepscope-model`).
 //!
-//! Pure functions over decoded [`Space`](stepscope_xspace::Space)s: no printing, no
-//! HTTP. Each analysis returns plain structs that serialize to the versioned JSON the
-//! CLI prints (`schema` fields), with units in every field name.
+//! Pure functions of a [`Profile`]: no printing, no HTTP, no judgement (the rules are
+//! `stepscope-judge`, the summary and comparisons `stepscope-report`). Each analysis
+//! returns plain structs that serialize to the versioned JSON the CLI prints (`schema`
+//! fields), with units in every field name. Analyses read the model's stages and may
+//! read each other's results, in this order (each uses only those before it):
+//! [`source`], [`cost`], [`peaks`], [`ops`], [`kernels`], [`roofline`], [`steps`],
+//! [`scopes`], [`compile`], [`collectives`], [`devices`], [`memory`], [`hlo_context`],
+//! [`timeline`], [`overview`].
 
-pub mod advise;
-mod cache;
-pub mod check;
 pub mod collectives;
-mod command_buffer;
-pub mod compare;
 pub mod compile;
 pub mod cost;
-pub mod device_time;
 pub mod devices;
-pub mod diff;
 pub mod hlo_context;
 pub mod kernels;
-pub mod live;
 pub mod memory;
 pub mod ops;
+pub mod overview;
 pub mod peaks;
-pub mod profile;
 pub mod roofline;
 pub mod scopes;
 pub mod source;
-pub mod stats;
 pub mod steps;
-pub mod summary;
 pub mod timeline;
 
-pub use cache::Derived;
-pub use profile::{Device, DeviceKind, Keys, OpEvent, Profile};
+/// The model, as the analyses' callers name it (`stepscope_analysis::profile`, …).
+pub use stepscope_model::{device_time, profile, stats};
+pub use stepscope_model::{Derived, Device, DeviceKind, Keys, OpEvent, Profile};

@@ -15,8 +15,8 @@ use serde::Serialize;
 use stepscope_xspace::pprof::{Frame, Pprof};
 use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
 
-use crate::cache::FastMap;
-use crate::profile::Profile;
+use stepscope_model::records::FastMap;
+use stepscope_model::Profile;
 
 /// Most points kept per allocator timeline (the peak is always one of them).
 pub const TIMELINE_MAX_POINTS: usize = 1000;
@@ -432,7 +432,7 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
     let plane_of_line: Vec<usize> =
         planes.iter().enumerate().flat_map(|(k, (_, plane, ..))| plane.lines.iter().map(move |_| k)).collect();
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (lines.iter().enumerate())
-        .flat_map(|(l, (_, line))| crate::cache::pieces(line.len(), ALLOC_SCAN_PIECE).map(move |r| (l, r)))
+        .flat_map(|(l, (_, line))| stepscope_model::records::pieces(line.len(), ALLOC_SCAN_PIECE).map(move |r| (l, r)))
         .collect();
     let found: Vec<PieceEvents> = pieces
         .into_par_iter()

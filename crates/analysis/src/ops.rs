@@ -10,11 +10,11 @@ use stepscope_xspace::{Plane, Span, Stat, StatValue};
 
 use serde::Serialize;
 
-use crate::cache::{FastMap, RecStats};
 use crate::peaks::Peaks;
-use crate::profile::{Device, Profile};
 use crate::source::{self, SourceFrame};
-use crate::stats::sum_ps;
+use stepscope_model::records::{stat_u64, FastMap, RecStats};
+use stepscope_model::stats::sum_ps;
+use stepscope_model::{Device, Profile};
 
 /// How to group op time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -318,12 +318,12 @@ fn is_async(category: &str) -> bool {
 /// Computes the op profile, grouped by `by`; `scope_depth` cuts name-stack scopes.
 /// Computed once per profile and grouping; later calls return a copy.
 pub fn ops(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
-    profile.cache.op_profile(by, scope_depth, || op_profile(profile, by, scope_depth))
+    profile.memo().get_or_insert((by, scope_depth), || op_profile(profile, by, scope_depth))
 }
 
 /// Computes the op profile by op into the cache, if it is not there yet.
-pub(crate) fn warm(profile: &Profile) {
-    profile.cache.ensure_op_profile(GroupBy::Op, 0, || op_profile(profile, GroupBy::Op, 0));
+pub fn warm(profile: &Profile) {
+    profile.memo().ensure((GroupBy::Op, 0usize), || op_profile(profile, GroupBy::Op, 0));
 }
 
 fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
@@ -654,7 +654,7 @@ fn chunk_rows<'a>(
     let peaks = crate::peaks::of(d);
     // GPU kernels: the previous occurrence's op and stream, to count a run of one XLA
     // op's kernels as one execution ([`same_execution`]).
-    let kernels = d.source == crate::profile::OpSource::Kernels;
+    let kernels = d.source == stepscope_model::OpSource::Kernels;
     let mut previous: Option<(u32, u32, u32)> = None;
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
         let at = (o.ids.0, o.ids.1, o.line);
@@ -798,11 +798,6 @@ struct OpStats<'a> {
     tf_op: Option<&'a str>,
     flops: Option<u64>,
     bytes: Option<u64>,
-}
-
-/// A stat's value as a `u64`, when it is a non-negative integer.
-pub(crate) fn stat_u64(plane: &Plane, s: Option<Stat>) -> Option<u64> {
-    s.and_then(|s| plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok())
 }
 
 impl<'a> OpStats<'a> {
@@ -1072,7 +1067,7 @@ fn cut_scope(scope: &str, depth: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::OpEvent;
+    use stepscope_model::OpEvent;
 
     #[test]
     fn scopes() {

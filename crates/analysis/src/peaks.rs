@@ -16,7 +16,7 @@
 
 use serde::Serialize;
 
-use crate::profile::Device;
+use stepscope_model::Device;
 
 /// A GPU's dense peak rates, FLOP/s: vector f32, and matrix (tensor-core) f32 as
 /// TF32, bf16/f16 and fp8; and its memory bandwidth where one figure fits every
@@ -148,13 +148,8 @@ impl GpuPeaks {
     }
 }
 
-/// Peaks the user gives (flags or a thresholds file); they override the profile's
-/// and the data sheets' on every device.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct UserPeaks {
-    pub flops_per_s: Option<f64>,
-    pub bytes_per_s: Option<f64>,
-}
+/// Peaks the user gives (flags or a thresholds file), kept by the model.
+pub use stepscope_model::UserPeaks;
 
 /// Where a peak was read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -194,7 +189,7 @@ pub fn of(d: &Device) -> Peaks {
         int("core_count"),
     );
     let tpu = tpu(&text("device_type_string"));
-    let user = d.user_peaks;
+    let user = d.user_peaks();
     let pick = |candidates: &[(Option<f64>, PeakSource)]| {
         candidates.iter().find_map(|&(v, s)| v.filter(|v| v.is_finite() && *v > 0.0).map(|v| (v, s)))
     };

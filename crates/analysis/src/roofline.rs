@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::ops::{self, GroupBy, OpRow};
 use crate::peaks::{self, PeakSource};
-use crate::profile::Profile;
+use stepscope_model::Profile;
 
 /// One device's roofs.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -86,10 +86,10 @@ pub struct StepFlops {
 /// FLOPs over its events, so a GEMM split into two kernels gives each half), and
 /// counted in the step whose span holds its start. The FLOPs are the executed
 /// program's (from the profile's stats or the HLO): work XLA rematerialises counts.
-pub fn step_flops(profile: &Profile, steps: &[crate::steps::Step]) -> Vec<Option<StepFlops>> {
+pub fn step_flops(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> Vec<Option<StepFlops>> {
     let mut out = vec![None; steps.len()];
     let rows = ops::ops(profile, GroupBy::Op, 0);
-    let per_event: crate::cache::FastMap<(&str, &str), f64> = rows
+    let per_event: stepscope_model::records::FastMap<(&str, &str), f64> = rows
         .ops
         .iter()
         .filter_map(|r| Some(((r.module.as_str(), r.name.as_str()), r.flops? as f64 / r.count.max(1) as f64)))
@@ -117,7 +117,7 @@ pub fn step_flops(profile: &Profile, steps: &[crate::steps::Step]) -> Vec<Option
         for (d, _) in &mine {
             let ops = d.cached_ops();
             // FLOPs per event by (module, name) id pair, looked up once per pair.
-            let mut by_ids: crate::cache::FastMap<(u32, u32), f64> = Default::default();
+            let mut by_ids: stepscope_model::records::FastMap<(u32, u32), f64> = Default::default();
             // Records are in time order per line: keep the step of the last one.
             let mut at = 0usize;
             let mut line = u32::MAX;

@@ -20,8 +20,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 use stepscope_xspace::{Column, Line, Plane, Space, Stat, StatValue};
 
-use crate::profile::Profile;
 use crate::steps::Step;
+use stepscope_model::Profile;
 
 mod derived;
 use derived::DerivedPlane;

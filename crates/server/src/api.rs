@@ -8,10 +8,11 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use stepscope_analysis::advise::{self, Thresholds};
 use stepscope_analysis::ops::{self, GroupBy};
 use stepscope_analysis::timeline::Timeline;
-use stepscope_analysis::{collectives, compile, devices, diff, hlo_context, kernels, memory, summary};
+use stepscope_analysis::{collectives, compile, devices, hlo_context, kernels, memory};
+use stepscope_judge::advise::{self, Thresholds};
+use stepscope_report::{diff, summary};
 use stepscope_xspace::pprof;
 
 use crate::cache::Entry;

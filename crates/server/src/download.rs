@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::mpsc;
 
 use crate::api::{ApiError, Params};
-use crate::http::{api_error, respond};
+use crate::response::{api_error, respond};
 use crate::App;
 
 /// Exports written at once; further requests wait their turn.

@@ -14,6 +14,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 
 use crate::api::{self, ApiError, Params};
+use crate::response::{api_error, respond};
 use crate::{assets, download, gate, token, App};
 
 /// Pages may load only the server's own scripts, styles and data.
@@ -65,29 +66,9 @@ pub async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> anyhow::Re
     }
 }
 
-pub(crate) fn respond(status: StatusCode, content_type: &str, body: impl Into<Body>) -> Response<Body> {
-    let mut r = Response::new(body.into());
-    *r.status_mut() = status;
-    let h = r.headers_mut();
-    if let Ok(v) = HeaderValue::from_str(content_type) {
-        h.insert(header::CONTENT_TYPE, v);
-    }
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    r
-}
-
 /// The one answer to anything outside the token or not found: no detail.
 fn not_found() -> Response<Body> {
     respond(StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "not found\n")
-}
-
-pub(crate) fn api_error(e: ApiError) -> Response<Body> {
-    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let body = serde_json::json!({ "error": e.message }).to_string();
-    respond(status, "application/json", body)
 }
 
 async fn handle<B>(app: Arc<App>, req: Request<B>) -> Response<Body> {

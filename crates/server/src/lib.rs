@@ -13,6 +13,7 @@ mod cache;
 mod download;
 mod gate;
 mod http;
+mod response;
 pub mod root;
 mod token;
 

@@ -15,6 +15,7 @@ pub mod hlo;
 mod mem;
 pub mod model;
 pub mod pprof;
+mod stat;
 mod stat_wire;
 pub mod trace_json;
 mod wire;

@@ -11,7 +11,7 @@
 
 use std::ops::Range;
 
-use crate::model::{IdMap, Span, Stat, StatValue, MAX_STAT_LEN};
+use crate::stat::{IdMap, Span, Stat, StatValue, MAX_STAT_LEN};
 use crate::wire::{Wire, WireError, WireResult, FIXED64, LEN, VARINT};
 
 /// Dense index of a stat or event metadata id that the plane does not define.

@@ -21,8 +21,8 @@ use rayon::prelude::*;
 
 use stepscope_xspace::{EventMeta, Line, Plane, Source, Span, Stat, StatMeta, StatValue};
 
-use crate::cache::FastMap;
-use crate::profile::{OpSource, Profile};
+use stepscope_model::records::FastMap;
+use stepscope_model::{OpSource, Profile};
 
 /// A plane the timeline made: the derived lines of device plane `plane` of host `host`.
 pub(super) struct DerivedPlane {

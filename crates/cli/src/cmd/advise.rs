@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use stepscope_analysis::advise::{self, Finding, Severity, Thresholds};
+use stepscope_judge::advise::{self, Finding, Severity, Thresholds};
 
 use crate::args::{Input, Select};
 use crate::human;

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 use serde::Deserialize;
-use stepscope_analysis::check::{self, MetricSpec};
-use stepscope_analysis::summary;
+use stepscope_report::check::{self, MetricSpec};
+use stepscope_report::summary;
 
 use crate::args::{Input, Select};
 use crate::load;

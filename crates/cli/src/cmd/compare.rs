@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use stepscope_analysis::compare;
+use stepscope_report::compare;
 
 use crate::args::{By, Input, Output, Select};
 use crate::human;

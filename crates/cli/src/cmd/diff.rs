@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use stepscope_analysis::diff::{self, OpDiff};
+use stepscope_report::diff::{self, OpDiff};
 
 use crate::args::{By, Input, Output, Select};
 use crate::human;

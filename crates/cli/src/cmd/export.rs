@@ -243,7 +243,7 @@ fn write(profile: &Profile, format: ExportFormat, table: TableKind, mut out: Sin
             if stacks.is_empty() {
                 anyhow::bail!(
                     "this profile has no XLA ops to fold into stacks — {}",
-                    stepscope_analysis::advise::NO_OPS_WHY
+                    stepscope_judge::advise::NO_OPS_WHY
                 );
             }
             let s = folded::write_folded(&stacks, &mut out)?;

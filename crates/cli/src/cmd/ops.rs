@@ -67,7 +67,7 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if total_rows == 0 {
-        let why = format!("no XLA ops found in this profile. {}", stepscope_analysis::advise::NO_OPS_WHY);
+        let why = format!("no XLA ops found in this profile. {}", stepscope_judge::advise::NO_OPS_WHY);
         print!("{}", human::wrap("", &why, crate::table::prose_width()));
         return Ok(ExitCode::SUCCESS);
     }

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use stepscope_analysis::ops::GroupBy;
-use stepscope_analysis::summary::{self, Summary};
+use stepscope_report::summary::{self, Summary};
 
 use crate::args::CostArgs;
 use crate::human;
@@ -80,7 +80,7 @@ fn print_text(s: &Summary) {
                 "{}",
                 human::wrap(
                     "",
-                    &format!("no steps found: {}", stepscope_analysis::advise::HOST_TRACING_OFF),
+                    &format!("no steps found: {}", stepscope_judge::advise::HOST_TRACING_OFF),
                     crate::table::prose_width()
                 )
             ),

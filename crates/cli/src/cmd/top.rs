@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::Args;
-use stepscope_analysis::live::{self, Snapshot};
 use stepscope_analysis::ops::GroupBy;
 use stepscope_analysis::Profile;
 use stepscope_capture::{local_clock, parse_duration, parse_targets, Session};
+use stepscope_report::live::{self, Snapshot};
 
 use crate::cmd::capture::TraceArgs;
 use crate::human;

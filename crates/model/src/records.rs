@@ -1,178 +1,20 @@
-//! Work shared by the analyses of one [`Profile`](crate::Profile), done once, in a
-//! fixed order.
-//!
-//! A command such as `summary` runs several analyses (steps, op profile, compile,
-//! collectives, devices, memory, the advise rules) that each need the run's devices,
-//! every device's ops, busy intervals and steps. They are computed in stages, each
-//! once per profile, each from the ones before it:
-//!
-//! 1. [`DeviceSet`]: the device descriptors and every device's op records (names
-//!    interned, no stat lookups after this pass);
-//! 2. [`TimeBase`]: each device's busy and active intervals and its ops' kinds (one
-//!    pass over its ops), the hosts' compile events and host-side copies (one pass
-//!    over each host plane), and the steps, measured — computed from stage 1, which
-//!    it is given;
-//! 3. the device-time model ([`crate::device_time`]): every device's window and its
-//!    time split into named parts — computed from stages 1 and 2.
-//!
-//! Each stage is a [`Derived`] cell. Its computation uses the rayon pool, so it is
-//! only ever computed, or waited for, by a thread outside the pool (the CLI's main
-//! thread, a server request's blocking thread, a Python thread): every analysis asks
-//! for the stages it needs before it starts parallel work, and code running inside
-//! the pool only reads stages already there. A pool thread that waited for a stage
-//! while the thread computing it waited for pool threads would hang both for good;
-//! [`Derived`] makes that impossible (see its docs). The cache is thread-safe (the
-//! server shares a profile across requests) and is emptied when the profile's hosts
-//! change ([`Profile::retain_host`](crate::Profile::retain_host)).
-
-use std::sync::{Mutex, OnceLock};
+//! A device's executed ops as compact records (32 bytes each, names interned), read
+//! once from the profile's columns (stage 1, [`crate::discover`]), and the helpers that
+//! build them.
 
 use rayon::prelude::*;
-
-use crate::ops::{GroupBy, Ops};
-use crate::profile::{DeviceKind, Keys, OpSource};
-use crate::stats::Intervals;
-use crate::steps::Steps;
-use stepscope_xspace::hlo::HloModules;
 use stepscope_xspace::{Line, Plane, Stat, StatValue};
-
-/// Everything cached for one profile.
-#[derive(Default)]
-pub(crate) struct Cache {
-    /// Stage 1: the devices and their op records.
-    pub devices: Derived<DeviceSet>,
-    /// Stage 2: busy, compile and steps (needs stage 1).
-    pub time: Derived<TimeBase>,
-    /// Stage 3: the device-time model (needs stages 1 and 2).
-    pub device_time: Derived<crate::device_time::DeviceTime>,
-    /// The hosts' user scopes (needs nothing before it).
-    pub scopes: Derived<Vec<crate::scopes::HostScopes>>,
-    /// Op profiles computed so far; each is computed outside the lock from stage 1.
-    pub op_profiles: Mutex<Vec<(GroupBy, usize, Ops)>>,
-    /// Per host: its HLO modules (found on first use, each decoded on first use;
-    /// neither uses the rayon pool, so a plain cell).
-    pub hlo: OnceLock<Vec<HloModules>>,
-}
-
-/// Stage 1 of the shared work: the devices of every host, with their op records.
-pub(crate) struct DeviceSet {
-    pub slots: Vec<Slot>,
-    /// Step roots met while scanning XLA:CPU host planes for their ops.
-    pub host_roots: Vec<PlaneRoots>,
-}
-
-/// Step roots (`step_num` + `_r` events) of one host plane, found while scanning it for
-/// its XLA:CPU ops so that finding steps need not scan it again: (host index, plane
-/// index) and each root's (step_num, line, index).
-pub(crate) type PlaneRoots = ((usize, usize), Vec<(i64, u32, u32)>);
-
-/// Stage 2 of the shared work: what is measured against time, from stage 1.
-pub(crate) struct TimeBase {
-    /// Per device (as [`DeviceSet::slots`]): the time it was busy (an op ran).
-    pub busy: Vec<Intervals>,
-    /// Per device: the time it was active (busy, or inside an XLA:CPU program).
-    pub active: Vec<Intervals>,
-    /// Per device: its ops by kind.
-    pub kinds: Vec<crate::device_time::OpKinds>,
-    /// Per host: what its CPU plane says of device time.
-    pub hosts: Vec<HostTime>,
-    /// Per device: the spans between its ops and their host launches; `None` where the
-    /// profile does not link ops to launches.
-    pub launched: Vec<Option<crate::device_time::Launched>>,
-    /// The steps, measured (without the launched work, which `steps::steps` adds).
-    pub steps: Steps,
-}
-
-/// What a host's CPU plane says of device time (stage 2).
-#[derive(Default)]
-pub(crate) struct HostTime {
-    /// Its compile events (`steps::host_compile_events`).
-    pub compile_events: Vec<(u32, u32, u8)>,
-    /// The time XLA compilation ran.
-    pub compile: Intervals,
-    /// Host-side copies to its device, on a host whose XLA device is its CPU.
-    pub to_device: Intervals,
-    /// Likewise from its device.
-    pub to_host: Intervals,
-    /// Where its GPUs' work is linked to its launches (`correlation_id` on both
-    /// sides): each launch call's span, by correlation id. Empty elsewhere.
-    pub launches: crate::steps::Launches,
-}
-
-/// A value derived from a profile, computed once by whichever thread outside the
-/// rayon pool asks first; other threads outside the pool wait for it.
-///
-/// The computation may use the pool. So a pool thread never waits for it: a pool
-/// thread that finds the value missing (a bug: the analysis that runs it should have
-/// asked for the value before going parallel) computes its own copy, without
-/// waiting on anything, and keeps the first copy stored; debug builds (the tests)
-/// panic there instead, so that the order is fixed where it is wrong.
-pub struct Derived<T> {
-    value: OnceLock<T>,
-    /// Held by the thread outside the pool that computes the value.
-    computing: Mutex<()>,
-}
-
-impl<T> Default for Derived<T> {
-    fn default() -> Self {
-        Derived { value: OnceLock::new(), computing: Mutex::new(()) }
-    }
-}
-
-impl<T> Derived<T> {
-    /// The value, computed by `compute` if it is not there yet.
-    #[track_caller]
-    pub fn get_or_compute(&self, compute: impl FnOnce() -> T) -> &T {
-        if let Some(v) = self.value.get() {
-            return v;
-        }
-        if rayon::current_thread_index().is_some() {
-            debug_assert!(
-                false,
-                "derived data computed inside the rayon pool: ask for it before going parallel (cache.rs)"
-            );
-            // Never wait on a pool thread: compute a copy, keep whichever is stored first.
-            let _ = self.value.set(compute());
-        } else {
-            let _computing = lock(&self.computing);
-            if self.value.get().is_none() {
-                let _ = self.value.set(compute());
-            }
-        }
-        self.value.get().expect("a value was just stored")
-    }
-}
-
-impl Cache {
-    /// A cached op profile for (`by`, `depth`), computed by `make` on first use.
-    pub fn op_profile(&self, by: GroupBy, depth: usize, make: impl FnOnce() -> Ops) -> Ops {
-        if let Some((_, _, o)) = lock(&self.op_profiles).iter().find(|(b, d, _)| *b == by && *d == depth) {
-            return o.clone();
-        }
-        let ops = make();
-        lock(&self.op_profiles).push((by, depth, ops.clone()));
-        ops
-    }
-
-    /// Makes sure the op profile for (`by`, `depth`) is cached, without copying it out.
-    pub fn ensure_op_profile(&self, by: GroupBy, depth: usize, make: impl FnOnce() -> Ops) {
-        if !lock(&self.op_profiles).iter().any(|(b, d, _)| *b == by && *d == depth) {
-            let ops = make();
-            lock(&self.op_profiles).push((by, depth, ops));
-        }
-    }
-}
 
 /// `0..len` cut into ranges of `piece` (the last may be shorter), for scans done in
 /// parallel pieces.
-pub(crate) fn pieces(len: usize, piece: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+pub fn pieces(len: usize, piece: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
     (0..len).step_by(piece.max(1)).map(move |at| at..len.min(at + piece))
 }
 
 /// Gives back the file pages of a line's stats behind a scan over its events
 /// ([`Line::release_stats`]), every [`ReleaseBehind::EVENTS`] events: a scan that
 /// reads stats all along a long line keeps only those pages resident.
-pub(crate) struct ReleaseBehind<'l> {
+pub struct ReleaseBehind<'l> {
     line: &'l Line,
     from: usize,
 }
@@ -199,25 +41,9 @@ impl<'l> ReleaseBehind<'l> {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// One device's descriptor and its op records.
-pub(crate) struct Slot {
-    pub host_index: usize,
-    pub plane_index: usize,
-    pub name: String,
-    pub ordinal: Option<i64>,
-    pub keys: Keys,
-    pub kind: DeviceKind,
-    pub source: OpSource,
-    pub ops: DeviceOps,
-}
-
 /// A device's executed ops, in line order then time order.
 #[derive(Default)]
-pub(crate) struct DeviceOps {
+pub struct DeviceOps {
     /// Interned op and module names.
     pub names: Vec<Box<str>>,
     pub recs: Vec<OpRec>,
@@ -233,7 +59,7 @@ pub(crate) struct DeviceOps {
 /// What an op's stats say for the op profile, as its record keeps it
 /// ([`DeviceOps::rec_stats`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum RecStats {
+pub enum RecStats {
     /// The op's `program_id` (on its event or its metadata); any other stat the op
     /// profile reads is on its metadata.
     Program(Option<u64>),
@@ -243,7 +69,7 @@ pub(crate) enum RecStats {
 
 /// What [`OpRec::value`] holds for a device's records.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) enum RecValue {
+pub enum RecValue {
     /// The op's own time (TPU `device_duration_ps`, else its length).
     OpTime,
     /// XLA:CPU: the op's `run_id` (one XLA program execution), [`NO_RUN`] for none;
@@ -258,10 +84,10 @@ pub(crate) enum RecValue {
 }
 
 impl DeviceOps {
-    /// Op record `i` as an [`OpEvent`](crate::OpEvent).
-    pub fn event<'p>(&'p self, plane: &'p Plane, i: usize) -> crate::OpEvent<'p> {
+    /// Op record `i` as an [`OpEvent`](OpEvent).
+    pub fn event<'p>(&'p self, plane: &'p Plane, i: usize) -> OpEvent<'p> {
         let r = &self.recs[i];
-        crate::OpEvent {
+        OpEvent {
             name: &self.names[r.name as usize],
             module: &self.names[r.module as usize],
             line: r.line,
@@ -272,7 +98,7 @@ impl DeviceOps {
         }
     }
 
-    /// The op's own time (see [`OpEvent::op_ps`](crate::OpEvent::op_ps)).
+    /// The op's own time (see [`OpEvent::op_ps`](OpEvent::op_ps)).
     #[inline]
     pub fn op_ps(&self, r: &OpRec, plane: &Plane) -> i64 {
         match self.value {
@@ -331,7 +157,7 @@ impl DeviceOps {
 /// One executed op in 32 bytes: names are indexes into [`DeviceOps::names`]; start and
 /// length are read from the device plane's columns (line `line`, event `index`).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct OpRec {
+pub struct OpRec {
     pub name: u32,
     pub module: u32,
     pub line: u32,
@@ -346,10 +172,11 @@ pub(crate) struct OpRec {
 }
 
 /// A `run_id` or `correlation_id` that is none (a real id of `i64::MIN` reads as none).
-pub(crate) const NO_RUN: i64 = i64::MIN;
+pub const NO_RUN: i64 = i64::MIN;
 
 /// [`OpRec::program`] of an op without a `program_id`.
 const NO_PROGRAM: u32 = u32::MAX;
+
 /// [`OpRec::program`] of an op whose event itself holds stats the op profile reads
 /// besides its program (`hlo_category`, `flops`, `bytes_accessed`).
 const ON_EVENT: u32 = u32::MAX - 1;
@@ -387,7 +214,7 @@ const NO_ID: u32 = u32::MAX;
 /// Interns op and module names, keyed by what identifies them without hashing the
 /// text where it can: a `ref` stat's index, or an event metadata's index.
 #[derive(Default)]
-pub(crate) struct Interner<'a> {
+pub struct Interner<'a> {
     pub names: Vec<&'a str>,
     ids: FastMap<&'a str, u32>,
     by_ref: FastMap<u32, u32>,
@@ -458,7 +285,7 @@ impl<'a> Interner<'a> {
 /// Interns the `program_id`s of op records ([`OpRec::program`]), in order of first
 /// sight.
 #[derive(Default)]
-pub(crate) struct Programs {
+pub struct Programs {
     pub ids: Vec<u64>,
     index: FastMap<u64, u32>,
     /// The last id given, nearly always the next one's too.
@@ -497,7 +324,7 @@ impl Programs {
 
 /// Builds [`DeviceOps`], interning names.
 #[derive(Default)]
-pub(crate) struct OpsBuilder<'a> {
+pub struct OpsBuilder<'a> {
     pub names: Interner<'a>,
     pub programs: Programs,
     recs: Vec<OpRec>,
@@ -553,4 +380,33 @@ impl<'a> OpsBuilder<'a> {
 
 /// A `HashMap` with the readers' fast multiply-rotate hasher (keys are names, ids and
 /// small tuples read from the profile).
-pub(crate) type FastMap<K, V> = stepscope_xspace::trace_json::QuickMap<K, V>;
+pub type FastMap<K, V> = stepscope_xspace::trace_json::QuickMap<K, V>;
+
+/// One executed op.
+#[derive(Clone, Copy, Debug)]
+pub struct OpEvent<'a> {
+    pub name: &'a str,
+    pub module: &'a str,
+    /// Index of the line in the device plane.
+    pub line: u32,
+    /// Index of the event in its line.
+    pub index: u32,
+    /// Start and length on the timeline (the host's clock).
+    pub start_ps: i64,
+    pub duration_ps: i64,
+    /// The op's own execution time: `device_duration_ps` where the profile records it
+    /// (TPU ops, measured on the device clock; their timeline spans are stretched by
+    /// clock alignment), else `duration_ps`. Op-profile times use it.
+    pub op_ps: i64,
+}
+
+impl OpEvent<'_> {
+    pub fn end_ps(&self) -> i64 {
+        self.start_ps.saturating_add(self.duration_ps)
+    }
+}
+
+/// A stat's value as a `u64`, when it is a non-negative integer.
+pub fn stat_u64(plane: &Plane, s: Option<Stat>) -> Option<u64> {
+    s.and_then(|s| plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok())
+}

@@ -33,10 +33,10 @@
 
 use stepscope_xspace::hlo::{HloInstruction, HloModule, HloModules};
 
-use crate::cache::FastMap;
+use crate::records::FastMap;
 
 /// Finds the instruction that owns a kernel, per module, remembering what it found.
-pub(crate) struct KernelOwners<'m> {
+pub struct KernelOwners<'m> {
     hlo: &'m HloModules,
     /// Per module name: its decoded HloProto (`None`: there is none) and, once asked
     /// for, its launchable instructions by kernel name (`None`: two share the name).
@@ -228,7 +228,7 @@ fn launchable(m: &HloModule) -> ByKernel<'_> {
 
 /// The name XLA gives the kernel of instruction `name`: characters outside
 /// `[A-Za-z0-9_$]` become `_`.
-pub(crate) fn kernel_name(name: &str) -> String {
+pub fn kernel_name(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '$' { c } else { '_' }).collect()
 }
 

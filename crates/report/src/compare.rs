@@ -5,11 +5,11 @@
 
 use serde::Serialize;
 
-use crate::memory;
-use crate::ops::{self, GroupBy, OpRow};
-use crate::profile::Profile;
-use crate::stats::Distribution;
 use crate::summary::{self, Breakdown, DeviceGroup};
+use stepscope_analysis::memory;
+use stepscope_analysis::ops::{self, GroupBy, OpRow};
+use stepscope_model::stats::Distribution;
+use stepscope_model::Profile;
 
 /// Several runs side by side.
 #[derive(Clone, Debug, Serialize)]
@@ -65,7 +65,7 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
     let mut out: Vec<CompareRun> = runs
         .iter()
         .map(|(label, p)| {
-            let s = summary::overview(p, top);
+            let s = summary::overview(p, top).overview;
             CompareRun {
                 label: label.clone(),
                 run: s.run,
@@ -89,7 +89,7 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
         runs.iter().map(|(_, p)| ops::ops(p, by, 0).ops.into_iter().map(|r| (r.name, r.self_ps)).collect()).collect();
     let scope_rows: Vec<Vec<(String, i64)>> = runs
         .iter()
-        .map(|(_, p)| crate::scopes::scopes(p).scopes.into_iter().map(|r| (r.path, r.total_ps)).collect())
+        .map(|(_, p)| stepscope_analysis::scopes::scopes(p).scopes.into_iter().map(|r| (r.path, r.total_ps)).collect())
         .collect();
     Compare {
         schema: "stepscope.compare/1",

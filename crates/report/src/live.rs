@@ -3,11 +3,12 @@
 
 use serde::Serialize;
 
-use crate::ops::OpRow;
-use crate::profile::Profile;
-use crate::stats::Distribution;
-use crate::steps::{busy_intervals, StepSource};
 use crate::summary;
+use stepscope_analysis::memory;
+use stepscope_analysis::ops::OpRow;
+use stepscope_analysis::steps::{busy_intervals, StepSource};
+use stepscope_model::stats::Distribution;
+use stepscope_model::Profile;
 
 /// What one short capture shows.
 #[derive(Clone, Debug, Serialize)]
@@ -42,7 +43,7 @@ pub struct Memory {
 
 /// Builds the snapshot of `profile`, listing `top` ops.
 pub fn snapshot(profile: &Profile, top: usize) -> Snapshot {
-    let s = summary::summary(profile, top);
+    let s = summary::summary(profile, top).overview;
     let window_ps = profile.hosts.iter().filter_map(|h| h.time_span_ps()).map(|(a, b)| b - a).max().unwrap_or(0);
     let (utilization, idle) = if s.step_count > 0 && s.breakdown.step_ps > 0 {
         (s.device_utilization_pct, 100.0 * s.breakdown.device_idle_ps as f64 / s.breakdown.step_ps as f64)
@@ -71,9 +72,9 @@ pub fn snapshot(profile: &Profile, top: usize) -> Snapshot {
     }
 }
 
-/// Memory in use, summed over the allocators of the memory analysis ([`crate::memory`]).
+/// Memory in use, summed over the allocators of the memory analysis (`stepscope_analysis::memory`).
 pub fn memory_in_use(profile: &Profile) -> Option<Memory> {
-    let m = crate::memory::memory(profile, None, 0);
+    let m = memory::memory(profile, None, 0);
     if m.allocators.is_empty() {
         return None;
     }

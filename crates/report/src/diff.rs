@@ -12,11 +12,11 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::kernels;
-use crate::memory;
-use crate::ops::{self, GroupBy, OpRow};
-use crate::profile::Profile;
 use crate::summary::{self, Breakdown, Summary};
+use stepscope_analysis::kernels;
+use stepscope_analysis::memory;
+use stepscope_analysis::ops::{self, GroupBy, OpRow};
+use stepscope_model::Profile;
 
 /// The diff of run B against run A.
 #[derive(Clone, Debug, Serialize)]
@@ -159,7 +159,7 @@ pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
     let mut kernel_rows = match_rows(&merge_by_name(ka), &merge_by_name(kb), na, nb, st.noise_ps, None);
     rank(&mut kernel_rows);
     let scope_rows = |p: &Profile| -> Vec<OpRow> {
-        let s = crate::scopes::scopes(p);
+        let s = stepscope_analysis::scopes::scopes(p);
         s.scopes
             .iter()
             .map(|r| OpRow {

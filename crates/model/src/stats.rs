@@ -664,3 +664,12 @@ mod interval_tests {
         assert_eq!(sum_ps([i64::MIN, -1]), i64::MIN);
     }
 }
+
+/// `part` as a share of `whole`, percent (0 when `whole` is not positive).
+pub fn pct(part: i64, whole: i64) -> f64 {
+    if whole > 0 {
+        100.0 * part as f64 / whole as f64
+    } else {
+        0.0
+    }
+}

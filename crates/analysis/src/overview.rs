@@ -1,16 +1,17 @@
 //! The overview: step time, where the average step went, utilisation, top ops and
-//! the run's environment. Its JSON is the baseline format `check` compares against.
+//! the run's environment. The rules read it (`stepscope-judge`); with their top
+//! findings it is the summary (`stepscope-report`), whose JSON is the baseline format
+//! `check` compares against.
 
 use serde::Serialize;
 
-use crate::advise::{self, Finding, Thresholds};
-use crate::device_time::{DeviceTime, DeviceTimeline, Part};
 use crate::ops::{self, GroupBy, OpRow};
-use crate::profile::{Device, DeviceKind, Profile};
-use crate::stats::{sum_ps, Distribution};
 use crate::steps::{self, StepSource};
+use stepscope_model::device_time::{DeviceTime, DeviceTimeline, Part};
+use stepscope_model::stats::{sum_ps, Distribution};
+use stepscope_model::{Device, DeviceKind, Profile};
 
-pub use crate::device_time::is_collective;
+pub use stepscope_model::device_time::is_collective;
 
 /// What one average step spent its time on, ps: the device-time model's parts
 /// ([`crate::device_time`]) as shares of each device's window, averaged over devices,
@@ -81,7 +82,7 @@ pub struct Environment {
 
 /// The overview of a run.
 #[derive(Clone, Debug, Serialize)]
-pub struct Summary {
+pub struct Overview {
     pub schema: &'static str,
     pub run: String,
     pub step_source: StepSource,
@@ -98,54 +99,19 @@ pub struct Summary {
     pub flops_utilization_pct: Option<f64>,
     pub environment: Environment,
     pub top_ops: Vec<OpRow>,
-    /// The most important findings of [`advise`](crate::advise::findings) (at most 3).
-    pub findings: Vec<Finding>,
-}
-
-/// Builds the overview with its top findings; `top` ops are listed.
-pub fn summary(profile: &Profile, top: usize) -> Summary {
-    let (mut s, inputs) = overview_and_inputs(profile, top);
-    s.findings = advise::findings_with(profile, &s, &Thresholds::default(), &inputs);
-    s.findings.truncate(3);
-    s
-}
-
-/// The overview and what the rules read besides, side by side. The memory analysis
-/// and the host scopes need none of what [`warm`] builds: they run meanwhile.
-pub(crate) fn overview_and_inputs(profile: &Profile, top: usize) -> (Summary, advise::Inputs) {
-    // The shared work is computed on this thread (never inside the pool, see
-    // crates/analysis/src/cache.rs) while a thread of its own runs the memory analysis,
-    // which reads none of it; both use the pool.
-    let memory = std::thread::scope(|s| {
-        let memory = s.spawn(|| crate::memory::memory(profile, None, 3));
-        // The host scopes need nothing else: found meanwhile too.
-        let scopes = s.spawn(|| {
-            profile.host_scopes();
-        });
-        // The op profile needs only the devices: it is built on a thread of its own
-        // while this one measures the steps and the device time.
-        profile.device_set();
-        let op_profile = s.spawn(|| ops::warm(profile));
-        profile.prepare();
-        op_profile.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        scopes.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-        memory.join()
-    })
-    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-    rayon::join(|| overview(profile, top), || advise::Inputs::gather_with(profile, memory))
 }
 
 /// Builds what the overview and the rules share: the profile's shared work
 /// ([`Profile::prepare`], asked for here when the caller has not) and the op profile.
 /// Analyses run after this (even side by side) never wait on each other for them.
-pub(crate) fn warm(profile: &Profile) {
+pub fn warm(profile: &Profile) {
     profile.prepare();
     profile.host_scopes();
     ops::warm(profile);
 }
 
-/// The overview without findings (what the rules read).
-pub fn overview(profile: &Profile, top: usize) -> Summary {
+/// The overview (what the rules read).
+pub fn overview(profile: &Profile, top: usize) -> Overview {
     warm(profile);
     let devices = profile.devices();
     let steps = steps::cached(profile);
@@ -166,7 +132,7 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
         (capacity > 0.0).then(|| 100.0 * per_step.iter().map(|f| f.flops as f64).sum::<f64>() / capacity);
     let mut top_ops = ops::ops(profile, GroupBy::Op, 0).ops;
     top_ops.truncate(top);
-    Summary {
+    Overview {
         schema: "stepscope.summary/1",
         run: profile.run.clone(),
         step_source: steps.source,
@@ -178,7 +144,6 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
         flops_utilization_pct,
         environment: environment(profile, &devices),
         top_ops,
-        findings: Vec::new(),
     }
 }
 

@@ -1,5 +1,4 @@
-//! The profile model analyses work on: a run's hosts, their devices, and the
-//! executed XLA ops found on each device, whatever the backend.
+//! Stage 1 of the model: the devices of every host and their op records.
 //!
 //! Where ops come from:
 //! - TPU (and GPU profiles that have one): the device plane's `XLA Ops` line;
@@ -8,175 +7,120 @@
 //!   threads), used only when no device plane has events.
 
 use rayon::prelude::*;
-use stepscope_xspace::hlo::{hlo_modules, HloModules};
+use stepscope_xspace::hlo::HloModules;
 use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
 
-use crate::cache::{
-    Cache, DeviceOps, DeviceSet, FastMap, Interner, OpRec, OpsBuilder, PlaneRoots, Programs, RecValue, Slot, TimeBase,
-    NO_RUN,
-};
 use crate::command_buffer::KernelOwners;
-use crate::ops::stat_u64;
+use crate::device::{device_kind, host_cpu_plane, is_stream_line, DeviceKind, Keys, OpSource, Slot};
+use crate::records::{stat_u64, DeviceOps, FastMap, Interner, OpRec, OpsBuilder, Programs, RecValue, NO_RUN};
 
-/// A run: one [`Space`] per host, on one clock.
-pub struct Profile {
-    /// The run's name as discovery reported it.
-    pub run: String,
-    pub hosts: Vec<Space>,
-    /// Per host: how far its events were shifted so that every host shares the clock
-    /// of the earliest session start (0 for a single host, or when a host does not
-    /// record its start).
-    pub clock_offset_ps: Vec<i64>,
-    /// Peaks the user gave, over the profile's and the data sheets' ([`crate::peaks`]).
-    pub(crate) user_peaks: crate::peaks::UserPeaks,
-    /// Work shared by analyses (devices, ops, steps, …), done once.
-    pub(crate) cache: Cache,
+/// Stage 1 of the shared work: the devices of every host, with their op records.
+pub struct DeviceSet {
+    pub slots: Vec<Slot>,
+    /// Step roots met while scanning XLA:CPU host planes for their ops.
+    pub host_roots: Vec<PlaneRoots>,
 }
 
-/// Stat-metadata indexes a plane uses, looked up once per plane.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Keys {
-    pub hlo_op: Option<u32>,
-    pub hlo_module: Option<u32>,
-    pub hlo_category: Option<u32>,
-    pub program_id: Option<u32>,
-    pub run_id: Option<u32>,
-    pub tf_op: Option<u32>,
-    pub flops: Option<u32>,
-    pub model_flops: Option<u32>,
-    pub bytes_accessed: Option<u32>,
-    pub step_num: Option<u32>,
-    pub root: Option<u32>,
-    pub kernel_details: Option<u32>,
-    pub memcpy_details: Option<u32>,
-    pub device_ordinal: Option<u32>,
-    pub group_id: Option<u32>,
-    pub device_duration_ps: Option<u32>,
-    pub cuda_graph_id: Option<u32>,
-    pub cuda_graph_node_id: Option<u32>,
-    pub correlation_id: Option<u32>,
-}
+/// Step roots (`step_num` + `_r` events) of one host plane, found while scanning it for
+/// its XLA:CPU ops so that finding steps need not scan it again: (host index, plane
+/// index) and each root's (step_num, line, index).
+pub type PlaneRoots = ((usize, usize), Vec<(i64, u32, u32)>);
 
-impl Keys {
-    /// Resolves the keys of `plane`.
-    pub fn of(plane: &Plane) -> Keys {
-        let mut k = Keys::default();
-        for (i, m) in plane.stat_meta.iter().enumerate() {
-            let slot = match plane.text(m.name) {
-                "hlo_op" => &mut k.hlo_op,
-                "hlo_module" => &mut k.hlo_module,
-                "hlo_category" => &mut k.hlo_category,
-                "program_id" => &mut k.program_id,
-                "run_id" => &mut k.run_id,
-                "tf_op" => &mut k.tf_op,
-                "flops" => &mut k.flops,
-                "model_flops" => &mut k.model_flops,
-                "bytes_accessed" => &mut k.bytes_accessed,
-                "step_num" => &mut k.step_num,
-                "_r" => &mut k.root,
-                "kernel_details" => &mut k.kernel_details,
-                "memcpy_details" => &mut k.memcpy_details,
-                "device_ordinal" => &mut k.device_ordinal,
-                "group_id" => &mut k.group_id,
-                "device_duration_ps" => &mut k.device_duration_ps,
-                "cuda_graph_id" => &mut k.cuda_graph_id,
-                "cuda_graph_node_id" => &mut k.cuda_graph_node_id,
-                "correlation_id" => &mut k.correlation_id,
-                _ => continue,
+/// The devices of every host (see [`Profile::devices`]) with their op records: the
+/// TPU and GPU devices' read in parallel; XLA:CPU devices get theirs in the scan of
+/// the host plane that finds their ordinals.
+pub fn find_devices(hosts: &[Space], hlo: &[HloModules]) -> DeviceSet {
+    let mut found: Vec<(Descriptor, Option<DeviceOps>)> = Vec::new();
+    let mut host_roots: Vec<PlaneRoots> = Vec::new();
+    for (hi, space) in hosts.iter().enumerate() {
+        let mut on_devices = false;
+        for (pi, plane) in space.planes.iter().enumerate() {
+            if !(plane.name.starts_with("/device:") && plane.event_count() > 0) {
+                continue;
+            }
+            let kind = device_kind(&plane.name);
+            let source = if plane.lines.iter().any(|l| l.name == "XLA Ops" && !l.is_empty()) {
+                OpSource::XlaOpsLine
+            } else if plane.lines.iter().any(is_stream_line) {
+                OpSource::Kernels
+            } else {
+                continue;
             };
-            // Ref stats make stat metadata for string values too; the first entry of
-            // a name is the key itself (values with the same text are rare and later).
-            slot.get_or_insert(i as u32);
+            let d = Descriptor {
+                host_index: hi,
+                plane_index: pi,
+                name: plane.name.clone(),
+                ordinal: None,
+                keys: Keys::of(plane),
+                kind,
+                source,
+            };
+            found.push((d, None));
+            on_devices = true;
         }
-        k
+        if on_devices {
+            continue;
+        }
+        let Some(plane) = host_cpu_plane(space) else { continue };
+        let Some(pi) = space.planes.iter().position(|p| std::ptr::eq(p, plane)) else { continue };
+        let keys = Keys::of(plane);
+        if keys.hlo_op.is_none() {
+            continue;
+        }
+        let lines = host_ops(plane, &keys);
+        if keys.step_num.is_some() && keys.root.is_some() {
+            host_roots.push(((hi, pi), lines.iter().flat_map(|l| l.roots.iter().copied()).collect()));
+        }
+        let mut ordinals: Vec<i64> = lines.iter().flat_map(|l| l.by_ordinal.iter().filter_map(|(o, _)| *o)).collect();
+        ordinals.sort_unstable();
+        ordinals.dedup();
+        if ordinals.len() < 2 {
+            ordinals.clear();
+        }
+        let devices = cpu_device_ops(lines, &ordinals);
+        for (d, ops) in devices.into_iter().enumerate() {
+            let (name, ordinal) = match ordinals.get(d) {
+                Some(&o) => (format!("/device:CPU:{o}"), Some(o)),
+                None => (plane.name.clone(), None),
+            };
+            let d = Descriptor {
+                host_index: hi,
+                plane_index: pi,
+                name,
+                ordinal,
+                keys,
+                kind: DeviceKind::Cpu,
+                source: OpSource::HostOps,
+            };
+            found.push((d, Some(ops)));
+        }
     }
-}
-
-/// What kind of processor a device is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceKind {
-    Tpu,
-    Gpu,
-    Cpu,
-    Other,
-}
-
-/// Where a device's ops come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpSource {
-    /// The device plane's `XLA Ops` line.
-    XlaOpsLine,
-    /// GPU kernels on stream lines, rolled up by `hlo_op`.
-    Kernels,
-    /// Host events carrying `hlo_op` (XLA:CPU).
-    HostOps,
-}
-
-/// One device (or the host CPU acting as the XLA device) of one host.
-pub struct Device<'a> {
-    pub host: &'a str,
-    /// The device's name: its plane's (`/device:TPU:0`), or for XLA:CPU with several
-    /// devices `/device:CPU:N` from the ops' `device_ordinal`, else `/host:CPU`.
-    pub name: String,
-    /// XLA:CPU only: the `device_ordinal` this device's ops carry (its plane holds the
-    /// ops of every CPU device).
-    pub ordinal: Option<i64>,
-    /// Host index in [`Profile::hosts`].
-    pub host_index: usize,
-    /// Index in [`Profile::devices`].
-    pub index: usize,
-    pub plane: &'a Plane,
-    pub keys: Keys,
-    pub kind: DeviceKind,
-    pub source: OpSource,
-    /// The descriptor and ops of this device.
-    pub(crate) slot: &'a Slot,
-    /// The profile's [`crate::peaks::UserPeaks`].
-    pub(crate) user_peaks: crate::peaks::UserPeaks,
-}
-
-impl<'a> Device<'a> {
-    /// `host/plane`, unique within a profile.
-    pub fn id(&self) -> String {
-        format!("{}{}", self.host, self.name)
-    }
-
-    /// Lines holding this device's ops.
-    pub fn op_lines(&self) -> impl Iterator<Item = (usize, &'a Line)> + '_ {
-        self.plane.lines.iter().enumerate().filter(move |(_, l)| match self.source {
-            OpSource::XlaOpsLine => l.name == "XLA Ops",
-            OpSource::Kernels => is_stream_line(l),
-            OpSource::HostOps => true,
+    let slots = found
+        .into_par_iter()
+        .map(|(d, ops)| {
+            let ops =
+                ops.unwrap_or_else(|| device_ops(&hosts[d.host_index].planes[d.plane_index], &d, &hlo[d.host_index]));
+            d.with_ops(ops)
         })
-    }
+        .collect();
+    DeviceSet { slots, host_roots }
+}
 
-    /// A stat of event `i` on `line` (event first, then its metadata).
-    pub fn stat(&self, line: &Line, i: usize, key: Option<u32>) -> Option<Stat> {
-        self.plane.event_stat(line, i, key?)
-    }
+/// What identifies a device, before its op records are read.
+pub struct Descriptor {
+    host_index: usize,
+    plane_index: usize,
+    name: String,
+    ordinal: Option<i64>,
+    keys: Keys,
+    kind: DeviceKind,
+    source: OpSource,
+}
 
-    /// A string stat of event `i` on `line`.
-    pub fn stat_str(&self, line: &'a Line, i: usize, key: Option<u32>) -> Option<&'a str> {
-        let s = self.stat(line, i, key)?;
-        self.plane.stat_str(&s)
-    }
-
-    /// Every executed op on this device, in line order then time order.
-    pub fn ops(&self) -> Vec<OpEvent<'a>> {
-        self.op_iter().collect()
-    }
-
-    /// The ops of [`Device::ops`], without collecting them.
-    pub fn op_iter(&self) -> impl ExactSizeIterator<Item = OpEvent<'a>> + 'a {
-        let ops = self.cached_ops();
-        let plane = self.plane;
-        (0..ops.recs.len()).map(move |i| ops.event(plane, i))
-    }
-
-    /// The device's op records (built with the devices).
-    pub(crate) fn cached_ops(&self) -> &'a DeviceOps {
-        &self.slot.ops
+impl Descriptor {
+    fn with_ops(self, ops: DeviceOps) -> Slot {
+        let Descriptor { host_index, plane_index, name, ordinal, keys, kind, source } = self;
+        Slot { host_index, plane_index, name, ordinal, keys, kind, source, ops }
     }
 }
 
@@ -209,7 +153,7 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Descriptor, hlo: &'a HloModules) -> D
     ]);
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
         .filter(|(_, line)| keep(line))
-        .flat_map(|(li, line)| crate::cache::pieces(line.len(), DEVICE_SCAN_PIECE).map(move |r| (li, r)))
+        .flat_map(|(li, line)| crate::records::pieces(line.len(), DEVICE_SCAN_PIECE).map(move |r| (li, r)))
         .collect();
     // Every event of a kept line is one record: each piece fills its own part.
     let mut recs = vec![OpRec::new(0, 0, 0, 0, 0, 0); pieces.iter().map(|(_, r)| r.len()).sum()];
@@ -476,7 +420,7 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
     // plane's other events).
     let on_event = [keys.hlo_category, keys.flops, keys.bytes_accessed].iter().any(Option::is_some);
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
-        .flat_map(|(li, line)| crate::cache::pieces(line.len(), HOST_SCAN_PIECE).map(move |r| (li, r)))
+        .flat_map(|(li, line)| crate::records::pieces(line.len(), HOST_SCAN_PIECE).map(move |r| (li, r)))
         .collect();
     pieces.into_par_iter().map(|(li, range)| host_ops_in(plane, &look, on_event, li, range)).collect()
 }
@@ -574,273 +518,4 @@ fn op_name_of<'p>(name: &'p str, plane: &'p Plane, meta: u32) -> &'p str {
     }
     let n = name.strip_prefix('%').unwrap_or(name);
     n.split(" = ").next().unwrap_or(n)
-}
-
-/// True for GPU stream lines (`Stream #12(Compute)`, `Stream #16(Kernel)`, …).
-pub fn is_stream_line(line: &Line) -> bool {
-    line.name.starts_with("Stream #")
-}
-
-/// One executed op.
-#[derive(Clone, Copy, Debug)]
-pub struct OpEvent<'a> {
-    pub name: &'a str,
-    pub module: &'a str,
-    /// Index of the line in the device plane.
-    pub line: u32,
-    /// Index of the event in its line.
-    pub index: u32,
-    /// Start and length on the timeline (the host's clock).
-    pub start_ps: i64,
-    pub duration_ps: i64,
-    /// The op's own execution time: `device_duration_ps` where the profile records it
-    /// (TPU ops, measured on the device clock; their timeline spans are stretched by
-    /// clock alignment), else `duration_ps`. Op-profile times use it.
-    pub op_ps: i64,
-}
-
-impl OpEvent<'_> {
-    pub fn end_ps(&self) -> i64 {
-        self.start_ps.saturating_add(self.duration_ps)
-    }
-}
-
-impl Profile {
-    /// Wraps decoded hosts.
-    ///
-    /// Each host's times count from its own session start; with several hosts, events
-    /// are shifted by the difference of `profile_start_time` (on the `Task
-    /// Environment` plane) to the earliest host's, so times compare across hosts.
-    pub fn new(run: impl Into<String>, mut hosts: Vec<Space>) -> Profile {
-        let starts: Vec<Option<i64>> = hosts.iter().map(session_start_ns).collect();
-        let mut clock_offset_ps = vec![0i64; hosts.len()];
-        if hosts.len() > 1 && starts.iter().all(Option::is_some) {
-            let min = starts.iter().flatten().copied().min().unwrap_or(0);
-            for ((space, start), off) in hosts.iter_mut().zip(&starts).zip(&mut clock_offset_ps) {
-                *off = start.unwrap_or(min).saturating_sub(min).saturating_mul(1000);
-                if *off != 0 {
-                    for line in space.planes.iter_mut().flat_map(|p| p.lines.iter_mut()) {
-                        line.shift_ps(*off);
-                    }
-                }
-            }
-        }
-        Profile { run: run.into(), hosts, clock_offset_ps, user_peaks: Default::default(), cache: Cache::default() }
-    }
-
-    /// The peaks the user gave ([`Profile::set_peaks`]).
-    pub fn user_peaks(&self) -> crate::peaks::UserPeaks {
-        self.user_peaks
-    }
-
-    /// Sets the peaks the user gives (`--peak-flops`, `--peak-bandwidth`): they
-    /// override the profile's and the data sheets' on every device. Analyses already
-    /// computed are dropped, so none reads the old peaks.
-    pub fn set_peaks(&mut self, peaks: crate::peaks::UserPeaks) {
-        if peaks != self.user_peaks {
-            self.user_peaks = peaks;
-            self.cache = Cache::default();
-        }
-    }
-
-    /// Keeps only the host called `name`; false when there is none.
-    pub fn retain_host(&mut self, name: &str) -> bool {
-        let keep: Vec<bool> = self.hosts.iter().map(|h| h.host == name).collect();
-        let mut k = keep.iter();
-        self.clock_offset_ps.retain(|_| *k.next().unwrap_or(&false));
-        self.hosts.retain(|h| h.host == name);
-        self.cache = Cache::default();
-        !self.hosts.is_empty()
-    }
-
-    /// Every device that ran XLA ops, across hosts. A host whose device planes hold
-    /// no events (a CPU capture) contributes its `/host:CPU` plane instead.
-    ///
-    /// The devices and their op records are found once per profile, on first use,
-    /// with the pool's help: ask from outside the pool (see [`crate::cache`]).
-    pub fn devices(&self) -> Vec<Device<'_>> {
-        self.device_set()
-            .slots
-            .iter()
-            .enumerate()
-            .map(|(index, slot)| {
-                let space = &self.hosts[slot.host_index];
-                Device {
-                    host: &space.host,
-                    name: slot.name.clone(),
-                    ordinal: slot.ordinal,
-                    host_index: slot.host_index,
-                    index,
-                    plane: &space.planes[slot.plane_index],
-                    keys: slot.keys,
-                    kind: slot.kind,
-                    source: slot.source,
-                    slot,
-                    user_peaks: self.user_peaks,
-                }
-            })
-            .collect()
-    }
-
-    /// Per host (in [`Profile::hosts`] order): its HLO modules, found on first use and
-    /// each decoded on first use.
-    pub fn hlo_modules(&self) -> &[HloModules] {
-        self.cache.hlo.get_or_init(|| self.hosts.iter().map(hlo_modules).collect())
-    }
-
-    /// Stage 1 of the shared work: the devices with their op records.
-    pub(crate) fn device_set(&self) -> &DeviceSet {
-        self.cache.devices.get_or_compute(|| find_devices(&self.hosts, self.hlo_modules()))
-    }
-
-    /// Stage 2 of the shared work: busy, compile and steps, from stage 1 (asked for
-    /// first, on this thread).
-    pub(crate) fn time_base(&self) -> &TimeBase {
-        self.device_set();
-        self.cache.time.get_or_compute(|| crate::steps::measure(self, &self.devices()))
-    }
-
-    /// Stage 3 of the shared work: the device-time model, from stages 1 and 2 (asked
-    /// for first, on this thread).
-    pub(crate) fn device_time(&self) -> &crate::device_time::DeviceTime {
-        let base = self.time_base();
-        self.cache.device_time.get_or_compute(|| crate::device_time::build(&self.devices(), base))
-    }
-
-    /// The hosts' user scopes ([`crate::scopes`]), found once; asked for outside the
-    /// rayon pool (finding them uses it).
-    pub(crate) fn host_scopes(&self) -> &[crate::scopes::HostScopes] {
-        self.cache.scopes.get_or_compute(|| crate::scopes::find(self))
-    }
-
-    /// Computes the shared work every analysis of device time reads (every stage),
-    /// if it is not there yet. Call it from outside the rayon pool before parallel
-    /// work that reads it.
-    pub fn prepare(&self) {
-        self.device_time();
-    }
-}
-
-/// What identifies a device, before its op records are read.
-pub(crate) struct Descriptor {
-    host_index: usize,
-    plane_index: usize,
-    name: String,
-    ordinal: Option<i64>,
-    keys: Keys,
-    kind: DeviceKind,
-    source: OpSource,
-}
-
-impl Descriptor {
-    fn with_ops(self, ops: DeviceOps) -> Slot {
-        let Descriptor { host_index, plane_index, name, ordinal, keys, kind, source } = self;
-        Slot { host_index, plane_index, name, ordinal, keys, kind, source, ops }
-    }
-}
-
-/// The devices of every host (see [`Profile::devices`]) with their op records: the
-/// TPU and GPU devices' read in parallel; XLA:CPU devices get theirs in the scan of
-/// the host plane that finds their ordinals.
-fn find_devices(hosts: &[Space], hlo: &[HloModules]) -> DeviceSet {
-    let mut found: Vec<(Descriptor, Option<DeviceOps>)> = Vec::new();
-    let mut host_roots: Vec<PlaneRoots> = Vec::new();
-    for (hi, space) in hosts.iter().enumerate() {
-        let mut on_devices = false;
-        for (pi, plane) in space.planes.iter().enumerate() {
-            if !(plane.name.starts_with("/device:") && plane.event_count() > 0) {
-                continue;
-            }
-            let kind = device_kind(&plane.name);
-            let source = if plane.lines.iter().any(|l| l.name == "XLA Ops" && !l.is_empty()) {
-                OpSource::XlaOpsLine
-            } else if plane.lines.iter().any(is_stream_line) {
-                OpSource::Kernels
-            } else {
-                continue;
-            };
-            let d = Descriptor {
-                host_index: hi,
-                plane_index: pi,
-                name: plane.name.clone(),
-                ordinal: None,
-                keys: Keys::of(plane),
-                kind,
-                source,
-            };
-            found.push((d, None));
-            on_devices = true;
-        }
-        if on_devices {
-            continue;
-        }
-        let Some(plane) = host_cpu_plane(space) else { continue };
-        let Some(pi) = space.planes.iter().position(|p| std::ptr::eq(p, plane)) else { continue };
-        let keys = Keys::of(plane);
-        if keys.hlo_op.is_none() {
-            continue;
-        }
-        let lines = host_ops(plane, &keys);
-        if keys.step_num.is_some() && keys.root.is_some() {
-            host_roots.push(((hi, pi), lines.iter().flat_map(|l| l.roots.iter().copied()).collect()));
-        }
-        let mut ordinals: Vec<i64> = lines.iter().flat_map(|l| l.by_ordinal.iter().filter_map(|(o, _)| *o)).collect();
-        ordinals.sort_unstable();
-        ordinals.dedup();
-        if ordinals.len() < 2 {
-            ordinals.clear();
-        }
-        let devices = cpu_device_ops(lines, &ordinals);
-        for (d, ops) in devices.into_iter().enumerate() {
-            let (name, ordinal) = match ordinals.get(d) {
-                Some(&o) => (format!("/device:CPU:{o}"), Some(o)),
-                None => (plane.name.clone(), None),
-            };
-            let d = Descriptor {
-                host_index: hi,
-                plane_index: pi,
-                name,
-                ordinal,
-                keys,
-                kind: DeviceKind::Cpu,
-                source: OpSource::HostOps,
-            };
-            found.push((d, Some(ops)));
-        }
-    }
-    let slots = found
-        .into_par_iter()
-        .map(|(d, ops)| {
-            let ops =
-                ops.unwrap_or_else(|| device_ops(&hosts[d.host_index].planes[d.plane_index], &d, &hlo[d.host_index]));
-            d.with_ops(ops)
-        })
-        .collect();
-    DeviceSet { slots, host_roots }
-}
-
-/// The host's session start, ns since the Unix epoch (`profile_start_time`).
-fn session_start_ns(space: &Space) -> Option<i64> {
-    let plane = space.plane("Task Environment")?;
-    plane.plane_stat("profile_start_time").and_then(|s| plane.stat_i64(&s))
-}
-
-/// The host's CPU plane (`/host:CPU`; in trace JSON, the first plane with host threads).
-pub fn host_cpu_plane(space: &Space) -> Option<&Plane> {
-    space
-        .plane("/host:CPU")
-        .or_else(|| space.planes.iter().find(|p| p.name.contains("/host:CPU") || p.name.starts_with("Host Threads")))
-}
-
-fn device_kind(plane_name: &str) -> DeviceKind {
-    let rest = plane_name.strip_prefix("/device:").unwrap_or(plane_name);
-    if rest.starts_with("TPU") {
-        DeviceKind::Tpu
-    } else if rest.starts_with("GPU") {
-        DeviceKind::Gpu
-    } else if rest.starts_with("CPU") {
-        DeviceKind::Cpu
-    } else {
-        DeviceKind::Other
-    }
 }

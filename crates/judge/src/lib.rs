@@ -1,0 +1,19 @@
+//! Judgement: the rules that read the analyses of a run (`stepscope-analysis`) and
+//! say what is wrong, with the measured value, the threshold it crossed, evidence
+//! (the worst steps, ops, gaps, with times) and what to do about it.
+//!
+//! Modules in layer order; each uses only those before it: [`thresholds`],
+//! [`finding`], [`evidence`], [`inputs`], [`context`], [`rule`], [`rules`] (one file a
+//! rule), [`advise`] (runs them).
+
+pub mod advise;
+pub mod context;
+pub mod evidence;
+pub mod finding;
+pub mod inputs;
+pub mod rule;
+pub mod rules;
+pub mod thresholds;
+
+#[cfg(test)]
+mod testing;

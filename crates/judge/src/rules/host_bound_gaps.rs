@@ -1,0 +1,130 @@
+//! `host-bound-gaps`: The device idle, waiting on the host, more of the step than the threshold.
+
+use stepscope_analysis::steps::{self, Steps};
+use stepscope_model::Profile;
+
+use crate::context::Context;
+use crate::evidence::*;
+use crate::finding::{Evidence, Finding, Severity};
+use crate::rule::Rule;
+
+pub const RULE: Rule = Rule { id: "host-bound-gaps", threshold: Some("host_overhead_pct"), needs_steps: true, check };
+
+fn check(cx: &Context, out: &mut Vec<Finding>) {
+    let (profile, th, steps, device_time) = (cx.profile, cx.th, cx.steps, cx.device_time);
+    let b = &cx.overview.breakdown;
+    let step_pct = |ps: i64| cx.step_pct(ps);
+    // Where kernels are linked to their launches, idle in which launched work had not
+    // started is not the host's doing: it has its own rule. So has idle while the host
+    // did recorded input work (`input-bound`).
+    let queued_ps = b.device_idle_queued_ps.unwrap_or(0);
+    let input_ps = b.device_idle_input_ps.unwrap_or(0);
+    let host_overhead = step_pct((b.device_idle_ps - queued_ps - input_ps).max(0));
+    if device_time && host_overhead > th.host_overhead_pct {
+        out.push(Finding {
+            rule: "host-bound-gaps",
+            severity: if host_overhead > 3.0 * th.host_overhead_pct { Severity::Critical } else { Severity::Warning },
+            title: format!("the device waits on the host {host_overhead:.1}% of the step"),
+            value: host_overhead,
+            threshold: th.host_overhead_pct,
+            unit: "pct",
+            evidence: {
+                let mut evidence = idle_gaps(profile, steps, 3);
+                if let Some(launching) = b.device_idle_launching_ps.filter(|&l| l > 0) {
+                    let what = format!(
+                        "of the mean step's idle {}, {} with the host inside launch calls (cuLaunchKernel, \
+                         cuGraphLaunch) of work not started",
+                        ms(b.device_idle_ps),
+                        ms(launching)
+                    );
+                    evidence.insert(0, ev(what, ""));
+                }
+                if input_ps > 0 {
+                    let what = format!(
+                        "not counted: {} of the mean step's idle {} with the host loading input (input-bound)",
+                        ms(input_ps),
+                        ms(b.device_idle_ps)
+                    );
+                    evidence.insert(0, ev(what, ""));
+                }
+                evidence
+            },
+            advice: "the host is the bottleneck between device work: move Python work (logging, metrics, data \
+                     preparation, `float(loss)` syncs) out of the step, prefetch input, and dispatch the next step \
+                     before blocking on this one's result"
+                .into(),
+        });
+    }
+}
+
+/// The largest device-idle gaps inside steps, with what the host was doing.
+fn idle_gaps(profile: &Profile, steps: &Steps, n: usize) -> Vec<Evidence> {
+    let devices = profile.devices();
+    let mut gaps: Vec<(i64, i64, &steps::Step)> = Vec::new();
+    for d in &devices {
+        let busy = steps::active_intervals(profile, d);
+        for st in steps.steps.iter().filter(|s| s.host == d.host) {
+            let (lo, hi) = (st.start_ps, st.end_ps());
+            let mut cur = lo;
+            let spans = busy.spans();
+            let first = spans.partition_point(|s| s.1 <= lo);
+            for &(a, b) in &spans[first..] {
+                if a >= hi {
+                    break;
+                }
+                if a > cur {
+                    gaps.push((cur, a, st));
+                }
+                cur = cur.max(b);
+            }
+            if cur < hi {
+                gaps.push((cur, hi, st));
+            }
+        }
+    }
+    gaps.sort_by_key(|(a, b, _)| std::cmp::Reverse(b.saturating_sub(*a)));
+    let mut out: Vec<Evidence> = Vec::new();
+    for (a, b, st) in gaps {
+        // Devices of one host share gaps; report each stretch once.
+        if out
+            .iter()
+            .any(|e| e.host == st.host && e.start_ps.is_some_and(|s| s < b && s + e.duration_ps.unwrap_or(0) > a))
+        {
+            continue;
+        }
+        let mut e = at(
+            ev(format!("device idle {} in step {}", ms(b.saturating_sub(a)), st.step_num), &st.host),
+            a,
+            b.saturating_sub(a),
+        );
+        e.step_num = Some(st.step_num);
+        e.detail = host_activity(profile, &st.host, a, b);
+        out.push(e);
+        if out.len() == n {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RULE;
+    use crate::testing::Run;
+
+    #[test]
+    fn fires_when_the_device_waits_on_the_host() {
+        let run = Run::of("cpu-tiny-ops");
+        let b = &run.overview.breakdown;
+        let f = run.one(&RULE);
+        let waited = b.device_idle_ps - b.device_idle_queued_ps.unwrap_or(0) - b.device_idle_input_ps.unwrap_or(0);
+        assert_eq!(f.value, run.step_pct(waited));
+        // Evidence: a note of the idle not counted (input work), then the longest idle
+        // stretches inside steps, longest first, each placed in its step.
+        let input = b.device_idle_input_ps.unwrap_or(0);
+        assert_eq!(f.evidence[0].what.starts_with("not counted"), input > 0, "{f:?}");
+        let gaps: Vec<i64> = f.evidence.iter().filter(|e| e.step_num.is_some()).filter_map(|e| e.duration_ps).collect();
+        assert!(!gaps.is_empty() && gaps.windows(2).all(|w| w[0] >= w[1]), "{f:?}");
+        assert!(Run::of("cpu-clean").check(&RULE).is_empty());
+    }
+}

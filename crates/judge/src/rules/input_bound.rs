@@ -1,0 +1,113 @@
+//! `input-bound`: The device waiting on the host's input work more of the step than the threshold.
+
+use crate::evidence::host_activity;
+use stepscope_analysis::steps;
+use stepscope_model::stats::{pct, sum_ps};
+
+use crate::context::Context;
+use crate::evidence::*;
+use crate::finding::{Finding, Severity};
+use crate::rule::Rule;
+
+pub const RULE: Rule = Rule { id: "input-bound", threshold: Some("input_bound_pct"), needs_steps: true, check };
+
+fn check(cx: &Context, out: &mut Vec<Finding>) {
+    let (profile, th, steps, inputs, device_time) = (cx.profile, cx.th, cx.steps, cx.inputs, cx.device_time);
+    let b = &cx.overview.breakdown;
+    let step_pct = |ps: i64| cx.step_pct(ps);
+    let advice_input = "the input pipeline is on the critical path: prefetch batches on a background thread \
+                        (e.g. a double-buffered iterator with jax.device_put ahead of time) and keep data loading \
+                        out of the step";
+    if let Some(idle_input) = b.device_idle_input_ps.filter(|_| device_time) {
+        // Measured: the device idle while the host did input work (scopes, transfers).
+        let input_pct = step_pct(idle_input);
+        if input_pct > th.input_bound_pct {
+            let sc = stepscope_analysis::scopes::scopes(profile);
+            let mut worst: Vec<&stepscope_analysis::scopes::ScopeRow> = sc.scopes.iter().filter(|r| r.input).collect();
+            worst.sort_by_key(|r| std::cmp::Reverse(r.per_step_ps.unwrap_or(0)));
+            let host_pct = step_pct(b.host_input_ps.unwrap_or(0));
+            out.push(Finding {
+                rule: "input-bound",
+                severity: if input_pct > 2.5 * th.input_bound_pct { Severity::Critical } else { Severity::Warning },
+                title: format!("the device waits on input {input_pct:.1}% of the step"),
+                value: input_pct,
+                threshold: th.input_bound_pct,
+                unit: "pct",
+                evidence: std::iter::once(ev(
+                    format!(
+                        "input work ({}) takes {} of the {} step on the host ({host_pct:.1}%); no op ran for {} of it",
+                        sc.input.names.join(", "),
+                        ms(b.host_input_ps.unwrap_or(0)),
+                        ms(b.step_ps),
+                        ms(idle_input)
+                    ),
+                    "",
+                ))
+                .chain(worst.iter().take(3).map(|r| {
+                    ev(
+                        format!(
+                            "scope {}: {} a step ({:.1}% of the step), the device busy {} during it",
+                            r.path,
+                            ms(r.per_step_ps.unwrap_or(0)),
+                            r.step_pct.unwrap_or(0.0),
+                            ms(r.device_busy_ps / r.count.max(1) as i64)
+                        ),
+                        &r.host,
+                    )
+                }))
+                .collect(),
+                advice: advice_input.into(),
+            });
+        }
+    } else {
+        let input: Vec<(&steps::Step, i64)> =
+            inputs.steps.leading_idle.iter().filter_map(|&(i, ps)| Some((steps.steps.get(i)?, ps))).collect();
+        let input_pct = pct(sum_ps(input.iter().map(|(_, ps)| *ps)), sum_ps(steps.steps.iter().map(|s| s.duration_ps)));
+        if device_time && input_pct > th.input_bound_pct {
+            let mut worst = input.clone();
+            worst.sort_by_key(|(_, ps)| std::cmp::Reverse(*ps));
+            out.push(Finding {
+                rule: "input-bound",
+                severity: Severity::Warning,
+                title: format!("steps wait {input_pct:.1}% of their time before the device starts"),
+                value: input_pct,
+                threshold: th.input_bound_pct,
+                unit: "pct",
+                evidence: worst
+                    .iter()
+                    .take(3)
+                    .map(|(st, ps)| {
+                        let mut e = at(
+                            ev(format!("step {}: {} before the first op", st.step_num, ms(*ps)), &st.host),
+                            st.start_ps,
+                            *ps,
+                        );
+                        e.step_num = Some(st.step_num);
+                        e.detail = host_activity(profile, &st.host, st.start_ps, st.start_ps + ps);
+                        e
+                    })
+                    .collect(),
+                advice: "the input pipeline is on the critical path: prefetch batches on a background thread \
+                         (e.g. a double-buffered iterator with jax.device_put ahead of time) and keep data loading out \
+                         of the step"
+                    .into(),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RULE;
+    use crate::testing::Run;
+
+    #[test]
+    fn fires_when_the_device_waits_on_input() {
+        let run = Run::of("cpu-device-put");
+        let f = run.one(&RULE);
+        let idle_input = run.overview.breakdown.device_idle_input_ps.expect("input work is recorded");
+        assert_eq!(f.value, run.step_pct(idle_input));
+        assert!(f.value > f.threshold);
+        assert!(Run::of("cpu-clean").check(&RULE).is_empty());
+    }
+}

@@ -1,0 +1,46 @@
+//! `runtime-overhead`: The XLA:CPU runtime between the ops of a program more of the step than the threshold.
+
+use crate::context::Context;
+use crate::finding::{Finding, Severity};
+use crate::rule::Rule;
+
+pub const RULE: Rule =
+    Rule { id: "runtime-overhead", threshold: Some("runtime_overhead_pct"), needs_steps: true, check };
+
+fn check(cx: &Context, out: &mut Vec<Finding>) {
+    let th = cx.th;
+    let b = &cx.overview.breakdown;
+    let step_pct = |ps: i64| cx.step_pct(ps);
+    let overhead_pct = step_pct(b.runtime_overhead_ps);
+    if overhead_pct > th.runtime_overhead_pct {
+        out.push(Finding {
+            rule: "runtime-overhead",
+            severity: Severity::Info,
+            title: format!("the XLA:CPU runtime spends {overhead_pct:.1}% of the step between ops"),
+            value: overhead_pct,
+            threshold: th.runtime_overhead_pct,
+            unit: "pct",
+            evidence: vec![],
+            advice: "inside each program the executor hands ops to host threads; many small ops make that \
+                     overhead show: fuse them (larger jitted functions, fewer tiny ops), or use a larger batch"
+                .into(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RULE;
+    use crate::testing::Run;
+
+    #[test]
+    fn fires_on_xla_cpu_runtime_time_between_ops() {
+        let run = Run::of("cpu-sleep");
+        let f = run.one(&RULE);
+        assert_eq!(f.value, run.step_pct(run.overview.breakdown.runtime_overhead_ps));
+        // A GPU has no runtime between the ops of a program.
+        let gpu = Run::of("gpu-bf16");
+        assert_eq!(gpu.overview.breakdown.runtime_overhead_ps, 0);
+        assert!(gpu.check(&RULE).is_empty());
+    }
+}

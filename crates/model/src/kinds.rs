@@ -1,0 +1,168 @@
+//! What an op's time is ([`Part`]): compute, a collective, a copy of some direction,
+//! an async wait; and the parts of a device's window in which no op ran.
+
+use serde::Serialize;
+
+/// What an instant of a device's window was spent on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Part {
+    /// An op other than a collective, a copy or an async wait ran.
+    Compute,
+    /// A collective ran (all-reduce, all-gather, …, send/recv), and no compute.
+    Collective,
+    /// A host-to-device copy ran, and nothing above.
+    HostToDevice,
+    /// A device-to-host copy ran, and nothing above.
+    DeviceToHost,
+    /// A copy within the device or between devices (`MemcpyD2D`, `copyBuffer`).
+    DeviceToDevice,
+    /// A `*-done` op waited for async work other than a collective (`copy-done`).
+    AsyncWait,
+    /// Inside a program with no op running: the runtime between ops (XLA:CPU).
+    RuntimeOverhead,
+    /// Nothing ran while the host compiled.
+    Compile,
+    /// Nothing ran while an XLA:CPU host copied to its device on host threads
+    /// (`H2D Dispatch`, `DevicePut…`).
+    HostCopyToDevice,
+    /// Likewise from its device (`D2H…`).
+    HostCopyToHost,
+    /// Nothing ran, and the host did none of the above.
+    Idle,
+}
+
+impl Part {
+    /// Every part, in the order an instant is named by.
+    pub const ALL: [Part; 11] = [
+        Part::Compute,
+        Part::Collective,
+        Part::HostToDevice,
+        Part::DeviceToHost,
+        Part::DeviceToDevice,
+        Part::AsyncWait,
+        Part::RuntimeOverhead,
+        Part::Compile,
+        Part::HostCopyToDevice,
+        Part::HostCopyToHost,
+        Part::Idle,
+    ];
+    /// The parts in which an op ran: the first six.
+    pub const OPS: &'static [Part] = Self::ALL.split_at(6).0;
+
+    /// Its place in [`Part::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// What an op's time is, from its name, its `hlo_category` and its line's name where
+/// the line holds one kind only ([`one_kind`]): one of [`Part::OPS`].
+pub fn op_kind(name: &str, category: &str, line: &str) -> Part {
+    let hay = [name, category, line];
+    let has = |pat: &str| hay.iter().any(|s| s.contains(pat));
+    // CUPTI names copies `MemcpyH2D`, ROCm's tracer `CopyHostToDevice`.
+    if has("H2D") || has("HtoD") || has("HostToDevice") || has("host-to-device") {
+        Part::HostToDevice
+    } else if has("D2H") || has("DtoH") || has("DeviceToHost") || has("device-to-host") {
+        Part::DeviceToHost
+    } else if has("D2D")
+        || has("DtoD")
+        || has("P2P")
+        || has("PtoP")
+        || has("DeviceToDevice")
+        || has("device-to-device")
+        || has("MemcpyOther")
+        || is_copy_kernel(name)
+    {
+        // `MemcpyOther` streams hold copies of no one direction (peer, unknown).
+        Part::DeviceToDevice
+    } else if is_collective(name) || is_collective(category) || is_send_recv(name) {
+        Part::Collective
+    } else if is_async_wait(name) || is_async_wait(category) {
+        Part::AsyncWait
+    } else {
+        Part::Compute
+    }
+}
+
+/// True for XLA collective op names and categories (`all-reduce.3`, `all-gather-start`, …).
+pub fn is_collective(s: &str) -> bool {
+    let s = s.to_ascii_lowercase();
+    ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "allreduce", "nccl", "rccl"]
+        .iter()
+        .any(|p| s.contains(p))
+}
+
+/// HLO point-to-point transfers: `send.1`, `recv-done.2`.
+fn is_send_recv(name: &str) -> bool {
+    let base = name.split('.').next().unwrap_or(name);
+    matches!(base, "send" | "recv" | "send-done" | "recv-done")
+}
+
+/// Runtime copy kernels that move memory rather than compute (`__amd_rocclr_copyBuffer`,
+/// CUDA's `memcpy` kernels).
+fn is_copy_kernel(name: &str) -> bool {
+    name.contains("copyBuffer")
+        || name.contains("copyImage")
+        || name.starts_with("Memcpy")
+        || name.starts_with("memcpy")
+}
+
+/// The start or the wait of async work (`copy-start.3`, `copy-done`, `async-done`),
+/// named by HLO's `-start`/`-done` suffixes.
+fn is_async_wait(s: &str) -> bool {
+    let base = s.split('.').next().unwrap_or(s);
+    base.ends_with("-done") || base.ends_with("-start")
+}
+
+/// A stream line's name where it says what all its events are (`Stream #15(MemcpyH2D)`),
+/// else "". A GPU stream lists every kind of work seen on it: on
+/// `Stream #14(MemcpyH2D,Memset,Compute,MemcpyD2D,MemcpyOther)` (tests/fixtures/gpu-compile)
+/// most events are kernels, each classified by its own name instead.
+pub fn one_kind(line: &str) -> &str {
+    match line.split_once('(') {
+        Some((_, kinds)) if kinds.contains(',') => "",
+        _ => line,
+    }
+}
+
+/// The names of host-side transfers of a host whose XLA device is its CPU (XLA:CPU
+/// copies on host threads: `H2D Dispatch`, `DevicePut…`; `D2H…`).
+pub fn host_transfer_kind(name: &str) -> Option<Part> {
+    if name.starts_with("H2D") || name.contains("DevicePut") || name.starts_with("TransferToDevice") {
+        Some(Part::HostToDevice)
+    } else if name.starts_with("D2H") || name.starts_with("TransferFromDevice") {
+        Some(Part::DeviceToHost)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{one_kind, op_kind, Part};
+
+    #[test]
+    fn ops_are_named_by_what_they_do() {
+        assert_eq!(one_kind("Stream #15(MemcpyH2D)"), "Stream #15(MemcpyH2D)");
+        assert_eq!(one_kind("Stream #14(MemcpyH2D,Memset,Compute,MemcpyD2D,MemcpyOther)"), "");
+        assert_eq!(op_kind("fusion.3", "", one_kind("Stream #15(MemcpyH2D)")), Part::HostToDevice);
+        assert_eq!(op_kind("fusion.3", "", one_kind("Stream #14(MemcpyH2D,Compute)")), Part::Compute);
+        assert_eq!(op_kind("__amd_rocclr_copyBuffer.kd", "", ""), Part::DeviceToDevice);
+        assert_eq!(op_kind("MemcpyD2D", "", ""), Part::DeviceToDevice);
+        // ROCm's tracer names copies in words, on `MemcpyOther` streams.
+        assert_eq!(op_kind("CopyDeviceToDevice", "", one_kind("Stream #8(MemcpyOther)")), Part::DeviceToDevice);
+        assert_eq!(op_kind("CopyHostToDevice", "", ""), Part::HostToDevice);
+        assert_eq!(op_kind("CopyDeviceToHost", "", ""), Part::DeviceToHost);
+        assert_eq!(op_kind("fusion.1", "", one_kind("Stream #8(MemcpyOther)")), Part::DeviceToDevice);
+        assert_eq!(op_kind("all-reduce.1", "all-reduce", ""), Part::Collective);
+        assert_eq!(op_kind("all-gather-done", "", ""), Part::Collective);
+        assert_eq!(op_kind("recv-done.2", "", ""), Part::Collective);
+        assert_eq!(op_kind("copy-done.2", "copy-done", ""), Part::AsyncWait);
+        assert_eq!(op_kind("copy-start", "copy-start", ""), Part::AsyncWait);
+        assert_eq!(op_kind("copy.1", "copy", ""), Part::Compute, "an HLO copy is a kernel computing a layout");
+        assert_eq!(op_kind("broadcast_add_fusion", "loop fusion", ""), Part::Compute);
+        assert_eq!(op_kind("sender_fusion", "", ""), Part::Compute);
+    }
+}

@@ -1,0 +1,39 @@
+//! The profile model: a run's hosts and what is derived from them once, in stages,
+//! for every analysis to read (docs/architecture.md).
+//!
+//! Modules in layer order; each uses only those above it in this list:
+//!
+//! - [`stats`], [`derived`]: interval and distribution helpers; cells computed once;
+//! - [`records`]: a device's executed ops as compact records;
+//! - [`device`]: a device, its stat keys and its records;
+//! - [`kinds`]: what an op's time is (compute, collective, copy, async wait);
+//! - [`command_buffer`]: GPU kernels of a command buffer credited to their instructions;
+//! - [`discover`] (stage 1): the devices of every host and their op records;
+//! - [`steps`]: the steps and the host events they are measured against;
+//! - [`busy`]: one pass over each device's ops (busy, active, kinds, launch gaps);
+//! - [`time_base`] (stage 2): the above for every device, and the steps measured;
+//! - [`device_time`] (stage 3): every device's window split into named parts;
+//! - [`host_scopes`]: the user's host scopes and input work;
+//! - [`profile`]: [`Profile`], which holds the stages and computes each once, in order.
+//!
+//! No module here knows an analysis: the analyses (`stepscope-analysis`), the rules
+//! (`stepscope-judge`) and the reports (`stepscope-report`) are built on this crate.
+
+pub mod busy;
+pub mod command_buffer;
+pub mod derived;
+pub mod device;
+pub mod device_time;
+pub mod discover;
+pub mod host_scopes;
+pub mod kinds;
+pub mod profile;
+pub mod records;
+pub mod stats;
+pub mod steps;
+pub mod time_base;
+
+pub use derived::{Derived, Memo};
+pub use device::{Device, DeviceKind, Keys, OpSource, UserPeaks};
+pub use profile::Profile;
+pub use records::OpEvent;

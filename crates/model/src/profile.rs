@@ -1,0 +1,240 @@
+//! The model of a run: its hosts and, derived from them once in a fixed order, the
+//! data every analysis reads. [`Profile`] holds the stages, each a [`Derived`] cell
+//! computed from the ones before it on first use:
+//!
+//! 1. [`DeviceSet`] ([`crate::discover`]): the device descriptors and every device's op
+//!    records (names interned, no stat lookups after this pass);
+//! 2. [`TimeBase`] ([`crate::time_base`]): each device's busy and active intervals and
+//!    its ops' kinds (one pass over its ops), the hosts' compile events, host-side
+//!    copies and GPU launches (one pass over each host plane), and the steps, measured;
+//! 3. [`DeviceTime`] ([`crate::device_time`]): every device's window and its time split
+//!    into named parts;
+//!
+//! and, from the hosts alone, the user's host scopes ([`crate::host_scopes`]) and the
+//! HLO modules. Nothing here knows the analyses built on the model: their own results
+//! are kept, by type and key, in a [`Memo`].
+//!
+//! A stage's computation uses the rayon pool, so it is only ever computed, or waited
+//! for, by a thread outside the pool (the CLI's main thread, a server request's
+//! blocking thread, a Python thread): every analysis asks for the stages it needs
+//! before it starts parallel work ([`Profile::prepare`] asks for all of them), and
+//! code running inside the pool only reads stages already there ([`Derived`] makes a
+//! wrong order visible in debug builds instead of a hang). The stages are thread-safe
+//! (the server shares a profile across requests) and are dropped when the profile's
+//! hosts change ([`Profile::retain_host`]).
+
+use std::sync::OnceLock;
+
+use stepscope_xspace::hlo::{hlo_modules, HloModules};
+use stepscope_xspace::Space;
+
+use crate::derived::{Derived, Memo};
+use crate::device::{Device, UserPeaks};
+use crate::device_time::DeviceTime;
+use crate::discover::{find_devices, DeviceSet};
+use crate::host_scopes::HostScopes;
+use crate::stats::Intervals;
+use crate::steps::Steps;
+use crate::time_base::TimeBase;
+
+/// A run: one [`Space`] per host, on one clock.
+pub struct Profile {
+    /// The run's name as discovery reported it.
+    pub run: String,
+    pub hosts: Vec<Space>,
+    /// Per host: how far its events were shifted so that every host shares the clock
+    /// of the earliest session start (0 for a single host, or when a host does not
+    /// record its start).
+    pub clock_offset_ps: Vec<i64>,
+    /// Peaks the user gave, over the profile's and the data sheets' (the analyses'
+    /// `peaks`).
+    user_peaks: UserPeaks,
+    /// The model's stages and the analyses' memo, each computed once.
+    cache: Cache,
+}
+
+/// The stages of one profile, each computed once, and the memo of the layers above.
+#[derive(Default)]
+struct Cache {
+    /// Stage 1: the devices and their op records.
+    pub devices: Derived<DeviceSet>,
+    /// Stage 2: busy, compile and steps (needs stage 1).
+    pub time: Derived<TimeBase>,
+    /// Stage 3: the device-time model (needs stages 1 and 2).
+    pub device_time: Derived<DeviceTime>,
+    /// The hosts' user scopes (needs nothing before it).
+    pub scopes: Derived<Vec<HostScopes>>,
+    /// Results of the analyses (op profiles by grouping), kept by type and key.
+    pub memo: Memo,
+    /// Per host: its HLO modules (found on first use, each decoded on first use;
+    /// neither uses the rayon pool, so a plain cell).
+    pub hlo: OnceLock<Vec<HloModules>>,
+}
+
+impl Profile {
+    /// Wraps decoded hosts.
+    ///
+    /// Each host's times count from its own session start; with several hosts, events
+    /// are shifted by the difference of `profile_start_time` (on the `Task
+    /// Environment` plane) to the earliest host's, so times compare across hosts.
+    pub fn new(run: impl Into<String>, mut hosts: Vec<Space>) -> Profile {
+        let starts: Vec<Option<i64>> = hosts.iter().map(session_start_ns).collect();
+        let mut clock_offset_ps = vec![0i64; hosts.len()];
+        if hosts.len() > 1 && starts.iter().all(Option::is_some) {
+            let min = starts.iter().flatten().copied().min().unwrap_or(0);
+            for ((space, start), off) in hosts.iter_mut().zip(&starts).zip(&mut clock_offset_ps) {
+                *off = start.unwrap_or(min).saturating_sub(min).saturating_mul(1000);
+                if *off != 0 {
+                    for line in space.planes.iter_mut().flat_map(|p| p.lines.iter_mut()) {
+                        line.shift_ps(*off);
+                    }
+                }
+            }
+        }
+        Profile { run: run.into(), hosts, clock_offset_ps, user_peaks: Default::default(), cache: Cache::default() }
+    }
+
+    /// The peaks the user gave ([`Profile::set_peaks`]).
+    pub fn user_peaks(&self) -> UserPeaks {
+        self.user_peaks
+    }
+
+    /// Sets the peaks the user gives (`--peak-flops`, `--peak-bandwidth`): they
+    /// override the profile's and the data sheets' on every device. Analyses already
+    /// computed are dropped, so none reads the old peaks.
+    pub fn set_peaks(&mut self, peaks: UserPeaks) {
+        if peaks != self.user_peaks {
+            self.user_peaks = peaks;
+            self.cache = Cache::default();
+        }
+    }
+
+    /// Keeps only the host called `name`; false when there is none.
+    pub fn retain_host(&mut self, name: &str) -> bool {
+        let keep: Vec<bool> = self.hosts.iter().map(|h| h.host == name).collect();
+        let mut k = keep.iter();
+        self.clock_offset_ps.retain(|_| *k.next().unwrap_or(&false));
+        self.hosts.retain(|h| h.host == name);
+        self.cache = Cache::default();
+        !self.hosts.is_empty()
+    }
+
+    /// Every device that ran XLA ops, across hosts. A host whose device planes hold
+    /// no events (a CPU capture) contributes its `/host:CPU` plane instead.
+    ///
+    /// The devices and their op records are found once per profile, on first use,
+    /// with the pool's help: ask from outside the pool (see [`crate::profile`]).
+    pub fn devices(&self) -> Vec<Device<'_>> {
+        self.device_set()
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(index, slot)| {
+                let space = &self.hosts[slot.host_index];
+                Device {
+                    host: &space.host,
+                    name: slot.name.clone(),
+                    ordinal: slot.ordinal,
+                    host_index: slot.host_index,
+                    index,
+                    plane: &space.planes[slot.plane_index],
+                    keys: slot.keys,
+                    kind: slot.kind,
+                    source: slot.source,
+                    slot,
+                    user_peaks: self.user_peaks,
+                }
+            })
+            .collect()
+    }
+
+    /// Per host (in [`Profile::hosts`] order): its HLO modules, found on first use and
+    /// each decoded on first use.
+    pub fn hlo_modules(&self) -> &[HloModules] {
+        self.cache.hlo.get_or_init(|| self.hosts.iter().map(hlo_modules).collect())
+    }
+
+    /// Stage 1: the devices with their op records.
+    pub fn device_set(&self) -> &DeviceSet {
+        self.cache.devices.get_or_compute(|| find_devices(&self.hosts, self.hlo_modules()))
+    }
+
+    /// Stage 2: busy, compile and steps, from stage 1 (asked for first, on this
+    /// thread).
+    pub fn time_base(&self) -> &TimeBase {
+        let set = self.device_set();
+        self.cache.time.get_or_compute(|| crate::time_base::measure(&self.hosts, set, &self.devices()))
+    }
+
+    /// Stage 3: the device-time model, from stages 1 and 2 (asked for first, on this
+    /// thread).
+    pub fn device_time(&self) -> &DeviceTime {
+        let base = self.time_base();
+        self.cache.device_time.get_or_compute(|| crate::device_time::build(&self.devices(), base))
+    }
+
+    /// The hosts' user scopes ([`crate::host_scopes`]), found once; asked for outside
+    /// the rayon pool (finding them uses it).
+    pub fn host_scopes(&self) -> &[HostScopes] {
+        self.cache.scopes.get_or_compute(|| crate::host_scopes::find(&self.hosts))
+    }
+
+    /// Computes the shared work every analysis of device time reads (every stage),
+    /// if it is not there yet. Call it from outside the rayon pool before parallel
+    /// work that reads it.
+    pub fn prepare(&self) {
+        self.device_time();
+    }
+
+    /// The memo where the layers above keep their results for this profile
+    /// (emptied with the stages).
+    pub fn memo(&self) -> &Memo {
+        &self.cache.memo
+    }
+}
+
+/// The host's session start, ns since the Unix epoch (`profile_start_time`).
+fn session_start_ns(space: &Space) -> Option<i64> {
+    let plane = space.plane("Task Environment")?;
+    plane.plane_stat("profile_start_time").and_then(|s| plane.stat_i64(&s))
+}
+
+/// The steps, measured (found once per profile: see [`Profile::prepare`]).
+pub fn cached(profile: &Profile) -> &Steps {
+    &profile.time_base().steps
+}
+
+/// The time device `d` was busy: the union of its op intervals, on every backend (on
+/// XLA:CPU the executor's time between the ops of a program is not an op running:
+/// the device-time model names it runtime overhead).
+///
+/// Computed once per device and profile (see [`Profile::prepare`]).
+pub fn busy_intervals<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
+    &profile.time_base().busy[d.index]
+}
+
+/// The time device `d` was active: ran an op, or, on XLA:CPU, was inside a program
+/// (first op to last op of a `run_id`: the executor's time between ops is the
+/// program's, not the host's). Gaps in it are the device waiting on its host.
+pub fn active_intervals<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
+    &profile.time_base().active[d.index]
+}
+
+/// Per host, the events of its CPU plane that the compile analyses read, found in one
+/// pass (once per profile: see [`Profile::prepare`]): (line, event, kinds) in line
+/// order, then event order; kinds are [`crate::steps::COMPILE`] and [`crate::steps::COMPILER`].
+pub fn host_compile_events(profile: &Profile) -> impl Iterator<Item = &[(u32, u32, u8)]> {
+    profile.time_base().hosts.iter().map(|h| h.compile_events.as_slice())
+}
+
+/// The device-time model of `profile` (computed once: see [`Profile::prepare`]).
+pub fn device_time(profile: &Profile) -> &DeviceTime {
+    profile.device_time()
+}
+
+/// The time device `d` ran compute ops (whole capture): what ran under its
+/// collectives.
+pub fn compute_ops<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
+    let base = profile.time_base();
+    base.kinds[d.index].compute(&base.busy[d.index])
+}

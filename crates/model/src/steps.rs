@@ -1,0 +1,519 @@
+//! Training steps: where they are, found once per profile (stage 2 of the model).
+//!
+//! Steps come, in order of preference, from `StepTraceAnnotation` roots on a host
+//! (events with `step_num` and `_r` stats), from a device `Steps` line, or, failing
+//! both, from repeated executions of the dominant XLA module. The host events the
+//! steps are measured against (compile events, host-side copies, GPU launches) are
+//! found here too.
+
+use std::collections::HashMap;
+
+use rayon::prelude::*;
+use serde::Serialize;
+use stepscope_xspace::{Format, Line, Space};
+
+use crate::device::{host_cpu_plane, Device, Keys, OpSource};
+use crate::discover::DeviceSet;
+use crate::kinds::{host_transfer_kind, Part};
+use crate::records::{FastMap, ReleaseBehind};
+use crate::stats::Intervals;
+
+/// Where the step boundaries were read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepSource {
+    /// `jax.profiler.StepTraceAnnotation` roots.
+    Annotation,
+    /// A device plane's `Steps` line.
+    DeviceSteps,
+    /// Executions of the XLA module that ran longest.
+    ModuleExecutions,
+    /// No steps found.
+    None,
+}
+
+/// Where steps were read from, in words: `StepTraceAnnotation`, `the device Steps
+/// line`, `executions of the longest-running XLA module`.
+pub fn source_words(s: StepSource) -> &'static str {
+    match s {
+        StepSource::Annotation => "StepTraceAnnotation",
+        StepSource::DeviceSteps => "the device Steps line",
+        StepSource::ModuleExecutions => "executions of the longest-running XLA module",
+        StepSource::None => "nowhere",
+    }
+}
+
+/// One step.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Step {
+    pub step_num: i64,
+    /// The annotation's or module's name.
+    pub name: String,
+    pub host: String,
+    pub start_ps: i64,
+    pub duration_ps: i64,
+    /// Time some op ran on the device within the step (mean over the host's devices).
+    pub device_busy_ps: i64,
+    /// `duration_ps - device_busy_ps`.
+    pub device_idle_ps: i64,
+    /// Time XLA compilation ran on the host within the step.
+    pub compile_ps: i64,
+    /// GPUs: the device time of the kernels and copies the step launched, each linked
+    /// to its host launch by `correlation_id` (mean over the host's GPUs). Unlike
+    /// `device_busy_ps` it follows the step's work when the loop dispatches ahead and
+    /// the device runs it during later steps. Absent where the profile links none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_work_ps: Option<i64>,
+    /// FLOPs of the ops that started in the step on its host's devices (the executed
+    /// program's, the analyses' `roofline::step_flops`). Absent where no device's peak
+    /// FLOP/s is known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flops: Option<u64>,
+    /// `flops` over the step's duration times the devices' summed peak FLOP/s, percent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flops_utilization_pct: Option<f64>,
+}
+
+impl Step {
+    pub fn end_ps(&self) -> i64 {
+        self.start_ps.saturating_add(self.duration_ps)
+    }
+}
+
+/// The steps of a profile.
+#[derive(Clone, Debug, Serialize)]
+pub struct Steps {
+    pub schema: &'static str,
+    pub source: StepSource,
+    pub steps: Vec<Step>,
+}
+
+pub fn find_steps(hosts: &[Space], set: &DeviceSet, devices: &[Device]) -> (StepSource, Vec<Step>) {
+    let annotated = annotated_steps(hosts, set);
+    if !annotated.is_empty() {
+        return (StepSource::Annotation, annotated);
+    }
+    let device_steps = device_steps_line(devices);
+    if !device_steps.is_empty() {
+        return (StepSource::DeviceSteps, device_steps);
+    }
+    let runs = module_executions(devices);
+    if !runs.is_empty() {
+        return (StepSource::ModuleExecutions, runs);
+    }
+    (StepSource::None, Vec::new())
+}
+
+/// A span of `host` shaped as a step, to measure with the steps' functions
+/// (the analyses' `steps::launched_work`).
+pub fn span_as_step(host: &str, start_ps: i64, duration_ps: i64) -> Step {
+    blank_step(0, "", host, start_ps, duration_ps)
+}
+
+fn blank_step(step_num: i64, name: &str, host: &str, start_ps: i64, duration_ps: i64) -> Step {
+    Step {
+        step_num,
+        name: name.to_string(),
+        host: host.to_string(),
+        start_ps,
+        duration_ps,
+        device_busy_ps: 0,
+        device_idle_ps: 0,
+        compile_ps: 0,
+        device_work_ps: None,
+        flops: None,
+        flops_utilization_pct: None,
+    }
+}
+
+/// Host events with `step_num` and `_r` (StepTraceAnnotation roots), on any host plane.
+fn annotated_steps(hosts: &[Space], set: &DeviceSet) -> Vec<Step> {
+    // Finding the devices scans an XLA:CPU host plane's events once and keeps its roots.
+    let scanned = &set.host_roots;
+    let mut out = Vec::new();
+    for (hi, space) in hosts.iter().enumerate() {
+        for (pi, plane) in space.planes.iter().enumerate().filter(|(_, p)| !p.name.starts_with("/device:")) {
+            if let Some((_, roots)) = scanned.iter().find(|(at, _)| *at == (hi, pi)) {
+                out.extend(roots.iter().map(|&(step_num, li, i)| {
+                    let (line, i) = (&plane.lines[li as usize], i as usize);
+                    blank_step(
+                        step_num,
+                        plane.event_name(line.meta(i)),
+                        &space.host,
+                        line.start_ps(i),
+                        line.duration_ps(i),
+                    )
+                }));
+                continue;
+            }
+            let keys = Keys::of(plane);
+            let Some(step_key) = keys.step_num else { continue };
+            // JAX's trace JSON drops the roots' `_r` marker: there, the events with a
+            // `step_num` are the annotations (no other event carries one).
+            if keys.root.is_none() && space.format != Format::TraceJson {
+                continue;
+            }
+            let root_needed = keys.root.is_some();
+            let look = plane.stat_lookup([Some(step_key), keys.root]);
+            let per_line: Vec<Vec<Step>> = plane
+                .lines
+                .par_iter()
+                .map(|line| {
+                    let mut found = Vec::new();
+                    let mut release = ReleaseBehind::new(line);
+                    for i in 0..line.len() {
+                        release.at(i);
+                        let [Some(num), root] = plane.stats_of(&look, line, i) else {
+                            continue;
+                        };
+                        if root_needed && root.is_none() {
+                            continue;
+                        }
+                        let step_num = plane.stat_i64(&num).unwrap_or(-1);
+                        let name = plane.event_name(line.meta(i));
+                        found.push(blank_step(step_num, name, &space.host, line.start_ps(i), line.duration_ps(i)));
+                    }
+                    release.done();
+                    found
+                })
+                .collect();
+            out.extend(per_line.into_iter().flatten());
+        }
+    }
+    out.sort_by_key(|s| (s.start_ps, s.step_num));
+    out
+}
+
+/// Events of a device `Steps` line (TPU runtimes write one).
+fn device_steps_line(devices: &[Device]) -> Vec<Step> {
+    // One device per host is enough: all devices of a host run the same steps.
+    let mut seen_hosts = Vec::new();
+    let mut out = Vec::new();
+    for d in devices {
+        if seen_hosts.contains(&d.host_index) {
+            continue;
+        }
+        let Some(line) = d.plane.line("Steps").filter(|l| !l.is_empty()) else { continue };
+        seen_hosts.push(d.host_index);
+        for i in 0..line.len() {
+            let name = d.plane.event_name(line.meta(i));
+            let num = d
+                .stat(line, i, d.keys.step_num.or(d.keys.group_id))
+                .and_then(|s| d.plane.stat_i64(&s))
+                .or_else(|| name.trim().parse().ok())
+                .unwrap_or(i as i64);
+            out.push(blank_step(num, name, d.host, line.start_ps(i), line.duration_ps(i)));
+        }
+    }
+    out.sort_by_key(|s| (s.start_ps, s.step_num));
+    out
+}
+
+/// Executions of the module with the most op time: on TPU/GPU from the `XLA Modules`
+/// line, on CPU from the ops' `run_id`.
+fn module_executions(devices: &[Device]) -> Vec<Step> {
+    let mut seen_hosts = Vec::new();
+    let mut out = Vec::new();
+    for d in devices {
+        if seen_hosts.contains(&d.host_index) {
+            continue;
+        }
+        let steps = match (d.source, d.plane.line("XLA Modules").filter(|l| !l.is_empty())) {
+            (_, Some(line)) => {
+                let mut total: HashMap<u32, i64> = HashMap::new();
+                for i in 0..line.len() {
+                    let t = total.entry(line.meta(i)).or_default();
+                    *t = t.saturating_add(line.duration_ps(i));
+                }
+                let Some((&top, _)) = total.iter().max_by_key(|(m, t)| (**t, std::cmp::Reverse(**m))) else { continue };
+                let name = module_name(d.plane.event_name(top));
+                (0..line.len())
+                    .filter(|&i| line.meta(i) == top)
+                    .enumerate()
+                    .map(|(n, i)| blank_step(n as i64, name, d.host, line.start_ps(i), line.duration_ps(i)))
+                    .collect::<Vec<_>>()
+            }
+            (OpSource::HostOps, None) => cpu_module_runs(d),
+            _ => Vec::new(),
+        };
+        if !steps.is_empty() {
+            seen_hosts.push(d.host_index);
+            out.extend(steps);
+        }
+    }
+    out.sort_by_key(|s| (s.start_ps, s.step_num));
+    out
+}
+
+/// `jit_train_step(123)` → `jit_train_step`.
+pub fn module_name(event_name: &str) -> &str {
+    match event_name.rfind('(') {
+        Some(p) if event_name.ends_with(')') => &event_name[..p],
+        _ => event_name,
+    }
+}
+
+/// CPU: the span of each `run_id` of the module with the most op time.
+fn cpu_module_runs(d: &Device) -> Vec<Step> {
+    let ops = d.cached_ops();
+    // Op time per interned module name.
+    let mut per_module: Vec<Option<i64>> = vec![None; ops.names.len()];
+    for r in &ops.recs {
+        let t = per_module[r.module as usize].get_or_insert(0);
+        *t = t.saturating_add(r.duration_ps(d.plane));
+    }
+    let Some((top_id, _)) = per_module
+        .iter()
+        .enumerate()
+        .filter_map(|(m, t)| t.map(|t| (m, t)))
+        .max_by_key(|&(m, t)| (t, std::cmp::Reverse(&*ops.names[m])))
+    else {
+        return Vec::new();
+    };
+    let top = &*ops.names[top_id];
+    let spans = module_runs(d, |m| m as usize == top_id);
+    spans.iter().enumerate().map(|(n, &(a, b))| blank_step(n as i64, top, d.host, a, b.saturating_sub(a))).collect()
+}
+
+/// XLA:CPU: the span of each `run_id` of the ops whose module id `of_module` picks,
+/// first op to last, in time order.
+pub fn module_runs(d: &Device, of_module: impl Fn(u32) -> bool) -> Vec<(i64, i64)> {
+    let ops = d.cached_ops();
+    let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
+    for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| of_module(r.module)) {
+        let (_, start, end, _) = ops.span(d.plane, i);
+        widen(&mut runs, ops.run_id(r).unwrap_or(0), (start, end));
+    }
+    let mut spans: Vec<(i64, i64)> = runs.into_values().collect();
+    spans.sort_unstable();
+    spans
+}
+
+/// Widens run `run`'s span in `runs` to cover `(lo, hi)`.
+pub fn widen(runs: &mut FastMap<i64, (i64, i64)>, run: i64, (lo, hi): (i64, i64)) {
+    let e = runs.entry(run).or_insert((lo, hi));
+    e.0 = e.0.min(lo);
+    e.1 = e.1.max(hi);
+}
+
+/// True for host events that are XLA compilation (or lowering for it). For a method
+/// (`Class::method(args)`) the method decides: `PjRtCApiCompiler::Compile` compiles,
+/// `PjRtCApiCompiler::BufferFromHostBuffer` (JAX on GPU, a host-to-device copy) does not.
+/// Python compiling its own bytecode on import (`_compile_bytecode`, `py_compile`,
+/// `compile` of `re`) is not XLA's.
+pub fn is_compile_event(name: &str) -> bool {
+    let head = name.split('(').next().unwrap_or(name);
+    let what = head.rsplit("::").next().unwrap_or(head);
+    let lower = what.to_ascii_lowercase();
+    let python =
+        lower.contains("bytecode") || lower.contains("py_compile") || head.contains(".py") || head == "compile";
+    !python && ((lower.contains("compile") && !lower.contains("compiled")) || lower.starts_with("lower_"))
+}
+
+/// What a host's CPU plane says of device time (stage 2).
+#[derive(Default)]
+pub struct HostTime {
+    /// Its compile events (`steps::host_compile_events`).
+    pub compile_events: Vec<(u32, u32, u8)>,
+    /// The time XLA compilation ran.
+    pub compile: Intervals,
+    /// Host-side copies to its device, on a host whose XLA device is its CPU.
+    pub to_device: Intervals,
+    /// Likewise from its device.
+    pub to_host: Intervals,
+    /// Where its GPUs' work is linked to its launches (`correlation_id` on both
+    /// sides): each launch call's span, by correlation id. Empty elsewhere.
+    pub launches: Launches,
+}
+
+/// Per host, what its CPU plane says of device time: compile events and their time,
+/// and, on a host whose XLA device is its CPU, its host-side copies. One pass over
+/// the plane's lines, for the events whose names say they are one of these; on a host
+/// with GPUs, their launches ([`launches`]).
+pub fn host_events(hosts: &[Space], devices: &[Device]) -> Vec<HostTime> {
+    const TO_DEVICE: u8 = 4;
+    const TO_HOST: u8 = 8;
+    (hosts.par_iter().enumerate())
+        .map(|(hi, space)| {
+            let Some(plane) = host_cpu_plane(space) else { return HostTime::default() };
+            let copies = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
+            let kinds: Vec<u8> = (plane.event_meta.iter())
+                .map(|m| {
+                    let name = plane.text(m.name);
+                    let compile = is_compile_event(name);
+                    let copy = match copies.then(|| host_transfer_kind(name)).flatten() {
+                        Some(Part::HostToDevice) => TO_DEVICE,
+                        Some(_) => TO_HOST,
+                        None => 0,
+                    };
+                    u8::from(compile) * COMPILE + u8::from(compile && name.contains("Compile")) * COMPILER + copy
+                })
+                .collect();
+            let mask: Vec<bool> = kinds.iter().map(|&k| k != 0).collect();
+            let mut host = HostTime::default();
+            let (mut compile, mut to_device, mut to_host) = (Vec::new(), Vec::new(), Vec::new());
+            for (l, line) in plane.lines.iter().enumerate() {
+                for i in line.events_with_meta(&mask) {
+                    let k = kinds[line.meta(i) as usize];
+                    let span = (line.start_ps(i), line.end_ps(i));
+                    if k & (COMPILE | COMPILER) != 0 {
+                        host.compile_events.push((l as u32, i as u32, k & (COMPILE | COMPILER)));
+                    }
+                    if k & COMPILE != 0 {
+                        compile.push(span);
+                    }
+                    if k & TO_DEVICE != 0 {
+                        to_device.push(span);
+                    }
+                    if k & TO_HOST != 0 {
+                        to_host.push(span);
+                    }
+                }
+            }
+            host.compile = Intervals::new(compile);
+            host.to_device = Intervals::new(to_device);
+            host.to_host = Intervals::new(to_host);
+            if devices.iter().any(|d| d.host_index == hi && d.source == OpSource::Kernels) {
+                host.launches = launches(plane);
+            }
+            host
+        })
+        .collect()
+}
+
+/// A [`host_compile_events`] hit that is an XLA compile or lowering
+/// ([`is_compile_event`]).
+pub const COMPILE: u8 = 1;
+
+/// A [`host_compile_events`] hit whose name holds `Compile`: its stats may name the
+/// module compiled.
+pub const COMPILER: u8 = 2;
+
+/// A host plane's launches of GPU work: each event with a `correlation_id`, its span
+/// by the id (the last in reading order where an id repeats). Read in parallel pieces.
+fn launches(plane: &stepscope_xspace::Plane) -> Launches {
+    let Some(corr) = plane.stat_id("correlation_id") else { return Launches::default() };
+    let look = plane.stat_lookup([Some(corr)]);
+    let pieces: Vec<(&Line, std::ops::Range<usize>)> = (plane.lines.iter())
+        .flat_map(|line| crate::records::pieces(line.len(), LAUNCH_SCAN_PIECE).map(move |r| (line, r)))
+        .collect();
+    let found: Vec<Vec<(i64, (i64, i64))>> = pieces
+        .into_par_iter()
+        .map(|(line, range)| {
+            let mut found = Vec::new();
+            for i in plane.events_maybe_with(&look, line, range.clone()) {
+                let [c] = plane.stats_of(&look, line, i);
+                if let Some(c) = c.and_then(|c| plane.stat_i64(&c)) {
+                    found.push((c, (line.start_ps(i), line.end_ps(i))));
+                }
+            }
+            line.release_stats(range);
+            found
+        })
+        .collect();
+    Launches::new(found.concat())
+}
+
+/// Events of a host line, or a GPU's op records, read as one piece by
+/// the analyses' `steps::launched_work`. Debug builds (the tests' binaries) cut the fixtures' too, so the
+/// joining of pieces is checked by every test that reads launched work.
+pub const LAUNCH_SCAN_PIECE: usize = if cfg!(debug_assertions) { 1 << 7 } else { 1 << 16 };
+
+/// Host launches (start, end) by `correlation_id`. CUPTI numbers its calls one by one, so the
+/// ids are nearly always a dense range (every id from 1 to N on the NVIDIA fixtures):
+/// then a table indexed by id, at most twice as long as the launches (32 bytes a
+/// launch, as a map would take); else (ROCm's: one id in 6.6) a map.
+#[derive(Default)]
+pub struct Launches {
+    /// The first id of `dense`.
+    first: i64,
+    /// Per id from `first` on: its launch's span, [`NO_LAUNCH`] for none.
+    dense: Vec<(i64, i64)>,
+    sparse: FastMap<i64, (i64, i64)>,
+}
+
+/// A [`Launches::dense`] slot without a launch.
+const NO_LAUNCH: (i64, i64) = (i64::MIN, i64::MIN);
+
+impl Launches {
+    /// From (id, span) pairs in reading order: the last of an id wins.
+    pub fn new(found: Vec<(i64, (i64, i64))>) -> Launches {
+        let lo = found.iter().map(|f| f.0).min().unwrap_or(0);
+        let hi = found.iter().map(|f| f.0).max().unwrap_or(0);
+        let span = (hi as i128 - lo as i128 + 1) as u128;
+        if !found.is_empty() && span <= 2 * found.len() as u128 + 1024 {
+            let mut dense = vec![NO_LAUNCH; span as usize];
+            for (c, at) in found {
+                dense[(c - lo) as usize] = at;
+            }
+            Launches { first: lo, dense, sparse: FastMap::default() }
+        } else {
+            Launches { sparse: found.into_iter().collect(), ..Launches::default() }
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.dense.is_empty() && self.sparse.is_empty()
+    }
+
+    /// The span of launch `corr`.
+    #[inline]
+    pub fn get(&self, corr: i64) -> Option<(i64, i64)> {
+        if self.dense.is_empty() {
+            return self.sparse.get(&corr).copied();
+        }
+        let at = usize::try_from(corr.checked_sub(self.first)?).ok()?;
+        self.dense.get(at).copied().filter(|&t| t != NO_LAUNCH)
+    }
+
+    /// Every launch: (id, span).
+    pub fn iter(&self) -> impl Iterator<Item = (i64, (i64, i64))> + '_ {
+        let dense =
+            (self.dense.iter().enumerate()).filter(|(_, &t)| t != NO_LAUNCH).map(|(k, &t)| (self.first + k as i64, t));
+        dense.chain(self.sparse.iter().map(|(&c, &t)| (c, t)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{is_compile_event, Launches};
+
+    #[test]
+    fn launches_by_correlation_id_dense_or_sparse() {
+        // CUPTI's ids count up: a table; the last of a repeated id wins.
+        let at = |t: i64| (t, t + 5);
+        let l = Launches::new(vec![(7, at(70)), (8, at(80)), (10, at(100)), (8, at(81))]);
+        assert!(!l.dense.is_empty());
+        assert_eq!(
+            [6, 7, 8, 9, 10, 11, i64::MIN].map(|c| l.get(c)),
+            [None, Some(at(70)), Some(at(81)), None, Some(at(100)), None, None]
+        );
+        let mut all: Vec<_> = l.iter().collect();
+        all.sort();
+        assert_eq!(all, [(7, at(70)), (8, at(81)), (10, at(100))]);
+        // Ids far apart: a map, the same answers.
+        let l = Launches::new(vec![(i64::MIN + 1, at(1)), (5, at(50)), (i64::MAX, at(2)), (5, at(51))]);
+        assert!(l.dense.is_empty());
+        assert_eq!([i64::MIN + 1, 5, i64::MAX, 6].map(|c| l.get(c)), [Some(at(1)), Some(at(51)), Some(at(2)), None]);
+        assert_eq!(l.iter().count(), 3);
+        assert!(Launches::new(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn xla_compiles_are_compiles_and_python_bytecode_is_not() {
+        for yes in ["PjRtCApiCompiler::Compile", "XlaCompile", "backend_compile", "lower_jaxpr_to_fun", "jit_compile"] {
+            assert!(is_compile_event(yes), "{yes}");
+        }
+        for no in [
+            "_compile_bytecode",
+            "<frozen importlib._bootstrap_external>:_compile_bytecode",
+            "PjRtCApiCompiler::BufferFromHostBuffer",
+            "py_compile.compile",
+            "compile",
+            "re.py:compile",
+            "PjRtLoadedExecutable::Execute (compiled)",
+        ] {
+            assert!(!is_compile_event(no), "{no}");
+        }
+    }
+}
