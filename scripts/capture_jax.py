@@ -38,6 +38,10 @@ Examples:
     # data-parallel over 4 CPU devices: gradients all-reduced each step
     python3 scripts/capture_jax.py --steps 4 --devices 4
 
+    # 8 CPU devices, each step also reduce-scatters, all-gathers and all-reduces a
+    # sharded array in a shard_map (XLA:CPU names them reduce_scatter.N, all_gather.N)
+    python3 scripts/capture_jax.py --steps 4 --devices 8 --batch 8 --collectives
+
     # 2 CPU devices, steps not annotated: each device measured in its own runs
     python3 scripts/capture_jax.py --steps 4 --devices 2 --no-step-annotation
 
@@ -90,6 +94,10 @@ def parse_args(argv=None):
                    help="N devices; on CPU made with XLA --xla_force_host_platform_device_count. Above 1 "
                         "the batch is sharded over them, data-parallel, so gradients are all-reduced "
                         "(default 1)")
+    p.add_argument("--collectives", action="store_true",
+                   help="with --devices N > 1: each step also runs a jitted shard_map over the devices "
+                        "doing psum_scatter, all_gather and psum of a sharded array (reduce-scatter, "
+                        "all-gather and all-reduce ops)")
     p.add_argument("--scan", action="store_true",
                    help="run the layers with jax.lax.scan over stacked weights (an HLO while loop) "
                         "instead of unrolled")
@@ -117,6 +125,8 @@ def parse_args(argv=None):
         p.error("--d-model must be a multiple of --heads")
     if a.steps < 1:
         p.error("--steps must be >= 1")
+    if a.collectives and a.devices < 2:
+        p.error("--collectives needs --devices 2 or more")
     if a.devices < 1 or a.batch % a.devices:
         p.error("--batch must be a multiple of --devices (>= 1)")
     return a
@@ -289,6 +299,23 @@ def main(argv=None):
         mesh = Mesh(np.array(jax.devices()[: args.devices]), ("data",))
         batch_sharding = NamedSharding(mesh, PartitionSpec("data"))
 
+    # --collectives: a sharded array that each step reduce-scatters, all-gathers and
+    # all-reduces, as a model sharded with shard_map does (jax.lax.psum_scatter lowers to
+    # HLO reduce-scatter, all_gather to all-gather, psum to all-reduce).
+    collect_fn, collect_x = None, None
+    if args.collectives:
+        from jax.sharding import PartitionSpec
+
+        def collect(x):
+            part = jax.lax.psum_scatter(x, "data", scatter_dimension=0, tiled=True)
+            whole = jax.lax.all_gather(part * 0.5, "data", axis=0, tiled=True)
+            return whole + jax.lax.psum(jnp.sum(part), "data") * 1e-6
+
+        collect_fn = jax.jit(jax.shard_map(collect, mesh=mesh, in_specs=PartitionSpec("data"),
+                                           out_specs=PartitionSpec("data")))
+        rows = 64 * args.devices
+        collect_x = jax.device_put(jnp.ones((rows * args.devices, 256), jnp.float32), batch_sharding)
+
     def fetch_batch():
         if args.input_ms > 0:
             time.sleep(args.input_ms / 1000.0)  # reading and decoding a batch
@@ -313,7 +340,7 @@ def main(argv=None):
     put_elems = int(args.device_put_mb * 1024 * 1024 // 4)
 
     def run_step(i, annotate):
-        nonlocal params, opt, tiny_x
+        nonlocal params, opt, tiny_x, collect_x
         ctx = jax.profiler.StepTraceAnnotation("train", step_num=i) if annotate else _Null()
         with ctx:
             with jax.profiler.TraceAnnotation("data_loading" if args.guide_scopes else "data"):
@@ -332,6 +359,11 @@ def main(argv=None):
             with jax.profiler.TraceAnnotation("train_step"):
                 with jax.profiler.TraceAnnotation("forward_backward") if args.guide_scopes else _Null():
                     params, opt, loss = train_step(params, opt, tokens, targets)
+            if collect_fn is not None:
+                with jax.profiler.TraceAnnotation("collectives"):
+                    collect_x = collect_fn(collect_x)
+                    if not args.no_sync:
+                        collect_x.block_until_ready()
                 if not args.no_sync:
                     loss = float(loss)  # sync so the step covers the device work
         if args.sleep_ms > 0:

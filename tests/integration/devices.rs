@@ -12,6 +12,7 @@ const CPU_RUN: &str = "cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xp
 const COMPILE_RUN: &str = "cpu-compile/plugins/profile/2026_11_21_22_29_21/vm.xplane.pb";
 const TPU: &str = "tpu-v6e-inference/tpu_inference_2.xplane.pb";
 const DP2_OWN: &str = "cpu-dp2-own-steps/plugins/profile/2026_11_24_23_21_25/vm.xplane.pb";
+const DP8_COLLECTIVES: &str = "cpu-dp8-collectives/plugins/profile/2026_11_25_15_58_45/vm.xplane.pb";
 
 fn path(rel: &str) -> String {
     fixture(rel).to_str().unwrap().to_string()
@@ -93,6 +94,46 @@ fn data_parallel_cpu_capture_splits_into_devices_and_counts_the_all_reduces() {
     let s = json(&["summary", &f]);
     assert!(s["breakdown"]["collectives_ps"].as_i64().unwrap() > 0);
     assert_eq!(s["environment"]["devices"][0]["count"], 4);
+}
+
+/// JAX names the instructions of `psum_scatter` and `all_gather` `reduce_scatter.7` and
+/// `all_gather.3`, and a `psum` inside a shard_map `psum_invariant.7`: each is a
+/// collective by its HLO opcode, whatever its name says (issue 44).
+#[test]
+fn collectives_are_known_by_their_opcode_whatever_their_name() {
+    let f = path(DP8_COLLECTIVES);
+    let opcodes = reference(&["hlo-opcodes", &f]);
+    // Reference: every XLA:CPU op whose instruction's opcode is a collective, per opcode:
+    // executions and summed time.
+    let mut by_kind: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    for (_, ev) in ref_plane_events(&f, "/host:CPU") {
+        let st = &ev["stats"];
+        let (Some(op), Some(module)) = (st["hlo_op"].as_str(), st["hlo_module"].as_str()) else { continue };
+        let Some(opcode) = opcodes[module][op].as_str() else { continue };
+        if ["all-reduce", "all-gather", "reduce-scatter"].contains(&opcode) {
+            let e = by_kind.entry(opcode.to_string()).or_default();
+            e.0 += 1;
+            e.1 += ev["duration_ps"].as_i64().unwrap();
+        }
+    }
+    assert_eq!(by_kind.keys().collect::<Vec<_>>(), ["all-gather", "all-reduce", "reduce-scatter"]);
+    let c = json(&["collectives", &f]);
+    let mut ours: BTreeMap<String, u64> = BTreeMap::new();
+    for r in c["ops"].as_array().unwrap() {
+        *ours.entry(r["kind"].as_str().unwrap().to_string()).or_default() += r["count"].as_u64().unwrap();
+    }
+    let theirs: BTreeMap<String, u64> = by_kind.iter().map(|(k, v)| (k.clone(), v.0)).collect();
+    assert_eq!(ours, theirs, "executions per kind");
+    // Every collective's time is in the steps or outside them, once.
+    let total: i64 = by_kind.values().map(|v| v.1).sum();
+    assert_eq!(c["total_ps"].as_i64().unwrap() + c["outside_window_ps"].as_i64().unwrap(), total);
+    // The device-time model counts the same ops: no device's compute includes them.
+    let d = json(&["devices", &f]);
+    let per_device: i64 = d["devices"].as_array().unwrap().iter().map(|r| r["collective_ps"].as_i64().unwrap()).sum();
+    assert_eq!(per_device, c["exposed_ps"].as_i64().unwrap());
+    for row in c["ops"].as_array().unwrap() {
+        assert_eq!(row["devices"], 8, "{row}");
+    }
 }
 
 /// Sorted, merged spans and their total length.

@@ -515,12 +515,10 @@ def host_events(path, names, prefixes):
     return out
 
 
-def dot_flops(path):
-    """Per HLO module (by module name), per instruction that is a `dot` or a fusion
-    holding dots: 2 x the dot's output elements x the product of the lhs contracting
-    dimensions, summed over the fusion's dots. One execution's FLOPs."""
+def hlo_protos(path):
+    """Every `HloModuleProto` the capture holds (the `Hlo Proto` stats of /host:metadata),
+    with the name of the metadata holding it (`jit_f(12)`)."""
     space = read_xspace(path)
-    out = {}
     for plane in space.planes:
         if plane.name != "/host:metadata":
             continue
@@ -531,32 +529,51 @@ def dot_flops(path):
                     continue
                 proto = classes()["HloProto"]()
                 proto.ParseFromString(st.bytes_value)
-                m = proto.hlo_module
-                by_id = {i.id: i for c in m.computations for i in c.instructions}
-                comps = {c.id: c for c in m.computations}
+                yield md.name, proto.hlo_module
 
-                def flops(i):
-                    if i.opcode != "dot":
-                        return 0
-                    n = 1
-                    for d in i.shape.dimensions:
-                        n *= d
-                    lhs = by_id[i.operand_ids[0]]
-                    k = 1
-                    for d in i.dot_dimension_numbers.lhs_contracting_dimensions:
-                        k *= lhs.shape.dimensions[d]
-                    return 2 * n * k
 
-                mine = out.setdefault(m.name, {})
-                for c in m.computations:
-                    for i in c.instructions:
-                        if i.opcode == "dot":
-                            mine[i.name] = flops(i)
-                        elif i.opcode == "fusion" and i.called_computation_ids:
-                            body = comps.get(i.called_computation_ids[0])
-                            f = sum(flops(x) for x in body.instructions) if body else 0
-                            if f:
-                                mine[i.name] = f
+def dot_flops(path):
+    """Per HLO module (by module name), per instruction that is a `dot` or a fusion
+    holding dots: 2 x the dot's output elements x the product of the lhs contracting
+    dimensions, summed over the fusion's dots. One execution's FLOPs."""
+    out = {}
+    for _, m in hlo_protos(path):
+        by_id = {i.id: i for c in m.computations for i in c.instructions}
+        comps = {c.id: c for c in m.computations}
+
+        def flops(i):
+            if i.opcode != "dot":
+                return 0
+            n = 1
+            for d in i.shape.dimensions:
+                n *= d
+            lhs = by_id[i.operand_ids[0]]
+            k = 1
+            for d in i.dot_dimension_numbers.lhs_contracting_dimensions:
+                k *= lhs.shape.dimensions[d]
+            return 2 * n * k
+
+        mine = out.setdefault(m.name, {})
+        for c in m.computations:
+            for i in c.instructions:
+                if i.opcode == "dot":
+                    mine[i.name] = flops(i)
+                elif i.opcode == "fusion" and i.called_computation_ids:
+                    body = comps.get(i.called_computation_ids[0])
+                    f = sum(flops(x) for x in body.instructions) if body else 0
+                    if f:
+                        mine[i.name] = f
+    return out
+
+
+def hlo_opcodes(path):
+    """Per HLO module (by module name): each instruction's name and its opcode."""
+    out = {}
+    for _, m in hlo_protos(path):
+        mine = out.setdefault(m.name, {})
+        for c in m.computations:
+            for i in c.instructions:
+                mine[i.name] = i.opcode
     return out
 
 
@@ -576,37 +593,26 @@ def sources(path):
     """Per HLO module on /host:metadata (by its event metadata name, `jit_f(12)`),
     per instruction: {"opcode", "stack": frames outermost first (older JAX: the one
     source line, function ""), "fused": [[opcode, stack], ...] of a fusion's body}."""
-    space = read_xspace(path)
     out = {}
-    for plane in space.planes:
-        if plane.name != "/host:metadata":
-            continue
-        for md in plane.event_metadata.values():
-            for st in md.stats:
-                smd = plane.stat_metadata.get(st.metadata_id)
-                if smd is None or smd.name != "Hlo Proto":
-                    continue
-                proto = classes()["HloProto"]()
-                proto.ParseFromString(st.bytes_value)
-                m = proto.hlo_module
-                comps = {c.id: c for c in m.computations}
+    for key, m in hlo_protos(path):
+        comps = {c.id: c for c in m.computations}
 
-                def stack_of(i):
-                    if i.metadata.stack_frame_id > 0:
-                        return _stack(m, i.metadata.stack_frame_id)
-                    if i.metadata.source_file:
-                        return [[i.metadata.source_file, "", i.metadata.source_line]]
-                    return []
+        def stack_of(i):
+            if i.metadata.stack_frame_id > 0:
+                return _stack(m, i.metadata.stack_frame_id)
+            if i.metadata.source_file:
+                return [[i.metadata.source_file, "", i.metadata.source_line]]
+            return []
 
-                instrs = {}
-                for c in m.computations:
-                    for i in c.instructions:
-                        fused = []
-                        if i.opcode == "fusion" and i.called_computation_ids:
-                            body = comps.get(i.called_computation_ids[0])
-                            fused = [[f.opcode, stack_of(f)] for f in body.instructions] if body else []
-                        instrs.setdefault(i.name, {"opcode": i.opcode, "stack": stack_of(i), "fused": fused})
-                out[md.name] = {"module": m.name, "instructions": instrs}
+        instrs = {}
+        for c in m.computations:
+            for i in c.instructions:
+                fused = []
+                if i.opcode == "fusion" and i.called_computation_ids:
+                    body = comps.get(i.called_computation_ids[0])
+                    fused = [[f.opcode, stack_of(f)] for f in body.instructions] if body else []
+                instrs.setdefault(i.name, {"opcode": i.opcode, "stack": stack_of(i), "fused": fused})
+        out[key] = {"module": m.name, "instructions": instrs}
     return out
 
 
@@ -643,6 +649,8 @@ def main(argv=None):
     p.add_argument("--prefixes", default="", help="comma-separated name prefixes")
     p = sub.add_parser("dot-flops", help="FLOPs of each dot and dot fusion, per module, as JSON")
     p.add_argument("path")
+    p = sub.add_parser("hlo-opcodes", help="each HLO instruction's opcode, per module, as JSON")
+    p.add_argument("path")
     p = sub.add_parser("sources", help="each HLO instruction's Python stack, per module, as JSON")
     p.add_argument("path")
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
@@ -670,6 +678,8 @@ def main(argv=None):
         print(json.dumps(evs, separators=(",", ":")))
     elif a.cmd == "dot-flops":
         print(json.dumps(dot_flops(a.path), separators=(",", ":")))
+    elif a.cmd == "hlo-opcodes":
+        print(json.dumps(hlo_opcodes(a.path), separators=(",", ":")))
     elif a.cmd == "sources":
         print(json.dumps(sources(a.path), separators=(",", ":")))
     elif a.cmd == "pprof":

@@ -72,10 +72,10 @@ pub struct CollectiveRow {
     pub bus_bytes_per_s: Option<f64>,
 }
 
-/// The kind of a collective op name.
+/// The kind of a collective op name, in either spelling (`all-gather.3`, `all_gather.3`).
 pub fn collective_kind(name: &str) -> &'static str {
-    let n = name.to_ascii_lowercase();
-    for k in ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute"] {
+    let n = name.to_ascii_lowercase().replace('_', "-");
+    for k in ["all-reduce", "all-gather", "reduce-scatter", "ragged-all-to-all", "all-to-all", "collective-permute"] {
         if n.contains(k) {
             return k;
         }
@@ -229,8 +229,13 @@ pub fn collectives(profile: &Profile) -> Collectives {
             (name, module, a, bytes_moved)
         })
         .map(|(name, module, a, bytes_moved)| CollectiveRow {
+            // What the instruction's opcode says it is (`psum_invariant.7` is an
+            // all-reduce), else its name.
+            kind: crate::ops::instruction(hlo, &name, &module, None)
+                .map(|(m, i)| m.category(i))
+                .filter(|c| stepscope_model::device_time::is_collective(c))
+                .unwrap_or_else(|| a.kind.to_string()),
             name,
-            kind: a.kind.to_string(),
             module,
             is_async: a.is_async,
             count: a.count,

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::peaks::Peaks;
 use crate::source::{self, SourceFrame};
+pub use stepscope_model::hlo_ops::instruction;
 use stepscope_model::records::{stat_u64, FastMap, RecStats};
 use stepscope_model::stats::sum_ps;
 use stepscope_model::{Device, Profile};
@@ -413,53 +414,6 @@ pub fn op_stacks(profile: &Profile) -> Vec<OpStack> {
         .collect();
     out.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(a.op.cmp(&b.op)));
     out
-}
-
-/// The HLO instruction `name` of `module`: in program `program`'s module (any
-/// host's) where one is given, else in the module of that name.
-pub(crate) fn instruction<'h>(
-    hlo: &'h [HloModules],
-    name: &str,
-    module: &str,
-    program: Option<u64>,
-) -> Option<(&'h stepscope_xspace::hlo::HloModule, &'h stepscope_xspace::hlo::HloInstruction)> {
-    if module.is_empty() {
-        return only_instruction(hlo, name);
-    }
-    let m = hlo.iter().find_map(|h| {
-        let by_program = program.and_then(|p| h.by_program_id(p as i64));
-        by_program.filter(|m| m.name == module).or_else(|| h.by_name(module))
-    })?;
-    if let Some((_, i)) = m.instruction(name) {
-        return Some((m, i));
-    }
-    // Several programs share the name (one jitted function for several shapes): the
-    // latest that has the instruction.
-    hlo.iter().flat_map(|h| h.entries().iter().rev()).find_map(|e| {
-        let m = e.module().ok().filter(|m| m.name == module)?;
-        m.instruction(name).map(|(_, i)| (m, i))
-    })
-}
-
-/// For ops whose events name no module (TPU `XLA Ops`): the instruction `name` of the
-/// one module name that has one (its latest compilation); none where several do.
-fn only_instruction<'h>(
-    hlo: &'h [HloModules],
-    name: &str,
-) -> Option<(&'h stepscope_xspace::hlo::HloModule, &'h stepscope_xspace::hlo::HloInstruction)> {
-    let mut found: Option<(&stepscope_xspace::hlo::HloModule, &stepscope_xspace::hlo::HloInstruction)> = None;
-    for h in hlo {
-        for e in h.entries().iter().rev() {
-            let Ok(m) = e.module() else { continue };
-            let Some((_, i)) = m.instruction(name) else { continue };
-            match found {
-                Some((f, _)) if f.name != m.name => return None,
-                Some(_) => {}
-                None => found = Some((m, i)),
-            }
-        }
-    }
-    found
 }
 
 /// The HLO instruction of a row by op (and program, where it has one).

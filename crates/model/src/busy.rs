@@ -2,11 +2,13 @@
 //! program, what kind each op is, and what lies between its ops and their launches.
 
 use rayon::prelude::*;
+use stepscope_xspace::hlo::HloModules;
 use stepscope_xspace::Line;
 
 use crate::device::{Device, OpSource};
+use crate::hlo_ops::instruction;
 use crate::kinds::{one_kind, op_kind, Part};
-use crate::records::{FastMap, OpRec};
+use crate::records::{FastMap, OpRec, RecStats};
 use crate::stats::Intervals;
 use crate::steps::{widen, Launches};
 
@@ -41,12 +43,14 @@ pub struct OpTime {
 /// Stage 2's pass over device `d`'s ops: its busy and active time, and each op's
 /// kind, read once per op. Ops come in line order, then mostly in time order: each
 /// piece of them is merged on its own (back-to-back ones as they come), in parallel,
-/// and the pieces are joined after.
-pub fn measure_ops(d: &Device) -> OpTime {
+/// and the pieces are joined after. `hlo` is the profile's HLO modules (each host's):
+/// an XLA:CPU op is what its instruction's opcode says.
+pub fn measure_ops(d: &Device, hlo: &[HloModules]) -> OpTime {
     let ops = d.cached_ops();
     let mut of_op = vec![Part::Compute; ops.recs.len()];
-    let pieces: Vec<Piece> =
-        (of_op.par_chunks_mut(OP_PIECE).enumerate()).map(|(k, kinds)| measure_piece(d, k * OP_PIECE, kinds)).collect();
+    let pieces: Vec<Piece> = (of_op.par_chunks_mut(OP_PIECE).enumerate())
+        .map(|(k, kinds)| measure_piece(d, hlo, k * OP_PIECE, kinds))
+        .collect();
     let mixed = pieces.iter().any(|p| p.other.iter().any(|s| !s.is_empty()));
     let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
     for p in &pieces {
@@ -143,7 +147,7 @@ struct Piece {
 }
 
 /// Measures the ops from `first` on, one for each of `kinds`, which it fills.
-fn measure_piece(d: &Device, first: usize, kinds: &mut [Part]) -> Piece {
+fn measure_piece(d: &Device, hlo: &[HloModules], first: usize, kinds: &mut [Part]) -> Piece {
     let ops = d.cached_ops();
     let mut p = Piece {
         busy: Spans { spans: Vec::with_capacity(kinds.len()), cuts: Vec::new() },
@@ -153,7 +157,7 @@ fn measure_piece(d: &Device, first: usize, kinds: &mut [Part]) -> Piece {
         other: Default::default(),
     };
     let track_compute = d.source != OpSource::HostOps;
-    let mut classify = Classifier::new(d);
+    let mut classify = Classifier::new(d, hlo);
     // The run being read (a run's ops mostly come together): (run, first start, last end).
     let mut current: Option<(i64, i64, i64)> = None;
     for (r, kind) in ops.recs[first..first + kinds.len()].iter().zip(kinds) {
@@ -252,10 +256,14 @@ fn compute_spans(d: &Device, of_op: &[Part]) -> Intervals {
 struct Classifier<'d> {
     d: &'d Device<'d>,
     look: stepscope_xspace::StatLookup<1>,
-    /// XLA:CPU ops (host events on the host's threads): the op's name alone says what
+    /// The profile's HLO modules.
+    hlo: &'d [HloModules],
+    /// XLA:CPU ops (host events on the host's threads): the op's instruction says what
     /// it is (a thread's name says nothing of the work on it, and the event is the op):
-    /// per name id.
-    by_name: Vec<Part>,
+    /// its HLO category where the profile holds its module (`psum_invariant.7` is an
+    /// all-reduce), else its name. Per name id: each (module id, program) met with it
+    /// and the kind (a name nearly always belongs to one module).
+    by_op: Vec<Vec<(u32, u32, Part)>>,
     /// An op whose event holds no category of its own takes its metadata's, so (name
     /// id, line, metadata) decide it.
     by_meta: FastMap<(u32, u32, u32), Part>,
@@ -267,16 +275,17 @@ struct Classifier<'d> {
 }
 
 impl<'d> Classifier<'d> {
-    fn new(d: &'d Device<'d>) -> Classifier<'d> {
+    fn new(d: &'d Device<'d>, hlo: &'d [HloModules]) -> Classifier<'d> {
         let names = &d.cached_ops().names;
-        let by_name = match d.source {
-            OpSource::HostOps => names.iter().map(|n| op_kind(n, "", "")).collect(),
+        let by_op = match d.source {
+            OpSource::HostOps => vec![Vec::new(); names.len()],
             _ => Vec::new(),
         };
         Classifier {
             d,
             look: d.plane.stat_lookup([d.keys.hlo_category]),
-            by_name,
+            hlo,
+            by_op,
             by_meta: FastMap::default(),
             last: vec![None; if d.source == OpSource::HostOps { 0 } else { names.len() }],
             by_text: FastMap::default(),
@@ -284,10 +293,21 @@ impl<'d> Classifier<'d> {
     }
 
     fn kind(&mut self, r: &OpRec, line: &Line) -> Part {
-        if let Some(&k) = self.by_name.get(r.name as usize) {
+        let (d, ops) = (self.d, self.d.cached_ops());
+        if let Some(seen) = self.by_op.get_mut(r.name as usize) {
+            if let Some(&(_, _, k)) = seen.iter().find(|(m, p, _)| (*m, *p) == (r.module, r.program)) {
+                return k;
+            }
+            let (name, module) = (&*ops.names[r.name as usize], &*ops.names[r.module as usize]);
+            let program = match ops.rec_stats(r) {
+                RecStats::Program(p) => p,
+                RecStats::OnEvent => None,
+            };
+            let category = instruction(self.hlo, name, module, program).map(|(m, i)| m.category(i));
+            let k = op_kind(name, category.as_deref().unwrap_or(""), "");
+            seen.push((r.module, r.program, k));
             return k;
         }
-        let (d, ops) = (self.d, self.d.cached_ops());
         let meta = line.meta(r.index as usize);
         let kind_of = |category: &str| {
             match op_kind(&ops.names[r.name as usize], category, one_kind(&line.name)) {

@@ -86,18 +86,31 @@ pub fn op_kind(name: &str, category: &str, line: &str) -> Part {
     }
 }
 
-/// True for XLA collective op names and categories (`all-reduce.3`, `all-gather-start`, …).
+/// True for XLA collective op names and categories in either spelling: HLO's opcodes
+/// (`all-reduce.3`, `all-gather-start`, `ragged-all-to-all`, `collective-permute-done`)
+/// and the instruction names JAX's primitives give them (`reduce_scatter.7`,
+/// `all_gather.3`, `all_to_all`), and the runtimes' collective kernels (`nccl…`, `rccl…`).
 pub fn is_collective(s: &str) -> bool {
-    let s = s.to_ascii_lowercase();
-    ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "allreduce", "nccl", "rccl"]
-        .iter()
-        .any(|p| s.contains(p))
+    let s = s.to_ascii_lowercase().replace('_', "-");
+    [
+        "all-reduce",
+        "all-gather",
+        "reduce-scatter",
+        "all-to-all",
+        "collective-permute",
+        "collective-broadcast",
+        "allreduce",
+        "nccl",
+        "rccl",
+    ]
+    .iter()
+    .any(|p| s.contains(p))
 }
 
-/// HLO point-to-point transfers: `send.1`, `recv-done.2`.
+/// HLO point-to-point transfers: `send.1`, `recv-done.2` (`recv_done` as JAX names them).
 fn is_send_recv(name: &str) -> bool {
     let base = name.split('.').next().unwrap_or(name);
-    matches!(base, "send" | "recv" | "send-done" | "recv-done")
+    matches!(base, "send" | "recv" | "send-done" | "recv-done" | "send_done" | "recv_done")
 }
 
 /// Runtime copy kernels that move memory rather than compute (`__amd_rocclr_copyBuffer`,
@@ -164,5 +177,20 @@ mod tests {
         assert_eq!(op_kind("copy.1", "copy", ""), Part::Compute, "an HLO copy is a kernel computing a layout");
         assert_eq!(op_kind("broadcast_add_fusion", "loop fusion", ""), Part::Compute);
         assert_eq!(op_kind("sender_fusion", "", ""), Part::Compute);
+    }
+
+    #[test]
+    fn collectives_in_either_spelling() {
+        // JAX names the instructions of psum_scatter / all_gather / all_to_all with `_`.
+        for name in ["reduce_scatter.7", "all_gather.3", "all_to_all.1", "ragged_all_to_all.2", "recv_done.4"] {
+            assert_eq!(op_kind(name, "", ""), Part::Collective, "{name}");
+        }
+        for name in ["ragged-all-to-all.1", "collective-permute-start.2", "collective-broadcast", "send.5"] {
+            assert_eq!(op_kind(name, "", ""), Part::Collective, "{name}");
+        }
+        // An op of another kind whose HLO category says collective is one too.
+        assert_eq!(op_kind("fusion.9", "reduce-scatter", ""), Part::Collective);
+        assert_eq!(op_kind("reduce.3", "", ""), Part::Compute);
+        assert_eq!(op_kind("scatter.1", "", ""), Part::Compute);
     }
 }

@@ -5,6 +5,7 @@
 //!
 //! - [`stats`], [`derived`]: interval and distribution helpers; cells computed once;
 //! - [`records`]: a device's executed ops as compact records;
+//! - [`hlo_ops`]: an executed op's HLO instruction;
 //! - [`device`]: a device, its stat keys and its records;
 //! - [`kinds`]: what an op's time is (compute, collective, copy, async wait);
 //! - [`command_buffer`]: GPU kernels of a command buffer credited to their instructions;
@@ -25,6 +26,7 @@ pub mod derived;
 pub mod device;
 pub mod device_time;
 pub mod discover;
+pub mod hlo_ops;
 pub mod host_scopes;
 pub mod kinds;
 pub mod profile;

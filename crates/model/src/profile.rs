@@ -163,7 +163,9 @@ impl Profile {
     /// thread).
     pub fn time_base(&self) -> &TimeBase {
         let set = self.device_set();
-        self.cache.time.get_or_compute(|| crate::time_base::measure(&self.hosts, set, &self.devices()))
+        self.cache
+            .time
+            .get_or_compute(|| crate::time_base::measure(&self.hosts, self.hlo_modules(), set, &self.devices()))
     }
 
     /// Stage 3: the device-time model, from stages 1 and 2 (asked for first, on this

@@ -3,6 +3,7 @@
 //! GPU launches, and the steps, measured.
 
 use rayon::prelude::*;
+use stepscope_xspace::hlo::HloModules;
 use stepscope_xspace::Space;
 
 use crate::busy::{launched, measure_ops, Launched, OpKinds};
@@ -30,10 +31,12 @@ pub struct TimeBase {
 
 /// Stage 2 of the shared work ([`crate::profile`]): each device's busy intervals, the
 /// hosts' compile events and intervals, and the steps measured against them.
-pub fn measure(spaces: &[Space], set: &DeviceSet, devices: &[Device]) -> TimeBase {
+pub fn measure(spaces: &[Space], hlo: &[HloModules], set: &DeviceSet, devices: &[Device]) -> TimeBase {
     let (source, mut steps) = find_steps(spaces, set, devices);
-    let (measured, hosts) =
-        rayon::join(|| devices.par_iter().map(measure_ops).collect::<Vec<_>>(), || host_events(spaces, devices));
+    let (measured, hosts) = rayon::join(
+        || devices.par_iter().map(|d| measure_ops(d, hlo)).collect::<Vec<_>>(),
+        || host_events(spaces, devices),
+    );
     let launched = devices.par_iter().map(|d| hosts.get(d.host_index).and_then(|h| launched(d, &h.launches))).collect();
     let (mut busy, mut active, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
     for m in measured {

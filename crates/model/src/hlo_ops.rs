@@ -1,0 +1,48 @@
+//! An executed op's HLO instruction: found by the op's name in its module (by program
+//! id where the op has one), in the HLO modules the profile holds.
+
+use stepscope_xspace::hlo::{HloInstruction, HloModule, HloModules};
+
+/// The HLO instruction `name` of `module`: in program `program`'s module (any
+/// host's) where one is given, else in the module of that name.
+pub fn instruction<'h>(
+    hlo: &'h [HloModules],
+    name: &str,
+    module: &str,
+    program: Option<u64>,
+) -> Option<(&'h HloModule, &'h HloInstruction)> {
+    if module.is_empty() {
+        return only_instruction(hlo, name);
+    }
+    let m = hlo.iter().find_map(|h| {
+        let by_program = program.and_then(|p| h.by_program_id(p as i64));
+        by_program.filter(|m| m.name == module).or_else(|| h.by_name(module))
+    })?;
+    if let Some((_, i)) = m.instruction(name) {
+        return Some((m, i));
+    }
+    // Several programs share the name (one jitted function for several shapes): the
+    // latest that has the instruction.
+    hlo.iter().flat_map(|h| h.entries().iter().rev()).find_map(|e| {
+        let m = e.module().ok().filter(|m| m.name == module)?;
+        m.instruction(name).map(|(_, i)| (m, i))
+    })
+}
+
+/// For ops whose events name no module (TPU `XLA Ops`): the instruction `name` of the
+/// one module name that has one (its latest compilation); none where several do.
+fn only_instruction<'h>(hlo: &'h [HloModules], name: &str) -> Option<(&'h HloModule, &'h HloInstruction)> {
+    let mut found: Option<(&HloModule, &HloInstruction)> = None;
+    for h in hlo {
+        for e in h.entries().iter().rev() {
+            let Ok(m) = e.module() else { continue };
+            let Some((_, i)) = m.instruction(name) else { continue };
+            match found {
+                Some((f, _)) if f.name != m.name => return None,
+                Some(_) => {}
+                None => found = Some((m, i)),
+            }
+        }
+    }
+    found
+}
