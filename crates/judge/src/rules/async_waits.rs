@@ -17,7 +17,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let wait_pct = step_pct(b.async_wait_ps);
     if wait_pct > th.async_wait_pct {
         out.push(Finding {
-            rule: "async-waits",
+            rule: RULE.id,
             severity: Severity::Warning,
             title: format!("devices wait on async copies {wait_pct:.1}% of the step"),
             value: wait_pct,

@@ -17,7 +17,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if !compiled_in_steps.is_empty() {
         let total = sum_ps(compiled_in_steps.iter().map(|st| st.compile_ps));
         out.push(Finding {
-            rule: "captured-compilation",
+            rule: RULE.id,
             severity: Severity::Warning,
             title: format!("{} step(s) include XLA compilation ({})", compiled_in_steps.len(), ms(total)),
             value: step_pct(total / steps.steps.len().max(1) as i64),

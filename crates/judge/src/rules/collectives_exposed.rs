@@ -17,7 +17,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let exposed_pct = step_pct(b.collectives_ps);
     if exposed_pct > th.collectives_exposed_pct {
         out.push(Finding {
-            rule: "collectives-exposed",
+            rule: RULE.id,
             severity: Severity::Warning,
             title: format!("collectives not overlapped with compute take {exposed_pct:.1}% of the step"),
             value: exposed_pct,

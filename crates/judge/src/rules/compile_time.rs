@@ -13,7 +13,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let compile_s = comp.total_ps as f64 / 1e12;
     if compile_s > th.compile_s {
         out.push(Finding {
-            rule: "compile-time",
+            rule: RULE.id,
             severity: Severity::Warning,
             title: format!("XLA compilation took {compile_s:.2} s"),
             value: compile_s,

@@ -12,7 +12,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if let Some(top) = op_rows.ops.first() {
         if top.device_time_pct > th.dominant_op_pct {
             out.push(Finding {
-                rule: "dominant-op",
+                rule: RULE.id,
                 severity: Severity::Info,
                 title: format!("{} takes {:.1}% of op time", top.name, top.device_time_pct),
                 value: top.device_time_pct,

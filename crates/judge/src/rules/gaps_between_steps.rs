@@ -25,7 +25,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         let mut worst = between.clone();
         worst.sort_by_key(|g| std::cmp::Reverse(g.1));
         out.push(Finding {
-            rule: "gaps-between-steps",
+            rule: RULE.id,
             severity: if between_pct > 3.0 * th.host_overhead_pct { Severity::Critical } else { Severity::Warning },
             title: format!("{between_pct:.1}% of the time passes between steps"),
             value: between_pct,

@@ -22,7 +22,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let host_overhead = step_pct((b.device_idle_ps - queued_ps - input_ps).max(0));
     if device_time && host_overhead > th.host_overhead_pct {
         out.push(Finding {
-            rule: "host-bound-gaps",
+            rule: RULE.id,
             severity: if host_overhead > 3.0 * th.host_overhead_pct { Severity::Critical } else { Severity::Warning },
             title: format!("the device waits on the host {host_overhead:.1}% of the step"),
             value: host_overhead,

@@ -18,7 +18,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let copies_pct = step_pct(b.host_to_device_ps + b.device_to_host_ps + b.device_to_device_ps);
     if copies_pct > th.copies_pct {
         out.push(Finding {
-            rule: "host-device-copies",
+            rule: RULE.id,
             severity: Severity::Warning,
             title: format!("copies take {copies_pct:.1}% of the step"),
             value: copies_pct,

@@ -27,7 +27,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             worst.sort_by_key(|r| std::cmp::Reverse(r.per_step_ps.unwrap_or(0)));
             let host_pct = step_pct(b.host_input_ps.unwrap_or(0));
             out.push(Finding {
-                rule: "input-bound",
+                rule: RULE.id,
                 severity: if input_pct > 2.5 * th.input_bound_pct { Severity::Critical } else { Severity::Warning },
                 title: format!("the device waits on input {input_pct:.1}% of the step"),
                 value: input_pct,
@@ -67,7 +67,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             let mut worst = input.clone();
             worst.sort_by_key(|(_, ps)| std::cmp::Reverse(*ps));
             out.push(Finding {
-                rule: "input-bound",
+                rule: RULE.id,
                 severity: Severity::Warning,
                 title: format!("steps wait {input_pct:.1}% of their time before the device starts"),
                 value: input_pct,

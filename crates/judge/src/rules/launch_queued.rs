@@ -33,7 +33,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             })
             .collect();
         out.push(Finding {
-            rule: "launch-queued",
+            rule: RULE.id,
             severity: Severity::Warning,
             title: format!("launched work waits to start {queued:.1}% of the step"),
             value: queued,

@@ -15,7 +15,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         let mut worst: Vec<&steps::Step> = steps.steps.iter().collect();
         worst.sort_by_key(|st| std::cmp::Reverse(st.device_idle_ps));
         out.push(Finding {
-            rule: "low-utilization",
+            rule: RULE.id,
             severity: if s.device_utilization_pct < th.utilization_pct / 2.0 {
                 Severity::Critical
             } else {

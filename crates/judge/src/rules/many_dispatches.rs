@@ -12,7 +12,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (dispatches, by_module) = (cx.inputs.steps.dispatches.0, &cx.inputs.steps.dispatches.1);
     if dispatches > th.dispatches_per_step {
         out.push(Finding {
-            rule: "many-dispatches",
+            rule: RULE.id,
             severity: Severity::Warning,
             title: format!("{dispatches:.0} XLA programs launched per step"),
             value: dispatches,

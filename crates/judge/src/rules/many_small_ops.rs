@@ -25,7 +25,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         let mut by_count = small.clone();
         by_count.sort_by_key(|r| std::cmp::Reverse(r.count));
         out.push(Finding {
-            rule: "many-small-ops",
+            rule: RULE.id,
             severity: Severity::Warning,
             title: format!(
                 "{small_share:.0}% of {per_step} ops per step run under {small_us} µs ({small_time:.0}% of op time)"

@@ -39,7 +39,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             let mut worst = mem_bound.clone();
             worst.sort_by(|a, b| lost(b).total_cmp(&lost(a)));
             out.push(Finding {
-                rule: "memory-bandwidth",
+                rule: RULE.id,
                 severity: if time_pct >= MEMORY_BOUND_TIME_PCT { Severity::Warning } else { Severity::Info },
                 title: format!(
                     "memory-bound ops reach {share:.0}% of peak bandwidth ({} GB/s of {:.0}), in {time_pct:.0}% of op time",

@@ -19,7 +19,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         let share = pct(a.peak_in_use_bytes as i64, cap as i64);
         if share > th.memory_capacity_pct {
             out.push(Finding {
-                rule: "memory-near-capacity",
+                rule: RULE.id,
                 severity: if share > 98.0 { Severity::Critical } else { Severity::Warning },
                 title: format!("{} {} peaks at {share:.1}% of its capacity", a.host, a.name),
                 value: share,

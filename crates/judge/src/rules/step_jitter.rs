@@ -27,7 +27,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             slow.sort_by_key(|st| std::cmp::Reverse(st.duration_ps));
             let mut held_earlier = false;
             out.push(Finding {
-                rule: "step-jitter",
+                rule: RULE.id,
                 severity: Severity::Warning,
                 title: format!(
                     "slow steps: p90 step time is {cv:.1}% above the median (slowest {} vs median {})",

@@ -17,7 +17,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if !stragglers.is_empty() {
         let worst = stragglers.iter().map(|s| s.excess_pct).fold(0.0, f64::max);
         out.push(Finding {
-            rule: "stragglers",
+            rule: RULE.id,
             severity: Severity::Warning,
             title: format!("{} device(s)/host(s) compute up to {worst:.0}% longer than their peers", stragglers.len()),
             value: worst,

@@ -19,7 +19,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         });
         if capped || dropped.is_some() {
             out.push(Finding {
-                rule: "truncated",
+                rule: RULE.id,
                 severity: Severity::Warning,
                 title: format!("the profile of {} looks truncated", space.host),
                 value: events as f64,
