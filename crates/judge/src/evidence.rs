@@ -1,6 +1,7 @@
 //! What the rules share to build their evidence, titles and advice.
 
 use stepscope_model::device::host_cpu_plane;
+use stepscope_model::steps::Step;
 use stepscope_model::Profile;
 
 use crate::finding::Evidence;
@@ -30,6 +31,13 @@ pub fn ev(what: impl Into<String>, host: &str) -> Evidence {
 pub fn at(mut e: Evidence, start_ps: i64, duration_ps: i64) -> Evidence {
     e.start_ps = Some(start_ps);
     e.duration_ps = Some(duration_ps);
+    e
+}
+
+/// Evidence located in step `st`: `what`, over `duration_ps` from `start_ps`.
+pub fn in_step(what: impl Into<String>, st: &Step, start_ps: i64, duration_ps: i64) -> Evidence {
+    let mut e = at(ev(what, &st.host), start_ps, duration_ps);
+    e.step_num = Some(st.step_num);
     e
 }
 

@@ -63,9 +63,7 @@ impl Run {
     pub fn step_pct(&self, ps: i64) -> f64 {
         pct(ps, self.overview.breakdown.step_ps)
     }
-}
 
-impl Run {
     /// The op profile by op, as the op rules read it.
     pub fn profile_ops(&self) -> Vec<stepscope_analysis::ops::OpRow> {
         stepscope_analysis::ops::ops(&self.profile, stepscope_analysis::ops::GroupBy::Op, 0).ops

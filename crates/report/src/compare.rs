@@ -5,9 +5,9 @@
 
 use serde::Serialize;
 
-use crate::summary::{self, Breakdown, DeviceGroup};
 use stepscope_analysis::memory;
 use stepscope_analysis::ops::{self, GroupBy, OpRow};
+use stepscope_analysis::overview::{self, Breakdown, DeviceGroup};
 use stepscope_model::stats::Distribution;
 use stepscope_model::Profile;
 
@@ -65,7 +65,7 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
     let mut out: Vec<CompareRun> = runs
         .iter()
         .map(|(label, p)| {
-            let s = summary::overview(p, top).overview;
+            let s = overview::overview(p, top);
             CompareRun {
                 label: label.clone(),
                 run: s.run,

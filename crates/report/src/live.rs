@@ -3,10 +3,9 @@
 
 use serde::Serialize;
 
-use crate::summary;
-use stepscope_analysis::memory;
 use stepscope_analysis::ops::OpRow;
 use stepscope_analysis::steps::{busy_intervals, StepSource};
+use stepscope_analysis::{memory, overview};
 use stepscope_model::stats::Distribution;
 use stepscope_model::Profile;
 
@@ -43,7 +42,7 @@ pub struct Memory {
 
 /// Builds the snapshot of `profile`, listing `top` ops.
 pub fn snapshot(profile: &Profile, top: usize) -> Snapshot {
-    let s = summary::summary(profile, top).overview;
+    let s = overview::overview(profile, top);
     let window_ps = profile.hosts.iter().filter_map(|h| h.time_span_ps()).map(|(a, b)| b - a).max().unwrap_or(0);
     let (utilization, idle) = if s.step_count > 0 && s.breakdown.step_ps > 0 {
         (s.device_utilization_pct, 100.0 * s.breakdown.device_idle_ps as f64 / s.breakdown.step_ps as f64)
@@ -91,6 +90,7 @@ pub fn memory_in_use(profile: &Profile) -> Option<Memory> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::summary;
 
     fn load(rel: &str) -> Profile {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(rel);

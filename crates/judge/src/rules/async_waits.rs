@@ -12,9 +12,8 @@ pub const RULE: Rule = Rule { id: "async-waits", threshold: Some("async_wait_pct
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let th = cx.th;
     let b = &cx.overview.breakdown;
-    let step_pct = |ps: i64| cx.step_pct(ps);
     // --- async waits and the runtime between ops (the device-time model's parts)
-    let wait_pct = step_pct(b.async_wait_ps);
+    let wait_pct = cx.step_pct(b.async_wait_ps);
     if wait_pct > th.async_wait_pct {
         out.push(Finding {
             rule: RULE.id,

@@ -12,7 +12,6 @@ pub const RULE: Rule = Rule { id: "captured-compilation", threshold: None, needs
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let steps = cx.steps;
-    let step_pct = |ps: i64| cx.step_pct(ps);
     let compiled_in_steps: Vec<&steps::Step> = steps.steps.iter().filter(|st| st.compile_ps > 0).collect();
     if !compiled_in_steps.is_empty() {
         let total = sum_ps(compiled_in_steps.iter().map(|st| st.compile_ps));
@@ -20,20 +19,19 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("{} step(s) include XLA compilation ({})", compiled_in_steps.len(), ms(total)),
-            value: step_pct(total / steps.steps.len().max(1) as i64),
+            value: cx.step_pct(total / steps.steps.len().max(1) as i64),
             threshold: 0.0,
             unit: "pct",
             evidence: compiled_in_steps
                 .iter()
                 .take(3)
                 .map(|st| {
-                    let mut e = at(
-                        ev(format!("step {} compiles for {}", st.step_num, ms(st.compile_ps)), &st.host),
+                    in_step(
+                        format!("step {} compiles for {}", st.step_num, ms(st.compile_ps)),
+                        st,
                         st.start_ps,
                         st.duration_ps,
-                    );
-                    e.step_num = Some(st.step_num);
-                    e
+                    )
                 })
                 .collect(),
             advice: "the capture includes compilation, not the steady state: run a few warm-up steps before \

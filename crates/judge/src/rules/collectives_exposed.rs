@@ -11,10 +11,9 @@ pub const RULE: Rule =
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (th, inputs) = (cx.th, cx.inputs);
     let b = &cx.overview.breakdown;
-    let step_pct = |ps: i64| cx.step_pct(ps);
     // --- collectives and devices
     let coll = &inputs.collectives;
-    let exposed_pct = step_pct(b.collectives_ps);
+    let exposed_pct = cx.step_pct(b.collectives_ps);
     if exposed_pct > th.collectives_exposed_pct {
         out.push(Finding {
             rule: RULE.id,

@@ -35,12 +35,12 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                 .iter()
                 .take(3)
                 .map(|(st, gap)| {
-                    let mut e = at(
-                        ev(format!("after step {}: {} until the next", st.step_num, ms(*gap)), &st.host),
+                    let mut e = in_step(
+                        format!("after step {}: {} until the next", st.step_num, ms(*gap)),
+                        st,
                         st.end_ps(),
                         *gap,
                     );
-                    e.step_num = Some(st.step_num);
                     e.detail = host_activity(profile, &st.host, st.end_ps(), st.end_ps() + gap);
                     e
                 })

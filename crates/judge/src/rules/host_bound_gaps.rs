@@ -13,13 +13,12 @@ pub const RULE: Rule = Rule { id: "host-bound-gaps", threshold: Some("host_overh
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (profile, th, steps, device_time) = (cx.profile, cx.th, cx.steps, cx.device_time);
     let b = &cx.overview.breakdown;
-    let step_pct = |ps: i64| cx.step_pct(ps);
     // Where kernels are linked to their launches, idle in which launched work had not
     // started is not the host's doing: it has its own rule. So has idle while the host
     // did recorded input work (`input-bound`).
     let queued_ps = b.device_idle_queued_ps.unwrap_or(0);
     let input_ps = b.device_idle_input_ps.unwrap_or(0);
-    let host_overhead = step_pct((b.device_idle_ps - queued_ps - input_ps).max(0));
+    let host_overhead = cx.step_pct((b.device_idle_ps - queued_ps - input_ps).max(0));
     if device_time && host_overhead > th.host_overhead_pct {
         out.push(Finding {
             rule: RULE.id,
@@ -92,12 +91,12 @@ fn idle_gaps(profile: &Profile, steps: &Steps, n: usize) -> Vec<Evidence> {
         {
             continue;
         }
-        let mut e = at(
-            ev(format!("device idle {} in step {}", ms(b.saturating_sub(a)), st.step_num), &st.host),
+        let mut e = in_step(
+            format!("device idle {} in step {}", ms(b.saturating_sub(a)), st.step_num),
+            st,
             a,
             b.saturating_sub(a),
         );
-        e.step_num = Some(st.step_num);
         e.detail = host_activity(profile, &st.host, a, b);
         out.push(e);
         if out.len() == n {

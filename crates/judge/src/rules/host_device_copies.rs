@@ -13,9 +13,8 @@ pub const RULE: Rule = Rule { id: "host-device-copies", threshold: Some("copies_
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (profile, th) = (cx.profile, cx.th);
     let b = &cx.overview.breakdown;
-    let step_pct = |ps: i64| cx.step_pct(ps);
     // --- copies
-    let copies_pct = step_pct(b.host_to_device_ps + b.device_to_host_ps + b.device_to_device_ps);
+    let copies_pct = cx.step_pct(b.host_to_device_ps + b.device_to_host_ps + b.device_to_device_ps);
     if copies_pct > th.copies_pct {
         out.push(Finding {
             rule: RULE.id,

@@ -11,21 +11,21 @@ use crate::rule::Rule;
 
 pub const RULE: Rule = Rule { id: "input-bound", threshold: Some("input_bound_pct"), needs_steps: true, check };
 
+/// Both measures of input-bound steps give the same advice.
+const ADVICE: &str = "the input pipeline is on the critical path: prefetch batches on a background thread (e.g. a \
+                      double-buffered iterator with jax.device_put ahead of time) and keep data loading out of the step";
+
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (profile, th, steps, inputs, device_time) = (cx.profile, cx.th, cx.steps, cx.inputs, cx.device_time);
     let b = &cx.overview.breakdown;
-    let step_pct = |ps: i64| cx.step_pct(ps);
-    let advice_input = "the input pipeline is on the critical path: prefetch batches on a background thread \
-                        (e.g. a double-buffered iterator with jax.device_put ahead of time) and keep data loading \
-                        out of the step";
     if let Some(idle_input) = b.device_idle_input_ps.filter(|_| device_time) {
         // Measured: the device idle while the host did input work (scopes, transfers).
-        let input_pct = step_pct(idle_input);
+        let input_pct = cx.step_pct(idle_input);
         if input_pct > th.input_bound_pct {
             let sc = stepscope_analysis::scopes::scopes(profile);
             let mut worst: Vec<&stepscope_analysis::scopes::ScopeRow> = sc.scopes.iter().filter(|r| r.input).collect();
             worst.sort_by_key(|r| std::cmp::Reverse(r.per_step_ps.unwrap_or(0)));
-            let host_pct = step_pct(b.host_input_ps.unwrap_or(0));
+            let host_pct = cx.step_pct(b.host_input_ps.unwrap_or(0));
             out.push(Finding {
                 rule: RULE.id,
                 severity: if input_pct > 2.5 * th.input_bound_pct { Severity::Critical } else { Severity::Warning },
@@ -56,7 +56,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                     )
                 }))
                 .collect(),
-                advice: advice_input.into(),
+                advice: ADVICE.into(),
             });
         }
     } else {
@@ -77,20 +77,17 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                     .iter()
                     .take(3)
                     .map(|(st, ps)| {
-                        let mut e = at(
-                            ev(format!("step {}: {} before the first op", st.step_num, ms(*ps)), &st.host),
+                        let mut e = in_step(
+                            format!("step {}: {} before the first op", st.step_num, ms(*ps)),
+                            st,
                             st.start_ps,
                             *ps,
                         );
-                        e.step_num = Some(st.step_num);
                         e.detail = host_activity(profile, &st.host, st.start_ps, st.start_ps + ps);
                         e
                     })
                     .collect(),
-                advice: "the input pipeline is on the critical path: prefetch batches on a background thread \
-                         (e.g. a double-buffered iterator with jax.device_put ahead of time) and keep data loading out \
-                         of the step"
-                    .into(),
+                advice: ADVICE.into(),
             });
         }
     }

@@ -12,8 +12,7 @@ pub const RULE: Rule = Rule { id: "launch-queued", threshold: Some("launch_queue
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (profile, th, device_time) = (cx.profile, cx.th, cx.device_time);
     let queued_ps = cx.overview.breakdown.device_idle_queued_ps.unwrap_or(0);
-    let step_pct = |ps: i64| cx.step_pct(ps);
-    let queued = step_pct(queued_ps);
+    let queued = cx.step_pct(queued_ps);
     if device_time && queued > th.launch_queued_pct {
         let model = profile.device_time();
         let evidence = (profile.devices().iter().zip(&model.devices))

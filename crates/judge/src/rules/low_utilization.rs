@@ -29,13 +29,12 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                 .iter()
                 .take(3)
                 .map(|st| {
-                    let mut e = at(
-                        ev(format!("step {}: device idle {}", st.step_num, ms(st.device_idle_ps)), &st.host),
+                    in_step(
+                        format!("step {}: device idle {}", st.step_num, ms(st.device_idle_ps)),
+                        st,
                         st.start_ps,
                         st.duration_ps,
-                    );
-                    e.step_num = Some(st.step_num);
-                    e
+                    )
                 })
                 .collect(),
             advice: "see the rules below for where the idle time goes (host work, copies, compile); larger batches \

@@ -10,8 +10,7 @@ pub const RULE: Rule =
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let th = cx.th;
     let b = &cx.overview.breakdown;
-    let step_pct = |ps: i64| cx.step_pct(ps);
-    let overhead_pct = step_pct(b.runtime_overhead_ps);
+    let overhead_pct = cx.step_pct(b.runtime_overhead_ps);
     if overhead_pct > th.runtime_overhead_pct {
         out.push(Finding {
             rule: RULE.id,

@@ -41,12 +41,12 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                     .iter()
                     .take(3)
                     .map(|st| {
-                        let mut e = at(
-                            ev(format!("step {} took {}", st.step_num, ms(st.duration_ps)), &st.host),
+                        let mut e = in_step(
+                            format!("step {} took {}", st.step_num, ms(st.duration_ps)),
+                            st,
                             st.start_ps,
                             st.duration_ps,
                         );
-                        e.step_num = Some(st.step_num);
                         e.detail = format!("device idle {}, compile {}", ms(st.device_idle_ps), ms(st.compile_ps));
                         // Busy a quarter beyond the work it launched: earlier steps' work ran in it.
                         if let Some(w) = launched_ps(st).filter(|&w| st.device_busy_ps > w.saturating_mul(5) / 4) {
