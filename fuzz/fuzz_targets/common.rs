@@ -1,12 +1,12 @@
 //! Shared by the targets: runs every analysis and exporter over whatever decoded,
 //! serializing each result, because they must not panic on weird-but-valid data either.
 
-use stepscope_judge::advise::{self, Thresholds};
 use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{collectives, compile, devices, hlo_context, kernels, memory, ops, scopes, steps, Profile};
-use stepscope_report::{compare, diff, live, summary};
 use stepscope_export::table::{TableFormat, TableWriter};
 use stepscope_export::{chrome, events, perfetto};
+use stepscope_judge::advise::{self, Thresholds};
+use stepscope_report::{compare, diff, live, summary};
 use stepscope_xspace::Space;
 
 pub fn analyse(space: Space) {
@@ -43,9 +43,9 @@ pub fn analyse(space: Space) {
     let tracks = timeline.tracks(&profile);
     let _ = serde_json::to_vec(&tracks);
     for t in tracks.tracks.iter().take(8) {
-        let _ = serde_json::to_vec(&timeline.tile(&profile, t.id, t.start_ps, t.end_ps, 800));
+        let _ = serde_json::to_vec(&timeline.tile(&profile, t.id, (t.start_ps, t.end_ps, 800), usize::MAX));
         let mid = t.start_ps / 2 + t.end_ps / 2;
-        let _ = serde_json::to_vec(&timeline.tile(&profile, t.id, mid, mid.saturating_add(1_000), 100));
+        let _ = serde_json::to_vec(&timeline.tile(&profile, t.id, (mid, mid.saturating_add(1_000), 100), usize::MAX));
         let _ = serde_json::to_vec(&timeline.event(&profile, &steps.steps, t.id, 0));
     }
     let _ = serde_json::to_vec(&timeline.search(&profile, "a", 20));

@@ -9,10 +9,10 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use serde::Serialize;
 
-use stepscope_judge::advise::{self, Thresholds};
 use stepscope_analysis::ops::GroupBy;
 use stepscope_analysis::peaks::UserPeaks;
 use stepscope_analysis::{kernels, memory, ops, roofline, scopes, steps};
+use stepscope_judge::advise::{self, Thresholds};
 use stepscope_report::{diff, summary};
 use stepscope_xspace::pprof;
 
