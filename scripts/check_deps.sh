@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Dependency checks for every Cargo.lock in the repository (the workspace, python/, fuzz/):
+# Dependency checks for every Cargo.lock in the repository (the workspace, which holds
+# python/ too, and fuzz/):
 #   - licences, bans and sources with cargo-deny (config: deny.toml), offline, after
 #     `cargo fetch` has put every locked package in the cargo cache;
 #   - advisories: cargo-deny against the RustSec database where it can be fetched
@@ -44,7 +45,7 @@ run() {
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 }
 
-manifests=(Cargo.toml python/Cargo.toml fuzz/Cargo.toml)
+manifests=(Cargo.toml fuzz/Cargo.toml)
 for m in "${manifests[@]}"; do
   # cargo-deny reads every locked package from the cargo cache, those of other
   # platforms (r-efi) and of workspaces this machine never built (fuzz/) too: a fresh
@@ -61,13 +62,13 @@ done
 echo "-- advisories"
 if "$deny" --log-level error check advisories 2>/dev/null; then
   passed=$((passed + 1))
-  for m in python/Cargo.toml fuzz/Cargo.toml; do
+  for m in fuzz/Cargo.toml; do
     run "$deny" --offline --log-level error --manifest-path "$m" check advisories
   done
 else
   echo "the RustSec database (github.com/rustsec/advisory-db) cannot be fetched here;" \
     "checking crates.io's index for yanked versions instead" >&2
-  run python3 scripts/check_yanked.py Cargo.lock python/Cargo.lock fuzz/Cargo.lock
+  run python3 scripts/check_yanked.py Cargo.lock fuzz/Cargo.lock
 fi
 
 echo "deps checks: $passed passed, $failed failed"

@@ -6,7 +6,7 @@ The advisory half of scripts/check_deps.sh where the RustSec database
 (https://index.crates.io) says per version whether its authors yanked it, which
 is how broken and vulnerable releases are usually withdrawn.
 
-    python3 scripts/check_yanked.py Cargo.lock python/Cargo.lock fuzz/Cargo.lock
+    python3 scripts/check_yanked.py Cargo.lock fuzz/Cargo.lock
 
 Prints one line per yanked crate and a closing line; exit 1 when any is yanked,
 2 when the index cannot be read.

@@ -4,10 +4,13 @@
 # command), then runs its tests (pytest, real JAX on CPU, real fixtures).
 # Ends with `python tests: N passed, M failed`; non-zero exit on any failure.
 #
-# PYTHON picks the interpreter (default python3). The Rust build goes to target/, where
-# `cargo build --release` (the README's first command) already put most of what the
-# wheel needs: only the stepscope crate and pyo3's are built again (set CARGO_TARGET_DIR
-# to move it).
+# PYTHON picks the interpreter (default python3). python/ is a member of the repository's
+# workspace, so the wheel is built into target/ with the workspace's Cargo.lock and
+# profiles. It is built with the dev profile by default, the one `cargo test` just used
+# (overflow checks and debug assertions on): every crate below the extension is reused
+# from that build and only pyo3's and the extension's own are compiled (seconds, not the
+# minutes of a release build). STEPSCOPE_WHEEL_PROFILE=release tests the release wheel
+# users install with `pip install ./python`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -20,11 +23,12 @@ rc=${PIPESTATUS[0]}
 set -e
 [ "$rc" -eq 0 ] || { echo "pip install -r python/tests/requirements.txt failed"; exit 1; }
 
-echo "== pip install ./python (a release build of the Rust core: minutes on 2 cores; cargo's progress below)"
+profile=${STEPSCOPE_WHEEL_PROFILE:-dev}
+echo "== pip install ./python (the Rust core with cargo's $profile profile; cargo's progress below)"
 start=$(date +%s)
 # pip shows the build's output with --verbose: keep cargo's and pip's progress lines.
 set +e
-CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target} \
+MATURIN_PEP517_ARGS="--profile $profile --locked" \
     "${PIP[@]}" install --verbose --no-build-isolation --force-reinstall --no-deps ./python 2>&1 |
     grep --line-buffered -E '^ +(Compiling|Finished)|Built wheel|Successfully installed|[Ee]rror'
 rc=${PIPESTATUS[0]}
