@@ -139,12 +139,21 @@ fn costs_equal_xprofs_per_op() {
         let ops = json(&["ops", &f, "--top", "0"]);
         let dots: HashMap<String, HashMap<String, u64>> =
             serde_json::from_value(reference(&["dot-flops", &f])).unwrap();
-        let rows: HashMap<(String, String), &serde_json::Value> = ops["ops"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| ((r["module"].as_str().unwrap().to_string(), r["name"].as_str().unwrap().to_string()), r))
-            .collect();
+        // XProf's table merges the programs of one module name: so do the rows here.
+        let mut rows: HashMap<(String, String), serde_json::Value> = HashMap::new();
+        for r in ops["ops"].as_array().unwrap() {
+            let key = (r["module"].as_str().unwrap().to_string(), r["name"].as_str().unwrap().to_string());
+            match rows.get_mut(&key) {
+                None => drop(rows.insert(key, r.clone())),
+                Some(m) => {
+                    for k in ["count", "executions", "bytes_accessed", "flops"] {
+                        if let (Some(x), Some(y)) = (m[k].as_u64(), r[k].as_u64()) {
+                            m[k] = (x + y).into();
+                        }
+                    }
+                }
+            }
+        }
         for (module, op, occurrences, flops, bytes) in xprof_costs(dir) {
             let Some(r) = rows.get(&(module.clone(), op.clone())) else { continue };
             let cat = r["category"].as_str().unwrap();
@@ -442,4 +451,110 @@ fn collectives_move_their_bus_bytes() {
     let bw = row["bus_bytes_per_s"].as_f64().unwrap();
     assert!(bw > 0.0 && bw <= want as f64 / (row["total_ps"].as_f64().unwrap() / 1e12) * 1.0001, "{row}");
     assert!(ok(&["collectives", &f]).contains("BUS BW"));
+}
+
+#[test]
+fn ops_of_programs_sharing_a_name_are_rows_apart() {
+    // This MI300X capture runs `jit_dot` for five shapes: five programs whose GEMM is
+    // named `custom-call.1` in each. Each program's op is its own row, counted from
+    // the kernels of that program (the reference reader's events by `program_id`) and
+    // costed by its own HLO (2 × M × N × K, from the reference reader's HloProto).
+    let f = xplane("rocm-mi300x-gemm");
+    let info = reference(&["info", &f]);
+    let mut want: HashMap<(String, String, u64), (u64, i64)> = HashMap::new();
+    for plane in info["hosts"][0]["planes"].as_array().unwrap().iter().filter(|p| p["name"] == "/device:GPU:0") {
+        for l in plane["lines"].as_array().unwrap() {
+            let line = l["name"].as_str().unwrap();
+            for ev in reference_lines(&["dump", &f, "--plane", "/device:GPU:0", "--line", line, "--limit", "100000"]) {
+                let st = &ev["stats"];
+                let (Some(op), Some(module), Some(id)) =
+                    (st["hlo_op"].as_str(), st["hlo_module"].as_str(), st["program_id"].as_u64())
+                else {
+                    continue;
+                };
+                let w = want.entry((module.into(), op.into(), id)).or_default();
+                w.0 += 1;
+                w.1 += ev["duration_ps"].as_i64().unwrap();
+            }
+        }
+    }
+    let flops: HashMap<String, HashMap<String, u64>> =
+        serde_json::from_value(reference(&["dot-flops", "--by-program", &f])).unwrap();
+    let ops = json(&["ops", &f, "--top", "0"]);
+    let rows = ops["ops"].as_array().unwrap();
+    let gemms: Vec<&(String, String, u64)> =
+        want.keys().filter(|k| k.0 == "jit_dot" && k.1 == "custom-call.1").collect();
+    assert_eq!(gemms.len(), 5, "{gemms:?}");
+    for (module, op, id) in gemms {
+        let r = rows
+            .iter()
+            .find(|r| r["name"] == op.as_str() && r["module"] == module.as_str() && r["program_id"] == *id)
+            .unwrap_or_else(|| panic!("no row for {op} of {module}({id})"));
+        let (count, total_ps) = want[&(module.clone(), op.clone(), *id)];
+        assert_eq!((r["count"].as_u64(), r["total_ps"].as_i64()), (Some(count), Some(total_ps)), "{r}");
+        let program = format!("{module}({id})");
+        assert_eq!(r["program"], program.as_str(), "{r}");
+        let one = flops[&program][op];
+        assert_eq!(r["flops"].as_u64(), Some(one * r["executions"].as_u64().unwrap()), "{r}");
+    }
+    // No two rows are one op of one program; an op of one program has no label.
+    let mut seen = std::collections::HashSet::new();
+    for r in rows {
+        assert!(seen.insert((r["name"].to_string(), r["module"].to_string(), r["program_id"].to_string())), "{r}");
+    }
+    let copy = rows.iter().find(|r| r["name"] == "copy.1").expect("copy.1");
+    assert!(copy.get("program").is_none() && copy["program_id"].is_u64(), "{copy}");
+    // The table tells them apart by program.
+    let text = ok(&["ops", &f, "--wide"]);
+    assert!(text.contains("custom-call.1 in jit_dot(49)"), "{text}");
+}
+
+#[test]
+fn an_execution_is_what_one_thunk_launched() {
+    // XLA annotates each thunk it runs on the host (an event named after the op) and
+    // the kernels it launches inside it: a cuBLAS GEMM with the memset before it is
+    // one execution of its op; two launches of `jit_stage`'s copy 1.2 ms apart are
+    // two, however close on their stream. Every op of a module, by name where one row
+    // holds it, runs as many times as the reference reader finds its annotations
+    // (the host events of its name that are not launch calls themselves).
+    let f = xplane("gpu-nocb");
+    let info = reference(&["info", &f]);
+    let mut thunks: HashMap<String, u64> = HashMap::new();
+    for plane in info["hosts"][0]["planes"].as_array().unwrap().iter().filter(|p| p["name"] == "/host:CPU") {
+        // `dump` reads every line of a name (two are called `python3`): each name once.
+        let mut lines: Vec<&str> =
+            plane["lines"].as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
+        lines.sort_unstable();
+        lines.dedup();
+        for line in lines {
+            for ev in reference_lines(&["dump", &f, "--plane", "/host:CPU", "--line", line, "--limit", "10000000"]) {
+                if ev["stats"].get("correlation_id").is_none() {
+                    *thunks.entry(ev["name"].as_str().unwrap().to_string()).or_default() += 1;
+                }
+            }
+        }
+    }
+    let ops = json(&["ops", &f, "--top", "0"]);
+    let rows = ops["ops"].as_array().unwrap();
+    let mut names: HashMap<&str, u32> = HashMap::new();
+    for r in rows {
+        *names.entry(r["name"].as_str().unwrap()).or_default() += 1;
+    }
+    let (mut checked, mut several_kernels) = (0, 0);
+    for r in rows.iter().filter(|r| r["module"] != "" && names[r["name"].as_str().unwrap()] == 1) {
+        let Some(&n) = thunks.get(r["name"].as_str().unwrap()) else { continue };
+        assert_eq!(r["executions"].as_u64(), Some(n), "{r}");
+        checked += 1;
+        several_kernels += usize::from(r["count"].as_u64().unwrap() > n);
+    }
+    assert!(checked >= 250 && several_kernels >= 10, "{checked} {several_kernels}");
+    let copy = rows.iter().find(|r| r["name"] == "copy.1" && r["module"] == "jit_stage").expect("jit_stage's copy");
+    assert_eq!(copy["executions"], copy["count"], "{copy}");
+    assert_eq!(copy["executions"].as_u64(), thunks.get("copy.1").copied(), "{copy}");
+    // Back-to-back launches of one GEMM (ROCm, whose launch calls sit on a line of
+    // their own): one execution each, 3 per program, as their correlation ids count.
+    let g = json(&["ops", &xplane("rocm-mi300x-gemm"), "--top", "0"]);
+    for r in g["ops"].as_array().unwrap().iter().filter(|r| r["name"] == "custom-call.1") {
+        assert_eq!((r["count"].as_u64(), r["executions"].as_u64()), (Some(3), Some(3)), "{r}");
+    }
 }

@@ -237,10 +237,17 @@ fn every_surface_reads_one_model_of_device_time() {
                 assert!(int(r, "busy_ps") > 0 && w > 0, "{f}: a device with ops is idle: {r}");
                 let u = r["utilization_pct"].as_f64().unwrap();
                 assert!((u - 100.0 * int(r, "busy_ps") as f64 / w as f64).abs() < 1e-9, "{f}: {r}");
-                shares.push((int(r, "compute_ps") as f64 / w as f64, int(r, "collective_ps") as f64 / w as f64, u));
+                // A device that computed or ran a collective in its window took part in
+                // the work; the aggregates are over the devices that did.
+                let worked = r["took_part"].as_bool().unwrap();
+                assert!(worked || parts[0] + parts[1] == 0, "{f}: a working device left out: {r}");
+                if worked {
+                    let share = |k: &str| int(r, k) as f64 / w as f64;
+                    shares.push((share("compute_ps"), share("collective_ps"), u));
+                }
             }
         }
-        // Utilisation: the same mean over devices in the summary and the devices' aggregate.
+        // Utilisation: the same mean over working devices in the summary and the devices' aggregate.
         let mean_util = shares.iter().map(|s| s.2).sum::<f64>() / shares.len().max(1) as f64;
         assert!((s["device_utilization_pct"].as_f64().unwrap() - mean_util).abs() < 1e-9, "{f}");
         assert!((d["all"]["utilization_pct"].as_f64().unwrap() - mean_util).abs() < 1e-9, "{f}");
@@ -497,10 +504,29 @@ fn a_copy_only_gpu_has_no_compute_as_tracelens_says() {
     // spread is over the one device that computed.
     assert!(d["stragglers"].as_array().unwrap().is_empty(), "{d}");
     assert_eq!(d["all"]["compute_spread_pct"].as_f64().unwrap(), 0.0);
-    // Copies are never the op profile's compute either: the summary splits the same way.
+    // A GPU that only copied took no part in the work: the run's utilisation is the
+    // working GPU's (22.8%), not diluted by the copier's 3.2% to 13.0%, and every
+    // surface names the GPU left out, with its busy time as TraceLens measures it.
+    let gpu7 = rows.iter().find(|r| r["device"] == "/device:GPU:7").unwrap();
+    assert_eq!((gpu0["took_part"].as_bool(), gpu7["took_part"].as_bool()), (Some(false), Some(true)));
+    assert_eq!((d["all"]["device_count"].as_u64(), d["all"]["working_device_count"].as_u64()), (Some(2), Some(1)));
+    let util = gpu7["utilization_pct"].as_f64().unwrap();
+    assert!((d["all"]["utilization_pct"].as_f64().unwrap() - util).abs() < 1e-9, "{d}");
     let s = json(&["summary", &path(CONV_2GPU)]);
-    let util = rows.iter().map(|r| r["utilization_pct"].as_f64().unwrap()).sum::<f64>() / rows.len() as f64;
-    assert!((s["device_utilization_pct"].as_f64().unwrap() - util).abs() < 1e-9);
+    assert!((s["device_utilization_pct"].as_f64().unwrap() - util).abs() < 1e-9, "{s}");
+    for left in [&d["left_out"], &s["devices_left_out"]] {
+        let left = left.as_array().expect("the GPU left out");
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(left[0]["device"], "/device:GPU:0");
+        assert_eq!(left[0]["busy_ps"].as_i64(), Some(peer[&(1, "busy_time".to_string())]));
+        assert_eq!(left[0]["op_count"], gpu0["op_count"]);
+    }
+    let text = ok(&["summary", &path(CONV_2GPU)]);
+    let named = format!("left out: /device:GPU:0 ({} ops", gpu0["op_count"]);
+    assert!(text.contains(&format!("device utilisation {util:.1}%")) && text.contains(&named), "{text}");
+    // Where every device worked, nothing is left out and the key is absent.
+    let d8 = json(&["devices", &path(CONV_8GPU)]);
+    assert!(d8.get("left_out").is_none() && d8["all"]["working_device_count"] == 8, "{d8}");
 }
 
 #[test]

@@ -147,6 +147,32 @@ fn diff_matches_a_renamed_fusion_by_shape() {
 }
 
 #[test]
+fn diff_keeps_the_programs_of_one_op_name_apart() {
+    // Five programs of `jit_dot` each hold a GEMM named `custom-call.1`: a run diffed
+    // against itself pairs each program's op with its own (by its HLO signature, as
+    // program ids differ between runs), all unchanged, none added or removed.
+    let f = fx("rocm-mi300x-gemm");
+    let ops = json(&["ops", &f, "--top", "0"]);
+    let gemms: Vec<&Value> = ops["ops"].as_array().unwrap().iter().filter(|r| r["name"] == "custom-call.1").collect();
+    assert_eq!(gemms.len(), 5, "{ops}");
+    let d = json(&["diff", &f, &f, "--top", "0"]);
+    let rows: Vec<&Value> = d["ops"].as_array().unwrap().iter().filter(|r| r["name"] == "custom-call.1").collect();
+    assert_eq!(rows.len(), 5, "{d}");
+    let mut totals: Vec<i64> = gemms.iter().map(|r| r["total_ps"].as_i64().unwrap()).collect();
+    let mut paired: Vec<i64> = rows
+        .iter()
+        .map(|r| {
+            assert_eq!((r["status"].as_str(), r["matched_by"].as_str()), (Some("unchanged"), Some("name")), "{r}");
+            assert_eq!(r["a_total_ps"], r["b_total_ps"], "{r}");
+            r["a_total_ps"].as_i64().unwrap()
+        })
+        .collect();
+    totals.sort_unstable();
+    paired.sort_unstable();
+    assert_eq!(paired, totals);
+}
+
+#[test]
 fn compare_lists_runs_side_by_side() {
     let runs = [fx("cpu-clean"), fx("cpu-slow"), fx("cpu-dp4")];
     let c = json(&["compare", &runs[0], &runs[1], &runs[2]]);

@@ -158,10 +158,12 @@ _XPLANE_MESSAGES = [
         (2, "opcode", "string", False, None, None),
         (3, "shape", "message", False, "ShapeProto", None),
         (7, "metadata", "message", False, "OpMetadata", None),
+        (28, "custom_call_target", "string", False, None, None),
         (30, "dot_dimension_numbers", "message", False, "DotDimensionNumbers", None),
         (35, "id", "int64", False, None, None),
         (36, "operand_ids", "int64", True, None, None),
         (38, "called_computation_ids", "int64", True, None, None),
+        (43, "backend_config", "string", False, None, None),
     ], [], False),
     ("ShapeProto", [
         (2, "element_type", "int64", False, None, None),
@@ -532,28 +534,41 @@ def hlo_protos(path):
                 yield md.name, proto.hlo_module
 
 
-def dot_flops(path):
+def dot_flops(path, by_program=False):
     """Per HLO module (by module name), per instruction that is a `dot` or a fusion
     holding dots: 2 x the dot's output elements x the product of the lhs contracting
-    dimensions, summed over the fusion's dots. One execution's FLOPs."""
+    dimensions, summed over the fusion's dots. One execution's FLOPs.
+
+    by_program: per program instead (the metadata's name, `jit_dot(49)`: one module
+    name may be several programs), with library GEMMs too (custom-calls whose
+    backend_config holds a `gemm_backend_config`, counted as their dot)."""
     out = {}
-    for _, m in hlo_protos(path):
+    for md_name, m in hlo_protos(path):
         by_id = {i.id: i for c in m.computations for i in c.instructions}
         comps = {c.id: c for c in m.computations}
+
+        def dot(out_shape, lhs, lhs_contracting):
+            n = 1
+            for d in out_shape.dimensions:
+                n *= d
+            k = 1
+            for d in lhs_contracting:
+                k *= lhs.shape.dimensions[int(d)]
+            return 2 * n * k
 
         def flops(i):
             if i.opcode != "dot":
                 return 0
-            n = 1
-            for d in i.shape.dimensions:
-                n *= d
-            lhs = by_id[i.operand_ids[0]]
-            k = 1
-            for d in i.dot_dimension_numbers.lhs_contracting_dimensions:
-                k *= lhs.shape.dimensions[d]
-            return 2 * n * k
+            return dot(i.shape, by_id[i.operand_ids[0]], i.dot_dimension_numbers.lhs_contracting_dimensions)
 
-        mine = out.setdefault(m.name, {})
+        def gemm(i):
+            if i.opcode != "custom-call" or "gemm_backend_config" not in i.backend_config:
+                return 0
+            dims = json.loads(i.backend_config)["gemm_backend_config"]["dot_dimension_numbers"]
+            result = i.shape.tuple_shapes[0] if i.shape.tuple_shapes else i.shape
+            return dot(result, by_id[i.operand_ids[0]], dims.get("lhs_contracting_dimensions", []))
+
+        mine = out.setdefault(md_name if by_program else m.name, {})
         for c in m.computations:
             for i in c.instructions:
                 if i.opcode == "dot":
@@ -563,6 +578,8 @@ def dot_flops(path):
                     f = sum(flops(x) for x in body.instructions) if body else 0
                     if f:
                         mine[i.name] = f
+                elif by_program and gemm(i):
+                    mine[i.name] = gemm(i)
     return out
 
 
@@ -649,6 +666,8 @@ def main(argv=None):
     p.add_argument("--prefixes", default="", help="comma-separated name prefixes")
     p = sub.add_parser("dot-flops", help="FLOPs of each dot and dot fusion, per module, as JSON")
     p.add_argument("path")
+    p.add_argument("--by-program", action="store_true",
+                   help="per program (jit_dot(49)) instead of per module name, library GEMMs too")
     p = sub.add_parser("hlo-opcodes", help="each HLO instruction's opcode, per module, as JSON")
     p.add_argument("path")
     p = sub.add_parser("sources", help="each HLO instruction's Python stack, per module, as JSON")
@@ -677,7 +696,7 @@ def main(argv=None):
         evs = host_events(a.path, set(a.names.split(",")) - {""}, a.prefixes.split(","))
         print(json.dumps(evs, separators=(",", ":")))
     elif a.cmd == "dot-flops":
-        print(json.dumps(dot_flops(a.path), separators=(",", ":")))
+        print(json.dumps(dot_flops(a.path, a.by_program), separators=(",", ":")))
     elif a.cmd == "hlo-opcodes":
         print(json.dumps(hlo_opcodes(a.path), separators=(",", ":")))
     elif a.cmd == "sources":

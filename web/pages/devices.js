@@ -15,12 +15,20 @@ export async function render(view, ctx) {
   }
   const a = d.all;
   view.append(el('div', { class: 'cards', id: 'dev-cards' },
-    card('devices', count(a.device_count), `on ${count(a.host_count)} host(s)`),
-    card('utilisation', pct(a.utilization_pct), 'busy share of each device’s window'),
+    card('devices', count(a.device_count), a.working_device_count === a.device_count
+      ? `on ${count(a.host_count)} host(s)`
+      : `on ${count(a.host_count)} host(s), ${count(a.working_device_count)} working`),
+    card('utilisation', pct(a.utilization_pct), 'busy share of each working device’s window'),
     card('compute', dur(a.compute_ps), 'all devices'),
     card('collectives', dur(a.collective_ps), 'all devices'),
     card('compute spread', pct(a.compute_spread_pct), '(max − min) / median'),
   ));
+
+  if (d.left_out && d.left_out.length) {
+    // Devices that only copied: no part of the run's numbers.
+    view.append(el('p', { class: 'muted', id: 'dev-left-out' },
+      `left out: ${d.left_out.map(l => `${l.host} ${l.device} (${count(l.op_count)} ops, ${dur(l.busy_ps)})`).join(', ')}, which ran only copies (no compute, no collective)`));
+  }
 
   view.append(el('h2', {}, `Stragglers (${d.stragglers.length})`));
   if (!d.stragglers.length) {
@@ -56,7 +64,7 @@ export async function render(view, ctx) {
       { key: 'window_ps', label: 'window', num: true, fmt: dur },
       { key: 'window_source', label: 'window from', fmt: v => String(v).replace(/_/g, ' ') },
       { key: 'op_count', label: 'ops', num: true, fmt: count },
-      { key: 'straggler', label: 'straggler', fmt: v => (v ? el('span', { class: 'straggler' }, 'straggler') : '') },
+      { key: 'straggler', label: 'straggler', fmt: (v, r) => (v ? el('span', { class: 'straggler' }, 'straggler') : (r.took_part === false ? 'no work' : '')) },
     ],
     rows: d.devices,
     sort: 'compute_ps',

@@ -10,8 +10,9 @@ export const title = 'Op profile';
 /** Columns of an op table grouped `by`. */
 export function opColumns(by) {
   const first = { op: 'op', category: 'category', module: 'module', scope: 'scope', line: 'line', stack: 'stack' }[by] || 'op';
-  const cols = [by === 'op' ? { key: 'name', label: first, fmt: (v, r) => opLink(v, r.module) } : { key: 'name', label: first }];
-  if (by === 'op') cols.push({ key: 'module', label: 'module' }, { key: 'category', label: 'category' });
+  // An op several programs hold: its row's program (`jit_dot(49)`) stands for the module.
+  const cols = [by === 'op' ? { key: 'name', label: first, fmt: (v, r) => opLink(v, r.program || r.module) } : { key: 'name', label: first }];
+  if (by === 'op') cols.push({ key: 'module', label: 'module', fmt: (v, r) => r.program || v }, { key: 'category', label: 'category' });
   cols.push(
     { key: 'self_ps', label: 'self', num: true, fmt: dur },
     { key: 'device_time_pct', label: '%', num: true, fmt: v => pct(v) },

@@ -19,7 +19,9 @@ export async function render(view, ctx) {
     card('median step', dur(t.median_ps), `p90 ${dur(t.p90_ps)}`),
     card('min / max', `${dur(t.min_ps)} / ${dur(t.max_ps)}`),
     s.environment.devices.length
-      ? card('device utilisation', pct(s.device_utilization_pct), 'busy share of step time')
+      ? card('device utilisation', pct(s.device_utilization_pct), (s.devices_left_out || []).length
+        ? `busy share of step time; left out: ${s.devices_left_out.map(l => l.device).join(', ')} (only copies)`
+        : 'busy share of step time')
       : card('device utilisation', '—', 'no device activity recorded'),
   ));
 

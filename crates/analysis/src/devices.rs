@@ -23,6 +23,34 @@ pub struct Devices {
     /// Every device together.
     pub all: Aggregate,
     pub stragglers: Vec<Straggler>,
+    /// The devices left out of the aggregates ([`left_out`]); absent where none is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
+}
+
+/// A device that took no part in the run's work: it ran ops (copies, waits on copies)
+/// but no compute and no collective, so the run's aggregates leave it out.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LeftOut {
+    pub host: String,
+    pub device: String,
+    pub op_count: u64,
+    /// The time its ops ran.
+    pub busy_ps: i64,
+}
+
+/// The devices the run's aggregates leave out (see [`LeftOut`]), in device order.
+pub fn left_out(profile: &Profile) -> Vec<LeftOut> {
+    let model = profile.device_time();
+    (profile.devices().iter().zip(&model.devices))
+        .filter(|(_, t)| !t.took_part)
+        .map(|(d, t)| LeftOut {
+            host: d.host.to_string(),
+            device: d.name.clone(),
+            op_count: d.cached_ops().recs.len() as u64,
+            busy_ps: t.busy_ps,
+        })
+        .collect()
 }
 
 /// One device.
@@ -66,6 +94,10 @@ pub struct DeviceRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idle_launching_ps: Option<i64>,
     pub utilization_pct: f64,
+    /// Whether the device took part in the run's work (ran a compute op or a
+    /// collective); one that did not (it only copied) is left out of the host's and
+    /// the run's aggregates and of the stragglers' comparison.
+    pub took_part: bool,
     pub straggler: bool,
 }
 
@@ -76,7 +108,8 @@ pub struct HostRow {
     pub device_count: u64,
     pub step_count: u64,
     pub step_mean_ps: i64,
-    /// Mean over the host's devices.
+    /// Mean over the host's devices that took part in the work (all of them where
+    /// none did).
     pub compute_ps: i64,
     pub collective_ps: i64,
     pub utilization_pct: f64,
@@ -89,6 +122,9 @@ pub struct HostRow {
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Aggregate {
     pub device_count: u64,
+    /// Of `device_count`, those that took part in the run's work: utilisation and
+    /// compute spread are theirs.
+    pub working_device_count: u64,
     pub host_count: u64,
     pub busy_ps: i64,
     pub compute_ps: i64,
@@ -118,15 +154,25 @@ pub fn devices(profile: &Profile) -> Devices {
     let devs = profile.devices();
     let mut rows: Vec<DeviceRow> = devs.iter().zip(&model.devices).map(|(d, t)| device_row(d, t)).collect();
     let mut stragglers = Vec::new();
-    // Devices against the other devices of their host.
+    // Devices against their peers: the other working devices of their host whose main
+    // program is theirs.
+    let programs: Vec<&str> = devs.iter().map(main_program).collect();
     for h in &profile.hosts {
-        let ix: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].host == h.host).collect();
-        let compute: Vec<i64> = ix.iter().map(|&i| rows[i].compute_ps).collect();
-        let coll: Vec<i64> = ix.iter().map(|&i| rows[i].collective_ps).collect();
-        for (k, s) in outliers(&compute, &coll) {
-            let r = &mut rows[ix[k]];
-            r.straggler = true;
-            stragglers.push(Straggler { host: r.host.clone(), device: r.device.clone(), ..s });
+        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+        for i in (0..rows.len()).filter(|&i| rows[i].host == h.host && rows[i].took_part) {
+            match groups.iter_mut().find(|(p, _)| *p == programs[i]) {
+                Some((_, ix)) => ix.push(i),
+                None => groups.push((programs[i], vec![i])),
+            }
+        }
+        for (_, ix) in groups {
+            let compute: Vec<i64> = ix.iter().map(|&i| rows[i].compute_ps).collect();
+            let coll: Vec<i64> = ix.iter().map(|&i| rows[i].collective_ps).collect();
+            for (k, s) in outliers(&compute, &coll) {
+                let r = &mut rows[ix[k]];
+                r.straggler = true;
+                stragglers.push(Straggler { host: r.host.clone(), device: r.device.clone(), ..s });
+            }
         }
     }
     let mut hosts: Vec<HostRow> = profile
@@ -134,12 +180,14 @@ pub fn devices(profile: &Profile) -> Devices {
         .iter()
         .enumerate()
         .map(|(hi, h)| {
-            let mine: Vec<&DeviceRow> = rows.iter().filter(|r| r.host == h.host).collect();
+            let all: Vec<&DeviceRow> = rows.iter().filter(|r| r.host == h.host).collect();
+            let working: Vec<&DeviceRow> = all.iter().copied().filter(|r| r.took_part).collect();
+            let mine = if working.is_empty() { &all } else { &working };
             let n = mine.len().max(1) as i64;
             let host_steps: Vec<i64> = st.steps.iter().filter(|s| s.host == h.host).map(|s| s.duration_ps).collect();
             HostRow {
                 host: h.host.clone(),
-                device_count: mine.len() as u64,
+                device_count: all.len() as u64,
                 step_count: host_steps.len() as u64,
                 step_mean_ps: sum_ps(host_steps.iter().copied()) / host_steps.len().max(1) as i64,
                 compute_ps: sum_ps(mine.iter().map(|r| r.compute_ps)) / n,
@@ -159,7 +207,7 @@ pub fn devices(profile: &Profile) -> Devices {
     }
     let compute: Vec<i64> = {
         // Devices that ran no compute (copy-only ones) are no peers of those that did.
-        let mut v: Vec<i64> = rows.iter().map(|r| r.compute_ps).filter(|&c| c > 0).collect();
+        let mut v: Vec<i64> = rows.iter().filter(|r| r.took_part).map(|r| r.compute_ps).filter(|&c| c > 0).collect();
         v.sort_unstable();
         v
     };
@@ -167,18 +215,27 @@ pub fn devices(profile: &Profile) -> Devices {
     let busy_ps = sum_ps(rows.iter().map(|r| r.busy_ps));
     let all = Aggregate {
         device_count: rows.len() as u64,
+        working_device_count: rows.iter().filter(|r| r.took_part).count() as u64,
         host_count: profile.hosts.len() as u64,
         busy_ps,
         compute_ps: sum_ps(rows.iter().map(|r| r.compute_ps)),
         collective_ps: sum_ps(rows.iter().map(|r| r.collective_ps)),
-        // The summary's: the mean over devices with a window.
+        // The summary's: the mean over the working devices.
         utilization_pct: model.utilization_pct(),
         compute_spread_pct: match (compute.first(), compute.last()) {
             (Some(lo), Some(hi)) if median > 0 => pct(hi.saturating_sub(*lo), median),
             _ => 0.0,
         },
     };
-    Devices { schema: "stepscope.devices/1", run: profile.run.clone(), devices: rows, hosts, all, stragglers }
+    Devices {
+        schema: "stepscope.devices/1",
+        run: profile.run.clone(),
+        devices: rows,
+        hosts,
+        all,
+        stragglers,
+        left_out: left_out(profile),
+    }
 }
 
 /// One device's row, from its timeline (stragglers are marked later, against its peers).
@@ -203,8 +260,24 @@ fn device_row(d: &Device, t: &DeviceTimeline) -> DeviceRow {
         idle_queued_ps: t.idle_queued_ps,
         idle_launching_ps: t.idle_launching_ps,
         utilization_pct: t.utilization_pct(),
+        took_part: t.took_part,
         straggler: false,
     }
+}
+
+/// The program device `d` spent the most op time in (its ops' module name; "" for
+/// none): devices are peers of the devices whose main program is the same, so a
+/// device that also ran a small program of its own (a metric, a `device_put`) keeps
+/// its peers.
+fn main_program<'a>(d: &Device<'a>) -> &'a str {
+    let ops = d.cached_ops();
+    let mut time = vec![0i64; ops.names.len()];
+    for r in &ops.recs {
+        let t = &mut time[r.module as usize];
+        *t = t.saturating_add(ops.op_ps(r, d.plane));
+    }
+    let best = (0..time.len()).filter(|&m| time[m] > 0).max_by_key(|&m| (time[m], std::cmp::Reverse(m)));
+    best.map_or("", |m| &ops.names[m])
 }
 
 /// The mean of `values` (0 for none).

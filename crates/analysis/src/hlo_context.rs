@@ -24,8 +24,15 @@ pub struct HloContext {
     /// One execution's FLOPs, transcendentals and bytes by stepscope's cost model over
     /// the HLO ([`crate::cost`]), whatever the profile records.
     pub cost: Cost,
-    /// The op's op-profile row, when it ran in the capture.
+    /// The op's op-profile row, when it ran in the capture: this program's.
     pub profile: Option<OpRow>,
+    /// The program shown (`jit_dot(49)`, the module's metadata name).
+    pub program: String,
+    /// Other programs of the module's name that hold an instruction of this name
+    /// (a jitted function compiled for several shapes), newest first: `--module
+    /// jit_dot(34)` shows one of them. Absent where there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_programs: Vec<String>,
 }
 
 /// One HLO instruction.
@@ -103,10 +110,20 @@ pub fn hlo_context(profile: &Profile, op: &str, module: Option<&str>) -> Option<
                 .fused_body(instr)
                 .map(|body| body.instructions.iter().map(|i| instruction(m, i)).collect())
                 .unwrap_or_default();
+            // This program's row (a row of no program id: the only one of its name).
             let row = ops::ops(profile, GroupBy::Op, 0).ops.into_iter().find(|r| {
                 r.name == op
                     && (r.module.is_empty() || r.module == m.name || entry.metadata_name.starts_with(&r.module))
+                    && r.program_id.is_none_or(|p| p as i64 == entry.program_id)
             });
+            let other_programs = modules
+                .entries()
+                .iter()
+                .rev()
+                .filter(|e| e.name == m.name && e.program_id != entry.program_id)
+                .filter(|e| e.module().is_ok_and(|o| o.instruction(op).is_some()))
+                .map(|e| e.metadata_name.clone())
+                .collect();
             return Some(HloContext {
                 schema: "stepscope.hlo/1",
                 host: space.host.clone(),
@@ -117,6 +134,8 @@ pub fn hlo_context(profile: &Profile, op: &str, module: Option<&str>) -> Option<
                 fused_body,
                 cost: crate::cost::cost(m, instr),
                 profile: row,
+                program: entry.metadata_name.clone(),
+                other_programs,
             });
         }
     }

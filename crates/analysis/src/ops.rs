@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use crate::peaks::Peaks;
 use crate::source::{self, SourceFrame};
+use stepscope_model::executions::{same_execution, Execution, Executions};
 pub use stepscope_model::hlo_ops::instruction;
 use stepscope_model::records::{stat_u64, FastMap, RecStats};
 use stepscope_model::stats::sum_ps;
@@ -66,10 +67,11 @@ pub struct OpRow {
     pub module: String,
     pub category: String,
     pub count: u64,
-    /// Executions of the op: `count`, except on GPUs, where a run of one XLA op's
-    /// kernels back to back on a stream is one execution (a split-K GEMM's two
-    /// kernels; a copy of no module, `MemcpyH2D` of a `device_put`, is one each).
-    /// FLOPs and bytes from the HLO are one execution's times this.
+    /// Executions of the op: `count`, except on GPUs, where the kernels one execution
+    /// of an XLA op launched are one ([`stepscope_model::executions`]: a library GEMM
+    /// with its memset, a split-K GEMM's two kernels; back-to-back launches of one op
+    /// are as many executions; a copy of no module, `MemcpyH2D` of a `device_put`, is
+    /// one each). FLOPs and bytes from the HLO are one execution's times this.
     pub executions: u64,
     pub total_ps: i64,
     /// Total minus the time of ops nested inside it.
@@ -103,12 +105,18 @@ pub struct OpRow {
     /// any of the row's ops does. Absent where the op has no HLO.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub multiplies_matrices: Option<bool>,
-    /// By module: the XLA program's id (`program_id`), when the profile gives one. A
-    /// jitted function compiled for several shapes is one module name with several
-    /// programs, each its own row; where names repeat, `name` carries the id,
+    /// By module, op, line and stack: the XLA program's id (`program_id`), when the
+    /// profile gives one. A jitted function compiled for several shapes (or two
+    /// functions of one name) is one module name with several programs, each its own
+    /// row; where module names repeat, a module row's `name` carries the id,
     /// `jit_dot(49)`, as XProf names them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub program_id: Option<u64>,
+    /// By op, where several programs hold an op of this name and module: this row's
+    /// program, `jit_dot(49)` (each program's op is its own row, with its own HLO
+    /// cost). Absent where the op's name and module are one program's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
     /// By op, for GPU kernels that ran in an XLA command buffer: the `hlo_op` the
     /// profile gave them (the buffer's, e.g. `command_buffer_1`), where stepscope
     /// credits them to this op instead. Absent otherwise.
@@ -186,6 +194,8 @@ struct Occurrence<'a, 'o> {
     line: u32,
     /// The op's XLA program (`program_id`).
     program: Option<u64>,
+    /// A GPU kernel's link to its host launch (`correlation_id`).
+    corr: Option<i64>,
     self_ps: i64,
     category: &'o Text<'a>,
     scope: &'o Text<'a>,
@@ -193,20 +203,11 @@ struct Occurrence<'a, 'o> {
     bytes: Option<u64>,
 }
 
-/// Whether a GPU kernel (name id, module id, line) continues the execution of the
-/// kernel before it in its device's records: the same XLA op of a module on the same
-/// stream (a split-K GEMM's two kernels). A kernel or copy of no module (`MemcpyH2D` of
-/// a `device_put`) is an execution of its own. The op profile's `executions` and the
-/// timeline's `XLA Ops` boxes both count by this.
-pub(crate) fn same_execution(previous: (u32, u32, u32), next: (u32, u32, u32), module: &str) -> bool {
-    previous == next && !module.is_empty()
-}
-
 /// A row being summed up, one occurrence at a time.
 struct Acc<'a> {
     name: Text<'a>,
     module: &'a str,
-    /// By module: the program's id.
+    /// By op, module, line and stack: the program's id.
     program: Option<u64>,
     count: u64,
     total_ps: i64,
@@ -344,8 +345,10 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     for (r, s) in rows.iter_mut().zip(stacks) {
         r.stack = s;
     }
-    if by == GroupBy::Module {
-        name_programs(&mut rows);
+    match by {
+        GroupBy::Module => name_programs(&mut rows),
+        GroupBy::Op => label_programs(&mut rows),
+        _ => {}
     }
     rows.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
     Ops { schema: "stepscope.ops/1", by, op_time_ps, ops: rows }
@@ -355,6 +358,9 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
 /// device's ops in parallel, then joined chunk by chunk in order.
 fn summed<'p>(profile: &'p Profile, hlo: &[HloModules], by: GroupBy, scope_depth: usize) -> Vec<Acc<'p>> {
     let devices = profile.devices();
+    // Each GPU's kernel launches tell its op executions apart (read before going parallel).
+    let executions: Vec<Executions> =
+        devices.iter().map(|d| stepscope_model::profile::executions(profile, d)).collect();
     devices.par_iter().for_each(|d| {
         d.cached_ops();
     });
@@ -367,7 +373,7 @@ fn summed<'p>(profile: &'p Profile, hlo: &[HloModules], by: GroupBy, scope_depth
         .into_par_iter()
         .map(|(di, range)| {
             let d = &devices[di];
-            let rows = chunk_rows(d, &hlo[d.host_index], range.clone(), by, scope_depth);
+            let rows = chunk_rows(d, &hlo[d.host_index], executions[di], range.clone(), by, scope_depth);
             release_chunk(d, range);
             rows
         })
@@ -519,8 +525,28 @@ fn name_programs(rows: &mut [OpRow]) {
     }
 }
 
-/// A row's key: its name (op, category, module or scope); by op, its module; by
-/// module, its program (else [`NO_PROGRAM`]).
+/// Rows by op whose name and module several programs share (a jitted function compiled
+/// for several shapes, or two functions of one name) get their program,
+/// `jit_dot(49)`, in [`OpRow::program`]: one row per program, told apart.
+fn label_programs(rows: &mut [OpRow]) {
+    let mut programs: FastMap<(&str, &str), u32> = FastMap::default();
+    for r in rows.iter().filter(|r| r.program_id.is_some()) {
+        *programs.entry((&r.name, &r.module)).or_default() += 1;
+    }
+    let repeated: std::collections::HashSet<(String, String)> = programs
+        .into_iter()
+        .filter(|&(_, n)| n > 1)
+        .map(|((name, module), _)| (name.to_string(), module.to_string()))
+        .collect();
+    for r in rows.iter_mut() {
+        if let Some(id) = r.program_id.filter(|_| repeated.contains(&(r.name.clone(), r.module.clone()))) {
+            r.program = Some(format!("{}({id})", r.module));
+        }
+    }
+}
+
+/// A row's key: its name (op, category, module or scope); by op, its module; by op,
+/// module, line and stack, its program (else [`NO_PROGRAM`]).
 type Key<'a> = (Text<'a>, &'a str, u64);
 
 /// A key's program where rows are not split by program.
@@ -560,8 +586,10 @@ fn release_chunk(d: &Device, range: std::ops::Range<usize>) {
 const OP_CHUNK: usize = if cfg!(debug_assertions) { 1 << 6 } else { 1 << 16 };
 
 /// Adds to `out` the ops `range` of one line, cut into chunks of about [`OP_CHUNK`]
-/// where they are in time order and no op before the cut ends after it starts (so no
-/// op nests in one of another chunk); left whole when they are not in time order.
+/// where they are in time order, no op before the cut ends after it starts (so no op
+/// nests in one of another chunk) and the ops on either side are not one op's (so no
+/// execution's kernels are split: [`same_execution`]); left whole when they are not in
+/// time order.
 fn cut_line(d: &Device, range: std::ops::Range<usize>, out: &mut Vec<std::ops::Range<usize>>) {
     if range.len() < 2 * OP_CHUNK {
         out.push(range);
@@ -577,7 +605,9 @@ fn cut_line(d: &Device, range: std::ops::Range<usize>, out: &mut Vec<std::ops::R
             out.push(range);
             return;
         }
-        if i - from >= OP_CHUNK && start >= max_end {
+        let same_op =
+            i > range.start && (ops.recs[i].name, ops.recs[i].module) == (ops.recs[i - 1].name, ops.recs[i - 1].module);
+        if i - from >= OP_CHUNK && start >= max_end && !same_op {
             out.push(from..i);
             from = i;
         }
@@ -590,6 +620,7 @@ fn cut_line(d: &Device, range: std::ops::Range<usize>, out: &mut Vec<std::ops::R
 fn chunk_rows<'a>(
     d: &Device<'a>,
     hlo: &HloModules,
+    executions: Executions,
     range: std::ops::Range<usize>,
     by: GroupBy,
     scope_depth: usize,
@@ -606,18 +637,19 @@ fn chunk_rows<'a>(
     let names = &d.cached_ops().names;
     let mut recent: Vec<(u32, u64, usize)> = vec![NONE; names.len()];
     let peaks = crate::peaks::of(d);
-    // GPU kernels: the previous occurrence's op and stream, to count a run of one XLA
-    // op's kernels as one execution ([`same_execution`]).
+    // GPU kernels: the previous occurrence's op, stream and execution, to count the
+    // kernels of one execution of an XLA op once ([`same_execution`]).
     let kernels = d.source == stepscope_model::OpSource::Kernels;
-    let mut previous: Option<(u32, u32, u32)> = None;
+    let mut previous: Option<((u32, u32, u32), Option<Execution>)> = None;
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
-        let at = (o.ids.0, o.ids.1, o.line);
+        let at =
+            ((o.ids.0, o.ids.1, o.line), kernels.then(|| executions.of(o.corr, &names[o.ids.0 as usize])).flatten());
         let continues = previous.is_some_and(|p| same_execution(p, at, &names[o.ids.1 as usize]));
         let execution = u64::from(!kernels || !continues);
         previous = Some(at);
         let program = match by {
-            GroupBy::Module | GroupBy::Line | GroupBy::Stack => o.program.unwrap_or(NO_PROGRAM),
-            _ => NO_PROGRAM,
+            GroupBy::Op | GroupBy::Module | GroupBy::Line | GroupBy::Stack => o.program.unwrap_or(NO_PROGRAM),
+            GroupBy::Category | GroupBy::Scope => NO_PROGRAM,
         };
         let ids = match by {
             GroupBy::Op | GroupBy::Line | GroupBy::Stack => Some((o.ids.0, o.ids.1, program)),
@@ -737,6 +769,7 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
         roof_pct,
         multiplies_matrices: a.matrix,
         program_id: a.program,
+        program: None,
         command_buffer: a.command_buffer.map(str::to_string),
         stack: None,
     }
@@ -910,7 +943,8 @@ fn each_occurrence<'a>(
         };
         let ids = (rec.name, rec.module);
         let op_ps = ops.op_ps(rec, d.plane);
-        f(Occurrence { op_ps, ids, line: rec.line, program, self_ps, category, scope, flops, bytes });
+        let corr = ops.correlation_id(rec);
+        f(Occurrence { op_ps, ids, line: rec.line, program, corr, self_ps, category, scope, flops, bytes });
     }
 }
 

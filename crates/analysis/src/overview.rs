@@ -14,8 +14,8 @@ use stepscope_model::{Device, DeviceKind, Profile};
 pub use stepscope_model::device_time::is_collective;
 
 /// What one average step spent its time on, ps: the device-time model's parts
-/// ([`crate::device_time`]) as shares of each device's window, averaged over devices,
-/// times the mean step. The parts add up to `step_ps`.
+/// ([`crate::device_time`]) as shares of each device's window, averaged over the
+/// devices that took part in the work, times the mean step. The parts add up to `step_ps`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Breakdown {
     /// Mean step duration.
@@ -89,8 +89,13 @@ pub struct Overview {
     pub step_count: u64,
     pub step_time: Distribution,
     pub breakdown: Breakdown,
-    /// Device busy share of step time (mean over devices), percent.
+    /// Device busy share of step time (mean over the devices that took part in the
+    /// work), percent.
     pub device_utilization_pct: f64,
+    /// The devices that took no part in the work (they only copied), left out of the
+    /// breakdown and utilisation; absent where none is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices_left_out: Vec<crate::devices::LeftOut>,
     /// FLOPs the devices ran per step, mean over the steps (the executed program's,
     /// from the profile or the HLO); null where no device's peak FLOP/s is known.
     pub flops_per_step: Option<f64>,
@@ -140,6 +145,7 @@ pub fn overview(profile: &Profile, top: usize) -> Overview {
         step_time,
         breakdown,
         device_utilization_pct,
+        devices_left_out: crate::devices::left_out(profile),
         flops_per_step,
         flops_utilization_pct,
         environment: environment(profile, &devices),
@@ -148,18 +154,18 @@ pub fn overview(profile: &Profile, top: usize) -> Overview {
 }
 
 /// The average step of `step_ps` split as the devices' windows are: each part's share
-/// of each device's window, averaged over the devices with a window. The shares are
+/// of each device's window, averaged over the working devices ([`DeviceTime::working`]). The shares are
 /// rounded as running totals (each part is the rounded total up to it less the one
 /// before it), and idle takes what is left: the parts add up to `step_ps` exactly and
 /// none is negative.
 fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
-    let with_window: Vec<&DeviceTimeline> = model.with_window().collect();
+    let working: Vec<&DeviceTimeline> = model.working().collect();
     let mut ps = [0i64; Part::ALL.len()];
-    if !with_window.is_empty() {
+    if !working.is_empty() {
         let (mut share_so_far, mut ps_so_far) = (0.0f64, 0i64);
         for part in Part::ALL.into_iter().filter(|p| *p != Part::Idle) {
-            let mean: f64 = with_window.iter().map(|t| t.part_ps(part) as f64 / t.window_ps() as f64).sum::<f64>()
-                / with_window.len() as f64;
+            let mean: f64 = working.iter().map(|t| t.part_ps(part) as f64 / t.window_ps() as f64).sum::<f64>()
+                / working.len() as f64;
             share_so_far = (share_so_far + mean).min(1.0);
             let upto = ((share_so_far * step_ps as f64).round() as i64).clamp(ps_so_far, step_ps.max(ps_so_far));
             ps[part.index()] = upto - ps_so_far;
@@ -171,9 +177,8 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
     let device_idle_ps = step_ps.saturating_sub(named).max(0);
     // The idle parts' mean shares of the windows, rounded as running totals too.
     let share = |of: fn(&DeviceTimeline) -> Option<i64>| {
-        let shares: Vec<f64> =
-            with_window.iter().filter_map(|t| of(t).map(|q| q as f64 / t.window_ps() as f64)).collect();
-        (!shares.is_empty()).then(|| shares.iter().sum::<f64>() / with_window.len() as f64)
+        let shares: Vec<f64> = working.iter().filter_map(|t| of(t).map(|q| q as f64 / t.window_ps() as f64)).collect();
+        (!shares.is_empty()).then(|| shares.iter().sum::<f64>() / working.len() as f64)
     };
     let queued_share = share(|t| t.idle_queued_ps);
     let device_idle_queued_ps = queued_share.map(|q| ((q * step_ps as f64).round() as i64).clamp(0, device_idle_ps));

@@ -4,7 +4,7 @@
 use rayon::prelude::*;
 
 use stepscope_model::device::{Device, OpSource};
-pub use stepscope_model::profile::{active_intervals, busy_intervals, cached, host_compile_events};
+pub use stepscope_model::profile::{active_intervals, busy_intervals, cached, host_compile_events, took_part};
 use stepscope_model::records::FastMap;
 use stepscope_model::stats::Intervals;
 pub use stepscope_model::steps::*;
@@ -28,11 +28,11 @@ pub fn steps(profile: &Profile) -> Steps {
 /// launch's step. Op records and steps are read in parallel pieces.
 pub(crate) fn launched_work(profile: &Profile, steps: &mut [Step]) {
     let devices = profile.devices();
-    let base = profile.time_base();
+    let launches = profile.launches();
     for (hi, space) in profile.hosts.iter().enumerate() {
         let gpus: Vec<&Device> =
             devices.iter().filter(|d| d.host_index == hi && d.source == OpSource::Kernels).collect();
-        let Some(host) = base.hosts.get(hi).filter(|h| !h.launches.is_empty() && !gpus.is_empty()) else { continue };
+        let Some(host) = launches.get(hi).filter(|l| !l.is_empty() && !gpus.is_empty()) else { continue };
         // This host's steps, by start.
         let mut mine: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].host == space.host).collect();
         mine.sort_by_key(|&i| steps[i].start_ps);
@@ -41,7 +41,7 @@ pub(crate) fn launched_work(profile: &Profile, steps: &mut [Step]) {
             (t < steps[mine[k]].end_ps()).then_some(k)
         };
         let launched: FastMap<i64, usize> =
-            host.launches.iter().filter_map(|(c, (start, _))| step_at(start).map(|k| (c, k))).collect();
+            host.iter().filter_map(|(c, (start, _))| step_at(start).map(|k| (c, k))).collect();
         if launched.is_empty() {
             continue;
         }

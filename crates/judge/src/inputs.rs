@@ -86,7 +86,8 @@ impl Inputs {
 
 /// Mean XLA program launches per step (per device), and per module, largest first.
 fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f64)>) {
-    let devices = profile.devices();
+    let mut devices = profile.devices();
+    devices.retain(|d| steps::took_part(profile, d));
     let mut per_module: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
     let windows = |host: &str| -> Vec<(i64, i64)> {
         steps.steps.iter().filter(|s| s.host == host).map(|s| (s.start_ps, s.end_ps())).collect()
@@ -153,7 +154,8 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
 
 /// Per step (by index): device idle from the step's start to its first op.
 fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
-    let devices = profile.devices();
+    let mut devices = profile.devices();
+    devices.retain(|d| steps::took_part(profile, d));
     let busy: Vec<(&str, &Intervals)> = devices.iter().map(|d| (d.host, steps::active_intervals(profile, d))).collect();
     steps
         .steps

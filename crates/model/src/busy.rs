@@ -29,6 +29,12 @@ impl OpKinds {
             false => &self.spans[Part::Compute.index()],
         }
     }
+
+    /// True when the device ran a compute op or a collective: it took part in the
+    /// run's work (one that only copied, or waited on copies, did not).
+    pub fn ran_work(&self, busy: &Intervals) -> bool {
+        !self.compute(busy).spans().is_empty() || !self.spans[Part::Collective.index()].spans().is_empty()
+    }
 }
 
 /// What one pass over a device's ops measures (stage 2, [`measure_ops`]).

@@ -52,6 +52,10 @@ pub enum WindowSource {
 
 /// One device's time.
 pub struct DeviceTimeline {
+    /// Whether the device took part in the run's work (ran a compute op or a
+    /// collective: [`crate::time_base::TimeBase::took_part`]). The run's aggregates
+    /// are taken over the devices that did ([`DeviceTime::working`]).
+    pub took_part: bool,
     /// Where [`DeviceTimeline::window`] comes from.
     pub window_source: WindowSource,
     /// The spans the device is measured in, sorted and disjoint.
@@ -99,14 +103,15 @@ pub struct DeviceTime {
 }
 
 impl DeviceTime {
-    /// The devices that have a window to be measured in.
-    pub fn with_window(&self) -> impl Iterator<Item = &DeviceTimeline> {
-        self.devices.iter().filter(|t| t.window_ps() > 0)
+    /// The devices the run's aggregates are taken over: those that took part in its
+    /// work and have a window to be measured in.
+    pub fn working(&self) -> impl Iterator<Item = &DeviceTimeline> {
+        self.devices.iter().filter(|t| t.took_part && t.window_ps() > 0)
     }
 
-    /// The run's utilisation: the mean over devices with a window of their busy share.
+    /// The run's utilisation: the mean of the working devices' busy shares.
     pub fn utilization_pct(&self) -> f64 {
-        let (sum, n) = self.with_window().fold((0.0, 0usize), |(s, n), t| (s + t.utilization_pct(), n + 1));
+        let (sum, n) = self.working().fold((0.0, 0usize), |(s, n), t| (s + t.utilization_pct(), n + 1));
         if n == 0 {
             0.0
         } else {
@@ -121,14 +126,15 @@ pub fn build(devices: &[Device], base: &TimeBase) -> DeviceTime {
         .par_iter()
         .map(|d| {
             let (busy, host) = (&base.busy[d.index], base.hosts.get(d.host_index));
-            timeline(
+            let timeline = timeline(
                 &base.kinds[d.index],
                 window(d, &base.steps, busy),
                 busy,
                 &base.active[d.index],
                 host.map(|h| [&h.compile, &h.to_device, &h.to_host]),
                 base.launched[d.index].as_ref(),
-            )
+            );
+            DeviceTimeline { took_part: base.took_part[d.index], ..timeline }
         })
         .collect();
     DeviceTime { devices }
@@ -238,5 +244,14 @@ fn timeline(
         None => (None, None),
     };
     let collective_ops = k.spans[Part::Collective.index()].within(&window);
-    DeviceTimeline { window_source, window, parts_ps, busy_ps, collective_ops, idle_queued_ps, idle_launching_ps }
+    DeviceTimeline {
+        took_part: true,
+        window_source,
+        window,
+        parts_ps,
+        busy_ps,
+        collective_ops,
+        idle_queued_ps,
+        idle_launching_ps,
+    }
 }

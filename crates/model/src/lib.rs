@@ -13,6 +13,7 @@
 //! - [`steps`]: the steps and the host events they are measured against;
 //! - [`busy`]: one pass over each device's ops (busy, active, kinds, launch gaps);
 //! - [`time_base`] (stage 2): the above for every device, and the steps measured;
+//! - [`executions`]: which of a GPU op's kernels make one execution of it;
 //! - [`device_time`] (stage 3): every device's window split into named parts;
 //! - [`host_scopes`]: the user's host scopes and input work;
 //! - [`profile`]: [`Profile`], which holds the stages and computes each once, in order.
@@ -26,6 +27,7 @@ pub mod derived;
 pub mod device;
 pub mod device_time;
 pub mod discover;
+pub mod executions;
 pub mod hlo_ops;
 pub mod host_scopes;
 pub mod kinds;

@@ -5,8 +5,10 @@
 //! 1. [`DeviceSet`] ([`crate::discover`]): the device descriptors and every device's op
 //!    records (names interned, no stat lookups after this pass);
 //! 2. [`TimeBase`] ([`crate::time_base`]): each device's busy and active intervals and
-//!    its ops' kinds (one pass over its ops), the hosts' compile events, host-side
-//!    copies and GPU launches (one pass over each host plane), and the steps, measured;
+//!    its ops' kinds (one pass over its ops), the hosts' compile events and host-side
+//!    copies (one pass over each host plane), and the steps, measured; before it, the
+//!    hosts' GPU launches ([`Profile::launches`], one pass over each host plane with
+//!    GPUs), which the op profile reads too;
 //! 3. [`DeviceTime`] ([`crate::device_time`]): every device's window and its time split
 //!    into named parts;
 //!
@@ -34,7 +36,7 @@ use crate::device_time::DeviceTime;
 use crate::discover::{find_devices, DeviceSet};
 use crate::host_scopes::HostScopes;
 use crate::stats::Intervals;
-use crate::steps::Steps;
+use crate::steps::{Launches, Steps};
 use crate::time_base::TimeBase;
 
 /// A run: one [`Space`] per host, on one clock.
@@ -58,7 +60,9 @@ pub struct Profile {
 struct Cache {
     /// Stage 1: the devices and their op records.
     pub devices: Derived<DeviceSet>,
-    /// Stage 2: busy, compile and steps (needs stage 1).
+    /// Per host: its launches of GPU work (needs stage 1).
+    pub launches: Derived<Vec<Launches>>,
+    /// Stage 2: busy, compile and steps (needs stage 1 and the launches).
     pub time: Derived<TimeBase>,
     /// Stage 3: the device-time model (needs stages 1 and 2).
     pub device_time: Derived<DeviceTime>,
@@ -159,13 +163,20 @@ impl Profile {
         self.cache.devices.get_or_compute(|| find_devices(&self.hosts, self.hlo_modules()))
     }
 
-    /// Stage 2: busy, compile and steps, from stage 1 (asked for first, on this
-    /// thread).
+    /// Per host (in [`Profile::hosts`] order): its launches of GPU work, from stage 1
+    /// (asked for first, on this thread); empty on a host without GPUs.
+    pub fn launches(&self) -> &[Launches] {
+        self.device_set();
+        self.cache.launches.get_or_compute(|| crate::steps::host_launches(&self.hosts, &self.devices()))
+    }
+
+    /// Stage 2: busy, compile and steps, from stage 1 and the launches (asked for
+    /// first, on this thread).
     pub fn time_base(&self) -> &TimeBase {
-        let set = self.device_set();
-        self.cache
-            .time
-            .get_or_compute(|| crate::time_base::measure(&self.hosts, self.hlo_modules(), set, &self.devices()))
+        let (set, launches) = (self.device_set(), self.launches());
+        self.cache.time.get_or_compute(|| {
+            crate::time_base::measure(&self.hosts, self.hlo_modules(), set, &self.devices(), launches)
+        })
     }
 
     /// Stage 3: the device-time model, from stages 1 and 2 (asked for first, on this
@@ -215,6 +226,13 @@ pub fn busy_intervals<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
     &profile.time_base().busy[d.index]
 }
 
+/// Whether device `d` took part in the run's work: ran a compute op or a collective
+/// ([`TimeBase::took_part`]; every device where none did). The run's aggregates, and
+/// the evidence the rules cite, are taken over the devices that did.
+pub fn took_part(profile: &Profile, d: &Device) -> bool {
+    profile.time_base().took_part[d.index]
+}
+
 /// The time device `d` was active: ran an op, or, on XLA:CPU, was inside a program
 /// (first op to last op of a `run_id`: the executor's time between ops is the
 /// program's, not the host's). Gaps in it are the device waiting on its host.
@@ -227,6 +245,14 @@ pub fn active_intervals<'a>(profile: &'a Profile, d: &Device) -> &'a Intervals {
 /// order, then event order; kinds are [`crate::steps::COMPILE`] and [`crate::steps::COMPILER`].
 pub fn host_compile_events(profile: &Profile) -> impl Iterator<Item = &[(u32, u32, u8)]> {
     profile.time_base().hosts.iter().map(|h| h.compile_events.as_slice())
+}
+
+/// What tells device `d`'s kernel executions apart: its host's launches (stage 2).
+/// Asks for the launches only (no stage 2): call it outside the rayon pool first.
+pub fn executions<'a>(profile: &'a Profile, d: &Device) -> crate::executions::Executions<'a> {
+    let launches = profile.launches().get(d.host_index);
+    let host = profile.hosts.get(d.host_index).and_then(crate::device::host_cpu_plane);
+    crate::executions::Executions::new(launches, host)
 }
 
 /// The device-time model of `profile` (computed once: see [`Profile::prepare`]).

@@ -321,15 +321,11 @@ pub struct HostTime {
     pub to_device: Intervals,
     /// Likewise from its device.
     pub to_host: Intervals,
-    /// Where its GPUs' work is linked to its launches (`correlation_id` on both
-    /// sides): each launch call's span, by correlation id. Empty elsewhere.
-    pub launches: Launches,
 }
 
 /// Per host, what its CPU plane says of device time: compile events and their time,
 /// and, on a host whose XLA device is its CPU, its host-side copies. One pass over
-/// the plane's lines, for the events whose names say they are one of these; on a host
-/// with GPUs, their launches ([`launches`]).
+/// the plane's lines, for the events whose names say they are one of these.
 pub fn host_events(hosts: &[Space], devices: &[Device]) -> Vec<HostTime> {
     const TO_DEVICE: u8 = 4;
     const TO_HOST: u8 = 8;
@@ -373,9 +369,6 @@ pub fn host_events(hosts: &[Space], devices: &[Device]) -> Vec<HostTime> {
             host.compile = Intervals::new(compile);
             host.to_device = Intervals::new(to_device);
             host.to_host = Intervals::new(to_host);
-            if devices.iter().any(|d| d.host_index == hi && d.source == OpSource::Kernels) {
-                host.launches = launches(plane);
-            }
             host
         })
         .collect()
@@ -389,22 +382,42 @@ pub const COMPILE: u8 = 1;
 /// module compiled.
 pub const COMPILER: u8 = 2;
 
+/// Per host (in `hosts` order), where its GPUs' work is linked to its launches
+/// (`correlation_id` on both sides): each launch ([`launches`]); empty elsewhere.
+pub fn host_launches(hosts: &[Space], devices: &[Device]) -> Vec<Launches> {
+    (hosts.par_iter().enumerate())
+        .map(|(hi, space)| match host_cpu_plane(space) {
+            Some(plane) if devices.iter().any(|d| d.host_index == hi && d.source == OpSource::Kernels) => {
+                launches(plane)
+            }
+            _ => Launches::default(),
+        })
+        .collect()
+}
+
 /// A host plane's launches of GPU work: each event with a `correlation_id`, its span
-/// by the id (the last in reading order where an id repeats). Read in parallel pieces.
+/// by the id (the last in reading order where an id repeats), and the innermost event
+/// of its line that holds it (XLA's annotation of the thunk that launched it, where
+/// the launch calls are recorded on the annotations' line). Read in parallel pieces.
 fn launches(plane: &stepscope_xspace::Plane) -> Launches {
     let Some(corr) = plane.stat_id("correlation_id") else { return Launches::default() };
     let look = plane.stat_lookup([Some(corr)]);
     let pieces: Vec<(&Line, std::ops::Range<usize>)> = (plane.lines.iter())
         .flat_map(|line| crate::records::pieces(line.len(), LAUNCH_SCAN_PIECE).map(move |r| (line, r)))
         .collect();
-    let found: Vec<Vec<(i64, (i64, i64))>> = pieces
+    let found: Vec<Vec<(i64, Launch)>> = pieces
         .into_par_iter()
         .map(|(line, range)| {
             let mut found = Vec::new();
-            for i in plane.events_maybe_with(&look, line, range.clone()) {
+            let maybe: Vec<usize> = plane.events_maybe_with(&look, line, range.clone()).collect();
+            // A line of launch calls only (ROCm's, CUPTI's API lines) holds no annotation.
+            let annotated = maybe.len() < range.len();
+            for i in maybe {
                 let [c] = plane.stats_of(&look, line, i);
                 if let Some(c) = c.and_then(|c| plane.stat_i64(&c)) {
-                    found.push((c, (line.start_ps(i), line.end_ps(i))));
+                    let (start_ps, end_ps) = (line.start_ps(i), line.end_ps(i));
+                    let scope = if annotated { enclosing(line, i) } else { None };
+                    found.push((c, Launch { start_ps, end_ps, scope }));
                 }
             }
             line.release_stats(range);
@@ -414,37 +427,60 @@ fn launches(plane: &stepscope_xspace::Plane) -> Launches {
     Launches::new(found.concat())
 }
 
+/// The innermost event of `line` that holds the start of event `i` (its start and
+/// metadata id): the nearest one before it that starts no later and ends later, among
+/// the [`ENCLOSING_SCAN`] before it (a thunk's launches follow its annotation closely;
+/// a launch call may end a clock tick after the annotation does).
+fn enclosing(line: &Line, i: usize) -> Option<(i64, u32)> {
+    let start = line.start_ps(i);
+    (i.saturating_sub(ENCLOSING_SCAN)..i)
+        .rev()
+        .find(|&j| line.start_ps(j) <= start && line.end_ps(j) > start)
+        .map(|j| (line.start_ps(j), line.meta(j)))
+}
+
+/// How many events before a launch [`enclosing`] looks at.
+const ENCLOSING_SCAN: usize = 16;
+
 /// Events of a host line, or a GPU's op records, read as one piece by
 /// the analyses' `steps::launched_work`. Debug builds (the tests' binaries) cut the fixtures' too, so the
 /// joining of pieces is checked by every test that reads launched work.
 pub const LAUNCH_SCAN_PIECE: usize = if cfg!(debug_assertions) { 1 << 7 } else { 1 << 16 };
 
-/// Host launches (start, end) by `correlation_id`. CUPTI numbers its calls one by one, so the
+/// One host launch of GPU work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    pub start_ps: i64,
+    pub end_ps: i64,
+    /// The innermost event of the launch's line that holds it: its start and event
+    /// metadata id on the host's CPU plane. `None` where none does (the launch calls
+    /// are on a line of their own).
+    pub scope: Option<(i64, u32)>,
+}
+
+/// Host launches by `correlation_id`. CUPTI numbers its calls one by one, so the
 /// ids are nearly always a dense range (every id from 1 to N on the NVIDIA fixtures):
-/// then a table indexed by id, at most twice as long as the launches (32 bytes a
-/// launch, as a map would take); else (ROCm's: one id in 6.6) a map.
+/// then a table indexed by id, at most twice as long as the launches; else (ROCm's:
+/// one id in 6.6) a map.
 #[derive(Default)]
 pub struct Launches {
     /// The first id of `dense`.
     first: i64,
-    /// Per id from `first` on: its launch's span, [`NO_LAUNCH`] for none.
-    dense: Vec<(i64, i64)>,
-    sparse: FastMap<i64, (i64, i64)>,
+    /// Per id from `first` on: its launch, `None` for none.
+    dense: Vec<Option<Launch>>,
+    sparse: FastMap<i64, Launch>,
 }
 
-/// A [`Launches::dense`] slot without a launch.
-const NO_LAUNCH: (i64, i64) = (i64::MIN, i64::MIN);
-
 impl Launches {
-    /// From (id, span) pairs in reading order: the last of an id wins.
-    pub fn new(found: Vec<(i64, (i64, i64))>) -> Launches {
+    /// From (id, launch) pairs in reading order: the last of an id wins.
+    pub fn new(found: Vec<(i64, Launch)>) -> Launches {
         let lo = found.iter().map(|f| f.0).min().unwrap_or(0);
         let hi = found.iter().map(|f| f.0).max().unwrap_or(0);
         let span = (hi as i128 - lo as i128 + 1) as u128;
         if !found.is_empty() && span <= 2 * found.len() as u128 + 1024 {
-            let mut dense = vec![NO_LAUNCH; span as usize];
+            let mut dense = vec![None; span as usize];
             for (c, at) in found {
-                dense[(c - lo) as usize] = at;
+                dense[(c - lo) as usize] = Some(at);
             }
             Launches { first: lo, dense, sparse: FastMap::default() }
         } else {
@@ -456,33 +492,47 @@ impl Launches {
         self.dense.is_empty() && self.sparse.is_empty()
     }
 
+    /// Launch `corr`.
+    #[inline]
+    pub fn launch(&self, corr: i64) -> Option<&Launch> {
+        if self.dense.is_empty() {
+            return self.sparse.get(&corr);
+        }
+        let at = usize::try_from(corr.checked_sub(self.first)?).ok()?;
+        self.dense.get(at)?.as_ref()
+    }
+
     /// The span of launch `corr`.
     #[inline]
     pub fn get(&self, corr: i64) -> Option<(i64, i64)> {
-        if self.dense.is_empty() {
-            return self.sparse.get(&corr).copied();
-        }
-        let at = usize::try_from(corr.checked_sub(self.first)?).ok()?;
-        self.dense.get(at).copied().filter(|&t| t != NO_LAUNCH)
+        self.launch(corr).map(|l| (l.start_ps, l.end_ps))
     }
 
     /// Every launch: (id, span).
     pub fn iter(&self) -> impl Iterator<Item = (i64, (i64, i64))> + '_ {
-        let dense =
-            (self.dense.iter().enumerate()).filter(|(_, &t)| t != NO_LAUNCH).map(|(k, &t)| (self.first + k as i64, t));
-        dense.chain(self.sparse.iter().map(|(&c, &t)| (c, t)))
+        let dense = (self.dense.iter().enumerate())
+            .filter_map(|(k, l)| l.map(|l| (self.first + k as i64, (l.start_ps, l.end_ps))));
+        dense.chain(self.sparse.iter().map(|(&c, l)| (c, (l.start_ps, l.end_ps))))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{is_compile_event, Launches};
+    use super::{is_compile_event, Launch, Launches};
 
     #[test]
     fn launches_by_correlation_id_dense_or_sparse() {
         // CUPTI's ids count up: a table; the last of a repeated id wins.
         let at = |t: i64| (t, t + 5);
-        let l = Launches::new(vec![(7, at(70)), (8, at(80)), (10, at(100)), (8, at(81))]);
+        let new = |found: Vec<(i64, (i64, i64))>| {
+            Launches::new(
+                found
+                    .into_iter()
+                    .map(|(c, (start_ps, end_ps))| (c, Launch { start_ps, end_ps, scope: None }))
+                    .collect(),
+            )
+        };
+        let l = new(vec![(7, at(70)), (8, at(80)), (10, at(100)), (8, at(81))]);
         assert!(!l.dense.is_empty());
         assert_eq!(
             [6, 7, 8, 9, 10, 11, i64::MIN].map(|c| l.get(c)),
@@ -492,7 +542,7 @@ mod tests {
         all.sort();
         assert_eq!(all, [(7, at(70)), (8, at(81)), (10, at(100))]);
         // Ids far apart: a map, the same answers.
-        let l = Launches::new(vec![(i64::MIN + 1, at(1)), (5, at(50)), (i64::MAX, at(2)), (5, at(51))]);
+        let l = new(vec![(i64::MIN + 1, at(1)), (5, at(50)), (i64::MAX, at(2)), (5, at(51))]);
         assert!(l.dense.is_empty());
         assert_eq!([i64::MIN + 1, 5, i64::MAX, 6].map(|c| l.get(c)), [Some(at(1)), Some(at(51)), Some(at(2)), None]);
         assert_eq!(l.iter().count(), 3);

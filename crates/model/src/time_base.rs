@@ -10,7 +10,7 @@ use crate::busy::{launched, measure_ops, Launched, OpKinds};
 use crate::device::Device;
 use crate::discover::DeviceSet;
 use crate::stats::{sum_ps, Intervals};
-use crate::steps::{find_steps, host_events, HostTime, Steps};
+use crate::steps::{find_steps, host_events, HostTime, Launches, Steps};
 
 /// Stage 2 of the shared work: what is measured against time, from stage 1.
 pub struct TimeBase {
@@ -20,6 +20,13 @@ pub struct TimeBase {
     pub active: Vec<Intervals>,
     /// Per device: its ops by kind.
     pub kinds: Vec<OpKinds>,
+    /// Per device: whether it took part in the run's work, that is ran a compute op
+    /// or a collective ([`OpKinds::ran_work`]). A device that only copied (a few
+    /// memcpys, a `device_put`) or ran nothing did not: the run's aggregates (its
+    /// utilisation, the average step, each step's device busy, the stragglers) are
+    /// taken over the devices that did, and the surfaces name the others. Where no
+    /// device took part (a capture of copies only), every device counts.
+    pub took_part: Vec<bool>,
     /// Per host: what its CPU plane says of device time.
     pub hosts: Vec<HostTime>,
     /// Per device: the spans between its ops and their host launches; `None` where the
@@ -31,32 +38,45 @@ pub struct TimeBase {
 
 /// Stage 2 of the shared work ([`crate::profile`]): each device's busy intervals, the
 /// hosts' compile events and intervals, and the steps measured against them.
-pub fn measure(spaces: &[Space], hlo: &[HloModules], set: &DeviceSet, devices: &[Device]) -> TimeBase {
+pub fn measure(
+    spaces: &[Space],
+    hlo: &[HloModules],
+    set: &DeviceSet,
+    devices: &[Device],
+    launches: &[Launches],
+) -> TimeBase {
     let (source, mut steps) = find_steps(spaces, set, devices);
     let (measured, hosts) = rayon::join(
         || devices.par_iter().map(|d| measure_ops(d, hlo)).collect::<Vec<_>>(),
         || host_events(spaces, devices),
     );
-    let launched = devices.par_iter().map(|d| hosts.get(d.host_index).and_then(|h| launched(d, &h.launches))).collect();
+    let launched = devices.par_iter().map(|d| launches.get(d.host_index).and_then(|l| launched(d, l))).collect();
     let (mut busy, mut active, mut kinds) = (Vec::new(), Vec::new(), Vec::new());
     for m in measured {
         busy.push(m.busy);
         active.push(m.active);
         kinds.push(m.kinds);
     }
+    let mut took_part: Vec<bool> = kinds.iter().zip(&busy).map(|(k, b)| k.ran_work(b)).collect();
+    if !took_part.contains(&true) {
+        took_part.fill(true);
+    }
     // Steps come in time order: each query starts where the last one ended.
     let mut busy_at: Vec<_> = busy.iter().map(|b| b.cursor()).collect();
     let mut compile_at: Vec<_> = hosts.iter().map(|h| h.compile.cursor()).collect();
     for step in &mut steps {
         let (lo, hi) = (step.start_ps, step.end_ps());
-        let on_host: Vec<i64> = devices
+        // The mean over the host's devices that took part (all of them where none did).
+        let on_host: Vec<(bool, i64)> = devices
             .iter()
             .zip(&mut busy_at)
             .filter(|(d, _)| d.host == step.host)
-            .map(|(_, b)| b.overlap(lo, hi))
+            .map(|(d, b)| (took_part[d.index], b.overlap(lo, hi)))
             .collect();
-        if !on_host.is_empty() {
-            step.device_busy_ps = sum_ps(on_host.iter().copied()) / on_host.len() as i64;
+        let working = on_host.iter().any(|(w, _)| *w);
+        let counted: Vec<i64> = on_host.iter().filter(|(w, _)| *w || !working).map(|(_, b)| *b).collect();
+        if !counted.is_empty() {
+            step.device_busy_ps = sum_ps(counted.iter().copied()) / counted.len() as i64;
         }
         step.device_idle_ps = step.duration_ps.saturating_sub(step.device_busy_ps).max(0);
         if let Some(hi_idx) = spaces.iter().position(|h| h.host == step.host) {
@@ -64,5 +84,5 @@ pub fn measure(spaces: &[Space], hlo: &[HloModules], set: &DeviceSet, devices: &
         }
     }
     let steps = Steps { schema: "stepscope.steps/1", source, steps };
-    TimeBase { busy, active, kinds, hosts, launched, steps }
+    TimeBase { busy, active, kinds, took_part, hosts, launched, steps }
 }

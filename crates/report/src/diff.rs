@@ -255,22 +255,55 @@ fn merge_by_name(rows: Vec<OpRow>) -> Vec<OpRow> {
     out
 }
 
-/// The HLO signature of an op for matching renamed fusions: (category, name stack, shape).
-fn signatures(p: &Profile, rows: &[&OpRow]) -> HashMap<String, String> {
-    let modules = p.hlo_modules();
-    let mut out = HashMap::new();
-    for r in rows {
-        for m in modules {
-            let Some(module) = m.by_name(&r.module) else { continue };
-            if let Some((_, i)) = module.instruction(&r.name) {
-                out.insert(r.name.clone(), format!("{}|{}|{}|{}", r.category, i.opcode, i.op_name, i.shape));
-                break;
-            }
-        }
+/// The HLO signature of an op row for matching renamed fusions and telling an op's
+/// programs apart: (category, opcode, name stack, shape) of its instruction, in its
+/// own program where it has one; none for a row of no module.
+fn signature(p: &Profile, r: &OpRow) -> Option<String> {
+    if r.module.is_empty() {
+        return None;
     }
-    out
+    let (_, i) = stepscope_model::hlo_ops::instruction(p.hlo_modules(), &r.name, &r.module, r.program_id)?;
+    Some(format!("{}|{}|{}|{}", r.category, i.opcode, i.op_name, i.shape))
 }
 
+/// Row pairs found so far, and what is left on each side.
+struct Pairing<'r> {
+    a: &'r [OpRow],
+    b: &'r [OpRow],
+    pairs: Vec<(Option<&'r OpRow>, Option<&'r OpRow>, &'static str)>,
+    a_left: Vec<usize>,
+    b_used: Vec<bool>,
+}
+
+impl<'r> Pairing<'r> {
+    /// One pass: each row of A left takes the first unused row of B with its key
+    /// (rows without a key take none).
+    fn pass(
+        &mut self,
+        key_a: impl Fn(usize) -> Option<String>,
+        key_b: impl Fn(usize) -> Option<String>,
+        by: &'static str,
+    ) {
+        let mut index: HashMap<String, std::collections::VecDeque<usize>> = HashMap::new();
+        for j in (0..self.b.len()).filter(|&j| !self.b_used[j]) {
+            if let Some(k) = key_b(j) {
+                index.entry(k).or_default().push_back(j);
+            }
+        }
+        let (a, b) = (self.a, self.b);
+        let (pairs, b_used) = (&mut self.pairs, &mut self.b_used);
+        self.a_left.retain(|&i| {
+            let Some(j) = key_a(i).and_then(|k| index.get_mut(&k)).and_then(|q| q.pop_front()) else { return true };
+            b_used[j] = true;
+            pairs.push((Some(&a[i]), Some(&b[j]), by));
+            false
+        });
+    }
+}
+
+/// Pairs B's rows with A's: by name and module (and, for an op several programs hold,
+/// its program's signature: program ids differ between runs), then by name and module
+/// alone, then (ops, with `hlo`) by module and signature, for fusions XLA renamed.
 fn match_rows(
     a: &[OpRow],
     b: &[OpRow],
@@ -279,36 +312,28 @@ fn match_rows(
     noise_ps: i64,
     hlo: Option<(&Profile, &Profile)>,
 ) -> Vec<OpDiff> {
-    let key = |r: &OpRow| r.name.clone();
-    let mut b_left: HashMap<(String, String), &OpRow> = b.iter().map(|r| ((key(r), r.module.clone()), r)).collect();
-    let mut pairs: Vec<(Option<&OpRow>, Option<&OpRow>, &'static str)> = Vec::new();
-    let mut a_left: Vec<&OpRow> = Vec::new();
-    for r in a {
-        match b_left.remove(&(key(r), r.module.clone())) {
-            Some(m) => pairs.push((Some(r), Some(m), "name")),
-            None => a_left.push(r),
-        }
+    let named = |r: &OpRow| format!("{}\u{0}{}", r.name, r.module);
+    // An op's program, where several programs hold it, by its signature.
+    let program = |p: Option<&Profile>, r: &OpRow| match (&r.program, p) {
+        (Some(_), Some(p)) => signature(p, r).unwrap_or_default(),
+        _ => String::new(),
+    };
+    let (pa, pb) = (hlo.map(|h| h.0), hlo.map(|h| h.1));
+    let mut m = Pairing { a, b, pairs: Vec::new(), a_left: (0..a.len()).collect(), b_used: vec![false; b.len()] };
+    m.pass(
+        |i| Some(format!("{}\u{0}{}", named(&a[i]), program(pa, &a[i]))),
+        |j| Some(format!("{}\u{0}{}", named(&b[j]), program(pb, &b[j]))),
+        "name",
+    );
+    m.pass(|i| Some(named(&a[i])), |j| Some(named(&b[j])), "name");
+    if let Some((pa, pb)) = hlo.filter(|_| !m.a_left.is_empty() && m.b_used.contains(&false)) {
+        let shape = |p: &Profile, r: &OpRow| signature(p, r).map(|s| format!("{}\u{0}{s}", r.module));
+        m.pass(|i| shape(pa, &a[i]), |j| shape(pb, &b[j]), "shape");
     }
-    let mut b_rest: Vec<&OpRow> = b_left.into_values().collect();
+    let Pairing { mut pairs, a_left, b_used, .. } = m;
+    pairs.extend(a_left.into_iter().map(|i| (Some(&a[i]), None, "")));
+    let mut b_rest: Vec<&OpRow> = (0..b.len()).filter(|&j| !b_used[j]).map(|j| &b[j]).collect();
     b_rest.sort_by(|x, y| y.total_ps.cmp(&x.total_ps).then_with(|| x.name.cmp(&y.name)));
-    if let Some((pa, pb)) = hlo {
-        if !a_left.is_empty() && !b_rest.is_empty() {
-            let sa = signatures(pa, &a_left);
-            let sb = signatures(pb, &b_rest);
-            let mut still_a = Vec::new();
-            for r in a_left {
-                let found = sa
-                    .get(&r.name)
-                    .and_then(|sig| b_rest.iter().position(|o| o.module == r.module && sb.get(&o.name) == Some(sig)));
-                match found {
-                    Some(ix) => pairs.push((Some(r), Some(b_rest.remove(ix)), "shape")),
-                    None => still_a.push(r),
-                }
-            }
-            a_left = still_a;
-        }
-    }
-    pairs.extend(a_left.into_iter().map(|r| (Some(r), None, "")));
     pairs.extend(b_rest.into_iter().map(|r| (None, Some(r), "")));
     pairs
         .into_iter()

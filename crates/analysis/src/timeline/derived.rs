@@ -5,9 +5,10 @@
 //! Each kernel or copy is credited to the op the op profile gives it (the kernels of a
 //! command buffer to their own instructions, see [`crate::command_buffer`]), so the
 //! lines and the op profile agree:
-//! - consecutive kernels of one XLA op on one stream make one op execution (a library
-//!   GEMM's two kernels), as the op profile counts executions; a copy or kernel of no
-//!   module (`MemcpyH2D` of a `device_put`) is one on its own;
+//! - consecutive kernels of one XLA op on one stream that one execution launched make
+//!   one box (a library GEMM with its memset), as the op profile counts executions
+//!   ([`stepscope_model::executions`]); a copy or kernel of no module (`MemcpyH2D` of
+//!   a `device_put`) is one on its own;
 //! - consecutive kernels of one module launched in one step, in time order over all
 //!   of the device's streams, make one module execution.
 //!
@@ -21,6 +22,7 @@ use rayon::prelude::*;
 
 use stepscope_xspace::{EventMeta, Line, Plane, Source, Span, Stat, StatMeta, StatValue};
 
+use stepscope_model::executions::{same_execution, Execution};
 use stepscope_model::records::FastMap;
 use stepscope_model::{OpSource, Profile};
 
@@ -49,6 +51,9 @@ struct Kernel {
     line: u32,
     /// Index of its step among the host's steps by start; `usize::MAX` outside them.
     step: usize,
+    /// The op execution it belongs to, where its launch tells
+    /// ([`stepscope_model::executions`]).
+    execution: Option<Execution>,
 }
 
 /// The derived lines of every GPU whose ops are its kernels (a GPU profile that has
@@ -75,7 +80,8 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
                 _ => usize::MAX,
             }
         };
-        let launches = base.hosts.get(d.host_index).map(|h| &h.launches);
+        let launches = profile.launches().get(d.host_index);
+        let executions = stepscope_model::profile::executions(profile, d);
         let mut kernels: Vec<Kernel> = (0..ops.recs.len())
             .into_par_iter()
             .map(|i| {
@@ -84,14 +90,16 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
                 let launched = (ops.correlation_id(r))
                     .and_then(|c| launches.and_then(|l| l.get(c)))
                     .map_or(start_ps, |(at, _)| at);
-                Kernel { start_ps, end_ps, op: r.name, module: r.module, line, step: step_at(launched) }
+                let execution = executions.of(ops.correlation_id(r), &ops.names[r.name as usize]);
+                Kernel { start_ps, end_ps, op: r.name, module: r.module, line, step: step_at(launched), execution }
             })
             .collect();
         let names = |id: u32| &*ops.names[id as usize];
         let mut lines = Lines::new(d.plane);
         // Ops: the records are in stream order, then time order.
         let op_runs = runs(&kernels, |a, b| {
-            crate::ops::same_execution((a.op, a.module, a.line), (b.op, b.module, b.line), names(b.module))
+            let of = |k: &Kernel| ((k.op, k.module, k.line), k.execution);
+            same_execution(of(a), of(b), names(b.module))
         });
         let mut op_runs: Vec<(Run, (u32, u32))> =
             op_runs.into_iter().map(|r| (r, (kernels[r.first].op, kernels[r.first].module))).collect();

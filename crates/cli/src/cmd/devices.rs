@@ -38,6 +38,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             "window_source",
             "utilization_pct",
             "straggler",
+            "took_part",
         ];
         let rows: Vec<Vec<String>> = d
             .devices
@@ -66,6 +67,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                         .unwrap_or_default(),
                     format!("{:.2}", r.utilization_pct),
                     r.straggler.to_string(),
+                    r.took_part.to_string(),
                 ]
             })
             .collect();
@@ -118,7 +120,11 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             human::duration_ps(r.idle_ps + r.compile_ps),
             format!("{} {window}", human::duration_ps(r.window_ps)),
             human::count(r.op_count),
-            if r.straggler { "straggler".into() } else { String::new() },
+            match (r.straggler, r.took_part) {
+                (true, _) => "straggler".into(),
+                (false, false) => "no work".into(),
+                (false, true) => String::new(),
+            },
         ];
         if queued {
             let or_dash = |ps: Option<i64>| ps.map(human::duration_ps).unwrap_or_else(|| "—".into());
@@ -131,10 +137,17 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         println!("({} more devices: --top N shows more)", d.devices.len() - args.select.rows());
     }
     let a = &d.all;
+    let working = match a.working_device_count == a.device_count {
+        true => String::new(),
+        false => format!(", {} working", a.working_device_count),
+    };
     println!(
-        "all {} device(s) on {} host(s): utilisation {:.1}%, compute spread {:.1}% (max − min over median)",
+        "all {} device(s) on {} host(s){working}: utilisation {:.1}%, compute spread {:.1}% (max − min over median)",
         a.device_count, a.host_count, a.utilization_pct, a.compute_spread_pct
     );
+    if let Some(line) = left_out_line(&d.left_out, d.hosts.len() > 1) {
+        println!("{line}");
+    }
     if d.hosts.len() > 1 {
         println!();
         let mut t = Table::new(vec!["HOST", "STEP", "COMPUTE", "COLLECTIVES", "UTIL", "CLOCK SHIFT", ""]);
@@ -163,4 +176,23 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line naming the devices the run's numbers leave out ([`devices::left_out`]), at
+/// most three by name; `None` where there are none. `hosts` names their hosts too.
+pub fn left_out_line(left: &[devices::LeftOut], hosts: bool) -> Option<String> {
+    let named: Vec<String> = left
+        .iter()
+        .take(3)
+        .map(|l| {
+            let name = if hosts { format!("{} {}", l.host, l.device) } else { l.device.clone() };
+            format!("{name} ({} ops, {})", human::count(l.op_count), human::duration_ps(l.busy_ps))
+        })
+        .collect();
+    let more = match left.len().saturating_sub(named.len()) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    (!left.is_empty())
+        .then(|| format!("left out: {}{more}, which ran only copies (no compute, no collective)", named.join(", ")))
 }

@@ -15,7 +15,8 @@ pub struct HloArgs {
     pub input: Input,
     /// The HLO op (instruction) name, as `stepscope ops` lists it, e.g. `fusion.12`.
     pub op: String,
-    /// Only look in the module of this name (e.g. `jit_train_step`).
+    /// Only look in the module of this name (`jit_train_step`), or in one program of it
+    /// (`jit_dot(49)`, as `ops` labels an op that several programs hold).
     #[arg(long, value_name = "NAME")]
     pub module: Option<String>,
     /// Only this host (its file name without .xplane.pb).
@@ -64,7 +65,16 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string(&ctx)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}  ·  module {}  ·  computation {}", ctx.instruction.name, ctx.module, ctx.computation);
+    println!("{}  ·  program {}  ·  computation {}", ctx.instruction.name, ctx.program, ctx.computation);
+    if !ctx.other_programs.is_empty() {
+        let more = ctx.other_programs.len().saturating_sub(4);
+        println!(
+            "  also in {}{}: `--module {}` shows that program's",
+            ctx.other_programs.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() },
+            ctx.other_programs[0]
+        );
+    }
     println!();
     println!("  {}", ctx.instruction.text);
     print_where(&ctx.instruction, "  ");

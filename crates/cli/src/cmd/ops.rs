@@ -38,6 +38,7 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
             "flops_per_s",
             "bytes_per_s",
             "bound",
+            "program_id",
         ];
         let opt = |v: Option<String>| v.unwrap_or_default();
         let rows: Vec<Vec<String>> = result
@@ -60,6 +61,7 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
                     opt(r.flops_per_s.map(|v| format!("{v:.0}"))),
                     opt(r.bytes_per_s.map(|v| format!("{v:.0}"))),
                     r.bound.unwrap_or("").to_string(),
+                    opt(r.program_id.map(|v| v.to_string())),
                 ]
             })
             .collect();
@@ -135,13 +137,23 @@ pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
     t
 }
 
+/// An op row's name, with its program where several programs hold an op of that
+/// name ([`OpRow::program`]).
+pub fn op_label(r: &OpRow) -> String {
+    match &r.program {
+        Some(p) => format!("{} in {p}", r.name),
+        None => r.name.clone(),
+    }
+}
+
 /// Row labels for the table: by line, `file.py:LINE` (the whole path where two files
 /// share a name); by stack, `f:LINE › g:LINE (file.py)` with the file once where one
-/// file holds every frame. Other groupings: the row's name. JSON and CSV keep the
-/// whole names.
+/// file holds every frame. By op, an op of a name several programs share, with its
+/// program: `custom-call.1 in jit_dot(49)`. Other groupings: the row's name. JSON and
+/// CSV keep the whole names.
 fn source_labels(rows: &[OpRow], by: GroupBy) -> Vec<String> {
     if !matches!(by, GroupBy::Line | GroupBy::Stack) {
-        return rows.iter().map(|r| r.name.clone()).collect();
+        return rows.iter().map(op_label).collect();
     }
     let mut paths_by_base: std::collections::HashMap<&str, std::collections::HashSet<&str>> = Default::default();
     for f in rows.iter().filter_map(|r| r.stack.as_ref()).flatten() {

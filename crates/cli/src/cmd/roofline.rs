@@ -89,7 +89,7 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
     let mut t = Table::new(vec!["OP", "SELF", "FLOP/BYTE", "ACHIEVED", "ROOF", "% ROOF", "BOUND"]);
     for o in &r.ops {
         t.push(vec![
-            o.name.clone(),
+            crate::cmd::ops::op_label(o),
             human::duration_ps(o.self_ps),
             num(o.arithmetic_intensity, 1),
             o.flops_per_s.map(|v| human::rate(v, "FLOP/s")).unwrap_or_default(),

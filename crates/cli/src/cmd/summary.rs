@@ -95,6 +95,7 @@ fn print_text(s: &Summary) {
                  splits it",
                 s.device_utilization_pct
             );
+            print_left_out(s);
         }
     } else {
         let t = &s.step_time;
@@ -135,6 +136,14 @@ fn print_text(s: &Summary) {
     }
 }
 
+/// The devices the numbers leave out, in one line (none: nothing).
+fn print_left_out(s: &Summary) {
+    let hosts = s.environment.hosts.len() > 1;
+    if let Some(line) = crate::cmd::devices::left_out_line(&s.devices_left_out, hosts) {
+        println!("{}", human::wrap("", &line, crate::table::prose_width()));
+    }
+}
+
 /// Where the average step went, one bar per part.
 fn print_breakdown(s: &Summary) {
     let b = &s.breakdown;
@@ -147,6 +156,7 @@ fn print_breakdown(s: &Summary) {
         human::duration_ps(b.step_ps),
         s.device_utilization_pct
     );
+    print_left_out(s);
     let parts = [
         ("device compute", b.device_compute_ps, true),
         ("collectives", b.collectives_ps, true),

@@ -60,7 +60,8 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
 fn idle_gaps(profile: &Profile, steps: &Steps, n: usize) -> Vec<Evidence> {
     let devices = profile.devices();
     let mut gaps: Vec<(i64, i64, &steps::Step)> = Vec::new();
-    for d in &devices {
+    // A device that took no part in the work is idle all along: not the host's doing.
+    for d in devices.iter().filter(|d| steps::took_part(profile, d)) {
         let busy = steps::active_intervals(profile, d);
         for st in steps.steps.iter().filter(|s| s.host == d.host) {
             let (lo, hi) = (st.start_ps, st.end_ps());

@@ -16,6 +16,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if device_time && queued > th.launch_queued_pct {
         let model = profile.device_time();
         let evidence = (profile.devices().iter().zip(&model.devices))
+            .filter(|(_, t)| t.took_part)
             .filter_map(|(d, t)| Some((d, t, t.idle_queued_ps.filter(|&q| q > 0)?)))
             .take(3)
             .map(|(d, t, q)| {
