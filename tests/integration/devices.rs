@@ -247,8 +247,11 @@ fn every_surface_reads_one_model_of_device_time() {
                 }
             }
         }
-        // Utilisation: the same mean over working devices in the summary and the devices' aggregate.
+        // Utilisation: the same mean over working devices in the summary and the devices' aggregate,
+        // and the computing share beside it, the mean of their compute shares.
         let mean_util = shares.iter().map(|s| s.2).sum::<f64>() / shares.len().max(1) as f64;
+        let mean_compute = 100.0 * shares.iter().map(|s| s.0).sum::<f64>() / shares.len().max(1) as f64;
+        assert!((s["device_compute_pct"].as_f64().unwrap() - mean_compute).abs() < 1e-9, "{f}");
         assert!((s["device_utilization_pct"].as_f64().unwrap() - mean_util).abs() < 1e-9, "{f}");
         assert!((d["all"]["utilization_pct"].as_f64().unwrap() - mean_util).abs() < 1e-9, "{f}");
         // Collectives: the analysis's exposed time is the devices' collective time.
@@ -565,4 +568,19 @@ fn eight_gpus_are_each_measured_over_their_own_span() {
     // The same work on every GPU: no straggler, a spread of a few percent.
     assert!(d["stragglers"].as_array().unwrap().is_empty(), "{d}");
     assert!(d["all"]["compute_spread_pct"].as_f64().unwrap() < 10.0, "{d}");
+}
+
+#[test]
+fn a_device_busy_waiting_on_copies_is_not_said_to_compute() {
+    // The TPU inference capture: its devices are busy the whole step, 97.9% of it
+    // waiting on async copies. The headline says both: busy, and computing the share
+    // the breakdown's compute bar shows.
+    let f = path(TPU);
+    let s = json(&["summary", &f]);
+    let (util, compute) = (s["device_utilization_pct"].as_f64().unwrap(), s["device_compute_pct"].as_f64().unwrap());
+    let b = &s["breakdown"];
+    let bar = 100.0 * b["device_compute_ps"].as_f64().unwrap() / b["step_ps"].as_f64().unwrap();
+    assert!(util > 99.0 && compute < 5.0 && (compute - bar).abs() < 0.05, "{util} {compute} {bar}");
+    let text = ok(&["summary", &f]);
+    assert!(text.contains(&format!("device utilisation {util:.1}% (computing {compute:.1}%)")), "{text}");
 }

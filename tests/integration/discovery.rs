@@ -91,3 +91,47 @@ fn a_json_file_that_is_not_a_trace_is_skipped_with_a_note() {
     theirs["run"] = serde_json::Value::Null;
     assert_eq!(ours, theirs);
 }
+
+#[test]
+fn json_arrays_that_are_not_trace_events_never_make_a_run() {
+    // XProf's exported tool data, or a script's results, saved in a folder of the log
+    // directory after the capture (so newer): JSON arrays, but of no trace events. The
+    // capture stays the run; the folder is never one.
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("cpu-transformer"), tmp.path());
+    let export = tmp.path().join("xprof_export");
+    std::fs::create_dir_all(&export).unwrap();
+    std::fs::write(export.join("results.json"), r#"[{"cols":[1]}]"#).unwrap();
+    std::fs::write(export.join("overview_page.json"), r#"[{"cols":[{"id":"a"}],"rows":[]}, {"p":{}}]"#).unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let listing = json(&["ls", dir]);
+    let runs: Vec<&str> = listing["runs"].as_array().unwrap().iter().map(|r| r["run"].as_str().unwrap()).collect();
+    assert_eq!(runs, ["plugins/profile/2026_11_21_22_29_17"], "{listing}");
+    let s = json(&["summary", dir]);
+    let want = reference(&[
+        "steps",
+        fixture("cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb").to_str().unwrap(),
+    ]);
+    assert_eq!(s["step_count"].as_u64(), Some(want.as_array().unwrap().len() as u64), "{s}");
+}
+
+#[test]
+fn a_memory_profile_saved_in_the_log_directory_is_found() {
+    // Guide 000 saves its device-memory profile with the log directory, not in the run
+    // folder: the run takes the nearest one above it, and reads it as the file itself.
+    let tmp = tempfile::tempdir().unwrap();
+    copy_tree(&fixture("cpu-transformer"), tmp.path());
+    let run = tmp.path().join("plugins/profile/2026_11_21_22_29_17");
+    std::fs::rename(run.join("memory.prof"), tmp.path().join("memory.prof")).unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let theirs = reference(&["pprof", tmp.path().join("memory.prof").to_str().unwrap()]);
+    let m = json(&["memory", dir]);
+    let p = &m["device_memory_profile"];
+    assert_eq!((&p["total_bytes"], &p["buffer_count"]), (&theirs["total_bytes"], &theirs["buffer_count"]), "{m}");
+    assert!(p["path"].as_str().unwrap().ends_with("memory.prof"), "{p}");
+    // None anywhere: the text says where it looked and how to make one.
+    std::fs::remove_file(tmp.path().join("memory.prof")).unwrap();
+    let text = ok(&["memory", dir]);
+    assert!(text.contains("no device-memory profile") && text.contains(run.to_str().unwrap()), "{text}");
+    assert!(text.contains("save_device_memory_profile"), "{text}");
+}

@@ -1049,3 +1049,29 @@ test('timeline: two runs one above the other, aligned at a step, move together',
   await page.click('#tl-compare-close');
   await page.waitForFunction(() => !document.querySelector('#tl-canvas-b'));
 });
+
+test('a GPU that only copied is named and left out; a capture without steps shows no step time', async () => {
+  // rocm-mi300x-conv-2gpu: GPU 0 ran only copies, GPU 7 the convolution; no steps.
+  const run = await runIn('rocm-mi300x-conv-2gpu');
+  const d = await api('devices', { run });
+  assert.equal(d.left_out.length, 1, JSON.stringify(d.left_out));
+  await open(`devices?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#dev-left-out');
+  const note = await page.textContent('#dev-left-out');
+  const l = d.left_out[0];
+  assert.equal(note, `left out: ${l.host} ${l.device} (${fmt.count(l.op_count)} ops, ${fmt.dur(l.busy_ps)}), which ran only copies (no compute, no collective)`);
+  const c = await cards('#dev-cards');
+  assert.equal(c.utilisation, fmt.pct(d.all.utilization_pct));
+  const rows = await page.$$eval('#dev-table table.data tbody tr', trs => trs.map(tr => [...tr.children].map(td => td.textContent)));
+  const idle = rows.find(r => r.includes(l.device));
+  assert.equal(idle[idle.length - 1], 'no work', idle.join('|'));
+  const s = await api('summary', { run });
+  assert.equal(s.step_count, 0);
+  await open(`overview?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('.cards .card');
+  const o = await cards('.cards');
+  assert.equal(o['mean step'], '—');
+  assert.equal(o['device utilisation'], fmt.pct(s.device_utilization_pct));
+  const sub = await page.$$eval('.cards .card', cs => cs.map(c => c.querySelector('.sub').textContent).find(t => t.startsWith('busy share')));
+  assert.equal(sub, `busy share of each device’s own span (no steps); computing ${fmt.pct(s.device_compute_pct)}; left out: ${l.device} (only copies)`);
+});

@@ -13,15 +13,19 @@ export async function render(view, ctx) {
   if (ctx.stale()) return;
   const t = s.step_time;
   view.append(el('h1', {}, `Run ${s.run}`));
+  // Without steps there is no step time: "—", and utilisation is over each device's span.
+  const stepped = s.step_count > 0;
+  const over = stepped ? 'step time' : 'each device’s own span (no steps)';
+  const leftOut = (s.devices_left_out || []).length
+    ? `; left out: ${s.devices_left_out.map(l => l.device).join(', ')} (only copies)` : '';
   view.append(el('div', { class: 'cards' },
-    card('steps', count(s.step_count), `from ${s.step_source.replace(/_/g, ' ')}`),
-    card('mean step', dur(t.mean_ps), `± ${dur(t.std_ps)}`),
-    card('median step', dur(t.median_ps), `p90 ${dur(t.p90_ps)}`),
-    card('min / max', `${dur(t.min_ps)} / ${dur(t.max_ps)}`),
+    card('steps', count(s.step_count), stepped ? `from ${s.step_source.replace(/_/g, ' ')}` : 'none found'),
+    card('mean step', stepped ? dur(t.mean_ps) : '—', stepped ? `± ${dur(t.std_ps)}` : ''),
+    card('median step', stepped ? dur(t.median_ps) : '—', stepped ? `p90 ${dur(t.p90_ps)}` : ''),
+    card('min / max', stepped ? `${dur(t.min_ps)} / ${dur(t.max_ps)}` : '—'),
     s.environment.devices.length
-      ? card('device utilisation', pct(s.device_utilization_pct), (s.devices_left_out || []).length
-        ? `busy share of step time; left out: ${s.devices_left_out.map(l => l.device).join(', ')} (only copies)`
-        : 'busy share of step time')
+      ? card('device utilisation', pct(s.device_utilization_pct),
+        `busy share of ${over}; computing ${pct(s.device_compute_pct)}${leftOut}`)
       : card('device utilisation', '—', 'no device activity recorded'),
   ));
 

@@ -92,6 +92,9 @@ pub struct Overview {
     /// Device busy share of step time (mean over the devices that took part in the
     /// work), percent.
     pub device_utilization_pct: f64,
+    /// Share of step time the devices computed (mean over the devices that took part
+    /// in the work), percent: busy less collectives, copies and waits on async copies.
+    pub device_compute_pct: f64,
     /// The devices that took no part in the work (they only copied), left out of the
     /// breakdown and utilisation; absent where none is.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -145,6 +148,7 @@ pub fn overview(profile: &Profile, top: usize) -> Overview {
         step_time,
         breakdown,
         device_utilization_pct,
+        device_compute_pct: model.compute_pct(),
         devices_left_out: crate::devices::left_out(profile),
         flops_per_step,
         flops_utilization_pct,

@@ -111,7 +111,19 @@ impl DeviceTime {
 
     /// The run's utilisation: the mean of the working devices' busy shares.
     pub fn utilization_pct(&self) -> f64 {
-        let (sum, n) = self.working().fold((0.0, 0usize), |(s, n), t| (s + t.utilization_pct(), n + 1));
+        self.mean_pct(DeviceTimeline::utilization_pct)
+    }
+
+    /// The share of the run's time spent computing: the mean of the working devices'
+    /// compute shares ([`Part::Compute`]; busy less collectives, copies and waits on
+    /// async copies, which utilisation counts).
+    pub fn compute_pct(&self) -> f64 {
+        self.mean_pct(|t| pct(t.part_ps(Part::Compute), t.window_ps()))
+    }
+
+    /// The mean of `of` over the working devices (0 for none).
+    fn mean_pct(&self, of: impl Fn(&DeviceTimeline) -> f64) -> f64 {
+        let (sum, n) = self.working().fold((0.0, 0usize), |(s, n), t| (s + of(t), n + 1));
         if n == 0 {
             0.0
         } else {

@@ -34,7 +34,8 @@ pub struct Run {
     pub modified: SystemTime,
     /// The files to read, one per host.
     pub hosts: Vec<HostFile>,
-    /// Device-memory profiles (pprof) found beside them.
+    /// Device-memory profiles (pprof) found beside them, else in the nearest folder
+    /// above them in the folder searched (a log directory's `memory.prof`).
     pub pprof: Vec<PathBuf>,
     /// Files named like profiles that were not read, each with why
     /// (`x.xplane.pb: a FIFO, not a regular file`): one note each for the user.
@@ -72,8 +73,10 @@ fn is_jax_trace_name(name: &str) -> bool {
     name.ends_with(".trace.json.gz") || name.ends_with(".trace.json") || name.starts_with("perfetto_trace.json")
 }
 
-/// Whether a `.json` / `.json.gz` file of another name holds a Chrome trace: a JSON
-/// array, or an object naming `traceEvents` in its first 64 KiB (of text).
+/// Whether a `.json` / `.json.gz` file of another name holds a Chrome trace: an object
+/// naming `traceEvents`, or an array whose first element is a trace event (an object
+/// with a `ph` phase), in its first 64 KiB (of text). Other JSON (XProf's exported tool
+/// data `[{"cols":…}]`, results a script saved, a config) is no trace.
 fn looks_like_trace(path: &Path) -> bool {
     use std::io::Read;
     const HEAD: u64 = 64 << 10;
@@ -90,8 +93,18 @@ fn looks_like_trace(path: &Path) -> bool {
     } else {
         raw
     };
-    match text.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'[') => true,
+    head_is_trace(&text)
+}
+
+/// [`looks_like_trace`] on the file's first bytes.
+fn head_is_trace(text: &[u8]) -> bool {
+    let mut rest = text.iter().skip_while(|b| b.is_ascii_whitespace());
+    match rest.next() {
+        Some(b'[') => {
+            // The first element, up to its first nested value: an object with a `ph` key.
+            let element: Vec<u8> = rest.skip_while(|b| b.is_ascii_whitespace()).copied().take(4096).collect();
+            element.first() == Some(&b'{') && element.windows(4).any(|w| w == b"\"ph\"")
+        }
         Some(b'{') => text.windows(13).any(|w| w == b"\"traceEvents\""),
         _ => false,
     }
@@ -139,7 +152,7 @@ fn find_runs_noting(dir: &Path) -> Result<(Vec<Run>, Vec<String>)> {
         ));
     }
     let mut found = Found { runs: Vec::new(), stray: Vec::new(), budget: MAX_WALK_ENTRIES };
-    walk(dir, dir, 0, &mut found)?;
+    walk(dir, dir, 0, &mut found, &[])?;
     let Found { mut runs, stray, .. } = found;
     runs.sort_by(|a, b| (a.modified, &a.rel).cmp(&(b.modified, &b.rel)));
     Ok((runs, stray))
@@ -157,7 +170,10 @@ struct Found {
 const MAX_WALK_DEPTH: usize = 16;
 const MAX_WALK_ENTRIES: usize = 200_000;
 
-fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found) -> Result<()> {
+/// Adds the runs under `dir` to `found`. `above`: the device-memory profiles of the
+/// nearest folder above that holds any (`jax.profiler.save_device_memory_profile` into
+/// the log directory), for a run that holds none of its own.
+fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found, above: &[PathBuf]) -> Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         // Unreadable sub-folders are skipped; an unreadable root is an error.
@@ -203,7 +219,10 @@ fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found) -> Result<()> 
         if let Some(format) = format_of_name(&name) {
             if format == Format::TraceJson && !is_jax_trace_name(&name) && !looks_like_trace(&path) {
                 // A JSON file of the user's own (`wall.json`, a config) beside the profiles.
-                skipped.push(format!("{}: a JSON file that is not a trace (no \"traceEvents\")", path.display()));
+                skipped.push(format!(
+                    "{}: a JSON file that is not a trace (no \"traceEvents\", no array of trace events)",
+                    path.display()
+                ));
                 continue;
             }
             let host = crate::xplane::host_from_file_name(&path);
@@ -213,21 +232,34 @@ fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found) -> Result<()> 
             pprof.push(path);
         }
     }
+    // This folder's memory profiles, else those of the nearest folder above.
+    pprof.sort();
+    let pprof = if pprof.is_empty() { above.to_vec() } else { pprof };
     if let Some(hosts) = choose_hosts(hosts) {
         let name = dir.file_name().map_or_else(|| dir.display().to_string(), |n| n.to_string_lossy().into_owned());
         let rel = match dir.strip_prefix(root) {
             Ok(r) if !r.as_os_str().is_empty() => r.to_string_lossy().into_owned(),
             _ => name.clone(),
         };
-        pprof.sort();
         skipped.sort();
-        found.runs.push(Run { name, rel, dir: dir.to_path_buf(), modified, hosts, pprof, skipped, among: 1 });
+        let run_pprof = pprof.clone();
+        found.runs.push(Run {
+            name,
+            rel,
+            dir: dir.to_path_buf(),
+            modified,
+            hosts,
+            pprof: run_pprof,
+            skipped,
+            among: 1,
+        });
     } else {
         found.stray.extend(skipped);
     }
+    let above = pprof;
     subdirs.sort();
     for sub in subdirs {
-        walk(root, &sub, depth + 1, found)?;
+        walk(root, &sub, depth + 1, found, &above)?;
     }
     Ok(())
 }
@@ -309,4 +341,23 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
     chosen.skipped.extend(stray);
     chosen.among = among;
     Ok(chosen)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head_is_trace;
+
+    #[test]
+    fn only_trace_events_make_json_a_trace() {
+        for yes in [
+            &b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[]}"[..],
+            b" [ {\"name\":\"a\",\"ph\":\"X\",\"ts\":1,\"dur\":2}]",
+            b"[{\"ph\":\"M\",\"name\":\"process_name\"}",
+        ] {
+            assert!(head_is_trace(yes), "{}", String::from_utf8_lossy(yes));
+        }
+        for no in [&b"[{\"cols\":[1]}]"[..], b"[]", b"[1, 2, 3]", b"{\"step_ms\": 3.2}", b"[[{\"ph\":\"X\"}]]", b""] {
+            assert!(!head_is_trace(no), "{}", String::from_utf8_lossy(no));
+        }
+    }
 }

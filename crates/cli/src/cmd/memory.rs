@@ -47,7 +47,22 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<ExitCode> {
     };
     let shown = pprof_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
     let m = memory::memory(&profile, pp.as_ref().map(|p| (shown.as_str(), p)), a.select.rows());
-    print(&m, a, false)
+    print(&m, a, false)?;
+    if pprof_path.is_none() && !a.output.json && !a.output.csv {
+        // Where a device-memory profile was looked for, and how to make one.
+        let above = if a.input.path.is_dir() && a.input.path != run.dir {
+            format!(" or the folders above it up to {}", a.input.path.display())
+        } else {
+            String::new()
+        };
+        println!();
+        println!(
+            "no device-memory profile (memory.prof, *.pprof) in {}{above}: save one there with \
+             jax.profiler.save_device_memory_profile(PATH), or pass --pprof FILE",
+            run.dir.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A regular file named as discovery names device-memory profiles (`*.prof`, …).

@@ -91,9 +91,9 @@ fn print_text(s: &Summary) {
         if !env.devices.is_empty() {
             // Each device is then measured over its own span, first op to last.
             println!(
-                "device utilisation {:.1}% over each device's own span (first op to last); `stepscope devices PATH` \
-                 splits it",
-                s.device_utilization_pct
+                "device utilisation {:.1}% (computing {:.1}%) over each device's own span (first op to last); \
+                 `stepscope devices PATH` splits it",
+                s.device_utilization_pct, s.device_compute_pct
             );
             print_left_out(s);
         }
@@ -151,10 +151,12 @@ fn print_breakdown(s: &Summary) {
         (Some(f), Some(u)) => format!("  ·  FLOPs utilisation {u:.1}% ({} a step)", human::rate(f, "FLOP")),
         _ => String::new(),
     };
+    // Busy is not computing: waits on async copies and collectives keep a device busy.
     println!(
-        "AVERAGE STEP  {}  ·  device utilisation {:.1}%{flops}",
+        "AVERAGE STEP  {}  ·  device utilisation {:.1}% (computing {:.1}%){flops}",
         human::duration_ps(b.step_ps),
-        s.device_utilization_pct
+        s.device_utilization_pct,
+        s.device_compute_pct
     );
     print_left_out(s);
     let parts = [

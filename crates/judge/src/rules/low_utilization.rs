@@ -1,17 +1,22 @@
-//! `low-utilization`: Devices busy less of the step than the threshold.
+//! `low-utilization`: Devices busy less of the step than the threshold; in a capture
+//! without steps, less of their own span (first op to last), which then names the
+//! idlest devices: a capture mostly idle says so even where it has no steps to judge.
 
 use stepscope_analysis::steps;
+use stepscope_model::device_time::DeviceTimeline;
 
 use crate::context::Context;
 use crate::evidence::*;
 use crate::finding::{Finding, Severity};
 use crate::rule::Rule;
 
-pub const RULE: Rule = Rule { id: "low-utilization", threshold: Some("utilization_pct"), needs_steps: true, check };
+pub const RULE: Rule = Rule { id: "low-utilization", threshold: Some("utilization_pct"), needs_steps: false, check };
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (s, th, steps, device_time) = (cx.overview, cx.th, cx.steps, cx.device_time);
-    if device_time && s.device_utilization_pct < th.utilization_pct {
+    if device_time && steps.steps.is_empty() && s.device_utilization_pct < th.utilization_pct {
+        out.push(without_steps(cx));
+    } else if device_time && s.device_utilization_pct < th.utilization_pct {
         let mut worst: Vec<&steps::Step> = steps.steps.iter().collect();
         worst.sort_by_key(|st| std::cmp::Reverse(st.device_idle_ps));
         out.push(Finding {
@@ -44,6 +49,45 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     }
 }
 
+/// The finding of a capture without steps: each working device measured over its own
+/// span, the idlest named. A warning at most: the span may hold what the capture
+/// caught around the work (warm-up, the wait before the first step).
+fn without_steps(cx: &Context) -> Finding {
+    let (s, th, profile) = (cx.overview, cx.th, cx.profile);
+    let model = profile.device_time();
+    let devices = profile.devices();
+    let mut idlest: Vec<(&stepscope_model::Device, &DeviceTimeline)> =
+        devices.iter().zip(&model.devices).filter(|(_, t)| t.took_part && t.window_ps() > 0).collect();
+    idlest.sort_by(|a, b| a.1.utilization_pct().total_cmp(&b.1.utilization_pct()).then(a.0.index.cmp(&b.0.index)));
+    Finding {
+        rule: RULE.id,
+        severity: Severity::Warning,
+        title: format!(
+            "devices are busy {:.1}% of their own span (first op to last: no steps to measure in)",
+            s.device_utilization_pct
+        ),
+        value: s.device_utilization_pct,
+        threshold: th.utilization_pct,
+        unit: "pct",
+        evidence: idlest
+            .iter()
+            .take(3)
+            .map(|(d, t)| {
+                let idle_ps = t.window_ps().saturating_sub(t.busy_ps);
+                at(
+                    ev(format!("{}: idle {} of its {} span", d.name, ms(idle_ps), ms(t.window_ps())), d.host),
+                    t.window[0].0,
+                    t.window_ps(),
+                )
+            })
+            .collect(),
+        advice: "mark the steps (jax.profiler.StepTraceAnnotation) to tell the work's own idle time from the \
+                 capture's: a span that holds the wait before the first step or after the last looks idle; \
+                 `stepscope devices PATH` splits each device's span"
+            .into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::RULE;
@@ -57,5 +101,23 @@ mod tests {
         assert_eq!(f.value, run.overview.device_utilization_pct);
         assert_eq!(f.severity, Severity::Critical, "{} is under half of {}", f.value, f.threshold);
         assert!(Run::of("cpu-clean").check(&RULE).is_empty());
+    }
+
+    #[test]
+    fn a_capture_without_steps_is_judged_over_the_devices_spans() {
+        // Eight MI300X GPUs, no step annotations: each is busy a few percent of its own
+        // span. The finding says so (a warning: the span may hold the capture's own
+        // wait), with the idlest devices as `devices` measures them.
+        let run = Run::of("rocm-mi300x-conv-8gpu");
+        assert!(run.profile.time_base().steps.steps.is_empty());
+        let f = run.one(&RULE);
+        assert_eq!(f.value, run.overview.device_utilization_pct);
+        assert_eq!(f.severity, Severity::Warning);
+        assert_eq!(f.evidence.len(), 3);
+        let rows = &run.inputs.devices.devices;
+        let lowest = rows.iter().map(|r| r.utilization_pct).fold(f64::INFINITY, f64::min);
+        let first = rows.iter().find(|r| f.evidence[0].what.starts_with(&format!("{}:", r.device))).unwrap();
+        assert_eq!(first.utilization_pct, lowest);
+        assert_eq!(f.evidence[0].duration_ps, Some(first.window_ps));
     }
 }
