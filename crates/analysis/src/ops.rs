@@ -373,7 +373,7 @@ fn summed<'p>(profile: &'p Profile, hlo: &[HloModules], by: GroupBy, scope_depth
         .into_par_iter()
         .map(|(di, range)| {
             let d = &devices[di];
-            let rows = chunk_rows(d, &hlo[d.host_index], executions[di], range.clone(), by, scope_depth);
+            let rows = chunk_rows(d, &hlo[d.host_index], &executions[di], range.clone(), by, scope_depth);
             release_chunk(d, range);
             rows
         })
@@ -620,7 +620,7 @@ fn cut_line(d: &Device, range: std::ops::Range<usize>, out: &mut Vec<std::ops::R
 fn chunk_rows<'a>(
     d: &Device<'a>,
     hlo: &HloModules,
-    executions: Executions,
+    executions: &Executions,
     range: std::ops::Range<usize>,
     by: GroupBy,
     scope_depth: usize,
@@ -642,8 +642,7 @@ fn chunk_rows<'a>(
     let kernels = d.source == stepscope_model::OpSource::Kernels;
     let mut previous: Option<((u32, u32, u32), Option<Execution>)> = None;
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
-        let at =
-            ((o.ids.0, o.ids.1, o.line), kernels.then(|| executions.of(o.corr, &names[o.ids.0 as usize])).flatten());
+        let at = ((o.ids.0, o.ids.1, o.line), kernels.then(|| executions.of(o.corr, o.ids.0)).flatten());
         let continues = previous.is_some_and(|p| same_execution(p, at, &names[o.ids.1 as usize]));
         let execution = u64::from(!kernels || !continues);
         previous = Some(at);

@@ -20,38 +20,49 @@ pub enum Execution {
     Launch(i64),
 }
 
-/// Tells the executions of a device's kernels apart: its host's launches and the plane
-/// they were read from.
-#[derive(Clone, Copy, Default)]
+/// Tells the executions of a device's kernels apart: its host's launches and, per op
+/// name id of the device ([`crate::records::DeviceOps::names`]), the host event
+/// metadata of its annotation (resolved once, so no name is compared per kernel).
+#[derive(Default)]
 pub struct Executions<'p> {
     launches: Option<&'p Launches>,
-    host: Option<&'p Plane>,
+    /// Per device name id: the metadata id of the host events named after it among the
+    /// launches' scopes, [`u32::MAX`] for none.
+    annotation: Vec<u32>,
 }
 
 impl<'p> Executions<'p> {
-    pub fn new(launches: Option<&'p Launches>, host: Option<&'p Plane>) -> Executions<'p> {
-        Executions { launches: launches.filter(|l| !l.is_empty()), host }
+    /// For a device whose interned names are `names`, launched from `launches`, read
+    /// from `host` (its host's CPU plane).
+    pub fn new(launches: Option<&'p Launches>, host: Option<&Plane>, names: &[Box<str>]) -> Executions<'p> {
+        let launches = launches.filter(|l| !l.is_empty());
+        let mut annotation = Vec::new();
+        if let (Some(l), Some(plane)) = (launches, host) {
+            let metas = l.scope_metas();
+            if !metas.is_empty() {
+                // The scopes' names (few: one per op annotation), each matched to the
+                // device's names once; TraceMe's metadata (`name:#k=v#`) is no part of it.
+                let mut by_name: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+                for &m in &metas {
+                    let name = plane.event_name(m);
+                    by_name.entry(name.split(":#").next().unwrap_or(name)).or_insert(m);
+                }
+                annotation = names.iter().map(|n| by_name.get(&**n).copied().unwrap_or(u32::MAX)).collect();
+            }
+        }
+        Executions { launches, annotation }
     }
 
-    /// The execution of op `op`'s kernel launched as `corr`; `None` where the kernel
-    /// is not linked to a launch.
+    /// The execution of the kernel of op name id `op` launched as `corr`; `None` where
+    /// the kernel is not linked to a launch.
     #[inline]
-    pub fn of(&self, corr: Option<i64>, op: &str) -> Option<Execution> {
-        let (corr, launches) = (corr?, self.launches?);
-        let launch = launches.launch(corr)?;
-        match (launch.scope, self.host) {
-            (Some((start, meta)), Some(plane)) if names_op(plane.event_name(meta), op) => {
-                Some(Execution::InScope(start))
-            }
+    pub fn of(&self, corr: Option<i64>, op: u32) -> Option<Execution> {
+        let corr = corr?;
+        match self.launches?.scope(corr)? {
+            Some((start, meta)) if self.annotation.get(op as usize) == Some(&meta) => Some(Execution::InScope(start)),
             _ => Some(Execution::Launch(corr)),
         }
     }
-}
-
-/// Whether a host event's name is op `op`'s annotation: the op's name, alone or with
-/// TraceMe's metadata (`custom-call.35:#hlo_module=…#`).
-fn names_op(event: &str, op: &str) -> bool {
-    !op.is_empty() && event.strip_prefix(op).is_some_and(|rest| rest.is_empty() || rest.starts_with(":#"))
 }
 
 /// Whether a GPU kernel continues the execution of the kernel before it in its
@@ -72,18 +83,4 @@ pub fn same_execution(
             (Some(a), Some(b)) => a == b,
             _ => true,
         }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::names_op;
-
-    #[test]
-    fn an_annotation_names_its_op_alone_or_with_metadata() {
-        assert!(names_op("custom-call.35", "custom-call.35"));
-        assert!(names_op("custom-call.35:#hlo_module=jit_f#", "custom-call.35"));
-        assert!(!names_op("custom-call.350", "custom-call.35"));
-        assert!(!names_op("jit_f:XLA GPU module", "custom-call.35"));
-        assert!(!names_op("", ""));
-    }
 }

@@ -252,7 +252,7 @@ pub fn host_compile_events(profile: &Profile) -> impl Iterator<Item = &[(u32, u3
 pub fn executions<'a>(profile: &'a Profile, d: &Device) -> crate::executions::Executions<'a> {
     let launches = profile.launches().get(d.host_index);
     let host = profile.hosts.get(d.host_index).and_then(crate::device::host_cpu_plane);
-    crate::executions::Executions::new(launches, host)
+    crate::executions::Executions::new(launches, host, &d.cached_ops().names)
 }
 
 /// The device-time model of `profile` (computed once: see [`Profile::prepare`]).

@@ -429,8 +429,8 @@ fn launches(plane: &stepscope_xspace::Plane) -> Launches {
 
 /// The innermost event of `line` that holds the start of event `i` (its start and
 /// metadata id): the nearest one before it that starts no later and ends later, among
-/// the [`ENCLOSING_SCAN`] before it (a thunk's launches follow its annotation closely;
-/// a launch call may end a clock tick after the annotation does).
+/// the [`ENCLOSING_SCAN`] before it (a launch call may end a clock tick after the
+/// annotation holding it does).
 fn enclosing(line: &Line, i: usize) -> Option<(i64, u32)> {
     let start = line.start_ps(i);
     (i.saturating_sub(ENCLOSING_SCAN)..i)
@@ -439,37 +439,51 @@ fn enclosing(line: &Line, i: usize) -> Option<(i64, u32)> {
         .map(|j| (line.start_ps(j), line.meta(j)))
 }
 
-/// How many events before a launch [`enclosing`] looks at.
-const ENCLOSING_SCAN: usize = 16;
+/// How many events before a launch [`enclosing`] looks at. What is looked for is the
+/// annotation of the op that made the launch, which holds the op's few launches and
+/// comes right before them (on the NVIDIA fixtures: the event before, or the one before
+/// that, after a GEMM's memset); an event that holds more launches (a module's, a
+/// loop's) names no op.
+const ENCLOSING_SCAN: usize = 4;
 
 /// Events of a host line, or a GPU's op records, read as one piece by
 /// the analyses' `steps::launched_work`. Debug builds (the tests' binaries) cut the fixtures' too, so the
 /// joining of pieces is checked by every test that reads launched work.
 pub const LAUNCH_SCAN_PIECE: usize = if cfg!(debug_assertions) { 1 << 7 } else { 1 << 16 };
 
-/// One host launch of GPU work.
+/// One host launch of GPU work, as read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Launch {
     pub start_ps: i64,
     pub end_ps: i64,
-    /// The innermost event of the launch's line that holds it: its start and event
-    /// metadata id on the host's CPU plane. `None` where none does (the launch calls
-    /// are on a line of their own).
+    /// The innermost event of the launch's line that holds its start: the event's
+    /// start and metadata id on the host's CPU plane. `None` where none does (the
+    /// launch calls are on a line of their own).
     pub scope: Option<(i64, u32)>,
 }
 
 /// Host launches by `correlation_id`. CUPTI numbers its calls one by one, so the
 /// ids are nearly always a dense range (every id from 1 to N on the NVIDIA fixtures):
-/// then a table indexed by id, at most twice as long as the launches; else (ROCm's:
-/// one id in 6.6) a map.
+/// then tables indexed by id, at most twice as long as the launches (16 bytes a launch
+/// for its span, 16 more for its scope where any launch has one); else (ROCm's: one id
+/// in 6.6) a map.
 #[derive(Default)]
 pub struct Launches {
     /// The first id of `dense`.
     first: i64,
-    /// Per id from `first` on: its launch, `None` for none.
-    dense: Vec<Option<Launch>>,
+    /// Per id from `first` on: its launch's span, [`NO_LAUNCH`] for none.
+    dense: Vec<(i64, i64)>,
+    /// Per id as `dense`: its launch's scope, [`NO_SCOPE`] for none; empty where no
+    /// launch has one.
+    dense_scope: Vec<(i64, u32)>,
     sparse: FastMap<i64, Launch>,
 }
+
+/// A [`Launches::dense`] slot without a launch.
+const NO_LAUNCH: (i64, i64) = (i64::MIN, i64::MIN);
+
+/// A [`Launches::dense_scope`] slot without a scope.
+const NO_SCOPE: (i64, u32) = (i64::MIN, u32::MAX);
 
 impl Launches {
     /// From (id, launch) pairs in reading order: the last of an id wins.
@@ -478,11 +492,17 @@ impl Launches {
         let hi = found.iter().map(|f| f.0).max().unwrap_or(0);
         let span = (hi as i128 - lo as i128 + 1) as u128;
         if !found.is_empty() && span <= 2 * found.len() as u128 + 1024 {
-            let mut dense = vec![None; span as usize];
-            for (c, at) in found {
-                dense[(c - lo) as usize] = Some(at);
+            let mut dense = vec![NO_LAUNCH; span as usize];
+            let scoped = found.iter().any(|f| f.1.scope.is_some());
+            let mut dense_scope = if scoped { vec![NO_SCOPE; span as usize] } else { Vec::new() };
+            for (c, l) in found {
+                let at = (c - lo) as usize;
+                dense[at] = (l.start_ps, l.end_ps);
+                if scoped {
+                    dense_scope[at] = l.scope.unwrap_or(NO_SCOPE);
+                }
             }
-            Launches { first: lo, dense, sparse: FastMap::default() }
+            Launches { first: lo, dense, dense_scope, sparse: FastMap::default() }
         } else {
             Launches { sparse: found.into_iter().collect(), ..Launches::default() }
         }
@@ -492,26 +512,45 @@ impl Launches {
         self.dense.is_empty() && self.sparse.is_empty()
     }
 
-    /// Launch `corr`.
+    /// Where launch `corr` sits in the dense tables.
     #[inline]
-    pub fn launch(&self, corr: i64) -> Option<&Launch> {
-        if self.dense.is_empty() {
-            return self.sparse.get(&corr);
-        }
-        let at = usize::try_from(corr.checked_sub(self.first)?).ok()?;
-        self.dense.get(at)?.as_ref()
+    fn slot(&self, corr: i64) -> Option<usize> {
+        usize::try_from(corr.checked_sub(self.first)?).ok().filter(|&at| at < self.dense.len())
     }
 
     /// The span of launch `corr`.
     #[inline]
     pub fn get(&self, corr: i64) -> Option<(i64, i64)> {
-        self.launch(corr).map(|l| (l.start_ps, l.end_ps))
+        if self.dense.is_empty() {
+            return self.sparse.get(&corr).map(|l| (l.start_ps, l.end_ps));
+        }
+        Some(self.dense[self.slot(corr)?]).filter(|&t| t != NO_LAUNCH)
+    }
+
+    /// Whether there is a launch `corr`, and its scope (see [`Launch::scope`]).
+    #[inline]
+    pub fn scope(&self, corr: i64) -> Option<Option<(i64, u32)>> {
+        if self.dense.is_empty() {
+            return self.sparse.get(&corr).map(|l| l.scope);
+        }
+        let at = self.slot(corr).filter(|&at| self.dense[at] != NO_LAUNCH)?;
+        Some(self.dense_scope.get(at).copied().filter(|&s| s != NO_SCOPE))
+    }
+
+    /// The metadata ids of the scopes of every launch, each once.
+    pub fn scope_metas(&self) -> Vec<u32> {
+        let mut metas: Vec<u32> = (self.dense_scope.iter().filter(|s| **s != NO_SCOPE).map(|s| s.1))
+            .chain(self.sparse.values().filter_map(|l| l.scope.map(|s| s.1)))
+            .collect();
+        metas.sort_unstable();
+        metas.dedup();
+        metas
     }
 
     /// Every launch: (id, span).
     pub fn iter(&self) -> impl Iterator<Item = (i64, (i64, i64))> + '_ {
-        let dense = (self.dense.iter().enumerate())
-            .filter_map(|(k, l)| l.map(|l| (self.first + k as i64, (l.start_ps, l.end_ps))));
+        let dense =
+            (self.dense.iter().enumerate()).filter(|(_, &t)| t != NO_LAUNCH).map(|(k, &t)| (self.first + k as i64, t));
         dense.chain(self.sparse.iter().map(|(&c, l)| (c, (l.start_ps, l.end_ps))))
     }
 }

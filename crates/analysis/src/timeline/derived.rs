@@ -90,7 +90,7 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
                 let launched = (ops.correlation_id(r))
                     .and_then(|c| launches.and_then(|l| l.get(c)))
                     .map_or(start_ps, |(at, _)| at);
-                let execution = executions.of(ops.correlation_id(r), &ops.names[r.name as usize]);
+                let execution = executions.of(ops.correlation_id(r), r.name);
                 Kernel { start_ps, end_ps, op: r.name, module: r.module, line, step: step_at(launched), execution }
             })
             .collect();
