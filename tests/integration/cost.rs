@@ -109,6 +109,21 @@ fn roofline_lists_the_roofs_and_the_ops_under_them() {
     // A capture whose device has no known roofs says so.
     let cpu = ok(&["roofline", &fixture(WITH_DOTS[0]).to_string_lossy()]);
     assert!(cpu.contains("roofs unknown"), "{cpu}");
+    // Roofs given too low (1 GFLOP/s, 1 GB/s for a CPU that does tens): every op over
+    // its roof is marked and counted under the table, never shown as if possible.
+    let low = ["roofline", &fixture(WITH_DOTS[0]).to_string_lossy(), "--peak-flops", "1G", "--peak-bandwidth", "1G"]
+        .map(|s| s.to_string());
+    let low: Vec<&str> = low.iter().map(|s| s.as_str()).collect();
+    let rows = json(&[&low[..], &["--top", "0"]].concat());
+    let above =
+        rows["ops"].as_array().unwrap().iter().filter(|o| o["roof_pct"].as_f64().unwrap_or(0.0) > 100.0).count();
+    assert!(above > 0, "{rows}");
+    let text = ok(&[&low[..], &["--top", "0"]].concat());
+    let marked = |l: &&str| l.contains(" !  ") || l.trim_end().ends_with(" !");
+    assert_eq!(text.lines().filter(marked).count(), above, "{text}");
+    assert!(text.contains(&format!("! {above} op(s) above 100% of their roof")), "{text}");
+    // Within the roofs: no mark.
+    assert!(!ok(&["roofline", &f]).contains("above 100% of their roof"));
 }
 
 /// XProf 2.24's per-op costs, saved beside each GPU capture by

@@ -94,10 +94,24 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
             num(o.arithmetic_intensity, 1),
             o.flops_per_s.map(|v| human::rate(v, "FLOP/s")).unwrap_or_default(),
             o.roof_flops_per_s.map(|v| human::rate(v, "FLOP/s")).unwrap_or_default(),
-            num(o.roof_pct, 1),
+            // A rate above the roof is marked, never printed as if it were possible.
+            match o.roof_pct {
+                Some(p) if p > 100.0 => format!("{p:.1} !"),
+                p => num(p, 1),
+            },
             o.bound.unwrap_or("").to_string(),
         ]);
     }
     print!("{}", t.text());
+    let above = r.ops.iter().filter(|o| o.roof_pct.is_some_and(|p| p > 100.0)).count();
+    if above > 0 {
+        let why = format!(
+            "! {above} op(s) above 100% of their roof: the roof is lower than the device's (a peak given with \
+             --peak-flops / --peak-bandwidth, or a data sheet's for another part), the op's operands sat in a cache \
+             faster than the memory the roof assumes, or its time holds less than all its work (XLA:CPU hands dots to a \
+             thread pool whose time is not the op's)"
+        );
+        println!("{}", human::wrap("", &why, crate::table::prose_width()));
+    }
     Ok(ExitCode::SUCCESS)
 }
