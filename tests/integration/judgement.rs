@@ -339,3 +339,39 @@ fn a_capture_with_host_tracing_off_is_told_so_not_to_add_annotations() {
     // A capture with host tracing on keeps the usual advice where it has no steps.
     assert!(finding(on, "host-tracing-off").is_null());
 }
+
+#[test]
+fn diff_refuses_to_compare_a_run_with_itself_and_names_the_runs() {
+    // `runs/` holds two runs (adam, and sgd, the newer): `diff runs runs/sgd` would read
+    // sgd on both sides. Refused, naming both runs; two run folders diff as usual.
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    copy_tree(&fixture("cpu-guide-adam"), &runs.join("adam"));
+    copy_tree(&fixture("cpu-guide-sgd"), &runs.join("sgd"));
+    let sgd_run = runs.join("sgd/plugins/profile/2026_11_25_03_32_46");
+    let newer = std::fs::File::open(sgd_run.join("vm.xplane.pb")).unwrap();
+    newer.set_modified(std::time::SystemTime::now()).unwrap();
+    let (all, sgd) = (runs.to_str().unwrap(), runs.join("sgd"));
+    let out = stepscope(&["diff", all, sgd.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(out.stdout.is_empty() && !err.contains("panicked"), "{err}");
+    let last = err.lines().last().unwrap();
+    assert!(last.starts_with("stepscope: A and B are one run") && last.contains(" — diff two of them: "), "{err}");
+    assert!(
+        last.contains("adam/plugins/profile/2026_11_25_03_32_42") && last.contains(sgd_run.to_str().unwrap()),
+        "{err}"
+    );
+    let ok_diff = json(&["diff", runs.join("adam").to_str().unwrap(), sgd.to_str().unwrap()]);
+    assert_ne!(ok_diff["a"]["run"], ok_diff["b"]["run"], "{ok_diff}");
+}
+
+#[test]
+fn a_memory_profile_given_as_a_trace_names_the_command_that_reads_it() {
+    let prof = fixture("cpu-transformer/plugins/profile/2026_11_21_22_29_17/memory.prof");
+    let p = prof.to_str().unwrap();
+    let err = assert_clean_error(&["summary", p]);
+    assert!(err.contains("is a device-memory profile") && err.contains(&format!("stepscope memory {p}")), "{err}");
+    // And that command reads it.
+    assert!(json(&["memory", p])["device_memory_profile"]["total_bytes"].as_i64().unwrap() > 0);
+}

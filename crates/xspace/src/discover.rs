@@ -295,6 +295,20 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let format = match format_of_name(&name) {
             Some(f) => f,
+            None if is_pprof_name(&name.to_ascii_lowercase()) => {
+                return Err(Error::new(
+                    format!(
+                        "{} is a device-memory profile (pprof, as jax.profiler.save_device_memory_profile \
+                         writes), not a trace",
+                        path.display()
+                    ),
+                    format!(
+                        "read it with `stepscope memory {0}`, or beside its capture with `stepscope memory LOGDIR \
+                         --pprof {0}`",
+                        path.display()
+                    ),
+                ));
+            }
             None => sniff(path)?,
         };
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();

@@ -28,8 +28,9 @@ pub struct DiffArgs {
 }
 
 pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
-    let load = |p: &PathBuf| load::profile(&Input { path: p.clone(), run: None }, &args.select);
-    let (a, b) = (load(&args.a)?, load(&args.b)?);
+    let load = |p: &PathBuf| load::profile_and_run(&Input { path: p.clone(), run: None }, &args.select);
+    let ((a, run_a), (b, run_b)) = (load(&args.a)?, load(&args.b)?);
+    refuse_one_run_twice(args, &run_a, &run_b)?;
     let mut d = diff::diff_by(&a, &b, crate::cmd::ops::group_by(args.by));
     d.truncate(args.select.rows());
     if args.output.json {
@@ -165,4 +166,29 @@ fn signed(ps: i64) -> String {
     } else {
         human::duration_ps(ps)
     }
+}
+
+/// A folder of several runs stands for its newest: where that makes A and B the same
+/// run, the diff would compare a run with itself. Refused, naming the runs to pick from.
+fn refuse_one_run_twice(
+    args: &DiffArgs,
+    a: &stepscope_xspace::discover::Run,
+    b: &stepscope_xspace::discover::Run,
+) -> anyhow::Result<()> {
+    let files = |r: &stepscope_xspace::discover::Run| -> Vec<PathBuf> {
+        r.hosts.iter().map(|h| std::fs::canonicalize(&h.path).unwrap_or_else(|_| h.path.clone())).collect()
+    };
+    if files(a) != files(b) || (a.among <= 1 && b.among <= 1) {
+        return Ok(());
+    }
+    let (folder, run) = if a.among > 1 { (&args.a, a) } else { (&args.b, b) };
+    let runs = stepscope_xspace::discover::find_runs(folder).unwrap_or_default();
+    let names: Vec<String> = runs.iter().map(|r| folder.join(&r.rel).display().to_string()).collect();
+    anyhow::bail!(
+        "A and B are one run, {} (the newest of the {} under {}) — diff two of them: {}",
+        run.dir.display(),
+        run.among,
+        folder.display(),
+        names.join(", ")
+    )
 }
