@@ -220,6 +220,14 @@ fn check_passes_against_its_own_baseline_and_fails_a_slowed_run() {
     // A generous limit lets the slow run pass.
     let lax = stepscope(&["check", &fx("cpu-slow"), "--baseline", b, "--max-regression", "1000"]);
     assert_eq!(lax.status.code(), Some(0));
+    // The other way, the faster run passes with a change below 0, which the text calls better.
+    let slow_base = dir.path().join("slow.json");
+    std::fs::write(&slow_base, ok(&["summary", &fx("cpu-slow"), "--json"])).unwrap();
+    let faster = ok(&["check", &fx("cpu-clean"), "--baseline", slow_base.to_str().unwrap()]);
+    let v = json(&["check", &fx("cpu-clean"), "--baseline", slow_base.to_str().unwrap()]);
+    let change = v["metrics"][0]["regression_pct"].as_f64().unwrap();
+    assert!(change < 0.0 && faster.contains(&format!("{change:+.1}%")), "{faster}");
+    assert!(faster.contains("CHANGE above 0 is worse, below 0 better"), "{faster}");
 }
 
 #[test]

@@ -93,7 +93,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         }
         print!("{}", t.text());
         println!(
-            "{} ({} baseline steps, {} current steps; CHANGE is for the worse)",
+            "{} ({} baseline steps, {} current steps; CHANGE above 0 is worse, below 0 better)",
             if c.passed { "check passed" } else { "check FAILED: a metric regressed past its limit" },
             c.baseline_steps,
             c.current_steps
