@@ -330,15 +330,15 @@ pub fn warm(profile: &Profile) {
 
 fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
     let hlo = profile.hlo_modules();
-    let mut accs = summed(profile, &hlo, by, scope_depth);
+    let mut accs = summed(profile, hlo, by, scope_depth);
     if matches!(by, GroupBy::Op | GroupBy::Line | GroupBy::Stack) {
         for a in &mut accs {
-            cost_from_hlo(&hlo, a);
+            cost_from_hlo(hlo, a);
         }
     }
     let mut stacks = Vec::new();
     if matches!(by, GroupBy::Line | GroupBy::Stack) {
-        (accs, stacks) = by_source(&hlo, accs, by);
+        (accs, stacks) = by_source(hlo, accs, by);
     }
     let op_time_ps = sum_ps(accs.iter().map(|a| a.self_ps));
     let mut rows: Vec<OpRow> = accs.into_iter().map(|a| row(a, op_time_ps, by)).collect();
@@ -408,10 +408,10 @@ pub struct OpStack {
 /// The same sums `ops --by stack` regroups.
 pub fn op_stacks(profile: &Profile) -> Vec<OpStack> {
     let hlo = profile.hlo_modules();
-    let mut out: Vec<OpStack> = summed(profile, &hlo, GroupBy::Stack, 0)
+    let mut out: Vec<OpStack> = summed(profile, hlo, GroupBy::Stack, 0)
         .into_iter()
         .map(|a| OpStack {
-            stack: acc_stack(&hlo, &a).unwrap_or_default(),
+            stack: acc_stack(hlo, &a).unwrap_or_default(),
             op: a.name.to_string(),
             module: a.module.to_string(),
             category: if a.one_category { a.category.to_string() } else { String::new() },
@@ -512,14 +512,9 @@ fn by_source<'a>(hlo: &[HloModules], accs: Vec<Acc<'a>>, by: GroupBy) -> (Vec<Ac
 /// Module rows whose name several programs share get the program's id in their
 /// name, `jit_dot(49)`.
 fn name_programs(rows: &mut [OpRow]) {
-    let mut programs: FastMap<&str, u32> = FastMap::default();
-    for r in rows.iter().filter(|r| r.program_id.is_some()) {
-        *programs.entry(&r.name).or_default() += 1;
-    }
-    let repeated: std::collections::HashSet<String> =
-        programs.into_iter().filter(|&(_, n)| n > 1).map(|(name, _)| name.to_string()).collect();
-    for r in rows.iter_mut() {
-        if let Some(id) = r.program_id.filter(|_| repeated.contains(&r.name)) {
+    let shared = shared_by_programs(rows, |r| (r.name.as_str(), ""));
+    for (r, shared) in rows.iter_mut().zip(shared) {
+        if let Some(id) = r.program_id.filter(|_| shared) {
             r.name = format!("{}({id})", r.name);
         }
     }
@@ -529,20 +524,21 @@ fn name_programs(rows: &mut [OpRow]) {
 /// for several shapes, or two functions of one name) get their program,
 /// `jit_dot(49)`, in [`OpRow::program`]: one row per program, told apart.
 fn label_programs(rows: &mut [OpRow]) {
-    let mut programs: FastMap<(&str, &str), u32> = FastMap::default();
-    for r in rows.iter().filter(|r| r.program_id.is_some()) {
-        *programs.entry((&r.name, &r.module)).or_default() += 1;
-    }
-    let repeated: std::collections::HashSet<(String, String)> = programs
-        .into_iter()
-        .filter(|&(_, n)| n > 1)
-        .map(|((name, module), _)| (name.to_string(), module.to_string()))
-        .collect();
-    for r in rows.iter_mut() {
-        if let Some(id) = r.program_id.filter(|_| repeated.contains(&(r.name.clone(), r.module.clone()))) {
+    let shared = shared_by_programs(rows, |r| (r.name.as_str(), r.module.as_str()));
+    for (r, shared) in rows.iter_mut().zip(shared) {
+        if let Some(id) = r.program_id.filter(|_| shared) {
             r.program = Some(format!("{}({id})", r.module));
         }
     }
+}
+
+/// Per row: whether rows of several programs share its `key`.
+fn shared_by_programs<'r>(rows: &'r [OpRow], key: impl Fn(&'r OpRow) -> (&'r str, &'r str)) -> Vec<bool> {
+    let mut programs: FastMap<(&str, &str), u32> = FastMap::default();
+    for r in rows.iter().filter(|r| r.program_id.is_some()) {
+        *programs.entry(key(r)).or_default() += 1;
+    }
+    rows.iter().map(|r| programs.get(&key(r)).is_some_and(|&n| n > 1)).collect()
 }
 
 /// A row's key: its name (op, category, module or scope); by op, its module; by op,

@@ -210,7 +210,7 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
 
 /// The lowest `host_tracer_level` of the hosts' captures, where recorded.
 pub fn host_tracer_level(profile: &Profile) -> Option<u32> {
-    profile.hosts.iter().filter_map(|h| stepscope_xspace::xplane::tracer_levels(h)).map(|l| l.host).min()
+    profile.hosts.iter().filter_map(stepscope_xspace::xplane::tracer_levels).map(|l| l.host).min()
 }
 
 fn environment(profile: &Profile, devices: &[Device]) -> Environment {

@@ -138,15 +138,15 @@ pub fn build(devices: &[Device], base: &TimeBase) -> DeviceTime {
         .par_iter()
         .map(|d| {
             let (busy, host) = (&base.busy[d.index], base.hosts.get(d.host_index));
-            let timeline = timeline(
+            timeline(
+                base.took_part[d.index],
                 &base.kinds[d.index],
                 window(d, &base.steps, busy),
                 busy,
                 &base.active[d.index],
                 host.map(|h| [&h.compile, &h.to_device, &h.to_host]),
                 base.launched[d.index].as_ref(),
-            );
-            DeviceTimeline { took_part: base.took_part[d.index], ..timeline }
+            )
         })
         .collect();
     DeviceTime { devices }
@@ -196,9 +196,10 @@ fn window(d: &Device, steps: &Steps, busy: &Intervals) -> (WindowSource, Vec<(i6
     }
 }
 
-/// One device's timeline in `window`, from its ops by kind, its busy and active time,
-/// its host's compile time and host copies (to the device, to the host), and the spans
-/// between its ops and their launches.
+/// One device's timeline in `window` (`took_part`: whether it took part in the work),
+/// from its ops by kind, its busy and active time, its host's compile time and host
+/// copies (to the device, to the host), and the spans between its ops and their
+/// launches.
 ///
 /// Each part is the time of its set in the window that no set before it covers. The
 /// sets that can be as large as the ops are measured without being copied: compute
@@ -207,6 +208,7 @@ fn window(d: &Device, steps: &Steps, busy: &Intervals) -> (WindowSource, Vec<(i6
 /// sets (the other op kinds, compile, host copies) are mostly short: each is cut to the
 /// window, less the sets before it.
 fn timeline(
+    took_part: bool,
     k: &OpKinds,
     (window_source, window): (WindowSource, Vec<(i64, i64)>),
     busy: &Intervals,
@@ -257,7 +259,7 @@ fn timeline(
     };
     let collective_ops = k.spans[Part::Collective.index()].within(&window);
     DeviceTimeline {
-        took_part: true,
+        took_part,
         window_source,
         window,
         parts_ps,

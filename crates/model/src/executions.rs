@@ -23,7 +23,6 @@ pub enum Execution {
 /// Tells the executions of a device's kernels apart: its host's launches and, per op
 /// name id of the device ([`crate::records::DeviceOps::names`]), the host event
 /// metadata of its annotation (resolved once, so no name is compared per kernel).
-#[derive(Default)]
 pub struct Executions<'p> {
     launches: Option<&'p Launches>,
     /// Per device name id: the metadata id of the host events named after it among the

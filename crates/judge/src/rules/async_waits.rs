@@ -12,7 +12,6 @@ pub const RULE: Rule = Rule { id: "async-waits", threshold: Some("async_wait_pct
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let th = cx.th;
     let b = &cx.overview.breakdown;
-    // --- async waits and the runtime between ops (the device-time model's parts)
     let wait_pct = cx.step_pct(b.async_wait_ps);
     if wait_pct > th.async_wait_pct {
         out.push(Finding {
