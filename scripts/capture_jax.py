@@ -42,6 +42,9 @@ Examples:
     # sharded array in a shard_map (XLA:CPU names them reduce_scatter.N, all_gather.N)
     python3 scripts/capture_jax.py --steps 4 --devices 8 --batch 8 --collectives
 
+    # a loop that never waits for its device, captured while its work still runs
+    python3 scripts/capture_jax.py --steps 10 --no-sync --stop-unsynced
+
     # 2 CPU devices, steps not annotated: each device measured in its own runs
     python3 scripts/capture_jax.py --steps 4 --devices 2 --no-step-annotation
 
@@ -104,6 +107,9 @@ def parse_args(argv=None):
     p.add_argument("--no-sync", action="store_true",
                    help="do not wait for each step's loss (JAX dispatches ahead, as in most training loops); "
                         "the losses are read after the last step")
+    p.add_argument("--stop-unsynced", action="store_true",
+                   help="with --no-sync: stop the trace right after the last step is dispatched, while its "
+                        "work (and earlier steps') still runs (a capture cut mid-loop)")
     p.add_argument("--no-step-annotation", action="store_true",
                    help="no StepTraceAnnotation around the captured steps (as in loops that never "
                         "mark their steps): steps are then found from the train step's executions")
@@ -364,8 +370,8 @@ def main(argv=None):
                     collect_x = collect_fn(collect_x)
                     if not args.no_sync:
                         collect_x.block_until_ready()
-                if not args.no_sync:
-                    loss = float(loss)  # sync so the step covers the device work
+            if not args.no_sync:
+                loss = float(loss)  # sync so the step covers the device work
         if args.sleep_ms > 0:
             time.sleep(args.sleep_ms / 1000.0)
         return loss
@@ -390,9 +396,11 @@ def main(argv=None):
     jax.profiler.start_trace(args.out, create_perfetto_trace=args.perfetto, **trace_kwargs)
     try:
         losses = [run_step(i, annotate=not args.no_step_annotation) for i in range(args.steps)]
-        losses = [float(x) for x in losses]  # with --no-sync, waits for the last step here
+        if not args.stop_unsynced:
+            losses = [float(x) for x in losses]  # with --no-sync, waits for the last step here
     finally:
         jax.profiler.stop_trace()
+    losses = [float(x) for x in losses]
     elapsed = time.perf_counter() - t0
 
     after = set(os.listdir(profile_root))

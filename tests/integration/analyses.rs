@@ -218,8 +218,8 @@ fn csv_and_host_selection() {
     let mut lines = csv.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "step_num,host,name,start_ps,duration_ps,device_busy_ps,device_idle_ps,compile_ps,device_work_ps,flops,\
-         flops_utilization_pct"
+        "step_num,host,name,start_ps,duration_ps,host_start_ps,host_duration_ps,cut,device_busy_ps,device_idle_ps,\
+         compile_ps,device_work_ps,flops,flops_utilization_pct"
     );
     assert_eq!(lines.count(), 8);
     let err = assert_clean_error(&["ops", &f, "--host", "nohost"]);

@@ -6,6 +6,7 @@
 
 mod util;
 
+mod ahead;
 mod analyses;
 mod capture;
 mod capture_hostile;

@@ -16,6 +16,10 @@ Commands:
     xspace_ref.py steps PATH.xplane.pb
         JSON list of {"step_num","start_ps","duration_ps"} for host events with
         stats `step_num` and `_r` (StepTraceAnnotation roots), sorted by start.
+    xspace_ref.py step-work PATH.xplane.pb
+        XLA:CPU, per annotated step: {"step_num","work_start_ps","work_duration_ps",
+        "busy_ps"} of the program runs its `PjitFunction` dispatches started (linked
+        in run-id order, the capture holding every run its dispatches started).
     xspace_ref.py host-events PATH.xplane.pb --names A,B --prefixes P,Q
         JSON list of {"name","line","start_ps","duration_ps"}: /host:CPU events
         named A or B or starting with P or Q, by start.
@@ -423,6 +427,66 @@ def steps(path):
     return out
 
 
+def step_work(path):
+    """XLA:CPU: the device work each annotated step dispatched. A dispatch is a
+    `PjitFunction(f)` event not inside another one on its line; it ran program
+    `jit_f`. The program's runs (ops sharing `hlo_module` and `run_id`) are taken in
+    run-id order, and the capture is taken to hold every run its dispatches started,
+    so the first (runs - dispatches) runs came before it and dispatch j started run
+    (runs - dispatches + j). Per step, in step order: {"step_num", "work_start_ps",
+    "work_duration_ps", "busy_ps"} (busy: the union of the ops' intervals), null
+    fields where the step dispatched no run the capture holds."""
+    space = read_xspace(path)
+    runs = {}  # (module, run_id) -> [intervals]
+    calls = {}  # f -> [dispatch start]
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            outer = []  # dispatch spans of this line
+            for ev in line.events:
+                name = event_name(plane, ev)
+                start = event_start_ps(line, ev)
+                end = start + ev.duration_ps
+                if name.startswith("PjitFunction(") and name.endswith(")"):
+                    outer.append((start, end, name[len("PjitFunction("):-1]))
+                st = event_stats(plane, ev)
+                if "run_id" in st and "hlo_module" in st:
+                    runs.setdefault((st["hlo_module"], st["run_id"]), []).append((start, end))
+            for (start, end, f) in outer:
+                inside = any(s <= start and end <= e and (s, e) != (start, end) for (s, e, _) in outer)
+                if not inside:
+                    calls.setdefault(f, []).append(start)
+    linked = []  # (dispatch start, module, run_id)
+    for f, starts in calls.items():
+        module = "jit_" + f
+        ids = sorted(r for (m, r) in runs if m == module)
+        before = max(0, len(ids) - len(starts))
+        for j, start in enumerate(sorted(starts)):
+            if before + j < len(ids):
+                linked.append((start, module, ids[before + j]))
+    out = []
+    for st in steps(path):
+        lo, hi = st["start_ps"], st["start_ps"] + st["duration_ps"]
+        spans = [iv for (t, m, r) in linked if lo <= t < hi for iv in runs[(m, r)]]
+        row = {"step_num": st["step_num"], "work_start_ps": None, "work_duration_ps": None, "busy_ps": None}
+        if spans:
+            spans.sort()
+            busy, cur = 0, None
+            for a, b in spans:
+                if cur is None or a > cur[1]:
+                    if cur is not None:
+                        busy += cur[1] - cur[0]
+                    cur = [a, b]
+                else:
+                    cur[1] = max(cur[1], b)
+            busy += cur[1] - cur[0]
+            first, last = min(a for a, _ in spans), max(b for _, b in spans)
+            row.update(work_start_ps=first, work_duration_ps=last - first, busy_ps=busy)
+        out.append(row)
+    return out
+
+
 def memory(path):
     """Per allocator: allocation/deallocation counts, the highest bytes_allocated and
     when it was first reached, and the sizes of allocations live then (by addr)."""
@@ -649,6 +713,8 @@ def main(argv=None):
     p.add_argument("--limit", type=int, default=20)
     p = sub.add_parser("steps", help="StepTraceAnnotation roots as a JSON list")
     p.add_argument("path")
+    p = sub.add_parser("step-work", help="XLA:CPU: the device work each step dispatched, as JSON")
+    p.add_argument("path")
     p = sub.add_parser("memory", help="allocator peaks and live allocations as JSON")
     p.add_argument("path")
     p = sub.add_parser("pprof", help="device-memory pprof totals as JSON")
@@ -688,6 +754,8 @@ def main(argv=None):
             print(json.dumps(ev, separators=(",", ":"), ensure_ascii=False))
     elif a.cmd == "steps":
         print(json.dumps(steps(a.path), separators=(",", ":")))
+    elif a.cmd == "step-work":
+        print(json.dumps(step_work(a.path), separators=(",", ":")))
     elif a.cmd == "memory":
         print(json.dumps(memory(a.path), separators=(",", ":")))
     elif a.cmd == "plane-stats":

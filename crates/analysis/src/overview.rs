@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::ops::{self, GroupBy, OpRow};
-use crate::steps::{self, StepSource};
+use crate::steps::{self, StepSource, StepTiming};
 use stepscope_model::device_time::{DeviceTime, DeviceTimeline, Part};
 use stepscope_model::stats::{sum_ps, Distribution};
 use stepscope_model::{Device, DeviceKind, Profile};
@@ -86,8 +86,22 @@ pub struct Overview {
     pub schema: &'static str,
     pub run: String,
     pub step_source: StepSource,
+    /// The steps the step time is taken over (all but those [`Step::cut`](steps::Step::cut)).
     pub step_count: u64,
+    /// What a step's time is: the host's span, or, where the loop dispatches ahead,
+    /// the device work it launched.
+    pub step_timing: StepTiming,
     pub step_time: Distribution,
+    /// Where steps are timed on the device: the host's spans of the same steps (the
+    /// time the loop took to dispatch them); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_step_time: Option<Distribution>,
+    /// Steps left out of the step time because the capture cut their work.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub steps_cut: u64,
+    /// Jitted calls whose work the capture does not hold, at least (it stopped first).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dispatched_not_run: u64,
     pub breakdown: Breakdown,
     /// Device busy share of step time (mean over the devices that took part in the
     /// work), percent.
@@ -124,9 +138,12 @@ pub fn overview(profile: &Profile, top: usize) -> Overview {
     let devices = profile.devices();
     let steps = steps::cached(profile);
     let model = profile.device_time();
-    let durations: Vec<i64> = steps.steps.iter().map(|s| s.duration_ps).collect();
+    let durations: Vec<i64> = steps.timed().map(|s| s.duration_ps).collect();
     let step_time = Distribution::of(&durations);
-    let mut breakdown = breakdown(model, if steps.steps.is_empty() { 0 } else { step_time.mean_ps });
+    let host_step_time = (steps.timing == StepTiming::Device).then(|| {
+        Distribution::of(&steps.timed().map(|s| s.host_duration_ps).collect::<Vec<_>>())
+    });
+    let mut breakdown = breakdown(model, if durations.is_empty() { 0 } else { step_time.mean_ps });
     if let Some(input) = crate::scopes::input_work(profile) {
         breakdown.host_input_ps = Some(input.host_input_ps);
         breakdown.device_idle_input_ps = Some(input.device_idle_input_ps.clamp(0, breakdown.device_idle_ps));
@@ -144,8 +161,12 @@ pub fn overview(profile: &Profile, top: usize) -> Overview {
         schema: "stepscope.summary/1",
         run: profile.run.clone(),
         step_source: steps.source,
-        step_count: steps.steps.len() as u64,
+        step_count: durations.len() as u64,
+        step_timing: steps.timing,
         step_time,
+        host_step_time,
+        steps_cut: (steps.steps.len() - durations.len()) as u64,
+        dispatched_not_run: steps.dispatched_not_run,
         breakdown,
         device_utilization_pct,
         device_compute_pct: model.compute_pct(),
@@ -206,6 +227,10 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
         host_input_ps: None,
         device_idle_input_ps: None,
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The lowest `host_tracer_level` of the hosts' captures, where recorded.

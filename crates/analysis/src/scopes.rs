@@ -103,7 +103,8 @@ pub fn scopes(profile: &Profile) -> Scopes {
         let on_host: Vec<&Device> = devices.iter().filter(|d| d.host_index == hi).collect();
         let busy: Vec<&Intervals> = on_host.iter().map(|d| &base.busy[d.index]).collect();
         let mine: Vec<&Step> = st.steps.iter().filter(|s| s.host == space.host).collect();
-        let windows = Intervals::new(mine.iter().map(|s| (s.start_ps, s.end_ps())).collect());
+        // Host scopes are in the steps' host spans (the device's may come later).
+        let windows = Intervals::new(mine.iter().map(|s| s.host_span()).collect());
         let mean_busy = |lo: i64, hi: i64| match busy.len() {
             0 => 0,
             n => sum_ps(busy.iter().map(|b| b.overlap(lo, hi))) / n as i64,
@@ -122,7 +123,7 @@ pub fn scopes(profile: &Profile) -> Scopes {
                 acc[pp as usize].2 = acc[pp as usize].2.saturating_add(inside.max(0));
             }
         }
-        let work = launched_per_path(profile, &space.host, h);
+        let work = launched_per_path(profile, hi, h);
         let n_steps = mine.len() as i64;
         let mut host_rows: Vec<ScopeRow> = h
             .paths
@@ -170,7 +171,7 @@ pub fn input_work(profile: &Profile) -> Option<InputWork> {
         let busy: Vec<&Intervals> =
             devices.iter().filter(|d| d.host_index == hi).map(|d| &base.busy[d.index]).collect();
         let windows = Intervals::new(
-            st.steps.iter().filter(|s| s.host == space.host).map(|s| (s.start_ps, s.end_ps())).collect(),
+            st.steps.iter().filter(|s| s.host == space.host).map(|s| s.host_span()).collect(),
         );
         // Input work inside the steps, and the part of it no op ran.
         let inside = h.input.within(windows.spans());
@@ -194,28 +195,22 @@ pub fn input_work(profile: &Profile) -> Option<InputWork> {
     })
 }
 
-/// GPUs: per path, the device work launched in its occurrences (see
-/// [`steps::launched_work`]), measured depth by depth (occurrences of one depth do
-/// not nest). `None` where the host's work is not linked to launches.
-fn launched_per_path(profile: &Profile, host: &str, h: &HostScopes) -> Option<Vec<i64>> {
+/// Per path, the device work launched in its occurrences (see
+/// [`stepscope_model::work`]), measured depth by depth (occurrences of one depth do
+/// not nest). `None` where the host's work is not linked to its launches.
+fn launched_per_path(profile: &Profile, hi: usize, h: &HostScopes) -> Option<Vec<i64>> {
     let max_depth = h.paths.iter().map(|p| p.2).max()?;
     let mut per_path = vec![0i64; h.paths.len()];
     let mut any = false;
     for depth in 0..=max_depth {
-        let at: Vec<usize> =
+        let mut at: Vec<usize> =
             (0..h.occurrences.len()).filter(|&o| h.paths[h.occurrences[o].0 as usize].2 == depth).collect();
-        let mut spans: Vec<Step> = at
-            .iter()
-            .map(|&o| {
-                let (_, lo, hi, _) = h.occurrences[o];
-                steps::span_as_step(host, lo, hi - lo)
-            })
-            .collect();
-        steps::launched_work(profile, &mut spans);
-        for (&o, s) in at.iter().zip(&spans) {
-            if let Some(w) = s.device_work_ps {
+        at.sort_by_key(|&o| h.occurrences[o].1);
+        let windows: Vec<(i64, i64)> = at.iter().map(|&o| (h.occurrences[o].1, h.occurrences[o].2)).collect();
+        for (&o, w) in at.iter().zip(profile.work_in(hi, &windows)) {
+            if let Some(w) = w {
                 any = true;
-                per_path[h.occurrences[o].0 as usize] += w;
+                per_path[h.occurrences[o].0 as usize] += w.busy_ps;
             }
         }
     }

@@ -809,9 +809,11 @@ impl Timeline {
                 .collect()
         };
         let start_ps = line.start_ps(i);
+        // A device's event is in the step as measured; a host's in the step's host span.
+        let span = |s: &Step| if plane.name.starts_with("/device:") { (s.start_ps, s.end_ps()) } else { s.host_span() };
         let step_num = steps
             .iter()
-            .find(|s| s.host == space.host && s.start_ps <= start_ps && start_ps < s.end_ps())
+            .find(|s| s.host == space.host && span(s).0 <= start_ps && start_ps < span(s).1)
             .map(|s| s.step_num);
         Ok(EventDetail {
             schema: "stepscope.timeline_event/1",

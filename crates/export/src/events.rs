@@ -65,7 +65,7 @@ pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table
     let mut stats_json: Vec<u8> = Vec::new();
     for space in &profile.hosts {
         let mut spans: Vec<(i64, i64, i64)> =
-            steps.steps.iter().filter(|s| s.host == space.host).map(|s| (s.start_ps, s.end_ps(), s.step_num)).collect();
+            (steps.steps.iter()).filter(|s| s.host == space.host).map(|s| (s.host_span().0, s.host_span().1, s.step_num)).collect();
         spans.sort_unstable();
         let host_steps = HostSteps(spans);
         for plane in &space.planes {

@@ -90,7 +90,7 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
     devices.retain(|d| steps::took_part(profile, d));
     let mut per_module: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
     let windows = |host: &str| -> Vec<(i64, i64)> {
-        steps.steps.iter().filter(|s| s.host == host).map(|s| (s.start_ps, s.end_ps())).collect()
+        steps.steps.iter().filter(|s| s.host == host).map(|s| s.host_span()).collect()
     };
     let inside = |w: &[(i64, i64)], t: i64| {
         let i = w.partition_point(|x| x.1 <= t);

@@ -11,6 +11,8 @@
 //! - [`command_buffer`]: GPU kernels of a command buffer credited to their instructions;
 //! - [`discover`] (stage 1): the devices of every host and their op records;
 //! - [`steps`]: the steps and the host events they are measured against;
+//! - [`dispatch`]: which host call dispatched each XLA:CPU program run;
+//! - [`work`]: the device work a host window (a step, a scope) launched;
 //! - [`busy`]: one pass over each device's ops (busy, active, kinds, launch gaps);
 //! - [`time_base`] (stage 2): the above for every device, and the steps measured;
 //! - [`executions`]: which of a GPU op's kernels make one execution of it;
@@ -27,6 +29,7 @@ pub mod derived;
 pub mod device;
 pub mod device_time;
 pub mod discover;
+pub mod dispatch;
 pub mod executions;
 pub mod hlo_ops;
 pub mod host_scopes;
@@ -36,6 +39,7 @@ pub mod records;
 pub mod stats;
 pub mod steps;
 pub mod time_base;
+pub mod work;
 
 pub use derived::{Derived, Memo};
 pub use device::{Device, DeviceKind, Keys, OpSource, UserPeaks};

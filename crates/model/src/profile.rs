@@ -33,6 +33,7 @@ use stepscope_xspace::Space;
 use crate::derived::{Derived, Memo};
 use crate::device::{Device, UserPeaks};
 use crate::device_time::DeviceTime;
+use crate::dispatch::Dispatches;
 use crate::discover::{find_devices, DeviceSet};
 use crate::host_scopes::HostScopes;
 use crate::stats::Intervals;
@@ -62,6 +63,8 @@ struct Cache {
     pub devices: Derived<DeviceSet>,
     /// Per host: its launches of GPU work (needs stage 1).
     pub launches: Derived<Vec<Launches>>,
+    /// Per host: its XLA:CPU dispatches linked to their runs (needs stage 1).
+    pub dispatches: Derived<Vec<Dispatches>>,
     /// Stage 2: busy, compile and steps (needs stage 1 and the launches).
     pub time: Derived<TimeBase>,
     /// Stage 3: the device-time model (needs stages 1 and 2).
@@ -170,13 +173,35 @@ impl Profile {
         self.cache.launches.get_or_compute(|| crate::steps::host_launches(&self.hosts, &self.devices()))
     }
 
-    /// Stage 2: busy, compile and steps, from stage 1 and the launches (asked for
-    /// first, on this thread).
+    /// Per host (in [`Profile::hosts`] order): its XLA:CPU dispatches, each linked to
+    /// the program run it started ([`crate::dispatch`]), from stage 1 (asked for first,
+    /// on this thread); empty on a host whose device is not its CPU.
+    pub fn dispatches(&self) -> &[Dispatches] {
+        self.device_set();
+        self.cache.dispatches.get_or_compute(|| crate::dispatch::host_dispatches(&self.hosts, &self.devices()))
+    }
+
+    /// Stage 2: busy, compile and steps, from stage 1, the launches and the dispatches
+    /// (asked for first, on this thread).
     pub fn time_base(&self) -> &TimeBase {
-        let (set, launches) = (self.device_set(), self.launches());
+        let (set, launches, dispatches) = (self.device_set(), self.launches(), self.dispatches());
         self.cache.time.get_or_compute(|| {
-            crate::time_base::measure(&self.hosts, self.hlo_modules(), set, &self.devices(), launches)
+            crate::time_base::measure(&self.hosts, self.hlo_modules(), set, &self.devices(), launches, dispatches)
         })
+    }
+
+    /// What links host windows of host `hi` to the device work launched in them
+    /// ([`crate::work`]), from stage 2 (asked for first, on this thread).
+    pub fn work_in(&self, hi: usize, windows: &[(i64, i64)]) -> Vec<Option<crate::work::Work>> {
+        let base = self.time_base();
+        let devices = self.devices();
+        let links = crate::work::Links {
+            devices: &devices,
+            took_part: &base.took_part,
+            launches: self.launches(),
+            dispatches: self.dispatches(),
+        };
+        links.work_in(hi, windows)
     }
 
     /// Stage 3: the device-time model, from stages 1 and 2 (asked for first, on this

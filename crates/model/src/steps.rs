@@ -50,18 +50,35 @@ pub struct Step {
     /// The annotation's or module's name.
     pub name: String,
     pub host: String,
+    /// The step as measured: the host's span ([`Step::host_start_ps`]), or, where the
+    /// loop dispatches ahead ([`StepTiming::Device`]), the device work it launched
+    /// (first op to last op's end).
     pub start_ps: i64,
     pub duration_ps: i64,
+    /// The step's span on its host (the annotation's, or the module run's).
+    pub host_start_ps: i64,
+    pub host_duration_ps: i64,
+    /// The device work the step launched, first op to last op's end (GPU kernels by
+    /// `correlation_id`, XLA:CPU runs by their dispatch: [`crate::work`]); absent where
+    /// the profile links none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work_start_ps: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work_duration_ps: Option<i64>,
+    /// Timed by its device work, the capture holds only part of it (cut at the
+    /// capture's start or end): left out of the step time's statistics.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
     /// Time some op ran on the device within the step (mean over the host's devices).
     pub device_busy_ps: i64,
     /// `duration_ps - device_busy_ps`.
     pub device_idle_ps: i64,
     /// Time XLA compilation ran on the host within the step.
     pub compile_ps: i64,
-    /// GPUs: the device time of the kernels and copies the step launched, each linked
-    /// to its host launch by `correlation_id` (mean over the host's GPUs). Unlike
-    /// `device_busy_ps` it follows the step's work when the loop dispatches ahead and
-    /// the device runs it during later steps. Absent where the profile links none.
+    /// The time the device work the step launched ran (mean over the host's devices
+    /// that took part in the work). Unlike `device_busy_ps` it follows the step's work
+    /// when the loop dispatches ahead and the device runs it during later steps.
+    /// Absent where the profile links none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_work_ps: Option<i64>,
     /// FLOPs of the ops that started in the step on its host's devices (the executed
@@ -78,6 +95,23 @@ impl Step {
     pub fn end_ps(&self) -> i64 {
         self.start_ps.saturating_add(self.duration_ps)
     }
+
+    /// The step's span on its host: (start, end).
+    pub fn host_span(&self) -> (i64, i64) {
+        (self.host_start_ps, self.host_start_ps.saturating_add(self.host_duration_ps))
+    }
+}
+
+/// What a step's time is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StepTiming {
+    /// The host's span: the loop waits for its work (or nothing links the work to it).
+    #[default]
+    Host,
+    /// The device work each step launched: the loop dispatches ahead, so most steps'
+    /// work ran after their host span had closed.
+    Device,
 }
 
 /// The steps of a profile.
@@ -85,7 +119,38 @@ impl Step {
 pub struct Steps {
     pub schema: &'static str,
     pub source: StepSource,
+    pub timing: StepTiming,
+    /// Jitted calls (XLA:CPU dispatches) whose work the capture does not hold, at
+    /// least: it stopped before their programs ran, so the steps that made them do not
+    /// hold their work.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dispatched_not_run: u64,
     pub steps: Vec<Step>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Steps {
+    /// The steps the step time's statistics read: all but those [`Step::cut`].
+    pub fn timed(&self) -> impl Iterator<Item = &Step> {
+        self.steps.iter().filter(|s| !s.cut)
+    }
+}
+
+/// True when most steps' launched work ended after their host span, by more than a
+/// twentieth of it: the loop dispatches ahead of its device.
+pub fn dispatches_ahead(steps: &[Step]) -> bool {
+    let linked: Vec<&Step> = steps.iter().filter(|s| s.work_start_ps.is_some()).collect();
+    let late = (linked.iter())
+        .filter(|s| {
+            let end = s.work_start_ps.unwrap_or(0).saturating_add(s.work_duration_ps.unwrap_or(0));
+            let host_end = s.host_start_ps.saturating_add(s.host_duration_ps);
+            end > host_end.saturating_add(s.host_duration_ps / 20)
+        })
+        .count();
+    !linked.is_empty() && 2 * late > linked.len()
 }
 
 pub fn find_steps(hosts: &[Space], set: &DeviceSet, devices: &[Device]) -> (StepSource, Vec<Step>) {
@@ -117,6 +182,11 @@ fn blank_step(step_num: i64, name: &str, host: &str, start_ps: i64, duration_ps:
         host: host.to_string(),
         start_ps,
         duration_ps,
+        host_start_ps: start_ps,
+        host_duration_ps: duration_ps,
+        work_start_ps: None,
+        work_duration_ps: None,
+        cut: false,
         device_busy_ps: 0,
         device_idle_ps: 0,
         compile_ps: 0,

@@ -10,7 +10,9 @@ use crate::busy::{launched, measure_ops, Launched, OpKinds};
 use crate::device::Device;
 use crate::discover::DeviceSet;
 use crate::stats::{sum_ps, Intervals};
-use crate::steps::{find_steps, host_events, HostTime, Launches, Steps};
+use crate::dispatch::Dispatches;
+use crate::steps::{dispatches_ahead, find_steps, host_events, HostTime, Launches, Step, StepSource, StepTiming, Steps};
+use crate::work::Links;
 
 /// Stage 2 of the shared work: what is measured against time, from stage 1.
 pub struct TimeBase {
@@ -44,6 +46,7 @@ pub fn measure(
     set: &DeviceSet,
     devices: &[Device],
     launches: &[Launches],
+    dispatches: &[Dispatches],
 ) -> TimeBase {
     let (source, mut steps) = find_steps(spaces, set, devices);
     let (measured, hosts) = rayon::join(
@@ -61,6 +64,13 @@ pub fn measure(
     if !took_part.contains(&true) {
         took_part.fill(true);
     }
+    let timing = match source {
+        // Steps the host annotated: the host's spans, which launched the work.
+        StepSource::Annotation => {
+            time_steps(&mut steps, spaces, Links { devices, took_part: &took_part, launches, dispatches })
+        }
+        _ => StepTiming::Host,
+    };
     // Steps come in time order: each query starts where the last one ended.
     let mut busy_at: Vec<_> = busy.iter().map(|b| b.cursor()).collect();
     let mut compile_at: Vec<_> = hosts.iter().map(|h| h.compile.cursor()).collect();
@@ -80,9 +90,68 @@ pub fn measure(
         }
         step.device_idle_ps = step.duration_ps.saturating_sub(step.device_busy_ps).max(0);
         if let Some(hi_idx) = spaces.iter().position(|h| h.host == step.host) {
-            step.compile_ps = compile_at[hi_idx].overlap(lo, hi);
+            // Compilation runs on the host: measured in the host's span.
+            let host_end = step.host_start_ps.saturating_add(step.host_duration_ps);
+            step.compile_ps = match timing {
+                StepTiming::Host => compile_at[hi_idx].overlap(lo, hi),
+                StepTiming::Device => hosts[hi_idx].compile.overlap(step.host_start_ps, host_end),
+            };
         }
     }
-    let steps = Steps { schema: "stepscope.steps/1", source, steps };
+    let dispatched_not_run = dispatches.iter().map(|d| (d.unran.len() + d.unran_at_least) as u64).sum();
+    let steps = Steps { schema: "stepscope.steps/1", source, timing, dispatched_not_run, steps };
     TimeBase { busy, active, kinds, took_part, hosts, launched, steps }
+}
+
+/// Links each step to the device work it launched ([`crate::work`]) and decides what
+/// its time is. Where the loop dispatches ahead ([`dispatches_ahead`]), a step is
+/// timed on its device: it ends when its work does, and starts when the step before
+/// it ended on the device, or, where the host began it later (a pause between steps),
+/// when the host began it or its work began, whichever came first; the first step
+/// starts with its work. A device that runs steps back to back so times each step by
+/// its work, first op to last; a device that waits for a late dispatch counts the
+/// wait in the step. A step whose work the capture cut (or does not hold) is marked
+/// [`Step::cut`]. Steps stay in time order.
+fn time_steps(steps: &mut [Step], spaces: &[Space], links: Links) -> StepTiming {
+    let mut per_host: Vec<Vec<usize>> = Vec::new();
+    for (hi, space) in spaces.iter().enumerate() {
+        let mine: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].host == space.host).collect();
+        let windows: Vec<(i64, i64)> = mine.iter().map(|&i| (steps[i].start_ps, steps[i].end_ps())).collect();
+        if windows.windows(2).any(|w| w[1].0 < w[0].1) {
+            continue; // annotations that overlap: no step can be told the work of another
+        }
+        for (&i, work) in mine.iter().zip(links.work_in(hi, &windows)) {
+            let Some(w) = work else { continue };
+            let step = &mut steps[i];
+            step.device_work_ps = Some(w.busy_ps);
+            step.work_start_ps = Some(w.start_ps);
+            step.work_duration_ps = Some(w.end_ps.saturating_sub(w.start_ps));
+            step.cut = w.cut;
+        }
+        per_host.push(mine);
+    }
+    if !dispatches_ahead(steps) {
+        steps.iter_mut().for_each(|s| s.cut = false);
+        return StepTiming::Host;
+    }
+    for mine in per_host {
+        let mut previous_end: Option<i64> = None;
+        for i in mine {
+            let step = &mut steps[i];
+            let (Some(start), Some(duration)) = (step.work_start_ps, step.work_duration_ps) else {
+                step.cut = true;
+                previous_end = None;
+                continue;
+            };
+            let end = start.saturating_add(duration);
+            let from = match previous_end {
+                Some(p) => p.max(start.min(step.host_start_ps)).min(start),
+                None => start,
+            };
+            (step.start_ps, step.duration_ps) = (from, end.saturating_sub(from));
+            previous_end = Some(end);
+        }
+    }
+    steps.sort_by_key(|s| (s.start_ps, s.step_num));
+    StepTiming::Device
 }

@@ -64,6 +64,27 @@ def drain() -> None:
         pass
 
 
+def settle() -> None:
+    """Waits for the work already dispatched, without dispatching any: every live JAX
+    array is waited for (the outputs of every computation still queued or running),
+    then JAX's effects. Used inside a capture, where a computation of its own would
+    appear in the profile; :func:`drain` is used before one starts."""
+    jax = _jax()
+    live = getattr(jax, "live_arrays", None)
+    if live is not None:
+        for a in live():
+            try:
+                a.block_until_ready()
+            except Exception:
+                pass  # deleted or donated meanwhile: nothing left to wait for
+    else:
+        drain()
+    try:
+        jax.effects_barrier()
+    except Exception:
+        pass
+
+
 _tick_fn = None
 
 
@@ -167,6 +188,8 @@ class Capture:
                 raise StepscopeError("this capture was already used — make a new one for each capture")
             profile_root = self.log_dir / "plugins" / "profile"
             self._before = _subdirs(profile_root)
+            # Work dispatched before the capture runs before it, not in its first step.
+            drain()
             opts = self._profile_options(jax)
             kwargs = {"create_perfetto_trace": self.options["create_perfetto_trace"]}
             if opts is not None:
@@ -198,6 +221,10 @@ class Capture:
                 raise StepscopeError("this capture is not running — start it first")
             if error is not None:
                 self.error = f"{type(error).__name__}: {error}"
+            else:
+                # The block's work, dispatched and maybe not run yet (JAX returns
+                # before the device has run it), runs inside the capture.
+                settle()
             self._duration_ns = time.perf_counter_ns() - self._t0
             self.stopped_unix_ns = time.time_ns()
             try:

@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any, Callable, Optional, Union
 
-from stepscope._capture import Capture, _already_running, active_capture, block, drain, step
+from stepscope._capture import Capture, _already_running, active_capture, block, settle, step
 from stepscope._native import StepscopeError
 
 
@@ -298,7 +298,7 @@ class Profiler:
         n = self._open
         if self.capture is not None:
             if outputs is None:
-                drain()
+                settle()
             else:
                 block(outputs)
         ann, self._ann, self._open = self._ann, None, None
@@ -336,8 +336,8 @@ class Profiler:
         self._pending = num_steps
 
     def _start(self, first: int, end: int, extra: dict) -> None:
-        # Work earlier steps dispatched runs before the capture, not in its first step.
-        drain()
+        # Work earlier steps dispatched runs before the capture (Capture.start waits
+        # for it), not in its first step.
         extra = dict(extra, schedule=self.schedule.as_dict(), first_step=first, last_step=end - 1)
         log_dir = os.path.join(os.fspath(self.log_dir), f"step_{first:08d}") if self.step_dirs else self.log_dir
         c = Capture(log_dir, kind="profiler", extra=extra, **self.trace_options)
@@ -349,10 +349,9 @@ class Profiler:
         self.capture = None
         if c is None:
             return
-        if error is None:
-            # The captured steps' work, dispatched and maybe not run yet (a loop that
-            # never waits, `end_step()` without outputs), runs inside the capture.
-            drain()
+        # The captured steps' work, dispatched and maybe not run yet (a loop that
+        # never waits, `end_step()` without outputs), runs inside the capture: `stop`
+        # waits for it.
         c.stop(error=error)
         self.captures.append(c)
         if self.on_trace_ready is not None:

@@ -71,7 +71,7 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
         }
         // The host's steps by start, and the step a time falls in.
         let mut steps: Vec<(i64, i64)> =
-            (base.steps.steps.iter()).filter(|s| s.host == space.host).map(|s| (s.start_ps, s.end_ps())).collect();
+            (base.steps.steps.iter()).filter(|s| s.host == space.host).map(|s| s.host_span()).collect();
         steps.sort_unstable();
         let step_at = |t: i64| {
             let k = steps.partition_point(|s| s.0 <= t);

@@ -38,6 +38,9 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
                     st.name.clone(),
                     st.start_ps.to_string(),
                     st.duration_ps.to_string(),
+                    st.host_start_ps.to_string(),
+                    st.host_duration_ps.to_string(),
+                    st.cut.to_string(),
                     st.device_busy_ps.to_string(),
                     st.device_idle_ps.to_string(),
                     st.compile_ps.to_string(),
@@ -53,6 +56,9 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
             "name",
             "start_ps",
             "duration_ps",
+            "host_start_ps",
+            "host_duration_ps",
+            "cut",
             "device_busy_ps",
             "device_idle_ps",
             "compile_ps",
@@ -71,10 +77,27 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
         n if n < all => println!("the {n} slowest of {all} steps (from {})", source_label(s.source)),
         n => println!("{n} steps (from {})", source_label(s.source)),
     }
-    // GPUs: the work each step launched, which differs from the busy time within the
-    // step when the loop dispatches ahead.
+    let device = s.timing == steps::StepTiming::Device;
+    if device {
+        let timed: Vec<&steps::Step> = s.timed().collect();
+        let median = |v: Vec<i64>| steps::Distribution::of(&v).median_ps;
+        let note = timing_note(
+            median(timed.iter().map(|st| st.duration_ps).collect()),
+            median(timed.iter().map(|st| st.host_duration_ps).collect()),
+            s.steps.iter().filter(|st| st.cut).count(),
+        );
+        print!("{}", human::wrap("", &note, crate::table::prose_width()));
+    }
+    if s.dispatched_not_run > 0 {
+        print!("{}", human::wrap("", &not_run_note(s.dispatched_not_run), crate::table::prose_width()));
+    }
+    // The work each step launched, which differs from the busy time within the step
+    // when the loop dispatches ahead.
     let work = s.steps.iter().any(|st| st.device_work_ps.is_some());
     let mut head = vec!["STEP", "HOST", "START", "DURATION", "DEVICE BUSY", "IDLE", "COMPILE"];
+    if device {
+        head.insert(4, "DISPATCH");
+    }
     if work {
         head.push("LAUNCHED");
     }
@@ -88,11 +111,14 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
             st.step_num.to_string(),
             st.host.clone(),
             human::duration_ps(st.start_ps),
-            human::duration_ps(st.duration_ps),
+            if st.cut { format!("{} (cut)", human::duration_ps(st.duration_ps)) } else { human::duration_ps(st.duration_ps) },
             human::duration_ps(st.device_busy_ps),
             human::duration_ps(st.device_idle_ps),
             human::duration_ps(st.compile_ps),
         ];
+        if device {
+            row.insert(4, human::duration_ps(st.host_duration_ps));
+        }
         if work {
             row.push(st.device_work_ps.map(human::duration_ps).unwrap_or_default());
         }
@@ -103,13 +129,44 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
         t.push(row);
     }
     print!("{}", t.text());
+    if device {
+        println!("DISPATCH: the host's span of the step (its annotation)");
+    }
     if work {
-        println!("LAUNCHED: device time of the kernels and copies each step launched (correlation_id)");
+        println!("LAUNCHED: device time of the ops each step launched (GPU: by correlation_id; CPU: by run)");
     }
     if flops {
         println!("FLOPS: the ops that started in the step; UTIL: over the step's time at the devices' peak FLOP/s");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where steps are timed on the device ([`steps::StepTiming::Device`]): what was
+/// measured and why, in one sentence.
+pub fn timing_note(device_median_ps: i64, host_median_ps: i64, cut: usize) -> String {
+    let mut note = format!(
+        "The loop dispatches ahead of its device: a step's annotation closes before its work runs \
+         (device step {}, host dispatch {}, medians), so stepscope times each step on the device, \
+         up to the end of the work it launched.",
+        human::duration_ps(device_median_ps),
+        human::duration_ps(host_median_ps)
+    );
+    if cut > 0 {
+        let s = if cut == 1 { " is" } else { "s are" };
+        note.push_str(&format!(
+            " {cut} step{s} left out of the statistics: the capture holds only part of their work (marked cut)."
+        ));
+    }
+    note
+}
+
+/// Where the capture stopped before jitted calls' work ran ([`steps::Steps::dispatched_not_run`]).
+pub fn not_run_note(calls: u64) -> String {
+    format!(
+        "The capture stopped before the work of at least {calls} jitted call(s) ran (JAX returns from a call \
+         before its work runs): those steps' work is not in the profile. Wait for the last step's outputs \
+         before stopping (jax.block_until_ready), or capture with stepscope.trace, which waits."
+    )
 }
 
 /// A few words on where steps came from.

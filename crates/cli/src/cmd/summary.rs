@@ -109,6 +109,14 @@ fn print_text(s: &Summary) {
             human::duration_ps(t.max_ps),
             human::duration_ps(t.std_ps)
         );
+        if let Some(host) = &s.host_step_time {
+            let note = crate::cmd::steps::timing_note(t.median_ps, host.median_ps, s.steps_cut as usize);
+            print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
+        }
+        if s.dispatched_not_run > 0 {
+            let note = crate::cmd::steps::not_run_note(s.dispatched_not_run);
+            print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
+        }
         println!();
         let b = &s.breakdown;
         if env.devices.is_empty() {

@@ -11,19 +11,16 @@ use crate::rule::Rule;
 pub const RULE: Rule = Rule { id: "step-jitter", threshold: Some("step_jitter_pct"), needs_steps: true, check };
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
-    let (profile, s, th, steps) = (cx.profile, cx.overview, cx.th, cx.steps);
+    let (s, th, steps) = (cx.overview, cx.th, cx.steps);
     // --- jitter
     let d = &s.step_time;
     if d.count >= 3 && d.median_ps > 0 {
         let cv = pct(d.p90_ps - d.median_ps, d.median_ps);
         if cv > th.step_jitter_pct {
-            // GPUs: the device work each step launched, to tell a step that ran work
-            // queued by earlier ones (a loop that dispatches ahead) from a slow one.
-            let launched = steps::steps(profile);
-            let launched_ps = |st: &steps::Step| {
-                launched.steps.iter().find(|l| (l.host.as_str(), l.start_ps) == (&st.host, st.start_ps))?.device_work_ps
-            };
-            let mut slow: Vec<&steps::Step> = steps.steps.iter().collect();
+            // The device work each step launched tells a step timed on its host that
+            // ran work queued by earlier ones (a loop that dispatches ahead now and
+            // then) from a slow one. Steps the capture cut are not in the statistics.
+            let mut slow: Vec<&steps::Step> = steps.timed().collect();
             slow.sort_by_key(|st| std::cmp::Reverse(st.duration_ps));
             let mut held_earlier = false;
             out.push(Finding {
@@ -49,7 +46,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                         );
                         e.detail = format!("device idle {}, compile {}", ms(st.device_idle_ps), ms(st.compile_ps));
                         // Busy a quarter beyond the work it launched: earlier steps' work ran in it.
-                        if let Some(w) = launched_ps(st).filter(|&w| st.device_busy_ps > w.saturating_mul(5) / 4) {
+                        if let Some(w) = st.device_work_ps.filter(|&w| st.device_busy_ps > w.saturating_mul(5) / 4) {
                             held_earlier = true;
                             e.detail.push_str(&format!(
                                 "; its device ran {} but it launched {}: work queued by earlier steps ran in it",

@@ -1,0 +1,150 @@
+//! JAX runs ahead of Python: a loop that never waits for its device is timed by the
+//! work its steps launched, not by their dispatch. Real XLA:CPU captures of one model
+//! made back to back (`capture_jax.py --steps 10`): `cpu-sync` waits for each step's
+//! loss, `cpu-nosync` never does (and reads the losses after the last step, inside
+//! the capture), `cpu-nosync-cut` stops the capture right after dispatching.
+
+use crate::util::*;
+
+fn median(mut v: Vec<i64>) -> i64 {
+    v.sort_unstable();
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2
+    }
+}
+
+fn field(steps: &serde_json::Value, key: &str) -> Vec<i64> {
+    steps["steps"].as_array().unwrap().iter().map(|s| s[key].as_i64().unwrap()).collect()
+}
+
+/// Each step's work is the program runs its jitted calls started, linked in run-id
+/// order: the same as the reference reader's, step by step.
+#[test]
+fn a_step_is_the_work_its_dispatches_started() {
+    for name in ["cpu-nosync", "cpu-sync"] {
+        let f = xplane(name);
+        let ours = json(&["steps", &f]);
+        let theirs = reference(&["step-work", &f]);
+        let theirs = theirs.as_array().unwrap();
+        let steps = ours["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), theirs.len(), "{name}");
+        for r in theirs {
+            let s = steps.iter().find(|s| s["step_num"] == r["step_num"]).unwrap();
+            assert!(r["busy_ps"].as_i64().unwrap() > 0, "{name}: {r}");
+            for (ours, theirs) in
+                [("work_start_ps", "work_start_ps"), ("work_duration_ps", "work_duration_ps"), ("device_work_ps", "busy_ps")]
+            {
+                assert_eq!(s[ours], r[theirs], "{name} step {}: {ours}", r["step_num"]);
+            }
+        }
+    }
+}
+
+/// The never-synced loop is timed on its device: a step ends where its work ends, its
+/// device step equals the synced twin's within noise, where its host spans (what
+/// stepscope reported before) are a tenth of it. Every surface reads that time.
+#[test]
+fn a_loop_that_never_syncs_is_timed_by_its_work() {
+    let (ahead, synced) = (fixture("cpu-nosync"), fixture("cpu-sync"));
+    let (ahead, synced) = (ahead.to_str().unwrap(), synced.to_str().unwrap());
+    let a = json(&["steps", ahead]);
+    let b = json(&["steps", synced]);
+    assert_eq!(a["timing"], "device");
+    assert_eq!(b["timing"], "host");
+    for s in a["steps"].as_array().unwrap() {
+        let end = |k: &str, d: &str| s[k].as_i64().unwrap() + s[d].as_i64().unwrap();
+        assert_eq!(end("start_ps", "duration_ps"), end("work_start_ps", "work_duration_ps"), "{s}");
+        // The work ran after the dispatch had returned.
+        assert!(s["work_start_ps"].as_i64() > s["host_start_ps"].as_i64(), "{s}");
+    }
+    let (device, host) = (median(field(&a, "duration_ps")), median(field(&a, "host_duration_ps")));
+    let twin = median(field(&b, "duration_ps"));
+    assert!(host * 5 < device, "host dispatch {host} ps vs device step {device} ps");
+    let ratio = device as f64 / twin as f64;
+    assert!((0.8..1.25).contains(&ratio), "device step {device} ps vs the synced twin's {twin} ps");
+    // In the synced loop each step holds its own work: timed on its host.
+    assert_eq!(field(&b, "start_ps"), field(&b, "host_start_ps"));
+
+    // The summary, compare and check read the same steps.
+    let summary = json(&["summary", ahead]);
+    assert_eq!(summary["step_timing"], "device");
+    let near = |v: &serde_json::Value, want: i64| (v.as_i64().unwrap() - want).abs() <= 1;
+    assert!(near(&summary["step_time"]["median_ps"], device), "{summary}");
+    assert!(near(&summary["host_step_time"]["median_ps"], host), "{summary}");
+    let text = ok(&["summary", ahead]);
+    assert!(text.contains("dispatches ahead"), "{text}");
+    let compare = json(&["compare", ahead, synced]);
+    let runs = compare["runs"].as_array().unwrap();
+    assert!(near(&runs[0]["step_time"]["median_ps"], device), "{compare}");
+    // Before, the dispatch-timed steps made the never-synced loop 12x "faster" and
+    // step-jitter CRITICAL-ish (p90 17x the median: the last step waited for the queue).
+    let jitter = json(&["advise", ahead]);
+    let cited: Vec<&serde_json::Value> = jitter["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == "step-jitter" || f["rule"] == "gaps-between-steps")
+        .collect();
+    for f in cited {
+        assert!(f["value"].as_f64().unwrap() < 100.0, "{f}");
+    }
+}
+
+/// A capture stopped while its work was queued holds runs it cannot tie to their
+/// dispatches: no step is given work that is not its own, and the output says how
+/// many jitted calls, at least, ran after the capture (dispatches less runs, per
+/// program, as the reference reader counts them).
+#[test]
+fn a_capture_stopped_before_its_work_ran_says_so() {
+    let f = xplane("cpu-nosync-cut");
+    let steps = json(&["steps", &f]);
+    assert_eq!(steps["timing"], "host");
+    assert!(steps["steps"].as_array().unwrap().iter().all(|s| s.get("device_work_ps").is_none()), "{steps}");
+    let calls = reference(&["host-events", &f, "--prefixes", "PjitFunction("]);
+    let calls = calls.as_array().unwrap();
+    // Outermost calls only (each call is recorded twice, one inside the other).
+    let outer: Vec<&serde_json::Value> = calls
+        .iter()
+        .filter(|c| {
+            let (s, e) = (c["start_ps"].as_i64().unwrap(), c["start_ps"].as_i64().unwrap() + c["duration_ps"].as_i64().unwrap());
+            !calls.iter().any(|o| {
+                let (os, oe) = (o["start_ps"].as_i64().unwrap(), o["start_ps"].as_i64().unwrap() + o["duration_ps"].as_i64().unwrap());
+                o["line"] == c["line"] && os <= s && e <= oe && (os, oe) != (s, e)
+            })
+        })
+        .collect();
+    let mut expected = 0;
+    for program in ["train_step", "stage"] {
+        let called = outer.iter().filter(|c| c["name"] == format!("PjitFunction({program})")).count() as u64;
+        let ran = run_ids(&f, &format!("jit_{program}"));
+        assert!(called > ran, "{program}: {called} calls, {ran} runs");
+        expected += called - ran;
+    }
+    assert_eq!(steps["dispatched_not_run"].as_u64(), Some(expected), "{steps}");
+    let text = ok(&["steps", &f]);
+    assert!(text.contains(&format!("at least {expected} jitted call(s)")), "{text}");
+    assert!(text.contains("jax.block_until_ready"), "{text}");
+}
+
+/// The distinct `run_id`s of program `module`'s ops, by the reference reader.
+fn run_ids(f: &str, module: &str) -> u64 {
+    let info = reference(&["info", f]);
+    let mut ids = std::collections::BTreeSet::new();
+    for plane in info["hosts"][0]["planes"].as_array().unwrap() {
+        if plane["name"] != "/host:CPU" {
+            continue;
+        }
+        for line in plane["lines"].as_array().unwrap() {
+            let name = line["name"].as_str().unwrap();
+            for e in reference_lines(&["dump", f, "--plane", "/host:CPU", "--line", name, "--limit", "1000000"]) {
+                if e["stats"]["hlo_module"] == module {
+                    ids.insert(e["stats"]["run_id"].as_i64().unwrap());
+                }
+            }
+        }
+    }
+    ids.len() as u64
+}
