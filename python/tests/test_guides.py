@@ -286,3 +286,29 @@ def test_a_capture_starts_after_the_work_earlier_steps_queued(tmp_path):
     synced = op_count(True, "synced")
     assert synced >= 2
     assert op_count(False, "ahead") == synced
+
+
+def test_a_one_off_capture_holds_its_blocks_work_and_nothing_of_its_own(tmp_path):
+    # Guide 002's `with ProfileContext('./traces'): train_step(...)`, in a loop that
+    # never waits: JAX returns before the work runs. The capture waits for what was
+    # queued before it (outside it) and for the block's own work (inside it, without
+    # a computation of its own): it holds the block's 3 runs, all of them, and no
+    # other program (no drain computation, no earlier step's work).
+    import jax.numpy as jnp
+
+    def train_step(x):
+        return jnp.tanh((x @ x) @ x / 1000.0)
+
+    f = jax.jit(train_step)
+    x = jnp.ones((900, 900))
+    y = f(x)
+    for _ in range(5):
+        y = f(y)  # queued, never waited for
+    with stepscope.ProfileContext(tmp_path / "traces") as c:
+        for _ in range(3):
+            y = f(y)
+    p = stepscope.load(c.path)
+    modules = {r["name"] for r in p.ops(by="module")}
+    assert modules == {"jit_train_step"}, modules
+    counts = {r["name"]: r["count"] for r in p.ops()}
+    assert counts and set(counts.values()) == {3}, counts

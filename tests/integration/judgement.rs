@@ -374,3 +374,44 @@ fn a_memory_profile_given_as_a_trace_names_the_command_that_reads_it() {
     // And that command reads it.
     assert!(json(&["memory", p])["device_memory_profile"]["total_bytes"].as_i64().unwrap() > 0);
 }
+
+/// A run whose first step compiled is compared by its warm steps: compare, diff and
+/// check rank on the median of the steps without compilation (as `steps` lists
+/// them), and say so.
+#[test]
+fn runs_are_ranked_on_their_warm_steps() {
+    let (cold, warm) = (fx("cpu-compile"), fx("cpu-transformer"));
+    let steps = json(&["steps", &cold]);
+    let mut warm_steps: Vec<i64> = (steps["steps"].as_array().unwrap().iter())
+        .filter(|s| s["compile_ps"] == 0)
+        .map(|s| s["duration_ps"].as_i64().unwrap())
+        .collect();
+    let all = steps["steps"].as_array().unwrap().len();
+    assert!(!warm_steps.is_empty() && warm_steps.len() < all, "{steps}");
+    warm_steps.sort_unstable();
+    let n = warm_steps.len();
+    let median = if n % 2 == 1 { warm_steps[n / 2] } else { (warm_steps[n / 2 - 1] + warm_steps[n / 2]) / 2 };
+    let near = |v: &serde_json::Value| (v.as_i64().unwrap() - median).abs() <= 1;
+    let cold_steps = (all - n) as u64;
+
+    let c = json(&["compare", &cold, &warm]);
+    assert!(near(&c["runs"][0]["step_time"]["median_ps"]), "{c}");
+    assert_eq!(c["runs"][0]["cold_steps"].as_u64(), Some(cold_steps));
+    assert!(c["runs"][1].get("cold_steps").is_none());
+    let text = ok(&["compare", &cold, &warm]);
+    assert!(text.contains(&format!("{cold_steps} of {all} steps compiled")), "{text}");
+
+    let d = json(&["diff", &cold, &warm]);
+    assert!(near(&d["step_time"]["a_median_ps"]), "{d}");
+    assert_eq!(d["a"]["cold_steps"].as_u64(), Some(cold_steps));
+
+    let dir = tempfile::tempdir().unwrap();
+    let baseline = dir.path().join("baseline.json");
+    std::fs::write(&baseline, ok(&["summary", &cold, "--json"])).unwrap();
+    let baseline = baseline.to_str().unwrap();
+    let ch = json(&["check", "--baseline", baseline, &warm]);
+    assert!((ch["metrics"][0]["baseline"].as_f64().unwrap() - median as f64).abs() <= 1.0, "{ch}");
+    assert_eq!(ch["baseline_cold_steps"].as_u64(), Some(cold_steps));
+    let text = ok(&["check", "--baseline", baseline, &warm]);
+    assert!(text.contains("warm steps"), "{text}");
+}

@@ -99,6 +99,14 @@ pub struct Overview {
     /// Steps left out of the step time because the capture cut their work.
     #[serde(skip_serializing_if = "is_zero")]
     pub steps_cut: u64,
+    /// Steps (of those timed) in which the host compiled: cold steps, whose time is a
+    /// first call's.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cold_steps: u64,
+    /// Where some steps compiled and some did not: the step time over those that did
+    /// not, which comparisons rank on ([`Overview::ranked_step_time`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm_step_time: Option<Distribution>,
     /// Jitted calls whose work the capture does not hold, at least (it stopped first).
     #[serde(skip_serializing_if = "is_zero")]
     pub dispatched_not_run: u64,
@@ -123,6 +131,14 @@ pub struct Overview {
     pub top_ops: Vec<OpRow>,
 }
 
+impl Overview {
+    /// The step time runs are compared by: over the warm steps where some steps
+    /// compiled and some did not, else over every step timed.
+    pub fn ranked_step_time(&self) -> &Distribution {
+        self.warm_step_time.as_ref().unwrap_or(&self.step_time)
+    }
+}
+
 /// Builds what the overview and the rules share: the profile's shared work
 /// ([`Profile::prepare`], asked for here when the caller has not) and the op profile.
 /// Analyses run after this (even side by side) never wait on each other for them.
@@ -143,6 +159,9 @@ pub fn overview(profile: &Profile, top: usize) -> Overview {
     let host_step_time = (steps.timing == StepTiming::Device).then(|| {
         Distribution::of(&steps.timed().map(|s| s.host_duration_ps).collect::<Vec<_>>())
     });
+    let warm: Vec<i64> = steps.timed().filter(|s| s.compile_ps == 0).map(|s| s.duration_ps).collect();
+    let cold_steps = (durations.len() - warm.len()) as u64;
+    let warm_step_time = (cold_steps > 0 && !warm.is_empty()).then(|| Distribution::of(&warm));
     let mut breakdown = breakdown(model, if durations.is_empty() { 0 } else { step_time.mean_ps });
     if let Some(input) = crate::scopes::input_work(profile) {
         breakdown.host_input_ps = Some(input.host_input_ps);
@@ -166,6 +185,8 @@ pub fn overview(profile: &Profile, top: usize) -> Overview {
         step_time,
         host_step_time,
         steps_cut: (steps.steps.len() - durations.len()) as u64,
+        cold_steps,
+        warm_step_time,
         dispatched_not_run: steps.dispatched_not_run,
         breakdown,
         device_utilization_pct,

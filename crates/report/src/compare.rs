@@ -43,7 +43,12 @@ pub struct CompareRun {
     pub label: String,
     pub run: String,
     pub step_count: u64,
+    /// The step time runs are ranked by: over the warm steps where some steps
+    /// compiled ([`Overview::ranked_step_time`](overview::Overview::ranked_step_time)).
     pub step_time: Distribution,
+    /// Steps in which the host compiled (left out of `step_time` where others did not).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cold_steps: u64,
     pub breakdown: Breakdown,
     pub device_utilization_pct: f64,
     pub devices: Vec<DeviceGroup>,
@@ -66,11 +71,13 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
         .iter()
         .map(|(label, p)| {
             let s = overview::overview(p, top);
+            let step_time = s.ranked_step_time().clone();
             CompareRun {
                 label: label.clone(),
                 run: s.run,
                 step_count: s.step_count,
-                step_time: s.step_time,
+                step_time,
+                cold_steps: s.cold_steps,
                 breakdown: s.breakdown,
                 device_utilization_pct: s.device_utilization_pct,
                 devices: s.environment.devices,
@@ -121,4 +128,8 @@ fn side_by_side(runs: &[Vec<(String, i64)>], steps: &[i64], top: usize) -> Vec<C
     rows.sort_by(|a, b| b.spread_ps.cmp(&a.spread_ps).then_with(|| a.name.cmp(&b.name)));
     rows.truncate(top);
     rows
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -66,6 +66,14 @@ pub struct OnlyIn {
 pub struct RunSide {
     pub run: String,
     pub step_count: u64,
+    /// Steps in which the host compiled: where others did not, the step time is
+    /// taken over the others (warm steps).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cold_steps: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Step time change (medians and means), B − A.
@@ -177,8 +185,8 @@ pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
     let (pa, pb) = (peak(a), peak(b));
     Diff {
         schema: "stepscope.diff/1",
-        a: RunSide { run: a.run.clone(), step_count: sa.step_count },
-        b: RunSide { run: b.run.clone(), step_count: sb.step_count },
+        a: RunSide { run: a.run.clone(), step_count: sa.step_count, cold_steps: sa.cold_steps },
+        b: RunSide { run: b.run.clone(), step_count: sb.step_count, cold_steps: sb.cold_steps },
         step_time: st,
         breakdown: breakdown(&sa.breakdown, &sb.breakdown),
         by,
@@ -196,9 +204,9 @@ pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
 }
 
 fn step_time(a: &Summary, b: &Summary) -> StepTimeDiff {
-    let (x, y) = (&a.step_time, &b.step_time);
+    let (x, y) = (a.ranked_step_time(), b.ranked_step_time());
     let var = |std: i64, n: u64| (std as f64).powi(2) / n as f64;
-    let noise_ps = match (a.step_count, b.step_count) {
+    let noise_ps = match (x.count, y.count) {
         (na, nb) if na >= 2 && nb >= 2 => (2.0 * (var(x.std_ps, na) + var(y.std_ps, nb)).sqrt()).round() as i64,
         _ => 0,
     };

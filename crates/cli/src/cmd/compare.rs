@@ -102,6 +102,11 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         ]);
     }
     print!("{}", t.text());
+    for r in &c.runs {
+        if let Some(note) = crate::cmd::steps::cold_note(&r.label, r.cold_steps, r.step_count) {
+            print!("{}", human::wrap("", &note, crate::table::prose_width()));
+        }
+    }
     println!();
     for r in &c.runs {
         let ops: Vec<String> =

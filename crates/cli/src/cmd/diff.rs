@@ -94,6 +94,11 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         t.delta_pct
     );
     println!("  A: {} ({} steps)   B: {} ({} steps)", d.a.run, d.a.step_count, d.b.run, d.b.step_count);
+    for (label, side) in [("A", &d.a), ("B", &d.b)] {
+        if let Some(note) = crate::cmd::steps::cold_note(label, side.cold_steps, side.step_count) {
+            print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
+        }
+    }
     if t.noise_ps > 0 {
         println!(
             "  noise: step time std {} (A) and {} (B); changes under {} a step are within it (marked ~)",

@@ -169,6 +169,19 @@ pub fn not_run_note(calls: u64) -> String {
     )
 }
 
+/// Where a run's steps compiled ([`Overview::cold_steps`](stepscope_analysis::overview::Overview::cold_steps)):
+/// what its step time is, in one sentence; `None` where none did.
+pub fn cold_note(label: &str, cold: u64, steps: u64) -> Option<String> {
+    match cold {
+        0 => None,
+        c if c >= steps => Some(format!(
+            "{label}: every step compiled: its time is a first call's (compilation, a cold start), not a \
+             warm step's: capture steps after a warm-up to compare"
+        )),
+        c => Some(format!("{label}: {c} of {steps} steps compiled: its step time is the {} warm steps'", steps - c)),
+    }
+}
+
 /// A few words on where steps came from.
 pub fn source_label(s: steps::StepSource) -> &'static str {
     steps::source_words(s)

@@ -113,6 +113,18 @@ fn print_text(s: &Summary) {
             let note = crate::cmd::steps::timing_note(t.median_ps, host.median_ps, s.steps_cut as usize);
             print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
+        if let Some(w) = &s.warm_step_time {
+            println!(
+                "  {} of {} steps compiled; the {} warm steps: mean {} median {} (what compare, diff and check rank by)",
+                s.cold_steps,
+                s.step_count,
+                w.count,
+                human::duration_ps(w.mean_ps),
+                human::duration_ps(w.median_ps)
+            );
+        } else if let Some(note) = crate::cmd::steps::cold_note("this run", s.cold_steps, s.step_count) {
+            print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
+        }
         if s.dispatched_not_run > 0 {
             let note = crate::cmd::steps::not_run_note(s.dispatched_not_run);
             print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
