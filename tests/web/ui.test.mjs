@@ -1075,3 +1075,25 @@ test('a GPU that only copied is named and left out; a capture without steps show
   const sub = await page.$$eval('.cards .card', cs => cs.map(c => c.querySelector('.sub').textContent).find(t => t.startsWith('busy share')));
   assert.equal(sub, `busy share of each device’s own span (no steps); computing ${fmt.pct(s.device_compute_pct)}; left out: ${l.device} (only copies)`);
 });
+
+test('a loop that dispatches ahead is timed on its device, and the pages say so', async () => {
+  const run = await runIn('cpu-nosync');
+  const [s, st] = await Promise.all([api('summary', { run }), api('steps', { run })]);
+  assert.equal(s.step_timing, 'device');
+  assert.equal(st.timing, 'device');
+  await open(`overview?run=${encodeURIComponent(run)}`);
+  const note = await page.$eval('#step-timing', e => e.textContent);
+  assert.ok(note.includes(`device step ${fmt.dur(s.step_time.median_ps)}`), note);
+  assert.ok(note.includes(`host dispatch ${fmt.dur(s.host_step_time.median_ps)}`), note);
+  assert.equal((await cards('.cards'))['median step'], fmt.dur(s.step_time.median_ps));
+  await open(`steps?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('table.data tbody tr');
+  assert.ok((await page.$eval('#steps-timing', e => e.textContent)).includes('timed on the device'));
+  const heads = await page.$$eval('table.data thead th', th => th.map(t => t.textContent.trim().toLowerCase()));
+  const at = name => heads.findIndex(h => h.startsWith(name)) + 1;
+  assert.ok(at('dispatch') > 0 && at('launched') > 0, heads.join('|'));
+  // Rows sorted by step: each shows its device step, its dispatch and its work.
+  const byNum = [...st.steps].sort((a, b) => a.step_num - b.step_num);
+  assert.deepEqual(await cellTexts(at('dispatch')), byNum.map(r => fmt.dur(r.host_duration_ps)));
+  assert.deepEqual(await cellTexts(at('launched')), byNum.map(r => fmt.dur(r.device_work_ps)));
+});

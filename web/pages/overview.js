@@ -28,6 +28,23 @@ export async function render(view, ctx) {
         `busy share of ${over}; computing ${pct(s.device_compute_pct)}${leftOut}`)
       : card('device utilisation', '—', 'no device activity recorded'),
   ));
+  // How the steps were timed, and which are left out of the step time.
+  const notes = [];
+  if (s.host_step_time) {
+    notes.push(`The loop dispatches ahead of its device: a step's annotation closes before its work runs `
+      + `(device step ${dur(t.median_ps)}, host dispatch ${dur(s.host_step_time.median_ps)}, medians), `
+      + `so each step is timed on the device, up to the end of the work it launched.`);
+  }
+  if (s.steps_cut) notes.push(`${count(s.steps_cut)} step(s) left out: the capture holds only part of their work.`);
+  if (s.warm_step_time) {
+    notes.push(`${count(s.cold_steps)} of ${count(s.step_count)} steps compiled; the warm steps' median is `
+      + `${dur(s.warm_step_time.median_ps)} (what compare, diff and check rank by).`);
+  }
+  if (s.dispatched_not_run) {
+    notes.push(`The capture stopped before the work of at least ${count(s.dispatched_not_run)} jitted call(s) ran: `
+      + `those steps' work is not in the profile. Wait for the last step's outputs before stopping.`);
+  }
+  if (notes.length) view.append(el('p', { class: 'muted', id: 'step-timing' }, notes.join(' ')));
 
   view.append(el('h2', {}, `Findings (${adv.findings.length})`));
   if (!adv.findings.length) view.append(el('p', { class: 'muted', id: 'no-findings' }, 'no findings: every rule is within its threshold'));

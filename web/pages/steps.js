@@ -9,7 +9,11 @@ export const title = 'Steps';
 export async function render(view, ctx) {
   const st = await ctx.get('steps');
   if (ctx.stale()) return;
-  view.append(el('h1', {}, 'Steps'), el('p', { class: 'muted' }, `${st.steps.length} steps, found from ${st.source.replace(/_/g, ' ')}`));
+  const device = st.timing === 'device';
+  const how = device
+    ? '; the loop dispatches ahead of its device, so each step is timed on the device, up to the end of the work it launched (dispatch: its host span)'
+    : '';
+  view.append(el('h1', {}, 'Steps'), el('p', { class: 'muted', id: 'steps-timing' }, `${st.steps.length} steps, found from ${st.source.replace(/_/g, ' ')}${how}`));
   if (!st.steps.length) return;
   const chart = el('div', { class: 'chartbox' });
   view.append(chart);
@@ -22,8 +26,10 @@ export async function render(view, ctx) {
       { key: 'host', label: 'host' },
       { key: 'name', label: 'name' },
       { key: 'start_ps', label: 'start', num: true, fmt: dur },
-      { key: 'duration_ps', label: 'duration', num: true, fmt: dur },
+      { key: 'duration_ps', label: 'duration', num: true, fmt: (v, r) => r && r.cut ? `${dur(v)} (cut)` : dur(v) },
+      ...(device ? [{ key: 'host_duration_ps', label: 'dispatch', num: true, fmt: dur }] : []),
       { key: 'device_busy_ps', label: 'device busy', num: true, fmt: dur },
+      ...(st.steps.some(s => s.device_work_ps != null) ? [{ key: 'device_work_ps', label: 'launched', num: true, fmt: dur }] : []),
       { key: 'device_idle_ps', label: 'device idle', num: true, fmt: dur },
       { key: 'compile_ps', label: 'compile', num: true, fmt: dur },
     ],

@@ -108,10 +108,10 @@ pub fn measure(
 /// timed on its device: it ends when its work does, and starts when the step before
 /// it ended on the device, or, where the host began it later (a pause between steps),
 /// when the host began it or its work began, whichever came first; the first step
-/// starts with its work. A device that runs steps back to back so times each step by
-/// its work, first op to last; a device that waits for a late dispatch counts the
-/// wait in the step. A step whose work the capture cut (or does not hold) is marked
-/// [`Step::cut`]. Steps stay in time order.
+/// starts with its work. So where the device runs the steps back to back each is
+/// timed by its work, first op to last, and where the device waits for a late
+/// dispatch the wait is in the step. A step whose work the capture cut (or does not
+/// hold) is marked [`Step::cut`]. Steps stay in time order.
 fn time_steps(steps: &mut [Step], spaces: &[Space], links: Links) -> StepTiming {
     let mut per_host: Vec<Vec<usize>> = Vec::new();
     for (hi, space) in spaces.iter().enumerate() {
