@@ -83,7 +83,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         let mut t = Table::new(vec!["METRIC", "BASELINE", "CURRENT", "CHANGE", "LIMIT", "RESULT"]);
         for m in &c.metrics {
             t.push(vec![
-                m.metric.clone(),
+                label(&m.metric, &c),
                 number(m.baseline, &m.metric),
                 number(m.current, &m.metric),
                 format!("{:+.1}%", m.regression_pct),
@@ -106,6 +106,17 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if c.passed { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// A metric as the table names it: its values are shown in their unit (`8.40 ms`), so
+/// the JSON path loses its unit suffix; the step time says whose steps it is.
+fn label(metric: &str, c: &check::Check) -> String {
+    if metric == "step_time.median_ps" {
+        let warm = |cold: u64, steps: u64| cold > 0 && cold < steps;
+        let warm = warm(c.baseline_cold_steps, c.baseline_steps) || warm(c.current_cold_steps, c.current_steps);
+        return if warm { "step time (median, warm steps)".into() } else { "step time (median)".into() };
+    }
+    ["_ps", "_bytes"].iter().find_map(|u| metric.strip_suffix(u)).unwrap_or(metric).to_string()
 }
 
 fn number(v: f64, metric: &str) -> String {
