@@ -98,3 +98,20 @@ fn a_closed_stdout_ends_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(out.status.code().is_some(), "killed by a signal: {:?}", out.status);
 }
+
+/// A mistyped flag is answered with the flag meant, swapped letters too (`--tpo`,
+/// which clap's own suggestion misses), and nothing where no flag is near.
+#[test]
+fn a_mistyped_flag_names_the_flag_meant() {
+    let f = fixture("cpu-clean");
+    let f = f.to_str().unwrap();
+    for (typed, meant, command) in
+        [("--tpo", "--top", "ops"), ("--jsn", "--json", "ops"), ("--hots", "--host", "steps"), ("--basline", "--baseline", "check")]
+    {
+        let err = assert_clean_error(&[command, typed, "1", f]);
+        assert!(err.contains(&format!("a similar argument exists: '{meant}'")), "{typed}: {err}");
+        assert!(err.contains(&format!("see `stepscope {command} --help`")), "{err}");
+    }
+    let err = assert_clean_error(&["ops", "--zzzz", f]);
+    assert!(!err.contains("similar"), "{err}");
+}

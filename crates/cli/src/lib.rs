@@ -100,15 +100,68 @@ fn usage_error(err: &clap::Error, args: &[OsString]) -> String {
     // clap's tip to pass an unknown flag as a value (`use '-- --csv'`) misleads: the
     // command does not take that flag.
     let message = message.split("\n\n  tip: to pass").next().unwrap_or(message);
-    let message = one_line(message.trim_start_matches("error:"));
+    let mut message = one_line(message.trim_start_matches("error:"));
     let command = args.iter().skip(1).filter_map(|a| a.to_str()).find(|a| {
         use clap::CommandFactory;
         args::Cli::command().find_subcommand(a).is_some()
     });
+    if !message.contains("tip:") {
+        if let Some(flag) = similar_flag(err, command) {
+            message.push_str(&format!(" tip: a similar argument exists: '--{flag}'"));
+        }
+    }
     match command {
         Some(c) => format!("{message} — see `stepscope {c} --help`"),
         None => format!("{message} — see `stepscope --help`"),
     }
+}
+
+/// For an unknown `--flag` clap found nothing like (it misses swapped letters:
+/// `--tpo`), the command's long flag one edit away (two for longer names), where
+/// there is exactly one nearest.
+fn similar_flag(err: &clap::Error, command: Option<&str>) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    use clap::CommandFactory;
+    if err.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = err.get(ContextKind::InvalidArg) else { return None };
+    let given = arg.strip_prefix("--")?.split('=').next()?;
+    let cli = args::Cli::command();
+    let cmd = command.and_then(|c| cli.find_subcommand(c)).unwrap_or(&cli);
+    let limit = if given.chars().count() <= 4 { 1 } else { 2 };
+    let mut near: Vec<(usize, &str)> = (cmd.get_arguments().filter_map(|a| a.get_long()))
+        .map(|l| (edits(given, l), l))
+        .filter(|&(d, _)| d <= limit)
+        .collect();
+    near.sort_unstable();
+    match near.as_slice() {
+        [(d, l), rest @ ..] if rest.first().is_none_or(|r| r.0 > *d) => Some(l.to_string()),
+        _ => None,
+    }
+}
+
+/// Edits from `a` to `b`: insertions, deletions, substitutions and swaps of two
+/// neighbouring letters, one each (optimal string alignment).
+fn edits(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// Loads PATH as the commands do (`--run NAME`, `--host HOST`, the same errors),
