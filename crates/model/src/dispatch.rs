@@ -153,7 +153,7 @@ fn dispatches(plane: &Plane, cpu: &[&Device]) -> Dispatches {
         mark_cut(&mut mine);
         runs.push((d.index, mine));
     }
-    let tied = |key: u32| !programs.get(&key).is_some_and(|p| p.len() > 1);
+    let tied = |key: u32| programs.get(&key).is_none_or(|p| p.len() <= 1);
 
     // The outermost dispatch events of each line, by program key.
     let mut calls: FastMap<u32, Vec<i64>> = FastMap::default();
