@@ -416,3 +416,17 @@ fn runs_are_ranked_on_their_warm_steps() {
     let text = ok(&["check", "--baseline", baseline, &warm]);
     assert!(text.contains("warm steps"), "{text}");
 }
+
+/// `diff`'s average-step parts add up to the step on both sides (the runtime between
+/// an XLA:CPU program's ops included), as the summary's do.
+#[test]
+fn diff_parts_add_up_to_the_step() {
+    let d = json(&["diff", &fx("cpu-guide-adam"), &fx("cpu-guide-sgd")]);
+    let parts = d["breakdown"].as_array().unwrap();
+    for side in ["a_ps", "b_ps"] {
+        let step = parts.iter().find(|p| p["part"] == "step").unwrap()[side].as_i64().unwrap();
+        let sum: i64 = parts.iter().filter(|p| p["part"] != "step").map(|p| p[side].as_i64().unwrap()).sum();
+        assert_eq!(sum, step, "{side}: {d}");
+    }
+    assert!(parts.iter().any(|p| p["part"] == "runtime_overhead" && p["a_ps"].as_i64().unwrap() > 0), "{d}");
+}

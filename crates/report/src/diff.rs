@@ -223,6 +223,7 @@ fn step_time(a: &Summary, b: &Summary) -> StepTimeDiff {
     }
 }
 
+/// Every part of the average step, which add up to it, then the step.
 fn breakdown(a: &Breakdown, b: &Breakdown) -> Vec<PartDiff> {
     let part = |part, a_ps: i64, b_ps: i64| PartDiff { part, a_ps, b_ps, delta_ps: b_ps - a_ps };
     vec![
@@ -231,6 +232,9 @@ fn breakdown(a: &Breakdown, b: &Breakdown) -> Vec<PartDiff> {
         part("collectives", a.collectives_ps, b.collectives_ps),
         part("host_to_device", a.host_to_device_ps, b.host_to_device_ps),
         part("device_to_host", a.device_to_host_ps, b.device_to_host_ps),
+        part("device_to_device", a.device_to_device_ps, b.device_to_device_ps),
+        part("async_wait", a.async_wait_ps, b.async_wait_ps),
+        part("runtime_overhead", a.runtime_overhead_ps, b.runtime_overhead_ps),
         part("compile", a.compile_ps, b.compile_ps),
         part("device_idle", a.device_idle_ps, b.device_idle_ps),
     ]
