@@ -412,10 +412,18 @@ fn a_single_file_is_served() {
 
 #[test]
 fn non_loopback_host_warns_with_a_tunnel_line() {
+    // `--bind` (`--host`, its older name, still works): the URL printed opens on this
+    // machine, and one more line gives it for other machines.
+    for flag in ["--bind", "--host"] {
+        warns_with_a_tunnel_line(flag);
+    }
+}
+
+fn warns_with_a_tunnel_line(flag: &str) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_stepscope"))
         .args(["serve"])
         .arg(fixture("cpu-transformer"))
-        .args(["--port", "0", "--no-open", "--host", "0.0.0.0"])
+        .args(["--port", "0", "--no-open", flag, "0.0.0.0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -423,16 +431,23 @@ fn non_loopback_host_warns_with_a_tunnel_line() {
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
-    assert!(line.starts_with("stepscope: serving http://0.0.0.0:"), "{line}");
-    let port = line.trim_end().rsplit(':').next().unwrap().split('/').next().unwrap().to_string();
+    assert!(line.starts_with("stepscope: serving http://127.0.0.1:"), "{line}");
+    let url = line.trim_end().strip_prefix("stepscope: serving ").unwrap().to_string();
+    let port = url.rsplit(':').next().unwrap().split('/').next().unwrap().to_string();
     let mut err = BufReader::new(child.stderr.take().unwrap());
-    let (mut w1, mut w2) = (String::new(), String::new());
+    let (mut w1, mut w2, mut w3) = (String::new(), String::new(), String::new());
     err.read_line(&mut w1).unwrap();
     err.read_line(&mut w2).unwrap();
+    err.read_line(&mut w3).unwrap();
+    // The URL printed answers.
+    let token_path = url.split_once(&format!(":{port}")).unwrap().1.to_string();
+    let reply = request(port.parse().unwrap(), "GET", &format!("{token_path}api/runs"));
     let _ = child.kill();
     let _ = child.wait();
+    assert_eq!(reply.status, 200, "{}", reply.text());
     assert!(w1.starts_with("stepscope: warning:"), "{w1}");
     assert!(w2.trim().starts_with(&format!("ssh -L {port}:127.0.0.1:{port} ")), "{w2}");
+    assert!(w3.starts_with("stepscope: from other machines: http://") && w3.trim_end().ends_with(&token_path), "{w3}");
 }
 
 #[test]

@@ -88,8 +88,12 @@ impl Server {
     }
 
     /// The UI's address: `http://HOST:PORT/TOKEN/`.
+    /// The URL to open on this machine: where the server listens on every address
+    /// (`0.0.0.0`, `::`), its loopback address (a browser cannot open `0.0.0.0`).
     pub fn url(&self) -> String {
         let host = match self.addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.to_string(),
+            IpAddr::V6(ip) if ip.is_unspecified() => format!("[{}]", std::net::Ipv6Addr::LOCALHOST),
             IpAddr::V6(ip) => format!("[{ip}]"),
             ip => ip.to_string(),
         };

@@ -17,9 +17,10 @@ pub struct ServeArgs {
     /// Port to listen on; 0 picks a free one.
     #[arg(long, value_name = "N", default_value_t = 6007)]
     pub port: u16,
-    /// Address to listen on. Anything but a loopback address exposes the profile to the network.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
-    pub host: IpAddr,
+    /// Address to listen on (`--host` is an older name for it). Anything but a loopback
+    /// address exposes the profiles to the network.
+    #[arg(long = "bind", alias = "host", value_name = "ADDR", default_value = "127.0.0.1")]
+    pub bind: IpAddr,
     /// Don't open a browser.
     #[arg(long)]
     pub no_open: bool,
@@ -32,12 +33,14 @@ EXAMPLES:
     stepscope serve /tmp/logdir              serve every run under a log directory, open the browser
     stepscope serve run.xplane.pb --port 0   one file, on a free port
     stepscope serve /tmp/logdir --no-open    on a remote machine; then on your laptop:
-                                             ssh -L 6007:127.0.0.1:6007 REMOTE and open the printed URL";
+                                             ssh -L 6007:127.0.0.1:6007 REMOTE and open the printed URL
+    stepscope serve /tmp/logdir --bind 0.0.0.0 --no-open
+                                             reachable from other machines (prints the URL to use)";
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let opts = stepscope_server::Options {
         root: crate::remote::local(&args.path)?,
-        host: args.host,
+        host: args.bind,
         port: args.port,
         peaks: args.peaks.user(),
     };
@@ -49,13 +52,18 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         writeln!(out, "stepscope: serving {url}")?;
         out.flush()?;
     }
-    if !args.host.is_loopback() {
+    if !args.bind.is_loopback() {
         eprintln!(
             "stepscope: warning: listening on {} makes these profiles readable by anyone who can reach this \
              machine and learns the URL; prefer the default 127.0.0.1 and a tunnel from your own machine:",
-            args.host
+            args.bind
         );
         eprintln!("    ssh -L {port}:127.0.0.1:{port} {}", hostname());
+        if args.bind.is_unspecified() {
+            // The URL printed is this machine's own (a browser cannot open 0.0.0.0).
+            let at = url.split_once("://").and_then(|(_, rest)| rest.split_once('/')).map_or("", |(_, path)| path);
+            eprintln!("stepscope: from other machines: http://{}:{port}/{at}", hostname());
+        }
     }
     if !args.no_open {
         open_browser(&url);
