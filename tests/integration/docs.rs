@@ -185,3 +185,40 @@ fn every_stepscope_line_of_the_docs_runs_as_written() {
     assert!(ran >= 35, "the docs hold {ran} stepscope lines");
     assert!(failures.is_empty(), "{} of {ran} doc lines fail:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// Every analysis command's `--help` ends with 2 to 4 examples, and each runs as
+/// written (`/tmp/logdir` being a real capture, as the docs' LOGDIR).
+#[test]
+fn every_help_example_runs_as_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    placeholders(tmp.path());
+    let logdir = tmp.path().join("LOGDIR").display().to_string();
+    let help = ok(&["--help"]);
+    let commands: Vec<&str> = (help.lines())
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| !["help", "serve", "capture", "top", "export"].contains(c))
+        .collect();
+    assert!(commands.len() >= 17, "{help}");
+    let mut failures = Vec::new();
+    for command in commands {
+        let text = ok(&[command, "--help"]);
+        let examples: Vec<String> = (text.lines())
+            .skip_while(|l| !l.starts_with("EXAMPLES:"))
+            .filter_map(|l| l.strip_prefix("    "))
+            .filter(|l| l.starts_with("stepscope "))
+            .map(|l| l.split("  ").next().unwrap().trim().to_string())
+            .collect();
+        assert!((2..=4).contains(&examples.len()), "`{command} --help`: {} examples:\n{text}", examples.len());
+        for written in examples {
+            let line = words(tmp.path(), &written.replace("/tmp/logdir", &logdir));
+            let (code, err) = bash(tmp.path(), &line, &[], Duration::from_secs(120));
+            if code != Some(0) {
+                failures.push(format!("`{written}`: exit {code:?}: {err}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -55,38 +55,55 @@ EXAMPLES:
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// List the runs in a log directory (name, time, hosts, size).
+    #[command(after_help = crate::examples::LS)]
     Ls(LsArgs),
     /// Show hosts, planes, lines, event counts, time span, devices and versions.
+    #[command(after_help = crate::examples::INFO)]
     Info(InfoArgs),
     /// Overview: step time, average step breakdown, utilisation, top ops, environment.
+    #[command(after_help = crate::examples::SUMMARY)]
     Summary(CostArgs),
     /// Every step: duration, device busy and idle time, compile overlap.
+    #[command(after_help = crate::examples::STEPS)]
     Steps(CostArgs),
     /// Op profile: HLO ops (or categories, modules, scopes, Python lines) by self time.
+    #[command(after_help = crate::examples::OPS)]
     Ops(OpsArgs),
     /// Your host scopes (TraceAnnotation) nested, per step, with device time and input work.
+    #[command(after_help = crate::examples::SCOPES)]
     Scopes(AnalysisArgs),
     /// Roofline: each op's FLOPs per byte, achieved rate and share of the device's roof.
+    #[command(after_help = crate::examples::ROOFLINE)]
     Roofline(CostArgs),
     /// GPU kernel stats: launches, time, grid/block, registers, shared memory, occupancy.
+    #[command(after_help = crate::examples::KERNELS)]
     Kernels(AnalysisArgs),
     /// Memory: allocator peaks and timelines, live allocations, device-memory pprof.
+    #[command(after_help = crate::examples::MEMORY)]
     Memory(crate::cmd::memory::MemoryArgs),
     /// Collectives: time per all-reduce/all-gather/…, and the share compute overlapped.
+    #[command(after_help = crate::examples::COLLECTIVES)]
     Collectives(AnalysisArgs),
     /// XLA compilation on the host during the capture, per module.
+    #[command(after_help = crate::examples::COMPILE)]
     Compile(AnalysisArgs),
     /// Per-device and per-host rows, and stragglers.
+    #[command(after_help = crate::examples::DEVICES)]
     Devices(AnalysisArgs),
     /// An op's HLO: instruction, operands, fusion body, shapes, JAX name stack, source line.
+    #[command(after_help = crate::examples::HLO)]
     Hlo(crate::cmd::hlo::HloArgs),
     /// Findings: rules with the measured value, threshold, evidence and advice.
+    #[command(after_help = crate::examples::ADVISE)]
     Advise(crate::cmd::advise::AdviseArgs),
     /// What changed from run A to run B: step time, breakdown, ops and kernels by effect.
+    #[command(after_help = crate::examples::DIFF)]
     Diff(crate::cmd::diff::DiffArgs),
     /// Several runs side by side: step time, breakdown, utilisation, memory, top ops.
+    #[command(after_help = crate::examples::COMPARE)]
     Compare(crate::cmd::compare::CompareArgs),
     /// CI gate: exit 1 when step time (or another metric) regressed past a baseline.
+    #[command(after_help = crate::examples::CHECK)]
     Check(crate::cmd::check::CheckArgs),
     /// Web UI: overview, op profile, kernels, steps and a full timeline, in the browser.
     Serve(crate::cmd::serve::ServeArgs),

@@ -10,6 +10,7 @@ use clap::Parser;
 
 mod args;
 mod cmd;
+mod examples;
 mod human;
 mod load;
 mod remote;

@@ -1,0 +1,95 @@
+//! The EXAMPLES block under each analysis command's `--help` (`serve`, `capture`, `top`
+//! and `export` keep theirs beside their arguments). `tests/integration/docs.rs` runs
+//! every line as written, `/tmp/logdir` being a real capture.
+
+pub const LS: &str = "\
+EXAMPLES:
+    stepscope ls /tmp/logdir                     every run: when captured, hosts, size, steps
+    stepscope ls /tmp/logdir --json              the same as JSON";
+
+pub const INFO: &str = "\
+EXAMPLES:
+    stepscope info /tmp/logdir                   the newest run: hosts, planes, lines, event counts
+    stepscope info /tmp/logdir --json            the same as JSON (stepscope.info/1)";
+
+pub const SUMMARY: &str = "\
+EXAMPLES:
+    stepscope summary /tmp/logdir                the newest run: step time, where it went, findings
+    stepscope summary /tmp/logdir --run NAME     another run of the log directory (names: stepscope ls)
+    stepscope summary /tmp/logdir --json > baseline.json     a baseline for stepscope check
+    stepscope summary /tmp/logdir --peak-flops 989T --peak-bandwidth 3.35T   your devices' peaks";
+
+pub const STEPS: &str = "\
+EXAMPLES:
+    stepscope steps /tmp/logdir                  the 10 slowest steps, in step order
+    stepscope steps /tmp/logdir --top 0 --csv    every step as CSV";
+
+pub const OPS: &str = "\
+EXAMPLES:
+    stepscope ops /tmp/logdir                    the 10 ops with the most self time
+    stepscope ops /tmp/logdir --by category      by category (also: module, scope, line, stack)
+    stepscope ops /tmp/logdir --by line --top 20   by the line of your Python that made them
+    stepscope ops /tmp/logdir --top 0 --csv      every op as CSV";
+
+pub const SCOPES: &str = "\
+EXAMPLES:
+    stepscope scopes /tmp/logdir                 your TraceAnnotation scopes, per step, with input work
+    stepscope scopes /tmp/logdir --json          the same as JSON (stepscope.scopes/1)";
+
+pub const ROOFLINE: &str = "\
+EXAMPLES:
+    stepscope roofline /tmp/logdir               each op against the device's roofs
+    stepscope roofline /tmp/logdir --peak-flops 989T --peak-bandwidth 3.35T   roofs you give";
+
+pub const KERNELS: &str = "\
+EXAMPLES:
+    stepscope kernels /tmp/logdir                GPU kernels by time, with their launch shapes
+    stepscope kernels /tmp/logdir --top 0 --csv  every kernel as CSV";
+
+pub const MEMORY: &str = "\
+EXAMPLES:
+    stepscope memory /tmp/logdir                 allocator peaks, the live allocations at the peak
+    stepscope memory /tmp/logdir --json          the same as JSON (stepscope.memory/1)";
+
+pub const COLLECTIVES: &str = "\
+EXAMPLES:
+    stepscope collectives /tmp/logdir            all-reduce, all-gather, … and how much compute hid them
+    stepscope collectives /tmp/logdir --json     the same as JSON";
+
+pub const COMPILE: &str = "\
+EXAMPLES:
+    stepscope compile /tmp/logdir                XLA compilation during the capture, per module
+    stepscope compile /tmp/logdir --json         the same as JSON";
+
+pub const DEVICES: &str = "\
+EXAMPLES:
+    stepscope devices /tmp/logdir                every device, per host, and the stragglers
+    stepscope devices /tmp/logdir --csv          the same as CSV";
+
+pub const HLO: &str = "\
+EXAMPLES:
+    stepscope hlo /tmp/logdir OP                 the op's HLO instruction, fusion body and source line
+    stepscope hlo /tmp/logdir OP --json          the same as JSON (stepscope.hlo/1)";
+
+pub const ADVISE: &str = "\
+EXAMPLES:
+    stepscope advise /tmp/logdir                 every finding, with evidence and advice
+    stepscope advise /tmp/logdir --json          the same as JSON (stepscope.advise/1)
+    stepscope advise /tmp/logdir --thresholds kpi.toml    your own thresholds (utilization_pct = 70)";
+
+pub const DIFF: &str = "\
+EXAMPLES:
+    stepscope diff runs/adam runs/sgd            what changed from A to B, ranked by effect on the step
+    stepscope diff runs/adam runs/sgd --by scope   by your scopes (also: category, module, line, stack)
+    stepscope diff runs/adam runs/sgd --json     the same as JSON (stepscope.diff/1)";
+
+pub const COMPARE: &str = "\
+EXAMPLES:
+    stepscope compare runs/adam runs/sgd runs/lion     several runs side by side, the first as 100%
+    stepscope compare runs/adam runs/sgd --by scope    their scopes per step, row by row";
+
+pub const CHECK: &str = "\
+EXAMPLES:
+    stepscope summary runs/main --json > ci/baseline.json     on the main branch: the baseline
+    stepscope check runs/pr --baseline ci/baseline.json       exit 1 if the median step grew over 5%
+    stepscope check runs/pr --baseline ci/baseline.json --max-regression 10 --min-steps 5";
