@@ -184,7 +184,7 @@ pub fn devices(profile: &Profile) -> Devices {
             let working: Vec<&DeviceRow> = all.iter().copied().filter(|r| r.took_part).collect();
             let mine = if working.is_empty() { &all } else { &working };
             let n = mine.len().max(1) as i64;
-            let host_steps: Vec<i64> = st.steps.iter().filter(|s| s.host == h.host).map(|s| s.duration_ps).collect();
+            let host_steps: Vec<i64> = st.timed().filter(|s| s.host == h.host).map(|s| s.duration_ps).collect();
             HostRow {
                 host: h.host.clone(),
                 device_count: all.len() as u64,

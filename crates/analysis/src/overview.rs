@@ -97,18 +97,18 @@ pub struct Overview {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_step_time: Option<Distribution>,
     /// Steps left out of the step time because the capture cut their work.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub steps_cut: u64,
     /// Steps (of those timed) in which the host compiled: cold steps, whose time is a
     /// first call's.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub cold_steps: u64,
     /// Where some steps compiled and some did not: the step time over those that did
     /// not, which comparisons rank on ([`Overview::ranked_step_time`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warm_step_time: Option<Distribution>,
     /// Jitted calls whose work the capture does not hold, at least (it stopped first).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub dispatched_not_run: u64,
     pub breakdown: Breakdown,
     /// Device busy share of step time (mean over the devices that took part in the
@@ -250,9 +250,6 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
     }
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
 
 /// The lowest `host_tracer_level` of the hosts' captures, where recorded.
 pub fn host_tracer_level(profile: &Profile) -> Option<u32> {

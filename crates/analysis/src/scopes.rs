@@ -97,7 +97,9 @@ pub fn scopes(profile: &Profile) -> Scopes {
     let devices = profile.devices();
     let base = profile.time_base();
     let step_count = st.steps.len();
-    let step_ps = if step_count > 0 { sum_ps(st.steps.iter().map(|s| s.duration_ps)) / step_count as i64 } else { 0 };
+    // The mean step as the step time is taken (steps the capture cut left out).
+    let timed: Vec<i64> = st.timed().map(|s| s.duration_ps).collect();
+    let step_ps = if timed.is_empty() { 0 } else { sum_ps(timed.iter().copied()) / timed.len() as i64 };
     let mut rows = Vec::new();
     for (hi, (space, h)) in profile.hosts.iter().zip(found).enumerate() {
         let on_host: Vec<&Device> = devices.iter().filter(|d| d.host_index == hi).collect();
@@ -164,7 +166,8 @@ pub fn input_work(profile: &Profile) -> Option<InputWork> {
     if step_count == 0 || found.iter().all(|h| h.input.total() == 0) {
         return None;
     }
-    let step_ps = sum_ps(st.steps.iter().map(|s| s.duration_ps)) / step_count;
+    let timed: Vec<i64> = st.timed().map(|s| s.duration_ps).collect();
+    let step_ps = sum_ps(timed.iter().copied()) / timed.len().max(1) as i64;
     let (mut host_input, mut idle_input) = (0i64, 0i64);
     let mut names = std::collections::BTreeSet::new();
     for (hi, (space, h)) in profile.hosts.iter().zip(found).enumerate() {

@@ -128,7 +128,8 @@ pub struct Steps {
     pub steps: Vec<Step>,
 }
 
-fn is_zero(n: &u64) -> bool {
+/// For `#[serde(skip_serializing_if = …)]`: counts that are absent when zero.
+pub fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

@@ -44,16 +44,13 @@ pub struct Check {
     pub current_steps: u64,
     /// Steps of each side in which the host compiled: where a side also has warm
     /// steps, its step time is theirs.
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub baseline_cold_steps: u64,
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub current_cold_steps: u64,
     pub metrics: Vec<MetricResult>,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
 
 /// Why a check cannot judge.
 #[derive(Clone, Debug, PartialEq)]

@@ -47,7 +47,7 @@ pub struct CompareRun {
     /// compiled ([`Overview::ranked_step_time`](overview::Overview::ranked_step_time)).
     pub step_time: Distribution,
     /// Steps in which the host compiled (left out of `step_time` where others did not).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub cold_steps: u64,
     pub breakdown: Breakdown,
     pub device_utilization_pct: f64,
@@ -130,6 +130,3 @@ fn side_by_side(runs: &[Vec<(String, i64)>], steps: &[i64], top: usize) -> Vec<C
     rows
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}

@@ -68,13 +68,10 @@ pub struct RunSide {
     pub step_count: u64,
     /// Steps in which the host compiled: where others did not, the step time is
     /// taken over the others (warm steps).
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub cold_steps: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
 
 /// Step time change (medians and means), B − A.
 #[derive(Clone, Debug, Serialize)]
