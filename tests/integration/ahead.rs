@@ -34,9 +34,11 @@ fn a_step_is_the_work_its_dispatches_started() {
         for r in theirs {
             let s = steps.iter().find(|s| s["step_num"] == r["step_num"]).unwrap();
             assert!(r["busy_ps"].as_i64().unwrap() > 0, "{name}: {r}");
-            for (ours, theirs) in
-                [("work_start_ps", "work_start_ps"), ("work_duration_ps", "work_duration_ps"), ("device_work_ps", "busy_ps")]
-            {
+            for (ours, theirs) in [
+                ("work_start_ps", "work_start_ps"),
+                ("work_duration_ps", "work_duration_ps"),
+                ("device_work_ps", "busy_ps"),
+            ] {
                 assert_eq!(s[ours], r[theirs], "{name} step {}: {ours}", r["step_num"]);
             }
         }
@@ -109,9 +111,13 @@ fn a_capture_stopped_before_its_work_ran_says_so() {
     let outer: Vec<&serde_json::Value> = calls
         .iter()
         .filter(|c| {
-            let (s, e) = (c["start_ps"].as_i64().unwrap(), c["start_ps"].as_i64().unwrap() + c["duration_ps"].as_i64().unwrap());
+            let (s, e) =
+                (c["start_ps"].as_i64().unwrap(), c["start_ps"].as_i64().unwrap() + c["duration_ps"].as_i64().unwrap());
             !calls.iter().any(|o| {
-                let (os, oe) = (o["start_ps"].as_i64().unwrap(), o["start_ps"].as_i64().unwrap() + o["duration_ps"].as_i64().unwrap());
+                let (os, oe) = (
+                    o["start_ps"].as_i64().unwrap(),
+                    o["start_ps"].as_i64().unwrap() + o["duration_ps"].as_i64().unwrap(),
+                );
                 o["line"] == c["line"] && os <= s && e <= oe && (os, oe) != (s, e)
             })
         })

@@ -105,9 +105,12 @@ fn a_closed_stdout_ends_quietly() {
 fn a_mistyped_flag_names_the_flag_meant() {
     let f = fixture("cpu-clean");
     let f = f.to_str().unwrap();
-    for (typed, meant, command) in
-        [("--tpo", "--top", "ops"), ("--jsn", "--json", "ops"), ("--hots", "--host", "steps"), ("--basline", "--baseline", "check")]
-    {
+    for (typed, meant, command) in [
+        ("--tpo", "--top", "ops"),
+        ("--jsn", "--json", "ops"),
+        ("--hots", "--host", "steps"),
+        ("--basline", "--baseline", "check"),
+    ] {
         let err = assert_clean_error(&[command, typed, "1", f]);
         assert!(err.contains(&format!("a similar argument exists: '{meant}'")), "{typed}: {err}");
         assert!(err.contains(&format!("see `stepscope {command} --help`")), "{err}");

@@ -156,9 +156,8 @@ pub fn overview(profile: &Profile, top: usize) -> Overview {
     let model = profile.device_time();
     let durations: Vec<i64> = steps.timed().map(|s| s.duration_ps).collect();
     let step_time = Distribution::of(&durations);
-    let host_step_time = (steps.timing == StepTiming::Device).then(|| {
-        Distribution::of(&steps.timed().map(|s| s.host_duration_ps).collect::<Vec<_>>())
-    });
+    let host_step_time = (steps.timing == StepTiming::Device)
+        .then(|| Distribution::of(&steps.timed().map(|s| s.host_duration_ps).collect::<Vec<_>>()));
     let warm: Vec<i64> = steps.timed().filter(|s| s.compile_ps == 0).map(|s| s.duration_ps).collect();
     let cold_steps = (durations.len() - warm.len()) as u64;
     let warm_step_time = (cold_steps > 0 && !warm.is_empty()).then(|| Distribution::of(&warm));
@@ -249,7 +248,6 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
         device_idle_input_ps: None,
     }
 }
-
 
 /// The lowest `host_tracer_level` of the hosts' captures, where recorded.
 pub fn host_tracer_level(profile: &Profile) -> Option<u32> {

@@ -173,9 +173,7 @@ pub fn input_work(profile: &Profile) -> Option<InputWork> {
     for (hi, (space, h)) in profile.hosts.iter().zip(found).enumerate() {
         let busy: Vec<&Intervals> =
             devices.iter().filter(|d| d.host_index == hi).map(|d| &base.busy[d.index]).collect();
-        let windows = Intervals::new(
-            st.steps.iter().filter(|s| s.host == space.host).map(|s| s.host_span()).collect(),
-        );
+        let windows = Intervals::new(st.steps.iter().filter(|s| s.host == space.host).map(|s| s.host_span()).collect());
         // Input work inside the steps, and the part of it no op ran.
         let inside = h.input.within(windows.spans());
         host_input = host_input.saturating_add(inside.total());

@@ -13,6 +13,7 @@ mod cmd;
 mod examples;
 mod human;
 mod load;
+mod notes;
 mod remote;
 mod table;
 

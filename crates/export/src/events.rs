@@ -64,8 +64,10 @@ impl HostSteps {
 pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table: TableWriter<W>) -> io::Result<u64> {
     let mut stats_json: Vec<u8> = Vec::new();
     for space in &profile.hosts {
-        let mut spans: Vec<(i64, i64, i64)> =
-            (steps.steps.iter()).filter(|s| s.host == space.host).map(|s| (s.host_span().0, s.host_span().1, s.step_num)).collect();
+        let mut spans: Vec<(i64, i64, i64)> = (steps.steps.iter())
+            .filter(|s| s.host == space.host)
+            .map(|s| (s.host_span().0, s.host_span().1, s.step_num))
+            .collect();
         spans.sort_unstable();
         let host_steps = HostSteps(spans);
         for plane in &space.planes {

@@ -204,7 +204,8 @@ fn dispatches(plane: &Plane, cpu: &[&Device]) -> Dispatches {
         // the runs of later dispatches, leaving s undecided (more runs than it counts
         // may have come before the capture): then no dispatch is tied to a run.
         let last = order.last().map(|r| r.0);
-        let stopped_inside = out.runs.iter().any(|(_, runs)| last.and_then(|l| runs.get(&(key, l))).is_some_and(|r| r.cut));
+        let stopped_inside =
+            out.runs.iter().any(|(_, runs)| last.and_then(|l| runs.get(&(key, l))).is_some_and(|r| r.cut));
         if stopped_inside && s < order.len() {
             out.unran_at_least += starts.len().saturating_sub(order.len());
             continue;

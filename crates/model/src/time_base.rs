@@ -9,9 +9,11 @@ use stepscope_xspace::Space;
 use crate::busy::{launched, measure_ops, Launched, OpKinds};
 use crate::device::Device;
 use crate::discover::DeviceSet;
-use crate::stats::{sum_ps, Intervals};
 use crate::dispatch::Dispatches;
-use crate::steps::{dispatches_ahead, find_steps, host_events, HostTime, Launches, Step, StepSource, StepTiming, Steps};
+use crate::stats::{sum_ps, Intervals};
+use crate::steps::{
+    dispatches_ahead, find_steps, host_events, HostTime, Launches, Step, StepSource, StepTiming, Steps,
+};
 use crate::work::Links;
 
 /// Stage 2 of the shared work: what is measured against time, from stage 1.

@@ -77,11 +77,8 @@ impl Links<'_> {
                 cut[k] = true;
             }
         }
-        let counted_cpu: Vec<usize> = (on_host.iter())
-            .filter(|d| d.source == OpSource::HostOps)
-            .filter(counted)
-            .map(|d| d.index)
-            .collect();
+        let counted_cpu: Vec<usize> =
+            (on_host.iter()).filter(|d| d.source == OpSource::HostOps).filter(counted).map(|d| d.index).collect();
         for (_, runs) in host.runs.iter().filter(|(d, _)| counted_cpu.contains(d)) {
             per_device.push(
                 runs_of

@@ -51,7 +51,6 @@ pub struct Check {
     pub metrics: Vec<MetricResult>,
 }
 
-
 /// Why a check cannot judge.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CheckError {

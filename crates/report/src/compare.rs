@@ -129,4 +129,3 @@ fn side_by_side(runs: &[Vec<(String, i64)>], steps: &[i64], top: usize) -> Vec<C
     rows.truncate(top);
     rows
 }
-

@@ -72,7 +72,6 @@ pub struct RunSide {
     pub cold_steps: u64,
 }
 
-
 /// Step time change (medians and means), B − A.
 #[derive(Clone, Debug, Serialize)]
 pub struct StepTimeDiff {

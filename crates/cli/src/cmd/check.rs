@@ -98,9 +98,12 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             c.baseline_steps,
             c.current_steps
         );
-        let sides = [("baseline", c.baseline_cold_steps, c.baseline_steps), ("current run", c.current_cold_steps, c.current_steps)];
+        let sides = [
+            ("baseline", c.baseline_cold_steps, c.baseline_steps),
+            ("current run", c.current_cold_steps, c.current_steps),
+        ];
         for (label, cold, steps) in sides {
-            if let Some(note) = crate::cmd::steps::cold_note(label, cold, steps) {
+            if let Some(note) = crate::notes::cold_note(label, cold, steps) {
                 print!("{}", crate::human::wrap("", &note, crate::table::prose_width()));
             }
         }

@@ -103,7 +103,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     }
     print!("{}", t.text());
     for r in &c.runs {
-        if let Some(note) = crate::cmd::steps::cold_note(&r.label, r.cold_steps, r.step_count) {
+        if let Some(note) = crate::notes::cold_note(&r.label, r.cold_steps, r.step_count) {
             print!("{}", human::wrap("", &note, crate::table::prose_width()));
         }
     }

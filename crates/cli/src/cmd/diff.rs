@@ -95,7 +95,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     );
     println!("  A: {} ({} steps)   B: {} ({} steps)", d.a.run, d.a.step_count, d.b.run, d.b.step_count);
     for (label, side) in [("A", &d.a), ("B", &d.b)] {
-        if let Some(note) = crate::cmd::steps::cold_note(label, side.cold_steps, side.step_count) {
+        if let Some(note) = crate::notes::cold_note(label, side.cold_steps, side.step_count) {
             print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
     }

@@ -81,7 +81,7 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
     if device {
         let timed: Vec<&steps::Step> = s.timed().collect();
         let median = |v: Vec<i64>| steps::Distribution::of(&v).median_ps;
-        let note = timing_note(
+        let note = crate::notes::timing_note(
             median(timed.iter().map(|st| st.duration_ps).collect()),
             median(timed.iter().map(|st| st.host_duration_ps).collect()),
             s.steps.iter().filter(|st| st.cut).count(),
@@ -89,7 +89,7 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
         print!("{}", human::wrap("", &note, crate::table::prose_width()));
     }
     if s.dispatched_not_run > 0 {
-        print!("{}", human::wrap("", &not_run_note(s.dispatched_not_run), crate::table::prose_width()));
+        print!("{}", human::wrap("", &crate::notes::not_run_note(s.dispatched_not_run), crate::table::prose_width()));
     }
     // The work each step launched, which differs from the busy time within the step
     // when the loop dispatches ahead.
@@ -111,7 +111,11 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
             st.step_num.to_string(),
             st.host.clone(),
             human::duration_ps(st.start_ps),
-            if st.cut { format!("{} (cut)", human::duration_ps(st.duration_ps)) } else { human::duration_ps(st.duration_ps) },
+            if st.cut {
+                format!("{} (cut)", human::duration_ps(st.duration_ps))
+            } else {
+                human::duration_ps(st.duration_ps)
+            },
             human::duration_ps(st.device_busy_ps),
             human::duration_ps(st.device_idle_ps),
             human::duration_ps(st.compile_ps),
@@ -139,47 +143,6 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
         println!("FLOPS: the ops that started in the step; UTIL: over the step's time at the devices' peak FLOP/s");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Where steps are timed on the device ([`steps::StepTiming::Device`]): what was
-/// measured and why, in one sentence.
-pub fn timing_note(device_median_ps: i64, host_median_ps: i64, cut: usize) -> String {
-    let mut note = format!(
-        "The loop dispatches ahead of its device: a step's annotation closes before its work runs \
-         (device step {}, host dispatch {}, medians), so stepscope times each step on the device, \
-         up to the end of the work it launched.",
-        human::duration_ps(device_median_ps),
-        human::duration_ps(host_median_ps)
-    );
-    if cut > 0 {
-        let s = if cut == 1 { " is" } else { "s are" };
-        note.push_str(&format!(
-            " {cut} step{s} left out of the statistics: the capture holds only part of their work (marked cut)."
-        ));
-    }
-    note
-}
-
-/// Where the capture stopped before jitted calls' work ran ([`steps::Steps::dispatched_not_run`]).
-pub fn not_run_note(calls: u64) -> String {
-    format!(
-        "The capture stopped before the work of at least {calls} jitted call(s) ran (JAX returns from a call \
-         before its work runs): those steps' work is not in the profile. Wait for the last step's outputs \
-         before stopping (jax.block_until_ready), or capture with stepscope.trace, which waits."
-    )
-}
-
-/// Where a run's steps compiled ([`Overview::cold_steps`](stepscope_analysis::overview::Overview::cold_steps)):
-/// what its step time is, in one sentence; `None` where none did.
-pub fn cold_note(label: &str, cold: u64, steps: u64) -> Option<String> {
-    match cold {
-        0 => None,
-        c if c >= steps => Some(format!(
-            "{label}: every step compiled: its time is a first call's (compilation, a cold start), not a \
-             warm step's: capture steps after a warm-up to compare"
-        )),
-        c => Some(format!("{label}: {c} of {steps} steps compiled: its step time is the {} warm steps'", steps - c)),
-    }
 }
 
 /// A few words on where steps came from.

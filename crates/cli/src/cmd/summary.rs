@@ -110,7 +110,7 @@ fn print_text(s: &Summary) {
             human::duration_ps(t.std_ps)
         );
         if let Some(host) = &s.host_step_time {
-            let note = crate::cmd::steps::timing_note(t.median_ps, host.median_ps, s.steps_cut as usize);
+            let note = crate::notes::timing_note(t.median_ps, host.median_ps, s.steps_cut as usize);
             print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
         if let Some(w) = &s.warm_step_time {
@@ -122,11 +122,11 @@ fn print_text(s: &Summary) {
                 human::duration_ps(w.mean_ps),
                 human::duration_ps(w.median_ps)
             );
-        } else if let Some(note) = crate::cmd::steps::cold_note("this run", s.cold_steps, s.step_count) {
+        } else if let Some(note) = crate::notes::cold_note("this run", s.cold_steps, s.step_count) {
             print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
         if s.dispatched_not_run > 0 {
-            let note = crate::cmd::steps::not_run_note(s.dispatched_not_run);
+            let note = crate::notes::not_run_note(s.dispatched_not_run);
             print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
         println!();

@@ -1,0 +1,46 @@
+//! Sentences the commands share about how a run's steps were measured: timed on the
+//! device, cut by the capture, cold. Used by `steps`, `summary`, `compare`, `diff` and
+//! `check`; they depend on nothing but the text helpers.
+
+use crate::human;
+
+/// Where steps are timed on the device ([`StepTiming::Device`](stepscope_analysis::steps::StepTiming::Device)): what was
+/// measured and why, in one sentence.
+pub fn timing_note(device_median_ps: i64, host_median_ps: i64, cut: usize) -> String {
+    let mut note = format!(
+        "The loop dispatches ahead of its device: a step's annotation closes before its work runs \
+         (device step {}, host dispatch {}, medians), so stepscope times each step on the device, \
+         up to the end of the work it launched.",
+        human::duration_ps(device_median_ps),
+        human::duration_ps(host_median_ps)
+    );
+    if cut > 0 {
+        let s = if cut == 1 { " is" } else { "s are" };
+        note.push_str(&format!(
+            " {cut} step{s} left out of the statistics: the capture holds only part of their work (marked cut)."
+        ));
+    }
+    note
+}
+
+/// Where the capture stopped before jitted calls' work ran ([`Steps::dispatched_not_run`](stepscope_analysis::steps::Steps::dispatched_not_run)).
+pub fn not_run_note(calls: u64) -> String {
+    format!(
+        "The capture stopped before the work of at least {calls} jitted call(s) ran (JAX returns from a call \
+         before its work runs): those steps' work is not in the profile. Wait for the last step's outputs \
+         before stopping (jax.block_until_ready), or capture with stepscope.trace, which waits."
+    )
+}
+
+/// Where a run's steps compiled ([`Overview::cold_steps`](stepscope_analysis::overview::Overview::cold_steps)):
+/// what its step time is, in one sentence; `None` where none did.
+pub fn cold_note(label: &str, cold: u64, steps: u64) -> Option<String> {
+    match cold {
+        0 => None,
+        c if c >= steps => Some(format!(
+            "{label}: every step compiled: its time is a first call's (compilation, a cold start), not a \
+             warm step's: capture steps after a warm-up to compare"
+        )),
+        c => Some(format!("{label}: {c} of {steps} steps compiled: its step time is the {} warm steps'", steps - c)),
+    }
+}
