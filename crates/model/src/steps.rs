@@ -170,12 +170,6 @@ pub fn find_steps(hosts: &[Space], set: &DeviceSet, devices: &[Device]) -> (Step
     (StepSource::None, Vec::new())
 }
 
-/// A span of `host` shaped as a step, to measure with the steps' functions
-/// (the analyses' `steps::launched_work`).
-pub fn span_as_step(host: &str, start_ps: i64, duration_ps: i64) -> Step {
-    blank_step(0, "", host, start_ps, duration_ps)
-}
-
 fn blank_step(step_num: i64, name: &str, host: &str, start_ps: i64, duration_ps: i64) -> Step {
     Step {
         step_num,
