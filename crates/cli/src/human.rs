@@ -110,6 +110,22 @@ pub fn wrap(first: &str, text: &str, width: usize) -> String {
     out
 }
 
+/// A rate with an SI prefix and three significant digits: `255 TFLOP/s`, `812 GB/s`.
+pub fn rate(per_s: f64, unit: &str) -> String {
+    let (v, prefix) = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .into_iter()
+        .find(|(scale, _)| per_s >= *scale)
+        .map_or((per_s, ""), |(scale, p)| (per_s / scale, p));
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$} {prefix}{unit}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,20 +144,4 @@ mod tests {
         assert_eq!(elide("abcdef", 6), "abcdef");
         assert_eq!(wrap("  → ", "one two three", 12), "  → one two\n    three\n");
     }
-}
-
-/// A rate with an SI prefix and three significant digits: `255 TFLOP/s`, `812 GB/s`.
-pub fn rate(per_s: f64, unit: &str) -> String {
-    let (v, prefix) = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
-        .into_iter()
-        .find(|(scale, _)| per_s >= *scale)
-        .map_or((per_s, ""), |(scale, p)| (per_s / scale, p));
-    let digits = if v >= 100.0 {
-        0
-    } else if v >= 10.0 {
-        1
-    } else {
-        2
-    };
-    format!("{v:.digits$} {prefix}{unit}")
 }

@@ -30,8 +30,12 @@ pub const TOKEN_DEADLINE: Duration = Duration::from_secs(5);
 /// The connections waiting to show the token, oldest first.
 #[derive(Default)]
 pub struct Pending {
-    waiting: Mutex<(u64, VecDeque<(u64, oneshot::Sender<()>)>)>,
+    waiting: Mutex<Queue>,
 }
+
+/// The next connection's number, and each waiting connection's number and the
+/// sender that sends it away.
+type Queue = (u64, VecDeque<(u64, oneshot::Sender<()>)>);
 
 /// What the door decided for a connection.
 pub enum Verdict {
