@@ -50,8 +50,6 @@ pub struct Dispatches {
     pub linked: Vec<(i64, u32, i64)>,
     /// The starts of dispatches whose run the capture does not hold (it stopped first).
     pub unran: Vec<i64>,
-    /// Runs the capture holds that were dispatched before it began.
-    pub before_capture: usize,
     /// Dispatches of programs whose runs could not be told apart (the capture stopped
     /// inside one of their runs, with more dispatched than it holds runs of): how many
     /// of them, at least, started no run the capture holds.
@@ -210,7 +208,6 @@ fn dispatches(plane: &Plane, cpu: &[&Device]) -> Dispatches {
             out.unran_at_least += starts.len().saturating_sub(order.len());
             continue;
         }
-        out.before_capture += s;
         for (j, &start) in starts.iter().enumerate() {
             match order.get(j + s) {
                 Some(&(run, _)) => out.linked.push((start, key, run)),
