@@ -31,9 +31,25 @@ struct Profile {
     pprof: Option<PathBuf>,
 }
 
-/// Runs `analysis` without the GIL and serializes its result to JSON.
-fn analyse<T: Serialize>(py: Python<'_>, analysis: impl FnOnce() -> T + Send) -> PyResult<String> {
-    py.detach(|| serde_json::to_string(&analysis())).map_err(err)
+/// Runs `analysis` of `profiles` without the GIL and serializes its result to JSON;
+/// an error where a profile's file changed under it (a new capture copied over it),
+/// since the analysis then read zeros where the profile was.
+fn analyse<T: Serialize>(
+    py: Python<'_>,
+    profiles: &[&stepscope_analysis::Profile],
+    analysis: impl FnOnce() -> T + Send,
+) -> PyResult<String> {
+    let json = py.detach(|| serde_json::to_string(&analysis())).map_err(err)?;
+    for p in profiles {
+        if let Some(host) = p.changed_hosts().first() {
+            return Err(StepscopeError::new_err(format!(
+                "the profile of host {host} in {} changed while it was read (a copy over it was under way) — \
+                 load it again with stepscope.load once the file is written whole",
+                p.run
+            )));
+        }
+    }
+    Ok(json)
 }
 
 #[pymethods]
@@ -52,24 +68,24 @@ impl Profile {
 
     /// `stepscope steps --json`.
     fn steps_json(&self, py: Python<'_>) -> PyResult<String> {
-        analyse(py, || steps::steps(&self.inner))
+        analyse(py, &[&self.inner], || steps::steps(&self.inner))
     }
 
     /// `stepscope scopes --json`.
     fn scopes_json(&self, py: Python<'_>) -> PyResult<String> {
-        analyse(py, || scopes::scopes(&self.inner))
+        analyse(py, &[&self.inner], || scopes::scopes(&self.inner))
     }
 
     /// `stepscope summary --json --top TOP`.
     fn summary_json(&self, py: Python<'_>, top: usize) -> PyResult<String> {
-        analyse(py, || summary::summary(&self.inner, top))
+        analyse(py, &[&self.inner], || summary::summary(&self.inner, top))
     }
 
     /// `stepscope ops --json --by BY --depth DEPTH [--top TOP]` (every row when `top` is None).
     #[pyo3(signature = (by, depth, top=None))]
     fn ops_json(&self, py: Python<'_>, by: &str, depth: usize, top: Option<usize>) -> PyResult<String> {
         let by = GroupBy::parse(by).map_err(StepscopeError::new_err)?;
-        analyse(py, || {
+        analyse(py, &[&self.inner], || {
             let mut r = ops::ops(&self.inner, by, depth);
             r.ops.truncate(top.unwrap_or(usize::MAX));
             r
@@ -79,7 +95,7 @@ impl Profile {
     /// `stepscope roofline --json [--top TOP]` (every op when `top` is None).
     #[pyo3(signature = (top=None))]
     fn roofline_json(&self, py: Python<'_>, top: Option<usize>) -> PyResult<String> {
-        analyse(py, || {
+        analyse(py, &[&self.inner], || {
             let mut r = roofline::roofline(&self.inner);
             r.ops.truncate(top.unwrap_or(usize::MAX));
             r
@@ -89,7 +105,7 @@ impl Profile {
     /// `stepscope kernels --json [--top TOP]` (every kernel when `top` is None).
     #[pyo3(signature = (top=None))]
     fn kernels_json(&self, py: Python<'_>, top: Option<usize>) -> PyResult<String> {
-        analyse(py, || {
+        analyse(py, &[&self.inner], || {
             let mut k = kernels::kernels(&self.inner);
             k.kernels.truncate(top.unwrap_or(usize::MAX));
             k
@@ -127,7 +143,7 @@ impl Profile {
                 "peaks are the profile's: pass them to load(path, peak_flops=..., peak_bandwidth=...), not to advise()",
             ));
         }
-        analyse(py, || advise::advise(&self.inner, &th))
+        analyse(py, &[&self.inner], || advise::advise(&self.inner, &th))
     }
 
     fn __repr__(&self) -> String {
@@ -162,7 +178,7 @@ fn load(
 #[pyo3(signature = (a, b, top, by="op"))]
 fn diff_json(py: Python<'_>, a: &Profile, b: &Profile, top: usize, by: &str) -> PyResult<String> {
     let by = GroupBy::parse(by).map_err(StepscopeError::new_err)?;
-    analyse(py, || {
+    analyse(py, &[&a.inner, &b.inner], || {
         let mut d = diff::diff_by(&a.inner, &b.inner, by);
         d.truncate(top);
         d

@@ -13,7 +13,7 @@ use crate::util::{assert_clean_error, copy_tree, fixture, run_limited, stepscope
 
 const LIMIT: Duration = Duration::from_secs(20);
 
-fn mkfifo(path: &Path) {
+pub(crate) fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.to_str().expect("utf-8 path")).expect("no NUL");
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
 }

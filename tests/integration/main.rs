@@ -22,6 +22,7 @@ mod hostile;
 mod info;
 mod judgement;
 mod memory;
+mod nothing_lost;
 mod output;
 mod remote;
 mod robustness;

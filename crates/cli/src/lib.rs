@@ -14,6 +14,7 @@ mod examples;
 mod human;
 mod load;
 mod notes;
+mod output;
 mod remote;
 mod table;
 
@@ -49,6 +50,19 @@ where
     ExitCode::from(run_args(args))
 }
 
+/// The line for profile files that shrank while this command read them (reads past
+/// their new end gave zeros, so what it printed cannot be trusted).
+fn changed_while_read() -> Option<String> {
+    let files = stepscope_xspace::mapguard::changed_files();
+    let first = files.first()?;
+    let more = if files.len() > 1 { format!(" (and {} more)", files.len() - 1) } else { String::new() };
+    Some(format!(
+        "{}{more} changed while it was read — nothing above can be trusted; run again once the file is written whole \
+         (a copy over it, such as scp or cp, was still under way)",
+        first.display()
+    ))
+}
+
 /// [`main_from`] with the exit code as a number (for callers that cannot use
 /// `ExitCode`, such as the Python package's `stepscope` command).
 pub fn run_args<I, T>(args: I) -> u8
@@ -70,7 +84,14 @@ where
             return 2;
         }
     };
-    match run(cli) {
+    // The server answers for a changed file request by request; a command answers once.
+    let serving = matches!(cli.command, args::Command::Serve(_));
+    let result = run(cli);
+    if let Some(line) = (!serving).then(changed_while_read).flatten() {
+        eprintln!("stepscope: {line}");
+        return 2;
+    }
+    match result {
         // ExitCode is opaque but comparable: find the number it stands for.
         Ok(code) => (0..=u8::MAX).find(|&n| ExitCode::from(n) == code).unwrap_or(1),
         // The reader of our output went away (`stepscope export … -o - | head`): end

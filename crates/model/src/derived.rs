@@ -25,6 +25,11 @@ impl<T> Default for Derived<T> {
 }
 
 impl<T> Derived<T> {
+    /// The value, if it was computed.
+    pub fn get(&self) -> Option<&T> {
+        self.value.get()
+    }
+
     /// The value, computed by `compute` if it is not there yet.
     #[track_caller]
     pub fn get_or_compute(&self, compute: impl FnOnce() -> T) -> &T {

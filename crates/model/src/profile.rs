@@ -101,6 +101,12 @@ impl Profile {
         Profile { run: run.into(), hosts, clock_offset_ps, user_peaks: Default::default(), cache: Cache::default() }
     }
 
+    /// The hosts whose files shrank under their maps after they were read (a capture
+    /// copied over them): what is read from them now is zeros, not the profile.
+    pub fn changed_hosts(&self) -> Vec<&str> {
+        self.hosts.iter().filter(|h| h.file_changed()).map(|h| h.host.as_str()).collect()
+    }
+
     /// The peaks the user gave ([`Profile::set_peaks`]).
     pub fn user_peaks(&self) -> UserPeaks {
         self.user_peaks

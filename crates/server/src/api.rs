@@ -6,6 +6,7 @@
 //! same parameters (`top` defaults to the CLI's 10; `top=all` lists every row).
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use stepscope_analysis::ops::{self, GroupBy};
@@ -68,16 +69,49 @@ pub fn route(path: &str) -> Option<Handler> {
     ROUTES.iter().find(|(p, _)| *p == path).map(|(_, h)| *h)
 }
 
-/// Query parameters (the last value of a repeated name wins).
-pub struct Params(HashMap<String, String>);
+/// Query parameters (the last value of a repeated name wins), and the runs the
+/// request read.
+pub struct Params {
+    pairs: HashMap<String, String>,
+    read: Mutex<Vec<Arc<Entry>>>,
+}
+
+/// Answers a request with `handler`, unless a profile file it read changed under it
+/// (a new capture copied over it while it was served): then what it made was read
+/// from zeros, and the answer is an error; the next request reads the run again.
+pub fn answer(app: &App, handler: Handler, q: &Params) -> Reply {
+    let reply = handler(app, q);
+    q.changed_files()?;
+    reply
+}
 
 impl Params {
     pub fn new(pairs: Vec<(String, String)>) -> Params {
-        Params(pairs.into_iter().collect())
+        Params { pairs: pairs.into_iter().collect(), read: Mutex::new(Vec::new()) }
     }
 
     pub(crate) fn str(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
+        self.pairs.get(name).map(String::as_str)
+    }
+
+    /// An error naming the hosts of the runs read so far whose files changed under them.
+    pub(crate) fn changed_files(&self) -> Result<(), ApiError> {
+        let read = self.read.lock().map(|r| r.clone()).unwrap_or_default();
+        for e in read {
+            let hosts = e.profile.changed_hosts();
+            if !hosts.is_empty() {
+                return Err(ApiError {
+                    status: 409,
+                    message: format!(
+                        "the profile of {} in run {:?} changed while it was read (a copy over it was under way) — \
+                         reload once the file is written whole",
+                        hosts.join(", "),
+                        e.run.rel
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// A tile's window: `start_ps`, `end_ps`, `px`.
@@ -144,15 +178,19 @@ impl Params {
     }
 
     /// The run (`run`, `host`) the request is about, loaded.
-    pub(crate) fn entry(&self, app: &App) -> Result<std::sync::Arc<Entry>, ApiError> {
+    pub(crate) fn entry(&self, app: &App) -> Result<Arc<Entry>, ApiError> {
         self.run_named(app, "run")
     }
 
     /// The run named by parameter `name` (default: the newest), `host` only when given.
-    fn run_named(&self, app: &App, name: &str) -> Result<std::sync::Arc<Entry>, ApiError> {
+    fn run_named(&self, app: &App, name: &str) -> Result<Arc<Entry>, ApiError> {
         let host = self.str("host").filter(|h| !h.is_empty());
         let run = self.str(name).filter(|r| !r.is_empty());
-        app.cache.get(&app.root, run, host).map_err(ApiError::not_found)
+        let entry = app.cache.get(&app.root, run, host).map_err(ApiError::not_found)?;
+        if let Ok(mut read) = self.read.lock() {
+            read.push(entry.clone());
+        }
+        Ok(entry)
     }
 }
 

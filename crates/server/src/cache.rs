@@ -72,7 +72,7 @@ impl Cache {
         let slot = {
             let mut slots = self.slots.lock().map_err(|_| "server state is poisoned — restart stepscope serve")?;
             let slot = match slots.iter().position(|(k, _)| *k == key) {
-                Some(i) => slots.remove(i).map(|(_, s)| s).unwrap_or_default(),
+                Some(i) => slots.remove(i).map(|(_, s)| s).filter(|s| !file_changed(s)).unwrap_or_default(),
                 None => Slot::default(),
             };
             slots.push_front((key.clone(), slot.clone()));
@@ -104,4 +104,10 @@ impl Cache {
         }
         result
     }
+}
+
+/// Whether a loaded run's files shrank under their maps (a capture copied over them):
+/// such a run is read again, from the files as they are now.
+fn file_changed(slot: &Slot) -> bool {
+    matches!(slot.get(), Some(Ok(entry)) if !entry.profile.changed_hosts().is_empty())
 }

@@ -93,6 +93,7 @@ fn write(app: &App, q: &Params, format: Format) -> Result<Export, ApiError> {
         }
     };
     let mut file = out.into_inner().map_err(|err| failed(err.into_error()))?;
+    q.changed_files()?;
     let bytes = file.stream_position().map_err(failed)?;
     file.rewind().map_err(failed)?;
     Ok(Export { file, bytes, file_name, content_type })

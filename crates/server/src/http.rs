@@ -120,7 +120,7 @@ async fn handle<B>(app: Arc<App>, req: Request<B>) -> Response<Body> {
             return api_error(ApiError::not_found(format!("no API route {route:?} — see docs/api.md")));
         };
         let app = app.clone();
-        return match tokio::task::spawn_blocking(move || handler(&app, &params)).await {
+        return match tokio::task::spawn_blocking(move || api::answer(&app, handler, &params)).await {
             Ok(Ok(body)) => respond(StatusCode::OK, "application/json", body),
             Ok(Err(e)) => api_error(e),
             Err(e) => api_error(ApiError { status: 500, message: format!("request failed: {e}") }),

@@ -12,6 +12,7 @@ pub mod discover;
 pub mod error;
 pub mod files;
 pub mod hlo;
+pub mod mapguard;
 mod mem;
 pub mod model;
 pub mod pprof;

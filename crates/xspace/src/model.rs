@@ -1232,6 +1232,13 @@ pub struct Space {
 }
 
 impl Space {
+    /// True when the file this host was read from shrank under its map after it was
+    /// read (a new capture copied over it): strings and stats read from it now are
+    /// zeros, and nothing made from them may be shown.
+    pub fn file_changed(&self) -> bool {
+        self.planes.iter().any(|p| p.source.changed())
+    }
+
     /// Events in all planes (for trace JSON: X, i and B events).
     pub fn event_count(&self) -> u64 {
         self.planes.iter().map(Plane::event_count).sum()

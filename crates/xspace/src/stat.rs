@@ -7,8 +7,8 @@ use std::ops::Range;
 
 /// The bytes a profile was decoded from: a memory-mapped file or an owned buffer.
 pub enum Source {
-    /// A read-only memory map of the profile file.
-    Mapped(memmap2::Mmap),
+    /// A read-only memory map of the profile file, guarded against the file shrinking.
+    Mapped(crate::mapguard::GuardedMap),
     /// Bytes held in memory (decompressed input, tests).
     Owned(Vec<u8>),
 }
@@ -27,10 +27,14 @@ impl Source {
         let start = range.start.div_ceil(PAGE) * PAGE;
         let end = (range.end.min(map.len()) / PAGE) * PAGE;
         if end > start {
-            // SAFETY: the map is a read-only file mapping: after MADV_DONTNEED its pages
-            // read back from the file, unchanged, on the next access.
-            let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
+            map.dont_need(start, end - start);
         }
+    }
+
+    /// True when the mapped file shrank while mapped, so that reads past its new end
+    /// gave zeros: what was decoded from it cannot be trusted.
+    pub fn changed(&self) -> bool {
+        matches!(self, Source::Mapped(map) if map.changed())
     }
 }
 

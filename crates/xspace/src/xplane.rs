@@ -70,11 +70,17 @@ pub fn read_xspace(path: &Path, progress: &Progress) -> Result<Space> {
             "the capture did not finish writing; capture the profile again",
         ));
     }
-    // SAFETY: the map is read-only; a file truncated by another process while mapped
-    // is outside what any reader can defend against, as for every mmap-based tool.
-    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, &e))?;
+    let source = match crate::mapguard::GuardedMap::map(&file, path).map_err(|e| Error::io(path, &e))? {
+        Some(map) => Source::Mapped(map),
+        None => Source::Owned(read_whole(file, len).map_err(|e| Error::io(path, &e))?),
+    };
+    let source = Arc::new(source);
     let host = host_from_file_name(path);
-    decode_xspace(Arc::new(Source::Mapped(map)), &host, progress).map_err(|e| match e {
+    let space = decode_xspace(source.clone(), &host, progress);
+    if source.changed() {
+        return Err(changed_while_read(path));
+    }
+    space.map_err(|e| match e {
         DecodeError::Wire(w) if w.at_byte < 8 && !w.what.contains("file ends early") => Error::new(
             format!("{} is not an XSpace profile ({} at byte {})", path.display(), w.what, w.at_byte),
             "pass a .xplane.pb written by jax.profiler.trace, a .trace.json.gz, or the log directory",
@@ -85,6 +91,21 @@ pub fn read_xspace(path: &Path, progress: &Progress) -> Result<Space> {
         ),
         DecodeError::Wire(_) => Error::corrupt(path, e),
     })
+}
+
+/// The error for a profile file that shrank while it was read.
+pub fn changed_while_read(path: &Path) -> Error {
+    Error::new(
+        format!("{} changed while it was read (it is shorter than when it was opened)", path.display()),
+        "read it again once it is written whole — a copy over it (scp, cp) was still under way",
+    )
+}
+
+/// A file read into memory, where it cannot be mapped with a guard.
+fn read_whole(file: std::fs::File, len: u64) -> std::io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+    file.take(len).read_to_end(&mut out)?;
+    Ok(out)
 }
 
 /// The host name a JAX profile file stands for: its name without the profile suffix.

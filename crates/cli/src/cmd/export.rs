@@ -1,6 +1,5 @@
 //! `stepscope export`: a profile as a Perfetto trace, Chrome trace JSON, CSV or Parquet.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,6 +12,7 @@ use stepscope_export::{chrome, events, folded, perfetto, rows};
 use crate::args::{Input, Select};
 use crate::human;
 use crate::load;
+use crate::output::Output;
 
 const EXAMPLES: &str = "\
 EXAMPLES:
@@ -124,21 +124,12 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
         refuse_input(&args.input, &args.out)?;
     }
 
-    let sink = Sink::open(&args.out, to_stdout, gzip)?;
-    let result = write(&profile, format, args.table, sink);
-    let summary = match result {
-        Ok(s) => s,
-        Err(e) => {
-            if !to_stdout {
-                let _ = std::fs::remove_file(temp_path(&args.out));
-            }
-            return Err(e);
-        }
-    };
-    if !to_stdout {
-        std::fs::rename(temp_path(&args.out), &args.out)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e} — check the folder is writable", args.out.display()))?;
-        let bytes = std::fs::metadata(&args.out).map(|m| m.len()).unwrap_or(0);
+    let dest = if to_stdout { Dest::Stdout(std::io::stdout()) } else { Dest::File(Output::open(&args.out)?) };
+    let mut sink = Sink::new(dest, gzip);
+    let summary = write(&profile, format, args.table, &mut sink)?;
+    if let Dest::File(out) = sink.finish()? {
+        let bytes = out.written_bytes;
+        out.commit()?;
         eprintln!("wrote {} ({}): {summary}", args.out.display(), human::bytes(bytes));
     }
     Ok(ExitCode::SUCCESS)
@@ -154,44 +145,52 @@ fn refuse_input(input: &Input, out: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Where the export goes while it is written: OUT's folder, a hidden temporary name.
-fn temp_path(out: &Path) -> PathBuf {
-    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    out.with_file_name(format!(".{name}.stepscope-partial"))
+/// Where the bytes go: standard output, or OUT ([`Output`]: put in place when done).
+enum Dest {
+    Stdout(std::io::Stdout),
+    File(Output),
 }
 
-/// The output stream: a file (renamed into place when done) or stdout, maybe gzipped.
+impl Write for Dest {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Dest::Stdout(w) => w.write(buf),
+            Dest::File(w) => w.write(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Dest::Stdout(w) => w.flush(),
+            Dest::File(w) => w.flush(),
+        }
+    }
+}
+
+/// The output stream, buffered, maybe gzipped.
 enum Sink {
-    Plain(Box<dyn Write + Send>),
+    Plain(BufWriter<Dest>),
     /// Buffered in front of the encoder: deflate is slow on many small writes.
-    Gzip(BufWriter<flate2::write::GzEncoder<Box<dyn Write + Send>>>),
+    Gzip(BufWriter<flate2::write::GzEncoder<BufWriter<Dest>>>),
 }
 
 impl Sink {
-    fn open(out: &Path, to_stdout: bool, gzip: bool) -> anyhow::Result<Sink> {
-        let raw: Box<dyn Write + Send> = if to_stdout {
-            Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout()))
-        } else {
-            let tmp = temp_path(out);
-            let f = File::create(&tmp).map_err(|e| {
-                anyhow::anyhow!("cannot create {}: {e} — check that the folder exists and is writable", out.display())
-            })?;
-            Box::new(BufWriter::with_capacity(1 << 20, f))
-        };
-        Ok(if gzip {
+    fn new(dest: Dest, gzip: bool) -> Sink {
+        let raw = BufWriter::with_capacity(1 << 20, dest);
+        if gzip {
             let gz = flate2::write::GzEncoder::new(raw, flate2::Compression::fast());
             Sink::Gzip(BufWriter::with_capacity(1 << 20, gz))
         } else {
             Sink::Plain(raw)
-        })
+        }
     }
 
-    /// Writes the gzip trailer, if any, and flushes.
-    fn finish(self) -> std::io::Result<()> {
-        match self {
-            Sink::Plain(mut w) => w.flush(),
-            Sink::Gzip(g) => g.into_inner().map_err(|e| e.into_error())?.finish()?.flush(),
-        }
+    /// Writes the gzip trailer, if any, flushes, and hands back the destination.
+    fn finish(self) -> std::io::Result<Dest> {
+        let raw = match self {
+            Sink::Plain(w) => w,
+            Sink::Gzip(g) => g.into_inner().map_err(|e| e.into_error())?.finish()?,
+        };
+        raw.into_inner().map_err(|e| e.into_error())
     }
 }
 
@@ -216,10 +215,10 @@ impl Write for Sink {
     }
 }
 
-fn write(profile: &Profile, format: ExportFormat, table: TableKind, mut out: Sink) -> anyhow::Result<String> {
+fn write(profile: &Profile, format: ExportFormat, table: TableKind, out: &mut Sink) -> anyhow::Result<String> {
     let summary = match format {
         ExportFormat::Perfetto => {
-            let s = perfetto::write_perfetto(&profile.hosts, &mut out)?;
+            let s = perfetto::write_perfetto(&profile.hosts, out)?;
             format!(
                 "{} slices, {} instants, {} counter samples on {} tracks",
                 human::count(s.slices),
@@ -229,7 +228,7 @@ fn write(profile: &Profile, format: ExportFormat, table: TableKind, mut out: Sin
             )
         }
         ExportFormat::Chrome => {
-            let s = chrome::write_chrome(&profile.hosts, &mut out)?;
+            let s = chrome::write_chrome(&profile.hosts, out)?;
             format!(
                 "{} events ({} complete, {} instant, {} counter)",
                 human::count(s.complete_events + s.instant_events + s.counter_events),
@@ -246,7 +245,7 @@ fn write(profile: &Profile, format: ExportFormat, table: TableKind, mut out: Sin
                     stepscope_judge::advise::NO_OPS_WHY
                 );
             }
-            let s = folded::write_folded(&stacks, &mut out)?;
+            let s = folded::write_folded(&stacks, out)?;
             format!(
                 "{} stacks, {} of device time",
                 human::count(s.stacks),
@@ -261,28 +260,28 @@ fn write(profile: &Profile, format: ExportFormat, table: TableKind, mut out: Sin
             let n = match table {
                 TableKind::Events => {
                     let st = steps::steps(profile);
-                    events::write_events(profile, &st, TableWriter::new(tf, events::columns(), &mut out)?)?
+                    events::write_events(profile, &st, TableWriter::new(tf, events::columns(), out)?)?
                 }
                 TableKind::Ops => {
                     let o = ops::ops(profile, ops::GroupBy::Op, 0);
                     if o.ops.is_empty() {
                         return Err(empty("XLA ops"));
                     }
-                    rows::write_rows(&o.ops, tf, &mut out)?
+                    rows::write_rows(&o.ops, tf, out)?
                 }
                 TableKind::Kernels => {
                     let k = kernels::kernels(profile);
                     if k.kernels.is_empty() {
                         return Err(empty("GPU kernels"));
                     }
-                    rows::write_rows(&k.kernels, tf, &mut out)?
+                    rows::write_rows(&k.kernels, tf, out)?
                 }
                 TableKind::Steps => {
                     let s = steps::steps(profile);
                     if s.steps.is_empty() {
                         return Err(empty("steps"));
                     }
-                    rows::write_rows(&s.steps, tf, &mut out)?
+                    rows::write_rows(&s.steps, tf, out)?
                 }
                 TableKind::Memory => {
                     #[derive(serde::Serialize)]
@@ -308,12 +307,11 @@ fn write(profile: &Profile, format: ExportFormat, table: TableKind, mut out: Sin
                     if points.is_empty() {
                         return Err(empty("allocator events (MemoryAllocation)"));
                     }
-                    rows::write_rows(&points, tf, &mut out)?
+                    rows::write_rows(&points, tf, out)?
                 }
             };
             format!("{} rows", human::count(n))
         }
     };
-    out.finish()?;
     Ok(summary)
 }

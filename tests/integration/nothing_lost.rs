@@ -1,0 +1,196 @@
+//! Nothing lost, nothing crashes (issue 46): `export -o` never replaces what it must
+//! not and leaves nothing half-written; a profile copied over while it is read or
+//! served is an error for that read, never a SIGBUS.
+
+use std::io::Read;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::hostile::mkfifo;
+use crate::server::{enc, serve, CPU_RUN};
+use crate::util::{assert_clean_error, copy_tree, fixture, ok, run_limited};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_stepscope"))
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut n: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    n.sort();
+    n
+}
+
+/// A valid XSpace `times` as large as `file`: serialized messages concatenated merge,
+/// so the planes repeat.
+fn repeated(file: &Path, times: usize, out: &Path) {
+    let bytes = std::fs::read(file).unwrap();
+    let mut f = std::fs::File::create(out).unwrap();
+    for _ in 0..times {
+        std::io::Write::write_all(&mut f, &bytes).unwrap();
+    }
+}
+
+#[test]
+fn export_writes_through_fifos_and_devices_and_replaces_only_regular_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = fixture("cpu-transformer");
+    let run = run.to_str().unwrap();
+    let regular = tmp.path().join("regular.json");
+    ok(&["export", run, "-o", regular.to_str().unwrap()]);
+    let want = std::fs::read(&regular).unwrap();
+    assert!(want.len() > 100_000, "a real trace: {} bytes", want.len());
+
+    // A character device is written through, never replaced (as root, the old rename
+    // made /dev/null a regular file).
+    ok(&["export", run, "-o", "/dev/null", "--format", "perfetto"]);
+    let null = std::fs::symlink_metadata("/dev/null").unwrap();
+    assert!(null.file_type().is_char_device(), "/dev/null is still a device");
+
+    // A FIFO: its reader gets the very bytes of the regular export, and it stays a FIFO.
+    let fifo = tmp.path().join("stream.json");
+    mkfifo(&fifo);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            std::fs::File::open(fifo).unwrap().read_to_end(&mut got).unwrap();
+            got
+        })
+    };
+    ok(&["export", run, "-o", fifo.to_str().unwrap()]);
+    let got = reader.join().unwrap();
+    assert!(got == want, "FIFO reader got {} bytes, the file export {} bytes", got.len(), want.len());
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+
+    // A link to a regular file: the file is replaced, the link stays a link.
+    let target = tmp.path().join("target.json");
+    std::fs::write(&target, b"old").unwrap();
+    let link = tmp.path().join("link.json");
+    std::os::unix::fs::symlink("target.json", &link).unwrap();
+    ok(&["export", run, "-o", link.to_str().unwrap()]);
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert!(std::fs::read(&target).unwrap() == want, "the link's target holds the export");
+
+    // A link to nothing, a folder: one line, and nothing is created.
+    let before = names(tmp.path());
+    std::os::unix::fs::symlink("nowhere.json", tmp.path().join("dangling.json")).unwrap();
+    let err = assert_clean_error(&["export", run, "-o", tmp.path().join("dangling.json").to_str().unwrap()]);
+    assert!(err.contains("link to nowhere.json, which does not exist"), "{err}");
+    let err = assert_clean_error(&["export", run, "--format", "csv", "-o", tmp.path().to_str().unwrap()]);
+    assert!(err.contains("is a folder"), "{err}");
+    let mut after = names(tmp.path());
+    after.retain(|n| n != "dangling.json");
+    assert_eq!(after, before, "nothing new beside the outputs");
+}
+
+/// Waits until `pid` holds a file open in `dir` (the export being written).
+fn writing_into(pid: u32, dir: &Path, limit: Duration) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+            for fd in fds.flatten() {
+                if std::fs::read_link(fd.path()).is_ok_and(|p| p.starts_with(dir)) {
+                    return true;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
+}
+
+#[test]
+fn a_killed_export_leaves_nothing_behind_and_the_old_output_whole() {
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let big = tmp.path().join("big.xplane.pb");
+    repeated(&fixture("gpu-compile/plugins/profile/2026_11_23_07_48_39/vm.xplane.pb"), 20, &big);
+    let out_dir = tmp.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let out = out_dir.join("trace.json");
+    std::fs::write(&out, b"the previous export").unwrap();
+    let mut child = bin()
+        .args(["export", big.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(writing_into(child.id(), &out_dir, Duration::from_secs(120)), "the export never opened its output");
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "killed while writing (the export was too quick to kill)");
+    assert_eq!(names(&out_dir), vec!["trace.json".to_string()], "nothing half-written is left");
+    assert_eq!(std::fs::read(&out).unwrap(), b"the previous export");
+}
+
+#[test]
+fn a_profile_truncated_while_the_cli_reads_it_ends_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixture("gpu-compile/plugins/profile/2026_11_23_07_48_39/vm.xplane.pb");
+    let mut changed = 0;
+    for (i, delay_ms) in [150u64, 400, 800, 1600].into_iter().enumerate() {
+        let dir = tmp.path().join(format!("try{i}"));
+        std::fs::create_dir(&dir).unwrap();
+        let file = dir.join("vm.xplane.pb");
+        repeated(&src, 40, &file);
+        let cut = {
+            let file = file.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(delay_ms));
+                // What `cp` and `scp` do first to a file they copy over.
+                std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(4096).unwrap();
+            })
+        };
+        let mut cmd = bin();
+        cmd.args(["summary", file.to_str().unwrap()]);
+        let o = run_limited(cmd, &dir, Duration::from_secs(120));
+        cut.join().unwrap();
+        assert_eq!(o.signal, None, "after {delay_ms} ms: ended by signal {:?}: {}", o.signal, o.stderr);
+        assert!(!o.timed_out, "after {delay_ms} ms: hung");
+        if o.code != Some(0) {
+            assert_eq!(o.code, Some(2), "after {delay_ms} ms: {}", o.stderr);
+            assert_eq!(o.stderr.lines().count(), 1, "after {delay_ms} ms, one line: {}", o.stderr);
+        }
+        changed += o.stderr.contains("changed while it was read") as usize;
+    }
+    assert!(changed > 0, "no try cut the file while it was read: make the file larger");
+}
+
+#[test]
+fn a_profile_copied_over_while_served_fails_that_request_and_is_read_again_when_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("logdir");
+    copy_tree(&fixture("cpu-transformer"), &root);
+    let file: PathBuf = root.join(CPU_RUN).join("vm.xplane.pb");
+    let whole = std::fs::read(&file).unwrap();
+    let mut s = serve(&root, &[]);
+    let run = enc(CPU_RUN);
+    let before = s.api(&format!("ops?run={run}&top=all"));
+
+    // Truncated as `scp` does before it writes: within the listing's life the loaded run
+    // is used again, and its names now lie past the file's end.
+    std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(4096).unwrap();
+    let mut refused = 0;
+    for route in ["ops?top=all", "timeline/tracks", "kernels", "summary"] {
+        let sep = if route.contains('?') { '&' } else { '?' };
+        let r = s.get(&format!("api/{route}{sep}run={run}"));
+        let text: String = r.text().chars().take(300).collect();
+        if r.status == 200 {
+            // Made before the cut and kept (the op profile is computed once per run).
+            continue;
+        }
+        assert!(r.status == 409 || r.status == 404, "api/{route}: {} {text}", r.status);
+        let message = r.json()["error"].as_str().unwrap_or_default().to_string();
+        assert_eq!(message.lines().count(), 1, "{message}");
+        refused += message.contains("changed while it was read") as usize;
+    }
+    assert!(refused > 0, "the server read the cut file without noticing");
+    assert!(s.child.try_wait().unwrap().is_none(), "the server is alive");
+
+    // Whole again: read again, the same answer as before.
+    std::fs::write(&file, &whole).unwrap();
+    assert!(s.api(&format!("ops?run={run}&top=all")) == before, "read again, the same op profile");
+}
