@@ -12,6 +12,8 @@ use crate::hostile::mkfifo;
 use crate::server::{enc, serve, CPU_RUN};
 use crate::util::{assert_clean_error, copy_tree, fixture, ok, run_limited};
 
+const CPU_RUN_FILE: &str = "cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb";
+
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stepscope"))
 }
@@ -193,4 +195,37 @@ fn a_profile_copied_over_while_served_fails_that_request_and_is_read_again_when_
     // Whole again: read again, the same answer as before.
     std::fs::write(&file, &whole).unwrap();
     assert!(s.api(&format!("ops?run={run}&top=all")) == before, "read again, the same op profile");
+}
+
+#[test]
+fn a_broken_host_is_named_and_the_other_hosts_are_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("plugins/profile/2026_01_01_00_00_00");
+    std::fs::create_dir_all(&run).unwrap();
+    let src = std::fs::read(fixture(CPU_RUN_FILE)).unwrap();
+    std::fs::write(run.join("a.xplane.pb"), &src).unwrap();
+    std::fs::write(run.join("b.xplane.pb"), &src).unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let whole = crate::util::json(&["summary", dir]);
+
+    // A host that crashed while it wrote: its file stops halfway.
+    std::fs::write(run.join("crashed.xplane.pb"), &src[..src.len() / 2]).unwrap();
+    let out = crate::util::stepscope(&["summary", dir, "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("host crashed was not read"), "{stderr}");
+    let mut got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let unread = got.as_object_mut().unwrap().remove("hosts_unread").expect("hosts_unread in the JSON");
+    assert_eq!(unread[0]["host"], "crashed");
+    assert!(unread[0]["error"].as_str().unwrap().contains("truncated"), "{unread}");
+    assert!(got == whole, "the numbers are those of the hosts that were read");
+
+    // Asked for by name: the good host answers, the broken one is the error.
+    let a = crate::util::stepscope(&["summary", dir, "--host", "a"]);
+    assert_eq!(a.status.code(), Some(0), "{}", String::from_utf8_lossy(&a.stderr));
+    let err = assert_clean_error(&["summary", dir, "--host", "crashed"]);
+    assert!(err.contains("crashed.xplane.pb"), "{err}");
+    let info = crate::util::json(&["info", dir]);
+    assert_eq!(info["hosts"].as_array().unwrap().len(), 2);
+    assert_eq!(info["hosts_unread"][0]["host"], "crashed");
 }

@@ -45,6 +45,10 @@ export async function render(view, ctx) {
       + `those steps' work is not in the profile. Wait for the last step's outputs before stopping.`);
   }
   if (notes.length) view.append(el('p', { class: 'muted', id: 'step-timing' }, notes.join(' ')));
+  // Hosts whose files could not be read: the numbers above are the others'.
+  for (const u of s.hosts_unread || []) {
+    view.append(el('p', { class: 'unread-host' }, `host ${u.host} was not read: ${u.error} — the numbers are the other hosts'`));
+  }
 
   view.append(el('h2', {}, `Findings (${adv.findings.length})`));
   if (!adv.findings.length) view.append(el('p', { class: 'muted', id: 'no-findings' }, 'no findings: every rule is within its threshold'));

@@ -121,6 +121,10 @@ pub struct Overview {
     /// breakdown and utilisation; absent where none is.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub devices_left_out: Vec<crate::devices::LeftOut>,
+    /// The run's host files that could not be read, each with why; the numbers are
+    /// the other hosts'. Absent where every host was read.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts_unread: Vec<stepscope_xspace::discover::Unread>,
     /// FLOPs the devices ran per step, mean over the steps (the executed program's,
     /// from the profile or the HLO); null where no device's peak FLOP/s is known.
     pub flops_per_step: Option<f64>,
@@ -191,6 +195,7 @@ pub fn overview(profile: &Profile, top: usize) -> Overview {
         device_utilization_pct,
         device_compute_pct: model.compute_pct(),
         devices_left_out: crate::devices::left_out(profile),
+        hosts_unread: profile.unread_hosts.clone(),
         flops_per_step,
         flops_utilization_pct,
         environment: environment(profile, &devices),

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use stepscope_xspace::discover::{self, Run};
+use stepscope_xspace::discover::{self, Run, Unread};
 use stepscope_xspace::{Progress, Space};
 
 use stepscope_analysis::Profile;
@@ -15,10 +15,13 @@ use crate::args::{Input, Select};
 pub struct Loaded {
     pub run: Run,
     pub spaces: Vec<Space>,
+    /// Hosts that could not be read (each named in a note on stderr).
+    pub unread: Vec<Unread>,
 }
 
-/// Resolves `input` and reads every host of the run.
-pub fn load(input: &Input) -> anyhow::Result<Loaded> {
+/// Resolves `input` and reads every host of the run that can be read; fails only
+/// when none can, or when `must` (`--host`) cannot.
+pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
     let run = discover::resolve(&crate::remote::local(&input.path)?, input.run.as_deref())?;
     for note in &run.skipped {
         eprintln!("stepscope: note: skipped {note}");
@@ -35,15 +38,23 @@ pub fn load(input: &Input) -> anyhow::Result<Loaded> {
     let progress = Progress::default();
     let done = AtomicBool::new(false);
     let total = run.bytes();
-    let spaces = std::thread::scope(|s| {
+    let readable = std::thread::scope(|s| {
         if std::io::stderr().is_terminal() {
             s.spawn(|| show_progress(&progress, &done, total));
         }
-        let r = run.load(&progress);
+        let r = run.load_readable(&progress, must);
         done.store(true, Ordering::Relaxed);
         r
     })?;
-    Ok(Loaded { run, spaces })
+    for u in &readable.unread {
+        eprintln!(
+            "stepscope: note: host {} was not read ({}); the numbers are the other {} host(s)'",
+            u.host,
+            u.error,
+            readable.spaces.len()
+        );
+    }
+    Ok(Loaded { run, spaces: readable.spaces, unread: readable.unread })
 }
 
 /// Draws a bar once a load has taken half a second; clears it when done.
@@ -76,9 +87,10 @@ pub fn profile(input: &Input, select: &Select) -> anyhow::Result<Profile> {
 
 /// Like [`profile`], also returning the run (its folder and the files beside it).
 pub fn profile_and_run(input: &Input, select: &Select) -> anyhow::Result<(Profile, Run)> {
-    let loaded = load(input)?;
+    let loaded = load(input, select.host.as_deref())?;
     let hosts: Vec<String> = loaded.spaces.iter().map(|s| s.host.clone()).collect();
     let mut profile = Profile::new(loaded.run.rel.clone(), loaded.spaces);
+    profile.unread_hosts = loaded.unread;
     if let Some(h) = &select.host {
         if !profile.retain_host(h) {
             anyhow::bail!("no host named {h:?} in this run — pick one of: {}", hosts.join(", "));

@@ -49,6 +49,9 @@ pub struct Profile {
     /// of the earliest session start (0 for a single host, or when a host does not
     /// record its start).
     pub clock_offset_ps: Vec<i64>,
+    /// The run's host files that could not be read (a capture that crashed while it
+    /// wrote, a file cut short), each with why: the profile is the other hosts.
+    pub unread_hosts: Vec<stepscope_xspace::discover::Unread>,
     /// Peaks the user gave, over the profile's and the data sheets' (the analyses'
     /// `peaks`).
     user_peaks: UserPeaks,
@@ -98,7 +101,14 @@ impl Profile {
                 }
             }
         }
-        Profile { run: run.into(), hosts, clock_offset_ps, user_peaks: Default::default(), cache: Cache::default() }
+        Profile {
+            run: run.into(),
+            hosts,
+            clock_offset_ps,
+            unread_hosts: Vec::new(),
+            user_peaks: Default::default(),
+            cache: Cache::default(),
+        }
     }
 
     /// The hosts whose files shrank under their maps after they were read (a capture

@@ -82,8 +82,9 @@ impl Cache {
         let result = slot
             .get_or_compute(|| {
                 // As the CLI's `--host`: read every host (they share one clock), keep one.
-                let spaces = run.load(&Progress::default()).map_err(|e| e.to_string())?;
-                let mut profile = Profile::new(run.rel.clone(), spaces);
+                let read = run.load_readable(&Progress::default(), host).map_err(|e| e.to_string())?;
+                let mut profile = Profile::new(run.rel.clone(), read.spaces);
+                profile.unread_hosts = read.unread;
                 if let Some(h) = host {
                     profile.retain_host(h);
                 }

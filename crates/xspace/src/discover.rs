@@ -55,6 +55,44 @@ impl Run {
     pub fn load(&self, progress: &Progress) -> Result<Vec<Space>> {
         self.hosts.par_iter().map(|h| read_file(&h.path, h.format, &h.host, progress)).collect()
     }
+
+    /// Reads every host file that can be read: a broken host (a capture that crashed
+    /// while writing, a file cut short) is set aside with its error, and the others
+    /// are read. An error only when no host can be read (then the first host's), or
+    /// when `must` names a host that cannot be.
+    pub fn load_readable(&self, progress: &Progress, must: Option<&str>) -> Result<Readable> {
+        let results: Vec<Result<Space>> =
+            self.hosts.par_iter().map(|h| read_file(&h.path, h.format, &h.host, progress)).collect();
+        let mut readable = Readable { spaces: Vec::new(), unread: Vec::new() };
+        let mut first_error = None;
+        for (h, r) in self.hosts.iter().zip(results) {
+            match r {
+                Ok(space) => readable.spaces.push(space),
+                Err(e) if must == Some(h.host.as_str()) => return Err(e),
+                Err(e) => {
+                    readable.unread.push(Unread { host: h.host.clone(), error: e.to_string() });
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) if readable.spaces.is_empty() => Err(e),
+            _ => Ok(readable),
+        }
+    }
+}
+
+/// The hosts of a run that could be read, and those that could not.
+pub struct Readable {
+    pub spaces: Vec<Space>,
+    pub unread: Vec<Unread>,
+}
+
+/// A host file that could not be read, and why (one line).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Unread {
+    pub host: String,
+    pub error: String,
 }
 
 /// The kind of profile file a name stands for, if any.

@@ -15,6 +15,9 @@ struct InfoJson<'a> {
     run: &'a str,
     events_total: u64,
     hosts: Vec<HostJson<'a>>,
+    /// Host files that could not be read, each with why.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    hosts_unread: &'a [stepscope_xspace::discover::Unread],
 }
 
 #[derive(Serialize)]
@@ -54,14 +57,19 @@ struct LineJson<'a> {
 }
 
 pub fn run(args: &InfoArgs) -> anyhow::Result<ExitCode> {
-    let loaded = load::load(&args.input)?;
+    let loaded = load::load(&args.input, None)?;
     let hosts: Vec<HostJson> = loaded
         .spaces
         .iter()
-        .zip(&loaded.run.hosts)
-        .map(|(space, file)| HostJson {
+        .map(|space| HostJson {
             host: &space.host,
-            path: file.path.display().to_string(),
+            path: loaded
+                .run
+                .hosts
+                .iter()
+                .find(|f| f.host == space.host)
+                .map(|f| f.path.display().to_string())
+                .unwrap_or_default(),
             format: match space.format {
                 Format::XSpace => "xspace",
                 Format::TraceJson => "trace_json",
@@ -91,6 +99,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<ExitCode> {
         run: &loaded.run.rel,
         events_total: loaded.spaces.iter().map(Space::event_count).sum(),
         hosts,
+        hosts_unread: &loaded.unread,
     };
     if args.output.json {
         println!("{}", serde_json::to_string(&info)?);

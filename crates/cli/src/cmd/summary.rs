@@ -156,8 +156,13 @@ fn print_text(s: &Summary) {
     }
 }
 
-/// The devices the numbers leave out, in one line (none: nothing).
+/// The devices the numbers leave out, in one line (none: nothing); the hosts that
+/// could not be read, a line each.
 fn print_left_out(s: &Summary) {
+    for u in &s.hosts_unread {
+        let line = format!("host {} was not read: {} — the numbers are the other hosts'", u.host, u.error);
+        println!("{}", human::wrap("", &line, crate::table::prose_width()));
+    }
     let hosts = s.environment.hosts.len() > 1;
     if let Some(line) = crate::cmd::devices::left_out_line(&s.devices_left_out, hosts) {
         println!("{}", human::wrap("", &line, crate::table::prose_width()));
