@@ -229,3 +229,37 @@ fn a_broken_host_is_named_and_the_other_hosts_are_read() {
     assert_eq!(info["hosts"].as_array().unwrap().len(), 2);
     assert_eq!(info["hosts_unread"][0]["host"], "crashed");
 }
+
+#[test]
+fn hlo_fusions_that_call_themselves_end_every_analysis_and_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("vm.xplane.pb");
+    let src = fixture("gpu-nocb/plugins/profile/2026_11_23_08_00_08/vm.xplane.pb");
+    // Every fusion body holds 30 fusions calling it: a walk that revisits bodies per
+    // level ran for hours.
+    crate::util::reference_text(&["hlo-cycle", src.to_str().unwrap(), file.to_str().unwrap(), "--copies", "30"]);
+    let path = file.to_str().unwrap();
+    let out = tmp.path().join("x.pftrace");
+    let runs: [&[&str]; 6] = [
+        &["summary", path],
+        &["ops", path],
+        &["roofline", path],
+        &["advise", path],
+        &["steps", path],
+        &["export", path, "-o", out.to_str().unwrap()],
+    ];
+    for args in runs {
+        let mut cmd = bin();
+        cmd.args(args);
+        let o = run_limited(cmd, tmp.path(), Duration::from_secs(60));
+        assert!(!o.timed_out && o.code == Some(0), "{args:?}: {:?} in {:?}: {}", o.code, o.elapsed, o.stderr);
+    }
+    // The op profile is the untouched capture's: the added instructions never ran.
+    let ops = |p: &str| crate::util::json(&["ops", p, "--top", "all"]);
+    assert!(ops(path)["ops"] == ops(src.to_str().unwrap())["ops"], "the same op profile");
+    let fusion = "loop_add_fusion.6";
+    let h = crate::util::json(&["hlo", path, fusion]);
+    assert!(h["call_cycle"].as_str().is_some_and(|c| !c.is_empty()), "{}", h["call_cycle"]);
+    assert!(ok(&["hlo", path, fusion]).contains("calls itself"));
+    assert!(crate::util::json(&["hlo", src.to_str().unwrap(), fusion]).get("call_cycle").is_none());
+}

@@ -93,8 +93,8 @@ pub fn reference_lines(args: &[&str]) -> Vec<serde_json::Value> {
     reference_text(args).lines().map(|l| serde_json::from_str(l).expect("reference JSON line")).collect()
 }
 
-/// The reference reader's standard output.
-fn reference_text(args: &[&str]) -> String {
+/// The reference reader's standard output (a command that writes a file: nothing).
+pub fn reference_text(args: &[&str]) -> String {
     let script = root().join("tests/support/xspace_ref.py");
     let out = Command::new("python3")
         .arg(script)

@@ -738,6 +738,8 @@ def main(argv=None):
     p.add_argument("path")
     p = sub.add_parser("sources", help="each HLO instruction's Python stack, per module, as JSON")
     p.add_argument("path")
+    p = sub.add_parser("hlo-cycle", help="write a copy whose fusion bodies each hold COPIES fusions calling themselves")
+    p.add_argument("path"); p.add_argument("out"); p.add_argument("--copies", type=int, default=8)
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
     p.add_argument("path")
     p.add_argument("--plane", required=True)
@@ -778,6 +780,36 @@ def main(argv=None):
                 events = list(line.events)[::-1]
                 del line.events[:]
                 line.events.extend(events)
+        with open(a.out, "wb") as f:
+            f.write(space.SerializeToString())
+    elif a.cmd == "hlo-cycle":
+        space = read_xspace(a.path)
+        for plane in space.planes:
+            if plane.name != "/host:metadata":
+                continue
+            for md in plane.event_metadata.values():
+                for st in md.stats:
+                    smd = plane.stat_metadata.get(st.metadata_id)
+                    if smd is None or smd.name != "Hlo Proto":
+                        continue
+                    proto = classes()["HloProto"]()
+                    proto.ParseFromString(st.bytes_value)
+                    m = proto.hlo_module
+                    comps = {c.id: c for c in m.computations}
+                    next_id = max([i.id for c in m.computations for i in c.instructions] + [0]) + 1
+                    fusions = [i for c in m.computations for i in c.instructions
+                               if i.opcode == "fusion" and i.called_computation_ids]
+                    for f in fusions:
+                        body = comps.get(f.called_computation_ids[0])
+                        if body is None:
+                            continue
+                        for _ in range(a.copies):
+                            x = body.instructions.add()
+                            x.CopyFrom(f)
+                            x.id = next_id
+                            x.name = f"{f.name}.cycle{next_id}"
+                            next_id += 1
+                    st.bytes_value = proto.SerializeToString()
         with open(a.out, "wb") as f:
             f.write(space.SerializeToString())
     elif a.cmd == "drop-plane":

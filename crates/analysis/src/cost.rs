@@ -29,21 +29,40 @@ use stepscope_xspace::hlo::{HloComputation, HloInstruction, HloModule, Shape, Wi
 /// library call, or a fusion holding one (at any depth: a Triton GEMM fusion holds
 /// its dot in a nested fusion).
 pub fn is_matrix(m: &HloModule, i: &HloInstruction) -> bool {
-    matrix_instruction(m, i, 0).is_some()
+    matrix_instruction(m, i).is_some()
 }
 
 /// The instruction of `i` that multiplies matrices: `i` itself, or the first in its
-/// fused body, nested fusions searched too.
-pub fn matrix_instruction<'m>(m: &'m HloModule, i: &'m HloInstruction, depth: u32) -> Option<&'m HloInstruction> {
-    let own = matches!(i.opcode.as_str(), "dot" | "convolution")
-        || (i.opcode == "custom-call" && (is_gemm(&i.custom_call_target) || is_conv(&i.custom_call_target)));
-    if own {
+/// fused body, nested fusions searched too (depth first, in order). Each fused body is
+/// searched once: in a damaged module whose fusions call themselves or each other, the
+/// walk ends.
+pub fn matrix_instruction<'m>(m: &'m HloModule, i: &'m HloInstruction) -> Option<&'m HloInstruction> {
+    if multiplies_matrices(i) {
         return Some(i);
     }
-    if depth > 4 {
-        return None;
+    let body = m.fused_body(i)?;
+    let mut seen = vec![body.id];
+    let mut stack = vec![body.instructions.iter()];
+    while let Some(top) = stack.last_mut() {
+        let Some(x) = top.next() else {
+            stack.pop();
+            continue;
+        };
+        if multiplies_matrices(x) {
+            return Some(x);
+        }
+        if let Some(inner) = m.fused_body(x).filter(|b| !seen.contains(&b.id)) {
+            seen.push(inner.id);
+            stack.push(inner.instructions.iter());
+        }
     }
-    m.fused_body(i)?.instructions.iter().find_map(|x| matrix_instruction(m, x, depth + 1))
+    None
+}
+
+/// A dot, a convolution, or a GEMM or convolution library call.
+fn multiplies_matrices(i: &HloInstruction) -> bool {
+    matches!(i.opcode.as_str(), "dot" | "convolution")
+        || (i.opcode == "custom-call" && (is_gemm(&i.custom_call_target) || is_conv(&i.custom_call_target)))
 }
 
 /// Whether `i` can run on tensor (matrix) cores — HMMA/wgmma on NVIDIA, MFMA on AMD:
@@ -54,7 +73,7 @@ pub fn matrix_instruction<'m>(m: &'m HloModule, i: &'m HloInstruction, depth: u3
 /// multiples of 8 (16 for 8-bit floats), which the libraries' and Triton's MMA tiles
 /// need without padding. None for an op that multiplies no matrices.
 pub fn tensor_core_eligible(m: &HloModule, i: &HloInstruction) -> Option<bool> {
-    let hero = matrix_instruction(m, i, 0)?;
+    let hero = matrix_instruction(m, i)?;
     let operand = |k: usize| hero.operand_ids.get(k).and_then(|&id| m.instruction_by_id(id)).map(|(_, o)| &o.shape);
     let lhs = operand(0)?;
     let ty = lhs.element_type;

@@ -33,6 +33,10 @@ pub struct HloContext {
     /// jit_dot(34)` shows one of them. Absent where there are none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub other_programs: Vec<String>,
+    /// A computation of the module that calls itself, directly or through others (a
+    /// damaged module: XLA makes none); absent where there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_cycle: Option<String>,
 }
 
 /// One HLO instruction.
@@ -136,6 +140,7 @@ pub fn hlo_context(profile: &Profile, op: &str, module: Option<&str>) -> Option<
                 profile: row,
                 program: entry.metadata_name.clone(),
                 other_programs,
+                call_cycle: m.call_cycle().map(|c| c.name.clone()),
             });
         }
     }

@@ -465,7 +465,7 @@ fn cost_from_hlo(hlo: &[HloModules], a: &mut Acc) {
     }
     if let Some(g) = a.peaks.gpu {
         // A matrix op's type is its inputs' (a bf16 dot may write f32).
-        let hero = crate::cost::matrix_instruction(m, i, 0).unwrap_or(i);
+        let hero = crate::cost::matrix_instruction(m, i).unwrap_or(i);
         let input = m.operands(hero).next().filter(|_| matrix);
         let ty = input.map_or(i.shape.element_type, |o| o.shape.element_type);
         a.peaks.flops_per_s = Some(g.roof(ty, matrix));

@@ -144,9 +144,17 @@ pub struct Select {
     /// Only this host (its file name without .xplane.pb).
     #[arg(long, value_name = "HOST")]
     pub host: Option<String>,
-    /// Show at most N rows (default 10; 0 shows all). `steps`: the N slowest steps.
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    /// Show at most N rows (default 10; 0 or `all` shows all). `steps`: the N slowest steps.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = rows)]
     pub top: Option<usize>,
+}
+
+/// A row count: a number, or `all` (as the HTTP API's `top=all`), which is 0.
+fn rows(text: &str) -> Result<usize, String> {
+    if text.eq_ignore_ascii_case("all") {
+        return Ok(0);
+    }
+    text.parse().map_err(|_| format!("{text:?} is not a row count: give a number, or all"))
 }
 
 impl Select {

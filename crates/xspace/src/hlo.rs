@@ -409,6 +409,45 @@ impl HloModule {
         self.computations.get(*self.by_comp_id.get(&id)? as usize)
     }
 
+    /// A computation that calls itself, directly or through others, when the module
+    /// has such a cycle (XLA never makes one: the module is damaged). Walks that
+    /// follow calls visit each computation once, so a cycle cannot make them loop.
+    pub fn call_cycle(&self) -> Option<&HloComputation> {
+        // Depth-first over the call graph with an explicit stack: 1 = on the path, 2 = done.
+        let mut state = vec![0u8; self.computations.len()];
+        for root in 0..self.computations.len() {
+            if state[root] != 0 {
+                continue;
+            }
+            state[root] = 1;
+            let mut stack = vec![(root, self.callees(root))];
+            while let Some((at, callees)) = stack.last_mut() {
+                let at = *at;
+                match callees.next() {
+                    Some(next) if state[next] == 1 => return self.computations.get(next),
+                    Some(next) if state[next] == 0 => {
+                        state[next] = 1;
+                        let it = self.callees(next);
+                        stack.push((next, it));
+                    }
+                    Some(_) => {}
+                    None => {
+                        state[at] = 2;
+                        stack.pop();
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The indexes of the computations that computation `index` calls.
+    fn callees(&self, index: usize) -> std::vec::IntoIter<usize> {
+        let c = &self.computations[index];
+        let ids = c.instructions.iter().flat_map(|i| i.called_computation_ids.iter());
+        ids.filter_map(|id| self.by_comp_id.get(id).map(|&k| k as usize)).collect::<Vec<_>>().into_iter()
+    }
+
     /// The entry computation.
     pub fn entry(&self) -> Option<&HloComputation> {
         self.computation(self.entry_computation_id)

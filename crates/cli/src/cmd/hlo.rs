@@ -75,6 +75,12 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
             ctx.other_programs[0]
         );
     }
+    if let Some(c) = &ctx.call_cycle {
+        println!(
+            "  note: computation {c} of this module calls itself (the module is damaged: XLA makes no such \
+             cycle); costs stop where the cycle returns"
+        );
+    }
     println!();
     println!("  {}", ctx.instruction.text);
     print_where(&ctx.instruction, "  ");
