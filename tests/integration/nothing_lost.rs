@@ -263,3 +263,39 @@ fn hlo_fusions_that_call_themselves_end_every_analysis_and_are_named() {
     assert!(ok(&["hlo", path, fusion]).contains("calls itself"));
     assert!(crate::util::json(&["hlo", src.to_str().unwrap(), fusion]).get("call_cycle").is_none());
 }
+
+#[test]
+fn names_that_are_huge_or_steer_the_terminal_print_as_plain_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    // A device plane named with 70,000 more characters: the devices table padded it
+    // with a format width, which panics past 65,535.
+    let long = tmp.path().join("long.xplane.pb");
+    let src = fixture("gpu-nocb/plugins/profile/2026_11_23_08_00_08/vm.xplane.pb");
+    let name = format!("/device:GPU:0{}", "p".repeat(70_000));
+    crate::util::reference_text(&[
+        "rename-plane",
+        src.to_str().unwrap(),
+        long.to_str().unwrap(),
+        "/device:GPU:0",
+        &name,
+    ]);
+    let text = ok(&["devices", long.to_str().unwrap()]);
+    assert!(text.contains(&name), "the whole name is printed");
+
+    // A host named by its file with OSC and CSI sequences in it.
+    let dir = tmp.path().join("run");
+    std::fs::create_dir(&dir).unwrap();
+    let evil = "evil\u{1b}]0;owned\u{7}\u{9b}2J";
+    std::fs::copy(fixture(CPU_RUN_FILE), dir.join(format!("{evil}.xplane.pb"))).unwrap();
+    let d = dir.to_str().unwrap();
+    let mut outputs = vec![ok(&["info", d]), ok(&["summary", d]), ok(&["devices", d])];
+    let err = assert_clean_error(&["summary", d, "--host", "nosuch"]);
+    assert!(err.contains("evil\\u001b]0;owned\\u0007\\u009b2J"), "{err}");
+    outputs.push(err);
+    for o in &outputs {
+        assert!(!o.contains(['\u{1b}', '\u{7}', '\u{9b}']), "a control character reached the terminal: {o:?}");
+    }
+    // JSON keeps the name exact.
+    let info = crate::util::json(&["info", d]);
+    assert_eq!(info["hosts"][0]["host"], evil);
+}

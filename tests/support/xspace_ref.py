@@ -740,6 +740,8 @@ def main(argv=None):
     p.add_argument("path")
     p = sub.add_parser("hlo-cycle", help="write a copy whose fusion bodies each hold COPIES fusions calling themselves")
     p.add_argument("path"); p.add_argument("out"); p.add_argument("--copies", type=int, default=8)
+    p = sub.add_parser("rename-plane", help="write a copy with the plane called NAME renamed TO")
+    p.add_argument("path"); p.add_argument("out"); p.add_argument("name"); p.add_argument("to")
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
     p.add_argument("path")
     p.add_argument("--plane", required=True)
@@ -810,6 +812,13 @@ def main(argv=None):
                             x.name = f"{f.name}.cycle{next_id}"
                             next_id += 1
                     st.bytes_value = proto.SerializeToString()
+        with open(a.out, "wb") as f:
+            f.write(space.SerializeToString())
+    elif a.cmd == "rename-plane":
+        space = read_xspace(a.path)
+        for plane in space.planes:
+            if plane.name == a.name:
+                plane.name = a.to
         with open(a.out, "wb") as f:
             f.write(space.SerializeToString())
     elif a.cmd == "drop-plane":

@@ -126,6 +126,27 @@ pub fn rate(per_s: f64, unit: &str) -> String {
     format!("{v:.digits$} {prefix}{unit}")
 }
 
+/// `text` with every character that steers a terminal — C0 controls but newline and
+/// tab, DEL, C1 controls — written as `\u001b` (which JSON also reads back as the
+/// character, so JSON output stays valid and exact): a host name taken from a file name, or
+/// an op name from a profile, can then never move the cursor, retitle the window or
+/// hide what follows (OSC and CSI sequences start with ESC or a C1 control).
+pub fn clean(text: &str) -> std::borrow::Cow<'_, str> {
+    let steers = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(steers) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if steers(c) {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,5 +164,14 @@ mod tests {
         assert_eq!(elide("abcdef", 4), "ab…f");
         assert_eq!(elide("abcdef", 6), "abcdef");
         assert_eq!(wrap("  → ", "one two three", 12), "  → one two\n    three\n");
+    }
+
+    #[test]
+    fn clean_escapes_what_steers_a_terminal_and_keeps_the_rest() {
+        assert_eq!(clean("host\u{1b}]0;owned\u{7}a\u{9b}2J\tb\nc"), "host\\u001b]0;owned\\u0007a\\u009b2J\tb\nc");
+        assert!(matches!(clean("plain · µs"), std::borrow::Cow::Borrowed(_)));
+        let json = serde_json::to_string(&"x\u{9b}y\u{7f}").unwrap();
+        let back: String = serde_json::from_str(&clean(&json)).unwrap();
+        assert_eq!(back, "x\u{9b}y\u{7f}", "JSON stays exact");
     }
 }

@@ -8,6 +8,24 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// `println!` for text meant for a terminal: the characters that steer a terminal
+/// (escape sequences from a host name, an op name) are printed as escapes
+/// ([`human::clean`]).
+macro_rules! outln {
+    () => { println!() };
+    ($($arg:tt)*) => { println!("{}", crate::human::clean(&format!($($arg)*))) };
+}
+
+/// `print!` with [`outln!`]'s escaping.
+macro_rules! out {
+    ($($arg:tt)*) => { print!("{}", crate::human::clean(&format!($($arg)*))) };
+}
+
+/// `eprintln!` with [`outln!`]'s escaping.
+macro_rules! errln {
+    ($($arg:tt)*) => { eprintln!("{}", crate::human::clean(&format!($($arg)*))) };
+}
+
 mod args;
 mod cmd;
 mod examples;
@@ -80,7 +98,7 @@ where
         }
         // Usage errors: one line, and exit 2.
         Err(err) => {
-            eprintln!("stepscope: {}", usage_error(&err, &args));
+            errln!("stepscope: {}", usage_error(&err, &args));
             return 2;
         }
     };
@@ -88,7 +106,7 @@ where
     let serving = matches!(cli.command, args::Command::Serve(_));
     let result = run(cli);
     if let Some(line) = (!serving).then(changed_while_read).flatten() {
-        eprintln!("stepscope: {line}");
+        errln!("stepscope: {line}");
         return 2;
     }
     match result {
@@ -98,7 +116,7 @@ where
         // quietly, as Unix tools do.
         Err(err) if broken_pipe(&err) => 0,
         Err(err) => {
-            eprintln!("stepscope: {}", one_line(&format!("{err:#}")));
+            errln!("stepscope: {}", one_line(&format!("{err:#}")));
             2
         }
     }

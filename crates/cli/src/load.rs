@@ -24,10 +24,10 @@ pub struct Loaded {
 pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
     let run = discover::resolve(&crate::remote::local(&input.path)?, input.run.as_deref())?;
     for note in &run.skipped {
-        eprintln!("stepscope: note: skipped {note}");
+        errln!("stepscope: note: skipped {note}");
     }
     if run.among > 1 && input.run.is_none() {
-        eprintln!(
+        errln!(
             "stepscope: note: reading {}, the newest of {} runs in {}; pick another with --run NAME (`stepscope ls {}` lists them)",
             run.rel,
             run.among,
@@ -47,7 +47,7 @@ pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
         r
     })?;
     for u in &readable.unread {
-        eprintln!(
+        errln!(
             "stepscope: note: host {} was not read ({}); the numbers are the other {} host(s)'",
             u.host,
             u.error,

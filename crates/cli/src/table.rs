@@ -1,7 +1,6 @@
 //! Text tables that fit the terminal, and CSV.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -85,11 +84,16 @@ impl Table {
         let mut out = String::new();
         let mut line = |cells: Vec<&str>| {
             let mut s = String::new();
+            // Padded by hand: `format!`'s widths stop at 65,535 and panic past it.
             for (i, cell) in cells.iter().enumerate().take(n) {
+                let pad = " ".repeat(widths[i].saturating_sub(cell.chars().count()));
                 if i == 0 {
-                    let _ = write!(s, "{:<w$}", cell, w = widths[0]);
+                    s.push_str(cell);
+                    s.push_str(&pad);
                 } else {
-                    let _ = write!(s, "  {:>w$}", cell, w = widths[i]);
+                    s.push_str("  ");
+                    s.push_str(&pad);
+                    s.push_str(cell);
                 }
             }
             out.push_str(s.trim_end());

@@ -64,7 +64,7 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
     });
     let a = advise::advise(&profile, &th);
     if args.json {
-        println!("{}", serde_json::to_string(&a)?);
+        outln!("{}", serde_json::to_string(&a)?);
         return Ok(ExitCode::SUCCESS);
     }
     if args.csv {
@@ -87,16 +87,16 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
             })
             .collect();
         let header = ["severity", "rule", "title", "value", "threshold", "unit", "evidence", "advice"];
-        print!("{}", crate::table::csv(&header, &rows));
+        out!("{}", crate::table::csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     if a.findings.is_empty() {
-        println!("no findings: every rule is within its threshold");
+        outln!("no findings: every rule is within its threshold");
         return Ok(ExitCode::SUCCESS);
     }
     for f in &a.findings {
         print_finding(f, true);
-        println!();
+        outln!();
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -116,21 +116,21 @@ pub fn print_finding(f: &Finding, full: bool) {
     };
     // The title whole, wrapped, its rule id after it.
     let width = crate::table::prose_width();
-    print!("{}", human::wrap(&format!("{sev:<8} "), &format!("{}  [{}]", f.title, f.rule), width));
+    out!("{}", human::wrap(&format!("{sev:<8} "), &format!("{}  [{}]", f.title, f.rule), width));
     if !full {
         return;
     }
-    println!("         {} {:.1}{unit}, threshold {:.1}{unit}", f.rule, f.value, f.threshold);
+    outln!("         {} {:.1}{unit}, threshold {:.1}{unit}", f.rule, f.value, f.threshold);
     for e in &f.evidence {
         let when = match (e.start_ps, e.duration_ps) {
             (Some(s), Some(d)) if d > 0 => format!(" (at {} for {})", human::duration_ps(s), human::duration_ps(d)),
             (Some(s), _) => format!(" (at {})", human::duration_ps(s)),
             _ => String::new(),
         };
-        print!("{}", human::wrap("         · ", &format!("{}{when}", e.what), width));
+        out!("{}", human::wrap("         · ", &format!("{}{when}", e.what), width));
         if !e.detail.is_empty() {
-            print!("{}", human::wrap("           ", &e.detail, width));
+            out!("{}", human::wrap("           ", &e.detail, width));
         }
     }
-    print!("{}", human::wrap("         → ", &f.advice, width));
+    out!("{}", human::wrap("         → ", &f.advice, width));
 }

@@ -114,7 +114,7 @@ pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     let mut session = Session::new(targets, args.trace.options(duration)?)?;
     if !args.json && std::io::stderr().is_terminal() {
         let names: Vec<String> = session.targets().iter().map(|t| t.to_string()).collect();
-        eprintln!("capturing {} from {} …", args.duration.trim(), names.join(", "));
+        errln!("capturing {} from {} …", args.duration.trim(), names.join(", "));
     }
     let captures = session.capture()?;
     let written = write_run(&args.logdir, &captures, SystemTime::now())?;
@@ -148,7 +148,7 @@ pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
         hosts,
     };
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        outln!("{}", serde_json::to_string(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
     for h in &report.hosts {
@@ -157,7 +157,7 @@ pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
         } else {
             format!("{} steps, mean {}", h.step_count, human::duration_ps(h.step_mean_ps))
         };
-        println!(
+        outln!(
             "{}  {}  {}, {} planes, {} events, {}",
             h.target,
             h.host,
@@ -167,6 +167,6 @@ pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
             steps
         );
     }
-    println!("{}", report.run_dir);
+    outln!("{}", report.run_dir);
     Ok(ExitCode::SUCCESS)
 }

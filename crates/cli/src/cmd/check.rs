@@ -78,7 +78,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let current = summary::overview(&profile, 0);
     let c = check::check(&baseline, &current, args.max_regression, &extra, args.min_steps)?;
     if args.json {
-        println!("{}", serde_json::to_string(&c)?);
+        outln!("{}", serde_json::to_string(&c)?);
     } else {
         let mut t = Table::new(vec!["METRIC", "BASELINE", "CURRENT", "CHANGE", "LIMIT", "RESULT"]);
         for m in &c.metrics {
@@ -91,8 +91,8 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 if m.passed { "pass".into() } else { "FAIL".into() },
             ]);
         }
-        print!("{}", t.text());
-        println!(
+        out!("{}", t.text());
+        outln!(
             "{} ({} baseline steps, {} current steps; CHANGE above 0 is worse, below 0 better)",
             if c.passed { "check passed" } else { "check FAILED: a metric regressed past its limit" },
             c.baseline_steps,
@@ -104,7 +104,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         ];
         for (label, cold, steps) in sides {
             if let Some(note) = crate::notes::cold_note(label, cold, steps) {
-                print!("{}", crate::human::wrap("", &note, crate::table::prose_width()));
+                out!("{}", crate::human::wrap("", &note, crate::table::prose_width()));
             }
         }
     }

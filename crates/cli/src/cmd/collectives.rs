@@ -14,7 +14,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     let mut c = collectives::collectives(&profile);
     c.ops.truncate(args.select.rows());
     if args.output.json {
-        println!("{}", serde_json::to_string(&c)?);
+        outln!("{}", serde_json::to_string(&c)?);
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<Vec<String>> = c
@@ -52,7 +52,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             "bytes_moved",
             "bus_bytes_per_s",
         ];
-        print!("{}", csv(&header, &rows));
+        out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     let outside = if c.outside_window_ps > 0 {
@@ -65,14 +65,14 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     };
     if c.ops.is_empty() {
         match c.outside_window_ps {
-            0 => println!(
+            0 => outln!(
                 "no collectives (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute) in this profile"
             ),
-            _ => println!("no collectives in the devices' steps{outside}"),
+            _ => outln!("no collectives in the devices' steps{outside}"),
         }
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{} in collectives over all devices' steps: {} exposed, {} ({:.1}%) overlapped by compute{outside}",
         human::duration_ps(c.total_ps),
         human::duration_ps(c.exposed_ps),
@@ -93,7 +93,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             r.kind.clone(),
         ]);
     }
-    print!("{}", t.text());
-    println!("MOVED: bytes each participant sent (bus bytes: all-reduce 2(n-1)/n of its data); BUS BW: over the transfers' time");
+    out!("{}", t.text());
+    outln!("MOVED: bytes each participant sent (bus bytes: all-reduce 2(n-1)/n of its data); BUS BW: over the transfers' time");
     Ok(ExitCode::SUCCESS)
 }

@@ -37,7 +37,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         r.top_ops.truncate(3);
     }
     if args.output.json {
-        println!("{}", serde_json::to_string(&c)?);
+        outln!("{}", serde_json::to_string(&c)?);
         return Ok(ExitCode::SUCCESS);
     }
     let opt = |v: Option<u64>| v.map(|b| b.to_string()).unwrap_or_default();
@@ -85,7 +85,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
                 ]
             })
             .collect();
-        print!("{}", csv(&header, &rows));
+        out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = Table::new(vec!["RUN", "STEPS", "MEDIAN", "VS FIRST", "COMPUTE", "IDLE", "UTIL", "MEM PEAK"]);
@@ -101,17 +101,17 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             r.memory_peak_bytes.map(human::bytes).unwrap_or_default(),
         ]);
     }
-    print!("{}", t.text());
+    out!("{}", t.text());
     for r in &c.runs {
         if let Some(note) = crate::notes::cold_note(&r.label, r.cold_steps, r.step_count) {
-            print!("{}", human::wrap("", &note, crate::table::prose_width()));
+            out!("{}", human::wrap("", &note, crate::table::prose_width()));
         }
     }
-    println!();
+    outln!();
     for r in &c.runs {
         let ops: Vec<String> =
             r.top_ops.iter().map(|o| format!("{} {}", o.name, human::duration_ps(o.self_ps))).collect();
-        println!("{}: {}", r.label, ops.join(", "));
+        outln!("{}: {}", r.label, ops.join(", "));
     }
     let labels: Vec<&str> = c.runs.iter().map(|r| r.label.as_str()).collect();
     let by = c.by.name().to_uppercase();
@@ -119,7 +119,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         if rows.is_empty() {
             continue;
         }
-        println!();
+        outln!();
         let mut head: Vec<String> = vec![title];
         head.extend(labels.iter().map(|l| l.to_string()));
         head.push("SPREAD".into());
@@ -130,7 +130,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             cells.push(human::duration_ps(r.spread_ps));
             t.push(cells);
         }
-        print!("{}", t.text());
+        out!("{}", t.text());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -13,7 +13,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     let profile = load::profile(&args.input, &args.select)?;
     let c = compile::compile(&profile);
     if args.output.json {
-        println!("{}", serde_json::to_string(&c)?);
+        outln!("{}", serde_json::to_string(&c)?);
         return Ok(ExitCode::SUCCESS);
     }
     if args.output.csv {
@@ -33,21 +33,21 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                 ]
             })
             .collect();
-        print!("{}", csv(&header, &rows));
+        out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     if c.compiles.is_empty() {
-        println!("no XLA compilation in this capture (the steady state was captured: good)");
+        outln!("no XLA compilation in this capture (the steady state was captured: good)");
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{} compiling {} time(s)", human::duration_ps(c.total_ps), c.compiles.len());
+    outln!("{} compiling {} time(s)", human::duration_ps(c.total_ps), c.compiles.len());
     let mut t = Table::new(vec!["MODULE", "TOTAL", "COUNT", "MAX"]);
     for m in c.modules.iter().take(args.select.rows()) {
         let name = if m.module.is_empty() { "(unknown module)".to_string() } else { m.module.clone() };
         t.push(vec![name, human::duration_ps(m.total_ps), human::count(m.count), human::duration_ps(m.max_ps)]);
     }
-    print!("{}", t.text());
-    println!();
+    out!("{}", t.text());
+    outln!();
     let mut t = Table::new(vec!["COMPILE", "AT", "LOWERING", "BACKEND", "TOTAL"]);
     for e in c.compiles.iter().take(args.select.rows()) {
         let name = match (e.module.is_empty(), e.module_from) {
@@ -63,6 +63,6 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             human::duration_ps(e.total_ps),
         ]);
     }
-    print!("{}", t.text());
+    out!("{}", t.text());
     Ok(ExitCode::SUCCESS)
 }

@@ -14,7 +14,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     let profile = load::profile(&args.input, &args.select)?;
     let d = devices::devices(&profile);
     if args.output.json {
-        println!("{}", serde_json::to_string(&d)?);
+        outln!("{}", serde_json::to_string(&d)?);
         return Ok(ExitCode::SUCCESS);
     }
     if args.output.csv {
@@ -71,11 +71,11 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                 ]
             })
             .collect();
-        print!("{}", csv(&header, &rows));
+        out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     if d.devices.is_empty() {
-        println!("no device ran XLA ops in this profile");
+        outln!("no device ran XLA ops in this profile");
         return Ok(ExitCode::SUCCESS);
     }
     // Where kernels are linked to their launches, the idle time in which the host was
@@ -132,24 +132,27 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         }
         t.push(row);
     }
-    print!("{}", t.text());
+    out!("{}", t.text());
     if d.devices.len() > args.select.rows() {
-        println!("({} more devices: --top N shows more)", d.devices.len() - args.select.rows());
+        outln!("({} more devices: --top N shows more)", d.devices.len() - args.select.rows());
     }
     let a = &d.all;
     let working = match a.working_device_count == a.device_count {
         true => String::new(),
         false => format!(", {} working", a.working_device_count),
     };
-    println!(
+    outln!(
         "all {} device(s) on {} host(s){working}: utilisation {:.1}%, compute spread {:.1}% (max − min over median)",
-        a.device_count, a.host_count, a.utilization_pct, a.compute_spread_pct
+        a.device_count,
+        a.host_count,
+        a.utilization_pct,
+        a.compute_spread_pct
     );
     if let Some(line) = left_out_line(&d.left_out, d.hosts.len() > 1) {
-        println!("{line}");
+        outln!("{line}");
     }
     if d.hosts.len() > 1 {
-        println!();
+        outln!();
         let mut t = Table::new(vec!["HOST", "STEP", "COMPUTE", "COLLECTIVES", "UTIL", "CLOCK SHIFT", ""]);
         for h in &d.hosts {
             t.push(vec![
@@ -162,10 +165,10 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                 if h.straggler { "straggler".into() } else { String::new() },
             ]);
         }
-        print!("{}", t.text());
+        out!("{}", t.text());
     }
     for s in &d.stragglers {
-        println!(
+        outln!(
             "straggler: {} {} computes {} vs a median of {} for its peers (+{:.0}%); the peers spend {} in collectives",
             s.host,
             s.device,

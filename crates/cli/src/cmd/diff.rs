@@ -34,7 +34,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let mut d = diff::diff_by(&a, &b, crate::cmd::ops::group_by(args.by));
     d.truncate(args.select.rows());
     if args.output.json {
-        println!("{}", serde_json::to_string(&d)?);
+        outln!("{}", serde_json::to_string(&d)?);
         return Ok(ExitCode::SUCCESS);
     }
     if args.output.csv {
@@ -81,11 +81,11 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             .chain(d.kernels.iter().map(|r| row("kernel", r)))
             .chain(d.scopes.iter().map(|r| row("host_scope", r)))
             .collect();
-        print!("{}", csv(&header, &rows));
+        out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     let t = &d.step_time;
-    println!(
+    outln!(
         "STEP TIME (median)  {} → {}  {}{} ({:+.1}%)",
         human::duration_ps(t.a_median_ps),
         human::duration_ps(t.b_median_ps),
@@ -93,21 +93,21 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         human::duration_ps(t.delta_ps),
         t.delta_pct
     );
-    println!("  A: {} ({} steps)   B: {} ({} steps)", d.a.run, d.a.step_count, d.b.run, d.b.step_count);
+    outln!("  A: {} ({} steps)   B: {} ({} steps)", d.a.run, d.a.step_count, d.b.run, d.b.step_count);
     for (label, side) in [("A", &d.a), ("B", &d.b)] {
         if let Some(note) = crate::notes::cold_note(label, side.cold_steps, side.step_count) {
-            print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
+            out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
     }
     if t.noise_ps > 0 {
-        println!(
+        outln!(
             "  noise: step time std {} (A) and {} (B); changes under {} a step are within it (marked ~)",
             human::duration_ps(t.a_std_ps),
             human::duration_ps(t.b_std_ps),
             human::duration_ps(t.noise_ps)
         );
     }
-    println!();
+    outln!();
     let mut bt = Table::new(vec!["AVERAGE STEP", "A", "B", "CHANGE"]);
     for p in &d.breakdown {
         bt.push(vec![
@@ -117,7 +117,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             signed(p.delta_ps),
         ]);
     }
-    print!("{}", bt.text());
+    out!("{}", bt.text());
     let ops_title = match d.by.name() {
         "op" => "OPS".to_string(),
         by => format!("OPS BY {}", by.to_uppercase()),
@@ -126,12 +126,12 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         if rows.is_empty() {
             continue;
         }
-        println!();
-        println!("{title} by effect on step time (per step)");
+        outln!();
+        outln!("{title} by effect on step time (per step)");
         if std::ptr::eq(rows, &d.ops) {
             for (side, only) in [("A", &d.only_in_a), ("B", &d.only_in_b)] {
                 if only.rows > 0 {
-                    println!(
+                    outln!(
                         "  {} {} only in {side}: {} a step ({} executions)",
                         only.rows,
                         if only.rows == 1 { "row" } else { "rows" },
@@ -156,11 +156,11 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
                 r.status.to_string(),
             ]);
         }
-        print!("{}", ot.text());
+        out!("{}", ot.text());
     }
     if let (Some(a), Some(b)) = (d.memory.a_peak_bytes, d.memory.b_peak_bytes) {
-        println!();
-        println!("MEMORY PEAK  {} → {}", human::bytes(a), human::bytes(b));
+        outln!();
+        outln!("MEMORY PEAK  {} → {}", human::bytes(a), human::bytes(b));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -130,7 +130,7 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     if let Dest::File(out) = sink.finish()? {
         let bytes = out.written_bytes;
         out.commit()?;
-        eprintln!("wrote {} ({}): {summary}", args.out.display(), human::bytes(bytes));
+        errln!("wrote {} ({}): {summary}", args.out.display(), human::bytes(bytes));
     }
     Ok(ExitCode::SUCCESS)
 }

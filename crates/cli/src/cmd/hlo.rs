@@ -62,13 +62,13 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
         );
     };
     if args.json {
-        println!("{}", serde_json::to_string(&ctx)?);
+        outln!("{}", serde_json::to_string(&ctx)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}  ·  program {}  ·  computation {}", ctx.instruction.name, ctx.program, ctx.computation);
+    outln!("{}  ·  program {}  ·  computation {}", ctx.instruction.name, ctx.program, ctx.computation);
     if !ctx.other_programs.is_empty() {
         let more = ctx.other_programs.len().saturating_sub(4);
-        println!(
+        outln!(
             "  also in {}{}: `--module {}` shows that program's",
             ctx.other_programs.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
             if more > 0 { format!(" and {more} more") } else { String::new() },
@@ -76,17 +76,17 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(c) = &ctx.call_cycle {
-        println!(
+        outln!(
             "  note: computation {c} of this module calls itself (the module is damaged: XLA makes no such \
              cycle); costs stop where the cycle returns"
         );
     }
-    println!();
-    println!("  {}", ctx.instruction.text);
+    outln!();
+    outln!("  {}", ctx.instruction.text);
     print_where(&ctx.instruction, "  ");
     print_stack(&ctx.instruction, "  ");
     if let Some(r) = &ctx.profile {
-        println!(
+        outln!(
             "  ran {} time(s){}: total {}, self {}, avg {} ({:.1}% of op time){}",
             human::count(r.executions),
             if r.executions != r.count { format!(" as {} kernels", human::count(r.count)) } else { String::new() },
@@ -97,7 +97,7 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
             r.category.is_empty().then(String::new).unwrap_or_else(|| format!(", category {}", r.category))
         );
     } else {
-        println!("  did not run in this capture");
+        outln!("  did not run in this capture");
     }
     let c = &ctx.cost;
     if c.flops > 0 || c.bytes > 0 {
@@ -111,27 +111,27 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
         } else {
             String::new()
         };
-        println!(
+        outln!(
             "  one execution: {}{transcendentals}, {} read and written{intensity}",
             human::rate(c.flops as f64, "FLOP"),
             human::bytes(c.bytes)
         );
     }
     if let Some(b) = c.collective_bytes {
-        println!("  each participant sends {} over the interconnect an execution (bus bytes)", human::bytes(b));
+        outln!("  each participant sends {} over the interconnect an execution (bus bytes)", human::bytes(b));
     }
     if !ctx.operands.is_empty() {
-        println!();
-        println!("OPERANDS");
+        outln!();
+        outln!("OPERANDS");
         for o in &ctx.operands {
-            println!("  %{} = {} {}  ({})", o.name, o.shape, o.opcode, human::bytes(o.shape_bytes));
+            outln!("  %{} = {} {}  ({})", o.name, o.shape, o.opcode, human::bytes(o.shape_bytes));
         }
     }
     if !ctx.fused_body.is_empty() {
-        println!();
-        println!("FUSED BODY ({} instructions, root last)", ctx.fused_body.len());
+        outln!();
+        outln!("FUSED BODY ({} instructions, root last)", ctx.fused_body.len());
         for i in &ctx.fused_body {
-            println!("  {}", i.text);
+            outln!("  {}", i.text);
             print_where(i, "      ");
         }
     }
@@ -140,11 +140,11 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
 
 fn print_where(i: &Instruction, indent: &str) {
     if !i.op_name.is_empty() {
-        println!("{indent}jax: {}", i.op_name);
+        outln!("{indent}jax: {}", i.op_name);
     }
     if !i.source_file.is_empty() {
         let function = if i.source_function.is_empty() { String::new() } else { format!(" in {}", i.source_function) };
-        println!("{indent}at {}:{}{function}", i.source_file, i.source_line);
+        outln!("{indent}at {}:{}{function}", i.source_file, i.source_line);
     }
 }
 
@@ -153,8 +153,8 @@ fn print_stack(i: &Instruction, indent: &str) {
     if i.stack.len() < 2 {
         return;
     }
-    println!("{indent}stack (outermost first):");
+    outln!("{indent}stack (outermost first):");
     for f in &i.stack {
-        println!("{indent}  {}", f.folded());
+        outln!("{indent}  {}", f.folded());
     }
 }

@@ -102,7 +102,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<ExitCode> {
         hosts_unread: &loaded.unread,
     };
     if args.output.json {
-        println!("{}", serde_json::to_string(&info)?);
+        outln!("{}", serde_json::to_string(&info)?);
     } else if args.output.csv {
         // One row per line (a plane without lines has one row with an empty line).
         let mut rows = Vec::new();
@@ -116,7 +116,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        print!("{}", crate::table::csv(&["host", "plane", "line", "events"], &rows));
+        out!("{}", crate::table::csv(&["host", "plane", "line", "events"], &rows));
     } else {
         print_text(&info);
     }
@@ -157,13 +157,13 @@ fn versions(space: &Space) -> Vec<(String, String)> {
 }
 
 fn print_text(info: &InfoJson) {
-    println!("run {}  ·  {} events in {} host(s)", info.run, human::count(info.events_total), info.hosts.len());
+    outln!("run {}  ·  {} events in {} host(s)", info.run, human::count(info.events_total), info.hosts.len());
     for h in &info.hosts {
         let span = h.time_span_ps.map_or("no events".to_string(), |[a, b]| human::duration_ps(b.saturating_sub(a)));
-        println!();
-        println!("host {}  ·  {} {}  ·  span {}", h.host, human::bytes(h.file_bytes), h.format, span);
+        outln!();
+        outln!("host {}  ·  {} {}  ·  span {}", h.host, human::bytes(h.file_bytes), h.format, span);
         for (k, v) in &h.versions {
-            println!("  {k}: {v}");
+            outln!("  {k}: {v}");
         }
         let mut kinds: Vec<(&str, &str, usize)> = Vec::new();
         for d in &h.devices {
@@ -174,13 +174,13 @@ fn print_text(info: &InfoJson) {
         }
         for (kind, model, n) in kinds {
             let model = if model.is_empty() { String::new() } else { format!(" ({model})") };
-            println!("  devices: {n} × {kind}{model}");
+            outln!("  devices: {n} × {kind}{model}");
         }
-        println!("  {:<62} {:>15}", "PLANE / LINE", "EVENTS");
+        outln!("  {:<62} {:>15}", "PLANE / LINE", "EVENTS");
         for p in &h.planes {
-            println!("  {:<62} {:>15}", human::fit(p.name, 62), human::count(p.events));
+            outln!("  {:<62} {:>15}", human::fit(p.name, 62), human::count(p.events));
             for l in &p.lines {
-                println!("    {:<60} {:>15}", human::fit(l.name, 60), human::count(l.events));
+                outln!("    {:<60} {:>15}", human::fit(l.name, 60), human::count(l.events));
             }
         }
     }

@@ -15,7 +15,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     let total_rows = k.kernels.len();
     k.kernels.truncate(args.select.rows());
     if args.output.json {
-        println!("{}", serde_json::to_string(&k)?);
+        outln!("{}", serde_json::to_string(&k)?);
         return Ok(ExitCode::SUCCESS);
     }
     let dims = |d: [u32; 3]| format!("{},{},{}", d[0], d[1], d[2]);
@@ -61,14 +61,14 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                 ]
             })
             .collect();
-        print!("{}", csv(&header, &rows));
+        out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     if total_rows == 0 {
-        println!("no GPU kernels in this profile (kernel stats need a GPU capture with the device tracer on)");
+        outln!("no GPU kernels in this profile (kernel stats need a GPU capture with the device tracer on)");
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{} of kernel time in {} kernels (showing {})",
         human::duration_ps(k.kernel_time_ps),
         total_rows,
@@ -91,9 +91,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             human::fit(&r.op, 14),
         ]);
     }
-    print!("{}", t.text());
-    println!(
-        "(REGS: registers per thread; OCC: occupancy the profile records; TC: uses tensor cores; —: not recorded)"
-    );
+    out!("{}", t.text());
+    outln!("(REGS: registers per thread; OCC: occupancy the profile records; TC: uses tensor cores; —: not recorded)");
     Ok(ExitCode::SUCCESS)
 }

@@ -47,7 +47,7 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
         })
         .collect();
     if args.output.json {
-        println!("{}", serde_json::to_string(&LsJson { schema: "stepscope.ls/1", runs: rows })?);
+        outln!("{}", serde_json::to_string(&LsJson { schema: "stepscope.ls/1", runs: rows })?);
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
@@ -70,19 +70,19 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
             })
             .collect();
         let header = ["run", "path", "captured", "modified_unix_s", "hosts", "bytes"];
-        print!("{}", crate::table::csv(&header, &rows));
+        out!("{}", crate::table::csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     // Run names whole, last: they are what `--run` takes. The capture time from the
     // run's name, else the files' time.
-    println!("{:<19}  {:>5}  {:>9}  {:>5}  RUN", "CAPTURED", "HOSTS", "SIZE", "STEPS");
+    outln!("{:<19}  {:>5}  {:>9}  {:>5}  RUN", "CAPTURED", "HOSTS", "SIZE", "STEPS");
     for r in &rows {
         let when = r.captured.clone().unwrap_or_else(|| format!("{} UTC", utc(r.modified_unix_s)));
         // Steps as the manifest lists them, where there is one.
         let steps = (r.manifest.as_ref())
             .and_then(|m| m["step_nums"].as_array().map(|s| s.len().to_string()))
             .unwrap_or_else(|| "—".into());
-        println!("{when:<19}  {:>5}  {:>9}  {steps:>5}  {}", r.hosts.len(), human::bytes(r.bytes), r.run);
+        outln!("{when:<19}  {:>5}  {:>9}  {steps:>5}  {}", r.hosts.len(), human::bytes(r.bytes), r.run);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -101,7 +101,7 @@ fn manifest(dir: &std::path::Path) -> Option<serde_json::Value> {
         Ok(v) if v.is_object() => Some(v),
         Ok(_) => None,
         Err(e) => {
-            eprintln!("stepscope: note: skipped {}: {e}", path.display());
+            errln!("stepscope: note: skipped {}: {e}", path.display());
             None
         }
     }

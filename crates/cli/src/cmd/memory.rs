@@ -55,8 +55,8 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<ExitCode> {
         } else {
             String::new()
         };
-        println!();
-        println!(
+        outln!();
+        outln!(
             "no device-memory profile (memory.prof, *.pprof) in {}{above}: save one there with \
              jax.profiler.save_device_memory_profile(PATH), or pass --pprof FILE",
             run.dir.display()
@@ -73,9 +73,9 @@ fn is_pprof_file(path: &std::path::Path) -> bool {
 
 fn print(m: &Memory, a: &crate::args::AnalysisArgs, pprof_only: bool) -> anyhow::Result<ExitCode> {
     if a.output.json {
-        println!("{}", serde_json::to_string(m)?);
+        outln!("{}", serde_json::to_string(m)?);
     } else if a.output.csv {
-        print!("{}", allocator_csv(m));
+        out!("{}", allocator_csv(m));
     } else {
         print_text(m, pprof_only);
     }
@@ -119,8 +119,8 @@ fn allocator_csv(m: &Memory) -> String {
 /// `pprof_only`: PATH was a device-memory profile alone (no allocators to speak of).
 fn print_text(m: &Memory, pprof_only: bool) {
     if m.allocators.is_empty() && !pprof_only {
-        println!("no allocator events (MemoryAllocation) in this profile: XLA:CPU does not record them;");
-        println!("GPU and TPU captures do with the default host tracer level (2)");
+        outln!("no allocator events (MemoryAllocation) in this profile: XLA:CPU does not record them;");
+        outln!("GPU and TPU captures do with the default host tracer level (2)");
     } else if !m.allocators.is_empty() {
         let mut t = Table::new(vec!["ALLOCATOR", "PEAK", "AT", "CAPACITY", "FRAG", "ALLOCS", "FREES"]);
         for a in &m.allocators {
@@ -142,13 +142,13 @@ fn print_text(m: &Memory, pprof_only: bool) {
                 human::count(a.deallocations),
             ]);
         }
-        print!("{}", t.text());
-        println!(
+        out!("{}", t.text());
+        outln!(
             "(CAPACITY: peak as a share of the allocator's limit; FRAG: fragmentation at the peak; —: not recorded)"
         );
         if let Some(a) = m.allocators.iter().find(|a| !a.live_at_peak.is_empty()) {
-            println!();
-            println!(
+            outln!();
+            outln!(
                 "LIVE AT THE PEAK of {} {} ({} not seen allocated in the capture)",
                 a.host,
                 a.name,
@@ -160,12 +160,12 @@ fn print_text(m: &Memory, pprof_only: bool) {
                 let shape = if l.shape.is_empty() { l.data_type.clone() } else { l.shape.clone() };
                 t.push(vec![op, human::bytes(l.bytes), human::fit(&shape, 28), human::duration_ps(l.allocated_at_ps)]);
             }
-            print!("{}", t.text());
+            out!("{}", t.text());
         }
     }
     if let Some(p) = &m.device_memory_profile {
-        println!();
-        println!(
+        outln!();
+        outln!(
             "DEVICE MEMORY PROFILE {}: {} in {} buffers",
             p.path,
             human::bytes(p.total_bytes.max(0) as u64),
@@ -179,8 +179,8 @@ fn print_text(m: &Memory, pprof_only: bool) {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        println!("  by device: {}", shares(&p.by_device));
-        println!("  by kind:   {}", shares(&p.by_kind));
+        outln!("  by device: {}", shares(&p.by_device));
+        outln!("  by kind:   {}", shares(&p.by_kind));
         let mut t = Table::new(vec!["ALLOCATED AT", "BYTES", "SHARE"]);
         for s in &p.by_site {
             t.push(vec![
@@ -189,7 +189,7 @@ fn print_text(m: &Memory, pprof_only: bool) {
                 format!("{:.1}%", pct(s.bytes.max(0) as u64, p.total_bytes.max(0) as u64)),
             ]);
         }
-        print!("{}", t.text());
+        out!("{}", t.text());
     }
 }
 

@@ -18,7 +18,7 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
     let total_rows = result.ops.len();
     result.ops.truncate(args.select.rows());
     if args.output.json {
-        println!("{}", serde_json::to_string(&result)?);
+        outln!("{}", serde_json::to_string(&result)?);
         return Ok(ExitCode::SUCCESS);
     }
     if args.output.csv {
@@ -65,22 +65,22 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
                 ]
             })
             .collect();
-        print!("{}", csv(&header, &rows));
+        out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     if total_rows == 0 {
         let why = format!("no XLA ops found in this profile. {}", stepscope_judge::advise::NO_OPS_WHY);
-        print!("{}", human::wrap("", &why, crate::table::prose_width()));
+        out!("{}", human::wrap("", &why, crate::table::prose_width()));
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{} of op time in {} rows by {} (showing {})",
         human::duration_ps(result.op_time_ps),
         total_rows,
         format!("{by:?}").to_lowercase(),
         result.ops.len()
     );
-    print!("{}", op_table(&result.ops, by).text());
+    out!("{}", op_table(&result.ops, by).text());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -17,7 +17,7 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
     let mut r = roofline::roofline(&profile);
     r.ops.truncate(args.select.rows());
     if args.output.json {
-        println!("{}", serde_json::to_string(&r)?);
+        outln!("{}", serde_json::to_string(&r)?);
         return Ok(ExitCode::SUCCESS);
     }
     let num = |v: Option<f64>, d: usize| v.map(|v| format!("{v:.d$}")).unwrap_or_default();
@@ -52,7 +52,7 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
                 ]
             })
             .collect();
-        print!("{}", csv(&header, &rows));
+        out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     for d in &r.devices {
@@ -68,13 +68,13 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
         let bytes =
             d.peak_bytes_per_s.map(|b| format!("memory {}{}", human::rate(b, "B/s"), from(d.peak_bytes_source)));
         match (flops, bytes, d.ridge_flops_per_byte) {
-            (Some(f), Some(b), Some(ridge)) => println!("{}{model}: {f} · {b} · ridge {ridge:.0} FLOP/byte", d.device),
-            (f, b, _) if f.is_some() || b.is_some() => println!(
+            (Some(f), Some(b), Some(ridge)) => outln!("{}{model}: {f} · {b} · ridge {ridge:.0} FLOP/byte", d.device),
+            (f, b, _) if f.is_some() || b.is_some() => outln!(
                 "{}{model}: {} — give the other with --peak-flops / --peak-bandwidth",
                 d.device,
                 f.or(b).unwrap_or_default()
             ),
-            _ => println!(
+            _ => outln!(
                 "{}: roofs unknown (no peaks in the profile and not a known device): give them with \
                  --peak-flops RATE --peak-bandwidth RATE (e.g. 2T, 100G)",
                 d.device
@@ -82,10 +82,10 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if r.ops.is_empty() {
-        println!("no op has FLOPs and bytes: the profile records none and its HLO gave none");
+        outln!("no op has FLOPs and bytes: the profile records none and its HLO gave none");
         return Ok(ExitCode::SUCCESS);
     }
-    println!();
+    outln!();
     let mut t = Table::new(vec!["OP", "SELF", "FLOP/BYTE", "ACHIEVED", "ROOF", "% ROOF", "BOUND"]);
     for o in &r.ops {
         t.push(vec![
@@ -102,7 +102,7 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
             o.bound.unwrap_or("").to_string(),
         ]);
     }
-    print!("{}", t.text());
+    out!("{}", t.text());
     let above = r.ops.iter().filter(|o| o.roof_pct.is_some_and(|p| p > 100.0)).count();
     if above > 0 {
         let why = format!(
@@ -111,7 +111,7 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
              faster than the memory the roof assumes, or its time holds less than all its work (XLA:CPU hands dots to a \
              thread pool whose time is not the op's)"
         );
-        println!("{}", human::wrap("", &why, crate::table::prose_width()));
+        outln!("{}", human::wrap("", &why, crate::table::prose_width()));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,7 +17,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         s.scopes.truncate(n);
     }
     if args.output.json {
-        println!("{}", serde_json::to_string(&s)?);
+        outln!("{}", serde_json::to_string(&s)?);
         return Ok(ExitCode::SUCCESS);
     }
     let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
@@ -58,20 +58,20 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                 ]
             })
             .collect();
-        print!("{}", csv(&header, &rows));
+        out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     if s.scopes.is_empty() {
         let why = "no host scopes found. Name the parts of your step with `with jax.profiler.TraceAnnotation(\"data_loading\"):` \
                    (or stepscope.scope / profile_scope) inside `jax.profiler.StepTraceAnnotation(\"train\", step_num=i)`, \
                    with host tracing on (host_tracer_level 1 or more).";
-        print!("{}", human::wrap("", why, crate::table::prose_width()));
+        out!("{}", human::wrap("", why, crate::table::prose_width()));
         return Ok(ExitCode::SUCCESS);
     }
     let hosts: std::collections::BTreeSet<&str> = s.scopes.iter().map(|r| r.host.as_str()).collect();
     let several_hosts = hosts.len() > 1;
     let work = s.scopes.iter().any(|r| r.device_work_ps.is_some());
-    println!(
+    outln!(
         "{} host scope paths{}",
         s.scopes.len(),
         match s.step_count {
@@ -106,10 +106,10 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         }
         t.push(row);
     }
-    print!("{}", t.text());
+    out!("{}", t.text());
     let i = &s.input;
     if s.step_count > 0 && i.host_input_ps > 0 {
-        println!();
+        outln!();
         let line = format!(
             "input work ({}): {} a step on the host ({:.1}% of the step); the device had nothing to run for {} \
              of it ({:.1}% of the step)",
@@ -119,7 +119,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             human::duration_ps(i.device_idle_input_ps),
             i.device_idle_input_pct
         );
-        print!("{}", human::wrap("", &line, crate::table::prose_width()));
+        out!("{}", human::wrap("", &line, crate::table::prose_width()));
     }
     Ok(ExitCode::SUCCESS)
 }

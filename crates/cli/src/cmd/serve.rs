@@ -53,16 +53,16 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
         out.flush()?;
     }
     if !args.bind.is_loopback() {
-        eprintln!(
+        errln!(
             "stepscope: warning: listening on {} makes these profiles readable by anyone who can reach this \
              machine and learns the URL; prefer the default 127.0.0.1 and a tunnel from your own machine:",
             args.bind
         );
-        eprintln!("    ssh -L {port}:127.0.0.1:{port} {}", hostname());
+        errln!("    ssh -L {port}:127.0.0.1:{port} {}", hostname());
         if args.bind.is_unspecified() {
             // The URL printed is this machine's own (a browser cannot open 0.0.0.0).
             let at = url.split_once("://").and_then(|(_, rest)| rest.split_once('/')).map_or("", |(_, path)| path);
-            eprintln!("stepscope: from other machines: http://{}:{port}/{at}", hostname());
+            errln!("stepscope: from other machines: http://{}:{port}/{at}", hostname());
         }
     }
     if !args.no_open {

@@ -24,7 +24,7 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
         s.steps = slowest.into_iter().map(|i| s.steps[i].clone()).collect();
     }
     if args.output.json {
-        println!("{}", serde_json::to_string(&s)?);
+        outln!("{}", serde_json::to_string(&s)?);
         return Ok(ExitCode::SUCCESS);
     }
     if args.output.csv {
@@ -66,16 +66,16 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
             "flops",
             "flops_utilization_pct",
         ];
-        print!("{}", csv(&header, &rows));
+        out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
     if s.steps.is_empty() {
-        println!("no steps found: wrap each training step in jax.profiler.StepTraceAnnotation(\"train\", step_num=i)");
+        outln!("no steps found: wrap each training step in jax.profiler.StepTraceAnnotation(\"train\", step_num=i)");
         return Ok(ExitCode::SUCCESS);
     }
     match s.steps.len() {
-        n if n < all => println!("the {n} slowest of {all} steps (from {})", source_label(s.source)),
-        n => println!("{n} steps (from {})", source_label(s.source)),
+        n if n < all => outln!("the {n} slowest of {all} steps (from {})", source_label(s.source)),
+        n => outln!("{n} steps (from {})", source_label(s.source)),
     }
     let device = s.timing == steps::StepTiming::Device;
     if device {
@@ -86,10 +86,10 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
             median(timed.iter().map(|st| st.host_duration_ps).collect()),
             s.steps.iter().filter(|st| st.cut).count(),
         );
-        print!("{}", human::wrap("", &note, crate::table::prose_width()));
+        out!("{}", human::wrap("", &note, crate::table::prose_width()));
     }
     if s.dispatched_not_run > 0 {
-        print!("{}", human::wrap("", &crate::notes::not_run_note(s.dispatched_not_run), crate::table::prose_width()));
+        out!("{}", human::wrap("", &crate::notes::not_run_note(s.dispatched_not_run), crate::table::prose_width()));
     }
     // The work each step launched, which differs from the busy time within the step
     // when the loop dispatches ahead.
@@ -132,15 +132,15 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
         }
         t.push(row);
     }
-    print!("{}", t.text());
+    out!("{}", t.text());
     if device {
-        println!("DISPATCH: the host's span of the step (its annotation)");
+        outln!("DISPATCH: the host's span of the step (its annotation)");
     }
     if work {
-        println!("LAUNCHED: device time of the ops each step launched (GPU: by correlation_id; CPU: by run)");
+        outln!("LAUNCHED: device time of the ops each step launched (GPU: by correlation_id; CPU: by run)");
     }
     if flops {
-        println!("FLOPS: the ops that started in the step; UTIL: over the step's time at the devices' peak FLOP/s");
+        outln!("FLOPS: the ops that started in the step; UTIL: over the step's time at the devices' peak FLOP/s");
     }
     Ok(ExitCode::SUCCESS)
 }

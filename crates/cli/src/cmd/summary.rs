@@ -16,9 +16,9 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
     profile.set_peaks(cost_args.peaks.user());
     let s = summary::summary(&profile, args.select.rows());
     if args.output.json {
-        println!("{}", serde_json::to_string(&s)?);
+        outln!("{}", serde_json::to_string(&s)?);
     } else if args.output.csv {
-        print!("{}", csv(&["metric", "value"], &metric_rows(&s)));
+        out!("{}", csv(&["metric", "value"], &metric_rows(&s)));
     } else {
         print_text(&s);
     }
@@ -69,14 +69,14 @@ fn print_text(s: &Summary) {
         })
         .collect();
     let devices = if devices.is_empty() { "no devices".to_string() } else { devices.join(", ") };
-    println!("run {}  ·  {} host(s)  ·  {devices}", s.run, env.hosts.len());
+    outln!("run {}  ·  {} host(s)  ·  {devices}", s.run, env.hosts.len());
     for v in &env.versions {
-        println!("{v}");
+        outln!("{v}");
     }
-    println!();
+    outln!();
     if s.step_count == 0 {
         match env.host_tracer_level {
-            Some(0) => print!(
+            Some(0) => out!(
                 "{}",
                 human::wrap(
                     "",
@@ -84,23 +84,24 @@ fn print_text(s: &Summary) {
                     crate::table::prose_width()
                 )
             ),
-            _ => println!(
+            _ => outln!(
                 "no steps found: wrap each training step in jax.profiler.StepTraceAnnotation(\"train\", step_num=i)"
             ),
         }
         if !env.devices.is_empty() {
             // Each device is then measured over its own span, first op to last.
-            println!(
+            outln!(
                 "device utilisation {:.1}% (computing {:.1}%) over each device's own span (first op to last); \
                  `stepscope devices PATH` splits it",
-                s.device_utilization_pct, s.device_compute_pct
+                s.device_utilization_pct,
+                s.device_compute_pct
             );
             print_left_out(s);
         }
     } else {
         let t = &s.step_time;
-        println!("STEP TIME  {} steps (from {})", s.step_count, crate::cmd::steps::source_label(s.step_source));
-        println!(
+        outln!("STEP TIME  {} steps (from {})", s.step_count, crate::cmd::steps::source_label(s.step_source));
+        outln!(
             "  mean {} median {} p90 {} min {} max {} std {}",
             human::duration_ps(t.mean_ps),
             human::duration_ps(t.median_ps),
@@ -111,10 +112,10 @@ fn print_text(s: &Summary) {
         );
         if let Some(host) = &s.host_step_time {
             let note = crate::notes::timing_note(t.median_ps, host.median_ps, s.steps_cut as usize);
-            print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
+            out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
         if let Some(w) = &s.warm_step_time {
-            println!(
+            outln!(
                 "  {} of {} steps compiled; the {} warm steps: mean {} median {} (what compare, diff and check rank by)",
                 s.cold_steps,
                 s.step_count,
@@ -123,16 +124,16 @@ fn print_text(s: &Summary) {
                 human::duration_ps(w.median_ps)
             );
         } else if let Some(note) = crate::notes::cold_note("this run", s.cold_steps, s.step_count) {
-            print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
+            out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
         if s.dispatched_not_run > 0 {
             let note = crate::notes::not_run_note(s.dispatched_not_run);
-            print!("{}", human::wrap("  ", &note, crate::table::prose_width()));
+            out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
-        println!();
+        outln!();
         let b = &s.breakdown;
         if env.devices.is_empty() {
-            println!(
+            outln!(
                 "AVERAGE STEP  {}  ·  no device activity recorded: no breakdown (see the findings)",
                 human::duration_ps(b.step_ps)
             );
@@ -141,18 +142,18 @@ fn print_text(s: &Summary) {
         }
     }
     if !s.findings.is_empty() {
-        println!();
-        println!("TOP FINDINGS (all, with evidence and advice: stepscope advise PATH)");
+        outln!();
+        outln!("TOP FINDINGS (all, with evidence and advice: stepscope advise PATH)");
         for f in &s.findings {
             crate::cmd::advise::print_finding(f, false);
         }
     }
-    println!();
+    outln!();
     if s.top_ops.is_empty() {
-        println!("no XLA ops found in this profile");
+        outln!("no XLA ops found in this profile");
     } else {
-        println!("TOP OPS (by self time)");
-        print!("{}", crate::cmd::ops::op_table(&s.top_ops, GroupBy::Op).text());
+        outln!("TOP OPS (by self time)");
+        out!("{}", crate::cmd::ops::op_table(&s.top_ops, GroupBy::Op).text());
     }
 }
 
@@ -161,11 +162,11 @@ fn print_text(s: &Summary) {
 fn print_left_out(s: &Summary) {
     for u in &s.hosts_unread {
         let line = format!("host {} was not read: {} — the numbers are the other hosts'", u.host, u.error);
-        println!("{}", human::wrap("", &line, crate::table::prose_width()));
+        outln!("{}", human::wrap("", &line, crate::table::prose_width()));
     }
     let hosts = s.environment.hosts.len() > 1;
     if let Some(line) = crate::cmd::devices::left_out_line(&s.devices_left_out, hosts) {
-        println!("{}", human::wrap("", &line, crate::table::prose_width()));
+        outln!("{}", human::wrap("", &line, crate::table::prose_width()));
     }
 }
 
@@ -177,7 +178,7 @@ fn print_breakdown(s: &Summary) {
         _ => String::new(),
     };
     // Busy is not computing: waits on async copies and collectives keep a device busy.
-    println!(
+    outln!(
         "AVERAGE STEP  {}  ·  device utilisation {:.1}% (computing {:.1}%){flops}",
         human::duration_ps(b.step_ps),
         s.device_utilization_pct,
@@ -201,7 +202,7 @@ fn print_breakdown(s: &Summary) {
     let line = |name: &str, ps: i64| {
         let pct = if b.step_ps > 0 { 100.0 * ps as f64 / b.step_ps as f64 } else { 0.0 };
         let bar = "█".repeat((pct / 4.0).round() as usize);
-        println!("  {name:<26} {:>10} {pct:>5.1}%  {bar}", human::duration_ps(ps));
+        outln!("  {name:<26} {:>10} {pct:>5.1}%  {bar}", human::duration_ps(ps));
     };
     // The parts most runs have always show; the others when they hold time.
     for (name, ps, _) in parts.into_iter().filter(|&(_, ps, always)| always || ps > 0) {
@@ -220,6 +221,6 @@ fn print_breakdown(s: &Summary) {
     if let (Some(idle), Some(host)) = (b.device_idle_input_ps, b.host_input_ps) {
         line("  of idle: waiting on input", idle);
         let pct = if b.step_ps > 0 { 100.0 * host as f64 / b.step_ps as f64 } else { 0.0 };
-        println!("  host input work {} a step ({pct:.1}%): see stepscope scopes", human::duration_ps(host));
+        outln!("  host input work {} a step ({pct:.1}%): see stepscope scopes", human::duration_ps(host));
     }
 }

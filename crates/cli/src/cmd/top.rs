@@ -155,7 +155,7 @@ fn run_plain(view: &View, rx: &mpsc::Receiver<Refresh>) -> anyhow::Result<ExitCo
         seen += 1;
         match &r.result {
             Err(e) if seen == 1 => anyhow::bail!("{e}"),
-            Err(e) => eprintln!("{}  {e}", local_clock(r.at)),
+            Err(e) => errln!("{}  {e}", local_clock(r.at)),
             Ok(c) if view.json => writeln!(out, "{}", serde_json::to_string(&c.snapshot)?)?,
             Ok(c) => writeln!(out, "{}  {}", local_clock(r.at), plain_line(&c.snapshot))?,
         }
