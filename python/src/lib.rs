@@ -136,6 +136,7 @@ impl Profile {
             })?,
             None => Thresholds::default(),
         };
+        th.check().map_err(|e| StepscopeError::new_err(format!("bad thresholds: {e}")))?;
         let (file, loaded) = (th.peaks(), self.inner.user_peaks());
         let differs = |a: Option<f64>, b: Option<f64>| a.is_some() && a != b;
         if differs(file.flops_per_s, loaded.flops_per_s) || differs(file.bytes_per_s, loaded.bytes_per_s) {

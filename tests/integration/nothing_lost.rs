@@ -299,3 +299,45 @@ fn names_that_are_huge_or_steer_the_terminal_print_as_plain_text() {
     let info = crate::util::json(&["info", d]);
     assert_eq!(info["hosts"][0]["host"], evil);
 }
+
+#[test]
+fn diagnostics_say_what_is_wrong_instead_of_misleading() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = fixture("cpu-transformer");
+    let run = run.to_str().unwrap();
+
+    // Thresholds a rule cannot use: NaN never compares, a negative share always fires.
+    for (line, name) in [
+        ("utilization_pct = nan", "utilization_pct"),
+        ("copies_pct = inf", "copies_pct"),
+        ("step_jitter_pct = -5.0", "step_jitter_pct"),
+        ("peak_flops_per_s = 0.0", "peak_flops_per_s"),
+    ] {
+        let file = tmp.path().join("th.toml");
+        std::fs::write(&file, line).unwrap();
+        let err = assert_clean_error(&["advise", run, "--thresholds", file.to_str().unwrap()]);
+        assert!(err.contains(name), "{line}: {err}");
+    }
+
+    // Step annotations whose recorded length is negative (int64 on the wire)
+    // made a median step of −9,223,372 s: now instants, with a note.
+    let damaged = tmp.path().join("damaged.xplane.pb");
+    crate::util::reference_text(&[
+        "damage-steps",
+        &fixture(CPU_RUN_FILE).to_string_lossy(),
+        damaged.to_str().unwrap(),
+        "-9223372036854775803",
+    ]);
+    let out = crate::util::stepscope(&["summary", damaged.to_str().unwrap(), "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("8 event(s) record an impossible length"), "{stderr}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(s["step_time"]["min_ps"].as_i64().unwrap() >= 0, "{}", s["step_time"]);
+
+    // A diff from a run without steps gives no percentage of an unknown step time.
+    let none = fixture("rocm-mi300x-conv-2gpu");
+    let d = crate::util::json(&["diff", none.to_str().unwrap(), run]);
+    assert!(d["step_time"]["delta_pct"].is_null(), "{}", d["step_time"]);
+    let text = ok(&["diff", none.to_str().unwrap(), run]);
+    assert!(text.contains("A has no steps") && !text.contains("(+0.0%)"), "{text}");
+}

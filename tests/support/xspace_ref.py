@@ -742,6 +742,8 @@ def main(argv=None):
     p.add_argument("path"); p.add_argument("out"); p.add_argument("--copies", type=int, default=8)
     p = sub.add_parser("rename-plane", help="write a copy with the plane called NAME renamed TO")
     p.add_argument("path"); p.add_argument("out"); p.add_argument("name"); p.add_argument("to")
+    p = sub.add_parser("damage-steps", help="write a copy whose step annotations (step_num and _r) last PS picoseconds")
+    p.add_argument("path"); p.add_argument("out"); p.add_argument("ps", type=int)
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
     p.add_argument("path")
     p.add_argument("--plane", required=True)
@@ -819,6 +821,17 @@ def main(argv=None):
         for plane in space.planes:
             if plane.name == a.name:
                 plane.name = a.to
+        with open(a.out, "wb") as f:
+            f.write(space.SerializeToString())
+    elif a.cmd == "damage-steps":
+        space = read_xspace(a.path)
+        for plane in space.planes:
+            stat_ids = {k: v.name for k, v in plane.stat_metadata.items()}
+            for line in plane.lines:
+                for ev in line.events:
+                    names = {stat_ids.get(s.metadata_id) for s in ev.stats}
+                    if "step_num" in names and "_r" in names:
+                        ev.duration_ps = a.ps
         with open(a.out, "wb") as f:
             f.write(space.SerializeToString())
     elif a.cmd == "drop-plane":

@@ -36,7 +36,7 @@ export async function render(view, ctx) {
   view.append(el('div', { class: 'cards', id: 'diff-cards' },
     card('median step A', dur(t.a_median_ps), `${d.a.step_count} steps, mean ${dur(t.a_mean_ps)}`),
     card('median step B', dur(t.b_median_ps), `${d.b.step_count} steps, mean ${dur(t.b_mean_ps)}`),
-    card('change', el('span', { class: t.delta_ps > 0 ? 'delta-up' : t.delta_ps < 0 ? 'delta-down' : '' }, signed(t.delta_ps)), `${t.delta_pct >= 0 ? '+' : ''}${pct(t.delta_pct)}`),
+    card('change', el('span', { class: t.delta_ps > 0 ? 'delta-up' : t.delta_ps < 0 ? 'delta-down' : '' }, signed(t.delta_ps)), t.delta_pct == null ? 'a run has no steps' : `${t.delta_pct >= 0 ? '+' : ''}${pct(t.delta_pct)}`),
     d.memory.a_peak_bytes !== null && d.memory.b_peak_bytes !== null
       ? card('memory peak', `${bytes(d.memory.a_peak_bytes)} → ${bytes(d.memory.b_peak_bytes)}`) : null,
   ));

@@ -46,6 +46,16 @@ pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
         done.store(true, Ordering::Relaxed);
         r
     })?;
+    for space in &readable.spaces {
+        let damaged = space.damaged_durations();
+        if damaged > 0 {
+            errln!(
+                "stepscope: note: host {}: {damaged} event(s) record an impossible length (over 13 days: the file is \
+                 damaged); they are read as instants",
+                space.host
+            );
+        }
+    }
     for u in &readable.unread {
         errln!(
             "stepscope: note: host {} was not read ({}); the numbers are the other {} host(s)'",

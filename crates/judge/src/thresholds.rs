@@ -55,6 +55,43 @@ pub struct Thresholds {
 }
 
 impl Thresholds {
+    /// Why these thresholds cannot be used, if they cannot: every threshold is a finite
+    /// number of at least 0 (NaN compares false, so a rule given one never fires, and
+    /// a negative share always does), every peak a finite rate above 0.
+    pub fn check(&self) -> Result<(), String> {
+        let limits = [
+            ("utilization_pct", self.utilization_pct),
+            ("host_overhead_pct", self.host_overhead_pct),
+            ("launch_queued_pct", self.launch_queued_pct),
+            ("compile_s", self.compile_s),
+            ("small_op_us", self.small_op_us),
+            ("small_op_share_pct", self.small_op_share_pct),
+            ("small_op_time_pct", self.small_op_time_pct),
+            ("dispatches_per_step", self.dispatches_per_step),
+            ("copies_pct", self.copies_pct),
+            ("dominant_op_pct", self.dominant_op_pct),
+            ("collectives_exposed_pct", self.collectives_exposed_pct),
+            ("async_wait_pct", self.async_wait_pct),
+            ("runtime_overhead_pct", self.runtime_overhead_pct),
+            ("memory_capacity_pct", self.memory_capacity_pct),
+            ("memory_bandwidth_pct", self.memory_bandwidth_pct),
+            ("step_jitter_pct", self.step_jitter_pct),
+            ("input_bound_pct", self.input_bound_pct),
+            ("straggler_pct", self.straggler_pct),
+        ];
+        for (name, v) in limits {
+            if !v.is_finite() || v < 0.0 {
+                return Err(format!("{name} = {v} is not a threshold: give a finite number of at least 0"));
+            }
+        }
+        for (name, v) in [("peak_flops_per_s", self.peak_flops_per_s), ("peak_bytes_per_s", self.peak_bytes_per_s)] {
+            if let Some(v) = v.filter(|v| !v.is_finite() || *v <= 0.0) {
+                return Err(format!("{name} = {v} is not a peak: give a rate above 0, e.g. 3.5e12"));
+            }
+        }
+        Ok(())
+    }
+
     /// The peaks this file gives, for [`Profile::set_peaks`] (before analysing).
     pub fn peaks(&self) -> stepscope_analysis::peaks::UserPeaks {
         stepscope_analysis::peaks::UserPeaks { flops_per_s: self.peak_flops_per_s, bytes_per_s: self.peak_bytes_per_s }

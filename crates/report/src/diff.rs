@@ -78,7 +78,9 @@ pub struct StepTimeDiff {
     pub a_median_ps: i64,
     pub b_median_ps: i64,
     pub delta_ps: i64,
-    pub delta_pct: f64,
+    /// The change as a share of A's median; null where either run has no steps (its
+    /// step time is not 0 but unknown) or A's median is 0.
+    pub delta_pct: Option<f64>,
     pub a_mean_ps: i64,
     pub b_mean_ps: i64,
     /// Standard deviations of each run's step times.
@@ -213,7 +215,8 @@ fn step_time(a: &Summary, b: &Summary) -> StepTimeDiff {
         a_median_ps: x.median_ps,
         b_median_ps: y.median_ps,
         delta_ps: y.median_ps - x.median_ps,
-        delta_pct: if x.median_ps > 0 { 100.0 * (y.median_ps - x.median_ps) as f64 / x.median_ps as f64 } else { 0.0 },
+        delta_pct: (x.count > 0 && y.count > 0 && x.median_ps > 0)
+            .then(|| 100.0 * (y.median_ps - x.median_ps) as f64 / x.median_ps as f64),
         a_mean_ps: x.mean_ps,
         b_mean_ps: y.mean_ps,
     }

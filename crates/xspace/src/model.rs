@@ -487,6 +487,11 @@ pub struct StatMeta {
     pub description: Span,
 }
 
+/// The longest event length read as recorded, ps (2^60 ps, about 13 days); a longer
+/// or negative one (`duration_ps` is an int64 on the wire) is damage, read as 0 — a
+/// negative one made a median step of −9,223,372 s.
+pub const MAX_EVENT_PS: i64 = 1 << 60;
+
 /// One line (thread, stream, op line) with its events as columns.
 #[derive(Clone, Debug, Default)]
 pub struct Line {
@@ -499,6 +504,9 @@ pub struct Line {
     pub line_duration_ps: i64,
     /// Counter samples (trace JSON `C` events) rather than spans; not counted as events.
     pub is_counter: bool,
+    /// Events whose recorded length is impossible (over [`MAX_EVENT_PS`], a damaged
+    /// file): read as instants.
+    pub damaged_durations: u32,
     /// Event starts, ps since the session start (`timestamp_ns * 1000 + offset_ps`).
     pub(crate) starts: Column,
     /// Event lengths, ps.
@@ -657,6 +665,7 @@ impl Line {
         later(&mut self.display_name, &mut next.display_name);
         later(&mut self.timestamp_ns, &mut next.timestamp_ns);
         later(&mut self.line_duration_ps, &mut next.line_duration_ps);
+        self.damaged_durations = self.damaged_durations.saturating_add(next.damaged_durations);
         match (&mut self.stats, next.stats) {
             (LineStats::Wire(mine), LineStats::Wire(theirs)) => mine.append(theirs),
             (_, theirs) => {
@@ -1237,6 +1246,11 @@ impl Space {
     /// zeros, and nothing made from them may be shown.
     pub fn file_changed(&self) -> bool {
         self.planes.iter().any(|p| p.source.changed())
+    }
+
+    /// Events whose recorded length was impossible (a damaged file), read as instants.
+    pub fn damaged_durations(&self) -> u64 {
+        self.planes.iter().flat_map(|p| &p.lines).map(|l| u64::from(l.damaged_durations)).sum()
     }
 
     /// Events in all planes (for trace JSON: X, i and B events).

@@ -576,6 +576,12 @@ impl Reading {
 
     #[inline(always)]
     fn push_event(&mut self, offset: i64, dur: i64, meta: u32) {
+        let dur = if (0..=crate::model::MAX_EVENT_PS).contains(&dur) {
+            dur
+        } else {
+            self.line.damaged_durations = self.line.damaged_durations.saturating_add(1);
+            0
+        };
         self.line.starts.push(offset);
         self.line.durations.push(dur);
         self.line.metas.push(i64::from(meta));

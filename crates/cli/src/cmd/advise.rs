@@ -40,13 +40,15 @@ pub fn read_thresholds(path: &Path) -> anyhow::Result<Thresholds> {
         Some(toml::Value::Table(t)) => t.clone(),
         _ => value,
     };
-    table.try_into::<Thresholds>().map_err(|e| {
+    let th = table.try_into::<Thresholds>().map_err(|e| {
         anyhow::anyhow!(
             "{}: {} — use the threshold names that `stepscope advise --json` lists",
             path.display(),
             e.message().trim()
         )
-    })
+    })?;
+    th.check().map_err(|e| anyhow::anyhow!("{}: {e} — fix the file", path.display()))?;
+    Ok(th)
 }
 
 pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {

@@ -85,14 +85,25 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let t = &d.step_time;
-    outln!(
-        "STEP TIME (median)  {} → {}  {}{} ({:+.1}%)",
-        human::duration_ps(t.a_median_ps),
-        human::duration_ps(t.b_median_ps),
-        if t.delta_ps >= 0 { "+" } else { "" },
-        human::duration_ps(t.delta_ps),
-        t.delta_pct
-    );
+    match t.delta_pct {
+        Some(pct) => outln!(
+            "STEP TIME (median)  {} → {}  {}{} ({pct:+.1}%)",
+            human::duration_ps(t.a_median_ps),
+            human::duration_ps(t.b_median_ps),
+            if t.delta_ps >= 0 { "+" } else { "" },
+            human::duration_ps(t.delta_ps),
+        ),
+        None => {
+            let side = |n: u64, ps: i64| if n == 0 { "—".to_string() } else { human::duration_ps(ps) };
+            outln!(
+                "STEP TIME (median)  {} → {}  (no change to give: {} has no steps — mark them with \
+                 jax.profiler.StepTraceAnnotation or stepscope.step)",
+                side(d.a.step_count, t.a_median_ps),
+                side(d.b.step_count, t.b_median_ps),
+                if d.a.step_count == 0 { "A" } else { "B" }
+            )
+        }
+    }
     outln!("  A: {} ({} steps)   B: {} ({} steps)", d.a.run, d.a.step_count, d.b.run, d.b.step_count);
     for (label, side) in [("A", &d.a), ("B", &d.b)] {
         if let Some(note) = crate::notes::cold_note(label, side.cold_steps, side.step_count) {
@@ -109,12 +120,15 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     }
     outln!();
     let mut bt = Table::new(vec!["AVERAGE STEP", "A", "B", "CHANGE"]);
+    // A run without steps has no average step: its column and the change are "—".
+    let (a_steps, b_steps) = (d.a.step_count > 0, d.b.step_count > 0);
+    let dash = || "—".to_string();
     for p in &d.breakdown {
         bt.push(vec![
             p.part.replace('_', " "),
-            human::duration_ps(p.a_ps),
-            human::duration_ps(p.b_ps),
-            signed(p.delta_ps),
+            if a_steps { human::duration_ps(p.a_ps) } else { dash() },
+            if b_steps { human::duration_ps(p.b_ps) } else { dash() },
+            if a_steps && b_steps { signed(p.delta_ps) } else { dash() },
         ]);
     }
     out!("{}", bt.text());
