@@ -264,4 +264,13 @@ fn requests_naming_another_host_are_refused() {
         c.read_to_string(&mut buf).unwrap();
         assert!(buf.starts_with(&format!("HTTP/1.1 {want} ")), "Host {host}: {buf}");
     }
+    // Two Host headers, the first good: which one a proxy checked is unknown, so 400.
+    for hosts in ["127.0.0.1:1\r\nHost: evil.example", "evil.example\r\nHost: 127.0.0.1:1"] {
+        let mut c = TcpStream::connect(("127.0.0.1", s.port)).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(c, "GET {path} HTTP/1.1\r\nHost: {hosts}\r\nConnection: close\r\n\r\n").unwrap();
+        let mut buf = String::new();
+        c.read_to_string(&mut buf).unwrap();
+        assert!(buf.starts_with("HTTP/1.1 400 "), "Host {hosts:?}: {buf}");
+    }
 }

@@ -83,6 +83,10 @@ async fn handle<B>(app: Arc<App>, req: Request<B>) -> Response<Body> {
     if req.uri().path_and_query().map_or(0, |pq| pq.as_str().len()) > MAX_URI_BYTES {
         return respond(StatusCode::URI_TOO_LONG, "text/plain; charset=utf-8", "URI too long\n");
     }
+    if req.headers().get_all(header::HOST).iter().nth(1).is_some() {
+        // Which one would a proxy have checked? Neither is trusted.
+        return respond(StatusCode::BAD_REQUEST, "text/plain; charset=utf-8", "more than one Host header\n");
+    }
     if let Some(host) = req.headers().get(header::HOST) {
         if !host_allowed(host.as_bytes(), &app.host_names) {
             // A page of another site reaching us through its own DNS name (DNS rebinding).
