@@ -341,3 +341,95 @@ fn diagnostics_say_what_is_wrong_instead_of_misleading() {
     let text = ok(&["diff", none.to_str().unwrap(), run]);
     assert!(text.contains("A has no steps") && !text.contains("(+0.0%)"), "{text}");
 }
+
+/// `stepscope summary gs://prof/logs` against tests/support/hostile_bucket.py in `mode`,
+/// with at most `files` open files: its outcome, and the files left in the cache.
+fn against_hostile_bucket(mode: &[&str], files: u32) -> (crate::util::Outcome, Vec<PathBuf>) {
+    let mut cmd = Command::new("python3");
+    cmd.arg(crate::util::root().join("tests/support/hostile_bucket.py")).args(mode);
+    let server = crate::util::PortChild::spawn(cmd, Duration::from_secs(30), "python3 tests/support/hostile_bucket.py");
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("ulimit -n {files} && exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_stepscope"))
+        .args(["summary", "gs://prof/logs", "--cache", cache.to_str().unwrap()])
+        .env("STORAGE_EMULATOR_HOST", format!("http://127.0.0.1:{}", server.port))
+        .env("STEPSCOPE_REMOTE_TIMEOUT_S", "5");
+    let o = run_limited(cmd, tmp.path(), Duration::from_secs(90));
+    let mut left = Vec::new();
+    let mut stack = vec![cache];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                stack.push(e.path());
+            } else {
+                left.push(e.path());
+            }
+        }
+    }
+    (o, left)
+}
+
+#[test]
+fn hostile_buckets_end_in_one_line_in_bounded_time_and_memory() {
+    for (mode, words) in [
+        (&["--mode", "repeat-token"][..], "the same page token"),
+        (&["--mode", "endless-list"][..], "listing"),
+        (&["--mode", "no-range", "--mib", "1500"][..], "Range"),
+        (&["--mode", "huge-size"][..], "size"),
+    ] {
+        let (o, left) = against_hostile_bucket(mode, 1024);
+        assert!(!o.timed_out, "{mode:?}: ran past 90 s");
+        assert_eq!(o.signal, None, "{mode:?}: signal {:?}: {}", o.signal, o.stderr);
+        assert_eq!(o.code, Some(2), "{mode:?}: {}", o.stderr);
+        assert_eq!(o.stderr.lines().count(), 1, "{mode:?}: one line: {}", o.stderr);
+        assert!(o.stderr.contains(words), "{mode:?}: {}", o.stderr);
+        assert!(o.max_rss_bytes < 512 << 20, "{mode:?}: {} MiB", o.max_rss_bytes >> 20);
+        assert!(left.iter().all(|p| !p.to_string_lossy().ends_with(".part")), "{mode:?}: left {left:?}");
+    }
+}
+
+#[test]
+fn a_bucket_with_more_profiles_than_open_files_is_read() {
+    // 300 hosts under a limit of 128 open files: every file was opened at once.
+    let file = fixture("rocm-mi300x-gemm/tw003.xplane.pb");
+    let (o, left) =
+        against_hostile_bucket(&["--mode", "many", "--count", "300", "--file", file.to_str().unwrap()], 128);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert_eq!(left.len(), 300, "every host in the cache, nothing else");
+    assert!(left.iter().all(|p| p.to_string_lossy().ends_with(".xplane.pb")));
+}
+
+#[test]
+fn endpoints_set_wrong_are_named_with_the_fix() {
+    let cache = tempfile::tempdir().unwrap();
+    let run = |url: &str, env: &[(&str, &str)]| {
+        let out = bin()
+            .args(["summary", url, "--cache", cache.path().to_str().unwrap()])
+            .envs(env.iter().copied())
+            .env("STEPSCOPE_REMOTE_TIMEOUT_S", "2")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{url}: {err}");
+        assert_eq!(err.lines().count(), 1, "{url}: {err}");
+        err
+    };
+    for bad in ["http://", "http://:99999"] {
+        let err = run("gs://prof/logs", &[("STORAGE_EMULATOR_HOST", bad)]);
+        assert!(err.contains("is not an emulator's address") && err.contains("HOST:PORT"), "{err}");
+    }
+    let s3 = [
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+        ("AWS_ACCESS_KEY_ID", "x"),
+        ("AWS_SECRET_ACCESS_KEY", "y"),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    let err = run("s3://prof/logs", &s3);
+    assert!(err.contains("set AWS_ALLOW_HTTP=true"), "{err}");
+    // A credentials file that is a device is not read (it was read to 4.2 GB).
+    let err = run("s3://prof/logs", &[s3[0], ("AWS_SHARED_CREDENTIALS_FILE", "/dev/zero"), ("AWS_ALLOW_HTTP", "true")]);
+    assert!(!err.contains("panicked"), "{err}");
+}

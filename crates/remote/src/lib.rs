@@ -40,6 +40,12 @@ use object_store::{BackoffConfig, ClientOptions, ObjectMeta, ObjectStore, Object
 const CHUNK_BYTES: u64 = 8 << 20;
 /// Ranged GETs in flight at once.
 const PARALLEL_GETS: usize = 8;
+/// Most objects a listing may name: past this a listing is taken to be one without end.
+const MAX_LISTED: usize = 1_000_000;
+/// Most bytes of one JSON answer (a listing page, an object's metadata).
+const MAX_JSON_BYTES: usize = 64 << 20;
+/// The largest object size believed: a listing naming a larger one is wrong.
+const MAX_OBJECT_BYTES: u64 = 256 << 30;
 
 /// Where a remote URL points.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,13 +111,29 @@ pub fn default_cache() -> PathBuf {
     base.join("stepscope").join("remote")
 }
 
-/// Files a profile reader may want: what discovery reads, and nothing else (not
-/// checkpoints or TensorBoard's event files).
+/// Files a profile reader may want, named exactly: what discovery reads, and nothing
+/// else (not checkpoints or TensorBoard's event files).
 fn is_profile_file(key: &str) -> bool {
     let name = key.rsplit('/').next().unwrap_or(key);
-    [".xplane.pb", ".trace.json.gz", ".trace.json", ".json.gz", ".json", ".prof", ".pb", ".pb.gz"]
+    [".xplane.pb", ".trace.json.gz", ".trace.json", ".json.gz", ".json", ".prof", ".pprof", ".pb.gz"]
         .iter()
         .any(|ext| name.ends_with(ext))
+}
+
+/// Files of a listing worth fetching: profiles by the names JAX gives them, device
+/// memory profiles, and JSON only inside a run folder (`plugins/profile/RUN/`) — not
+/// `saved_model.pb`, nor the results or configs a job saves beside its profiles.
+fn is_listed_profile(key: &str) -> bool {
+    let name = key.rsplit('/').next().unwrap_or(key);
+    let in_run = key.contains("plugins/profile/");
+    name.ends_with(".xplane.pb")
+        || name.ends_with(".trace.json.gz")
+        || name.ends_with(".trace.json")
+        || name.starts_with("perfetto_trace.json")
+        || name.ends_with(".prof")
+        || name.ends_with(".pprof")
+        || (name.ends_with(".pb.gz") && !name.contains("tfevents"))
+        || (in_run && (name.ends_with(".json") || name.ends_with(".json.gz")))
 }
 
 /// True for a key whose every `/`-separated part is a plain name: joined to the cache
@@ -149,7 +171,7 @@ async fn mirror_async(url: &Url, cache: &Path, progress: bool) -> anyhow::Result
             let found = all.len();
             // A key that would leave its folder in the cache (`..`, `/x`) is not fetched.
             let wanted: Vec<Object> =
-                all.into_iter().filter(|o| is_profile_file(&o.key) && is_plain_key(&o.key)).collect();
+                all.into_iter().filter(|o| is_listed_profile(&o.key) && is_plain_key(&o.key)).collect();
             if wanted.is_empty() && found == 0 && is_profile_file(&url.key) {
                 return Err(no_object(url, &url.to_string()));
             }
@@ -171,12 +193,16 @@ async fn mirror_async(url: &Url, cache: &Path, progress: bool) -> anyhow::Result
     }
     let total: u64 = jobs.iter().map(|(o, _)| o.size).sum();
     let done = Arc::new(AtomicU64::new(0));
-    let finished = Arc::new(AtomicBool::new(false));
+    let (finished, failed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let bar = (progress && total > 0).then(|| {
-        let (done, finished, what) = (done.clone(), finished.clone(), url.to_string());
-        std::thread::spawn(move || draw_progress(&what, total, &done, &finished))
+        let (done, finished, failed, what) = (done.clone(), finished.clone(), failed.clone(), url.to_string());
+        std::thread::spawn(move || draw_progress(&what, total, &done, &finished, &failed))
     });
     let result = fetch_all(&client, url, &jobs, &done).await;
+    if result.is_err() {
+        // The error is the one line: no "downloaded" line beside it.
+        failed.store(true, Ordering::Relaxed);
+    }
     finished.store(true, Ordering::Relaxed);
     if let Some(bar) = bar {
         let _ = bar.join();
@@ -249,6 +275,9 @@ impl Client {
                 let mut listed = store.list(prefix.as_ref());
                 let mut out = Vec::new();
                 while let Some(item) = listed.next().await {
+                    if out.len() >= MAX_LISTED {
+                        return Err(too_many_listed(url));
+                    }
                     match item {
                         Ok(meta) => out.push(Object::of(meta)),
                         // A key object_store will not name (`..`, `//`): its listing page
@@ -266,6 +295,7 @@ impl Client {
                 let path = format!("/storage/v1/b/{}/o", encode(&url.bucket));
                 let mut out = Vec::new();
                 let mut page: Option<String> = None;
+                let mut seen_tokens = std::collections::HashSet::new();
                 loop {
                     let mut query = vec![("prefix", prefix.to_string())];
                     if let Some(p) = page.take() {
@@ -277,8 +307,20 @@ impl Client {
                     for item in v.get("items").and_then(|i| i.as_array()).into_iter().flatten() {
                         out.push(gcs_object(url, item)?);
                     }
+                    if out.len() > MAX_LISTED {
+                        return Err(too_many_listed(url));
+                    }
                     match v.get("nextPageToken").and_then(|t| t.as_str()) {
-                        Some(t) if !t.is_empty() => page = Some(t.to_string()),
+                        Some(t) if !t.is_empty() => {
+                            if !seen_tokens.insert(t.to_string()) {
+                                bail!(
+                                    "{url}: the storage service sent the same page token twice ({:?}), so its listing \
+                                     never ends — check STORAGE_EMULATOR_HOST points at Cloud Storage or a real emulator",
+                                    t.chars().take(40).collect::<String>()
+                                );
+                            }
+                            page = Some(t.to_string());
+                        }
                         _ => return Ok(out),
                     }
                 }
@@ -335,9 +377,31 @@ impl Client {
             let token = gcs.credentials().get_credential().await.map_err(|e| explain(url, key, e))?;
             req = req.bearer_auth(&token.bearer);
         }
-        let resp = req.send().await.map_err(|e| request_error(url, key, &e))?;
+        let mut resp = req.send().await.map_err(|e| request_error(url, key, &e))?;
         let status = resp.status().as_u16();
-        let body = resp.bytes().await.map_err(|e| request_error(url, key, &e))?;
+        // Never more than was asked for: a body without end (or a whole object sent
+        // for a range) is cut where it passes the limit.
+        let limit = range.map_or(MAX_JSON_BYTES, |r| (r.end - r.start) as usize);
+        let mut body = Vec::with_capacity(limit.min(CHUNK_BYTES as usize));
+        while let Some(chunk) = resp.chunk().await.map_err(|e| request_error(url, key, &e))? {
+            if body.len() + chunk.len() > limit {
+                match range {
+                    Some(r) => bail!(
+                        "{at}: the storage service ignored Range (asked for bytes {}..{}, it sent more) — \
+                         point STORAGE_EMULATOR_HOST at Cloud Storage or an emulator that keeps Range",
+                        r.start,
+                        r.end
+                    ),
+                    None => bail!(
+                        "{at}: the storage service's answer (a listing or an object's metadata) is over {} MiB, \
+                         which no listing page is — check STORAGE_EMULATOR_HOST",
+                        MAX_JSON_BYTES >> 20
+                    ),
+                }
+            }
+            body.extend_from_slice(&chunk);
+        }
+        let body = bytes::Bytes::from(body);
         match status {
             200..=299 => Ok(Some(body)),
             404 => Ok(None),
@@ -384,9 +448,19 @@ fn request_error(url: &Url, key: &str, e: &reqwest::Error) -> anyhow::Error {
         timed_out(&at)
     } else if e.is_connect() {
         cannot_connect(url, &at, &format!(" ({})", one_line(e)))
+    } else if e.is_builder() {
+        anyhow!(
+            "{at}: the endpoint address is not a URL ({}) — set {} as http://HOST:PORT",
+            one_line(e),
+            endpoint_variable(url.scheme)
+        )
     } else {
         anyhow!("{at}: {}", one_line(e))
     }
+}
+
+fn too_many_listed(url: &Url) -> anyhow::Error {
+    anyhow!("{url}: the listing names more than {MAX_LISTED} objects — point at the log directory of one job")
 }
 
 fn timed_out(at: &str) -> anyhow::Error {
@@ -424,16 +498,49 @@ fn is_cached(target: &Path, object: &Object) -> bool {
 }
 
 /// Fetches every job's object into `TARGET.part` in ranged GETs, [`PARALLEL_GETS`] at
-/// a time over all of them, then renames each complete file into place.
+/// a time over all of them, then renames each complete file into place. A part file
+/// is open only while a piece is written to it, so any number of objects is fetched
+/// within the open-file limit; on failure no part file is left.
 async fn fetch_all(
     client: &Client,
     url: &Url,
     jobs: &[(Object, PathBuf)],
     done: &Arc<AtomicU64>,
 ) -> anyhow::Result<()> {
-    let mut files = Vec::with_capacity(jobs.len());
-    let mut pieces: Vec<(usize, Range<u64>)> = Vec::new();
-    for (k, (meta, target)) in jobs.iter().enumerate() {
+    let result = fetch_parts(client, url, jobs, done).await;
+    for (object, target) in jobs {
+        let part = part_path(target);
+        if result.is_err() {
+            let _ = std::fs::remove_file(&part);
+            continue;
+        }
+        let dated = File::options().write(true).open(&part).and_then(|f| {
+            f.sync_all()?;
+            f.set_modified(object.modified)
+        });
+        dated.with_context(|| format!("cannot date {}", part.display()))?;
+        std::fs::rename(&part, target).with_context(|| format!("cannot move {} into place", part.display()))?;
+    }
+    result
+}
+
+/// Makes each job's part file, sized, and fills it.
+async fn fetch_parts(
+    client: &Client,
+    url: &Url,
+    jobs: &[(Object, PathBuf)],
+    done: &Arc<AtomicU64>,
+) -> anyhow::Result<()> {
+    for (meta, target) in jobs {
+        if meta.size > MAX_OBJECT_BYTES {
+            bail!(
+                "{}: listed with a size of {} bytes, more than any profile ({} GiB) — the listing is wrong; \
+                 check the bucket or STORAGE_EMULATOR_HOST",
+                url.at(&meta.key),
+                meta.size,
+                MAX_OBJECT_BYTES >> 30
+            );
+        }
         let part = part_path(target);
         if let Some(dir) = part.parent() {
             std::fs::create_dir_all(dir)
@@ -441,40 +548,30 @@ async fn fetch_all(
         }
         let file = File::create(&part).with_context(|| format!("cannot write {} in the cache", part.display()))?;
         file.set_len(meta.size).with_context(|| format!("cannot size {}", part.display()))?;
-        files.push(Arc::new(file));
-        let mut at = 0;
-        while at < meta.size {
-            let end = (at + CHUNK_BYTES).min(meta.size);
-            pieces.push((k, at..end));
-            at = end;
-        }
     }
-    let gets = futures_util::stream::iter(pieces.into_iter().map(|(k, range)| {
-        let (object, file, done) = (&jobs[k].0, files[k].clone(), done.clone());
+    let pieces = jobs.iter().flat_map(|(meta, target)| {
+        let starts = (0..meta.size).step_by(CHUNK_BYTES as usize);
+        starts.map(move |at| (meta, part_path(target), at..(at + CHUNK_BYTES).min(meta.size)))
+    });
+    let gets = futures_util::stream::iter(pieces.map(|(object, part, range)| {
+        let done = done.clone();
         async move {
             let bytes = client.get_range(url, &object.key, range.clone()).await?;
             if bytes.len() as u64 != range.end - range.start {
                 bail!("{}: the object changed while it was read — run the command again", url.at(&object.key));
             }
-            let written = tokio::task::spawn_blocking(move || file.write_all_at(&bytes, range.start)).await;
+            let at = range.start;
+            let written = tokio::task::spawn_blocking(move || {
+                File::options().write(true).open(&part).and_then(|f| f.write_all_at(&bytes, at))
+            })
+            .await;
             written.context("a cache write was cancelled")?.context("cannot write to the cache")?;
             done.fetch_add(range.end - range.start, Ordering::Relaxed);
             Ok(())
         }
     }))
     .buffer_unordered(PARALLEL_GETS);
-    let result: anyhow::Result<()> = gets.try_collect::<Vec<()>>().await.map(|_| ());
-    for ((object, target), file) in jobs.iter().zip(&files) {
-        let part = part_path(target);
-        if result.is_err() {
-            let _ = std::fs::remove_file(&part);
-            continue;
-        }
-        file.sync_all().ok();
-        file.set_modified(object.modified).with_context(|| format!("cannot date {}", part.display()))?;
-        std::fs::rename(&part, target).with_context(|| format!("cannot move {} into place", part.display()))?;
-    }
-    result
+    gets.try_collect::<Vec<()>>().await.map(|_| ())
 }
 
 fn part_path(target: &Path) -> PathBuf {
@@ -514,7 +611,23 @@ fn explain(url: &Url, key: &str, e: object_store::Error) -> anyhow::Error {
         _ if has(&["timed out", "deadline", "Timeout"]) => timed_out(&at),
         _ if has(&["Connection refused", "tcp connect error", "dns error"]) => cannot_connect(url, &at, ""),
         _ if has(&["credential", "Credential"]) => anyhow!("{at}: no credentials: {login} ({text})"),
+        _ if has(&["URL scheme is not allowed"]) => anyhow!(
+            "{at}: the endpoint is plain http:// — set AWS_ALLOW_HTTP=true for a local endpoint, or use https://"
+        ),
+        _ if has(&["404 Not Found"]) => no_object(url, &at),
+        _ if has(&["empty host", "relative URL without a base", "invalid port", "invalid domain"]) => anyhow!(
+            "{at}: the endpoint address is not a URL ({}) — set it as http://HOST:PORT",
+            endpoint_variable(url.scheme)
+        ),
         _ => anyhow!("{at}: {text}"),
+    }
+}
+
+/// The variable that points a scheme's client at another endpoint.
+fn endpoint_variable(scheme: Scheme) -> &'static str {
+    match scheme {
+        Scheme::Gcs => "STORAGE_EMULATOR_HOST",
+        Scheme::S3 => "AWS_ENDPOINT_URL",
     }
 }
 
@@ -569,6 +682,10 @@ fn client(url: &Url) -> anyhow::Result<Client> {
                 Some(host) => {
                     let base = if host.contains("://") { host.clone() } else { format!("http://{host}") };
                     let base = base.trim_end_matches('/').to_string();
+                    let parsed = reqwest::Url::parse(&base).ok();
+                    if !parsed.is_some_and(|u| u.host_str().is_some_and(|h| !h.is_empty()) && u.path() == "/") {
+                        bail!("STORAGE_EMULATOR_HOST={host:?} is not an emulator's address — set it as HOST:PORT or http://HOST:PORT");
+                    }
                     options = options.with_allow_http(true);
                     let key = format!(
                         r#"{{"private_key":"","private_key_id":"","client_email":"","gcs_base_url":{},"disable_oauth":true}}"#,
@@ -643,8 +760,9 @@ fn aws_profile() -> anyhow::Result<Option<AwsProfile>> {
         .unwrap_or_else(|| home.join(".aws").join("credentials"));
     let config_path =
         std::env::var_os("AWS_CONFIG_FILE").map(PathBuf::from).unwrap_or_else(|| home.join(".aws").join("config"));
-    let creds = std::fs::read_to_string(&creds_path).unwrap_or_default();
-    let config = std::fs::read_to_string(&config_path).unwrap_or_default();
+    // Read within a cap, and only regular files (a credentials file that is
+    // /dev/zero was read to 4.2 GB).
+    let (creds, config) = (read_ini(&creds_path), read_ini(&config_path));
     let section = ini_section(&creds, &profile);
     let config_section =
         ini_section(&config, &if profile == "default" { profile.clone() } else { format!("profile {profile}") });
@@ -662,6 +780,20 @@ fn aws_profile() -> anyhow::Result<Option<AwsProfile>> {
         ),
         _ => Ok(None),
     }
+}
+
+/// The text of an AWS shared file: a regular file, its first MiB (nothing where it
+/// is missing, not a regular file, or not text).
+fn read_ini(path: &Path) -> String {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(file) = File::options().read(true).custom_flags(libc::O_NONBLOCK).open(path) else { return String::new() };
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return String::new();
+    }
+    let mut text = String::new();
+    let _ = file.take(1 << 20).read_to_string(&mut text);
+    text
 }
 
 /// The `key = value` lines of section `[name]` of an INI text.
@@ -682,7 +814,7 @@ fn ini_section(text: &str, name: &str) -> Vec<(String, String)> {
 
 /// A bar on stderr once a download has taken a second: bytes, share and rate; where
 /// stderr is no terminal, one line at the end.
-fn draw_progress(what: &str, total: u64, done: &AtomicU64, finished: &AtomicBool) {
+fn draw_progress(what: &str, total: u64, done: &AtomicU64, finished: &AtomicBool, failed: &AtomicBool) {
     let start = Instant::now();
     let tty = std::io::stderr().is_terminal();
     let mut drawn = false;
@@ -710,7 +842,7 @@ fn draw_progress(what: &str, total: u64, done: &AtomicU64, finished: &AtomicBool
     if drawn {
         eprint!("\r\x1b[K");
     }
-    if t >= Duration::from_secs(1) {
+    if t >= Duration::from_secs(1) && !failed.load(Ordering::Relaxed) {
         let d = done.load(Ordering::Relaxed);
         eprintln!(
             "stepscope: downloaded {:.1} MB of {what} in {:.1} s ({:.1} MB/s)",
@@ -742,6 +874,18 @@ mod tests {
         assert!(is_profile_file("a/memory.prof"));
         assert!(!is_profile_file("ckpt/checkpoint_1/data.msgpack"));
         assert!(!is_profile_file("logs/events.out.tfevents.1.host"));
+        for listed in [
+            "logs/plugins/profile/2024_01_01/host.xplane.pb",
+            "logs/plugins/profile/2024_01_01/host.trace.json.gz",
+            "logs/plugins/profile/2024_01_01/trace.json",
+            "logs/memory.prof",
+            "logs/perfetto_trace.json.gz",
+        ] {
+            assert!(is_listed_profile(listed), "{listed}");
+        }
+        for not_listed in ["model/saved_model.pb", "logs/results.json", "logs/config.json.gz", "ckpt/state.pb"] {
+            assert!(!is_listed_profile(not_listed), "{not_listed}");
+        }
     }
 
     #[test]
