@@ -433,3 +433,48 @@ fn endpoints_set_wrong_are_named_with_the_fix() {
     let err = run("s3://prof/logs", &[s3[0], ("AWS_SHARED_CREDENTIALS_FILE", "/dev/zero"), ("AWS_ALLOW_HTTP", "true")]);
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn a_log_directory_deep_down_is_found_and_link_loops_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut deep = tmp.path().to_path_buf();
+    for i in 0..20 {
+        deep.push(format!("d{i}"));
+    }
+    copy_tree(&fixture("cpu-transformer"), &deep.join("logs"));
+    // A link back to the top at every level: the walk enters each folder once.
+    for i in 0..20 {
+        let mut at = tmp.path().to_path_buf();
+        for k in 0..=i {
+            at.push(format!("d{k}"));
+        }
+        std::os::unix::fs::symlink(tmp.path(), at.join("up")).unwrap();
+    }
+    let ls = crate::util::json(&["ls", tmp.path().to_str().unwrap()]);
+    let runs = ls["runs"].as_array().unwrap_or_else(|| panic!("{ls}"));
+    assert_eq!(runs.len(), 1, "one run, found once: {ls}");
+    let s = crate::util::json(&["summary", tmp.path().to_str().unwrap()]);
+    assert_eq!(s["step_count"], 8);
+}
+
+#[test]
+fn a_trace_saved_with_a_byte_order_mark_or_as_utf16_reads_as_the_original() {
+    use std::io::Read;
+    let tmp = tempfile::tempdir().unwrap();
+    let gz = fixture("cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.trace.json.gz");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap()).read_to_string(&mut text).unwrap();
+    let plain = tmp.path().join("plain.trace.json");
+    std::fs::write(&plain, &text).unwrap();
+    let want = crate::util::json(&["info", plain.to_str().unwrap()])["events_total"].clone();
+    assert!(want.as_u64().unwrap() > 1000, "{want}");
+    let mut bom = b"\xef\xbb\xbf".to_vec();
+    bom.extend_from_slice(text.as_bytes());
+    let utf16: Vec<u8> = "\u{feff}".encode_utf16().chain(text.encode_utf16()).flat_map(u16::to_le_bytes).collect();
+    for (name, bytes) in [("bom.trace.json", bom), ("utf16.trace.json", utf16)] {
+        let f = tmp.path().join(name);
+        std::fs::write(&f, bytes).unwrap();
+        let got = crate::util::json(&["info", f.to_str().unwrap()]);
+        assert_eq!(got["events_total"], want, "{name}");
+    }
+}

@@ -131,7 +131,10 @@ fn looks_like_trace(path: &Path) -> bool {
     } else {
         raw
     };
-    head_is_trace(&text)
+    // As the reader takes it: without a byte-order mark, UTF-16 as UTF-8.
+    let mut utf8 = Vec::new();
+    let _ = crate::trace_json::Utf8Text::new(&text[..]).read_to_end(&mut utf8);
+    head_is_trace(&utf8)
 }
 
 /// [`looks_like_trace`] on the file's first bytes.
@@ -189,7 +192,8 @@ fn find_runs_noting(dir: &Path) -> Result<(Vec<Run>, Vec<String>)> {
             "pass the folder given to jax.profiler.trace, or use `stepscope info FILE` for one file",
         ));
     }
-    let mut found = Found { runs: Vec::new(), stray: Vec::new(), budget: MAX_WALK_ENTRIES };
+    let mut found =
+        Found { runs: Vec::new(), stray: Vec::new(), budget: MAX_WALK_ENTRIES, entered: Default::default() };
     walk(dir, dir, 0, &mut found, &[])?;
     let Found { mut runs, stray, .. } = found;
     runs.sort_by(|a, b| (a.modified, &a.rel).cmp(&(b.modified, &b.rel)));
@@ -203,15 +207,26 @@ struct Found {
     stray: Vec<String>,
     /// Entries left to look at.
     budget: usize,
+    /// Folders entered, by device and inode: a symbolic link back up the tree is
+    /// entered once.
+    entered: std::collections::HashSet<(u64, u64)>,
 }
 
-const MAX_WALK_DEPTH: usize = 16;
+/// Folders deeper than this are not searched (the entries' budget bounds the walk
+/// too; this keeps a chain of links from going deeper than any log directory).
+const MAX_WALK_DEPTH: usize = 64;
 const MAX_WALK_ENTRIES: usize = 200_000;
 
 /// Adds the runs under `dir` to `found`. `above`: the device-memory profiles of the
 /// nearest folder above that holds any (`jax.profiler.save_device_memory_profile` into
 /// the log directory), for a run that holds none of its own.
 fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found, above: &[PathBuf]) -> Result<()> {
+    if let Ok(meta) = std::fs::metadata(dir) {
+        use std::os::unix::fs::MetadataExt;
+        if !found.entered.insert((meta.dev(), meta.ino())) {
+            return Ok(());
+        }
+    }
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         // Unreadable sub-folders are skipped; an unreadable root is an error.
@@ -236,11 +251,16 @@ fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found, above: &[PathB
         found.budget -= 1;
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
-        // Follows symlinks; loops end at the depth limit.
+        // Follows symlinks; a folder met again is not entered again.
         let Ok(meta) = std::fs::metadata(&path) else { continue };
         if meta.is_dir() {
-            if !name.starts_with('.') && depth < MAX_WALK_DEPTH {
+            if name.starts_with('.') {
+                continue;
+            }
+            if depth < MAX_WALK_DEPTH {
                 subdirs.push(path);
+            } else {
+                found.stray.push(format!("{}: deeper than {MAX_WALK_DEPTH} folders, not searched", path.display()));
             }
             continue;
         }

@@ -81,11 +81,121 @@ fn read_from<R: BufRead>(mut input: R, host: &str, name: &Path, file_bytes: u64)
     if head.starts_with(&[0x1f, 0x8b]) {
         let consumed = Rc::new(Cell::new(0));
         let decoder = flate2::bufread::MultiGzDecoder::new(Counted { inner: input, consumed: consumed.clone() });
-        builder.parse(Guard::new(decoder, Some(consumed)), name)?;
+        builder.parse(Utf8Text::new(Guard::new(decoder, Some(consumed))), name)?;
     } else {
-        builder.parse(Guard::new(input, None), name)?;
+        builder.parse(Utf8Text::new(Guard::new(input, None)), name)?;
     }
     builder.finish()
+}
+
+/// The text of a trace as UTF-8, whatever an editor saved it as: a UTF-8 byte-order
+/// mark is dropped, UTF-16 (little or big endian, told by its mark or by the zero
+/// bytes beside the first ASCII characters) is converted as it is read.
+pub(crate) struct Utf8Text<R> {
+    inner: R,
+    /// None until the first bytes are seen; then whether the text is UTF-16, and
+    /// which end first.
+    utf16: Option<Option<Endian>>,
+    /// Bytes read but not yet converted (an odd byte, the start of the text).
+    pending: Vec<u8>,
+    /// Converted bytes not yet handed out.
+    out: Vec<u8>,
+    out_at: usize,
+    /// A high surrogate waiting for its low half.
+    high: Option<u16>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Endian {
+    Little,
+    Big,
+}
+
+impl<R: Read> Utf8Text<R> {
+    pub(crate) fn new(inner: R) -> Self {
+        Utf8Text { inner, utf16: None, pending: Vec::new(), out: Vec::new(), out_at: 0, high: None }
+    }
+
+    /// Reads the first bytes and decides how the text is encoded.
+    fn sniff(&mut self) -> io::Result<()> {
+        let mut head = [0u8; 4];
+        let mut n = 0;
+        while n < head.len() {
+            let k = self.inner.read(&mut head[n..])?;
+            if k == 0 {
+                break;
+            }
+            n += k;
+        }
+        let head = &head[..n];
+        let (kind, skip) = match head {
+            [0xef, 0xbb, 0xbf, ..] => (None, 3),
+            [0xff, 0xfe, ..] => (Some(Endian::Little), 2),
+            [0xfe, 0xff, ..] => (Some(Endian::Big), 2),
+            [c, 0, ..] if c.is_ascii() && *c != 0 => (Some(Endian::Little), 0),
+            [0, c, ..] if c.is_ascii() && *c != 0 => (Some(Endian::Big), 0),
+            _ => (None, 0),
+        };
+        self.utf16 = Some(kind);
+        self.pending.extend_from_slice(&head[skip..]);
+        Ok(())
+    }
+
+    /// Converts the whole 16-bit units of `pending` into `out`.
+    fn convert(&mut self, endian: Endian) {
+        let units = self.pending.len() / 2;
+        for k in 0..units {
+            let pair = [self.pending[2 * k], self.pending[2 * k + 1]];
+            let unit = if endian == Endian::Little { u16::from_le_bytes(pair) } else { u16::from_be_bytes(pair) };
+            let c = match (self.high.take(), unit) {
+                (None, 0xd800..=0xdbff) => {
+                    self.high = Some(unit);
+                    continue;
+                }
+                (Some(h), 0xdc00..=0xdfff) => {
+                    char::from_u32(0x10000 + ((u32::from(h) - 0xd800) << 10) + (u32::from(unit) - 0xdc00))
+                }
+                (_, u) => char::from_u32(u32::from(u)),
+            };
+            let c = c.unwrap_or(char::REPLACEMENT_CHARACTER);
+            let mut buf = [0u8; 4];
+            self.out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+        }
+        self.pending.drain(..units * 2);
+    }
+}
+
+impl<R: Read> Read for Utf8Text<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.utf16.is_none() {
+            self.sniff()?;
+        }
+        loop {
+            if self.out_at < self.out.len() {
+                let n = buf.len().min(self.out.len() - self.out_at);
+                buf[..n].copy_from_slice(&self.out[self.out_at..self.out_at + n]);
+                self.out_at += n;
+                return Ok(n);
+            }
+            self.out.clear();
+            self.out_at = 0;
+            match self.utf16.flatten() {
+                None if !self.pending.is_empty() => {
+                    std::mem::swap(&mut self.out, &mut self.pending);
+                }
+                None => return self.inner.read(buf),
+                Some(endian) => {
+                    let mut chunk = [0u8; 1 << 14];
+                    let n = self.inner.read(&mut chunk)?;
+                    if n == 0 && self.pending.len() < 2 {
+                        return Ok(0);
+                    }
+                    self.pending.extend_from_slice(&chunk[..n]);
+                    self.convert(endian);
+                }
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1426,6 +1536,35 @@ mod tests {
 
     fn parse(text: &str) -> Result<Space> {
         parse_trace_json(text.as_bytes(), "host0", Path::new("t.json"))
+    }
+
+    #[test]
+    fn byte_order_marks_and_utf16_read_as_the_utf8_text() {
+        let text = r#"{"traceEvents":[{"ph":"X","name":"step \u00e9 😀","pid":1,"tid":2,"ts":1,"dur":3}]}"#;
+        let plain = parse(text).unwrap();
+        let names = |s: &Space| -> Vec<String> {
+            s.planes.iter().flat_map(|p| p.event_meta.iter().map(|m| p.text(m.name).to_string())).collect()
+        };
+        let mut bom = vec![0xef, 0xbb, 0xbf];
+        bom.extend_from_slice(text.as_bytes());
+        let utf16 = |big: bool, mark: bool| -> Vec<u8> {
+            let mut out = Vec::new();
+            let units = (if mark { "\u{feff}" } else { "" }).encode_utf16().chain(text.encode_utf16());
+            for u in units {
+                out.extend_from_slice(&if big { u.to_be_bytes() } else { u.to_le_bytes() });
+            }
+            out
+        };
+        for (what, bytes) in [
+            ("utf-8 mark", bom),
+            ("utf-16le mark", utf16(false, true)),
+            ("utf-16be mark", utf16(true, true)),
+            ("utf-16le", utf16(false, false)),
+        ] {
+            let got = parse_trace_json(&bytes, "host0", Path::new("t.json")).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(got.event_count(), plain.event_count(), "{what}");
+            assert_eq!(names(&got), names(&plain), "{what}");
+        }
     }
 
     fn gzip(bytes: &[u8]) -> Vec<u8> {
