@@ -478,3 +478,20 @@ fn a_trace_saved_with_a_byte_order_mark_or_as_utf16_reads_as_the_original() {
         assert_eq!(got["events_total"], want, "{name}");
     }
 }
+
+#[test]
+fn a_host_whose_file_name_is_not_utf8_can_be_chosen() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    std::fs::create_dir(&run).unwrap();
+    std::fs::copy(fixture(CPU_RUN_FILE), run.join(OsStr::from_bytes(b"h\xff.xplane.pb"))).unwrap();
+    std::fs::copy(fixture(CPU_RUN_FILE), run.join("other.xplane.pb")).unwrap();
+    for host in [OsStr::from_bytes(b"h\xff"), OsStr::new("h\u{fffd}")] {
+        let out = bin().arg("summary").arg(&run).arg("--host").arg(host).arg("--json").output().unwrap();
+        assert!(out.status.success(), "{host:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(s["environment"]["hosts"].as_array().map(Vec::len), Some(1), "{host:?}");
+    }
+}

@@ -142,11 +142,19 @@ pub struct Output {
 #[derive(Args, Debug, Clone)]
 pub struct Select {
     /// Only this host (its file name without .xplane.pb).
-    #[arg(long, value_name = "HOST")]
+    #[arg(long, value_name = "HOST", value_parser = crate::args::host_name())]
     pub host: Option<String>,
     /// Show at most N rows (default 10; 0 or `all` shows all). `steps`: the N slowest steps.
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = rows)]
     pub top: Option<usize>,
+}
+
+/// `--host`: any bytes, read as the host names are (from file names, with what is
+/// not UTF-8 shown as U+FFFD), so a host whose file name is not UTF-8 can be chosen by
+/// the name stepscope prints or by the file's own bytes.
+pub fn host_name() -> impl clap::builder::TypedValueParser<Value = String> {
+    use clap::builder::TypedValueParser;
+    clap::builder::OsStringValueParser::new().map(|s| s.to_string_lossy().into_owned())
 }
 
 /// A row count: a number, or `all` (as the HTTP API's `top=all`), which is 0.

@@ -15,7 +15,7 @@ pub struct AdviseArgs {
     #[command(flatten)]
     pub input: Input,
     /// Only this host (its file name without .xplane.pb).
-    #[arg(long, value_name = "HOST")]
+    #[arg(long, value_name = "HOST", value_parser = crate::args::host_name())]
     pub host: Option<String>,
     /// A TOML file overriding rule thresholds (e.g. `utilization_pct = 70`); keys are
     /// listed in `stepscope advise --json` under "thresholds".

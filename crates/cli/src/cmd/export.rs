@@ -71,7 +71,7 @@ pub struct ExportArgs {
     #[arg(long, value_enum, default_value = "events")]
     pub table: TableKind,
     /// Only this host (its file name without .xplane.pb).
-    #[arg(long, value_name = "HOST")]
+    #[arg(long, value_name = "HOST", value_parser = crate::args::host_name())]
     pub host: Option<String>,
 }
 

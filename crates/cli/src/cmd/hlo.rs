@@ -20,7 +20,7 @@ pub struct HloArgs {
     #[arg(long, value_name = "NAME")]
     pub module: Option<String>,
     /// Only this host (its file name without .xplane.pb).
-    #[arg(long, value_name = "HOST")]
+    #[arg(long, value_name = "HOST", value_parser = crate::args::host_name())]
     pub host: Option<String>,
     /// Print JSON (schema `stepscope.hlo/1`).
     #[arg(long)]
