@@ -495,3 +495,19 @@ fn a_host_whose_file_name_is_not_utf8_can_be_chosen() {
         assert_eq!(s["environment"]["hosts"].as_array().map(Vec::len), Some(1), "{host:?}");
     }
 }
+
+#[test]
+fn unreadable_hlo_is_named_not_taken_for_runtime_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broken = tmp.path().join("vm.xplane.pb");
+    let src = fixture("gpu-nocb/plugins/profile/2026_11_23_08_00_08/vm.xplane.pb");
+    crate::util::reference_text(&["break-hlo", src.to_str().unwrap(), broken.to_str().unwrap()]);
+    let path = broken.to_str().unwrap();
+    let out = crate::util::stepscope(&["ops", path]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot be read") && err.contains("jit_train_step"), "{err}");
+    // The op is in the HLO that cannot be read: not "a kernel the runtime launched itself".
+    let err = assert_clean_error(&["hlo", path, "loop_add_fusion.6"]);
+    assert!(err.contains("cannot be read") && !err.contains("runtime launched"), "{err}");
+}

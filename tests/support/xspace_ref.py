@@ -744,6 +744,8 @@ def main(argv=None):
     p.add_argument("path"); p.add_argument("out"); p.add_argument("name"); p.add_argument("to")
     p = sub.add_parser("damage-steps", help="write a copy whose step annotations (step_num and _r) last PS picoseconds")
     p.add_argument("path"); p.add_argument("out"); p.add_argument("ps", type=int)
+    p = sub.add_parser("break-hlo", help="write a copy whose HLO protos are cut to their first half")
+    p.add_argument("path"); p.add_argument("out")
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
     p.add_argument("path")
     p.add_argument("--plane", required=True)
@@ -832,6 +834,18 @@ def main(argv=None):
                     names = {stat_ids.get(s.metadata_id) for s in ev.stats}
                     if "step_num" in names and "_r" in names:
                         ev.duration_ps = a.ps
+        with open(a.out, "wb") as f:
+            f.write(space.SerializeToString())
+    elif a.cmd == "break-hlo":
+        space = read_xspace(a.path)
+        for plane in space.planes:
+            if plane.name != "/host:metadata":
+                continue
+            for md in plane.event_metadata.values():
+                for st in md.stats:
+                    smd = plane.stat_metadata.get(st.metadata_id)
+                    if smd is not None and smd.name == "Hlo Proto":
+                        st.bytes_value = st.bytes_value[: len(st.bytes_value) // 2]
         with open(a.out, "wb") as f:
             f.write(space.SerializeToString())
     elif a.cmd == "drop-plane":

@@ -1,6 +1,7 @@
-//! Sentences the commands share about how a run's steps were measured: timed on the
-//! device, cut by the capture, cold. Used by `steps`, `summary`, `compare`, `diff` and
-//! `check`; they depend on nothing but the text helpers.
+//! Sentences the commands share about how a run's steps were measured (timed on the
+//! device, cut by the capture, cold; used by `steps`, `summary`, `compare`, `diff` and
+//! `check`), and about HLO that cannot be read (`ops`, `hlo`). They depend on nothing
+//! but the text helpers and the profile.
 
 use crate::human;
 
@@ -43,4 +44,15 @@ pub fn cold_note(label: &str, cold: u64, steps: u64) -> Option<String> {
         )),
         c => Some(format!("{label}: {c} of {steps} steps compiled: its step time is the {} warm steps'", steps - c)),
     }
+}
+
+/// The programs of `profile` whose HLO cannot be read, in one line (none: nothing).
+pub fn unreadable_hlo_note(profile: &stepscope_analysis::Profile) -> Option<String> {
+    let modules = profile.hlo_modules();
+    let bad: Vec<(&str, String)> = modules.iter().flat_map(|m| m.unreadable()).collect();
+    let (first, why) = bad.first()?;
+    let more = if bad.len() > 1 { format!(" and {} more", bad.len() - 1) } else { String::new() };
+    Some(format!(
+        "the HLO of program {first}{more} cannot be read ({why}); its ops have no category, FLOPs or source line"
+    ))
 }

@@ -957,6 +957,12 @@ impl HloModules {
         self.entries.is_empty()
     }
 
+    /// The programs whose HLO cannot be decoded (a damaged profile), each with why:
+    /// their ops have no category, cost or source line from the HLO.
+    pub fn unreadable(&self) -> Vec<(&str, String)> {
+        self.entries.iter().filter_map(|e| Some((e.metadata_name.as_str(), e.module().err()?.to_string()))).collect()
+    }
+
     /// The entry with program id `id`.
     pub fn entry(&self, program_id: i64) -> Option<&HloEntry> {
         self.by_program_id.get(&program_id).map(|&i| &self.entries[i])

@@ -37,6 +37,13 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
                  jax.profiler.trace; trace JSON files do not carry HLO"
             );
         }
+        // Not found, and some HLO cannot be read: the op may be in it.
+        if let Some(note) = crate::notes::unreadable_hlo_note(&profile) {
+            anyhow::bail!(
+                "no readable HLO instruction named {:?}: {note} — capture the profile again, or copy it whole",
+                args.op
+            );
+        }
         // A name `ops` lists that no module holds: work the runtime ran itself.
         let ops = stepscope_analysis::ops::ops(&profile, stepscope_analysis::ops::GroupBy::Op, 0);
         if let Some(row) = ops.ops.iter().find(|r| r.name == args.op) {

@@ -15,6 +15,9 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
     profile.set_peaks(ops_args.peaks.user());
     let by = group_by(ops_args.by);
     let mut result = ops::ops(&profile, by, ops_args.depth);
+    if let Some(note) = crate::notes::unreadable_hlo_note(&profile) {
+        errln!("stepscope: note: {note}");
+    }
     let total_rows = result.ops.len();
     result.ops.truncate(args.select.rows());
     if args.output.json {
