@@ -511,3 +511,58 @@ fn unreadable_hlo_is_named_not_taken_for_runtime_work() {
     let err = assert_clean_error(&["hlo", path, "loop_add_fusion.6"]);
     assert!(err.contains("cannot be read") && !err.contains("runtime launched"), "{err}");
 }
+
+#[test]
+fn a_huge_plane_name_is_cut_in_the_events_table_with_a_note() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("vm.xplane.pb");
+    let name = "n".repeat(100_000);
+    crate::util::reference_text(&[
+        "rename-plane",
+        &fixture(CPU_RUN_FILE).to_string_lossy(),
+        file.to_str().unwrap(),
+        "/host:CPU",
+        &name,
+    ]);
+    for out in ["events.csv", "events.parquet"] {
+        let out = tmp.path().join(out);
+        let o = crate::util::stepscope(&["export", file.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(err.contains("1 host, plane, line or event name(s) are longer than 4096 bytes"), "{err}");
+        // 8,320 rows would repeat the name 832 MB's worth.
+        let bytes = std::fs::metadata(&out).unwrap().len();
+        assert!(bytes < 64 << 20, "{}: {bytes} bytes", out.display());
+    }
+    let csv = std::fs::read_to_string(tmp.path().join("events.csv")).unwrap();
+    assert!(csv.contains(&format!("{}…", "n".repeat(4096))) && !csv.contains(&"n".repeat(4097)));
+}
+
+#[test]
+fn many_short_lines_or_pids_take_memory_by_their_events() {
+    use crate::robustness::{gzip, ld, varint};
+    let tmp = tempfile::tempdir().unwrap();
+    let int = |n: u64, v: u64| [varint(n << 3), varint(v)].concat();
+    // 200,000 lines of one event each in one plane (about 5 MB).
+    let event = ld(4, &[int(1, 1), int(2, 1000), int(3, 500)].concat());
+    let mut plane = [int(1, 1), ld(2, b"/host:CPU")].concat();
+    for i in 0..200_000u64 {
+        plane.extend(ld(3, &[int(1, i + 1), ld(2, format!("t{i}").as_bytes()), event.clone()].concat()));
+    }
+    plane.extend(ld(4, &[int(1, 1), ld(2, &[int(1, 1), ld(2, b"op")].concat())].concat()));
+    let lines = tmp.path().join("lines.xplane.pb");
+    std::fs::write(&lines, ld(1, &plane)).unwrap();
+    // 100,000 pids of one event each, as trace JSON.
+    let events: Vec<String> =
+        (0..100_000).map(|i| format!(r#"{{"ph":"X","name":"op","pid":{i},"tid":1,"ts":{i},"dur":1}}"#)).collect();
+    let pids = tmp.path().join("pids.trace.json.gz");
+    std::fs::write(&pids, gzip(format!(r#"{{"traceEvents":[{}]}}"#, events.join(",")).as_bytes(), 6)).unwrap();
+    // Measured before: 3.9 KB a line (780 MB) and 4.1 KB a pid (410 MB).
+    for (file, limit_mib) in [(&lines, 400u64), (&pids, 300)] {
+        let mut cmd = bin();
+        cmd.args(["summary", file.to_str().unwrap()]);
+        let o = run_limited(cmd, tmp.path(), Duration::from_secs(120));
+        assert_eq!(o.code, Some(0), "{}: {}", file.display(), o.stderr);
+        assert!(o.max_rss_bytes < limit_mib << 20, "{}: {} MiB", file.display(), o.max_rss_bytes >> 20);
+    }
+}

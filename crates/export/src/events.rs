@@ -61,6 +61,45 @@ impl HostSteps {
 
 /// Writes every event of `profile` to `table` (made with [`columns`]); `steps` is
 /// `stepscope_analysis::steps::steps(profile)`. Returns the number of rows.
+/// The longest host, plane, line or event name written whole, bytes: a name is
+/// repeated on each of its events' rows, and one plane named with 1 MB made an 8 GB
+/// CSV. Longer names are cut at a character boundary, with `…` after.
+pub const MAX_NAME_BYTES: usize = 4096;
+
+/// `name`, cut to [`MAX_NAME_BYTES`] (with `…`) when longer.
+fn capped(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.len() <= MAX_NAME_BYTES {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let mut end = MAX_NAME_BYTES;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &name[..end]))
+}
+
+/// How many host, plane, line and event names of `profile` are longer than
+/// [`MAX_NAME_BYTES`] (and so cut in the events table).
+pub fn long_names(profile: &Profile) -> usize {
+    let long = |s: &str| usize::from(s.len() > MAX_NAME_BYTES);
+    profile
+        .hosts
+        .iter()
+        .map(|space| {
+            long(&space.host)
+                + space
+                    .planes
+                    .iter()
+                    .map(|p| {
+                        long(&p.name)
+                            + p.lines.iter().map(|l| long(&l.name)).sum::<usize>()
+                            + p.event_meta.iter().map(|m| long(p.text(m.name))).sum::<usize>()
+                    })
+                    .sum::<usize>()
+        })
+        .sum()
+}
+
 pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table: TableWriter<W>) -> io::Result<u64> {
     let mut stats_json: Vec<u8> = Vec::new();
     for space in &profile.hosts {
@@ -70,10 +109,13 @@ pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table
             .collect();
         spans.sort_unstable();
         let host_steps = HostSteps(spans);
+        let host = capped(&space.host);
         for plane in &space.planes {
             let keys = Keys::of(plane);
             let mut scopes: HashMap<&str, String> = HashMap::new();
+            let plane_name = capped(&plane.name);
             for line in &plane.lines {
+                let line_name = capped(&line.name);
                 for i in 0..line.len() {
                     let meta = plane.event_meta.get(line.meta(i) as usize);
                     let display = meta.map(|m| plane.text(m.display_name)).filter(|d| !d.is_empty());
@@ -101,13 +143,13 @@ pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table
                     let stats_text = std::str::from_utf8(&stats_json).unwrap_or("{}");
                     let step = host_steps.at(line.start_ps(i));
                     table.row(&[
-                        Cell::Str(&space.host),
-                        Cell::Str(&plane.name),
+                        Cell::Str(&host),
+                        Cell::Str(&plane_name),
                         Cell::I64(plane.id),
-                        Cell::Str(&line.name),
+                        Cell::Str(&line_name),
                         Cell::I64(line.id),
-                        Cell::Str(plane.event_name(line.meta(i))),
-                        opt(display),
+                        Cell::Str(&capped(plane.event_name(line.meta(i)))),
+                        opt(display.map(capped).as_deref()),
                         Cell::I64(line.start_ps(i)),
                         Cell::I64(line.duration_ps(i)),
                         Cell::Bool(line.is_counter),

@@ -41,21 +41,16 @@ impl Block {
 }
 
 /// A compact `i64` column (see the [module docs](self)).
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct Column {
     blocks: Vec<Block>,
-    /// Each full block's distances, little-endian, then [`PAD`] zero bytes.
+    /// Each full block's distances, little-endian, then [`PAD`] zero bytes; empty (no
+    /// padding either) until the first block, so a short column allocates only its tail.
     packed: Vec<u8>,
     /// Values after the last full block.
     tail: Vec<i64>,
     /// How many values [`Column::reserve_exact`] was told to expect in all.
     expect: usize,
-}
-
-impl Default for Column {
-    fn default() -> Column {
-        Column { blocks: Vec::new(), packed: vec![0; PAD], tail: Vec::new(), expect: 0 }
-    }
 }
 
 impl Column {
@@ -71,11 +66,22 @@ impl Column {
     /// rather than doubling.
     pub fn reserve_exact(&mut self, n: usize) {
         self.expect = self.len().saturating_add(n);
-        self.packed.reserve_exact(n.saturating_mul(4));
-        self.blocks.reserve_exact(n / BLOCK + 1);
-        if self.tail.capacity() < BLOCK {
-            self.tail.reserve_exact(BLOCK);
+        // Blocks only once there will be one: a line of a few events (a million such
+        // lines in an 11 MB file) keeps just its tail.
+        let blocks = (self.tail.len() + n) / BLOCK;
+        if blocks > 0 {
+            self.packed.reserve_exact(n.saturating_mul(4) + PAD);
+            self.blocks.reserve_exact(blocks);
         }
+        let tail = (self.tail.len() + n).min(BLOCK);
+        if self.tail.capacity() < tail {
+            self.tail.reserve_exact(tail - self.tail.len());
+        }
+    }
+
+    /// Bytes of block distances in [`Column::packed`] (without its padding).
+    fn packed_len(&self) -> usize {
+        self.packed.len().saturating_sub(PAD)
     }
 
     /// Number of values.
@@ -152,16 +158,16 @@ impl Column {
         let (min, max) = (tail.iter().copied().min().unwrap_or(0), tail.iter().copied().max().unwrap_or(0));
         let spread = max.abs_diff(min);
         let w = (u64::BITS - spread.leading_zeros()).div_ceil(8) as usize;
-        let pos = self.packed.len() - PAD;
+        let pos = self.packed_len();
         let need = BLOCK * w;
-        if self.packed.capacity() - self.packed.len() < need + PAD {
+        if self.packed.capacity() < pos + need + PAD {
             // Room for the values still expected at the mean width so far (at least an
             // eighth more than now, so that growing stays linear overall).
             let done = self.blocks.len() * BLOCK;
             let left = self.expect.saturating_sub(done + BLOCK);
             let per_value = (pos + need).div_ceil(done + BLOCK);
             let more = (left * per_value).max(self.packed.len() / 8);
-            self.packed.reserve_exact(need + more);
+            self.packed.reserve_exact((pos + need + PAD + more).saturating_sub(self.packed.len()));
             prefault_spare(&mut self.packed);
         }
         // Whole words, into the spare room: the bytes past a distance's width are
@@ -169,8 +175,8 @@ impl Column {
         // up to the padding is written (k * w + 8 >= (k + 1) * w, as w <= 8), then the
         // padding.
         debug_assert!(self.packed.capacity() >= pos + need + PAD && w <= 8);
-        // SAFETY: the room was reserved above; `pos` is the start of the old padding,
-        // inside the vector. The writes end at (BLOCK - 1) * w + 8 <= need + PAD bytes
+        // SAFETY: the room was reserved above; `pos` is the start of the old padding
+        // (or 0, for the first block). The writes end at (BLOCK - 1) * w + 8 <= need + PAD bytes
         // past `pos`, and at need + PAD for the padding; all of pos..pos + need + PAD
         // is written before the length covers it.
         unsafe {
@@ -208,11 +214,13 @@ impl Column {
             }
             return;
         }
-        let moved = ((self.packed.len() - PAD) as u64) << 4;
-        self.packed.truncate(self.packed.len() - PAD);
-        // `other.packed` ends in its own padding.
-        self.packed.extend_from_slice(&other.packed);
-        self.blocks.extend(other.blocks.iter().map(|b| Block { base: b.base, at: b.at + moved }));
+        if !other.blocks.is_empty() {
+            let moved = (self.packed_len() as u64) << 4;
+            self.packed.truncate(self.packed_len());
+            // `other.packed` ends in its own padding.
+            self.packed.extend_from_slice(&other.packed);
+            self.blocks.extend(other.blocks.iter().map(|b| Block { base: b.base, at: b.at + moved }));
+        }
         self.tail = other.tail;
         self.expect = self.expect.max(self.len());
     }

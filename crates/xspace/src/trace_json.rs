@@ -578,6 +578,16 @@ struct PlaneState {
     values: QuickMap<u64, Span>,
 }
 
+/// Pushes `x`, growing `v` from one element (then doubling): a Vec's first push makes
+/// room for four, and a trace of 200,000 pids, each a plane with one thread and one
+/// name, held four 600-byte lines a pid.
+fn push_lean<T>(v: &mut Vec<T>, x: T) {
+    if v.len() == v.capacity() {
+        v.reserve_exact(v.len().max(1));
+    }
+    v.push(x);
+}
+
 fn arena_span(plane: &mut Plane, s: &str) -> Result<Span, String> {
     if s.len() > MAX_STAT_LEN {
         return Err(format!(
@@ -604,8 +614,8 @@ impl PlaneState {
     }
 
     fn add_line(&mut self, line: Line) -> usize {
-        self.plane.lines.push(line);
-        self.lines.push(LineState::default());
+        push_lean(&mut self.plane.lines, line);
+        push_lean(&mut self.lines, LineState::default());
         self.plane.lines.len() - 1
     }
 
@@ -659,7 +669,7 @@ impl PlaneState {
         }
         let span = arena_span(&mut self.plane, name)?;
         let i = self.plane.event_meta.len() as u32;
-        self.plane.event_meta.push(EventMeta { id: i64::from(i), name: span, ..EventMeta::default() });
+        push_lean(&mut self.plane.event_meta, EventMeta { id: i64::from(i), name: span, ..EventMeta::default() });
         self.event_ix.insert(name.into(), i);
         Ok(i)
     }

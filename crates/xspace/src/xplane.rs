@@ -321,17 +321,23 @@ fn decode_plane(
             line
         })
         .collect();
+    // The first damaged line, in line order, is the error.
+    let decoded = decoded.into_iter().collect::<WireResult<Vec<Decoded>>>()?;
     let mut unknown_meta = false;
-    for d in decoded {
-        let (mut line, line_arena, unknown) = d?;
-        unknown_meta |= unknown;
-        if !line_arena.is_empty() {
-            let base = plane.arena.len() as u64;
-            plane.arena.extend_from_slice(&line_arena);
-            line.rebase_arena(base);
-        }
-        plane.lines.push(line);
-    }
+    // Collected in place: the lines take the decoded parts' buffer, so a plane of a
+    // million short lines does not hold two vectors of them at once.
+    plane.lines = decoded
+        .into_iter()
+        .map(|(mut line, line_arena, unknown)| {
+            unknown_meta |= unknown;
+            if !line_arena.is_empty() {
+                let base = plane.arena.len() as u64;
+                plane.arena.extend_from_slice(&line_arena);
+                line.rebase_arena(base);
+            }
+            line
+        })
+        .collect();
     if unknown_meta {
         // Events naming a metadata id the plane lacks get one shared, nameless entry.
         let idx = plane.event_meta.len() as u32;

@@ -259,6 +259,14 @@ fn write(profile: &Profile, format: ExportFormat, table: TableKind, out: &mut Si
             };
             let n = match table {
                 TableKind::Events => {
+                    let long = events::long_names(profile);
+                    if long > 0 {
+                        errln!(
+                            "stepscope: note: {long} host, plane, line or event name(s) are longer than {} bytes; \
+                             the table cuts them there (…), since each repeats on every row of its events",
+                            events::MAX_NAME_BYTES
+                        );
+                    }
                     let st = steps::steps(profile);
                     events::write_events(profile, &st, TableWriter::new(tf, events::columns(), out)?)?
                 }
