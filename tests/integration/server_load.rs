@@ -274,3 +274,22 @@ fn requests_naming_another_host_are_refused() {
         assert!(buf.starts_with("HTTP/1.1 400 "), "Host {hosts:?}: {buf}");
     }
 }
+
+#[test]
+fn a_client_holding_every_slot_idle_does_not_keep_others_waiting() {
+    let s = serve(&fixture("cpu-transformer"), &[]);
+    // 256 keep-alive connections, each answered once and then idle: every slot held.
+    let mut held = Vec::new();
+    for _ in 0..256 {
+        let mut c = TcpStream::connect(("127.0.0.1", s.port)).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        write!(c, "GET /{}/api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", s.token).unwrap();
+        let mut buf = [0u8; 4096];
+        let n = c.read(&mut buf).unwrap();
+        assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));
+        held.push(c);
+    }
+    // A newcomer is answered as soon as the oldest idle connection closes, not when the
+    // keep-alive timeout (10 s) frees a slot.
+    answers_quickly(&s, "with every slot held by idle connections");
+}

@@ -30,12 +30,51 @@ pub const TOKEN_DEADLINE: Duration = Duration::from_secs(5);
 /// The connections waiting to show the token, oldest first.
 #[derive(Default)]
 pub struct Pending {
-    waiting: Mutex<Queue>,
+    waiting: Arrivals,
 }
 
-/// The next connection's number, and each waiting connection's number and the
-/// sender that sends it away.
+/// Connections in order of arrival, each of which can be sent away: those waiting at
+/// the door, and those being served (`crate::http`).
+#[derive(Default)]
+pub struct Arrivals {
+    queue: Mutex<Queue>,
+}
+
+/// The next connection's number, and each connection's number and the sender that
+/// sends it away.
 type Queue = (u64, VecDeque<(u64, oneshot::Sender<()>)>);
+
+impl Arrivals {
+    /// Adds a connection, after sending the oldest away when `max` are in: its number
+    /// and the receiver told when it is sent away.
+    pub fn join(&self, max: usize) -> (u64, oneshot::Receiver<()>) {
+        let (tx, rx) = oneshot::channel();
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let id = q.0;
+        q.0 += 1;
+        if q.1.len() >= max {
+            if let Some((_, oldest)) = q.1.pop_front() {
+                let _ = oldest.send(());
+            }
+        }
+        q.1.push_back((id, tx));
+        (id, rx)
+    }
+
+    /// Removes connection `id`.
+    pub fn leave(&self, id: u64) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        q.1.retain(|(i, _)| *i != id);
+    }
+
+    /// Sends the oldest connection away.
+    pub fn send_oldest_away(&self) {
+        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, oldest)) = q.1.pop_front() {
+            let _ = oldest.send(());
+        }
+    }
+}
 
 /// What the door decided for a connection.
 pub enum Verdict {
@@ -48,12 +87,12 @@ pub enum Verdict {
 impl Pending {
     /// Checks a new connection's request line against `token`.
     pub async fn admit(&self, mut stream: TcpStream, token: &str) -> Verdict {
-        let (id, evicted) = self.join();
+        let (id, evicted) = self.waiting.join(MAX_PENDING);
         let verdict = tokio::select! {
             _ = evicted => None,
             read = tokio::time::timeout(TOKEN_DEADLINE, read_head(&mut stream, token)) => read.ok(),
         };
-        self.leave(id);
+        self.waiting.leave(id);
         match verdict {
             Some(Ok(Some(head))) => Verdict::Enter(Prefixed { head, at: 0, stream }),
             Some(Ok(None)) => {
@@ -76,25 +115,6 @@ impl Pending {
             }
             _ => Verdict::Away,
         }
-    }
-
-    fn join(&self) -> (u64, oneshot::Receiver<()>) {
-        let (tx, rx) = oneshot::channel();
-        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-        let id = w.0;
-        w.0 += 1;
-        if w.1.len() >= MAX_PENDING {
-            if let Some((_, oldest)) = w.1.pop_front() {
-                let _ = oldest.send(());
-            }
-        }
-        w.1.push_back((id, tx));
-        (id, rx)
-    }
-
-    fn leave(&self, id: u64) {
-        let mut w = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
-        w.1.retain(|(i, _)| *i != id);
     }
 }
 

@@ -36,6 +36,8 @@ pub async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> anyhow::Re
     listener.set_nonblocking(true)?;
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    // The connections holding a slot, oldest first.
+    let served = Arc::new(gate::Arrivals::default());
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -47,20 +49,40 @@ pub async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> anyhow::Re
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
-        let slots = slots.clone();
+        let (slots, served) = (slots.clone(), served.clone());
         tokio::spawn(async move {
             let gate::Verdict::Enter(stream) = app.pending.admit(stream, &app.token).await else { return };
-            let Ok(permit) = slots.acquire_owned().await else { return };
+            let permit = match slots.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => {
+                    // Every slot is held (a client can keep 256 idle keep-alive
+                    // connections): the oldest connection is asked to close once its
+                    // request is answered, so a newcomer waits for one answer, not
+                    // for the keep-alive timeout.
+                    served.send_oldest_away();
+                    let Ok(p) = slots.acquire_owned().await else { return };
+                    p
+                }
+            };
+            let (id, shed) = served.join(MAX_CONNECTIONS);
             let service = service_fn(move |req: Request<hyper::body::Incoming>| {
                 let app = app.clone();
                 async move { Ok::<_, Infallible>(handle(app, req).await) }
             });
-            let _ = http1::Builder::new()
+            let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
                 .max_header_size(MAX_HEAD_BYTES)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = shed => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+            served.leave(id);
             drop(permit);
         });
     }
