@@ -103,6 +103,23 @@ fn buckets_read_as_their_local_copies() {
     for scheme in ["gs", "s3"] {
         let env = b.env(scheme);
         let cache = tempfile::tempdir().unwrap();
+        // Listing a bucket fetches no profile; one run fetches that run's files only.
+        let root = format!("{scheme}://prof/logs");
+        let listed = run_json(&env, cache.path(), &["ls", &root]);
+        assert_eq!(listed["runs"].as_array().map(Vec::len), Some(3), "{listed}");
+        assert!(listed["runs"][0]["path"].as_str().unwrap().starts_with(&format!("{scheme}://prof/")), "{listed}");
+        assert_eq!(cached_profiles(cache.path()), Vec::<String>::new(), "ls fetched profiles");
+        let one = "gpu-nocb/plugins/profile/2026_11_23_08_00_08";
+        let mut s = run_json(&env, cache.path(), &["summary", &root, "--run", one]);
+        let mut want = json(&["summary", fixture("gpu-nocb").to_str().unwrap(), "--run", "2026_11_23_08_00_08"]);
+        // The run is named from the folder given: the bucket's root here, gpu-nocb there.
+        assert_eq!(s["run"], one);
+        for v in [&mut s, &mut want] {
+            v.as_object_mut().unwrap().remove("run");
+        }
+        assert_eq!(s, want);
+        let fetched = cached_profiles(cache.path());
+        assert!(!fetched.is_empty() && fetched.iter().all(|p| p.contains(one)), "{fetched:?}");
         // A log directory, a run folder and a file, each as its local copy.
         for (name, local) in [("gpu-nocb", &nocb), ("cpu-guide-adam", &adam), ("tpu-v6e-inference", &tpu)] {
             let url = format!("{scheme}://prof/logs/{name}");
@@ -173,6 +190,24 @@ fn buckets_read_as_their_local_copies() {
         keys.sort();
         assert_eq!(keys, want, "{store}: the bucket holds what was uploaded, nothing more");
     }
+}
+
+/// The profile files (`.xplane.pb`, traces) in a cache, by path.
+fn cached_profiles(cache: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![cache.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            let name = p.to_string_lossy().into_owned();
+            if p.is_dir() {
+                stack.push(p);
+            } else if name.ends_with(".xplane.pb") || name.ends_with(".trace.json.gz") {
+                out.push(name);
+            }
+        }
+    }
+    out
 }
 
 /// Removes every `path` (a file's place on this machine) from a JSON value.

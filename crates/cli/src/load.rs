@@ -22,7 +22,10 @@ pub struct Loaded {
 /// Resolves `input` and reads every host of the run that can be read; fails only
 /// when none can, or when `must` (`--host`) cannot.
 pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
-    let run = discover::resolve(&crate::remote::local(&input.path)?, input.run.as_deref())?;
+    let run = match crate::remote::run(&input.path, input.run.as_deref())? {
+        Some(run) => run,
+        None => discover::resolve(&input.path, input.run.as_deref())?,
+    };
     for note in &run.skipped {
         errln!("stepscope: note: skipped {note}");
     }

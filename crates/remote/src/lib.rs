@@ -147,68 +147,142 @@ fn is_plain_key(key: &str) -> bool {
 /// once the download has taken a second (a line at the end where stderr is no
 /// terminal).
 pub fn mirror(url: &Url, cache: &Path, progress: bool) -> anyhow::Result<PathBuf> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    list(url)?.fetch(cache, |_| true, progress)
+}
+
+/// The profile files under a URL, as listed (nothing fetched yet).
+pub struct Listed {
+    url: Url,
+    objects: Vec<Object>,
+}
+
+/// Lists the profile files under `url` (or the one it names): an error when there is
+/// none.
+pub fn list(url: &Url) -> anyhow::Result<Listed> {
+    let objects = runtime()?.block_on(list_async(url))?;
+    Ok(Listed { url: url.clone(), objects })
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .context("cannot start the download runtime")?;
-    runtime.block_on(mirror_async(url, cache, progress))
+        .context("cannot start the download runtime")
 }
 
-async fn mirror_async(url: &Url, cache: &Path, progress: bool) -> anyhow::Result<PathBuf> {
+async fn list_async(url: &Url) -> anyhow::Result<Vec<Object>> {
     if !url.key.is_empty() && !is_plain_key(&url.key) {
         bail!("{url}: the path has an empty, `.` or `..` part — write it as the bucket lists it");
     }
     let client = client(url)?;
-    let local_root = cache.join(url.scheme.prefix()).join(&url.bucket);
-    let local = if url.key.is_empty() { local_root.clone() } else { local_root.join(&url.key) };
     // One object (a file named by the URL), or every object under the URL as a folder.
-    let objects: Vec<Object> = match client.exact(url).await? {
-        Some(object) => vec![object],
-        None => {
-            let prefix = if url.key.is_empty() { String::new() } else { format!("{}/", url.key) };
-            let all = client.list(url, &prefix).await?;
-            let found = all.len();
-            // A key that would leave its folder in the cache (`..`, `/x`) is not fetched.
-            let wanted: Vec<Object> =
-                all.into_iter().filter(|o| is_listed_profile(&o.key) && is_plain_key(&o.key)).collect();
-            if wanted.is_empty() && found == 0 && is_profile_file(&url.key) {
-                return Err(no_object(url, &url.to_string()));
-            }
-            if wanted.is_empty() {
-                bail!(
-                    "{url}: no profile files there ({found} other objects) — point at the log directory jax.profiler.trace wrote (list it with `{}`)",
-                    list_hint(url)
-                );
-            }
-            wanted
+    if let Some(object) = client.exact(url).await? {
+        return Ok(vec![object]);
+    }
+    let prefix = if url.key.is_empty() { String::new() } else { format!("{}/", url.key) };
+    let all = client.list(url, &prefix).await?;
+    let found = all.len();
+    // A key that would leave its folder in the cache (`..`, `/x`) is not fetched.
+    let wanted: Vec<Object> = all.into_iter().filter(|o| is_listed_profile(&o.key) && is_plain_key(&o.key)).collect();
+    if wanted.is_empty() && found == 0 && is_profile_file(&url.key) {
+        return Err(no_object(url, &url.to_string()));
+    }
+    if wanted.is_empty() {
+        bail!(
+            "{url}: no profile files there ({found} other objects) — point at the log directory jax.profiler.trace wrote (list it with `{}`)",
+            list_hint(url)
+        );
+    }
+    Ok(wanted)
+}
+
+impl Listed {
+    /// True when the URL names one object (a file), not a folder.
+    pub fn is_one_object(&self) -> bool {
+        self.objects.len() == 1 && self.objects[0].key == self.url.key
+    }
+
+    /// Makes every listed file in `dir` (as `dir/KEY`), empty but of its size and
+    /// time (sparse: no disk is used), so that the listing can be searched for runs
+    /// as a folder is, without fetching anything; returns the path standing for the URL.
+    ///
+    /// Discovery reads the first bytes of a JSON file of another name than JAX gives
+    /// its traces, to tell a trace from other JSON: those are fetched into `cache`
+    /// first, and copied whole.
+    pub fn placeholders(&self, dir: &Path, cache: &Path) -> anyhow::Result<PathBuf> {
+        let read_by_discovery = |key: &str| {
+            let name = key.rsplit('/').next().unwrap_or(key);
+            (name.ends_with(".json") || name.ends_with(".json.gz"))
+                && !(name.ends_with(".trace.json") || name.ends_with(".trace.json.gz"))
+                && !name.starts_with("perfetto_trace.json")
+        };
+        if self.objects.iter().any(|o| read_by_discovery(&o.key)) {
+            self.fetch(cache, read_by_discovery, true)?;
         }
-    };
-    let mut jobs = Vec::new();
-    for object in objects {
-        let target = local_root.join(&object.key);
-        if !is_cached(&target, &object) {
-            jobs.push((object, target));
+        for o in &self.objects {
+            let path = dir.join(&o.key);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+            }
+            if read_by_discovery(&o.key) {
+                std::fs::copy(self.cached_path(cache, &o.key), &path)
+                    .with_context(|| format!("cannot copy {} for the listing", o.key))?;
+                continue;
+            }
+            let f = File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
+            f.set_len(o.size.min(MAX_OBJECT_BYTES)).with_context(|| format!("cannot size {}", path.display()))?;
+            f.set_modified(o.modified).with_context(|| format!("cannot date {}", path.display()))?;
         }
+        Ok(if self.url.key.is_empty() { dir.to_path_buf() } else { dir.join(&self.url.key) })
     }
-    let total: u64 = jobs.iter().map(|(o, _)| o.size).sum();
-    let done = Arc::new(AtomicU64::new(0));
-    let (finished, failed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
-    let bar = (progress && total > 0).then(|| {
-        let (done, finished, failed, what) = (done.clone(), finished.clone(), failed.clone(), url.to_string());
-        std::thread::spawn(move || draw_progress(&what, total, &done, &finished, &failed))
-    });
-    let result = fetch_all(&client, url, &jobs, &done).await;
-    if result.is_err() {
-        // The error is the one line: no "downloaded" line beside it.
-        failed.store(true, Ordering::Relaxed);
+
+    /// Fetches the listed files whose key `wanted` takes into `cache` (those not
+    /// cached already); returns the local path standing for the URL.
+    pub fn fetch(&self, cache: &Path, wanted: impl Fn(&str) -> bool, progress: bool) -> anyhow::Result<PathBuf> {
+        let url = &self.url;
+        let local_root = cache.join(url.scheme.prefix()).join(&url.bucket);
+        let local = if url.key.is_empty() { local_root.clone() } else { local_root.join(&url.key) };
+        let mut jobs = Vec::new();
+        for object in self.objects.iter().filter(|o| wanted(&o.key)) {
+            let target = local_root.join(&object.key);
+            if !is_cached(&target, object) {
+                jobs.push((object.clone(), target));
+            }
+        }
+        if jobs.is_empty() {
+            return Ok(local);
+        }
+        let client = client(url)?;
+        let total: u64 = jobs.iter().map(|(o, _)| o.size).sum();
+        let done = Arc::new(AtomicU64::new(0));
+        let (finished, failed) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let bar = (progress && total > 0).then(|| {
+            let (done, finished, failed, what) = (done.clone(), finished.clone(), failed.clone(), url.to_string());
+            std::thread::spawn(move || draw_progress(&what, total, &done, &finished, &failed))
+        });
+        let result = runtime().and_then(|rt| rt.block_on(fetch_all(&client, url, &jobs, &done)));
+        if result.is_err() {
+            // The error is the one line: no "downloaded" line beside it.
+            failed.store(true, Ordering::Relaxed);
+        }
+        finished.store(true, Ordering::Relaxed);
+        if let Some(bar) = bar {
+            let _ = bar.join();
+        }
+        result?;
+        Ok(local)
     }
-    finished.store(true, Ordering::Relaxed);
-    if let Some(bar) = bar {
-        let _ = bar.join();
+
+    /// `gs://BUCKET` or `s3://BUCKET`.
+    pub fn bucket_url(&self) -> String {
+        format!("{}://{}", self.url.scheme.prefix(), self.url.bucket)
     }
-    result?;
-    Ok(local)
+
+    /// The local path in `cache` of the object at `key`.
+    pub fn cached_path(&self, cache: &Path, key: &str) -> PathBuf {
+        cache.join(self.url.scheme.prefix()).join(&self.url.bucket).join(key)
+    }
 }
 
 /// An object as the cache needs it.

@@ -33,12 +33,23 @@ struct RunJson<'a> {
 }
 
 pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
-    let runs = discover::find_runs(&crate::remote::local(&args.logdir)?)?;
+    // A bucket is listed, not fetched: its runs are found in a folder of empty files
+    // standing for its objects, whose paths are shown as the bucket's.
+    let listing = crate::remote::listing(&args.logdir)?;
+    let (root, shown) = match &listing {
+        Some((dir, root, bucket)) => (root.clone(), Some((dir.path().display().to_string(), bucket.clone()))),
+        None => (args.logdir.clone(), None),
+    };
+    let runs = discover::find_runs(&root)?;
+    let path_of = |dir: &std::path::Path| match &shown {
+        Some((listing, bucket)) => dir.display().to_string().replacen(listing.as_str(), bucket, 1),
+        None => dir.display().to_string(),
+    };
     let rows: Vec<RunJson> = runs
         .iter()
         .map(|r| RunJson {
             run: &r.rel,
-            path: r.dir.display().to_string(),
+            path: path_of(&r.dir),
             captured: captured(&r.rel),
             modified_unix_s: r.modified.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
             hosts: r.hosts.iter().map(|h| h.host.as_str()).collect(),
