@@ -59,17 +59,8 @@ fn sig3(v: f64) -> String {
     }
 }
 
-/// Cuts `s` to at most `width` characters where tables are cut to fit (see
-/// [`crate::table::width`]; else whole), keeping its start and end: the middle becomes
-/// `…` (`input_tra…fusion.1`), so names that differ at the end still read apart.
-pub fn fit(s: &str, width: usize) -> String {
-    match crate::table::width() {
-        Some(_) => elide(s, width),
-        None => s.to_string(),
-    }
-}
-
-/// [`fit`] whatever the output: at most `width` characters, the middle elided.
+/// At most `width` characters whatever the output, the middle elided (`input_tra…fusion.1`),
+/// so names that differ at the end still read apart; [`crate::table::fit`] where tables are cut.
 pub fn elide(s: &str, width: usize) -> String {
     let n = s.chars().count();
     if n <= width {

@@ -32,6 +32,7 @@ mod examples;
 mod human;
 mod load;
 mod notes;
+mod opts;
 mod output;
 mod remote;
 mod table;
@@ -222,7 +223,7 @@ pub fn load_run(
     run: Option<String>,
     host: Option<String>,
 ) -> anyhow::Result<(stepscope_analysis::Profile, stepscope_xspace::discover::Run)> {
-    load::profile_and_run(&args::Input { path, run }, &args::Select { host, top: None })
+    load::profile_and_run(&opts::Input { path, run }, &opts::Select { host, top: None })
 }
 
 fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {

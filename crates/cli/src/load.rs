@@ -9,7 +9,7 @@ use stepscope_xspace::{Progress, Space};
 
 use stepscope_analysis::Profile;
 
-use crate::args::{Input, Select};
+use crate::opts::{Input, Select};
 
 /// A run and its decoded hosts.
 pub struct Loaded {

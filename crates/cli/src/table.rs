@@ -35,6 +35,16 @@ pub fn width() -> Option<usize> {
     None
 }
 
+/// Cuts `s` to at most `width` characters where tables are cut to fit ([`width`];
+/// else whole), keeping its start and end: the middle becomes `…`
+/// ([`crate::human::elide`]).
+pub fn fit(s: &str, width: usize) -> String {
+    match self::width() {
+        Some(_) => crate::human::elide(s, width),
+        None => s.to_string(),
+    }
+}
+
 /// The width prose (findings, notes) is wrapped to: the terminal's, else 80.
 pub fn prose_width() -> usize {
     width().unwrap_or(80).min(120)

@@ -6,16 +6,16 @@ use std::process::ExitCode;
 use clap::Args;
 use stepscope_judge::advise::{self, Finding, Severity, Thresholds};
 
-use crate::args::{Input, Select};
 use crate::human;
 use crate::load;
+use crate::opts::{Input, Select};
 
 #[derive(Args, Debug)]
 pub struct AdviseArgs {
     #[command(flatten)]
     pub input: Input,
     /// Only this host (its file name without .xplane.pb).
-    #[arg(long, value_name = "HOST", value_parser = crate::args::host_name())]
+    #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
     pub host: Option<String>,
     /// A TOML file overriding rule thresholds (e.g. `utilization_pct = 70`); keys are
     /// listed in `stepscope advise --json` under "thresholds".
@@ -28,7 +28,7 @@ pub struct AdviseArgs {
     #[arg(long)]
     pub csv: bool,
     #[command(flatten)]
-    pub peaks: crate::args::PeakArgs,
+    pub peaks: crate::opts::PeakArgs,
 }
 
 /// Reads thresholds from a TOML file: top-level keys or a `[thresholds]` table.

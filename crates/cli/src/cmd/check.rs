@@ -8,8 +8,8 @@ use serde::Deserialize;
 use stepscope_report::check::{self, MetricSpec};
 use stepscope_report::summary;
 
-use crate::args::{Input, Select};
 use crate::load;
+use crate::opts::{Input, Select};
 use crate::table::Table;
 
 #[derive(Args, Debug)]
@@ -31,7 +31,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 3)]
     pub min_steps: u64,
     /// Only this host (its file name without .xplane.pb).
-    #[arg(long, value_name = "HOST", value_parser = crate::args::host_name())]
+    #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
     pub host: Option<String>,
     /// Print JSON (schema `stepscope.check/1`).
     #[arg(long)]

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use clap::Args;
 use stepscope_report::compare;
 
-use crate::args::{By, Input, Output, Select};
 use crate::human;
 use crate::load;
+use crate::opts::{By, Input, Output, Select};
 use crate::table::{csv, Table};
 
 #[derive(Args, Debug)]

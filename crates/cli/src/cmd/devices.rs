@@ -5,9 +5,9 @@ use stepscope_analysis::device_time::WindowSource;
 
 use stepscope_analysis::devices;
 
-use crate::args::AnalysisArgs;
 use crate::human;
 use crate::load;
+use crate::opts::AnalysisArgs;
 use crate::table::{csv, Table};
 
 pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {

@@ -9,9 +9,9 @@ use stepscope_analysis::{kernels, memory, ops, steps, Profile};
 use stepscope_export::table::{TableFormat, TableWriter};
 use stepscope_export::{chrome, events, folded, perfetto, rows};
 
-use crate::args::{Input, Select};
 use crate::human;
 use crate::load;
+use crate::opts::{Input, Select};
 use crate::output::Output;
 
 const EXAMPLES: &str = "\
@@ -71,7 +71,7 @@ pub struct ExportArgs {
     #[arg(long, value_enum, default_value = "events")]
     pub table: TableKind,
     /// Only this host (its file name without .xplane.pb).
-    #[arg(long, value_name = "HOST", value_parser = crate::args::host_name())]
+    #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
     pub host: Option<String>,
 }
 

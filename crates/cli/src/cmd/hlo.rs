@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use clap::Args;
 use stepscope_analysis::hlo_context::{self, Instruction};
 
-use crate::args::{Input, Select};
 use crate::human;
 use crate::load;
+use crate::opts::{Input, Select};
 
 #[derive(Args, Debug)]
 pub struct HloArgs {
@@ -20,7 +20,7 @@ pub struct HloArgs {
     #[arg(long, value_name = "NAME")]
     pub module: Option<String>,
     /// Only this host (its file name without .xplane.pb).
-    #[arg(long, value_name = "HOST", value_parser = crate::args::host_name())]
+    #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
     pub host: Option<String>,
     /// Print JSON (schema `stepscope.hlo/1`).
     #[arg(long)]

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use serde::Serialize;
 use stepscope_xspace::{Format, Space};
 
-use crate::args::InfoArgs;
 use crate::human;
 use crate::load;
+use crate::opts::InfoArgs;
 
 #[derive(Serialize)]
 struct InfoJson<'a> {
@@ -178,9 +178,9 @@ fn print_text(info: &InfoJson) {
         }
         outln!("  {:<62} {:>15}", "PLANE / LINE", "EVENTS");
         for p in &h.planes {
-            outln!("  {:<62} {:>15}", human::fit(p.name, 62), human::count(p.events));
+            outln!("  {:<62} {:>15}", crate::table::fit(p.name, 62), human::count(p.events));
             for l in &p.lines {
-                outln!("    {:<60} {:>15}", human::fit(l.name, 60), human::count(l.events));
+                outln!("    {:<60} {:>15}", crate::table::fit(l.name, 60), human::count(l.events));
             }
         }
     }

@@ -4,9 +4,9 @@ use std::process::ExitCode;
 
 use stepscope_analysis::kernels;
 
-use crate::args::AnalysisArgs;
 use crate::human;
 use crate::load;
+use crate::opts::AnalysisArgs;
 use crate::table::{csv, Table};
 
 pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
@@ -88,7 +88,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             or_dash(r.registers_per_thread.map(|n| n.to_string())),
             or_dash(r.occupancy_pct.map(|o| format!("{o:.0}%"))),
             if r.tensor_core { "yes".into() } else { String::new() },
-            human::fit(&r.op, 14),
+            crate::table::fit(&r.op, 14),
         ]);
     }
     out!("{}", t.text());

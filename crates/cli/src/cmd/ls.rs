@@ -6,8 +6,8 @@ use std::time::UNIX_EPOCH;
 use serde::Serialize;
 use stepscope_xspace::discover;
 
-use crate::args::LsArgs;
 use crate::human;
+use crate::opts::LsArgs;
 
 #[derive(Serialize)]
 struct LsJson<'a> {

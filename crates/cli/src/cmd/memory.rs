@@ -8,9 +8,9 @@ use clap::Args;
 use stepscope_analysis::memory::{self, Memory};
 use stepscope_xspace::pprof;
 
-use crate::args::AnalysisArgs;
 use crate::human;
 use crate::load;
+use crate::opts::AnalysisArgs;
 use crate::table::{csv, Table};
 
 #[derive(Args, Debug)]
@@ -71,7 +71,7 @@ fn is_pprof_file(path: &std::path::Path) -> bool {
     stepscope_xspace::discover::is_pprof_name(&name) && path.is_file()
 }
 
-fn print(m: &Memory, a: &crate::args::AnalysisArgs, pprof_only: bool) -> anyhow::Result<ExitCode> {
+fn print(m: &Memory, a: &crate::opts::AnalysisArgs, pprof_only: bool) -> anyhow::Result<ExitCode> {
     if a.output.json {
         outln!("{}", serde_json::to_string(m)?);
     } else if a.output.csv {
@@ -158,7 +158,12 @@ fn print_text(m: &Memory, pprof_only: bool) {
             for l in &a.live_at_peak {
                 let op = if l.op.is_empty() { "(unknown op)".to_string() } else { l.op.clone() };
                 let shape = if l.shape.is_empty() { l.data_type.clone() } else { l.shape.clone() };
-                t.push(vec![op, human::bytes(l.bytes), human::fit(&shape, 28), human::duration_ps(l.allocated_at_ps)]);
+                t.push(vec![
+                    op,
+                    human::bytes(l.bytes),
+                    crate::table::fit(&shape, 28),
+                    human::duration_ps(l.allocated_at_ps),
+                ]);
             }
             out!("{}", t.text());
         }

@@ -4,9 +4,9 @@ use std::process::ExitCode;
 
 use stepscope_analysis::ops::{self, GroupBy, OpRow};
 
-use crate::args::{By, OpsArgs};
 use crate::human;
 use crate::load;
+use crate::opts::{By, OpsArgs};
 use crate::table::{csv, Table};
 
 pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
@@ -128,7 +128,7 @@ pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
             format!("{:.1}", r.device_time_pct),
             human::count(r.count),
             human::duration_ps(r.avg_ps),
-            human::fit(&r.category, 14),
+            crate::table::fit(&r.category, 14),
             rate,
         ];
         if by_line {

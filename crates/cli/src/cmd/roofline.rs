@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use stepscope_analysis::peaks::PeakSource;
 use stepscope_analysis::roofline;
 
-use crate::args::CostArgs;
 use crate::human;
 use crate::load;
+use crate::opts::CostArgs;
 use crate::table::{csv, Table};
 
 pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {

@@ -4,9 +4,9 @@ use std::process::ExitCode;
 
 use stepscope_analysis::scopes;
 
-use crate::args::AnalysisArgs;
 use crate::human;
 use crate::load;
+use crate::opts::AnalysisArgs;
 use crate::table::{csv, Table};
 
 pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {

@@ -25,7 +25,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub no_open: bool,
     #[command(flatten)]
-    pub peaks: crate::args::PeakArgs,
+    pub peaks: crate::opts::PeakArgs,
 }
 
 const EXAMPLES: &str = "\

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use stepscope_analysis::ops::GroupBy;
 use stepscope_report::summary::{self, Summary};
 
-use crate::args::CostArgs;
 use crate::human;
 use crate::load;
+use crate::opts::CostArgs;
 use crate::table::csv;
 
 pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {

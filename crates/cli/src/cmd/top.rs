@@ -326,7 +326,7 @@ impl ScreenState {
         }
         l.push(String::new());
         l.push(format!("q quit · p {} · refreshes {}", if self.paused { "resume" } else { "pause" }, self.refreshes));
-        l.into_iter().map(|s| human::fit(&s, width)).collect()
+        l.into_iter().map(|s| crate::table::fit(&s, width)).collect()
     }
 }
 

@@ -1,0 +1,189 @@
+//! The argument groups the commands take (which profile, which rows, which format,
+//! peaks) and their parsers. `args.rs` puts the commands together; the commands
+//! depend on this module only, not on each other.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// Which profile to read: PATH and the run in it.
+#[derive(Args, Debug, Clone)]
+pub struct Input {
+    /// A log directory (any depth), a run folder, or a profile file
+    /// (.xplane.pb, .trace.json.gz, perfetto_trace.json.gz, .json); local, or in a
+    /// bucket as gs://BUCKET/PATH or s3://BUCKET/PATH.
+    pub path: PathBuf,
+    /// The run to read when PATH holds several (default: the newest).
+    #[arg(long, value_name = "NAME")]
+    pub run: Option<String>,
+}
+
+/// Output format flags shared by commands.
+#[derive(Args, Debug, Clone)]
+pub struct Output {
+    /// Print JSON (versioned by its "schema" field) instead of a table.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print CSV instead of a table.
+    #[arg(long)]
+    pub csv: bool,
+}
+
+/// Which part of a run to analyse, and how much to show.
+#[derive(Args, Debug, Clone)]
+pub struct Select {
+    /// Only this host (its file name without .xplane.pb).
+    #[arg(long, value_name = "HOST", value_parser = host_name())]
+    pub host: Option<String>,
+    /// Show at most N rows (default 10; 0 or `all` shows all). `steps`: the N slowest steps.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = rows)]
+    pub top: Option<usize>,
+}
+
+/// `--host`: any bytes, read as the host names are (from file names, with what is
+/// not UTF-8 shown as U+FFFD), so a host whose file name is not UTF-8 can be chosen by
+/// the name stepscope prints or by the file's own bytes.
+pub fn host_name() -> impl clap::builder::TypedValueParser<Value = String> {
+    use clap::builder::TypedValueParser;
+    clap::builder::OsStringValueParser::new().map(|s| s.to_string_lossy().into_owned())
+}
+
+/// A row count: a number, or `all` (as the HTTP API's `top=all`), which is 0.
+fn rows(text: &str) -> Result<usize, String> {
+    if text.eq_ignore_ascii_case("all") {
+        return Ok(0);
+    }
+    text.parse().map_err(|_| format!("{text:?} is not a row count: give a number, or all"))
+}
+
+impl Select {
+    /// How many rows to show: `--top N`, 10 by default, every row for 0.
+    pub fn rows(&self) -> usize {
+        match self.top {
+            None => 10,
+            Some(0) => usize::MAX,
+            Some(n) => n,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct AnalysisArgs {
+    #[command(flatten)]
+    pub input: Input,
+    #[command(flatten)]
+    pub select: Select,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+/// The device's peaks, for the analyses that measure against them (roofline, FLOPs
+/// utilisation, memory bandwidth): a CPU has none in its profile.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PeakArgs {
+    /// Peak compute of each device, FLOP/s (SI prefixes: 3.5T, 900G); overrides the
+    /// profile's and a known device's.
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub peak_flops: Option<f64>,
+    /// Peak memory bandwidth of each device, bytes/s (SI prefixes: 200G, 3.35T).
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    pub peak_bandwidth: Option<f64>,
+}
+
+impl PeakArgs {
+    /// The peaks as the analyses take them.
+    pub fn user(&self) -> stepscope_analysis::peaks::UserPeaks {
+        stepscope_analysis::peaks::UserPeaks { flops_per_s: self.peak_flops, bytes_per_s: self.peak_bandwidth }
+    }
+}
+
+/// A rate with an optional SI prefix (k, M, G, T, P) and unit (`3.5T`, `900GFLOP/s`,
+/// `2e12`).
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let unitless = t.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '/');
+    let suffix = &t[unitless.len()..];
+    let scale = match suffix.chars().next() {
+        None => 1.0,
+        Some('k' | 'K') => 1e3,
+        Some('M') => 1e6,
+        Some('G') => 1e9,
+        Some('T') => 1e12,
+        Some('P') => 1e15,
+        Some(_) if suffix.starts_with("FLOP") || suffix.starts_with('B') => 1.0,
+        Some(_) => return Err(format!("{s:?}: unknown prefix {suffix:?}; use k, M, G, T or P (e.g. 3.5T)")),
+    };
+    match unitless.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => Err(format!("{s:?} is not a positive rate; e.g. 3.5T for 3.5e12 per second")),
+    }
+}
+
+/// An analysis measured against the device's peaks.
+#[derive(Args, Debug)]
+pub struct CostArgs {
+    #[command(flatten)]
+    pub common: AnalysisArgs,
+    #[command(flatten)]
+    pub peaks: PeakArgs,
+}
+
+/// Grouping for `ops --by`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum By {
+    Op,
+    Category,
+    Module,
+    Scope,
+    /// The line of your Python that made the op (innermost frame outside libraries).
+    Line,
+    /// The whole Python stack that made the op.
+    Stack,
+}
+
+#[derive(Args, Debug)]
+pub struct OpsArgs {
+    #[command(flatten)]
+    pub common: AnalysisArgs,
+    /// Group time by op, category, module, name-stack scope, Python source line or stack.
+    #[arg(long, value_enum, default_value = "op")]
+    pub by: By,
+    /// With --by scope: cut scopes to this many levels (0 = whole scope).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 0)]
+    pub depth: usize,
+    #[command(flatten)]
+    pub peaks: PeakArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct LsArgs {
+    /// The log directory to search (default: the current folder).
+    #[arg(default_value = ".")]
+    pub logdir: PathBuf,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    #[command(flatten)]
+    pub input: Input,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_rate;
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("3.5T"), Ok(3.5e12));
+        assert_eq!(parse_rate("900GFLOP/s"), Ok(9e11));
+        assert_eq!(parse_rate("2e12"), Ok(2e12));
+        assert_eq!(parse_rate("200GB/s"), Ok(2e11));
+        assert!(parse_rate("-1").is_err());
+        assert!(parse_rate("3X").is_err());
+        assert!(parse_rate("inf").is_err());
+    }
+}
