@@ -1,4 +1,6 @@
-//! decode_hlo_proto on arbitrary bytes, then the module accessors the op profile uses.
+//! decode_hlo_proto on arbitrary bytes, then the module accessors the op profile uses,
+//! the call-cycle check and the cost model's walks over fused bodies (which a module
+//! whose fusions call themselves once made run for hours).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -8,7 +10,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(m) = decode_hlo_proto(data) {
         let _ = m.entry().and_then(|c| c.root());
         let _ = m.instruction_count();
+        let _ = m.call_cycle();
         for (_, i) in m.instructions() {
+            let _ = stepscope_analysis::cost::is_matrix(&m, i);
+            let _ = stepscope_analysis::cost::cost(&m, i);
             let _ = m.category(i);
             let _ = m.fused_body(i);
             let _ = m.operands(i).count();

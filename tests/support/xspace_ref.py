@@ -581,21 +581,52 @@ def host_events(path, names, prefixes):
     return out
 
 
-def hlo_protos(path):
-    """Every `HloModuleProto` the capture holds (the `Hlo Proto` stats of /host:metadata),
-    with the name of the metadata holding it (`jit_f(12)`)."""
-    space = read_xspace(path)
+def hlo_stats(space):
+    """The `Hlo Proto` stats of /host:metadata (the bytes of an `HloProto` each), with
+    the name of the metadata holding each (`jit_f(12)`)."""
     for plane in space.planes:
         if plane.name != "/host:metadata":
             continue
         for md in plane.event_metadata.values():
             for st in md.stats:
                 smd = plane.stat_metadata.get(st.metadata_id)
-                if smd is None or smd.name != "Hlo Proto":
-                    continue
-                proto = classes()["HloProto"]()
-                proto.ParseFromString(st.bytes_value)
-                yield md.name, proto.hlo_module
+                if smd is not None and smd.name == "Hlo Proto":
+                    yield md.name, st
+
+
+def hlo_protos(path):
+    """Every `HloModuleProto` the capture holds (the `Hlo Proto` stats of /host:metadata),
+    with the name of the metadata holding it (`jit_f(12)`)."""
+    for name, st in hlo_stats(read_xspace(path)):
+        proto = classes()["HloProto"]()
+        proto.ParseFromString(st.bytes_value)
+        yield name, proto.hlo_module
+
+
+def write_xspace(space, path):
+    with open(path, "wb") as f:
+        f.write(space.SerializeToString())
+
+
+def add_hlo_cycles(space, copies):
+    """Puts `copies` fusions calling each fusion body into that body (a damaged module:
+    its fusions call themselves)."""
+    for _, st in hlo_stats(space):
+        proto = classes()["HloProto"]()
+        proto.ParseFromString(st.bytes_value)
+        m = proto.hlo_module
+        comps = {c.id: c for c in m.computations}
+        next_id = max([i.id for c in m.computations for i in c.instructions] + [0]) + 1
+        fusions = [i for c in m.computations for i in c.instructions if i.opcode == "fusion" and i.called_computation_ids]
+        for f in fusions:
+            body = comps.get(f.called_computation_ids[0])
+            for _ in range(copies if body is not None else 0):
+                x = body.instructions.add()
+                x.CopyFrom(f)
+                x.id = next_id
+                x.name = f"{f.name}.cycle{next_id}"
+                next_id += 1
+        st.bytes_value = proto.SerializeToString()
 
 
 def dot_flops(path, by_program=False):
@@ -786,45 +817,17 @@ def main(argv=None):
                 events = list(line.events)[::-1]
                 del line.events[:]
                 line.events.extend(events)
-        with open(a.out, "wb") as f:
-            f.write(space.SerializeToString())
+        write_xspace(space, a.out)
     elif a.cmd == "hlo-cycle":
         space = read_xspace(a.path)
-        for plane in space.planes:
-            if plane.name != "/host:metadata":
-                continue
-            for md in plane.event_metadata.values():
-                for st in md.stats:
-                    smd = plane.stat_metadata.get(st.metadata_id)
-                    if smd is None or smd.name != "Hlo Proto":
-                        continue
-                    proto = classes()["HloProto"]()
-                    proto.ParseFromString(st.bytes_value)
-                    m = proto.hlo_module
-                    comps = {c.id: c for c in m.computations}
-                    next_id = max([i.id for c in m.computations for i in c.instructions] + [0]) + 1
-                    fusions = [i for c in m.computations for i in c.instructions
-                               if i.opcode == "fusion" and i.called_computation_ids]
-                    for f in fusions:
-                        body = comps.get(f.called_computation_ids[0])
-                        if body is None:
-                            continue
-                        for _ in range(a.copies):
-                            x = body.instructions.add()
-                            x.CopyFrom(f)
-                            x.id = next_id
-                            x.name = f"{f.name}.cycle{next_id}"
-                            next_id += 1
-                    st.bytes_value = proto.SerializeToString()
-        with open(a.out, "wb") as f:
-            f.write(space.SerializeToString())
+        add_hlo_cycles(space, a.copies)
+        write_xspace(space, a.out)
     elif a.cmd == "rename-plane":
         space = read_xspace(a.path)
         for plane in space.planes:
             if plane.name == a.name:
                 plane.name = a.to
-        with open(a.out, "wb") as f:
-            f.write(space.SerializeToString())
+        write_xspace(space, a.out)
     elif a.cmd == "damage-steps":
         space = read_xspace(a.path)
         for plane in space.planes:
@@ -834,27 +837,18 @@ def main(argv=None):
                     names = {stat_ids.get(s.metadata_id) for s in ev.stats}
                     if "step_num" in names and "_r" in names:
                         ev.duration_ps = a.ps
-        with open(a.out, "wb") as f:
-            f.write(space.SerializeToString())
+        write_xspace(space, a.out)
     elif a.cmd == "break-hlo":
         space = read_xspace(a.path)
-        for plane in space.planes:
-            if plane.name != "/host:metadata":
-                continue
-            for md in plane.event_metadata.values():
-                for st in md.stats:
-                    smd = plane.stat_metadata.get(st.metadata_id)
-                    if smd is not None and smd.name == "Hlo Proto":
-                        st.bytes_value = st.bytes_value[: len(st.bytes_value) // 2]
-        with open(a.out, "wb") as f:
-            f.write(space.SerializeToString())
+        for _, st in hlo_stats(space):
+            st.bytes_value = st.bytes_value[: len(st.bytes_value) // 2]
+        write_xspace(space, a.out)
     elif a.cmd == "drop-plane":
         space = read_xspace(a.path)
         keep = [p for p in space.planes if p.name != a.name]
         del space.planes[:]
         space.planes.extend(keep)
-        with open(a.out, "wb") as f:
-            f.write(space.SerializeToString())
+        write_xspace(space, a.out)
     return 0
 
 
