@@ -498,6 +498,13 @@ def main(argv=None) -> int:
     ap.add_argument("--fixture", action="append", help="only this fixture (repeatable)")
     ap.add_argument("--json-out", type=Path, help="also write every row, with raw values, as JSON here")
     args = ap.parse_args(argv)
+    try:
+        import google.protobuf  # noqa: F401  (the reference reader, run with this Python, needs it)
+    except ImportError:
+        print("compare.py: the reference reader needs protobuf — run it with the test venv "
+              "(.venv/bin/python bench/fidelity/compare.py, made by scripts/test.sh), "
+              "or pip install protobuf", file=sys.stderr)
+        return 2
     if not VENV_PY.exists():
         print(f"compare.py: no XProf venv at {VENV_PY} — run `bash bench/fidelity/setup.sh` first", file=sys.stderr)
         return 2

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 
 import pytest
 
@@ -117,6 +118,8 @@ def test_errors_carry_the_cli_message(cli, args, kwargs):
     assert r.stderr.strip() == f"stepscope: {e.value}"
     assert "\n" not in str(e.value) and " — " in str(e.value)
     assert isinstance(e.value, Exception)
+    # A traceback names it as users import it (it was `_native.StepscopeError`).
+    assert traceback.format_exception_only(e.value)[0].startswith("stepscope.StepscopeError: ")
 
 
 def test_bad_grouping_is_an_error(cpu):

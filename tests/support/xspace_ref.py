@@ -50,7 +50,11 @@ import json
 import os
 import sys
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+try:
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+except ImportError:  # one line, with the fix, instead of a traceback
+    sys.exit("xspace_ref.py needs protobuf: run it with the test venv (.venv/bin/python, made by "
+             "scripts/test.sh), or pip install -r tests/support/requirements.txt")
 
 _F = descriptor_pb2.FieldDescriptorProto
 _T = {

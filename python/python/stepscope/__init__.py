@@ -24,6 +24,9 @@ JAX is imported only by the capture helpers: analysis works without it.
 """
 
 from stepscope._native import StepscopeError, __version__
+
+# Tracebacks name it as users import it, not as the extension module defines it.
+StepscopeError.__module__ = "stepscope"
 from stepscope._analysis import Profile, Rows, diff, load
 from stepscope._benchmark import BenchmarkResult, Timer, benchmark, benchmark_function, timer
 from stepscope._capture import (
