@@ -118,3 +118,15 @@ fn a_mistyped_flag_names_the_flag_meant() {
     let err = assert_clean_error(&["ops", "--zzzz", f]);
     assert!(!err.contains("similar"), "{err}");
 }
+
+#[test]
+fn the_manifest_given_as_a_profile_names_its_run_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = tmp.path().join("stepscope_manifest.json");
+    std::fs::write(&manifest, r#"{"schema":"stepscope.manifest/1","steps":[0,1]}"#).unwrap();
+    let err = assert_clean_error(&["steps", manifest.to_str().unwrap()]);
+    assert!(
+        err.contains("is the manifest stepscope writes") && err.contains(&tmp.path().display().to_string()),
+        "{err}"
+    );
+}

@@ -430,3 +430,45 @@ fn diff_parts_add_up_to_the_step() {
     }
     assert!(parts.iter().any(|p| p["part"] == "runtime_overhead" && p["a_ps"].as_i64().unwrap() > 0), "{d}");
 }
+
+#[test]
+fn check_takes_absolute_limits_as_guide_001_asserts_them() {
+    let run = fx("cpu-clean");
+    let s = json(&["summary", &run]);
+    let warm = s.get("warm_step_time").filter(|w| !w.is_null());
+    let mean_ps = warm.unwrap_or(&s["step_time"])["mean_ps"].as_f64().unwrap();
+    let mean_ms = mean_ps / 1e9;
+    // `assert mean_ms < 150`, with the run's own mean: a limit above it passes, one below fails.
+    let above = format!("{}", mean_ms * 1.5);
+    let pass = stepscope(&["check", &run, "--max-step-ms", &above]);
+    let text = String::from_utf8_lossy(&pass.stdout);
+    assert_eq!(pass.status.code(), Some(0), "{text}");
+    assert!(text.contains("step time (mean") && text.contains("≤") && text.contains("check passed"), "{text}");
+    let below = format!("{}", mean_ms * 0.5);
+    let fail = stepscope(&["check", &run, "--max-step-ms", &below, "--json"]);
+    assert_eq!(fail.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&fail.stdout).unwrap();
+    assert_eq!(v["passed"], false);
+    assert_eq!(v["limits"][0]["metric"], "step_time.mean_ps");
+    assert_eq!(v["limits"][0]["current"].as_f64().unwrap(), mean_ps);
+    assert!(v["metrics"].as_array().unwrap().is_empty(), "no baseline, no comparison");
+    // Limits in the metrics file; fewer steps than --min-steps are judged with a warning.
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = dir.path().join("limits.toml");
+    let util = s["device_utilization_pct"].as_f64().unwrap();
+    std::fs::write(&metrics, format!("[[limit]]\nmetric = \"device_utilization_pct\"\nmin = {}\n", util + 1.0))
+        .unwrap();
+    let m = metrics.to_str().unwrap();
+    let out = stepscope(&["check", &run, "--metrics", m, "--max-step-ms", &above, "--min-steps", "1000"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("device_utilization_pct") && text.contains("warning: the run has"), "{text}");
+    // No steps, or [[metric]] tables without a baseline: one line that says why.
+    let err = assert_clean_error(&["check", &fx("rocm-mi300x-conv-2gpu"), "--max-step-ms", "150"]);
+    assert!(err.contains("0 step(s)"), "{err}");
+    std::fs::write(&metrics, "[[metric]]\nmetric = \"device_utilization_pct\"\nmax_regression_pct = 5\n").unwrap();
+    let err = assert_clean_error(&["check", &run, "--metrics", m]);
+    assert!(err.contains("compared with a baseline"), "{err}");
+    let err = assert_clean_error(&["check", &run]);
+    assert!(err.contains("--baseline") && err.contains("--max-step-ms"), "{err}");
+}

@@ -310,10 +310,17 @@ fn nothing_is_reachable_without_the_token() {
         t[0] = if t[0] == b'a' { b'b' } else { b'a' };
         String::from_utf8(t).unwrap()
     };
+    // The root (what a browser opens from `--port` alone) says where the pages are,
+    // without the token.
+    for path in ["/", "/index.html"] {
+        let r = request(s.port, "GET", path);
+        assert_eq!(r.status, 404, "{path}");
+        assert!(r.text().contains("Open the URL that stepscope serve printed"), "{path}: {}", r.text());
+        assert!(!r.text().contains(&s.token) && !r.text().contains(&s.token[..8]), "{path}: the token");
+    }
     for path in [
-        "/".to_string(),
         "/api/runs".to_string(),
-        "/index.html".to_string(),
+        "/index".to_string(),
         format!("/{wrong}/"),
         format!("/{wrong}/api/runs"),
         format!("/{}/", &s.token[..31]),

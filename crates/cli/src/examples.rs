@@ -92,4 +92,5 @@ pub const CHECK: &str = "\
 EXAMPLES:
     stepscope summary runs/main --json > ci/baseline.json     on the main branch: the baseline
     stepscope check runs/pr --baseline ci/baseline.json       exit 1 if the median step grew over 5%
-    stepscope check runs/pr --baseline ci/baseline.json --max-regression 10 --min-steps 5";
+    stepscope check runs/pr --baseline ci/baseline.json --max-regression 10 --min-steps 5
+    stepscope check runs/pr --max-step-ms 1000                 exit 1 if the mean step is over 1 s (no baseline)";

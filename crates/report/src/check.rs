@@ -23,6 +23,34 @@ pub struct MetricSpec {
     pub higher_is_better: Option<bool>,
 }
 
+/// An absolute limit on a metric of the run checked (no baseline needed): guide 001's
+/// `assert mean_ms < 150` is `step_time.mean_ps` with `max = 150e9`. A `step_time.*`
+/// metric is read over the warm steps where some steps compiled.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitSpec {
+    /// Dotted path into the summary JSON, e.g. `step_time.mean_ps`.
+    pub metric: String,
+    /// Largest value allowed, in the metric's unit.
+    #[serde(default)]
+    pub max: Option<f64>,
+    /// Smallest value allowed (a utilisation, say).
+    #[serde(default)]
+    pub min: Option<f64>,
+}
+
+/// The outcome of one absolute limit.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LimitResult {
+    pub metric: String,
+    pub current: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min: Option<f64>,
+    pub passed: bool,
+}
+
 /// The outcome of one metric.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MetricResult {
@@ -48,7 +76,15 @@ pub struct Check {
     pub baseline_cold_steps: u64,
     #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub current_cold_steps: u64,
+    /// Each metric against the baseline (none without a baseline).
     pub metrics: Vec<MetricResult>,
+    /// Each absolute limit; absent where none was given.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<LimitResult>,
+    /// Why the verdict deserves a second look (limits judged on fewer steps than
+    /// asked for); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }
 
 /// Why a check cannot judge.
@@ -64,6 +100,12 @@ pub enum CheckError {
     BadTolerance { metric: String, pct: f64 },
     /// A baseline value no summary can hold (negative, or beyond any time or size).
     BadBaselineValue { metric: String, value: f64 },
+    /// A limit that is not a finite number, or one with neither `max` nor `min`.
+    BadLimit { metric: String },
+    /// Neither a baseline nor a limit: nothing to check against.
+    NothingToCheck,
+    /// Metrics to compare (`[[metric]]`) without a baseline to compare them with.
+    MetricsNeedABaseline,
 }
 
 /// The schema of the summaries this build writes and reads as baselines.
@@ -91,6 +133,20 @@ impl std::fmt::Display for CheckError {
             CheckError::BadTolerance { metric, pct } => write!(
                 f,
                 "the tolerance of {metric} is {pct}, not a percent of 0 or more — pass a finite number such as 5"
+            ),
+            CheckError::BadLimit { metric } => write!(
+                f,
+                "the limit on {metric} is not a finite max or min — give max = N and/or min = N, numbers in the metric's unit"
+            ),
+            CheckError::MetricsNeedABaseline => write!(
+                f,
+                "[[metric]] tables are compared with a baseline, and none was given — add --baseline FILE, or use \
+                 [[limit]] tables (metric = \"…\", max = N) for absolute limits"
+            ),
+            CheckError::NothingToCheck => write!(
+                f,
+                "nothing to check against — give --baseline FILE (a saved `stepscope summary PATH --json`), \
+                 --max-step-ms MS, or [[limit]] tables in --metrics FILE"
             ),
             CheckError::BadBaselineValue { metric, value } => write!(
                 f,
@@ -125,11 +181,85 @@ fn lookup(v: &Value, path: &str) -> Option<f64> {
 /// The metric every check gates on.
 const STEP_TIME: &str = "step_time.median_ps";
 
-/// Compares `current` to `baseline`: step time (median) within `max_regression_pct`,
+/// What a check compares the run with.
+pub struct Gate<'a> {
+    /// A saved summary, when there is one: step time (median) within
+    /// `max_regression_pct`, and every metric of `extra` within its own tolerance.
+    pub baseline: Option<&'a Value>,
+    pub max_regression_pct: f64,
+    pub extra: &'a [MetricSpec],
+    /// Absolute limits on the run itself.
+    pub limits: &'a [LimitSpec],
+    /// Fewest steps a side needs to be compared with a baseline; limits alone are
+    /// judged on fewer, with a warning.
+    pub min_steps: u64,
+}
+
+/// Checks `current` against `gate`.
+pub fn check(current: &Summary, gate: &Gate) -> Result<Check, CheckError> {
+    let cur = serde_json::to_value(current).map_err(|e| CheckError::NotASummary(e.to_string()))?;
+    let steps = |v: &Value| v.get("step_count").and_then(Value::as_u64).unwrap_or(0);
+    let cold = |v: &Value| v.get("cold_steps").and_then(Value::as_u64).unwrap_or(0);
+    if gate.baseline.is_none() && !gate.extra.is_empty() {
+        return Err(CheckError::MetricsNeedABaseline);
+    }
+    if steps(&cur) == 0 && gate.limits.iter().any(|l| l.metric.starts_with("step_time.")) {
+        return Err(CheckError::TooFewSteps { side: "current run", steps: 0, min: 1 });
+    }
+    let limits = limits(&cur, gate.limits)?;
+    let mut c = match gate.baseline {
+        Some(b) => against(b, &cur, gate.max_regression_pct, gate.extra, gate.min_steps)?,
+        None if limits.is_empty() => return Err(CheckError::NothingToCheck),
+        None => Check {
+            schema: "stepscope.check/1",
+            passed: true,
+            baseline_steps: 0,
+            current_steps: steps(&cur),
+            baseline_cold_steps: 0,
+            current_cold_steps: cold(&cur),
+            metrics: Vec::new(),
+            limits: Vec::new(),
+            warning: None,
+        },
+    };
+    if gate.baseline.is_none() && c.current_steps < gate.min_steps {
+        c.warning = Some(format!(
+            "the run has {} step(s), fewer than {}: the limits are judged on them — capture more steps for a \
+             steadier verdict",
+            c.current_steps, gate.min_steps
+        ));
+    }
+    c.passed = c.metrics.iter().all(|m| m.passed) && limits.iter().all(|l| l.passed);
+    c.limits = limits;
+    Ok(c)
+}
+
+/// Each limit against the run's summary `cur`.
+fn limits(cur: &Value, specs: &[LimitSpec]) -> Result<Vec<LimitResult>, CheckError> {
+    let mut out = Vec::new();
+    for l in specs {
+        let finite = |v: Option<f64>| v.is_none_or(f64::is_finite);
+        if (l.max.is_none() && l.min.is_none()) || !finite(l.max) || !finite(l.min) {
+            return Err(CheckError::BadLimit { metric: l.metric.clone() });
+        }
+        // Step times as runs are ranked: over the warm steps where some compiled.
+        let warm = l.metric.strip_prefix("step_time.").and_then(|rest| {
+            cur.get("warm_step_time").filter(|w| !w.is_null()).and_then(|w| w.get(rest)).and_then(Value::as_f64)
+        });
+        let Some(value) = warm.or_else(|| l.metric.split('.').try_fold(cur, |v, k| v.get(k))?.as_f64()) else {
+            return Err(CheckError::UnknownMetric(l.metric.clone()));
+        };
+        let passed = l.max.is_none_or(|m| value <= m) && l.min.is_none_or(|m| value >= m);
+        out.push(LimitResult { metric: l.metric.clone(), current: value, max: l.max, min: l.min, passed });
+    }
+    Ok(out)
+}
+
+/// Compares `cur` to `baseline`: step time (median) within `max_regression_pct`,
 /// and every metric of `extra` within its own tolerance.
-pub fn check(
+fn against(
     baseline: &Value,
-    current: &Summary,
+    cur: &Value,
     max_regression_pct: f64,
     extra: &[MetricSpec],
     min_steps: u64,
@@ -144,9 +274,8 @@ pub fn check(
         Some(s) => return Err(CheckError::NotASummary(format!("its schema is {s:?}"))),
         None => return Err(CheckError::NotASummary("it has no \"schema\" field".into())),
     }
-    let cur = serde_json::to_value(current).map_err(|e| CheckError::NotASummary(e.to_string()))?;
     let steps = |v: &Value| v.get("step_count").and_then(Value::as_u64).unwrap_or(0);
-    let (bs, cs) = (steps(baseline), steps(&cur));
+    let (bs, cs) = (steps(baseline), steps(cur));
     for (side, n) in [("baseline", bs), ("current run", cs)] {
         if n < min_steps {
             return Err(CheckError::TooFewSteps { side, steps: n, min: min_steps });
@@ -161,7 +290,7 @@ pub fn check(
     }
     let mut metrics = Vec::new();
     for m in &specs {
-        let (Some(b), Some(c)) = (lookup(baseline, &m.metric), lookup(&cur, &m.metric)) else {
+        let (Some(b), Some(c)) = (lookup(baseline, &m.metric), lookup(cur, &m.metric)) else {
             return Err(CheckError::UnknownMetric(m.metric.clone()));
         };
         if !(0.0..=MAX_METRIC).contains(&b) {
@@ -192,7 +321,9 @@ pub fn check(
         baseline_steps: bs,
         current_steps: cs,
         baseline_cold_steps: cold(baseline),
-        current_cold_steps: cold(&cur),
+        current_cold_steps: cold(cur),
         metrics,
+        limits: Vec::new(),
+        warning: None,
     })
 }

@@ -94,9 +94,12 @@ impl Pending {
         };
         self.waiting.leave(id);
         match verdict {
-            Some(Ok(Some(head))) => Verdict::Enter(Prefixed { head, at: 0, stream }),
-            Some(Ok(None)) => {
-                let _ = stream.write_all(NOT_FOUND).await;
+            Some(Ok(Ok(head))) => Verdict::Enter(Prefixed { head, at: 0, stream }),
+            Some(Ok(Err(head))) => {
+                // The server's root, as a browser opens `http://localhost:PORT/`: say
+                // where the pages are (never the token); anything else, the bare 404.
+                let root = [&b"GET / "[..], b"GET /index.html ", b"HEAD / "].iter().any(|r| head.starts_with(r));
+                let _ = stream.write_all(if root { ROOT } else { NOT_FOUND }).await;
                 let _ = stream.shutdown().await;
                 // Read what the client still sends for a moment (closing with unread
                 // bytes resets the connection, and the client may lose the answer).
@@ -123,6 +126,12 @@ const NOT_FOUND: &[u8] =
     b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain; charset=utf-8\r\ncache-control: no-store\r\n\
 content-length: 10\r\nconnection: close\r\n\r\nnot found\n";
 
+/// The answer to the server's root without the token.
+const ROOT: &[u8] = b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain; charset=utf-8\r\ncache-control: no-store\r\n\
+content-length: 226\r\nconnection: close\r\n\r\n\
+stepscope serve: the pages are under a secret path. Open the URL that stepscope serve printed when it started \
+(http://127.0.0.1:PORT/TOKEN/); it is printed again on each start. The token keeps other users of this machine out.\n";
+
 /// How long, and how many bytes, a refused connection is still read after its answer.
 const LINGER: Duration = Duration::from_secs(1);
 const LINGER_BYTES: usize = 64 << 10;
@@ -131,13 +140,13 @@ const LINGER_BYTES: usize = 64 << 10;
 const MAX_METHOD: usize = 16;
 
 /// Reads a request line's start until it shows whether its path is under the token:
-/// the bytes read when it is, `None` when it is not.
-async fn read_head(stream: &mut TcpStream, token: &str) -> io::Result<Option<Vec<u8>>> {
+/// the bytes read, `Ok` when it is, `Err` when it is not.
+async fn read_head(stream: &mut TcpStream, token: &str) -> io::Result<Result<Vec<u8>, Vec<u8>>> {
     let mut head = Vec::with_capacity(64);
     let mut buf = [0u8; 256];
     loop {
         if let Some(decided) = decide(&head, token) {
-            return Ok(decided.then_some(head));
+            return Ok(if decided { Ok(head) } else { Err(head) });
         }
         let n = stream.read(&mut buf).await?;
         if n == 0 {
@@ -212,7 +221,17 @@ impl AsyncWrite for Prefixed {
 
 #[cfg(test)]
 mod tests {
-    use super::decide;
+    use super::*;
+
+    #[test]
+    fn canned_answers_say_their_length() {
+        for answer in [ROOT, NOT_FOUND] {
+            let text = std::str::from_utf8(answer).unwrap();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            let length = head.lines().find_map(|l| l.strip_prefix("content-length: ")).unwrap();
+            assert_eq!(length.parse::<usize>().unwrap(), body.len(), "{head}");
+        }
+    }
 
     const T: &str = "0123456789abcdef0123456789abcdef";
 

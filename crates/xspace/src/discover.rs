@@ -351,6 +351,13 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
     }
     if meta.is_file() {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name == "stepscope_manifest.json" {
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            return Err(Error::new(
+                format!("{} is the manifest stepscope writes beside a capture, not a trace", path.display()),
+                format!("pass the run folder it is in: {}", dir.display()),
+            ));
+        }
         let format = match format_of_name(&name) {
             Some(f) => f,
             None if is_pprof_name(&name.to_ascii_lowercase()) => {

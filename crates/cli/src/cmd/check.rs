@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use serde::Deserialize;
-use stepscope_report::check::{self, MetricSpec};
+use stepscope_report::check::{self, LimitSpec, MetricSpec};
 use stepscope_report::summary;
 
 use crate::load;
@@ -18,13 +18,20 @@ pub struct CheckArgs {
     pub input: Input,
     /// A saved `stepscope summary PATH --json` of the run to compare against.
     #[arg(long, value_name = "FILE")]
-    pub baseline: PathBuf,
+    pub baseline: Option<PathBuf>,
+    /// Fail when the mean step time (over the warm steps, where some compiled) is above
+    /// this, ms: an absolute limit, with or without a baseline (guide 001's
+    /// `assert mean_ms < 150` is `--max-step-ms 150`).
+    #[arg(long, value_name = "MS")]
+    pub max_step_ms: Option<f64>,
     /// Fail when the median step time grows by more than this, percent.
     #[arg(long, value_name = "PCT", default_value_t = 5.0, allow_negative_numbers = true)]
     pub max_regression: f64,
     /// A TOML file of more metrics to gate on, each with its own tolerance:
     /// `[[metric]]` tables with `metric = "breakdown.device_idle_ps"` and
-    /// `max_regression_pct = 10` (optional `higher_is_better = true`).
+    /// `max_regression_pct = 10` (optional `higher_is_better = true`); and absolute
+    /// limits: `[[limit]]` tables with `metric = "step_time.mean_ps"` and `max = 150e9`
+    /// (or `min = N`), in the metric's unit.
     #[arg(long, value_name = "FILE")]
     pub metrics: Option<PathBuf>,
     /// Fewest steps either side needs to be judged.
@@ -43,40 +50,61 @@ pub struct CheckArgs {
 struct MetricsFile {
     #[serde(default)]
     metric: Vec<MetricSpec>,
+    #[serde(default)]
+    limit: Vec<LimitSpec>,
 }
 
-fn read_metrics(path: &Path) -> anyhow::Result<Vec<MetricSpec>> {
+fn read_metrics(path: &Path) -> anyhow::Result<MetricsFile> {
     let text = stepscope_xspace::files::read_small_text(path, "metrics file")?;
-    let f: MetricsFile = toml::from_str(&text).map_err(|e| {
+    toml::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
-            "{}: {} — write [[metric]] tables with metric = \"…\" and max_regression_pct = N",
+            "{}: {} — write [[metric]] tables with metric = \"…\" and max_regression_pct = N, or [[limit]] \
+             tables with metric = \"…\" and max = N",
             path.display(),
             e.message().trim()
         )
-    })?;
-    Ok(f.metric)
+    })
 }
 
-pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let text = stepscope_xspace::files::read_small_text(&args.baseline, "baseline").map_err(|e| {
+/// Reads the saved summary a check compares with.
+fn read_baseline(path: &Path) -> anyhow::Result<serde_json::Value> {
+    let text = stepscope_xspace::files::read_small_text(path, "baseline").map_err(|e| {
         anyhow::anyhow!(
             "cannot read the baseline: {} — save one with `stepscope summary PATH --json > baseline.json`",
             e.what
         )
     })?;
-    let baseline: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+    serde_json::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "the baseline {} is not JSON ({e}) — save one with `stepscope summary PATH --json > baseline.json`",
-            args.baseline.display()
+            path.display()
         )
-    })?;
-    let extra = match &args.metrics {
+    })
+}
+
+pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
+    let baseline = args.baseline.as_deref().map(read_baseline).transpose()?;
+    let file = match &args.metrics {
         Some(p) => read_metrics(p)?,
-        None => Vec::new(),
+        None => MetricsFile { metric: Vec::new(), limit: Vec::new() },
     };
+    let mut limits = file.limit;
+    if let Some(ms) = args.max_step_ms {
+        if !(ms.is_finite() && ms > 0.0) {
+            anyhow::bail!("--max-step-ms {ms} is not a step time — give a number of milliseconds above 0, e.g. 150");
+        }
+        limits.push(LimitSpec { metric: "step_time.mean_ps".into(), max: Some(ms * 1e9), min: None });
+    }
     let profile = load::profile(&args.input, &Select { host: args.host.clone(), top: None })?;
     let current = summary::overview(&profile, 0);
-    let c = check::check(&baseline, &current, args.max_regression, &extra, args.min_steps)?;
+    let gate = check::Gate {
+        baseline: baseline.as_ref(),
+        max_regression_pct: args.max_regression,
+        extra: &file.metric,
+        limits: &limits,
+        min_steps: args.min_steps,
+    };
+    let c = check::check(&current, &gate)?;
     if args.json {
         outln!("{}", serde_json::to_string(&c)?);
     } else {
@@ -91,13 +119,36 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 if m.passed { "pass".into() } else { "FAIL".into() },
             ]);
         }
+        for l in &c.limits {
+            let bound = match (l.min, l.max) {
+                (Some(lo), Some(hi)) => format!("{} – {}", number(lo, &l.metric), number(hi, &l.metric)),
+                (Some(lo), None) => format!("≥ {}", number(lo, &l.metric)),
+                (None, Some(hi)) => format!("≤ {}", number(hi, &l.metric)),
+                (None, None) => String::new(),
+            };
+            t.push(vec![
+                limit_label(&l.metric, &c),
+                "—".into(),
+                number(l.current, &l.metric),
+                "—".into(),
+                bound,
+                if l.passed { "pass".into() } else { "FAIL".into() },
+            ]);
+        }
         out!("{}", t.text());
-        outln!(
-            "{} ({} baseline steps, {} current steps; CHANGE above 0 is worse, below 0 better)",
-            if c.passed { "check passed" } else { "check FAILED: a metric regressed past its limit" },
-            c.baseline_steps,
-            c.current_steps
-        );
+        let verdict = if c.passed { "check passed" } else { "check FAILED: a metric is past its limit" };
+        if baseline.is_some() {
+            outln!(
+                "{verdict} ({} baseline steps, {} current steps; CHANGE above 0 is worse, below 0 better)",
+                c.baseline_steps,
+                c.current_steps
+            );
+        } else {
+            outln!("{verdict} ({} steps)", c.current_steps);
+        }
+        if let Some(w) = &c.warning {
+            out!("{}", crate::human::wrap("", &format!("warning: {w}"), crate::table::prose_width()));
+        }
         let sides = [
             ("baseline", c.baseline_cold_steps, c.baseline_steps),
             ("current run", c.current_cold_steps, c.current_steps),
@@ -120,6 +171,19 @@ fn label(metric: &str, c: &check::Check) -> String {
         return if warm { "step time (median, warm steps)".into() } else { "step time (median)".into() };
     }
     ["_ps", "_bytes"].iter().find_map(|u| metric.strip_suffix(u)).unwrap_or(metric).to_string()
+}
+
+/// A limit's metric as the table names it: a step time says it is over warm steps
+/// where some compiled.
+fn limit_label(metric: &str, c: &check::Check) -> String {
+    let base = ["_ps", "_bytes"].iter().find_map(|u| metric.strip_suffix(u)).unwrap_or(metric);
+    match base.strip_prefix("step_time.") {
+        Some(stat) if c.current_cold_steps > 0 && c.current_cold_steps < c.current_steps => {
+            format!("step time ({stat}, warm steps)")
+        }
+        Some(stat) => format!("step time ({stat})"),
+        None => base.to_string(),
+    }
 }
 
 fn number(v: f64, metric: &str) -> String {
