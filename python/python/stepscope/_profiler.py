@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import warnings
 from typing import Any, Callable, Optional, Union
 
 from stepscope._capture import Capture, _already_running, active_capture, block, settle, step
@@ -320,20 +321,24 @@ class Profiler:
 
     # -- captures --------------------------------------------------------------------
 
-    def capture_async(self, num_steps: Optional[int] = None) -> None:
+    def capture_async(self, num_steps: Optional[int] = None) -> bool:
         """Captures the next ``num_steps`` steps (default: the profiler's
-        ``num_steps``), starting at the next step begun."""
+        ``num_steps``), starting at the next step begun; True when it will. While a
+        capture runs or is already requested (this profiler's or any other), the
+        request is ignored with a ``RuntimeWarning`` and False: it is made from
+        training loops, signal handlers and callbacks, which must go on."""
         num_steps = self.schedule.num_steps if num_steps is None else _whole("num_steps", num_steps, 1)
-        if self.capture is not None:
-            raise StepscopeError(_already_running(self.capture))
-        if self._pending is not None:
-            raise StepscopeError(
-                f"a capture is already running (requested: the next {self._pending} steps) — one capture at a time"
-            )
-        other = active_capture()
+        other = self.capture if self.capture is not None else active_capture()
+        busy = None
         if other is not None:
-            raise StepscopeError(_already_running(other))
+            busy = _already_running(other)
+        elif self._pending is not None:
+            busy = f"a capture is already running (requested: the next {self._pending} steps) — one capture at a time"
+        if busy is not None:
+            warnings.warn(f"stepscope: {busy}; capture_async() ignored", RuntimeWarning, stacklevel=2)
+            return False
         self._pending = num_steps
+        return True
 
     def _start(self, first: int, end: int, extra: dict) -> None:
         # Work earlier steps dispatched runs before the capture (Capture.start waits
