@@ -154,6 +154,23 @@ fn tables_fit_the_terminal_without_two_names_reading_the_same() {
             assert!(piped.contains(n.as_str()) && wide.contains(n.as_str()), "{n}");
         }
     }
+    // A stack keeps its leaf (the innermost frame and its file) when cut, and fits.
+    let args = ["ops", &fx("gpu-nocb"), "--by", "stack", "--top", "5"];
+    let (text, _) = run_env(&args, &[("COLUMNS", "100")]);
+    let (wide, _) = run_env(&[&args[..], &["--wide"]].concat(), &[("COLUMNS", "100")]);
+    let first = |t: &str| -> Vec<String> {
+        t.lines().skip(2).map(|l| l.split("  ").next().unwrap().trim_end().to_string()).collect()
+    };
+    let (cut, whole) = (first(&text), first(&wide));
+    assert_eq!(cut.len(), 5, "{text}");
+    assert!(cut.iter().any(|c| c.starts_with('…')), "nothing was cut at 100 columns: {text}");
+    for (shown, whole) in cut.iter().zip(&whole) {
+        match shown.strip_prefix('…') {
+            Some(end) => assert!(whole.ends_with(end) && end.ends_with("(capture_jax.py)"), "{shown} for {whole}"),
+            None => assert_eq!(shown, whole),
+        }
+    }
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
     // Findings are wrapped, never cut.
     let a = json(&["advise", &fx("gpu-async")]);
     let (text, _) = run_env(&["advise", &fx("gpu-async")], &[("COLUMNS", "60")]);

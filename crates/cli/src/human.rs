@@ -76,6 +76,18 @@ pub fn elide(s: &str, width: usize) -> String {
     out
 }
 
+/// At most `width` characters, the start cut (`…main.step:45 (train.py)`): for text
+/// whose end matters most, as a stack's innermost frame.
+pub fn elide_start(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width {
+        return s.to_string();
+    }
+    let mut out = String::from("…");
+    out.extend(s.chars().skip(n - width.saturating_sub(1)));
+    out
+}
+
 /// Word-wraps `text` to `width` columns; the first line starts with `first`, the
 /// rest are indented by as many spaces.
 pub fn wrap(first: &str, text: &str, width: usize) -> String {

@@ -8,6 +8,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub struct Table {
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
+    /// Cut the first column's long cells at their start (`…main.step:45 (train.py)`),
+    /// keeping the end: a Python stack's leaf frame, the one a user needs.
+    pub keep_end: bool,
 }
 
 /// `--wide`: never cut.
@@ -52,7 +55,7 @@ pub fn prose_width() -> usize {
 
 impl Table {
     pub fn new<S: Into<String>>(header: Vec<S>) -> Table {
-        Table { header: header.into_iter().map(Into::into).collect(), rows: Vec::new() }
+        Table { header: header.into_iter().map(Into::into).collect(), rows: Vec::new(), keep_end: false }
     }
 
     pub fn push(&mut self, row: Vec<String>) {
@@ -81,8 +84,14 @@ impl Table {
                 let rest: usize = widths[1..].iter().map(|w| w + 2).sum();
                 let (full, mut fit) = (widths[0], widths[0].min(total.saturating_sub(rest).max(20)));
                 loop {
-                    let cells: Vec<String> =
-                        self.rows.iter().map(|r| crate::human::elide(r.first().map_or("", |c| c), fit)).collect();
+                    let cut = |c: &str| {
+                        if self.keep_end {
+                            crate::human::elide_start(c, fit)
+                        } else {
+                            crate::human::elide(c, fit)
+                        }
+                    };
+                    let cells: Vec<String> = self.rows.iter().map(|r| cut(r.first().map_or("", |c| c))).collect();
                     if fit >= full || distinct(&self.rows, &cells) {
                         widths[0] = fit.max(self.header[0].chars().count());
                         break cells;

@@ -115,6 +115,7 @@ pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
         head.insert(1, "FUNCTION");
     }
     let mut t = Table::new(head);
+    t.keep_end = by == GroupBy::Stack;
     let labels = source_labels(rows, by);
     for (r, label) in rows.iter().zip(labels) {
         let rate = match (r.flops_per_s, r.bytes_per_s) {
