@@ -86,14 +86,17 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
     }
     // Run names whole, last: they are what `--run` takes. The capture time from the
     // run's name, else the files' time.
-    outln!("{:<19}  {:>5}  {:>9}  {:>5}  RUN", "CAPTURED", "HOSTS", "SIZE", "STEPS");
-    for r in &rows {
-        let when = r.captured.clone().unwrap_or_else(|| format!("{} UTC", utc(r.modified_unix_s)));
+    let when: Vec<String> =
+        rows.iter().map(|r| r.captured.clone().unwrap_or_else(|| format!("{} UTC", utc(r.modified_unix_s)))).collect();
+    // As wide as the widest time (a run's own name is 19 characters, a file time 23).
+    let w = when.iter().map(|t| t.chars().count()).max().unwrap_or(0).max(19);
+    outln!("{:<w$}  {:>5}  {:>9}  {:>5}  RUN", "CAPTURED", "HOSTS", "SIZE", "STEPS");
+    for (r, when) in rows.iter().zip(&when) {
         // Steps as the manifest lists them, where there is one.
         let steps = (r.manifest.as_ref())
             .and_then(|m| m["step_nums"].as_array().map(|s| s.len().to_string()))
             .unwrap_or_else(|| "—".into());
-        outln!("{when:<19}  {:>5}  {:>9}  {steps:>5}  {}", r.hosts.len(), human::bytes(r.bytes), r.run);
+        outln!("{when:<w$}  {:>5}  {:>9}  {steps:>5}  {}", r.hosts.len(), human::bytes(r.bytes), r.run);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -122,8 +125,12 @@ fn manifest(dir: &std::path::Path) -> Option<serde_json::Value> {
 /// `2024-05-01 12:00:00`.
 fn captured(rel: &str) -> Option<String> {
     let name = rel.rsplit(['/', '\\']).next()?;
-    let parts: Vec<&str> = name.split('_').collect();
+    let mut parts: Vec<&str> = name.split('_').collect();
     let digits = |p: &&str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
+    // JAX names a second run of the same second `…_SS_2`.
+    if parts.len() == 7 && parts[6].bytes().all(|b| b.is_ascii_digit()) && !parts[6].is_empty() {
+        parts.pop();
+    }
     let ok = parts.len() == 6 && digits(&parts[0], 4) && parts[1..].iter().all(|p| digits(p, 2));
     ok.then(|| format!("{}-{}-{} {}:{}:{}", parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]))
 }
@@ -153,6 +160,9 @@ mod tests {
         assert_eq!(super::captured("2026_11_21_23_32_11"), super::captured("x/2026_11_21_23_32_11"));
         assert_eq!(super::captured("plugins/profile/my_run"), None);
         assert_eq!(super::captured("2026_11_21_23_32"), None);
+        // A second run in the same second.
+        assert_eq!(super::captured("plugins/profile/2026_11_21_23_32_11_2").as_deref(), Some("2026-11-21 23:32:11"));
+        assert_eq!(super::captured("2026_11_21_23_32_11_x"), None);
     }
 
     #[test]
