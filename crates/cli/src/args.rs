@@ -66,7 +66,8 @@ pub enum Command {
     /// Overview: step time, average step breakdown, utilisation, top ops, environment.
     #[command(after_help = crate::examples::SUMMARY)]
     Summary(CostArgs),
-    /// Every step: duration, device busy and idle time, compile overlap.
+    /// Every step: duration, device busy and idle time, compile overlap (`--top N`: the N
+    /// slowest, in step order).
     #[command(after_help = crate::examples::STEPS)]
     Steps(CostArgs),
     /// Op profile: HLO ops (or categories, modules, scopes, Python lines) by self time.

@@ -35,7 +35,7 @@ pub struct Select {
     /// Only this host (its file name without .xplane.pb).
     #[arg(long, value_name = "HOST", value_parser = host_name())]
     pub host: Option<String>,
-    /// Show at most N rows (default 10; 0 or `all` shows all). `steps`: the N slowest steps.
+    /// Show at most N rows (default 10; 0 or `all` shows all).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = rows)]
     pub top: Option<usize>,
 }
