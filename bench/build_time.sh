@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 target=${1:-$(mktemp -d /tmp/stepscope-build-XXXXXX)}
 cleanup() { [ -n "${1:-}" ] || rm -rf "$target"; }
 trap "cleanup ${1:-}" EXIT
+mkdir -p "$target"
 export CARGO_TARGET_DIR=$target
 
 start=$(date +%s)
@@ -27,7 +28,8 @@ echo "clean release build (cargo build --release --locked): ${release_s} s on $(
 py=.venv/bin/python
 if [ -x "$py" ] && "$py" -c 'import maturin' 2>/dev/null; then
   start=$(date +%s)
-  "$py" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps \
+  # maturin's PEP 517 hook runs the `maturin` beside the venv's python.
+  PATH="$(cd "$(dirname "$py")" && pwd):$PATH" "$py" -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps \
     --target "$target/site" ./python >"$target/wheel.log" 2>&1 ||
     { tail -n 5 "$target/wheel.log"; echo "bench/build_time.sh: pip install ./python failed" >&2; exit 2; }
   echo "pip install ./python after it: $(($(date +%s) - start)) s"
