@@ -132,7 +132,7 @@ fn tables_fit_the_terminal_without_two_names_reading_the_same() {
             whole[key].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap().to_string()).collect();
         let (text, _) = run_env(&[cmd, &fx(f)], &[("COLUMNS", "80")]);
         // Rows: after the title and the header, before the legend.
-        let shown: Vec<&str> = (text.lines().skip(2).filter(|l| !l.starts_with('(')))
+        let shown: Vec<&str> = (text.lines().skip(2).take_while(|l| !l.starts_with('(')))
             .map(|l| l.split("  ").next().unwrap().trim_end())
             .collect();
         assert_eq!(shown.len(), names.len());
@@ -171,6 +171,25 @@ fn tables_fit_the_terminal_without_two_names_reading_the_same() {
         }
     }
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+    // Every table fits 100 columns: optional columns are left out, and named.
+    for cmd in [&["kernels"][..], &["devices"], &["ops", "--by", "line"], &["ops", "--by", "stack"]] {
+        for f in ["gpu-nocb", "rocm-mi300x-conv-8gpu"] {
+            let path = fx(f);
+            let args = [cmd, &[path.as_str()][..]].concat();
+            let (text, _) = run_env(&args, &[("COLUMNS", "100")]);
+            assert!(text.lines().all(|l| l.chars().count() <= 100), "{args:?}:\n{text}");
+            let (wide, _) = run_env(&[&args[..], &["--wide"]].concat(), &[("COLUMNS", "100")]);
+            if let Some(note) = text.lines().find(|l| l.starts_with("(left out to fit: ")) {
+                let names = note.trim_start_matches("(left out to fit: ").split(" — ").next().unwrap();
+                for name in names.split(", ") {
+                    assert!(wide.contains(name), "{args:?}: --wide shows {name}:\n{wide}");
+                    let shown = text.lines().take_while(|l| !l.starts_with("(left out"));
+                    assert!(shown.clone().all(|l| !l.contains(&format!("  {name}  "))), "{args:?}: {name} shown");
+                }
+                assert!(!wide.contains("(left out to fit"), "{args:?}");
+            }
+        }
+    }
     // Findings are wrapped, never cut.
     let a = json(&["advise", &fx("gpu-async")]);
     let (text, _) = run_env(&["advise", &fx("gpu-async")], &[("COLUMNS", "60")]);

@@ -11,6 +11,9 @@ pub struct Table {
     /// Cut the first column's long cells at their start (`…main.step:45 (train.py)`),
     /// keeping the end: a Python stack's leaf frame, the one a user needs.
     pub keep_end: bool,
+    /// Columns that may be left out where the table would not fit the terminal, the
+    /// first to go first; a line under the table names them.
+    pub optional: Vec<usize>,
 }
 
 /// `--wide`: never cut.
@@ -55,7 +58,12 @@ pub fn prose_width() -> usize {
 
 impl Table {
     pub fn new<S: Into<String>>(header: Vec<S>) -> Table {
-        Table { header: header.into_iter().map(Into::into).collect(), rows: Vec::new(), keep_end: false }
+        Table {
+            header: header.into_iter().map(Into::into).collect(),
+            rows: Vec::new(),
+            keep_end: false,
+            optional: Vec::new(),
+        }
     }
 
     pub fn push(&mut self, row: Vec<String>) {
@@ -78,33 +86,31 @@ impl Table {
                 *w = (*w).max(cell.chars().count());
             }
         }
+        // Optional columns left out, first to go first, while the table cannot fit
+        // with its first column as narrow as it can be (its cells still read apart).
+        let mut hidden: Vec<usize> = Vec::new();
         let first: Vec<String> = match width {
             None => self.rows.iter().map(|r| r.first().cloned().unwrap_or_default()).collect(),
             Some(total) => {
-                let rest: usize = widths[1..].iter().map(|w| w + 2).sum();
-                let (full, mut fit) = (widths[0], widths[0].min(total.saturating_sub(rest).max(20)));
-                loop {
-                    let cut = |c: &str| {
-                        if self.keep_end {
-                            crate::human::elide_start(c, fit)
-                        } else {
-                            crate::human::elide(c, fit)
-                        }
-                    };
-                    let cells: Vec<String> = self.rows.iter().map(|r| cut(r.first().map_or("", |c| c))).collect();
-                    if fit >= full || distinct(&self.rows, &cells) {
-                        widths[0] = fit.max(self.header[0].chars().count());
-                        break cells;
+                let rest =
+                    |hidden: &[usize]| -> usize { (1..n).filter(|i| !hidden.contains(i)).map(|i| widths[i] + 2).sum() };
+                let (_, narrowest) = self.first_cells(widths[0].min(20));
+                for &c in self.optional.iter().filter(|&&c| c > 0 && c < n) {
+                    if narrowest + rest(&hidden) <= total {
+                        break;
                     }
-                    fit += 1;
+                    hidden.push(c);
                 }
+                let (cells, fit) = self.first_cells(widths[0].min(total.saturating_sub(rest(&hidden)).max(20)));
+                widths[0] = fit.max(self.header[0].chars().count());
+                cells
             }
         };
         let mut out = String::new();
         let mut line = |cells: Vec<&str>| {
             let mut s = String::new();
             // Padded by hand: `format!`'s widths stop at 65,535 and panic past it.
-            for (i, cell) in cells.iter().enumerate().take(n) {
+            for (i, cell) in cells.iter().enumerate().take(n).filter(|(i, _)| !hidden.contains(i)) {
                 let pad = " ".repeat(widths[i].saturating_sub(cell.chars().count()));
                 if i == 0 {
                     s.push_str(cell);
@@ -122,7 +128,34 @@ impl Table {
         for (row, first) in self.rows.iter().zip(&first) {
             line(std::iter::once(first.as_str()).chain(row.iter().skip(1).map(String::as_str)).collect());
         }
+        if !hidden.is_empty() {
+            let names: Vec<&str> = hidden.iter().map(|&i| self.header[i].as_str()).collect();
+            out.push_str(&format!("(left out to fit: {} — --wide shows every column)\n", names.join(", ")));
+        }
         out
+    }
+}
+
+impl Table {
+    /// The first column's cells cut to `from` characters, or as many more as it takes
+    /// for different cells to read apart; and that width.
+    fn first_cells(&self, from: usize) -> (Vec<String>, usize) {
+        let full = self.rows.iter().map(|r| r.first().map_or(0, |c| c.chars().count())).max().unwrap_or(0);
+        let mut fit = from;
+        loop {
+            let cut = |c: &str| {
+                if self.keep_end {
+                    crate::human::elide_start(c, fit)
+                } else {
+                    crate::human::elide(c, fit)
+                }
+            };
+            let cells: Vec<String> = self.rows.iter().map(|r| cut(r.first().map_or("", |c| c))).collect();
+            if fit >= full || distinct(&self.rows, &cells) {
+                return (cells, fit);
+            }
+            fit += 1;
+        }
     }
 }
 
@@ -190,5 +223,14 @@ mod tests {
         assert_ne!(shown[0], shown[1], "{text}");
         // Nothing cut: whole names.
         assert!(t.text_at(None).contains(&format!("{}a{}", "x".repeat(40), "y".repeat(40))));
+        // Optional columns go, first first, until the table fits; a line names them.
+        let mut t = Table::new(vec!["NAME", "A", "B", "C"]);
+        t.push(vec!["n".repeat(30), "a".repeat(30), "b".repeat(30), "c".repeat(30)]);
+        t.optional = vec![3, 2];
+        let text = t.text_at(Some(90));
+        assert!(text.lines().all(|l| l.chars().count() <= 90), "{text}");
+        assert!(!text.contains(&"c".repeat(30)) && text.contains(&"b".repeat(30)), "{text}");
+        assert!(text.contains("(left out to fit: C — --wide shows every column)"), "{text}");
+        assert!(t.text_at(None).contains(&"c".repeat(30)), "nothing left out when not cut");
     }
 }

@@ -97,7 +97,13 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     if queued {
         header.splice(8..8, ["IN LAUNCH", "QUEUED"]);
     }
+    // On a narrow terminal these go first (the JSON and --wide keep them).
+    let optional: Vec<usize> = ["OPS", "WINDOW", "ASYNC WAIT", "OVERHEAD"]
+        .iter()
+        .filter_map(|name| header.iter().position(|h| h == name))
+        .collect();
     let mut t = Table::new(header);
+    t.optional = optional;
     for r in d.devices.iter().take(args.select.rows().max(1)) {
         let window = match r.window_source {
             WindowSource::HostSteps => "host steps",

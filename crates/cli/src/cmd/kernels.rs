@@ -75,6 +75,9 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         k.kernels.len()
     );
     let mut t = Table::new(vec!["KERNEL", "TOTAL", "%", "COUNT", "AVG", "GRID", "BLOCK", "REGS", "OCC", "TC", "OP"]);
+    // On a narrow terminal the launch shape goes first, then registers, tensor cores
+    // and occupancy.
+    t.optional = vec![6, 5, 7, 9, 8];
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "—".into());
     for r in &k.kernels {
         t.push(vec![
@@ -92,6 +95,8 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
         ]);
     }
     out!("{}", t.text());
-    outln!("(REGS: registers per thread; OCC: occupancy the profile records; TC: uses tensor cores; —: not recorded)");
+    let legend =
+        "(REGS: registers per thread; OCC: occupancy the profile records; TC: uses tensor cores; —: not recorded)";
+    out!("{}", crate::human::wrap("", legend, crate::table::prose_width()));
     Ok(ExitCode::SUCCESS)
 }

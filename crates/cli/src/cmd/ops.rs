@@ -116,6 +116,10 @@ pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
     }
     let mut t = Table::new(head);
     t.keep_end = by == GroupBy::Stack;
+    if by_line {
+        // On a narrow terminal: the category, then the function (the line names it).
+        t.optional = vec![6, 1];
+    }
     let labels = source_labels(rows, by);
     for (r, label) in rows.iter().zip(labels) {
         let rate = match (r.flops_per_s, r.bytes_per_s) {
