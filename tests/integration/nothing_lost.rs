@@ -358,17 +358,8 @@ fn against_hostile_bucket(mode: &[&str], files: u32) -> (crate::util::Outcome, V
         .env("STORAGE_EMULATOR_HOST", format!("http://127.0.0.1:{}", server.port))
         .env("STEPSCOPE_REMOTE_TIMEOUT_S", "5");
     let o = run_limited(cmd, tmp.path(), Duration::from_secs(90));
-    let mut left = Vec::new();
-    let mut stack = vec![cache];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            if e.path().is_dir() {
-                stack.push(e.path());
-            } else {
-                left.push(e.path());
-            }
-        }
-    }
+    let files = if cache.is_dir() { crate::util::snapshot(&cache) } else { Vec::new() };
+    let left = files.into_iter().map(|(p, ..)| p).filter(|p| !cache.join(p).is_dir()).collect();
     (o, left)
 }
 

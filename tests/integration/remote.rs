@@ -194,20 +194,8 @@ fn buckets_read_as_their_local_copies() {
 
 /// The profile files (`.xplane.pb`, traces) in a cache, by path.
 fn cached_profiles(cache: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![cache.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            let name = p.to_string_lossy().into_owned();
-            if p.is_dir() {
-                stack.push(p);
-            } else if name.ends_with(".xplane.pb") || name.ends_with(".trace.json.gz") {
-                out.push(name);
-            }
-        }
-    }
-    out
+    let names = crate::util::snapshot(cache).into_iter().map(|(p, ..)| p.to_string_lossy().into_owned());
+    names.filter(|n| n.ends_with(".xplane.pb") || n.ends_with(".trace.json.gz")).collect()
 }
 
 /// Removes every `path` (a file's place on this machine) from a JSON value.

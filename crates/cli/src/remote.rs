@@ -27,53 +27,64 @@ fn cache() -> PathBuf {
     CACHE.get().cloned().unwrap_or_else(stepscope_remote::default_cache)
 }
 
+/// A bucket's listing as a folder of empty files (of the objects' sizes and times),
+/// alive while this is: discovery searches it as it searches a folder, without
+/// anything being fetched.
+pub struct Listing {
+    listed: stepscope_remote::Listed,
+    dir: tempfile::TempDir,
+    /// The path standing for the URL in it.
+    pub root: PathBuf,
+}
+
+impl Listing {
+    /// The listing of a `gs://` or `s3://` PATH; `None` for a local path.
+    pub fn of(path: &Path) -> anyhow::Result<Option<Listing>> {
+        let Some(url) = path.to_str().and_then(stepscope_remote::parse) else { return Ok(None) };
+        let listed = stepscope_remote::list(&url?)?;
+        let dir = tempfile::tempdir().map_err(|e| anyhow::anyhow!("cannot make a folder for the listing: {e}"))?;
+        let root = listed.placeholders(dir.path(), &cache())?;
+        Ok(Some(Listing { listed, dir, root }))
+    }
+
+    /// `text` (a path, a note, an error) with the listing's folder named as the bucket.
+    pub fn shown(&self, text: &str) -> String {
+        text.replace(&*self.dir.path().to_string_lossy(), &self.listed.bucket_url())
+    }
+
+    /// The object key a path in the listing stands for.
+    fn key(&self, path: &Path) -> anyhow::Result<String> {
+        Ok(path.strip_prefix(self.dir.path())?.to_string_lossy().into_owned())
+    }
+}
+
 /// For a `gs://` or `s3://` PATH, the run asked for (`--run`, else the newest), found
 /// on the bucket's listing as discovery finds it in a folder: only its files (and the
 /// device-memory profiles it reads) are fetched, not every run under the URL. `None`
 /// for a local path.
 pub fn run(path: &Path, run: Option<&str>) -> anyhow::Result<Option<Run>> {
-    let Some(url) = path.to_str().and_then(stepscope_remote::parse) else { return Ok(None) };
-    let listed = stepscope_remote::list(&url?)?;
+    let Some(listing) = Listing::of(path)? else { return Ok(None) };
     let cache = cache();
+    let listed = &listing.listed;
     if listed.is_one_object() {
         let local = listed.fetch(&cache, |_| true, true)?;
         return Ok(Some(discover::resolve(&local, run)?));
     }
-    let dir = tempfile::tempdir().map_err(|e| anyhow::anyhow!("cannot make a folder for the listing: {e}"))?;
-    let root = listed.placeholders(dir.path(), &cache)?;
-    let mut chosen = discover::resolve(&root, run).map_err(|e| in_bucket(e.into(), dir.path(), &listed))?;
-    let key = |p: &Path| p.strip_prefix(dir.path()).map(|k| k.to_string_lossy().into_owned());
+    let mut chosen =
+        discover::resolve(&listing.root, run).map_err(|e| anyhow::anyhow!("{}", listing.shown(&e.to_string())))?;
     let mut keys = std::collections::HashSet::new();
     for p in chosen.hosts.iter().map(|h| &h.path).chain(&chosen.pprof) {
-        keys.insert(key(p)?);
+        keys.insert(listing.key(p)?);
     }
     listed.fetch(&cache, |k| keys.contains(k), true)?;
-    let local = |p: &Path| -> anyhow::Result<PathBuf> { Ok(listed.cached_path(&cache, &key(p)?)) };
+    let local = |p: &Path| -> anyhow::Result<PathBuf> { Ok(listed.cached_path(&cache, &listing.key(p)?)) };
     for h in &mut chosen.hosts {
         h.path = local(&h.path)?;
     }
     chosen.pprof = chosen.pprof.iter().map(|p| local(p)).collect::<anyhow::Result<_>>()?;
     chosen.dir = local(&chosen.dir)?;
-    let listing = dir.path().to_string_lossy().into_owned();
     for note in &mut chosen.skipped {
-        *note = note.replace(&listing, &listed.bucket_url());
+        *note = listing.shown(note);
     }
     Ok(Some(chosen))
-}
-
-/// `e` with the listing's folder named as the bucket it stands for.
-fn in_bucket(e: anyhow::Error, dir: &Path, listed: &stepscope_remote::Listed) -> anyhow::Error {
-    anyhow::anyhow!("{}", format!("{e:#}").replace(&*dir.to_string_lossy(), &listed.bucket_url()))
-}
-
-/// For a `gs://` or `s3://` PATH, its listing as a folder of empty files (of the
-/// objects' sizes and times) that lives while the returned folder does, the path
-/// standing for the URL in it, and `gs://BUCKET`: enough to list runs without
-/// fetching them. `None` for a local path.
-pub fn listing(path: &Path) -> anyhow::Result<Option<(tempfile::TempDir, PathBuf, String)>> {
-    let Some(url) = path.to_str().and_then(stepscope_remote::parse) else { return Ok(None) };
-    let listed = stepscope_remote::list(&url?)?;
-    let dir = tempfile::tempdir().map_err(|e| anyhow::anyhow!("cannot make a folder for the listing: {e}"))?;
-    let root = listed.placeholders(dir.path(), &cache())?;
-    Ok(Some((dir, root, listed.bucket_url())))
 }

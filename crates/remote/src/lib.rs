@@ -127,13 +127,17 @@ fn is_listed_profile(key: &str) -> bool {
     let name = key.rsplit('/').next().unwrap_or(key);
     let in_run = key.contains("plugins/profile/");
     name.ends_with(".xplane.pb")
-        || name.ends_with(".trace.json.gz")
-        || name.ends_with(".trace.json")
-        || name.starts_with("perfetto_trace.json")
+        || is_jax_trace_name(name)
         || name.ends_with(".prof")
         || name.ends_with(".pprof")
         || (name.ends_with(".pb.gz") && !name.contains("tfevents"))
         || (in_run && (name.ends_with(".json") || name.ends_with(".json.gz")))
+}
+
+/// The names JAX gives its trace JSON (`HOST.trace.json.gz`, `perfetto_trace.json.gz`),
+/// as discovery knows them.
+fn is_jax_trace_name(name: &str) -> bool {
+    name.ends_with(".trace.json.gz") || name.ends_with(".trace.json") || name.starts_with("perfetto_trace.json")
 }
 
 /// True for a key whose every `/`-separated part is a plain name: joined to the cache
@@ -213,9 +217,7 @@ impl Listed {
     pub fn placeholders(&self, dir: &Path, cache: &Path) -> anyhow::Result<PathBuf> {
         let read_by_discovery = |key: &str| {
             let name = key.rsplit('/').next().unwrap_or(key);
-            (name.ends_with(".json") || name.ends_with(".json.gz"))
-                && !(name.ends_with(".trace.json") || name.ends_with(".trace.json.gz"))
-                && !name.starts_with("perfetto_trace.json")
+            (name.ends_with(".json") || name.ends_with(".json.gz")) && !is_jax_trace_name(name)
         };
         if self.objects.iter().any(|o| read_by_discovery(&o.key)) {
             self.fetch(cache, read_by_discovery, true)?;

@@ -175,7 +175,21 @@ fn lookup(v: &Value, path: &str) -> Option<f64> {
             return Some(warm);
         }
     }
+    value_at(v, path)
+}
+
+/// The number at dotted `path` in a summary's JSON.
+fn value_at(v: &Value, path: &str) -> Option<f64> {
     path.split('.').try_fold(v, |v, k| v.get(k))?.as_f64()
+}
+
+/// A summary's steps, and those of them that compiled.
+fn steps(v: &Value) -> u64 {
+    v.get("step_count").and_then(Value::as_u64).unwrap_or(0)
+}
+
+fn cold(v: &Value) -> u64 {
+    v.get("cold_steps").and_then(Value::as_u64).unwrap_or(0)
 }
 
 /// The metric every check gates on.
@@ -198,8 +212,6 @@ pub struct Gate<'a> {
 /// Checks `current` against `gate`.
 pub fn check(current: &Summary, gate: &Gate) -> Result<Check, CheckError> {
     let cur = serde_json::to_value(current).map_err(|e| CheckError::NotASummary(e.to_string()))?;
-    let steps = |v: &Value| v.get("step_count").and_then(Value::as_u64).unwrap_or(0);
-    let cold = |v: &Value| v.get("cold_steps").and_then(Value::as_u64).unwrap_or(0);
     if gate.baseline.is_none() && !gate.extra.is_empty() {
         return Err(CheckError::MetricsNeedABaseline);
     }
@@ -246,7 +258,7 @@ fn limits(cur: &Value, specs: &[LimitSpec]) -> Result<Vec<LimitResult>, CheckErr
         let warm = l.metric.strip_prefix("step_time.").and_then(|rest| {
             cur.get("warm_step_time").filter(|w| !w.is_null()).and_then(|w| w.get(rest)).and_then(Value::as_f64)
         });
-        let Some(value) = warm.or_else(|| l.metric.split('.').try_fold(cur, |v, k| v.get(k))?.as_f64()) else {
+        let Some(value) = warm.or_else(|| value_at(cur, &l.metric)) else {
             return Err(CheckError::UnknownMetric(l.metric.clone()));
         };
         let passed = l.max.is_none_or(|m| value <= m) && l.min.is_none_or(|m| value >= m);
@@ -274,7 +286,6 @@ fn against(
         Some(s) => return Err(CheckError::NotASummary(format!("its schema is {s:?}"))),
         None => return Err(CheckError::NotASummary("it has no \"schema\" field".into())),
     }
-    let steps = |v: &Value| v.get("step_count").and_then(Value::as_u64).unwrap_or(0);
     let (bs, cs) = (steps(baseline), steps(cur));
     for (side, n) in [("baseline", bs), ("current run", cs)] {
         if n < min_steps {
@@ -314,7 +325,6 @@ fn against(
             passed: regression_pct <= m.max_regression_pct,
         });
     }
-    let cold = |v: &Value| v.get("cold_steps").and_then(Value::as_u64).unwrap_or(0);
     Ok(Check {
         schema: "stepscope.check/1",
         passed: metrics.iter().all(|m| m.passed),

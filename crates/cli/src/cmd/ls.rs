@@ -35,15 +35,11 @@ struct RunJson<'a> {
 pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
     // A bucket is listed, not fetched: its runs are found in a folder of empty files
     // standing for its objects, whose paths are shown as the bucket's.
-    let listing = crate::remote::listing(&args.logdir)?;
-    let (root, shown) = match &listing {
-        Some((dir, root, bucket)) => (root.clone(), Some((dir.path().display().to_string(), bucket.clone()))),
-        None => (args.logdir.clone(), None),
-    };
-    let runs = discover::find_runs(&root)?;
-    let path_of = |dir: &std::path::Path| match &shown {
-        Some((listing, bucket)) => dir.display().to_string().replacen(listing.as_str(), bucket, 1),
-        None => dir.display().to_string(),
+    let listing = crate::remote::Listing::of(&args.logdir)?;
+    let runs = discover::find_runs(listing.as_ref().map_or(&args.logdir, |l| &l.root))?;
+    let path_of = |dir: &std::path::Path| {
+        let text = dir.display().to_string();
+        listing.as_ref().map_or_else(|| text.clone(), |l| l.shown(&text))
     };
     let rows: Vec<RunJson> = runs
         .iter()
