@@ -48,6 +48,10 @@ Examples:
     # 2 CPU devices, steps not annotated: each device measured in its own runs
     python3 scripts/capture_jax.py --steps 4 --devices 2 --no-step-annotation
 
+    # cuDNN fused attention (jax.nn.dot_product_attention, implementation="cudnn")
+    python3 scripts/capture_jax.py --platform gpu --steps 5 --dtype bf16 --attention cudnn \
+        --layers 2 --d-model 1024 --heads 8 --seq 1024 --batch 8 --vocab 8192
+
     # on the GPU (CUPTI kernel events), a bigger bf16 model that keeps the GPU busy
     python3 scripts/capture_jax.py --platform gpu --steps 5 --dtype bf16 \
         --layers 4 --d-model 1024 --seq 256 --batch 16 --vocab 8192
@@ -123,6 +127,9 @@ def parse_args(argv=None):
                    help="hand-written Adam (default), plain SGD, or optax.adam (needs optax installed: its "
                         "frames then sit in the ops' Python stacks, as a library's do): the guides compare "
                         "optimizers")
+    p.add_argument("--attention", choices=("xla", "cudnn"), default="xla",
+                   help="attention as jax.numpy ops (xla, default) or jax.nn.dot_product_attention with "
+                        "implementation='cudnn' (cuDNN fused attention; GPU with --dtype bf16)")
     p.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
     a = p.parse_args(argv)
     if a.capture_compile:
@@ -158,6 +165,8 @@ def main(argv=None):
     if backend != args.platform:
         sys.exit(f"capture_jax.py: asked for --platform {args.platform} but JAX runs on {backend}; "
                  f"check JAX_PLATFORMS (now {os.environ['JAX_PLATFORMS']!r}) and that jax[cuda13] is installed")
+    if args.attention == "cudnn" and (args.platform != "gpu" or args.dtype != "bf16"):
+        sys.exit("capture_jax.py: --attention cudnn needs --platform gpu --dtype bf16 (cuDNN fused attention)")
     if len(jax.devices()) < args.devices:
         sys.exit(f"capture_jax.py: --devices {args.devices} but JAX sees {len(jax.devices())}")
     dtype = jnp.bfloat16 if args.dtype == "bf16" else jnp.float32
@@ -202,6 +211,12 @@ def main(argv=None):
         h = args.heads
         qkv = x @ p["wqkv"]
         q, k, v = jnp.split(qkv, 3, axis=-1)
+        if args.attention == "cudnn":
+            # cuDNN's fused flash attention: one custom call (__cudnn$fmha...) forward
+            # and one backward, in place of the score matmuls and softmax fusions.
+            q, k, v = (t.reshape(b, s, h, d // h) for t in (q, k, v))
+            out = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="cudnn")
+            return out.reshape(b, s, d) @ p["wo"]
         q, k, v = (t.reshape(b, s, h, d // h).transpose(0, 2, 1, 3) for t in (q, k, v))
         scores = (q @ k.transpose(0, 1, 3, 2)) / float(np.sqrt(d // h))  # a Python float keeps the dtype
         mask = jnp.tril(jnp.ones((s, s), bool))

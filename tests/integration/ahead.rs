@@ -2,7 +2,10 @@
 //! work its steps launched, not by their dispatch. Real XLA:CPU captures of one model
 //! made back to back (`capture_jax.py --steps 10`): `cpu-sync` waits for each step's
 //! loss, `cpu-nosync` never does (and reads the losses after the last step, inside
-//! the capture), `cpu-nosync-cut` stops the capture right after dispatching.
+//! the capture), `cpu-nosync-cut` stops the capture right after dispatching. The
+//! `gpu-sync`, `gpu-nosync` and `gpu-nosync-cut` triple is the same on an H200, a
+//! device-bound bf16 model (about 21 ms of device work a step), linked by
+//! `correlation_id`.
 
 use crate::util::*;
 
@@ -24,7 +27,7 @@ fn field(steps: &serde_json::Value, key: &str) -> Vec<i64> {
 /// order: the same as the reference reader's, step by step.
 #[test]
 fn a_step_is_the_work_its_dispatches_started() {
-    for name in ["cpu-nosync", "cpu-sync"] {
+    for name in ["cpu-nosync", "cpu-sync", "gpu-nosync", "gpu-sync", "gpu-nosync-cut"] {
         let f = xplane(name);
         let ours = json(&["steps", &f]);
         let theirs = reference(&["step-work", &f]);
@@ -33,6 +36,14 @@ fn a_step_is_the_work_its_dispatches_started() {
         assert_eq!(steps.len(), theirs.len(), "{name}");
         for r in theirs {
             let s = steps.iter().find(|s| s["step_num"] == r["step_num"]).unwrap();
+            if let Some(cut) = r.get("cut") {
+                // GPU: the capture holds none, or only part, of the step's launches.
+                assert_eq!(s["cut"].as_bool().unwrap_or(false), cut.as_bool().unwrap(), "{name}: {s} vs {r}");
+                if r["busy_ps"].is_null() {
+                    assert!(s.get("device_work_ps").is_none(), "{name}: {s}");
+                    continue;
+                }
+            }
             assert!(r["busy_ps"].as_i64().unwrap() > 0, "{name}: {r}");
             for (ours, theirs) in [
                 ("work_start_ps", "work_start_ps"),
@@ -133,6 +144,60 @@ fn a_capture_stopped_before_its_work_ran_says_so() {
     let text = ok(&["steps", &f]);
     assert!(text.contains(&format!("at least {expected} jitted call(s)")), "{text}");
     assert!(text.contains("jax.block_until_ready"), "{text}");
+}
+
+/// On the GPU too: the never-synced loop's steps are timed by the work they launched
+/// (linked by `correlation_id`), a device step the synced twin's within noise, its
+/// device busy the twin's within 3%, where its host spans are a quarter of it.
+#[test]
+fn a_gpu_loop_that_never_syncs_is_timed_by_its_work() {
+    let (ahead, synced) = (fixture("gpu-nosync"), fixture("gpu-sync"));
+    let (ahead, synced) = (ahead.to_str().unwrap(), synced.to_str().unwrap());
+    let a = json(&["steps", ahead]);
+    let b = json(&["steps", synced]);
+    assert_eq!(a["timing"], "device");
+    assert_eq!(b["timing"], "host");
+    let (device, host) = (median(field(&a, "duration_ps")), median(field(&a, "host_duration_ps")));
+    let twin = median(field(&b, "duration_ps"));
+    assert!(host * 3 < device, "host dispatch {host} ps vs device step {device} ps");
+    let ratio = device as f64 / twin as f64;
+    assert!((0.8..1.25).contains(&ratio), "device step {device} ps vs the synced twin's {twin} ps");
+    let (busy, twin_busy) = (median(field(&a, "device_work_ps")), median(field(&b, "device_work_ps")));
+    assert!((busy - twin_busy).abs() * 100 < twin_busy * 3, "launched {busy} ps vs the twin's {twin_busy} ps");
+    // Each step is its own work: after the first (which waited for its dispatch), the
+    // device is busy over 90% of it, where the twin's steps hold its syncs' idle too.
+    for s in a["steps"].as_array().unwrap() {
+        assert!(s["device_work_ps"].as_i64() <= s["duration_ps"].as_i64(), "{s}");
+        if s["step_num"] != 0 {
+            assert!(s["device_busy_ps"].as_i64().unwrap() * 10 > s["duration_ps"].as_i64().unwrap() * 9, "{s}");
+        }
+    }
+    let summary = json(&["summary", ahead]);
+    assert_eq!(summary["step_timing"], "device");
+    assert!((summary["step_time"]["median_ps"].as_i64().unwrap() - device).abs() <= 1, "{summary}");
+}
+
+/// A GPU capture stopped while its steps' work was queued: the launches it holds no
+/// work of (CUPTI's ids on the host, none on the device, of a kind that ran) are
+/// counted as the reference reader counts them, the steps that made them and the step
+/// whose command buffer was running are marked cut and left out of the statistics,
+/// and the output says so with the fix.
+#[test]
+fn a_gpu_capture_stopped_before_its_work_ran_says_so() {
+    let f = xplane("gpu-nosync-cut");
+    let steps = json(&["steps", &f]);
+    let expected = reference(&["launches-not-run", &f]).as_u64().unwrap();
+    assert!(expected > 0);
+    assert_eq!(steps["launches_not_run"].as_u64(), Some(expected), "{steps}");
+    let cut: Vec<bool> =
+        steps["steps"].as_array().unwrap().iter().map(|s| s["cut"].as_bool().unwrap_or(false)).collect();
+    assert!(cut.iter().any(|c| *c) && cut.iter().any(|c| !*c), "{steps}");
+    let text = ok(&["steps", &f]);
+    assert!(text.contains(&format!("{expected} GPU launch(es)")), "{text}");
+    assert!(text.contains("jax.block_until_ready"), "{text}");
+    // The capture that waited holds every launch's work.
+    assert!(json(&["steps", &xplane("gpu-nosync")]).get("launches_not_run").is_none());
+    assert_eq!(reference(&["launches-not-run", &xplane("gpu-nosync")]).as_u64(), Some(0));
 }
 
 /// The distinct `run_id`s of program `module`'s ops, by the reference reader.

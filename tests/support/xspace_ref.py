@@ -432,14 +432,53 @@ def steps(path):
 
 
 def step_work(path):
-    """XLA:CPU: the device work each annotated step dispatched. A dispatch is a
-    `PjitFunction(f)` event not inside another one on its line; it ran program
+    """The device work each annotated step launched, per step in step order:
+    {"step_num", "work_start_ps", "work_duration_ps", "busy_ps"} (busy: the union of
+    the work's intervals), null fields where the step launched no work the capture
+    holds. GPU captures (device events carrying `correlation_id`) link by that id
+    (gpu_launches); XLA:CPU ones by dispatch order (cpu_dispatched_runs). GPU rows
+    also say whether the step is "cut": the capture holds none of a launch of a kind
+    that ran elsewhere, or its device's last launch ran fewer ops than its kind's
+    most."""
+    windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in steps(path)]
+    gpu = gpu_launches(path, windows)
+    cpu = cpu_dispatched_runs(path) if gpu is None else []
+    out = []
+    for st, (lo, hi) in zip(steps(path), windows):
+        row = {"step_num": st["step_num"], "work_start_ps": None, "work_duration_ps": None, "busy_ps": None}
+        if gpu is None:
+            spans = [iv for (t, ivs) in cpu if lo <= t < hi for iv in ivs]
+        else:
+            mine = [launch for launch in gpu["launches"] if lo <= launch["start_ps"] < hi]
+            spans = [iv for launch in mine for iv in launch["spans"]]
+            row["cut"] = any(launch["cut"] for launch in mine)
+        if spans:
+            first, last = min(a for a, _ in spans), max(b for _, b in spans)
+            row.update(work_start_ps=first, work_duration_ps=last - first, busy_ps=union_ps(spans))
+        out.append(row)
+    return out
+
+
+def union_ps(spans):
+    """The length of the union of (start, end) intervals."""
+    busy, cur = 0, None
+    for a, b in sorted(spans):
+        if cur is None or a > cur[1]:
+            if cur is not None:
+                busy += cur[1] - cur[0]
+            cur = [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    return busy + (cur[1] - cur[0] if cur else 0)
+
+
+def cpu_dispatched_runs(path):
+    """XLA:CPU: [(dispatch start, [op intervals of the run it started])]. A dispatch is
+    a `PjitFunction(f)` event not inside another one on its line; it ran program
     `jit_f`. The program's runs (ops sharing `hlo_module` and `run_id`) are taken in
     run-id order, and the capture is taken to hold every run its dispatches started,
     so the first (runs - dispatches) runs came before it and dispatch j started run
-    (runs - dispatches + j). Per step, in step order: {"step_num", "work_start_ps",
-    "work_duration_ps", "busy_ps"} (busy: the union of the ops' intervals), null
-    fields where the step dispatched no run the capture holds."""
+    (runs - dispatches + j)."""
     space = read_xspace(path)
     runs = {}  # (module, run_id) -> [intervals]
     calls = {}  # f -> [dispatch start]
@@ -461,34 +500,59 @@ def step_work(path):
                 inside = any(s <= start and end <= e and (s, e) != (start, end) for (s, e, _) in outer)
                 if not inside:
                     calls.setdefault(f, []).append(start)
-    linked = []  # (dispatch start, module, run_id)
+    linked = []
     for f, starts in calls.items():
         module = "jit_" + f
         ids = sorted(r for (m, r) in runs if m == module)
         before = max(0, len(ids) - len(starts))
         for j, start in enumerate(sorted(starts)):
             if before + j < len(ids):
-                linked.append((start, module, ids[before + j]))
-    out = []
-    for st in steps(path):
-        lo, hi = st["start_ps"], st["start_ps"] + st["duration_ps"]
-        spans = [iv for (t, m, r) in linked if lo <= t < hi for iv in runs[(m, r)]]
-        row = {"step_num": st["step_num"], "work_start_ps": None, "work_duration_ps": None, "busy_ps": None}
-        if spans:
-            spans.sort()
-            busy, cur = 0, None
-            for a, b in spans:
-                if cur is None or a > cur[1]:
-                    if cur is not None:
-                        busy += cur[1] - cur[0]
-                    cur = [a, b]
-                else:
-                    cur[1] = max(cur[1], b)
-            busy += cur[1] - cur[0]
-            first, last = min(a for a, _ in spans), max(b for _, b in spans)
-            row.update(work_start_ps=first, work_duration_ps=last - first, busy_ps=busy)
-        out.append(row)
-    return out
+                linked.append((start, runs[(module, ids[before + j])]))
+    return linked
+
+
+def gpu_launches(path, windows):
+    """GPU: every host event carrying `correlation_id` that starts in one of `windows`
+    ([(start, end)]; a launch: of a kernel, a command
+    buffer, a copy; also what XLA records into a command buffer, which never runs as
+    such) with the intervals of the device events carrying its id, as
+    {"launches": [{"corr", "name", "start_ps", "spans", "cut"}], "not_run": N}; None
+    where no device event carries an id. A launch is not run where the capture holds
+    no device event of it but holds some of another launch of its name (those
+    recordings never run); "cut" is set on those and on each device's last launch to
+    end where it ran fewer events than another launch of its name."""
+    space = read_xspace(path)
+    host, dev, last_on = {}, {}, {}
+    for plane in space.planes:
+        for line in plane.lines:
+            for ev in line.events:
+                st = event_stats(plane, ev)
+                if "correlation_id" not in st:
+                    continue
+                c, start = st["correlation_id"], event_start_ps(line, ev)
+                if plane.name == "/host:CPU":
+                    if any(lo <= start < hi for lo, hi in windows):
+                        host[c] = (event_name(plane, ev), start)
+                elif plane.name.startswith("/device:GPU"):
+                    end = start + ev.duration_ps
+                    dev.setdefault(c, []).append((start, end))
+                    if plane.name not in last_on or end >= last_on[plane.name][0]:
+                        last_on[plane.name] = (end, c)
+    if not dev:
+        return None
+    most = {}
+    for c, (name, _) in host.items():
+        if c in dev:
+            most[name] = max(most.get(name, 0), len(dev[c]))
+    lasts = {c for (_, c) in last_on.values()}
+    launches, not_run = [], 0
+    for c, (name, start) in sorted(host.items()):
+        spans = dev.get(c, [])
+        missing = not spans and name in most
+        not_run += missing
+        cut = missing or (c in lasts and len(spans) < most.get(name, 0))
+        launches.append({"corr": c, "name": name, "start_ps": start, "spans": spans, "cut": cut})
+    return {"launches": launches, "not_run": not_run}
 
 
 def memory(path):
@@ -748,7 +812,10 @@ def main(argv=None):
     p.add_argument("--limit", type=int, default=20)
     p = sub.add_parser("steps", help="StepTraceAnnotation roots as a JSON list")
     p.add_argument("path")
-    p = sub.add_parser("step-work", help="XLA:CPU: the device work each step dispatched, as JSON")
+    p = sub.add_parser("step-work", help="the device work each step launched (GPU: by correlation_id; "
+                                         "XLA:CPU: by dispatch order), as JSON")
+    p.add_argument("path")
+    p = sub.add_parser("launches-not-run", help="GPU: how many launches in steps ran no device work in the capture")
     p.add_argument("path")
     p = sub.add_parser("memory", help="allocator peaks and live allocations as JSON")
     p.add_argument("path")
@@ -799,6 +866,9 @@ def main(argv=None):
         print(json.dumps(steps(a.path), separators=(",", ":")))
     elif a.cmd == "step-work":
         print(json.dumps(step_work(a.path), separators=(",", ":")))
+    elif a.cmd == "launches-not-run":
+        windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in steps(a.path)]
+        print(json.dumps((gpu_launches(a.path, windows) or {"not_run": 0})["not_run"]))
     elif a.cmd == "memory":
         print(json.dumps(memory(a.path), separators=(",", ":")))
     elif a.cmd == "plane-stats":

@@ -40,8 +40,11 @@ export async function render(view, ctx) {
     notes.push(`${count(s.cold_steps)} of ${count(s.step_count)} steps compiled; the warm steps' median is `
       + `${dur(s.warm_step_time.median_ps)} (what compare, diff and check rank by).`);
   }
-  if (s.dispatched_not_run) {
-    notes.push(`The capture stopped before the work of at least ${count(s.dispatched_not_run)} jitted call(s) ran: `
+  const notRun = [];
+  if (s.dispatched_not_run) notRun.push(`at least ${count(s.dispatched_not_run)} jitted call(s)`);
+  if (s.launches_not_run) notRun.push(`${count(s.launches_not_run)} GPU launch(es)`);
+  if (notRun.length) {
+    notes.push(`The capture stopped before the work of ${notRun.join(' and of ')} ran: `
       + `those steps' work is not in the profile. Wait for the last step's outputs before stopping.`);
   }
   if (notes.length) view.append(el('p', { class: 'muted', id: 'step-timing' }, notes.join(' ')));

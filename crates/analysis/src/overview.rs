@@ -110,6 +110,9 @@ pub struct Overview {
     /// Jitted calls whose work the capture does not hold, at least (it stopped first).
     #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub dispatched_not_run: u64,
+    /// GPU launches in the steps whose work the capture does not hold (it stopped first).
+    #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
+    pub launches_not_run: u64,
     pub breakdown: Breakdown,
     /// Device busy share of step time (mean over the devices that took part in the
     /// work), percent.
@@ -191,6 +194,7 @@ pub fn overview(profile: &Profile, top: usize) -> Overview {
         cold_steps,
         warm_step_time,
         dispatched_not_run: steps.dispatched_not_run,
+        launches_not_run: steps.launches_not_run,
         breakdown,
         device_utilization_pct,
         device_compute_pct: model.compute_pct(),

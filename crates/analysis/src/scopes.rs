@@ -208,7 +208,7 @@ fn launched_per_path(profile: &Profile, hi: usize, h: &HostScopes) -> Option<Vec
             (0..h.occurrences.len()).filter(|&o| h.paths[h.occurrences[o].0 as usize].2 == depth).collect();
         at.sort_by_key(|&o| h.occurrences[o].1);
         let windows: Vec<(i64, i64)> = at.iter().map(|&o| (h.occurrences[o].1, h.occurrences[o].2)).collect();
-        for (&o, w) in at.iter().zip(profile.work_in(hi, &windows)) {
+        for (&o, w) in at.iter().zip(profile.work_in(hi, &windows).work) {
             if let Some(w) = w {
                 any = true;
                 per_path[h.occurrences[o].0 as usize] += w.busy_ps;

@@ -24,13 +24,23 @@ pub fn timing_note(device_median_ps: i64, host_median_ps: i64, cut: usize) -> St
     note
 }
 
-/// Where the capture stopped before jitted calls' work ran ([`Steps::dispatched_not_run`](stepscope_analysis::steps::Steps::dispatched_not_run)).
-pub fn not_run_note(calls: u64) -> String {
-    format!(
-        "The capture stopped before the work of at least {calls} jitted call(s) ran (JAX returns from a call \
-         before its work runs): those steps' work is not in the profile. Wait for the last step's outputs \
-         before stopping (jax.block_until_ready), or capture with stepscope.trace, which waits."
-    )
+/// Where the capture stopped before jitted calls' work ran
+/// ([`Steps::dispatched_not_run`](stepscope_analysis::steps::Steps::dispatched_not_run),
+/// XLA:CPU) or GPU launches' work ran ([`Steps::launches_not_run`](stepscope_analysis::steps::Steps::launches_not_run)).
+pub fn not_run_note(calls: u64, launches: u64) -> Option<String> {
+    let what = match (calls, launches) {
+        (0, 0) => return None,
+        (calls, 0) => format!("the work of at least {calls} jitted call(s) ran"),
+        (0, launches) => format!("the work of {launches} GPU launch(es) ran"),
+        (calls, launches) => {
+            format!("the work of at least {calls} jitted call(s) and of {launches} GPU launch(es) ran")
+        }
+    };
+    Some(format!(
+        "The capture stopped before {what} (JAX returns from a call before its work runs): those steps' work \
+         is not in the profile. Wait for the last step's outputs before stopping (jax.block_until_ready), or \
+         capture with stepscope.trace, which waits."
+    ))
 }
 
 /// Where a run's steps compiled ([`Overview::cold_steps`](stepscope_analysis::overview::Overview::cold_steps)):

@@ -208,7 +208,7 @@ impl Profile {
 
     /// What links host windows of host `hi` to the device work launched in them
     /// ([`crate::work`]), from stage 2 (asked for first, on this thread).
-    pub fn work_in(&self, hi: usize, windows: &[(i64, i64)]) -> Vec<Option<crate::work::Work>> {
+    pub fn work_in(&self, hi: usize, windows: &[(i64, i64)]) -> crate::work::Launched {
         let base = self.time_base();
         let devices = self.devices();
         let links = crate::work::Links {

@@ -125,6 +125,10 @@ pub struct Steps {
     /// hold their work.
     #[serde(skip_serializing_if = "is_zero")]
     pub dispatched_not_run: u64,
+    /// GPU launches made in the steps whose work the capture does not hold: it stopped
+    /// before they ran (linked by `correlation_id`, [`crate::work`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub launches_not_run: u64,
     pub steps: Vec<Step>,
 }
 
@@ -482,7 +486,7 @@ fn launches(plane: &stepscope_xspace::Plane) -> Launches {
                 if let Some(c) = c.and_then(|c| plane.stat_i64(&c)) {
                     let (start_ps, end_ps) = (line.start_ps(i), line.end_ps(i));
                     let scope = if annotated { enclosing(line, i) } else { None };
-                    found.push((c, Launch { start_ps, end_ps, scope }));
+                    found.push((c, Launch { start_ps, end_ps, scope, meta: line.meta(i) }));
                 }
             }
             line.release_stats(range);
@@ -525,6 +529,11 @@ pub struct Launch {
     /// start and metadata id on the host's CPU plane. `None` where none does (the
     /// launch calls are on a line of their own).
     pub scope: Option<(i64, u32)>,
+    /// Its event's metadata id on the host's CPU plane: what it launched (a kernel's
+    /// name where a kernel is launched alone, `cuGraphLaunch (CudaGraph:N)` for a
+    /// command buffer, `MemcpyH2D`; CUPTI also numbers the kernels recorded into a
+    /// command buffer, which never run as such).
+    pub meta: u32,
 }
 
 /// Host launches by `correlation_id`. CUPTI numbers its calls one by one, so the
@@ -541,6 +550,9 @@ pub struct Launches {
     /// Per id as `dense`: its launch's scope, [`NO_SCOPE`] for none; empty where no
     /// launch has one.
     dense_scope: Vec<(i64, u32)>,
+    /// Per id as `dense`: its launch event's metadata id (what it launched: a kernel's
+    /// name, `cuGraphLaunch (CudaGraph:N)`, `MemcpyD2H`).
+    dense_meta: Vec<u32>,
     sparse: FastMap<i64, Launch>,
 }
 
@@ -558,16 +570,18 @@ impl Launches {
         let span = (hi as i128 - lo as i128 + 1) as u128;
         if !found.is_empty() && span <= 2 * found.len() as u128 + 1024 {
             let mut dense = vec![NO_LAUNCH; span as usize];
+            let mut dense_meta = vec![u32::MAX; span as usize];
             let scoped = found.iter().any(|f| f.1.scope.is_some());
             let mut dense_scope = if scoped { vec![NO_SCOPE; span as usize] } else { Vec::new() };
             for (c, l) in found {
                 let at = (c - lo) as usize;
                 dense[at] = (l.start_ps, l.end_ps);
+                dense_meta[at] = l.meta;
                 if scoped {
                     dense_scope[at] = l.scope.unwrap_or(NO_SCOPE);
                 }
             }
-            Launches { first: lo, dense, dense_scope, sparse: FastMap::default() }
+            Launches { first: lo, dense, dense_scope, dense_meta, sparse: FastMap::default() }
         } else {
             Launches { sparse: found.into_iter().collect(), ..Launches::default() }
         }
@@ -602,6 +616,15 @@ impl Launches {
         Some(self.dense_scope.get(at).copied().filter(|&s| s != NO_SCOPE))
     }
 
+    /// The metadata id of launch `corr`'s event (see [`Launch::meta`]).
+    #[inline]
+    pub fn meta(&self, corr: i64) -> Option<u32> {
+        if self.dense.is_empty() {
+            return self.sparse.get(&corr).map(|l| l.meta);
+        }
+        self.slot(corr).filter(|&at| self.dense[at] != NO_LAUNCH).map(|at| self.dense_meta[at])
+    }
+
     /// The metadata ids of the scopes of every launch, each once.
     pub fn scope_metas(&self) -> Vec<u32> {
         let mut metas: Vec<u32> = (self.dense_scope.iter().filter(|s| **s != NO_SCOPE).map(|s| s.1))
@@ -632,7 +655,7 @@ mod tests {
             Launches::new(
                 found
                     .into_iter()
-                    .map(|(c, (start_ps, end_ps))| (c, Launch { start_ps, end_ps, scope: None }))
+                    .map(|(c, (start_ps, end_ps))| (c, Launch { start_ps, end_ps, scope: None, meta: 0 }))
                     .collect(),
             )
         };

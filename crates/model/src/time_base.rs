@@ -66,10 +66,12 @@ pub fn measure(
     if !took_part.contains(&true) {
         took_part.fill(true);
     }
+    let mut launches_not_run = 0;
     let timing = match source {
         // Steps the host annotated: the host's spans, which launched the work.
         StepSource::Annotation => {
-            time_steps(&mut steps, spaces, Links { devices, took_part: &took_part, launches, dispatches })
+            let links = Links { devices, took_part: &took_part, launches, dispatches };
+            time_steps(&mut steps, spaces, links, &mut launches_not_run)
         }
         _ => StepTiming::Host,
     };
@@ -101,7 +103,7 @@ pub fn measure(
         }
     }
     let dispatched_not_run = dispatches.iter().map(|d| (d.unran.len() + d.unran_at_least) as u64).sum();
-    let steps = Steps { schema: "stepscope.steps/1", source, timing, dispatched_not_run, steps };
+    let steps = Steps { schema: "stepscope.steps/1", source, timing, dispatched_not_run, launches_not_run, steps };
     TimeBase { busy, active, kinds, took_part, hosts, launched, steps }
 }
 
@@ -114,7 +116,7 @@ pub fn measure(
 /// timed by its work, first op to last, and where the device waits for a late
 /// dispatch the wait is in the step. A step whose work the capture cut (or does not
 /// hold) is marked [`Step::cut`]. Steps stay in time order.
-fn time_steps(steps: &mut [Step], spaces: &[Space], links: Links) -> StepTiming {
+fn time_steps(steps: &mut [Step], spaces: &[Space], links: Links, launches_not_run: &mut u64) -> StepTiming {
     let mut per_host: Vec<Vec<usize>> = Vec::new();
     for (hi, space) in spaces.iter().enumerate() {
         let mine: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].host == space.host).collect();
@@ -122,7 +124,9 @@ fn time_steps(steps: &mut [Step], spaces: &[Space], links: Links) -> StepTiming 
         if windows.windows(2).any(|w| w[1].0 < w[0].1) {
             continue; // annotations that overlap: no step can be told the work of another
         }
-        for (&i, work) in mine.iter().zip(links.work_in(hi, &windows)) {
+        let launched = links.work_in(hi, &windows);
+        *launches_not_run += launched.not_run;
+        for (&i, work) in mine.iter().zip(launched.work) {
             let Some(w) = work else { continue };
             let step = &mut steps[i];
             step.device_work_ps = Some(w.busy_ps);

@@ -88,8 +88,8 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
         );
         out!("{}", human::wrap("", &note, crate::table::prose_width()));
     }
-    if s.dispatched_not_run > 0 {
-        out!("{}", human::wrap("", &crate::notes::not_run_note(s.dispatched_not_run), crate::table::prose_width()));
+    if let Some(note) = crate::notes::not_run_note(s.dispatched_not_run, s.launches_not_run) {
+        out!("{}", human::wrap("", &note, crate::table::prose_width()));
     }
     // The work each step launched, which differs from the busy time within the step
     // when the loop dispatches ahead.

@@ -126,8 +126,7 @@ fn print_text(s: &Summary) {
         } else if let Some(note) = crate::notes::cold_note("this run", s.cold_steps, s.step_count) {
             out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
-        if s.dispatched_not_run > 0 {
-            let note = crate::notes::not_run_note(s.dispatched_not_run);
+        if let Some(note) = crate::notes::not_run_note(s.dispatched_not_run, s.launches_not_run) {
             out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
         outln!();
