@@ -140,6 +140,48 @@ fn command_buffer_kernels_get_the_instructions_xla_tags_without_command_buffers(
     assert_eq!(scopes, truth_scopes);
 }
 
+/// cuDNN's fused attention (`jax.nn.dot_product_attention(implementation="cudnn")`)
+/// in command buffers: its kernels run in child graphs (a memset, then
+/// `compute_dot_do_o`, the flash kernel and `convert_dq` for the backward) beside
+/// cuBLAS's, and are credited to their custom call. Per scope, the executions equal
+/// those of the capture with command buffers off, which tags each kernel itself and
+/// where the backward's eight launches sit in one annotation of its op; each
+/// attention call runs once a step in both. Its FLOPs are the reference reader's.
+#[test]
+fn cudnn_attention_kernels_get_their_custom_calls() {
+    let (with, without) = (run("gpu-cudnn-attention"), run("gpu-cudnn-attention-nocb"));
+    let executions = |file: &str, by: &str| -> BTreeMap<String, u64> {
+        let v = json(&["ops", file, "--by", by, "--top", "100000"]);
+        (v["ops"].as_array().unwrap().iter())
+            .map(|r| (r["name"].as_str().unwrap().to_string(), r["executions"].as_u64().unwrap()))
+            .collect()
+    };
+    let ops = executions(&with, "op");
+    assert!(ops.keys().all(|k| !k.starts_with("command_buffer")), "{ops:?}");
+    assert_eq!(executions(&with, "scope"), executions(&without, "scope"));
+    let truth = executions(&without, "op");
+    let attention: Vec<&String> = truth.keys().filter(|k| k.starts_with("dot_product_attention")).collect();
+    assert_eq!(attention.len(), 4, "{truth:?}"); // forward and backward, 2 layers
+    let steps = json(&["steps", &with])["steps"].as_array().unwrap().len() as u64;
+    for op in attention {
+        assert_eq!(ops.get(op), Some(&steps), "{op}");
+        assert_eq!(truth[op], steps, "{op}");
+    }
+    let flops = reference(&["dot-flops", &with, "--by-program"]);
+    let v = json(&["ops", &with, "--top", "100000"]);
+    let mut checked = 0;
+    for r in v["ops"].as_array().unwrap().iter().filter(|r| r["name"].as_str().unwrap().starts_with("dot_product")) {
+        let program = (flops.as_object().unwrap().values())
+            .find_map(|p| p.get(r["name"].as_str().unwrap()))
+            .and_then(|f| f.as_u64())
+            .unwrap();
+        assert!(program > 1_000_000_000, "{r}");
+        assert_eq!(r["flops"].as_u64(), Some(program * r["executions"].as_u64().unwrap()), "{r}");
+        checked += 1;
+    }
+    assert_eq!(checked, 4);
+}
+
 /// Layers under `jax.lax.scan`: command buffers inside while-loop bodies, async
 /// fusions and cuBLAS calls. The capture with command buffers off is a separate
 /// compilation (the autotuner picked a Triton gemm for one forward MLP matmul there

@@ -704,7 +704,8 @@ def dot_flops(path, by_program=False):
 
     by_program: per program instead (the metadata's name, `jit_dot(49)`: one module
     name may be several programs), with library GEMMs too (custom-calls whose
-    backend_config holds a `gemm_backend_config`, counted as their dot)."""
+    backend_config holds a `gemm_backend_config`, counted as their dot) and cuDNN's
+    fused attention (a `cudnn_fmha_backend_config`)."""
     out = {}
     for md_name, m in hlo_protos(path):
         by_id = {i.id: i for c in m.computations for i in c.instructions}
@@ -731,6 +732,21 @@ def dot_flops(path, by_program=False):
             result = i.shape.tuple_shapes[0] if i.shape.tuple_shapes else i.shape
             return dot(result, by_id[i.operand_ids[0]], dims.get("lhs_contracting_dimensions", []))
 
+        def attention(i):
+            # cuDNN fused attention: Q.K^T and P.V (the backward: five products), each
+            # 2 x the scores' elements x the head size (Q's last dimension); half of
+            # it under a causal mask.
+            if i.opcode != "custom-call" or "cudnn_fmha_backend_config" not in i.backend_config:
+                return 0
+            cfg = json.loads(i.backend_config)["cudnn_fmha_backend_config"]
+            scores = 1
+            for d in cfg["intermediate_tensor_shape"]["dimensions"]:
+                scores *= int(d)
+            head = by_id[i.operand_ids[0]].shape.dimensions[-1]
+            products = 5 if "Backward" in i.custom_call_target else 2
+            total = products * 2 * scores * head
+            return total // 2 if "CAUSAL" in cfg.get("mask_type", "") else total
+
         mine = out.setdefault(md_name if by_program else m.name, {})
         for c in m.computations:
             for i in c.instructions:
@@ -743,6 +759,8 @@ def dot_flops(path, by_program=False):
                         mine[i.name] = f
                 elif by_program and gemm(i):
                     mine[i.name] = gemm(i)
+                elif by_program and attention(i):
+                    mine[i.name] = attention(i)
     return out
 
 

@@ -5,6 +5,11 @@
 //! - `dot`: 2 × the output's elements × the product of the contracting dimensions;
 //!   a library GEMM custom call (`__cublas$gemm`, `__cublas$lt$matmul`, hipBLASLt) the
 //!   same, from the dimension numbers in its backend config.
+//! - cuDNN's fused attention (`__cudnn$fmhaSoftmax`, `…Backward`): its matrix
+//!   products, Q·Kᵀ and P·V, each 2 × B·H·Sq·Skv (the scores' shape, in its backend
+//!   config) × the head size; the backward five products (FlashAttention-2's count,
+//!   2.5× the forward); with a causal mask half of that, the masked blocks being
+//!   skipped. Its bytes leave out the workspace (a trailing `u8` output).
 //! - `convolution`: 2 × the output's elements × the kernel's spatial size × its input
 //!   features (feature groups already shrink the kernel's input features).
 //! - elementwise arithmetic: one FLOP per output element; transcendental functions
@@ -59,10 +64,15 @@ pub fn matrix_instruction<'m>(m: &'m HloModule, i: &'m HloInstruction) -> Option
     None
 }
 
-/// A dot, a convolution, or a GEMM or convolution library call.
+/// A dot, a convolution, or a GEMM, convolution or fused-attention library call.
 fn multiplies_matrices(i: &HloInstruction) -> bool {
-    matches!(i.opcode.as_str(), "dot" | "convolution")
-        || (i.opcode == "custom-call" && (is_gemm(&i.custom_call_target) || is_conv(&i.custom_call_target)))
+    matches!(i.opcode.as_str(), "dot" | "convolution") || (i.opcode == "custom-call" && is_library_matrix(i))
+}
+
+/// A library call that multiplies matrices: a GEMM, a convolution, fused attention.
+fn is_library_matrix(i: &HloInstruction) -> bool {
+    let t = &i.custom_call_target;
+    is_gemm(t) || is_conv(t) || is_fmha(t)
 }
 
 /// Whether `i` can run on tensor (matrix) cores — HMMA/wgmma on NVIDIA, MFMA on AMD:
@@ -85,7 +95,10 @@ pub fn tensor_core_eligible(m: &HloModule, i: &HloInstruction) -> Option<bool> {
     };
     let dim = |s: &Shape, d: i64| usize::try_from(d).ok().and_then(|d| s.dims.get(d)).copied().unwrap_or(1);
     let out = first_output(&hero.shape);
-    let sizes: Vec<i64> = if let Some(c) = hero.conv.as_ref().filter(|_| hero.opcode != "dot") {
+    let sizes: Vec<i64> = if is_fmha(&hero.custom_call_target) {
+        // The head size, the contracting size of both products.
+        vec![*lhs.dims.last()?]
+    } else if let Some(c) = hero.conv.as_ref().filter(|_| hero.opcode != "dot") {
         let kernel = operand(1)?;
         vec![dim(kernel, c.kernel_input_feature), dim(kernel, c.kernel_output_feature)]
     } else {
@@ -210,9 +223,13 @@ pub fn cost(m: &HloModule, i: &HloInstruction) -> Cost {
     // library's scratch, not data the op reads or writes. A fusion that updates a slice
     // of a buffer in place writes the slice.
     let output = match body {
-        _ if i.opcode == "custom-call" && (is_gemm(&i.custom_call_target) || is_conv(&i.custom_call_target)) => {
-            first_output(&i.shape).bytes_size()
+        _ if i.opcode == "custom-call" && is_fmha(&i.custom_call_target) && i.shape.is_tuple() => {
+            // (outputs…, workspace): the workspace is the trailing u8 buffer.
+            let n = i.shape.tuple.len();
+            let scratch = i.shape.tuple.last().is_some_and(|s| s.element_type == U8);
+            i.shape.tuple[..n - usize::from(scratch)].iter().map(Shape::bytes_size).fold(0u64, u64::saturating_add)
         }
+        _ if i.opcode == "custom-call" && is_library_matrix(i) => first_output(&i.shape).bytes_size(),
         Some(b) => written_bytes(b),
         None => i.shape.bytes_size(),
     };
@@ -308,6 +325,7 @@ fn compute(m: &HloModule, i: &HloInstruction) -> Cost {
         "custom-call" if is_conv(&i.custom_call_target) => {
             conv_flops(i, first_output(&i.shape), operand(0), operand(1))
         }
+        "custom-call" if is_fmha(&i.custom_call_target) => operand(0).map_or(0, |q| fmha_flops(i, q)),
         "custom-call" if is_gemm(&i.custom_call_target) => match (operand(0), gemm_contracting(&i.backend_config)) {
             // cuBLASLt returns (result, workspace): the result is the first element.
             (Some(lhs), Some(k)) => {
@@ -410,6 +428,36 @@ fn dot_flops(out: u64, lhs: &Shape, contracting: &[i64]) -> u64 {
 /// ROCm backend: `__cudnn$convForward`, `…BackwardInput`, `…BackwardFilter`, …).
 fn is_conv(target: &str) -> bool {
     target.to_ascii_lowercase().contains("conv")
+}
+
+/// cuDNN's fused attention's custom-call target (`__cudnn$fmhaSoftmax`,
+/// `__cudnn$fmhaSoftmaxBackward`, `…ScaleBiasSoftmax…`, `…Dropout…`).
+fn is_fmha(target: &str) -> bool {
+    target.starts_with("__cudnn$fmha")
+}
+
+/// `PrimitiveType` U8: a library's workspace.
+const U8: i32 = 6;
+
+/// FLOPs of one fused attention call whose query is `q` (see the module docs): 0
+/// where its backend config gives no scores' shape.
+fn fmha_flops(i: &HloInstruction, q: &Shape) -> u64 {
+    let Ok(v) = serde_json::from_str::<Value>(&i.backend_config) else { return 0 };
+    let Some(config) = v.get("cudnn_fmha_backend_config") else { return 0 };
+    let number = |x: &Value| x.as_u64().or_else(|| x.as_str()?.parse().ok());
+    let scores: Option<u64> = config
+        .pointer("/intermediate_tensor_shape/dimensions")
+        .and_then(Value::as_array)
+        .and_then(|d| d.iter().map(number).try_fold(1u64, |a, n| a.checked_mul(n?)));
+    let (Some(scores), Some(&head)) = (scores, q.dims.last()) else { return 0 };
+    let products: u64 = if i.custom_call_target.contains("Backward") { 5 } else { 2 };
+    let all = products.saturating_mul(2).saturating_mul(scores).saturating_mul(head.max(0) as u64);
+    let causal = config.get("mask_type").and_then(Value::as_str).is_some_and(|m| m.contains("CAUSAL"));
+    if causal {
+        all / 2
+    } else {
+        all
+    }
 }
 
 /// A library GEMM's custom-call target.

@@ -21,11 +21,13 @@
 //!   must agree on that offset, or the graph is left alone (the outvoted ones are
 //!   kernels shared with an instruction run elsewhere). Every command then maps to
 //!   its instruction, shared kernels included; an `async-start` to the fusion it
-//!   wraps, whose kernel it runs. Library calls (cuBLAS) and async fusions lowered to
-//!   copies are recorded as child graphs: their command numbers never show, and their
-//!   kernels come after all commands, in command order, a `Memset` before the kernel
-//!   it prepares. Each group is credited to the next command no kernel showed, when
-//!   the counts agree and each such command is a `custom-call` or `async-start`.
+//!   wraps, whose kernel it runs. Library calls (cuBLAS, cuDNN) and async fusions
+//!   lowered to copies are recorded as child graphs: their command numbers never show,
+//!   and their kernels come after all commands, in command order, a `Memset` before
+//!   the kernel it prepares; a cuDNN graph begins with a node that runs no kernel (its
+//!   number is skipped) and holds several kernels. Each group is credited to the next
+//!   command no kernel showed, when the counts agree and each such command is a
+//!   `custom-call` or `async-start`.
 //!
 //! Checked against captures of the same models with command buffers off, where XLA
 //! tags each kernel with its own instruction (`tests/fixtures/gpu-nocb`,
@@ -182,14 +184,7 @@ fn align<'m>(
     // the child-graph kernels (a `Memset` joins the kernel after it).
     let last = main.last().map_or(0, |&(n, _)| n);
     let present: std::collections::HashSet<u32> = main.iter().map(|&(n, _)| n).collect();
-    let mut groups: Vec<Vec<u32>> = Vec::new();
-    let mut open: Vec<u32> = Vec::new();
-    for &(n, k) in library {
-        open.push(n);
-        if !k.starts_with("Memset") {
-            groups.push(std::mem::take(&mut open));
-        }
-    }
+    let groups = library_groups(library).unwrap_or_default();
     // Unseen commands up to the last kernel seen, then as many after it as groups
     // remain; only numbers that are commands (a damaged file may number its nodes
     // up to 2^32).
@@ -200,13 +195,53 @@ fn align<'m>(
     unseen.extend((1..=after).filter_map(|d| last.checked_add(d)));
     let unseen: Vec<&HloInstruction> = unseen.into_iter().filter_map(command).collect();
     let child = |i: &&HloInstruction| matches!(i.opcode.as_str(), "custom-call" | "async-start");
-    if open.is_empty() && groups.len() == unseen.len() && unseen.iter().all(child) {
+    if !groups.is_empty() && groups.len() == unseen.len() && unseen.iter().all(child) {
         for (g, &i) in groups.iter().zip(&unseen) {
             let i = if i.opcode == "async-start" { wrapped(m, i).unwrap_or(i) } else { i };
             out.extend(g.iter().map(|&n| (n, i.name.as_str())));
         }
     }
     Some(out)
+}
+
+/// The child-graph kernels (node index, kernel name; by index, numbered after every
+/// command) split into one group per library call: a `Memset` joins the kernel
+/// after it, and a kernel after a kernel starts a call of its own (cuBLAS: one GEMM
+/// kernel a call), except in a call whose child graph began with a node that ran no
+/// kernel (a skipped index: cuDNN's graphs, whose several kernels, `compute_dot_do_o`,
+/// the flash kernel, `convert_dq`, make one call) until the next `Memset` or skip.
+/// `None` where a group would end in a `Memset`.
+fn library_groups(library: &[(u32, &str)]) -> Option<Vec<Vec<u32>>> {
+    let mut groups: Vec<Vec<u32>> = Vec::new();
+    let mut open: Vec<u32> = Vec::new();
+    // Whether the group being filled began after a skipped index, and whether it has
+    // a kernel yet.
+    let (mut skipped, mut kernel) = (false, false);
+    let mut previous = library.first().map_or(0, |f| f.0.saturating_sub(1));
+    for &(n, k) in library {
+        let memset = k.starts_with("Memset");
+        let skip = n > previous.saturating_add(1);
+        let starts = skip || (kernel && (memset || !skipped));
+        if starts && !open.is_empty() {
+            if !kernel {
+                return None;
+            }
+            groups.push(std::mem::take(&mut open));
+        }
+        if starts || open.is_empty() {
+            (skipped, kernel) = (skip, false);
+        }
+        open.push(n);
+        kernel |= !memset;
+        previous = n;
+    }
+    if !open.is_empty() {
+        if !kernel {
+            return None;
+        }
+        groups.push(open);
+    }
+    Some(groups)
 }
 
 /// The instructions of `m` that can launch a kernel (those outside fusion bodies), by
@@ -235,6 +270,27 @@ pub fn kernel_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn library_kernels_group_by_call() {
+        // cuBLAS: a memset joins its GEMM, a GEMM after a GEMM is a call of its own;
+        // cuDNN's backward after a skipped number: four kernels, one call.
+        let nodes = [
+            (132, "Memset"),
+            (133, "nvjet_a"),
+            (134, "nvjet_b"),
+            (136, "Memset"),
+            (137, "compute_dot_do_o"),
+            (138, "flash_bprop"),
+            (139, "convert_dq"),
+            (140, "Memset"),
+            (141, "nvjet_a"),
+        ];
+        let groups = super::library_groups(&nodes).unwrap();
+        assert_eq!(groups, [vec![132, 133], vec![134], vec![136, 137, 138, 139], vec![140, 141]]);
+        // A memset that prepares nothing: no grouping.
+        assert_eq!(super::library_groups(&[(1, "k"), (2, "Memset")]), None);
+    }
 
     #[test]
     fn kernel_names_replace_what_ptx_names_cannot_hold() {

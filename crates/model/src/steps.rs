@@ -509,11 +509,13 @@ fn enclosing(line: &Line, i: usize) -> Option<(i64, u32)> {
 }
 
 /// How many events before a launch [`enclosing`] looks at. What is looked for is the
-/// annotation of the op that made the launch, which holds the op's few launches and
-/// comes right before them (on the NVIDIA fixtures: the event before, or the one before
-/// that, after a GEMM's memset); an event that holds more launches (a module's, a
-/// loop's) names no op.
-const ENCLOSING_SCAN: usize = 4;
+/// annotation of the op that made the launch, which holds the op's launches and comes
+/// right before them: on the NVIDIA fixtures the event before, or the one before that
+/// after a GEMM's memset, and 8 launches back in cuDNN's flash-attention backward
+/// (`gpu-cudnn-attention-nocb`: five memsets and three kernels). An event found that
+/// holds more launches (a module's, a loop's) names no op, so looking further back
+/// only costs time: a launch outside any annotation looks this far.
+const ENCLOSING_SCAN: usize = 32;
 
 /// Events of a host line, or a GPU's op records, read as one piece by
 /// the analyses' `steps::launched_work`. Debug builds (the tests' binaries) cut the fixtures' too, so the
