@@ -175,6 +175,15 @@ fn a_gpu_loop_that_never_syncs_is_timed_by_its_work() {
     let summary = json(&["summary", ahead]);
     assert_eq!(summary["step_timing"], "device");
     assert!((summary["step_time"]["median_ps"].as_i64().unwrap() - device).abs() <= 1, "{summary}");
+    // Here the device sets the pace; in gpu-async (a small model) the host does: its
+    // dispatch median equals its device step, and the note says who waits.
+    let text = ok(&["steps", ahead]).replace('\n', " ");
+    assert!(text.contains("dispatches ahead") && !text.contains("sets the pace"), "{text}");
+    let host_bound = json(&["steps", &xplane("gpu-async")]);
+    let (d, h) = (median(field(&host_bound, "duration_ps")), median(field(&host_bound, "host_duration_ps")));
+    assert!(h * 10 >= d * 9, "{d} vs {h}");
+    let text = ok(&["steps", &xplane("gpu-async")]).replace('\n', " ");
+    assert!(text.contains("the device waits for the host, which sets the pace"), "{text}");
 }
 
 /// A GPU capture stopped while its steps' work was queued: the launches it holds no
