@@ -87,9 +87,10 @@ def test_benchmark_function_as_guide_001_asserts_on_it(work):
 def test_profiler_and_profile_context_as_guide_002_writes_them(tmp_path, work):
     f, x = work
     traces = tmp_path / "traces"
-    # Guide 002, "Programmatic Usage": keyword log_dir, begin_step/end_step, and a
-    # capture started by hand at step 100 (here 10) holding the next num_steps steps.
-    profiler = stepscope.Profiler(num_steps=5, log_dir=traces, enabled=True, start_step=10**9)
+    # Guide 002, "Programmatic Usage", as written: keyword log_dir, begin_step/end_step,
+    # and a capture started by hand at step 100 (here 10) holding the next num_steps
+    # steps, and nothing else (no capture of steps 0-4).
+    profiler = stepscope.Profiler(num_steps=5, log_dir=traces)
     for step in range(20):
         profiler.begin_step(step)
         f(x).block_until_ready()
@@ -145,7 +146,7 @@ def test_the_guides_environment_variables_drive_a_plain_profiler(tmp_path, work,
         with prof.step(i):
             f(x).block_until_ready()
     assert [steps_of(c.path) for c in prof.captures] == [[3, 4]]
-    assert all(c.path.parent == tmp_path / "profiles" / "plugins" / "profile" for c in prof.captures)
+    assert [c.path.parent for c in prof.captures] == [tmp_path / "profiles" / "step_00000003" / "plugins" / "profile"]
     # Off: nothing captured, whatever the arguments say.
     monkeypatch.setenv("PROFILE_ENABLED", "0")
     off = stepscope.Profiler(tmp_path / "off", num_steps=1)
@@ -312,3 +313,46 @@ def test_a_one_off_capture_holds_its_blocks_work_and_nothing_of_its_own(tmp_path
     assert modules == {"jit_train_step"}, modules
     counts = {r["name"]: r["count"] for r in p.ops()}
     assert counts and set(counts.values()) == {3}, counts
+
+
+def test_guide_003s_workflow_as_it_reads(tmp_path, work):
+    # `PROFILE_ENABLED=1 PROFILE_START_STEP=100 PROFILE_INTERVAL=0 python train.py` with
+    # `with maybe_profile(step):` in the loop (here from step 3), run in a fresh
+    # process from the guide's working directory: the banner, one step captured into
+    # ./profiles/step_00000003 with a Perfetto trace the guide copies, and stepscope
+    # reads it.
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import jax, jax.numpy as jnp\n"
+        "from stepscope import maybe_profile\n"
+        "f = jax.jit(lambda x: jnp.tanh(x @ x))\n"
+        "x = jnp.ones((256, 256))\n"
+        "for step in range(6):\n"
+        "    with maybe_profile(step):\n"
+        "        result = f(x)\n"
+        "        result.block_until_ready()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PROFILE_", "STEPSCOPE_"))}
+    env.update(PROFILE_ENABLED="1", PROFILE_START_STEP="3", PROFILE_INTERVAL="0")
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=180)
+    assert r.returncode == 0, r.stderr
+    for line in ("PROFILING ENABLED", "Profile Dir:    ./profiles", "Start Step:     3", "Interval:       once",
+                 "Duration:       1 step(s)", "Mode:           tensorboard + perfetto",
+                 "profiling step 3 into ./profiles/step_00000003"):
+        assert line in r.stderr, r.stderr
+    log_dir = tmp_path / "profiles" / "step_00000003"
+    (run,) = run_folders(log_dir)
+    run = log_dir / "plugins" / "profile" / run
+    assert steps_of(run) == [3]
+    assert (run / "perfetto_trace.json.gz").stat().st_size > 0, sorted(p.name for p in run.iterdir())
+    assert [p.name for p in (tmp_path / "profiles").iterdir()] == ["step_00000003"]
+    # Without PROFILE_ENABLED the same loop writes nothing.
+    del env["PROFILE_ENABLED"]
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path / "profiles", env=env, capture_output=True,
+                       text=True, timeout=180)
+    assert r.returncode == 0 and "PROFILING" not in r.stderr, r.stderr
+    assert [p.name for p in (tmp_path / "profiles").iterdir()] == ["step_00000003"]

@@ -42,10 +42,19 @@ def test_every_without_repeat_goes_on(tmp_path, work):
     assert captured(prof) == [[1], [4], [7]]
 
 
-def test_default_is_one_capture_of_five_steps_from_step_0(tmp_path, work):
+def test_default_captures_only_when_asked(tmp_path, work):
+    # No start step: the steps are annotated, nothing is captured until
+    # capture_async() (user guide 002's Profiler(num_steps=5, log_dir=...)).
     prof = stepscope.Profiler(tmp_path)
     train(prof, 8, work)
+    assert prof.captures == [] and not tmp_path.joinpath("plugins").exists()
+    # A start step (or every) schedules: five steps by default.
+    prof = stepscope.Profiler(tmp_path, start_step=0)
+    train(prof, 8, work)
     assert captured(prof) == [[0, 1, 2, 3, 4]]
+    prof = stepscope.Profiler(tmp_path / "every", num_steps=1, every=4)
+    train(prof, 8, work)
+    assert captured(prof) == [[0], [4]]
 
 
 def test_torch_style_schedule(tmp_path, work):
@@ -149,7 +158,10 @@ def test_from_env(tmp_path, work, monkeypatch):
     assert on.schedule.as_dict() == {"start_step": 1, "num_steps": 2, "every": 3, "repeat": 0}
     train(on, 6, work)
     assert captured(on) == [[1, 2], [4, 5]]
-    assert all(c.path.parent == tmp_path / "on" / "plugins" / "profile" for c in on.captures)
+    # Turned on by the environment: a log folder per capture (user guide 003's layout).
+    assert [c.path.parent for c in on.captures] == [
+        tmp_path / "on" / f"step_{n:08d}" / "plugins" / "profile" for n in (1, 4)
+    ]
 
     monkeypatch.setenv("STEPSCOPE_NUM_STEPS", "five")
     with pytest.raises(stepscope.StepscopeError, match="STEPSCOPE_NUM_STEPS='five' is not a whole number"):

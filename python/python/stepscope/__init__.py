@@ -39,7 +39,7 @@ from stepscope._capture import (
     step,
     trace,
 )
-from stepscope._profiler import Profiler, Schedule, schedule
+from stepscope._profiler import Profiler, Schedule, maybe_profile, schedule
 
 __all__ = [
     "BenchmarkResult",
@@ -56,6 +56,7 @@ __all__ = [
     "benchmark_function",
     "diff",
     "load",
+    "maybe_profile",
     "profile_function",
     "profile_scope",
     "profile_trace",

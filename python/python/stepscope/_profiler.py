@@ -22,11 +22,12 @@ class Schedule:
     """Which steps to capture: ``start_step`` … ``start_step + num_steps - 1``, and
     again every ``every`` steps when set, ``repeat`` captures in all (``0``: no limit;
     default: 1 without ``every``, no limit with it). ``schedule(n)`` is True for a
-    captured step."""
+    captured step. ``start_step=None``: none (captures only when asked for, with
+    ``capture_async``, of ``num_steps`` steps)."""
 
-    def __init__(self, start_step: int = 0, num_steps: int = 5, every: Optional[int] = None,
+    def __init__(self, start_step: Optional[int] = 0, num_steps: int = 5, every: Optional[int] = None,
                  repeat: Optional[int] = None):
-        self.start_step = _whole("start_step", start_step, 0)
+        self.start_step = None if start_step is None else _whole("start_step", start_step, 0)
         self.num_steps = _whole("num_steps", num_steps, 1)
         # every=0: once (as the user guides' PROFILE_INTERVAL=0).
         self.every = None if every is None or every == 0 else _whole("every", every, 1)
@@ -43,6 +44,8 @@ class Schedule:
 
     def window_of(self, step_num: int) -> Optional[int]:
         """The index of the capture that holds ``step_num``, or None."""
+        if self.start_step is None:
+            return None
         off = step_num - self.start_step
         if off < 0:
             return None
@@ -55,7 +58,7 @@ class Schedule:
 
     def window(self, k: int) -> tuple:
         """The first and one-past-last step of capture ``k``."""
-        first = self.start_step + k * (self.every or 0)
+        first = (self.start_step or 0) + k * (self.every or 0)
         return first, first + self.num_steps
 
     def __call__(self, step_num: int) -> bool:
@@ -177,6 +180,29 @@ def _note_unread_env() -> None:
 atexit.register(_note_unread_env)
 
 
+def _banner(prof: "Profiler") -> None:
+    """What a Profiler the environment turned on will capture (user guide 003's banner)."""
+    sch = prof.schedule
+    if sch.every is None:
+        interval = "once"
+    else:
+        interval = f"every {sch.every} steps" + (f", {sch.repeat} times" if sch.repeat else "")
+    modes = ["tensorboard"] + (["perfetto"] if prof.trace_options["create_perfetto_trace"] else [])
+    rule = "=" * 60
+    lines = [
+        rule,
+        "stepscope: PROFILING ENABLED",
+        rule,
+        f"  Profile Dir:    {os.fspath(prof.log_dir)}",
+        f"  Start Step:     {sch.start_step}",
+        f"  Interval:       {interval}",
+        f"  Duration:       {sch.num_steps} step(s)",
+        f"  Mode:           {' + '.join(modes)}",
+        rule,
+    ]
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
 class Profiler:
     """Captures chosen steps of a training loop into ``log_dir``.
 
@@ -189,35 +215,47 @@ class Profiler:
 
     Every step is annotated with its number (``StepTraceAnnotation``); captures hold
     exactly the scheduled steps: the trace starts before the first one begins and
-    stops after the last one ends (after its ``outputs`` are ready). One capture at a
-    time; a step that raises stops a running capture cleanly (the profile is saved)
-    and the exception goes on. ``on_trace_ready(capture)`` is called after each
-    capture. ``begin_step(n)``/``end_step(outputs)`` do the same without ``with``.
+    stops after the last one ends (after its ``outputs`` are ready). Without
+    ``start_step`` (or ``every``, ``schedule=``), nothing is captured until asked for:
+    ``capture_async()`` captures the next ``num_steps`` steps (user guide 002's
+    ``Profiler(num_steps=5, log_dir='./traces')``). One capture at a time; a step that
+    raises stops a running capture cleanly (the profile is saved) and the exception
+    goes on. ``on_trace_ready(capture)`` is called after each capture.
+    ``begin_step(n)``/``end_step(outputs)`` do the same without ``with``.
+
+    The environment wins over the arguments (``STEPSCOPE_*`` or user guide 003's
+    ``PROFILE_*``). Where it turns profiling on (``PROFILE_ENABLED=1``), the guide's
+    defaults apply to what neither it nor the arguments set: ``./profiles``, one step,
+    each capture in ``step_00000100/``, a Perfetto trace beside it, from step 0; and a
+    banner says what will be captured.
     """
 
     def __init__(
         self,
         log_dir: Union[str, os.PathLike, None] = None,
         *,
-        start_step: int = 0,
-        num_steps: int = 5,
+        start_step: Optional[int] = None,
+        num_steps: Optional[int] = None,
         every: Optional[int] = None,
         repeat: Optional[int] = None,
         on_trace_ready: Optional[Callable[[Capture], Any]] = None,
         schedule: Optional[Schedule] = None,
         enabled: bool = True,
         step_name: str = "train",
-        create_perfetto_trace: bool = False,
+        create_perfetto_trace: Optional[bool] = None,
         host_tracer_level: Optional[int] = None,
         device_tracer_level: Optional[int] = None,
         python_tracer_level: Optional[int] = None,
         profiler_options: Any = None,
-        step_dirs: bool = False,
+        step_dirs: Optional[bool] = None,
     ):
         # The environment (STEPSCOPE_* or the user guides' PROFILE_*) wins over the
         # arguments: the same code profiles when the run is started with them set.
         env = _env_settings()
-        self.log_dir = env.get("log_dir", log_dir if log_dir is not None else "stepscope-profiles")
+        # Turned on by the environment: user guide 003's workflow and its defaults.
+        guide = env.get("enabled") is True
+        default_dir = "./profiles" if guide else "stepscope-profiles"
+        self.log_dir = env.get("log_dir", log_dir if log_dir is not None else default_dir)
         if schedule is not None and not isinstance(schedule, Schedule):
             raise StepscopeError("schedule= takes stepscope.schedule(wait, warmup, active, repeat)")
         timing = [k for k in ("start_step", "num_steps", "every") if k in env]
@@ -227,20 +265,28 @@ class Profiler:
             )
         start_step, num_steps, every = (env.get(k, v) for k, v in
                                         (("start_step", start_step), ("num_steps", num_steps), ("every", every)))
+        if start_step is None and (every is not None or guide):
+            start_step = 0
+        if num_steps is None:
+            num_steps = 1 if guide else 5
         self.schedule = schedule or Schedule(start_step, num_steps, every, repeat)
         self.on_trace_ready = on_trace_ready
         self.enabled = bool(env.get("enabled", enabled))
         #: Each capture in a log folder of its own named by its first step,
         #: ``<log_dir>/step_00000100/`` (user guide 003's layout).
-        self.step_dirs = bool(step_dirs)
+        self.step_dirs = bool(guide if step_dirs is None else step_dirs)
         self.step_name = step_name
         self.trace_options = {
-            "create_perfetto_trace": create_perfetto_trace,
+            "create_perfetto_trace": bool(guide if create_perfetto_trace is None else create_perfetto_trace),
             "host_tracer_level": host_tracer_level,
             "device_tracer_level": device_tracer_level,
             "python_tracer_level": python_tracer_level,
             "profiler_options": profiler_options,
         }
+        #: Print what each capture holds as it starts (on with the environment's switch).
+        self.announce = guide
+        if guide:
+            _banner(self)
         #: The capture running now, if any.
         self.capture: Optional[Capture] = None
         #: Every finished capture, oldest first.
@@ -254,7 +300,7 @@ class Profiler:
         self._started: set = set()
 
     @classmethod
-    def from_env(cls, log_dir: Union[str, os.PathLike] = "stepscope-profiles", **kwargs: Any) -> "Profiler":
+    def from_env(cls, log_dir: Union[str, os.PathLike, None] = None, **kwargs: Any) -> "Profiler":
         """A Profiler that captures only when the environment says so
         (``STEPSCOPE_PROFILE=1`` or ``PROFILE_ENABLED=1``); every Profiler reads the
         other settings from it (``docs/python.md``)."""
@@ -346,6 +392,9 @@ class Profiler:
         extra = dict(extra, schedule=self.schedule.as_dict(), first_step=first, last_step=end - 1)
         log_dir = os.path.join(os.fspath(self.log_dir), f"step_{first:08d}") if self.step_dirs else self.log_dir
         c = Capture(log_dir, kind="profiler", extra=extra, **self.trace_options)
+        if self.announce:
+            steps = f"step {first}" if end - first == 1 else f"steps {first}–{end - 1}"
+            print(f"stepscope: profiling {steps} into {log_dir}", file=sys.stderr, flush=True)
         c.start()
         self.capture, self._first, self._end = c, first, end
 
@@ -384,3 +433,19 @@ class Profiler:
     def __repr__(self) -> str:
         state = "capturing" if self.capture is not None else f"{len(self.captures)} captures"
         return f"<stepscope.Profiler {self.schedule!r} {state}>"
+
+
+# The Profiler behind maybe_profile, made from the environment at its first call.
+_env_profiler: Optional[Profiler] = None
+
+
+def maybe_profile(step_num: int) -> _Step:
+    """User guide 003's one line: ``with maybe_profile(step):`` around a training step.
+    Annotates the step, and captures it when the environment says so
+    (``PROFILE_ENABLED=1 PROFILE_START_STEP=100``, see :class:`Profiler`); one
+    Profiler, made from the environment at the first call, serves every call. A
+    captured step waits for the work it dispatched before it ends."""
+    global _env_profiler
+    if _env_profiler is None:
+        _env_profiler = Profiler.from_env()
+    return _env_profiler.step(step_num)
