@@ -78,7 +78,7 @@ impl Profile {
 
     /// `stepscope summary --json --top TOP`.
     fn summary_json(&self, py: Python<'_>, top: usize) -> PyResult<String> {
-        analyse(py, &[&self.inner], || summary::summary(&self.inner, top))
+        analyse(py, &[&self.inner], || summary::summary(&self.inner, rows(Some(top))))
     }
 
     /// `stepscope ops --json --by BY --depth DEPTH [--top TOP]` (every row when `top` is None).
@@ -87,7 +87,7 @@ impl Profile {
         let by = GroupBy::parse(by).map_err(StepscopeError::new_err)?;
         analyse(py, &[&self.inner], || {
             let mut r = ops::ops(&self.inner, by, depth);
-            r.ops.truncate(top.unwrap_or(usize::MAX));
+            r.ops.truncate(rows(top));
             r
         })
     }
@@ -97,7 +97,7 @@ impl Profile {
     fn roofline_json(&self, py: Python<'_>, top: Option<usize>) -> PyResult<String> {
         analyse(py, &[&self.inner], || {
             let mut r = roofline::roofline(&self.inner);
-            r.ops.truncate(top.unwrap_or(usize::MAX));
+            r.ops.truncate(rows(top));
             r
         })
     }
@@ -107,7 +107,7 @@ impl Profile {
     fn kernels_json(&self, py: Python<'_>, top: Option<usize>) -> PyResult<String> {
         analyse(py, &[&self.inner], || {
             let mut k = kernels::kernels(&self.inner);
-            k.kernels.truncate(top.unwrap_or(usize::MAX));
+            k.kernels.truncate(rows(top));
             k
         })
     }
@@ -120,7 +120,7 @@ impl Profile {
         py.detach(|| {
             let pp = path.as_ref().map(|p| pprof::read_pprof(p)).transpose().map_err(err)?;
             let shown = path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-            let m = memory::memory(&self.inner, pp.as_ref().map(|p| (shown.as_str(), p)), top);
+            let m = memory::memory(&self.inner, pp.as_ref().map(|p| (shown.as_str(), p)), rows(Some(top)));
             serde_json::to_string(&m).map_err(err)
         })
     }
@@ -174,6 +174,14 @@ fn load(
     Ok(Profile { inner, pprof: run.pprof.first().cloned() })
 }
 
+/// How many rows `top` asks for: every row for `None` or 0, as the CLI's `--top 0`.
+fn rows(top: Option<usize>) -> usize {
+    match top {
+        None | Some(0) => usize::MAX,
+        Some(n) => n,
+    }
+}
+
 /// `stepscope diff A B --json --top TOP --by BY` for two loaded profiles.
 #[pyfunction]
 #[pyo3(signature = (a, b, top, by="op"))]
@@ -181,7 +189,7 @@ fn diff_json(py: Python<'_>, a: &Profile, b: &Profile, top: usize, by: &str) -> 
     let by = GroupBy::parse(by).map_err(StepscopeError::new_err)?;
     analyse(py, &[&a.inner, &b.inner], || {
         let mut d = diff::diff_by(&a.inner, &b.inner, by);
-        d.truncate(top);
+        d.truncate(rows(Some(top)));
         d
     })
 }

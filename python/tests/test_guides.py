@@ -356,3 +356,45 @@ def test_guide_003s_workflow_as_it_reads(tmp_path, work):
                        text=True, timeout=180)
     assert r.returncode == 0 and "PROFILING" not in r.stderr, r.stderr
     assert [p.name for p in (tmp_path / "profiles").iterdir()] == ["step_00000003"]
+
+
+def test_two_methods_as_two_programs_diff_op_by_op(tmp_path):
+    # Guide 004 compares two gradient methods; each is its own jitted function, so the
+    # two runs' programs are named otherwise (jit_lcam, jit_tad). Real captures over 4
+    # host devices, each method's psum lowered to the same collective: diff pairs the
+    # ops by name across the programs instead of listing every op removed and added.
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import jax, jax.numpy as jnp, stepscope\n"
+        "from jax.sharding import Mesh, PartitionSpec as P, NamedSharding\n"
+        "mesh = Mesh(jax.devices(), ('d',))\n"
+        "x = jax.device_put(jnp.ones((512, 512)), NamedSharding(mesh, P('d', None)))\n"
+        "def lcam(x):\n"
+        "    return jax.lax.psum(jnp.tanh(x) @ x.T, 'd')\n"
+        "def tad(x):\n"
+        "    return jax.lax.psum((jnp.sin(x) * 2.0).sum(0), 'd')\n"
+        "for name, f in {'lcam': lcam, 'tad': tad}.items():\n"
+        "    fn = jax.jit(jax.shard_map(f, mesh=mesh, in_specs=P('d', None), out_specs=P()))\n"
+        "    fn(x).block_until_ready()\n"
+        "    with stepscope.trace('runs', name=name):\n"
+        "        for i in range(3):\n"
+        "            with stepscope.step(i):\n"
+        "                fn(x).block_until_ready()\n"
+    )
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    a, b = (stepscope.load(tmp_path / "runs" / "plugins" / "profile" / n) for n in ("lcam", "tad"))
+    collective = {m: {o["name"] for o in p.ops() if o["category"] == "all-reduce"} for m, p in (("a", a), ("b", b))}
+    assert collective["a"] and collective["a"] == collective["b"], collective
+    d = stepscope.diff(a, b, top=0)  # every row, as the CLI's --top 0
+    for name in collective["a"]:
+        rows = [o for o in d["ops"] if o["name"] == name]
+        assert len(rows) == 1 and rows[0]["status"] not in ("added", "removed"), rows
+        assert rows[0]["matched_by"] == "name in another program"
+        assert (rows[0]["module"], rows[0]["b_module"]) == ("jit_lcam", "jit_tad"), rows[0]
+        assert rows[0]["a_count"] > 0 and rows[0]["b_count"] > 0

@@ -109,10 +109,15 @@ pub struct OpDiff {
     /// The name in B when it differs (matched by shape).
     pub b_name: Option<String>,
     pub module: String,
+    /// The module in B when it differs (two methods as differently named programs:
+    /// their ops pair by name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub b_module: Option<String>,
     pub category: String,
     /// `added`, `removed`, `slower`, `faster` or `unchanged`.
     pub status: &'static str,
-    /// `name` or `shape` (category + name stack + shape); empty when unmatched.
+    /// `name`, `shape` (category + name stack + shape) or `name in another program`
+    /// (B's program is named otherwise: [`OpDiff::b_module`]); empty when unmatched.
     pub matched_by: &'static str,
     pub a_count: u64,
     pub b_count: u64,
@@ -314,7 +319,8 @@ impl<'r> Pairing<'r> {
 
 /// Pairs B's rows with A's: by name and module (and, for an op several programs hold,
 /// its program's signature: program ids differ between runs), then by name and module
-/// alone, then (ops, with `hlo`) by module and signature, for fusions XLA renamed.
+/// alone, then (ops, with `hlo`) by module and signature, for fusions XLA renamed, then
+/// by name alone (the same op in a program named otherwise).
 fn match_rows(
     a: &[OpRow],
     b: &[OpRow],
@@ -341,6 +347,11 @@ fn match_rows(
         let shape = |p: &Profile, r: &OpRow| signature(p, r).map(|s| format!("{}\u{0}{s}", r.module));
         m.pass(|i| shape(pa, &a[i]), |j| shape(pb, &b[j]), "shape");
     }
+    // Two methods are often two programs of different names (jit_lcam, jit_tad): what
+    // is left pairs by name across programs.
+    if !m.a_left.is_empty() && m.b_used.contains(&false) {
+        m.pass(|i| Some(a[i].name.clone()), |j| Some(b[j].name.clone()), "name in another program");
+    }
     let Pairing { mut pairs, a_left, b_used, .. } = m;
     pairs.extend(a_left.into_iter().map(|i| (Some(&a[i]), None, "")));
     let mut b_rest: Vec<&OpRow> = (0..b.len()).filter(|&j| !b_used[j]).map(|j| &b[j]).collect();
@@ -363,6 +374,7 @@ fn match_rows(
             OpDiff {
                 name: base.0.clone(),
                 b_name: y.filter(|r| x.is_some() && r.name != base.0).map(|r| r.name.clone()),
+                b_module: y.filter(|r| x.is_some() && r.module != base.1).map(|r| r.module.clone()),
                 module: base.1,
                 category: base.2,
                 status,

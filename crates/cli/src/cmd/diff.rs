@@ -55,6 +55,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             "b_per_step_ps",
             "delta_per_step_ps",
             "within_noise",
+            "b_module",
         ];
         let row = |kind: &str, r: &OpDiff| {
             vec![
@@ -74,6 +75,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
                 r.b_per_step_ps.to_string(),
                 r.delta_per_step_ps.to_string(),
                 r.within_noise.to_string(),
+                r.b_module.clone().unwrap_or_default(),
             ]
         };
         let by = d.by.name();
@@ -143,6 +145,13 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         outln!();
         outln!("{title} by effect on step time (per step)");
         if std::ptr::eq(rows, &d.ops) {
+            let mut across: Vec<(&str, &str)> =
+                rows.iter().filter_map(|r| Some((r.module.as_str(), r.b_module.as_deref()?))).collect();
+            across.sort_unstable();
+            across.dedup();
+            for (a, b) in across {
+                outln!("  ops of A's {a} paired by name with B's {b}");
+            }
             for (side, only) in [("A", &d.only_in_a), ("B", &d.only_in_b)] {
                 if only.rows > 0 {
                     outln!(
