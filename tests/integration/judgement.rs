@@ -192,6 +192,32 @@ fn compare_lists_runs_side_by_side() {
     assert_eq!(csv.lines().count(), 3);
 }
 
+/// Guide 004's scaling table: the same model data-parallel over 2, 4 and 8 host
+/// devices (real captures made with `capture_jax.py --devices 2/4/8`), each run's
+/// device count and its throughput per device against the 2-device run. The CPU
+/// runs' FLOPs are not known, so a step is taken as the same work (strong scaling):
+/// efficiency = (T2 x 2) / (Tn x n).
+#[test]
+fn compare_scales_runs_by_their_device_counts() {
+    let runs = [fx("cpu-dp2-own-steps"), fx("cpu-dp4"), fx("cpu-dp8-collectives")];
+    let c = json(&["compare", &runs[0], &runs[1], &runs[2]]);
+    assert_eq!(c["scaling_basis"], "steps");
+    assert_eq!(c["scaling_base"], "cpu-dp2-own-steps");
+    let rows = c["runs"].as_array().unwrap();
+    let median = |r: &Value| r["step_time"]["median_ps"].as_f64().unwrap();
+    for (r, want) in rows.iter().zip([2u64, 4, 8]) {
+        assert_eq!(r["device_count"].as_u64(), Some(want), "{r}");
+        let expected = 100.0 * median(&rows[0]) * 2.0 / (median(r) * want as f64);
+        assert!((r["scaling_efficiency_pct"].as_f64().unwrap() - expected).abs() < 1e-6, "{r}");
+    }
+    let text = ok(&["compare", &runs[0], &runs[1], &runs[2]]);
+    assert!(text.contains("DEVICES") && text.contains("SCALING") && text.contains("100% is linear"), "{text}");
+    // The same device count everywhere: no scaling column.
+    let same = json(&["compare", &fx("cpu-sync"), &fx("cpu-nosync")]);
+    assert!(same.get("scaling_basis").is_none() && same["runs"][0].get("scaling_efficiency_pct").is_none());
+    assert!(!ok(&["compare", &fx("cpu-sync"), &fx("cpu-nosync")]).contains("SCALING"));
+}
+
 #[test]
 fn check_passes_against_its_own_baseline_and_fails_a_slowed_run() {
     let dir = tempfile::tempdir().unwrap();

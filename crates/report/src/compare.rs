@@ -23,6 +23,15 @@ pub struct Compare {
     pub rows: Vec<CompareRow>,
     /// The user's host scopes by path, likewise.
     pub scopes: Vec<CompareRow>,
+    /// What [`CompareRun::scaling_efficiency_pct`] counts as throughput: `flops` (the
+    /// FLOPs a step ran over its median time: weak and strong scaling alike) where
+    /// every run's FLOPs are known, else `steps` (steps a second: the same work a step
+    /// in every run, strong scaling); absent where the device counts are the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaling_basis: Option<&'static str>,
+    /// The run the efficiencies are against: the first with the fewest devices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaling_base: Option<String>,
 }
 
 /// One row (op, scope, line, host scope) across the runs.
@@ -56,6 +65,16 @@ pub struct CompareRun {
     pub memory_peak_bytes: Option<u64>,
     /// Median step time relative to the first run, percent (100 for the first).
     pub step_time_vs_first_pct: f64,
+    /// The devices that took part in the run's work.
+    pub device_count: u64,
+    /// FLOPs the devices ran per step, where known (see [`overview::Overview::flops_per_step`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flops_per_step: Option<f64>,
+    /// Where the runs' device counts differ: the run's throughput per device against
+    /// the run with the fewest devices, percent (100: linear scaling; see
+    /// [`Compare::scaling_basis`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scaling_efficiency_pct: Option<f64>,
     pub top_ops: Vec<OpRow>,
 }
 
@@ -72,6 +91,8 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
         .map(|(label, p)| {
             let s = overview::overview(p, top);
             let step_time = s.ranked_step_time().clone();
+            let all: u64 = s.environment.devices.iter().map(|d| d.count).sum();
+            let device_count = all.saturating_sub(s.devices_left_out.len() as u64).max(1);
             CompareRun {
                 label: label.clone(),
                 run: s.run,
@@ -83,6 +104,9 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
                 devices: s.environment.devices,
                 memory_peak_bytes: memory::memory(p, None, 0).allocators.iter().map(|a| a.peak_in_use_bytes).max(),
                 step_time_vs_first_pct: 0.0,
+                device_count,
+                flops_per_step: s.flops_per_step.filter(|f| *f > 0.0),
+                scaling_efficiency_pct: None,
                 top_ops: s.top_ops,
             }
         })
@@ -91,6 +115,7 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
     for r in &mut out {
         r.step_time_vs_first_pct = if first > 0 { 100.0 * r.step_time.median_ps as f64 / first as f64 } else { 0.0 };
     }
+    let (scaling_basis, scaling_base) = scale(&mut out);
     let steps: Vec<i64> = out.iter().map(|r| r.step_count.max(1) as i64).collect();
     let op_rows: Vec<Vec<(String, i64)>> =
         runs.iter().map(|(_, p)| ops::ops(p, by, 0).ops.into_iter().map(|r| (r.name, r.self_ps)).collect()).collect();
@@ -104,7 +129,33 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
         by,
         rows: side_by_side(&op_rows, &steps, top),
         scopes: side_by_side(&scope_rows, &steps, top),
+        scaling_basis,
+        scaling_base,
     }
+}
+
+/// Sets each run's scaling efficiency where the device counts differ: its throughput
+/// per device over that of the first run with the fewest devices. Returns the basis
+/// and that run's label.
+fn scale(runs: &mut [CompareRun]) -> (Option<&'static str>, Option<String>) {
+    let Some(base) = runs.iter().min_by_key(|r| r.device_count) else { return (None, None) };
+    if runs.iter().all(|r| r.device_count == base.device_count) {
+        return (None, None);
+    }
+    let flops = runs.iter().all(|r| r.flops_per_step.is_some());
+    let per_device = |r: &CompareRun| -> Option<f64> {
+        let seconds = r.step_time.median_ps as f64 / 1e12;
+        let work = if flops { r.flops_per_step? } else { 1.0 };
+        (seconds > 0.0).then(|| work / seconds / r.device_count as f64)
+    };
+    let (label, reference) = (base.label.clone(), per_device(base));
+    for r in runs.iter_mut() {
+        r.scaling_efficiency_pct = match (per_device(r), reference) {
+            (Some(x), Some(base)) if base > 0.0 => Some(100.0 * x / base),
+            _ => None,
+        };
+    }
+    (Some(if flops { "flops" } else { "steps" }), Some(label))
 }
 
 /// Rows of every run by name, per step, the `top` largest spreads first.

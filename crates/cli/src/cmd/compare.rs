@@ -59,6 +59,8 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             "device_utilization_pct",
             "memory_peak_bytes",
             "top_op",
+            "device_count",
+            "scaling_efficiency_pct",
         ];
         let rows: Vec<Vec<String>> = c
             .runs
@@ -82,26 +84,49 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
                     format!("{:.2}", r.device_utilization_pct),
                     opt(r.memory_peak_bytes),
                     r.top_ops.first().map(|o| o.name.clone()).unwrap_or_default(),
+                    r.device_count.to_string(),
+                    r.scaling_efficiency_pct.map(|p| format!("{p:.2}")).unwrap_or_default(),
                 ]
             })
             .collect();
         out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
-    let mut t = Table::new(vec!["RUN", "STEPS", "MEDIAN", "VS FIRST", "COMPUTE", "IDLE", "UTIL", "MEM PEAK"]);
+    let scaled = c.scaling_basis.is_some();
+    let mut head = vec!["RUN", "DEVICES", "STEPS", "MEDIAN", "VS FIRST"];
+    if scaled {
+        head.push("SCALING");
+    }
+    head.extend(["COMPUTE", "IDLE", "UTIL", "MEM PEAK"]);
+    let mut t = Table::new(head);
     for r in &c.runs {
-        t.push(vec![
+        let mut cells = vec![
             r.label.clone(),
+            r.device_count.to_string(),
             r.step_count.to_string(),
             human::duration_ps(r.step_time.median_ps),
             format!("{:.0}%", r.step_time_vs_first_pct),
+        ];
+        if scaled {
+            cells.push(r.scaling_efficiency_pct.map(|p| format!("{p:.0}%")).unwrap_or_else(|| "—".into()));
+        }
+        cells.extend([
             human::duration_ps(r.breakdown.device_compute_ps),
             human::duration_ps(r.breakdown.device_idle_ps),
             format!("{:.1}%", r.device_utilization_pct),
             r.memory_peak_bytes.map(human::bytes).unwrap_or_default(),
         ]);
+        t.push(cells);
     }
     out!("{}", t.text());
+    if let (Some(basis), Some(base)) = (c.scaling_basis, &c.scaling_base) {
+        let what = match basis {
+            "flops" => "FLOP/s per device (the FLOPs a step ran over its median time)",
+            _ => "steps a second per device (each run's step taken as the same work: strong scaling)",
+        };
+        let note = format!("SCALING: {what}, against {base}; 100% is linear scaling.");
+        out!("{}", human::wrap("", &note, crate::table::prose_width()));
+    }
     for r in &c.runs {
         if let Some(note) = crate::notes::cold_note(&r.label, r.cold_steps, r.step_count) {
             out!("{}", human::wrap("", &note, crate::table::prose_width()));
