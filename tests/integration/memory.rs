@@ -139,3 +139,32 @@ fn a_device_memory_profile_alone_is_read_as_one() {
     let err = assert_clean_error(&["memory", &prof, "--pprof", &prof]);
     assert!(err.contains("give one of them"), "{err}");
 }
+
+/// The summary's MEMORY line (user guide 003: "Memory Profile → Peak: 3.2GB / 8GB"):
+/// the allocator nearest its capacity, its peak the reference replay's.
+#[test]
+fn summary_shows_the_memory_peak_against_capacity() {
+    for rel in ["gpu-bf16", "rocm-mi300x-gemm/tw003.xplane.pb", "tpu-v6e-inference/tpu_inference_2.xplane.pb"] {
+        let f = if rel.contains('/') { path(rel) } else { xplane(rel) };
+        let s = json(&["summary", &f]);
+        let m = &s["memory_peak"];
+        let theirs = reference(&["memory", &f]);
+        let name = m["allocator"].as_str().unwrap();
+        assert_eq!(m["peak_bytes"], theirs[name]["peak_in_use_bytes"], "{rel}: {m}");
+        // Nearest its capacity among the allocators `memory` lists.
+        let mem = json(&["memory", &f]);
+        let share = |a: &serde_json::Value| {
+            a["capacity_bytes"].as_f64().map(|c| 100.0 * a["peak_in_use_bytes"].as_f64().unwrap() / c)
+        };
+        let best = mem["allocators"].as_array().unwrap().iter().filter_map(share).fold(f64::MIN, f64::max);
+        if let Some(p) = m["capacity_pct"].as_f64() {
+            assert!((p - best).abs() < 1e-9, "{rel}: {p} vs {best}");
+            let text = ok(&["summary", &f]);
+            assert!(text.contains(&format!("({p:.1}%) on")), "{rel}: {text}");
+        }
+    }
+    // No allocations recorded: no line.
+    let cpu = json(&["summary", &xplane("cpu-clean")]);
+    assert!(cpu.get("memory_peak").is_none(), "{cpu}");
+    assert!(!ok(&["summary", &xplane("cpu-clean")]).contains("MEMORY"));
+}

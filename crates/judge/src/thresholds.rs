@@ -17,7 +17,8 @@ pub struct Thresholds {
     pub launch_queued_pct: f64,
     /// Compile time above this, seconds.
     pub compile_s: f64,
-    /// Ops shorter than this are "small", µs.
+    /// Ops shorter than this are "small", µs (user guide 003's KPI: kernels under 0.1 ms
+    /// are bad).
     pub small_op_us: f64,
     /// Small ops above this share of op executions, percent…
     pub small_op_share_pct: f64,
@@ -39,6 +40,12 @@ pub struct Thresholds {
     pub memory_capacity_pct: f64,
     /// Achieved bandwidth of memory-bound ops below this share of peak, percent.
     pub memory_bandwidth_pct: f64,
+    /// Kernels below this occupancy, percent (user guide 003: above 50% for
+    /// compute-bound kernels), are noted where their ops fall short of their roof.
+    pub occupancy_pct: f64,
+    /// Ops shorter than this are left out of `memory-bandwidth` (launch and tail effects
+    /// dominate them), µs.
+    pub bandwidth_min_op_us: f64,
     /// Slow steps: p90 step time above the median by more than this, percent.
     pub step_jitter_pct: f64,
     /// Device idle before a step's first op above this share of the step, percent.
@@ -75,6 +82,8 @@ impl Thresholds {
             ("runtime_overhead_pct", self.runtime_overhead_pct),
             ("memory_capacity_pct", self.memory_capacity_pct),
             ("memory_bandwidth_pct", self.memory_bandwidth_pct),
+            ("bandwidth_min_op_us", self.bandwidth_min_op_us),
+            ("occupancy_pct", self.occupancy_pct),
             ("step_jitter_pct", self.step_jitter_pct),
             ("input_bound_pct", self.input_bound_pct),
             ("straggler_pct", self.straggler_pct),
@@ -105,7 +114,7 @@ impl Default for Thresholds {
             host_overhead_pct: 10.0,
             launch_queued_pct: 10.0,
             compile_s: 2.0,
-            small_op_us: 10.0,
+            small_op_us: 100.0,
             small_op_share_pct: 50.0,
             small_op_time_pct: 20.0,
             dispatches_per_step: 20.0,
@@ -116,6 +125,8 @@ impl Default for Thresholds {
             runtime_overhead_pct: 10.0,
             memory_capacity_pct: 90.0,
             memory_bandwidth_pct: 60.0,
+            bandwidth_min_op_us: 10.0,
+            occupancy_pct: 50.0,
             step_jitter_pct: 20.0,
             input_bound_pct: 20.0,
             min_steps: 3,

@@ -140,6 +140,13 @@ fn print_text(s: &Summary) {
             print_breakdown(s);
         }
     }
+    if let Some(m) = &s.memory_peak {
+        let of = match (m.capacity_bytes, m.capacity_pct) {
+            (Some(c), Some(p)) => format!(" of {} ({p:.1}%)", human::bytes(c)),
+            _ => String::new(),
+        };
+        outln!("MEMORY  peak {}{of} on {} {}  ·  stepscope memory PATH", human::bytes(m.peak_bytes), m.host, m.allocator);
+    }
     if !s.findings.is_empty() {
         outln!();
         outln!("TOP FINDINGS (all, with evidence and advice: stepscope advise PATH)");

@@ -17,10 +17,10 @@ const MEMORY_BOUND_TIME_PCT: f64 = 10.0;
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (profile, th, op_rows) = (cx.profile, cx.th, cx.op_rows());
-    // Memory bandwidth of memory-bound ops, where peaks are known. Ops shorter than a
-    // small op cannot approach peak bandwidth (launch and tail effects dominate): their
-    // cost is their count, which `many-small-ops` judges.
-    let small_ps = (th.small_op_us * 1e6) as i64;
+    // Memory bandwidth of memory-bound ops, where peaks are known. Ops shorter than
+    // `bandwidth_min_op_us` cannot approach peak bandwidth (launch and tail effects
+    // dominate): their cost is their count, which `many-small-ops` judges.
+    let small_ps = (th.bandwidth_min_op_us * 1e6) as i64;
     let mem_bound: Vec<&ops::OpRow> = op_rows
         .ops
         .iter()

@@ -18,6 +18,7 @@ pub mod host_device_copies;
 pub mod host_tracing_off;
 pub mod input_bound;
 pub mod launch_queued;
+pub mod low_occupancy;
 pub mod low_utilization;
 pub mod many_dispatches;
 pub mod many_small_ops;
@@ -50,6 +51,7 @@ pub const ALL: &[Rule] = &[
     many_dispatches::RULE,
     dominant_op::RULE,
     memory_bandwidth::RULE,
+    low_occupancy::RULE,
     host_device_copies::RULE,
     async_waits::RULE,
     runtime_overhead::RULE,
