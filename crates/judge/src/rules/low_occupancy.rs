@@ -77,9 +77,9 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     });
 }
 
-/// A kernel name cut to 60 characters.
+/// A kernel name cut to 36 characters (a word the text cannot wrap).
 fn short(name: &str) -> String {
-    match name.char_indices().nth(60) {
+    match name.char_indices().nth(36) {
         Some((at, _)) => format!("{}…", &name[..at]),
         None => name.to_string(),
     }
