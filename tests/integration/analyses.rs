@@ -301,3 +301,31 @@ fn modules_are_keyed_by_program_where_names_repeat() {
         assert_eq!(got, expected, "{rel}");
     }
 }
+
+/// User guide 003's op-profile columns and targets: TOTAL beside SELF where an op's
+/// total holds time its self does not (the TPU capture's async copies), and
+/// `--min-self 50ms` keeps the "operations with >50ms self-time", the same rows as the
+/// JSON's filtered by hand.
+#[test]
+fn ops_show_total_time_and_keep_the_ops_over_a_self_time() {
+    let f = xplane("tpu-v6e-inference");
+    let all = json(&["ops", &f, "--top", "0"]);
+    let rows = all["ops"].as_array().unwrap();
+    assert!(rows.iter().any(|r| r["total_ps"] != r["self_ps"]));
+    let text = ok(&["ops", &f, "--top", "0"]);
+    assert!(text.lines().nth(1).unwrap().contains("TOTAL"), "{text}");
+    let min = 50_000_000_000i64;
+    let want: Vec<&serde_json::Value> = rows.iter().filter(|r| r["self_ps"].as_i64().unwrap() >= min).map(|r| &r["name"]).collect();
+    assert!(!want.is_empty() && want.len() < rows.len(), "{want:?}");
+    let kept = json(&["ops", &f, "--top", "0", "--min-self", "50ms"]);
+    let got: Vec<&serde_json::Value> = kept["ops"].as_array().unwrap().iter().map(|r| &r["name"]).collect();
+    assert_eq!(got, want);
+    assert!(ok(&["ops", &f, "--min-self", "50ms"]).contains("with a self time of 50.0 ms or more"));
+    // A capture whose ops all have self = total: no TOTAL column; none over: said so.
+    let cpu = xplane("cpu-clean");
+    assert!(!ok(&["ops", &cpu]).contains("TOTAL"));
+    assert!(ok(&["ops", &cpu, "--min-self", "10s"]).contains("no row has a self time of 10.0 s or more"));
+    let bad = stepscope(&["ops", &cpu, "--min-self", "50"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("has no unit"));
+}

@@ -151,8 +151,31 @@ pub struct OpsArgs {
     /// With --by scope: cut scopes to this many levels (0 = whole scope).
     #[arg(long, value_name = "N", allow_negative_numbers = true, default_value_t = 0)]
     pub depth: usize,
+    /// Only rows whose self time is at least this (`50ms`, `200us`, `1.5s`): user guide
+    /// 003's "operations with >50ms self-time".
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_ps)]
+    pub min_self: Option<i64>,
     #[command(flatten)]
     pub peaks: PeakArgs,
+}
+
+/// A duration with its unit (`50ms`, `200us`, `200µs`, `1.5s`, `800ns`), in picoseconds.
+fn parse_duration_ps(s: &str) -> Result<i64, String> {
+    let t = s.trim();
+    let number = t.trim_end_matches(|c: char| c.is_alphabetic());
+    let scale = match &t[number.len()..] {
+        "s" => 1e12,
+        "ms" => 1e9,
+        "us" | "µs" => 1e6,
+        "ns" => 1e3,
+        "ps" => 1.0,
+        "" => return Err(format!("{s:?} has no unit: give one, e.g. 50ms, 200us or 1.5s")),
+        unit => return Err(format!("{s:?}: unknown unit {unit:?}; use s, ms, us, ns or ps (e.g. 50ms)")),
+    };
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 && v * scale < 9.2e18 => Ok((v * scale).round() as i64),
+        _ => Err(format!("{s:?} is not a duration; e.g. 50ms")),
+    }
 }
 
 #[derive(Args, Debug)]
@@ -174,7 +197,17 @@ pub struct InfoArgs {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_rate;
+    use super::{parse_duration_ps, parse_rate};
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ps("50ms"), Ok(50_000_000_000));
+        assert_eq!(parse_duration_ps("200µs"), Ok(200_000_000));
+        assert_eq!(parse_duration_ps("1.5s"), Ok(1_500_000_000_000));
+        assert!(parse_duration_ps("50").unwrap_err().contains("no unit"));
+        assert!(parse_duration_ps("5min").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration_ps("-1ms").is_err());
+    }
 
     #[test]
     fn rates() {

@@ -18,6 +18,11 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
     if let Some(note) = crate::notes::unreadable_hlo_note(&profile) {
         errln!("stepscope: note: {note}");
     }
+    let all_rows = result.ops.len();
+    let largest = result.ops.iter().map(|r| r.self_ps).max();
+    if let Some(min) = ops_args.min_self {
+        result.ops.retain(|r| r.self_ps >= min);
+    }
     let total_rows = result.ops.len();
     result.ops.truncate(args.select.rows());
     if args.output.json {
@@ -71,13 +76,25 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
         out!("{}", csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
+    if let (0, Some(min), Some(largest)) = (total_rows, ops_args.min_self, largest) {
+        outln!(
+            "no row has a self time of {} or more (--min-self); the largest of the {all_rows}: {}",
+            human::duration_ps(min),
+            human::duration_ps(largest)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     if total_rows == 0 {
         let why = format!("no XLA ops found in this profile. {}", stepscope_judge::advise::NO_OPS_WHY);
         out!("{}", human::wrap("", &why, crate::table::prose_width()));
         return Ok(ExitCode::SUCCESS);
     }
+    let kept = match ops_args.min_self {
+        Some(min) => format!(" with a self time of {} or more (of {all_rows})", human::duration_ps(min)),
+        None => String::new(),
+    };
     outln!(
-        "{} of op time in {} rows by {} (showing {})",
+        "{} of op time in {} rows by {}{kept} (showing {})",
         human::duration_ps(result.op_time_ps),
         total_rows,
         format!("{by:?}").to_lowercase(),
@@ -110,16 +127,22 @@ pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
         GroupBy::Stack => "STACK (outermost first)",
     };
     let by_line = by == GroupBy::Line;
+    // Total time (with the ops inside: a while loop's body, a nested scope) where it
+    // differs from the self time of some row (user guide 003's "Self Time vs Total Time").
+    let total = rows.iter().any(|r| r.total_ps != r.self_ps);
     let mut head = vec![first, "SELF", "%", "COUNT", "AVG", "CATEGORY", "RATE"];
+    if total {
+        head.insert(1, "TOTAL");
+    }
     if by_line {
         head.insert(1, "FUNCTION");
     }
+    let at = |name: &str| head.iter().position(|h| *h == name);
+    // On a narrow terminal: the category, then the function (the line names it).
+    let optional: Vec<usize> = if by_line { [at("CATEGORY"), at("FUNCTION")].into_iter().flatten().collect() } else { Vec::new() };
     let mut t = Table::new(head);
     t.keep_end = by == GroupBy::Stack;
-    if by_line {
-        // On a narrow terminal: the category, then the function (the line names it).
-        t.optional = vec![6, 1];
-    }
+    t.optional = optional;
     let labels = source_labels(rows, by);
     for (r, label) in rows.iter().zip(labels) {
         let rate = match (r.flops_per_s, r.bytes_per_s) {
@@ -136,6 +159,9 @@ pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
             crate::table::fit(&r.category, 14),
             rate,
         ];
+        if total {
+            cells.insert(1, human::duration_ps(r.total_ps));
+        }
         if by_line {
             let function = r.stack.as_ref().and_then(|s| s.first()).map(|f| short_function(&f.function));
             cells.insert(1, function.unwrap_or_default());
