@@ -27,8 +27,7 @@ EXAMPLES:
 pub const OPS: &str = "\
 EXAMPLES:
     stepscope ops /tmp/logdir                    the 10 ops with the most self time
-    stepscope ops /tmp/logdir --by category      by category (also: module, scope, line, stack)
-    stepscope ops /tmp/logdir --by line --top 20   by the line of your Python that made them
+    stepscope ops /tmp/logdir --by line --top 20   by the line of your Python that made them (also: category, module, scope, stack)
     stepscope ops /tmp/logdir --min-self 50ms    the ops over 50 ms of self time
     stepscope ops /tmp/logdir --top 0 --csv      every op as CSV";
 
