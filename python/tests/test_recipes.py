@@ -23,7 +23,7 @@ def blocks():
 
 
 def test_the_page_has_every_guides_workflow():
-    assert len(blocks()) == 5
+    assert len(blocks()) == 6
 
 
 @pytest.mark.parametrize("code", blocks())
