@@ -315,7 +315,8 @@ fn ops_show_total_time_and_keep_the_ops_over_a_self_time() {
     let text = ok(&["ops", &f, "--top", "0"]);
     assert!(text.lines().nth(1).unwrap().contains("TOTAL"), "{text}");
     let min = 50_000_000_000i64;
-    let want: Vec<&serde_json::Value> = rows.iter().filter(|r| r["self_ps"].as_i64().unwrap() >= min).map(|r| &r["name"]).collect();
+    let want: Vec<&serde_json::Value> =
+        rows.iter().filter(|r| r["self_ps"].as_i64().unwrap() >= min).map(|r| &r["name"]).collect();
     assert!(!want.is_empty() && want.len() < rows.len(), "{want:?}");
     let kept = json(&["ops", &f, "--top", "0", "--min-self", "50ms"]);
     let got: Vec<&serde_json::Value> = kept["ops"].as_array().unwrap().iter().map(|r| &r["name"]).collect();

@@ -199,7 +199,7 @@ fn every_help_example_runs_as_written() {
         .skip(1)
         .take_while(|l| !l.trim().is_empty())
         .filter_map(|l| l.split_whitespace().next())
-        .filter(|c| !["help", "serve", "capture", "top", "export"].contains(c))
+        .filter(|c| !["help", "serve", "capture", "top", "export", "mcp"].contains(c))
         .collect();
     assert!(commands.len() >= 17, "{help}");
     let mut failures = Vec::new();

@@ -117,4 +117,7 @@ pub enum Command {
     Top(crate::cmd::top::TopArgs),
     /// Write the profile as a Perfetto trace, Chrome trace JSON, CSV or Parquet.
     Export(crate::cmd::export::ExportArgs),
+    /// Model Context Protocol server over stdio: every analysis as a tool for coding agents.
+    #[command(after_help = crate::examples::MCP)]
+    Mcp(crate::cmd::mcp::McpArgs),
 }

@@ -88,6 +88,11 @@ EXAMPLES:
     stepscope compare runs/adam runs/sgd runs/lion     several runs side by side, the first as 100%
     stepscope compare runs/adam runs/sgd --by scope    their scopes per step, row by row";
 
+pub const MCP: &str = "\
+EXAMPLES:
+    stepscope mcp /tmp/logdir                    serve the profiles under /tmp/logdir to an agent (stdio)
+    claude mcp add stepscope -- stepscope mcp /tmp/logdir   register it with Claude Code (docs/agents.md)";
+
 pub const CHECK: &str = "\
 EXAMPLES:
     stepscope summary runs/main --json > ci/baseline.json     on the main branch: the baseline

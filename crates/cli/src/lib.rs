@@ -251,5 +251,6 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Capture(a) => cmd::capture::run(&a),
         args::Command::Top(a) => cmd::top::run(&a),
         args::Command::Export(a) => cmd::export::run(&a),
+        args::Command::Mcp(a) => cmd::mcp::run(&a),
     }
 }

@@ -16,9 +16,7 @@ pub fn timing_note(device_median_ps: i64, host_median_ps: i64, cut: usize) -> St
         human::duration_ps(host_median_ps)
     );
     if host_median_ps.saturating_mul(10) >= device_median_ps.saturating_mul(9) {
-        note.push_str(
-            " The dispatch takes as long as the work: the device waits for the host, which sets the pace.",
-        );
+        note.push_str(" The dispatch takes as long as the work: the device waits for the host, which sets the pace.");
     }
     if cut > 0 {
         let s = if cut == 1 { " is" } else { "s are" };

@@ -103,8 +103,11 @@ impl Links<'_> {
                 cut[k] = true;
             }
         }
-        let counted_cpu: Vec<usize> =
-            (on_host.iter()).filter(|d| d.source == OpSource::HostOps).filter(|d| counted(d)).map(|d| d.index).collect();
+        let counted_cpu: Vec<usize> = (on_host.iter())
+            .filter(|d| d.source == OpSource::HostOps)
+            .filter(|d| counted(d))
+            .map(|d| d.index)
+            .collect();
         let mut per_device: Vec<Vec<Intervals>> = Vec::new();
         for (_, runs) in host.runs.iter().filter(|(d, _)| counted_cpu.contains(d)) {
             per_device.push(
@@ -131,7 +134,13 @@ impl Links<'_> {
 /// copy, a kernel launched alone) and the capture holds no op of it. A device's last
 /// launch to run (`last`) is cut where it holds fewer ops than another launch of its
 /// kind: the capture stopped while it ran.
-fn not_run(host: &Launches, ins: &[(usize, i64)], ops_of: &[AtomicU32], last: &[u32], windows: usize) -> (Vec<bool>, u64) {
+fn not_run(
+    host: &Launches,
+    ins: &[(usize, i64)],
+    ops_of: &[AtomicU32],
+    last: &[u32],
+    windows: usize,
+) -> (Vec<bool>, u64) {
     let ops_of: Vec<u32> = ops_of.iter().map(|n| n.load(Ordering::Relaxed)).collect();
     // Per kind that ran: the most ops a launch of it ran.
     let mut most: FastMap<u32, u32> = FastMap::default();

@@ -43,8 +43,12 @@ fn memory_peak(memory: &stepscope_analysis::memory::Memory) -> Option<MemoryPeak
     let share = |a: &stepscope_analysis::memory::Allocator| {
         a.capacity_bytes.filter(|c| *c > 0).map(|c| 100.0 * a.peak_in_use_bytes as f64 / c as f64)
     };
-    let a = (memory.allocators.iter().filter(|a| a.peak_in_use_bytes > 0))
-        .max_by(|x, y| share(x).unwrap_or(-1.0).total_cmp(&share(y).unwrap_or(-1.0)).then(x.peak_in_use_bytes.cmp(&y.peak_in_use_bytes)))?;
+    let a = (memory.allocators.iter().filter(|a| a.peak_in_use_bytes > 0)).max_by(|x, y| {
+        share(x)
+            .unwrap_or(-1.0)
+            .total_cmp(&share(y).unwrap_or(-1.0))
+            .then(x.peak_in_use_bytes.cmp(&y.peak_in_use_bytes))
+    })?;
     Some(MemoryPeak {
         host: a.host.clone(),
         allocator: a.name.clone(),

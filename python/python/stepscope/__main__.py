@@ -1,6 +1,7 @@
 """The ``stepscope`` command (installed with the wheel): the same CLI as the Rust
 binary, run by the native extension."""
 
+import os
 import signal
 import sys
 
@@ -9,6 +10,9 @@ def main(argv=None) -> int:
     """Runs ``stepscope ARGS…`` (default: ``sys.argv[1:]``) and returns its exit code."""
     from stepscope._native import cli_main
 
+    # `stepscope mcp` runs each tool's command as a child process of this program:
+    # here, this Python with `-m stepscope`.
+    os.environ.setdefault("STEPSCOPE_PYTHON", sys.executable)
     if argv is None:
         argv = sys.argv[1:]
         # As the command itself, behave like the native one: Ctrl-C ends it at once.

@@ -13,6 +13,7 @@ pub mod hlo;
 pub mod info;
 pub mod kernels;
 pub mod ls;
+pub mod mcp;
 pub mod memory;
 pub mod ops;
 pub mod roofline;

@@ -139,7 +139,8 @@ pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
     }
     let at = |name: &str| head.iter().position(|h| *h == name);
     // On a narrow terminal: the category, then the function (the line names it).
-    let optional: Vec<usize> = if by_line { [at("CATEGORY"), at("FUNCTION")].into_iter().flatten().collect() } else { Vec::new() };
+    let optional: Vec<usize> =
+        if by_line { [at("CATEGORY"), at("FUNCTION")].into_iter().flatten().collect() } else { Vec::new() };
     let mut t = Table::new(head);
     t.keep_end = by == GroupBy::Stack;
     t.optional = optional;

@@ -145,7 +145,12 @@ fn print_text(s: &Summary) {
             (Some(c), Some(p)) => format!(" of {} ({p:.1}%)", human::bytes(c)),
             _ => String::new(),
         };
-        outln!("MEMORY  peak {}{of} on {} {}  ·  stepscope memory PATH", human::bytes(m.peak_bytes), m.host, m.allocator);
+        outln!(
+            "MEMORY  peak {}{of} on {} {}  ·  stepscope memory PATH",
+            human::bytes(m.peak_bytes),
+            m.host,
+            m.allocator
+        );
     }
     if !s.findings.is_empty() {
         outln!();

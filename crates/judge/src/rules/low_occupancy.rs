@@ -29,7 +29,10 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     }
     let short_of_roof = |kr: &kernels::KernelRow| {
         op_rows.ops.iter().any(|o| {
-            o.name == kr.op && o.module == kr.module && o.bound == Some("compute") && o.roof_pct.is_some_and(|p| p < ROOF_PCT)
+            o.name == kr.op
+                && o.module == kr.module
+                && o.bound == Some("compute")
+                && o.roof_pct.is_some_and(|p| p < ROOF_PCT)
         })
     };
     let mut low: Vec<&kernels::KernelRow> = (k.kernels.iter())

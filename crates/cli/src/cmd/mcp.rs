@@ -1,0 +1,493 @@
+//! `stepscope mcp`: a Model Context Protocol server over stdio, so that coding agents
+//! can read profiles. Each tool is one read-only stepscope command with `--json`,
+//! answered with exactly the JSON the command prints: the server runs the command as a
+//! child process of this same program, so a tool's answer is the CLI's by
+//! construction, a profile that breaks an analysis ends that call alone, and a call
+//! that runs too long is stopped. Paths are confined to the roots given on the command
+//! line; answers are bounded, with a note where one was cut.
+//!
+//! The transport is MCP's stdio one: JSON-RPC 2.0 messages, one a line, on stdin and
+//! stdout; nothing else is written to stdout.
+
+use std::io::{BufRead, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::{json, Value};
+
+#[derive(Args, Debug)]
+pub struct McpArgs {
+    /// Folders the tools may read profiles under (default: the current folder); a path
+    /// outside them is refused.
+    #[arg(value_name = "ROOT")]
+    pub roots: Vec<PathBuf>,
+    /// The longest one tool call may run, seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub timeout: u64,
+    /// The most bytes of one answer; a longer one is cut, with a note saying so.
+    #[arg(long, value_name = "BYTES", default_value_t = 512 * 1024)]
+    pub max_answer_bytes: usize,
+}
+
+/// The protocol versions this server speaks, newest first.
+const VERSIONS: &[&str] = &["2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The longest request line read, bytes.
+const MAX_REQUEST_BYTES: usize = 1024 * 1024;
+
+/// How to read a profile, for the agent (the user guides' checklist).
+const INSTRUCTIONS: &str = "stepscope reads JAX/XLA profiles (log directories of jax.profiler captures). \
+Read a run in this order: list_runs (which runs there are), summary (step time, the breakdown of an average \
+step, the top findings), steps (each step; where the loop dispatches ahead, steps are timed on the device), \
+ops (the op profile: by op, category, module, scope or Python line), memory (allocator peaks), kernels (GPU \
+kernels, occupancy), then advise (every finding with its evidence and advice). hlo shows one op's HLO and \
+source line; diff and compare set runs side by side. Times are picoseconds (_ps), sizes bytes (_bytes).";
+
+/// One tool: its name, what it does, its parameters (name, JSON type, description,
+/// required) and the command line it runs.
+struct Tool {
+    name: &'static str,
+    description: &'static str,
+    params: &'static [(&'static str, &'static str, &'static str, bool)],
+    args: fn(&Value) -> Result<Vec<String>, String>,
+}
+
+const PATH: (&str, &str, &str, bool) =
+    ("path", "string", "a log directory (any depth), a run folder or a profile file, under the server's roots", true);
+const RUN: (&str, &str, &str, bool) =
+    ("run", "string", "the run to read where PATH holds several (default: newest)", false);
+const TOP: (&str, &str, &str, bool) = ("top", "integer", "at most this many rows (default 20; 0: all)", false);
+
+const TOOLS: &[Tool] = &[
+    Tool {
+        name: "list_runs",
+        description: "The runs under a log directory: when captured, hosts, size, steps.",
+        params: &[PATH],
+        args: |a| Ok(vec!["ls".into(), text(a, "path")?, "--json".into()]),
+    },
+    Tool {
+        name: "summary",
+        description: "A run's overview: step time, the breakdown of an average step, utilisation, memory peak, \
+                      top ops and top findings (stepscope summary --json).",
+        params: &[PATH, RUN, TOP],
+        args: |a| analysis("summary", a),
+    },
+    Tool {
+        name: "steps",
+        description: "Every step: its time (on the device where the loop dispatches ahead), device busy, idle, \
+                      compile, FLOPs (stepscope steps --json).",
+        params: &[PATH, RUN, TOP],
+        args: |a| analysis("steps", a),
+    },
+    Tool {
+        name: "ops",
+        description: "The op profile, largest self time first (stepscope ops --json).",
+        params: &[
+            PATH,
+            RUN,
+            TOP,
+            ("by", "string", "op (default), category, module, scope, line or stack", false),
+            ("min_self", "string", "only rows with at least this self time, e.g. 50ms", false),
+        ],
+        args: |a| {
+            let mut v = analysis("ops", a)?;
+            if let Some(by) = opt_text(a, "by")? {
+                v.extend(["--by".into(), by]);
+            }
+            if let Some(min) = opt_text(a, "min_self")? {
+                v.extend(["--min-self".into(), min]);
+            }
+            Ok(v)
+        },
+    },
+    Tool {
+        name: "kernels",
+        description: "GPU kernels: time, grid, block, registers, occupancy, tensor cores (stepscope kernels --json).",
+        params: &[PATH, RUN, TOP],
+        args: |a| analysis("kernels", a),
+    },
+    Tool {
+        name: "memory",
+        description: "Allocators' peaks against capacity and what is live at the peak (stepscope memory --json).",
+        params: &[PATH, RUN, TOP],
+        args: |a| analysis("memory", a),
+    },
+    Tool {
+        name: "collectives",
+        description: "Collectives by kind: time, bytes, exposed time (stepscope collectives --json).",
+        params: &[PATH, RUN, TOP],
+        args: |a| analysis("collectives", a),
+    },
+    Tool {
+        name: "devices",
+        description: "Each device: busy, idle, compute, the devices left out (stepscope devices --json).",
+        params: &[PATH, RUN, TOP],
+        args: |a| analysis("devices", a),
+    },
+    Tool {
+        name: "scopes",
+        description: "The user's host scopes (profile_scope, TraceAnnotation) with the device work they launched \
+                      (stepscope scopes --json).",
+        params: &[PATH, RUN, TOP],
+        args: |a| analysis("scopes", a),
+    },
+    Tool {
+        name: "roofline",
+        description: "Each op's FLOP/s and bytes/s against the devices' roofs (stepscope roofline --json).",
+        params: &[PATH, RUN, TOP],
+        args: |a| analysis("roofline", a),
+    },
+    Tool {
+        name: "advise",
+        description: "Every finding: rule, measured value, threshold, evidence, advice (stepscope advise --json).",
+        params: &[PATH, RUN],
+        args: |a| {
+            let mut v = vec!["advise".into(), text(a, "path")?, "--json".into()];
+            if let Some(run) = opt_text(a, "run")? {
+                v.extend(["--run".into(), run]);
+            }
+            Ok(v)
+        },
+    },
+    Tool {
+        name: "hlo",
+        description: "One op's HLO instruction, operands, fusion body, name stack and Python source line \
+                      (stepscope hlo --json).",
+        params: &[
+            PATH,
+            RUN,
+            ("op", "string", "the op's name as ops lists it, e.g. fusion.12", true),
+            ("module", "string", "only in this module or program, e.g. jit_train_step", false),
+        ],
+        args: |a| {
+            let mut v = vec!["hlo".into(), text(a, "path")?, text(a, "op")?, "--json".into()];
+            if let Some(run) = opt_text(a, "run")? {
+                v.extend(["--run".into(), run]);
+            }
+            if let Some(m) = opt_text(a, "module")? {
+                v.extend(["--module".into(), m]);
+            }
+            Ok(v)
+        },
+    },
+    Tool {
+        name: "diff",
+        description: "What changed from run A to run B: step time, breakdown, ops and kernels by effect \
+                      (stepscope diff --json).",
+        params: &[
+            ("a", "string", "run A: a log directory, run folder or profile file under the roots", true),
+            ("b", "string", "run B, likewise", true),
+            TOP,
+            ("by", "string", "op (default), category, module, scope, line or stack", false),
+        ],
+        args: |a| {
+            let mut v = vec!["diff".into(), text(a, "a")?, text(a, "b")?, "--json".into()];
+            v.extend(["--top".into(), top(a)?]);
+            if let Some(by) = opt_text(a, "by")? {
+                v.extend(["--by".into(), by]);
+            }
+            Ok(v)
+        },
+    },
+    Tool {
+        name: "compare",
+        description: "Several runs side by side: step time, device count and scaling, breakdown, top ops \
+                      (stepscope compare --json).",
+        params: &[("runs", "array", "two or more runs (paths under the roots)", true), TOP],
+        args: |a| {
+            let runs = a.get("runs").and_then(Value::as_array).ok_or("runs: give a list of two or more paths")?;
+            let mut v = vec!["compare".to_string()];
+            for r in runs {
+                v.push(r.as_str().ok_or("runs: each run is a path (a string)")?.to_string());
+            }
+            if v.len() < 3 {
+                return Err("runs: give two or more paths".into());
+            }
+            v.extend(["--json".into(), "--top".into(), top(a)?]);
+            Ok(v)
+        },
+    },
+];
+
+/// The parameters of a tool that name paths (checked against the roots).
+fn path_params(tool: &Tool, args: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, ty, _, _) in tool.params {
+        match (*ty, args.get(*name)) {
+            ("string", Some(Value::String(s))) if ["path", "a", "b"].contains(name) => out.push(s.clone()),
+            ("array", Some(Value::Array(list))) => out.extend(list.iter().filter_map(|v| v.as_str().map(String::from))),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn text(a: &Value, key: &str) -> Result<String, String> {
+    opt_text(a, key)?.ok_or_else(|| format!("{key}: required"))
+}
+
+fn opt_text(a: &Value, key: &str) -> Result<Option<String>, String> {
+    match a.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(format!("{key}: give a string, not {v}")),
+    }
+}
+
+fn top(a: &Value) -> Result<String, String> {
+    match a.get("top") {
+        None | Some(Value::Null) => Ok("20".into()),
+        Some(v) => v.as_u64().map(|n| n.to_string()).ok_or_else(|| format!("top: give a whole number, not {v}")),
+    }
+}
+
+/// An analysis command's line: PATH, `--run`, `--top` and `--json`.
+fn analysis(command: &str, a: &Value) -> Result<Vec<String>, String> {
+    let mut v = vec![command.to_string(), text(a, "path")?, "--json".into(), "--top".into(), top(a)?];
+    if let Some(run) = opt_text(a, "run")? {
+        v.extend(["--run".into(), run]);
+    }
+    Ok(v)
+}
+
+/// The server's roots and limits.
+struct Server {
+    roots: Vec<PathBuf>,
+    timeout: Duration,
+    max_answer_bytes: usize,
+}
+
+pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
+    let given = if args.roots.is_empty() { vec![PathBuf::from(".")] } else { args.roots.clone() };
+    let mut roots = Vec::new();
+    for r in given {
+        let canonical = std::fs::canonicalize(&r)
+            .map_err(|e| anyhow::anyhow!("root {}: {e} — give folders that exist", r.display()))?;
+        if !canonical.is_dir() {
+            anyhow::bail!("root {} is not a folder — give the folders the tools may read under", r.display());
+        }
+        roots.push(canonical);
+    }
+    let server = Server {
+        roots,
+        timeout: Duration::from_secs(args.timeout.max(1)),
+        max_answer_bytes: args.max_answer_bytes.max(1),
+    };
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let mut out = std::io::stdout().lock();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut input).take(MAX_REQUEST_BYTES as u64 + 1).read_until(b'\n', &mut line)?;
+        if n == 0 {
+            return Ok(ExitCode::SUCCESS);
+        }
+        if line.len() > MAX_REQUEST_BYTES && !line.ends_with(b"\n") {
+            // Skip the rest of the line: it is not a message this server reads.
+            let mut rest = Vec::new();
+            input.read_until(b'\n', &mut rest)?;
+            reply(&mut out, &error(Value::Null, -32600, "a message over 1 MiB: not read"))?;
+            continue;
+        }
+        let text = String::from_utf8_lossy(&line);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let answer = match serde_json::from_str::<Value>(&text) {
+            Ok(msg) => server.handle(&msg),
+            Err(e) => Some(error(Value::Null, -32700, &format!("not JSON: {e}"))),
+        };
+        if let Some(a) = answer {
+            reply(&mut out, &a)?;
+        }
+    }
+}
+
+fn reply(out: &mut impl Write, msg: &Value) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, msg)?;
+    out.write_all(b"\n")?;
+    out.flush()
+}
+
+fn error(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+impl Server {
+    /// The answer to one message; `None` for a notification.
+    fn handle(&self, msg: &Value) -> Option<Value> {
+        let method = msg.get("method").and_then(Value::as_str);
+        let Some(id) = msg.get("id").cloned() else {
+            return None; // a notification (initialized, cancelled): nothing to answer
+        };
+        let Some(method) = method else {
+            // A response to a request of ours: this server makes none.
+            return msg.get("result").or(msg.get("error")).is_none().then(|| error(id, -32600, "no method"));
+        };
+        let params = msg.get("params").cloned().unwrap_or(Value::Null);
+        let result = match method {
+            "initialize" => {
+                let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or(VERSIONS[0]);
+                let version = VERSIONS.iter().find(|v| **v == asked).unwrap_or(&VERSIONS[0]);
+                json!({
+                    "protocolVersion": version,
+                    "capabilities": {"tools": {"listChanged": false}},
+                    "serverInfo": {"name": "stepscope", "version": env!("CARGO_PKG_VERSION")},
+                    "instructions": INSTRUCTIONS,
+                })
+            }
+            "ping" => json!({}),
+            "tools/list" => json!({"tools": TOOLS.iter().map(describe).collect::<Vec<_>>()}),
+            "tools/call" => match self.call(&params) {
+                Ok(result) => result,
+                Err(message) => return Some(error(id, -32602, &message)),
+            },
+            other => return Some(error(id, -32601, &format!("no method {other:?}"))),
+        };
+        Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    }
+
+    /// A `tools/call`: the tool's answer, or (`Err`) a request that names no tool.
+    fn call(&self, params: &Value) -> Result<Value, String> {
+        let name = params.get("name").and_then(Value::as_str).ok_or("tools/call: no tool name")?;
+        let tool = TOOLS.iter().find(|t| t.name == name).ok_or_else(|| format!("no tool {name:?}"))?;
+        let args = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+        let failed = |text: String| json!({"content": [{"type": "text", "text": text}], "isError": true});
+        if !args.is_object() {
+            return Ok(failed("arguments: give an object".into()));
+        }
+        let line = match (tool.args)(&args) {
+            Ok(line) => line,
+            Err(e) => return Ok(failed(format!("stepscope: {e}"))),
+        };
+        for p in path_params(tool, &args) {
+            if let Err(e) = self.allowed(&p) {
+                return Ok(failed(format!("stepscope: {e}")));
+            }
+        }
+        Ok(match self.run_command(&line) {
+            Ok(answer) => json!({"content": [{"type": "text", "text": answer}], "isError": false}),
+            Err(e) => failed(e),
+        })
+    }
+
+    /// Whether `path` lies under a root (after following links).
+    fn allowed(&self, path: &str) -> Result<(), String> {
+        if path.contains("://") {
+            return Err(format!("{path}: only local paths under the server's roots are read"));
+        }
+        let canonical = std::fs::canonicalize(path).map_err(|e| format!("{path}: {e}"))?;
+        if self.roots.iter().any(|r| canonical.starts_with(r)) {
+            Ok(())
+        } else {
+            let roots: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
+            Err(format!(
+                "{path} is outside the server's roots ({}): start stepscope mcp with a root above it",
+                roots.join(", ")
+            ))
+        }
+    }
+
+    /// Runs this program with `line`: its stdout (cut past `max_answer_bytes`, with a
+    /// note), or its error's last line.
+    fn run_command(&self, line: &[String]) -> Result<String, String> {
+        let (program, lead) = program();
+        let mut child = Command::new(program)
+            .args(lead)
+            .args(line)
+            .env("COLUMNS", "100")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("stepscope: cannot run itself: {e}"))?;
+        let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
+        let max = self.max_answer_bytes;
+        let reader = std::thread::spawn(move || bounded(stdout.as_mut(), max));
+        let errors = std::thread::spawn(move || bounded(stderr.as_mut(), 64 * 1024));
+        let deadline = Instant::now() + self.timeout;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+        };
+        let (answer, total) = reader.join().unwrap_or_default();
+        let (err, _) = errors.join().unwrap_or_default();
+        let Some(status) = status else {
+            return Err(format!(
+                "stepscope: {} ran past {} s and was stopped — ask a narrower question (fewer rows, one run), or \
+                 start stepscope mcp with a longer --timeout",
+                line[0],
+                self.timeout.as_secs()
+            ));
+        };
+        if !status.success() {
+            let last = String::from_utf8_lossy(&err).lines().rev().find(|l| !l.trim().is_empty()).map(String::from);
+            return Err(last.unwrap_or_else(|| format!("stepscope {} ended with {status}", line[0])));
+        }
+        let mut text = String::from_utf8_lossy(&answer).into_owned();
+        if total > max {
+            text.push_str(&format!(
+                "\n[stepscope: the answer was cut at {max} of its {total} bytes — ask for fewer rows (top) or a \
+                 narrower question]"
+            ));
+        }
+        Ok(text)
+    }
+}
+
+/// Up to `max` bytes of a pipe, read to its end, and how many bytes it held.
+fn bounded(pipe: Option<&mut impl Read>, max: usize) -> (Vec<u8>, usize) {
+    let Some(pipe) = pipe else { return (Vec::new(), 0) };
+    let mut kept = Vec::new();
+    let mut total = 0;
+    let mut buf = [0u8; 64 * 1024];
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) | Err(_) => return (kept, total),
+            Ok(n) => {
+                total += n;
+                let room = max.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+    }
+}
+
+/// This program, to run a tool's command: the `stepscope` binary, or the Python that
+/// runs the wheel's (`STEPSCOPE_PYTHON`, set by `python -m stepscope`) with `-m stepscope`.
+fn program() -> (PathBuf, Vec<&'static str>) {
+    match std::env::var_os("STEPSCOPE_PYTHON") {
+        Some(python) if Path::new(&python).is_file() => (PathBuf::from(python), vec!["-m", "stepscope"]),
+        _ => (std::env::current_exe().unwrap_or_else(|_| PathBuf::from("stepscope")), Vec::new()),
+    }
+}
+
+/// A tool as `tools/list` gives it.
+fn describe(t: &Tool) -> Value {
+    let mut properties = serde_json::Map::new();
+    for (name, ty, description, _) in t.params {
+        let schema = if *ty == "array" {
+            json!({"type": "array", "items": {"type": "string"}, "description": description})
+        } else {
+            json!({"type": ty, "description": description})
+        };
+        properties.insert(name.to_string(), schema);
+    }
+    let required: Vec<&str> = t.params.iter().filter(|p| p.3).map(|p| p.0).collect();
+    json!({
+        "name": t.name,
+        "description": t.description,
+        "inputSchema": {"type": "object", "properties": properties, "required": required, "additionalProperties": false},
+        "annotations": {"readOnlyHint": true, "openWorldHint": false},
+    })
+}

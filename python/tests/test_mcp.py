@@ -1,0 +1,100 @@
+"""`stepscope mcp` with the official MCP Python SDK as the client, as an agent uses it:
+initialize, list the tools, call them on real fixtures and compare with the CLI's JSON;
+a path outside the roots is refused, a long answer is cut with a note, a bad profile
+is an error that names the file."""
+
+import asyncio
+import json
+import subprocess
+from pathlib import Path
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
+
+
+def cli_json(cli, *args):
+    r = subprocess.run([cli, *args], capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)
+
+
+def session(cli, *server_args, calls):
+    """Runs `calls(session)` against `stepscope mcp SERVER_ARGS…`; returns what it returns."""
+
+    async def go():
+        params = StdioServerParameters(command=str(cli), args=["mcp", *map(str, server_args)])
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as s:
+                init = await s.initialize()
+                assert init.server_info.name == "stepscope"
+                assert "summary" in init.instructions
+                return await calls(s)
+
+    return asyncio.run(go())
+
+
+def text_of(result):
+    assert len(result.content) == 1 and result.content[0].type == "text"
+    return result.content[0].text
+
+
+def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
+    run = FIXTURES / "cpu-transformer"
+
+    async def calls(s):
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        out = {"tools": tools}
+        out["summary"] = await s.call_tool("summary", {"path": str(run), "top": 3})
+        out["ops"] = await s.call_tool("ops", {"path": str(run), "by": "scope", "top": 5})
+        out["advise"] = await s.call_tool("advise", {"path": str(run)})
+        first = json.loads(text_of(out["ops"]))
+        out["first_scope"] = first["ops"][0]["name"]
+        op = cli_json(cli, "ops", str(run), "--json", "--top", "1")["ops"][0]["name"]
+        out["op"] = op
+        out["hlo"] = await s.call_tool("hlo", {"path": str(run), "op": op})
+        out["outside"] = await s.call_tool("summary", {"path": str(tmp_path)})
+        out["missing"] = await s.call_tool("hlo", {"path": str(run)})
+        return out
+
+    out = session(cli, FIXTURES, calls=calls)
+    for name in ("list_runs", "summary", "steps", "ops", "kernels", "memory", "advise", "hlo", "diff", "compare"):
+        assert name in out["tools"], sorted(out["tools"])
+        assert out["tools"][name].input_schema["type"] == "object"
+    assert out["tools"]["hlo"].input_schema["required"] == ["path", "op"]
+    # The same JSON the CLI prints, number for number.
+    for key, args in (
+        ("summary", ["summary", str(run), "--json", "--top", "3"]),
+        ("ops", ["ops", str(run), "--json", "--top", "5", "--by", "scope"]),
+        ("advise", ["advise", str(run), "--json"]),
+        ("hlo", ["hlo", str(run), out["op"], "--json"]),
+    ):
+        assert out[key].is_error is False, text_of(out[key])
+        assert json.loads(text_of(out[key])) == cli_json(cli, *args), key
+    # Confined to the roots, in the CLI's one-line style.
+    assert out["outside"].is_error is True
+    assert "outside the server's roots" in text_of(out["outside"])
+    assert out["missing"].is_error is True and "op: required" in text_of(out["missing"])
+
+
+def test_answers_are_bounded_and_errors_name_the_file(cli, tmp_path):
+    broken = tmp_path / "vm.xplane.pb"
+    broken.write_bytes(b"\x0a\xff\xff\xff\xff\x0f not a profile")
+    run = FIXTURES / "gpu-sync"
+
+    async def calls(s):
+        return (
+            await s.call_tool("ops", {"path": str(run), "top": 0}),
+            await s.call_tool("summary", {"path": str(broken)}),
+            await s.call_tool("diff", {"a": str(FIXTURES / "cpu-sync"), "b": str(FIXTURES / "cpu-nosync")}),
+        )
+
+    long, bad, diff = session(cli, FIXTURES, tmp_path, "--max-answer-bytes", 65536, calls=calls)
+    text = text_of(long)
+    assert long.is_error is False
+    assert text.endswith("— ask for fewer rows (top) or a narrower question]"), text[-300:]
+    assert "the answer was cut at 65536 of its" in text
+    assert bad.is_error is True
+    assert str(broken) in text_of(bad) and text_of(bad).startswith("stepscope:"), text_of(bad)
+    d = json.loads(text_of(diff))
+    assert d == cli_json(cli, "diff", str(FIXTURES / "cpu-sync"), str(FIXTURES / "cpu-nosync"), "--json", "--top", "20")
