@@ -479,13 +479,17 @@ fn launches(plane: &stepscope_xspace::Plane) -> Launches {
         .map(|(line, range)| {
             let mut found = Vec::new();
             let maybe: Vec<usize> = plane.events_maybe_with(&look, line, range.clone()).collect();
+            if maybe.is_empty() {
+                return found;
+            }
             // A line of launch calls only (ROCm's, CUPTI's API lines) holds no annotation.
             let annotated = maybe.len() < range.len();
-            for i in maybe {
+            let scopes = if annotated { innermost(line, range.clone(), &maybe) } else { Vec::new() };
+            for (k, &i) in maybe.iter().enumerate() {
                 let [c] = plane.stats_of(&look, line, i);
                 if let Some(c) = c.and_then(|c| plane.stat_i64(&c)) {
                     let (start_ps, end_ps) = (line.start_ps(i), line.end_ps(i));
-                    let scope = if annotated { enclosing(line, i) } else { None };
+                    let scope = scopes.get(k).copied().flatten().map(|j| (line.start_ps(j), line.meta(j)));
                     found.push((c, Launch { start_ps, end_ps, scope, meta: line.meta(i) }));
                 }
             }
@@ -496,25 +500,38 @@ fn launches(plane: &stepscope_xspace::Plane) -> Launches {
     Launches::new(found.concat())
 }
 
-/// The innermost event of `line` that holds the start of event `i` (its start and
-/// metadata id): the nearest one before it that starts no later and ends later, among
-/// the [`ENCLOSING_SCAN`] before it (a launch call may end a clock tick after the
-/// annotation holding it does).
-fn enclosing(line: &Line, i: usize) -> Option<(i64, u32)> {
-    let start = line.start_ps(i);
-    (i.saturating_sub(ENCLOSING_SCAN)..i)
-        .rev()
-        .find(|&j| line.start_ps(j) <= start && line.end_ps(j) > start)
-        .map(|j| (line.start_ps(j), line.meta(j)))
+/// For each of `wanted` (events of `range` of `line`, in order): the innermost event
+/// of the line that holds its start (a launch call may end a clock tick after the
+/// annotation holding it does), found in one walk over the range with a stack of the
+/// events still open. The walk starts with the events before the range that hold its
+/// first event, among the [`ENCLOSING_SCAN`] before it (a piece boundary).
+fn innermost(line: &Line, range: std::ops::Range<usize>, wanted: &[usize]) -> Vec<Option<usize>> {
+    let first = line.start_ps(range.start);
+    let mut open: Vec<usize> = (range.start.saturating_sub(ENCLOSING_SCAN)..range.start)
+        .filter(|&j| line.start_ps(j) <= first && line.end_ps(j) > first)
+        .collect();
+    let mut out = Vec::with_capacity(wanted.len());
+    let mut next = wanted.iter().copied().peekable();
+    for i in range {
+        let start = line.start_ps(i);
+        while open.last().is_some_and(|&j| line.end_ps(j) <= start) {
+            open.pop();
+        }
+        if next.peek() == Some(&i) {
+            next.next();
+            out.push(open.last().copied());
+            if next.peek().is_none() {
+                break;
+            }
+        }
+        open.push(i);
+    }
+    out
 }
 
-/// How many events before a launch [`enclosing`] looks at. What is looked for is the
-/// annotation of the op that made the launch, which holds the op's launches and comes
-/// right before them: on the NVIDIA fixtures the event before, or the one before that
-/// after a GEMM's memset, and 8 launches back in cuDNN's flash-attention backward
-/// (`gpu-cudnn-attention-nocb`: five memsets and three kernels). An event found that
-/// holds more launches (a module's, a loop's) names no op, so looking further back
-/// only costs time: a launch outside any annotation looks this far.
+/// How many events before a piece of a host line [`innermost`] looks at for the
+/// events that hold the piece's first one (the annotation of an op and the events
+/// around it: a module's, a step's).
 const ENCLOSING_SCAN: usize = 32;
 
 /// Events of a host line, or a GPU's op records, read as one piece by

@@ -23,6 +23,15 @@ const ROOF_PCT: f64 = 50.0;
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (th, op_rows) = (cx.th, cx.op_rows());
+    // The kernel statistics cost a pass over every kernel: only where compute-bound ops
+    // short of their roof take a share of op time that could reach the threshold.
+    let short_time: i64 = (op_rows.ops.iter())
+        .filter(|o| o.bound == Some("compute") && o.roof_pct.is_some_and(|p| p < ROOF_PCT))
+        .map(|o| o.self_ps)
+        .sum();
+    if pct(short_time, op_rows.op_time_ps) <= KERNEL_TIME_PCT / 2.0 {
+        return;
+    }
     let k = kernels::kernels(cx.profile);
     if k.kernel_time_ps <= 0 {
         return;
