@@ -1,11 +1,13 @@
-//! `low-occupancy`: Much of the kernel time in kernels below `occupancy_pct` occupancy
+//! `low-occupancy`: Much of the op time in kernels below `occupancy_pct` occupancy
 //! (user guide 003: above 50% for compute-bound kernels) whose op, compute-bound,
 //! reaches under half its roof. A note: library kernels (cuBLAS, cuDNN) choose a low
 //! occupancy on purpose (large tiles) and reach their roof with it, so only kernels
 //! that also fall short of it are counted, and the advice says what the user can
 //! change.
 
-use stepscope_analysis::kernels;
+use std::collections::HashSet;
+
+use stepscope_analysis::{kernels, ops};
 use stepscope_model::stats::pct;
 
 use crate::context::Context;
@@ -15,7 +17,7 @@ use crate::rule::Rule;
 
 pub const RULE: Rule = Rule { id: "low-occupancy", threshold: Some("occupancy_pct"), needs_steps: false, check };
 
-/// Share of kernel time, percent, the low-occupancy kernels must take to be noted.
+/// Share of op time, percent, the low-occupancy kernels must take to be noted.
 const KERNEL_TIME_PCT: f64 = 10.0;
 
 /// Share of its roof, percent, under which a compute-bound op falls short of it.
@@ -23,40 +25,29 @@ const ROOF_PCT: f64 = 50.0;
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (th, op_rows) = (cx.th, cx.op_rows());
-    // The kernel statistics cost a pass over every kernel: only where compute-bound ops
-    // short of their roof take a share of op time that could reach the threshold.
-    let short_time: i64 = (op_rows.ops.iter())
+    // The compute-bound ops short of their roof: only their kernels are read, and only
+    // where they take a share of op time that could reach the threshold.
+    let short: Vec<&ops::OpRow> = (op_rows.ops.iter())
         .filter(|o| o.bound == Some("compute") && o.roof_pct.is_some_and(|p| p < ROOF_PCT))
-        .map(|o| o.self_ps)
-        .sum();
-    if pct(short_time, op_rows.op_time_ps) <= KERNEL_TIME_PCT / 2.0 {
-        return;
-    }
-    let k = kernels::kernels(cx.profile);
-    if k.kernel_time_ps <= 0 {
-        return;
-    }
-    let short_of_roof = |kr: &kernels::KernelRow| {
-        op_rows.ops.iter().any(|o| {
-            o.name == kr.op
-                && o.module == kr.module
-                && o.bound == Some("compute")
-                && o.roof_pct.is_some_and(|p| p < ROOF_PCT)
-        })
-    };
-    let mut low: Vec<&kernels::KernelRow> = (k.kernels.iter())
-        .filter(|kr| kr.occupancy_pct.is_some_and(|o| o < th.occupancy_pct) && short_of_roof(kr))
         .collect();
-    let share = pct(low.iter().map(|kr| kr.total_ps).sum(), k.kernel_time_ps);
+    if pct(short.iter().map(|o| o.self_ps).sum(), op_rows.op_time_ps) <= KERNEL_TIME_PCT {
+        return;
+    }
+    let wanted: HashSet<(&str, &str)> = short.iter().map(|o| (o.name.as_str(), o.module.as_str())).collect();
+    let mut low: Vec<kernels::OpKernel> = kernels::of_ops(cx.profile, &wanted)
+        .into_iter()
+        .filter(|k| k.occupancy_pct.is_some_and(|o| o < th.occupancy_pct))
+        .collect();
+    let share = pct(low.iter().map(|k| k.total_ps).sum(), op_rows.op_time_ps);
     if share <= KERNEL_TIME_PCT {
         return;
     }
-    low.sort_by_key(|kr| std::cmp::Reverse(kr.total_ps));
+    low.sort_by_key(|k| std::cmp::Reverse(k.total_ps));
     out.push(Finding {
         rule: RULE.id,
         severity: Severity::Info,
         title: format!(
-            "{share:.0}% of kernel time in kernels under {:.0}% occupancy whose ops reach under half their roof",
+            "{share:.0}% of op time in kernels under {:.0}% occupancy whose ops reach under half their roof",
             th.occupancy_pct
         ),
         value: share,
@@ -65,19 +56,19 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         evidence: low
             .iter()
             .take(5)
-            .map(|kr| {
+            .map(|k| {
                 let mut e = ev(
                     format!(
-                        "{} ({}): occupancy {:.0}%, {} registers a thread, {} of kernel time",
-                        short(&kr.name),
-                        kr.op,
-                        kr.occupancy_pct.unwrap_or(0.0),
-                        kr.registers_per_thread.map_or("?".to_string(), |r| r.to_string()),
-                        ms(kr.total_ps)
+                        "{} ({}): occupancy {:.0}%, {} registers a thread, {}",
+                        short_name(&k.name),
+                        k.op,
+                        k.occupancy_pct.unwrap_or(0.0),
+                        k.registers_per_thread.map_or("?".to_string(), |r| r.to_string()),
+                        ms(k.total_ps)
                     ),
                     "",
                 );
-                e.detail = kr.module.clone();
+                e.detail = k.module.clone();
                 e
             })
             .collect(),
@@ -90,7 +81,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
 }
 
 /// A kernel name cut to 36 characters (a word the text cannot wrap).
-fn short(name: &str) -> String {
+fn short_name(name: &str) -> String {
     match name.char_indices().nth(36) {
         Some((at, _)) => format!("{}…", &name[..at]),
         None => name.to_string(),
@@ -112,5 +103,28 @@ mod tests {
         assert!(f.value > 10.0 && f.evidence[0].what.contains("occupancy 19%"), "{f:?}");
         assert!(Run::of("gpu-sync").check(&RULE).is_empty());
         assert!(Run::of("cpu-clean").check(&RULE).is_empty());
+    }
+
+    #[test]
+    fn the_pass_over_a_few_ops_equals_the_kernel_table() {
+        // kernels::of_ops reads only the records of the ops asked for: each of their
+        // kernels' time, occupancy and registers equal the full table's rows.
+        for fixture in ["gpu-bf16", "gpu-cudnn-attention"] {
+            let run = Run::of(fixture);
+            let all = stepscope_analysis::kernels::kernels(&run.profile);
+            let wanted: std::collections::HashSet<(&str, &str)> =
+                all.kernels.iter().step_by(3).map(|k| (k.op.as_str(), k.module.as_str())).collect();
+            let mine = stepscope_analysis::kernels::of_ops(&run.profile, &wanted);
+            let theirs: Vec<_> =
+                all.kernels.iter().filter(|k| wanted.contains(&(k.op.as_str(), k.module.as_str()))).collect();
+            assert!(theirs.len() > 5, "{fixture}");
+            for k in &theirs {
+                let same: Vec<_> = mine.iter().filter(|m| m.name == k.name && m.op == k.op).collect();
+                let total: i64 = same.iter().map(|m| m.total_ps).sum();
+                let table: i64 = theirs.iter().filter(|t| t.name == k.name && t.op == k.op).map(|t| t.total_ps).sum();
+                assert_eq!(total, table, "{fixture} {} {}", k.name, k.op);
+                assert!(same.iter().all(|m| m.occupancy_pct == k.occupancy_pct), "{fixture} {}", k.name);
+            }
+        }
     }
 }
