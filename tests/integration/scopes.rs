@@ -249,9 +249,24 @@ fn diff_by_scope_puts_the_optimizers_ops_beside_the_noise() {
     let only_a: Vec<&String> = ra.keys().filter(|k| !rb.contains_key(*k)).collect();
     assert_eq!(d["only_in_a"]["rows"].as_u64().unwrap(), only_a.len() as u64);
     assert_eq!(d["only_in_a"]["per_step_ps"].as_i64().unwrap(), only_a.iter().map(|k| ra[*k] / na).sum::<i64>());
-    // The noise is the step times' own, and each row says whether it is within it.
-    let std = |p: &str| json(&["summary", p])["step_time"]["std_ps"].as_f64().unwrap();
-    let noise = 2.0 * (std(&a).powi(2) / na as f64 + std(&b).powi(2) / nb as f64).sqrt();
+    // The noise is the step times' own, robust to an outlier: from each run's median
+    // absolute deviation (x 1.4826, a normal spread), of the steps as the reference
+    // reader reads them; each row says whether it is within it.
+    let spread = |p: &str| {
+        let steps = reference(&["steps", &xplane(p)]);
+        let mut v: Vec<i64> = steps.as_array().unwrap().iter().map(|s| s["duration_ps"].as_i64().unwrap()).collect();
+        v.sort_unstable();
+        let median =
+            |v: &[i64]| if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2 };
+        let m = median(&v);
+        let mut dev: Vec<i64> = v.iter().map(|x| (x - m).abs()).collect();
+        dev.sort_unstable();
+        (1.4826 * median(&dev) as f64).round()
+    };
+    let (sa, sb) = (spread("cpu-guide-adam"), spread("cpu-guide-sgd"));
+    assert_eq!(d["step_time"]["a_spread_ps"].as_f64(), Some(sa));
+    assert_eq!(d["step_time"]["b_spread_ps"].as_f64(), Some(sb));
+    let noise = 2.0 * (sa.powi(2) / na as f64 + sb.powi(2) / nb as f64).sqrt();
     assert!((d["step_time"]["noise_ps"].as_f64().unwrap() - noise).abs() <= 1.0);
     for r in d["ops"].as_array().unwrap().iter().chain(d["scopes"].as_array().unwrap()) {
         let within = r["delta_per_step_ps"].as_i64().unwrap().abs() < d["step_time"]["noise_ps"].as_i64().unwrap();
@@ -265,7 +280,7 @@ fn diff_by_scope_puts_the_optimizers_ops_beside_the_noise() {
     // The table shows the rows only one run has and the noise.
     let text = ok(&["diff", &a, &b, "--by", "scope"]);
     assert!(text.contains("only in A:"), "{text}");
-    assert!(text.contains("noise: step time std"), "{text}");
+    assert!(text.contains("noise: step time spread"), "{text}");
     assert!(text.contains("HOST SCOPES"), "{text}");
     // By line: the optimizer's lines are in one run only.
     let by_line = json(&["diff", &a, &b, "--by", "line", "--top", "0"]);

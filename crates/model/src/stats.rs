@@ -13,6 +13,9 @@ pub struct Distribution {
     pub min_ps: i64,
     pub max_ps: i64,
     pub std_ps: i64,
+    /// The median absolute deviation from the median: the spread one outlier (a slow
+    /// step, a pause) does not inflate.
+    pub mad_ps: i64,
 }
 
 impl Distribution {
@@ -26,14 +29,18 @@ impl Distribution {
         let n = v.len();
         let mean = v.iter().map(|&x| x as f64).sum::<f64>() / n as f64;
         let var = v.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n as f64;
+        let median = percentile_sorted(&v, 50.0);
+        let mut deviations: Vec<i64> = v.iter().map(|&x| x.saturating_sub(median).saturating_abs()).collect();
+        deviations.sort_unstable();
         Distribution {
             count: n as u64,
             mean_ps: mean.round() as i64,
-            median_ps: percentile_sorted(&v, 50.0),
+            median_ps: median,
             p90_ps: percentile_sorted(&v, 90.0),
             min_ps: v[0],
             max_ps: v[n - 1],
             std_ps: var.sqrt().round() as i64,
+            mad_ps: percentile_sorted(&deviations, 50.0),
         }
     }
 }

@@ -16,6 +16,7 @@ use crate::summary::{self, Breakdown, Summary};
 use stepscope_analysis::kernels;
 use stepscope_analysis::memory;
 use stepscope_analysis::ops::{self, GroupBy, OpRow};
+use stepscope_model::stats::Distribution;
 use stepscope_model::Profile;
 
 /// The diff of run B against run A.
@@ -86,9 +87,13 @@ pub struct StepTimeDiff {
     /// Standard deviations of each run's step times.
     pub a_std_ps: i64,
     pub b_std_ps: i64,
-    /// Twice the standard error of the difference of the mean step times: changes
-    /// per step smaller than this are within the step-to-step jitter of the two
-    /// runs (0 where either run has fewer than 2 steps).
+    /// Each run's spread robust to an outlier: 1.4826 × the median absolute deviation
+    /// of its step times (the standard deviation where they are normal).
+    pub a_spread_ps: i64,
+    pub b_spread_ps: i64,
+    /// Twice the standard error of the difference of the two runs, from their robust
+    /// spreads: changes per step smaller than this are within the step-to-step jitter
+    /// (0 where either run has fewer than 2 steps). One slow step does not widen it.
     pub noise_ps: i64,
 }
 
@@ -206,16 +211,24 @@ pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
     }
 }
 
+/// The median absolute deviation times this estimates the standard deviation of
+/// normally distributed values.
+const ROBUST_SIGMA: f64 = 1.4826;
+
 fn step_time(a: &Summary, b: &Summary) -> StepTimeDiff {
     let (x, y) = (a.ranked_step_time(), b.ranked_step_time());
-    let var = |std: i64, n: u64| (std as f64).powi(2) / n as f64;
+    let spread = |d: &Distribution| (ROBUST_SIGMA * d.mad_ps as f64).round() as i64;
+    let (sa, sb) = (spread(x), spread(y));
+    let var = |s: i64, n: u64| (s as f64).powi(2) / n as f64;
     let noise_ps = match (x.count, y.count) {
-        (na, nb) if na >= 2 && nb >= 2 => (2.0 * (var(x.std_ps, na) + var(y.std_ps, nb)).sqrt()).round() as i64,
+        (na, nb) if na >= 2 && nb >= 2 => (2.0 * (var(sa, na) + var(sb, nb)).sqrt()).round() as i64,
         _ => 0,
     };
     StepTimeDiff {
         a_std_ps: x.std_ps,
         b_std_ps: y.std_ps,
+        a_spread_ps: sa,
+        b_spread_ps: sb,
         noise_ps,
         a_median_ps: x.median_ps,
         b_median_ps: y.median_ps,

@@ -114,9 +114,10 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     }
     if t.noise_ps > 0 {
         outln!(
-            "  noise: step time std {} (A) and {} (B); changes under {} a step are within it (marked ~)",
-            human::duration_ps(t.a_std_ps),
-            human::duration_ps(t.b_std_ps),
+            "  noise: step time spread {} (A) and {} (B), 1.48 × the median absolute deviation, which one slow \
+             step does not widen; changes under {} a step are within it (marked ~)",
+            human::duration_ps(t.a_spread_ps),
+            human::duration_ps(t.b_spread_ps),
             human::duration_ps(t.noise_ps)
         );
     }
