@@ -258,3 +258,24 @@ def test_roofline_and_peaks_equal_cli(cli):
         stepscope.load(CPU).advise(peak_flops_per_s=1e12)
     with pytest.raises(stepscope.StepscopeError, match="positive"):
         stepscope.load(CPU, peak_flops=-1)
+
+
+def test_rows_render_as_a_table_in_a_notebook():
+    # Jupyter calls _repr_html_: a table of the rows' plain values, the first 50 rows,
+    # a line saying how many more there are; names are escaped.
+    import html
+    import re
+
+    p = stepscope.load(FIXTURES / "cpu-transformer")
+    ops = p.ops()
+    page = ops._repr_html_()
+    rows = re.findall(r"<tr>(.*?)</tr>", page.split("<tbody>")[1])
+    assert len(rows) == min(len(ops), 50)
+    assert f"{len(ops) - 50} more rows" in page if len(ops) > 50 else "more rows" not in page
+    head = re.findall(r"<th>(.*?)</th>", page)
+    assert head[:2] == ["name", "module"] and "self_ps" in head
+    first = re.findall(r"<td>(.*?)</td>", rows[0])
+    assert first[0] == html.escape(ops[0]["name"]) and first[head.index("self_ps")] == str(ops[0]["self_ps"])
+    # A line's stack (a list) is left to to_pandas().
+    lines = p.ops(by="line")
+    assert "stack" in lines[0] and "<th>stack</th>" not in lines._repr_html_()

@@ -40,6 +40,29 @@ class Rows(list):
     def __repr__(self) -> str:
         return f"<stepscope {self.schema}: {len(self)} {self.key}>"
 
+    #: The most rows a notebook shows (``to_pandas()`` has them all).
+    HTML_ROWS = 50
+
+    def _repr_html_(self) -> str:
+        """The rows as an HTML table, for Jupyter: one column per key of plain values
+        (lists and objects, such as a line's ``stack``, are left to ``to_pandas()``),
+        the first ``HTML_ROWS`` rows."""
+        import html
+
+        shown = list(self)[: self.HTML_ROWS]
+        cols = list(dict.fromkeys(k for r in shown for k, v in r.items() if not isinstance(v, (dict, list))))
+
+        def cell(v) -> str:
+            text = "" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+            return f"<td>{html.escape(text)}</td>"
+
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+        body = "".join("<tr>" + "".join(cell(r.get(c)) for c in cols) + "</tr>" for r in shown)
+        more = len(self) - len(shown)
+        note = f"<p>{more} more rows: <code>.to_pandas()</code> has them all</p>" if more > 0 else ""
+        title = html.escape(f"stepscope {self.schema}: {len(self)} {self.key}")
+        return f"<p><b>{title}</b></p><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
+
 
 class Profile:
     """A decoded run. Made by :func:`stepscope.load`."""
