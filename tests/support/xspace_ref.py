@@ -440,11 +440,12 @@ def step_work(path):
     also say whether the step is "cut": the capture holds none of a launch of a kind
     that ran elsewhere, or its device's last launch ran fewer ops than its kind's
     most."""
-    windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in steps(path)]
+    annotated = steps(path)
+    windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in annotated]
     gpu = gpu_launches(path, windows)
     cpu = cpu_dispatched_runs(path) if gpu is None else []
     out = []
-    for st, (lo, hi) in zip(steps(path), windows):
+    for st, (lo, hi) in zip(annotated, windows):
         row = {"step_num": st["step_num"], "work_start_ps": None, "work_duration_ps": None, "busy_ps": None}
         if gpu is None:
             spans = [iv for (t, ivs) in cpu if lo <= t < hi for iv in ivs]

@@ -351,14 +351,12 @@ pub struct OpKernel {
 /// time first: a pass over those ops' records alone (where [`kernels`] reads every
 /// kernel), for a question about a few ops.
 pub fn of_ops(profile: &Profile, wanted: &std::collections::HashSet<(&str, &str)>) -> Vec<OpKernel> {
-    // Per (kernel name, op name id, module name id, device): time, occupancy, registers.
-    type Sums = (i64, Option<f64>, Option<u32>);
-    let mut groups: HashMap<(String, u32, u32, usize), Sums> = HashMap::new();
     let devices = profile.devices();
-    let mut names: Vec<Vec<Box<str>>> = Vec::new();
-    for (di, d) in devices.iter().enumerate().filter(|(_, d)| d.source == OpSource::Kernels) {
-        let ops = d.cached_ops();
-        let plane = d.plane;
+    // Per (kernel name, op, module), over the devices: time, occupancy, registers.
+    type Sums = (i64, Option<f64>, Option<u32>);
+    let mut groups: HashMap<(&str, &str, &str), Sums> = HashMap::new();
+    for d in devices.iter().filter(|d| d.source == OpSource::Kernels) {
+        let (ops, plane) = (d.cached_ops(), d.plane);
         let Some(details_id) = Keys::of(plane).kernel_details else { continue };
         let look = plane.stat_lookup([Some(details_id)]);
         // The device's name ids of the ops asked for.
@@ -369,41 +367,30 @@ pub fn of_ops(profile: &Profile, wanted: &std::collections::HashSet<(&str, &str)
             if !wanted.contains(&(op, module)) {
                 continue;
             }
-            let line = &plane.lines[r.line as usize];
-            let i = r.index as usize;
+            let (line, i) = (&plane.lines[r.line as usize], r.index as usize);
             let [details] = plane.stats_of(&look, line, i);
             let d = details
                 .and_then(|s| plane.stat_str(&s))
                 .map(|t| parsed.entry(t).or_insert_with(|| parse_kernel_details(t)));
-            let e = groups
-                .entry((plane.event_name(line.meta(i)).to_string(), r.name, r.module, di))
-                .or_insert((0, None, None));
+            let e = groups.entry((plane.event_name(line.meta(i)), op, module)).or_insert((0, None, None));
             e.0 = e.0.saturating_add(line.duration_ps(i).max(0));
             if let Some(d) = d {
                 e.1 = e.1.or(d.occupancy_pct.filter(|v| *v > 0.0));
                 e.2 = e.2.or(d.registers_per_thread);
             }
         }
-        names.resize(di + 1, Vec::new());
-        names[di] = ops.names.clone();
     }
-    // One row per kernel and op over the devices.
-    let mut merged: HashMap<(String, String, String), OpKernel> = HashMap::new();
-    for ((name, op, module, di), (total_ps, occupancy_pct, registers_per_thread)) in groups {
-        let (op, module) = (names[di][op as usize].to_string(), names[di][module as usize].to_string());
-        let e = merged.entry((name.clone(), op.clone(), module.clone())).or_insert(OpKernel {
-            name,
-            op,
-            module,
-            total_ps: 0,
-            occupancy_pct: None,
-            registers_per_thread: None,
-        });
-        e.total_ps = e.total_ps.saturating_add(total_ps);
-        e.occupancy_pct = e.occupancy_pct.or(occupancy_pct);
-        e.registers_per_thread = e.registers_per_thread.or(registers_per_thread);
-    }
-    let mut out: Vec<OpKernel> = merged.into_values().collect();
+    let mut out: Vec<OpKernel> = groups
+        .into_iter()
+        .map(|((name, op, module), (total_ps, occupancy_pct, registers_per_thread))| OpKernel {
+            name: name.to_string(),
+            op: op.to_string(),
+            module: module.to_string(),
+            total_ps,
+            occupancy_pct,
+            registers_per_thread,
+        })
+        .collect();
     out.sort_by(|a, b| b.total_ps.cmp(&a.total_ps).then_with(|| a.name.cmp(&b.name)));
     out
 }

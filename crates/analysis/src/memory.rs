@@ -61,6 +61,14 @@ pub struct Allocator {
     pub untracked_at_peak_bytes: u64,
 }
 
+impl Allocator {
+    /// The peak as a share of the allocator's capacity, percent; `None` where it
+    /// records none.
+    pub fn capacity_pct(&self) -> Option<f64> {
+        self.capacity_bytes.filter(|c| *c > 0).map(|c| 100.0 * self.peak_in_use_bytes as f64 / c as f64)
+    }
+}
+
 /// In-use bytes after an allocator event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct MemoryPoint {

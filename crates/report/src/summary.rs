@@ -40,21 +40,15 @@ pub struct MemoryPeak {
 
 /// The allocator nearest its capacity; where none records one, the highest peak.
 fn memory_peak(memory: &stepscope_analysis::memory::Memory) -> Option<MemoryPeak> {
-    let share = |a: &stepscope_analysis::memory::Allocator| {
-        a.capacity_bytes.filter(|c| *c > 0).map(|c| 100.0 * a.peak_in_use_bytes as f64 / c as f64)
-    };
-    let a = (memory.allocators.iter().filter(|a| a.peak_in_use_bytes > 0)).max_by(|x, y| {
-        share(x)
-            .unwrap_or(-1.0)
-            .total_cmp(&share(y).unwrap_or(-1.0))
-            .then(x.peak_in_use_bytes.cmp(&y.peak_in_use_bytes))
-    })?;
+    let share = |a: &stepscope_analysis::memory::Allocator| a.capacity_pct().unwrap_or(-1.0);
+    let a = (memory.allocators.iter().filter(|a| a.peak_in_use_bytes > 0))
+        .max_by(|x, y| share(x).total_cmp(&share(y)).then(x.peak_in_use_bytes.cmp(&y.peak_in_use_bytes)))?;
     Some(MemoryPeak {
         host: a.host.clone(),
         allocator: a.name.clone(),
         peak_bytes: a.peak_in_use_bytes,
         capacity_bytes: a.capacity_bytes.filter(|c| *c > 0),
-        capacity_pct: share(a),
+        capacity_pct: a.capacity_pct(),
     })
 }
 

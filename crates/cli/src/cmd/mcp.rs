@@ -46,12 +46,13 @@ kernels, occupancy), then advise (every finding with its evidence and advice). h
 source line; diff and compare set runs side by side. Times are picoseconds (_ps), sizes bytes (_bytes).";
 
 /// One tool: its name, what it does, its parameters (name, JSON type, description,
-/// required) and the command line it runs.
+/// required) and the command line it runs (given the tool's name: an analysis tool is
+/// named after its command).
 struct Tool {
     name: &'static str,
     description: &'static str,
     params: &'static [(&'static str, &'static str, &'static str, bool)],
-    args: fn(&Value) -> Result<Vec<String>, String>,
+    args: fn(&str, &Value) -> Result<Vec<String>, String>,
 }
 
 const PATH: (&str, &str, &str, bool) =
@@ -65,21 +66,21 @@ const TOOLS: &[Tool] = &[
         name: "list_runs",
         description: "The runs under a log directory: when captured, hosts, size, steps.",
         params: &[PATH],
-        args: |a| Ok(vec!["ls".into(), text(a, "path")?, "--json".into()]),
+        args: |_, a| Ok(vec!["ls".into(), text(a, "path")?, "--json".into()]),
     },
     Tool {
         name: "summary",
         description: "A run's overview: step time, the breakdown of an average step, utilisation, memory peak, \
                       top ops and top findings (stepscope summary --json).",
         params: &[PATH, RUN, TOP],
-        args: |a| analysis("summary", a),
+        args: analysis,
     },
     Tool {
         name: "steps",
         description: "Every step: its time (on the device where the loop dispatches ahead), device busy, idle, \
                       compile, FLOPs (stepscope steps --json).",
         params: &[PATH, RUN, TOP],
-        args: |a| analysis("steps", a),
+        args: analysis,
     },
     Tool {
         name: "ops",
@@ -91,8 +92,8 @@ const TOOLS: &[Tool] = &[
             ("by", "string", "op (default), category, module, scope, line or stack", false),
             ("min_self", "string", "only rows with at least this self time, e.g. 50ms", false),
         ],
-        args: |a| {
-            let mut v = analysis("ops", a)?;
+        args: |name, a| {
+            let mut v = analysis(name, a)?;
             if let Some(by) = opt_text(a, "by")? {
                 v.extend(["--by".into(), by]);
             }
@@ -106,44 +107,44 @@ const TOOLS: &[Tool] = &[
         name: "kernels",
         description: "GPU kernels: time, grid, block, registers, occupancy, tensor cores (stepscope kernels --json).",
         params: &[PATH, RUN, TOP],
-        args: |a| analysis("kernels", a),
+        args: analysis,
     },
     Tool {
         name: "memory",
         description: "Allocators' peaks against capacity and what is live at the peak (stepscope memory --json).",
         params: &[PATH, RUN, TOP],
-        args: |a| analysis("memory", a),
+        args: analysis,
     },
     Tool {
         name: "collectives",
         description: "Collectives by kind: time, bytes, exposed time (stepscope collectives --json).",
         params: &[PATH, RUN, TOP],
-        args: |a| analysis("collectives", a),
+        args: analysis,
     },
     Tool {
         name: "devices",
         description: "Each device: busy, idle, compute, the devices left out (stepscope devices --json).",
         params: &[PATH, RUN, TOP],
-        args: |a| analysis("devices", a),
+        args: analysis,
     },
     Tool {
         name: "scopes",
         description: "The user's host scopes (profile_scope, TraceAnnotation) with the device work they launched \
                       (stepscope scopes --json).",
         params: &[PATH, RUN, TOP],
-        args: |a| analysis("scopes", a),
+        args: analysis,
     },
     Tool {
         name: "roofline",
         description: "Each op's FLOP/s and bytes/s against the devices' roofs (stepscope roofline --json).",
         params: &[PATH, RUN, TOP],
-        args: |a| analysis("roofline", a),
+        args: analysis,
     },
     Tool {
         name: "advise",
         description: "Every finding: rule, measured value, threshold, evidence, advice (stepscope advise --json).",
         params: &[PATH, RUN],
-        args: |a| {
+        args: |_, a| {
             let mut v = vec!["advise".into(), text(a, "path")?, "--json".into()];
             if let Some(run) = opt_text(a, "run")? {
                 v.extend(["--run".into(), run]);
@@ -161,7 +162,7 @@ const TOOLS: &[Tool] = &[
             ("op", "string", "the op's name as ops lists it, e.g. fusion.12", true),
             ("module", "string", "only in this module or program, e.g. jit_train_step", false),
         ],
-        args: |a| {
+        args: |_, a| {
             let mut v = vec!["hlo".into(), text(a, "path")?, text(a, "op")?, "--json".into()];
             if let Some(run) = opt_text(a, "run")? {
                 v.extend(["--run".into(), run]);
@@ -182,7 +183,7 @@ const TOOLS: &[Tool] = &[
             TOP,
             ("by", "string", "op (default), category, module, scope, line or stack", false),
         ],
-        args: |a| {
+        args: |_, a| {
             let mut v = vec!["diff".into(), text(a, "a")?, text(a, "b")?, "--json".into()];
             v.extend(["--top".into(), top(a)?]);
             if let Some(by) = opt_text(a, "by")? {
@@ -196,7 +197,7 @@ const TOOLS: &[Tool] = &[
         description: "Several runs side by side: step time, device count and scaling, breakdown, top ops \
                       (stepscope compare --json).",
         params: &[("runs", "array", "two or more runs (paths under the roots)", true), TOP],
-        args: |a| {
+        args: |_, a| {
             let runs = a.get("runs").and_then(Value::as_array).ok_or("runs: give a list of two or more paths")?;
             let mut v = vec!["compare".to_string()];
             for r in runs {
@@ -359,7 +360,7 @@ impl Server {
         if !args.is_object() {
             return Ok(failed("arguments: give an object".into()));
         }
-        let line = match (tool.args)(&args) {
+        let line = match (tool.args)(tool.name, &args) {
             Ok(line) => line,
             Err(e) => return Ok(failed(format!("stepscope: {e}"))),
         };

@@ -34,7 +34,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         return;
     }
     let wanted: HashSet<(&str, &str)> = short.iter().map(|o| (o.name.as_str(), o.module.as_str())).collect();
-    let mut low: Vec<kernels::OpKernel> = kernels::of_ops(cx.profile, &wanted)
+    let low: Vec<kernels::OpKernel> = kernels::of_ops(cx.profile, &wanted)
         .into_iter()
         .filter(|k| k.occupancy_pct.is_some_and(|o| o < th.occupancy_pct))
         .collect();
@@ -42,7 +42,6 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if share <= KERNEL_TIME_PCT {
         return;
     }
-    low.sort_by_key(|k| std::cmp::Reverse(k.total_ps));
     out.push(Finding {
         rule: RULE.id,
         severity: Severity::Info,

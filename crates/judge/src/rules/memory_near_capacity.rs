@@ -1,7 +1,5 @@
 //! `memory-near-capacity`: An allocator peaking above the threshold share of its capacity.
 
-use stepscope_model::stats::pct;
-
 use crate::context::Context;
 use crate::evidence::*;
 use crate::finding::{Finding, Severity};
@@ -15,8 +13,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     // --- memory
     let mem = &inputs.memory;
     for a in &mem.allocators {
-        let Some(cap) = a.capacity_bytes.filter(|c| *c > 0) else { continue };
-        let share = pct(a.peak_in_use_bytes as i64, cap as i64);
+        let Some(share) = a.capacity_pct() else { continue };
         if share > th.memory_capacity_pct {
             out.push(Finding {
                 rule: RULE.id,
