@@ -586,3 +586,31 @@ fn a_device_busy_waiting_on_copies_is_not_said_to_compute() {
     let text = ok(&["summary", &f]);
     assert!(text.contains(&format!("device utilisation {util:.1}% (computing {compute:.1}%)")), "{text}");
 }
+
+/// XLA:CPU hands a `dot` (and other thunks) to its intra-op thread pool and goes on
+/// with other ops: the op's event covers only its start, and its `end: <op>` event,
+/// linked by the flow id (`_p` -> `_c`), marks when the pool finished it. That time is
+/// the device's (the ops' own times: analyses::cpu_op_totals_…): its busy time in the
+/// steps equals the union of the ops' spans until they completed, as the reference
+/// reader finds them, and on `cpu-tiny-ops` the verdict changes with it: busy 50.8%
+/// (the events alone) -> 69.1%, and the device no longer "waits on the host" 42%
+/// (CRITICAL) where the pool was finishing its dots.
+#[test]
+fn the_intra_op_pools_work_is_the_devices() {
+    for name in ["cpu-tiny-ops", "cpu-transformer", "cpu-sync"] {
+        let f = xplane(name);
+        let theirs = reference(&["cpu-ops", &f]);
+        assert!(theirs["busy_ps"].as_i64() > theirs["event_busy_ps"].as_i64(), "{name}: {theirs}");
+        let devices = json(&["devices", &f]);
+        assert_eq!(devices["devices"][0]["busy_ps"], theirs["busy_in_steps_ps"], "{name}");
+    }
+    let f = xplane("cpu-tiny-ops");
+    let theirs = reference(&["cpu-ops", &f]);
+    let pct = |key: &str| 100.0 * theirs[key].as_f64().unwrap() / theirs["steps_ps"].as_f64().unwrap();
+    let util = json(&["devices", &f])["all"]["utilization_pct"].as_f64().unwrap();
+    assert!((util - pct("busy_in_steps_ps")).abs() < 1e-6, "{util}");
+    assert!(util - pct("event_busy_in_steps_ps") > 15.0, "{util} vs {}", pct("event_busy_in_steps_ps"));
+    let advice = json(&["advise", &f]);
+    let host_bound = (advice["findings"].as_array().unwrap().iter()).find(|x| x["rule"] == "host-bound-gaps").unwrap();
+    assert_eq!(host_bound["severity"], "warning", "{host_bound}");
+}

@@ -16,6 +16,14 @@ Commands:
     xspace_ref.py steps PATH.xplane.pb
         JSON list of {"step_num","start_ps","duration_ps"} for host events with
         stats `step_num` and `_r` (StepTraceAnnotation roots), sorted by start.
+    xspace_ref.py cpu-ops PATH.xplane.pb
+        XLA:CPU: {"ops":[{"module","name","count","total_ps","event_ps"}],
+        "programs":[{"module","program_id","count","total_ps"}],"busy_ps",
+        "event_busy_ps"}: each op's time until it completed (an op XLA:CPU's intra-op
+        pool finished after its event ended completes at its `end: <op>` event, linked
+        by the flow id `_p` -> `_c`) and as its events show; the union of those spans
+        (and within the annotated steps, with or without the pool's work, and the
+        steps' total length).
     xspace_ref.py step-work PATH.xplane.pb
         XLA:CPU, per annotated step: {"step_num","work_start_ps","work_duration_ps",
         "busy_ps"} of the program runs its `PjitFunction` dispatches started (linked
@@ -482,6 +490,9 @@ def cpu_dispatched_runs(path):
     (runs - dispatches + j)."""
     space = read_xspace(path)
     runs = {}  # (module, run_id) -> [intervals]
+    for op in cpu_ops(space):
+        if op["run_id"] is not None:
+            runs.setdefault((op["module"], op["run_id"]), []).append((op["start_ps"], op["done_ps"]))
     calls = {}  # f -> [dispatch start]
     for plane in space.planes:
         if plane.name != "/host:CPU":
@@ -490,13 +501,9 @@ def cpu_dispatched_runs(path):
             outer = []  # dispatch spans of this line
             for ev in line.events:
                 name = event_name(plane, ev)
-                start = event_start_ps(line, ev)
-                end = start + ev.duration_ps
                 if name.startswith("PjitFunction(") and name.endswith(")"):
-                    outer.append((start, end, name[len("PjitFunction("):-1]))
-                st = event_stats(plane, ev)
-                if "run_id" in st and "hlo_module" in st:
-                    runs.setdefault((st["hlo_module"], st["run_id"]), []).append((start, end))
+                    start = event_start_ps(line, ev)
+                    outer.append((start, start + ev.duration_ps, name[len("PjitFunction("):-1]))
             for (start, end, f) in outer:
                 inside = any(s <= start and end <= e and (s, e) != (start, end) for (s, e, _) in outer)
                 if not inside:
@@ -510,6 +517,34 @@ def cpu_dispatched_runs(path):
             if before + j < len(ids):
                 linked.append((start, runs[(module, ids[before + j])]))
     return linked
+
+
+def cpu_ops(space):
+    """XLA:CPU: every op (a /host:CPU event with `hlo_op`) as {"name", "module",
+    "run_id", "line", "start_ps", "end_ps", "done_ps"}: done_ps is when it completed,
+    the start of the `end: <name>` event whose `_c` is the op's `_p` where that comes
+    after the op's event ends (XLA:CPU's intra-op pool finished it), else end_ps."""
+    ops, ends = [], {}
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            for ev in line.events:
+                st = event_stats(plane, ev)
+                name = event_name(plane, ev)
+                start = event_start_ps(line, ev)
+                if "hlo_op" in st:
+                    ops.append({"name": st["hlo_op"], "module": st.get("hlo_module", ""),
+                                "program_id": st.get("program_id"),
+                                "run_id": st.get("run_id"), "line": line.name, "start_ps": start,
+                                "end_ps": start + max(ev.duration_ps, 0), "flow": st.get("_p")})
+                elif name.startswith("end: ") and "_c" in st:
+                    ends[st["_c"]] = start
+    for op in ops:
+        flow = op.pop("flow")
+        done = ends.get(flow) if flow is not None else None
+        op["done_ps"] = max(op["end_ps"], done) if done is not None else op["end_ps"]
+    return ops
 
 
 def gpu_launches(path, windows):
@@ -834,6 +869,9 @@ def main(argv=None):
     p = sub.add_parser("step-work", help="the device work each step launched (GPU: by correlation_id; "
                                          "XLA:CPU: by dispatch order), as JSON")
     p.add_argument("path")
+    p = sub.add_parser("cpu-ops", help="XLA:CPU: each op's executions until they completed, and the device's busy "
+                                       "time, as JSON")
+    p.add_argument("path")
     p = sub.add_parser("launches-not-run", help="GPU: how many launches in steps ran no device work in the capture")
     p.add_argument("path")
     p = sub.add_parser("memory", help="allocator peaks and live allocations as JSON")
@@ -885,6 +923,33 @@ def main(argv=None):
         print(json.dumps(steps(a.path), separators=(",", ":")))
     elif a.cmd == "step-work":
         print(json.dumps(step_work(a.path), separators=(",", ":")))
+    elif a.cmd == "cpu-ops":
+        ops = cpu_ops(read_xspace(a.path))
+        per = {}
+        for op in ops:
+            row = per.setdefault((op["module"], op["name"]), {"module": op["module"], "name": op["name"], "count": 0,
+                                                             "total_ps": 0, "event_ps": 0})
+            row["count"] += 1
+            row["total_ps"] += op["done_ps"] - op["start_ps"]
+            row["event_ps"] += op["end_ps"] - op["start_ps"]
+        programs = {}
+        for op in ops:
+            row = programs.setdefault((op["module"], op["program_id"]), {"module": op["module"],
+                                                                         "program_id": op["program_id"],
+                                                                         "count": 0, "total_ps": 0})
+            row["count"] += 1
+            row["total_ps"] += op["done_ps"] - op["start_ps"]
+        doc = {"ops": sorted(per.values(), key=lambda r: (-r["total_ps"], r["module"], r["name"])),
+               "programs": sorted(programs.values(), key=lambda r: (r["module"], r["program_id"] or 0)),
+               "busy_ps": union_ps([(op["start_ps"], op["done_ps"]) for op in ops]),
+               "event_busy_ps": union_ps([(op["start_ps"], op["end_ps"]) for op in ops])}
+        windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in steps(a.path)]
+        if windows:
+            for (key, end) in [("busy_in_steps_ps", "done_ps"), ("event_busy_in_steps_ps", "end_ps")]:
+                doc[key] = union_ps([(max(op["start_ps"], lo), min(op[end], hi)) for (lo, hi) in windows
+                                     for op in ops if op["start_ps"] < hi and op[end] > lo])
+            doc["steps_ps"] = sum(hi - lo for (lo, hi) in windows)
+        print(json.dumps(doc, separators=(",", ":")))
     elif a.cmd == "launches-not-run":
         windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in steps(a.path)]
         print(json.dumps((gpu_launches(a.path, windows) or {"not_run": 0})["not_run"]))

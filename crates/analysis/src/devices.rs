@@ -272,9 +272,9 @@ fn device_row(d: &Device, t: &DeviceTimeline) -> DeviceRow {
 fn main_program<'a>(d: &Device<'a>) -> &'a str {
     let ops = d.cached_ops();
     let mut time = vec![0i64; ops.names.len()];
-    for r in &ops.recs {
+    for (i, r) in ops.recs.iter().enumerate() {
         let t = &mut time[r.module as usize];
-        *t = t.saturating_add(ops.op_ps(r, d.plane));
+        *t = t.saturating_add(ops.op_ps(d.plane, i));
     }
     let best = (0..time.len()).filter(|&m| time[m] > 0).max_by_key(|&m| (time[m], std::cmp::Reverse(m)));
     best.map_or("", |m| &ops.names[m])

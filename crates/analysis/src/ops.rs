@@ -937,7 +937,7 @@ fn each_occurrence<'a>(
             (None, _) => &NO_SCOPE,
         };
         let ids = (rec.name, rec.module);
-        let op_ps = ops.op_ps(rec, d.plane);
+        let op_ps = ops.op_ps(d.plane, at);
         let corr = ops.correlation_id(rec);
         f(Occurrence { op_ps, ids, line: rec.line, program, corr, self_ps, category, scope, flops, bytes });
     }

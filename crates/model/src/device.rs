@@ -27,6 +27,10 @@ pub struct Keys {
     pub cuda_graph_id: Option<u32>,
     pub cuda_graph_node_id: Option<u32>,
     pub correlation_id: Option<u32>,
+    /// `_p`: the flow an event starts (XLA:CPU: an op's link to its completion).
+    pub flow_out: Option<u32>,
+    /// `_c`: the flow an event ends (XLA:CPU: an `end: <op>` event's link to its op).
+    pub flow_in: Option<u32>,
 }
 
 impl Keys {
@@ -54,6 +58,8 @@ impl Keys {
                 "cuda_graph_id" => &mut k.cuda_graph_id,
                 "cuda_graph_node_id" => &mut k.cuda_graph_node_id,
                 "correlation_id" => &mut k.correlation_id,
+                "_p" => &mut k.flow_out,
+                "_c" => &mut k.flow_in,
                 _ => continue,
             };
             // Ref stats make stat metadata for string values too; the first entry of

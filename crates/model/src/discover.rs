@@ -77,7 +77,7 @@ pub fn find_devices(hosts: &[Space], hlo: &[HloModules]) -> DeviceSet {
         if ordinals.len() < 2 {
             ordinals.clear();
         }
-        let devices = cpu_device_ops(lines, &ordinals);
+        let devices = cpu_device_ops(plane, lines, &ordinals);
         for (d, ops) in devices.into_iter().enumerate() {
             let (name, ordinal) = match ordinals.get(d) {
                 Some(&o) => (format!("/device:CPU:{o}"), Some(o)),
@@ -392,6 +392,11 @@ struct LineOps<'a> {
     /// Per ordinal seen on the line: its ops, in line order. An op whose `hlo_op` is not
     /// a string has no record but still shows its ordinal.
     by_ordinal: Vec<(Option<i64>, Vec<OpRec>)>,
+    /// Per ordinal, the flow id (`_p`, 0 for none) of each of its ops: what links an
+    /// op to its completion.
+    flows: Vec<Vec<u64>>,
+    /// Each `end: <op>` event met: (the flow id it ends, its start).
+    ends: Vec<(u64, i64)>,
     /// Step roots met on the way (events with `step_num` and `_r`): (step_num, line, index).
     roots: Vec<(i64, u32, u32)>,
 }
@@ -414,23 +419,29 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
         keys.step_num,
         keys.root,
         keys.program_id,
+        keys.flow_out,
+        keys.flow_in,
     ]);
     // Where the plane has other keys the op profile reads, it reads each op's stats
     // (rare on XLA:CPU planes; looking for them here would slow the scan of the
     // plane's other events).
     let on_event = [keys.hlo_category, keys.flops, keys.bytes_accessed].iter().any(Option::is_some);
+    // The event names that mark an op's completion.
+    let is_end: Vec<bool> =
+        (0..plane.event_meta.len() as u32).map(|m| plane.event_name(m).starts_with("end: ")).collect();
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
         .flat_map(|(li, line)| crate::records::pieces(line.len(), HOST_SCAN_PIECE).map(move |r| (li, r)))
         .collect();
-    pieces.into_par_iter().map(|(li, range)| host_ops_in(plane, &look, on_event, li, range)).collect()
+    pieces.into_par_iter().map(|(li, range)| host_ops_in(plane, &look, on_event, &is_end, li, range)).collect()
 }
 
 /// [`host_ops`] of events `range` of line `li`.
 #[inline(never)]
 fn host_ops_in<'a>(
     plane: &'a Plane,
-    look: &StatLookup<7>,
+    look: &StatLookup<9>,
     on_event: bool,
+    is_end: &[bool],
     li: usize,
     range: std::ops::Range<usize>,
 ) -> LineOps<'a> {
@@ -439,21 +450,29 @@ fn host_ops_in<'a>(
         names: Interner::default(),
         programs: Programs::default(),
         by_ordinal: Vec::new(),
+        flows: Vec::new(),
+        ends: Vec::new(),
         roots: Vec::new(),
     };
     // Most events (Python calls, Eigen tasks) hold none of the keys: skipped a block
     // at a time, unread.
     for i in plane.events_maybe_with(look, line, range.clone()) {
-        let [op, module, ordinal, run, step_num, root, program] = plane.stats_of(look, line, i);
+        let [op, module, ordinal, run, step_num, root, program, flow_out, flow_in] = plane.stats_of(look, line, i);
         if let (Some(num), Some(_)) = (step_num, root) {
             out.roots.push((plane.stat_i64(&num).unwrap_or(-1), li as u32, i as u32));
         }
-        let Some(op) = op else { continue };
+        let Some(op) = op else {
+            if let Some(flow) = stat_u64(plane, flow_in).filter(|_| is_end.get(line.meta(i) as usize) == Some(&true)) {
+                out.ends.push((flow, line.start_ps(i)));
+            }
+            continue;
+        };
         let ordinal = ordinal.and_then(|s| plane.stat_i64(&s));
         let at = match out.by_ordinal.iter().position(|(o, _)| *o == ordinal) {
             Some(at) => at,
             None => {
                 out.by_ordinal.push((ordinal, Vec::new()));
+                out.flows.push(Vec::new());
                 out.by_ordinal.len() - 1
             }
         };
@@ -462,6 +481,7 @@ fn host_ops_in<'a>(
         let run_id = run.and_then(|s| plane.stat_i64(&s));
         let program = out.programs.of(stat_u64(plane, program), on_event);
         out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, program, run_id.unwrap_or(NO_RUN)));
+        out.flows[at].push(stat_u64(plane, flow_out).unwrap_or(0));
     }
     line.release_stats(range);
     out
@@ -470,8 +490,9 @@ fn host_ops_in<'a>(
 /// The op records of each XLA:CPU device of a plane (one per ordinal in `ordinals`, or
 /// one device with every op when `ordinals` is empty), in line order then time order.
 /// Names are re-interned per device (per piece, not per op); the records are renamed
-/// in place, then copied into each device's list, in parallel.
-fn cpu_device_ops(lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
+/// in place, then copied into each device's list, in parallel. An op the intra-op
+/// pool finished after its event ended gets its tail ([`DeviceOps::tails`]).
+fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
     let device_of = |o: Option<i64>| {
         if ordinals.is_empty() {
             Some(0)
@@ -483,12 +504,17 @@ fn cpu_device_ops(lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
     // (device, the piece's name and program ids on that device, records), in line order.
     type Ids = (Vec<u32>, Vec<u32>);
     let mut groups: Vec<(usize, Ids, Vec<OpRec>)> = Vec::new();
+    // Per device, its records' flow ids, in the records' order.
+    let mut flows: Vec<Vec<u64>> = vec![Vec::new(); builders.len()];
+    let mut ends: FastMap<u64, i64> = FastMap::default();
     for line in lines {
-        for (o, recs) in line.by_ordinal {
+        ends.extend(line.ends);
+        for ((o, recs), line_flows) in line.by_ordinal.into_iter().zip(line.flows) {
             let Some(d) = device_of(o) else { continue };
             let ids = line.names.names.iter().map(|n| builders[d].names.text(n)).collect();
             let programs = line.programs.ids_in(&mut builders[d].programs);
             groups.push((d, (ids, programs), recs));
+            flows[d].extend(line_flows);
         }
     }
     groups.par_iter_mut().for_each(|(_, (ids, programs), recs)| {
@@ -502,9 +528,29 @@ fn cpu_device_ops(lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
         .map(|(d, mut b)| {
             let parts: Vec<&[OpRec]> = groups.iter().filter(|g| g.0 == d).map(|g| &g.2[..]).collect();
             b.extend_parallel(&parts);
-            b.finish(RecValue::RunId)
+            let mut ops = b.finish(RecValue::RunId);
+            ops.tails = tails(plane, &ops.recs, &flows[d], &ends);
+            ops
         })
         .collect()
+}
+
+/// How long after its event ended each record's op completed (the start of the
+/// `end:` event its flow id leads to), ps; empty when none completed later.
+fn tails(plane: &Plane, recs: &[OpRec], flows: &[u64], ends: &FastMap<u64, i64>) -> Vec<i64> {
+    if ends.is_empty() {
+        return Vec::new();
+    }
+    let tail = |(r, flow): (&OpRec, &u64)| match ends.get(flow) {
+        Some(&done) if *flow != 0 => done.saturating_sub(r.start_ps(plane).saturating_add(r.duration_ps(plane))).max(0),
+        _ => 0,
+    };
+    let tails: Vec<i64> = recs.par_iter().zip(flows.par_iter()).map(tail).collect();
+    if tails.iter().all(|&t| t == 0) {
+        Vec::new()
+    } else {
+        tails
+    }
 }
 
 /// The op name of an `XLA Ops` event: its metadata's display name, else the HLO

@@ -54,6 +54,13 @@ pub struct DeviceOps {
     pub value: RecValue,
     /// The `program_id`s of the records ([`OpRec::program`] indexes them).
     pub programs: Vec<u64>,
+    /// XLA:CPU: per record, how long after its event ends the op completed, ps (empty
+    /// when every op completed as its event ended). XLA:CPU hands a `dot` (and other
+    /// thunks) to its intra-op thread pool and goes on with other ops; the op's event
+    /// covers only the start, its `end: <op>` event (linked by the flow id `_p` → `_c`)
+    /// marks when the pool finished it. The record spans both: the pool's work is the
+    /// op's.
+    pub tails: Vec<i64>,
 }
 
 /// What an op's stats say for the op profile, as its record keeps it
@@ -93,18 +100,31 @@ impl DeviceOps {
             line: r.line,
             index: r.index,
             start_ps: r.start_ps(plane),
-            duration_ps: r.duration_ps(plane),
-            op_ps: self.op_ps(r, plane),
+            duration_ps: self.duration_ps(plane, i),
+            op_ps: self.op_ps(plane, i),
         }
     }
 
-    /// The op's own time (see [`OpEvent::op_ps`](OpEvent::op_ps)).
+    /// The op's own time (see [`OpEvent::op_ps`](OpEvent::op_ps)) of record `i`.
     #[inline]
-    pub fn op_ps(&self, r: &OpRec, plane: &Plane) -> i64 {
+    pub fn op_ps(&self, plane: &Plane, i: usize) -> i64 {
         match self.value {
-            RecValue::OpTime => r.value,
-            _ => r.duration_ps(plane),
+            RecValue::OpTime => self.recs[i].value,
+            _ => self.duration_ps(plane, i),
         }
+    }
+
+    /// Record `i`'s length on the timeline (never negative), ps: its event's, and for
+    /// an XLA:CPU op the pool finished later, until it completed ([`DeviceOps::tails`]).
+    #[inline]
+    pub fn duration_ps(&self, plane: &Plane, i: usize) -> i64 {
+        self.recs[i].duration_ps(plane).saturating_add(self.tail_ps(i))
+    }
+
+    /// How long after its event ends record `i`'s op completed ([`DeviceOps::tails`]).
+    #[inline]
+    pub fn tail_ps(&self, i: usize) -> i64 {
+        self.tails.get(i).copied().unwrap_or(0)
     }
 
     /// The `run_id` of an XLA:CPU op.
@@ -148,7 +168,7 @@ impl DeviceOps {
         let r = &self.recs[i];
         let line = &plane.lines[r.line as usize];
         let start = line.start_ps(r.index as usize);
-        let length = line.duration_ps(r.index as usize).max(0);
+        let length = line.duration_ps(r.index as usize).max(0).saturating_add(self.tail_ps(i));
         let op_ps = if self.value == RecValue::OpTime { r.value } else { length };
         (r.line, start, length, op_ps)
     }
@@ -202,7 +222,8 @@ impl OpRec {
         plane.lines[self.line as usize].start_ps(self.index as usize)
     }
 
-    /// Length on the timeline (never negative), ps.
+    /// Its event's length on the timeline (never negative), ps; the op's own length is
+    /// [`DeviceOps::duration_ps`].
     #[inline]
     pub fn duration_ps(&self, plane: &Plane) -> i64 {
         plane.lines[self.line as usize].duration_ps(self.index as usize).max(0)
@@ -374,6 +395,7 @@ impl<'a> OpsBuilder<'a> {
             renamed: self.renamed,
             value,
             programs: self.programs.ids,
+            tails: Vec::new(),
         }
     }
 }

@@ -327,9 +327,9 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
     let ops = d.cached_ops();
     // Op time per interned module name.
     let mut per_module: Vec<Option<i64>> = vec![None; ops.names.len()];
-    for r in &ops.recs {
+    for (i, r) in ops.recs.iter().enumerate() {
         let t = per_module[r.module as usize].get_or_insert(0);
-        *t = t.saturating_add(r.duration_ps(d.plane));
+        *t = t.saturating_add(ops.duration_ps(d.plane, i));
     }
     let Some((top_id, _)) = per_module
         .iter()

@@ -100,7 +100,7 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
         format!("{by:?}").to_lowercase(),
         result.ops.len()
     );
-    out!("{}", op_table(&result.ops, by).text());
+    out!("{}", op_table(&result.ops, by, true).text());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -116,8 +116,9 @@ pub fn group_by(by: By) -> GroupBy {
     }
 }
 
-/// The text table of op rows (also used by `summary`).
-pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
+/// The text table of op rows (also used by `summary`, whose one screen leaves out the
+/// total: `with_total` false).
+pub fn op_table(rows: &[OpRow], by: GroupBy, with_total: bool) -> Table {
     let first = match by {
         GroupBy::Op => "OP",
         GroupBy::Category => "CATEGORY",
@@ -129,7 +130,7 @@ pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
     let by_line = by == GroupBy::Line;
     // Total time (with the ops inside: a while loop's body, a nested scope) where it
     // differs from the self time of some row (user guide 003's "Self Time vs Total Time").
-    let total = rows.iter().any(|r| r.total_ps != r.self_ps);
+    let total = with_total && rows.iter().any(|r| r.total_ps != r.self_ps);
     let mut head = vec![first, "SELF", "%", "COUNT", "AVG", "CATEGORY", "RATE"];
     if total {
         head.insert(1, "TOTAL");
@@ -138,9 +139,9 @@ pub fn op_table(rows: &[OpRow], by: GroupBy) -> Table {
         head.insert(1, "FUNCTION");
     }
     let at = |name: &str| head.iter().position(|h| *h == name);
-    // On a narrow terminal: the category, then the function (the line names it).
-    let optional: Vec<usize> =
-        if by_line { [at("CATEGORY"), at("FUNCTION")].into_iter().flatten().collect() } else { Vec::new() };
+    // On a narrow terminal: the total (the self time ranks the rows), the category,
+    // then the function (the line names it).
+    let optional: Vec<usize> = [at("TOTAL"), at("CATEGORY"), at("FUNCTION")].into_iter().flatten().collect();
     let mut t = Table::new(head);
     t.keep_end = by == GroupBy::Stack;
     t.optional = optional;

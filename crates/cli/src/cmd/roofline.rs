@@ -108,8 +108,7 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
         let why = format!(
             "! {above} op(s) above 100% of their roof: the roof is lower than the device's (a peak given with \
              --peak-flops / --peak-bandwidth, or a data sheet's for another part), the op's operands sat in a cache \
-             faster than the memory the roof assumes, or its time holds less than all its work (XLA:CPU hands dots to a \
-             thread pool whose time is not the op's)"
+             faster than the memory the roof assumes, or its time holds less than all its work"
         );
         outln!("{}", human::wrap("", &why, crate::table::prose_width()));
     }

@@ -164,7 +164,7 @@ fn print_text(s: &Summary) {
         outln!("no XLA ops found in this profile");
     } else {
         outln!("TOP OPS (by self time)");
-        out!("{}", crate::cmd::ops::op_table(&s.top_ops, GroupBy::Op).text());
+        out!("{}", crate::cmd::ops::op_table(&s.top_ops, GroupBy::Op, false).text_or_cut_to(80));
     }
 }
 

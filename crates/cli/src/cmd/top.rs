@@ -316,7 +316,9 @@ impl ScreenState {
                     l.push("no XLA ops in the window".into());
                 } else {
                     l.push("TOP OPS (self time in the window)".into());
-                    l.extend(crate::cmd::ops::op_table(&s.top_ops, GroupBy::Op).text().lines().map(str::to_string));
+                    l.extend(
+                        crate::cmd::ops::op_table(&s.top_ops, GroupBy::Op, false).text().lines().map(str::to_string),
+                    );
                 }
             }
         }
