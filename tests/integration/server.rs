@@ -170,6 +170,10 @@ fn analyses_answer_with_the_cli_json() {
     assert_eq!(s.api("roofline?top=5"), json(&["roofline", d, "--top", "5"]));
     let all = s.api("ops?top=all");
     assert!(all["ops"].as_array().unwrap().len() > 10, "top=all lists every op");
+    // top=0 and ALL mean every row, as the CLI's --top 0 and --top all do.
+    assert_eq!(s.api("ops?top=0"), all);
+    assert_eq!(s.api("ops?top=ALL"), all);
+    assert_eq!(all, json(&["ops", d, "--top", "0"]));
     let rocm = fixture("rocm-mi300x-gemm");
     let s2 = serve(&rocm, &[]);
     let k = s2.api("kernels?top=all");

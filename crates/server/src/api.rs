@@ -169,11 +169,12 @@ impl Params {
         }
     }
 
-    /// `top`: rows to keep (default the CLI's 10; `all` keeps every row).
+    /// `top`: rows to keep (default the CLI's 10; `all` or 0 keeps every row, as the
+    /// CLI's `--top 0`).
     fn top(&self) -> Result<usize, ApiError> {
         match self.str("top") {
-            Some("all") => Ok(usize::MAX),
-            _ => self.opt("top", 10),
+            Some(t) if t.eq_ignore_ascii_case("all") => Ok(usize::MAX),
+            _ => self.opt("top", 10).map(|n| if n == 0 { usize::MAX } else { n }),
         }
     }
 
