@@ -77,7 +77,7 @@ pub fn find_devices(hosts: &[Space], hlo: &[HloModules]) -> DeviceSet {
         if ordinals.len() < 2 {
             ordinals.clear();
         }
-        let devices = cpu_device_ops(plane, lines, &ordinals);
+        let devices = cpu_device_ops(plane, lines, &ordinals, &keys);
         for (d, ops) in devices.into_iter().enumerate() {
             let (name, ordinal) = match ordinals.get(d) {
                 Some(&o) => (format!("/device:CPU:{o}"), Some(o)),
@@ -392,11 +392,13 @@ struct LineOps<'a> {
     /// Per ordinal seen on the line: its ops, in line order. An op whose `hlo_op` is not
     /// a string has no record but still shows its ordinal.
     by_ordinal: Vec<(Option<i64>, Vec<OpRec>)>,
-    /// Per ordinal, the flow id (`_p`, 0 for none) of each of its ops: what links an
-    /// op to its completion.
+    /// Per ordinal, for each of its ops, the flow id (`_p`) that links it to its
+    /// completion where that may come after its event ends (no `end:` event inside
+    /// it); 0 for the others.
     flows: Vec<Vec<u64>>,
-    /// Each `end: <op>` event met: (the flow id it ends, its start).
-    ends: Vec<(u64, i64)>,
+    /// The `end:` events found inside their ops (the ops that completed as their
+    /// events ended), in line order.
+    ends_inside: Vec<u32>,
     /// Step roots met on the way (events with `step_num` and `_r`): (step_num, line, index).
     roots: Vec<(i64, u32, u32)>,
 }
@@ -419,29 +421,98 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
         keys.step_num,
         keys.root,
         keys.program_id,
-        keys.flow_out,
-        keys.flow_in,
     ]);
     // Where the plane has other keys the op profile reads, it reads each op's stats
     // (rare on XLA:CPU planes; looking for them here would slow the scan of the
     // plane's other events).
     let on_event = [keys.hlo_category, keys.flops, keys.bytes_accessed].iter().any(Option::is_some);
-    // The event names that mark an op's completion.
-    let is_end: Vec<bool> =
-        (0..plane.event_meta.len() as u32).map(|m| plane.event_name(m).starts_with("end: ")).collect();
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
         .flat_map(|(li, line)| crate::records::pieces(line.len(), HOST_SCAN_PIECE).map(move |r| (li, r)))
         .collect();
-    pieces.into_par_iter().map(|(li, range)| host_ops_in(plane, &look, on_event, &is_end, li, range)).collect()
+    let ends = Ends::of(plane, keys);
+    pieces.into_par_iter().map(|(li, range)| host_ops_in(plane, &look, on_event, &ends, li, range)).collect()
+}
+
+/// How XLA:CPU ops end: an op's `end: <op>` event (linked to it by the flow id, `_p`
+/// on the op and `_c` on the end) marks when it completed. Nearly always it lies
+/// inside the op's event (the op ran on its thread); an op handed to the intra-op
+/// pool (a `dot`) completes later, where the pool finished it.
+struct Ends<'a> {
+    /// Per event metadata: the op whose end its name marks (`end: <op>`), if any.
+    ends_op: Vec<Option<&'a str>>,
+    flow_out: Option<u32>,
+    flow_in: Option<u32>,
+}
+
+/// Events looked at on either side of an op's for its `end:` event inside it (a
+/// Threadpool record or two come between; either side, as a line's events may be
+/// stored in any order).
+const END_LOOK_AROUND: usize = 8;
+
+impl<'a> Ends<'a> {
+    fn of(plane: &'a Plane, keys: &Keys) -> Ends<'a> {
+        let found = keys.flow_out.is_some() && keys.flow_in.is_some();
+        let ends_op = (0..plane.event_meta.len() as u32)
+            .map(|m| plane.event_name(m).strip_prefix("end: ").filter(|_| found))
+            .collect();
+        Ends { ends_op, flow_out: keys.flow_out, flow_in: keys.flow_in }
+    }
+
+    /// The op whose end event `i` is, if it is one.
+    fn op_ended(&self, line: &Line, i: usize) -> Option<&'a str> {
+        self.ends_op.get(line.meta(i) as usize).copied().flatten()
+    }
+
+    /// The index of op event `i`'s (op `name`'s) `end:` event where it lies inside
+    /// the op's (it completed as its event ended), if any.
+    fn inside(&self, line: &Line, i: usize, name: &str) -> Option<usize> {
+        let start = line.start_ps(i);
+        let span = start..=start.saturating_add(line.duration_ps(i).max(0));
+        // The events inside the op's, next to it: after it in time order, before it in
+        // reverse.
+        let after = (i + 1..line.len().min(i + 1 + END_LOOK_AROUND)).take_while(|&j| span.contains(&line.start_ps(j)));
+        let before = (i.saturating_sub(END_LOOK_AROUND)..i).rev().take_while(|&j| span.contains(&line.start_ps(j)));
+        after.chain(before).find(|&j| self.op_ended(line, j) == Some(name))
+    }
+
+    /// The flow id (`_p`) of op event `i`: what its completion elsewhere ends.
+    fn flow_of(&self, plane: &Plane, line: &Line, i: usize) -> u64 {
+        self.flow_out.and_then(|k| stat_u64(plane, plane.event_stat(line, i, k))).unwrap_or(0)
+    }
+
+    /// Per flow id, where the `end:` events not inside their ops (`inside`, per line:
+    /// those found inside, sorted) start: the completions of the ops handed to the pool.
+    fn completions(&self, plane: &Plane, inside: &[(usize, Vec<u32>)]) -> FastMap<u64, i64> {
+        let Some(key) = self.flow_in else { return FastMap::default() };
+        let per_line: Vec<Vec<(u64, i64)>> = inside
+            .par_iter()
+            .map(|(li, inside)| {
+                let line = &plane.lines[*li];
+                let mut skip = inside.iter().peekable();
+                let mut out = Vec::new();
+                for i in (0..line.len()).filter(|&i| self.op_ended(line, i).is_some()) {
+                    while skip.next_if(|&&j| (j as usize) < i).is_some() {}
+                    if skip.next_if(|&&j| j as usize == i).is_some() {
+                        continue;
+                    }
+                    if let Some(flow) = stat_u64(plane, plane.event_stat(line, i, key)) {
+                        out.push((flow, line.start_ps(i)));
+                    }
+                }
+                out
+            })
+            .collect();
+        per_line.into_iter().flatten().collect()
+    }
 }
 
 /// [`host_ops`] of events `range` of line `li`.
 #[inline(never)]
 fn host_ops_in<'a>(
     plane: &'a Plane,
-    look: &StatLookup<9>,
+    look: &StatLookup<7>,
     on_event: bool,
-    is_end: &[bool],
+    ends: &Ends,
     li: usize,
     range: std::ops::Range<usize>,
 ) -> LineOps<'a> {
@@ -451,22 +522,17 @@ fn host_ops_in<'a>(
         programs: Programs::default(),
         by_ordinal: Vec::new(),
         flows: Vec::new(),
-        ends: Vec::new(),
+        ends_inside: Vec::new(),
         roots: Vec::new(),
     };
     // Most events (Python calls, Eigen tasks) hold none of the keys: skipped a block
     // at a time, unread.
     for i in plane.events_maybe_with(look, line, range.clone()) {
-        let [op, module, ordinal, run, step_num, root, program, flow_out, flow_in] = plane.stats_of(look, line, i);
+        let [op, module, ordinal, run, step_num, root, program] = plane.stats_of(look, line, i);
         if let (Some(num), Some(_)) = (step_num, root) {
             out.roots.push((plane.stat_i64(&num).unwrap_or(-1), li as u32, i as u32));
         }
-        let Some(op) = op else {
-            if let Some(flow) = stat_u64(plane, flow_in).filter(|_| is_end.get(line.meta(i) as usize) == Some(&true)) {
-                out.ends.push((flow, line.start_ps(i)));
-            }
-            continue;
-        };
+        let Some(op) = op else { continue };
         let ordinal = ordinal.and_then(|s| plane.stat_i64(&s));
         let at = match out.by_ordinal.iter().position(|(o, _)| *o == ordinal) {
             Some(at) => at,
@@ -481,7 +547,14 @@ fn host_ops_in<'a>(
         let run_id = run.and_then(|s| plane.stat_i64(&s));
         let program = out.programs.of(stat_u64(plane, program), on_event);
         out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, program, run_id.unwrap_or(NO_RUN)));
-        out.flows[at].push(stat_u64(plane, flow_out).unwrap_or(0));
+        let flow = match ends.inside(line, i, out.names.names[name as usize]) {
+            Some(end) => {
+                out.ends_inside.push(end as u32);
+                0
+            }
+            None => ends.flow_of(plane, line, i),
+        };
+        out.flows[at].push(flow);
     }
     line.release_stats(range);
     out
@@ -492,7 +565,8 @@ fn host_ops_in<'a>(
 /// Names are re-interned per device (per piece, not per op); the records are renamed
 /// in place, then copied into each device's list, in parallel. An op the intra-op
 /// pool finished after its event ended gets its tail ([`DeviceOps::tails`]).
-fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<DeviceOps> {
+fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], keys: &Keys) -> Vec<DeviceOps> {
+    let ends = completions(plane, &lines, keys);
     let device_of = |o: Option<i64>| {
         if ordinals.is_empty() {
             Some(0)
@@ -506,9 +580,7 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<D
     let mut groups: Vec<(usize, Ids, Vec<OpRec>)> = Vec::new();
     // Per device, its records' flow ids, in the records' order.
     let mut flows: Vec<Vec<u64>> = vec![Vec::new(); builders.len()];
-    let mut ends: FastMap<u64, i64> = FastMap::default();
     for line in lines {
-        ends.extend(line.ends);
         for ((o, recs), line_flows) in line.by_ordinal.into_iter().zip(line.flows) {
             let Some(d) = device_of(o) else { continue };
             let ids = line.names.names.iter().map(|n| builders[d].names.text(n)).collect();
@@ -533,6 +605,25 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64]) -> Vec<D
             ops
         })
         .collect()
+}
+
+/// Per flow id, when the ops of `lines` that may have completed after their events
+/// ended did (none where every op completed inside its event: one scan less).
+fn completions(plane: &Plane, lines: &[LineOps], keys: &Keys) -> FastMap<u64, i64> {
+    if !lines.iter().flat_map(|l| &l.flows).flatten().any(|&f| f != 0) {
+        return FastMap::default();
+    }
+    // Per line holding ops: the `end:` events found inside them, in order.
+    let mut inside: Vec<(usize, Vec<u32>)> = Vec::new();
+    for l in lines.iter().filter(|l| l.by_ordinal.iter().any(|(_, recs)| !recs.is_empty())) {
+        let li = l.by_ordinal.iter().find_map(|(_, recs)| recs.first()).map_or(0, |r| r.line as usize);
+        match inside.last_mut() {
+            Some((at, ends)) if *at == li => ends.extend(&l.ends_inside),
+            _ => inside.push((li, l.ends_inside.clone())),
+        }
+    }
+    inside.iter_mut().for_each(|(_, ends)| ends.sort_unstable());
+    Ends::of(plane, keys).completions(plane, &inside)
 }
 
 /// How long after its event ended each record's op completed (the start of the
