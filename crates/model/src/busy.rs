@@ -166,11 +166,10 @@ fn measure_piece(d: &Device, hlo: &[HloModules], first: usize, kinds: &mut [Part
     let mut classify = Classifier::new(d, hlo);
     // The run being read (a run's ops mostly come together): (run, first start, last end).
     let mut current: Option<(i64, i64, i64)> = None;
-    for ((i, r), kind) in ops.recs[first..first + kinds.len()].iter().enumerate().zip(kinds) {
+    for ((i, r), kind) in (first..).zip(&ops.recs[first..first + kinds.len()]).zip(kinds) {
         let line = &d.plane.lines[r.line as usize];
         let start = line.start_ps(r.index as usize);
-        let length = line.duration_ps(r.index as usize).max(0).saturating_add(ops.tail_ps(first + i));
-        let end = start.saturating_add(length);
+        let end = start.saturating_add(ops.length_on(line, i));
         p.busy.push(start, end);
         *kind = classify.kind(r, line);
         match *kind {

@@ -67,7 +67,8 @@ pub fn find_devices(hosts: &[Space], hlo: &[HloModules]) -> DeviceSet {
         if keys.hlo_op.is_none() {
             continue;
         }
-        let lines = host_ops(plane, &keys);
+        let ends = Ends::of(plane, &keys);
+        let lines = host_ops(plane, &keys, &ends);
         if keys.step_num.is_some() && keys.root.is_some() {
             host_roots.push(((hi, pi), lines.iter().flat_map(|l| l.roots.iter().copied()).collect()));
         }
@@ -77,7 +78,7 @@ pub fn find_devices(hosts: &[Space], hlo: &[HloModules]) -> DeviceSet {
         if ordinals.len() < 2 {
             ordinals.clear();
         }
-        let devices = cpu_device_ops(plane, lines, &ordinals, &keys);
+        let devices = cpu_device_ops(plane, lines, &ordinals, &ends);
         for (d, ops) in devices.into_iter().enumerate() {
             let (name, ordinal) = match ordinals.get(d) {
                 Some(&o) => (format!("/device:CPU:{o}"), Some(o)),
@@ -411,7 +412,7 @@ const HOST_SCAN_PIECE: usize = if cfg!(debug_assertions) { 1 << 10 } else { 1 <<
 
 /// The XLA:CPU ops of every line of `plane`, in line order (pieces of lines scanned in
 /// parallel).
-fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
+fn host_ops<'a>(plane: &'a Plane, keys: &Keys, ends: &Ends) -> Vec<LineOps<'a>> {
     let Some(op_key) = keys.hlo_op else { return Vec::new() };
     let look = plane.stat_lookup([
         Some(op_key),
@@ -429,8 +430,7 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys) -> Vec<LineOps<'a>> {
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
         .flat_map(|(li, line)| crate::records::pieces(line.len(), HOST_SCAN_PIECE).map(move |r| (li, r)))
         .collect();
-    let ends = Ends::of(plane, keys);
-    pieces.into_par_iter().map(|(li, range)| host_ops_in(plane, &look, on_event, &ends, li, range)).collect()
+    pieces.into_par_iter().map(|(li, range)| host_ops_in(plane, &look, on_event, ends, li, range)).collect()
 }
 
 /// How XLA:CPU ops end: an op's `end: <op>` event (linked to it by the flow id, `_p`
@@ -565,8 +565,8 @@ fn host_ops_in<'a>(
 /// Names are re-interned per device (per piece, not per op); the records are renamed
 /// in place, then copied into each device's list, in parallel. An op the intra-op
 /// pool finished after its event ended gets its tail ([`DeviceOps::tails`]).
-fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], keys: &Keys) -> Vec<DeviceOps> {
-    let ends = completions(plane, &lines, keys);
+fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &Ends) -> Vec<DeviceOps> {
+    let done = completions(plane, &lines, ends);
     let device_of = |o: Option<i64>| {
         if ordinals.is_empty() {
             Some(0)
@@ -601,7 +601,7 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], keys: &K
             let parts: Vec<&[OpRec]> = groups.iter().filter(|g| g.0 == d).map(|g| &g.2[..]).collect();
             b.extend_parallel(&parts);
             let mut ops = b.finish(RecValue::RunId);
-            ops.tails = tails(plane, &ops.recs, &flows[d], &ends);
+            ops.tails = tails(plane, &ops.recs, &flows[d], &done);
             ops
         })
         .collect()
@@ -609,7 +609,7 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], keys: &K
 
 /// Per flow id, when the ops of `lines` that may have completed after their events
 /// ended did (none where every op completed inside its event: one scan less).
-fn completions(plane: &Plane, lines: &[LineOps], keys: &Keys) -> FastMap<u64, i64> {
+fn completions(plane: &Plane, lines: &[LineOps], ends: &Ends) -> FastMap<u64, i64> {
     if !lines.iter().flat_map(|l| &l.flows).flatten().any(|&f| f != 0) {
         return FastMap::default();
     }
@@ -622,8 +622,8 @@ fn completions(plane: &Plane, lines: &[LineOps], keys: &Keys) -> FastMap<u64, i6
             _ => inside.push((li, l.ends_inside.clone())),
         }
     }
-    inside.iter_mut().for_each(|(_, ends)| ends.sort_unstable());
-    Ends::of(plane, keys).completions(plane, &inside)
+    inside.iter_mut().for_each(|(_, found)| found.sort_unstable());
+    ends.completions(plane, &inside)
 }
 
 /// How long after its event ended each record's op completed (the start of the

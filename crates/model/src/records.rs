@@ -121,6 +121,13 @@ impl DeviceOps {
         self.recs[i].duration_ps(plane).saturating_add(self.tail_ps(i))
     }
 
+    /// [`DeviceOps::duration_ps`] of record `i`, whose line the caller holds (the hot
+    /// paths: the op profile, the busy time).
+    #[inline(always)]
+    pub fn length_on(&self, line: &Line, i: usize) -> i64 {
+        line.duration_ps(self.recs[i].index as usize).max(0).saturating_add(self.tail_ps(i))
+    }
+
     /// How long after its event ends record `i`'s op completed ([`DeviceOps::tails`]).
     #[inline]
     pub fn tail_ps(&self, i: usize) -> i64 {
@@ -168,7 +175,7 @@ impl DeviceOps {
         let r = &self.recs[i];
         let line = &plane.lines[r.line as usize];
         let start = line.start_ps(r.index as usize);
-        let length = line.duration_ps(r.index as usize).max(0).saturating_add(self.tail_ps(i));
+        let length = self.length_on(line, i);
         let op_ps = if self.value == RecValue::OpTime { r.value } else { length };
         (r.line, start, length, op_ps)
     }

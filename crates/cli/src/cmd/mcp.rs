@@ -94,12 +94,8 @@ const TOOLS: &[Tool] = &[
         ],
         args: |name, a| {
             let mut v = analysis(name, a)?;
-            if let Some(by) = opt_text(a, "by")? {
-                v.extend(["--by".into(), by]);
-            }
-            if let Some(min) = opt_text(a, "min_self")? {
-                v.extend(["--min-self".into(), min]);
-            }
+            pass(&mut v, a, "by", "--by")?;
+            pass(&mut v, a, "min_self", "--min-self")?;
             Ok(v)
         },
     },
@@ -146,9 +142,7 @@ const TOOLS: &[Tool] = &[
         params: &[PATH, RUN],
         args: |_, a| {
             let mut v = vec!["advise".into(), text(a, "path")?, "--json".into()];
-            if let Some(run) = opt_text(a, "run")? {
-                v.extend(["--run".into(), run]);
-            }
+            pass(&mut v, a, "run", "--run")?;
             Ok(v)
         },
     },
@@ -164,12 +158,8 @@ const TOOLS: &[Tool] = &[
         ],
         args: |_, a| {
             let mut v = vec!["hlo".into(), text(a, "path")?, text(a, "op")?, "--json".into()];
-            if let Some(run) = opt_text(a, "run")? {
-                v.extend(["--run".into(), run]);
-            }
-            if let Some(m) = opt_text(a, "module")? {
-                v.extend(["--module".into(), m]);
-            }
+            pass(&mut v, a, "run", "--run")?;
+            pass(&mut v, a, "module", "--module")?;
             Ok(v)
         },
     },
@@ -186,9 +176,7 @@ const TOOLS: &[Tool] = &[
         args: |_, a| {
             let mut v = vec!["diff".into(), text(a, "a")?, text(a, "b")?, "--json".into()];
             v.extend(["--top".into(), top(a)?]);
-            if let Some(by) = opt_text(a, "by")? {
-                v.extend(["--by".into(), by]);
-            }
+            pass(&mut v, a, "by", "--by")?;
             Ok(v)
         },
     },
@@ -229,6 +217,14 @@ fn text(a: &Value, key: &str) -> Result<String, String> {
     opt_text(a, key)?.ok_or_else(|| format!("{key}: required"))
 }
 
+/// Adds `flag VALUE` to `v` where the arguments give `key`.
+fn pass(v: &mut Vec<String>, a: &Value, key: &str, flag: &str) -> Result<(), String> {
+    if let Some(value) = opt_text(a, key)? {
+        v.extend([flag.into(), value]);
+    }
+    Ok(())
+}
+
 fn opt_text(a: &Value, key: &str) -> Result<Option<String>, String> {
     match a.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -247,9 +243,7 @@ fn top(a: &Value) -> Result<String, String> {
 /// An analysis command's line: PATH, `--run`, `--top` and `--json`.
 fn analysis(command: &str, a: &Value) -> Result<Vec<String>, String> {
     let mut v = vec![command.to_string(), text(a, "path")?, "--json".into(), "--top".into(), top(a)?];
-    if let Some(run) = opt_text(a, "run")? {
-        v.extend(["--run".into(), run]);
-    }
+    pass(&mut v, a, "run", "--run")?;
     Ok(v)
 }
 
