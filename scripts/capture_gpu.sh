@@ -19,6 +19,11 @@
 #                           fused attention kernels as custom calls
 #   gpu-cudnn-attention-nocb  the same with command buffers off (each kernel tagged with
 #                           its own instruction: the reference for the one above)
+#   gpu-programs            scripts/capture_programs.py: two programs named jit_update,
+#                           jit_dot for three sizes, back-to-back launches of one GEMM
+#   gpu-nosync-scopes       a loop that never waits, with the guides' scopes and 2 ms of
+#                           input loading a step: scopes credited the work they launched
+#   gpu-unannotated         no step annotations: steps from the train step's executions
 # ONLY="name ..." makes only those captures.
 set -u
 out=${1:?usage: scripts/capture_gpu.sh OUTDIR [WHEELDIR]}
@@ -39,12 +44,12 @@ export PYTHONUNBUFFERED=1 JAX_PLATFORMS=cuda
 } >"$log" 2>&1
 
 work=$(mktemp -d)
-cap() {  # name, arguments of capture_jax.py
+cap() {  # name, arguments of capture_jax.py (SCRIPT= another capture script)
     local name=$1
     shift
     case " ${ONLY:-$name} " in *" $name "*) ;; *) return ;; esac
-    echo "== $name: $*" >>"$log"
-    timeout 120 python3 "$here/scripts/capture_jax.py" --platform gpu --out "$work/$name" "$@" >>"$log" 2>&1 ||
+    echo "== $name: ${SCRIPT:-capture_jax.py} $*" >>"$log"
+    timeout 120 python3 "$here/scripts/${SCRIPT:-capture_jax.py}" --platform gpu --out "$work/$name" "$@" >>"$log" 2>&1 ||
         echo "== $name FAILED ($?)" >>"$log"
     find "$work/$name" -name '*.trace.json.gz' -delete 2>/dev/null
 }
@@ -57,6 +62,11 @@ cudnn=(--steps 5 --dtype bf16 --attention cudnn --layers 2 --d-model 1024 --head
        --vocab 8192 --no-python-tracer --seed 0)
 cap gpu-cudnn-attention "${cudnn[@]}"
 XLA_FLAGS=--xla_gpu_enable_command_buffer= cap gpu-cudnn-attention-nocb "${cudnn[@]}"
+SCRIPT=capture_programs.py cap gpu-programs --size 8192 --dtype bf16 --repeat 4 --steps 4
+mid=(--dtype bf16 --layers 2 --d-model 1024 --heads 8 --seq 256 --batch 16 --vocab 8192
+     --no-python-tracer --no-memory-profile --seed 0)
+cap gpu-nosync-scopes --steps 8 --no-sync --guide-scopes --input-ms 2 "${mid[@]}"
+cap gpu-unannotated --steps 6 --no-step-annotation "${mid[@]}"
 tar -C "$work" -czf "$out/gpu-captures.tar.gz" .
 
 if python3 -c 'import stepscope, pytest' 2>/dev/null; then
