@@ -359,6 +359,52 @@ fn gpu_steps_carry_flops_of_the_ops_inside_them() {
 }
 
 #[test]
+fn gpu_step_flops_take_each_programs_own_op() {
+    // gpu-programs: `custom-call.1` is the cuBLAS GEMM of three programs (jit_dot
+    // compiled for 4096 and 8192, and one of two programs named jit_update), each
+    // launched after its memset. A step's FLOPs are those of the GEMMs that started in
+    // it, each at its own program's FLOPs as the reference reader computes them from
+    // the HloProto, plus the element-wise fusions' (under 0.1% here).
+    let f = xplane("gpu-programs");
+    let per_program = reference(&["dot-flops", &f, "--by-program"]);
+    let steps = json(&["steps", &f]);
+    let steps = steps["steps"].as_array().unwrap();
+    let mut want = vec![0f64; steps.len()];
+    let info = reference(&["info", &f]);
+    let gpu = info["hosts"][0]["planes"].as_array().unwrap().iter().find(|p| p["name"] == "/device:GPU:0").unwrap();
+    let mut gemms = 0;
+    for line in gpu["lines"].as_array().unwrap() {
+        let line = line["name"].as_str().unwrap();
+        for e in reference_lines(&["dump", &f, "--plane", "/device:GPU:0", "--line", line, "--limit", "100000"]) {
+            let s = &e["stats"];
+            let (Some(op), Some(module), Some(program)) =
+                (s["hlo_op"].as_str(), s["hlo_module"].as_str(), s["program_id"].as_u64())
+            else {
+                continue;
+            };
+            let Some(flops) = per_program[format!("{module}({program})")][op].as_f64() else { continue };
+            if e["name"].as_str().unwrap().starts_with("Memset") {
+                continue;
+            }
+            gemms += 1;
+            let start = e["start_ps"].as_i64().unwrap();
+            for (k, s) in steps.iter().enumerate() {
+                let (s0, d) = (s["start_ps"].as_i64().unwrap(), s["duration_ps"].as_i64().unwrap());
+                if start >= s0 && start < s0 + d {
+                    want[k] += flops;
+                }
+            }
+        }
+    }
+    // 4 steps of 4 + 1 + 1 dots and one matrix-product update.
+    assert_eq!((steps.len(), gemms), (4, 28));
+    for (s, w) in steps.iter().zip(&want) {
+        let got = s["flops"].as_f64().unwrap();
+        assert!(got >= *w && got <= w * 1.001, "step {}: {got} FLOPs, its GEMMs {w}", s["step_num"]);
+    }
+}
+
+#[test]
 fn memory_bandwidth_judges_ops_long_enough_to_reach_it() {
     // gpu-async: memory-bound ops of at least 10 µs move data at under 60% of the
     // H100's 3.35 TB/s; the finding's value is their bytes over their time.

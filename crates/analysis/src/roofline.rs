@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::ops::{self, GroupBy, OpRow};
 use crate::peaks::{self, PeakSource};
+use stepscope_model::records::{stat_u64, FastMap, RecStats};
 use stepscope_model::Profile;
 
 /// One device's roofs.
@@ -82,18 +83,23 @@ pub struct StepFlops {
 /// Per step of `steps` (in its order): the FLOPs its host's devices ran and their
 /// utilisation, for the hosts whose devices have a peak FLOP/s; None elsewhere.
 ///
-/// Each op event is given its row's FLOPs per event (the op profile's by-op row:
-/// FLOPs over its events, so a GEMM split into two kernels gives each half), and
-/// counted in the step whose span holds its start. The FLOPs are the executed
-/// program's (from the profile's stats or the HLO): work XLA rematerialises counts.
+/// Each op event is given its row's FLOPs per event (the op profile's by-op row of
+/// its program: FLOPs over its events, so a GEMM split into two kernels gives each
+/// half), and counted in the step whose span holds its start. The FLOPs are the
+/// executed program's (from the profile's stats or the HLO): work XLA rematerialises
+/// counts. An op of one name in several programs (`custom-call.1` of `jit_dot` for
+/// each shape it was compiled for) takes its own program's FLOPs.
 pub fn step_flops(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> Vec<Option<StepFlops>> {
     let mut out = vec![None; steps.len()];
     let rows = ops::ops(profile, GroupBy::Op, 0);
-    let per_event: stepscope_model::records::FastMap<(&str, &str), f64> = rows
-        .ops
-        .iter()
-        .filter_map(|r| Some(((r.module.as_str(), r.name.as_str()), r.flops? as f64 / r.count.max(1) as f64)))
-        .collect();
+    // Per (module, name): each program's FLOPs per event.
+    let mut per_event: FastMap<(&str, &str), Vec<ProgramFlops>> = FastMap::default();
+    for r in &rows.ops {
+        if let Some(flops) = r.flops {
+            let slot = per_event.entry((r.module.as_str(), r.name.as_str())).or_default();
+            slot.push((r.program_id, flops as f64 / r.count.max(1) as f64));
+        }
+    }
     if per_event.is_empty() {
         return out;
     }
@@ -116,20 +122,32 @@ pub fn step_flops(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> 
         let mut flops = vec![0f64; order.len()];
         for (d, _) in &mine {
             let ops = d.cached_ops();
-            // FLOPs per event by (module, name) id pair, looked up once per pair.
-            let mut by_ids: stepscope_model::records::FastMap<(u32, u32), f64> = Default::default();
+            let program_id = d.plane.stat_lookup([d.keys.program_id]);
+            // FLOPs per event by (module, name, program) ids, looked up once each.
+            let mut by_ids: FastMap<(u32, u32, u32), f64> = FastMap::default();
             // Records are in time order per line: keep the step of the last one.
             let mut at = 0usize;
             let mut line = u32::MAX;
-            let mut last = ((u32::MAX, u32::MAX), 0.0);
+            let mut last = ((u32::MAX, u32::MAX, u32::MAX), 0.0);
             for r in &ops.recs {
-                let ids = (r.module, r.name);
+                let ids = (r.module, r.name, r.program);
                 if ids != last.0 {
-                    let f = *by_ids.entry(ids).or_insert_with(|| {
-                        let key = (&*ops.names[r.module as usize], &*ops.names[r.name as usize]);
-                        per_event.get(&key).copied().unwrap_or(0.0)
-                    });
-                    last = (ids, f);
+                    let key = (&*ops.names[r.module as usize], &*ops.names[r.name as usize]);
+                    let programs = per_event.get(&key).map_or(&[][..], |p| p.as_slice());
+                    last = match (programs, ops.rec_stats(r)) {
+                        ([], _) => (ids, 0.0),
+                        ([(_, f)], _) => (ids, *f),
+                        (_, RecStats::Program(p)) => (ids, *by_ids.entry(ids).or_insert_with(|| flops_of(programs, p))),
+                        // The program is on the event itself, beside its other stats:
+                        // read for each such event (not kept in `last`).
+                        (_, RecStats::OnEvent) => {
+                            let line = &d.plane.lines[r.line as usize];
+                            let i = r.index as usize;
+                            let own = d.plane.own_stats_of(&program_id, line, i).unwrap_or_default();
+                            let [p] = d.plane.with_metadata_stats(&program_id, line.meta(i), own);
+                            ((u32::MAX, u32::MAX, u32::MAX), flops_of(programs, stat_u64(d.plane, p)))
+                        }
+                    };
                 }
                 let f = last.1;
                 if f == 0.0 {
@@ -159,4 +177,13 @@ pub fn step_flops(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> 
         }
     }
     out
+}
+
+/// A program's id (none where the op has none) and its op's FLOPs per event.
+type ProgramFlops = (Option<u64>, f64);
+
+/// The FLOPs per event of the row of `programs` (each program's FLOPs per event, of
+/// one op name and module) that is `program`'s; 0 where none is.
+fn flops_of(programs: &[ProgramFlops], program: Option<u64>) -> f64 {
+    programs.iter().find(|(p, _)| *p == program).map_or(0.0, |(_, f)| *f)
 }
