@@ -82,6 +82,90 @@ fn gpu_steps_equal_the_reference_steps_and_warm_captures_do_not_compile() {
     assert!(first["compile_ps"].as_i64().unwrap() > 1_000_000_000_000, "over 1 s compiling: {first}");
 }
 
+#[test]
+fn without_step_annotations_gpu_steps_are_the_train_steps_runs() {
+    // gpu-unannotated: no StepTraceAnnotation. Each step is one run of the program
+    // with the most kernel time, jit_train_step: the kernels launched inside one host
+    // `jit_train_step:XLA GPU module` event, first to last, as the reference reader
+    // links them by correlation_id; their busy time is the step's.
+    let f = run("gpu-unannotated");
+    let ours = json(&["steps", &f]);
+    assert_eq!(ours["source"], "module_executions");
+    let want = reference(&["step-work", &f, "--windows", "jit_train_step:XLA GPU module"]);
+    let (ours, want) = (ours["steps"].as_array().unwrap(), want.as_array().unwrap());
+    assert_eq!(ours.len(), 6);
+    assert_eq!(ours.len(), want.len());
+    for (s, w) in ours.iter().zip(want) {
+        assert_eq!(s["name"], "jit_train_step");
+        assert_eq!((&s["start_ps"], &s["duration_ps"]), (&w["work_start_ps"], &w["work_duration_ps"]), "{s} vs {w}");
+        assert_eq!(s["device_busy_ps"], w["busy_ps"], "{s} vs {w}");
+    }
+    // The batch each run was fed, loaded between runs, is its step's input work
+    // (runs 1-5's whole, the first run's in part), none of it inside a run; and the
+    // time between runs is explained as the loop's, with the fix.
+    let data: Vec<i64> = (reference(&["host-events", &f, "--names", "data"]).as_array().unwrap().iter())
+        .map(|e| e["duration_ps"].as_i64().unwrap())
+        .collect();
+    assert_eq!(data.len(), 6);
+    let scopes = json(&["scopes", &f]);
+    let credited = scopes["input"]["host_input_ps"].as_i64().unwrap() * 6;
+    let (later, all): (i64, i64) = (data[1..].iter().sum(), data.iter().sum());
+    assert!(credited >= later && credited <= all, "{credited} vs {later}..{all}");
+    assert_eq!(scopes["input"]["device_idle_input_ps"], 0);
+    let gaps = json(&["advise", &f])["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["rule"] == "gaps-between-steps")
+        .cloned();
+    let gaps = gaps.expect("the loop's host work between runs is judged");
+    assert!(gaps["advice"].as_str().unwrap().contains("each step is one run of jit_train_step"), "{gaps}");
+}
+
+#[test]
+fn a_kernel_row_is_one_programs_and_an_op_execution_one_launch() {
+    // gpu-programs: custom-call.1 is the cuBLAS GEMM of jit_dot compiled for 8192 and
+    // 4096 and of jit_update's matrix product: three kernel rows of one kernel name and
+    // launch shape, each with its program's launches (one a step, four for the 8192
+    // dot), labelled where a name is several programs' or modules'.
+    let f = run("gpu-programs");
+    let mut want: BTreeMap<(String, u64), (u64, i64)> = BTreeMap::new();
+    for e in ref_line(&f, "/device:GPU:0", "Stream #14(MemcpyD2D,Compute,Memset)") {
+        let s = &e["stats"];
+        if s["kernel_details"].is_null() || s["hlo_op"] != "custom-call.1" {
+            continue;
+        }
+        let slot =
+            want.entry((s["hlo_module"].as_str().unwrap().to_string(), s["program_id"].as_u64().unwrap())).or_default();
+        slot.0 += 1;
+        slot.1 += e["duration_ps"].as_i64().unwrap();
+    }
+    let rows = json(&["kernels", &f, "--top", "0"]);
+    let mut got = BTreeMap::new();
+    for r in rows["kernels"].as_array().unwrap().iter().filter(|r| r["op"] == "custom-call.1") {
+        let key = (r["module"].as_str().unwrap().to_string(), r["program_id"].as_u64().unwrap());
+        got.insert(key.clone(), (r["count"].as_u64().unwrap(), r["total_ps"].as_i64().unwrap()));
+        let labelled = r["program"].as_str();
+        assert_eq!(labelled.is_some(), key.0 == "jit_dot", "{r}");
+    }
+    assert_eq!(got, want);
+    assert_eq!(got.values().map(|v| v.0).collect::<Vec<_>>().iter().sum::<u64>(), 24);
+    let text = ok(&["kernels", &f]);
+    for label in ["custom-call.1 in jit_update", "custom-call.1 in jit_dot("] {
+        assert!(text.contains(label), "{text}");
+    }
+    // The op profile's executions are the GEMM launches, each with its memset, and
+    // its average one GEMM's: the text's COUNT and AVG.
+    let ops = json(&["ops", &f, "--top", "0"]);
+    for r in ops["ops"].as_array().unwrap().iter().filter(|r| r["name"] == "custom-call.1") {
+        let (launches, total) = want[&(r["module"].as_str().unwrap().to_string(), r["program_id"].as_u64().unwrap())];
+        assert_eq!((r["executions"].as_u64(), r["count"].as_u64()), (Some(launches), Some(2 * launches)), "{r}");
+        let gemm = total / launches as i64;
+        let avg = r["avg_ps"].as_i64().unwrap();
+        assert!(avg >= gemm && avg < gemm + 2_000_000, "{avg} vs its GEMM's {gemm}: {r}");
+    }
+}
+
 /// With command buffers off, XLA tags every kernel with its own instruction: the
 /// reference for the instructions stepscope gives command-buffer kernels in the same
 /// model's capture with them on (same compilation: the same instruction names).

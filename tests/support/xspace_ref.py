@@ -439,7 +439,7 @@ def steps(path):
     return out
 
 
-def step_work(path):
+def step_work(path, windows_named=None):
     """The device work each annotated step launched, per step in step order:
     {"step_num", "work_start_ps", "work_duration_ps", "busy_ps"} (busy: the union of
     the work's intervals), null fields where the step launched no work the capture
@@ -447,8 +447,13 @@ def step_work(path):
     (gpu_launches); XLA:CPU ones by dispatch order (cpu_dispatched_runs). GPU rows
     also say whether the step is "cut": the capture holds none of a launch of a kind
     that ran elsewhere, or its device's last launch ran fewer ops than its kind's
-    most."""
-    annotated = steps(path)
+    most. With `windows_named`, the windows are the host events of that name (a
+    module's runs, `jit_train_step:XLA GPU module`) instead, numbered from 0."""
+    if windows_named:
+        annotated = [{"step_num": k, "start_ps": e["start_ps"], "duration_ps": e["duration_ps"]}
+                     for k, e in enumerate(host_events(path, [windows_named], []))]
+    else:
+        annotated = steps(path)
     windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in annotated]
     gpu = gpu_launches(path, windows)
     cpu = cpu_dispatched_runs(path) if gpu is None else []
@@ -869,6 +874,8 @@ def main(argv=None):
     p = sub.add_parser("step-work", help="the device work each step launched (GPU: by correlation_id; "
                                          "XLA:CPU: by dispatch order), as JSON")
     p.add_argument("path")
+    p.add_argument("--windows", metavar="NAME", help="the host events called NAME are the steps (a module's runs: "
+                                                     "'jit_train_step:XLA GPU module')")
     p = sub.add_parser("cpu-ops", help="XLA:CPU: each op's executions until they completed, and the device's busy "
                                        "time, as JSON")
     p.add_argument("path")
@@ -922,7 +929,7 @@ def main(argv=None):
     elif a.cmd == "steps":
         print(json.dumps(steps(a.path), separators=(",", ":")))
     elif a.cmd == "step-work":
-        print(json.dumps(step_work(a.path), separators=(",", ":")))
+        print(json.dumps(step_work(a.path, a.windows), separators=(",", ":")))
     elif a.cmd == "cpu-ops":
         ops = cpu_ops(read_xspace(a.path))
         per = {}

@@ -116,12 +116,12 @@ test('op profile lists every op, sorts on header clicks and filters', async () =
   await page.waitForSelector('table.data tbody tr');
   assert.equal(await page.textContent('.rowcount'), `${ops.ops.length.toLocaleString('en-US')} rows`);
   assert.equal(await page.$$eval('svg.treemap rect', r => r.length), ops.ops.filter(o => o.self_ps > 0).length);
-  // Sort by count: descending first, then ascending.
-  await page.click('table.data th[data-key=count]');
-  const counts = ops.ops.map(o => o.count);
+  // Sort by count (executions, as the CLI's COUNT): descending first, then ascending.
+  await page.click('table.data th[data-key=executions]');
+  const counts = ops.ops.map(o => o.executions);
   let first = (await cellTexts(7))[0];
   assert.equal(first, Math.max(...counts).toLocaleString('en-US'));
-  await page.click('table.data th[data-key=count]');
+  await page.click('table.data th[data-key=executions]');
   first = (await cellTexts(7))[0];
   assert.equal(first, Math.min(...counts).toLocaleString('en-US'));
   // Sort by name ascending.

@@ -25,7 +25,7 @@ export async function render(view, ctx) {
   if (h.profile) {
     const r = h.profile;
     view.append(el('table', { class: 'kv', id: 'hlo-profile' }, ...[
-      ['ran', `${count(r.count)} time(s)`],
+      ['ran', `${count(r.executions)} time(s)` + (r.executions !== r.count ? ` as ${count(r.count)} kernels` : '')],
       ['total', dur(r.total_ps)],
       ['self', `${dur(r.self_ps)} (${pct(r.device_time_pct)} of op time)`],
       ['average', dur(r.avg_ps)],

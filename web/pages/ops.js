@@ -17,7 +17,8 @@ export function opColumns(by) {
     { key: 'self_ps', label: 'self', num: true, fmt: dur },
     { key: 'device_time_pct', label: '%', num: true, fmt: v => pct(v) },
     { key: 'total_ps', label: 'total', num: true, fmt: dur },
-    { key: 'count', label: 'count', num: true, fmt: count },
+    // Executions (a GPU GEMM and the memset before it are one), as the CLI's COUNT.
+    { key: 'executions', label: 'count', num: true, fmt: count },
     { key: 'avg_ps', label: 'avg', num: true, fmt: dur },
     { key: 'min_ps', label: 'min', num: true, fmt: dur },
     { key: 'max_ps', label: 'max', num: true, fmt: dur },

@@ -5,7 +5,9 @@
 //! A kernel launch is any event on a `Stream #…` line of a `/device:…` plane that
 //! carries a `kernel_details` stat; memcpy/memset events (no `kernel_details`) are
 //! not kernels. Launches with the same kernel name, grid, block, registers, shared
-//! memory, owning `hlo_op` and `hlo_module` make one row.
+//! memory, owning `hlo_op`, `hlo_module` and `program_id` make one row: an op is one
+//! instruction of one program, so the GEMM of `jit_dot` compiled for two shapes is two
+//! rows, each named with its program where several programs hold the op.
 
 use std::collections::HashMap;
 
@@ -13,7 +15,7 @@ use serde::Serialize;
 use stepscope_xspace::{Span, Stat, StatValue};
 
 use stepscope_model::device::is_stream_line;
-use stepscope_model::records::{FastMap, OpRec};
+use stepscope_model::records::{stat_u64, FastMap, OpRec};
 use stepscope_model::{Keys, OpSource, Profile};
 
 /// The kernel stats of a run.
@@ -63,6 +65,14 @@ pub struct KernelRow {
     pub tensor_core_eligible: Option<bool>,
     /// Share of [`Kernels::kernel_time_ps`], percent.
     pub time_pct: f64,
+    /// The owning XLA program (`program_id` stat), when the launch has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program_id: Option<u64>,
+    /// Where several programs hold an op of this name and module: this row's program,
+    /// `jit_dot(49)`, as the op profile names it ([`crate::ops::OpRow::program`]).
+    /// Absent where the op's name and module are one program's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
 }
 
 /// The fields of a `kernel_details` stat. Every field is `None` (or zero dims) when
@@ -276,6 +286,7 @@ struct Key<'a> {
     shared: Option<u64>,
     op: &'a str,
     module: &'a str,
+    program: Option<u64>,
 }
 
 #[derive(Default)]
@@ -308,8 +319,9 @@ enum Owner {
 }
 
 /// Launches grouped by what identifies them cheaply (kernel metadata, details, op,
-/// module), before their texts are read: one slot per group, in first-seen order.
-type SlotKey = (u32, TextKey, Owner, Owner);
+/// module, program), before their texts are read: one slot per group, in first-seen
+/// order.
+type SlotKey = (u32, TextKey, Owner, Owner, Option<u64>);
 
 /// One launch of a slot: its line, its event and its op record.
 type Launch<'a> = (usize, usize, Option<&'a OpRec>);
@@ -407,7 +419,7 @@ pub fn kernels(profile: &Profile) -> Kernels {
             if keys.kernel_details.is_none() {
                 continue;
             }
-            let look = plane.stat_lookup([keys.kernel_details, keys.hlo_op, keys.hlo_module]);
+            let look = plane.stat_lookup([keys.kernel_details, keys.hlo_op, keys.hlo_module, keys.program_id]);
             let text = |s: Option<Stat>| s.and_then(|s| plane.stat_str(&s));
             // The device's op records name each kernel's op, command-buffer kernels
             // credited to their own instructions (`command_buffer.rs`).
@@ -425,14 +437,14 @@ pub fn kernels(profile: &Profile) -> Kernels {
                     continue;
                 }
                 for i in 0..line.len() {
-                    let [details, op, module] = plane.stats_of(&look, line, i);
+                    let [details, op, module, program] = plane.stats_of(&look, line, i);
                     let Some(details) = details.filter(|s| plane.stat_str(s).is_some()) else { continue };
                     let rec = ops.and_then(|o| o.recs.get(at + i)).filter(|r| r.index as usize == i);
                     let (op, module) = match rec {
                         Some(r) => (op.map_or(Owner::Stat(None), |_| Owner::Id(r.name)), Owner::Id(r.module)),
                         None => (Owner::Stat(text_key(op)), Owner::Stat(text_key(module))),
                     };
-                    let key = (line.meta(i), text_key(Some(details)), op, module);
+                    let key = (line.meta(i), text_key(Some(details)), op, module, stat_u64(plane, program));
                     let at_slot = *slot_of.entry(key).or_insert_with(|| {
                         slots.push(((li, i, rec), Acc::default()));
                         slots.len() - 1
@@ -446,7 +458,7 @@ pub fn kernels(profile: &Profile) -> Kernels {
             // texts (one kernel, its inline strings written again) are summed.
             for ((li, i, rec), slot) in slots {
                 let line = &plane.lines[li];
-                let [details, op, module] = plane.stats_of(&look, line, i);
+                let [details, op, module, program] = plane.stats_of(&look, line, i);
                 let Some(details) = text(details) else { continue };
                 let op = op.and_then(|op| match (ops, rec) {
                     (Some(o), Some(r)) => Some(&*o.names[r.name as usize]),
@@ -462,6 +474,7 @@ pub fn kernels(profile: &Profile) -> Kernels {
                     shared: d.shared_mem_bytes(),
                     op: op.unwrap_or(""),
                     module: text(module).unwrap_or(""),
+                    program: stat_u64(plane, program),
                 };
                 let acc = groups.entry(key).or_default();
                 acc.merge(&slot);
@@ -471,12 +484,13 @@ pub fn kernels(profile: &Profile) -> Kernels {
         }
     }
     let hlo = profile.hlo_modules();
-    let eligible = |op: &str, module: &str| {
-        crate::ops::instruction(hlo, op, module, None).and_then(|(m, i)| crate::cost::tensor_core_eligible(m, i))
+    let eligible = |k: &Key| {
+        crate::ops::instruction(hlo, k.op, k.module, k.program)
+            .and_then(|(m, i)| crate::cost::tensor_core_eligible(m, i))
     };
     let mut rows: Vec<KernelRow> = groups
         .into_iter()
-        .map(|(k, a)| (eligible(k.op, k.module), k, a))
+        .map(|(k, a)| (eligible(&k), k, a))
         .map(|(tensor_core_eligible, k, a)| KernelRow {
             name: k.name.to_string(),
             op: k.op.to_string(),
@@ -496,6 +510,8 @@ pub fn kernels(profile: &Profile) -> Kernels {
             }),
             tensor_core_eligible,
             time_pct: if kernel_time_ps > 0 { a.total as f64 * 100.0 / kernel_time_ps as f64 } else { 0.0 },
+            program_id: k.program,
+            program: None,
         })
         .collect();
     rows.sort_by(|a, b| {
@@ -504,12 +520,34 @@ pub fn kernels(profile: &Profile) -> Kernels {
             .then_with(|| a.name.cmp(&b.name))
             .then_with(|| a.module.cmp(&b.module))
             .then_with(|| a.op.cmp(&b.op))
+            .then_with(|| a.program_id.cmp(&b.program_id))
             .then_with(|| a.grid.cmp(&b.grid))
             .then_with(|| a.block.cmp(&b.block))
             .then_with(|| a.registers_per_thread.cmp(&b.registers_per_thread))
             .then_with(|| a.shared_mem_bytes.cmp(&b.shared_mem_bytes))
     });
+    label_programs(&mut rows);
     Kernels { schema: "stepscope.kernels/1", kernel_time_ps, kernels: rows }
+}
+
+/// Rows whose op and module several programs hold get their program, `jit_dot(49)`.
+fn label_programs(rows: &mut [KernelRow]) {
+    let mut programs: FastMap<(&str, &str), Vec<u64>> = FastMap::default();
+    for r in rows.iter() {
+        if let Some(p) = r.program_id {
+            let seen = programs.entry((r.op.as_str(), r.module.as_str())).or_default();
+            if !seen.contains(&p) {
+                seen.push(p);
+            }
+        }
+    }
+    let shared: Vec<bool> =
+        rows.iter().map(|r| programs.get(&(r.op.as_str(), r.module.as_str())).is_some_and(|p| p.len() > 1)).collect();
+    for (r, shared) in rows.iter_mut().zip(shared) {
+        if let Some(id) = r.program_id.filter(|_| shared) {
+            r.program = Some(format!("{}({id})", r.module));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -641,12 +679,13 @@ mod tests {
     ///  --plane /device:GPU:0 --line "Stream #16(Kernel)" --limit 100` (and the same for
     /// `Stream #17(Kernel)`), then in Python: every event has a `kernel_details` stat
     /// (42 + 12 = 54 launches); sum(duration_ps) = 3_415_244_000 + 60_240_000 =
-    /// 3_475_484_000; grouping by (name, kernel_details, hlo_op, hlo_module) gives 13
-    /// groups; the largest by sum(duration_ps) is the Tensile MT256x224x64 kernel with
+    /// 3_475_484_000; grouping by (name, kernel_details, hlo_op, hlo_module,
+    /// program_id) gives 17 groups (13 without the program: `wrapped_broadcast` of
+    /// `jit_broadcast_in_dim` is 9 programs' in 5 launch configs); the largest by sum(duration_ps) is the Tensile MT256x224x64 kernel with
     /// 3 launches, total 1_833_003_000, min 573_401_000, max 672_121_000,
     /// ` grid:32,37,1 block:256,1,1 private_mem:0 group_mem:29568 occ_pct:0`,
     /// hlo_op `custom-call.1`, hlo_module `jit_dot`. Per kernel name:
-    /// `wrapped_broadcast.kd` 12 launches in 5 launch configs, total 153_720_000;
+    /// `wrapped_broadcast.kd` 12 launches of 9 programs, total 153_720_000;
     /// `__amd_rocclr_copyBuffer.kd` 24 launches, total 87_880_000, in 2 rows: 12 on
     /// Stream #17 with no hlo_op (total 60_240_000) and 12 owned by `copy.1`
     /// (27_640_000); `gemm_fusion_dot_general_1.kd` 3 launches, 15_000_000.
@@ -657,7 +696,7 @@ mod tests {
         assert_eq!(k.schema, "stepscope.kernels/1");
         assert_eq!(k.kernel_time_ps, 3_475_484_000);
         assert_eq!(k.kernels.iter().map(|r| r.count).sum::<u64>(), 54);
-        assert_eq!(k.kernels.len(), 13);
+        assert_eq!(k.kernels.len(), 17);
         assert_eq!(k.kernels.iter().map(|r| r.total_ps).sum::<i64>(), k.kernel_time_ps);
         assert!(k.kernels.windows(2).all(|w| w[0].total_ps >= w[1].total_ps));
 
@@ -683,7 +722,7 @@ mod tests {
             let rows: Vec<_> = k.kernels.iter().filter(|r| r.name == n).collect();
             (rows.len(), rows.iter().map(|r| r.count).sum::<u64>(), rows.iter().map(|r| r.total_ps).sum::<i64>())
         };
-        assert_eq!(by_name("wrapped_broadcast.kd"), (5, 12, 153_720_000));
+        assert_eq!(by_name("wrapped_broadcast.kd"), (9, 12, 153_720_000));
         assert_eq!(by_name("__amd_rocclr_copyBuffer.kd"), (2, 24, 87_880_000));
         assert_eq!(by_name("gemm_fusion_dot_general_1.kd"), (1, 3, 15_000_000));
 

@@ -76,7 +76,10 @@ pub struct OpRow {
     pub total_ps: i64,
     /// Total minus the time of ops nested inside it.
     pub self_ps: i64,
+    /// Total over executions: how long one execution of the op takes (on a GPU, all
+    /// the kernels of one execution; elsewhere `total_ps / count`).
     pub avg_ps: i64,
+    /// The shortest and longest occurrence (one kernel, on GPUs).
     pub min_ps: i64,
     pub max_ps: i64,
     /// Share of all ops' self time, percent.
@@ -750,7 +753,11 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
         executions: a.executions,
         total_ps,
         self_ps,
-        avg_ps: if count > 0 { total_ps / count as i64 } else { 0 },
+        // Per execution: a GEMM launched after its memset lasts its two kernels.
+        avg_ps: match (a.executions, count) {
+            (0, 0) => 0,
+            (0, n) | (n, _) => total_ps / n as i64,
+        },
         min_ps: if count > 0 { a.min_ps } else { 0 },
         max_ps: if count > 0 { a.max_ps } else { 0 },
         device_time_pct: if op_time_ps > 0 { 100.0 * self_ps as f64 / op_time_ps as f64 } else { 0.0 },

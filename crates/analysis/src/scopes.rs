@@ -97,6 +97,7 @@ pub fn scopes(profile: &Profile) -> Scopes {
     let devices = profile.devices();
     let base = profile.time_base();
     let step_count = st.steps.len();
+    let host_windows = st.host_windows();
     // The mean step as the step time is taken (steps the capture cut left out).
     let timed: Vec<i64> = st.timed().map(|s| s.duration_ps).collect();
     let step_ps = if timed.is_empty() { 0 } else { sum_ps(timed.iter().copied()) / timed.len() as i64 };
@@ -105,8 +106,10 @@ pub fn scopes(profile: &Profile) -> Scopes {
         let on_host: Vec<&Device> = devices.iter().filter(|d| d.host_index == hi).collect();
         let busy: Vec<&Intervals> = on_host.iter().map(|d| &base.busy[d.index]).collect();
         let mine: Vec<&Step> = st.steps.iter().filter(|s| s.host == space.host).collect();
-        // Host scopes are in the steps' host spans (the device's may come later).
-        let windows = Intervals::new(mine.iter().map(|s| s.host_span()).collect());
+        // Host scopes are in the steps' host windows (the device's work may come later).
+        let windows = Intervals::new(
+            (st.steps.iter().zip(&host_windows)).filter(|(s, _)| s.host == space.host).map(|(_, &w)| w).collect(),
+        );
         let mean_busy = |lo: i64, hi: i64| match busy.len() {
             0 => 0,
             n => sum_ps(busy.iter().map(|b| b.overlap(lo, hi))) / n as i64,
@@ -168,18 +171,26 @@ pub fn input_work(profile: &Profile) -> Option<InputWork> {
     }
     let timed: Vec<i64> = st.timed().map(|s| s.duration_ps).collect();
     let step_ps = sum_ps(timed.iter().copied()) / timed.len().max(1) as i64;
+    let host_windows = st.host_windows();
     let (mut host_input, mut idle_input) = (0i64, 0i64);
     let mut names = std::collections::BTreeSet::new();
     for (hi, (space, h)) in profile.hosts.iter().zip(found).enumerate() {
         let busy: Vec<&Intervals> =
             devices.iter().filter(|d| d.host_index == hi).map(|d| &base.busy[d.index]).collect();
-        let windows = Intervals::new(st.steps.iter().filter(|s| s.host == space.host).map(|s| s.host_span()).collect());
-        // Input work inside the steps, and the part of it no op ran.
-        let inside = h.input.within(windows.spans());
+        type Spans = Vec<(i64, i64)>;
+        let (windows, spans): (Spans, Spans) = (st.steps.iter().zip(&host_windows))
+            .filter(|(s, _)| s.host == space.host)
+            .map(|(s, &w)| (w, (s.start_ps, s.end_ps())))
+            .unzip();
+        // The steps' input work on the host, and the part of it inside a step that no
+        // op ran in (a step from module executions is its run alone: the input that
+        // fed it came before, between steps).
+        let inside = h.input.within(Intervals::new(windows).spans());
         host_input = host_input.saturating_add(inside.total());
         if !busy.is_empty() {
+            let in_steps = inside.within(Intervals::new(spans).spans());
             idle_input =
-                idle_input.saturating_add(sum_ps(busy.iter().map(|b| inside.minus(b).total())) / busy.len() as i64);
+                idle_input.saturating_add(sum_ps(busy.iter().map(|b| in_steps.minus(b).total())) / busy.len() as i64);
         }
         if inside.total() > 0 {
             names.extend(h.input_names.iter().cloned());

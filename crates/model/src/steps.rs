@@ -142,6 +142,35 @@ impl Steps {
     pub fn timed(&self) -> impl Iterator<Item = &Step> {
         self.steps.iter().filter(|s| !s.cut)
     }
+
+    /// Per step (in order): the host time that belongs to it, where host scopes (a
+    /// batch loaded, `data_loading`) are credited to steps. An annotated step (or one
+    /// of a device `Steps` line): its host span. A step from module executions holds
+    /// only the module's run, while the loop feeds it between runs: it also gets the
+    /// time since the step before it on its host ended (the first step, as long a time
+    /// as the second got), so the batch loaded for a run is that run's step's.
+    pub fn host_windows(&self) -> Vec<(i64, i64)> {
+        let mut out: Vec<(i64, i64)> = self.steps.iter().map(Step::host_span).collect();
+        if self.source != StepSource::ModuleExecutions {
+            return out;
+        }
+        let mut hosts: Vec<&str> = self.steps.iter().map(|s| s.host.as_str()).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        for host in hosts {
+            let mut mine: Vec<usize> = (0..self.steps.len()).filter(|&i| self.steps[i].host == host).collect();
+            mine.sort_by_key(|&i| out[i].0);
+            let spans: Vec<(i64, i64)> = mine.iter().map(|&i| out[i]).collect();
+            for (k, &i) in mine.iter().enumerate() {
+                let before = match k {
+                    0 => spans.get(1).map_or(0, |next| next.0.saturating_sub(spans[0].1).max(0)),
+                    _ => out[i].0.saturating_sub(spans[k - 1].1).max(0),
+                };
+                out[i].0 = out[i].0.saturating_sub(before);
+            }
+        }
+        out
+    }
 }
 
 /// True when most steps' launched work ended after their host span, by more than a
@@ -158,7 +187,12 @@ pub fn dispatches_ahead(steps: &[Step]) -> bool {
     !linked.is_empty() && 2 * late > linked.len()
 }
 
-pub fn find_steps(hosts: &[Space], set: &DeviceSet, devices: &[Device]) -> (StepSource, Vec<Step>) {
+pub fn find_steps(
+    hosts: &[Space],
+    set: &DeviceSet,
+    devices: &[Device],
+    launches: &[Launches],
+) -> (StepSource, Vec<Step>) {
     let annotated = annotated_steps(hosts, set);
     if !annotated.is_empty() {
         return (StepSource::Annotation, annotated);
@@ -167,7 +201,7 @@ pub fn find_steps(hosts: &[Space], set: &DeviceSet, devices: &[Device]) -> (Step
     if !device_steps.is_empty() {
         return (StepSource::DeviceSteps, device_steps);
     }
-    let runs = module_executions(devices);
+    let runs = module_executions(hosts, devices, launches);
     if !runs.is_empty() {
         return (StepSource::ModuleExecutions, runs);
     }
@@ -280,7 +314,7 @@ fn device_steps_line(devices: &[Device]) -> Vec<Step> {
 
 /// Executions of the module with the most op time: on TPU/GPU from the `XLA Modules`
 /// line, on CPU from the ops' `run_id`.
-fn module_executions(devices: &[Device]) -> Vec<Step> {
+fn module_executions(hosts: &[Space], devices: &[Device], launches: &[Launches]) -> Vec<Step> {
     let mut seen_hosts = Vec::new();
     let mut out = Vec::new();
     for d in devices {
@@ -303,6 +337,10 @@ fn module_executions(devices: &[Device]) -> Vec<Step> {
                     .collect::<Vec<_>>()
             }
             (OpSource::HostOps, None) => cpu_module_runs(d),
+            (OpSource::Kernels, None) => match (hosts.get(d.host_index), launches.get(d.host_index)) {
+                (Some(space), Some(l)) => gpu_module_runs(space, d, l),
+                _ => Vec::new(),
+            },
             _ => Vec::new(),
         };
         if !steps.is_empty() {
@@ -322,8 +360,8 @@ pub fn module_name(event_name: &str) -> &str {
     }
 }
 
-/// CPU: the span of each `run_id` of the module with the most op time.
-fn cpu_module_runs(d: &Device) -> Vec<Step> {
+/// The interned id of the module of `d` with the most op time, if any op has one.
+fn top_module(d: &Device) -> Option<u32> {
     let ops = d.cached_ops();
     // Op time per interned module name.
     let mut per_module: Vec<Option<i64>> = vec![None; ops.names.len()];
@@ -331,17 +369,90 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
         let t = per_module[r.module as usize].get_or_insert(0);
         *t = t.saturating_add(ops.duration_ps(d.plane, i));
     }
-    let Some((top_id, _)) = per_module
-        .iter()
-        .enumerate()
+    (per_module.iter().enumerate())
+        .filter(|(m, _)| !ops.names[*m].is_empty())
         .filter_map(|(m, t)| t.map(|t| (m, t)))
         .max_by_key(|&(m, t)| (t, std::cmp::Reverse(&*ops.names[m])))
-    else {
-        return Vec::new();
-    };
-    let top = &*ops.names[top_id];
-    let spans = module_runs(d, |m| m as usize == top_id);
+        .map(|(m, _)| m as u32)
+}
+
+/// The (module id, record program) of `d` with the most op time, of a named module,
+/// where it ran most of the device's op time (two thirds or more): a loop's step. A
+/// jitted function compiled for several shapes is several programs, and a capture
+/// whose time spreads over several (a benchmark of shapes) has no one step.
+fn top_program(d: &Device) -> Option<(u32, u32)> {
+    let ops = d.cached_ops();
+    let mut time: FastMap<(u32, u32), i64> = FastMap::default();
+    for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| !ops.names[r.module as usize].is_empty()) {
+        let t = time.entry((r.module, r.program)).or_default();
+        *t = t.saturating_add(ops.duration_ps(d.plane, i));
+    }
+    let all = crate::stats::sum_ps(time.values().copied());
+    let (top, t) = time.into_iter().max_by_key(|&(k, t)| (t, std::cmp::Reverse(k)))?;
+    (t as f64 >= all as f64 * 2.0 / 3.0).then_some(top)
+}
+
+/// CPU: the span of each `run_id` of the module with the most op time.
+fn cpu_module_runs(d: &Device) -> Vec<Step> {
+    let Some(top_id) = top_module(d) else { return Vec::new() };
+    let top = &*d.cached_ops().names[top_id as usize];
+    let spans = module_runs(d, |m| m == top_id);
     spans.iter().enumerate().map(|(n, &(a, b))| blank_step(n as i64, top, d.host, a, b.saturating_sub(a))).collect()
+}
+
+/// GPU: each execution of the program with the most kernel time, as its host launched
+/// it: the kernels whose launches lie inside one host event `<module>:XLA GPU module`
+/// (XLA's annotation of a run of the module), from the first one's start to the last
+/// one's end, in time order; the host event is the step's host span. None where the
+/// profile does not link kernels to launches or holds no such host event.
+fn gpu_module_runs(space: &Space, d: &Device, launches: &Launches) -> Vec<Step> {
+    let ops = d.cached_ops();
+    let (Some((top_id, program)), Some(host)) = (top_program(d), host_cpu_plane(space)) else { return Vec::new() };
+    if !ops.has_correlation_ids() || launches.is_empty() {
+        return Vec::new();
+    }
+    let top = &*ops.names[top_id as usize];
+    let runs = module_run_events(host, &format!("{top}:XLA GPU module"));
+    // Runs that overlap on the host (one thread per GPU) cannot tell whose launches
+    // are whose by time alone: no steps rather than wrong ones.
+    if runs.windows(2).any(|w| w[1].0 < w[0].1) {
+        return Vec::new();
+    }
+    let mut spans: Vec<Option<(i64, i64)>> = vec![None; runs.len()];
+    for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| (r.module, r.program) == (top_id, program)) {
+        let Some((launched, _)) = ops.correlation_id(r).and_then(|c| launches.get(c)) else { continue };
+        let at = runs.partition_point(|&(start, _)| start <= launched);
+        let Some(k) = at.checked_sub(1).filter(|&k| launched < runs[k].1) else { continue };
+        let (_, start, end, _) = ops.span(d.plane, i);
+        let span = spans[k].get_or_insert((start, end));
+        *span = (span.0.min(start), span.1.max(end));
+    }
+    // Each run's kernels and its host event, which is the step's host span.
+    let mut found: Vec<((i64, i64), (i64, i64))> =
+        spans.into_iter().zip(runs).filter_map(|(work, host)| Some((work?, host))).collect();
+    found.sort_unstable();
+    (found.iter().enumerate())
+        .map(|(n, &((a, b), (host_start, host_end)))| Step {
+            host_start_ps: host_start,
+            host_duration_ps: host_end.saturating_sub(host_start),
+            ..blank_step(n as i64, top, d.host, a, b.saturating_sub(a))
+        })
+        .collect()
+}
+
+/// The spans of the events named `name` on any line of `host`, sorted by start.
+fn module_run_events(host: &stepscope_xspace::Plane, name: &str) -> Vec<(i64, i64)> {
+    let metas: Vec<u32> = (0..host.event_meta.len() as u32).filter(|&m| host.event_name(m) == name).collect();
+    if metas.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<(i64, i64)> = (host.lines.iter())
+        .flat_map(|line| {
+            (0..line.len()).filter(|&i| metas.contains(&line.meta(i))).map(|i| (line.start_ps(i), line.end_ps(i)))
+        })
+        .collect();
+    out.sort_unstable();
+    out
 }
 
 /// XLA:CPU: the span of each `run_id` of the ops whose module id `of_module` picks,

@@ -50,7 +50,7 @@ pub fn measure(
     launches: &[Launches],
     dispatches: &[Dispatches],
 ) -> TimeBase {
-    let (source, mut steps) = find_steps(spaces, set, devices);
+    let (source, mut steps) = find_steps(spaces, set, devices, launches);
     let (measured, hosts) = rayon::join(
         || devices.par_iter().map(|d| measure_ops(d, hlo)).collect::<Vec<_>>(),
         || host_events(spaces, devices),

@@ -37,6 +37,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             "occupancy_pct",
             "tensor_core",
             "time_pct",
+            "program_id",
         ];
         let rows: Vec<Vec<String>> = k
             .kernels
@@ -58,6 +59,7 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
                     opt(r.occupancy_pct.map(|v| format!("{v:.1}"))),
                     r.tensor_core.to_string(),
                     format!("{:.3}", r.time_pct),
+                    opt(r.program_id.map(|p| p.to_string())),
                 ]
             })
             .collect();
@@ -79,7 +81,10 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     // and occupancy.
     t.optional = vec![6, 5, 7, 9, 8];
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "—".into());
-    for r in &k.kernels {
+    let ops = crate::cmd::ops::placed_labels(
+        k.kernels.iter().map(|r| (r.op.as_str(), r.module.as_str(), r.program.as_deref())),
+    );
+    for (r, op) in k.kernels.iter().zip(ops) {
         t.push(vec![
             r.name.clone(),
             human::duration_ps(r.total_ps),
@@ -91,7 +96,8 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
             or_dash(r.registers_per_thread.map(|n| n.to_string())),
             or_dash(r.occupancy_pct.map(|o| format!("{o:.0}%"))),
             if r.tensor_core { "yes".into() } else { String::new() },
-            crate::table::fit(&r.op, 14),
+            // The op, and where several programs or modules hold one of its name, whose.
+            crate::table::fit(&op, if op.len() > r.op.len() { 32 } else { 14 }),
         ]);
     }
     out!("{}", t.text());

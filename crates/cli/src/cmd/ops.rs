@@ -156,7 +156,8 @@ pub fn op_table(rows: &[OpRow], by: GroupBy, with_total: bool) -> Table {
             label,
             human::duration_ps(r.self_ps),
             format!("{:.1}", r.device_time_pct),
-            human::count(r.count),
+            // Executions: on a GPU, a GEMM and the memset before it are one.
+            human::count(r.executions),
             human::duration_ps(r.avg_ps),
             crate::table::fit(&r.category, 14),
             rate,
@@ -173,13 +174,30 @@ pub fn op_table(rows: &[OpRow], by: GroupBy, with_total: bool) -> Table {
     t
 }
 
-/// An op row's name, with its program where several programs hold an op of that
-/// name ([`OpRow::program`]).
-pub fn op_label(r: &OpRow) -> String {
-    match &r.program {
-        Some(p) => format!("{} in {p}", r.name),
-        None => r.name.clone(),
+/// Op rows' labels: an op's name, with its program where several programs hold an op
+/// of that name and module ([`OpRow::program`]: `custom-call.1 in jit_dot(49)`), or its
+/// module where ops of that name from several modules are among the rows
+/// (`custom-call.1 in jit_update`).
+pub fn op_labels(rows: &[OpRow]) -> Vec<String> {
+    placed_labels(rows.iter().map(|r| (r.name.as_str(), r.module.as_str(), r.program.as_deref())))
+}
+
+/// Labels of `(op, module, program)` rows: the op, `op in program` where the row has a
+/// program, `op in module` where ops of that name from several modules are among them.
+pub fn placed_labels<'a>(rows: impl Iterator<Item = (&'a str, &'a str, Option<&'a str>)> + Clone) -> Vec<String> {
+    let mut modules: std::collections::HashMap<&str, Vec<&str>> = Default::default();
+    for (op, module, _) in rows.clone() {
+        let seen = modules.entry(op).or_default();
+        if !seen.contains(&module) {
+            seen.push(module);
+        }
     }
+    rows.map(|(op, module, program)| match program {
+        Some(p) => format!("{op} in {p}"),
+        None if !module.is_empty() && modules.get(op).is_some_and(|m| m.len() > 1) => format!("{op} in {module}"),
+        None => op.to_string(),
+    })
+    .collect()
 }
 
 /// Row labels for the table: by line, `file.py:LINE` (the whole path where two files
@@ -189,7 +207,7 @@ pub fn op_label(r: &OpRow) -> String {
 /// CSV keep the whole names.
 fn source_labels(rows: &[OpRow], by: GroupBy) -> Vec<String> {
     if !matches!(by, GroupBy::Line | GroupBy::Stack) {
-        return rows.iter().map(op_label).collect();
+        return if by == GroupBy::Op { op_labels(rows) } else { rows.iter().map(|r| r.name.clone()).collect() };
     }
     let mut paths_by_base: std::collections::HashMap<&str, std::collections::HashSet<&str>> = Default::default();
     for f in rows.iter().filter_map(|r| r.stack.as_ref()).flatten() {

@@ -87,9 +87,9 @@ pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
     }
     outln!();
     let mut t = Table::new(vec!["OP", "SELF", "FLOP/BYTE", "ACHIEVED", "ROOF", "% ROOF", "BOUND"]);
-    for o in &r.ops {
+    for (o, label) in r.ops.iter().zip(crate::cmd::ops::op_labels(&r.ops)) {
         t.push(vec![
-            crate::cmd::ops::op_label(o),
+            label,
             human::duration_ps(o.self_ps),
             num(o.arithmetic_intensity, 1),
             o.flops_per_s.map(|v| human::rate(v, "FLOP/s")).unwrap_or_default(),

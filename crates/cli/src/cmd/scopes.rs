@@ -110,14 +110,21 @@ pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
     let i = &s.input;
     if s.step_count > 0 && i.host_input_ps > 0 {
         outln!();
+        let idle = match i.device_idle_input_ps {
+            // Input loaded between steps (a step that is one run of a program) or
+            // while the device ran earlier work.
+            0 => "none of it left the device idle inside a step".to_string(),
+            ps => format!(
+                "the device had nothing to run for {} of it ({:.1}% of the step)",
+                human::duration_ps(ps),
+                i.device_idle_input_pct
+            ),
+        };
         let line = format!(
-            "input work ({}): {} a step on the host ({:.1}% of the step); the device had nothing to run for {} \
-             of it ({:.1}% of the step)",
+            "input work ({}): {} a step on the host ({:.1}% of the step); {idle}",
             i.names.join(", "),
             human::duration_ps(i.host_input_ps),
             i.host_input_pct,
-            human::duration_ps(i.device_idle_input_ps),
-            i.device_idle_input_pct
         );
         out!("{}", human::wrap("", &line, crate::table::prose_width()));
     }

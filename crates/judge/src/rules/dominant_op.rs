@@ -20,7 +20,13 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                 unit: "pct",
                 evidence: vec![{
                     let mut e = ev(
-                        format!("{} × {} in {} (avg {})", top.count, top.name, or_unknown(&top.module), ms(top.avg_ps)),
+                        format!(
+                            "{} × {} in {} (avg {})",
+                            top.executions,
+                            top.name,
+                            or_unknown(&top.module),
+                            ms(top.avg_ps)
+                        ),
                         "",
                     );
                     e.detail = top.category.clone();

@@ -45,10 +45,21 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                     e
                 })
                 .collect(),
-            advice: "the loop does work outside the annotated step (sleeps, logging, checkpoints, evaluation, data \
-                     loading): move it off the training thread, do it every N steps, or include it in the step \
-                     annotation to see it"
-                .into(),
+            advice: match steps.source {
+                // Steps found as the runs of the busiest program: the loop's own work
+                // (loading the batch, dispatching) falls between them.
+                steps::StepSource::ModuleExecutions => format!(
+                    "no StepTraceAnnotation: each step is one run of {}, so the loop's host work (loading a \
+                     batch, dispatching the next run, syncs) falls between steps; wrap each training step in \
+                     jax.profiler.StepTraceAnnotation(\"train\", step_num=i) to measure it whole, and move \
+                     what does not need the training thread off it",
+                    steps.steps.first().map_or("the busiest program", |s| s.name.as_str())
+                ),
+                _ => "the loop does work outside the annotated step (sleeps, logging, checkpoints, evaluation, data \
+                      loading): move it off the training thread, do it every N steps, or include it in the step \
+                      annotation to see it"
+                    .into(),
+            },
         });
     }
 }
