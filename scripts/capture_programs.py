@@ -32,6 +32,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -96,7 +97,7 @@ def main(argv=None):
     mats = [(x[:s, :s], w[:s, :s]) for s in sizes]
 
     def run_step(i, annotate):
-        ctx = jax.profiler.StepTraceAnnotation("step", step_num=i) if annotate else _Null()
+        ctx = jax.profiler.StepTraceAnnotation("step", step_num=i) if annotate else contextlib.nullcontext()
         with ctx:
             with jax.profiler.TraceAnnotation("matmul_update"):
                 m = matmul_update(x, w)
@@ -138,14 +139,6 @@ def main(argv=None):
         print(f"  {name}  {os.path.getsize(os.path.join(run_dir, name)):,} B", file=sys.stderr)
     print(run_dir)
     return 0
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 if __name__ == "__main__":

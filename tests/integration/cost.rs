@@ -370,29 +370,24 @@ fn gpu_step_flops_take_each_programs_own_op() {
     let steps = json(&["steps", &f]);
     let steps = steps["steps"].as_array().unwrap();
     let mut want = vec![0f64; steps.len()];
-    let info = reference(&["info", &f]);
-    let gpu = info["hosts"][0]["planes"].as_array().unwrap().iter().find(|p| p["name"] == "/device:GPU:0").unwrap();
     let mut gemms = 0;
-    for line in gpu["lines"].as_array().unwrap() {
-        let line = line["name"].as_str().unwrap();
-        for e in reference_lines(&["dump", &f, "--plane", "/device:GPU:0", "--line", line, "--limit", "100000"]) {
-            let s = &e["stats"];
-            let (Some(op), Some(module), Some(program)) =
-                (s["hlo_op"].as_str(), s["hlo_module"].as_str(), s["program_id"].as_u64())
-            else {
-                continue;
-            };
-            let Some(flops) = per_program[format!("{module}({program})")][op].as_f64() else { continue };
-            if e["name"].as_str().unwrap().starts_with("Memset") {
-                continue;
-            }
-            gemms += 1;
-            let start = e["start_ps"].as_i64().unwrap();
-            for (k, s) in steps.iter().enumerate() {
-                let (s0, d) = (s["start_ps"].as_i64().unwrap(), s["duration_ps"].as_i64().unwrap());
-                if start >= s0 && start < s0 + d {
-                    want[k] += flops;
-                }
+    for e in reference_plane_events(&f, "/device:GPU:0") {
+        let s = &e["stats"];
+        let (Some(op), Some(module), Some(program)) =
+            (s["hlo_op"].as_str(), s["hlo_module"].as_str(), s["program_id"].as_u64())
+        else {
+            continue;
+        };
+        let Some(flops) = per_program[format!("{module}({program})")][op].as_f64() else { continue };
+        if e["name"].as_str().unwrap().starts_with("Memset") {
+            continue;
+        }
+        gemms += 1;
+        let start = e["start_ps"].as_i64().unwrap();
+        for (k, s) in steps.iter().enumerate() {
+            let (s0, d) = (s["start_ps"].as_i64().unwrap(), s["duration_ps"].as_i64().unwrap());
+            if start >= s0 && start < s0 + d {
+                want[k] += flops;
             }
         }
     }
@@ -521,23 +516,17 @@ fn ops_of_programs_sharing_a_name_are_rows_apart() {
     // the kernels of that program (the reference reader's events by `program_id`) and
     // costed by its own HLO (2 × M × N × K, from the reference reader's HloProto).
     let f = xplane("rocm-mi300x-gemm");
-    let info = reference(&["info", &f]);
     let mut want: HashMap<(String, String, u64), (u64, i64)> = HashMap::new();
-    for plane in info["hosts"][0]["planes"].as_array().unwrap().iter().filter(|p| p["name"] == "/device:GPU:0") {
-        for l in plane["lines"].as_array().unwrap() {
-            let line = l["name"].as_str().unwrap();
-            for ev in reference_lines(&["dump", &f, "--plane", "/device:GPU:0", "--line", line, "--limit", "100000"]) {
-                let st = &ev["stats"];
-                let (Some(op), Some(module), Some(id)) =
-                    (st["hlo_op"].as_str(), st["hlo_module"].as_str(), st["program_id"].as_u64())
-                else {
-                    continue;
-                };
-                let w = want.entry((module.into(), op.into(), id)).or_default();
-                w.0 += 1;
-                w.1 += ev["duration_ps"].as_i64().unwrap();
-            }
-        }
+    for ev in reference_plane_events(&f, "/device:GPU:0") {
+        let st = &ev["stats"];
+        let (Some(op), Some(module), Some(id)) =
+            (st["hlo_op"].as_str(), st["hlo_module"].as_str(), st["program_id"].as_u64())
+        else {
+            continue;
+        };
+        let w = want.entry((module.into(), op.into(), id)).or_default();
+        w.0 += 1;
+        w.1 += ev["duration_ps"].as_i64().unwrap();
     }
     let flops: HashMap<String, HashMap<String, u64>> =
         serde_json::from_value(reference(&["dot-flops", "--by-program", &f])).unwrap();

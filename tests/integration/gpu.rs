@@ -130,7 +130,7 @@ fn a_kernel_row_is_one_programs_and_an_op_execution_one_launch() {
     // dot), labelled where a name is several programs' or modules'.
     let f = run("gpu-programs");
     let mut want: BTreeMap<(String, u64), (u64, i64)> = BTreeMap::new();
-    for e in ref_line(&f, "/device:GPU:0", "Stream #14(MemcpyD2D,Compute,Memset)") {
+    for e in reference_plane_events(&f, "/device:GPU:0") {
         let s = &e["stats"];
         if s["kernel_details"].is_null() || s["hlo_op"] != "custom-call.1" {
             continue;

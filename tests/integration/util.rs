@@ -93,6 +93,23 @@ pub fn reference_lines(args: &[&str]) -> Vec<serde_json::Value> {
     reference_text(args).lines().map(|l| serde_json::from_str(l).expect("reference JSON line")).collect()
 }
 
+/// Every event of plane `plane` of `file`, line by line, as the reference reader
+/// dumps them.
+pub fn reference_plane_events(file: &str, plane: &str) -> Vec<serde_json::Value> {
+    let info = reference(&["info", file]);
+    let mut out = Vec::new();
+    for p in info["hosts"].as_array().unwrap().iter().flat_map(|h| h["planes"].as_array().unwrap()) {
+        if p["name"] != plane {
+            continue;
+        }
+        for l in p["lines"].as_array().unwrap() {
+            let line = l["name"].as_str().unwrap();
+            out.extend(reference_lines(&["dump", file, "--plane", plane, "--line", line, "--limit", "100000000"]));
+        }
+    }
+    out
+}
+
 /// The reference reader's standard output (a command that writes a file: nothing).
 pub fn reference_text(args: &[&str]) -> String {
     let script = root().join("tests/support/xspace_ref.py");
