@@ -24,6 +24,7 @@
 #   gpu-nosync-scopes       a loop that never waits, with the guides' scopes and 2 ms of
 #                           input loading a step: scopes credited the work they launched
 #   gpu-unannotated         no step annotations: steps from the train step's executions
+#   gpu-unannotated-nosync  the same in a loop that never waits
 # ONLY="name ..." makes only those captures.
 set -u
 out=${1:?usage: scripts/capture_gpu.sh OUTDIR [WHEELDIR]}
@@ -67,6 +68,7 @@ mid=(--dtype bf16 --layers 2 --d-model 1024 --heads 8 --seq 256 --batch 16 --voc
      --no-python-tracer --no-memory-profile --seed 0)
 cap gpu-nosync-scopes --steps 8 --no-sync --guide-scopes --input-ms 2 "${mid[@]}"
 cap gpu-unannotated --steps 6 --no-step-annotation "${mid[@]}"
+cap gpu-unannotated-nosync --steps 6 --no-step-annotation --no-sync "${mid[@]}"
 tar -C "$work" -czf "$out/gpu-captures.tar.gz" .
 
 if python3 -c 'import stepscope, pytest' 2>/dev/null; then

@@ -88,18 +88,33 @@ fn without_step_annotations_gpu_steps_are_the_train_steps_runs() {
     // with the most kernel time, jit_train_step: the kernels launched inside one host
     // `jit_train_step:XLA GPU module` event, first to last, as the reference reader
     // links them by correlation_id; their busy time is the step's.
-    let f = run("gpu-unannotated");
-    let ours = json(&["steps", &f]);
-    assert_eq!(ours["source"], "module_executions");
-    let want = reference(&["step-work", &f, "--windows", "jit_train_step:XLA GPU module"]);
-    let (ours, want) = (ours["steps"].as_array().unwrap(), want.as_array().unwrap());
-    assert_eq!(ours.len(), 6);
-    assert_eq!(ours.len(), want.len());
-    for (s, w) in ours.iter().zip(want) {
-        assert_eq!(s["name"], "jit_train_step");
-        assert_eq!((&s["start_ps"], &s["duration_ps"]), (&w["work_start_ps"], &w["work_duration_ps"]), "{s} vs {w}");
-        assert_eq!(s["device_busy_ps"], w["busy_ps"], "{s} vs {w}");
+    // gpu-unannotated-nosync, the same loop never waiting, runs the same work a step.
+    let mut busy_medians = Vec::new();
+    for name in ["gpu-unannotated", "gpu-unannotated-nosync"] {
+        let f = run(name);
+        let ours = json(&["steps", &f]);
+        assert_eq!(ours["source"], "module_executions", "{name}");
+        let want = reference(&["step-work", &f, "--windows", "jit_train_step:XLA GPU module"]);
+        let (ours, want) = (ours["steps"].as_array().unwrap(), want.as_array().unwrap());
+        assert_eq!((ours.len(), want.len()), (6, 6), "{name}");
+        for (s, w) in ours.iter().zip(want) {
+            assert_eq!(s["name"], "jit_train_step");
+            let (got, wanted) = ((&s["start_ps"], &s["duration_ps"]), (&w["work_start_ps"], &w["work_duration_ps"]));
+            assert_eq!(got, wanted, "{name}: {s} vs {w}");
+            assert_eq!(s["device_busy_ps"], w["busy_ps"], "{name}: {s} vs {w}");
+        }
+        // The breakdown is measured in the same steps: its busy share is theirs.
+        let sm = json(&["summary", &f]);
+        let busy: i64 = ours.iter().map(|s| s["device_busy_ps"].as_i64().unwrap()).sum();
+        let time: i64 = ours.iter().map(|s| s["duration_ps"].as_i64().unwrap()).sum();
+        let util = sm["device_utilization_pct"].as_f64().unwrap();
+        assert!((util - 100.0 * busy as f64 / time as f64).abs() < 0.01, "{name}: {util} vs {busy}/{time}");
+        let mut b: Vec<i64> = ours.iter().map(|s| s["device_busy_ps"].as_i64().unwrap()).collect();
+        b.sort_unstable();
+        busy_medians.push(b[3] as f64);
     }
+    assert!((busy_medians[1] / busy_medians[0] - 1.0).abs() < 0.05, "{busy_medians:?}");
+    let f = run("gpu-unannotated");
     // The batch each run was fed, loaded between runs, is its step's input work
     // (runs 1-5's whole, the first run's in part), none of it inside a run; and the
     // time between runs is explained as the loop's, with the fix.

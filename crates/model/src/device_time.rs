@@ -186,6 +186,14 @@ fn window(d: &Device, steps: &Steps, busy: &Intervals) -> (WindowSource, Vec<(i6
                 if !own.is_empty() {
                     return (WindowSource::OwnSteps, spans(own));
                 }
+            } else if d.source == OpSource::Kernels {
+                // A GPU: the steps are its host's runs of the step program, from the
+                // kernels they launched (one launching thread a host).
+                let own: Vec<(i64, i64)> =
+                    steps.steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();
+                if !own.is_empty() {
+                    return (WindowSource::OwnSteps, spans(own));
+                }
             }
         }
         StepSource::None => {}
