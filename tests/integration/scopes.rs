@@ -319,3 +319,30 @@ fn compare_by_scope_lines_the_runs_up_row_by_row() {
     let text = ok(&["compare", &runs[0], &runs[1], "--by", "line"]);
     assert!(text.contains("LINE (per step)") && text.contains("HOST SCOPE (per step)"), "{text}");
 }
+
+#[test]
+fn gpu_scopes_get_the_work_launched_in_them_in_a_loop_that_never_waits() {
+    // gpu-nosync-scopes: the train step is launched inside `forward_backward` and runs
+    // on the GPU after the scope closed; the batch's copy inside `to_device`. Each
+    // scope's LAUNCHED is the device work its occurrences launched, as the reference
+    // reader links kernels to launches by correlation_id (its windows: the scope's
+    // events), while `fetch_batch`, which only sleeps, launched none.
+    let f = crate::util::xplane("gpu-nosync-scopes");
+    let rows = json(&["scopes", &f])["scopes"].as_array().unwrap().clone();
+    for (scope, path) in
+        [("forward_backward", "train/train_step/forward_backward"), ("to_device", "train/data_loading/to_device")]
+    {
+        let want: i64 = (reference(&["step-work", &f, "--windows", scope]).as_array().unwrap().iter())
+            .map(|w| w["busy_ps"].as_i64().unwrap_or(0))
+            .sum();
+        let row = rows.iter().find(|r| r["path"] == path).unwrap();
+        assert_eq!(row["device_work_ps"].as_i64(), Some(want), "{row}");
+        assert!(want > 0, "{scope}");
+    }
+    let fetch = rows.iter().find(|r| r["path"] == "train/data_loading/fetch_batch").unwrap();
+    assert_eq!(fetch["device_work_ps"], 0);
+    // The work runs after the scope closed: the device was busy with it then, not in
+    // the scope, so DEVICE BUSY (busy while the scope was open) is not LAUNCHED.
+    let fb = rows.iter().find(|r| r["path"] == "train/train_step/forward_backward").unwrap();
+    assert_ne!(fb["device_busy_ps"], fb["device_work_ps"]);
+}
