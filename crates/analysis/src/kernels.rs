@@ -532,17 +532,7 @@ pub fn kernels(profile: &Profile) -> Kernels {
 
 /// Rows whose op and module several programs hold get their program, `jit_dot(49)`.
 fn label_programs(rows: &mut [KernelRow]) {
-    let mut programs: FastMap<(&str, &str), Vec<u64>> = FastMap::default();
-    for r in rows.iter() {
-        if let Some(p) = r.program_id {
-            let seen = programs.entry((r.op.as_str(), r.module.as_str())).or_default();
-            if !seen.contains(&p) {
-                seen.push(p);
-            }
-        }
-    }
-    let shared: Vec<bool> =
-        rows.iter().map(|r| programs.get(&(r.op.as_str(), r.module.as_str())).is_some_and(|p| p.len() > 1)).collect();
+    let shared = crate::ops::shared_by_programs(rows, |r| (r.op.as_str(), r.module.as_str()), |r| r.program_id);
     for (r, shared) in rows.iter_mut().zip(shared) {
         if let Some(id) = r.program_id.filter(|_| shared) {
             r.program = Some(format!("{}({id})", r.module));

@@ -515,7 +515,7 @@ fn by_source<'a>(hlo: &[HloModules], accs: Vec<Acc<'a>>, by: GroupBy) -> (Vec<Ac
 /// Module rows whose name several programs share get the program's id in their
 /// name, `jit_dot(49)`.
 fn name_programs(rows: &mut [OpRow]) {
-    let shared = shared_by_programs(rows, |r| (r.name.as_str(), ""));
+    let shared = shared_by_programs(rows, |r| (r.name.as_str(), ""), |r| r.program_id);
     for (r, shared) in rows.iter_mut().zip(shared) {
         if let Some(id) = r.program_id.filter(|_| shared) {
             r.name = format!("{}({id})", r.name);
@@ -527,7 +527,7 @@ fn name_programs(rows: &mut [OpRow]) {
 /// for several shapes, or two functions of one name) get their program,
 /// `jit_dot(49)`, in [`OpRow::program`]: one row per program, told apart.
 fn label_programs(rows: &mut [OpRow]) {
-    let shared = shared_by_programs(rows, |r| (r.name.as_str(), r.module.as_str()));
+    let shared = shared_by_programs(rows, |r| (r.name.as_str(), r.module.as_str()), |r| r.program_id);
     for (r, shared) in rows.iter_mut().zip(shared) {
         if let Some(id) = r.program_id.filter(|_| shared) {
             r.program = Some(format!("{}({id})", r.module));
@@ -535,13 +535,23 @@ fn label_programs(rows: &mut [OpRow]) {
     }
 }
 
-/// Per row: whether rows of several programs share its `key`.
-fn shared_by_programs<'r>(rows: &'r [OpRow], key: impl Fn(&'r OpRow) -> (&'r str, &'r str)) -> Vec<bool> {
-    let mut programs: FastMap<(&str, &str), u32> = FastMap::default();
-    for r in rows.iter().filter(|r| r.program_id.is_some()) {
-        *programs.entry(key(r)).or_default() += 1;
+/// Per row: whether rows of several programs (`program`) share its `key` (an op
+/// profile's rows, a kernel table's).
+pub(crate) fn shared_by_programs<'r, T>(
+    rows: &'r [T],
+    key: impl Fn(&'r T) -> (&'r str, &'r str),
+    program: impl Fn(&T) -> Option<u64>,
+) -> Vec<bool> {
+    let mut programs: FastMap<(&str, &str), Vec<u64>> = FastMap::default();
+    for r in rows {
+        if let Some(p) = program(r) {
+            let seen = programs.entry(key(r)).or_default();
+            if !seen.contains(&p) {
+                seen.push(p);
+            }
+        }
     }
-    rows.iter().map(|r| programs.get(&key(r)).is_some_and(|&n| n > 1)).collect()
+    rows.iter().map(|r| programs.get(&key(r)).is_some_and(|p| p.len() > 1)).collect()
 }
 
 /// A row's key: its name (op, category, module or scope); by op, its module; by op,

@@ -122,7 +122,6 @@ pub fn step_flops(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> 
         let mut flops = vec![0f64; order.len()];
         for (d, _) in &mine {
             let ops = d.cached_ops();
-            let program_id = d.plane.stat_lookup([d.keys.program_id]);
             // FLOPs per event by (module, name, program) ids, looked up once each.
             let mut by_ids: FastMap<(u32, u32, u32), f64> = FastMap::default();
             // Records are in time order per line: keep the step of the last one.
@@ -142,9 +141,7 @@ pub fn step_flops(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> 
                         // read for each such event (not kept in `last`).
                         (_, RecStats::OnEvent) => {
                             let line = &d.plane.lines[r.line as usize];
-                            let i = r.index as usize;
-                            let own = d.plane.own_stats_of(&program_id, line, i).unwrap_or_default();
-                            let [p] = d.plane.with_metadata_stats(&program_id, line.meta(i), own);
+                            let p = d.keys.program_id.and_then(|k| d.plane.event_stat(line, r.index as usize, k));
                             ((u32::MAX, u32::MAX, u32::MAX), flops_of(programs, stat_u64(d.plane, p)))
                         }
                     };

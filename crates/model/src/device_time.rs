@@ -155,10 +155,12 @@ pub fn build(devices: &[Device], base: &TimeBase) -> DeviceTime {
 /// The window of device `d`, whose ops ran in `busy` (see the module docs).
 fn window(d: &Device, steps: &Steps, busy: &Intervals) -> (WindowSource, Vec<(i64, i64)>) {
     let spans = |s: Vec<(i64, i64)>| Intervals::new(s).spans().to_vec();
+    let host_steps = || -> Vec<(i64, i64)> {
+        steps.steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect()
+    };
     match steps.source {
         StepSource::Annotation => {
-            let mine: Vec<(i64, i64)> =
-                steps.steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();
+            let mine = host_steps();
             if !mine.is_empty() {
                 return (WindowSource::HostSteps, spans(mine));
             }
@@ -189,8 +191,7 @@ fn window(d: &Device, steps: &Steps, busy: &Intervals) -> (WindowSource, Vec<(i6
             } else if d.source == OpSource::Kernels {
                 // A GPU: the steps are its host's runs of the step program, from the
                 // kernels they launched (one launching thread a host).
-                let own: Vec<(i64, i64)> =
-                    steps.steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();
+                let own = host_steps();
                 if !own.is_empty() {
                     return (WindowSource::OwnSteps, spans(own));
                 }

@@ -388,6 +388,8 @@ impl<'a> Buffers<'a> {
 /// The XLA:CPU ops (events carrying `hlo_op`) of a range of one line, split by
 /// `device_ordinal`, with names interned per range.
 struct LineOps<'a> {
+    /// The index of the line (of the plane) the piece is of.
+    line: usize,
     names: Interner<'a>,
     programs: Programs,
     /// Per ordinal seen on the line: its ops, in line order. An op whose `hlo_op` is not
@@ -518,6 +520,7 @@ fn host_ops_in<'a>(
 ) -> LineOps<'a> {
     let line = &plane.lines[li];
     let mut out = LineOps {
+        line: li,
         names: Interner::default(),
         programs: Programs::default(),
         by_ordinal: Vec::new(),
@@ -616,10 +619,9 @@ fn completions(plane: &Plane, lines: &[LineOps], ends: &Ends) -> FastMap<u64, i6
     // Per line holding ops: the `end:` events found inside them, in order.
     let mut inside: Vec<(usize, Vec<u32>)> = Vec::new();
     for l in lines.iter().filter(|l| l.by_ordinal.iter().any(|(_, recs)| !recs.is_empty())) {
-        let li = l.by_ordinal.iter().find_map(|(_, recs)| recs.first()).map_or(0, |r| r.line as usize);
         match inside.last_mut() {
-            Some((at, ends)) if *at == li => ends.extend(&l.ends_inside),
-            _ => inside.push((li, l.ends_inside.clone())),
+            Some((at, ends)) if *at == l.line => ends.extend(&l.ends_inside),
+            _ => inside.push((l.line, l.ends_inside.clone())),
         }
     }
     inside.iter_mut().for_each(|(_, found)| found.sort_unstable());

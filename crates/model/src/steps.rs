@@ -15,7 +15,7 @@ use stepscope_xspace::{Format, Line, Space};
 use crate::device::{host_cpu_plane, Device, Keys, OpSource};
 use crate::discover::DeviceSet;
 use crate::kinds::{host_transfer_kind, Part};
-use crate::records::{FastMap, ReleaseBehind};
+use crate::records::{FastMap, OpRec, ReleaseBehind};
 use crate::stats::Intervals;
 
 /// Where the step boundaries were read from.
@@ -360,20 +360,22 @@ pub fn module_name(event_name: &str) -> &str {
     }
 }
 
-/// The interned id of the module of `d` with the most op time, if any op has one.
-fn top_module(d: &Device) -> Option<u32> {
+/// The op time of `d`'s ops of a named module, per `key` of their records.
+fn op_time_by<K: std::hash::Hash + Eq>(d: &Device, key: impl Fn(&OpRec) -> K) -> FastMap<K, i64> {
     let ops = d.cached_ops();
-    // Op time per interned module name.
-    let mut per_module: Vec<Option<i64>> = vec![None; ops.names.len()];
-    for (i, r) in ops.recs.iter().enumerate() {
-        let t = per_module[r.module as usize].get_or_insert(0);
+    let mut time: FastMap<K, i64> = FastMap::default();
+    for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| !ops.names[r.module as usize].is_empty()) {
+        let t = time.entry(key(r)).or_default();
         *t = t.saturating_add(ops.duration_ps(d.plane, i));
     }
-    (per_module.iter().enumerate())
-        .filter(|(m, _)| !ops.names[*m].is_empty())
-        .filter_map(|(m, t)| t.map(|t| (m, t)))
-        .max_by_key(|&(m, t)| (t, std::cmp::Reverse(&*ops.names[m])))
-        .map(|(m, _)| m as u32)
+    time
+}
+
+/// The interned id of the module of `d` with the most op time, if any op has one.
+fn top_module(d: &Device) -> Option<u32> {
+    let names = &d.cached_ops().names;
+    let time = op_time_by(d, |r| r.module);
+    time.into_iter().max_by_key(|&(m, t)| (t, std::cmp::Reverse(&*names[m as usize]))).map(|(m, _)| m)
 }
 
 /// The (module id, record program) of `d` with the most op time, of a named module,
@@ -381,12 +383,7 @@ fn top_module(d: &Device) -> Option<u32> {
 /// jitted function compiled for several shapes is several programs, and a capture
 /// whose time spreads over several (a benchmark of shapes) has no one step.
 fn top_program(d: &Device) -> Option<(u32, u32)> {
-    let ops = d.cached_ops();
-    let mut time: FastMap<(u32, u32), i64> = FastMap::default();
-    for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| !ops.names[r.module as usize].is_empty()) {
-        let t = time.entry((r.module, r.program)).or_default();
-        *t = t.saturating_add(ops.duration_ps(d.plane, i));
-    }
+    let time = op_time_by(d, |r| (r.module, r.program));
     let all = crate::stats::sum_ps(time.values().copied());
     let (top, t) = time.into_iter().max_by_key(|&(k, t)| (t, std::cmp::Reverse(k)))?;
     (t as f64 >= all as f64 * 2.0 / 3.0).then_some(top)
@@ -407,10 +404,10 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
 /// profile does not link kernels to launches or holds no such host event.
 fn gpu_module_runs(space: &Space, d: &Device, launches: &Launches) -> Vec<Step> {
     let ops = d.cached_ops();
-    let (Some((top_id, program)), Some(host)) = (top_program(d), host_cpu_plane(space)) else { return Vec::new() };
     if !ops.has_correlation_ids() || launches.is_empty() {
         return Vec::new();
     }
+    let (Some(host), Some((top_id, program))) = (host_cpu_plane(space), top_program(d)) else { return Vec::new() };
     let top = &*ops.names[top_id as usize];
     let runs = module_run_events(host, &format!("{top}:XLA GPU module"));
     // Runs that overlap on the host (one thread per GPU) cannot tell whose launches
