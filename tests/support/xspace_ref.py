@@ -526,18 +526,32 @@ def cpu_dispatched_runs(path):
 
 def cpu_ops(space):
     """XLA:CPU: every op (a /host:CPU event with `hlo_op`) as {"name", "module",
-    "run_id", "line", "start_ps", "end_ps", "done_ps"}: done_ps is when it completed,
-    the start of the `end: <name>` event whose `_c` is the op's `_p` where that comes
-    after the op's event ends (XLA:CPU's intra-op pool finished it), else end_ps."""
+    "run_id", "line", "start_ps", "end_ps", "done_ps", "ended_ps"}: done_ps is when it
+    completed, ended_ps where its `end:` event starts (or its event ends).
+
+    An op handed to the intra-op pool (a dot) records its tasks there: a
+    `ThreadpoolListener::Record` (flow `_p`) inside its event, run later as the region
+    from the next `StartRegion` carrying that flow as `_c` (ids repeat in a long
+    capture) to the next `StopRegion` on that thread; a task recorded inside such a
+    region is the op's too. Where a region runs the executor on
+    (`ThunkExecutor::Execute`, or an op), the op's work ended there: that is the thunk
+    executor carrying on with the op's successors. The op completed at the end of the
+    last of its regions, and never after the `end: <name>` event its `_p` leads to
+    (`_c`), which XLA writes once that carrying-on is over. An op with no later `end:`
+    completed inside its event (done_ps = end_ps)."""
+    import bisect
     ops, ends = [], {}
+    records = {}   # line -> [(time, task)]
+    runs = {}      # task -> [(start, line, until)]
     for plane in space.planes:
         if plane.name != "/host:CPU":
             continue
         for line in plane.lines:
-            for ev in line.events:
+            evs = sorted(((event_start_ps(line, ev), ev) for ev in line.events), key=lambda t: t[0])
+            region = None  # [task flow, start, until]
+            for start, ev in evs:
                 st = event_stats(plane, ev)
                 name = event_name(plane, ev)
-                start = event_start_ps(line, ev)
                 if "hlo_op" in st:
                     ops.append({"name": st["hlo_op"], "module": st.get("hlo_module", ""),
                                 "program_id": st.get("program_id"),
@@ -545,11 +559,71 @@ def cpu_ops(space):
                                 "end_ps": start + max(ev.duration_ps, 0), "flow": st.get("_p")})
                 elif name.startswith("end: ") and "_c" in st:
                     ends[st["_c"]] = start
+                elif name == "ThreadpoolListener::Record" and "_p" in st:
+                    records.setdefault(line.name, []).append((start, st["_p"]))
+                elif name == "ThreadpoolListener::StartRegion":
+                    region = [st.get("_c"), start, None]
+                elif name == "ThreadpoolListener::StopRegion":
+                    if region is not None and region[0] is not None:
+                        until = region[2] if region[2] is not None else start
+                        runs.setdefault(region[0], []).append((region[1], line.name, until))
+                    region = None
+                if region is not None and region[2] is None and (
+                        "hlo_op" in st or name.startswith("ThunkExecutor::Execute")):
+                    region[2] = start
+    for r in runs.values():
+        r.sort()
+    for r in records.values():
+        r.sort()
+
+    def recorded_in(line, lo, hi):
+        on = records.get(line, [])
+        return on[bisect.bisect_left(on, (lo, -1)):bisect.bisect_right(on, (hi, float("inf")))]
+
     for op in ops:
         flow = op.pop("flow")
-        done = ends.get(flow) if flow is not None else None
-        op["done_ps"] = max(op["end_ps"], done) if done is not None else op["end_ps"]
+        end = ends.get(flow) if flow is not None else None
+        op["ended_ps"] = max(op["end_ps"], end) if end is not None else op["end_ps"]
+        op["done_ps"] = op["end_ps"]
+        if end is None or end <= op["end_ps"]:
+            continue
+        # The op's tasks: those it recorded, where each ran (the first region after the
+        # record carrying its id, starting before the op's `end:`), and so on.
+        last = None
+        todo = list(recorded_in(op["line"], op["start_ps"], op["end_ps"]))
+        while todo:
+            at, task = todo.pop()
+            mine = runs.get(task, [])
+            k = bisect.bisect_left(mine, (at,))
+            if k == len(mine) or mine[k][0] > end:
+                continue
+            start, line, until = mine[k]
+            last = until if last is None else max(last, until)
+            todo.extend(recorded_in(line, start, until))
+        if last is not None:
+            op["done_ps"] = max(op["end_ps"], min(last, end))
     return ops
+
+
+def cpu_self_times(ops):
+    """Sets each XLA:CPU op's "self_ps": its time until it completed less that of the
+    ops whose events lie directly inside its own event on its line (the ops its thread
+    ran while the pool worked on it are not inside it), never below 0."""
+    by_line = {}
+    for op in ops:
+        by_line.setdefault(op["line"], []).append(op)
+    for line_ops in by_line.values():
+        line_ops.sort(key=lambda o: (o["start_ps"], o["start_ps"] - o["end_ps"]))
+        open_ops = []
+        for op in line_ops:
+            while open_ops and not (op["start_ps"] < open_ops[-1]["end_ps"] and op["end_ps"] <= open_ops[-1]["end_ps"]):
+                open_ops.pop()
+            op["self_ps"] = op["done_ps"] - op["start_ps"]
+            if open_ops:
+                open_ops[-1]["self_ps"] -= op["done_ps"] - op["start_ps"]
+            open_ops.append(op)
+    for op in ops:
+        op["self_ps"] = max(op["self_ps"], 0)
 
 
 def gpu_launches(path, windows):
@@ -932,6 +1006,7 @@ def main(argv=None):
         print(json.dumps(step_work(a.path, a.windows), separators=(",", ":")))
     elif a.cmd == "cpu-ops":
         ops = cpu_ops(read_xspace(a.path))
+        cpu_self_times(ops)
         per = {}
         for op in ops:
             row = per.setdefault((op["module"], op["name"]), {"module": op["module"], "name": op["name"], "count": 0,
@@ -939,6 +1014,8 @@ def main(argv=None):
             row["count"] += 1
             row["total_ps"] += op["done_ps"] - op["start_ps"]
             row["event_ps"] += op["end_ps"] - op["start_ps"]
+            row["ended_ps"] = row.get("ended_ps", 0) + op["ended_ps"] - op["start_ps"]
+            row["self_ps"] = row.get("self_ps", 0) + op["self_ps"]
         programs = {}
         for op in ops:
             row = programs.setdefault((op["module"], op["program_id"]), {"module": op["module"],
@@ -952,7 +1029,8 @@ def main(argv=None):
                "event_busy_ps": union_ps([(op["start_ps"], op["end_ps"]) for op in ops])}
         windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in steps(a.path)]
         if windows:
-            for (key, end) in [("busy_in_steps_ps", "done_ps"), ("event_busy_in_steps_ps", "end_ps")]:
+            for (key, end) in [("busy_in_steps_ps", "done_ps"), ("event_busy_in_steps_ps", "end_ps"),
+                               ("ended_busy_in_steps_ps", "ended_ps")]:
                 doc[key] = union_ps([(max(op["start_ps"], lo), min(op[end], hi)) for (lo, hi) in windows
                                      for op in ops if op["start_ps"] < hi and op[end] > lo])
             doc["steps_ps"] = sum(hi - lo for (lo, hi) in windows)

@@ -840,15 +840,21 @@ fn each_occurrence<'a>(
     // Occurrences by line, start, longest first: the cached order, unless a line's
     // events were out of time order (then sorted, as indexes into the records).
     let ops = d.cached_ops();
-    let (order, self_ps) = match self_times_if_sorted(range.len(), |k| ops.placed(d.plane, range.start + k)) {
+    // Ops nest by their own events: an XLA:CPU op's pool tail (the wait until the pool
+    // finished it) is its time, but the ops its thread ran meanwhile are not inside it.
+    let nest = |i: usize| {
+        let (line, start, length, op_ps) = ops.placed(d.plane, i);
+        (line, start, length.saturating_sub(ops.tail_ps(i)), op_ps)
+    };
+    let (order, self_ps) = match self_times_if_sorted(range.len(), |k| nest(range.start + k)) {
         Some(self_ps) => (None, self_ps),
         None => {
             let mut order: Vec<u32> = (range.start as u32..range.end as u32).collect();
             order.sort_by_key(|&i| {
-                let (line, start, length, _) = ops.placed(d.plane, i as usize);
+                let (line, start, length, _) = nest(i as usize);
                 (line, start, std::cmp::Reverse(length))
             });
-            let self_ps = self_times(order.len(), |k| ops.placed(d.plane, order[k] as usize));
+            let self_ps = self_times(order.len(), |k| nest(order[k] as usize));
             (Some(order), self_ps)
         }
     };

@@ -402,6 +402,9 @@ struct LineOps<'a> {
     /// The `end:` events found inside their ops (the ops that completed as their
     /// events ended), in line order.
     ends_inside: Vec<u32>,
+    /// The intra-op pool's task records and runs: (event index, its flow id), in line
+    /// order ([`crate::pool`]; read here, while the scan has their pages).
+    pool_flows: Vec<(u32, u64)>,
     /// Step roots met on the way (events with `step_num` and `_r`): (step_num, line, index).
     roots: Vec<(i64, u32, u32)>,
 }
@@ -436,14 +439,17 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys, ends: &Ends) -> Vec<LineOps<'a>> 
 }
 
 /// How XLA:CPU ops end: an op's `end: <op>` event (linked to it by the flow id, `_p`
-/// on the op and `_c` on the end) marks when it completed. Nearly always it lies
-/// inside the op's event (the op ran on its thread); an op handed to the intra-op
-/// pool (a `dot`) completes later, where the pool finished it.
+/// on the op and `_c` on the end) marks when the executor was done with it. Nearly
+/// always it lies inside the op's event (the op ran on its thread); for an op handed
+/// to the intra-op pool (a `dot`) it comes later, once the executor has also run what
+/// the op's completion let it run: the op's own end lies between ([`crate::pool`]).
 struct Ends<'a> {
     /// Per event metadata: the op whose end its name marks (`end: <op>`), if any.
     ends_op: Vec<Option<&'a str>>,
     flow_out: Option<u32>,
     flow_in: Option<u32>,
+    /// The plane's intra-op pool events, where it has them and flow ids.
+    pool: Option<crate::pool::PoolEvents>,
 }
 
 /// Events looked at on either side of an op's for its `end:` event inside it (a
@@ -457,7 +463,8 @@ impl<'a> Ends<'a> {
         let ends_op = (0..plane.event_meta.len() as u32)
             .map(|m| plane.event_name(m).strip_prefix("end: ").filter(|_| found))
             .collect();
-        Ends { ends_op, flow_out: keys.flow_out, flow_in: keys.flow_in }
+        let pool = crate::pool::PoolEvents::of(plane).filter(|_| found);
+        Ends { ends_op, flow_out: keys.flow_out, flow_in: keys.flow_in, pool }
     }
 
     /// The op whose end event `i` is, if it is one.
@@ -526,8 +533,12 @@ fn host_ops_in<'a>(
         by_ordinal: Vec::new(),
         flows: Vec::new(),
         ends_inside: Vec::new(),
+        pool_flows: Vec::new(),
         roots: Vec::new(),
     };
+    // The events from each op to its `end:` inside it (in line order): the pool tasks
+    // recorded there are of an op that completed in its event.
+    let mut done_inside: Vec<(u32, u32)> = Vec::new();
     // Most events (Python calls, Eigen tasks) hold none of the keys: skipped a block
     // at a time, unread.
     for i in plane.events_maybe_with(look, line, range.clone()) {
@@ -553,11 +564,16 @@ fn host_ops_in<'a>(
         let flow = match ends.inside(line, i, out.names.names[name as usize]) {
             Some(end) => {
                 out.ends_inside.push(end as u32);
+                done_inside.push((i.min(end) as u32, i.max(end) as u32));
                 0
             }
             None => ends.flow_of(plane, line, i),
         };
         out.flows[at].push(flow);
+    }
+    if let (Some(pool), Some(flow_out), Some(flow_in)) = (&ends.pool, ends.flow_out, ends.flow_in) {
+        done_inside.sort_unstable();
+        out.pool_flows = pool.flows_in(plane, line, range.clone(), &done_inside, (flow_out, flow_in));
     }
     line.release_stats(range);
     out
@@ -567,7 +583,8 @@ fn host_ops_in<'a>(
 /// one device with every op when `ordinals` is empty), in line order then time order.
 /// Names are re-interned per device (per piece, not per op); the records are renamed
 /// in place, then copied into each device's list, in parallel. An op the intra-op
-/// pool finished after its event ended gets its tail ([`DeviceOps::tails`]).
+/// pool finished after its event ended gets its tail ([`DeviceOps::tails`], from
+/// [`crate::pool`]).
 fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &Ends) -> Vec<DeviceOps> {
     let done = completions(plane, &lines, ends);
     let device_of = |o: Option<i64>| {
@@ -583,7 +600,12 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &E
     let mut groups: Vec<(usize, Ids, Vec<OpRec>)> = Vec::new();
     // Per device, its records' flow ids, in the records' order.
     let mut flows: Vec<Vec<u64>> = vec![Vec::new(); builders.len()];
-    for line in lines {
+    // Per line of the plane, its pool events' flow ids.
+    let mut pool_flows: Vec<Vec<(u32, u64)>> = vec![Vec::new(); plane.lines.len()];
+    for mut line in lines {
+        if let Some(on) = pool_flows.get_mut(line.line) {
+            on.append(&mut line.pool_flows);
+        }
         for ((o, recs), line_flows) in line.by_ordinal.into_iter().zip(line.flows) {
             let Some(d) = device_of(o) else { continue };
             let ids = line.names.names.iter().map(|n| builders[d].names.text(n)).collect();
@@ -597,17 +619,20 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &E
             r.set_ids(ids, programs);
         }
     });
-    builders
-        .into_iter()
-        .enumerate()
+    let mut devices: Vec<DeviceOps> = (builders.into_iter().enumerate())
         .map(|(d, mut b)| {
             let parts: Vec<&[OpRec]> = groups.iter().filter(|g| g.0 == d).map(|g| &g.2[..]).collect();
             b.extend_parallel(&parts);
-            let mut ops = b.finish(RecValue::RunId);
-            ops.tails = tails(plane, &ops.recs, &flows[d], &done);
-            ops
+            b.finish(RecValue::RunId)
         })
-        .collect()
+        .collect();
+    if let Some(pool) = &ends.pool {
+        let tails = pool.tails(plane, &devices, &flows, &done, &pool_flows);
+        for (ops, tails) in devices.iter_mut().zip(tails) {
+            ops.tails = tails;
+        }
+    }
+    devices
 }
 
 /// Per flow id, when the ops of `lines` that may have completed after their events
@@ -626,24 +651,6 @@ fn completions(plane: &Plane, lines: &[LineOps], ends: &Ends) -> FastMap<u64, i6
     }
     inside.iter_mut().for_each(|(_, found)| found.sort_unstable());
     ends.completions(plane, &inside)
-}
-
-/// How long after its event ended each record's op completed (the start of the
-/// `end:` event its flow id leads to), ps; empty when none completed later.
-fn tails(plane: &Plane, recs: &[OpRec], flows: &[u64], ends: &FastMap<u64, i64>) -> Vec<i64> {
-    if ends.is_empty() {
-        return Vec::new();
-    }
-    let tail = |(r, flow): (&OpRec, &u64)| match ends.get(flow) {
-        Some(&done) if *flow != 0 => done.saturating_sub(r.start_ps(plane).saturating_add(r.duration_ps(plane))).max(0),
-        _ => 0,
-    };
-    let tails: Vec<i64> = recs.par_iter().zip(flows.par_iter()).map(tail).collect();
-    if tails.iter().all(|&t| t == 0) {
-        Vec::new()
-    } else {
-        tails
-    }
 }
 
 /// The op name of an `XLA Ops` event: its metadata's display name, else the HLO

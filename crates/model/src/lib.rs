@@ -9,6 +9,7 @@
 //! - [`device`]: a device, its stat keys and its records;
 //! - [`kinds`]: what an op's time is (compute, collective, copy, async wait);
 //! - [`command_buffer`]: GPU kernels of a command buffer credited to their instructions;
+//! - [`pool`]: when an XLA:CPU op handed to the intra-op thread pool finished;
 //! - [`discover`] (stage 1): the devices of every host and their op records;
 //! - [`steps`]: the steps and the host events they are measured against;
 //! - [`dispatch`]: which host call dispatched each XLA:CPU program run;
@@ -34,6 +35,7 @@ pub mod executions;
 pub mod hlo_ops;
 pub mod host_scopes;
 pub mod kinds;
+pub mod pool;
 pub mod profile;
 pub mod records;
 pub mod stats;

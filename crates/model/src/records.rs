@@ -57,9 +57,8 @@ pub struct DeviceOps {
     /// XLA:CPU: per record, how long after its event ends the op completed, ps (empty
     /// when every op completed as its event ended). XLA:CPU hands a `dot` (and other
     /// thunks) to its intra-op thread pool and goes on with other ops; the op's event
-    /// covers only the start, its `end: <op>` event (linked by the flow id `_p` → `_c`)
-    /// marks when the pool finished it. The record spans both: the pool's work is the
-    /// op's.
+    /// covers only the start, and its tasks run on the pool after it (see
+    /// [`crate::pool`]). The record spans both: the pool's work is the op's.
     pub tails: Vec<i64>,
 }
 

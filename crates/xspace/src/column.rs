@@ -376,6 +376,20 @@ impl Column {
         out
     }
 
+    /// True when no value is less than the one before it (a block at a time).
+    pub fn is_sorted(&self) -> bool {
+        let mut out = [0; BLOCK];
+        let mut last = i64::MIN;
+        for b in 0..self.block_count() {
+            let values = self.block(b, &mut out);
+            if values.first().is_some_and(|&v| v < last) || !values.is_sorted() {
+                return false;
+            }
+            last = values.last().copied().unwrap_or(last);
+        }
+        true
+    }
+
     /// The values as a vector.
     pub fn to_vec(&self) -> Vec<i64> {
         self.iter().collect()
@@ -574,6 +588,22 @@ mod tests {
         for x in [-6000, -5000, 0, 17, 998_000, 2_000_000] {
             assert_eq!(c.partition_point(|t| t < x), v.partition_point(|&t| t < x), "{x}");
         }
+    }
+
+    #[test]
+    fn is_sorted_matches_slices() {
+        let mut v: Vec<i64> = (0..3 * BLOCK as i64 + 5).map(|i| i * 3 - 100).collect();
+        let sorted = |v: &[i64]| v.iter().copied().collect::<Column>().is_sorted();
+        assert!(sorted(&v) && sorted(&[]) && sorted(&[1]));
+        // Out of order inside a block, across a block's edge, and in the tail.
+        for at in [7, BLOCK, v.len() - 1] {
+            let mut w = v.clone();
+            w[at] = w[at - 1] - 1;
+            assert!(!sorted(&w), "{at}");
+        }
+        v.reverse();
+        assert_eq!(sorted(&v), v.is_sorted());
+        assert!(!sorted(&awkward()));
     }
 
     #[test]
