@@ -163,6 +163,10 @@ impl PoolEvents {
     /// recorded inside those before the cut. `flows`: the line's pool events' flow ids.
     fn scan_line(&self, line: &Line, mask: &[bool], late: &[Late], flows: &[(u32, u64)]) -> LinePool {
         let mut out = LinePool::default();
+        if flows.is_empty() {
+            // No task recorded or run here (a Python thread's line).
+            return out;
+        }
         let flow = |i: usize| flows.binary_search_by_key(&(i as u32), |f| f.0).ok().map(|k| flows[k].1);
         // The open region: (task, start, where it was cut).
         let mut open: Option<(Option<u64>, i64, Option<i64>)> = None;
