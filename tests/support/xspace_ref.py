@@ -587,14 +587,14 @@ def cpu_ops(space):
         op["done_ps"] = op["end_ps"]
         if end is None or end <= op["end_ps"]:
             continue
-        # The op's tasks: those it recorded, where each ran (the first region after the
-        # record carrying its id, starting before the op's `end:`), and so on.
+        # The op's tasks: those it recorded, where each ran (the first region carrying
+        # its id that starts after the record, and before the op's `end:`), and so on.
         last = None
         todo = list(recorded_in(op["line"], op["start_ps"], op["end_ps"]))
         while todo:
             at, task = todo.pop()
             mine = runs.get(task, [])
-            k = bisect.bisect_left(mine, (at,))
+            k = bisect.bisect_left(mine, (at + 1,))  # the first region starting after the record
             if k == len(mine) or mine[k][0] > end:
                 continue
             start, line, until = mine[k]

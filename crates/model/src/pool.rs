@@ -103,7 +103,8 @@ impl PoolEvents {
             .collect();
         ran.par_sort_unstable();
         // Each late op's tasks, from those it recorded: where each ran (the first
-        // region carrying its id after it was recorded, no later than the op's `end:`),
+        // region carrying its id that starts after it was recorded, no later than the
+        // op's `end:`),
         // and the tasks recorded in that region before it was cut, in turn. Per late op,
         // when the last of its regions ended.
         let mut pool_end: Vec<i64> = vec![i64::MIN; late.len()];
@@ -113,7 +114,9 @@ impl PoolEvents {
                 let mut last = i64::MIN;
                 let mut todo = vec![r];
                 while let Some(r) = todo.pop() {
-                    let Some(&(task, start, line, k)) = ran.get(ran.partition_point(|x| (x.0, x.1) < (r.task, r.at)))
+                    // A region that starts after the record: each step of the chain
+                    // goes later, so a damaged file cannot make it loop.
+                    let Some(&(task, start, line, k)) = ran.get(ran.partition_point(|x| (x.0, x.1) <= (r.task, r.at)))
                     else {
                         continue;
                     };
