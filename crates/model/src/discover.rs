@@ -536,9 +536,6 @@ fn host_ops_in<'a>(
         pool_flows: Vec::new(),
         roots: Vec::new(),
     };
-    // The events from each op to its `end:` inside it (in line order): the pool tasks
-    // recorded there are of an op that completed in its event.
-    let mut done_inside: Vec<(u32, u32)> = Vec::new();
     // Most events (Python calls, Eigen tasks) hold none of the keys: skipped a block
     // at a time, unread.
     for i in plane.events_maybe_with(look, line, range.clone()) {
@@ -564,7 +561,6 @@ fn host_ops_in<'a>(
         let flow = match ends.inside(line, i, out.names.names[name as usize]) {
             Some(end) => {
                 out.ends_inside.push(end as u32);
-                done_inside.push((i.min(end) as u32, i.max(end) as u32));
                 0
             }
             None => ends.flow_of(plane, line, i),
@@ -572,8 +568,7 @@ fn host_ops_in<'a>(
         out.flows[at].push(flow);
     }
     if let (Some(pool), Some(flow_out), Some(flow_in)) = (&ends.pool, ends.flow_out, ends.flow_in) {
-        done_inside.sort_unstable();
-        out.pool_flows = pool.flows_in(plane, line, range.clone(), &done_inside, (flow_out, flow_in));
+        out.pool_flows = pool.flows_in(plane, line, range.clone(), (flow_out, flow_in));
     }
     line.release_stats(range);
     out

@@ -43,30 +43,18 @@ impl PoolEvents {
     }
 
     /// The flow ids of the `Record` (`_p`) and `StartRegion` (`_c`) events among
-    /// `events` of `line`: (event index, flow id), in order. The tasks recorded inside
-    /// ops that completed in their events (`skip`: index ranges, by start) are left
-    /// out. `flows`: the stat ids of `_p` and `_c`.
+    /// `events` of `line`: (event index, flow id), in order. `flows`: the stat ids of
+    /// `_p` and `_c`.
     pub(crate) fn flows_in(
         &self,
         plane: &Plane,
         line: &Line,
         events: Range<usize>,
-        skip: &[(u32, u32)],
         (flow_out, flow_in): (u32, u32),
     ) -> Vec<(u32, u64)> {
-        let skipped = |i: u32| {
-            let k = skip.partition_point(|s| s.0 <= i);
-            k.checked_sub(1).is_some_and(|k| i <= skip[k].1)
-        };
         (line.events_with_meta_in(&self.flowing, events))
             .filter_map(|i| {
-                let key = if line.meta(i) != self.record {
-                    flow_in
-                } else if skipped(i as u32) {
-                    return None;
-                } else {
-                    flow_out
-                };
+                let key = if line.meta(i) == self.record { flow_out } else { flow_in };
                 Some((i as u32, stat_u64(plane, plane.event_stat(line, i, key))?))
             })
             .collect()
