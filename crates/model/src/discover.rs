@@ -402,9 +402,9 @@ struct LineOps<'a> {
     /// The `end:` events found inside their ops (the ops that completed as their
     /// events ended), in line order.
     ends_inside: Vec<u32>,
-    /// The intra-op pool's task records and runs: (event index, its flow id), in line
-    /// order ([`crate::pool`]; read here, while the scan has their pages).
-    pool_flows: Vec<(u32, u64)>,
+    /// What the intra-op pool model reads of the piece, in line order
+    /// ([`crate::pool`]; gathered here, while the scan has the events' pages).
+    pool: Vec<crate::pool::PoolEvent>,
     /// Step roots met on the way (events with `step_num` and `_r`): (step_num, line, index).
     roots: Vec<(i64, u32, u32)>,
 }
@@ -432,10 +432,21 @@ fn host_ops<'a>(plane: &'a Plane, keys: &Keys, ends: &Ends) -> Vec<LineOps<'a>> 
     // (rare on XLA:CPU planes; looking for them here would slow the scan of the
     // plane's other events).
     let on_event = [keys.hlo_category, keys.flops, keys.bytes_accessed].iter().any(Option::is_some);
+    // Whether each line's events are in time order (the pool model keeps fewer of a
+    // sorted line's events: [`crate::pool::PoolEvents::piece`]).
+    let sorted: Vec<bool> = match ends.pool {
+        Some(_) => plane.lines.par_iter().map(|line| line.starts().is_sorted()).collect(),
+        None => Vec::new(),
+    };
     let pieces: Vec<(usize, std::ops::Range<usize>)> = (plane.lines.iter().enumerate())
         .flat_map(|(li, line)| crate::records::pieces(line.len(), HOST_SCAN_PIECE).map(move |r| (li, r)))
         .collect();
-    pieces.into_par_iter().map(|(li, range)| host_ops_in(plane, &look, on_event, ends, li, range)).collect()
+    (pieces.into_par_iter())
+        .map(|(li, range)| {
+            let sorted = sorted.get(li).copied().unwrap_or(false);
+            host_ops_in(plane, &look, on_event, ends, (li, sorted), range)
+        })
+        .collect()
 }
 
 /// How XLA:CPU ops end: an op's `end: <op>` event (linked to it by the flow id, `_p`
@@ -472,10 +483,9 @@ impl<'a> Ends<'a> {
         self.ends_op.get(line.meta(i) as usize).copied().flatten()
     }
 
-    /// The index of op event `i`'s (op `name`'s) `end:` event where it lies inside
-    /// the op's (it completed as its event ended), if any.
-    fn inside(&self, line: &Line, i: usize, name: &str) -> Option<usize> {
-        let start = line.start_ps(i);
+    /// The index of op event `i`'s (op `name`'s, which starts at `start`) `end:` event
+    /// where it lies inside the op's (it completed as its event ended), if any.
+    fn inside(&self, line: &Line, i: usize, start: i64, name: &str) -> Option<usize> {
         let span = start..=start.saturating_add(line.duration_ps(i).max(0));
         // The events inside the op's, next to it: after it in time order, before it in
         // reverse.
@@ -515,17 +525,22 @@ impl<'a> Ends<'a> {
     }
 }
 
-/// [`host_ops`] of events `range` of line `li`.
+/// [`host_ops`] of events `range` of line `li` (`sorted`: whether the line's events
+/// are in time order).
 #[inline(never)]
 fn host_ops_in<'a>(
     plane: &'a Plane,
     look: &StatLookup<7>,
     on_event: bool,
     ends: &Ends,
-    li: usize,
+    (li, sorted): (usize, bool),
     range: std::ops::Range<usize>,
 ) -> LineOps<'a> {
     let line = &plane.lines[li];
+    let mut pool = match (&ends.pool, ends.flow_out, ends.flow_in) {
+        (Some(pool), Some(out), Some(into)) => Some(pool.piece(plane, line, range.clone(), (out, into), sorted)),
+        _ => None,
+    };
     let mut out = LineOps {
         line: li,
         names: Interner::default(),
@@ -533,7 +548,7 @@ fn host_ops_in<'a>(
         by_ordinal: Vec::new(),
         flows: Vec::new(),
         ends_inside: Vec::new(),
-        pool_flows: Vec::new(),
+        pool: Vec::new(),
         roots: Vec::new(),
     };
     // Most events (Python calls, Eigen tasks) hold none of the keys: skipped a block
@@ -544,6 +559,10 @@ fn host_ops_in<'a>(
             out.roots.push((plane.stat_i64(&num).unwrap_or(-1), li as u32, i as u32));
         }
         let Some(op) = op else { continue };
+        let start = line.start_ps(i);
+        if let Some(pool) = &mut pool {
+            pool.op(i, start);
+        }
         let ordinal = ordinal.and_then(|s| plane.stat_i64(&s));
         let at = match out.by_ordinal.iter().position(|(o, _)| *o == ordinal) {
             Some(at) => at,
@@ -558,7 +577,7 @@ fn host_ops_in<'a>(
         let run_id = run.and_then(|s| plane.stat_i64(&s));
         let program = out.programs.of(stat_u64(plane, program), on_event);
         out.by_ordinal[at].1.push(OpRec::new(name, module, li as u32, i as u32, program, run_id.unwrap_or(NO_RUN)));
-        let flow = match ends.inside(line, i, out.names.names[name as usize]) {
+        let flow = match ends.inside(line, i, start, out.names.names[name as usize]) {
             Some(end) => {
                 out.ends_inside.push(end as u32);
                 0
@@ -567,8 +586,8 @@ fn host_ops_in<'a>(
         };
         out.flows[at].push(flow);
     }
-    if let (Some(pool), Some(flow_out), Some(flow_in)) = (&ends.pool, ends.flow_out, ends.flow_in) {
-        out.pool_flows = pool.flows_in(plane, line, range.clone(), (flow_out, flow_in));
+    if let Some(pool) = pool {
+        out.pool = pool.finish();
     }
     line.release_stats(range);
     out
@@ -595,11 +614,13 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &E
     let mut groups: Vec<(usize, Ids, Vec<OpRec>)> = Vec::new();
     // Per device, its records' flow ids, in the records' order.
     let mut flows: Vec<Vec<u64>> = vec![Vec::new(); builders.len()];
-    // Per line of the plane, its pool events' flow ids.
-    let mut pool_flows: Vec<Vec<(u32, u64)>> = vec![Vec::new(); plane.lines.len()];
+    // Per line of the plane, what the pool model reads of it.
+    let mut pool: Vec<Vec<crate::pool::PoolEvent>> = vec![Vec::new(); plane.lines.len()];
     for mut line in lines {
-        if let Some(on) = pool_flows.get_mut(line.line) {
-            on.append(&mut line.pool_flows);
+        match pool.get_mut(line.line) {
+            Some(on) if on.is_empty() => *on = std::mem::take(&mut line.pool),
+            Some(on) => on.append(&mut line.pool),
+            None => {}
         }
         for ((o, recs), line_flows) in line.by_ordinal.into_iter().zip(line.flows) {
             let Some(d) = device_of(o) else { continue };
@@ -621,8 +642,10 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &E
             b.finish(RecValue::RunId)
         })
         .collect();
-    if let Some(pool) = &ends.pool {
-        let tails = pool.tails(plane, &devices, &flows, &done, &pool_flows);
+    // The records are in the devices' lists now: not kept while the pool is measured.
+    drop(groups);
+    if ends.pool.is_some() {
+        let tails = crate::pool::tails(plane, &devices, &flows, &done, pool);
         for (ops, tails) in devices.iter_mut().zip(tails) {
             ops.tails = tails;
         }
