@@ -509,6 +509,33 @@ fn collectives_move_their_bus_bytes() {
     assert!(ok(&["collectives", &f]).contains("BUS BW"));
 }
 
+/// A collective's reduction is arithmetic too (issue 44): a reduce-scatter folds in
+/// n - 1 participants' values per element of its result, an all-reduce (a tuple of
+/// 16 arrays here) applies its reducer once per element of each. Each op's FLOPs over
+/// its executions equal the reference reader's, from the HLO's shapes.
+#[test]
+fn collectives_count_their_reduction_flops() {
+    let f = fixture("cpu-dp8-collectives").to_str().unwrap().to_string();
+    let want = reference(&["collective-flops", &xplane("cpu-dp8-collectives")]);
+    let ops = json(&["ops", &f, "--top", "0"]);
+    let mut seen = 0;
+    for (module, by_op) in want.as_object().unwrap() {
+        for (op, flops) in by_op.as_object().unwrap() {
+            let row = (ops["ops"].as_array().unwrap().iter())
+                .find(|r| r["name"] == op.as_str() && r["module"] == module.as_str())
+                .unwrap_or_else(|| panic!("{module} {op}"));
+            let runs = row["executions"].as_u64().unwrap();
+            assert_eq!(row["flops"].as_u64(), Some(flops.as_u64().unwrap() * runs), "{row}");
+            seen += 1;
+        }
+    }
+    // reduce_scatter.7, psum_invariant.7 (an all-reduce) and the 16-array all-reduce.16.
+    assert_eq!(seen, 3);
+    let rs = &json(&["hlo", &f, "reduce_scatter.7"])["cost"];
+    assert_eq!(rs["flops"].as_u64(), want["jit_collect"]["reduce_scatter.7"].as_u64());
+    assert!(rs["flops"].as_u64().unwrap() > 100_000, "{rs}");
+}
+
 #[test]
 fn ops_of_programs_sharing_a_name_are_rows_apart() {
     // This MI300X capture runs `jit_dot` for five shapes: five programs whose GEMM is

@@ -879,6 +879,41 @@ def dot_flops(path, by_program=False):
     return out
 
 
+def collective_flops(path):
+    """Per HLO module (by module name), each all-reduce's and reduce-scatter's FLOPs in
+    one execution (one participant): the arithmetic of its reducer (`to_apply`, its
+    instructions other than parameters and constants) applied once per element folded
+    in. An all-reduce: once per element of its result (every array of a tuple), XLA's
+    count, the group size not being in its shapes. A reduce-scatter: its operands hold
+    n x its result, n participants' values: operand elements less result elements."""
+    def elements(shape):
+        if shape.tuple_shapes:
+            return sum(elements(t) for t in shape.tuple_shapes)
+        n = 1
+        for d in shape.dimensions:
+            n *= d
+        return n
+
+    out = {}
+    for _, m in hlo_protos(path):
+        by_id = {i.id: i for c in m.computations for i in c.instructions}
+        comps = {c.id: c for c in m.computations}
+        mine = out.setdefault(m.name, {})
+        for c in m.computations:
+            for i in c.instructions:
+                if i.opcode not in ("all-reduce", "all-reduce-start", "reduce-scatter"):
+                    continue
+                reducer = comps.get(i.called_computation_ids[0]) if i.called_computation_ids else None
+                ops = max(1, sum(1 for x in reducer.instructions if x.opcode not in ("parameter", "constant"))
+                          if reducer else 1)
+                if i.opcode == "reduce-scatter":
+                    folded = sum(elements(by_id[o].shape) for o in i.operand_ids) - elements(i.shape)
+                else:
+                    folded = elements(i.shape)
+                mine[i.name] = folded * ops
+    return out
+
+
 def hlo_opcodes(path):
     """Per HLO module (by module name): each instruction's name and its opcode."""
     out = {}
@@ -976,6 +1011,8 @@ def main(argv=None):
                    help="per program (jit_dot(49)) instead of per module name, library GEMMs too")
     p = sub.add_parser("hlo-opcodes", help="each HLO instruction's opcode, per module, as JSON")
     p.add_argument("path")
+    p = sub.add_parser("collective-flops", help="each all-reduce's and reduce-scatter's FLOPs, per module, as JSON")
+    p.add_argument("path")
     p = sub.add_parser("sources", help="each HLO instruction's Python stack, per module, as JSON")
     p.add_argument("path")
     p = sub.add_parser("hlo-cycle", help="write a copy whose fusion bodies each hold COPIES fusions calling themselves")
@@ -1049,6 +1086,8 @@ def main(argv=None):
         print(json.dumps(dot_flops(a.path, a.by_program), separators=(",", ":")))
     elif a.cmd == "hlo-opcodes":
         print(json.dumps(hlo_opcodes(a.path), separators=(",", ":")))
+    elif a.cmd == "collective-flops":
+        print(json.dumps(collective_flops(a.path), separators=(",", ":")))
     elif a.cmd == "sources":
         print(json.dumps(sources(a.path), separators=(",", ":")))
     elif a.cmd == "pprof":

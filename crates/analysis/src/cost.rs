@@ -15,7 +15,9 @@
 //! - elementwise arithmetic: one FLOP per output element; transcendental functions
 //!   (`exponential`, `log`, `tanh`, `rsqrt`, …) are counted apart, not as FLOPs.
 //! - `reduce`: one FLOP per input element folded in (input less output elements) per
-//!   operation of its reducer.
+//!   operation of its reducer. A `reduce-scatter` the same (its operands hold the
+//!   participants' values, n × its result); an `all-reduce` once per element of its
+//!   result (XLA's count: its shapes do not say how many take part).
 //! - data movement (`copy`, `transpose`, `broadcast`, `reshape`, `slice`, `gather`, …):
 //!   no FLOPs.
 //!   Its bytes leave out the GEMM's workspace (the second element of its output).
@@ -342,14 +344,30 @@ fn compute(m: &HloModule, i: &HloInstruction) -> Cost {
             let outputs = if i.shape.is_tuple() { i.shape.tuple.first().map_or(0, Shape::element_count) } else { out };
             input.saturating_sub(outputs).saturating_mul(per.max(1))
         }
-        // Each element of the result is its reducer applied once more (the reduction
-        // of a participant's value into the others').
-        "all-reduce" | "all-reduce-start" => i.shape.element_count().saturating_mul(reducer_ops(m, i)),
+        // Each element of the result (every array of a tuple) is its reducer applied
+        // once more (the reduction of a participant's value into the others'): XLA's
+        // count, as the group size is not in the shapes.
+        "all-reduce" | "all-reduce-start" => elements(&i.shape).saturating_mul(reducer_ops(m, i)),
+        // The operands hold n × the result, n participants' values: each folded in
+        // once, as for a reduce.
+        "reduce-scatter" => {
+            let input = m.operands(i).map(|o| elements(&o.shape)).fold(0, u64::saturating_add);
+            input.saturating_sub(elements(&i.shape)).saturating_mul(reducer_ops(m, i))
+        }
         _ if ELEMENTWISE.contains(&op) => out,
         _ => 0,
     };
     let transcendentals = if TRANSCENDENTAL.contains(&op) { out } else { 0 };
     Cost { flops, transcendentals, ..Cost::default() }
+}
+
+/// The elements of a shape's arrays: a tuple's summed.
+fn elements(shape: &Shape) -> u64 {
+    if shape.is_tuple() {
+        shape.tuple.iter().map(elements).fold(0, u64::saturating_add)
+    } else {
+        shape.element_count()
+    }
 }
 
 /// A library call's result: the first element of a tuple (the rest is scratch), the
