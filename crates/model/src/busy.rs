@@ -270,15 +270,18 @@ struct Classifier<'d> {
     /// all-reduce), else its name. Per name id: each (module id, program) met with it
     /// and the kind (a name nearly always belongs to one module).
     by_op: Vec<Vec<(u32, u32, Part)>>,
-    /// An op whose event holds no category of its own takes its metadata's, so (name
-    /// id, line, metadata) decide it.
-    by_meta: FastMap<(u32, u32, u32), Part>,
+    /// An op whose event holds no category of its own takes its metadata's, or its
+    /// instruction's, so its [`Place`], line and metadata decide it.
+    by_meta: FastMap<(Place, u32, u32), Part>,
     /// Per name id, the last such key and kind (ops come line by line, so nearly always
     /// the key of the name's next op too).
-    last: Vec<Option<(u32, u32, Part)>>,
+    last: Vec<Option<(Place, u32, u32, Part)>>,
     /// An op with a category of its own: remembered by its text.
-    by_text: FastMap<(u32, usize, usize, u32, u32), Part>,
+    by_text: FastMap<(Place, usize, usize, u32, u32), Part>,
 }
+
+/// An op's name, module and program ids: what its instruction is.
+type Place = (u32, u32, u32);
 
 impl<'d> Classifier<'d> {
     fn new(d: &'d Device<'d>, hlo: &'d [HloModules]) -> Classifier<'d> {
@@ -300,22 +303,36 @@ impl<'d> Classifier<'d> {
 
     fn kind(&mut self, r: &OpRec, line: &Line) -> Part {
         let (d, ops) = (self.d, self.d.cached_ops());
-        if let Some(seen) = self.by_op.get_mut(r.name as usize) {
-            if let Some(&(_, _, k)) = seen.iter().find(|(m, p, _)| (*m, *p) == (r.module, r.program)) {
-                return k;
-            }
+        let hlo = self.hlo;
+        // What the op's HLO instruction is (its opcode's category), where the profile
+        // holds its module.
+        let hlo_category = || {
             let (name, module) = (&*ops.names[r.name as usize], &*ops.names[r.module as usize]);
             let program = match ops.rec_stats(r) {
                 RecStats::Program(p) => p,
                 RecStats::OnEvent => None,
             };
-            let category = instruction(self.hlo, name, module, program).map(|(m, i)| m.category(i));
-            let k = op_kind(name, category.as_deref().unwrap_or(""), "");
+            instruction(hlo, name, module, program).map(|(m, i)| m.category(i)).unwrap_or_default()
+        };
+        if let Some(seen) = self.by_op.get_mut(r.name as usize) {
+            if let Some(&(_, _, k)) = seen.iter().find(|(m, p, _)| (*m, *p) == (r.module, r.program)) {
+                return k;
+            }
+            let k = op_kind(&ops.names[r.name as usize], &hlo_category(), "");
             seen.push((r.module, r.program, k));
             return k;
         }
         let meta = line.meta(r.index as usize);
+        // The event's own `hlo_category` where it has one (TPU), else its
+        // instruction's: a collective is one by its opcode whatever its name says.
         let kind_of = |category: &str| {
+            let from_hlo;
+            let category = if category.is_empty() {
+                from_hlo = hlo_category();
+                &from_hlo
+            } else {
+                category
+            };
             match op_kind(&ops.names[r.name as usize], category, one_kind(&line.name)) {
                 // A kernel credited to its op keeps what its own name says it is.
                 Part::Compute => op_kind(d.plane.event_name(meta), "", ""),
@@ -324,18 +341,19 @@ impl<'d> Classifier<'d> {
         };
         if let Some([Some(own)]) = d.plane.own_stats_of(&self.look, line, r.index as usize) {
             let category = d.plane.stat_str(&own).unwrap_or("");
-            let key = (r.name, category.as_ptr() as usize, category.len(), r.line, meta);
+            let key = ((r.name, r.module, r.program), category.as_ptr() as usize, category.len(), r.line, meta);
             return *self.by_text.entry(key).or_insert_with(|| kind_of(category));
         }
+        let place = (r.name, r.module, r.program);
         match self.last[r.name as usize] {
-            Some((l, m, k)) if (l, m) == (r.line, meta) => k,
+            Some((p, l, m, k)) if (p, l, m) == (place, r.line, meta) => k,
             _ => {
                 let look = &self.look;
-                let k = *self.by_meta.entry((r.name, r.line, meta)).or_insert_with(|| {
+                let k = *self.by_meta.entry((place, r.line, meta)).or_insert_with(|| {
                     let [category] = d.plane.stats_of(look, line, r.index as usize);
                     kind_of(category.and_then(|s| d.plane.stat_str(&s)).unwrap_or(""))
                 });
-                self.last[r.name as usize] = Some((r.line, meta, k));
+                self.last[r.name as usize] = Some((place, r.line, meta, k));
                 k
             }
         }
