@@ -988,6 +988,8 @@ def main(argv=None):
     p = sub.add_parser("cpu-ops", help="XLA:CPU: each op's executions until they completed, and the device's busy "
                                        "time, as JSON")
     p.add_argument("path")
+    p.add_argument("--within", nargs=2, type=int, metavar=("FROM_PS", "TO_PS"),
+                   help="the op rows of the executions that started in [FROM_PS, TO_PS) only")
     p = sub.add_parser("launches-not-run", help="GPU: how many launches in steps ran no device work in the capture")
     p.add_argument("path")
     p = sub.add_parser("memory", help="allocator peaks and live allocations as JSON")
@@ -1045,7 +1047,8 @@ def main(argv=None):
         ops = cpu_ops(read_xspace(a.path))
         cpu_self_times(ops)
         per = {}
-        for op in ops:
+        lo, hi = a.within or (-2**63, 2**63)
+        for op in (op for op in ops if lo <= op["start_ps"] < hi):
             row = per.setdefault((op["module"], op["name"]), {"module": op["module"], "name": op["name"], "count": 0,
                                                              "total_ps": 0, "event_ps": 0})
             row["count"] += 1

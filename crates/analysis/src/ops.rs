@@ -189,6 +189,8 @@ impl std::hash::Hash for Text<'_> {
 /// What one op occurrence adds to its row (its texts are borrowed for the call: no
 /// reference count changes per occurrence).
 struct Occurrence<'a, 'o> {
+    /// Its record among the device's ops.
+    rec: usize,
     /// The op's own time (see [`crate::OpEvent::op_ps`]).
     op_ps: i64,
     /// The device's interned ids of the op's name and module.
@@ -323,17 +325,23 @@ fn is_async(category: &str) -> bool {
 /// Computes the op profile, grouped by `by`; `scope_depth` cuts name-stack scopes.
 /// Computed once per profile and grouping; later calls return a copy.
 pub fn ops(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
-    profile.memo().get_or_insert((by, scope_depth), || op_profile(profile, by, scope_depth))
+    profile.memo().get_or_insert((by, scope_depth), || op_profile(profile, by, scope_depth, None))
+}
+
+/// [`ops`] of the executions that started within `span` (start, end; ps) only: e.g.
+/// the steps', leaving out work dispatched before the capture or after the last step.
+pub fn ops_within(profile: &Profile, by: GroupBy, scope_depth: usize, span: (i64, i64)) -> Ops {
+    profile.memo().get_or_insert((by, scope_depth, span), || op_profile(profile, by, scope_depth, Some(span)))
 }
 
 /// Computes the op profile by op into the cache, if it is not there yet.
 pub fn warm(profile: &Profile) {
-    profile.memo().ensure((GroupBy::Op, 0usize), || op_profile(profile, GroupBy::Op, 0));
+    profile.memo().ensure((GroupBy::Op, 0usize), || op_profile(profile, GroupBy::Op, 0, None));
 }
 
-fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
+fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(i64, i64)>) -> Ops {
     let hlo = profile.hlo_modules();
-    let mut accs = summed(profile, hlo, by, scope_depth);
+    let mut accs = summed(profile, hlo, by, scope_depth, span);
     if matches!(by, GroupBy::Op | GroupBy::Line | GroupBy::Stack) {
         for a in &mut accs {
             cost_from_hlo(hlo, a);
@@ -358,8 +366,15 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize) -> Ops {
 }
 
 /// The op profile's rows before they become [`OpRow`]s: summed per chunk of a
-/// device's ops in parallel, then joined chunk by chunk in order.
-fn summed<'p>(profile: &'p Profile, hlo: &[HloModules], by: GroupBy, scope_depth: usize) -> Vec<Acc<'p>> {
+/// device's ops in parallel, then joined chunk by chunk in order. With `span`, of the
+/// executions that started in it only.
+fn summed<'p>(
+    profile: &'p Profile,
+    hlo: &[HloModules],
+    by: GroupBy,
+    scope_depth: usize,
+    span: Option<(i64, i64)>,
+) -> Vec<Acc<'p>> {
     let devices = profile.devices();
     // Each GPU's kernel launches tell its op executions apart (read before going parallel).
     let executions: Vec<Executions> =
@@ -376,7 +391,8 @@ fn summed<'p>(profile: &'p Profile, hlo: &[HloModules], by: GroupBy, scope_depth
         .into_par_iter()
         .map(|(di, range)| {
             let d = &devices[di];
-            let rows = chunk_rows(d, &hlo[d.host_index], &executions[di], range.clone(), by, scope_depth);
+            let grouping = Grouping { by, scope_depth, span };
+            let rows = chunk_rows(d, &hlo[d.host_index], &executions[di], range.clone(), grouping);
             release_chunk(d, range);
             rows
         })
@@ -411,7 +427,7 @@ pub struct OpStack {
 /// The same sums `ops --by stack` regroups.
 pub fn op_stacks(profile: &Profile) -> Vec<OpStack> {
     let hlo = profile.hlo_modules();
-    let mut out: Vec<OpStack> = summed(profile, hlo, GroupBy::Stack, 0)
+    let mut out: Vec<OpStack> = summed(profile, hlo, GroupBy::Stack, 0, None)
         .into_iter()
         .map(|a| OpStack {
             stack: acc_stack(hlo, &a).unwrap_or_default(),
@@ -625,14 +641,22 @@ fn cut_line(d: &Device, range: std::ops::Range<usize>, out: &mut Vec<std::ops::R
     out.push(from..range.end);
 }
 
+/// How rows are made: grouped `by`, scopes cut at `scope_depth`, of the executions
+/// that started in `span` where there is one.
+#[derive(Clone, Copy)]
+struct Grouping {
+    by: GroupBy,
+    scope_depth: usize,
+    span: Option<(i64, i64)>,
+}
+
 /// The rows of the ops `range` of `d`, in first-occurrence order.
 fn chunk_rows<'a>(
     d: &Device<'a>,
     hlo: &HloModules,
     executions: &Executions,
     range: std::ops::Range<usize>,
-    by: GroupBy,
-    scope_depth: usize,
+    Grouping { by, scope_depth, span }: Grouping,
 ) -> Vec<(Key<'a>, Acc<'a>)> {
     let mut index: FastMap<Key<'a>, usize> = FastMap::default();
     let mut rows: Vec<(Key<'a>, Acc<'a>)> = Vec::new();
@@ -651,6 +675,12 @@ fn chunk_rows<'a>(
     let kernels = d.source == stepscope_model::OpSource::Kernels;
     let mut previous: Option<((u32, u32, u32), Option<Execution>)> = None;
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
+        if let Some((from, to)) = span {
+            let start = d.cached_ops().recs[o.rec].start_ps(d.plane);
+            if start < from || start >= to {
+                return;
+            }
+        }
         let at = ((o.ids.0, o.ids.1, o.line), kernels.then(|| executions.of(o.corr, o.ids.0)).flatten());
         let continues = previous.is_some_and(|p| same_execution(p, at, &names[o.ids.1 as usize]));
         let execution = u64::from(!kernels || !continues);
@@ -962,7 +992,7 @@ fn each_occurrence<'a>(
         let ids = (rec.name, rec.module);
         let op_ps = ops.op_ps(d.plane, at);
         let corr = ops.correlation_id(rec);
-        f(Occurrence { op_ps, ids, line: rec.line, program, corr, self_ps, category, scope, flops, bytes });
+        f(Occurrence { rec: at, op_ps, ids, line: rec.line, program, corr, self_ps, category, scope, flops, bytes });
     }
 }
 

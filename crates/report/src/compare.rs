@@ -5,8 +5,9 @@
 
 use serde::Serialize;
 
+use crate::diff::ops_in_steps;
 use stepscope_analysis::memory;
-use stepscope_analysis::ops::{self, GroupBy, OpRow};
+use stepscope_analysis::ops::{GroupBy, OpRow};
 use stepscope_analysis::overview::{self, Breakdown, DeviceGroup};
 use stepscope_model::stats::Distribution;
 use stepscope_model::Profile;
@@ -118,7 +119,7 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
     let (scaling_basis, scaling_base) = scale(&mut out);
     let steps: Vec<i64> = out.iter().map(|r| r.step_count.max(1) as i64).collect();
     let op_rows: Vec<Vec<(String, i64)>> =
-        runs.iter().map(|(_, p)| ops::ops(p, by, 0).ops.into_iter().map(|r| (r.name, r.self_ps)).collect()).collect();
+        runs.iter().map(|(_, p)| ops_in_steps(p, by).0.into_iter().map(|r| (r.name, r.self_ps)).collect()).collect();
     let scope_rows: Vec<Vec<(String, i64)>> = runs
         .iter()
         .map(|(_, p)| stepscope_analysis::scopes::scopes(p).scopes.into_iter().map(|r| (r.path, r.total_ps)).collect())

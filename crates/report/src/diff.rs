@@ -71,6 +71,10 @@ pub struct RunSide {
     /// taken over the others (warm steps).
     #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub cold_steps: u64,
+    /// Op time (self) that ran before the first step or after the last (work
+    /// dispatched before the capture, or after the steps): left out of the per-step
+    /// op means, which are over the steps' span.
+    pub ops_outside_steps_ps: i64,
 }
 
 /// Step time change (medians and means), B − A.
@@ -155,8 +159,7 @@ pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
     let (sa, sb) = (summary::overview(a, 0), summary::overview(b, 0));
     let (na, nb) = (sa.step_count.max(1) as i64, sb.step_count.max(1) as i64);
     let st = step_time(&sa, &sb);
-    let oa = ops::ops(a, by, 0).ops;
-    let ob = ops::ops(b, by, 0).ops;
+    let ((oa, outside_a), (ob, outside_b)) = (ops_in_steps(a, by), ops_in_steps(b, by));
     let hlo = (by == GroupBy::Op).then_some((a, b));
     let mut op_rows = match_rows(&oa, &ob, na, nb, st.noise_ps, hlo);
     rank(&mut op_rows);
@@ -193,8 +196,18 @@ pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
     let (pa, pb) = (peak(a), peak(b));
     Diff {
         schema: "stepscope.diff/1",
-        a: RunSide { run: a.run.clone(), step_count: sa.step_count, cold_steps: sa.cold_steps },
-        b: RunSide { run: b.run.clone(), step_count: sb.step_count, cold_steps: sb.cold_steps },
+        a: RunSide {
+            run: a.run.clone(),
+            step_count: sa.step_count,
+            cold_steps: sa.cold_steps,
+            ops_outside_steps_ps: outside_a,
+        },
+        b: RunSide {
+            run: b.run.clone(),
+            step_count: sb.step_count,
+            cold_steps: sb.cold_steps,
+            ops_outside_steps_ps: outside_b,
+        },
         step_time: st,
         breakdown: breakdown(&sa.breakdown, &sb.breakdown),
         by,
@@ -208,6 +221,25 @@ pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
             b_peak_bytes: pb,
             delta_bytes: pa.zip(pb).map(|(x, y)| y as i64 - x as i64),
         },
+    }
+}
+
+/// The op profile of `p`'s steps (grouped `by`): the executions that started from its
+/// first timed step's start to its last one's end, and the op time (self) left out;
+/// every execution where it has no steps.
+pub(crate) fn ops_in_steps(p: &Profile, by: GroupBy) -> (Vec<OpRow>, i64) {
+    let all = ops::ops(p, by, 0);
+    let steps = stepscope_analysis::steps::cached(p);
+    let span = steps.timed().fold(None, |span: Option<(i64, i64)>, s| {
+        let (from, to) = (s.start_ps, s.start_ps.saturating_add(s.duration_ps));
+        Some(span.map_or((from, to), |(a, b)| (a.min(from), b.max(to))))
+    });
+    match span {
+        Some(span) => {
+            let within = ops::ops_within(p, by, 0, span);
+            (within.ops, all.op_time_ps.saturating_sub(within.op_time_ps))
+        }
+        None => (all.ops, 0),
     }
 }
 

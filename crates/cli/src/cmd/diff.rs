@@ -107,8 +107,17 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         }
     }
     outln!("  A: {} ({} steps)   B: {} ({} steps)", d.a.run, d.a.step_count, d.b.run, d.b.step_count);
-    for (label, side) in [("A", &d.a), ("B", &d.b)] {
+    for (label, side, step_ps) in [("A", &d.a, t.a_median_ps), ("B", &d.b, t.b_median_ps)] {
         if let Some(note) = crate::notes::cold_note(label, side.cold_steps, side.step_count) {
+            out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
+        }
+        // Said where it is 1% of a step or more (the JSON always has it).
+        if side.ops_outside_steps_ps > 0 && side.ops_outside_steps_ps.saturating_mul(100) >= step_ps {
+            let note = format!(
+                "{label}: {} of op time ran before its first step or after its last (work dispatched before the \
+                 capture or after the steps): left out of the per-step op times below",
+                human::duration_ps(side.ops_outside_steps_ps)
+            );
             out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
     }
