@@ -135,3 +135,34 @@ fn a_memory_profile_saved_in_the_log_directory_is_found() {
     assert!(text.contains("no device-memory profile") && text.contains(run.to_str().unwrap()), "{text}");
     assert!(text.contains("save_device_memory_profile"), "{text}");
 }
+
+/// `ls` counts each run's steps as `steps` finds them (issue 48: every run without a
+/// stepscope manifest showed "—", every `jax.profiler.trace` capture among them):
+/// annotated steps as the reference reader counts them, module runs, a TPU's own.
+#[test]
+fn ls_counts_the_steps_of_runs_without_a_manifest() {
+    let root = fixture("").to_str().unwrap().to_string();
+    let listing = json(&["ls", &root]);
+    let runs = listing["runs"].as_array().unwrap();
+    let steps_of = |name: &str| {
+        let r = runs.iter().find(|r| r["run"].as_str().unwrap().starts_with(name)).unwrap();
+        assert!(r.get("manifest").is_none(), "{r}");
+        r["steps"].as_u64().unwrap()
+    };
+    for name in ["cpu-sync", "gpu-nosync", "cpu-guide-adam"] {
+        let want = reference(&["steps", &xplane(name)]).as_array().unwrap().len() as u64;
+        assert!(want > 0);
+        assert_eq!(steps_of(name), want, "{name}");
+    }
+    for name in ["gpu-unannotated", "tpu-v6e-inference"] {
+        let f = fixture(name);
+        let want = json(&["steps", f.to_str().unwrap()])["steps"].as_array().unwrap().len() as u64;
+        assert!(want > 0);
+        assert_eq!(steps_of(name), want, "{name}");
+    }
+    let text = ok(&["ls", &root]);
+    let run = runs.iter().find(|r| r["run"].as_str().unwrap().starts_with("cpu-sync/")).unwrap();
+    let line = text.lines().find(|l| l.ends_with(run["run"].as_str().unwrap())).unwrap();
+    let shown = steps_of("cpu-sync").to_string();
+    assert!(line.split_whitespace().any(|w| w == shown), "{line}");
+}

@@ -30,6 +30,28 @@ struct RunJson<'a> {
     /// its kind, steps, wall-clock timers, options, environment, as written.
     #[serde(skip_serializing_if = "Option::is_none")]
     manifest: Option<serde_json::Value>,
+    /// The steps `stepscope steps` finds in it, for a local run of up to
+    /// [`COUNT_STEPS_UP_TO_BYTES`] (read to count them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    steps: Option<usize>,
+}
+
+/// Local runs up to this size are read to count their steps; larger ones (or a
+/// bucket's, which `ls` lists without fetching) show the steps their manifest lists.
+const COUNT_STEPS_UP_TO_BYTES: u64 = 256 << 20;
+
+/// The steps stepscope finds in `run` (as `steps` does), where it is small enough to
+/// read for a listing and readable.
+fn step_count(run: &discover::Run) -> Option<usize> {
+    if run.bytes() > COUNT_STEPS_UP_TO_BYTES {
+        return None;
+    }
+    let readable = run.load_readable(&stepscope_xspace::Progress::default(), None).ok()?;
+    if readable.spaces.is_empty() {
+        return None;
+    }
+    let profile = stepscope_analysis::Profile::new(run.rel.clone(), readable.spaces);
+    Some(stepscope_analysis::steps::cached(&profile).steps.len())
 }
 
 pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
@@ -51,6 +73,7 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
             hosts: r.hosts.iter().map(|h| h.host.as_str()).collect(),
             bytes: r.bytes(),
             manifest: manifest(&r.dir),
+            steps: if listing.is_none() { step_count(r) } else { None },
         })
         .collect();
     if args.output.json {
@@ -88,9 +111,9 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
     let w = when.iter().map(|t| t.chars().count()).max().unwrap_or(0).max(19);
     outln!("{:<w$}  {:>5}  {:>9}  {:>5}  RUN", "CAPTURED", "HOSTS", "SIZE", "STEPS");
     for (r, when) in rows.iter().zip(&when) {
-        // Steps as the manifest lists them, where there is one.
-        let steps = (r.manifest.as_ref())
-            .and_then(|m| m["step_nums"].as_array().map(|s| s.len().to_string()))
+        // The steps stepscope finds, else as the manifest lists them.
+        let steps = (r.steps.map(|n| n.to_string()))
+            .or_else(|| r.manifest.as_ref().and_then(|m| m["step_nums"].as_array().map(|s| s.len().to_string())))
             .unwrap_or_else(|| "—".into());
         outln!("{when:<w$}  {:>5}  {:>9}  {steps:>5}  {}", r.hosts.len(), human::bytes(r.bytes), r.run);
     }
