@@ -14,7 +14,7 @@
 //!
 //! The host scan gathers the events this needs while it reads each piece of a line
 //! ([`PoolEvents::piece`]: the pool's events, and of the executor's events and ops only
-//! those that may cut a region); [`PoolEvents::tails`] then works from those alone.
+//! those that may cut a region); [`tails`] then works from those alone.
 
 use std::ops::Range;
 
