@@ -77,7 +77,7 @@ pub fn op_kind(name: &str, category: &str, line: &str) -> Part {
     {
         // `MemcpyOther` streams hold copies of no one direction (peer, unknown).
         Part::DeviceToDevice
-    } else if is_collective(name) || is_collective(category) || is_send_recv(name) {
+    } else if is_collective(name) || is_collective(category) || is_send_recv(name) || is_send_recv(category) {
         Part::Collective
     } else if is_async_wait(name) || is_async_wait(category) {
         Part::AsyncWait
@@ -190,6 +190,9 @@ mod tests {
         }
         // An op of another kind whose HLO category says collective is one too.
         assert_eq!(op_kind("fusion.9", "reduce-scatter", ""), Part::Collective);
+        // A transfer is one by its opcode too (its category), whatever its name.
+        assert_eq!(op_kind("ppermute_done.3", "recv-done", ""), Part::Collective);
+        assert_eq!(op_kind("pipeline_send.1", "send", ""), Part::Collective);
         assert_eq!(op_kind("reduce.3", "", ""), Part::Compute);
         assert_eq!(op_kind("scatter.1", "", ""), Part::Compute);
     }
