@@ -347,27 +347,18 @@ fn compute(m: &HloModule, i: &HloInstruction) -> Cost {
         // Each element of the result (every array of a tuple) is its reducer applied
         // once more (the reduction of a participant's value into the others'): XLA's
         // count, as the group size is not in the shapes.
-        "all-reduce" | "all-reduce-start" => elements(&i.shape).saturating_mul(reducer_ops(m, i)),
+        "all-reduce" | "all-reduce-start" => i.shape.array_elements().saturating_mul(reducer_ops(m, i)),
         // The operands hold n × the result, n participants' values: each folded in
         // once, as for a reduce.
         "reduce-scatter" => {
-            let input = m.operands(i).map(|o| elements(&o.shape)).fold(0, u64::saturating_add);
-            input.saturating_sub(elements(&i.shape)).saturating_mul(reducer_ops(m, i))
+            let input = m.operands(i).map(|o| o.shape.array_elements()).fold(0, u64::saturating_add);
+            input.saturating_sub(i.shape.array_elements()).saturating_mul(reducer_ops(m, i))
         }
         _ if ELEMENTWISE.contains(&op) => out,
         _ => 0,
     };
     let transcendentals = if TRANSCENDENTAL.contains(&op) { out } else { 0 };
     Cost { flops, transcendentals, ..Cost::default() }
-}
-
-/// The elements of a shape's arrays: a tuple's summed.
-fn elements(shape: &Shape) -> u64 {
-    if shape.is_tuple() {
-        shape.tuple.iter().map(elements).fold(0, u64::saturating_add)
-    } else {
-        shape.element_count()
-    }
 }
 
 /// A library call's result: the first element of a tuple (the rest is scratch), the

@@ -667,7 +667,7 @@ fn chunk_rows<'a>(
     // In front of `by_ids`, per name id (module id by module): the other id, the
     // program and the row last met with them, nearly always the next occurrence's too.
     const NONE: (u32, u64, usize) = (u32::MAX, NO_PROGRAM, usize::MAX);
-    let names = &d.cached_ops().names;
+    let (names, recs) = (&d.cached_ops().names, &d.cached_ops().recs);
     let mut recent: Vec<(u32, u64, usize)> = vec![NONE; names.len()];
     let peaks = crate::peaks::of(d);
     // GPU kernels: the previous occurrence's op, stream and execution, to count the
@@ -676,7 +676,7 @@ fn chunk_rows<'a>(
     let mut previous: Option<((u32, u32, u32), Option<Execution>)> = None;
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
         if let Some((from, to)) = span {
-            let start = d.cached_ops().recs[o.rec].start_ps(d.plane);
+            let start = recs[o.rec].start_ps(d.plane);
             if start < from || start >= to {
                 return;
             }

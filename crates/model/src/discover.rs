@@ -474,7 +474,7 @@ impl<'a> Ends<'a> {
         let ends_op = (0..plane.event_meta.len() as u32)
             .map(|m| plane.event_name(m).strip_prefix("end: ").filter(|_| found))
             .collect();
-        let pool = crate::pool::PoolEvents::of(plane).filter(|_| found);
+        let pool = keys.flow_out.zip(keys.flow_in).and_then(|flows| crate::pool::PoolEvents::of(plane, flows));
         Ends { ends_op, flow_out: keys.flow_out, flow_in: keys.flow_in, pool }
     }
 
@@ -537,10 +537,7 @@ fn host_ops_in<'a>(
     range: std::ops::Range<usize>,
 ) -> LineOps<'a> {
     let line = &plane.lines[li];
-    let mut pool = match (&ends.pool, ends.flow_out, ends.flow_in) {
-        (Some(pool), Some(out), Some(into)) => Some(pool.piece(plane, line, range.clone(), (out, into), sorted)),
-        _ => None,
-    };
+    let mut pool = ends.pool.as_ref().map(|pool| pool.piece(plane, line, range.clone(), sorted));
     let mut out = LineOps {
         line: li,
         names: Interner::default(),

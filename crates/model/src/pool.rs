@@ -56,11 +56,14 @@ pub(crate) struct PoolEvents {
     kinds: Vec<Option<Kind>>,
     /// Per event metadata: whether `kinds` holds something for it.
     visit: Vec<bool>,
+    /// The stat ids of the flow ids: `_p` (a record's task) and `_c` (a start's).
+    flows: (u32, u32),
 }
 
 impl PoolEvents {
-    /// The plane's pool events, where it has all three kinds.
-    pub(crate) fn of(plane: &Plane) -> Option<PoolEvents> {
+    /// The plane's pool events, where it has all three kinds. `flows`: the stat ids
+    /// of `_p` and `_c`.
+    pub(crate) fn of(plane: &Plane, flows: (u32, u32)) -> Option<PoolEvents> {
         let kind = |name: &str| match name {
             "ThreadpoolListener::Record" => Some(Kind::Record),
             "ThreadpoolListener::StartRegion" => Some(Kind::Start),
@@ -74,26 +77,24 @@ impl PoolEvents {
             return None;
         }
         let visit = kinds.iter().map(Option::is_some).collect();
-        Some(PoolEvents { kinds, visit })
+        Some(PoolEvents { kinds, visit, flows })
     }
 
     /// Starts gathering the pool model's events among `events` of `line` (a piece of
-    /// the host scan, which tells it of every op met: [`PieceScan::op`]). `flows`: the
-    /// stat ids of `_p` and `_c`. `sorted`: whether the whole line's events are in time
-    /// order; then only the cuts that may end a run are kept.
+    /// the host scan, which tells it of every op met: [`PieceScan::op`]). `sorted`:
+    /// whether the whole line's events are in time order; then only the cuts that may
+    /// end a run are kept.
     pub(crate) fn piece<'a>(
         &'a self,
         plane: &'a Plane,
         line: &'a Line,
         events: Range<usize>,
-        flows: (u32, u32),
         sorted: bool,
     ) -> PieceScan<'a, impl Iterator<Item = usize> + 'a> {
         PieceScan {
             pool: self,
             plane,
             line,
-            flows,
             hits: line.events_with_meta_in(&self.visit, events).peekable(),
             kept: Gather::new(sorted),
         }
@@ -120,7 +121,6 @@ pub(crate) struct PieceScan<'a, I: Iterator<Item = usize>> {
     pool: &'a PoolEvents,
     plane: &'a Plane,
     line: &'a Line,
-    flows: (u32, u32),
     /// The piece's pool and executor events not yet taken.
     hits: std::iter::Peekable<I>,
     kept: Gather,
@@ -148,8 +148,8 @@ impl<I: Iterator<Item = usize>> PieceScan<'_, I> {
         let Some(kind) = self.pool.kinds[self.line.meta(i) as usize] else { return };
         let at = self.line.start_ps(i);
         let key = match kind {
-            Kind::Record => Some(self.flows.0),
-            Kind::Start => Some(self.flows.1),
+            Kind::Record => Some(self.pool.flows.0),
+            Kind::Start => Some(self.pool.flows.1),
             Kind::Stop | Kind::StartUnknown | Kind::Cut => None,
         };
         let task = key.and_then(|k| stat_u64(self.plane, self.plane.event_stat(self.line, i, k)));

@@ -226,9 +226,9 @@ pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
 
 /// The op profile of `p`'s steps (grouped `by`): the executions that started from its
 /// first timed step's start to its last one's end, and the op time (self) left out;
-/// every execution where it has no steps.
+/// every execution where it has no steps. The op time is the same in every grouping:
+/// the whole run's is the profile by op's, which the overview has already made.
 pub(crate) fn ops_in_steps(p: &Profile, by: GroupBy) -> (Vec<OpRow>, i64) {
-    let all = ops::ops(p, by, 0);
     let steps = stepscope_analysis::steps::cached(p);
     let span = steps.timed().fold(None, |span: Option<(i64, i64)>, s| {
         let (from, to) = (s.start_ps, s.start_ps.saturating_add(s.duration_ps));
@@ -237,9 +237,10 @@ pub(crate) fn ops_in_steps(p: &Profile, by: GroupBy) -> (Vec<OpRow>, i64) {
     match span {
         Some(span) => {
             let within = ops::ops_within(p, by, 0, span);
-            (within.ops, all.op_time_ps.saturating_sub(within.op_time_ps))
+            let all_ps = ops::ops(p, GroupBy::Op, 0).op_time_ps;
+            (within.ops, all_ps.saturating_sub(within.op_time_ps))
         }
-        None => (all.ops, 0),
+        None => (ops::ops(p, by, 0).ops, 0),
     }
 }
 

@@ -93,6 +93,14 @@ impl Shape {
         self.dims.iter().fold(1u64, |n, &d| n.saturating_mul(u64::try_from(d).unwrap_or(0)))
     }
 
+    /// Number of array elements, a tuple's summed over its arrays.
+    pub fn array_elements(&self) -> u64 {
+        if self.is_tuple() {
+            return self.tuple.iter().map(Shape::array_elements).fold(0, u64::saturating_add);
+        }
+        self.element_count()
+    }
+
     /// Bytes of the array data: element size × number of elements, rounded up to whole
     /// bytes; a tuple is the sum of its elements. Unknown element types count 0.
     pub fn bytes_size(&self) -> u64 {
