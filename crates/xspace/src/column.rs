@@ -41,14 +41,25 @@ impl Block {
 }
 
 /// A compact `i64` column (see the [module docs](self)).
+///
+/// 32 bytes: a line of a few events (a million such lines in an 11 MB file) holds
+/// six of them and no block, so the blocks live behind one pointer, made when the
+/// first block is.
 #[derive(Clone, Default)]
 pub struct Column {
-    blocks: Vec<Block>,
-    /// Each full block's distances, little-endian, then [`PAD`] zero bytes; empty (no
-    /// padding either) until the first block, so a short column allocates only its tail.
-    packed: Vec<u8>,
     /// Values after the last full block.
     tail: Vec<i64>,
+    /// The full blocks; `None` until there is one (or one is expected).
+    full: Option<Box<Full>>,
+}
+
+/// A column's full blocks.
+#[derive(Clone, Default)]
+struct Full {
+    blocks: Vec<Block>,
+    /// Each full block's distances, little-endian, then [`PAD`] zero bytes; empty (no
+    /// padding either) until the first block.
+    packed: Vec<u8>,
     /// How many values [`Column::reserve_exact`] was told to expect in all.
     expect: usize,
 }
@@ -65,13 +76,17 @@ impl Column {
     /// column grows by what the values still expected need at the width seen so far,
     /// rather than doubling.
     pub fn reserve_exact(&mut self, n: usize) {
-        self.expect = self.len().saturating_add(n);
-        // Blocks only once there will be one: a line of a few events (a million such
-        // lines in an 11 MB file) keeps just its tail.
+        let expect = self.len().saturating_add(n);
+        // Blocks only once there will be one: a line of a few events keeps just its
+        // tail.
         let blocks = (self.tail.len() + n) / BLOCK;
         if blocks > 0 {
-            self.packed.reserve_exact(n.saturating_mul(4) + PAD);
-            self.blocks.reserve_exact(blocks);
+            let full = self.full_mut();
+            full.packed.reserve_exact(n.saturating_mul(4) + PAD);
+            full.blocks.reserve_exact(blocks);
+        }
+        if let Some(full) = self.full.as_deref_mut() {
+            full.expect = expect;
         }
         let tail = (self.tail.len() + n).min(BLOCK);
         if self.tail.capacity() < tail {
@@ -79,15 +94,38 @@ impl Column {
         }
     }
 
+    /// The full blocks.
+    #[inline(always)]
+    fn blocks(&self) -> &[Block] {
+        match self.full.as_deref() {
+            Some(f) => &f.blocks,
+            None => &[],
+        }
+    }
+
+    /// The full blocks' distances and padding.
+    #[inline(always)]
+    fn packed(&self) -> &[u8] {
+        match self.full.as_deref() {
+            Some(f) => &f.packed,
+            None => &[],
+        }
+    }
+
+    /// The full blocks, made when there are none yet.
+    fn full_mut(&mut self) -> &mut Full {
+        self.full.get_or_insert_with(Box::default)
+    }
+
     /// Bytes of block distances in [`Column::packed`] (without its padding).
     fn packed_len(&self) -> usize {
-        self.packed.len().saturating_sub(PAD)
+        self.packed().len().saturating_sub(PAD)
     }
 
     /// Number of values.
     #[inline]
     pub fn len(&self) -> usize {
-        self.blocks.len() * BLOCK + self.tail.len()
+        self.blocks().len() * BLOCK + self.tail.len()
     }
 
     /// True when the column holds no values.
@@ -98,20 +136,21 @@ impl Column {
     /// Value `i`. Panics when `i` is out of range, as slice indexing does.
     #[inline]
     pub fn get(&self, i: usize) -> i64 {
-        match self.blocks.get(i >> SHIFT) {
+        let (blocks, packed) = (self.blocks(), self.packed());
+        match blocks.get(i >> SHIFT) {
             Some(b) => {
                 let w = b.width();
                 let at = b.pos() + (i & (BLOCK - 1)) * w;
-                debug_assert!(at + 8 <= self.packed.len() && w <= 8);
+                debug_assert!(at + 8 <= packed.len() && w <= 8);
                 // SAFETY: a block's distances start at `pos` and take `w` ≤ 8 bytes each,
                 // and `packed` always ends PAD = 8 bytes after the last block's last
                 // distance (`seal` writes them; nothing shortens `packed`), so the 8
                 // bytes at `at` are in bounds.
-                let word = unsafe { self.packed.as_ptr().add(at).cast::<u64>().read_unaligned() };
+                let word = unsafe { packed.as_ptr().add(at).cast::<u64>().read_unaligned() };
                 // base + distance is a value of the block: wrapping gives it exactly.
                 b.base.wrapping_add((u64::from_le(word) & MASK[w & 15]) as i64)
             }
-            None => self.tail[i - self.blocks.len() * BLOCK],
+            None => self.tail[i - blocks.len() * BLOCK],
         }
     }
 
@@ -119,17 +158,18 @@ impl Column {
     /// Panics when `i + 1` is out of range.
     #[inline]
     pub fn get_pair(&self, i: usize) -> (i64, i64) {
-        match self.blocks.get(i >> SHIFT) {
+        let (blocks, packed) = (self.blocks(), self.packed());
+        match blocks.get(i >> SHIFT) {
             Some(b) if i & (BLOCK - 1) != BLOCK - 1 => {
                 let w = b.width();
                 let at = b.pos() + (i & (BLOCK - 1)) * w;
-                debug_assert!(at + w + 8 <= self.packed.len() && w <= 8);
+                debug_assert!(at + w + 8 <= packed.len() && w <= 8);
                 // SAFETY: values i and i + 1 are both in block `b` (i is not its last),
                 // so both distances lie within it, and `packed` ends PAD = 8 bytes after
                 // the last block's last distance (see `get`): the 8 bytes at `at` and at
                 // `at + w` are in bounds.
                 let (lo, hi) = unsafe {
-                    let p = self.packed.as_ptr().add(at);
+                    let p = packed.as_ptr().add(at);
                     (p.cast::<u64>().read_unaligned(), p.add(w).cast::<u64>().read_unaligned())
                 };
                 let mask = MASK[w & 15];
@@ -154,40 +194,42 @@ impl Column {
     /// Moves the full tail into a block.
     fn seal(&mut self) {
         // `push` seals a full tail only; as an array, its min and max vectorise.
-        let Some(tail) = self.tail.first_chunk::<BLOCK>() else { return };
+        let Column { tail, full } = self;
+        let Some(tail) = tail.first_chunk::<BLOCK>() else { return };
+        let full = full.get_or_insert_with(Box::default);
         let (min, max) = (tail.iter().copied().min().unwrap_or(0), tail.iter().copied().max().unwrap_or(0));
         let spread = max.abs_diff(min);
         let w = (u64::BITS - spread.leading_zeros()).div_ceil(8) as usize;
-        let pos = self.packed_len();
+        let pos = full.packed.len().saturating_sub(PAD);
         let need = BLOCK * w;
-        if self.packed.capacity() < pos + need + PAD {
+        if full.packed.capacity() < pos + need + PAD {
             // Room for the values still expected at the mean width so far (at least an
             // eighth more than now, so that growing stays linear overall).
-            let done = self.blocks.len() * BLOCK;
-            let left = self.expect.saturating_sub(done + BLOCK);
+            let done = full.blocks.len() * BLOCK;
+            let left = full.expect.saturating_sub(done + BLOCK);
             let per_value = (pos + need).div_ceil(done + BLOCK);
-            let more = (left * per_value).max(self.packed.len() / 8);
-            self.packed.reserve_exact((pos + need + PAD + more).saturating_sub(self.packed.len()));
-            prefault_spare(&mut self.packed);
+            let more = (left * per_value).max(full.packed.len() / 8);
+            full.packed.reserve_exact((pos + need + PAD + more).saturating_sub(full.packed.len()));
+            prefault_spare(&mut full.packed);
         }
         // Whole words, into the spare room: the bytes past a distance's width are
         // zero, and the next distance or the padding is written over them. Every byte
         // up to the padding is written (k * w + 8 >= (k + 1) * w, as w <= 8), then the
         // padding.
-        debug_assert!(self.packed.capacity() >= pos + need + PAD && w <= 8);
+        debug_assert!(full.packed.capacity() >= pos + need + PAD && w <= 8);
         // SAFETY: the room was reserved above; `pos` is the start of the old padding
         // (or 0, for the first block). The writes end at (BLOCK - 1) * w + 8 <= need + PAD bytes
         // past `pos`, and at need + PAD for the padding; all of pos..pos + need + PAD
         // is written before the length covers it.
         unsafe {
-            let out = self.packed.as_mut_ptr().add(pos);
+            let out = full.packed.as_mut_ptr().add(pos);
             for (k, &v) in tail.iter().enumerate() {
                 out.add(k * w).cast::<u64>().write_unaligned(v.abs_diff(min).to_le());
             }
             out.add(need).cast::<u64>().write_unaligned(0);
-            self.packed.set_len(pos + need + PAD);
+            full.packed.set_len(pos + need + PAD);
         }
-        self.blocks.push(Block { base: min, at: (pos as u64) << 4 | w as u64 });
+        full.blocks.push(Block { base: min, at: (pos as u64) << 4 | w as u64 });
         self.tail.clear();
     }
 
@@ -196,11 +238,12 @@ impl Column {
         if self.tail.is_empty() {
             // Unpack the last block into the tail; its bytes become the padding.
             let mut values = [0; BLOCK];
-            self.block(self.blocks.len().checked_sub(1)?, &mut values);
-            let b = self.blocks.pop()?;
+            self.block(self.blocks().len().checked_sub(1)?, &mut values);
+            let full = self.full.as_deref_mut()?;
+            let b = full.blocks.pop()?;
+            full.packed.truncate(b.pos());
+            full.packed.resize(b.pos() + PAD, 0);
             self.tail.extend_from_slice(&values);
-            self.packed.truncate(b.pos());
-            self.packed.resize(b.pos() + PAD, 0);
         }
         self.tail.pop()
     }
@@ -214,21 +257,32 @@ impl Column {
             }
             return;
         }
-        if !other.blocks.is_empty() {
-            let moved = (self.packed_len() as u64) << 4;
-            self.packed.truncate(self.packed_len());
-            // `other.packed` ends in its own padding.
-            self.packed.extend_from_slice(&other.packed);
-            self.blocks.extend(other.blocks.iter().map(|b| Block { base: b.base, at: b.at + moved }));
+        if !other.blocks().is_empty() {
+            let at = self.packed_len();
+            let full = self.full_mut();
+            full.packed.truncate(at);
+            // `other`'s packed distances end in their own padding.
+            full.packed.extend_from_slice(other.packed());
+            let moved = (at as u64) << 4;
+            full.blocks.extend(other.blocks().iter().map(|b| Block { base: b.base, at: b.at + moved }));
         }
         self.tail = other.tail;
-        self.expect = self.expect.max(self.len());
+        let len = self.len();
+        if let Some(full) = self.full.as_deref_mut() {
+            full.expect = full.expect.max(len);
+        }
     }
 
     /// Frees spare capacity.
     pub fn shrink_to_fit(&mut self) {
-        self.blocks.shrink_to_fit();
-        self.packed.shrink_to_fit();
+        if let Some(full) = self.full.as_deref_mut() {
+            if full.blocks.is_empty() {
+                self.full = None;
+            } else {
+                full.blocks.shrink_to_fit();
+                full.packed.shrink_to_fit();
+            }
+        }
         self.tail.shrink_to_fit();
     }
 
@@ -237,7 +291,11 @@ impl Column {
         if d == 0 {
             return;
         }
-        for b in &mut self.blocks {
+        let (blocks, packed) = match self.full.as_deref_mut() {
+            Some(Full { blocks, packed, .. }) => (&mut blocks[..], &mut packed[..]),
+            None => (&mut [][..], &mut [][..]),
+        };
+        for b in blocks {
             let w = b.width();
             // Every value of the block lies in base..=base + MASK[w].
             let top = (b.base as i128) + i128::from(MASK[w]);
@@ -252,9 +310,9 @@ impl Column {
             for k in 0..BLOCK {
                 let at = b.pos() + k * w;
                 let mut word = [0u8; 8];
-                word[..w].copy_from_slice(&self.packed[at..at + w]);
+                word[..w].copy_from_slice(&packed[at..at + w]);
                 let v = b.base.wrapping_add(u64::from_le_bytes(word) as i64).saturating_add(d);
-                self.packed[at..at + w].copy_from_slice(&v.abs_diff(base).to_le_bytes()[..w]);
+                packed[at..at + w].copy_from_slice(&v.abs_diff(base).to_le_bytes()[..w]);
             }
             b.base = base;
         }
@@ -308,9 +366,9 @@ impl Column {
         let (mut lo, mut hi) = (from, to);
         let first = from >> SHIFT;
         // The full blocks after `from`'s that start inside the range: `first + 1..end`.
-        let end = (((to - 1) >> SHIFT) + 1).min(self.blocks.len());
+        let end = (((to - 1) >> SHIFT) + 1).min(self.blocks().len());
         if first + 1 < end {
-            let bases = &self.blocks[first + 1..end];
+            let bases = &self.blocks()[first + 1..end];
             let near = bases.len().min(SCAN_BLOCKS);
             let c = match bases[..near].iter().position(|b| b.base >= t) {
                 Some(c) => c,
@@ -350,24 +408,24 @@ impl Column {
 
     /// The smallest value (from the blocks' bases: cheap).
     pub fn min(&self) -> Option<i64> {
-        self.blocks.iter().map(|b| b.base).chain(self.tail.iter().copied()).min()
+        self.blocks().iter().map(|b| b.base).chain(self.tail.iter().copied()).min()
     }
 
     /// Number of blocks [`Column::block`] reads: the full ones, then the tail.
     pub fn block_count(&self) -> usize {
-        self.blocks.len() + 1
+        self.blocks().len() + 1
     }
 
     /// Block `b`'s values (the tail for `b == self.block_count() - 1`), unpacked into
     /// `out`; the fast way to read a whole column.
     pub fn block<'o>(&self, b: usize, out: &'o mut [i64; BLOCK]) -> &'o [i64] {
-        let Some(block) = self.blocks.get(b) else {
+        let Some(block) = self.blocks().get(b) else {
             let n = self.tail.len();
             out[..n].copy_from_slice(&self.tail);
             return &out[..n];
         };
         let (w, pos) = (block.width(), block.pos());
-        let packed = &self.packed[pos..pos + BLOCK * w + PAD];
+        let packed = &self.packed()[pos..pos + BLOCK * w + PAD];
         for (k, v) in out.iter_mut().enumerate() {
             let mut word = [0u8; 8];
             word.copy_from_slice(&packed[k * w..k * w + 8]);
@@ -397,7 +455,10 @@ impl Column {
 
     /// Bytes held, capacity included.
     pub fn heap_bytes(&self) -> usize {
-        self.blocks.capacity() * std::mem::size_of::<Block>() + self.packed.capacity() + self.tail.capacity() * 8
+        let full = self.full.as_deref().map_or(0, |f| {
+            std::mem::size_of::<Full>() + f.blocks.capacity() * std::mem::size_of::<Block>() + f.packed.capacity()
+        });
+        full + self.tail.capacity() * 8
     }
 }
 
@@ -501,10 +562,10 @@ mod tests {
         let pairs: Vec<(i64, i64)> = (0..v.len() - 1).map(|i| c.get_pair(i)).collect();
         assert_eq!(pairs, v.windows(2).map(|w| (w[0], w[1])).collect::<Vec<_>>());
         // Widths: 2, 8, 1, 1, 4, 5 bytes a value, and zero for a constant block.
-        let widths: Vec<usize> = c.blocks.iter().map(Block::width).collect();
+        let widths: Vec<usize> = c.blocks().iter().map(Block::width).collect();
         assert_eq!(widths, [2, 8, 1, 1, 4, 5]);
         let same: Column = std::iter::repeat_n(-7, BLOCK + 1).collect();
-        assert_eq!((same.blocks[0].width(), same.get(BLOCK - 1), same.get(BLOCK)), (0, -7, -7));
+        assert_eq!((same.blocks()[0].width(), same.get(BLOCK - 1), same.get(BLOCK)), (0, -7, -7));
     }
 
     #[test]
@@ -604,6 +665,26 @@ mod tests {
         v.reverse();
         assert_eq!(sorted(&v), v.is_sorted());
         assert!(!sorted(&awkward()));
+    }
+
+    #[test]
+    fn a_short_column_is_its_tail() {
+        // A line holds six columns: a million lines of a few events in an 11 MB file
+        // took 80 bytes a column more, and allocated for blocks they never had.
+        assert_eq!(std::mem::size_of::<Column>(), 32);
+        let mut c: Column = (0..BLOCK as i64 - 1).collect();
+        assert!(c.full.is_none() && c.heap_bytes() == (BLOCK - 1) * 8);
+        c.push(7);
+        assert!(c.full.is_some() && c.get(BLOCK - 1) == 7 && c.len() == BLOCK);
+        // Popping the last block back into the tail leaves no blocks to keep.
+        assert_eq!(c.pop(), Some(7));
+        c.shrink_to_fit();
+        assert!(c.full.is_none() && c.len() == BLOCK - 1 && c.get(BLOCK - 2) == BLOCK as i64 - 2);
+        let mut r = Column::default();
+        r.reserve_exact(3);
+        assert!(r.full.is_none(), "three values expected: no blocks");
+        r.reserve_exact(1000);
+        assert!(r.full.as_ref().is_some_and(|f| f.expect == 1000));
     }
 
     #[test]
