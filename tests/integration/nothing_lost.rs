@@ -558,3 +558,50 @@ fn many_short_lines_or_pids_take_memory_by_their_events() {
         assert!(o.max_rss_bytes < limit_mib << 20, "{}: {} MiB", file.display(), o.max_rss_bytes >> 20);
     }
 }
+
+#[test]
+fn a_plane_of_empty_lines_keeps_the_first_and_counts_the_rest() {
+    use crate::robustness::{ld, varint};
+    let tmp = tempfile::tempdir().unwrap();
+    let int = |n: u64, v: u64| [varint(n << 3), varint(v)].concat();
+    // 300,000 empty lines (3.7 MB), every 1,000th with one event instead.
+    let event = ld(4, &[int(1, 1), int(2, 1000), int(3, 500)].concat());
+    let mut plane = [int(1, 1), ld(2, b"/host:CPU")].concat();
+    for i in 0..300_000u64 {
+        let events = if i % 1000 == 999 { event.clone() } else { Vec::new() };
+        plane.extend(ld(3, &[int(1, i + 1), ld(2, format!("t{i}").as_bytes()), events].concat()));
+    }
+    plane.extend(ld(4, &[int(1, 1), ld(2, &[int(1, 1), ld(2, b"op")].concat())].concat()));
+    let file = tmp.path().join("empty.xplane.pb");
+    std::fs::write(&file, ld(1, &plane)).unwrap();
+    let path = file.to_str().unwrap();
+
+    // The reference reader lists every line; stepscope lists the ones with events and
+    // the first 4,096 without, in file order, and counts the rest.
+    let want = crate::util::reference(&["info", path]);
+    let ref_lines = want["hosts"][0]["planes"][0]["lines"].as_array().unwrap();
+    let mut empty_seen = 0;
+    let kept: Vec<&serde_json::Value> = ref_lines
+        .iter()
+        .filter(|l| {
+            empty_seen += usize::from(l["events"] == 0);
+            l["events"] != 0 || empty_seen <= 4096
+        })
+        .collect();
+    let o = crate::util::stepscope(&["info", path, "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let plane = &got["hosts"][0]["planes"][0];
+    assert_eq!(plane["lines"].as_array().unwrap().iter().collect::<Vec<_>>(), kept);
+    assert_eq!(plane["empty_lines_not_kept"], (empty_seen - 4096) as u64);
+    assert_eq!(got["events_total"], want["events_total"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("{} line(s) without events were left out", empty_seen - 4096)), "{err}");
+
+    // Kept, the empty lines took 400 bytes each (120 MB here).
+    let mut cmd = bin();
+    cmd.args(["summary", path]);
+    let o = run_limited(cmd, tmp.path(), Duration::from_secs(120));
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.max_rss_bytes < 60 << 20, "{} MiB", o.max_rss_bytes >> 20);
+}

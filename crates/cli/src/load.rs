@@ -50,6 +50,15 @@ pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
         r
     })?;
     for space in &readable.spaces {
+        let empty = space.empty_lines_not_kept();
+        if empty > 0 {
+            errln!(
+                "stepscope: note: host {}: {empty} line(s) without events were left out (a plane keeps its first {} \
+                 empty lines; they hold nothing to measure)",
+                space.host,
+                stepscope_xspace::model::MAX_EMPTY_LINES
+            );
+        }
         let damaged = space.damaged_durations();
         if damaged > 0 {
             errln!(

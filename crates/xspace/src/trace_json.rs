@@ -46,7 +46,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::error::{Error, Result};
-use crate::model::{EventMeta, Format, Line, Plane, Source, Space, Span, Stat, StatMeta, StatValue, MAX_STAT_LEN};
+use crate::model::{
+    EventMeta, Format, Line, Plane, Source, Space, Span, Stat, StatMeta, StatValue, MAX_EMPTY_LINES, MAX_STAT_LEN,
+};
 
 /// Most bytes a trace may decompress to before reading stops.
 const MAX_TEXT_BYTES: u64 = 64 << 30;
@@ -576,6 +578,13 @@ struct PlaneState {
     stat_ix: QuickMap<Box<str>, u32>,
     /// Hash of a string value → its span in the arena, to store repeated values once.
     values: QuickMap<u64, Span>,
+    /// Lines a `thread_name` made before any event of theirs.
+    named_lines: usize,
+    /// Names of threads named past [`MAX_EMPTY_LINES`] such lines, kept until their
+    /// first event makes their line: a trace of 200,000 named threads without events
+    /// took 490 bytes a thread as lines.
+    pending_num: QuickMap<i64, String>,
+    pending_text: QuickMap<Box<str>, String>,
 }
 
 /// Pushes `x`, growing `v` from one element (then doubling): a Vec's first push makes
@@ -610,6 +619,9 @@ impl PlaneState {
             event_ix: QuickMap::default(),
             stat_ix: QuickMap::default(),
             values: QuickMap::default(),
+            named_lines: 0,
+            pending_num: QuickMap::default(),
+            pending_text: QuickMap::default(),
         }
     }
 
@@ -627,7 +639,8 @@ impl PlaneState {
                 if let Some(&i) = self.tid_num.get(&t) {
                     return i;
                 }
-                let i = self.add_line(Line { id: t, name: t.to_string(), ..Line::default() });
+                let name = self.pending_num.remove(&t).unwrap_or_else(|| t.to_string());
+                let i = self.add_line(Line { id: t, name, ..Line::default() });
                 self.tid_num.insert(t, i);
                 i
             }
@@ -636,10 +649,41 @@ impl PlaneState {
                     return i;
                 }
                 let id = self.plane.lines.len() as i64;
-                let i = self.add_line(Line { id, name: tid_text.to_string(), ..Line::default() });
+                let name = self.pending_text.remove(tid_text).unwrap_or_else(|| tid_text.to_string());
+                let i = self.add_line(Line { id, name, ..Line::default() });
                 self.tid_text.insert(tid_text.into(), i);
                 i
             }
+        }
+    }
+
+    /// Names the line of a tid (a `thread_name`): the line is made now for the first
+    /// [`MAX_EMPTY_LINES`] tids named before their events, and at its first event for
+    /// the others.
+    fn name_line(&mut self, tid: Key, tid_text: &str, name: Option<String>) {
+        if let Some(l) = self.find_line(tid, tid_text) {
+            if let Some(name) = name {
+                self.plane.lines[l].name = name;
+            }
+            return;
+        }
+        if self.named_lines < MAX_EMPTY_LINES {
+            self.named_lines += 1;
+            let l = self.line(tid, tid_text);
+            if let Some(name) = name {
+                self.plane.lines[l].name = name;
+            }
+            return;
+        }
+        let name = name.unwrap_or_else(|| match tid {
+            Key::Num(t) => t.to_string(),
+            Key::Absent => "0".to_string(),
+            Key::Text => tid_text.to_string(),
+        });
+        match tid {
+            Key::Num(t) => drop(self.pending_num.insert(t, name)),
+            Key::Absent => drop(self.pending_num.insert(0, name)),
+            Key::Text => drop(self.pending_text.insert(tid_text.into(), name)),
         }
     }
 
@@ -1012,10 +1056,7 @@ impl Builder {
         let name = self.s.args.text_of("name").map(Cow::into_owned);
         let ps = &mut self.planes[p];
         if which {
-            let l = ps.line(self.s.tid, &self.s.tid_text);
-            if let Some(name) = name {
-                ps.plane.lines[l].name = name;
-            }
+            ps.name_line(self.s.tid, &self.s.tid_text, name);
         } else if let Some(name) = name {
             ps.plane.name = name;
         }
@@ -1045,6 +1086,7 @@ impl Builder {
         let shift = if fits { base as i64 } else { 0 };
 
         for ps in &mut self.planes {
+            ps.plane.empty_lines_not_kept = (ps.pending_num.len() + ps.pending_text.len()) as u64;
             for line in &mut ps.plane.lines {
                 // `fits` above: no value saturates.
                 line.shift_ps(shift);
@@ -1684,6 +1726,31 @@ mod tests {
         for line in &p.lines {
             assert_eq!(line.stat_starts().len(), line.len() + 1);
         }
+    }
+
+    #[test]
+    fn threads_named_without_events_past_the_cap_are_counted() {
+        // MAX_EMPTY_LINES + 10 named threads, then events on the first and on two past
+        // the cap: those get their lines (with their names) at their first event.
+        let n = MAX_EMPTY_LINES as i64 + 10;
+        let mut events: Vec<String> = (0..n)
+            .map(|t| format!(r#"{{"ph":"M","pid":1,"tid":{t},"name":"thread_name","args":{{"name":"w{t}"}}}}"#))
+            .collect();
+        events.push(r#"{"ph":"M","pid":1,"tid":"io","name":"thread_name","args":{"name":"reader"}}"#.into());
+        for tid in ["0", &(n - 1).to_string(), r#""io""#] {
+            events.push(format!(r#"{{"ph":"X","pid":1,"tid":{tid},"ts":1,"dur":1,"name":"a"}}"#));
+        }
+        let space = parse(&format!("[{}]", events.join(","))).unwrap();
+        let plane = &space.planes[0];
+        assert_eq!(plane.lines.len(), MAX_EMPTY_LINES + 2);
+        assert_eq!(plane.empty_lines_not_kept, 10 + 1 - 2);
+        let last: Vec<_> = plane.lines[MAX_EMPTY_LINES - 1..].iter().map(|l| (l.name.as_str(), l.len())).collect();
+        assert_eq!(
+            last,
+            [(format!("w{}", MAX_EMPTY_LINES - 1).as_str(), 0), (&format!("w{}", n - 1), 1), ("reader", 1)]
+        );
+        assert_eq!((plane.lines[0].name.as_str(), plane.lines[0].len()), ("w0", 1));
+        assert_eq!(space.event_count(), 3);
     }
 
     #[test]

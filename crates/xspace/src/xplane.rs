@@ -23,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::mem::prefault_spare;
 use crate::model::{
     EventMeta, Format, IdMap, Line, LineStats, PackedStats, Plane, Progress, Source, Space, Span, Stat, StatMeta,
-    StatValue, WireStats,
+    StatValue, WireStats, MAX_EMPTY_LINES,
 };
 use crate::stat_wire::{
     self, canonical_stat, event_header, resolve, stat_fields, stats_stay_in_file, varint_in, Raw, KEY_DURATION,
@@ -310,6 +310,16 @@ fn decode_plane(
     }
     plane.arena = arena;
 
+    let mut empty = 0;
+    parts.lines.retain(|r| {
+        if has_events(&w, r.clone()) {
+            return true;
+        }
+        empty += 1;
+        empty <= MAX_EMPTY_LINES
+    });
+    plane.empty_lines_not_kept = empty.saturating_sub(MAX_EMPTY_LINES) as u64;
+
     let stat_ids = Arc::new(stat_ids);
     let cx = LineCtx { w, event_ids: &event_ids, stat_ids: &stat_ids, source, stats_in_file: true };
     let decoded: Vec<WireResult<Decoded>> = parts
@@ -351,6 +361,21 @@ fn decode_plane(
         }
     }
     Ok(plane)
+}
+
+/// Whether the XLine at `r` has an event (field 4): its fields are read up to the
+/// first event, so this costs the line's few leading fields. A line that cannot be
+/// read counts as having events (its decoding then says what is wrong).
+fn has_events(w: &Wire, r: Range<usize>) -> bool {
+    let mut lw = w.sub(r);
+    while !lw.done() {
+        match lw.key() {
+            Ok((4, _)) => return true,
+            Ok((_, wt)) if lw.skip(wt).is_ok() => {}
+            _ => return true,
+        }
+    }
+    false
 }
 
 /// Reads a map entry (1 key, 2 value message).

@@ -48,6 +48,8 @@ struct PlaneJson<'a> {
     name: &'a str,
     events: u64,
     lines: Vec<LineJson<'a>>,
+    /// Lines without events past the first 4,096 of the plane: counted, not listed.
+    empty_lines_not_kept: u64,
 }
 
 #[derive(Serialize)]
@@ -90,6 +92,7 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<ExitCode> {
                         .filter(|l| !l.is_counter)
                         .map(|l| LineJson { name: &l.name, events: l.len() as u64 })
                         .collect(),
+                    empty_lines_not_kept: p.empty_lines_not_kept,
                 })
                 .collect(),
         })
@@ -181,6 +184,10 @@ fn print_text(info: &InfoJson) {
             outln!("  {:<62} {:>15}", crate::table::fit(p.name, 62), human::count(p.events));
             for l in &p.lines {
                 outln!("    {:<60} {:>15}", crate::table::fit(l.name, 60), human::count(l.events));
+            }
+            if p.empty_lines_not_kept > 0 {
+                let more = format!("({} more lines without events)", human::count(p.empty_lines_not_kept));
+                outln!("    {more:<60} {:>15}", 0);
             }
         }
     }
