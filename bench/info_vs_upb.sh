@@ -14,7 +14,7 @@ if [ -z "$FILE" ]; then
     FILE=$(ls bench/data/large/plugins/profile/*/*.xplane.pb | head -n 1)
   fi
 fi
-cargo build --release --quiet
+cargo build --release --locked --quiet
 echo "file: $FILE ($(stat -c %s "$FILE") bytes)"
 for cmd in info summary steps ops; do
   best=""

@@ -8,7 +8,7 @@
 #
 # Prints one line per difference and a closing "N same, M differ"; exits 1 on any
 # difference. Build the old binary from a worktree, e.g.
-#   git worktree add /tmp/base HEAD && (cd /tmp/base && CARGO_TARGET_DIR=/tmp/base-target cargo build --release)
+#   git worktree add /tmp/base HEAD && (cd /tmp/base && CARGO_TARGET_DIR=/tmp/base-target cargo build --release --locked)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bench/same_output.sh OLD_BINARY NEW_BINARY [PROFILE...]" >&2; exit 2; }

@@ -17,7 +17,7 @@ shift || true
 SIZES=("${@:-0.1G 1G 4.2G}")
 # shellcheck disable=SC2206
 SIZES=(${SIZES[*]})
-cargo build --release -p stepscope -p stepscope-export --example gen_xspace
+cargo build --release --locked -p stepscope -p stepscope-export --example gen_xspace
 mkdir -p bench/data
 mem_kb=$(awk '/MemTotal/ { printf "%d", $2 * 3 / 4 }' /proc/meminfo)
 for size in "${SIZES[@]}"; do

@@ -4,7 +4,7 @@
     python3 bench/fidelity/compare.py [--stepscope BIN] [--fixture NAME ...]
 
 Needs the XProf venv (`bash bench/fidelity/setup.sh`) and a release build
-(`cargo build --release`; built here when target/release/stepscope is missing).
+(`cargo build --release --locked`; built here when target/release/stepscope is missing).
 XProf is a peer to compare against, never a dependency of stepscope: nothing else in
 the repository needs it.
 
@@ -509,7 +509,7 @@ def main(argv=None) -> int:
         print(f"compare.py: no XProf venv at {VENV_PY} — run `bash bench/fidelity/setup.sh` first", file=sys.stderr)
         return 2
     if not args.stepscope.exists():
-        subprocess.run(["cargo", "build", "--release", "-p", "stepscope"], cwd=ROOT, check=True)
+        subprocess.run(["cargo", "build", "--release", "--locked", "-p", "stepscope"], cwd=ROOT, check=True)
     version = subprocess.run([str(args.stepscope), "--version"], capture_output=True, text=True).stdout.strip()
     fx = fixtures()
     names = args.fixture or list(fx)

@@ -23,7 +23,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         out.push(Finding {
             rule: RULE.id,
             severity: if host_overhead > 3.0 * th.host_overhead_pct { Severity::Critical } else { Severity::Warning },
-            title: format!("the device waits on the host {host_overhead:.1}% of the step"),
+            title: title(host_overhead, [b.device_idle_ps, input_ps, queued_ps].map(|t| cx.step_pct(t))),
             value: host_overhead,
             threshold: th.host_overhead_pct,
             unit: "pct",
@@ -54,6 +54,25 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                 .into(),
         });
     }
+}
+
+/// The finding's title: the share, and where it is less than the breakdown's idle line,
+/// what that line holds besides (the two read as one number otherwise).
+fn title(host_pct: f64, [idle_pct, input_pct, queued_pct]: [f64; 3]) -> String {
+    let mut less = Vec::new();
+    if input_pct >= 0.05 {
+        less.push(format!("{input_pct:.1}% waiting on input"));
+    }
+    if queued_pct >= 0.05 {
+        less.push(format!("{queued_pct:.1}% with launched work not started"));
+    }
+    if less.is_empty() {
+        return format!("the device waits on the host {host_pct:.1}% of the step");
+    }
+    format!(
+        "the device waits on the host {host_pct:.1}% of the step (idle {idle_pct:.1}%, less {})",
+        less.join(" and ")
+    )
 }
 
 /// The largest device-idle gaps inside steps, with what the host was doing.
@@ -126,5 +145,23 @@ mod tests {
         let gaps: Vec<i64> = f.evidence.iter().filter(|e| e.step_num.is_some()).filter_map(|e| e.duration_ps).collect();
         assert!(!gaps.is_empty() && gaps.windows(2).all(|w| w[0] >= w[1]), "{f:?}");
         assert!(Run::of("cpu-clean").check(&RULE).is_empty());
+        // The title names what the breakdown's idle line holds besides.
+        let idle =
+            format!("(idle {:.1}%, less {:.1}% waiting on input)", run.step_pct(b.device_idle_ps), run.step_pct(input));
+        assert!(input > 0 && f.title.ends_with(&idle), "{} / {idle}", f.title);
+    }
+
+    #[test]
+    fn the_title_shows_what_the_idle_line_holds_besides() {
+        assert_eq!(super::title(44.2, [44.2, 0.0, 0.0]), "the device waits on the host 44.2% of the step");
+        assert_eq!(
+            super::title(42.0, [44.2, 2.2, 0.0]),
+            "the device waits on the host 42.0% of the step (idle 44.2%, less 2.2% waiting on input)"
+        );
+        assert_eq!(
+            super::title(40.0, [45.0, 2.0, 3.0]),
+            "the device waits on the host 40.0% of the step (idle 45.0%, less 2.0% waiting on input and 3.0% with \
+             launched work not started)"
+        );
     }
 }
