@@ -136,6 +136,21 @@ def test_to_pandas(cpu):
     assert cpu.ops(top=5).to_pandas()["self_ps"].tolist() == [r["self_ps"] for r in cpu.ops(top=5)]
 
 
+def test_to_arrow(cpu):
+    import pyarrow as pa
+    steps = cpu.steps()
+    t = steps.to_arrow()
+    assert isinstance(t, pa.Table) and t.num_rows == len(steps) == 8
+    assert t.column_names == list(steps[0].keys())
+    assert t.column("step_num").to_pylist() == [s["step_num"] for s in steps]
+    assert t.column("duration_ps").to_pylist() == [s["duration_ps"] for s in steps]
+    # A line's stack (a list of frames) stays a list column.
+    lines = cpu.ops(by="line")
+    stacks = lines.to_arrow().column("stack")
+    assert pa.types.is_list(stacks.type) and stacks.to_pylist() == [r.get("stack") for r in lines]
+    assert any(r.get("stack") for r in lines) and any("stack" not in r for r in lines)
+
+
 def test_console_command(cli, capfd):
     v = subprocess.run([cli, "--version"], capture_output=True, text=True, timeout=60)
     assert v.returncode == 0 and v.stdout.strip() == f"stepscope {stepscope.__version__}"

@@ -53,12 +53,16 @@ def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
         op = cli_json(cli, "ops", str(run), "--json", "--top", "1")["ops"][0]["name"]
         out["op"] = op
         out["hlo"] = await s.call_tool("hlo", {"path": str(run), "op": op})
+        step = cli_json(cli, "steps", str(run), "--json")["steps"][3]
+        window = (step["start_ps"], step["start_ps"] + step["duration_ps"])
+        out["window"] = window
+        out["timeline"] = await s.call_tool("timeline", {"path": str(run), "from": window[0], "to": f"{window[1]}ps"})
         out["outside"] = await s.call_tool("summary", {"path": str(tmp_path)})
         out["missing"] = await s.call_tool("hlo", {"path": str(run)})
         return out
 
     out = session(cli, FIXTURES, calls=calls)
-    for name in ("list_runs", "summary", "steps", "ops", "kernels", "memory", "advise", "hlo", "diff", "compare"):
+    for name in ("list_runs", "summary", "steps", "ops", "kernels", "memory", "advise", "hlo", "timeline", "diff", "compare"):
         assert name in out["tools"], sorted(out["tools"])
         assert out["tools"][name].input_schema["type"] == "object"
     assert out["tools"]["hlo"].input_schema["required"] == ["path", "op"]
@@ -71,6 +75,15 @@ def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
     ):
         assert out[key].is_error is False, text_of(out[key])
         assert json.loads(text_of(out[key])) == cli_json(cli, *args), key
+    # timeline: the events of step 3's window, as `export --format csv --from --to` writes them.
+    a, b = out["window"]
+    want = subprocess.run(
+        [cli, "export", str(run), "--format", "csv", "-o", "-", "--from", f"{a}ps", "--to", f"{b}ps"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    got = text_of(out["timeline"])
+    assert out["timeline"].is_error is False, got
+    assert got == want and got.startswith("host,plane,") and got.count("\n") > 100
     # Confined to the roots, in the CLI's one-line style.
     assert out["outside"].is_error is True
     assert "outside the server's roots" in text_of(out["outside"])

@@ -17,7 +17,8 @@ class Rows(list):
     """The rows of one analysis: a list of dicts with the CLI JSON's keys.
 
     ``raw`` is the whole document the CLI prints with ``--json`` (``schema`` and the
-    fields beside the rows); ``to_pandas()`` gives a DataFrame when pandas is installed.
+    fields beside the rows); ``to_pandas()`` gives a DataFrame when pandas is installed,
+    ``to_arrow()`` a ``pyarrow.Table`` when pyarrow is.
     """
 
     def __init__(self, raw: dict, key: str):
@@ -36,6 +37,17 @@ class Rows(list):
         except ImportError as e:
             raise ImportError("to_pandas() needs pandas — pip install pandas") from e
         return pandas.DataFrame(list(self))
+
+    def to_arrow(self):
+        """The rows as a ``pyarrow.Table``, one column per key (a key missing from a row
+        is null there; lists, such as a line's ``stack``, stay lists), for Polars,
+        DuckDB or Parquet."""
+        try:
+            import pyarrow
+        except ImportError as e:
+            raise ImportError("to_arrow() needs pyarrow — pip install pyarrow") from e
+        keys = dict.fromkeys(k for r in self for k in r)
+        return pyarrow.Table.from_pydict({k: [r.get(k) for r in self] for k in keys})
 
     def __repr__(self) -> str:
         return f"<stepscope {self.schema}: {len(self)} {self.key}>"

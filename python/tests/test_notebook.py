@@ -1,0 +1,54 @@
+"""docs/notebook.ipynb, run as Jupyter runs it (nbclient, a real IPython kernel of this
+Python): every cell runs, and what each shows equals the CLI's JSON."""
+
+import ast
+import json
+import re
+import subprocess
+
+import nbclient
+import nbformat
+
+from conftest import REPO
+
+NOTEBOOK = REPO / "docs" / "notebook.ipynb"
+FIXTURE = REPO / "tests" / "fixtures" / "cpu-guide-sgd"
+
+
+def cli_json(cli, *args):
+    out = subprocess.run([cli, *args, str(FIXTURE), "--json"], capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(out.stdout)
+
+
+def test_the_docs_notebook_shows_the_clis_numbers(cli):
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(nb, timeout=180, resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    results = [
+        o["data"] for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "execute_result"
+    ]
+    assert len(results) == 4, results
+    steps_html, ops_df, arrow, advise = results
+
+    # The steps, as the Rows' own HTML table: a row per step (under the 50 shown).
+    steps = cli_json(cli, "steps")["steps"]
+    body = steps_html["text/html"].split("<tbody>")[1]
+    assert body.count("<tr>") == len(steps) == 8
+    assert f"{len(steps)} steps" in steps_html["text/html"]
+
+    # to_pandas(): the CLI's top 5 ops, by name and self time, in its order.
+    ops = cli_json(cli, "ops", "--top", "5")["ops"]
+    html = ops_df["text/html"]
+    assert "dataframe" in html
+    cells = re.findall(r"<td>([^<]*)</td>", html)
+    for op in ops:
+        assert op["name"] in cells and str(op["self_ps"]) in cells, (op["name"], cells)
+
+    # to_arrow(): as many rows as the CLI's lines, and its keys as the columns.
+    lines = cli_json(cli, "ops", "--by", "line", "--top", "0")["ops"]
+    num_rows, columns = ast.literal_eval(arrow["text/plain"])
+    assert num_rows == len(lines) > 0
+    assert columns == list(dict.fromkeys(k for r in lines for k in r))
+
+    # advise(): the CLI's findings, severity and rule, in order.
+    findings = cli_json(cli, "advise")["findings"]
+    assert ast.literal_eval(advise["text/plain"]) == [(f["severity"], f["rule"]) for f in findings]
