@@ -339,3 +339,51 @@ fn csv_to_stdout_and_format_from_flag() {
     let rows = json(&["kernels", s(&src), "--top", "1000"])["kernels"].as_array().unwrap().len();
     assert_eq!(lines.count(), rows);
 }
+
+#[test]
+fn a_window_exports_the_events_that_overlap_it() {
+    let src = fixture(CPU);
+    let steps = json(&["steps", s(&src)]);
+    let step = &steps["steps"][3];
+    let from = step["start_ps"].as_i64().unwrap();
+    let to = from + step["duration_ps"].as_i64().unwrap();
+    // The reference reader's events that overlap step 3 (an instant: that starts in it).
+    let all = reference_plane_events(s(&src), "/host:CPU");
+    let key = |e: &Value| {
+        (e["name"].as_str().unwrap().to_string(), e["start_ps"].as_i64().unwrap(), e["duration_ps"].as_i64().unwrap())
+    };
+    let mut want: Vec<(String, i64, i64)> =
+        all.iter().map(key).filter(|(_, start, dur)| *start < to && (*start >= from || start + dur > from)).collect();
+    want.sort();
+    assert!(want.len() > 100 && want.len() < all.len() / 2, "{} of {}", want.len(), all.len());
+
+    // Chrome trace JSON of the window, on stdout: the same events, to the picosecond.
+    let (a, b) = (format!("{from}ps"), format!("{to}ps"));
+    let text = ok(&["export", s(&src), "--format", "chrome", "-o", "-", "--from", &a, "--to", &b]);
+    let trace: Value = serde_json::from_str(&text).unwrap();
+    let ps = |v: &Value| (v.as_f64().unwrap() * 1e6).round() as i64;
+    let mut got: Vec<(String, i64, i64)> = (trace["traceEvents"].as_array().unwrap().iter())
+        .filter(|e| e["ph"] == "X" || e["ph"] == "i")
+        .map(|e| (e["name"].as_str().unwrap().to_string(), ps(&e["ts"]), e.get("dur").map_or(0, ps)))
+        .collect();
+    got.sort();
+    assert_eq!(got, want);
+
+    // The events table and a Perfetto trace of the window hold as many.
+    let dir = tempfile::tempdir().unwrap();
+    let rows = ok(&["export", s(&src), "--format", "csv", "-o", "-", "--from", &a, "--to", &b]).lines().count() - 1;
+    assert_eq!(rows, want.len());
+    let trace = export(&src, dir.path(), "w.pftrace", &["--from", &a, "--to", &b]);
+    let dec = support("perfetto_ref.py", &["decode", s(&trace)]);
+    let n: u64 = (dec["hosts"][0]["planes"].as_array().unwrap().iter())
+        .flat_map(|p| p["lines"].as_array().unwrap())
+        .map(|l| l["slices"].as_u64().unwrap() + l["instants"].as_u64().unwrap())
+        .sum();
+    assert_eq!(n as usize, want.len());
+
+    // Only where it means something, and only a window that ends after it starts.
+    let err = assert_clean_error(&["export", s(&src), "-o", "-", "--format", "csv", "--table", "ops", "--from", &a]);
+    assert!(err.contains("--from/--to cut the events"), "{err}");
+    let err = assert_clean_error(&["export", s(&src), "-o", "-", "--format", "csv", "--from", &b, "--to", &a]);
+    assert!(err.contains("is not before --to"), "{err}");
+}

@@ -160,7 +160,7 @@ pub struct OpsArgs {
 }
 
 /// A duration with its unit (`50ms`, `200us`, `200µs`, `1.5s`, `800ns`), in picoseconds.
-fn parse_duration_ps(s: &str) -> Result<i64, String> {
+pub(crate) fn parse_duration_ps(s: &str) -> Result<i64, String> {
     let t = s.trim();
     let number = t.trim_end_matches(|c: char| c.is_alphabetic());
     let scale = match &t[number.len()..] {

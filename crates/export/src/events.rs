@@ -16,7 +16,8 @@ use std::io::{self, Write};
 
 use stepscope_analysis::ops::scope_of;
 use stepscope_analysis::steps::Steps;
-use stepscope_analysis::{Keys, Profile};
+use stepscope_analysis::Keys;
+use stepscope_xspace::Space;
 
 use crate::table::{Cell, ColType, Column, TableWriter};
 use crate::{for_each_arg, write_json_value};
@@ -78,12 +79,11 @@ fn capped(name: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(format!("{}…", &name[..end]))
 }
 
-/// How many host, plane, line and event names of `profile` are longer than
+/// How many host, plane, line and event names of `hosts` are longer than
 /// [`MAX_NAME_BYTES`] (and so cut in the events table).
-pub fn long_names(profile: &Profile) -> usize {
+pub fn long_names(hosts: &[Space]) -> usize {
     let long = |s: &str| usize::from(s.len() > MAX_NAME_BYTES);
-    profile
-        .hosts
+    hosts
         .iter()
         .map(|space| {
             long(&space.host)
@@ -100,9 +100,9 @@ pub fn long_names(profile: &Profile) -> usize {
         .sum()
 }
 
-pub fn write_events<W: Write + Send>(profile: &Profile, steps: &Steps, mut table: TableWriter<W>) -> io::Result<u64> {
+pub fn write_events<W: Write + Send>(hosts: &[Space], steps: &Steps, mut table: TableWriter<W>) -> io::Result<u64> {
     let mut stats_json: Vec<u8> = Vec::new();
-    for space in &profile.hosts {
+    for space in hosts {
         let mut spans: Vec<(i64, i64, i64)> = (steps.steps.iter())
             .filter(|s| s.host == space.host)
             .map(|s| (s.host_span().0, s.host_span().1, s.step_num))

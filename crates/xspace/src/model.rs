@@ -798,6 +798,32 @@ impl Line {
         self.metas.push(i64::from(meta));
     }
 
+    /// The events that overlap `from_ps..to_ps` (an instant: that starts in it), with
+    /// their stats, as a line of their own.
+    pub fn window(&self, from_ps: i64, to_ps: i64) -> Line {
+        let mut out = Line {
+            id: self.id,
+            display_id: self.display_id,
+            name: self.name.clone(),
+            display_name: self.display_name.clone(),
+            timestamp_ns: self.timestamp_ns,
+            line_duration_ps: self.line_duration_ps,
+            is_counter: self.is_counter,
+            ..Line::default()
+        };
+        let mut stats = Vec::new();
+        for i in 0..self.len() {
+            let (start, dur) = (self.start_ps(i), self.duration_ps(i));
+            if start < to_ps && (start >= from_ps || start.saturating_add(dur) > from_ps) {
+                stats.clear();
+                stats.extend(self.event_stats(i));
+                out.push_event(start, dur, self.meta(i), &stats);
+            }
+        }
+        out.finish();
+        out
+    }
+
     /// Makes the stat ranges valid for a line with no events.
     pub fn finish(&mut self) {
         if let LineStats::Packed(p) = &mut self.stats {
@@ -838,6 +864,23 @@ impl std::fmt::Debug for Plane {
 }
 
 impl Plane {
+    /// The plane with only its events that overlap `from_ps..to_ps` ([`Line::window`]);
+    /// metadata and the plane's own stats as they are.
+    pub fn window(&self, from_ps: i64, to_ps: i64) -> Plane {
+        Plane {
+            id: self.id,
+            name: self.name.clone(),
+            lines: self.lines.iter().map(|l| l.window(from_ps, to_ps)).collect(),
+            event_meta: self.event_meta.clone(),
+            stat_meta: self.stat_meta.clone(),
+            stats: self.stats.clone(),
+            meta_stats: self.meta_stats.clone(),
+            source: self.source.clone(),
+            arena: self.arena.clone(),
+            empty_lines_not_kept: self.empty_lines_not_kept,
+        }
+    }
+
     /// An empty plane reading its spans from `source`.
     pub fn new(id: i64, name: String, source: Arc<Source>) -> Plane {
         Plane {
@@ -1249,6 +1292,19 @@ pub struct Space {
 }
 
 impl Space {
+    /// The host with only its events that overlap `from_ps..to_ps` ([`Line::window`]).
+    pub fn window(&self, from_ps: i64, to_ps: i64) -> Space {
+        Space {
+            host: self.host.clone(),
+            format: self.format,
+            planes: self.planes.iter().map(|p| p.window(from_ps, to_ps)).collect(),
+            hostnames: self.hostnames.clone(),
+            errors: self.errors.clone(),
+            warnings: self.warnings.clone(),
+            file_bytes: self.file_bytes,
+        }
+    }
+
     /// True when the file this host was read from shrank under its map after it was
     /// read (a new capture copied over it): strings and stats read from it now are
     /// zeros, and nothing made from them may be shown.

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, ValueEnum};
 use stepscope_analysis::{kernels, memory, ops, steps, Profile};
 use stepscope_export::table::{TableFormat, TableWriter};
-use stepscope_export::{chrome, events, folded, perfetto, rows};
+use stepscope_export::{chrome, events, folded, perfetto, rows, Space};
 
 use crate::human;
 use crate::load;
@@ -21,7 +21,8 @@ EXAMPLES:
     stepscope export /tmp/logdir -o events.parquet         one row per event, for DuckDB/Polars/Spark
     stepscope export /tmp/logdir -o ops.csv --table ops    the op profile as CSV
     stepscope export /tmp/logdir -o device.folded          device time by Python stack, for inferno/speedscope
-    stepscope export host.xplane.pb --format csv -o -      the event table as CSV on stdout";
+    stepscope export host.xplane.pb --format csv -o -      the event table as CSV on stdout
+    stepscope export /tmp/logdir -o step3.pftrace --from 1.2s --to 1.25s   one window (times as `steps` shows START)";
 
 /// Output formats of `stepscope export`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +74,13 @@ pub struct ExportArgs {
     /// Only this host (its file name without .xplane.pb).
     #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
     pub host: Option<String>,
+    /// Only the events that overlap this window, from (a time as `steps` shows START:
+    /// `19.5s`, `79.5us`, `79533000ps`) …
+    #[arg(long, value_name = "TIME", value_parser = crate::opts::parse_duration_ps)]
+    pub from: Option<i64>,
+    /// … to this time (default: the end); with perfetto, chrome and the events table.
+    #[arg(long, value_name = "TIME", value_parser = crate::opts::parse_duration_ps)]
+    pub to: Option<i64>,
 }
 
 /// The format OUT's name implies.
@@ -110,6 +118,21 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     if args.table != TableKind::Events && !matches!(format, ExportFormat::Csv | ExportFormat::Parquet) {
         anyhow::bail!("--table applies to csv and parquet only — drop --table, or use --format csv or parquet");
     }
+    let window =
+        (args.from.is_some() || args.to.is_some()).then(|| (args.from.unwrap_or(0), args.to.unwrap_or(i64::MAX)));
+    if window.is_some() && (format == ExportFormat::Folded || args.table != TableKind::Events) {
+        anyhow::bail!(
+            "--from/--to cut the events a trace or the events table holds (perfetto, chrome, csv, parquet) — drop \
+             them, or export those"
+        );
+    }
+    if let Some((from, to)) = window.filter(|(from, to)| from >= to) {
+        anyhow::bail!(
+            "--from {} is not before --to {} — give a window that ends after it starts",
+            human::duration_ps(from),
+            human::duration_ps(to)
+        );
+    }
     if to_stdout && matches!(format, ExportFormat::Parquet | ExportFormat::Perfetto) {
         anyhow::bail!("{format:?} output is binary and is not written to standard output — give a file with -o OUT");
     }
@@ -126,7 +149,10 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
 
     let dest = if to_stdout { Dest::Stdout(std::io::stdout()) } else { Dest::File(Output::open(&args.out)?) };
     let mut sink = Sink::new(dest, gzip);
-    let summary = write(&profile, format, args.table, &mut sink)?;
+    let windowed: Option<Vec<Space>> =
+        window.map(|(from, to)| profile.hosts.iter().map(|s| s.window(from, to)).collect());
+    let hosts = windowed.as_deref().unwrap_or(&profile.hosts);
+    let summary = write(&profile, hosts, format, args.table, &mut sink)?;
     if let Dest::File(out) = sink.finish()? {
         let bytes = out.written_bytes;
         out.commit()?;
@@ -215,10 +241,18 @@ impl Write for Sink {
     }
 }
 
-fn write(profile: &Profile, format: ExportFormat, table: TableKind, out: &mut Sink) -> anyhow::Result<String> {
+/// Writes `profile` as `format`; traces and the events table take their events from
+/// `hosts` (the profile's, or a window of them).
+fn write(
+    profile: &Profile,
+    hosts: &[Space],
+    format: ExportFormat,
+    table: TableKind,
+    out: &mut Sink,
+) -> anyhow::Result<String> {
     let summary = match format {
         ExportFormat::Perfetto => {
-            let s = perfetto::write_perfetto(&profile.hosts, out)?;
+            let s = perfetto::write_perfetto(hosts, out)?;
             format!(
                 "{} slices, {} instants, {} counter samples on {} tracks",
                 human::count(s.slices),
@@ -228,7 +262,7 @@ fn write(profile: &Profile, format: ExportFormat, table: TableKind, out: &mut Si
             )
         }
         ExportFormat::Chrome => {
-            let s = chrome::write_chrome(&profile.hosts, out)?;
+            let s = chrome::write_chrome(hosts, out)?;
             format!(
                 "{} events ({} complete, {} instant, {} counter)",
                 human::count(s.complete_events + s.instant_events + s.counter_events),
@@ -259,7 +293,7 @@ fn write(profile: &Profile, format: ExportFormat, table: TableKind, out: &mut Si
             };
             let n = match table {
                 TableKind::Events => {
-                    let long = events::long_names(profile);
+                    let long = events::long_names(hosts);
                     if long > 0 {
                         errln!(
                             "stepscope: note: {long} host, plane, line or event name(s) are longer than {} bytes; \
@@ -268,7 +302,7 @@ fn write(profile: &Profile, format: ExportFormat, table: TableKind, out: &mut Si
                         );
                     }
                     let st = steps::steps(profile);
-                    events::write_events(profile, &st, TableWriter::new(tf, events::columns(), out)?)?
+                    events::write_events(hosts, &st, TableWriter::new(tf, events::columns(), out)?)?
                 }
                 TableKind::Ops => {
                     let o = ops::ops(profile, ops::GroupBy::Op, 0);

@@ -43,7 +43,8 @@ Read a run in this order: list_runs (which runs there are), summary (step time, 
 step, the top findings), steps (each step; where the loop dispatches ahead, steps are timed on the device), \
 ops (the op profile: by op, category, module, scope or Python line), memory (allocator peaks), kernels (GPU \
 kernels, occupancy), then advise (every finding with its evidence and advice). hlo shows one op's HLO and \
-source line; diff and compare set runs side by side. Times are picoseconds (_ps), sizes bytes (_bytes).";
+source line; timeline lists the events of a time window (a step's start_ps to its end); diff and compare \
+set runs side by side. Times are picoseconds (_ps), sizes bytes (_bytes).";
 
 /// One tool: its name, what it does, its parameters (name, JSON type, description,
 /// required) and the command line it runs (given the tool's name: an analysis tool is
@@ -164,6 +165,28 @@ const TOOLS: &[Tool] = &[
         },
     },
     Tool {
+        name: "timeline",
+        description: "The events in a time window, a CSV row each: host, plane, line, name, display name, start_ps, \
+                      duration_ps, HLO op and module, TF op, scope, step_num, stats (stepscope export --format csv \
+                      --from --to). Times as steps gives start_ps: a number of ps, or with a unit (1.2s, 350us). \
+                      Keep windows to a step or less: an answer past the server's limit is cut.",
+        params: &[
+            PATH,
+            RUN,
+            ("from", "string", "the window's start: ps (79533000) or with a unit (1.2s, 350us, 79533000ps)", true),
+            ("to", "string", "the window's end, likewise", true),
+            ("host", "string", "only this host (its file name without .xplane.pb)", false),
+        ],
+        args: |_, a| {
+            let mut v: Vec<String> = vec!["export".into(), text(a, "path")?];
+            v.extend(["--format", "csv", "-o", "-"].map(String::from));
+            v.extend(["--from".into(), time(a, "from")?, "--to".into(), time(a, "to")?]);
+            pass(&mut v, a, "run", "--run")?;
+            pass(&mut v, a, "host", "--host")?;
+            Ok(v)
+        },
+    },
+    Tool {
         name: "diff",
         description: "What changed from run A to run B: step time, breakdown, ops and kernels by effect \
                       (stepscope diff --json).",
@@ -230,6 +253,15 @@ fn opt_text(a: &Value, key: &str) -> Result<Option<String>, String> {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(v) => Err(format!("{key}: give a string, not {v}")),
+    }
+}
+
+/// A time argument: a number of picoseconds, or text with its unit.
+fn time(a: &Value, key: &str) -> Result<String, String> {
+    match a.get(key) {
+        Some(Value::Number(n)) => n.as_i64().map(|ps| format!("{ps}ps")).ok_or_else(|| format!("{key}: give whole ps")),
+        Some(Value::String(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => Ok(format!("{s}ps")),
+        _ => text(a, key),
     }
 }
 
