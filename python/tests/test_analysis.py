@@ -151,6 +151,30 @@ def test_to_arrow(cpu):
     assert any(r.get("stack") for r in lines) and any("stack" not in r for r in lines)
 
 
+def test_timeline_serves_the_run_while_the_profile_lives(cpu):
+    import gc
+    import urllib.error
+    import urllib.request
+
+    step = cpu.steps()[2]
+    t = cpu.timeline(step["start_ps"], step["start_ps"] + step["duration_ps"])
+    base = t.url.split("#")[0]
+    assert base.startswith("http://127.0.0.1:") and f"start_ps={step['start_ps']}" in t.url
+    assert t._repr_html_().startswith("<iframe src=") and 'height="600"' in t._repr_html_()
+    runs = json.load(urllib.request.urlopen(base + "api/runs", timeout=30))
+    assert [r["run"] for r in runs] == [cpu.run]
+    assert b"<html" in urllib.request.urlopen(base, timeout=30).read().lower()
+    # One server a profile; the token path is the only way in.
+    assert cpu.timeline().url.split("#")[0] == base
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(base.rsplit("/", 2)[0] + "/api/runs", timeout=30)
+    proc = cpu._server.process
+    cpu._server.stop()
+    assert proc.poll() is not None
+    cpu._server = None
+    gc.collect()
+
+
 def test_console_command(cli, capfd):
     v = subprocess.run([cli, "--version"], capture_output=True, text=True, timeout=60)
     assert v.returncode == 0 and v.stdout.strip() == f"stepscope {stepscope.__version__}"

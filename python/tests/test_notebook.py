@@ -2,9 +2,12 @@
 Python): every cell runs, and what each shows equals the CLI's JSON."""
 
 import ast
+import html
 import json
 import re
 import subprocess
+import urllib.error
+import urllib.request
 
 import nbclient
 import nbformat
@@ -26,8 +29,8 @@ def test_the_docs_notebook_shows_the_clis_numbers(cli):
     results = [
         o["data"] for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "execute_result"
     ]
-    assert len(results) == 4, results
-    steps_html, ops_df, arrow, advise = results
+    assert len(results) == 5, results
+    steps_html, ops_df, arrow, advise, timeline = results
 
     # The steps, as the Rows' own HTML table: a row per step (under the 50 shown).
     steps = cli_json(cli, "steps")["steps"]
@@ -37,9 +40,9 @@ def test_the_docs_notebook_shows_the_clis_numbers(cli):
 
     # to_pandas(): the CLI's top 5 ops, by name and self time, in its order.
     ops = cli_json(cli, "ops", "--top", "5")["ops"]
-    html = ops_df["text/html"]
-    assert "dataframe" in html
-    cells = re.findall(r"<td>([^<]*)</td>", html)
+    ops_html = ops_df["text/html"]
+    assert "dataframe" in ops_html
+    cells = re.findall(r"<td>([^<]*)</td>", ops_html)
     for op in ops:
         assert op["name"] in cells and str(op["self_ps"]) in cells, (op["name"], cells)
 
@@ -52,3 +55,16 @@ def test_the_docs_notebook_shows_the_clis_numbers(cli):
     # advise(): the CLI's findings, severity and rule, in order.
     findings = cli_json(cli, "advise")["findings"]
     assert ast.literal_eval(advise["text/plain"]) == [(f["severity"], f["rule"]) for f in findings]
+
+    # timeline(): an iframe of a local server's timeline page over step 3, on 127.0.0.1
+    # under a token path; the server (the kernel's child) stopped with the kernel.
+    src = html.unescape(re.search(r'<iframe src="([^"]+)"', timeline["text/html"]).group(1))
+    base, route = src.split("#", 1)
+    step = steps[3]
+    want = f"start_ps={step['start_ps']}&end_ps={step['start_ps'] + step['duration_ps']}"
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/[0-9a-f]{32}/", base) and route.endswith(want), src
+    try:
+        urllib.request.urlopen(base + "api/runs", timeout=5)
+        raise AssertionError(f"{base} still answers after the kernel stopped")
+    except urllib.error.URLError:
+        pass

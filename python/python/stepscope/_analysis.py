@@ -6,9 +6,15 @@ JSON ``stepscope <command> --json`` prints, so Python and the CLI cannot disagre
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import subprocess
+import sys
+import threading
+import weakref
 from typing import Any, Optional, Union
+from urllib.parse import urlencode
 
 from stepscope import _native
 
@@ -79,8 +85,11 @@ class Rows(list):
 class Profile:
     """A decoded run. Made by :func:`stepscope.load`."""
 
-    def __init__(self, native: Any):
+    def __init__(self, native: Any, source: Optional[tuple] = None):
         self._native = native
+        # (path, host, peak_flops, peak_bandwidth): what `timeline()` serves.
+        self._source = source
+        self._server: Optional[_Server] = None
 
     @property
     def run(self) -> str:
@@ -137,8 +146,96 @@ class Profile:
         raw = self._native.advise_json(json.dumps(thresholds) if thresholds else None)
         return Rows(json.loads(raw), "findings")
 
+    def timeline(self, start_ps: Optional[int] = None, end_ps: Optional[int] = None, height: int = 600) -> "Timeline":
+        """The web UI's timeline of this run, from ``start_ps`` to ``end_ps`` (times as
+        :meth:`steps` gives ``start_ps``; default: the whole run), for a notebook cell:
+        shown as an ``<iframe>`` of a ``stepscope serve`` this profile starts on
+        127.0.0.1 (a free port, a random token path) and stops when the profile is
+        dropped or Python exits. ``.url`` opens it in a browser too."""
+        if self._source is None:
+            raise _native.StepscopeError("timeline() needs a profile made by stepscope.load(path)")
+        path, host, peak_flops, peak_bandwidth = self._source
+        if self._server is None:
+            self._server = _Server(path, peak_flops, peak_bandwidth)
+        params = {"run": self.run}
+        if host is not None:
+            params["host"] = host
+        if start_ps is not None:
+            params["start_ps"] = int(start_ps)
+        if end_ps is not None:
+            params["end_ps"] = int(end_ps)
+        return Timeline(f"{self._server.url}#/timeline?{urlencode(params)}", height)
+
     def __repr__(self) -> str:
         return f"<stepscope.Profile run={self.run!r} hosts={self.hosts!r}>"
+
+
+class Timeline:
+    """A timeline page of a local ``stepscope serve``: ``url``, shown in Jupyter as an
+    ``<iframe>``."""
+
+    def __init__(self, url: str, height: int = 600):
+        self.url = url
+        self.height = height
+
+    def _repr_html_(self) -> str:
+        src = html.escape(self.url, quote=True)
+        return f'<iframe src="{src}" width="100%" height="{int(self.height)}" style="border:0"></iframe>'
+
+    def __repr__(self) -> str:
+        return f"<stepscope.Timeline {self.url}>"
+
+
+class _Server:
+    """`stepscope serve PATH --port 0 --no-open`, a child of this Python: its URL, read
+    from the line it prints; stopped with its owner (or at exit)."""
+
+    #: The longest wait for the server to say where it listens, seconds.
+    START_S = 120
+
+    def __init__(self, path: str, peak_flops: Optional[float], peak_bandwidth: Optional[float]):
+        cmd = [sys.executable, "-m", "stepscope", "serve", path, "--port", "0", "--no-open"]
+        if peak_flops is not None:
+            cmd += ["--peak-flops", repr(float(peak_flops))]
+        if peak_bandwidth is not None:
+            cmd += ["--peak-bandwidth", repr(float(peak_bandwidth))]
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        self._finalizer = weakref.finalize(self, _stop, proc)
+        found: list = []
+        said: list = []
+
+        def read():
+            # Read every line (a full pipe would block the server), keeping the first URL.
+            for line in proc.stdout:
+                said.append(line.strip())
+                if not found and line.startswith("stepscope: serving "):
+                    found.append(line.split("serving ", 1)[1].strip())
+                    ready.set()
+            ready.set()
+
+        ready = threading.Event()
+        threading.Thread(target=read, daemon=True).start()
+        ready.wait(self.START_S)
+        if not found:
+            self._finalizer()
+            last = next((s for s in reversed(said) if s), "no answer")
+            raise _native.StepscopeError(f"stepscope serve did not start: {last}")
+        self.url: str = found[0]
+        self.process = proc
+
+    def stop(self) -> None:
+        self._finalizer()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def load(
@@ -156,7 +253,8 @@ def load(
     devices' peaks, as ``--peak-flops`` / ``--peak-bandwidth`` do: a CPU has none in
     its profile. Raises :class:`stepscope.StepscopeError` with the CLI's message.
     """
-    return Profile(_native.load(os.fspath(path), run, host, peak_flops, peak_bandwidth))
+    native = _native.load(os.fspath(path), run, host, peak_flops, peak_bandwidth)
+    return Profile(native, (os.path.abspath(os.fspath(path)), host, peak_flops, peak_bandwidth))
 
 
 def diff(
