@@ -57,12 +57,15 @@ def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
         window = (step["start_ps"], step["start_ps"] + step["duration_ps"])
         out["window"] = window
         out["timeline"] = await s.call_tool("timeline", {"path": str(run), "from": window[0], "to": f"{window[1]}ps"})
+        nights = [str(FIXTURES / "cpu-clean"), str(FIXTURES / "cpu-slow")]
+        out["nights"] = nights
+        out["history"] = await s.call_tool("history", {"logdirs": nights})
         out["outside"] = await s.call_tool("summary", {"path": str(tmp_path)})
         out["missing"] = await s.call_tool("hlo", {"path": str(run)})
         return out
 
     out = session(cli, FIXTURES, calls=calls)
-    for name in ("list_runs", "summary", "steps", "ops", "kernels", "memory", "advise", "hlo", "timeline", "diff", "compare"):
+    for name in ("list_runs", "summary", "steps", "ops", "kernels", "memory", "advise", "hlo", "timeline", "diff", "compare", "history"):
         assert name in out["tools"], sorted(out["tools"])
         assert out["tools"][name].input_schema["type"] == "object"
     assert out["tools"]["hlo"].input_schema["required"] == ["path", "op"]
@@ -72,6 +75,7 @@ def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
         ("ops", ["ops", str(run), "--json", "--top", "5", "--by", "scope"]),
         ("advise", ["advise", str(run), "--json"]),
         ("hlo", ["hlo", str(run), out["op"], "--json"]),
+        ("history", ["history", *out["nights"], "--json"]),
     ):
         assert out[key].is_error is False, text_of(out[key])
         assert json.loads(text_of(out[key])) == cli_json(cli, *args), key

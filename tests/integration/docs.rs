@@ -48,6 +48,10 @@ fn placeholders(dir: &Path) {
     link("runs/main", "cpu-clean");
     link("runs/pr", "cpu-clean");
     link("profiles", "cpu-clean");
+    link("nightly/a", "cpu-clean");
+    link("nightly/b", "cpu-slow");
+    link("ci/main", "cpu-clean");
+    link("ci/pr", "cpu-guide-sgd");
     std::fs::write(dir.join("kpi.toml"), "utilization_pct = 70\n").unwrap();
     std::fs::create_dir_all(dir.join("ci")).unwrap();
     std::fs::write(dir.join("ci/baseline.json"), ok(&["summary", &fixture("cpu-clean").to_string_lossy(), "--json"]))

@@ -498,3 +498,67 @@ fn check_takes_absolute_limits_as_guide_001_asserts_them() {
     let err = assert_clean_error(&["check", &run]);
     assert!(err.contains("--baseline") && err.contains("--max-step-ms"), "{err}");
 }
+
+#[test]
+fn history_names_the_first_run_that_moved_beyond_noise() {
+    // A nightly folder: the clean run twice, then the slow one twice. Files are
+    // written newest-run first, so the order must come from the runs' names.
+    let tmp = tempfile::tempdir().unwrap();
+    let nights = ["cpu-clean", "cpu-clean", "cpu-slow", "cpu-slow"];
+    let mut files = Vec::new();
+    for (i, f) in nights.iter().enumerate().rev() {
+        let run = tmp.path().join(format!("night{i}/plugins/profile/2026_11_0{}_02_00_00", i + 1));
+        let src = std::fs::read_dir(fixture(&format!("{f}/plugins/profile"))).unwrap().next().unwrap().unwrap().path();
+        crate::util::copy_tree(&src, &run);
+        files.push(run.join("vm.xplane.pb"));
+    }
+    files.reverse();
+    let h = json(&["history", tmp.path().to_str().unwrap()]);
+    assert_eq!(h["schema"], "stepscope.history/1");
+    let runs = h["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4);
+
+    // Each run's median step and robust spread from the reference reader's steps.
+    let stats = |file: &std::path::Path| -> (i64, f64, usize) {
+        let steps = reference(&["steps", file.to_str().unwrap()]);
+        let mut d: Vec<i64> = steps.as_array().unwrap().iter().map(|s| s["duration_ps"].as_i64().unwrap()).collect();
+        let median = |v: &mut Vec<i64>| {
+            v.sort_unstable();
+            let n = v.len();
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2
+            }
+        };
+        let m = median(&mut d);
+        let mut dev: Vec<i64> = d.iter().map(|x| (x - m).abs()).collect();
+        (m, 1.4826 * median(&mut dev) as f64, d.len())
+    };
+    let want: Vec<(i64, f64, usize)> = files.iter().map(|f| stats(f)).collect();
+    for (i, (r, w)) in runs.iter().zip(&want).enumerate() {
+        assert!(r["run"].as_str().unwrap().ends_with(&format!("2026_11_0{}_02_00_00", i + 1)), "{r}");
+        assert_eq!(r["captured"], format!("2026-11-0{} 02:00:00", i + 1));
+        assert_eq!(r["step_time"]["median_ps"], w.0, "run {i}");
+    }
+    // The change point: night 3 against night 2, by more than the two runs' noise.
+    let c = &h["change"];
+    assert_eq!((c["index"].as_u64(), c["cause"].as_str()), (Some(2), Some("step_time")), "{c}");
+    assert!(c["previous"].as_str().unwrap().ends_with("2026_11_02_02_00_00"));
+    let ((a, sa, na), (b, sb, nb)) = (want[1], want[2]);
+    let noise = 2.0 * (sa * sa / na as f64 + sb * sb / nb as f64).sqrt();
+    assert!((c["step_time"]["noise_ps"].as_f64().unwrap() - noise).abs() <= 2.0, "{c} vs {noise}");
+    assert_eq!(c["step_time"]["delta_ps"].as_i64(), Some(b - a));
+    assert!((b - a) as f64 > noise);
+    // The text says where, and how to see it whole.
+    let text = ok(&["history", tmp.path().to_str().unwrap()]);
+    assert!(text.contains("CHANGED first at") && text.contains("← changed"), "{text}");
+
+    // The same run twice has nothing to name; an empty folder is a one-line error.
+    let same =
+        json(&["history", tmp.path().join("night0").to_str().unwrap(), tmp.path().join("night1").to_str().unwrap()]);
+    assert_eq!(same["runs"].as_array().unwrap().len(), 2);
+    assert!(same["change"].is_null(), "{same}");
+    let empty = tempfile::tempdir().unwrap();
+    assert!(assert_clean_error(&["history", empty.path().to_str().unwrap()]).contains("no profile found"));
+}

@@ -106,6 +106,9 @@ pub enum Command {
     /// Several runs side by side: step time, breakdown, utilisation, memory, top ops.
     #[command(after_help = crate::examples::COMPARE)]
     Compare(crate::cmd::compare::CompareArgs),
+    /// Runs over time: step time, utilisation, top op of each, and the first run that moved beyond noise.
+    #[command(after_help = crate::examples::HISTORY)]
+    History(crate::cmd::history::HistoryArgs),
     /// CI gate: exit 1 when step time (or another metric) regressed past a baseline.
     #[command(after_help = crate::examples::CHECK)]
     Check(crate::cmd::check::CheckArgs),

@@ -88,6 +88,11 @@ EXAMPLES:
     stepscope compare runs/adam runs/sgd runs/lion     several runs side by side, the first as 100%
     stepscope compare runs/adam runs/sgd --by scope    their scopes per step, row by row";
 
+pub const HISTORY: &str = "\
+EXAMPLES:
+    stepscope history nightly/               every run under nightly/ in capture order; the first that moved
+    stepscope history ci/main ci/pr --json   two folders' runs as one history, as JSON";
+
 pub const MCP: &str = "\
 EXAMPLES:
     stepscope mcp /tmp/logdir                    serve the profiles under /tmp/logdir to an agent (stdio)

@@ -89,6 +89,15 @@ pub fn elide_start(s: &str, width: usize) -> String {
 }
 
 /// Word-wraps `text` to `width` columns; the first line starts with `first`, the
+/// A change of duration with its sign: `+1.20 ms`, `-806 µs`, `0`.
+pub fn signed_duration_ps(ps: i64) -> String {
+    if ps > 0 {
+        format!("+{}", duration_ps(ps))
+    } else {
+        duration_ps(ps)
+    }
+}
+
 /// rest are indented by as many spaces.
 pub fn wrap(first: &str, text: &str, width: usize) -> String {
     let indent = " ".repeat(first.chars().count());

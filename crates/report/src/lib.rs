@@ -1,5 +1,6 @@
 pub mod check;
 pub mod compare;
 pub mod diff;
+pub mod history;
 pub mod live;
 pub mod summary;

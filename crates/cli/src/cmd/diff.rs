@@ -140,7 +140,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             p.part.replace('_', " "),
             if a_steps { human::duration_ps(p.a_ps) } else { dash() },
             if b_steps { human::duration_ps(p.b_ps) } else { dash() },
-            if a_steps && b_steps { signed(p.delta_ps) } else { dash() },
+            if a_steps && b_steps { human::signed_duration_ps(p.delta_ps) } else { dash() },
         ]);
     }
     out!("{}", bt.text());
@@ -183,7 +183,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             let noise = if r.within_noise { " ~" } else { "" };
             ot.push(vec![
                 name,
-                format!("{}{noise}", signed(r.delta_per_step_ps)),
+                format!("{}{noise}", human::signed_duration_ps(r.delta_per_step_ps)),
                 human::duration_ps(r.a_per_step_ps),
                 human::duration_ps(r.b_per_step_ps),
                 r.status.to_string(),
@@ -196,14 +196,6 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         outln!("MEMORY PEAK  {} → {}", human::bytes(a), human::bytes(b));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn signed(ps: i64) -> String {
-    if ps > 0 {
-        format!("+{}", human::duration_ps(ps))
-    } else {
-        human::duration_ps(ps)
-    }
 }
 
 /// A folder of several runs stands for its newest: where that makes A and B the same

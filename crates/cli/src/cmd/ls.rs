@@ -142,7 +142,7 @@ fn manifest(dir: &std::path::Path) -> Option<serde_json::Value> {
 
 /// The capture time a run's folder name holds (`…/2024_05_01_12_00_00`), as
 /// `2024-05-01 12:00:00`.
-fn captured(rel: &str) -> Option<String> {
+pub(crate) fn captured(rel: &str) -> Option<String> {
     let name = rel.rsplit(['/', '\\']).next()?;
     let mut parts: Vec<&str> = name.split('_').collect();
     let digits = |p: &&str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
@@ -155,7 +155,7 @@ fn captured(rel: &str) -> Option<String> {
 }
 
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
-fn utc(secs: u64) -> String {
+pub(crate) fn utc(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     // Civil date from days since 1970-01-01 (proleptic Gregorian).

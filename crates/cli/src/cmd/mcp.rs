@@ -204,6 +204,25 @@ const TOOLS: &[Tool] = &[
         },
     },
     Tool {
+        name: "history",
+        description: "Every run under log directories in capture order (step time, utilisation, top ops) and \
+                      the first run whose step time, or an op's time a step, moved beyond run-to-run noise \
+                      (stepscope history --json).",
+        params: &[("logdirs", "array", "one or more log directories (paths under the roots)", true)],
+        args: |_, a| {
+            let dirs = a.get("logdirs").and_then(Value::as_array).ok_or("logdirs: give a list of paths")?;
+            let mut v = vec!["history".to_string()];
+            for d in dirs {
+                v.push(d.as_str().ok_or("logdirs: each is a path (a string)")?.to_string());
+            }
+            if v.len() < 2 {
+                return Err("logdirs: give one or more paths".into());
+            }
+            v.push("--json".into());
+            Ok(v)
+        },
+    },
+    Tool {
         name: "compare",
         description: "Several runs side by side: step time, device count and scaling, breakdown, top ops \
                       (stepscope compare --json).",

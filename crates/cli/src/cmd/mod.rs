@@ -9,6 +9,7 @@ pub mod compile;
 pub mod devices;
 pub mod diff;
 pub mod export;
+pub mod history;
 pub mod hlo;
 pub mod info;
 pub mod kernels;

@@ -1,0 +1,158 @@
+//! `stepscope history LOGDIR…`: every run over time, and the first that moved.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::UNIX_EPOCH;
+
+use clap::Args;
+use stepscope_report::history::History;
+use stepscope_xspace::discover;
+
+use crate::cmd::ls::{captured, utc};
+use crate::human;
+use crate::load;
+use crate::opts::{Input, Output, Select};
+use crate::table::{csv, Table};
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// Log directories whose runs make the history (a nightly benchmark folder, CI
+    /// artifacts); local, or gs://BUCKET/PATH or s3://BUCKET/PATH.
+    #[arg(required = true, value_name = "LOGDIR")]
+    pub logdirs: Vec<PathBuf>,
+    /// Only this host (its file name without .xplane.pb).
+    #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
+    pub host: Option<String>,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+/// A run to read: where, its name, its folder (the label), and when it was captured
+/// (for the order).
+struct Found {
+    logdir: PathBuf,
+    rel: String,
+    label: String,
+    captured: Option<String>,
+    when: String,
+}
+
+pub fn run(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
+    let mut found = Vec::new();
+    for logdir in &args.logdirs {
+        let listing = crate::remote::Listing::of(logdir)?;
+        let runs = discover::find_runs(listing.as_ref().map_or(logdir.as_path(), |l| &l.root))?;
+        for r in runs {
+            let captured = captured(&r.rel);
+            let modified = r.modified.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            let when = captured.clone().unwrap_or_else(|| utc(modified));
+            // The run's folder, as `diff` and `summary` take it (a bucket's as gs://…).
+            let dir = r.dir.display().to_string();
+            let label = listing.as_ref().map_or_else(|| dir.clone(), |l| l.shown(&dir));
+            found.push(Found { logdir: logdir.clone(), rel: r.rel, label, captured, when });
+        }
+    }
+    if found.is_empty() {
+        anyhow::bail!(
+            "no profile found under {} — point at folders jax.profiler.trace wrote into (they hold \
+             plugins/profile/<run>/<host>.xplane.pb)",
+            args.logdirs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+    }
+    found.sort_by(|a, b| (&a.when, &a.label).cmp(&(&b.when, &b.label)));
+
+    // One run at a time beside the one before it: two profiles held, whatever the count.
+    let select = Select { host: args.host.clone(), top: None };
+    let mut history = History::default();
+    let mut previous = None;
+    for f in found {
+        let input = Input { path: f.logdir.clone(), run: Some(f.rel.clone()) };
+        let profile = load::profile(&input, &select)?;
+        history.add(f.label, f.captured, &profile, previous.as_ref());
+        previous = Some(profile);
+    }
+    print(&history, &args.output)
+}
+
+fn print(h: &History, output: &Output) -> anyhow::Result<ExitCode> {
+    if output.json {
+        outln!("{}", serde_json::to_string(h)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let moved = h.change.as_ref().map(|c| c.index);
+    if output.csv {
+        let header = [
+            "run",
+            "captured",
+            "step_count",
+            "step_median_ps",
+            "step_mad_ps",
+            "device_utilization_pct",
+            "top_op",
+            "change",
+        ];
+        let rows: Vec<Vec<String>> = (h.runs.iter().enumerate())
+            .map(|(i, r)| {
+                vec![
+                    r.run.label.clone(),
+                    r.captured.clone().unwrap_or_default(),
+                    r.run.step_count.to_string(),
+                    r.run.step_time.median_ps.to_string(),
+                    r.run.step_time.mad_ps.to_string(),
+                    format!("{:.2}", r.run.device_utilization_pct),
+                    r.run.top_ops.first().map(|o| o.name.clone()).unwrap_or_default(),
+                    (moved == Some(i)).to_string(),
+                ]
+            })
+            .collect();
+        out!("{}", csv(&header, &rows));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut t = Table::new(vec!["CAPTURED", "STEPS", "MEDIAN", "VS FIRST", "UTIL", "TOP OP", "RUN"]);
+    for (i, r) in h.runs.iter().enumerate() {
+        let top = r.run.top_ops.first().map(|o| o.name.clone()).unwrap_or_else(|| "—".into());
+        let mark = if moved == Some(i) { "  ← changed" } else { "" };
+        t.push(vec![
+            r.captured.clone().unwrap_or_else(|| "—".into()),
+            r.run.step_count.to_string(),
+            human::duration_ps(r.run.step_time.median_ps),
+            format!("{:.0}%", r.run.step_time_vs_first_pct),
+            format!("{:.1}%", r.run.device_utilization_pct),
+            top,
+            format!("{}{mark}", r.run.label),
+        ]);
+    }
+    out!("{}", t.text());
+    outln!();
+    let width = crate::table::prose_width();
+    let Some(c) = &h.change else {
+        let note = format!(
+            "No run moved beyond run-to-run noise ({} runs, each against the one before it; `stepscope diff A B` \
+             shows one pair in full).",
+            h.runs.len()
+        );
+        out!("{}", human::wrap("", &note, width));
+        return Ok(ExitCode::SUCCESS);
+    };
+    let st = &c.step_time;
+    let pct = st.delta_pct.map(|p| format!(" ({p:+.1}%)")).unwrap_or_default();
+    let what = if c.cause == "step_time" {
+        format!("step time {}{pct}", human::signed_duration_ps(st.delta_ps))
+    } else {
+        format!("step time within noise ({}{pct}), but ops moved", human::signed_duration_ps(st.delta_ps))
+    };
+    let note = format!(
+        "CHANGED first at {}: {what} against {} (noise {}: the two runs' step spreads); `stepscope diff {} {}` \
+         shows it in full.",
+        c.run,
+        c.previous,
+        human::duration_ps(st.noise_ps),
+        c.previous,
+        c.run
+    );
+    out!("{}", human::wrap("", &note, width));
+    for o in &c.ops {
+        outln!("  {:<40} {} a step", crate::table::fit(&o.name, 40), human::signed_duration_ps(o.delta_per_step_ps));
+    }
+    Ok(ExitCode::SUCCESS)
+}

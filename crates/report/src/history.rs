@@ -1,0 +1,103 @@
+//! Many runs over time (a nightly benchmark folder, CI artifacts): each run's step
+//! time, spread, utilisation and top ops, as `compare` gives them, and the change
+//! point: the first run whose step time moved from the run before it by more than
+//! the two runs' noise, as `diff` measures it (or, where no step time moved, the
+//! first where an op's time a step did, by more than that noise and 2% of a step).
+//!
+//! Runs are added one at a time, in capture order, each beside the one before it:
+//! two profiles are held at once, whatever the number of runs.
+
+use serde::Serialize;
+
+use crate::compare::{compare, CompareRun};
+use crate::diff::{diff, OpDiff, StepTimeDiff};
+use stepscope_model::Profile;
+
+/// An op moves a run's history only by this share of the step or more.
+const OP_MOVE_MIN_STEP_PCT: f64 = 2.0;
+
+/// The most moved ops a change point lists.
+const CHANGE_OPS: usize = 5;
+
+/// Runs over time and where they changed.
+#[derive(Clone, Debug, Serialize)]
+pub struct History {
+    pub schema: &'static str,
+    pub runs: Vec<HistoryRun>,
+    /// The first run that moved beyond the noise; `None` where none did.
+    pub change: Option<Change>,
+}
+
+/// One run: `compare`'s row for it, and when it was captured.
+#[derive(Clone, Debug, Serialize)]
+pub struct HistoryRun {
+    /// When the capture was taken, as its folder's name says (`YYYY-MM-DD HH:MM:SS`).
+    pub captured: Option<String>,
+    #[serde(flatten)]
+    pub run: CompareRun,
+}
+
+/// The change point: a run, the one before it, and the evidence.
+#[derive(Clone, Debug, Serialize)]
+pub struct Change {
+    /// The run's index in [`History::runs`].
+    pub index: usize,
+    pub run: String,
+    pub previous: String,
+    /// `step_time` (the median step moved beyond the noise) or `op`.
+    pub cause: &'static str,
+    /// The step time against the run before, as `diff PREVIOUS RUN` gives it.
+    pub step_time: StepTimeDiff,
+    /// The ops whose time a step moved beyond the noise, largest effect first.
+    pub ops: Vec<OpDiff>,
+}
+
+impl Default for History {
+    fn default() -> History {
+        History { schema: "stepscope.history/1", runs: Vec::new(), change: None }
+    }
+}
+
+impl History {
+    /// Adds the next run, `previous` being the run added before it (compared with it
+    /// until a change point is found).
+    pub fn add(&mut self, label: String, captured: Option<String>, profile: &Profile, previous: Option<&Profile>) {
+        let mut row = compare(&[(label.clone(), profile)], 3).runs.remove(0);
+        if let Some(first) = self.runs.first() {
+            let base = first.run.step_time.median_ps;
+            row.step_time_vs_first_pct =
+                if base > 0 { 100.0 * row.step_time.median_ps as f64 / base as f64 } else { 0.0 };
+        }
+        if let (None, Some(prev), Some(before)) = (&self.change, previous, self.runs.last()) {
+            self.change = change_between(self.runs.len(), &before.run.label, &label, prev, profile);
+        }
+        self.runs.push(HistoryRun { captured, run: row });
+    }
+}
+
+/// Whether run `b` moved from run `a` beyond their noise, and how.
+fn change_between(index: usize, a_label: &str, b_label: &str, a: &Profile, b: &Profile) -> Option<Change> {
+    let d = diff(a, b);
+    let st = d.step_time;
+    // Noise needs two steps on each side; a run with fewer is not judged.
+    if st.noise_ps <= 0 {
+        return None;
+    }
+    let step_moved = st.delta_ps.abs() > st.noise_ps;
+    let floor = (st.a_median_ps as f64 * OP_MOVE_MIN_STEP_PCT / 100.0) as i64;
+    let mut ops: Vec<OpDiff> =
+        d.ops.into_iter().filter(|o| !o.within_noise && o.delta_per_step_ps.abs() >= floor).collect();
+    ops.sort_by_key(|o| std::cmp::Reverse(o.delta_per_step_ps.abs()));
+    ops.truncate(CHANGE_OPS);
+    if !step_moved && ops.is_empty() {
+        return None;
+    }
+    Some(Change {
+        index,
+        run: b_label.to_string(),
+        previous: a_label.to_string(),
+        cause: if step_moved { "step_time" } else { "op" },
+        step_time: st,
+        ops,
+    })
+}
