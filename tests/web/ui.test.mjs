@@ -1097,3 +1097,34 @@ test('a loop that dispatches ahead is timed on its device, and the pages say so'
   assert.deepEqual(await cellTexts(at('dispatch')), byNum.map(r => fmt.dur(r.host_duration_ps)));
   assert.deepEqual(await cellTexts(at('launched')), byNum.map(r => fmt.dur(r.device_work_ps)));
 });
+
+test('history page charts the runs\' median step in capture order and names the first that moved', async () => {
+  const h = await api('history', { under: 'cpu-guide' });
+  assert.ok(h.runs.length >= 3, JSON.stringify(h.runs.map(r => r.run)));
+  const captured = h.runs.map(r => r.captured);
+  assert.deepEqual(captured, captured.slice().sort(), 'capture order');
+  await open('history?under=cpu-guide');
+  await page.waitForSelector('#history-table table.data tbody tr');
+  assert.equal(await page.inputValue('#history-under'), 'cpu-guide');
+  assert.deepEqual(await tableCells('#history-table', 3), h.runs.map(r => r.run));
+  assert.deepEqual(await tableCells('#history-table', 5), h.runs.map(r => fmt.dur(r.step_time.median_ps)));
+  // One point a run; the change point, where there is one, in red, and linked to its diff.
+  assert.equal(await page.locator('#history-trend circle').count(), h.runs.length);
+  const red = await page.locator('#history-trend circle.changed').count();
+  const change = await page.textContent('#history-change');
+  if (h.change) {
+    assert.equal(red, 1);
+    assert.ok(change.includes(h.change.run) && change.includes(fmt.dur(h.change.step_time.noise_ps)), change);
+    const href = await page.getAttribute('#history-change a', 'href');
+    const q = new URLSearchParams(href.split('?')[1]);
+    assert.deepEqual([q.get('a'), q.get('b')], [h.change.previous, h.change.run]);
+  } else {
+    assert.equal(red, 0);
+    assert.match(change, /no run moved/);
+  }
+  await page.screenshot({ path: path.join(shots, 'history.png'), fullPage: true });
+  // A prefix no run has is a one-line error with the fix.
+  await open('history?under=nope');
+  await page.waitForSelector('.error');
+  assert.match(await page.textContent('.error p'), /no run's name starts with "nope"/);
+});

@@ -13,7 +13,9 @@ use stepscope_analysis::ops::{self, GroupBy};
 use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{collectives, compile, devices, hlo_context, kernels, memory};
 use stepscope_judge::advise::{self, Thresholds};
+use stepscope_report::history::History;
 use stepscope_report::{diff, summary};
+use stepscope_xspace::discover;
 use stepscope_xspace::pprof;
 
 use crate::cache::Entry;
@@ -55,6 +57,7 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("hlo", hlo),
     ("advise", advise),
     ("diff", diff),
+    ("history", history),
     ("timeline/tracks", timeline_tracks),
     ("timeline/tile", timeline_tile),
     ("timeline/tiles", timeline_tiles),
@@ -378,6 +381,44 @@ fn advise(app: &App, q: &Params) -> Reply {
 }
 
 /// As `stepscope diff A B --json`: runs `a` and `b` by their names in `api/runs`.
+/// `stepscope history --json` over the served runs whose names start with `under`
+/// (default: every run), in capture order. Runs are read one at a time through the
+/// cache, each checked for a file copied over it once used, and not kept for the
+/// request's end: two are held at once.
+fn history(app: &App, q: &Params) -> Reply {
+    let under = q.str("under").unwrap_or("");
+    let host = q.str("host").filter(|h| !h.is_empty());
+    let mut runs = app.root.runs().map_err(|e| ApiError::not_found(e.to_string()))?;
+    runs.retain(|r| r.rel.starts_with(under));
+    if runs.is_empty() {
+        return Err(ApiError::not_found(format!(
+            "no run's name starts with {under:?} — pass under= a prefix of names api/runs lists, or leave it out"
+        )));
+    }
+    runs.sort_by_cached_key(|r| (discover::capture_key(r), r.rel.clone()));
+    let mut h = History::default();
+    let mut previous: Option<Arc<Entry>> = None;
+    for r in &runs {
+        let e = app.cache.get(&app.root, Some(&r.rel), host).map_err(ApiError::not_found)?;
+        h.add(r.rel.clone(), discover::captured(&r.rel), &e.profile, previous.as_ref().map(|p| &p.profile));
+        for read in [Some(&e), previous.as_ref()].into_iter().flatten() {
+            let changed = read.profile.changed_hosts();
+            if !changed.is_empty() {
+                return Err(ApiError {
+                    status: 409,
+                    message: format!(
+                        "the profile of {} in run {:?} changed while it was read — reload once the file is written whole",
+                        changed.join(", "),
+                        read.run.rel
+                    ),
+                });
+            }
+        }
+        previous = Some(e);
+    }
+    json(&h)
+}
+
 fn diff(app: &App, q: &Params) -> Reply {
     q.text("a")?;
     q.text("b")?;

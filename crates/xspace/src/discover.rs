@@ -422,8 +422,65 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
     Ok(chosen)
 }
 
+/// The capture time a run's folder name holds (`…/2024_05_01_12_00_00`), as
+/// `2024-05-01 12:00:00`.
+pub fn captured(rel: &str) -> Option<String> {
+    let name = rel.rsplit(['/', '\\']).next()?;
+    let mut parts: Vec<&str> = name.split('_').collect();
+    let digits = |p: &&str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
+    // JAX names a second run of the same second `…_SS_2`.
+    if parts.len() == 7 && parts[6].bytes().all(|b| b.is_ascii_digit()) && !parts[6].is_empty() {
+        parts.pop();
+    }
+    let ok = parts.len() == 6 && digits(&parts[0], 4) && parts[1..].iter().all(|p| digits(p, 2));
+    ok.then(|| format!("{}-{}-{} {}:{}:{}", parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]))
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
+pub fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
+/// When run `r` was captured, as text that sorts in time order: the time its name
+/// holds, else its files' time (UTC).
+pub fn capture_key(r: &Run) -> String {
+    captured(&r.rel).unwrap_or_else(|| utc(r.modified.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())))
+}
+
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn capture_time_from_the_run_name() {
+        assert_eq!(captured("plugins/profile/2026_11_21_23_32_11").as_deref(), Some("2026-11-21 23:32:11"));
+        assert_eq!(captured("2026_11_21_23_32_11"), captured("x/2026_11_21_23_32_11"));
+        assert_eq!(captured("plugins/profile/my_run"), None);
+        assert_eq!(captured("2026_11_21_23_32"), None);
+        // A second run in the same second.
+        assert_eq!(captured("plugins/profile/2026_11_21_23_32_11_2").as_deref(), Some("2026-11-21 23:32:11"));
+        assert_eq!(captured("2026_11_21_23_32_11_x"), None);
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(1_700_000_000), "2023-11-14 22:13:20");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
+    }
+
     use super::head_is_trace;
 
     #[test]

@@ -2,13 +2,11 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::UNIX_EPOCH;
 
 use clap::Args;
 use stepscope_report::history::History;
-use stepscope_xspace::discover;
+use stepscope_xspace::discover::{self, captured};
 
-use crate::cmd::ls::{captured, utc};
 use crate::human;
 use crate::load;
 use crate::opts::{Input, Output, Select};
@@ -34,22 +32,19 @@ struct Found {
     rel: String,
     label: String,
     captured: Option<String>,
-    when: String,
 }
 
 pub fn run(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
-    let mut found = Vec::new();
+    let mut found: Vec<(discover::Run, Found)> = Vec::new();
     for logdir in &args.logdirs {
         let listing = crate::remote::Listing::of(logdir)?;
         let runs = discover::find_runs(listing.as_ref().map_or(logdir.as_path(), |l| &l.root))?;
         for r in runs {
-            let captured = captured(&r.rel);
-            let modified = r.modified.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            let when = captured.clone().unwrap_or_else(|| utc(modified));
             // The run's folder, as `diff` and `summary` take it (a bucket's as gs://…).
             let dir = r.dir.display().to_string();
             let label = listing.as_ref().map_or_else(|| dir.clone(), |l| l.shown(&dir));
-            found.push(Found { logdir: logdir.clone(), rel: r.rel, label, captured, when });
+            let f = Found { logdir: logdir.clone(), rel: r.rel.clone(), label, captured: captured(&r.rel) };
+            found.push((r, f));
         }
     }
     if found.is_empty() {
@@ -59,13 +54,13 @@ pub fn run(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
             args.logdirs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         );
     }
-    found.sort_by(|a, b| (&a.when, &a.label).cmp(&(&b.when, &b.label)));
+    found.sort_by_cached_key(|(r, f)| (discover::capture_key(r), f.label.clone()));
 
     // One run at a time beside the one before it: two profiles held, whatever the count.
     let select = Select { host: args.host.clone(), top: None };
     let mut history = History::default();
     let mut previous = None;
-    for f in found {
+    for (_, f) in found {
         let input = Input { path: f.logdir.clone(), run: Some(f.rel.clone()) };
         let profile = load::profile(&input, &select)?;
         history.add(f.label, f.captured, &profile, previous.as_ref());
