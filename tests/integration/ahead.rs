@@ -9,16 +9,6 @@
 
 use crate::util::*;
 
-fn median(mut v: Vec<i64>) -> i64 {
-    v.sort_unstable();
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2
-    }
-}
-
 fn field(steps: &serde_json::Value, key: &str) -> Vec<i64> {
     steps["steps"].as_array().unwrap().iter().map(|s| s[key].as_i64().unwrap()).collect()
 }

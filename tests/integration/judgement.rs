@@ -521,19 +521,10 @@ fn history_names_the_first_run_that_moved_beyond_noise() {
     // Each run's median step and robust spread from the reference reader's steps.
     let stats = |file: &std::path::Path| -> (i64, f64, usize) {
         let steps = reference(&["steps", file.to_str().unwrap()]);
-        let mut d: Vec<i64> = steps.as_array().unwrap().iter().map(|s| s["duration_ps"].as_i64().unwrap()).collect();
-        let median = |v: &mut Vec<i64>| {
-            v.sort_unstable();
-            let n = v.len();
-            if n % 2 == 1 {
-                v[n / 2]
-            } else {
-                (v[n / 2 - 1] + v[n / 2]) / 2
-            }
-        };
-        let m = median(&mut d);
-        let mut dev: Vec<i64> = d.iter().map(|x| (x - m).abs()).collect();
-        (m, 1.4826 * median(&mut dev) as f64, d.len())
+        let d: Vec<i64> = steps.as_array().unwrap().iter().map(|s| s["duration_ps"].as_i64().unwrap()).collect();
+        let m = median(d.clone());
+        let dev: Vec<i64> = d.iter().map(|x| (x - m).abs()).collect();
+        (m, 1.4826 * median(dev) as f64, d.len())
     };
     let want: Vec<(i64, f64, usize)> = files.iter().map(|f| stats(f)).collect();
     for (i, (r, w)) in runs.iter().zip(&want).enumerate() {

@@ -529,20 +529,28 @@ fn a_huge_plane_name_is_cut_in_the_events_table_with_a_note() {
     assert!(csv.contains(&format!("{}…", "n".repeat(4096))) && !csv.contains(&"n".repeat(4097)));
 }
 
-#[test]
-fn many_short_lines_or_pids_take_memory_by_their_events() {
-    use crate::robustness::{gzip, ld, varint};
-    let tmp = tempfile::tempdir().unwrap();
+/// An XSpace of one plane of `n` lines named `t0`, `t1`, …, line `i` with one event
+/// (of the plane's one metadata, `op`) where `has_event(i)`.
+fn plane_of_lines(n: u64, has_event: impl Fn(u64) -> bool) -> Vec<u8> {
+    use crate::robustness::{ld, varint};
     let int = |n: u64, v: u64| [varint(n << 3), varint(v)].concat();
-    // 200,000 lines of one event each in one plane (about 5 MB).
     let event = ld(4, &[int(1, 1), int(2, 1000), int(3, 500)].concat());
     let mut plane = [int(1, 1), ld(2, b"/host:CPU")].concat();
-    for i in 0..200_000u64 {
-        plane.extend(ld(3, &[int(1, i + 1), ld(2, format!("t{i}").as_bytes()), event.clone()].concat()));
+    for i in 0..n {
+        let events = if has_event(i) { event.clone() } else { Vec::new() };
+        plane.extend(ld(3, &[int(1, i + 1), ld(2, format!("t{i}").as_bytes()), events].concat()));
     }
     plane.extend(ld(4, &[int(1, 1), ld(2, &[int(1, 1), ld(2, b"op")].concat())].concat()));
+    ld(1, &plane)
+}
+
+#[test]
+fn many_short_lines_or_pids_take_memory_by_their_events() {
+    use crate::robustness::gzip;
+    let tmp = tempfile::tempdir().unwrap();
+    // 200,000 lines of one event each in one plane (about 5 MB).
     let lines = tmp.path().join("lines.xplane.pb");
-    std::fs::write(&lines, ld(1, &plane)).unwrap();
+    std::fs::write(&lines, plane_of_lines(200_000, |_| true)).unwrap();
     // 100,000 pids of one event each, as trace JSON.
     let events: Vec<String> =
         (0..100_000).map(|i| format!(r#"{{"ph":"X","name":"op","pid":{i},"tid":1,"ts":{i},"dur":1}}"#)).collect();
@@ -561,19 +569,10 @@ fn many_short_lines_or_pids_take_memory_by_their_events() {
 
 #[test]
 fn a_plane_of_empty_lines_keeps_the_first_and_counts_the_rest() {
-    use crate::robustness::{ld, varint};
     let tmp = tempfile::tempdir().unwrap();
-    let int = |n: u64, v: u64| [varint(n << 3), varint(v)].concat();
     // 300,000 empty lines (3.7 MB), every 1,000th with one event instead.
-    let event = ld(4, &[int(1, 1), int(2, 1000), int(3, 500)].concat());
-    let mut plane = [int(1, 1), ld(2, b"/host:CPU")].concat();
-    for i in 0..300_000u64 {
-        let events = if i % 1000 == 999 { event.clone() } else { Vec::new() };
-        plane.extend(ld(3, &[int(1, i + 1), ld(2, format!("t{i}").as_bytes()), events].concat()));
-    }
-    plane.extend(ld(4, &[int(1, 1), ld(2, &[int(1, 1), ld(2, b"op")].concat())].concat()));
     let file = tmp.path().join("empty.xplane.pb");
-    std::fs::write(&file, ld(1, &plane)).unwrap();
+    std::fs::write(&file, plane_of_lines(300_000, |i| i % 1000 == 999)).unwrap();
     let path = file.to_str().unwrap();
 
     // The reference reader lists every line; stepscope lists the ones with events and

@@ -279,3 +279,15 @@ impl Drop for PortChild {
         self.kill();
     }
 }
+
+/// The median of `v` (the mean of the middle two for an even count), as stepscope's
+/// step statistics take it.
+pub fn median(mut v: Vec<i64>) -> i64 {
+    v.sort_unstable();
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2
+    }
+}

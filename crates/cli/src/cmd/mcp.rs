@@ -210,14 +210,8 @@ const TOOLS: &[Tool] = &[
                       (stepscope history --json).",
         params: &[("logdirs", "array", "one or more log directories (paths under the roots)", true)],
         args: |_, a| {
-            let dirs = a.get("logdirs").and_then(Value::as_array).ok_or("logdirs: give a list of paths")?;
             let mut v = vec!["history".to_string()];
-            for d in dirs {
-                v.push(d.as_str().ok_or("logdirs: each is a path (a string)")?.to_string());
-            }
-            if v.len() < 2 {
-                return Err("logdirs: give one or more paths".into());
-            }
+            v.extend(paths(a, "logdirs", 1)?);
             v.push("--json".into());
             Ok(v)
         },
@@ -228,14 +222,8 @@ const TOOLS: &[Tool] = &[
                       (stepscope compare --json).",
         params: &[("runs", "array", "two or more runs (paths under the roots)", true), TOP],
         args: |_, a| {
-            let runs = a.get("runs").and_then(Value::as_array).ok_or("runs: give a list of two or more paths")?;
             let mut v = vec!["compare".to_string()];
-            for r in runs {
-                v.push(r.as_str().ok_or("runs: each run is a path (a string)")?.to_string());
-            }
-            if v.len() < 3 {
-                return Err("runs: give two or more paths".into());
-            }
+            v.extend(paths(a, "runs", 2)?);
             v.extend(["--json".into(), "--top".into(), top(a)?]);
             Ok(v)
         },
@@ -253,6 +241,19 @@ fn path_params(tool: &Tool, args: &Value) -> Vec<String> {
         }
     }
     out
+}
+
+/// The list of paths `key` gives, at least `least` of them.
+fn paths(a: &Value, key: &str, least: usize) -> Result<Vec<String>, String> {
+    let want = || format!("{key}: give a list of {least} or more paths");
+    let list = a.get(key).and_then(Value::as_array).ok_or_else(want)?;
+    let paths = (list.iter())
+        .map(|p| p.as_str().map(String::from).ok_or_else(|| format!("{key}: each is a path (a string)")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if paths.len() < least {
+        return Err(want());
+    }
+    Ok(paths)
 }
 
 fn text(a: &Value, key: &str) -> Result<String, String> {
