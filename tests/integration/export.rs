@@ -387,3 +387,103 @@ fn a_window_exports_the_events_that_overlap_it() {
     let err = assert_clean_error(&["export", s(&src), "-o", "-", "--format", "csv", "--from", &b, "--to", &a]);
     assert!(err.contains("is not before --to"), "{err}");
 }
+
+#[test]
+fn tables_write_each_hosts_analyses_as_parquet_partitioned_by_run_and_host() {
+    let tmp = tempfile::tempdir().unwrap();
+    let logs = tmp.path().join("logs");
+    // Two runs: a real capture, and one of two hosts (the same capture under two names).
+    copy_tree(&fixture("cpu-guide-sgd"), &logs.join("sgd"));
+    let two = logs.join("two/plugins/profile/2026_11_01_00_00_00");
+    std::fs::create_dir_all(&two).unwrap();
+    let vm = fixture("cpu-clean/plugins/profile/2026_11_21_23_32_11/vm.xplane.pb");
+    for host in ["vm", "worker-1"] {
+        std::fs::copy(&vm, two.join(format!("{host}.xplane.pb"))).unwrap();
+    }
+    let out = tmp.path().join("tables");
+    ok(&["tables", s(&logs), "-o", s(&out)]);
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("stepscope_tables.json")).unwrap()).unwrap();
+    assert_eq!(manifest["schema"], "stepscope.tables/1");
+
+    // Hive partition values, percent-encoded (a run's name holds `/`).
+    let enc = |v: &str| -> String {
+        v.bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+                    (b as char).to_string()
+                } else {
+                    format!("%{b:02X}")
+                }
+            })
+            .collect()
+    };
+    let runs = json(&["ls", s(&logs)]);
+    let mut checked = 0;
+    for run in runs["runs"].as_array().unwrap() {
+        let rel = run["run"].as_str().unwrap();
+        for host in run["hosts"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()) {
+            let part =
+                |table: &str| out.join(table).join(format!("run={}", enc(rel))).join(format!("host={}", enc(host)));
+            // Each analysis table holds the rows the CLI prints for that host alone.
+            for (table, command, key) in [
+                ("steps", vec!["steps"], "steps"),
+                ("ops", vec!["ops", "--top", "0"], "ops"),
+                ("findings", vec!["advise"], "findings"),
+                ("devices", vec!["devices"], "devices"),
+            ] {
+                let mut args = command.clone();
+                args.extend([s(&logs), "--run", rel, "--host", host, "--json"]);
+                let text = ok(&args);
+                let file = part(table).join("part-0.parquet");
+                let rows = serde_json::from_str::<Value>(&text).unwrap()[key].as_array().unwrap().len();
+                if rows == 0 {
+                    assert!(!file.exists(), "{rel} {host} {table}: no rows, no file");
+                    continue;
+                }
+                let want = tmp.path().join(format!("{table}.json"));
+                std::fs::write(&want, text).unwrap();
+                let check = support("table_ref.py", &["rows", s(&file), s(&want), key]);
+                assert_eq!(check["mismatches"], serde_json::json!([]), "{rel} {host} {table}: {check}");
+                assert_eq!(check["rows"].as_u64(), Some(rows as u64), "{rel} {host} {table}");
+                checked += 1;
+            }
+            // The events table, against the host's file read by the reference reader.
+            let src = logs.join(rel).join(format!("{host}.xplane.pb"));
+            let check = support("table_ref.py", &["events", s(&part("events").join("part-0.parquet")), s(&src)]);
+            assert_eq!(check["mismatches"], serde_json::json!([]), "{rel} {host}: {check}");
+            assert_eq!(check["matched"], check["events"], "{rel} {host}");
+        }
+    }
+    // Three hosts: steps, ops and devices each, and findings where the run has any.
+    assert!(checked > 3 * 3, "{checked} tables checked");
+    // One type a column across every file of a table.
+    for table in ["steps", "ops", "devices", "findings", "events"] {
+        let mut types: std::collections::BTreeMap<String, String> = Default::default();
+        for run in runs["runs"].as_array().unwrap() {
+            let rel = run["run"].as_str().unwrap();
+            for host in run["hosts"].as_array().unwrap().iter().map(|h| h.as_str().unwrap()) {
+                let file = out
+                    .join(table)
+                    .join(format!("run={}", enc(rel)))
+                    .join(format!("host={}", enc(host)))
+                    .join("part-0.parquet");
+                if !file.exists() {
+                    continue;
+                }
+                for c in support("table_ref.py", &["schema", s(&file)])["columns"].as_array().unwrap() {
+                    let (name, ty) = (c["name"].as_str().unwrap().to_string(), c["type"].as_str().unwrap().to_string());
+                    assert_eq!(
+                        types.entry(name.clone()).or_insert_with(|| ty.clone()),
+                        &ty,
+                        "{table}.{name} in {rel} {host}"
+                    );
+                }
+            }
+        }
+    }
+    // A CPU capture has no GPU kernels: no file, rather than an empty one.
+    assert!(!out.join("kernels").exists());
+    let err = assert_clean_error(&["tables", s(&tmp.path().join("none")), "-o", s(&out)]);
+    assert!(err.contains("cannot read") || err.contains("no profile"), "{err}");
+}

@@ -247,6 +247,7 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Diff(a) => cmd::diff::run(&a),
         args::Command::Compare(a) => cmd::compare::run(&a),
         args::Command::History(a) => cmd::history::run(&a),
+        args::Command::Tables(a) => cmd::tables::run(&a),
         args::Command::Check(a) => cmd::check::run(&a),
         args::Command::Serve(a) => cmd::serve::run(&a),
         args::Command::Capture(a) => cmd::capture::run(&a),

@@ -143,7 +143,11 @@ fn infer_columns(rows: &[Ordered]) -> Vec<Column> {
         .zip(seen)
         .map(|(name, s)| {
             let kinds = [s.int || s.float, s.boolean, s.other].iter().filter(|k| **k).count();
-            let ty = if kinds != 1 || s.other {
+            let ty = if kinds == 0 {
+                // No value to go by (every row null): the unit in the name, so that a
+                // table written in parts (`stepscope tables`) has one type a column.
+                type_of_name(&name)
+            } else if kinds != 1 || s.other {
                 ColType::Str
             } else if s.boolean {
                 ColType::Bool
@@ -158,9 +162,35 @@ fn infer_columns(rows: &[Ordered]) -> Vec<Column> {
         .collect()
 }
 
+/// A column's type from the unit its name ends in: `_pct`, `_per_s`, `_intensity`
+/// are doubles; `_ps`, `_bytes`, `_num`, `_id`, `count`, `flops`, `_per_thread` are
+/// integers; the rest text.
+fn type_of_name(name: &str) -> ColType {
+    if ["_pct", "_per_s", "intensity"].iter().any(|u| name.ends_with(u)) {
+        ColType::F64
+    } else if ["_ps", "_bytes", "_num", "_id", "count", "flops", "_per_thread"].iter().any(|u| name.ends_with(u)) {
+        ColType::I64
+    } else {
+        ColType::Str
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_column_of_nulls_takes_its_type_from_its_unit() {
+        #[derive(Serialize)]
+        struct R {
+            roof_pct: Option<f64>,
+            start_ps: Option<i64>,
+            note: Option<String>,
+        }
+        let rows = [R { roof_pct: None, start_ps: None, note: None }];
+        let types: Vec<ColType> = infer_columns(&[ordered(&rows[0]).unwrap()]).iter().map(|c| c.ty).collect();
+        assert_eq!(types, [ColType::F64, ColType::I64, ColType::Str]);
+    }
 
     #[test]
     fn columns_follow_fields_and_values() {

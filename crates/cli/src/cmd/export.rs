@@ -241,6 +241,29 @@ impl Write for Sink {
     }
 }
 
+/// One row of the memory table: an allocator's bytes in use after one of its events.
+#[derive(serde::Serialize)]
+pub(crate) struct MemoryPoint<'a> {
+    host: &'a str,
+    allocator: &'a str,
+    time_ps: i64,
+    in_use_bytes: u64,
+}
+
+/// The memory table's rows: every allocator's full timeline.
+pub(crate) fn memory_points(m: &memory::Memory) -> Vec<MemoryPoint<'_>> {
+    (m.allocators.iter())
+        .flat_map(|a| {
+            a.timeline.iter().map(|p| MemoryPoint {
+                host: &a.host,
+                allocator: &a.name,
+                time_ps: p.time_ps,
+                in_use_bytes: p.in_use_bytes,
+            })
+        })
+        .collect()
+}
+
 /// Writes `profile` as `format`; traces and the events table take their events from
 /// `hosts` (the profile's, or a window of them).
 fn write(
@@ -326,26 +349,8 @@ fn write(
                     rows::write_rows(&s.steps, tf, out)?
                 }
                 TableKind::Memory => {
-                    #[derive(serde::Serialize)]
-                    struct Point<'a> {
-                        host: &'a str,
-                        allocator: &'a str,
-                        time_ps: i64,
-                        in_use_bytes: u64,
-                    }
                     let m = memory::memory_full(profile);
-                    let points: Vec<Point> = m
-                        .allocators
-                        .iter()
-                        .flat_map(|a| {
-                            a.timeline.iter().map(|p| Point {
-                                host: &a.host,
-                                allocator: &a.name,
-                                time_ps: p.time_ps,
-                                in_use_bytes: p.in_use_bytes,
-                            })
-                        })
-                        .collect();
+                    let points = memory_points(&m);
                     if points.is_empty() {
                         return Err(empty("allocator events (MemoryAllocation)"));
                     }

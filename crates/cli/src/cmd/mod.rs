@@ -22,4 +22,5 @@ pub mod scopes;
 pub mod serve;
 pub mod steps;
 pub mod summary;
+pub mod tables;
 pub mod top;
