@@ -253,8 +253,12 @@ def load(
     devices' peaks, as ``--peak-flops`` / ``--peak-bandwidth`` do: a CPU has none in
     its profile. Raises :class:`stepscope.StepscopeError` with the CLI's message.
     """
-    native = _native.load(os.fspath(path), run, host, peak_flops, peak_bandwidth)
-    return Profile(native, (os.path.abspath(os.fspath(path)), host, peak_flops, peak_bandwidth))
+    text = os.fspath(path)
+    native = _native.load(text, run, host, peak_flops, peak_bandwidth)
+    # What `timeline()` serves: a local path made absolute (the server may start from
+    # another folder), a bucket's as given.
+    served = text if "://" in text else os.path.abspath(text)
+    return Profile(native, (served, host, peak_flops, peak_bandwidth))
 
 
 def diff(
