@@ -448,8 +448,53 @@ fn tables_write_each_hosts_analyses_as_parquet_partitioned_by_run_and_host() {
                 assert_eq!(check["rows"].as_u64(), Some(rows as u64), "{rel} {host} {table}");
                 checked += 1;
             }
-            // The events table, against the host's file read by the reference reader.
+            // The op events sum to the op profile's rows, and to the reference reader's
+            // XLA:CPU ops (count, own time, self time).
+            let sums = support("table_ref.py", &["sums", s(&part("op_events").join("part-0.parquet"))]);
+            let ops = json(&["ops", s(&logs), "--run", rel, "--host", host, "--top", "0"]);
+            let key = |m: &Value, o: &Value, p: &Value| {
+                (m.as_str().unwrap().to_string(), o.as_str().unwrap().to_string(), p.as_i64())
+            };
+            let got: std::collections::BTreeMap<_, _> = (sums["sums"].as_array().unwrap().iter())
+                .map(|r| {
+                    (
+                        key(&r["module"], &r["op"], &r["program_id"]),
+                        (r["count"].clone(), r["duration_ps"].clone(), r["self_ps"].clone()),
+                    )
+                })
+                .collect();
+            let want: std::collections::BTreeMap<_, _> = (ops["ops"].as_array().unwrap().iter())
+                .map(|r| {
+                    (
+                        key(&r["module"], &r["name"], &r["program_id"]),
+                        (r["count"].clone(), r["total_ps"].clone(), r["self_ps"].clone()),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want, "{rel} {host}");
             let src = logs.join(rel).join(format!("{host}.xplane.pb"));
+            let theirs = reference(&["cpu-ops", s(&src)]);
+            let mut by_op: std::collections::BTreeMap<(String, String), (u64, i64, i64)> = Default::default();
+            for r in sums["sums"].as_array().unwrap() {
+                let e =
+                    by_op.entry((r["module"].as_str().unwrap().into(), r["op"].as_str().unwrap().into())).or_default();
+                *e = (
+                    e.0 + r["count"].as_u64().unwrap(),
+                    e.1 + r["duration_ps"].as_i64().unwrap(),
+                    e.2 + r["self_ps"].as_i64().unwrap(),
+                );
+            }
+            let reference_ops: std::collections::BTreeMap<(String, String), (u64, i64, i64)> = (theirs["ops"]
+                .as_array()
+                .unwrap()
+                .iter())
+            .map(|r| {
+                let k = (r["module"].as_str().unwrap().to_string(), r["name"].as_str().unwrap().to_string());
+                (k, (r["count"].as_u64().unwrap(), r["total_ps"].as_i64().unwrap(), r["self_ps"].as_i64().unwrap()))
+            })
+            .collect();
+            assert_eq!(by_op, reference_ops, "{rel} {host}: the reference reader's XLA:CPU ops");
+            // The events table, against the host's file read by the reference reader.
             let check = support("table_ref.py", &["events", s(&part("events").join("part-0.parquet")), s(&src)]);
             assert_eq!(check["mismatches"], serde_json::json!([]), "{rel} {host}: {check}");
             assert_eq!(check["matched"], check["events"], "{rel} {host}");

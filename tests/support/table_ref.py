@@ -18,6 +18,10 @@ Commands:
         {"rows":N, "expected":N, "columns":[..], "mismatches":[first 20]}
     table_ref.py schema TABLE.parquet
         {"columns":[{"name","type","nullable"}], "row_groups":N, "rows":N}
+    table_ref.py sums TABLE.parquet
+        The op-event table summed by (module, op, program_id), as the op profile's rows
+        are: {"rows":N, "sums":[{"module","op","program_id","count","duration_ps",
+        "self_ps","steps":[step_num…]}]}
 """
 
 from __future__ import annotations
@@ -154,6 +158,25 @@ def schema(path):
             "row_groups": f.metadata.num_row_groups, "rows": f.metadata.num_rows}
 
 
+def sums(path):
+    columns, rows, _ = read_table(path)
+    acc = {}
+    for r in rows:
+        key = (r["module"], r["op"], r["program_id"])
+        a = acc.setdefault(key, {"module": key[0], "op": key[1], "program_id": key[2],
+                                 "count": 0, "duration_ps": 0, "self_ps": 0, "steps": set()})
+        a["count"] += 1
+        a["duration_ps"] += r["duration_ps"]
+        a["self_ps"] += r["self_ps"]
+        if r["step_num"] is not None:
+            a["steps"].add(r["step_num"])
+    out = []
+    for a in acc.values():
+        a["steps"] = sorted(a["steps"])
+        out.append(a)
+    return {"rows": len(rows), "sums": out}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -168,11 +191,15 @@ def main(argv=None):
     p.add_argument("key")
     p = sub.add_parser("schema")
     p.add_argument("table")
+    p = sub.add_parser("sums")
+    p.add_argument("table")
     a = ap.parse_args(argv)
     if a.cmd == "events":
         doc = events(a.table, a.xplane, a.steps)
     elif a.cmd == "rows":
         doc = compare_rows(a.table, a.analysis, a.key)
+    elif a.cmd == "sums":
+        doc = sums(a.table)
     else:
         doc = schema(a.table)
     print(json.dumps(doc, separators=(",", ":"), default=str))

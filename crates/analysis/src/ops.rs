@@ -411,6 +411,52 @@ fn summed<'p>(
     accs
 }
 
+/// One op event as the op profile counts it: an XLA op's event (CPU, TPU) or one
+/// kernel of an op (GPU), with its own time and self time.
+#[derive(Clone, Debug)]
+pub struct OpEvent<'a> {
+    pub host: &'a str,
+    pub device: &'a str,
+    pub program_id: Option<u64>,
+    pub module: &'a str,
+    pub op: &'a str,
+    pub category: &'a str,
+    pub start_ps: i64,
+    /// Its own time ([`crate::OpEvent::op_ps`]: an XLA:CPU op until its pool work ended).
+    pub duration_ps: i64,
+    pub self_ps: i64,
+    pub flops: Option<u64>,
+    pub bytes_accessed: Option<u64>,
+}
+
+/// Calls `f` with every op event of every device, device by device and line by line,
+/// in the order the op profile sums them: its rows by op are their sums by (program,
+/// module, op). Nothing is kept per event.
+pub fn for_each_op_event(profile: &Profile, mut f: impl FnMut(&OpEvent)) {
+    let hlo = profile.hlo_modules();
+    for d in profile.devices().iter() {
+        let ops = d.cached_ops();
+        for range in chunks(d) {
+            each_occurrence(d, &hlo[d.host_index], range.clone(), false, |o| {
+                f(&OpEvent {
+                    host: d.host,
+                    device: &d.name,
+                    program_id: o.program,
+                    module: &ops.names[o.ids.1 as usize],
+                    op: &ops.names[o.ids.0 as usize],
+                    category: o.category,
+                    start_ps: ops.recs[o.rec].start_ps(d.plane),
+                    duration_ps: o.op_ps,
+                    self_ps: o.self_ps,
+                    flops: o.flops,
+                    bytes_accessed: o.bytes,
+                })
+            });
+            release_chunk(d, range);
+        }
+    }
+}
+
 /// One op of one program with the Python stack that made it (see
 /// [`crate::source::op_stack`]): what a flame graph of device time is made of.
 #[derive(Clone, Debug, Serialize)]

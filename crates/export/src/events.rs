@@ -25,7 +25,7 @@ use crate::{for_each_arg, write_json_value};
 /// The event table's columns.
 pub fn columns() -> Vec<Column> {
     use ColType::*;
-    [
+    Column::list(&[
         ("host", Str, false),
         ("plane", Str, false),
         ("plane_id", I64, false),
@@ -42,18 +42,25 @@ pub fn columns() -> Vec<Column> {
         ("scope", Str, true),
         ("step_num", I64, true),
         ("stats", Str, false),
-    ]
-    .iter()
-    .map(|&(n, t, null)| Column::new(n, t, null))
-    .collect()
+    ])
 }
 
 /// Steps of one host as sorted `(start_ps, end_ps, step_num)`.
-struct HostSteps(Vec<(i64, i64, i64)>);
+pub(crate) struct HostSteps(Vec<(i64, i64, i64)>);
 
 impl HostSteps {
+    /// Host `host`'s steps (their host spans).
+    pub(crate) fn of(steps: &Steps, host: &str) -> HostSteps {
+        let mut spans: Vec<(i64, i64, i64)> = (steps.steps.iter())
+            .filter(|s| s.host == host)
+            .map(|s| (s.host_span().0, s.host_span().1, s.step_num))
+            .collect();
+        spans.sort_unstable();
+        HostSteps(spans)
+    }
+
     /// The step whose span holds `t`: the latest-starting step starting at or before `t`.
-    fn at(&self, t: i64) -> Option<i64> {
+    pub(crate) fn at(&self, t: i64) -> Option<i64> {
         let n = self.0.partition_point(|s| s.0 <= t);
         let s = self.0.get(n.checked_sub(1)?)?;
         (t < s.1 || (s.0 == s.1 && t == s.0)).then_some(s.2)
@@ -103,12 +110,7 @@ pub fn long_names(hosts: &[Space]) -> usize {
 pub fn write_events<W: Write + Send>(hosts: &[Space], steps: &Steps, mut table: TableWriter<W>) -> io::Result<u64> {
     let mut stats_json: Vec<u8> = Vec::new();
     for space in hosts {
-        let mut spans: Vec<(i64, i64, i64)> = (steps.steps.iter())
-            .filter(|s| s.host == space.host)
-            .map(|s| (s.host_span().0, s.host_span().1, s.step_num))
-            .collect();
-        spans.sort_unstable();
-        let host_steps = HostSteps(spans);
+        let host_steps = HostSteps::of(steps, &space.host);
         let host = capped(&space.host);
         for plane in &space.planes {
             let keys = Keys::of(plane);

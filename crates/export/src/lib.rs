@@ -4,7 +4,9 @@
 //! - [`chrome`]: Chrome trace JSON (`.json`, gzip for `.json.gz`), every event, no cap;
 //! - [`events`] + [`table`]: the event table (one row per event) as CSV or Parquet;
 //! - [`rows`]: an analysis's rows (ops, kernels, steps) as CSV or Parquet;
-//! - [`folded`]: device time by Python stack as folded stacks, for flame graphs.
+//! - [`folded`]: device time by Python stack as folded stacks, for flame graphs;
+//! - [`op_events`]: one row per op event (an op, or a GPU kernel of one), as the op
+//!   profile counts them.
 //!
 //! Every exporter walks the decoded columns of [`Space`]s and writes as it goes:
 //! nothing the size of the output is ever held in memory (Parquet holds one row
@@ -15,6 +17,7 @@ use stepscope_xspace::{Line, Plane, Stat, StatValue};
 pub mod chrome;
 pub mod events;
 pub mod folded;
+pub mod op_events;
 pub mod perfetto;
 mod proto;
 pub mod rows;

@@ -39,6 +39,11 @@ impl Column {
     pub fn new(name: &str, ty: ColType, nullable: bool) -> Column {
         Column { name: name.to_string(), ty, nullable }
     }
+
+    /// Columns from (name, type, nullable) triples.
+    pub fn list(columns: &[(&str, ColType, bool)]) -> Vec<Column> {
+        columns.iter().map(|&(n, t, null)| Column::new(n, t, null)).collect()
+    }
 }
 
 /// One value of a row.

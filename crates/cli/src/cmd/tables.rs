@@ -10,7 +10,7 @@ use serde::Serialize;
 use stepscope_analysis::ops::GroupBy;
 use stepscope_analysis::{devices, kernels, memory, ops, steps, Profile};
 use stepscope_export::table::{TableFormat, TableWriter};
-use stepscope_export::{events, rows};
+use stepscope_export::{events, op_events, rows};
 use stepscope_judge::advise::{self, Thresholds};
 use stepscope_xspace::discover::{self, captured};
 
@@ -40,7 +40,8 @@ pub struct TablesArgs {
 }
 
 /// The tables, each a folder of DIR (docs/tables.md lists their columns).
-pub const TABLES: &[&str] = &["runs", "steps", "ops", "kernels", "devices", "findings", "memory", "events"];
+pub const TABLES: &[&str] =
+    &["runs", "steps", "ops", "op_events", "kernels", "devices", "findings", "memory", "events"];
 
 #[derive(Serialize)]
 struct RunRow {
@@ -139,6 +140,9 @@ fn write_host(profile: &Profile, dir: &dyn Fn(&str) -> PathBuf) -> anyhow::Resul
     put("steps", st.steps.len(), &mut |out| rows::write_rows(&st.steps, TableFormat::Parquet, out))?;
     let o = ops::ops(profile, GroupBy::Op, 0);
     put("ops", o.ops.len(), &mut |out| rows::write_rows(&o.ops, TableFormat::Parquet, out))?;
+    put("op_events", o.ops.len(), &mut |out| {
+        op_events::write_op_events(profile, &st, TableWriter::new(TableFormat::Parquet, op_events::columns(), out)?)
+    })?;
     let k = kernels::kernels(profile);
     put("kernels", k.kernels.len(), &mut |out| rows::write_rows(&k.kernels, TableFormat::Parquet, out))?;
     let d = devices::devices(profile);
