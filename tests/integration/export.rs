@@ -394,6 +394,7 @@ fn tables_write_each_hosts_analyses_as_parquet_partitioned_by_run_and_host() {
     let logs = tmp.path().join("logs");
     // Two runs: a real capture, and one of two hosts (the same capture under two names).
     copy_tree(&fixture("cpu-guide-sgd"), &logs.join("sgd"));
+    copy_tree(&fixture("cpu-dp8-collectives"), &logs.join("dp8"));
     let two = logs.join("two/plugins/profile/2026_11_01_00_00_00");
     std::fs::create_dir_all(&two).unwrap();
     let vm = fixture("cpu-clean/plugins/profile/2026_11_21_23_32_11/vm.xplane.pb");
@@ -429,6 +430,8 @@ fn tables_write_each_hosts_analyses_as_parquet_partitioned_by_run_and_host() {
             for (table, command, key) in [
                 ("steps", vec!["steps"], "steps"),
                 ("ops", vec!["ops", "--top", "0"], "ops"),
+                ("collectives", vec!["collectives", "--top", "0"], "ops"),
+                ("scopes", vec!["scopes"], "scopes"),
                 ("findings", vec!["advise"], "findings"),
                 ("devices", vec!["devices"], "devices"),
             ] {
@@ -500,10 +503,12 @@ fn tables_write_each_hosts_analyses_as_parquet_partitioned_by_run_and_host() {
             assert_eq!(check["matched"], check["events"], "{rel} {host}");
         }
     }
-    // Three hosts: steps, ops and devices each, and findings where the run has any.
-    assert!(checked > 3 * 3, "{checked} tables checked");
+    // Four hosts: steps, ops and devices each; findings, scopes and collectives where
+    // a run has them (the data-parallel run's all-reduces, the guide's scopes).
+    assert!(checked > 4 * 3 + 2, "{checked} tables checked");
+    assert!(out.join("collectives").is_dir() && out.join("scopes").is_dir());
     // One type a column across every file of a table.
-    for table in ["steps", "ops", "devices", "findings", "events"] {
+    for table in ["steps", "ops", "op_events", "collectives", "scopes", "devices", "findings", "events"] {
         let mut types: std::collections::BTreeMap<String, String> = Default::default();
         for run in runs["runs"].as_array().unwrap() {
             let rel = run["run"].as_str().unwrap();

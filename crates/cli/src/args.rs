@@ -120,7 +120,7 @@ pub enum Command {
     Top(crate::cmd::top::TopArgs),
     /// Write the profile as a Perfetto trace, Chrome trace JSON, CSV or Parquet.
     Export(crate::cmd::export::ExportArgs),
-    /// The profile's tables (steps, ops, op events, kernels, devices, findings, memory, events) as Parquet, by run and host.
+    /// The profile's tables (steps, ops, op events, kernels, collectives, scopes, devices, findings, memory, events) as Parquet.
     Tables(crate::cmd::tables::TablesArgs),
     /// Model Context Protocol server over stdio: every analysis as a tool for coding agents.
     #[command(after_help = crate::examples::MCP)]

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde::Serialize;
 use stepscope_analysis::ops::GroupBy;
-use stepscope_analysis::{devices, kernels, memory, ops, steps, Profile};
+use stepscope_analysis::{collectives, devices, kernels, memory, ops, scopes, steps, Profile};
 use stepscope_export::table::{TableFormat, TableWriter};
 use stepscope_export::{events, op_events, rows};
 use stepscope_judge::advise::{self, Thresholds};
@@ -40,8 +40,19 @@ pub struct TablesArgs {
 }
 
 /// The tables, each a folder of DIR (docs/tables.md lists their columns).
-pub const TABLES: &[&str] =
-    &["runs", "steps", "ops", "op_events", "kernels", "devices", "findings", "memory", "events"];
+pub const TABLES: &[&str] = &[
+    "runs",
+    "steps",
+    "ops",
+    "op_events",
+    "kernels",
+    "collectives",
+    "scopes",
+    "devices",
+    "findings",
+    "memory",
+    "events",
+];
 
 #[derive(Serialize)]
 struct RunRow {
@@ -145,6 +156,10 @@ fn write_host(profile: &Profile, dir: &dyn Fn(&str) -> PathBuf) -> anyhow::Resul
     })?;
     let k = kernels::kernels(profile);
     put("kernels", k.kernels.len(), &mut |out| rows::write_rows(&k.kernels, TableFormat::Parquet, out))?;
+    let c = collectives::collectives(profile);
+    put("collectives", c.ops.len(), &mut |out| rows::write_rows(&c.ops, TableFormat::Parquet, out))?;
+    let sc = scopes::scopes(profile);
+    put("scopes", sc.scopes.len(), &mut |out| rows::write_rows(&sc.scopes, TableFormat::Parquet, out))?;
     let d = devices::devices(profile);
     put("devices", d.devices.len(), &mut |out| rows::write_rows(&d.devices, TableFormat::Parquet, out))?;
     let a = advise::advise(profile, &Thresholds::default());
