@@ -87,34 +87,10 @@ pub fn compare(runs: &[(String, &Profile)], top: usize) -> Compare {
 /// [`compare`] with the rows grouped `by`; `top` rows of each list are kept (the
 /// largest spreads).
 pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compare {
-    let mut out: Vec<CompareRun> = runs
-        .iter()
-        .map(|(label, p)| {
-            let s = overview::overview(p, top);
-            let step_time = s.ranked_step_time().clone();
-            let all: u64 = s.environment.devices.iter().map(|d| d.count).sum();
-            let device_count = all.saturating_sub(s.devices_left_out.len() as u64).max(1);
-            CompareRun {
-                label: label.clone(),
-                run: s.run,
-                step_count: s.step_count,
-                step_time,
-                cold_steps: s.cold_steps,
-                breakdown: s.breakdown,
-                device_utilization_pct: s.device_utilization_pct,
-                devices: s.environment.devices,
-                memory_peak_bytes: memory::memory(p, None, 0).allocators.iter().map(|a| a.peak_in_use_bytes).max(),
-                step_time_vs_first_pct: 0.0,
-                device_count,
-                flops_per_step: s.flops_per_step.filter(|f| *f > 0.0),
-                scaling_efficiency_pct: None,
-                top_ops: s.top_ops,
-            }
-        })
-        .collect();
+    let mut out: Vec<CompareRun> = runs.iter().map(|(label, p)| run_row(label, p, top)).collect();
     let first = out.first().map_or(0, |r| r.step_time.median_ps);
     for r in &mut out {
-        r.step_time_vs_first_pct = if first > 0 { 100.0 * r.step_time.median_ps as f64 / first as f64 } else { 0.0 };
+        r.set_vs_first(first);
     }
     let (scaling_basis, scaling_base) = scale(&mut out);
     let steps: Vec<i64> = out.iter().map(|r| r.step_count.max(1) as i64).collect();
@@ -132,6 +108,39 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
         scopes: side_by_side(&scope_rows, &steps, top),
         scaling_basis,
         scaling_base,
+    }
+}
+
+/// One run's row (`top` ops), alone: its step time against the first run's and its
+/// scaling are set where runs are set side by side.
+pub fn run_row(label: &str, p: &Profile, top: usize) -> CompareRun {
+    let s = overview::overview(p, top);
+    let step_time = s.ranked_step_time().clone();
+    let all: u64 = s.environment.devices.iter().map(|d| d.count).sum();
+    let device_count = all.saturating_sub(s.devices_left_out.len() as u64).max(1);
+    CompareRun {
+        label: label.to_string(),
+        run: s.run,
+        step_count: s.step_count,
+        step_time,
+        cold_steps: s.cold_steps,
+        breakdown: s.breakdown,
+        device_utilization_pct: s.device_utilization_pct,
+        devices: s.environment.devices,
+        memory_peak_bytes: memory::memory(p, None, 0).allocators.iter().map(|a| a.peak_in_use_bytes).max(),
+        step_time_vs_first_pct: 0.0,
+        device_count,
+        flops_per_step: s.flops_per_step.filter(|f| *f > 0.0),
+        scaling_efficiency_pct: None,
+        top_ops: s.top_ops,
+    }
+}
+
+impl CompareRun {
+    /// Sets [`CompareRun::step_time_vs_first_pct`] against the first run's median step.
+    pub fn set_vs_first(&mut self, first_median_ps: i64) {
+        self.step_time_vs_first_pct =
+            if first_median_ps > 0 { 100.0 * self.step_time.median_ps as f64 / first_median_ps as f64 } else { 0.0 };
     }
 }
 

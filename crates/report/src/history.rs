@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use crate::compare::{compare, CompareRun};
+use crate::compare::{run_row, CompareRun};
 use crate::diff::{diff, OpDiff, StepTimeDiff};
 use stepscope_model::Profile;
 
@@ -62,12 +62,8 @@ impl History {
     /// Adds the next run, `previous` being the run added before it (compared with it
     /// until a change point is found).
     pub fn add(&mut self, label: String, captured: Option<String>, profile: &Profile, previous: Option<&Profile>) {
-        let mut row = compare(&[(label.clone(), profile)], 3).runs.remove(0);
-        if let Some(first) = self.runs.first() {
-            let base = first.run.step_time.median_ps;
-            row.step_time_vs_first_pct =
-                if base > 0 { 100.0 * row.step_time.median_ps as f64 / base as f64 } else { 0.0 };
-        }
+        let mut row = run_row(&label, profile, 3);
+        row.set_vs_first(self.runs.first().map_or(row.step_time.median_ps, |f| f.run.step_time.median_ps));
         if let (None, Some(prev), Some(before)) = (&self.change, previous, self.runs.last()) {
             self.change = change_between(self.runs.len(), &before.run.label, &label, prev, profile);
         }

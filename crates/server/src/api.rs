@@ -79,6 +79,23 @@ pub struct Params {
     read: Mutex<Vec<Arc<Entry>>>,
 }
 
+/// An error naming the hosts of run `e` whose files changed under it, if any.
+fn unchanged(e: &Entry) -> Result<(), ApiError> {
+    let hosts = e.profile.changed_hosts();
+    if hosts.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError {
+        status: 409,
+        message: format!(
+            "the profile of {} in run {:?} changed while it was read (a copy over it was under way) — reload once \
+             the file is written whole",
+            hosts.join(", "),
+            e.run.rel
+        ),
+    })
+}
+
 /// Answers a request with `handler`, unless a profile file it read changed under it
 /// (a new capture copied over it while it was served): then what it made was read
 /// from zeros, and the answer is an error; the next request reads the run again.
@@ -100,21 +117,7 @@ impl Params {
     /// An error naming the hosts of the runs read so far whose files changed under them.
     pub(crate) fn changed_files(&self) -> Result<(), ApiError> {
         let read = self.read.lock().map(|r| r.clone()).unwrap_or_default();
-        for e in read {
-            let hosts = e.profile.changed_hosts();
-            if !hosts.is_empty() {
-                return Err(ApiError {
-                    status: 409,
-                    message: format!(
-                        "the profile of {} in run {:?} changed while it was read (a copy over it was under way) — \
-                         reload once the file is written whole",
-                        hosts.join(", "),
-                        e.run.rel
-                    ),
-                });
-            }
-        }
-        Ok(())
+        read.iter().try_for_each(|e| unchanged(e))
     }
 
     /// A tile's window: `start_ps`, `end_ps`, `px`.
@@ -401,18 +404,9 @@ fn history(app: &App, q: &Params) -> Reply {
     for r in &runs {
         let e = app.cache.get(&app.root, Some(&r.rel), host).map_err(ApiError::not_found)?;
         h.add(r.rel.clone(), discover::captured(&r.rel), &e.profile, previous.as_ref().map(|p| &p.profile));
-        for read in [Some(&e), previous.as_ref()].into_iter().flatten() {
-            let changed = read.profile.changed_hosts();
-            if !changed.is_empty() {
-                return Err(ApiError {
-                    status: 409,
-                    message: format!(
-                        "the profile of {} in run {:?} changed while it was read — reload once the file is written whole",
-                        changed.join(", "),
-                        read.run.rel
-                    ),
-                });
-            }
+        unchanged(&e)?;
+        if let Some(p) = &previous {
+            unchanged(p)?;
         }
         previous = Some(e);
     }

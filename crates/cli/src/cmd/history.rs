@@ -25,26 +25,23 @@ pub struct HistoryArgs {
     pub output: Output,
 }
 
-/// A run to read: where, its name, its folder (the label), and when it was captured
-/// (for the order).
+/// A run to read: the run, the log directory it was found in, and its label (its
+/// folder, as `diff` and `summary` take it; a bucket's as gs://…).
 struct Found {
+    run: discover::Run,
     logdir: PathBuf,
-    rel: String,
     label: String,
-    captured: Option<String>,
 }
 
 pub fn run(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
-    let mut found: Vec<(discover::Run, Found)> = Vec::new();
+    let mut found: Vec<Found> = Vec::new();
     for logdir in &args.logdirs {
         let listing = crate::remote::Listing::of(logdir)?;
         let runs = discover::find_runs(listing.as_ref().map_or(logdir.as_path(), |l| &l.root))?;
-        for r in runs {
-            // The run's folder, as `diff` and `summary` take it (a bucket's as gs://…).
-            let dir = r.dir.display().to_string();
+        for run in runs {
+            let dir = run.dir.display().to_string();
             let label = listing.as_ref().map_or_else(|| dir.clone(), |l| l.shown(&dir));
-            let f = Found { logdir: logdir.clone(), rel: r.rel.clone(), label, captured: captured(&r.rel) };
-            found.push((r, f));
+            found.push(Found { run, logdir: logdir.clone(), label });
         }
     }
     if found.is_empty() {
@@ -54,16 +51,16 @@ pub fn run(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
             args.logdirs.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         );
     }
-    found.sort_by_cached_key(|(r, f)| (discover::capture_key(r), f.label.clone()));
+    found.sort_by_cached_key(|f| (discover::capture_key(&f.run), f.label.clone()));
 
     // One run at a time beside the one before it: two profiles held, whatever the count.
     let select = Select { host: args.host.clone(), top: None };
     let mut history = History::default();
     let mut previous = None;
-    for (_, f) in found {
-        let input = Input { path: f.logdir.clone(), run: Some(f.rel.clone()) };
+    for f in found {
+        let input = Input { path: f.logdir, run: Some(f.run.rel.clone()) };
         let profile = load::profile(&input, &select)?;
-        history.add(f.label, f.captured, &profile, previous.as_ref());
+        history.add(f.label, captured(&f.run.rel), &profile, previous.as_ref());
         previous = Some(profile);
     }
     print(&history, &args.output)
