@@ -19,7 +19,7 @@ use stepscope_analysis::steps::Steps;
 use stepscope_analysis::Keys;
 use stepscope_xspace::Space;
 
-use crate::table::{Cell, ColType, Column, TableWriter};
+use crate::table::{Cell, ColType, Column, RowSink};
 use crate::{for_each_arg, write_json_value};
 
 /// The event table's columns.
@@ -107,7 +107,9 @@ pub fn long_names(hosts: &[Space]) -> usize {
         .sum()
 }
 
-pub fn write_events<W: Write + Send>(hosts: &[Space], steps: &Steps, mut table: TableWriter<W>) -> io::Result<u64> {
+/// Writes every event of `hosts` to `table` (made with [`columns`]); `steps` numbers
+/// each event's step by its start.
+pub fn write_events(hosts: &[Space], steps: &Steps, table: &mut dyn RowSink) -> io::Result<()> {
     let mut stats_json: Vec<u8> = Vec::new();
     for space in hosts {
         let host_steps = HostSteps::of(steps, &space.host);
@@ -166,7 +168,7 @@ pub fn write_events<W: Write + Send>(hosts: &[Space], steps: &Steps, mut table: 
             }
         }
     }
-    table.finish()
+    Ok(())
 }
 
 /// A string cell, or null.

@@ -6,7 +6,9 @@
 //! - [`rows`]: an analysis's rows (ops, kernels, steps) as CSV or Parquet;
 //! - [`folded`]: device time by Python stack as folded stacks, for flame graphs;
 //! - [`op_events`]: one row per op event (an op, or a GPU kernel of one), as the op
-//!   profile counts them.
+//!   profile counts them;
+//! - [`tables`]: every table of a host (`stepscope tables`, `stepscope sql`), into
+//!   Parquet files or a database.
 //!
 //! Every exporter walks the decoded columns of [`Space`]s and writes as it goes:
 //! nothing the size of the output is ever held in memory (Parquet holds one row
@@ -22,6 +24,7 @@ pub mod perfetto;
 mod proto;
 pub mod rows;
 pub mod table;
+pub mod tables;
 
 pub use stepscope_xspace::Space;
 

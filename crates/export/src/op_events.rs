@@ -2,14 +2,14 @@
 //! event on CPU and TPU, one kernel of an op on GPU), streamed: nothing is kept per
 //! event.
 
-use std::io::{self, Write};
+use std::io;
 
 use stepscope_analysis::ops::{for_each_op_event, OpEvent};
 use stepscope_analysis::steps::Steps;
 use stepscope_analysis::Profile;
 
 use crate::events::HostSteps;
-use crate::table::{Cell, ColType, Column, TableWriter};
+use crate::table::{Cell, ColType, Column, RowSink};
 
 /// The op-event table's columns.
 pub fn columns() -> Vec<Column> {
@@ -32,12 +32,8 @@ pub fn columns() -> Vec<Column> {
 
 /// Writes every op event of `profile` to `table` (made with [`columns`]); `steps` is
 /// `stepscope_analysis::steps::steps(profile)`, whose host spans number each event's
-/// step by its start. Returns the number of rows.
-pub fn write_op_events<W: Write + Send>(
-    profile: &Profile,
-    steps: &Steps,
-    mut table: TableWriter<W>,
-) -> io::Result<u64> {
+/// step by its start.
+pub fn write_op_events(profile: &Profile, steps: &Steps, table: &mut dyn RowSink) -> io::Result<()> {
     let mut host: Option<(String, HostSteps)> = None;
     let mut result = Ok(());
     let num = |v: Option<u64>| v.and_then(|v| i64::try_from(v).ok()).map_or(Cell::Null, Cell::I64);
@@ -64,6 +60,5 @@ pub fn write_op_events<W: Write + Send>(
             step.map_or(Cell::Null, Cell::I64),
         ]);
     });
-    result?;
-    table.finish()
+    result
 }

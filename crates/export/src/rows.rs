@@ -14,7 +14,7 @@ use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::table::{Cell, ColType, Column, TableWriter};
+use crate::table::{Cell, ColType, Column, RowSink, TableWriter};
 
 /// The keys of a JSON object in written order (values skipped).
 struct Keys(Vec<String>);
@@ -59,48 +59,73 @@ fn ordered<T: Serialize>(row: &T) -> io::Result<Ordered> {
     ))
 }
 
+/// An analysis's rows made ready to write: their columns, inferred from the values, and
+/// each row's values in field order.
+pub struct Rows {
+    columns: Vec<Column>,
+    parsed: Vec<Ordered>,
+}
+
+impl Rows {
+    /// `rows` as a table; no rows give no columns.
+    pub fn of<T: Serialize>(rows: &[T]) -> io::Result<Rows> {
+        let mut parsed: Vec<Ordered> = Vec::with_capacity(rows.len());
+        for r in rows {
+            parsed.push(ordered(r)?);
+        }
+        Ok(Rows { columns: infer_columns(&parsed), parsed })
+    }
+
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// Hands each row to `sink`, one cell per column.
+    pub fn emit(&self, sink: &mut dyn RowSink) -> io::Result<()> {
+        let columns = &self.columns;
+        let mut texts: Vec<String> = Vec::new();
+        for row in &self.parsed {
+            texts.clear();
+            // JSON text for arrays/objects and for values of mixed-type columns, made
+            // first so cells can borrow them.
+            for c in columns {
+                let v = row.0.iter().find(|(k, _)| *k == c.name).map(|(_, v)| v);
+                texts.push(match v {
+                    Some(v @ (Value::Array(_) | Value::Object(_))) => v.to_string(),
+                    Some(v @ (Value::Number(_) | Value::Bool(_))) if c.ty == ColType::Str => v.to_string(),
+                    _ => String::new(),
+                });
+            }
+            let cells: Vec<Cell> = columns
+                .iter()
+                .zip(&texts)
+                .map(|(c, text)| match row.0.iter().find(|(k, _)| *k == c.name).map(|(_, v)| v) {
+                    None | Some(Value::Null) => Cell::Null,
+                    Some(Value::String(s)) => Cell::Str(s),
+                    Some(Value::Bool(b)) if c.ty == ColType::Bool => Cell::Bool(*b),
+                    Some(Value::Number(n)) if c.ty == ColType::I64 => n.as_i64().map_or(Cell::Null, Cell::I64),
+                    Some(Value::Number(n)) if c.ty == ColType::F64 => n.as_f64().map_or(Cell::Null, Cell::F64),
+                    Some(_) => Cell::Str(text),
+                })
+                .collect();
+            sink.row(&cells)?;
+        }
+        Ok(())
+    }
+}
+
 /// Writes `rows` to a table of `format`; errors when there are no rows (no columns).
 pub fn write_rows<T: Serialize, W: Write + Send>(
     rows: &[T],
     format: crate::table::TableFormat,
     out: W,
 ) -> io::Result<u64> {
-    let mut parsed: Vec<Ordered> = Vec::with_capacity(rows.len());
-    for r in rows {
-        parsed.push(ordered(r)?);
-    }
-    let columns = infer_columns(&parsed);
-    if columns.is_empty() {
+    let rows = Rows::of(rows)?;
+    if rows.columns.is_empty() {
         return Err(io::Error::other("no rows to write"));
     }
-    let mut table = TableWriter::new(format, columns.clone(), out)?;
-    let mut texts: Vec<String> = Vec::new();
-    for row in &parsed {
-        texts.clear();
-        // JSON text for arrays/objects and for values of mixed-type columns, made first
-        // so cells can borrow them.
-        for c in &columns {
-            let v = row.0.iter().find(|(k, _)| *k == c.name).map(|(_, v)| v);
-            texts.push(match v {
-                Some(v @ (Value::Array(_) | Value::Object(_))) => v.to_string(),
-                Some(v @ (Value::Number(_) | Value::Bool(_))) if c.ty == ColType::Str => v.to_string(),
-                _ => String::new(),
-            });
-        }
-        let cells: Vec<Cell> = columns
-            .iter()
-            .zip(&texts)
-            .map(|(c, text)| match row.0.iter().find(|(k, _)| *k == c.name).map(|(_, v)| v) {
-                None | Some(Value::Null) => Cell::Null,
-                Some(Value::String(s)) => Cell::Str(s),
-                Some(Value::Bool(b)) if c.ty == ColType::Bool => Cell::Bool(*b),
-                Some(Value::Number(n)) if c.ty == ColType::I64 => n.as_i64().map_or(Cell::Null, Cell::I64),
-                Some(Value::Number(n)) if c.ty == ColType::F64 => n.as_f64().map_or(Cell::Null, Cell::F64),
-                Some(_) => Cell::Str(text),
-            })
-            .collect();
-        table.row(&cells)?;
-    }
+    let mut table = TableWriter::new(format, rows.columns.clone(), out)?;
+    rows.emit(&mut table)?;
     table.finish()
 }
 

@@ -63,6 +63,18 @@ pub enum TableFormat {
     Parquet,
 }
 
+/// Where a table's rows go, one at a time: a file ([`TableWriter`]) or a database.
+pub trait RowSink {
+    /// Appends a row; `row` has one cell per column of the table.
+    fn row(&mut self, row: &[Cell]) -> io::Result<()>;
+}
+
+impl<W: Write + Send> RowSink for TableWriter<W> {
+    fn row(&mut self, row: &[Cell]) -> io::Result<()> {
+        TableWriter::row(self, row)
+    }
+}
+
 /// Writes rows as CSV or Parquet.
 pub enum TableWriter<W: Write + Send> {
     Csv(CsvWriter<W>),

@@ -241,29 +241,6 @@ impl Write for Sink {
     }
 }
 
-/// One row of the memory table: an allocator's bytes in use after one of its events.
-#[derive(serde::Serialize)]
-pub(crate) struct MemoryPoint<'a> {
-    host: &'a str,
-    allocator: &'a str,
-    time_ps: i64,
-    in_use_bytes: u64,
-}
-
-/// The memory table's rows: every allocator's full timeline.
-pub(crate) fn memory_points(m: &memory::Memory) -> Vec<MemoryPoint<'_>> {
-    (m.allocators.iter())
-        .flat_map(|a| {
-            a.timeline.iter().map(|p| MemoryPoint {
-                host: &a.host,
-                allocator: &a.name,
-                time_ps: p.time_ps,
-                in_use_bytes: p.in_use_bytes,
-            })
-        })
-        .collect()
-}
-
 /// Writes `profile` as `format`; traces and the events table take their events from
 /// `hosts` (the profile's, or a window of them).
 fn write(
@@ -325,7 +302,9 @@ fn write(
                         );
                     }
                     let st = steps::steps(profile);
-                    events::write_events(hosts, &st, TableWriter::new(tf, events::columns(), out)?)?
+                    let mut w = TableWriter::new(tf, events::columns(), out)?;
+                    events::write_events(hosts, &st, &mut w)?;
+                    w.finish()?
                 }
                 TableKind::Ops => {
                     let o = ops::ops(profile, ops::GroupBy::Op, 0);
@@ -350,7 +329,7 @@ fn write(
                 }
                 TableKind::Memory => {
                     let m = memory::memory_full(profile);
-                    let points = memory_points(&m);
+                    let points = stepscope_export::tables::memory_points(&m);
                     if points.is_empty() {
                         return Err(empty("allocator events (MemoryAllocation)"));
                     }

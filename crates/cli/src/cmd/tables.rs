@@ -7,12 +7,9 @@ use std::process::ExitCode;
 
 use clap::Args;
 use serde::Serialize;
-use stepscope_analysis::ops::GroupBy;
-use stepscope_analysis::{collectives, devices, kernels, memory, ops, scopes, steps, Profile};
-use stepscope_export::table::{TableFormat, TableWriter};
-use stepscope_export::{events, op_events, rows};
-use stepscope_judge::advise::{self, Thresholds};
-use stepscope_xspace::discover::{self, captured};
+use stepscope_export::table::{Column, RowSink, TableFormat, TableWriter};
+use stepscope_export::tables::{self, RunRow, TableSink};
+use stepscope_xspace::discover;
 
 use crate::human;
 use crate::load;
@@ -37,29 +34,6 @@ pub struct TablesArgs {
     /// there is replaced whole).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub out: PathBuf,
-}
-
-/// The tables, each a folder of DIR (docs/tables.md lists their columns).
-pub const TABLES: &[&str] = &[
-    "runs",
-    "steps",
-    "ops",
-    "op_events",
-    "kernels",
-    "collectives",
-    "scopes",
-    "devices",
-    "findings",
-    "memory",
-    "events",
-];
-
-#[derive(Serialize)]
-struct RunRow {
-    run: String,
-    captured: Option<String>,
-    hosts: u64,
-    bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -88,19 +62,10 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| anyhow::anyhow!("cannot make {}: {e} — check the path", args.out.display()))?;
 
-    let (mut files, mut total) = (0u64, 0u64);
-    let run_rows: Vec<RunRow> = (runs.iter())
-        .map(|r| RunRow {
-            run: r.rel.clone(),
-            captured: captured(&r.rel),
-            hosts: r.hosts.len() as u64,
-            bytes: r.bytes(),
-        })
-        .collect();
-    total += write_file(&args.out.join("runs").join("part-0.parquet"), &mut |out| {
-        rows::write_rows(&run_rows, TableFormat::Parquet, out)
-    })?;
-    files += 1;
+    let run_rows: Vec<RunRow> = runs.iter().map(tables::run_row).collect();
+    let mut files = Files { dir: &|_| args.out.join("runs"), files: 0, error: None };
+    let mut total = tables::put_rows(&mut files, "runs", &run_rows).map_err(|e| files.error(e))?;
+    let mut count = files.files;
     for r in &runs {
         for h in &r.hosts {
             // One host at a time: memory is one host's, whatever the run's size.
@@ -108,14 +73,16 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
             let profile = load::profile(&input, &Select { host: Some(h.host.clone()), top: None })?;
             let dir =
                 |table: &str| args.out.join(table).join(partition("run", &r.rel)).join(partition("host", &h.host));
-            let (n, f) = write_host(&profile, &dir)?;
+            let mut files = Files { dir: &dir, files: 0, error: None };
+            let (n, _) = tables::host_tables(&profile, &|_| true, &mut files).map_err(|e| files.error(e))?;
             total += n;
-            files += f;
+            count += files.files;
         }
     }
+    let files = count;
     let manifest = Manifest {
         schema: "stepscope.tables/1",
-        tables: TABLES,
+        tables: tables::TABLES,
         runs: runs.iter().map(|r| r.rel.clone()).collect(),
         files,
         rows: total,
@@ -135,43 +102,42 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes one host's tables under `dir(table)`; a table the host has no rows of gets
-/// no file. Returns the rows and files written.
-fn write_host(profile: &Profile, dir: &dyn Fn(&str) -> PathBuf) -> anyhow::Result<(u64, u64)> {
-    let (mut n, mut files) = (0, 0);
-    let mut put = |table: &str, count: usize, write: &mut dyn FnMut(&mut Output) -> std::io::Result<u64>| {
-        if count == 0 {
-            return Ok::<(), anyhow::Error>(());
-        }
-        n += write_file(&dir(table).join("part-0.parquet"), write)?;
-        files += 1;
-        Ok(())
-    };
-    let st = steps::steps(profile);
-    put("steps", st.steps.len(), &mut |out| rows::write_rows(&st.steps, TableFormat::Parquet, out))?;
-    let o = ops::ops(profile, GroupBy::Op, 0);
-    put("ops", o.ops.len(), &mut |out| rows::write_rows(&o.ops, TableFormat::Parquet, out))?;
-    put("op_events", o.ops.len(), &mut |out| {
-        op_events::write_op_events(profile, &st, TableWriter::new(TableFormat::Parquet, op_events::columns(), out)?)
-    })?;
-    let k = kernels::kernels(profile);
-    put("kernels", k.kernels.len(), &mut |out| rows::write_rows(&k.kernels, TableFormat::Parquet, out))?;
-    let c = collectives::collectives(profile);
-    put("collectives", c.ops.len(), &mut |out| rows::write_rows(&c.ops, TableFormat::Parquet, out))?;
-    let sc = scopes::scopes(profile);
-    put("scopes", sc.scopes.len(), &mut |out| rows::write_rows(&sc.scopes, TableFormat::Parquet, out))?;
-    let d = devices::devices(profile);
-    put("devices", d.devices.len(), &mut |out| rows::write_rows(&d.devices, TableFormat::Parquet, out))?;
-    let a = advise::advise(profile, &Thresholds::default());
-    put("findings", a.findings.len(), &mut |out| rows::write_rows(&a.findings, TableFormat::Parquet, out))?;
-    let m = memory::memory_full(profile);
-    let points = crate::cmd::export::memory_points(&m);
-    put("memory", points.len(), &mut |out| rows::write_rows(&points, TableFormat::Parquet, out))?;
-    let events_count = profile.hosts.iter().map(|s| s.event_count()).sum::<u64>() as usize;
-    put("events", events_count, &mut |out| {
-        events::write_events(&profile.hosts, &st, TableWriter::new(TableFormat::Parquet, events::columns(), out)?)
-    })?;
-    Ok((n, files))
+/// Parquet files, one a table: `dir(table)/part-0.parquet`, each written whole.
+struct Files<'a> {
+    dir: &'a dyn Fn(&str) -> PathBuf,
+    files: u64,
+    /// What failed, with the path (the sink's trait speaks `io::Error`).
+    error: Option<anyhow::Error>,
+}
+
+impl Files<'_> {
+    /// The error to report for `e`, the sink's own if it has one.
+    fn error(&mut self, e: std::io::Error) -> anyhow::Error {
+        self.error.take().unwrap_or_else(|| e.into())
+    }
+}
+
+impl TableSink for Files<'_> {
+    fn table(
+        &mut self,
+        name: &str,
+        columns: &[Column],
+        fill: &mut dyn FnMut(&mut dyn RowSink) -> std::io::Result<()>,
+    ) -> std::io::Result<u64> {
+        let path = (self.dir)(name).join("part-0.parquet");
+        let written = write_file(&path, &mut |out| {
+            let mut w = TableWriter::new(TableFormat::Parquet, columns.to_vec(), out)?;
+            fill(&mut w)?;
+            w.finish()
+        });
+        written
+            .map_err(|e| {
+                let message = format!("{e:#}");
+                self.error = Some(e);
+                std::io::Error::other(message)
+            })
+            .inspect(|_| self.files += 1)
+    }
 }
 
 /// Writes a file whole (`write` into it, then named), making its folder.

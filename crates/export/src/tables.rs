@@ -1,0 +1,143 @@
+//! The profile's tables (`stepscope tables`, `stepscope sql`): which there are, and
+//! each host's rows of them, written to any [`TableSink`] — Parquet files, or a SQL
+//! database. Each table's rows are what the CLI prints with `--json` for that host.
+
+use std::io;
+
+use serde::Serialize;
+use stepscope_analysis::ops::GroupBy;
+use stepscope_analysis::{collectives, devices, kernels, memory, ops, scopes, steps, Profile};
+use stepscope_judge::advise::{self, Thresholds};
+use stepscope_xspace::discover::{captured, Run};
+
+use crate::rows::Rows;
+use crate::table::{Column, RowSink};
+use crate::{events, op_events};
+
+/// The tables, in the order they are written (docs/tables.md lists their columns).
+pub const TABLES: &[&str] = &[
+    "runs",
+    "steps",
+    "ops",
+    "op_events",
+    "kernels",
+    "collectives",
+    "scopes",
+    "devices",
+    "findings",
+    "memory",
+    "events",
+];
+
+/// Where tables go: each table is opened with its columns, filled, and closed.
+pub trait TableSink {
+    /// Writes table `name` of `columns`: `fill` hands its rows to the sink it is given.
+    /// Returns the number of rows written.
+    fn table(
+        &mut self,
+        name: &str,
+        columns: &[Column],
+        fill: &mut dyn FnMut(&mut dyn RowSink) -> io::Result<()>,
+    ) -> io::Result<u64>;
+}
+
+/// One row of the `runs` table.
+#[derive(Serialize)]
+pub struct RunRow {
+    pub run: String,
+    pub captured: Option<String>,
+    pub hosts: u64,
+    pub bytes: u64,
+}
+
+/// The `runs` table's row of `run`.
+pub fn run_row(run: &Run) -> RunRow {
+    RunRow { run: run.rel.clone(), captured: captured(&run.rel), hosts: run.hosts.len() as u64, bytes: run.bytes() }
+}
+
+/// One row of the memory table: an allocator's bytes in use after one of its events.
+#[derive(Serialize)]
+pub struct MemoryPoint<'a> {
+    host: &'a str,
+    allocator: &'a str,
+    time_ps: i64,
+    in_use_bytes: u64,
+}
+
+/// The memory table's rows: every allocator's full timeline.
+pub fn memory_points(m: &memory::Memory) -> Vec<MemoryPoint<'_>> {
+    (m.allocators.iter())
+        .flat_map(|a| {
+            a.timeline.iter().map(|p| MemoryPoint {
+                host: &a.host,
+                allocator: &a.name,
+                time_ps: p.time_ps,
+                in_use_bytes: p.in_use_bytes,
+            })
+        })
+        .collect()
+}
+
+/// Writes `rows` as table `name` to `sink`, unless there are none (no columns).
+pub fn put_rows<T: Serialize>(sink: &mut dyn TableSink, name: &str, rows: &[T]) -> io::Result<u64> {
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let rows = Rows::of(rows)?;
+    sink.table(name, rows.columns(), &mut |out| rows.emit(out))
+}
+
+/// Writes the tables of `profile` (one host's, or a run's) that `wanted` names, except
+/// `runs`, to `sink`; a table with no rows is not opened. Only what a wanted table needs
+/// is computed. Returns the rows and tables written.
+pub fn host_tables(
+    profile: &Profile,
+    wanted: &dyn Fn(&str) -> bool,
+    sink: &mut dyn TableSink,
+) -> io::Result<(u64, u64)> {
+    let (mut rows, mut tables) = (0u64, 0u64);
+    let mut count = |n: u64| {
+        rows += n;
+        tables += u64::from(n > 0);
+    };
+    let st = steps::steps(profile);
+    if wanted("steps") {
+        count(put_rows(sink, "steps", &st.steps)?);
+    }
+    if wanted("ops") || wanted("op_events") {
+        let o = ops::ops(profile, GroupBy::Op, 0);
+        if wanted("ops") {
+            count(put_rows(sink, "ops", &o.ops)?);
+        }
+        if wanted("op_events") && !o.ops.is_empty() {
+            count(
+                sink.table("op_events", &op_events::columns(), &mut |out| {
+                    op_events::write_op_events(profile, &st, out)
+                })?,
+            );
+        }
+    }
+    if wanted("kernels") {
+        count(put_rows(sink, "kernels", &kernels::kernels(profile).kernels)?);
+    }
+    if wanted("collectives") {
+        count(put_rows(sink, "collectives", &collectives::collectives(profile).ops)?);
+    }
+    if wanted("scopes") {
+        count(put_rows(sink, "scopes", &scopes::scopes(profile).scopes)?);
+    }
+    if wanted("devices") {
+        count(put_rows(sink, "devices", &devices::devices(profile).devices)?);
+    }
+    if wanted("findings") {
+        count(put_rows(sink, "findings", &advise::advise(profile, &Thresholds::default()).findings)?);
+    }
+    if wanted("memory") {
+        let m = memory::memory_full(profile);
+        count(put_rows(sink, "memory", &memory_points(&m))?);
+    }
+    if wanted("events") && profile.hosts.iter().any(|s| s.event_count() > 0) {
+        count(sink.table("events", &events::columns(), &mut |out| events::write_events(&profile.hosts, &st, out))?);
+    }
+    Ok((rows, tables))
+}
