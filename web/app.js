@@ -19,11 +19,12 @@ const PAGES = {
   compile: () => import('./pages/compile.js'),
   diff: () => import('./pages/diff.js'),
   history: () => import('./pages/history.js'),
+  sql: () => import('./pages/sql.js'),
   hlo: () => import('./pages/hlo.js'),
 };
 const TITLES = {
   overview: 'Overview', ops: 'Op profile', source: 'Source', roofline: 'Roofline', scopes: 'Scopes', kernels: 'Kernels', steps: 'Steps', timeline: 'Timeline',
-  memory: 'Memory', devices: 'Devices', collectives: 'Collectives', compile: 'Compile', diff: 'Diff', history: 'History', hlo: 'HLO',
+  memory: 'Memory', devices: 'Devices', collectives: 'Collectives', compile: 'Compile', diff: 'Diff', history: 'History', sql: 'SQL', hlo: 'HLO',
 };
 // Pages reached from links only, not listed in the header.
 const UNLISTED = new Set(['hlo']);

@@ -122,6 +122,8 @@ pub enum Command {
     Export(crate::cmd::export::ExportArgs),
     /// The profile's tables (steps, ops, op events, kernels, collectives, scopes, devices, findings, memory, events) as Parquet.
     Tables(crate::cmd::tables::TablesArgs),
+    /// One read-only SQL query over the profile's tables, from profiles or a `tables` folder.
+    Sql(crate::cmd::sql::SqlArgs),
     /// Model Context Protocol server over stdio: every analysis as a tool for coding agents.
     #[command(after_help = crate::examples::MCP)]
     Mcp(crate::cmd::mcp::McpArgs),

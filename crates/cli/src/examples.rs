@@ -93,6 +93,13 @@ EXAMPLES:
     stepscope history nightly/               every run under nightly/ in capture order; the first that moved
     stepscope history ci/main ci/pr --json   two folders' runs as one history, as JSON";
 
+pub const SQL: &str = "\
+EXAMPLES:
+    stepscope sql 'SELECT module, name, self_ps FROM ops ORDER BY self_ps DESC LIMIT 5' /tmp/logdir
+    stepscope sql 'SELECT run, avg(duration_ps) FROM steps GROUP BY run' nightly/ --csv   every run under nightly/
+    stepscope tables /tmp/logdir -o tables/ && stepscope sql 'SELECT count(*) FROM op_events' tables/
+    stepscope sql 'SELECT name, sql FROM sqlite_schema' /tmp/logdir      the tables a query names, and their columns";
+
 pub const MCP: &str = "\
 EXAMPLES:
     stepscope mcp /tmp/logdir                    serve the profiles under /tmp/logdir to an agent (stdio)

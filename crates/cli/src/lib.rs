@@ -248,6 +248,7 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Compare(a) => cmd::compare::run(&a),
         args::Command::History(a) => cmd::history::run(&a),
         args::Command::Tables(a) => cmd::tables::run(&a),
+        args::Command::Sql(a) => cmd::sql::run(&a),
         args::Command::Check(a) => cmd::check::run(&a),
         args::Command::Serve(a) => cmd::serve::run(&a),
         args::Command::Capture(a) => cmd::capture::run(&a),

@@ -7,11 +7,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::Serialize;
 use stepscope_analysis::ops::{self, GroupBy};
 use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{collectives, compile, devices, hlo_context, kernels, memory};
+use stepscope_export::tables;
 use stepscope_judge::advise::{self, Thresholds};
 use stepscope_report::history::History;
 use stepscope_report::{diff, summary};
@@ -58,6 +60,7 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("advise", advise),
     ("diff", diff),
     ("history", history),
+    ("sql", sql),
     ("timeline/tracks", timeline_tracks),
     ("timeline/tile", timeline_tile),
     ("timeline/tiles", timeline_tiles),
@@ -411,6 +414,54 @@ fn history(app: &App, q: &Params) -> Reply {
         previous = Some(e);
     }
     json(&h)
+}
+
+/// The longest an `api/sql` query runs.
+pub const SQL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most rows `api/sql` answers with (`rows` asks for fewer).
+pub const SQL_MAX_ROWS: usize = 10_000;
+
+/// `stepscope sql Q --json` over the served runs: `q` the query; `run` only that run
+/// (default: every run); at most `rows` rows (default and most [`SQL_MAX_ROWS`]; more
+/// are cut, `rows_cut` says so). Each host is read through the cache, alone, for the
+/// tables the query names; a query stops after [`SQL_TIMEOUT`].
+fn sql(app: &App, q: &Params) -> Reply {
+    let query = q.text("q")?;
+    let max_rows = q.opt("rows", SQL_MAX_ROWS)?.clamp(1, SQL_MAX_ROWS);
+    let wanted = stepscope_sql::referenced(query);
+    let want = |t: &str| wanted.contains(&t);
+    let mut runs = app.root.runs().map_err(|e| ApiError::not_found(e.to_string()))?;
+    if let Some(run) = q.str("run").filter(|r| !r.is_empty()) {
+        runs.retain(|r| r.rel == run);
+        if runs.is_empty() {
+            return Err(ApiError::not_found(format!(
+                "no run named {run:?} — pass run= a name api/runs lists, or leave it out for every run"
+            )));
+        }
+    }
+    runs.sort_by_cached_key(|r| (discover::capture_key(r), r.rel.clone()));
+    let failed = |e: String| ApiError { status: 500, message: e };
+    let mut db = stepscope_sql::Db::new().map_err(failed)?;
+    for r in &runs {
+        if want("runs") {
+            tables::put_rows(&mut db.sink(&r.rel, None), "runs", &[tables::run_row(r)])
+                .map_err(|e| failed(e.to_string()))?;
+        }
+        if wanted.iter().all(|t| *t == "runs") {
+            continue;
+        }
+        for h in &r.hosts {
+            let e = app.cache.get(&app.root, Some(&r.rel), Some(&h.host)).map_err(ApiError::not_found)?;
+            tables::host_tables(&e.profile, &want, &mut db.sink(&r.rel, Some(&h.host)))
+                .map_err(|e| failed(e.to_string()))?;
+            unchanged(&e)?;
+        }
+    }
+    let mut results = stepscope_sql::JsonResults::new(Vec::new(), max_rows);
+    db.query(query, &stepscope_sql::Limits { timeout: Some(SQL_TIMEOUT) }, &mut results).map_err(ApiError::bad)?;
+    let (body, _, _) = results.finish().map_err(|e| failed(e.to_string()))?;
+    Ok(body)
 }
 
 fn diff(app: &App, q: &Params) -> Reply {

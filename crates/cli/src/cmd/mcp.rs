@@ -44,7 +44,7 @@ step, the top findings), steps (each step; where the loop dispatches ahead, step
 ops (the op profile: by op, category, module, scope or Python line), memory (allocator peaks), kernels (GPU \
 kernels, occupancy), then advise (every finding with its evidence and advice). hlo shows one op's HLO and \
 source line; timeline lists the events of a time window (a step's start_ps to its end); diff and compare \
-set runs side by side. Times are picoseconds (_ps), sizes bytes (_bytes).";
+set runs side by side; sql answers any other question with one query over the same numbers as tables. Times are picoseconds (_ps), sizes bytes (_bytes).";
 
 /// One tool: its name, what it does, its parameters (name, JSON type, description,
 /// required) and the command line it runs (given the tool's name: an analysis tool is
@@ -213,6 +213,38 @@ const TOOLS: &[Tool] = &[
             let mut v = vec!["history".to_string()];
             v.extend(paths(a, "logdirs", 1)?);
             v.push("--json".into());
+            Ok(v)
+        },
+    },
+    Tool {
+        name: "sql",
+        description:
+            "One read-only SQL query (SQLite's SQL: SELECT, or WITH … SELECT) over the profile's tables: runs, \
+                      steps, ops, op_events, kernels, collectives, scopes, devices, findings, memory, events, each \
+                      with run and host columns; times in ps (stepscope sql --json: columns, rows). \
+                      `SELECT name, sql FROM sqlite_schema` lists the tables a query names with their columns. \
+                      Aggregate in SQL (GROUP BY, LIMIT): an answer past the server's limit is cut.",
+        params: &[
+            (
+                "query",
+                "string",
+                "one query, e.g. SELECT module, name, self_ps FROM ops ORDER BY self_ps DESC LIMIT 10",
+                true,
+            ),
+            (
+                "paths",
+                "array",
+                "log directories, run folders, profile files or folders `stepscope tables` wrote, under the roots",
+                true,
+            ),
+            ("run", "string", "only this run of each path (default: every run)", false),
+        ],
+        args: |_, a| {
+            let mut v = vec!["sql".to_string(), "--json".into()];
+            pass(&mut v, a, "run", "--run")?;
+            // After `--`, a query or path that starts with `-` is not read as a flag.
+            v.extend(["--".into(), text(a, "query")?]);
+            v.extend(paths(a, "paths", 1)?);
             Ok(v)
         },
     },

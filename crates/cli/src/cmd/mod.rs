@@ -20,6 +20,7 @@ pub mod ops;
 pub mod roofline;
 pub mod scopes;
 pub mod serve;
+pub mod sql;
 pub mod steps;
 pub mod summary;
 pub mod tables;

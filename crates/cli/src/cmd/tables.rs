@@ -15,6 +15,7 @@ use crate::human;
 use crate::load;
 use crate::opts::{Input, Select};
 use crate::output::Output;
+use crate::remote::Listing;
 
 const EXAMPLES: &str = "\
 EXAMPLES:
@@ -46,19 +47,7 @@ struct Manifest<'a> {
 }
 
 pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
-    let listing = crate::remote::Listing::of(&args.path)?;
-    let mut runs = match &args.run {
-        Some(name) => vec![discover::resolve(listing.as_ref().map_or(args.path.as_path(), |l| &l.root), Some(name))?],
-        None => discover::find_runs(listing.as_ref().map_or(args.path.as_path(), |l| &l.root))?,
-    };
-    if runs.is_empty() {
-        anyhow::bail!(
-            "no profile found under {} — point at the folder given to jax.profiler.trace (it holds \
-             plugins/profile/<run>/<host>.xplane.pb)",
-            args.path.display()
-        );
-    }
-    runs.sort_by_cached_key(|r| (discover::capture_key(r), r.rel.clone()));
+    let (_, runs) = runs(&args.path, args.run.as_deref())?;
     std::fs::create_dir_all(&args.out)
         .map_err(|e| anyhow::anyhow!("cannot make {}: {e} — check the path", args.out.display()))?;
 
@@ -100,6 +89,26 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
         args.out.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The runs under `path` (a bucket's listed first), or only `run`, in capture order;
+/// an error where there is none.
+pub(crate) fn runs(path: &Path, run: Option<&str>) -> anyhow::Result<(Option<Listing>, Vec<discover::Run>)> {
+    let listing = Listing::of(path)?;
+    let root = listing.as_ref().map_or(path, |l| &l.root);
+    let mut runs = match run {
+        Some(name) => vec![discover::resolve(root, Some(name))?],
+        None => discover::find_runs(root)?,
+    };
+    if runs.is_empty() {
+        anyhow::bail!(
+            "no profile found under {} — point at the folder given to jax.profiler.trace (it holds \
+             plugins/profile/<run>/<host>.xplane.pb)",
+            path.display()
+        );
+    }
+    runs.sort_by_cached_key(|r| (discover::capture_key(r), r.rel.clone()));
+    Ok((listing, runs))
 }
 
 /// Parquet files, one a table: `dir(table)/part-0.parquet`, each written whole.

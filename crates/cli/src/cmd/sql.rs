@@ -1,0 +1,146 @@
+//! `stepscope sql QUERY PATH…`: one read-only SQL query over the profile's tables
+//! (`stepscope tables`), from profiles (each host read alone, only the tables the query
+//! names) or from folders `tables` wrote.
+
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use stepscope_export::table::Cell;
+use stepscope_export::tables::{self, run_row};
+use stepscope_sql::{referenced, CsvResults, Db, JsonResults, Limits, Results};
+
+use crate::human;
+use crate::load;
+use crate::opts::{Input, Output, Select};
+use crate::table::Table;
+
+#[derive(Args, Debug)]
+#[command(after_help = crate::examples::SQL)]
+pub struct SqlArgs {
+    /// One query in SQLite's SQL (SELECT, or WITH … SELECT) over the tables runs, steps,
+    /// ops, op_events, kernels, collectives, scopes, devices, findings, memory and events
+    /// (docs/tables.md lists their columns, docs/sql.md has queries to start from).
+    pub query: String,
+    /// Where the tables come from: log directories (every run under them), run folders
+    /// or profile files, local or gs://BUCKET/PATH or s3://BUCKET/PATH; or folders
+    /// `stepscope tables` wrote (read at once, without the profiles).
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Only this run of each PATH (default: every run under it).
+    #[arg(long, value_name = "NAME")]
+    pub run: Option<String>,
+    /// Only this host (its file name without .xplane.pb).
+    #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
+    pub host: Option<String>,
+    /// Stop the query after this many seconds (default: let it finish).
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+/// Rows a text table shows at most; `--csv` and `--json` write every row.
+const MAX_TEXT_ROWS: usize = 10_000;
+
+pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
+    let wanted = referenced(&args.query);
+    let want = |t: &str| wanted.contains(&t);
+    let mut db = Db::new().map_err(anyhow::Error::msg)?;
+    // Runs are named as `tables` names them (their folder under PATH); where several
+    // PATHs hold profiles, by their folder as given, so that two never share a name.
+    let several = args.paths.iter().filter(|p| !stepscope_sql::is_tables_dir(p)).count() > 1;
+    for path in &args.paths {
+        if stepscope_sql::is_tables_dir(path) {
+            let keep = |run: Option<&str>, host: Option<&str>| {
+                args.run.as_deref().is_none_or(|r| run.is_none_or(|x| x == r))
+                    && args.host.as_deref().is_none_or(|h| host.is_none_or(|x| x == h))
+            };
+            db.add_tables_dir(path, &want, &keep).map_err(anyhow::Error::msg)?;
+            continue;
+        }
+        let (listing, runs) = crate::cmd::tables::runs(path, args.run.as_deref())?;
+        for r in &runs {
+            let name = if several {
+                listing.as_ref().map_or_else(|| r.dir.display().to_string(), |l| l.shown(&r.dir.display().to_string()))
+            } else {
+                r.rel.clone()
+            };
+            if want("runs") {
+                tables::put_rows(
+                    &mut db.sink(&name, None),
+                    "runs",
+                    &[tables::RunRow { run: name.clone(), ..run_row(r) }],
+                )?;
+            }
+            if wanted.iter().all(|t| *t == "runs") {
+                continue;
+            }
+            for h in r.hosts.iter().filter(|h| args.host.as_ref().is_none_or(|x| *x == h.host)) {
+                // One host at a time: memory is one host's (the database spills to disk).
+                let input = Input { path: path.clone(), run: Some(r.rel.clone()) };
+                let profile = load::profile(&input, &Select { host: Some(h.host.clone()), top: None })?;
+                tables::host_tables(&profile, &want, &mut db.sink(&name, Some(&h.host)))?;
+            }
+        }
+    }
+    let limits = Limits { timeout: args.timeout.map(Duration::from_secs) };
+    let mut out = BufWriter::new(std::io::stdout());
+    if args.output.json {
+        let mut results = JsonResults::new(&mut out, usize::MAX);
+        db.query(&args.query, &limits, &mut results).map_err(anyhow::Error::msg)?;
+        results.finish()?;
+        writeln!(out)?;
+    } else if args.output.csv {
+        let mut results = CsvResults::new(&mut out);
+        db.query(&args.query, &limits, &mut results).map_err(anyhow::Error::msg)?;
+        results.finish()?;
+    } else {
+        let mut results = TextResults { table: Table::new(Vec::<String>::new()), rows: 0 };
+        db.query(&args.query, &limits, &mut results).map_err(anyhow::Error::msg)?;
+        write!(out, "{}", results.table.text())?;
+        if results.rows > MAX_TEXT_ROWS {
+            errln!(
+                "stepscope: showing the first {} of {} rows — add a LIMIT, or --csv or --json for every row",
+                human::count(MAX_TEXT_ROWS as u64),
+                human::count(results.rows as u64)
+            );
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A text table of the first [`MAX_TEXT_ROWS`] rows; the rest counted.
+struct TextResults {
+    table: Table,
+    rows: usize,
+}
+
+impl Results for TextResults {
+    fn columns(&mut self, names: &[String]) -> std::io::Result<()> {
+        self.table = Table::new(names.to_vec());
+        Ok(())
+    }
+
+    fn row(&mut self, cells: &[Cell]) -> std::io::Result<bool> {
+        self.rows += 1;
+        if self.rows <= MAX_TEXT_ROWS {
+            self.table.push(
+                cells
+                    .iter()
+                    .map(|c| match *c {
+                        Cell::Null => "NULL".to_string(),
+                        Cell::Str(s) => s.to_string(),
+                        Cell::I64(v) => v.to_string(),
+                        Cell::F64(v) => v.to_string(),
+                        Cell::Bool(v) => v.to_string(),
+                    })
+                    .collect(),
+            );
+        }
+        Ok(true)
+    }
+}

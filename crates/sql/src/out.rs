@@ -1,0 +1,105 @@
+//! A query's result written as it comes: JSON (`stepscope.sql/1`) or CSV.
+
+use std::io::{self, Write};
+
+use stepscope_export::table::{Cell, ColType, Column, TableFormat, TableWriter};
+
+use crate::Results;
+
+/// The JSON result's schema.
+pub const SCHEMA: &str = "stepscope.sql/1";
+
+/// Writes `{"schema", "columns", "rows": [[…], …], "row_count", "rows_cut"}`, rows as
+/// they come, at most `max_rows` of them (then `rows_cut` is true and the query stops).
+/// Call [`JsonResults::finish`] after the query.
+pub struct JsonResults<W: Write> {
+    out: W,
+    max_rows: usize,
+    rows: usize,
+    cut: bool,
+    started: bool,
+}
+
+impl<W: Write> JsonResults<W> {
+    pub fn new(out: W, max_rows: usize) -> JsonResults<W> {
+        JsonResults { out, max_rows, rows: 0, cut: false, started: false }
+    }
+
+    /// Closes the JSON; returns the writer, the rows written and whether rows were cut.
+    pub fn finish(mut self) -> io::Result<(W, usize, bool)> {
+        if !self.started {
+            self.columns(&[])?;
+        }
+        write!(self.out, "],\"row_count\":{},\"rows_cut\":{}}}", self.rows, self.cut)?;
+        Ok((self.out, self.rows, self.cut))
+    }
+}
+
+fn json_cell(out: &mut impl Write, c: &Cell) -> io::Result<()> {
+    match *c {
+        Cell::Null => out.write_all(b"null"),
+        Cell::Str(s) => serde_json::to_writer(&mut *out, s).map_err(io::Error::from),
+        Cell::I64(v) => write!(out, "{v}"),
+        Cell::F64(v) if v.is_finite() => serde_json::to_writer(&mut *out, &v).map_err(io::Error::from),
+        Cell::F64(_) => out.write_all(b"null"),
+        Cell::Bool(v) => write!(out, "{v}"),
+    }
+}
+
+impl<W: Write> Results for JsonResults<W> {
+    fn columns(&mut self, names: &[String]) -> io::Result<()> {
+        self.started = true;
+        write!(self.out, "{{\"schema\":\"{SCHEMA}\",\"columns\":")?;
+        serde_json::to_writer(&mut self.out, names)?;
+        self.out.write_all(b",\"rows\":[")
+    }
+
+    fn row(&mut self, cells: &[Cell]) -> io::Result<bool> {
+        if self.rows == self.max_rows {
+            self.cut = true;
+            return Ok(false);
+        }
+        self.out.write_all(if self.rows == 0 { b"[" } else { b",[" })?;
+        for (i, c) in cells.iter().enumerate() {
+            if i > 0 {
+                self.out.write_all(b",")?;
+            }
+            json_cell(&mut self.out, c)?;
+        }
+        self.out.write_all(b"]")?;
+        self.rows += 1;
+        Ok(true)
+    }
+}
+
+/// Writes the result as CSV: a header of the column names, then a line a row.
+pub struct CsvResults<W: Write + Send> {
+    out: Option<W>,
+    table: Option<TableWriter<W>>,
+}
+
+impl<W: Write + Send> CsvResults<W> {
+    pub fn new(out: W) -> CsvResults<W> {
+        CsvResults { out: Some(out), table: None }
+    }
+
+    /// Flushes; returns the rows written.
+    pub fn finish(self) -> io::Result<u64> {
+        self.table.map_or(Ok(0), |t| t.finish())
+    }
+}
+
+impl<W: Write + Send> Results for CsvResults<W> {
+    fn columns(&mut self, names: &[String]) -> io::Result<()> {
+        let columns = names.iter().map(|n| Column::new(n, ColType::Str, true)).collect();
+        let out = self.out.take().ok_or_else(|| io::Error::other("columns given twice"))?;
+        self.table = Some(TableWriter::new(TableFormat::Csv, columns, out)?);
+        Ok(())
+    }
+
+    fn row(&mut self, cells: &[Cell]) -> io::Result<bool> {
+        let table = self.table.as_mut().ok_or_else(|| io::Error::other("a row before the columns"))?;
+        table.row(cells)?;
+        Ok(true)
+    }
+}

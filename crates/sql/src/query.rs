@@ -1,0 +1,232 @@
+//! Running a query: which tables it names, one read-only statement, a time limit, and
+//! errors that say where and what to do.
+
+use std::time::{Duration, Instant};
+
+use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::types::ValueRef;
+use stepscope_export::table::Cell;
+use stepscope_export::tables::TABLES;
+
+use crate::Db;
+
+/// Where a query's result goes: its column names, then its rows.
+pub trait Results {
+    fn columns(&mut self, names: &[String]) -> std::io::Result<()>;
+    /// One row, a cell per column; false stops the query.
+    fn row(&mut self, cells: &[Cell]) -> std::io::Result<bool>;
+}
+
+/// What a query may take.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The longest it may run (`None`: until it ends).
+    pub timeout: Option<Duration>,
+}
+
+/// The tables of [`TABLES`] that `sql` names: every identifier outside strings and
+/// comments that is a table's name, in [`TABLES`] order. A column or alias of the same
+/// name counts too (the table is loaded and not used: a cost, never a wrong answer).
+pub fn referenced(sql: &str) -> Vec<&'static str> {
+    let mut words: Vec<String> = Vec::new();
+    let b = sql.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let until = |from: usize, end: &[u8]| {
+            (from..b.len()).find(|&j| b[j..].starts_with(end)).map_or(b.len(), |j| j + end.len())
+        };
+        if c == b'\'' {
+            // A string: '' inside is a quote, and the string goes on.
+            i = until(i + 1, b"'");
+        } else if b[i..].starts_with(b"--") {
+            i = until(i, b"\n");
+        } else if b[i..].starts_with(b"/*") {
+            i = until(i + 2, b"*/");
+        } else if let Some(close) = match c {
+            b'"' => Some(b'"'),
+            b'`' => Some(b'`'),
+            b'[' => Some(b']'),
+            _ => None,
+        } {
+            let end = until(i + 1, &[close]);
+            words.push(sql[i + 1..end.saturating_sub(1).max(i + 1)].to_string());
+            i = end;
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let end = (i..b.len()).find(|&j| !(b[j].is_ascii_alphanumeric() || b[j] == b'_')).unwrap_or(b.len());
+            words.push(sql[i..end].to_string());
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    TABLES.iter().copied().filter(|t| words.iter().any(|w| w.eq_ignore_ascii_case(t))).collect()
+}
+
+/// Whether a statement may take `action`: reading, and what reading needs. Everything
+/// that writes, attaches a file or changes a setting is refused.
+fn allowed(ctx: AuthContext<'_>) -> Authorization {
+    match ctx.action {
+        AuthAction::Select | AuthAction::Read { .. } | AuthAction::Function { .. } | AuthAction::Recursive => {
+            Authorization::Allow
+        }
+        // The pragmas that list tables and columns, which only read.
+        AuthAction::Pragma { pragma_name, .. }
+            if ["table_info", "table_xinfo", "table_list"].contains(&pragma_name) =>
+        {
+            Authorization::Allow
+        }
+        _ => Authorization::Deny,
+    }
+}
+
+/// Line and column (from 1) of byte `offset` of `sql`.
+fn position(sql: &str, offset: usize) -> (usize, usize) {
+    let before = &sql[..offset.min(sql.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+impl Db {
+    /// Runs `sql`, one read-only statement, into `out`. The error is one line: where in
+    /// the query, what is wrong, and what to do.
+    pub fn query(&mut self, sql: &str, limits: &Limits, out: &mut dyn Results) -> Result<(), String> {
+        let setup = |e: rusqlite::Error| format!("cannot set up the query: {e}");
+        self.conn.execute_batch("PRAGMA query_only = ON").map_err(setup)?;
+        self.conn.authorizer(Some(allowed)).map_err(setup)?;
+        let deadline = limits.timeout.map(|t| Instant::now() + t);
+        self.conn.progress_handler(10_000, deadline.map(|d| move || Instant::now() >= d)).map_err(setup)?;
+        let result = self.run(sql, out).map_err(|e| self.explain(sql, e, limits));
+        self.conn.progress_handler(10_000, None::<fn() -> bool>).map_err(setup)?;
+        self.conn.authorizer(None::<fn(AuthContext<'_>) -> Authorization>).map_err(setup)?;
+        self.conn.execute_batch("PRAGMA query_only = OFF").map_err(setup)?;
+        result
+    }
+
+    fn run(&self, sql: &str, out: &mut dyn Results) -> Result<(), rusqlite::Error> {
+        let written = |e: std::io::Error| rusqlite::Error::ToSqlConversionFailure(Box::new(e));
+        if sql.trim().is_empty() {
+            return Err(rusqlite::Error::InvalidQuery);
+        }
+        let mut stmt = self.conn.prepare(sql)?;
+        if !stmt.readonly() {
+            return Err(rusqlite::Error::InvalidQuery);
+        }
+        let names: Vec<String> = stmt.column_names().map(String::from).collect();
+        let n = names.len();
+        out.columns(&names).map_err(written)?;
+        let mut rows = stmt.raw_query();
+        let mut texts: Vec<String> = Vec::new();
+        while let Some(r) = rows.next()? {
+            texts.clear();
+            for i in 0..n {
+                texts.push(match r.get_ref(i)? {
+                    ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                    ValueRef::Blob(b) => format!("<{} bytes>", b.len()),
+                    _ => String::new(),
+                });
+            }
+            let mut cells: Vec<Cell> = Vec::with_capacity(n);
+            for (i, text) in texts.iter().enumerate() {
+                cells.push(match r.get_ref(i)? {
+                    ValueRef::Null => Cell::Null,
+                    ValueRef::Integer(v) => Cell::I64(v),
+                    ValueRef::Real(v) => Cell::F64(v),
+                    ValueRef::Text(_) | ValueRef::Blob(_) => Cell::Str(text),
+                });
+            }
+            if !out.row(&cells).map_err(written)? {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The one-line message for `e`, a failure of `sql`.
+    fn explain(&self, sql: &str, e: rusqlite::Error, limits: &Limits) -> String {
+        use rusqlite::ffi::ErrorCode;
+        let tables = || {
+            let names: Vec<&str> = TABLES.to_vec();
+            format!("the tables are {} (docs/tables.md lists their columns)", names.join(", "))
+        };
+        match e {
+            rusqlite::Error::InvalidQuery if sql.trim().is_empty() => "the query is empty — give one SELECT".into(),
+            rusqlite::Error::InvalidQuery => {
+                "the query would change the database — stepscope sql runs read-only queries: SELECT or WITH … SELECT"
+                    .into()
+            }
+            rusqlite::Error::MultipleStatement => {
+                "the query holds more than one statement — give one (a `;` ends it)".into()
+            }
+            rusqlite::Error::ToSqlConversionFailure(e) => format!("cannot write the result: {e}"),
+            rusqlite::Error::SqlInputError { msg, offset, .. } => {
+                let (line, column) = position(sql, usize::try_from(offset).unwrap_or(0));
+                let help = self.help(&msg).unwrap_or_else(|| "check the query's SQL (SQLite's dialect)".into());
+                format!("SQL error at line {line}, column {column}: {msg} — {help}")
+            }
+            rusqlite::Error::SqliteFailure(f, msg) => {
+                let msg = msg.unwrap_or_else(|| f.to_string());
+                match f.code {
+                    ErrorCode::OperationInterrupted => format!(
+                        "the query ran past its limit of {} s and was stopped — narrow it (a WHERE on run, host or \
+                         step_num, a LIMIT), or give it longer",
+                        limits.timeout.map_or(0, |t| t.as_secs())
+                    ),
+                    _ if f.code == ErrorCode::AuthorizationForStatementDenied || msg == "not authorized" => format!(
+                        "{msg}: the query would write, attach a file or change a setting — stepscope sql runs \
+                         read-only queries: SELECT or WITH … SELECT"
+                    ),
+                    ErrorCode::OutOfMemory => format!(
+                        "the query needed more than SQLite's {} MiB of memory — narrow it (a WHERE, fewer columns, a \
+                         LIMIT)",
+                        crate::MAX_HEAP_BYTES >> 20
+                    ),
+                    _ => match self.help(&msg) {
+                        Some(help) => format!("{msg} — {help}"),
+                        None if msg.starts_with("no such table") => format!("{msg} — {}", tables()),
+                        None => format!("SQL error: {msg}"),
+                    },
+                }
+            }
+            other => format!("SQL error: {other}"),
+        }
+    }
+
+    /// What to do about SQLite's message `msg`, where stepscope knows better.
+    fn help(&self, msg: &str) -> Option<String> {
+        if let Some(name) = msg.strip_prefix("no such table: ") {
+            let name = name.trim_start_matches("main.");
+            return Some(if TABLES.contains(&name) {
+                format!("these profiles have no rows of {name} (docs/tables.md says what each table holds)")
+            } else {
+                format!("the tables are {} (docs/tables.md lists their columns)", TABLES.join(", "))
+            });
+        }
+        if msg.starts_with("no such column: ") {
+            let lists: Vec<String> =
+                self.tables().iter().map(|(t, cols)| format!("{t}: {}", cols.join(", "))).collect();
+            return Some(format!("the columns are {}", lists.join("; ")));
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_named_outside_strings_and_comments() {
+        assert_eq!(referenced("SELECT * FROM ops JOIN Steps USING (step_num)"), ["steps", "ops"]);
+        assert_eq!(referenced("select 'ops' -- kernels\n/* events */ from \"op_events\""), ["op_events"]);
+        assert_eq!(referenced("SELECT 'it''s ops' FROM [memory]"), ["memory"]);
+        assert!(referenced("SELECT opsx FROM x_ops").is_empty());
+    }
+
+    #[test]
+    fn positions_count_lines_and_characters() {
+        assert_eq!(position("SELECT\n  é FORM", 12), (2, 5));
+        assert_eq!(position("SELECT", 0), (1, 1));
+    }
+}
