@@ -5,7 +5,6 @@
 //! with the XSpace as `tests/support/xspace_ref.py` reads it, an independent reader.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -14,21 +13,6 @@ use crate::util::*;
 const TPU: &str = "tpu-v6e-inference/tpu_inference_2.xplane.pb";
 const CPU: &str = "cpu-transformer/plugins/profile/2026_11_21_22_29_17/vm.xplane.pb";
 const ROCM: &str = "rocm-mi300x-gemm/tw003.xplane.pb";
-
-/// Runs a tests/support script and parses its JSON output.
-fn support(script: &str, args: &[&str]) -> Value {
-    let out = Command::new("python3")
-        .arg(root().join("tests/support").join(script))
-        .args(args)
-        .output()
-        .expect("python3 is needed; run `bash scripts/test.sh`, which installs the test dependencies");
-    assert!(
-        out.status.success(),
-        "{script} {args:?} failed (pip install -r tests/support/requirements.txt): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("support script JSON")
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")

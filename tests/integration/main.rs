@@ -31,3 +31,4 @@ mod server;
 mod server_concurrency;
 mod server_load;
 mod sources;
+mod sql;

@@ -110,6 +110,21 @@ pub fn reference_plane_events(file: &str, plane: &str) -> Vec<serde_json::Value>
     out
 }
 
+/// Runs a tests/support script and parses its JSON output.
+pub fn support(script: &str, args: &[&str]) -> serde_json::Value {
+    let out = Command::new("python3")
+        .arg(root().join("tests/support").join(script))
+        .args(args)
+        .output()
+        .expect("python3 is needed; run `bash scripts/test.sh`, which installs the test dependencies");
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed (pip install -r tests/support/requirements.txt): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("support script JSON")
+}
+
 /// The reference reader's standard output (a command that writes a file: nothing).
 pub fn reference_text(args: &[&str]) -> String {
     let script = root().join("tests/support/xspace_ref.py");

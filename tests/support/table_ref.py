@@ -18,6 +18,10 @@ Commands:
         {"rows":N, "expected":N, "columns":[..], "mismatches":[first 20]}
     table_ref.py schema TABLE.parquet
         {"columns":[{"name","type","nullable"}], "row_groups":N, "rows":N}
+    table_ref.py duckdb DIR QUERY
+        QUERY run by DuckDB over DIR, a folder `stepscope tables` wrote: each table a
+        view of its Parquet files read with hive partitioning (run, host) and
+        union_by_name. {"columns":[..], "rows":[[..], ..]}
     table_ref.py sums TABLE.parquet
         The op-event table summed by (module, op, program_id), as the op profile's rows
         are: {"rows":N, "sums":[{"module","op","program_id","count","duration_ps",
@@ -177,6 +181,22 @@ def sums(path):
     return {"rows": len(rows), "sums": out}
 
 
+def duckdb_query(folder, query):
+    import duckdb
+    con = duckdb.connect()
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if not os.path.isdir(path):
+            continue
+        glob = os.path.join(path, "**", "*.parquet") if name != "runs" else os.path.join(path, "*.parquet")
+        hive = "true" if name != "runs" else "false"
+        con.execute(f"CREATE VIEW {name} AS SELECT * FROM read_parquet('{glob}', "
+                    f"hive_partitioning = {hive}, union_by_name = true)")
+    cur = con.execute(query)
+    columns = [d[0] for d in cur.description]
+    return {"columns": columns, "rows": [list(r) for r in cur.fetchall()]}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -193,6 +213,9 @@ def main(argv=None):
     p.add_argument("table")
     p = sub.add_parser("sums")
     p.add_argument("table")
+    p = sub.add_parser("duckdb")
+    p.add_argument("folder")
+    p.add_argument("query")
     a = ap.parse_args(argv)
     if a.cmd == "events":
         doc = events(a.table, a.xplane, a.steps)
@@ -200,6 +223,8 @@ def main(argv=None):
         doc = compare_rows(a.table, a.analysis, a.key)
     elif a.cmd == "sums":
         doc = sums(a.table)
+    elif a.cmd == "duckdb":
+        doc = duckdb_query(a.folder, a.query)
     else:
         doc = schema(a.table)
     print(json.dumps(doc, separators=(",", ":"), default=str))

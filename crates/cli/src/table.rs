@@ -14,6 +14,8 @@ pub struct Table {
     /// Columns that may be left out where the table would not fit the terminal, the
     /// first to go first; a line under the table names them.
     pub optional: Vec<usize>,
+    /// Columns after the first that are aligned left too (text among numbers).
+    pub left: Vec<usize>,
 }
 
 /// `--wide`: never cut.
@@ -63,6 +65,7 @@ impl Table {
             rows: Vec::new(),
             keep_end: false,
             optional: Vec::new(),
+            left: Vec::new(),
         }
     }
 
@@ -70,7 +73,8 @@ impl Table {
         self.rows.push(row);
     }
 
-    /// Renders with the first column left-aligned and the rest right-aligned. Where the
+    /// Renders with the first column (and those of `left`) left-aligned and the rest
+    /// right-aligned. Where the
     /// table is wider than [`width`], the first column's long cells lose their middle
     /// (`input_tra…fusion.1`), never so far that two different cells read the same.
     pub fn text(&self) -> String {
@@ -123,6 +127,10 @@ impl Table {
             for (i, cell) in cells.iter().enumerate().take(n).filter(|(i, _)| !hidden.contains(i)) {
                 let pad = " ".repeat(widths[i].saturating_sub(cell.chars().count()));
                 if i == 0 {
+                    s.push_str(cell);
+                    s.push_str(&pad);
+                } else if self.left.contains(&i) {
+                    s.push_str("  ");
                     s.push_str(cell);
                     s.push_str(&pad);
                 } else {

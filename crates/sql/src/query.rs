@@ -60,8 +60,31 @@ pub fn referenced(sql: &str) -> Vec<&'static str> {
             i += 1;
         }
     }
-    TABLES.iter().copied().filter(|t| words.iter().any(|w| w.eq_ignore_ascii_case(t))).collect()
+    // SQLite's own list of tables: every table, so that it lists them all.
+    let schema = words.iter().any(|w| {
+        ["sqlite_schema", "sqlite_master", "table_list", "pragma_table_info"].iter().any(|s| w.eq_ignore_ascii_case(s))
+    });
+    TABLES.iter().copied().filter(|t| schema || words.iter().any(|w| w.eq_ignore_ascii_case(t))).collect()
 }
+
+/// Why a query failed.
+enum Failure {
+    Sqlite(rusqlite::Error),
+    Empty,
+    /// Not a query: a statement that returns no rows, or would write.
+    NotAQuery,
+    /// Writing the result failed.
+    Output(std::io::Error),
+}
+
+impl From<rusqlite::Error> for Failure {
+    fn from(e: rusqlite::Error) -> Failure {
+        Failure::Sqlite(e)
+    }
+}
+
+/// What to say of a statement refused as one that is not a read-only query.
+const READ_ONLY: &str = "stepscope sql runs read-only queries: SELECT or WITH … SELECT";
 
 /// Whether a statement may take `action`: reading, and what reading needs. Everything
 /// that writes, attaches a file or changes a setting is refused.
@@ -104,14 +127,14 @@ impl Db {
         result
     }
 
-    fn run(&self, sql: &str, out: &mut dyn Results) -> Result<(), rusqlite::Error> {
-        let written = |e: std::io::Error| rusqlite::Error::ToSqlConversionFailure(Box::new(e));
+    fn run(&self, sql: &str, out: &mut dyn Results) -> Result<(), Failure> {
+        let written = Failure::Output;
         if sql.trim().is_empty() {
-            return Err(rusqlite::Error::InvalidQuery);
+            return Err(Failure::Empty);
         }
         let mut stmt = self.conn.prepare(sql)?;
-        if !stmt.readonly() {
-            return Err(rusqlite::Error::InvalidQuery);
+        if !stmt.readonly() || stmt.column_count() == 0 {
+            return Err(Failure::NotAQuery);
         }
         let names: Vec<String> = stmt.column_names().map(String::from).collect();
         let n = names.len();
@@ -144,22 +167,22 @@ impl Db {
     }
 
     /// The one-line message for `e`, a failure of `sql`.
-    fn explain(&self, sql: &str, e: rusqlite::Error, limits: &Limits) -> String {
+    fn explain(&self, sql: &str, e: Failure, limits: &Limits) -> String {
         use rusqlite::ffi::ErrorCode;
         let tables = || {
             let names: Vec<&str> = TABLES.to_vec();
             format!("the tables are {} (docs/tables.md lists their columns)", names.join(", "))
         };
+        let e = match e {
+            Failure::Empty => return "the query is empty — give one SELECT".into(),
+            Failure::NotAQuery => return format!("the statement is not a query that returns rows — {READ_ONLY}"),
+            Failure::Output(e) => return format!("cannot write the result: {e}"),
+            Failure::Sqlite(e) => e,
+        };
         match e {
-            rusqlite::Error::InvalidQuery if sql.trim().is_empty() => "the query is empty — give one SELECT".into(),
-            rusqlite::Error::InvalidQuery => {
-                "the query would change the database — stepscope sql runs read-only queries: SELECT or WITH … SELECT"
-                    .into()
-            }
             rusqlite::Error::MultipleStatement => {
                 "the query holds more than one statement — give one (a `;` ends it)".into()
             }
-            rusqlite::Error::ToSqlConversionFailure(e) => format!("cannot write the result: {e}"),
             rusqlite::Error::SqlInputError { msg, offset, .. } => {
                 let (line, column) = position(sql, usize::try_from(offset).unwrap_or(0));
                 let help = self.help(&msg).unwrap_or_else(|| "check the query's SQL (SQLite's dialect)".into());
@@ -173,10 +196,9 @@ impl Db {
                          step_num, a LIMIT), or give it longer",
                         limits.timeout.map_or(0, |t| t.as_secs())
                     ),
-                    _ if f.code == ErrorCode::AuthorizationForStatementDenied || msg == "not authorized" => format!(
-                        "{msg}: the query would write, attach a file or change a setting — stepscope sql runs \
-                         read-only queries: SELECT or WITH … SELECT"
-                    ),
+                    _ if f.code == ErrorCode::AuthorizationForStatementDenied || msg == "not authorized" => {
+                        format!("{msg}: the query would write, attach a file or change a setting — {READ_ONLY}")
+                    }
                     ErrorCode::OutOfMemory => format!(
                         "the query needed more than SQLite's {} MiB of memory — narrow it (a WHERE, fewer columns, a \
                          LIMIT)",
@@ -222,6 +244,7 @@ mod tests {
         assert_eq!(referenced("select 'ops' -- kernels\n/* events */ from \"op_events\""), ["op_events"]);
         assert_eq!(referenced("SELECT 'it''s ops' FROM [memory]"), ["memory"]);
         assert!(referenced("SELECT opsx FROM x_ops").is_empty());
+        assert_eq!(referenced("SELECT name, sql FROM sqlite_schema"), TABLES);
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
     // Runs are named as `tables` names them (their folder under PATH); where several
     // PATHs hold profiles, by their folder as given, so that two never share a name.
     let several = args.paths.iter().filter(|p| !stepscope_sql::is_tables_dir(p)).count() > 1;
+    // The hosts of the runs read, to name them where --host matched none.
+    let mut hosts_seen: Vec<String> = Vec::new();
+    let mut host_matched = false;
     for path in &args.paths {
         if stepscope_sql::is_tables_dir(path) {
             let keep = |run: Option<&str>, host: Option<&str>| {
@@ -78,13 +81,20 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
             if wanted.iter().all(|t| *t == "runs") {
                 continue;
             }
+            hosts_seen.extend(r.hosts.iter().map(|h| h.host.clone()));
             for h in r.hosts.iter().filter(|h| args.host.as_ref().is_none_or(|x| *x == h.host)) {
+                host_matched = true;
                 // One host at a time: memory is one host's (the database spills to disk).
                 let input = Input { path: path.clone(), run: Some(r.rel.clone()) };
                 let profile = load::profile(&input, &Select { host: Some(h.host.clone()), top: None })?;
                 tables::host_tables(&profile, &want, &mut db.sink(&name, Some(&h.host)))?;
             }
         }
+    }
+    if let Some(host) = args.host.as_ref().filter(|_| !host_matched && !hosts_seen.is_empty()) {
+        hosts_seen.sort();
+        hosts_seen.dedup();
+        anyhow::bail!("no host named {host:?} in the runs read — pick one of: {}", hosts_seen.join(", "));
     }
     let limits = Limits { timeout: args.timeout.map(Duration::from_secs) };
     let mut out = BufWriter::new(std::io::stdout());
@@ -98,9 +108,12 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
         db.query(&args.query, &limits, &mut results).map_err(anyhow::Error::msg)?;
         results.finish()?;
     } else {
-        let mut results = TextResults { table: Table::new(Vec::<String>::new()), rows: 0 };
+        let mut results = TextResults { table: Table::new(Vec::<String>::new()), rows: 0, text_columns: Vec::new() };
         db.query(&args.query, &limits, &mut results).map_err(anyhow::Error::msg)?;
-        write!(out, "{}", results.table.text())?;
+        // Text left, numbers right: a column is text where a cell of it is.
+        let t = &mut results.table;
+        t.left = (1..t.header.len()).filter(|&i| results.text_columns.get(i) == Some(&true)).collect();
+        write!(out, "{}", t.text())?;
         if results.rows > MAX_TEXT_ROWS {
             errln!(
                 "stepscope: showing the first {} of {} rows — add a LIMIT, or --csv or --json for every row",
@@ -117,17 +130,23 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
 struct TextResults {
     table: Table,
     rows: usize,
+    /// Whether each column holds text in a row shown.
+    text_columns: Vec<bool>,
 }
 
 impl Results for TextResults {
     fn columns(&mut self, names: &[String]) -> std::io::Result<()> {
         self.table = Table::new(names.to_vec());
+        self.text_columns = vec![false; names.len()];
         Ok(())
     }
 
     fn row(&mut self, cells: &[Cell]) -> std::io::Result<bool> {
         self.rows += 1;
         if self.rows <= MAX_TEXT_ROWS {
+            for (t, c) in self.text_columns.iter_mut().zip(cells) {
+                *t |= matches!(c, Cell::Str(_));
+            }
             self.table.push(
                 cells
                     .iter()

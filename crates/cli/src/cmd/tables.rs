@@ -81,12 +81,12 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
     out.commit()?;
     errln!(
         "wrote {} ({} files, {} rows: {} run(s)); query it with hive partitioning, e.g. DuckDB's \
-         read_parquet('{}/steps/**/*.parquet', hive_partitioning = true, union_by_name = true) (docs/tables.md)",
+         read_parquet('{}', hive_partitioning = true, union_by_name = true), or stepscope sql (docs/sql.md)",
         args.out.display(),
         human::count(files),
         human::count(total),
         runs.len(),
-        args.out.display()
+        args.out.join("steps").join("**").join("*.parquet").display()
     );
     Ok(ExitCode::SUCCESS)
 }
