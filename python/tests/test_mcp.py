@@ -39,6 +39,12 @@ def text_of(result):
     return result.content[0].text
 
 
+# Step time and the top op of each run, in one query.
+SQL = ("SELECT s.run, count(*) AS steps, avg(s.duration_ps) AS avg_ps, "
+       "(SELECT name FROM ops o WHERE o.run = s.run ORDER BY self_ps DESC LIMIT 1) AS top_op "
+       "FROM steps s GROUP BY s.run ORDER BY s.run")
+
+
 def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
     run = FIXTURES / "cpu-transformer"
 
@@ -62,10 +68,13 @@ def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
         out["history"] = await s.call_tool("history", {"logdirs": nights})
         out["outside"] = await s.call_tool("summary", {"path": str(tmp_path)})
         out["missing"] = await s.call_tool("hlo", {"path": str(run)})
+        out["sql"] = await s.call_tool("sql", {"query": SQL, "paths": nights})
+        out["sql_writes"] = await s.call_tool("sql", {"query": "DROP TABLE ops", "paths": nights})
+        out["sql_outside"] = await s.call_tool("sql", {"query": "SELECT 1", "paths": [str(tmp_path)]})
         return out
 
     out = session(cli, FIXTURES, calls=calls)
-    for name in ("list_runs", "summary", "steps", "ops", "kernels", "memory", "advise", "hlo", "timeline", "diff", "compare", "history"):
+    for name in ("list_runs", "summary", "steps", "ops", "kernels", "memory", "advise", "hlo", "timeline", "diff", "compare", "history", "sql"):
         assert name in out["tools"], sorted(out["tools"])
         assert out["tools"][name].input_schema["type"] == "object"
     assert out["tools"]["hlo"].input_schema["required"] == ["path", "op"]
@@ -76,6 +85,7 @@ def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
         ("advise", ["advise", str(run), "--json"]),
         ("hlo", ["hlo", str(run), out["op"], "--json"]),
         ("history", ["history", *out["nights"], "--json"]),
+        ("sql", ["sql", SQL, *out["nights"], "--json"]),
     ):
         assert out[key].is_error is False, text_of(out[key])
         assert json.loads(text_of(out[key])) == cli_json(cli, *args), key
@@ -92,6 +102,14 @@ def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
     assert out["outside"].is_error is True
     assert "outside the server's roots" in text_of(out["outside"])
     assert out["missing"].is_error is True and "op: required" in text_of(out["missing"])
+    # sql: a row a run, each run's step count and top op as steps and ops print them.
+    rows = json.loads(text_of(out["sql"]))["rows"]
+    assert len(rows) == 2
+    for row, night in zip(rows, out["nights"]):
+        assert row[1] == len(cli_json(cli, "steps", night, "--json")["steps"])
+        assert row[3] == cli_json(cli, "ops", night, "--json", "--top", "1")["ops"][0]["name"]
+    assert out["sql_writes"].is_error is True and "read-only" in text_of(out["sql_writes"])
+    assert out["sql_outside"].is_error is True and "outside the server's roots" in text_of(out["sql_outside"])
 
 
 def test_answers_are_bounded_and_errors_name_the_file(cli, tmp_path):

@@ -1128,3 +1128,36 @@ test('history page charts the runs\' median step in capture order and names the 
   await page.waitForSelector('.error');
   assert.match(await page.textContent('.error p'), /no run's name starts with "nope"/);
 });
+
+test('SQL page runs the query in its address on the run shown, and says what is wrong with a bad one', async () => {
+  const q = 'SELECT module, name, count, self_ps FROM ops ORDER BY self_ps DESC, name LIMIT 7';
+  const r = await api('sql', { q, run: CPU });
+  assert.equal(r.rows.length, 7);
+  await open(`sql?run=${encodeURIComponent(CPU)}&q=${encodeURIComponent(q)}`);
+  await page.waitForSelector('#sql-result table.data tbody tr');
+  assert.equal(await page.inputValue('#sql-query'), q);
+  // The query's own row order; each column as the API answered.
+  assert.deepEqual(await tableCells('#sql-result', 1), r.rows.map((_, i) => String(i + 1)));
+  assert.deepEqual(await tableCells('#sql-result', 3), r.rows.map(row => row[1]));
+  assert.deepEqual(await tableCells('#sql-result', 5), r.rows.map(row => String(row[3])));
+  assert.match(await page.textContent('#sql-status'), /^7 row\(s\)/);
+  await page.screenshot({ path: path.join(shots, 'sql.png'), fullPage: true });
+  // A query that would write: refused, the server's one line shown, no table.
+  await page.fill('#sql-query', 'DELETE FROM ops');
+  await page.press('#sql-query', 'Control+Enter');
+  await page.waitForSelector('#sql-error:not([hidden])');
+  assert.match(await page.textContent('#sql-error'), /read-only/);
+  assert.equal(await page.locator('#sql-result table').count(), 0);
+  // Every served run: the address keeps the query and the choice, for a link.
+  const all = 'SELECT count(DISTINCT run) AS runs FROM steps';
+  await page.fill('#sql-query', all);
+  await page.check('#sql-all');
+  await page.click('#sql-run');
+  await page.waitForSelector('#sql-result table.data tbody tr');
+  const runs = (await api('runs')).length;
+  const counted = Number((await tableCells('#sql-result', 2))[0]);
+  assert.ok(counted > 1 && counted <= runs, `${counted} of ${runs}`);
+  const hash = new URLSearchParams(page.url().split('?')[1]);
+  assert.equal(hash.get('q'), all);
+  assert.equal(hash.get('all'), '1');
+});
