@@ -17,15 +17,31 @@ pub struct Loaded {
     pub spaces: Vec<Space>,
     /// Hosts that could not be read (each named in a note on stderr).
     pub unread: Vec<Unread>,
+    /// Where only `--host` of several was read: its clock offset, as a read of every
+    /// host aligns it.
+    pub clock_offset_ps: Option<i64>,
 }
 
 /// Resolves `input` and reads every host of the run that can be read; fails only
-/// when none can, or when `must` (`--host`) cannot.
+/// when none can. With `must` (`--host`), reads that host alone (the others' files are
+/// only peeked at for their session starts, which align the hosts' clocks), and fails
+/// when it cannot.
 pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
-    let run = match crate::remote::run(&input.path, input.run.as_deref())? {
+    let mut run = match crate::remote::run(&input.path, input.run.as_deref())? {
         Some(run) => run,
         None => discover::resolve(&input.path, input.run.as_deref())?,
     };
+    let mut clock_offset_ps = None;
+    if let Some(host) = must {
+        if !run.hosts.iter().any(|h| h.host == host) {
+            let names: Vec<&str> = run.hosts.iter().map(|h| h.host.as_str()).collect();
+            anyhow::bail!("no host named {host:?} in this run — pick one of: {}", names.join(", "));
+        }
+        if run.hosts.len() > 1 {
+            clock_offset_ps = Some(stepscope_analysis::profile::clock_offset_ps(&run, host));
+            run.hosts.retain(|h| h.host == host);
+        }
+    }
     for note in &run.skipped {
         errln!("stepscope: note: skipped {note}");
     }
@@ -76,7 +92,7 @@ pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
             readable.spaces.len()
         );
     }
-    Ok(Loaded { run, spaces: readable.spaces, unread: readable.unread })
+    Ok(Loaded { run, spaces: readable.spaces, unread: readable.unread, clock_offset_ps })
 }
 
 /// Draws a bar once a load has taken half a second; clears it when done.
@@ -111,7 +127,11 @@ pub fn profile(input: &Input, select: &Select) -> anyhow::Result<Profile> {
 pub fn profile_and_run(input: &Input, select: &Select) -> anyhow::Result<(Profile, Run)> {
     let loaded = load(input, select.host.as_deref())?;
     let hosts: Vec<String> = loaded.spaces.iter().map(|s| s.host.clone()).collect();
-    let mut profile = Profile::new(loaded.run.rel.clone(), loaded.spaces);
+    let mut spaces = loaded.spaces;
+    let mut profile = match (loaded.clock_offset_ps, spaces.len()) {
+        (Some(offset), 1) => Profile::one_host(loaded.run.rel.clone(), spaces.remove(0), offset),
+        _ => Profile::new(loaded.run.rel.clone(), spaces),
+    };
     profile.unread_hosts = loaded.unread;
     if let Some(h) = &select.host {
         if !profile.retain_host(h) {

@@ -2,7 +2,11 @@
 //! each host's rows of them, written to any [`TableSink`] — Parquet files, or a SQL
 //! database. Each table's rows are what the CLI prints with `--json` for that host.
 
+use std::fs::File;
 use std::io;
+use std::path::Path;
+
+use parquet::file::reader::{FileReader, SerializedFileReader};
 
 use serde::Serialize;
 use stepscope_analysis::ops::GroupBy;
@@ -76,6 +80,36 @@ pub fn memory_points(m: &memory::Memory) -> Vec<MemoryPoint<'_>> {
             })
         })
         .collect()
+}
+
+/// The Parquet files of `tables` under `dir` (each a folder of partition folders, at
+/// most four deep), and their rows, from the files' footers.
+pub fn count_files(dir: &Path, tables: &[&str]) -> io::Result<(u64, u64)> {
+    fn walk(dir: &Path, depth: usize, out: &mut (u64, u64)) -> io::Result<()> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let (ty, path) = (entry.file_type()?, entry.path());
+            if ty.is_dir() && depth < 4 {
+                walk(&path, depth + 1, out)?;
+            } else if ty.is_file() && path.extension().is_some_and(|e| e == "parquet") {
+                let reader = SerializedFileReader::new(File::open(&path)?)
+                    .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
+                out.0 += 1;
+                out.1 += reader.metadata().file_metadata().num_rows().max(0) as u64;
+            }
+        }
+        Ok(())
+    }
+    let mut out = (0, 0);
+    for t in tables {
+        walk(&dir.join(t), 0, &mut out)?;
+    }
+    Ok(out)
 }
 
 /// Writes `rows` as table `name` to `sink`, unless there are none (no columns).

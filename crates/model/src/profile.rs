@@ -27,8 +27,10 @@
 
 use std::sync::OnceLock;
 
+use stepscope_xspace::discover::Run;
 use stepscope_xspace::hlo::{hlo_modules, HloModules};
-use stepscope_xspace::Space;
+use stepscope_xspace::xplane::read_plane_named;
+use stepscope_xspace::{Format, Plane, Space};
 
 use crate::derived::{Derived, Memo};
 use crate::device::{Device, UserPeaks};
@@ -94,17 +96,28 @@ impl Profile {
             let min = starts.iter().flatten().copied().min().unwrap_or(0);
             for ((space, start), off) in hosts.iter_mut().zip(&starts).zip(&mut clock_offset_ps) {
                 *off = start.unwrap_or(min).saturating_sub(min).saturating_mul(1000);
-                if *off != 0 {
-                    for line in space.planes.iter_mut().flat_map(|p| p.lines.iter_mut()) {
-                        line.shift_ps(*off);
-                    }
-                }
+                shift(space, *off);
             }
         }
         Profile {
             run: run.into(),
             hosts,
             clock_offset_ps,
+            unread_hosts: Vec::new(),
+            user_peaks: Default::default(),
+            cache: Cache::default(),
+        }
+    }
+
+    /// A profile of one host of a run read alone, its clock shifted by `clock_offset_ps`
+    /// ([`clock_offset_ps`]), so that its times are those [`Profile::new`] gives it
+    /// when every host of the run is read.
+    pub fn one_host(run: impl Into<String>, mut space: Space, clock_offset_ps: i64) -> Profile {
+        shift(&mut space, clock_offset_ps);
+        Profile {
+            run: run.into(),
+            hosts: vec![space],
+            clock_offset_ps: vec![clock_offset_ps],
             unread_hosts: Vec::new(),
             user_peaks: Default::default(),
             cache: Cache::default(),
@@ -249,8 +262,45 @@ impl Profile {
 
 /// The host's session start, ns since the Unix epoch (`profile_start_time`).
 fn session_start_ns(space: &Space) -> Option<i64> {
-    let plane = space.plane("Task Environment")?;
+    plane_session_start_ns(space.plane(TASK_ENVIRONMENT)?)
+}
+
+/// The plane that holds a host's session start.
+const TASK_ENVIRONMENT: &str = "Task Environment";
+
+fn plane_session_start_ns(plane: &Plane) -> Option<i64> {
     plane.plane_stat("profile_start_time").and_then(|s| plane.stat_i64(&s))
+}
+
+/// Moves every event of `space` `offset_ps` later.
+fn shift(space: &mut Space, offset_ps: i64) {
+    if offset_ps != 0 {
+        for line in space.planes.iter_mut().flat_map(|p| p.lines.iter_mut()) {
+            line.shift_ps(offset_ps);
+        }
+    }
+}
+
+/// The clock offset [`Profile::new`] gives host `host` of `run` when every host is
+/// read, found from the hosts' session starts alone: each XSpace file's "Task
+/// Environment" plane is decoded, nothing else. A host whose file cannot be read is
+/// left out, as a full read leaves it out.
+pub fn clock_offset_ps(run: &Run, host: &str) -> i64 {
+    let starts: Vec<(&str, Option<i64>)> = (run.hosts.iter())
+        .filter_map(|h| {
+            let start = match h.format {
+                Format::XSpace => read_plane_named(&h.path, TASK_ENVIRONMENT).ok()?,
+                Format::TraceJson => None,
+            };
+            Some((h.host.as_str(), start.as_ref().and_then(plane_session_start_ns)))
+        })
+        .collect();
+    if starts.len() < 2 || starts.iter().any(|(_, s)| s.is_none()) {
+        return 0;
+    }
+    let min = starts.iter().filter_map(|(_, s)| *s).min().unwrap_or(0);
+    let mine = starts.iter().find(|(h, _)| *h == host).and_then(|(_, s)| *s).unwrap_or(min);
+    mine.saturating_sub(min).saturating_mul(1000)
 }
 
 /// The steps, measured (found once per profile: see [`Profile::prepare`]).

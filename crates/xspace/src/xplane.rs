@@ -93,6 +93,54 @@ pub fn read_xspace(path: &Path, progress: &Progress) -> Result<Space> {
     })
 }
 
+/// The first plane named `name` of the XSpace at `path`, decoded alone: the file's
+/// other planes are located and skipped, not decoded. `None` where no plane has that
+/// name. For one plane of many hosts' files (each host's session start, which aligns
+/// the hosts' clocks) without reading them whole.
+pub fn read_plane_named(path: &Path, name: &str) -> Result<Option<Plane>> {
+    let (file, len) = crate::files::open_regular(path)?;
+    if len == 0 {
+        return Ok(None);
+    }
+    let source = match crate::mapguard::GuardedMap::map(&file, path).map_err(|e| Error::io(path, &e))? {
+        Some(map) => Source::Mapped(map),
+        None => Source::Owned(read_whole(file, len).map_err(|e| Error::io(path, &e))?),
+    };
+    let source = Arc::new(source);
+    let found = plane_named(&source, name).map_err(|e| Error::corrupt(path, DecodeError::from(e)));
+    if source.changed() {
+        return Err(changed_while_read(path));
+    }
+    found
+}
+
+fn plane_named(source: &Arc<Source>, name: &str) -> WireResult<Option<Plane>> {
+    let buf: &[u8] = source;
+    let mut w = Wire::new(buf);
+    while !w.done() {
+        let (field, wt) = w.key()?;
+        if field != 1 {
+            w.skip(wt)?;
+            continue;
+        }
+        let range = w.bytes(wt)?;
+        let mut pw = w.sub(range.clone());
+        while !pw.done() {
+            let (f, t) = pw.key()?;
+            if f != 2 {
+                pw.skip(t)?;
+                continue;
+            }
+            let at = pw.bytes(t)?;
+            if pw.slice(at) == name.as_bytes() {
+                return decode_plane(source, range, usize::MAX, &Progress::default()).map(Some);
+            }
+            break;
+        }
+    }
+    Ok(None)
+}
+
 /// The error for a profile file that shrank while it was read.
 pub fn changed_while_read(path: &Path) -> Error {
     Error::new(

@@ -20,6 +20,11 @@ Analysis (the same numbers as the ``stepscope`` command's ``--json``)::
     p = stepscope.load("/tmp/logdir")
     p.steps(); p.summary(); p.ops(by="scope", depth=2); p.kernels()
 
+Tables for SQL engines, on this machine or one Ray task per host (docs/scale.md)::
+
+    stepscope.write_tables("/tmp/logdir", "tables/")
+    stepscope.write_tables_on_ray("gs://bucket/pod-logdir", "/shared/tables/")
+
 JAX is imported only by the capture helpers: analysis works without it.
 """
 
@@ -40,6 +45,7 @@ from stepscope._capture import (
     trace,
 )
 from stepscope._profiler import Profiler, Schedule, maybe_profile, schedule
+from stepscope._tables import write_tables, write_tables_on_ray
 
 __all__ = [
     "BenchmarkResult",
@@ -65,4 +71,6 @@ __all__ = [
     "step",
     "timer",
     "trace",
+    "write_tables",
+    "write_tables_on_ray",
 ]

@@ -35,6 +35,15 @@ pub struct TablesArgs {
     /// there is replaced whole).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub out: PathBuf,
+    /// Only this host's tables (in each run read): its partitions, without the runs
+    /// table and the manifest — to write hosts in parallel, a process each
+    /// (docs/scale.md); then `--index` writes those.
+    #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name(), conflicts_with = "index")]
+    pub host: Option<String>,
+    /// Only the runs table and the manifest, counting the table files already in DIR
+    /// (after hosts were written with --host); no host is read.
+    #[arg(long)]
+    pub index: bool,
 }
 
 #[derive(Serialize)]
@@ -51,12 +60,17 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&args.out)
         .map_err(|e| anyhow::anyhow!("cannot make {}: {e} — check the path", args.out.display()))?;
 
-    let run_rows: Vec<RunRow> = runs.iter().map(tables::run_row).collect();
-    let mut files = Files { dir: &|_| args.out.join("runs"), files: 0, error: None };
-    let mut total = tables::put_rows(&mut files, "runs", &run_rows).map_err(|e| files.error(e))?;
-    let mut count = files.files;
-    for r in &runs {
-        for h in &r.hosts {
+    let (mut total, mut count) = (0, 0);
+    if args.host.is_none() {
+        let run_rows: Vec<RunRow> = runs.iter().map(tables::run_row).collect();
+        let mut files = Files { dir: &|_| args.out.join("runs"), files: 0, error: None };
+        total += tables::put_rows(&mut files, "runs", &run_rows).map_err(|e| files.error(e))?;
+        count += files.files;
+    }
+    let mut hosts_read = 0;
+    for r in runs.iter().filter(|_| !args.index) {
+        for h in r.hosts.iter().filter(|h| args.host.as_ref().is_none_or(|x| *x == h.host)) {
+            hosts_read += 1;
             // One host at a time: memory is one host's, whatever the run's size.
             let input = Input { path: args.path.clone(), run: Some(r.rel.clone()) };
             let profile = load::profile(&input, &Select { host: Some(h.host.clone()), top: None })?;
@@ -67,6 +81,34 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
             total += n;
             count += files.files;
         }
+    }
+    if let Some(host) = &args.host {
+        if hosts_read == 0 {
+            let mut names: Vec<&str> = runs.iter().flat_map(|r| r.hosts.iter().map(|h| h.host.as_str())).collect();
+            names.sort_unstable();
+            names.dedup();
+            anyhow::bail!(
+                "no host named {host:?} in the runs of {} — pick one of: {}",
+                args.path.display(),
+                names.join(", ")
+            );
+        }
+        errln!(
+            "wrote host {host}'s tables into {} ({} files, {} rows); `stepscope tables {} -o {} --index` writes \
+             the runs table and the manifest once every host is written",
+            args.out.display(),
+            human::count(count),
+            human::count(total),
+            args.path.display(),
+            args.out.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.index {
+        // Every table file in DIR, whoever wrote it.
+        let (files, rows) = tables::count_files(&args.out, tables::TABLES)
+            .map_err(|e| anyhow::anyhow!("cannot count the tables in {}: {e}", args.out.display()))?;
+        (count, total) = (files, rows);
     }
     let files = count;
     let manifest = Manifest {

@@ -1,0 +1,86 @@
+"""The profile's tables as Parquet (``stepscope tables``): on this machine, or on a Ray
+cluster with one task per host file, for pods and fleets (docs/scale.md).
+
+Both write the same folder, file for file: ``OUT/<table>/run=…/host=…/part-0.parquet``,
+the ``runs`` table and ``stepscope_tables.json``. Read it with ``stepscope sql``,
+DuckDB, Polars, Spark or pyarrow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Optional
+
+from stepscope._native import StepscopeError
+
+
+def _stepscope(*args: str) -> str:
+    """Runs the ``stepscope`` command of this Python; its standard output, or its
+    one-line error as a StepscopeError."""
+    r = subprocess.run(
+        [sys.executable, "-m", "stepscope", *args], stdin=subprocess.DEVNULL, capture_output=True, text=True
+    )
+    if r.returncode != 0:
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        raise StepscopeError(lines[-1] if lines else f"stepscope {args[0]} failed with exit code {r.returncode}")
+    return r.stdout
+
+
+def _manifest(out: str) -> dict:
+    with open(os.path.join(out, "stepscope_tables.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_tables(path: str, out: str, *, run: Optional[str] = None, host: Optional[str] = None) -> dict:
+    """Writes the tables of every run under ``path`` (or of ``run``) into the folder
+    ``out``, a host at a time; returns the manifest. With ``host``, only that host's
+    tables are written (no manifest, and ``None`` is returned): the unit of work
+    :func:`write_tables_on_ray` hands each task."""
+    args = ["tables", os.fspath(path), "-o", os.fspath(out)]
+    if run is not None:
+        args += ["--run", run]
+    if host is not None:
+        _stepscope(*args, "--host", host)
+        return None
+    _stepscope(*args)
+    return _manifest(os.fspath(out))
+
+
+def _host_task(path: str, out: str, run: str, host: str) -> str:
+    # On a Ray worker: one host's tables, written where every worker can reach.
+    write_tables(path, out, run=run, host=host)
+    return host
+
+
+def write_tables_on_ray(
+    path: str, out: str, *, run: Optional[str] = None, num_cpus: float = 1
+) -> dict:
+    """:func:`write_tables` on a Ray cluster: one task per host file (each needing
+    ``num_cpus``), then the runs table and the manifest here. ``path`` and ``out`` must be
+    reachable from every node under the same names (a shared filesystem, or a bucket's
+    ``gs://``/``s3://`` log directory for ``path``). Uses the cluster ``ray.init()``
+    connected to; without one, Ray starts a local one. Returns the manifest, equal to
+    :func:`write_tables`'s."""
+    try:
+        import ray
+    except ImportError as e:
+        raise StepscopeError("write_tables_on_ray needs Ray — pip install ray") from e
+    path, out = os.fspath(path), os.fspath(out)
+    listed = json.loads(_stepscope("ls", path, "--json"))["runs"]
+    if run is not None:
+        listed = [r for r in listed if r["run"] == run]
+        if not listed:
+            raise StepscopeError(f"no run named {run!r} under {path} — `stepscope ls {path}` lists them")
+    if not listed:
+        raise StepscopeError(f"no profile found under {path} — point at the folder given to jax.profiler.trace")
+    task = ray.remote(num_cpus=num_cpus)(_host_task)
+    refs = [task.remote(path, out, r["run"], h) for r in listed for h in r["hosts"]]
+    ray.get(refs)
+    args = ["tables", path, "-o", out, "--index"]
+    if run is not None:
+        args += ["--run", run]
+    _stepscope(*args)
+    return _manifest(out)

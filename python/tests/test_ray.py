@@ -1,0 +1,79 @@
+"""`stepscope.write_tables_on_ray` on a real local Ray cluster of 2 CPUs, one task per
+host file: its folder equals `stepscope tables`' file for file and row for row, and its
+manifest is the same."""
+
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import ray
+
+import stepscope
+
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
+
+
+def log_dir(tmp: Path) -> Path:
+    """Three runs: the guide's SGD capture, a data-parallel run of eight devices, and a
+    run of two hosts (one capture under two names)."""
+    logs = tmp / "logs"
+    shutil.copytree(FIXTURES / "cpu-guide-sgd", logs / "sgd")
+    shutil.copytree(FIXTURES / "cpu-dp8-collectives", logs / "dp8")
+    two = logs / "two" / "plugins" / "profile" / "2026_11_01_00_00_00"
+    two.mkdir(parents=True)
+    vm = FIXTURES / "cpu-clean" / "plugins" / "profile" / "2026_11_21_23_32_11" / "vm.xplane.pb"
+    for host in ("vm", "worker-1"):
+        shutil.copy(vm, two / f"{host}.xplane.pb")
+    return logs
+
+
+def parquet_files(root: Path) -> dict:
+    return {str(p.relative_to(root)): p for p in sorted(root.rglob("*.parquet"))}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def test_ray_tables_equal_the_local_command(cluster, tmp_path):
+    logs = log_dir(tmp_path)
+    local = stepscope.write_tables(logs, tmp_path / "local")
+    distributed = stepscope.write_tables_on_ray(logs, tmp_path / "ray")
+    assert distributed == local
+    assert local["schema"] == "stepscope.tables/1" and len(local["runs"]) == 3
+    ours, theirs = parquet_files(tmp_path / "local"), parquet_files(tmp_path / "ray")
+    assert list(theirs) == list(ours)
+    assert local["files"] == len(ours)
+    # Four hosts, each with its partitions of each table.
+    assert sum("/host=worker-1/" in k for k in ours) >= 5
+    rows = 0
+    for name, path in ours.items():
+        a, b = pq.read_table(path), pq.read_table(theirs[name])
+        assert a.schema == b.schema, name
+        assert a.to_pylist() == b.to_pylist(), name
+        rows += a.num_rows
+    assert rows == local["rows"]
+    # One run of the folder, likewise.
+    one = local["runs"][0]
+    assert stepscope.write_tables_on_ray(logs, tmp_path / "one", run=one)["runs"] == [one]
+
+
+def test_a_task_that_fails_names_its_error(cluster, tmp_path):
+    with pytest.raises(stepscope.StepscopeError, match="cannot read .*missing"):
+        stepscope.write_tables_on_ray(tmp_path / "missing", tmp_path / "out")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(stepscope.StepscopeError, match="no profile found"):
+        stepscope.write_tables_on_ray(tmp_path / "empty", tmp_path / "out")
+    logs = log_dir(tmp_path)
+    with pytest.raises(stepscope.StepscopeError, match="no run named 'nope'"):
+        stepscope.write_tables_on_ray(logs, tmp_path / "out", run="nope")
+    # A host file that is not a profile: the task's one-line error comes back.
+    bad = logs / "bad" / "plugins" / "profile" / "2026_11_02_00_00_00"
+    bad.mkdir(parents=True)
+    (bad / "vm.xplane.pb").write_bytes(b"\x0a\xff\xff\xff\xff\x0f not a profile")
+    with pytest.raises(stepscope.StepscopeError, match="vm.xplane.pb"):
+        stepscope.write_tables_on_ray(logs, tmp_path / "out2")
