@@ -166,3 +166,46 @@ fn ls_counts_the_steps_of_runs_without_a_manifest() {
     let shown = steps_of("cpu-sync").to_string();
     assert!(line.split_whitespace().any(|w| w == shown), "{line}");
 }
+
+/// `--host` reads that host alone, and its times are those of the whole run's read:
+/// the hosts' clocks are aligned by their session starts, peeked at in the other
+/// hosts' files without decoding them.
+#[test]
+fn a_host_read_alone_keeps_its_place_on_the_runs_clock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("plugins/profile/2026_11_01_00_00_00");
+    std::fs::create_dir_all(&run).unwrap();
+    // Three captures started minutes apart, as the hosts of one run.
+    let files = [("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")];
+    for (host, fixture_dir) in files {
+        std::fs::copy(xplane(fixture_dir), run.join(format!("{host}.xplane.pb"))).unwrap();
+    }
+    let dir = tmp.path().to_str().unwrap();
+    let all = crate::util::json(&["steps", dir]);
+    let rows = |v: &serde_json::Value, host: &str| -> Vec<(i64, i64, i64)> {
+        (v["steps"].as_array().unwrap().iter())
+            .filter(|s| s["host"] == host)
+            .map(|s| {
+                (
+                    s["start_ps"].as_i64().unwrap(),
+                    s["duration_ps"].as_i64().unwrap(),
+                    s["device_busy_ps"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let mut shifted = 0;
+    for (host, fixture_dir) in files {
+        let alone = crate::util::json(&["steps", dir, "--host", host]);
+        assert!(!rows(&alone, host).is_empty(), "{host}");
+        assert_eq!(rows(&alone, host), rows(&all, host), "{host}: steps --host against the whole run's");
+        let own = crate::util::json(&["steps", &fixture(fixture_dir).display().to_string()]);
+        let (first_here, first_own) = (rows(&alone, host)[0].0, rows(&own, "vm")[0].0);
+        shifted += usize::from(first_here != first_own);
+    }
+    // Two of the three hosts started after the first, so their times moved.
+    assert_eq!(shifted, 2);
+    let ops_all = crate::util::json(&["ops", dir, "--top", "0", "--host", "b"]);
+    let ops_b = crate::util::json(&["ops", &fixture("cpu-slow").display().to_string(), "--top", "0"]);
+    assert_eq!(ops_all["ops"], ops_b["ops"], "an op's times do not depend on the clock");
+}
