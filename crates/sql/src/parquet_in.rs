@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use parquet::basic::Type as PhysicalType;
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use parquet::record::Field;
+use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
+use parquet::data_type::{ByteArray, DataType};
 use stepscope_export::table::{Cell, ColType, Column, RowSink};
 use stepscope_export::tables::TABLES;
 
@@ -90,34 +91,113 @@ impl Db {
         let names = self.ensure(table, &columns)?;
         let partitions: Vec<Option<&str>> =
             names[columns.len()..].iter().map(|p| if p == "run" { run } else { host }).collect();
-        let mut rows = reader.get_row_iter(None).map_err(io::Error::other)?;
         self.insert(table, &names, &partitions, &mut |out: &mut dyn RowSink| {
-            let mut texts: Vec<String> = Vec::new();
-            for row in rows.by_ref() {
-                let row = row.map_err(io::Error::other)?;
-                texts.clear();
-                let fields: Vec<&Field> = row.get_column_iter().map(|(_, f)| f).collect();
-                for f in &fields {
-                    texts.push(match f {
-                        Field::Null | Field::Bool(_) | Field::Long(_) | Field::Double(_) | Field::Str(_) => {
-                            String::new()
-                        }
-                        other => other.to_string(),
-                    });
+            // A row group at a time, each column read whole (values and definition
+            // levels), then handed on row by row.
+            for g in 0..reader.num_row_groups() {
+                let group = reader.get_row_group(g).map_err(io::Error::other)?;
+                let rows = usize::try_from(group.metadata().num_rows()).unwrap_or(0);
+                let cols = (0..columns.len())
+                    .map(|i| ColData::read(group.get_column_reader(i).map_err(io::Error::other)?, rows, columns[i].nullable))
+                    .collect::<io::Result<Vec<_>>>()?;
+                let mut next = vec![0usize; cols.len()];
+                let mut cells: Vec<Cell> = Vec::with_capacity(cols.len());
+                for row in 0..rows {
+                    cells.clear();
+                    for (c, at) in cols.iter().zip(&mut next) {
+                        cells.push(c.cell(row, at)?);
+                    }
+                    out.row(&cells)?;
                 }
-                let cells: Vec<Cell> = (fields.iter().zip(&texts))
-                    .map(|(f, text)| match f {
-                        Field::Null => Cell::Null,
-                        Field::Bool(b) => Cell::Bool(*b),
-                        Field::Long(v) => Cell::I64(*v),
-                        Field::Double(v) => Cell::F64(*v),
-                        Field::Str(s) => Cell::Str(s),
-                        _ => Cell::Str(text),
-                    })
-                    .collect();
-                out.row(&cells)?;
             }
             Ok(())
+        })
+    }
+}
+
+/// One column of a row group, read whole: its values (only the present ones) and, for
+/// a nullable column, a definition level a row.
+struct ColData {
+    values: Values,
+    defs: Vec<i16>,
+    nullable: bool,
+}
+
+enum Values {
+    Str(Vec<ByteArray>),
+    I64(Vec<i64>),
+    I32(Vec<i32>),
+    F64(Vec<f64>),
+    F32(Vec<f32>),
+    Bool(Vec<bool>),
+}
+
+/// `rows` records of `r`: values and definition levels.
+fn read_all<T: DataType>(r: &mut ColumnReaderImpl<T>, rows: usize, nullable: bool) -> io::Result<(Vec<T::T>, Vec<i16>)> {
+    let (mut values, mut defs) = (Vec::with_capacity(rows), Vec::with_capacity(if nullable { rows } else { 0 }));
+    let mut got = 0;
+    while got < rows {
+        let levels = if nullable { Some(&mut defs) } else { None };
+        let (records, _, _) = r.read_records(rows - got, levels, None, &mut values).map_err(io::Error::other)?;
+        if records == 0 {
+            return Err(io::Error::other(format!("a row group ends after {got} of its {rows} rows")));
+        }
+        got += records;
+    }
+    Ok((values, defs))
+}
+
+impl ColData {
+    fn read(reader: ColumnReader, rows: usize, nullable: bool) -> io::Result<ColData> {
+        let (values, defs) = match reader {
+            ColumnReader::ByteArrayColumnReader(mut r) => {
+                let (v, d) = read_all(&mut r, rows, nullable)?;
+                (Values::Str(v), d)
+            }
+            ColumnReader::Int64ColumnReader(mut r) => {
+                let (v, d) = read_all(&mut r, rows, nullable)?;
+                (Values::I64(v), d)
+            }
+            ColumnReader::Int32ColumnReader(mut r) => {
+                let (v, d) = read_all(&mut r, rows, nullable)?;
+                (Values::I32(v), d)
+            }
+            ColumnReader::DoubleColumnReader(mut r) => {
+                let (v, d) = read_all(&mut r, rows, nullable)?;
+                (Values::F64(v), d)
+            }
+            ColumnReader::FloatColumnReader(mut r) => {
+                let (v, d) = read_all(&mut r, rows, nullable)?;
+                (Values::F32(v), d)
+            }
+            ColumnReader::BoolColumnReader(mut r) => {
+                let (v, d) = read_all(&mut r, rows, nullable)?;
+                (Values::Bool(v), d)
+            }
+            _ => return Err(io::Error::other("a column of a type `stepscope tables` does not write")),
+        };
+        Ok(ColData { values, defs, nullable })
+    }
+
+    /// Row `row`'s cell; `next` is the column's next value (rows are asked for in
+    /// order, and only a present value takes one).
+    fn cell(&self, row: usize, next: &mut usize) -> io::Result<Cell<'_>> {
+        if self.nullable && self.defs.get(row).copied().unwrap_or(0) == 0 {
+            return Ok(Cell::Null);
+        }
+        let i = *next;
+        *next += 1;
+        let missing = || io::Error::other("a column holds fewer values than its rows");
+        Ok(match &self.values {
+            Values::Str(v) => {
+                let bytes = v.get(i).ok_or_else(missing)?.data();
+                Cell::Str(std::str::from_utf8(bytes).map_err(|_| io::Error::other("a text value is not UTF-8"))?)
+            }
+            Values::I64(v) => Cell::I64(*v.get(i).ok_or_else(missing)?),
+            Values::I32(v) => Cell::I64(i64::from(*v.get(i).ok_or_else(missing)?)),
+            Values::F64(v) => Cell::F64(*v.get(i).ok_or_else(missing)?),
+            Values::F32(v) => Cell::F64(f64::from(*v.get(i).ok_or_else(missing)?)),
+            Values::Bool(v) => Cell::Bool(*v.get(i).ok_or_else(missing)?),
         })
     }
 }
