@@ -244,6 +244,10 @@ test('timeline zooms and pans with W/A/S/D, wheel and drag; a click shows the ev
   const statNames = await page.$$eval('#tl-side table.stats th', t => t.map(x => x.textContent));
   assert.deepEqual(statNames, [...expect.stats, ...expect.metadata_stats].map(s => s.name));
   await page.screenshot({ path: path.join(shots, 'timeline-event.png') });
+  // Escape clears the selected event, as it clears an area.
+  await page.keyboard.press('Escape');
+  assert.equal(await page.$('#tl-event-name'), null);
+  assert.equal(await page.textContent('#tl-side'), 'click an event to see its stats');
 });
 
 test('timeline search lists the matches and jumps to one', async () => {
@@ -1160,4 +1164,14 @@ test('SQL page runs the query in its address on the run shown, and says what is 
   const hash = new URLSearchParams(page.url().split('?')[1]);
   assert.equal(hash.get('q'), all);
   assert.equal(hash.get('all'), '1');
+});
+
+test('a timeline link with a window that is not a number opens on the whole run', async () => {
+  const tr = await api('timeline/tracks', { run: CPU });
+  await open(`timeline?run=${encodeURIComponent(CPU)}&start_ps=abc&end_ps=`);
+  await settle();
+  const [a, b] = await timelineWindow();
+  assert.ok(Number.isFinite(a) && Number.isFinite(b) && b > a, `${a} ${b}`);
+  assert.ok(a <= tr.start_ps && b >= tr.end_ps, `${a}..${b} holds ${tr.start_ps}..${tr.end_ps}`);
+  assert.ok((await page.evaluate(() => window.stepscopeTimeline.events())).length > 0);
 });

@@ -1,7 +1,7 @@
 // Diff: what changed from run A to run B (api/diff?a=…&b=…): step time, the average
 // step's parts, then ops and kernels ranked by their effect on one step.
 import { el, card } from '../lib/dom.js';
-import { dur, bytes, pct } from '../lib/format.js';
+import { bytes, count, dur, pct } from '../lib/format.js';
 import { table } from '../lib/table.js';
 import { opLink } from '../lib/nav.js';
 
@@ -34,8 +34,8 @@ export async function render(view, ctx) {
   if (ctx.stale()) return;
   const t = d.step_time;
   view.append(el('div', { class: 'cards', id: 'diff-cards' },
-    card('median step A', dur(t.a_median_ps), `${d.a.step_count} steps, mean ${dur(t.a_mean_ps)}`),
-    card('median step B', dur(t.b_median_ps), `${d.b.step_count} steps, mean ${dur(t.b_mean_ps)}`),
+    card('median step A', dur(t.a_median_ps), `${count(d.a.step_count)} steps, mean ${dur(t.a_mean_ps)}`),
+    card('median step B', dur(t.b_median_ps), `${count(d.b.step_count)} steps, mean ${dur(t.b_mean_ps)}`),
     card('change', el('span', { class: t.delta_ps > 0 ? 'delta-up' : t.delta_ps < 0 ? 'delta-down' : '' }, signed(t.delta_ps)), t.delta_pct == null ? 'a run has no steps' : `${t.delta_pct >= 0 ? '+' : ''}${pct(t.delta_pct)}`),
     d.memory.a_peak_bytes !== null && d.memory.b_peak_bytes !== null
       ? card('memory peak', `${bytes(d.memory.a_peak_bytes)} → ${bytes(d.memory.b_peak_bytes)}`) : null,

@@ -1,6 +1,6 @@
 // Steps: every step's duration, device busy and idle time, compile overlap.
 import { el } from '../lib/dom.js';
-import { dur } from '../lib/format.js';
+import { count, dur } from '../lib/format.js';
 import { table } from '../lib/table.js';
 import { stepChart } from '../lib/charts.js';
 
@@ -13,7 +13,7 @@ export async function render(view, ctx) {
   const how = device
     ? '; the loop dispatches ahead of its device, so each step is timed on the device, up to the end of the work it launched (dispatch: its host span)'
     : '';
-  view.append(el('h1', {}, 'Steps'), el('p', { class: 'muted', id: 'steps-timing' }, `${st.steps.length} steps, found from ${st.source.replace(/_/g, ' ')}${how}`));
+  view.append(el('h1', {}, 'Steps'), el('p', { class: 'muted', id: 'steps-timing' }, `${count(st.steps.length)} steps, found from ${st.source.replace(/_/g, ' ')}${how}`));
   if (!st.steps.length) return;
   const chart = el('div', { class: 'chartbox' });
   view.append(chart);

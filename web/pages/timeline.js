@@ -818,7 +818,14 @@ async function timeline(view, ctx, pane) {
     else if (k === 's') zoom(1.25, mouseX);
     else if (k === 'a') pan(-0.15);
     else if (k === 'd') pan(0.15);
-    else if (k === 'escape' && area) { area = null; clear(side); side.append(el('p', { class: 'muted' }, 'click an event to see its stats')); draw(); }
+    // Escape clears the area selection and the selected event, as in Perfetto.
+    else if (k === 'escape' && (area || selected)) {
+      area = null;
+      selected = null;
+      clear(side);
+      side.append(el('p', { class: 'muted' }, 'click an event to see its stats'));
+      draw();
+    }
     else return;
     e.preventDefault();
   }, { signal: listeners.signal });
