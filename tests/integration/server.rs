@@ -76,9 +76,15 @@ impl Reply {
 
 /// One HTTP/1.1 request with the path sent exactly as given (no normalisation).
 pub(crate) fn request(port: u16, method: &str, raw_path: &str) -> Reply {
+    request_with(port, method, raw_path, "")
+}
+
+/// [`request`] with more header lines (each ending in `\r\n`).
+pub(crate) fn request_with(port: u16, method: &str, raw_path: &str, headers: &str) -> Reply {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
-    write!(s, "{method} {raw_path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n").expect("send");
+    write!(s, "{method} {raw_path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}Connection: close\r\n\r\n")
+        .expect("send");
     let mut buf = Vec::new();
     s.read_to_end(&mut buf).expect("read reply");
     let split = buf.windows(4).position(|w| w == b"\r\n\r\n").expect("end of headers");
@@ -640,6 +646,21 @@ fn export_downloads_equal_the_cli_export_and_nothing_is_written_into_the_root() 
     let want = std::fs::read(&cli).unwrap();
     assert!(want.len() > 100_000, "a real trace: {} bytes", want.len());
     assert!(r.body == want, "download ({} bytes) differs from the CLI export ({} bytes)", r.body.len(), want.len());
+    assert_eq!(r.header("content-encoding"), None);
+    // To a client that accepts gzip (a browser), the same trace gzip-compressed for the
+    // transfer, its compressed length said before it starts.
+    let path = format!("/{}/api/export?run={}&format=perfetto", s.token, enc(CPU_RUN));
+    let r = request_with(s.port, "GET", &path, "Accept-Encoding: gzip, deflate, br\r\n");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    assert_eq!(r.header("content-length"), Some(r.body.len().to_string().as_str()));
+    let mut unzipped = Vec::new();
+    flate2::read::GzDecoder::new(&r.body[..]).read_to_end(&mut unzipped).unwrap();
+    assert!(unzipped == want, "the gzip download holds {} bytes, not the trace's {}", unzipped.len(), want.len());
+    assert!(r.body.len() * 2 < want.len(), "{} bytes compressed of {}", r.body.len(), want.len());
+    let r = request_with(s.port, "GET", &path, "Accept-Encoding: gzip;q=0, br\r\n");
+    assert_eq!(r.header("content-encoding"), None);
+    assert!(r.body == want);
 
     // Chrome JSON (gzip): read back by `stepscope info`, every source event is there.
     let r = s.get(&format!("api/export?run={}&format=chrome", enc(CPU_RUN)));

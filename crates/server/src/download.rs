@@ -1,5 +1,7 @@
 //! `api/export`: the run as a Perfetto trace or gzipped Chrome trace JSON, sent as a
-//! download.
+//! download. A Perfetto trace goes gzip-compressed (`Content-Encoding: gzip`, which the
+//! browser undoes as it saves) to a client that accepts it: a third of the bytes
+//! through an SSH tunnel.
 //!
 //! The exporter writes into an unnamed temporary file in the system's temporary folder
 //! (never into the served folder), which is then streamed to the client in chunks, so
@@ -39,9 +41,21 @@ struct Export {
     bytes: u64,
     file_name: String,
     content_type: &'static str,
+    /// `Content-Encoding`, where the bytes are compressed for the transfer only.
+    encoding: Option<&'static str>,
 }
 
-pub async fn export(app: Arc<App>, q: Params) -> Response<Body> {
+/// Whether an `Accept-Encoding` header value accepts gzip (a `q=0` refuses it).
+pub fn accepts_gzip(value: &str) -> bool {
+    value.split(',').any(|part| {
+        let mut it = part.split(';').map(str::trim);
+        let coding = it.next().unwrap_or("");
+        let refused = it.any(|p| p.strip_prefix("q=").is_some_and(|q| q.parse::<f32>().is_ok_and(|q| q <= 0.0)));
+        (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+    })
+}
+
+pub async fn export(app: Arc<App>, q: Params, gzip: bool) -> Response<Body> {
     let format = match q.str("format").unwrap_or("") {
         "perfetto" => Format::Perfetto,
         "chrome" => Format::Chrome,
@@ -52,7 +66,7 @@ pub async fn export(app: Arc<App>, q: Params) -> Response<Body> {
     };
     let made = {
         let app = app.clone();
-        tokio::task::spawn_blocking(move || write(&app, &q, format)).await
+        tokio::task::spawn_blocking(move || write(&app, &q, format, gzip)).await
     };
     let ex = match made {
         Ok(Ok(ex)) => ex,
@@ -64,14 +78,19 @@ pub async fn export(app: Arc<App>, q: Params) -> Response<Body> {
     let mut r = respond(StatusCode::OK, ex.content_type, Body::new(ChannelBody(rx)));
     let h = r.headers_mut();
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(ex.bytes));
+    if let Some(encoding) = ex.encoding {
+        h.insert(header::CONTENT_ENCODING, HeaderValue::from_static(encoding));
+    }
+    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
     if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{}\"", ex.file_name)) {
         h.insert(header::CONTENT_DISPOSITION, v);
     }
     r
 }
 
-/// Writes the export of the requested run into a temporary file.
-fn write(app: &App, q: &Params, format: Format) -> Result<Export, ApiError> {
+/// Writes the export of the requested run into a temporary file; a Perfetto trace
+/// gzip-compressed where `gzip`.
+fn write(app: &App, q: &Params, format: Format, gzip: bool) -> Result<Export, ApiError> {
     let e = q.entry(app)?;
     let failed = |err: std::io::Error| ApiError {
         status: 500,
@@ -80,7 +99,15 @@ fn write(app: &App, q: &Params, format: Format) -> Result<Export, ApiError> {
     let file = tempfile::tempfile().map_err(failed)?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     let base = file_stem(&e.run.name, q.str("host").filter(|h| !h.is_empty()));
+    let mut encoding = None;
     let (file_name, content_type) = match format {
+        Format::Perfetto if gzip => {
+            let mut gz = flate2::write::GzEncoder::new(&mut out, flate2::Compression::fast());
+            perfetto::write_perfetto(&e.profile.hosts, BufWriter::with_capacity(1 << 20, &mut gz)).map_err(failed)?;
+            gz.finish().map_err(failed)?;
+            encoding = Some("gzip");
+            (format!("{base}.pftrace"), "application/octet-stream")
+        }
         Format::Perfetto => {
             perfetto::write_perfetto(&e.profile.hosts, &mut out).map_err(failed)?;
             (format!("{base}.pftrace"), "application/octet-stream")
@@ -96,7 +123,7 @@ fn write(app: &App, q: &Params, format: Format) -> Result<Export, ApiError> {
     q.changed_files()?;
     let bytes = file.stream_position().map_err(failed)?;
     file.rewind().map_err(failed)?;
-    Ok(Export { file, bytes, file_name, content_type })
+    Ok(Export { file, bytes, file_name, content_type, encoding })
 }
 
 /// A file name made of the run's and host's names, only `[A-Za-z0-9._-]`.
@@ -150,6 +177,17 @@ impl http_body::Body for ChannelBody {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn gzip_is_accepted_unless_refused() {
+        use super::accepts_gzip;
+        assert!(accepts_gzip("gzip, deflate, br, zstd"));
+        assert!(accepts_gzip("br;q=1.0, GZIP;q=0.5"));
+        assert!(accepts_gzip("*"));
+        assert!(!accepts_gzip("gzip;q=0, br"));
+        assert!(!accepts_gzip("identity"));
+        assert!(!accepts_gzip(""));
+    }
+
     #[test]
     fn file_names_are_plain() {
         assert_eq!(super::file_stem("2026_11_21_22_29_17", None), "2026_11_21_22_29_17");

@@ -140,7 +140,9 @@ async fn handle<B>(app: Arc<App>, req: Request<B>) -> Response<Body> {
             Err(e) => return api_error(ApiError::bad(format!("bad query string: {e}"))),
         };
         if route == "export" {
-            return download::export(app, params).await;
+            let gzip = (req.headers().get_all(header::ACCEPT_ENCODING).iter())
+                .any(|v| v.to_str().is_ok_and(download::accepts_gzip));
+            return download::export(app, params, gzip).await;
         }
         let Some(handler) = api::route(route) else {
             return api_error(ApiError::not_found(format!("no API route {route:?} — see docs/api.md")));

@@ -6,9 +6,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use parquet::basic::Type as PhysicalType;
-use parquet::file::reader::{FileReader, SerializedFileReader};
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::{ByteArray, DataType};
+use parquet::file::reader::{FileReader, SerializedFileReader};
 use stepscope_export::table::{Cell, ColType, Column, RowSink};
 use stepscope_export::tables::TABLES;
 
@@ -98,7 +98,9 @@ impl Db {
                 let group = reader.get_row_group(g).map_err(io::Error::other)?;
                 let rows = usize::try_from(group.metadata().num_rows()).unwrap_or(0);
                 let cols = (0..columns.len())
-                    .map(|i| ColData::read(group.get_column_reader(i).map_err(io::Error::other)?, rows, columns[i].nullable))
+                    .map(|i| {
+                        ColData::read(group.get_column_reader(i).map_err(io::Error::other)?, rows, columns[i].nullable)
+                    })
                     .collect::<io::Result<Vec<_>>>()?;
                 let mut next = vec![0usize; cols.len()];
                 let mut cells: Vec<Cell> = Vec::with_capacity(cols.len());
@@ -133,7 +135,11 @@ enum Values {
 }
 
 /// `rows` records of `r`: values and definition levels.
-fn read_all<T: DataType>(r: &mut ColumnReaderImpl<T>, rows: usize, nullable: bool) -> io::Result<(Vec<T::T>, Vec<i16>)> {
+fn read_all<T: DataType>(
+    r: &mut ColumnReaderImpl<T>,
+    rows: usize,
+    nullable: bool,
+) -> io::Result<(Vec<T::T>, Vec<i16>)> {
     let (mut values, mut defs) = (Vec::with_capacity(rows), Vec::with_capacity(if nullable { rows } else { 0 }));
     let mut got = 0;
     while got < rows {
