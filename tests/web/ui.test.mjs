@@ -1175,3 +1175,38 @@ test('a timeline link with a window that is not a number opens on the whole run'
   assert.ok(a <= tr.start_ps && b >= tr.end_ps, `${a}..${b} holds ${tr.start_ps}..${tr.end_ps}`);
   assert.ok((await page.evaluate(() => window.stepscopeTimeline.events())).length > 0);
 });
+
+test('a table of 2,000 rows keeps only the rows in view in the DOM, and scrolling and sorting reach every row', async () => {
+  // A real run's steps, repeated to 2,000 (no bundled capture has that many).
+  const real = await api('steps', { run: CPU });
+  const first = real.steps[0];
+  const steps = Array.from({ length: 2000 }, (_, i) => ({
+    ...real.steps[i % real.steps.length], step_num: i, start_ps: first.start_ps + i * first.duration_ps,
+  }));
+  await page.route(/\/api\/steps\?/, route => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify({ ...real, steps }) }));
+  try {
+    await open(`steps?run=${encodeURIComponent(CPU)}`);
+    await page.waitForSelector('.tablewrap.virtual table.data tbody tr:not(.spacer)');
+    const rendered = async () => page.$$eval('table.data tbody tr:not(.spacer) td:first-child', tds => tds.map(t => Number(t.textContent)));
+    const top = await rendered();
+    assert.ok(top.length > 10 && top.length < 300, `${top.length} rows in the DOM`);
+    assert.deepEqual(top, top.map((_, i) => i), 'the first rows, in step order');
+    assert.equal(await page.textContent('.rowcount'), '2,000 rows');
+    assert.ok((await page.textContent('#steps-timing')).startsWith('2,000 steps, found from'));
+    // The last row, by scrolling to the end.
+    await page.$eval('.tablewrap.virtual', w => { w.scrollTop = w.scrollHeight; });
+    await page.waitForFunction(() => [...document.querySelectorAll('table.data tbody tr:not(.spacer) td:first-child')].some(td => td.textContent === '1999'));
+    assert.ok((await rendered()).length < 300);
+    // Sorted the other way, from the top: step 1,999 first.
+    await page.$eval('.tablewrap.virtual', w => { w.scrollTop = 0; });
+    await page.click('table.data th[data-key="step_num"]');
+    await page.waitForFunction(() => document.querySelector('table.data tbody tr:not(.spacer) td').textContent === '1999');
+    // The filter narrows the rows; a short result is drawn whole.
+    await page.fill('.filter', 'no such step name');
+    await page.waitForFunction(() => document.querySelector('.rowcount').textContent === '0 of 2,000 rows');
+    assert.equal(await page.$('.tablewrap.virtual'), null);
+    await page.screenshot({ path: path.join(shots, 'steps-2000.png') });
+  } finally {
+    await page.unroute(/\/api\/steps\?/);
+  }
+});

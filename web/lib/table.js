@@ -6,7 +6,8 @@
 import { el, clear, download } from './dom.js';
 import { count } from './format.js';
 
-const MAX_DOM_ROWS = 2000;
+// Tables longer than this keep only the rows in view in the DOM.
+export const VIRTUAL_ROWS = 400;
 
 export function table(host, { columns, rows, sort, desc = true, csvName = 'table.csv', filter = '', onRow, onFilter }) {
   const state = { sort: sort || columns[0].key, desc, filter };
@@ -15,7 +16,8 @@ export function table(host, { columns, rows, sort, desc = true, csvName = 'table
   const csvBtn = el('button', { type: 'button', class: 'csv' }, 'CSV');
   const tbl = el('table', { class: 'data' });
   const note = el('p', { class: 'muted' });
-  host.append(el('div', { class: 'tablebar' }, input, info, csvBtn), el('div', { class: 'tablewrap' }, tbl), note);
+  const wrap = el('div', { class: 'tablewrap' }, tbl);
+  host.append(el('div', { class: 'tablebar' }, input, info, csvBtn), wrap, note);
 
   const textCols = columns.filter(c => !c.num);
   function visible() {
@@ -54,22 +56,70 @@ export function table(host, { columns, rows, sort, desc = true, csvName = 'table
     }
     tbl.append(el('thead', {}, head));
     const vis = visible();
+    shown = vis;
     const body = el('tbody');
-    for (const r of vis.slice(0, MAX_DOM_ROWS)) {
-      const tr = el('tr');
-      for (const c of columns) {
-        const v = r[c.key];
-        tr.append(el('td', { class: c.num ? 'num' : '', title: c.num ? '' : String(v ?? '') }, c.fmt ? c.fmt(v, r) : (v ?? '')));
-      }
-      if (onRow) { tr.classList.add('clickable'); tr.addEventListener('click', () => onRow(r)); }
-      body.append(tr);
-    }
     tbl.append(body);
+    if (vis.length > VIRTUAL_ROWS) {
+      // Long tables: only the rows in view (and a screen either side) are in the DOM,
+      // between two spacers as tall as the rows left out; scrolling redraws them.
+      wrap.classList.add('virtual');
+      fill(body, vis);
+    } else {
+      wrap.classList.remove('virtual');
+      for (const r of vis) body.append(rowOf(r));
+    }
     info.textContent = vis.length === rows.length ? `${count(rows.length)} rows` : `${count(vis.length)} of ${count(rows.length)} rows`;
-    note.textContent = vis.length > MAX_DOM_ROWS
-      ? `showing the first ${count(MAX_DOM_ROWS)} of ${count(vis.length)} rows — filter to narrow, or export CSV for all`
-      : '';
+    note.textContent = '';
   }
+
+  function rowOf(r) {
+    const tr = el('tr');
+    for (const c of columns) {
+      const v = r[c.key];
+      tr.append(el('td', { class: c.num ? 'num' : '', title: c.num ? '' : String(v ?? '') }, c.fmt ? c.fmt(v, r) : (v ?? '')));
+    }
+    if (onRow) { tr.classList.add('clickable'); tr.addEventListener('click', () => onRow(r)); }
+    return tr;
+  }
+
+  // The rows of `vis` in the scrolled window of the table, at `rowH` px a row.
+  let shown = [];
+  let rowH = 24;
+  function fill(body, vis) {
+    // Read before the rows go: a body emptied, once laid out, would pull the scroll
+    // position back to the top. The table may not have its full height yet: a
+    // window's height is the least shown.
+    const top = wrap.scrollTop;
+    const view = Math.max(wrap.clientHeight, window.innerHeight || 800);
+    const first = Math.max(0, Math.floor(top / rowH) - Math.ceil(view / rowH));
+    const last = Math.min(vis.length, first + 3 * Math.ceil(view / rowH));
+    clear(body);
+    const spacer = h => {
+      const td = el('td', { colspan: columns.length });
+      td.style.height = `${h}px`;
+      return el('tr', { class: 'spacer' }, td);
+    };
+    body.append(spacer(first * rowH));
+    for (const r of vis.slice(first, last)) body.append(rowOf(r));
+    body.append(spacer((vis.length - last) * rowH));
+    if (wrap.scrollTop !== top) wrap.scrollTop = top;
+    const one = body.children[1];
+    const measured = one ? one.getBoundingClientRect().height : 0;
+    if (measured > 0 && Math.abs(measured - rowH) > 0.5) {
+      rowH = measured;
+      fill(body, vis);
+    }
+  }
+  let pending = false;
+  wrap.addEventListener('scroll', () => {
+    if (pending || shown.length <= VIRTUAL_ROWS) return;
+    pending = true;
+    requestAnimationFrame(() => {
+      pending = false;
+      const body = tbl.querySelector('tbody');
+      if (body) fill(body, shown);
+    });
+  }, { passive: true });
 
   input.addEventListener('input', () => { state.filter = input.value; if (onFilter) onFilter(input.value); draw(); });
   csvBtn.addEventListener('click', () => download(csvName, toCsv(columns, visible())));
