@@ -60,7 +60,7 @@ function fillPicker(params) {
   const want = params.get('run');
   const current = runs.find(r => r.run === want) || runs[runs.length - 1];
   for (const r of runs.slice().reverse()) {
-    runSel.append(el('option', { value: r.run, selected: r === current }, r.run));
+    runSel.append(el('option', { value: r.run, selected: r === current, title: r.run }, runLabel(r.run)));
   }
   clear(hostSel);
   hostSel.append(el('option', { value: '' }, 'all hosts'));
@@ -68,6 +68,12 @@ function fillPicker(params) {
     hostSel.append(el('option', { value: h.host, selected: h.host === params.get('host') }, h.host));
   }
   hostSel.disabled = !current || current.hosts.length < 2;
+}
+
+/** A run's name in the picker: `plugins/profile/` left out, so that the capture time,
+ * which tells runs apart, shows however narrow the picker (the full name is its title). */
+export function runLabel(run) {
+  return run.replace(/(^|\/)plugins\/profile\//, '$1').replace(/\/$/, '') || run;
 }
 
 function fillNav(page) {
@@ -137,6 +143,30 @@ function showError(view, loading, e) {
   if (loading.isConnected) loading.replaceWith(box); else view.prepend(box);
 }
 
+/** How often the served runs are listed again, so that a new capture shows up. */
+const RUNS_POLL_MS = 10000;
+
+/** Lists the runs again; where they changed, refills the picker (the page shown
+ * stays), or renders the first page once the first run appears. */
+async function pollRuns() {
+  let now;
+  try {
+    now = await api('runs');
+  } catch (_) {
+    return; // the server may be restarting: the next poll asks again
+  }
+  const key = rs => rs.map(r => `${r.run}:${r.hosts.length}`).join('\n');
+  if (key(now) === key(runs)) return;
+  const first = runs.length === 0;
+  runs = now;
+  if (first && runs.length) render();
+  else fillPicker(route().params);
+}
+
+function noRuns() {
+  document.getElementById('view').textContent = 'no profile found under the served folder yet — a capture written there shows up here';
+}
+
 async function main() {
   try {
     runs = await api('runs');
@@ -144,14 +174,13 @@ async function main() {
     document.getElementById('view').textContent = `cannot list runs: ${e.message}`;
     return;
   }
-  if (runs.length === 0) {
-    document.getElementById('view').textContent = 'no profile found under the served folder';
-    return;
-  }
   document.getElementById('run').addEventListener('change', ev => go(route().page, { run: ev.target.value, host: '' }));
   document.getElementById('host').addEventListener('change', ev => go(route().page, { host: ev.target.value }));
-  window.addEventListener('hashchange', render);
-  render();
+  window.addEventListener('hashchange', () => { if (runs.length) render(); });
+  setInterval(pollRuns, RUNS_POLL_MS);
+  // Tests list the runs again without waiting for the timer.
+  window.stepscopePollRuns = pollRuns;
+  if (runs.length) render(); else noRuns();
 }
 
 main();

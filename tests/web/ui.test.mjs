@@ -4,7 +4,7 @@
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -27,11 +27,12 @@ const TPU = 'tpu-v6e-inference';
 let server, base, browser, page, profileDir;
 const pageErrors = [];
 
-before(async () => {
-  server = spawn(bin, ['serve', path.join(repo, 'tests/fixtures'), '--port', '0', '--no-open'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  base = await new Promise((resolve, reject) => {
+/** Starts `stepscope serve ROOT`; resolves to [process, its URL]. */
+async function startServer(root) {
+  const proc = spawn(bin, ['serve', root, '--port', '0', '--no-open'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise((resolve, reject) => {
     let buf = '';
-    server.stdout.on('data', d => {
+    proc.stdout.on('data', d => {
       buf += d;
       const line = buf.split('\n')[0];
       if (buf.includes('\n')) {
@@ -39,10 +40,15 @@ before(async () => {
         m ? resolve(m[1]) : reject(new Error(`unexpected first line ${JSON.stringify(line)}`));
       }
     });
-    server.on('exit', code => reject(new Error(`server exited with ${code}`)));
+    proc.on('exit', code => reject(new Error(`server exited with ${code}`)));
     const timer = setTimeout(() => reject(new Error('server did not print its URL in 20 s')), 20000);
     timer.unref();
   });
+  return [proc, url];
+}
+
+before(async () => {
+  [server, base] = await startServer(path.join(repo, 'tests/fixtures'));
   profileDir = mkdtempSync(path.join(tmpdir(), 'stepscope-chromium-'));
   // A fresh, empty profile folder (Chromium's --user-data-dir).
   browser = await chromium.launchPersistentContext(profileDir, {
@@ -1208,5 +1214,36 @@ test('a table of 2,000 rows keeps only the rows in view in the DOM, and scrollin
     await page.screenshot({ path: path.join(shots, 'steps-2000.png') });
   } finally {
     await page.unroute(/\/api\/steps\?/);
+  }
+});
+
+test('a capture written into the served folder shows up in the run picker without a reload', async () => {
+  const root = mkdtempSync(path.join(tmpdir(), 'stepscope-runs-'));
+  const [proc, url] = await startServer(root);
+  try {
+    await page.goto('about:blank');
+    await page.goto(url);
+    await page.waitForFunction(() => document.getElementById('view').textContent.includes('no profile found'));
+    // The first capture arrives: the page renders it.
+    cpSync(path.join(repo, 'tests/fixtures/cpu-clean'), path.join(root, 'clean'), { recursive: true });
+    await page.evaluate(() => window.stepscopePollRuns());
+    await page.waitForSelector('.cards .card');
+    // A second one: the picker lists it (newest first), the page shown stays.
+    cpSync(path.join(repo, 'tests/fixtures/cpu-slow'), path.join(root, 'slow'), { recursive: true });
+    await page.evaluate(() => window.stepscopePollRuns());
+    await page.waitForFunction(() => document.querySelectorAll('#run option').length === 2);
+    const options = await page.$$eval('#run option', os => os.map(o => [o.value, o.textContent, o.title]));
+    const runs = await (await fetch(new URL('api/runs', url))).json();
+    assert.deepEqual(options.map(o => o[0]).sort(), runs.map(r => r.run).sort());
+    // Labels leave out plugins/profile/, keeping the capture time that tells runs apart.
+    for (const [value, label, title] of options) {
+      assert.equal(title, value);
+      assert.equal(label, value.replace('/plugins/profile/', '/'));
+      assert.match(label, /\/\d{4}_\d\d_\d\d_\d\d_\d\d_\d\d$/);
+    }
+    assert.ok(await page.$('.cards .card'), 'the page shown stayed');
+  } finally {
+    proc.kill();
+    rmSync(root, { recursive: true, force: true });
   }
 });
