@@ -1247,3 +1247,75 @@ test('a capture written into the served folder shows up in the run picker withou
     rmSync(root, { recursive: true, force: true });
   }
 });
+
+test('a timeline link keeps the view: window, scroll, pins, hidden and folded tracks, filter, search and the selected event', async () => {
+  const st = await api('steps', { run: CPU });
+  const step = st.steps[1];
+  await open(`timeline?run=${encodeURIComponent(CPU)}&start_ps=${step.start_ps}&end_ps=${step.start_ps + step.duration_ps}`);
+  await settle();
+  const layout = () => page.evaluate(() => window.stepscopeTimeline.layout());
+  const box = await page.$eval('#tl-canvas', c => { const r = c.getBoundingClientRect(); return { x: r.left, y: r.top }; });
+  const AXIS = 24;
+  const tracks = (await layout()).filter(i => i.kind === 'track' && i.h > 20);
+  assert.ok(tracks.length >= 3, `${tracks.length} tracks`);
+  // Pin the second track, hide the third: the two glyphs at the right end of a track's
+  // label (230 px wide; pin from 196 px, hide from 215 px).
+  const pinAt = t => ({ x: box.x + 200, y: box.y + AXIS + t.y + 8 });
+  const hideAt = t => ({ x: box.x + 222, y: box.y + AXIS + t.y + 8 });
+  const [toPin, toHide] = [tracks[1].track, tracks[2].track];
+  let p = pinAt(tracks[1]);
+  await page.mouse.click(p.x, p.y);
+  await settle();
+  const hideTarget = (await layout()).find(i => i.kind === 'track' && i.track === toHide && !i.pinned);
+  p = hideAt(hideTarget);
+  await page.mouse.click(p.x, p.y);
+  await settle();
+  let now = await layout();
+  assert.ok(now.some(i => i.track === toPin && i.pinned), 'pinned');
+  assert.ok(!now.some(i => i.track === toHide), 'hidden');
+  // Fold the last plane (its tracks go), and filter the tracks by the host's name.
+  const planes = (await layout()).filter(i => i.kind === 'plane' && !i.label.startsWith('pinned') && i.y > 0);
+  const fold = planes[planes.length - 1];
+  await page.mouse.click(box.x + 40, box.y + AXIS + fold.y + 5);
+  await settle();
+  const folded = await layout();
+  assert.ok(folded.length < now.length, `${folded.length} items after folding ${fold.label}, ${now.length} before`);
+  await page.fill('#tl-filter', 'vm');
+  await settle();
+  // Select the widest event drawn, and search.
+  const events = await page.evaluate(() => window.stepscopeTimeline.events());
+  const ev = events.filter(e => e.w > 8).sort((x, y) => y.w - x.w)[0];
+  await page.fill('#tl-search', 'dot');
+  await page.press('#tl-search', 'Enter');
+  await page.waitForSelector('#tl-results li');
+  await page.mouse.click(box.x + ev.x + Math.min(ev.w / 2, 20), box.y + ev.y + ev.h / 2);
+  const expect = await api('timeline/event', { run: CPU, track: ev.track, index: ev.index });
+  await page.waitForFunction(name => (document.querySelector('#tl-event-name') || {}).textContent === name, expect.display_name);
+  // The address says all of it once the page has written it (a moment after the last change).
+  await page.waitForFunction(t => new URLSearchParams(location.hash.split('?')[1]).get('event') === t, `${ev.track}:${ev.index}`);
+  const link = page.url();
+  const q = new URLSearchParams(link.split('?')[1]);
+  assert.equal(q.get('q'), 'dot');
+  assert.equal(q.get('pins'), String(toPin));
+  assert.equal(q.get('hidden'), String(toHide));
+  const view = await page.evaluate(() => window.stepscopeTimeline.view());
+
+  // The link, opened anew, shows the same.
+  await page.goto('about:blank');
+  await page.goto(link);
+  await page.waitForLoadState('networkidle');
+  await settle();
+  await page.waitForFunction(name => (document.querySelector('#tl-event-name') || {}).textContent === name, expect.display_name);
+  const again = await page.evaluate(() => window.stepscopeTimeline.view());
+  assert.ok(Math.abs(again.start_ps - view.start_ps) <= 1 && Math.abs(again.end_ps - view.end_ps) <= 1, JSON.stringify([view, again]));
+  now = await layout();
+  assert.ok(now.some(i => i.track === toPin && i.pinned), 'pinned after the link');
+  assert.ok(!now.some(i => i.track === toHide), 'hidden after the link');
+  assert.equal(await page.inputValue('#tl-search'), 'dot');
+  assert.equal(await page.inputValue('#tl-filter'), 'vm');
+  assert.deepEqual(now.map(i => [i.kind, i.label, i.track]), folded.map(i => [i.kind, i.label, i.track]), 'the same tracks, folded alike');
+  assert.match(await page.textContent('#tl-hits'), /\/ /);
+  // Escape clears the event, and the address forgets it.
+  await page.keyboard.press('Escape');
+  await page.waitForFunction(() => !new URLSearchParams(location.hash.split('?')[1]).get('event'));
+});

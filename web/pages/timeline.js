@@ -65,7 +65,9 @@ export async function render(view, ctx) {
   view.append(...panes);
   const params = new URLSearchParams(ctx.params);
   params.set('run', vs);
-  for (const k of ['vs', 'start_ps', 'end_ps', 'mark_start_ps', 'mark_end_ps', 'host']) params.delete(k);
+  // The view in the address is pane A's (its track ids, its selection).
+  const own = ['y', 'event', 'mark_tracks', 'q', 'filter', 'pins', 'hidden', 'folded'];
+  for (const k of ['vs', 'start_ps', 'end_ps', 'mark_start_ps', 'mark_end_ps', 'host', ...own]) params.delete(k);
   const ctxB = { ...ctx, params, get: (path, extra = {}) => api(path, { run: vs, ...extra }), setParams: () => {} };
   await Promise.all([timeline(panes[0], ctx, { index: 0, link, label: 'A' }), timeline(panes[1], ctxB, { index: 1, link, label: 'B' })]);
   if (link.panes[0]) link.panes[0].push();
@@ -773,9 +775,34 @@ async function timeline(view, ctx, pane) {
     clampView();
     draw();
     scheduleFetch();
-    clearTimeout(paramTimer);
-    paramTimer = setTimeout(() => alive() && ctx.setParams({ start_ps: Math.round(t0), end_ps: Math.round(t1) }), 300);
+    saveView();
     if (pane) push();
+  }
+
+  // ---- the view in the address, so that a link opens it as it was (Perfetto's
+  // permalinks): the window, the scroll, the selected event or area, the search, the
+  // track filter, and the pinned, hidden and folded tracks ----
+  function viewParams() {
+    const list = xs => [...xs].join(',') || null;
+    const marked = area && !area.selecting;
+    return {
+      start_ps: Math.round(t0),
+      end_ps: Math.round(t1),
+      y: scrollY > 0 ? Math.round(scrollY) : null,
+      event: selected ? `${selected.track}:${selected.index}` : null,
+      mark_start_ps: marked ? Math.round(Math.min(area.a, area.b)) : null,
+      mark_end_ps: marked ? Math.round(Math.max(area.a, area.b)) : null,
+      mark_tracks: marked && area.tracks && area.tracks.length ? area.tracks.join(',') : null,
+      q: query ? search.value.trim() : null,
+      filter: trackFilter.value.trim() || null,
+      pins: list(pinned),
+      hidden: list(hidden),
+      folded: [...collapsed].map(encodeURIComponent).join(',') || null,
+    };
+  }
+  function saveView() {
+    clearTimeout(paramTimer);
+    paramTimer = setTimeout(() => alive() && ctx.setParams(viewParams()), 300);
   }
   // Linked panes: each shows the same stretch of its run's time after the aligned step.
   function push() {
@@ -824,6 +851,7 @@ async function timeline(view, ctx, pane) {
       selected = null;
       clear(side);
       side.append(el('p', { class: 'muted' }, 'click an event to see its stats'));
+      saveView();
       draw();
     }
     else return;
@@ -958,8 +986,10 @@ async function timeline(view, ctx, pane) {
   async function selectArea() {
     const a = Math.round(Math.min(area.a, area.b)), b = Math.round(Math.max(area.a, area.b));
     const mine = area;
-    const ids = areaTracks();
+    // An area from a link names its tracks; one drawn takes those under it.
+    const ids = mine.tracks || areaTracks();
     mine.tracks = ids;
+    saveView();
     clear(side);
     side.append(el('p', { class: 'muted' }, 'loading…'));
     try {
@@ -1030,6 +1060,7 @@ async function timeline(view, ctx, pane) {
 
   async function selectEvent(track, index) {
     selected = { track, index, detail: null };
+    saveView();
     draw();
     clear(side);
     side.append(el('p', { class: 'muted' }, 'loading…'));
@@ -1106,7 +1137,13 @@ async function timeline(view, ctx, pane) {
     const q = search.value.trim();
     // Enter again on the same search steps through its matches.
     if (q && q.toLowerCase() === query && hits.length) { step(e.shiftKey ? -1 : 1); return; }
+    await runSearch(q);
+  });
+
+  /** Searches the run for `q` (as the search box does), listing the matches. */
+  async function runSearch(q) {
     query = q.toLowerCase();
+    saveView();
     hits = []; hitAt = -1;
     showHits();
     clear(side);
@@ -1136,7 +1173,7 @@ async function timeline(view, ctx, pane) {
       clear(side);
       side.append(el('p', { class: 'error' }, String(err.message || err)));
     }
-  });
+  }
 
   /** The search's counter and buttons. */
   function showHits() {
@@ -1208,16 +1245,39 @@ async function timeline(view, ctx, pane) {
   canvas.addEventListener('mouseleave', () => { tip.hidden = true; }, { signal: listeners.signal });
   fit.addEventListener('click', () => { t0 = span0 - margin; t1 = span1 + margin; changed(); });
 
+  // A link's view (see viewParams): the tracks' state and the scroll first, so the
+  // first layout is the link's.
+  const P = ctx.params;
+  const trackIds = new Set(tr.tracks.map(t => t.id));
+  const idList = k => (P.get(k) || '').split(',').filter(Boolean).map(Number).filter(n => trackIds.has(n));
+  for (const id of idList('pins')) if (!pinned.includes(id)) pinned.push(id);
+  for (const id of idList('hidden')) hidden.add(id);
+  for (const k of (P.get('folded') || '').split(',').filter(Boolean)) {
+    try { collapsed.add(decodeURIComponent(k)); } catch (_) { /* not a key this page wrote */ }
+  }
+  if (P.get('filter')) { trackFilter.value = P.get('filter'); filterText = trackFilter.value.trim().toLowerCase(); }
+  showHiddenCount();
+  relayout();
+  if (Number(P.get('y')) > 0) scrollY = Number(P.get('y'));
+
   new ResizeObserver(() => alive() && resize()).observe(wrap);
   window.addEventListener('resize', () => alive() && resize(), { signal: listeners.signal });
   resize();
   // A link from a finding (or a compile) marks the interval it talks about: selected.
   const markA = Number(ctx.params.get('mark_start_ps')), markB = Number(ctx.params.get('mark_end_ps'));
-  if (Number.isFinite(markA) && Number.isFinite(markB) && markB > markA && ctx.params.get('mark_start_ps')) {
-    area = { a: markA, b: markB, y0: AXIS_H, y1: AXIS_H, all: true, result: null, selecting: false };
-    selectArea();
-    draw();
-  }
+  // The search, then the area, then the event: the last to answer fills the side panel.
+  (async () => {
+    if (P.get('q')) { search.value = P.get('q'); await runSearch(search.value.trim()); }
+    if (!alive()) return;
+    if (Number.isFinite(markA) && Number.isFinite(markB) && markB > markA && P.get('mark_start_ps')) {
+      const ids = idList('mark_tracks');
+      area = { a: markA, b: markB, y0: AXIS_H, y1: AXIS_H, all: !ids.length, tracks: ids.length ? ids : null, result: null, selecting: false };
+      await selectArea();
+      draw();
+    }
+    const ev = /^(\d+):(\d+)$/.exec(P.get('event') || '');
+    if (alive() && ev && trackIds.has(Number(ev[1]))) selectEvent(Number(ev[1]), Number(ev[2]));
+  })();
 
   // For tests and scripts: the window shown and the events drawn (CSS px in the canvas).
   window[pane && pane.index === 1 ? 'stepscopeTimelineB' : 'stepscopeTimeline'] = {
