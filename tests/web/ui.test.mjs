@@ -971,7 +971,9 @@ test('timeline: counter tracks show each allocator\'s bytes in use; hovering rea
   await open(`timeline?run=${encodeURIComponent(run)}`);
   await settle();
   const counters = (await page.evaluate(() => window.stepscopeTimeline.layout())).filter(i => i.kind === 'counter');
-  assert.equal(counters.length, want.length);
+  assert.deepEqual(counters.map(c => c.counter).sort(), want.map(a => a.name).sort());
+  // The first counter drawn (a device's allocator sits in its device's group).
+  const first = want.find(a => a.name === counters[0].counter);
   // Hover the middle of the first counter: the value in use at that time, by the API's points.
   const c = await page.$eval('#tl-canvas', e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width]; });
   const x = 230 + (c[2] - 230) / 2;
@@ -979,10 +981,10 @@ test('timeline: counter tracks show each allocator\'s bytes in use; hovering rea
   await page.waitForSelector('#tl-tip:not([hidden])');
   const [a, b] = await timelineWindow();
   const t = a + (x - 230) * (b - a) / (c[2] - 230);
-  const pts = want[0].timeline;
+  const pts = first.timeline;
   const at = pts.filter(p => p.time_ps <= t).pop();
-  const value = at ? at.in_use_bytes : want[0].first_in_use_bytes;
-  assert.equal(await page.textContent('#tl-tip strong'), `${want[0].name}: ${fmt.bytes(value)} in use`);
+  const value = at ? at.in_use_bytes : first.first_in_use_bytes;
+  assert.equal(await page.textContent('#tl-tip strong'), `${first.name}: ${fmt.bytes(value)} in use`);
   await page.screenshot({ path: path.join(shots, 'timeline-counters.png') });
 });
 
@@ -1039,8 +1041,12 @@ test('timeline: two runs one above the other, aligned at a step, move together',
   const [va2, vb2] = await views();
   assert.ok(va2.end_ps - va2.start_ps < 0.6 * (va.end_ps - va.start_ps), 'pane A zoomed with pane B');
   assert.ok(Math.abs((vb2.start_ps - offB) - (va2.start_ps - offA)) < 2 && Math.abs((vb2.end_ps - offB) - (va2.end_ps - offA)) < 2);
-  // An event of pane B opens in pane B's panel, from run B.
-  await page.waitForFunction(() => !window.stepscopeTimelineB.pending());
+  // An event of pane B opens in pane B's panel, from run B. (Read once the pane has
+  // drawn the tiles of this view: on a busy machine a redraw could move the boxes
+  // between the read and the click.)
+  await page.waitForFunction(() => !window.stepscopeTimelineB.pending() && window.stepscopeTimelineB.fresh());
+  await page.waitForTimeout(100);
+  await page.waitForFunction(() => !window.stepscopeTimelineB.pending() && window.stepscopeTimelineB.fresh());
   await page.waitForFunction(() => window.stepscopeTimelineB.events().some(b => b.w > 4 && b.y > 40));
   const ev = (await page.evaluate(() => window.stepscopeTimelineB.events())).find(b => b.w > 4 && b.y > 40);
   await page.mouse.click(rb[0] + ev.x + ev.w / 2, rb[1] + ev.y + ev.h / 2);
@@ -1318,4 +1324,46 @@ test('a timeline link keeps the view: window, scroll, pins, hidden and folded tr
   // Escape clears the event, and the address forgets it.
   await page.keyboard.press('Escape');
   await page.waitForFunction(() => !new URLSearchParams(location.hash.split('?')[1]).get('event'));
+});
+
+test('on an 8-GPU run each device\'s counters sit in its group, fold with it and follow the track filter', async () => {
+  const run = 'rocm-mi300x-conv-8gpu';
+  const tr = await api('timeline/tracks', { run });
+  const devices = [...new Set(tr.tracks.filter(t => t.plane.startsWith('/device:GPU:')).map(t => t.plane))];
+  assert.equal(devices.length, 8);
+  await open(`timeline?run=${run}`);
+  await settle();
+  const layout = () => page.evaluate(() => window.stepscopeTimeline.layout());
+  let items = await layout();
+  // The first slice track is on the first screen, under its device's header and counters.
+  const firstTrack = items.find(i => i.kind === 'track');
+  assert.ok(firstTrack.y < 200, `first track at y=${firstTrack.y}`);
+  for (const [k, plane] of devices.entries()) {
+    const h = items.findIndex(i => i.kind === 'plane' && i.label.endsWith(` · ${plane}`));
+    assert.ok(h >= 0, plane);
+    const next = items.slice(h + 1).findIndex(i => i.kind === 'plane');
+    const group = items.slice(h + 1, next < 0 ? undefined : h + 1 + next);
+    const busy = group.filter(i => i.kind === 'busy').map(i => i.device);
+    const mem = group.filter(i => i.kind === 'counter').map(i => i.counter);
+    assert.deepEqual(busy, [`tw003${plane}`], `${plane}: its busy share`);
+    assert.deepEqual(mem, [`GPU_${k}_bfc`], `${plane}: its allocator`);
+    assert.equal(group[0].kind === 'busy' || group[0].kind === 'counter', true, 'counters before its tracks');
+  }
+  // No device counter is left above the groups.
+  const firstPlane = items.findIndex(i => i.kind === 'plane');
+  assert.deepEqual(items.slice(0, firstPlane).filter(i => i.kind === 'busy' || (i.kind === 'counter' && /^GPU_/.test(i.counter))), []);
+  await page.screenshot({ path: path.join(shots, 'timeline-8gpu.png') });
+  // Collapse all: the counters fold with their groups.
+  await page.click('#tl-fold');
+  await settle();
+  items = await layout();
+  assert.deepEqual(items.filter(i => i.kind === 'busy' || (i.kind === 'counter' && /^GPU_/.test(i.counter))), []);
+  await page.click('#tl-fold');
+  // The track filter keeps one device's group, its counters with it.
+  await page.fill('#tl-filter', 'GPU:3');
+  await settle();
+  items = await layout();
+  assert.deepEqual(items.filter(i => i.kind === 'plane').map(i => i.label), ['tw003 · /device:GPU:3']);
+  assert.deepEqual(items.filter(i => i.kind === 'busy').map(i => i.device), ['tw003/device:GPU:3']);
+  assert.deepEqual(items.filter(i => i.kind === 'counter').map(i => i.counter), ['GPU_3_bfc']);
 });

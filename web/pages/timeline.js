@@ -156,23 +156,46 @@ async function timeline(view, ctx, pane) {
 
   function relayout() {
     items = [];
-    let y = 0, lastPlane = null;
+    let y = 0;
     if (steps.length) {
       items.push({ kind: 'steps', y, h: ROW_H + TRACK_GAP });
       y += ROW_H + TRACK_GAP;
     }
-    for (const a of counters) {
-      items.push({ kind: 'counter', y, h: COUNTER_H + TRACK_GAP, counter: a });
-      y += COUNTER_H + TRACK_GAP;
-    }
-    for (const b of busyCounters) {
-      if (filterText && !`${b.host} ${b.name}`.toLowerCase().includes(filterText)) continue;
-      items.push({ kind: 'busy', y, h: COUNTER_H + TRACK_GAP, busy: b });
-      y += COUNTER_H + TRACK_GAP;
-    }
     const shown = t => !hidden.has(t.id)
       && (!filterText || `${t.host} ${t.plane} ${t.line}`.toLowerCase().includes(filterText));
     const byId = new Map(tr.tracks.map(t => [t.id, t]));
+    // The planes in track order, each with its shown tracks and its device's counters
+    // (its busy share and its allocator's bytes), which fold with it.
+    const groups = [], at = new Map();
+    for (const t of tr.tracks) {
+      const key = `${t.host}\u0000${t.plane}`;
+      if (!at.has(key)) {
+        at.set(key, groups.length);
+        groups.push({ key, host: t.host, plane: t.plane, label: `${t.host} · ${t.plane}`, tracks: [], counters: [] });
+      }
+      if (shown(t) && !pinned.includes(t.id)) groups[at.get(key)].tracks.push(t);
+    }
+    const loose = [];
+    const place = (item, key, text) => {
+      const g = key !== null && at.has(key) ? groups[at.get(key)] : null;
+      const hay = `${g ? `${g.host} ${g.plane} ` : ''}${text}`.toLowerCase();
+      if (filterText && !hay.includes(filterText)) return;
+      (g ? g.counters : loose).push(item);
+    };
+    for (const a of counters) {
+      // An allocator named for a GPU (GPU_3_bfc) is that device's.
+      const m = /^GPU_(\d+)_bfc$/.exec(a.name);
+      place({ kind: 'counter', counter: a }, m ? `${a.host}\u0000/device:GPU:${m[1]}` : null, `${a.host} ${a.name}`);
+    }
+    for (const b of busyCounters) {
+      const plane = b.device && b.device.startsWith(b.host) ? b.device.slice(b.host.length) : null;
+      place({ kind: 'busy', busy: b }, plane ? `${b.host}\u0000${plane}` : null, `${b.host} ${b.name}`);
+    }
+    const counter = item => {
+      items.push({ ...item, y, h: COUNTER_H + TRACK_GAP });
+      y += COUNTER_H + TRACK_GAP;
+    };
+    loose.forEach(counter);
     // Pinned tracks first, under a header of their own, then the rest by plane.
     const pins = pinned.map(id => byId.get(id)).filter(t => t && !hidden.has(t.id));
     if (pins.length) {
@@ -184,18 +207,18 @@ async function timeline(view, ctx, pane) {
         y += rows * ROW_H + TRACK_GAP;
       }
     }
-    for (const t of tr.tracks.filter(t => shown(t) && !pinned.includes(t.id))) {
-      const key = `${t.host}\u0000${t.plane}`;
-      if (key !== lastPlane) {
-        items.push({ kind: 'plane', y, h: PLANE_H, key, label: `${t.host} · ${t.plane}` });
-        y += PLANE_H;
-        lastPlane = key;
+    for (const g of groups) {
+      if (!g.tracks.length && !g.counters.length) continue;
+      items.push({ kind: 'plane', y, h: PLANE_H, key: g.key, label: g.label });
+      y += PLANE_H;
+      if (collapsed.has(g.key)) continue;
+      g.counters.forEach(counter);
+      for (const t of g.tracks) {
+        const rows = Math.max(1, Math.min(t.depth, MAX_ROWS));
+        const h = rows * ROW_H + TRACK_GAP;
+        items.push({ kind: 'track', y, h, track: t, rows });
+        y += h;
       }
-      if (collapsed.has(key)) continue;
-      const rows = Math.max(1, Math.min(t.depth, MAX_ROWS));
-      const h = rows * ROW_H + TRACK_GAP;
-      items.push({ kind: 'track', y, h, track: t, rows });
-      y += h;
     }
     contentH = y;
   }
@@ -1285,7 +1308,7 @@ async function timeline(view, ctx, pane) {
     events: () => drawnBoxes(b => b.count === 1),
     boxes: () => drawnBoxes(),
     steps: () => stepBoxes.map(b => ({ ...b, step_num: steps[b.k].step_num })),
-    layout: () => items.map(i => ({ kind: i.kind, y: i.y - scrollY, h: i.h, track: i.track ? i.track.id : null, label: i.label || null, pinned: !!i.pinned, device: i.busy ? i.busy.device : null })),
+    layout: () => items.map(i => ({ kind: i.kind, y: i.y - scrollY, h: i.h, track: i.track ? i.track.id : null, label: i.label || null, pinned: !!i.pinned, device: i.busy ? i.busy.device : null, counter: i.counter ? i.counter.name : null })),
     busy: device => { const t = tiles.get(busyKey(device)); return t && t.data ? t.data : null; },
     sticky: () => (sticky ? sticky.label : null),
     thumb: () => thumb(),
