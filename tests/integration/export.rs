@@ -375,16 +375,7 @@ fn a_window_exports_the_events_that_overlap_it() {
 #[test]
 fn tables_write_each_hosts_analyses_as_parquet_partitioned_by_run_and_host() {
     let tmp = tempfile::tempdir().unwrap();
-    let logs = tmp.path().join("logs");
-    // Two runs: a real capture, and one of two hosts (the same capture under two names).
-    copy_tree(&fixture("cpu-guide-sgd"), &logs.join("sgd"));
-    copy_tree(&fixture("cpu-dp8-collectives"), &logs.join("dp8"));
-    let two = logs.join("two/plugins/profile/2026_11_01_00_00_00");
-    std::fs::create_dir_all(&two).unwrap();
-    let vm = fixture("cpu-clean/plugins/profile/2026_11_21_23_32_11/vm.xplane.pb");
-    for host in ["vm", "worker-1"] {
-        std::fs::copy(&vm, two.join(format!("{host}.xplane.pb"))).unwrap();
-    }
+    let logs = three_runs(tmp.path());
     let out = tmp.path().join("tables");
     ok(&["tables", s(&logs), "-o", s(&out)]);
     let manifest: Value =

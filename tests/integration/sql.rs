@@ -3,7 +3,7 @@
 //! folder; read-only whatever the query; errors that say where and what to do; a time
 //! limit; the web API's answer equal to the CLI's.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json as j, Value};
@@ -12,22 +12,6 @@ use crate::util::*;
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
-}
-
-/// A log directory of three runs: the guide's SGD capture, a data-parallel run of
-/// eight devices (all-reduce, all-gather, reduce-scatter), and a run of two hosts (one
-/// capture under two names).
-fn logs(tmp: &Path) -> PathBuf {
-    let logs = tmp.join("logs");
-    copy_tree(&fixture("cpu-guide-sgd"), &logs.join("sgd"));
-    copy_tree(&fixture("cpu-dp8-collectives"), &logs.join("dp8"));
-    let two = logs.join("two/plugins/profile/2026_11_01_00_00_00");
-    std::fs::create_dir_all(&two).unwrap();
-    let vm = fixture("cpu-clean/plugins/profile/2026_11_21_23_32_11/vm.xplane.pb");
-    for host in ["vm", "worker-1"] {
-        std::fs::copy(&vm, two.join(format!("{host}.xplane.pb"))).unwrap();
-    }
-    logs
 }
 
 /// `stepscope sql QUERY PATH --json`'s rows.
@@ -42,7 +26,7 @@ fn rows(query: &str, path: &Path) -> Vec<Value> {
 #[test]
 fn answers_equal_the_cli_the_tables_folder_and_duckdb() {
     let tmp = tempfile::tempdir().unwrap();
-    let logs = logs(tmp.path());
+    let logs = three_runs(tmp.path());
     let folder = tmp.path().join("tables");
     ok(&["tables", s(&logs), "-o", s(&folder)]);
     let queries = [
@@ -247,7 +231,7 @@ fn a_query_past_its_time_limit_is_stopped() {
 fn the_web_api_answers_as_the_cli() {
     use crate::server::serve;
     let tmp = tempfile::tempdir().unwrap();
-    let logs = logs(tmp.path());
+    let logs = three_runs(tmp.path());
     let s_ = serve(&logs, &[]);
     let enc = |q: &str| -> String {
         q.bytes()

@@ -110,6 +110,22 @@ pub fn reference_plane_events(file: &str, plane: &str) -> Vec<serde_json::Value>
     out
 }
 
+/// A log directory under `tmp` of three runs: the guide's SGD capture, a data-parallel
+/// run of eight devices (all-reduce, all-gather, reduce-scatter), and a run of two
+/// hosts (one capture under two names).
+pub fn three_runs(tmp: &Path) -> PathBuf {
+    let logs = tmp.join("logs");
+    copy_tree(&fixture("cpu-guide-sgd"), &logs.join("sgd"));
+    copy_tree(&fixture("cpu-dp8-collectives"), &logs.join("dp8"));
+    let two = logs.join("two/plugins/profile/2026_11_01_00_00_00");
+    std::fs::create_dir_all(&two).unwrap();
+    let vm = fixture("cpu-clean/plugins/profile/2026_11_21_23_32_11/vm.xplane.pb");
+    for host in ["vm", "worker-1"] {
+        std::fs::copy(&vm, two.join(format!("{host}.xplane.pb"))).unwrap();
+    }
+    logs
+}
+
 /// Runs a tests/support script and parses its JSON output.
 pub fn support(script: &str, args: &[&str]) -> serde_json::Value {
     let out = Command::new("python3")

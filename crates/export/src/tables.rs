@@ -4,7 +4,7 @@
 
 use std::fs::File;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
@@ -82,10 +82,10 @@ pub fn memory_points(m: &memory::Memory) -> Vec<MemoryPoint<'_>> {
         .collect()
 }
 
-/// The Parquet files of `tables` under `dir` (each a folder of partition folders, at
-/// most four deep), and their rows, from the files' footers.
-pub fn count_files(dir: &Path, tables: &[&str]) -> io::Result<(u64, u64)> {
-    fn walk(dir: &Path, depth: usize, out: &mut (u64, u64)) -> io::Result<()> {
+/// The `.parquet` files under `dir`, in partition folders at most four deep (a
+/// table's `run=…/host=…`), sorted; none where `dir` does not exist.
+pub fn parquet_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> io::Result<()> {
         let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -97,19 +97,30 @@ pub fn count_files(dir: &Path, tables: &[&str]) -> io::Result<(u64, u64)> {
             if ty.is_dir() && depth < 4 {
                 walk(&path, depth + 1, out)?;
             } else if ty.is_file() && path.extension().is_some_and(|e| e == "parquet") {
-                let reader = SerializedFileReader::new(File::open(&path)?)
-                    .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
-                out.0 += 1;
-                out.1 += reader.metadata().file_metadata().num_rows().max(0) as u64;
+                out.push(path);
             }
         }
         Ok(())
     }
-    let mut out = (0, 0);
-    for t in tables {
-        walk(&dir.join(t), 0, &mut out)?;
-    }
+    let mut out = Vec::new();
+    walk(dir, 0, &mut out)?;
+    out.sort();
     Ok(out)
+}
+
+/// The Parquet files of `tables` under `dir` ([`parquet_files`] of each table's
+/// folder), and their rows, from the files' footers.
+pub fn count_files(dir: &Path, tables: &[&str]) -> io::Result<(u64, u64)> {
+    let (mut files, mut rows) = (0, 0);
+    for t in tables {
+        for path in parquet_files(&dir.join(t))? {
+            let reader = SerializedFileReader::new(File::open(&path)?)
+                .map_err(|e| io::Error::other(format!("{}: {e}", path.display())))?;
+            files += 1;
+            rows += reader.metadata().file_metadata().num_rows().max(0) as u64;
+        }
+    }
+    Ok((files, rows))
 }
 
 /// Writes `rows` as table `name` to `sink`, unless there are none (no columns).

@@ -3,14 +3,14 @@
 
 use std::fs::File;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use parquet::basic::Type as PhysicalType;
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::{ByteArray, DataType};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use stepscope_export::table::{Cell, ColType, Column, RowSink};
-use stepscope_export::tables::TABLES;
+use stepscope_export::tables::{parquet_files, TABLES};
 
 use crate::Db;
 
@@ -19,9 +19,6 @@ pub const MANIFEST: &str = "stepscope_tables.json";
 
 /// The manifest's schema this reader reads.
 const SCHEMA: &str = "stepscope.tables/1";
-
-/// How deep partition folders go under a table's folder (run=…/host=…).
-const MAX_DEPTH: usize = 4;
 
 /// Whether `dir` is a folder `stepscope tables` wrote.
 pub fn is_tables_dir(dir: &Path) -> bool {
@@ -40,10 +37,8 @@ impl Db {
         check_manifest(dir)?;
         let mut rows = 0;
         for table in TABLES.iter().filter(|t| wanted(t)) {
-            let mut files = Vec::new();
-            parquet_files(&dir.join(table), 0, &mut files)
+            let files = parquet_files(&dir.join(table))
                 .map_err(|e| format!("cannot list {}: {e}", dir.join(table).display()))?;
-            files.sort();
             for file in files {
                 let rel = file.strip_prefix(dir.join(table)).unwrap_or(&file).to_path_buf();
                 let partition = |key: &str| {
@@ -236,26 +231,6 @@ fn read_small(path: &Path) -> io::Result<String> {
     let mut text = String::new();
     file.take(16 << 20).read_to_string(&mut text)?;
     Ok(text)
-}
-
-/// The `.parquet` files under `dir`, partition folders at most [`MAX_DEPTH`] deep.
-fn parquet_files(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> io::Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    for entry in entries {
-        let entry = entry?;
-        let ty = entry.file_type()?;
-        let path = entry.path();
-        if ty.is_dir() && depth < MAX_DEPTH {
-            parquet_files(&path, depth + 1, out)?;
-        } else if ty.is_file() && path.extension().is_some_and(|e| e == "parquet") {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 /// A Hive partition value decoded (`%2F` → `/`); a `%` not followed by two hex digits

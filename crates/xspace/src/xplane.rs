@@ -70,11 +70,7 @@ pub fn read_xspace(path: &Path, progress: &Progress) -> Result<Space> {
             "the capture did not finish writing; capture the profile again",
         ));
     }
-    let source = match crate::mapguard::GuardedMap::map(&file, path).map_err(|e| Error::io(path, &e))? {
-        Some(map) => Source::Mapped(map),
-        None => Source::Owned(read_whole(file, len).map_err(|e| Error::io(path, &e))?),
-    };
-    let source = Arc::new(source);
+    let source = source_of(file, len, path)?;
     let host = host_from_file_name(path);
     let space = decode_xspace(source.clone(), &host, progress);
     if source.changed() {
@@ -93,6 +89,15 @@ pub fn read_xspace(path: &Path, progress: &Progress) -> Result<Space> {
     })
 }
 
+/// The bytes of `file` (`len` long, at `path`): mapped (guarded against a copy over
+/// it), or read where it cannot be mapped.
+fn source_of(file: std::fs::File, len: u64, path: &Path) -> Result<Arc<Source>> {
+    Ok(Arc::new(match crate::mapguard::GuardedMap::map(&file, path).map_err(|e| Error::io(path, &e))? {
+        Some(map) => Source::Mapped(map),
+        None => Source::Owned(read_whole(file, len).map_err(|e| Error::io(path, &e))?),
+    }))
+}
+
 /// The first plane named `name` of the XSpace at `path`, decoded alone: the file's
 /// other planes are located and skipped, not decoded. `None` where no plane has that
 /// name. For one plane of many hosts' files (each host's session start, which aligns
@@ -102,11 +107,7 @@ pub fn read_plane_named(path: &Path, name: &str) -> Result<Option<Plane>> {
     if len == 0 {
         return Ok(None);
     }
-    let source = match crate::mapguard::GuardedMap::map(&file, path).map_err(|e| Error::io(path, &e))? {
-        Some(map) => Source::Mapped(map),
-        None => Source::Owned(read_whole(file, len).map_err(|e| Error::io(path, &e))?),
-    };
-    let source = Arc::new(source);
+    let source = source_of(file, len, path)?;
     let found = plane_named(&source, name).map_err(|e| Error::corrupt(path, DecodeError::from(e)));
     if source.changed() {
         return Err(changed_while_read(path));
