@@ -1367,3 +1367,34 @@ test('on an 8-GPU run each device\'s counters sit in its group, fold with it and
   assert.deepEqual(items.filter(i => i.kind === 'busy').map(i => i.device), ['tw003/device:GPU:3']);
   assert.deepEqual(items.filter(i => i.kind === 'counter').map(i => i.counter), ['GPU_3_bfc']);
 });
+
+test('box labels are black or white, whichever reaches WCAG\'s 4.5:1 on the box\'s colour', async () => {
+  const dom = await import('data:text/javascript,' + encodeURIComponent(readFileSync(path.join(repo, 'web/lib/dom.js'), 'utf8')));
+  // Every name of a real run's ops, and enough made-up ones to cover every hue.
+  const ops = (await api('ops', { run: CPU, top: 'all' })).ops.map(o => o.name);
+  const names = [...ops, ...Array.from({ length: 5000 }, (_, i) => `op.${i}`)];
+  let worst = Infinity;
+  for (const n of names) {
+    for (const light of [0, 14]) {
+      const box = dom.colorRgb(n, light);
+      const ink = dom.inkOn(box) === '#000' ? [0, 0, 0] : [255, 255, 255];
+      worst = Math.min(worst, dom.contrast(box, ink));
+    }
+  }
+  assert.ok(worst >= 4.5, `lowest contrast ${worst.toFixed(2)}:1`);
+  // The contrast of #111 text, as drawn before, on the same boxes: below 4.5 for some.
+  const before = Math.min(...names.map(n => dom.contrast(dom.colorRgb(n), [17, 17, 17])));
+  assert.ok(before < 4.5, `#111 text reached ${before.toFixed(2)}:1`);
+});
+
+test('a wheel scroll hides the tooltip of the box that was under the pointer', async () => {
+  const st = await api('steps', { run: CPU });
+  await open(`timeline?run=${encodeURIComponent(CPU)}&start_ps=${st.steps[0].start_ps}&end_ps=${st.steps[0].start_ps + st.steps[0].duration_ps}`);
+  await settle();
+  const ev = (await page.evaluate(() => window.stepscopeTimeline.events())).filter(e => e.w > 8)[0];
+  const box = await page.$eval('#tl-canvas', c => { const r = c.getBoundingClientRect(); return [r.left, r.top]; });
+  await page.mouse.move(box[0] + ev.x + Math.min(ev.w / 2, 10), box[1] + ev.y + ev.h / 2);
+  await page.waitForSelector('#tl-tip:not([hidden])');
+  await page.mouse.wheel(0, 200);
+  await page.waitForSelector('#tl-tip', { state: 'hidden' });
+});

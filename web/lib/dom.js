@@ -63,6 +63,25 @@ export function colorRgb(name, light = 0) {
   return [f(0), f(8), f(4)];
 }
 
+/** WCAG's relative luminance of an sRGB colour [r, g, b], 0–255. */
+function luminance(rgb) {
+  const lin = v => { const c = v / 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+  const [r, g, b] = rgb.map(lin);
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+
+/** WCAG's contrast ratio of two colours, [r, g, b] each. */
+export function contrast(a, b) {
+  const [la, lb] = [luminance(a), luminance(b)];
+  return (Math.max(la, lb) + 0.05) / (Math.min(la, lb) + 0.05);
+}
+
+/** The text colour for a box of colour `rgb`: black or white, whichever reads better
+ * (of the two, one always reaches 4.58:1, above WCAG's 4.5:1). */
+export function inkOn(rgb) {
+  return contrast(rgb, [0, 0, 0]) >= contrast(rgb, [255, 255, 255]) ? '#000' : '#fff';
+}
+
 /** A summary card: a label, a big value and a muted line under it. */
 export function card(label, value, sub = '') {
   return el('div', { class: 'card' }, el('div', { class: 'label' }, label), el('div', { class: 'value' }, value), el('div', { class: 'sub muted' }, sub));

@@ -7,7 +7,7 @@
 // ctrl+wheel zooms at the pointer, shift+wheel pans, drag pans, a drag in the ruler (or
 // shift+drag) selects an area, click shows an event's stats (a merged box zooms in).
 import { api } from '../lib/api.js';
-import { el, clear, colorRgb } from '../lib/dom.js';
+import { el, clear, colorRgb, inkOn } from '../lib/dom.js';
 import { dur, count, bytes } from '../lib/format.js';
 import { opLink, pageLink } from '../lib/nav.js';
 
@@ -608,6 +608,9 @@ async function timeline(view, ctx, pane) {
     d.pxMerged = d.slotName.map(nm => word(colorRgb(nm, 14)));
     d.pxStripe = d.slotName.map(nm => word(stripe(colorRgb(nm, 14))));
     d.pxEdge = d.slotName.map(nm => word(colorRgb(nm, 9)));
+    // Labels: black or white, whichever reads on the box (one box, or merged ones).
+    d.ink = d.slotName.map(nm => inkOn(colorRgb(nm)));
+    d.inkMerged = d.slotName.map(nm => inkOn(colorRgb(nm, 14)));
     d.slot = Int32Array.from(d.box_name, id => (slotOf.has(id) ? slotOf.get(id) : ids.length));
   }
 
@@ -720,7 +723,6 @@ async function timeline(view, ctx, pane) {
       g.imageSmoothingEnabled = true;
     }
     // Over it, each frame: search matches and the selection outlined, and labels.
-    g.fillStyle = '#111';
     for (let k = 0; k < d.box_start_ps.length; k++) {
       const hit = query && d.lower[d.slot[k]].includes(query);
       const isSel = selected && selected.track === trackId && d.box_count[k] === 1 && d.box_index[k] === selected.index;
@@ -734,6 +736,7 @@ async function timeline(view, ctx, pane) {
       if (isSel) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(bx.x + 1, bx.y + 1, Math.max(bx.w - 2, 1), ROW_H - 4); g.lineWidth = 1; }
       if (bx.w > 36) {
         const label = bx.count > 1 ? `${count(bx.count)} × ${bx.name}` : bx.name;
+        g.fillStyle = (bx.count > 1 ? d.inkMerged : d.ink)[d.slot[k]];
         g.fillText(fitText(label, bx.w - 6), bx.x + 3, bx.y + (ROW_H - 2) / 2);
       }
     }
@@ -885,6 +888,8 @@ async function timeline(view, ctx, pane) {
   // zooms at the pointer, shift+wheel and sideways swipes pan.
   canvas.addEventListener('wheel', e => {
     e.preventDefault();
+    // What was under the pointer has moved: the tooltip waits for the next move.
+    tip.hidden = true;
     if (e.ctrlKey || e.metaKey) {
       const r = canvas.getBoundingClientRect();
       zoom(Math.exp(e.deltaY * 0.0015), e.clientX - r.left);
