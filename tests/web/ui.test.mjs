@@ -1398,3 +1398,20 @@ test('a wheel scroll hides the tooltip of the box that was under the pointer', a
   await page.mouse.wheel(0, 200);
   await page.waitForSelector('#tl-tip', { state: 'hidden' });
 });
+
+test('in two runs one above the other, a click on a step aligns the panes at it', async () => {
+  const A = 'cpu-guide-adam/plugins/profile/2026_11_25_03_32_42';
+  const B = 'cpu-guide-sgd/plugins/profile/2026_11_25_03_32_46';
+  await open(`timeline?run=${encodeURIComponent(A)}&vs=${encodeURIComponent(B)}`);
+  await page.waitForSelector('#tl-canvas-b');
+  await page.waitForFunction(() => window.stepscopeTimelineB && !window.stepscopeTimelineB.pending() && !window.stepscopeTimeline.pending());
+  const stepsA = await page.evaluate(() => window.stepscopeTimeline.steps());
+  const sb = (await api('steps', { run: B })).steps.map(s => s.step_num);
+  const now = Number((await page.textContent('#tl-compare')).match(/aligned at the start of step (\d+)/)[1]);
+  const target = stepsA.find(b => b.step_num !== now && sb.includes(b.step_num) && b.w > 6);
+  assert.ok(target, JSON.stringify(stepsA));
+  const box = await page.$eval('#tl-canvas', c => { const r = c.getBoundingClientRect(); return [r.left, r.top]; });
+  await page.mouse.click(box[0] + target.x + target.w / 2, box[1] + target.y + target.h / 2);
+  await page.waitForFunction(n => (document.querySelector('#tl-compare') || {}).textContent?.includes(`aligned at the start of step ${n}`), target.step_num);
+  assert.equal(new URLSearchParams(page.url().split('?')[1]).get('align'), String(target.step_num));
+});

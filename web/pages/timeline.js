@@ -58,6 +58,8 @@ export async function render(view, ctx) {
   const align = el('select', { id: 'tl-align', title: 'the step whose starts line up', hidden: common.length < 2 },
     ...common.map(n => el('option', { value: n, selected: at && n === at.step_num }, `step ${n}`)));
   align.addEventListener('change', () => ctx.go('timeline', { vs, align: align.value }));
+  // A click on a step both runs have aligns the panes at it.
+  link.alignAt = n => { if (common.includes(n) && n !== link.step) ctx.go('timeline', { vs, align: n }); };
   view.append(el('p', { id: 'tl-compare', class: 'small' },
     el('strong', {}, 'A '), run || '(newest run)', el('strong', {}, ' above, B '), vs, ' below — ',
     at ? `aligned at the start of step ${at.step_num}` : 'no step in both: aligned at the captures\' starts', ' ', align, ' · ', close));
@@ -991,6 +993,7 @@ async function timeline(view, ctx, pane) {
     if (it && it.kind === 'steps') {
       const b = stepBoxes.find(b => x >= b.x && x <= b.x + b.w);
       if (b) showStep(steps[b.k]);
+      if (b && pane && pane.link.alignAt) pane.link.alignAt(steps[b.k].step_num);
       return;
     }
     const hit = boxUnder(x, y);
