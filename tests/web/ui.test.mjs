@@ -257,7 +257,7 @@ test('timeline zooms and pans with W/A/S/D, wheel and drag; a click shows the ev
 });
 
 test('timeline search lists the matches and jumps to one', async () => {
-  const res = await api('timeline/search', { run: CPU, q: 'dot', limit: 200 });
+  const res = await api('timeline/search', { run: CPU, q: 'dot', offset: 0, limit: 200 });
   assert.ok(res.total > 0);
   await open(`timeline?run=${encodeURIComponent(CPU)}`);
   await settle();
@@ -760,7 +760,11 @@ test('at 1,024 px the header fits, the timeline keeps its width, and deep zoom k
 
 test('timeline search outlines its matches, steps through them in time order, and boxes show a tooltip on hover', async () => {
   const res = await api('timeline/search', { run: CPU, q: 'dot', limit: 10000 });
-  const inTime = [...res.matches].sort((a, b) => a.start_ps - b.start_ps || a.track - b.track);
+  const inTime = [...res.matches].sort((a, b) => a.start_ps - b.start_ps || a.track - b.track || a.index - b.index);
+  // The pages the UI asks for are the same matches, in the same time order.
+  const paged = await api('timeline/search', { run: CPU, q: 'dot', offset: 0, limit: 10000 });
+  assert.deepEqual(paged.matches, inTime);
+  assert.equal(paged.offset, 0);
   await open(`timeline?run=${encodeURIComponent(CPU)}`);
   await settle();
   await page.fill('#tl-search', 'dot');
@@ -1414,4 +1418,36 @@ test('in two runs one above the other, a click on a step aligns the panes at it'
   await page.mouse.click(box[0] + target.x + target.w / 2, box[1] + target.y + target.h / 2);
   await page.waitForFunction(n => (document.querySelector('#tl-compare') || {}).textContent?.includes(`aligned at the start of step ${n}`), target.step_num);
   assert.equal(new URLSearchParams(page.url().split('?')[1]).get('align'), String(target.step_num));
+});
+
+test('timeline search reaches every match a page at a time, keeps its list beside the event, and shows the event with context', async () => {
+  const q = 'fusion';
+  const first = await api('timeline/search', { run: CPU, q, offset: 0, limit: 10 });
+  assert.ok(first.total > 1000, `${first.total} matches: more than a page`);
+  const last = (await api('timeline/search', { run: CPU, q, offset: first.total - 1, limit: 10 })).matches;
+  assert.equal(last.length, 1);
+  // The pages join up: offset 995 with 10 spans the first page's end and the second's start.
+  const a = await api('timeline/search', { run: CPU, q, offset: 990, limit: 20 });
+  const b = await api('timeline/search', { run: CPU, q, offset: 1000, limit: 10 });
+  assert.deepEqual(a.matches.slice(10), b.matches);
+  await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await settle();
+  await page.fill('#tl-search', q);
+  await page.press('#tl-search', 'Enter');
+  await page.waitForSelector('#tl-results li');
+  // Back from the first: the last match in time, on the last page.
+  await page.click('#tl-prev');
+  await page.waitForFunction(want => document.querySelector('#tl-hits').textContent === want, `${fmt.count(first.total)} / ${fmt.count(first.total)}`);
+  await page.waitForFunction(name => (document.querySelector('#tl-event-name') || {}).textContent === name, last[0].name);
+  // The list stays above the event's stats.
+  assert.ok(await page.$('#tl-side #tl-results li'));
+  // With context: the event is under a twentieth of the window, in its middle.
+  const [t0, t1] = await timelineWindow();
+  const m = last[0];
+  assert.ok(t0 < m.start_ps && m.start_ps + m.duration_ps < t1, 'in view');
+  assert.ok(m.duration_ps <= (t1 - t0) / 19, `${m.duration_ps} ps in a ${t1 - t0} ps window`);
+  // Next wraps around to the first.
+  await page.click('#tl-next');
+  await page.waitForFunction(() => document.querySelector('#tl-hits').textContent.startsWith('1 /'));
+  await page.waitForFunction(name => (document.querySelector('#tl-event-name') || {}).textContent === name, first.matches[0].name);
 });

@@ -21,6 +21,7 @@ const PLANE_H = 20;
 const MAX_ROWS = 48;
 const COUNTER_H = 34; // a counter track's chart
 const ICONS_W = 30; // a track label's pin and hide glyphs
+const SEARCH_PAGE = 1000; // search matches asked for at a time
 const BAR_W = 8; // the vertical scrollbar
 const OVERSCAN = 0.5; // view widths fetched on each side, so short pans draw at once
 
@@ -145,8 +146,12 @@ async function timeline(view, ctx, pane) {
   let W = 0, H = 0;
   let selected = null; // { track, index, detail }
   let query = ''; // the search, lower case: boxes whose name holds it are outlined
-  let hits = []; // the search's matches in time order, and the one shown
+  // The search's matches in time order, a page at a time (every one can be reached):
+  // the page loaded, where it starts, how many there are, and the one shown.
+  let hits = [];
+  let hitsFrom = 0, hitsTotal = 0;
   let hitAt = -1;
+  let results = null; // the search's list, kept in the side panel above an event's stats
   let area = null; // { a, b, y0, y1, tracks: ids|null (all), result } — an area selection
   const collapsed = new Set();
   const hidden = new Set(); // track ids hidden by the user
@@ -1094,6 +1099,7 @@ async function timeline(view, ctx, pane) {
     saveView();
     draw();
     clear(side);
+    keepResults();
     side.append(el('p', { class: 'muted' }, 'loading…'));
     try {
       const d = await api('timeline/event', { ...sel, track, index });
@@ -1108,7 +1114,10 @@ async function timeline(view, ctx, pane) {
   }
 
   function focusEvent(track, index, start, duration) {
-    const w = Math.max(duration * 3, 2000, (W - LABEL_W));
+    // The event in the middle, with context: the window as it is where the event is
+    // under a twentieth of it, else twenty times the event (three where it fills it).
+    const cur = t1 - t0;
+    const w = duration > cur * 0.8 ? Math.max(duration * 3, 2000) : Math.min(cur, Math.max(duration * 20, 2000, W - LABEL_W));
     t0 = start + duration / 2 - w / 2; t1 = t0 + w;
     const it = items.find(i => i.kind === 'track' && i.track.id === track);
     if (it) scrollY = Math.max(0, it.y - (H - AXIS_H) / 3);
@@ -1120,8 +1129,14 @@ async function timeline(view, ctx, pane) {
     return el('table', { class: 'kv' }, ...rows.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v))));
   }
 
+  /** The search's list, back at the top of the side panel while the search stands. */
+  function keepResults() {
+    if (results && query) side.append(results);
+  }
+
   function showDetail(d) {
     clear(side);
+    keepResults();
     side.append(el('h3', { id: 'tl-event-name' }, d.display_name || d.name));
     if (d.name && d.name !== d.display_name) side.append(el('p', { class: 'mono small' }, d.name));
     side.append(kv([
@@ -1167,7 +1182,7 @@ async function timeline(view, ctx, pane) {
     if (e.key !== 'Enter') return;
     const q = search.value.trim();
     // Enter again on the same search steps through its matches.
-    if (q && q.toLowerCase() === query && hits.length) { step(e.shiftKey ? -1 : 1); return; }
+    if (q && q.toLowerCase() === query && hitsTotal) { step(e.shiftKey ? -1 : 1); return; }
     await runSearch(q);
   });
 
@@ -1175,29 +1190,30 @@ async function timeline(view, ctx, pane) {
   async function runSearch(q) {
     query = q.toLowerCase();
     saveView();
-    hits = []; hitAt = -1;
+    hits = []; hitsFrom = 0; hitsTotal = 0; hitAt = -1; results = null;
     showHits();
     clear(side);
     draw();
     if (!q) return;
     side.append(el('p', { class: 'muted' }, 'searching…'));
     try {
-      const res = await api('timeline/search', { ...sel, q, limit: 10000 });
+      const res = await api('timeline/search', { ...sel, q, offset: 0, limit: SEARCH_PAGE });
       if (!alive() || query !== q.toLowerCase()) return;
-      hits = [...res.matches].sort((a, b) => a.start_ps - b.start_ps || a.track - b.track);
-      hitAt = -1;
-      clear(side);
-      side.append(el('h3', {}, `${count(res.total)} events match “${res.query}”`));
-      if (res.total > res.matches.length) side.append(el('p', { class: 'muted' }, `first ${count(res.matches.length)} kept`));
-      const ul = el('ul', { class: 'results', id: 'tl-results' });
+      hits = res.matches; hitsFrom = 0; hitsTotal = res.total; hitAt = -1;
       const byId = new Map(tr.tracks.map(t => [t.id, t]));
+      const ul = el('ul', { class: 'results', id: 'tl-results' });
       for (const m of res.matches.slice(0, 200)) {
         const t = byId.get(m.track);
         const a = el('a', { href: '#' }, `${m.name}`, el('span', { class: 'muted' }, ` ${dur(m.start_ps)} · ${dur(m.duration_ps)} · ${t ? t.line : ''}`));
         a.addEventListener('click', ev => { ev.preventDefault(); focusEvent(m.track, m.index, m.start_ps, m.duration_ps); });
         ul.append(el('li', {}, a));
       }
-      side.append(ul);
+      results = el('div', { id: 'tl-search-results' },
+        el('h3', {}, `${count(res.total)} events match “${res.query}”`),
+        ...(res.total > 200 ? [el('p', { class: 'muted small' }, `the first ${count(Math.min(200, res.matches.length))} in time listed; ‹ › step through all ${count(res.total)}`)] : []),
+        ul);
+      clear(side);
+      side.append(results);
       showHits();
       draw();
     } catch (err) {
@@ -1208,15 +1224,24 @@ async function timeline(view, ctx, pane) {
 
   /** The search's counter and buttons. */
   function showHits() {
-    prevHit.disabled = nextHit.disabled = !hits.length;
-    hitCount.textContent = !query ? '' : hits.length ? `${hitAt < 0 ? '–' : count(hitAt + 1)} / ${count(hits.length)}` : '';
+    prevHit.disabled = nextHit.disabled = !hitsTotal;
+    hitCount.textContent = !query ? '' : hitsTotal ? `${hitAt < 0 ? '–' : count(hitAt + 1)} / ${count(hitsTotal)}` : '';
   }
 
-  /** Shows the next (`by` 1) or previous (-1) match in time order. */
-  function step(by) {
-    if (!hits.length) return;
-    hitAt = hitAt < 0 ? (by > 0 ? 0 : hits.length - 1) : (hitAt + by + hits.length) % hits.length;
-    const m = hits[hitAt];
+  /** Shows the next (`by` 1) or previous (-1) match in time order, loading the page it
+   * is on where that is not the page loaded. */
+  async function step(by) {
+    if (!hitsTotal) return;
+    const at = hitAt < 0 ? (by > 0 ? 0 : hitsTotal - 1) : (hitAt + by + hitsTotal) % hitsTotal;
+    if (at < hitsFrom || at >= hitsFrom + hits.length) {
+      const q = query, from = Math.floor(at / SEARCH_PAGE) * SEARCH_PAGE;
+      const res = await api('timeline/search', { ...sel, q: search.value.trim(), offset: from, limit: SEARCH_PAGE });
+      if (!alive() || query !== q) return;
+      hits = res.matches; hitsFrom = from; hitsTotal = res.total;
+      if (at >= hitsFrom + hits.length) return;
+    }
+    hitAt = at;
+    const m = hits[at - hitsFrom];
     showHits();
     focusEvent(m.track, m.index, m.start_ps, m.duration_ps);
   }

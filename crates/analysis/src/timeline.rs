@@ -331,7 +331,12 @@ pub struct Search {
     pub query: String,
     /// All matching events (not only those listed).
     pub total: u64,
-    /// The first matches, in track order then time order.
+    /// Where the matches listed start among all of them in time order (a page asked for
+    /// with `offset`); absent for the first matches in track order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// The first matches, in track order then time order; from `offset`, in time order
+    /// (start, then track, then index).
     pub matches: Vec<Match>,
 }
 
@@ -949,10 +954,55 @@ impl Timeline {
     /// Events whose name or display name contains `query` (ignoring case): the total
     /// and the first `limit` matches.
     pub fn search(&self, profile: &Profile, query: &str, limit: usize) -> Search {
-        let q = query.to_lowercase();
         let limit = limit.min(MAX_SEARCH_MATCHES);
-        let mut total = 0u64;
-        let mut matches = Vec::new();
+        let (mut total, mut matches) = (0u64, Vec::new());
+        self.each_match(profile, query, |id, plane, line, i| {
+            total += 1;
+            if matches.len() < limit {
+                matches.push(Match::of(id, plane, line, i));
+            }
+        });
+        Search { schema: "stepscope.timeline_search/1", query: query.to_string(), total, offset: None, matches }
+    }
+
+    /// The matches of `query` in time order (start, then track, then index), from the
+    /// `offset`-th on, at most `limit` of them: a page of every match, however many.
+    pub fn search_in_time(&self, profile: &Profile, query: &str, offset: usize, limit: usize) -> Search {
+        let limit = limit.min(MAX_SEARCH_MATCHES);
+        // 16 bytes a match, found once a page: every match can be paged to.
+        let mut all: Vec<(i64, u32, u32)> = Vec::new();
+        self.each_match(profile, query, |id, _, line, i| all.push((line.start_ps(i), id, i as u32)));
+        let total = all.len();
+        let from = offset.min(total);
+        let to = from.saturating_add(limit).min(total);
+        if from < total {
+            all.select_nth_unstable(from);
+            let rest = &mut all[from..];
+            if to - from < rest.len() {
+                rest.select_nth_unstable(to - from);
+            }
+            rest[..to - from].sort_unstable();
+        }
+        let matches = all[from..to]
+            .iter()
+            .filter_map(|&(_, id, i)| {
+                let (_, _, plane, line) = self.parts(profile, id)?;
+                Some(Match::of(id, plane, line, i as usize))
+            })
+            .collect();
+        Search {
+            schema: "stepscope.timeline_search/1",
+            query: query.to_string(),
+            total: total as u64,
+            offset: Some(from as u64),
+            matches,
+        }
+    }
+
+    /// Calls `f(track, plane, line, index)` for every event whose name or display name
+    /// holds `query` (ignoring case), track by track, in each track's order.
+    fn each_match(&self, profile: &Profile, query: &str, mut f: impl FnMut(u32, &Plane, &Line, usize)) {
+        let q = query.to_lowercase();
         let mut cached: Option<((usize, usize, bool), Vec<bool>)> = None;
         for id in 0..self.tracks.len() as u32 {
             let Some((t, _, plane, line)) = self.parts(profile, id) else { continue };
@@ -969,22 +1019,23 @@ impl Timeline {
             }
             let Some((_, hit)) = &cached else { continue };
             for i in 0..line.len() {
-                if !hit.get(line.meta(i) as usize).copied().unwrap_or(false) {
-                    continue;
-                }
-                total += 1;
-                if matches.len() < limit {
-                    matches.push(Match {
-                        track: id,
-                        index: i as u32,
-                        name: shown_name(plane, line.meta(i)).to_string(),
-                        start_ps: line.start_ps(i),
-                        duration_ps: line.duration_ps(i),
-                    });
+                if hit.get(line.meta(i) as usize).copied().unwrap_or(false) {
+                    f(id, plane, line, i);
                 }
             }
         }
-        Search { schema: "stepscope.timeline_search/1", query: query.to_string(), total, matches }
+    }
+}
+
+impl Match {
+    fn of(track: u32, plane: &Plane, line: &Line, i: usize) -> Match {
+        Match {
+            track,
+            index: i as u32,
+            name: shown_name(plane, line.meta(i)).to_string(),
+            start_ps: line.start_ps(i),
+            duration_ps: line.duration_ps(i),
+        }
     }
 }
 

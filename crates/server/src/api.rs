@@ -309,11 +309,20 @@ fn timeline_select(app: &App, q: &Params) -> Reply {
     json(&e.timeline().select(&e.profile, start, end, &tracks).map_err(ApiError::bad)?)
 }
 
+/// Events whose name holds `q`: the first `limit` in track order, or, with `offset`,
+/// a page of every match in time order.
 fn timeline_search(app: &App, q: &Params) -> Reply {
     let query = q.str("q").unwrap_or("");
     let limit = q.opt("limit", 100)?;
+    let offset: Option<usize> = match q.str("offset") {
+        None | Some("") => None,
+        Some(_) => Some(q.req("offset")?),
+    };
     let e = q.entry(app)?;
-    json(&e.timeline().search(&e.profile, query, limit))
+    match offset {
+        Some(offset) => json(&e.timeline().search_in_time(&e.profile, query, offset, limit)),
+        None => json(&e.timeline().search(&e.profile, query, limit)),
+    }
 }
 
 /// As `stepscope memory --json`: the device-memory pprof is the run's first, as the CLI's default.
