@@ -1451,3 +1451,40 @@ test('timeline search reaches every match a page at a time, keeps its list besid
   await page.waitForFunction(() => document.querySelector('#tl-hits').textContent.startsWith('1 /'));
   await page.waitForFunction(name => (document.querySelector('#tl-event-name') || {}).textContent === name, first.matches[0].name);
 });
+
+test('counters are pinned and hidden as tracks are, and a link keeps them so', async () => {
+  const run = 'gpu-nocb/plugins/profile/2026_11_23_08_00_08';
+  await open(`timeline?run=${encodeURIComponent(run)}`);
+  await settle();
+  const layout = () => page.evaluate(() => window.stepscopeTimeline.layout());
+  const box = await page.$eval('#tl-canvas', c => { const r = c.getBoundingClientRect(); return { x: r.left, y: r.top }; });
+  let items = await layout();
+  const mem = items.find(i => i.kind === 'counter');
+  const busy = items.find(i => i.kind === 'busy');
+  assert.ok(mem && busy, JSON.stringify(items.slice(0, 6)));
+  // The pin glyph of the allocator's counter (196–215 px), then the hide glyph of the busy one (215–230 px).
+  await page.mouse.click(box.x + 200, box.y + 24 + mem.y + 8);
+  await settle();
+  items = await layout();
+  const pinnedHead = items.findIndex(i => i.kind === 'plane' && i.label.startsWith('pinned'));
+  assert.ok(pinnedHead >= 0 && items[pinnedHead + 1].kind === 'counter' && items[pinnedHead + 1].counter === mem.counter && items[pinnedHead + 1].pinned);
+  const busyNow = items.find(i => i.kind === 'busy' && i.device === busy.device);
+  await page.mouse.click(box.x + 222, box.y + 24 + busyNow.y + 8);
+  await settle();
+  items = await layout();
+  assert.ok(!items.some(i => i.kind === 'busy' && i.device === busy.device), 'the busy counter is hidden');
+  assert.equal(await page.textContent('#tl-unhide'), 'show 1 hidden');
+  // The address keeps both; opened anew, the same.
+  await page.waitForFunction(() => new URLSearchParams(location.hash.split('?')[1]).get('hidden'));
+  const link = page.url();
+  await page.goto('about:blank');
+  await page.goto(link);
+  await page.waitForLoadState('networkidle');
+  await settle();
+  const again = await layout();
+  assert.deepEqual(again.map(i => [i.kind, i.counter, i.device, i.pinned]), items.map(i => [i.kind, i.counter, i.device, i.pinned]));
+  // Showing the hidden brings it back.
+  await page.click('#tl-unhide');
+  await settle();
+  assert.ok((await layout()).some(i => i.kind === 'busy' && i.device === busy.device));
+});

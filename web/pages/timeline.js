@@ -154,12 +154,26 @@ async function timeline(view, ctx, pane) {
   let results = null; // the search's list, kept in the side panel above an event's stats
   let area = null; // { a, b, y0, y1, tracks: ids|null (all), result } — an area selection
   const collapsed = new Set();
-  const hidden = new Set(); // track ids hidden by the user
-  const pinned = []; // track ids pinned to the top, in pin order
+  const hidden = new Set(); // track ids (and counters' ids, see counterId) hidden by the user
+  const pinned = []; // track ids (and counters' ids) pinned to the top, in pin order
   let filterText = '';
   const tiles = new Map(); // track id (a busy counter: 'busy:' + device) -> { start, end, pspx, data, ctl }
   let items = []; // layout: { kind: 'plane'|'track', y, h, track?, key? }
   let contentH = 0;
+
+  /** A counter's id for pins, hiding and links: `m:HOST/ALLOCATOR` or `b:DEVICE`. */
+  function counterId(item) {
+    return item.kind === 'counter' ? `m:${item.counter.host}/${item.counter.name}` : `b:${item.busy.device}`;
+  }
+
+  /** A track's or counter's glyphs at the right of its label: pin to the top (or
+   * unpin), hide. */
+  function glyphs(y, isPinned) {
+    g.fillStyle = isPinned ? '#3b6fd4' : '#99a';
+    g.fillText(isPinned ? '⤓' : '⤒', LABEL_W - ICONS_W, y + 8);
+    g.fillStyle = '#99a';
+    g.fillText('×', LABEL_W - ICONS_W / 2, y + 8);
+  }
 
   function relayout() {
     items = [];
@@ -182,12 +196,15 @@ async function timeline(view, ctx, pane) {
       }
       if (shown(t) && !pinned.includes(t.id)) groups[at.get(key)].tracks.push(t);
     }
-    const loose = [];
+    const loose = [], pinnedCounters = [];
     const place = (item, key, text) => {
       const g = key !== null && at.has(key) ? groups[at.get(key)] : null;
       const hay = `${g ? `${g.host} ${g.plane} ` : ''}${text}`.toLowerCase();
-      if (filterText && !hay.includes(filterText)) return;
-      (g ? g.counters : loose).push(item);
+      const id = counterId(item);
+      // Counters are pinned and hidden as tracks are.
+      if (hidden.has(id) || (filterText && !hay.includes(filterText))) return;
+      if (pinned.includes(id)) pinnedCounters.push({ ...item, pinned: true });
+      else (g ? g.counters : loose).push(item);
     };
     for (const a of counters) {
       // An allocator named for a GPU (GPU_3_bfc) is that device's.
@@ -205,9 +222,10 @@ async function timeline(view, ctx, pane) {
     loose.forEach(counter);
     // Pinned tracks first, under a header of their own, then the rest by plane.
     const pins = pinned.map(id => byId.get(id)).filter(t => t && !hidden.has(t.id));
-    if (pins.length) {
-      items.push({ kind: 'plane', y, h: PLANE_H, key: '\u0000pinned', label: `pinned (${pins.length})` });
+    if (pins.length || pinnedCounters.length) {
+      items.push({ kind: 'plane', y, h: PLANE_H, key: '\u0000pinned', label: `pinned (${pins.length + pinnedCounters.length})` });
       y += PLANE_H;
+      if (!collapsed.has('\u0000pinned')) pinnedCounters.forEach(counter);
       for (const t of collapsed.has('\u0000pinned') ? [] : pins) {
         const rows = Math.max(1, Math.min(t.depth, MAX_ROWS));
         items.push({ kind: 'track', y, h: rows * ROW_H + TRACK_GAP, track: t, rows, pinned: true });
@@ -415,8 +433,8 @@ async function timeline(view, ctx, pane) {
       const y = AXIS_H + it.y - scrollY;
       if (y + it.h < AXIS_H || y > H) continue;
       if (it.kind === 'steps') { drawSteps(y, it.h); continue; }
-      if (it.kind === 'counter') { drawCounter(it.counter, y, it.h); continue; }
-      if (it.kind === 'busy') { drawBusy(it.busy, y, it.h); continue; }
+      if (it.kind === 'counter') { drawCounter(it.counter, y, it.h); glyphs(y, it.pinned); continue; }
+      if (it.kind === 'busy') { drawBusy(it.busy, y, it.h); glyphs(y, it.pinned); continue; }
       if (it.kind === 'plane') {
         g.fillStyle = '#e8ebf0'; g.fillRect(0, y, W, it.h);
         g.fillStyle = '#223'; g.font = 'bold 11px system-ui, sans-serif';
@@ -433,11 +451,7 @@ async function timeline(view, ctx, pane) {
       g.fillStyle = '#fff'; g.fillRect(0, y, LABEL_W - 1, it.h);
       g.fillStyle = '#223';
       g.fillText(fitText(t.line, LABEL_W - 12 - ICONS_W), 8, y + 8);
-      // Pin to the top (or unpin), hide.
-      g.fillStyle = it.pinned ? '#3b6fd4' : '#99a';
-      g.fillText(it.pinned ? '⤓' : '⤒', LABEL_W - ICONS_W, y + 8);
-      g.fillStyle = '#99a';
-      g.fillText('×', LABEL_W - ICONS_W / 2, y + 8);
+      glyphs(y, it.pinned);
       g.fillStyle = '#778';
       const more = t.depth > it.rows ? ` · ${t.depth - it.rows} rows hidden` : '';
       const status = !tile || !tile.data ? (tile && tile.error ? ' · error' : ' · loading') : '';
@@ -522,7 +536,7 @@ async function timeline(view, ctx, pane) {
     g.strokeStyle = '#2a9d5c'; g.stroke();
     g.restore();
     g.fillStyle = '#fff'; g.fillRect(0, y, LABEL_W - 1, h);
-    g.fillStyle = '#223'; g.fillText(fitText(`${a.name} in use`, LABEL_W - 12), 8, y + 8);
+    g.fillStyle = '#223'; g.fillText(fitText(`${a.name} in use`, LABEL_W - 12 - ICONS_W), 8, y + 8);
     g.fillStyle = '#778'; g.fillText(`peak ${bytes(a.peak_in_use_bytes)}`, 8, y + 8 + ROW_H);
     g.strokeStyle = '#e3e6ea'; g.beginPath(); g.moveTo(0, y + h - 0.5); g.lineTo(W, y + h - 0.5); g.stroke();
   }
@@ -549,7 +563,7 @@ async function timeline(view, ctx, pane) {
       g.restore();
     }
     g.fillStyle = '#fff'; g.fillRect(0, y, LABEL_W - 1, h);
-    g.fillStyle = '#223'; g.fillText(fitText(b.name, LABEL_W - 12), 8, y + 8);
+    g.fillStyle = '#223'; g.fillText(fitText(b.name, LABEL_W - 12 - ICONS_W), 8, y + 8);
     const status = !tile || !tile.data ? (tile && tile.error ? ' · error' : ' · loading') : '';
     g.fillStyle = '#778'; g.fillText(`${b.host} · 0–100%${status}`, 8, y + 8 + ROW_H);
     g.strokeStyle = '#e3e6ea'; g.beginPath(); g.moveTo(0, y + h - 0.5); g.lineTo(W, y + h - 0.5); g.stroke();
@@ -816,7 +830,7 @@ async function timeline(view, ctx, pane) {
   // permalinks): the window, the scroll, the selected event or area, the search, the
   // track filter, and the pinned, hidden and folded tracks ----
   function viewParams() {
-    const list = xs => [...xs].join(',') || null;
+    const list = xs => [...xs].map(x => encodeURIComponent(String(x))).join(',') || null;
     const marked = area && !area.selecting;
     return {
       start_ps: Math.round(t0),
@@ -976,8 +990,8 @@ async function timeline(view, ctx, pane) {
     const x = e.clientX - r.left, y = e.clientY - r.top;
     if (y < AXIS_H) return;
     const it = sticky && y < AXIS_H + PLANE_H ? sticky : items.find(i => AXIS_H + i.y - scrollY <= y && y < AXIS_H + i.y - scrollY + i.h);
-    if (it && it.kind === 'track' && x < LABEL_W && x >= LABEL_W - ICONS_W - 4) {
-      const id = it.track.id;
+    if (it && ['track', 'counter', 'busy'].includes(it.kind) && x < LABEL_W && x >= LABEL_W - ICONS_W - 4) {
+      const id = it.kind === 'track' ? it.track.id : counterId(it);
       if (x < LABEL_W - ICONS_W / 2) {
         const at = pinned.indexOf(id);
         if (at >= 0) pinned.splice(at, 1); else pinned.push(id);
@@ -1306,8 +1320,16 @@ async function timeline(view, ctx, pane) {
   const P = ctx.params;
   const trackIds = new Set(tr.tracks.map(t => t.id));
   const idList = k => (P.get(k) || '').split(',').filter(Boolean).map(Number).filter(n => trackIds.has(n));
-  for (const id of idList('pins')) if (!pinned.includes(id)) pinned.push(id);
-  for (const id of idList('hidden')) hidden.add(id);
+  // Pins and hidden: track ids, and counters' ids (see counterId).
+  const counterIds = new Set([...counters.map(a => counterId({ kind: 'counter', counter: a })),
+    ...busyCounters.map(b => counterId({ kind: 'busy', busy: b }))]);
+  const anyIds = k => (P.get(k) || '').split(',').filter(Boolean).map(w => {
+    let v;
+    try { v = decodeURIComponent(w); } catch (_) { return null; }
+    return trackIds.has(Number(v)) && /^\d+$/.test(v) ? Number(v) : counterIds.has(v) ? v : null;
+  }).filter(v => v !== null);
+  for (const id of anyIds('pins')) if (!pinned.includes(id)) pinned.push(id);
+  for (const id of anyIds('hidden')) hidden.add(id);
   for (const k of (P.get('folded') || '').split(',').filter(Boolean)) {
     try { collapsed.add(decodeURIComponent(k)); } catch (_) { /* not a key this page wrote */ }
   }
