@@ -145,6 +145,12 @@ fn buckets_read_as_their_local_copies() {
                 }
                 assert_eq!(remote, local, "{cmd} {url}");
             }
+            // One query over a bucket's tables, as over the local copy's.
+            let q = "SELECT run, host, module, name, count, self_ps FROM ops ORDER BY 1, 2, 3, 4";
+            let (remote, local) =
+                (run_json(&env, cache.path(), &["sql", q, &url]), json(&["sql", q, local.to_str().unwrap()]));
+            assert_eq!(remote, local, "sql {url}");
+            assert!(local["row_count"].as_u64() > Some(0), "{local}");
         }
         let file = "gpu-nocb/plugins/profile/2026_11_23_08_00_08/vm.xplane.pb";
         let remote = run_json(&env, cache.path(), &["ops", &format!("{scheme}://prof/logs/{file}")]);
