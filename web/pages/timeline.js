@@ -844,7 +844,7 @@ async function timeline(view, ctx, pane) {
       filter: trackFilter.value.trim() || null,
       pins: list(pinned),
       hidden: list(hidden),
-      folded: [...collapsed].map(encodeURIComponent).join(',') || null,
+      folded: list(collapsed),
     };
   }
   function saveView() {
@@ -1319,20 +1319,19 @@ async function timeline(view, ctx, pane) {
   // first layout is the link's.
   const P = ctx.params;
   const trackIds = new Set(tr.tracks.map(t => t.id));
-  const idList = k => (P.get(k) || '').split(',').filter(Boolean).map(Number).filter(n => trackIds.has(n));
-  // Pins and hidden: track ids, and counters' ids (see counterId).
+  // Lists in the address: each value percent-encoded (see viewParams); one that does
+  // not decode is not one this page wrote, and is left out.
+  const listed = k => (P.get(k) || '').split(',').filter(Boolean).flatMap(w => {
+    try { return [decodeURIComponent(w)]; } catch (_) { return []; }
+  });
+  // Track ids, and counters' ids (see counterId), of this run.
   const counterIds = new Set([...counters.map(a => counterId({ kind: 'counter', counter: a })),
     ...busyCounters.map(b => counterId({ kind: 'busy', busy: b }))]);
-  const anyIds = k => (P.get(k) || '').split(',').filter(Boolean).map(w => {
-    let v;
-    try { v = decodeURIComponent(w); } catch (_) { return null; }
-    return trackIds.has(Number(v)) && /^\d+$/.test(v) ? Number(v) : counterIds.has(v) ? v : null;
-  }).filter(v => v !== null);
+  const trackList = k => listed(k).filter(v => /^\d+$/.test(v) && trackIds.has(Number(v))).map(Number);
+  const anyIds = k => [...trackList(k), ...listed(k).filter(v => counterIds.has(v))];
   for (const id of anyIds('pins')) if (!pinned.includes(id)) pinned.push(id);
   for (const id of anyIds('hidden')) hidden.add(id);
-  for (const k of (P.get('folded') || '').split(',').filter(Boolean)) {
-    try { collapsed.add(decodeURIComponent(k)); } catch (_) { /* not a key this page wrote */ }
-  }
+  for (const k of listed('folded')) collapsed.add(k);
   if (P.get('filter')) { trackFilter.value = P.get('filter'); filterText = trackFilter.value.trim().toLowerCase(); }
   showHiddenCount();
   relayout();
@@ -1348,7 +1347,7 @@ async function timeline(view, ctx, pane) {
     if (P.get('q')) { search.value = P.get('q'); await runSearch(search.value.trim()); }
     if (!alive()) return;
     if (Number.isFinite(markA) && Number.isFinite(markB) && markB > markA && P.get('mark_start_ps')) {
-      const ids = idList('mark_tracks');
+      const ids = trackList('mark_tracks');
       area = { a: markA, b: markB, y0: AXIS_H, y1: AXIS_H, all: !ids.length, tracks: ids.length ? ids : null, result: null, selecting: false };
       await selectArea();
       draw();

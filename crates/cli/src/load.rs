@@ -4,9 +4,10 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use stepscope_xspace::discover::{self, Run, Unread};
+use stepscope_xspace::discover::{self, Readable, Run, Unread};
 use stepscope_xspace::{Progress, Space};
 
+use stepscope_analysis::profile::{alone, clock_offsets_ps};
 use stepscope_analysis::Profile;
 
 use crate::opts::{Input, Select};
@@ -27,21 +28,52 @@ pub struct Loaded {
 /// only peeked at for their session starts, which align the hosts' clocks), and fails
 /// when it cannot.
 pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
-    let mut run = match crate::remote::run(&input.path, input.run.as_deref())? {
+    let mut run = resolve(input)?;
+    let mut clock_offset_ps = None;
+    if let Some(host) = must {
+        if run.hosts.len() > 1 {
+            let (one, offset) = alone(&run, host, None).ok_or_else(|| no_host(host, &run))?;
+            (run, clock_offset_ps) = (one, Some(offset));
+        }
+    }
+    let readable = read(&run, must)?;
+    Ok(Loaded { run, spaces: readable.spaces, unread: readable.unread, clock_offset_ps })
+}
+
+/// Reads the hosts of `input`'s run that `keep` keeps, one at a time, each alone on the
+/// run's clock (the offsets are found once), and hands each to `f` with its name before
+/// reading the next: memory is one host's. Returns the hosts read.
+pub fn each_host(
+    input: &Input,
+    keep: &dyn Fn(&str) -> bool,
+    f: &mut dyn FnMut(&str, Profile) -> anyhow::Result<()>,
+) -> anyhow::Result<usize> {
+    let run = resolve(input)?;
+    let offsets = if run.hosts.len() > 1 { clock_offsets_ps(&run) } else { vec![0; run.hosts.len()] };
+    let mut read_hosts = 0;
+    for h in run.hosts.iter().filter(|h| keep(&h.host)) {
+        let (one, offset) = alone(&run, &h.host, Some(&offsets)).ok_or_else(|| no_host(&h.host, &run))?;
+        let mut readable = read(&one, Some(&h.host))?;
+        let space = readable.spaces.pop().ok_or_else(|| no_host(&h.host, &run))?;
+        f(&h.host, Profile::one_host(run.rel.clone(), space, offset))?;
+        read_hosts += 1;
+    }
+    Ok(read_hosts)
+}
+
+/// The error for `--host HOST` where `run` has none of that name.
+fn no_host(host: &str, run: &Run) -> anyhow::Error {
+    let names: Vec<&str> = run.hosts.iter().map(|h| h.host.as_str()).collect();
+    anyhow::anyhow!("no host named {host:?} in this run — pick one of: {}", names.join(", "))
+}
+
+/// The run `input` names (a bucket's fetched), with the notes of what was skipped and
+/// of which run was chosen.
+fn resolve(input: &Input) -> anyhow::Result<Run> {
+    let run = match crate::remote::run(&input.path, input.run.as_deref())? {
         Some(run) => run,
         None => discover::resolve(&input.path, input.run.as_deref())?,
     };
-    let mut clock_offset_ps = None;
-    if let Some(host) = must {
-        if !run.hosts.iter().any(|h| h.host == host) {
-            let names: Vec<&str> = run.hosts.iter().map(|h| h.host.as_str()).collect();
-            anyhow::bail!("no host named {host:?} in this run — pick one of: {}", names.join(", "));
-        }
-        if run.hosts.len() > 1 {
-            clock_offset_ps = Some(stepscope_analysis::profile::clock_offset_ps(&run, host));
-            run.hosts.retain(|h| h.host == host);
-        }
-    }
     for note in &run.skipped {
         errln!("stepscope: note: skipped {note}");
     }
@@ -54,6 +86,12 @@ pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
             input.path.display()
         );
     }
+    Ok(run)
+}
+
+/// Reads `run`'s hosts (a bar on a terminal), with notes on what a host lacks or could
+/// not give; fails only when none can be read, or `must` cannot.
+fn read(run: &Run, must: Option<&str>) -> anyhow::Result<Readable> {
     let progress = Progress::default();
     let done = AtomicBool::new(false);
     let total = run.bytes();
@@ -92,7 +130,7 @@ pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
             readable.spaces.len()
         );
     }
-    Ok(Loaded { run, spaces: readable.spaces, unread: readable.unread, clock_offset_ps })
+    Ok(readable)
 }
 
 /// Draws a bar once a load has taken half a second; clears it when done.
@@ -127,11 +165,7 @@ pub fn profile(input: &Input, select: &Select) -> anyhow::Result<Profile> {
 pub fn profile_and_run(input: &Input, select: &Select) -> anyhow::Result<(Profile, Run)> {
     let loaded = load(input, select.host.as_deref())?;
     let hosts: Vec<String> = loaded.spaces.iter().map(|s| s.host.clone()).collect();
-    let mut spaces = loaded.spaces;
-    let mut profile = match (loaded.clock_offset_ps, spaces.len()) {
-        (Some(offset), 1) => Profile::one_host(loaded.run.rel.clone(), spaces.remove(0), offset),
-        _ => Profile::new(loaded.run.rel.clone(), spaces),
-    };
+    let mut profile = Profile::of_read(loaded.run.rel.clone(), loaded.spaces, loaded.clock_offset_ps);
     profile.unread_hosts = loaded.unread;
     if let Some(h) = &select.host {
         if !profile.retain_host(h) {

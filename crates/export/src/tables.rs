@@ -18,6 +18,10 @@ use crate::rows::Rows;
 use crate::table::{Column, RowSink};
 use crate::{events, op_events};
 
+/// The manifest at the top of a tables folder, and its schema.
+pub const MANIFEST: &str = "stepscope_tables.json";
+pub const SCHEMA: &str = "stepscope.tables/1";
+
 /// The tables, in the order they are written (docs/tables.md lists their columns).
 pub const TABLES: &[&str] = &[
     "runs",
@@ -134,17 +138,10 @@ pub fn put_rows<T: Serialize>(sink: &mut dyn TableSink, name: &str, rows: &[T]) 
 
 /// Writes the tables of `profile` (one host's, or a run's) that `wanted` names, except
 /// `runs`, to `sink`; a table with no rows is not opened. Only what a wanted table needs
-/// is computed. Returns the rows and tables written.
-pub fn host_tables(
-    profile: &Profile,
-    wanted: &dyn Fn(&str) -> bool,
-    sink: &mut dyn TableSink,
-) -> io::Result<(u64, u64)> {
-    let (mut rows, mut tables) = (0u64, 0u64);
-    let mut count = |n: u64| {
-        rows += n;
-        tables += u64::from(n > 0);
-    };
+/// is computed. Returns the rows written.
+pub fn host_tables(profile: &Profile, wanted: &dyn Fn(&str) -> bool, sink: &mut dyn TableSink) -> io::Result<u64> {
+    let mut rows = 0u64;
+    let mut count = |n: u64| rows += n;
     let st = steps::steps(profile);
     if wanted("steps") {
         count(put_rows(sink, "steps", &st.steps)?);
@@ -184,5 +181,56 @@ pub fn host_tables(
     if wanted("events") && profile.hosts.iter().any(|s| s.event_count() > 0) {
         count(sink.table("events", &events::columns(), &mut |out| events::write_events(&profile.hosts, &st, out))?);
     }
-    Ok((rows, tables))
+    Ok(rows)
+}
+
+/// A hive partition folder, `key=value`, the value percent-encoded as Hive and Spark
+/// do (a run's name holds `/`).
+pub fn partition(key: &str, value: &str) -> String {
+    let mut s = format!("{key}=");
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("%{b:02X}"));
+        }
+    }
+    s
+}
+
+/// A Hive partition value decoded (`%2F` → `/`); a `%` not followed by two hex digits
+/// stays as it is.
+pub fn partition_value(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (b[i], b.get(i + 1).and_then(|&c| hex(c)), b.get(i + 2).and_then(|&c| hex(c))) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{partition, partition_value};
+
+    #[test]
+    fn partitions_are_percent_encoded_and_decoded() {
+        assert_eq!(partition("run", "plugins/profile/2026_11_01"), "run=plugins%2Fprofile%2F2026_11_01");
+        assert_eq!(partition("host", "vm-1.a b"), "host=vm-1.a%20b");
+        assert_eq!(partition_value("plugins%2Fprofile%2F2026_11_01"), "plugins/profile/2026_11_01");
+        assert_eq!(partition_value("vm-1.a%20b"), "vm-1.a b");
+        assert_eq!(partition_value("100%"), "100%");
+        assert_eq!(partition_value("%zz%4"), "%zz%4");
+    }
 }

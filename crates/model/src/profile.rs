@@ -109,6 +109,16 @@ impl Profile {
         }
     }
 
+    /// The profile of the hosts read: where one host was read alone ([`alone`]), that
+    /// host at its `clock_offset_ps`; else every host, aligned as [`Profile::new`] aligns
+    /// them.
+    pub fn of_read(run: impl Into<String>, mut spaces: Vec<Space>, clock_offset_ps: Option<i64>) -> Profile {
+        match clock_offset_ps {
+            Some(offset) if spaces.len() == 1 => Profile::one_host(run, spaces.remove(0), offset),
+            _ => Profile::new(run, spaces),
+        }
+    }
+
     /// A profile of one host of a run read alone, its clock shifted by `clock_offset_ps`
     /// ([`clock_offset_ps`]), so that its times are those [`Profile::new`] gives it
     /// when every host of the run is read.
@@ -281,26 +291,40 @@ fn shift(space: &mut Space, offset_ps: i64) {
     }
 }
 
-/// The clock offset [`Profile::new`] gives host `host` of `run` when every host is
-/// read, found from the hosts' session starts alone: each XSpace file's "Task
-/// Environment" plane is decoded, nothing else. A host whose file cannot be read is
-/// left out, as a full read leaves it out.
-pub fn clock_offset_ps(run: &Run, host: &str) -> i64 {
-    let starts: Vec<(&str, Option<i64>)> = (run.hosts.iter())
-        .filter_map(|h| {
-            let start = match h.format {
-                Format::XSpace => read_plane_named(&h.path, TASK_ENVIRONMENT).ok()?,
-                Format::TraceJson => None,
-            };
-            Some((h.host.as_str(), start.as_ref().and_then(plane_session_start_ns)))
+/// The clock offset [`Profile::new`] gives each host of `run` (in `run.hosts`' order)
+/// when every host is read, found from the hosts' session starts alone: each XSpace
+/// file's "Task Environment" plane is decoded, nothing else. A host whose file cannot be
+/// read is left out, as a full read leaves it out. Found once for a run, however many of
+/// its hosts are then read one at a time.
+pub fn clock_offsets_ps(run: &Run) -> Vec<i64> {
+    let starts: Vec<Option<Option<i64>>> = (run.hosts.iter())
+        .map(|h| match h.format {
+            Format::XSpace => {
+                read_plane_named(&h.path, TASK_ENVIRONMENT).ok().map(|p| p.as_ref().and_then(plane_session_start_ns))
+            }
+            Format::TraceJson => Some(None),
         })
         .collect();
-    if starts.len() < 2 || starts.iter().any(|(_, s)| s.is_none()) {
-        return 0;
+    let read: Vec<Option<i64>> = starts.iter().flatten().copied().collect();
+    if read.len() < 2 || read.iter().any(Option::is_none) {
+        return vec![0; run.hosts.len()];
     }
-    let min = starts.iter().filter_map(|(_, s)| *s).min().unwrap_or(0);
-    let mine = starts.iter().find(|(h, _)| *h == host).and_then(|(_, s)| *s).unwrap_or(min);
-    mine.saturating_sub(min).saturating_mul(1000)
+    let min = read.iter().flatten().copied().min().unwrap_or(0);
+    (starts.iter()).map(|s| s.flatten().unwrap_or(min).saturating_sub(min).saturating_mul(1000)).collect()
+}
+
+/// Host `host` of `run`, to be read alone: a run of that host's file only, and the
+/// clock offset a read of every host gives it ([`Profile::one_host`]). `offsets` are
+/// [`clock_offsets_ps`] of `run`, where they were found once for many hosts (`None`:
+/// found here). `None` where `run` has no such host.
+pub fn alone(run: &Run, host: &str, offsets: Option<&[i64]>) -> Option<(Run, i64)> {
+    let i = run.hosts.iter().position(|h| h.host == host)?;
+    let offset = match offsets {
+        Some(o) => o.get(i).copied().unwrap_or(0),
+        None if run.hosts.len() > 1 => clock_offsets_ps(run).get(i).copied().unwrap_or(0),
+        None => 0,
+    };
+    Some((Run { hosts: vec![run.hosts[i].clone()], ..run.clone() }, offset))
 }
 
 /// The steps, measured (found once per profile: see [`Profile::prepare`]).

@@ -13,7 +13,6 @@ use serde::Serialize;
 use stepscope_analysis::ops::{self, GroupBy};
 use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{collectives, compile, devices, hlo_context, kernels, memory};
-use stepscope_export::tables;
 use stepscope_judge::advise::{self, Thresholds};
 use stepscope_report::history::History;
 use stepscope_report::{diff, summary};
@@ -28,6 +27,13 @@ use crate::App;
 pub struct ApiError {
     pub status: u16,
     pub message: String,
+}
+
+/// A failure to build an answer (a table that could not be written): the server's.
+impl From<std::io::Error> for ApiError {
+    fn from(e: std::io::Error) -> ApiError {
+        ApiError { status: 500, message: e.to_string() }
+    }
 }
 
 impl ApiError {
@@ -439,7 +445,6 @@ fn sql(app: &App, q: &Params) -> Reply {
     let query = q.text("q")?;
     let max_rows = q.opt("rows", SQL_MAX_ROWS)?.clamp(1, SQL_MAX_ROWS);
     let wanted = stepscope_sql::referenced(query);
-    let want = |t: &str| wanted.contains(&t);
     let mut runs = app.root.runs().map_err(|e| ApiError::not_found(e.to_string()))?;
     if let Some(run) = q.str("run").filter(|r| !r.is_empty()) {
         runs.retain(|r| r.rel == run);
@@ -453,19 +458,14 @@ fn sql(app: &App, q: &Params) -> Reply {
     let failed = |e: String| ApiError { status: 500, message: e };
     let mut db = stepscope_sql::Db::new().map_err(failed)?;
     for r in &runs {
-        if want("runs") {
-            tables::put_rows(&mut db.sink(&r.rel, None), "runs", &[tables::run_row(r)])
-                .map_err(|e| failed(e.to_string()))?;
-        }
-        if wanted.iter().all(|t| *t == "runs") {
-            continue;
-        }
-        for h in &r.hosts {
-            let e = app.cache.get(&app.root, Some(&r.rel), Some(&h.host)).map_err(ApiError::not_found)?;
-            tables::host_tables(&e.profile, &want, &mut db.sink(&r.rel, Some(&h.host)))
-                .map_err(|e| failed(e.to_string()))?;
-            unchanged(&e)?;
-        }
+        db.add_run::<ApiError>(&r.rel, r, &wanted, &mut |put| {
+            for h in &r.hosts {
+                let e = app.cache.get(&app.root, Some(&r.rel), Some(&h.host)).map_err(ApiError::not_found)?;
+                put(&h.host, &e.profile)?;
+                unchanged(&e)?;
+            }
+            Ok(())
+        })?;
     }
     let mut results = stepscope_sql::JsonResults::new(Vec::new(), max_rows);
     db.query(query, &stepscope_sql::Limits { timeout: Some(SQL_TIMEOUT) }, &mut results).map_err(ApiError::bad)?;

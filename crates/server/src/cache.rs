@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use stepscope_analysis::peaks::UserPeaks;
+use stepscope_analysis::profile::alone;
 use stepscope_analysis::steps::{self, Steps};
 use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{Derived, Profile};
@@ -81,9 +82,14 @@ impl Cache {
         };
         let result = slot
             .get_or_compute(|| {
-                // As the CLI's `--host`: read every host (they share one clock), keep one.
-                let read = run.load_readable(&Progress::default(), host).map_err(|e| e.to_string())?;
-                let mut profile = Profile::new(run.rel.clone(), read.spaces);
+                // As the CLI's `--host`: that host's file alone, on the run's clock (the
+                // other hosts' session starts peeked at).
+                let (to_read, offset) = match host.and_then(|h| alone(&run, h, None)) {
+                    Some((one, offset)) => (one, Some(offset)),
+                    None => (run.clone(), None),
+                };
+                let read = to_read.load_readable(&Progress::default(), host).map_err(|e| e.to_string())?;
+                let mut profile = Profile::of_read(run.rel.clone(), read.spaces, offset);
                 profile.unread_hosts = read.unread;
                 if let Some(h) = host {
                     profile.retain_host(h);

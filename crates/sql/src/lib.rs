@@ -5,7 +5,7 @@
 //! the database is dropped, pages beyond its cache spill there, so memory stays bounded
 //! whatever the tables' size). It is filled with the tables a query names
 //! ([`referenced`]) — from profiles, host by host, through
-//! [`stepscope_export::tables::host_tables`] ([`Db::sink`]), or from the Parquet files
+//! [`stepscope_export::tables::host_tables`] ([`Db::add_run`]), or from the Parquet files
 //! `stepscope tables` wrote ([`Db::add_tables_dir`]) — with `run` and `host` columns
 //! where a table has none of its own, then queried: one statement, a query, nothing that
 //! writes, within a time limit ([`Db::query`]).
@@ -15,9 +15,9 @@ mod out;
 mod parquet_in;
 mod query;
 
-pub use load::Loader;
+pub use load::PutHost;
 pub use out::{CsvResults, JsonResults, SCHEMA};
-pub use parquet_in::{is_tables_dir, MANIFEST};
+pub use parquet_in::is_tables_dir;
 pub use query::{referenced, Limits, Results};
 
 use std::collections::HashMap;
@@ -47,11 +47,15 @@ impl Db {
             rusqlite::ffi::sqlite3_hard_heap_limit64(MAX_HEAP_BYTES);
         });
         // "" is SQLite's private temporary on-disk database, deleted when closed.
-        let conn = Connection::open("").map_err(|e| format!("cannot make a temporary database: {e}"))?;
+        let conn = Connection::open("").map_err(|e| {
+            format!("cannot make a temporary database: {e} — check that the temporary folder (TMPDIR) is writable")
+        })?;
         conn.execute_batch(&format!(
             "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -{CACHE_KIB};"
         ))
-        .map_err(|e| format!("cannot set up the temporary database: {e}"))?;
+        .map_err(|e| {
+            format!("cannot set up the temporary database: {e} — check that the temporary folder (TMPDIR) is writable")
+        })?;
         Ok(Db { conn, columns: HashMap::new() })
     }
 

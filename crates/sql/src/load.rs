@@ -5,10 +5,15 @@ use std::io;
 
 use rusqlite::types::Null;
 use rusqlite::Statement;
+use stepscope_analysis::Profile;
 use stepscope_export::table::{Cell, ColType, Column, RowSink};
-use stepscope_export::tables::TableSink;
+use stepscope_export::tables::{host_tables, put_rows, run_row, RunRow, TableSink};
+use stepscope_xspace::discover::Run;
 
 use crate::Db;
+
+/// What [`Db::add_run`] hands its caller: the function that writes one host's tables.
+pub type PutHost<'a> = dyn FnMut(&str, &Profile) -> io::Result<()> + 'a;
 
 /// The columns every table has, where it has none of that name: the partition of the
 /// rows (as `stepscope tables` folders are partitioned), last as DuckDB puts them.
@@ -34,8 +39,29 @@ fn sqlite_err(e: rusqlite::Error) -> io::Error {
 impl Db {
     /// A sink for the tables of run `run`'s host `host` (`None`: rows of no one host,
     /// as `runs`).
-    pub fn sink<'a>(&'a mut self, run: &'a str, host: Option<&'a str>) -> Loader<'a> {
+    fn sink<'a>(&'a mut self, run: &'a str, host: Option<&'a str>) -> Loader<'a> {
         Loader { db: self, run, host }
+    }
+
+    /// Adds run `run`'s tables that `wanted` names (see [`crate::referenced`]) under
+    /// the name `name`: its `runs` row, then the tables of each host `each_host` hands
+    /// to the function it is given, one at a time (each host's profile can go before
+    /// the next is read). Where the query names only `runs`, no host is asked for.
+    pub fn add_run<E: From<io::Error>>(
+        &mut self,
+        name: &str,
+        run: &Run,
+        wanted: &[&str],
+        each_host: &mut dyn FnMut(&mut PutHost<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if wanted.contains(&"runs") {
+            put_rows(&mut self.sink(name, None), "runs", &[RunRow { run: name.to_string(), ..run_row(run) }])?;
+        }
+        if wanted.iter().all(|t| *t == "runs") {
+            return Ok(());
+        }
+        let want = |t: &str| wanted.contains(&t);
+        each_host(&mut |host, profile| host_tables(profile, &want, &mut self.sink(name, Some(host))).map(|_| ()))
     }
 
     /// Makes table `name` with `columns` and the partition columns, or adds those of
@@ -124,7 +150,7 @@ impl RowSink for Inserter<'_, '_> {
 }
 
 /// The tables of one host of one run, into a [`Db`].
-pub struct Loader<'a> {
+pub(crate) struct Loader<'a> {
     db: &'a mut Db,
     run: &'a str,
     host: Option<&'a str>,

@@ -10,15 +10,9 @@ use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::{ByteArray, DataType};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use stepscope_export::table::{Cell, ColType, Column, RowSink};
-use stepscope_export::tables::{parquet_files, TABLES};
+use stepscope_export::tables::{parquet_files, partition_value, MANIFEST, SCHEMA, TABLES};
 
 use crate::Db;
-
-/// The manifest `stepscope tables` writes at the top of its folder.
-pub const MANIFEST: &str = "stepscope_tables.json";
-
-/// The manifest's schema this reader reads.
-const SCHEMA: &str = "stepscope.tables/1";
 
 /// Whether `dir` is a folder `stepscope tables` wrote.
 pub fn is_tables_dir(dir: &Path) -> bool {
@@ -37,13 +31,14 @@ impl Db {
         check_manifest(dir)?;
         let mut rows = 0;
         for table in TABLES.iter().filter(|t| wanted(t)) {
-            let files = parquet_files(&dir.join(table))
-                .map_err(|e| format!("cannot list {}: {e}", dir.join(table).display()))?;
+            let files = parquet_files(&dir.join(table)).map_err(|e| {
+                format!("cannot list {}: {e} — check the folder's permissions", dir.join(table).display())
+            })?;
             for file in files {
                 let rel = file.strip_prefix(dir.join(table)).unwrap_or(&file).to_path_buf();
                 let partition = |key: &str| {
                     rel.components()
-                        .find_map(|c| c.as_os_str().to_str()?.strip_prefix(key)?.strip_prefix('=').map(percent_decoded))
+                        .find_map(|c| c.as_os_str().to_str()?.strip_prefix(key)?.strip_prefix('=').map(partition_value))
                 };
                 let (run, host) = (partition("run"), partition("host"));
                 if !keep(run.as_deref(), host.as_deref()) {
@@ -206,7 +201,8 @@ impl ColData {
 /// Checks `dir`'s manifest: a folder of tables, in a version this reader reads.
 fn check_manifest(dir: &Path) -> Result<(), String> {
     let path = dir.join(MANIFEST);
-    let text = read_small(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let text = read_small(&path)
+        .map_err(|e| format!("cannot read {}: {e} — point at a folder `stepscope tables` wrote", path.display()))?;
     let schema = serde_json::from_str::<serde_json::Value>(&text)
         .ok()
         .and_then(|v| v.get("schema").and_then(|s| s.as_str()).map(String::from));
@@ -217,7 +213,10 @@ fn check_manifest(dir: &Path) -> Result<(), String> {
              stepscope's `tables`",
             dir.display()
         )),
-        None => Err(format!("{} is not a manifest `stepscope tables` wrote (no \"schema\")", path.display())),
+        None => Err(format!(
+            "{} is not a manifest `stepscope tables` wrote (no \"schema\") — write the folder again with `stepscope tables`",
+            path.display()
+        )),
     }
 }
 
@@ -231,37 +230,4 @@ fn read_small(path: &Path) -> io::Result<String> {
     let mut text = String::new();
     file.take(16 << 20).read_to_string(&mut text)?;
     Ok(text)
-}
-
-/// A Hive partition value decoded (`%2F` → `/`); a `%` not followed by two hex digits
-/// stays as it is.
-fn percent_decoded(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (b[i], b.get(i + 1).and_then(|&c| hex(c)), b.get(i + 2).and_then(|&c| hex(c))) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn partition_values_are_decoded() {
-        assert_eq!(super::percent_decoded("plugins%2Fprofile%2F2026_11_01"), "plugins/profile/2026_11_01");
-        assert_eq!(super::percent_decoded("vm-1.a%20b"), "vm-1.a b");
-        assert_eq!(super::percent_decoded("100%"), "100%");
-        assert_eq!(super::percent_decoded("%zz%4"), "%zz%4");
-    }
 }

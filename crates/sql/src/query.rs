@@ -115,7 +115,7 @@ impl Db {
     /// Runs `sql`, one read-only statement, into `out`. The error is one line: where in
     /// the query, what is wrong, and what to do.
     pub fn query(&mut self, sql: &str, limits: &Limits, out: &mut dyn Results) -> Result<(), String> {
-        let setup = |e: rusqlite::Error| format!("cannot set up the query: {e}");
+        let setup = |e: rusqlite::Error| format!("cannot set up the query: {e} — run it again; if it stays, report it");
         self.conn.execute_batch("PRAGMA query_only = ON").map_err(setup)?;
         self.conn.authorizer(Some(allowed)).map_err(setup)?;
         let deadline = limits.timeout.map(|t| Instant::now() + t);
@@ -169,10 +169,7 @@ impl Db {
     /// The one-line message for `e`, a failure of `sql`.
     fn explain(&self, sql: &str, e: Failure, limits: &Limits) -> String {
         use rusqlite::ffi::ErrorCode;
-        let tables = || {
-            let names: Vec<&str> = TABLES.to_vec();
-            format!("the tables are {} (docs/tables.md lists their columns)", names.join(", "))
-        };
+        const CHECK: &str = "check the query's SQL (SQLite's dialect; docs/sql.md has examples)";
         let e = match e {
             Failure::Empty => return "the query is empty — give one SELECT".into(),
             Failure::NotAQuery => return format!("the statement is not a query that returns rows — {READ_ONLY}"),
@@ -185,7 +182,7 @@ impl Db {
             }
             rusqlite::Error::SqlInputError { msg, offset, .. } => {
                 let (line, column) = position(sql, usize::try_from(offset).unwrap_or(0));
-                let help = self.help(&msg).unwrap_or_else(|| "check the query's SQL (SQLite's dialect)".into());
+                let help = self.help(&msg).unwrap_or_else(|| CHECK.into());
                 format!("SQL error at line {line}, column {column}: {msg} — {help}")
             }
             rusqlite::Error::SqliteFailure(f, msg) => {
@@ -206,12 +203,11 @@ impl Db {
                     ),
                     _ => match self.help(&msg) {
                         Some(help) => format!("{msg} — {help}"),
-                        None if msg.starts_with("no such table") => format!("{msg} — {}", tables()),
-                        None => format!("SQL error: {msg}"),
+                        None => format!("SQL error: {msg} — {CHECK}"),
                     },
                 }
             }
-            other => format!("SQL error: {other}"),
+            other => format!("SQL error: {other} — {CHECK}"),
         }
     }
 

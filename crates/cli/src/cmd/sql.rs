@@ -9,12 +9,11 @@ use std::time::Duration;
 
 use clap::Args;
 use stepscope_export::table::Cell;
-use stepscope_export::tables::{self, run_row};
 use stepscope_sql::{referenced, CsvResults, Db, JsonResults, Limits, Results};
 
 use crate::human;
 use crate::load;
-use crate::opts::{Input, Output, Select};
+use crate::opts::{Input, Output};
 use crate::table::Table;
 
 #[derive(Args, Debug)]
@@ -54,7 +53,8 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
     let several = args.paths.iter().filter(|p| !stepscope_sql::is_tables_dir(p)).count() > 1;
     // The hosts of the runs read, to name them where --host matched none.
     let mut hosts_seen: Vec<String> = Vec::new();
-    let mut host_matched = false;
+    let mut hosts_read = 0;
+    let only_runs = wanted.iter().all(|t| *t == "runs");
     for path in &args.paths {
         if stepscope_sql::is_tables_dir(path) {
             let keep = |run: Option<&str>, host: Option<&str>| {
@@ -71,30 +71,18 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
             } else {
                 r.rel.clone()
             };
-            if want("runs") {
-                tables::put_rows(
-                    &mut db.sink(&name, None),
-                    "runs",
-                    &[tables::RunRow { run: name.clone(), ..run_row(r) }],
-                )?;
-            }
-            if wanted.iter().all(|t| *t == "runs") {
-                continue;
-            }
             hosts_seen.extend(r.hosts.iter().map(|h| h.host.clone()));
-            for h in r.hosts.iter().filter(|h| args.host.as_ref().is_none_or(|x| *x == h.host)) {
-                host_matched = true;
-                // One host at a time: memory is one host's (the database spills to disk).
-                let input = Input { path: path.clone(), run: Some(r.rel.clone()) };
-                let profile = load::profile(&input, &Select { host: Some(h.host.clone()), top: None })?;
-                tables::host_tables(&profile, &want, &mut db.sink(&name, Some(&h.host)))?;
-            }
+            // One host at a time: memory is one host's (the database spills to disk).
+            let input = Input { path: path.clone(), run: Some(r.rel.clone()) };
+            let keep = |h: &str| args.host.as_deref().is_none_or(|x| x == h);
+            db.add_run::<anyhow::Error>(&name, r, &wanted, &mut |put| {
+                hosts_read += load::each_host(&input, &keep, &mut |host, profile| Ok(put(host, &profile)?))?;
+                Ok(())
+            })?;
         }
     }
-    if let Some(host) = args.host.as_ref().filter(|_| !host_matched && !hosts_seen.is_empty()) {
-        hosts_seen.sort();
-        hosts_seen.dedup();
-        anyhow::bail!("no host named {host:?} in the runs read — pick one of: {}", hosts_seen.join(", "));
+    if let Some(host) = args.host.as_ref().filter(|_| hosts_read == 0 && !hosts_seen.is_empty() && !only_runs) {
+        return Err(crate::cmd::tables::no_such_host(host, &hosts_seen, "the runs read"));
     }
     let limits = Limits { timeout: args.timeout.map(Duration::from_secs) };
     let mut out = BufWriter::new(std::io::stdout());

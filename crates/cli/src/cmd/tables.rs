@@ -13,7 +13,7 @@ use stepscope_xspace::discover;
 
 use crate::human;
 use crate::load;
-use crate::opts::{Input, Select};
+use crate::opts::Input;
 use crate::output::Output;
 use crate::remote::Listing;
 
@@ -69,29 +69,23 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
     }
     let mut hosts_read = 0;
     for r in runs.iter().filter(|_| !args.index) {
-        for h in r.hosts.iter().filter(|h| args.host.as_ref().is_none_or(|x| *x == h.host)) {
-            hosts_read += 1;
-            // One host at a time: memory is one host's, whatever the run's size.
-            let input = Input { path: args.path.clone(), run: Some(r.rel.clone()) };
-            let profile = load::profile(&input, &Select { host: Some(h.host.clone()), top: None })?;
-            let dir =
-                |table: &str| args.out.join(table).join(partition("run", &r.rel)).join(partition("host", &h.host));
+        // One host at a time: memory is one host's, whatever the run's size.
+        let input = Input { path: args.path.clone(), run: Some(r.rel.clone()) };
+        let keep = |h: &str| args.host.as_deref().is_none_or(|x| x == h);
+        hosts_read += load::each_host(&input, &keep, &mut |host, profile| {
+            let dir = |table: &str| {
+                args.out.join(table).join(tables::partition("run", &r.rel)).join(tables::partition("host", host))
+            };
             let mut files = Files { dir: &dir, files: 0, error: None };
-            let (n, _) = tables::host_tables(&profile, &|_| true, &mut files).map_err(|e| files.error(e))?;
-            total += n;
+            total += tables::host_tables(&profile, &|_| true, &mut files).map_err(|e| files.error(e))?;
             count += files.files;
-        }
+            Ok(())
+        })?;
     }
     if let Some(host) = &args.host {
         if hosts_read == 0 {
-            let mut names: Vec<&str> = runs.iter().flat_map(|r| r.hosts.iter().map(|h| h.host.as_str())).collect();
-            names.sort_unstable();
-            names.dedup();
-            anyhow::bail!(
-                "no host named {host:?} in the runs of {} — pick one of: {}",
-                args.path.display(),
-                names.join(", ")
-            );
+            let names: Vec<String> = runs.iter().flat_map(|r| r.hosts.iter().map(|h| h.host.clone())).collect();
+            return Err(no_such_host(host, &names, &format!("the runs of {}", args.path.display())));
         }
         errln!(
             "wrote host {host}'s tables into {} ({} files, {} rows); `stepscope tables {} -o {} --index` writes \
@@ -112,13 +106,13 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
     }
     let files = count;
     let manifest = Manifest {
-        schema: "stepscope.tables/1",
+        schema: tables::SCHEMA,
         tables: tables::TABLES,
         runs: runs.iter().map(|r| r.rel.clone()).collect(),
         files,
         rows: total,
     };
-    let mut out = Output::open(&args.out.join("stepscope_tables.json"))?;
+    let mut out = Output::open(&args.out.join(tables::MANIFEST))?;
     std::io::Write::write_all(&mut out, serde_json::to_string_pretty(&manifest)?.as_bytes())?;
     out.commit()?;
     errln!(
@@ -131,6 +125,15 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
         args.out.join("steps").join("**").join("*.parquet").display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The error for `--host HOST` where none of `names` (the hosts of `runs`, a phrase) is
+/// `host`: the hosts there are, each once.
+pub(crate) fn no_such_host(host: &str, names: &[String], runs: &str) -> anyhow::Error {
+    let mut names: Vec<&str> = names.iter().map(String::as_str).collect();
+    names.sort_unstable();
+    names.dedup();
+    anyhow::anyhow!("no host named {host:?} in {runs} — pick one of: {}", names.join(", "))
 }
 
 /// The runs under `path` (a bucket's listed first), or only `run`, in capture order;
@@ -201,27 +204,4 @@ fn write_file(path: &Path, write: &mut dyn FnMut(&mut Output) -> std::io::Result
     let n = write(&mut out).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     out.commit()?;
     Ok(n)
-}
-
-/// A hive partition folder, `key=value`, the value percent-encoded as Hive and Spark
-/// do (a run's name holds `/`).
-fn partition(key: &str, value: &str) -> String {
-    let mut s = format!("{key}=");
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
-            s.push(b as char);
-        } else {
-            s.push_str(&format!("%{b:02X}"));
-        }
-    }
-    s
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn partitions_are_percent_encoded() {
-        assert_eq!(super::partition("run", "plugins/profile/2026_11_01"), "run=plugins%2Fprofile%2F2026_11_01");
-        assert_eq!(super::partition("host", "vm-1.a b"), "host=vm-1.a%20b");
-    }
 }
