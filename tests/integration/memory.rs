@@ -168,3 +168,104 @@ fn summary_shows_the_memory_peak_against_capacity() {
     assert!(cpu.get("memory_peak").is_none(), "{cpu}");
     assert!(!ok(&["summary", &xplane("cpu-clean")]).contains("MEMORY"));
 }
+
+/// `stepscope buffers` over every program of a CPU, GPU, TPU and ROCm capture, in
+/// each memory space the program allocates in, against the reference reader's own
+/// replay of the same buffer assignments.
+#[test]
+fn buffer_plans_equal_the_reference_replay() {
+    let cases = [
+        xplane("cpu-transformer"),
+        xplane("gpu-transformer"),
+        xplane("gpu-cudnn-attention"),
+        path("tpu-v6e-inference/tpu_inference_2.xplane.pb"),
+        path("rocm-mi300x-gemm/tw003.xplane.pb"),
+    ];
+    let mut heaps = 0;
+    for f in &cases {
+        let first = json(&["buffers", f, "--top", "all"]);
+        assert_eq!(first["schema"], "stepscope.buffers/1");
+        let mut spaces = vec![0i64];
+        // Listed only where the program allocates in other spaces.
+        if let Some(others) = first["other_memory_spaces"].as_array() {
+            spaces.extend(others.iter().map(|s| s["memory_space"].as_i64().unwrap()));
+        }
+        for space in spaces {
+            let theirs = reference(&["buffers", f, "--memory-space", &space.to_string()]);
+            let theirs = theirs.as_object().unwrap();
+            let programs: Vec<String> =
+                first["programs"].as_array().unwrap().iter().map(|p| p["program"].as_str().unwrap().to_string()).collect();
+            assert_eq!(programs.len(), theirs.len(), "{f}: programs");
+            for program in &programs {
+                let ours = json(&["buffers", f, "--program", program, "--memory-space", &space.to_string(), "--top", "all"]);
+                assert_eq!(ours["program"], program.as_str());
+                let r = &theirs[program];
+                for key in [
+                    "allocated_bytes",
+                    "parameter_bytes",
+                    "output_bytes",
+                    "constant_bytes",
+                    "thread_local_bytes",
+                    "temporary_bytes",
+                    "peak_bytes",
+                    "live_at_peak_count",
+                    "live_at_peak_bytes",
+                ] {
+                    assert_eq!(ours[key], r[key], "{f} {program} space {space}: {key}");
+                }
+                match (&ours.get("heap"), &r["heap"]) {
+                    (None, serde_json::Value::Null) => {}
+                    (Some(h), want) => {
+                        heaps += 1;
+                        for key in ["allocation", "peak_live_bytes", "peak_event", "events"] {
+                            assert_eq!(h[key], want[key], "{f} {program} space {space}: heap {key}");
+                        }
+                        // The usage curve peaks at the peak, at the peak's event.
+                        let usage = h["usage"].as_array().unwrap();
+                        let max = usage.iter().map(|u| u["bytes"].as_u64().unwrap()).max().unwrap_or(0);
+                        assert_eq!(max, ours["peak_bytes"].as_u64().unwrap(), "{f} {program}");
+                        let first_max = usage.iter().find(|u| u["bytes"].as_u64() == Some(max)).unwrap();
+                        assert_eq!(first_max["event"], h["peak_event"], "{f} {program}");
+                    }
+                    (ours_heap, want) => panic!("{f} {program} space {space}: heap {ours_heap:?} vs {want}"),
+                }
+                let live = ours["live_at_peak"].as_array().unwrap();
+                assert_eq!(live.len() as u64, ours["live_at_peak_count"].as_u64().unwrap());
+                let sum: u64 = live.iter().map(|l| l["size_bytes"].as_u64().unwrap()).sum();
+                assert_eq!(sum, ours["live_at_peak_bytes"].as_u64().unwrap(), "{f} {program}");
+            }
+        }
+    }
+    assert!(heaps >= 20, "heaps replayed: {heaps}");
+}
+
+/// The default program is the one that ran longest; its largest live buffers name the
+/// instruction, shape and user line that made them, as `hlo` shows that instruction.
+#[test]
+fn buffers_name_the_instruction_shape_and_line_of_each_buffer() {
+    let f = xplane("gpu-transformer");
+    let b = json(&["buffers", &f, "--top", "5"]);
+    let top_module = json(&["ops", &f, "--by", "module"])["ops"][0]["name"].as_str().unwrap().to_string();
+    assert_eq!(b["module"], top_module.as_str());
+    let live = b["live_at_peak"].as_array().unwrap();
+    assert_eq!(live.len(), 5);
+    for l in live {
+        let name = l["instruction"].as_str().unwrap();
+        let hlo = json(&["hlo", &f, name, "--module", b["program"].as_str().unwrap()]);
+        let i = &hlo["instruction"];
+        assert_eq!(l["opcode"], i["opcode"], "{name}");
+        // An array value's shape is the instruction's, and its size the shape's bytes.
+        if !i["shape"].as_str().unwrap().starts_with('(') {
+            assert_eq!(l["shape"], i["shape"], "{name}");
+            assert_eq!(l["size_bytes"], i["shape_bytes"], "{name}");
+        }
+        let line = format!("{}:{}", i["source_file"].as_str().unwrap(), i["source_line"]);
+        assert_eq!(l["source"].as_str().unwrap(), line, "{name}");
+    }
+    // A program that is not there: the programs that are.
+    let err = assert_clean_error(&["buffers", &f, "--program", "jit_nothing"]);
+    assert!(err.contains("jit_train_step"), "{err}");
+    // A trace JSON file has no HLO.
+    let err = assert_clean_error(&["buffers", &path("gpu-transformer/plugins/profile/2026_11_23_07_47_56/vm.trace.json.gz")]);
+    assert!(err.contains("no program's buffer assignment"), "{err}");
+}

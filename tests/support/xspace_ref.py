@@ -158,7 +158,56 @@ _XPLANE_MESSAGES = [
     ], [], False),
     # xla.HloProto, only what `sources` reads (OpMetadata 15 and HloModuleProto 17
     # are the stack frame id and index of newer JAX).
-    ("HloProto", [(1, "hlo_module", "message", False, "HloModuleProto", None)], [], False),
+    ("HloProto", [
+        (1, "hlo_module", "message", False, "HloModuleProto", None),
+        (3, "buffer_assignment", "message", False, "BufferAssignmentProto", None),
+    ], [], False),
+    # xla.BufferAssignmentProto, as the public hlo.proto numbers it.
+    ("BufferAssignmentProto", [
+        (1, "logical_buffers", "message", True, "LogicalBufferProto", None),
+        (3, "buffer_allocations", "message", True, "BufferAllocationProto", None),
+        (4, "heap_simulator_traces", "message", True, "HeapSimulatorTrace", None),
+    ], [], False),
+    ("LogicalBufferProto", [
+        (1, "id", "int64", False, None, None),
+        (2, "size", "int64", False, None, None),
+        (3, "defined_at", "message", False, "BufferLocation", None),
+        (4, "color", "int64", False, None, None),
+    ], [], False),
+    ("BufferLocation", [
+        (2, "instruction_name", "string", False, None, None),
+        (4, "instruction_id", "int64", False, None, None),
+        (3, "shape_index", "int64", True, None, None),
+    ], [], False),
+    ("BufferAllocationProto", [
+        (1, "index", "int64", False, None, None),
+        (2, "size", "int64", False, None, None),
+        (3, "is_thread_local", "bool", False, None, None),
+        (11, "is_tuple", "bool", False, None, None),
+        (5, "is_entry_computation_parameter", "bool", False, None, None),
+        (12, "is_constant", "bool", False, None, None),
+        (6, "parameter_number", "int64", False, None, None),
+        (7, "maybe_live_out", "bool", False, None, None),
+        (8, "color", "int64", False, None, None),
+        (9, "assigned", "message", True, "BufferAssigned", None),
+    ], [], False),
+    ("BufferAssigned", [
+        (1, "logical_buffer_id", "int64", False, None, None),
+        (2, "offset", "int64", False, None, None),
+        (3, "size", "int64", False, None, None),
+    ], [], False),
+    ("HeapSimulatorTrace", [
+        (1, "events", "message", True, "HeapEvent", None),
+        (2, "whole_module_simulation", "bool", False, None, None),
+        (3, "buffer_allocation_index", "int64", False, None, None),
+    ], [], False),
+    ("HeapEvent", [
+        (1, "kind", "int64", False, None, None),
+        (2, "buffer_id", "int64", False, None, None),
+        (3, "computation_name", "string", False, None, None),
+        (4, "instruction_name", "string", False, None, None),
+        (5, "share_with_canonical_id", "int64", False, None, None),
+    ], [], False),
     ("HloModuleProto", [
         (1, "name", "string", False, None, None),
         (3, "computations", "message", True, "HloComputationProto", None),
@@ -786,6 +835,104 @@ def hlo_protos(path):
         yield name, proto.hlo_module
 
 
+def _alloc_kind(a):
+    if a.is_entry_computation_parameter:
+        return "parameter"
+    if a.maybe_live_out:
+        return "output"
+    if a.is_constant:
+        return "constant"
+    if a.is_thread_local:
+        return "thread_local"
+    return "temporary"
+
+
+def buffer_plans(path, color=0):
+    """Each program's memory plan from its HloProto's buffer assignment, keyed by the
+    metadata name (`jit_f(12)`): allocation bytes by kind in memory space `color`, the
+    heap (the temporary allocation of that space whose trace has the most events; a
+    trace belongs to the allocation most of its buffers are assigned to) replayed with
+    ALLOC taking a buffer's size, SHARE_WITH joining the canonical buffer's group, and
+    FREE leaving the group (the memory given back when the group is empty), the peak
+    (first event of the maximum), and the buffers live there: the largest buffer at each
+    offset of the other allocations of the space (held whole: their sizes count to the
+    peak), and each live group's canonical buffer."""
+    out = {}
+    for name, st in hlo_stats(read_xspace(path)):
+        proto = classes()["HloProto"]()
+        proto.ParseFromString(st.bytes_value)
+        if not proto.HasField("buffer_assignment"):
+            continue
+        ba = proto.buffer_assignment
+        size = {b.id: max(b.size, 0) for b in ba.logical_buffers}
+        allocs = list(ba.buffer_allocations)
+        owner = {}
+        for pos, a in enumerate(allocs):
+            for x in a.assigned:
+                owner.setdefault(x.logical_buffer_id, pos)
+        mine = [pos for pos, a in enumerate(allocs) if a.color == color]
+        candidates = []
+        for t in ba.heap_simulator_traces:
+            votes = {}
+            for e in t.events:
+                if e.buffer_id in owner:
+                    votes[owner[e.buffer_id]] = votes.get(owner[e.buffer_id], 0) + 1
+            if not votes:
+                continue
+            pos = sorted(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+            if pos in mine and _alloc_kind(allocs[pos]) == "temporary":
+                candidates.append((len(t.events), -pos, t, pos))
+        heap = max(candidates, key=lambda c: (c[0], c[1])) if candidates else None
+        held_pos = [pos for pos in mine if heap is None or pos != heap[3]]
+        held_bytes = sum(max(allocs[p].size, 0) for p in held_pos)
+        # Buffers at one offset of a held allocation alias: the largest counts.
+        by_offset = {}
+        for pos in held_pos:
+            for x in allocs[pos].assigned:
+                if x.logical_buffer_id in size:
+                    key = (pos, max(x.offset, 0))
+                    by_offset[key] = max(by_offset.get(key, 0), size[x.logical_buffer_id])
+        held = list(by_offset.values())
+        plan = {"allocated_bytes": sum(max(allocs[p].size, 0) for p in mine)}
+        for kind in ("parameter", "output", "constant", "thread_local", "temporary"):
+            plan[kind + "_bytes"] = sum(max(allocs[p].size, 0) for p in mine if _alloc_kind(allocs[p]) == kind)
+        live_count, live_bytes, heap_doc = len(held), sum(held), None
+        if heap is not None:
+            t = heap[2]
+            groups = {}   # canonical id -> set of member ids
+            member_of = {}
+            usage, snapshots = [], []
+            for e in t.events:
+                b = e.buffer_id
+                if e.kind == 1:
+                    if b in member_of:
+                        g = member_of.pop(b)
+                        groups[g].discard(b)
+                        if not groups[g]:
+                            del groups[g]
+                elif b not in member_of:
+                    target = member_of.get(e.share_with_canonical_id) if e.kind == 2 else None
+                    if target is None:
+                        groups[b] = {b}
+                        member_of[b] = b
+                    else:
+                        groups[target].add(b)
+                        member_of[b] = target
+                usage.append(sum(size.get(g, 0) for g in groups))
+                snapshots.append(list(groups))
+            peak = max(usage) if usage else 0
+            at = usage.index(peak) if peak > 0 else 0
+            at_peak = snapshots[at] if peak > 0 else []
+            live_count += len(at_peak)
+            live_bytes += sum(size.get(g, 0) for g in at_peak)
+            heap_doc = {"allocation": allocs[heap[3]].index, "peak_live_bytes": peak, "peak_event": at,
+                        "events": len(t.events)}
+        plan.update({"peak_bytes": held_bytes + (heap_doc or {}).get("peak_live_bytes", 0), "heap": heap_doc,
+                     "live_at_peak_count": live_count, "live_at_peak_bytes": live_bytes})
+        out[name] = plan
+    return out
+
+
 def write_xspace(space, path):
     with open(path, "wb") as f:
         f.write(space.SerializeToString())
@@ -1025,6 +1172,9 @@ def main(argv=None):
     p.add_argument("path"); p.add_argument("out"); p.add_argument("ps", type=int)
     p = sub.add_parser("break-hlo", help="write a copy whose HLO protos are cut to their first half")
     p.add_argument("path"); p.add_argument("out")
+    p = sub.add_parser("buffers", help="each program's memory plan (buffer assignment, heap peak) as JSON")
+    p.add_argument("path")
+    p.add_argument("--memory-space", type=int, default=0)
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
     p.add_argument("path")
     p.add_argument("--plane", required=True)
@@ -1080,6 +1230,8 @@ def main(argv=None):
         print(json.dumps((gpu_launches(a.path, windows) or {"not_run": 0})["not_run"]))
     elif a.cmd == "memory":
         print(json.dumps(memory(a.path), separators=(",", ":")))
+    elif a.cmd == "buffers":
+        print(json.dumps(buffer_plans(a.path, a.memory_space), separators=(",", ":")))
     elif a.cmd == "plane-stats":
         print(json.dumps(plane_stats(a.path, a.plane), separators=(",", ":"), default=str))
     elif a.cmd == "host-events":

@@ -9,6 +9,7 @@
 //! [`scopes`], [`compile`], [`collectives`], [`devices`], [`memory`], [`hlo_context`],
 //! [`timeline`], [`overview`].
 
+pub mod buffers;
 pub mod collectives;
 pub mod compile;
 pub mod cost;

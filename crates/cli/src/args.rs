@@ -39,6 +39,7 @@ EXAMPLES:
     stepscope kernels /tmp/logdir --json     GPU kernels with launch configuration
     stepscope memory /tmp/logdir             allocator peaks, live allocations at the peak
     stepscope memory /tmp/logdir --pprof memory.prof   device memory by Python stack
+    stepscope buffers /tmp/logdir            the program's memory plan: peak, buffers live at it
     stepscope collectives /tmp/logdir        all-reduce & co: exposed vs overlapped time
     stepscope compile /tmp/logdir            compilation captured, per module
     stepscope devices /tmp/logdir            per device and host; stragglers flagged
@@ -85,6 +86,9 @@ pub enum Command {
     /// Memory: allocator peaks and timelines, live allocations, device-memory pprof.
     #[command(after_help = crate::examples::MEMORY)]
     Memory(crate::cmd::memory::MemoryArgs),
+    /// A program's memory as XLA planned it: allocations, the heap over program order, the buffers live at its peak.
+    #[command(after_help = crate::examples::BUFFERS)]
+    Buffers(crate::cmd::buffers::BuffersArgs),
     /// Collectives: time per all-reduce/all-gather/…, and the share compute overlapped.
     #[command(after_help = crate::examples::COLLECTIVES)]
     Collectives(AnalysisArgs),

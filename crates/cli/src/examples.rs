@@ -51,6 +51,12 @@ EXAMPLES:
     stepscope memory /tmp/logdir                 allocator peaks, the live allocations at the peak
     stepscope memory /tmp/logdir --json          the same as JSON (stepscope.memory/1)";
 
+pub const BUFFERS: &str = "\
+EXAMPLES:
+    stepscope buffers /tmp/logdir                the longest-running program's memory plan and peak
+    stepscope buffers /tmp/logdir --program jit_train_step --top all
+    stepscope buffers /tmp/logdir --json         the same as JSON (stepscope.buffers/1)";
+
 pub const COLLECTIVES: &str = "\
 EXAMPLES:
     stepscope collectives /tmp/logdir            all-reduce, all-gather, … and how much compute hid them

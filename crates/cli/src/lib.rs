@@ -239,6 +239,7 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Roofline(a) => cmd::roofline::run(&a),
         args::Command::Kernels(a) => cmd::kernels::run(&a),
         args::Command::Memory(a) => cmd::memory::run(&a),
+        args::Command::Buffers(a) => cmd::buffers::run(&a),
         args::Command::Collectives(a) => cmd::collectives::run(&a),
         args::Command::Compile(a) => cmd::compile::run(&a),
         args::Command::Devices(a) => cmd::devices::run(&a),

@@ -935,6 +935,12 @@ impl HloEntry {
         }
     }
 
+    /// The program's buffer assignment (decoded on each call); `None` where the
+    /// proto holds none.
+    pub fn buffer_assignment(&self) -> Result<Option<crate::buffers::BufferAssignment>> {
+        crate::buffers::decode_buffer_assignment(self.bytes())
+    }
+
     /// The decoded module (decoded on the first call, then cached).
     pub fn module(&self) -> Result<&HloModule, &Error> {
         self.module.get_or_init(|| decode_hlo_proto(self.bytes())).as_ref()

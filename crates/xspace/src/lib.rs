@@ -7,6 +7,7 @@
 //!
 //! Every reader returns a [`Space`] per host; see [`model`].
 
+pub mod buffers;
 pub mod column;
 pub mod discover;
 pub mod error;

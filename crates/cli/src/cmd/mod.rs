@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod advise;
+pub mod buffers;
 pub mod capture;
 pub mod check;
 pub mod collectives;

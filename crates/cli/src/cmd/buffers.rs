@@ -1,0 +1,148 @@
+//! `stepscope buffers PATH`: a program's memory as XLA planned it (XProf's memory
+//! viewer): its allocations, the heap over program order, and the buffers live at the
+//! peak with the instruction, shape and source line of each.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use stepscope_analysis::buffers::{self, Buffers, Missing};
+
+use crate::human;
+use crate::load;
+use crate::opts::AnalysisArgs;
+use crate::table::{csv, Table};
+
+#[derive(Args, Debug)]
+pub struct BuffersArgs {
+    #[command(flatten)]
+    pub common: AnalysisArgs,
+    /// The program: a module name (`jit_train_step`, its latest compilation) or one
+    /// program of it (`jit_train_step(52)`); default: the one that ran longest.
+    #[arg(long, value_name = "NAME")]
+    pub program: Option<String>,
+    /// The memory space (XLA's buffer color): 0, the device's default memory; others
+    /// are listed under the plan.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub memory_space: i64,
+}
+
+pub fn run(args: &BuffersArgs) -> anyhow::Result<ExitCode> {
+    let a = &args.common;
+    let profile = load::profile(&a.input, &a.select)?;
+    let b = match buffers::buffers(&profile, args.program.as_deref(), args.memory_space, a.select.rows()) {
+        Ok(b) => b,
+        Err(missing) => anyhow::bail!("{}", missing_message(&missing, args.program.as_deref().unwrap_or(""))),
+    };
+    if a.output.json {
+        outln!("{}", serde_json::to_string(&b)?);
+    } else if a.output.csv {
+        out!("{}", live_csv(&b));
+    } else {
+        print_text(&b);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Why there is no plan to show, and what to do (the API's message too).
+pub fn missing_message(missing: &Missing, asked: &str) -> String {
+    match missing {
+        Missing::NoPrograms => "this profile holds no program's buffer assignment (no `Hlo Proto` on a \
+             `/host:metadata` plane) — capture an .xplane.pb with jax.profiler.trace; trace JSON files do \
+             not carry HLO"
+            .into(),
+        Missing::NoSuchProgram(there) => {
+            let shown: Vec<&str> = there.iter().take(8).map(String::as_str).collect();
+            let more = if there.len() > shown.len() { format!(" and {} more", there.len() - shown.len()) } else { String::new() };
+            format!("no program named {asked:?} — give one of: {}{more}", shown.join(", "))
+        }
+        Missing::Unreadable(why) => format!("{why} — capture the profile again, or copy it whole"),
+    }
+}
+
+fn live_csv(b: &Buffers) -> String {
+    let header =
+        ["buffer_id", "size_bytes", "kind", "allocation", "instruction", "opcode", "shape", "op_name", "source", "shared_by"];
+    let rows: Vec<Vec<String>> = (b.live_at_peak.iter())
+        .map(|l| {
+            vec![
+                l.buffer_id.to_string(),
+                l.size_bytes.to_string(),
+                l.kind.to_string(),
+                l.allocation.to_string(),
+                l.instruction.clone(),
+                l.opcode.clone(),
+                l.shape.clone(),
+                l.op_name.clone(),
+                l.source.clone(),
+                l.shared_by.to_string(),
+            ]
+        })
+        .collect();
+    csv(&header, &rows)
+}
+
+fn print_text(b: &Buffers) {
+    outln!(
+        "{}  ·  host {}  ·  memory space {}  ·  {} in {} allocation(s)",
+        b.program,
+        b.host,
+        b.memory_space,
+        human::bytes(b.allocated_bytes),
+        human::count(b.allocation_count)
+    );
+    outln!(
+        "  parameters {}  outputs {}  constants {}  thread-local {}  temporaries {}",
+        human::bytes(b.parameter_bytes),
+        human::bytes(b.output_bytes),
+        human::bytes(b.constant_bytes),
+        human::bytes(b.thread_local_bytes),
+        human::bytes(b.temporary_bytes)
+    );
+    match &b.heap {
+        Some(h) => outln!(
+            "PEAK {}  at heap event {} of {} ({}): the heap (allocation {}, {}) holds {} live",
+            human::bytes(b.peak_bytes),
+            h.peak_event,
+            human::count(h.events),
+            h.peak_instruction,
+            h.allocation,
+            human::bytes(h.size_bytes),
+            human::bytes(h.peak_live_bytes)
+        ),
+        None => outln!("PEAK {}  (no heap simulator trace in this memory space: every buffer is held throughout)", human::bytes(b.peak_bytes)),
+    }
+    outln!();
+    outln!(
+        "LIVE AT THE PEAK  {} buffer(s), {}",
+        human::count(b.live_at_peak_count),
+        human::bytes(b.live_at_peak_bytes)
+    );
+    let mut t = Table::new(vec!["SIZE", "KIND", "INSTRUCTION", "OPCODE", "SHAPE", "SOURCE"]);
+    for l in &b.live_at_peak {
+        t.push(vec![
+            human::bytes(l.size_bytes),
+            l.kind.replace('_', "-"),
+            l.instruction.clone(),
+            l.opcode.clone(),
+            crate::table::fit(&l.shape, 28),
+            l.source.clone(),
+        ]);
+    }
+    out!("{}", t.text());
+    if !b.other_memory_spaces.is_empty() {
+        let spaces: Vec<String> = (b.other_memory_spaces.iter())
+            .map(|s| format!("{} ({}, {} allocation(s))", s.memory_space, human::bytes(s.allocated_bytes), s.allocations))
+            .collect();
+        outln!("other memory spaces: {} — `--memory-space N` shows one", spaces.join(", "));
+    }
+    if b.programs.len() > 1 {
+        outln!("{} programs: `--program NAME` shows another (the largest: {})", b.programs.len(), largest(b));
+    }
+}
+
+fn largest(b: &Buffers) -> String {
+    (b.programs.iter().filter(|p| p.program != b.program).take(3))
+        .map(|p| format!("{} {}", p.program, human::bytes(p.allocated_bytes)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
