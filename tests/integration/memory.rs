@@ -193,11 +193,16 @@ fn buffer_plans_equal_the_reference_replay() {
         for space in spaces {
             let theirs = reference(&["buffers", f, "--memory-space", &space.to_string()]);
             let theirs = theirs.as_object().unwrap();
-            let programs: Vec<String> =
-                first["programs"].as_array().unwrap().iter().map(|p| p["program"].as_str().unwrap().to_string()).collect();
+            let programs: Vec<String> = first["programs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["program"].as_str().unwrap().to_string())
+                .collect();
             assert_eq!(programs.len(), theirs.len(), "{f}: programs");
             for program in &programs {
-                let ours = json(&["buffers", f, "--program", program, "--memory-space", &space.to_string(), "--top", "all"]);
+                let ours =
+                    json(&["buffers", f, "--program", program, "--memory-space", &space.to_string(), "--top", "all"]);
                 assert_eq!(ours["program"], program.as_str());
                 let r = &theirs[program];
                 for key in [
@@ -266,6 +271,7 @@ fn buffers_name_the_instruction_shape_and_line_of_each_buffer() {
     let err = assert_clean_error(&["buffers", &f, "--program", "jit_nothing"]);
     assert!(err.contains("jit_train_step"), "{err}");
     // A trace JSON file has no HLO.
-    let err = assert_clean_error(&["buffers", &path("gpu-transformer/plugins/profile/2026_11_23_07_47_56/vm.trace.json.gz")]);
+    let err =
+        assert_clean_error(&["buffers", &path("gpu-transformer/plugins/profile/2026_11_23_07_47_56/vm.trace.json.gz")]);
     assert!(err.contains("no program's buffer assignment"), "{err}");
 }

@@ -1488,3 +1488,48 @@ test('counters are pinned and hidden as tracks are, and a link keeps them so', a
   await settle();
   assert.ok((await layout()).some(i => i.kind === 'busy' && i.device === busy.device));
 });
+
+test('memory page: a program\'s memory plan charts the heap over program order and lists the buffers live at its peak', async () => {
+  const run = await runIn('gpu-transformer');
+  const b = await api('memory/buffers', { run, top: 200 });
+  assert.ok(b.heap && b.heap.usage.length > 10, 'the longest-running program has a heap trace');
+  await open(`memory?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#mem-program-chart .uplot canvas');
+  const c = await cards('#mem-program-cards');
+  assert.equal(c.peak, fmt.bytes(b.peak_bytes));
+  assert.equal(c.allocated, fmt.bytes(b.allocated_bytes));
+  assert.equal(c.temporaries, fmt.bytes(b.temporary_bytes));
+  // The peak's dot is drawn in red where the chart puts the peak.
+  const px = await page.evaluate(([x, y]) => {
+    const u = window.stepscopeProgramMemory.chart;
+    const cx = Math.round(u.valToPos(x, 'x', true)), cy = Math.round(u.valToPos(y, 'y', true));
+    return Array.from(u.ctx.getImageData(cx, cy, 1, 1).data);
+  }, [b.heap.peak_event, b.peak_bytes]);
+  assert.ok(px[0] > 150 && px[1] < 80 && px[2] < 80, `peak marker pixel ${px}`);
+  assert.deepEqual(await tableCells('#mem-program-live', 1), b.live_at_peak.map(l => fmt.bytes(l.size_bytes)));
+  // A value of a tuple-shaped instruction says which: `{1}`.
+  assert.deepEqual(await tableCells('#mem-program-live', 3), b.live_at_peak.map(l => (l.shape_index ? `${l.instruction} {${l.shape_index.join(',')}}` : l.instruction)));
+  assert.ok(b.live_at_peak.some(l => l.shape_index), 'a multi-output fusion\'s values are live at the peak');
+  await page.screenshot({ path: path.join(shots, 'memory-program-gpu.png'), fullPage: true });
+  // Another program from the picker: its plan, with the choice kept in the address.
+  const other = b.programs.find(p => p.program !== b.program);
+  await page.selectOption('#mem-program-pick', other.program);
+  await page.waitForFunction(p => document.querySelector('#mem-program-pick')?.value === p && new URL(location.href).hash.includes('program='), other.program);
+  await page.waitForSelector('#mem-program-cards');
+  const o = await api('memory/buffers', { run, top: 200, program: other.program });
+  assert.equal((await cards('#mem-program-cards')).allocated, fmt.bytes(o.allocated_bytes));
+  // An instruction links to its HLO.
+  await page.selectOption('#mem-program-pick', b.program);
+  await page.waitForFunction(p => document.querySelector('#mem-program-pick')?.value === p, b.program);
+  await page.waitForSelector('#mem-program-live a.oplink');
+  await page.click('#mem-program-live a.oplink');
+  await page.waitForSelector('#hlo-name');
+  assert.equal(await page.textContent('#hlo-name'), b.live_at_peak[0].instruction);
+  // A CPU capture records no allocator events, but its programs' plans are there.
+  const cpu = await runIn('cpu-compile');
+  const p = await api('memory/buffers', { run: cpu, top: 200 });
+  await open(`memory?run=${encodeURIComponent(cpu)}`);
+  await page.waitForSelector('#mem-none');
+  await page.waitForSelector('#mem-program-cards');
+  assert.equal((await cards('#mem-program-cards')).peak, fmt.bytes(p.peak_bytes));
+});

@@ -1,10 +1,13 @@
 // Memory: each allocator's in-use timeline with its peak marked; click the chart to
 // list the allocations live at that time (api/memory/live). Below, the device-memory
-// pprof by device, kind and allocating call site.
+// pprof by device, kind and allocating call site, and a program's memory as XLA
+// planned it (api/memory/buffers, XProf's memory viewer): the heap over program
+// order, its peak and the buffers live there.
 import uPlot from '../vendor/uPlot.esm.js';
 import { el, clear, card } from '../lib/dom.js';
 import { dur, count, bytes, pct } from '../lib/format.js';
 import { table } from '../lib/table.js';
+import { opLink } from '../lib/nav.js';
 
 export const title = 'Memory';
 
@@ -33,6 +36,7 @@ export async function render(view, ctx) {
     allocatorView(view, ctx, m);
   }
   if (m.device_memory_profile) pprofView(view, m.device_memory_profile);
+  await programView(view, ctx);
 }
 
 function allocatorView(view, ctx, m) {
@@ -165,5 +169,94 @@ function pprofView(view, p) {
     rows: p.by_site.map(s => ({ ...s, share: (100 * s.bytes) / total })),
     sort: 'bytes',
     csvName: 'memory_by_site.csv',
+  });
+}
+
+// A program's memory plan. A profile without HLO (trace JSON) has none: said in a line.
+async function programView(view, ctx) {
+  const box = el('section', { id: 'mem-program' });
+  view.append(box);
+  const params = { top: LIVE_TOP, program: ctx.params.get('program') || '', memory_space: ctx.params.get('memory_space') || '' };
+  let b;
+  try {
+    b = await ctx.get('memory/buffers', params);
+  } catch (err) {
+    if (ctx.stale()) return;
+    box.append(el('h2', {}, 'Program memory plan'), el('p', { class: 'muted', id: 'mem-program-none' }, String(err.message || err)));
+    return;
+  }
+  if (ctx.stale()) return;
+  box.append(el('h2', {}, 'Program memory plan'),
+    el('p', { class: 'muted small' }, 'what XLA planned for one program: its allocations, and its temporaries replayed over program order from the heap simulator (XProf\'s memory viewer)'));
+  const pick = el('select', { id: 'mem-program-pick' },
+    ...b.programs.map(p => el('option', { value: p.program, selected: p.program === b.program }, `${p.program} (${bytes(p.allocated_bytes)})`)));
+  pick.addEventListener('change', () => ctx.go('memory', { ...Object.fromEntries(ctx.params), program: pick.value }));
+  const controls = el('div', { class: 'controls' }, el('label', {}, 'program ', pick));
+  const spaces = [b.memory_space, ...(b.other_memory_spaces || []).map(s => s.memory_space)].sort((x, y) => x - y);
+  if (spaces.length > 1) {
+    const space = el('select', { id: 'mem-space-pick' },
+      ...spaces.map(n => el('option', { value: String(n), selected: n === b.memory_space }, n === 0 ? '0 (device memory)' : String(n))));
+    space.addEventListener('change', () => ctx.go('memory', { ...Object.fromEntries(ctx.params), program: b.program, memory_space: space.value }));
+    controls.append(el('label', {}, ' memory space ', space));
+  }
+  box.append(controls);
+  const h = b.heap;
+  box.append(el('div', { class: 'cards', id: 'mem-program-cards' },
+    card('peak', bytes(b.peak_bytes), h ? `at ${h.peak_instruction || 'event ' + h.peak_event}` : 'every buffer held throughout'),
+    card('allocated', bytes(b.allocated_bytes), `${count(b.allocation_count)} allocations`),
+    card('parameters', bytes(b.parameter_bytes), `outputs ${bytes(b.output_bytes)}`),
+    card('temporaries', bytes(b.temporary_bytes), h ? `heap peak ${bytes(h.peak_live_bytes)} live` : 'no heap trace'),
+    card('constants', bytes(b.constant_bytes), `thread-local ${bytes(b.thread_local_bytes)}`),
+  ));
+  if (h && h.usage.length) {
+    box.append(el('h3', {}, 'Held over program order'),
+      el('p', { class: 'muted small' }, `after each of the heap's ${count(h.events)} events: the held allocations plus the live temporaries; the dot marks the peak`));
+    const chartBox = el('div', { class: 'chartbox', id: 'mem-program-chart' });
+    box.append(chartBox);
+    const xs = h.usage.map(p => p.event), ys = h.usage.map(p => p.bytes);
+    const u = new uPlot({
+      width: Math.max(320, chartBox.clientWidth - 16 || view.clientWidth - 40),
+      height: 240,
+      scales: { x: { time: false }, y: { range: (_, lo, hi) => [0, hi * 1.05] } },
+      axes: [
+        { label: 'heap event (program order)' },
+        { label: 'held', size: 80, incrs: BINARY_STEPS, values: (_, vals) => vals.map(v => bytes(v)) },
+      ],
+      series: [
+        { label: 'event', value: (_, v) => (v === null ? '' : `${v} ${h.usage[xs.indexOf(v)]?.instruction || ''}`) },
+        { label: 'held', stroke: '#3b6fd4', fill: 'rgba(59,111,212,0.12)', width: 1.5, paths: uPlot.paths.stepped({ align: 1 }), points: { show: false }, value: (_, v) => (v === null ? '' : bytes(v)) },
+      ],
+      hooks: {
+        draw: [plot => {
+          const c = plot.ctx;
+          c.save();
+          const px = plot.valToPos(h.peak_event, 'x', true), py = plot.valToPos(b.peak_bytes, 'y', true);
+          c.fillStyle = '#b42318';
+          c.beginPath();
+          c.arc(px, py, 5 * devicePixelRatio, 0, 2 * Math.PI);
+          c.fill();
+          c.restore();
+        }],
+      },
+    }, [xs, ys], chartBox);
+    window.stepscopeProgramMemory = { chart: u };
+  }
+  const shown = b.live_at_peak.length < b.live_at_peak_count ? `largest ${count(b.live_at_peak.length)} of ${count(b.live_at_peak_count)}` : `${count(b.live_at_peak_count)} buffers`;
+  box.append(el('h3', {}, `Live at the peak (${bytes(b.live_at_peak_bytes)})`), el('p', { class: 'muted small' }, `${shown}; buffers that share memory are counted once`));
+  const liveBox = el('div', { id: 'mem-program-live' });
+  box.append(liveBox);
+  table(liveBox, {
+    columns: [
+      { key: 'size_bytes', label: 'size', num: true, fmt: bytes },
+      { key: 'kind', label: 'kind', fmt: v => v.replace('_', '-') },
+      { key: 'instruction', label: 'instruction', fmt: (v, r) => r.shape_index ? el('span', {}, opLink(v, b.program), el('span', { class: 'muted' }, ` {${r.shape_index.join(',')}}`)) : opLink(v, b.program) },
+      { key: 'opcode', label: 'opcode' },
+      { key: 'shape', label: 'shape' },
+      { key: 'source', label: 'source' },
+      { key: 'op_name', label: 'jax name' },
+    ],
+    rows: b.live_at_peak,
+    sort: 'size_bytes',
+    csvName: `buffers_${b.program}.csv`,
   });
 }

@@ -114,6 +114,10 @@ pub struct LiveBuffer {
     pub allocation: i64,
     /// The defining instruction, its opcode and the shape of this value of it.
     pub instruction: String,
+    /// Which value of a tuple-shaped instruction (`[1]`: its second element); empty
+    /// for an array.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shape_index: Vec<i64>,
     pub opcode: String,
     pub shape: String,
     /// The JAX name stack and the user's line that made it (empty where unknown).
@@ -182,16 +186,33 @@ pub enum Missing {
     Unreadable(String),
 }
 
+impl Missing {
+    /// Why there is no plan to show, and what to do (`asked`: the program asked for).
+    pub fn message(&self, asked: &str) -> String {
+        match self {
+            Missing::NoPrograms => "this profile holds no program's buffer assignment (no `Hlo Proto` on a \
+                 `/host:metadata` plane) — capture an .xplane.pb with jax.profiler.trace; trace JSON files do \
+                 not carry HLO"
+                .into(),
+            Missing::NoSuchProgram(there) => {
+                let shown: Vec<&str> = there.iter().take(8).map(String::as_str).collect();
+                let more = if there.len() > shown.len() {
+                    format!(" and {} more", there.len() - shown.len())
+                } else {
+                    String::new()
+                };
+                format!("no program named {asked:?} — give one of: {}{more}", shown.join(", "))
+            }
+            Missing::Unreadable(why) => format!("{why} — capture the profile again, or copy it whole"),
+        }
+    }
+}
+
 /// The memory plan of `program` (a module name, the latest compilation of it, or a
 /// program's full name `jit_f(12)`), by default the program that ran longest (else
 /// the one that allocates most), in `memory_space` (0: device memory); `top` rows of
 /// each list (0: all).
-pub fn buffers(
-    profile: &Profile,
-    program: Option<&str>,
-    memory_space: i64,
-    top: usize,
-) -> Result<Buffers, Missing> {
+pub fn buffers(profile: &Profile, program: Option<&str>, memory_space: i64, top: usize) -> Result<Buffers, Missing> {
     let mut found: Vec<(usize, &HloEntry, BufferAssignment)> = Vec::new();
     for (h, modules) in profile.hlo_modules().iter().enumerate() {
         for e in modules.entries() {
@@ -249,9 +270,10 @@ fn longest_running<'a>(
 ) -> Option<&'a (usize, &'a HloEntry, BufferAssignment)> {
     let rows = ops::ops(profile, GroupBy::Module, 0).ops;
     rows.iter().find_map(|r| {
-        found.iter().filter(|(_, e, _)| e.name == r.name).max_by_key(|(_, e, _)| {
-            (r.program_id.is_some_and(|p| p as i64 == e.program_id), e.program_id)
-        })
+        found
+            .iter()
+            .filter(|(_, e, _)| e.name == r.name)
+            .max_by_key(|(_, e, _)| (r.program_id.is_some_and(|p| p as i64 == e.program_id), e.program_id))
     })
 }
 
@@ -308,9 +330,7 @@ fn plan(module: &HloModule, a: &BufferAssignment, memory_space: i64, top: usize)
             .filter(|x| allocation_kind(x) == kind)
             .fold(0u64, |n, x| n.saturating_add(x.size_bytes))
     };
-    live.sort_by(|x, y| {
-        y.buffer.size_bytes.cmp(&x.buffer.size_bytes).then(x.buffer.id.cmp(&y.buffer.id))
-    });
+    live.sort_by(|x, y| y.buffer.size_bytes.cmp(&x.buffer.size_bytes).then(x.buffer.id.cmp(&y.buffer.id)));
     let live_at_peak_bytes = live.iter().fold(0u64, |n, l| n.saturating_add(l.buffer.size_bytes));
     let mut allocations: Vec<AllocationRow> =
         mine.iter().map(|&i| allocation_row(module, &a.allocations[i], &by_id)).collect();
@@ -520,6 +540,7 @@ fn live_row(module: &HloModule, l: &Live) -> LiveBuffer {
         op_name: instr.map(|i| i.op_name.clone()).unwrap_or_default(),
         source: source::user_frame(&stack).map(|f| f.location()).unwrap_or_default(),
         shared_by: l.shared_by,
+        shape_index: l.buffer.shape_index.clone(),
         instruction,
     }
 }

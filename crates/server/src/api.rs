@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 use stepscope_analysis::ops::{self, GroupBy};
 use stepscope_analysis::timeline::Timeline;
-use stepscope_analysis::{collectives, compile, devices, hlo_context, kernels, memory};
+use stepscope_analysis::{buffers, collectives, compile, devices, hlo_context, kernels, memory};
 use stepscope_judge::advise::{self, Thresholds};
 use stepscope_report::history::History;
 use stepscope_report::{diff, summary};
@@ -59,6 +59,7 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("kernels", kernels),
     ("memory", memory),
     ("memory/live", memory_live),
+    ("memory/buffers", memory_buffers),
     ("collectives", collectives),
     ("compile", compile),
     ("devices", devices),
@@ -361,6 +362,18 @@ fn memory_live(app: &App, q: &Params) -> Reply {
         ApiError::not_found(format!("no allocator {allocator:?} on host {host:?} — api/memory lists them"))
     })?;
     json(&live)
+}
+
+/// As `stepscope buffers PATH [--program P] [--memory-space N] --json`.
+fn memory_buffers(app: &App, q: &Params) -> Reply {
+    let top = q.top()?;
+    let memory_space: i64 = q.opt("memory_space", 0)?;
+    let program = q.str("program").filter(|p| !p.is_empty());
+    let e = q.entry(app)?;
+    match buffers::buffers(&e.profile, program, memory_space, top) {
+        Ok(b) => json(&b),
+        Err(missing) => Err(ApiError::not_found(missing.message(program.unwrap_or("")))),
+    }
 }
 
 fn collectives(app: &App, q: &Params) -> Reply {

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use stepscope_analysis::buffers::{self, Buffers, Missing};
+use stepscope_analysis::buffers::{self, Buffers};
 
 use crate::human;
 use crate::load;
@@ -31,7 +31,7 @@ pub fn run(args: &BuffersArgs) -> anyhow::Result<ExitCode> {
     let profile = load::profile(&a.input, &a.select)?;
     let b = match buffers::buffers(&profile, args.program.as_deref(), args.memory_space, a.select.rows()) {
         Ok(b) => b,
-        Err(missing) => anyhow::bail!("{}", missing_message(&missing, args.program.as_deref().unwrap_or(""))),
+        Err(missing) => anyhow::bail!("{}", missing.message(args.program.as_deref().unwrap_or(""))),
     };
     if a.output.json {
         outln!("{}", serde_json::to_string(&b)?);
@@ -43,25 +43,19 @@ pub fn run(args: &BuffersArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Why there is no plan to show, and what to do (the API's message too).
-pub fn missing_message(missing: &Missing, asked: &str) -> String {
-    match missing {
-        Missing::NoPrograms => "this profile holds no program's buffer assignment (no `Hlo Proto` on a \
-             `/host:metadata` plane) — capture an .xplane.pb with jax.profiler.trace; trace JSON files do \
-             not carry HLO"
-            .into(),
-        Missing::NoSuchProgram(there) => {
-            let shown: Vec<&str> = there.iter().take(8).map(String::as_str).collect();
-            let more = if there.len() > shown.len() { format!(" and {} more", there.len() - shown.len()) } else { String::new() };
-            format!("no program named {asked:?} — give one of: {}{more}", shown.join(", "))
-        }
-        Missing::Unreadable(why) => format!("{why} — capture the profile again, or copy it whole"),
-    }
-}
-
 fn live_csv(b: &Buffers) -> String {
-    let header =
-        ["buffer_id", "size_bytes", "kind", "allocation", "instruction", "opcode", "shape", "op_name", "source", "shared_by"];
+    let header = [
+        "buffer_id",
+        "size_bytes",
+        "kind",
+        "allocation",
+        "instruction",
+        "opcode",
+        "shape",
+        "op_name",
+        "source",
+        "shared_by",
+    ];
     let rows: Vec<Vec<String>> = (b.live_at_peak.iter())
         .map(|l| {
             vec![
@@ -70,6 +64,7 @@ fn live_csv(b: &Buffers) -> String {
                 l.kind.to_string(),
                 l.allocation.to_string(),
                 l.instruction.clone(),
+                l.shape_index.iter().map(i64::to_string).collect::<Vec<_>>().join(","),
                 l.opcode.clone(),
                 l.shape.clone(),
                 l.op_name.clone(),
@@ -109,7 +104,10 @@ fn print_text(b: &Buffers) {
             human::bytes(h.size_bytes),
             human::bytes(h.peak_live_bytes)
         ),
-        None => outln!("PEAK {}  (no heap simulator trace in this memory space: every buffer is held throughout)", human::bytes(b.peak_bytes)),
+        None => outln!(
+            "PEAK {}  (no heap simulator trace in this memory space: every buffer is held throughout)",
+            human::bytes(b.peak_bytes)
+        ),
     }
     outln!();
     outln!(
@@ -122,7 +120,12 @@ fn print_text(b: &Buffers) {
         t.push(vec![
             human::bytes(l.size_bytes),
             l.kind.replace('_', "-"),
-            l.instruction.clone(),
+            match l.shape_index.as_slice() {
+                [] => l.instruction.clone(),
+                index => {
+                    format!("{} {{{}}}", l.instruction, index.iter().map(i64::to_string).collect::<Vec<_>>().join(","))
+                }
+            },
             l.opcode.clone(),
             crate::table::fit(&l.shape, 28),
             l.source.clone(),
@@ -131,7 +134,9 @@ fn print_text(b: &Buffers) {
     out!("{}", t.text());
     if !b.other_memory_spaces.is_empty() {
         let spaces: Vec<String> = (b.other_memory_spaces.iter())
-            .map(|s| format!("{} ({}, {} allocation(s))", s.memory_space, human::bytes(s.allocated_bytes), s.allocations))
+            .map(|s| {
+                format!("{} ({}, {} allocation(s))", s.memory_space, human::bytes(s.allocated_bytes), s.allocations)
+            })
             .collect();
         outln!("other memory spaces: {} — `--memory-space N` shows one", spaces.join(", "));
     }
