@@ -275,3 +275,48 @@ fn buffers_name_the_instruction_shape_and_line_of_each_buffer() {
         assert_clean_error(&["buffers", &path("gpu-transformer/plugins/profile/2026_11_23_07_47_56/vm.trace.json.gz")]);
     assert!(err.contains("no program's buffer assignment"), "{err}");
 }
+
+/// A GPU allocation that records no op is named by the program whose run made it (a
+/// `…Execute (MODULE)` event around it, as the reference reader finds them) and by
+/// what its size is in that program's plan (`stepscope buffers`).
+#[test]
+fn live_allocations_without_an_op_name_the_program_run_that_made_them() {
+    let f = xplane("gpu-transformer");
+    let m = json(&["memory", &f, "--top", "1000"]);
+    let a = m["allocators"].as_array().unwrap().iter().find(|a| a["name"] == "GPU_0_bfc").unwrap();
+    let runs = reference(&["host-events", &f, "--prefixes", "CommonPjRtLoadedExecutable::Execute ("]);
+    let runs = runs.as_array().unwrap();
+    assert!(!runs.is_empty());
+    let mut named = 0;
+    for l in a["live_at_peak"].as_array().unwrap() {
+        let Some(program) = l["program"].as_str() else { continue };
+        named += 1;
+        let t = l["allocated_at_ps"].as_i64().unwrap();
+        let around = runs.iter().any(|r| {
+            let (s, d) = (r["start_ps"].as_i64().unwrap(), r["duration_ps"].as_i64().unwrap());
+            r["name"].as_str().unwrap().ends_with(&format!("({program})")) && s <= t && t <= s + d
+        });
+        assert!(around, "{l}: no run of {program} around it");
+        let plan = json(&["buffers", &f, "--program", program, "--top", "all"]);
+        let requested = l["requested_bytes"].as_u64().unwrap();
+        match l["planned_as"].as_str().unwrap_or("") {
+            "temporaries" => assert_eq!(requested, plan["heap"]["size_bytes"].as_u64().unwrap(), "{l}"),
+            p if p.starts_with("output (one of ") => {
+                let n = (plan["allocations"].as_array().unwrap().iter())
+                    .filter(|x| x["kind"] == "output" && x["size_bytes"].as_u64() == Some(requested))
+                    .count();
+                assert_eq!(p, format!("output (one of {n})"), "{l}");
+            }
+            p if p.starts_with("output ") => {
+                let outputs: Vec<&serde_json::Value> = (plan["allocations"].as_array().unwrap().iter())
+                    .filter(|x| x["kind"] == "output" && x["size_bytes"].as_u64() == Some(requested))
+                    .collect();
+                assert_eq!(outputs.len(), 1, "{l}");
+                assert_eq!(p, format!("output {}", outputs[0]["instruction"].as_str().unwrap()), "{l}");
+            }
+            other => panic!("{l}: planned as {other:?}"),
+        }
+    }
+    // The program's temporaries and its outputs, all live at the peak.
+    assert!(named >= 10, "{named} named");
+}

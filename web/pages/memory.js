@@ -18,7 +18,8 @@ const BINARY_STEPS = [0, 1, 2, 3, 4].flatMap(k => [1, 2, 4, 8, 16, 32, 64, 128, 
 const liveColumns = [
   { key: 'bytes', label: 'size', num: true, fmt: bytes },
   { key: 'requested_bytes', label: 'requested', num: true, fmt: bytes },
-  { key: 'op', label: 'op', fmt: v => v || '(unknown op)' },
+  // No op recorded: the program whose run made it, and what it is in that program's plan.
+  { key: 'op', label: 'op', fmt: (v, r) => v || (r.program ? `${r.program}: ${r.planned_as || 'size not in its plan'}` : '(unknown op)') },
   { key: 'shape', label: 'shape' },
   { key: 'data_type', label: 'type' },
   { key: 'region_type', label: 'region' },

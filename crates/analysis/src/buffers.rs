@@ -29,7 +29,7 @@ use stepscope_model::Profile;
 use stepscope_xspace::buffers::{
     BufferAllocation, BufferAssignment, HeapEvent, HeapEventKind, HeapTrace, LogicalBuffer,
 };
-use stepscope_xspace::hlo::{HloEntry, HloModule};
+use stepscope_xspace::hlo::{HloEntry, HloModule, HloModules};
 
 use crate::ops::{self, GroupBy};
 use crate::source;
@@ -542,5 +542,72 @@ fn live_row(module: &HloModule, l: &Live) -> LiveBuffer {
         shared_by: l.shared_by,
         shape_index: l.buffer.shape_index.clone(),
         instruction,
+    }
+}
+
+/// The programs' buffer assignments of one host, decoded on first use, for naming the
+/// allocator's allocations a program's run made ([`Plans::planned_as`]).
+pub struct Plans<'a> {
+    modules: &'a HloModules,
+    decoded: std::sync::Mutex<HashMap<String, Option<std::sync::Arc<BufferAssignment>>>>,
+}
+
+impl<'a> Plans<'a> {
+    pub fn new(modules: &'a HloModules) -> Plans<'a> {
+        Plans { modules, decoded: Default::default() }
+    }
+
+    /// True when the host holds no program (nothing can be named).
+    pub fn is_empty(&self) -> bool {
+        self.modules.is_empty()
+    }
+
+    /// True when the host holds a program of the module `name`.
+    pub fn has(&self, name: &str) -> bool {
+        !self.modules.entries_named(name).is_empty()
+    }
+
+    /// The latest compilation of `module` with a buffer assignment, decoded once.
+    fn of(&self, module: &str) -> Option<std::sync::Arc<BufferAssignment>> {
+        let mut decoded = self.decoded.lock().unwrap_or_else(|poison| poison.into_inner());
+        decoded
+            .entry(module.to_string())
+            .or_insert_with(|| {
+                let entries = self.modules.entries_named(module);
+                entries.into_iter().rev().find_map(|e| e.buffer_assignment().ok().flatten()).map(std::sync::Arc::new)
+            })
+            .clone()
+    }
+
+    /// What an allocation of `requested_bytes` that a run of `module` made is in the
+    /// module's plan, among its outputs and temporaries (what a run allocates):
+    /// `temporaries` (the temporary allocation of that size, holding several buffers),
+    /// `output NAME` / `temporary NAME` (the only one of that size, by the instruction
+    /// of its largest buffer), `output (one of N)` where several of one kind have the
+    /// size, `one of N allocations` of both kinds; `None` where none in device memory
+    /// has that size (or the module is not there).
+    pub fn planned_as(&self, module: &str, requested_bytes: u64) -> Option<String> {
+        let a = self.of(module)?;
+        // A run allocates its outputs and temporaries; its parameters and constants
+        // are there before it starts.
+        let matching: Vec<&BufferAllocation> = (a.allocations.iter())
+            .filter(|x| x.color == 0 && x.size_bytes == requested_bytes)
+            .filter(|x| matches!(allocation_kind(x), "output" | "temporary"))
+            .collect();
+        let kinds: Vec<&str> = matching.iter().map(|x| allocation_kind(x)).collect();
+        match matching.as_slice() {
+            [] => None,
+            [one] if kinds[0] == "temporary" && one.assigned.len() > 1 => Some("temporaries".into()),
+            [one] => {
+                let by_id = a.buffers_by_id();
+                let module = self.modules.by_name(module);
+                let name = module.map(|m| allocation_row(m, one, &by_id).instruction).unwrap_or_default();
+                Some(format!("{} {name}", kinds[0].replace('_', "-")).trim_end().to_string())
+            }
+            many if kinds.iter().all(|k| *k == kinds[0]) => {
+                Some(format!("{} (one of {})", kinds[0].replace('_', "-"), many.len()))
+            }
+            many => Some(format!("one of {} allocations", many.len())),
+        }
     }
 }

@@ -15,6 +15,7 @@ use serde::Serialize;
 use stepscope_xspace::pprof::{Frame, Pprof};
 use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
 
+use stepscope_xspace::hlo::HloModules;
 use stepscope_model::records::FastMap;
 use stepscope_model::Profile;
 
@@ -85,6 +86,15 @@ pub struct LiveAllocation {
     pub addr: u64,
     /// The op that asked for it (`tf_op`), when recorded.
     pub op: String,
+    /// Where the event records no op: the XLA program whose run on the event's
+    /// thread made it (`…Execute (jit_train_step)` around it), and what the
+    /// allocation of its size is in that program's buffer assignment (`temporaries`,
+    /// `output loop_add_fusion`, `output (one of 15)`; empty where no allocation of the
+    /// plan has its size): `stepscope buffers --program PROGRAM` shows the plan.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub program: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub planned_as: String,
     pub shape: String,
     pub data_type: String,
     pub region_type: String,
@@ -192,6 +202,8 @@ impl Event {
 /// A host's allocator events, by allocator, with what reading their other stats takes.
 struct HostEvents<'a> {
     space: &'a Space,
+    /// The host's programs' plans, for naming allocations that record no op.
+    plans: Option<crate::buffers::Plans<'a>>,
     /// The stat-metadata index of each [`K`], by plane index.
     keys: Vec<[Option<u32>; 13]>,
     /// Each line with allocator events and its plane's index, in reading order.
@@ -215,7 +227,29 @@ impl HostEvents<'_> {
     fn text(&self, e: &Event, key: K) -> String {
         self.get(e, key).map(|(p, s)| p.stat_display(&s)).unwrap_or_default()
     }
+
+    /// The XLA program whose run on the event's line holds the event: the latest
+    /// event before it, within [`PROGRAM_LOOK_BACK`] events, that is still running
+    /// and is named `…Execute… (MODULE)` for a module of the host.
+    fn running_program(&self, e: &Event) -> Option<String> {
+        let plans = self.plans.as_ref().filter(|p| !p.is_empty())?;
+        let &(plane_ix, line) = self.lines.get(e.read_at().0 as usize)?;
+        let plane = self.space.planes.get(plane_ix as usize)?;
+        let at = e.i as usize;
+        (at.saturating_sub(PROGRAM_LOOK_BACK)..at).rev().find_map(|i| {
+            if line.end_ps(i) < e.time_ps {
+                return None;
+            }
+            let name = plane.event_name(line.meta(i));
+            let module = name.strip_suffix(')')?.rsplit_once(" (")?.1;
+            (name.contains("Execute") && plans.has(module)).then(|| module.to_string())
+        })
+    }
 }
+
+/// How many events before an allocation on its line are searched for the program
+/// run that made it (the runtime allocates as a run starts, a few events in).
+const PROGRAM_LOOK_BACK: usize = 256;
 
 /// An allocator's events, and what they say whatever their order.
 #[derive(Default)]
@@ -262,7 +296,9 @@ pub fn memory_full(profile: &Profile) -> Memory {
 
 fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max_points: usize) -> Memory {
     use rayon::prelude::*;
-    let hosts: Vec<HostEvents> = profile.hosts.par_iter().map(events_by_allocator).collect();
+    let hlo = profile.hlo_modules();
+    let hosts: Vec<HostEvents> =
+        (profile.hosts.par_iter().zip(hlo)).map(|(space, modules)| events_by_allocator(space, modules)).collect();
     let groups: Vec<(&HostEvents, &AllocatorEvents)> =
         hosts.iter().flat_map(|h| h.groups.iter().map(move |g| (h, g))).collect();
     let mut allocators: Vec<Allocator> =
@@ -280,8 +316,8 @@ fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max
 /// events up to and including that time replayed, largest `top` listed. `None` when
 /// the host has no allocator of that name.
 pub fn live_at(profile: &Profile, host: &str, allocator: &str, time_ps: i64, top: usize) -> Option<LiveAt> {
-    let space = profile.hosts.iter().find(|s| s.host == host)?;
-    let h = events_by_allocator(space);
+    let at = profile.hosts.iter().position(|s| s.host == host)?;
+    let h = events_by_allocator(&profile.hosts[at], &profile.hlo_modules()[at]);
     let events = &h.groups.iter().find(|g| *g.name == *allocator)?.events[..];
     let n = events.partition_point(|e| e.time_ps <= time_ps);
     let mut live: FastMap<u64, usize> = FastMap::default();
@@ -330,8 +366,9 @@ pub struct LiveAt {
 
 /// A host's allocator events grouped by allocator (groups in order of their first
 /// event in time), each group sorted by time.
-fn events_by_allocator(space: &Space) -> HostEvents<'_> {
+fn events_by_allocator<'a>(space: &'a Space, modules: &'a HloModules) -> HostEvents<'a> {
     let mut h = allocator_events(space);
+    h.plans = (!modules.is_empty()).then(|| crate::buffers::Plans::new(modules));
     h.groups.sort_by_key(|g| g.events.first().map(|e| (e.time_ps, e.read_at())));
     h
 }
@@ -367,12 +404,20 @@ fn live_allocations(h: &HostEvents, events: &[Event], ixs: &[usize], top: usize)
         .into_iter()
         .map(|(std::cmp::Reverse(bytes), allocated_at_ps, addr, ix)| {
             let e = &events[ix];
+            let op = h.text(e, K::TfOp);
+            let requested_bytes = h.u64(e, K::RequestedBytes).unwrap_or(0);
+            let program = if op.is_empty() { h.running_program(e) } else { None };
+            let planned_as = (program.as_deref())
+                .and_then(|m| h.plans.as_ref()?.planned_as(m, requested_bytes))
+                .unwrap_or_default();
             LiveAllocation {
                 bytes,
-                requested_bytes: h.u64(e, K::RequestedBytes).unwrap_or(0),
+                requested_bytes,
                 allocated_at_ps,
                 addr,
-                op: h.text(e, K::TfOp),
+                op,
+                program: program.unwrap_or_default(),
+                planned_as,
                 shape: h.text(e, K::Shape),
                 data_type: data_type_name(h.u64(e, K::DataType).unwrap_or(0)),
                 region_type: h.text(e, K::RegionType),
@@ -484,7 +529,7 @@ fn allocator_events(space: &Space) -> HostEvents<'_> {
             g
         })
         .collect();
-    HostEvents { space, keys, lines, groups }
+    HostEvents { space, plans: None, keys, lines, groups }
 }
 
 /// The allocator events among events `range` of `line` (line `l` of

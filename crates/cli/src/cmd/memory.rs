@@ -156,7 +156,12 @@ fn print_text(m: &Memory, pprof_only: bool) {
             );
             let mut t = Table::new(vec!["OP", "SIZE", "SHAPE", "SINCE"]);
             for l in &a.live_at_peak {
-                let op = if l.op.is_empty() { "(unknown op)".to_string() } else { l.op.clone() };
+                let op = match (l.op.is_empty(), l.program.is_empty(), l.planned_as.is_empty()) {
+                    (false, _, _) => l.op.clone(),
+                    (true, false, false) => format!("{}: {}", l.program, l.planned_as),
+                    (true, false, true) => format!("{}: size not in its plan", l.program),
+                    (true, true, _) => "(unknown op)".to_string(),
+                };
                 let shape = if l.shape.is_empty() { l.data_type.clone() } else { l.shape.clone() };
                 t.push(vec![
                     op,
