@@ -526,6 +526,31 @@ fn memory_devices_collectives_compile_advise_and_hlo_answer_with_the_cli_json() 
     assert!(r.json()["error"].as_str().unwrap().contains("no.such.op"));
 }
 
+/// `api/memory/buffers` and `api/hlo/graph` answer what `buffers --json` and `hlo
+/// --graph --json` print, for the same parameters; what is not there is a 404 that
+/// says what is.
+#[test]
+fn buffers_and_hlo_graph_routes_equal_the_cli() {
+    let dir = fixture("gpu-transformer");
+    let d = dir.to_str().unwrap();
+    let s = serve(&dir, &[]);
+    assert_eq!(s.api("memory/buffers"), json(&["buffers", d]));
+    let b = s.api("memory/buffers?top=all&program=jit_stage");
+    assert_eq!(b, json(&["buffers", d, "--top", "all", "--program", "jit_stage"]));
+    assert!(b["program"].as_str().unwrap().starts_with("jit_stage("), "{b}");
+    let r = s.get("api/memory/buffers?program=jit_nothing");
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert!(r.json()["error"].as_str().unwrap().contains("jit_train_step"));
+    for depth in ["1", "2", "4"] {
+        let g = s.api(&format!("hlo/graph?op=gemm_fusion_dot.8&depth={depth}"));
+        assert_eq!(g, json(&["hlo", d, "gemm_fusion_dot.8", "--graph", "--depth", depth]), "depth {depth}");
+    }
+    assert_eq!(s.api("hlo/graph?op=gemm_fusion_dot.8")["depth"], 2);
+    let r = s.get("api/hlo/graph?op=no.such.op");
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert_eq!(s.get("api/hlo/graph").status, 400);
+}
+
 #[test]
 fn memory_live_replays_the_allocator_to_the_chosen_time() {
     for name in ["rocm-mi300x-gemm", "tpu-v6e-inference"] {

@@ -26,6 +26,7 @@ const ROUTES: &[&str] = &[
     "roofline",
     "kernels",
     "memory",
+    "memory/buffers",
     "collectives",
     "compile",
     "timeline/tracks",

@@ -245,3 +245,105 @@ fn folded_export_weighs_each_ops_stack_by_its_self_time() {
         assert!((ns * 1000 - ps).abs() <= 500 * 8, "{k}: {ns} ns vs {ps} ps");
     }
 }
+
+/// `hlo --graph`: at depth 1 the op's operands and users are those the reference reader
+/// finds in its computation, a fusion's body is its called computation's instructions,
+/// every edge is an operand, and a node that ran carries its op-profile time.
+#[test]
+fn hlo_graph_is_the_ops_operands_users_and_fused_body() {
+    let cases = [("gpu-transformer", 3), ("cpu-transformer", 3), ("tpu-v6e-inference", 2)];
+    for (fixture_name, how_many) in cases {
+        let f = crate::util::xplane(fixture_name);
+        let ops = json(&["ops", &f, "--top", "all"]);
+        // Ops of a program (a TPU's name no module, but their program's id).
+        let rows: Vec<&Value> = (ops["ops"].as_array().unwrap().iter())
+            .filter(|r| !r["module"].as_str().unwrap().is_empty() || r["program_id"].is_u64())
+            .take(how_many)
+            .collect();
+        assert_eq!(rows.len(), how_many, "{fixture_name}");
+        for r in rows {
+            let op = r["name"].as_str().unwrap();
+            let mut args = vec!["hlo", &f, op, "--graph"];
+            if let Some(module) = r["module"].as_str().filter(|m| !m.is_empty()) {
+                args.extend(["--module", module]);
+            }
+            let g = json(&[&args[..], &["--depth", "1"]].concat());
+            assert_eq!(g["schema"], "stepscope.hlo_graph/1");
+            let want = reference(&["hlo-neighbours", &f, g["program"].as_str().unwrap(), op]);
+            let at = |level: i64| -> Vec<String> {
+                let mut v: Vec<String> = (g["nodes"].as_array().unwrap().iter())
+                    .filter(|n| n["level"] == level)
+                    .map(|n| n["name"].as_str().unwrap().to_string())
+                    .collect();
+                v.sort();
+                v
+            };
+            let names = |v: &Value| -> Vec<String> {
+                v.as_array().unwrap().iter().map(|n| n.as_str().unwrap().to_string()).collect()
+            };
+            assert_eq!(g["computation"], want["computation"], "{fixture_name} {op}");
+            if g["nodes_cut"] == 0 {
+                assert_eq!(at(-1), names(&want["operands"]), "{fixture_name} {op}: operands");
+                assert_eq!(at(1), names(&want["users"]), "{fixture_name} {op}: users");
+            }
+            assert_eq!(at(0), vec![op.to_string()]);
+            let fused: Vec<String> = match g.get("fused") {
+                Some(b) => {
+                    let mut v: Vec<String> = b["nodes"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|n| n["name"].as_str().unwrap().to_string())
+                        .collect();
+                    v.sort();
+                    // Edges of the body go up a level.
+                    let level: HashMap<&str, i64> = (b["nodes"].as_array().unwrap().iter())
+                        .map(|n| (n["name"].as_str().unwrap(), n["level"].as_i64().unwrap()))
+                        .collect();
+                    for e in b["edges"].as_array().unwrap() {
+                        assert!(level[e["from"].as_str().unwrap()] < level[e["to"].as_str().unwrap()], "{e}");
+                    }
+                    v
+                }
+                None => Vec::new(),
+            };
+            assert_eq!(fused, names(&want["fused"]), "{fixture_name} {op}: fused body");
+            // Every edge joins two nodes; the op's operand edges are its operands.
+            let shown: std::collections::HashSet<&str> =
+                g["nodes"].as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap()).collect();
+            let edges = g["edges"].as_array().unwrap();
+            assert!(edges
+                .iter()
+                .all(|e| shown.contains(e["from"].as_str().unwrap()) && shown.contains(e["to"].as_str().unwrap())));
+            let mut into: Vec<String> =
+                edges.iter().filter(|e| e["to"] == op).map(|e| e["from"].as_str().unwrap().to_string()).collect();
+            into.sort();
+            into.dedup();
+            assert_eq!(into, at(-1), "{fixture_name} {op}");
+            // The op's node carries its row's time (on the TPU, found by the program's
+            // 64-bit id).
+            let me = g["nodes"].as_array().unwrap().iter().find(|n| n["name"] == op).unwrap();
+            assert_eq!(me["total_ps"], r["total_ps"], "{fixture_name} {op}");
+            // Deeper graphs hold the shallower one.
+            let deeper = json(&[&args[..], &["--depth", "3"]].concat());
+            let deep: std::collections::HashSet<&str> =
+                deeper["nodes"].as_array().unwrap().iter().map(|n| n["name"].as_str().unwrap()).collect();
+            assert!(shown.is_subset(&deep), "{fixture_name} {op}");
+        }
+    }
+    // DOT: one statement per node and per edge, the op filled.
+    let f = crate::util::xplane("gpu-transformer");
+    let g = json(&["hlo", &f, "gemm_fusion_dot.8", "--graph"]);
+    let dot = ok(&["hlo", &f, "gemm_fusion_dot.8", "--graph"]);
+    assert!(dot.starts_with("digraph \"gemm_fusion_dot.8\" {"), "{dot}");
+    let fused = &g["fused"];
+    assert_eq!(
+        dot.matches(" [label=").count(),
+        g["nodes"].as_array().unwrap().len() + fused["nodes"].as_array().unwrap().len()
+    );
+    assert_eq!(
+        dot.matches(" -> ").count(),
+        g["edges"].as_array().unwrap().len() + fused["edges"].as_array().unwrap().len()
+    );
+    assert_eq!(dot.matches("fillcolor").count(), 1);
+}

@@ -933,6 +933,29 @@ def buffer_plans(path, color=0):
     return out
 
 
+def hlo_neighbours(path, program, op):
+    """The instruction `op` of program `program` (a metadata name, `jit_f(12)`): the
+    names of its operands and of the instructions of its computation that read it, and
+    of its fused computation's instructions (the first called computation of a fusion)."""
+    for name, m in hlo_protos(path):
+        if name != program:
+            continue
+        comps = {c.id: c for c in m.computations}
+        for c in m.computations:
+            by_id = {i.id: i for i in c.instructions}
+            for i in c.instructions:
+                if i.name != op:
+                    continue
+                fused = []
+                if i.opcode == "fusion" and i.called_computation_ids:
+                    fused = [x.name for x in comps[i.called_computation_ids[0]].instructions]
+                return {"computation": c.name,
+                        "operands": sorted({by_id[o].name for o in i.operand_ids if o in by_id}),
+                        "users": sorted({u.name for u in c.instructions if i.id in u.operand_ids}),
+                        "fused": sorted(fused)}
+    return None
+
+
 def write_xspace(space, path):
     with open(path, "wb") as f:
         f.write(space.SerializeToString())
@@ -1175,6 +1198,8 @@ def main(argv=None):
     p = sub.add_parser("buffers", help="each program's memory plan (buffer assignment, heap peak) as JSON")
     p.add_argument("path")
     p.add_argument("--memory-space", type=int, default=0)
+    p = sub.add_parser("hlo-neighbours", help="an HLO instruction's operands, users and fused body, as JSON")
+    p.add_argument("path"); p.add_argument("program"); p.add_argument("op")
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
     p.add_argument("path")
     p.add_argument("--plane", required=True)
@@ -1232,6 +1257,8 @@ def main(argv=None):
         print(json.dumps(memory(a.path), separators=(",", ":")))
     elif a.cmd == "buffers":
         print(json.dumps(buffer_plans(a.path, a.memory_space), separators=(",", ":")))
+    elif a.cmd == "hlo-neighbours":
+        print(json.dumps(hlo_neighbours(a.path, a.program, a.op), separators=(",", ":")))
     elif a.cmd == "plane-stats":
         print(json.dumps(plane_stats(a.path, a.plane), separators=(",", ":"), default=str))
     elif a.cmd == "host-events":

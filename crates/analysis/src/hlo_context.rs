@@ -99,50 +99,76 @@ fn instruction(m: &HloModule, i: &HloInstruction) -> Instruction {
     }
 }
 
+/// Where an op was found: its host, its program's entry and decoded module, the
+/// computation holding it and the instruction.
+pub struct Found<'p> {
+    pub host: &'p str,
+    pub modules: &'p stepscope_xspace::hlo::HloModules,
+    pub entry: &'p stepscope_xspace::hlo::HloEntry,
+    pub module: &'p HloModule,
+    pub computation: &'p stepscope_xspace::hlo::HloComputation,
+    pub instruction: &'p HloInstruction,
+}
+
 /// Finds `op` (an HLO instruction name, e.g. `fusion.12`) in the run's modules;
-/// `module` narrows the search to modules of that name. Entry computations are
-/// searched before nested ones; the latest compilation of a module wins.
-pub fn hlo_context(profile: &Profile, op: &str, module: Option<&str>) -> Option<HloContext> {
+/// `module` narrows the search to modules of that name, or to one program
+/// (`jit_dot(49)`). The latest compilation of a module wins.
+pub fn find<'p>(profile: &'p Profile, op: &str, module: Option<&str>) -> Option<Found<'p>> {
     for (space, modules) in profile.hosts.iter().zip(profile.hlo_modules()) {
         for entry in modules.entries().iter().rev() {
             let Ok(m) = entry.module() else { continue };
             if module.is_some_and(|want| want != m.name && want != entry.metadata_name) {
                 continue;
             }
-            let Some((comp, instr)) = m.instruction(op) else { continue };
-            let fused_body = m
-                .fused_body(instr)
-                .map(|body| body.instructions.iter().map(|i| instruction(m, i)).collect())
-                .unwrap_or_default();
-            // This program's row (a row of no program id: the only one of its name).
-            let row = ops::ops(profile, GroupBy::Op, 0).ops.into_iter().find(|r| {
-                r.name == op
-                    && (r.module.is_empty() || r.module == m.name || entry.metadata_name.starts_with(&r.module))
-                    && r.program_id.is_none_or(|p| p as i64 == entry.program_id)
-            });
-            let other_programs = modules
-                .entries()
-                .iter()
-                .rev()
-                .filter(|e| e.name == m.name && e.program_id != entry.program_id)
-                .filter(|e| e.module().is_ok_and(|o| o.instruction(op).is_some()))
-                .map(|e| e.metadata_name.clone())
-                .collect();
-            return Some(HloContext {
-                schema: "stepscope.hlo/1",
-                host: space.host.clone(),
-                module: m.name.clone(),
-                computation: comp.name.clone(),
-                instruction: instruction(m, instr),
-                operands: m.operands(instr).map(|o| instruction(m, o)).collect(),
-                fused_body,
-                cost: crate::cost::cost(m, instr),
-                profile: row,
-                program: entry.metadata_name.clone(),
-                other_programs,
-                call_cycle: m.call_cycle().map(|c| c.name.clone()),
-            });
+            let Some((computation, instruction)) = m.instruction(op) else { continue };
+            return Some(Found { host: &space.host, modules, entry, module: m, computation, instruction });
         }
     }
     None
+}
+
+/// The op profile's rows of `f`'s program, by op name (a row of no program id: the
+/// only one of its name; of several rows of one name, the largest).
+pub fn program_rows(profile: &Profile, f: &Found) -> std::collections::HashMap<String, OpRow> {
+    let (m, entry) = (f.module, f.entry);
+    let mut rows = std::collections::HashMap::new();
+    let mine = |r: &OpRow| {
+        (r.module.is_empty() || r.module == m.name || entry.metadata_name.starts_with(&r.module))
+            && r.program_id.is_none_or(|p| p as i64 == entry.program_id)
+    };
+    // Rows come largest first: the first of a name is kept.
+    for r in ops::ops(profile, GroupBy::Op, 0).ops.into_iter().filter(mine) {
+        rows.entry(r.name.clone()).or_insert(r);
+    }
+    rows
+}
+
+/// The HLO context of `op` (see [`find`]).
+pub fn hlo_context(profile: &Profile, op: &str, module: Option<&str>) -> Option<HloContext> {
+    let f = find(profile, op, module)?;
+    let (m, entry, instr) = (f.module, f.entry, f.instruction);
+    let fused_body = m
+        .fused_body(instr)
+        .map(|body| body.instructions.iter().map(|i| instruction(m, i)).collect())
+        .unwrap_or_default();
+    let row = program_rows(profile, &f).remove(op);
+    let other_programs = (f.modules.entries().iter().rev())
+        .filter(|e| e.name == m.name && e.program_id != entry.program_id)
+        .filter(|e| e.module().is_ok_and(|o| o.instruction(op).is_some()))
+        .map(|e| e.metadata_name.clone())
+        .collect();
+    Some(HloContext {
+        schema: "stepscope.hlo/1",
+        host: f.host.to_string(),
+        module: m.name.clone(),
+        computation: f.computation.name.clone(),
+        instruction: instruction(m, instr),
+        operands: m.operands(instr).map(|o| instruction(m, o)).collect(),
+        fused_body,
+        cost: crate::cost::cost(m, instr),
+        profile: row,
+        program: entry.metadata_name.clone(),
+        other_programs,
+        call_cycle: m.call_cycle().map(|c| c.name.clone()),
+    })
 }

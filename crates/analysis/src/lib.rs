@@ -6,8 +6,8 @@
 //! fields), with units in every field name. Analyses read the model's stages and may
 //! read each other's results, in this order (each uses only those before it):
 //! [`source`], [`cost`], [`peaks`], [`ops`], [`kernels`], [`roofline`], [`steps`],
-//! [`scopes`], [`compile`], [`collectives`], [`devices`], [`memory`], [`hlo_context`],
-//! [`timeline`], [`overview`].
+//! [`scopes`], [`compile`], [`collectives`], [`devices`], [`buffers`], [`memory`],
+//! [`hlo_context`], [`hlo_graph`], [`timeline`], [`overview`].
 
 pub mod buffers;
 pub mod collectives;
@@ -15,6 +15,7 @@ pub mod compile;
 pub mod cost;
 pub mod devices;
 pub mod hlo_context;
+pub mod hlo_graph;
 pub mod kernels;
 pub mod memory;
 pub mod ops;

@@ -15,9 +15,9 @@ use serde::Serialize;
 use stepscope_xspace::pprof::{Frame, Pprof};
 use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
 
-use stepscope_xspace::hlo::HloModules;
 use stepscope_model::records::FastMap;
 use stepscope_model::Profile;
+use stepscope_xspace::hlo::HloModules;
 
 /// Most points kept per allocator timeline (the peak is always one of them).
 pub const TIMELINE_MAX_POINTS: usize = 1000;
@@ -407,9 +407,8 @@ fn live_allocations(h: &HostEvents, events: &[Event], ixs: &[usize], top: usize)
             let op = h.text(e, K::TfOp);
             let requested_bytes = h.u64(e, K::RequestedBytes).unwrap_or(0);
             let program = if op.is_empty() { h.running_program(e) } else { None };
-            let planned_as = (program.as_deref())
-                .and_then(|m| h.plans.as_ref()?.planned_as(m, requested_bytes))
-                .unwrap_or_default();
+            let planned_as =
+                (program.as_deref()).and_then(|m| h.plans.as_ref()?.planned_as(m, requested_bytes)).unwrap_or_default();
             LiveAllocation {
                 bytes,
                 requested_bytes,

@@ -436,5 +436,10 @@ impl OpEvent<'_> {
 
 /// A stat's value as a `u64`, when it is a non-negative integer.
 pub fn stat_u64(plane: &Plane, s: Option<Stat>) -> Option<u64> {
-    s.and_then(|s| plane.stat_i64(&s)).and_then(|v| u64::try_from(v).ok())
+    let s = s?;
+    match s.value() {
+        // Whole: a TPU program id is a 64-bit fingerprint, often past i64::MAX.
+        stepscope_xspace::StatValue::U64(v) => Some(v),
+        _ => plane.stat_i64(&s).and_then(|v| u64::try_from(v).ok()),
+    }
 }

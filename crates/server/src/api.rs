@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde::Serialize;
 use stepscope_analysis::ops::{self, GroupBy};
 use stepscope_analysis::timeline::Timeline;
-use stepscope_analysis::{buffers, collectives, compile, devices, hlo_context, kernels, memory};
+use stepscope_analysis::{buffers, collectives, compile, devices, hlo_context, hlo_graph, kernels, memory};
 use stepscope_judge::advise::{self, Thresholds};
 use stepscope_report::history::History;
 use stepscope_report::{diff, summary};
@@ -64,6 +64,7 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("compile", compile),
     ("devices", devices),
     ("hlo", hlo),
+    ("hlo/graph", hlo_graph),
     ("advise", advise),
     ("diff", diff),
     ("history", history),
@@ -389,6 +390,21 @@ fn compile(app: &App, q: &Params) -> Reply {
 
 fn devices(app: &App, q: &Params) -> Reply {
     json(&devices::devices(&q.entry(app)?.profile))
+}
+
+/// As `stepscope hlo PATH OP --graph [--module M] [--depth N] --json`.
+fn hlo_graph(app: &App, q: &Params) -> Reply {
+    let op = q.text("op")?;
+    let module = q.str("module").filter(|m| !m.is_empty());
+    let depth: u32 = q.opt("depth", 2)?;
+    let e = q.entry(app)?;
+    match hlo_graph::graph(&e.profile, op, module, depth) {
+        Some(g) => json(&g),
+        None => Err(ApiError::not_found(format!(
+            "no HLO instruction named {op:?}{} in this run's modules — api/hlo says why",
+            module.map(|m| format!(" in module {m:?}")).unwrap_or_default()
+        ))),
+    }
 }
 
 /// As `stepscope hlo PATH OP [--module M] --json`.

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use stepscope_analysis::hlo_context::{self, Instruction};
+use stepscope_analysis::hlo_graph::{self, HloGraph, Node};
 
 use crate::human;
 use crate::load;
@@ -22,9 +23,17 @@ pub struct HloArgs {
     /// Only this host (its file name without .xplane.pb).
     #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
     pub host: Option<String>,
-    /// Print JSON (schema `stepscope.hlo/1`).
+    /// Print JSON (schema `stepscope.hlo/1`; with --graph, `stepscope.hlo_graph/1`).
     #[arg(long)]
     pub json: bool,
+    /// The op's neighbourhood as a graph: operands and users --depth levels out and
+    /// the fusion body, each with its time and FLOPs, as Graphviz DOT (`| dot -Tsvg >
+    /// op.svg`), or JSON with --json.
+    #[arg(long)]
+    pub graph: bool,
+    /// With --graph: how many levels of operands and of users (1 to 6).
+    #[arg(long, value_name = "N", default_value_t = 2, requires = "graph")]
+    pub depth: u32,
 }
 
 pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
@@ -68,6 +77,15 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
             args.module.as_ref().map(|m| format!(" in module {m:?}")).unwrap_or_default()
         );
     };
+    if args.graph {
+        let g = hlo_graph::graph(&profile, &args.op, args.module.as_deref(), args.depth)
+            .ok_or_else(|| anyhow::anyhow!("no HLO instruction named {:?} in this run's modules", args.op))?;
+        match args.json {
+            true => outln!("{}", serde_json::to_string(&g)?),
+            false => out!("{}", dot(&g)),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.json {
         outln!("{}", serde_json::to_string(&ctx)?);
         return Ok(ExitCode::SUCCESS);
@@ -164,4 +182,62 @@ fn print_stack(i: &Instruction, indent: &str) {
     for f in &i.stack {
         outln!("{indent}  {}", f.folded());
     }
+}
+
+/// A name quoted for DOT.
+fn quoted(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// One node's DOT statement: name, opcode and shape, time and FLOPs where known.
+fn dot_node(id: &str, n: &Node, op: bool) -> String {
+    let mut label = vec![n.name.clone(), format!("{} {}", n.opcode, n.shape)];
+    let mut numbers = Vec::new();
+    if let Some(t) = n.total_ps {
+        numbers.push(format!("{} × {}", human::duration_ps(t), human::count(n.executions.unwrap_or(0))));
+    }
+    if n.flops > 0 {
+        numbers.push(human::rate(n.flops as f64, "FLOP"));
+    }
+    if !numbers.is_empty() {
+        label.push(numbers.join(" · "));
+    }
+    let label = label.iter().map(|l| l.replace('\\', "\\\\").replace('"', "\\\"")).collect::<Vec<_>>().join("\\n");
+    let style = if op { ", style=filled, fillcolor=\"#fde7a9\"" } else { "" };
+    format!("  {} [label=\"{label}\"{style}];\n", quoted(id))
+}
+
+/// The graph as Graphviz DOT: operands left of the op, users right, the fused body
+/// in a box of its own.
+fn dot(g: &HloGraph) -> String {
+    let mut out = format!("digraph {} {{\n", quoted(&g.op));
+    out.push_str("  rankdir=LR;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n");
+    for n in &g.nodes {
+        out.push_str(&dot_node(&n.name, n, n.name == g.op));
+    }
+    for e in &g.edges {
+        out.push_str(&format!("  {} -> {};\n", quoted(&e.from), quoted(&e.to)));
+    }
+    if let Some(f) = &g.fused {
+        out.push_str(&format!(
+            "  subgraph cluster_fused {{\n  label={};\n",
+            quoted(&format!("fused body {}", f.computation))
+        ));
+        for n in &f.nodes {
+            out.push_str(&dot_node(&format!("fused/{}", n.name), n, false));
+        }
+        for e in &f.edges {
+            out.push_str(&format!(
+                "  {} -> {};\n",
+                quoted(&format!("fused/{}", e.from)),
+                quoted(&format!("fused/{}", e.to))
+            ));
+        }
+        out.push_str("  }\n");
+    }
+    if g.nodes_cut > 0 {
+        out.push_str(&format!("  // {} neighbour(s) left out\n", g.nodes_cut));
+    }
+    out.push_str("}\n");
+    out
 }
