@@ -1533,3 +1533,42 @@ test('memory page: a program\'s memory plan charts the heap over program order a
   await page.waitForSelector('#mem-program-cards');
   assert.equal((await cards('#mem-program-cards')).peak, fmt.bytes(p.peak_bytes));
 });
+
+test('HLO graph: the op\'s operands and users as the API has them, its fused body, a node opens its own view; kernels link their op', async () => {
+  const run = await runIn('gpu-transformer');
+  const op = 'gemm_fusion_dot.8';
+  const g = await api('hlo/graph', { run, op });
+  await open(`hlo?run=${encodeURIComponent(run)}&op=${op}`);
+  await page.waitForSelector('#hlo-graph g.node');
+  const names = await page.$$eval('#hlo-graph g.node', gs => gs.map(x => x.dataset.name).sort());
+  assert.deepEqual(names, g.nodes.map(n => n.name).sort());
+  assert.equal(await page.$$eval('#hlo-graph path.graph-edge', ps => ps.length), g.edges.length);
+  assert.deepEqual(await page.$$eval('#hlo-graph g.node.chosen', gs => gs.map(x => x.dataset.name)), [op]);
+  // Operands sit left of the op, users right.
+  const x = await page.$$eval('#hlo-graph g.node', gs => Object.fromEntries(gs.map(n => [n.dataset.name, n.getBoundingClientRect().left])));
+  for (const n of g.nodes) {
+    if (n.level < 0) assert.ok(x[n.name] < x[op], `${n.name} left of ${op}`);
+    if (n.level > 0) assert.ok(x[n.name] > x[op], `${n.name} right of ${op}`);
+  }
+  // A node that ran shows its time and count; the fused body is drawn whole.
+  const me = g.nodes.find(n => n.name === op);
+  assert.ok(me.total_ps > 0);
+  assert.ok((await page.textContent(`#hlo-graph g.node[data-name="${op}"]`)).includes(`${fmt.dur(me.total_ps)} × ${fmt.count(me.executions)}`));
+  assert.equal(await page.$$eval('#hlo-fused-graph g.node', gs => gs.length), g.fused.nodes.length);
+  await page.screenshot({ path: path.join(shots, 'hlo-graph.png'), fullPage: true });
+  // A deeper graph from the picker, kept in the address.
+  await page.selectOption('#hlo-depth', '3');
+  await page.waitForFunction(() => new URL(location.href).hash.includes('depth=3'));
+  const deeper = await api('hlo/graph', { run, op, depth: 3 });
+  await page.waitForFunction(n => document.querySelectorAll('#hlo-graph g.node').length === n, deeper.nodes.length);
+  // A user opens its own view.
+  const user = g.nodes.find(n => n.level === 1);
+  await page.click(`#hlo-graph g.node[data-name="${user.name}"]`);
+  await page.waitForFunction(u => document.querySelector('#hlo-name')?.textContent === u, user.name);
+  // The kernels page links a kernel's op to its HLO view.
+  await open(`kernels?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('table.data a.oplink');
+  const first = await page.$eval('table.data a.oplink', a => a.textContent);
+  await page.click('table.data a.oplink');
+  await page.waitForFunction(o => document.querySelector('#hlo-name')?.textContent === o, first);
+});

@@ -30,6 +30,15 @@ export function bytes(n) {
   return i === 0 ? `${v} B` : `${v.toFixed(1)} ${u[i]}`;
 }
 
+/** A FLOP count: `6.32 MFLOP` (three significant digits, as the CLI writes it). */
+export function flops(n) {
+  if (n === null || n === undefined) return '';
+  const p = [['P', 1e15], ['T', 1e12], ['G', 1e9], ['M', 1e6], ['k', 1e3]];
+  let [v, s] = [Number(n), ''];
+  for (const [prefix, f] of p) if (v >= f) { [v, s] = [v / f, prefix]; break; }
+  return `${v.toFixed(v >= 100 ? 0 : v >= 10 ? 1 : 2)} ${s}FLOP`;
+}
+
 export function rate(perSecond, unit) {
   if (perSecond === null || perSecond === undefined) return '';
   const p = [['T', 1e12], ['G', 1e9], ['M', 1e6], ['k', 1e3]];

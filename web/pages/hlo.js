@@ -1,8 +1,11 @@
 // HLO view of one op (api/hlo?op=…&module=…): its instruction, where it came from,
-// its op-profile row, operands and fusion body.
+// its op-profile row, operands and fusion body, and its neighbourhood as a graph
+// (api/hlo/graph: operands and users `depth` levels out, the fused body), each node
+// with its time and FLOPs; a node opens its own view.
 import { el } from '../lib/dom.js';
-import { dur, count, pct, bytes } from '../lib/format.js';
+import { dur, count, pct, bytes, flops } from '../lib/format.js';
 import { table } from '../lib/table.js';
+import { drawGraph } from '../lib/graph.js';
 
 export const title = 'HLO';
 
@@ -56,6 +59,36 @@ export async function render(view, ctx) {
   if (h.fused_body.length) {
     view.append(el('h2', {}, `Fused body (${h.fused_body.length} instructions, root last)`));
     view.append(el('pre', { class: 'hlo', id: 'hlo-fused' }, h.fused_body.map(i => i.text).join('\n')));
+  }
+  await graphView(view, ctx, h);
+}
+
+/** A node's three lines: name; opcode and shape; time where it ran, and FLOPs. In a
+ * fused body (`fused`), a parameter says which of the fusion's operands it reads. */
+function nodeLabel(n, fused) {
+  const numbers = [];
+  if (n.total_ps !== undefined) numbers.push(`${dur(n.total_ps)} × ${count(n.executions)}`);
+  if (n.flops) numbers.push(flops(n.flops));
+  const param = fused && n.parameter_number !== undefined ? `operand ${n.parameter_number}: ` : '';
+  return [n.name, `${param}${n.opcode} ${n.shape}`, numbers.join(' · ')];
+}
+
+async function graphView(view, ctx, h) {
+  const depth = Math.min(6, Math.max(1, Number(ctx.params.get('depth')) || 2));
+  const g = await ctx.get('hlo/graph', { op: h.instruction.name, module: h.program, depth });
+  if (ctx.stale()) return;
+  const pick = el('select', { id: 'hlo-depth' }, ...[1, 2, 3, 4, 5, 6].map(d => el('option', { value: String(d), selected: d === depth }, String(d))));
+  pick.addEventListener('change', () => ctx.go('hlo', { ...Object.fromEntries(ctx.params), depth: pick.value }));
+  const cutNote = g.nodes_cut ? ` · ${count(g.nodes_cut)} more left out` : '';
+  view.append(el('h2', {}, 'Graph'),
+    el('div', { class: 'controls' }, el('label', {}, 'levels of operands and users ', pick)),
+    el('p', { class: 'muted small', id: 'hlo-graph-info' }, `${count(g.nodes.length)} instructions of ${g.computation}, operands left, users right${cutNote}; click one for its view`));
+  const open = n => ctx.go('hlo', { op: n.name, module: g.program, depth: depth === 2 ? null : depth });
+  view.append(drawGraph({ nodes: g.nodes, edges: g.edges, label: n => nodeLabel(n, false), onPick: open, mark: g.op, id: 'hlo-graph' }));
+  if (g.fused) {
+    const more = g.fused.nodes_cut ? ` (${count(g.fused.nodes_cut)} more left out)` : '';
+    view.append(el('h3', {}, `Fused body ${g.fused.computation}${more}`));
+    view.append(drawGraph({ nodes: g.fused.nodes, edges: g.fused.edges, label: n => nodeLabel(n, true), id: 'hlo-fused-graph' }));
   }
 }
 

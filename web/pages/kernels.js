@@ -2,6 +2,7 @@
 import { el } from '../lib/dom.js';
 import { dur, count, pct, bytes } from '../lib/format.js';
 import { table } from '../lib/table.js';
+import { opLink } from '../lib/nav.js';
 
 export const title = 'Kernels';
 
@@ -21,7 +22,8 @@ export async function render(view, ctx) {
   table(t, {
     columns: [
       { key: 'name', label: 'kernel' },
-      { key: 'op', label: 'op' },
+      // The op's HLO view, in the kernel's own program where its id is known.
+      { key: 'op', label: 'op', fmt: (v, r) => (v && r.module ? opLink(v, r.program_id !== undefined && r.program_id !== null ? `${r.module}(${r.program_id})` : r.module) : v) },
       { key: 'total_ps', label: 'total', num: true, fmt: dur },
       { key: 'time_pct', label: '%', num: true, fmt: v => pct(v) },
       { key: 'count', label: 'launches', num: true, fmt: count },
