@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use stepscope_analysis::ops::GroupBy;
 use stepscope_analysis::peaks::UserPeaks;
-use stepscope_analysis::{kernels, memory, ops, roofline, scopes, steps};
+use stepscope_analysis::{buffers, hlo_graph, kernels, memory, ops, roofline, scopes, steps};
 use stepscope_judge::advise::{self, Thresholds};
 use stepscope_report::{diff, summary};
 use stepscope_xspace::pprof;
@@ -122,6 +122,36 @@ impl Profile {
             let shown = path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
             let m = memory::memory(&self.inner, pp.as_ref().map(|p| (shown.as_str(), p)), rows(Some(top)));
             serde_json::to_string(&m).map_err(err)
+        })
+    }
+
+    /// `stepscope buffers --json [--program P] [--memory-space N] [--top TOP]` (every
+    /// buffer when `top` is None).
+    #[pyo3(signature = (program, memory_space, top=None))]
+    fn buffers_json(
+        &self,
+        py: Python<'_>,
+        program: Option<String>,
+        memory_space: i64,
+        top: Option<usize>,
+    ) -> PyResult<String> {
+        py.detach(|| {
+            let b = buffers::buffers(&self.inner, program.as_deref(), memory_space, top.unwrap_or(0))
+                .map_err(|m| StepscopeError::new_err(m.message(program.as_deref().unwrap_or(""))))?;
+            serde_json::to_string(&b).map_err(err)
+        })
+    }
+
+    /// `stepscope hlo OP --graph --json [--module M] [--depth N]`.
+    #[pyo3(signature = (op, module, depth))]
+    fn hlo_graph_json(&self, py: Python<'_>, op: String, module: Option<String>, depth: u32) -> PyResult<String> {
+        py.detach(|| {
+            let g = hlo_graph::graph(&self.inner, &op, module.as_deref(), depth).ok_or_else(|| {
+                StepscopeError::new_err(format!(
+                    "no HLO instruction named {op:?} in this run's modules — list op names with ops()"
+                ))
+            })?;
+            serde_json::to_string(&g).map_err(err)
         })
     }
 

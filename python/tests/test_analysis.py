@@ -204,6 +204,19 @@ def test_memory_equals_cli(cli, cpu):
         assert m["allocators"][0]["peak_in_use_bytes"] > 0
 
 
+def test_buffers_and_hlo_graph_equal_cli(cli, cpu):
+    b = cpu.buffers()
+    assert b.raw == cli_json(cli, "buffers", CPU)
+    assert b.key == "live_at_peak" and len(b) == 10 and b.raw["peak_bytes"] > 0
+    every = cpu.buffers(program="jit_train_step", top=None)
+    assert every.raw == cli_json(cli, "buffers", CPU, "--program", "jit_train_step", "--top", "all")
+    assert len(every) == every.raw["live_at_peak_count"]
+    with pytest.raises(stepscope.StepscopeError, match="jit_train_step"):
+        cpu.buffers(program="jit_nothing")
+    op = cpu.ops(top=1)[0]["name"]
+    assert cpu.hlo_graph(op, depth=3) == cli_json(cli, "hlo", CPU, op, "--graph", "--depth", 3)
+
+
 def test_advise_equals_cli_and_takes_thresholds(cli):
     tiny = FIXTURES / "cpu-tiny-ops"
     p = stepscope.load(tiny)

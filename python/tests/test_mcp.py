@@ -69,12 +69,15 @@ def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
         out["outside"] = await s.call_tool("summary", {"path": str(tmp_path)})
         out["missing"] = await s.call_tool("hlo", {"path": str(run)})
         out["sql"] = await s.call_tool("sql", {"query": SQL, "paths": nights})
+        out["buffers"] = await s.call_tool("buffers", {"path": str(run), "top": 5, "program": "jit_train_step"})
+        out["hlo_graph"] = await s.call_tool("hlo_graph", {"path": str(run), "op": op, "depth": 3})
         out["sql_writes"] = await s.call_tool("sql", {"query": "DROP TABLE ops", "paths": nights})
         out["sql_outside"] = await s.call_tool("sql", {"query": "SELECT 1", "paths": [str(tmp_path)]})
         return out
 
     out = session(cli, FIXTURES, calls=calls)
-    for name in ("list_runs", "summary", "steps", "ops", "kernels", "memory", "advise", "hlo", "timeline", "diff", "compare", "history", "sql"):
+    for name in ("list_runs", "summary", "steps", "ops", "kernels", "memory", "buffers", "advise", "hlo", "hlo_graph",
+                 "timeline", "diff", "compare", "history", "sql"):
         assert name in out["tools"], sorted(out["tools"])
         assert out["tools"][name].input_schema["type"] == "object"
     assert out["tools"]["hlo"].input_schema["required"] == ["path", "op"]
@@ -86,6 +89,8 @@ def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
         ("hlo", ["hlo", str(run), out["op"], "--json"]),
         ("history", ["history", *out["nights"], "--json"]),
         ("sql", ["sql", SQL, *out["nights"], "--json"]),
+        ("buffers", ["buffers", str(run), "--json", "--top", "5", "--program", "jit_train_step"]),
+        ("hlo_graph", ["hlo", str(run), out["op"], "--graph", "--json", "--depth", "3"]),
     ):
         assert out[key].is_error is False, text_of(out[key])
         assert json.loads(text_of(out[key])) == cli_json(cli, *args), key

@@ -76,7 +76,7 @@ pub const HLO: &str = "\
 EXAMPLES:
     stepscope hlo /tmp/logdir OP                 the op's HLO instruction, fusion body and source line
     stepscope hlo /tmp/logdir OP --json          the same as JSON (stepscope.hlo/1)
-    stepscope hlo /tmp/logdir OP --graph | dot -Tsvg > op.svg   operands, users and fusion body as a graph";
+    stepscope hlo /tmp/logdir OP --graph > op.dot   operands, users and fusion body as a graph (Graphviz DOT)";
 
 pub const ADVISE: &str = "\
 EXAMPLES:

@@ -140,6 +140,18 @@ class Profile:
         live allocations at the peak, the device-memory pprof by call site)."""
         return json.loads(self._native.memory_json(top, None if pprof is None else os.fspath(pprof)))
 
+    def buffers(self, program: Optional[str] = None, memory_space: int = 0, top: Optional[int] = 10) -> Rows:
+        """A program's memory as XLA planned it: ``stepscope buffers --json`` (rows: the
+        buffers live at the peak; the dict has the allocations, the heap over program
+        order and the peak). ``program``: a module name or ``jit_f(12)`` (default: the
+        one that ran longest); ``top=None``: every buffer."""
+        return Rows(json.loads(self._native.buffers_json(program, memory_space, top)), "live_at_peak")
+
+    def hlo_graph(self, op: str, module: Optional[str] = None, depth: int = 2) -> dict:
+        """An op's neighbourhood in its program: ``stepscope hlo OP --graph --json``
+        (nodes with time and FLOPs, operand edges, the fusion body)."""
+        return json.loads(self._native.hlo_graph_json(op, module, depth))
+
     def advise(self, **thresholds: float) -> Rows:
         """Findings: ``stepscope advise --json`` (rows: its ``findings``); keyword
         arguments override thresholds, e.g. ``advise(utilization_pct=70)``."""

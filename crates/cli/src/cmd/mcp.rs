@@ -113,6 +113,23 @@ const TOOLS: &[Tool] = &[
         args: analysis,
     },
     Tool {
+        name: "buffers",
+        description: "One program's memory as XLA planned it: allocations by kind, the peak over program order and \
+                      the buffers live at it, each with its HLO instruction, shape and source line (stepscope \
+                      buffers --json).",
+        params: &[
+            PATH,
+            RUN,
+            TOP,
+            ("program", "string", "the program, e.g. jit_train_step (default: the one that ran longest)", false),
+        ],
+        args: |_, a| {
+            let mut v = analysis("buffers", a)?;
+            pass(&mut v, a, "program", "--program")?;
+            Ok(v)
+        },
+    },
+    Tool {
         name: "collectives",
         description: "Collectives by kind: time, bytes, exposed time (stepscope collectives --json).",
         params: &[PATH, RUN, TOP],
@@ -161,6 +178,28 @@ const TOOLS: &[Tool] = &[
             let mut v = vec!["hlo".into(), text(a, "path")?, text(a, "op")?, "--json".into()];
             pass(&mut v, a, "run", "--run")?;
             pass(&mut v, a, "module", "--module")?;
+            Ok(v)
+        },
+    },
+    Tool {
+        name: "hlo_graph",
+        description: "One op's neighbourhood in its program: operands and users `depth` levels out and its fusion \
+                      body, each instruction with its time and FLOPs (stepscope hlo --graph --json).",
+        params: &[
+            PATH,
+            RUN,
+            ("op", "string", "the op's name as ops lists it, e.g. fusion.12", true),
+            ("module", "string", "only in this module or program, e.g. jit_train_step", false),
+            ("depth", "integer", "levels of operands and of users, 1 to 6 (default 2)", false),
+        ],
+        args: |_, a| {
+            let mut v = vec!["hlo".into(), text(a, "path")?, text(a, "op")?, "--graph".into(), "--json".into()];
+            pass(&mut v, a, "run", "--run")?;
+            pass(&mut v, a, "module", "--module")?;
+            if let Some(d) = a.get("depth").filter(|d| !d.is_null()) {
+                let d = d.as_u64().ok_or_else(|| format!("depth: give a whole number, not {d}"))?;
+                v.extend(["--depth".into(), d.to_string()]);
+            }
             Ok(v)
         },
     },
