@@ -53,8 +53,8 @@ pub fn analyse(space: Space) {
     let _ = chrome::write_chrome(&profile.hosts, std::io::sink());
     let _ = perfetto::write_perfetto(&profile.hosts, std::io::sink());
     for format in [TableFormat::Csv, TableFormat::Parquet] {
-        if let Ok(table) = TableWriter::new(format, events::columns(), std::io::sink()) {
-            let _ = events::write_events(&profile, &steps, table);
+        if let Ok(mut table) = TableWriter::new(format, events::columns(), std::io::sink()) {
+            let _ = events::write_events(&profile.hosts, &steps, &mut table);
         }
     }
     // Run against run: the profile against itself.

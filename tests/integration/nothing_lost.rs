@@ -501,6 +501,12 @@ fn unreadable_hlo_is_named_not_taken_for_runtime_work() {
     // The op is in the HLO that cannot be read: not "a kernel the runtime launched itself".
     let err = assert_clean_error(&["hlo", path, "loop_add_fusion.6"]);
     assert!(err.contains("cannot be read") && !err.contains("runtime launched"), "{err}");
+    // Its memory plan cannot be shown: one line that says so, for the program asked
+    // and for the default.
+    for args in [vec!["buffers", path, "--program", "jit_train_step"], vec!["buffers", path]] {
+        let err = assert_clean_error(&args);
+        assert!(err.contains("not readable") && err.contains("capture the profile again"), "{err}");
+    }
 }
 
 #[test]

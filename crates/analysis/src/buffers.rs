@@ -213,49 +213,68 @@ impl Missing {
 /// the one that allocates most), in `memory_space` (0: device memory); `top` rows of
 /// each list (0: all).
 pub fn buffers(profile: &Profile, program: Option<&str>, memory_space: i64, top: usize) -> Result<Buffers, Missing> {
-    let mut found: Vec<(usize, &HloEntry, BufferAssignment)> = Vec::new();
-    for (h, modules) in profile.hlo_modules().iter().enumerate() {
-        for e in modules.entries() {
-            if let Ok(Some(a)) = e.buffer_assignment() {
-                found.push((h, e, a));
+    // Each program's allocated bytes; its assignment is dropped until one is chosen
+    // (a large program's heap trace holds a name pair an event).
+    let mut found: Vec<Program> = Vec::new();
+    let mut unreadable: Vec<(&HloEntry, String)> = Vec::new();
+    for (host, modules) in profile.hlo_modules().iter().enumerate() {
+        for entry in modules.entries() {
+            match entry.buffer_assignment() {
+                Ok(Some(a)) => found.push(Program { host, entry, allocated_bytes: space_bytes(&a, memory_space) }),
+                Ok(None) => {}
+                Err(e) => unreadable.push((entry, e.to_string())),
             }
         }
     }
-    if found.is_empty() {
-        return Err(Missing::NoPrograms);
+    let named = |e: &HloEntry, want: &str| e.name == want || e.metadata_name == want;
+    if let Some((_, why)) = program.and_then(|want| unreadable.iter().find(|(e, _)| named(e, want))) {
+        return Err(Missing::Unreadable(why.clone()));
     }
-    let mut programs: Vec<ProgramRow> = found
-        .iter()
-        .map(|(_, e, a)| ProgramRow {
-            program: e.metadata_name.clone(),
-            module: e.name.clone(),
-            program_id: e.program_id,
-            allocated_bytes: space_bytes(a, memory_space),
+    if found.is_empty() {
+        return Err(match unreadable.first() {
+            Some((_, why)) => Missing::Unreadable(why.clone()),
+            None => Missing::NoPrograms,
+        });
+    }
+    let mut programs: Vec<ProgramRow> = (found.iter())
+        .map(|p| ProgramRow {
+            program: p.entry.metadata_name.clone(),
+            module: p.entry.name.clone(),
+            program_id: p.entry.program_id,
+            allocated_bytes: p.allocated_bytes,
         })
         .collect();
     programs.sort_by(|a, b| b.allocated_bytes.cmp(&a.allocated_bytes).then_with(|| a.program.cmp(&b.program)));
     programs.dedup_by(|a, b| a.program == b.program);
     let chosen = match program {
-        Some(want) => found
-            .iter()
-            .filter(|(_, e, _)| e.name == want || e.metadata_name == want)
-            .max_by_key(|(_, e, _)| (e.metadata_name == want, e.program_id)),
-        None => longest_running(profile, &found).or_else(|| {
-            found.iter().max_by_key(|(_, e, a)| (space_bytes(a, memory_space), std::cmp::Reverse(e.program_id)))
-        }),
+        Some(want) => (found.iter().filter(|p| named(p.entry, want)))
+            .max_by_key(|p| (p.entry.metadata_name == want, p.entry.program_id)),
+        None => longest_running(profile, &found)
+            .or_else(|| found.iter().max_by_key(|p| (p.allocated_bytes, std::cmp::Reverse(p.entry.program_id)))),
     };
-    let Some((host, entry, assignment)) = chosen else {
+    let Some(chosen) = chosen else {
         return Err(Missing::NoSuchProgram(programs.iter().map(|p| p.program.clone()).collect()));
     };
+    let entry = chosen.entry;
     let module = entry.module().map_err(|e| Missing::Unreadable(e.to_string()))?;
-    let mut out = plan(module, assignment, memory_space, top);
+    let assignment = (entry.buffer_assignment().ok().flatten()).ok_or_else(|| {
+        Missing::Unreadable(format!("the buffer assignment of {} is not readable", entry.metadata_name))
+    })?;
+    let mut out = plan(module, &assignment, memory_space, top);
     out.run = profile.run.clone();
-    out.host = profile.hosts[*host].host.clone();
+    out.host = profile.hosts[chosen.host].host.clone();
     out.program = entry.metadata_name.clone();
     out.module = entry.name.clone();
     out.program_id = entry.program_id;
     out.programs = programs;
     Ok(out)
+}
+
+/// A program with a buffer assignment: its host and entry, and its allocated bytes.
+struct Program<'p> {
+    host: usize,
+    entry: &'p HloEntry,
+    allocated_bytes: u64,
 }
 
 /// The bytes allocated in `memory_space`.
@@ -264,16 +283,11 @@ fn space_bytes(a: &BufferAssignment, memory_space: i64) -> u64 {
 }
 
 /// The found program whose module ran longest on the devices.
-fn longest_running<'a>(
-    profile: &Profile,
-    found: &'a [(usize, &HloEntry, BufferAssignment)],
-) -> Option<&'a (usize, &'a HloEntry, BufferAssignment)> {
+fn longest_running<'a, 'p>(profile: &Profile, found: &'a [Program<'p>]) -> Option<&'a Program<'p>> {
     let rows = ops::ops(profile, GroupBy::Module, 0).ops;
     rows.iter().find_map(|r| {
-        found
-            .iter()
-            .filter(|(_, e, _)| e.name == r.name)
-            .max_by_key(|(_, e, _)| (r.program_id.is_some_and(|p| p as i64 == e.program_id), e.program_id))
+        (found.iter().filter(|p| p.entry.name == r.name))
+            .max_by_key(|p| (r.program_id.is_some_and(|id| id as i64 == p.entry.program_id), p.entry.program_id))
     })
 }
 
@@ -284,7 +298,9 @@ struct Live<'a> {
     shared_by: u64,
 }
 
-fn plan(module: &HloModule, a: &BufferAssignment, memory_space: i64, top: usize) -> Buffers {
+/// The memory plan of one program from its module and buffer assignment (the
+/// [`Buffers`] fields naming the run, host and program left empty).
+pub fn plan(module: &HloModule, a: &BufferAssignment, memory_space: i64, top: usize) -> Buffers {
     let by_id = a.buffers_by_id();
     let owners = a.allocation_of_buffers();
     let mine: Vec<usize> = (0..a.allocations.len()).filter(|&i| a.allocations[i].color == memory_space).collect();
