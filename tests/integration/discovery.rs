@@ -205,6 +205,18 @@ fn a_host_read_alone_keeps_its_place_on_the_runs_clock() {
     }
     // Two of the three hosts started after the first, so their times moved.
     assert_eq!(shifted, 2);
+    // The web UI's host picker: each host alone on the run's clock, as `--host` has it,
+    // the second time from the offsets the server found the first.
+    let server = crate::server::serve(tmp.path(), &[]);
+    for _ in 0..2 {
+        for (host, _) in files {
+            assert_eq!(
+                server.api(&format!("steps?host={host}")),
+                crate::util::json(&["steps", dir, "--host", host]),
+                "{host}"
+            );
+        }
+    }
     let ops_all = crate::util::json(&["ops", dir, "--top", "0", "--host", "b"]);
     let ops_b = crate::util::json(&["ops", &fixture("cpu-slow").display().to_string(), "--top", "0"]);
     assert_eq!(ops_all["ops"], ops_b["ops"], "an op's times do not depend on the clock");

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use stepscope_analysis::peaks::UserPeaks;
-use stepscope_analysis::profile::alone;
+use stepscope_analysis::profile::{alone, clock_offsets_ps};
 use stepscope_analysis::steps::{self, Steps};
 use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{Derived, Profile};
@@ -21,6 +21,9 @@ use crate::root::Root;
 
 /// Runs (per host selection) kept decoded.
 pub const DEFAULT_RUNS: usize = 4;
+
+/// Runs whose hosts' clock offsets are kept.
+const OFFSET_RUNS: usize = 16;
 
 /// A decoded run and what is derived from it once.
 pub struct Entry {
@@ -50,13 +53,35 @@ type Slot = Arc<Derived<Result<Arc<Entry>, String>>>;
 pub struct Cache {
     capacity: usize,
     slots: Mutex<VecDeque<(Key, Slot)>>,
+    /// Per run (name, modification time): its hosts' clock offsets, found once for
+    /// however many of its hosts are read alone (each host's entry would otherwise peek
+    /// at every host's file again). The most recent [`OFFSET_RUNS`] kept.
+    offsets: Mutex<VecDeque<((String, SystemTime), Arc<Vec<i64>>)>>,
     /// The devices' peaks given to `serve`, set on every run read.
     peaks: UserPeaks,
 }
 
 impl Cache {
     pub fn new(capacity: usize, peaks: UserPeaks) -> Cache {
-        Cache { capacity: capacity.max(1), slots: Mutex::new(VecDeque::new()), peaks }
+        Cache { capacity: capacity.max(1), slots: Mutex::new(VecDeque::new()), offsets: Mutex::default(), peaks }
+    }
+
+    /// The clock offsets of `run`'s hosts ([`clock_offsets_ps`]), found on the first
+    /// call for the run as it is now.
+    fn offsets(&self, run: &Run) -> Arc<Vec<i64>> {
+        let key = (run.rel.clone(), run.modified);
+        let known = self.offsets.lock().ok().and_then(|o| o.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()));
+        if let Some(v) = known {
+            return v;
+        }
+        // Found outside the lock: two requests may both peek; both get the same answer.
+        let found = Arc::new(clock_offsets_ps(run));
+        if let Ok(mut o) = self.offsets.lock() {
+            o.retain(|(k, _)| *k != key);
+            o.push_front((key, found.clone()));
+            o.truncate(OFFSET_RUNS);
+        }
+        found
     }
 
     /// The run `run` (default: the newest) of `root`, only host `host` when given.
@@ -84,7 +109,8 @@ impl Cache {
             .get_or_compute(|| {
                 // As the CLI's `--host`: that host's file alone, on the run's clock (the
                 // other hosts' session starts peeked at).
-                let (to_read, offset) = match host.and_then(|h| alone(&run, h, None)) {
+                let offsets = (host.is_some() && run.hosts.len() > 1).then(|| self.offsets(&run));
+                let (to_read, offset) = match host.and_then(|h| alone(&run, h, offsets.as_deref().map(Vec::as_slice))) {
                     Some((one, offset)) => (one, Some(offset)),
                     None => (run.clone(), None),
                 };
