@@ -183,6 +183,10 @@ fn device_ops<'a>(plane: &'a Plane, slot: &Descriptor, hlo: &'a HloModules) -> D
         }
     }
     b.set_recs(recs);
+    b.modules_from_programs(|id| {
+        let entry = hlo.entry(id as i64)?;
+        Some(entry.name.as_str()).filter(|m| !m.is_empty())
+    });
     if let Some(buffers) = buffers {
         buffers.credit(&mut b);
     }

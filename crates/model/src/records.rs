@@ -365,6 +365,22 @@ impl<'a> OpsBuilder<'a> {
         self.recs = recs;
     }
 
+    /// Gives the records that name no module the module of their program
+    /// (`module_of(program_id)`): a TPU's ops record their program's id but no
+    /// `hlo_module`, so without it every program's ops read as one module's.
+    pub fn modules_from_programs(&mut self, module_of: impl Fn(u64) -> Option<&'a str>) {
+        let Some(empty) = self.names.empty else { return };
+        let OpsBuilder { names, programs, recs, .. } = self;
+        let mut by_program: FastMap<u32, Option<u32>> = FastMap::default();
+        for r in recs.iter_mut().filter(|r| r.module == empty) {
+            let Some(&id) = programs.ids.get(r.program as usize) else { continue };
+            let named = *by_program.entry(r.program).or_insert_with(|| module_of(id).map(|m| names.text(m)));
+            if let Some(m) = named {
+                r.module = m;
+            }
+        }
+    }
+
     /// Gives record `rec` the name `name` (an id of [`OpsBuilder::names`]), keeping
     /// the name it had as the one `name` replaced.
     pub fn rename(&mut self, rec: usize, name: u32) {
