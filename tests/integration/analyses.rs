@@ -377,3 +377,29 @@ fn ops_show_total_time_and_keep_the_ops_over_a_self_time() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("has no unit"));
 }
+
+/// A TPU's op events name their program by its 64-bit id and no module: `ops --by
+/// module` has a row a program, named as the program's HLO names it, holding that
+/// program's ops as the reference reader counts them on every TPU's `XLA Ops` line.
+#[test]
+fn tpu_ops_by_module_are_their_programs() {
+    let f = fixture("tpu-v6e-inference/tpu_inference_2.xplane.pb").to_string_lossy().to_string();
+    let mut want: std::collections::BTreeMap<u64, u64> = Default::default();
+    for plane in ["/device:TPU:0", "/device:TPU:1", "/device:TPU:2", "/device:TPU:3"] {
+        for e in reference_lines(&["dump", &f, "--plane", plane, "--line", "XLA Ops", "--limit", "100000000"]) {
+            *want.entry(e["stats"]["program_id"].as_u64().unwrap()).or_default() += 1;
+        }
+    }
+    assert_eq!(want.len(), 3, "{want:?}");
+    let rows = json(&["ops", &f, "--by", "module", "--top", "all"]);
+    let got: std::collections::BTreeMap<u64, u64> = (rows["ops"].as_array().unwrap().iter())
+        .map(|r| (r["program_id"].as_u64().unwrap(), r["count"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(got, want);
+    // Each row is named as the HLO names its program (`jit_f(ID)` in the metadata).
+    for r in rows["ops"].as_array().unwrap() {
+        let program = format!("{}({})", r["name"].as_str().unwrap(), r["program_id"]);
+        let plan = json(&["buffers", &f, "--program", &program]);
+        assert_eq!(plan["program"], program.as_str());
+    }
+}
