@@ -17,7 +17,7 @@ pub fn columns() -> Vec<Column> {
     Column::list(&[
         ("host", Str, false),
         ("device", Str, false),
-        ("program_id", I64, true),
+        ("program_id", U64, true),
         ("module", Str, false),
         ("op", Str, false),
         ("category", Str, false),
@@ -48,7 +48,7 @@ pub fn write_op_events(profile: &Profile, steps: &Steps, table: &mut dyn RowSink
         result = table.row(&[
             Cell::Str(e.host),
             Cell::Str(e.device),
-            e.program_id.and_then(|p| i64::try_from(p).ok()).map_or(Cell::Null, Cell::I64),
+            e.program_id.map_or(Cell::Null, Cell::U64),
             Cell::Str(e.module),
             Cell::Str(e.op),
             Cell::Str(e.category),

@@ -104,6 +104,7 @@ impl Rows {
                     Some(Value::String(s)) => Cell::Str(s),
                     Some(Value::Bool(b)) if c.ty == ColType::Bool => Cell::Bool(*b),
                     Some(Value::Number(n)) if c.ty == ColType::I64 => n.as_i64().map_or(Cell::Null, Cell::I64),
+                    Some(Value::Number(n)) if c.ty == ColType::U64 => n.as_u64().map_or(Cell::Null, Cell::U64),
                     Some(Value::Number(n)) if c.ty == ColType::F64 => n.as_f64().map_or(Cell::Null, Cell::F64),
                     Some(_) => Cell::Str(text),
                 })
@@ -135,6 +136,9 @@ fn infer_columns(rows: &[Ordered]) -> Vec<Column> {
     struct Seen {
         null: bool,
         int: bool,
+        /// An integer past `i64::MAX`, and a negative one.
+        unsigned: bool,
+        negative: bool,
         float: bool,
         boolean: bool,
         other: bool,
@@ -157,7 +161,11 @@ fn infer_columns(rows: &[Ordered]) -> Vec<Column> {
             match v {
                 Value::Null => s.null = true,
                 Value::Bool(_) => s.boolean = true,
-                Value::Number(n) if n.is_i64() => s.int = true,
+                Value::Number(n) if n.is_i64() => {
+                    s.int = true;
+                    s.negative |= n.as_i64().is_some_and(|v| v < 0);
+                }
+                Value::Number(n) if n.is_u64() => s.unsigned = true,
                 Value::Number(_) => s.float = true,
                 _ => s.other = true,
             }
@@ -167,7 +175,7 @@ fn infer_columns(rows: &[Ordered]) -> Vec<Column> {
         .into_iter()
         .zip(seen)
         .map(|(name, s)| {
-            let kinds = [s.int || s.float, s.boolean, s.other].iter().filter(|k| **k).count();
+            let kinds = [s.int || s.unsigned || s.float, s.boolean, s.other].iter().filter(|k| **k).count();
             let ty = if kinds == 0 {
                 // No value to go by (every row null): the unit in the name, so that a
                 // table written in parts (`stepscope tables`) has one type a column.
@@ -176,8 +184,10 @@ fn infer_columns(rows: &[Ordered]) -> Vec<Column> {
                 ColType::Str
             } else if s.boolean {
                 ColType::Bool
-            } else if s.float {
+            } else if s.float || (s.unsigned && s.negative) {
                 ColType::F64
+            } else if s.unsigned {
+                ColType::U64
             } else {
                 ColType::I64
             };

@@ -23,6 +23,9 @@ pub const ROWS_PER_GROUP: usize = 131_072;
 pub enum ColType {
     Str,
     I64,
+    /// An unsigned 64-bit integer (a TPU program's id is a fingerprint past
+    /// `i64::MAX`): Parquet INT64 marked unsigned, CSV its decimal digits.
+    U64,
     F64,
     Bool,
 }
@@ -52,6 +55,7 @@ pub enum Cell<'a> {
     Null,
     Str(&'a str),
     I64(i64),
+    U64(u64),
     F64(f64),
     Bool(bool),
 }
@@ -156,6 +160,7 @@ impl<W: Write> CsvWriter<W> {
                 Cell::Null => {}
                 Cell::Str(s) => csv_field(&mut self.out, s)?,
                 Cell::I64(v) => write!(self.out, "{v}")?,
+                Cell::U64(v) => write!(self.out, "{v}")?,
                 Cell::F64(v) if v.is_finite() => write!(self.out, "{v}")?,
                 Cell::F64(v) => write!(
                     self.out,
@@ -224,6 +229,10 @@ impl<W: Write + Send> ParquetWriter<W> {
                 let (physical, logical) = match c.ty {
                     ColType::Str => (PhysicalType::BYTE_ARRAY, Some(LogicalType::String)),
                     ColType::I64 => (PhysicalType::INT64, None),
+                    ColType::U64 => (
+                        PhysicalType::INT64,
+                        Some(LogicalType::Integer(parquet::basic::IntType { bit_width: 64, is_signed: false })),
+                    ),
                     ColType::F64 => (PhysicalType::DOUBLE, None),
                     ColType::Bool => (PhysicalType::BOOLEAN, None),
                 };
@@ -248,7 +257,7 @@ impl<W: Write + Send> ParquetWriter<W> {
             .map(|col| {
                 let values = match col.ty {
                     ColType::Str => Buf::Str { arena: Vec::new(), ends: Vec::new() },
-                    ColType::I64 => Buf::I64(Vec::new()),
+                    ColType::I64 | ColType::U64 => Buf::I64(Vec::new()),
                     ColType::F64 => Buf::F64(Vec::new()),
                     ColType::Bool => Buf::Bool(Vec::new()),
                 };
@@ -273,6 +282,8 @@ impl<W: Write + Send> ParquetWriter<W> {
                     ends.push(arena.len());
                 }
                 (Buf::I64(v), Cell::I64(x)) => v.push(x),
+                // Unsigned: stored as its bits, which the column's type reads back.
+                (Buf::I64(v), Cell::U64(x)) if c.col.ty == ColType::U64 => v.push(x as i64),
                 (Buf::F64(v), Cell::F64(x)) => v.push(x),
                 (Buf::F64(v), Cell::I64(x)) => v.push(x as f64),
                 (Buf::Bool(v), Cell::Bool(x)) => v.push(x),

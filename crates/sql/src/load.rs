@@ -28,6 +28,9 @@ fn sql_type(ty: ColType) -> &'static str {
     match ty {
         ColType::Str => "TEXT",
         ColType::I64 | ColType::Bool => "INTEGER",
+        // No affinity: SQLite would make the digits of an integer past i64::MAX a
+        // (lossy) REAL; kept as text there, as an INTEGER below.
+        ColType::U64 => "",
         ColType::F64 => "REAL",
     }
 }
@@ -135,6 +138,10 @@ impl RowSink for Inserter<'_, '_> {
                 Cell::Null => stmt.raw_bind_parameter(at, Null),
                 Cell::Str(s) => stmt.raw_bind_parameter(at, s),
                 Cell::I64(v) => stmt.raw_bind_parameter(at, v),
+                Cell::U64(v) => match i64::try_from(v) {
+                    Ok(v) => stmt.raw_bind_parameter(at, v),
+                    Err(_) => stmt.raw_bind_parameter(at, v.to_string()),
+                },
                 Cell::F64(v) => stmt.raw_bind_parameter(at, v),
                 Cell::Bool(v) => stmt.raw_bind_parameter(at, i64::from(v)),
             }

@@ -40,6 +40,7 @@ fn json_cell(out: &mut impl Write, c: &Cell) -> io::Result<()> {
         Cell::Null => out.write_all(b"null"),
         Cell::Str(s) => serde_json::to_writer(&mut *out, s).map_err(io::Error::from),
         Cell::I64(v) => write!(out, "{v}"),
+        Cell::U64(v) => write!(out, "{v}"),
         Cell::F64(v) if v.is_finite() => serde_json::to_writer(&mut *out, &v).map_err(io::Error::from),
         Cell::F64(_) => out.write_all(b"null"),
         Cell::Bool(v) => write!(out, "{v}"),

@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io;
 use std::path::Path;
 
-use parquet::basic::Type as PhysicalType;
+use parquet::basic::{LogicalType, Type as PhysicalType};
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
 use parquet::data_type::{ByteArray, DataType};
 use parquet::file::reader::{FileReader, SerializedFileReader};
@@ -69,10 +69,12 @@ impl Db {
         let schema = reader.metadata().file_metadata().schema_descr_ptr();
         let columns = (schema.columns().iter())
             .map(|c| {
+                let unsigned = matches!(c.logical_type_ref(), Some(LogicalType::Integer(i)) if !i.is_signed);
                 let ty = match c.physical_type() {
                     PhysicalType::BYTE_ARRAY | PhysicalType::FIXED_LEN_BYTE_ARRAY => ColType::Str,
                     PhysicalType::DOUBLE | PhysicalType::FLOAT => ColType::F64,
                     PhysicalType::BOOLEAN => ColType::Bool,
+                    PhysicalType::INT64 if unsigned => ColType::U64,
                     _ => ColType::I64,
                 };
                 Column::new(c.name(), ty, c.max_def_level() > 0)
@@ -89,7 +91,8 @@ impl Db {
                 let rows = usize::try_from(group.metadata().num_rows()).unwrap_or(0);
                 let cols = (0..columns.len())
                     .map(|i| {
-                        ColData::read(group.get_column_reader(i).map_err(io::Error::other)?, rows, columns[i].nullable)
+                        let reader = group.get_column_reader(i).map_err(io::Error::other)?;
+                        ColData::read(reader, rows, columns[i].nullable, columns[i].ty == ColType::U64)
                     })
                     .collect::<io::Result<Vec<_>>>()?;
                 let mut next = vec![0usize; cols.len()];
@@ -113,6 +116,8 @@ struct ColData {
     values: Values,
     defs: Vec<i16>,
     nullable: bool,
+    /// An INT64 column marked unsigned: its values are u64 bits.
+    unsigned: bool,
 }
 
 enum Values {
@@ -144,7 +149,7 @@ fn read_all<T: DataType>(
 }
 
 impl ColData {
-    fn read(reader: ColumnReader, rows: usize, nullable: bool) -> io::Result<ColData> {
+    fn read(reader: ColumnReader, rows: usize, nullable: bool, unsigned: bool) -> io::Result<ColData> {
         let (values, defs) = match reader {
             ColumnReader::ByteArrayColumnReader(mut r) => {
                 let (v, d) = read_all(&mut r, rows, nullable)?;
@@ -172,7 +177,7 @@ impl ColData {
             }
             _ => return Err(io::Error::other("a column of a type `stepscope tables` does not write")),
         };
-        Ok(ColData { values, defs, nullable })
+        Ok(ColData { values, defs, nullable, unsigned })
     }
 
     /// Row `row`'s cell; `next` is the column's next value (rows are asked for in
@@ -189,6 +194,7 @@ impl ColData {
                 let bytes = v.get(i).ok_or_else(missing)?.data();
                 Cell::Str(std::str::from_utf8(bytes).map_err(|_| io::Error::other("a text value is not UTF-8"))?)
             }
+            Values::I64(v) if self.unsigned => Cell::U64(*v.get(i).ok_or_else(missing)? as u64),
             Values::I64(v) => Cell::I64(*v.get(i).ok_or_else(missing)?),
             Values::I32(v) => Cell::I64(i64::from(*v.get(i).ok_or_else(missing)?)),
             Values::F64(v) => Cell::F64(*v.get(i).ok_or_else(missing)?),

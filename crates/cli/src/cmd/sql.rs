@@ -142,6 +142,7 @@ impl Results for TextResults {
                         Cell::Null => "NULL".to_string(),
                         Cell::Str(s) => s.to_string(),
                         Cell::I64(v) => v.to_string(),
+                        Cell::U64(v) => v.to_string(),
                         Cell::F64(v) => v.to_string(),
                         Cell::Bool(v) => v.to_string(),
                     })
