@@ -396,6 +396,21 @@ fn tpu_ops_by_module_are_their_programs() {
         .map(|r| (r["program_id"].as_u64().unwrap(), r["count"].as_u64().unwrap()))
         .collect();
     assert_eq!(got, want);
+    // The tables keep the 64-bit ids whole: DuckDB over the op events' Parquet, and
+    // `sql` (SQLite, signed: an id past 2^63 is its digits).
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("tables");
+    ok(&["tables", &fixture("tpu-v6e-inference").to_string_lossy(), "-o", out.to_str().unwrap()]);
+    let q = "SELECT program_id, count(*) AS n FROM op_events GROUP BY 1 ORDER BY 1";
+    let duck = crate::util::support("table_ref.py", &["duckdb", out.to_str().unwrap(), q]);
+    let duck: std::collections::BTreeMap<u64, u64> =
+        (duck["rows"].as_array().unwrap().iter()).map(|r| (r[0].as_u64().unwrap(), r[1].as_u64().unwrap())).collect();
+    assert_eq!(duck, want);
+    let lite = json(&["sql", q, out.to_str().unwrap()]);
+    let lite: std::collections::BTreeMap<u64, u64> = (lite["rows"].as_array().unwrap().iter())
+        .map(|r| (r[0].as_u64().or_else(|| r[0].as_str()?.parse().ok()).unwrap(), r[1].as_u64().unwrap()))
+        .collect();
+    assert_eq!(lite, want);
     // Each row is named as the HLO names its program (`jit_f(ID)` in the metadata).
     for r in rows["ops"].as_array().unwrap() {
         let program = format!("{}({})", r["name"].as_str().unwrap(), r["program_id"]);
