@@ -48,6 +48,8 @@ impl Entry {
 
 /// Run name, its files' modification time (a rewritten run loads again), host.
 type Key = (String, SystemTime, Option<String>);
+/// Run name and its files' modification time.
+type RunKey = (String, SystemTime);
 type Slot = Arc<Derived<Result<Arc<Entry>, String>>>;
 
 pub struct Cache {
@@ -56,7 +58,7 @@ pub struct Cache {
     /// Per run (name, modification time): its hosts' clock offsets, found once for
     /// however many of its hosts are read alone (each host's entry would otherwise peek
     /// at every host's file again). The most recent [`OFFSET_RUNS`] kept.
-    offsets: Mutex<VecDeque<((String, SystemTime), Arc<Vec<i64>>)>>,
+    offsets: Mutex<VecDeque<(RunKey, Arc<Vec<i64>>)>>,
     /// The devices' peaks given to `serve`, set on every run read.
     peaks: UserPeaks,
 }
