@@ -2,7 +2,14 @@
 host file: its folder equals `stepscope tables`' file for file and row for row, and its
 manifest is the same."""
 
+import hashlib
+import json
+import os
 import shutil
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -11,7 +18,8 @@ import ray
 
 import stepscope
 
-FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def log_dir(tmp: Path) -> Path:
@@ -33,10 +41,47 @@ def parquet_files(root: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def buckets():
+    """The Cloud Storage emulator of the Rust tests (tests/support/buckets.py), its
+    address in the environment the cluster's workers start with."""
+    p = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "buckets.py")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    info = json.loads(p.stdout.readline())
+    os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{info['gcs_port']}"
+    yield info
+    del os.environ["STORAGE_EMULATOR_HOST"]
+    p.stdin.close()
+    p.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def cluster(buckets):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+def bucket_files(port: int, prefix: str) -> dict:
+    """Each object under bucket `prof`'s `prefix` of the emulator: its SHA-256."""
+    q = urllib.parse.urlencode({"prefix": prefix + "/"})
+    items = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/storage/v1/b/prof/o?{q}")).get("items", [])
+    out = {}
+    for i in items:
+        name = urllib.parse.quote(i["name"], safe="")
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/download/storage/v1/b/prof/o/{name}?alt=media").read()
+        out[i["name"][len(prefix) + 1:]] = hashlib.sha256(body).hexdigest()
+    return out
+
+
+def test_ray_tables_into_a_bucket_are_the_local_files(cluster, buckets, tmp_path):
+    logs = log_dir(tmp_path)
+    local = stepscope.write_tables(logs, tmp_path / "local")
+    distributed = stepscope.write_tables_on_ray(logs, "gs://prof/ray-tables")
+    assert distributed == local
+    want = {str(p.relative_to(tmp_path / "local")): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in (tmp_path / "local").rglob("*") if p.is_file()}
+    assert bucket_files(buckets["gcs_port"], "ray-tables") == want
+    assert sum(k.endswith(".parquet") for k in want) == local["files"]
 
 
 def test_ray_tables_equal_the_local_command(cluster, tmp_path):

@@ -1,7 +1,8 @@
 //! gs:// and s3:// log directories, against real emulators started by
 //! tests/support/buckets.py (gcp-storage-emulator and moto from PyPI, on 127.0.0.1):
 //! every analysis's JSON equals the local copy's; errors are one line in bounded time;
-//! nothing is written to the buckets.
+//! nothing is written to the buckets but by `tables -o URL`, whose objects are the
+//! local folder's files.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -232,6 +233,83 @@ c = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{s3}", aws_access_key_id=
 keys = [o["Key"] for p in c.get_paginator("list_objects_v2").paginate(Bucket="prof") for o in p.get("Contents", [])]
 print(json.dumps({"gs": [i["name"] for i in items], "s3": keys}))
 "#;
+
+/// Every object under `prefix` of bucket `prof` in the GCS emulator and in moto, and
+/// every file under a local folder: each key (relative) with its bytes' SHA-256.
+const HASH_BOTH: &str = r#"
+import hashlib, json, os, sys, urllib.parse, urllib.request, boto3
+gcs, s3, prefix, local = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+sha = lambda b: hashlib.sha256(b).hexdigest()
+out = {"local": {}, "gs": {}, "s3": {}}
+for d, _, files in os.walk(local):
+    for f in files:
+        p = os.path.join(d, f)
+        out["local"][os.path.relpath(p, local)] = sha(open(p, "rb").read())
+q = urllib.parse.urlencode({"prefix": prefix + "/"})
+for item in json.load(urllib.request.urlopen(f"http://127.0.0.1:{gcs}/storage/v1/b/prof/o?{q}")).get("items", []):
+    name = urllib.parse.quote(item["name"], safe="")
+    body = urllib.request.urlopen(f"http://127.0.0.1:{gcs}/download/storage/v1/b/prof/o/{name}?alt=media").read()
+    out["gs"][item["name"][len(prefix) + 1:]] = sha(body)
+c = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{s3}", aws_access_key_id="t", aws_secret_access_key="t", region_name="us-east-1")
+for page in c.get_paginator("list_objects_v2").paginate(Bucket="prof", Prefix=prefix + "/"):
+    for o in page.get("Contents", []):
+        out["s3"][o["Key"][len(prefix) + 1:]] = sha(c.get_object(Bucket="prof", Key=o["Key"])["Body"].read())
+print(json.dumps(out))
+"#;
+
+/// `tables -o gs://…` and `s3://…` put the files `tables -o DIR` writes, byte for byte
+/// (the events table in parts, through Cloud Storage's resumable upload and S3's
+/// multipart one); hosts put one at a time with `--host`, then `--index`, give the
+/// same; nothing is left in the cache's staging folder.
+#[test]
+fn tables_into_a_bucket_are_the_local_folders_files() {
+    let b = Buckets::start(&[&fixture("gpu-nocb")]);
+    let cache = tempfile::tempdir().unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let src = fixture("gpu-nosync").display().to_string();
+    crate::util::ok(&["tables", &src, "-o", local.path().to_str().unwrap()]);
+    let hosts: Vec<String> = (json(&["ls", &src])["runs"][0]["hosts"].as_array().unwrap().iter())
+        .map(|h| h.as_str().unwrap().to_string())
+        .collect();
+    for (scheme, prefix, by_host) in [("gs", "t1", false), ("s3", "t2", false), ("gs", "t3", true), ("s3", "t4", true)]
+    {
+        let mut env = b.env(scheme);
+        // Parts of 256 KiB on Cloud Storage (its least): the 339 kB events file goes in
+        // two. S3's parts are 5 MiB at least: a file of that size goes through
+        // object_store's multipart upload in the tests of the Python package.
+        env.push(("STEPSCOPE_UPLOAD_CHUNK_BYTES", "262144".into()));
+        env.push(("STEPSCOPE_REMOTE_TIMEOUT_S", "20".into()));
+        let url = format!("{scheme}://prof/{prefix}");
+        let mut commands: Vec<Vec<&str>> = Vec::new();
+        if by_host {
+            commands.extend(hosts.iter().map(|h| vec!["tables", &src, "-o", &url, "--host", h.as_str()]));
+            commands.push(vec!["tables", &src, "-o", &url, "--index"]);
+        } else {
+            commands.push(vec!["tables", &src, "-o", &url]);
+        }
+        for args in commands {
+            let out = run(&env, cache.path(), &args);
+            assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let got = Command::new("python3")
+            .args(["-c", HASH_BOTH, &b.port("gcs_port").to_string(), &b.port("s3_port").to_string(), prefix])
+            .arg(local.path())
+            .output()
+            .unwrap();
+        assert!(got.status.success(), "{}", String::from_utf8_lossy(&got.stderr));
+        let got: Value = serde_json::from_slice(&got.stdout).unwrap();
+        assert!(got["local"].as_object().unwrap().len() >= 10, "{got}");
+        assert_eq!(got[scheme], got["local"], "{scheme} {prefix}");
+    }
+    let staging = cache.path().join("staging");
+    assert!(std::fs::read_dir(&staging).map(|d| d.count()).unwrap_or(0) == 0, "staging left behind");
+    // A bucket that is not there: one line, nothing left staged.
+    let out = run(&b.env("gs"), cache.path(), &["tables", &src, "-o", "gs://nobucket/t"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.lines().count() == 1 && err.contains("no bucket named \"nobucket\""), "{err}");
+    assert!(std::fs::read_dir(&staging).map(|d| d.count()).unwrap_or(0) == 0, "staging left behind");
+}
 
 #[test]
 fn bucket_errors_are_one_line_in_bounded_time() {

@@ -22,6 +22,18 @@ pub fn local(path: &Path) -> anyhow::Result<PathBuf> {
     stepscope_remote::mirror(&url?, &cache(), true)
 }
 
+/// A folder of this process's own under the cache, removed when dropped: what is
+/// written there before it is put into a bucket (`tables -o gs://…`).
+pub fn staging() -> anyhow::Result<tempfile::TempDir> {
+    let under = cache().join("staging");
+    std::fs::create_dir_all(&under)
+        .map_err(|e| anyhow::anyhow!("cannot make {}: {e} — check --cache", under.display()))?;
+    tempfile::Builder::new()
+        .prefix("tables-")
+        .tempdir_in(&under)
+        .map_err(|e| anyhow::anyhow!("cannot make a folder in {}: {e} — check --cache", under.display()))
+}
+
 /// The cache folder of this process.
 fn cache() -> PathBuf {
     CACHE.get().cloned().unwrap_or_else(stepscope_remote::default_cache)

@@ -127,6 +127,23 @@ pub fn count_files(dir: &Path, tables: &[&str]) -> io::Result<(u64, u64)> {
     Ok((files, rows))
 }
 
+/// The length of a Parquet file's footer, from its last 8 bytes (the footer's length
+/// and the magic `PAR1`).
+pub fn footer_len(end: &[u8]) -> io::Result<u64> {
+    match end {
+        [a, b, c, d, b'P', b'A', b'R', b'1'] => Ok(u64::from(u32::from_le_bytes([*a, *b, *c, *d]))),
+        _ => Err(io::Error::other("not a Parquet file (no PAR1 at its end)")),
+    }
+}
+
+/// The rows a Parquet file holds, from its footer (the file metadata before the last 8
+/// bytes).
+pub fn footer_rows(footer: &[u8]) -> io::Result<u64> {
+    let meta = parquet::file::metadata::ParquetMetaDataReader::decode_metadata(footer)
+        .map_err(|e| io::Error::other(format!("its Parquet footer is not readable: {e}")))?;
+    Ok(meta.file_metadata().num_rows().max(0) as u64)
+}
+
 /// Writes `rows` as table `name` to `sink`, unless there are none (no columns).
 pub fn put_rows<T: Serialize>(sink: &mut dyn TableSink, name: &str, rows: &[T]) -> io::Result<u64> {
     if rows.is_empty() {

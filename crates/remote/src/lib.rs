@@ -6,7 +6,8 @@
 //! path as it reads any local one (memory-mapped), so a remote run gives the same
 //! output as a local copy.
 //!
-//! - Only listing and reading: nothing is ever written to the bucket.
+//! - Reading lists and reads; nothing is written to a bucket but by `stepscope tables -o
+//!   gs://…` ([`put_files`]: the tables, each object put whole, the index last).
 //! - Only profile files are fetched (`.xplane.pb`, trace JSON, memory profiles), each
 //!   in 8 MiB ranged GETs, 8 at a time over all files: at most 64 MiB in flight, written
 //!   straight to their place in the file, never a whole file in memory.
@@ -35,6 +36,9 @@ use object_store::aws::AmazonS3Builder;
 use object_store::gcp::{GoogleCloudStorage, GoogleCloudStorageBuilder};
 use object_store::path::Path as Key;
 use object_store::{BackoffConfig, ClientOptions, ObjectMeta, ObjectStore, ObjectStoreExt, RetryConfig};
+
+mod upload;
+pub use upload::{objects, put_files, tail, UPLOAD_CHUNK_BYTES};
 
 /// Bytes one ranged GET asks for.
 const CHUNK_BYTES: u64 = 8 << 20;
@@ -407,7 +411,11 @@ impl Client {
     /// Bytes `range` of object `key`.
     async fn get_range(&self, url: &Url, key: &str, range: Range<u64>) -> anyhow::Result<bytes::Bytes> {
         match self {
-            Client::S3 { store } => store.get_range(&Key::from(key), range).await.map_err(|e| explain(url, key, e)),
+            // The key as listed (`Key::from` would encode a `%` in it again).
+            Client::S3 { store } => {
+                let k = Key::parse(key).unwrap_or_else(|_| Key::from(key));
+                store.get_range(&k, range).await.map_err(|e| explain(url, key, e))
+            }
             Client::Gcs { .. } => {
                 let path = format!("/download/storage/v1/b/{}/o/{}", encode(&url.bucket), encode(key));
                 let resp = self

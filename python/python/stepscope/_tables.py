@@ -29,14 +29,12 @@ def _stepscope(*args: str) -> str:
     return r.stdout
 
 
-def _manifest(out: str) -> dict:
-    with open(os.path.join(out, "stepscope_tables.json"), encoding="utf-8") as f:
-        return json.load(f)
 
 
 def write_tables(path: str, out: str, *, run: Optional[str] = None, host: Optional[str] = None) -> dict:
     """Writes the tables of every run under ``path`` (or of ``run``) into the folder
-    ``out``, a host at a time; returns the manifest. With ``host``, only that host's
+    ``out`` (or a bucket's ``gs://``/``s3://`` prefix), a host at a time; returns the
+    manifest. With ``host``, only that host's
     tables are written (no manifest, and ``None`` is returned): the unit of work
     :func:`write_tables_on_ray` hands each task."""
     args = ["tables", os.fspath(path), "-o", os.fspath(out)]
@@ -45,8 +43,7 @@ def write_tables(path: str, out: str, *, run: Optional[str] = None, host: Option
     if host is not None:
         _stepscope(*args, "--host", host)
         return None
-    _stepscope(*args)
-    return _manifest(os.fspath(out))
+    return json.loads(_stepscope(*args, "--json"))
 
 
 def _host_task(path: str, out: str, run: str, host: str) -> str:
@@ -60,8 +57,8 @@ def write_tables_on_ray(
 ) -> dict:
     """:func:`write_tables` on a Ray cluster: one task per host file (each needing
     ``num_cpus``), then the runs table and the manifest here. ``path`` and ``out`` must be
-    reachable from every node under the same names (a shared filesystem, or a bucket's
-    ``gs://``/``s3://`` log directory for ``path``). Uses the cluster ``ray.init()``
+    reachable from every node under the same names: a bucket's ``gs://``/``s3://``
+    prefix (each node's credentials), or a shared filesystem. Uses the cluster ``ray.init()``
     connected to; without one, Ray starts a local one. Returns the manifest, equal to
     :func:`write_tables`'s."""
     try:
@@ -82,5 +79,4 @@ def write_tables_on_ray(
     args = ["tables", path, "-o", out, "--index"]
     if run is not None:
         args += ["--run", run]
-    _stepscope(*args)
-    return _manifest(out)
+    return json.loads(_stepscope(*args, "--json"))

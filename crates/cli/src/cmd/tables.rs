@@ -20,7 +20,8 @@ use crate::remote::Listing;
 const EXAMPLES: &str = "\
 EXAMPLES:
     stepscope tables /tmp/logdir -o tables/          every run under /tmp/logdir, each host's tables
-    stepscope tables /tmp/logdir --run NAME -o tables/   one run";
+    stepscope tables /tmp/logdir --run NAME -o tables/   one run
+    stepscope tables gs://bucket/logdir -o gs://bucket/tables   from a bucket into a bucket";
 
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
@@ -32,7 +33,8 @@ pub struct TablesArgs {
     #[arg(long, value_name = "NAME")]
     pub run: Option<String>,
     /// The folder to write the tables into (made if missing; a table file already
-    /// there is replaced whole).
+    /// there is replaced whole), or a bucket's gs://BUCKET/PATH or s3://BUCKET/PATH
+    /// (each file put whole, the manifest last).
     #[arg(short = 'o', long = "output", value_name = "DIR")]
     pub out: PathBuf,
     /// Only this host's tables (in each run read): its partitions, without the runs
@@ -44,6 +46,9 @@ pub struct TablesArgs {
     /// (after hosts were written with --host); no host is read.
     #[arg(long)]
     pub index: bool,
+    /// Print the manifest written (`stepscope.tables/1`) as JSON on standard output.
+    #[arg(long, conflicts_with = "host")]
+    pub json: bool,
 }
 
 #[derive(Serialize)]
@@ -56,14 +61,31 @@ struct Manifest<'a> {
 }
 
 pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
+    let bucket = match args.out.to_str().and_then(stepscope_remote::parse) {
+        Some(url) => Some(url?),
+        None => None,
+    };
+    let Some(url) = bucket else { return write(args, &args.out, None) };
+    // A bucket: the files are made in a folder of the cache, then put, the index last.
+    let staging = crate::remote::staging()?;
+    write(args, staging.path(), Some(&url))
+}
+
+/// Where the files go: the folder `out`, and then, for a bucket's URL, the bucket.
+fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) -> anyhow::Result<ExitCode> {
     let (_, runs) = runs(&args.path, args.run.as_deref())?;
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| anyhow::anyhow!("cannot make {}: {e} — check the path", args.out.display()))?;
+    std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("cannot make {}: {e} — check the path", out.display()))?;
+    let put = |files: &[String]| -> anyhow::Result<()> {
+        if let Some(url) = bucket {
+            stepscope_remote::put_files(out, files, url)?;
+        }
+        Ok(())
+    };
 
     let (mut total, mut count) = (0, 0);
     if args.host.is_none() {
         let run_rows: Vec<RunRow> = runs.iter().map(tables::run_row).collect();
-        let mut files = Files { dir: &|_| args.out.join("runs"), files: 0, error: None };
+        let mut files = Files { dir: &|_| out.join("runs"), files: 0, error: None };
         total += tables::put_rows(&mut files, "runs", &run_rows).map_err(|e| files.error(e))?;
         count += files.files;
     }
@@ -74,7 +96,7 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
         let keep = |h: &str| args.host.as_deref().is_none_or(|x| x == h);
         hosts_read += load::each_host(&input, &keep, &mut |host, profile| {
             let dir = |table: &str| {
-                args.out.join(table).join(tables::partition("run", &r.rel)).join(tables::partition("host", host))
+                out.join(table).join(tables::partition("run", &r.rel)).join(tables::partition("host", host))
             };
             let mut files = Files { dir: &dir, files: 0, error: None };
             total += tables::host_tables(&profile, &|_| true, &mut files).map_err(|e| files.error(e))?;
@@ -87,6 +109,7 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
             let names: Vec<String> = runs.iter().flat_map(|r| r.hosts.iter().map(|h| h.host.clone())).collect();
             return Err(no_such_host(host, &names, &format!("the runs of {}", args.path.display())));
         }
+        put(&files_under(out)?)?;
         errln!(
             "wrote host {host}'s tables into {} ({} files, {} rows); `stepscope tables {} -o {} --index` writes \
              the runs table and the manifest once every host is written",
@@ -100,9 +123,15 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
     }
     if args.index {
         // Every table file in DIR, whoever wrote it.
-        let (files, rows) = tables::count_files(&args.out, tables::TABLES)
-            .map_err(|e| anyhow::anyhow!("cannot count the tables in {}: {e}", args.out.display()))?;
-        (count, total) = (files, rows);
+        (count, total) = match bucket {
+            // The runs table first, so that it is counted with the hosts' files there.
+            Some(url) => {
+                put(&files_under(out)?)?;
+                count_in_bucket(url)?
+            }
+            None => tables::count_files(out, tables::TABLES)
+                .map_err(|e| anyhow::anyhow!("cannot count the tables in {}: {e}", out.display()))?,
+        };
     }
     let files = count;
     let manifest = Manifest {
@@ -112,9 +141,15 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
         files,
         rows: total,
     };
-    let mut out = Output::open(&args.out.join(tables::MANIFEST))?;
-    std::io::Write::write_all(&mut out, serde_json::to_string_pretty(&manifest)?.as_bytes())?;
-    out.commit()?;
+    let text = serde_json::to_string_pretty(&manifest)?;
+    let mut file = Output::open(&out.join(tables::MANIFEST))?;
+    std::io::Write::write_all(&mut file, text.as_bytes())?;
+    file.commit()?;
+    // Into the bucket: every file made, the manifest last.
+    put(&files_under(out)?)?;
+    if args.json {
+        outln!("{}", serde_json::to_string(&manifest)?);
+    }
     errln!(
         "wrote {} ({} files, {} rows: {} run(s)); query it with hive partitioning, e.g. DuckDB's \
          read_parquet('{}', hive_partitioning = true, union_by_name = true), or stepscope sql (docs/sql.md)",
@@ -125,6 +160,49 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
         args.out.join("steps").join("**").join("*.parquet").display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every file under `dir`, as paths relative to it (`/`-separated), sorted, the
+/// manifest last: the order they are put into a bucket in.
+fn files_under(dir: &Path) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d).map_err(|e| anyhow::anyhow!("cannot list {}: {e}", d.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| anyhow::anyhow!("cannot list {}: {e}", d.display()))?;
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(path);
+            } else if let Ok(rel) = path.strip_prefix(dir) {
+                let parts: Vec<String> =
+                    rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+                out.push(parts.join("/"));
+            }
+        }
+    }
+    out.sort_by_key(|rel| (rel == tables::MANIFEST, rel.clone()));
+    Ok(out)
+}
+
+/// The table files in a bucket's tables folder and their rows, each file's rows read
+/// from its Parquet footer (two ranged reads of its end).
+fn count_in_bucket(url: &stepscope_remote::Url) -> anyhow::Result<(u64, u64)> {
+    let (mut files, mut rows) = (0u64, 0u64);
+    for (rel, size) in stepscope_remote::objects(url)? {
+        let table = rel.split('/').next().unwrap_or("");
+        if !tables::TABLES.contains(&table) || !rel.ends_with(".parquet") {
+            continue;
+        }
+        let at = || format!("{url}/{rel}");
+        let end = stepscope_remote::tail(url, &rel, size, 8)?;
+        let footer_len = tables::footer_len(&end).map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+        let footer = stepscope_remote::tail(url, &rel, size, footer_len + 8)?;
+        rows += tables::footer_rows(&footer[..footer.len().saturating_sub(8)])
+            .map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+        files += 1;
+    }
+    Ok((files, rows))
 }
 
 /// The error for `--host HOST` where none of `names` (the hosts of `runs`, a phrase) is

@@ -1,0 +1,226 @@
+//! Writing into a bucket: the files `stepscope tables` made in a local folder, put
+//! under a `gs://` or `s3://` prefix, and the Parquet footers of the table files there,
+//! read back to count their rows (`tables --index`).
+//!
+//! - A file is put in one request up to [`UPLOAD_CHUNK_BYTES`], else in parts of that
+//!   size (Cloud Storage: a resumable upload; S3: a multipart upload), read from the
+//!   file a part at a time: never a whole large file in memory. An object appears whole
+//!   or not at all; a multipart upload that fails is aborted.
+//! - Files go in the order given, one after another, so a caller that puts an index
+//!   last has it appear only once everything it counts is there.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context};
+use object_store::path::Path as Key;
+use object_store::{ObjectStoreExt, PutPayload, WriteMultipart};
+
+use crate::{client, encode, explain, request_error, runtime, Client, Url};
+
+/// Bytes of one request's body: a larger file goes in parts of this size (a multiple
+/// of 256 KiB, as Cloud Storage's resumable uploads need; at least S3's 5 MiB part).
+/// `STEPSCOPE_UPLOAD_CHUNK_BYTES` sets it for Cloud Storage (rounded down to 256 KiB;
+/// tests use small parts to go through the resumable path).
+pub const UPLOAD_CHUNK_BYTES: usize = 8 << 20;
+
+fn gcs_chunk() -> usize {
+    let asked = std::env::var("STEPSCOPE_UPLOAD_CHUNK_BYTES").ok().and_then(|v| v.parse::<usize>().ok());
+    let quantum = 256 << 10;
+    (asked.unwrap_or(UPLOAD_CHUNK_BYTES) / quantum).max(1) * quantum
+}
+
+/// Puts each of `files` (paths relative to `dir`, `/`-separated) at `url`'s key
+/// followed by the path, in order; returns the bytes put.
+pub fn put_files(dir: &Path, files: &[String], url: &Url) -> anyhow::Result<u64> {
+    let client = client(url)?;
+    runtime()?.block_on(async {
+        let mut total = 0u64;
+        for rel in files {
+            let key = if url.key.is_empty() { rel.clone() } else { format!("{}/{rel}", url.key) };
+            total += put_file(&client, url, &dir.join(rel), &key).await?;
+        }
+        Ok(total)
+    })
+}
+
+/// The next part of `file`: up to `buf`'s length, fewer only at its end.
+fn read_part(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read(&mut buf[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    Ok(got)
+}
+
+async fn put_file(client: &Client, url: &Url, path: &Path, key: &str) -> anyhow::Result<u64> {
+    let at = url.at(key);
+    let mut file = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let size = file.metadata().with_context(|| format!("cannot read {}", path.display()))?.len();
+    match client {
+        Client::S3 { store } => {
+            // As written: `Key::from` would encode the `%` of a partition's name again.
+            let k = Key::parse(key).map_err(|e| anyhow!("{at}: not a key S3 takes ({e})"))?;
+            let mut buf = vec![0u8; UPLOAD_CHUNK_BYTES];
+            if size <= UPLOAD_CHUNK_BYTES as u64 {
+                let n = read_part(&mut file, &mut buf)?;
+                buf.truncate(n);
+                store.put(&k, PutPayload::from(buf)).await.map_err(|e| explain(url, key, e))?;
+                return Ok(size);
+            }
+            let upload = store.put_multipart(&k).await.map_err(|e| explain(url, key, e))?;
+            let mut parts = WriteMultipart::new_with_chunk_size(upload, UPLOAD_CHUNK_BYTES);
+            loop {
+                let n = match read_part(&mut file, &mut buf) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        let _ = parts.abort().await;
+                        return Err(anyhow!("cannot read {}: {e}", path.display()));
+                    }
+                };
+                if n == 0 {
+                    break;
+                }
+                // At most two parts in flight: memory stays a few parts.
+                if let Err(e) = parts.wait_for_capacity(2).await {
+                    return Err(explain(url, key, e));
+                }
+                parts.write(&buf[..n]);
+            }
+            parts.finish().await.map_err(|e| explain(url, key, e))?;
+            Ok(size)
+        }
+        Client::Gcs { .. } => {
+            let chunk = gcs_chunk();
+            if size <= chunk as u64 {
+                let mut buf = vec![0u8; size as usize];
+                read_part(&mut file, &mut buf)?;
+                let api = format!("/upload/storage/v1/b/{}/o", encode(&url.bucket));
+                let query = [("uploadType", "media".to_string()), ("name", key.to_string())];
+                client.gcs_send(url, key, reqwest::Method::POST, &api, &query, &[], buf).await?;
+                return Ok(size);
+            }
+            // Resumable: a session, then the parts, each saying where it lies.
+            let api = format!("/upload/storage/v1/b/{}/o", encode(&url.bucket));
+            let query = [("uploadType", "resumable".to_string()), ("name", key.to_string())];
+            let headers = [("X-Upload-Content-Length", size.to_string())];
+            let session =
+                (client.gcs_send(url, key, reqwest::Method::POST, &api, &query, &headers, Vec::new()).await?)
+                    .location
+                    .ok_or_else(|| anyhow!("{at}: the storage service opened no upload session (no Location)"))?;
+            let mut buf = vec![0u8; chunk];
+            let mut sent = 0u64;
+            while sent < size {
+                let n = read_part(&mut file, &mut buf)?;
+                if n == 0 {
+                    bail!("{}: the file shrank while it was put ({sent} of {size} bytes)", path.display());
+                }
+                let range = format!("bytes {}-{}/{size}", sent, sent + n as u64 - 1);
+                let answer =
+                    client.gcs_send_to(url, key, &session, &[("Content-Range", range)], buf[..n].to_vec()).await?;
+                sent += n as u64;
+                if sent < size && answer.status != 308 {
+                    bail!("{at}: the storage service ended the upload early (answered {})", answer.status);
+                }
+            }
+            Ok(size)
+        }
+    }
+}
+
+/// What a request of an upload answered: its status and `Location` header.
+pub(crate) struct Sent {
+    pub status: u16,
+    pub location: Option<String>,
+}
+
+impl Client {
+    /// A request of the Cloud Storage JSON API at `base` + `path` with `body`.
+    #[allow(clippy::too_many_arguments)]
+    async fn gcs_send(
+        &self,
+        url: &Url,
+        key: &str,
+        method: reqwest::Method,
+        path: &str,
+        query: &[(&str, String)],
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+    ) -> anyhow::Result<Sent> {
+        let Client::Gcs { base, .. } = self else { bail!("{url}: not a Cloud Storage bucket") };
+        let target = format!("{base}{path}");
+        self.gcs_request(url, key, method, &target, query, headers, body).await
+    }
+
+    /// A part of a resumable upload, to its session's address.
+    async fn gcs_send_to(
+        &self,
+        url: &Url,
+        key: &str,
+        session: &str,
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+    ) -> anyhow::Result<Sent> {
+        self.gcs_request(url, key, reqwest::Method::PUT, session, &[], headers, body).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn gcs_request(
+        &self,
+        url: &Url,
+        key: &str,
+        method: reqwest::Method,
+        target: &str,
+        query: &[(&str, String)],
+        headers: &[(&str, String)],
+        body: Vec<u8>,
+    ) -> anyhow::Result<Sent> {
+        let Client::Gcs { gcs, http, oauth, .. } = self else { bail!("{url}: not a Cloud Storage bucket") };
+        let at = url.at(key);
+        let mut req = http.request(method, target).query(query).body(body);
+        for (k, v) in headers {
+            req = req.header(*k, v);
+        }
+        if *oauth {
+            let token = gcs.credentials().get_credential().await.map_err(|e| explain(url, key, e))?;
+            req = req.bearer_auth(&token.bearer);
+        }
+        let resp = req.send().await.map_err(|e| request_error(url, key, &e))?;
+        let status = resp.status().as_u16();
+        let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
+        match status {
+            200..=299 | 308 => Ok(Sent { status, location }),
+            401 => bail!("{at}: no valid credentials: {}", crate::login_hint(url.scheme)),
+            403 => bail!(
+                "{at}: access denied — the credentials in use may not write to bucket {:?}: {}",
+                url.bucket,
+                crate::login_hint(url.scheme)
+            ),
+            404 => Err(crate::no_bucket(url, &at)),
+            _ => {
+                let text = resp.text().await.unwrap_or_default();
+                let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(200).collect();
+                bail!("{at}: the storage service answered {status}: {text}")
+            }
+        }
+    }
+}
+
+/// The objects under `url` (as a folder), each with its size: keys relative to the
+/// URL's key.
+pub fn objects(url: &Url) -> anyhow::Result<Vec<(String, u64)>> {
+    let client = client(url)?;
+    let prefix = if url.key.is_empty() { String::new() } else { format!("{}/", url.key) };
+    let listed = runtime()?.block_on(client.list(url, &prefix))?;
+    Ok(listed.into_iter().filter_map(|o| Some((o.key.strip_prefix(&prefix)?.to_string(), o.size))).collect())
+}
+
+/// The last `n` bytes of the object at `rel` (relative to `url`'s key) of size `size`.
+pub fn tail(url: &Url, rel: &str, size: u64, n: u64) -> anyhow::Result<bytes::Bytes> {
+    let client = client(url)?;
+    let key = if url.key.is_empty() { rel.to_string() } else { format!("{}/{rel}", url.key) };
+    runtime()?.block_on(client.get_range(url, &key, size.saturating_sub(n)..size))
+}
