@@ -156,9 +156,13 @@ fn every_stepscope_line_of_the_docs_runs_as_written() {
             let mut env = Vec::new();
             for scheme in ["gs", "s3"] {
                 let placeholder = format!("{scheme}://BUCKET/LOGDIR");
-                if command.contains(&placeholder) {
+                let bucket = format!("{scheme}://BUCKET/");
+                if command.contains(&bucket) {
                     let b = buckets.get_or_insert_with(|| crate::remote::Buckets::start(&[&fixture("gpu-async")]));
                     command = command.replace(&placeholder, &format!("{scheme}://prof/logs/gpu-async"));
+                    // Any other path of the bucket (where tables are written): in the
+                    // emulator's bucket too.
+                    command = command.replace(&bucket, &format!("{scheme}://prof/"));
                     env = b.env(scheme);
                     env.push(("XDG_CACHE_HOME", tmp.path().join("cache").display().to_string()));
                 }

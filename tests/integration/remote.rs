@@ -300,6 +300,11 @@ fn tables_into_a_bucket_are_the_local_folders_files() {
         let got: Value = serde_json::from_slice(&got.stdout).unwrap();
         assert!(got["local"].as_object().unwrap().len() >= 10, "{got}");
         assert_eq!(got[scheme], got["local"], "{scheme} {prefix}");
+        // And `sql` reads the bucket's folder as it reads the local one.
+        let q = "SELECT host, count(*) AS n, sum(self_ps) AS self_ps FROM op_events GROUP BY host";
+        let there = run_json(&env, cache.path(), &["sql", q, &url]);
+        assert_eq!(there, json(&["sql", q, local.path().to_str().unwrap()]), "{url}");
+        assert!(there["rows"][0][1].as_u64().unwrap() > 100, "{there}");
     }
     let staging = cache.path().join("staging");
     assert!(std::fs::read_dir(&staging).map(|d| d.count()).unwrap_or(0) == 0, "staging left behind");

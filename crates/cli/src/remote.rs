@@ -34,6 +34,17 @@ pub fn staging() -> anyhow::Result<tempfile::TempDir> {
         .map_err(|e| anyhow::anyhow!("cannot make a folder in {}: {e} — check --cache", under.display()))
 }
 
+/// `path` itself, or, for a bucket's URL holding the tables `tables -o URL` wrote, the
+/// local copy of those tables (their manifest and Parquet files fetched into the
+/// cache); a bucket's log directory stays its URL (read as profiles are).
+pub fn tables_folder(path: &Path) -> anyhow::Result<PathBuf> {
+    let Some(url) = path.to_str().and_then(stepscope_remote::parse) else { return Ok(path.to_path_buf()) };
+    match stepscope_remote::list_tables(&url?, stepscope_export::tables::MANIFEST)? {
+        Some(listed) => listed.fetch(&cache(), |_| true, true),
+        None => Ok(path.to_path_buf()),
+    }
+}
+
 /// The cache folder of this process.
 fn cache() -> PathBuf {
     CACHE.get().cloned().unwrap_or_else(stepscope_remote::default_cache)

@@ -171,6 +171,25 @@ pub fn list(url: &Url) -> anyhow::Result<Listed> {
     Ok(Listed { url: url.clone(), objects })
 }
 
+/// The tables folder `stepscope tables -o URL` wrote at `url`, listed (its manifest
+/// `manifest` and its `.parquet` files), when there is one; `None` where `url` holds
+/// no such manifest.
+pub fn list_tables(url: &Url, manifest: &str) -> anyhow::Result<Option<Listed>> {
+    if !url.key.is_empty() && !is_plain_key(&url.key) {
+        bail!("{url}: the path has an empty, `.` or `..` part — write it as the bucket lists it");
+    }
+    let client = client(url)?;
+    let prefix = if url.key.is_empty() { String::new() } else { format!("{}/", url.key) };
+    let all = runtime()?.block_on(client.list(url, &prefix))?;
+    let index = format!("{prefix}{manifest}");
+    if !all.iter().any(|o| o.key == index) {
+        return Ok(None);
+    }
+    let objects =
+        (all.into_iter()).filter(|o| is_plain_key(&o.key) && (o.key == index || o.key.ends_with(".parquet"))).collect();
+    Ok(Some(Listed { url: url.clone(), objects }))
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -50,12 +50,14 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
     let mut db = Db::new().map_err(anyhow::Error::msg)?;
     // Runs are named as `tables` names them (their folder under PATH); where several
     // PATHs hold profiles, by their folder as given, so that two never share a name.
-    let several = args.paths.iter().filter(|p| !stepscope_sql::is_tables_dir(p)).count() > 1;
+    // A tables folder in a bucket: its files brought into the cache, read from there.
+    let paths: Vec<PathBuf> = args.paths.iter().map(|p| crate::remote::tables_folder(p)).collect::<Result<_, _>>()?;
+    let several = paths.iter().filter(|p| !stepscope_sql::is_tables_dir(p)).count() > 1;
     // The hosts of the runs read, to name them where --host matched none.
     let mut hosts_seen: Vec<String> = Vec::new();
     let mut hosts_read = 0;
     let only_runs = wanted.iter().all(|t| *t == "runs");
-    for path in &args.paths {
+    for path in &paths {
         if stepscope_sql::is_tables_dir(path) {
             let keep = |run: Option<&str>, host: Option<&str>| {
                 args.run.as_deref().is_none_or(|r| run.is_none_or(|x| x == r))
