@@ -221,3 +221,40 @@ fn a_host_read_alone_keeps_its_place_on_the_runs_clock() {
     let ops_b = crate::util::json(&["ops", &fixture("cpu-slow").display().to_string(), "--top", "0"]);
     assert_eq!(ops_all["ops"], ops_b["ops"], "an op's times do not depend on the clock");
 }
+
+/// `summary --per-host`: a row per host, each exactly `summary --host HOST`, and the
+/// spread of the hosts' median steps named by its slowest host.
+#[test]
+fn summary_per_host_is_each_hosts_own_summary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("plugins/profile/2026_11_01_00_00_00");
+    std::fs::create_dir_all(&run).unwrap();
+    for (host, fixture_dir) in [("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")] {
+        std::fs::copy(xplane(fixture_dir), run.join(format!("{host}.xplane.pb"))).unwrap();
+    }
+    let dir = tmp.path().to_str().unwrap();
+    let all = crate::util::json(&["summary", dir, "--per-host"]);
+    assert_eq!(all["schema"], "stepscope.summary_hosts/1");
+    let rows = all["hosts"].as_array().unwrap();
+    assert_eq!(rows.iter().map(|r| r["host"].as_str().unwrap()).collect::<Vec<_>>(), ["a", "b", "c"]);
+    let mut medians = Vec::new();
+    for r in rows {
+        let host = r["host"].as_str().unwrap();
+        let alone = crate::util::json(&["summary", dir, "--host", host]);
+        assert_eq!(r["summary"], alone, "{host}");
+        let ranked = alone.get("warm_step_time").filter(|w| !w.is_null()).unwrap_or(&alone["step_time"]);
+        medians.push((ranked["median_ps"].as_i64().unwrap(), host.to_string()));
+    }
+    medians.sort();
+    let (mid, (slowest_ps, slowest)) = (medians[1].0, medians[2].clone());
+    assert_eq!(all["step_median"]["median_ps"], mid);
+    assert_eq!(all["slowest_host"], slowest.as_str());
+    let excess = all["slowest_excess_pct"].as_f64().unwrap();
+    assert!((excess - 100.0 * (slowest_ps - mid) as f64 / mid as f64).abs() < 1e-9);
+    // CSV: a line per host.
+    let csv = crate::util::ok(&["summary", dir, "--per-host", "--csv"]);
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    assert!(csv.starts_with("host,steps,step_median_ps,"));
+    // --host and --per-host ask for two things: one line that says so.
+    crate::util::assert_clean_error(&["summary", dir, "--per-host", "--host", "a"]);
+}

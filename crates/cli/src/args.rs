@@ -66,7 +66,7 @@ pub enum Command {
     Info(InfoArgs),
     /// Overview: step time, average step breakdown, utilisation, top ops, environment.
     #[command(after_help = crate::examples::SUMMARY)]
-    Summary(CostArgs),
+    Summary(crate::cmd::summary::SummaryArgs),
     /// Every step: duration, device busy and idle time, compile overlap (`--top N`: the N
     /// slowest, in step order).
     #[command(after_help = crate::examples::STEPS)]

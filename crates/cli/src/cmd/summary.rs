@@ -2,15 +2,31 @@
 
 use std::process::ExitCode;
 
+use clap::Args;
 use stepscope_analysis::ops::GroupBy;
+use stepscope_report::hosts::{self, HostSummary, HostsSummary};
 use stepscope_report::summary::{self, Summary};
 
 use crate::human;
 use crate::load;
 use crate::opts::CostArgs;
-use crate::table::csv;
+use crate::table::{csv, Table};
 
-pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
+#[derive(Args, Debug)]
+pub struct SummaryArgs {
+    #[command(flatten)]
+    pub cost: CostArgs,
+    /// A row per host, each host read alone (what `--host HOST` prints for it), and
+    /// how the hosts spread: for a pod, in one host's memory whatever the host count.
+    #[arg(long, conflicts_with = "host")]
+    pub per_host: bool,
+}
+
+pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
+    let cost_args = &summary_args.cost;
+    if summary_args.per_host {
+        return per_host(cost_args);
+    }
     let args = &cost_args.common;
     let mut profile = load::profile(&args.input, &args.select)?;
     profile.set_peaks(cost_args.peaks.user());
@@ -233,5 +249,85 @@ fn print_breakdown(s: &Summary) {
         line("  of idle: waiting on input", idle);
         let pct = if b.step_ps > 0 { 100.0 * host as f64 / b.step_ps as f64 } else { 0.0 };
         outln!("  host input work {} a step ({pct:.1}%): see stepscope scopes", human::duration_ps(host));
+    }
+}
+
+/// `--per-host`: each host's summary, one host in memory at a time.
+fn per_host(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
+    let args = &cost_args.common;
+    let mut rows: Vec<HostSummary> = Vec::new();
+    let mut run = String::new();
+    load::each_host(&args.input, &|_| true, &mut |host, mut profile| {
+        profile.set_peaks(cost_args.peaks.user());
+        run = profile.run.clone();
+        rows.push(HostSummary { host: host.to_string(), summary: summary::summary(&profile, args.select.rows()) });
+        Ok(())
+    })?;
+    let h = hosts::hosts(&run, rows);
+    if args.output.json {
+        outln!("{}", serde_json::to_string(&h)?);
+    } else if args.output.csv {
+        out!("{}", host_csv(&h));
+    } else {
+        print_hosts(&h);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A host's row: (host, steps, median, p90, utilisation, top op, findings).
+fn host_cells(h: &HostSummary) -> (String, u64, Option<i64>, Option<i64>, f64, String, usize) {
+    let s = &h.summary;
+    let t = s.ranked_step_time();
+    let timed = s.step_count > 0;
+    (
+        h.host.clone(),
+        s.step_count,
+        timed.then_some(t.median_ps),
+        timed.then_some(t.p90_ps),
+        s.device_utilization_pct,
+        s.top_ops.first().map(|o| o.name.clone()).unwrap_or_default(),
+        s.findings.len(),
+    )
+}
+
+fn host_csv(h: &HostsSummary) -> String {
+    let header = ["host", "steps", "step_median_ps", "step_p90_ps", "device_utilization_pct", "top_op", "findings"];
+    let rows: Vec<Vec<String>> = (h.hosts.iter())
+        .map(|row| {
+            let (host, steps, median, p90, util, op, findings) = host_cells(row);
+            let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
+            vec![host, steps.to_string(), opt(median), opt(p90), format!("{util:.2}"), op, findings.to_string()]
+        })
+        .collect();
+    csv(&header, &rows)
+}
+
+fn print_hosts(h: &HostsSummary) {
+    outln!("run {}  ·  {} host(s), each read alone (`summary --host HOST` shows one whole)", h.run, h.hosts.len());
+    let mut t = Table::new(vec!["HOST", "STEPS", "MEDIAN STEP", "P90", "UTIL", "TOP OP", "FINDINGS"]);
+    for row in &h.hosts {
+        let (host, steps, median, p90, util, op, findings) = host_cells(row);
+        let dur = |v: Option<i64>| v.map(human::duration_ps).unwrap_or_else(|| "—".into());
+        t.push(vec![
+            host,
+            human::count(steps),
+            dur(median),
+            dur(p90),
+            if row.summary.environment.devices.is_empty() { "—".into() } else { format!("{util:.1}%") },
+            op,
+            findings.to_string(),
+        ]);
+    }
+    out!("{}", t.text());
+    if let (Some(d), Some(slow), Some(excess)) = (&h.step_median, &h.slowest_host, h.slowest_excess_pct) {
+        outln!(
+            "median step across hosts: min {} median {} max {} ({slow}, {excess:+.1}% over the median host)",
+            human::duration_ps(d.min_ps),
+            human::duration_ps(d.median_ps),
+            human::duration_ps(d.max_ps)
+        );
+    }
+    if let (Some(lo), Some(mid), Some(hi)) = (h.utilization_pct_min, h.utilization_pct_median, h.utilization_pct_max) {
+        outln!("device utilisation across hosts: min {lo:.1}% median {mid:.1}% max {hi:.1}%");
     }
 }
