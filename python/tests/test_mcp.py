@@ -71,6 +71,7 @@ def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
         out["sql"] = await s.call_tool("sql", {"query": SQL, "paths": nights})
         out["buffers"] = await s.call_tool("buffers", {"path": str(run), "top": 5, "program": "jit_train_step"})
         out["hlo_graph"] = await s.call_tool("hlo_graph", {"path": str(run), "op": op, "depth": 3})
+        out["per_host"] = await s.call_tool("summary", {"path": str(run), "top": 3, "per_host": True})
         out["sql_writes"] = await s.call_tool("sql", {"query": "DROP TABLE ops", "paths": nights})
         out["sql_outside"] = await s.call_tool("sql", {"query": "SELECT 1", "paths": [str(tmp_path)]})
         return out
@@ -91,6 +92,7 @@ def test_an_agent_reads_a_profile_as_the_cli_does(cli, tmp_path):
         ("sql", ["sql", SQL, *out["nights"], "--json"]),
         ("buffers", ["buffers", str(run), "--json", "--top", "5", "--program", "jit_train_step"]),
         ("hlo_graph", ["hlo", str(run), out["op"], "--graph", "--json", "--depth", "3"]),
+        ("per_host", ["summary", str(run), "--json", "--top", "3", "--per-host"]),
     ):
         assert out[key].is_error is False, text_of(out[key])
         assert json.loads(text_of(out[key])) == cli_json(cli, *args), key

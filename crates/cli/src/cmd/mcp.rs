@@ -72,9 +72,23 @@ const TOOLS: &[Tool] = &[
     Tool {
         name: "summary",
         description: "A run's overview: step time, the breakdown of an average step, utilisation, memory peak, \
-                      top ops and top findings (stepscope summary --json).",
-        params: &[PATH, RUN, TOP],
-        args: analysis,
+                      top ops and top findings (stepscope summary --json); with per_host, each host's own summary \
+                      and the hosts' spread, one host in memory at a time, for pods (summary --per-host --json).",
+        params: &[
+            PATH,
+            RUN,
+            TOP,
+            ("per_host", "boolean", "a summary per host, each host read alone, and the slowest host", false),
+        ],
+        args: |_, a| {
+            let mut v = analysis("summary", a)?;
+            match a.get("per_host") {
+                None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+                Some(Value::Bool(true)) => v.push("--per-host".into()),
+                Some(other) => return Err(format!("per_host: give true or false, not {other}")),
+            }
+            Ok(v)
+        },
     },
     Tool {
         name: "steps",
