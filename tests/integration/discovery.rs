@@ -257,4 +257,22 @@ fn summary_per_host_is_each_hosts_own_summary() {
     assert!(csv.starts_with("host,steps,step_median_ps,"));
     // --host and --per-host ask for two things: one line that says so.
     crate::util::assert_clean_error(&["summary", dir, "--per-host", "--host", "a"]);
+    // The web UI's pod table: the same answer.
+    let server = crate::server::serve(tmp.path(), &[]);
+    assert_eq!(server.api("summary/hosts"), all);
+    drop(server);
+    // A host whose file is cut short: listed as not read, the others summarised.
+    let whole = std::fs::read(run.join("b.xplane.pb")).unwrap();
+    std::fs::write(run.join("b.xplane.pb"), &whole[..whole.len() / 3]).unwrap();
+    let cut = crate::util::json(&["summary", dir, "--per-host"]);
+    let hosts: Vec<&str> = cut["hosts"].as_array().unwrap().iter().map(|r| r["host"].as_str().unwrap()).collect();
+    assert_eq!(hosts, ["a", "c"]);
+    assert_eq!(cut["hosts_unread"][0]["host"], "b", "{cut}");
+    assert_eq!(cut["hosts"][0]["summary"], crate::util::json(&["summary", dir, "--host", "a"]));
+    let text = crate::util::ok(&["summary", dir, "--per-host"]);
+    assert!(text.contains("host b was not read"), "{text}");
+    let server = crate::server::serve(tmp.path(), &[]);
+    let api = server.api("summary/hosts");
+    assert_eq!(api["hosts"], cut["hosts"]);
+    assert_eq!(api["hosts_unread"][0]["host"], "b");
 }

@@ -4,7 +4,7 @@
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -1571,4 +1571,44 @@ test('HLO graph: the op\'s operands and users as the API has them, its fused bod
   const first = await page.$eval('table.data a.oplink', a => a.textContent);
   await page.click('table.data a.oplink');
   await page.waitForFunction(o => document.querySelector('#hlo-name')?.textContent === o, first);
+});
+
+test('a run of several hosts: the overview lists each host\'s own summary, a click opens that host', async () => {
+  const root = mkdtempSync(path.join(tmpdir(), 'stepscope-pod-'));
+  const run = path.join(root, 'plugins/profile/2026_11_01_00_00_00');
+  mkdirSync(run, { recursive: true });
+  const xplane = dir => {
+    const d = path.join(repo, 'tests/fixtures', dir, 'plugins/profile');
+    const sub = readdirSync(d)[0];
+    return path.join(d, sub, 'vm.xplane.pb');
+  };
+  for (const [host, dir] of [['a', 'cpu-clean'], ['b', 'cpu-slow'], ['c', 'cpu-dp4']]) cpSync(xplane(dir), path.join(run, `${host}.xplane.pb`));
+  const [proc, url] = await startServer(root);
+  try {
+    const hosts = await (await fetch(new URL('api/summary/hosts', url))).json();
+    await page.goto('about:blank');
+    await page.goto(url);
+    await page.waitForSelector('#hosts-table table.data tbody tr');
+    const shown = await page.$$eval('#hosts-table table.data tbody tr', trs => trs.map(tr => [...tr.children].map(td => td.textContent)));
+    const byHost = Object.fromEntries(hosts.hosts.map(h => [h.host, h.summary]));
+    assert.equal(shown.length, 3);
+    for (const row of shown) {
+      const s = byHost[row[0]];
+      assert.equal(row[1], fmt.count(s.step_count), row[0]);
+      assert.equal(row[2], fmt.dur((s.warm_step_time || s.step_time).median_ps), row[0]);
+      assert.equal(row[5], s.top_ops[0].name, row[0]);
+    }
+    // Sorted by median step, the slowest host first; the spread names it.
+    assert.equal(shown[0][0], hosts.slowest_host);
+    assert.ok((await page.textContent('#hosts-spread')).includes(`(${hosts.slowest_host}, +`));
+    await page.screenshot({ path: path.join(shots, 'overview-hosts.png'), fullPage: true });
+    await page.click(`#hosts-table a:text-is("${hosts.slowest_host}")`);
+    await page.waitForFunction(h => new URL(location.href).hash.includes(`host=${h}`) && document.querySelector('#host').value === h, hosts.slowest_host);
+    // That host alone: no host table.
+    await page.waitForSelector('.cards .card');
+    assert.equal(await page.$('#hosts-table'), null);
+  } finally {
+    proc.kill();
+    rmSync(root, { recursive: true, force: true });
+  }
 });

@@ -102,6 +102,10 @@ export async function render(view, ctx) {
   more.addEventListener('click', e => { e.preventDefault(); ctx.go('ops'); });
   view.append(el('p', {}, more));
 
+  // A run of several hosts, all shown: each host's own summary, a row each
+  // (api/summary/hosts, as `summary --per-host`), a click opening that host.
+  if (s.environment.hosts.length > 1 && !ctx.params.get('host')) await hostsView(view, ctx);
+
   const env = s.environment;
   view.append(el('h2', {}, 'Environment'));
   view.append(el('dl', { class: 'env' },
@@ -142,4 +146,45 @@ function findingBox(f) {
     el('div', { class: 'fvalue small' }, `${num(f.value)}${unit}, threshold ${num(f.threshold)}${unit}`),
     ev,
     el('div', { class: 'advice' }, '→ ', f.advice));
+}
+
+async function hostsView(view, ctx) {
+  const h = await ctx.get('summary/hosts', { top: 1 });
+  if (ctx.stale()) return;
+  view.append(el('h2', {}, `Hosts (${count(h.hosts.length)})`));
+  const spread = [];
+  if (h.step_median) {
+    spread.push(`median step across hosts: min ${dur(h.step_median.min_ps)}, median ${dur(h.step_median.median_ps)}, `
+      + `max ${dur(h.step_median.max_ps)} (${h.slowest_host}, ${h.slowest_excess_pct >= 0 ? '+' : ''}${h.slowest_excess_pct.toFixed(1)}% over the median host)`);
+  }
+  for (const u of h.hosts_unread || []) spread.push(`host ${u.host} was not read: ${u.error}`);
+  view.append(el('p', { class: 'muted', id: 'hosts-spread' }, `each host read alone, as it is with the host picker. ${spread.join('; ')}`));
+  const box = el('div', { id: 'hosts-table' });
+  view.append(box);
+  const rows = h.hosts.map(r => {
+    const s = r.summary, t = s.warm_step_time || s.step_time;
+    return {
+      host: r.host,
+      steps: s.step_count,
+      median_ps: s.step_count ? t.median_ps : null,
+      p90_ps: s.step_count ? t.p90_ps : null,
+      util: s.environment.devices.length ? s.device_utilization_pct : null,
+      top_op: (s.top_ops[0] || {}).name || '',
+      finding: (s.findings[0] || {}).rule || '',
+    };
+  });
+  table(box, {
+    columns: [
+      { key: 'host', label: 'host', fmt: v => pageLink(v, 'overview', { host: v }) },
+      { key: 'steps', label: 'steps', num: true, fmt: count },
+      { key: 'median_ps', label: 'median step', num: true, fmt: v => (v === null ? '—' : dur(v)) },
+      { key: 'p90_ps', label: 'p90', num: true, fmt: v => (v === null ? '—' : dur(v)) },
+      { key: 'util', label: 'utilisation', num: true, fmt: v => (v === null ? '—' : pct(v)) },
+      { key: 'top_op', label: 'top op' },
+      { key: 'finding', label: 'top finding', fmt: v => v || '—' },
+    ],
+    rows,
+    sort: 'median_ps',
+    csvName: 'hosts.csv',
+  });
 }

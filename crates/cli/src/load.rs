@@ -42,10 +42,13 @@ pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
 
 /// Reads the hosts of `input`'s run that `keep` keeps, one at a time, each alone on the
 /// run's clock (the offsets are found once), and hands each to `f` with its name before
-/// reading the next: memory is one host's. Returns the hosts read.
+/// reading the next: memory is one host's. Returns the hosts read. A host whose file
+/// cannot be read is an error, unless `unread` is given: then it is noted there (with
+/// why) and the next is read.
 pub fn each_host(
     input: &Input,
     keep: &dyn Fn(&str) -> bool,
+    mut unread: Option<&mut Vec<stepscope_xspace::discover::Unread>>,
     f: &mut dyn FnMut(&str, Profile) -> anyhow::Result<()>,
 ) -> anyhow::Result<usize> {
     let run = resolve(input)?;
@@ -53,7 +56,14 @@ pub fn each_host(
     let mut read_hosts = 0;
     for h in run.hosts.iter().filter(|h| keep(&h.host)) {
         let (one, offset) = alone(&run, &h.host, Some(&offsets)).ok_or_else(|| no_host(&h.host, &run))?;
-        let mut readable = read(&one, Some(&h.host))?;
+        let mut readable = match (read(&one, Some(&h.host)), unread.as_deref_mut()) {
+            (Ok(r), _) => r,
+            (Err(e), Some(unread)) => {
+                unread.push(stepscope_xspace::discover::Unread { host: h.host.clone(), error: format!("{e:#}") });
+                continue;
+            }
+            (Err(e), None) => return Err(e),
+        };
         let space = readable.spaces.pop().ok_or_else(|| no_host(&h.host, &run))?;
         f(&h.host, Profile::one_host(run.rel.clone(), space, offset))?;
         read_hosts += 1;

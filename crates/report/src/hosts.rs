@@ -13,6 +13,9 @@ pub struct HostsSummary {
     pub schema: &'static str,
     pub run: String,
     pub hosts: Vec<HostSummary>,
+    /// The hosts whose files could not be read, each with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hosts_unread: Vec<stepscope_xspace::discover::Unread>,
     /// Across the hosts with timed steps: their ranked step times' medians
     /// ([`crate::summary::Summary::ranked_step_time`]), as a distribution of host values.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -74,5 +77,6 @@ pub fn hosts(run: &str, hosts: Vec<HostSummary>) -> HostsSummary {
         utilization_pct_median: median(&util),
         utilization_pct_max: util.last().copied(),
         hosts,
+        hosts_unread: Vec::new(),
     }
 }

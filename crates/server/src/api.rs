@@ -52,6 +52,7 @@ type Handler = fn(&App, &Params) -> Reply;
 pub const ROUTES: &[(&str, Handler)] = &[
     ("runs", runs),
     ("summary", summary),
+    ("summary/hosts", summary_hosts),
     ("steps", steps),
     ("ops", ops),
     ("scopes", scopes),
@@ -228,6 +229,33 @@ fn summary(app: &App, q: &Params) -> Reply {
 
 fn steps(app: &App, q: &Params) -> Reply {
     json(q.entry(app)?.steps())
+}
+
+/// As `stepscope summary PATH --per-host --json`: each host read alone (through the
+/// cache, as the host picker reads it: its last few hosts stay loaded), one at a time.
+fn summary_hosts(app: &App, q: &Params) -> Reply {
+    let top = q.top()?;
+    let name = q.str("run").filter(|r| !r.is_empty());
+    let run = app.root.run(name).map_err(ApiError::not_found)?;
+    let (mut rows, mut unread) = (Vec::with_capacity(run.hosts.len()), Vec::new());
+    for h in &run.hosts {
+        // A host whose file cannot be read is listed as such, as the CLI lists it.
+        let e = match app.cache.get(&app.root, Some(&run.rel), Some(&h.host)) {
+            Ok(e) => e,
+            Err(error) => {
+                unread.push(stepscope_xspace::discover::Unread { host: h.host.clone(), error });
+                continue;
+            }
+        };
+        unchanged(&e)?;
+        rows.push(stepscope_report::hosts::HostSummary {
+            host: h.host.clone(),
+            summary: summary::summary(&e.profile, top),
+        });
+    }
+    let mut answer = stepscope_report::hosts::hosts(&run.rel, rows);
+    answer.hosts_unread = unread;
+    json(&answer)
 }
 
 fn roofline(app: &App, q: &Params) -> Reply {

@@ -78,7 +78,7 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
             let input = Input { path: path.clone(), run: Some(r.rel.clone()) };
             let keep = |h: &str| args.host.as_deref().is_none_or(|x| x == h);
             db.add_run::<anyhow::Error>(&name, r, &wanted, &mut |put| {
-                hosts_read += load::each_host(&input, &keep, &mut |host, profile| Ok(put(host, &profile)?))?;
+                hosts_read += load::each_host(&input, &keep, None, &mut |host, profile| Ok(put(host, &profile)?))?;
                 Ok(())
             })?;
         }

@@ -257,13 +257,16 @@ fn per_host(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
     let args = &cost_args.common;
     let mut rows: Vec<HostSummary> = Vec::new();
     let mut run = String::new();
-    load::each_host(&args.input, &|_| true, &mut |host, mut profile| {
+    // A host whose file cannot be read is listed as such; the others are summarised.
+    let mut unread = Vec::new();
+    load::each_host(&args.input, &|_| true, Some(&mut unread), &mut |host, mut profile| {
         profile.set_peaks(cost_args.peaks.user());
         run = profile.run.clone();
         rows.push(HostSummary { host: host.to_string(), summary: summary::summary(&profile, args.select.rows()) });
         Ok(())
     })?;
-    let h = hosts::hosts(&run, rows);
+    let mut h = hosts::hosts(&run, rows);
+    h.hosts_unread = unread;
     if args.output.json {
         outln!("{}", serde_json::to_string(&h)?);
     } else if args.output.csv {
@@ -274,8 +277,9 @@ fn per_host(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A host's row: (host, steps, median, p90, utilisation, top op, findings).
-fn host_cells(h: &HostSummary) -> (String, u64, Option<i64>, Option<i64>, f64, String, usize) {
+/// A host's row: (host, steps, median, p90, utilisation, top op, its most important
+/// finding's rule).
+fn host_cells(h: &HostSummary) -> (String, u64, Option<i64>, Option<i64>, f64, String, String) {
     let s = &h.summary;
     let t = s.ranked_step_time();
     let timed = s.step_count > 0;
@@ -286,17 +290,17 @@ fn host_cells(h: &HostSummary) -> (String, u64, Option<i64>, Option<i64>, f64, S
         timed.then_some(t.p90_ps),
         s.device_utilization_pct,
         s.top_ops.first().map(|o| o.name.clone()).unwrap_or_default(),
-        s.findings.len(),
+        s.findings.first().map(|f| f.rule.to_string()).unwrap_or_default(),
     )
 }
 
 fn host_csv(h: &HostsSummary) -> String {
-    let header = ["host", "steps", "step_median_ps", "step_p90_ps", "device_utilization_pct", "top_op", "findings"];
+    let header = ["host", "steps", "step_median_ps", "step_p90_ps", "device_utilization_pct", "top_op", "top_finding"];
     let rows: Vec<Vec<String>> = (h.hosts.iter())
         .map(|row| {
-            let (host, steps, median, p90, util, op, findings) = host_cells(row);
+            let (host, steps, median, p90, util, op, finding) = host_cells(row);
             let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
-            vec![host, steps.to_string(), opt(median), opt(p90), format!("{util:.2}"), op, findings.to_string()]
+            vec![host, steps.to_string(), opt(median), opt(p90), format!("{util:.2}"), op, finding]
         })
         .collect();
     csv(&header, &rows)
@@ -304,9 +308,9 @@ fn host_csv(h: &HostsSummary) -> String {
 
 fn print_hosts(h: &HostsSummary) {
     outln!("run {}  ·  {} host(s), each read alone (`summary --host HOST` shows one whole)", h.run, h.hosts.len());
-    let mut t = Table::new(vec!["HOST", "STEPS", "MEDIAN STEP", "P90", "UTIL", "TOP OP", "FINDINGS"]);
+    let mut t = Table::new(vec!["HOST", "STEPS", "MEDIAN STEP", "P90", "UTIL", "TOP OP", "TOP FINDING"]);
     for row in &h.hosts {
-        let (host, steps, median, p90, util, op, findings) = host_cells(row);
+        let (host, steps, median, p90, util, op, finding) = host_cells(row);
         let dur = |v: Option<i64>| v.map(human::duration_ps).unwrap_or_else(|| "—".into());
         t.push(vec![
             host,
@@ -315,10 +319,14 @@ fn print_hosts(h: &HostsSummary) {
             dur(p90),
             if row.summary.environment.devices.is_empty() { "—".into() } else { format!("{util:.1}%") },
             op,
-            findings.to_string(),
+            if finding.is_empty() { "—".into() } else { finding },
         ]);
     }
     out!("{}", t.text());
+    for u in &h.hosts_unread {
+        let line = format!("host {} was not read: {} — the rows are the other hosts'", u.host, u.error);
+        outln!("{}", human::wrap("", &line, crate::table::prose_width()));
+    }
     if let (Some(d), Some(slow), Some(excess)) = (&h.step_median, &h.slowest_host, h.slowest_excess_pct) {
         outln!(
             "median step across hosts: min {} median {} max {} ({slow}, {excess:+.1}% over the median host)",
