@@ -8,7 +8,9 @@
 #   3. Web UI: headless Debian Chromium driven by playwright-core (scripts/test_web.sh);
 #   4. Dependencies: licences, bans, sources and advisories (scripts/check_deps.sh);
 #   5. Layers: no import circle in a library crate, no function over 200 lines, no
-#      crate using one above it (scripts/check_layers.py, docs/architecture.md).
+#      crate using one above it (scripts/check_layers.py, docs/architecture.md);
+#   6. Fuzz targets: they still compile against the crates they drive (cargo check of
+#      fuzz/, its own workspace; running them is `cargo fuzz run`, by hand).
 # Every part runs even when an earlier one fails; the last line adds them all up.
 # One build: cargo test's (the dev profile: overflow checks and debug assertions on). The
 # wheel the Python tests install is built with the same profile into the same target/
@@ -52,6 +54,14 @@ echo "== layers"
 python3 scripts/check_layers.py . 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed_parts+=("layers")
 
+echo "== fuzz targets"
+if CARGO_TARGET_DIR=target/fuzz-check cargo check --manifest-path fuzz/Cargo.toml --locked --bins 2>&1 | tee -a "$log"; then
+  echo "fuzz checks: 1 passed, 0 failed" | tee -a "$log"
+else
+  echo "fuzz checks: 0 passed, 1 failed" | tee -a "$log"
+  failed_parts+=("fuzz")
+fi
+
 echo "== dependencies"
 bash scripts/check_deps.sh 2>&1 | tee -a "$log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || failed_parts+=("deps")
@@ -59,9 +69,9 @@ bash scripts/check_deps.sh 2>&1 | tee -a "$log"
 # One closing line over every part: cargo prints "test result: ok. N passed; M failed"
 # per test binary; the Python and web scripts end with "<part> tests: N passed, M failed",
 # the dependency script with "deps checks: N passed, M failed", the layers script with
-# "layers checks: N passed, M failed".
+# "layers checks: N passed, M failed", the fuzz check with "fuzz checks: …".
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed/) p += $(i-1); if ($i ~ /^failed/) f += $(i-1) } }
-     /^((python|web) tests|(deps|layers) checks): [0-9]+ passed, [0-9]+ failed$/ { p += $3; f += $5 }
+     /^((python|web) tests|(deps|layers|fuzz) checks): [0-9]+ passed, [0-9]+ failed$/ { p += $3; f += $5 }
      END { printf "all tests: %d passed, %d failed\n", p, f }' "$log"
 if [ "${#failed_parts[@]}" -gt 0 ]; then
   echo "failed: ${failed_parts[*]}"
