@@ -113,6 +113,7 @@ async fn put_file(client: &Client, url: &Url, path: &Path, key: &str) -> anyhow:
                     .ok_or_else(|| anyhow!("{at}: the storage service opened no upload session (no Location)"))?;
             let mut buf = vec![0u8; chunk];
             let mut sent = 0u64;
+            let mut last = 0u16;
             while sent < size {
                 let n = read_part(&mut file, &mut buf)?;
                 if n == 0 {
@@ -122,9 +123,15 @@ async fn put_file(client: &Client, url: &Url, path: &Path, key: &str) -> anyhow:
                 let answer =
                     client.gcs_send_to(url, key, &session, &[("Content-Range", range)], buf[..n].to_vec()).await?;
                 sent += n as u64;
+                last = answer.status;
                 if sent < size && answer.status != 308 {
                     bail!("{at}: the storage service ended the upload early (answered {})", answer.status);
                 }
+            }
+            // The last part is answered with the object (200, 201); 308 would mean it
+            // still waits for bytes, and no object exists.
+            if last == 308 {
+                bail!("{at}: the storage service did not finish the upload (it still asks for bytes)");
             }
             Ok(size)
         }
