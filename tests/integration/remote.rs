@@ -316,6 +316,63 @@ fn tables_into_a_bucket_are_the_local_folders_files() {
     assert!(std::fs::read_dir(&staging).map(|d| d.count()).unwrap_or(0) == 0, "staging left behind");
 }
 
+/// One host of a pod in a bucket, read alone (`--host`, `tables --host` as a Ray task
+/// runs it): its file is fetched, and of the other hosts only the plane that aligns the
+/// clocks, read in place with ranged reads; the answer is the local run's.
+#[test]
+fn one_host_of_a_bucket_run_fetches_its_file_alone() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pod = tmp.path().join("pod");
+    let run_dir = pod.join("plugins/profile/2026_11_01_00_00_00");
+    std::fs::create_dir_all(&run_dir).unwrap();
+    // Three captures started minutes apart, as the hosts of one run.
+    for (host, dir) in [("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")] {
+        std::fs::copy(crate::util::xplane(dir), run_dir.join(format!("{host}.xplane.pb"))).unwrap();
+    }
+    let b = Buckets::start(&[&pod]);
+    for scheme in ["gs", "s3"] {
+        let cache = tempfile::tempdir().unwrap();
+        let url = format!("{scheme}://prof/logs/pod");
+        let there = run_json(&b.env(scheme), cache.path(), &["steps", &url, "--host", "c"]);
+        assert_eq!(there, json(&["steps", pod.to_str().unwrap(), "--host", "c"]), "{scheme}");
+        // The cache: host c's file whole; a's and b's Task Environment planes only.
+        let mut files: Vec<(String, u64)> = Vec::new();
+        let mut stack = vec![cache.path().to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    files.push((p.file_name().unwrap().to_string_lossy().into_owned(), p.metadata().unwrap().len()));
+                }
+            }
+        }
+        files.sort();
+        let size = |host: &str| std::fs::metadata(run_dir.join(format!("{host}.xplane.pb"))).unwrap().len();
+        let whole: Vec<&(String, u64)> = files.iter().filter(|f| f.0.ends_with(".xplane.pb")).collect();
+        assert_eq!(whole, [&("c.xplane.pb".to_string(), size("c"))], "{scheme}: {files:?}");
+        let peeks: Vec<&(String, u64)> = files.iter().filter(|f| f.0.ends_with("Task_Environment")).collect();
+        assert_eq!(peeks.len(), 2, "{scheme}: {files:?}");
+        assert!(peeks.iter().all(|p| p.1 > 0 && p.1 < 4096), "{scheme}: {files:?}");
+        // tables --host, as a task writes it: the local command's files.
+        let out = tmp.path().join(format!("t-{scheme}"));
+        let r = run(&b.env(scheme), cache.path(), &["tables", &url, "--host", "a", "-o", out.to_str().unwrap()]);
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        let local = tmp.path().join(format!("l-{scheme}"));
+        crate::util::ok(&["tables", pod.to_str().unwrap(), "--host", "a", "-o", local.to_str().unwrap()]);
+        let steps = |dir: &Path| {
+            let q = "SELECT count(*), sum(duration_ps), min(start_ps) FROM steps";
+            let mut v = json(&["sql", q, dir.to_str().unwrap()]);
+            v["rows"].take()
+        };
+        // (A folder without the index: `sql` reads it once `--index` wrote it.)
+        crate::util::ok(&["tables", pod.to_str().unwrap(), "-o", out.to_str().unwrap(), "--index"]);
+        crate::util::ok(&["tables", pod.to_str().unwrap(), "-o", local.to_str().unwrap(), "--index"]);
+        assert_eq!(steps(&out), steps(&local), "{scheme}");
+    }
+}
+
 #[test]
 fn bucket_errors_are_one_line_in_bounded_time() {
     let b = Buckets::start(&[&fixture("gpu-nocb")]);

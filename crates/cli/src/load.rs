@@ -28,7 +28,7 @@ pub struct Loaded {
 /// only peeked at for their session starts, which align the hosts' clocks), and fails
 /// when it cannot.
 pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
-    let mut run = resolve(input)?;
+    let mut run = resolve(input, must)?;
     let mut clock_offset_ps = None;
     if let Some(host) = must {
         if run.hosts.len() > 1 {
@@ -47,11 +47,12 @@ pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
 /// why) and the next is read.
 pub fn each_host(
     input: &Input,
-    keep: &dyn Fn(&str) -> bool,
+    only: Option<&str>,
     mut unread: Option<&mut Vec<stepscope_xspace::discover::Unread>>,
     f: &mut dyn FnMut(&str, Profile) -> anyhow::Result<()>,
 ) -> anyhow::Result<usize> {
-    let run = resolve(input)?;
+    let keep = |h: &str| only.is_none_or(|o| o == h);
+    let run = resolve(input, only)?;
     let offsets = if run.hosts.len() > 1 { clock_offsets_ps(&run) } else { vec![0; run.hosts.len()] };
     let mut read_hosts = 0;
     for h in run.hosts.iter().filter(|h| keep(&h.host)) {
@@ -77,10 +78,10 @@ fn no_host(host: &str, run: &Run) -> anyhow::Error {
     anyhow::anyhow!("no host named {host:?} in this run — pick one of: {}", names.join(", "))
 }
 
-/// The run `input` names (a bucket's fetched), with the notes of what was skipped and
-/// of which run was chosen.
-fn resolve(input: &Input) -> anyhow::Result<Run> {
-    let run = match crate::remote::run(&input.path, input.run.as_deref())? {
+/// The run `input` names (a bucket's fetched: with `only`, that host's file alone, the
+/// others peeked at), with the notes of what was skipped and of which run was chosen.
+fn resolve(input: &Input, only: Option<&str>) -> anyhow::Result<Run> {
+    let run = match crate::remote::run(&input.path, input.run.as_deref(), only)? {
         Some(run) => run,
         None => discover::resolve(&input.path, input.run.as_deref())?,
     };

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use std::sync::OnceLock;
 use stepscope_xspace::discover::{self, Run};
+use stepscope_xspace::Format;
 
 static CACHE: OnceLock<PathBuf> = OnceLock::new();
 
@@ -85,7 +86,7 @@ impl Listing {
 /// on the bucket's listing as discovery finds it in a folder: only its files (and the
 /// device-memory profiles it reads) are fetched, not every run under the URL. `None`
 /// for a local path.
-pub fn run(path: &Path, run: Option<&str>) -> anyhow::Result<Option<Run>> {
+pub fn run(path: &Path, run: Option<&str>, only: Option<&str>) -> anyhow::Result<Option<Run>> {
     let Some(listing) = Listing::of(path)? else { return Ok(None) };
     let cache = cache();
     let listed = &listing.listed;
@@ -95,14 +96,21 @@ pub fn run(path: &Path, run: Option<&str>) -> anyhow::Result<Option<Run>> {
     }
     let mut chosen =
         discover::resolve(&listing.root, run).map_err(|e| anyhow::anyhow!("{}", listing.shown(&e.to_string())))?;
+    // One host of several read alone: its file is fetched, and of the others only the
+    // plane whose session start aligns the hosts' clocks, read in place.
+    let alone = only.filter(|o| chosen.hosts.len() > 1 && chosen.hosts.iter().any(|h| h.host == *o));
+    let fetched = |h: &discover::HostFile| alone.is_none_or(|o| o == h.host) || h.format != Format::XSpace;
     let mut keys = std::collections::HashSet::new();
-    for p in chosen.hosts.iter().map(|h| &h.path).chain(&chosen.pprof) {
+    for p in chosen.hosts.iter().filter(|h| fetched(h)).map(|h| &h.path).chain(&chosen.pprof) {
         keys.insert(listing.key(p)?);
     }
     listed.fetch(&cache, |k| keys.contains(k), true)?;
     let local = |p: &Path| -> anyhow::Result<PathBuf> { Ok(listed.cached_path(&cache, &listing.key(p)?)) };
     for h in &mut chosen.hosts {
-        h.path = local(&h.path)?;
+        h.path = match fetched(h) {
+            true => local(&h.path)?,
+            false => listed.peek(&cache, &listing.key(&h.path)?, stepscope_analysis::profile::TASK_ENVIRONMENT)?,
+        };
     }
     chosen.pprof = chosen.pprof.iter().map(|p| local(p)).collect::<anyhow::Result<_>>()?;
     chosen.dir = local(&chosen.dir)?;

@@ -276,7 +276,8 @@ fn session_start_ns(space: &Space) -> Option<i64> {
 }
 
 /// The plane that holds a host's session start.
-const TASK_ENVIRONMENT: &str = "Task Environment";
+/// The plane whose `profile_start_time` is the host's session start.
+pub const TASK_ENVIRONMENT: &str = "Task Environment";
 
 fn plane_session_start_ns(plane: &Plane) -> Option<i64> {
     plane.plane_stat("profile_start_time").and_then(|s| plane.stat_i64(&s))

@@ -8,6 +8,9 @@
 //!
 //! - Reading lists and reads; nothing is written to a bucket but by `stepscope tables -o
 //!   gs://…` ([`put_files`]: the tables, each object put whole, the index last).
+//! - One host of a run read alone (`--host`) is the only file of its run fetched; of the
+//!   others, only the plane that aligns the hosts' clocks is read, in place
+//!   ([`Listed::peek`]).
 //! - Only profile files are fetched (`.xplane.pb`, trace JSON, memory profiles), each
 //!   in 8 MiB ranged GETs, 8 at a time over all files: at most 64 MiB in flight, written
 //!   straight to their place in the file, never a whole file in memory.
@@ -297,6 +300,33 @@ impl Listed {
         }
         result?;
         Ok(local)
+    }
+
+    /// The plane called `plane` of the listed XSpace file at `key`, read with ranged
+    /// reads of the file's field starts (none of the rest is fetched), as a one-plane
+    /// XSpace; `None` where it has none. Written to `cache` under `peek/` (kept while
+    /// the object's size and time are the same) and its path returned.
+    pub fn peek(&self, cache: &Path, key: &str, plane: &str) -> anyhow::Result<PathBuf> {
+        let object = (self.objects.iter().find(|o| o.key == key))
+            .ok_or_else(|| anyhow!("{}: not in the listing", self.url.at(key)))?;
+        let name: String = plane.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+        let path =
+            cache.join("peek").join(self.url.scheme.prefix()).join(&self.url.bucket).join(format!("{key}.{name}"));
+        if std::fs::metadata(&path).and_then(|m| m.modified()).ok() == Some(object.modified) {
+            return Ok(path);
+        }
+        let bytes = upload::peek_plane(&self.url, key, object.size, plane)?.unwrap_or_default();
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        // Whole or not at all, dated as the object so that a new capture is peeked again.
+        let part = path.with_extension("part");
+        std::fs::write(&part, &bytes).with_context(|| format!("cannot write {}", part.display()))?;
+        (std::fs::OpenOptions::new().write(true).open(&part))
+            .and_then(|f| f.set_modified(object.modified))
+            .with_context(|| format!("cannot date {}", part.display()))?;
+        std::fs::rename(&part, &path).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(path)
     }
 
     /// `gs://BUCKET` or `s3://BUCKET`.

@@ -231,3 +231,118 @@ pub fn tail(url: &Url, rel: &str, size: u64, n: u64) -> anyhow::Result<bytes::By
     let key = if url.key.is_empty() { rel.to_string() } else { format!("{}/{rel}", url.key) };
     runtime()?.block_on(client.get_range(url, &key, size.saturating_sub(n)..size))
 }
+
+/// Bytes read at each top-level field of an XSpace object while peeking: its key and
+/// length, and a plane's id and name where the name is short.
+const PEEK_HEAD: u64 = 128;
+/// Most top-level fields walked while peeking (an XSpace holds a few dozen planes).
+const MAX_PEEK_FIELDS: usize = 100_000;
+/// The longest plane name read while peeking.
+const MAX_PEEK_NAME: u64 = 4096;
+
+/// A varint at the start of `b`: its value and length.
+fn varint(b: &[u8]) -> Option<(u64, usize)> {
+    let mut v = 0u64;
+    for (i, byte) in b.iter().enumerate().take(10) {
+        v |= u64::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+/// The plane called `name` of the XSpace object at `key` of `url`'s bucket, of size
+/// `size`, read without fetching the rest: the object's top-level fields are
+/// walked with one ranged read of each one's start (a plane's id and name come first),
+/// and the plane wanted is read whole. Returned as a one-plane XSpace (what a reader
+/// of the file reads of that plane); `None` where the object has no such plane.
+pub(crate) fn peek_plane(url: &Url, key: &str, size: u64, name: &str) -> anyhow::Result<Option<Vec<u8>>> {
+    let client = client(url)?;
+    let key = key.to_string();
+    let at = url.at(&key);
+    let damaged =
+        || anyhow!("{at}: not an XSpace where its fields were walked — the file is damaged; capture it again");
+    runtime()?.block_on(async {
+        let (mut pos, mut fields) = (0u64, 0usize);
+        while pos < size {
+            fields += 1;
+            if fields > MAX_PEEK_FIELDS {
+                return Err(damaged());
+            }
+            let head = client.get_range(url, &key, pos..size.min(pos + PEEK_HEAD)).await?;
+            let (k, kl) = varint(&head).ok_or_else(damaged)?;
+            let body = pos + kl as u64;
+            pos = match k & 7 {
+                0 => body + varint(&head[kl..]).ok_or_else(damaged)?.1 as u64,
+                1 => body + 8,
+                5 => body + 4,
+                2 => {
+                    let (len, ll) = varint(&head[kl..]).ok_or_else(damaged)?;
+                    let start = body + ll as u64;
+                    let end = start.checked_add(len).filter(|e| *e <= size).ok_or_else(damaged)?;
+                    if k >> 3 == 1
+                        && plane_named(&client, url, &key, &head, (start - pos) as usize, start, end, name).await?
+                    {
+                        let plane = client.get_range(url, &key, start..end).await?;
+                        let mut out = vec![0x0a];
+                        let mut n = len;
+                        while n >= 0x80 {
+                            out.push((n as u8 & 0x7f) | 0x80);
+                            n >>= 7;
+                        }
+                        out.push(n as u8);
+                        out.extend_from_slice(&plane);
+                        return Ok(Some(out));
+                    }
+                    end
+                }
+                _ => return Err(damaged()),
+            };
+        }
+        Ok(None)
+    })
+}
+
+/// Whether the plane at `start..end` (its first bytes at `head[from..]`) is called `name`.
+#[allow(clippy::too_many_arguments)]
+async fn plane_named(
+    client: &Client,
+    url: &Url,
+    key: &str,
+    head: &[u8],
+    from: usize,
+    start: u64,
+    end: u64,
+    name: &str,
+) -> anyhow::Result<bool> {
+    // The plane's own fields, in the bytes read; its name is field 2.
+    let mut b = head.get(from..).unwrap_or(&[]);
+    let mut offset = start;
+    loop {
+        let Some((k, kl)) = varint(b) else { return Ok(false) };
+        match (k >> 3, k & 7) {
+            (2, 2) => {
+                let Some((len, ll)) = varint(&b[kl..]) else { return Ok(false) };
+                if len != name.len() as u64 || len > MAX_PEEK_NAME {
+                    return Ok(false);
+                }
+                let s = offset + (kl + ll) as u64;
+                let text = match b.get(kl + ll..kl + ll + len as usize) {
+                    Some(t) => bytes::Bytes::copy_from_slice(t),
+                    None if s + len <= end => client.get_range(url, key, s..s + len).await?,
+                    None => return Ok(false),
+                };
+                return Ok(text.as_ref() == name.as_bytes());
+            }
+            (_, 0) => {
+                let Some((_, vl)) = varint(&b[kl..]) else { return Ok(false) };
+                b = &b[kl + vl..];
+                offset += (kl + vl) as u64;
+            }
+            // The name comes after the id in what XLA writes; anything else first: not
+            // worth more reads.
+            _ => return Ok(false),
+        }
+    }
+}

@@ -76,9 +76,9 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
             hosts_seen.extend(r.hosts.iter().map(|h| h.host.clone()));
             // One host at a time: memory is one host's (the database spills to disk).
             let input = Input { path: path.clone(), run: Some(r.rel.clone()) };
-            let keep = |h: &str| args.host.as_deref().is_none_or(|x| x == h);
             db.add_run::<anyhow::Error>(&name, r, &wanted, &mut |put| {
-                hosts_read += load::each_host(&input, &keep, None, &mut |host, profile| Ok(put(host, &profile)?))?;
+                hosts_read +=
+                    load::each_host(&input, args.host.as_deref(), None, &mut |host, profile| Ok(put(host, &profile)?))?;
                 Ok(())
             })?;
         }

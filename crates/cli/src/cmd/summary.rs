@@ -259,7 +259,7 @@ fn per_host(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
     let mut run = String::new();
     // A host whose file cannot be read is listed as such; the others are summarised.
     let mut unread = Vec::new();
-    load::each_host(&args.input, &|_| true, Some(&mut unread), &mut |host, mut profile| {
+    load::each_host(&args.input, None, Some(&mut unread), &mut |host, mut profile| {
         profile.set_peaks(cost_args.peaks.user());
         run = profile.run.clone();
         rows.push(HostSummary { host: host.to_string(), summary: summary::summary(&profile, args.select.rows()) });

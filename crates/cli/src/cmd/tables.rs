@@ -93,8 +93,7 @@ fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) 
     for r in runs.iter().filter(|_| !args.index) {
         // One host at a time: memory is one host's, whatever the run's size.
         let input = Input { path: args.path.clone(), run: Some(r.rel.clone()) };
-        let keep = |h: &str| args.host.as_deref().is_none_or(|x| x == h);
-        hosts_read += load::each_host(&input, &keep, None, &mut |host, profile| {
+        hosts_read += load::each_host(&input, args.host.as_deref(), None, &mut |host, profile| {
             let dir = |table: &str| {
                 out.join(table).join(tables::partition("run", &r.rel)).join(tables::partition("host", host))
             };
