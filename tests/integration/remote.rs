@@ -329,6 +329,9 @@ fn one_host_of_a_bucket_run_fetches_its_file_alone() {
     for (host, dir) in [("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")] {
         std::fs::copy(crate::util::xplane(dir), run_dir.join(format!("{host}.xplane.pb"))).unwrap();
     }
+    // And a host whose file is no XSpace: its fields cannot be walked, so it is fetched
+    // whole, and judged as a full read judges it (left out of the clocks' alignment).
+    std::fs::write(run_dir.join("d.xplane.pb"), b"\x0a\xff\xff\xff\xff\x0f not a profile").unwrap();
     let b = Buckets::start(&[&pod]);
     for scheme in ["gs", "s3"] {
         let cache = tempfile::tempdir().unwrap();
@@ -351,7 +354,11 @@ fn one_host_of_a_bucket_run_fetches_its_file_alone() {
         files.sort();
         let size = |host: &str| std::fs::metadata(run_dir.join(format!("{host}.xplane.pb"))).unwrap().len();
         let whole: Vec<&(String, u64)> = files.iter().filter(|f| f.0.ends_with(".xplane.pb")).collect();
-        assert_eq!(whole, [&("c.xplane.pb".to_string(), size("c"))], "{scheme}: {files:?}");
+        assert_eq!(
+            whole,
+            [&("c.xplane.pb".to_string(), size("c")), &("d.xplane.pb".to_string(), size("d"))],
+            "{scheme}: {files:?}"
+        );
         let peeks: Vec<&(String, u64)> = files.iter().filter(|f| f.0.ends_with("Task_Environment")).collect();
         assert_eq!(peeks.len(), 2, "{scheme}: {files:?}");
         assert!(peeks.iter().all(|p| p.1 > 0 && p.1 < 4096), "{scheme}: {files:?}");

@@ -107,9 +107,19 @@ pub fn run(path: &Path, run: Option<&str>, only: Option<&str>) -> anyhow::Result
     listed.fetch(&cache, |k| keys.contains(k), true)?;
     let local = |p: &Path| -> anyhow::Result<PathBuf> { Ok(listed.cached_path(&cache, &listing.key(p)?)) };
     for h in &mut chosen.hosts {
-        h.path = match fetched(h) {
-            true => local(&h.path)?,
-            false => listed.peek(&cache, &listing.key(&h.path)?, stepscope_analysis::profile::TASK_ENVIRONMENT)?,
+        if fetched(h) {
+            h.path = local(&h.path)?;
+            continue;
+        }
+        let key = listing.key(&h.path)?;
+        h.path = match listed.peek(&cache, &key, stepscope_analysis::profile::TASK_ENVIRONMENT) {
+            Ok(peeked) => peeked,
+            // A file whose fields cannot be walked (damaged, or of no XSpace): fetched
+            // whole, so that it is judged as a full read judges it.
+            Err(_) => {
+                listed.fetch(&cache, |k| k == key, true)?;
+                local(&h.path)?
+            }
         };
     }
     chosen.pprof = chosen.pprof.iter().map(|p| local(p)).collect::<anyhow::Result<_>>()?;

@@ -235,8 +235,9 @@ pub fn tail(url: &Url, rel: &str, size: u64, n: u64) -> anyhow::Result<bytes::By
 /// Bytes read at each top-level field of an XSpace object while peeking: its key and
 /// length, and a plane's id and name where the name is short.
 const PEEK_HEAD: u64 = 128;
-/// Most top-level fields walked while peeking (an XSpace holds a few dozen planes).
-const MAX_PEEK_FIELDS: usize = 100_000;
+/// Most top-level fields walked while peeking (an XSpace holds a few dozen planes and
+/// host names): past it the file is fetched whole instead.
+const MAX_PEEK_FIELDS: usize = 4096;
 /// The longest plane name read while peeking.
 const MAX_PEEK_NAME: u64 = 4096;
 
