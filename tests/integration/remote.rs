@@ -339,19 +339,10 @@ fn one_host_of_a_bucket_run_fetches_its_file_alone() {
         let there = run_json(&b.env(scheme), cache.path(), &["steps", &url, "--host", "c"]);
         assert_eq!(there, json(&["steps", pod.to_str().unwrap(), "--host", "c"]), "{scheme}");
         // The cache: host c's file whole; a's and b's Task Environment planes only.
-        let mut files: Vec<(String, u64)> = Vec::new();
-        let mut stack = vec![cache.path().to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    files.push((p.file_name().unwrap().to_string_lossy().into_owned(), p.metadata().unwrap().len()));
-                }
-            }
-        }
-        files.sort();
+        let files: Vec<(String, u64)> = (crate::util::snapshot(cache.path()).into_iter())
+            .filter(|(p, ..)| cache.path().join(p).is_file())
+            .map(|(p, size, _)| (p.file_name().unwrap().to_string_lossy().into_owned(), size))
+            .collect();
         let size = |host: &str| std::fs::metadata(run_dir.join(format!("{host}.xplane.pb"))).unwrap().len();
         let whole: Vec<&(String, u64)> = files.iter().filter(|f| f.0.ends_with(".xplane.pb")).collect();
         assert_eq!(

@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use serde::Serialize;
 use stepscope_model::Profile;
 use stepscope_xspace::buffers::{
-    BufferAllocation, BufferAssignment, HeapEvent, HeapEventKind, HeapTrace, LogicalBuffer,
+    decode_buffer_allocations, BufferAllocation, BufferAssignment, HeapEvent, HeapEventKind, HeapTrace, LogicalBuffer,
 };
 use stepscope_xspace::hlo::{HloEntry, HloModule, HloModules};
 
@@ -213,13 +213,13 @@ impl Missing {
 /// the one that allocates most), in `memory_space` (0: device memory); `top` rows of
 /// each list (0: all).
 pub fn buffers(profile: &Profile, program: Option<&str>, memory_space: i64, top: usize) -> Result<Buffers, Missing> {
-    // Each program's allocated bytes; its assignment is dropped until one is chosen
-    // (a large program's heap trace holds a name pair an event).
+    // Each program's allocated bytes, from its allocations alone; the chosen one's
+    // whole assignment is decoded below.
     let mut found: Vec<Program> = Vec::new();
     let mut unreadable: Vec<(&HloEntry, String)> = Vec::new();
     for (host, modules) in profile.hlo_modules().iter().enumerate() {
         for entry in modules.entries() {
-            match entry.buffer_assignment() {
+            match decode_buffer_allocations(entry.bytes()) {
                 Ok(Some(a)) => found.push(Program { host, entry, allocated_bytes: space_bytes(&a, memory_space) }),
                 Ok(None) => {}
                 Err(e) => unreadable.push((entry, e.to_string())),
@@ -257,9 +257,11 @@ pub fn buffers(profile: &Profile, program: Option<&str>, memory_space: i64, top:
     };
     let entry = chosen.entry;
     let module = entry.module().map_err(|e| Missing::Unreadable(e.to_string()))?;
-    let assignment = (entry.buffer_assignment().ok().flatten()).ok_or_else(|| {
-        Missing::Unreadable(format!("the buffer assignment of {} is not readable", entry.metadata_name))
-    })?;
+    let assignment = match entry.buffer_assignment() {
+        Ok(Some(a)) => a,
+        Ok(None) => return Err(Missing::NoPrograms),
+        Err(e) => return Err(Missing::Unreadable(e.to_string())),
+    };
     let mut out = plan(module, &assignment, memory_space, top);
     out.run = profile.run.clone();
     out.host = profile.hosts[chosen.host].host.clone();
@@ -278,8 +280,8 @@ struct Program<'p> {
 }
 
 /// The bytes allocated in `memory_space`.
-fn space_bytes(a: &BufferAssignment, memory_space: i64) -> u64 {
-    (a.allocations.iter().filter(|x| x.color == memory_space)).fold(0u64, |n, x| n.saturating_add(x.size_bytes))
+fn space_bytes(allocations: &[BufferAllocation], memory_space: i64) -> u64 {
+    (allocations.iter().filter(|x| x.color == memory_space)).fold(0u64, |n, x| n.saturating_add(x.size_bytes))
 }
 
 /// The found program whose module ran longest on the devices.
@@ -371,7 +373,7 @@ pub fn plan(module: &HloModule, a: &BufferAssignment, memory_space: i64, top: us
         module: String::new(),
         program_id: 0,
         memory_space,
-        allocated_bytes: space_bytes(a, memory_space),
+        allocated_bytes: space_bytes(&a.allocations, memory_space),
         parameter_bytes: by_kind("parameter"),
         output_bytes: by_kind("output"),
         constant_bytes: by_kind("constant"),
@@ -571,11 +573,6 @@ pub struct Plans<'a> {
 impl<'a> Plans<'a> {
     pub fn new(modules: &'a HloModules) -> Plans<'a> {
         Plans { modules, decoded: Default::default() }
-    }
-
-    /// True when the host holds no program (nothing can be named).
-    pub fn is_empty(&self) -> bool {
-        self.modules.is_empty()
     }
 
     /// True when the host holds a program of the module `name`.

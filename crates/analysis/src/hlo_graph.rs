@@ -98,12 +98,14 @@ pub fn graph(profile: &Profile, op: &str, module: Option<&str>, depth: u32) -> O
     let f = hlo_context::find(profile, op, module)?;
     let depth = depth.clamp(1, MAX_DEPTH);
     let rows = hlo_context::program_rows(profile, &f);
-    let (levels, cut) = neighbourhood(f.computation, f.instruction, depth);
-    let node = |i: &HloInstruction, level: i32| make_node(f.module, i, level, rows.get(&i.name));
-    let by_id: HashMap<i64, &HloInstruction> = f.computation.instructions.iter().map(|i| (i.id, i)).collect();
-    let mut nodes: Vec<Node> = levels.iter().filter_map(|(&id, &level)| Some(node(by_id.get(&id)?, level))).collect();
+    let (levels, cut) = neighbourhood(f.module, f.computation, f.instruction, depth);
+    let mut nodes: Vec<Node> = (levels.iter())
+        .filter_map(|(&id, &level)| {
+            let (_, i) = f.module.instruction_by_id(id)?;
+            Some(make_node(f.module, i, level, rows.get(&i.name)))
+        })
+        .collect();
     nodes.sort_by(|a, b| a.level.cmp(&b.level).then_with(|| a.name.cmp(&b.name)));
-    let ids: HashSet<i64> = levels.keys().copied().collect();
     Some(HloGraph {
         schema: "stepscope.hlo_graph/1",
         host: f.host.to_string(),
@@ -112,7 +114,7 @@ pub fn graph(profile: &Profile, op: &str, module: Option<&str>, depth: u32) -> O
         computation: f.computation.name.clone(),
         op: f.instruction.name.clone(),
         depth,
-        edges: edges_among(f.computation, &ids),
+        edges: edges_among(f.module, f.computation, &|id| levels.contains_key(&id)),
         nodes,
         nodes_cut: cut,
         fused: f.module.fused_body(f.instruction).map(|body| fused(&f, body)),
@@ -121,8 +123,9 @@ pub fn graph(profile: &Profile, op: &str, module: Option<&str>, depth: u32) -> O
 
 /// Each instruction of the op's neighbourhood (by id) and its level, and how many
 /// neighbours were left out.
-fn neighbourhood(c: &HloComputation, op: &HloInstruction, depth: u32) -> (HashMap<i64, i32>, u64) {
-    let by_id: HashMap<i64, &HloInstruction> = c.instructions.iter().map(|i| (i.id, i)).collect();
+fn neighbourhood(m: &HloModule, c: &HloComputation, op: &HloInstruction, depth: u32) -> (HashMap<i64, i32>, u64) {
+    // An instruction of this computation (ids are the module's).
+    let here = |id: i64| m.instruction_by_id(id).filter(|(comp, _)| comp.id == c.id).map(|(_, i)| i);
     let mut users: HashMap<i64, Vec<i64>> = HashMap::new();
     for i in &c.instructions {
         for &o in &i.operand_ids {
@@ -143,10 +146,10 @@ fn neighbourhood(c: &HloComputation, op: &HloInstruction, depth: u32) -> (HashMa
                 continue;
             }
             let next: Vec<i64> = match dir {
-                -1 => by_id.get(&id).map(|i| dedup(&i.operand_ids)).unwrap_or_default(),
+                -1 => here(id).map(|i| dedup(&i.operand_ids)).unwrap_or_default(),
                 _ => users.get(&id).cloned().unwrap_or_default(),
             };
-            let next: Vec<i64> = next.into_iter().filter(|n| by_id.contains_key(n)).collect();
+            let next: Vec<i64> = next.into_iter().filter(|&n| here(n).is_some()).collect();
             for (k, &n) in next.iter().enumerate() {
                 if level.contains_key(&n) {
                     continue;
@@ -169,14 +172,13 @@ fn dedup(ids: &[i64]) -> Vec<i64> {
     ids.iter().copied().filter(|i| seen.insert(*i)).collect()
 }
 
-/// Every operand edge of `c` between two instructions of `ids`.
-fn edges_among(c: &HloComputation, ids: &HashSet<i64>) -> Vec<Edge> {
-    let name: HashMap<i64, &str> = c.instructions.iter().map(|i| (i.id, i.name.as_str())).collect();
+/// Every operand edge of `c` between two of its instructions that `shown` keeps (by id).
+fn edges_among(m: &HloModule, c: &HloComputation, shown: &dyn Fn(i64) -> bool) -> Vec<Edge> {
     let mut out = Vec::new();
-    for i in c.instructions.iter().filter(|i| ids.contains(&i.id)) {
-        for (k, o) in i.operand_ids.iter().enumerate() {
-            if let (true, Some(from)) = (ids.contains(o), name.get(o)) {
-                out.push(Edge { from: from.to_string(), to: i.name.clone(), operand: k as u32 });
+    for i in c.instructions.iter().filter(|i| shown(i.id)) {
+        for (k, &o) in i.operand_ids.iter().enumerate() {
+            if let Some((_, from)) = m.instruction_by_id(o).filter(|_| shown(o)) {
+                out.push(Edge { from: from.name.clone(), to: i.name.clone(), operand: k as u32 });
             }
         }
     }
@@ -213,7 +215,7 @@ fn fused(f: &Found, body: &HloComputation) -> Subgraph {
     Subgraph {
         computation: body.name.clone(),
         nodes,
-        edges: edges_among(body, &ids),
+        edges: edges_among(f.module, body, &|id| ids.contains(&id)),
         nodes_cut: (body.instructions.len() - shown.len()) as u64,
     }
 }

@@ -232,7 +232,7 @@ impl HostEvents<'_> {
     /// event before it, within [`PROGRAM_LOOK_BACK`] events, that is still running
     /// and is named `…Execute… (MODULE)` for a module of the host.
     fn running_program(&self, e: &Event) -> Option<String> {
-        let plans = self.plans.as_ref().filter(|p| !p.is_empty())?;
+        let plans = self.plans.as_ref()?;
         let &(plane_ix, line) = self.lines.get(e.read_at().0 as usize)?;
         let plane = self.space.planes.get(plane_ix as usize)?;
         let at = e.i as usize;

@@ -89,7 +89,13 @@ pub fn memory_points(m: &memory::Memory) -> Vec<MemoryPoint<'_>> {
 /// The `.parquet` files under `dir`, in partition folders at most four deep (a
 /// table's `run=…/host=…`), sorted; none where `dir` does not exist.
 pub fn parquet_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    fn walk(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    files_under(dir, &|path| path.extension().is_some_and(|e| e == "parquet"))
+}
+
+/// The regular files under `dir` that `keep` keeps, in folders at most four deep (a
+/// tables folder's `table/run=…/host=…`), sorted; none where `dir` does not exist.
+pub fn files_under(dir: &Path, keep: &dyn Fn(&Path) -> bool) -> io::Result<Vec<PathBuf>> {
+    fn walk(dir: &Path, depth: usize, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) -> io::Result<()> {
         let entries = match std::fs::read_dir(dir) {
             Ok(e) => e,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -99,15 +105,15 @@ pub fn parquet_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
             let entry = entry?;
             let (ty, path) = (entry.file_type()?, entry.path());
             if ty.is_dir() && depth < 4 {
-                walk(&path, depth + 1, out)?;
-            } else if ty.is_file() && path.extension().is_some_and(|e| e == "parquet") {
+                walk(&path, depth + 1, keep, out)?;
+            } else if ty.is_file() && keep(&path) {
                 out.push(path);
             }
         }
         Ok(())
     }
     let mut out = Vec::new();
-    walk(dir, 0, &mut out)?;
+    walk(dir, 0, keep, &mut out)?;
     out.sort();
     Ok(out)
 }

@@ -183,11 +183,13 @@ pub fn list_tables(url: &Url, manifest: &str) -> anyhow::Result<Option<Listed>> 
     }
     let client = client(url)?;
     let prefix = if url.key.is_empty() { String::new() } else { format!("{}/", url.key) };
-    let all = runtime()?.block_on(client.list(url, &prefix))?;
     let index = format!("{prefix}{manifest}");
-    if !all.iter().any(|o| o.key == index) {
+    let rt = runtime()?;
+    // The manifest alone first: a log directory, which has none, is not listed twice.
+    if rt.block_on(client.object(url, &index))?.is_none() {
         return Ok(None);
     }
+    let all = rt.block_on(client.list(url, &prefix))?;
     let objects =
         (all.into_iter()).filter(|o| is_plain_key(&o.key) && (o.key == index || o.key.ends_with(".parquet"))).collect();
     Ok(Some(Listed { url: url.clone(), objects }))
@@ -380,15 +382,20 @@ impl Client {
         if url.key.is_empty() || !is_profile_file(&url.key) {
             return Ok(None);
         }
+        self.object(url, &url.key).await
+    }
+
+    /// The object at `key` of `url`'s bucket, where there is one.
+    async fn object(&self, url: &Url, key: &str) -> anyhow::Result<Option<Object>> {
         match self {
-            Client::S3 { store } => match store.head(&Key::from(url.key.as_str())).await {
+            Client::S3 { store } => match store.head(&Key::from(key)).await {
                 Ok(meta) => Ok(Some(Object::of(meta))),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(explain(url, &url.key, e)),
+                Err(e) => Err(explain(url, key, e)),
             },
             Client::Gcs { .. } => {
-                let path = format!("/storage/v1/b/{}/o/{}", encode(&url.bucket), encode(&url.key));
-                match self.gcs_json(url, &url.key, &path, &[]).await? {
+                let path = format!("/storage/v1/b/{}/o/{}", encode(&url.bucket), encode(key));
+                match self.gcs_json(url, key, &path, &[]).await? {
                     Some(v) => Ok(Some(gcs_object(url, &v)?)),
                     None => Ok(None),
                 }
@@ -476,6 +483,22 @@ impl Client {
         }
     }
 
+    /// `req` with the bearer token of the credentials in use (none for an emulator).
+    async fn gcs_authorized(
+        &self,
+        url: &Url,
+        key: &str,
+        req: reqwest::RequestBuilder,
+    ) -> anyhow::Result<reqwest::RequestBuilder> {
+        match self {
+            Client::Gcs { gcs, oauth: true, .. } => {
+                let token = gcs.credentials().get_credential().await.map_err(|e| explain(url, key, e))?;
+                Ok(req.bearer_auth(&token.bearer))
+            }
+            _ => Ok(req),
+        }
+    }
+
     /// A GET of the Cloud Storage JSON API, parsed: the answer, or `None` for a 404.
     async fn gcs_json(
         &self,
@@ -500,16 +523,13 @@ impl Client {
         query: &[(&str, String)],
         range: Option<&Range<u64>>,
     ) -> anyhow::Result<Option<bytes::Bytes>> {
-        let Client::Gcs { gcs, base, http, oauth, .. } = self else { bail!("{url}: not a Cloud Storage bucket") };
+        let Client::Gcs { base, http, .. } = self else { bail!("{url}: not a Cloud Storage bucket") };
         let at = url.at(key);
         let mut req = http.get(format!("{base}{path}")).query(query);
         if let Some(r) = range {
             req = req.header("Range", format!("bytes={}-{}", r.start, r.end.saturating_sub(1)));
         }
-        if *oauth {
-            let token = gcs.credentials().get_credential().await.map_err(|e| explain(url, key, e))?;
-            req = req.bearer_auth(&token.bearer);
-        }
+        let req = self.gcs_authorized(url, key, req).await?;
         let mut resp = req.send().await.map_err(|e| request_error(url, key, &e))?;
         let status = resp.status().as_u16();
         // Never more than was asked for: a body without end (or a whole object sent

@@ -100,7 +100,7 @@ async fn put_file(client: &Client, url: &Url, path: &Path, key: &str) -> anyhow:
                 read_part(&mut file, &mut buf)?;
                 let api = format!("/upload/storage/v1/b/{}/o", encode(&url.bucket));
                 let query = [("uploadType", "media".to_string()), ("name", key.to_string())];
-                client.gcs_send(url, key, reqwest::Method::POST, &api, &query, &[], buf).await?;
+                client.gcs_request(url, key, reqwest::Method::POST, &api, &query, &[], buf).await?;
                 return Ok(size);
             }
             // Resumable: a session, then the parts, each saying where it lies.
@@ -108,7 +108,7 @@ async fn put_file(client: &Client, url: &Url, path: &Path, key: &str) -> anyhow:
             let query = [("uploadType", "resumable".to_string()), ("name", key.to_string())];
             let headers = [("X-Upload-Content-Length", size.to_string())];
             let session =
-                (client.gcs_send(url, key, reqwest::Method::POST, &api, &query, &headers, Vec::new()).await?)
+                (client.gcs_request(url, key, reqwest::Method::POST, &api, &query, &headers, Vec::new()).await?)
                     .location
                     .ok_or_else(|| anyhow!("{at}: the storage service opened no upload session (no Location)"))?;
             let mut buf = vec![0u8; chunk];
@@ -120,8 +120,16 @@ async fn put_file(client: &Client, url: &Url, path: &Path, key: &str) -> anyhow:
                     bail!("{}: the file shrank while it was put ({sent} of {size} bytes)", path.display());
                 }
                 let range = format!("bytes {}-{}/{size}", sent, sent + n as u64 - 1);
-                let answer =
-                    client.gcs_send_to(url, key, &session, &[("Content-Range", range)], buf[..n].to_vec()).await?;
+                let answer = (client.gcs_request(
+                    url,
+                    key,
+                    reqwest::Method::PUT,
+                    &session,
+                    &[],
+                    &[("Content-Range", range)],
+                    buf[..n].to_vec(),
+                ))
+                .await?;
                 sent += n as u64;
                 last = answer.status;
                 if sent < size && answer.status != 308 {
@@ -145,35 +153,8 @@ pub(crate) struct Sent {
 }
 
 impl Client {
-    /// A request of the Cloud Storage JSON API at `base` + `path` with `body`.
-    #[allow(clippy::too_many_arguments)]
-    async fn gcs_send(
-        &self,
-        url: &Url,
-        key: &str,
-        method: reqwest::Method,
-        path: &str,
-        query: &[(&str, String)],
-        headers: &[(&str, String)],
-        body: Vec<u8>,
-    ) -> anyhow::Result<Sent> {
-        let Client::Gcs { base, .. } = self else { bail!("{url}: not a Cloud Storage bucket") };
-        let target = format!("{base}{path}");
-        self.gcs_request(url, key, method, &target, query, headers, body).await
-    }
-
-    /// A part of a resumable upload, to its session's address.
-    async fn gcs_send_to(
-        &self,
-        url: &Url,
-        key: &str,
-        session: &str,
-        headers: &[(&str, String)],
-        body: Vec<u8>,
-    ) -> anyhow::Result<Sent> {
-        self.gcs_request(url, key, reqwest::Method::PUT, session, &[], headers, body).await
-    }
-
+    /// A request of an upload to `target`: a path of the JSON API (`/upload/…`), or a
+    /// resumable session's own address.
     #[allow(clippy::too_many_arguments)]
     async fn gcs_request(
         &self,
@@ -185,16 +166,14 @@ impl Client {
         headers: &[(&str, String)],
         body: Vec<u8>,
     ) -> anyhow::Result<Sent> {
-        let Client::Gcs { gcs, http, oauth, .. } = self else { bail!("{url}: not a Cloud Storage bucket") };
+        let Client::Gcs { base, http, .. } = self else { bail!("{url}: not a Cloud Storage bucket") };
         let at = url.at(key);
+        let target = if target.starts_with('/') { format!("{base}{target}") } else { target.to_string() };
         let mut req = http.request(method, target).query(query).body(body);
         for (k, v) in headers {
             req = req.header(*k, v);
         }
-        if *oauth {
-            let token = gcs.credentials().get_credential().await.map_err(|e| explain(url, key, e))?;
-            req = req.bearer_auth(&token.bearer);
-        }
+        let req = self.gcs_authorized(url, key, req).await?;
         let resp = req.send().await.map_err(|e| request_error(url, key, &e))?;
         let status = resp.status().as_u16();
         let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);

@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 use stepscope_model::stats::Distribution;
+use stepscope_xspace::discover::Unread;
 
 use crate::summary::Summary;
 
@@ -15,7 +16,7 @@ pub struct HostsSummary {
     pub hosts: Vec<HostSummary>,
     /// The hosts whose files could not be read, each with why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub hosts_unread: Vec<stepscope_xspace::discover::Unread>,
+    pub hosts_unread: Vec<Unread>,
     /// Across the hosts with timed steps: their ranked step times' medians
     /// ([`crate::summary::Summary::ranked_step_time`]), as a distribution of host values.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -43,8 +44,9 @@ pub struct HostSummary {
     pub summary: Summary,
 }
 
-/// The spread of `hosts`' summaries (each made from that host alone).
-pub fn hosts(run: &str, hosts: Vec<HostSummary>) -> HostsSummary {
+/// The spread of `hosts`' summaries (each made from that host alone); `unread`: the
+/// hosts whose files could not be read.
+pub fn hosts(run: &str, hosts: Vec<HostSummary>, unread: Vec<Unread>) -> HostsSummary {
     let timed: Vec<(&str, i64)> = (hosts.iter())
         .filter(|h| h.summary.step_count > 0)
         .map(|h| (h.host.as_str(), h.summary.ranked_step_time().median_ps))
@@ -77,6 +79,6 @@ pub fn hosts(run: &str, hosts: Vec<HostSummary>) -> HostsSummary {
         utilization_pct_median: median(&util),
         utilization_pct_max: util.last().copied(),
         hosts,
-        hosts_unread: Vec::new(),
+        hosts_unread: unread,
     }
 }

@@ -253,9 +253,7 @@ fn summary_hosts(app: &App, q: &Params) -> Reply {
             summary: summary::summary(&e.profile, top),
         });
     }
-    let mut answer = stepscope_report::hosts::hosts(&run.rel, rows);
-    answer.hosts_unread = unread;
-    json(&answer)
+    json(&stepscope_report::hosts::hosts(&run.rel, rows, unread))
 }
 
 fn roofline(app: &App, q: &Params) -> Reply {

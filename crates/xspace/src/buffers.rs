@@ -143,6 +143,17 @@ fn damaged(e: WireError) -> Error {
 /// The buffer assignment of a serialized `xla.HloProto` (the bytes of an `Hlo Proto`
 /// stat); `None` where the proto holds none.
 pub fn decode_buffer_assignment(hlo_proto: &[u8]) -> Result<Option<BufferAssignment>> {
+    decode(hlo_proto, true)
+}
+
+/// The allocations alone of [`decode_buffer_assignment`] (the logical buffers and
+/// heap traces, most of its bytes, skipped): what sizing a program's plan needs.
+pub fn decode_buffer_allocations(hlo_proto: &[u8]) -> Result<Option<Vec<BufferAllocation>>> {
+    Ok(decode(hlo_proto, false)?.map(|a| a.allocations))
+}
+
+/// `whole`: the logical buffers and heap traces too.
+fn decode(hlo_proto: &[u8], whole: bool) -> Result<Option<BufferAssignment>> {
     let mut w = Wire::new(hlo_proto);
     let mut out = None;
     while !w.done() {
@@ -150,7 +161,7 @@ pub fn decode_buffer_assignment(hlo_proto: &[u8]) -> Result<Option<BufferAssignm
         match field {
             3 => {
                 let r = w.bytes(wt).map_err(damaged)?;
-                out = Some(assignment(w.sub(r)).map_err(damaged)?);
+                out = Some(assignment(w.sub(r), whole).map_err(damaged)?);
             }
             _ => w.skip(wt).map_err(damaged)?,
         }
@@ -163,12 +174,12 @@ fn size(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-fn assignment(mut w: Wire<'_>) -> WireResult<BufferAssignment> {
+fn assignment(mut w: Wire<'_>, whole: bool) -> WireResult<BufferAssignment> {
     let mut a = BufferAssignment::default();
     while !w.done() {
         let (field, wt) = w.key()?;
         match field {
-            1 => {
+            1 if whole => {
                 let r = w.bytes(wt)?;
                 a.buffers.push(logical_buffer(w.sub(r))?);
             }
@@ -176,7 +187,7 @@ fn assignment(mut w: Wire<'_>) -> WireResult<BufferAssignment> {
                 let r = w.bytes(wt)?;
                 a.allocations.push(allocation(w.sub(r))?);
             }
-            4 => {
+            4 if whole => {
                 let r = w.bytes(wt)?;
                 a.traces.push(trace(w.sub(r))?);
             }

@@ -186,7 +186,12 @@ fn print_stack(i: &Instruction, indent: &str) {
 
 /// A name quoted for DOT.
 fn quoted(s: &str) -> String {
-    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+    format!("\"{}\"", escaped(s))
+}
+
+/// `s` escaped for a quoted DOT string.
+fn escaped(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 /// One node's DOT statement: name, opcode and shape, time and FLOPs where known.
@@ -202,7 +207,7 @@ fn dot_node(id: &str, n: &Node, op: bool) -> String {
     if !numbers.is_empty() {
         label.push(numbers.join(" · "));
     }
-    let label = label.iter().map(|l| l.replace('\\', "\\\\").replace('"', "\\\"")).collect::<Vec<_>>().join("\\n");
+    let label = label.iter().map(|l| escaped(l)).collect::<Vec<_>>().join("\\n");
     let style = if op { ", style=filled, fillcolor=\"#fde7a9\"" } else { "" };
     format!("  {} [label=\"{label}\"{style}];\n", quoted(id))
 }

@@ -265,8 +265,7 @@ fn per_host(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
         rows.push(HostSummary { host: host.to_string(), summary: summary::summary(&profile, args.select.rows()) });
         Ok(())
     })?;
-    let mut h = hosts::hosts(&run, rows);
-    h.hosts_unread = unread;
+    let h = hosts::hosts(&run, rows, unread);
     if args.output.json {
         outln!("{}", serde_json::to_string(&h)?);
     } else if args.output.csv {
@@ -277,30 +276,49 @@ fn per_host(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A host's row: (host, steps, median, p90, utilisation, top op, its most important
-/// finding's rule).
-fn host_cells(h: &HostSummary) -> (String, u64, Option<i64>, Option<i64>, f64, String, String) {
-    let s = &h.summary;
-    let t = s.ranked_step_time();
-    let timed = s.step_count > 0;
-    (
-        h.host.clone(),
-        s.step_count,
-        timed.then_some(t.median_ps),
-        timed.then_some(t.p90_ps),
-        s.device_utilization_pct,
-        s.top_ops.first().map(|o| o.name.clone()).unwrap_or_default(),
-        s.findings.first().map(|f| f.rule.to_string()).unwrap_or_default(),
-    )
+/// What a host's row shows of its summary (`None`: no timed steps / no devices).
+struct HostCells<'a> {
+    steps: u64,
+    median_ps: Option<i64>,
+    p90_ps: Option<i64>,
+    utilization_pct: Option<f64>,
+    top_op: &'a str,
+    /// The rule of its most important finding.
+    top_finding: &'a str,
+}
+
+impl<'a> HostCells<'a> {
+    fn of(h: &'a HostSummary) -> HostCells<'a> {
+        let s = &h.summary;
+        let (t, timed) = (s.ranked_step_time(), s.step_count > 0);
+        HostCells {
+            steps: s.step_count,
+            median_ps: timed.then_some(t.median_ps),
+            p90_ps: timed.then_some(t.p90_ps),
+            utilization_pct: (!s.environment.devices.is_empty()).then_some(s.device_utilization_pct),
+            top_op: s.top_ops.first().map_or("", |o| o.name.as_str()),
+            top_finding: s.findings.first().map_or("", |f| f.rule),
+        }
+    }
 }
 
 fn host_csv(h: &HostsSummary) -> String {
     let header = ["host", "steps", "step_median_ps", "step_p90_ps", "device_utilization_pct", "top_op", "top_finding"];
     let rows: Vec<Vec<String>> = (h.hosts.iter())
         .map(|row| {
-            let (host, steps, median, p90, util, op, finding) = host_cells(row);
+            let c = HostCells::of(row);
             let opt = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
-            vec![host, steps.to_string(), opt(median), opt(p90), format!("{util:.2}"), op, finding]
+            // As --json has it (0.00 for a host without devices).
+            let util = row.summary.device_utilization_pct;
+            vec![
+                row.host.clone(),
+                c.steps.to_string(),
+                opt(c.median_ps),
+                opt(c.p90_ps),
+                format!("{util:.2}"),
+                c.top_op.to_string(),
+                c.top_finding.to_string(),
+            ]
         })
         .collect();
     csv(&header, &rows)
@@ -309,17 +327,18 @@ fn host_csv(h: &HostsSummary) -> String {
 fn print_hosts(h: &HostsSummary) {
     outln!("run {}  ·  {} host(s), each read alone (`summary --host HOST` shows one whole)", h.run, h.hosts.len());
     let mut t = Table::new(vec!["HOST", "STEPS", "MEDIAN STEP", "P90", "UTIL", "TOP OP", "TOP FINDING"]);
+    let or_dash = |s: &str| if s.is_empty() { "—".to_string() } else { s.to_string() };
     for row in &h.hosts {
-        let (host, steps, median, p90, util, op, finding) = host_cells(row);
+        let c = HostCells::of(row);
         let dur = |v: Option<i64>| v.map(human::duration_ps).unwrap_or_else(|| "—".into());
         t.push(vec![
-            host,
-            human::count(steps),
-            dur(median),
-            dur(p90),
-            if row.summary.environment.devices.is_empty() { "—".into() } else { format!("{util:.1}%") },
-            op,
-            if finding.is_empty() { "—".into() } else { finding },
+            row.host.clone(),
+            human::count(c.steps),
+            dur(c.median_ps),
+            dur(c.p90_ps),
+            c.utilization_pct.map_or_else(|| "—".into(), |u| format!("{u:.1}%")),
+            c.top_op.to_string(),
+            or_dash(c.top_finding),
         ]);
     }
     out!("{}", t.text());

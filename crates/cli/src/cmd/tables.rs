@@ -75,9 +75,14 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
 fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) -> anyhow::Result<ExitCode> {
     let (_, runs) = runs(&args.path, args.run.as_deref())?;
     std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("cannot make {}: {e} — check the path", out.display()))?;
-    let put = |files: &[String]| -> anyhow::Result<()> {
+    // Into the bucket: the files made in `out` and not put yet, in order (the manifest
+    // last).
+    let mut put_already: Vec<String> = Vec::new();
+    let mut put = || -> anyhow::Result<()> {
         if let Some(url) = bucket {
-            stepscope_remote::put_files(out, files, url)?;
+            let new: Vec<String> = files_under(out)?.into_iter().filter(|f| !put_already.contains(f)).collect();
+            stepscope_remote::put_files(out, &new, url)?;
+            put_already.extend(new);
         }
         Ok(())
     };
@@ -108,7 +113,7 @@ fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) 
             let names: Vec<String> = runs.iter().flat_map(|r| r.hosts.iter().map(|h| h.host.clone())).collect();
             return Err(no_such_host(host, &names, &format!("the runs of {}", args.path.display())));
         }
-        put(&files_under(out)?)?;
+        put()?;
         errln!(
             "wrote host {host}'s tables into {} ({} files, {} rows); `stepscope tables {} -o {} --index` writes \
              the runs table and the manifest once every host is written",
@@ -125,7 +130,7 @@ fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) 
         (count, total) = match bucket {
             // The runs table first, so that it is counted with the hosts' files there.
             Some(url) => {
-                put(&files_under(out)?)?;
+                put()?;
                 count_in_bucket(url)?
             }
             None => tables::count_files(out, tables::TABLES)
@@ -145,7 +150,7 @@ fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) 
     std::io::Write::write_all(&mut file, text.as_bytes())?;
     file.commit()?;
     // Into the bucket: every file made, the manifest last.
-    put(&files_under(out)?)?;
+    put()?;
     if args.json {
         outln!("{}", serde_json::to_string(&manifest)?);
     }
@@ -161,25 +166,15 @@ fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) 
     Ok(ExitCode::SUCCESS)
 }
 
-/// Every file under `dir`, as paths relative to it (`/`-separated), sorted, the
-/// manifest last: the order they are put into a bucket in.
+/// Every file under `dir` ([`tables::files_under`]), as paths relative to it
+/// (`/`-separated), sorted, the manifest last: the order they are put into a bucket in.
 fn files_under(dir: &Path) -> anyhow::Result<Vec<String>> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|e| anyhow::anyhow!("cannot list {}: {e}", d.display()))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| anyhow::anyhow!("cannot list {}: {e}", d.display()))?;
-            let path = entry.path();
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(path);
-            } else if let Ok(rel) = path.strip_prefix(dir) {
-                let parts: Vec<String> =
-                    rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
-                out.push(parts.join("/"));
-            }
-        }
-    }
+    let found =
+        tables::files_under(dir, &|_| true).map_err(|e| anyhow::anyhow!("cannot list {}: {e}", dir.display()))?;
+    let mut out: Vec<String> = (found.iter())
+        .filter_map(|p| p.strip_prefix(dir).ok())
+        .map(|rel| rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/"))
+        .collect();
     out.sort_by_key(|rel| (rel == tables::MANIFEST, rel.clone()));
     Ok(out)
 }
