@@ -511,7 +511,7 @@ fn sql(app: &App, q: &Params) -> Reply {
     }
     runs.sort_by_cached_key(|r| (discover::capture_key(r), r.rel.clone()));
     let failed = |e: String| ApiError { status: 500, message: e };
-    let mut db = stepscope_sql::Db::new().map_err(failed)?;
+    let mut db = stepscope_sql::Db::for_query(query).map_err(failed)?;
     for r in &runs {
         db.add_run::<ApiError>(&r.rel, r, &wanted, &mut |put| {
             for h in &r.hosts {

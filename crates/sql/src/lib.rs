@@ -18,7 +18,7 @@ mod query;
 pub use load::PutHost;
 pub use out::{CsvResults, JsonResults, SCHEMA};
 pub use parquet_in::is_tables_dir;
-pub use query::{referenced, Limits, Results};
+pub use query::{columns_named, referenced, Limits, Results};
 
 use std::collections::HashMap;
 
@@ -34,8 +34,15 @@ const CACHE_KIB: i64 = 64 * 1024;
 /// A private database of tables to query.
 pub struct Db {
     conn: Connection,
-    /// Each table made so far, with its columns in order.
+    /// Each table made so far, with every column its rows brought, in order (what the
+    /// errors list).
     columns: HashMap<String, Vec<String>>,
+    /// Each table made so far, with the columns it holds (of `columns`, those the query
+    /// may read).
+    made: HashMap<String, Vec<String>>,
+    /// The columns the query may read, lower-cased ([`columns_named`]); `None`: every
+    /// column.
+    only: Option<Vec<String>>,
 }
 
 impl Db {
@@ -51,15 +58,24 @@ impl Db {
             format!("cannot make a temporary database: {e} — check that the temporary folder (TMPDIR) is writable")
         })?;
         conn.execute_batch(&format!(
-            "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -{CACHE_KIB};"
+            "PRAGMA page_size = 65536; PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA cache_size = -{CACHE_KIB};"
         ))
         .map_err(|e| {
             format!("cannot set up the temporary database: {e} — check that the temporary folder (TMPDIR) is writable")
         })?;
-        Ok(Db { conn, columns: HashMap::new() })
+        Ok(Db { conn, columns: HashMap::new(), made: HashMap::new(), only: None })
     }
 
-    /// The tables made so far, each with its columns, by name.
+    /// An empty database for `sql`: its tables will hold only the columns `sql` may
+    /// read ([`columns_named`]), so that a query of a few columns of a large table
+    /// inserts those few.
+    pub fn for_query(sql: &str) -> Result<Db, String> {
+        let mut db = Db::new()?;
+        db.only = columns_named(sql);
+        Ok(db)
+    }
+
+    /// The tables made so far, each with every column its rows brought, by name.
     pub fn tables(&self) -> Vec<(&str, &[String])> {
         let mut t: Vec<(&str, &[String])> = self.columns.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect();
         t.sort();

@@ -80,10 +80,12 @@ impl Db {
                 Column::new(c.name(), ty, c.max_def_level() > 0)
             })
             .collect::<Vec<_>>();
-        let names = self.ensure(table, &columns)?;
+        let kept = self.ensure(table, &columns)?;
         let partitions: Vec<Option<&str>> =
-            names[columns.len()..].iter().map(|p| if p == "run" { run } else { host }).collect();
-        self.insert(table, &names, &partitions, &mut |out: &mut dyn RowSink| {
+            kept.partitions.iter().map(|p| if p == "run" { run } else { host }).collect();
+        // Only the columns the table keeps are read; the others' cells are empty.
+        let read: Vec<bool> = (0..columns.len()).map(|i| kept.at.contains(&i)).collect();
+        self.insert(table, &kept, &partitions, &mut |out: &mut dyn RowSink| {
             // A row group at a time, each column read whole (values and definition
             // levels), then handed on row by row.
             for g in 0..reader.num_row_groups() {
@@ -91,8 +93,11 @@ impl Db {
                 let rows = usize::try_from(group.metadata().num_rows()).unwrap_or(0);
                 let cols = (0..columns.len())
                     .map(|i| {
+                        if !read[i] {
+                            return Ok(None);
+                        }
                         let reader = group.get_column_reader(i).map_err(io::Error::other)?;
-                        ColData::read(reader, rows, columns[i].nullable, columns[i].ty == ColType::U64)
+                        ColData::read(reader, rows, columns[i].nullable, columns[i].ty == ColType::U64).map(Some)
                     })
                     .collect::<io::Result<Vec<_>>>()?;
                 let mut next = vec![0usize; cols.len()];
@@ -100,7 +105,10 @@ impl Db {
                 for row in 0..rows {
                     cells.clear();
                     for (c, at) in cols.iter().zip(&mut next) {
-                        cells.push(c.cell(row, at)?);
+                        cells.push(match c {
+                            Some(c) => c.cell(row, at)?,
+                            None => Cell::Null,
+                        });
                     }
                     out.row(&cells)?;
                 }

@@ -24,11 +24,18 @@ pub struct Limits {
     pub timeout: Option<Duration>,
 }
 
-/// The tables of [`TABLES`] that `sql` names: every identifier outside strings and
-/// comments that is a table's name, in [`TABLES`] order. A column or alias of the same
-/// name counts too (the table is loaded and not used: a cost, never a wrong answer).
-pub fn referenced(sql: &str) -> Vec<&'static str> {
-    let mut words: Vec<String> = Vec::new();
+/// A piece of a query outside its strings and comments: an identifier or keyword
+/// (quoted ones unquoted), or one character of punctuation.
+#[derive(Debug, PartialEq)]
+enum Token<'a> {
+    Word(&'a str),
+    Punct(u8),
+}
+
+/// The tokens of `sql` that can name a table or column (strings, comments, numbers and
+/// blanks left out).
+fn tokens(sql: &str) -> Vec<Token<'_>> {
+    let mut out = Vec::new();
     let b = sql.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -50,21 +57,72 @@ pub fn referenced(sql: &str) -> Vec<&'static str> {
             _ => None,
         } {
             let end = until(i + 1, &[close]);
-            words.push(sql[i + 1..end.saturating_sub(1).max(i + 1)].to_string());
+            out.push(Token::Word(&sql[i + 1..end.saturating_sub(1).max(i + 1)]));
             i = end;
-        } else if c.is_ascii_alphabetic() || c == b'_' {
+        } else if c.is_ascii_alphanumeric() || c == b'_' {
+            // A word, or a number (which names nothing: dropped).
             let end = (i..b.len()).find(|&j| !(b[j].is_ascii_alphanumeric() || b[j] == b'_')).unwrap_or(b.len());
-            words.push(sql[i..end].to_string());
+            if !c.is_ascii_digit() {
+                out.push(Token::Word(&sql[i..end]));
+            }
             i = end;
         } else {
+            if !c.is_ascii_whitespace() {
+                out.push(Token::Punct(c));
+            }
             i += 1;
         }
     }
-    // SQLite's own list of tables: every table, so that it lists them all.
-    let schema = words.iter().any(|w| {
-        ["sqlite_schema", "sqlite_master", "table_list", "pragma_table_info"].iter().any(|s| w.eq_ignore_ascii_case(s))
+    out
+}
+
+/// Whether a query names SQLite's own list of tables or columns (then every table,
+/// with every column, is there for it to list).
+fn lists_schema(tokens: &[Token]) -> bool {
+    const SCHEMA: [&str; 5] =
+        ["sqlite_schema", "sqlite_master", "table_list", "pragma_table_info", "pragma_table_xinfo"];
+    tokens.iter().any(|t| matches!(t, Token::Word(w) if SCHEMA.iter().any(|s| w.eq_ignore_ascii_case(s))))
+}
+
+/// The tables of [`TABLES`] that `sql` names: every identifier outside strings and
+/// comments that is a table's name, in [`TABLES`] order. A column or alias of the same
+/// name counts too (the table is loaded and not used: a cost, never a wrong answer).
+pub fn referenced(sql: &str) -> Vec<&'static str> {
+    let tokens = tokens(sql);
+    let schema = lists_schema(&tokens);
+    let named = |t: &str| tokens.iter().any(|w| matches!(w, Token::Word(w) if w.eq_ignore_ascii_case(t)));
+    TABLES.iter().copied().filter(|t| schema || named(t)).collect()
+}
+
+/// The columns `sql` may read, lower-cased: every identifier outside strings and
+/// comments (a name that is no column costs nothing). `None` where it may read columns
+/// it does not name: a `*` of every column (`SELECT *`, `t.*`; not `count(*)` or a
+/// product), a `NATURAL` join (on the columns two tables share), or SQLite's own lists
+/// of tables and columns. The tables are loaded with these columns only: a query never
+/// sees a difference, and a scan of a few columns of a large table inserts a few.
+pub fn columns_named(sql: &str) -> Option<Vec<String>> {
+    let tokens = tokens(sql);
+    let keyword = |t: Option<&Token>, words: &[&str]| matches!(t, Some(Token::Word(w)) if words.iter().any(|k| w.eq_ignore_ascii_case(k)));
+    let every_column = tokens.iter().enumerate().any(|(i, t)| match t {
+        Token::Punct(b'*') => {
+            let before = i.checked_sub(1).and_then(|j| tokens.get(j));
+            matches!(before, Some(Token::Punct(b',' | b'.'))) || keyword(before, &["select", "distinct", "all"])
+        }
+        Token::Word(w) => w.eq_ignore_ascii_case("natural"),
+        Token::Punct(_) => false,
     });
-    TABLES.iter().copied().filter(|t| schema || words.iter().any(|w| w.eq_ignore_ascii_case(t))).collect()
+    if every_column || lists_schema(&tokens) {
+        return None;
+    }
+    let mut words: Vec<String> = (tokens.iter())
+        .filter_map(|t| match t {
+            Token::Word(w) => Some(w.to_ascii_lowercase()),
+            Token::Punct(_) => None,
+        })
+        .collect();
+    words.sort_unstable();
+    words.dedup();
+    Some(words)
 }
 
 /// Why a query failed.
@@ -241,6 +299,40 @@ mod tests {
         assert_eq!(referenced("SELECT 'it''s ops' FROM [memory]"), ["memory"]);
         assert!(referenced("SELECT opsx FROM x_ops").is_empty());
         assert_eq!(referenced("SELECT name, sql FROM sqlite_schema"), TABLES);
+        assert_eq!(referenced("SELECT 1 FROM ops2"), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn columns_named_unless_a_star_or_natural_join_reads_unnamed_ones() {
+        let named = |sql: &str| columns_named(sql);
+        assert_eq!(
+            named("SELECT name, count(*) FROM \"events\" WHERE duration_ps > 10 -- host\nGROUP BY 1"),
+            Some(vec![
+                "by".into(),
+                "count".into(),
+                "duration_ps".into(),
+                "events".into(),
+                "from".into(),
+                "group".into(),
+                "name".into(),
+                "select".into(),
+                "where".into()
+            ])
+        );
+        // A product and count(*) read no unnamed column.
+        assert!(named("SELECT self_ps*2, count( * ) FROM ops").is_some());
+        assert!(named("SELECT 'a * b', x FROM ops /* SELECT * */").is_some());
+        // Every column: a star after SELECT, DISTINCT, a comma or a table's name.
+        for sql in [
+            "SELECT * FROM ops",
+            "select distinct * from ops",
+            "SELECT name, * FROM ops",
+            "SELECT o.* FROM ops o",
+            "SELECT name FROM ops NATURAL JOIN kernels",
+            "SELECT name FROM pragma_table_info('ops')",
+        ] {
+            assert_eq!(named(sql), None, "{sql}");
+        }
     }
 
     #[test]

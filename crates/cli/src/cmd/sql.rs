@@ -47,7 +47,7 @@ const MAX_TEXT_ROWS: usize = 10_000;
 pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
     let wanted = referenced(&args.query);
     let want = |t: &str| wanted.contains(&t);
-    let mut db = Db::new().map_err(anyhow::Error::msg)?;
+    let mut db = Db::for_query(&args.query).map_err(anyhow::Error::msg)?;
     // Runs are named as `tables` names them (their folder under PATH); where several
     // PATHs hold profiles, by their folder as given, so that two never share a name.
     // A tables folder in a bucket: its files brought into the cache, read from there.
