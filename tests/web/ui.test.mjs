@@ -4,7 +4,7 @@
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -27,9 +27,10 @@ const TPU = 'tpu-v6e-inference';
 let server, base, browser, page, profileDir;
 const pageErrors = [];
 
-/** Starts `stepscope serve ROOT`; resolves to [process, its URL]. */
-async function startServer(root) {
-  const proc = spawn(bin, ['serve', root, '--port', '0', '--no-open'], { stdio: ['ignore', 'pipe', 'inherit'] });
+/** Starts `stepscope serve ROOT` (with `env` added to this process's); resolves to [process, its URL]. */
+async function startServer(root, env = {}) {
+  const proc = spawn(bin, ['serve', root, '--port', '0', '--no-open'],
+    { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, ...env } });
   const url = await new Promise((resolve, reject) => {
     let buf = '';
     proc.stdout.on('data', d => {
@@ -1573,7 +1574,9 @@ test('HLO graph: the op\'s operands and users as the API has them, its fused bod
   await page.waitForFunction(o => document.querySelector('#hlo-name')?.textContent === o, first);
 });
 
-test('a run of several hosts: the overview lists each host\'s own summary, a click opens that host', async () => {
+/** A log directory of one run of three CPU hosts (a, b, c: three fixtures); returns
+ * [its folder, the bytes of its largest host file and of all three]. */
+function threeHostRun() {
   const root = mkdtempSync(path.join(tmpdir(), 'stepscope-pod-'));
   const run = path.join(root, 'plugins/profile/2026_11_01_00_00_00');
   mkdirSync(run, { recursive: true });
@@ -1582,7 +1585,16 @@ test('a run of several hosts: the overview lists each host\'s own summary, a cli
     const sub = readdirSync(d)[0];
     return path.join(d, sub, 'vm.xplane.pb');
   };
-  for (const [host, dir] of [['a', 'cpu-clean'], ['b', 'cpu-slow'], ['c', 'cpu-dp4']]) cpSync(xplane(dir), path.join(run, `${host}.xplane.pb`));
+  const sizes = [];
+  for (const [host, dir] of [['a', 'cpu-clean'], ['b', 'cpu-slow'], ['c', 'cpu-dp4']]) {
+    cpSync(xplane(dir), path.join(run, `${host}.xplane.pb`));
+    sizes.push(statSync(path.join(run, `${host}.xplane.pb`)).size);
+  }
+  return [root, Math.max(...sizes), sizes.reduce((a, b) => a + b, 0)];
+}
+
+test('a run of several hosts: the overview lists each host\'s own summary, a click opens that host', async () => {
+  const [root] = threeHostRun();
   const [proc, url] = await startServer(root);
   try {
     const hosts = await (await fetch(new URL('api/summary/hosts', url))).json();
@@ -1606,6 +1618,37 @@ test('a run of several hosts: the overview lists each host\'s own summary, a cli
     await page.waitForFunction(h => new URL(location.href).hash.includes(`host=${h}`) && document.querySelector('#host').value === h, hosts.slowest_host);
     // That host alone: no host table.
     await page.waitForSelector('.cards .card');
+    assert.equal(await page.$('#hosts-table'), null);
+  } finally {
+    proc.kill();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('a run whose hosts do not fit in memory together: the overview offers them one at a time', async () => {
+  const [root, largest, total] = threeHostRun();
+  // Room for any one host, not for the three.
+  const [proc, url] = await startServer(root, { STEPSCOPE_MEMORY_LIMIT: String(largest + 1) });
+  assert.ok(largest + 1 < total);
+  try {
+    const whole = await fetch(new URL('api/summary', url));
+    assert.equal(whole.status, 507);
+    const why = (await whole.json()).error;
+    assert.match(why, /^reading the run's 3 hosts together needs about \d+ MB, and STEPSCOPE_MEMORY_LIMIT is \d+ MB — /);
+    const hosts = await (await fetch(new URL('api/summary/hosts', url))).json();
+    assert.equal(hosts.hosts.length, 3);
+    await page.goto('about:blank');
+    await page.goto(url);
+    await page.waitForSelector('#hosts-table table.data tbody tr');
+    assert.equal((await page.textContent('#run-too-large')).split(':')[0], why.split(' — ')[0]);
+    assert.equal(await page.textContent('h1'), `Run ${hosts.run}`);
+    const shown = await page.$$eval('#hosts-table table.data tbody tr td:first-child', tds => tds.map(td => td.textContent));
+    assert.deepEqual(shown.sort(), ['a', 'b', 'c']);
+    await page.screenshot({ path: path.join(shots, 'overview-too-large.png'), fullPage: true });
+    // A host, read alone, fits: its overview as usual.
+    await page.click('#hosts-table a:text-is("b")');
+    await page.waitForSelector('.cards .card');
+    assert.equal(await page.$('#run-too-large'), null);
     assert.equal(await page.$('#hosts-table'), null);
   } finally {
     proc.kill();

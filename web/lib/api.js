@@ -27,6 +27,12 @@ export async function api(path, params = {}, signal) {
     if (res.ok) throw new Error(`api/${path}: the answer is not JSON (${e.message})`);
     body = { error: `${res.status} ${res.statusText}` };
   }
-  if (!res.ok) throw new Error(body.error || `${res.status} ${res.statusText}`);
+  if (!res.ok) {
+    // The status goes with the message: 507 is a run whose hosts do not fit in the
+    // server's memory together (pages then offer them one at a time).
+    const err = new Error(body.error || `${res.status} ${res.statusText}`);
+    err.status = res.status;
+    throw err;
+  }
   return body;
 }

@@ -9,7 +9,20 @@ import { pageLink } from '../lib/nav.js';
 export const title = 'Overview';
 
 export async function render(view, ctx) {
-  const [s, st, adv] = await Promise.all([ctx.get('summary'), ctx.get('steps'), ctx.get('advise')]);
+  let s, st, adv;
+  try {
+    [s, st, adv] = await Promise.all([ctx.get('summary'), ctx.get('steps'), ctx.get('advise')]);
+  } catch (e) {
+    // A run whose hosts do not fit in memory together: each host, read alone.
+    if (e.status !== 507 || ctx.params.get('host')) throw e;
+    if (ctx.stale()) return;
+    const title = el('h1', {}, 'Run');
+    view.append(title, el('p', { class: 'error', id: 'run-too-large' },
+      `${e.message.split(' — ')[0]}: each host is read alone below; click one, or pick it above, to see its pages.`));
+    const h = await hostsView(view, ctx);
+    if (h) title.textContent = `Run ${h.run}`;
+    return;
+  }
   if (ctx.stale()) return;
   const t = s.step_time;
   view.append(el('h1', {}, `Run ${s.run}`));
@@ -148,9 +161,10 @@ function findingBox(f) {
     el('div', { class: 'advice' }, '→ ', f.advice));
 }
 
+/** The hosts of the run, a row each (api/summary/hosts); returns that answer (null if the page went stale). */
 async function hostsView(view, ctx) {
   const h = await ctx.get('summary/hosts', { top: 1 });
-  if (ctx.stale()) return;
+  if (ctx.stale()) return null;
   view.append(el('h2', {}, `Hosts (${count(h.hosts.length)})`));
   const spread = [];
   if (h.step_median) {
@@ -187,4 +201,5 @@ async function hostsView(view, ctx) {
     sort: 'median_ps',
     csvName: 'hosts.csv',
   });
+  return h;
 }

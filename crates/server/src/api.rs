@@ -43,6 +43,12 @@ impl ApiError {
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError { status: 404, message: message.into() }
     }
+    /// A run that could not be loaded: 507 where its hosts do not fit in memory
+    /// together (the web UI then offers them one at a time), else 404.
+    pub fn unloaded(message: String) -> ApiError {
+        let status = if message.contains(stepscope_xspace::room::LIMIT_VAR) { 507 } else { 404 };
+        ApiError { status, message }
+    }
 }
 
 type Reply = Result<Vec<u8>, ApiError>;
@@ -205,7 +211,7 @@ impl Params {
     fn run_named(&self, app: &App, name: &str) -> Result<Arc<Entry>, ApiError> {
         let host = self.str("host").filter(|h| !h.is_empty());
         let run = self.str(name).filter(|r| !r.is_empty());
-        let entry = app.cache.get(&app.root, run, host).map_err(ApiError::not_found)?;
+        let entry = app.cache.get(&app.root, run, host).map_err(ApiError::unloaded)?;
         if let Ok(mut read) = self.read.lock() {
             read.push(entry.clone());
         }
@@ -475,7 +481,7 @@ fn history(app: &App, q: &Params) -> Reply {
     let mut h = History::default();
     let mut previous: Option<Arc<Entry>> = None;
     for r in &runs {
-        let e = app.cache.get(&app.root, Some(&r.rel), host).map_err(ApiError::not_found)?;
+        let e = app.cache.get(&app.root, Some(&r.rel), host).map_err(ApiError::unloaded)?;
         h.add(r.rel.clone(), discover::captured(&r.rel), &e.profile, previous.as_ref().map(|p| &p.profile));
         unchanged(&e)?;
         if let Some(p) = &previous {
@@ -515,7 +521,7 @@ fn sql(app: &App, q: &Params) -> Reply {
     for r in &runs {
         db.add_run::<ApiError>(&r.rel, r, &wanted, &mut |put| {
             for h in &r.hosts {
-                let e = app.cache.get(&app.root, Some(&r.rel), Some(&h.host)).map_err(ApiError::not_found)?;
+                let e = app.cache.get(&app.root, Some(&r.rel), Some(&h.host)).map_err(ApiError::unloaded)?;
                 put(&h.host, &e.profile)?;
                 unchanged(&e)?;
             }

@@ -51,16 +51,21 @@ impl Run {
         self.hosts.iter().map(|h| h.bytes).sum()
     }
 
-    /// Reads every host file, in parallel, counting bytes read into `progress`.
+    /// Reads every host file, in parallel, counting bytes read into `progress`; an
+    /// error, before anything is read, where they would not fit in memory
+    /// ([`crate::room::check`]).
     pub fn load(&self, progress: &Progress) -> Result<Vec<Space>> {
+        self.fits()?;
         self.hosts.par_iter().map(|h| read_file(&h.path, h.format, &h.host, progress)).collect()
     }
 
     /// Reads every host file that can be read: a broken host (a capture that crashed
     /// while writing, a file cut short) is set aside with its error, and the others
-    /// are read. An error only when no host can be read (then the first host's), or
-    /// when `must` names a host that cannot be.
+    /// are read. An error only when no host can be read (then the first host's), when
+    /// `must` names a host that cannot be, or, before anything is read, when the hosts
+    /// would not fit in memory ([`crate::room::check`]).
     pub fn load_readable(&self, progress: &Progress, must: Option<&str>) -> Result<Readable> {
+        self.fits()?;
         let results: Vec<Result<Space>> =
             self.hosts.par_iter().map(|h| read_file(&h.path, h.format, &h.host, progress)).collect();
         let mut readable = Readable { spaces: Vec::new(), unread: Vec::new() };
@@ -79,6 +84,13 @@ impl Run {
             Some(e) if readable.spaces.is_empty() => Err(e),
             _ => Ok(readable),
         }
+    }
+}
+
+impl Run {
+    /// Whether reading every host of the run at once fits in memory.
+    fn fits(&self) -> Result<()> {
+        crate::room::check(&self.hosts.iter().collect::<Vec<_>>(), self.hosts.len())
     }
 }
 

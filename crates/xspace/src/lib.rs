@@ -17,6 +17,7 @@ pub mod mapguard;
 mod mem;
 pub mod model;
 pub mod pprof;
+pub mod room;
 mod stat;
 mod stat_wire;
 pub mod trace_json;

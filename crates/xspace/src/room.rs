@@ -1,0 +1,180 @@
+//! Whether a run fits in memory before it is read: what reading its hosts takes
+//! ([`needed_bytes`]) against the memory there is ([`limit`]: the machine's free memory,
+//! its container's, or the user's `STEPSCOPE_MEMORY_LIMIT`). A run that does not fit
+//! is an error that names the ways to read it one host at a time, instead of a process
+//! the system kills halfway (or a machine that swaps to a halt).
+
+use std::path::Path;
+
+use crate::discover::HostFile;
+use crate::error::{Error, Result};
+use crate::model::Format;
+
+/// The variable that sets the memory a run may take: bytes, or with a unit (`512MB`,
+/// `8GB`, `8GiB`), or `none` for no check.
+pub const LIMIT_VAR: &str = "STEPSCOPE_MEMORY_LIMIT";
+
+/// Memory a host's decoded profile takes, per byte of its file: an XSpace's columns and
+/// the model built on them come to about its size (0.97 for `summary` of the
+/// `bench/gen_large.sh 1500` capture, the mapped file's pages aside: those the system
+/// can drop), a trace JSON's to about its text's.
+const BYTES_PER_FILE_BYTE: u64 = 1;
+
+/// The limit reading may not pass, and where it comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limit {
+    pub bytes: u64,
+    /// `free memory` or `STEPSCOPE_MEMORY_LIMIT`: what the error names.
+    pub from: &'static str,
+}
+
+/// The memory reading may take: `STEPSCOPE_MEMORY_LIMIT` where set (`None` for `none`),
+/// else the memory the system has free for this process (Linux: the lesser of the
+/// machine's available memory and its control group's room; elsewhere unknown: `None`).
+pub fn limit() -> Result<Option<Limit>> {
+    match std::env::var(LIMIT_VAR) {
+        Ok(v) if v.trim().eq_ignore_ascii_case("none") => Ok(None),
+        Ok(v) => parse_bytes(&v).map(|bytes| Some(Limit { bytes, from: LIMIT_VAR })).ok_or_else(|| {
+            Error::new(
+                format!("{LIMIT_VAR}={v:?} is not an amount of memory"),
+                "give bytes or a size with its unit (512MB, 8GB, 8GiB), or none to read without the check",
+            )
+        }),
+        Err(_) => Ok(free_bytes().map(|bytes| Limit { bytes, from: "free memory" })),
+    }
+}
+
+/// `8GB`, `8 GiB`, `512mb`, `1000000` as bytes.
+fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = (t[..split].trim(), t[split..].trim().to_ascii_lowercase());
+    let scale: f64 = match unit.as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "t" | "tb" => 1e12,
+        "kib" => 1024.0,
+        "mib" => 1024.0 * 1024.0,
+        "gib" => 1024.0 * 1024.0 * 1024.0,
+        "tib" => 1024.0f64.powi(4),
+        _ => return None,
+    };
+    let value: f64 = number.parse().ok()?;
+    (value.is_finite() && value >= 0.0).then(|| (value * scale) as u64)
+}
+
+/// Memory the system can give this process now, where it says.
+fn free_bytes() -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        let read = |p: &str| std::fs::read_to_string(p).ok();
+        let field = |text: &str, key: &str| -> Option<u64> {
+            text.lines().find_map(|l| l.strip_prefix(key)?.split_whitespace().next()?.parse().ok())
+        };
+        let machine = read("/proc/meminfo").and_then(|m| field(&m, "MemAvailable:")).map(|kib| kib * 1024);
+        // A container's control group (v2, else v1): its limit less the memory its
+        // processes hold (their page cache aside, which the system drops first).
+        let group = match read("/sys/fs/cgroup/memory.max") {
+            Some(max) => max.trim().parse::<u64>().ok().map(|max| {
+                let anon = read("/sys/fs/cgroup/memory.stat").and_then(|s| field(&s, "anon ")).unwrap_or(0);
+                max.saturating_sub(anon)
+            }),
+            None => read("/sys/fs/cgroup/memory/memory.limit_in_bytes")
+                .and_then(|l| l.trim().parse::<u64>().ok())
+                // v1 says "no limit" with a number near 2^63.
+                .filter(|l| *l < 1 << 60)
+                .map(|max| {
+                    let rss = read("/sys/fs/cgroup/memory/memory.stat").and_then(|s| field(&s, "rss ")).unwrap_or(0);
+                    max.saturating_sub(rss)
+                }),
+        };
+        match (machine, group) {
+            (Some(m), Some(g)) => Some(m.min(g)),
+            (m, g) => m.or(g),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
+}
+
+/// About the memory that reading `hosts` takes ([`BYTES_PER_FILE_BYTE`] a byte of each
+/// file, a gzip file's by the size it inflates to).
+pub fn needed_bytes(hosts: &[&HostFile]) -> u64 {
+    (hosts.iter())
+        .map(|h| {
+            let text = match h.format {
+                Format::TraceJson => inflated_bytes(&h.path).unwrap_or(h.bytes),
+                Format::XSpace => h.bytes,
+            };
+            text.saturating_mul(BYTES_PER_FILE_BYTE)
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// A gzip file's size inflated, from its last member's trailer (the size mod 4 GiB: at
+/// least the file's own size is taken), or `None` where it is no gzip file.
+fn inflated_bytes(path: &Path) -> Option<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let (mut file, file_bytes) = crate::files::open_regular(path).ok()?;
+    let mut magic = [0u8; 2];
+    file.read_exact(&mut magic).ok()?;
+    if magic != [0x1f, 0x8b] || file_bytes < 18 {
+        return None;
+    }
+    file.seek(SeekFrom::End(-4)).ok()?;
+    let mut size = [0u8; 4];
+    file.read_exact(&mut size).ok()?;
+    Some(u64::from(u32::from_le_bytes(size)).max(file_bytes))
+}
+
+/// Checks that reading `hosts` (of `total_hosts` in the run) fits in [`limit`]; the
+/// error says how much it needs, what there is, and how to read fewer hosts at once.
+pub fn check(hosts: &[&HostFile], total_hosts: usize) -> Result<()> {
+    let Some(limit) = limit()? else { return Ok(()) };
+    let needed = needed_bytes(hosts);
+    if needed <= limit.bytes {
+        return Ok(());
+    }
+    let gb = |b: u64| match b {
+        0..1_000_000_000 => format!("{} MB", b.div_ceil(1_000_000)),
+        _ => format!("{:.1} GB", b as f64 / 1e9),
+    };
+    let what = if hosts.len() == 1 {
+        format!("reading host {} needs about {}", hosts[0].host, gb(needed))
+    } else {
+        format!("reading the run's {} hosts together needs about {}", hosts.len(), gb(needed))
+    };
+    let fix = if hosts.len() == 1 || total_hosts == 1 {
+        format!("free memory, or set {LIMIT_VAR}=none to read it anyway")
+    } else {
+        format!(
+            "read one host at a time: `summary --per-host` (each host in turn), `--host HOST`, `tables` or `sql`; \
+             or set {LIMIT_VAR}=none to read them together anyway"
+        )
+    };
+    Err(Error::new(format!("{what}, and {} is {}", limit.from, gb(limit.bytes)), fix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_with_and_without_units() {
+        assert_eq!(parse_bytes("1000000"), Some(1_000_000));
+        assert_eq!(parse_bytes("8GB"), Some(8_000_000_000));
+        assert_eq!(parse_bytes(" 1.5 gib "), Some(1_610_612_736));
+        assert_eq!(parse_bytes("512mb"), Some(512_000_000));
+        assert_eq!(parse_bytes("lots"), None);
+        assert_eq!(parse_bytes("8 parsecs"), None);
+        assert_eq!(parse_bytes("-1GB"), None);
+    }
+
+    #[test]
+    fn this_machine_says_what_it_has_free() {
+        #[cfg(target_os = "linux")]
+        assert!(free_bytes().is_some_and(|b| b > 0));
+    }
+}
