@@ -1015,3 +1015,40 @@ fn busy_counters_equal_the_steps_device_busy_time() {
     assert_eq!(r.status, 400);
     assert!(r.json()["error"].as_str().unwrap().contains("pick one of: vm/device:GPU:0"), "{}", r.text());
 }
+
+/// Under `STEPSCOPE_MEMORY_LIMIT`, a run that fits alone but not beside the runs kept
+/// is served after they are dropped (not refused), and one that fits nowhere is a 507
+/// that names the limit: two runs of 40 hosts (copies of the CPU transformer's file,
+/// about 45 MB to read each, 185 MB held once summarised) under a limit of 100 MB.
+#[test]
+fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = crate::util::xplane("cpu-transformer");
+    let runs = ["2026_01_01_00_00_00", "2026_01_02_00_00_00"];
+    for run in runs {
+        let dir = tmp.path().join("plugins/profile").join(run);
+        std::fs::create_dir_all(&dir).unwrap();
+        for h in 0..40 {
+            std::fs::copy(&file, dir.join(format!("h{h}.xplane.pb"))).unwrap();
+        }
+    }
+    let server = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "100MB")]);
+    let summary = |run: &str| server.get(&format!("api/summary?run=plugins/profile/{run}"));
+    for run in [runs[0], runs[1], runs[0]] {
+        let r = summary(run);
+        assert_eq!(r.status, 200, "{run}: {}", r.text());
+        assert_eq!(r.json()["environment"]["hosts"].as_array().unwrap().len(), 40);
+    }
+    drop(server);
+    let server = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "30MB")]);
+    let r = server.get(&format!("api/summary?run=plugins/profile/{}", runs[0]));
+    assert_eq!(r.status, 507, "{}", r.text());
+    let why = r.json()["error"].as_str().unwrap().to_string();
+    assert!(
+        why.starts_with("reading the run's 40 hosts together needs about 45 MB, and STEPSCOPE_MEMORY_LIMIT is 30 MB"),
+        "{why}"
+    );
+    // A host at a time still answers.
+    let r = server.get(&format!("api/summary?run=plugins/profile/{}&host=h3", runs[0]));
+    assert_eq!(r.status, 200, "{}", r.text());
+}

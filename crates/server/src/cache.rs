@@ -116,6 +116,12 @@ impl Cache {
                     Some((one, offset)) => (one, Some(offset)),
                     None => (run.clone(), None),
                 };
+                // Where it would not fit beside the other runs kept, they go first.
+                if stepscope_xspace::room::check(&to_read.hosts.iter().collect::<Vec<_>>(), to_read.hosts.len())
+                    .is_err()
+                {
+                    self.keep_only(&key);
+                }
                 let read = to_read.load_readable(&Progress::default(), host).map_err(|e| e.to_string())?;
                 let mut profile = Profile::of_read(run.rel.clone(), read.spaces, offset);
                 profile.unread_hosts = read.unread;
@@ -138,6 +144,31 @@ impl Cache {
             }
         }
         result
+    }
+}
+
+impl Cache {
+    /// Drops every kept run but `key`'s (each is freed once no request holds it) and
+    /// hands the freed memory back to the system, so that a large run that would not fit
+    /// beside them may.
+    fn keep_only(&self, key: &Key) {
+        let dropped: Vec<(Key, Slot)> = match self.slots.lock() {
+            Ok(mut slots) => {
+                let (keep, drop): (VecDeque<_>, VecDeque<_>) = slots.drain(..).partition(|(k, _)| k == key);
+                *slots = keep;
+                drop.into_iter().collect()
+            }
+            Err(_) => return,
+        };
+        if dropped.is_empty() {
+            return;
+        }
+        drop(dropped);
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        // SAFETY: malloc_trim only returns free heap pages to the system.
+        unsafe {
+            libc::malloc_trim(0);
+        }
     }
 }
 

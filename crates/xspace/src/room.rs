@@ -20,6 +20,9 @@ pub const LIMIT_VAR: &str = "STEPSCOPE_MEMORY_LIMIT";
 /// can drop), a trace JSON's to about its text's.
 const BYTES_PER_FILE_BYTE: u64 = 1;
 
+/// Memory held already that the error leaves unsaid (a process's own at its start).
+const HELD_UNSAID_BYTES: u64 = 64 << 20;
+
 /// The limit reading may not pass, and where it comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limit {
@@ -129,17 +132,34 @@ fn inflated_bytes(path: &Path) -> Option<u64> {
     Some(u64::from(u32::from_le_bytes(size)).max(file_bytes))
 }
 
-/// Checks that reading `hosts` (of `total_hosts` in the run) fits in [`limit`]; the
-/// error says how much it needs, what there is, and how to read fewer hosts at once.
+/// Memory this process holds of its own (its resident anonymous pages: Linux), where
+/// the system says.
+fn own_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status.lines().find_map(|l| l.strip_prefix("RssAnon:")?.split_whitespace().next()?.parse().ok())?;
+    Some(kib * 1024)
+}
+
+/// Checks that reading `hosts` (of `total_hosts` in the run) fits in the room there
+/// is: the free memory, or `STEPSCOPE_MEMORY_LIMIT` less what this process holds
+/// already (a server's cached runs). The error says how much it needs, what there is,
+/// and how to read fewer hosts at once.
 pub fn check(hosts: &[&HostFile], total_hosts: usize) -> Result<()> {
     let Some(limit) = limit()? else { return Ok(()) };
     let needed = needed_bytes(hosts);
-    if needed <= limit.bytes {
+    let held = if limit.from == LIMIT_VAR { own_bytes().unwrap_or(0) } else { 0 };
+    let room = limit.bytes.saturating_sub(held);
+    if needed <= room {
         return Ok(());
     }
     let gb = |b: u64| match b {
         0..1_000_000_000 => format!("{} MB", b.div_ceil(1_000_000)),
         _ => format!("{:.1} GB", b as f64 / 1e9),
+    };
+    // What a process holds at its start is not worth a word; a server's cached runs are.
+    let there = match held {
+        0..HELD_UNSAID_BYTES => format!("{} is {}", limit.from, gb(limit.bytes)),
+        _ => format!("{} is {}, {} of it held already", limit.from, gb(limit.bytes), gb(held)),
     };
     let what = if hosts.len() == 1 {
         format!("reading host {} needs about {}", hosts[0].host, gb(needed))
@@ -154,7 +174,7 @@ pub fn check(hosts: &[&HostFile], total_hosts: usize) -> Result<()> {
              or set {LIMIT_VAR}=none to read them together anyway"
         )
     };
-    Err(Error::new(format!("{what}, and {} is {}", limit.from, gb(limit.bytes)), fix))
+    Err(Error::new(format!("{what}, and {there}"), fix))
 }
 
 #[cfg(test)]
