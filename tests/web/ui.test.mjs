@@ -1574,8 +1574,7 @@ test('HLO graph: the op\'s operands and users as the API has them, its fused bod
   await page.waitForFunction(o => document.querySelector('#hlo-name')?.textContent === o, first);
 });
 
-/** A log directory of one run of three CPU hosts (a, b, c: three fixtures); returns
- * [its folder, the bytes of its largest host file and of all three]. */
+/** A log directory of one run of three CPU hosts (a, b, c: three fixtures). */
 function threeHostRun() {
   const root = mkdtempSync(path.join(tmpdir(), 'stepscope-pod-'));
   const run = path.join(root, 'plugins/profile/2026_11_01_00_00_00');
@@ -1585,16 +1584,12 @@ function threeHostRun() {
     const sub = readdirSync(d)[0];
     return path.join(d, sub, 'vm.xplane.pb');
   };
-  const sizes = [];
-  for (const [host, dir] of [['a', 'cpu-clean'], ['b', 'cpu-slow'], ['c', 'cpu-dp4']]) {
-    cpSync(xplane(dir), path.join(run, `${host}.xplane.pb`));
-    sizes.push(statSync(path.join(run, `${host}.xplane.pb`)).size);
-  }
-  return [root, Math.max(...sizes), sizes.reduce((a, b) => a + b, 0)];
+  for (const [host, dir] of [['a', 'cpu-clean'], ['b', 'cpu-slow'], ['c', 'cpu-dp4']]) cpSync(xplane(dir), path.join(run, `${host}.xplane.pb`));
+  return root;
 }
 
 test('a run of several hosts: the overview lists each host\'s own summary, a click opens that host', async () => {
-  const [root] = threeHostRun();
+  const root = threeHostRun();
   const [proc, url] = await startServer(root);
   try {
     const hosts = await (await fetch(new URL('api/summary/hosts', url))).json();
@@ -1626,27 +1621,33 @@ test('a run of several hosts: the overview lists each host\'s own summary, a cli
 });
 
 test('a run whose hosts do not fit in memory together: the overview offers them one at a time', async () => {
-  const [root, largest, total] = threeHostRun();
-  // Room for any one host, not for the three.
-  const [proc, url] = await startServer(root, { STEPSCOPE_MEMORY_LIMIT: String(largest + 1) });
-  assert.ok(largest + 1 < total);
+  // 30 copies of the CPU transformer's file (1.1 MB each) under a limit of 30 MB: any
+  // one host fits, the 30 together do not.
+  const root = mkdtempSync(path.join(tmpdir(), 'stepscope-pod-'));
+  const run = path.join(root, 'plugins/profile/2026_11_01_00_00_00');
+  mkdirSync(run, { recursive: true });
+  const d = path.join(repo, 'tests/fixtures/cpu-transformer/plugins/profile');
+  const file = path.join(d, readdirSync(d)[0], 'vm.xplane.pb');
+  for (let h = 0; h < 30; h++) cpSync(file, path.join(run, `h${h}.xplane.pb`));
+  assert.ok(30 * statSync(file).size > 30e6);
+  const [proc, url] = await startServer(root, { STEPSCOPE_MEMORY_LIMIT: '30MB' });
   try {
     const whole = await fetch(new URL('api/summary', url));
     assert.equal(whole.status, 507);
     const why = (await whole.json()).error;
-    assert.match(why, /^reading the run's 3 hosts together needs about \d+ MB, and STEPSCOPE_MEMORY_LIMIT is \d+ MB — /);
+    assert.match(why, /^reading the run's 30 hosts together needs about \d+ MB, and STEPSCOPE_MEMORY_LIMIT is 30 MB — /);
     const hosts = await (await fetch(new URL('api/summary/hosts', url))).json();
-    assert.equal(hosts.hosts.length, 3);
+    assert.equal(hosts.hosts.length, 30);
     await page.goto('about:blank');
     await page.goto(url);
     await page.waitForSelector('#hosts-table table.data tbody tr');
     assert.equal((await page.textContent('#run-too-large')).split(':')[0], why.split(' — ')[0]);
     assert.equal(await page.textContent('h1'), `Run ${hosts.run}`);
     const shown = await page.$$eval('#hosts-table table.data tbody tr td:first-child', tds => tds.map(td => td.textContent));
-    assert.deepEqual(shown.sort(), ['a', 'b', 'c']);
-    await page.screenshot({ path: path.join(shots, 'overview-too-large.png'), fullPage: true });
+    assert.deepEqual(shown.sort(), hosts.hosts.map(h => h.host).sort());
+    await page.screenshot({ path: path.join(shots, 'overview-too-large.png') });
     // A host, read alone, fits: its overview as usual.
-    await page.click('#hosts-table a:text-is("b")');
+    await page.click('#hosts-table a:text-is("h3")');
     await page.waitForSelector('.cards .card');
     assert.equal(await page.$('#run-too-large'), null);
     assert.equal(await page.$('#hosts-table'), null);
