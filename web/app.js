@@ -139,7 +139,11 @@ async function render() {
 function showError(view, loading, e) {
   const retry = el('button', { type: 'button' }, 'Retry');
   retry.addEventListener('click', () => render());
-  const box = el('div', { class: 'error', role: 'alert' }, el('p', {}, String(e.message || e)), retry);
+  // A run too large to read whole (507): each host can still be read alone.
+  const text = e.status === 507
+    ? `${e.message.split(' — ')[0]}: pick one host in the host picker above; each is read alone.`
+    : String(e.message || e);
+  const box = el('div', { class: 'error', role: 'alert' }, el('p', {}, text), retry);
   if (loading.isConnected) loading.replaceWith(box); else view.prepend(box);
 }
 

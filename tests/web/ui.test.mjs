@@ -1646,6 +1646,13 @@ test('a run whose hosts do not fit in memory together: the overview offers them 
     const shown = await page.$$eval('#hosts-table table.data tbody tr td:first-child', tds => tds.map(td => td.textContent));
     assert.deepEqual(shown.sort(), hosts.hosts.map(h => h.host).sort());
     await page.screenshot({ path: path.join(shots, 'overview-too-large.png') });
+    // Another page of the whole run says to pick a host.
+    await page.goto(`${url}#/steps`);
+    await page.waitForSelector('.error[role=alert]');
+    assert.equal(await page.textContent('.error[role=alert] p'),
+      `${why.split(' — ')[0]}: pick one host in the host picker above; each is read alone.`);
+    await page.goto(url);
+    await page.waitForSelector('#hosts-table table.data tbody tr');
     // A host, read alone, fits: its overview as usual.
     await page.click('#hosts-table a:text-is("h3")');
     await page.waitForSelector('.cards .card');
