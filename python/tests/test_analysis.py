@@ -331,3 +331,43 @@ def test_rows_render_as_a_table_in_a_notebook():
     # A line's stack (a list) is left to to_pandas().
     lines = p.ops(by="line")
     assert "stack" in lines[0] and "<th>stack</th>" not in lines._repr_html_()
+
+
+def _pod(tmp_path, copies):
+    """A run of `copies` hosts, each a copy of the CPU transformer's file."""
+    run = tmp_path / "plugins" / "profile" / "2026_11_01_00_00_00"
+    run.mkdir(parents=True)
+    (src,) = (CPU / "plugins" / "profile" / CPU_RUN).glob("*.xplane.pb")
+    for h in range(copies):
+        (run / f"h{h}.xplane.pb").write_bytes(src.read_bytes())
+    return tmp_path, src.stat().st_size
+
+
+def test_summary_per_host_equals_cli(cli, tmp_path):
+    logs, _ = _pod(tmp_path, 3)
+    hosts = stepscope.summary_per_host(logs, top=3)
+    assert hosts == cli_json(cli, "summary", logs, "--per-host", "--top", 3)
+    assert hosts["schema"] == "stepscope.summary_hosts/1"
+    assert [h["host"] for h in hosts["hosts"]] == ["h0", "h1", "h2"]
+    assert hosts["hosts"][1]["summary"] == stepscope.load(logs, host="h1").summary(top=3)
+
+
+def _held_bytes():
+    """This process's resident anonymous memory (what the limit counts as held)."""
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("RssAnon:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
+def test_a_run_too_large_to_load_whole_is_read_a_host_at_a_time(tmp_path, monkeypatch):
+    # 30 hosts of 1.1 MB; room for 30 MB beside what this process holds already.
+    logs, size = _pod(tmp_path, 30)
+    assert 30 * size > 30e6
+    monkeypatch.setenv("STEPSCOPE_MEMORY_LIMIT", str(_held_bytes() + 30_000_000))
+    with pytest.raises(stepscope.StepscopeError, match=r"^reading the run's 30 hosts together needs about \d+ MB, "
+                       r"and STEPSCOPE_MEMORY_LIMIT is \d+ MB, \d+ MB of it held already — read one host at a "
+                       r"time: `summary --per-host`"):
+        stepscope.load(logs)
+    assert stepscope.load(logs, host="h4").hosts == ["h4"]
+    hosts = stepscope.summary_per_host(logs, top=1)
+    assert len(hosts["hosts"]) == 30 and not hosts.get("hosts_unread")

@@ -156,10 +156,12 @@ pub fn check(hosts: &[&HostFile], total_hosts: usize) -> Result<()> {
         0..1_000_000_000 => format!("{} MB", b.div_ceil(1_000_000)),
         _ => format!("{:.1} GB", b as f64 / 1e9),
     };
-    // What a process holds at its start is not worth a word; a server's cached runs are.
-    let there = match held {
-        0..HELD_UNSAID_BYTES => format!("{} is {}", limit.from, gb(limit.bytes)),
-        _ => format!("{} is {}, {} of it held already", limit.from, gb(limit.bytes), gb(held)),
+    // What a process holds at its start is not worth a word, unless it is what leaves
+    // too little; a server's cached runs, a notebook's data are.
+    let there = if held >= HELD_UNSAID_BYTES || needed <= limit.bytes {
+        format!("{} is {}, {} of it held already", limit.from, gb(limit.bytes), gb(held))
+    } else {
+        format!("{} is {}", limit.from, gb(limit.bytes))
     };
     let what = if hosts.len() == 1 {
         format!("reading host {} needs about {}", hosts[0].host, gb(needed))

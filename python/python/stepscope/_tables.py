@@ -31,6 +31,17 @@ def _stepscope(*args: str) -> str:
 
 
 
+def summary_per_host(path: str, *, run: Optional[str] = None, top: int = 10) -> dict:
+    """Each host's own summary and how the hosts spread: ``stepscope summary PATH
+    --per-host --json`` (``stepscope.summary_hosts/1``). The hosts are read one at a
+    time, so a pod's run takes one host's memory where :func:`load` holds every host
+    (and refuses a run that does not fit, docs/scale.md)."""
+    args = ["summary", os.fspath(path), "--per-host", "--top", str(top), "--json"]
+    if run is not None:
+        args += ["--run", run]
+    return json.loads(_stepscope(*args))
+
+
 def write_tables(path: str, out: str, *, run: Optional[str] = None, host: Optional[str] = None) -> dict:
     """Writes the tables of every run under ``path`` (or of ``run``) into the folder
     ``out`` (or a bucket's ``gs://``/``s3://`` prefix), a host at a time; returns the
