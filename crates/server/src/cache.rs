@@ -117,9 +117,7 @@ impl Cache {
                     None => (run.clone(), None),
                 };
                 // Where it would not fit beside the other runs kept, they go first.
-                if stepscope_xspace::room::check(&to_read.hosts.iter().collect::<Vec<_>>(), to_read.hosts.len())
-                    .is_err()
-                {
+                if to_read.fits().is_err() {
                     self.keep_only(&key);
                 }
                 let read = to_read.load_readable(&Progress::default(), host).map_err(|e| e.to_string())?;

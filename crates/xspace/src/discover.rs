@@ -88,9 +88,15 @@ impl Run {
 }
 
 impl Run {
-    /// Whether reading every host of the run at once fits in memory.
-    fn fits(&self) -> Result<()> {
-        crate::room::check(&self.hosts.iter().collect::<Vec<_>>(), self.hosts.len())
+    /// Whether reading every host of the run at once fits in memory
+    /// ([`crate::room::check`]): an error that says what to do where it does not.
+    pub fn fits(&self) -> Result<()> {
+        let hosts: Vec<(&str, u64)> = self
+            .hosts
+            .iter()
+            .map(|h| (h.host.as_str(), crate::room::needed_bytes(&h.path, h.format, h.bytes)))
+            .collect();
+        crate::room::check(&hosts, self.hosts.len())
     }
 }
 

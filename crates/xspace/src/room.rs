@@ -6,7 +6,6 @@
 
 use std::path::Path;
 
-use crate::discover::HostFile;
 use crate::error::{Error, Result};
 use crate::model::Format;
 
@@ -65,7 +64,7 @@ fn parse_bytes(text: &str) -> Option<u64> {
         _ => return None,
     };
     let value: f64 = number.parse().ok()?;
-    (value.is_finite() && value >= 0.0).then(|| (value * scale) as u64)
+    (value.is_finite() && value >= 0.0).then_some((value * scale) as u64)
 }
 
 /// Memory the system can give this process now, where it says.
@@ -102,18 +101,14 @@ fn free_bytes() -> Option<u64> {
     None
 }
 
-/// About the memory that reading `hosts` takes ([`BYTES_PER_FILE_BYTE`] a byte of each
-/// file, a gzip file's by the size it inflates to).
-pub fn needed_bytes(hosts: &[&HostFile]) -> u64 {
-    (hosts.iter())
-        .map(|h| {
-            let text = match h.format {
-                Format::TraceJson => inflated_bytes(&h.path).unwrap_or(h.bytes),
-                Format::XSpace => h.bytes,
-            };
-            text.saturating_mul(BYTES_PER_FILE_BYTE)
-        })
-        .fold(0u64, u64::saturating_add)
+/// About the memory that reading a host file of `bytes` takes
+/// ([`BYTES_PER_FILE_BYTE`] a byte; a gzip trace's by the size it inflates to).
+pub fn needed_bytes(path: &Path, format: Format, bytes: u64) -> u64 {
+    let text = match format {
+        Format::TraceJson => inflated_bytes(path).unwrap_or(bytes),
+        Format::XSpace => bytes,
+    };
+    text.saturating_mul(BYTES_PER_FILE_BYTE)
 }
 
 /// A gzip file's size inflated, from its last member's trailer (the size mod 4 GiB: at
@@ -140,13 +135,14 @@ fn own_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Checks that reading `hosts` (of `total_hosts` in the run) fits in the room there
-/// is: the free memory, or `STEPSCOPE_MEMORY_LIMIT` less what this process holds
-/// already (a server's cached runs). The error says how much it needs, what there is,
-/// and how to read fewer hosts at once.
-pub fn check(hosts: &[&HostFile], total_hosts: usize) -> Result<()> {
+/// Checks that reading `hosts` (each a name and the bytes [`needed_bytes`] gives it; of
+/// `total_hosts` in the run) fits in the room there is: the free memory, or
+/// `STEPSCOPE_MEMORY_LIMIT` less what this process holds already (a server's cached
+/// runs). The error says how much it needs, what there is, and how to read fewer hosts
+/// at once.
+pub fn check(hosts: &[(&str, u64)], total_hosts: usize) -> Result<()> {
     let Some(limit) = limit()? else { return Ok(()) };
-    let needed = needed_bytes(hosts);
+    let needed = hosts.iter().map(|h| h.1).fold(0u64, u64::saturating_add);
     let held = if limit.from == LIMIT_VAR { own_bytes().unwrap_or(0) } else { 0 };
     let room = limit.bytes.saturating_sub(held);
     if needed <= room {
@@ -164,7 +160,7 @@ pub fn check(hosts: &[&HostFile], total_hosts: usize) -> Result<()> {
         format!("{} is {}", limit.from, gb(limit.bytes))
     };
     let what = if hosts.len() == 1 {
-        format!("reading host {} needs about {}", hosts[0].host, gb(needed))
+        format!("reading host {} needs about {}", hosts[0].0, gb(needed))
     } else {
         format!("reading the run's {} hosts together needs about {}", hosts.len(), gb(needed))
     };
