@@ -16,8 +16,13 @@ pub const LIMIT_VAR: &str = "STEPSCOPE_MEMORY_LIMIT";
 /// Memory a host's decoded profile takes, per byte of its file: an XSpace's columns and
 /// the model built on them come to about its size (0.97 for `summary` of the
 /// `bench/gen_large.sh 1500` capture, the mapped file's pages aside: those the system
-/// can drop), a trace JSON's to about its text's.
-const BYTES_PER_FILE_BYTE: u64 = 1;
+/// can drop).
+const XSPACE_BYTES_PER_BYTE: u64 = 1;
+
+/// Per byte of a trace JSON's text (a gzip file's inflated): its decoded profile takes
+/// about half (0.45 for `summary` of that capture exported as `.trace.json.gz`, 312 MB
+/// of text).
+const JSON_TEXT_BYTES_PER_MEMORY_BYTE: u64 = 2;
 
 /// Memory held already that the error leaves unsaid (a process's own at its start).
 const HELD_UNSAID_BYTES: u64 = 64 << 20;
@@ -101,14 +106,14 @@ fn free_bytes() -> Option<u64> {
     None
 }
 
-/// About the memory that reading a host file of `bytes` takes
-/// ([`BYTES_PER_FILE_BYTE`] a byte; a gzip trace's by the size it inflates to).
+/// About the memory that reading a host file of `bytes` takes: an XSpace's
+/// [`XSPACE_BYTES_PER_BYTE`] a byte, a trace JSON's half its text (a gzip file's by the
+/// size it inflates to).
 pub fn needed_bytes(path: &Path, format: Format, bytes: u64) -> u64 {
-    let text = match format {
-        Format::TraceJson => inflated_bytes(path).unwrap_or(bytes),
-        Format::XSpace => bytes,
-    };
-    text.saturating_mul(BYTES_PER_FILE_BYTE)
+    match format {
+        Format::TraceJson => inflated_bytes(path).unwrap_or(bytes) / JSON_TEXT_BYTES_PER_MEMORY_BYTE,
+        Format::XSpace => bytes.saturating_mul(XSPACE_BYTES_PER_BYTE),
+    }
 }
 
 /// A gzip file's size inflated, from its last member's trailer (the size mod 4 GiB: at
@@ -188,6 +193,27 @@ mod tests {
         assert_eq!(parse_bytes("lots"), None);
         assert_eq!(parse_bytes("8 parsecs"), None);
         assert_eq!(parse_bytes("-1GB"), None);
+    }
+
+    #[test]
+    fn a_gzip_trace_counts_by_its_inflated_text() {
+        use std::io::Write;
+        let dir = std::env::temp_dir().join(format!("stepscope-room-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = format!("{{\"traceEvents\": [{}]}}", vec!["{\"ph\": \"X\"}"; 50_000].join(", "));
+        let gz = dir.join("h.trace.json.gz");
+        let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        enc.write_all(text.as_bytes()).unwrap();
+        std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+        let packed = std::fs::metadata(&gz).unwrap().len();
+        assert!(packed * 20 < text.len() as u64);
+        assert_eq!(needed_bytes(&gz, Format::TraceJson, packed), text.len() as u64 / 2);
+        // Plain text, and an XSpace, by their bytes.
+        let plain = dir.join("h.trace.json");
+        std::fs::write(&plain, &text).unwrap();
+        assert_eq!(needed_bytes(&plain, Format::TraceJson, text.len() as u64), text.len() as u64 / 2);
+        assert_eq!(needed_bytes(&plain, Format::XSpace, 1234), 1234);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
