@@ -1052,3 +1052,43 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     let r = server.get(&format!("api/summary?run=plugins/profile/{}&host=h3", runs[0]));
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+/// `api/summary/hosts` is made once per run as its files are: asked again, the same
+/// answer; once the server sees the run changed (its listing is at most 5 s old), the
+/// new files' summaries. A host not read (its file cut short) is read again on the next
+/// request, once whole.
+#[test]
+fn the_hosts_summaries_are_kept_until_the_run_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("plugins/profile/2026_11_01_00_00_00");
+    std::fs::create_dir_all(&run).unwrap();
+    for (host, dir) in [("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")] {
+        std::fs::copy(crate::util::xplane(dir), run.join(format!("{host}.xplane.pb"))).unwrap();
+    }
+    let dir = tmp.path().to_str().unwrap();
+    let server = serve(tmp.path(), &[]);
+    let first = server.api("summary/hosts");
+    assert_eq!(server.api("summary/hosts"), first);
+    assert_eq!(first, json(&["summary", dir, "--per-host"]));
+    // c replaced by another capture (a new file, as a capture writes one), b cut short.
+    let c = run.join("c.xplane.pb");
+    std::fs::remove_file(&c).unwrap();
+    std::fs::copy(crate::util::xplane("cpu-slow"), &c).unwrap();
+    let whole = std::fs::read(run.join("b.xplane.pb")).unwrap();
+    std::fs::write(run.join("b.xplane.pb"), &whole[..whole.len() / 3]).unwrap();
+    std::thread::sleep(Duration::from_millis(5200));
+    let now = server.api("summary/hosts");
+    assert_eq!(now["hosts_unread"][0]["host"], "b", "{now}");
+    assert_eq!(now, json(&["summary", dir, "--per-host"]));
+    assert_eq!(now["hosts"][1]["host"], "c");
+    assert_eq!(
+        now["hosts"][1]["summary"]["step_count"],
+        json(&["summary", &crate::util::xplane("cpu-slow")])["step_count"]
+    );
+    // b whole again: read on the next request.
+    std::fs::write(run.join("b.xplane.pb"), &whole).unwrap();
+    let again = server.api("summary/hosts");
+    assert!(again.get("hosts_unread").is_none(), "{again}");
+    assert_eq!(again["hosts"].as_array().unwrap().len(), 3);
+    assert_eq!(again["hosts"][1]["summary"], json(&["summary", dir, "--host", "b"]));
+}

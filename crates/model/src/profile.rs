@@ -298,6 +298,12 @@ fn shift(space: &mut Space, offset_ps: i64) {
 /// read is left out, as a full read leaves it out. Found once for a run, however many of
 /// its hosts are then read one at a time.
 pub fn clock_offsets_ps(run: &Run) -> Vec<i64> {
+    clock_offsets(run).0
+}
+
+/// [`clock_offsets_ps`], and whether every host's file could be read for its start
+/// (where one could not, the offsets change once it can: they are not worth keeping).
+pub fn clock_offsets(run: &Run) -> (Vec<i64>, bool) {
     let starts: Vec<Option<Option<i64>>> = (run.hosts.iter())
         .map(|h| match h.format {
             Format::XSpace => {
@@ -307,11 +313,14 @@ pub fn clock_offsets_ps(run: &Run) -> Vec<i64> {
         })
         .collect();
     let read: Vec<Option<i64>> = starts.iter().flatten().copied().collect();
+    let all_read = read.len() == starts.len();
     if read.len() < 2 || read.iter().any(Option::is_none) {
-        return vec![0; run.hosts.len()];
+        return (vec![0; run.hosts.len()], all_read);
     }
     let min = read.iter().flatten().copied().min().unwrap_or(0);
-    (starts.iter()).map(|s| s.flatten().unwrap_or(min).saturating_sub(min).saturating_mul(1000)).collect()
+    let offsets =
+        (starts.iter()).map(|s| s.flatten().unwrap_or(min).saturating_sub(min).saturating_mul(1000)).collect();
+    (offsets, all_read)
 }
 
 /// Host `host` of `run`, to be read alone: a run of that host's file only, and the

@@ -243,23 +243,30 @@ fn summary_hosts(app: &App, q: &Params) -> Reply {
     let top = q.top()?;
     let name = q.str("run").filter(|r| !r.is_empty());
     let run = app.root.run(name).map_err(ApiError::not_found)?;
-    let (mut rows, mut unread) = (Vec::with_capacity(run.hosts.len()), Vec::new());
-    for h in &run.hosts {
-        // A host whose file cannot be read is listed as such, as the CLI lists it.
-        let e = match app.cache.get(&app.root, Some(&run.rel), Some(&h.host)) {
-            Ok(e) => e,
-            Err(error) => {
-                unread.push(stepscope_xspace::discover::Unread { host: h.host.clone(), error });
-                continue;
-            }
-        };
-        unchanged(&e)?;
-        rows.push(stepscope_report::hosts::HostSummary {
-            host: h.host.clone(),
-            summary: summary::summary(&e.profile, top),
-        });
-    }
-    json(&stepscope_report::hosts::hosts(&run.rel, rows, unread))
+    // Made once per run as its files are now (a pod's hosts take a while), then kept.
+    let made = app.cache.answer(&run, format!("summary/hosts?top={top}"), || {
+        let (mut rows, mut unread) = (Vec::with_capacity(run.hosts.len()), Vec::new());
+        for h in &run.hosts {
+            // A host whose file cannot be read is listed as such, as the CLI lists it.
+            let e = match app.cache.get(&app.root, Some(&run.rel), Some(&h.host)) {
+                Ok(e) => e,
+                Err(error) => {
+                    unread.push(stepscope_xspace::discover::Unread { host: h.host.clone(), error });
+                    continue;
+                }
+            };
+            unchanged(&e).map_err(|e| (e.status, e.message))?;
+            rows.push(stepscope_report::hosts::HostSummary {
+                host: h.host.clone(),
+                summary: summary::summary(&e.profile, top),
+            });
+        }
+        // A host not read now (its file cut, or no room) may be read on the next request.
+        let keep = unread.is_empty();
+        let body = json(&stepscope_report::hosts::hosts(&run.rel, rows, unread)).map_err(|e| (e.status, e.message))?;
+        Ok((body, keep))
+    });
+    made.map(|body| body.to_vec()).map_err(|(status, message)| ApiError { status, message })
 }
 
 fn roofline(app: &App, q: &Params) -> Reply {

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use stepscope_analysis::peaks::UserPeaks;
-use stepscope_analysis::profile::{alone, clock_offsets_ps};
+use stepscope_analysis::profile::{alone, clock_offsets};
 use stepscope_analysis::steps::{self, Steps};
 use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::{Derived, Profile};
@@ -51,6 +51,13 @@ type Key = (String, SystemTime, Option<String>);
 /// Run name and its files' modification time.
 type RunKey = (String, SystemTime);
 type Slot = Arc<Derived<Result<Arc<Entry>, String>>>;
+/// A run (as [`RunKey`]) and a question about it (a route and its parameters).
+type AnswerKey = (RunKey, String);
+/// An answer's body, or its failure (status, message).
+type Answer = Arc<Derived<Result<Arc<Vec<u8>>, (u16, String)>>>;
+
+/// Answers about a whole run kept, each made from its hosts one at a time.
+const ANSWERS: usize = 16;
 
 pub struct Cache {
     capacity: usize,
@@ -61,15 +68,66 @@ pub struct Cache {
     offsets: Mutex<VecDeque<(RunKey, Arc<Vec<i64>>)>>,
     /// The devices' peaks given to `serve`, set on every run read.
     peaks: UserPeaks,
+    /// Answers made from a run's hosts read one at a time (its hosts' summaries), the
+    /// most recent [`ANSWERS`]: a pod's hundreds of hosts are read once, not on every
+    /// visit, and two requests for one answer wait on one making.
+    answers: Mutex<VecDeque<(AnswerKey, Answer)>>,
 }
 
 impl Cache {
     pub fn new(capacity: usize, peaks: UserPeaks) -> Cache {
-        Cache { capacity: capacity.max(1), slots: Mutex::new(VecDeque::new()), offsets: Mutex::default(), peaks }
+        Cache {
+            capacity: capacity.max(1),
+            slots: Mutex::new(VecDeque::new()),
+            offsets: Mutex::default(),
+            peaks,
+            answers: Mutex::default(),
+        }
     }
 
-    /// The clock offsets of `run`'s hosts ([`clock_offsets_ps`]), found on the first
-    /// call for the run as it is now.
+    /// The answer `question` about `run` as its files are now: made by `make` on the
+    /// first request (others wait for it), kept while it is among the most recent
+    /// [`ANSWERS`]. A failure is not kept, nor an answer `make` says not to keep (one
+    /// that a host read again may change): the next request makes it again.
+    pub fn answer(
+        &self,
+        run: &Run,
+        question: String,
+        make: impl FnOnce() -> Result<(Vec<u8>, bool), (u16, String)>,
+    ) -> Result<Arc<Vec<u8>>, (u16, String)> {
+        let key: AnswerKey = ((run.rel.clone(), run.modified), question);
+        let slot = {
+            let mut answers = self
+                .answers
+                .lock()
+                .map_err(|_| (500, "server state is poisoned — restart stepscope serve".to_string()))?;
+            let slot = match answers.iter().position(|(k, _)| *k == key) {
+                Some(i) => answers.remove(i).map(|(_, s)| s).unwrap_or_default(),
+                None => Answer::default(),
+            };
+            answers.push_front((key.clone(), slot.clone()));
+            answers.truncate(ANSWERS);
+            slot
+        };
+        let mut keep = true;
+        let result = (slot.get_or_compute(|| {
+            make().map(|(body, keep_it)| {
+                keep = keep_it;
+                Arc::new(body)
+            })
+        }))
+        .clone();
+        if result.is_err() || !keep {
+            if let Ok(mut answers) = self.answers.lock() {
+                answers.retain(|(k, s)| !(k == &key && Arc::ptr_eq(s, &slot)));
+            }
+        }
+        result
+    }
+
+    /// The clock offsets of `run`'s hosts ([`clock_offsets`]), found on the first call
+    /// for the run as it is now; where a host's file could not be read for its start (a
+    /// file being written), found again on the next call.
     fn offsets(&self, run: &Run) -> Arc<Vec<i64>> {
         let key = (run.rel.clone(), run.modified);
         let known = self.offsets.lock().ok().and_then(|o| o.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone()));
@@ -77,7 +135,11 @@ impl Cache {
             return v;
         }
         // Found outside the lock: two requests may both peek; both get the same answer.
-        let found = Arc::new(clock_offsets_ps(run));
+        let (found, all_read) = clock_offsets(run);
+        let found = Arc::new(found);
+        if !all_read {
+            return found;
+        }
         if let Ok(mut o) = self.offsets.lock() {
             o.retain(|(k, _)| *k != key);
             o.push_front((key, found.clone()));
