@@ -552,4 +552,32 @@ fn history_names_the_first_run_that_moved_beyond_noise() {
     assert!(same["change"].is_null(), "{same}");
     let empty = tempfile::tempdir().unwrap();
     assert!(assert_clean_error(&["history", empty.path().to_str().unwrap()]).contains("no profile found"));
+
+    // A night whose capture was cut short, between nights 2 and 3: listed as not read,
+    // with why; the others compared as before (night 3 against night 2). The web API
+    // answers the same.
+    let cut = tmp.path().join("night9/plugins/profile/2026_11_02_12_00_00");
+    std::fs::create_dir_all(&cut).unwrap();
+    let whole = std::fs::read(&files[0]).unwrap();
+    std::fs::write(cut.join("vm.xplane.pb"), &whole[..whole.len() / 3]).unwrap();
+    let with_cut = json(&["history", tmp.path().to_str().unwrap()]);
+    assert_eq!(with_cut["runs"], h["runs"]);
+    assert_eq!(with_cut["change"], h["change"]);
+    let unread = with_cut["runs_unread"].as_array().unwrap();
+    assert_eq!(unread.len(), 1, "{with_cut}");
+    assert!(unread[0]["run"].as_str().unwrap().ends_with("night9/plugins/profile/2026_11_02_12_00_00"));
+    assert_eq!(unread[0]["captured"], "2026-11-02 12:00:00");
+    let why = unread[0]["error"].as_str().unwrap();
+    assert!(why.contains("is not a readable profile") && why.contains(" — "), "{why}");
+    let text = ok(&["history", tmp.path().to_str().unwrap()]);
+    assert!(text.contains("Not read: ") && text.contains("2026_11_02_12_00_00"), "{text}");
+    let server = crate::server::serve(tmp.path(), &[]);
+    let api = server.api("history");
+    assert_eq!(api["runs_unread"].as_array().unwrap().len(), 1, "{api}");
+    assert_eq!(api["runs"].as_array().unwrap().len(), 4);
+    assert_eq!(api["change"]["cause"], "step_time");
+    drop(server);
+    // Only that night: nothing to compare, its one-line error.
+    let err = assert_clean_error(&["history", tmp.path().join("night9").to_str().unwrap()]);
+    assert!(err.contains("is not a readable profile"), "{err}");
 }

@@ -26,6 +26,19 @@ pub struct History {
     pub runs: Vec<HistoryRun>,
     /// The first run that moved beyond the noise; `None` where none did.
     pub change: Option<Change>,
+    /// Runs that could not be read (a capture cut short, a pod's run too large to read
+    /// whole), each with why, in capture order: the others are compared, each with the
+    /// one read before it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs_unread: Vec<RunUnread>,
+}
+
+/// A run the history could not read, and why (one line).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunUnread {
+    pub run: String,
+    pub captured: Option<String>,
+    pub error: String,
 }
 
 /// One run: `compare`'s row for it, and when it was captured.
@@ -54,7 +67,7 @@ pub struct Change {
 
 impl Default for History {
     fn default() -> History {
-        History { schema: "stepscope.history/1", runs: Vec::new(), change: None }
+        History { schema: "stepscope.history/1", runs: Vec::new(), change: None, runs_unread: Vec::new() }
     }
 }
 
@@ -68,6 +81,13 @@ impl History {
             self.change = change_between(self.runs.len(), &before.run.label, &label, prev, profile);
         }
         self.runs.push(HistoryRun { captured, run: row });
+    }
+}
+
+impl History {
+    /// Notes a run that could not be read (it is left out of the comparison).
+    pub fn unread(&mut self, label: String, captured: Option<String>, error: String) {
+        self.runs_unread.push(RunUnread { run: label, captured, error });
     }
 }
 

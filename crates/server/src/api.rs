@@ -487,8 +487,17 @@ fn history(app: &App, q: &Params) -> Reply {
     runs.sort_by_cached_key(|r| (discover::capture_key(r), r.rel.clone()));
     let mut h = History::default();
     let mut previous: Option<Arc<Entry>> = None;
+    let mut first_error = None;
     for r in &runs {
-        let e = app.cache.get(&app.root, Some(&r.rel), host).map_err(ApiError::unloaded)?;
+        // A run that cannot be read is listed as such; the others are compared.
+        let e = match app.cache.get(&app.root, Some(&r.rel), host) {
+            Ok(e) => e,
+            Err(error) => {
+                h.unread(r.rel.clone(), discover::captured(&r.rel), error.clone());
+                first_error.get_or_insert(error);
+                continue;
+            }
+        };
         h.add(r.rel.clone(), discover::captured(&r.rel), &e.profile, previous.as_ref().map(|p| &p.profile));
         unchanged(&e)?;
         if let Some(p) = &previous {
@@ -496,7 +505,10 @@ fn history(app: &App, q: &Params) -> Reply {
         }
         previous = Some(e);
     }
-    json(&h)
+    match first_error {
+        Some(error) if h.runs.is_empty() => Err(ApiError::unloaded(error)),
+        _ => json(&h),
+    }
 }
 
 /// The longest an `api/sql` query runs.

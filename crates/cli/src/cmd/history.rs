@@ -57,13 +57,25 @@ pub fn run(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
     let select = Select { host: args.host.clone(), top: None };
     let mut history = History::default();
     let mut previous = None;
+    let mut first_error = None;
     for f in found {
         let input = Input { path: f.logdir, run: Some(f.run.rel.clone()) };
-        let profile = load::profile(&input, &select)?;
-        history.add(f.label, captured(&f.run.rel), &profile, previous.as_ref());
-        previous = Some(profile);
+        // A run that cannot be read is listed as such; the others are compared.
+        match load::profile(&input, &select) {
+            Ok(profile) => {
+                history.add(f.label, captured(&f.run.rel), &profile, previous.as_ref());
+                previous = Some(profile);
+            }
+            Err(e) => {
+                history.unread(f.label, captured(&f.run.rel), format!("{e:#}"));
+                first_error.get_or_insert(e);
+            }
+        }
     }
-    print(&history, &args.output)
+    match first_error {
+        Some(e) if history.runs.is_empty() => Err(e),
+        _ => print(&history, &args.output),
+    }
 }
 
 fn print(h: &History, output: &Output) -> anyhow::Result<ExitCode> {
@@ -117,6 +129,9 @@ fn print(h: &History, output: &Output) -> anyhow::Result<ExitCode> {
     out!("{}", t.text());
     outln!();
     let width = crate::table::prose_width();
+    for u in &h.runs_unread {
+        out!("{}", human::wrap("", &format!("Not read: {} ({}).", u.run, u.error), width));
+    }
     let Some(c) = &h.change else {
         let note = format!(
             "No run moved beyond run-to-run noise ({} runs, each against the one before it; `stepscope diff A B` \
