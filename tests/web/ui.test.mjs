@@ -4,7 +4,7 @@
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -1658,6 +1658,40 @@ test('a run whose hosts do not fit in memory together: the overview offers them 
     await page.waitForSelector('.cards .card');
     assert.equal(await page.$('#run-too-large'), null);
     assert.equal(await page.$('#hosts-table'), null);
+  } finally {
+    proc.kill();
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test('the history page names a run it could not read, and charts the others', async () => {
+  const root = mkdtempSync(path.join(tmpdir(), 'stepscope-nights-'));
+  const xplane = dir => {
+    const d = path.join(repo, 'tests/fixtures', dir, 'plugins/profile');
+    return path.join(d, readdirSync(d)[0], 'vm.xplane.pb');
+  };
+  const night = (name, dir) => {
+    const run = path.join(root, 'plugins/profile', name);
+    mkdirSync(run, { recursive: true });
+    cpSync(xplane(dir), path.join(run, 'vm.xplane.pb'));
+    return path.join(run, 'vm.xplane.pb');
+  };
+  night('2026_11_01_02_00_00', 'cpu-clean');
+  const cut = night('2026_11_02_02_00_00', 'cpu-clean');
+  night('2026_11_03_02_00_00', 'cpu-slow');
+  const whole = readFileSync(cut);
+  writeFileSync(cut, whole.subarray(0, Math.floor(whole.length / 3)));
+  const [proc, url] = await startServer(root);
+  try {
+    const h = await (await fetch(new URL('api/history', url))).json();
+    assert.equal(h.runs.length, 2);
+    assert.equal(h.runs_unread.length, 1);
+    await page.goto('about:blank');
+    await page.goto(`${url}#/history`);
+    await page.waitForSelector('#history-table table.data tbody tr');
+    assert.equal(await page.locator('#history-trend circle').count(), 2);
+    assert.equal(await page.textContent('.unread-run'), `not read: ${h.runs_unread[0].run} (${h.runs_unread[0].error})`);
+    assert.ok(h.runs_unread[0].run.endsWith('2026_11_02_02_00_00'));
   } finally {
     proc.kill();
     rmSync(root, { recursive: true, force: true });

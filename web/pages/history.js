@@ -36,6 +36,10 @@ export async function render(view, ctx) {
     view.append(el('p', { id: 'history-change', class: 'muted' }, 'no run moved beyond run-to-run noise'));
   }
   view.append(trend(h.runs, c ? c.index : -1));
+  // Runs that could not be read: named, with why; the others compared around them.
+  for (const u of h.runs_unread || []) {
+    view.append(el('p', { class: 'unread-run' }, `not read: ${u.run} (${u.error})`));
+  }
 
   const box = el('div', { id: 'history-table' });
   view.append(box);
