@@ -42,17 +42,24 @@ def test_benchmark_waits_for_outputs():
     a = jnp.ones((700, 700), jnp.float32)
     g(a).block_until_ready()
     dispatch, total = [], []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        y = g(a)
-        t1 = time.perf_counter()
-        y.block_until_ready()
-        t2 = time.perf_counter()
-        dispatch.append(t1 - t0)
-        total.append(t2 - t0)
+
+    def synced_calls(n):
+        for _ in range(n):
+            t0 = time.perf_counter()
+            y = g(a)
+            t1 = time.perf_counter()
+            y.block_until_ready()
+            t2 = time.perf_counter()
+            dispatch.append(t1 - t0)
+            total.append(t2 - t0)
+
+    # The fastest synced call before and after the benchmark: on a busy machine (CI
+    # beside other work) a few calls can all be slowed, and the benchmark's best not.
+    synced_calls(5)
     if min(dispatch) > 0.3 * min(total):
         pytest.skip("dispatch is synchronous here: waiting cannot be told apart")
     r = stepscope.benchmark(g, a, iterations=3, warmup=1)
+    synced_calls(5)
     assert r.min_ms >= 0.5 * min(total) * 1e3
 
 
