@@ -116,8 +116,9 @@ pub fn needed_bytes(path: &Path, format: Format, bytes: u64) -> u64 {
     }
 }
 
-/// A gzip file's size inflated, from its last member's trailer (the size mod 4 GiB: at
-/// least the file's own size is taken), or `None` where it is no gzip file.
+/// A gzip file's size inflated, from its last member's trailer, or `None` where it is no
+/// gzip file. The trailer holds the size mod 4 GiB: past that the estimate is low (at
+/// least the file's own size is taken), and the check errs towards reading.
 fn inflated_bytes(path: &Path) -> Option<u64> {
     use std::io::{Read, Seek, SeekFrom};
     let (mut file, file_bytes) = crate::files::open_regular(path).ok()?;
