@@ -253,7 +253,7 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         assert!(out.stdout.is_empty());
         err
     };
-    let err = one_line_error(&with_limit("30MB", &["summary", dir]));
+    let err = one_line_error(&with_limit("30MB", &["summary", dir, "--json"]));
     assert_eq!(
         err.split(" — ").next().unwrap(),
         format!(
@@ -262,6 +262,13 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         )
     );
     assert!(err.contains("`summary --per-host`") && err.contains("STEPSCOPE_MEMORY_LIMIT=none"), "{err}");
+    // On a terminal's text, the hosts one at a time instead, with a note that says so.
+    let out = with_limit("30MB", &["summary", dir]);
+    assert!(out.status.success());
+    let note = String::from_utf8_lossy(&out.stderr);
+    assert!(note.starts_with("stepscope: note: reading the run's 30 hosts together needs about "), "{note}");
+    assert!(note.contains("each host read alone instead, as `summary --per-host` prints them"), "{note}");
+    assert!(out.stdout == crate::util::stepscope(&["summary", dir, "--per-host"]).stdout);
     // A host at a time fits, and answers as without the limit.
     for args in [&["summary", dir, "--per-host", "--json"][..], &["steps", dir, "--host", "h7", "--json"]] {
         let out = with_limit("30MB", args);

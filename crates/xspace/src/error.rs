@@ -10,12 +10,15 @@ pub struct Error {
     pub what: String,
     /// What the user can do about it.
     pub fix: String,
+    /// The run's hosts were not read because they would not fit in memory together
+    /// ([`crate::room::check`]): a surface may read them one at a time instead.
+    pub too_large: bool,
 }
 
 impl Error {
     /// An error with a message and a fix.
     pub fn new(what: impl Into<String>, fix: impl Into<String>) -> Error {
-        Error { what: what.into(), fix: fix.into() }
+        Error { what: what.into(), fix: fix.into(), too_large: false }
     }
 
     /// A file that exists but is damaged: truncated, corrupt or not what its name says.

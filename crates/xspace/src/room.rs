@@ -178,7 +178,7 @@ pub fn check(hosts: &[(&str, u64)], total_hosts: usize) -> Result<()> {
              or set {LIMIT_VAR}=none to read them together anyway"
         )
     };
-    Err(Error::new(format!("{what}, and {there}"), fix))
+    Err(Error { too_large: hosts.len() > 1, ..Error::new(format!("{what}, and {there}"), fix) })
 }
 
 #[cfg(test)]

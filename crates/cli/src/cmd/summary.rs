@@ -28,7 +28,22 @@ pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
         return per_host(cost_args);
     }
     let args = &cost_args.common;
-    let mut profile = load::profile(&args.input, &args.select)?;
+    let mut profile = match load::profile(&args.input, &args.select) {
+        Ok(p) => p,
+        // On a terminal's text, a run too large to read whole is summarised a host at a
+        // time, as `--per-host` does (JSON and CSV keep to their schema: the error).
+        Err(e) if !(args.output.json || args.output.csv) => match too_large(&e) {
+            Some(what) => {
+                errln!(
+                    "stepscope: note: {what}: each host read alone instead, as `summary --per-host` prints them \
+                     (STEPSCOPE_MEMORY_LIMIT=none reads them together)"
+                );
+                return per_host(cost_args);
+            }
+            None => return Err(e),
+        },
+        Err(e) => return Err(e),
+    };
     profile.set_peaks(cost_args.peaks.user());
     let s = summary::summary(&profile, args.select.rows());
     if args.output.json {
@@ -253,6 +268,11 @@ fn print_breakdown(s: &Summary) {
 }
 
 /// `--per-host`: each host's summary, one host in memory at a time.
+/// Where `e` is a run refused as too large to read whole: what it said of it.
+fn too_large(e: &anyhow::Error) -> Option<&str> {
+    e.downcast_ref::<stepscope_xspace::Error>().filter(|x| x.too_large).map(|x| x.what.as_str())
+}
+
 fn per_host(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
     let args = &cost_args.common;
     let mut rows: Vec<HostSummary> = Vec::new();
