@@ -205,9 +205,7 @@ impl Cache {
         }
         result
     }
-}
 
-impl Cache {
     /// Drops every kept run but `key`'s (each is freed once no request holds it) and
     /// hands the freed memory back to the system, so that a large run that would not fit
     /// beside them may.
