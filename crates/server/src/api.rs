@@ -45,9 +45,8 @@ impl ApiError {
     }
     /// A run that could not be loaded: 507 where its hosts do not fit in memory
     /// together (the web UI then offers them one at a time), else 404.
-    pub fn unloaded(message: String) -> ApiError {
-        let status = if message.contains(stepscope_xspace::room::LIMIT_VAR) { 507 } else { 404 };
-        ApiError { status, message }
+    pub fn unloaded(e: crate::cache::LoadError) -> ApiError {
+        ApiError { status: if e.too_large { 507 } else { 404 }, message: e.message }
     }
 }
 
@@ -250,8 +249,8 @@ fn summary_hosts(app: &App, q: &Params) -> Reply {
             // A host whose file cannot be read is listed as such, as the CLI lists it.
             let e = match app.cache.get(&app.root, Some(&run.rel), Some(&h.host)) {
                 Ok(e) => e,
-                Err(error) => {
-                    unread.push(stepscope_xspace::discover::Unread { host: h.host.clone(), error });
+                Err(e) => {
+                    unread.push(stepscope_xspace::discover::Unread { host: h.host.clone(), error: e.message });
                     continue;
                 }
             };
@@ -492,9 +491,9 @@ fn history(app: &App, q: &Params) -> Reply {
         // A run that cannot be read is listed as such; the others are compared.
         let e = match app.cache.get(&app.root, Some(&r.rel), host) {
             Ok(e) => e,
-            Err(error) => {
-                h.unread(r.rel.clone(), discover::captured(&r.rel), error.clone());
-                first_error.get_or_insert(error);
+            Err(e) => {
+                h.unread(r.rel.clone(), discover::captured(&r.rel), e.message.clone());
+                first_error.get_or_insert(e);
                 continue;
             }
         };

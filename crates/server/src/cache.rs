@@ -50,7 +50,27 @@ impl Entry {
 type Key = (String, SystemTime, Option<String>);
 /// Run name and its files' modification time.
 type RunKey = (String, SystemTime);
-type Slot = Arc<Derived<Result<Arc<Entry>, String>>>;
+type Slot = Arc<Derived<Result<Arc<Entry>, LoadError>>>;
+
+/// Why a run could not be loaded: one line, and whether it was refused as too large to
+/// read whole (its hosts can still be read one at a time).
+#[derive(Clone, Debug)]
+pub struct LoadError {
+    pub message: String,
+    pub too_large: bool,
+}
+
+impl From<String> for LoadError {
+    fn from(message: String) -> LoadError {
+        LoadError { message, too_large: false }
+    }
+}
+
+impl From<&str> for LoadError {
+    fn from(message: &str) -> LoadError {
+        LoadError::from(message.to_string())
+    }
+}
 /// A run (as [`RunKey`]) and a question about it (a route and its parameters).
 type AnswerKey = (RunKey, String);
 /// An answer's body, or its failure (status, message).
@@ -150,12 +170,14 @@ impl Cache {
 
     /// The run `run` (default: the newest) of `root`, only host `host` when given.
     /// Blocks while the run is read.
-    pub fn get(&self, root: &Root, run: Option<&str>, host: Option<&str>) -> Result<Arc<Entry>, String> {
+    pub fn get(&self, root: &Root, run: Option<&str>, host: Option<&str>) -> Result<Arc<Entry>, LoadError> {
         let run = root.run(run)?;
         if let Some(h) = host {
             if !run.hosts.iter().any(|f| f.host == h) {
                 let names: Vec<&str> = run.hosts.iter().map(|f| f.host.as_str()).collect();
-                return Err(format!("no host named {h:?} in run {:?} — pick one of: {}", run.rel, names.join(", ")));
+                return Err(
+                    format!("no host named {h:?} in run {:?} — pick one of: {}", run.rel, names.join(", ")).into()
+                );
             }
         }
         let key: Key = (run.rel.clone(), run.modified, host.map(str::to_string));
@@ -182,7 +204,8 @@ impl Cache {
                 if to_read.fits().is_err() {
                     self.keep_only(&key);
                 }
-                let read = to_read.load_readable(&Progress::default(), host).map_err(|e| e.to_string())?;
+                let read = (to_read.load_readable(&Progress::default(), host))
+                    .map_err(|e| LoadError { message: e.to_string(), too_large: e.too_large })?;
                 let mut profile = Profile::of_read(run.rel.clone(), read.spaces, offset);
                 profile.unread_hosts = read.unread;
                 if let Some(h) = host {
