@@ -230,13 +230,10 @@ fn a_host_read_alone_keeps_its_place_on_the_runs_clock() {
 #[test]
 fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("plugins/profile/2026_11_01_00_00_00");
-    std::fs::create_dir_all(&run).unwrap();
-    let file = xplane("cpu-transformer");
-    for h in 0..30 {
-        std::fs::copy(&file, run.join(format!("h{h}.xplane.pb"))).unwrap();
-    }
-    let total = 30 * std::fs::metadata(&file).unwrap().len();
+    let names: Vec<String> = (0..30).map(|h| format!("h{h}")).collect();
+    let hosts: Vec<(&str, &str)> = names.iter().map(|h| (h.as_str(), "cpu-transformer")).collect();
+    crate::util::run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &hosts);
+    let total = 30 * std::fs::metadata(xplane("cpu-transformer")).unwrap().len();
     assert!(total > 30_000_000);
     let dir = tmp.path().to_str().unwrap();
     let with_limit = |limit: &str, args: &[&str]| {
@@ -293,11 +290,11 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
 #[test]
 fn summary_per_host_is_each_hosts_own_summary() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("plugins/profile/2026_11_01_00_00_00");
-    std::fs::create_dir_all(&run).unwrap();
-    for (host, fixture_dir) in [("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")] {
-        std::fs::copy(xplane(fixture_dir), run.join(format!("{host}.xplane.pb"))).unwrap();
-    }
+    let run = crate::util::run_of_fixtures(
+        tmp.path(),
+        "2026_11_01_00_00_00",
+        &[("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")],
+    );
     let dir = tmp.path().to_str().unwrap();
     let all = crate::util::json(&["summary", dir, "--per-host"]);
     assert_eq!(all["schema"], "stepscope.summary_hosts/1");

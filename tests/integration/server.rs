@@ -1023,14 +1023,11 @@ fn busy_counters_equal_the_steps_device_busy_time() {
 #[test]
 fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let file = crate::util::xplane("cpu-transformer");
     let runs = ["2026_01_01_00_00_00", "2026_01_02_00_00_00"];
+    let names: Vec<String> = (0..40).map(|h| format!("h{h}")).collect();
+    let hosts: Vec<(&str, &str)> = names.iter().map(|h| (h.as_str(), "cpu-transformer")).collect();
     for run in runs {
-        let dir = tmp.path().join("plugins/profile").join(run);
-        std::fs::create_dir_all(&dir).unwrap();
-        for h in 0..40 {
-            std::fs::copy(&file, dir.join(format!("h{h}.xplane.pb"))).unwrap();
-        }
+        crate::util::run_of_fixtures(tmp.path(), run, &hosts);
     }
     let server = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "100MB")]);
     let summary = |run: &str| server.get(&format!("api/summary?run=plugins/profile/{run}"));
@@ -1060,11 +1057,11 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
 #[test]
 fn the_hosts_summaries_are_kept_until_the_run_changes() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("plugins/profile/2026_11_01_00_00_00");
-    std::fs::create_dir_all(&run).unwrap();
-    for (host, dir) in [("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")] {
-        std::fs::copy(crate::util::xplane(dir), run.join(format!("{host}.xplane.pb"))).unwrap();
-    }
+    let run = crate::util::run_of_fixtures(
+        tmp.path(),
+        "2026_11_01_00_00_00",
+        &[("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")],
+    );
     let dir = tmp.path().to_str().unwrap();
     let server = serve(tmp.path(), &[]);
     let first = server.api("summary/hosts");

@@ -59,6 +59,17 @@ pub fn xplane(dir: &str) -> String {
     f.to_str().expect("utf-8 path").to_string()
 }
 
+/// Makes run `plugins/profile/RUN` under `root` of hosts copied from fixtures: each
+/// (host, fixture folder) a `<host>.xplane.pb`. Returns the run's folder.
+pub fn run_of_fixtures(root: &Path, run: &str, hosts: &[(&str, &str)]) -> PathBuf {
+    let dir = root.join("plugins/profile").join(run);
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    for (host, fixture_dir) in hosts {
+        std::fs::copy(xplane(fixture_dir), dir.join(format!("{host}.xplane.pb"))).expect("copy");
+    }
+    dir
+}
+
 /// Runs the stepscope binary.
 pub fn stepscope(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stepscope")).args(args).output().expect("run stepscope")

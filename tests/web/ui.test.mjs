@@ -1574,18 +1574,27 @@ test('HLO graph: the op\'s operands and users as the API has them, its fused bod
   await page.waitForFunction(o => document.querySelector('#hlo-name')?.textContent === o, first);
 });
 
+/** A fixture's XSpace file. */
+function fixtureFile(dir) {
+  const d = path.join(repo, 'tests/fixtures', dir, 'plugins/profile');
+  return path.join(d, readdirSync(d)[0], 'vm.xplane.pb');
+}
+
+/** A new log directory whose runs (`plugins/profile/RUN`) hold hosts copied from
+ * fixtures: `runs` maps a run's name to [[host, fixture], …]. Returns the directory. */
+function logDir(runs) {
+  const root = mkdtempSync(path.join(tmpdir(), 'stepscope-logs-'));
+  for (const [name, hosts] of Object.entries(runs)) {
+    const run = path.join(root, 'plugins/profile', name);
+    mkdirSync(run, { recursive: true });
+    for (const [host, dir] of hosts) cpSync(fixtureFile(dir), path.join(run, `${host}.xplane.pb`));
+  }
+  return root;
+}
+
 /** A log directory of one run of three CPU hosts (a, b, c: three fixtures). */
 function threeHostRun() {
-  const root = mkdtempSync(path.join(tmpdir(), 'stepscope-pod-'));
-  const run = path.join(root, 'plugins/profile/2026_11_01_00_00_00');
-  mkdirSync(run, { recursive: true });
-  const xplane = dir => {
-    const d = path.join(repo, 'tests/fixtures', dir, 'plugins/profile');
-    const sub = readdirSync(d)[0];
-    return path.join(d, sub, 'vm.xplane.pb');
-  };
-  for (const [host, dir] of [['a', 'cpu-clean'], ['b', 'cpu-slow'], ['c', 'cpu-dp4']]) cpSync(xplane(dir), path.join(run, `${host}.xplane.pb`));
-  return root;
+  return logDir({ '2026_11_01_00_00_00': [['a', 'cpu-clean'], ['b', 'cpu-slow'], ['c', 'cpu-dp4']] });
 }
 
 test('a run of several hosts: the overview lists each host\'s own summary, a click opens that host', async () => {
@@ -1623,13 +1632,9 @@ test('a run of several hosts: the overview lists each host\'s own summary, a cli
 test('a run whose hosts do not fit in memory together: the overview offers them one at a time', async () => {
   // 30 copies of the CPU transformer's file (1.1 MB each) under a limit of 30 MB: any
   // one host fits, the 30 together do not.
-  const root = mkdtempSync(path.join(tmpdir(), 'stepscope-pod-'));
-  const run = path.join(root, 'plugins/profile/2026_11_01_00_00_00');
-  mkdirSync(run, { recursive: true });
-  const d = path.join(repo, 'tests/fixtures/cpu-transformer/plugins/profile');
-  const file = path.join(d, readdirSync(d)[0], 'vm.xplane.pb');
-  for (let h = 0; h < 30; h++) cpSync(file, path.join(run, `h${h}.xplane.pb`));
-  assert.ok(30 * statSync(file).size > 30e6);
+  const hostsOf = Array.from({ length: 30 }, (_, h) => [`h${h}`, 'cpu-transformer']);
+  const root = logDir({ '2026_11_01_00_00_00': hostsOf });
+  assert.ok(30 * statSync(fixtureFile('cpu-transformer')).size > 30e6);
   const [proc, url] = await startServer(root, { STEPSCOPE_MEMORY_LIMIT: '30MB' });
   try {
     const whole = await fetch(new URL('api/summary', url));
@@ -1665,20 +1670,12 @@ test('a run whose hosts do not fit in memory together: the overview offers them 
 });
 
 test('the history page names a run it could not read, and charts the others', async () => {
-  const root = mkdtempSync(path.join(tmpdir(), 'stepscope-nights-'));
-  const xplane = dir => {
-    const d = path.join(repo, 'tests/fixtures', dir, 'plugins/profile');
-    return path.join(d, readdirSync(d)[0], 'vm.xplane.pb');
-  };
-  const night = (name, dir) => {
-    const run = path.join(root, 'plugins/profile', name);
-    mkdirSync(run, { recursive: true });
-    cpSync(xplane(dir), path.join(run, 'vm.xplane.pb'));
-    return path.join(run, 'vm.xplane.pb');
-  };
-  night('2026_11_01_02_00_00', 'cpu-clean');
-  const cut = night('2026_11_02_02_00_00', 'cpu-clean');
-  night('2026_11_03_02_00_00', 'cpu-slow');
+  const root = logDir({
+    '2026_11_01_02_00_00': [['vm', 'cpu-clean']],
+    '2026_11_02_02_00_00': [['vm', 'cpu-clean']],
+    '2026_11_03_02_00_00': [['vm', 'cpu-slow']],
+  });
+  const cut = path.join(root, 'plugins/profile/2026_11_02_02_00_00/vm.xplane.pb');
   const whole = readFileSync(cut);
   writeFileSync(cut, whole.subarray(0, Math.floor(whole.length / 3)));
   const [proc, url] = await startServer(root);
