@@ -290,11 +290,7 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
 #[test]
 fn summary_per_host_is_each_hosts_own_summary() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = crate::util::run_of_fixtures(
-        tmp.path(),
-        "2026_11_01_00_00_00",
-        &[("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")],
-    );
+    let run = crate::util::run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &crate::util::THREE_CPU_HOSTS);
     let dir = tmp.path().to_str().unwrap();
     let all = crate::util::json(&["summary", dir, "--per-host"]);
     assert_eq!(all["schema"], "stepscope.summary_hosts/1");

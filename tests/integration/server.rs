@@ -1057,11 +1057,7 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
 #[test]
 fn the_hosts_summaries_are_kept_until_the_run_changes() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = crate::util::run_of_fixtures(
-        tmp.path(),
-        "2026_11_01_00_00_00",
-        &[("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")],
-    );
+    let run = crate::util::run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &crate::util::THREE_CPU_HOSTS);
     let dir = tmp.path().to_str().unwrap();
     let server = serve(tmp.path(), &[]);
     let first = server.api("summary/hosts");

@@ -59,6 +59,10 @@ pub fn xplane(dir: &str) -> String {
     f.to_str().expect("utf-8 path").to_string()
 }
 
+/// Three CPU hosts of three captures (a clean loop, a slow one, a data-parallel one):
+/// a heterogeneous run for [`run_of_fixtures`].
+pub const THREE_CPU_HOSTS: [(&str, &str); 3] = [("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")];
+
 /// Makes run `plugins/profile/RUN` under `root` of hosts copied from fixtures: each
 /// (host, fixture folder) a `<host>.xplane.pb`. Returns the run's folder.
 pub fn run_of_fixtures(root: &Path, run: &str, hosts: &[(&str, &str)]) -> PathBuf {
