@@ -82,9 +82,7 @@ impl History {
         }
         self.runs.push(HistoryRun { captured, run: row });
     }
-}
 
-impl History {
     /// Notes a run that could not be read (it is left out of the comparison).
     pub fn unread(&mut self, label: String, captured: Option<String>, error: String) {
         self.runs_unread.push(RunUnread { run: label, captured, error });

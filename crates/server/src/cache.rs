@@ -52,8 +52,8 @@ type Key = (String, SystemTime, Option<String>);
 type RunKey = (String, SystemTime);
 type Slot = Arc<Derived<Result<Arc<Entry>, LoadError>>>;
 
-/// Why a run could not be loaded: one line, and whether it was refused as too large to
-/// read whole (its hosts can still be read one at a time).
+/// Why a run could not be loaded: one line, and whether its hosts were refused as too
+/// large to read together (they can still be read one at a time).
 #[derive(Clone, Debug)]
 pub struct LoadError {
     pub message: String,
@@ -200,12 +200,18 @@ impl Cache {
                     Some((one, offset)) => (one, Some(offset)),
                     None => (run.clone(), None),
                 };
-                // Where it would not fit beside the other runs kept, they go first.
-                if to_read.fits().is_err() {
-                    self.keep_only(&key);
+                // Where it would not fit beside the other runs kept, they go, and it is
+                // read again.
+                let read = match to_read.load_readable(&Progress::default(), host) {
+                    Err(e) if e.memory_refused.is_some() && self.keep_only(&key) => {
+                        to_read.load_readable(&Progress::default(), host)
+                    }
+                    read => read,
                 }
-                let read = (to_read.load_readable(&Progress::default(), host))
-                    .map_err(|e| LoadError { message: e.to_string(), too_large: e.too_large })?;
+                .map_err(|e| LoadError {
+                    message: e.to_string(),
+                    too_large: e.memory_refused.is_some_and(|n| n > 1),
+                })?;
                 let mut profile = Profile::of_read(run.rel.clone(), read.spaces, offset);
                 profile.unread_hosts = read.unread;
                 if let Some(h) = host {
@@ -231,18 +237,18 @@ impl Cache {
 
     /// Drops every kept run but `key`'s (each is freed once no request holds it) and
     /// hands the freed memory back to the system, so that a large run that would not fit
-    /// beside them may.
-    fn keep_only(&self, key: &Key) {
+    /// beside them may. False where none was kept.
+    fn keep_only(&self, key: &Key) -> bool {
         let dropped: Vec<(Key, Slot)> = match self.slots.lock() {
             Ok(mut slots) => {
                 let (keep, drop): (VecDeque<_>, VecDeque<_>) = slots.drain(..).partition(|(k, _)| k == key);
                 *slots = keep;
                 drop.into_iter().collect()
             }
-            Err(_) => return,
+            Err(_) => return false,
         };
         if dropped.is_empty() {
-            return;
+            return false;
         }
         drop(dropped);
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -250,6 +256,7 @@ impl Cache {
         unsafe {
             libc::malloc_trim(0);
         }
+        true
     }
 }
 

@@ -109,7 +109,7 @@ impl Db {
                 }
             }
         }
-        Ok(Kept { names: at.iter().map(|&i| names[i].clone()).collect(), at, partitions })
+        Ok(Kept { names: at.iter().map(|&i| names[i].clone()).collect(), at, cells: columns.len(), partitions })
     }
 
     /// Inserts rows into `name`'s columns `kept`: `fill` hands them to the sink it is
@@ -128,7 +128,7 @@ impl Db {
             let list: Vec<String> = kept.names.iter().map(|c| ident(c)).collect();
             let sql = format!("INSERT INTO {} ({}) VALUES ({marks})", ident(name), list.join(", "));
             let stmt = tx.prepare(&sql).map_err(sqlite_err)?;
-            let mut inserter = Inserter { stmt, at: &kept.at, partitions, rows: 0 };
+            let mut inserter = Inserter { stmt, kept, partitions, rows: 0 };
             fill(&mut inserter)?;
             inserter.rows
         };
@@ -141,9 +141,11 @@ impl Db {
 pub(crate) struct Kept {
     /// Their names, in the order of the insert.
     names: Vec<String>,
-    /// Where each one's value is: an index into a row's cells, or past them into the
-    /// partition values.
+    /// Where each one's value is: an index into a row's cells, or (from `cells`) into
+    /// the partition values.
     pub at: Vec<usize>,
+    /// The cells a row has: its own columns.
+    cells: usize,
     /// The partition columns the rows' own columns lack, in order.
     pub partitions: Vec<String>,
 }
@@ -151,7 +153,7 @@ pub(crate) struct Kept {
 /// Inserts each row it is handed: the cells and partition values its table keeps.
 struct Inserter<'a, 'b> {
     stmt: Statement<'a>,
-    at: &'b [usize],
+    kept: &'b Kept,
     partitions: &'b [Option<&'b str>],
     rows: u64,
 }
@@ -159,14 +161,14 @@ struct Inserter<'a, 'b> {
 impl RowSink for Inserter<'_, '_> {
     fn row(&mut self, row: &[Cell]) -> io::Result<()> {
         let stmt = &mut self.stmt;
-        for (param, &i) in self.at.iter().enumerate() {
+        for (param, &i) in self.kept.at.iter().enumerate() {
             let at = param + 1;
-            let Some(c) = row.get(i) else {
-                let p = self.partitions.get(i - row.len()).copied().flatten();
+            if i >= self.kept.cells {
+                let p = self.partitions.get(i - self.kept.cells).copied().flatten();
                 stmt.raw_bind_parameter(at, p).map_err(sqlite_err)?;
                 continue;
-            };
-            match *c {
+            }
+            match row.get(i).copied().unwrap_or(Cell::Null) {
                 Cell::Null => stmt.raw_bind_parameter(at, Null),
                 Cell::Str(s) => stmt.raw_bind_parameter(at, s),
                 Cell::I64(v) => stmt.raw_bind_parameter(at, v),

@@ -85,9 +85,7 @@ impl Run {
             _ => Ok(readable),
         }
     }
-}
 
-impl Run {
     /// Whether reading every host of the run at once fits in memory
     /// ([`crate::room::check`]): an error that says what to do where it does not.
     pub fn fits(&self) -> Result<()> {
@@ -96,7 +94,7 @@ impl Run {
             .iter()
             .map(|h| (h.host.as_str(), crate::room::needed_bytes(&h.path, h.format, h.bytes)))
             .collect();
-        crate::room::check(&hosts, self.hosts.len())
+        crate::room::check(&hosts)
     }
 }
 

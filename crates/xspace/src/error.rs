@@ -10,15 +10,16 @@ pub struct Error {
     pub what: String,
     /// What the user can do about it.
     pub fix: String,
-    /// The run's hosts were not read because they would not fit in memory together
-    /// ([`crate::room::check`]): a surface may read them one at a time instead.
-    pub too_large: bool,
+    /// Where reading was refused because the hosts would not fit in memory
+    /// ([`crate::room::check`]): how many hosts were to be read at once. Where several,
+    /// a surface may read them one at a time instead.
+    pub memory_refused: Option<usize>,
 }
 
 impl Error {
     /// An error with a message and a fix.
     pub fn new(what: impl Into<String>, fix: impl Into<String>) -> Error {
-        Error { what: what.into(), fix: fix.into(), too_large: false }
+        Error { what: what.into(), fix: fix.into(), memory_refused: None }
     }
 
     /// A file that exists but is damaged: truncated, corrupt or not what its name says.

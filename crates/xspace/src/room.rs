@@ -28,17 +28,16 @@ const JSON_TEXT_BYTES_PER_MEMORY_BYTE: u64 = 2;
 const HELD_UNSAID_BYTES: u64 = 64 << 20;
 
 /// The limit reading may not pass, and where it comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Limit {
-    pub bytes: u64,
+struct Limit {
+    bytes: u64,
     /// `free memory` or `STEPSCOPE_MEMORY_LIMIT`: what the error names.
-    pub from: &'static str,
+    from: &'static str,
 }
 
 /// The memory reading may take: `STEPSCOPE_MEMORY_LIMIT` where set (`None` for `none`),
 /// else the memory the system has free for this process (Linux: the lesser of the
 /// machine's available memory and its control group's room; elsewhere unknown: `None`).
-pub fn limit() -> Result<Option<Limit>> {
+fn limit() -> Result<Option<Limit>> {
     match std::env::var(LIMIT_VAR) {
         Ok(v) if v.trim().eq_ignore_ascii_case("none") => Ok(None),
         Ok(v) => parse_bytes(&v).map(|bytes| Some(Limit { bytes, from: LIMIT_VAR })).ok_or_else(|| {
@@ -141,12 +140,12 @@ fn own_bytes() -> Option<u64> {
     Some(kib * 1024)
 }
 
-/// Checks that reading `hosts` (each a name and the bytes [`needed_bytes`] gives it; of
-/// `total_hosts` in the run) fits in the room there is: the free memory, or
+/// Checks that reading `hosts` at once (each a name and the bytes [`needed_bytes`] gives
+/// it) fits in the room there is: the free memory, or
 /// `STEPSCOPE_MEMORY_LIMIT` less what this process holds already (a server's cached
 /// runs). The error says how much it needs, what there is, and how to read fewer hosts
 /// at once.
-pub fn check(hosts: &[(&str, u64)], total_hosts: usize) -> Result<()> {
+pub fn check(hosts: &[(&str, u64)]) -> Result<()> {
     let Some(limit) = limit()? else { return Ok(()) };
     let needed = hosts.iter().map(|h| h.1).fold(0u64, u64::saturating_add);
     let held = if limit.from == LIMIT_VAR { own_bytes().unwrap_or(0) } else { 0 };
@@ -170,7 +169,7 @@ pub fn check(hosts: &[(&str, u64)], total_hosts: usize) -> Result<()> {
     } else {
         format!("reading the run's {} hosts together needs about {}", hosts.len(), gb(needed))
     };
-    let fix = if hosts.len() == 1 || total_hosts == 1 {
+    let fix = if hosts.len() == 1 {
         format!("free memory, or set {LIMIT_VAR}=none to read it anyway")
     } else {
         format!(
@@ -178,7 +177,7 @@ pub fn check(hosts: &[(&str, u64)], total_hosts: usize) -> Result<()> {
              or set {LIMIT_VAR}=none to read them together anyway"
         )
     };
-    Err(Error { too_large: hosts.len() > 1, ..Error::new(format!("{what}, and {there}"), fix) })
+    Err(Error { memory_refused: Some(hosts.len()), ..Error::new(format!("{what}, and {there}"), fix) })
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
         Ok(p) => p,
         // On a terminal's text, a run too large to read whole is summarised a host at a
         // time, as `--per-host` does (JSON and CSV keep to their schema: the error).
-        Err(e) if !(args.output.json || args.output.csv) => match too_large(&e) {
+        Err(e) => match too_large(&e).filter(|_| !(args.output.json || args.output.csv)) {
             Some(what) => {
                 errln!(
                     "stepscope: note: {what}: each host read alone instead, as `summary --per-host` prints them \
@@ -42,7 +42,6 @@ pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
             }
             None => return Err(e),
         },
-        Err(e) => return Err(e),
     };
     profile.set_peaks(cost_args.peaks.user());
     let s = summary::summary(&profile, args.select.rows());
@@ -267,12 +266,15 @@ fn print_breakdown(s: &Summary) {
     }
 }
 
-/// `--per-host`: each host's summary, one host in memory at a time.
-/// Where `e` is a run refused as too large to read whole: what it said of it.
+/// Where `e` is a run whose hosts were refused as too large to read together: what it
+/// said of it.
 fn too_large(e: &anyhow::Error) -> Option<&str> {
-    e.downcast_ref::<stepscope_xspace::Error>().filter(|x| x.too_large).map(|x| x.what.as_str())
+    (e.downcast_ref::<stepscope_xspace::Error>())
+        .filter(|x| x.memory_refused.is_some_and(|n| n > 1))
+        .map(|x| x.what.as_str())
 }
 
+/// `--per-host`: each host's summary, one host in memory at a time.
 fn per_host(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
     let args = &cost_args.common;
     let mut rows: Vec<HostSummary> = Vec::new();
