@@ -635,3 +635,29 @@ fn an_execution_is_what_one_thunk_launched() {
         assert_eq!((r["count"].as_u64(), r["executions"].as_u64()), (Some(3), Some(3)), "{r}");
     }
 }
+
+/// In a run whose hosts ran different programs of one name under their own ids, each
+/// program's row by op is costed from that program's HLO: the row of `dot.15` of
+/// each host's `jit_train_step` has the FLOPs it has with its host read alone (the
+/// first host's module of that name once costed them all).
+#[test]
+fn each_programs_op_is_costed_from_its_own_hlo_in_a_run_of_hosts() {
+    let tmp = tempfile::tempdir().unwrap();
+    run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &THREE_CPU_HOSTS);
+    let dir = tmp.path().to_str().unwrap();
+    let rows = |args: &[&str]| -> Vec<(u64, u64)> {
+        let ops = json(&[&["ops", "--top", "0"][..], args].concat());
+        (ops["ops"].as_array().unwrap().iter())
+            .filter(|r| r["name"] == "dot.15" && r["module"] == "jit_train_step")
+            .map(|r| (r["program_id"].as_u64().unwrap(), r["flops"].as_u64().unwrap()))
+            .collect()
+    };
+    let mut alone: Vec<(u64, u64)> = ["a", "b", "c"].iter().flat_map(|h| rows(&[dir, "--host", h])).collect();
+    let mut together = rows(&[dir]);
+    alone.sort();
+    together.sort();
+    let mut costs: Vec<u64> = together.iter().map(|r| r.1).collect();
+    costs.dedup();
+    assert_eq!((together.len(), costs.len()), (3, 3), "three programs, three costs: {together:?}");
+    assert_eq!(together, alone);
+}

@@ -250,7 +250,7 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         assert!(out.stdout.is_empty());
         err
     };
-    let err = one_line_error(&with_limit("30MB", &["summary", dir, "--json"]));
+    let err = one_line_error(&with_limit("30MB", &["steps", dir, "--json"]));
     assert_eq!(
         err.split(" — ").next().unwrap(),
         format!(
@@ -259,13 +259,22 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         )
     );
     assert!(err.contains("`summary --per-host`") && err.contains("STEPSCOPE_MEMORY_LIMIT=none"), "{err}");
-    // On a terminal's text, the hosts one at a time instead, with a note that says so.
-    let out = with_limit("30MB", &["summary", dir]);
-    assert!(out.status.success());
-    let note = String::from_utf8_lossy(&out.stderr);
-    assert!(note.starts_with("stepscope: note: reading the run's 30 hosts together needs about "), "{note}");
-    assert!(note.contains("each host read alone instead, as `summary --per-host` prints them"), "{note}");
-    assert!(out.stdout == crate::util::stepscope(&["summary", dir, "--per-host"]).stdout);
+    // `summary` reads the run a host at a time instead, with a note that says so: the
+    // run's numbers, as read whole (the findings are each host's, not judged here).
+    for format in [&["--json"][..], &["--csv"], &[]] {
+        let out = with_limit("30MB", &[&["summary", dir][..], format].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let note = String::from_utf8_lossy(&out.stderr);
+        assert!(note.starts_with("stepscope: note: reading the run's 30 hosts together needs about "), "{note}");
+        assert!(note.contains("read a host at a time instead, for the same numbers"), "{note}");
+        let asked = stepscope(&[&["summary", dir, "--host-at-a-time"][..], format].concat());
+        assert!(out.stdout == asked.stdout, "{format:?}");
+    }
+    let by_host: serde_json::Value =
+        serde_json::from_slice(&with_limit("30MB", &["summary", dir, "--json"]).stdout).unwrap();
+    assert_eq!(without_findings(by_host.clone()), without_findings(json(&["summary", dir])));
+    assert!(by_host["findings_not_judged"].as_str().unwrap().contains("`summary --per-host`"));
+    assert_eq!(by_host["environment"]["hosts"].as_array().unwrap().len(), 30);
     // A host at a time fits, and answers as without the limit.
     for args in [&["summary", dir, "--per-host", "--json"][..], &["steps", dir, "--host", "h7", "--json"]] {
         let out = with_limit("30MB", args);
@@ -283,6 +292,60 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
     );
     let err = one_line_error(&with_limit("lots", &["summary", dir]));
     assert!(err.contains("STEPSCOPE_MEMORY_LIMIT=\"lots\" is not an amount of memory — give bytes"), "{err}");
+}
+
+/// A summary without its findings (and the note of why there are none).
+fn without_findings(mut s: serde_json::Value) -> serde_json::Value {
+    let o = s.as_object_mut().unwrap();
+    o.remove("findings");
+    o.remove("findings_not_judged");
+    s
+}
+
+/// `summary --host-at-a-time` reads one host at a time and gives the numbers of the run
+/// read whole, in runs whose hosts decide differently alone: one host's steps are not
+/// annotated (the run's are: it has none), one host dispatches ahead and two do not
+/// (the run's vote), hosts ran different programs under one id, hosts of three
+/// backends. Each host alone decides otherwise than the run, so the run's decisions
+/// were taken over: the summaries of those hosts alone differ from their share.
+#[test]
+fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
+    let mixes: [&[&str]; 5] = [
+        &["gpu-sync", "gpu-nosync", "gpu-unannotated"],
+        &["gpu-nosync", "gpu-nosync-cut", "gpu-sync"],
+        &["cpu-clean", "cpu-slow", "cpu-dp4"],
+        &["tpu-v6e-inference", "cpu-transformer", "rocm-mi300x-conv-2gpu"],
+        &["gpu-programs", "gpu-transformer", "gpu-cudnn-attention", "gpu-scan"],
+    ];
+    let mut differed_alone = Vec::new();
+    for mix in mixes {
+        let tmp = tempfile::tempdir().unwrap();
+        let names: Vec<String> = (0..mix.len()).map(|i| format!("h{i}")).collect();
+        let hosts: Vec<(&str, &str)> = names.iter().map(String::as_str).zip(mix.iter().copied()).collect();
+        run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &hosts);
+        let dir = tmp.path().to_str().unwrap();
+        let whole = json(&["summary", dir]);
+        let by_host = json(&["summary", dir, "--host-at-a-time"]);
+        assert_eq!(without_findings(by_host.clone()), without_findings(whole.clone()), "{mix:?}");
+        assert!(whole["step_count"].as_u64().unwrap() > 0, "{mix:?}");
+        assert_eq!(by_host["findings"], serde_json::json!([]));
+        for host in &names {
+            let alone = json(&["summary", dir, "--host", host]);
+            if alone["step_source"] != whole["step_source"] || alone["step_timing"] != whole["step_timing"] {
+                differed_alone.push(format!("{mix:?} {host}"));
+            }
+        }
+    }
+    // The unannotated host (its module's runs alone), and the two hosts that wait for
+    // their steps beside one that dispatches ahead.
+    assert!(
+        differed_alone.contains(&r#"["gpu-sync", "gpu-nosync", "gpu-unannotated"] h2"#.to_string()),
+        "{differed_alone:?}"
+    );
+    assert!(
+        differed_alone.iter().any(|d| d.starts_with(r#"["gpu-nosync", "gpu-nosync-cut", "gpu-sync"]"#)),
+        "{differed_alone:?}"
+    );
 }
 
 /// `summary --per-host`: a row per host, each exactly `summary --host HOST`, and the

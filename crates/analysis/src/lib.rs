@@ -7,13 +7,14 @@
 //! read each other's results, in this order (each uses only those before it):
 //! [`source`], [`cost`], [`peaks`], [`ops`], [`kernels`], [`roofline`], [`steps`],
 //! [`scopes`], [`compile`], [`collectives`], [`devices`], [`buffers`], [`memory`],
-//! [`hlo_context`], [`hlo_graph`], [`timeline`], [`overview`].
+//! [`hlo_context`], [`hlo_graph`], [`timeline`], [`overview`], [`fold`].
 
 pub mod buffers;
 pub mod collectives;
 pub mod compile;
 pub mod cost;
 pub mod devices;
+pub mod fold;
 pub mod hlo_context;
 pub mod hlo_graph;
 pub mod kernels;

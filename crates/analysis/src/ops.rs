@@ -166,6 +166,19 @@ impl std::ops::Deref for Text<'_> {
 }
 
 impl Text<'_> {
+    /// The text, shared.
+    fn shared(&self) -> Arc<str> {
+        match self {
+            Text::Borrowed(s) => (*s).into(),
+            Text::Shared(s) => s.clone(),
+        }
+    }
+
+    /// The text, its own.
+    fn owned(self) -> Text<'static> {
+        Text::Shared(self.shared())
+    }
+
     /// True when both are the same bytes in memory (then equal, without comparing).
     fn same_text(&self, other: &Self) -> bool {
         std::ptr::eq(&**self as *const str, &**other as *const str)
@@ -209,9 +222,10 @@ struct Occurrence<'a, 'o> {
 }
 
 /// A row being summed up, one occurrence at a time.
+#[derive(Clone)]
 struct Acc<'a> {
     name: Text<'a>,
-    module: &'a str,
+    module: Text<'a>,
     /// By op, module, line and stack: the program's id.
     program: Option<u64>,
     count: u64,
@@ -232,7 +246,7 @@ struct Acc<'a> {
     /// Of the first occurrence.
     peaks: Peaks,
     /// See [`OpRow::command_buffer`].
-    command_buffer: Option<&'a str>,
+    command_buffer: Option<Text<'a>>,
     /// Executions: GPU kernels of one op back to back on a stream are one execution
     /// (a split-K GEMM runs two); elsewhere each occurrence is one.
     executions: u64,
@@ -247,7 +261,7 @@ impl<'a> Acc<'a> {
     fn new(name: Text<'a>, module: &'a str, first: &Occurrence<'a, '_>, peaks: Peaks) -> Acc<'a> {
         Acc {
             name,
-            module,
+            module: Text::Borrowed(module),
             program: None,
             count: 0,
             total_ps: 0,
@@ -279,7 +293,7 @@ impl<'a> Acc<'a> {
         self.bytes = self.bytes.zip(o.bytes).map(|(a, b)| a.saturating_add(b));
         self.is_async |= o.is_async;
         self.one_category &= o.one_category && *o.category == *self.category;
-        self.command_buffer = self.command_buffer.or(o.command_buffer);
+        self.command_buffer = self.command_buffer.take().or(o.command_buffer);
         self.executions += o.executions;
         for (p, n) in o.by_program {
             self.executed(p, n);
@@ -288,6 +302,31 @@ impl<'a> Acc<'a> {
             (Some(x), Some(y)) => Some(x || y),
             (x, y) => x.or(y),
         };
+    }
+
+    /// The row with its texts its own, kept past the profile it was summed from.
+    fn owned(self) -> Acc<'static> {
+        Acc {
+            name: self.name.owned(),
+            module: self.module.owned(),
+            program: self.program,
+            count: self.count,
+            total_ps: self.total_ps,
+            self_ps: self.self_ps,
+            min_ps: self.min_ps,
+            max_ps: self.max_ps,
+            flops: self.flops,
+            bytes: self.bytes,
+            is_async: self.is_async,
+            category: self.category.owned(),
+            one_category: self.one_category,
+            category_async: self.category_async,
+            peaks: self.peaks,
+            command_buffer: self.command_buffer.map(Text::owned),
+            executions: self.executions,
+            by_program: self.by_program,
+            matrix: self.matrix,
+        }
     }
 
     /// Counts `n` executions of program `program`.
@@ -339,18 +378,118 @@ pub fn warm(profile: &Profile) {
     profile.memo().ensure((GroupBy::Op, 0usize), || op_profile(profile, GroupBy::Op, 0, None));
 }
 
+/// The op profile by op of some hosts of a run, kept past their profiles: its rows
+/// summed, their texts their own, each with its programs' HLO costs, not yet finished.
+/// A run read a host at a time adds each host's ([`OpRowsPart::add`]) and finishes the
+/// sum ([`OpRowsPart::finish`]) as the op profile of the run read whole: rows sum in
+/// the order the whole run's do (host by host), and each program's cost is the first
+/// host's that holds its HLO.
+#[derive(Clone, Default)]
+pub struct OpRowsPart {
+    rows: Vec<(Acc<'static>, Vec<Option<ProgramCost>>)>,
+    index: FastMap<(Arc<str>, Arc<str>, u64), usize>,
+}
+
+impl OpRowsPart {
+    /// The rows by op of `profile` (the op profile's sums, before [`ops`] is cached).
+    pub fn of(profile: &Profile) -> OpRowsPart {
+        let hlo = profile.hlo_modules();
+        let mut part = OpRowsPart::default();
+        for a in summed(profile, hlo, GroupBy::Op, 0, None) {
+            let costs = program_costs(hlo, &a, true);
+            part.push(a.owned(), costs);
+        }
+        part
+    }
+
+    /// Per row of `other` (in its order): its index among this part's rows once added.
+    pub fn add(&mut self, other: OpRowsPart) -> Vec<usize> {
+        other.rows.into_iter().map(|(a, costs)| self.push(a, costs)).collect()
+    }
+
+    fn push(&mut self, a: Acc<'static>, costs: Vec<Option<ProgramCost>>) -> usize {
+        let key = (a.name.shared(), a.module.shared(), a.program.unwrap_or(NO_PROGRAM));
+        match self.index.get(&key) {
+            Some(&at) => {
+                let (row, have) = &mut self.rows[at];
+                // Costs stay beside their programs: new programs are added in the
+                // order `merge` adds them.
+                for (&(p, _), c) in a.by_program.iter().zip(costs) {
+                    match row.by_program.iter().position(|(q, _)| *q == p) {
+                        Some(k) => have[k] = have[k].or(c),
+                        None => {
+                            row.by_program.push((p, 0));
+                            have.push(c);
+                        }
+                    }
+                }
+                row.merge(a);
+                at
+            }
+            None => {
+                self.index.insert(key, self.rows.len());
+                self.rows.push((a, costs));
+                self.rows.len() - 1
+            }
+        }
+    }
+
+    /// Row `at`'s (module, name, program).
+    pub fn key(&self, at: usize) -> (&str, &str, Option<u64>) {
+        let a = &self.rows[at].0;
+        (&a.module, &a.name, a.program)
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Per row: its FLOPs per event once finished ([`crate::roofline::flops_per_event`]),
+    /// where it has FLOPs.
+    pub fn flops_per_event(&self) -> Vec<Option<f64>> {
+        (self.rows.iter())
+            .map(|(a, costs)| {
+                let mut a = a.clone();
+                apply_costs(&mut a, costs);
+                a.flops.filter(|&f| f > 0).map(|f| f as f64 / a.count.max(1) as f64)
+            })
+            .collect()
+    }
+
+    /// The op profile by op of the rows added.
+    pub fn finish(self) -> Ops {
+        let accs = (self.rows.into_iter())
+            .map(|(mut a, costs)| {
+                apply_costs(&mut a, &costs);
+                a
+            })
+            .collect();
+        finish(accs, Vec::new(), GroupBy::Op)
+    }
+}
+
 fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(i64, i64)>) -> Ops {
     let hlo = profile.hlo_modules();
     let mut accs = summed(profile, hlo, by, scope_depth, span);
     if matches!(by, GroupBy::Op | GroupBy::Line | GroupBy::Stack) {
         for a in &mut accs {
-            cost_from_hlo(hlo, a);
+            let costs = program_costs(hlo, a, false);
+            apply_costs(a, &costs);
         }
     }
     let mut stacks = Vec::new();
     if matches!(by, GroupBy::Line | GroupBy::Stack) {
         (accs, stacks) = by_source(hlo, accs, by);
     }
+    finish(accs, stacks, by)
+}
+
+/// The op profile of summed rows (with their stacks, by line and stack).
+fn finish(accs: Vec<Acc>, stacks: Vec<Option<Vec<SourceFrame>>>, by: GroupBy) -> Ops {
     let op_time_ps = sum_ps(accs.iter().map(|a| a.self_ps));
     let mut rows: Vec<OpRow> = accs.into_iter().map(|a| row(a, op_time_ps, by)).collect();
     for (r, s) in rows.iter_mut().zip(stacks) {
@@ -492,7 +631,7 @@ fn acc_instruction<'h>(
     hlo: &'h [HloModules],
     a: &Acc,
 ) -> Option<(&'h stepscope_xspace::hlo::HloModule, &'h stepscope_xspace::hlo::HloInstruction)> {
-    instruction(hlo, &a.name, a.module, a.program.filter(|&p| p != NO_PROGRAM))
+    instruction(hlo, &a.name, &a.module, a.program.filter(|&p| p != NO_PROGRAM))
 }
 
 /// The stack of a row by op and program, from its program's HLO.
@@ -501,26 +640,49 @@ fn acc_stack(hlo: &[HloModules], a: &Acc) -> Option<Vec<SourceFrame>> {
     Some(source::op_stack(m, i)).filter(|s| !s.is_empty())
 }
 
+/// One execution's cost of a row's instruction in one of its programs, from the HLO.
+#[derive(Clone, Copy, Debug)]
+struct ProgramCost {
+    /// Whether the instruction multiplies matrices ([`OpRow::multiplies_matrices`]).
+    matrix: bool,
+    flops: u64,
+    bytes: u64,
+    /// The type its roof is chosen by: a matrix op's inputs' (a bf16 dot may write f32).
+    element_type: i32,
+}
+
+/// Per program of a row by op (its `by_program`, in order): its instruction's cost,
+/// where the HLO holds it. The FLOPs and bytes are looked up only where `all` or the
+/// row needs them ([`apply_costs`]).
+fn program_costs(hlo: &[HloModules], a: &Acc, all: bool) -> Vec<Option<ProgramCost>> {
+    let needed = all || !(a.flops.is_some_and(|f| f > 0) || a.is_async);
+    (a.by_program.iter())
+        .map(|&(p, _)| {
+            let (m, i) = instruction(hlo, &a.name, &a.module, Some(p).filter(|&p| p != NO_PROGRAM))?;
+            let hero = crate::cost::matrix_instruction(m, i);
+            let matrix = hero.is_some();
+            let c = if needed { crate::cost::cost(m, i) } else { Default::default() };
+            let input = m.operands(hero.unwrap_or(i)).next().filter(|_| matrix);
+            let element_type = input.map_or(i.shape.element_type, |o| o.shape.element_type);
+            Some(ProgramCost { matrix, flops: c.flops, bytes: c.bytes, element_type })
+        })
+        .collect()
+}
+
 /// A row by op whose events carry no `flops` / `bytes_accessed` gets them from its HLO
-/// ([`crate::cost`]): one execution's times its executions; on a known GPU its roof by
-/// the op's type and whether it multiplies matrices.
-fn cost_from_hlo(hlo: &[HloModules], a: &mut Acc) {
-    // Each program's instruction, with its executions.
-    let mut found = Vec::with_capacity(a.by_program.len());
-    for &(p, n) in &a.by_program {
-        if let Some(mi) = instruction(hlo, &a.name, a.module, Some(p).filter(|&p| p != NO_PROGRAM)) {
-            found.push((mi, n));
-        }
-    }
-    let Some(&((m, i), _)) = found.first() else { return };
-    let matrix = crate::cost::is_matrix(m, i);
-    a.matrix = Some(matrix);
+/// (`costs`, per program: [`program_costs`]): one execution's times its executions; on
+/// a known GPU its roof by the op's type and whether it multiplies matrices (its first
+/// program's instruction).
+fn apply_costs(a: &mut Acc, costs: &[Option<ProgramCost>]) {
+    let found: Vec<(&ProgramCost, u64)> =
+        a.by_program.iter().zip(costs).filter_map(|(&(_, n), c)| c.as_ref().map(|c| (c, n))).collect();
+    let Some(&(first, _)) = found.first() else { return };
+    a.matrix = Some(first.matrix);
     if a.flops.is_some_and(|f| f > 0) || a.is_async {
         return;
     }
     let (mut flops, mut bytes) = (0u64, 0u64);
-    for &((m, i), n) in &found {
-        let c = crate::cost::cost(m, i);
+    for &(c, n) in &found {
         flops = flops.saturating_add(c.flops.saturating_mul(n));
         bytes = bytes.saturating_add(c.bytes.saturating_mul(n));
     }
@@ -529,11 +691,7 @@ fn cost_from_hlo(hlo: &[HloModules], a: &mut Acc) {
         a.bytes = Some(bytes);
     }
     if let Some(g) = a.peaks.gpu {
-        // A matrix op's type is its inputs' (a bf16 dot may write f32).
-        let hero = crate::cost::matrix_instruction(m, i).unwrap_or(i);
-        let input = m.operands(hero).next().filter(|_| matrix);
-        let ty = input.map_or(i.shape.element_type, |o| o.shape.element_type);
-        a.peaks.flops_per_s = Some(g.roof(ty, matrix));
+        a.peaks.flops_per_s = Some(g.roof(first.element_type, first.matrix));
     }
 }
 
@@ -557,8 +715,8 @@ fn by_source<'a>(hlo: &[HloModules], accs: Vec<Acc<'a>>, by: GroupBy) -> (Vec<Ac
         match index.get(&label) {
             Some(&at) => {
                 let first = &mut out[at].0;
-                if first.module != a.module {
-                    first.module = "";
+                if *first.module != *a.module {
+                    first.module = Text::Borrowed("");
                 }
                 first.merge(a)
             }
@@ -781,7 +939,8 @@ fn chunk_rows<'a>(
                 let mut acc = Acc::new(key.0.clone(), key.1, &o, peaks);
                 acc.program = Some(program).filter(|&p| p != NO_PROGRAM);
                 if by == GroupBy::Op {
-                    acc.command_buffer = d.cached_ops().renamed.get(&o.ids.0).map(|&was| &*names[was as usize]);
+                    acc.command_buffer =
+                        d.cached_ops().renamed.get(&o.ids.0).map(|&was| Text::Borrowed(&names[was as usize]));
                 }
                 rows.push((key, acc));
                 rows.len() - 1
@@ -858,7 +1017,7 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
         multiplies_matrices: a.matrix,
         program_id: a.program,
         program: None,
-        command_buffer: a.command_buffer.map(str::to_string),
+        command_buffer: a.command_buffer.map(|c| c.to_string()),
         stack: None,
     }
 }

@@ -6,9 +6,10 @@
 use serde::Serialize;
 
 use crate::ops::{self, GroupBy, OpRow};
-use crate::steps::{self, StepSource, StepTiming};
-use stepscope_model::device_time::{DeviceTime, DeviceTimeline, Part};
-use stepscope_model::stats::{sum_ps, Distribution};
+use crate::roofline::StepFlops;
+use crate::steps::{self, Step, StepSource, StepTiming, StepVotes};
+use stepscope_model::device_time::{DeviceTimeline, Part};
+use stepscope_model::stats::{pct, sum_ps, Distribution};
 use stepscope_model::{Device, DeviceKind, Profile};
 
 pub use stepscope_model::device_time::is_collective;
@@ -158,68 +159,235 @@ pub fn warm(profile: &Profile) {
 /// The overview (what the rules read).
 pub fn overview(profile: &Profile, top: usize) -> Overview {
     warm(profile);
-    let devices = profile.devices();
     let steps = steps::cached(profile);
-    let model = profile.device_time();
-    let durations: Vec<i64> = steps.timed().map(|s| s.duration_ps).collect();
+    let part = OverviewPart::of(profile, crate::roofline::step_flops(profile, &steps.steps));
+    let rows = ops::ops(profile, GroupBy::Op, 0).ops;
+    assemble(&profile.run, vec![part], rows, top, profile.unread_hosts.clone())
+}
+
+/// What the overview reads of a profile: of a whole run, or of one host of a run
+/// read a host at a time, measured under the run's decisions
+/// ([`stepscope_model::steps::RunDecisions`]). Owned: a run read a host at a time
+/// keeps only its hosts' parts, and [`assemble`] makes of them the overview the run
+/// read whole has.
+#[derive(Clone, Debug)]
+pub struct OverviewPart {
+    pub hosts: Vec<String>,
+    /// The decisions taken, and what the run's are decided from.
+    pub source: StepSource,
+    pub timing: StepTiming,
+    pub votes: StepVotes,
+    pub none_took_part: bool,
+    /// The steps, in time order, each with its FLOPs ([`crate::roofline::step_flops`]).
+    steps: Vec<(Step, Option<StepFlops>)>,
+    dispatched_not_run: u64,
+    launches_not_run: u64,
+    /// Per device: its timeline's sums.
+    windows: Vec<Window>,
+    left_out: Vec<crate::devices::LeftOut>,
+    /// Per device: its kind and model.
+    device_models: Vec<(DeviceKind, String)>,
+    versions: Vec<String>,
+    host_tracer_level: Option<u32>,
+    input: crate::scopes::InputSums,
+}
+
+/// A device's timeline, as the overview reads it.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    took_part: bool,
+    window_ps: i64,
+    parts_ps: [i64; Part::ALL.len()],
+    busy_ps: i64,
+    idle_queued_ps: Option<i64>,
+    idle_launching_ps: Option<i64>,
+}
+
+impl Window {
+    fn part_ps(&self, part: Part) -> i64 {
+        self.parts_ps[part.index()]
+    }
+
+    /// Taken into the run's aggregates ([`stepscope_model::device_time::DeviceTime::working`]).
+    fn working(&self) -> bool {
+        self.took_part && self.window_ps > 0
+    }
+}
+
+impl OverviewPart {
+    /// The part of `profile`, whose steps ran `flops` (per step, in order).
+    pub fn of(profile: &Profile, flops: Vec<Option<StepFlops>>) -> OverviewPart {
+        let steps = steps::cached(profile);
+        let base = profile.time_base();
+        let devices = profile.devices();
+        let windows = (profile.device_time().devices.iter())
+            .map(|t: &DeviceTimeline| Window {
+                took_part: t.took_part,
+                window_ps: t.window_ps(),
+                parts_ps: t.parts_ps,
+                busy_ps: t.busy_ps,
+                idle_queued_ps: t.idle_queued_ps,
+                idle_launching_ps: t.idle_launching_ps,
+            })
+            .collect();
+        let mut versions = Vec::new();
+        for space in &profile.hosts {
+            for plane in &space.planes {
+                for s in &plane.stats {
+                    let name = plane.stat_name(s.meta());
+                    if name.contains("version") {
+                        versions.push(format!("{name} = {}", plane.stat_display(s)));
+                    }
+                }
+            }
+        }
+        OverviewPart {
+            hosts: profile.hosts.iter().map(|h| h.host.clone()).collect(),
+            source: steps.source,
+            timing: steps.timing,
+            votes: base.votes,
+            none_took_part: base.none_took_part,
+            steps: steps.steps.iter().cloned().zip(flops).collect(),
+            dispatched_not_run: steps.dispatched_not_run,
+            launches_not_run: steps.launches_not_run,
+            windows,
+            left_out: crate::devices::left_out(profile),
+            device_models: devices.iter().map(|d| (d.kind, device_model(d))).collect(),
+            versions,
+            host_tracer_level: host_tracer_level(profile),
+            input: crate::scopes::input_sums(profile),
+        }
+    }
+}
+
+/// The overview of a run from its parts (in host order, each measured under the
+/// run's decisions), its op profile by op (`rows`) and the host files it could not
+/// read; `top` ops are listed.
+pub fn assemble(
+    run: &str,
+    parts: Vec<OverviewPart>,
+    rows: Vec<OpRow>,
+    top: usize,
+    hosts_unread: Vec<stepscope_xspace::discover::Unread>,
+) -> Overview {
+    let (source, timing) = parts.first().map_or((StepSource::None, StepTiming::Host), |p| (p.source, p.timing));
+    let several = parts.len() > 1;
+    let mut all = OverviewPart {
+        hosts: Vec::new(),
+        source,
+        timing,
+        votes: StepVotes::default(),
+        none_took_part: true,
+        steps: Vec::new(),
+        dispatched_not_run: 0,
+        launches_not_run: 0,
+        windows: Vec::new(),
+        left_out: Vec::new(),
+        device_models: Vec::new(),
+        versions: Vec::new(),
+        host_tracer_level: None,
+        input: Default::default(),
+    };
+    for p in parts {
+        all.hosts.extend(p.hosts);
+        all.steps.extend(p.steps);
+        all.dispatched_not_run += p.dispatched_not_run;
+        all.launches_not_run += p.launches_not_run;
+        all.windows.extend(p.windows);
+        all.left_out.extend(p.left_out);
+        all.device_models.extend(p.device_models);
+        all.versions.extend(p.versions);
+        all.host_tracer_level = match (all.host_tracer_level, p.host_tracer_level) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        all.input.add(p.input);
+    }
+    if several {
+        // In the order the run's steps are found in (by host span, hosts in order),
+        // then, where steps are timed on the device, in the order of their timing.
+        all.steps.sort_by_key(|(s, _)| (s.host_start_ps, s.step_num));
+        if timing == StepTiming::Device {
+            all.steps.sort_by_key(|(s, _)| (s.start_ps, s.step_num));
+        }
+    }
+    let (steps, flops): (Vec<Step>, Vec<Option<StepFlops>>) = all.steps.into_iter().unzip();
+    let timed = || steps.iter().filter(|s| !s.cut);
+    let durations: Vec<i64> = timed().map(|s| s.duration_ps).collect();
     let step_time = Distribution::of(&durations);
-    let host_step_time = (steps.timing == StepTiming::Device)
-        .then(|| Distribution::of(&steps.timed().map(|s| s.host_duration_ps).collect::<Vec<_>>()));
-    let warm: Vec<i64> = steps.timed().filter(|s| s.compile_ps == 0).map(|s| s.duration_ps).collect();
+    let host_step_time = (timing == StepTiming::Device)
+        .then(|| Distribution::of(&timed().map(|s| s.host_duration_ps).collect::<Vec<_>>()));
+    let warm: Vec<i64> = timed().filter(|s| s.compile_ps == 0).map(|s| s.duration_ps).collect();
     let cold_steps = (durations.len() - warm.len()) as u64;
     let warm_step_time = (cold_steps > 0 && !warm.is_empty()).then(|| Distribution::of(&warm));
-    let mut breakdown = breakdown(model, if durations.is_empty() { 0 } else { step_time.mean_ps });
-    if let Some(input) = crate::scopes::input_work(profile) {
+    let mut breakdown = breakdown(&all.windows, if durations.is_empty() { 0 } else { step_time.mean_ps });
+    if let Some(input) = all.input.per_step(&steps) {
         breakdown.host_input_ps = Some(input.host_input_ps);
         breakdown.device_idle_input_ps = Some(input.device_idle_input_ps.clamp(0, breakdown.device_idle_ps));
     }
-    let device_utilization_pct = model.utilization_pct();
-    let per_step: Vec<_> = crate::roofline::step_flops(profile, &steps.steps).into_iter().flatten().collect();
+    let mean_pct = |of: &dyn Fn(&Window) -> f64| {
+        let (sum, n) = all.windows.iter().filter(|w| w.working()).fold((0.0, 0usize), |(s, n), w| (s + of(w), n + 1));
+        if n == 0 {
+            0.0
+        } else {
+            sum / n as f64
+        }
+    };
+    let device_utilization_pct = mean_pct(&|w| pct(w.busy_ps, w.window_ps));
+    let device_compute_pct = mean_pct(&|w| pct(w.part_ps(Part::Compute), w.window_ps));
+    let per_step: Vec<StepFlops> = flops.into_iter().flatten().collect();
     let flops_per_step =
         (!per_step.is_empty()).then(|| per_step.iter().map(|f| f.flops as f64).sum::<f64>() / per_step.len() as f64);
     let capacity: f64 = per_step.iter().map(|f| f.capacity_flops).sum();
     let flops_utilization_pct =
         (capacity > 0.0).then(|| 100.0 * per_step.iter().map(|f| f.flops as f64).sum::<f64>() / capacity);
-    let mut top_ops = ops::ops(profile, GroupBy::Op, 0).ops;
+    let mut top_ops = rows;
     top_ops.truncate(top);
+    all.versions.sort();
+    all.versions.dedup();
     Overview {
         schema: "stepscope.summary/1",
-        run: profile.run.clone(),
-        step_source: steps.source,
+        run: run.to_string(),
+        step_source: source,
         step_count: durations.len() as u64,
-        step_timing: steps.timing,
+        step_timing: timing,
         step_time,
         host_step_time,
-        steps_cut: (steps.steps.len() - durations.len()) as u64,
+        steps_cut: (steps.len() - durations.len()) as u64,
         cold_steps,
         warm_step_time,
-        dispatched_not_run: steps.dispatched_not_run,
-        launches_not_run: steps.launches_not_run,
+        dispatched_not_run: all.dispatched_not_run,
+        launches_not_run: all.launches_not_run,
         breakdown,
         device_utilization_pct,
-        device_compute_pct: model.compute_pct(),
-        devices_left_out: crate::devices::left_out(profile),
-        hosts_unread: profile.unread_hosts.clone(),
+        device_compute_pct,
+        devices_left_out: all.left_out,
+        hosts_unread,
         flops_per_step,
         flops_utilization_pct,
-        environment: environment(profile, &devices),
+        environment: Environment {
+            hosts: all.hosts,
+            devices: device_groups(&all.device_models),
+            versions: all.versions,
+            host_tracer_level: all.host_tracer_level,
+        },
         top_ops,
     }
 }
 
 /// The average step of `step_ps` split as the devices' windows are: each part's share
-/// of each device's window, averaged over the working devices ([`DeviceTime::working`]). The shares are
+/// of each device's window, averaged over the working devices ([`stepscope_model::device_time::DeviceTime::working`]). The shares are
 /// rounded as running totals (each part is the rounded total up to it less the one
 /// before it), and idle takes what is left: the parts add up to `step_ps` exactly and
 /// none is negative.
-fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
-    let working: Vec<&DeviceTimeline> = model.working().collect();
+fn breakdown(windows: &[Window], step_ps: i64) -> Breakdown {
+    let working: Vec<&Window> = windows.iter().filter(|w| w.working()).collect();
     let mut ps = [0i64; Part::ALL.len()];
     if !working.is_empty() {
         let (mut share_so_far, mut ps_so_far) = (0.0f64, 0i64);
         for part in Part::ALL.into_iter().filter(|p| *p != Part::Idle) {
-            let mean: f64 = working.iter().map(|t| t.part_ps(part) as f64 / t.window_ps() as f64).sum::<f64>()
-                / working.len() as f64;
+            let mean: f64 =
+                working.iter().map(|t| t.part_ps(part) as f64 / t.window_ps as f64).sum::<f64>() / working.len() as f64;
             share_so_far = (share_so_far + mean).min(1.0);
             let upto = ((share_so_far * step_ps as f64).round() as i64).clamp(ps_so_far, step_ps.max(ps_so_far));
             ps[part.index()] = upto - ps_so_far;
@@ -230,8 +398,8 @@ fn breakdown(model: &DeviceTime, step_ps: i64) -> Breakdown {
     let named = sum_ps(ps.iter().copied());
     let device_idle_ps = step_ps.saturating_sub(named).max(0);
     // The idle parts' mean shares of the windows, rounded as running totals too.
-    let share = |of: fn(&DeviceTimeline) -> Option<i64>| {
-        let shares: Vec<f64> = working.iter().filter_map(|t| of(t).map(|q| q as f64 / t.window_ps() as f64)).collect();
+    let share = |of: fn(&Window) -> Option<i64>| {
+        let shares: Vec<f64> = working.iter().filter_map(|t| of(t).map(|q| q as f64 / t.window_ps as f64)).collect();
         (!shares.is_empty()).then(|| shares.iter().sum::<f64>() / working.len() as f64)
     };
     let queued_share = share(|t| t.idle_queued_ps);
@@ -263,35 +431,22 @@ pub fn host_tracer_level(profile: &Profile) -> Option<u32> {
     profile.hosts.iter().filter_map(stepscope_xspace::xplane::tracer_levels).map(|l| l.host).min()
 }
 
-fn environment(profile: &Profile, devices: &[Device]) -> Environment {
+/// A device's model: its plane's type or vendor; the host CPU's, named so.
+fn device_model(d: &Device) -> String {
+    ["device_type_string", "device_vendor"]
+        .iter()
+        .find_map(|k| d.plane.plane_stat(k).map(|s| d.plane.stat_display(&s)))
+        .unwrap_or_else(|| if d.kind == DeviceKind::Cpu { "host CPU".into() } else { String::new() })
+}
+
+/// Devices of one kind and model counted, in the order first met.
+fn device_groups(models: &[(DeviceKind, String)]) -> Vec<DeviceGroup> {
     let mut groups: Vec<DeviceGroup> = Vec::new();
-    for d in devices {
-        let model = ["device_type_string", "device_vendor"]
-            .iter()
-            .find_map(|k| d.plane.plane_stat(k).map(|s| d.plane.stat_display(&s)))
-            .unwrap_or_else(|| if d.kind == DeviceKind::Cpu { "host CPU".into() } else { String::new() });
-        match groups.iter_mut().find(|g| g.kind == d.kind && g.model == model) {
+    for (kind, model) in models {
+        match groups.iter_mut().find(|g| g.kind == *kind && g.model == *model) {
             Some(g) => g.count += 1,
-            None => groups.push(DeviceGroup { kind: d.kind, model, count: 1 }),
+            None => groups.push(DeviceGroup { kind: *kind, model: model.clone(), count: 1 }),
         }
     }
-    let mut versions = Vec::new();
-    for space in &profile.hosts {
-        for plane in &space.planes {
-            for s in &plane.stats {
-                let name = plane.stat_name(s.meta());
-                if name.contains("version") {
-                    versions.push(format!("{name} = {}", plane.stat_display(s)));
-                }
-            }
-        }
-    }
-    versions.sort();
-    versions.dedup();
-    Environment {
-        hosts: profile.hosts.iter().map(|h| h.host.clone()).collect(),
-        devices: groups,
-        versions,
-        host_tracer_level: host_tracer_level(profile),
-    }
+    groups
 }

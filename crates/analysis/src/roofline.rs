@@ -90,16 +90,32 @@ pub struct StepFlops {
 /// counts. An op of one name in several programs (`custom-call.1` of `jit_dot` for
 /// each shape it was compiled for) takes its own program's FLOPs.
 pub fn step_flops(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> Vec<Option<StepFlops>> {
-    let mut out = vec![None; steps.len()];
-    let rows = ops::ops(profile, GroupBy::Op, 0);
-    // Per (module, name): each program's FLOPs per event.
-    let mut per_event: FastMap<(&str, &str), Vec<ProgramFlops>> = FastMap::default();
-    for r in &rows.ops {
+    step_flops_with(profile, steps, &flops_per_event(&ops::ops(profile, GroupBy::Op, 0).ops))
+}
+
+/// Per (module, op name): each program's FLOPs per event, from the op profile by op.
+pub type FlopsPerEvent<'r> = FastMap<(&'r str, &'r str), Vec<ProgramFlops>>;
+
+/// The FLOPs per event of the rows by op `rows` (a run's: [`step_flops_with`]).
+pub fn flops_per_event(rows: &[ops::OpRow]) -> FlopsPerEvent<'_> {
+    let mut per_event: FlopsPerEvent = FastMap::default();
+    for r in rows {
         if let Some(flops) = r.flops {
             let slot = per_event.entry((r.module.as_str(), r.name.as_str())).or_default();
             slot.push((r.program_id, flops as f64 / r.count.max(1) as f64));
         }
     }
+    per_event
+}
+
+/// [`step_flops`] with each event's FLOPs from `per_event` (the run's, where
+/// `profile` is one host of it read alone).
+pub fn step_flops_with(
+    profile: &Profile,
+    steps: &[stepscope_model::steps::Step],
+    per_event: &FlopsPerEvent,
+) -> Vec<Option<StepFlops>> {
+    let mut out = vec![None; steps.len()];
     if per_event.is_empty() {
         return out;
     }
@@ -177,7 +193,7 @@ pub fn step_flops(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> 
 }
 
 /// A program's id (none where the op has none) and its op's FLOPs per event.
-type ProgramFlops = (Option<u64>, f64);
+pub type ProgramFlops = (Option<u64>, f64);
 
 /// The FLOPs per event of the row of `programs` (each program's FLOPs per event, of
 /// one op name and module) that is `program`'s; 0 where none is.

@@ -161,19 +161,62 @@ pub fn scopes(profile: &Profile) -> Scopes {
 /// The input work of the run's steps (see [`InputWork`]); `None` where there are no
 /// steps or no host records any input work.
 pub fn input_work(profile: &Profile) -> Option<InputWork> {
+    input_sums(profile).per_step(&steps::cached(profile).steps)
+}
+
+/// The input work of some hosts' steps, summed over the hosts: what
+/// [`InputSums::per_step`] divides by the run's steps. The sums of a run's hosts read
+/// one at a time add up ([`InputSums::add`]) to the run's.
+#[derive(Clone, Debug, Default)]
+pub struct InputSums {
+    /// Some host records input work (inside its steps or not).
+    pub recorded: bool,
+    pub host_input_ps: i64,
+    pub device_idle_input_ps: i64,
+    pub names: std::collections::BTreeSet<String>,
+}
+
+impl InputSums {
+    pub fn add(&mut self, other: InputSums) {
+        self.recorded |= other.recorded;
+        self.host_input_ps = self.host_input_ps.saturating_add(other.host_input_ps);
+        self.device_idle_input_ps = self.device_idle_input_ps.saturating_add(other.device_idle_input_ps);
+        self.names.extend(other.names);
+    }
+
+    /// Per step of the run's `steps`; `None` where there are none or no input work
+    /// is recorded.
+    pub fn per_step(self, steps: &[steps::Step]) -> Option<InputWork> {
+        let step_count = steps.len() as i64;
+        if step_count == 0 || !self.recorded {
+            return None;
+        }
+        let timed: Vec<i64> = steps.iter().filter(|s| !s.cut).map(|s| s.duration_ps).collect();
+        let step_ps = sum_ps(timed.iter().copied()) / timed.len().max(1) as i64;
+        let pct = |ps: i64| if step_ps > 0 { 100.0 * ps as f64 / step_ps as f64 } else { 0.0 };
+        let (host_input_ps, device_idle_input_ps) =
+            (self.host_input_ps / step_count, self.device_idle_input_ps / step_count);
+        Some(InputWork {
+            host_input_ps,
+            host_input_pct: pct(host_input_ps),
+            device_idle_input_ps,
+            device_idle_input_pct: pct(device_idle_input_ps),
+            names: self.names.into_iter().collect(),
+        })
+    }
+}
+
+/// The input work of `profile`'s hosts in their steps, summed.
+pub fn input_sums(profile: &Profile) -> InputSums {
     let found = profile.host_scopes();
+    let mut sums = InputSums { recorded: found.iter().any(|h| h.input.total() != 0), ..Default::default() };
     let st = steps::cached(profile);
+    if st.steps.is_empty() || !sums.recorded {
+        return sums;
+    }
     let devices = profile.devices();
     let base = profile.time_base();
-    let step_count = st.steps.len() as i64;
-    if step_count == 0 || found.iter().all(|h| h.input.total() == 0) {
-        return None;
-    }
-    let timed: Vec<i64> = st.timed().map(|s| s.duration_ps).collect();
-    let step_ps = sum_ps(timed.iter().copied()) / timed.len().max(1) as i64;
     let host_windows = st.host_windows();
-    let (mut host_input, mut idle_input) = (0i64, 0i64);
-    let mut names = std::collections::BTreeSet::new();
     for (hi, (space, h)) in profile.hosts.iter().zip(found).enumerate() {
         let busy: Vec<&Intervals> =
             devices.iter().filter(|d| d.host_index == hi).map(|d| &base.busy[d.index]).collect();
@@ -186,25 +229,18 @@ pub fn input_work(profile: &Profile) -> Option<InputWork> {
         // op ran in (a step from module executions is its run alone: the input that
         // fed it came before, between steps).
         let inside = h.input.within(Intervals::new(windows).spans());
-        host_input = host_input.saturating_add(inside.total());
+        sums.host_input_ps = sums.host_input_ps.saturating_add(inside.total());
         if !busy.is_empty() {
             let in_steps = inside.within(Intervals::new(spans).spans());
-            idle_input =
-                idle_input.saturating_add(sum_ps(busy.iter().map(|b| in_steps.minus(b).total())) / busy.len() as i64);
+            sums.device_idle_input_ps = sums
+                .device_idle_input_ps
+                .saturating_add(sum_ps(busy.iter().map(|b| in_steps.minus(b).total())) / busy.len() as i64);
         }
         if inside.total() > 0 {
-            names.extend(h.input_names.iter().cloned());
+            sums.names.extend(h.input_names.iter().cloned());
         }
     }
-    let pct = |ps: i64| if step_ps > 0 { 100.0 * ps as f64 / step_ps as f64 } else { 0.0 };
-    let (host_input_ps, device_idle_input_ps) = (host_input / step_count, idle_input / step_count);
-    Some(InputWork {
-        host_input_ps,
-        host_input_pct: pct(host_input_ps),
-        device_idle_input_ps,
-        device_idle_input_pct: pct(device_idle_input_ps),
-        names: names.into_iter().collect(),
-    })
+    sums
 }
 
 /// Per path, the device work launched in its occurrences (see

@@ -51,25 +51,57 @@ pub fn each_host(
     mut unread: Option<&mut Vec<stepscope_xspace::discover::Unread>>,
     f: &mut dyn FnMut(&str, Profile) -> anyhow::Result<()>,
 ) -> anyhow::Result<usize> {
-    let keep = |h: &str| only.is_none_or(|o| o == h);
-    let run = resolve(input, only)?;
-    let offsets = if run.hosts.len() > 1 { clock_offsets_ps(&run) } else { vec![0; run.hosts.len()] };
+    let hosts = Hosts::of(input, only)?;
     let mut read_hosts = 0;
-    for h in run.hosts.iter().filter(|h| keep(&h.host)) {
-        let (one, offset) = alone(&run, &h.host, Some(&offsets)).ok_or_else(|| no_host(&h.host, &run))?;
-        let mut readable = match (read(&one, Some(&h.host)), unread.as_deref_mut()) {
-            (Ok(r), _) => r,
+    for host in hosts.names().into_iter().filter(|h| only.is_none_or(|o| o == *h)) {
+        let profile = match (hosts.read(host), unread.as_deref_mut()) {
+            (Ok(p), _) => p,
             (Err(e), Some(unread)) => {
-                unread.push(stepscope_xspace::discover::Unread { host: h.host.clone(), error: format!("{e:#}") });
+                unread.push(stepscope_xspace::discover::Unread { host: host.to_string(), error: format!("{e:#}") });
                 continue;
             }
             (Err(e), None) => return Err(e),
         };
-        let space = readable.spaces.pop().ok_or_else(|| no_host(&h.host, &run))?;
-        f(&h.host, Profile::one_host(run.rel.clone(), space, offset))?;
+        f(host, profile)?;
         read_hosts += 1;
     }
     Ok(read_hosts)
+}
+
+/// A run's hosts, to be read one at a time, each alone on the run's clock (the
+/// offsets are found once, from the hosts' session starts).
+pub struct Hosts {
+    run: Run,
+    offsets: Vec<i64>,
+}
+
+impl Hosts {
+    /// The hosts of `input`'s run (a bucket's fetched: with `only`, that host's file
+    /// alone).
+    pub fn of(input: &Input, only: Option<&str>) -> anyhow::Result<Hosts> {
+        let run = resolve(input, only)?;
+        let offsets = if run.hosts.len() > 1 { clock_offsets_ps(&run) } else { vec![0; run.hosts.len()] };
+        Ok(Hosts { run, offsets })
+    }
+
+    /// The run's name.
+    pub fn run(&self) -> &str {
+        &self.run.rel
+    }
+
+    /// The hosts' names, in the run's order.
+    pub fn names(&self) -> Vec<&str> {
+        self.run.hosts.iter().map(|h| h.host.as_str()).collect()
+    }
+
+    /// Host `host` read alone.
+    pub fn read(&self, host: &str) -> anyhow::Result<Profile> {
+        let run = &self.run;
+        let (one, offset) = alone(run, host, Some(&self.offsets)).ok_or_else(|| no_host(host, run))?;
+        let mut readable = read(&one, Some(host))?;
+        let space = readable.spaces.pop().ok_or_else(|| no_host(host, run))?;
+        Ok(Profile::one_host(run.rel.clone(), space, offset))
+    }
 }
 
 /// The error for `--host HOST` where `run` has none of that name.

@@ -3,8 +3,9 @@
 
 use stepscope_xspace::hlo::{HloInstruction, HloModule, HloModules};
 
-/// The HLO instruction `name` of `module`: in program `program`'s module (any
-/// host's) where one is given, else in the module of that name.
+/// The HLO instruction `name` of `module`: in program `program`'s module where one is
+/// given and a host holds it (the first such host's), else in the module of that name
+/// (the first host's that holds one).
 pub fn instruction<'h>(
     hlo: &'h [HloModules],
     name: &str,
@@ -14,10 +15,11 @@ pub fn instruction<'h>(
     if module.is_empty() {
         return only_instruction(hlo, name);
     }
-    let m = hlo.iter().find_map(|h| {
-        let by_program = program.and_then(|p| h.by_program_id(p as i64));
-        by_program.filter(|m| m.name == module).or_else(|| h.by_name(module))
-    })?;
+    let by_program = || {
+        let p = program?;
+        hlo.iter().find_map(|h| h.by_program_id(p as i64).filter(|m| m.name == module))
+    };
+    let m = by_program().or_else(|| hlo.iter().find_map(|h| h.by_name(module)))?;
     if let Some((_, i)) = m.instruction(name) {
         return Some((m, i));
     }

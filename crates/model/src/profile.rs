@@ -39,7 +39,7 @@ use crate::discover::{find_devices, DeviceSet};
 use crate::dispatch::Dispatches;
 use crate::host_scopes::HostScopes;
 use crate::stats::Intervals;
-use crate::steps::{Launches, Steps};
+use crate::steps::{Launches, RunDecisions, Steps};
 use crate::time_base::TimeBase;
 
 /// A run: one [`Space`] per host, on one clock.
@@ -57,6 +57,9 @@ pub struct Profile {
     /// Peaks the user gave, over the profile's and the data sheets' (the analyses'
     /// `peaks`).
     user_peaks: UserPeaks,
+    /// The run's decisions, where this profile is one host of a run read a host at a
+    /// time ([`Profile::set_decisions`]).
+    decisions: RunDecisions,
     /// The model's stages and the analyses' memo, each computed once.
     cache: Cache,
 }
@@ -105,6 +108,7 @@ impl Profile {
             clock_offset_ps,
             unread_hosts: Vec::new(),
             user_peaks: Default::default(),
+            decisions: RunDecisions::default(),
             cache: Cache::default(),
         }
     }
@@ -130,6 +134,7 @@ impl Profile {
             clock_offset_ps: vec![clock_offset_ps],
             unread_hosts: Vec::new(),
             user_peaks: Default::default(),
+            decisions: RunDecisions::default(),
             cache: Cache::default(),
         }
     }
@@ -153,6 +158,21 @@ impl Profile {
             self.user_peaks = peaks;
             self.cache = Cache::default();
         }
+    }
+
+    /// Gives the profile the run's decisions (see [`RunDecisions`]): a profile of one
+    /// host of a run then measures it as the run's profile does. Stages already
+    /// computed are dropped.
+    pub fn set_decisions(&mut self, decisions: RunDecisions) {
+        if decisions != self.decisions {
+            self.decisions = decisions;
+            self.cache = Cache::default();
+        }
+    }
+
+    /// The decisions given ([`Profile::set_decisions`]); none by default.
+    pub fn decisions(&self) -> RunDecisions {
+        self.decisions
     }
 
     /// Keeps only the host called `name`; false when there is none.
@@ -225,7 +245,16 @@ impl Profile {
     pub fn time_base(&self) -> &TimeBase {
         let (set, launches, dispatches) = (self.device_set(), self.launches(), self.dispatches());
         self.cache.time.get_or_compute(|| {
-            crate::time_base::measure(&self.hosts, self.hlo_modules(), set, &self.devices(), launches, dispatches)
+            let devices = self.devices();
+            crate::time_base::measure(
+                &self.hosts,
+                self.hlo_modules(),
+                set,
+                &devices,
+                launches,
+                dispatches,
+                self.decisions,
+            )
         })
     }
 

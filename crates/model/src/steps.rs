@@ -176,34 +176,85 @@ impl Steps {
 /// True when most steps' launched work ended after their host span, by more than a
 /// twentieth of it: the loop dispatches ahead of its device.
 pub fn dispatches_ahead(steps: &[Step]) -> bool {
-    let linked: Vec<&Step> = steps.iter().filter(|s| s.work_start_ps.is_some()).collect();
-    let late = (linked.iter())
-        .filter(|s| {
-            let end = s.work_start_ps.unwrap_or(0).saturating_add(s.work_duration_ps.unwrap_or(0));
-            let host_end = s.host_start_ps.saturating_add(s.host_duration_ps);
-            end > host_end.saturating_add(s.host_duration_ps / 20)
-        })
-        .count();
-    !linked.is_empty() && 2 * late > linked.len()
+    StepVotes::of(steps).ahead()
 }
 
+/// The steps' votes on their timing ([`dispatches_ahead`]): how many are linked to
+/// the work they launched, and how many of those ended late. Votes of a run's hosts
+/// add up to the run's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StepVotes {
+    pub linked: u64,
+    pub late: u64,
+}
+
+impl StepVotes {
+    pub fn of(steps: &[Step]) -> StepVotes {
+        let linked: Vec<&Step> = steps.iter().filter(|s| s.work_start_ps.is_some()).collect();
+        let late = (linked.iter())
+            .filter(|s| {
+                let end = s.work_start_ps.unwrap_or(0).saturating_add(s.work_duration_ps.unwrap_or(0));
+                let host_end = s.host_start_ps.saturating_add(s.host_duration_ps);
+                end > host_end.saturating_add(s.host_duration_ps / 20)
+            })
+            .count();
+        StepVotes { linked: linked.len() as u64, late: late as u64 }
+    }
+
+    /// Most linked steps ended late: the loop dispatches ahead.
+    pub fn ahead(self) -> bool {
+        self.linked > 0 && 2 * self.late > self.linked
+    }
+}
+
+impl std::ops::Add for StepVotes {
+    type Output = StepVotes;
+
+    fn add(self, other: StepVotes) -> StepVotes {
+        StepVotes { linked: self.linked + other.linked, late: self.late + other.late }
+    }
+}
+
+/// What a profile decides for its run as a whole, each from every host: where the
+/// steps come from, what a step's time is, and whether every device counts (no
+/// device took part in the work). A profile of one host of a run read a host at a
+/// time is given the run's ([`crate::Profile::set_decisions`]), so its numbers are
+/// those the whole run's profile gives that host; `None`: decided from the profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunDecisions {
+    pub source: Option<StepSource>,
+    pub timing: Option<StepTiming>,
+    pub every_device_counts: Option<bool>,
+}
+
+/// The steps, from the first source in order of preference that has any (from
+/// `source` alone where it is given: the run's, which this profile may have none of).
 pub fn find_steps(
     hosts: &[Space],
     set: &DeviceSet,
     devices: &[Device],
     launches: &[Launches],
+    source: Option<StepSource>,
 ) -> (StepSource, Vec<Step>) {
-    let annotated = annotated_steps(hosts, set);
-    if !annotated.is_empty() {
-        return (StepSource::Annotation, annotated);
+    let tried = |s: StepSource| source.is_none_or(|given| given == s);
+    let take = |s: StepSource, steps: &Vec<Step>| tried(s) && (source.is_some() || !steps.is_empty());
+    if tried(StepSource::Annotation) {
+        let annotated = annotated_steps(hosts, set);
+        if take(StepSource::Annotation, &annotated) {
+            return (StepSource::Annotation, annotated);
+        }
     }
-    let device_steps = device_steps_line(devices);
-    if !device_steps.is_empty() {
-        return (StepSource::DeviceSteps, device_steps);
+    if tried(StepSource::DeviceSteps) {
+        let device_steps = device_steps_line(devices);
+        if take(StepSource::DeviceSteps, &device_steps) {
+            return (StepSource::DeviceSteps, device_steps);
+        }
     }
-    let runs = module_executions(hosts, devices, launches);
-    if !runs.is_empty() {
-        return (StepSource::ModuleExecutions, runs);
+    if tried(StepSource::ModuleExecutions) {
+        let runs = module_executions(hosts, devices, launches);
+        if take(StepSource::ModuleExecutions, &runs) {
+            return (StepSource::ModuleExecutions, runs);
+        }
     }
     (StepSource::None, Vec::new())
 }

@@ -12,7 +12,7 @@ use crate::discover::DeviceSet;
 use crate::dispatch::Dispatches;
 use crate::stats::{sum_ps, Intervals};
 use crate::steps::{
-    dispatches_ahead, find_steps, host_events, HostTime, Launches, Step, StepSource, StepTiming, Steps,
+    find_steps, host_events, HostTime, Launches, RunDecisions, Step, StepSource, StepTiming, StepVotes, Steps,
 };
 use crate::work::Links;
 
@@ -31,6 +31,12 @@ pub struct TimeBase {
     /// taken over the devices that did, and the surfaces name the others. Where no
     /// device took part (a capture of copies only), every device counts.
     pub took_part: Vec<bool>,
+    /// No device took part (before every device was made to count): what the run
+    /// decides [`RunDecisions::every_device_counts`] from.
+    pub none_took_part: bool,
+    /// The annotated steps' votes on their timing (the run's decision is taken over
+    /// every host's: [`RunDecisions::timing`]); none where steps are not annotated.
+    pub votes: StepVotes,
     /// Per host: what its CPU plane says of device time.
     pub hosts: Vec<HostTime>,
     /// Per device: the spans between its ops and their host launches; `None` where the
@@ -49,8 +55,9 @@ pub fn measure(
     devices: &[Device],
     launches: &[Launches],
     dispatches: &[Dispatches],
+    decided: RunDecisions,
 ) -> TimeBase {
-    let (source, mut steps) = find_steps(spaces, set, devices, launches);
+    let (source, mut steps) = find_steps(spaces, set, devices, launches, decided.source);
     let (measured, hosts) = rayon::join(
         || devices.par_iter().map(|d| measure_ops(d, hlo)).collect::<Vec<_>>(),
         || host_events(spaces, devices),
@@ -63,17 +70,18 @@ pub fn measure(
         kinds.push(m.kinds);
     }
     let mut took_part: Vec<bool> = kinds.iter().zip(&busy).map(|(k, b)| k.ran_work(b)).collect();
-    if !took_part.contains(&true) {
+    let none_took_part = !took_part.contains(&true);
+    if decided.every_device_counts.unwrap_or(none_took_part) {
         took_part.fill(true);
     }
     let mut launches_not_run = 0;
-    let timing = match source {
+    let (timing, votes) = match source {
         // Steps the host annotated: the host's spans, which launched the work.
         StepSource::Annotation => {
             let links = Links { devices, took_part: &took_part, launches, dispatches };
-            time_steps(&mut steps, spaces, links, &mut launches_not_run)
+            time_steps(&mut steps, spaces, links, &mut launches_not_run, decided.timing)
         }
-        _ => StepTiming::Host,
+        _ => (StepTiming::Host, StepVotes::default()),
     };
     // Steps come in time order: each query starts where the last one ended.
     let mut busy_at: Vec<_> = busy.iter().map(|b| b.cursor()).collect();
@@ -104,7 +112,7 @@ pub fn measure(
     }
     let dispatched_not_run = dispatches.iter().map(|d| (d.unran.len() + d.unran_at_least) as u64).sum();
     let steps = Steps { schema: "stepscope.steps/1", source, timing, dispatched_not_run, launches_not_run, steps };
-    TimeBase { busy, active, kinds, took_part, hosts, launched, steps }
+    TimeBase { busy, active, kinds, took_part, none_took_part, votes, hosts, launched, steps }
 }
 
 /// Links each step to the device work it launched ([`crate::work`]) and decides what
@@ -115,8 +123,15 @@ pub fn measure(
 /// starts with its work. So where the device runs the steps back to back each is
 /// timed by its work, first op to last, and where the device waits for a late
 /// dispatch the wait is in the step. A step whose work the capture cut (or does not
-/// hold) is marked [`Step::cut`]. Steps stay in time order.
-fn time_steps(steps: &mut [Step], spaces: &[Space], links: Links, launches_not_run: &mut u64) -> StepTiming {
+/// hold) is marked [`Step::cut`]. Steps stay in time order. The timing is `decided`
+/// where it is given (the run's); returned with the steps' votes.
+fn time_steps(
+    steps: &mut [Step],
+    spaces: &[Space],
+    links: Links,
+    launches_not_run: &mut u64,
+    decided: Option<StepTiming>,
+) -> (StepTiming, StepVotes) {
     let mut per_host: Vec<Vec<usize>> = Vec::new();
     for (hi, space) in spaces.iter().enumerate() {
         let mine: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].host == space.host).collect();
@@ -136,9 +151,10 @@ fn time_steps(steps: &mut [Step], spaces: &[Space], links: Links, launches_not_r
         }
         per_host.push(mine);
     }
-    if !dispatches_ahead(steps) {
+    let votes = StepVotes::of(steps);
+    if decided.unwrap_or(if votes.ahead() { StepTiming::Device } else { StepTiming::Host }) == StepTiming::Host {
         steps.iter_mut().for_each(|s| s.cut = false);
-        return StepTiming::Host;
+        return (StepTiming::Host, votes);
     }
     for mine in per_host {
         let mut previous_end: Option<i64> = None;
@@ -159,5 +175,5 @@ fn time_steps(steps: &mut [Step], spaces: &[Space], links: Links, launches_not_r
         }
     }
     steps.sort_by_key(|s| (s.start_ps, s.step_num));
-    StepTiming::Device
+    (StepTiming::Device, votes)
 }

@@ -23,6 +23,10 @@ pub struct Summary {
     pub memory_peak: Option<MemoryPeak>,
     /// The most important findings of [`advise`] (at most 3).
     pub findings: Vec<Finding>,
+    /// Where the run was read a host at a time ([`summary_by_host`]): why there are no
+    /// findings, and where they are. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub findings_not_judged: Option<&'static str>,
 }
 
 /// One allocator's peak against its capacity.
@@ -40,16 +44,29 @@ pub struct MemoryPeak {
 
 /// The allocator nearest its capacity; where none records one, the highest peak.
 fn memory_peak(memory: &stepscope_analysis::memory::Memory) -> Option<MemoryPeak> {
-    let share = |a: &stepscope_analysis::memory::Allocator| a.capacity_pct().unwrap_or(-1.0);
-    let a = (memory.allocators.iter().filter(|a| a.peak_in_use_bytes > 0))
-        .max_by(|x, y| share(x).total_cmp(&share(y)).then(x.peak_in_use_bytes.cmp(&y.peak_in_use_bytes)))?;
-    Some(MemoryPeak {
-        host: a.host.clone(),
-        allocator: a.name.clone(),
-        peak_bytes: a.peak_in_use_bytes,
-        capacity_bytes: a.capacity_bytes.filter(|c| *c > 0),
-        capacity_pct: a.capacity_pct(),
-    })
+    nearest_capacity(memory_peaks(memory))
+}
+
+/// Every allocator's peak that holds memory, in the memory analysis' order.
+fn memory_peaks(memory: &stepscope_analysis::memory::Memory) -> Vec<MemoryPeak> {
+    (memory.allocators.iter().filter(|a| a.peak_in_use_bytes > 0))
+        .map(|a| MemoryPeak {
+            host: a.host.clone(),
+            allocator: a.name.clone(),
+            peak_bytes: a.peak_in_use_bytes,
+            capacity_bytes: a.capacity_bytes.filter(|c| *c > 0),
+            capacity_pct: a.capacity_pct(),
+        })
+        .collect()
+}
+
+/// Of allocators' peaks (of hosts in order), the one nearest its capacity; where none
+/// records one, the highest; ordered first as the memory analysis orders allocators
+/// (highest peak first, then by name).
+fn nearest_capacity(mut peaks: Vec<MemoryPeak>) -> Option<MemoryPeak> {
+    peaks.sort_by(|a, b| b.peak_bytes.cmp(&a.peak_bytes).then_with(|| a.allocator.cmp(&b.allocator)));
+    let share = |a: &MemoryPeak| a.capacity_pct.unwrap_or(-1.0);
+    peaks.into_iter().max_by(|x, y| share(x).total_cmp(&share(y)).then(x.peak_bytes.cmp(&y.peak_bytes)))
 }
 
 /// A summary reads as its overview: `s.step_time`, `s.breakdown`, …
@@ -66,11 +83,40 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
     let (overview, inputs) = advise::overview_and_inputs(profile, top);
     let mut findings = advise::findings_with(profile, &overview, &Thresholds::default(), &inputs);
     findings.truncate(3);
-    Summary { overview, memory_peak: memory_peak(&inputs.memory), findings }
+    Summary { overview, memory_peak: memory_peak(&inputs.memory), findings, findings_not_judged: None }
 }
+
+/// The summary of a run read a host at a time, in one host's memory whatever the host
+/// count ([`stepscope_analysis::fold`]): its overview and memory peak are the run's read
+/// whole; the rules, which judge the run as a whole, are not run
+/// ([`Summary::findings_not_judged`]). `read` as the fold takes it.
+pub fn summary_by_host<E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
+) -> Result<Summary, E> {
+    let mut peaks = |p: &Profile| memory_peaks(&stepscope_analysis::memory::memory(p, None, 0));
+    let (overview, peaks) = stepscope_analysis::fold::overview_by_host(run, hosts, top, read, &mut peaks)?;
+    Ok(Summary {
+        overview,
+        memory_peak: nearest_capacity(peaks.into_iter().flatten().collect()),
+        findings: Vec::new(),
+        findings_not_judged: Some(NOT_JUDGED),
+    })
+}
+
+/// Why a summary read a host at a time has no findings, and where to find them.
+pub const NOT_JUDGED: &str = "the rules judge a run read whole: for each host's findings, \
+    `summary --per-host` or `advise --host HOST`";
 
 /// The overview without findings, as a summary (what `diff`, `compare` and `check`
 /// read).
 pub fn overview(profile: &Profile, top: usize) -> Summary {
-    Summary { overview: stepscope_analysis::overview::overview(profile, top), memory_peak: None, findings: Vec::new() }
+    Summary {
+        overview: stepscope_analysis::overview::overview(profile, top),
+        memory_peak: None,
+        findings: Vec::new(),
+        findings_not_judged: None,
+    }
 }

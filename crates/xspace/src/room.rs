@@ -173,7 +173,8 @@ pub fn check(hosts: &[(&str, u64)]) -> Result<()> {
         format!("free memory, or set {LIMIT_VAR}=none to read it anyway")
     } else {
         format!(
-            "read one host at a time: `summary --per-host` (each host in turn), `--host HOST`, `tables` or `sql`; \
+            "read one host at a time: `summary` (the run's numbers), `summary --per-host` (each host's), \
+             `--host HOST`, `tables` or `sql`; \
              or set {LIMIT_VAR}=none to read them together anyway"
         )
     };

@@ -20,6 +20,11 @@ pub struct SummaryArgs {
     /// how the hosts spread: for a pod, in one host's memory whatever the host count.
     #[arg(long, conflicts_with = "host")]
     pub per_host: bool,
+    /// Read the run a host at a time, in one host's memory whatever the host count,
+    /// for the same numbers (the findings are then each host's: `--per-host`). What
+    /// a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with_all = ["host", "per_host"])]
+    pub host_at_a_time: bool,
 }
 
 pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
@@ -28,23 +33,27 @@ pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
         return per_host(cost_args);
     }
     let args = &cost_args.common;
-    let mut profile = match load::profile(&args.input, &args.select) {
-        Ok(p) => p,
-        // On a terminal's text, a run too large to read whole is summarised a host at a
-        // time, as `--per-host` does (JSON and CSV keep to their schema: the error).
-        Err(e) => match too_large(&e).filter(|_| !(args.output.json || args.output.csv)) {
-            Some(what) => {
-                errln!(
-                    "stepscope: note: {what}: each host read alone instead, as `summary --per-host` prints them \
-                     (STEPSCOPE_MEMORY_LIMIT=none reads them together)"
-                );
-                return per_host(cost_args);
+    let s = if summary_args.host_at_a_time {
+        host_at_a_time(cost_args)?
+    } else {
+        match load::profile(&args.input, &args.select) {
+            Ok(mut profile) => {
+                profile.set_peaks(cost_args.peaks.user());
+                summary::summary(&profile, args.select.rows())
             }
-            None => return Err(e),
-        },
+            // A run too large to read whole is read a host at a time: the same numbers.
+            Err(e) => match too_large(&e) {
+                Some(what) => {
+                    errln!(
+                        "stepscope: note: {what}: read a host at a time instead, for the same numbers; the findings \
+                         are each host's: `summary --per-host` (STEPSCOPE_MEMORY_LIMIT=none reads the hosts together)"
+                    );
+                    host_at_a_time(cost_args)?
+                }
+                None => return Err(e),
+            },
+        }
     };
-    profile.set_peaks(cost_args.peaks.user());
-    let s = summary::summary(&profile, args.select.rows());
     if args.output.json {
         outln!("{}", serde_json::to_string(&s)?);
     } else if args.output.csv {
@@ -182,6 +191,10 @@ fn print_text(s: &Summary) {
             m.allocator
         );
     }
+    if let Some(why) = s.findings_not_judged {
+        outln!();
+        outln!("{}", human::wrap("", &format!("FINDINGS  not judged: {why}"), crate::table::prose_width()));
+    }
     if !s.findings.is_empty() {
         outln!();
         outln!("TOP FINDINGS (all, with evidence and advice: stepscope advise PATH)");
@@ -272,6 +285,35 @@ fn too_large(e: &anyhow::Error) -> Option<&str> {
     (e.downcast_ref::<stepscope_xspace::Error>())
         .filter(|x| x.memory_refused.is_some_and(|n| n > 1))
         .map(|x| x.what.as_str())
+}
+
+/// `--host-at-a-time`: the run's summary, one host in memory at a time.
+fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<Summary> {
+    let args = &cost_args.common;
+    let hosts = load::Hosts::of(&args.input, None)?;
+    let names = hosts.names();
+    let mut unread = Vec::new();
+    let mut read = |i: usize, again: bool| -> anyhow::Result<Option<stepscope_analysis::Profile>> {
+        match hosts.read(names[i]) {
+            Ok(mut p) => {
+                p.set_peaks(cost_args.peaks.user());
+                Ok(Some(p))
+            }
+            Err(e) if !again => {
+                unread.push(stepscope_xspace::discover::Unread { host: names[i].to_string(), error: format!("{e:#}") });
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    };
+    let mut s = summary::summary_by_host(hosts.run(), names.len(), args.select.rows(), &mut read)?;
+    if unread.len() == names.len() {
+        if let Some(first) = unread.first() {
+            anyhow::bail!("{}", first.error);
+        }
+    }
+    s.overview.hosts_unread = unread;
+    Ok(s)
 }
 
 /// `--per-host`: each host's summary, one host in memory at a time.

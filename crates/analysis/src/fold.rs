@@ -1,0 +1,129 @@
+//! The overview of a run read a host at a time: each host is read alone, reduced to
+//! what the overview reads of it ([`OverviewPart`], its op rows) and dropped before the
+//! next is read, so memory is one host's and the parts', whatever the host count. The
+//! parts make the overview the run read whole has ([`crate::overview::assemble`]).
+//!
+//! What the whole run decides from every host, a host alone cannot: where steps come
+//! from, whether they are timed on the device (a vote over every host's steps), whether
+//! every device counts (none took part), and each op's FLOPs per event (from rows summed
+//! over every host). Each host is first measured under its own decisions; those whose
+//! decisions, or whose op rows' FLOPs per event, differ from the run's are read again
+//! and measured under the run's. In a pod whose hosts run one program, none is.
+
+use stepscope_model::steps::{RunDecisions, StepSource, StepTiming, StepVotes};
+use stepscope_model::Profile;
+
+use crate::ops::OpRowsPart;
+use crate::overview::{assemble, Overview, OverviewPart};
+use crate::roofline::{step_flops_with, FlopsPerEvent};
+
+/// The overview of a run of `hosts` hosts read one at a time: `read(i, again)` reads
+/// host `i` alone, on the run's clock; `None` where its file cannot be read the first
+/// time (it is then left out: the caller lists it in the overview's `hosts_unread`),
+/// an error where it cannot be read `again`. `extra` is asked of each host read, in host order, for what the caller
+/// keeps of it. `top` ops are listed.
+pub fn overview_by_host<T, E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
+    extra: &mut dyn FnMut(&Profile) -> T,
+) -> Result<(Overview, Vec<T>), E> {
+    let mut rows = OpRowsPart::default();
+    let mut read_hosts: Vec<Host> = Vec::new();
+    let mut extras = Vec::new();
+    for i in 0..hosts {
+        let Some(profile) = read(i, false)? else { continue };
+        let ops = OpRowsPart::of(&profile);
+        let flops = ops.flops_per_event();
+        let part = measure(&profile, &per_event(&ops, &flops));
+        extras.push(extra(&profile));
+        drop(profile);
+        let at = rows.add(ops);
+        read_hosts.push(Host { index: i, part, rows: at.into_iter().zip(flops).collect() });
+    }
+    let decided = decide(read_hosts.iter().map(|h| &h.part));
+    let flops = rows.flops_per_event();
+    let run_rows = per_event(&rows, &flops);
+    for h in &mut read_hosts {
+        let p = &h.part;
+        let same = Some(p.source) == decided.source
+            && Some(p.timing) == decided.timing
+            && Some(p.none_took_part) == decided.every_device_counts
+            && same_flops(&rows, &h.rows, &run_rows);
+        if !same {
+            let Some(mut profile) = read(h.index, true)? else { continue };
+            profile.set_decisions(decided);
+            h.part = measure(&profile, &run_rows);
+        }
+    }
+    let parts = read_hosts.into_iter().map(|h| h.part).collect();
+    let overview = assemble(run, parts, rows.finish().ops, top, Vec::new());
+    Ok((overview, extras))
+}
+
+/// A host read: its index in the run, its part, and per op row of it, the run's row
+/// it was added to and the FLOPs per event it had alone.
+struct Host {
+    index: usize,
+    part: OverviewPart,
+    rows: Vec<(usize, Option<f64>)>,
+}
+
+/// The part of `profile`, its steps' FLOPs from `per_event`.
+fn measure(profile: &Profile, per_event: &FlopsPerEvent) -> OverviewPart {
+    profile.prepare();
+    profile.host_scopes();
+    let steps = &stepscope_model::profile::cached(profile).steps;
+    OverviewPart::of(profile, step_flops_with(profile, steps, per_event))
+}
+
+/// The FLOPs per event of the rows of `part` (`flops`, per row).
+fn per_event<'r>(part: &'r OpRowsPart, flops: &[Option<f64>]) -> FlopsPerEvent<'r> {
+    let mut out = FlopsPerEvent::default();
+    for (at, f) in flops.iter().enumerate() {
+        let (module, name, program) = part.key(at);
+        if let Some(f) = f {
+            out.entry((module, name)).or_default().push((program, *f));
+        }
+    }
+    out
+}
+
+/// Whether a host's rows (`mine`: the run's row each was added to, and its FLOPs per
+/// event alone) give each op name the FLOPs per event the run's rows give it.
+fn same_flops(rows: &OpRowsPart, mine: &[(usize, Option<f64>)], run: &FlopsPerEvent) -> bool {
+    let mut alone: FlopsPerEvent = FlopsPerEvent::default();
+    for &(at, f) in mine {
+        let (module, name, program) = rows.key(at);
+        let slot = alone.entry((module, name)).or_default();
+        if let Some(f) = f {
+            slot.push((program, f));
+        }
+    }
+    let sorted = |v: &[(Option<u64>, f64)]| {
+        let mut v: Vec<(Option<u64>, u64)> = v.iter().map(|&(p, f)| (p, f.to_bits())).collect();
+        v.sort_unstable();
+        v
+    };
+    alone.iter().all(|(key, v)| sorted(v) == sorted(run.get(key).map_or(&[][..], |r| r.as_slice())))
+}
+
+/// The run's decisions from its hosts' parts, each measured alone: steps from the
+/// first source any host has; timed on the device where the annotated steps' votes,
+/// added up, say the loop dispatches ahead; every device counting where none took
+/// part on any host.
+fn decide<'p>(parts: impl Iterator<Item = &'p OverviewPart>) -> RunDecisions {
+    let order = [StepSource::Annotation, StepSource::DeviceSteps, StepSource::ModuleExecutions, StepSource::None];
+    let rank = |s: StepSource| order.iter().position(|o| *o == s).unwrap_or(order.len());
+    let (mut source, mut votes, mut none_took_part) = (StepSource::None, StepVotes::default(), true);
+    for p in parts {
+        if rank(p.source) < rank(source) {
+            source = p.source;
+        }
+        votes = votes + p.votes;
+        none_took_part &= p.none_took_part;
+    }
+    let timing = if source == StepSource::Annotation && votes.ahead() { StepTiming::Device } else { StepTiming::Host };
+    RunDecisions { source: Some(source), timing: Some(timing), every_device_counts: Some(none_took_part) }
+}
