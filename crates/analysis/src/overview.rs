@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::ops::{self, GroupBy, OpRow};
 use crate::roofline::StepFlops;
-use crate::steps::{self, Step, StepSource, StepTiming, StepVotes};
+use crate::steps::{self, StepSource, StepTiming, StepVotes};
 use stepscope_model::device_time::{DeviceTimeline, Part};
 use stepscope_model::stats::{pct, sum_ps, Distribution};
 use stepscope_model::{Device, DeviceKind, Profile};
@@ -178,8 +178,8 @@ pub struct OverviewPart {
     pub timing: StepTiming,
     pub votes: StepVotes,
     pub none_took_part: bool,
-    /// The steps, in time order, each with its FLOPs ([`crate::roofline::step_flops`]).
-    steps: Vec<(Step, Option<StepFlops>)>,
+    /// The steps, in time order.
+    steps: Vec<StepTimes>,
     dispatched_not_run: u64,
     launches_not_run: u64,
     /// Per device: its timeline's sums.
@@ -190,6 +190,20 @@ pub struct OverviewPart {
     versions: Vec<String>,
     host_tracer_level: Option<u32>,
     input: crate::scopes::InputSums,
+}
+
+/// A step, as the overview reads it.
+#[derive(Clone, Copy, Debug)]
+struct StepTimes {
+    step_num: i64,
+    start_ps: i64,
+    duration_ps: i64,
+    host_start_ps: i64,
+    host_duration_ps: i64,
+    compile_ps: i64,
+    cut: bool,
+    /// Its FLOPs ([`crate::roofline::step_flops`]).
+    flops: Option<StepFlops>,
 }
 
 /// A device's timeline, as the overview reads it.
@@ -247,7 +261,18 @@ impl OverviewPart {
             timing: steps.timing,
             votes: base.votes,
             none_took_part: base.none_took_part,
-            steps: steps.steps.iter().cloned().zip(flops).collect(),
+            steps: (steps.steps.iter().zip(flops))
+                .map(|(s, flops)| StepTimes {
+                    step_num: s.step_num,
+                    start_ps: s.start_ps,
+                    duration_ps: s.duration_ps,
+                    host_start_ps: s.host_start_ps,
+                    host_duration_ps: s.host_duration_ps,
+                    compile_ps: s.compile_ps,
+                    cut: s.cut,
+                    flops,
+                })
+                .collect(),
             dispatched_not_run: steps.dispatched_not_run,
             launches_not_run: steps.launches_not_run,
             windows,
@@ -306,12 +331,12 @@ pub fn assemble(
     if several {
         // In the order the run's steps are found in (by host span, hosts in order),
         // then, where steps are timed on the device, in the order of their timing.
-        all.steps.sort_by_key(|(s, _)| (s.host_start_ps, s.step_num));
+        all.steps.sort_by_key(|s| (s.host_start_ps, s.step_num));
         if timing == StepTiming::Device {
-            all.steps.sort_by_key(|(s, _)| (s.start_ps, s.step_num));
+            all.steps.sort_by_key(|s| (s.start_ps, s.step_num));
         }
     }
-    let (steps, flops): (Vec<Step>, Vec<Option<StepFlops>>) = all.steps.into_iter().unzip();
+    let steps = all.steps;
     let timed = || steps.iter().filter(|s| !s.cut);
     let durations: Vec<i64> = timed().map(|s| s.duration_ps).collect();
     let step_time = Distribution::of(&durations);
@@ -321,7 +346,7 @@ pub fn assemble(
     let cold_steps = (durations.len() - warm.len()) as u64;
     let warm_step_time = (cold_steps > 0 && !warm.is_empty()).then(|| Distribution::of(&warm));
     let mut breakdown = breakdown(&all.windows, if durations.is_empty() { 0 } else { step_time.mean_ps });
-    if let Some(input) = all.input.per_step(&steps) {
+    if let Some(input) = all.input.per_step(steps.len(), &durations) {
         breakdown.host_input_ps = Some(input.host_input_ps);
         breakdown.device_idle_input_ps = Some(input.device_idle_input_ps.clamp(0, breakdown.device_idle_ps));
     }
@@ -335,7 +360,7 @@ pub fn assemble(
     };
     let device_utilization_pct = mean_pct(&|w| pct(w.busy_ps, w.window_ps));
     let device_compute_pct = mean_pct(&|w| pct(w.part_ps(Part::Compute), w.window_ps));
-    let per_step: Vec<StepFlops> = flops.into_iter().flatten().collect();
+    let per_step: Vec<StepFlops> = steps.iter().filter_map(|s| s.flops).collect();
     let flops_per_step =
         (!per_step.is_empty()).then(|| per_step.iter().map(|f| f.flops as f64).sum::<f64>() / per_step.len() as f64);
     let capacity: f64 = per_step.iter().map(|f| f.capacity_flops).sum();

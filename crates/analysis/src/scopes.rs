@@ -161,7 +161,9 @@ pub fn scopes(profile: &Profile) -> Scopes {
 /// The input work of the run's steps (see [`InputWork`]); `None` where there are no
 /// steps or no host records any input work.
 pub fn input_work(profile: &Profile) -> Option<InputWork> {
-    input_sums(profile).per_step(&steps::cached(profile).steps)
+    let steps = &steps::cached(profile).steps;
+    let timed: Vec<i64> = steps.iter().filter(|s| !s.cut).map(|s| s.duration_ps).collect();
+    input_sums(profile).per_step(steps.len(), &timed)
 }
 
 /// The input work of some hosts' steps, summed over the hosts: what
@@ -184,14 +186,13 @@ impl InputSums {
         self.names.extend(other.names);
     }
 
-    /// Per step of the run's `steps`; `None` where there are none or no input work
-    /// is recorded.
-    pub fn per_step(self, steps: &[steps::Step]) -> Option<InputWork> {
-        let step_count = steps.len() as i64;
+    /// Per step of the run's `step_count` steps, of which those timed lasted `timed`;
+    /// `None` where there are none or no input work is recorded.
+    pub fn per_step(self, step_count: usize, timed: &[i64]) -> Option<InputWork> {
+        let step_count = step_count as i64;
         if step_count == 0 || !self.recorded {
             return None;
         }
-        let timed: Vec<i64> = steps.iter().filter(|s| !s.cut).map(|s| s.duration_ps).collect();
         let step_ps = sum_ps(timed.iter().copied()) / timed.len().max(1) as i64;
         let pct = |ps: i64| if step_ps > 0 { 100.0 * ps as f64 / step_ps as f64 } else { 0.0 };
         let (host_input_ps, device_idle_input_ps) =
