@@ -1018,8 +1018,9 @@ fn busy_counters_equal_the_steps_device_busy_time() {
 
 /// Under `STEPSCOPE_MEMORY_LIMIT`, a run that fits alone but not beside the runs kept
 /// is served after they are dropped (not refused), and one that fits nowhere is a 507
-/// that names the limit: two runs of 40 hosts (copies of the CPU transformer's file,
-/// about 45 MB to read each, 185 MB held once summarised) under a limit of 100 MB.
+/// that names the limit, but for its summary, read a host at a time as the CLI reads it:
+/// two runs of 40 hosts (copies of the CPU transformer's file, about 45 MB to read each,
+/// 185 MB held once summarised) under a limit of 100 MB, then of 30 MB.
 #[test]
 fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
@@ -1038,14 +1039,21 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     }
     drop(server);
     let server = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "30MB")]);
-    let r = server.get(&format!("api/summary?run=plugins/profile/{}", runs[0]));
+    let r = server.get(&format!("api/steps?run=plugins/profile/{}", runs[0]));
     assert_eq!(r.status, 507, "{}", r.text());
     let why = r.json()["error"].as_str().unwrap().to_string();
     assert!(
         why.starts_with("reading the run's 40 hosts together needs about 45 MB, and STEPSCOPE_MEMORY_LIMIT is 30 MB"),
         "{why}"
     );
-    // A host at a time still answers.
+    // The summary is read a host at a time, as the CLI's, and kept; one host answers.
+    let r = server.get(&format!("api/summary?run=plugins/profile/{}", runs[0]));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let dir = tmp.path().to_str().unwrap();
+    let cli = crate::util::json(&["summary", dir, "--run", runs[0], "--host-at-a-time"]);
+    assert_eq!(r.json(), cli);
+    assert!(r.json()["findings_not_judged"].is_string());
+    assert_eq!(server.get(&format!("api/summary?run=plugins/profile/{}", runs[0])).json(), cli);
     let r = server.get(&format!("api/summary?run=plugins/profile/{}&host=h3", runs[0]));
     assert_eq!(r.status, 200, "{}", r.text());
 }

@@ -1629,7 +1629,7 @@ test('a run of several hosts: the overview lists each host\'s own summary, a cli
   }
 });
 
-test('a run whose hosts do not fit in memory together: the overview offers them one at a time', async () => {
+test('a run whose hosts do not fit in memory together: the overview is read a host at a time, and offers each host', async () => {
   // 30 copies of the CPU transformer's file (1.1 MB each) under a limit of 30 MB: any
   // one host fits, the 30 together do not.
   const hostsOf = Array.from({ length: 30 }, (_, h) => [`h${h}`, 'cpu-transformer']);
@@ -1637,10 +1637,12 @@ test('a run whose hosts do not fit in memory together: the overview offers them 
   assert.ok(30 * statSync(fixtureFile('cpu-transformer')).size > 30e6);
   const [proc, url] = await startServer(root, { STEPSCOPE_MEMORY_LIMIT: '30MB' });
   try {
-    const whole = await fetch(new URL('api/summary', url));
+    const whole = await fetch(new URL('api/steps', url));
     assert.equal(whole.status, 507);
     const why = (await whole.json()).error;
     assert.match(why, /^reading the run's 30 hosts together needs about \d+ MB, and STEPSCOPE_MEMORY_LIMIT is 30 MB — /);
+    const s = await (await fetch(new URL('api/summary', url))).json();
+    assert.equal(s.environment.hosts.length, 30);
     const hosts = await (await fetch(new URL('api/summary/hosts', url))).json();
     assert.equal(hosts.hosts.length, 30);
     await page.goto('about:blank');
@@ -1648,6 +1650,10 @@ test('a run whose hosts do not fit in memory together: the overview offers them 
     await page.waitForSelector('#hosts-table table.data tbody tr');
     assert.equal((await page.textContent('#run-too-large')).split(':')[0], why.split(' — ')[0]);
     assert.equal(await page.textContent('h1'), `Run ${hosts.run}`);
+    // The run's numbers, read a host at a time; no findings judged, and no step chart.
+    assert.equal(await page.textContent('.cards .card:first-child .value'), s.step_count.toLocaleString('en-US'));
+    assert.equal(await page.textContent('#findings-not-judged'), `not judged: ${s.findings_not_judged}`);
+    assert.equal(await page.$('.chartbox'), null);
     const shown = await page.$$eval('#hosts-table table.data tbody tr td:first-child', tds => tds.map(td => td.textContent));
     assert.deepEqual(shown.sort(), hosts.hosts.map(h => h.host).sort());
     await page.screenshot({ path: path.join(shots, 'overview-too-large.png') });

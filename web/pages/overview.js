@@ -9,23 +9,30 @@ import { pageLink } from '../lib/nav.js';
 export const title = 'Overview';
 
 export async function render(view, ctx) {
-  let s, st, adv;
-  try {
-    [s, st, adv] = await Promise.all([ctx.get('summary'), ctx.get('steps'), ctx.get('advise')]);
-  } catch (e) {
-    // A run whose hosts do not fit in memory together: each host, read alone.
-    if (e.status !== 507 || ctx.params.get('host')) throw e;
-    if (ctx.stale()) return;
+  const got = await Promise.allSettled([ctx.get('summary'), ctx.get('steps'), ctx.get('advise')]);
+  const failed = got.find(g => g.status === 'rejected');
+  // A run whose hosts do not fit in memory together (507): its summary is read a host
+  // at a time (the run's numbers, no findings); its steps and findings are each host's.
+  const tooLarge = failed && failed.reason.status === 507 && !ctx.params.get('host');
+  if (failed && !tooLarge) throw failed.reason;
+  if (ctx.stale()) return;
+  if (tooLarge && got[0].status === 'rejected') {
+    // Not even a host at a time: each host, read alone.
     const title = el('h1', {}, 'Run');
     view.append(title, el('p', { class: 'error', id: 'run-too-large' },
-      `${e.message.split(' — ')[0]}: each host is read alone below; click one, or pick it above, to see its pages.`));
+      `${failed.reason.message.split(' — ')[0]}: each host is read alone below; click one, or pick it above, to see its pages.`));
     const h = await hostsView(view, ctx);
     if (h) title.textContent = `Run ${h.run}`;
     return;
   }
-  if (ctx.stale()) return;
+  const [s, st, adv] = got.map(g => g.value);
   const t = s.step_time;
   view.append(el('h1', {}, `Run ${s.run}`));
+  if (tooLarge) {
+    view.append(el('p', { class: 'muted', id: 'run-too-large' },
+      `${failed.reason.message.split(' — ')[0]}: read a host at a time, for the same numbers; `
+      + 'each host’s steps and findings are in the table of hosts below, a click away.'));
+  }
   // Without steps there is no step time: "—", and utilisation is over each device's span.
   const stepped = s.step_count > 0;
   const over = stepped ? 'step time' : 'each device’s own span (no steps)';
@@ -66,9 +73,14 @@ export async function render(view, ctx) {
     view.append(el('p', { class: 'unread-host' }, `host ${u.host} was not read: ${u.error} — the numbers are the other hosts'`));
   }
 
-  view.append(el('h2', {}, `Findings (${adv.findings.length})`));
-  if (!adv.findings.length) view.append(el('p', { class: 'muted', id: 'no-findings' }, 'no findings: every rule is within its threshold'));
-  view.append(el('div', { class: 'findings' }, ...adv.findings.map(findingBox)));
+  if (adv) {
+    view.append(el('h2', {}, `Findings (${adv.findings.length})`));
+    if (!adv.findings.length) view.append(el('p', { class: 'muted', id: 'no-findings' }, 'no findings: every rule is within its threshold'));
+    view.append(el('div', { class: 'findings' }, ...adv.findings.map(findingBox)));
+  } else {
+    view.append(el('h2', {}, 'Findings'));
+    view.append(el('p', { class: 'muted', id: 'findings-not-judged' }, `not judged: ${s.findings_not_judged || 'the run could not be read whole'}`));
+  }
 
   const b = s.breakdown;
   view.append(el('h2', {}, 'Average step breakdown'));
@@ -100,7 +112,7 @@ export async function render(view, ctx) {
       `of device idle: waiting on input ${dur(b.device_idle_input_ps)} (${pct(100 * b.device_idle_input_ps / Math.max(1, b.step_ps))} of the step) · host input work ${dur(b.host_input_ps)} a step · `, scopes));
   }
 
-  if (st.steps.length) {
+  if (st && st.steps.length) {
     view.append(el('h2', {}, 'Step time'));
     const chart = el('div', { class: 'chartbox' });
     view.append(chart);

@@ -20,27 +20,27 @@ use crate::roofline::{step_flops_with, FlopsPerEvent};
 /// The overview of a run of `hosts` hosts read one at a time: `read(i, again)` reads
 /// host `i` alone, on the run's clock; `None` where its file cannot be read the first
 /// time (it is then left out: the caller lists it in the overview's `hosts_unread`),
-/// an error where it cannot be read `again`. `extra` is asked of each host read, in host order, for what the caller
-/// keeps of it. `top` ops are listed.
+/// an error where it cannot be read `again`. `extra` is asked of each host once it is
+/// measured, for what the caller keeps of it (the last answer for a host read again);
+/// it may fail (a file that changed under its map). `top` ops are listed.
 pub fn overview_by_host<T, E>(
     run: &str,
     hosts: usize,
     top: usize,
     read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
-    extra: &mut dyn FnMut(&Profile) -> T,
+    extra: &mut dyn FnMut(&Profile) -> Result<T, E>,
 ) -> Result<(Overview, Vec<T>), E> {
     let mut rows = OpRowsPart::default();
-    let mut read_hosts: Vec<Host> = Vec::new();
-    let mut extras = Vec::new();
+    let mut read_hosts: Vec<Host<T>> = Vec::new();
     for i in 0..hosts {
         let Some(profile) = read(i, false)? else { continue };
         let ops = OpRowsPart::of(&profile);
         let flops = ops.flops_per_event();
         let part = measure(&profile, &per_event(&ops, &flops));
-        extras.push(extra(&profile));
+        let kept = extra(&profile)?;
         drop(profile);
         let at = rows.add(ops);
-        read_hosts.push(Host { index: i, part, rows: at.into_iter().zip(flops).collect() });
+        read_hosts.push(Host { index: i, part, kept, rows: at.into_iter().zip(flops).collect() });
     }
     let decided = decide(read_hosts.iter().map(|h| &h.part));
     let flops = rows.flops_per_event();
@@ -55,18 +55,20 @@ pub fn overview_by_host<T, E>(
             let Some(mut profile) = read(h.index, true)? else { continue };
             profile.set_decisions(decided);
             h.part = measure(&profile, &run_rows);
+            h.kept = extra(&profile)?;
         }
     }
-    let parts = read_hosts.into_iter().map(|h| h.part).collect();
+    let (parts, kept) = read_hosts.into_iter().map(|h| (h.part, h.kept)).unzip();
     let overview = assemble(run, parts, rows.finish().ops, top, Vec::new());
-    Ok((overview, extras))
+    Ok((overview, kept))
 }
 
-/// A host read: its index in the run, its part, and per op row of it, the run's row
-/// it was added to and the FLOPs per event it had alone.
-struct Host {
+/// A host read: its index in the run, its part, what the caller keeps of it, and per
+/// op row of it, the run's row it was added to and the FLOPs per event it had alone.
+struct Host<T> {
     index: usize,
     part: OverviewPart,
+    kept: T,
     rows: Vec<(usize, Option<f64>)>,
 }
 

@@ -89,14 +89,19 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
 /// The summary of a run read a host at a time, in one host's memory whatever the host
 /// count ([`stepscope_analysis::fold`]): its overview and memory peak are the run's read
 /// whole; the rules, which judge the run as a whole, are not run
-/// ([`Summary::findings_not_judged`]). `read` as the fold takes it.
+/// ([`Summary::findings_not_judged`]). `read` as the fold takes it; `check` is asked of
+/// each host once summed up (whether its file changed under it).
 pub fn summary_by_host<E>(
     run: &str,
     hosts: usize,
     top: usize,
     read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
+    check: &dyn Fn(&Profile) -> Result<(), E>,
 ) -> Result<Summary, E> {
-    let mut peaks = |p: &Profile| memory_peaks(&stepscope_analysis::memory::memory(p, None, 0));
+    let mut peaks = |p: &Profile| {
+        let peaks = memory_peaks(&stepscope_analysis::memory::memory(p, None, 0));
+        check(p).map(|()| peaks)
+    };
     let (overview, peaks) = stepscope_analysis::fold::overview_by_host(run, hosts, top, read, &mut peaks)?;
     Ok(Summary {
         overview,

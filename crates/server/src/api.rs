@@ -102,15 +102,16 @@ fn unchanged(e: &Entry) -> Result<(), ApiError> {
     if hosts.is_empty() {
         return Ok(());
     }
-    Err(ApiError {
-        status: 409,
-        message: format!(
-            "the profile of {} in run {:?} changed while it was read (a copy over it was under way) — reload once \
-             the file is written whole",
-            hosts.join(", "),
-            e.run.rel
-        ),
-    })
+    Err(ApiError { status: 409, message: changed_message(&hosts, &e.run.rel) })
+}
+
+/// What a 409 says of `hosts` of run `run`, whose files changed while they were read.
+fn changed_message(hosts: &[&str], run: &str) -> String {
+    format!(
+        "the profile of {} in run {run:?} changed while it was read (a copy over it was under way) — reload once the \
+         file is written whole",
+        hosts.join(", ")
+    )
 }
 
 /// Answers a request with `handler`, unless a profile file it read changed under it
@@ -227,9 +228,49 @@ fn runs(app: &App, _: &Params) -> Reply {
     json(&crate::root::runs_json(&runs))
 }
 
+/// The summary; of a run too large to read whole, read a host at a time (as the CLI's
+/// `summary` reads it).
 fn summary(app: &App, q: &Params) -> Reply {
-    let e = q.entry(app)?;
-    json(&summary::summary(&e.profile, q.top()?))
+    match q.entry(app) {
+        Ok(e) => json(&summary::summary(&e.profile, q.top()?)),
+        Err(e) if e.status == 507 && q.str("host").is_none_or(str::is_empty) => summary_by_host(app, q),
+        Err(e) => Err(e),
+    }
+}
+
+/// The summary of a run read a host at a time, made once per run as its files are now
+/// and kept (a pod's hosts take a while). Each host is read alone and dropped.
+fn summary_by_host(app: &App, q: &Params) -> Reply {
+    let top = q.top()?;
+    let run = app.root.run(q.str("run").filter(|r| !r.is_empty())).map_err(ApiError::not_found)?;
+    let made = app.cache.answer(&run, format!("summary/by-host?top={top}"), || {
+        let mut unread = Vec::new();
+        let mut read = |i: usize, again: bool| match app.cache.read_host(&run, &run.hosts[i].host) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) if !again => {
+                unread.push(stepscope_xspace::discover::Unread { host: run.hosts[i].host.clone(), error: e.message });
+                Ok(None)
+            }
+            Err(e) => Err((404, e.message)),
+        };
+        let check = |p: &stepscope_analysis::Profile| {
+            let hosts = p.changed_hosts();
+            if hosts.is_empty() {
+                Ok(())
+            } else {
+                Err((409, changed_message(&hosts, &run.rel)))
+            }
+        };
+        let mut s = summary::summary_by_host(&run.rel, run.hosts.len(), top, &mut read, &check)?;
+        if unread.len() == run.hosts.len() {
+            return Err((404, unread.first().map(|u| u.error.clone()).unwrap_or_default()));
+        }
+        // A host not read now (its file cut) may be read on the next request.
+        let keep = unread.is_empty();
+        s.overview.hosts_unread = unread;
+        Ok((json(&s).map_err(|e| (e.status, e.message))?, keep))
+    });
+    made.map(|body| body.to_vec()).map_err(|(status, message)| ApiError { status, message })
 }
 
 fn steps(app: &App, q: &Params) -> Reply {

@@ -235,6 +235,25 @@ impl Cache {
         result
     }
 
+    /// Host `host` of `run` read alone on the run's clock, not kept: for a run read a
+    /// host at a time. Where it would not fit beside the runs kept, they go.
+    pub fn read_host(&self, run: &Run, host: &str) -> Result<Profile, LoadError> {
+        let offsets = (run.hosts.len() > 1).then(|| self.offsets(run));
+        let (one, offset) = alone(run, host, offsets.as_deref().map(Vec::as_slice))
+            .ok_or_else(|| LoadError::from(format!("no host named {host:?} in run {:?}", run.rel)))?;
+        let key: Key = (run.rel.clone(), run.modified, Some(host.to_string()));
+        let read = match one.load_readable(&Progress::default(), Some(host)) {
+            Err(e) if e.memory_refused.is_some() && self.keep_only(&key) => {
+                one.load_readable(&Progress::default(), Some(host))
+            }
+            read => read,
+        }
+        .map_err(|e| LoadError { message: e.to_string(), too_large: false })?;
+        let mut profile = Profile::of_read(run.rel.clone(), read.spaces, Some(offset));
+        profile.set_peaks(self.peaks);
+        Ok(profile)
+    }
+
     /// Drops every kept run but `key`'s (each is freed once no request holds it) and
     /// hands the freed memory back to the system, so that a large run that would not fit
     /// beside them may. False where none was kept.
