@@ -45,7 +45,7 @@ from stepscope._capture import (
     trace,
 )
 from stepscope._profiler import Profiler, Schedule, maybe_profile, schedule
-from stepscope._tables import summary_per_host, write_tables, write_tables_on_ray
+from stepscope._tables import summary_by_host, summary_per_host, write_tables, write_tables_on_ray
 
 __all__ = [
     "BenchmarkResult",
@@ -71,6 +71,7 @@ __all__ = [
     "step",
     "timer",
     "trace",
+    "summary_by_host",
     "summary_per_host",
     "write_tables",
     "write_tables_on_ray",

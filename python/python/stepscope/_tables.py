@@ -31,6 +31,18 @@ def _stepscope(*args: str) -> str:
 
 
 
+def summary_by_host(path: str, *, run: Optional[str] = None, top: int = 10) -> dict:
+    """The run's summary read one host at a time: ``stepscope summary PATH
+    --host-at-a-time --json``. Its numbers are those of ``load(path).summary()`` in one
+    host's memory, for a pod's run that :func:`load` refuses as too large to hold
+    (docs/scale.md); the rules are not run (``findings_not_judged`` says why: each
+    host's findings are in :func:`summary_per_host`)."""
+    args = ["summary", os.fspath(path), "--host-at-a-time", "--top", str(top), "--json"]
+    if run is not None:
+        args += ["--run", run]
+    return json.loads(_stepscope(*args))
+
+
 def summary_per_host(path: str, *, run: Optional[str] = None, top: int = 10) -> dict:
     """Each host's own summary and how the hosts spread: ``stepscope summary PATH
     --per-host --json`` (``stepscope.summary_hosts/1``). The hosts are read one at a

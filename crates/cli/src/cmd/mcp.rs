@@ -73,7 +73,8 @@ const TOOLS: &[Tool] = &[
         name: "summary",
         description: "A run's overview: step time, the breakdown of an average step, utilisation, memory peak, \
                       top ops and top findings (stepscope summary --json); with per_host, each host's own summary \
-                      and the hosts' spread, one host in memory at a time, for pods (summary --per-host --json).",
+                      and the hosts' spread, one host in memory at a time, for pods (summary --per-host --json). \
+                      A run too large to read whole is read a host at a time: the run's numbers, no findings.",
         params: &[
             PATH,
             RUN,
