@@ -270,6 +270,10 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         let asked = stepscope(&[&["summary", dir, "--host-at-a-time"][..], format].concat());
         assert!(out.stdout == asked.stdout, "{format:?}");
     }
+    // So does `ops`.
+    let out = with_limit("30MB", &["ops", dir, "--json", "--by", "module"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("read a host at a time instead, for the same rows"));
+    assert!(out.stdout == stepscope(&["ops", dir, "--json", "--by", "module"]).stdout);
     let by_host: serde_json::Value =
         serde_json::from_slice(&with_limit("30MB", &["summary", dir, "--json"]).stdout).unwrap();
     assert_eq!(without_findings(by_host.clone()), without_findings(json(&["summary", dir])));
@@ -303,7 +307,8 @@ fn without_findings(mut s: serde_json::Value) -> serde_json::Value {
 }
 
 /// `summary --host-at-a-time` reads one host at a time and gives the numbers of the run
-/// read whole, in runs whose hosts decide differently alone: one host's steps are not
+/// read whole (`ops --host-at-a-time` its rows), in runs whose hosts decide differently
+/// alone: one host's steps are not
 /// annotated (the run's are: it has none), one host dispatches ahead and two do not
 /// (the run's vote), hosts ran different programs under one id, hosts of three
 /// backends. Each host alone decides otherwise than the run, so the run's decisions
@@ -327,6 +332,16 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
         let whole = json(&["summary", dir]);
         let by_host = json(&["summary", dir, "--host-at-a-time"]);
         assert_eq!(without_findings(by_host.clone()), without_findings(whole.clone()), "{mix:?}");
+        // Every row of the op profile, by op; on CPU and GPU hosts, in every grouping.
+        let groupings: &[&str] = if mix.len() == 4 || mix[0] == "cpu-clean" {
+            &["op", "category", "module", "scope", "line", "stack"]
+        } else {
+            &["op"]
+        };
+        for by in groupings {
+            let ops = |more: &[&str]| ok(&[&["ops", dir, "--by", by, "--top", "0", "--json"][..], more].concat());
+            assert_eq!(ops(&["--host-at-a-time"]), ops(&[]), "{mix:?} by {by}");
+        }
         assert!(whole["step_count"].as_u64().unwrap() > 0, "{mix:?}");
         assert_eq!(by_host["findings"], serde_json::json!([]));
         for host in &names {

@@ -30,7 +30,7 @@ pub fn overview_by_host<T, E>(
     read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
     extra: &mut dyn FnMut(&Profile) -> Result<T, E>,
 ) -> Result<(Overview, Vec<T>), E> {
-    let mut rows = OpRowsPart::default();
+    let mut rows = OpRowsPart::new(crate::ops::GroupBy::Op);
     let mut read_hosts: Vec<Host<T>> = Vec::new();
     for i in 0..hosts {
         let Some(profile) = read(i, false)? else { continue };

@@ -255,10 +255,13 @@ struct Acc<'a> {
     by_program: Vec<(u64, u64)>,
     /// See [`OpRow::multiplies_matrices`].
     matrix: Option<bool>,
+    /// The host of the first occurrence (index into the profile's hosts): its HLO is
+    /// looked in first for the row's instruction.
+    host: usize,
 }
 
 impl<'a> Acc<'a> {
-    fn new(name: Text<'a>, module: &'a str, first: &Occurrence<'a, '_>, peaks: Peaks) -> Acc<'a> {
+    fn new(name: Text<'a>, module: &'a str, first: &Occurrence<'a, '_>, peaks: Peaks, host: usize) -> Acc<'a> {
         Acc {
             name,
             module: Text::Borrowed(module),
@@ -279,6 +282,7 @@ impl<'a> Acc<'a> {
             executions: 0,
             by_program: Vec::new(),
             matrix: None,
+            host,
         }
     }
 
@@ -326,6 +330,7 @@ impl<'a> Acc<'a> {
             executions: self.executions,
             by_program: self.by_program,
             matrix: self.matrix,
+            host: self.host,
         }
     }
 
@@ -378,57 +383,82 @@ pub fn warm(profile: &Profile) {
     profile.memo().ensure((GroupBy::Op, 0usize), || op_profile(profile, GroupBy::Op, 0, None));
 }
 
-/// The op profile by op of some hosts of a run, kept past their profiles: its rows
-/// summed, their texts their own, each with its programs' HLO costs, not yet finished.
-/// A run read a host at a time adds each host's ([`OpRowsPart::add`]) and finishes the
-/// sum ([`OpRowsPart::finish`]) as the op profile of the run read whole: rows sum in
-/// the order the whole run's do (host by host), and each program's cost is the first
-/// host's that holds its HLO.
-#[derive(Clone, Default)]
+/// The op profile of some hosts of a run, kept past their profiles: its rows summed,
+/// their texts their own, each with its programs' HLO costs (by op, line and stack)
+/// and its Python stack (by line and stack), not yet finished. A run read a host at a
+/// time adds each host's ([`OpRowsPart::add`]) and finishes the sum
+/// ([`OpRowsPart::finish`]) as the op profile of the run read whole: rows sum in the
+/// order the whole run's do (host by host), and each program's cost and stack is the
+/// first host's that holds its HLO.
+#[derive(Clone)]
 pub struct OpRowsPart {
-    rows: Vec<(Acc<'static>, Vec<Option<ProgramCost>>)>,
+    by: GroupBy,
+    rows: Vec<Row>,
     index: FastMap<(Arc<str>, Arc<str>, u64), usize>,
 }
 
+/// A row of an [`OpRowsPart`].
+#[derive(Clone)]
+struct Row {
+    acc: Acc<'static>,
+    /// Per program of the row (its `by_program`): its instruction's cost.
+    costs: Vec<Option<ProgramCost>>,
+    /// By line and stack: its program's stack for the op, where found.
+    stack: Frames,
+}
+
 impl OpRowsPart {
+    /// No rows yet, grouped `by`.
+    pub fn new(by: GroupBy) -> OpRowsPart {
+        OpRowsPart { by, rows: Vec::new(), index: FastMap::default() }
+    }
+
     /// The rows by op of `profile` (the op profile's sums, before [`ops`] is cached).
     pub fn of(profile: &Profile) -> OpRowsPart {
+        OpRowsPart::grouped(profile, GroupBy::Op, 0)
+    }
+
+    /// The rows of `profile` grouped `by`, scopes cut at `scope_depth`.
+    pub fn grouped(profile: &Profile, by: GroupBy, scope_depth: usize) -> OpRowsPart {
         let hlo = profile.hlo_modules();
-        let mut part = OpRowsPart::default();
-        for a in summed(profile, hlo, GroupBy::Op, 0, None) {
-            let costs = program_costs(hlo, &a, true);
-            part.push(a.owned(), costs);
+        let mut part = OpRowsPart::new(by);
+        let costed = matches!(by, GroupBy::Op | GroupBy::Line | GroupBy::Stack);
+        for a in summed(profile, hlo, by, scope_depth, None) {
+            let costs = if costed { program_costs(hlo, &a, true) } else { Vec::new() };
+            let stack = matches!(by, GroupBy::Line | GroupBy::Stack).then(|| acc_stack(hlo, &a)).flatten();
+            part.push(Row { acc: a.owned(), costs, stack });
         }
         part
     }
 
     /// Per row of `other` (in its order): its index among this part's rows once added.
     pub fn add(&mut self, other: OpRowsPart) -> Vec<usize> {
-        other.rows.into_iter().map(|(a, costs)| self.push(a, costs)).collect()
+        other.rows.into_iter().map(|row| self.push(row)).collect()
     }
 
-    fn push(&mut self, a: Acc<'static>, costs: Vec<Option<ProgramCost>>) -> usize {
+    fn push(&mut self, Row { acc: a, costs, stack }: Row) -> usize {
         let key = (a.name.shared(), a.module.shared(), a.program.unwrap_or(NO_PROGRAM));
         match self.index.get(&key) {
             Some(&at) => {
-                let (row, have) = &mut self.rows[at];
+                let row = &mut self.rows[at];
                 // Costs stay beside their programs: new programs are added in the
                 // order `merge` adds them.
                 for (&(p, _), c) in a.by_program.iter().zip(costs) {
-                    match row.by_program.iter().position(|(q, _)| *q == p) {
-                        Some(k) => have[k] = have[k].or(c),
+                    match row.acc.by_program.iter().position(|(q, _)| *q == p) {
+                        Some(k) => row.costs[k] = row.costs[k].or(c),
                         None => {
-                            row.by_program.push((p, 0));
-                            have.push(c);
+                            row.acc.by_program.push((p, 0));
+                            row.costs.push(c);
                         }
                     }
                 }
-                row.merge(a);
+                row.stack = row.stack.take().or(stack);
+                row.acc.merge(a);
                 at
             }
             None => {
                 self.index.insert(key, self.rows.len());
-                self.rows.push((a, costs));
+                self.rows.push(Row { acc: a, costs, stack });
                 self.rows.len() - 1
             }
         }
@@ -436,7 +466,7 @@ impl OpRowsPart {
 
     /// Row `at`'s (module, name, program).
     pub fn key(&self, at: usize) -> (&str, &str, Option<u64>) {
-        let a = &self.rows[at].0;
+        let a = &self.rows[at].acc;
         (&a.module, &a.name, a.program)
     }
 
@@ -452,23 +482,26 @@ impl OpRowsPart {
     /// where it has FLOPs.
     pub fn flops_per_event(&self) -> Vec<Option<f64>> {
         (self.rows.iter())
-            .map(|(a, costs)| {
-                let mut a = a.clone();
-                apply_costs(&mut a, costs);
+            .map(|row| {
+                let mut a = row.acc.clone();
+                apply_costs(&mut a, &row.costs);
                 a.flops.filter(|&f| f > 0).map(|f| f as f64 / a.count.max(1) as f64)
             })
             .collect()
     }
 
-    /// The op profile by op of the rows added.
+    /// The op profile of the rows added.
     pub fn finish(self) -> Ops {
-        let accs = (self.rows.into_iter())
-            .map(|(mut a, costs)| {
-                apply_costs(&mut a, &costs);
-                a
-            })
-            .collect();
-        finish(accs, Vec::new(), GroupBy::Op)
+        let by = self.by;
+        let rows = self.rows.into_iter().map(|mut row| {
+            apply_costs(&mut row.acc, &row.costs);
+            (row.acc, row.stack)
+        });
+        if matches!(by, GroupBy::Line | GroupBy::Stack) {
+            let (accs, stacks) = by_source(rows.collect(), by);
+            return finish(accs, stacks, by);
+        }
+        finish(rows.map(|(a, _)| a).collect(), Vec::new(), by)
     }
 }
 
@@ -483,7 +516,13 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(
     }
     let mut stacks = Vec::new();
     if matches!(by, GroupBy::Line | GroupBy::Stack) {
-        (accs, stacks) = by_source(hlo, accs, by);
+        let with_stacks = (accs.into_iter())
+            .map(|a| {
+                let stack = acc_stack(hlo, &a);
+                (a, stack)
+            })
+            .collect();
+        (accs, stacks) = by_source(with_stacks, by);
     }
     finish(accs, stacks, by)
 }
@@ -626,17 +665,21 @@ pub fn op_stacks(profile: &Profile) -> Vec<OpStack> {
     out
 }
 
-/// The HLO instruction of a row by op (and program, where it has one).
+/// The HLO instruction of a row by op in program `program` (where it has one): in the
+/// HLO of the host that first ran it, else in any host's.
 fn acc_instruction<'h>(
     hlo: &'h [HloModules],
     a: &Acc,
+    program: Option<u64>,
 ) -> Option<(&'h stepscope_xspace::hlo::HloModule, &'h stepscope_xspace::hlo::HloInstruction)> {
-    instruction(hlo, &a.name, &a.module, a.program.filter(|&p| p != NO_PROGRAM))
+    let program = program.filter(|&p| p != NO_PROGRAM);
+    let own = hlo.get(a.host..=a.host).unwrap_or_default();
+    instruction(own, &a.name, &a.module, program).or_else(|| instruction(hlo, &a.name, &a.module, program))
 }
 
 /// The stack of a row by op and program, from its program's HLO.
 fn acc_stack(hlo: &[HloModules], a: &Acc) -> Option<Vec<SourceFrame>> {
-    let (m, i) = acc_instruction(hlo, a)?;
+    let (m, i) = acc_instruction(hlo, a, a.program)?;
     Some(source::op_stack(m, i)).filter(|s| !s.is_empty())
 }
 
@@ -658,7 +701,7 @@ fn program_costs(hlo: &[HloModules], a: &Acc, all: bool) -> Vec<Option<ProgramCo
     let needed = all || !(a.flops.is_some_and(|f| f > 0) || a.is_async);
     (a.by_program.iter())
         .map(|&(p, _)| {
-            let (m, i) = instruction(hlo, &a.name, &a.module, Some(p).filter(|&p| p != NO_PROGRAM))?;
+            let (m, i) = acc_instruction(hlo, a, Some(p))?;
             let hero = crate::cost::matrix_instruction(m, i);
             let matrix = hero.is_some();
             let c = if needed { crate::cost::cost(m, i) } else { Default::default() };
@@ -695,15 +738,18 @@ fn apply_costs(a: &mut Acc, costs: &[Option<ProgramCost>]) {
     }
 }
 
-/// Rows by op and program regrouped by the Python source that made each op: its
-/// user frame (by line) or whole stack (by stack), looked up in the program's HLO
-/// (any host's). Ops without one share the row [`NO_SOURCE`]. Returns the rows and
-/// each row's frames.
-fn by_source<'a>(hlo: &[HloModules], accs: Vec<Acc<'a>>, by: GroupBy) -> (Vec<Acc<'a>>, Vec<Option<Vec<SourceFrame>>>) {
+/// A row's Python frames, where it has them.
+type Frames = Option<Vec<SourceFrame>>;
+
+/// Rows by op and program, each with its stack (from its program's HLO, any host's:
+/// [`acc_stack`]), regrouped by the Python source that made each op: its user frame
+/// (by line) or whole stack (by stack). Ops without one share the row [`NO_SOURCE`].
+/// Returns the rows and each row's frames.
+fn by_source(accs: Vec<(Acc<'_>, Frames)>, by: GroupBy) -> (Vec<Acc<'_>>, Vec<Frames>) {
     let mut index: FastMap<String, usize> = FastMap::default();
-    let mut out: Vec<(Acc, Option<Vec<SourceFrame>>)> = Vec::new();
-    for mut a in accs {
-        let frames = match (by, acc_stack(hlo, &a)) {
+    let mut out: Vec<(Acc, Frames)> = Vec::new();
+    for (mut a, stack) in accs {
+        let frames = match (by, stack) {
             (GroupBy::Line, Some(s)) => source::user_frame(&s).map(|f| vec![f.clone()]),
             (_, s) => s,
         };
@@ -936,7 +982,7 @@ fn chunk_rows<'a>(
             Some(&at) => at,
             None => {
                 index.insert(key.clone(), rows.len());
-                let mut acc = Acc::new(key.0.clone(), key.1, &o, peaks);
+                let mut acc = Acc::new(key.0.clone(), key.1, &o, peaks, d.host_index);
                 acc.program = Some(program).filter(|&p| p != NO_PROGRAM);
                 if by == GroupBy::Op {
                     acc.command_buffer =

@@ -165,15 +165,32 @@ fn read(run: &Run, must: Option<&str>) -> anyhow::Result<Readable> {
             );
         }
     }
-    for u in &readable.unread {
+    note_unread(&readable.unread, readable.spaces.len())?;
+    Ok(readable)
+}
+
+/// Notes each host that could not be read, beside the `read` hosts that were; where
+/// none was, the first one's error.
+pub fn note_unread(unread: &[stepscope_xspace::discover::Unread], read: usize) -> anyhow::Result<()> {
+    if let (0, Some(first)) = (read, unread.first()) {
+        anyhow::bail!("{}", first.error);
+    }
+    for u in unread {
         errln!(
-            "stepscope: note: host {} was not read ({}); the numbers are the other {} host(s)'",
+            "stepscope: note: host {} was not read ({}); the numbers are the other {read} host(s)'",
             u.host,
-            u.error,
-            readable.spaces.len()
+            u.error
         );
     }
-    Ok(readable)
+    Ok(())
+}
+
+/// Where `e` is a run whose hosts were refused as too large to read together: what it
+/// said of it.
+pub fn too_large(e: &anyhow::Error) -> Option<&str> {
+    (e.downcast_ref::<stepscope_xspace::Error>())
+        .filter(|x| x.memory_refused.is_some_and(|n| n > 1))
+        .map(|x| x.what.as_str())
 }
 
 /// Draws a bar once a load has taken half a second; clears it when done.

@@ -155,6 +155,10 @@ pub struct OpsArgs {
     /// 003's "operations with >50ms self-time".
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ps)]
     pub min_self: Option<i64>,
+    /// Read the run a host at a time, in one host's memory whatever the host count, for
+    /// the same rows. What a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with = "host")]
+    pub host_at_a_time: bool,
     #[command(flatten)]
     pub peaks: PeakArgs,
 }

@@ -4,8 +4,9 @@
 use stepscope_xspace::hlo::{HloInstruction, HloModule, HloModules};
 
 /// The HLO instruction `name` of `module`: in program `program`'s module where one is
-/// given and a host holds it (the first such host's), else in the module of that name
-/// (the first host's that holds one).
+/// given and a host's holds the instruction (the first such host's), else in the first
+/// module of that name that holds it (several programs share the name: one jitted
+/// function for several shapes; each host's newest compilation first).
 pub fn instruction<'h>(
     hlo: &'h [HloModules],
     name: &str,
@@ -15,19 +16,16 @@ pub fn instruction<'h>(
     if module.is_empty() {
         return only_instruction(hlo, name);
     }
+    let with_instruction = |m: &'h HloModule| m.instruction(name).map(|(_, i)| (m, i));
     let by_program = || {
         let p = program?;
-        hlo.iter().find_map(|h| h.by_program_id(p as i64).filter(|m| m.name == module))
+        hlo.iter().find_map(|h| h.by_program_id(p as i64).filter(|m| m.name == module).and_then(with_instruction))
     };
-    let m = by_program().or_else(|| hlo.iter().find_map(|h| h.by_name(module)))?;
-    if let Some((_, i)) = m.instruction(name) {
-        return Some((m, i));
-    }
-    // Several programs share the name (one jitted function for several shapes): the
-    // latest that has the instruction.
-    hlo.iter().flat_map(|h| h.entries().iter().rev()).find_map(|e| {
-        let m = e.module().ok().filter(|m| m.name == module)?;
-        m.instruction(name).map(|(_, i)| (m, i))
+    by_program().or_else(|| hlo.iter().find_map(|h| h.by_name(module).and_then(with_instruction))).or_else(|| {
+        hlo.iter().flat_map(|h| h.entries().iter().rev()).find_map(|e| {
+            let m = e.module().ok().filter(|m| m.name == module)?;
+            with_instruction(m)
+        })
     })
 }
 

@@ -9,15 +9,53 @@ use crate::load;
 use crate::opts::{By, OpsArgs};
 use crate::table::{csv, Table};
 
-pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
-    let args = &ops_args.common;
-    let mut profile = load::profile(&args.input, &args.select)?;
-    profile.set_peaks(ops_args.peaks.user());
-    let by = group_by(ops_args.by);
-    let mut result = ops::ops(&profile, by, ops_args.depth);
-    if let Some(note) = crate::notes::unreadable_hlo_note(&profile) {
+/// `--host-at-a-time`: the run's op profile, one host in memory at a time: each host's
+/// rows summed ([`ops::OpRowsPart`]), as the run read whole sums them.
+fn host_at_a_time(ops_args: &OpsArgs, by: GroupBy) -> anyhow::Result<ops::Ops> {
+    let mut rows = ops::OpRowsPart::new(by);
+    let (mut unread, mut notes) = (Vec::new(), Vec::new());
+    let read = load::each_host(&ops_args.common.input, None, Some(&mut unread), &mut |_, mut profile| {
+        profile.set_peaks(ops_args.peaks.user());
+        if let Some(note) = crate::notes::unreadable_hlo_note(&profile).filter(|n| !notes.contains(n)) {
+            notes.push(note);
+        }
+        rows.add(ops::OpRowsPart::grouped(&profile, by, ops_args.depth));
+        Ok(())
+    })?;
+    load::note_unread(&unread, read)?;
+    for note in notes {
         errln!("stepscope: note: {note}");
     }
+    Ok(rows.finish())
+}
+
+pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
+    let args = &ops_args.common;
+    let by = group_by(ops_args.by);
+    let mut result = if ops_args.host_at_a_time {
+        host_at_a_time(ops_args, by)?
+    } else {
+        match load::profile(&args.input, &args.select) {
+            Ok(mut profile) => {
+                profile.set_peaks(ops_args.peaks.user());
+                if let Some(note) = crate::notes::unreadable_hlo_note(&profile) {
+                    errln!("stepscope: note: {note}");
+                }
+                ops::ops(&profile, by, ops_args.depth)
+            }
+            // A run too large to read whole is read a host at a time: the same rows.
+            Err(e) => match load::too_large(&e) {
+                Some(what) => {
+                    errln!(
+                        "stepscope: note: {what}: read a host at a time instead, for the same rows \
+                         (STEPSCOPE_MEMORY_LIMIT=none reads the hosts together)"
+                    );
+                    host_at_a_time(ops_args, by)?
+                }
+                None => return Err(e),
+            },
+        }
+    };
     let all_rows = result.ops.len();
     let largest = result.ops.iter().map(|r| r.self_ps).max();
     if let Some(min) = ops_args.min_self {

@@ -42,7 +42,7 @@ pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
                 summary::summary(&profile, args.select.rows())
             }
             // A run too large to read whole is read a host at a time: the same numbers.
-            Err(e) => match too_large(&e) {
+            Err(e) => match load::too_large(&e) {
                 Some(what) => {
                     errln!(
                         "stepscope: note: {what}: read a host at a time instead, for the same numbers; the findings \
@@ -279,14 +279,6 @@ fn print_breakdown(s: &Summary) {
     }
 }
 
-/// Where `e` is a run whose hosts were refused as too large to read together: what it
-/// said of it.
-fn too_large(e: &anyhow::Error) -> Option<&str> {
-    (e.downcast_ref::<stepscope_xspace::Error>())
-        .filter(|x| x.memory_refused.is_some_and(|n| n > 1))
-        .map(|x| x.what.as_str())
-}
-
 /// `--host-at-a-time`: the run's summary, one host in memory at a time.
 fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<Summary> {
     let args = &cost_args.common;
@@ -308,11 +300,7 @@ fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<Summary> {
     };
     // A file that changed under its map is named once the command is done (lib.rs).
     let mut s = summary::summary_by_host(hosts.run(), names.len(), args.select.rows(), &mut read, &|_| Ok(()))?;
-    if unread.len() == names.len() {
-        if let Some(first) = unread.first() {
-            anyhow::bail!("{}", first.error);
-        }
-    }
+    load::note_unread(&unread, names.len() - unread.len())?;
     s.overview.hosts_unread = unread;
     Ok(s)
 }
