@@ -10,11 +10,11 @@
 //! decisions, or whose op rows' FLOPs per event, differ from the run's are read again
 //! and measured under the run's. In a pod whose hosts run one program, none is.
 
-use stepscope_model::steps::{RunDecisions, StepSource, StepTiming, StepVotes};
+use stepscope_model::steps::{RunDecisions, Step, StepSource, StepTiming, StepVotes, Steps};
 use stepscope_model::Profile;
 
 use crate::ops::OpRowsPart;
-use crate::overview::{assemble, Overview, OverviewPart};
+use crate::overview::{assemble, in_run_order, Overview, OverviewPart};
 use crate::roofline::{step_flops_with, FlopsPerEvent};
 
 /// The overview of a run of `hosts` hosts read one at a time: `read(i, again)` reads
@@ -28,7 +28,7 @@ pub fn overview_by_host<T, E>(
     hosts: usize,
     top: usize,
     read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
-    extra: &mut dyn FnMut(&Profile) -> Result<T, E>,
+    extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<(Overview, Vec<T>), E> {
     let mut rows = OpRowsPart::new(crate::ops::GroupBy::Op);
     let mut read_hosts: Vec<Host<T>> = Vec::new();
@@ -37,7 +37,7 @@ pub fn overview_by_host<T, E>(
         let ops = OpRowsPart::of(&profile);
         let flops = ops.flops_per_event();
         let part = measure(&profile, &per_event(&ops, &flops));
-        let kept = extra(&profile)?;
+        let kept = extra(&profile, &part)?;
         drop(profile);
         let at = rows.add(ops);
         read_hosts.push(Host { index: i, part, kept, rows: at.into_iter().zip(flops).collect() });
@@ -55,12 +55,43 @@ pub fn overview_by_host<T, E>(
             let Some(mut profile) = read(h.index, true)? else { continue };
             profile.set_decisions(decided);
             h.part = measure(&profile, &run_rows);
-            h.kept = extra(&profile)?;
+            h.kept = extra(&profile, &h.part)?;
         }
     }
     let (parts, kept) = read_hosts.into_iter().map(|h| (h.part, h.kept)).unzip();
     let overview = assemble(run, parts, rows.finish().ops, top, Vec::new());
     Ok((overview, kept))
+}
+
+/// The steps of a run read one host at a time, `read` as [`overview_by_host`] takes
+/// it: each host's, measured under the run's decisions, with their FLOPs, in the order
+/// of the run read whole ([`crate::steps::steps`]).
+pub fn steps_by_host<E>(
+    run: &str,
+    hosts: usize,
+    read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
+) -> Result<Steps, E> {
+    let mut keep = |p: &Profile, part: &OverviewPart| {
+        let mut steps = stepscope_model::profile::cached(p).steps.clone();
+        for (s, f) in steps.iter_mut().zip(part.step_flops()) {
+            s.flops = f.map(|f| f.flops);
+            s.flops_utilization_pct = f.and_then(|f| f.utilization_pct);
+        }
+        Ok(steps)
+    };
+    let (overview, kept) = overview_by_host(run, hosts, 0, read, &mut keep)?;
+    let mut steps: Vec<Step> = kept.into_iter().flatten().collect();
+    if hosts > 1 {
+        in_run_order(&mut steps, overview.step_timing, |s| (s.host_start_ps, s.step_num), |s| (s.start_ps, s.step_num));
+    }
+    Ok(Steps {
+        schema: "stepscope.steps/1",
+        source: overview.step_source,
+        timing: overview.step_timing,
+        dispatched_not_run: overview.dispatched_not_run,
+        launches_not_run: overview.launches_not_run,
+        steps,
+    })
 }
 
 /// A host read: its index in the run, its part, what the caller keeps of it, and per

@@ -229,6 +229,11 @@ impl Window {
 }
 
 impl OverviewPart {
+    /// Its steps' FLOPs, in the order of its profile's steps.
+    pub fn step_flops(&self) -> impl Iterator<Item = Option<StepFlops>> + '_ {
+        self.steps.iter().map(|s| s.flops)
+    }
+
     /// The part of `profile`, whose steps ran `flops` (per step, in order).
     pub fn of(profile: &Profile, flops: Vec<Option<StepFlops>>) -> OverviewPart {
         let steps = steps::cached(profile);
@@ -329,12 +334,7 @@ pub fn assemble(
         all.input.add(p.input);
     }
     if several {
-        // In the order the run's steps are found in (by host span, hosts in order),
-        // then, where steps are timed on the device, in the order of their timing.
-        all.steps.sort_by_key(|s| (s.host_start_ps, s.step_num));
-        if timing == StepTiming::Device {
-            all.steps.sort_by_key(|s| (s.start_ps, s.step_num));
-        }
+        in_run_order(&mut all.steps, timing, |s| (s.host_start_ps, s.step_num), |s| (s.start_ps, s.step_num));
     }
     let steps = all.steps;
     let timed = || steps.iter().filter(|s| !s.cut);
@@ -397,6 +397,22 @@ pub fn assemble(
             host_tracer_level: all.host_tracer_level,
         },
         top_ops,
+    }
+}
+
+/// Puts the steps of a run's hosts (each host's in its order, hosts in order) in the
+/// order of the run's: the order they are found in (by host span, `found`; hosts in
+/// order), then, where steps are timed on the device, the order of their timing
+/// (`timed`), as [`stepscope_model::time_base`] orders them.
+pub fn in_run_order<T>(
+    steps: &mut [T],
+    timing: StepTiming,
+    found: impl Fn(&T) -> (i64, i64),
+    timed: impl Fn(&T) -> (i64, i64),
+) {
+    steps.sort_by_key(found);
+    if timing == StepTiming::Device {
+        steps.sort_by_key(timed);
     }
 }
 

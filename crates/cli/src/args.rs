@@ -70,7 +70,7 @@ pub enum Command {
     /// Every step: duration, device busy and idle time, compile overlap (`--top N`: the N
     /// slowest, in step order).
     #[command(after_help = crate::examples::STEPS)]
-    Steps(CostArgs),
+    Steps(crate::cmd::steps::StepsArgs),
     /// Op profile: HLO ops (or categories, modules, scopes, Python lines) by self time.
     #[command(after_help = crate::examples::OPS)]
     Ops(OpsArgs),

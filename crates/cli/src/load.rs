@@ -68,6 +68,39 @@ pub fn each_host(
     Ok(read_hosts)
 }
 
+/// What the folds of `stepscope_analysis::fold` read hosts with: host `i` read alone,
+/// `None` where it cannot be read the first time, an error where it cannot be read
+/// `again`.
+pub type Reader<'a> = dyn FnMut(usize, bool) -> anyhow::Result<Option<Profile>> + 'a;
+
+/// Reads `input`'s run a host at a time for `sum`, which is given the run's name, its
+/// host count and the [`Reader`] of its hosts (each with the user's `peaks`). A host
+/// whose file cannot be read is left out: noted as a whole run's read notes it, and
+/// returned with the sum (where no host could be read, the first one's error).
+pub fn host_at_a_time<T>(
+    input: &Input,
+    peaks: stepscope_analysis::peaks::UserPeaks,
+    sum: impl FnOnce(&str, usize, &mut Reader) -> anyhow::Result<T>,
+) -> anyhow::Result<(T, Vec<stepscope_xspace::discover::Unread>)> {
+    let hosts = Hosts::of(input, None)?;
+    let names = hosts.names();
+    let mut unread = Vec::new();
+    let mut read = |i: usize, again: bool| match hosts.read(names[i]) {
+        Ok(mut p) => {
+            p.set_peaks(peaks);
+            Ok(Some(p))
+        }
+        Err(e) if !again => {
+            unread.push(stepscope_xspace::discover::Unread { host: names[i].to_string(), error: format!("{e:#}") });
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    };
+    let sum = sum(hosts.run(), names.len(), &mut read)?;
+    note_unread(&unread, names.len() - unread.len())?;
+    Ok((sum, unread))
+}
+
 /// A run's hosts, to be read one at a time, each alone on the run's clock (the
 /// offsets are found once, from the hosts' session starts).
 pub struct Hosts {

@@ -98,7 +98,7 @@ pub fn summary_by_host<E>(
     read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
     check: &dyn Fn(&Profile) -> Result<(), E>,
 ) -> Result<Summary, E> {
-    let mut peaks = |p: &Profile| {
+    let mut peaks = |p: &Profile, _: &stepscope_analysis::overview::OverviewPart| {
         let peaks = memory_peaks(&stepscope_analysis::memory::memory(p, None, 0));
         check(p).map(|()| peaks)
     };

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use clap::Args;
 use stepscope_analysis::steps;
 
 use crate::human;
@@ -9,11 +10,48 @@ use crate::load;
 use crate::opts::CostArgs;
 use crate::table::{csv, Table};
 
-pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
+#[derive(Args, Debug)]
+pub struct StepsArgs {
+    #[command(flatten)]
+    pub cost: CostArgs,
+    /// Read the run a host at a time, in one host's memory whatever the host count, for
+    /// the same steps. What a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with = "host")]
+    pub host_at_a_time: bool,
+}
+
+/// `--host-at-a-time`: the run's steps, one host in memory at a time.
+fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<steps::Steps> {
+    let (s, _) = load::host_at_a_time(&cost_args.common.input, cost_args.peaks.user(), |run, hosts, read| {
+        stepscope_analysis::fold::steps_by_host(run, hosts, read)
+    })?;
+    Ok(s)
+}
+
+pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
+    let cost_args = &steps_args.cost;
     let args = &cost_args.common;
-    let mut profile = load::profile(&args.input, &args.select)?;
-    profile.set_peaks(cost_args.peaks.user());
-    let mut s = steps::steps(&profile);
+    let mut s = if steps_args.host_at_a_time {
+        host_at_a_time(cost_args)?
+    } else {
+        match load::profile(&args.input, &args.select) {
+            Ok(mut profile) => {
+                profile.set_peaks(cost_args.peaks.user());
+                steps::steps(&profile)
+            }
+            // A run too large to read whole is read a host at a time: the same steps.
+            Err(e) => match load::too_large(&e) {
+                Some(what) => {
+                    errln!(
+                        "stepscope: note: {what}: read a host at a time instead, for the same steps \
+                         (STEPSCOPE_MEMORY_LIMIT=none reads the hosts together)"
+                    );
+                    host_at_a_time(cost_args)?
+                }
+                None => return Err(e),
+            },
+        }
+    };
     let all = s.steps.len();
     // `--top N`: the N slowest steps, in step order.
     if let Some(n) = args.select.top.filter(|&n| n > 0 && n < all) {

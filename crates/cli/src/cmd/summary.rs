@@ -282,25 +282,10 @@ fn print_breakdown(s: &Summary) {
 /// `--host-at-a-time`: the run's summary, one host in memory at a time.
 fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<Summary> {
     let args = &cost_args.common;
-    let hosts = load::Hosts::of(&args.input, None)?;
-    let names = hosts.names();
-    let mut unread = Vec::new();
-    let mut read = |i: usize, again: bool| -> anyhow::Result<Option<stepscope_analysis::Profile>> {
-        match hosts.read(names[i]) {
-            Ok(mut p) => {
-                p.set_peaks(cost_args.peaks.user());
-                Ok(Some(p))
-            }
-            Err(e) if !again => {
-                unread.push(stepscope_xspace::discover::Unread { host: names[i].to_string(), error: format!("{e:#}") });
-                Ok(None)
-            }
-            Err(e) => Err(e),
-        }
-    };
     // A file that changed under its map is named once the command is done (lib.rs).
-    let mut s = summary::summary_by_host(hosts.run(), names.len(), args.select.rows(), &mut read, &|_| Ok(()))?;
-    load::note_unread(&unread, names.len() - unread.len())?;
+    let (mut s, unread) = load::host_at_a_time(&args.input, cost_args.peaks.user(), |run, hosts, read| {
+        summary::summary_by_host(run, hosts, args.select.rows(), read, &|_| Ok(()))
+    })?;
     s.overview.hosts_unread = unread;
     Ok(s)
 }
