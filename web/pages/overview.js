@@ -11,8 +11,8 @@ export const title = 'Overview';
 export async function render(view, ctx) {
   const got = await Promise.allSettled([ctx.get('summary'), ctx.get('steps'), ctx.get('advise')]);
   const failed = got.find(g => g.status === 'rejected');
-  // A run whose hosts do not fit in memory together (507): its summary is read a host
-  // at a time (the run's numbers, no findings); its steps and findings are each host's.
+  // A run whose hosts do not fit in memory together (507): its summary and steps are
+  // read a host at a time (the run's numbers, no findings); its findings are each host's.
   const tooLarge = failed && failed.reason.status === 507 && !ctx.params.get('host');
   if (failed && !tooLarge) throw failed.reason;
   if (ctx.stale()) return;
@@ -31,7 +31,7 @@ export async function render(view, ctx) {
   if (tooLarge) {
     view.append(el('p', { class: 'muted', id: 'run-too-large' },
       `${failed.reason.message.split(' — ')[0]}: read a host at a time, for the same numbers; `
-      + 'each host’s steps and findings are in the table of hosts below, a click away.'));
+      + 'each host’s findings are a click away in the table of hosts below.'));
   }
   // Without steps there is no step time: "—", and utilisation is over each device's span.
   const stepped = s.step_count > 0;

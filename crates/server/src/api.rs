@@ -12,11 +12,12 @@ use std::time::Duration;
 use serde::Serialize;
 use stepscope_analysis::ops::{self, GroupBy};
 use stepscope_analysis::timeline::Timeline;
+use stepscope_analysis::Profile;
 use stepscope_analysis::{buffers, collectives, compile, devices, hlo_context, hlo_graph, kernels, memory};
 use stepscope_judge::advise::{self, Thresholds};
 use stepscope_report::history::History;
 use stepscope_report::{diff, summary};
-use stepscope_xspace::discover;
+use stepscope_xspace::discover::{self, Run, Unread};
 use stepscope_xspace::pprof;
 
 use crate::cache::Entry;
@@ -233,27 +234,51 @@ fn runs(app: &App, _: &Params) -> Reply {
 fn summary(app: &App, q: &Params) -> Reply {
     match q.entry(app) {
         Ok(e) => json(&summary::summary(&e.profile, q.top()?)),
-        Err(e) if e.status == 507 && q.str("host").is_none_or(str::is_empty) => summary_by_host(app, q),
+        Err(e) if too_large_whole(&e, q) => {
+            let top = q.top()?;
+            host_at_a_time(app, q, format!("summary/by-host?top={top}"), &mut |run, read, check| {
+                let mut s = summary::summary_by_host(&run.rel, run.hosts.len(), top, read, check)?;
+                Ok(Box::new(move |unread| {
+                    s.overview.hosts_unread = unread;
+                    json(&s)
+                }))
+            })
+        }
         Err(e) => Err(e),
     }
 }
 
-/// The summary of a run read a host at a time, made once per run as its files are now
-/// and kept (a pod's hosts take a while). Each host is read alone and dropped.
-fn summary_by_host(app: &App, q: &Params) -> Reply {
-    let top = q.top()?;
+/// Whether `e` refused a whole run as too large to read together, where `q` asks for
+/// the whole run: then what can be read a host at a time is.
+fn too_large_whole(e: &ApiError, q: &Params) -> bool {
+    e.status == 507 && q.str("host").is_none_or(str::is_empty)
+}
+
+/// What a run read a host at a time makes: given the hosts not read, its answer.
+type Finish = Box<dyn FnOnce(Vec<Unread>) -> Reply>;
+
+/// The answer of `q`'s run read a host at a time (as the CLI's `--host-at-a-time`), made
+/// once per run as its files are now and kept (a pod's hosts take a while): `make`
+/// sums the hosts up with the reader the folds take (each host read alone, not kept,
+/// then dropped) and a check that its file did not change under it.
+fn host_at_a_time(
+    app: &App,
+    q: &Params,
+    question: String,
+    make: &mut dyn FnMut(&Run, &mut Reader, &Check) -> Result<Finish, (u16, String)>,
+) -> Reply {
     let run = app.root.run(q.str("run").filter(|r| !r.is_empty())).map_err(ApiError::not_found)?;
-    let made = app.cache.answer(&run, format!("summary/by-host?top={top}"), || {
+    let made = app.cache.answer(&run, question, || {
         let mut unread = Vec::new();
         let mut read = |i: usize, again: bool| match app.cache.read_host(&run, &run.hosts[i].host) {
             Ok(p) => Ok(Some(p)),
             Err(e) if !again => {
-                unread.push(stepscope_xspace::discover::Unread { host: run.hosts[i].host.clone(), error: e.message });
+                unread.push(Unread { host: run.hosts[i].host.clone(), error: e.message });
                 Ok(None)
             }
             Err(e) => Err((404, e.message)),
         };
-        let check = |p: &stepscope_analysis::Profile| {
+        let check = |p: &Profile| {
             let hosts = p.changed_hosts();
             if hosts.is_empty() {
                 Ok(())
@@ -261,20 +286,36 @@ fn summary_by_host(app: &App, q: &Params) -> Reply {
                 Err((409, changed_message(&hosts, &run.rel)))
             }
         };
-        let mut s = summary::summary_by_host(&run.rel, run.hosts.len(), top, &mut read, &check)?;
+        let finish = make(&run, &mut read, &check)?;
         if unread.len() == run.hosts.len() {
             return Err((404, unread.first().map(|u| u.error.clone()).unwrap_or_default()));
         }
         // A host not read now (its file cut) may be read on the next request.
         let keep = unread.is_empty();
-        s.overview.hosts_unread = unread;
-        Ok((json(&s).map_err(|e| (e.status, e.message))?, keep))
+        Ok((finish(unread).map_err(|e| (e.status, e.message))?, keep))
     });
     made.map(|body| body.to_vec()).map_err(|(status, message)| ApiError { status, message })
 }
 
+/// How [`host_at_a_time`] reads a host, and checks it.
+type Reader<'a> = dyn FnMut(usize, bool) -> Result<Option<Profile>, (u16, String)> + 'a;
+type Check<'a> = dyn Fn(&Profile) -> Result<(), (u16, String)> + 'a;
+
+/// The steps; of a run too large to read whole, read a host at a time.
 fn steps(app: &App, q: &Params) -> Reply {
-    json(q.entry(app)?.steps())
+    match q.entry(app) {
+        Ok(e) => json(e.steps()),
+        Err(e) if too_large_whole(&e, q) => host_at_a_time(app, q, "steps/by-host".into(), &mut |run, read, check| {
+            let mut checked = |i: usize, again: bool| {
+                let p = read(i, again)?;
+                p.as_ref().map_or(Ok(()), check)?;
+                Ok(p)
+            };
+            let s = stepscope_analysis::fold::steps_by_host(&run.rel, run.hosts.len(), &mut checked)?;
+            Ok(Box::new(move |_| json(&s)))
+        }),
+        Err(e) => Err(e),
+    }
 }
 
 /// As `stepscope summary PATH --per-host --json`: each host read alone (through the
@@ -329,11 +370,29 @@ fn scopes(app: &App, q: &Params) -> Reply {
     json(&result)
 }
 
+/// The op profile; of a run too large to read whole, read a host at a time.
 fn ops(app: &App, q: &Params) -> Reply {
-    let by = q.group_by()?;
-    let e = q.entry(app)?;
-    let mut result = ops::ops(&e.profile, by, q.opt("depth", 0)?);
-    result.ops.truncate(q.top()?);
+    let (by, depth, top) = (q.group_by()?, q.opt("depth", 0)?, q.top()?);
+    let mut result = match q.entry(app) {
+        Ok(e) => ops::ops(&e.profile, by, depth),
+        Err(e) if too_large_whole(&e, q) => {
+            let question = format!("ops/by-host?by={by:?}&depth={depth}&top={top}");
+            return host_at_a_time(app, q, question, &mut |run, read, check| {
+                let mut rows = ops::OpRowsPart::new(by);
+                for i in 0..run.hosts.len() {
+                    if let Some(p) = read(i, false)? {
+                        rows.add(ops::OpRowsPart::grouped(&p, by, depth));
+                        check(&p)?;
+                    }
+                }
+                let mut all = rows.finish();
+                all.ops.truncate(top);
+                Ok(Box::new(move |_| json(&all)))
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    result.ops.truncate(top);
     json(&result)
 }
 
