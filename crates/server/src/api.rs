@@ -261,12 +261,7 @@ type Finish = Box<dyn FnOnce(Vec<Unread>) -> Reply>;
 /// once per run as its files are now and kept (a pod's hosts take a while): `make`
 /// sums the hosts up with the reader the folds take (each host read alone, not kept,
 /// then dropped) and a check that its file did not change under it.
-fn host_at_a_time(
-    app: &App,
-    q: &Params,
-    question: String,
-    make: &mut dyn FnMut(&Run, &mut Reader, &Check) -> Result<Finish, (u16, String)>,
-) -> Reply {
+fn host_at_a_time(app: &App, q: &Params, question: String, make: &mut Make) -> Reply {
     let run = app.root.run(q.str("run").filter(|r| !r.is_empty())).map_err(ApiError::not_found)?;
     let made = app.cache.answer(&run, question, || {
         let mut unread = Vec::new();
@@ -297,9 +292,10 @@ fn host_at_a_time(
     made.map(|body| body.to_vec()).map_err(|(status, message)| ApiError { status, message })
 }
 
-/// How [`host_at_a_time`] reads a host, and checks it.
+/// How [`host_at_a_time`] reads a host, and checks it; what sums the hosts up.
 type Reader<'a> = dyn FnMut(usize, bool) -> Result<Option<Profile>, (u16, String)> + 'a;
 type Check<'a> = dyn Fn(&Profile) -> Result<(), (u16, String)> + 'a;
+type Make<'a> = dyn FnMut(&Run, &mut Reader, &Check) -> Result<Finish, (u16, String)> + 'a;
 
 /// The steps; of a run too large to read whole, read a host at a time.
 fn steps(app: &App, q: &Params) -> Reply {
