@@ -470,14 +470,6 @@ impl OpRowsPart {
         (&a.module, &a.name, a.program)
     }
 
-    pub fn len(&self) -> usize {
-        self.rows.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
     /// Per row: its FLOPs per event once finished ([`crate::roofline::flops_per_event`]),
     /// where it has FLOPs.
     pub fn flops_per_event(&self) -> Vec<Option<f64>> {
@@ -528,7 +520,7 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(
 }
 
 /// The op profile of summed rows (with their stacks, by line and stack).
-fn finish(accs: Vec<Acc>, stacks: Vec<Option<Vec<SourceFrame>>>, by: GroupBy) -> Ops {
+fn finish(accs: Vec<Acc>, stacks: Vec<Frames>, by: GroupBy) -> Ops {
     let op_time_ps = sum_ps(accs.iter().map(|a| a.self_ps));
     let mut rows: Vec<OpRow> = accs.into_iter().map(|a| row(a, op_time_ps, by)).collect();
     for (r, s) in rows.iter_mut().zip(stacks) {
@@ -674,11 +666,12 @@ fn acc_instruction<'h>(
 ) -> Option<(&'h stepscope_xspace::hlo::HloModule, &'h stepscope_xspace::hlo::HloInstruction)> {
     let program = program.filter(|&p| p != NO_PROGRAM);
     let own = hlo.get(a.host..=a.host).unwrap_or_default();
-    instruction(own, &a.name, &a.module, program).or_else(|| instruction(hlo, &a.name, &a.module, program))
+    let found = instruction(own, &a.name, &a.module, program);
+    found.or_else(|| (hlo.len() > 1).then(|| instruction(hlo, &a.name, &a.module, program)).flatten())
 }
 
 /// The stack of a row by op and program, from its program's HLO.
-fn acc_stack(hlo: &[HloModules], a: &Acc) -> Option<Vec<SourceFrame>> {
+fn acc_stack(hlo: &[HloModules], a: &Acc) -> Frames {
     let (m, i) = acc_instruction(hlo, a, a.program)?;
     Some(source::op_stack(m, i)).filter(|s| !s.is_empty())
 }

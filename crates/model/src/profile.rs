@@ -170,11 +170,6 @@ impl Profile {
         }
     }
 
-    /// The decisions given ([`Profile::set_decisions`]); none by default.
-    pub fn decisions(&self) -> RunDecisions {
-        self.decisions
-    }
-
     /// Keeps only the host called `name`; false when there is none.
     pub fn retain_host(&mut self, name: &str) -> bool {
         let keep: Vec<bool> = self.hosts.iter().map(|h| h.host == name).collect();

@@ -12,17 +12,18 @@ use crate::table::{csv, Table};
 /// `--host-at-a-time`: the run's op profile, one host in memory at a time: each host's
 /// rows summed ([`ops::OpRowsPart`]), as the run read whole sums them.
 fn host_at_a_time(ops_args: &OpsArgs, by: GroupBy) -> anyhow::Result<ops::Ops> {
-    let mut rows = ops::OpRowsPart::new(by);
-    let (mut unread, mut notes) = (Vec::new(), Vec::new());
-    let read = load::each_host(&ops_args.common.input, None, Some(&mut unread), &mut |_, mut profile| {
-        profile.set_peaks(ops_args.peaks.user());
-        if let Some(note) = crate::notes::unreadable_hlo_note(&profile).filter(|n| !notes.contains(n)) {
-            notes.push(note);
+    let mut notes = Vec::new();
+    let (rows, _) = load::host_at_a_time(&ops_args.common.input, ops_args.peaks.user(), |_, hosts, read| {
+        let mut rows = ops::OpRowsPart::new(by);
+        for i in 0..hosts {
+            let Some(profile) = read(i, false)? else { continue };
+            if let Some(note) = crate::notes::unreadable_hlo_note(&profile).filter(|n| !notes.contains(n)) {
+                notes.push(note);
+            }
+            rows.add(ops::OpRowsPart::grouped(&profile, by, ops_args.depth));
         }
-        rows.add(ops::OpRowsPart::grouped(&profile, by, ops_args.depth));
-        Ok(())
+        Ok(rows)
     })?;
-    load::note_unread(&unread, read)?;
     for note in notes {
         errln!("stepscope: note: {note}");
     }
