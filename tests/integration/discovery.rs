@@ -270,8 +270,12 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         let asked = stepscope(&[&["summary", dir, "--host-at-a-time"][..], format].concat());
         assert!(out.stdout == asked.stdout, "{format:?}");
     }
-    // So do `ops` and `steps`.
-    for (args, same) in [(&["ops", dir, "--json", "--by", "module"][..], "rows"), (&["steps", dir, "--csv"], "steps")] {
+    // So do `ops`, `steps` and `check`.
+    for (args, same) in [
+        (&["ops", dir, "--json", "--by", "module"][..], "rows"),
+        (&["steps", dir, "--csv"], "steps"),
+        (&["check", dir, "--max-step-ms", "1000", "--json"], "numbers"),
+    ] {
         let out = with_limit("30MB", args);
         let note = String::from_utf8_lossy(&out.stderr);
         assert!(note.contains(&format!("read a host at a time instead, for the same {same}")), "{note}");

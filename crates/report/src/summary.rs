@@ -111,6 +111,18 @@ pub fn summary_by_host<E>(
     })
 }
 
+/// [`overview`] of a run read a host at a time (what `check` reads of a pod too large
+/// to read whole): the overview of the run read whole, `read` as the fold takes it.
+pub fn overview_by_host<E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
+) -> Result<Summary, E> {
+    let (overview, _) = stepscope_analysis::fold::overview_by_host(run, hosts, top, read, &mut |_, _| Ok(()))?;
+    Ok(Summary { overview, memory_peak: None, findings: Vec::new(), findings_not_judged: None })
+}
+
 /// Why a summary read a host at a time has no findings, and where to find them.
 pub const NOT_JUDGED: &str = "the rules judge a run read whole: for each host's findings, \
     `summary --per-host` or `advise --host HOST`";

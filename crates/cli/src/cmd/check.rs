@@ -40,6 +40,10 @@ pub struct CheckArgs {
     /// Only this host (its file name without .xplane.pb).
     #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
     pub host: Option<String>,
+    /// Read the run a host at a time, in one host's memory whatever the host count, for
+    /// the same numbers. What a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with = "host")]
+    pub host_at_a_time: bool,
     /// Print JSON (schema `stepscope.check/1`).
     #[arg(long)]
     pub json: bool,
@@ -64,6 +68,15 @@ fn read_metrics(path: &Path) -> anyhow::Result<MetricsFile> {
             e.message().trim()
         )
     })
+}
+
+/// `--host-at-a-time`: the run's overview, one host in memory at a time.
+fn host_at_a_time(input: &Input) -> anyhow::Result<summary::Summary> {
+    let (mut s, unread) = load::host_at_a_time(input, Default::default(), |run, hosts, read| {
+        summary::overview_by_host(run, hosts, 0, read)
+    })?;
+    s.overview.hosts_unread = unread;
+    Ok(s)
 }
 
 /// Reads the saved summary a check compares with.
@@ -95,8 +108,24 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         }
         limits.push(LimitSpec { metric: "step_time.mean_ps".into(), max: Some(ms * 1e9), min: None });
     }
-    let profile = load::profile(&args.input, &Select { host: args.host.clone(), top: None })?;
-    let current = summary::overview(&profile, 0);
+    let current = if args.host_at_a_time {
+        host_at_a_time(&args.input)?
+    } else {
+        match load::profile(&args.input, &Select { host: args.host.clone(), top: None }) {
+            Ok(profile) => summary::overview(&profile, 0),
+            // A run too large to read whole is read a host at a time: the same numbers.
+            Err(e) => match load::too_large(&e) {
+                Some(what) => {
+                    errln!(
+                        "stepscope: note: {what}: read a host at a time instead, for the same numbers \
+                         (STEPSCOPE_MEMORY_LIMIT=none reads the hosts together)"
+                    );
+                    host_at_a_time(&args.input)?
+                }
+                None => return Err(e),
+            },
+        }
+    };
     let gate = check::Gate {
         baseline: baseline.as_ref(),
         max_regression_pct: args.max_regression,
