@@ -250,7 +250,7 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         assert!(out.stdout.is_empty());
         err
     };
-    let err = one_line_error(&with_limit("30MB", &["devices", dir, "--json"]));
+    let err = one_line_error(&with_limit("30MB", &["advise", dir, "--json"]));
     assert_eq!(
         err.split(" — ").next().unwrap(),
         format!(
@@ -270,10 +270,11 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         let asked = stepscope(&[&["summary", dir, "--host-at-a-time"][..], format].concat());
         assert!(out.stdout == asked.stdout, "{format:?}");
     }
-    // So do `ops`, `steps` and `check`.
+    // So do `ops`, `steps`, `devices` and `check`.
     for (args, same) in [
         (&["ops", dir, "--json", "--by", "module"][..], "rows"),
         (&["steps", dir, "--csv"], "steps"),
+        (&["devices", dir, "--json"], "rows"),
         (&["check", dir, "--max-step-ms", "1000", "--json"], "numbers"),
     ] {
         let out = with_limit("30MB", args);
@@ -314,7 +315,7 @@ fn without_findings(mut s: serde_json::Value) -> serde_json::Value {
 }
 
 /// `summary --host-at-a-time` reads one host at a time and gives the numbers of the run
-/// read whole (`ops` and `steps --host-at-a-time` its rows and steps), in runs whose hosts decide differently
+/// read whole (`ops`, `steps` and `devices --host-at-a-time` their rows), in runs whose hosts decide differently
 /// alone: one host's steps are not
 /// annotated (the run's are: it has none), one host dispatches ahead and two do not
 /// (the run's vote), hosts ran different programs under one id, hosts of three
@@ -349,7 +350,10 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
             let ops = |more: &[&str]| ok(&[&["ops", dir, "--by", by, "--top", "0", "--json"][..], more].concat());
             assert_eq!(ops(&["--host-at-a-time"]), ops(&[]), "{mix:?} by {by}");
         }
-        assert_eq!(ok(&["steps", dir, "--json", "--host-at-a-time"]), ok(&["steps", dir, "--json"]), "{mix:?}");
+        for command in ["steps", "devices"] {
+            let by_host = ok(&[command, dir, "--json", "--host-at-a-time"]);
+            assert_eq!(by_host, ok(&[command, dir, "--json"]), "{mix:?} {command}");
+        }
         assert!(whole["step_count"].as_u64().unwrap() > 0, "{mix:?}");
         assert_eq!(by_host["findings"], serde_json::json!([]));
         for host in &names {

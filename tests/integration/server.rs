@@ -1018,8 +1018,8 @@ fn busy_counters_equal_the_steps_device_busy_time() {
 
 /// Under `STEPSCOPE_MEMORY_LIMIT`, a run that fits alone but not beside the runs kept
 /// is served after they are dropped (not refused), and one that fits nowhere is a 507
-/// that names the limit, but for its summary, steps and ops, read a host at a time as
-/// the CLI reads them:
+/// that names the limit, but for its summary, steps, ops and devices, read a host at a
+/// time as the CLI reads them:
 /// two runs of 40 hosts (copies of the CPU transformer's file, about 45 MB to read each,
 /// 185 MB held once summarised) under a limit of 100 MB, then of 30 MB.
 #[test]
@@ -1040,7 +1040,7 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     }
     drop(server);
     let server = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "30MB")]);
-    let r = server.get(&format!("api/devices?run=plugins/profile/{}", runs[0]));
+    let r = server.get(&format!("api/collectives?run=plugins/profile/{}", runs[0]));
     assert_eq!(r.status, 507, "{}", r.text());
     let why = r.json()["error"].as_str().unwrap().to_string();
     assert!(
@@ -1055,9 +1055,12 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     assert_eq!(r.json(), cli);
     assert!(r.json()["findings_not_judged"].is_string());
     assert_eq!(server.get(&format!("api/summary?run=plugins/profile/{}", runs[0])).json(), cli);
-    // So are its steps and op profile.
-    for (route, args) in [("steps", &["steps"][..]), ("ops&by=module&top=5", &["ops", "--by", "module", "--top", "5"])]
-    {
+    // So are its steps, op profile and devices.
+    for (route, args) in [
+        ("steps", &["steps"][..]),
+        ("ops&by=module&top=5", &["ops", "--by", "module", "--top", "5"]),
+        ("devices", &["devices"]),
+    ] {
         let (route, query) = route.split_once('&').unwrap_or((route, ""));
         let r = server.get(&format!("api/{route}?run=plugins/profile/{}&{query}", runs[0]));
         assert_eq!(r.status, 200, "{route}: {}", r.text());

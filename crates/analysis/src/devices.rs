@@ -149,55 +149,85 @@ pub struct Straggler {
 
 /// Builds the per-device and per-host rows.
 pub fn devices(profile: &Profile) -> Devices {
-    let model = profile.device_time();
-    let st = steps::cached(profile);
-    let devs = profile.devices();
-    let mut rows: Vec<DeviceRow> = devs.iter().zip(&model.devices).map(|(d, t)| device_row(d, t)).collect();
-    let mut stragglers = Vec::new();
-    // Devices against their peers: the other working devices of their host whose main
-    // program is theirs.
-    let programs: Vec<&str> = devs.iter().map(main_program).collect();
-    for h in &profile.hosts {
-        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
-        for i in (0..rows.len()).filter(|&i| rows[i].host == h.host && rows[i].took_part) {
-            match groups.iter_mut().find(|(p, _)| *p == programs[i]) {
-                Some((_, ix)) => ix.push(i),
-                None => groups.push((programs[i], vec![i])),
+    assemble(&profile.run, vec![DevicesPart::of(profile)])
+}
+
+/// What [`devices`] reads of a profile (of a whole run, or of one host of a run read a
+/// host at a time under the run's decisions): its device rows, each marked against its
+/// peers on its host, and its host rows (not yet against each other). Owned: a run read
+/// a host at a time keeps only its hosts' parts, and [`assemble`] makes of them the
+/// rows the run read whole has.
+#[derive(Clone, Debug)]
+pub struct DevicesPart {
+    rows: Vec<DeviceRow>,
+    hosts: Vec<HostRow>,
+    /// Of devices against their host's peers.
+    stragglers: Vec<Straggler>,
+    left_out: Vec<LeftOut>,
+}
+
+impl DevicesPart {
+    pub fn of(profile: &Profile) -> DevicesPart {
+        let model = profile.device_time();
+        let st = steps::cached(profile);
+        let devs = profile.devices();
+        let mut rows: Vec<DeviceRow> = devs.iter().zip(&model.devices).map(|(d, t)| device_row(d, t)).collect();
+        let mut stragglers = Vec::new();
+        // Devices against their peers: the other working devices of their host whose
+        // main program is theirs.
+        let programs: Vec<&str> = devs.iter().map(main_program).collect();
+        for h in &profile.hosts {
+            let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+            for i in (0..rows.len()).filter(|&i| rows[i].host == h.host && rows[i].took_part) {
+                match groups.iter_mut().find(|(p, _)| *p == programs[i]) {
+                    Some((_, ix)) => ix.push(i),
+                    None => groups.push((programs[i], vec![i])),
+                }
+            }
+            for (_, ix) in groups {
+                let compute: Vec<i64> = ix.iter().map(|&i| rows[i].compute_ps).collect();
+                let coll: Vec<i64> = ix.iter().map(|&i| rows[i].collective_ps).collect();
+                for (k, s) in outliers(&compute, &coll) {
+                    let r = &mut rows[ix[k]];
+                    r.straggler = true;
+                    stragglers.push(Straggler { host: r.host.clone(), device: r.device.clone(), ..s });
+                }
             }
         }
-        for (_, ix) in groups {
-            let compute: Vec<i64> = ix.iter().map(|&i| rows[i].compute_ps).collect();
-            let coll: Vec<i64> = ix.iter().map(|&i| rows[i].collective_ps).collect();
-            for (k, s) in outliers(&compute, &coll) {
-                let r = &mut rows[ix[k]];
-                r.straggler = true;
-                stragglers.push(Straggler { host: r.host.clone(), device: r.device.clone(), ..s });
-            }
-        }
+        let hosts = (profile.hosts.iter().enumerate())
+            .map(|(hi, h)| {
+                let all: Vec<&DeviceRow> = rows.iter().filter(|r| r.host == h.host).collect();
+                let working: Vec<&DeviceRow> = all.iter().copied().filter(|r| r.took_part).collect();
+                let mine = if working.is_empty() { &all } else { &working };
+                let n = mine.len().max(1) as i64;
+                let host_steps: Vec<i64> = st.timed().filter(|s| s.host == h.host).map(|s| s.duration_ps).collect();
+                HostRow {
+                    host: h.host.clone(),
+                    device_count: all.len() as u64,
+                    step_count: host_steps.len() as u64,
+                    step_mean_ps: sum_ps(host_steps.iter().copied()) / host_steps.len().max(1) as i64,
+                    compute_ps: sum_ps(mine.iter().map(|r| r.compute_ps)) / n,
+                    collective_ps: sum_ps(mine.iter().map(|r| r.collective_ps)) / n,
+                    utilization_pct: mean(mine.iter().filter(|r| r.window_ps > 0).map(|r| r.utilization_pct)),
+                    clock_offset_ps: profile.clock_offset_ps.get(hi).copied().unwrap_or(0),
+                    straggler: false,
+                }
+            })
+            .collect();
+        DevicesPart { rows, hosts, stragglers, left_out: left_out(profile) }
     }
-    let mut hosts: Vec<HostRow> = profile
-        .hosts
-        .iter()
-        .enumerate()
-        .map(|(hi, h)| {
-            let all: Vec<&DeviceRow> = rows.iter().filter(|r| r.host == h.host).collect();
-            let working: Vec<&DeviceRow> = all.iter().copied().filter(|r| r.took_part).collect();
-            let mine = if working.is_empty() { &all } else { &working };
-            let n = mine.len().max(1) as i64;
-            let host_steps: Vec<i64> = st.timed().filter(|s| s.host == h.host).map(|s| s.duration_ps).collect();
-            HostRow {
-                host: h.host.clone(),
-                device_count: all.len() as u64,
-                step_count: host_steps.len() as u64,
-                step_mean_ps: sum_ps(host_steps.iter().copied()) / host_steps.len().max(1) as i64,
-                compute_ps: sum_ps(mine.iter().map(|r| r.compute_ps)) / n,
-                collective_ps: sum_ps(mine.iter().map(|r| r.collective_ps)) / n,
-                utilization_pct: mean(mine.iter().filter(|r| r.window_ps > 0).map(|r| r.utilization_pct)),
-                clock_offset_ps: profile.clock_offset_ps.get(hi).copied().unwrap_or(0),
-                straggler: false,
-            }
-        })
-        .collect();
+}
+
+/// The rows of a run from its parts (in host order): the hosts against each other, and
+/// every device together.
+pub fn assemble(run: &str, parts: Vec<DevicesPart>) -> Devices {
+    let (mut rows, mut hosts, mut stragglers, mut left) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for p in parts {
+        rows.extend(p.rows);
+        hosts.extend(p.hosts);
+        stragglers.extend(p.stragglers);
+        left.extend(p.left_out);
+    }
     // Hosts against each other.
     let compute: Vec<i64> = hosts.iter().map(|h| h.compute_ps).collect();
     let coll: Vec<i64> = hosts.iter().map(|h| h.collective_ps).collect();
@@ -216,12 +246,12 @@ pub fn devices(profile: &Profile) -> Devices {
     let all = Aggregate {
         device_count: rows.len() as u64,
         working_device_count: rows.iter().filter(|r| r.took_part).count() as u64,
-        host_count: profile.hosts.len() as u64,
+        host_count: hosts.len() as u64,
         busy_ps,
         compute_ps: sum_ps(rows.iter().map(|r| r.compute_ps)),
         collective_ps: sum_ps(rows.iter().map(|r| r.collective_ps)),
-        // The summary's: the mean over the working devices.
-        utilization_pct: model.utilization_pct(),
+        // The summary's: the mean over the working devices (those with a window).
+        utilization_pct: mean(rows.iter().filter(|r| r.took_part && r.window_ps > 0).map(|r| r.utilization_pct)),
         compute_spread_pct: match (compute.first(), compute.last()) {
             (Some(lo), Some(hi)) if median > 0 => pct(hi.saturating_sub(*lo), median),
             _ => 0.0,
@@ -229,12 +259,12 @@ pub fn devices(profile: &Profile) -> Devices {
     };
     Devices {
         schema: "stepscope.devices/1",
-        run: profile.run.clone(),
+        run: run.to_string(),
         devices: rows,
         hosts,
         all,
         stragglers,
-        left_out: left_out(profile),
+        left_out: left,
     }
 }
 

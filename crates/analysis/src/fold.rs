@@ -13,6 +13,7 @@
 use stepscope_model::steps::{RunDecisions, Step, StepSource, StepTiming, StepVotes, Steps};
 use stepscope_model::Profile;
 
+use crate::devices::{Devices, DevicesPart};
 use crate::ops::OpRowsPart;
 use crate::overview::{assemble, in_run_order, Overview, OverviewPart};
 use crate::roofline::{step_flops_with, FlopsPerEvent};
@@ -27,7 +28,7 @@ pub fn overview_by_host<T, E>(
     run: &str,
     hosts: usize,
     top: usize,
-    read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
+    read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<(Overview, Vec<T>), E> {
     let mut rows = OpRowsPart::new(crate::ops::GroupBy::Op);
@@ -63,15 +64,19 @@ pub fn overview_by_host<T, E>(
     Ok((overview, kept))
 }
 
-/// The steps of a run read one host at a time, `read` as [`overview_by_host`] takes
-/// it: each host's, measured under the run's decisions, with their FLOPs, in the order
-/// of the run read whole ([`crate::steps::steps`]).
-pub fn steps_by_host<E>(
-    run: &str,
-    hosts: usize,
-    read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
-) -> Result<Steps, E> {
+/// Reads a host of a run for [`overview_by_host`].
+pub type Reader<'a, E> = dyn FnMut(usize, bool) -> Result<Option<Profile>, E> + 'a;
+
+/// Checks a host once it is summed up (whether its file changed under it).
+pub type Check<'a, E> = dyn Fn(&Profile) -> Result<(), E> + 'a;
+
+/// The steps of a run read one host at a time, `read` and `check` as
+/// [`overview_by_host`] and its `extra` take them: each host's, measured under the
+/// run's decisions, with their FLOPs, in the order of the run read whole
+/// ([`crate::steps::steps`]).
+pub fn steps_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Steps, E> {
     let mut keep = |p: &Profile, part: &OverviewPart| {
+        check(p)?;
         let mut steps = stepscope_model::profile::cached(p).steps.clone();
         for (s, f) in steps.iter_mut().zip(part.step_flops()) {
             s.flops = f.map(|f| f.flops);
@@ -92,6 +97,18 @@ pub fn steps_by_host<E>(
         launches_not_run: overview.launches_not_run,
         steps,
     })
+}
+
+/// The device and host rows of a run read one host at a time, `read` and `check` as
+/// for [`steps_by_host`]: each host's, measured under the run's decisions, the hosts
+/// then set against each other as in the run read whole ([`crate::devices`]).
+pub fn devices_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Devices, E> {
+    let mut keep = |p: &Profile, _: &OverviewPart| {
+        let part = DevicesPart::of(p);
+        check(p).map(|()| part)
+    };
+    let (_, parts) = overview_by_host(run, hosts, 0, read, &mut keep)?;
+    Ok(crate::devices::assemble(run, parts))
 }
 
 /// A host read: its index in the run, its part, what the caller keeps of it, and per

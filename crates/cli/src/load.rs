@@ -70,8 +70,9 @@ pub fn each_host(
 
 /// What the folds of `stepscope_analysis::fold` read hosts with: host `i` read alone,
 /// `None` where it cannot be read the first time, an error where it cannot be read
-/// `again`.
-pub type Reader<'a> = dyn FnMut(usize, bool) -> anyhow::Result<Option<Profile>> + 'a;
+/// `again`. (A file that changed under its map is named once the command is done:
+/// the folds' checks are no-ops here.)
+pub type Reader<'a> = stepscope_analysis::fold::Reader<'a, anyhow::Error>;
 
 /// Reads `input`'s run a host at a time for `sum`, which is given the run's name, its
 /// host count and the [`Reader`] of its hosts (each with the user's `peaks`). A host
@@ -216,6 +217,35 @@ pub fn note_unread(unread: &[stepscope_xspace::discover::Unread], read: usize) -
         );
     }
     Ok(())
+}
+
+/// A command's answer from the run read whole (`whole`, given the profile), or, where
+/// `host_at_a_time` asks or where the run is too large to read whole, read a host at a
+/// time (`by_host`), after a note that says so: the same `same`.
+pub fn whole_or_by_host<T>(
+    input: &Input,
+    select: &Select,
+    host_at_a_time: bool,
+    same: &str,
+    whole: impl FnOnce(Profile) -> anyhow::Result<T>,
+    by_host: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    if host_at_a_time {
+        return by_host();
+    }
+    match profile(input, select) {
+        Ok(p) => whole(p),
+        Err(e) => match too_large(&e) {
+            Some(what) => {
+                errln!(
+                    "stepscope: note: {what}: read a host at a time instead, for the same {same} \
+                     (STEPSCOPE_MEMORY_LIMIT=none reads the hosts together)"
+                );
+                by_host()
+            }
+            None => Err(e),
+        },
+    }
 }
 
 /// Where `e` is a run whose hosts were refused as too large to read together: what it

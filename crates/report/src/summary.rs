@@ -95,8 +95,8 @@ pub fn summary_by_host<E>(
     run: &str,
     hosts: usize,
     top: usize,
-    read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
-    check: &dyn Fn(&Profile) -> Result<(), E>,
+    read: &mut stepscope_analysis::fold::Reader<E>,
+    check: &stepscope_analysis::fold::Check<E>,
 ) -> Result<Summary, E> {
     let mut peaks = |p: &Profile, _: &stepscope_analysis::overview::OverviewPart| {
         let peaks = memory_peaks(&stepscope_analysis::memory::memory(p, None, 0));
@@ -117,7 +117,7 @@ pub fn overview_by_host<E>(
     run: &str,
     hosts: usize,
     top: usize,
-    read: &mut dyn FnMut(usize, bool) -> Result<Option<Profile>, E>,
+    read: &mut stepscope_analysis::fold::Reader<E>,
 ) -> Result<Summary, E> {
     let (overview, _) = stepscope_analysis::fold::overview_by_host(run, hosts, top, read, &mut |_, _| Ok(()))?;
     Ok(Summary { overview, memory_peak: None, findings: Vec::new(), findings_not_judged: None })

@@ -293,8 +293,8 @@ fn host_at_a_time(app: &App, q: &Params, question: String, make: &mut Make) -> R
 }
 
 /// How [`host_at_a_time`] reads a host, and checks it; what sums the hosts up.
-type Reader<'a> = dyn FnMut(usize, bool) -> Result<Option<Profile>, (u16, String)> + 'a;
-type Check<'a> = dyn Fn(&Profile) -> Result<(), (u16, String)> + 'a;
+type Reader<'a> = stepscope_analysis::fold::Reader<'a, (u16, String)>;
+type Check<'a> = stepscope_analysis::fold::Check<'a, (u16, String)>;
 type Make<'a> = dyn FnMut(&Run, &mut Reader, &Check) -> Result<Finish, (u16, String)> + 'a;
 
 /// The steps; of a run too large to read whole, read a host at a time.
@@ -302,12 +302,7 @@ fn steps(app: &App, q: &Params) -> Reply {
     match q.entry(app) {
         Ok(e) => json(e.steps()),
         Err(e) if too_large_whole(&e, q) => host_at_a_time(app, q, "steps/by-host".into(), &mut |run, read, check| {
-            let mut checked = |i: usize, again: bool| {
-                let p = read(i, again)?;
-                p.as_ref().map_or(Ok(()), check)?;
-                Ok(p)
-            };
-            let s = stepscope_analysis::fold::steps_by_host(&run.rel, run.hosts.len(), &mut checked)?;
+            let s = stepscope_analysis::fold::steps_by_host(&run.rel, run.hosts.len(), read, check)?;
             Ok(Box::new(move |_| json(&s)))
         }),
         Err(e) => Err(e),
@@ -522,8 +517,18 @@ fn compile(app: &App, q: &Params) -> Reply {
     json(&compile::compile(&q.entry(app)?.profile))
 }
 
+/// The device and host rows; of a run too large to read whole, read a host at a time.
 fn devices(app: &App, q: &Params) -> Reply {
-    json(&devices::devices(&q.entry(app)?.profile))
+    match q.entry(app) {
+        Ok(e) => json(&devices::devices(&e.profile)),
+        Err(e) if too_large_whole(&e, q) => {
+            host_at_a_time(app, q, "devices/by-host".into(), &mut |run, read, check| {
+                let d = stepscope_analysis::fold::devices_by_host(&run.rel, run.hosts.len(), read, check)?;
+                Ok(Box::new(move |_| json(&d)))
+            })
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// As `stepscope hlo PATH OP --graph [--module M] [--depth N] --json`.

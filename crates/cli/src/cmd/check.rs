@@ -108,24 +108,11 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         }
         limits.push(LimitSpec { metric: "step_time.mean_ps".into(), max: Some(ms * 1e9), min: None });
     }
-    let current = if args.host_at_a_time {
-        host_at_a_time(&args.input)?
-    } else {
-        match load::profile(&args.input, &Select { host: args.host.clone(), top: None }) {
-            Ok(profile) => summary::overview(&profile, 0),
-            // A run too large to read whole is read a host at a time: the same numbers.
-            Err(e) => match load::too_large(&e) {
-                Some(what) => {
-                    errln!(
-                        "stepscope: note: {what}: read a host at a time instead, for the same numbers \
-                         (STEPSCOPE_MEMORY_LIMIT=none reads the hosts together)"
-                    );
-                    host_at_a_time(&args.input)?
-                }
-                None => return Err(e),
-            },
-        }
-    };
+    let select = Select { host: args.host.clone(), top: None };
+    let whole = |profile| Ok(summary::overview(&profile, 0));
+    let current = load::whole_or_by_host(&args.input, &select, args.host_at_a_time, "numbers", whole, || {
+        host_at_a_time(&args.input)
+    })?;
     let gate = check::Gate {
         baseline: baseline.as_ref(),
         max_regression_pct: args.max_regression,

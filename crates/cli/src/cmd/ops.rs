@@ -33,30 +33,16 @@ fn host_at_a_time(ops_args: &OpsArgs, by: GroupBy) -> anyhow::Result<ops::Ops> {
 pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
     let args = &ops_args.common;
     let by = group_by(ops_args.by);
-    let mut result = if ops_args.host_at_a_time {
-        host_at_a_time(ops_args, by)?
-    } else {
-        match load::profile(&args.input, &args.select) {
-            Ok(mut profile) => {
-                profile.set_peaks(ops_args.peaks.user());
-                if let Some(note) = crate::notes::unreadable_hlo_note(&profile) {
-                    errln!("stepscope: note: {note}");
-                }
-                ops::ops(&profile, by, ops_args.depth)
-            }
-            // A run too large to read whole is read a host at a time: the same rows.
-            Err(e) => match load::too_large(&e) {
-                Some(what) => {
-                    errln!(
-                        "stepscope: note: {what}: read a host at a time instead, for the same rows \
-                         (STEPSCOPE_MEMORY_LIMIT=none reads the hosts together)"
-                    );
-                    host_at_a_time(ops_args, by)?
-                }
-                None => return Err(e),
-            },
+    let whole = |mut profile: stepscope_analysis::Profile| {
+        profile.set_peaks(ops_args.peaks.user());
+        if let Some(note) = crate::notes::unreadable_hlo_note(&profile) {
+            errln!("stepscope: note: {note}");
         }
+        Ok(ops::ops(&profile, by, ops_args.depth))
     };
+    let mut result = load::whole_or_by_host(&args.input, &args.select, ops_args.host_at_a_time, "rows", whole, || {
+        host_at_a_time(ops_args, by)
+    })?;
     let all_rows = result.ops.len();
     let largest = result.ops.iter().map(|r| r.self_ps).max();
     if let Some(min) = ops_args.min_self {

@@ -23,7 +23,7 @@ pub struct StepsArgs {
 /// `--host-at-a-time`: the run's steps, one host in memory at a time.
 fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<steps::Steps> {
     let (s, _) = load::host_at_a_time(&cost_args.common.input, cost_args.peaks.user(), |run, hosts, read| {
-        stepscope_analysis::fold::steps_by_host(run, hosts, read)
+        stepscope_analysis::fold::steps_by_host(run, hosts, read, &|_| Ok(()))
     })?;
     Ok(s)
 }
@@ -31,27 +31,13 @@ fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<steps::Steps> {
 pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
     let cost_args = &steps_args.cost;
     let args = &cost_args.common;
-    let mut s = if steps_args.host_at_a_time {
-        host_at_a_time(cost_args)?
-    } else {
-        match load::profile(&args.input, &args.select) {
-            Ok(mut profile) => {
-                profile.set_peaks(cost_args.peaks.user());
-                steps::steps(&profile)
-            }
-            // A run too large to read whole is read a host at a time: the same steps.
-            Err(e) => match load::too_large(&e) {
-                Some(what) => {
-                    errln!(
-                        "stepscope: note: {what}: read a host at a time instead, for the same steps \
-                         (STEPSCOPE_MEMORY_LIMIT=none reads the hosts together)"
-                    );
-                    host_at_a_time(cost_args)?
-                }
-                None => return Err(e),
-            },
-        }
+    let whole = |mut profile: stepscope_analysis::Profile| {
+        profile.set_peaks(cost_args.peaks.user());
+        Ok(steps::steps(&profile))
     };
+    let mut s = load::whole_or_by_host(&args.input, &args.select, steps_args.host_at_a_time, "steps", whole, || {
+        host_at_a_time(cost_args)
+    })?;
     let all = s.steps.len();
     // `--top N`: the N slowest steps, in step order.
     if let Some(n) = args.select.top.filter(|&n| n > 0 && n < all) {

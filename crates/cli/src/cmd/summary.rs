@@ -33,27 +33,14 @@ pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
         return per_host(cost_args);
     }
     let args = &cost_args.common;
-    let s = if summary_args.host_at_a_time {
-        host_at_a_time(cost_args)?
-    } else {
-        match load::profile(&args.input, &args.select) {
-            Ok(mut profile) => {
-                profile.set_peaks(cost_args.peaks.user());
-                summary::summary(&profile, args.select.rows())
-            }
-            // A run too large to read whole is read a host at a time: the same numbers.
-            Err(e) => match load::too_large(&e) {
-                Some(what) => {
-                    errln!(
-                        "stepscope: note: {what}: read a host at a time instead, for the same numbers; the findings \
-                         are each host's: `summary --per-host` (STEPSCOPE_MEMORY_LIMIT=none reads the hosts together)"
-                    );
-                    host_at_a_time(cost_args)?
-                }
-                None => return Err(e),
-            },
-        }
+    let same = "numbers; the findings are each host's: `summary --per-host`";
+    let whole = |mut profile: stepscope_analysis::Profile| {
+        profile.set_peaks(cost_args.peaks.user());
+        Ok(summary::summary(&profile, args.select.rows()))
     };
+    let s = load::whole_or_by_host(&args.input, &args.select, summary_args.host_at_a_time, same, whole, || {
+        host_at_a_time(cost_args)
+    })?;
     if args.output.json {
         outln!("{}", serde_json::to_string(&s)?);
     } else if args.output.csv {
@@ -282,7 +269,6 @@ fn print_breakdown(s: &Summary) {
 /// `--host-at-a-time`: the run's summary, one host in memory at a time.
 fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<Summary> {
     let args = &cost_args.common;
-    // A file that changed under its map is named once the command is done (lib.rs).
     let (mut s, unread) = load::host_at_a_time(&args.input, cost_args.peaks.user(), |run, hosts, read| {
         summary::summary_by_host(run, hosts, args.select.rows(), read, &|_| Ok(()))
     })?;
