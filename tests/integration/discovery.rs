@@ -375,6 +375,35 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
     );
 }
 
+/// A run read a host at a time leaves out a host whose file is cut short, as the run
+/// read whole does, and says so; where no host can be read, the first one's error.
+#[test]
+fn a_run_read_a_host_at_a_time_leaves_out_a_host_it_cannot_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &THREE_CPU_HOSTS);
+    let dir = tmp.path().to_str().unwrap();
+    let cut = run.join("b.xplane.pb");
+    let whole = std::fs::read(&cut).unwrap();
+    std::fs::write(&cut, &whole[..whole.len() / 3]).unwrap();
+    let by_host = stepscope(&["summary", dir, "--json", "--host-at-a-time"]);
+    assert!(by_host.status.success());
+    let note = String::from_utf8_lossy(&by_host.stderr);
+    assert!(note.contains("stepscope: note: host b was not read ("), "{note}");
+    let by_host: serde_json::Value = serde_json::from_slice(&by_host.stdout).unwrap();
+    assert_eq!(by_host["hosts_unread"][0]["host"], "b");
+    assert_eq!(by_host["environment"]["hosts"], serde_json::json!(["a", "c"]));
+    assert_eq!(without_findings(by_host), without_findings(json(&["summary", dir])));
+    for host in ["a", "c"] {
+        std::fs::write(run.join(format!("{host}.xplane.pb")), &whole[..whole.len() / 3]).unwrap();
+    }
+    let out = stepscope(&["steps", dir, "--host-at-a-time"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("a.xplane.pb is not a readable profile: the file ends early"), "{err}");
+    assert_eq!(err, String::from_utf8_lossy(&stepscope(&["steps", dir]).stderr));
+    assert!(out.stdout.is_empty());
+}
+
 /// `summary --per-host`: a row per host, each exactly `summary --host HOST`, and the
 /// spread of the hosts' median steps named by its slowest host.
 #[test]
