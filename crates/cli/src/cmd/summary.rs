@@ -180,7 +180,7 @@ fn print_text(s: &Summary) {
     }
     if let Some(why) = s.findings_not_judged {
         outln!();
-        outln!("{}", human::wrap("", &format!("FINDINGS  not judged: {why}"), crate::table::prose_width()));
+        out!("{}", human::wrap("", &format!("FINDINGS  not judged: {why}"), crate::table::prose_width()));
     }
     if !s.findings.is_empty() {
         outln!();
