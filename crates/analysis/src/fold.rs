@@ -14,7 +14,7 @@ use stepscope_model::steps::{RunDecisions, Step, StepSource, StepTiming, StepVot
 use stepscope_model::Profile;
 
 use crate::devices::{Devices, DevicesPart};
-use crate::ops::OpRowsPart;
+use crate::ops::{GroupBy, OpRowsPart, Ops};
 use crate::overview::{assemble, in_run_order, Overview, OverviewPart};
 use crate::roofline::{step_flops_with, FlopsPerEvent};
 
@@ -31,13 +31,27 @@ pub fn overview_by_host<T, E>(
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<(Overview, Vec<T>), E> {
-    let mut rows = OpRowsPart::new(crate::ops::GroupBy::Op);
+    fold(run, hosts, top, true, read, extra)
+}
+
+/// [`overview_by_host`]; without `ops`, no op rows are summed: the overview has no top
+/// ops and no FLOPs, for callers that read only the hosts' parts under the run's
+/// decisions.
+fn fold<T, E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    ops: bool,
+    read: &mut Reader<E>,
+    extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
+) -> Result<(Overview, Vec<T>), E> {
+    let mut rows = OpRowsPart::new(GroupBy::Op);
     let mut read_hosts: Vec<Host<T>> = Vec::new();
     for i in 0..hosts {
         let Some(profile) = read(i, false)? else { continue };
-        let ops = OpRowsPart::of(&profile);
+        let ops = if ops { OpRowsPart::of(&profile) } else { OpRowsPart::new(GroupBy::Op) };
         let flops = ops.flops_per_event();
-        let part = measure(&profile, &per_event(&ops, &flops));
+        let part = measure(&profile, &by_name(&ops, flops.iter().copied().enumerate(), false));
         let kept = extra(&profile, &part)?;
         drop(profile);
         let at = rows.add(ops);
@@ -45,7 +59,7 @@ pub fn overview_by_host<T, E>(
     }
     let decided = decide(read_hosts.iter().map(|h| &h.part));
     let flops = rows.flops_per_event();
-    let run_rows = per_event(&rows, &flops);
+    let run_rows = by_name(&rows, flops.iter().copied().enumerate(), false);
     for h in &mut read_hosts {
         let p = &h.part;
         let same = Some(p.source) == decided.source
@@ -107,8 +121,29 @@ pub fn devices_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: 
         let part = DevicesPart::of(p);
         check(p).map(|()| part)
     };
-    let (_, parts) = overview_by_host(run, hosts, 0, read, &mut keep)?;
+    // Device rows read no FLOPs: no op rows are summed.
+    let (_, parts) = fold(run, hosts, 0, false, read, &mut keep)?;
     Ok(crate::devices::assemble(run, parts))
+}
+
+/// The op profile of a run read one host at a time, grouped `by` (scopes cut at
+/// `scope_depth`), `read` and `check` as for [`steps_by_host`]: each host's rows summed
+/// as the run read whole sums them ([`OpRowsPart`]). It depends on no decision of the
+/// run: each host is read once.
+pub fn ops_by_host<E>(
+    hosts: usize,
+    by: GroupBy,
+    scope_depth: usize,
+    read: &mut Reader<E>,
+    check: &Check<E>,
+) -> Result<Ops, E> {
+    let mut rows = OpRowsPart::new(by);
+    for i in 0..hosts {
+        let Some(profile) = read(i, false)? else { continue };
+        rows.add(OpRowsPart::grouped(&profile, by, scope_depth));
+        check(&profile)?;
+    }
+    Ok(rows.finish())
 }
 
 /// A host read: its index in the run, its part, what the caller keeps of it, and per
@@ -128,13 +163,23 @@ fn measure(profile: &Profile, per_event: &FlopsPerEvent) -> OverviewPart {
     OverviewPart::of(profile, step_flops_with(profile, steps, per_event))
 }
 
-/// The FLOPs per event of the rows of `part` (`flops`, per row).
-fn per_event<'r>(part: &'r OpRowsPart, flops: &[Option<f64>]) -> FlopsPerEvent<'r> {
+/// Per op name (module, name): each program's FLOPs per event, from `flops` (rows of
+/// `part` by index, each with its FLOPs per event where it has them); with `every_name`,
+/// the names of rows without FLOPs too (an empty list).
+fn by_name<'r>(
+    part: &'r OpRowsPart,
+    flops: impl Iterator<Item = (usize, Option<f64>)>,
+    every_name: bool,
+) -> FlopsPerEvent<'r> {
     let mut out = FlopsPerEvent::default();
-    for (at, f) in flops.iter().enumerate() {
+    for (at, f) in flops {
         let (module, name, program) = part.key(at);
-        if let Some(f) = f {
-            out.entry((module, name)).or_default().push((program, *f));
+        match f {
+            Some(f) => out.entry((module, name)).or_default().push((program, f)),
+            None if every_name => {
+                out.entry((module, name)).or_default();
+            }
+            None => {}
         }
     }
     out
@@ -143,14 +188,7 @@ fn per_event<'r>(part: &'r OpRowsPart, flops: &[Option<f64>]) -> FlopsPerEvent<'
 /// Whether a host's rows (`mine`: the run's row each was added to, and its FLOPs per
 /// event alone) give each op name the FLOPs per event the run's rows give it.
 fn same_flops(rows: &OpRowsPart, mine: &[(usize, Option<f64>)], run: &FlopsPerEvent) -> bool {
-    let mut alone: FlopsPerEvent = FlopsPerEvent::default();
-    for &(at, f) in mine {
-        let (module, name, program) = rows.key(at);
-        let slot = alone.entry((module, name)).or_default();
-        if let Some(f) = f {
-            slot.push((program, f));
-        }
-    }
+    let alone = by_name(rows, mine.iter().copied(), true);
     let sorted = |v: &[(Option<u64>, f64)]| {
         let mut v: Vec<(Option<u64>, u64)> = v.iter().map(|&(p, f)| (p, f.to_bits())).collect();
         v.sort_unstable();

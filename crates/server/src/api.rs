@@ -232,36 +232,51 @@ fn runs(app: &App, _: &Params) -> Reply {
 /// The summary; of a run too large to read whole, read a host at a time (as the CLI's
 /// `summary` reads it).
 fn summary(app: &App, q: &Params) -> Reply {
+    let top = q.top()?;
+    whole_or_by_host(
+        app,
+        q,
+        |e| json(&summary::summary(&e.profile, top)),
+        format!("summary/by-host?top={top}"),
+        |run, read, check| summary::summary_by_host(&run.rel, run.hosts.len(), top, read, check),
+        |mut s, unread| {
+            s.overview.hosts_unread = unread;
+            json(&s)
+        },
+    )
+}
+
+/// The steps; of a run too large to read whole, read a host at a time.
+fn steps(app: &App, q: &Params) -> Reply {
+    whole_or_by_host(
+        app,
+        q,
+        |e| json(e.steps()),
+        "steps/by-host".into(),
+        |run, read, check| stepscope_analysis::fold::steps_by_host(&run.rel, run.hosts.len(), read, check),
+        |s, _| json(&s),
+    )
+}
+
+/// `whole` of the run `q` names, loaded; where it is too large to read whole (and `q`
+/// asks for no one host), read a host at a time (as the CLI's `--host-at-a-time`),
+/// made once per run as its files are now and kept under `question` (a pod's hosts
+/// take a while): `make` sums the hosts up with the reader the folds take (each host
+/// read alone, not kept) and a check that a host's file did not change under it;
+/// `finish` answers from the sum and the hosts that could not be read.
+fn whole_or_by_host<T>(
+    app: &App,
+    q: &Params,
+    whole: impl FnOnce(&Entry) -> Reply,
+    question: String,
+    make: impl FnOnce(&Run, &mut Reader, &Check) -> Result<T, (u16, String)>,
+    finish: impl FnOnce(T, Vec<Unread>) -> Reply,
+) -> Reply {
     match q.entry(app) {
-        Ok(e) => json(&summary::summary(&e.profile, q.top()?)),
-        Err(e) if too_large_whole(&e, q) => {
-            let top = q.top()?;
-            host_at_a_time(app, q, format!("summary/by-host?top={top}"), &mut |run, read, check| {
-                let mut s = summary::summary_by_host(&run.rel, run.hosts.len(), top, read, check)?;
-                Ok(Box::new(move |unread| {
-                    s.overview.hosts_unread = unread;
-                    json(&s)
-                }))
-            })
-        }
-        Err(e) => Err(e),
+        Ok(e) => return whole(&e),
+        Err(e) if e.status == 507 && q.str("host").is_none_or(str::is_empty) => {}
+        Err(e) => return Err(e),
     }
-}
-
-/// Whether `e` refused a whole run as too large to read together, where `q` asks for
-/// the whole run: then what can be read a host at a time is.
-fn too_large_whole(e: &ApiError, q: &Params) -> bool {
-    e.status == 507 && q.str("host").is_none_or(str::is_empty)
-}
-
-/// What a run read a host at a time makes: given the hosts not read, its answer.
-type Finish = Box<dyn FnOnce(Vec<Unread>) -> Reply>;
-
-/// The answer of `q`'s run read a host at a time (as the CLI's `--host-at-a-time`), made
-/// once per run as its files are now and kept (a pod's hosts take a while): `make`
-/// sums the hosts up with the reader the folds take (each host read alone, not kept,
-/// then dropped) and a check that its file did not change under it.
-fn host_at_a_time(app: &App, q: &Params, question: String, make: &mut Make) -> Reply {
     let run = app.root.run(q.str("run").filter(|r| !r.is_empty())).map_err(ApiError::not_found)?;
     let made = app.cache.answer(&run, question, || {
         let mut unread = Vec::new();
@@ -281,33 +296,20 @@ fn host_at_a_time(app: &App, q: &Params, question: String, make: &mut Make) -> R
                 Err((409, changed_message(&hosts, &run.rel)))
             }
         };
-        let finish = make(&run, &mut read, &check)?;
+        let sum = make(&run, &mut read, &check)?;
         if unread.len() == run.hosts.len() {
             return Err((404, unread.first().map(|u| u.error.clone()).unwrap_or_default()));
         }
         // A host not read now (its file cut) may be read on the next request.
         let keep = unread.is_empty();
-        Ok((finish(unread).map_err(|e| (e.status, e.message))?, keep))
+        Ok((finish(sum, unread).map_err(|e| (e.status, e.message))?, keep))
     });
     made.map(|body| body.to_vec()).map_err(|(status, message)| ApiError { status, message })
 }
 
-/// How [`host_at_a_time`] reads a host, and checks it; what sums the hosts up.
+/// How [`whole_or_by_host`] reads a host, and checks it.
 type Reader<'a> = stepscope_analysis::fold::Reader<'a, (u16, String)>;
 type Check<'a> = stepscope_analysis::fold::Check<'a, (u16, String)>;
-type Make<'a> = dyn FnMut(&Run, &mut Reader, &Check) -> Result<Finish, (u16, String)> + 'a;
-
-/// The steps; of a run too large to read whole, read a host at a time.
-fn steps(app: &App, q: &Params) -> Reply {
-    match q.entry(app) {
-        Ok(e) => json(e.steps()),
-        Err(e) if too_large_whole(&e, q) => host_at_a_time(app, q, "steps/by-host".into(), &mut |run, read, check| {
-            let s = stepscope_analysis::fold::steps_by_host(&run.rel, run.hosts.len(), read, check)?;
-            Ok(Box::new(move |_| json(&s)))
-        }),
-        Err(e) => Err(e),
-    }
-}
 
 /// As `stepscope summary PATH --per-host --json`: each host read alone (through the
 /// cache, as the host picker reads it: its last few hosts stay loaded), one at a time.
@@ -364,27 +366,18 @@ fn scopes(app: &App, q: &Params) -> Reply {
 /// The op profile; of a run too large to read whole, read a host at a time.
 fn ops(app: &App, q: &Params) -> Reply {
     let (by, depth, top) = (q.group_by()?, q.opt("depth", 0)?, q.top()?);
-    let mut result = match q.entry(app) {
-        Ok(e) => ops::ops(&e.profile, by, depth),
-        Err(e) if too_large_whole(&e, q) => {
-            let question = format!("ops/by-host?by={by:?}&depth={depth}&top={top}");
-            return host_at_a_time(app, q, question, &mut |run, read, check| {
-                let mut rows = ops::OpRowsPart::new(by);
-                for i in 0..run.hosts.len() {
-                    if let Some(p) = read(i, false)? {
-                        rows.add(ops::OpRowsPart::grouped(&p, by, depth));
-                        check(&p)?;
-                    }
-                }
-                let mut all = rows.finish();
-                all.ops.truncate(top);
-                Ok(Box::new(move |_| json(&all)))
-            });
-        }
-        Err(e) => return Err(e),
+    let top_rows = |mut result: ops::Ops| {
+        result.ops.truncate(top);
+        json(&result)
     };
-    result.ops.truncate(top);
-    json(&result)
+    whole_or_by_host(
+        app,
+        q,
+        |e| top_rows(ops::ops(&e.profile, by, depth)),
+        format!("ops/by-host?by={by:?}&depth={depth}&top={top}"),
+        |run, read, check| stepscope_analysis::fold::ops_by_host(run.hosts.len(), by, depth, read, check),
+        |all, _| top_rows(all),
+    )
 }
 
 fn kernels(app: &App, q: &Params) -> Reply {
@@ -519,16 +512,14 @@ fn compile(app: &App, q: &Params) -> Reply {
 
 /// The device and host rows; of a run too large to read whole, read a host at a time.
 fn devices(app: &App, q: &Params) -> Reply {
-    match q.entry(app) {
-        Ok(e) => json(&devices::devices(&e.profile)),
-        Err(e) if too_large_whole(&e, q) => {
-            host_at_a_time(app, q, "devices/by-host".into(), &mut |run, read, check| {
-                let d = stepscope_analysis::fold::devices_by_host(&run.rel, run.hosts.len(), read, check)?;
-                Ok(Box::new(move |_| json(&d)))
-            })
-        }
-        Err(e) => Err(e),
-    }
+    whole_or_by_host(
+        app,
+        q,
+        |e| json(&devices::devices(&e.profile)),
+        "devices/by-host".into(),
+        |run, read, check| stepscope_analysis::fold::devices_by_host(&run.rel, run.hosts.len(), read, check),
+        |d, _| json(&d),
+    )
 }
 
 /// As `stepscope hlo PATH OP --graph [--module M] [--depth N] --json`.

@@ -12,22 +12,22 @@ use crate::table::{csv, Table};
 /// `--host-at-a-time`: the run's op profile, one host in memory at a time: each host's
 /// rows summed ([`ops::OpRowsPart`]), as the run read whole sums them.
 fn host_at_a_time(ops_args: &OpsArgs, by: GroupBy) -> anyhow::Result<ops::Ops> {
-    let mut notes = Vec::new();
-    let (rows, _) = load::host_at_a_time(&ops_args.common.input, ops_args.peaks.user(), |_, hosts, read| {
-        let mut rows = ops::OpRowsPart::new(by);
-        for i in 0..hosts {
-            let Some(profile) = read(i, false)? else { continue };
-            if let Some(note) = crate::notes::unreadable_hlo_note(&profile).filter(|n| !notes.contains(n)) {
-                notes.push(note);
-            }
-            rows.add(ops::OpRowsPart::grouped(&profile, by, ops_args.depth));
+    // Each host's note that its HLO cannot be read, once.
+    let notes = std::cell::RefCell::new(Vec::new());
+    let note = |profile: &stepscope_analysis::Profile| {
+        let mut notes = notes.borrow_mut();
+        if let Some(n) = crate::notes::unreadable_hlo_note(profile).filter(|n| !notes.contains(n)) {
+            notes.push(n);
         }
-        Ok(rows)
+        Ok(())
+    };
+    let (result, _) = load::host_at_a_time(&ops_args.common.input, ops_args.peaks.user(), |_, hosts, read| {
+        stepscope_analysis::fold::ops_by_host(hosts, by, ops_args.depth, read, &note)
     })?;
-    for note in notes {
-        errln!("stepscope: note: {note}");
+    for n in notes.into_inner() {
+        errln!("stepscope: note: {n}");
     }
-    Ok(rows.finish())
+    Ok(result)
 }
 
 pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
