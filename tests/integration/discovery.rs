@@ -250,7 +250,7 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         assert!(out.stdout.is_empty());
         err
     };
-    let err = one_line_error(&with_limit("30MB", &["advise", dir, "--json"]));
+    let err = one_line_error(&with_limit("30MB", &["collectives", dir, "--json"]));
     assert_eq!(
         err.split(" — ").next().unwrap(),
         format!(
@@ -260,19 +260,20 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
     );
     assert!(err.contains("`summary --per-host`") && err.contains("STEPSCOPE_MEMORY_LIMIT=none"), "{err}");
     // `summary` reads the run a host at a time instead, with a note that says so: the
-    // run's numbers, as read whole (the findings are each host's, not judged here).
+    // run's numbers and findings, as read whole.
     for format in [&["--json"][..], &[]] {
         let out = with_limit("30MB", &[&["summary", dir][..], format].concat());
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let note = String::from_utf8_lossy(&out.stderr);
         assert!(note.starts_with("stepscope: note: reading the run's 30 hosts together needs about "), "{note}");
-        assert!(note.contains("read a host at a time instead, for the same numbers"), "{note}");
+        assert!(note.contains("read a host at a time instead, for the same numbers and findings"), "{note}");
         let asked = stepscope(&[&["summary", dir, "--host-at-a-time"][..], format].concat());
         assert!(out.stdout == asked.stdout, "{format:?}");
     }
-    // So do `ops`, `steps`, `devices` and `check`.
+    // So do `advise`, `ops`, `steps`, `devices` and `check`.
     for (args, same) in [
-        (&["ops", dir, "--json", "--by", "module"][..], "rows"),
+        (&["advise", dir, "--json"][..], "findings"),
+        (&["ops", dir, "--json", "--by", "module"], "rows"),
         (&["steps", dir, "--csv"], "steps"),
         (&["devices", dir, "--json"], "rows"),
         (&["check", dir, "--max-step-ms", "1000", "--json"], "numbers"),
@@ -284,8 +285,7 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
     }
     let by_host: serde_json::Value =
         serde_json::from_slice(&with_limit("30MB", &["summary", dir, "--json"]).stdout).unwrap();
-    assert_eq!(without_findings(by_host.clone()), without_findings(json(&["summary", dir])));
-    assert!(by_host["findings_not_judged"].as_str().unwrap().contains("`summary --per-host`"));
+    assert_eq!(read_whole(by_host.clone()), json(&["summary", dir]));
     assert_eq!(by_host["environment"]["hosts"].as_array().unwrap().len(), 30);
     // A host at a time fits, and answers as without the limit.
     for args in [&["summary", dir, "--per-host", "--json"][..], &["steps", dir, "--host", "h7", "--json"]] {
@@ -306,11 +306,11 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
     assert!(err.contains("STEPSCOPE_MEMORY_LIMIT=\"lots\" is not an amount of memory — give bytes"), "{err}");
 }
 
-/// A summary without its findings (and the note of why there are none).
-fn without_findings(mut s: serde_json::Value) -> serde_json::Value {
+/// A summary read a host at a time, less what says so: the summary of the run read
+/// whole, where the fold is right.
+fn read_whole(mut s: serde_json::Value) -> serde_json::Value {
     let o = s.as_object_mut().unwrap();
-    o.remove("findings");
-    o.remove("findings_not_judged");
+    assert_eq!(o.remove("read_a_host_at_a_time"), Some(serde_json::Value::Bool(true)));
     s
 }
 
@@ -323,14 +323,23 @@ fn without_findings(mut s: serde_json::Value) -> serde_json::Value {
 /// were taken over: the summaries of those hosts alone differ from their share.
 #[test]
 fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
-    let mixes: [&[&str]; 5] = [
+    let mixes: [&[&str]; 9] = [
         &["gpu-sync", "gpu-nosync", "gpu-unannotated"],
         &["gpu-nosync", "gpu-nosync-cut", "gpu-sync"],
         &["cpu-clean", "cpu-slow", "cpu-dp4"],
         &["tpu-v6e-inference", "cpu-transformer", "rocm-mi300x-conv-2gpu"],
         &["gpu-programs", "gpu-transformer", "gpu-cudnn-attention", "gpu-scan"],
+        &["gpu-bf16", "gpu-nocb", "gpu-async"],
+        &["gpu-compile", "cpu-compile", "cpu-device-put"],
+        &["rocm-mi300x-gemm", "rocm-mi300x-conv-2gpu"],
+        &["cpu-host-tracer-off", "cpu-jax0431"],
     ];
-    let mut differed_alone = Vec::new();
+    // Every rule at its hair trigger, so that each cites its evidence.
+    let th = tempfile::tempdir().unwrap();
+    let hair_trigger = th.path().join("thresholds.toml");
+    std::fs::write(&hair_trigger, HAIR_TRIGGER).unwrap();
+    let hair_trigger = hair_trigger.to_str().unwrap();
+    let (mut differed_alone, mut judged) = (Vec::new(), std::collections::BTreeSet::new());
     for mix in mixes {
         let tmp = tempfile::tempdir().unwrap();
         let names: Vec<String> = (0..mix.len()).map(|i| format!("h{i}")).collect();
@@ -338,8 +347,20 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
         run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &hosts);
         let dir = tmp.path().to_str().unwrap();
         let whole = json(&["summary", dir]);
-        let by_host = json(&["summary", dir, "--host-at-a-time"]);
-        assert_eq!(without_findings(by_host.clone()), without_findings(whole.clone()), "{mix:?}");
+        // The summary whole, its findings too.
+        assert_eq!(read_whole(json(&["summary", dir, "--host-at-a-time"])), whole, "{mix:?}");
+        for th in [&[][..], &["--thresholds", hair_trigger][..]] {
+            let advise = |more: &[&str]| ok(&[&["advise", dir, "--json"][..], th, more].concat());
+            let by_host = advise(&["--host-at-a-time"]);
+            assert_eq!(by_host, advise(&[]), "{mix:?} {th:?}");
+            let by_host: serde_json::Value = serde_json::from_str(&by_host).unwrap();
+            judged.extend(
+                by_host["findings"].as_array().unwrap().iter().map(|f| f["rule"].as_str().unwrap().to_string()),
+            );
+        }
+        if whole["step_count"] == 0 {
+            continue;
+        }
         // Every row of the op profile, by op; on CPU and GPU hosts, in every grouping.
         let groupings: &[&str] = if mix.len() == 4 || mix[0] == "cpu-clean" {
             &["op", "category", "module", "scope", "line", "stack"]
@@ -354,8 +375,6 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
             let by_host = ok(&[command, dir, "--json", "--host-at-a-time"]);
             assert_eq!(by_host, ok(&[command, dir, "--json"]), "{mix:?} {command}");
         }
-        assert!(whole["step_count"].as_u64().unwrap() > 0, "{mix:?}");
-        assert_eq!(by_host["findings"], serde_json::json!([]));
         for host in &names {
             let alone = json(&["summary", dir, "--host", host]);
             if alone["step_source"] != whole["step_source"] || alone["step_timing"] != whole["step_timing"] {
@@ -373,7 +392,24 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
         differed_alone.iter().any(|d| d.starts_with(r#"["gpu-nosync", "gpu-nosync-cut", "gpu-sync"]"#)),
         "{differed_alone:?}"
     );
+    // Every rule judged a run read a host at a time; `truncated` (no fixture is) has
+    // the facts of a run read whole.
+    let rules = crate::util::root().join("crates/judge/src/rules");
+    let every: std::collections::BTreeSet<String> = (std::fs::read_dir(rules).unwrap())
+        .map(|f| f.unwrap().file_name().to_string_lossy().trim_end_matches(".rs").replace('_', "-"))
+        .filter(|id| id != "mod")
+        .collect();
+    let not_judged: Vec<&String> = every.difference(&judged).collect();
+    assert_eq!(not_judged, ["truncated"], "{judged:?}");
 }
+
+/// Thresholds every rule crosses where it can.
+const HAIR_TRIGGER: &str =
+    "utilization_pct = 100.0\nhost_overhead_pct = 0.0\nlaunch_queued_pct = 0.0\ncompile_s = 0.0\n\
+    small_op_us = 100000.0\nsmall_op_share_pct = 0.0\nsmall_op_time_pct = 0.0\ndispatches_per_step = 0.0\n\
+    copies_pct = 0.0\ndominant_op_pct = 0.0\ncollectives_exposed_pct = 0.0\nasync_wait_pct = 0.0\n\
+    runtime_overhead_pct = 0.0\nmemory_capacity_pct = 0.0\nmemory_bandwidth_pct = 100.0\noccupancy_pct = 100.0\n\
+    bandwidth_min_op_us = 0.0\nstep_jitter_pct = 0.0\ninput_bound_pct = 0.0\nmin_steps = 1000\nstraggler_pct = 0.0\n";
 
 /// A run read a host at a time leaves out a host whose file is cut short, as the run
 /// read whole does, and says so; where no host can be read, the first one's error.
@@ -392,7 +428,7 @@ fn a_run_read_a_host_at_a_time_leaves_out_a_host_it_cannot_read() {
     let by_host: serde_json::Value = serde_json::from_slice(&by_host.stdout).unwrap();
     assert_eq!(by_host["hosts_unread"][0]["host"], "b");
     assert_eq!(by_host["environment"]["hosts"], serde_json::json!(["a", "c"]));
-    assert_eq!(without_findings(by_host), without_findings(json(&["summary", dir])));
+    assert_eq!(read_whole(by_host), json(&["summary", dir]));
     for host in ["a", "c"] {
         std::fs::write(run.join(format!("{host}.xplane.pb")), &whole[..whole.len() / 3]).unwrap();
     }

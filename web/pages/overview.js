@@ -11,12 +11,12 @@ export const title = 'Overview';
 export async function render(view, ctx) {
   const got = await Promise.allSettled([ctx.get('summary'), ctx.get('steps'), ctx.get('advise')]);
   const failed = got.find(g => g.status === 'rejected');
-  // A run whose hosts do not fit in memory together (507): its summary and steps are
-  // read a host at a time (the run's numbers, no findings); its findings are each host's.
+  // A run whose hosts do not fit in memory together (507) is not read whole: its
+  // summary, steps and findings are read a host at a time (the run's numbers).
   const tooLarge = failed && failed.reason.status === 507 && !ctx.params.get('host');
   if (failed && !tooLarge) throw failed.reason;
   if (ctx.stale()) return;
-  if (tooLarge && got[0].status === 'rejected') {
+  if (tooLarge) {
     // Not even a host at a time: each host, read alone.
     const title = el('h1', {}, 'Run');
     view.append(title, el('p', { class: 'error', id: 'run-too-large' },
@@ -28,10 +28,10 @@ export async function render(view, ctx) {
   const [s, st, adv] = got.map(g => g.value);
   const t = s.step_time;
   view.append(el('h1', {}, `Run ${s.run}`));
-  if (tooLarge) {
+  if (s.read_a_host_at_a_time) {
     view.append(el('p', { class: 'muted', id: 'run-too-large' },
-      `${failed.reason.message.split(' — ')[0]}: read a host at a time, for the same numbers; `
-      + 'each host’s findings are a click away in the table of hosts below.'));
+      'Too large to read whole: read a host at a time, for the same numbers and findings; '
+      + 'the other pages read one host, a click away in the table of hosts below.'));
   }
   // Without steps there is no step time: "—", and utilisation is over each device's span.
   const stepped = s.step_count > 0;
@@ -73,14 +73,9 @@ export async function render(view, ctx) {
     view.append(el('p', { class: 'unread-host' }, `host ${u.host} was not read: ${u.error} — the numbers are the other hosts'`));
   }
 
-  if (adv) {
-    view.append(el('h2', {}, `Findings (${adv.findings.length})`));
-    if (!adv.findings.length) view.append(el('p', { class: 'muted', id: 'no-findings' }, 'no findings: every rule is within its threshold'));
-    view.append(el('div', { class: 'findings' }, ...adv.findings.map(findingBox)));
-  } else {
-    view.append(el('h2', {}, 'Findings'));
-    view.append(el('p', { class: 'muted', id: 'findings-not-judged' }, `not judged: ${s.findings_not_judged || 'the run could not be read whole'}`));
-  }
+  view.append(el('h2', {}, `Findings (${adv.findings.length})`));
+  if (!adv.findings.length) view.append(el('p', { class: 'muted', id: 'no-findings' }, 'no findings: every rule is within its threshold'));
+  view.append(el('div', { class: 'findings' }, ...adv.findings.map(findingBox)));
 
   const b = s.breakdown;
   view.append(el('h2', {}, 'Average step breakdown'));

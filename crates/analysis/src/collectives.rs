@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use stepscope_model::device_time::{DeviceTimeline, Part};
+use stepscope_model::device_time::Part;
 use stepscope_model::stats::{pct, sum_ps, Intervals};
 use stepscope_model::{Device, OpEvent, Profile};
 
@@ -153,116 +153,196 @@ fn runs<'a>(profile: &Profile, d: &Device<'a>) -> Vec<Run<'a>> {
 
 /// Builds the collectives analysis.
 pub fn collectives(profile: &Profile) -> Collectives {
-    #[derive(Default)]
-    struct Acc {
-        kind: &'static str,
-        is_async: bool,
-        count: u64,
-        devices: Vec<String>,
-        total: i64,
-        overlapped: i64,
-        max: i64,
-        in_flight: i64,
-        compute_in_flight: i64,
-        /// The transfers' own time, whole (not cut to the windows).
-        transfer: i64,
+    assemble(&profile.run, CollectivesPart::of(profile))
+}
+
+/// The collectives of some hosts of a run, summed per op, before the ops are ranked
+/// ([`assemble`]): a run read a host at a time adds up each host's.
+#[derive(Default)]
+pub struct CollectivesPart {
+    /// Per (op name, module), in the order first seen.
+    rows: Vec<((String, String), Acc)>,
+    at: HashMap<(String, String), usize>,
+    total_ps: i64,
+    exposed_ps: i64,
+    outside_window_ps: i64,
+}
+
+/// One collective op's executions, summed.
+#[derive(Default)]
+struct Acc {
+    kind: &'static str,
+    is_async: bool,
+    count: u64,
+    devices: Vec<String>,
+    total: i64,
+    overlapped: i64,
+    max: i64,
+    in_flight: i64,
+    compute_in_flight: i64,
+    /// The transfers' own time, whole (not cut to the windows).
+    transfer: i64,
+    /// What the HLO of the first host that ran it says: the instruction's category
+    /// where it is a collective (`None` inside: found, not a collective), and the shape
+    /// its bytes are counted from.
+    hlo: Option<Option<String>>,
+    shape: Option<crate::cost::CollectiveShape>,
+}
+
+impl CollectivesPart {
+    /// The collectives of every host of `profile`, each op's HLO looked up on the host
+    /// that ran it.
+    pub fn of(profile: &Profile) -> CollectivesPart {
+        let mut part = CollectivesPart::default();
+        for host in 0..profile.hosts.len() {
+            part.add(CollectivesPart::of_host(profile, host));
+        }
+        part
     }
-    let model = profile.device_time();
-    let devices = profile.devices();
-    let mut rows: HashMap<(String, String), Acc> = HashMap::new();
-    let mut outside_window_ps = 0i64;
-    for (d, t) in devices.iter().zip(&model.devices) {
-        let id = d.id();
-        let window = Intervals::new(t.window.clone());
-        let compute = stepscope_model::profile::compute_ops(profile, d);
-        // Compute within the window under [lo, hi).
-        let compute_within = |lo: i64, hi: i64| {
-            let from = t.window.partition_point(|w| w.1 <= lo);
-            let spans = t.window[from..].iter().take_while(|w| w.0 < hi);
-            sum_ps(spans.map(|&(a, b)| compute.overlap(a.max(lo), b.min(hi))))
-        };
-        for run in runs(profile, d) {
-            // The run's time in the window, and the compute under it.
-            let all = Intervals::new(run.spans);
-            let mine = all.within(&t.window);
-            outside_window_ps = outside_window_ps.saturating_add(all.total() - mine.total());
-            let len = mine.total();
-            let overlapped = overlap(compute, &mine);
-            let flight = run.flight.map(|(lo, hi)| (window.overlap(lo, hi), compute_within(lo, hi)));
-            if len == 0 && flight.is_none_or(|f| f.0 == 0) {
-                continue;
-            }
-            let a = rows.entry((run.name.clone(), run.module.to_string())).or_default();
-            a.kind = collective_kind(&run.name);
-            a.is_async |= run.is_async;
-            a.count += 1;
-            if !a.devices.contains(&id) {
-                a.devices.push(id.clone());
-            }
-            a.total = a.total.saturating_add(len);
-            a.overlapped = a.overlapped.saturating_add(overlapped);
-            a.max = a.max.max(len);
-            a.transfer = a.transfer.saturating_add(match run.flight {
-                Some((lo, hi)) => hi - lo,
-                None => all.total(),
-            });
-            if let Some((in_flight, under)) = flight {
-                a.in_flight = a.in_flight.saturating_add(in_flight);
-                a.compute_in_flight = a.compute_in_flight.saturating_add(under);
+
+    /// The collectives the devices of host `host` (its index in `profile.hosts`) ran.
+    fn of_host(profile: &Profile, host: usize) -> CollectivesPart {
+        let model = profile.device_time();
+        let devices = profile.devices();
+        let mut part = CollectivesPart::default();
+        let mine = devices.iter().zip(&model.devices).filter(|(d, _)| d.host_index == host);
+        for (d, t) in mine {
+            part.total_ps = part.total_ps.saturating_add(t.collective_ops.total());
+            part.exposed_ps = part.exposed_ps.saturating_add(t.part_ps(Part::Collective));
+            let id = d.id();
+            let window = Intervals::new(t.window.clone());
+            let compute = stepscope_model::profile::compute_ops(profile, d);
+            // Compute within the window under [lo, hi).
+            let compute_within = |lo: i64, hi: i64| {
+                let from = t.window.partition_point(|w| w.1 <= lo);
+                let spans = t.window[from..].iter().take_while(|w| w.0 < hi);
+                sum_ps(spans.map(|&(a, b)| compute.overlap(a.max(lo), b.min(hi))))
+            };
+            for run in runs(profile, d) {
+                // The run's time in the window, and the compute under it.
+                let all = Intervals::new(run.spans);
+                let mine = all.within(&t.window);
+                part.outside_window_ps = part.outside_window_ps.saturating_add(all.total() - mine.total());
+                let len = mine.total();
+                let overlapped = overlap(compute, &mine);
+                let flight = run.flight.map(|(lo, hi)| (window.overlap(lo, hi), compute_within(lo, hi)));
+                if len == 0 && flight.is_none_or(|f| f.0 == 0) {
+                    continue;
+                }
+                let a = part.row(run.name.clone(), run.module.to_string());
+                a.kind = collective_kind(&run.name);
+                a.is_async |= run.is_async;
+                a.count += 1;
+                if !a.devices.contains(&id) {
+                    a.devices.push(id.clone());
+                }
+                a.total = a.total.saturating_add(len);
+                a.overlapped = a.overlapped.saturating_add(overlapped);
+                a.max = a.max.max(len);
+                a.transfer = a.transfer.saturating_add(match run.flight {
+                    Some((lo, hi)) => hi - lo,
+                    None => all.total(),
+                });
+                if let Some((in_flight, under)) = flight {
+                    a.in_flight = a.in_flight.saturating_add(in_flight);
+                    a.compute_in_flight = a.compute_in_flight.saturating_add(under);
+                }
             }
         }
-    }
-    let hlo = profile.hlo_modules();
-    // One execution's bytes: the op's instruction, an async pair's by its start's name.
-    let per_execution = |name: &str, module: &str, kind: &str, devices: usize| {
-        let start = name.replacen(kind, &format!("{kind}-start"), 1);
-        let found = [name, start.as_str()].into_iter().find_map(|n| {
-            crate::ops::instruction(hlo, n, module, None)
-                .and_then(|(m, i)| crate::cost::collective_bytes(m, i, devices as i64))
-        });
-        found
-    };
-    let mut ops: Vec<CollectiveRow> = rows
-        .into_iter()
-        .map(|((name, module), a)| {
-            let bytes_moved = per_execution(&name, &module, a.kind, a.devices.len()).map(|b| b.saturating_mul(a.count));
-            (name, module, a, bytes_moved)
-        })
-        .map(|(name, module, a, bytes_moved)| CollectiveRow {
+        let hlo = std::slice::from_ref(&profile.hlo_modules()[host]);
+        for ((name, module), a) in &mut part.rows {
             // What the instruction's opcode says it is (`psum_invariant.7` is an
-            // all-reduce), else its name.
-            kind: crate::ops::instruction(hlo, &name, &module, None)
-                .map(|(m, i)| m.category(i))
-                .filter(|c| stepscope_model::device_time::is_collective(c))
-                .unwrap_or_else(|| a.kind.to_string()),
-            name,
-            module,
-            is_async: a.is_async,
-            count: a.count,
-            devices: a.devices.len() as u64,
-            total_ps: a.total,
-            overlapped_ps: a.overlapped,
-            exposed_ps: a.total - a.overlapped,
-            overlap_pct: pct(a.overlapped, a.total),
-            avg_ps: a.total / a.count.max(1) as i64,
-            max_ps: a.max,
-            in_flight_ps: a.in_flight,
-            compute_in_flight_ps: a.compute_in_flight,
-            bytes_moved,
-            bus_bytes_per_s: bytes_moved.filter(|_| a.transfer > 0).map(|b| b as f64 / (a.transfer as f64 / 1e12)),
+            // all-reduce); one execution's bytes: the op's instruction, an async pair's
+            // by its start's name.
+            a.hlo = crate::ops::instruction(hlo, name, module, None)
+                .map(|(m, i)| Some(m.category(i)).filter(|c| stepscope_model::device_time::is_collective(c)));
+            let start = name.replacen(a.kind, &format!("{}-start", a.kind), 1);
+            a.shape = [name.as_str(), start.as_str()].into_iter().find_map(|n| {
+                crate::ops::instruction(hlo, n, module, None).and_then(|(m, i)| crate::cost::CollectiveShape::of(m, i))
+            });
+        }
+        part
+    }
+
+    fn row(&mut self, name: String, module: String) -> &mut Acc {
+        let key = (name, module);
+        let at = match self.at.get(&key) {
+            Some(&at) => at,
+            None => {
+                self.at.insert(key.clone(), self.rows.len());
+                self.rows.push((key, Acc::default()));
+                self.rows.len() - 1
+            }
+        };
+        &mut self.rows[at].1
+    }
+
+    /// Adds another host's collectives (a host after those already added): each op's
+    /// HLO stays the first host's that ran it.
+    pub fn add(&mut self, other: CollectivesPart) {
+        self.total_ps = self.total_ps.saturating_add(other.total_ps);
+        self.exposed_ps = self.exposed_ps.saturating_add(other.exposed_ps);
+        self.outside_window_ps = self.outside_window_ps.saturating_add(other.outside_window_ps);
+        for ((name, module), o) in other.rows {
+            let a = self.row(name, module);
+            if a.count == 0 {
+                a.kind = o.kind;
+                a.hlo = o.hlo.clone();
+                a.shape = o.shape.clone();
+            }
+            a.is_async |= o.is_async;
+            a.count += o.count;
+            for id in o.devices {
+                if !a.devices.contains(&id) {
+                    a.devices.push(id);
+                }
+            }
+            a.total = a.total.saturating_add(o.total);
+            a.overlapped = a.overlapped.saturating_add(o.overlapped);
+            a.max = a.max.max(o.max);
+            a.transfer = a.transfer.saturating_add(o.transfer);
+            a.in_flight = a.in_flight.saturating_add(o.in_flight);
+            a.compute_in_flight = a.compute_in_flight.saturating_add(o.compute_in_flight);
+        }
+    }
+}
+
+/// The collectives analysis of run `run` from its hosts' collectives, summed.
+pub fn assemble(run: &str, part: CollectivesPart) -> Collectives {
+    let mut ops: Vec<CollectiveRow> = (part.rows.into_iter())
+        .map(|((name, module), a)| {
+            let bytes_moved =
+                (a.shape.as_ref()).and_then(|s| s.bytes(a.devices.len() as i64)).map(|b| b.saturating_mul(a.count));
+            CollectiveRow {
+                kind: a.hlo.flatten().unwrap_or_else(|| a.kind.to_string()),
+                name,
+                module,
+                is_async: a.is_async,
+                count: a.count,
+                devices: a.devices.len() as u64,
+                total_ps: a.total,
+                overlapped_ps: a.overlapped,
+                exposed_ps: a.total - a.overlapped,
+                overlap_pct: pct(a.overlapped, a.total),
+                avg_ps: a.total / a.count.max(1) as i64,
+                max_ps: a.max,
+                in_flight_ps: a.in_flight,
+                compute_in_flight_ps: a.compute_in_flight,
+                bytes_moved,
+                bus_bytes_per_s: bytes_moved.filter(|_| a.transfer > 0).map(|b| b as f64 / (a.transfer as f64 / 1e12)),
+            }
         })
         .collect();
     ops.sort_by(|a, b| b.exposed_ps.cmp(&a.exposed_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
-    let total_ps = sum_ps(model.devices.iter().map(|t| t.collective_ops.total()));
-    let exposed_ps = sum_ps(model.devices.iter().map(|t: &DeviceTimeline| t.part_ps(Part::Collective)));
+    let (total_ps, exposed_ps) = (part.total_ps, part.exposed_ps);
     Collectives {
         schema: "stepscope.collectives/1",
-        run: profile.run.clone(),
+        run: run.to_string(),
         total_ps,
         overlapped_ps: total_ps - exposed_ps,
         exposed_ps,
         overlap_pct: pct(total_ps - exposed_ps, total_ps),
-        outside_window_ps,
+        outside_window_ps: part.outside_window_ps,
         ops,
     }
 }

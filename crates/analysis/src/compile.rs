@@ -59,6 +59,12 @@ fn is_lowering(name: &str) -> bool {
 
 /// Builds the compile analysis.
 pub fn compile(profile: &Profile) -> Compile {
+    assemble(&profile.run, compiles(profile))
+}
+
+/// The compiles of `profile`'s hosts, host by host (what [`assemble`] orders): a run
+/// read a host at a time gathers each host's.
+pub fn compiles(profile: &Profile) -> Vec<CompileEvent> {
     let devices = profile.devices();
     let mut compiles = Vec::new();
     let events = host_compile_events(profile);
@@ -118,6 +124,11 @@ pub fn compile(profile: &Profile) -> Compile {
             });
         }
     }
+    compiles
+}
+
+/// The compile analysis of run `run` from its hosts' compiles ([`compiles`]).
+pub fn assemble(run: &str, mut compiles: Vec<CompileEvent>) -> Compile {
     compiles.sort_by(|a, b| a.start_ps.cmp(&b.start_ps).then_with(|| a.host.cmp(&b.host)));
     let mut modules: Vec<ModuleCompile> = Vec::new();
     for c in &compiles {
@@ -138,7 +149,7 @@ pub fn compile(profile: &Profile) -> Compile {
     modules.sort_by(|a, b| b.total_ps.cmp(&a.total_ps).then_with(|| a.module.cmp(&b.module)));
     Compile {
         schema: "stepscope.compile/1",
-        run: profile.run.clone(),
+        run: run.to_string(),
         total_ps: stepscope_model::stats::sum_ps(compiles.iter().map(|c| c.total_ps)),
         modules,
         compiles,

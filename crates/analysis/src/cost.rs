@@ -188,19 +188,52 @@ const TRANSCENDENTAL: &[&str] = &[
 /// part, and `devices` (the devices that ran it) is used. None for an instruction that
 /// is no collective.
 pub fn collective_bytes(m: &HloModule, i: &HloInstruction, devices: i64) -> Option<u64> {
-    let op = i.opcode.strip_suffix("-start").unwrap_or(&i.opcode);
-    let s = m.operands(i).map(|o| o.shape.bytes_size()).fold(0u64, u64::saturating_add) as f64;
-    let group = if i.group_size > 0 { i.group_size } else { devices };
-    let n = group as f64;
-    let moved = match op {
-        "collective-permute" if i.source_target_pairs > 0 => s,
-        _ if group < 1 => return None,
-        "all-reduce" => 2.0 * (n - 1.0) / n * s,
-        "reduce-scatter" | "all-to-all" | "ragged-all-to-all" => (n - 1.0) / n * s,
-        "all-gather" => (n - 1.0) * s,
-        _ => return None,
-    };
-    Some(moved.round() as u64)
+    CollectiveShape::of(m, i)?.bytes(devices)
+}
+
+/// What [`collective_bytes`] reads of a collective's instruction: its kind, its
+/// operands' bytes and its groups, kept where its module is not (a run read a host at
+/// a time counts the bytes once every host's devices are known).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollectiveShape {
+    op: &'static str,
+    operand_bytes: u64,
+    group_size: i64,
+}
+
+impl CollectiveShape {
+    /// The shape of collective `i` of `m`; `None` for an instruction that is no
+    /// collective whose bytes are counted.
+    pub fn of(m: &HloModule, i: &HloInstruction) -> Option<CollectiveShape> {
+        let op = i.opcode.strip_suffix("-start").unwrap_or(&i.opcode);
+        let op = match op {
+            "collective-permute" if i.source_target_pairs > 0 => "collective-permute",
+            "all-reduce" => "all-reduce",
+            "reduce-scatter" => "reduce-scatter",
+            "all-to-all" => "all-to-all",
+            "ragged-all-to-all" => "ragged-all-to-all",
+            "all-gather" => "all-gather",
+            _ => return None,
+        };
+        let operand_bytes = m.operands(i).map(|o| o.shape.bytes_size()).fold(0u64, u64::saturating_add);
+        Some(CollectiveShape { op, operand_bytes, group_size: i.group_size })
+    }
+
+    /// Its bytes in one execution where `devices` ran it (used where the instruction
+    /// names no groups); `None` where no group size is known.
+    pub fn bytes(&self, devices: i64) -> Option<u64> {
+        let s = self.operand_bytes as f64;
+        let group = if self.group_size > 0 { self.group_size } else { devices };
+        let n = group as f64;
+        let moved = match self.op {
+            "collective-permute" => s,
+            _ if group < 1 => return None,
+            "all-reduce" => 2.0 * (n - 1.0) / n * s,
+            "all-gather" => (n - 1.0) * s,
+            _ => (n - 1.0) / n * s,
+        };
+        Some(moved.round() as u64)
+    }
 }
 
 /// The cost of one execution of `i` in module `m`.

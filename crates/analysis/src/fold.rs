@@ -31,6 +31,18 @@ pub fn overview_by_host<T, E>(
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<(Overview, Vec<T>), E> {
+    fold(run, hosts, top, true, read, extra).map(|(overview, _, kept)| (overview, kept))
+}
+
+/// [`overview_by_host`] with the run's op profile by op, as [`crate::ops::ops`] makes it
+/// of the run read whole.
+pub fn overview_and_ops_by_host<T, E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    read: &mut Reader<E>,
+    extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
+) -> Result<(Overview, Ops, Vec<T>), E> {
     fold(run, hosts, top, true, read, extra)
 }
 
@@ -44,7 +56,7 @@ fn fold<T, E>(
     ops: bool,
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
-) -> Result<(Overview, Vec<T>), E> {
+) -> Result<(Overview, Ops, Vec<T>), E> {
     let mut rows = OpRowsPart::new(GroupBy::Op);
     let mut read_hosts: Vec<Host<T>> = Vec::new();
     for i in 0..hosts {
@@ -74,8 +86,9 @@ fn fold<T, E>(
         }
     }
     let (parts, kept) = read_hosts.into_iter().map(|h| (h.part, h.kept)).unzip();
-    let overview = assemble(run, parts, rows.finish().ops, top, Vec::new());
-    Ok((overview, kept))
+    let ops = rows.finish();
+    let overview = assemble(run, parts, ops.ops.clone(), top, Vec::new());
+    Ok((overview, ops, kept))
 }
 
 /// Reads a host of a run for [`overview_by_host`].
@@ -99,18 +112,36 @@ pub fn steps_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &C
         Ok(steps)
     };
     let (overview, kept) = overview_by_host(run, hosts, 0, read, &mut keep)?;
-    let mut steps: Vec<Step> = kept.into_iter().flatten().collect();
+    Ok(run_steps(&overview, kept.into_iter().flatten().collect(), hosts).0)
+}
+
+/// The steps of a run of `hosts` hosts whose overview is `overview`, from its hosts'
+/// (`steps`: each host's in its order, hosts in order), in the order of the run read
+/// whole ([`in_run_order`]); and for each of `steps`, its place there.
+pub fn run_steps(overview: &Overview, steps: Vec<Step>, hosts: usize) -> (Steps, Vec<usize>) {
+    let mut order: Vec<usize> = (0..steps.len()).collect();
     if hosts > 1 {
-        in_run_order(&mut steps, overview.step_timing, |s| (s.host_start_ps, s.step_num), |s| (s.start_ps, s.step_num));
+        let key = |i: &usize, host: bool| {
+            let s = &steps[*i];
+            (if host { s.host_start_ps } else { s.start_ps }, s.step_num)
+        };
+        in_run_order(&mut order, overview.step_timing, |i| key(i, true), |i| key(i, false));
     }
-    Ok(Steps {
+    let mut place = vec![0; steps.len()];
+    for (at, &i) in order.iter().enumerate() {
+        place[i] = at;
+    }
+    let mut slots: Vec<Option<Step>> = steps.into_iter().map(Some).collect();
+    let steps = order.iter().filter_map(|&i| slots[i].take()).collect();
+    let steps = Steps {
         schema: "stepscope.steps/1",
         source: overview.step_source,
         timing: overview.step_timing,
         dispatched_not_run: overview.dispatched_not_run,
         launches_not_run: overview.launches_not_run,
         steps,
-    })
+    };
+    (steps, place)
 }
 
 /// The device and host rows of a run read one host at a time, `read` and `check` as
@@ -122,7 +153,7 @@ pub fn devices_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: 
         check(p).map(|()| part)
     };
     // Device rows read no FLOPs: no op rows are summed.
-    let (_, parts) = fold(run, hosts, 0, false, read, &mut keep)?;
+    let (_, _, parts) = fold(run, hosts, 0, false, read, &mut keep)?;
     Ok(crate::devices::assemble(run, parts))
 }
 

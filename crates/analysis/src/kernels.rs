@@ -363,6 +363,58 @@ pub struct OpKernel {
 /// time first: a pass over those ops' records alone (where [`kernels`] reads every
 /// kernel), for a question about a few ops.
 pub fn of_ops(profile: &Profile, wanted: &std::collections::HashSet<(&str, &str)>) -> Vec<OpKernel> {
+    let names: Vec<&str> = wanted.iter().map(|(op, _)| *op).collect();
+    let mut out = op_kernels(profile, &|op| names.contains(&op), &|op, module| wanted.contains(&(op, module)));
+    out.sort_by(|a, b| b.total_ps.cmp(&a.total_ps).then_with(|| a.name.cmp(&b.name)));
+    out
+}
+
+/// The kernels of every op of `profile`, by kernel and op (unordered): what a run read
+/// a host at a time keeps of each host ([`OpKernels`]).
+pub fn of_every_op(profile: &Profile) -> Vec<OpKernel> {
+    op_kernels(profile, &|_| true, &|_, _| true)
+}
+
+/// The kernels of every op of some hosts ([`of_every_op`]), added up host by host in
+/// the run's order: [`of_ops`] of the run once the ops wanted are known.
+#[derive(Clone, Debug, Default)]
+pub struct OpKernels {
+    rows: Vec<OpKernel>,
+    at: HashMap<(String, String, String), usize>,
+}
+
+impl OpKernels {
+    /// Adds the next host's: each kernel's time summed, its occupancy and registers the
+    /// first host's that records them.
+    pub fn add(&mut self, host: Vec<OpKernel>) {
+        for k in host {
+            match self.at.entry((k.name.clone(), k.op.clone(), k.module.clone())) {
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    let o = &mut self.rows[*e.get()];
+                    o.total_ps = o.total_ps.saturating_add(k.total_ps);
+                    o.occupancy_pct = o.occupancy_pct.or(k.occupancy_pct);
+                    o.registers_per_thread = o.registers_per_thread.or(k.registers_per_thread);
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(self.rows.len());
+                    self.rows.push(k);
+                }
+            }
+        }
+    }
+
+    /// [`of_ops`]: the kernels of the ops `wanted`, largest time first.
+    pub fn of_ops(&self, wanted: &std::collections::HashSet<(&str, &str)>) -> Vec<OpKernel> {
+        let mut out: Vec<OpKernel> =
+            self.rows.iter().filter(|k| wanted.contains(&(k.op.as_str(), k.module.as_str()))).cloned().collect();
+        out.sort_by(|a, b| b.total_ps.cmp(&a.total_ps).then_with(|| a.name.cmp(&b.name)));
+        out
+    }
+}
+
+/// The kernels of the ops whose (op, module) `wanted` takes (`named`: whose name may
+/// be), by kernel and op, unordered.
+fn op_kernels(profile: &Profile, named: &dyn Fn(&str) -> bool, wanted: &dyn Fn(&str, &str) -> bool) -> Vec<OpKernel> {
     let devices = profile.devices();
     // Per (kernel name, op, module), over the devices: time, occupancy, registers.
     type Sums = (i64, Option<f64>, Option<u32>);
@@ -372,11 +424,11 @@ pub fn of_ops(profile: &Profile, wanted: &std::collections::HashSet<(&str, &str)
         let Some(details_id) = Keys::of(plane).kernel_details else { continue };
         let look = plane.stat_lookup([Some(details_id)]);
         // The device's name ids of the ops asked for.
-        let want: Vec<bool> = ops.names.iter().map(|n| wanted.iter().any(|(op, _)| **op == **n)).collect();
+        let want: Vec<bool> = ops.names.iter().map(|n| named(n)).collect();
         let mut parsed: HashMap<&str, KernelDetails> = HashMap::new();
         for r in ops.recs.iter().filter(|r| want.get(r.name as usize) == Some(&true)) {
             let (op, module) = (&*ops.names[r.name as usize], &*ops.names[r.module as usize]);
-            if !wanted.contains(&(op, module)) {
+            if !wanted(op, module) {
                 continue;
             }
             let (line, i) = (&plane.lines[r.line as usize], r.index as usize);
@@ -392,7 +444,7 @@ pub fn of_ops(profile: &Profile, wanted: &std::collections::HashSet<(&str, &str)
             }
         }
     }
-    let mut out: Vec<OpKernel> = groups
+    groups
         .into_iter()
         .map(|((name, op, module), (total_ps, occupancy_pct, registers_per_thread))| OpKernel {
             name: name.to_string(),
@@ -402,9 +454,7 @@ pub fn of_ops(profile: &Profile, wanted: &std::collections::HashSet<(&str, &str)
             occupancy_pct,
             registers_per_thread,
         })
-        .collect();
-    out.sort_by(|a, b| b.total_ps.cmp(&a.total_ps).then_with(|| a.name.cmp(&b.name)));
-    out
+        .collect()
 }
 
 /// Computes the kernel stats of every GPU (any `/device:` plane with stream lines).

@@ -301,15 +301,18 @@ fn memory_with(profile: &Profile, pprof: Option<(&str, &Pprof)>, top: usize, max
         (profile.hosts.par_iter().zip(hlo)).map(|(space, modules)| events_by_allocator(space, modules)).collect();
     let groups: Vec<(&HostEvents, &AllocatorEvents)> =
         hosts.iter().flat_map(|h| h.groups.iter().map(move |g| (h, g))).collect();
-    let mut allocators: Vec<Allocator> =
+    let allocators: Vec<Allocator> =
         groups.into_par_iter().map(|(host, group)| replay(host, group, top, max_points)).collect();
+    let mut memory = assemble(&profile.run, allocators);
+    memory.device_memory_profile = pprof.map(|(path, p)| summarise_pprof(path, p, top));
+    memory
+}
+
+/// The memory analysis of run `run` from its allocators, hosts in order (a run read a
+/// host at a time: each host's [`memory`] allocators), largest peak first.
+pub fn assemble(run: &str, mut allocators: Vec<Allocator>) -> Memory {
     allocators.sort_by(|a, b| b.peak_in_use_bytes.cmp(&a.peak_in_use_bytes).then_with(|| a.name.cmp(&b.name)));
-    Memory {
-        schema: "stepscope.memory/1",
-        run: profile.run.clone(),
-        allocators,
-        device_memory_profile: pprof.map(|(path, p)| summarise_pprof(path, p, top)),
-    }
+    Memory { schema: "stepscope.memory/1", run: run.to_string(), allocators, device_memory_profile: None }
 }
 
 /// The allocations live at `time_ps` in allocator `allocator` of host `host`: the

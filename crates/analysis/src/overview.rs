@@ -234,6 +234,11 @@ impl OverviewPart {
         self.steps.iter().map(|s| s.flops)
     }
 
+    /// Its hosts' input work in their steps ([`crate::scopes::input_sums`]).
+    pub fn input_sums(&self) -> &crate::scopes::InputSums {
+        &self.input
+    }
+
     /// The part of `profile`, whose steps ran `flops` (per step, in order).
     pub fn of(profile: &Profile, flops: Vec<Option<StepFlops>>) -> OverviewPart {
         let steps = steps::cached(profile);

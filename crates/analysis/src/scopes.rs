@@ -92,15 +92,31 @@ pub struct Scopes {
 
 /// The host scopes of `profile`, with their device time and the input work.
 pub fn scopes(profile: &Profile) -> Scopes {
+    let st = steps::cached(profile);
+    let timed: Vec<i64> = st.timed().map(|s| s.duration_ps).collect();
+    assemble(st.steps.len(), &timed, input_work(profile), scope_rows(profile))
+}
+
+/// The host scopes of a run from its hosts' rows ([`scope_rows`], hosts in order): its
+/// `step_count` steps, of which those timed lasted `timed`, and its input work. Each
+/// row's share of the mean step is taken here, where the run's steps are known.
+pub fn assemble(step_count: usize, timed: &[i64], input: Option<InputWork>, mut rows: Vec<ScopeRow>) -> Scopes {
+    // The mean step as the step time is taken (steps the capture cut left out).
+    let step_ps = if timed.is_empty() { 0 } else { sum_ps(timed.iter().copied()) / timed.len() as i64 };
+    for r in &mut rows {
+        r.step_pct = r.per_step_ps.filter(|_| step_ps > 0).map(|p| 100.0 * p as f64 / step_ps as f64);
+    }
+    Scopes { schema: "stepscope.scopes/1", step_count, step_ps, input: input.unwrap_or_default(), scopes: rows }
+}
+
+/// Each host's scope rows, depth first, hosts in order: what [`assemble`] makes the
+/// run's scopes of (their share of the mean step not yet taken).
+pub fn scope_rows(profile: &Profile) -> Vec<ScopeRow> {
     let found = profile.host_scopes();
     let st = steps::cached(profile);
     let devices = profile.devices();
     let base = profile.time_base();
-    let step_count = st.steps.len();
     let host_windows = st.host_windows();
-    // The mean step as the step time is taken (steps the capture cut left out).
-    let timed: Vec<i64> = st.timed().map(|s| s.duration_ps).collect();
-    let step_ps = if timed.is_empty() { 0 } else { sum_ps(timed.iter().copied()) / timed.len() as i64 };
     let mut rows = Vec::new();
     for (hi, (space, h)) in profile.hosts.iter().zip(found).enumerate() {
         let on_host: Vec<&Device> = devices.iter().filter(|d| d.host_index == hi).collect();
@@ -145,7 +161,7 @@ pub fn scopes(profile: &Profile) -> Scopes {
                 self_ps: (total - children).max(0),
                 avg_ps: if count > 0 { total / count as i64 } else { 0 },
                 per_step_ps: (n_steps > 0).then(|| in_steps / n_steps),
-                step_pct: (n_steps > 0 && step_ps > 0).then(|| 100.0 * (in_steps / n_steps) as f64 / step_ps as f64),
+                step_pct: None,
                 device_busy_ps: busy,
                 device_work_ps: work.as_ref().map(|w| w[p]),
                 input: *is_input,
@@ -154,8 +170,7 @@ pub fn scopes(profile: &Profile) -> Scopes {
         order_depth_first(&mut host_rows, &h.paths);
         rows.extend(host_rows);
     }
-    let input = input_work(profile).unwrap_or_default();
-    Scopes { schema: "stepscope.scopes/1", step_count, step_ps, input, scopes: rows }
+    rows
 }
 
 /// The input work of the run's steps (see [`InputWork`]); `None` where there are no

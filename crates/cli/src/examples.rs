@@ -17,7 +17,7 @@ EXAMPLES:
     stepscope summary /tmp/logdir                the newest run: step time, where it went, findings
     stepscope summary /tmp/logdir --json > baseline.json     a baseline for stepscope check
     stepscope summary /tmp/logdir --peak-flops 989T --peak-bandwidth 3.35T   your devices' peaks
-    stepscope summary /tmp/logdir --host-at-a-time     a pod's numbers, one host in memory at a time";
+    stepscope summary /tmp/logdir --host-at-a-time     a pod's numbers and findings, one host in memory at a time";
 
 pub const STEPS: &str = "\
 EXAMPLES:

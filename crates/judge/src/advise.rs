@@ -25,16 +25,20 @@ pub struct Advice {
     pub findings: Vec<Finding>,
 }
 
-/// Runs every rule.
-pub fn advise(profile: &Profile, th: &Thresholds) -> Advice {
-    let (s, inputs) = overview_and_inputs(profile, 10);
-    Advice {
-        schema: "stepscope.advise/1",
-        run: profile.run.clone(),
-        thresholds: th.clone(),
-        findings: findings_with(profile, &s, th, &inputs),
+impl Advice {
+    pub fn new(run: &str, th: &Thresholds, findings: Vec<Finding>) -> Advice {
+        Advice { schema: "stepscope.advise/1", run: run.to_string(), thresholds: th.clone(), findings }
     }
 }
+
+/// Runs every rule.
+pub fn advise(profile: &Profile, th: &Thresholds) -> Advice {
+    let (s, inputs) = overview_and_inputs(profile, TOP_OPS);
+    Advice::new(&profile.run, th, findings_with(profile, &s, th, &inputs))
+}
+
+/// The ops the overview `advise` judges lists.
+pub const TOP_OPS: usize = 10;
 
 /// The findings for a run whose overview is `s` (rules share its numbers).
 pub fn findings(profile: &Profile, s: &Overview, th: &Thresholds) -> Vec<Finding> {
@@ -44,13 +48,18 @@ pub fn findings(profile: &Profile, s: &Overview, th: &Thresholds) -> Vec<Finding
 /// [`findings`] with the other analyses already made: every rule, in order (the rules
 /// that judge steps only where there are steps), then the findings sorted.
 pub fn findings_with(profile: &Profile, s: &Overview, th: &Thresholds, inputs: &Inputs) -> Vec<Finding> {
-    let cx = Context::new(profile, s, th, inputs);
+    judge(&Context::new(profile, s, th, inputs))
+}
+
+/// Every rule over `cx`, in order (the rules that judge steps only where there are
+/// steps), then the findings sorted.
+pub fn judge(cx: &Context) -> Vec<Finding> {
     let mut out = Vec::new();
     for rule in rules::ALL {
         if rule.needs_steps && cx.steps.steps.is_empty() {
             continue;
         }
-        (rule.check)(&cx, &mut out);
+        (rule.check)(cx, &mut out);
     }
     finish(&mut out);
     out

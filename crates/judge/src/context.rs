@@ -1,20 +1,24 @@
-//! What every rule reads: the run, its overview, the thresholds and the analyses
-//! gathered for the rules, computed before any rule runs.
+//! What every rule reads: the run's overview, the thresholds, the analyses gathered
+//! for the rules and the facts of its events ([`crate::facts`]), computed before any
+//! rule runs, or as a rule first asks where the run is held whole.
 
+use std::collections::HashSet;
 use std::sync::OnceLock;
 
+use stepscope_analysis::kernels::{self, OpKernel, OpKernels};
 use stepscope_analysis::ops::{self, GroupBy, Ops};
-use stepscope_analysis::overview::{self, Overview};
+use stepscope_analysis::overview::Overview;
+use stepscope_analysis::scopes::{self, Scopes};
 use stepscope_analysis::steps::{self, Steps};
 use stepscope_model::stats::pct;
 use stepscope_model::Profile;
 
+use crate::facts::{Facts, RunFacts};
 use crate::inputs::Inputs;
 use crate::thresholds::Thresholds;
 
 /// The run and its analyses, as the rules read them.
 pub struct Context<'a> {
-    pub profile: &'a Profile,
     pub overview: &'a Overview,
     pub th: &'a Thresholds,
     pub inputs: &'a Inputs,
@@ -24,21 +28,56 @@ pub struct Context<'a> {
     pub device_time: bool,
     /// True when the capture was taken with `host_tracer_level=0`.
     pub host_tracing_off: bool,
-    /// The op profile by op, read by the op rules (made on first use).
-    op_rows: OnceLock<Ops>,
+    /// The run's own events, where the rules find their evidence.
+    pub facts: Facts<'a>,
+    held: Held<'a>,
+}
+
+/// The analyses a few rules read, made as one first asks where the run is held whole;
+/// made with the facts of a run read a host at a time.
+enum Held<'a> {
+    Whole { profile: &'a Profile, op_rows: OnceLock<Ops>, scopes: OnceLock<Scopes> },
+    Run(&'a ByHost),
+}
+
+/// What the rules read of a run read a host at a time besides its overview and
+/// inputs: its facts, its op profile by op, its scopes and its kernels of every op.
+pub struct ByHost {
+    pub facts: RunFacts,
+    pub op_rows: Ops,
+    pub scopes: Scopes,
+    /// [`kernels::of_every_op`] of every host, added up.
+    pub kernels: OpKernels,
+    pub steps: Steps,
 }
 
 impl<'a> Context<'a> {
+    /// The context of a run held whole.
     pub fn new(profile: &'a Profile, overview: &'a Overview, th: &'a Thresholds, inputs: &'a Inputs) -> Context<'a> {
+        let steps = steps::cached(profile);
         Context {
-            profile,
             overview,
             th,
             inputs,
-            steps: steps::cached(profile),
+            steps,
             device_time: !profile.devices().is_empty(),
-            host_tracing_off: overview::host_tracer_level(profile) == Some(0),
-            op_rows: OnceLock::new(),
+            host_tracing_off: overview.environment.host_tracer_level == Some(0),
+            facts: Facts::Whole { profile, steps, leading_idle: &inputs.steps.leading_idle },
+            held: Held::Whole { profile, op_rows: OnceLock::new(), scopes: OnceLock::new() },
+        }
+    }
+
+    /// The context of a run read a host at a time.
+    pub fn by_host(run: &'a ByHost, overview: &'a Overview, th: &'a Thresholds, inputs: &'a Inputs) -> Context<'a> {
+        Context {
+            overview,
+            th,
+            inputs,
+            steps: &run.steps,
+            device_time: !overview.environment.devices.is_empty(),
+            host_tracing_off: overview.environment.host_tracer_level == Some(0),
+            facts: Facts::Run(&run.facts),
+            held: Held::Run(run),
         }
     }
 
@@ -49,6 +88,26 @@ impl<'a> Context<'a> {
 
     /// The op profile by op.
     pub fn op_rows(&self) -> &Ops {
-        self.op_rows.get_or_init(|| ops::ops(self.profile, GroupBy::Op, 0))
+        match &self.held {
+            Held::Whole { profile, op_rows, .. } => op_rows.get_or_init(|| ops::ops(profile, GroupBy::Op, 0)),
+            Held::Run(run) => &run.op_rows,
+        }
+    }
+
+    /// The host scopes.
+    pub fn scopes(&self) -> &Scopes {
+        match &self.held {
+            Held::Whole { profile, scopes, .. } => scopes.get_or_init(|| scopes::scopes(profile)),
+            Held::Run(run) => &run.scopes,
+        }
+    }
+
+    /// The kernels of the ops `wanted` ((op, module) pairs), largest first
+    /// ([`kernels::of_ops`]).
+    pub fn kernels_of_ops(&self, wanted: &HashSet<(&str, &str)>) -> Vec<OpKernel> {
+        match &self.held {
+            Held::Whole { profile, .. } => kernels::of_ops(profile, wanted),
+            Held::Run(run) => run.kernels.of_ops(wanted),
+        }
     }
 }

@@ -52,6 +52,14 @@ pub struct StepPasses {
     pub dispatches: (f64, Vec<(String, f64)>),
 }
 
+impl StepPasses {
+    /// The passes of a run whose leading idle is `leading_idle` and whose launches are
+    /// counted in `dispatches`.
+    pub fn of(leading_idle: Vec<(usize, i64)>, dispatches: &Dispatches) -> StepPasses {
+        StepPasses { leading_idle, dispatches: dispatches.per_step() }
+    }
+}
+
 impl Inputs {
     pub fn gather(profile: &Profile) -> Inputs {
         profile.prepare();
@@ -75,7 +83,7 @@ impl Inputs {
             || {
                 rayon::join(
                     || compile::compile(profile),
-                    || rayon::join(|| leading_idle(profile, steps), || dispatches_per_step(profile, steps)),
+                    || rayon::join(|| leading_idle(profile, steps), || dispatches(profile, steps).per_step()),
                 )
             },
             || rayon::join(|| collectives::collectives(profile), || devices::devices(profile)),
@@ -84,8 +92,37 @@ impl Inputs {
     }
 }
 
-/// Mean XLA program launches per step (per device), and per module, largest first.
-fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f64)>) {
+/// The XLA programs launched in some hosts' steps, counted: per step and device
+/// ([`Dispatches::per_step`]) once every host's are added up.
+#[derive(Clone, Debug, Default)]
+pub struct Dispatches {
+    launches: u64,
+    per_module: std::collections::HashMap<String, u64>,
+    steps: usize,
+    devices: usize,
+}
+
+impl Dispatches {
+    pub fn add(&mut self, other: Dispatches) {
+        self.launches += other.launches;
+        for (m, n) in other.per_module {
+            *self.per_module.entry(m).or_default() += n;
+        }
+        self.steps += other.steps;
+        self.devices += other.devices;
+    }
+
+    /// Mean launches per step (per device), and per module, largest first.
+    pub fn per_step(&self) -> (f64, Vec<(String, f64)>) {
+        let denom = (self.steps.max(1) * self.devices.max(1)) as f64;
+        let mut v: Vec<(String, f64)> = self.per_module.iter().map(|(m, n)| (m.clone(), *n as f64 / denom)).collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        (self.launches as f64 / denom, v)
+    }
+}
+
+/// The XLA programs `profile`'s devices that took part launched in `steps`.
+pub fn dispatches(profile: &Profile, steps: &Steps) -> Dispatches {
     let mut devices = profile.devices();
     devices.retain(|d| steps::took_part(profile, d));
     let mut per_module: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
@@ -146,14 +183,11 @@ fn dispatches_per_step(profile: &Profile, steps: &Steps) -> (f64, Vec<(String, f
             }
         }
     }
-    let denom = (steps.steps.len().max(1) * devices.len().max(1)) as f64;
-    let mut v: Vec<(String, f64)> = per_module.into_iter().map(|(m, n)| (m, n as f64 / denom)).collect();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    (launches as f64 / denom, v)
+    Dispatches { launches, per_module, steps: steps.steps.len(), devices: devices.len() }
 }
 
 /// Per step (by index): device idle from the step's start to its first op.
-fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
+pub fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
     let mut devices = profile.devices();
     devices.retain(|d| steps::took_part(profile, d));
     let busy: Vec<(&str, &Intervals)> = devices.iter().map(|d| (d.host, steps::active_intervals(profile, d))).collect();

@@ -3,12 +3,15 @@
 //! (the worst steps, ops, gaps, with times) and what to do about it.
 //!
 //! Modules in layer order; each uses only those before it: [`thresholds`],
-//! [`finding`], [`evidence`], [`inputs`], [`context`], [`rule`], [`rules`] (one file a
-//! rule), [`advise`] (runs them).
+//! [`finding`], [`evidence`], [`inputs`], [`facts`] (what the rules cite of the run's
+//! events), [`context`], [`rule`], [`rules`] (one file a rule), [`advise`] (runs them),
+//! [`by_host`] (runs them over a run read a host at a time).
 
 pub mod advise;
+pub mod by_host;
 pub mod context;
 pub mod evidence;
+pub mod facts;
 pub mod finding;
 pub mod inputs;
 pub mod rule;

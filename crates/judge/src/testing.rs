@@ -21,10 +21,26 @@ pub struct Run {
 impl Run {
     /// The run of `tests/fixtures/<name>`.
     pub fn of(name: &str) -> Run {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name);
-        let run = stepscope_xspace::discover::resolve(&root, None).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let spaces = run.load(&stepscope_xspace::Progress::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let profile = Profile::new(run.rel, spaces);
+        Run::of_hosts(&[name])
+    }
+
+    /// A run of one host per fixture named (a fixture of one host each), the hosts
+    /// named `h0`, `h1`, … where there are several, each on its own clock.
+    pub fn of_hosts(names: &[&str]) -> Run {
+        let mut spaces = Vec::new();
+        let mut rel = String::new();
+        for (i, name) in names.iter().enumerate() {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name);
+            let run = stepscope_xspace::discover::resolve(&root, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let mut loaded = run.load(&stepscope_xspace::Progress::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            if names.len() > 1 {
+                assert_eq!(loaded.len(), 1, "{name}: one host");
+                loaded[0].host = format!("h{i}");
+            }
+            spaces.extend(loaded);
+            rel = run.rel;
+        }
+        let profile = Profile::new(rel, spaces);
         let (overview, inputs) = overview_and_inputs(&profile, 10);
         Run { profile, overview, inputs }
     }

@@ -23,10 +23,10 @@ pub struct Summary {
     pub memory_peak: Option<MemoryPeak>,
     /// The most important findings of [`advise`] (at most 3).
     pub findings: Vec<Finding>,
-    /// Where the run was read a host at a time ([`summary_by_host`]): why there are no
-    /// findings, and where they are. Absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub findings_not_judged: Option<&'static str>,
+    /// True where the run was read a host at a time ([`summary_by_host`]: a run too
+    /// large to read whole), for the same numbers and findings; absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub read_a_host_at_a_time: bool,
 }
 
 /// One allocator's peak against its capacity.
@@ -83,14 +83,13 @@ pub fn summary(profile: &Profile, top: usize) -> Summary {
     let (overview, inputs) = advise::overview_and_inputs(profile, top);
     let mut findings = advise::findings_with(profile, &overview, &Thresholds::default(), &inputs);
     findings.truncate(3);
-    Summary { overview, memory_peak: memory_peak(&inputs.memory), findings, findings_not_judged: None }
+    Summary { overview, memory_peak: memory_peak(&inputs.memory), findings, read_a_host_at_a_time: false }
 }
 
 /// The summary of a run read a host at a time, in one host's memory whatever the host
-/// count ([`stepscope_analysis::fold`]): its overview and memory peak are the run's read
-/// whole; the rules, which judge the run as a whole, are not run
-/// ([`Summary::findings_not_judged`]). `read` as the fold takes it; `check` is asked of
-/// each host once summed up (whether its file changed under it).
+/// count ([`stepscope_judge::by_host`]): its overview, memory peak and findings are the
+/// run's read whole. `read` as the fold takes it; `check` is asked of each host once
+/// summed up (whether its file changed under it).
 pub fn summary_by_host<E>(
     run: &str,
     hosts: usize,
@@ -98,16 +97,15 @@ pub fn summary_by_host<E>(
     read: &mut stepscope_analysis::fold::Reader<E>,
     check: &stepscope_analysis::fold::Check<E>,
 ) -> Result<Summary, E> {
-    let mut peaks = |p: &Profile, _: &stepscope_analysis::overview::OverviewPart| {
-        let peaks = memory_peaks(&stepscope_analysis::memory::memory(p, None, 0));
-        check(p).map(|()| peaks)
-    };
-    let (overview, peaks) = stepscope_analysis::fold::overview_by_host(run, hosts, top, read, &mut peaks)?;
+    let th = Thresholds::default();
+    let judged = stepscope_judge::by_host::judged_by_host(run, hosts, top, &th, read, &mut |p, _| check(p))?;
+    let mut findings = judged.findings;
+    findings.truncate(3);
     Ok(Summary {
-        overview,
-        memory_peak: nearest_capacity(peaks.into_iter().flatten().collect()),
-        findings: Vec::new(),
-        findings_not_judged: Some(NOT_JUDGED),
+        overview: judged.overview,
+        memory_peak: memory_peak(&judged.inputs.memory),
+        findings,
+        read_a_host_at_a_time: true,
     })
 }
 
@@ -120,12 +118,8 @@ pub fn overview_by_host<E>(
     read: &mut stepscope_analysis::fold::Reader<E>,
 ) -> Result<Summary, E> {
     let (overview, _) = stepscope_analysis::fold::overview_by_host(run, hosts, top, read, &mut |_, _| Ok(()))?;
-    Ok(Summary { overview, memory_peak: None, findings: Vec::new(), findings_not_judged: None })
+    Ok(Summary { overview, memory_peak: None, findings: Vec::new(), read_a_host_at_a_time: true })
 }
-
-/// Why a summary read a host at a time has no findings, and where to find them.
-pub const NOT_JUDGED: &str = "the rules judge a run read whole: for each host's findings, \
-    `summary --per-host` or `advise --host HOST`";
 
 /// The overview without findings, as a summary (what `diff`, `compare` and `check`
 /// read).
@@ -134,6 +128,6 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
         overview: stepscope_analysis::overview::overview(profile, top),
         memory_peak: None,
         findings: Vec::new(),
-        findings_not_judged: None,
+        read_a_host_at_a_time: false,
     }
 }

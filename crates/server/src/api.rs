@@ -556,8 +556,18 @@ fn hlo(app: &App, q: &Params) -> Reply {
 }
 
 /// As `stepscope advise --json` with the default thresholds.
+/// The findings; of a run too large to read whole, read a host at a time (as the CLI's
+/// `advise` reads it).
 fn advise(app: &App, q: &Params) -> Reply {
-    json(&advise::advise(&q.entry(app)?.profile, &Thresholds::default()))
+    let th = Thresholds::default();
+    whole_or_by_host(
+        app,
+        q,
+        |e| json(&advise::advise(&e.profile, &th)),
+        "advise/by-host".into(),
+        |run, read, check| stepscope_judge::by_host::advise_by_host(&run.rel, run.hosts.len(), &th, read, check),
+        |a, _| json(&a),
+    )
 }
 
 /// As `stepscope diff A B --json`: runs `a` and `b` by their names in `api/runs`.

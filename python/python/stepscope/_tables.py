@@ -33,10 +33,9 @@ def _stepscope(*args: str) -> str:
 
 def summary_by_host(path: str, *, run: Optional[str] = None, top: int = 10) -> dict:
     """The run's summary read one host at a time: ``stepscope summary PATH
-    --host-at-a-time --json``. Its numbers are those of ``load(path).summary()`` in one
-    host's memory, for a pod's run that :func:`load` refuses as too large to hold
-    (docs/scale.md); the rules are not run (``findings_not_judged`` says why: each
-    host's findings are in :func:`summary_per_host`)."""
+    --host-at-a-time --json``. Its numbers and findings are those of
+    ``load(path).summary()`` in one host's memory, for a pod's run that :func:`load`
+    refuses as too large to hold (docs/scale.md); ``read_a_host_at_a_time`` is true."""
     args = ["summary", os.fspath(path), "--host-at-a-time", "--top", str(top), "--json"]
     if run is not None:
         args += ["--run", run]

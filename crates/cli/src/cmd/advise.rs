@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use stepscope_judge::advise::{self, Finding, Severity, Thresholds};
+use stepscope_judge::by_host::advise_by_host;
 
 use crate::human;
 use crate::load;
@@ -17,6 +18,10 @@ pub struct AdviseArgs {
     /// Only this host (its file name without .xplane.pb).
     #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
     pub host: Option<String>,
+    /// Read the run a host at a time, in one host's memory whatever the host count,
+    /// for the same findings. What a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with = "host")]
+    pub host_at_a_time: bool,
     /// A TOML file overriding rule thresholds (e.g. `utilization_pct = 70`); keys are
     /// listed in `stepscope advise --json` under "thresholds".
     #[arg(long, value_name = "FILE")]
@@ -57,14 +62,21 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
         None => Thresholds::default(),
     };
     let select = Select { host: args.host.clone(), top: None };
-    let mut profile = load::profile(&args.input, &select)?;
     // The flags win over the thresholds file.
     let (flag, file) = (args.peaks.user(), th.peaks());
-    profile.set_peaks(stepscope_analysis::peaks::UserPeaks {
+    let peaks = stepscope_analysis::peaks::UserPeaks {
         flops_per_s: flag.flops_per_s.or(file.flops_per_s),
         bytes_per_s: flag.bytes_per_s.or(file.bytes_per_s),
-    });
-    let a = advise::advise(&profile, &th);
+    };
+    let whole = |mut profile: stepscope_analysis::Profile| {
+        profile.set_peaks(peaks);
+        Ok(advise::advise(&profile, &th))
+    };
+    let by_host = || {
+        let judge = |run: &str, hosts, read: &mut load::Reader| advise_by_host(run, hosts, &th, read, &|_| Ok(()));
+        Ok(load::host_at_a_time(&args.input, peaks, judge)?.0)
+    };
+    let a = load::whole_or_by_host(&args.input, &select, args.host_at_a_time, "findings", whole, by_host)?;
     if args.json {
         outln!("{}", serde_json::to_string(&a)?);
         return Ok(ExitCode::SUCCESS);

@@ -21,8 +21,8 @@ pub struct SummaryArgs {
     #[arg(long, conflicts_with = "host")]
     pub per_host: bool,
     /// Read the run a host at a time, in one host's memory whatever the host count,
-    /// for the same numbers (the findings are then each host's: `--per-host`). What
-    /// a run too large to read whole gets without asking.
+    /// for the same numbers and findings. What a run too large to read whole gets
+    /// without asking.
     #[arg(long, conflicts_with_all = ["host", "per_host"])]
     pub host_at_a_time: bool,
 }
@@ -33,7 +33,7 @@ pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
         return per_host(cost_args);
     }
     let args = &cost_args.common;
-    let same = "numbers; the findings are each host's: `summary --per-host`";
+    let same = "numbers and findings";
     let whole = |mut profile: stepscope_analysis::Profile| {
         profile.set_peaks(cost_args.peaks.user());
         Ok(summary::summary(&profile, args.select.rows()))
@@ -177,10 +177,6 @@ fn print_text(s: &Summary) {
             m.host,
             m.allocator
         );
-    }
-    if let Some(why) = s.findings_not_judged {
-        outln!();
-        out!("{}", human::wrap("", &format!("FINDINGS  not judged: {why}"), crate::table::prose_width()));
     }
     if !s.findings.is_empty() {
         outln!();

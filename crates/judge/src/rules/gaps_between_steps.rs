@@ -1,11 +1,10 @@
 //! `gaps-between-steps`: Time between steps, outside any step, above the threshold.
 
-use crate::evidence::host_activity;
-use stepscope_analysis::steps::{self, Steps};
+use stepscope_analysis::steps;
 use stepscope_model::stats::{pct, sum_ps};
 
 use crate::context::Context;
-use crate::evidence::*;
+use crate::facts::{gaps_between_steps, Kind};
 use crate::finding::{Finding, Severity};
 use crate::rule::Rule;
 
@@ -13,17 +12,20 @@ pub const RULE: Rule =
     Rule { id: "gaps-between-steps", threshold: Some("host_overhead_pct"), needs_steps: true, check };
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
-    let (profile, th, steps) = (cx.profile, cx.th, cx.steps);
-    let between = between_steps(steps);
-    let span: i64 = {
-        let lo = steps.steps.iter().map(|s| s.start_ps).min().unwrap_or(0);
-        let hi = steps.steps.iter().map(|s| s.end_ps()).max().unwrap_or(0);
-        hi.saturating_sub(lo)
-    };
-    let between_pct = pct(sum_ps(between.iter().map(|g| g.1)), span);
+    let (th, steps) = (cx.th, cx.steps);
+    let between = gaps_between_steps(steps);
+    // The gaps of every host over every host's span (its first step's start to its last
+    // step's end): a pod's hosts each pass their own time between steps, side by side.
+    let mut spans: Vec<(&str, i64, i64)> = Vec::new();
+    for s in &steps.steps {
+        match spans.iter_mut().find(|h| h.0 == s.host) {
+            Some(h) => (h.1, h.2) = (h.1.min(s.start_ps), h.2.max(s.end_ps())),
+            None => spans.push((&s.host, s.start_ps, s.end_ps())),
+        }
+    }
+    let span = sum_ps(spans.iter().map(|h| h.2.saturating_sub(h.1)));
+    let between_pct = pct(sum_ps(between.iter().map(|g| g.2)), span);
     if between_pct > th.host_overhead_pct {
-        let mut worst = between.clone();
-        worst.sort_by_key(|g| std::cmp::Reverse(g.1));
         out.push(Finding {
             rule: RULE.id,
             severity: if between_pct > 3.0 * th.host_overhead_pct { Severity::Critical } else { Severity::Warning },
@@ -31,20 +33,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             value: between_pct,
             threshold: th.host_overhead_pct,
             unit: "pct",
-            evidence: worst
-                .iter()
-                .take(3)
-                .map(|(st, gap)| {
-                    let mut e = in_step(
-                        format!("after step {}: {} until the next", st.step_num, ms(*gap)),
-                        st,
-                        st.end_ps(),
-                        *gap,
-                    );
-                    e.detail = host_activity(profile, &st.host, st.end_ps(), st.end_ps() + gap);
-                    e
-                })
-                .collect(),
+            evidence: cx.facts.cited(Kind::BetweenSteps),
             advice: match steps.source {
                 // Steps found as the runs of the busiest program: the loop's own work
                 // (loading the batch, dispatching) falls between them.
@@ -62,20 +51,6 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             },
         });
     }
-}
-
-/// Each step followed by a gap before the next step of its host: (step, gap).
-fn between_steps(steps: &Steps) -> Vec<(&steps::Step, i64)> {
-    let mut out = Vec::new();
-    for (i, st) in steps.steps.iter().enumerate() {
-        if let Some(next) = steps.steps[i + 1..].iter().find(|n| n.host == st.host) {
-            let gap = next.start_ps.saturating_sub(st.end_ps());
-            if gap > 0 {
-                out.push((st, gap));
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -96,5 +71,14 @@ mod tests {
         assert_eq!(f.value, pct(gaps, span));
         assert!(f.evidence.iter().all(|e| e.detail.starts_with("host: ")), "{f:?}");
         assert!(Run::of("cpu-clean").check(&RULE).is_empty());
+    }
+
+    /// A pod's hosts pass their time between steps side by side: two hosts that each
+    /// pass a share between steps pass that share, not twice it.
+    #[test]
+    fn hosts_side_by_side_pass_their_own_share_between_steps() {
+        let one = Run::of("cpu-sleep").one(&RULE);
+        let two = Run::of_hosts(&["cpu-sleep", "cpu-sleep"]).one(&RULE);
+        assert!((two.value - one.value).abs() < 1e-9, "{} vs {}", two.value, one.value);
     }
 }

@@ -1,17 +1,15 @@
 //! `host-bound-gaps`: The device idle, waiting on the host, more of the step than the threshold.
 
-use stepscope_analysis::steps::{self, Steps};
-use stepscope_model::Profile;
-
 use crate::context::Context;
 use crate::evidence::*;
-use crate::finding::{Evidence, Finding, Severity};
+use crate::facts::Kind;
+use crate::finding::{Finding, Severity};
 use crate::rule::Rule;
 
 pub const RULE: Rule = Rule { id: "host-bound-gaps", threshold: Some("host_overhead_pct"), needs_steps: true, check };
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
-    let (profile, th, steps, device_time) = (cx.profile, cx.th, cx.steps, cx.device_time);
+    let (th, device_time) = (cx.th, cx.device_time);
     let b = &cx.overview.breakdown;
     // Where kernels are linked to their launches, idle in which launched work had not
     // started is not the host's doing: it has its own rule. So has idle while the host
@@ -28,7 +26,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             threshold: th.host_overhead_pct,
             unit: "pct",
             evidence: {
-                let mut evidence = idle_gaps(profile, steps, 3);
+                let mut evidence = cx.facts.cited(Kind::IdleGaps);
                 if let Some(launching) = b.device_idle_launching_ps.filter(|&l| l > 0) {
                     let what = format!(
                         "of the mean step's idle {}, {} with the host inside launch calls (cuLaunchKernel, \
@@ -73,57 +71,6 @@ fn title(host_pct: f64, [idle_pct, input_pct, queued_pct]: [f64; 3]) -> String {
         "the device waits on the host {host_pct:.1}% of the step (idle {idle_pct:.1}%, less {})",
         less.join(" and ")
     )
-}
-
-/// The largest device-idle gaps inside steps, with what the host was doing.
-fn idle_gaps(profile: &Profile, steps: &Steps, n: usize) -> Vec<Evidence> {
-    let devices = profile.devices();
-    let mut gaps: Vec<(i64, i64, &steps::Step)> = Vec::new();
-    // A device that took no part in the work is idle all along: not the host's doing.
-    for d in devices.iter().filter(|d| steps::took_part(profile, d)) {
-        let busy = steps::active_intervals(profile, d);
-        for st in steps.steps.iter().filter(|s| s.host == d.host) {
-            let (lo, hi) = (st.start_ps, st.end_ps());
-            let mut cur = lo;
-            let spans = busy.spans();
-            let first = spans.partition_point(|s| s.1 <= lo);
-            for &(a, b) in &spans[first..] {
-                if a >= hi {
-                    break;
-                }
-                if a > cur {
-                    gaps.push((cur, a, st));
-                }
-                cur = cur.max(b);
-            }
-            if cur < hi {
-                gaps.push((cur, hi, st));
-            }
-        }
-    }
-    gaps.sort_by_key(|(a, b, _)| std::cmp::Reverse(b.saturating_sub(*a)));
-    let mut out: Vec<Evidence> = Vec::new();
-    for (a, b, st) in gaps {
-        // Devices of one host share gaps; report each stretch once.
-        if out
-            .iter()
-            .any(|e| e.host == st.host && e.start_ps.is_some_and(|s| s < b && s + e.duration_ps.unwrap_or(0) > a))
-        {
-            continue;
-        }
-        let mut e = in_step(
-            format!("device idle {} in step {}", ms(b.saturating_sub(a)), st.step_num),
-            st,
-            a,
-            b.saturating_sub(a),
-        );
-        e.detail = host_activity(profile, &st.host, a, b);
-        out.push(e);
-        if out.len() == n {
-            break;
-        }
-    }
-    out
 }
 
 #[cfg(test)]

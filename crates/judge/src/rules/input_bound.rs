@@ -1,11 +1,10 @@
 //! `input-bound`: The device waiting on the host's input work more of the step than the threshold.
 
-use crate::evidence::host_activity;
-use stepscope_analysis::steps;
 use stepscope_model::stats::{pct, sum_ps};
 
 use crate::context::Context;
 use crate::evidence::*;
+use crate::facts::Kind;
 use crate::finding::{Finding, Severity};
 use crate::rule::Rule;
 
@@ -16,13 +15,13 @@ const ADVICE: &str = "the input pipeline is on the critical path: prefetch batch
                       double-buffered iterator with jax.device_put ahead of time) and keep data loading out of the step";
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
-    let (profile, th, steps, inputs, device_time) = (cx.profile, cx.th, cx.steps, cx.inputs, cx.device_time);
+    let (th, steps, inputs, device_time) = (cx.th, cx.steps, cx.inputs, cx.device_time);
     let b = &cx.overview.breakdown;
     if let Some(idle_input) = b.device_idle_input_ps.filter(|_| device_time) {
         // Measured: the device idle while the host did input work (scopes, transfers).
         let input_pct = cx.step_pct(idle_input);
         if input_pct > th.input_bound_pct {
-            let sc = stepscope_analysis::scopes::scopes(profile);
+            let sc = cx.scopes();
             let mut worst: Vec<&stepscope_analysis::scopes::ScopeRow> = sc.scopes.iter().filter(|r| r.input).collect();
             worst.sort_by_key(|r| std::cmp::Reverse(r.per_step_ps.unwrap_or(0)));
             let host_pct = cx.step_pct(b.host_input_ps.unwrap_or(0));
@@ -60,12 +59,9 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             });
         }
     } else {
-        let input: Vec<(&steps::Step, i64)> =
-            inputs.steps.leading_idle.iter().filter_map(|&(i, ps)| Some((steps.steps.get(i)?, ps))).collect();
-        let input_pct = pct(sum_ps(input.iter().map(|(_, ps)| *ps)), sum_ps(steps.steps.iter().map(|s| s.duration_ps)));
+        let input = inputs.steps.leading_idle.iter().filter(|&&(i, _)| i < steps.steps.len());
+        let input_pct = pct(sum_ps(input.map(|(_, ps)| *ps)), sum_ps(steps.steps.iter().map(|s| s.duration_ps)));
         if device_time && input_pct > th.input_bound_pct {
-            let mut worst = input.clone();
-            worst.sort_by_key(|(_, ps)| std::cmp::Reverse(*ps));
             out.push(Finding {
                 rule: RULE.id,
                 severity: Severity::Warning,
@@ -73,20 +69,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                 value: input_pct,
                 threshold: th.input_bound_pct,
                 unit: "pct",
-                evidence: worst
-                    .iter()
-                    .take(3)
-                    .map(|(st, ps)| {
-                        let mut e = in_step(
-                            format!("step {}: {} before the first op", st.step_num, ms(*ps)),
-                            st,
-                            st.start_ps,
-                            *ps,
-                        );
-                        e.detail = host_activity(profile, &st.host, st.start_ps, st.start_ps + ps);
-                        e
-                    })
-                    .collect(),
+                evidence: cx.facts.cited(Kind::LeadingIdle),
                 advice: ADVICE.into(),
             });
         }

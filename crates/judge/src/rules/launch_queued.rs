@@ -1,37 +1,18 @@
 //! `launch-queued`: Launched work waiting to start more of the step than the threshold (GPUs).
 
-use stepscope_model::device_time::Part;
-
 use crate::context::Context;
-use crate::evidence::*;
+use crate::facts::Kind;
 use crate::finding::{Finding, Severity};
 use crate::rule::Rule;
 
 pub const RULE: Rule = Rule { id: "launch-queued", threshold: Some("launch_queued_pct"), needs_steps: true, check };
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
-    let (profile, th, device_time) = (cx.profile, cx.th, cx.device_time);
+    let (th, device_time) = (cx.th, cx.device_time);
     let queued_ps = cx.overview.breakdown.device_idle_queued_ps.unwrap_or(0);
     let queued = cx.step_pct(queued_ps);
     if device_time && queued > th.launch_queued_pct {
-        let model = profile.device_time();
-        let evidence = (profile.devices().iter().zip(&model.devices))
-            .filter(|(_, t)| t.took_part)
-            .filter_map(|(d, t)| Some((d, t, t.idle_queued_ps.filter(|&q| q > 0)?)))
-            .take(3)
-            .map(|(d, t, q)| {
-                ev(
-                    format!(
-                        "{}: idle {} of its {} window, {} of it with launched work not started",
-                        d.name,
-                        ms(t.part_ps(Part::Idle)),
-                        ms(t.window_ps()),
-                        ms(q)
-                    ),
-                    d.host,
-                )
-            })
-            .collect();
+        let evidence = cx.facts.cited(Kind::Queued);
         out.push(Finding {
             rule: RULE.id,
             severity: Severity::Warning,

@@ -34,7 +34,8 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         return;
     }
     let wanted: HashSet<(&str, &str)> = short.iter().map(|o| (o.name.as_str(), o.module.as_str())).collect();
-    let low: Vec<kernels::OpKernel> = kernels::of_ops(cx.profile, &wanted)
+    let low: Vec<kernels::OpKernel> = cx
+        .kernels_of_ops(&wanted)
         .into_iter()
         .filter(|k| k.occupancy_pct.is_some_and(|o| o < th.occupancy_pct))
         .collect();

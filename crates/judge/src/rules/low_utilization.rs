@@ -2,8 +2,8 @@
 //! without steps, less of their own span (first op to last), which then names the
 //! idlest devices: a capture mostly idle says so even where it has no steps to judge.
 
+use crate::facts::Kind;
 use stepscope_analysis::steps;
-use stepscope_model::device_time::DeviceTimeline;
 
 use crate::context::Context;
 use crate::evidence::*;
@@ -53,12 +53,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
 /// span, the idlest named. A warning at most: the span may hold what the capture
 /// caught around the work (warm-up, the wait before the first step).
 fn without_steps(cx: &Context) -> Finding {
-    let (s, th, profile) = (cx.overview, cx.th, cx.profile);
-    let model = profile.device_time();
-    let devices = profile.devices();
-    let mut idlest: Vec<(&stepscope_model::Device, &DeviceTimeline)> =
-        devices.iter().zip(&model.devices).filter(|(_, t)| t.took_part && t.window_ps() > 0).collect();
-    idlest.sort_by(|a, b| a.1.utilization_pct().total_cmp(&b.1.utilization_pct()).then(a.0.index.cmp(&b.0.index)));
+    let (s, th) = (cx.overview, cx.th);
     Finding {
         rule: RULE.id,
         severity: Severity::Warning,
@@ -69,18 +64,7 @@ fn without_steps(cx: &Context) -> Finding {
         value: s.device_utilization_pct,
         threshold: th.utilization_pct,
         unit: "pct",
-        evidence: idlest
-            .iter()
-            .take(3)
-            .map(|(d, t)| {
-                let idle_ps = t.window_ps().saturating_sub(t.busy_ps);
-                at(
-                    ev(format!("{}: idle {} of its {} span", d.name, ms(idle_ps), ms(t.window_ps())), d.host),
-                    t.window[0].0,
-                    t.window_ps(),
-                )
-            })
-            .collect(),
+        evidence: cx.facts.cited(Kind::Idlest),
         advice: "mark the steps (jax.profiler.StepTraceAnnotation) to tell the work's own idle time from the \
                  capture's: a span that holds the wait before the first step or after the last looks idle; \
                  `stepscope devices PATH` splits each device's span"

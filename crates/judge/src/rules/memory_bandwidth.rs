@@ -16,7 +16,7 @@ pub const RULE: Rule =
 const MEMORY_BOUND_TIME_PCT: f64 = 10.0;
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
-    let (profile, th, op_rows) = (cx.profile, cx.th, cx.op_rows());
+    let (th, op_rows) = (cx.th, cx.op_rows());
     // Memory bandwidth of memory-bound ops, where peaks are known. Ops shorter than
     // `bandwidth_min_op_us` cannot approach peak bandwidth (launch and tail effects
     // dominate): their cost is their count, which `many-small-ops` judges.
@@ -26,8 +26,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         .iter()
         .filter(|r| r.bound == Some("memory") && r.bytes_per_s.is_some() && r.avg_ps >= small_ps)
         .collect();
-    let dev = profile.devices();
-    let peak = dev.iter().find_map(|d| stepscope_analysis::peaks::of(d).bytes_per_s);
+    let peak = cx.facts.peak_bytes_per_s();
     let t = sum_ps(mem_bound.iter().map(|r| r.self_ps));
     if let (Some(peak), true) = (peak, t > 0) {
         let bytes: f64 = mem_bound.iter().filter_map(|r| r.bytes_accessed).map(|b| b as f64).sum();

@@ -8,33 +8,21 @@ use crate::rule::Rule;
 pub const RULE: Rule = Rule { id: "truncated", threshold: None, needs_steps: true, check };
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
-    let profile = cx.profile;
-    // --- truncation
-    for space in &profile.hosts {
-        let events = space.event_count();
-        let capped = space.format == stepscope_xspace::Format::TraceJson && events >= 1_000_000;
-        let dropped = space.warnings.iter().chain(&space.errors).find(|w| {
-            let w = w.to_ascii_lowercase();
-            w.contains("drop") || w.contains("truncat") || w.contains("buffer full") || w.contains("exceed")
+    for t in cx.facts.truncated() {
+        out.push(Finding {
+            rule: RULE.id,
+            severity: Severity::Warning,
+            title: format!("the profile of {} looks truncated", t.host),
+            value: t.events as f64,
+            threshold: 1_000_000.0,
+            unit: "count",
+            evidence: vec![{
+                let mut e = ev(format!("{} events", t.events), &t.host);
+                e.detail = t.detail;
+                e
+            }],
+            advice: "read the .xplane.pb instead of the trace JSON (it has every event), or capture fewer steps".into(),
         });
-        if capped || dropped.is_some() {
-            out.push(Finding {
-                rule: RULE.id,
-                severity: Severity::Warning,
-                title: format!("the profile of {} looks truncated", space.host),
-                value: events as f64,
-                threshold: 1_000_000.0,
-                unit: "count",
-                evidence: vec![{
-                    let mut e = ev(format!("{events} events"), &space.host);
-                    e.detail =
-                        dropped.cloned().unwrap_or_else(|| "trace JSON is capped at 1,000,000 events by JAX".into());
-                    e
-                }],
-                advice: "read the .xplane.pb instead of the trace JSON (it has every event), or capture fewer steps"
-                    .into(),
-            });
-        }
     }
 }
 

@@ -1,0 +1,179 @@
+//! The findings of a run read a host at a time ([`stepscope_analysis::fold`]): each
+//! host, measured under the run's decisions, is reduced to what the rules read of it
+//! ([`HostPart`]) before it is dropped; the parts make the analyses and the facts the
+//! rules read of the run read whole, and the same rules judge them.
+
+use std::collections::HashSet;
+
+use stepscope_analysis::collectives::{self, CollectivesPart};
+use stepscope_analysis::compile::{self, CompileEvent};
+use stepscope_analysis::devices::{self, DevicesPart};
+use stepscope_analysis::fold::{self, Check, Reader};
+use stepscope_analysis::kernels::{self, OpKernels};
+use stepscope_analysis::memory::{self, Allocator};
+use stepscope_analysis::overview::{Overview, OverviewPart};
+use stepscope_analysis::scopes::{self, InputSums, ScopeRow};
+use stepscope_model::steps::Step;
+use stepscope_model::Profile;
+
+use crate::advise::{judge, Advice, TOP_OPS};
+use crate::context::{ByHost, Context};
+use crate::facts::{HostFacts, RunFacts};
+use crate::finding::Finding;
+use crate::inputs::{self, Dispatches, Inputs, StepPasses};
+use crate::thresholds::Thresholds;
+
+/// A run read a host at a time, judged: its overview, the analyses the rules read, its
+/// findings, and what the caller kept of each host.
+pub struct Judged<T> {
+    pub overview: Overview,
+    pub inputs: Inputs,
+    pub findings: Vec<Finding>,
+    pub kept: Vec<T>,
+}
+
+/// What the rules read of one host.
+struct HostPart<T> {
+    devices: DevicesPart,
+    compiles: Vec<CompileEvent>,
+    collectives: CollectivesPart,
+    allocators: Vec<Allocator>,
+    scope_rows: Vec<ScopeRow>,
+    input: InputSums,
+    steps: Vec<Step>,
+    leading_idle: Vec<(usize, i64)>,
+    dispatches: Dispatches,
+    facts: HostFacts,
+    kept: T,
+}
+
+/// The overview and findings of a run of `hosts` hosts read one at a time, with
+/// thresholds `th`: what the run read whole has ([`crate::advise::advise`],
+/// [`crate::inputs::overview_and_inputs`]), in one host's memory and the parts'.
+/// `read` and `top` as [`fold::overview_by_host`] takes them; `extra` is asked of each
+/// host once measured under the run's decisions, for what the caller keeps of it.
+pub fn judged_by_host<T, E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    th: &Thresholds,
+    read: &mut Reader<E>,
+    extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
+) -> Result<Judged<T>, E> {
+    // Kernels do not depend on the run's decisions: each host's are added up once, as
+    // it is first read, in the run's order.
+    let mut kernels = OpKernels::default();
+    let mut added: HashSet<String> = HashSet::new();
+    let mut part = |p: &Profile, o: &OverviewPart| -> Result<HostPart<T>, E> {
+        if p.hosts.iter().all(|h| added.insert(h.host.clone())) {
+            kernels.add(kernels::of_every_op(p));
+        }
+        host_part(p, o, &mut *extra)
+    };
+    let (overview, op_rows, parts) = fold::overview_and_ops_by_host(run, hosts, top, read, &mut part)?;
+    Ok(assemble(run, overview, op_rows, kernels, parts, th))
+}
+
+/// [`crate::advise::advise`] of a run read a host at a time, `read` as
+/// [`judged_by_host`] takes it; `check` is asked of each host once measured (whether
+/// its file changed under it).
+pub fn advise_by_host<E>(
+    run: &str,
+    hosts: usize,
+    th: &Thresholds,
+    read: &mut Reader<E>,
+    check: &Check<E>,
+) -> Result<Advice, E> {
+    let judged = judged_by_host(run, hosts, TOP_OPS, th, read, &mut |p, _| check(p))?;
+    Ok(Advice::new(run, th, judged.findings))
+}
+
+/// What the rules read of `profile` (one host, measured), beside its overview part `o`.
+fn host_part<T, E>(
+    profile: &Profile,
+    o: &OverviewPart,
+    extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
+) -> Result<HostPart<T>, E> {
+    let steps = stepscope_model::profile::cached(profile);
+    let ((devices, compiles), ((collectives, allocators), (scope_rows, (leading_idle, dispatches)))) = rayon::join(
+        || (DevicesPart::of(profile), compile::compiles(profile)),
+        || {
+            rayon::join(
+                || {
+                    // The allocators' timelines are not judged: a pod's would add up.
+                    let mut allocators = memory::memory(profile, None, 3).allocators;
+                    allocators.iter_mut().for_each(|a| a.timeline = Vec::new());
+                    (CollectivesPart::of(profile), allocators)
+                },
+                || {
+                    let passes = (inputs::leading_idle(profile, steps), inputs::dispatches(profile, steps));
+                    (scopes::scope_rows(profile), passes)
+                },
+            )
+        },
+    );
+    let facts = HostFacts::of(profile, steps, &leading_idle);
+    Ok(HostPart {
+        devices,
+        compiles,
+        collectives,
+        allocators,
+        scope_rows,
+        input: o.input_sums().clone(),
+        steps: steps.steps.clone(),
+        leading_idle,
+        dispatches,
+        facts,
+        kept: extra(profile, o)?,
+    })
+}
+
+/// The analyses and facts of the run from its hosts' parts, and the rules' findings.
+fn assemble<T>(
+    run: &str,
+    overview: Overview,
+    op_rows: stepscope_analysis::ops::Ops,
+    kernels: OpKernels,
+    parts: Vec<HostPart<T>>,
+    th: &Thresholds,
+) -> Judged<T> {
+    let hosts = parts.len();
+    let (mut devices, mut compiles, mut allocators, mut scope_rows) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut collectives, mut input, mut dispatches) =
+        (CollectivesPart::default(), InputSums::default(), Dispatches::default());
+    let (mut steps, mut leading, mut facts, mut kept) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for p in parts {
+        devices.push(p.devices);
+        compiles.extend(p.compiles);
+        collectives.add(p.collectives);
+        allocators.extend(p.allocators);
+        scope_rows.extend(p.scope_rows);
+        input.add(p.input);
+        let before = steps.len();
+        leading.extend(p.leading_idle.into_iter().map(|(i, ps)| (i + before, ps)));
+        steps.extend(p.steps);
+        dispatches.add(p.dispatches);
+        facts.push(p.facts);
+        kept.push(p.kept);
+    }
+    let (steps, place) = fold::run_steps(&overview, steps, hosts);
+    let mut leading_idle: Vec<(usize, i64)> = leading.into_iter().map(|(i, ps)| (place[i], ps)).collect();
+    leading_idle.sort_unstable();
+    let timed: Vec<i64> = steps.timed().map(|s| s.duration_ps).collect();
+    let inputs = Inputs {
+        compile: compile::assemble(run, compiles),
+        collectives: collectives::assemble(run, collectives),
+        devices: devices::assemble(run, devices),
+        memory: memory::assemble(run, allocators),
+        steps: StepPasses::of(leading_idle, &dispatches),
+    };
+    let by_host = ByHost {
+        facts: RunFacts::of(facts, &place),
+        op_rows,
+        scopes: scopes::assemble(steps.steps.len(), &timed, input.per_step(steps.steps.len(), &timed), scope_rows),
+        kernels,
+        steps,
+    };
+    let findings = judge(&Context::by_host(&by_host, &overview, th, &inputs));
+    Judged { overview, inputs, findings, kept }
+}
