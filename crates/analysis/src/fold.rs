@@ -13,10 +13,13 @@
 use stepscope_model::steps::{RunDecisions, Step, StepSource, StepTiming, StepVotes, Steps};
 use stepscope_model::Profile;
 
+use crate::collectives::{Collectives, CollectivesPart};
+use crate::compile::Compile;
 use crate::devices::{Devices, DevicesPart};
 use crate::ops::{GroupBy, OpRowsPart, Ops};
 use crate::overview::{assemble, in_run_order, Overview, OverviewPart};
 use crate::roofline::{step_flops_with, FlopsPerEvent};
+use crate::scopes::{InputSums, Scopes};
 
 /// The overview of a run of `hosts` hosts read one at a time: `read(i, again)` reads
 /// host `i` alone, on the run's clock; `None` where its file cannot be read the first
@@ -148,13 +151,73 @@ pub fn run_steps(overview: &Overview, steps: Vec<Step>, hosts: usize) -> (Steps,
 /// for [`steps_by_host`]: each host's, measured under the run's decisions, the hosts
 /// then set against each other as in the run read whole ([`crate::devices`]).
 pub fn devices_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Devices, E> {
-    let mut keep = |p: &Profile, _: &OverviewPart| {
-        let part = DevicesPart::of(p);
+    let parts = parts_by_host(run, hosts, read, check, |p, _| DevicesPart::of(p))?;
+    Ok(crate::devices::assemble(run, parts))
+}
+
+/// The collectives of a run read one host at a time, `read` and `check` as for
+/// [`steps_by_host`]: each host's, measured under the run's decisions (its devices'
+/// windows), summed per op as in the run read whole ([`crate::collectives`]).
+pub fn collectives_by_host<E>(
+    run: &str,
+    hosts: usize,
+    read: &mut Reader<E>,
+    check: &Check<E>,
+) -> Result<Collectives, E> {
+    let mut all = CollectivesPart::default();
+    for part in parts_by_host(run, hosts, read, check, |p, _| CollectivesPart::of(p))? {
+        all.add(part);
+    }
+    Ok(crate::collectives::assemble(run, all))
+}
+
+/// The host scopes of a run read one host at a time, `read` and `check` as for
+/// [`steps_by_host`]: each host's rows, measured under the run's decisions (its steps),
+/// their share of the run's mean step taken as in the run read whole
+/// ([`crate::scopes`]).
+pub fn scopes_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Scopes, E> {
+    let parts = parts_by_host(run, hosts, read, check, |p, o| {
+        let steps = stepscope_model::profile::cached(p);
+        let timed: Vec<i64> = steps.timed().map(|s| s.duration_ps).collect();
+        (crate::scopes::scope_rows(p), steps.steps.len(), timed, o.input_sums().clone())
+    })?;
+    let (mut rows, mut step_count, mut timed, mut input) = (Vec::new(), 0, Vec::new(), InputSums::default());
+    for (r, n, t, i) in parts {
+        rows.extend(r);
+        step_count += n;
+        timed.extend(t);
+        input.add(i);
+    }
+    Ok(crate::scopes::assemble(step_count, &timed, input.per_step(step_count, &timed), rows))
+}
+
+/// The compiles of a run read one host at a time, `read` and `check` as for
+/// [`ops_by_host`]: each host's (they depend on no decision of the run: each host is
+/// read once), in time order as in the run read whole ([`crate::compile`]).
+pub fn compile_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Compile, E> {
+    let mut compiles = Vec::new();
+    for i in 0..hosts {
+        let Some(profile) = read(i, false)? else { continue };
+        compiles.extend(crate::compile::compiles(&profile));
+        check(&profile)?;
+    }
+    Ok(crate::compile::assemble(run, compiles))
+}
+
+/// Each host's `keep`, measured under the run's decisions, hosts in order, each
+/// `check`ed once kept. What is kept reads no FLOPs: no op rows are summed.
+fn parts_by_host<T, E>(
+    run: &str,
+    hosts: usize,
+    read: &mut Reader<E>,
+    check: &Check<E>,
+    keep: impl Fn(&Profile, &OverviewPart) -> T,
+) -> Result<Vec<T>, E> {
+    let mut keep = |p: &Profile, o: &OverviewPart| {
+        let part = keep(p, o);
         check(p).map(|()| part)
     };
-    // Device rows read no FLOPs: no op rows are summed.
-    let (_, _, parts) = fold(run, hosts, 0, false, read, &mut keep)?;
-    Ok(crate::devices::assemble(run, parts))
+    Ok(fold(run, hosts, 0, false, read, &mut keep)?.2)
 }
 
 /// The op profile of a run read one host at a time, grouped `by` (scopes cut at

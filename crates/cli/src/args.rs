@@ -76,7 +76,7 @@ pub enum Command {
     Ops(OpsArgs),
     /// Your host scopes (TraceAnnotation) nested, per step, with device time and input work.
     #[command(after_help = crate::examples::SCOPES)]
-    Scopes(AnalysisArgs),
+    Scopes(crate::opts::ByHostArgs),
     /// Roofline: each op's FLOPs per byte, achieved rate and share of the device's roof.
     #[command(after_help = crate::examples::ROOFLINE)]
     Roofline(CostArgs),
@@ -91,13 +91,13 @@ pub enum Command {
     Buffers(crate::cmd::buffers::BuffersArgs),
     /// Collectives: time per all-reduce/all-gather/…, and the share compute overlapped.
     #[command(after_help = crate::examples::COLLECTIVES)]
-    Collectives(AnalysisArgs),
+    Collectives(crate::opts::ByHostArgs),
     /// XLA compilation on the host during the capture, per module.
     #[command(after_help = crate::examples::COMPILE)]
-    Compile(AnalysisArgs),
+    Compile(crate::opts::ByHostArgs),
     /// Per-device and per-host rows, and stragglers.
     #[command(after_help = crate::examples::DEVICES)]
-    Devices(crate::cmd::devices::DevicesArgs),
+    Devices(crate::opts::ByHostArgs),
     /// An op's HLO: instruction, operands, fusion body, shapes, JAX name stack, source line.
     #[command(after_help = crate::examples::HLO)]
     Hlo(crate::cmd::hlo::HloArgs),

@@ -248,6 +248,20 @@ pub fn whole_or_by_host<T>(
     }
 }
 
+/// The analysis `args` ask for: `whole` of the run read whole, or, where asked or where
+/// the run is too large to read whole, `by_host` of it read a host at a time (the same
+/// rows): [`whole_or_by_host`] and [`host_at_a_time`] for the analyses that need no
+/// more than the run's hosts.
+pub fn analysis<T>(
+    args: &crate::opts::ByHostArgs,
+    whole: impl FnOnce(&Profile) -> T,
+    by_host: impl FnOnce(&str, usize, &mut Reader) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    let input = &args.common.input;
+    let by_host = || Ok(host_at_a_time(input, Default::default(), by_host)?.0);
+    whole_or_by_host(input, &args.common.select, args.host_at_a_time, "rows", |p| Ok(whole(&p)), by_host)
+}
+
 /// Where `e` is a run whose hosts were refused as too large to read together: what it
 /// said of it.
 pub fn too_large(e: &anyhow::Error) -> Option<&str> {

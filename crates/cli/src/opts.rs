@@ -77,6 +77,17 @@ pub struct AnalysisArgs {
     pub output: Output,
 }
 
+/// An analysis that reads a run too large to read whole a host at a time.
+#[derive(Args, Debug)]
+pub struct ByHostArgs {
+    #[command(flatten)]
+    pub common: AnalysisArgs,
+    /// Read the run a host at a time, in one host's memory whatever the host count, for
+    /// the same rows. What a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with = "host")]
+    pub host_at_a_time: bool,
+}
+
 /// The device's peaks, for the analyses that measure against them (roofline, FLOPs
 /// utilisation, memory bandwidth): a CPU has none in its profile.
 #[derive(Args, Debug, Clone, Default)]

@@ -352,15 +352,24 @@ fn roofline(app: &App, q: &Params) -> Reply {
 
 /// The host scopes; every row unless `top` asks for fewer (as `stepscope scopes`).
 fn scopes(app: &App, q: &Params) -> Reply {
-    let e = q.entry(app)?;
-    let mut result = stepscope_analysis::scopes::scopes(&e.profile);
-    if q.str("top").is_some_and(|t| !t.is_empty()) {
-        let n = q.top()?;
-        if n > 0 {
+    let top = match q.str("top").is_some_and(|t| !t.is_empty()) {
+        true => Some(q.top()?).filter(|&n| n > 0),
+        false => None,
+    };
+    let top_rows = |mut result: stepscope_analysis::scopes::Scopes| {
+        if let Some(n) = top {
             result.scopes.truncate(n);
         }
-    }
-    json(&result)
+        json(&result)
+    };
+    whole_or_by_host(
+        app,
+        q,
+        |e| top_rows(stepscope_analysis::scopes::scopes(&e.profile)),
+        format!("scopes/by-host?top={top:?}"),
+        |run, read, check| stepscope_analysis::fold::scopes_by_host(&run.rel, run.hosts.len(), read, check),
+        |s, _| top_rows(s),
+    )
 }
 
 /// The op profile; of a run too large to read whole, read a host at a time.
@@ -499,15 +508,33 @@ fn memory_buffers(app: &App, q: &Params) -> Reply {
     }
 }
 
+/// The collectives; of a run too large to read whole, read a host at a time.
 fn collectives(app: &App, q: &Params) -> Reply {
     let top = q.top()?;
-    let mut c = collectives::collectives(&q.entry(app)?.profile);
-    c.ops.truncate(top);
-    json(&c)
+    let top_rows = |mut c: collectives::Collectives| {
+        c.ops.truncate(top);
+        json(&c)
+    };
+    whole_or_by_host(
+        app,
+        q,
+        |e| top_rows(collectives::collectives(&e.profile)),
+        format!("collectives/by-host?top={top}"),
+        |run, read, check| stepscope_analysis::fold::collectives_by_host(&run.rel, run.hosts.len(), read, check),
+        |c, _| top_rows(c),
+    )
 }
 
+/// The compiles; of a run too large to read whole, read a host at a time.
 fn compile(app: &App, q: &Params) -> Reply {
-    json(&compile::compile(&q.entry(app)?.profile))
+    whole_or_by_host(
+        app,
+        q,
+        |e| json(&compile::compile(&e.profile)),
+        "compile/by-host".into(),
+        |run, read, check| stepscope_analysis::fold::compile_by_host(&run.rel, run.hosts.len(), read, check),
+        |c, _| json(&c),
+    )
 }
 
 /// The device and host rows; of a run too large to read whole, read a host at a time.

@@ -6,12 +6,14 @@ use stepscope_analysis::collectives;
 
 use crate::human;
 use crate::load;
-use crate::opts::AnalysisArgs;
+use crate::opts::ByHostArgs;
 use crate::table::{csv, Table};
 
-pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
-    let profile = load::profile(&args.input, &args.select)?;
-    let mut c = collectives::collectives(&profile);
+pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
+    let args = &by_host.common;
+    let mut c = load::analysis(by_host, collectives::collectives, |run, hosts, read| {
+        stepscope_analysis::fold::collectives_by_host(run, hosts, read, &|_| Ok(()))
+    })?;
     c.ops.truncate(args.select.rows());
     if args.output.json {
         outln!("{}", serde_json::to_string(&c)?);

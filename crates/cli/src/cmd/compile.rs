@@ -6,12 +6,14 @@ use stepscope_analysis::compile;
 
 use crate::human;
 use crate::load;
-use crate::opts::AnalysisArgs;
+use crate::opts::ByHostArgs;
 use crate::table::{csv, Table};
 
-pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
-    let profile = load::profile(&args.input, &args.select)?;
-    let c = compile::compile(&profile);
+pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
+    let args = &by_host.common;
+    let c = load::analysis(by_host, compile::compile, |run, hosts, read| {
+        stepscope_analysis::fold::compile_by_host(run, hosts, read, &|_| Ok(()))
+    })?;
     if args.output.json {
         outln!("{}", serde_json::to_string(&c)?);
         return Ok(ExitCode::SUCCESS);

@@ -7,29 +7,14 @@ use stepscope_analysis::devices;
 
 use crate::human;
 use crate::load;
-use crate::opts::AnalysisArgs;
+use crate::opts::ByHostArgs;
 use crate::table::{csv, Table};
 
-#[derive(clap::Args, Debug)]
-pub struct DevicesArgs {
-    #[command(flatten)]
-    pub common: AnalysisArgs,
-    /// Read the run a host at a time, in one host's memory whatever the host count, for
-    /// the same rows. What a run too large to read whole gets without asking.
-    #[arg(long, conflicts_with = "host")]
-    pub host_at_a_time: bool,
-}
-
-pub fn run(devices_args: &DevicesArgs) -> anyhow::Result<ExitCode> {
-    let args = &devices_args.common;
-    let whole = |profile| Ok(devices::devices(&profile));
-    let by_host = || {
-        let (d, _) = load::host_at_a_time(&args.input, Default::default(), |run, hosts, read| {
-            stepscope_analysis::fold::devices_by_host(run, hosts, read, &|_| Ok(()))
-        })?;
-        Ok(d)
-    };
-    let d = load::whole_or_by_host(&args.input, &args.select, devices_args.host_at_a_time, "rows", whole, by_host)?;
+pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
+    let args = &by_host.common;
+    let d = load::analysis(by_host, devices::devices, |run, hosts, read| {
+        stepscope_analysis::fold::devices_by_host(run, hosts, read, &|_| Ok(()))
+    })?;
     if args.output.json {
         outln!("{}", serde_json::to_string(&d)?);
         return Ok(ExitCode::SUCCESS);

@@ -6,12 +6,14 @@ use stepscope_analysis::scopes;
 
 use crate::human;
 use crate::load;
-use crate::opts::AnalysisArgs;
+use crate::opts::ByHostArgs;
 use crate::table::{csv, Table};
 
-pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
-    let profile = load::profile(&args.input, &args.select)?;
-    let mut s = scopes::scopes(&profile);
+pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
+    let args = &by_host.common;
+    let mut s = load::analysis(by_host, scopes::scopes, |run, hosts, read| {
+        stepscope_analysis::fold::scopes_by_host(run, hosts, read, &|_| Ok(()))
+    })?;
     // A tree: every row unless --top asks for fewer.
     if let Some(n) = args.select.top.filter(|&n| n > 0) {
         s.scopes.truncate(n);
