@@ -16,6 +16,7 @@ use stepscope_model::Profile;
 use crate::collectives::{Collectives, CollectivesPart};
 use crate::compile::Compile;
 use crate::devices::{Devices, DevicesPart};
+use crate::kernels::{Kernels, KernelsPart};
 use crate::ops::{GroupBy, OpRowsPart, Ops};
 use crate::overview::{assemble, in_run_order, Overview, OverviewPart};
 use crate::roofline::{step_flops_with, FlopsPerEvent};
@@ -202,6 +203,19 @@ pub fn compile_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: 
         check(&profile)?;
     }
     Ok(crate::compile::assemble(run, compiles))
+}
+
+/// The kernels of a run read one host at a time, `read` and `check` as for
+/// [`ops_by_host`]: each host's (they depend on no decision of the run: each host is
+/// read once), summed per kernel as in the run read whole ([`crate::kernels`]).
+pub fn kernels_by_host<E>(hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Kernels, E> {
+    let mut all = KernelsPart::default();
+    for i in 0..hosts {
+        let Some(profile) = read(i, false)? else { continue };
+        all.add(KernelsPart::of(&profile));
+        check(&profile)?;
+    }
+    Ok(crate::kernels::assemble(all))
 }
 
 /// Each host's `keep`, measured under the run's decisions, hosts in order, each

@@ -459,92 +459,176 @@ fn op_kernels(profile: &Profile, named: &dyn Fn(&str) -> bool, wanted: &dyn Fn(&
 
 /// Computes the kernel stats of every GPU (any `/device:` plane with stream lines).
 pub fn kernels(profile: &Profile) -> Kernels {
+    assemble(KernelsPart::of(profile))
+}
+
+/// One kernel with one launch configuration, of one op: what [`KernelRow`]s are
+/// grouped by.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct OwnedKey {
+    name: String,
+    grid: [u32; 3],
+    block: [u32; 3],
+    regs: Option<u32>,
+    shared: Option<u64>,
+    op: String,
+    module: String,
+    program: Option<u64>,
+}
+
+/// The kernels of some hosts of a run, summed per kernel, launch configuration and
+/// op, before they are ranked ([`assemble`]): a run read a host at a time adds up each
+/// host's.
+#[derive(Default)]
+pub struct KernelsPart {
+    /// Each group, its sums and whether its op could use tensor cores (from the HLO of
+    /// the first host that ran it).
+    rows: Vec<(OwnedKey, Acc, Option<bool>)>,
+    at: HashMap<OwnedKey, usize>,
+    kernel_time_ps: i64,
+}
+
+impl KernelsPart {
+    /// The kernels of every host of `profile`.
+    pub fn of(profile: &Profile) -> KernelsPart {
+        let mut part = KernelsPart::default();
+        for host in 0..profile.hosts.len() {
+            part.add(of_host(profile, host));
+        }
+        part
+    }
+
+    /// Adds another host's kernels (a host after those already added).
+    pub fn add(&mut self, other: KernelsPart) {
+        self.kernel_time_ps = self.kernel_time_ps.saturating_add(other.kernel_time_ps);
+        for (key, acc, eligible) in other.rows {
+            match self.at.get(&key) {
+                Some(&at) => {
+                    let (_, mine, mine_eligible) = &mut self.rows[at];
+                    mine.merge(&acc);
+                    mine.occupancy = mine.occupancy.or(acc.occupancy);
+                    mine.flag = mine.flag.or(acc.flag);
+                    *mine_eligible = mine_eligible.or(eligible);
+                }
+                None => {
+                    self.at.insert(key.clone(), self.rows.len());
+                    self.rows.push((key, acc, eligible));
+                }
+            }
+        }
+    }
+}
+
+/// The kernels of host `host` (its index in `profile.hosts`), each op looked up in
+/// its HLO.
+fn of_host(profile: &Profile, host: usize) -> KernelsPart {
     let mut groups: HashMap<Key, Acc> = HashMap::new();
     let mut parsed: HashMap<&str, KernelDetails> = HashMap::new();
     let mut kernel_time_ps = 0i64;
     let devices = profile.devices();
-    for space in &profile.hosts {
-        for plane in space.planes.iter().filter(|p| p.name.starts_with("/device:")) {
-            let keys = Keys::of(plane);
-            if keys.kernel_details.is_none() {
+    let space = &profile.hosts[host];
+    for plane in space.planes.iter().filter(|p| p.name.starts_with("/device:")) {
+        let keys = Keys::of(plane);
+        if keys.kernel_details.is_none() {
+            continue;
+        }
+        let look = plane.stat_lookup([keys.kernel_details, keys.hlo_op, keys.hlo_module, keys.program_id]);
+        let text = |s: Option<Stat>| s.and_then(|s| plane.stat_str(&s));
+        // The device's op records name each kernel's op, command-buffer kernels
+        // credited to their own instructions (`command_buffer.rs`).
+        let ops = (devices.iter())
+            .find(|d| std::ptr::eq(d.plane, plane) && d.source == OpSource::Kernels)
+            .map(|d| d.cached_ops());
+        let mut slot_of: FastMap<SlotKey, usize> = FastMap::default();
+        // Per slot: a launch of it and its sums.
+        let mut slots: Vec<(Launch, Acc)> = Vec::new();
+        let mut first_rec = 0usize;
+        for (li, line) in plane.lines.iter().enumerate().filter(|(_, l)| is_stream_line(l)) {
+            let at = first_rec;
+            first_rec += line.len();
+            if line.is_counter {
                 continue;
             }
-            let look = plane.stat_lookup([keys.kernel_details, keys.hlo_op, keys.hlo_module, keys.program_id]);
-            let text = |s: Option<Stat>| s.and_then(|s| plane.stat_str(&s));
-            // The device's op records name each kernel's op, command-buffer kernels
-            // credited to their own instructions (`command_buffer.rs`).
-            let ops = (devices.iter())
-                .find(|d| std::ptr::eq(d.plane, plane) && d.source == OpSource::Kernels)
-                .map(|d| d.cached_ops());
-            let mut slot_of: FastMap<SlotKey, usize> = FastMap::default();
-            // Per slot: a launch of it and its sums.
-            let mut slots: Vec<(Launch, Acc)> = Vec::new();
-            let mut first_rec = 0usize;
-            for (li, line) in plane.lines.iter().enumerate().filter(|(_, l)| is_stream_line(l)) {
-                let at = first_rec;
-                first_rec += line.len();
-                if line.is_counter {
-                    continue;
-                }
-                for i in 0..line.len() {
-                    let [details, op, module, program] = plane.stats_of(&look, line, i);
-                    let Some(details) = details.filter(|s| plane.stat_str(s).is_some()) else { continue };
-                    let rec = ops.and_then(|o| o.recs.get(at + i)).filter(|r| r.index as usize == i);
-                    let (op, module) = match rec {
-                        Some(r) => (op.map_or(Owner::Stat(None), |_| Owner::Id(r.name)), Owner::Id(r.module)),
-                        None => (Owner::Stat(text_key(op)), Owner::Stat(text_key(module))),
-                    };
-                    let key = (line.meta(i), text_key(Some(details)), op, module, stat_u64(plane, program));
-                    let at_slot = *slot_of.entry(key).or_insert_with(|| {
-                        slots.push(((li, i, rec), Acc::default()));
-                        slots.len() - 1
-                    });
-                    let dur = line.duration_ps(i).max(0);
-                    kernel_time_ps = kernel_time_ps.saturating_add(dur);
-                    slots[at_slot].1.add(dur);
-                }
-            }
-            // Each slot's texts, read once from one of its launches; slots of equal
-            // texts (one kernel, its inline strings written again) are summed.
-            for ((li, i, rec), slot) in slots {
-                let line = &plane.lines[li];
+            for i in 0..line.len() {
                 let [details, op, module, program] = plane.stats_of(&look, line, i);
-                let Some(details) = text(details) else { continue };
-                let op = op.and_then(|op| match (ops, rec) {
-                    (Some(o), Some(r)) => Some(&*o.names[r.name as usize]),
-                    _ => plane.stat_str(&op),
-                });
-                // Launches of one kernel repeat their details text: parsed once.
-                let d = parsed.entry(details).or_insert_with(|| parse_kernel_details(details));
-                let key = Key {
-                    name: plane.event_name(line.meta(i)),
-                    grid: d.grid,
-                    block: d.block,
-                    regs: d.registers_per_thread,
-                    shared: d.shared_mem_bytes(),
-                    op: op.unwrap_or(""),
-                    module: text(module).unwrap_or(""),
-                    program: stat_u64(plane, program),
+                let Some(details) = details.filter(|s| plane.stat_str(s).is_some()) else { continue };
+                let rec = ops.and_then(|o| o.recs.get(at + i)).filter(|r| r.index as usize == i);
+                let (op, module) = match rec {
+                    Some(r) => (op.map_or(Owner::Stat(None), |_| Owner::Id(r.name)), Owner::Id(r.module)),
+                    None => (Owner::Stat(text_key(op)), Owner::Stat(text_key(module))),
                 };
-                let acc = groups.entry(key).or_default();
-                acc.merge(&slot);
-                acc.occupancy = acc.occupancy.or(d.occupancy_pct.filter(|v| *v > 0.0));
-                acc.flag = acc.flag.or(d.tensor_core);
+                let key = (line.meta(i), text_key(Some(details)), op, module, stat_u64(plane, program));
+                let at_slot = *slot_of.entry(key).or_insert_with(|| {
+                    slots.push(((li, i, rec), Acc::default()));
+                    slots.len() - 1
+                });
+                let dur = line.duration_ps(i).max(0);
+                kernel_time_ps = kernel_time_ps.saturating_add(dur);
+                slots[at_slot].1.add(dur);
             }
         }
+        // Each slot's texts, read once from one of its launches; slots of equal
+        // texts (one kernel, its inline strings written again) are summed.
+        for ((li, i, rec), slot) in slots {
+            let line = &plane.lines[li];
+            let [details, op, module, program] = plane.stats_of(&look, line, i);
+            let Some(details) = text(details) else { continue };
+            let op = op.and_then(|op| match (ops, rec) {
+                (Some(o), Some(r)) => Some(&*o.names[r.name as usize]),
+                _ => plane.stat_str(&op),
+            });
+            // Launches of one kernel repeat their details text: parsed once.
+            let d = parsed.entry(details).or_insert_with(|| parse_kernel_details(details));
+            let key = Key {
+                name: plane.event_name(line.meta(i)),
+                grid: d.grid,
+                block: d.block,
+                regs: d.registers_per_thread,
+                shared: d.shared_mem_bytes(),
+                op: op.unwrap_or(""),
+                module: text(module).unwrap_or(""),
+                program: stat_u64(plane, program),
+            };
+            let acc = groups.entry(key).or_default();
+            acc.merge(&slot);
+            acc.occupancy = acc.occupancy.or(d.occupancy_pct.filter(|v| *v > 0.0));
+            acc.flag = acc.flag.or(d.tensor_core);
+        }
     }
-    let hlo = profile.hlo_modules();
+    let hlo = std::slice::from_ref(&profile.hlo_modules()[host]);
     let eligible = |k: &Key| {
         crate::ops::instruction(hlo, k.op, k.module, k.program)
             .and_then(|(m, i)| crate::cost::tensor_core_eligible(m, i))
     };
-    let mut rows: Vec<KernelRow> = groups
-        .into_iter()
-        .map(|(k, a)| (eligible(&k), k, a))
-        .map(|(tensor_core_eligible, k, a)| KernelRow {
+    let mut part = KernelsPart { kernel_time_ps, ..Default::default() };
+    for (k, acc) in groups {
+        let key = OwnedKey {
             name: k.name.to_string(),
+            grid: k.grid,
+            block: k.block,
+            regs: k.regs,
+            shared: k.shared,
             op: k.op.to_string(),
             module: k.module.to_string(),
+            program: k.program,
+        };
+        part.at.insert(key.clone(), part.rows.len());
+        part.rows.push((key, acc, eligible(&k)));
+    }
+    part
+}
+
+/// The kernel stats of a run from its hosts' kernels, summed.
+pub fn assemble(part: KernelsPart) -> Kernels {
+    let kernel_time_ps = part.kernel_time_ps;
+    let mut rows: Vec<KernelRow> = (part.rows.into_iter())
+        .map(|(k, a, tensor_core_eligible)| KernelRow {
+            tensor_core: a.flag.unwrap_or_else(|| {
+                uses_tensor_cores(&k.name) || (name_cannot_tell(&k.name) && tensor_core_eligible == Some(true))
+            }),
+            name: k.name,
+            op: k.op,
+            module: k.module,
             count: a.count,
             total_ps: a.total,
             avg_ps: a.total / a.count.max(1) as i64,
@@ -555,9 +639,6 @@ pub fn kernels(profile: &Profile) -> Kernels {
             registers_per_thread: k.regs,
             shared_mem_bytes: k.shared,
             occupancy_pct: a.occupancy,
-            tensor_core: a.flag.unwrap_or_else(|| {
-                uses_tensor_cores(k.name) || (name_cannot_tell(k.name) && tensor_core_eligible == Some(true))
-            }),
             tensor_core_eligible,
             time_pct: if kernel_time_ps > 0 { a.total as f64 * 100.0 / kernel_time_ps as f64 } else { 0.0 },
             program_id: k.program,

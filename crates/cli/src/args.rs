@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::opts::{AnalysisArgs, CostArgs, InfoArgs, LsArgs, OpsArgs};
+use crate::opts::{ByHostArgs, CostArgs, InfoArgs, LsArgs, OpsArgs};
 
 /// Why is my JAX step slow? Fast analysis of the profiles JAX writes.
 #[derive(Parser, Debug)]
@@ -76,13 +76,13 @@ pub enum Command {
     Ops(OpsArgs),
     /// Your host scopes (TraceAnnotation) nested, per step, with device time and input work.
     #[command(after_help = crate::examples::SCOPES)]
-    Scopes(crate::opts::ByHostArgs),
+    Scopes(ByHostArgs),
     /// Roofline: each op's FLOPs per byte, achieved rate and share of the device's roof.
     #[command(after_help = crate::examples::ROOFLINE)]
     Roofline(CostArgs),
     /// GPU kernel stats: launches, time, grid/block, registers, shared memory, occupancy.
     #[command(after_help = crate::examples::KERNELS)]
-    Kernels(AnalysisArgs),
+    Kernels(ByHostArgs),
     /// Memory: allocator peaks and timelines, live allocations, device-memory pprof.
     #[command(after_help = crate::examples::MEMORY)]
     Memory(crate::cmd::memory::MemoryArgs),
@@ -91,13 +91,13 @@ pub enum Command {
     Buffers(crate::cmd::buffers::BuffersArgs),
     /// Collectives: time per all-reduce/all-gather/…, and the share compute overlapped.
     #[command(after_help = crate::examples::COLLECTIVES)]
-    Collectives(crate::opts::ByHostArgs),
+    Collectives(ByHostArgs),
     /// XLA compilation on the host during the capture, per module.
     #[command(after_help = crate::examples::COMPILE)]
-    Compile(crate::opts::ByHostArgs),
+    Compile(ByHostArgs),
     /// Per-device and per-host rows, and stragglers.
     #[command(after_help = crate::examples::DEVICES)]
-    Devices(crate::opts::ByHostArgs),
+    Devices(ByHostArgs),
     /// An op's HLO: instruction, operands, fusion body, shapes, JAX name stack, source line.
     #[command(after_help = crate::examples::HLO)]
     Hlo(crate::cmd::hlo::HloArgs),

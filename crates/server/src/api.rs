@@ -389,11 +389,21 @@ fn ops(app: &App, q: &Params) -> Reply {
     )
 }
 
+/// The kernels; of a run too large to read whole, read a host at a time.
 fn kernels(app: &App, q: &Params) -> Reply {
-    let e = q.entry(app)?;
-    let mut result = kernels::kernels(&e.profile);
-    result.kernels.truncate(q.top()?);
-    json(&result)
+    let top = q.top()?;
+    let top_rows = |mut result: kernels::Kernels| {
+        result.kernels.truncate(top);
+        json(&result)
+    };
+    whole_or_by_host(
+        app,
+        q,
+        |e| top_rows(kernels::kernels(&e.profile)),
+        format!("kernels/by-host?top={top}"),
+        |run, read, check| stepscope_analysis::fold::kernels_by_host(run.hosts.len(), read, check),
+        |k, _| top_rows(k),
+    )
 }
 
 fn timeline_tracks(app: &App, q: &Params) -> Reply {

@@ -6,12 +6,14 @@ use stepscope_analysis::kernels;
 
 use crate::human;
 use crate::load;
-use crate::opts::AnalysisArgs;
+use crate::opts::ByHostArgs;
 use crate::table::{csv, Table};
 
-pub fn run(args: &AnalysisArgs) -> anyhow::Result<ExitCode> {
-    let profile = load::profile(&args.input, &args.select)?;
-    let mut k = kernels::kernels(&profile);
+pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
+    let args = &by_host.common;
+    let mut k = load::analysis(by_host, kernels::kernels, |_, hosts, read| {
+        stepscope_analysis::fold::kernels_by_host(hosts, read, &|_| Ok(()))
+    })?;
     let total_rows = k.kernels.len();
     k.kernels.truncate(args.select.rows());
     if args.output.json {
