@@ -250,7 +250,7 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         assert!(out.stdout.is_empty());
         err
     };
-    let err = one_line_error(&with_limit("30MB", &["memory", dir, "--json"]));
+    let err = one_line_error(&with_limit("30MB", &["buffers", dir, "--json"]));
     assert_eq!(
         err.split(" — ").next().unwrap(),
         format!(
@@ -276,6 +276,8 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         (&["advise", dir, "--json"][..], "findings"),
         (&["collectives", dir, "--json"], "rows"),
         (&["kernels", dir, "--json"], "rows"),
+        (&["roofline", dir, "--csv"], "rows"),
+        (&["memory", dir, "--json"], "allocators"),
         (&["scopes", dir, "--csv"], "rows"),
         (&["compile", dir, "--json"], "rows"),
         (&["ops", dir, "--json", "--by", "module"], "rows"),
@@ -376,7 +378,7 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
             let ops = |more: &[&str]| ok(&[&["ops", dir, "--by", by, "--top", "0", "--json"][..], more].concat());
             assert_eq!(ops(&["--host-at-a-time"]), ops(&[]), "{mix:?} by {by}");
         }
-        for command in ["steps", "devices", "collectives", "scopes", "compile", "kernels"] {
+        for command in ["steps", "devices", "collectives", "scopes", "compile", "kernels", "roofline", "memory"] {
             let by_host = ok(&[command, dir, "--json", "--host-at-a-time"]);
             assert_eq!(by_host, ok(&[command, dir, "--json"]), "{mix:?} {command}");
         }

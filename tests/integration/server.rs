@@ -1040,7 +1040,7 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     }
     drop(server);
     let server = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "30MB")]);
-    let r = server.get(&format!("api/memory?run=plugins/profile/{}", runs[0]));
+    let r = server.get(&format!("api/timeline/tracks?run=plugins/profile/{}", runs[0]));
     assert_eq!(r.status, 507, "{}", r.text());
     let why = r.json()["error"].as_str().unwrap().to_string();
     assert!(
@@ -1066,6 +1066,8 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
         ("scopes", &["scopes"]),
         ("compile", &["compile"]),
         ("kernels", &["kernels"]),
+        ("roofline&top=3", &["roofline", "--top", "3"]),
+        ("memory", &["memory"]),
     ] {
         let (route, query) = route.split_once('&').unwrap_or((route, ""));
         let r = server.get(&format!("api/{route}?run=plugins/profile/{}&{query}", runs[0]));

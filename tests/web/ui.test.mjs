@@ -1637,7 +1637,7 @@ test('a run whose hosts do not fit in memory together: the overview is read a ho
   assert.ok(30 * statSync(fixtureFile('cpu-transformer')).size > 30e6);
   const [proc, url] = await startServer(root, { STEPSCOPE_MEMORY_LIMIT: '30MB' });
   try {
-    const whole = await fetch(new URL('api/memory', url));
+    const whole = await fetch(new URL('api/timeline/tracks', url));
     assert.equal(whole.status, 507);
     const why = (await whole.json()).error;
     assert.match(why, /^reading the run's 30 hosts together needs about \d+ MB, and STEPSCOPE_MEMORY_LIMIT is 30 MB — /);
@@ -1667,7 +1667,7 @@ test('a run whose hosts do not fit in memory together: the overview is read a ho
     await page.waitForSelector('table.data tbody tr');
     await page.goto(`${url}#/scopes`);
     await page.waitForSelector('table.data tbody tr');
-    await page.goto(`${url}#/memory`);
+    await page.goto(`${url}#/timeline`);
     await page.waitForSelector('.error[role=alert]');
     assert.equal(await page.textContent('.error[role=alert] p'),
       `${why.split(' — ')[0]}: pick one host in the host picker above; each is read alone.`);

@@ -17,9 +17,10 @@ use crate::collectives::{Collectives, CollectivesPart};
 use crate::compile::Compile;
 use crate::devices::{Devices, DevicesPart};
 use crate::kernels::{Kernels, KernelsPart};
+use crate::memory::Memory;
 use crate::ops::{GroupBy, OpRowsPart, Ops};
 use crate::overview::{assemble, in_run_order, Overview, OverviewPart};
-use crate::roofline::{step_flops_with, FlopsPerEvent};
+use crate::roofline::{step_flops_with, FlopsPerEvent, Roofline};
 use crate::scopes::{InputSums, Scopes};
 
 /// The overview of a run of `hosts` hosts read one at a time: `read(i, again)` reads
@@ -203,6 +204,42 @@ pub fn compile_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: 
         check(&profile)?;
     }
     Ok(crate::compile::assemble(run, compiles))
+}
+
+/// The roofline of a run read one host at a time, `read` and `check` as for
+/// [`ops_by_host`]: each host's devices' roofs and op rows (they depend on no decision
+/// of the run: each host is read once), as in the run read whole
+/// ([`crate::roofline`]).
+pub fn roofline_by_host<E>(hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Roofline, E> {
+    let (mut rows, mut roofs) = (OpRowsPart::new(GroupBy::Op), Vec::new());
+    for i in 0..hosts {
+        let Some(profile) = read(i, false)? else { continue };
+        rows.add(OpRowsPart::grouped(&profile, GroupBy::Op, 0));
+        roofs.push(crate::roofline::roofs(&profile));
+        check(&profile)?;
+    }
+    Ok(crate::roofline::assemble(roofs, rows.finish()))
+}
+
+/// The memory analysis of a run read one host at a time, `read` and `check` as for
+/// [`ops_by_host`]: each host's allocators (they depend on no decision of the run:
+/// each host is read once), `top` live allocations at each peak, ordered as in the run
+/// read whole ([`crate::memory`]); without the device-memory profile, which is the
+/// run's, not a host's.
+pub fn memory_by_host<E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    read: &mut Reader<E>,
+    check: &Check<E>,
+) -> Result<Memory, E> {
+    let mut allocators = Vec::new();
+    for i in 0..hosts {
+        let Some(profile) = read(i, false)? else { continue };
+        allocators.extend(crate::memory::memory(&profile, None, top).allocators);
+        check(&profile)?;
+    }
+    Ok(crate::memory::assemble(run, allocators))
 }
 
 /// The kernels of a run read one host at a time, `read` and `check` as for

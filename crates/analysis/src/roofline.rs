@@ -41,6 +41,32 @@ pub struct Roofline {
 
 /// The roofline of `profile`: devices with distinct roofs once each.
 pub fn roofline(profile: &Profile) -> Roofline {
+    assemble([roofs(profile)], ops::ops(profile, GroupBy::Op, 0))
+}
+
+/// The roofline of a run from its hosts' roofs ([`roofs`], hosts in order) and its op
+/// profile by op.
+pub fn assemble(hosts: impl IntoIterator<Item = Vec<Roofs>>, ops: ops::Ops) -> Roofline {
+    let mut devices: Vec<Roofs> = Vec::new();
+    for roofs in hosts.into_iter().flatten() {
+        if !devices.iter().any(|r| same_roofs(r, &roofs)) {
+            devices.push(roofs);
+        }
+    }
+    let ops = ops.ops.into_iter().filter(|r| r.arithmetic_intensity.is_some()).collect();
+    Roofline { schema: "stepscope.roofline/1", devices, ops }
+}
+
+/// Whether two devices have the same roofs.
+fn same_roofs(a: &Roofs, b: &Roofs) -> bool {
+    a.peak_flops_per_s == b.peak_flops_per_s
+        && a.peak_bytes_per_s == b.peak_bytes_per_s
+        && a.model == b.model
+        && a.gpu_model == b.gpu_model
+}
+
+/// The roofs of `profile`'s devices, each set once, in the order first met.
+pub fn roofs(profile: &Profile) -> Vec<Roofs> {
     let mut devices: Vec<Roofs> = Vec::new();
     for d in profile.devices().iter() {
         let p = peaks::of(d);
@@ -54,18 +80,11 @@ pub fn roofline(profile: &Profile) -> Roofline {
             model: p.model,
             gpu_model: p.gpu.map(|g| g.model),
         };
-        let same = |r: &Roofs| {
-            r.peak_flops_per_s == roofs.peak_flops_per_s
-                && r.peak_bytes_per_s == roofs.peak_bytes_per_s
-                && r.model == roofs.model
-                && r.gpu_model == roofs.gpu_model
-        };
-        if !devices.iter().any(same) {
+        if !devices.iter().any(|r| same_roofs(r, &roofs)) {
             devices.push(roofs);
         }
     }
-    let ops = ops::ops(profile, GroupBy::Op, 0).ops.into_iter().filter(|r| r.arithmetic_intensity.is_some()).collect();
-    Roofline { schema: "stepscope.roofline/1", devices, ops }
+    devices
 }
 
 /// The FLOPs each step ran and their share of what the devices could have run.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::opts::{ByHostArgs, CostArgs, InfoArgs, LsArgs, OpsArgs};
+use crate::opts::{ByHostArgs, InfoArgs, LsArgs, OpsArgs};
 
 /// Why is my JAX step slow? Fast analysis of the profiles JAX writes.
 #[derive(Parser, Debug)]
@@ -79,7 +79,7 @@ pub enum Command {
     Scopes(ByHostArgs),
     /// Roofline: each op's FLOPs per byte, achieved rate and share of the device's roof.
     #[command(after_help = crate::examples::ROOFLINE)]
-    Roofline(CostArgs),
+    Roofline(crate::cmd::roofline::RooflineArgs),
     /// GPU kernel stats: launches, time, grid/block, registers, shared memory, occupancy.
     #[command(after_help = crate::examples::KERNELS)]
     Kernels(ByHostArgs),

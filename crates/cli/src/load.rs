@@ -83,6 +83,15 @@ pub fn host_at_a_time<T>(
     peaks: stepscope_analysis::peaks::UserPeaks,
     sum: impl FnOnce(&str, usize, &mut Reader) -> anyhow::Result<T>,
 ) -> anyhow::Result<(T, Vec<stepscope_xspace::discover::Unread>)> {
+    host_at_a_time_of_run(input, peaks, |run, read| sum(&run.rel, run.hosts.len(), read))
+}
+
+/// [`host_at_a_time`], `sum` given the run found (its files beside the hosts').
+pub fn host_at_a_time_of_run<T>(
+    input: &Input,
+    peaks: stepscope_analysis::peaks::UserPeaks,
+    sum: impl FnOnce(&Run, &mut Reader) -> anyhow::Result<T>,
+) -> anyhow::Result<(T, Vec<stepscope_xspace::discover::Unread>)> {
     let hosts = Hosts::of(input, None)?;
     let names = hosts.names();
     let mut unread = Vec::new();
@@ -97,7 +106,7 @@ pub fn host_at_a_time<T>(
         }
         Err(e) => Err(e),
     };
-    let sum = sum(hosts.run(), names.len(), &mut read)?;
+    let sum = sum(&hosts.run, &mut read)?;
     note_unread(&unread, names.len() - unread.len())?;
     Ok((sum, unread))
 }
@@ -116,11 +125,6 @@ impl Hosts {
         let run = resolve(input, only)?;
         let offsets = if run.hosts.len() > 1 { clock_offsets_ps(&run) } else { vec![0; run.hosts.len()] };
         Ok(Hosts { run, offsets })
-    }
-
-    /// The run's name.
-    pub fn run(&self) -> &str {
-        &self.run.rel
     }
 
     /// The hosts' names, in the run's order.
@@ -230,10 +234,21 @@ pub fn whole_or_by_host<T>(
     whole: impl FnOnce(Profile) -> anyhow::Result<T>,
     by_host: impl FnOnce() -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
+    loaded_or_by_host(host_at_a_time, same, || profile(input, select), whole, by_host)
+}
+
+/// [`whole_or_by_host`], the run read whole by `load`.
+pub fn loaded_or_by_host<P, T>(
+    host_at_a_time: bool,
+    same: &str,
+    load: impl FnOnce() -> anyhow::Result<P>,
+    whole: impl FnOnce(P) -> anyhow::Result<T>,
+    by_host: impl FnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     if host_at_a_time {
         return by_host();
     }
-    match profile(input, select) {
+    match load() {
         Ok(p) => whole(p),
         Err(e) => match too_large(&e) {
             Some(what) => {

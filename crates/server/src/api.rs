@@ -343,11 +343,21 @@ fn summary_hosts(app: &App, q: &Params) -> Reply {
     made.map(|body| body.to_vec()).map_err(|(status, message)| ApiError { status, message })
 }
 
+/// The roofline; of a run too large to read whole, read a host at a time.
 fn roofline(app: &App, q: &Params) -> Reply {
-    let e = q.entry(app)?;
-    let mut result = stepscope_analysis::roofline::roofline(&e.profile);
-    result.ops.truncate(q.top()?);
-    json(&result)
+    let top = q.top()?;
+    let top_rows = |mut result: stepscope_analysis::roofline::Roofline| {
+        result.ops.truncate(top);
+        json(&result)
+    };
+    whole_or_by_host(
+        app,
+        q,
+        |e| top_rows(stepscope_analysis::roofline::roofline(&e.profile)),
+        format!("roofline/by-host?top={top}"),
+        |run, read, check| stepscope_analysis::fold::roofline_by_host(run.hosts.len(), read, check),
+        |r, _| top_rows(r),
+    )
 }
 
 /// The host scopes; every row unless `top` asks for fewer (as `stepscope scopes`).
@@ -475,16 +485,34 @@ fn timeline_search(app: &App, q: &Params) -> Reply {
 }
 
 /// As `stepscope memory --json`: the device-memory pprof is the run's first, as the CLI's default.
+/// The memory analysis, with the device-memory profile found beside the run; of a run
+/// too large to read whole, read a host at a time.
 fn memory(app: &App, q: &Params) -> Reply {
     let top = q.top()?;
-    let e = q.entry(app)?;
-    let path = e.run.pprof.first();
-    let pp = match path {
-        Some(p) => Some(pprof::read_pprof(p).map_err(|err| ApiError { status: 500, message: err.to_string() })?),
-        None => None,
+    let pprof_of = |run: &Run| match run.pprof.first() {
+        Some(p) => match pprof::read_pprof(p) {
+            Ok(pp) => Ok(Some((p.display().to_string(), pp))),
+            Err(err) => Err(ApiError { status: 500, message: err.to_string() }),
+        },
+        None => Ok(None),
     };
-    let shown = path.map(|p| p.display().to_string()).unwrap_or_default();
-    json(&memory::memory(&e.profile, pp.as_ref().map(|p| (shown.as_str(), p)), top))
+    whole_or_by_host(
+        app,
+        q,
+        |e| {
+            let pp = pprof_of(&e.run)?;
+            json(&memory::memory(&e.profile, pp.as_ref().map(|(shown, p)| (shown.as_str(), p)), top))
+        },
+        format!("memory/by-host?top={top}"),
+        |run, read, check| {
+            let mut m = stepscope_analysis::fold::memory_by_host(&run.rel, run.hosts.len(), top, read, check)?;
+            if let Some((shown, p)) = pprof_of(run).map_err(|e| (e.status, e.message))? {
+                m.device_memory_profile = memory::pprof_only(&shown, &p, top).device_memory_profile;
+            }
+            Ok(m)
+        },
+        |m, _| json(&m),
+    )
 }
 
 /// The allocations live at `time_ps` in allocator `allocator` of host `allocator_host`

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use stepscope_analysis::memory::{self, Memory};
+use stepscope_xspace::discover::Run;
 use stepscope_xspace::pprof;
 
 use crate::human;
@@ -21,6 +22,10 @@ pub struct MemoryArgs {
     /// summarise by Python stack (default: a `*.prof` file in the run folder).
     #[arg(long, value_name = "FILE")]
     pub pprof: Option<PathBuf>,
+    /// Read the run a host at a time, in one host's memory whatever the host count, for
+    /// the same allocators. What a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with = "host")]
+    pub host_at_a_time: bool,
 }
 
 pub fn run(args: &MemoryArgs) -> anyhow::Result<ExitCode> {
@@ -39,16 +44,32 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<ExitCode> {
         let m = memory::pprof_only(&shown, &pp, a.select.rows());
         return print(&m, a, true);
     }
-    let (profile, run) = load::profile_and_run(&a.input, &a.select)?;
-    let pprof_path = args.pprof.clone().or_else(|| run.pprof.first().cloned());
-    let pp = match &pprof_path {
-        Some(p) => Some(pprof::read_pprof(p)?),
-        None => None,
+    let top = a.select.rows();
+    // The device-memory profile: the one named, else the one found beside the run.
+    let pprof_of = |run: &Run| -> anyhow::Result<Option<(String, pprof::Pprof)>> {
+        match args.pprof.clone().or_else(|| run.pprof.first().cloned()) {
+            Some(p) => Ok(Some((p.display().to_string(), pprof::read_pprof(&p)?))),
+            None => Ok(None),
+        }
     };
-    let shown = pprof_path.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
-    let m = memory::memory(&profile, pp.as_ref().map(|p| (shown.as_str(), p)), a.select.rows());
+    let whole = |(profile, run): (stepscope_analysis::Profile, Run)| {
+        let pp = pprof_of(&run)?;
+        Ok((memory::memory(&profile, pp.as_ref().map(|(shown, p)| (shown.as_str(), p)), top), run))
+    };
+    let by_host = || {
+        let ((mut m, run), _) = load::host_at_a_time_of_run(&a.input, Default::default(), |run, read| {
+            let m = stepscope_analysis::fold::memory_by_host(&run.rel, run.hosts.len(), top, read, &|_| Ok(()))?;
+            Ok((m, run.clone()))
+        })?;
+        if let Some((shown, p)) = pprof_of(&run)? {
+            m.device_memory_profile = memory::pprof_only(&shown, &p, top).device_memory_profile;
+        }
+        Ok((m, run))
+    };
+    let load_whole = || load::profile_and_run(&a.input, &a.select);
+    let (m, run) = load::loaded_or_by_host(args.host_at_a_time, "allocators", load_whole, whole, by_host)?;
     print(&m, a, false)?;
-    if pprof_path.is_none() && !a.output.json && !a.output.csv {
+    if m.device_memory_profile.is_none() && !a.output.json && !a.output.csv {
         // Where a device-memory profile was looked for, and how to make one.
         let above = if a.input.path.is_dir() && a.input.path != run.dir {
             format!(" or the folders above it up to {}", a.input.path.display())

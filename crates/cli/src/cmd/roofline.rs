@@ -10,11 +10,32 @@ use crate::load;
 use crate::opts::CostArgs;
 use crate::table::{csv, Table};
 
-pub fn run(cost_args: &CostArgs) -> anyhow::Result<ExitCode> {
+#[derive(clap::Args, Debug)]
+pub struct RooflineArgs {
+    #[command(flatten)]
+    pub cost: CostArgs,
+    /// Read the run a host at a time, in one host's memory whatever the host count, for
+    /// the same rows. What a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with = "host")]
+    pub host_at_a_time: bool,
+}
+
+pub fn run(roofline_args: &RooflineArgs) -> anyhow::Result<ExitCode> {
+    let cost_args = &roofline_args.cost;
     let args = &cost_args.common;
-    let mut profile = load::profile(&args.input, &args.select)?;
-    profile.set_peaks(cost_args.peaks.user());
-    let mut r = roofline::roofline(&profile);
+    let peaks = cost_args.peaks.user();
+    let whole = |mut profile: stepscope_analysis::Profile| {
+        profile.set_peaks(peaks);
+        Ok(roofline::roofline(&profile))
+    };
+    let by_host = || {
+        let r = load::host_at_a_time(&args.input, peaks, |_, hosts, read| {
+            stepscope_analysis::fold::roofline_by_host(hosts, read, &|_| Ok(()))
+        })?;
+        Ok(r.0)
+    };
+    let asked = roofline_args.host_at_a_time;
+    let mut r = load::whole_or_by_host(&args.input, &args.select, asked, "rows", whole, by_host)?;
     r.ops.truncate(args.select.rows());
     if args.output.json {
         outln!("{}", serde_json::to_string(&r)?);
