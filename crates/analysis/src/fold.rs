@@ -107,17 +107,20 @@ pub type Check<'a, E> = dyn Fn(&Profile) -> Result<(), E> + 'a;
 /// run's decisions, with their FLOPs, in the order of the run read whole
 /// ([`crate::steps::steps`]).
 pub fn steps_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Steps, E> {
-    let mut keep = |p: &Profile, part: &OverviewPart| {
-        check(p)?;
-        let mut steps = stepscope_model::profile::cached(p).steps.clone();
-        for (s, f) in steps.iter_mut().zip(part.step_flops()) {
-            s.flops = f.map(|f| f.flops);
-            s.flops_utilization_pct = f.and_then(|f| f.utilization_pct);
-        }
-        Ok(steps)
-    };
+    let mut keep = |p: &Profile, part: &OverviewPart| check(p).map(|()| steps_with_flops(p, part));
     let (overview, kept) = overview_by_host(run, hosts, 0, read, &mut keep)?;
     Ok(run_steps(&overview, kept.into_iter().flatten().collect(), hosts).0)
+}
+
+/// The steps of `profile` (a host, measured under the run's decisions, whose part is
+/// `part`), with their FLOPs: what [`steps_by_host`] keeps of a host.
+pub fn steps_with_flops(profile: &Profile, part: &OverviewPart) -> Vec<Step> {
+    let mut steps = stepscope_model::profile::cached(profile).steps.clone();
+    for (s, f) in steps.iter_mut().zip(part.step_flops()) {
+        s.flops = f.map(|f| f.flops);
+        s.flops_utilization_pct = f.and_then(|f| f.utilization_pct);
+    }
+    steps
 }
 
 /// The steps of a run of `hosts` hosts whose overview is `overview`, from its hosts'

@@ -5,7 +5,7 @@
 use std::ops::Deref;
 
 use serde::Serialize;
-use stepscope_judge::advise::{self, Finding, Thresholds};
+use stepscope_judge::advise::{self, Advice, Finding, Thresholds};
 use stepscope_model::Profile;
 
 pub use stepscope_analysis::overview::{
@@ -99,14 +99,42 @@ pub fn summary_by_host<E>(
 ) -> Result<Summary, E> {
     let th = Thresholds::default();
     let judged = stepscope_judge::by_host::judged_by_host(run, hosts, top, &th, read, &mut |p, _| check(p))?;
-    let mut findings = judged.findings;
-    findings.truncate(3);
-    Ok(Summary {
-        overview: judged.overview,
-        memory_peak: memory_peak(&judged.inputs.memory),
-        findings,
-        read_a_host_at_a_time: true,
-    })
+    Ok(judged_summary(judged.overview, &judged.inputs, &judged.findings))
+}
+
+/// The summary of a run read a host at a time and judged.
+fn judged_summary(overview: Overview, inputs: &advise::Inputs, findings: &[Finding]) -> Summary {
+    let top = findings.iter().take(3).cloned().collect();
+    Summary { overview, memory_peak: memory_peak(&inputs.memory), findings: top, read_a_host_at_a_time: true }
+}
+
+/// What the overview of a run read a host at a time shows, made by one pass over its
+/// hosts: its summary, every finding ([`stepscope_judge::advise::advise`]) and its steps
+/// (`stepscope steps`), each as the run read whole has it.
+pub struct Views {
+    pub summary: Summary,
+    pub advice: Advice,
+    pub steps: stepscope_analysis::steps::Steps,
+}
+
+/// [`Views`] of a run read a host at a time, `top` ops in the summary; `read` and
+/// `check` as [`summary_by_host`] takes them.
+pub fn views_by_host<E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    read: &mut stepscope_analysis::fold::Reader<E>,
+    check: &stepscope_analysis::fold::Check<E>,
+) -> Result<Views, E> {
+    let th = Thresholds::default();
+    let mut keep = |p: &Profile, part: &stepscope_analysis::overview::OverviewPart| {
+        check(p).map(|()| stepscope_analysis::fold::steps_with_flops(p, part))
+    };
+    let judged = stepscope_judge::by_host::judged_by_host(run, hosts, top, &th, read, &mut keep)?;
+    let steps =
+        stepscope_analysis::fold::run_steps(&judged.overview, judged.kept.into_iter().flatten().collect(), hosts);
+    let summary = judged_summary(judged.overview, &judged.inputs, &judged.findings);
+    Ok(Views { summary, advice: Advice::new(run, &th, judged.findings), steps: steps.0 })
 }
 
 /// [`overview`] of a run read a host at a time (what `check` reads of a pod too large

@@ -199,7 +199,7 @@ impl Params {
     fn top(&self) -> Result<usize, ApiError> {
         match self.str("top") {
             Some(t) if t.eq_ignore_ascii_case("all") => Ok(usize::MAX),
-            _ => self.opt("top", 10).map(|n| if n == 0 { usize::MAX } else { n }),
+            _ => self.opt("top", DEFAULT_TOP).map(|n| if n == 0 { usize::MAX } else { n }),
         }
     }
 
@@ -233,29 +233,79 @@ fn runs(app: &App, _: &Params) -> Reply {
 /// `summary` reads it).
 fn summary(app: &App, q: &Params) -> Reply {
     let top = q.top()?;
-    whole_or_by_host(
-        app,
-        q,
-        |e| json(&summary::summary(&e.profile, top)),
-        format!("summary/by-host?top={top}"),
-        |run, read, check| summary::summary_by_host(&run.rel, run.hosts.len(), top, read, check),
-        |mut s, unread| {
-            s.overview.hosts_unread = unread;
-            json(&s)
-        },
-    )
+    match whole(app, q)? {
+        Some(e) => json(&summary::summary(&e.profile, top)),
+        None => view(app, q, top, View::Summary),
+    }
 }
 
 /// The steps; of a run too large to read whole, read a host at a time.
 fn steps(app: &App, q: &Params) -> Reply {
-    whole_or_by_host(
+    match whole(app, q)? {
+        Some(e) => json(e.steps()),
+        None => view(app, q, DEFAULT_TOP, View::Steps),
+    }
+}
+
+/// As `stepscope advise --json` with the default thresholds; of a run too large to
+/// read whole, read a host at a time (as the CLI's `advise` reads it).
+fn advise(app: &App, q: &Params) -> Reply {
+    match whole(app, q)? {
+        Some(e) => json(&advise::advise(&e.profile, &Thresholds::default())),
+        None => view(app, q, DEFAULT_TOP, View::Advice),
+    }
+}
+
+/// The `top` where none is asked for.
+const DEFAULT_TOP: usize = 10;
+
+/// What the overview page asks of a run, side by side.
+#[derive(Clone, Copy)]
+enum View {
+    Summary,
+    Advice,
+    Steps,
+}
+
+/// One of the overview's answers of a run too large to read whole: its summary (`top`
+/// ops), findings and steps are made by one pass over its hosts
+/// ([`summary::views_by_host`]) and kept together, so that the page's three requests
+/// read the hosts once.
+fn view(app: &App, q: &Params, top: usize, which: View) -> Reply {
+    let body = by_host(
         app,
         q,
-        |e| json(e.steps()),
-        "steps/by-host".into(),
-        |run, read, check| stepscope_analysis::fold::steps_by_host(&run.rel, run.hosts.len(), read, check),
-        |s, _| json(&s),
-    )
+        format!("views/by-host?top={top}"),
+        |run, read, check| summary::views_by_host(&run.rel, run.hosts.len(), top, read, check),
+        |mut v, unread| {
+            v.summary.overview.hosts_unread = unread;
+            let parts = [json(&v.summary)?, json(&v.advice)?, json(&v.steps)?];
+            // Each answer after its length.
+            Ok(parts.iter().flat_map(|p| (p.len() as u64).to_le_bytes().into_iter().chain(p.iter().copied())).collect())
+        },
+    )?;
+    let cut = || ApiError { status: 500, message: "a kept answer is cut short — restart stepscope serve".into() };
+    let mut rest = body.as_slice();
+    for at in 0..=which as usize {
+        let (len, after) = rest.split_at_checked(8).ok_or_else(cut)?;
+        let len = u64::from_le_bytes(len.try_into().map_err(|_| cut())?) as usize;
+        let (part, after) = after.split_at_checked(len).ok_or_else(cut)?;
+        if at == which as usize {
+            return Ok(part.to_vec());
+        }
+        rest = after;
+    }
+    Err(cut())
+}
+
+/// The entry of the run `q` names, loaded; `None` where it is too large to read whole
+/// and `q` asks for no one host (it is then read a host at a time: [`by_host`]).
+fn whole(app: &App, q: &Params) -> Result<Option<Arc<Entry>>, ApiError> {
+    match q.entry(app) {
+        Ok(e) => Ok(Some(e)),
+        Err(e) if e.status == 507 && q.str("host").is_none_or(str::is_empty) => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 /// `whole` of the run `q` names, loaded; where it is too large to read whole (and `q`
@@ -267,16 +317,26 @@ fn steps(app: &App, q: &Params) -> Reply {
 fn whole_or_by_host<T>(
     app: &App,
     q: &Params,
-    whole: impl FnOnce(&Entry) -> Reply,
+    whole_run: impl FnOnce(&Entry) -> Reply,
     question: String,
     make: impl FnOnce(&Run, &mut Reader, &Check) -> Result<T, (u16, String)>,
     finish: impl FnOnce(T, Vec<Unread>) -> Reply,
 ) -> Reply {
-    match q.entry(app) {
-        Ok(e) => return whole(&e),
-        Err(e) if e.status == 507 && q.str("host").is_none_or(str::is_empty) => {}
-        Err(e) => return Err(e),
+    match whole(app, q)? {
+        Some(e) => whole_run(&e),
+        None => by_host(app, q, question, make, finish).map(|body| body.to_vec()),
     }
+}
+
+/// [`whole_or_by_host`] of a run too large to read whole: its answer read a host at a
+/// time, made once and kept.
+fn by_host<T>(
+    app: &App,
+    q: &Params,
+    question: String,
+    make: impl FnOnce(&Run, &mut Reader, &Check) -> Result<T, (u16, String)>,
+    finish: impl FnOnce(T, Vec<Unread>) -> Reply,
+) -> Result<Arc<Vec<u8>>, ApiError> {
     let run = app.root.run(q.str("run").filter(|r| !r.is_empty())).map_err(ApiError::not_found)?;
     let made = app.cache.answer(&run, question, || {
         let mut unread = Vec::new();
@@ -304,7 +364,7 @@ fn whole_or_by_host<T>(
         let keep = unread.is_empty();
         Ok((finish(sum, unread).map_err(|e| (e.status, e.message))?, keep))
     });
-    made.map(|body| body.to_vec()).map_err(|(status, message)| ApiError { status, message })
+    made.map_err(|(status, message)| ApiError { status, message })
 }
 
 /// How [`whole_or_by_host`] reads a host, and checks it.
@@ -618,21 +678,6 @@ fn hlo(app: &App, q: &Params) -> Reply {
             module.map(|m| format!(" in module {m:?}")).unwrap_or_default()
         ))),
     }
-}
-
-/// As `stepscope advise --json` with the default thresholds.
-/// The findings; of a run too large to read whole, read a host at a time (as the CLI's
-/// `advise` reads it).
-fn advise(app: &App, q: &Params) -> Reply {
-    let th = Thresholds::default();
-    whole_or_by_host(
-        app,
-        q,
-        |e| json(&advise::advise(&e.profile, &th)),
-        "advise/by-host".into(),
-        |run, read, check| stepscope_judge::by_host::advise_by_host(&run.rel, run.hosts.len(), &th, read, check),
-        |a, _| json(&a),
-    )
 }
 
 /// As `stepscope diff A B --json`: runs `a` and `b` by their names in `api/runs`.
