@@ -274,6 +274,7 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
     // `check`.
     for (args, same) in [
         (&["advise", dir, "--json"][..], "findings"),
+        (&["info", dir, "--json"], "rows"),
         (&["collectives", dir, "--json"], "rows"),
         (&["kernels", dir, "--json"], "rows"),
         (&["roofline", dir, "--csv"], "rows"),
@@ -436,6 +437,7 @@ fn a_run_read_a_host_at_a_time_leaves_out_a_host_it_cannot_read() {
     assert_eq!(by_host["hosts_unread"][0]["host"], "b");
     assert_eq!(by_host["environment"]["hosts"], serde_json::json!(["a", "c"]));
     assert_eq!(read_whole(by_host), json(&["summary", dir]));
+    assert_eq!(ok(&["info", dir, "--json", "--host-at-a-time"]), ok(&["info", dir, "--json"]));
     for host in ["a", "c"] {
         std::fs::write(run.join(format!("{host}.xplane.pb")), &whole[..whole.len() / 3]).unwrap();
     }

@@ -40,6 +40,25 @@ pub fn load(input: &Input, must: Option<&str>) -> anyhow::Result<Loaded> {
     Ok(Loaded { run, spaces: readable.spaces, unread: readable.unread, clock_offset_ps })
 }
 
+/// Each host of `input`'s run read alone, as its file has it (on its own clock, as
+/// [`load`] reads it), handed to `f` with its file's path before the next is read:
+/// memory is one host's. A host whose file cannot be read is left out and returned
+/// with why (where none could be read, the first one's error), with the run.
+pub fn each_space(input: &Input, f: &mut dyn FnMut(std::path::PathBuf, Space)) -> anyhow::Result<(Run, Vec<Unread>)> {
+    let run = resolve(input, None)?;
+    let mut unread = Vec::new();
+    for h in &run.hosts {
+        let (one, _) = alone(&run, &h.host, None).ok_or_else(|| no_host(&h.host, &run))?;
+        match read(&one, Some(&h.host)).map(|mut r| r.spaces.pop()) {
+            Ok(Some(space)) => f(h.path.clone(), space),
+            Ok(None) => {}
+            Err(e) => unread.push(Unread { host: h.host.clone(), error: format!("{e:#}") }),
+        }
+    }
+    note_unread(&unread, run.hosts.len() - unread.len())?;
+    Ok((run, unread))
+}
+
 /// Reads the hosts of `input`'s run that `keep` keeps, one at a time, each alone on the
 /// run's clock (the offsets are found once), and hands each to `f` with its name before
 /// reading the next: memory is one host's. Returns the hosts read. A host whose file

@@ -208,6 +208,10 @@ pub struct InfoArgs {
     pub input: Input,
     #[command(flatten)]
     pub output: Output,
+    /// Read the run a host at a time, in one host's memory whatever the host count, for
+    /// the same rows. What a run too large to read whole gets without asking.
+    #[arg(long)]
+    pub host_at_a_time: bool,
 }
 
 #[cfg(test)]

@@ -173,9 +173,9 @@ pub fn check(hosts: &[(&str, u64)]) -> Result<()> {
         format!("free memory, or set {LIMIT_VAR}=none to read it anyway")
     } else {
         format!(
-            "read one host at a time: `summary`, `advise`, `check`, `steps`, `ops`, `scopes`, `roofline`, \
-             `kernels`, `memory`, `collectives`, `compile` and `devices` do so for the run's numbers and findings, \
-             `summary --per-host` for each host's; or `--host HOST`, `tables` or `sql`; or set {LIMIT_VAR}=none to \
+            "read one host at a time: `info`, `summary`, `advise`, `check`, `steps`, `ops`, `scopes`, \
+             `roofline`, `kernels`, `memory`, `collectives`, `compile` and `devices` do so for the run's numbers \
+             and findings, `summary --per-host` for each host's; or `--host HOST`, `tables` or `sql`; or set {LIMIT_VAR}=none to \
              read them together anyway"
         )
     };

@@ -14,95 +14,75 @@ struct InfoJson<'a> {
     schema: &'static str,
     run: &'a str,
     events_total: u64,
-    hosts: Vec<HostJson<'a>>,
+    hosts: Vec<HostJson>,
     /// Host files that could not be read, each with why.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     hosts_unread: &'a [stepscope_xspace::discover::Unread],
 }
 
 #[derive(Serialize)]
-struct HostJson<'a> {
-    host: &'a str,
+struct HostJson {
+    /// Its events ([`Space::event_count`]), for the run's total.
+    #[serde(skip)]
+    events: u64,
+    host: String,
     path: String,
     format: &'static str,
     file_bytes: u64,
     /// Earliest event start and latest event end, ps since the session start.
     time_span_ps: Option<[i64; 2]>,
     versions: Vec<(String, String)>,
-    devices: Vec<DeviceJson<'a>>,
-    planes: Vec<PlaneJson<'a>>,
+    devices: Vec<DeviceJson>,
+    planes: Vec<PlaneJson>,
 }
 
 #[derive(Serialize)]
-struct DeviceJson<'a> {
-    name: &'a str,
+struct DeviceJson {
+    name: String,
     /// `GPU`, `TPU`, … from the plane name `/device:KIND:N`.
-    kind: &'a str,
+    kind: String,
     /// Vendor or model when the plane records one.
     model: String,
     events: u64,
 }
 
 #[derive(Serialize)]
-struct PlaneJson<'a> {
-    name: &'a str,
+struct PlaneJson {
+    name: String,
     events: u64,
-    lines: Vec<LineJson<'a>>,
+    lines: Vec<LineJson>,
     /// Lines without events past the first 4,096 of the plane: counted, not listed.
     empty_lines_not_kept: u64,
 }
 
 #[derive(Serialize)]
-struct LineJson<'a> {
-    name: &'a str,
+struct LineJson {
+    name: String,
     events: u64,
 }
 
 pub fn run(args: &InfoArgs) -> anyhow::Result<ExitCode> {
-    let loaded = load::load(&args.input, None)?;
-    let hosts: Vec<HostJson> = loaded
-        .spaces
-        .iter()
-        .map(|space| HostJson {
-            host: &space.host,
-            path: loaded
-                .run
-                .hosts
-                .iter()
-                .find(|f| f.host == space.host)
-                .map(|f| f.path.display().to_string())
-                .unwrap_or_default(),
-            format: match space.format {
-                Format::XSpace => "xspace",
-                Format::TraceJson => "trace_json",
-            },
-            file_bytes: space.file_bytes,
-            time_span_ps: space.time_span_ps().map(|(a, b)| [a, b]),
-            versions: versions(space),
-            devices: devices(space),
-            planes: space
-                .planes
-                .iter()
-                .map(|p| PlaneJson {
-                    name: &p.name,
-                    events: p.event_count(),
-                    lines: p
-                        .lines
-                        .iter()
-                        .filter(|l| !l.is_counter)
-                        .map(|l| LineJson { name: &l.name, events: l.len() as u64 })
-                        .collect(),
-                    empty_lines_not_kept: p.empty_lines_not_kept,
-                })
-                .collect(),
-        })
-        .collect();
+    // Each host's rows need only that host: a run too large to read whole is read a
+    // host at a time.
+    let whole = |loaded: load::Loaded| {
+        let path = |host: &str| loaded.run.hosts.iter().find(|f| f.host == host).map(|f| f.path.clone());
+        let hosts = loaded.spaces.iter().map(|space| host_json(space, path(&space.host))).collect();
+        Ok((loaded.run.rel.clone(), hosts, loaded.unread))
+    };
+    let by_host = || {
+        let mut hosts = Vec::new();
+        let (run, unread) =
+            load::each_space(&args.input, &mut |path, space| hosts.push(host_json(&space, Some(path))))?;
+        Ok((run.rel, hosts, unread))
+    };
+    let load_whole = || load::load(&args.input, None);
+    let (run, hosts, unread) = load::loaded_or_by_host(args.host_at_a_time, "rows", load_whole, whole, by_host)?;
     let info = InfoJson {
         schema: "stepscope.info/1",
-        run: &loaded.run.rel,
-        events_total: loaded.spaces.iter().map(Space::event_count).sum(),
+        run: &run,
+        events_total: hosts.iter().map(|h| h.events).sum(),
         hosts,
-        hosts_unread: &loaded.unread,
+        hosts_unread: &unread,
     };
     if args.output.json {
         outln!("{}", serde_json::to_string(&info)?);
@@ -126,8 +106,35 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `space`, read from `path`, holds.
+fn host_json(space: &Space, path: Option<std::path::PathBuf>) -> HostJson {
+    HostJson {
+        events: space.event_count(),
+        host: space.host.clone(),
+        path: path.map(|p| p.display().to_string()).unwrap_or_default(),
+        format: match space.format {
+            Format::XSpace => "xspace",
+            Format::TraceJson => "trace_json",
+        },
+        file_bytes: space.file_bytes,
+        time_span_ps: space.time_span_ps().map(|(a, b)| [a, b]),
+        versions: versions(space),
+        devices: devices(space),
+        planes: (space.planes.iter())
+            .map(|p| PlaneJson {
+                name: p.name.clone(),
+                events: p.event_count(),
+                lines: (p.lines.iter().filter(|l| !l.is_counter))
+                    .map(|l| LineJson { name: l.name.clone(), events: l.len() as u64 })
+                    .collect(),
+                empty_lines_not_kept: p.empty_lines_not_kept,
+            })
+            .collect(),
+    }
+}
+
 /// The device planes, with their kind and model.
-fn devices(space: &Space) -> Vec<DeviceJson<'_>> {
+fn devices(space: &Space) -> Vec<DeviceJson> {
     space
         .planes
         .iter()
@@ -138,7 +145,7 @@ fn devices(space: &Space) -> Vec<DeviceJson<'_>> {
                 .iter()
                 .find_map(|k| p.plane_stat(k).map(|s| p.stat_display(&s)))
                 .unwrap_or_default();
-            Some(DeviceJson { name: &p.name, kind, model, events: p.event_count() })
+            Some(DeviceJson { name: p.name.clone(), kind: kind.to_string(), model, events: p.event_count() })
         })
         .collect()
 }
@@ -172,7 +179,7 @@ fn print_text(info: &InfoJson) {
         for d in &h.devices {
             match kinds.iter_mut().find(|k| k.0 == d.kind && k.1 == d.model) {
                 Some(k) => k.2 += 1,
-                None => kinds.push((d.kind, &d.model, 1)),
+                None => kinds.push((&d.kind, &d.model, 1)),
             }
         }
         for (kind, model, n) in kinds {
@@ -181,9 +188,9 @@ fn print_text(info: &InfoJson) {
         }
         outln!("  {:<62} {:>15}", "PLANE / LINE", "EVENTS");
         for p in &h.planes {
-            outln!("  {:<62} {:>15}", crate::table::fit(p.name, 62), human::count(p.events));
+            outln!("  {:<62} {:>15}", crate::table::fit(&p.name, 62), human::count(p.events));
             for l in &p.lines {
-                outln!("    {:<60} {:>15}", crate::table::fit(l.name, 60), human::count(l.events));
+                outln!("    {:<60} {:>15}", crate::table::fit(&l.name, 60), human::count(l.events));
             }
             if p.empty_lines_not_kept > 0 {
                 let more = format!("({} more lines without events)", human::count(p.empty_lines_not_kept));
