@@ -18,6 +18,8 @@ use stepscope_model::device_time::Part;
 use stepscope_model::stats::{pct, sum_ps, Intervals};
 use stepscope_model::{Device, OpEvent, Profile};
 
+use crate::keyed::Keyed;
+
 /// The collectives of a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Collectives {
@@ -161,8 +163,7 @@ pub fn collectives(profile: &Profile) -> Collectives {
 #[derive(Default)]
 pub struct CollectivesPart {
     /// Per (op name, module), in the order first seen.
-    rows: Vec<((String, String), Acc)>,
-    at: HashMap<(String, String), usize>,
+    rows: Keyed<(String, String), Acc>,
     total_ps: i64,
     exposed_ps: i64,
     outside_window_ps: i64,
@@ -250,7 +251,7 @@ impl CollectivesPart {
             }
         }
         let hlo = std::slice::from_ref(&profile.hlo_modules()[host]);
-        for ((name, module), a) in &mut part.rows {
+        for ((name, module), a) in part.rows.iter_mut() {
             // What the instruction's opcode says it is (`psum_invariant.7` is an
             // all-reduce); one execution's bytes: the op's instruction, an async pair's
             // by its start's name.
@@ -265,51 +266,38 @@ impl CollectivesPart {
     }
 
     fn row(&mut self, name: String, module: String) -> &mut Acc {
-        let key = (name, module);
-        let at = match self.at.get(&key) {
-            Some(&at) => at,
-            None => {
-                self.at.insert(key.clone(), self.rows.len());
-                self.rows.push((key, Acc::default()));
-                self.rows.len() - 1
-            }
-        };
-        &mut self.rows[at].1
+        self.rows.entry((name, module), Acc::default).0
     }
 
     /// Adds another host's collectives (a host after those already added): each op's
-    /// HLO stays the first host's that ran it.
+    /// kind and HLO stay the first host's that ran it.
     pub fn add(&mut self, other: CollectivesPart) {
         self.total_ps = self.total_ps.saturating_add(other.total_ps);
         self.exposed_ps = self.exposed_ps.saturating_add(other.exposed_ps);
         self.outside_window_ps = self.outside_window_ps.saturating_add(other.outside_window_ps);
-        for ((name, module), o) in other.rows {
-            let a = self.row(name, module);
-            if a.count == 0 {
-                a.kind = o.kind;
-                a.hlo = o.hlo.clone();
-                a.shape = o.shape.clone();
-            }
-            a.is_async |= o.is_async;
-            a.count += o.count;
-            for id in o.devices {
-                if !a.devices.contains(&id) {
-                    a.devices.push(id);
+        for (key, o) in other.rows.into_items() {
+            self.rows.add(key, o, |a, o| {
+                a.is_async |= o.is_async;
+                a.count += o.count;
+                for id in o.devices {
+                    if !a.devices.contains(&id) {
+                        a.devices.push(id);
+                    }
                 }
-            }
-            a.total = a.total.saturating_add(o.total);
-            a.overlapped = a.overlapped.saturating_add(o.overlapped);
-            a.max = a.max.max(o.max);
-            a.transfer = a.transfer.saturating_add(o.transfer);
-            a.in_flight = a.in_flight.saturating_add(o.in_flight);
-            a.compute_in_flight = a.compute_in_flight.saturating_add(o.compute_in_flight);
+                a.total = a.total.saturating_add(o.total);
+                a.overlapped = a.overlapped.saturating_add(o.overlapped);
+                a.max = a.max.max(o.max);
+                a.transfer = a.transfer.saturating_add(o.transfer);
+                a.in_flight = a.in_flight.saturating_add(o.in_flight);
+                a.compute_in_flight = a.compute_in_flight.saturating_add(o.compute_in_flight);
+            });
         }
     }
 }
 
 /// The collectives analysis of run `run` from its hosts' collectives, summed.
 pub fn assemble(run: &str, part: CollectivesPart) -> Collectives {
-    let mut ops: Vec<CollectiveRow> = (part.rows.into_iter())
+    let mut ops: Vec<CollectiveRow> = (part.rows.into_items().into_iter())
         .map(|((name, module), a)| {
             let bytes_moved =
                 (a.shape.as_ref()).and_then(|s| s.bytes(a.devices.len() as i64)).map(|b| b.saturating_mul(a.count));

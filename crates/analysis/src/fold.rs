@@ -201,11 +201,7 @@ pub fn scopes_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &
 /// read once), in time order as in the run read whole ([`crate::compile`]).
 pub fn compile_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Compile, E> {
     let mut compiles = Vec::new();
-    for i in 0..hosts {
-        let Some(profile) = read(i, false)? else { continue };
-        compiles.extend(crate::compile::compiles(&profile));
-        check(&profile)?;
-    }
+    each_host_once(hosts, read, check, |p| compiles.extend(crate::compile::compiles(p)))?;
     Ok(crate::compile::assemble(run, compiles))
 }
 
@@ -215,12 +211,10 @@ pub fn compile_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: 
 /// ([`crate::roofline`]).
 pub fn roofline_by_host<E>(hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Roofline, E> {
     let (mut rows, mut roofs) = (OpRowsPart::new(GroupBy::Op), Vec::new());
-    for i in 0..hosts {
-        let Some(profile) = read(i, false)? else { continue };
-        rows.add(OpRowsPart::grouped(&profile, GroupBy::Op, 0));
-        roofs.push(crate::roofline::roofs(&profile));
-        check(&profile)?;
-    }
+    each_host_once(hosts, read, check, |p| {
+        rows.add(OpRowsPart::grouped(p, GroupBy::Op, 0));
+        roofs.push(crate::roofline::roofs(p));
+    })?;
     Ok(crate::roofline::assemble(roofs, rows.finish()))
 }
 
@@ -237,11 +231,7 @@ pub fn memory_by_host<E>(
     check: &Check<E>,
 ) -> Result<Memory, E> {
     let mut allocators = Vec::new();
-    for i in 0..hosts {
-        let Some(profile) = read(i, false)? else { continue };
-        allocators.extend(crate::memory::memory(&profile, None, top).allocators);
-        check(&profile)?;
-    }
+    each_host_once(hosts, read, check, |p| allocators.extend(crate::memory::memory(p, None, top).allocators))?;
     Ok(crate::memory::assemble(run, allocators))
 }
 
@@ -250,12 +240,24 @@ pub fn memory_by_host<E>(
 /// read once), summed per kernel as in the run read whole ([`crate::kernels`]).
 pub fn kernels_by_host<E>(hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Kernels, E> {
     let mut all = KernelsPart::default();
+    each_host_once(hosts, read, check, |p| all.add(KernelsPart::of(p)))?;
+    Ok(crate::kernels::assemble(all))
+}
+
+/// For what depends on no decision of the run: each host read once, in order, handed
+/// to `f`, then `check`ed. A host that cannot be read is left out.
+fn each_host_once<E>(
+    hosts: usize,
+    read: &mut Reader<E>,
+    check: &Check<E>,
+    mut f: impl FnMut(&Profile),
+) -> Result<(), E> {
     for i in 0..hosts {
         let Some(profile) = read(i, false)? else { continue };
-        all.add(KernelsPart::of(&profile));
+        f(&profile);
         check(&profile)?;
     }
-    Ok(crate::kernels::assemble(all))
+    Ok(())
 }
 
 /// Each host's `keep`, measured under the run's decisions, hosts in order, each
@@ -286,11 +288,9 @@ pub fn ops_by_host<E>(
     check: &Check<E>,
 ) -> Result<Ops, E> {
     let mut rows = OpRowsPart::new(by);
-    for i in 0..hosts {
-        let Some(profile) = read(i, false)? else { continue };
-        rows.add(OpRowsPart::grouped(&profile, by, scope_depth));
-        check(&profile)?;
-    }
+    each_host_once(hosts, read, check, |p| {
+        rows.add(OpRowsPart::grouped(p, by, scope_depth));
+    })?;
     Ok(rows.finish())
 }
 

@@ -18,6 +18,8 @@ use stepscope_model::device::is_stream_line;
 use stepscope_model::records::{stat_u64, FastMap, OpRec};
 use stepscope_model::{Keys, OpSource, Profile};
 
+use crate::keyed::Keyed;
+
 /// The kernel stats of a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Kernels {
@@ -379,8 +381,7 @@ pub fn of_every_op(profile: &Profile) -> Vec<OpKernel> {
 /// the run's order: [`of_ops`] of the run once the ops wanted are known.
 #[derive(Clone, Debug, Default)]
 pub struct OpKernels {
-    rows: Vec<OpKernel>,
-    at: HashMap<(String, String, String), usize>,
+    rows: Keyed<(String, String, String), OpKernel>,
 }
 
 impl OpKernels {
@@ -388,25 +389,21 @@ impl OpKernels {
     /// first host's that records them.
     pub fn add(&mut self, host: Vec<OpKernel>) {
         for k in host {
-            match self.at.entry((k.name.clone(), k.op.clone(), k.module.clone())) {
-                std::collections::hash_map::Entry::Occupied(e) => {
-                    let o = &mut self.rows[*e.get()];
-                    o.total_ps = o.total_ps.saturating_add(k.total_ps);
-                    o.occupancy_pct = o.occupancy_pct.or(k.occupancy_pct);
-                    o.registers_per_thread = o.registers_per_thread.or(k.registers_per_thread);
-                }
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(self.rows.len());
-                    self.rows.push(k);
-                }
-            }
+            let key = (k.name.clone(), k.op.clone(), k.module.clone());
+            self.rows.add(key, k, |o, k| {
+                o.total_ps = o.total_ps.saturating_add(k.total_ps);
+                o.occupancy_pct = o.occupancy_pct.or(k.occupancy_pct);
+                o.registers_per_thread = o.registers_per_thread.or(k.registers_per_thread);
+            });
         }
     }
 
     /// [`of_ops`]: the kernels of the ops `wanted`, largest time first.
     pub fn of_ops(&self, wanted: &std::collections::HashSet<(&str, &str)>) -> Vec<OpKernel> {
-        let mut out: Vec<OpKernel> =
-            self.rows.iter().filter(|k| wanted.contains(&(k.op.as_str(), k.module.as_str()))).cloned().collect();
+        let mut out: Vec<OpKernel> = (self.rows.iter().map(|(_, k)| k))
+            .filter(|k| wanted.contains(&(k.op.as_str(), k.module.as_str())))
+            .cloned()
+            .collect();
         out.sort_by(|a, b| b.total_ps.cmp(&a.total_ps).then_with(|| a.name.cmp(&b.name)));
         out
     }
@@ -483,8 +480,7 @@ struct OwnedKey {
 pub struct KernelsPart {
     /// Each group, its sums and whether its op could use tensor cores (from the HLO of
     /// the first host that ran it).
-    rows: Vec<(OwnedKey, Acc, Option<bool>)>,
-    at: HashMap<OwnedKey, usize>,
+    rows: Keyed<OwnedKey, (Acc, Option<bool>)>,
     kernel_time_ps: i64,
 }
 
@@ -501,20 +497,13 @@ impl KernelsPart {
     /// Adds another host's kernels (a host after those already added).
     pub fn add(&mut self, other: KernelsPart) {
         self.kernel_time_ps = self.kernel_time_ps.saturating_add(other.kernel_time_ps);
-        for (key, acc, eligible) in other.rows {
-            match self.at.get(&key) {
-                Some(&at) => {
-                    let (_, mine, mine_eligible) = &mut self.rows[at];
-                    mine.merge(&acc);
-                    mine.occupancy = mine.occupancy.or(acc.occupancy);
-                    mine.flag = mine.flag.or(acc.flag);
-                    *mine_eligible = mine_eligible.or(eligible);
-                }
-                None => {
-                    self.at.insert(key.clone(), self.rows.len());
-                    self.rows.push((key, acc, eligible));
-                }
-            }
+        for (key, value) in other.rows.into_items() {
+            self.rows.add(key, value, |(mine, mine_eligible), (acc, eligible)| {
+                mine.merge(&acc);
+                mine.occupancy = mine.occupancy.or(acc.occupancy);
+                mine.flag = mine.flag.or(acc.flag);
+                *mine_eligible = mine_eligible.or(eligible);
+            });
         }
     }
 }
@@ -612,8 +601,8 @@ fn of_host(profile: &Profile, host: usize) -> KernelsPart {
             module: k.module.to_string(),
             program: k.program,
         };
-        part.at.insert(key.clone(), part.rows.len());
-        part.rows.push((key, acc, eligible(&k)));
+        let value = (acc, eligible(&k));
+        part.rows.add(key, value, |_, _| {});
     }
     part
 }
@@ -621,8 +610,8 @@ fn of_host(profile: &Profile, host: usize) -> KernelsPart {
 /// The kernel stats of a run from its hosts' kernels, summed.
 pub fn assemble(part: KernelsPart) -> Kernels {
     let kernel_time_ps = part.kernel_time_ps;
-    let mut rows: Vec<KernelRow> = (part.rows.into_iter())
-        .map(|(k, a, tensor_core_eligible)| KernelRow {
+    let mut rows: Vec<KernelRow> = (part.rows.into_items().into_iter())
+        .map(|(k, (a, tensor_core_eligible))| KernelRow {
             tensor_core: a.flag.unwrap_or_else(|| {
                 uses_tensor_cores(&k.name) || (name_cannot_tell(&k.name) && tensor_core_eligible == Some(true))
             }),

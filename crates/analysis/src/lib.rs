@@ -18,6 +18,7 @@ pub mod fold;
 pub mod hlo_context;
 pub mod hlo_graph;
 pub mod kernels;
+mod keyed;
 pub mod memory;
 pub mod ops;
 pub mod overview;

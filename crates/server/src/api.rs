@@ -308,23 +308,23 @@ fn whole(app: &App, q: &Params) -> Result<Option<Arc<Entry>>, ApiError> {
     }
 }
 
-/// `whole` of the run `q` names, loaded; where it is too large to read whole (and `q`
-/// asks for no one host), read a host at a time (as the CLI's `--host-at-a-time`),
-/// made once per run as its files are now and kept under `question` (a pod's hosts
-/// take a while): `make` sums the hosts up with the reader the folds take (each host
-/// read alone, not kept) and a check that a host's file did not change under it;
-/// `finish` answers from the sum and the hosts that could not be read.
+/// The answer `finish` makes of `whole_run` of the run `q` names, loaded; where it is
+/// too large to read whole (and `q` asks for no one host), of `make` of it read a host
+/// at a time (as the CLI's `--host-at-a-time`), made once per run as its files are now
+/// and kept under `question` (a pod's hosts take a while). `make` sums the hosts up with
+/// the reader the folds take (each host read alone, not kept) and a check that a host's
+/// file did not change under it.
 fn whole_or_by_host<T>(
     app: &App,
     q: &Params,
-    whole_run: impl FnOnce(&Entry) -> Reply,
     question: String,
+    whole_run: impl FnOnce(&Entry) -> Result<T, ApiError>,
     make: impl FnOnce(&Run, &mut Reader, &Check) -> Result<T, (u16, String)>,
-    finish: impl FnOnce(T, Vec<Unread>) -> Reply,
+    finish: impl Fn(T) -> Reply,
 ) -> Reply {
     match whole(app, q)? {
-        Some(e) => whole_run(&e),
-        None => by_host(app, q, question, make, finish).map(|body| body.to_vec()),
+        Some(e) => finish(whole_run(&e)?),
+        None => by_host(app, q, question, make, |t, _| finish(t)).map(|body| body.to_vec()),
     }
 }
 
@@ -413,10 +413,10 @@ fn roofline(app: &App, q: &Params) -> Reply {
     whole_or_by_host(
         app,
         q,
-        |e| top_rows(stepscope_analysis::roofline::roofline(&e.profile)),
         format!("roofline/by-host?top={top}"),
+        |e| Ok(stepscope_analysis::roofline::roofline(&e.profile)),
         |run, read, check| stepscope_analysis::fold::roofline_by_host(run.hosts.len(), read, check),
-        |r, _| top_rows(r),
+        top_rows,
     )
 }
 
@@ -435,10 +435,10 @@ fn scopes(app: &App, q: &Params) -> Reply {
     whole_or_by_host(
         app,
         q,
-        |e| top_rows(stepscope_analysis::scopes::scopes(&e.profile)),
         format!("scopes/by-host?top={top:?}"),
+        |e| Ok(stepscope_analysis::scopes::scopes(&e.profile)),
         |run, read, check| stepscope_analysis::fold::scopes_by_host(&run.rel, run.hosts.len(), read, check),
-        |s, _| top_rows(s),
+        top_rows,
     )
 }
 
@@ -452,10 +452,10 @@ fn ops(app: &App, q: &Params) -> Reply {
     whole_or_by_host(
         app,
         q,
-        |e| top_rows(ops::ops(&e.profile, by, depth)),
         format!("ops/by-host?by={by:?}&depth={depth}&top={top}"),
+        |e| Ok(ops::ops(&e.profile, by, depth)),
         |run, read, check| stepscope_analysis::fold::ops_by_host(run.hosts.len(), by, depth, read, check),
-        |all, _| top_rows(all),
+        top_rows,
     )
 }
 
@@ -469,10 +469,10 @@ fn kernels(app: &App, q: &Params) -> Reply {
     whole_or_by_host(
         app,
         q,
-        |e| top_rows(kernels::kernels(&e.profile)),
         format!("kernels/by-host?top={top}"),
+        |e| Ok(kernels::kernels(&e.profile)),
         |run, read, check| stepscope_analysis::fold::kernels_by_host(run.hosts.len(), read, check),
-        |k, _| top_rows(k),
+        top_rows,
     )
 }
 
@@ -559,11 +559,11 @@ fn memory(app: &App, q: &Params) -> Reply {
     whole_or_by_host(
         app,
         q,
+        format!("memory/by-host?top={top}"),
         |e| {
             let pp = pprof_of(&e.run)?;
-            json(&memory::memory(&e.profile, pp.as_ref().map(|(shown, p)| (shown.as_str(), p)), top))
+            Ok(memory::memory(&e.profile, pp.as_ref().map(|(shown, p)| (shown.as_str(), p)), top))
         },
-        format!("memory/by-host?top={top}"),
         |run, read, check| {
             let mut m = stepscope_analysis::fold::memory_by_host(&run.rel, run.hosts.len(), top, read, check)?;
             if let Some((shown, p)) = pprof_of(run).map_err(|e| (e.status, e.message))? {
@@ -571,7 +571,7 @@ fn memory(app: &App, q: &Params) -> Reply {
             }
             Ok(m)
         },
-        |m, _| json(&m),
+        |m| json(&m),
     )
 }
 
@@ -616,10 +616,10 @@ fn collectives(app: &App, q: &Params) -> Reply {
     whole_or_by_host(
         app,
         q,
-        |e| top_rows(collectives::collectives(&e.profile)),
         format!("collectives/by-host?top={top}"),
+        |e| Ok(collectives::collectives(&e.profile)),
         |run, read, check| stepscope_analysis::fold::collectives_by_host(&run.rel, run.hosts.len(), read, check),
-        |c, _| top_rows(c),
+        top_rows,
     )
 }
 
@@ -628,10 +628,10 @@ fn compile(app: &App, q: &Params) -> Reply {
     whole_or_by_host(
         app,
         q,
-        |e| json(&compile::compile(&e.profile)),
         "compile/by-host".into(),
+        |e| Ok(compile::compile(&e.profile)),
         |run, read, check| stepscope_analysis::fold::compile_by_host(&run.rel, run.hosts.len(), read, check),
-        |c, _| json(&c),
+        |c| json(&c),
     )
 }
 
@@ -640,10 +640,10 @@ fn devices(app: &App, q: &Params) -> Reply {
     whole_or_by_host(
         app,
         q,
-        |e| json(&devices::devices(&e.profile)),
         "devices/by-host".into(),
+        |e| Ok(devices::devices(&e.profile)),
         |run, read, check| stepscope_analysis::fold::devices_by_host(&run.rel, run.hosts.len(), read, check),
-        |d, _| json(&d),
+        |d| json(&d),
     )
 }
 
