@@ -1040,7 +1040,7 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     }
     drop(server);
     let server = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "30MB")]);
-    let r = server.get(&format!("api/timeline/tracks?run=plugins/profile/{}", runs[0]));
+    let r = server.get(&format!("api/memory/buffers?run=plugins/profile/{}", runs[0]));
     assert_eq!(r.status, 507, "{}", r.text());
     let why = r.json()["error"].as_str().unwrap().to_string();
     assert!(
@@ -1113,4 +1113,102 @@ fn the_hosts_summaries_are_kept_until_the_run_changes() {
     assert!(again.get("hosts_unread").is_none(), "{again}");
     assert_eq!(again["hosts"].as_array().unwrap().len(), 3);
     assert_eq!(again["hosts"][1]["summary"], json(&["summary", dir, "--host", "b"]));
+}
+
+/// The timeline of a run too large to read whole (40 hosts under a 30 MB limit) is
+/// read a host at a time: its tracks are listed from every host, each read alone and
+/// dropped, and a request reads the hosts of the tracks it names. Every answer is the
+/// run read whole's (a server with no limit), but an event's occurrences, which are its
+/// host's: tracks, tiles of tracks of several hosts, busy shares, events with their
+/// steps and flows, areas and searches. The hosts are read under the run's decisions:
+/// the unannotated GPU host's events are in no step, as in the run (alone, its module
+/// executions are its steps).
+#[test]
+fn a_pods_timeline_reads_its_hosts_one_at_a_time_with_the_answers_of_the_run_read_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut hosts = vec![("g0", "gpu-unannotated"), ("g1", "gpu-nosync"), ("g2", "gpu-sync")];
+    let names: Vec<String> = (3..40).map(|h| format!("h{h}")).collect();
+    hosts.extend(names.iter().map(|h| (h.as_str(), "cpu-transformer")));
+    let run = "2026_11_27_00_00_00";
+    crate::util::run_of_fixtures(tmp.path(), run, &hosts);
+    let whole = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "none")]);
+    let pod = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "30MB")]);
+    assert_eq!(pod.get("api/memory/buffers").status, 507, "the run is too large to read whole");
+    let both = |route: &str| {
+        let (w, p) = (whole.api(route), pod.api(route));
+        assert_eq!(p, w, "{route}");
+        p
+    };
+    let mut tracks = pod.api("timeline/tracks");
+    assert_eq!(tracks["read_a_host_at_a_time"], true);
+    tracks.as_object_mut().unwrap().remove("read_a_host_at_a_time");
+    assert_eq!(tracks, whole.api("timeline/tracks"));
+    let list = tracks["tracks"].as_array().unwrap();
+    let (start, end) = (tracks["start_ps"].as_i64().unwrap(), tracks["end_ps"].as_i64().unwrap());
+    let of_host = |h: &str| list.iter().filter(|t| t["host"] == h).collect::<Vec<_>>();
+    assert!(of_host("g0").iter().any(|t| t["derived"] == true), "the GPU's derived lines are listed");
+    // Every track of the GPU hosts, and the first of each CPU host, tile by tile.
+    let firsts: Vec<&Value> = hosts.iter().map(|(h, _)| of_host(h)[0]).collect();
+    let gpus: Vec<&Value> = list.iter().filter(|t| t["host"].as_str().unwrap().starts_with('g')).collect();
+    for t in gpus.iter().chain(&firsts) {
+        both(&format!("timeline/tile?track={}&start_ps={start}&end_ps={end}&px=300", t["id"]));
+    }
+    let ids = |ts: &[&Value]| ts.iter().map(|t| t["id"].to_string()).collect::<Vec<_>>().join(",");
+    let mixed = ids(&[firsts[5], gpus[3], firsts[0], firsts[39], gpus[0]]);
+    both(&format!("timeline/tiles?tracks={mixed}&start_ps={start}&end_ps={end}&px=200&rows=3"));
+    let mid = start + (end - start) / 3;
+    for busy in tracks["derived"].as_array().unwrap().iter().filter(|d| d["source"] == "api/timeline/busy") {
+        let device = busy["device"].as_str().unwrap();
+        both(&format!("timeline/busy?device={}&start_ps={start}&end_ps={mid}&px=100", enc(device)));
+    }
+    // Events: the run's but for their occurrences, which are the host's (as the host
+    // read alone counts them).
+    let mut in_no_step = 0;
+    for t in gpus.iter().chain(&firsts[3..6]) {
+        let n = t["events"].as_u64().unwrap();
+        for index in [0, n / 2, n - 1] {
+            let route = format!("timeline/event?track={}&index={index}", t["id"]);
+            let (w, mut p) = (whole.api(&route), pod.api(&route));
+            let host = t["host"].as_str().unwrap();
+            assert_eq!(p["occurrences"]["host"], host, "{route}");
+            let occurrences = p["occurrences"].as_object_mut().unwrap().remove("host");
+            assert!(occurrences.is_some());
+            let (mut w_rest, mut p_rest) = (w.clone(), p.clone());
+            w_rest.as_object_mut().unwrap().remove("occurrences");
+            p_rest.as_object_mut().unwrap().remove("occurrences");
+            assert_eq!(p_rest, w_rest, "{route}");
+            let first = of_host(host)[0]["id"].as_u64().unwrap();
+            let local = t["id"].as_u64().unwrap() - first;
+            let alone = whole.api(&format!("timeline/event?track={local}&index={index}&host={host}"));
+            if t["derived"] == false {
+                assert_eq!(p["occurrences"], alone["occurrences"], "{route}");
+            }
+            if host == "g0" && alone["step_num"] != p["step_num"] {
+                in_no_step += 1;
+            }
+        }
+    }
+    assert!(in_no_step > 0, "the unannotated host's events take the run's steps (none), not its own");
+    let e = pod.get(&format!("api/timeline/event?track={}&index=99999999", firsts[1]["id"]));
+    assert_eq!(e.status, 404);
+    assert_eq!(e.text(), whole.get(&format!("api/timeline/event?track={}&index=99999999", firsts[1]["id"])).text());
+    // Areas: on tracks of several hosts, and on every track.
+    let area = ids(&[gpus[1], firsts[4], firsts[20], gpus[5]]);
+    let picked = both(&format!("timeline/select?start_ps={start}&end_ps={mid}&tracks={area}"));
+    assert!(picked["events"].as_u64().unwrap() > 0);
+    let all = both(&format!("timeline/select?start_ps={mid}&end_ps={end}"));
+    assert!(all["rows"].as_array().unwrap().len() > 10);
+    // Searches: the first matches in track order, and pages in time order.
+    for query in ["q=fusion&limit=7", "q=DOT&limit=10000", "q=fusion&offset=0&limit=50", "q=fusion&offset=123&limit=9"]
+    {
+        let found = both(&format!("timeline/search?{query}"));
+        assert!(found["total"].as_u64().unwrap() > 200, "{query}: {found}");
+    }
+    both("timeline/search?q=fusion&offset=99999999&limit=5");
+    for bad in
+        ["timeline/tile?track=99999&start_ps=0&end_ps=10&px=10", "timeline/tiles?tracks=&start_ps=0&end_ps=10&px=1"]
+    {
+        let (w, p) = (whole.get(&format!("api/{bad}")), pod.get(&format!("api/{bad}")));
+        assert_eq!((p.status, p.text()), (w.status, w.text()), "{bad}");
+    }
 }

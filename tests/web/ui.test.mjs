@@ -1637,7 +1637,7 @@ test('a run whose hosts do not fit in memory together: the overview is read a ho
   assert.ok(30 * statSync(fixtureFile('cpu-transformer')).size > 30e6);
   const [proc, url] = await startServer(root, { STEPSCOPE_MEMORY_LIMIT: '30MB' });
   try {
-    const whole = await fetch(new URL('api/timeline/tracks', url));
+    const whole = await fetch(new URL('api/memory/buffers', url));
     assert.equal(whole.status, 507);
     const why = (await whole.json()).error;
     assert.match(why, /^reading the run's 30 hosts together needs about \d+ MB, and STEPSCOPE_MEMORY_LIMIT is 30 MB — /);
@@ -1667,7 +1667,29 @@ test('a run whose hosts do not fit in memory together: the overview is read a ho
     await page.waitForSelector('table.data tbody tr');
     await page.goto(`${url}#/scopes`);
     await page.waitForSelector('table.data tbody tr');
-    await page.goto(`${url}#/timeline`);
+    // So is the timeline: every host's tracks listed, the hosts on screen read; an
+    // event's occurrences are its host's.
+    const tracks = await (await fetch(new URL('api/timeline/tracks', url))).json();
+    assert.equal(tracks.read_a_host_at_a_time, true);
+    assert.equal(new Set(tracks.tracks.map(t => t.host)).size, 30);
+    const st = (await (await fetch(new URL('api/steps', url))).json()).steps[0];
+    await page.goto('about:blank');
+    await page.goto(`${url}#/timeline?start_ps=${st.start_ps}&end_ps=${st.start_ps + st.duration_ps}`);
+    await settle();
+    assert.equal(await page.textContent('.tl-bar strong'), `${tracks.events.toLocaleString('en-US')} events in ${tracks.tracks.length} tracks`);
+    assert.match(await page.textContent('#tl-by-host'), /^too large to read whole: each host is read when its tracks are on screen/);
+    assert.equal(await page.$('#tl-export-perfetto'), null);
+    const events = await page.evaluate(() => window.stepscopeTimeline.events());
+    assert.ok(events.length > 10, `${events.length} events drawn`);
+    const ev = events.filter(e => e.w > 8).sort((x, y) => y.w - x.w)[0];
+    const box = await page.$eval('#tl-canvas', c => { const r = c.getBoundingClientRect(); return [r.left, r.top]; });
+    await page.mouse.click(box[0] + ev.x + Math.min(ev.w / 2, 20), box[1] + ev.y + ev.h / 2);
+    const detail = await (await fetch(new URL(`api/timeline/event?track=${ev.track}&index=${ev.index}`, url))).json();
+    await page.waitForSelector('#tl-event-name');
+    assert.equal(await page.textContent('#tl-event-name'), detail.display_name);
+    assert.equal(await page.textContent('#tl-occurrences'), `all occurrences on ${detail.host}`);
+    await page.screenshot({ path: path.join(shots, 'timeline-too-large.png') });
+    await page.goto(`${url}#/hlo?op=dot.1`);
     await page.waitForSelector('.error[role=alert]');
     assert.equal(await page.textContent('.error[role=alert] p'),
       `${why.split(' — ')[0]}: pick one host in the host picker above; each is read alone.`);

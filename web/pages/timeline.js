@@ -110,9 +110,14 @@ async function timeline(view, ctx, pane) {
     for (const [k, v] of Object.entries({ run: sel.run, host: sel.host, format })) if (v) url.searchParams.set(k, v);
     return el('a', { class: 'tl-export', id: `tl-export-${format}`, href: url.href, download: true, title: hint }, label);
   };
-  const exports = el('span', { class: 'tl-exports' }, 'export ',
-    exportLink('perfetto', 'Perfetto', 'Perfetto trace (.pftrace) for ui.perfetto.dev'),
-    exportLink('chrome', 'Chrome JSON', 'Chrome trace JSON, gzip (.trace.json.gz), every event'));
+  // A run too large to hold whole is read a host at a time: the hosts on screen are
+  // read, each alone; it is exported a host at a time (pick one above).
+  const exports = tr.read_a_host_at_a_time
+    ? el('span', { class: 'muted', id: 'tl-by-host', title: 'a search, or an area over every track, reads every host in turn' },
+      'too large to read whole: each host is read when its tracks are on screen; pick a host above to export it')
+    : el('span', { class: 'tl-exports' }, 'export ',
+      exportLink('perfetto', 'Perfetto', 'Perfetto trace (.pftrace) for ui.perfetto.dev'),
+      exportLink('chrome', 'Chrome JSON', 'Chrome trace JSON, gzip (.trace.json.gz), every event'));
   // Another run of the folder to draw below this one, aligned by step.
   const others = (runList || []).map(r => r.run).filter(r => r !== tr.run);
   const compare = el('select', { id: 'tl-vs', title: 'draw another run below this one, aligned at a step', hidden: !others.length },
@@ -1161,7 +1166,8 @@ async function timeline(view, ctx, pane) {
     ]));
     // Every event of this name, and where the op it ran is described.
     const o = d.occurrences;
-    side.append(el('h4', {}, 'all occurrences'));
+    // Of a run read a host at a time, the event's host's.
+    side.append(el('h4', { id: 'tl-occurrences' }, o.host ? `all occurrences on ${o.host}` : 'all occurrences'));
     side.append(kv([
       ['count', `${count(o.count)} on ${o.tracks} track${o.tracks === 1 ? '' : 's'}`],
       ['total', dur(o.total_ps)],

@@ -22,6 +22,7 @@ use crate::ops::{GroupBy, OpRowsPart, Ops};
 use crate::overview::{assemble, in_run_order, Overview, OverviewPart};
 use crate::roofline::{step_flops_with, FlopsPerEvent, Roofline};
 use crate::scopes::{InputSums, Scopes};
+use crate::timeline::{RunTracks, TracksPart};
 
 /// The overview of a run of `hosts` hosts read one at a time: `read(i, again)` reads
 /// host `i` alone, on the run's clock; `None` where its file cannot be read the first
@@ -36,7 +37,7 @@ pub fn overview_by_host<T, E>(
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<(Overview, Vec<T>), E> {
-    fold(run, hosts, top, true, read, extra).map(|(overview, _, kept)| (overview, kept))
+    fold(run, hosts, top, true, read, extra).map(|(overview, _, kept, _)| (overview, kept))
 }
 
 /// [`overview_by_host`] with the run's op profile by op, as [`crate::ops::ops`] makes it
@@ -48,12 +49,12 @@ pub fn overview_and_ops_by_host<T, E>(
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<(Overview, Ops, Vec<T>), E> {
-    fold(run, hosts, top, true, read, extra)
+    fold(run, hosts, top, true, read, extra).map(|(overview, ops, kept, _)| (overview, ops, kept))
 }
 
-/// [`overview_by_host`]; without `ops`, no op rows are summed: the overview has no top
-/// ops and no FLOPs, for callers that read only the hosts' parts under the run's
-/// decisions.
+/// [`overview_by_host`], and the run's decisions; without `ops`, no op rows are summed:
+/// the overview has no top ops and no FLOPs, for callers that read only the hosts'
+/// parts under the run's decisions.
 fn fold<T, E>(
     run: &str,
     hosts: usize,
@@ -61,7 +62,7 @@ fn fold<T, E>(
     ops: bool,
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
-) -> Result<(Overview, Ops, Vec<T>), E> {
+) -> Result<(Overview, Ops, Vec<T>, RunDecisions), E> {
     let mut rows = OpRowsPart::new(GroupBy::Op);
     let mut read_hosts: Vec<Host<T>> = Vec::new();
     for i in 0..hosts {
@@ -93,7 +94,7 @@ fn fold<T, E>(
     let (parts, kept) = read_hosts.into_iter().map(|h| (h.part, h.kept)).unzip();
     let ops = rows.finish();
     let overview = assemble(run, parts, ops.ops.clone(), top, Vec::new());
-    Ok((overview, ops, kept))
+    Ok((overview, ops, kept, decided))
 }
 
 /// Reads a host of a run for [`overview_by_host`].
@@ -274,6 +275,18 @@ fn parts_by_host<T, E>(
         check(p).map(|()| part)
     };
     Ok(fold(run, hosts, 0, false, read, &mut keep)?.2)
+}
+
+/// The timeline's tracks of a run read one host at a time, `read` and `check` as for
+/// [`steps_by_host`]: each host's, read under the run's decisions, with the ids the
+/// run read whole gives them ([`RunTracks`]).
+pub fn tracks_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<RunTracks, E> {
+    let mut keep = |p: &Profile, _: &OverviewPart| {
+        let part = TracksPart::of(p, &stepscope_model::profile::cached(p).steps);
+        check(p).map(|()| part)
+    };
+    let (_, _, parts, decided) = fold(run, hosts, 0, false, read, &mut keep)?;
+    Ok(RunTracks::assemble(run, parts, decided))
 }
 
 /// The op profile of a run read one host at a time, grouped `by` (scopes cut at

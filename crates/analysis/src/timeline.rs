@@ -24,8 +24,10 @@ use crate::steps::Step;
 use stepscope_model::Profile;
 
 mod derived;
+mod run;
 use derived::DerivedPlane;
 pub use derived::{MODULES_LINE, OPS_LINE};
+pub use run::{RunTracks, TracksPart};
 
 /// Most pixels a tile may be asked for.
 pub const MAX_TILE_PX: u32 = 16_384;
@@ -189,6 +191,11 @@ pub struct Tracks {
     pub end_ps: i64,
     /// Events of the profile's own lines (derived tracks' are not counted).
     pub events: u64,
+    /// True for a run too large to hold whole, read a host at a time: a track's tiles
+    /// and events are read from its host alone, and an event's `occurrences` are its
+    /// host's.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub read_a_host_at_a_time: bool,
     pub tracks: Vec<Track>,
 }
 
@@ -267,6 +274,10 @@ pub struct Occurrences {
     pub max_ps: i64,
     /// How many tracks they are on.
     pub tracks: u64,
+    /// Where set, they were counted on this host alone: the run is too large to hold
+    /// whole and is read a host at a time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// An event at the other end of a flow.
@@ -314,6 +325,114 @@ pub struct SelectionRow {
     pub tracks: u64,
 }
 
+/// The events of an area on some tracks, by shown name, as [`Timeline::select`]
+/// counts them: a host's, to be added to the other hosts' of a run read a host at a
+/// time.
+#[derive(Default)]
+pub struct SelectionPart {
+    by_name: BTreeMap<String, Tally>,
+    events: u64,
+}
+
+/// Events of one name: how many, their whole and in-span lengths, the shortest and
+/// longest, and the tracks they are on.
+#[derive(Clone, Copy)]
+struct Tally {
+    count: u64,
+    total: i64,
+    in_span: i64,
+    min: i64,
+    max: i64,
+    tracks: u64,
+}
+
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally { count: 0, total: 0, in_span: 0, min: i64::MAX, max: i64::MIN, tracks: 0 }
+    }
+}
+
+impl Tally {
+    fn add(&mut self, o: &Tally) {
+        self.count += o.count;
+        self.total = self.total.saturating_add(o.total);
+        self.in_span = self.in_span.saturating_add(o.in_span);
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.tracks += o.tracks;
+    }
+}
+
+impl SelectionPart {
+    /// Adds another host's (whose tracks are not this one's).
+    pub fn add(&mut self, other: SelectionPart) {
+        self.events += other.events;
+        for (name, tally) in other.by_name {
+            self.by_name.entry(name).or_default().add(&tally);
+        }
+    }
+
+    /// The selection of `[start_ps, end_ps)` on `tracks` (the ids read), its rows the
+    /// most time within the span first.
+    pub fn finish(self, start_ps: i64, end_ps: i64, tracks: Vec<u32>) -> Selection {
+        let mut rows: Vec<SelectionRow> = (self.by_name.into_iter())
+            .map(|(name, a)| SelectionRow {
+                name,
+                count: a.count,
+                total_ps: a.total,
+                in_span_ps: a.in_span,
+                avg_ps: a.total / a.count.max(1) as i64,
+                min_ps: a.min,
+                max_ps: a.max,
+                tracks: a.tracks,
+            })
+            .collect();
+        rows.sort_by(|a, b| b.in_span_ps.cmp(&a.in_span_ps).then(b.count.cmp(&a.count)).then(a.name.cmp(&b.name)));
+        Selection {
+            schema: "stepscope.timeline_select/1",
+            start_ps,
+            end_ps,
+            span_ps: end_ps - start_ps,
+            tracks,
+            events: self.events,
+            rows,
+        }
+    }
+}
+
+/// Checks a request for the tiles of tracks `ids` of a run of `tracks` tracks (track
+/// `id` has `depth(id)` rows), `px` wide, `max_rows` rows each: 1 to [`MAX_TILES`]
+/// tracks that are there, and rows times `px` at most [`MAX_TILES_ROW_PX`].
+pub fn check_tiles(
+    ids: &[u32],
+    tracks: usize,
+    depth: impl Fn(u32) -> usize,
+    px: u32,
+    max_rows: usize,
+) -> Result<(), String> {
+    if ids.is_empty() || ids.len() > MAX_TILES {
+        return Err(format!("{} tracks asked for: ask for 1 to {MAX_TILES} at a time", ids.len()));
+    }
+    if let Some(bad) = ids.iter().find(|&&id| id as usize >= tracks) {
+        return Err(format!("no track {bad} (the run has {tracks})"));
+    }
+    let rows: usize = ids.iter().map(|&id| depth(id).min(max_rows)).sum();
+    if rows as u64 * u64::from(px) > MAX_TILES_ROW_PX {
+        return Err(format!(
+            "{rows} rows × {px} px is more than {MAX_TILES_ROW_PX}: ask for fewer tracks, fewer rows or fewer px"
+        ));
+    }
+    Ok(())
+}
+
+/// An area's span, checked: not empty.
+pub fn check_span(start_ps: i64, end_ps: i64) -> Result<(), String> {
+    if end_ps <= start_ps {
+        return Err(format!("empty span: end_ps {end_ps} is not after start_ps {start_ps}"));
+    }
+    Ok(())
+}
+
 /// One search match.
 #[derive(Clone, Debug, Serialize)]
 pub struct Match {
@@ -340,6 +459,11 @@ pub struct Search {
     pub matches: Vec<Match>,
 }
 
+/// Checks a window `[start_ps, end_ps)` drawn `px` pixels wide, as a tile's.
+pub fn check_window(start_ps: i64, end_ps: i64, px: u32) -> Result<(), String> {
+    pixel_width(start_ps, end_ps, px).map(|_| ())
+}
+
 /// The width in ps of one of `px` pixel columns of window `[start_ps, end_ps)`, once
 /// the window and `px` are checked.
 fn pixel_width(start_ps: i64, end_ps: i64, px: u32) -> Result<f64, String> {
@@ -350,6 +474,63 @@ fn pixel_width(start_ps: i64, end_ps: i64, px: u32) -> Result<f64, String> {
         return Err(format!("px {px} is out of range 1..={MAX_TILE_PX}"));
     }
     Ok((end_ps as f64 - start_ps as f64) / f64::from(px))
+}
+
+impl Tracks {
+    /// The tracks `tracks` of run `run`, with the tracks derived from other analyses.
+    fn of(run: &str, derived: Vec<DerivedTrack>, tracks: Vec<Track>) -> Tracks {
+        Tracks {
+            schema: "stepscope.timeline_tracks/1",
+            run: run.to_string(),
+            derived,
+            start_ps: tracks.iter().map(|t| t.start_ps).min().unwrap_or(0),
+            end_ps: tracks.iter().map(|t| t.end_ps).max().unwrap_or(0),
+            events: tracks.iter().filter(|t| !t.derived).map(|t| t.events).sum(),
+            read_a_host_at_a_time: false,
+            tracks,
+        }
+    }
+}
+
+/// A Steps track per host of `profile` with some of `steps`.
+fn steps_tracks(profile: &Profile, steps: &[Step]) -> Vec<DerivedTrack> {
+    let hosts = profile.hosts.iter().filter(|space| steps.iter().any(|s| s.host == space.host));
+    hosts
+        .map(|space| DerivedTrack {
+            kind: "steps",
+            name: "Steps".into(),
+            host: space.host.clone(),
+            source: "api/steps",
+            device: None,
+        })
+        .collect()
+}
+
+/// A bytes-in-use counter per allocator of `allocators` (the memory analysis's, in its
+/// order) whose timeline has two points or more.
+fn counter_tracks(allocators: &[crate::memory::Allocator]) -> Vec<DerivedTrack> {
+    (allocators.iter().filter(|a| a.timeline.len() > 1))
+        .map(|a| DerivedTrack {
+            kind: "counter",
+            name: format!("{} in use", a.name),
+            host: a.host.clone(),
+            source: "api/memory",
+            device: None,
+        })
+        .collect()
+}
+
+/// A busy-share counter per device of `profile` that ran an op.
+fn busy_tracks(profile: &Profile) -> Vec<DerivedTrack> {
+    (profile.devices().iter().filter(|d| crate::steps::busy_intervals(profile, d).total() > 0))
+        .map(|d| DerivedTrack {
+            kind: "counter",
+            name: format!("{} busy", d.name),
+            host: d.host.to_string(),
+            source: "api/timeline/busy",
+            device: Some(d.id()),
+        })
+        .collect()
 }
 
 /// The other end of a flow: event `e` of `line` (track `track`).
@@ -541,53 +722,17 @@ impl Timeline {
                 end_ps: t.end_ps,
             });
         }
-        Tracks {
-            schema: "stepscope.timeline_tracks/1",
-            run: profile.run.clone(),
-            derived: Vec::new(),
-            start_ps: out.iter().map(|t| t.start_ps).min().unwrap_or(0),
-            end_ps: out.iter().map(|t| t.end_ps).max().unwrap_or(0),
-            events: out.iter().filter(|t| !t.derived).map(|t| t.events).sum(),
-            tracks: out,
-        }
+        Tracks::of(&profile.run, Vec::new(), out)
     }
 
     /// The tracks derived from other analyses that a viewer draws above the lines: a
-    /// Steps track per host with steps, and a counter per allocator whose bytes in use
-    /// change (the memory analysis's timeline has two points or more).
+    /// Steps track per host with steps, a counter per allocator whose bytes in use
+    /// change (the memory analysis's timeline has two points or more), and a device's
+    /// busy share per device that ran an op.
     pub fn derived_tracks(profile: &Profile, steps: &[Step]) -> Vec<DerivedTrack> {
-        let mut out = Vec::new();
-        for space in &profile.hosts {
-            if steps.iter().any(|s| s.host == space.host) {
-                out.push(DerivedTrack {
-                    kind: "steps",
-                    name: "Steps".into(),
-                    host: space.host.clone(),
-                    source: "api/steps",
-                    device: None,
-                });
-            }
-        }
-        for a in crate::memory::memory(profile, None, 1).allocators.iter().filter(|a| a.timeline.len() > 1) {
-            out.push(DerivedTrack {
-                kind: "counter",
-                name: format!("{} in use", a.name),
-                host: a.host.clone(),
-                source: "api/memory",
-                device: None,
-            });
-        }
-        for d in profile.devices() {
-            if crate::steps::busy_intervals(profile, &d).total() > 0 {
-                out.push(DerivedTrack {
-                    kind: "counter",
-                    name: format!("{} busy", d.name),
-                    host: d.host.to_string(),
-                    source: "api/timeline/busy",
-                    device: Some(d.id()),
-                });
-            }
-        }
+        let mut out = steps_tracks(profile, steps);
+        out.extend(counter_tracks(&crate::memory::memory(profile, None, 1).allocators));
+        out.extend(busy_tracks(profile));
         out
     }
 
@@ -678,21 +823,9 @@ impl Timeline {
         window: (i64, i64, u32),
         max_rows: usize,
     ) -> Result<Tiles, String> {
-        if ids.is_empty() || ids.len() > MAX_TILES {
-            return Err(format!("{} tracks asked for: ask for 1 to {MAX_TILES} at a time", ids.len()));
-        }
-        if let Some(bad) = ids.iter().find(|&&id| id as usize >= self.tracks.len()) {
-            return Err(format!("no track {bad} (the run has {})", self.tracks.len()));
-        }
-        let rows: usize = ids.iter().map(|&id| self.tracks[id as usize].rows.len().min(max_rows)).sum();
-        if rows as u64 * u64::from(window.2) > MAX_TILES_ROW_PX {
-            return Err(format!(
-                "{rows} rows × {} px is more than {MAX_TILES_ROW_PX}: ask for fewer tracks, fewer rows or fewer px",
-                window.2
-            ));
-        }
+        check_tiles(ids, self.tracks.len(), |id| self.tracks[id as usize].rows.len(), window.2, max_rows)?;
         let tiles = ids.par_iter().map(|&id| self.tile(profile, id, window, max_rows)).collect::<Result<_, _>>()?;
-        Ok(Tiles { schema: "stepscope.timeline_tiles/1", tiles })
+        Ok(Tiles::of(tiles))
     }
 
     /// The events overlapping `[start_ps, end_ps)` on `tracks` (when empty: every
@@ -700,31 +833,31 @@ impl Timeline {
     /// once, grouped by their shown name: a few binary searches per depth row (a row's
     /// starts and ends both ascend), then the events found.
     pub fn select(&self, profile: &Profile, start_ps: i64, end_ps: i64, tracks: &[u32]) -> Result<Selection, String> {
-        if end_ps <= start_ps {
-            return Err(format!("empty span: end_ps {end_ps} is not after start_ps {start_ps}"));
-        }
+        let ids = self.selected(start_ps, end_ps, tracks)?;
+        Ok(self.selection_part(profile, start_ps, end_ps, &ids).finish(start_ps, end_ps, ids))
+    }
+
+    /// The tracks [`Timeline::select`] reads for `tracks`, once the span and the ids
+    /// are checked: in order, each once.
+    pub fn selected(&self, start_ps: i64, end_ps: i64, tracks: &[u32]) -> Result<Vec<u32>, String> {
+        check_span(start_ps, end_ps)?;
         if let Some(bad) = tracks.iter().find(|&&t| t as usize >= self.tracks.len()) {
             return Err(format!("no track {bad} (the run has {})", self.tracks.len()));
         }
-        let ids: Vec<u32> = match tracks.is_empty() {
+        let mut ids: Vec<u32> = match tracks.is_empty() {
             true => (0..self.tracks.len() as u32).filter(|&id| !self.tracks[id as usize].derived).collect(),
             false => tracks.to_vec(),
         };
-        let mut ids_unique = ids.clone();
-        ids_unique.sort_unstable();
-        ids_unique.dedup();
-        #[derive(Default)]
-        struct Acc {
-            count: u64,
-            total: i64,
-            in_span: i64,
-            min: i64,
-            max: i64,
-            tracks: Vec<u32>,
-        }
-        let mut by_name: BTreeMap<String, Acc> = BTreeMap::new();
-        let mut events = 0u64;
-        for &id in &ids_unique {
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    /// The events of tracks `ids` (ascending, each once) overlapping
+    /// `[start_ps, end_ps)`, by shown name, to be added to other hosts'.
+    pub fn selection_part(&self, profile: &Profile, start_ps: i64, end_ps: i64, ids: &[u32]) -> SelectionPart {
+        let mut part = SelectionPart::default();
+        for &id in ids {
             let Some((t, _, plane, line)) = self.parts(profile, id) else { continue };
             // Per metadata: its events here (count, total, in span, min, max).
             let mut by_meta: BTreeMap<u32, (u64, i64, i64, i64, i64)> = BTreeMap::new();
@@ -758,46 +891,18 @@ impl Timeline {
                     k += 1;
                 }
             }
+            let mut named: BTreeMap<&str, Tally> = BTreeMap::new();
             for (meta, (count, total, in_span, min, max)) in by_meta {
-                events += count;
-                let a = by_name.entry(shown_name(plane, meta).to_string()).or_insert_with(|| Acc {
-                    min: i64::MAX,
-                    max: i64::MIN,
-                    ..Acc::default()
-                });
-                a.count += count;
-                a.total = a.total.saturating_add(total);
-                a.in_span = a.in_span.saturating_add(in_span);
-                a.min = a.min.min(min);
-                a.max = a.max.max(max);
-                if a.tracks.last() != Some(&id) {
-                    a.tracks.push(id);
-                }
+                part.events += count;
+                let a = named.entry(shown_name(plane, meta)).or_default();
+                a.add(&Tally { count, total, in_span, min, max, tracks: 0 });
+                a.tracks = 1;
+            }
+            for (name, tally) in named {
+                part.by_name.entry(name.to_string()).or_default().add(&tally);
             }
         }
-        let mut rows: Vec<SelectionRow> = by_name
-            .into_iter()
-            .map(|(name, a)| SelectionRow {
-                name,
-                count: a.count,
-                total_ps: a.total,
-                in_span_ps: a.in_span,
-                avg_ps: a.total / a.count.max(1) as i64,
-                min_ps: a.min,
-                max_ps: a.max,
-                tracks: a.tracks.len() as u64,
-            })
-            .collect();
-        rows.sort_by(|a, b| b.in_span_ps.cmp(&a.in_span_ps).then(b.count.cmp(&a.count)).then(a.name.cmp(&b.name)));
-        Ok(Selection {
-            schema: "stepscope.timeline_select/1",
-            start_ps,
-            end_ps,
-            span_ps: end_ps - start_ps,
-            tracks: ids_unique,
-            events,
-            rows,
-        })
+        part
     }
 
     /// Every stat of event `index` on track `id`, its step and its flow links.
@@ -805,7 +910,7 @@ impl Timeline {
         let (_, space, plane, line) = self.parts(profile, id).ok_or_else(|| format!("no track {id}"))?;
         let i = index as usize;
         if i >= line.len() {
-            return Err(format!("track {id} has {} events; there is no event {index}", line.len()));
+            return Err(no_event(id, line.len() as u64, index));
         }
         let meta = line.meta(i);
         let render = |stats: &mut dyn Iterator<Item = Stat>| -> Vec<StatEntry> {
@@ -878,6 +983,7 @@ impl Timeline {
             avg_ps: total / count.max(1) as i64,
             max_ps: max,
             tracks,
+            host: None,
         }
     }
 
@@ -962,19 +1068,26 @@ impl Timeline {
                 matches.push(Match::of(id, plane, line, i));
             }
         });
-        Search { schema: "stepscope.timeline_search/1", query: query.to_string(), total, offset: None, matches }
+        Search::of(query, total, None, matches)
     }
 
     /// The matches of `query` in time order (start, then track, then index), from the
     /// `offset`-th on, at most `limit` of them: a page of every match, however many.
     pub fn search_in_time(&self, profile: &Profile, query: &str, offset: usize, limit: usize) -> Search {
         let limit = limit.min(MAX_SEARCH_MATCHES);
+        let (total, matches) = self.matches_in_time(profile, query, offset..offset.saturating_add(limit));
+        Search::of(query, total, Some(offset.min(total as usize) as u64), matches)
+    }
+
+    /// All matches of `query`, and those at places `at` among them in time order
+    /// (start, then track, then index).
+    pub fn matches_in_time(&self, profile: &Profile, query: &str, at: std::ops::Range<usize>) -> (u64, Vec<Match>) {
         // 16 bytes a match, found once a page: every match can be paged to.
         let mut all: Vec<(i64, u32, u32)> = Vec::new();
         self.each_match(profile, query, |id, _, line, i| all.push((line.start_ps(i), id, i as u32)));
         let total = all.len();
-        let from = offset.min(total);
-        let to = from.saturating_add(limit).min(total);
+        let from = at.start.min(total);
+        let to = at.end.max(from).min(total);
         if from < total {
             all.select_nth_unstable(from);
             let rest = &mut all[from..];
@@ -990,13 +1103,7 @@ impl Timeline {
                 Some(Match::of(id, plane, line, i as usize))
             })
             .collect();
-        Search {
-            schema: "stepscope.timeline_search/1",
-            query: query.to_string(),
-            total: total as u64,
-            offset: Some(from as u64),
-            matches,
-        }
+        (total as u64, matches)
     }
 
     /// Calls `f(track, plane, line, index)` for every event whose name or display name
@@ -1027,7 +1134,47 @@ impl Timeline {
     }
 }
 
+impl EventDetail {
+    /// The event as its run has it, its host read alone: its track and its flows'
+    /// tracks `first` (the id of the host's first track in the run) on, and its
+    /// occurrences marked as its host's.
+    pub fn in_run(mut self, first: u32) -> EventDetail {
+        self.track += first;
+        for f in &mut self.flows {
+            f.track += first;
+        }
+        self.occurrences.host = Some(self.host.clone());
+        self
+    }
+}
+
+impl Tiles {
+    /// The tiles `tiles`, in the order asked.
+    pub fn of(tiles: Vec<Tile>) -> Tiles {
+        Tiles { schema: "stepscope.timeline_tiles/1", tiles }
+    }
+}
+
+impl Search {
+    /// Of query `query`: `total` matches, `matches` listed (from `offset` in time order
+    /// where given, else the first in track order).
+    pub fn of(query: &str, total: u64, offset: Option<u64>, matches: Vec<Match>) -> Search {
+        Search { schema: "stepscope.timeline_search/1", query: query.to_string(), total, offset, matches }
+    }
+}
+
+/// Why there is no event `index` on track `id` of `events` events.
+pub fn no_event(id: u32, events: u64, index: u32) -> String {
+    format!("track {id} has {events} events; there is no event {index}")
+}
+
 impl Match {
+    /// The match as its run has it, its host read alone: its track `first` (the id of
+    /// the host's first track in the run) on.
+    pub fn in_run(self, first: u32) -> Match {
+        Match { track: self.track + first, ..self }
+    }
+
     fn of(track: u32, plane: &Plane, line: &Line, i: usize) -> Match {
         Match {
             track,

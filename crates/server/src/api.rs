@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use serde::Serialize;
 use stepscope_analysis::ops::{self, GroupBy};
-use stepscope_analysis::timeline::Timeline;
 use stepscope_analysis::Profile;
 use stepscope_analysis::{buffers, collectives, compile, devices, hlo_context, hlo_graph, kernels, memory};
 use stepscope_judge::advise::{self, Thresholds};
@@ -22,6 +21,8 @@ use stepscope_xspace::pprof;
 
 use crate::cache::Entry;
 use crate::App;
+
+mod timeline;
 
 /// A failed request: HTTP status and a one-line message.
 #[derive(Debug)]
@@ -76,13 +77,13 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("diff", diff),
     ("history", history),
     ("sql", sql),
-    ("timeline/tracks", timeline_tracks),
-    ("timeline/tile", timeline_tile),
-    ("timeline/tiles", timeline_tiles),
-    ("timeline/event", timeline_event),
-    ("timeline/search", timeline_search),
-    ("timeline/select", timeline_select),
-    ("timeline/busy", timeline_busy),
+    ("timeline/tracks", timeline::tracks),
+    ("timeline/tile", timeline::tile),
+    ("timeline/tiles", timeline::tiles),
+    ("timeline/event", timeline::event),
+    ("timeline/search", timeline::search),
+    ("timeline/select", timeline::select),
+    ("timeline/busy", timeline::busy),
 ];
 
 /// The handler for `path` (under `api/`), if there is one.
@@ -339,32 +340,43 @@ fn by_host<T>(
 ) -> Result<Arc<Vec<u8>>, ApiError> {
     let run = app.root.run(q.str("run").filter(|r| !r.is_empty())).map_err(ApiError::not_found)?;
     let made = app.cache.answer(&run, question, || {
-        let mut unread = Vec::new();
-        let mut read = |i: usize, again: bool| match app.cache.read_host(&run, &run.hosts[i].host) {
-            Ok(p) => Ok(Some(p)),
-            Err(e) if !again => {
-                unread.push(Unread { host: run.hosts[i].host.clone(), error: e.message });
-                Ok(None)
-            }
-            Err(e) => Err((404, e.message)),
-        };
-        let check = |p: &Profile| {
-            let hosts = p.changed_hosts();
-            if hosts.is_empty() {
-                Ok(())
-            } else {
-                Err((409, changed_message(&hosts, &run.rel)))
-            }
-        };
-        let sum = make(&run, &mut read, &check)?;
-        if unread.len() == run.hosts.len() {
-            return Err((404, unread.first().map(|u| u.error.clone()).unwrap_or_default()));
-        }
+        let (sum, unread) = read_hosts(app, &run, make)?;
         // A host not read now (its file cut) may be read on the next request.
         let keep = unread.is_empty();
         Ok((finish(sum, unread).map_err(|e| (e.status, e.message))?, keep))
     });
     made.map_err(|(status, message)| ApiError { status, message })
+}
+
+/// What `make` sums up of `run`'s hosts, each read alone (not kept) and checked, and
+/// the hosts it could not read; an error where it could read none.
+fn read_hosts<T>(
+    app: &App,
+    run: &Run,
+    make: impl FnOnce(&Run, &mut Reader, &Check) -> Result<T, (u16, String)>,
+) -> Result<(T, Vec<Unread>), (u16, String)> {
+    let mut unread = Vec::new();
+    let mut read = |i: usize, again: bool| match app.cache.read_host(run, &run.hosts[i].host) {
+        Ok(p) => Ok(Some(p)),
+        Err(e) if !again => {
+            unread.push(Unread { host: run.hosts[i].host.clone(), error: e.message });
+            Ok(None)
+        }
+        Err(e) => Err((404, e.message)),
+    };
+    let check = |p: &Profile| {
+        let hosts = p.changed_hosts();
+        if hosts.is_empty() {
+            Ok(())
+        } else {
+            Err((409, changed_message(&hosts, &run.rel)))
+        }
+    };
+    let sum = make(run, &mut read, &check)?;
+    if unread.len() == run.hosts.len() {
+        return Err((404, unread.first().map(|u| u.error.clone()).unwrap_or_default()));
+    }
+    Ok((sum, unread))
 }
 
 /// How [`whole_or_by_host`] reads a host, and checks it.
@@ -474,74 +486,6 @@ fn kernels(app: &App, q: &Params) -> Reply {
         |run, read, check| stepscope_analysis::fold::kernels_by_host(run.hosts.len(), read, check),
         top_rows,
     )
-}
-
-fn timeline_tracks(app: &App, q: &Params) -> Reply {
-    let e = q.entry(app)?;
-    let mut tracks = e.timeline().tracks(&e.profile);
-    tracks.derived = Timeline::derived_tracks(&e.profile, &e.steps().steps);
-    json(&tracks)
-}
-
-/// One track's boxes: `track`, the window (`start_ps`, `end_ps`, `px`) and, optionally,
-/// `rows` (the depth rows drawn; all when absent).
-fn timeline_tile(app: &App, q: &Params) -> Reply {
-    let track = q.req("track")?;
-    let (window, rows) = (q.window()?, q.rows()?);
-    let e = q.entry(app)?;
-    json(&e.timeline().tile(&e.profile, track, window, rows).map_err(ApiError::bad)?)
-}
-
-/// Several tracks' tiles over one window: `tracks` (comma-separated ids), `start_ps`,
-/// `end_ps`, `px`, and optionally `rows`.
-fn timeline_tiles(app: &App, q: &Params) -> Reply {
-    let tracks = q.ids("tracks")?;
-    let (window, rows) = (q.window()?, q.rows()?);
-    let e = q.entry(app)?;
-    json(&e.timeline().tiles(&e.profile, &tracks, window, rows).map_err(ApiError::bad)?)
-}
-
-/// A device's busy share per pixel column: `device` (`host/plane`, as the busy
-/// counters of `timeline/tracks` name it), `start_ps`, `end_ps`, `px`.
-fn timeline_busy(app: &App, q: &Params) -> Reply {
-    let (start, end, px) = q.window()?;
-    let device = q.str("device").ok_or_else(|| {
-        ApiError::bad("device is missing: pass device=HOST/PLANE, the device of a busy counter in api/timeline/tracks")
-    })?;
-    let e = q.entry(app)?;
-    json(&Timeline::busy(&e.profile, device, start, end, px).map_err(ApiError::bad)?)
-}
-
-fn timeline_event(app: &App, q: &Params) -> Reply {
-    let (track, index) = (q.req("track")?, q.req("index")?);
-    let e = q.entry(app)?;
-    let detail = e.timeline().event(&e.profile, &e.steps().steps, track, index).map_err(ApiError::not_found)?;
-    json(&detail)
-}
-
-/// The events of an area: `start_ps`, `end_ps`, and `tracks` (comma-separated ids;
-/// every track when absent).
-fn timeline_select(app: &App, q: &Params) -> Reply {
-    let (start, end) = (q.req("start_ps")?, q.req("end_ps")?);
-    let tracks = q.ids("tracks")?;
-    let e = q.entry(app)?;
-    json(&e.timeline().select(&e.profile, start, end, &tracks).map_err(ApiError::bad)?)
-}
-
-/// Events whose name holds `q`: the first `limit` in track order, or, with `offset`,
-/// a page of every match in time order.
-fn timeline_search(app: &App, q: &Params) -> Reply {
-    let query = q.str("q").unwrap_or("");
-    let limit = q.opt("limit", 100)?;
-    let offset: Option<usize> = match q.str("offset") {
-        None | Some("") => None,
-        Some(_) => Some(q.req("offset")?),
-    };
-    let e = q.entry(app)?;
-    match offset {
-        Some(offset) => json(&e.timeline().search_in_time(&e.profile, query, offset, limit)),
-        None => json(&e.timeline().search(&e.profile, query, limit)),
-    }
 }
 
 /// As `stepscope memory --json`: the device-memory pprof is the run's first, as the CLI's default.

@@ -11,8 +11,9 @@ use std::time::SystemTime;
 
 use stepscope_analysis::peaks::UserPeaks;
 use stepscope_analysis::profile::{alone, clock_offsets};
+use stepscope_analysis::steps::RunDecisions;
 use stepscope_analysis::steps::{self, Steps};
-use stepscope_analysis::timeline::Timeline;
+use stepscope_analysis::timeline::{RunTracks, Timeline};
 use stepscope_analysis::{Derived, Profile};
 use stepscope_xspace::discover::Run;
 use stepscope_xspace::Progress;
@@ -46,8 +47,9 @@ impl Entry {
     }
 }
 
-/// Run name, its files' modification time (a rewritten run loads again), host.
-type Key = (String, SystemTime, Option<String>);
+/// Run name, its files' modification time (a rewritten run loads again), host, and
+/// the run's decisions it is read under (a host of a run read a host at a time).
+type Key = (String, SystemTime, Option<String>, Option<RunDecisions>);
 /// Run name and its files' modification time.
 type RunKey = (String, SystemTime);
 type Slot = Arc<Derived<Result<Arc<Entry>, LoadError>>>;
@@ -73,11 +75,63 @@ impl From<&str> for LoadError {
 }
 /// A run (as [`RunKey`]) and a question about it (a route and its parameters).
 type AnswerKey = (RunKey, String);
-/// An answer's body, or its failure (status, message).
-type Answer = Arc<Derived<Result<Arc<Vec<u8>>, (u16, String)>>>;
+/// An answer, or its failure (status, message).
+type Answer<V> = Arc<Derived<Result<Arc<V>, (u16, String)>>>;
 
 /// Answers about a whole run kept, each made from its hosts one at a time.
 const ANSWERS: usize = 16;
+
+/// Answers about runs, each made once by the first request that asks (others wait for
+/// it) and kept while it is among the most recent `capacity`.
+struct Kept<V> {
+    capacity: usize,
+    slots: Mutex<VecDeque<(AnswerKey, Answer<V>)>>,
+}
+
+impl<V> Kept<V> {
+    fn new(capacity: usize) -> Kept<V> {
+        Kept { capacity, slots: Mutex::default() }
+    }
+
+    /// Answer `question` about `run` as its files are now, made by `make` on the first
+    /// request; a failure is not kept, nor an answer `make` says not to keep (one that
+    /// a host read again may change): the next request makes it again.
+    fn get(
+        &self,
+        run: &Run,
+        question: String,
+        make: impl FnOnce() -> Result<(V, bool), (u16, String)>,
+    ) -> Result<Arc<V>, (u16, String)> {
+        let key: AnswerKey = ((run.rel.clone(), run.modified), question);
+        let slot = {
+            let mut slots = self
+                .slots
+                .lock()
+                .map_err(|_| (500, "server state is poisoned — restart stepscope serve".to_string()))?;
+            let slot = match slots.iter().position(|(k, _)| *k == key) {
+                Some(i) => slots.remove(i).map(|(_, s)| s).unwrap_or_default(),
+                None => Answer::default(),
+            };
+            slots.push_front((key.clone(), slot.clone()));
+            slots.truncate(self.capacity);
+            slot
+        };
+        let mut keep = true;
+        let result = (slot.get_or_compute(|| {
+            make().map(|(value, keep_it)| {
+                keep = keep_it;
+                Arc::new(value)
+            })
+        }))
+        .clone();
+        if result.is_err() || !keep {
+            if let Ok(mut slots) = self.slots.lock() {
+                slots.retain(|(k, s)| !(k == &key && Arc::ptr_eq(s, &slot)));
+            }
+        }
+        result
+    }
+}
 
 pub struct Cache {
     capacity: usize,
@@ -91,7 +145,13 @@ pub struct Cache {
     /// Answers made from a run's hosts read one at a time (its hosts' summaries), the
     /// most recent [`ANSWERS`]: a pod's hundreds of hosts are read once, not on every
     /// visit, and two requests for one answer wait on one making.
-    answers: Mutex<VecDeque<(AnswerKey, Answer)>>,
+    answers: Kept<Vec<u8>>,
+    /// The timeline's tracks of runs read a host at a time, and where each lives.
+    tracks: Kept<RunTracks>,
+    /// Runs refused as too large to read whole with no other run kept: asked again,
+    /// they are refused at once, and the hosts kept stay (a pod's timeline keeps the
+    /// hosts it draws).
+    too_large: Mutex<VecDeque<(RunKey, LoadError)>>,
 }
 
 impl Cache {
@@ -101,7 +161,9 @@ impl Cache {
             slots: Mutex::new(VecDeque::new()),
             offsets: Mutex::default(),
             peaks,
-            answers: Mutex::default(),
+            answers: Kept::new(ANSWERS),
+            tracks: Kept::new(OFFSET_RUNS),
+            too_large: Mutex::default(),
         }
     }
 
@@ -115,34 +177,17 @@ impl Cache {
         question: String,
         make: impl FnOnce() -> Result<(Vec<u8>, bool), (u16, String)>,
     ) -> Result<Arc<Vec<u8>>, (u16, String)> {
-        let key: AnswerKey = ((run.rel.clone(), run.modified), question);
-        let slot = {
-            let mut answers = self
-                .answers
-                .lock()
-                .map_err(|_| (500, "server state is poisoned — restart stepscope serve".to_string()))?;
-            let slot = match answers.iter().position(|(k, _)| *k == key) {
-                Some(i) => answers.remove(i).map(|(_, s)| s).unwrap_or_default(),
-                None => Answer::default(),
-            };
-            answers.push_front((key.clone(), slot.clone()));
-            answers.truncate(ANSWERS);
-            slot
-        };
-        let mut keep = true;
-        let result = (slot.get_or_compute(|| {
-            make().map(|(body, keep_it)| {
-                keep = keep_it;
-                Arc::new(body)
-            })
-        }))
-        .clone();
-        if result.is_err() || !keep {
-            if let Ok(mut answers) = self.answers.lock() {
-                answers.retain(|(k, s)| !(k == &key && Arc::ptr_eq(s, &slot)));
-            }
-        }
-        result
+        self.answers.get(run, question, make)
+    }
+
+    /// The timeline's tracks of `run` read a host at a time, as its files are now:
+    /// made by `make` once, as [`Cache::answer`].
+    pub fn run_tracks(
+        &self,
+        run: &Run,
+        make: impl FnOnce() -> Result<(RunTracks, bool), (u16, String)>,
+    ) -> Result<Arc<RunTracks>, (u16, String)> {
+        self.tracks.get(run, String::new(), make)
     }
 
     /// The clock offsets of `run`'s hosts ([`clock_offsets`]), found on the first call
@@ -171,7 +216,25 @@ impl Cache {
     /// The run `run` (default: the newest) of `root`, only host `host` when given.
     /// Blocks while the run is read.
     pub fn get(&self, root: &Root, run: Option<&str>, host: Option<&str>) -> Result<Arc<Entry>, LoadError> {
-        let run = root.run(run)?;
+        self.entry(root.run(run)?, host, None)
+    }
+
+    /// Host `host` of `run` read alone, on the run's clock and under the run's
+    /// `decisions` (a host of a run read a host at a time: its numbers are those the run
+    /// read whole gives it), kept as [`Cache::get`] keeps runs.
+    pub fn host_in_run(&self, run: Run, host: &str, decisions: RunDecisions) -> Result<Arc<Entry>, LoadError> {
+        self.entry(run, Some(host), Some(decisions))
+    }
+
+    /// `run`, only host `host` when given, under `decisions` when given.
+    fn entry(&self, run: Run, host: Option<&str>, decisions: Option<RunDecisions>) -> Result<Arc<Entry>, LoadError> {
+        let run_key: RunKey = (run.rel.clone(), run.modified);
+        if host.is_none() {
+            let known = self.too_large.lock().ok().and_then(|t| t.iter().find(|(k, _)| *k == run_key).cloned());
+            if let Some((_, refused)) = known {
+                return Err(refused);
+            }
+        }
         if let Some(h) = host {
             if !run.hosts.iter().any(|f| f.host == h) {
                 let names: Vec<&str> = run.hosts.iter().map(|f| f.host.as_str()).collect();
@@ -180,7 +243,7 @@ impl Cache {
                 );
             }
         }
-        let key: Key = (run.rel.clone(), run.modified, host.map(str::to_string));
+        let key: Key = (run.rel.clone(), run.modified, host.map(str::to_string), decisions);
         let slot = {
             let mut slots = self.slots.lock().map_err(|_| "server state is poisoned — restart stepscope serve")?;
             let slot = match slots.iter().position(|(k, _)| *k == key) {
@@ -201,21 +264,32 @@ impl Cache {
                     None => (run.clone(), None),
                 };
                 // Where it would not fit beside the other runs kept, they go, and it is
-                // read again.
+                // read again; refused then, it is refused at once the next time.
                 let read = match to_read.load_readable(&Progress::default(), host) {
                     Err(e) if e.memory_refused.is_some() && self.keep_only(&key) => {
                         to_read.load_readable(&Progress::default(), host)
                     }
                     read => read,
                 }
-                .map_err(|e| LoadError {
-                    message: e.to_string(),
-                    too_large: e.memory_refused.is_some_and(|n| n > 1),
+                .map_err(|e| {
+                    let refused =
+                        LoadError { message: e.to_string(), too_large: e.memory_refused.is_some_and(|n| n > 1) };
+                    if refused.too_large {
+                        if let Ok(mut t) = self.too_large.lock() {
+                            t.retain(|(k, _)| *k != run_key);
+                            t.push_front((run_key.clone(), refused.clone()));
+                            t.truncate(OFFSET_RUNS);
+                        }
+                    }
+                    refused
                 })?;
                 let mut profile = Profile::of_read(run.rel.clone(), read.spaces, offset);
                 profile.unread_hosts = read.unread;
                 if let Some(h) = host {
                     profile.retain_host(h);
+                }
+                if let Some(d) = decisions {
+                    profile.set_decisions(d);
                 }
                 profile.set_peaks(self.peaks);
                 Ok(Arc::new(Entry {
@@ -241,7 +315,7 @@ impl Cache {
         let offsets = (run.hosts.len() > 1).then(|| self.offsets(run));
         let (one, offset) = alone(run, host, offsets.as_deref().map(Vec::as_slice))
             .ok_or_else(|| LoadError::from(format!("no host named {host:?} in run {:?}", run.rel)))?;
-        let key: Key = (run.rel.clone(), run.modified, Some(host.to_string()));
+        let key: Key = (run.rel.clone(), run.modified, Some(host.to_string()), None);
         let read = match one.load_readable(&Progress::default(), Some(host)) {
             Err(e) if e.memory_refused.is_some() && self.keep_only(&key) => {
                 one.load_readable(&Progress::default(), Some(host))
