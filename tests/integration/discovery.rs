@@ -236,6 +236,8 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
     let total = 30 * std::fs::metadata(xplane("cpu-transformer")).unwrap().len();
     assert!(total > 30_000_000);
     let dir = tmp.path().to_str().unwrap();
+    let (transformer, clean) = (fixture("cpu-transformer"), fixture("cpu-clean"));
+    let (transformer, clean) = (transformer.to_str().unwrap(), clean.to_str().unwrap());
     let with_limit = |limit: &str, args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_stepscope"))
             .args(args)
@@ -285,6 +287,9 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         (&["steps", dir, "--csv"], "steps"),
         (&["devices", dir, "--json"], "rows"),
         (&["check", dir, "--max-step-ms", "1000", "--json"], "numbers"),
+        (&["diff", transformer, dir, "--json"], "numbers"),
+        (&["compare", dir, clean, "--by", "scope", "--json"], "numbers"),
+        (&["history", dir, "--json"], "numbers"),
     ] {
         let out = with_limit("30MB", args);
         let note = String::from_utf8_lossy(&out.stderr);
@@ -331,7 +336,7 @@ fn read_whole(mut s: serde_json::Value) -> serde_json::Value {
 /// were taken over: the summaries of those hosts alone differ from their share.
 #[test]
 fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
-    let mixes: [&[&str]; 9] = [
+    let mixes: [&[&str]; 10] = [
         &["gpu-sync", "gpu-nosync", "gpu-unannotated"],
         &["gpu-nosync", "gpu-nosync-cut", "gpu-sync"],
         &["cpu-clean", "cpu-slow", "cpu-dp4"],
@@ -341,6 +346,7 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
         &["gpu-compile", "cpu-compile", "cpu-device-put"],
         &["rocm-mi300x-gemm", "rocm-mi300x-conv-2gpu"],
         &["cpu-host-tracer-off", "cpu-jax0431"],
+        &["cpu-device-put", "cpu-nosync", "cpu-sync"],
     ];
     // Every rule at its hair trigger, so that each cites its evidence.
     let th = tempfile::tempdir().unwrap();
@@ -370,7 +376,7 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
             continue;
         }
         // Every row of the op profile, by op; on CPU and GPU hosts, in every grouping.
-        let groupings: &[&str] = if mix.len() == 4 || mix[0] == "cpu-clean" {
+        let groupings: &[&str] = if mix.len() == 4 || ["cpu-clean", "cpu-device-put"].contains(&mix[0]) {
             &["op", "category", "module", "scope", "line", "stack"]
         } else {
             &["op"]
@@ -383,12 +389,28 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
             let by_host = ok(&[command, dir, "--json", "--host-at-a-time"]);
             assert_eq!(by_host, ok(&[command, dir, "--json"]), "{mix:?} {command}");
         }
+        // `diff`, `compare` and `history` read each run as `summary` does, both ways.
+        let other = fixture(if mix[0].starts_with("gpu") { "gpu-nocb" } else { "cpu-clean" });
+        let other = other.to_str().unwrap();
+        for args in [
+            &["diff", dir, other, "--top", "0"][..],
+            &["diff", other, dir, "--by", "line"],
+            &["diff", dir, other, "--by", "scope"],
+            &["compare", other, dir, "--by", "module"],
+        ] {
+            let by_host = ok(&[args, &["--json", "--host-at-a-time"]].concat());
+            assert_eq!(by_host, ok(&[args, &["--json"]].concat()), "{mix:?} {args:?}");
+        }
         for host in &names {
             let alone = json(&["summary", dir, "--host", host]);
             if alone["step_source"] != whole["step_source"] || alone["step_timing"] != whole["step_timing"] {
                 differed_alone.push(format!("{mix:?} {host}"));
             }
         }
+        // A later run of fewer hosts beside it: the history of the two.
+        run_of_fixtures(tmp.path(), "2026_11_02_00_00_00", &hosts[..hosts.len() - 1]);
+        let history = |more: &[&str]| ok(&[&["history", dir, "--json"][..], more].concat());
+        assert_eq!(history(&["--host-at-a-time"]), history(&[]), "{mix:?} history");
     }
     // The unannotated host (its module's runs alone), and the two hosts that wait for
     // their steps beside one that dispatches ahead.

@@ -1077,6 +1077,24 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     }
     let r = server.get(&format!("api/summary?run=plugins/profile/{}&host=h3", runs[0]));
     assert_eq!(r.status, 200, "{}", r.text());
+    // A diff of the two runs, and their history, read a host at a time as the CLI's.
+    let (a, b) = (format!("plugins/profile/{}", runs[0]), format!("plugins/profile/{}", runs[1]));
+    let r = server.get(&format!("api/diff?a={a}&b={b}&top=0"));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let (run_a, run_b) = (tmp.path().join(&a), tmp.path().join(&b));
+    let (run_a, run_b) = (run_a.to_str().unwrap(), run_b.to_str().unwrap());
+    // (The CLI names a run folder's run by the folder.)
+    let mut cli = crate::util::json(&["diff", run_a, run_b, "--top", "0", "--host-at-a-time"]);
+    (cli["a"]["run"], cli["b"]["run"]) = (a.clone().into(), b.clone().into());
+    assert_eq!(r.json(), cli);
+    let r = server.get("api/history");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut cli = crate::util::json(&["history", dir, "--host-at-a-time"]);
+    for (run, rel) in cli["runs"].as_array_mut().unwrap().iter_mut().zip([&a, &b]) {
+        run["label"] = rel.clone().into();
+    }
+    assert_eq!(r.json(), cli);
+    assert_eq!(r.json()["runs"].as_array().unwrap().len(), 2);
 }
 
 /// `api/summary/hosts` is made once per run as its files are: asked again, the same

@@ -37,7 +37,7 @@ pub fn overview_by_host<T, E>(
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<(Overview, Vec<T>), E> {
-    fold(run, hosts, top, true, read, extra).map(|(overview, _, kept, _)| (overview, kept))
+    fold(run, hosts, top, true, read, extra).map(|f| (f.overview, f.kept))
 }
 
 /// [`overview_by_host`] with the run's op profile by op, as [`crate::ops::ops`] makes it
@@ -49,7 +49,34 @@ pub fn overview_and_ops_by_host<T, E>(
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<(Overview, Ops, Vec<T>), E> {
-    fold(run, hosts, top, true, read, extra).map(|(overview, ops, kept, _)| (overview, ops, kept))
+    fold(run, hosts, top, true, read, extra).map(|f| (f.overview, f.ops, f.kept))
+}
+
+/// [`overview_and_ops_by_host`], each host's `extra` beside its index in the run (the
+/// hosts read, in order).
+pub fn overview_and_ops_of_hosts_read<T, E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    read: &mut Reader<E>,
+    extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
+) -> Result<(Overview, Ops, HostsRead<T>), E> {
+    let f = fold(run, hosts, top, true, read, extra)?;
+    Ok((f.overview, f.ops, f.read.into_iter().zip(f.kept).collect()))
+}
+
+/// What a fold kept of each host read, beside its index in the run.
+pub type HostsRead<T> = Vec<(usize, T)>;
+
+/// What [`fold`] makes of a run's hosts: the overview, the op profile by op (where
+/// asked), what the caller kept of each host read, the run's decisions, and the
+/// indexes of the hosts read.
+struct Folded<T> {
+    overview: Overview,
+    ops: Ops,
+    kept: Vec<T>,
+    decided: RunDecisions,
+    read: Vec<usize>,
 }
 
 /// [`overview_by_host`], and the run's decisions; without `ops`, no op rows are summed:
@@ -62,7 +89,7 @@ fn fold<T, E>(
     ops: bool,
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
-) -> Result<(Overview, Ops, Vec<T>, RunDecisions), E> {
+) -> Result<Folded<T>, E> {
     let mut rows = OpRowsPart::new(GroupBy::Op);
     let mut read_hosts: Vec<Host<T>> = Vec::new();
     for i in 0..hosts {
@@ -91,10 +118,11 @@ fn fold<T, E>(
             h.kept = extra(&profile, &h.part)?;
         }
     }
+    let read: Vec<usize> = read_hosts.iter().map(|h| h.index).collect();
     let (parts, kept) = read_hosts.into_iter().map(|h| (h.part, h.kept)).unzip();
     let ops = rows.finish();
     let overview = assemble(run, parts, ops.ops.clone(), top, Vec::new());
-    Ok((overview, ops, kept, decided))
+    Ok(Folded { overview, ops, kept, decided, read })
 }
 
 /// Reads a host of a run for [`overview_by_host`].
@@ -274,7 +302,7 @@ fn parts_by_host<T, E>(
         let part = keep(p, o);
         check(p).map(|()| part)
     };
-    Ok(fold(run, hosts, 0, false, read, &mut keep)?.2)
+    Ok(fold(run, hosts, 0, false, read, &mut keep)?.kept)
 }
 
 /// The timeline's tracks of a run read one host at a time, `read` and `check` as for
@@ -285,8 +313,8 @@ pub fn tracks_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &
         let part = TracksPart::of(p, &stepscope_model::profile::cached(p).steps);
         check(p).map(|()| part)
     };
-    let (_, _, parts, decided) = fold(run, hosts, 0, false, read, &mut keep)?;
-    Ok(RunTracks::assemble(run, parts, decided))
+    let f = fold(run, hosts, 0, false, read, &mut keep)?;
+    Ok(RunTracks::assemble(run, f.kept, f.decided))
 }
 
 /// The op profile of a run read one host at a time, grouped `by` (scopes cut at

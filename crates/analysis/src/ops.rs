@@ -420,12 +420,27 @@ impl OpRowsPart {
 
     /// The rows of `profile` grouped `by`, scopes cut at `scope_depth`.
     pub fn grouped(profile: &Profile, by: GroupBy, scope_depth: usize) -> OpRowsPart {
+        OpRowsPart::grouped_within(profile, by, scope_depth, None)
+    }
+
+    /// [`OpRowsPart::grouped`]; with `span`, of the executions that started in it only
+    /// (as [`ops_within`]).
+    pub fn grouped_within(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(i64, i64)>) -> OpRowsPart {
+        OpRowsPart::of_host(profile, None, (by, scope_depth, span))
+    }
+
+    /// The rows of host `host` of `profile` (every host where `None`), grouped as
+    /// [`OpRowsPart::grouped_within`], each row's costs and stack from the HLO of the
+    /// host that ran it only: as that host read alone has them.
+    fn of_host(profile: &Profile, host: Option<usize>, grouping: (GroupBy, usize, Option<(i64, i64)>)) -> OpRowsPart {
+        let (by, scope_depth, span) = grouping;
         let hlo = profile.hlo_modules();
         let mut part = OpRowsPart::new(by);
         let costed = matches!(by, GroupBy::Op | GroupBy::Line | GroupBy::Stack);
-        for a in summed(profile, hlo, by, scope_depth, None) {
-            let costs = if costed { program_costs(hlo, &a, true) } else { Vec::new() };
-            let stack = matches!(by, GroupBy::Line | GroupBy::Stack).then(|| acc_stack(hlo, &a)).flatten();
+        let any_host = host.is_none();
+        for a in summed(profile, hlo, (by, scope_depth, span), host) {
+            let costs = if costed { program_costs(hlo, &a, true, any_host) } else { Vec::new() };
+            let stack = matches!(by, GroupBy::Line | GroupBy::Stack).then(|| acc_stack(hlo, &a, any_host)).flatten();
             part.push(Row { acc: a.owned(), costs, stack });
         }
         part
@@ -464,6 +479,16 @@ impl OpRowsPart {
         }
     }
 
+    /// How many rows it has.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True where it has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
     /// Row `at`'s (module, name, program).
     pub fn key(&self, at: usize) -> (&str, &str, Option<u64>) {
         let a = &self.rows[at].acc;
@@ -498,11 +523,20 @@ impl OpRowsPart {
 }
 
 fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(i64, i64)>) -> Ops {
+    if profile.hosts.len() > 1 {
+        // Host by host, each row's costs and stack its first host's, as a run read a
+        // host at a time sums them: the op profile is the same read either way.
+        let mut part = OpRowsPart::new(by);
+        for h in 0..profile.hosts.len() {
+            part.add(OpRowsPart::of_host(profile, Some(h), (by, scope_depth, span)));
+        }
+        return part.finish();
+    }
     let hlo = profile.hlo_modules();
-    let mut accs = summed(profile, hlo, by, scope_depth, span);
+    let mut accs = summed(profile, hlo, (by, scope_depth, span), None);
     if matches!(by, GroupBy::Op | GroupBy::Line | GroupBy::Stack) {
         for a in &mut accs {
-            let costs = program_costs(hlo, a, false);
+            let costs = program_costs(hlo, a, false, true);
             apply_costs(a, &costs);
         }
     }
@@ -510,7 +544,7 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(
     if matches!(by, GroupBy::Line | GroupBy::Stack) {
         let with_stacks = (accs.into_iter())
             .map(|a| {
-                let stack = acc_stack(hlo, &a);
+                let stack = acc_stack(hlo, &a, true);
                 (a, stack)
             })
             .collect();
@@ -537,15 +571,15 @@ fn finish(accs: Vec<Acc>, stacks: Vec<Frames>, by: GroupBy) -> Ops {
 
 /// The op profile's rows before they become [`OpRow`]s: summed per chunk of a
 /// device's ops in parallel, then joined chunk by chunk in order. With `span`, of the
-/// executions that started in it only.
+/// executions that started in it only; with `host`, of that host's devices only.
 fn summed<'p>(
     profile: &'p Profile,
     hlo: &[HloModules],
-    by: GroupBy,
-    scope_depth: usize,
-    span: Option<(i64, i64)>,
+    (by, scope_depth, span): (GroupBy, usize, Option<(i64, i64)>),
+    host: Option<usize>,
 ) -> Vec<Acc<'p>> {
-    let devices = profile.devices();
+    let mut devices = profile.devices();
+    devices.retain(|d| host.is_none_or(|h| d.host_index == h));
     // Each GPU's kernel launches tell its op executions apart (read before going parallel).
     let executions: Vec<Executions> =
         devices.iter().map(|d| stepscope_model::profile::executions(profile, d)).collect();
@@ -643,10 +677,10 @@ pub struct OpStack {
 /// The same sums `ops --by stack` regroups.
 pub fn op_stacks(profile: &Profile) -> Vec<OpStack> {
     let hlo = profile.hlo_modules();
-    let mut out: Vec<OpStack> = summed(profile, hlo, GroupBy::Stack, 0, None)
+    let mut out: Vec<OpStack> = summed(profile, hlo, (GroupBy::Stack, 0, None), None)
         .into_iter()
         .map(|a| OpStack {
-            stack: acc_stack(hlo, &a).unwrap_or_default(),
+            stack: acc_stack(hlo, &a, true).unwrap_or_default(),
             op: a.name.to_string(),
             module: a.module.to_string(),
             category: if a.one_category { a.category.to_string() } else { String::new() },
@@ -658,21 +692,23 @@ pub fn op_stacks(profile: &Profile) -> Vec<OpStack> {
 }
 
 /// The HLO instruction of a row by op in program `program` (where it has one): in the
-/// HLO of the host that first ran it, else in any host's.
+/// HLO of the host that first ran it, else, where `any_host`, in any host's.
 fn acc_instruction<'h>(
     hlo: &'h [HloModules],
     a: &Acc,
     program: Option<u64>,
+    any_host: bool,
 ) -> Option<(&'h stepscope_xspace::hlo::HloModule, &'h stepscope_xspace::hlo::HloInstruction)> {
     let program = program.filter(|&p| p != NO_PROGRAM);
     let own = hlo.get(a.host..=a.host).unwrap_or_default();
     let found = instruction(own, &a.name, &a.module, program);
-    found.or_else(|| (hlo.len() > 1).then(|| instruction(hlo, &a.name, &a.module, program)).flatten())
+    let anywhere = any_host && hlo.len() > 1;
+    found.or_else(|| anywhere.then(|| instruction(hlo, &a.name, &a.module, program)).flatten())
 }
 
-/// The stack of a row by op and program, from its program's HLO.
-fn acc_stack(hlo: &[HloModules], a: &Acc) -> Frames {
-    let (m, i) = acc_instruction(hlo, a, a.program)?;
+/// The stack of a row by op and program, from its program's HLO ([`acc_instruction`]).
+fn acc_stack(hlo: &[HloModules], a: &Acc, any_host: bool) -> Frames {
+    let (m, i) = acc_instruction(hlo, a, a.program, any_host)?;
     Some(source::op_stack(m, i)).filter(|s| !s.is_empty())
 }
 
@@ -690,11 +726,11 @@ struct ProgramCost {
 /// Per program of a row by op (its `by_program`, in order): its instruction's cost,
 /// where the HLO holds it. The FLOPs and bytes are looked up only where `all` or the
 /// row needs them ([`apply_costs`]).
-fn program_costs(hlo: &[HloModules], a: &Acc, all: bool) -> Vec<Option<ProgramCost>> {
+fn program_costs(hlo: &[HloModules], a: &Acc, all: bool, any_host: bool) -> Vec<Option<ProgramCost>> {
     let needed = all || !(a.flops.is_some_and(|f| f > 0) || a.is_async);
     (a.by_program.iter())
         .map(|&(p, _)| {
-            let (m, i) = acc_instruction(hlo, a, Some(p))?;
+            let (m, i) = acc_instruction(hlo, a, Some(p), any_host)?;
             let hero = crate::cost::matrix_instruction(m, i);
             let matrix = hero.is_some();
             let c = if needed { crate::cost::cost(m, i) } else { Default::default() };

@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 use stepscope_xspace::discover::{self, Readable, Run, Unread};
 use stepscope_xspace::{Progress, Space};
 
+use stepscope_analysis::ops::GroupBy;
 use stepscope_analysis::profile::{alone, clock_offsets_ps};
 use stepscope_analysis::Profile;
+use stepscope_report::side::Side;
 
 use crate::opts::{Input, Select};
 
@@ -294,6 +296,27 @@ pub fn analysis<T>(
     let input = &args.common.input;
     let by_host = || Ok(host_at_a_time(input, Default::default(), by_host)?.0);
     whole_or_by_host(input, &args.common.select, args.host_at_a_time, "rows", |p| Ok(whole(&p)), by_host)
+}
+
+/// What `diff`, `compare` and `history` read of a run ([`Side`]: its overview with `top`
+/// ops, its op profile over its steps grouped `by`, its kernels where asked), and the
+/// run: of the run read whole, or, where `host_at_a_time` asks or where the run is too
+/// large to read whole, of it read a host at a time (the same numbers).
+pub fn side(
+    input: &Input,
+    select: &Select,
+    host_at_a_time: bool,
+    want: (GroupBy, usize, bool),
+) -> anyhow::Result<(Side, Run)> {
+    let (by, top, with_kernels) = want;
+    let by_host = || {
+        let made = host_at_a_time_of_run(input, Default::default(), |run, read| {
+            Ok((Side::by_host(&run.rel, run.hosts.len(), want, read, &|_| Ok(()))?, run.clone()))
+        });
+        Ok(made?.0)
+    };
+    let whole = |(p, run): (Profile, Run)| Ok((Side::of(&p, by, top, with_kernels), run));
+    loaded_or_by_host(host_at_a_time, "numbers", || profile_and_run(input, select), whole, by_host)
 }
 
 /// Where `e` is a run whose hosts were refused as too large to read together: what it

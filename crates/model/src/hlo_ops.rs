@@ -16,17 +16,34 @@ pub fn instruction<'h>(
     if module.is_empty() {
         return only_instruction(hlo, name);
     }
+    instruction_found(hlo, name, module, program).map(|(_, m, i)| (m, i))
+}
+
+/// [`instruction`] of a module named `module` (not empty), with how it was found: 0 in
+/// program `program`'s module, 1 in the module of that name, 2 among every compilation
+/// of that name. Over a run's hosts, the instruction found is the first host's among
+/// those that found it the first way any did (a run read a host at a time looks in
+/// each host alone, and keeps that one).
+pub fn instruction_found<'h>(
+    hlo: &'h [HloModules],
+    name: &str,
+    module: &str,
+    program: Option<u64>,
+) -> Option<(u8, &'h HloModule, &'h HloInstruction)> {
     let with_instruction = |m: &'h HloModule| m.instruction(name).map(|(_, i)| (m, i));
     let by_program = || {
         let p = program?;
         hlo.iter().find_map(|h| h.by_program_id(p as i64).filter(|m| m.name == module).and_then(with_instruction))
     };
-    by_program().or_else(|| hlo.iter().find_map(|h| h.by_name(module).and_then(with_instruction))).or_else(|| {
+    let by_name = || hlo.iter().find_map(|h| h.by_name(module).and_then(with_instruction));
+    let any = || {
         hlo.iter().flat_map(|h| h.entries().iter().rev()).find_map(|e| {
             let m = e.module().ok().filter(|m| m.name == module)?;
             with_instruction(m)
         })
-    })
+    };
+    let found = by_program().map(|f| (0, f)).or_else(|| by_name().map(|f| (1, f))).or_else(|| any().map(|f| (2, f)));
+    found.map(|(how, (m, i))| (how, m, i))
 }
 
 /// For ops whose events name no module (TPU `XLA Ops`): the instruction `name` of the

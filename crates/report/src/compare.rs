@@ -5,10 +5,9 @@
 
 use serde::Serialize;
 
-use crate::diff::ops_in_steps;
-use stepscope_analysis::memory;
+use crate::side::Side;
 use stepscope_analysis::ops::{GroupBy, OpRow};
-use stepscope_analysis::overview::{self, Breakdown, DeviceGroup};
+use stepscope_analysis::overview::{Breakdown, DeviceGroup};
 use stepscope_model::stats::Distribution;
 use stepscope_model::Profile;
 
@@ -87,7 +86,16 @@ pub fn compare(runs: &[(String, &Profile)], top: usize) -> Compare {
 /// [`compare`] with the rows grouped `by`; `top` rows of each list are kept (the
 /// largest spreads).
 pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compare {
-    let mut out: Vec<CompareRun> = runs.iter().map(|(label, p)| run_row(label, p, top)).collect();
+    let sides: Vec<(String, Side)> =
+        runs.iter().map(|(label, p)| (label.clone(), Side::of(p, by, top, false))).collect();
+    compare_sides(&sides, top)
+}
+
+/// [`compare_by`] of runs as `compare` reads them ([`Side`]: held whole or read a host
+/// at a time, each with `top` ops, their op profiles grouped alike).
+pub fn compare_sides(runs: &[(String, Side)], top: usize) -> Compare {
+    let by = runs.first().map_or(GroupBy::Op, |(_, s)| s.by);
+    let mut out: Vec<CompareRun> = runs.iter().map(|(label, s)| run_row(label, s)).collect();
     let first = out.first().map_or(0, |r| r.step_time.median_ps);
     for r in &mut out {
         r.set_vs_first(first);
@@ -95,11 +103,9 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
     let (scaling_basis, scaling_base) = scale(&mut out);
     let steps: Vec<i64> = out.iter().map(|r| r.step_count.max(1) as i64).collect();
     let op_rows: Vec<Vec<(String, i64)>> =
-        runs.iter().map(|(_, p)| ops_in_steps(p, by).0.into_iter().map(|r| (r.name, r.self_ps)).collect()).collect();
-    let scope_rows: Vec<Vec<(String, i64)>> = runs
-        .iter()
-        .map(|(_, p)| stepscope_analysis::scopes::scopes(p).scopes.into_iter().map(|r| (r.path, r.total_ps)).collect())
-        .collect();
+        runs.iter().map(|(_, s)| s.in_steps.iter().map(|r| (r.name.clone(), r.self_ps)).collect()).collect();
+    let scope_rows: Vec<Vec<(String, i64)>> =
+        runs.iter().map(|(_, s)| s.scopes.iter().map(|r| (r.path.clone(), r.total_ps)).collect()).collect();
     Compare {
         schema: "stepscope.compare/1",
         runs: out,
@@ -111,10 +117,10 @@ pub fn compare_by(runs: &[(String, &Profile)], top: usize, by: GroupBy) -> Compa
     }
 }
 
-/// One run's row (`top` ops), alone: its step time against the first run's and its
-/// scaling are set where runs are set side by side.
-pub fn run_row(label: &str, p: &Profile, top: usize) -> CompareRun {
-    let s = overview::overview(p, top);
+/// One run's row (its side's top ops), alone: its step time against the first run's
+/// and its scaling are set where runs are set side by side.
+pub fn run_row(label: &str, side: &Side) -> CompareRun {
+    let s = side.overview.clone();
     let step_time = s.ranked_step_time().clone();
     let all: u64 = s.environment.devices.iter().map(|d| d.count).sum();
     let device_count = all.saturating_sub(s.devices_left_out.len() as u64).max(1);
@@ -127,7 +133,7 @@ pub fn run_row(label: &str, p: &Profile, top: usize) -> CompareRun {
         breakdown: s.breakdown,
         device_utilization_pct: s.device_utilization_pct,
         devices: s.environment.devices,
-        memory_peak_bytes: memory::memory(p, None, 0).allocators.iter().map(|a| a.peak_in_use_bytes).max(),
+        memory_peak_bytes: side.memory_peak_bytes,
         step_time_vs_first_pct: 0.0,
         device_count,
         flops_per_step: s.flops_per_step.filter(|f| *f > 0.0),

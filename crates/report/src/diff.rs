@@ -12,10 +12,10 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::summary::{self, Breakdown, Summary};
+use crate::side::Side;
 use stepscope_analysis::kernels;
-use stepscope_analysis::memory;
-use stepscope_analysis::ops::{self, GroupBy, OpRow};
+use stepscope_analysis::ops::{GroupBy, OpRow};
+use stepscope_analysis::overview::{Breakdown, Overview};
 use stepscope_model::stats::Distribution;
 use stepscope_model::Profile;
 
@@ -156,12 +156,17 @@ pub fn diff(a: &Profile, b: &Profile) -> Diff {
 
 /// Diffs B against A with the op profile grouped `by` (op, scope, line, …).
 pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
-    let (sa, sb) = (summary::overview(a, 0), summary::overview(b, 0));
+    diff_sides(&Side::of(a, by, 0, true), &Side::of(b, by, 0, true))
+}
+
+/// Diffs run B against run A, each as `diff` reads it (held whole or read a host at a
+/// time), their op profiles grouped alike.
+pub fn diff_sides(a: &Side, b: &Side) -> Diff {
+    let (sa, sb) = (&a.overview, &b.overview);
     let (na, nb) = (sa.step_count.max(1) as i64, sb.step_count.max(1) as i64);
-    let st = step_time(&sa, &sb);
-    let ((oa, outside_a), (ob, outside_b)) = (ops_in_steps(a, by), ops_in_steps(b, by));
-    let hlo = (by == GroupBy::Op).then_some((a, b));
-    let mut op_rows = match_rows(&oa, &ob, na, nb, st.noise_ps, hlo);
+    let st = step_time(sa, sb);
+    let signatures = (a.by == GroupBy::Op).then_some((a.signatures.as_slice(), b.signatures.as_slice()));
+    let mut op_rows = match_rows(&a.in_steps, &b.in_steps, na, nb, st.noise_ps, signatures);
     rank(&mut op_rows);
     let only = |status: &str, per_step: fn(&OpDiff) -> i64, count: fn(&OpDiff) -> u64| {
         let rows: Vec<&OpDiff> = op_rows.iter().filter(|r| r.status == status).collect();
@@ -173,14 +178,12 @@ pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
     };
     let only_in_a = only("removed", |r| r.a_per_step_ps, |r| r.a_count);
     let only_in_b = only("added", |r| r.b_per_step_ps, |r| r.b_count);
-    let ka: Vec<OpRow> = kernels::kernels(a).kernels.iter().map(kernel_row).collect();
-    let kb: Vec<OpRow> = kernels::kernels(b).kernels.iter().map(kernel_row).collect();
+    let ka: Vec<OpRow> = a.kernels.iter().map(kernel_row).collect();
+    let kb: Vec<OpRow> = b.kernels.iter().map(kernel_row).collect();
     let mut kernel_rows = match_rows(&merge_by_name(ka), &merge_by_name(kb), na, nb, st.noise_ps, None);
     rank(&mut kernel_rows);
-    let scope_rows = |p: &Profile| -> Vec<OpRow> {
-        let s = stepscope_analysis::scopes::scopes(p);
-        s.scopes
-            .iter()
+    let scope_rows = |s: &Side| -> Vec<OpRow> {
+        (s.scopes.iter())
             .map(|r| OpRow {
                 name: r.path.clone(),
                 count: r.count,
@@ -192,25 +195,20 @@ pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
     };
     let mut scope_diff = match_rows(&scope_rows(a), &scope_rows(b), na, nb, st.noise_ps, None);
     rank(&mut scope_diff);
-    let peak = |p: &Profile| memory::memory(p, None, 0).allocators.iter().map(|x| x.peak_in_use_bytes).max();
-    let (pa, pb) = (peak(a), peak(b));
+    let (pa, pb) = (a.memory_peak_bytes, b.memory_peak_bytes);
+    let side = |s: &Side| RunSide {
+        run: s.overview.run.clone(),
+        step_count: s.overview.step_count,
+        cold_steps: s.overview.cold_steps,
+        ops_outside_steps_ps: s.outside_steps_ps,
+    };
     Diff {
         schema: "stepscope.diff/1",
-        a: RunSide {
-            run: a.run.clone(),
-            step_count: sa.step_count,
-            cold_steps: sa.cold_steps,
-            ops_outside_steps_ps: outside_a,
-        },
-        b: RunSide {
-            run: b.run.clone(),
-            step_count: sb.step_count,
-            cold_steps: sb.cold_steps,
-            ops_outside_steps_ps: outside_b,
-        },
+        a: side(a),
+        b: side(b),
         step_time: st,
         breakdown: breakdown(&sa.breakdown, &sb.breakdown),
-        by,
+        by: a.by,
         ops: op_rows,
         only_in_a,
         only_in_b,
@@ -224,31 +222,11 @@ pub fn diff_by(a: &Profile, b: &Profile, by: GroupBy) -> Diff {
     }
 }
 
-/// The op profile of `p`'s steps (grouped `by`): the executions that started from its
-/// first timed step's start to its last one's end, and the op time (self) left out;
-/// every execution where it has no steps. The op time is the same in every grouping:
-/// the whole run's is the profile by op's, which the overview has already made.
-pub(crate) fn ops_in_steps(p: &Profile, by: GroupBy) -> (Vec<OpRow>, i64) {
-    let steps = stepscope_analysis::steps::cached(p);
-    let span = steps.timed().fold(None, |span: Option<(i64, i64)>, s| {
-        let (from, to) = (s.start_ps, s.start_ps.saturating_add(s.duration_ps));
-        Some(span.map_or((from, to), |(a, b)| (a.min(from), b.max(to))))
-    });
-    match span {
-        Some(span) => {
-            let within = ops::ops_within(p, by, 0, span);
-            let all_ps = ops::ops(p, GroupBy::Op, 0).op_time_ps;
-            (within.ops, all_ps.saturating_sub(within.op_time_ps))
-        }
-        None => (ops::ops(p, by, 0).ops, 0),
-    }
-}
-
 /// The median absolute deviation times this estimates the standard deviation of
 /// normally distributed values.
 const ROBUST_SIGMA: f64 = 1.4826;
 
-fn step_time(a: &Summary, b: &Summary) -> StepTimeDiff {
+fn step_time(a: &Overview, b: &Overview) -> StepTimeDiff {
     let (x, y) = (a.ranked_step_time(), b.ranked_step_time());
     let spread = |d: &Distribution| (ROBUST_SIGMA * d.mad_ps as f64).round() as i64;
     let (sa, sb) = (spread(x), spread(y));
@@ -317,15 +295,12 @@ fn merge_by_name(rows: Vec<OpRow>) -> Vec<OpRow> {
     out
 }
 
-/// The HLO signature of an op row for matching renamed fusions and telling an op's
-/// programs apart: (category, opcode, name stack, shape) of its instruction, in its
-/// own program where it has one; none for a row of no module.
-fn signature(p: &Profile, r: &OpRow) -> Option<String> {
-    if r.module.is_empty() {
-        return None;
-    }
-    let (_, i) = stepscope_model::hlo_ops::instruction(p.hlo_modules(), &r.name, &r.module, r.program_id)?;
-    Some(format!("{}|{}|{}|{}", r.category, i.opcode, i.op_name, i.shape))
+/// Each op row's HLO signature, where known ([`Side::signatures`]).
+type Signatures<'s> = &'s [Option<String>];
+
+/// Row `i`'s signature of `sigs` (each row's), where known.
+fn sig(sigs: Option<Signatures<'_>>, i: usize) -> Option<&str> {
+    sigs.and_then(|s| s.get(i)?.as_deref())
 }
 
 /// Row pairs found so far, and what is left on each side.
@@ -373,25 +348,25 @@ fn match_rows(
     na: i64,
     nb: i64,
     noise_ps: i64,
-    hlo: Option<(&Profile, &Profile)>,
+    signatures: Option<(Signatures, Signatures)>,
 ) -> Vec<OpDiff> {
     let named = |r: &OpRow| format!("{}\u{0}{}", r.name, r.module);
+    let (sa, sb) = (signatures.map(|s| s.0), signatures.map(|s| s.1));
     // An op's program, where several programs hold it, by its signature.
-    let program = |p: Option<&Profile>, r: &OpRow| match (&r.program, p) {
-        (Some(_), Some(p)) => signature(p, r).unwrap_or_default(),
+    let program = |sigs, rows: &[OpRow], i: usize| match (&rows[i].program, sigs) {
+        (Some(_), Some(_)) => sig(sigs, i).unwrap_or_default().to_string(),
         _ => String::new(),
     };
-    let (pa, pb) = (hlo.map(|h| h.0), hlo.map(|h| h.1));
     let mut m = Pairing { a, b, pairs: Vec::new(), a_left: (0..a.len()).collect(), b_used: vec![false; b.len()] };
     m.pass(
-        |i| Some(format!("{}\u{0}{}", named(&a[i]), program(pa, &a[i]))),
-        |j| Some(format!("{}\u{0}{}", named(&b[j]), program(pb, &b[j]))),
+        |i| Some(format!("{}\u{0}{}", named(&a[i]), program(sa, a, i))),
+        |j| Some(format!("{}\u{0}{}", named(&b[j]), program(sb, b, j))),
         "name",
     );
     m.pass(|i| Some(named(&a[i])), |j| Some(named(&b[j])), "name");
-    if let Some((pa, pb)) = hlo.filter(|_| !m.a_left.is_empty() && m.b_used.contains(&false)) {
-        let shape = |p: &Profile, r: &OpRow| signature(p, r).map(|s| format!("{}\u{0}{s}", r.module));
-        m.pass(|i| shape(pa, &a[i]), |j| shape(pb, &b[j]), "shape");
+    if signatures.is_some() && !m.a_left.is_empty() && m.b_used.contains(&false) {
+        let shape = |sigs, rows: &[OpRow], i: usize| sig(sigs, i).map(|s| format!("{}\u{0}{s}", rows[i].module));
+        m.pass(|i| shape(sa, a, i), |j| shape(sb, b, j), "shape");
     }
     // Two methods are often two programs of different names (jit_lcam, jit_tad): what
     // is left pairs by name across programs.

@@ -10,8 +10,13 @@
 use serde::Serialize;
 
 use crate::compare::{run_row, CompareRun};
-use crate::diff::{diff, OpDiff, StepTimeDiff};
+use crate::diff::{diff_sides, OpDiff, StepTimeDiff};
+use crate::side::Side;
+use stepscope_analysis::ops::GroupBy;
 use stepscope_model::Profile;
+
+/// The ops each run lists.
+pub const HISTORY_TOP: usize = 3;
 
 /// An op moves a run's history only by this share of the step or more.
 const OP_MOVE_MIN_STEP_PCT: f64 = 2.0;
@@ -72,15 +77,21 @@ impl Default for History {
 }
 
 impl History {
-    /// Adds the next run, `previous` being the run added before it (compared with it
-    /// until a change point is found).
-    pub fn add(&mut self, label: String, captured: Option<String>, profile: &Profile, previous: Option<&Profile>) {
-        let mut row = run_row(&label, profile, 3);
+    /// Adds the next run (as [`History::side`] reads it), `previous` being the run
+    /// added before it (compared with it until a change point is found).
+    pub fn add(&mut self, label: String, captured: Option<String>, run: &Side, previous: Option<&Side>) {
+        let mut row = run_row(&label, run);
         row.set_vs_first(self.runs.first().map_or(row.step_time.median_ps, |f| f.run.step_time.median_ps));
         if let (None, Some(prev), Some(before)) = (&self.change, previous, self.runs.last()) {
-            self.change = change_between(self.runs.len(), &before.run.label, &label, prev, profile);
+            self.change = change_between(self.runs.len(), &before.run.label, &label, prev, run);
         }
         self.runs.push(HistoryRun { captured, run: row });
+    }
+
+    /// What the history reads of run `p` (held whole): its overview with the top 3
+    /// ops, and its op profile by op over its steps.
+    pub fn side(p: &Profile) -> Side {
+        Side::of(p, GroupBy::Op, HISTORY_TOP, false)
     }
 
     /// Notes a run that could not be read (it is left out of the comparison).
@@ -90,8 +101,8 @@ impl History {
 }
 
 /// Whether run `b` moved from run `a` beyond their noise, and how.
-fn change_between(index: usize, a_label: &str, b_label: &str, a: &Profile, b: &Profile) -> Option<Change> {
-    let d = diff(a, b);
+fn change_between(index: usize, a_label: &str, b_label: &str, a: &Side, b: &Side) -> Option<Change> {
+    let d = diff_sides(a, b);
     let st = d.step_time;
     // Noise needs two steps on each side; a run with fewer is not judged.
     if st.noise_ps <= 0 {

@@ -4,4 +4,5 @@ pub mod diff;
 pub mod history;
 pub mod hosts;
 pub mod live;
+pub mod side;
 pub mod summary;

@@ -14,7 +14,8 @@ use stepscope_analysis::ops::{self, GroupBy};
 use stepscope_analysis::Profile;
 use stepscope_analysis::{buffers, collectives, compile, devices, hlo_context, hlo_graph, kernels, memory};
 use stepscope_judge::advise::{self, Thresholds};
-use stepscope_report::history::History;
+use stepscope_report::history::{History, HISTORY_TOP};
+use stepscope_report::side::Side;
 use stepscope_report::{diff, summary};
 use stepscope_xspace::discover::{self, Run, Unread};
 use stepscope_xspace::pprof;
@@ -641,28 +642,47 @@ fn history(app: &App, q: &Params) -> Reply {
     }
     runs.sort_by_cached_key(|r| (discover::capture_key(r), r.rel.clone()));
     let mut h = History::default();
-    let mut previous: Option<Arc<Entry>> = None;
+    let mut previous: Option<Side> = None;
     let mut first_error = None;
     for r in &runs {
         // A run that cannot be read is listed as such; the others are compared.
-        let e = match app.cache.get(&app.root, Some(&r.rel), host) {
-            Ok(e) => e,
+        let side = match side(app, &r.rel, host, (GroupBy::Op, HISTORY_TOP, false)) {
+            Ok(side) => side,
+            Err(e) if e.status == 409 => return Err(e),
             Err(e) => {
                 h.unread(r.rel.clone(), discover::captured(&r.rel), e.message.clone());
                 first_error.get_or_insert(e);
                 continue;
             }
         };
-        h.add(r.rel.clone(), discover::captured(&r.rel), &e.profile, previous.as_ref().map(|p| &p.profile));
-        unchanged(&e)?;
-        if let Some(p) = &previous {
-            unchanged(p)?;
-        }
-        previous = Some(e);
+        h.add(r.rel.clone(), discover::captured(&r.rel), &side, previous.as_ref());
+        previous = Some(side);
     }
     match first_error {
-        Some(error) if h.runs.is_empty() => Err(ApiError::unloaded(error)),
+        Some(error) if h.runs.is_empty() => Err(error),
         _ => json(&h),
+    }
+}
+
+/// What `diff` and `history` read of run `rel` (only `host` when given), `want` as
+/// [`Side::by_host`] takes it: of the run read whole through the cache, checked for a
+/// file copied over it once used and not kept past it; or, where it is too large to
+/// read whole, of it read a host at a time (the same numbers).
+fn side(app: &App, rel: &str, host: Option<&str>, want: (GroupBy, usize, bool)) -> Result<Side, ApiError> {
+    let (by, top, with_kernels) = want;
+    match app.cache.get(&app.root, Some(rel), host) {
+        Ok(e) => {
+            let side = Side::of(&e.profile, by, top, with_kernels);
+            unchanged(&e)?;
+            Ok(side)
+        }
+        Err(e) if e.too_large && host.is_none() => {
+            let run = app.root.run(Some(rel)).map_err(ApiError::not_found)?;
+            let made =
+                read_hosts(app, &run, |run, read, check| Side::by_host(&run.rel, run.hosts.len(), want, read, check));
+            Ok(made.map_err(|(status, message)| ApiError { status, message })?.0)
+        }
+        Err(e) => Err(ApiError::unloaded(e)),
     }
 }
 
@@ -712,9 +732,10 @@ fn diff(app: &App, q: &Params) -> Reply {
     q.text("a")?;
     q.text("b")?;
     let top = q.top()?;
-    let (a, b) = (q.run_named(app, "a")?, q.run_named(app, "b")?);
     let by = q.group_by()?;
-    let mut d = diff::diff_by(&a.profile, &b.profile, by);
+    let host = q.str("host").filter(|h| !h.is_empty());
+    let (a, b) = (side(app, q.text("a")?, host, (by, 0, true))?, side(app, q.text("b")?, host, (by, 0, true))?);
+    let mut d = diff::diff_sides(&a, &b);
     d.truncate(top);
     json(&d)
 }

@@ -24,15 +24,21 @@ pub struct CompareArgs {
     pub select: Select,
     #[command(flatten)]
     pub output: Output,
+    /// Read each run a host at a time, in one host's memory whatever the host count,
+    /// for the same numbers. What a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with = "host")]
+    pub host_at_a_time: bool,
 }
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
-    let mut profiles = Vec::new();
+    // One run held at a time: each is reduced to what the comparison reads of it.
+    let want = (crate::cmd::ops::group_by(args.by), args.select.rows(), false);
+    let mut sides = Vec::new();
     for (p, label) in args.runs.iter().zip(labels(&args.runs)) {
-        profiles.push((label, load::profile(&Input { path: p.clone(), run: None }, &args.select)?));
+        let input = Input { path: p.clone(), run: None };
+        sides.push((label, load::side(&input, &args.select, args.host_at_a_time, want)?.0));
     }
-    let refs: Vec<(String, &stepscope_analysis::Profile)> = profiles.iter().map(|(l, p)| (l.clone(), p)).collect();
-    let mut c = compare::compare_by(&refs, args.select.rows(), crate::cmd::ops::group_by(args.by));
+    let mut c = compare::compare_sides(&sides, args.select.rows());
     for r in &mut c.runs {
         r.top_ops.truncate(3);
     }

@@ -25,13 +25,18 @@ pub struct DiffArgs {
     pub select: Select,
     #[command(flatten)]
     pub output: Output,
+    /// Read each run a host at a time, in one host's memory whatever the host count,
+    /// for the same numbers. What a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with = "host")]
+    pub host_at_a_time: bool,
 }
 
 pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
-    let load = |p: &PathBuf| load::profile_and_run(&Input { path: p.clone(), run: None }, &args.select);
-    let ((a, run_a), (b, run_b)) = (load(&args.a)?, load(&args.b)?);
+    let want = (crate::cmd::ops::group_by(args.by), 0, true);
+    let side = |p: &PathBuf| load::side(&Input { path: p.clone(), run: None }, &args.select, args.host_at_a_time, want);
+    let ((a, run_a), (b, run_b)) = (side(&args.a)?, side(&args.b)?);
     refuse_one_run_twice(args, &run_a, &run_b)?;
-    let mut d = diff::diff_by(&a, &b, crate::cmd::ops::group_by(args.by));
+    let mut d = diff::diff_sides(&a, &b);
     d.truncate(args.select.rows());
     if args.output.json {
         outln!("{}", serde_json::to_string(&d)?);

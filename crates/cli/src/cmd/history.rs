@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use stepscope_report::history::History;
+use stepscope_analysis::ops::GroupBy;
+use stepscope_report::history::{History, HISTORY_TOP};
 use stepscope_xspace::discover::{self, captured};
 
 use crate::human;
@@ -23,6 +24,10 @@ pub struct HistoryArgs {
     pub host: Option<String>,
     #[command(flatten)]
     pub output: Output,
+    /// Read each run a host at a time, in one host's memory whatever the host count,
+    /// for the same numbers. What a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with = "host")]
+    pub host_at_a_time: bool,
 }
 
 /// A run to read: the run, the log directory it was found in, and its label (its
@@ -53,7 +58,8 @@ pub fn run(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
     }
     found.sort_by_cached_key(|f| (discover::capture_key(&f.run), f.label.clone()));
 
-    // One run at a time beside the one before it: two profiles held, whatever the count.
+    // One run at a time beside the one before it: one profile held (two runs' sides),
+    // whatever the count.
     let select = Select { host: args.host.clone(), top: None };
     let mut history = History::default();
     let mut previous = None;
@@ -61,10 +67,11 @@ pub fn run(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
     for f in found {
         let input = Input { path: f.logdir, run: Some(f.run.rel.clone()) };
         // A run that cannot be read is listed as such; the others are compared.
-        match load::profile(&input, &select) {
-            Ok(profile) => {
-                history.add(f.label, captured(&f.run.rel), &profile, previous.as_ref());
-                previous = Some(profile);
+        let want = (GroupBy::Op, HISTORY_TOP, false);
+        match load::side(&input, &select, args.host_at_a_time, want) {
+            Ok((side, _)) => {
+                history.add(f.label, captured(&f.run.rel), &side, previous.as_ref());
+                previous = Some(side);
             }
             Err(e) => {
                 history.unread(f.label, captured(&f.run.rel), format!("{e:#}"));
