@@ -252,7 +252,7 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         assert!(out.stdout.is_empty());
         err
     };
-    let err = one_line_error(&with_limit("30MB", &["buffers", dir, "--json"]));
+    let err = one_line_error(&with_limit("30MB", &["hlo", dir, "dot.1", "--json"]));
     assert_eq!(
         err.split(" — ").next().unwrap(),
         format!(
@@ -290,6 +290,8 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         (&["diff", transformer, dir, "--json"], "numbers"),
         (&["compare", dir, clean, "--by", "scope", "--json"], "numbers"),
         (&["history", dir, "--json"], "numbers"),
+        (&["buffers", dir, "--json", "--top", "all"], "rows"),
+        (&["buffers", dir, "--program", "jit_train_step", "--csv"], "rows"),
     ] {
         let out = with_limit("30MB", args);
         let note = String::from_utf8_lossy(&out.stderr);
@@ -388,6 +390,17 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
         for command in ["steps", "devices", "collectives", "scopes", "compile", "kernels", "roofline", "memory"] {
             let by_host = ok(&[command, dir, "--json", "--host-at-a-time"]);
             assert_eq!(by_host, ok(&[command, dir, "--json"]), "{mix:?} {command}");
+        }
+        // A program's memory plan: the program the run read whole would choose (or
+        // the same error), from the host that holds it.
+        for args in [&["buffers", dir, "--json", "--top", "0"][..], &["buffers", dir, "--program", "jit_train_step"]] {
+            let (whole, by_host) = (stepscope(args), stepscope(&[args, &["--host-at-a-time"]].concat()));
+            assert_eq!(
+                (by_host.status.code(), &by_host.stdout),
+                (whole.status.code(), &whole.stdout),
+                "{mix:?} {args:?}"
+            );
+            assert_eq!(by_host.stderr, whole.stderr, "{mix:?} {args:?}");
         }
         // `diff`, `compare` and `history` read each run as `summary` does, both ways.
         let other = fixture(if mix[0].starts_with("gpu") { "gpu-nocb" } else { "cpu-clean" });

@@ -1040,7 +1040,7 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     }
     drop(server);
     let server = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "30MB")]);
-    let r = server.get(&format!("api/memory/buffers?run=plugins/profile/{}", runs[0]));
+    let r = server.get(&format!("api/hlo?op=dot.1&run=plugins/profile/{}", runs[0]));
     assert_eq!(r.status, 507, "{}", r.text());
     let why = r.json()["error"].as_str().unwrap().to_string();
     assert!(
@@ -1068,6 +1068,7 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
         ("kernels", &["kernels"]),
         ("roofline&top=3", &["roofline", "--top", "3"]),
         ("memory", &["memory"]),
+        ("memory/buffers&top=3", &["buffers", "--top", "3"]),
     ] {
         let (route, query) = route.split_once('&').unwrap_or((route, ""));
         let r = server.get(&format!("api/{route}?run=plugins/profile/{}&{query}", runs[0]));
@@ -1151,7 +1152,7 @@ fn a_pods_timeline_reads_its_hosts_one_at_a_time_with_the_answers_of_the_run_rea
     crate::util::run_of_fixtures(tmp.path(), run, &hosts);
     let whole = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "none")]);
     let pod = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "30MB")]);
-    assert_eq!(pod.get("api/memory/buffers").status, 507, "the run is too large to read whole");
+    assert_eq!(pod.get("api/hlo?op=dot.1").status, 507, "the run is too large to read whole");
     let both = |route: &str| {
         let (w, p) = (whole.api(route), pod.api(route));
         assert_eq!(p, w, "{route}");

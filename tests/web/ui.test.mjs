@@ -1637,7 +1637,7 @@ test('a run whose hosts do not fit in memory together: the overview is read a ho
   assert.ok(30 * statSync(fixtureFile('cpu-transformer')).size > 30e6);
   const [proc, url] = await startServer(root, { STEPSCOPE_MEMORY_LIMIT: '30MB' });
   try {
-    const whole = await fetch(new URL('api/memory/buffers', url));
+    const whole = await fetch(new URL('api/hlo?op=dot.1', url));
     assert.equal(whole.status, 507);
     const why = (await whole.json()).error;
     assert.match(why, /^reading the run's 30 hosts together needs about \d+ MB, and STEPSCOPE_MEMORY_LIMIT is 30 MB — /);

@@ -31,7 +31,7 @@ use stepscope_xspace::buffers::{
 };
 use stepscope_xspace::hlo::{HloEntry, HloModule, HloModules};
 
-use crate::ops::{self, GroupBy};
+use crate::ops::{self, GroupBy, OpRow};
 use crate::source;
 
 /// Most points of [`Buffers::usage`]: a longer replay is thinned to this many, its
@@ -213,49 +213,21 @@ impl Missing {
 /// the one that allocates most), in `memory_space` (0: device memory); `top` rows of
 /// each list (0: all).
 pub fn buffers(profile: &Profile, program: Option<&str>, memory_space: i64, top: usize) -> Result<Buffers, Missing> {
-    // Each program's allocated bytes, from its allocations alone; the chosen one's
-    // whole assignment is decoded below.
-    let mut found: Vec<Program> = Vec::new();
-    let mut unreadable: Vec<(&HloEntry, String)> = Vec::new();
-    for (host, modules) in profile.hlo_modules().iter().enumerate() {
-        for entry in modules.entries() {
-            match decode_buffer_allocations(entry.bytes()) {
-                Ok(Some(a)) => found.push(Program { host, entry, allocated_bytes: space_bytes(&a, memory_space) }),
-                Ok(None) => {}
-                Err(e) => unreadable.push((entry, e.to_string())),
-            }
-        }
-    }
-    let named = |e: &HloEntry, want: &str| e.name == want || e.metadata_name == want;
-    if let Some((_, why)) = program.and_then(|want| unreadable.iter().find(|(e, _)| named(e, want))) {
-        return Err(Missing::Unreadable(why.clone()));
-    }
-    if found.is_empty() {
-        return Err(match unreadable.first() {
-            Some((_, why)) => Missing::Unreadable(why.clone()),
-            None => Missing::NoPrograms,
-        });
-    }
-    let mut programs: Vec<ProgramRow> = (found.iter())
-        .map(|p| ProgramRow {
-            program: p.entry.metadata_name.clone(),
-            module: p.entry.name.clone(),
-            program_id: p.entry.program_id,
-            allocated_bytes: p.allocated_bytes,
-        })
-        .collect();
-    programs.sort_by(|a, b| b.allocated_bytes.cmp(&a.allocated_bytes).then_with(|| a.program.cmp(&b.program)));
-    programs.dedup_by(|a, b| a.program == b.program);
-    let chosen = match program {
-        Some(want) => (found.iter().filter(|p| named(p.entry, want)))
-            .max_by_key(|p| (p.entry.metadata_name == want, p.entry.program_id)),
-        None => longest_running(profile, &found)
-            .or_else(|| found.iter().max_by_key(|p| (p.allocated_bytes, std::cmp::Reverse(p.entry.program_id)))),
-    };
-    let Some(chosen) = chosen else {
-        return Err(Missing::NoSuchProgram(programs.iter().map(|p| p.program.clone()).collect()));
-    };
-    let entry = chosen.entry;
+    let programs = ProgramsPart::of(profile, memory_space, 0);
+    let by_module = || ops::ops(profile, GroupBy::Module, 0).ops;
+    let (chosen, rows) = programs.choose(program, by_module)?;
+    let entry = &profile.hlo_modules()[chosen.host].entries()[chosen.entry];
+    plan_of(entry, (memory_space, top), (&profile.run, &profile.hosts[chosen.host].host), rows)
+}
+
+/// The plan of program `entry` (`memory_space`, `top`) of host `host` of run `run`,
+/// among the run's programs `programs`.
+pub fn plan_of(
+    entry: &HloEntry,
+    (memory_space, top): (i64, usize),
+    (run, host): (&str, &str),
+    programs: Vec<ProgramRow>,
+) -> Result<Buffers, Missing> {
     let module = entry.module().map_err(|e| Missing::Unreadable(e.to_string()))?;
     let assignment = match entry.buffer_assignment() {
         Ok(Some(a)) => a,
@@ -263,8 +235,8 @@ pub fn buffers(profile: &Profile, program: Option<&str>, memory_space: i64, top:
         Err(e) => return Err(Missing::Unreadable(e.to_string())),
     };
     let mut out = plan(module, &assignment, memory_space, top);
-    out.run = profile.run.clone();
-    out.host = profile.hosts[chosen.host].host.clone();
+    out.run = run.to_string();
+    out.host = host.to_string();
     out.program = entry.metadata_name.clone();
     out.module = entry.name.clone();
     out.program_id = entry.program_id;
@@ -272,11 +244,97 @@ pub fn buffers(profile: &Profile, program: Option<&str>, memory_space: i64, top:
     Ok(out)
 }
 
-/// A program with a buffer assignment: its host and entry, and its allocated bytes.
-struct Program<'p> {
-    host: usize,
-    entry: &'p HloEntry,
+/// The programs with a buffer assignment of some hosts of a run, and those whose HLO
+/// cannot be read: a run read a host at a time adds each host's ([`ProgramsPart::add`])
+/// and chooses among them as the run read whole does.
+#[derive(Default)]
+pub struct ProgramsPart {
+    found: Vec<Program>,
+    /// Each unreadable program's name, full name and why.
+    unreadable: Vec<(String, String, String)>,
+}
+
+/// A program with a buffer assignment: its host (its index in the run), its entry (its
+/// index among the host's), its names and id, and its allocated bytes.
+pub struct Program {
+    pub host: usize,
+    pub entry: usize,
+    name: String,
+    metadata_name: String,
+    program_id: i64,
     allocated_bytes: u64,
+}
+
+impl ProgramsPart {
+    /// The programs of `profile`'s hosts, their bytes in `memory_space`, its first host
+    /// being host `first_host` of the run.
+    pub fn of(profile: &Profile, memory_space: i64, first_host: usize) -> ProgramsPart {
+        let mut part = ProgramsPart::default();
+        for (host, modules) in profile.hlo_modules().iter().enumerate() {
+            for (at, entry) in modules.entries().iter().enumerate() {
+                match decode_buffer_allocations(entry.bytes()) {
+                    Ok(Some(a)) => part.found.push(Program {
+                        host: first_host + host,
+                        entry: at,
+                        name: entry.name.clone(),
+                        metadata_name: entry.metadata_name.clone(),
+                        program_id: entry.program_id,
+                        allocated_bytes: space_bytes(&a, memory_space),
+                    }),
+                    Ok(None) => {}
+                    Err(e) => part.unreadable.push((entry.name.clone(), entry.metadata_name.clone(), e.to_string())),
+                }
+            }
+        }
+        part
+    }
+
+    /// Adds a later host's.
+    pub fn add(&mut self, other: ProgramsPart) {
+        self.found.extend(other.found);
+        self.unreadable.extend(other.unreadable);
+    }
+
+    /// The program `program` names (by default the one whose module ran longest on
+    /// the devices, `by_module` the run's op profile by module; else the one that
+    /// allocates most), and every program's row.
+    pub fn choose(
+        &self,
+        program: Option<&str>,
+        by_module: impl FnOnce() -> Vec<OpRow>,
+    ) -> Result<(&Program, Vec<ProgramRow>), Missing> {
+        let named = |name: &str, metadata_name: &str, want: &str| name == want || metadata_name == want;
+        let unreadable = |want: &str| self.unreadable.iter().find(|(n, m, _)| named(n, m, want));
+        if let Some((_, _, why)) = program.and_then(unreadable) {
+            return Err(Missing::Unreadable(why.clone()));
+        }
+        if self.found.is_empty() {
+            return Err(match self.unreadable.first() {
+                Some((_, _, why)) => Missing::Unreadable(why.clone()),
+                None => Missing::NoPrograms,
+            });
+        }
+        let mut programs: Vec<ProgramRow> = (self.found.iter())
+            .map(|p| ProgramRow {
+                program: p.metadata_name.clone(),
+                module: p.name.clone(),
+                program_id: p.program_id,
+                allocated_bytes: p.allocated_bytes,
+            })
+            .collect();
+        programs.sort_by(|a, b| b.allocated_bytes.cmp(&a.allocated_bytes).then_with(|| a.program.cmp(&b.program)));
+        programs.dedup_by(|a, b| a.program == b.program);
+        let chosen = match program {
+            Some(want) => (self.found.iter().filter(|p| named(&p.name, &p.metadata_name, want)))
+                .max_by_key(|p| (p.metadata_name == want, p.program_id)),
+            None => longest_running(&by_module(), &self.found)
+                .or_else(|| self.found.iter().max_by_key(|p| (p.allocated_bytes, std::cmp::Reverse(p.program_id)))),
+        };
+        match chosen {
+            Some(chosen) => Ok((chosen, programs)),
+            None => Err(Missing::NoSuchProgram(programs.iter().map(|p| p.program.clone()).collect())),
+        }
+    }
 }
 
 /// The bytes allocated in `memory_space`.
@@ -284,12 +342,12 @@ fn space_bytes(allocations: &[BufferAllocation], memory_space: i64) -> u64 {
     (allocations.iter().filter(|x| x.color == memory_space)).fold(0u64, |n, x| n.saturating_add(x.size_bytes))
 }
 
-/// The found program whose module ran longest on the devices.
-fn longest_running<'a, 'p>(profile: &Profile, found: &'a [Program<'p>]) -> Option<&'a Program<'p>> {
-    let rows = ops::ops(profile, GroupBy::Module, 0).ops;
+/// The found program whose module ran longest on the devices (`rows`: the op profile
+/// by module).
+fn longest_running<'a>(rows: &[OpRow], found: &'a [Program]) -> Option<&'a Program> {
     rows.iter().find_map(|r| {
-        (found.iter().filter(|p| p.entry.name == r.name))
-            .max_by_key(|p| (r.program_id.is_some_and(|id| id as i64 == p.entry.program_id), p.entry.program_id))
+        (found.iter().filter(|p| p.name == r.name))
+            .max_by_key(|p| (r.program_id.is_some_and(|id| id as i64 == p.program_id), p.program_id))
     })
 }
 

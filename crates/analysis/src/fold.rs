@@ -13,6 +13,7 @@
 use stepscope_model::steps::{RunDecisions, Step, StepSource, StepTiming, StepVotes, Steps};
 use stepscope_model::Profile;
 
+use crate::buffers::{Buffers, Missing, ProgramsPart};
 use crate::collectives::{Collectives, CollectivesPart};
 use crate::compile::Compile;
 use crate::devices::{Devices, DevicesPart};
@@ -271,6 +272,38 @@ pub fn kernels_by_host<E>(hosts: usize, read: &mut Reader<E>, check: &Check<E>) 
     let mut all = KernelsPart::default();
     each_host_once(hosts, read, check, |p| all.add(KernelsPart::of(p)))?;
     Ok(crate::kernels::assemble(all))
+}
+
+/// The memory plan of a run read one host at a time, `read` and `check` as for
+/// [`ops_by_host`]: the program chosen among every host's as in the run read whole
+/// (`program`, else the one that ran longest: [`crate::buffers::buffers`]), then its
+/// host read again for its plan. `Ok(Err(_))` where there is no plan to show.
+pub fn buffers_by_host<E>(
+    run: &str,
+    hosts: usize,
+    (program, memory_space, top): (Option<&str>, i64, usize),
+    read: &mut Reader<E>,
+    check: &Check<E>,
+) -> Result<Result<Buffers, Missing>, E> {
+    let (mut programs, mut by_module) = (ProgramsPart::default(), OpRowsPart::new(GroupBy::Module));
+    for i in 0..hosts {
+        let Some(p) = read(i, false)? else { continue };
+        programs.add(ProgramsPart::of(&p, memory_space, i));
+        by_module.add(OpRowsPart::grouped(&p, GroupBy::Module, 0));
+        check(&p)?;
+    }
+    let (chosen, rows) = match programs.choose(program, || by_module.finish().ops) {
+        Ok(chosen) => chosen,
+        Err(missing) => return Ok(Err(missing)),
+    };
+    let Some(p) = read(chosen.host, true)? else { return Ok(Err(Missing::NoPrograms)) };
+    let (Some(modules), Some(space)) = (p.hlo_modules().first(), p.hosts.first()) else {
+        return Ok(Err(Missing::NoPrograms));
+    };
+    let Some(entry) = modules.entries().get(chosen.entry) else { return Ok(Err(Missing::NoPrograms)) };
+    let plan = crate::buffers::plan_of(entry, (memory_space, top), (run, &space.host), rows);
+    check(&p)?;
+    Ok(plan)
 }
 
 /// For what depends on no decision of the run: each host read once, in order, handed

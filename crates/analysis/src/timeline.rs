@@ -425,12 +425,29 @@ pub fn check_tiles(
     Ok(())
 }
 
-/// An area's span, checked: not empty.
-pub fn check_span(start_ps: i64, end_ps: i64) -> Result<(), String> {
+/// The tracks an area selection over `span` of `tracks` reads, of a run of `count`
+/// tracks (`derived(id)` for a derived one): once the span and the ids are checked,
+/// the tracks named (every track but the derived ones where none are), in order, each
+/// once.
+fn selected_ids(
+    count: usize,
+    derived: impl Fn(u32) -> bool,
+    (start_ps, end_ps): (i64, i64),
+    tracks: &[u32],
+) -> Result<Vec<u32>, String> {
     if end_ps <= start_ps {
         return Err(format!("empty span: end_ps {end_ps} is not after start_ps {start_ps}"));
     }
-    Ok(())
+    if let Some(bad) = tracks.iter().find(|&&t| t as usize >= count) {
+        return Err(format!("no track {bad} (the run has {count})"));
+    }
+    let mut ids: Vec<u32> = match tracks.is_empty() {
+        true => (0..count as u32).filter(|&id| !derived(id)).collect(),
+        false => tracks.to_vec(),
+    };
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
 }
 
 /// One search match.
@@ -840,17 +857,7 @@ impl Timeline {
     /// The tracks [`Timeline::select`] reads for `tracks`, once the span and the ids
     /// are checked: in order, each once.
     pub fn selected(&self, start_ps: i64, end_ps: i64, tracks: &[u32]) -> Result<Vec<u32>, String> {
-        check_span(start_ps, end_ps)?;
-        if let Some(bad) = tracks.iter().find(|&&t| t as usize >= self.tracks.len()) {
-            return Err(format!("no track {bad} (the run has {})", self.tracks.len()));
-        }
-        let mut ids: Vec<u32> = match tracks.is_empty() {
-            true => (0..self.tracks.len() as u32).filter(|&id| !self.tracks[id as usize].derived).collect(),
-            false => tracks.to_vec(),
-        };
-        ids.sort_unstable();
-        ids.dedup();
-        Ok(ids)
+        selected_ids(self.tracks.len(), |id| self.tracks[id as usize].derived, (start_ps, end_ps), tracks)
     }
 
     /// The events of tracks `ids` (ascending, each once) overlapping

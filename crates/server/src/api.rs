@@ -544,11 +544,25 @@ fn memory_buffers(app: &App, q: &Params) -> Reply {
     let top = q.top()?;
     let memory_space: i64 = q.opt("memory_space", 0)?;
     let program = q.str("program").filter(|p| !p.is_empty());
-    let e = q.entry(app)?;
-    match buffers::buffers(&e.profile, program, memory_space, top) {
-        Ok(b) => json(&b),
-        Err(missing) => Err(ApiError::not_found(missing.message(program.unwrap_or("")))),
-    }
+    whole_or_by_host(
+        app,
+        q,
+        format!("buffers/by-host?program={program:?}&memory_space={memory_space}&top={top}"),
+        |e| Ok(buffers::buffers(&e.profile, program, memory_space, top)),
+        |run, read, check| {
+            stepscope_analysis::fold::buffers_by_host(
+                &run.rel,
+                run.hosts.len(),
+                (program, memory_space, top),
+                read,
+                check,
+            )
+        },
+        |plan| match plan {
+            Ok(b) => json(&b),
+            Err(missing) => Err(ApiError::not_found(missing.message(program.unwrap_or("")))),
+        },
+    )
 }
 
 /// The collectives; of a run too large to read whole, read a host at a time.

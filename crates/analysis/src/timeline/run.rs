@@ -8,7 +8,9 @@
 use stepscope_model::steps::{RunDecisions, Step};
 use stepscope_model::Profile;
 
-use super::{busy_tracks, check_tiles, counter_tracks, steps_tracks, DerivedTrack, Timeline, Track, Tracks};
+use super::{
+    busy_tracks, check_tiles, counter_tracks, selected_ids, steps_tracks, DerivedTrack, Timeline, Track, Tracks,
+};
 use crate::memory::Allocator;
 
 /// What the run's list of tracks takes of one host: its tracks (ids from 0), its Steps
@@ -64,19 +66,22 @@ impl RunTracks {
     /// `decisions`.
     pub fn assemble(run: &str, parts: Vec<TracksPart>, decisions: RunDecisions) -> RunTracks {
         let (mut tracks, mut hosts, mut devices) = (Vec::new(), Vec::new(), Vec::new());
-        let (mut steps, mut allocators, mut busy) = (Vec::new(), Vec::new(), Vec::new());
+        // As the run read whole lists its derived tracks: the Steps tracks, the
+        // allocators' counters, ranked as the memory analysis ranks them, then the
+        // devices' busy shares.
+        let (mut derived, mut allocators, mut busy) = (Vec::new(), Vec::new(), Vec::new());
         for p in parts {
             let first = tracks.len() as u32;
             hosts.push((p.host, first));
             tracks.extend(p.tracks.into_iter().map(|t| Track { id: t.id + first, ..t }));
-            steps.extend(p.steps);
+            derived.extend(p.steps);
             allocators.extend(p.allocators);
             busy.extend(p.busy);
             devices.extend(p.devices);
         }
-        steps.extend(counter_tracks(&crate::memory::assemble(run, allocators).allocators));
-        steps.extend(busy);
-        let mut tracks = Tracks::of(run, steps, tracks);
+        derived.extend(counter_tracks(&crate::memory::assemble(run, allocators).allocators));
+        derived.extend(busy);
+        let mut tracks = Tracks::of(run, derived, tracks);
         tracks.read_a_host_at_a_time = true;
         RunTracks { tracks, decisions, hosts, devices }
     }
@@ -89,11 +94,6 @@ impl RunTracks {
         let at = self.hosts.partition_point(|h| h.1 <= id).saturating_sub(1);
         let (host, first) = &self.hosts[at];
         Ok((host, id - first))
-    }
-
-    /// The id in the run of the first track of host `host` (none where it was not read).
-    pub fn first(&self, host: &str) -> Option<u32> {
-        self.hosts.iter().find(|h| h.0 == host).map(|h| h.1)
     }
 
     /// The hosts read, in run order, each with the id of its first track.
@@ -121,17 +121,8 @@ impl RunTracks {
     /// checks them, each once and in order; and by host, in run order, the ids of its
     /// tracks among its own.
     pub fn selected(&self, start_ps: i64, end_ps: i64, tracks: &[u32]) -> Result<(Vec<u32>, ByHost<'_>), String> {
-        super::check_span(start_ps, end_ps)?;
         let all = &self.tracks.tracks;
-        if let Some(bad) = tracks.iter().find(|&&t| t as usize >= all.len()) {
-            return Err(format!("no track {bad} (the run has {})", all.len()));
-        }
-        let mut ids: Vec<u32> = match tracks.is_empty() {
-            true => all.iter().filter(|t| !t.derived).map(|t| t.id).collect(),
-            false => tracks.to_vec(),
-        };
-        ids.sort_unstable();
-        ids.dedup();
+        let ids = selected_ids(all.len(), |id| all[id as usize].derived, (start_ps, end_ps), tracks)?;
         let mut by_host: ByHost = Vec::new();
         for &id in &ids {
             let (host, local) = self.host_of(id)?;

@@ -6,16 +6,17 @@ use std::process::ExitCode;
 
 use clap::Args;
 use stepscope_analysis::buffers::{self, Buffers};
+use stepscope_analysis::fold::buffers_by_host;
 
 use crate::human;
 use crate::load;
-use crate::opts::AnalysisArgs;
+use crate::opts::ByHostArgs;
 use crate::table::{csv, Table};
 
 #[derive(Args, Debug)]
 pub struct BuffersArgs {
     #[command(flatten)]
-    pub common: AnalysisArgs,
+    pub by_host: ByHostArgs,
     /// The program: a module name (`jit_train_step`, its latest compilation) or one
     /// program of it (`jit_train_step(52)`); default: the one that ran longest.
     #[arg(long, value_name = "NAME")]
@@ -27,11 +28,16 @@ pub struct BuffersArgs {
 }
 
 pub fn run(args: &BuffersArgs) -> anyhow::Result<ExitCode> {
-    let a = &args.common;
-    let profile = load::profile(&a.input, &a.select)?;
-    let b = match buffers::buffers(&profile, args.program.as_deref(), args.memory_space, a.select.rows()) {
+    let a = &args.by_host.common;
+    let (program, memory_space, top) = (args.program.as_deref(), args.memory_space, a.select.rows());
+    let b = load::analysis(
+        &args.by_host,
+        |p| buffers::buffers(p, program, memory_space, top),
+        |run, hosts, read| buffers_by_host(run, hosts, (program, memory_space, top), read, &|_| Ok(())),
+    )?;
+    let b = match b {
         Ok(b) => b,
-        Err(missing) => anyhow::bail!("{}", missing.message(args.program.as_deref().unwrap_or(""))),
+        Err(missing) => anyhow::bail!("{}", missing.message(program.unwrap_or(""))),
     };
     if a.output.json {
         outln!("{}", serde_json::to_string(&b)?);
