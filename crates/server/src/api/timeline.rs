@@ -41,10 +41,12 @@ fn of<'a>(app: &'a App, q: &Params) -> Result<Of<'a>, ApiError> {
     }
     let run = app.root.run(q.str("run").filter(|r| !r.is_empty())).map_err(ApiError::not_found)?;
     let tracks = (app.cache.run_tracks(&run, || {
-        let (tracks, unread) =
+        // Kept even where a host could not be read (its file cut short), as every
+        // request of the page asks for the tracks: the run is read again once its
+        // files change.
+        let (tracks, _) =
             read_hosts(app, &run, |run, read, check| tracks_by_host(&run.rel, run.hosts.len(), read, check))?;
-        // A host not read now (its file cut) may be read on the next request.
-        Ok((tracks, unread.is_empty()))
+        Ok((tracks, true))
     }))
     .map_err(|(status, message)| ApiError { status, message })?;
     Ok(Of::ByHost(Pod { app, run, tracks }))
