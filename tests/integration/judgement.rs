@@ -581,3 +581,57 @@ fn history_names_the_first_run_that_moved_beyond_noise() {
     let err = assert_clean_error(&["history", tmp.path().join("night9").to_str().unwrap()]);
     assert!(err.contains("is not a readable profile"), "{err}");
 }
+
+/// A history over runs of other programs says which it could not compare, and looks
+/// for a change only between runs of one program: a CPU model's runs, the GPU
+/// capture's (all named `jit_train_step`, none sharing an op), a TPU inference's.
+#[test]
+fn history_says_which_runs_ran_other_programs_and_does_not_compare_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let nights = ["cpu-clean", "cpu-clean", "gpu-sync", "gpu-sync", "tpu-v6e-inference"];
+    for (i, f) in nights.iter().enumerate() {
+        let run = tmp.path().join(format!("plugins/profile/2026_11_0{}_02_00_00", i + 1));
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::copy(crate::util::xplane(f), run.join("vm.xplane.pb")).unwrap();
+    }
+    let dir = tmp.path().to_str().unwrap();
+    let h = json(&["history", dir]);
+    assert_eq!(h["runs"].as_array().unwrap().len(), 5);
+    let not: Vec<(String, String)> = (h["not_compared"].as_array().unwrap().iter())
+        .map(|n| {
+            assert!(n["matched_op_time_pct"].as_f64().unwrap() < 10.0, "{n}");
+            let name = |k: &str| n[k].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+            (name("run"), name("previous"))
+        })
+        .collect();
+    let night = |i: usize| format!("2026_11_0{i}_02_00_00");
+    assert_eq!(not, [(night(3), night(2)), (night(5), night(4))]);
+    // The GPU run is 20x faster than the CPU one before it: not a change, another program.
+    assert!(h["change"].is_null(), "{h}");
+    // As `diff` sees the pairs: next to nothing of either run's op time matched.
+    let d = json(&[
+        "diff",
+        &format!("{dir}/plugins/profile/{}", night(2)),
+        &format!("{dir}/plugins/profile/{}", night(3)),
+        "--top",
+        "0",
+    ]);
+    let ops = d["ops"].as_array().unwrap();
+    let matched: i64 = ops
+        .iter()
+        .filter(|o| o["status"] != "added" && o["status"] != "removed")
+        .map(|o| o["a_total_ps"].as_i64().unwrap())
+        .sum();
+    let all: i64 = ops.iter().map(|o| o["a_total_ps"].as_i64().unwrap()).sum();
+    assert!((matched as f64) < 0.1 * all as f64, "{matched} of {all}");
+    let text = ok(&["history", dir]);
+    let said = text.split("Not compared: ").nth(1).unwrap_or_default().replace('\n', " ");
+    assert!(said.contains(&format!("{} ran other programs than", night(3))), "{text}");
+    // Runs of one program: none left out.
+    let same = json(&[
+        "history",
+        &format!("{dir}/plugins/profile/{}", night(1)),
+        &format!("{dir}/plugins/profile/{}", night(2)),
+    ]);
+    assert!(same.get("not_compared").is_none(), "{same}");
+}

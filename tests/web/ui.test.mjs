@@ -1706,11 +1706,12 @@ test('a run whose hosts do not fit in memory together: the overview is read a ho
   }
 });
 
-test('the history page names a run it could not read, and charts the others', async () => {
+test('the history page names a run it could not read, and one of another program, and charts the others', async () => {
   const root = logDir({
     '2026_11_01_02_00_00': [['vm', 'cpu-clean']],
     '2026_11_02_02_00_00': [['vm', 'cpu-clean']],
     '2026_11_03_02_00_00': [['vm', 'cpu-slow']],
+    '2026_11_04_02_00_00': [['vm', 'gpu-sync']],
   });
   const cut = path.join(root, 'plugins/profile/2026_11_02_02_00_00/vm.xplane.pb');
   const whole = readFileSync(cut);
@@ -1718,14 +1719,19 @@ test('the history page names a run it could not read, and charts the others', as
   const [proc, url] = await startServer(root);
   try {
     const h = await (await fetch(new URL('api/history', url))).json();
-    assert.equal(h.runs.length, 2);
+    assert.equal(h.runs.length, 3);
     assert.equal(h.runs_unread.length, 1);
+    assert.equal(h.not_compared.length, 1);
     await page.goto('about:blank');
     await page.goto(`${url}#/history`);
     await page.waitForSelector('#history-table table.data tbody tr');
-    assert.equal(await page.locator('#history-trend circle').count(), 2);
+    assert.equal(await page.locator('#history-trend circle').count(), 3);
     assert.equal(await page.textContent('.unread-run'), `not read: ${h.runs_unread[0].run} (${h.runs_unread[0].error})`);
     assert.ok(h.runs_unread[0].run.endsWith('2026_11_02_02_00_00'));
+    const n = h.not_compared[0];
+    assert.ok(n.run.endsWith('2026_11_04_02_00_00') && n.previous.endsWith('2026_11_03_02_00_00'));
+    assert.equal(await page.textContent('.not-compared'),
+      `not compared: ${n.run} ran other programs than ${n.previous} (their ops match for ${n.matched_op_time_pct.toFixed(0)}% of the op time)`);
   } finally {
     proc.kill();
     rmSync(root, { recursive: true, force: true });

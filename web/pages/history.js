@@ -40,6 +40,11 @@ export async function render(view, ctx) {
   for (const u of h.runs_unread || []) {
     view.append(el('p', { class: 'unread-run' }, `not read: ${u.run} (${u.error})`));
   }
+  // Runs of other programs than the run before them: not compared with it.
+  for (const n of h.not_compared || []) {
+    view.append(el('p', { class: 'not-compared muted' },
+      `not compared: ${n.run} ran other programs than ${n.previous} (their ops match for ${n.matched_op_time_pct.toFixed(0)}% of the op time)`));
+  }
 
   const box = el('div', { id: 'history-table' });
   view.append(box);

@@ -10,7 +10,7 @@
 use serde::Serialize;
 
 use crate::compare::{run_row, CompareRun};
-use crate::diff::{diff_sides, OpDiff, StepTimeDiff};
+use crate::diff::{diff_sides, Diff, OpDiff, StepTimeDiff};
 use crate::side::Side;
 use stepscope_analysis::ops::GroupBy;
 use stepscope_model::Profile;
@@ -36,6 +36,25 @@ pub struct History {
     /// one read before it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub runs_unread: Vec<RunUnread>,
+    /// Runs not compared with the run before them: they ran other programs (their ops
+    /// and the other run's match for under [`SAME_PROGRAM_MIN_PCT`] of either run's op
+    /// time). A change point is looked for only between runs compared.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_compared: Vec<NotCompared>,
+}
+
+/// Two runs are of one program where their ops, matched by name or HLO shape as
+/// `diff` matches them, hold at least this share of either run's op time.
+pub const SAME_PROGRAM_MIN_PCT: f64 = 10.0;
+
+/// A run that ran other programs than the run before it, so was not compared with it.
+#[derive(Clone, Debug, Serialize)]
+pub struct NotCompared {
+    pub run: String,
+    pub previous: String,
+    /// The share of each run's op time in ops the other also ran (as `diff` matches
+    /// them): the larger of the two.
+    pub matched_op_time_pct: f64,
 }
 
 /// A run the history could not read, and why (one line).
@@ -72,7 +91,13 @@ pub struct Change {
 
 impl Default for History {
     fn default() -> History {
-        History { schema: "stepscope.history/1", runs: Vec::new(), change: None, runs_unread: Vec::new() }
+        History {
+            schema: "stepscope.history/1",
+            runs: Vec::new(),
+            change: None,
+            runs_unread: Vec::new(),
+            not_compared: Vec::new(),
+        }
     }
 }
 
@@ -82,8 +107,15 @@ impl History {
     pub fn add(&mut self, label: String, captured: Option<String>, run: &Side, previous: Option<&Side>) {
         let mut row = run_row(&label, run);
         row.set_vs_first(self.runs.first().map_or(row.step_time.median_ps, |f| f.run.step_time.median_ps));
-        if let (None, Some(prev), Some(before)) = (&self.change, previous, self.runs.last()) {
-            self.change = change_between(self.runs.len(), &before.run.label, &label, prev, run);
+        if let (Some(prev), Some(before)) = (previous, self.runs.last()) {
+            let d = diff_sides(prev, run);
+            let matched = matched_op_time_pct(&d.ops);
+            if matched < SAME_PROGRAM_MIN_PCT {
+                let (run, previous) = (label.clone(), before.run.label.clone());
+                self.not_compared.push(NotCompared { run, previous, matched_op_time_pct: matched });
+            } else if self.change.is_none() {
+                self.change = change_in(self.runs.len(), &before.run.label, &label, d);
+            }
         }
         self.runs.push(HistoryRun { captured, run: row });
     }
@@ -100,9 +132,24 @@ impl History {
     }
 }
 
-/// Whether run `b` moved from run `a` beyond their noise, and how.
-fn change_between(index: usize, a_label: &str, b_label: &str, a: &Side, b: &Side) -> Option<Change> {
-    let d = diff_sides(a, b);
+/// Of ops diffed (every row): the share of either run's op time in ops both ran, the
+/// larger of the two; 100 where neither has op time.
+fn matched_op_time_pct(ops: &[OpDiff]) -> f64 {
+    let share = |total: fn(&OpDiff) -> i64| {
+        let all: i64 = ops.iter().map(total).sum();
+        let both: i64 = ops.iter().filter(|o| o.status != "added" && o.status != "removed").map(total).sum();
+        if all > 0 {
+            100.0 * both as f64 / all as f64
+        } else {
+            100.0
+        }
+    };
+    share(|o| o.a_total_ps).max(share(|o| o.b_total_ps))
+}
+
+/// Whether run `b` moved from run `a` beyond their noise, and how (`d`: B's diff
+/// against A).
+fn change_in(index: usize, a_label: &str, b_label: &str, d: Diff) -> Option<Change> {
     let st = d.step_time;
     // Noise needs two steps on each side; a run with fewer is not judged.
     if st.noise_ps <= 0 {

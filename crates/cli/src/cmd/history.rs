@@ -139,6 +139,14 @@ fn print(h: &History, output: &Output) -> anyhow::Result<ExitCode> {
     for u in &h.runs_unread {
         out!("{}", human::wrap("", &format!("Not read: {} ({}).", u.run, u.error), width));
     }
+    for n in &h.not_compared {
+        let note = format!(
+            "Not compared: {} ran other programs than {} (their ops match for {:.0}% of the op time); the runs \
+             after it are compared with it.",
+            n.run, n.previous, n.matched_op_time_pct
+        );
+        out!("{}", human::wrap("", &note, width));
+    }
     let Some(c) = &h.change else {
         let note = format!(
             "No run moved beyond run-to-run noise ({} runs, each against the one before it; `stepscope diff A B` \
