@@ -4,8 +4,9 @@
 //! the two runs' noise, as `diff` measures it (or, where no step time moved, the
 //! first where an op's time a step did, by more than that noise and 2% of a step).
 //!
-//! Runs are added one at a time, in capture order, each beside the one before it:
-//! two profiles are held at once, whatever the number of runs.
+//! Runs are added one at a time, in capture order, each beside the one before it, as
+//! what the history compares of them ([`Side`]): one profile is held at a time,
+//! whatever the number of runs.
 
 use serde::Serialize;
 

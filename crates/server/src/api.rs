@@ -642,8 +642,9 @@ fn hlo(app: &App, q: &Params) -> Reply {
 /// As `stepscope diff A B --json`: runs `a` and `b` by their names in `api/runs`.
 /// `stepscope history --json` over the served runs whose names start with `under`
 /// (default: every run), in capture order. Runs are read one at a time through the
-/// cache, each checked for a file copied over it once used, and not kept for the
-/// request's end: two are held at once.
+/// cache (a run too large to read whole, a host at a time), each checked for a file
+/// copied over it once used and reduced to what the history compares of it: one run
+/// is held at a time.
 fn history(app: &App, q: &Params) -> Reply {
     let under = q.str("under").unwrap_or("");
     let host = q.str("host").filter(|h| !h.is_empty());

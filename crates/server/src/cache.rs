@@ -11,8 +11,7 @@ use std::time::SystemTime;
 
 use stepscope_analysis::peaks::UserPeaks;
 use stepscope_analysis::profile::{alone, clock_offsets};
-use stepscope_analysis::steps::RunDecisions;
-use stepscope_analysis::steps::{self, Steps};
+use stepscope_analysis::steps::{self, RunDecisions, Steps};
 use stepscope_analysis::timeline::{RunTracks, Timeline};
 use stepscope_analysis::{Derived, Profile};
 use stepscope_xspace::discover::Run;
@@ -150,7 +149,8 @@ pub struct Cache {
     tracks: Kept<RunTracks>,
     /// Runs refused as too large to read whole with no other run kept: asked again,
     /// they are refused at once, and the hosts kept stay (a pod's timeline keeps the
-    /// hosts it draws).
+    /// hosts it draws). Until its files change or the server restarts, such a run is
+    /// read a host at a time even if memory was freed since.
     too_large: Mutex<VecDeque<(RunKey, LoadError)>>,
 }
 
