@@ -367,8 +367,8 @@ def test_a_run_too_large_to_load_whole_is_read_a_host_at_a_time(tmp_path, monkey
     with pytest.raises(stepscope.StepscopeError, match=r"^reading the run's 30 hosts together needs about \d+ MB, "
                        r"and STEPSCOPE_MEMORY_LIMIT is \d+ MB, \d+ MB of it held already — read one host at a "
                        r"time: `info`, `summary`, `advise`, `check`, `steps`, `ops`, `scopes`, `roofline`, `kernels`, "
-                       r"`memory`, `buffers`, `collectives`, `compile`, `devices`, `diff`, `compare` and `history` "
-                       r"do so for the run's numbers and findings, "
+                       r"`memory`, `buffers`, `collectives`, `compile`, `devices`, `hlo`, `diff`, `compare` and "
+                       r"`history` do so for the run's numbers and findings, "
                        r"`summary --per-host` for each host's"):
         stepscope.load(logs)
     # The run's numbers and findings, a host at a time (the CLI's own limit is its own

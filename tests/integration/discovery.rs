@@ -252,7 +252,9 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         assert!(out.stdout.is_empty());
         err
     };
-    let err = one_line_error(&with_limit("30MB", &["hlo", dir, "dot.1", "--json"]));
+    let out_file = tmp.path().join("pod.pftrace");
+    let err = one_line_error(&with_limit("30MB", &["export", dir, "-o", out_file.to_str().unwrap()]));
+    assert!(!out_file.exists(), "nothing written");
     assert_eq!(
         err.split(" — ").next().unwrap(),
         format!(
@@ -291,6 +293,8 @@ fn a_run_that_does_not_fit_in_memory_is_refused_and_read_a_host_at_a_time() {
         (&["compare", dir, clean, "--by", "scope", "--json"], "numbers"),
         (&["history", dir, "--json"], "numbers"),
         (&["buffers", dir, "--json", "--top", "all"], "rows"),
+        (&["hlo", dir, "dot.31", "--json"], "answer"),
+        (&["hlo", dir, "ynn_fusion.47", "--graph"], "answer"),
         (&["buffers", dir, "--program", "jit_train_step", "--csv"], "rows"),
     ] {
         let out = with_limit("30MB", args);
@@ -393,8 +397,16 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
             assert_eq!(by_host, ok(&[command, dir, "--json"]), "{mix:?} {command}");
         }
         // A program's memory plan: the program the run read whole would choose (or
-        // the same error), from the host that holds it.
-        for args in [&["buffers", dir, "--json", "--top", "0"][..]] {
+        // the same error), from the host that holds it; an op's HLO (its context and
+        // graph, beside the run's op profile), the run's top op and one no host holds.
+        let ops = json(&["ops", dir, "--top", "1"]);
+        let top_op = ops["ops"][0]["name"].as_str().unwrap_or("dot.1").to_string();
+        for args in [
+            &["buffers", dir, "--json", "--top", "0"][..],
+            &["hlo", dir, &top_op, "--json"],
+            &["hlo", dir, &top_op, "--graph", "--json"],
+            &["hlo", dir, "no.such.op"],
+        ] {
             let (whole, by_host) = (stepscope(args), stepscope(&[args, &["--host-at-a-time"]].concat()));
             assert_eq!(
                 (by_host.status.code(), &by_host.stdout),

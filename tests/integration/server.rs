@@ -1040,7 +1040,7 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     }
     drop(server);
     let server = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "30MB")]);
-    let r = server.get(&format!("api/hlo?op=dot.1&run=plugins/profile/{}", runs[0]));
+    let r = server.get(&format!("api/export?format=chrome&run=plugins/profile/{}", runs[0]));
     assert_eq!(r.status, 507, "{}", r.text());
     let why = r.json()["error"].as_str().unwrap().to_string();
     assert!(
@@ -1069,6 +1069,8 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
         ("roofline&top=3", &["roofline", "--top", "3"]),
         ("memory", &["memory"]),
         ("memory/buffers&top=3", &["buffers", "--top", "3"]),
+        ("hlo&op=dot.31", &["hlo", "dot.31"]),
+        ("hlo/graph&op=ynn_fusion.47", &["hlo", "ynn_fusion.47", "--graph"]),
     ] {
         let (route, query) = route.split_once('&').unwrap_or((route, ""));
         let r = server.get(&format!("api/{route}?run=plugins/profile/{}&{query}", runs[0]));
@@ -1152,7 +1154,7 @@ fn a_pods_timeline_reads_its_hosts_one_at_a_time_with_the_answers_of_the_run_rea
     crate::util::run_of_fixtures(tmp.path(), run, &hosts);
     let whole = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "none")]);
     let pod = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "30MB")]);
-    assert_eq!(pod.get("api/hlo?op=dot.1").status, 507, "the run is too large to read whole");
+    assert_eq!(pod.get("api/export?format=chrome").status, 507, "the run is too large to read whole");
     let both = |route: &str| {
         let (w, p) = (whole.api(route), pod.api(route));
         assert_eq!(p, w, "{route}");
@@ -1224,6 +1226,13 @@ fn a_pods_timeline_reads_its_hosts_one_at_a_time_with_the_answers_of_the_run_rea
         assert!(found["total"].as_u64().unwrap() > 200, "{query}: {found}");
     }
     both("timeline/search?q=fusion&offset=99999999&limit=5");
+    // An allocator's live allocations at its peak: its host's, read alone.
+    let memory = both("memory");
+    let a = &memory["allocators"][0];
+    let (host, name, t) = (a["host"].as_str().unwrap(), a["name"].as_str().unwrap(), &a["peak_time_ps"]);
+    let live = both(&format!("memory/live?allocator_host={host}&allocator={name}&time_ps={t}"));
+    assert!(live["live_count"].as_u64().unwrap() > 0, "{live}");
+    assert_eq!(pod.get(&format!("api/memory/live?allocator={name}&time_ps={t}")).status, 400);
     for bad in
         ["timeline/tile?track=99999&start_ps=0&end_ps=10&px=10", "timeline/tiles?tracks=&start_ps=0&end_ps=10&px=1"]
     {

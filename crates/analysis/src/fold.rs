@@ -17,9 +17,10 @@ use crate::buffers::{Buffers, Missing, ProgramsPart};
 use crate::collectives::{Collectives, CollectivesPart};
 use crate::compile::Compile;
 use crate::devices::{Devices, DevicesPart};
+use crate::hlo_context::RunHlo;
 use crate::kernels::{Kernels, KernelsPart};
 use crate::memory::Memory;
-use crate::ops::{GroupBy, OpRowsPart, Ops};
+use crate::ops::{GroupBy, OpRow, OpRowsPart, Ops};
 use crate::overview::{assemble, in_run_order, Overview, OverviewPart};
 use crate::roofline::{step_flops_with, FlopsPerEvent, Roofline};
 use crate::scopes::{InputSums, Scopes};
@@ -304,6 +305,43 @@ pub fn buffers_by_host<E>(
     let plan = crate::buffers::plan_of(entry, (memory_space, top), (run, &space.host), rows);
     check(&p)?;
     Ok(plan)
+}
+
+/// What `make` makes of the first host (in order) whose HLO holds `op` (in module
+/// `module` where given), with the run's op profile by op, and what the HLO of the
+/// run's hosts says beside it ([`RunHlo`]), the run read one host at a time, `read` and
+/// `check` as for [`ops_by_host`]: as `make` of the run read whole would be
+/// ([`crate::hlo_context::find`] looks in its hosts in order). The host that holds the
+/// op is kept while the others are read.
+pub fn hlo_by_host<T, E>(
+    hosts: usize,
+    (op, module): (&str, Option<&str>),
+    read: &mut Reader<E>,
+    check: &Check<E>,
+    make: impl FnOnce(&Profile, Vec<OpRow>) -> Option<T>,
+) -> Result<(Option<T>, RunHlo), E> {
+    let (mut rows, mut run) =
+        (OpRowsPart::new(GroupBy::Op), RunHlo { ops: Vec::new(), has_modules: false, unreadable: Vec::new() });
+    let mut holder: Option<Profile> = None;
+    for i in 0..hosts {
+        let Some(p) = read(i, false)? else { continue };
+        rows.add(OpRowsPart::of(&p));
+        run.add_modules(&p);
+        check(&p)?;
+        if holder.is_none() && crate::hlo_context::find(&p, op, module).is_some() {
+            holder = Some(p);
+        }
+    }
+    run.ops = rows.finish().ops;
+    let made = match holder {
+        Some(p) => {
+            let made = make(&p, run.ops.clone());
+            check(&p)?;
+            made
+        }
+        None => None,
+    };
+    Ok((made, run))
 }
 
 /// For what depends on no decision of the run: each host read once, in order, handed

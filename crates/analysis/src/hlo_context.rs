@@ -127,31 +127,69 @@ pub fn find<'p>(profile: &'p Profile, op: &str, module: Option<&str>) -> Option<
     None
 }
 
-/// The op profile's rows of `f`'s program, by op name (a row of no program id: the
-/// only one of its name; of several rows of one name, the largest).
-pub fn program_rows(profile: &Profile, f: &Found) -> std::collections::HashMap<String, OpRow> {
+/// What an op's HLO is read beside, of a whole run: its op profile by op, whether any
+/// host holds HLO modules, and the programs whose HLO cannot be read (each with why).
+pub struct RunHlo {
+    pub ops: Vec<OpRow>,
+    pub has_modules: bool,
+    pub unreadable: Vec<(String, String)>,
+}
+
+impl RunHlo {
+    /// Of `profile` (its hosts').
+    pub fn of(profile: &Profile) -> RunHlo {
+        let mut run = RunHlo { ops: Vec::new(), has_modules: false, unreadable: Vec::new() };
+        run.add_modules(profile);
+        run.ops = ops::ops(profile, GroupBy::Op, 0).ops;
+        run
+    }
+
+    /// Adds whether `profile`'s hosts hold HLO modules, and those that cannot be read.
+    pub fn add_modules(&mut self, profile: &Profile) {
+        let modules = profile.hlo_modules();
+        self.has_modules |= modules.iter().any(|m| !m.is_empty());
+        let bad = modules.iter().flat_map(|m| m.unreadable());
+        self.unreadable.extend(bad.map(|(program, why)| (program.to_string(), why)));
+    }
+}
+
+/// The op profile's rows of `f`'s program among `rows`, the run's op profile by op
+/// (largest first), by op name (a row of no program id: the only one of its name; of
+/// several rows of one name, the largest).
+pub fn program_rows_of(rows: &[OpRow], f: &Found) -> std::collections::HashMap<String, OpRow> {
     let (m, entry) = (f.module, f.entry);
-    let mut rows = std::collections::HashMap::new();
-    let mine = |r: &OpRow| {
+    let mut out = std::collections::HashMap::new();
+    let mine = |r: &&OpRow| {
         (r.module.is_empty() || r.module == m.name || entry.metadata_name.starts_with(&r.module))
             && r.program_id.is_none_or(|p| p as i64 == entry.program_id)
     };
     // Rows come largest first: the first of a name is kept.
-    for r in ops::ops(profile, GroupBy::Op, 0).ops.into_iter().filter(mine) {
-        rows.entry(r.name.clone()).or_insert(r);
+    for r in rows.iter().filter(mine) {
+        out.entry(r.name.clone()).or_insert_with(|| r.clone());
     }
-    rows
+    out
 }
 
 /// The HLO context of `op` (see [`find`]).
 pub fn hlo_context(profile: &Profile, op: &str, module: Option<&str>) -> Option<HloContext> {
+    hlo_context_with(profile, op, module, || ops::ops(profile, GroupBy::Op, 0).ops)
+}
+
+/// [`hlo_context`] of `op` found in `profile` (a host of a run read a host at a time),
+/// its op profile row among the run's (`rows`, by op, largest first).
+pub fn hlo_context_with(
+    profile: &Profile,
+    op: &str,
+    module: Option<&str>,
+    rows: impl FnOnce() -> Vec<OpRow>,
+) -> Option<HloContext> {
     let f = find(profile, op, module)?;
     let (m, entry, instr) = (f.module, f.entry, f.instruction);
     let fused_body = m
         .fused_body(instr)
         .map(|body| body.instructions.iter().map(|i| instruction(m, i)).collect())
         .unwrap_or_default();
-    let row = program_rows(profile, &f).remove(op);
+    let row = program_rows_of(&rows(), &f).remove(op);
     let other_programs = (f.modules.entries().iter().rev())
         .filter(|e| e.name == m.name && e.program_id != entry.program_id)
         .filter(|e| e.module().is_ok_and(|o| o.instruction(op).is_some()))

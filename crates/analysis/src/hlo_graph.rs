@@ -95,9 +95,19 @@ pub struct Edge {
 /// The neighbourhood of `op` (found as [`hlo_context::find`] finds it), `depth`
 /// levels each way (clamped to 1..=[`MAX_DEPTH`]).
 pub fn graph(profile: &Profile, op: &str, module: Option<&str>, depth: u32) -> Option<HloGraph> {
+    graph_with(profile, (op, module, depth), || crate::ops::ops(profile, crate::ops::GroupBy::Op, 0).ops)
+}
+
+/// [`graph`] of `op` found in `profile` (a host of a run read a host at a time), its
+/// nodes' op profile rows among the run's (`rows`, by op, largest first).
+pub fn graph_with(
+    profile: &Profile,
+    (op, module, depth): (&str, Option<&str>, u32),
+    rows: impl FnOnce() -> Vec<crate::ops::OpRow>,
+) -> Option<HloGraph> {
     let f = hlo_context::find(profile, op, module)?;
     let depth = depth.clamp(1, MAX_DEPTH);
-    let rows = hlo_context::program_rows(profile, &f);
+    let rows = hlo_context::program_rows_of(&rows(), &f);
     let (levels, cut) = neighbourhood(f.module, f.computation, f.instruction, depth);
     let mut nodes: Vec<Node> = (levels.iter())
         .filter_map(|(&id, &level)| {

@@ -62,7 +62,11 @@ pub fn cold_note(label: &str, cold: u64, steps: u64) -> Option<String> {
 /// The programs of `profile` whose HLO cannot be read, in one line (none: nothing).
 pub fn unreadable_hlo_note(profile: &stepscope_analysis::Profile) -> Option<String> {
     let modules = profile.hlo_modules();
-    let bad: Vec<(&str, String)> = modules.iter().flat_map(|m| m.unreadable()).collect();
+    unreadable_note(&modules.iter().flat_map(|m| m.unreadable()).collect::<Vec<_>>())
+}
+
+/// [`unreadable_hlo_note`] of the programs `bad` (each with why its HLO cannot be read).
+pub fn unreadable_note(bad: &[(&str, String)]) -> Option<String> {
     let (first, why) = bad.first()?;
     let more = if bad.len() > 1 { format!(" and {} more", bad.len() - 1) } else { String::new() };
     Some(format!(

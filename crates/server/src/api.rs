@@ -10,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use stepscope_analysis::ops::{self, GroupBy};
+use stepscope_analysis::hlo_context::RunHlo;
+use stepscope_analysis::ops::{self, GroupBy, OpRow};
 use stepscope_analysis::Profile;
 use stepscope_analysis::{buffers, collectives, compile, devices, hlo_context, hlo_graph, kernels, memory};
 use stepscope_judge::advise::{self, Thresholds};
@@ -525,8 +526,17 @@ fn memory(app: &App, q: &Params) -> Reply {
 fn memory_live(app: &App, q: &Params) -> Reply {
     let (allocator, time_ps): (&str, i64) = (q.text("allocator")?, q.req("time_ps")?);
     let top = q.top()?;
-    let e = q.entry(app)?;
-    let host = match q.str("allocator_host").filter(|h| !h.is_empty()) {
+    let allocator_host = q.str("allocator_host").filter(|h| !h.is_empty());
+    // Of a run too large to read whole, the allocator's host alone (on the run's clock).
+    let e = match (whole(app, q)?, allocator_host) {
+        (Some(e), _) => e,
+        (None, Some(h)) => {
+            let run = q.str("run").filter(|r| !r.is_empty());
+            app.cache.get(&app.root, run, Some(h)).map_err(ApiError::unloaded)?
+        }
+        (None, None) => return Err(ApiError::bad("this run has several hosts — pass allocator_host")),
+    };
+    let host = match allocator_host {
         Some(h) => h.to_string(),
         None => match e.profile.hosts.as_slice() {
             [only] => only.host.clone(),
@@ -536,6 +546,7 @@ fn memory_live(app: &App, q: &Params) -> Reply {
     let live = memory::live_at(&e.profile, &host, allocator, time_ps, top).ok_or_else(|| {
         ApiError::not_found(format!("no allocator {allocator:?} on host {host:?} — api/memory lists them"))
     })?;
+    unchanged(&e)?;
     json(&live)
 }
 
@@ -611,24 +622,25 @@ fn hlo_graph(app: &App, q: &Params) -> Reply {
     let op = q.text("op")?;
     let module = q.str("module").filter(|m| !m.is_empty());
     let depth: u32 = q.opt("depth", 2)?;
-    let e = q.entry(app)?;
-    match hlo_graph::graph(&e.profile, op, module, depth) {
+    let show = |p: &Profile, rows: Vec<OpRow>| hlo_graph::graph_with(p, (op, module, depth), || rows);
+    let finish = |graph: Option<hlo_graph::HloGraph>, _: bool| match graph {
         Some(g) => json(&g),
         None => Err(ApiError::not_found(format!(
             "no HLO instruction named {op:?}{} in this run's modules — api/hlo says why",
             module.map(|m| format!(" in module {m:?}")).unwrap_or_default()
         ))),
-    }
+    };
+    of_op(app, q, format!("hlo/graph?op={op}&module={module:?}&depth={depth}"), (op, module), show, finish)
 }
 
 /// As `stepscope hlo PATH OP [--module M] --json`.
 fn hlo(app: &App, q: &Params) -> Reply {
     let op = q.text("op")?;
     let module = q.str("module").filter(|m| !m.is_empty());
-    let e = q.entry(app)?;
-    match hlo_context::hlo_context(&e.profile, op, module) {
+    let show = |p: &Profile, rows: Vec<OpRow>| hlo_context::hlo_context_with(p, op, module, || rows);
+    let finish = |ctx: Option<hlo_context::HloContext>, has_modules: bool| match ctx {
         Some(ctx) => json(&ctx),
-        None if e.profile.hlo_modules().iter().all(|m| m.is_empty()) => Err(ApiError::not_found(
+        None if !has_modules => Err(ApiError::not_found(
             "this profile holds no HLO modules (no `/host:metadata` plane) — capture an .xplane.pb with \
              jax.profiler.trace; trace JSON files do not carry HLO",
         )),
@@ -636,7 +648,30 @@ fn hlo(app: &App, q: &Params) -> Reply {
             "no HLO instruction named {op:?}{} in this run's modules — api/ops lists op names",
             module.map(|m| format!(" in module {m:?}")).unwrap_or_default()
         ))),
+    };
+    of_op(app, q, format!("hlo?op={op}&module={module:?}"), (op, module), show, finish)
+}
+
+/// `finish` of what `show` makes of the host that holds `op` (in `module` where given)
+/// beside the run's op profile by op, and of whether any host holds HLO modules: of the
+/// run `q` names read whole, or where it is too large, read a host at a time (made once
+/// and kept under `question`).
+fn of_op<T>(
+    app: &App,
+    q: &Params,
+    question: String,
+    (op, module): (&str, Option<&str>),
+    show: impl Fn(&Profile, Vec<OpRow>) -> Option<T>,
+    finish: impl Fn(Option<T>, bool) -> Reply,
+) -> Reply {
+    if let Some(e) = whole(app, q)? {
+        let run = RunHlo::of(&e.profile);
+        return finish(show(&e.profile, run.ops), run.has_modules);
     }
+    let make = |run: &Run, read: &mut Reader, check: &Check| {
+        stepscope_analysis::fold::hlo_by_host(run.hosts.len(), (op, module), read, check, show)
+    };
+    by_host(app, q, question, make, |(made, run), _| finish(made, run.has_modules)).map(|body| body.to_vec())
 }
 
 /// As `stepscope diff A B --json`: runs `a` and `b` by their names in `api/runs`.

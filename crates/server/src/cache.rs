@@ -330,7 +330,7 @@ impl Cache {
 
     /// Drops every kept run but `key`'s (each is freed once no request holds it) and
     /// hands the freed memory back to the system, so that a large run that would not fit
-    /// beside them may. False where none was kept.
+    /// beside them may. False where none was kept and no memory went back.
     fn keep_only(&self, key: &Key) -> bool {
         let dropped: Vec<(Key, Slot)> = match self.slots.lock() {
             Ok(mut slots) => {
@@ -340,16 +340,15 @@ impl Cache {
             }
             Err(_) => return false,
         };
-        if dropped.is_empty() {
-            return false;
-        }
+        let any = !dropped.is_empty();
         drop(dropped);
+        // Freed memory, of these runs or of answers made a host at a time, goes back.
         #[cfg(all(target_os = "linux", target_env = "gnu"))]
         // SAFETY: malloc_trim only returns free heap pages to the system.
-        unsafe {
-            libc::malloc_trim(0);
-        }
-        true
+        let trimmed = unsafe { libc::malloc_trim(0) == 1 };
+        #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+        let trimmed = false;
+        any || trimmed
     }
 }
 

@@ -174,8 +174,8 @@ pub fn check(hosts: &[(&str, u64)]) -> Result<()> {
     } else {
         format!(
             "read one host at a time: `info`, `summary`, `advise`, `check`, `steps`, `ops`, `scopes`, \
-             `roofline`, `kernels`, `memory`, `buffers`, `collectives`, `compile`, `devices`, `diff`, \
-             `compare` and `history` do so for the run's numbers and findings, `summary --per-host` for each host's; or `--host HOST`, `tables` or `sql`; or set {LIMIT_VAR}=none to \
+             `roofline`, `kernels`, `memory`, `buffers`, `collectives`, `compile`, `devices`, `hlo`, \
+             `diff`, `compare` and `history` do so for the run's numbers and findings, `summary --per-host` for each host's; or `--host HOST`, `tables` or `sql`; or set {LIMIT_VAR}=none to \
              read them together anyway"
         )
     };

@@ -3,8 +3,10 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use stepscope_analysis::hlo_context::{self, Instruction};
+use stepscope_analysis::hlo_context::{self, HloContext, Instruction, RunHlo};
 use stepscope_analysis::hlo_graph::{self, HloGraph, Node};
+use stepscope_analysis::ops::OpRow;
+use stepscope_analysis::Profile;
 
 use crate::human;
 use crate::load;
@@ -34,58 +36,50 @@ pub struct HloArgs {
     /// With --graph: how many levels of operands and of users (1 to 6).
     #[arg(long, value_name = "N", default_value_t = 2, requires = "graph")]
     pub depth: u32,
+    /// Read the run a host at a time, in one host's memory whatever the host count, for
+    /// the same answer. What a run too large to read whole gets without asking.
+    #[arg(long, conflicts_with = "host")]
+    pub host_at_a_time: bool,
+}
+
+/// What `hlo` shows of an op: its context, or with `--graph` its neighbourhood.
+enum Shown {
+    Context(Box<HloContext>),
+    Graph(Box<HloGraph>),
 }
 
 pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
     let select = Select { host: args.host.clone(), top: None };
-    let profile = load::profile(&args.input, &select)?;
-    let Some(ctx) = hlo_context::hlo_context(&profile, &args.op, args.module.as_deref()) else {
-        if profile.hlo_modules().iter().all(|m| m.is_empty()) {
-            anyhow::bail!(
-                "this profile holds no HLO modules (no `/host:metadata` plane) — capture an .xplane.pb with \
-                 jax.profiler.trace; trace JSON files do not carry HLO"
-            );
-        }
-        // Not found, and some HLO cannot be read: the op may be in it.
-        if let Some(note) = crate::notes::unreadable_hlo_note(&profile) {
-            anyhow::bail!(
-                "no readable HLO instruction named {:?}: {note} — capture the profile again, or copy it whole",
-                args.op
-            );
-        }
-        // A name `ops` lists that no module holds: work the runtime ran itself.
-        let ops = stepscope_analysis::ops::ops(&profile, stepscope_analysis::ops::GroupBy::Op, 0);
-        if let Some(row) = ops.ops.iter().find(|r| r.name == args.op) {
-            use stepscope_analysis::device_time::{op_kind, Part};
-            let what = match op_kind(&row.name, &row.category, "") {
-                Part::HostToDevice => "a host-to-device copy",
-                Part::DeviceToHost => "a device-to-host copy",
-                Part::DeviceToDevice => "a copy within or between devices",
-                _ => "a kernel the runtime launched itself",
-            };
-            anyhow::bail!(
-                "{:?} is {what}, not an HLO instruction: it has no HLO to show — `stepscope ops PATH` and \
-                 `stepscope kernels PATH` give its time ({} over {} runs)",
-                args.op,
-                human::duration_ps(row.total_ps),
-                row.count
-            );
-        }
-        anyhow::bail!(
-            "no HLO instruction named {:?}{} in this run's modules — list op names with `stepscope ops PATH`",
-            args.op,
-            args.module.as_ref().map(|m| format!(" in module {m:?}")).unwrap_or_default()
-        );
+    let (op, module) = (args.op.as_str(), args.module.as_deref());
+    // The op's context (or graph) from the profile that holds it, beside the run's op
+    // profile.
+    let show = |p: &Profile, rows: Vec<OpRow>| match args.graph {
+        true => hlo_graph::graph_with(p, (op, module, args.depth), || rows).map(|g| Shown::Graph(Box::new(g))),
+        false => hlo_context::hlo_context_with(p, op, module, || rows).map(|c| Shown::Context(Box::new(c))),
     };
-    if args.graph {
-        let g = hlo_graph::graph(&profile, &args.op, args.module.as_deref(), args.depth)
-            .ok_or_else(|| anyhow::anyhow!("no HLO instruction named {:?} in this run's modules", args.op))?;
-        match args.json {
-            true => outln!("{}", serde_json::to_string(&g)?),
-            false => out!("{}", dot(&g)),
+    let whole = |p: Profile| {
+        let run = RunHlo::of(&p);
+        Ok((show(&p, run.ops.clone()), run))
+    };
+    let by_host = || {
+        let made = load::host_at_a_time(&args.input, Default::default(), |_, hosts, read| {
+            stepscope_analysis::fold::hlo_by_host(hosts, (op, module), read, &|_| Ok(()), show)
+        });
+        Ok(made?.0)
+    };
+    let (shown, run) =
+        load::loaded_or_by_host(args.host_at_a_time, "answer", || load::profile(&args.input, &select), whole, by_host)?;
+    let ctx = match shown {
+        Some(Shown::Graph(g)) => {
+            match args.json {
+                true => outln!("{}", serde_json::to_string(&g)?),
+                false => out!("{}", dot(&g)),
+            }
+            return Ok(ExitCode::SUCCESS);
         }
-        return Ok(ExitCode::SUCCESS);
-    }
+        Some(Shown::Context(ctx)) => ctx,
+        None => return Err(not_found(args, &run)),
+    };
     if args.json {
         outln!("{}", serde_json::to_string(&ctx)?);
         return Ok(ExitCode::SUCCESS);
@@ -161,6 +155,46 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Why there is no HLO of `args.op` in the run (`run`: what its HLO says).
+fn not_found(args: &HloArgs, run: &RunHlo) -> anyhow::Error {
+    if !run.has_modules {
+        return anyhow::anyhow!(
+            "this profile holds no HLO modules (no `/host:metadata` plane) — capture an .xplane.pb with \
+             jax.profiler.trace; trace JSON files do not carry HLO"
+        );
+    }
+    // Not found, and some HLO cannot be read: the op may be in it.
+    let bad: Vec<(&str, String)> = run.unreadable.iter().map(|(p, why)| (p.as_str(), why.clone())).collect();
+    if let Some(note) = crate::notes::unreadable_note(&bad) {
+        return anyhow::anyhow!(
+            "no readable HLO instruction named {:?}: {note} — capture the profile again, or copy it whole",
+            args.op
+        );
+    }
+    // A name `ops` lists that no module holds: work the runtime ran itself.
+    if let Some(row) = run.ops.iter().find(|r| r.name == args.op) {
+        use stepscope_analysis::device_time::{op_kind, Part};
+        let what = match op_kind(&row.name, &row.category, "") {
+            Part::HostToDevice => "a host-to-device copy",
+            Part::DeviceToHost => "a device-to-host copy",
+            Part::DeviceToDevice => "a copy within or between devices",
+            _ => "a kernel the runtime launched itself",
+        };
+        return anyhow::anyhow!(
+            "{:?} is {what}, not an HLO instruction: it has no HLO to show — `stepscope ops PATH` and \
+             `stepscope kernels PATH` give its time ({} over {} runs)",
+            args.op,
+            human::duration_ps(row.total_ps),
+            row.count
+        );
+    }
+    anyhow::anyhow!(
+        "no HLO instruction named {:?}{} in this run's modules — list op names with `stepscope ops PATH`",
+        args.op,
+        args.module.as_ref().map(|m| format!(" in module {m:?}")).unwrap_or_default()
+    )
 }
 
 fn print_where(i: &Instruction, indent: &str) {
