@@ -778,14 +778,22 @@ fn sql(app: &App, q: &Params) -> Reply {
     Ok(body)
 }
 
+/// Made once per pair of runs as their files are now, and kept: a pod's side is read a
+/// host at a time, twice over.
 fn diff(app: &App, q: &Params) -> Reply {
-    q.text("a")?;
-    q.text("b")?;
+    let (a, b) = (q.text("a")?, q.text("b")?);
     let top = q.top()?;
     let by = q.group_by()?;
     let host = q.str("host").filter(|h| !h.is_empty());
-    let (a, b) = (side(app, q.text("a")?, host, (by, 0, true))?, side(app, q.text("b")?, host, (by, 0, true))?);
-    let mut d = diff::diff_sides(&a, &b);
-    d.truncate(top);
-    json(&d)
+    let (run_a, run_b) = (app.root.run(Some(a)), app.root.run(Some(b)));
+    let (run_a, run_b) = (run_a.map_err(ApiError::not_found)?, run_b.map_err(ApiError::not_found)?);
+    let question = format!("diff?b={}@{:?}&by={by:?}&top={top}&host={host:?}", run_b.rel, run_b.modified);
+    let made = app.cache.answer(&run_a, question, || {
+        let sides = side(app, a, host, (by, 0, true)).and_then(|sa| Ok((sa, side(app, b, host, (by, 0, true))?)));
+        let (sa, sb) = sides.map_err(|e| (e.status, e.message))?;
+        let mut d = diff::diff_sides(&sa, &sb);
+        d.truncate(top);
+        Ok((json(&d).map_err(|e| (e.status, e.message))?, true))
+    });
+    made.map(|body| body.to_vec()).map_err(|(status, message)| ApiError { status, message })
 }
