@@ -320,8 +320,7 @@ pub fn hlo_by_host<T, E>(
     check: &Check<E>,
     make: impl FnOnce(&Profile, Vec<OpRow>) -> Option<T>,
 ) -> Result<(Option<T>, RunHlo), E> {
-    let (mut rows, mut run) =
-        (OpRowsPart::new(GroupBy::Op), RunHlo { ops: Vec::new(), has_modules: false, unreadable: Vec::new() });
+    let (mut rows, mut run) = (OpRowsPart::new(GroupBy::Op), RunHlo::default());
     let mut holder: Option<Profile> = None;
     for i in 0..hosts {
         let Some(p) = read(i, false)? else { continue };

@@ -129,6 +129,7 @@ pub fn find<'p>(profile: &'p Profile, op: &str, module: Option<&str>) -> Option<
 
 /// What an op's HLO is read beside, of a whole run: its op profile by op, whether any
 /// host holds HLO modules, and the programs whose HLO cannot be read (each with why).
+#[derive(Default)]
 pub struct RunHlo {
     pub ops: Vec<OpRow>,
     pub has_modules: bool,
@@ -138,7 +139,7 @@ pub struct RunHlo {
 impl RunHlo {
     /// Of `profile` (its hosts').
     pub fn of(profile: &Profile) -> RunHlo {
-        let mut run = RunHlo { ops: Vec::new(), has_modules: false, unreadable: Vec::new() };
+        let mut run = RunHlo::default();
         run.add_modules(profile);
         run.ops = ops::ops(profile, GroupBy::Op, 0).ops;
         run

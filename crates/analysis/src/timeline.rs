@@ -27,7 +27,7 @@ mod derived;
 mod run;
 use derived::DerivedPlane;
 pub use derived::{MODULES_LINE, OPS_LINE};
-pub use run::{RunTracks, TracksPart};
+pub use run::{HostSearch, RunTracks, TracksPart};
 
 /// Most pixels a tile may be asked for.
 pub const MAX_TILE_PX: u32 = 16_384;

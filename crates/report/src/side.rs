@@ -96,13 +96,15 @@ impl Side {
                 for at in 0..rows.len() {
                     let (module, name, program) = rows.key(at);
                     let key = (name.to_string(), module.to_string(), program);
+                    // The first host's among those that found it the first way: none
+                    // can do better than one found in its own program.
+                    let known = instructions.get(&key).map(|k| k.0);
+                    if known == Some(0) {
+                        continue;
+                    }
                     let Some(f) = found(&p, &key) else { continue };
-                    // The first host's among those that found it the first way.
-                    match instructions.get(&key) {
-                        Some(known) if known.0 <= f.0 => {}
-                        _ => {
-                            instructions.insert(key, f);
-                        }
+                    if known.is_none_or(|how| f.0 < how) {
+                        instructions.insert(key, f);
                     }
                 }
             }

@@ -40,6 +40,19 @@ impl From<std::io::Error> for ApiError {
     }
 }
 
+/// A failure as the caches keep it: status and message.
+impl From<ApiError> for (u16, String) {
+    fn from(e: ApiError) -> (u16, String) {
+        (e.status, e.message)
+    }
+}
+
+impl From<(u16, String)> for ApiError {
+    fn from((status, message): (u16, String)) -> ApiError {
+        ApiError { status, message }
+    }
+}
+
 impl ApiError {
     pub fn bad(message: impl Into<String>) -> ApiError {
         ApiError { status: 400, message: message.into() }
@@ -345,9 +358,9 @@ fn by_host<T>(
         let (sum, unread) = read_hosts(app, &run, make)?;
         // A host not read now (its file cut) may be read on the next request.
         let keep = unread.is_empty();
-        Ok((finish(sum, unread).map_err(|e| (e.status, e.message))?, keep))
+        Ok((finish(sum, unread)?, keep))
     });
-    made.map_err(|(status, message)| ApiError { status, message })
+    Ok(made?)
 }
 
 /// What `make` sums up of `run`'s hosts, each read alone (not kept) and checked, and
@@ -403,7 +416,7 @@ fn summary_hosts(app: &App, q: &Params) -> Reply {
                     continue;
                 }
             };
-            unchanged(&e).map_err(|e| (e.status, e.message))?;
+            unchanged(&e)?;
             rows.push(stepscope_report::hosts::HostSummary {
                 host: h.host.clone(),
                 summary: summary::summary(&e.profile, top),
@@ -411,10 +424,9 @@ fn summary_hosts(app: &App, q: &Params) -> Reply {
         }
         // A host not read now (its file cut, or no room) may be read on the next request.
         let keep = unread.is_empty();
-        let body = json(&stepscope_report::hosts::hosts(&run.rel, rows, unread)).map_err(|e| (e.status, e.message))?;
-        Ok((body, keep))
+        Ok((json(&stepscope_report::hosts::hosts(&run.rel, rows, unread))?, keep))
     });
-    made.map(|body| body.to_vec()).map_err(|(status, message)| ApiError { status, message })
+    Ok(made?.to_vec())
 }
 
 /// The roofline; of a run too large to read whole, read a host at a time.
@@ -512,7 +524,7 @@ fn memory(app: &App, q: &Params) -> Reply {
         },
         |run, read, check| {
             let mut m = stepscope_analysis::fold::memory_by_host(&run.rel, run.hosts.len(), top, read, check)?;
-            if let Some((shown, p)) = pprof_of(run).map_err(|e| (e.status, e.message))? {
+            if let Some((shown, p)) = pprof_of(run)? {
                 m.device_memory_profile = memory::pprof_only(&shown, &p, top).device_memory_profile;
             }
             Ok(m)
@@ -664,14 +676,20 @@ fn of_op<T>(
     show: impl Fn(&Profile, Vec<OpRow>) -> Option<T>,
     finish: impl Fn(Option<T>, bool) -> Reply,
 ) -> Reply {
-    if let Some(e) = whole(app, q)? {
-        let run = RunHlo::of(&e.profile);
-        return finish(show(&e.profile, run.ops), run.has_modules);
-    }
-    let make = |run: &Run, read: &mut Reader, check: &Check| {
-        stepscope_analysis::fold::hlo_by_host(run.hosts.len(), (op, module), read, check, show)
-    };
-    by_host(app, q, question, make, |(made, run), _| finish(made, run.has_modules)).map(|body| body.to_vec())
+    whole_or_by_host(
+        app,
+        q,
+        question,
+        |e| {
+            let run = RunHlo::of(&e.profile);
+            Ok((show(&e.profile, run.ops), run.has_modules))
+        },
+        |run, read, check| {
+            let (made, hlo) = stepscope_analysis::fold::hlo_by_host(run.hosts.len(), (op, module), read, check, &show)?;
+            Ok((made, hlo.has_modules))
+        },
+        |(made, has_modules)| finish(made, has_modules),
+    )
 }
 
 /// As `stepscope diff A B --json`: runs `a` and `b` by their names in `api/runs`.
@@ -730,7 +748,7 @@ fn side(app: &App, rel: &str, host: Option<&str>, want: (GroupBy, usize, bool)) 
             let run = app.root.run(Some(rel)).map_err(ApiError::not_found)?;
             let made =
                 read_hosts(app, &run, |run, read, check| Side::by_host(&run.rel, run.hosts.len(), want, read, check));
-            Ok(made.map_err(|(status, message)| ApiError { status, message })?.0)
+            Ok(made?.0)
         }
         Err(e) => Err(ApiError::unloaded(e)),
     }
@@ -788,12 +806,16 @@ fn diff(app: &App, q: &Params) -> Reply {
     let (run_a, run_b) = (app.root.run(Some(a)), app.root.run(Some(b)));
     let (run_a, run_b) = (run_a.map_err(ApiError::not_found)?, run_b.map_err(ApiError::not_found)?);
     let question = format!("diff?b={}@{:?}&by={by:?}&top={top}&host={host:?}", run_b.rel, run_b.modified);
-    let made = app.cache.answer(&run_a, question, || {
-        let sides = side(app, a, host, (by, 0, true)).and_then(|sa| Ok((sa, side(app, b, host, (by, 0, true))?)));
-        let (sa, sb) = sides.map_err(|e| (e.status, e.message))?;
+    kept(app, &run_a, question, || {
+        let (sa, sb) = (side(app, a, host, (by, 0, true))?, side(app, b, host, (by, 0, true))?);
         let mut d = diff::diff_sides(&sa, &sb);
         d.truncate(top);
-        Ok((json(&d).map_err(|e| (e.status, e.message))?, true))
-    });
-    made.map(|body| body.to_vec()).map_err(|(status, message)| ApiError { status, message })
+        json(&d)
+    })
+}
+
+/// The answer `make` gives to `question` about `run`, made once for the run as its
+/// files are now and kept (a failure is not).
+fn kept(app: &App, run: &Run, question: String, make: impl FnOnce() -> Reply) -> Reply {
+    Ok(app.cache.answer(run, question, || Ok((make()?, true)))?.to_vec())
 }

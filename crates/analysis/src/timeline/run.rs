@@ -9,7 +9,8 @@ use stepscope_model::steps::{RunDecisions, Step};
 use stepscope_model::Profile;
 
 use super::{
-    busy_tracks, check_tiles, counter_tracks, selected_ids, steps_tracks, DerivedTrack, Timeline, Track, Tracks,
+    busy_tracks, check_tiles, counter_tracks, selected_ids, steps_tracks, DerivedTrack, Match, Search, Timeline, Track,
+    Tracks, MAX_SEARCH_MATCHES,
 };
 use crate::memory::Allocator;
 
@@ -132,5 +133,55 @@ impl RunTracks {
             }
         }
         Ok((ids, by_host))
+    }
+}
+
+/// A search of a run read a host at a time: each host's matches, their tracks' ids made
+/// the run's, merged as the run read whole lists them ([`Timeline::search`], or from
+/// `offset` [`Timeline::search_in_time`]).
+pub struct HostSearch<'q> {
+    query: &'q str,
+    offset: Option<usize>,
+    limit: usize,
+    total: u64,
+    /// The first `limit` in track order; from `offset`, the first `offset + limit` in
+    /// time order (the page is the last `limit`).
+    matches: Vec<Match>,
+}
+
+impl<'q> HostSearch<'q> {
+    /// A search for `query`, `limit` matches (at most [`MAX_SEARCH_MATCHES`]) listed from
+    /// `offset` in time order where given, else the first in track order.
+    pub fn new(query: &'q str, offset: Option<usize>, limit: usize) -> HostSearch<'q> {
+        HostSearch { query, offset, limit: limit.min(MAX_SEARCH_MATCHES), total: 0, matches: Vec::new() }
+    }
+
+    /// Adds the matches of a host (the next in run order) whose first track is track
+    /// `first` of the run.
+    pub fn add(&mut self, timeline: &Timeline, profile: &Profile, first: u32) {
+        let (total, mine) = match self.offset {
+            None => {
+                let s = timeline.search(profile, self.query, self.limit - self.matches.len());
+                (s.total, s.matches)
+            }
+            Some(offset) => timeline.matches_in_time(profile, self.query, 0..offset.saturating_add(self.limit)),
+        };
+        self.total += total;
+        self.matches.extend(mine.into_iter().map(|m| m.in_run(first)));
+        if let Some(offset) = self.offset {
+            self.matches.sort_unstable_by_key(|m| (m.start_ps, m.track, m.index));
+            self.matches.truncate(offset.saturating_add(self.limit));
+        }
+    }
+
+    /// The search of the hosts added.
+    pub fn finish(self) -> Search {
+        match self.offset {
+            None => Search::of(self.query, self.total, None, self.matches),
+            Some(offset) => {
+                let from = offset.min(self.total as usize);
+                Search::of(self.query, self.total, Some(from as u64), self.matches.into_iter().skip(from).collect())
+            }
+        }
     }
 }

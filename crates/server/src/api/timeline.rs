@@ -11,8 +11,7 @@
 use std::sync::Arc;
 
 use stepscope_analysis::fold::tracks_by_host;
-use stepscope_analysis::timeline::MAX_SEARCH_MATCHES;
-use stepscope_analysis::timeline::{self, Match, RunTracks, Search, SelectionPart, Tile, Tiles, Timeline};
+use stepscope_analysis::timeline::{self, HostSearch, RunTracks, SelectionPart, Tile, Tiles, Timeline};
 use stepscope_xspace::discover::Run;
 
 use super::{json, read_hosts, whole, ApiError, Params, Reply};
@@ -47,8 +46,7 @@ fn of<'a>(app: &'a App, q: &Params) -> Result<Of<'a>, ApiError> {
         let (tracks, _) =
             read_hosts(app, &run, |run, read, check| tracks_by_host(&run.rel, run.hosts.len(), read, check))?;
         Ok((tracks, true))
-    }))
-    .map_err(|(status, message)| ApiError { status, message })?;
+    }))?;
     Ok(Of::ByHost(Pod { app, run, tracks }))
 }
 
@@ -73,12 +71,10 @@ impl Pod<'_> {
         Ok(Tile { track, ..tile })
     }
 
-    /// The answer `make` gives to `question`, made once for the run as its files are now
-    /// and kept: one that reads every host.
+    /// The answer `make` gives to `question` (one that reads every host), made once for
+    /// the run as its files are now and kept.
     fn kept(&self, question: String, make: impl FnOnce() -> Reply) -> Reply {
-        let made =
-            self.app.cache.answer(&self.run, question, || Ok((make().map_err(|e| (e.status, e.message))?, true)));
-        made.map(|body| body.to_vec()).map_err(|(status, message)| ApiError { status, message })
+        super::kept(self.app, &self.run, question, make)
     }
 }
 
@@ -201,35 +197,15 @@ pub(super) fn search(app: &App, q: &Params) -> Reply {
         }
         Of::ByHost(pod) => pod,
     };
-    let limit = limit.min(MAX_SEARCH_MATCHES);
-    // Each host's matches, its tracks' ids made the run's: the first `limit` in track
-    // order, or the first `offset + limit` in time order (the page is the last `limit`).
     let question = format!("timeline/search?q={query}&offset={offset:?}&limit={limit}");
     pod.kept(question, || {
-        let (mut total, mut matches) = (0u64, Vec::<Match>::new());
-        let wanted = offset.map_or(limit, |o| o.saturating_add(limit));
+        let mut found = HostSearch::new(query, offset, limit);
         for (host, first) in pod.tracks.hosts() {
-            let (n, mine) = pod.with_host(host, |e| match offset {
-                None => {
-                    let s = e.timeline().search(&e.profile, query, limit - matches.len());
-                    Ok((s.total, s.matches))
-                }
-                Some(_) => Ok(e.timeline().matches_in_time(&e.profile, query, 0..wanted)),
+            pod.with_host(host, |e| {
+                found.add(e.timeline(), &e.profile, first);
+                Ok(())
             })?;
-            total += n;
-            matches.extend(mine.into_iter().map(|m| m.in_run(first)));
-            if offset.is_some() {
-                matches.sort_unstable_by_key(|m| (m.start_ps, m.track, m.index));
-                matches.truncate(wanted);
-            }
         }
-        let search = match offset {
-            None => Search::of(query, total, None, matches),
-            Some(offset) => {
-                let from = offset.min(total as usize);
-                Search::of(query, total, Some(from as u64), matches.into_iter().skip(from).collect())
-            }
-        };
-        json(&search)
+        json(&found.finish())
     })
 }
