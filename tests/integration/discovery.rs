@@ -546,3 +546,84 @@ fn summary_per_host_is_each_hosts_own_summary() {
     assert_eq!(api["hosts"], cut["hosts"]);
     assert_eq!(api["hosts_unread"][0]["host"], "b");
 }
+
+/// The processes of a pod number their programs each their own way (XLA numbers a
+/// process's programs in compile order). In a real three-process run, process 0
+/// compiled a metric first, so its train step is another number than the others'; and
+/// the last process's norm of a smaller shard is another program under the number
+/// process 1 gave its own. The op profile has one row per op of each program, all
+/// hosts' executions of it summed: a program is known by its module and program shape
+/// (the independent reader's `host_program_shape`), whatever its number. A row names
+/// its program by the number of the first host that ran it, or, where an earlier host
+/// gave that number to another program, with its host (`jit_local_norm(10) on host2`),
+/// which `hlo --module` reads back as that host's program.
+#[test]
+fn a_pods_op_profile_has_one_row_per_program_whatever_its_hosts_number_it() {
+    let dir = fixture("cpu-pod3");
+    let run = dir.join("plugins/profile/2026_11_27_14_08_01");
+    let files: Vec<String> =
+        (0..3).map(|h| run.join(format!("host{h}.xplane.pb")).to_string_lossy().into_owned()).collect();
+    let files: Vec<&str> = files.iter().map(String::as_str).collect();
+    let hosts = reference(&[&["program-ops"][..], &files].concat());
+    let hosts = hosts.as_array().unwrap();
+    let shape = |h: &serde_json::Value, number: u64| {
+        let p = &h["programs"][number.to_string()];
+        format!("{}{}", p["module"].as_str().unwrap(), p["shape"].as_str().unwrap())
+    };
+    let numbered = |h: &serde_json::Value, module: &str| -> Vec<u64> {
+        let ops = h["ops"].as_array().unwrap().iter().filter(|o| o["module"] == module);
+        let mut n: Vec<u64> = ops.map(|o| o["program_id"].as_u64().unwrap()).collect();
+        n.sort_unstable();
+        n.dedup();
+        n
+    };
+    // What makes this capture a test: one program under two numbers, two under one.
+    let train: Vec<Vec<u64>> = hosts.iter().map(|h| numbered(h, "jit_train_step")).collect();
+    assert!(train.iter().all(|n| n.len() == 1) && train[0] != train[1], "{train:?}");
+    assert_eq!(shape(&hosts[0], train[0][0]), shape(&hosts[1], train[1][0]));
+    let norm: Vec<Vec<u64>> = hosts.iter().map(|h| numbered(h, "jit_local_norm")).collect();
+    assert_eq!(norm[1], norm[2]);
+    assert_ne!(shape(&hosts[1], norm[1][0]), shape(&hosts[2], norm[2][0]));
+    // The reader's executions per (op, module, program), the program by its shape.
+    let mut expected = std::collections::BTreeMap::<(String, String, String), u64>::new();
+    for h in hosts {
+        for o in h["ops"].as_array().unwrap() {
+            let key = (o["name"].to_string(), o["module"].to_string(), shape(h, o["program_id"].as_u64().unwrap()));
+            *expected.entry(key).or_default() += o["count"].as_u64().unwrap();
+        }
+    }
+    let dir = dir.to_str().unwrap();
+    let ops = json(&["ops", dir, "--top", "0"]);
+    let mut rows = std::collections::BTreeMap::<(String, String, String), u64>::new();
+    for r in ops["ops"].as_array().unwrap() {
+        let (module, number) = (r["module"].as_str().unwrap(), r["program_id"].as_u64().unwrap());
+        // The host whose number the row shows: named in its label, else the first
+        // that ran the module under that number.
+        let named = r["program"].as_str().and_then(|p| p.split_once(" on ")).map(|(_, host)| host);
+        let h = match named {
+            Some(host) => hosts.iter().find(|h| h["host"] == host).unwrap(),
+            None => hosts.iter().find(|h| numbered(h, module).contains(&number)).unwrap(),
+        };
+        let key = (r["name"].to_string(), r["module"].to_string(), shape(h, number));
+        assert!(rows.insert(key, r["count"].as_u64().unwrap()).is_none(), "two rows of one program's op: {r}");
+    }
+    assert_eq!(rows, expected);
+    // By module: one train step, two norms.
+    let modules = json(&["ops", dir, "--by", "module"]);
+    let names: Vec<&str> = modules["ops"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let first_norm = format!("jit_local_norm({})", norm[0][0]);
+    let apart = format!("jit_local_norm({}) on host2", norm[2][0]);
+    assert_eq!(names, ["jit_train_step", &first_norm, &apart]);
+    // The same read a host at a time.
+    for by in ["op", "module", "line"] {
+        let rows = |more: &[&str]| ok(&[&["ops", dir, "--by", by, "--top", "0", "--json"][..], more].concat());
+        assert_eq!(rows(&["--host-at-a-time"]), rows(&[]), "by {by}");
+    }
+    // Each label reads back as its own host's program: the norm's shard of 64 rows, and
+    // host2's of 32.
+    for (module, host, rows) in [(&first_norm, "host0", 64), (&apart, "host2", 32)] {
+        let h = json(&["hlo", dir, "ynn_fusion", "--module", module]);
+        assert_eq!(h["host"], host, "{module}");
+        assert_eq!(h["operands"][0]["shape"], format!("f32[{rows},256]"), "{module}");
+    }
+}

@@ -835,6 +835,62 @@ def hlo_protos(path):
         yield name, proto.hlo_module
 
 
+def _wire_fields(buf):
+    """The fields of a protobuf message: (number, wire type, value), a value being an
+    int (varint) or the bytes of a length-delimited or fixed field."""
+    def varint(i):
+        v, shift = 0, 0
+        while True:
+            b = buf[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if b < 0x80:
+                return v, i
+    i, out = 0, []
+    while i < len(buf):
+        key, i = varint(i)
+        number, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = varint(i)
+        elif wt == 2:
+            n, i = varint(i)
+            v, i = buf[i:i + n], i + n
+        elif wt == 1:
+            v, i = buf[i:i + 8], i + 8
+        elif wt == 5:
+            v, i = buf[i:i + 4], i + 4
+        else:
+            raise ValueError(f"wire type {wt}")
+        out.append((number, wt, v))
+    return out
+
+
+def program_ops(paths):
+    """Per host of a run (its files in order): each program's module name and program
+    shape (`HloModuleProto.host_program_shape`, as hex: what the program takes and
+    gives), by its `program_id`, and each XLA:CPU op's executions by (name, module,
+    program_id)."""
+    hosts = []
+    for path in paths:
+        space = read_xspace(path)
+        programs = {}
+        for md_name, st in hlo_stats(space):
+            module = next(v for f, _, v in _wire_fields(st.bytes_value) if f == 1)
+            fields = _wire_fields(module)
+            name = next(v.decode() for f, _, v in fields if f == 1)
+            number = next((v for f, _, v in fields if f == 5), 0)
+            shape = next((v.hex() for f, _, v in fields if f == 4), "")
+            programs[str(number)] = {"module": name, "shape": shape, "metadata": md_name}
+        counts = {}
+        for op in cpu_ops(space):
+            key = (op["name"], op["module"], op["program_id"])
+            counts[key] = counts.get(key, 0) + 1
+        ops = [{"name": n, "module": m, "program_id": p, "count": c} for (n, m, p), c in sorted(counts.items())]
+        hosts.append({"host": host_of(path), "programs": programs, "ops": ops})
+    return hosts
+
+
 def _alloc_kind(a):
     if a.is_entry_computation_parameter:
         return "parameter"
@@ -1200,6 +1256,9 @@ def main(argv=None):
     p.add_argument("--memory-space", type=int, default=0)
     p = sub.add_parser("hlo-neighbours", help="an HLO instruction's operands, users and fused body, as JSON")
     p.add_argument("path"); p.add_argument("program"); p.add_argument("op")
+    p = sub.add_parser("program-ops", help="per host of a run (its files, in order): each program's module and "
+                                           "program shape, and XLA:CPU op executions per program, as JSON")
+    p.add_argument("paths", nargs="+")
     p = sub.add_parser("plane-stats", help="one plane's own stats as a JSON object")
     p.add_argument("path")
     p.add_argument("--plane", required=True)
@@ -1259,6 +1318,8 @@ def main(argv=None):
         print(json.dumps(buffer_plans(a.path, a.memory_space), separators=(",", ":")))
     elif a.cmd == "hlo-neighbours":
         print(json.dumps(hlo_neighbours(a.path, a.program, a.op), separators=(",", ":")))
+    elif a.cmd == "program-ops":
+        print(json.dumps(program_ops(a.paths), separators=(",", ":")))
     elif a.cmd == "plane-stats":
         print(json.dumps(plane_stats(a.path, a.plane), separators=(",", ":"), default=str))
     elif a.cmd == "host-events":

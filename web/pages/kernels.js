@@ -23,7 +23,7 @@ export async function render(view, ctx) {
     columns: [
       { key: 'name', label: 'kernel' },
       // The op's HLO view, in the kernel's own program where its id is known.
-      { key: 'op', label: 'op', fmt: (v, r) => (v && r.module ? opLink(v, r.program_id !== undefined && r.program_id !== null ? `${r.module}(${r.program_id})` : r.module) : v) },
+      { key: 'op', label: 'op', fmt: (v, r) => (v && r.module ? opLink(v, r.program || (r.program_id !== undefined && r.program_id !== null ? `${r.module}(${r.program_id})` : r.module)) : v) },
       { key: 'total_ps', label: 'total', num: true, fmt: dur },
       { key: 'time_pct', label: '%', num: true, fmt: v => pct(v) },
       { key: 'count', label: 'launches', num: true, fmt: count },

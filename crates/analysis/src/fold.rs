@@ -25,6 +25,7 @@ use crate::overview::{assemble, in_run_order, Overview, OverviewPart};
 use crate::roofline::{step_flops_with, FlopsPerEvent, Roofline};
 use crate::scopes::{InputSums, Scopes};
 use crate::timeline::{RunTracks, TracksPart};
+use stepscope_model::programs::ProgramIds;
 
 /// The overview of a run of `hosts` hosts read one at a time: `read(i, again)` reads
 /// host `i` alone, on the run's clock; `None` where its file cannot be read the first
@@ -98,7 +99,7 @@ fn fold<T, E>(
         let Some(profile) = read(i, false)? else { continue };
         let ops = if ops { OpRowsPart::of(&profile) } else { OpRowsPart::new(GroupBy::Op) };
         let flops = ops.flops_per_event();
-        let part = measure(&profile, &by_name(&ops, flops.iter().copied().enumerate(), false));
+        let part = measure(&profile, &by_name(&ops, flops.iter().copied().enumerate(), false), None);
         let kept = extra(&profile, &part)?;
         drop(profile);
         let at = rows.add(ops);
@@ -107,7 +108,7 @@ fn fold<T, E>(
     let decided = decide(read_hosts.iter().map(|h| &h.part));
     let flops = rows.flops_per_event();
     let run_rows = by_name(&rows, flops.iter().copied().enumerate(), false);
-    for h in &mut read_hosts {
+    for (k, h) in read_hosts.iter_mut().enumerate() {
         let p = &h.part;
         let same = Some(p.source) == decided.source
             && Some(p.timing) == decided.timing
@@ -116,7 +117,7 @@ fn fold<T, E>(
         if !same {
             let Some(mut profile) = read(h.index, true)? else { continue };
             profile.set_decisions(decided);
-            h.part = measure(&profile, &run_rows);
+            h.part = measure(&profile, &run_rows, rows.host_ids(k));
             h.kept = extra(&profile, &h.part)?;
         }
     }
@@ -414,12 +415,16 @@ struct Host<T> {
     rows: Vec<(usize, Option<f64>)>,
 }
 
-/// The part of `profile`, its steps' FLOPs from `per_event`.
-fn measure(profile: &Profile, per_event: &FlopsPerEvent) -> OverviewPart {
+/// The part of `profile`, its steps' FLOPs from `per_event` (its programs numbered
+/// for the run by `ids`, where given).
+fn measure(profile: &Profile, per_event: &FlopsPerEvent, ids: Option<&ProgramIds>) -> OverviewPart {
     profile.prepare();
     profile.host_scopes();
     let steps = &stepscope_model::profile::cached(profile).steps;
-    OverviewPart::of(profile, step_flops_with(profile, steps, per_event))
+    OverviewPart::of(
+        profile,
+        step_flops_with(profile, steps, per_event, ids.map(std::slice::from_ref).unwrap_or_default()),
+    )
 }
 
 /// Per op name (module, name): each program's FLOPs per event, from `flops` (rows of

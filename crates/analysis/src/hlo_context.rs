@@ -8,6 +8,7 @@ use stepscope_xspace::hlo::{HloInstruction, HloModule};
 use crate::cost::Cost;
 use crate::ops::{self, GroupBy, OpRow};
 use crate::source::{self, SourceFrame};
+use stepscope_model::programs::split_label;
 use stepscope_model::Profile;
 
 /// Where an op lives and what it does.
@@ -112,9 +113,19 @@ pub struct Found<'p> {
 
 /// Finds `op` (an HLO instruction name, e.g. `fusion.12`) in the run's modules;
 /// `module` narrows the search to modules of that name, or to one program
-/// (`jit_dot(49)`). The latest compilation of a module wins.
+/// (`jit_dot(49)`, or `jit_dot(49) on host2`: that host's). The latest compilation of a
+/// module wins.
 pub fn find<'p>(profile: &'p Profile, op: &str, module: Option<&str>) -> Option<Found<'p>> {
+    // A program kept apart from another host's of its name and number is labelled
+    // with its host, `jit_f(10) on host2` (`stepscope_model::programs`).
+    let (module, host) = match module.and_then(split_label) {
+        Some((m, host)) => (Some(m), Some(host)),
+        None => (module, None),
+    };
     for (space, modules) in profile.hosts.iter().zip(profile.hlo_modules()) {
+        if host.is_some_and(|h| h != space.host) {
+            continue;
+        }
         for entry in modules.entries().iter().rev() {
             let Ok(m) = entry.module() else { continue };
             if module.is_some_and(|want| want != m.name && want != entry.metadata_name) {
@@ -160,9 +171,11 @@ impl RunHlo {
 pub fn program_rows_of(rows: &[OpRow], f: &Found) -> std::collections::HashMap<String, OpRow> {
     let (m, entry) = (f.module, f.entry);
     let mut out = std::collections::HashMap::new();
+    // A row of a program kept apart from an earlier host's of its number is its host's.
     let mine = |r: &&OpRow| {
         (r.module.is_empty() || r.module == m.name || entry.metadata_name.starts_with(&r.module))
             && r.program_id.is_none_or(|p| p as i64 == entry.program_id)
+            && r.program.as_deref().and_then(split_label).is_none_or(|(_, host)| host == f.host)
     };
     // Rows come largest first: the first of a name is kept.
     for r in rows.iter().filter(mine) {

@@ -15,6 +15,7 @@ use serde::Serialize;
 use stepscope_xspace::{Span, Stat, StatValue};
 
 use stepscope_model::device::is_stream_line;
+use stepscope_model::programs::{HostPrograms, RunPrograms};
 use stepscope_model::records::{stat_u64, FastMap, OpRec};
 use stepscope_model::{Keys, OpSource, Profile};
 
@@ -482,6 +483,11 @@ pub struct KernelsPart {
     /// the first host that ran it).
     rows: Keyed<OwnedKey, (Acc, Option<bool>)>,
     kernel_time_ps: i64,
+    /// Of one host's kernels: the programs they name, numbered as on the host.
+    host: Option<HostPrograms>,
+    /// The programs of the hosts added, numbered for the run (as the op profile
+    /// numbers them: [`stepscope_model::programs`]).
+    programs: RunPrograms,
 }
 
 impl KernelsPart {
@@ -497,7 +503,9 @@ impl KernelsPart {
     /// Adds another host's kernels (a host after those already added).
     pub fn add(&mut self, other: KernelsPart) {
         self.kernel_time_ps = self.kernel_time_ps.saturating_add(other.kernel_time_ps);
-        for (key, value) in other.rows.into_items() {
+        let ids = other.host.as_ref().map(|h| self.programs.add(h)).unwrap_or_default();
+        for (mut key, value) in other.rows.into_items() {
+            key.program = key.program.map(|p| ids.run(p, &key.module));
             self.rows.add(key, value, |(mine, mine_eligible), (acc, eligible)| {
                 mine.merge(&acc);
                 mine.occupancy = mine.occupancy.or(acc.occupancy);
@@ -589,7 +597,9 @@ fn of_host(profile: &Profile, host: usize) -> KernelsPart {
         crate::ops::instruction(hlo, k.op, k.module, k.program)
             .and_then(|(m, i)| crate::cost::tensor_core_eligible(m, i))
     };
-    let mut part = KernelsPart { kernel_time_ps, ..Default::default() };
+    let named = groups.keys().filter_map(|k| Some((k.program?, k.module)));
+    let host_programs = HostPrograms::of(&space.host, &profile.hlo_modules()[host], named);
+    let mut part = KernelsPart { kernel_time_ps, host: Some(host_programs), ..Default::default() };
     for (k, acc) in groups {
         let key = OwnedKey {
             name: k.name.to_string(),
@@ -609,7 +619,7 @@ fn of_host(profile: &Profile, host: usize) -> KernelsPart {
 
 /// The kernel stats of a run from its hosts' kernels, summed.
 pub fn assemble(part: KernelsPart) -> Kernels {
-    let kernel_time_ps = part.kernel_time_ps;
+    let (kernel_time_ps, programs) = (part.kernel_time_ps, part.programs);
     let mut rows: Vec<KernelRow> = (part.rows.into_items().into_iter())
         .map(|(k, (a, tensor_core_eligible))| KernelRow {
             tensor_core: a.flag.unwrap_or_else(|| {
@@ -646,16 +656,19 @@ pub fn assemble(part: KernelsPart) -> Kernels {
             .then_with(|| a.registers_per_thread.cmp(&b.registers_per_thread))
             .then_with(|| a.shared_mem_bytes.cmp(&b.shared_mem_bytes))
     });
-    label_programs(&mut rows);
+    label_programs(&mut rows, &programs);
+    for r in &mut rows {
+        r.program_id = r.program_id.map(|p| programs.shown(p));
+    }
     Kernels { schema: "stepscope.kernels/1", kernel_time_ps, kernels: rows }
 }
 
 /// Rows whose op and module several programs hold get their program, `jit_dot(49)`.
-fn label_programs(rows: &mut [KernelRow]) {
+fn label_programs(rows: &mut [KernelRow], programs: &RunPrograms) {
     let shared = crate::ops::shared_by_programs(rows, |r| (r.op.as_str(), r.module.as_str()), |r| r.program_id);
     for (r, shared) in rows.iter_mut().zip(shared) {
-        if let Some(id) = r.program_id.filter(|_| shared) {
-            r.program = Some(format!("{}({id})", r.module));
+        if let Some(id) = r.program_id.filter(|&id| shared || programs.is_apart(id)) {
+            r.program = Some(programs.label(&r.module, id));
         }
     }
 }

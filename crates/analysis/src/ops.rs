@@ -14,6 +14,7 @@ use crate::peaks::Peaks;
 use crate::source::{self, SourceFrame};
 use stepscope_model::executions::{same_execution, Execution, Executions};
 pub use stepscope_model::hlo_ops::instruction;
+use stepscope_model::programs::{HostPrograms, ProgramIds, RunPrograms};
 use stepscope_model::records::{stat_u64, FastMap, RecStats};
 use stepscope_model::stats::sum_ps;
 use stepscope_model::{Device, Profile};
@@ -389,12 +390,20 @@ pub fn warm(profile: &Profile) {
 /// time adds each host's ([`OpRowsPart::add`]) and finishes the sum
 /// ([`OpRowsPart::finish`]) as the op profile of the run read whole: rows sum in the
 /// order the whole run's do (host by host), and each program's cost and stack is the
-/// first host's that holds its HLO.
+/// first host's that holds its HLO. Hosts number their programs apart: each host's
+/// rows are renumbered for the run as they are added ([`stepscope_model::programs`]),
+/// so one program's op is one row on every host.
 #[derive(Clone)]
 pub struct OpRowsPart {
     by: GroupBy,
     rows: Vec<Row>,
     index: FastMap<(Arc<str>, Arc<str>, u64), usize>,
+    /// Of a part read from one host: the programs its rows name, numbered as on it.
+    host: Option<HostPrograms>,
+    /// The programs of the hosts added, numbered for the run.
+    programs: RunPrograms,
+    /// Per host added, in order: its programs' numbers in the run.
+    added: Vec<ProgramIds>,
 }
 
 /// A row of an [`OpRowsPart`].
@@ -410,7 +419,14 @@ struct Row {
 impl OpRowsPart {
     /// No rows yet, grouped `by`.
     pub fn new(by: GroupBy) -> OpRowsPart {
-        OpRowsPart { by, rows: Vec::new(), index: FastMap::default() }
+        OpRowsPart {
+            by,
+            rows: Vec::new(),
+            index: FastMap::default(),
+            host: None,
+            programs: RunPrograms::default(),
+            added: Vec::new(),
+        }
     }
 
     /// The rows by op of `profile` (the op profile's sums, before [`ops`] is cached).
@@ -426,6 +442,13 @@ impl OpRowsPart {
     /// [`OpRowsPart::grouped`]; with `span`, of the executions that started in it only
     /// (as [`ops_within`]).
     pub fn grouped_within(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(i64, i64)>) -> OpRowsPart {
+        if profile.hosts.len() > 1 {
+            let mut part = OpRowsPart::new(by);
+            for h in 0..profile.hosts.len() {
+                part.add(OpRowsPart::of_host(profile, Some(h), (by, scope_depth, span)));
+            }
+            return part;
+        }
         OpRowsPart::of_host(profile, None, (by, scope_depth, span))
     }
 
@@ -443,12 +466,38 @@ impl OpRowsPart {
             let stack = matches!(by, GroupBy::Line | GroupBy::Stack).then(|| acc_stack(hlo, &a, any_host)).flatten();
             part.push(Row { acc: a.owned(), costs, stack });
         }
+        if let Some(h) = host.or((profile.hosts.len() == 1).then_some(0)) {
+            let named = part.rows.iter().flat_map(|r| programs_named(&r.acc, by));
+            part.host = Some(HostPrograms::of(&profile.hosts[h].host, &hlo[h], named));
+        }
         part
     }
 
     /// Per row of `other` (in its order): its index among this part's rows once added.
+    /// `other` is one host's part (its programs are numbered for the run here, after
+    /// the hosts already added), or, added to an empty part, a part of several hosts.
     pub fn add(&mut self, other: OpRowsPart) -> Vec<usize> {
-        other.rows.into_iter().map(|row| self.push(row)).collect()
+        if self.rows.is_empty() && self.added.is_empty() && !other.added.is_empty() {
+            let n = other.rows.len();
+            *self = other;
+            return (0..n).collect();
+        }
+        let ids = other.host.as_ref().map(|h| self.programs.add(h)).unwrap_or_default();
+        let by = self.by;
+        let at = (other.rows.into_iter())
+            .map(|mut row| {
+                renumber(&mut row.acc, by, &ids);
+                self.push(row)
+            })
+            .collect();
+        self.added.push(ids);
+        at
+    }
+
+    /// The programs' numbers in the run of the `k`-th host added: for reading that
+    /// host's events (numbered as on the host) against the run's rows.
+    pub fn host_ids(&self, k: usize) -> Option<&ProgramIds> {
+        self.added.get(k)
     }
 
     fn push(&mut self, Row { acc: a, costs, stack }: Row) -> usize {
@@ -495,6 +544,19 @@ impl OpRowsPart {
         (&a.module, &a.name, a.program)
     }
 
+    /// Row `at`'s program as its finished row shows it: its number, and the host of a
+    /// program kept apart from an earlier host's of its name and number
+    /// ([`RunPrograms::apart`]).
+    pub fn shown_program(&self, at: usize) -> (Option<u64>, Option<&str>) {
+        match self.rows[at].acc.program {
+            Some(run) => match self.programs.apart(run) {
+                Some((number, host)) => (Some(number), Some(host)),
+                None => (Some(run), None),
+            },
+            None => (None, None),
+        }
+    }
+
     /// Per row: its FLOPs per event once finished ([`crate::roofline::flops_per_event`]),
     /// where it has FLOPs.
     pub fn flops_per_event(&self) -> Vec<Option<f64>> {
@@ -510,15 +572,46 @@ impl OpRowsPart {
     /// The op profile of the rows added.
     pub fn finish(self) -> Ops {
         let by = self.by;
+        let programs = self.programs;
         let rows = self.rows.into_iter().map(|mut row| {
             apply_costs(&mut row.acc, &row.costs);
             (row.acc, row.stack)
         });
         if matches!(by, GroupBy::Line | GroupBy::Stack) {
             let (accs, stacks) = by_source(rows.collect(), by);
-            return finish(accs, stacks, by);
+            return finish(accs, stacks, by, &programs);
         }
-        finish(rows.map(|(a, _)| a).collect(), Vec::new(), by)
+        finish(rows.map(|(a, _)| a).collect(), Vec::new(), by, &programs)
+    }
+}
+
+/// The programs a row names, (number, module): by op, line and stack, each program
+/// it sums; by module, its own.
+fn programs_named<'r>(a: &'r Acc, by: GroupBy) -> Vec<(u64, &'r str)> {
+    match by {
+        GroupBy::Op | GroupBy::Line | GroupBy::Stack => {
+            (a.by_program.iter()).filter(|(p, _)| *p != NO_PROGRAM).map(|&(p, _)| (p, &*a.module)).collect()
+        }
+        GroupBy::Module => a.program.map(|p| (p, &*a.name)).into_iter().collect(),
+        GroupBy::Category | GroupBy::Scope => Vec::new(),
+    }
+}
+
+/// Gives a host's row the run's numbers of its programs (`ids`).
+fn renumber(a: &mut Acc, by: GroupBy, ids: &ProgramIds) {
+    if ids.is_empty() {
+        return;
+    }
+    let module: Arc<str> = match by {
+        GroupBy::Op | GroupBy::Line | GroupBy::Stack => a.module.shared(),
+        GroupBy::Module => a.name.shared(),
+        GroupBy::Category | GroupBy::Scope => return,
+    };
+    a.program = a.program.map(|p| ids.run(p, &module));
+    for (p, _) in &mut a.by_program {
+        if *p != NO_PROGRAM {
+            *p = ids.run(*p, &module);
+        }
     }
 }
 
@@ -529,6 +622,9 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(
         let mut part = OpRowsPart::new(by);
         for h in 0..profile.hosts.len() {
             part.add(OpRowsPart::of_host(profile, Some(h), (by, scope_depth, span)));
+        }
+        if (by, scope_depth, span) == (GroupBy::Op, 0, None) {
+            profile.memo().ensure(RunProgramIds, || Arc::new(part.added.clone()));
         }
         return part.finish();
     }
@@ -550,20 +646,46 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(
             .collect();
         (accs, stacks) = by_source(with_stacks, by);
     }
-    finish(accs, stacks, by)
+    finish(accs, stacks, by, &RunPrograms::default())
 }
 
-/// The op profile of summed rows (with their stacks, by line and stack).
-fn finish(accs: Vec<Acc>, stacks: Vec<Frames>, by: GroupBy) -> Ops {
+/// The key of a run's [`run_program_ids`] in its profile's memo.
+#[derive(PartialEq)]
+struct RunProgramIds;
+
+/// Per host of `profile`: its programs' numbers in the run, as the op profile by op
+/// numbers them (empty for one host: its own numbers are the run's).
+pub fn run_program_ids(profile: &Profile) -> Arc<Vec<ProgramIds>> {
+    if profile.hosts.len() < 2 {
+        return Arc::default();
+    }
+    ops(profile, GroupBy::Op, 0);
+    profile.memo().get_or_insert(RunProgramIds, || {
+        // Kept by the op profile by op as it was made: made here only where it was
+        // made elsewhere (an op profile of another profile's memo).
+        let mut part = OpRowsPart::new(GroupBy::Op);
+        for h in 0..profile.hosts.len() {
+            part.add(OpRowsPart::of_host(profile, Some(h), (GroupBy::Op, 0, None)));
+        }
+        Arc::new(part.added)
+    })
+}
+
+/// The op profile of summed rows (with their stacks, by line and stack), their
+/// programs numbered as `programs` numbered them for the run.
+fn finish(accs: Vec<Acc>, stacks: Vec<Frames>, by: GroupBy, programs: &RunPrograms) -> Ops {
     let op_time_ps = sum_ps(accs.iter().map(|a| a.self_ps));
     let mut rows: Vec<OpRow> = accs.into_iter().map(|a| row(a, op_time_ps, by)).collect();
     for (r, s) in rows.iter_mut().zip(stacks) {
         r.stack = s;
     }
     match by {
-        GroupBy::Module => name_programs(&mut rows),
-        GroupBy::Op => label_programs(&mut rows),
+        GroupBy::Module => name_programs(&mut rows, programs),
+        GroupBy::Op => label_programs(&mut rows, programs),
         _ => {}
+    }
+    for r in &mut rows {
+        r.program_id = r.program_id.map(|p| programs.shown(p));
     }
     rows.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
     Ops { schema: "stepscope.ops/1", by, op_time_ps, ops: rows }
@@ -809,11 +931,11 @@ fn by_source(accs: Vec<(Acc<'_>, Frames)>, by: GroupBy) -> (Vec<Acc<'_>>, Vec<Fr
 
 /// Module rows whose name several programs share get the program's id in their
 /// name, `jit_dot(49)`.
-fn name_programs(rows: &mut [OpRow]) {
+fn name_programs(rows: &mut [OpRow], programs: &RunPrograms) {
     let shared = shared_by_programs(rows, |r| (r.name.as_str(), ""), |r| r.program_id);
     for (r, shared) in rows.iter_mut().zip(shared) {
-        if let Some(id) = r.program_id.filter(|_| shared) {
-            r.name = format!("{}({id})", r.name);
+        if let Some(id) = r.program_id.filter(|&id| shared || programs.is_apart(id)) {
+            r.name = programs.label(&r.name, id);
         }
     }
 }
@@ -821,11 +943,11 @@ fn name_programs(rows: &mut [OpRow]) {
 /// Rows by op whose name and module several programs share (a jitted function compiled
 /// for several shapes, or two functions of one name) get their program,
 /// `jit_dot(49)`, in [`OpRow::program`]: one row per program, told apart.
-fn label_programs(rows: &mut [OpRow]) {
+fn label_programs(rows: &mut [OpRow], programs: &RunPrograms) {
     let shared = shared_by_programs(rows, |r| (r.name.as_str(), r.module.as_str()), |r| r.program_id);
     for (r, shared) in rows.iter_mut().zip(shared) {
-        if let Some(id) = r.program_id.filter(|_| shared) {
-            r.program = Some(format!("{}({id})", r.module));
+        if let Some(id) = r.program_id.filter(|&id| shared || programs.is_apart(id)) {
+            r.program = Some(programs.label(&r.module, id));
         }
     }
 }

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::ops::{self, GroupBy, OpRow};
 use crate::peaks::{self, PeakSource};
+use stepscope_model::programs::ProgramIds;
 use stepscope_model::records::{stat_u64, FastMap, RecStats};
 use stepscope_model::Profile;
 
@@ -109,7 +110,8 @@ pub struct StepFlops {
 /// counts. An op of one name in several programs (`custom-call.1` of `jit_dot` for
 /// each shape it was compiled for) takes its own program's FLOPs.
 pub fn step_flops(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> Vec<Option<StepFlops>> {
-    step_flops_with(profile, steps, &flops_per_event(&ops::ops(profile, GroupBy::Op, 0).ops))
+    let rows = ops::ops(profile, GroupBy::Op, 0);
+    step_flops_with(profile, steps, &flops_per_event(&rows.ops), &ops::run_program_ids(profile))
 }
 
 /// Per (module, op name): each program's FLOPs per event, from the op profile by op.
@@ -128,11 +130,13 @@ pub fn flops_per_event(rows: &[ops::OpRow]) -> FlopsPerEvent<'_> {
 }
 
 /// [`step_flops`] with each event's FLOPs from `per_event` (the run's, where
-/// `profile` is one host of it read alone).
+/// `profile` is one host of it read alone), its programs numbered for the run: per
+/// host of `profile`, `ids` renumbers the programs its events name (none: as on it).
 pub fn step_flops_with(
     profile: &Profile,
     steps: &[stepscope_model::steps::Step],
     per_event: &FlopsPerEvent,
+    ids: &[ProgramIds],
 ) -> Vec<Option<StepFlops>> {
     let mut out = vec![None; steps.len()];
     if per_event.is_empty() {
@@ -149,6 +153,7 @@ pub fn step_flops_with(
             continue;
         }
         let peak: f64 = mine.iter().map(|(_, p)| p).sum();
+        let run = |p: Option<u64>, module: &str| p.map(|p| ids.get(hi).map_or(p, |ids| ids.run(p, module)));
         let mut order: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].host == space.host).collect();
         order.sort_by_key(|&i| steps[i].start_ps);
         if order.is_empty() {
@@ -171,13 +176,15 @@ pub fn step_flops_with(
                     last = match (programs, ops.rec_stats(r)) {
                         ([], _) => (ids, 0.0),
                         ([(_, f)], _) => (ids, *f),
-                        (_, RecStats::Program(p)) => (ids, *by_ids.entry(ids).or_insert_with(|| flops_of(programs, p))),
+                        (_, RecStats::Program(p)) => {
+                            (ids, *by_ids.entry(ids).or_insert_with(|| flops_of(programs, run(p, key.0))))
+                        }
                         // The program is on the event itself, beside its other stats:
                         // read for each such event (not kept in `last`).
                         (_, RecStats::OnEvent) => {
                             let line = &d.plane.lines[r.line as usize];
                             let p = d.keys.program_id.and_then(|k| d.plane.event_stat(line, r.index as usize, k));
-                            ((u32::MAX, u32::MAX, u32::MAX), flops_of(programs, stat_u64(d.plane, p)))
+                            ((u32::MAX, u32::MAX, u32::MAX), flops_of(programs, run(stat_u64(d.plane, p), key.0)))
                         }
                     };
                 }

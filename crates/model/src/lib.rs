@@ -6,6 +6,7 @@
 //! - [`stats`], [`derived`]: interval and distribution helpers; cells computed once;
 //! - [`records`]: a device's executed ops as compact records;
 //! - [`hlo_ops`]: an executed op's HLO instruction;
+//! - [`programs`]: one program across the hosts of a run, by its HLO;
 //! - [`device`]: a device, its stat keys and its records;
 //! - [`kinds`]: what an op's time is (compute, collective, copy, async wait);
 //! - [`command_buffer`]: GPU kernels of a command buffer credited to their instructions;
@@ -37,6 +38,7 @@ pub mod host_scopes;
 pub mod kinds;
 pub mod pool;
 pub mod profile;
+pub mod programs;
 pub mod records;
 pub mod stats;
 pub mod steps;

@@ -12,6 +12,7 @@ use stepscope_analysis::ops::{self, GroupBy, OpRow, OpRowsPart};
 use stepscope_analysis::overview::{self, Overview, OverviewPart};
 use stepscope_analysis::scopes::{self, ScopeRow};
 use stepscope_model::hlo_ops::instruction_found;
+use stepscope_model::programs::split_label;
 use stepscope_model::Profile;
 
 /// A run as `diff`, `compare` and `history` read it.
@@ -42,8 +43,9 @@ pub struct Side {
 /// and its opcode, name stack and shape.
 type Found = (u8, String);
 
-/// An op row's key: name, module, program.
-type RowKey = (String, String, Option<u64>);
+/// An op row's key: name, module, program, and the host of a program kept apart from
+/// an earlier host's of its name and number (`jit_f(10) on host2`).
+type RowKey = (String, String, Option<u64>, Option<String>);
 
 impl Side {
     /// The side of `p`, held whole: its overview with `top` ops, its op profile over
@@ -92,23 +94,24 @@ impl Side {
             scope_rows.extend(scopes);
             let Some(p) = read(i, true)? else { continue };
             let rows = OpRowsPart::grouped_within(&p, by, 0, steps_span);
+            // Each row's key as on the host (for its HLO) and as the run shows it.
+            let mine: Vec<RowKey> = (0..rows.len()).map(|at| row_key(&rows, at)).collect();
+            let at = within.add(rows);
             if by == GroupBy::Op {
-                for at in 0..rows.len() {
-                    let (module, name, program) = rows.key(at);
-                    let key = (name.to_string(), module.to_string(), program);
+                for (mine, at) in mine.iter().zip(at) {
+                    let key = row_key(&within, at);
                     // The first host's among those that found it the first way: none
                     // can do better than one found in its own program.
                     let known = instructions.get(&key).map(|k| k.0);
                     if known == Some(0) {
                         continue;
                     }
-                    let Some(f) = found(&p, &key) else { continue };
+                    let Some(f) = found(&p, mine) else { continue };
                     if known.is_none_or(|how| f.0 < how) {
                         instructions.insert(key, f);
                     }
                 }
             }
-            within.add(rows);
             if with_kernels {
                 all_kernels.add(KernelsPart::of(&p));
             }
@@ -162,16 +165,29 @@ fn span<'s>(steps: impl Iterator<Item = &'s stepscope_model::steps::Step>) -> Op
 }
 
 fn key(r: &OpRow) -> RowKey {
-    (r.name.clone(), r.module.clone(), r.program_id)
+    let apart = r.program.as_deref().and_then(split_label).map(|(_, host)| host.to_string());
+    (r.name.clone(), r.module.clone(), r.program_id, apart)
 }
 
-/// The instruction of op row `key` in `p`'s HLO, and how it was found; none for a row
-/// of no module.
-fn found(p: &Profile, (name, module, program): &RowKey) -> Option<Found> {
+/// Row `at` of `part`'s key, as its finished row's ([`key`]).
+fn row_key(part: &OpRowsPart, at: usize) -> RowKey {
+    let (module, name, _) = part.key(at);
+    let (program, apart) = part.shown_program(at);
+    (name.to_string(), module.to_string(), program, apart.map(str::to_string))
+}
+
+/// The instruction of op row `key` in `p`'s HLO (a program kept apart: its host's),
+/// and how it was found; none for a row of no module.
+fn found(p: &Profile, (name, module, program, apart): &RowKey) -> Option<Found> {
     if module.is_empty() {
         return None;
     }
-    let (how, _, i) = instruction_found(p.hlo_modules(), name, module, *program)?;
+    let mut hlo = p.hlo_modules();
+    if let Some(host) = apart {
+        let h = p.hosts.iter().position(|s| s.host == *host)?;
+        hlo = &hlo[h..=h];
+    }
+    let (how, _, i) = instruction_found(hlo, name, module, *program)?;
     Some((how, format!("{}|{}|{}", i.opcode, i.op_name, i.shape)))
 }
 

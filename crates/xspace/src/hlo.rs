@@ -914,6 +914,7 @@ pub struct HloEntry {
     pub program_id: i64,
     bytes: HloBytes,
     module: OnceLock<Result<HloModule>>,
+    signature: OnceLock<Option<u64>>,
 }
 
 impl fmt::Debug for HloEntry {
@@ -944,6 +945,65 @@ impl HloEntry {
     /// The decoded module (decoded on the first call, then cached).
     pub fn module(&self) -> Result<&HloModule, &Error> {
         self.module.get_or_init(|| decode_hlo_proto(self.bytes())).as_ref()
+    }
+
+    /// What the program is in any process: a hash of its module's name and program
+    /// shape (its parameters' and result's shapes), the same where two processes of a
+    /// run compiled one jitted function for the same arguments, whatever number each
+    /// gave it, whichever device it placed it on and whatever its autotuning chose.
+    /// Computed on the first call; `None` where the proto cannot be read.
+    pub fn signature(&self) -> Option<u64> {
+        *self.signature.get_or_init(|| signature(self.bytes()).ok())
+    }
+}
+
+/// [`HloEntry::signature`] of a serialized `HloProto`.
+fn signature(bytes: &[u8]) -> WireResult<u64> {
+    let mut h = Fingerprint::default();
+    let mut w = Wire::new(bytes);
+    while !w.done() {
+        let (field, wt) = w.key()?;
+        if field != 1 {
+            w.skip(wt)?;
+            continue;
+        }
+        let r = w.bytes(wt)?;
+        let mut m = w.sub(r);
+        while !m.done() {
+            let at = m.pos();
+            let (field, wt) = m.key()?;
+            m.skip(wt)?;
+            // 1: the module's name; 4: its program shape.
+            if field == 1 || field == 4 {
+                h.add(&bytes[at..m.pos()]);
+            }
+        }
+    }
+    Ok(h.0)
+}
+
+/// A 64-bit hash of bytes, the same in every process and run (FNV-1a over 8-byte
+/// words, then the rest byte by byte).
+struct Fingerprint(u64);
+
+impl Default for Fingerprint {
+    fn default() -> Fingerprint {
+        Fingerprint(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fingerprint {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+
+    fn add(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            let v = u64::from_le_bytes(w.try_into().unwrap_or_default());
+            self.0 = (self.0 ^ v).wrapping_mul(Self::PRIME).rotate_left(29);
+        }
+        for &b in words.remainder() {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(Self::PRIME);
+        }
     }
 }
 
@@ -1062,6 +1122,7 @@ pub fn hlo_modules(space: &Space) -> HloModules {
             program_id,
             bytes: hold(plane, bytes),
             module: OnceLock::new(),
+            signature: OnceLock::new(),
         };
         let i = out.entries.len();
         out.by_program_id.entry(program_id).or_insert(i);

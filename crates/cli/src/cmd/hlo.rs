@@ -19,7 +19,8 @@ pub struct HloArgs {
     /// The HLO op (instruction) name, as `stepscope ops` lists it, e.g. `fusion.12`.
     pub op: String,
     /// Only look in the module of this name (`jit_train_step`), or in one program of it
-    /// (`jit_dot(49)`, as `ops` labels an op that several programs hold).
+    /// (`jit_dot(49)`, as `ops` labels an op that several programs hold; `jit_dot(49) on
+    /// host2` for a host's program that another host numbers differently).
     #[arg(long, value_name = "NAME")]
     pub module: Option<String>,
     /// Only this host (its file name without .xplane.pb).
