@@ -15,8 +15,12 @@ What makes it a pod's capture and not N copies of one:
   (`jit_local_norm`): the last process's shard is smaller, so its program is another
   program of that name.
 
+With --no-sync no process waits for its steps: each dispatches ahead of its device
+(the all-reduce still keeps the devices in step with each other).
+
 Usage:
-    python3 scripts/capture_pod.py --processes 3 --steps 5 --out /tmp/pod
+    python3 scripts/capture_pod.py --processes 3 --steps 20 --out /tmp/pod
+    python3 scripts/capture_pod.py --processes 3 --steps 20 --no-sync --out /tmp/pod-nosync
 The run folder is printed on the last line of stdout.
 """
 
@@ -38,6 +42,9 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=5, help="steps profiled (after one warm-up step)")
     p.add_argument("--width", type=int, default=256, help="the MLP's width")
     p.add_argument("--batch", type=int, default=64, help="rows of each process's batch")
+    p.add_argument("--no-sync", action="store_true",
+                   help="do not wait for each step's results (every process dispatches ahead, as most "
+                        "training loops do); the last step's are waited for before the trace stops")
     p.add_argument("--out", required=True, help="log directory to write the run into")
     p.add_argument("--run", default=None, help="the run's folder name under plugins/profile (default: the time, as JAX names it)")
     # Internal: one process of the pod.
@@ -96,12 +103,18 @@ def one_process(args) -> None:
     local_norm(shard).block_until_ready()
     w.block_until_ready()
     jax.profiler.start_trace(args.trace_dir)
+    norms = []
     for i in range(args.steps):
         with jax.profiler.StepTraceAnnotation("train", step_num=i):
             w = train_step(w, x)
-            norm = local_norm(shard)
-            w.block_until_ready()
-            norm.block_until_ready()
+            norms.append(local_norm(shard))
+            if not args.no_sync:
+                w.block_until_ready()
+                norms[-1].block_until_ready()
+    # With --no-sync the loop ran ahead: its work is waited for inside the capture.
+    w.block_until_ready()
+    for n in norms:
+        n.block_until_ready()
     jax.profiler.stop_trace()
     jax.distributed.shutdown()
 
@@ -120,6 +133,7 @@ def main(argv=None) -> int:
                 sys.executable, os.path.abspath(__file__),
                 "--processes", str(args.processes), "--steps", str(args.steps),
                 "--width", str(args.width), "--batch", str(args.batch), "--out", args.out,
+                *(["--no-sync"] if args.no_sync else []),
                 "--process-id", str(pid), "--coordinator", coordinator,
                 "--trace-dir", os.path.join(work, f"p{pid}"),
             ]

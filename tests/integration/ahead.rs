@@ -258,3 +258,48 @@ fn diffs_per_step_op_times_leave_out_work_before_the_first_step() {
     let text = ok(&["diff", a, b]).split_whitespace().collect::<Vec<_>>().join(" ");
     assert!(text.contains("ms of op time ran before its first step or after its last"), "{text}");
 }
+
+/// A pod whose processes never wait for their steps (`cpu-pod3-nosync`: three real JAX
+/// processes all-reducing their gradients each step) is timed on its devices, host by
+/// host. Each host's steps are the work its own dispatches started, as the reference
+/// reader links them in that host's file (durations and busy time equal; starts apart
+/// by the one offset that puts the hosts on the run's clock). The device step equals
+/// the synced twin's (`cpu-pod3`, captured two seconds later) within noise, where the
+/// dispatch that each annotation spans is a hundredth of it; read a host at a time,
+/// the steps are the same.
+#[test]
+fn a_pod_that_never_syncs_is_timed_by_each_hosts_work() {
+    let (ahead, synced) = (fixture("cpu-pod3-nosync"), fixture("cpu-pod3"));
+    let run = ahead.join("plugins/profile/2026_11_27_14_29_31");
+    let (ahead, synced) = (ahead.to_str().unwrap(), synced.to_str().unwrap());
+    let a = json(&["steps", ahead]);
+    assert_eq!(a["timing"], "device");
+    assert_eq!(json(&["steps", synced])["timing"], "host");
+    let steps = a["steps"].as_array().unwrap();
+    for h in 0..3 {
+        let host = format!("host{h}");
+        let file = run.join(format!("{host}.xplane.pb"));
+        let theirs = reference(&["step-work", file.to_str().unwrap()]);
+        let theirs = theirs.as_array().unwrap();
+        let ours: Vec<&serde_json::Value> = steps.iter().filter(|s| s["host"] == *host).collect();
+        assert_eq!(ours.len(), theirs.len(), "{host}");
+        let mut offsets = std::collections::BTreeSet::new();
+        for r in theirs {
+            let s = ours.iter().find(|s| s["step_num"] == r["step_num"]).unwrap();
+            assert!(r["busy_ps"].as_i64().unwrap() > 0, "{host}: {r}");
+            assert_eq!(s["work_duration_ps"], r["work_duration_ps"], "{host} step {}", r["step_num"]);
+            assert_eq!(s["device_work_ps"], r["busy_ps"], "{host} step {}", r["step_num"]);
+            offsets.insert(s["work_start_ps"].as_i64().unwrap() - r["work_start_ps"].as_i64().unwrap());
+        }
+        assert_eq!(offsets.len(), 1, "{host}: {offsets:?}");
+    }
+    let per_step = |v: &serde_json::Value, key: &str| median(field(v, key));
+    let (device, host) = (per_step(&a, "duration_ps"), per_step(&a, "host_duration_ps"));
+    let twin = per_step(&json(&["steps", synced]), "duration_ps");
+    assert!(host * 100 < device, "host dispatch {host} ps vs device step {device} ps");
+    let ratio = device as f64 / twin as f64;
+    assert!((0.8..1.25).contains(&ratio), "device step {device} ps vs the synced twin's {twin} ps");
+    assert!(ok(&["summary", ahead]).contains("dispatches ahead"));
+    let by_host = ok(&["steps", ahead, "--json", "--host-at-a-time"]);
+    assert_eq!(by_host, ok(&["steps", ahead, "--json"]));
+}

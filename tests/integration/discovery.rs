@@ -560,7 +560,7 @@ fn summary_per_host_is_each_hosts_own_summary() {
 #[test]
 fn a_pods_op_profile_has_one_row_per_program_whatever_its_hosts_number_it() {
     let dir = fixture("cpu-pod3");
-    let run = dir.join("plugins/profile/2026_11_27_14_08_01");
+    let run = dir.join("plugins/profile/2026_11_27_14_29_33");
     let files: Vec<String> =
         (0..3).map(|h| run.join(format!("host{h}.xplane.pb")).to_string_lossy().into_owned()).collect();
     let files: Vec<&str> = files.iter().map(String::as_str).collect();

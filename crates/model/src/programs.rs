@@ -69,18 +69,20 @@ impl HostPrograms {
     }
 }
 
-/// A host's program numbers in the run: its number → the run's, where they differ.
+/// A host's program numbers in the run, where they differ from its own: per number
+/// on the host, per module name, the run's.
 #[derive(Clone, Debug, Default)]
-pub struct ProgramIds(FastMap<(u64, Arc<str>), u64>);
+pub struct ProgramIds(FastMap<u64, Vec<(Arc<str>, u64)>>);
 
 impl ProgramIds {
     /// The run's number of the host's program `number` of module `module`.
     pub fn run(&self, number: u64, module: &str) -> u64 {
-        // Looked up only where the host has renumbered programs.
-        if self.0.is_empty() {
-            return number;
-        }
-        self.0.get(&(number, Arc::from(module))).copied().unwrap_or(number)
+        let renumbered = self.0.get(&number).and_then(|m| m.iter().find(|(name, _)| **name == *module));
+        renumbered.map_or(number, |&(_, run)| run)
+    }
+
+    fn insert(&mut self, number: u64, module: &Arc<str>, run: u64) {
+        self.0.entry(number).or_default().push((module.clone(), run));
     }
 
     /// True where every number of the host is the run's.
@@ -130,14 +132,14 @@ impl RunPrograms {
             };
             claimed.insert((run, module), ());
             if run != *number {
-                ids.0.insert(key, run);
+                ids.insert(*number, module, run);
             }
         }
         for (number, module, _) in &host.programs {
             self.used.insert((*number, module.clone()), ());
         }
-        for ((_, module), &run) in &ids.0 {
-            self.used.insert((run, module.clone()), ());
+        for (module, run) in ids.0.values().flatten() {
+            self.used.insert((*run, module.clone()), ());
         }
         ids
     }
