@@ -1136,6 +1136,37 @@ fn the_hosts_summaries_are_kept_until_the_run_changes() {
     assert_eq!(again["hosts"][1]["summary"], json(&["summary", dir, "--host", "b"]));
 }
 
+/// `api/history` is made once for the runs as their files are: asked again, the same
+/// answer, the CLI's; once the server sees a run changed (its listing is at most 5 s
+/// old), the history of the new files.
+#[test]
+fn the_history_is_kept_until_a_run_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    crate::util::run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &[("a", "cpu-clean"), ("b", "cpu-clean")]);
+    let later =
+        crate::util::run_of_fixtures(tmp.path(), "2026_11_02_00_00_00", &[("a", "cpu-clean"), ("b", "cpu-clean")]);
+    let dir = tmp.path().to_str().unwrap();
+    let server = serve(tmp.path(), &[]);
+    // The CLI labels a run by its path, the server by its name.
+    let cli = || {
+        let text = json(&["history", dir]).to_string().replace(&format!("{dir}/"), "");
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()
+    };
+    let first = server.api("history");
+    assert_eq!(server.api("history"), first);
+    assert_eq!(first, cli());
+    // The later run's hosts replaced by a slower capture (new files, as a capture writes).
+    for host in ["a", "b"] {
+        let f = later.join(format!("{host}.xplane.pb"));
+        std::fs::remove_file(&f).unwrap();
+        std::fs::copy(crate::util::xplane("cpu-slow"), &f).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(5200));
+    let now = server.api("history");
+    assert_ne!(now, first);
+    assert_eq!(now, cli());
+}
+
 /// The timeline of a run too large to read whole (40 hosts under a 30 MB limit) is
 /// read a host at a time: its tracks are listed from every host, each read alone and
 /// dropped, and a request reads the hosts of the tracks it names. Every answer is the

@@ -697,7 +697,8 @@ fn of_op<T>(
 /// (default: every run), in capture order. Runs are read one at a time through the
 /// cache (a run too large to read whole, a host at a time), each checked for a file
 /// copied over it once used and reduced to what the history compares of it: one run
-/// is held at a time.
+/// is held at a time. Made once for the runs as their files are now, and kept (with
+/// the first run's answers): a pod's history reads every host of every run.
 fn history(app: &App, q: &Params) -> Reply {
     let under = q.str("under").unwrap_or("");
     let host = q.str("host").filter(|h| !h.is_empty());
@@ -709,10 +710,17 @@ fn history(app: &App, q: &Params) -> Reply {
         )));
     }
     runs.sort_by_cached_key(|r| (discover::capture_key(r), r.rel.clone()));
+    let files: Vec<String> = runs.iter().map(|r| format!("{}@{:?}", r.rel, r.modified)).collect();
+    let question = format!("history?host={host:?}&runs={files:?}");
+    kept(app, &runs[0], question, || history_of(app, &runs, host))
+}
+
+/// [`history`] of `runs`, in their order.
+fn history_of(app: &App, runs: &[Run], host: Option<&str>) -> Reply {
     let mut h = History::default();
     let mut previous: Option<Side> = None;
     let mut first_error = None;
-    for r in &runs {
+    for r in runs {
         // A run that cannot be read is listed as such; the others are compared.
         let side = match side(app, &r.rel, host, (GroupBy::Op, HISTORY_TOP, false)) {
             Ok(side) => side,
