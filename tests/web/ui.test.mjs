@@ -1574,6 +1574,32 @@ test('HLO graph: the op\'s operands and users as the API has them, its fused bod
   await page.waitForFunction(o => document.querySelector('#hlo-name')?.textContent === o, first);
 });
 
+test('a pod\'s program numbered apart on its host: the op profile names its host, and its HLO view, graph and neighbours are that host\'s program', async () => {
+  // cpu-pod3: host1 and host2 both number their norm 10, over shards of 64 and 32 rows.
+  const run = await runIn('cpu-pod3');
+  const ops = await api('ops', { run, top: 0 });
+  const apart = ops.ops.find(r => r.name === 'ynn_fusion' && (r.program || '').endsWith(' on host2'));
+  assert.ok(apart, JSON.stringify(ops.ops.map(r => [r.name, r.program])));
+  await open(`ops?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('table.data tbody tr a.oplink');
+  const cell = await page.$$eval('table.data tbody tr', (rows, label) => rows.findIndex(r => r.textContent.includes(label)), apart.program);
+  assert.ok(cell >= 0, `no row names ${apart.program}`);
+  await page.click(`table.data tbody tr:nth-child(${cell + 1}) a.oplink`);
+  await page.waitForSelector('#hlo-text');
+  const h = await api('hlo', { run, op: 'ynn_fusion', module: apart.program });
+  assert.equal(h.host, 'host2');
+  assert.match(await page.textContent('#view'), /host host2/);
+  assert.deepEqual(await tableCells('#hlo-operands', 3), ['f32[32,256]']);
+  const g = await api('hlo/graph', { run, op: 'ynn_fusion', module: apart.program });
+  await page.waitForSelector('#hlo-graph g.node');
+  assert.deepEqual(await page.$$eval('#hlo-graph g.node', gs => gs.map(x => x.dataset.name).sort()), g.nodes.map(n => n.name).sort());
+  // Its operand's own view is host2's too: the 32-row shard.
+  await page.click('#hlo-graph g.node[data-name="shard.1"]');
+  await page.waitForFunction(() => document.querySelector('#hlo-name')?.textContent === 'shard.1');
+  assert.match(await page.textContent('#hlo-text'), /f32\[32,256\]/);
+  assert.match(await page.textContent('#view'), /host host2/);
+});
+
 /** A fixture's XSpace file. */
 function fixtureFile(dir) {
   const d = path.join(repo, 'tests/fixtures', dir, 'plugins/profile');

@@ -21,6 +21,10 @@ export async function render(view, ctx) {
   }
   const h = await ctx.get('hlo', { op, module });
   if (ctx.stale()) return;
+  // The op's program, to ask for its neighbours in: a program kept apart from another
+  // host's of its number by its label with its host, as the op profile names it
+  // (`jit_f(10) on host2`); any other by its own name (`jit_f(14)`).
+  const program = module.includes(') on ') ? module : h.program;
   view.append(el('h2', { id: 'hlo-name' }, h.instruction.name),
     el('p', { class: 'muted' }, `module ${h.module} · computation ${h.computation} · host ${h.host}`),
     el('pre', { class: 'hlo', id: 'hlo-text' }, h.instruction.text));
@@ -44,7 +48,7 @@ export async function render(view, ctx) {
     view.append(box);
     table(box, {
       columns: [
-        { key: 'name', label: 'operand', fmt: v => el('a', { href: '#', class: 'oplink', onclick: e => { e.preventDefault(); ctx.go('hlo', { op: v, module: h.module }); } }, v) },
+        { key: 'name', label: 'operand', fmt: v => el('a', { href: '#', class: 'oplink', onclick: e => { e.preventDefault(); ctx.go('hlo', { op: v, module: program }); } }, v) },
         { key: 'opcode', label: 'opcode' },
         { key: 'shape', label: 'shape' },
         { key: 'shape_bytes', label: 'size', num: true, fmt: bytes },
@@ -60,7 +64,7 @@ export async function render(view, ctx) {
     view.append(el('h2', {}, `Fused body (${h.fused_body.length} instructions, root last)`));
     view.append(el('pre', { class: 'hlo', id: 'hlo-fused' }, h.fused_body.map(i => i.text).join('\n')));
   }
-  await graphView(view, ctx, h);
+  await graphView(view, ctx, h, program);
 }
 
 /** A node's three lines: name; opcode and shape; time where it ran, and FLOPs. In a
@@ -73,9 +77,9 @@ function nodeLabel(n, fused) {
   return [n.name, `${param}${n.opcode} ${n.shape}`, numbers.join(' · ')];
 }
 
-async function graphView(view, ctx, h) {
+async function graphView(view, ctx, h, program) {
   const depth = Math.min(6, Math.max(1, Number(ctx.params.get('depth')) || 2));
-  const g = await ctx.get('hlo/graph', { op: h.instruction.name, module: h.program, depth });
+  const g = await ctx.get('hlo/graph', { op: h.instruction.name, module: program, depth });
   if (ctx.stale()) return;
   const pick = el('select', { id: 'hlo-depth' }, ...[1, 2, 3, 4, 5, 6].map(d => el('option', { value: String(d), selected: d === depth }, String(d))));
   pick.addEventListener('change', () => ctx.go('hlo', { ...Object.fromEntries(ctx.params), depth: pick.value }));
@@ -83,7 +87,7 @@ async function graphView(view, ctx, h) {
   view.append(el('h2', {}, 'Graph'),
     el('div', { class: 'controls' }, el('label', {}, 'levels of operands and users ', pick)),
     el('p', { class: 'muted small', id: 'hlo-graph-info' }, `${count(g.nodes.length)} instructions of ${g.computation}, operands left, users right${cutNote}; click one for its view`));
-  const open = n => ctx.go('hlo', { op: n.name, module: g.program, depth: depth === 2 ? null : depth });
+  const open = n => ctx.go('hlo', { op: n.name, module: program, depth: depth === 2 ? null : depth });
   view.append(drawGraph({ nodes: g.nodes, edges: g.edges, label: n => nodeLabel(n, false), onPick: open, mark: g.op, id: 'hlo-graph' }));
   if (g.fused) {
     const more = g.fused.nodes_cut ? ` (${count(g.fused.nodes_cut)} more left out)` : '';
