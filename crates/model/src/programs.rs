@@ -49,8 +49,9 @@ impl HostPrograms {
     /// HLO (`hlo`).
     pub fn of<'a>(host: &str, hlo: &HloModules, named: impl IntoIterator<Item = (u64, &'a str)>) -> HostPrograms {
         let mut programs: Vec<(u64, Arc<str>, Identity)> = Vec::new();
+        let mut seen: FastMap<(u64, &str), ()> = FastMap::default();
         for (number, module) in named {
-            if programs.iter().any(|(n, m, _)| *n == number && **m == *module) {
+            if seen.insert((number, module), ()).is_some() {
                 continue;
             }
             let signature = (hlo.entry(number as i64)).filter(|e| e.name == module).and_then(|e| e.signature());
