@@ -619,6 +619,21 @@ fn a_pods_op_profile_has_one_row_per_program_whatever_its_hosts_number_it() {
         let rows = |more: &[&str]| ok(&[&["ops", dir, "--by", by, "--top", "0", "--json"][..], more].concat());
         assert_eq!(rows(&["--host-at-a-time"]), rows(&[]), "by {by}");
     }
+    // Each step's FLOPs are its host's events at their own programs' FLOPs: as the
+    // host read alone has them, read whole or a host at a time.
+    let peak = ["--peak-flops", "100G", "--json"];
+    let steps = |more: &[&str]| ok(&[&["steps", dir][..], &peak, more].concat());
+    assert_eq!(steps(&["--host-at-a-time"]), steps(&[]));
+    let run: serde_json::Value = serde_json::from_str(&steps(&[])).unwrap();
+    for h in ["host0", "host1", "host2"] {
+        let alone: serde_json::Value = serde_json::from_str(&steps(&["--host", h])).unwrap();
+        let flops = |v: &serde_json::Value| -> Vec<i64> {
+            let mine = v["steps"].as_array().unwrap().iter().filter(|s| s["host"] == h);
+            mine.map(|s| s["flops"].as_i64().unwrap()).collect()
+        };
+        assert_eq!(flops(&run), flops(&alone), "{h}");
+        assert!(flops(&run).iter().all(|&f| f > 0), "{h}");
+    }
     // Each label reads back as its own host's program: the norm's shard of 64 rows, and
     // host2's of 32.
     for (module, host, rows) in [(&first_norm, "host0", 64), (&apart, "host2", 32)] {

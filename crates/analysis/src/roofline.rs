@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::ops::{self, GroupBy, OpRow};
 use crate::peaks::{self, PeakSource};
-use stepscope_model::programs::ProgramIds;
+use stepscope_model::programs::{split_label, ProgramIds};
 use stepscope_model::records::{stat_u64, FastMap, RecStats};
 use stepscope_model::Profile;
 
@@ -111,19 +111,25 @@ pub struct StepFlops {
 /// each shape it was compiled for) takes its own program's FLOPs.
 pub fn step_flops(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> Vec<Option<StepFlops>> {
     let rows = ops::ops(profile, GroupBy::Op, 0);
-    step_flops_with(profile, steps, &flops_per_event(&rows.ops), &ops::run_program_ids(profile))
+    let ids = ops::run_program_ids(profile);
+    step_flops_with(profile, steps, &flops_per_event(profile, &rows.ops, &ids), &ids)
 }
 
 /// Per (module, op name): each program's FLOPs per event, from the op profile by op.
 pub type FlopsPerEvent<'r> = FastMap<(&'r str, &'r str), Vec<ProgramFlops>>;
 
-/// The FLOPs per event of the rows by op `rows` (a run's: [`step_flops_with`]).
-pub fn flops_per_event(rows: &[ops::OpRow]) -> FlopsPerEvent<'_> {
+/// The FLOPs per event of `profile`'s rows by op `rows`, each program by its number in
+/// the run (`ids`, per host: [`ops::run_program_ids`]): a row shows a program kept
+/// apart by its own host's number, which names it only with its host.
+fn flops_per_event<'r>(profile: &Profile, rows: &'r [ops::OpRow], ids: &[ProgramIds]) -> FlopsPerEvent<'r> {
     let mut per_event: FlopsPerEvent = FastMap::default();
     for r in rows {
         if let Some(flops) = r.flops {
+            let apart = r.program.as_deref().and_then(split_label).map(|(_, host)| host);
+            let on = apart.and_then(|host| ids.get(profile.hosts.iter().position(|s| s.host == host)?));
+            let program = r.program_id.map(|p| on.map_or(p, |ids| ids.run(p, &r.module)));
             let slot = per_event.entry((r.module.as_str(), r.name.as_str())).or_default();
-            slot.push((r.program_id, flops as f64 / r.count.max(1) as f64));
+            slot.push((program, flops as f64 / r.count.max(1) as f64));
         }
     }
     per_event
