@@ -44,20 +44,9 @@ pub fn overview_by_host<T, E>(
 }
 
 /// [`overview_by_host`] with the run's op profile by op, as [`crate::ops::ops`] makes it
-/// of the run read whole.
+/// of the run read whole; each host's `extra` beside its index in the run (the hosts
+/// read, in order).
 pub fn overview_and_ops_by_host<T, E>(
-    run: &str,
-    hosts: usize,
-    top: usize,
-    read: &mut Reader<E>,
-    extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
-) -> Result<(Overview, Ops, Vec<T>), E> {
-    fold(run, hosts, top, true, read, extra).map(|f| (f.overview, f.ops, f.kept))
-}
-
-/// [`overview_and_ops_by_host`], each host's `extra` beside its index in the run (the
-/// hosts read, in order).
-pub fn overview_and_ops_of_hosts_read<T, E>(
     run: &str,
     hosts: usize,
     top: usize,
@@ -291,7 +280,10 @@ pub fn buffers_by_host<E>(
     for i in 0..hosts {
         let Some(p) = read(i, false)? else { continue };
         programs.add(ProgramsPart::of(&p, memory_space, i));
-        by_module.add(OpRowsPart::grouped(&p, GroupBy::Module, 0));
+        // The op profile by module chooses only where no program is named.
+        if program.is_none() {
+            by_module.add(OpRowsPart::grouped(&p, GroupBy::Module, 0));
+        }
         check(&p)?;
     }
     let (chosen, rows) = match programs.choose(program, || by_module.finish().ops) {

@@ -175,7 +175,7 @@ pub fn program_rows_of(rows: &[OpRow], f: &Found) -> std::collections::HashMap<S
     let mine = |r: &&OpRow| {
         (r.module.is_empty() || r.module == m.name || entry.metadata_name.starts_with(&r.module))
             && r.program_id.is_none_or(|p| p as i64 == entry.program_id)
-            && r.program.as_deref().and_then(split_label).is_none_or(|(_, host)| host == f.host)
+            && r.program_host.as_deref().is_none_or(|host| host == f.host)
     };
     // Rows come largest first: the first of a name is kept.
     for r in rows.iter().filter(mine) {

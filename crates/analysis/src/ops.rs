@@ -121,6 +121,11 @@ pub struct OpRow {
     /// cost). Absent where the op's name and module are one program's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub program: Option<String>,
+    /// Of a program kept apart from an earlier host's of its name and number
+    /// ([`stepscope_model::programs`]): the host whose number `program_id` is, as
+    /// `program` names it (`jit_f(10) on host2`). Not in the JSON.
+    #[serde(skip)]
+    pub program_host: Option<String>,
     /// By op, for GPU kernels that ran in an XLA command buffer: the `hlo_op` the
     /// profile gave them (the buffer's, e.g. `command_buffer_1`), where stepscope
     /// credits them to this op instead. Absent otherwise.
@@ -441,47 +446,41 @@ impl OpRowsPart {
 
     /// [`OpRowsPart::grouped`]; with `span`, of the executions that started in it only
     /// (as [`ops_within`]).
+    /// Of one host, that host's part ([`OpRowsPart::of_host`], to add to a run's); of
+    /// several, their parts added host by host, as a run read a host at a time adds them.
     pub fn grouped_within(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(i64, i64)>) -> OpRowsPart {
-        if profile.hosts.len() > 1 {
-            let mut part = OpRowsPart::new(by);
-            for h in 0..profile.hosts.len() {
-                part.add(OpRowsPart::of_host(profile, Some(h), (by, scope_depth, span)));
-            }
-            return part;
+        if profile.hosts.len() == 1 {
+            return OpRowsPart::of_host(profile, 0, (by, scope_depth, span));
         }
-        OpRowsPart::of_host(profile, None, (by, scope_depth, span))
-    }
-
-    /// The rows of host `host` of `profile` (every host where `None`), grouped as
-    /// [`OpRowsPart::grouped_within`], each row's costs and stack from the HLO of the
-    /// host that ran it only: as that host read alone has them.
-    fn of_host(profile: &Profile, host: Option<usize>, grouping: (GroupBy, usize, Option<(i64, i64)>)) -> OpRowsPart {
-        let (by, scope_depth, span) = grouping;
-        let hlo = profile.hlo_modules();
         let mut part = OpRowsPart::new(by);
-        let costed = matches!(by, GroupBy::Op | GroupBy::Line | GroupBy::Stack);
-        let any_host = host.is_none();
-        for a in summed(profile, hlo, (by, scope_depth, span), host) {
-            let costs = if costed { program_costs(hlo, &a, true, any_host) } else { Vec::new() };
-            let stack = matches!(by, GroupBy::Line | GroupBy::Stack).then(|| acc_stack(hlo, &a, any_host)).flatten();
-            part.push(Row { acc: a.owned(), costs, stack });
-        }
-        if let Some(h) = host.or((profile.hosts.len() == 1).then_some(0)) {
-            let named = part.rows.iter().flat_map(|r| programs_named(&r.acc, by));
-            part.host = Some(HostPrograms::of(&profile.hosts[h].host, &hlo[h], named));
+        for h in 0..profile.hosts.len() {
+            part.add(OpRowsPart::of_host(profile, h, (by, scope_depth, span)));
         }
         part
     }
 
-    /// Per row of `other` (in its order): its index among this part's rows once added.
-    /// `other` is one host's part (its programs are numbered for the run here, after
-    /// the hosts already added), or, added to an empty part, a part of several hosts.
-    pub fn add(&mut self, other: OpRowsPart) -> Vec<usize> {
-        if self.rows.is_empty() && self.added.is_empty() && !other.added.is_empty() {
-            let n = other.rows.len();
-            *self = other;
-            return (0..n).collect();
+    /// The rows of host `host` of `profile`, grouped as [`OpRowsPart::grouped_within`],
+    /// each row's costs and stack from the HLO of that host only (as the host read alone
+    /// has them), with the programs they name.
+    fn of_host(profile: &Profile, host: usize, grouping: (GroupBy, usize, Option<(i64, i64)>)) -> OpRowsPart {
+        let (by, scope_depth, span) = grouping;
+        let hlo = profile.hlo_modules();
+        let mut part = OpRowsPart::new(by);
+        let costed = matches!(by, GroupBy::Op | GroupBy::Line | GroupBy::Stack);
+        for a in summed(profile, hlo, (by, scope_depth, span), Some(host)) {
+            let costs = if costed { program_costs(hlo, &a, true, false) } else { Vec::new() };
+            let stack = matches!(by, GroupBy::Line | GroupBy::Stack).then(|| acc_stack(hlo, &a, false)).flatten();
+            part.push(Row { acc: a.owned(), costs, stack });
         }
+        let named = part.rows.iter().flat_map(|r| programs_named(&r.acc, by));
+        part.host = Some(HostPrograms::of(&profile.hosts[host].host, &hlo[host], named));
+        part
+    }
+
+    /// Per row of `other` (one host's part, or none's: [`OpRowsPart::new`]), in its
+    /// order: its index among this part's rows once added. Its programs are numbered for
+    /// the run here, after the hosts already added.
+    pub fn add(&mut self, other: OpRowsPart) -> Vec<usize> {
         let ids = other.host.as_ref().map(|h| self.programs.add(h)).unwrap_or_default();
         let by = self.by;
         let at = (other.rows.into_iter())
@@ -585,16 +584,20 @@ impl OpRowsPart {
     }
 }
 
-/// The programs a row names, (number, module): by op, line and stack, each program
-/// it sums; by module, its own.
-fn programs_named<'r>(a: &'r Acc, by: GroupBy) -> Vec<(u64, &'r str)> {
+/// The module of a row's programs: by op, line and stack, the row's module; by
+/// module, the row itself. Rows of other groupings are no one module's.
+fn row_module<'r>(a: &'r Acc, by: GroupBy) -> Option<&'r str> {
     match by {
-        GroupBy::Op | GroupBy::Line | GroupBy::Stack => {
-            (a.by_program.iter()).filter(|(p, _)| *p != NO_PROGRAM).map(|&(p, _)| (p, &*a.module)).collect()
-        }
-        GroupBy::Module => a.program.map(|p| (p, &*a.name)).into_iter().collect(),
-        GroupBy::Category | GroupBy::Scope => Vec::new(),
+        GroupBy::Op | GroupBy::Line | GroupBy::Stack => Some(&a.module),
+        GroupBy::Module => Some(&a.name),
+        GroupBy::Category | GroupBy::Scope => None,
     }
+}
+
+/// The programs a row sums, (number, module), where they are one module's.
+fn programs_named<'r>(a: &'r Acc, by: GroupBy) -> impl Iterator<Item = (u64, &'r str)> {
+    let module = row_module(a, by);
+    (a.by_program.iter()).filter_map(move |&(p, _)| Some((p, module?))).filter(|&(p, _)| p != NO_PROGRAM)
 }
 
 /// Gives a host's row the run's numbers of its programs (`ids`).
@@ -602,11 +605,7 @@ fn renumber(a: &mut Acc, by: GroupBy, ids: &ProgramIds) {
     if ids.is_empty() {
         return;
     }
-    let module: Arc<str> = match by {
-        GroupBy::Op | GroupBy::Line | GroupBy::Stack => a.module.shared(),
-        GroupBy::Module => a.name.shared(),
-        GroupBy::Category | GroupBy::Scope => return,
-    };
+    let Some(module) = row_module(a, by).map(Arc::<str>::from) else { return };
     a.program = a.program.map(|p| ids.run(p, &module));
     for (p, _) in &mut a.by_program {
         if *p != NO_PROGRAM {
@@ -619,10 +618,7 @@ fn op_profile(profile: &Profile, by: GroupBy, scope_depth: usize, span: Option<(
     if profile.hosts.len() > 1 {
         // Host by host, each row's costs and stack its first host's, as a run read a
         // host at a time sums them: the op profile is the same read either way.
-        let mut part = OpRowsPart::new(by);
-        for h in 0..profile.hosts.len() {
-            part.add(OpRowsPart::of_host(profile, Some(h), (by, scope_depth, span)));
-        }
+        let part = OpRowsPart::grouped_within(profile, by, scope_depth, span);
         if (by, scope_depth, span) == (GroupBy::Op, 0, None) {
             profile.memo().ensure(RunProgramIds, || Arc::new(part.added.clone()));
         }
@@ -659,16 +655,11 @@ pub fn run_program_ids(profile: &Profile) -> Arc<Vec<ProgramIds>> {
     if profile.hosts.len() < 2 {
         return Arc::default();
     }
-    ops(profile, GroupBy::Op, 0);
-    profile.memo().get_or_insert(RunProgramIds, || {
-        // Kept by the op profile by op as it was made: made here only where it was
-        // made elsewhere (an op profile of another profile's memo).
-        let mut part = OpRowsPart::new(GroupBy::Op);
-        for h in 0..profile.hosts.len() {
-            part.add(OpRowsPart::of_host(profile, Some(h), (GroupBy::Op, 0, None)));
-        }
-        Arc::new(part.added)
-    })
+    // Kept by the op profile by op as it is made.
+    warm(profile);
+    profile
+        .memo()
+        .get_or_insert(RunProgramIds, || Arc::new(OpRowsPart::grouped_within(profile, GroupBy::Op, 0, None).added))
 }
 
 /// The op profile of summed rows (with their stacks, by line and stack), their
@@ -685,6 +676,7 @@ fn finish(accs: Vec<Acc>, stacks: Vec<Frames>, by: GroupBy, programs: &RunProgra
         _ => {}
     }
     for r in &mut rows {
+        r.program_host = r.program_id.and_then(|p| programs.apart(p)).map(|(_, host)| host.to_string());
         r.program_id = r.program_id.map(|p| programs.shown(p));
     }
     rows.sort_by(|a, b| b.self_ps.cmp(&a.self_ps).then(b.total_ps.cmp(&a.total_ps)).then(a.name.cmp(&b.name)));
@@ -1214,6 +1206,7 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
         multiplies_matrices: a.matrix,
         program_id: a.program,
         program: None,
+        program_host: None,
         command_buffer: a.command_buffer.map(|c| c.to_string()),
         stack: None,
     }

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::ops::{self, GroupBy, OpRow};
 use crate::peaks::{self, PeakSource};
-use stepscope_model::programs::{split_label, ProgramIds};
+use stepscope_model::programs::ProgramIds;
 use stepscope_model::records::{stat_u64, FastMap, RecStats};
 use stepscope_model::Profile;
 
@@ -125,8 +125,8 @@ fn flops_per_event<'r>(profile: &Profile, rows: &'r [ops::OpRow], ids: &[Program
     let mut per_event: FlopsPerEvent = FastMap::default();
     for r in rows {
         if let Some(flops) = r.flops {
-            let apart = r.program.as_deref().and_then(split_label).map(|(_, host)| host);
-            let on = apart.and_then(|host| ids.get(profile.hosts.iter().position(|s| s.host == host)?));
+            let host = |name: &str| profile.hosts.iter().position(|s| s.host == name);
+            let on = r.program_host.as_deref().and_then(|name| ids.get(host(name)?));
             let program = r.program_id.map(|p| on.map_or(p, |ids| ids.run(p, &r.module)));
             let slot = per_event.entry((r.module.as_str(), r.name.as_str())).or_default();
             slot.push((program, flops as f64 / r.count.max(1) as f64));

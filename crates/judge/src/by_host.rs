@@ -71,6 +71,7 @@ pub fn judged_by_host<T, E>(
         host_part(p, o, &mut *extra)
     };
     let (overview, op_rows, parts) = fold::overview_and_ops_by_host(run, hosts, top, read, &mut part)?;
+    let parts = parts.into_iter().map(|(_, part)| part).collect();
     Ok(assemble(run, overview, op_rows, kernels, parts, th))
 }
 

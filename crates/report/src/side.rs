@@ -12,7 +12,6 @@ use stepscope_analysis::ops::{self, GroupBy, OpRow, OpRowsPart};
 use stepscope_analysis::overview::{self, Overview, OverviewPart};
 use stepscope_analysis::scopes::{self, ScopeRow};
 use stepscope_model::hlo_ops::instruction_found;
-use stepscope_model::programs::split_label;
 use stepscope_model::Profile;
 
 /// A run as `diff`, `compare` and `history` read it.
@@ -85,7 +84,7 @@ impl Side {
             let kept = (span(steps.timed()), scopes::scope_rows(p));
             check(p).map(|()| kept)
         };
-        let (overview, by_op, kept) = fold::overview_and_ops_of_hosts_read(run, hosts, top, read, &mut keep)?;
+        let (overview, by_op, kept) = fold::overview_and_ops_by_host(run, hosts, top, read, &mut keep)?;
         let steps_span = kept.iter().filter_map(|(_, k)| k.0).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
         let (mut within, mut all_kernels) = (OpRowsPart::new(by), KernelsPart::default());
         let (mut instructions, mut memory_peak_bytes) = (HashMap::<RowKey, Found>::new(), None);
@@ -94,10 +93,11 @@ impl Side {
             scope_rows.extend(scopes);
             let Some(p) = read(i, true)? else { continue };
             let rows = OpRowsPart::grouped_within(&p, by, 0, steps_span);
-            // Each row's key as on the host (for its HLO) and as the run shows it.
-            let mine: Vec<RowKey> = (0..rows.len()).map(|at| row_key(&rows, at)).collect();
+            // By op, each row's key as on the host (for its HLO) and as the run shows it.
+            let by_op = by == GroupBy::Op;
+            let mine: Vec<RowKey> = (0..rows.len()).filter(|_| by_op).map(|at| row_key(&rows, at)).collect();
             let at = within.add(rows);
-            if by == GroupBy::Op {
+            if by_op {
                 for (mine, at) in mine.iter().zip(at) {
                     let key = row_key(&within, at);
                     // The first host's among those that found it the first way: none
@@ -165,8 +165,7 @@ fn span<'s>(steps: impl Iterator<Item = &'s stepscope_model::steps::Step>) -> Op
 }
 
 fn key(r: &OpRow) -> RowKey {
-    let apart = r.program.as_deref().and_then(split_label).map(|(_, host)| host.to_string());
-    (r.name.clone(), r.module.clone(), r.program_id, apart)
+    (r.name.clone(), r.module.clone(), r.program_id, r.program_host.clone())
 }
 
 /// Row `at` of `part`'s key, as its finished row's ([`key`]).

@@ -625,14 +625,7 @@ fn decode_module(mut w: Wire<'_>) -> WireResult<HloModule> {
 /// `HloScheduleProto`: 1 sequences, a map of computation id (entry field 1) to an
 /// `InstructionSequence` (entry field 2) whose field 1 is the instruction ids.
 fn decode_schedule(mut w: Wire<'_>, out: &mut HashMap<i64, Vec<i64>>) -> WireResult<()> {
-    while !w.done() {
-        let (field, wt) = w.key()?;
-        if field != 1 {
-            w.skip(wt)?;
-            continue;
-        }
-        let r = w.bytes(wt)?;
-        let mut entry = w.sub(r);
+    w.each_message(1, |mut entry| {
         let (mut computation, mut ids) = (0i64, Vec::new());
         while !entry.done() {
             let (f, wt) = entry.key()?;
@@ -653,8 +646,8 @@ fn decode_schedule(mut w: Wire<'_>, out: &mut HashMap<i64, Vec<i64>>) -> WireRes
             }
         }
         out.insert(computation, ids);
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// `StackFrameIndexProto`: 1 file_names, 2 function_names, 3 file_locations
@@ -829,14 +822,7 @@ fn replica_group_size(mut w: Wire<'_>) -> WireResult<i64> {
 
 /// `Window`: 1 dimensions, each a [`WindowDim`].
 fn decode_window(mut w: Wire<'_>, dims: &mut Vec<WindowDim>) -> WireResult<()> {
-    while !w.done() {
-        let (field, wt) = w.key()?;
-        if field != 1 {
-            w.skip(wt)?;
-            continue;
-        }
-        let r = w.bytes(wt)?;
-        let mut d = w.sub(r);
+    w.each_message(1, |mut d| {
         let mut x = WindowDim::default();
         while !d.done() {
             let (f, wt) = d.key()?;
@@ -854,8 +840,8 @@ fn decode_window(mut w: Wire<'_>, dims: &mut Vec<WindowDim>) -> WireResult<()> {
             *v = (*v).max(1);
         }
         dims.push(x);
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn decode_metadata(mut w: Wire<'_>, i: &mut HloInstruction) -> WireResult<()> {
@@ -960,15 +946,7 @@ impl HloEntry {
 /// [`HloEntry::signature`] of a serialized `HloProto`.
 fn signature(bytes: &[u8]) -> WireResult<u64> {
     let mut h = Fingerprint::default();
-    let mut w = Wire::new(bytes);
-    while !w.done() {
-        let (field, wt) = w.key()?;
-        if field != 1 {
-            w.skip(wt)?;
-            continue;
-        }
-        let r = w.bytes(wt)?;
-        let mut m = w.sub(r);
+    Wire::new(bytes).each_message(1, |mut m| {
         while !m.done() {
             let at = m.pos();
             let (field, wt) = m.key()?;
@@ -978,7 +956,8 @@ fn signature(bytes: &[u8]) -> WireResult<u64> {
                 h.add(&bytes[at..m.pos()]);
             }
         }
-    }
+        Ok(())
+    })?;
     Ok(h.0)
 }
 

@@ -226,6 +226,21 @@ impl<'a> Wire<'a> {
         Ok(())
     }
 
+    /// Reads the rest of the message, calling `f` with a reader of each embedded
+    /// message in field `field`; other fields are skipped.
+    pub fn each_message(&mut self, field: u32, mut f: impl FnMut(Wire<'a>) -> WireResult<()>) -> WireResult<()> {
+        while !self.done() {
+            let (number, wt) = self.key()?;
+            if number != field {
+                self.skip(wt)?;
+                continue;
+            }
+            let r = self.bytes(wt)?;
+            f(self.sub(r))?;
+        }
+        Ok(())
+    }
+
     /// The whole buffer (positions are offsets into it).
     #[inline]
     pub fn buf(&self) -> &'a [u8] {
