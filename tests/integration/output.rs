@@ -238,6 +238,19 @@ fn names_without_hlo_and_captures_without_ops_are_explained() {
     assert!(err.contains("host-to-device copy") && err.contains(&format!("over {} runs", row["count"])), "{err}");
     let err = assert_clean_error(&["hlo", &fx("rocm-mi300x-gemm"), "__amd_rocclr_copyBuffer.kd"]);
     assert!(err.contains("copy within or between devices"), "{err}");
+    // An op of a program, asked for in another (a pod's label with a host it is not
+    // on, a number no host gave): the programs it ran in, not "a kernel the runtime
+    // launched itself".
+    let pod = fixture("cpu-pod3");
+    let pod = pod.to_str().unwrap();
+    for module in ["jit_local_norm(10) on host9", "jit_local_norm(99)"] {
+        let err = assert_clean_error(&["hlo", pod, "wrapped_sqrt", "--module", module]);
+        assert!(
+            err.contains(&format!("in module {module:?}; it ran in jit_local_norm(10) on host2, jit_local_norm(16)")),
+            "{err}"
+        );
+        assert!(!err.contains("runtime"), "{err}");
+    }
     // JAX 0.4.31 on CPU records no XLA ops: `ops` says why and what to do.
     let text = ok(&["ops", &fx("cpu-jax0431")]);
     assert!(text.contains("no XLA ops found") && text.contains("0.4.33") && text.contains("upgrade jax"), "{text}");

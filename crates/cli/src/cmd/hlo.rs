@@ -174,6 +174,20 @@ fn not_found(args: &HloArgs, run: &RunHlo) -> anyhow::Error {
             args.op
         );
     }
+    // An op of some program, but not of the one asked for: name those it ran in.
+    if let Some(want) = &args.module {
+        let of_programs = run.ops.iter().filter(|r| r.name == args.op && !r.module.is_empty());
+        let mut ran_in: Vec<&str> = of_programs.map(|r| r.program.as_deref().unwrap_or(&r.module)).collect();
+        ran_in.sort_unstable();
+        ran_in.dedup();
+        if !ran_in.is_empty() {
+            return anyhow::anyhow!(
+                "no HLO instruction named {:?} in module {want:?}; it ran in {} — pass one of those to --module",
+                args.op,
+                ran_in.join(", ")
+            );
+        }
+    }
     // A name `ops` lists that no module holds: work the runtime ran itself.
     if let Some(row) = run.ops.iter().find(|r| r.name == args.op) {
         use stepscope_analysis::device_time::{op_kind, Part};
