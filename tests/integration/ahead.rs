@@ -194,6 +194,16 @@ fn a_gpu_capture_stopped_before_its_work_ran_says_so() {
     let text = ok(&["steps", &f]);
     assert!(text.contains(&format!("{expected} GPU launch(es)")), "{text}");
     assert!(text.contains("jax.block_until_ready"), "{text}");
+    // A cut step keeps its host span, among the steps timed on the device: it takes
+    // none of their FLOPs (it took 9.3 of step 1's 11.2 TFLOP) and gets none.
+    let whole = json(&["steps", &xplane("gpu-nosync")]);
+    let model = whole["steps"][0]["flops"].as_f64().unwrap();
+    for s in steps["steps"].as_array().unwrap() {
+        match s["cut"].as_bool().unwrap_or(false) {
+            true => assert!(s.get("flops").is_none(), "{s}"),
+            false => assert!((s["flops"].as_f64().unwrap() / model - 1.0).abs() < 0.01, "{s} vs {model}"),
+        }
+    }
     // The capture that waited holds every launch's work.
     assert!(json(&["steps", &xplane("gpu-nosync")]).get("launches_not_run").is_none());
     assert_eq!(reference(&["launches-not-run", &xplane("gpu-nosync")]).as_u64(), Some(0));
@@ -302,4 +312,95 @@ fn a_pod_that_never_syncs_is_timed_by_each_hosts_work() {
     assert!(ok(&["summary", ahead]).contains("dispatches ahead"));
     let by_host = ok(&["steps", ahead, "--json", "--host-at-a-time"]);
     assert_eq!(by_host, ok(&["steps", ahead, "--json"]));
+}
+
+/// A TPU loop that never waits, as a user annotates it: the real TPU v6e inference
+/// capture (100 calls of `f` on 4 chips, the first 31 returning in under a millisecond
+/// while each run takes about 784 ms) with each call held in a step annotation
+/// `infer` and a scope `predict` (the reference reader's `annotate-calls`). Each run
+/// is linked to its call by the flows the runtime records (the call's `Execute`, an
+/// execute thread, a queue thread's `DoEnqueueProgram`, the run on the chip): each
+/// step's work is the reference reader's, step by step; the steps are timed on the
+/// chips and add up to the chips' time without overlapping; their mean is the module
+/// runs' that stepscope measures on the file as captured; the scope is credited the
+/// work its calls enqueued; and the note says the host waits on the device's queue.
+#[test]
+fn a_tpu_loop_is_timed_by_the_runs_its_calls_enqueued() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("plugins/profile/2026_11_27_00_00_00");
+    std::fs::create_dir_all(&run).unwrap();
+    let file = run.join("tpu.xplane.pb");
+    let file = file.to_str().unwrap();
+    let captured = xplane("tpu-v6e-inference");
+    reference_text(&[
+        "annotate-calls",
+        &captured,
+        file,
+        "--call",
+        "PjitFunction(f)",
+        "--step",
+        "infer",
+        "--scope",
+        "predict",
+    ]);
+    let a = json(&["steps", file]);
+    assert_eq!(a["timing"], "device");
+    let steps = a["steps"].as_array().unwrap();
+    let theirs = reference(&["step-work", file]);
+    let theirs = theirs.as_array().unwrap();
+    assert_eq!((steps.len(), theirs.len()), (100, 100));
+    for r in theirs {
+        let s = steps.iter().find(|s| s["step_num"] == r["step_num"]).unwrap();
+        assert!(r["busy_ps"].as_i64().unwrap() > 0, "{r}");
+        for (ours, theirs) in [
+            ("work_start_ps", "work_start_ps"),
+            ("work_duration_ps", "work_duration_ps"),
+            ("device_work_ps", "busy_ps"),
+        ] {
+            assert_eq!(s[ours], r[theirs], "step {}: {ours}", r["step_num"]);
+        }
+    }
+    // The chips run a step's calls a little apart: the steps tile their time.
+    let end = |s: &serde_json::Value| s["start_ps"].as_i64().unwrap() + s["duration_ps"].as_i64().unwrap();
+    for w in steps.windows(2) {
+        assert!(w[1]["start_ps"].as_i64().unwrap() >= end(&w[0]), "{} then {}", w[0], w[1]);
+    }
+    let total: i64 = field(&a, "duration_ps").iter().sum();
+    let last_end =
+        theirs.iter().map(|r| r["work_start_ps"].as_i64().unwrap() + r["work_duration_ps"].as_i64().unwrap());
+    assert_eq!(total, last_end.max().unwrap() - theirs[0]["work_start_ps"].as_i64().unwrap());
+    let module_runs = json(&["steps", &captured]);
+    assert_eq!(module_runs["source"], "module_executions");
+    let mean = |v: Vec<i64>| v.iter().sum::<i64>() / v.len() as i64;
+    let (ours, runs) = (mean(field(&a, "duration_ps")), mean(field(&module_runs, "duration_ps")));
+    assert!((ours - runs).abs() * 100 < runs, "device step {ours} ps vs module runs {runs} ps");
+    let ahead = steps.iter().filter(|s| s["host_duration_ps"].as_i64().unwrap() * 100 < ours).count();
+    assert!(ahead >= 30, "{ahead} calls returned before their work ran");
+    let text = ok(&["steps", file]).replace('\n', " ");
+    assert!(text.contains("the host waits for room in the device's queue"), "{text}");
+    assert!(!text.contains("the device waits for the host"), "{text}");
+    // The scope holding each call is credited the runs it enqueued.
+    let scopes = json(&["scopes", file]);
+    let predict = scopes["scopes"].as_array().unwrap().iter().find(|s| s["name"] == "predict").unwrap();
+    let enqueued: i64 = theirs.iter().map(|r| r["busy_ps"].as_i64().unwrap()).sum();
+    assert_eq!(predict["device_work_ps"].as_i64().unwrap(), enqueued, "{predict}");
+
+    // Stopped at 80 s, 25 s after the last call and before the runs it had queued:
+    // the calls whose runs the copy does not hold are counted as the reader counts
+    // them, and their steps are cut and left out.
+    let cut = run.join("cut.xplane.pb");
+    let cut = cut.to_str().unwrap();
+    reference_text(&["cut-at", file, cut, "80000000000000"]);
+    let c = json(&["steps", cut]);
+    let not_run = reference(&["calls-not-run", cut]).as_u64().unwrap();
+    assert!(not_run > 10, "{not_run}");
+    assert_eq!(c["dispatched_not_run"].as_u64(), Some(not_run));
+    let theirs = reference(&["step-work", cut]);
+    for r in theirs.as_array().unwrap() {
+        let s = c["steps"].as_array().unwrap().iter().find(|s| s["step_num"] == r["step_num"]).unwrap();
+        assert_eq!(s["cut"].as_bool().unwrap_or(false), r["cut"].as_bool().unwrap(), "{s} vs {r}");
+        assert_eq!(s.get("device_work_ps"), r.get("busy_ps").filter(|b| !b.is_null()), "{s} vs {r}");
+    }
+    let text = ok(&["steps", cut]);
+    assert!(text.contains(&format!("at least {not_run} jitted call(s)")), "{text}");
 }

@@ -28,6 +28,9 @@ Commands:
         XLA:CPU, per annotated step: {"step_num","work_start_ps","work_duration_ps",
         "busy_ps"} of the program runs its `PjitFunction` dispatches started (linked
         in run-id order, the capture holding every run its dispatches started).
+        TPU: of the runs its calls enqueued, followed back along the host's flows
+        (`_p` -> `_c`, each hop from the innermost holder that ends a flow), busy
+        as the mean over the chips of each one's union. GPU: by correlation_id.
     xspace_ref.py host-events PATH.xplane.pb --names A,B --prefixes P,Q
         JSON list of {"name","line","start_ps","duration_ps"}: /host:CPU events
         named A or B or starting with P or Q, by start.
@@ -40,6 +43,9 @@ Commands:
          "fused": [[opcode, stack], ...]}}}}), from the HloProto's stack frame
         index (OpMetadata.stack_frame_id) or its source_file/source_line.
     xspace_ref.py reverse PATH.xplane.pb OUT      a copy, every line's events reversed
+    xspace_ref.py annotate-calls PATH.xplane.pb OUT --call C --step S --scope P
+        a copy in which each outermost host event C is held by a step annotation S
+        (step_num k, _r 1) and a scope P, as a loop annotating each call records.
     xspace_ref.py drop-plane PATH.xplane.pb OUT NAME   a copy without plane NAME
 
 Chrome JSON `info`: planes = pids in first-appearance order, named by the
@@ -505,10 +511,25 @@ def step_work(path, windows_named=None):
         annotated = steps(path)
     windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in annotated]
     gpu = gpu_launches(path, windows)
-    cpu = cpu_dispatched_runs(path) if gpu is None else []
+    tpu = tpu_enqueued_runs(path) if gpu is None else None
+    cpu = cpu_dispatched_runs(path) if gpu is None and tpu is None else []
     out = []
     for st, (lo, hi) in zip(annotated, windows):
         row = {"step_num": st["step_num"], "work_start_ps": None, "work_duration_ps": None, "busy_ps": None}
+        if tpu is not None:
+            per_device = {}
+            for (t, device, ivs) in tpu["runs"]:
+                if lo <= t < hi:
+                    per_device.setdefault(device, []).extend(ivs)
+            spans = [iv for ivs in per_device.values() for iv in ivs]
+            row["cut"] = any(lo <= t < hi for t in tpu["unran"])
+            if spans:
+                # Busy: the mean over the devices that ran work of each one's union.
+                row["busy_ps"] = sum(union_ps(v) for v in per_device.values()) // tpu["devices"]
+                first, last = min(a for a, _ in spans), max(b for _, b in spans)
+                row.update(work_start_ps=first, work_duration_ps=last - first)
+            out.append(row)
+            continue
         if gpu is None:
             spans = [iv for (t, ivs) in cpu if lo <= t < hi for iv in ivs]
         else:
@@ -533,6 +554,76 @@ def union_ps(spans):
         else:
             cur[1] = max(cur[1], b)
     return busy + (cur[1] - cur[0] if cur else 0)
+
+
+def tpu_enqueued_runs(path):
+    """TPU: {"runs": [(call start, device plane, [op intervals of the run])],
+    "devices": N, "unran": [call start]} for each program run on an `XLA Modules` line that ends a flow
+    (`_c`) some host event started (`_p`); None where no run does. A run is followed
+    back to the call that enqueued it: from the host event that started its flow to
+    the innermost event of that event's line holding its start (itself included) that
+    ends a flow, to the event that started that flow, and on; the call is where the
+    chain began (the last event reached), at its start. A run's ops are the `XLA Ops`
+    of its device that start inside it. N: the devices with any op. "unran": the
+    calls that enqueued a run the capture does not hold (a flow start named as one
+    that enqueued a run it holds, whose flow no run ends), each once."""
+    space = read_xspace(path)
+    host = next((p for p in space.planes if p.name == "/host:CPU"), None)
+    if host is None:
+        return None
+    starts = {}  # flow id -> (start, flow ended by the innermost holder or None)
+    for line in host.lines:
+        evs = []
+        for ev in line.events:
+            st = event_stats(host, ev)
+            if "_p" in st or "_c" in st:
+                start = event_start_ps(line, ev)
+                evs.append((start, start + ev.duration_ps, st.get("_p"), st.get("_c"), event_name(host, ev)))
+        evs.sort(key=lambda e: (e[0], -e[1]))
+        names = [e[4] for e in evs]
+        evs = [e[:4] for e in evs]
+        for k, (a, b, p, c) in enumerate(evs):
+            if p is None:
+                continue
+            holder = c
+            if holder is None:
+                holding = [e for e in evs[:k] if e[3] is not None and e[0] <= a < e[1]]
+                if holding:
+                    holder = max(holding, key=lambda e: (e[0], -e[1]))[3]
+            starts[p % (1 << 64)] = (a, None if holder is None else holder % (1 << 64), names[k])
+
+    def origin(flow):
+        at = starts[flow]
+        for _ in range(16):
+            if at[1] is None or at[1] not in starts:
+                break
+            at = starts[at[1]]
+        return at[0]
+
+    runs, devices, ran = [], 0, set()
+    for plane in space.planes:
+        if not plane.name.startswith("/device:"):
+            continue
+        ops, modules = [], []
+        for line in plane.lines:
+            for ev in line.events:
+                start = event_start_ps(line, ev)
+                if line.name == "XLA Ops":
+                    ops.append((start, start + ev.duration_ps))
+                elif line.name == "XLA Modules":
+                    c = event_stats(plane, ev).get("_c")
+                    if c is not None:
+                        modules.append((start, start + ev.duration_ps, c % (1 << 64)))
+        devices += bool(ops)
+        for (a, b, c) in modules:
+            if c in starts:
+                runs.append((origin(c), plane.name, [o for o in ops if a <= o[0] < b]))
+                ran.add(c)
+    # Calls that enqueued a run the capture does not hold: flow starts of a kind
+    # (name) that enqueued some run it holds, whose flow no run ends.
+    kinds = {starts[c][2] for c in ran}
+    unran = sorted({origin(f) for f, st in starts.items() if st[2] in kinds and f not in ran})
+    return {"runs": runs, "devices": devices, "unran": unran} if runs else None
 
 
 def cpu_dispatched_runs(path):
@@ -1017,6 +1108,62 @@ def write_xspace(space, path):
         f.write(space.SerializeToString())
 
 
+def annotate_calls(space, call, step, scope):
+    """Holds each outermost host event named `call` in a step annotation `step`
+    (stats step_num = k, _r = 1) that starts and ends 1 us around it (less where the
+    next or last call is closer) and a scope `scope` half as far around it: what a
+    loop `with StepTraceAnnotation(step, step_num=k): with TraceAnnotation(scope):
+    f(x)` records."""
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        call_ids = [k for k, m in plane.event_metadata.items() if m.name == call]
+        if not call_ids:
+            continue
+        next_meta = max(plane.event_metadata) + 1
+        next_stat = max(plane.stat_metadata) + 1
+        ids = {}
+        for name in (step, scope):
+            plane.event_metadata[next_meta].id = next_meta
+            plane.event_metadata[next_meta].name = name
+            ids[name] = next_meta
+            next_meta += 1
+        stat_ids = {}
+        for name in ("step_num", "_r"):
+            plane.stat_metadata[next_stat].id = next_stat
+            plane.stat_metadata[next_stat].name = name
+            stat_ids[name] = next_stat
+            next_stat += 1
+        k = 0
+        for line in plane.lines:
+            spans = sorted((ev.offset_ps, ev.offset_ps + ev.duration_ps) for ev in line.events
+                           if ev.metadata_id in call_ids)
+            outer = []
+            for a, b in spans:
+                if not outer or a >= outer[-1][1]:
+                    outer.append((a, b))
+            added = []
+            for j, (a, b) in enumerate(outer):
+                before = a - outer[j - 1][1] if j > 0 else 2_000_000
+                after = outer[j + 1][0] - b if j + 1 < len(outer) else 2_000_000
+                pad = min(1_000_000, before // 2, after // 2)
+                ev = classes()["XEvent"]()
+                ev.metadata_id, ev.offset_ps, ev.duration_ps = ids[step], a - pad, b - a + 2 * pad
+                for name, value in (("step_num", k), ("_r", 1)):
+                    st = ev.stats.add()
+                    st.metadata_id, st.int64_value = stat_ids[name], value
+                added.append(ev)
+                ev = classes()["XEvent"]()
+                ev.metadata_id, ev.offset_ps, ev.duration_ps = ids[scope], a - pad // 2, b - a + pad
+                added.append(ev)
+                k += 1
+            if added:
+                events = list(line.events) + added
+                events.sort(key=lambda e: (e.offset_ps, -e.duration_ps))
+                del line.events[:]
+                line.events.extend(events)
+
+
 def add_hlo_cycles(space, copies):
     """Puts `copies` fusions calling each fusion body into that body (a damaged module:
     its fusions call themselves)."""
@@ -1218,6 +1365,8 @@ def main(argv=None):
                    help="the op rows of the executions that started in [FROM_PS, TO_PS) only")
     p = sub.add_parser("launches-not-run", help="GPU: how many launches in steps ran no device work in the capture")
     p.add_argument("path")
+    p = sub.add_parser("calls-not-run", help="TPU: how many calls enqueued a run the capture does not hold")
+    p.add_argument("path")
     p = sub.add_parser("memory", help="allocator peaks and live allocations as JSON")
     p.add_argument("path")
     p = sub.add_parser("pprof", help="device-memory pprof totals as JSON")
@@ -1247,6 +1396,18 @@ def main(argv=None):
     p.add_argument("path"); p.add_argument("out"); p.add_argument("--copies", type=int, default=8)
     p = sub.add_parser("rename-plane", help="write a copy with the plane called NAME renamed TO")
     p.add_argument("path"); p.add_argument("out"); p.add_argument("name"); p.add_argument("to")
+    p = sub.add_parser("annotate-calls", help="write a copy in which each call CALL (an outermost host event of that "
+                                              "name) is held by a step annotation NAME (step_num k) and a scope SCOPE, "
+                                              "as a loop that annotates each call would record them")
+    p.add_argument("path")
+    p.add_argument("out")
+    p.add_argument("--call", required=True)
+    p.add_argument("--step", required=True)
+    p.add_argument("--scope", required=True)
+    p = sub.add_parser("cut-at", help="write a copy without the events that end after PS (a capture stopped then)")
+    p.add_argument("path")
+    p.add_argument("out")
+    p.add_argument("ps", type=int)
     p = sub.add_parser("damage-steps", help="write a copy whose step annotations (step_num and _r) last PS picoseconds")
     p.add_argument("path"); p.add_argument("out"); p.add_argument("ps", type=int)
     p = sub.add_parser("break-hlo", help="write a copy whose HLO protos are cut to their first half")
@@ -1312,6 +1473,8 @@ def main(argv=None):
     elif a.cmd == "launches-not-run":
         windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in steps(a.path)]
         print(json.dumps((gpu_launches(a.path, windows) or {"not_run": 0})["not_run"]))
+    elif a.cmd == "calls-not-run":
+        print(json.dumps(len((tpu_enqueued_runs(a.path) or {"unran": []})["unran"])))
     elif a.cmd == "memory":
         print(json.dumps(memory(a.path), separators=(",", ":")))
     elif a.cmd == "buffers":
@@ -1352,6 +1515,18 @@ def main(argv=None):
         for plane in space.planes:
             if plane.name == a.name:
                 plane.name = a.to
+        write_xspace(space, a.out)
+    elif a.cmd == "annotate-calls":
+        space = read_xspace(a.path)
+        annotate_calls(space, a.call, a.step, a.scope)
+        write_xspace(space, a.out)
+    elif a.cmd == "cut-at":
+        space = read_xspace(a.path)
+        for plane in space.planes:
+            for line in plane.lines:
+                kept = [ev for ev in line.events if event_start_ps(line, ev) + ev.duration_ps <= a.ps]
+                del line.events[:]
+                line.events.extend(kept)
         write_xspace(space, a.out)
     elif a.cmd == "damage-steps":
         space = read_xspace(a.path)

@@ -160,7 +160,10 @@ pub fn step_flops_with(
         }
         let peak: f64 = mine.iter().map(|(_, p)| p).sum();
         let run = |p: Option<u64>, module: &str| p.map(|p| ids.get(hi).map_or(p, |ids| ids.run(p, module)));
-        let mut order: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].host == space.host).collect();
+        // A step the capture cut keeps its host span, which lies among the spans of
+        // the steps timed on the device: it gets no FLOPs, and takes none of theirs.
+        let mut order: Vec<usize> =
+            (0..steps.len()).filter(|&i| steps[i].host == space.host && !steps[i].cut).collect();
         order.sort_by_key(|&i| steps[i].start_ps);
         if order.is_empty() {
             continue;

@@ -6,8 +6,11 @@
 use crate::human;
 
 /// Where steps are timed on the device ([`StepTiming::Device`](stepscope_analysis::steps::StepTiming::Device)): what was
-/// measured and why, in one sentence.
-pub fn timing_note(device_median_ps: i64, host_median_ps: i64, cut: usize) -> String {
+/// measured and why, in one sentence. Where the dispatch takes as long as the work,
+/// the device's busy share of the steps (`busy_pct`) tells who waits: a device idle
+/// for a tenth of its steps or more waits for the host; a busy one makes the host
+/// wait for room in its queue.
+pub fn timing_note(device_median_ps: i64, host_median_ps: i64, busy_pct: f64, cut: usize) -> String {
     let mut note = format!(
         "The loop dispatches ahead of its device: a step's annotation closes before its work runs \
          (device step {}, host dispatch {}, medians), so stepscope times each step on the device, \
@@ -16,7 +19,13 @@ pub fn timing_note(device_median_ps: i64, host_median_ps: i64, cut: usize) -> St
         human::duration_ps(host_median_ps)
     );
     if host_median_ps.saturating_mul(10) >= device_median_ps.saturating_mul(9) {
-        note.push_str(" The dispatch takes as long as the work: the device waits for the host, which sets the pace.");
+        note.push_str(match busy_pct < 90.0 {
+            true => " The dispatch takes as long as the work: the device waits for the host, which sets the pace.",
+            false => {
+                " The dispatch takes as long as the work, and the device is busy: the host waits for room in the \
+                 device's queue, and the device sets the pace."
+            }
+        });
     }
     if cut > 0 {
         let s = if cut == 1 { " is" } else { "s are" };

@@ -42,7 +42,8 @@ pub struct Run {
     pub cut: bool,
 }
 
-/// A host's XLA:CPU dispatches, each linked to the run it started.
+/// A host's calls, each linked to the program run it started: XLA:CPU dispatches, or
+/// the calls that enqueued a TPU's runs ([`crate::enqueue`]).
 #[derive(Default)]
 pub struct Dispatches {
     /// Each dispatch whose run the capture holds, by start: (dispatch start, program

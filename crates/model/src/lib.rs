@@ -14,6 +14,8 @@
 //! - [`discover`] (stage 1): the devices of every host and their op records;
 //! - [`steps`]: the steps and the host events they are measured against;
 //! - [`dispatch`]: which host call dispatched each XLA:CPU program run;
+//! - [`enqueue`]: which host call enqueued each TPU program run, by its flows (and
+//!   XLA:CPU's dispatches beside them);
 //! - [`work`]: the device work a host window (a step, a scope) launched;
 //! - [`busy`]: one pass over each device's ops (busy, active, kinds, launch gaps);
 //! - [`time_base`] (stage 2): the above for every device, and the steps measured;
@@ -32,6 +34,7 @@ pub mod device;
 pub mod device_time;
 pub mod discover;
 pub mod dispatch;
+pub mod enqueue;
 pub mod executions;
 pub mod hlo_ops;
 pub mod host_scopes;

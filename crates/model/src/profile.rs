@@ -71,7 +71,8 @@ struct Cache {
     pub devices: Derived<DeviceSet>,
     /// Per host: its launches of GPU work (needs stage 1).
     pub launches: Derived<Vec<Launches>>,
-    /// Per host: its XLA:CPU dispatches linked to their runs (needs stage 1).
+    /// Per host: its XLA:CPU dispatches, or its TPU runs' calls, linked to their runs
+    /// (needs stage 1).
     pub dispatches: Derived<Vec<Dispatches>>,
     /// Stage 2: busy, compile and steps (needs stage 1 and the launches).
     pub time: Derived<TimeBase>,
@@ -227,12 +228,13 @@ impl Profile {
         self.cache.launches.get_or_compute(|| crate::steps::host_launches(&self.hosts, &self.devices()))
     }
 
-    /// Per host (in [`Profile::hosts`] order): its XLA:CPU dispatches, each linked to
-    /// the program run it started ([`crate::dispatch`]), from stage 1 (asked for first,
-    /// on this thread); empty on a host whose device is not its CPU.
+    /// Per host (in [`Profile::hosts`] order): its XLA:CPU dispatches, or the calls that
+    /// enqueued its TPUs' runs, each linked to the program run it started
+    /// ([`crate::dispatch`], [`crate::enqueue`]), from stage 1 (asked for first, on this
+    /// thread); empty on a host whose runs are linked to no call.
     pub fn dispatches(&self) -> &[Dispatches] {
         self.device_set();
-        self.cache.dispatches.get_or_compute(|| crate::dispatch::host_dispatches(&self.hosts, &self.devices()))
+        self.cache.dispatches.get_or_compute(|| crate::enqueue::host_calls(&self.hosts, &self.devices()))
     }
 
     /// Stage 2: busy, compile and steps, from stage 1, the launches and the dispatches

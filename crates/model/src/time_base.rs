@@ -122,7 +122,10 @@ pub fn measure(
 /// when the host began it or its work began, whichever came first; the first step
 /// starts with its work. So where the device runs the steps back to back each is
 /// timed by its work, first op to last, and where the device waits for a late
-/// dispatch the wait is in the step. A step whose work the capture cut (or does not
+/// dispatch the wait is in the step. Steps never overlap: where a step's work began
+/// before the last one's ended (devices that run the steps a little apart, a copy
+/// queued on another stream) it starts where that one ended, so the steps' times add
+/// up to the time the device took. A step whose work the capture cut (or does not
 /// hold) is marked [`Step::cut`]. Steps stay in time order. The timing is `decided`
 /// where it is given (the run's); returned with the steps' votes.
 fn time_steps(
@@ -167,11 +170,11 @@ fn time_steps(
             };
             let end = start.saturating_add(duration);
             let from = match previous_end {
-                Some(p) => p.max(start.min(step.host_start_ps)).min(start),
+                Some(p) => p.max(start.min(step.host_start_ps)).min(end),
                 None => start,
             };
             (step.start_ps, step.duration_ps) = (from, end.saturating_sub(from));
-            previous_end = Some(end);
+            previous_end = Some(previous_end.map_or(end, |p| p.max(end)));
         }
     }
     steps.sort_by_key(|s| (s.start_ps, s.step_num));

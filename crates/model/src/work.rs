@@ -1,6 +1,7 @@
 //! The device work a host window launched (a step, a scope): on GPUs the kernels and
 //! copies whose `correlation_id` links them to a launch in the window; on XLA:CPU the
-//! program runs started by the window's dispatches ([`crate::dispatch`]). Where a loop
+//! program runs started by the window's dispatches ([`crate::dispatch`]); on TPUs the
+//! runs enqueued by its calls ([`crate::enqueue`]). Where a loop
 //! dispatches ahead, that work runs after the window has closed: this follows it.
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -33,7 +34,7 @@ pub struct Links<'p> {
     pub devices: &'p [Device<'p>],
     /// Per device: whether it took part in the run's work.
     pub took_part: &'p [bool],
-    /// Per host: its GPU launches, its XLA:CPU dispatches.
+    /// Per host: its GPU launches; its XLA:CPU dispatches or TPU runs' calls.
     pub launches: &'p [Launches],
     pub dispatches: &'p [Dispatches],
 }
@@ -103,13 +104,12 @@ impl Links<'_> {
                 cut[k] = true;
             }
         }
-        let counted_cpu: Vec<usize> = (on_host.iter())
-            .filter(|d| d.source == OpSource::HostOps)
-            .filter(|d| counted(d))
+        let counted_runs: Vec<usize> = (on_host.iter())
+            .filter(|d| counted(d) && host.runs.iter().any(|(i, _)| *i == d.index))
             .map(|d| d.index)
             .collect();
         let mut per_device: Vec<Vec<Intervals>> = Vec::new();
-        for (_, runs) in host.runs.iter().filter(|(d, _)| counted_cpu.contains(d)) {
+        for (_, runs) in host.runs.iter().filter(|(d, _)| counted_runs.contains(d)) {
             per_device.push(
                 runs_of
                     .iter()
@@ -122,7 +122,7 @@ impl Links<'_> {
                     .collect(),
             );
         }
-        Launched { work: summed(&per_device, counted_cpu.len(), &cut), not_run: 0 }
+        Launched { work: summed(&per_device, counted_runs.len(), &cut), not_run: 0 }
     }
 }
 

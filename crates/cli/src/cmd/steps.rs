@@ -108,6 +108,7 @@ pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
         let note = crate::notes::timing_note(
             median(timed.iter().map(|st| st.duration_ps).collect()),
             median(timed.iter().map(|st| st.host_duration_ps).collect()),
+            busy_pct(&timed),
             s.steps.iter().filter(|st| st.cut).count(),
         );
         out!("{}", human::wrap("", &note, crate::table::prose_width()));
@@ -172,4 +173,15 @@ pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
 /// A few words on where steps came from.
 pub fn source_label(s: steps::StepSource) -> &'static str {
     steps::source_words(s)
+}
+
+/// The device's busy share of `steps`' time, %.
+fn busy_pct(steps: &[&steps::Step]) -> f64 {
+    let (busy, total) = (steps.iter())
+        .fold((0i64, 0i64), |(b, t), st| (b.saturating_add(st.device_busy_ps), t.saturating_add(st.duration_ps)));
+    if total > 0 {
+        busy as f64 * 100.0 / total as f64
+    } else {
+        100.0
+    }
 }

@@ -137,7 +137,8 @@ fn print_text(s: &Summary) {
             human::duration_ps(t.std_ps)
         );
         if let Some(host) = &s.host_step_time {
-            let note = crate::notes::timing_note(t.median_ps, host.median_ps, s.steps_cut as usize);
+            let note =
+                crate::notes::timing_note(t.median_ps, host.median_ps, s.device_utilization_pct, s.steps_cut as usize);
             out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
         if let Some(w) = &s.warm_step_time {
