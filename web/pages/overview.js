@@ -54,6 +54,13 @@ export async function render(view, ctx) {
     notes.push(`The loop dispatches ahead of its device: a step's annotation closes before its work runs `
       + `(device step ${dur(t.median_ps)}, host dispatch ${dur(s.host_step_time.median_ps)}, medians), `
       + `so each step is timed on the device, up to the end of the work it launched.`);
+    // Who waits, where the dispatch takes as long as the work (the CLI's note).
+    if (s.host_step_time.median_ps * 10 >= t.median_ps * 9) {
+      notes.push(s.device_utilization_pct < 90
+        ? 'The dispatch takes as long as the work: the device waits for the host, which sets the pace.'
+        : 'The dispatch takes as long as the work, and the device is busy: the host waits for room in the '
+          + 'device\'s queue, and the device sets the pace.');
+    }
   }
   if (s.steps_cut) notes.push(`${count(s.steps_cut)} step(s) left out: the capture holds only part of their work.`);
   if (s.warm_step_time) {

@@ -105,7 +105,7 @@ fn dispatches(host: &Plane, devices: &[&Device]) -> Dispatches {
             // The run's ops: those that start inside it.
             let lo = spans.partition_point(|s| s.0 < start_ps);
             let hi = spans.partition_point(|s| s.0 < end_ps);
-            let ops: Vec<(i64, i64)> = spans[lo..hi].to_vec();
+            let ops: Vec<(i64, i64)> = spans[lo..hi.max(lo)].to_vec();
             mine.insert((meta, run), Run { start_ps, end_ps, ops: ops.len() as u32, spans: ops, cut: false });
         }
         out.runs.push((d.index, mine));
