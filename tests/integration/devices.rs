@@ -535,14 +535,34 @@ fn a_copy_only_gpu_has_no_compute_as_tracelens_says() {
 }
 
 #[test]
-fn eight_gpus_are_each_measured_over_their_own_span() {
-    // No step annotations: each of the 8 GPUs in its own span (first op to last). Its
-    // ops, busy time and copies (ROCm's `__amd_rocclr_copyBuffer` kernels, not under
-    // compute) checked against the reference reader.
+fn eight_gpus_are_each_measured_over_the_rounds_of_their_runs() {
+    // No step annotations: the steps are the rounds of the program's runs, one on each
+    // GPU's thread (gpu::one_thread_per_gpu_makes_a_step_of_each_round_of_runs), and
+    // each of the 8 GPUs is measured in them. Its ops, busy time and copies (ROCm's
+    // `__amd_rocclr_copyBuffer` kernels, not under compute) within the steps checked
+    // against the reference reader.
     let f = path(CONV_8GPU);
     let d = json(&["devices", &f]);
     let rows = d["devices"].as_array().unwrap();
     assert_eq!(rows.len(), 8);
+    let steps: Vec<(i64, i64)> = (json(&["steps", &f])["steps"].as_array().unwrap().iter())
+        .map(|s| {
+            (s["start_ps"].as_i64().unwrap(), s["start_ps"].as_i64().unwrap() + s["duration_ps"].as_i64().unwrap())
+        })
+        .collect();
+    assert_eq!(steps.len(), 5);
+    let in_steps = |spans: Vec<(i64, i64)>| -> Vec<(i64, i64)> {
+        let (merged, _) = union_ps(spans);
+        let mut out = Vec::new();
+        for (a, b) in merged {
+            for &(lo, hi) in &steps {
+                if a.max(lo) < b.min(hi) {
+                    out.push((a.max(lo), b.min(hi)));
+                }
+            }
+        }
+        out
+    };
     for r in rows {
         let plane = r["device"].as_str().unwrap();
         let (mut all, mut copies, mut compute) = (Vec::new(), Vec::new(), Vec::new());
@@ -555,15 +575,15 @@ fn eight_gpus_are_each_measured_over_their_own_span() {
                 false => compute.push(span),
             }
         }
-        let (busy, busy_ps) = union_ps(all.clone());
-        let window = busy.last().unwrap().1 - busy[0].0;
-        let exposed = minus_ps(&union_ps(copies.clone()).0, &union_ps(compute.clone()).0);
+        let (_, busy_ps) = union_ps(in_steps(all.clone()));
+        let window: i64 = steps.iter().map(|s| s.1 - s.0).sum();
+        let exposed = minus_ps(&union_ps(in_steps(copies.clone())).0, &union_ps(in_steps(compute.clone())).0);
         let int = |k: &str| r[k].as_i64().unwrap();
-        assert_eq!(r["window_source"], "own_span", "{r}");
+        assert_eq!(r["window_source"], "own_steps", "{r}");
         assert_eq!(int("op_count"), all.len() as i64, "{r}");
         assert_eq!(int("window_ps"), window, "{r}");
         assert_eq!(int("busy_ps"), busy_ps, "{r}");
-        assert_eq!(int("compute_ps"), union_ps(compute).1, "{r}");
+        assert_eq!(int("compute_ps"), union_ps(in_steps(compute)).1, "{r}");
         assert_eq!(int("copy_ps"), exposed.iter().map(|s| s.1 - s.0).sum::<i64>(), "{r}");
         assert_eq!(copies.is_empty(), plane != "/device:GPU:0", "{r}");
     }

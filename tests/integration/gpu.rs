@@ -82,6 +82,40 @@ fn gpu_steps_equal_the_reference_steps_and_warm_captures_do_not_compile() {
     assert!(first["compile_ps"].as_i64().unwrap() > 1_000_000_000_000, "over 1 s compiling: {first}");
 }
 
+/// A host with one thread per GPU (the 8-GPU MI300X capture, no step annotations):
+/// the threads' `jit_forward_3d_conv:XLA GPU module` events overlap, so no launch is
+/// one thread's run by time alone, but each round of runs (the k-th on every thread)
+/// is a step: 5 steps, each the program's kernels launched in the round on all 8 GPUs,
+/// first to last, as the reference reader links them by correlation_id, with the round
+/// as the host span. The first round is the GPUs' first runs one after another (22.7
+/// ms); the warm rounds take 1.4-2.0 ms.
+#[test]
+fn one_thread_per_gpu_makes_a_step_of_each_round_of_runs() {
+    let f = fixture("rocm-mi300x-conv-8gpu/tw003.xplane.pb");
+    let f = f.to_str().unwrap();
+    let ours = json(&["steps", f]);
+    assert_eq!(ours["source"], "module_executions");
+    let name = "jit_forward_3d_conv:XLA GPU module";
+    let want = reference(&["step-work", f, "--windows", name, "--rounds", "--module", "jit_forward_3d_conv"]);
+    let (ours, want) = (ours["steps"].as_array().unwrap(), want.as_array().unwrap());
+    assert_eq!((ours.len(), want.len()), (5, 5));
+    let runs = reference(&["host-events", f, "--names", name]);
+    for (k, (s, w)) in ours.iter().zip(want).enumerate() {
+        assert_eq!((&s["start_ps"], &s["duration_ps"]), (&w["work_start_ps"], &w["work_duration_ps"]), "{s} vs {w}");
+        // The host span: the round's runs, one on each of the 8 threads.
+        let (lo, hi) = (
+            s["host_start_ps"].as_i64().unwrap(),
+            s["host_start_ps"].as_i64().unwrap() + s["host_duration_ps"].as_i64().unwrap(),
+        );
+        let inside: Vec<&serde_json::Value> = (runs.as_array().unwrap().iter())
+            .filter(|e| e["start_ps"].as_i64().unwrap() >= lo && e["start_ps"].as_i64().unwrap() < hi)
+            .collect();
+        let threads: std::collections::BTreeSet<String> = inside.iter().map(|e| e["line"].to_string()).collect();
+        assert_eq!((inside.len(), threads.len()), (8, 8), "round {k}: {inside:?}");
+    }
+    assert_eq!(json(&["summary", f])["step_count"], 5);
+}
+
 #[test]
 fn without_step_annotations_gpu_steps_are_the_train_steps_runs() {
     // gpu-unannotated: no StepTraceAnnotation. Each step is one run of the program

@@ -494,7 +494,7 @@ def steps(path):
     return out
 
 
-def step_work(path, windows_named=None):
+def step_work(path, windows_named=None, rounds=False, module=None):
     """The device work each annotated step launched, per step in step order:
     {"step_num", "work_start_ps", "work_duration_ps", "busy_ps"} (busy: the union of
     the work's intervals), null fields where the step launched no work the capture
@@ -503,14 +503,28 @@ def step_work(path, windows_named=None):
     also say whether the step is "cut": the capture holds none of a launch of a kind
     that ran elsewhere, or its device's last launch ran fewer ops than its kind's
     most. With `windows_named`, the windows are the host events of that name (a
-    module's runs, `jit_train_step:XLA GPU module`) instead, numbered from 0."""
-    if windows_named:
+    module's runs, `jit_train_step:XLA GPU module`) instead, numbered from 0; with
+    `rounds` too, window k spans each line's k-th such event (threads that run the
+    module at once, one per GPU). With `module`, GPU work is only the device events
+    of that `hlo_module`."""
+    if windows_named and rounds:
+        # Round k: each line's k-th event of the name, first start to last end.
+        by_line = {}
+        for e in host_events(path, [windows_named], []):
+            by_line.setdefault(e["line"], []).append((e["start_ps"], e["start_ps"] + e["duration_ps"]))
+        runs = [sorted(v) for v in by_line.values()]
+        assert len({len(r) for r in runs}) == 1, "threads with different numbers of runs"
+        annotated = []
+        for k in range(len(runs[0])):
+            lo, hi = min(r[k][0] for r in runs), max(r[k][1] for r in runs)
+            annotated.append({"step_num": k, "start_ps": lo, "duration_ps": hi - lo})
+    elif windows_named:
         annotated = [{"step_num": k, "start_ps": e["start_ps"], "duration_ps": e["duration_ps"]}
                      for k, e in enumerate(host_events(path, [windows_named], []))]
     else:
         annotated = steps(path)
     windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in annotated]
-    gpu = gpu_launches(path, windows)
+    gpu = gpu_launches(path, windows, module)
     tpu = tpu_enqueued_runs(path) if gpu is None else None
     cpu = cpu_dispatched_runs(path) if gpu is None and tpu is None else []
     out = []
@@ -766,7 +780,7 @@ def cpu_self_times(ops):
         op["self_ps"] = max(op["self_ps"], 0)
 
 
-def gpu_launches(path, windows):
+def gpu_launches(path, windows, module=None):
     """GPU: every host event carrying `correlation_id` that starts in one of `windows`
     ([(start, end)]; a launch: of a kernel, a command
     buffer, a copy; also what XLA records into a command buffer, which never runs as
@@ -789,6 +803,8 @@ def gpu_launches(path, windows):
                     if any(lo <= start < hi for lo, hi in windows):
                         host[c] = (event_name(plane, ev), start)
                 elif plane.name.startswith("/device:GPU"):
+                    if module is not None and st.get("hlo_module") != module:
+                        continue
                     end = start + ev.duration_ps
                     dev.setdefault(c, []).append((start, end))
                     if plane.name not in last_on or end >= last_on[plane.name][0]:
@@ -1358,6 +1374,9 @@ def main(argv=None):
     p.add_argument("path")
     p.add_argument("--windows", metavar="NAME", help="the host events called NAME are the steps (a module's runs: "
                                                      "'jit_train_step:XLA GPU module')")
+    p.add_argument("--rounds", action="store_true", help="with --windows, where threads run the events at once (one "
+                                                         "per GPU): step k is each thread's k-th event")
+    p.add_argument("--module", help="GPU: only device events of this hlo_module")
     p = sub.add_parser("cpu-ops", help="XLA:CPU: each op's executions until they completed, and the device's busy "
                                        "time, as JSON")
     p.add_argument("path")
@@ -1437,7 +1456,7 @@ def main(argv=None):
     elif a.cmd == "steps":
         print(json.dumps(steps(a.path), separators=(",", ":")))
     elif a.cmd == "step-work":
-        print(json.dumps(step_work(a.path, a.windows), separators=(",", ":")))
+        print(json.dumps(step_work(a.path, a.windows, a.rounds, a.module), separators=(",", ":")))
     elif a.cmd == "cpu-ops":
         ops = cpu_ops(read_xspace(a.path))
         cpu_self_times(ops)

@@ -389,7 +389,12 @@ fn module_executions(hosts: &[Space], devices: &[Device], launches: &[Launches])
             }
             (OpSource::HostOps, None) => cpu_module_runs(d),
             (OpSource::Kernels, None) => match (hosts.get(d.host_index), launches.get(d.host_index)) {
-                (Some(space), Some(l)) => gpu_module_runs(space, d, l),
+                (Some(space), Some(l)) => {
+                    let gpus: Vec<&Device> = (devices.iter())
+                        .filter(|g| g.host_index == d.host_index && g.source == OpSource::Kernels)
+                        .collect();
+                    gpu_module_runs(space, d, &gpus, l)
+                }
                 _ => Vec::new(),
             },
             _ => Vec::new(),
@@ -453,7 +458,17 @@ fn cpu_module_runs(d: &Device) -> Vec<Step> {
 /// (XLA's annotation of a run of the module), from the first one's start to the last
 /// one's end, in time order; the host event is the step's host span. None where the
 /// profile does not link kernels to launches or holds no such host event.
-fn gpu_module_runs(space: &Space, d: &Device, launches: &Launches) -> Vec<Step> {
+///
+/// A host with one thread per GPU (`gpus`, the host's) runs the program on each at
+/// once, and the threads' events overlap: by time alone no launch can be told to be
+/// one thread's run or another's, but each round of runs, the k-th on every thread,
+/// can. A step is then one round: its host span from the first run's start to the
+/// last one's end, its work the program's kernels launched in it on every GPU. Where
+/// the events do not fall into such rounds (threads with more runs than others,
+/// rounds that overlap), or the capture holds the work of some of them only (fewer
+/// GPUs ran the program than threads ran it, a GPU with no kernel in a round), no
+/// steps rather than wrong ones.
+fn gpu_module_runs(space: &Space, d: &Device, gpus: &[&Device], launches: &Launches) -> Vec<Step> {
     let ops = d.cached_ops();
     if !ops.has_correlation_ids() || launches.is_empty() {
         return Vec::new();
@@ -461,31 +476,102 @@ fn gpu_module_runs(space: &Space, d: &Device, launches: &Launches) -> Vec<Step> 
     let (Some(host), Some((top_id, program))) = (host_cpu_plane(space), top_program(d)) else { return Vec::new() };
     let top = &*ops.names[top_id as usize];
     let runs = module_run_events(host, &format!("{top}:XLA GPU module"));
-    // Runs that overlap on the host (one thread per GPU) cannot tell whose launches
-    // are whose by time alone: no steps rather than wrong ones.
     if runs.windows(2).any(|w| w[1].0 < w[0].1) {
-        return Vec::new();
+        let Some((threads, rounds)) = module_run_rounds(host, &format!("{top}:XLA GPU module")) else {
+            return Vec::new();
+        };
+        let mut spans = vec![None; rounds.len()];
+        let mut running = 0;
+        for g in gpus {
+            let ops = g.cached_ops();
+            let mut mine = vec![None; rounds.len()];
+            for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| &*ops.names[r.module as usize] == top) {
+                let Some((launched, _)) = ops.correlation_id(r).and_then(|c| launches.get(c)) else { continue };
+                let (_, start, end, _) = ops.span(g.plane, i);
+                widen_run(&mut mine, &rounds, launched, (start, end));
+            }
+            if mine.iter().all(Option::is_none) {
+                continue;
+            }
+            // A GPU that ran the program ran it in every round: else the capture
+            // holds part of the work (some GPUs' planes, some rounds' kernels).
+            if mine.iter().any(Option::is_none) {
+                return Vec::new();
+            }
+            running += 1;
+            for (all, (a, b)) in spans.iter_mut().zip(mine.into_iter().flatten()) {
+                let span = all.get_or_insert((a, b));
+                *span = (span.0.min(a), span.1.max(b));
+            }
+        }
+        // One thread per GPU that ran it.
+        if running != threads {
+            return Vec::new();
+        }
+        return module_run_steps(spans, &rounds, top, d.host);
     }
-    let mut spans: Vec<Option<(i64, i64)>> = vec![None; runs.len()];
+    let mut spans = vec![None; runs.len()];
     for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| (r.module, r.program) == (top_id, program)) {
         let Some((launched, _)) = ops.correlation_id(r).and_then(|c| launches.get(c)) else { continue };
-        let at = runs.partition_point(|&(start, _)| start <= launched);
-        let Some(k) = at.checked_sub(1).filter(|&k| launched < runs[k].1) else { continue };
         let (_, start, end, _) = ops.span(d.plane, i);
-        let span = spans[k].get_or_insert((start, end));
-        *span = (span.0.min(start), span.1.max(end));
+        widen_run(&mut spans, &runs, launched, (start, end));
     }
+    module_run_steps(spans, &runs, top, d.host)
+}
+
+/// Widens the work of the run of `runs` (host spans, by start, none inside another)
+/// that holds `launched` by `(start, end)`; nothing where none holds it.
+fn widen_run(spans: &mut [Option<(i64, i64)>], runs: &[(i64, i64)], launched: i64, (start, end): (i64, i64)) {
+    let at = runs.partition_point(|&(start, _)| start <= launched);
+    let Some(k) = at.checked_sub(1).filter(|&k| launched < runs[k].1) else { return };
+    let span = spans[k].get_or_insert((start, end));
+    *span = (span.0.min(start), span.1.max(end));
+}
+
+/// Steps from the work of each host run (`spans`, as `runs`): each run with work, in
+/// time order, its host event the step's host span.
+fn module_run_steps(spans: Vec<Option<(i64, i64)>>, runs: &[(i64, i64)], top: &str, host: &str) -> Vec<Step> {
     // Each run's kernels and its host event, which is the step's host span.
     let mut found: Vec<((i64, i64), (i64, i64))> =
-        spans.into_iter().zip(runs).filter_map(|(work, host)| Some((work?, host))).collect();
+        spans.into_iter().zip(runs.iter().copied()).filter_map(|(work, host)| Some((work?, host))).collect();
     found.sort_unstable();
     (found.iter().enumerate())
         .map(|(n, &((a, b), (host_start, host_end)))| Step {
             host_start_ps: host_start,
             host_duration_ps: host_end.saturating_sub(host_start),
-            ..blank_step(n as i64, top, d.host, a, b.saturating_sub(a))
+            ..blank_step(n as i64, top, host, a, b.saturating_sub(a))
         })
         .collect()
+}
+
+/// The rounds of the events named `name` on `host`, where several threads run them
+/// (one per GPU): how many threads, and per round (each thread's k-th event) its span
+/// from the first one's start to the last one's end. `None` unless every thread has as
+/// many and the rounds follow one another without overlapping.
+fn module_run_rounds(host: &stepscope_xspace::Plane, name: &str) -> Option<(usize, Vec<(i64, i64)>)> {
+    let metas: Vec<u32> = (0..host.event_meta.len() as u32).filter(|&m| host.event_name(m) == name).collect();
+    let per_line: Vec<Vec<(i64, i64)>> = (host.lines.iter())
+        .map(|line| {
+            let mut runs: Vec<(i64, i64)> = (0..line.len())
+                .filter(|&i| metas.contains(&line.meta(i)))
+                .map(|i| (line.start_ps(i), line.end_ps(i)))
+                .collect();
+            runs.sort_unstable();
+            runs
+        })
+        .filter(|runs| !runs.is_empty())
+        .collect();
+    let n = per_line.first()?.len();
+    if per_line.iter().any(|runs| runs.len() != n) {
+        return None;
+    }
+    let rounds: Vec<(i64, i64)> = (0..n)
+        .map(|k| {
+            let start = per_line.iter().map(|runs| runs[k].0).min().unwrap_or(0);
+            (start, per_line.iter().map(|runs| runs[k].1).max().unwrap_or(start))
+        })
+        .collect();
+    rounds.windows(2).all(|w| w[0].1 <= w[1].0).then_some((per_line.len(), rounds))
 }
 
 /// The spans of the events named `name` on any line of `host`, sorted by start.
