@@ -13,6 +13,17 @@ fn field(steps: &serde_json::Value, key: &str) -> Vec<i64> {
     steps["steps"].as_array().unwrap().iter().map(|s| s[key].as_i64().unwrap()).collect()
 }
 
+/// Step `s` (ours) launched the work the reference reader's row `r` holds: its start,
+/// its length and its busy time, which is some.
+fn assert_same_work(s: &serde_json::Value, r: &serde_json::Value, name: &str) {
+    assert!(r["busy_ps"].as_i64().unwrap() > 0, "{name}: {r}");
+    for (ours, theirs) in
+        [("work_start_ps", "work_start_ps"), ("work_duration_ps", "work_duration_ps"), ("device_work_ps", "busy_ps")]
+    {
+        assert_eq!(s[ours], r[theirs], "{name} step {}: {ours}", r["step_num"]);
+    }
+}
+
 /// Each step's work is the program runs its jitted calls started, linked in run-id
 /// order: the same as the reference reader's, step by step.
 #[test]
@@ -34,14 +45,7 @@ fn a_step_is_the_work_its_dispatches_started() {
                     continue;
                 }
             }
-            assert!(r["busy_ps"].as_i64().unwrap() > 0, "{name}: {r}");
-            for (ours, theirs) in [
-                ("work_start_ps", "work_start_ps"),
-                ("work_duration_ps", "work_duration_ps"),
-                ("device_work_ps", "busy_ps"),
-            ] {
-                assert_eq!(s[ours], r[theirs], "{name} step {}: {ours}", r["step_num"]);
-            }
+            assert_same_work(s, r, name);
         }
     }
 }
@@ -351,14 +355,7 @@ fn a_tpu_loop_is_timed_by_the_runs_its_calls_enqueued() {
     assert_eq!((steps.len(), theirs.len()), (100, 100));
     for r in theirs {
         let s = steps.iter().find(|s| s["step_num"] == r["step_num"]).unwrap();
-        assert!(r["busy_ps"].as_i64().unwrap() > 0, "{r}");
-        for (ours, theirs) in [
-            ("work_start_ps", "work_start_ps"),
-            ("work_duration_ps", "work_duration_ps"),
-            ("device_work_ps", "busy_ps"),
-        ] {
-            assert_eq!(s[ours], r[theirs], "step {}: {ours}", r["step_num"]);
-        }
+        assert_same_work(s, r, "tpu");
     }
     // The chips run a step's calls a little apart: the steps tile their time.
     let end = |s: &serde_json::Value| s["start_ps"].as_i64().unwrap() + s["duration_ps"].as_i64().unwrap();
