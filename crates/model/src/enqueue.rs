@@ -126,10 +126,11 @@ fn dispatches(host: &Plane, devices: &[&Device]) -> Dispatches {
 /// A flow id as recorded: the runtime writes the 64 bits as a signed or an unsigned
 /// integer (the device's and the host's sides may differ).
 fn flow_id(plane: &Plane, s: Option<Stat>) -> Option<u64> {
-    match s?.value() {
+    let s = s?;
+    match s.value() {
         StatValue::I64(v) => Some(v as u64),
         StatValue::U64(v) => Some(v),
-        _ => plane.stat_i64(&s?).map(|v| v as u64),
+        _ => plane.stat_i64(&s).map(|v| v as u64),
     }
 }
 

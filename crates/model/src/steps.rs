@@ -475,11 +475,11 @@ fn gpu_module_runs(space: &Space, d: &Device, gpus: &[&Device], launches: &Launc
     }
     let (Some(host), Some((top_id, program))) = (host_cpu_plane(space), top_program(d)) else { return Vec::new() };
     let top = &*ops.names[top_id as usize];
-    let runs = module_run_events(host, &format!("{top}:XLA GPU module"));
+    let per_line = module_run_lines(host, &format!("{top}:XLA GPU module"));
+    let mut runs = per_line.concat();
+    runs.sort_unstable();
     if runs.windows(2).any(|w| w[1].0 < w[0].1) {
-        let Some((threads, rounds)) = module_run_rounds(host, &format!("{top}:XLA GPU module")) else {
-            return Vec::new();
-        };
+        let Some(rounds) = module_run_rounds(&per_line) else { return Vec::new() };
         let mut spans = vec![None; rounds.len()];
         let mut running = 0;
         for g in gpus {
@@ -505,7 +505,7 @@ fn gpu_module_runs(space: &Space, d: &Device, gpus: &[&Device], launches: &Launc
             }
         }
         // One thread per GPU that ran it.
-        if running != threads {
+        if running != per_line.len() {
             return Vec::new();
         }
         return module_run_steps(spans, &rounds, top, d.host);
@@ -544,23 +544,11 @@ fn module_run_steps(spans: Vec<Option<(i64, i64)>>, runs: &[(i64, i64)], top: &s
         .collect()
 }
 
-/// The rounds of the events named `name` on `host`, where several threads run them
-/// (one per GPU): how many threads, and per round (each thread's k-th event) its span
-/// from the first one's start to the last one's end. `None` unless every thread has as
-/// many and the rounds follow one another without overlapping.
-fn module_run_rounds(host: &stepscope_xspace::Plane, name: &str) -> Option<(usize, Vec<(i64, i64)>)> {
-    let metas: Vec<u32> = (0..host.event_meta.len() as u32).filter(|&m| host.event_name(m) == name).collect();
-    let per_line: Vec<Vec<(i64, i64)>> = (host.lines.iter())
-        .map(|line| {
-            let mut runs: Vec<(i64, i64)> = (0..line.len())
-                .filter(|&i| metas.contains(&line.meta(i)))
-                .map(|i| (line.start_ps(i), line.end_ps(i)))
-                .collect();
-            runs.sort_unstable();
-            runs
-        })
-        .filter(|runs| !runs.is_empty())
-        .collect();
+/// The rounds of runs on several threads (`per_line`, one per GPU, each by start):
+/// per round (each thread's k-th run) its span from the first one's start to the last
+/// one's end. `None` unless every thread has as many and the rounds follow one another
+/// without overlapping.
+fn module_run_rounds(per_line: &[Vec<(i64, i64)>]) -> Option<Vec<(i64, i64)>> {
     let n = per_line.first()?.len();
     if per_line.iter().any(|runs| runs.len() != n) {
         return None;
@@ -571,22 +559,27 @@ fn module_run_rounds(host: &stepscope_xspace::Plane, name: &str) -> Option<(usiz
             (start, per_line.iter().map(|runs| runs[k].1).max().unwrap_or(start))
         })
         .collect();
-    rounds.windows(2).all(|w| w[0].1 <= w[1].0).then_some((per_line.len(), rounds))
+    rounds.windows(2).all(|w| w[0].1 <= w[1].0).then_some(rounds)
 }
 
-/// The spans of the events named `name` on any line of `host`, sorted by start.
-fn module_run_events(host: &stepscope_xspace::Plane, name: &str) -> Vec<(i64, i64)> {
+/// The spans of the events named `name` on each line of `host` that has any, each
+/// line's sorted by start.
+fn module_run_lines(host: &stepscope_xspace::Plane, name: &str) -> Vec<Vec<(i64, i64)>> {
     let metas: Vec<u32> = (0..host.event_meta.len() as u32).filter(|&m| host.event_name(m) == name).collect();
     if metas.is_empty() {
         return Vec::new();
     }
-    let mut out: Vec<(i64, i64)> = (host.lines.iter())
-        .flat_map(|line| {
-            (0..line.len()).filter(|&i| metas.contains(&line.meta(i))).map(|i| (line.start_ps(i), line.end_ps(i)))
+    (host.lines.iter())
+        .map(|line| {
+            let mut runs: Vec<(i64, i64)> = (0..line.len())
+                .filter(|&i| metas.contains(&line.meta(i)))
+                .map(|i| (line.start_ps(i), line.end_ps(i)))
+                .collect();
+            runs.sort_unstable();
+            runs
         })
-        .collect();
-    out.sort_unstable();
-    out
+        .filter(|runs| !runs.is_empty())
+        .collect()
 }
 
 /// XLA:CPU: the span of each `run_id` of the ops whose module id `of_module` picks,
