@@ -83,6 +83,14 @@ fn a_loop_that_never_syncs_is_timed_by_its_work() {
     assert!(near(&summary["host_step_time"]["median_ps"], host), "{summary}");
     let text = ok(&["summary", ahead]);
     assert!(text.contains("dispatches ahead"), "{text}");
+    // `steps` says the same, whichever steps `--top` keeps (the medians are the run's).
+    let note = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let said = note(&text);
+    for args in [&["steps", ahead][..], &["steps", ahead, "--top", "3"]] {
+        let steps = ok(args);
+        let (from, to) = (steps.find("The loop").unwrap(), steps.find("STEP ").unwrap());
+        assert!(said.contains(&note(&steps[from..to])), "{args:?}: {steps}");
+    }
     let compare = json(&["compare", ahead, synced]);
     let runs = compare["runs"].as_array().unwrap();
     assert!(near(&runs[0]["step_time"]["median_ps"], device), "{compare}");

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use stepscope_analysis::steps;
+use stepscope_analysis::{devices, steps};
 
 use crate::human;
 use crate::load;
@@ -20,24 +20,54 @@ pub struct StepsArgs {
     pub host_at_a_time: bool,
 }
 
-/// `--host-at-a-time`: the run's steps, one host in memory at a time.
-fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<steps::Steps> {
-    let (s, _) = load::host_at_a_time(&cost_args.common.input, cost_args.peaks.user(), |run, hosts, read| {
+/// Whether the text output's note on timing is wanted for `s`: steps timed on the device.
+fn note_wanted(cost_args: &CostArgs, s: &steps::Steps) -> bool {
+    let out = &cost_args.common.output;
+    !out.json && !out.csv && s.timing == steps::StepTiming::Device
+}
+
+/// `--host-at-a-time`: the run's steps, one host in memory at a time, and where the
+/// note is wanted the devices' utilisation (a second pass).
+fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<(steps::Steps, Option<f64>)> {
+    let input = &cost_args.common.input;
+    let (s, _) = load::host_at_a_time(input, cost_args.peaks.user(), |run, hosts, read| {
         stepscope_analysis::fold::steps_by_host(run, hosts, read, &|_| Ok(()))
     })?;
-    Ok(s)
+    if !note_wanted(cost_args, &s) {
+        return Ok((s, None));
+    }
+    let (d, _) = load::host_at_a_time(input, Default::default(), |run, hosts, read| {
+        stepscope_analysis::fold::devices_by_host(run, hosts, read, &|_| Ok(()))
+    })?;
+    Ok((s, Some(d.all.utilization_pct)))
 }
 
 pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
     let cost_args = &steps_args.cost;
     let args = &cost_args.common;
+    // The devices' utilisation, where the note says who waits: the run's, as `summary`,
+    // `devices` and the web's overview give it.
     let whole = |mut profile: stepscope_analysis::Profile| {
         profile.set_peaks(cost_args.peaks.user());
-        Ok(steps::steps(&profile))
+        let s = steps::steps(&profile);
+        let utilization = note_wanted(cost_args, &s).then(|| devices::devices(&profile).all.utilization_pct);
+        Ok((s, utilization))
     };
-    let mut s = load::whole_or_by_host(&args.input, &args.select, steps_args.host_at_a_time, "steps", whole, || {
-        host_at_a_time(cost_args)
-    })?;
+    let (mut s, utilization_pct) =
+        load::whole_or_by_host(&args.input, &args.select, steps_args.host_at_a_time, "steps", whole, || {
+            host_at_a_time(cost_args)
+        })?;
+    // Of every step, before `--top` keeps the slowest.
+    let note = utilization_pct.map(|u| {
+        let timed: Vec<&steps::Step> = s.timed().collect();
+        let median = |v: Vec<i64>| steps::Distribution::of(&v).median_ps;
+        crate::notes::timing_note(
+            median(timed.iter().map(|st| st.duration_ps).collect()),
+            median(timed.iter().map(|st| st.host_duration_ps).collect()),
+            u,
+            s.steps.iter().filter(|st| st.cut).count(),
+        )
+    });
     let all = s.steps.len();
     // `--top N`: the N slowest steps, in step order.
     if let Some(n) = args.select.top.filter(|&n| n > 0 && n < all) {
@@ -102,15 +132,7 @@ pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
         n => outln!("{n} steps (from {})", source_label(s.source)),
     }
     let device = s.timing == steps::StepTiming::Device;
-    if device {
-        let timed: Vec<&steps::Step> = s.timed().collect();
-        let median = |v: Vec<i64>| steps::Distribution::of(&v).median_ps;
-        let note = crate::notes::timing_note(
-            median(timed.iter().map(|st| st.duration_ps).collect()),
-            median(timed.iter().map(|st| st.host_duration_ps).collect()),
-            busy_pct(&timed),
-            s.steps.iter().filter(|st| st.cut).count(),
-        );
+    if let Some(note) = note {
         out!("{}", human::wrap("", &note, crate::table::prose_width()));
     }
     if let Some(note) = crate::notes::not_run_note(s.dispatched_not_run, s.launches_not_run) {
@@ -173,15 +195,4 @@ pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
 /// A few words on where steps came from.
 pub fn source_label(s: steps::StepSource) -> &'static str {
     steps::source_words(s)
-}
-
-/// The device's busy share of `steps`' time, %.
-fn busy_pct(steps: &[&steps::Step]) -> f64 {
-    let (busy, total) = (steps.iter())
-        .fold((0i64, 0i64), |(b, t), st| (b.saturating_add(st.device_busy_ps), t.saturating_add(st.duration_ps)));
-    if total > 0 {
-        busy as f64 * 100.0 / total as f64
-    } else {
-        100.0
-    }
 }
