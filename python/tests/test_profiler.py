@@ -171,6 +171,31 @@ def test_from_env(tmp_path, work, monkeypatch):
         stepscope.Profiler.from_env()
 
 
+def test_guide_spellings_that_miss_are_not_ignored(tmp_path, monkeypatch, capsys):
+    # Guide 003's variables, one spelt without its underscore: profiling step 0
+    # instead of step 100 would be a silent wrong capture.
+    for var in ("STEPSCOPE_PROFILE", "STEPSCOPE_START_STEP", "STEPSCOPE_NUM_STEPS", "STEPSCOPE_EVERY",
+                "PROFILE_START_STEP", "PROFILE_DURATION"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PROFILE_ENABLED", "1")
+    monkeypatch.setenv("PROFILE_DIR", str(tmp_path))
+    monkeypatch.setenv("PROFILE_STARTSTEP", "100")
+    with pytest.raises(stepscope.StepscopeError, match="PROFILE_STARTSTEP is not a setting — did you mean "
+                                                      "PROFILE_START_STEP"):
+        stepscope.Profiler.from_env()
+    monkeypatch.delenv("PROFILE_STARTSTEP")
+    monkeypatch.setenv("PROFILE_DURATON", "3")
+    stepscope.Profiler.from_env()
+    assert "PROFILE_DURATON is not a setting and is ignored — did you mean PROFILE_DURATION?" in capsys.readouterr().err
+
+
+def test_host_tracing_off_on_cpu_warns_at_capture_time(tmp_path, work, capsys):
+    f, x = work
+    with stepscope.trace(tmp_path, host_tracer_level=0):
+        f(x).block_until_ready()
+    assert "host_tracer_level=0 on CPU" in capsys.readouterr().err
+
+
 def test_schedule_validation():
     with pytest.raises(stepscope.StepscopeError, match="captures would overlap"):
         stepscope.Schedule(start_step=0, num_steps=5, every=3)

@@ -228,7 +228,8 @@ fn every_surface_reads_one_model_of_device_time() {
         let rows = d["devices"].as_array().unwrap();
         let mut shares: Vec<(f64, f64, f64)> = Vec::new();
         for r in rows {
-            let parts = ["compute_ps", "collective_ps", "copy_ps", "async_wait_ps"].map(|k| int(r, k));
+            let parts =
+                ["compute_ps", "collective_ps", "copy_ps", "async_wait_ps", "host_callback_ps"].map(|k| int(r, k));
             let rest = ["runtime_overhead_ps", "compile_ps", "host_copy_ps", "idle_ps"].map(|k| int(r, k));
             let w = int(r, "window_ps");
             assert_eq!(parts.iter().sum::<i64>() + rest.iter().sum::<i64>(), w, "{f}: parts ≠ window: {r}");

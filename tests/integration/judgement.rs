@@ -426,7 +426,7 @@ fn runs_are_ranked_on_their_warm_steps() {
     assert_eq!(c["runs"][0]["cold_steps"].as_u64(), Some(cold_steps));
     assert!(c["runs"][1].get("cold_steps").is_none());
     let text = ok(&["compare", &cold, &warm]);
-    assert!(text.contains(&format!("{cold_steps} of {all} steps compiled")), "{text}");
+    assert!(text.contains(&format!("{cold_steps} of {all} steps are cold")), "{text}");
 
     let d = json(&["diff", &cold, &warm]);
     assert!(near(&d["step_time"]["a_median_ps"]), "{d}");

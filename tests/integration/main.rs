@@ -5,6 +5,7 @@
 //! `scripts/test.sh`).
 
 mod util;
+mod verdicts;
 
 mod ahead;
 mod analyses;

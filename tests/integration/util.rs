@@ -6,13 +6,14 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The parts of the summary's `breakdown`, which add up to its `step_ps`.
-pub const BREAKDOWN_PARTS: [&str; 9] = [
+pub const BREAKDOWN_PARTS: [&str; 10] = [
     "device_compute_ps",
     "collectives_ps",
     "host_to_device_ps",
     "device_to_host_ps",
     "device_to_device_ps",
     "async_wait_ps",
+    "host_callback_ps",
     "runtime_overhead_ps",
     "compile_ps",
     "device_idle_ps",

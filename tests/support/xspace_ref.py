@@ -759,6 +759,9 @@ def cpu_ops(space):
     return ops
 
 
+CALLBACK_NAMES = ("io_callback", "pure_callback", "debug_callback", "debug_print")
+
+
 def cpu_self_times(ops):
     """Sets each XLA:CPU op's "self_ps": its time until it completed less that of the
     ops whose events lie directly inside its own event on its line (the ops its thread
@@ -1488,6 +1491,12 @@ def main(argv=None):
                 doc[key] = union_ps([(max(op["start_ps"], lo), min(op[end], hi)) for (lo, hi) in windows
                                      for op in ops if op["start_ps"] < hi and op[end] > lo])
             doc["steps_ps"] = sum(hi - lo for (lo, hi) in windows)
+            # Host callbacks (JAX's names for its Python-callback custom calls): their
+            # time in the steps, until they completed.
+            callbacks = [op for op in ops if op["name"].split(".")[0] in CALLBACK_NAMES]
+            doc["callback_in_steps_ps"] = union_ps([(max(op["start_ps"], lo), min(op["done_ps"], hi))
+                                                    for (lo, hi) in windows for op in callbacks
+                                                    if op["start_ps"] < hi and op["done_ps"] > lo])
         print(json.dumps(doc, separators=(",", ":")))
     elif a.cmd == "launches-not-run":
         windows = [(st["start_ps"], st["start_ps"] + st["duration_ps"]) for st in steps(a.path)]

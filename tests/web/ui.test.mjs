@@ -578,6 +578,30 @@ test('a GPU capture\'s idle time is split by launch on the overview and devices 
   assert.equal(row[at('idle: in launch')], fmt.dur(d.devices[0].idle_launching_ps));
 });
 
+test('a one-off capture says it is mostly compilation, and a host callback is its own part, as the CLI says', async () => {
+  const run = await runIn('cpu-oneoff');
+  const s = await api('summary', { run });
+  const c = s.capture;
+  assert.ok(c.compile_pct > 50 && c.compile_outside_steps_ps === c.compile_ps, JSON.stringify(c));
+  await open(`overview?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#capture-compile');
+  assert.equal(await page.textContent('#capture-compile'),
+    `Capture ${fmt.dur(c.span_ps)}: XLA compiling ${fmt.dur(c.compile_ps)} of it (${c.compile_pct.toFixed(1)}%; none of it in a step).`);
+  // The first finding names it.
+  const adv = await api('advise', { run });
+  assert.equal(adv.findings[0].rule, 'captured-compilation');
+  await page.waitForSelector('.findings');
+  assert.match(await page.textContent('.findings'), /this capture is mostly XLA compilation/);
+
+  const cb = await runIn('cpu-callback');
+  const b = (await api('summary', { run: cb })).breakdown;
+  assert.ok(b.host_callback_ps > 0.3 * b.step_ps, JSON.stringify(b));
+  await open(`overview?run=${encodeURIComponent(cb)}`);
+  await page.waitForSelector('.findings');
+  assert.match(await page.textContent('#view'), /host callbacks/);
+  assert.equal((await api('advise', { run: cb })).findings[0].rule, 'host-callbacks');
+});
+
 const GUIDE = 'cpu-guide-adam/plugins/profile/2026_11_25_03_32_42';
 
 test('scopes page shows the host scopes nested, with the input work of an input-bound loop', async () => {

@@ -58,6 +58,7 @@ export async function render(view, ctx) {
       { key: 'collective_ps', label: 'collectives', num: true, fmt: dur },
       { key: 'copy_ps', label: 'copies', num: true, fmt: dur },
       { key: 'async_wait_ps', label: 'async wait', num: true, fmt: dur },
+      { key: 'host_callback_ps', label: 'host callbacks', num: true, fmt: dur },
       { key: 'runtime_overhead_ps', label: 'runtime', num: true, fmt: dur },
       { key: 'idle_ps', label: 'idle', num: true, fmt: dur },
       ...split,

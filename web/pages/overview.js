@@ -48,6 +48,16 @@ export async function render(view, ctx) {
         `busy share of ${over}; computing ${pct(s.device_compute_pct)}${leftOut}`)
       : card('device utilisation', '—', 'no device activity recorded'),
   ));
+  // The capture as a whole, where it holds compilation (the CLI's CAPTURE line): the
+  // steps may not show it at all.
+  const c = s.capture;
+  if (c && c.compile_ps > 0) {
+    const where = c.compile_outside_steps_ps === 0 ? 'all of it in steps'
+      : c.compile_outside_steps_ps === c.compile_ps ? 'none of it in a step'
+        : `${dur(c.compile_outside_steps_ps)} of it outside the steps`;
+    view.append(el('p', { class: c.compile_pct >= 50 ? 'unread-host' : 'muted', id: 'capture-compile' },
+      `Capture ${dur(c.span_ps)}: XLA compiling ${dur(c.compile_ps)} of it (${c.compile_pct.toFixed(1)}%; ${where}).`));
+  }
   // How the steps were timed, and which are left out of the step time.
   const notes = [];
   if (s.host_step_time) {
@@ -64,7 +74,7 @@ export async function render(view, ctx) {
   }
   if (s.steps_cut) notes.push(`${count(s.steps_cut)} step(s) left out: the capture holds only part of their work.`);
   if (s.warm_step_time) {
-    notes.push(`${count(s.cold_steps)} of ${count(s.step_count)} steps compiled; the warm steps' median is `
+    notes.push(`${count(s.cold_steps)} of ${count(s.step_count)} steps cold (compiled, or a first run after a compile); the warm steps' median is `
       + `${dur(s.warm_step_time.median_ps)} (what compare, diff and check rank by).`);
   }
   const notRun = [];
@@ -95,6 +105,7 @@ export async function render(view, ctx) {
     { label: 'device→host', value: b.device_to_host_ps, color: '#c2459a' },
     { label: 'device↔device', value: b.device_to_device_ps, color: '#5c9ec2' },
     { label: 'async wait', value: b.async_wait_ps, color: '#7a8a3b' },
+    { label: 'host callbacks', value: b.host_callback_ps, color: '#c2185b' },
     { label: 'runtime between ops', value: b.runtime_overhead_ps, color: '#8c6d5a' },
     { label: 'compile', value: b.compile_ps, color: '#d4b13b' },
     { label: 'device idle', value: b.device_idle_ps, color: '#b9bec7' },

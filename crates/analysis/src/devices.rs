@@ -65,7 +65,7 @@ pub struct DeviceRow {
     pub window_source: WindowSource,
     /// The time measured against.
     pub window_ps: i64,
-    /// Time some op ran: compute + collective + copy + async wait.
+    /// Time some op ran: compute + collective + copy + async wait + host callback.
     pub busy_ps: i64,
     /// Ops other than collectives, copies and async waits.
     pub compute_ps: i64,
@@ -75,6 +75,8 @@ pub struct DeviceRow {
     pub copy_ps: i64,
     /// `*-done` ops waiting for async copies, not overlapped by the above.
     pub async_wait_ps: i64,
+    /// Host callbacks (a custom call into the host's Python), not overlapped by the above.
+    pub host_callback_ps: i64,
     /// No op running inside a program (XLA:CPU executor time between ops).
     pub runtime_overhead_ps: i64,
     /// No op running while the host compiled.
@@ -112,6 +114,8 @@ pub struct HostRow {
     /// none did).
     pub compute_ps: i64,
     pub collective_ps: i64,
+    /// Mean ops run by those devices: its work, which stragglers compare.
+    pub op_count: u64,
     pub utilization_pct: f64,
     /// The shift applied to put the host on the run's clock.
     pub clock_offset_ps: i64,
@@ -145,7 +149,15 @@ pub struct Straggler {
     pub excess_pct: f64,
     /// Mean time the peers spent in collectives, for comparison.
     pub peer_collective_ps: i64,
+    /// Its work (ops it ran) over its peers' median, percent above (below: negative).
+    pub work_excess_pct: f64,
+    /// True where its work is within [`SAME_WORK_PCT`] of its peers': it is slower at
+    /// the same work (contention for cores, clocks), not given more of it.
+    pub same_work: bool,
 }
+
+/// Work within this share of the peers' median is the same work, percent.
+pub const SAME_WORK_PCT: f64 = 5.0;
 
 /// Builds the per-device and per-host rows.
 pub fn devices(profile: &Profile) -> Devices {
@@ -187,7 +199,8 @@ impl DevicesPart {
             for (_, ix) in groups {
                 let compute: Vec<i64> = ix.iter().map(|&i| rows[i].compute_ps).collect();
                 let coll: Vec<i64> = ix.iter().map(|&i| rows[i].collective_ps).collect();
-                for (k, s) in outliers(&compute, &coll) {
+                let work: Vec<i64> = ix.iter().map(|&i| rows[i].op_count as i64).collect();
+                for (k, s) in outliers(&compute, &coll, &work) {
                     let r = &mut rows[ix[k]];
                     r.straggler = true;
                     stragglers.push(Straggler { host: r.host.clone(), device: r.device.clone(), ..s });
@@ -207,6 +220,7 @@ impl DevicesPart {
                     step_count: host_steps.len() as u64,
                     step_mean_ps: sum_ps(host_steps.iter().copied()) / host_steps.len().max(1) as i64,
                     compute_ps: sum_ps(mine.iter().map(|r| r.compute_ps)) / n,
+                    op_count: mine.iter().map(|r| r.op_count).sum::<u64>() / n as u64,
                     collective_ps: sum_ps(mine.iter().map(|r| r.collective_ps)) / n,
                     utilization_pct: mean(mine.iter().filter(|r| r.window_ps > 0).map(|r| r.utilization_pct)),
                     clock_offset_ps: profile.clock_offset_ps.get(hi).copied().unwrap_or(0),
@@ -231,7 +245,8 @@ pub fn assemble(run: &str, parts: Vec<DevicesPart>) -> Devices {
     // Hosts against each other.
     let compute: Vec<i64> = hosts.iter().map(|h| h.compute_ps).collect();
     let coll: Vec<i64> = hosts.iter().map(|h| h.collective_ps).collect();
-    for (k, s) in outliers(&compute, &coll) {
+    let work: Vec<i64> = hosts.iter().map(|h| h.op_count as i64).collect();
+    for (k, s) in outliers(&compute, &coll, &work) {
         hosts[k].straggler = true;
         stragglers.push(Straggler { host: hosts[k].host.clone(), ..s });
     }
@@ -283,6 +298,7 @@ fn device_row(d: &Device, t: &DeviceTimeline) -> DeviceRow {
         collective_ps: part(Part::Collective),
         copy_ps: sum_ps([part(Part::HostToDevice), part(Part::DeviceToHost), part(Part::DeviceToDevice)]),
         async_wait_ps: part(Part::AsyncWait),
+        host_callback_ps: part(Part::HostCallback),
         runtime_overhead_ps: part(Part::RuntimeOverhead),
         compile_ps: part(Part::Compile),
         host_copy_ps: part(Part::HostCopyToDevice) + part(Part::HostCopyToHost),
@@ -321,9 +337,9 @@ fn mean(values: impl IntoIterator<Item = f64>) -> f64 {
 }
 
 /// Indexes whose compute exceeds the median of the others by
-/// [`STRAGGLER_EXCESS_PCT`], with the numbers (host and device left empty); needs at
-/// least two entries.
-fn outliers(compute: &[i64], collective: &[i64]) -> Vec<(usize, Straggler)> {
+/// [`STRAGGLER_EXCESS_PCT`], with the numbers (host and device left empty) and their
+/// work (`work`: ops run) against the others'; needs at least two entries.
+fn outliers(compute: &[i64], collective: &[i64], work: &[i64]) -> Vec<(usize, Straggler)> {
     let n = compute.len();
     if n < 2 {
         return Vec::new();
@@ -336,6 +352,10 @@ fn outliers(compute: &[i64], collective: &[i64]) -> Vec<(usize, Straggler)> {
         let excess = pct(compute[i] - median, median);
         if median > 0 && excess > STRAGGLER_EXCESS_PCT {
             let peer_collective_ps = sum_ps((0..n).filter(|&j| j != i).map(|j| collective[j])) / (n - 1) as i64;
+            let mut peer_work: Vec<i64> = (0..n).filter(|&j| j != i).map(|j| work[j]).collect();
+            peer_work.sort_unstable();
+            let work_median = percentile_sorted(&peer_work, 50.0);
+            let work_excess_pct = pct(work[i] - work_median, work_median);
             out.push((
                 i,
                 Straggler {
@@ -345,6 +365,8 @@ fn outliers(compute: &[i64], collective: &[i64]) -> Vec<(usize, Straggler)> {
                     peer_median_ps: median,
                     excess_pct: excess,
                     peer_collective_ps,
+                    work_excess_pct,
+                    same_work: work_median > 0 && work_excess_pct.abs() <= SAME_WORK_PCT,
                 },
             ));
         }

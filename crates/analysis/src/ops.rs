@@ -68,8 +68,10 @@ pub struct OpRow {
     pub module: String,
     pub category: String,
     pub count: u64,
-    /// Executions of the op: `count`, except on GPUs, where the kernels one execution
-    /// of an XLA op launched are one ([`stepscope_model::executions`]: a library GEMM
+    /// Executions of the op: one run of the instruction within one run of its program.
+    /// On XLA:CPU, its events of one `run_id` are one (a `sort` split over two threads
+    /// records two); on GPUs, the kernels one execution of an XLA op launched are one
+    /// ([`stepscope_model::executions`]: a library GEMM
     /// with its memset, a split-K GEMM's two kernels; back-to-back launches of one op
     /// are as many executions; a copy of no module, `MemcpyH2D` of a `device_put`, is
     /// one each). FLOPs and bytes from the HLO are one execution's times this.
@@ -1067,6 +1069,10 @@ fn chunk_rows<'a>(
     // kernels of one execution of an XLA op once ([`same_execution`]).
     let kernels = d.source == stepscope_model::OpSource::Kernels;
     let mut previous: Option<((u32, u32, u32), Option<Execution>)> = None;
+    // XLA:CPU: an op's events of one run of its program (`run_id`) are one execution
+    // (a `sort` split over threads records two); per name id, the run last met.
+    let host_ops = d.source == stepscope_model::OpSource::HostOps;
+    let mut last_run: Vec<Option<(u32, i64)>> = if host_ops { vec![None; names.len()] } else { Vec::new() };
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
         if let Some((from, to)) = span {
             let start = recs[o.rec].start_ps(d.plane);
@@ -1076,7 +1082,15 @@ fn chunk_rows<'a>(
         }
         let at = ((o.ids.0, o.ids.1, o.line), kernels.then(|| executions.of(o.corr, o.ids.0)).flatten());
         let continues = previous.is_some_and(|p| same_execution(p, at, &names[o.ids.1 as usize]));
-        let execution = u64::from(!kernels || !continues);
+        let same_run = match (host_ops, d.cached_ops().run_id(&recs[o.rec])) {
+            (true, Some(run)) => {
+                let seen = last_run[o.ids.0 as usize] == Some((o.ids.1, run));
+                last_run[o.ids.0 as usize] = Some((o.ids.1, run));
+                seen
+            }
+            _ => false,
+        };
+        let execution = u64::from(!(kernels && continues) && !same_run);
         previous = Some(at);
         let program = match by {
             GroupBy::Op | GroupBy::Module | GroupBy::Line | GroupBy::Stack => o.program.unwrap_or(NO_PROGRAM),

@@ -33,6 +33,9 @@ pub struct Breakdown {
     pub device_to_device_ps: i64,
     /// `*-done` ops waiting for async copies.
     pub async_wait_ps: i64,
+    /// Host callbacks (`jax.pure_callback`, `io_callback`, `jax.debug.callback` /
+    /// `print`): the program waited on the host's Python.
+    pub host_callback_ps: i64,
     /// Inside a program with no op running (XLA:CPU executor time between ops).
     pub runtime_overhead_ps: i64,
     /// Device idle while the host compiled.
@@ -57,6 +60,23 @@ pub struct Breakdown {
     /// waited on input. Not part of the sum; absent as above.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_idle_input_ps: Option<i64>,
+}
+
+/// The capture as a whole, beyond its steps: how long it ran and how much of it XLA
+/// spent compiling, wherever that fell (in a step, before the first, with no step at
+/// all). A one-off capture without warm-up is mostly compilation, which the average
+/// step never shows.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Capture {
+    /// First event to last, over every host (one clock).
+    pub span_ps: i64,
+    /// The time XLA compiled during the capture: the union of a host's compile events,
+    /// the longest of the hosts'.
+    pub compile_ps: i64,
+    /// Of `compile_ps` (that host's), the time that fell outside its steps.
+    pub compile_outside_steps_ps: i64,
+    /// `compile_ps` over `span_ps`, percent.
+    pub compile_pct: f64,
 }
 
 /// Devices of one kind and model.
@@ -100,8 +120,9 @@ pub struct Overview {
     /// Steps left out of the step time because the capture cut their work.
     #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub steps_cut: u64,
-    /// Steps (of those timed) in which the host compiled: cold steps, whose time is a
-    /// first call's.
+    /// Steps (of those timed) that are cold: the host compiled in them, or they are the
+    /// first run after a compile the capture holds outside any step (a one-off
+    /// capture's call). Their time is a first call's.
     #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub cold_steps: u64,
     /// Where some steps compiled and some did not: the step time over those that did
@@ -135,6 +156,8 @@ pub struct Overview {
     /// FLOPs utilisation: the steps' FLOPs over their durations times the devices'
     /// peak FLOP/s, percent ([`crate::roofline::step_flops`]); null where unknown.
     pub flops_utilization_pct: Option<f64>,
+    /// The capture as a whole: its span and the compilation it holds.
+    pub capture: Capture,
     pub environment: Environment,
     pub top_ops: Vec<OpRow>,
 }
@@ -190,6 +213,10 @@ pub struct OverviewPart {
     versions: Vec<String>,
     host_tracer_level: Option<u32>,
     input: crate::scopes::InputSums,
+    /// Its hosts' first and last instants.
+    span: Option<(i64, i64)>,
+    /// Per host: (compile time, of it outside the host's steps).
+    compile: Vec<(i64, i64)>,
 }
 
 /// A step, as the overview reads it.
@@ -200,7 +227,9 @@ struct StepTimes {
     duration_ps: i64,
     host_start_ps: i64,
     host_duration_ps: i64,
-    compile_ps: i64,
+    /// It compiled, or is the first step after a compile its host ran outside any step
+    /// (a one-off capture's first call): a first run's time, not a warm step's.
+    cold: bool,
     cut: bool,
     /// Its FLOPs ([`crate::roofline::step_flops`]).
     flops: Option<StepFlops>,
@@ -271,14 +300,14 @@ impl OverviewPart {
             timing: steps.timing,
             votes: base.votes,
             none_took_part: base.none_took_part,
-            steps: (steps.steps.iter().zip(flops))
-                .map(|(s, flops)| StepTimes {
+            steps: (steps.steps.iter().zip(flops).zip(first_runs(profile, &steps.steps)))
+                .map(|((s, flops), first_run)| StepTimes {
                     step_num: s.step_num,
                     start_ps: s.start_ps,
                     duration_ps: s.duration_ps,
                     host_start_ps: s.host_start_ps,
                     host_duration_ps: s.host_duration_ps,
-                    compile_ps: s.compile_ps,
+                    cold: s.compile_ps > 0 || first_run,
                     cut: s.cut,
                     flops,
                 })
@@ -291,6 +320,14 @@ impl OverviewPart {
             versions,
             host_tracer_level: host_tracer_level(profile),
             input: crate::scopes::input_sums(profile),
+            span: (profile.hosts.iter().filter_map(|h| h.time_span_ps())).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1))),
+            compile: (profile.hosts.iter().zip(&base.hosts))
+                .map(|(space, h)| {
+                    let total = h.compile.total();
+                    let in_steps = sum_ps(steps.steps.iter().filter(|s| s.host == space.host).map(|s| s.compile_ps));
+                    (total, total.saturating_sub(in_steps).max(0))
+                })
+                .collect(),
         }
     }
 }
@@ -322,6 +359,8 @@ pub fn assemble(
         versions: Vec::new(),
         host_tracer_level: None,
         input: Default::default(),
+        span: None,
+        compile: Vec::new(),
     };
     for p in parts {
         all.hosts.extend(p.hosts);
@@ -337,7 +376,13 @@ pub fn assemble(
             (a, b) => a.or(b),
         };
         all.input.add(p.input);
+        all.span = match (all.span, p.span) {
+            (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+            (a, b) => a.or(b),
+        };
+        all.compile.extend(p.compile);
     }
+    let capture = capture(all.span, &all.compile);
     if several {
         in_run_order(&mut all.steps, timing, |s| (s.host_start_ps, s.step_num), |s| (s.start_ps, s.step_num));
     }
@@ -347,7 +392,7 @@ pub fn assemble(
     let step_time = Distribution::of(&durations);
     let host_step_time = (timing == StepTiming::Device)
         .then(|| Distribution::of(&timed().map(|s| s.host_duration_ps).collect::<Vec<_>>()));
-    let warm: Vec<i64> = timed().filter(|s| s.compile_ps == 0).map(|s| s.duration_ps).collect();
+    let warm: Vec<i64> = timed().filter(|s| !s.cold).map(|s| s.duration_ps).collect();
     let cold_steps = (durations.len() - warm.len()) as u64;
     let warm_step_time = (cold_steps > 0 && !warm.is_empty()).then(|| Distribution::of(&warm));
     let mut breakdown = breakdown(&all.windows, if durations.is_empty() { 0 } else { step_time.mean_ps });
@@ -395,6 +440,7 @@ pub fn assemble(
         hosts_unread,
         flops_per_step,
         flops_utilization_pct,
+        capture,
         environment: Environment {
             hosts: all.hosts,
             devices: device_groups(&all.device_models),
@@ -462,6 +508,7 @@ fn breakdown(windows: &[Window], step_ps: i64) -> Breakdown {
         device_to_host_ps: part(Part::DeviceToHost) + part(Part::HostCopyToHost),
         device_to_device_ps: part(Part::DeviceToDevice),
         async_wait_ps: part(Part::AsyncWait),
+        host_callback_ps: part(Part::HostCallback),
         runtime_overhead_ps: part(Part::RuntimeOverhead),
         compile_ps: part(Part::Compile),
         device_idle_ps,
@@ -470,6 +517,40 @@ fn breakdown(windows: &[Window], step_ps: i64) -> Breakdown {
         host_input_ps: None,
         device_idle_input_ps: None,
     }
+}
+
+/// Per step of `steps` (in order): whether it is the first on its host after a compile
+/// that ended outside every step of that host, since the step before it (the first
+/// run of a program compiled before it: a one-off capture's call, whose compile the
+/// step does not hold).
+fn first_runs(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> Vec<bool> {
+    let base = profile.time_base();
+    let mut out = vec![false; steps.len()];
+    for (space, host) in profile.hosts.iter().zip(&base.hosts) {
+        let compiles = host.compile.spans();
+        if compiles.is_empty() {
+            continue;
+        }
+        let mut mine: Vec<usize> = (0..steps.len()).filter(|&i| steps[i].host == space.host).collect();
+        mine.sort_by_key(|&i| steps[i].host_start_ps);
+        let mut since = i64::MIN;
+        for i in mine {
+            let st = &steps[i];
+            let start = st.host_start_ps;
+            // A compile that ended after the last step and by this one's start.
+            let k = compiles.partition_point(|&(_, end)| end <= since);
+            out[i] = compiles[k..].iter().any(|&(_, end)| end <= start);
+            since = since.max(start.saturating_add(st.host_duration_ps));
+        }
+    }
+    out
+}
+
+/// The capture's span and the compilation it holds: the host that compiled longest.
+fn capture(span: Option<(i64, i64)>, compile: &[(i64, i64)]) -> Capture {
+    let span_ps = span.map_or(0, |(lo, hi)| hi.saturating_sub(lo).max(0));
+    let (compile_ps, compile_outside_steps_ps) = compile.iter().copied().max().unwrap_or_default();
+    Capture { span_ps, compile_ps, compile_outside_steps_ps, compile_pct: pct(compile_ps, span_ps) }
 }
 
 /// The lowest `host_tracer_level` of the hosts' captures, where recorded.

@@ -61,10 +61,10 @@ pub fn cold_note(label: &str, cold: u64, steps: u64) -> Option<String> {
     match cold {
         0 => None,
         c if c >= steps => Some(format!(
-            "{label}: every step compiled: its time is a first call's (compilation, a cold start), not a \
-             warm step's: capture steps after a warm-up to compare"
+            "{label}: every step is cold (it compiled, or is the first run after a compile): its time is a first \
+             call's (compilation, a cold start), not a warm step's: capture steps after a warm-up to compare"
         )),
-        c => Some(format!("{label}: {c} of {steps} steps compiled: its step time is the {} warm steps'", steps - c)),
+        c => Some(format!("{label}: {c} of {steps} steps are cold: its step time is the {} warm steps'", steps - c)),
     }
 }
 

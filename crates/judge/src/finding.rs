@@ -38,9 +38,33 @@ pub struct Finding {
     pub advice: String,
 }
 
+/// The severity of a cause by the share of the step it takes, percent: 30% of the
+/// step or more is critical, 10% a warning, less a note.
+pub fn of_step_share(step_pct: f64) -> Severity {
+    if step_pct >= 30.0 {
+        Severity::Critical
+    } else if step_pct >= 10.0 {
+        Severity::Warning
+    } else {
+        Severity::Info
+    }
+}
+
+/// The rules that say whether the capture itself can be read as the steady state (no
+/// steps, mostly compilation, tracing off, cut short): of one severity, they come
+/// before what they make unreliable.
+const ABOUT_THE_CAPTURE: [&str; 5] =
+    ["no-steps", "captured-compilation", "host-tracing-off", "no-device-activity", "truncated"];
+
+/// Orders findings: most severe first; of one severity, those about the capture
+/// itself, then by how far past the threshold.
 pub fn finish(out: &mut [Finding]) {
     out.sort_by(|a, b| {
         let over = |f: &Finding| if f.threshold != 0.0 { (f.value / f.threshold - 1.0).abs() } else { f.value.abs() };
-        a.severity.cmp(&b.severity).then(over(b).total_cmp(&over(a))).then(a.rule.cmp(b.rule))
+        let capture = |f: &Finding| !ABOUT_THE_CAPTURE.contains(&f.rule);
+        (a.severity.cmp(&b.severity))
+            .then(capture(a).cmp(&capture(b)))
+            .then(over(b).total_cmp(&over(a)))
+            .then(a.rule.cmp(b.rule))
     });
 }

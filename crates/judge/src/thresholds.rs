@@ -17,6 +17,9 @@ pub struct Thresholds {
     pub launch_queued_pct: f64,
     /// Compile time above this, seconds.
     pub compile_s: f64,
+    /// Compilation at or above this share of the capture (wherever it fell) makes the
+    /// capture "mostly compilation", percent.
+    pub capture_compile_pct: f64,
     /// Ops shorter than this are "small", µs (user guide 003's KPI: kernels under 0.1 ms
     /// are bad).
     pub small_op_us: f64,
@@ -28,12 +31,17 @@ pub struct Thresholds {
     pub dispatches_per_step: f64,
     /// Host↔device copies above this share of the step, percent.
     pub copies_pct: f64,
+    /// Copies and layout changes (ops that compute nothing) above this share of the
+    /// step, percent.
+    pub data_movement_pct: f64,
     /// One op above this share of op time, percent.
     pub dominant_op_pct: f64,
     /// Exposed collective time above this share of the step, percent.
     pub collectives_exposed_pct: f64,
     /// Devices waiting on async copies (`copy-done`) above this share of the step, percent.
     pub async_wait_pct: f64,
+    /// Host callbacks (a round trip to the host's Python) above this share of the step, percent.
+    pub host_callback_pct: f64,
     /// XLA:CPU runtime time between the ops of a program above this share of the step, percent.
     pub runtime_overhead_pct: f64,
     /// Memory peak above this share of the allocator's capacity, percent.
@@ -71,14 +79,17 @@ impl Thresholds {
             ("host_overhead_pct", self.host_overhead_pct),
             ("launch_queued_pct", self.launch_queued_pct),
             ("compile_s", self.compile_s),
+            ("capture_compile_pct", self.capture_compile_pct),
             ("small_op_us", self.small_op_us),
             ("small_op_share_pct", self.small_op_share_pct),
             ("small_op_time_pct", self.small_op_time_pct),
             ("dispatches_per_step", self.dispatches_per_step),
             ("copies_pct", self.copies_pct),
+            ("data_movement_pct", self.data_movement_pct),
             ("dominant_op_pct", self.dominant_op_pct),
             ("collectives_exposed_pct", self.collectives_exposed_pct),
             ("async_wait_pct", self.async_wait_pct),
+            ("host_callback_pct", self.host_callback_pct),
             ("runtime_overhead_pct", self.runtime_overhead_pct),
             ("memory_capacity_pct", self.memory_capacity_pct),
             ("memory_bandwidth_pct", self.memory_bandwidth_pct),
@@ -114,14 +125,17 @@ impl Default for Thresholds {
             host_overhead_pct: 10.0,
             launch_queued_pct: 10.0,
             compile_s: 2.0,
+            capture_compile_pct: 50.0,
             small_op_us: 100.0,
             small_op_share_pct: 50.0,
             small_op_time_pct: 20.0,
             dispatches_per_step: 20.0,
             copies_pct: 10.0,
+            data_movement_pct: 10.0,
             dominant_op_pct: 50.0,
             collectives_exposed_pct: 10.0,
             async_wait_pct: 20.0,
+            host_callback_pct: 5.0,
             runtime_overhead_pct: 10.0,
             memory_capacity_pct: 90.0,
             memory_bandwidth_pct: 60.0,

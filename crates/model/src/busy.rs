@@ -149,7 +149,7 @@ struct Piece {
     /// The spans of its compute ops (devices other than XLA:CPU).
     compute: Spans,
     /// The spans of the ops of each op part after compute.
-    other: [Spans; 5],
+    other: [Spans; Part::OPS.len() - 1],
 }
 
 /// Measures the ops from `first` on, one for each of `kinds`, which it fills.

@@ -3,9 +3,11 @@
 //!
 //! Each op a device ran is one of: compute, a collective, a copy (host→device,
 //! device→host, device→device) or an async wait (a `*-done` op waiting for an async
-//! copy). Where ops of several kinds overlap (streams, async work), the instant is
-//! named by the first kind in this order: compute, collective, copy, async wait — so
-//! a collective or a copy under compute is overlapped, not counted twice. Time with
+//! copy) or a host callback. Where ops of several kinds overlap (streams, async work),
+//! the instant is named by the first kind in this order: compute, collective, copy,
+//! async wait — so a collective or a copy under compute is overlapped, not counted
+//! twice — except a host callback, which names its time before compute (the program
+//! waits on the host's Python, whatever else runs beside it). Time with
 //! no op running is runtime overhead when the device was inside a program (XLA:CPU:
 //! the executor between ops of one `run_id`), compile when the device's host was
 //! compiling, a host copy when an XLA:CPU host was copying on its threads, and idle
@@ -230,7 +232,18 @@ fn timeline(
         sum_ps(window.iter().map(|&(lo, hi)| at.overlap(lo, hi)))
     };
     let mut parts_ps = [0i64; Part::ALL.len()];
-    let compute = k.compute(busy);
+    // A host callback names its time before compute: the program waits on the host's
+    // Python for it, and what XLA:CPU runs beside it meanwhile (its other threads) does
+    // not shorten that wait.
+    let callbacks = &k.spans[Part::HostCallback.index()];
+    let less_callbacks;
+    let compute = match callbacks.spans().is_empty() {
+        true => k.compute(busy),
+        false => {
+            less_callbacks = k.compute(busy).minus(callbacks);
+            &less_callbacks
+        }
+    };
     parts_ps[Part::Compute.index()] = in_window(compute);
     // The op kinds after compute, each less compute and the kinds before it.
     let mut named: Vec<Intervals> = Vec::new();

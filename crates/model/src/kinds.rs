@@ -19,6 +19,10 @@ pub enum Part {
     DeviceToDevice,
     /// A `*-done` op waited for async work other than a collective (`copy-done`).
     AsyncWait,
+    /// A host callback ran (`jax.pure_callback`, `io_callback`, `jax.debug.callback` /
+    /// `print`: XLA's Python-callback custom calls), and nothing above: a round trip
+    /// to the host's Python, never compute.
+    HostCallback,
     /// Inside a program with no op running: the runtime between ops (XLA:CPU).
     RuntimeOverhead,
     /// Nothing ran while the host compiled.
@@ -34,21 +38,22 @@ pub enum Part {
 
 impl Part {
     /// Every part, in the order an instant is named by.
-    pub const ALL: [Part; 11] = [
+    pub const ALL: [Part; 12] = [
         Part::Compute,
         Part::Collective,
         Part::HostToDevice,
         Part::DeviceToHost,
         Part::DeviceToDevice,
         Part::AsyncWait,
+        Part::HostCallback,
         Part::RuntimeOverhead,
         Part::Compile,
         Part::HostCopyToDevice,
         Part::HostCopyToHost,
         Part::Idle,
     ];
-    /// The parts in which an op ran: the first six.
-    pub const OPS: &'static [Part] = Self::ALL.split_at(6).0;
+    /// The parts in which an op ran: the first seven.
+    pub const OPS: &'static [Part] = Self::ALL.split_at(7).0;
 
     /// Its place in [`Part::ALL`].
     pub fn index(self) -> usize {
@@ -81,6 +86,8 @@ pub fn op_kind(name: &str, category: &str, line: &str) -> Part {
         Part::Collective
     } else if is_async_wait(name) || is_async_wait(category) {
         Part::AsyncWait
+    } else if is_host_callback(name) || category == HOST_CALLBACK {
+        Part::HostCallback
     } else {
         Part::Compute
     }
@@ -120,6 +127,18 @@ fn is_copy_kernel(name: &str) -> bool {
         || name.contains("copyImage")
         || name.starts_with("Memcpy")
         || name.starts_with("memcpy")
+}
+
+/// The category of an op that calls back into the host's Python (its HLO custom call's
+/// target, [`stepscope_xspace::hlo::HloModule::category`]).
+pub const HOST_CALLBACK: &str = stepscope_xspace::hlo::HOST_CALLBACK;
+
+/// The instruction names JAX gives its host callbacks (`io_callback.3`,
+/// `pure_callback.1`, `debug_callback.1`, `debug_print.1`), for ops whose HLO the
+/// profile does not hold.
+pub fn is_host_callback(name: &str) -> bool {
+    let base = name.split('.').next().unwrap_or(name);
+    matches!(base, "io_callback" | "pure_callback" | "debug_callback" | "debug_print" | "python_callback")
 }
 
 /// The start or the wait of async work (`copy-start.3`, `copy-done`, `async-done`),
@@ -177,6 +196,12 @@ mod tests {
         assert_eq!(op_kind("copy.1", "copy", ""), Part::Compute, "an HLO copy is a kernel computing a layout");
         assert_eq!(op_kind("broadcast_add_fusion", "loop fusion", ""), Part::Compute);
         assert_eq!(op_kind("sender_fusion", "", ""), Part::Compute);
+        // A Python callback, by its HLO category or (no HLO) its instruction's name.
+        assert_eq!(op_kind("custom-call.4", super::HOST_CALLBACK, ""), Part::HostCallback);
+        for name in ["io_callback.3", "pure_callback", "debug_callback.1", "debug_print.1"] {
+            assert_eq!(op_kind(name, "custom-call", ""), Part::HostCallback, "{name}");
+        }
+        assert_eq!(op_kind("callback_fusion.2", "loop fusion", ""), Part::Compute);
     }
 
     #[test]

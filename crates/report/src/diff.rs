@@ -67,8 +67,8 @@ pub struct OnlyIn {
 pub struct RunSide {
     pub run: String,
     pub step_count: u64,
-    /// Steps in which the host compiled: where others did not, the step time is
-    /// taken over the others (warm steps).
+    /// Cold steps (they compiled, or are the first run after a compile): where others
+    /// are not, the step time is taken over the others (warm steps).
     #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub cold_steps: u64,
     /// Op time (self) that ran before the first step or after the last (work
@@ -99,7 +99,17 @@ pub struct StepTimeDiff {
     /// spreads: changes per step smaller than this are within the step-to-step jitter
     /// (0 where either run has fewer than 2 steps). One slow step does not widen it.
     pub noise_ps: i64,
+    /// False where either run has fewer than 2 warm steps to rank by: no noise
+    /// estimate, so no change can be called real (one step, or only cold ones).
+    pub noise_known: bool,
+    /// Each run's steps are all cold (compiled, or a first run after a compile): its
+    /// step time is a first call's, not a warm step's.
+    pub a_all_cold: bool,
+    pub b_all_cold: bool,
 }
+
+/// Warm steps a side needs for a change in step time to be told from its noise.
+pub const MIN_STEPS_FOR_NOISE: u64 = 5;
 
 /// One part of the average-step breakdown.
 #[derive(Clone, Debug, Serialize)]
@@ -241,6 +251,9 @@ fn step_time(a: &Overview, b: &Overview) -> StepTimeDiff {
         a_spread_ps: sa,
         b_spread_ps: sb,
         noise_ps,
+        noise_known: x.count >= 2 && y.count >= 2,
+        a_all_cold: a.step_count > 0 && a.cold_steps >= a.step_count,
+        b_all_cold: b.step_count > 0 && b.cold_steps >= b.step_count,
         a_median_ps: x.median_ps,
         b_median_ps: y.median_ps,
         delta_ps: y.median_ps - x.median_ps,
@@ -262,6 +275,7 @@ fn breakdown(a: &Breakdown, b: &Breakdown) -> Vec<PartDiff> {
         part("device_to_host", a.device_to_host_ps, b.device_to_host_ps),
         part("device_to_device", a.device_to_device_ps, b.device_to_device_ps),
         part("async_wait", a.async_wait_ps, b.async_wait_ps),
+        part("host_callback", a.host_callback_ps, b.host_callback_ps),
         part("runtime_overhead", a.runtime_overhead_ps, b.runtime_overhead_ps),
         part("compile", a.compile_ps, b.compile_ps),
         part("device_idle", a.device_idle_ps, b.device_idle_ps),

@@ -709,7 +709,7 @@ fn history(app: &App, q: &Params) -> Reply {
             "no run's name starts with {under:?} — pass under= a prefix of names api/runs lists, or leave it out"
         )));
     }
-    runs.sort_by_cached_key(|r| (discover::capture_key(r), r.rel.clone()));
+    runs.sort_by_cached_key(discover::capture_key);
     let files: Vec<String> = runs.iter().map(|r| format!("{}@{:?}", r.rel, r.modified)).collect();
     let question = format!("history?host={host:?}&runs={files:?}");
     kept(app, &runs[0], question, || history_of(app, &runs, host))
@@ -785,7 +785,7 @@ fn sql(app: &App, q: &Params) -> Reply {
             )));
         }
     }
-    runs.sort_by_cached_key(|r| (discover::capture_key(r), r.rel.clone()));
+    runs.sort_by_cached_key(discover::capture_key);
     let failed = |e: String| ApiError { status: 500, message: e };
     let mut db = stepscope_sql::Db::for_query(query).map_err(failed)?;
     for r in &runs {

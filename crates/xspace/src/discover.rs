@@ -32,6 +32,9 @@ pub struct Run {
     pub dir: PathBuf,
     /// Latest modification time of its profile files.
     pub modified: SystemTime,
+    /// When the capture started, as the Python package's manifest beside it records
+    /// (`stepscope_manifest.json`: `started_unix_ns`); `None` where there is none.
+    pub started_unix_ns: Option<u64>,
     /// The files to read, one per host.
     pub hosts: Vec<HostFile>,
     /// Device-memory profiles (pprof) found beside them, else in the nearest folder
@@ -212,7 +215,7 @@ fn find_runs_noting(dir: &Path) -> Result<(Vec<Run>, Vec<String>)> {
         Found { runs: Vec::new(), stray: Vec::new(), budget: MAX_WALK_ENTRIES, entered: Default::default() };
     walk(dir, dir, 0, &mut found, &[])?;
     let Found { mut runs, stray, .. } = found;
-    runs.sort_by(|a, b| (a.modified, &a.rel).cmp(&(b.modified, &b.rel)));
+    runs.sort_by_cached_key(capture_key);
     Ok((runs, stray))
 }
 
@@ -257,6 +260,7 @@ fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found, above: &[PathB
     let mut pprof = Vec::new();
     let mut skipped = Vec::new();
     let mut modified = SystemTime::UNIX_EPOCH;
+    let mut started_unix_ns = None;
     for entry in entries.flatten() {
         if found.budget == 0 {
             return Err(Error::new(
@@ -286,8 +290,10 @@ fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found, above: &[PathB
             skipped.push(format!("{}: {kind}, not a regular file", path.display()));
             continue;
         }
-        // The Python package's manifest beside the profile: known, not a trace.
+        // The Python package's manifest beside the profile: known, not a trace; it says
+        // when the capture started.
         if name == "stepscope_manifest.json" {
+            started_unix_ns = manifest_start(&path, &meta);
             continue;
         }
         if let Some(format) = format_of_name(&name) {
@@ -322,6 +328,7 @@ fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found, above: &[PathB
             rel,
             dir: dir.to_path_buf(),
             modified,
+            started_unix_ns,
             hosts,
             pprof: run_pprof,
             skipped,
@@ -402,6 +409,7 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
             rel: name,
             dir,
             modified,
+            started_unix_ns: None,
             hosts: vec![hf],
             pprof,
             skipped: Vec::new(),
@@ -469,10 +477,69 @@ pub fn utc(secs: u64) -> String {
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}", rem / 3600, rem / 60 % 60, rem % 60)
 }
 
-/// When run `r` was captured, as text that sorts in time order: the time its name
-/// holds, else its files' time (UTC).
-pub fn capture_key(r: &Run) -> String {
-    captured(&r.rel).unwrap_or_else(|| utc(r.modified.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())))
+/// What runs are put in capture order by: when run `r`'s capture started — the
+/// manifest's start where the Python package wrote one, else the time JAX put in its
+/// folder's name, else its files' time, ns since 1970 — then its path in natural
+/// order (`run_2` before `run_10`, JAX's second run of a second `…_SS_2` after the
+/// first). A copy keeps the order (the files' time is the last resort).
+pub fn capture_key(r: &Run) -> (u128, Vec<NamePart>) {
+    let from_name = || captured_unix_s(&r.rel).map(|s| u128::from(s) * 1_000_000_000);
+    let from_files = || r.modified.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let started = r.started_unix_ns.map(u128::from).or_else(from_name).unwrap_or_else(from_files);
+    (started, natural(&r.rel))
+}
+
+/// A piece of a name in natural order: a run of digits by its value, else text.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum NamePart {
+    Number(u128, usize),
+    Text(String),
+}
+
+/// `name` split into runs of digits (compared by value, then by length: `02` after
+/// `2`) and of other characters.
+pub fn natural(name: &str) -> Vec<NamePart> {
+    let mut parts = Vec::new();
+    let mut rest = name;
+    while let Some(c) = rest.chars().next() {
+        let digit = c.is_ascii_digit();
+        let end = rest.find(|ch: char| ch.is_ascii_digit() != digit).unwrap_or(rest.len());
+        let (run, tail) = rest.split_at(end);
+        parts.push(match (digit, run.trim_start_matches('0').parse::<u128>()) {
+            (true, Ok(v)) => NamePart::Number(v, run.len()),
+            (true, Err(_)) if run.bytes().all(|b| b == b'0') => NamePart::Number(0, run.len()),
+            _ => NamePart::Text(run.to_string()),
+        });
+        rest = tail;
+    }
+    parts
+}
+
+/// The capture start a manifest records (`"started_unix_ns": N`), reading at most
+/// 1 MiB of it; `None` where it is larger, unreadable or holds none.
+fn manifest_start(path: &Path, meta: &std::fs::Metadata) -> Option<u64> {
+    if !meta.is_file() || meta.len() > 1 << 20 {
+        return None;
+    }
+    let text = std::fs::read(path).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&text).ok()?;
+    v.get("started_unix_ns")?.as_u64()
+}
+
+/// The time JAX put in run folder `rel`'s name (`2026_11_21_23_32_11`), Unix seconds
+/// as if UTC (JAX writes the local time; runs of one machine compare alike).
+fn captured_unix_s(rel: &str) -> Option<u64> {
+    let text = captured(rel)?;
+    let n: Vec<i64> = text.split([' ', '-', ':']).filter_map(|p| p.parse().ok()).collect();
+    let [y, m, d, hh, mm, ss] = n[..] else { return None };
+    // Days since 1970-01-01 of a civil date (proleptic Gregorian).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    u64::try_from(days * 86_400 + hh * 3600 + mm * 60 + ss).ok()
 }
 
 #[cfg(test)]
@@ -488,6 +555,20 @@ mod tests {
         // A second run in the same second.
         assert_eq!(captured("plugins/profile/2026_11_21_23_32_11_2").as_deref(), Some("2026-11-21 23:32:11"));
         assert_eq!(captured("2026_11_21_23_32_11_x"), None);
+    }
+
+    #[test]
+    fn runs_sort_by_when_they_started_then_in_natural_order() {
+        let s = captured_unix_s("plugins/profile/2023_11_14_22_13_20").unwrap();
+        assert_eq!(utc(s), "2023-11-14 22:13:20");
+        assert_eq!(utc(captured_unix_s("2000_02_29_00_00_00").unwrap()), "2000-02-29 00:00:00");
+        let mut names = vec!["opt_10", "opt_2", "opt_1", "2026_11_21_23_32_11_2", "2026_11_21_23_32_11"];
+        names.sort_by_key(|n| natural(n));
+        assert_eq!(names, ["2026_11_21_23_32_11", "2026_11_21_23_32_11_2", "opt_1", "opt_2", "opt_10"]);
+        assert!(natural("a02") > natural("a2") && natural("a2") < natural("a3"));
+        assert_eq!(natural(""), vec![]);
+        // Digits past any integer stay in order as text.
+        assert!(natural(&"9".repeat(50)) != natural(&"8".repeat(50)));
     }
 
     #[test]

@@ -358,9 +358,17 @@ fn collective_of(opcode: &str) -> Option<&'static str> {
 }
 
 /// What a custom-call target computes, when it is a known library matmul or convolution.
+/// The category of a custom call into the host's Python: JAX's `pure_callback`,
+/// `io_callback` and `jax.debug.callback`/`print` lower to custom calls whose target is
+/// `xla_python_{cpu,gpu}_callback` or its FFI spelling `xla_ffi_python_{cpu,gpu}_callback`
+/// (also `xla_ffi_partitioned_python_…`).
+pub const HOST_CALLBACK: &str = "host callback";
+
 fn custom_call_kind(target: &str) -> Option<&'static str> {
     let t = target.to_ascii_lowercase();
-    if t.contains("gemm") || t.contains("matmul") {
+    if t.contains("python") && t.contains("callback") {
+        Some(HOST_CALLBACK)
+    } else if t.contains("gemm") || t.contains("matmul") {
         Some("dot")
     } else if t.contains("$conv") || t.contains("convolution") {
         Some("convolution")
@@ -484,7 +492,8 @@ impl HloModule {
     /// - `loop fusion`, `input fusion`, `output fusion`, `custom fusion` from the fusion kind,
     /// - the collective (`all-reduce`, `all-gather`, … also for `-start`/`-done` and
     ///   async wrappers of them),
-    /// - `copy` (copy, copy-start, copy-done), `custom-call`,
+    /// - `copy` (copy, copy-start, copy-done), `host callback` (a custom call into the
+    ///   host's Python), `custom-call`,
     /// - `data formatting` for transpose, bitcast, reshape, broadcast,
     /// - else the opcode.
     pub fn category(&self, instr: &HloInstruction) -> String {
@@ -539,7 +548,7 @@ impl HloModule {
                 let kind = match i.opcode.as_str() {
                     "convolution" => Some("convolution"),
                     "dot" => Some("dot"),
-                    "custom-call" => custom_call_kind(&i.custom_call_target),
+                    "custom-call" => custom_call_kind(&i.custom_call_target).filter(|&k| k != HOST_CALLBACK),
                     _ => None,
                 };
                 match kind {

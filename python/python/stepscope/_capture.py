@@ -299,6 +299,7 @@ class Capture:
             raise StepscopeError(
                 f"the installed JAX {jax.__version__} cannot name the run folder — leave name unset, or upgrade jax"
             )
+        _warn_host_tracing_off(jax, opts)
         return opts
 
     def _run_name(self, profile_root: Path) -> str:
@@ -416,6 +417,23 @@ def _stop_at_exit() -> None:
 
 
 _LEVELS = ("host_tracer_level", "device_tracer_level", "python_tracer_level")
+
+
+def _warn_host_tracing_off(jax, opts) -> None:
+    """On CPU, XLA records its ops as host events: with host_tracer_level=0 the capture
+    will hold no op, no step annotation and no launch. Said once, at the start."""
+    if getattr(opts, "host_tracer_level", None) != 0:
+        return
+    try:
+        backend = jax.default_backend()
+    except Exception:  # no backend: JAX says so itself at the first call
+        return
+    if backend == "cpu":
+        print(
+            "stepscope: warning: host_tracer_level=0 on CPU: XLA:CPU records its ops, your steps and scopes as host "
+            "events, so this capture will hold none of them — use host_tracer_level=2 (the default), or 1",
+            file=sys.stderr,
+        )
 
 # ``jax.profiler.ProfileOptions`` fields a capture copies from ``profiler_options``
 # (those the installed JAX has).

@@ -139,6 +139,7 @@ def _env_settings() -> dict:
     for k in sorted(set(unknown) - _noted):
         print(f"stepscope: note: {k} is not a stepscope setting — known: {', '.join(_ENV_NAMES)}", file=sys.stderr)
         _noted.add(k)
+    _check_near_misses(env)
     out: dict = {}
     for key, ours, theirs in _ENV:
         given = {n: env[n].strip() for n in (ours, theirs) if env.get(n, "").strip()}
@@ -162,6 +163,28 @@ def _env_settings() -> dict:
             except ValueError:
                 raise StepscopeError(f"{name}={text!r} is not a whole number — set it to e.g. 10") from None
     return out
+
+
+def _squash(name: str) -> str:
+    return name.upper().replace("_", "").replace("-", "")
+
+
+def _check_near_misses(env) -> None:
+    """A variable spelt close to a setting's name (``PROFILE_STARTSTEP`` for
+    ``PROFILE_START_STEP``) would be ignored, and the capture taken at the wrong step:
+    the same spelling but for ``_`` is an error, a near miss a note naming the one meant."""
+    import difflib
+
+    for k in sorted(env):
+        if k in _ENV_NAMES or not k.upper().startswith(("PROFILE", "STEPSCOPE")) or not env[k].strip():
+            continue
+        same = [n for n in _ENV_NAMES if _squash(n) == _squash(k)]
+        if same:
+            raise StepscopeError(f"{k} is not a setting — did you mean {same[0]}? Rename it (it is ignored as spelt)")
+        close = difflib.get_close_matches(k.upper(), _ENV_NAMES, n=1, cutoff=0.85)
+        if close and k not in _noted:
+            print(f"stepscope: note: {k} is not a setting and is ignored — did you mean {close[0]}?", file=sys.stderr)
+            _noted.add(k)
 
 
 def _note_unread_env() -> None:

@@ -99,11 +99,13 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let scaled = c.scaling_basis.is_some();
-    let mut head = vec!["RUN", "DEVICES", "STEPS", "MEDIAN", "VS FIRST"];
+    // Each column says its statistic: the median step (of the warm steps where some are
+    // cold) ranks the runs; compute and idle are parts of the mean step, shown beside it.
+    let mut head = vec!["RUN", "DEVICES", "STEPS", "MEDIAN STEP", "VS FIRST"];
     if scaled {
         head.push("SCALING");
     }
-    head.extend(["COMPUTE", "IDLE", "UTIL", "MEM PEAK"]);
+    head.extend(["MEAN STEP", "COMPUTE", "IDLE", "UTIL", "MEM PEAK"]);
     let mut t = Table::new(head);
     for r in &c.runs {
         let mut cells = vec![
@@ -117,6 +119,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             cells.push(r.scaling_efficiency_pct.map(|p| format!("{p:.0}%")).unwrap_or_else(|| "—".into()));
         }
         cells.extend([
+            human::duration_ps(r.breakdown.step_ps),
             human::duration_ps(r.breakdown.device_compute_ps),
             human::duration_ps(r.breakdown.device_idle_ps),
             format!("{:.1}%", r.device_utilization_pct),
@@ -125,6 +128,9 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
         t.push(cells);
     }
     out!("{}", t.text());
+    let note = "MEDIAN STEP and VS FIRST: the median over each run's warm steps (all of them where none is cold); \
+                COMPUTE, IDLE and UTIL: the parts of its MEAN STEP over every step timed.";
+    out!("{}", human::wrap("", note, crate::table::prose_width()));
     if let (Some(basis), Some(base)) = (c.scaling_basis, &c.scaling_base) {
         let what = match basis {
             "flops" => "FLOP/s per device (the FLOPs a step ran over its median time)",

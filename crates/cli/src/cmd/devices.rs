@@ -31,6 +31,7 @@ pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
             "collective_ps",
             "copy_ps",
             "async_wait_ps",
+            "host_callback_ps",
             "runtime_overhead_ps",
             "compile_ps",
             "host_copy_ps",
@@ -57,6 +58,7 @@ pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
                     r.collective_ps.to_string(),
                     r.copy_ps.to_string(),
                     r.async_wait_ps.to_string(),
+                    r.host_callback_ps.to_string(),
                     r.runtime_overhead_ps.to_string(),
                     r.compile_ps.to_string(),
                     r.host_copy_ps.to_string(),
@@ -96,8 +98,13 @@ pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
         "OPS",
         "",
     ];
+    // Host callbacks where a device ran any.
+    let callbacks = d.devices.iter().any(|r| r.host_callback_ps > 0);
     if queued {
         header.splice(8..8, ["IN LAUNCH", "QUEUED"]);
+    }
+    if callbacks {
+        header.insert(6, "CALLBACKS");
     }
     // On a narrow terminal these go first (the JSON and --wide keep them).
     let optional: Vec<usize> = ["OPS", "WINDOW", "ASYNC WAIT", "OVERHEAD"]
@@ -137,6 +144,9 @@ pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
         if queued {
             let or_dash = |ps: Option<i64>| ps.map(human::duration_ps).unwrap_or_else(|| "—".into());
             row.splice(8..8, [or_dash(r.idle_launching_ps), or_dash(r.idle_queued_ps)]);
+        }
+        if callbacks {
+            row.insert(6, human::duration_ps(r.host_callback_ps));
         }
         t.push(row);
     }

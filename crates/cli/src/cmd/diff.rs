@@ -94,11 +94,12 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let t = &d.step_time;
     match t.delta_pct {
         Some(pct) => outln!(
-            "STEP TIME (median)  {} → {}  {}{} ({pct:+.1}%)",
+            "STEP TIME (median)  {} → {}  {}{} ({pct:+.1}%){}",
             human::duration_ps(t.a_median_ps),
             human::duration_ps(t.b_median_ps),
             if t.delta_ps >= 0 { "+" } else { "" },
             human::duration_ps(t.delta_ps),
+            if t.noise_known { "" } else { "  — not a measured change: see below" },
         ),
         None => {
             let side = |n: u64, ps: i64| if n == 0 { "—".to_string() } else { human::duration_ps(ps) };
@@ -125,6 +126,20 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             );
             out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
+    }
+    if !t.noise_known && d.a.step_count > 0 && d.b.step_count > 0 {
+        let few = |label: &str, side: &stepscope_report::diff::RunSide| match side.step_count - side.cold_steps {
+            0 => format!("{label} has no warm step"),
+            1 => format!("{label} has one warm step"),
+            n => format!("{label} has {n} warm steps"),
+        };
+        let note = format!(
+            "cannot tell whether this is a change: {} and {}, and no noise estimate comes from fewer than 2 —              capture at least {} warm steps a side (after a warm-up step) to compare",
+            few("A", &d.a),
+            few("B", &d.b),
+            stepscope_report::diff::MIN_STEPS_FOR_NOISE
+        );
+        out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
     }
     if t.noise_ps > 0 {
         outln!(

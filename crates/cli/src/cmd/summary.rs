@@ -69,6 +69,7 @@ fn metric_rows(s: &Summary) -> Vec<Vec<String>> {
         ("device_to_host_ps", b.device_to_host_ps),
         ("device_to_device_ps", b.device_to_device_ps),
         ("async_wait_ps", b.async_wait_ps),
+        ("host_callback_ps", b.host_callback_ps),
         ("runtime_overhead_ps", b.runtime_overhead_ps),
         ("compile_ps", b.compile_ps),
         ("device_idle_ps", b.device_idle_ps),
@@ -100,6 +101,7 @@ fn print_text(s: &Summary) {
         outln!("{v}");
     }
     outln!();
+    print_capture(s);
     if s.step_count == 0 {
         match env.host_tracer_level {
             Some(0) => out!(
@@ -143,7 +145,7 @@ fn print_text(s: &Summary) {
         }
         if let Some(w) = &s.warm_step_time {
             outln!(
-                "  {} of {} steps compiled; the {} warm steps: mean {} median {} (what compare, diff and check rank by)",
+                "  {} of {} steps cold (compiled, or a first run after a compile); the {} warm steps: mean {} median {} (what compare, diff and check rank by)",
                 s.cold_steps,
                 s.step_count,
                 w.count,
@@ -208,6 +210,28 @@ fn print_left_out(s: &Summary) {
     }
 }
 
+/// The capture as a whole, where it holds compilation: first, since the steps (and
+/// the average step) may not show it at all.
+fn print_capture(s: &Summary) {
+    let c = &s.capture;
+    if c.compile_ps == 0 {
+        return;
+    }
+    let outside = match c.compile_outside_steps_ps {
+        0 => "all of it in steps".to_string(),
+        ps if ps == c.compile_ps => "none of it in a step".to_string(),
+        ps => format!("{} of it outside the steps", human::duration_ps(ps)),
+    };
+    let line = format!(
+        "CAPTURE  {}  ·  XLA compiling {} of it ({:.1}%; {outside})",
+        human::duration_ps(c.span_ps),
+        human::duration_ps(c.compile_ps),
+        c.compile_pct
+    );
+    out!("{}", human::wrap("", &line, crate::table::prose_width()));
+    outln!();
+}
+
 /// Where the average step went, one bar per part.
 fn print_breakdown(s: &Summary) {
     let b = &s.breakdown;
@@ -215,9 +239,14 @@ fn print_breakdown(s: &Summary) {
         (Some(f), Some(u)) => format!("  ·  FLOPs utilisation {u:.1}% ({} a step)", human::rate(f, "FLOP")),
         _ => String::new(),
     };
-    // Busy is not computing: waits on async copies and collectives keep a device busy.
+    // Busy is not computing: waits on async copies, collectives and host callbacks keep
+    // a device busy.
+    let callbacks = match b.host_callback_ps {
+        0 => String::new(),
+        ps => format!(", in host callbacks {:.1}%", 100.0 * ps as f64 / b.step_ps.max(1) as f64),
+    };
     outln!(
-        "AVERAGE STEP  {}  ·  device utilisation {:.1}% (computing {:.1}%){flops}",
+        "AVERAGE STEP  {}  ·  device utilisation {:.1}% (computing {:.1}%{callbacks}){flops}",
         human::duration_ps(b.step_ps),
         s.device_utilization_pct,
         s.device_compute_pct
@@ -230,6 +259,7 @@ fn print_breakdown(s: &Summary) {
         ("device → host copies", b.device_to_host_ps, true),
         ("device ↔ device copies", b.device_to_device_ps, false),
         ("waiting on async copies", b.async_wait_ps, false),
+        ("host callbacks (Python)", b.host_callback_ps, false),
         ("runtime between ops", b.runtime_overhead_ps, false),
         ("compile", b.compile_ps, true),
         match b.device_idle_queued_ps {

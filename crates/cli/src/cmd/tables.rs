@@ -224,7 +224,7 @@ pub(crate) fn runs(path: &Path, run: Option<&str>) -> anyhow::Result<(Option<Lis
             path.display()
         );
     }
-    runs.sort_by_cached_key(|r| (discover::capture_key(r), r.rel.clone()));
+    runs.sort_by_cached_key(discover::capture_key);
     Ok((listing, runs))
 }
 

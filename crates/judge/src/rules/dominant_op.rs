@@ -2,19 +2,28 @@
 
 use crate::context::Context;
 use crate::evidence::*;
-use crate::finding::{Finding, Severity};
+use stepscope_model::device_time::{op_kind, Part};
+
+use crate::finding::{of_step_share, Finding};
 use crate::rule::Rule;
 
 pub const RULE: Rule = Rule { id: "dominant-op", threshold: Some("dominant_op_pct"), needs_steps: true, check };
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (th, op_rows) = (cx.th, cx.op_rows());
-    if let Some(top) = op_rows.ops.first() {
+    // A host callback is no op to optimise (`host-callbacks` says what it is).
+    let top = op_rows.ops.iter().find(|r| op_kind(&r.name, &r.category, "") != Part::HostCallback);
+    if let Some(top) = top {
         if top.device_time_pct > th.dominant_op_pct {
+            // Its share of the step: of the time the devices were busy.
+            let step_pct = top.device_time_pct * cx.overview.device_utilization_pct / 100.0;
             out.push(Finding {
                 rule: RULE.id,
-                severity: Severity::Info,
-                title: format!("{} takes {:.1}% of op time", top.name, top.device_time_pct),
+                severity: of_step_share(step_pct),
+                title: format!(
+                    "{} takes {:.1}% of op time (about {step_pct:.0}% of the step)",
+                    top.name, top.device_time_pct
+                ),
                 value: top.device_time_pct,
                 threshold: th.dominant_op_pct,
                 unit: "pct",
@@ -62,6 +71,9 @@ mod tests {
         let f = run.one(&RULE);
         assert_eq!(f.value, top.device_time_pct);
         assert!(f.title.starts_with(&top.name), "{}", f.title);
+        // One op at most of the op time of a busy device is most of the step: not a note.
+        let step_pct = top.device_time_pct * run.overview.device_utilization_pct / 100.0;
+        assert_eq!(f.severity, crate::finding::of_step_share(step_pct), "{f:?}");
         assert!(Run::of("cpu-clean").check(&RULE).is_empty());
     }
 }

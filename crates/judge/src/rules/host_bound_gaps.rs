@@ -1,4 +1,6 @@
-//! `host-bound-gaps`: The device idle, waiting on the host, more of the step than the threshold.
+//! `host-bound-gaps`: The device idle, waiting on the host, more of the step than the
+//! threshold — never where the loop dispatched its work ahead of the device (that idle
+//! is no wait for work not yet dispatched).
 
 use crate::context::Context;
 use crate::evidence::*;
@@ -17,7 +19,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let queued_ps = b.device_idle_queued_ps.unwrap_or(0);
     let input_ps = b.device_idle_input_ps.unwrap_or(0);
     let host_overhead = cx.step_pct((b.device_idle_ps - queued_ps - input_ps).max(0));
-    if device_time && host_overhead > th.host_overhead_pct {
+    if device_time && host_overhead > th.host_overhead_pct && !dispatched_ahead(cx) {
         out.push(Finding {
             rule: RULE.id,
             severity: if host_overhead > 3.0 * th.host_overhead_pct { Severity::Critical } else { Severity::Warning },
@@ -51,6 +53,20 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                      before blocking on this one's result"
                 .into(),
         });
+    }
+}
+
+/// True where the loop dispatched its steps well ahead of its device (steps timed on
+/// the device, the host's dispatch of them under half their device time): the work
+/// was there before the device went idle, so its idle is not a wait on the host.
+fn dispatched_ahead(cx: &Context) -> bool {
+    let o = cx.overview;
+    match (&o.host_step_time, o.step_timing) {
+        (Some(host), stepscope_analysis::steps::StepTiming::Device) => {
+            let sum = |d: &stepscope_model::stats::Distribution| d.mean_ps as f64 * d.count as f64;
+            sum(host) < 0.5 * sum(&o.step_time)
+        }
+        _ => false,
     }
 }
 
@@ -96,6 +112,24 @@ mod tests {
         let idle =
             format!("(idle {:.1}%, less {:.1}% waiting on input)", run.step_pct(b.device_idle_ps), run.step_pct(input));
         assert!(input > 0 && f.title.ends_with(&idle), "{} / {idle}", f.title);
+    }
+
+    /// A loop that dispatched every step long before its device ran it: the device's
+    /// idle is no wait for work not yet dispatched (the host was done). A loop whose
+    /// dispatch takes as long as the work still waits on its host.
+    #[test]
+    fn never_where_the_loop_dispatched_ahead_of_its_device() {
+        let th = crate::thresholds::Thresholds { host_overhead_pct: 1.0, ..Default::default() };
+        let ahead = Run::of("gpu-nosync-cut");
+        let (host, device) = (ahead.overview.host_step_time.as_ref().unwrap(), &ahead.overview.step_time);
+        assert!(host.mean_ps * (host.count as i64) * 2 < device.mean_ps * device.count as i64, "{host:?}");
+        let b = &ahead.overview.breakdown;
+        assert!(ahead.step_pct(b.device_idle_ps - b.device_idle_queued_ps.unwrap_or(0)) > th.host_overhead_pct);
+        assert!(ahead.check_with(&RULE, &th).is_empty());
+        // Paced by its host: the dispatch as long as the work.
+        let paced = Run::of("gpu-async");
+        assert!(paced.overview.host_step_time.is_some());
+        assert_eq!(paced.check_with(&RULE, &th).len(), 1);
     }
 
     #[test]

@@ -11,9 +11,11 @@ pub mod async_waits;
 pub mod captured_compilation;
 pub mod collectives_exposed;
 pub mod compile_time;
+pub mod data_movement;
 pub mod dominant_op;
 pub mod gaps_between_steps;
 pub mod host_bound_gaps;
+pub mod host_callbacks;
 pub mod host_device_copies;
 pub mod host_tracing_off;
 pub mod input_bound;
@@ -53,7 +55,9 @@ pub const ALL: &[Rule] = &[
     memory_bandwidth::RULE,
     low_occupancy::RULE,
     host_device_copies::RULE,
+    data_movement::RULE,
     async_waits::RULE,
+    host_callbacks::RULE,
     runtime_overhead::RULE,
     collectives_exposed::RULE,
     stragglers::RULE,

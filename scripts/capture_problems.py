@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Capture a real JAX program that has one known performance problem, or its fixed twin.
+
+Each program is a small training-like step (an MLP forward and backward with an SGD
+update, jitted) with exactly one problem a user would make, and a twin with the one
+change a user would make to fix it:
+
+  callback      an io_callback running a Python function (--callback-ms of work) in the
+                middle of the step            | fixed: no callback
+  stale-state   the step returns its optimizer state (four buffers) unchanged, so XLA
+                copies each into a new output | fixed: the state is donated
+  oneoff        guide 002's `with ProfileContext(...)` and guide 001's optimizer comparison
+                (one `profile_trace` per --optimizer): one step, no warm-up, so the
+                capture holds the compilation | fixed: one warm-up step first
+
+Captures are what JAX writes: <OUT>/plugins/profile/<run>/<host>.xplane.pb. Each step is
+`jax.profiler.StepTraceAnnotation("train", step_num=i)` and waits for its loss.
+
+--time PROGRAM measures the problem and its twin outside the profiler, alternately in
+one process (--rounds rounds of --steps steps each, after warm-up), and prints their
+median step times as JSON: the gain a fix is worth, as a user's timer sees it.
+
+Examples:
+    python3 scripts/capture_problems.py callback --out /tmp/cb
+    python3 scripts/capture_problems.py callback --fixed --out /tmp/cb-fixed
+    python3 scripts/capture_problems.py --time callback
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+PROGRAMS = ("callback", "stale-state", "oneoff")
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__[__doc__.index("Examples:"):],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("program", nargs="?", choices=PROGRAMS, help="the program to capture")
+    p.add_argument("--fixed", action="store_true", help="capture the fixed twin instead")
+    p.add_argument("--time", choices=PROGRAMS, help="time PROGRAM and its twin alternately; no capture")
+    p.add_argument("--out", default="logdir", help="log directory (TensorBoard layout); default ./logdir")
+    p.add_argument("--steps", type=int, default=10, help="captured (or timed) steps (default 10)")
+    p.add_argument("--warmup", type=int, default=3, help="un-captured warm-up steps (default 3)")
+    p.add_argument("--rounds", type=int, default=6, help="--time: alternations (default 6)")
+    p.add_argument("--width", type=int, default=512, help="MLP width (default 512)")
+    p.add_argument("--batch", type=int, default=256, help="batch rows (default 256)")
+    p.add_argument("--callback-ms", type=float, default=6.0, help="callback: its Python work, ms (default 6)")
+    p.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
+                   help="oneoff: the update the step applies (guide 001 compares optimizers; default sgd)")
+    p.add_argument("--state-mb", type=float, default=4.0, help="stale-state: each of 4 buffers, MB (default 4)")
+    a = p.parse_args(argv)
+    if (a.program is None) == (a.time is None):
+        p.error("name one PROGRAM to capture, or --time PROGRAM")
+    if a.steps < 1 or a.warmup < 0 or a.rounds < 1:
+        p.error("--steps and --rounds must be >= 1, --warmup >= 0")
+    return a
+
+
+def build(args, program, fixed):
+    """The step of `program` (or its twin): returns (step, state), where step(state, i)
+    returns (state, loss) and has not waited for its device."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.experimental import io_callback
+
+    key = jax.random.PRNGKey(0)
+    k1, k2, k3 = jax.random.split(key, 3)
+    w1 = jax.random.normal(k1, (args.width, args.width), jnp.float32) * 0.02
+    w2 = jax.random.normal(k2, (args.width, args.width), jnp.float32) * 0.02
+    x = jax.random.normal(k3, (args.batch, args.width), jnp.float32)
+
+    def loss_fn(params, x):
+        h = jnp.tanh(x @ params[0])
+        return jnp.mean((h @ params[1]) ** 2)
+
+    def host_work(v):
+        # A Python function that takes --callback-ms of the host's time (a metric, a
+        # logger, a lookup), as user callbacks do.
+        end = time.perf_counter() + args.callback_ms / 1000.0
+        acc = 0.0
+        while time.perf_counter() < end:
+            acc += 1.0
+        return np.asarray(v, np.float32)
+
+    def sgd(params, grads):
+        return tuple(p - 1e-3 * g for p, g in zip(params, grads))
+
+    if program == "callback":
+        def train_step(params, x):
+            loss, grads = jax.value_and_grad(loss_fn)(params, x)
+            if not fixed:
+                loss = io_callback(host_work, jax.ShapeDtypeStruct((), jnp.float32), loss, ordered=True)
+            return sgd(params, grads), loss
+
+        jitted = jax.jit(train_step)
+        state = (w1, w2)
+
+        def step(state, i):
+            return jitted(state, x)
+
+        return step, state
+
+    if program == "stale-state":
+        n = max(1, int(args.state_mb * 1e6 / 4))
+        opt = tuple(jnp.full((n,), float(j), jnp.float32) for j in range(4))
+
+        def train_step(params, opt, x):
+            loss, grads = jax.value_and_grad(loss_fn)(params, x)
+            # The optimizer state is returned as it came in (a frozen schedule, a buffer
+            # a user forgot to update): XLA must give each output its own buffer.
+            return sgd(params, grads), opt, loss
+
+        jitted = jax.jit(train_step, donate_argnums=(1,) if fixed else ())
+
+        def step(state, i):
+            params, opt = state
+            params, opt, loss = jitted(params, opt, x)
+            return (params, opt), loss
+
+        return step, ((w1, w2), opt)
+
+    if program == "oneoff":
+        def adam(params, grads, moments, t):
+            m, v = moments
+            m = tuple(0.9 * a + 0.1 * g for a, g in zip(m, grads))
+            v = tuple(0.999 * a + 0.001 * g * g for a, g in zip(v, grads))
+            new = tuple(p - 1e-3 * (a / (1 - 0.9 ** t)) / (jnp.sqrt(b / (1 - 0.999 ** t)) + 1e-8)
+                        for p, a, b in zip(params, m, v))
+            return new, (m, v)
+
+        def train_step(state, x):
+            params, moments, t = state
+            loss, grads = jax.value_and_grad(loss_fn)(params, x)
+            if args.optimizer == "adam":
+                params, moments = adam(params, grads, moments, t + 1.0)
+            else:
+                params = sgd(params, grads)
+            return (params, moments, t + 1.0), loss
+
+        jitted = jax.jit(train_step)
+
+        def step(state, i):
+            return jitted(state, x)
+
+        zeros = tuple(jnp.zeros_like(w) for w in (w1, w2))
+        return step, ((w1, w2), (zeros, zeros), jnp.float32(0.0))
+
+    raise SystemExit(f"unknown program {program!r}")
+
+
+def run_steps(step, state, n, annotate, first=0):
+    import jax
+
+    for i in range(first, first + n):
+        ctx = jax.profiler.StepTraceAnnotation("train", step_num=i) if annotate else _Null()
+        with ctx:
+            state, loss = step(state, i)
+            loss.block_until_ready()
+    return state
+
+
+def capture(args):
+    import jax
+
+    step, state = build(args, args.program, args.fixed)
+    if args.program == "oneoff":
+        # Guide 002's one-off capture: the trace holds the first call (and its compile);
+        # the twin warms up once first, as guide 001 says to.
+        warmup, steps = (1 if args.fixed else 0), 1
+    else:
+        warmup, steps = args.warmup, args.steps
+    state = run_steps(step, state, warmup, annotate=False, first=-warmup)
+    opts = jax.profiler.ProfileOptions()
+    opts.host_tracer_level = 2
+    opts.python_tracer_level = 0
+    profile_root = os.path.join(args.out, "plugins", "profile")
+    before = set(os.listdir(profile_root)) if os.path.isdir(profile_root) else set()
+    t0 = time.perf_counter()
+    jax.profiler.start_trace(args.out, profiler_options=opts)
+    try:
+        if args.program == "oneoff":
+            state, loss = step(state, 0)  # as `with ProfileContext(...): train_step(...)`
+            loss.block_until_ready()
+        else:
+            run_steps(step, state, steps, annotate=True)
+    finally:
+        jax.profiler.stop_trace()
+    elapsed = time.perf_counter() - t0
+    after = set(os.listdir(profile_root))
+    new = sorted(after - before) or [max(after, key=lambda n: os.path.getmtime(os.path.join(profile_root, n)))]
+    run_dir = os.path.join(profile_root, new[-1])
+    print(f"jax {jax.__version__}, {args.program}{' (fixed)' if args.fixed else ''}: "
+          f"{steps} step(s) in {elapsed * 1e3:.1f} ms", file=sys.stderr)
+    print(run_dir)
+
+
+def time_pair(args):
+    """Median step time of the problem and its twin, alternately, outside the profiler."""
+    sides = {}
+    for fixed in (False, True):
+        step, state = build(args, args.time, fixed)
+        state = run_steps(step, state, max(args.warmup, 1), annotate=False)
+        sides[fixed] = [step, state, []]
+    for _ in range(args.rounds):
+        for fixed in (False, True):
+            step, state, times = sides[fixed]
+            for i in range(args.steps):
+                t = time.perf_counter()
+                state, loss = step(state, i)
+                loss.block_until_ready()
+                times.append(time.perf_counter() - t)
+            sides[fixed][1] = state
+    problem = statistics.median(sides[False][2]) * 1e12
+    fixed = statistics.median(sides[True][2]) * 1e12
+    print(json.dumps({
+        "schema": "stepscope.twin_timing/1",
+        "program": args.time,
+        "steps_each": args.rounds * args.steps,
+        "problem_step_ps": round(problem),
+        "fixed_step_ps": round(fixed),
+        "gain_ps": round(problem - fixed),
+        "gain_pct": round(100.0 * (problem - fixed) / problem, 2),
+    }))
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    if args.time:
+        time_pair(args)
+    else:
+        capture(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,209 @@
+//! Verdicts on the guides' own workflows and on small programs made to show exactly
+//! one problem (scripts/capture_problems.py), each beside its fixed twin: the verdict
+//! names the problem, on every surface, and never fires on the twin.
+
+use serde_json::Value;
+
+use crate::util::*;
+
+fn fx(name: &str) -> String {
+    fixture(name).to_str().unwrap().to_string()
+}
+
+fn findings(path: &str) -> Vec<Value> {
+    json(&["advise", path])["findings"].as_array().unwrap().clone()
+}
+
+fn f64_of(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// An `io_callback` running 6 ms of Python in the middle of the step: its time is a
+/// part of its own (never compute), equal to the callbacks' spans in the steps as
+/// the reference reader finds them, and the first finding names it.
+#[test]
+fn a_host_callback_is_a_round_trip_to_python_not_compute() {
+    let f = xplane("cpu-callback");
+    let theirs = reference(&["cpu-ops", &f]);
+    let s = json(&["summary", &f]);
+    let b = &s["breakdown"];
+    let steps = s["step_count"].as_i64().unwrap();
+    // One device measured over the steps: the part is the callbacks' share of them.
+    assert_eq!(b["step_ps"].as_i64().unwrap() * steps, theirs["steps_ps"].as_i64().unwrap());
+    let callback_ps = b["host_callback_ps"].as_i64().unwrap() * steps;
+    assert!((callback_ps - theirs["callback_in_steps_ps"].as_i64().unwrap()).abs() <= steps, "{b} {theirs}");
+    let callback_pct = 100.0 * f64_of(&b["host_callback_ps"]) / f64_of(&b["step_ps"]);
+    assert!(callback_pct > 30.0, "{b}");
+    // Computing is what is left: not the 87% the device was busy.
+    let compute = f64_of(&s["device_compute_pct"]);
+    assert!(compute + callback_pct <= f64_of(&s["device_utilization_pct"]) + 0.1, "{s}");
+    let text = ok(&["summary", &f]);
+    assert!(text.contains(&format!("in host callbacks {callback_pct:.1}%")), "{text}");
+    assert!(text.contains("host callbacks (Python)"), "{text}");
+    // The op is a host callback, and the first finding says so and what to do.
+    let ops = json(&["ops", &f]);
+    let cb = (ops["ops"].as_array().unwrap().iter()).find(|r| r["name"] == "io_callback.3").unwrap();
+    assert_eq!(cb["category"], "host callback");
+    let all = findings(&f);
+    assert_eq!(all[0]["rule"], "host-callbacks", "{all:?}");
+    assert_eq!(all[0]["severity"], "critical");
+    assert!(all[0]["advice"].as_str().unwrap().contains("out of the jitted step"));
+    assert!(!all.iter().any(|x| x["rule"] == "dominant-op"), "a callback is no op to optimise: {all:?}");
+    // The fixed twin: no callback, no such finding.
+    let twin = xplane("cpu-callback-fixed");
+    assert_eq!(json(&["summary", &twin])["breakdown"]["host_callback_ps"], 0);
+    assert!(!findings(&twin).iter().any(|x| x["rule"] == "host-callbacks"));
+    // The devices table gives the same part.
+    let d = json(&["devices", &f]);
+    assert_eq!(d["devices"][0]["host_callback_ps"].as_i64().unwrap(), theirs["callback_in_steps_ps"].as_i64().unwrap());
+}
+
+/// Guide 002's `with ProfileContext(...)`: one call captured without a warm-up, so the
+/// capture is mostly the compilation of its program, which no step holds. The summary
+/// says so first, the first finding is the compilation, and the step is cold; the
+/// twin warmed up once holds no compilation and says nothing of it.
+#[test]
+fn a_one_off_capture_says_first_that_it_is_mostly_compilation() {
+    let f = xplane("cpu-oneoff");
+    let s = json(&["summary", &f]);
+    let c = &s["capture"];
+    // The reference reader's compile events (lowering, backend compile), whose union
+    // the compile time is at least, within the capture's span.
+    let compiles = reference(&["host-events", &f, "--prefixes", "backend_compile,lower_"]);
+    let mut spans: Vec<(i64, i64)> = (compiles.as_array().unwrap().iter())
+        .map(|e| {
+            let start = e["start_ps"].as_i64().unwrap();
+            (start, start + e["duration_ps"].as_i64().unwrap())
+        })
+        .collect();
+    spans.sort_unstable();
+    let union: i64 = spans
+        .iter()
+        .fold((0i64, i64::MIN), |(sum, end), &(a, b)| match a >= end {
+            true => (sum + b - a, b),
+            false => (sum + (b - end).max(0), end.max(b)),
+        })
+        .0;
+    let compile_ps = c["compile_ps"].as_i64().unwrap();
+    assert!(compile_ps >= union && compile_ps < c["span_ps"].as_i64().unwrap(), "{c} vs {union}");
+    assert_eq!(c["compile_outside_steps_ps"], c["compile_ps"], "no step holds it: {c}");
+    assert!(f64_of(&c["compile_pct"]) > 50.0, "{c}");
+    // The step is the program's first run: cold, though it holds no compilation.
+    assert_eq!(s["step_count"], 1);
+    assert_eq!(s["cold_steps"], 1, "{s}");
+    let text = ok(&["summary", &f]);
+    let capture_line = text.lines().position(|l| l.starts_with("CAPTURE")).expect("a CAPTURE line");
+    let step_line = text.lines().position(|l| l.starts_with("STEP TIME")).unwrap();
+    assert!(capture_line < step_line, "{text}");
+    assert!(text.contains(&format!("({:.1}%; none of it in a step)", f64_of(&c["compile_pct"]))), "{text}");
+    let all = findings(&f);
+    assert_eq!(all[0]["rule"], "captured-compilation", "{all:?}");
+    assert_eq!(all[0]["severity"], "critical");
+    assert!(all[0]["title"].as_str().unwrap().starts_with("this capture is mostly XLA compilation"), "{all:?}");
+    // The warmed-up twin.
+    let twin = json(&["summary", &xplane("cpu-oneoff-fixed")]);
+    assert_eq!(twin["capture"]["compile_ps"], 0, "{twin}");
+    assert!(twin.get("cold_steps").is_none(), "{twin}");
+    assert!(!findings(&xplane("cpu-oneoff-fixed")).iter().any(|x| x["rule"] == "captured-compilation"));
+}
+
+/// Guide 001's optimizer comparison as written: one un-warmed step per optimizer.
+/// `diff` must not call the difference of two first calls a change: each side is
+/// all cold, there is no noise estimate, and it says what to capture instead.
+#[test]
+fn two_one_step_captures_are_not_compared_as_if_warm() {
+    let (adam, sgd) = (fx("cpu-oneoff-adam"), fx("cpu-oneoff"));
+    let d = json(&["diff", &adam, &sgd]);
+    let st = &d["step_time"];
+    assert_eq!(st["noise_known"], false, "{st}");
+    assert_eq!(st["a_all_cold"], true);
+    assert_eq!(st["b_all_cold"], true);
+    let text = ok(&["diff", &adam, &sgd]).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("not a measured change"), "{text}");
+    assert!(text.contains("cannot tell whether this is a change: A has no warm step and B has no warm step"), "{text}");
+    assert!(text.contains("capture at least 5 warm steps a side"), "{text}");
+    assert!(text.contains("A: every step is cold"), "{text}");
+    // Runs with warm steps have a noise estimate.
+    let warm = json(&["diff", &fx("cpu-callback-fixed"), &fx("cpu-callback")]);
+    assert_eq!(warm["step_time"]["noise_known"], true);
+    assert!(warm["step_time"]["noise_ps"].as_i64().unwrap() > 0);
+}
+
+/// A step that returns its optimizer state unchanged copies each buffer into a new
+/// output every step: copies that compute nothing, named with the fix; the donated
+/// twin has none.
+#[test]
+fn copies_of_unchanged_state_are_named_with_the_fix() {
+    let f = xplane("cpu-stale-state");
+    let all = findings(&f);
+    let moving = all.iter().find(|x| x["rule"] == "data-movement").unwrap_or_else(|| panic!("{all:?}"));
+    assert!(moving["advice"].as_str().unwrap().contains("donate_argnums"), "{moving}");
+    // Its value is the copies' share of op time times utilisation: the op rows'.
+    let ops = json(&["ops", &f]);
+    let copies: f64 = (ops["ops"].as_array().unwrap().iter())
+        .filter(|r| r["category"] == "copy")
+        .map(|r| f64_of(&r["device_time_pct"]))
+        .sum();
+    let util = f64_of(&json(&["summary", &f])["device_utilization_pct"]);
+    assert!((f64_of(&moving["value"]) - copies * util / 100.0).abs() < 1e-6, "{moving}");
+    assert!(copies > 40.0, "{copies}");
+    assert!(!findings(&xplane("cpu-stale-state-fixed")).iter().any(|x| x["rule"] == "data-movement"));
+}
+
+/// Runs are put in the order their captures started: the manifest's start, not the
+/// files' time (a copy changes it), and names in natural order (`_2` before `_10`).
+#[test]
+fn history_orders_runs_by_when_their_captures_started() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("profiles");
+    // Three named runs whose files were copied newest first, so file times disagree
+    // with the manifests' start times.
+    let src = std::path::Path::new(&xplane("cpu-callback")).to_path_buf();
+    let starts = [("optimizer_c", 3_000_000_000u64), ("optimizer_a", 1_000_000_000), ("optimizer_b", 2_000_000_000)];
+    for (name, _) in starts.iter().rev() {
+        let dir = root.join("plugins/profile").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(&src, dir.join("vm.xplane.pb")).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for (name, started) in starts {
+        let manifest = format!("{{\"schema\": \"stepscope.manifest/1\", \"started_unix_ns\": {started}}}");
+        std::fs::write(root.join("plugins/profile").join(name).join("stepscope_manifest.json"), manifest).unwrap();
+    }
+    let h = json(&["history", root.to_str().unwrap()]);
+    let order: Vec<String> = (h["runs"].as_array().unwrap().iter())
+        .map(|r| r["label"].as_str().unwrap().rsplit('/').next().unwrap().to_string())
+        .collect();
+    assert_eq!(order, ["optimizer_a", "optimizer_b", "optimizer_c"], "{h}");
+    // Without manifests, same-second JAX names sort in natural order.
+    let plain = tmp.path().join("plain/plugins/profile");
+    for name in ["2026_11_27_10_00_00_10", "2026_11_27_10_00_00_2", "2026_11_27_10_00_00"] {
+        std::fs::create_dir_all(plain.join(name)).unwrap();
+        std::fs::copy(&src, plain.join(name).join("vm.xplane.pb")).unwrap();
+    }
+    let h = json(&["history", tmp.path().join("plain").to_str().unwrap()]);
+    let order: Vec<String> = (h["runs"].as_array().unwrap().iter())
+        .map(|r| r["label"].as_str().unwrap().rsplit('/').next().unwrap().to_string())
+        .collect();
+    assert_eq!(order, ["2026_11_27_10_00_00", "2026_11_27_10_00_00_2", "2026_11_27_10_00_00_10"], "{h}");
+}
+
+/// `compare` never puts a mean's parts beside a median without saying so: each column
+/// names its statistic, and the parts sit beside the mean step they add up to (on a
+/// run with a cold step, the median and the mean differ 57-fold).
+#[test]
+fn compare_states_the_statistic_of_each_column() {
+    let (cold, warm) = (fx("cpu-compile"), fx("cpu-transformer"));
+    let text = ok(&["compare", &cold, &warm]);
+    let head = text.lines().next().unwrap();
+    for col in ["MEDIAN STEP", "MEAN STEP", "COMPUTE", "IDLE"] {
+        assert!(head.contains(col), "{head}");
+    }
+    assert!(head.find("MEAN STEP") < head.find("COMPUTE"), "{head}");
+    let c = json(&["compare", &cold, &warm]);
+    let row = &c["runs"][0];
+    let b = &row["breakdown"];
+    assert!(b["step_ps"].as_i64().unwrap() > 10 * row["step_time"]["median_ps"].as_i64().unwrap(), "{row}");
+    assert!(b["device_compute_ps"].as_i64() <= b["step_ps"].as_i64());
+    assert!(text.contains("COMPUTE, IDLE and UTIL: the parts of its MEAN STEP"), "{text}");
+}
