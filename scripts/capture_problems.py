@@ -12,6 +12,8 @@ change a user would make to fix it:
   oneoff        guide 002's `with ProfileContext(...)` and guide 001's optimizer comparison
                 (one `profile_trace` per --optimizer): one step, no warm-up, so the
                 capture holds the compilation | fixed: one warm-up step first
+  sort          no problem, no twin: `jnp.sort` of a 512 x 2048 array, which XLA:CPU
+                splits over two threads (two events of one execution of `sort.0`)
 
 Captures are what JAX writes: <OUT>/plugins/profile/<run>/<host>.xplane.pb. Each step is
 `jax.profiler.StepTraceAnnotation("train", step_num=i)` and waits for its loss.
@@ -35,7 +37,7 @@ import statistics
 import sys
 import time
 
-PROGRAMS = ("callback", "stale-state", "oneoff")
+PROGRAMS = ("callback", "stale-state", "oneoff", "sort")
 
 
 def parse_args(argv=None):
@@ -60,6 +62,8 @@ def parse_args(argv=None):
     a = p.parse_args(argv)
     if (a.program is None) == (a.time is None):
         p.error("name one PROGRAM to capture, or --time PROGRAM")
+    if "sort" in (a.program, a.time) and (a.fixed or a.time):
+        p.error("sort has no fixed twin")
     if a.steps < 1 or a.warmup < 0 or a.rounds < 1:
         p.error("--steps and --rounds must be >= 1, --warmup >= 0")
     return a
@@ -154,6 +158,16 @@ def build(args, program, fixed):
 
         zeros = tuple(jnp.zeros_like(w) for w in (w1, w2))
         return step, ((w1, w2), (zeros, zeros), jnp.float32(0.0))
+
+    if program == "sort":
+        x = jax.random.normal(k3, (512, 2048), jnp.float32)
+        sort = jax.jit(lambda v: jnp.sort(v, axis=-1) * 2.0)
+
+        def step(state, i):
+            out = sort(x)
+            return state, out[0, 0]
+
+        return step, None
 
     raise SystemExit(f"unknown program {program!r}")
 

@@ -343,7 +343,7 @@ fn read_whole(mut s: serde_json::Value) -> serde_json::Value {
 /// alone differ from their share.
 #[test]
 fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
-    let mixes: [&[&str]; 10] = [
+    let mixes: [&[&str]; 11] = [
         &["gpu-sync", "gpu-nosync", "gpu-unannotated"],
         &["gpu-nosync", "gpu-nosync-cut", "gpu-sync"],
         &["cpu-clean", "cpu-slow", "cpu-dp4"],
@@ -354,6 +354,7 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
         &["rocm-mi300x-gemm", "rocm-mi300x-conv-2gpu"],
         &["cpu-host-tracer-off", "cpu-jax0431"],
         &["cpu-device-put", "cpu-nosync", "cpu-sync"],
+        &["cpu-callback", "cpu-stale-state", "cpu-oneoff"],
     ];
     // Every rule at its hair trigger, so that each cites its evidence.
     let th = tempfile::tempdir().unwrap();
@@ -464,7 +465,8 @@ const HAIR_TRIGGER: &str =
     small_op_us = 100000.0\nsmall_op_share_pct = 0.0\nsmall_op_time_pct = 0.0\ndispatches_per_step = 0.0\n\
     copies_pct = 0.0\ndominant_op_pct = 0.0\ncollectives_exposed_pct = 0.0\nasync_wait_pct = 0.0\n\
     runtime_overhead_pct = 0.0\nmemory_capacity_pct = 0.0\nmemory_bandwidth_pct = 100.0\noccupancy_pct = 100.0\n\
-    bandwidth_min_op_us = 0.0\nstep_jitter_pct = 0.0\ninput_bound_pct = 0.0\nmin_steps = 1000\nstraggler_pct = 0.0\n";
+    bandwidth_min_op_us = 0.0\nstep_jitter_pct = 0.0\ninput_bound_pct = 0.0\nmin_steps = 1000\nstraggler_pct = 0.0\n\
+    host_callback_pct = 0.0\ndata_movement_pct = 0.0\ncapture_compile_pct = 0.0\n";
 
 /// A run read a host at a time leaves out a host whose file is cut short, as the run
 /// read whole does, and says so; where no host can be read, the first one's error.

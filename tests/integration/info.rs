@@ -37,9 +37,10 @@ fn counts_match_the_reference_reader_on_every_fixture() {
         let theirs = reference(&["info", f]);
         assert_eq!(comparable(&ours), theirs, "{f}");
         // Every capture holds events but the one taken with host tracing off (and
-        // python tracing off) on CPU: it records none, only its modules.
+        // python tracing off) on CPU: it records none, only its modules. The smallest
+        // others, one warm call of one program (cpu-oneoff-fixed), hold over 100.
         let events = ours["events_total"].as_u64().expect("events_total");
-        assert!(events > 1000 || (f.contains("cpu-host-tracer-off") && events == 0), "{f}: {events}");
+        assert!(events > 100 || (f.contains("cpu-host-tracer-off") && events == 0), "{f}: {events}");
     }
 }
 

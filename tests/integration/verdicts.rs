@@ -207,3 +207,34 @@ fn compare_states_the_statistic_of_each_column() {
     assert!(b["device_compute_ps"].as_i64() <= b["step_ps"].as_i64());
     assert!(text.contains("COMPUTE, IDLE and UTIL: the parts of its MEAN STEP"), "{text}");
 }
+
+/// One execution is one run of the instruction within one run of its program: an
+/// XLA:CPU `sort` split over two threads records two events a run, one execution
+/// (its time per execution and its rates are per run). Every op of the CPU captures
+/// has the reference reader's executions.
+#[test]
+fn an_op_execution_is_one_run_not_one_event() {
+    for name in ["cpu-sort", "cpu-transformer", "cpu-stale-state"] {
+        let f = xplane(name);
+        let theirs = reference(&["cpu-ops", &f]);
+        let ours = json(&["ops", &f, "--top", "0"]);
+        let mut want: Vec<(String, u64, u64)> = (theirs["ops"].as_array().unwrap().iter())
+            .map(|r| {
+                (r["name"].as_str().unwrap().into(), r["count"].as_u64().unwrap(), r["executions"].as_u64().unwrap())
+            })
+            .collect();
+        let mut got: Vec<(String, u64, u64)> = (ours["ops"].as_array().unwrap().iter())
+            .map(|r| {
+                (r["name"].as_str().unwrap().into(), r["count"].as_u64().unwrap(), r["executions"].as_u64().unwrap())
+            })
+            .collect();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "{name}");
+    }
+    let ops = json(&["ops", &xplane("cpu-sort")]);
+    let sort = (ops["ops"].as_array().unwrap().iter()).find(|r| r["name"] == "sort.0").unwrap();
+    assert_eq!((sort["count"].as_u64(), sort["executions"].as_u64()), (Some(10), Some(5)), "{sort}");
+    // The average is per execution: its total over the 5 runs.
+    assert_eq!(sort["avg_ps"].as_i64().unwrap(), sort["total_ps"].as_i64().unwrap() / 5, "{sort}");
+}

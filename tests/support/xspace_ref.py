@@ -1469,6 +1469,9 @@ def main(argv=None):
             row = per.setdefault((op["module"], op["name"]), {"module": op["module"], "name": op["name"], "count": 0,
                                                              "total_ps": 0, "event_ps": 0})
             row["count"] += 1
+            # One execution is one run of the op within one run of its program: its
+            # events of one run_id (a sort split over threads records two) are one.
+            row.setdefault("runs", set()).add(op["run_id"] if op["run_id"] is not None else ("event", op["start_ps"]))
             row["total_ps"] += op["done_ps"] - op["start_ps"]
             row["event_ps"] += op["end_ps"] - op["start_ps"]
             row["ended_ps"] = row.get("ended_ps", 0) + op["ended_ps"] - op["start_ps"]
@@ -1480,6 +1483,8 @@ def main(argv=None):
                                                                          "count": 0, "total_ps": 0})
             row["count"] += 1
             row["total_ps"] += op["done_ps"] - op["start_ps"]
+        for row in per.values():
+            row["executions"] = len(row.pop("runs"))
         doc = {"ops": sorted(per.values(), key=lambda r: (-r["total_ps"], r["module"], r["name"])),
                "programs": sorted(programs.values(), key=lambda r: (r["module"], r["program_id"] or 0)),
                "busy_ps": union_ps([(op["start_ps"], op["done_ps"]) for op in ops]),

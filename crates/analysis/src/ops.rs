@@ -702,6 +702,9 @@ fn summed<'p>(
     devices.par_iter().for_each(|d| {
         d.cached_ops();
     });
+    // XLA:CPU: the events that continue an execution already met (another piece of
+    // the same run of the op on another thread), per device.
+    let pieces: Vec<Vec<usize>> = devices.par_iter().map(|d| later_pieces(d)).collect();
     // Rows are summed as occurrences stream by (nothing is kept per occurrence), per
     // chunk of a device's ops in parallel, then chunk by chunk in order: a row's
     // first occurrence, which decides its place among equal rows, stays first.
@@ -712,7 +715,7 @@ fn summed<'p>(
         .map(|(di, range)| {
             let d = &devices[di];
             let grouping = Grouping { by, scope_depth, span };
-            let rows = chunk_rows(d, &hlo[d.host_index], &executions[di], range.clone(), grouping);
+            let rows = chunk_rows(d, &hlo[d.host_index], (&executions[di], &pieces[di]), range.clone(), grouping);
             release_chunk(d, range);
             rows
         })
@@ -1049,7 +1052,7 @@ struct Grouping {
 fn chunk_rows<'a>(
     d: &Device<'a>,
     hlo: &HloModules,
-    executions: &Executions,
+    (executions, later): (&Executions, &[usize]),
     range: std::ops::Range<usize>,
     Grouping { by, scope_depth, span }: Grouping,
 ) -> Vec<(Key<'a>, Acc<'a>)> {
@@ -1069,10 +1072,6 @@ fn chunk_rows<'a>(
     // kernels of one execution of an XLA op once ([`same_execution`]).
     let kernels = d.source == stepscope_model::OpSource::Kernels;
     let mut previous: Option<((u32, u32, u32), Option<Execution>)> = None;
-    // XLA:CPU: an op's events of one run of its program (`run_id`) are one execution
-    // (a `sort` split over threads records two); per name id, the run last met.
-    let host_ops = d.source == stepscope_model::OpSource::HostOps;
-    let mut last_run: Vec<Option<(u32, i64)>> = if host_ops { vec![None; names.len()] } else { Vec::new() };
     each_occurrence(d, hlo, range, by == GroupBy::Scope, |o| {
         if let Some((from, to)) = span {
             let start = recs[o.rec].start_ps(d.plane);
@@ -1082,15 +1081,8 @@ fn chunk_rows<'a>(
         }
         let at = ((o.ids.0, o.ids.1, o.line), kernels.then(|| executions.of(o.corr, o.ids.0)).flatten());
         let continues = previous.is_some_and(|p| same_execution(p, at, &names[o.ids.1 as usize]));
-        let same_run = match (host_ops, d.cached_ops().run_id(&recs[o.rec])) {
-            (true, Some(run)) => {
-                let seen = last_run[o.ids.0 as usize] == Some((o.ids.1, run));
-                last_run[o.ids.0 as usize] = Some((o.ids.1, run));
-                seen
-            }
-            _ => false,
-        };
-        let execution = u64::from(!(kernels && continues) && !same_run);
+        let piece = !later.is_empty() && later.binary_search(&o.rec).is_ok();
+        let execution = u64::from(!(kernels && continues) && !piece);
         previous = Some(at);
         let program = match by {
             GroupBy::Op | GroupBy::Module | GroupBy::Line | GroupBy::Stack => o.program.unwrap_or(NO_PROGRAM),
@@ -1162,6 +1154,42 @@ fn chunk_rows<'a>(
         rows[at].1.executed(o.program.unwrap_or(NO_PROGRAM), execution);
     });
     rows
+}
+
+/// XLA:CPU: the op records (indexes, sorted) that continue an execution met before
+/// them — one run of an op (`run_id`) that recorded several events, as a `sort` XLA:CPU
+/// splits over threads does: each event after the first of its (op, program, run) is
+/// no execution of its own. Found in two passes over the device's ops: the ops whose
+/// first run recorded more than one event, then, for those alone, each event's run.
+/// Empty elsewhere (GPU kernels have their own rule, TPU ops are one event each).
+fn later_pieces(d: &Device) -> Vec<usize> {
+    if d.source != stepscope_model::OpSource::HostOps {
+        return Vec::new();
+    }
+    let ops = d.cached_ops();
+    // Per name id: its first (module, run) and how many events that run recorded.
+    let mut first: Vec<Option<(u32, i64, u32)>> = vec![None; ops.names.len()];
+    for r in &ops.recs {
+        let Some(run) = ops.run_id(r) else { continue };
+        match &mut first[r.name as usize] {
+            Some((m, run0, n)) if (*m, *run0) == (r.module, run) => *n += 1,
+            Some(_) => {}
+            slot @ None => *slot = Some((r.module, run, 1)),
+        }
+    }
+    let split: Vec<bool> = first.iter().map(|f| f.is_some_and(|(_, _, n)| n > 1)).collect();
+    if !split.contains(&true) {
+        return Vec::new();
+    }
+    let mut seen: FastMap<(u32, u32, u32, i64), ()> = FastMap::default();
+    let mut later = Vec::new();
+    for (i, r) in ops.recs.iter().enumerate().filter(|(_, r)| split[r.name as usize]) {
+        let Some(run) = ops.run_id(r) else { continue };
+        if seen.insert((r.name, r.module, r.program, run), ()).is_some() {
+            later.push(i);
+        }
+    }
+    later
 }
 
 fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
