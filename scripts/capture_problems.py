@@ -64,6 +64,8 @@ def parse_args(argv=None):
         p.error("name one PROGRAM to capture, or --time PROGRAM")
     if "sort" in (a.program, a.time) and (a.fixed or a.time):
         p.error("sort has no fixed twin")
+    if a.time == "oneoff":
+        p.error("oneoff's problem is in the capture (its compilation), not in a warm step: nothing to time")
     if a.steps < 1 or a.warmup < 0 or a.rounds < 1:
         p.error("--steps and --rounds must be >= 1, --warmup >= 0")
     return a

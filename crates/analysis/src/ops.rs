@@ -1082,7 +1082,7 @@ fn chunk_rows<'a>(
         let at = ((o.ids.0, o.ids.1, o.line), kernels.then(|| executions.of(o.corr, o.ids.0)).flatten());
         let continues = previous.is_some_and(|p| same_execution(p, at, &names[o.ids.1 as usize]));
         let piece = !later.is_empty() && later.binary_search(&o.rec).is_ok();
-        let execution = u64::from(!(kernels && continues) && !piece);
+        let execution = u64::from(!(piece || kernels && continues));
         previous = Some(at);
         let program = match by {
             GroupBy::Op | GroupBy::Module | GroupBy::Line | GroupBy::Stack => o.program.unwrap_or(NO_PROGRAM),

@@ -89,23 +89,3 @@ pub fn host_activity(profile: &Profile, host: &str, lo: i64, hi: i64) -> String 
         None => "host: no recorded activity (Python without the python tracer, or waiting)".into(),
     }
 }
-
-/// The `n` ops of `kind` ([`stepscope_model::device_time::op_kind`] of each op row's
-/// name and category) with the most self time, as evidence.
-pub fn top_ops_of_kind(
-    cx: &crate::context::Context,
-    kind: stepscope_model::device_time::Part,
-    n: usize,
-) -> Vec<Evidence> {
-    let rows = &cx.op_rows().ops;
-    rows.iter()
-        .filter(|r| stepscope_model::device_time::op_kind(&r.name, &r.category, "") == kind)
-        .take(n)
-        .map(|r| {
-            ev(
-                format!("{}: {} over {} runs ({:.1}% of op time)", r.name, ms(r.self_ps), r.count, r.device_time_pct),
-                "",
-            )
-        })
-        .collect()
-}

@@ -4,7 +4,7 @@ use stepscope_model::device_time::Part;
 
 use crate::context::Context;
 use crate::evidence::*;
-use crate::finding::{Finding, Severity};
+use crate::finding::{Evidence, Finding, Severity};
 use crate::rule::Rule;
 
 pub const RULE: Rule = Rule { id: "async-waits", threshold: Some("async_wait_pct"), needs_steps: true, check };
@@ -28,6 +28,22 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                 .into(),
         });
     }
+}
+
+/// The `n` ops of `kind` ([`stepscope_model::device_time::op_kind`] of each op row's
+/// name and category) with the most self time, as evidence.
+pub fn top_ops_of_kind(cx: &Context, kind: Part, n: usize) -> Vec<Evidence> {
+    let rows = &cx.op_rows().ops;
+    rows.iter()
+        .filter(|r| stepscope_model::device_time::op_kind(&r.name, &r.category, "") == kind)
+        .take(n)
+        .map(|r| {
+            ev(
+                format!("{}: {} over {} runs ({:.1}% of op time)", r.name, ms(r.self_ps), r.count, r.device_time_pct),
+                "",
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -11,8 +11,11 @@ pub const RULE: Rule = Rule { id: "dominant-op", threshold: Some("dominant_op_pc
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (th, op_rows) = (cx.th, cx.op_rows());
-    // A host callback is no op to optimise (`host-callbacks` says what it is).
-    let top = op_rows.ops.iter().find(|r| op_kind(&r.name, &r.category, "") != Part::HostCallback);
+    // The op with most op time that computes: a host callback, a collective, a copy or a
+    // layout change is no op to optimise by its shapes and dtype (`host-callbacks`,
+    // `collectives-exposed`, `data-movement` and the copy rules say what they are).
+    let top = (op_rows.ops.iter())
+        .find(|r| op_kind(&r.name, &r.category, "") == Part::Compute && !crate::rules::data_movement::moves_data(r));
     if let Some(top) = top {
         if top.device_time_pct > th.dominant_op_pct {
             // Its share of the step: of the time the devices were busy.
@@ -66,7 +69,17 @@ mod tests {
 
     #[test]
     fn fires_on_one_op_taking_most_op_time() {
-        let run = Run::of("gpu-host");
+        // A GEMM of the GPU programs capture; a sort that is nearly all of its step (a
+        // note before: severity comes from the share of the step).
+        for name in ["gpu-programs", "cpu-sort"] {
+            let run = Run::of(name);
+            let top = run.profile_ops()[0].clone();
+            let f = run.one(&RULE);
+            assert_eq!(f.value, top.device_time_pct);
+            assert!(f.title.starts_with(&top.name), "{}", f.title);
+            assert_eq!(f.severity, crate::finding::Severity::Critical, "{f:?}");
+        }
+        let run = Run::of("gpu-programs");
         let top = run.profile_ops()[0].clone();
         let f = run.one(&RULE);
         assert_eq!(f.value, top.device_time_pct);
@@ -75,5 +88,12 @@ mod tests {
         let step_pct = top.device_time_pct * run.overview.device_utilization_pct / 100.0;
         assert_eq!(f.severity, crate::finding::of_step_share(step_pct), "{f:?}");
         assert!(Run::of("cpu-clean").check(&RULE).is_empty());
+        // A copy taking most of the op time is the copies' finding.
+        assert!(Run::of("gpu-host").check(&RULE).is_empty());
+        // A collective taking most of the op time is the collectives' finding, not this
+        // one's: its advice (shapes, dtype) would be wrong for it.
+        let dp4 = Run::of("cpu-dp4");
+        assert!(super::op_kind(&dp4.profile_ops()[0].name, "", "") == super::Part::Collective);
+        assert!(dp4.check(&RULE).iter().all(|f| !f.title.starts_with("all-reduce")), "{:?}", dp4.check(&RULE));
     }
 }

@@ -8,6 +8,7 @@ use crate::context::Context;
 use crate::evidence::*;
 use crate::finding::{of_step_share, Finding};
 use crate::rule::Rule;
+use crate::rules::async_waits::top_ops_of_kind;
 
 pub const RULE: Rule = Rule { id: "host-callbacks", threshold: Some("host_callback_pct"), needs_steps: true, check };
 
