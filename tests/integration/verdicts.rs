@@ -102,7 +102,7 @@ fn a_one_off_capture_says_first_that_it_is_mostly_compilation() {
     assert!(all[0]["title"].as_str().unwrap().starts_with("this capture is mostly XLA compilation"), "{all:?}");
     // The warmed-up twin.
     let twin = json(&["summary", &xplane("cpu-oneoff-fixed")]);
-    assert_eq!(twin["capture"]["compile_ps"], 0, "{twin}");
+    assert!(twin.get("capture").is_none(), "no compilation, no capture section: {twin}");
     assert!(twin.get("cold_steps").is_none(), "{twin}");
     assert!(!findings(&xplane("cpu-oneoff-fixed")).iter().any(|x| x["rule"] == "captured-compilation"));
 }

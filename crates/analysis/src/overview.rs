@@ -156,8 +156,10 @@ pub struct Overview {
     /// FLOPs utilisation: the steps' FLOPs over their durations times the devices'
     /// peak FLOP/s, percent ([`crate::roofline::step_flops`]); null where unknown.
     pub flops_utilization_pct: Option<f64>,
-    /// The capture as a whole: its span and the compilation it holds.
-    pub capture: Capture,
+    /// The capture as a whole, where it holds compilation (absent where no host
+    /// compiled): its span and the compilation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<Capture>,
     pub environment: Environment,
     pub top_ops: Vec<OpRow>,
 }
@@ -320,7 +322,12 @@ impl OverviewPart {
             versions,
             host_tracer_level: host_tracer_level(profile),
             input: crate::scopes::input_sums(profile),
-            span: (profile.hosts.iter().filter_map(|h| h.time_span_ps())).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1))),
+            // The span is read (a pass over the events) only where a host compiled.
+            span: (base.hosts.iter().any(|h| !h.compile.spans().is_empty()))
+                .then(|| {
+                    profile.hosts.iter().filter_map(|h| h.time_span_ps()).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+                })
+                .flatten(),
             compile: (profile.hosts.iter().zip(&base.hosts))
                 .map(|(space, h)| {
                     let total = h.compile.total();
@@ -546,11 +553,12 @@ fn first_runs(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> Vec<
     out
 }
 
-/// The capture's span and the compilation it holds: the host that compiled longest.
-fn capture(span: Option<(i64, i64)>, compile: &[(i64, i64)]) -> Capture {
+/// The capture's span and the compilation it holds (the host that compiled longest);
+/// `None` where no host compiled.
+fn capture(span: Option<(i64, i64)>, compile: &[(i64, i64)]) -> Option<Capture> {
+    let (compile_ps, compile_outside_steps_ps) = compile.iter().copied().max().filter(|&(c, _)| c > 0)?;
     let span_ps = span.map_or(0, |(lo, hi)| hi.saturating_sub(lo).max(0));
-    let (compile_ps, compile_outside_steps_ps) = compile.iter().copied().max().unwrap_or_default();
-    Capture { span_ps, compile_ps, compile_outside_steps_ps, compile_pct: pct(compile_ps, span_ps) }
+    Some(Capture { span_ps, compile_ps, compile_outside_steps_ps, compile_pct: pct(compile_ps, span_ps) })
 }
 
 /// The lowest `host_tracer_level` of the hosts' captures, where recorded.

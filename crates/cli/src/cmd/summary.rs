@@ -213,10 +213,7 @@ fn print_left_out(s: &Summary) {
 /// The capture as a whole, where it holds compilation: first, since the steps (and
 /// the average step) may not show it at all.
 fn print_capture(s: &Summary) {
-    let c = &s.capture;
-    if c.compile_ps == 0 {
-        return;
-    }
+    let Some(c) = &s.capture else { return };
     let outside = match c.compile_outside_steps_ps {
         0 => "all of it in steps".to_string(),
         ps if ps == c.compile_ps => "none of it in a step".to_string(),

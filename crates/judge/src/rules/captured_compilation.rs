@@ -3,6 +3,7 @@
 //! steps that include compilation, or compilation before the steps, whose first runs
 //! they are.
 
+use stepscope_analysis::overview::Capture;
 use stepscope_analysis::steps;
 use stepscope_model::stats::sum_ps;
 
@@ -16,7 +17,8 @@ pub const RULE: Rule =
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let steps = cx.steps;
-    let capture = &cx.overview.capture;
+    let none = Capture::default();
+    let capture = cx.overview.capture.as_ref().unwrap_or(&none);
     let compiled_in_steps: Vec<&steps::Step> = steps.steps.iter().filter(|st| st.compile_ps > 0).collect();
     // A capture that is mostly compilation, wherever it fell: first, since no step
     // time of it is a warm step's.
@@ -106,7 +108,7 @@ mod tests {
         // 78% of this 3-step capture from a cold start is compilation: that comes first.
         let mostly = run.one(&RULE);
         assert_eq!(mostly.severity, crate::finding::Severity::Critical);
-        assert_eq!(mostly.value, run.overview.capture.compile_pct);
+        assert_eq!(mostly.value, run.overview.capture.as_ref().unwrap().compile_pct);
         assert!(mostly.value > 75.0, "{mostly:?}");
         // Below the share, the steps that compiled.
         let th = crate::thresholds::Thresholds { capture_compile_pct: 100.0, ..Default::default() };
@@ -124,7 +126,7 @@ mod tests {
     fn a_one_off_capture_that_is_mostly_compilation_says_so_first() {
         let run = Run::of("cpu-oneoff");
         let f = run.one(&RULE);
-        let c = &run.overview.capture;
+        let c = run.overview.capture.as_ref().unwrap();
         assert!(c.compile_pct >= 50.0 && c.compile_outside_steps_ps == c.compile_ps, "{c:?}");
         assert_eq!(f.severity, crate::finding::Severity::Critical);
         assert_eq!(f.value, c.compile_pct);
