@@ -123,6 +123,9 @@ fn two_one_step_captures_are_not_compared_as_if_warm() {
     assert!(text.contains("cannot tell whether this is a change: A has no warm step and B has no warm step"), "{text}");
     assert!(text.contains("capture at least 5 warm steps a side"), "{text}");
     assert!(text.contains("A: every step is cold"), "{text}");
+    // `compare` says the same of its runs.
+    let text = ok(&["compare", &adam, &sgd]).split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(text.contains("have fewer than 2 warm steps: no noise estimate"), "{text}");
     // Runs with warm steps have a noise estimate.
     let warm = json(&["diff", &fx("cpu-callback-fixed"), &fx("cpu-callback")]);
     assert_eq!(warm["step_time"]["noise_known"], true);

@@ -144,6 +144,23 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             out!("{}", human::wrap("", &note, crate::table::prose_width()));
         }
     }
+    // Runs of fewer than 2 warm steps have no noise estimate: no difference from them
+    // is a measured one (as `diff` says).
+    let few: Vec<&str> = (c.runs.iter())
+        .filter(|r| r.step_count > 0 && r.step_count.saturating_sub(r.cold_steps) < 2)
+        .map(|r| r.label.as_str())
+        .collect();
+    if !few.is_empty() {
+        let note = format!(
+            "{} {} fewer than 2 warm steps: no noise estimate, so no difference in step time from {} is a \
+             measured one — capture at least {} warm steps a run (after a warm-up step) to compare",
+            few.join(", "),
+            if few.len() == 1 { "has" } else { "have" },
+            if few.len() == 1 { "it" } else { "them" },
+            stepscope_report::diff::MIN_STEPS_FOR_NOISE
+        );
+        out!("{}", human::wrap("", &note, crate::table::prose_width()));
+    }
     outln!();
     for r in &c.runs {
         let ops: Vec<String> =
