@@ -19,42 +19,35 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     // held back itself (cores it shares, its clocks): two findings, never confused.
     let (same, more): (Vec<&devices::Straggler>, Vec<&devices::Straggler>) =
         over.into_iter().partition(|s| s.same_work);
-    if !more.is_empty() {
-        let worst = more.iter().map(|s| s.excess_pct).fold(0.0, f64::max);
+    let found = [
+        (
+            more,
+            Severity::Warning,
+            "compute up to {worst}% longer than their peers, with more work",
+            "a device or host given more work holds every collective back: look for uneven shards (batch or \
+             sequence padding, a sharding that splits unevenly) or work only it runs (a metric, a logger, an \
+             extra program)",
+        ),
+        (
+            same,
+            Severity::Info,
+            "are up to {worst}% slower at the same work as their peers",
+            "it runs the same ops as its peers, slower: not a straggler by work but by speed — devices sharing \
+             cores (XLA:CPU devices of one host: --xla_force_host_platform_device_count above the cores), a host \
+             busier with other processes, or thermal/clock differences",
+        ),
+    ];
+    for (list, severity, what, advice) in found.into_iter().filter(|(list, ..)| !list.is_empty()) {
+        let worst = list.iter().map(|s| s.excess_pct).fold(0.0, f64::max);
         out.push(Finding {
             rule: RULE.id,
-            severity: Severity::Warning,
-            title: format!(
-                "{} device(s)/host(s) compute up to {worst:.0}% longer than their peers, with more work",
-                more.len()
-            ),
+            severity,
+            title: format!("{} device(s)/host(s) {}", list.len(), what.replace("{worst}", &format!("{worst:.0}"))),
             value: worst,
             threshold: th.straggler_pct,
             unit: "pct",
-            evidence: more.iter().map(|s| evidence(s)).collect(),
-            advice: "a device or host given more work holds every collective back: look for uneven shards (batch \
-                     or sequence padding, a sharding that splits unevenly) or work only it runs (a metric, a \
-                     logger, an extra program)"
-                .into(),
-        });
-    }
-    if !same.is_empty() {
-        let worst = same.iter().map(|s| s.excess_pct).fold(0.0, f64::max);
-        out.push(Finding {
-            rule: RULE.id,
-            severity: Severity::Info,
-            title: format!(
-                "{} device(s)/host(s) are up to {worst:.0}% slower at the same work as their peers",
-                same.len()
-            ),
-            value: worst,
-            threshold: th.straggler_pct,
-            unit: "pct",
-            evidence: same.iter().map(|s| evidence(s)).collect(),
-            advice: "it runs the same ops as its peers, slower: not a straggler by work but by speed — devices \
-                     sharing cores (XLA:CPU devices of one host: --xla_force_host_platform_device_count above \
-                     the cores), a host busier with other processes, or thermal/clock differences"
-                .into(),
+            evidence: list.iter().map(|s| evidence(s)).collect(),
+            advice: advice.into(),
         });
     }
 }
