@@ -64,10 +64,12 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             advice: format!("the capture includes compilation, not the steady state: {WARM_UP}"),
         });
     } else if capture.compile_outside_steps_ps > 0 && cx.overview.cold_steps > 0 {
-        // Compiled before the steps: the first of them is its program's first run.
+        // Compiled before the steps: the first of them is its program's first run; a
+        // note where those are few among warm steps (the warm ones are ranked on).
+        let cold = cx.overview.cold_steps;
         out.push(Finding {
             rule: RULE.id,
-            severity: Severity::Warning,
+            severity: if cold * 2 >= cx.overview.step_count { Severity::Warning } else { Severity::Info },
             title: format!(
                 "the capture compiles for {} before its steps ({:.1}% of the capture): {} step(s) are first runs",
                 ms(capture.compile_outside_steps_ps),
