@@ -68,7 +68,7 @@ pub struct Breakdown {
 /// step never shows.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Capture {
-    /// First event to last, over every host (one clock).
+    /// First event to last, of the host that compiled longest.
     pub span_ps: i64,
     /// The time XLA compiled during the capture: the union of a host's compile events,
     /// the longest of the hosts'.
@@ -215,10 +215,9 @@ pub struct OverviewPart {
     versions: Vec<String>,
     host_tracer_level: Option<u32>,
     input: crate::scopes::InputSums,
-    /// Its hosts' first and last instants.
-    span: Option<(i64, i64)>,
-    /// Per host: (compile time, of it outside the host's steps).
-    compile: Vec<(i64, i64)>,
+    /// Per host that compiled: (compile time, of it outside the host's steps, the
+    /// host's span: first event to last).
+    compile: Vec<(i64, i64, i64)>,
 }
 
 /// A step, as the overview reads it.
@@ -322,17 +321,14 @@ impl OverviewPart {
             versions,
             host_tracer_level: host_tracer_level(profile),
             input: crate::scopes::input_sums(profile),
-            // The span is read (a pass over the events) only where a host compiled.
-            span: (base.hosts.iter().any(|h| !h.compile.spans().is_empty()))
-                .then(|| {
-                    profile.hosts.iter().filter_map(|h| h.time_span_ps()).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
-                })
-                .flatten(),
+            // A host's span is read (a pass over its events) only where it compiled.
             compile: (profile.hosts.iter().zip(&base.hosts))
+                .filter(|(_, h)| h.compile.total() > 0)
                 .map(|(space, h)| {
                     let total = h.compile.total();
                     let in_steps = sum_ps(steps.steps.iter().filter(|s| s.host == space.host).map(|s| s.compile_ps));
-                    (total, total.saturating_sub(in_steps).max(0))
+                    let span = space.time_span_ps().map_or(0, |(lo, hi)| hi.saturating_sub(lo).max(0));
+                    (total, total.saturating_sub(in_steps).max(0), span)
                 })
                 .collect(),
         }
@@ -366,7 +362,6 @@ pub fn assemble(
         versions: Vec::new(),
         host_tracer_level: None,
         input: Default::default(),
-        span: None,
         compile: Vec::new(),
     };
     for p in parts {
@@ -383,13 +378,9 @@ pub fn assemble(
             (a, b) => a.or(b),
         };
         all.input.add(p.input);
-        all.span = match (all.span, p.span) {
-            (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
-            (a, b) => a.or(b),
-        };
         all.compile.extend(p.compile);
     }
-    let capture = capture(all.span, &all.compile);
+    let capture = capture(&all.compile);
     if several {
         in_run_order(&mut all.steps, timing, |s| (s.host_start_ps, s.step_num), |s| (s.start_ps, s.step_num));
     }
@@ -553,11 +544,10 @@ fn first_runs(profile: &Profile, steps: &[stepscope_model::steps::Step]) -> Vec<
     out
 }
 
-/// The capture's span and the compilation it holds (the host that compiled longest);
-/// `None` where no host compiled.
-fn capture(span: Option<(i64, i64)>, compile: &[(i64, i64)]) -> Option<Capture> {
-    let (compile_ps, compile_outside_steps_ps) = compile.iter().copied().max().filter(|&(c, _)| c > 0)?;
-    let span_ps = span.map_or(0, |(lo, hi)| hi.saturating_sub(lo).max(0));
+/// The compilation the capture holds and its share, of the host that compiled longest
+/// (over that host's span); `None` where no host compiled.
+fn capture(compile: &[(i64, i64, i64)]) -> Option<Capture> {
+    let (compile_ps, compile_outside_steps_ps, span_ps) = compile.iter().copied().max()?;
     Some(Capture { span_ps, compile_ps, compile_outside_steps_ps, compile_pct: pct(compile_ps, span_ps) })
 }
 
