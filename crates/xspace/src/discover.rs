@@ -449,6 +449,13 @@ pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
 /// The capture time a run's folder name holds (`…/2024_05_01_12_00_00`), as
 /// `2024-05-01 12:00:00`.
 pub fn captured(rel: &str) -> Option<String> {
+    let [y, mo, d, h, mi, s] = name_time(rel)?;
+    Some(format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}"))
+}
+
+/// The time JAX put in run folder `rel`'s name (`2026_11_21_23_32_11`, or
+/// `…_11_2` for a second run of that second): year, month, day, hour, minute, second.
+fn name_time(rel: &str) -> Option<[i64; 6]> {
     let name = rel.rsplit(['/', '\\']).next()?;
     let mut parts: Vec<&str> = name.split('_').collect();
     let digits = |p: &&str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
@@ -457,7 +464,11 @@ pub fn captured(rel: &str) -> Option<String> {
         parts.pop();
     }
     let ok = parts.len() == 6 && digits(&parts[0], 4) && parts[1..].iter().all(|p| digits(p, 2));
-    ok.then(|| format!("{}-{}-{} {}:{}:{}", parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]))
+    let mut out = [0i64; 6];
+    for (o, p) in out.iter_mut().zip(&parts) {
+        *o = p.parse().ok()?;
+    }
+    ok.then_some(out)
 }
 
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC).
@@ -529,9 +540,7 @@ fn manifest_start(path: &Path, meta: &std::fs::Metadata) -> Option<u64> {
 /// The time JAX put in run folder `rel`'s name (`2026_11_21_23_32_11`), Unix seconds
 /// as if UTC (JAX writes the local time; runs of one machine compare alike).
 fn captured_unix_s(rel: &str) -> Option<u64> {
-    let text = captured(rel)?;
-    let n: Vec<i64> = text.split([' ', '-', ':']).filter_map(|p| p.parse().ok()).collect();
-    let [y, m, d, hh, mm, ss] = n[..] else { return None };
+    let [y, m, d, hh, mm, ss] = name_time(rel)?;
     // Days since 1970-01-01 of a civil date (proleptic Gregorian).
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
