@@ -25,7 +25,13 @@
 #                           input loading a step: scopes credited the work they launched
 #   gpu-unannotated         no step annotations: steps from the train step's executions
 #   gpu-unannotated-nosync  the same in a loop that never waits
-# ONLY="name ..." makes only those captures.
+#   gpu-PROGRAM(-fixed)     scripts/capture_problems.py's single-problem programs and their
+#                           fixed twins (callback, stale-state, recompile, h2d-copy,
+#                           op-by-op, sleep, matmul), conv (cuDNN convolutions, 40 steps)
+#                           and nosync (a never-waiting loop, 40 steps)
+#   gpu-twins.jsonl         each twin pair timed alternately outside the profiler (twin-PROGRAM)
+# ONLY="name ..." makes only those captures; ONLY=problems the single-problem ones and
+# their timings.
 set -u
 out=${1:?usage: scripts/capture_gpu.sh OUTDIR [WHEELDIR]}
 wheels=${2:-}
@@ -37,19 +43,24 @@ if [ -n "$wheels" ]; then
         --target /tmp/site "$wheels"/*.whl || exit 1
     export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
 fi
-export PYTHONUNBUFFERED=1 JAX_PLATFORMS=cuda
+export PYTHONUNBUFFERED=1 JAX_PLATFORMS=cuda,cpu  # cpu: io_callback places its operands there
 {
     date -u
     nvidia-smi -L
     python3 -c 'import jax, jaxlib; print("jax", jax.__version__, "jaxlib", jaxlib.__version__, jax.devices())'
 } >"$log" 2>&1
 
+problems=(callback stale-state recompile h2d-copy op-by-op sleep matmul)
+if [ "${ONLY:-}" = problems ]; then
+    ONLY="gpu-conv gpu-nosync40"
+    for p in "${problems[@]}"; do ONLY="$ONLY gpu-$p gpu-$p-fixed twin-$p"; done
+fi
 work=$(mktemp -d)
 cap() {  # name, arguments of capture_jax.py (SCRIPT= another capture script)
     local name=$1
     shift
     case " ${ONLY:-$name} " in *" $name "*) ;; *) return ;; esac
-    echo "== $name: ${SCRIPT:-capture_jax.py} $*" >>"$log"
+    echo "== $name: ${SCRIPT:-capture_jax.py} $* ($(date -u +%T))" >>"$log"
     timeout 120 python3 "$here/scripts/${SCRIPT:-capture_jax.py}" --platform gpu --out "$work/$name" "$@" >>"$log" 2>&1 ||
         echo "== $name FAILED ($?)" >>"$log"
     find "$work/$name" -name '*.trace.json.gz' -delete 2>/dev/null
@@ -69,6 +80,22 @@ mid=(--dtype bf16 --layers 2 --d-model 1024 --heads 8 --seq 256 --batch 16 --voc
 cap gpu-nosync-scopes --steps 8 --no-sync --guide-scopes --input-ms 2 "${mid[@]}"
 cap gpu-unannotated --steps 6 --no-step-annotation "${mid[@]}"
 cap gpu-unannotated-nosync --steps 6 --no-step-annotation --no-sync "${mid[@]}"
+small=(--width 512 --batch 256)  # op-by-op: small ops, so dispatch is the cost
+for p in "${problems[@]}"; do
+    extra=()
+    [ "$p" = op-by-op ] && extra=("${small[@]}")
+    SCRIPT=capture_problems.py cap "gpu-$p" "$p" "${extra[@]}"
+    SCRIPT=capture_problems.py cap "gpu-$p-fixed" "$p" --fixed "${extra[@]}"
+done
+SCRIPT=capture_problems.py cap gpu-conv conv
+SCRIPT=capture_problems.py cap gpu-nosync40 nosync
+for p in "${problems[@]}"; do  # each pair timed alternately, outside the profiler
+    case " ${ONLY:-twin-$p} " in *" twin-$p "*) ;; *) continue ;; esac
+    extra=()
+    [ "$p" = op-by-op ] && extra=("${small[@]}")
+    timeout 150 python3 "$here/scripts/capture_problems.py" --platform gpu --time "$p" --steps 8 --rounds 4 \
+        "${extra[@]}" >>"$out/gpu-twins.jsonl" 2>>"$log" || echo "== twin-$p FAILED ($?)" >>"$log"
+done
 tar -C "$work" -czf "$out/gpu-captures.tar.gz" .
 
 if python3 -c 'import stepscope, pytest' 2>/dev/null; then

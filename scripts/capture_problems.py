@@ -14,6 +14,20 @@ change a user would make to fix it:
                 capture holds the compilation | fixed: one warm-up step first
   sort          no problem, no twin: `jnp.sort` of a 512 x 2048 array, which XLA:CPU
                 splits over two threads (two events of one execution of `sort.0`)
+  recompile     the batch has a new number of rows every step, so jit compiles every
+                step              | fixed: the batch padded to a fixed shape, with a mask
+  h2d-copy      the batch is a NumPy array passed to the jitted step, so it is copied
+                host -> device every step | fixed: the batch put on the device once
+  op-by-op      the step is not jitted: every jnp operation is its own dispatch
+                                  | fixed: jax.jit(step)
+  sleep         the step sleeps --sleep-ms on the host before it dispatches (a data
+                loader, a logger, a sync)  | fixed: no sleep
+  matmul        a forward-only projection of the hidden state on a width x 16*width
+                matrix dominates the step | fixed: the projection at 1/8 of its FLOPs
+  conv          no twin: a two-layer convolution net (NHWC, 3x3) forward and backward
+                (cuDNN convolutions on an NVIDIA GPU); 40 steps unless --steps
+  nosync        no twin: the MLP step in a loop that never waits for its device (the
+                loss is read once, after the last step); 40 steps unless --steps
 
 Captures are what JAX writes: <OUT>/plugins/profile/<run>/<host>.xplane.pb. Each step is
 `jax.profiler.StepTraceAnnotation("train", step_num=i)` and waits for its loss.
@@ -26,6 +40,7 @@ Examples:
     python3 scripts/capture_problems.py callback --out /tmp/cb
     python3 scripts/capture_problems.py callback --fixed --out /tmp/cb-fixed
     python3 scripts/capture_problems.py --time callback
+    python3 scripts/capture_problems.py --platform gpu conv --out /tmp/conv
 """
 
 from __future__ import annotations
@@ -37,7 +52,12 @@ import statistics
 import sys
 import time
 
-PROGRAMS = ("callback", "stale-state", "oneoff", "sort")
+PROGRAMS = ("callback", "stale-state", "oneoff", "sort", "recompile", "h2d-copy", "op-by-op",
+            "sleep", "matmul", "conv", "nosync")
+NO_TWIN = ("sort", "conv", "nosync")
+# Sizes by platform: on a GPU the MLP is large enough that a step is about a millisecond
+# of device work (width, batch, each stale-state buffer in MB).
+SIZES = {"cpu": (512, 256, 4.0), "gpu": (4096, 2048, 256.0)}
 
 
 def parse_args(argv=None):
@@ -50,20 +70,31 @@ def parse_args(argv=None):
     p.add_argument("--fixed", action="store_true", help="capture the fixed twin instead")
     p.add_argument("--time", choices=PROGRAMS, help="time PROGRAM and its twin alternately; no capture")
     p.add_argument("--out", default="logdir", help="log directory (TensorBoard layout); default ./logdir")
-    p.add_argument("--steps", type=int, default=10, help="captured (or timed) steps (default 10)")
+    p.add_argument("--steps", type=int, help="captured (or timed) steps (default 10; conv, nosync 40)")
     p.add_argument("--warmup", type=int, default=3, help="un-captured warm-up steps (default 3)")
     p.add_argument("--rounds", type=int, default=6, help="--time: alternations (default 6)")
-    p.add_argument("--width", type=int, default=512, help="MLP width (default 512)")
-    p.add_argument("--batch", type=int, default=256, help="batch rows (default 256)")
+    p.add_argument("--platform", choices=("cpu", "gpu"), default="cpu",
+                   help="where JAX runs (gpu: JAX_PLATFORMS=cuda,cpu); default cpu")
+    p.add_argument("--width", type=int, help="MLP width (default 512 on cpu, 4096 on gpu)")
+    p.add_argument("--batch", type=int, help="batch rows (default 256 on cpu, 2048 on gpu)")
+    p.add_argument("--sleep-ms", type=float, default=3.0, help="sleep: the host's sleep a step, ms (default 3)")
     p.add_argument("--callback-ms", type=float, default=6.0, help="callback: its Python work, ms (default 6)")
     p.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
                    help="oneoff: the update the step applies (guide 001 compares optimizers; default sgd)")
-    p.add_argument("--state-mb", type=float, default=4.0, help="stale-state: each of 4 buffers, MB (default 4)")
+    p.add_argument("--state-mb", type=float,
+                   help="stale-state: each of 4 buffers, MB (default 4 on cpu, 256 on gpu)")
     a = p.parse_args(argv)
+    width, batch, state_mb = SIZES[a.platform]
+    a.width = a.width or width
+    a.batch = a.batch or batch
+    a.state_mb = a.state_mb or state_mb
+    if a.steps is None:
+        a.steps = 40 if a.program in ("conv", "nosync") else 10
     if (a.program is None) == (a.time is None):
         p.error("name one PROGRAM to capture, or --time PROGRAM")
-    if "sort" in (a.program, a.time) and (a.fixed or a.time):
-        p.error("sort has no fixed twin")
+    for name in NO_TWIN:
+        if name in (a.program, a.time) and (a.fixed or a.time):
+            p.error(f"{name} has no fixed twin")
     if a.time == "oneoff":
         p.error("oneoff's problem is in the capture (its compilation), not in a warm step: nothing to time")
     if a.steps < 1 or a.warmup < 0 or a.rounds < 1:
@@ -171,17 +202,116 @@ def build(args, program, fixed):
 
         return step, None
 
+    return build_more(args, program, fixed, (w1, w2, x, k3), loss_fn, sgd)
+
+
+def build_more(args, program, fixed, arrays, loss_fn, sgd):
+    """The programs of #72's proof: each the MLP step with one cause of a slow step."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    w1, w2, x, key = arrays
+    params = (w1, w2)
+
+    if program == "recompile":
+        rows = iter(range(args.batch - 1, 0, -1))  # a new shape every call, never repeated
+
+        def masked_loss(params, x, mask):
+            h = jnp.tanh(x @ params[0])
+            per_row = jnp.mean((h @ params[1]) ** 2, axis=1)
+            return jnp.sum(per_row * mask) / jnp.sum(mask)
+
+        def train_step(params, x, mask):
+            loss, grads = jax.value_and_grad(masked_loss)(params, x, mask)
+            return sgd(params, grads), loss
+
+        jitted = jax.jit(train_step)
+
+        def step(state, i):
+            n = next(rows)
+            if fixed:  # the batch padded to its full shape; the padding masked out
+                mask = (jnp.arange(args.batch) < n).astype(jnp.float32)
+                return jitted(state, x, mask)
+            return jitted(state, x[:n], jnp.ones((n,), jnp.float32))
+
+        return step, params
+
+    if program in ("h2d-copy", "op-by-op", "sleep", "nosync"):
+        def train_step(params, x):
+            loss, grads = jax.value_and_grad(loss_fn)(params, x)
+            return sgd(params, grads), loss
+
+        fn = train_step if (program == "op-by-op" and not fixed) else jax.jit(train_step)
+        batch = np.asarray(x) if (program == "h2d-copy" and not fixed) else x
+
+        def step(state, i):
+            if program == "sleep" and not fixed:
+                time.sleep(args.sleep_ms / 1000.0)  # the host's work before it dispatches
+            return fn(state, batch)
+
+        return step, params
+
+    if program == "matmul":
+        cols = args.width * (2 if fixed else 16)
+        wbig = jax.random.normal(key, (args.width, cols), jnp.float32) * 0.02
+
+        def train_step(params, wbig, x):
+            loss, grads = jax.value_and_grad(loss_fn)(params, x)
+            # A forward-only projection (a metric, a probe) of the hidden state.
+            proj = jnp.mean(jnp.tanh(x @ params[0]) @ wbig)
+            return sgd(params, grads), loss + 0.0 * proj
+
+        jitted = jax.jit(train_step)
+
+        def step(state, i):
+            return jitted(state, wbig, x)
+
+        return step, params
+
+    if program == "conv":
+        gpu = args.platform == "gpu"
+        dtype = jnp.bfloat16 if gpu else jnp.float32
+        n, hw, c = (32, 56, 64) if gpu else (8, 32, 32)
+        k1, k2, k3 = jax.random.split(key, 3)
+        kernels = tuple((jax.random.normal(k, (3, 3, c, c), jnp.float32) * 0.05).astype(dtype)
+                        for k in (k1, k2))
+        images = jax.random.normal(k3, (n, hw, hw, c), jnp.float32).astype(dtype)
+
+        def conv(v, k):
+            return jax.lax.conv_general_dilated(v, k, (1, 1), "SAME",
+                                                dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+        def conv_loss(kernels, v):
+            h = jax.nn.relu(conv(v, kernels[0]))
+            return jnp.mean(conv(h, kernels[1]).astype(jnp.float32) ** 2)
+
+        def train_step(kernels, v):
+            loss, grads = jax.value_and_grad(conv_loss)(kernels, v)
+            return tuple(k - (1e-3 * g).astype(k.dtype) for k, g in zip(kernels, grads)), loss
+
+        jitted = jax.jit(train_step)
+
+        def step(state, i):
+            return jitted(state, images)
+
+        return step, kernels
+
     raise SystemExit(f"unknown program {program!r}")
 
 
-def run_steps(step, state, n, annotate, first=0):
+def run_steps(step, state, n, annotate, first=0, sync=True):
     import jax
 
+    loss = None
     for i in range(first, first + n):
         ctx = jax.profiler.StepTraceAnnotation("train", step_num=i) if annotate else _Null()
         with ctx:
             state, loss = step(state, i)
-            loss.block_until_ready()
+            if sync:
+                loss.block_until_ready()
+    if loss is not None and not sync:
+        float(loss)  # the loop's one read of its device, after the last step
     return state
 
 
@@ -208,7 +338,7 @@ def capture(args):
             state, loss = step(state, 0)  # as `with ProfileContext(...): train_step(...)`
             loss.block_until_ready()
         else:
-            run_steps(step, state, steps, annotate=True)
+            run_steps(step, state, steps, annotate=True, sync=args.program != "nosync")
     finally:
         jax.profiler.stop_trace()
     elapsed = time.perf_counter() - t0
@@ -259,7 +389,8 @@ class _Null:
 
 def main(argv=None):
     args = parse_args(argv)
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # cuda,cpu: io_callback needs a CPU device to place its operands on.
+    os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu" if args.platform == "gpu" else "cpu")
     if args.time:
         time_pair(args)
     else:
