@@ -241,3 +241,108 @@ fn an_op_execution_is_one_run_not_one_event() {
     // The average is per execution: its total over the 5 runs.
     assert_eq!(sort["avg_ps"].as_i64().unwrap(), sort["total_ps"].as_i64().unwrap() / 5, "{sort}");
 }
+
+/// The spans of the host events called `name` inside the steps the reference reader
+/// finds in `file`: their total, clipped to the steps.
+fn host_spans_in_steps(file: &str, name: &str) -> i64 {
+    let steps: Vec<(i64, i64)> = (reference(&["steps", file]).as_array().unwrap().iter())
+        .map(|s| {
+            let start = s["start_ps"].as_i64().unwrap();
+            (start, start + s["duration_ps"].as_i64().unwrap())
+        })
+        .collect();
+    (reference(&["host-events", file, "--names", name]).as_array().unwrap().iter())
+        .map(|e| {
+            let (lo, hi) =
+                (e["start_ps"].as_i64().unwrap(), e["start_ps"].as_i64().unwrap() + e["duration_ps"].as_i64().unwrap());
+            steps.iter().map(|&(a, b)| (hi.min(b) - lo.max(a)).max(0)).sum::<i64>()
+        })
+        .sum()
+}
+
+/// The same `io_callback` on a GPU: the op is two copies of a few µs (its operand to
+/// the host, its result back) and the GPU waits in between while the host runs the
+/// Python (`io_callback.3` on the host's thread). That wait is the callback's time, not
+/// idle the host is blamed for, and the first finding names the callback; its
+/// evidence counts executions (one a step), not the copies.
+#[test]
+fn a_host_callback_on_a_gpu_is_the_devices_wait_for_python() {
+    let f = xplane("gpu-callback");
+    let s = json(&["summary", &f]);
+    let b = &s["breakdown"];
+    let steps = s["step_count"].as_i64().unwrap();
+    let callback_ps = b["host_callback_ps"].as_i64().unwrap() * steps;
+    // The host's callback spans in the steps, less what the GPU still ran of the step
+    // before the callback's copy could start: between 90% and all of them.
+    let host_ps = host_spans_in_steps(&f, "io_callback.3");
+    assert!(callback_ps <= host_ps && callback_ps * 10 >= host_ps * 9, "{callback_ps} of {host_ps}");
+    let callback_pct = 100.0 * f64_of(&b["host_callback_ps"]) / f64_of(&b["step_ps"]);
+    assert!(callback_pct > 50.0, "{b}");
+    let all = findings(&f);
+    assert_eq!(all[0]["rule"], "host-callbacks", "{all:?}");
+    assert_eq!(all[0]["severity"], "critical");
+    let evidence = all[0]["evidence"][0]["what"].as_str().unwrap();
+    assert!(
+        evidence.starts_with("io_callback.3") && evidence.contains(&format!("over {steps} executions")),
+        "{evidence}"
+    );
+    // Host-bound is what is left of idle: less than the callbacks' wait.
+    if let Some(h) = all.iter().find(|x| x["rule"] == "host-bound-gaps") {
+        assert!(f64_of(&h["value"]) < callback_pct / 2.0, "{h}");
+    }
+    let twin = xplane("gpu-callback-fixed");
+    assert_eq!(json(&["summary", &twin])["breakdown"]["host_callback_ps"], 0);
+    assert!(!findings(&twin).iter().any(|x| x["rule"] == "host-callbacks"));
+}
+
+/// cuDNN convolutions on a GPU: forward, backward-input and backward-filter each run
+/// once a step as two or three kernels. An execution is one run (40 steps: 40), and
+/// each does the forward convolution's FLOPs, 2 × batch × output features × input
+/// features × the window taps that land on the input — for a 3 × 3 'SAME'
+/// convolution over 56 × 56, (56 · 3 − 2)² of them — computed here from the shapes.
+#[test]
+fn library_convolutions_count_runs_and_do_the_forward_flops_each() {
+    let f = xplane("gpu-conv");
+    let steps = json(&["steps", &f])["steps"].as_array().unwrap().len() as u64;
+    assert_eq!(steps, 40);
+    let ops = json(&["ops", &f, "--top", "0"]);
+    let convs: Vec<&Value> = (ops["ops"].as_array().unwrap().iter())
+        .filter(|r| r["name"].as_str().unwrap().starts_with("cudnn-conv"))
+        .collect();
+    let taps = (56 * 3 - 2) * (56 * 3 - 2);
+    let want = 2 * 32 * 64 * 64 * taps;
+    let kinds: std::collections::BTreeSet<&str> =
+        convs.iter().map(|r| r["name"].as_str().unwrap().rsplit_once('.').unwrap().0).collect();
+    assert_eq!(kinds.into_iter().collect::<Vec<_>>(), ["cudnn-conv", "cudnn-conv-bw-filter", "cudnn-conv-bw-input"]);
+    for r in &convs {
+        assert_eq!(r["executions"].as_u64(), Some(steps), "{r}");
+        assert!(r["count"].as_u64().unwrap() >= 2 * steps, "two kernels or more a run: {r}");
+        assert_eq!(r["flops"].as_u64().unwrap(), want * steps, "{r}");
+    }
+}
+
+/// A step that returns its state unchanged on a GPU: XLA copies the four 256 MB
+/// buffers inside the step's command buffer, as memcpy nodes no instruction names.
+/// They are credited to their `copy` instructions (not one opaque `command_buffer_1`
+/// row called the dominant op), judged as data movement with the fix, and the twin
+/// that donates the state has none.
+#[test]
+fn state_copied_inside_a_command_buffer_is_named_as_data_movement() {
+    let f = xplane("gpu-stale-state");
+    let ops = json(&["ops", &f, "--top", "0"]);
+    let rows = ops["ops"].as_array().unwrap();
+    assert!(!rows.iter().any(|r| r["name"].as_str().unwrap().starts_with("command_buffer")), "{ops}");
+    let copies: Vec<&Value> = rows.iter().filter(|r| r["category"] == "copy").collect();
+    assert_eq!(copies.len(), 4, "{copies:?}");
+    for c in &copies {
+        // 256 MB read and written once a step, 10 steps.
+        assert_eq!(c["executions"].as_u64(), Some(10), "{c}");
+        assert_eq!(c["bytes_accessed"].as_u64(), Some(2 * 64_000_000 * 4 * 10), "{c}");
+    }
+    let all = findings(&f);
+    assert!(!all.iter().any(|x| x["rule"] == "dominant-op"), "{all:?}");
+    let moving = all.iter().find(|x| x["rule"] == "data-movement").unwrap_or_else(|| panic!("{all:?}"));
+    assert!(moving["advice"].as_str().unwrap().contains("donate_argnums"), "{moving}");
+    assert!(!all.iter().any(|x| x["rule"] == "host-device-copies"), "no copy crossed to the host: {all:?}");
+    assert!(!findings(&xplane("gpu-stale-state-fixed")).iter().any(|x| x["rule"] == "data-movement"));
+}

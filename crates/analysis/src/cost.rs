@@ -357,8 +357,21 @@ fn compute(m: &HloModule, i: &HloInstruction) -> Cost {
             _ => 0,
         },
         "convolution" => conv_flops(i, first_output(&i.shape), operand(0), operand(1)),
+        // A library convolution's dimension numbers and window are the forward
+        // convolution's: its backward passes do the forward's work with the roles of
+        // the arrays swapped (filter: the input and the output's gradient in, the
+        // kernel's gradient out; input: the output's gradient and the kernel in).
         "custom-call" if is_conv(&i.custom_call_target) => {
-            conv_flops(i, first_output(&i.shape), operand(0), operand(1))
+            let result = Some(first_output(&i.shape));
+            let t = &i.custom_call_target;
+            let (out, input, kernel) = if t.contains("BackwardFilter") {
+                (operand(1), operand(0), result)
+            } else if t.contains("BackwardInput") {
+                (operand(0), result, operand(1))
+            } else {
+                (result, operand(0), operand(1))
+            };
+            out.map_or(0, |out| conv_flops(i, out, input, kernel))
         }
         "custom-call" if is_fmha(&i.custom_call_target) => operand(0).map_or(0, |q| fmha_flops(i, q)),
         "custom-call" if is_gemm(&i.custom_call_target) => match (operand(0), gemm_contracting(&i.backend_config)) {

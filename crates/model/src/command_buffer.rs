@@ -169,6 +169,15 @@ fn align<'m>(
         return None;
     }
     let command = |n: u32| usize::try_from(i64::from(n) - off).ok().and_then(|r| commands.get(r).copied());
+    // A copy XLA records as a memcpy node (`memcpy128`: a buffer copied whole) is a
+    // command numbered among the others though no instruction names its kernel: the
+    // memcpy nodes right after the last named kernel whose commands are copies belong
+    // to the graph, not to its library calls.
+    let copies = library
+        .iter()
+        .take_while(|&&(n, k)| k.starts_with("memcpy") && command(n).is_some_and(|i| i.opcode == "copy"))
+        .count();
+    let (main, library) = nodes.split_at(tail + copies);
     let mut out = Vec::with_capacity(nodes.len());
     for &(n, k) in main {
         let i = command(n)?;

@@ -9,10 +9,12 @@
 //! twice — except a host callback, which names its time before compute (the program
 //! waits on the host's Python, whatever else runs beside it). Time with
 //! no op running is runtime overhead when the device was inside a program (XLA:CPU:
-//! the executor between ops of one `run_id`), compile when the device's host was
-//! compiling, a host copy when an XLA:CPU host was copying on its threads, and idle
-//! otherwise. The parts of a device add up to its window exactly, and busy (the union
-//! of its op intervals) is the sum of its op parts, on every backend.
+//! the executor between ops of one `run_id`), a host callback when a GPU's host was
+//! running a callback's Python (the GPU waits between the copies of its operands and
+//! its results), compile when the device's host was compiling, a host copy when an
+//! XLA:CPU host was copying on its threads, and idle otherwise. The parts of a device
+//! add up to its window exactly, and busy (the union of its op intervals) is the sum of
+//! its op parts, on every backend, less a GPU's wait for its host's callbacks.
 //! Where ops are linked to their host launches (`correlation_id`: GPUs), idle is
 //! split further: launched work not started yet, the host inside a launch call, and
 //! the rest ([`DeviceTimeline::idle_queued_ps`], [`DeviceTimeline::idle_launching_ps`]).
@@ -146,7 +148,7 @@ pub fn build(devices: &[Device], base: &TimeBase) -> DeviceTime {
                 window(d, &base.steps, busy),
                 busy,
                 &base.active[d.index],
-                host.map(|h| [&h.compile, &h.to_device, &h.to_host]),
+                host.map(|h| [&h.callbacks, &h.compile, &h.to_device, &h.to_host]),
                 base.launched[d.index].as_ref(),
             )
         })
@@ -224,7 +226,7 @@ fn timeline(
     (window_source, window): (WindowSource, Vec<(i64, i64)>),
     busy: &Intervals,
     active: &Intervals,
-    host: Option<[&Intervals; 3]>,
+    host: Option<[&Intervals; 4]>,
     launched: Option<&Launched>,
 ) -> DeviceTimeline {
     let in_window = |set: &Intervals| {
@@ -258,12 +260,14 @@ fn timeline(
     let busy_ps = sum_ps(parts_ps[..Part::OPS.len()].iter().copied());
     debug_assert_eq!(busy_ps, in_window(busy), "the op parts add up to busy");
     parts_ps[Part::RuntimeOverhead.index()] = in_window(active).saturating_sub(busy_ps).max(0);
-    // Then compiling, copying on the host: each what is left of its set.
+    // Then the host's Python callbacks (a GPU waits for them with no op running),
+    // compiling, copying on the host: each what is left of its set. A callback's time
+    // adds to its op pieces' (the copies of its operands and results).
     named.clear();
-    let host_parts = [Part::Compile, Part::HostCopyToDevice, Part::HostCopyToHost];
+    let host_parts = [Part::HostCallback, Part::Compile, Part::HostCopyToDevice, Part::HostCopyToHost];
     for (part_of, set) in host_parts.into_iter().zip(host.into_iter().flatten()) {
         let part = named.iter().fold(set.within(&window).minus(active), |part, before| part.minus(before));
-        parts_ps[part_of.index()] = part.total();
+        parts_ps[part_of.index()] += part.total();
         named.push(part);
     }
     let window_ps = sum_ps(window.iter().map(|(a, b)| b.saturating_sub(*a)));

@@ -14,7 +14,7 @@ use stepscope_xspace::{Format, Line, Space};
 
 use crate::device::{host_cpu_plane, Device, Keys, OpSource};
 use crate::discover::DeviceSet;
-use crate::kinds::{host_transfer_kind, Part};
+use crate::kinds::{host_transfer_kind, is_host_callback, Part};
 use crate::records::{FastMap, OpRec, ReleaseBehind};
 use crate::stats::Intervals;
 
@@ -628,18 +628,25 @@ pub struct HostTime {
     pub to_device: Intervals,
     /// Likewise from its device.
     pub to_host: Intervals,
+    /// On a host of GPUs, the time its threads ran a host callback's Python
+    /// (`io_callback.3` inside the program's execution): its devices wait for it.
+    /// (On XLA:CPU a callback is an op of the device itself.)
+    pub callbacks: Intervals,
 }
 
 /// Per host, what its CPU plane says of device time: compile events and their time,
-/// and, on a host whose XLA device is its CPU, its host-side copies. One pass over
-/// the plane's lines, for the events whose names say they are one of these.
+/// on a host whose XLA device is its CPU its host-side copies, on a host of GPUs its
+/// host callbacks. One pass over the plane's lines, for the events whose names say
+/// they are one of these.
 pub fn host_events(hosts: &[Space], devices: &[Device]) -> Vec<HostTime> {
     const TO_DEVICE: u8 = 4;
     const TO_HOST: u8 = 8;
+    const CALLBACK: u8 = 16;
     (hosts.par_iter().enumerate())
         .map(|(hi, space)| {
             let Some(plane) = host_cpu_plane(space) else { return HostTime::default() };
             let copies = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
+            let launches = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::Kernels);
             let kinds: Vec<u8> = (plane.event_meta.iter())
                 .map(|m| {
                     let name = plane.text(m.name);
@@ -649,12 +656,17 @@ pub fn host_events(hosts: &[Space], devices: &[Device]) -> Vec<HostTime> {
                         Some(_) => TO_HOST,
                         None => 0,
                     };
-                    u8::from(compile) * COMPILE + u8::from(compile && name.contains("Compile")) * COMPILER + copy
+                    let callback = u8::from(launches && is_host_callback(name)) * CALLBACK;
+                    u8::from(compile) * COMPILE
+                        + u8::from(compile && name.contains("Compile")) * COMPILER
+                        + copy
+                        + callback
                 })
                 .collect();
             let mask: Vec<bool> = kinds.iter().map(|&k| k != 0).collect();
             let mut host = HostTime::default();
-            let (mut compile, mut to_device, mut to_host) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut compile, mut to_device, mut to_host, mut callbacks) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for (l, line) in plane.lines.iter().enumerate() {
                 for i in line.events_with_meta(&mask) {
                     let k = kinds[line.meta(i) as usize];
@@ -671,11 +683,15 @@ pub fn host_events(hosts: &[Space], devices: &[Device]) -> Vec<HostTime> {
                     if k & TO_HOST != 0 {
                         to_host.push(span);
                     }
+                    if k & CALLBACK != 0 {
+                        callbacks.push(span);
+                    }
                 }
             }
             host.compile = Intervals::new(compile);
             host.to_device = Intervals::new(to_device);
             host.to_host = Intervals::new(to_host);
+            host.callbacks = Intervals::new(callbacks);
             host
         })
         .collect()

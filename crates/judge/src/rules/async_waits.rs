@@ -39,7 +39,13 @@ pub fn top_ops_of_kind(cx: &Context, kind: Part, n: usize) -> Vec<Evidence> {
         .take(n)
         .map(|r| {
             ev(
-                format!("{}: {} over {} runs ({:.1}% of op time)", r.name, ms(r.self_ps), r.count, r.device_time_pct),
+                format!(
+                    "{}: {} of device time over {} executions ({:.1}% of op time)",
+                    r.name,
+                    ms(r.self_ps),
+                    r.executions,
+                    r.device_time_pct
+                ),
                 "",
             )
         })

@@ -14,10 +14,13 @@ use crate::rule::Rule;
 pub const RULE: Rule = Rule { id: "data-movement", threshold: Some("data_movement_pct"), needs_steps: true, check };
 
 /// True for an op that only moves or re-lays memory: a copy or a layout change by its
-/// category, or a fusion of them that computes nothing.
+/// category, a fusion of them that computes nothing, or a runtime copy within or
+/// between devices (`MemcpyD2D`, ROCm's `CopyDeviceToDevice`).
 pub fn moves_data(r: &OpRow) -> bool {
     let base = r.name.split('.').next().unwrap_or(&r.name);
+    let kind = stepscope_model::device_time::op_kind(&r.name, &r.category, "");
     r.category == "copy"
+        || kind == stepscope_model::device_time::Part::DeviceToDevice
         || r.category == "data formatting"
         || (r.flops == Some(0)
             && r.category.ends_with("fusion")
@@ -38,11 +41,11 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             let rate = r.bytes_per_s.map(|b| format!(" at {:.2} GB/s", b / 1e9)).unwrap_or_default();
             ev(
                 format!(
-                    "{} ({}): {} over {} runs{rate} ({:.1}% of op time)",
+                    "{} ({}): {} over {} executions{rate} ({:.1}% of op time)",
                     r.name,
                     r.category,
                     ms(r.self_ps),
-                    r.count,
+                    r.executions,
                     r.device_time_pct
                 ),
                 "",
