@@ -27,8 +27,9 @@
 #   gpu-unannotated-nosync  the same in a loop that never waits
 #   gpu-PROGRAM(-fixed)     scripts/capture_problems.py's single-problem programs and their
 #                           fixed twins (callback, stale-state, recompile, h2d-copy,
-#                           op-by-op, sleep, matmul), conv (cuDNN convolutions, 40 steps)
-#                           and nosync (a never-waiting loop, 40 steps)
+#                           op-by-op, sleep as gpu-sleep-step, matmul); gpu-conv (cuDNN
+#                           convolutions, 40 steps) and gpu-nosync40 (a never-waiting
+#                           loop, 40 steps)
 #   gpu-twins.jsonl         each twin pair timed alternately outside the profiler (twin-PROGRAM)
 # ONLY="name ..." makes only those captures; ONLY=problems the single-problem ones and
 # their timings.
@@ -53,7 +54,10 @@ export PYTHONUNBUFFERED=1 JAX_PLATFORMS=cuda,cpu  # cpu: io_callback places its 
 problems=(callback stale-state recompile h2d-copy op-by-op sleep matmul)
 if [ "${ONLY:-}" = problems ]; then
     ONLY="gpu-conv gpu-nosync40"
-    for p in "${problems[@]}"; do ONLY="$ONLY gpu-$p gpu-$p-fixed twin-$p"; done
+    for p in "${problems[@]}"; do
+        name=gpu-${p/#sleep/sleep-step}
+        ONLY="$ONLY $name $name-fixed twin-$p"
+    done
 fi
 work=$(mktemp -d)
 cap() {  # name, arguments of capture_jax.py (SCRIPT= another capture script)
@@ -84,8 +88,9 @@ small=(--width 512 --batch 256)  # op-by-op: small ops, so dispatch is the cost
 for p in "${problems[@]}"; do
     extra=()
     [ "$p" = op-by-op ] && extra=("${small[@]}")
-    SCRIPT=capture_problems.py cap "gpu-$p" "$p" "${extra[@]}"
-    SCRIPT=capture_problems.py cap "gpu-$p-fixed" "$p" --fixed "${extra[@]}"
+    name=gpu-${p/#sleep/sleep-step}  # gpu-sleep is another fixture's name on CPU
+    SCRIPT=capture_problems.py cap "$name" "$p" "${extra[@]}"
+    SCRIPT=capture_problems.py cap "$name-fixed" "$p" --fixed "${extra[@]}"
 done
 SCRIPT=capture_problems.py cap gpu-conv conv
 SCRIPT=capture_problems.py cap gpu-nosync40 nosync

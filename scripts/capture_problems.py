@@ -92,6 +92,10 @@ def parse_args(argv=None):
         a.steps = 40 if a.program in ("conv", "nosync") else 10
     if (a.program is None) == (a.time is None):
         p.error("name one PROGRAM to capture, or --time PROGRAM")
+    calls = a.warmup + a.steps * (a.rounds if a.time else 1) + 1
+    if "recompile" in (a.program, a.time) and calls >= a.batch:
+        p.error(f"recompile gives each call a batch of its own size, 1 to --batch - 1 rows: "
+                f"{calls} calls need --batch > {calls}")
     for name in NO_TWIN:
         if name in (a.program, a.time) and (a.fixed or a.time):
             p.error(f"{name} has no fixed twin")
