@@ -346,3 +346,37 @@ fn state_copied_inside_a_command_buffer_is_named_as_data_movement() {
     assert!(!all.iter().any(|x| x["rule"] == "host-device-copies"), "no copy crossed to the host: {all:?}");
     assert!(!findings(&xplane("gpu-stale-state-fixed")).iter().any(|x| x["rule"] == "data-movement"));
 }
+
+/// Every single-problem program beside its fixed twin (tests/fixtures/twins.json, CPU
+/// and GPU): where fixing it measured a gain of 10% or more, the first finding names
+/// its cause (never a symptom: idle, host-bound, jitter); the twin gets no finding of
+/// that cause at warning or worse; where the fix measured no gain (a NumPy batch on
+/// XLA:CPU), no such finding either.
+#[test]
+fn the_first_finding_names_the_cause_the_twin_removes() {
+    let twins: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("twins.json")).unwrap()).expect("twins.json");
+    let cause = |program: &str| match program {
+        "callback" => "host-callbacks",
+        "stale-state" => "data-movement",
+        "recompile" => "captured-compilation",
+        "h2d-copy" => "host-device-copies",
+        "op-by-op" => "many-dispatches",
+        "sleep" => "input-bound",
+        "matmul" => "dominant-op",
+        other => panic!("no cause named for {other}"),
+    };
+    let serious = |f: &Value| f["severity"] == "critical" || f["severity"] == "warning";
+    for t in twins["timings"].as_array().unwrap() {
+        let (program, gain) = (t["program"].as_str().unwrap(), f64_of(&t["gain_pct"]));
+        let [problem, fixed] = [0, 1].map(|k| xplane(t["fixtures"][k].as_str().unwrap()));
+        let (all, twin) = (findings(&problem), findings(&fixed));
+        let at = format!("{} {program} (gain {gain}%)", t["platform"]);
+        if gain >= 10.0 {
+            assert_eq!(all[0]["rule"], cause(program), "{at}: {all:?}");
+        } else {
+            assert!(!all.iter().any(|f| f["rule"] == cause(program) && serious(f)), "{at}: {all:?}");
+        }
+        assert!(!twin.iter().any(|f| f["rule"] == cause(program) && serious(f)), "{at} twin: {twin:?}");
+    }
+}

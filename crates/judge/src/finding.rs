@@ -56,14 +56,28 @@ pub fn of_step_share(step_pct: f64) -> Severity {
 const ABOUT_THE_CAPTURE: [&str; 5] =
     ["no-steps", "captured-compilation", "host-tracing-off", "no-device-activity", "truncated"];
 
+/// The rules that describe an effect — the devices idle, waiting on their host, steps
+/// uneven — rather than a cause a user can fix.
+pub const SYMPTOMS: [&str; 3] = ["low-utilization", "host-bound-gaps", "step-jitter"];
+
 /// Orders findings: most severe first; of one severity, those about the capture
-/// itself, then by how far past the threshold.
+/// itself, then causes before symptoms, then by how far past the threshold. Where a
+/// cause of warning or worse was found, a symptom is at most a warning: the cause
+/// carries the severity, and the first line names what to fix.
 pub fn finish(out: &mut [Finding]) {
+    let is_cause = |f: &Finding| !SYMPTOMS.contains(&f.rule) && !ABOUT_THE_CAPTURE.contains(&f.rule);
+    if out.iter().any(|f| is_cause(f) && f.severity <= Severity::Warning) {
+        for f in out.iter_mut().filter(|f| SYMPTOMS.contains(&f.rule)) {
+            f.severity = f.severity.max(Severity::Warning);
+        }
+    }
     out.sort_by(|a, b| {
         let over = |f: &Finding| if f.threshold != 0.0 { (f.value / f.threshold - 1.0).abs() } else { f.value.abs() };
         let capture = |f: &Finding| !ABOUT_THE_CAPTURE.contains(&f.rule);
+        let symptom = |f: &Finding| SYMPTOMS.contains(&f.rule);
         (a.severity.cmp(&b.severity))
             .then(capture(a).cmp(&capture(b)))
+            .then(symptom(a).cmp(&symptom(b)))
             .then(over(b).total_cmp(&over(a)))
             .then(a.rule.cmp(b.rule))
     });

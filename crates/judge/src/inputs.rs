@@ -6,6 +6,7 @@ use stepscope_analysis::ops;
 use stepscope_analysis::overview::{self, Overview};
 use stepscope_analysis::steps::{self, Steps};
 use stepscope_analysis::{collectives, compile, devices, memory};
+use stepscope_model::device::host_cpu_plane;
 use stepscope_model::records::FastMap;
 use stepscope_model::stats::Intervals;
 use stepscope_model::{OpSource, Profile};
@@ -134,9 +135,20 @@ pub fn dispatches(profile: &Profile, steps: &Steps) -> Dispatches {
         w.get(i).is_some_and(|x| x.0 <= t)
     };
     let mut launches = 0u64;
+    let mut gpu_hosts: Vec<usize> = Vec::new();
     for d in &devices {
         let w = windows(d.host);
-        if let Some(line) = d.plane.line("XLA Modules") {
+        if d.source == OpSource::Kernels && d.plane.line("XLA Modules").is_none() {
+            // GPU: a run of a program is one host event `<module>:XLA GPU module` (XLA's
+            // annotation of it, on the thread that ran it), counted once a host.
+            if !gpu_hosts.contains(&d.host_index) {
+                gpu_hosts.push(d.host_index);
+                for (module, n) in gpu_module_runs(profile, d.host_index, &w) {
+                    launches += n;
+                    *per_module.entry(module).or_default() += n;
+                }
+            }
+        } else if let Some(line) = d.plane.line("XLA Modules") {
             let mut by_meta: FastMap<u32, u64> = FastMap::default();
             for i in 0..line.len() {
                 if inside(&w, line.start_ps(i)) {
@@ -186,11 +198,38 @@ pub fn dispatches(profile: &Profile, steps: &Steps) -> Dispatches {
     Dispatches { launches, per_module, steps: steps.steps.len(), devices: devices.len() }
 }
 
-/// Per step (by index): device idle from the step's start to its first op.
+/// The runs of each program its host annotated (`<module>:XLA GPU module` events) that
+/// started in `windows` (sorted, disjoint), by module name.
+fn gpu_module_runs(profile: &Profile, host: usize, windows: &[(i64, i64)]) -> Vec<(String, u64)> {
+    let Some(plane) = profile.hosts.get(host).and_then(host_cpu_plane) else { return Vec::new() };
+    let module: Vec<Option<&str>> =
+        (0..plane.event_meta.len()).map(|m| plane.event_name(m as u32).strip_suffix(":XLA GPU module")).collect();
+    let mut runs: FastMap<u32, u64> = FastMap::default();
+    for line in &plane.lines {
+        for i in 0..line.len() {
+            let meta = line.meta(i);
+            if module.get(meta as usize).copied().flatten().is_none() {
+                continue;
+            }
+            let t = line.start_ps(i);
+            let at = windows.partition_point(|x| x.1 <= t);
+            if windows.get(at).is_some_and(|x| x.0 <= t) {
+                *runs.entry(meta).or_default() += 1;
+            }
+        }
+    }
+    runs.into_iter().filter_map(|(m, n)| Some((module[m as usize]?.to_string(), n))).collect()
+}
+
+/// Per step (by index): device idle from the step's start to its first op, or to the
+/// host's first call of a jitted function in the step where that came first — the
+/// dispatch of the step's work is no input work, even where a loop that waits for
+/// each step makes the device wait for it.
 pub fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
     let mut devices = profile.devices();
     devices.retain(|d| steps::took_part(profile, d));
     let busy: Vec<(&str, &Intervals)> = devices.iter().map(|d| (d.host, steps::active_intervals(profile, d))).collect();
+    let calls: Vec<(&str, Vec<i64>)> = profile.hosts.iter().map(|h| (h.host.as_str(), jit_calls(h))).collect();
     steps
         .steps
         .iter()
@@ -205,7 +244,25 @@ pub fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
                     spans.get(i).map(|s| s.0.max(st.start_ps)).filter(|&t| t < st.end_ps())
                 })
                 .min()?;
-            Some((at, first.saturating_sub(st.start_ps)))
+            let call = (calls.iter().find(|(h, _)| *h == st.host))
+                .and_then(|(_, c)| c.get(c.partition_point(|&t| t < st.start_ps)).copied())
+                .unwrap_or(first);
+            Some((at, first.min(call).saturating_sub(st.start_ps)))
         })
         .collect()
+}
+
+/// The starts of a host's calls of jitted functions (`PjitFunction(f)`: JAX's C++
+/// dispatch of a call), sorted.
+fn jit_calls(space: &stepscope_xspace::Space) -> Vec<i64> {
+    let Some(plane) = host_cpu_plane(space) else { return Vec::new() };
+    let call: Vec<bool> =
+        (0..plane.event_meta.len()).map(|m| plane.event_name(m as u32).starts_with("PjitFunction(")).collect();
+    let mut starts: Vec<i64> = (plane.lines.iter())
+        .flat_map(|line| {
+            (0..line.len()).filter(|&i| call.get(line.meta(i) as usize) == Some(&true)).map(|i| line.start_ps(i))
+        })
+        .collect();
+    starts.sort_unstable();
+    starts
 }

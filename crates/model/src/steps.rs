@@ -645,7 +645,8 @@ pub fn host_events(hosts: &[Space], devices: &[Device]) -> Vec<HostTime> {
     (hosts.par_iter().enumerate())
         .map(|(hi, space)| {
             let Some(plane) = host_cpu_plane(space) else { return HostTime::default() };
-            let copies = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::HostOps);
+            let copies =
+                devices.iter().any(|d| d.host_index == hi && matches!(d.source, OpSource::HostOps | OpSource::Kernels));
             let launches = devices.iter().any(|d| d.host_index == hi && d.source == OpSource::Kernels);
             let kinds: Vec<u8> = (plane.event_meta.iter())
                 .map(|m| {

@@ -4,7 +4,7 @@
 
 use crate::context::Context;
 use crate::facts::Kind;
-use crate::finding::{Finding, Severity};
+use crate::finding::{of_step_share, Finding};
 use crate::rule::Rule;
 
 pub const RULE: Rule = Rule { id: "host-device-copies", threshold: Some("copies_pct"), needs_steps: true, check };
@@ -17,7 +17,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if copies_pct > th.copies_pct {
         out.push(Finding {
             rule: RULE.id,
-            severity: Severity::Warning,
+            severity: of_step_share(copies_pct),
             title: format!("copies between host and device take {copies_pct:.1}% of the step"),
             value: copies_pct,
             threshold: th.copies_pct,

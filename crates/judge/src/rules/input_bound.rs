@@ -5,7 +5,7 @@ use stepscope_model::stats::{pct, sum_ps};
 use crate::context::Context;
 use crate::evidence::*;
 use crate::facts::Kind;
-use crate::finding::{Finding, Severity};
+use crate::finding::{of_step_share, Finding, Severity};
 use crate::rule::Rule;
 
 pub const RULE: Rule = Rule { id: "input-bound", threshold: Some("input_bound_pct"), needs_steps: true, check };
@@ -64,8 +64,8 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         if device_time && input_pct > th.input_bound_pct {
             out.push(Finding {
                 rule: RULE.id,
-                severity: Severity::Warning,
-                title: format!("steps wait {input_pct:.1}% of their time before the device starts"),
+                severity: of_step_share(input_pct),
+                title: format!("steps wait {input_pct:.1}% of their time before they dispatch work to the device"),
                 value: input_pct,
                 threshold: th.input_bound_pct,
                 unit: "pct",
