@@ -27,8 +27,8 @@ pub enum Part {
     RuntimeOverhead,
     /// Nothing ran while the host compiled.
     Compile,
-    /// Nothing ran while an XLA:CPU host copied to its device on host threads
-    /// (`H2D Dispatch`, `DevicePut…`).
+    /// Nothing ran while the host copied to its device on host threads (`H2D
+    /// Dispatch`, `DevicePut…`: XLA:CPU's copies, a GPU host's staging of arrays).
     HostCopyToDevice,
     /// Likewise from its device (`D2H…`).
     HostCopyToHost,
@@ -159,8 +159,8 @@ pub fn one_kind(line: &str) -> &str {
     }
 }
 
-/// The names of host-side transfers of a host whose XLA device is its CPU (XLA:CPU
-/// copies on host threads: `H2D Dispatch`, `DevicePut…`; `D2H…`).
+/// The names of host-side transfers (XLA:CPU's copies on host threads, a GPU host's
+/// staging of arrays: `H2D Dispatch`, `DevicePut…`; `D2H…`).
 pub fn host_transfer_kind(name: &str) -> Option<Part> {
     if name.starts_with("H2D") || name.contains("DevicePut") || name.starts_with("TransferToDevice") {
         Some(Part::HostToDevice)

@@ -624,7 +624,8 @@ pub struct HostTime {
     pub compile_events: Vec<(u32, u32, u8)>,
     /// The time XLA compilation ran.
     pub compile: Intervals,
-    /// Host-side copies to its device, on a host whose XLA device is its CPU.
+    /// Host-side copies to its device: XLA:CPU's, and a GPU host's staging of a NumPy
+    /// array into the device's layout (`H2D Dispatch` on its async work threads).
     pub to_device: Intervals,
     /// Likewise from its device.
     pub to_host: Intervals,
@@ -635,8 +636,8 @@ pub struct HostTime {
 }
 
 /// Per host, what its CPU plane says of device time: compile events and their time,
-/// on a host whose XLA device is its CPU its host-side copies, on a host of GPUs its
-/// host callbacks. One pass over the plane's lines, for the events whose names say
+/// its host-side copies (XLA:CPU's, a GPU host's staging of arrays), on a host of GPUs
+/// its host callbacks. One pass over the plane's lines, for the events whose names say
 /// they are one of these.
 pub fn host_events(hosts: &[Space], devices: &[Device]) -> Vec<HostTime> {
     const TO_DEVICE: u8 = 4;
