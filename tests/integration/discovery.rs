@@ -466,7 +466,7 @@ const HAIR_TRIGGER: &str =
     copies_pct = 0.0\ndominant_op_pct = 0.0\ncollectives_exposed_pct = 0.0\nasync_wait_pct = 0.0\n\
     runtime_overhead_pct = 0.0\nmemory_capacity_pct = 0.0\nmemory_bandwidth_pct = 100.0\noccupancy_pct = 100.0\n\
     bandwidth_min_op_us = 0.0\nstep_jitter_pct = 0.0\ninput_bound_pct = 0.0\nmin_steps = 1000\nstraggler_pct = 0.0\n\
-    host_callback_pct = 0.0\ndata_movement_pct = 0.0\ncapture_compile_pct = 0.0\n";
+    host_callback_pct = 0.0\ndata_movement_pct = 0.0\ncapture_compile_pct = 0.0\nrecompile_steps = 0.0\n";
 
 /// A run read a host at a time leaves out a host whose file is cut short, as the run
 /// read whole does, and says so; where no host can be read, the first one's error.

@@ -359,7 +359,7 @@ fn the_first_finding_names_the_cause_the_twin_removes() {
     let cause = |program: &str| match program {
         "callback" => "host-callbacks",
         "stale-state" => "data-movement",
-        "recompile" => "captured-compilation",
+        "recompile" => "recompilation",
         "h2d-copy" => "host-device-copies",
         "op-by-op" => "many-dispatches",
         "sleep" => "input-bound",

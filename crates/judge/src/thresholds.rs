@@ -20,6 +20,8 @@ pub struct Thresholds {
     /// Compilation at or above this share of the capture (wherever it fell) makes the
     /// capture "mostly compilation", percent.
     pub capture_compile_pct: f64,
+    /// A program compiled in more steps than this is recompiled, count.
+    pub recompile_steps: f64,
     /// Ops shorter than this are "small", µs (user guide 003's KPI: kernels under 0.1 ms
     /// are bad).
     pub small_op_us: f64,
@@ -80,6 +82,7 @@ impl Thresholds {
             ("launch_queued_pct", self.launch_queued_pct),
             ("compile_s", self.compile_s),
             ("capture_compile_pct", self.capture_compile_pct),
+            ("recompile_steps", self.recompile_steps),
             ("small_op_us", self.small_op_us),
             ("small_op_share_pct", self.small_op_share_pct),
             ("small_op_time_pct", self.small_op_time_pct),
@@ -126,6 +129,7 @@ impl Default for Thresholds {
             launch_queued_pct: 10.0,
             compile_s: 2.0,
             capture_compile_pct: 50.0,
+            recompile_steps: 1.0,
             small_op_us: 100.0,
             small_op_share_pct: 50.0,
             small_op_time_pct: 20.0,

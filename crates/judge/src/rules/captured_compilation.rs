@@ -17,6 +17,12 @@ pub const RULE: Rule =
 
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let steps = cx.steps;
+    // A loop that compiles its program again step after step is its own steady state:
+    // `recompilation` names it, and warming up would not help.
+    let recompiled = crate::rules::recompilation::recompiled(cx);
+    if recompiled.first().is_some_and(|r| r.steps.len() as f64 > cx.th.recompile_steps) {
+        return;
+    }
     let none = Capture::default();
     let capture = cx.overview.capture.as_ref().unwrap_or(&none);
     let compiled_in_steps: Vec<&steps::Step> = steps.steps.iter().filter(|st| st.compile_ps > 0).collect();

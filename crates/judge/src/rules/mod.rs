@@ -28,6 +28,7 @@ pub mod memory_bandwidth;
 pub mod memory_near_capacity;
 pub mod no_device_activity;
 pub mod no_steps;
+pub mod recompilation;
 pub mod runtime_overhead;
 pub mod step_jitter;
 pub mod stragglers;
@@ -41,6 +42,7 @@ pub const ALL: &[Rule] = &[
     no_steps::RULE,
     host_tracing_off::RULE,
     too_few_steps::RULE,
+    recompilation::RULE,
     captured_compilation::RULE,
     compile_time::RULE,
     no_device_activity::RULE,
