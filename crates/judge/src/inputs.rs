@@ -202,23 +202,27 @@ pub fn dispatches(profile: &Profile, steps: &Steps) -> Dispatches {
 /// started in `windows` (sorted, disjoint), by module name.
 fn gpu_module_runs(profile: &Profile, host: usize, windows: &[(i64, i64)]) -> Vec<(String, u64)> {
     let Some(plane) = profile.hosts.get(host).and_then(host_cpu_plane) else { return Vec::new() };
-    let module: Vec<Option<&str>> =
-        (0..plane.event_meta.len()).map(|m| plane.event_name(m as u32).strip_suffix(":XLA GPU module")).collect();
-    let mut runs: FastMap<u32, u64> = FastMap::default();
-    for line in &plane.lines {
-        for i in 0..line.len() {
-            let meta = line.meta(i);
-            if module.get(meta as usize).copied().flatten().is_none() {
-                continue;
-            }
-            let t = line.start_ps(i);
-            let at = windows.partition_point(|x| x.1 <= t);
-            if windows.get(at).is_some_and(|x| x.0 <= t) {
-                *runs.entry(meta).or_default() += 1;
-            }
+    let mut runs: FastMap<&str, u64> = FastMap::default();
+    for (meta, t) in events_named(plane, |name| name.ends_with(":XLA GPU module")) {
+        let at = windows.partition_point(|x| x.1 <= t);
+        if windows.get(at).is_some_and(|x| x.0 <= t) {
+            *runs.entry(plane.event_name(meta)).or_default() += 1;
         }
     }
-    runs.into_iter().filter_map(|(m, n)| Some((module[m as usize]?.to_string(), n))).collect()
+    (runs.into_iter()).filter_map(|(name, n)| Some((name.strip_suffix(":XLA GPU module")?.to_string(), n))).collect()
+}
+
+/// The (metadata id, start) of every event of `plane` whose name `pick` keeps, each
+/// name tested once.
+fn events_named(plane: &stepscope_xspace::Plane, pick: impl Fn(&str) -> bool) -> Vec<(u32, i64)> {
+    let keep: Vec<bool> = (0..plane.event_meta.len()).map(|m| pick(plane.event_name(m as u32))).collect();
+    let mut found = Vec::new();
+    for line in &plane.lines {
+        for i in (0..line.len()).filter(|&i| keep.get(line.meta(i) as usize) == Some(&true)) {
+            found.push((line.meta(i), line.start_ps(i)));
+        }
+    }
+    found
 }
 
 /// Per step (by index): device idle from the step's start to its first op, or to the
@@ -256,13 +260,8 @@ pub fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
 /// dispatch of a call), sorted.
 fn jit_calls(space: &stepscope_xspace::Space) -> Vec<i64> {
     let Some(plane) = host_cpu_plane(space) else { return Vec::new() };
-    let call: Vec<bool> =
-        (0..plane.event_meta.len()).map(|m| plane.event_name(m as u32).starts_with("PjitFunction(")).collect();
-    let mut starts: Vec<i64> = (plane.lines.iter())
-        .flat_map(|line| {
-            (0..line.len()).filter(|&i| call.get(line.meta(i) as usize) == Some(&true)).map(|i| line.start_ps(i))
-        })
-        .collect();
+    let mut starts: Vec<i64> =
+        events_named(plane, |name| name.starts_with("PjitFunction(")).into_iter().map(|(_, start)| start).collect();
     starts.sort_unstable();
     starts
 }
