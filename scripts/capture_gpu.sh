@@ -85,22 +85,28 @@ cap gpu-nosync-scopes --steps 8 --no-sync --guide-scopes --input-ms 2 "${mid[@]}
 cap gpu-unannotated --steps 6 --no-step-annotation "${mid[@]}"
 cap gpu-unannotated-nosync --steps 6 --no-step-annotation --no-sync "${mid[@]}"
 small=(--width 512 --batch 256)  # op-by-op: small ops, so dispatch is the cost
+# recompile: no autotuning (each of its compilations would autotune cuBLAS: a 5 MB XSpace)
+flags_of() { [ "$1" = recompile ] && echo --xla_gpu_autotune_level=0; }
 for p in "${problems[@]}"; do
     extra=()
     [ "$p" = op-by-op ] && extra=("${small[@]}")
+    export XLA_FLAGS=$(flags_of "$p")
     name=gpu-${p/#sleep/sleep-step}  # gpu-sleep is another fixture's name on CPU
     SCRIPT=capture_problems.py cap "$name" "$p" "${extra[@]}"
     SCRIPT=capture_problems.py cap "$name-fixed" "$p" --fixed "${extra[@]}"
 done
+export XLA_FLAGS=
 SCRIPT=capture_problems.py cap gpu-conv conv
 SCRIPT=capture_problems.py cap gpu-nosync40 nosync
 for p in "${problems[@]}"; do  # each pair timed alternately, outside the profiler
     case " ${ONLY:-twin-$p} " in *" twin-$p "*) ;; *) continue ;; esac
     extra=()
     [ "$p" = op-by-op ] && extra=("${small[@]}")
+    export XLA_FLAGS=$(flags_of "$p")
     timeout 150 python3 "$here/scripts/capture_problems.py" --platform gpu --time "$p" --steps 8 --rounds 4 \
         "${extra[@]}" >>"$out/gpu-twins.jsonl" 2>>"$log" || echo "== twin-$p FAILED ($?)" >>"$log"
 done
+export XLA_FLAGS=
 tar -C "$work" -czf "$out/gpu-captures.tar.gz" .
 
 if python3 -c 'import stepscope, pytest' 2>/dev/null; then

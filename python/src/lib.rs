@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use stepscope_analysis::ops::GroupBy;
 use stepscope_analysis::peaks::UserPeaks;
-use stepscope_analysis::{buffers, hlo_graph, kernels, memory, ops, roofline, scopes, steps};
+use stepscope_analysis::{buffers, hlo_graph, kernels, memory, ops, roofline, scopes, steps, whatif};
 use stepscope_judge::advise::{self, Thresholds};
 use stepscope_report::{diff, summary};
 use stepscope_xspace::pprof;
@@ -175,6 +175,24 @@ impl Profile {
             ));
         }
         analyse(py, &[&self.inner], || advise::advise(&self.inner, &th))
+    }
+
+    /// `stepscope whatif --json EDIT`: `edit` in the CLI's words (a finding's
+    /// `gain_edit`: `--remove callbacks`, `--scale dot.1=0.5`).
+    fn whatif_json(&self, py: Python<'_>, edit: String) -> PyResult<String> {
+        let e = whatif::Edit::parse(&edit).map_err(|m| StepscopeError::new_err(format!("bad edit {edit:?}: {m}")))?;
+        if e.is_empty() {
+            return Err(StepscopeError::new_err(
+                "no change given — pass one: whatif(\"--remove compile\"), whatif(\"--scale dot.1=0.5\"), \
+                 whatif(\"--jit\"); a finding's gain_edit is one",
+            ));
+        }
+        if let Some(op) = whatif::unknown_ops(&self.inner, &e).first() {
+            return Err(StepscopeError::new_err(format!(
+                "no op named {op:?} ran in this run — ops() lists the op names"
+            )));
+        }
+        analyse(py, &[&self.inner], || whatif::project(&self.inner, &whatif::graphs(&self.inner), &e))
     }
 
     fn __repr__(&self) -> String {

@@ -230,6 +230,22 @@ def test_advise_equals_cli_and_takes_thresholds(cli):
         p.advise(no_such_threshold=1)
 
 
+def test_whatif_equals_cli_and_replays_the_findings_gain(cli):
+    """The first finding's gain, replayed by whatif(), is the CLI's projection of it."""
+    path = FIXTURES / "gpu-callback"
+    p = stepscope.load(path)
+    first = p.advise()[0]
+    assert first["rule"] == "host-callbacks" and first["gain_edit"] == "--remove callbacks"
+    w = p.whatif(first["gain_edit"])
+    assert w.raw == cli_json(cli, "whatif", path, *first["gain_edit"].split())
+    assert w.raw["gain_ps"] == first["gain_ps"] and w.raw["schema"] == "stepscope.whatif/1"
+    assert any(r["node"] == "callback" and r["projected_ps"] == 0 for r in w)
+    with pytest.raises(stepscope.StepscopeError, match="no change given"):
+        p.whatif("")
+    with pytest.raises(stepscope.StepscopeError, match="bad edit"):
+        p.whatif("--scale dot")
+
+
 def test_diff_equals_cli(cli):
     a, b = FIXTURES / "cpu-clean", FIXTURES / "cpu-slow"
     d = stepscope.diff(a, b, top=20)

@@ -59,21 +59,20 @@ fn placeholders(dir: &Path) {
 }
 
 /// The values of the docs' word placeholders: `NAME` (a run of LOGDIR), `OP` (an op
-/// LOGDIR ran).
+/// LOGDIR ran; also as `OP=…`, a value of `whatif --scale`).
 fn words(dir: &Path, command: &str) -> String {
     let logdir = dir.join("LOGDIR").to_string_lossy().to_string();
     let run = json(&["ls", &logdir])["runs"][0]["run"].as_str().unwrap().to_string();
     let op = json(&["ops", &logdir])["ops"][0]["name"].as_str().unwrap().to_string();
     command
         .split(' ')
-        .map(|w| {
-            if w == "NAME" {
-                &run
-            } else if w == "OP" {
-                &op
-            } else {
-                w
-            }
+        .map(|w| match w {
+            "NAME" => run.clone(),
+            "OP" => op.clone(),
+            w => match w.strip_prefix("OP=") {
+                Some(value) => format!("{op}={value}"),
+                None => w.to_string(),
+            },
         })
         .collect::<Vec<_>>()
         .join(" ")

@@ -6,6 +6,7 @@
 
 mod util;
 mod verdicts;
+mod whatif;
 
 mod ahead;
 mod analyses;

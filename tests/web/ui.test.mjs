@@ -602,6 +602,32 @@ test('a one-off capture says it is mostly compilation, and a host callback is it
   assert.equal((await api('advise', { run: cb })).findings[0].rule, 'host-callbacks');
 });
 
+test('a finding shows what fixing it gains, and its replay is the what-if panel\'s', async () => {
+  const cb = await runIn('cpu-callback');
+  const first = (await api('advise', { run: cb })).findings[0];
+  assert.equal(first.rule, 'host-callbacks');
+  assert.ok(first.gain_pct > 10 && first.gain_edit === '--remove callbacks', JSON.stringify(first));
+  await open(`overview?run=${encodeURIComponent(cb)}`);
+  await page.waitForSelector('.finding .gain');
+  const gain = await page.textContent('.finding[data-rule="host-callbacks"] .gain');
+  assert.ok(gain.startsWith(`fix this: −${fmt.dur(first.gain_ps)} a step (${first.gain_pct.toFixed(1)}% of the step)`), gain);
+  await page.click('.finding[data-rule="host-callbacks"] .gain button.replay');
+  await page.waitForSelector('#whatif-line');
+  assert.equal(await page.inputValue('#whatif-edit'), first.gain_edit);
+  const p = await api('whatif', { run: cb, edit: first.gain_edit });
+  assert.equal(p.gain_ps, first.gain_ps);
+  assert.match(await page.textContent('#whatif-line'), new RegExp(`step ${fmt.dur(p.step_ps)} → ${fmt.dur(p.projected_step_ps)} projected`));
+  // A change typed by hand; a bad one says what is wrong.
+  await page.fill('#whatif-edit', '--scale compute=0.5');
+  await page.click('#whatif-go');
+  await page.waitForFunction(() => /--scale compute=0.5/.test(document.querySelector('#whatif-line')?.textContent || ''));
+  await page.fill('#whatif-edit', '--scale no.such.op=0.5');
+  await page.click('#whatif-go');
+  await page.waitForSelector('#whatif-result .error');
+  assert.match(await page.textContent('#whatif-result .error'), /no op named "no.such.op"/);
+  await page.screenshot({ path: path.join(shots, 'overview-whatif.png'), fullPage: true });
+});
+
 const GUIDE = 'cpu-guide-adam/plugins/profile/2026_11_25_03_32_42';
 
 test('scopes page shows the host scopes nested, with the input work of an input-bound loop', async () => {

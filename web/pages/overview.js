@@ -92,7 +92,10 @@ export async function render(view, ctx) {
 
   view.append(el('h2', {}, `Findings (${adv.findings.length})`));
   if (!adv.findings.length) view.append(el('p', { class: 'muted', id: 'no-findings' }, 'no findings: every rule is within its threshold'));
-  view.append(el('div', { class: 'findings' }, ...adv.findings.map(findingBox)));
+  // The what-if panel: a finding's projected gain replays there, or any change typed.
+  const whatif = stepped && !s.read_a_host_at_a_time ? whatifPanel(ctx) : null;
+  view.append(el('div', { class: 'findings' }, ...adv.findings.map(f => findingBox(f, whatif))));
+  if (whatif) view.append(el('h2', {}, 'What if'), whatif.node);
 
   const b = s.breakdown;
   view.append(el('h2', {}, 'Average step breakdown'));
@@ -160,7 +163,52 @@ function num(v) {
 }
 
 /** One finding of api/advise: severity, title, value against threshold, evidence, advice. */
-function findingBox(f) {
+/**
+ * The what-if panel (api/whatif, as `stepscope whatif`): a change in the CLI's words,
+ * the projected step beside the measured one, and each part of it.
+ */
+function whatifPanel(ctx) {
+  const input = el('input', { type: 'text', id: 'whatif-edit', size: 48, value: '--remove compile',
+    'aria-label': 'the change, as stepscope whatif\'s flags' });
+  const out = el('div', { id: 'whatif-result' });
+  const go = async () => {
+    out.replaceChildren(el('p', { class: 'muted' }, 'replaying the steps…'));
+    try {
+      const p = await ctx.get('whatif', { edit: input.value });
+      if (ctx.stale()) return;
+      const rows = p.parts.map(n => ({ part: n.name, measured: n.measured_ps, projected: n.projected_ps, change: n.projected_ps - n.measured_ps }));
+      const box = el('div', {});
+      out.replaceChildren(
+        el('p', { id: 'whatif-line' }, `${p.edit}: step ${dur(p.step_ps)} → ${dur(p.projected_step_ps)} projected `
+          + `(−${dur(Math.max(p.gain_ps, 0))}, ${p.gain_pct.toFixed(1)}% of the step; medians over ${count(p.steps)} steps; `
+          + `replay of the unchanged steps within ${p.replay_error_max_pct.toFixed(2)}%).`),
+        box);
+      table(box, {
+        columns: [
+          { key: 'part', label: 'part (a step, slowest device)' },
+          { key: 'measured', label: 'measured', fmt: dur, num: true },
+          { key: 'projected', label: 'projected', fmt: dur, num: true },
+          { key: 'change', label: 'change', fmt: v => (v > 0 ? '+' : v < 0 ? '−' : '') + dur(Math.abs(v)), num: true },
+        ],
+        rows,
+        sort: 'measured',
+        csvName: 'whatif.csv',
+      });
+    } catch (e) {
+      out.replaceChildren(el('p', { class: 'error' }, e.message || String(e)));
+    }
+  };
+  const button = el('button', { type: 'button', id: 'whatif-go' }, 'project');
+  button.addEventListener('click', go);
+  input.addEventListener('keydown', e => { if (e.key === 'Enter') go(); });
+  const node = el('div', { class: 'whatif' },
+    el('p', { class: 'muted small' }, 'Replay the steps with a change: --remove compile|callbacks|input, '
+      + '--prefetch copies|input, --scale OP=FACTOR (or compute, collectives, h2d, d2h, d2d), --jit, --balance.'),
+    el('div', {}, input, ' ', button), out);
+  return { node, run: edit => { input.value = edit; node.scrollIntoView({ block: 'nearest' }); go(); } };
+}
+
+function findingBox(f, whatif) {
   const unit = UNITS[f.unit] ?? ` ${f.unit}`;
   const ev = el('ul', { class: 'evidence' });
   for (const e of f.evidence) {
@@ -182,8 +230,22 @@ function findingBox(f) {
       el('strong', { class: 'ftitle' }, f.title),
       el('span', { class: 'muted small rule' }, f.rule)),
     el('div', { class: 'fvalue small' }, `${num(f.value)}${unit}, threshold ${num(f.threshold)}${unit}`),
+    gainLine(f, whatif),
     ev,
     el('div', { class: 'advice' }, '→ ', f.advice));
+}
+
+/** A finding's projected gain, with a button that replays it in the what-if panel. */
+function gainLine(f, whatif) {
+  if (f.gain_ps === undefined) return '';
+  const line = el('div', { class: 'gain' }, `fix this: −${dur(f.gain_ps)} a step (${f.gain_pct.toFixed(1)}% of the step), projected for `,
+    el('code', {}, f.gain_edit));
+  if (whatif) {
+    const b = el('button', { type: 'button', class: 'small replay' }, 'show the replay');
+    b.addEventListener('click', () => whatif.run(f.gain_edit));
+    line.append(' ', b);
+  }
+  return line;
 }
 
 /** The hosts of the run, a row each (api/summary/hosts); returns that answer (null if the page went stale). */

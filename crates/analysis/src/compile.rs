@@ -156,6 +156,11 @@ pub fn assemble(run: &str, mut compiles: Vec<CompileEvent>) -> Compile {
     }
 }
 
+/// A program's name as JAX makes it (`jit_f`, `pmap_f`, `xmap_f`).
+fn is_module_name(v: &str) -> bool {
+    v.starts_with("jit_") || v.starts_with("pmap_") || v.starts_with("xmap_")
+}
+
 /// When each module first ran on host `host_index`'s devices, in time order.
 fn first_runs<'a>(devices: &'a [Device], host_index: usize) -> Vec<(i64, &'a str)> {
     let mut first_run: HashMap<&str, i64> = HashMap::new();
@@ -188,18 +193,25 @@ fn first_runs<'a>(devices: &'a [Device], host_index: usize) -> Vec<(i64, &'a str
 }
 
 /// (start, module) of compile events that name their module in a `name` or `module`
-/// stat (only `jit_…`/`pmap_…`-style names: fusion compilers name sub-modules too).
+/// stat, or in their own name's parentheses (only `jit_…`/`pmap_…`-style names: fusion
+/// compilers name sub-modules too).
 fn named_compiles<'p>(plane: &'p Plane, hits: &[(u32, u32, u8)]) -> Vec<(i64, &'p str)> {
     let keys: Vec<u32> = ["name", "module", "hlo_module"].iter().filter_map(|k| plane.stat_id(k)).collect();
     let mut out = Vec::new();
     for &(l, i, _) in hits.iter().filter(|h| h.2 & COMPILER != 0) {
         let (line, i) = (&plane.lines[l as usize], i as usize);
-        for &k in &keys {
-            let Some(v) = plane.event_stat(line, i, k).and_then(|s| plane.stat_str(&s)) else { continue };
-            if v.starts_with("jit_") || v.starts_with("pmap_") || v.starts_with("xmap_") {
-                out.push((line.start_ps(i), v));
-                break;
-            }
+        let by_stat = keys
+            .iter()
+            .find_map(|&k| plane.event_stat(line, i, k).and_then(|s| plane.stat_str(&s)).filter(|v| is_module_name(v)));
+        // Else the module the event's name holds: `PjRtCApiClient::CompileAndLoad(jit_f)`
+        // (XLA:GPU through the PJRT C API names it so, with no stat).
+        let by_name = || {
+            let name = plane.event_name(line.meta(i));
+            let inner = name.strip_suffix(')')?.rsplit_once('(')?.1;
+            is_module_name(inner).then_some(inner)
+        };
+        if let Some(v) = by_stat.or_else(by_name) {
+            out.push((line.start_ps(i), v));
         }
     }
     out.sort_unstable();

@@ -87,6 +87,10 @@ fn fold<T, E>(
     for i in 0..hosts {
         let Some(profile) = read(i, false)? else { continue };
         let ops = if ops { OpRowsPart::of(&profile) } else { OpRowsPart::new(GroupBy::Op) };
+        if !ops.is_empty() && profile.hosts.len() == 1 {
+            // The host's op profile, as `ops::ops` makes it, for `extra` to read.
+            profile.memo().ensure((GroupBy::Op, 0usize), || ops.clone().finish());
+        }
         let flops = ops.flops_per_event();
         let part = measure(&profile, &by_name(&ops, flops.iter().copied().enumerate(), false), None);
         let kept = extra(&profile, &part)?;

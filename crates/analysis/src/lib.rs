@@ -7,7 +7,7 @@
 //! read each other's results, in this order (each uses only those before it):
 //! [`source`], [`cost`], [`peaks`], [`ops`], [`kernels`], [`roofline`], [`steps`],
 //! [`scopes`], [`compile`], [`collectives`], [`devices`], [`buffers`], [`memory`],
-//! [`hlo_context`], [`hlo_graph`], [`timeline`], [`overview`], [`fold`].
+//! [`hlo_context`], [`hlo_graph`], [`timeline`], [`overview`], [`fold`], [`whatif`].
 
 pub mod buffers;
 pub mod collectives;
@@ -28,6 +28,7 @@ pub mod scopes;
 pub mod source;
 pub mod steps;
 pub mod timeline;
+pub mod whatif;
 
 /// The model, as the analyses' callers name it (`stepscope_analysis::profile`, …).
 pub use stepscope_model::{device_time, profile, stats};

@@ -46,6 +46,7 @@ EXAMPLES:
     stepscope hlo /tmp/logdir fusion.12      the op's HLO, fusion body and source line
     stepscope advise /tmp/logdir             what is wrong, with evidence and advice
     stepscope advise /tmp/logdir --thresholds kpi.toml   your own KPI thresholds
+    stepscope whatif /tmp/logdir --remove compile   the step replayed without compilation
     stepscope diff runs/adam runs/lion       what changed, ranked by effect on step time
     stepscope compare runs/1dev runs/2dev runs/4dev      runs side by side
     stepscope summary runs/main --json > baseline.json
@@ -104,6 +105,9 @@ pub enum Command {
     /// Findings: rules with the measured value, threshold, evidence and advice.
     #[command(after_help = crate::examples::ADVISE)]
     Advise(crate::cmd::advise::AdviseArgs),
+    /// What fixing a cause would gain: the steps replayed with a change (--remove compile, --jit, --scale dot.31=0.5).
+    #[command(after_help = crate::examples::WHATIF)]
+    Whatif(crate::cmd::whatif::WhatifArgs),
     /// What changed from run A to run B: step time, breakdown, ops and kernels by effect.
     #[command(after_help = crate::examples::DIFF)]
     Diff(crate::cmd::diff::DiffArgs),

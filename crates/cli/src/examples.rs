@@ -84,6 +84,13 @@ EXAMPLES:
     stepscope advise /tmp/logdir --json          the same as JSON (stepscope.advise/1)
     stepscope advise /tmp/logdir --thresholds kpi.toml    your own thresholds (utilization_pct = 70)";
 
+pub const WHATIF: &str = "\
+EXAMPLES:
+    stepscope whatif /tmp/logdir --remove compile        the steps without their compilation
+    stepscope whatif /tmp/logdir --scale compute=0.5     compute twice as fast (one op: --scale dot.31=0.5)
+    stepscope whatif /tmp/logdir --jit                   op-by-op code jitted: one launch a step
+    stepscope whatif /tmp/logdir --prefetch input --json   the input made ready a step ahead, as JSON";
+
 pub const DIFF: &str = "\
 EXAMPLES:
     stepscope diff runs/adam runs/sgd            what changed from A to B, ranked by effect on the step

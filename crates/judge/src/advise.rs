@@ -7,7 +7,7 @@ use stepscope_analysis::overview::Overview;
 use stepscope_model::Profile;
 
 pub use crate::evidence::{HOST_TRACING_OFF, NO_OPS_WHY};
-pub use crate::finding::{Evidence, Finding, Severity};
+pub use crate::finding::{Evidence, Finding, Gain, Severity};
 pub use crate::inputs::{overview_and_inputs, Inputs};
 pub use crate::thresholds::Thresholds;
 

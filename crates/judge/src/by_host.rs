@@ -11,8 +11,10 @@ use stepscope_analysis::devices::{self, DevicesPart};
 use stepscope_analysis::fold::{self, Check, Reader};
 use stepscope_analysis::kernels::{self, OpKernels};
 use stepscope_analysis::memory::{self, Allocator};
+use stepscope_analysis::ops::{self, GroupBy, OpRow};
 use stepscope_analysis::overview::{Overview, OverviewPart};
 use stepscope_analysis::scopes::{self, InputSums, ScopeRow};
+use stepscope_analysis::whatif::Edit;
 use stepscope_model::steps::Step;
 use stepscope_model::Profile;
 
@@ -20,7 +22,9 @@ use crate::advise::{judge, Advice, TOP_OPS};
 use crate::context::{ByHost, Context};
 use crate::facts::{HostFacts, RunFacts};
 use crate::finding::Finding;
+use crate::gains::{self, HostReplays};
 use crate::inputs::{self, Dispatches, Inputs, StepPasses};
+use crate::rules::{data_movement, dominant_op};
 use crate::thresholds::Thresholds;
 
 /// A run read a host at a time, judged: its overview, the analyses the rules read, its
@@ -44,6 +48,8 @@ struct HostPart<T> {
     leading_idle: Vec<(usize, i64)>,
     dispatches: Dispatches,
     facts: HostFacts,
+    /// Its replays of the edits the rules may ask for ([`crate::gains::host_replays`]).
+    whatif: HostReplays,
     kept: T,
 }
 
@@ -68,7 +74,7 @@ pub fn judged_by_host<T, E>(
         if p.hosts.iter().all(|h| added.insert(h.host.clone())) {
             kernels.add(kernels::of_every_op(p));
         }
-        host_part(p, o, &mut *extra)
+        host_part(p, o, th, &mut *extra)
     };
     let (overview, op_rows, parts) = fold::overview_and_ops_by_host(run, hosts, top, read, &mut part)?;
     let parts = parts.into_iter().map(|(_, part)| part).collect();
@@ -89,10 +95,38 @@ pub fn advise_by_host<E>(
     Ok(Advice::new(run, th, judged.findings))
 }
 
+/// The edits the rules may ask for of a host whose op profile is `rows`: each rule's
+/// edit that needs no op, the data-movement rule's (of every op it names on the host),
+/// and the dominant-op rule's of the host's top computing op and of each that takes
+/// half the rule's threshold or more of its op time. (A run's top op that is neither on
+/// a host that ran it gets no gain read a host at a time: the run read whole has one.)
+fn candidate_edits(rows: &[OpRow], th: &Thresholds) -> Vec<Edit> {
+    let mut edits = vec![
+        Edit::default(),
+        gains::remove_compile(),
+        gains::remove_callbacks(),
+        gains::remove_input(),
+        gains::prefetch_copies(),
+        gains::jit(),
+        gains::balance(),
+        gains::overlap_collectives(),
+    ];
+    let moving = data_movement::moving(rows);
+    if !moving.is_empty() {
+        edits.push(gains::remove_ops(&moving));
+    }
+    let computing = dominant_op::computing(rows).enumerate();
+    for (_, top) in computing.filter(|(i, r)| *i == 0 || r.device_time_pct >= th.dominant_op_pct / 2.0) {
+        edits.push(gains::remove_ops(&[top]));
+    }
+    edits
+}
+
 /// What the rules read of `profile` (one host, measured), beside its overview part `o`.
 fn host_part<T, E>(
     profile: &Profile,
     o: &OverviewPart,
+    th: &Thresholds,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<HostPart<T>, E> {
     let steps = stepscope_model::profile::cached(profile);
@@ -125,6 +159,7 @@ fn host_part<T, E>(
         leading_idle,
         dispatches,
         facts,
+        whatif: gains::host_replays(profile, candidate_edits(&ops::ops(profile, GroupBy::Op, 0).ops, th)),
         kept: extra(profile, o)?,
     })
 }
@@ -143,6 +178,7 @@ fn assemble<T>(
     let (mut collectives, mut input, mut dispatches) =
         (CollectivesPart::default(), InputSums::default(), Dispatches::default());
     let (mut steps, mut leading, mut facts, mut kept) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut whatif = Vec::new();
     for p in parts {
         devices.push(p.devices);
         compiles.extend(p.compiles);
@@ -155,6 +191,7 @@ fn assemble<T>(
         steps.extend(p.steps);
         dispatches.add(p.dispatches);
         facts.push(p.facts);
+        whatif.push(p.whatif);
         kept.push(p.kept);
     }
     let (steps, place) = fold::run_steps(&overview, steps, hosts);
@@ -174,6 +211,7 @@ fn assemble<T>(
         scopes: scopes::assemble(steps.steps.len(), &timed, input.per_step(steps.steps.len(), &timed), scope_rows),
         kernels,
         steps,
+        whatif,
     };
     let findings = judge(&Context::by_host(&by_host, &overview, th, &inputs));
     Judged { overview, inputs, findings, kept }

@@ -10,10 +10,12 @@ use stepscope_analysis::ops::{self, GroupBy, Ops};
 use stepscope_analysis::overview::Overview;
 use stepscope_analysis::scopes::{self, Scopes};
 use stepscope_analysis::steps::{self, Steps};
+use stepscope_analysis::whatif;
 use stepscope_model::stats::pct;
 use stepscope_model::Profile;
 
 use crate::facts::{Facts, RunFacts};
+use crate::finding::Gain;
 use crate::inputs::Inputs;
 use crate::thresholds::Thresholds;
 
@@ -36,8 +38,16 @@ pub struct Context<'a> {
 /// The analyses a few rules read, made as one first asks where the run is held whole;
 /// made with the facts of a run read a host at a time.
 enum Held<'a> {
-    Whole { profile: &'a Profile, op_rows: OnceLock<Ops>, scopes: OnceLock<Scopes> },
+    Whole { profile: &'a Profile, made: Box<Made> },
     Run(&'a ByHost),
+}
+
+/// What the rules ask of a run held whole, made on first asking.
+#[derive(Default)]
+struct Made {
+    op_rows: OnceLock<Ops>,
+    scopes: OnceLock<Scopes>,
+    graphs: OnceLock<whatif::Graphs>,
 }
 
 /// What the rules read of a run read a host at a time besides its overview and
@@ -49,6 +59,9 @@ pub struct ByHost {
     /// [`kernels::of_every_op`] of every host, added up.
     pub kernels: OpKernels,
     pub steps: Steps,
+    /// Each host's replays of the edits the rules may ask for
+    /// ([`crate::gains::host_replays`]).
+    pub whatif: Vec<crate::gains::HostReplays>,
 }
 
 impl<'a> Context<'a> {
@@ -63,7 +76,7 @@ impl<'a> Context<'a> {
             device_time: !profile.devices().is_empty(),
             host_tracing_off: overview.environment.host_tracer_level == Some(0),
             facts: Facts::Whole { profile, steps, leading_idle: &inputs.steps.leading_idle },
-            held: Held::Whole { profile, op_rows: OnceLock::new(), scopes: OnceLock::new() },
+            held: Held::Whole { profile, made: Box::default() },
         }
     }
 
@@ -89,15 +102,34 @@ impl<'a> Context<'a> {
     /// The op profile by op.
     pub fn op_rows(&self) -> &Ops {
         match &self.held {
-            Held::Whole { profile, op_rows, .. } => op_rows.get_or_init(|| ops::ops(profile, GroupBy::Op, 0)),
+            Held::Whole { profile, made } => made.op_rows.get_or_init(|| ops::ops(profile, GroupBy::Op, 0)),
             Held::Run(run) => &run.op_rows,
         }
+    }
+
+    /// What `edit` would gain: the what-if model's projection of the steps, of the run
+    /// held whole, or added up from its hosts' replays (read a host at a time: of the
+    /// edits [`crate::gains::candidate_edits`] names). `None` where no step could be
+    /// replayed, or no host replayed the edit.
+    pub fn gain(&self, edit: &whatif::Edit) -> Option<Gain> {
+        let p = match &self.held {
+            Held::Whole { profile, made } => {
+                whatif::project(profile, made.graphs.get_or_init(|| whatif::graphs(profile)), edit)
+            }
+            Held::Run(run) => crate::gains::run_replay(&run.whatif, edit)?.finish(edit),
+        };
+        (p.steps > 0).then(|| Gain {
+            gain_ps: p.gain_ps.max(0),
+            gain_pct: p.gain_pct.max(0.0),
+            projected_step_ps: p.projected_step_ps,
+            gain_edit: p.edit,
+        })
     }
 
     /// The host scopes.
     pub fn scopes(&self) -> &Scopes {
         match &self.held {
-            Held::Whole { profile, scopes, .. } => scopes.get_or_init(|| scopes::scopes(profile)),
+            Held::Whole { profile, made } => made.scopes.get_or_init(|| scopes::scopes(profile)),
             Held::Run(run) => &run.scopes,
         }
     }

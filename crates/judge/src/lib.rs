@@ -13,6 +13,7 @@ pub mod context;
 pub mod evidence;
 pub mod facts;
 pub mod finding;
+pub mod gains;
 pub mod inputs;
 pub mod rule;
 pub mod rules;

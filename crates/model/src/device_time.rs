@@ -295,3 +295,60 @@ fn timeline(
         idle_launching_ps,
     }
 }
+
+/// One device's time in a window, every instant named as [`DeviceTimeline`] names it:
+/// per [`Part`] (in [`Part::ALL`] order) the set of instants that part names (they
+/// partition the window), and of idle, the launched-not-started and launching time.
+/// A step's what-if graph is these sets in time order (`stepscope_analysis::whatif`);
+/// over the steps' windows, their lengths are [`build`]'s parts (tested).
+pub struct NamedTime {
+    pub parts: Vec<Intervals>,
+    /// Of [`Part::Idle`]: work its host had launched had not started (empty where ops
+    /// are not linked to launches).
+    pub queued: Intervals,
+    /// Of the rest of idle: the host was inside a launch call.
+    pub launching: Intervals,
+}
+
+/// [`NamedTime`] of device `d` in `window` (sorted, disjoint spans), from stage 2's
+/// sets, in the order [`timeline`] names them.
+pub fn named_time(base: &TimeBase, d: &Device, window: &[(i64, i64)]) -> NamedTime {
+    let (k, busy, active) = (&base.kinds[d.index], &base.busy[d.index], &base.active[d.index]);
+    let mut parts = vec![Intervals::EMPTY; Part::ALL.len()];
+    let callbacks = &k.spans[Part::HostCallback.index()];
+    let compute = k.compute(busy).within(window).minus(callbacks);
+    let mut named = vec![compute.clone()];
+    parts[Part::Compute.index()] = compute;
+    for (i, kind) in k.spans.iter().enumerate().skip(1) {
+        if kind.spans().is_empty() {
+            continue;
+        }
+        let part = named.iter().fold(kind.within(window), |part, before| part.minus(before));
+        parts[i] = part.clone();
+        named.push(part);
+    }
+    let active = active.within(window);
+    parts[Part::RuntimeOverhead.index()] = active.minus(&busy.within(window));
+    let mut host_named: Vec<Intervals> = Vec::new();
+    if let Some(h) = base.hosts.get(d.host_index) {
+        let sets = [&h.callbacks, &h.compile, &h.to_device, &h.to_host];
+        let host_parts = [Part::HostCallback, Part::Compile, Part::HostCopyToDevice, Part::HostCopyToHost];
+        for (part_of, set) in host_parts.into_iter().zip(sets) {
+            let part = host_named.iter().fold(set.within(window).minus(&active), |part, before| part.minus(before));
+            let i = part_of.index();
+            parts[i] = Intervals::union(&[&parts[i], &part]);
+            host_named.push(part);
+        }
+    }
+    let idle_of = |set: &Intervals| host_named.iter().fold(set.within(window).minus(&active), |s, b| s.minus(b));
+    parts[Part::Idle.index()] = idle_of(&Intervals::new(window.to_vec()));
+    let (queued, launching) = match base.launched[d.index].as_ref() {
+        Some(l) => {
+            let queued = idle_of(&l.queued);
+            let launching = idle_of(&l.launching).minus(&queued);
+            (queued, launching)
+        }
+        None => (Intervals::EMPTY, Intervals::EMPTY),
+    };
+    NamedTime { parts, queued, launching }
+}

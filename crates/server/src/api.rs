@@ -13,7 +13,7 @@ use serde::Serialize;
 use stepscope_analysis::hlo_context::RunHlo;
 use stepscope_analysis::ops::{self, GroupBy, OpRow};
 use stepscope_analysis::Profile;
-use stepscope_analysis::{buffers, collectives, compile, devices, hlo_context, hlo_graph, kernels, memory};
+use stepscope_analysis::{buffers, collectives, compile, devices, hlo_context, hlo_graph, kernels, memory, whatif};
 use stepscope_judge::advise::{self, Thresholds};
 use stepscope_report::history::{History, HISTORY_TOP};
 use stepscope_report::side::Side;
@@ -89,6 +89,7 @@ pub const ROUTES: &[(&str, Handler)] = &[
     ("hlo", hlo),
     ("hlo/graph", hlo_graph),
     ("advise", advise),
+    ("whatif", whatif),
     ("diff", diff),
     ("history", history),
     ("sql", sql),
@@ -270,6 +271,32 @@ fn advise(app: &App, q: &Params) -> Reply {
         Some(e) => json(&advise::advise(&e.profile, &Thresholds::default())),
         None => view(app, q, DEFAULT_TOP, View::Advice),
     }
+}
+
+/// As `stepscope whatif --json`: the steps replayed with `edit` (the CLI's words, as a
+/// finding's `gain_edit` holds them: `--remove compile`, `--scale dot.1=0.5`). The model
+/// replays a run held whole: of a run too large for that, ask for one `host`.
+fn whatif(app: &App, q: &Params) -> Reply {
+    let words = q.text("edit")?;
+    let edit = whatif::Edit::parse(words).map_err(|e| ApiError::bad(format!("edit={words:?}: {e}")))?;
+    if edit.is_empty() {
+        return Err(ApiError::bad(
+            "edit= is empty — give a change: --remove compile|callbacks|input, --prefetch copies|input, \
+             --scale NAME=FACTOR, --jit or --balance",
+        ));
+    }
+    let Some(e) = whole(app, q)? else {
+        return Err(ApiError {
+            status: 507,
+            message: "this run is too large to read whole, and the what-if model replays a run held whole — \
+                      ask for one host (host=NAME)"
+                .into(),
+        });
+    };
+    if let Some(op) = whatif::unknown_ops(&e.profile, &edit).first() {
+        return Err(ApiError::not_found(format!("no op named {op:?} ran in this run — api/ops lists the op names")));
+    }
+    json(&whatif::project(&e.profile, &whatif::graphs(&e.profile), &edit))
 }
 
 /// The `top` where none is asked for.

@@ -158,6 +158,14 @@ class Profile:
         raw = self._native.advise_json(json.dumps(thresholds) if thresholds else None)
         return Rows(json.loads(raw), "findings")
 
+    def whatif(self, edit: str) -> Rows:
+        """What a change would gain: ``stepscope whatif --json EDIT`` (rows: each part
+        of the step, measured and projected; the dict has the projected step,
+        ``gain_ps``, ``gain_pct`` and the replay error). ``edit`` is in the CLI's words,
+        e.g. ``"--remove callbacks"``, ``"--scale dot.31=0.5"``, ``"--jit"``; each
+        finding of :meth:`advise` that names a fixable cause has one as ``gain_edit``."""
+        return Rows(json.loads(self._native.whatif_json(edit)), "parts")
+
     def timeline(self, start_ps: Optional[int] = None, end_ps: Optional[int] = None, height: int = 600) -> "Timeline":
         """The web UI's timeline of this run, from ``start_ps`` to ``end_ps`` (times as
         :meth:`steps` gives ``start_ps``; default: the whole run), for a notebook cell:

@@ -42,8 +42,8 @@ const INSTRUCTIONS: &str = "stepscope reads JAX/XLA profiles (log directories of
 Read a run in this order: list_runs (which runs there are), summary (step time, the breakdown of an average \
 step, the top findings), steps (each step; where the loop dispatches ahead, steps are timed on the device), \
 ops (the op profile: by op, category, module, scope or Python line), memory (allocator peaks), kernels (GPU \
-kernels, occupancy), then advise (every finding with its evidence and advice). hlo shows one op's HLO and \
-source line; timeline lists the events of a time window (a step's start_ps to its end); diff and compare \
+kernels, occupancy), then advise (every finding with its evidence, advice and the gain projected for \
+fixing it; whatif projects any other change). hlo shows one op's HLO and source line; timeline lists the events of a time window (a step's start_ps to its end); diff and compare \
 set runs side by side; sql answers any other question with one query over the same numbers as tables. Times are picoseconds (_ps), sizes bytes (_bytes).";
 
 /// One tool: its name, what it does, its parameters (name, JSON type, description,
@@ -175,6 +175,29 @@ const TOOLS: &[Tool] = &[
         params: &[PATH, RUN],
         args: |_, a| {
             let mut v = vec!["advise".into(), text(a, "path")?, "--json".into()];
+            pass(&mut v, a, "run", "--run")?;
+            Ok(v)
+        },
+    },
+    Tool {
+        name: "whatif",
+        description: "What a change would gain: the steps replayed with it, the projected step and its parts \
+                      beside the measured ones (stepscope whatif --json). A finding's gain_edit is such a change.",
+        params: &[
+            PATH,
+            RUN,
+            (
+                "edit",
+                "string",
+                "the change, as stepscope whatif's flags: --remove compile|callbacks|input, --prefetch \
+                 copies|input, --scale NAME=FACTOR (an op, or compute/collectives/h2d/d2h/d2d), --jit, --balance",
+                true,
+            ),
+        ],
+        args: |_, a| {
+            let mut v = vec!["whatif".into(), text(a, "path")?];
+            v.extend(text(a, "edit")?.split_whitespace().map(String::from));
+            v.push("--json".into());
             pass(&mut v, a, "run", "--run")?;
             Ok(v)
         },

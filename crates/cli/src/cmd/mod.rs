@@ -26,3 +26,4 @@ pub mod steps;
 pub mod summary;
 pub mod tables;
 pub mod top;
+pub mod whatif;

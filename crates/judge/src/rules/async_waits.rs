@@ -15,6 +15,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let wait_pct = cx.step_pct(b.async_wait_ps);
     if wait_pct > th.async_wait_pct {
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("devices wait on async copies {wait_pct:.1}% of the step"),

@@ -30,6 +30,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     // time of it is a warm step's.
     if capture.compile_ps > 0 && capture.compile_pct >= cx.th.capture_compile_pct {
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: Severity::Critical,
             title: format!(
@@ -49,6 +50,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if !compiled_in_steps.is_empty() {
         let total = sum_ps(compiled_in_steps.iter().map(|st| st.compile_ps));
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("{} step(s) include XLA compilation ({})", compiled_in_steps.len(), ms(total)),
@@ -74,6 +76,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         // note where those are few among warm steps (the warm ones are ranked on).
         let cold = cx.overview.cold_steps;
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: if cold * 2 >= cx.overview.step_count { Severity::Warning } else { Severity::Info },
             title: format!(

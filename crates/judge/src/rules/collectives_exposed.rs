@@ -15,36 +15,40 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let coll = &inputs.collectives;
     let exposed_pct = cx.step_pct(b.collectives_ps);
     if exposed_pct > th.collectives_exposed_pct {
-        out.push(Finding {
-            rule: RULE.id,
-            severity: Severity::Warning,
-            title: format!("collectives not overlapped with compute take {exposed_pct:.1}% of the step"),
-            value: exposed_pct,
-            threshold: th.collectives_exposed_pct,
-            unit: "pct",
-            evidence: coll
-                .ops
-                .iter()
-                .take(3)
-                .map(|r| {
-                    ev(
-                        format!(
-                            "{} × {} ({}): {} exposed, {:.0}% overlapped",
-                            r.count,
-                            r.name,
-                            r.kind,
-                            ms(r.exposed_ps),
-                            r.overlap_pct
-                        ),
-                        "",
-                    )
-                })
-                .collect(),
-            advice: "overlap communication with compute: enable XLA's async collectives and latency-hiding \
+        out.push(
+            Finding {
+                gain: None,
+                rule: RULE.id,
+                severity: Severity::Warning,
+                title: format!("collectives not overlapped with compute take {exposed_pct:.1}% of the step"),
+                value: exposed_pct,
+                threshold: th.collectives_exposed_pct,
+                unit: "pct",
+                evidence: coll
+                    .ops
+                    .iter()
+                    .take(3)
+                    .map(|r| {
+                        ev(
+                            format!(
+                                "{} × {} ({}): {} exposed, {:.0}% overlapped",
+                                r.count,
+                                r.name,
+                                r.kind,
+                                ms(r.exposed_ps),
+                                r.overlap_pct
+                            ),
+                            "",
+                        )
+                    })
+                    .collect(),
+                advice: "overlap communication with compute: enable XLA's async collectives and latency-hiding \
                      scheduler, shard so reductions happen per layer (not all at the end), and check for \
                      stragglers that make everyone wait"
-                .into(),
-        });
+                    .into(),
+            }
+            .with_gain(cx.gain(&crate::gains::overlap_collectives())),
+        );
     }
 }
 

@@ -27,9 +27,14 @@ pub fn moves_data(r: &OpRow) -> bool {
             && (base.contains("transpose") || base.contains("copy")))
 }
 
+/// The ops this rule names: those that move data, most op time first.
+pub fn moving(rows: &[OpRow]) -> Vec<&OpRow> {
+    rows.iter().filter(|r| moves_data(r)).collect()
+}
+
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let rows = &cx.op_rows().ops;
-    let moving: Vec<&OpRow> = rows.iter().filter(|r| moves_data(r)).collect();
+    let moving: Vec<&OpRow> = moving(rows);
     let op_pct: f64 = moving.iter().map(|r| r.device_time_pct).sum();
     // Their share of the step: of the time the devices were busy.
     let step_pct = op_pct * cx.overview.device_utilization_pct / 100.0;
@@ -52,24 +57,28 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             )
         })
         .collect();
-    out.push(Finding {
-        rule: RULE.id,
-        severity: of_step_share(step_pct),
-        title: format!(
+    out.push(
+        Finding {
+            gain: None,
+            rule: RULE.id,
+            severity: of_step_share(step_pct),
+            title: format!(
             "copies and layout changes take {op_pct:.1}% of op time (about {step_pct:.0}% of the step) and compute \
              nothing"
         ),
-        value: step_pct,
-        threshold: cx.th.data_movement_pct,
-        unit: "pct",
-        evidence,
-        advice: "a step that returns a buffer it did not change (optimizer state, a frozen parameter, a \
+            value: step_pct,
+            threshold: cx.th.data_movement_pct,
+            unit: "pct",
+            evidence,
+            advice: "a step that returns a buffer it did not change (optimizer state, a frozen parameter, a \
                  schedule) makes XLA copy it into a new output: return only what changed, or donate the inputs \
                  (jax.jit(step, donate_argnums=...)) so outputs reuse their buffers; transposes come from \
                  layouts that differ between ops: keep one layout (e.g. the same dimension order for a weight \
                  in forward and backward); `stepscope hlo PATH OP` shows each copy's operand and users"
-            .into(),
-    });
+                .into(),
+        }
+        .with_gain(cx.gain(&crate::gains::remove_ops(&moving))),
+    );
 }
 
 #[cfg(test)]

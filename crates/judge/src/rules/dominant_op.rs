@@ -1,5 +1,7 @@
 //! `dominant-op`: One op takes more of the op time than the threshold.
 
+use stepscope_analysis::ops::OpRow;
+
 use crate::context::Context;
 use crate::evidence::*;
 use stepscope_model::device_time::{op_kind, Part};
@@ -9,18 +11,23 @@ use crate::rule::Rule;
 
 pub const RULE: Rule = Rule { id: "dominant-op", threshold: Some("dominant_op_pct"), needs_steps: true, check };
 
+/// The ops that compute, most op time first: the ones this rule may name.
+pub fn computing(rows: &[OpRow]) -> impl Iterator<Item = &OpRow> {
+    rows.iter()
+        .filter(|r| op_kind(&r.name, &r.category, "") == Part::Compute && !crate::rules::data_movement::moves_data(r))
+}
+
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (th, op_rows) = (cx.th, cx.op_rows());
     // The op with most op time that computes: a host callback, a collective, a copy or a
     // layout change is no op to optimise by its shapes and dtype (`host-callbacks`,
     // `collectives-exposed`, `data-movement` and the copy rules say what they are).
-    let top = (op_rows.ops.iter())
-        .find(|r| op_kind(&r.name, &r.category, "") == Part::Compute && !crate::rules::data_movement::moves_data(r));
-    if let Some(top) = top {
+    if let Some(top) = computing(&op_rows.ops).next() {
         if top.device_time_pct > th.dominant_op_pct {
             // Its share of the step: of the time the devices were busy.
             let step_pct = top.device_time_pct * cx.overview.device_utilization_pct / 100.0;
             out.push(Finding {
+                gain: None,
                 rule: RULE.id,
                 severity: of_step_share(step_pct),
                 title: format!(
@@ -57,7 +64,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                         top.name
                     )
                 },
-            });
+            }.with_gain(cx.gain(&crate::gains::remove_ops(&[top]))));
         }
     }
 }

@@ -15,24 +15,28 @@ pub const RULE: Rule = Rule { id: "host-callbacks", threshold: Some("host_callba
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     let callback_pct = cx.step_pct(cx.overview.breakdown.host_callback_ps);
     if callback_pct > cx.th.host_callback_pct {
-        out.push(Finding {
-            rule: RULE.id,
-            severity: of_step_share(callback_pct),
-            title: format!(
-                "host callbacks take {callback_pct:.1}% of the step ({} a step): the device waits on Python",
-                ms(cx.overview.breakdown.host_callback_ps)
-            ),
-            value: callback_pct,
-            threshold: cx.th.host_callback_pct,
-            unit: "pct",
-            evidence: top_ops_of_kind(cx, Part::HostCallback, 3),
-            advice: "each call stops the compiled step, hands its operands to a Python function on the host and \
+        out.push(
+            Finding {
+                gain: None,
+                rule: RULE.id,
+                severity: of_step_share(callback_pct),
+                title: format!(
+                    "host callbacks take {callback_pct:.1}% of the step ({} a step): the device waits on Python",
+                    ms(cx.overview.breakdown.host_callback_ps)
+                ),
+                value: callback_pct,
+                threshold: cx.th.host_callback_pct,
+                unit: "pct",
+                evidence: top_ops_of_kind(cx, Part::HostCallback, 3),
+                advice: "each call stops the compiled step, hands its operands to a Python function on the host and \
                      waits for it: move the callback out of the jitted step (return the values and log them \
                      after, every N steps), write it with jax.numpy so XLA compiles it, and drop \
                      jax.debug.print/callback once debugging is done; an ordered io_callback also serialises the \
                      steps around it"
-                .into(),
-        });
+                    .into(),
+            }
+            .with_gain(cx.gain(&crate::gains::remove_callbacks())),
+        );
     }
 }
 

@@ -15,19 +15,23 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     // --- copies
     let copies_pct = cx.step_pct(b.host_to_device_ps + b.device_to_host_ps);
     if copies_pct > th.copies_pct {
-        out.push(Finding {
-            rule: RULE.id,
-            severity: of_step_share(copies_pct),
-            title: format!("copies between host and device take {copies_pct:.1}% of the step"),
-            value: copies_pct,
-            threshold: th.copies_pct,
-            unit: "pct",
-            evidence: cx.facts.cited(Kind::Copies),
-            advice: "keep data on the device between steps, transfer once (jax.device_put outside the loop), \
+        out.push(
+            Finding {
+                gain: None,
+                rule: RULE.id,
+                severity: of_step_share(copies_pct),
+                title: format!("copies between host and device take {copies_pct:.1}% of the step"),
+                value: copies_pct,
+                threshold: th.copies_pct,
+                unit: "pct",
+                evidence: cx.facts.cited(Kind::Copies),
+                advice: "keep data on the device between steps, transfer once (jax.device_put outside the loop), \
                      prefetch the next batch asynchronously, and avoid pulling values to the host (float(x), \
                      np.asarray) inside the step"
-                .into(),
-        });
+                    .into(),
+            }
+            .with_gain(cx.gain(&crate::gains::prefetch_copies())),
+        );
     }
 }
 

@@ -25,53 +25,61 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             let mut worst: Vec<&stepscope_analysis::scopes::ScopeRow> = sc.scopes.iter().filter(|r| r.input).collect();
             worst.sort_by_key(|r| std::cmp::Reverse(r.per_step_ps.unwrap_or(0)));
             let host_pct = cx.step_pct(b.host_input_ps.unwrap_or(0));
-            out.push(Finding {
-                rule: RULE.id,
-                severity: if input_pct > 2.5 * th.input_bound_pct { Severity::Critical } else { Severity::Warning },
-                title: format!("the device waits on input {input_pct:.1}% of the step"),
-                value: input_pct,
-                threshold: th.input_bound_pct,
-                unit: "pct",
-                evidence: std::iter::once(ev(
-                    format!(
+            out.push(
+                Finding {
+                    gain: None,
+                    rule: RULE.id,
+                    severity: if input_pct > 2.5 * th.input_bound_pct { Severity::Critical } else { Severity::Warning },
+                    title: format!("the device waits on input {input_pct:.1}% of the step"),
+                    value: input_pct,
+                    threshold: th.input_bound_pct,
+                    unit: "pct",
+                    evidence: std::iter::once(ev(
+                        format!(
                         "input work ({}) takes {} of the {} step on the host ({host_pct:.1}%); no op ran for {} of it",
                         sc.input.names.join(", "),
                         ms(b.host_input_ps.unwrap_or(0)),
                         ms(b.step_ps),
                         ms(idle_input)
                     ),
-                    "",
-                ))
-                .chain(worst.iter().take(3).map(|r| {
-                    ev(
-                        format!(
-                            "scope {}: {} a step ({:.1}% of the step), the device busy {} during it",
-                            r.path,
-                            ms(r.per_step_ps.unwrap_or(0)),
-                            r.step_pct.unwrap_or(0.0),
-                            ms(r.device_busy_ps / r.count.max(1) as i64)
-                        ),
-                        &r.host,
-                    )
-                }))
-                .collect(),
-                advice: ADVICE.into(),
-            });
+                        "",
+                    ))
+                    .chain(worst.iter().take(3).map(|r| {
+                        ev(
+                            format!(
+                                "scope {}: {} a step ({:.1}% of the step), the device busy {} during it",
+                                r.path,
+                                ms(r.per_step_ps.unwrap_or(0)),
+                                r.step_pct.unwrap_or(0.0),
+                                ms(r.device_busy_ps / r.count.max(1) as i64)
+                            ),
+                            &r.host,
+                        )
+                    }))
+                    .collect(),
+                    advice: ADVICE.into(),
+                }
+                .with_gain(cx.gain(&crate::gains::remove_input())),
+            );
         }
     } else {
         let input = inputs.steps.leading_idle.iter().filter(|&&(i, _)| i < steps.steps.len());
         let input_pct = pct(sum_ps(input.map(|(_, ps)| *ps)), sum_ps(steps.steps.iter().map(|s| s.duration_ps)));
         if device_time && input_pct > th.input_bound_pct {
-            out.push(Finding {
-                rule: RULE.id,
-                severity: of_step_share(input_pct),
-                title: format!("steps wait {input_pct:.1}% of their time before they dispatch work to the device"),
-                value: input_pct,
-                threshold: th.input_bound_pct,
-                unit: "pct",
-                evidence: cx.facts.cited(Kind::LeadingIdle),
-                advice: ADVICE.into(),
-            });
+            out.push(
+                Finding {
+                    gain: None,
+                    rule: RULE.id,
+                    severity: of_step_share(input_pct),
+                    title: format!("steps wait {input_pct:.1}% of their time before they dispatch work to the device"),
+                    value: input_pct,
+                    threshold: th.input_bound_pct,
+                    unit: "pct",
+                    evidence: cx.facts.cited(Kind::LeadingIdle),
+                    advice: ADVICE.into(),
+                }
+                .with_gain(cx.gain(&crate::gains::remove_input())),
+            );
         }
     }
 }

@@ -14,6 +14,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if device_time && queued > th.launch_queued_pct {
         let evidence = cx.facts.cited(Kind::Queued);
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("launched work waits to start {queued:.1}% of the step"),

@@ -44,6 +44,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         return;
     }
     out.push(Finding {
+        gain: None,
         rule: RULE.id,
         severity: Severity::Info,
         title: format!(

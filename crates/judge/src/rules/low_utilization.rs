@@ -20,6 +20,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         let mut worst: Vec<&steps::Step> = steps.steps.iter().collect();
         worst.sort_by_key(|st| std::cmp::Reverse(st.device_idle_ps));
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: if s.device_utilization_pct < th.utilization_pct / 2.0 {
                 Severity::Critical
@@ -55,6 +56,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
 fn without_steps(cx: &Context) -> Finding {
     let (s, th) = (cx.overview, cx.th);
     Finding {
+        gain: None,
         rule: RULE.id,
         severity: Severity::Warning,
         title: format!(

@@ -11,18 +11,26 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let th = cx.th;
     let (dispatches, by_module) = (cx.inputs.steps.dispatches.0, &cx.inputs.steps.dispatches.1);
     if dispatches > th.dispatches_per_step {
-        out.push(Finding {
-            rule: RULE.id,
-            severity: Severity::Warning,
-            title: format!("{dispatches:.0} XLA programs launched per step"),
-            value: dispatches,
-            threshold: th.dispatches_per_step,
-            unit: "count",
-            evidence: by_module.iter().take(5).map(|(m, n)| ev(format!("{m}: {n:.1} launches per step"), "")).collect(),
-            advice: "every jitted call is a separate dispatch from Python: jit the whole step (or lax.scan / vmap \
+        out.push(
+            Finding {
+                gain: None,
+                rule: RULE.id,
+                severity: Severity::Warning,
+                title: format!("{dispatches:.0} XLA programs launched per step"),
+                value: dispatches,
+                threshold: th.dispatches_per_step,
+                unit: "count",
+                evidence: by_module
+                    .iter()
+                    .take(5)
+                    .map(|(m, n)| ev(format!("{m}: {n:.1} launches per step"), ""))
+                    .collect(),
+                advice: "every jitted call is a separate dispatch from Python: jit the whole step (or lax.scan / vmap \
                      over the loop) instead of calling small jitted functions many times per step"
-                .into(),
-        });
+                    .into(),
+            }
+            .with_gain(cx.gain(&crate::gains::jit())),
+        );
     }
 }
 

@@ -41,6 +41,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                 .to_string()
         };
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: if busy { Severity::Info } else { Severity::Warning },
             title: format!(

@@ -16,6 +16,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         let Some(share) = a.capacity_pct() else { continue };
         if share > th.memory_capacity_pct {
             out.push(Finding {
+                gain: None,
                 rule: RULE.id,
                 severity: if share > 98.0 { Severity::Critical } else { Severity::Warning },
                 title: format!("{} {} peaks at {share:.1}% of its capacity", a.host, a.name),

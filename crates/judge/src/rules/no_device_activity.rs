@@ -11,6 +11,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (device_time, host_tracing_off) = (cx.device_time, cx.host_tracing_off);
     if !device_time {
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: Severity::Warning,
             title: "no device activity recorded (no device planes or ops)".into(),

@@ -12,6 +12,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let host_tracing_off = cx.host_tracing_off;
     if steps.steps.is_empty() {
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: Severity::Warning,
             title: "no training steps found".into(),

@@ -60,29 +60,33 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let step_total = sum_ps(steps.iter().map(|s| s.duration_ps));
     let share = 100.0 * worst.compile_ps as f64 / step_total.max(1) as f64;
     let compiles = cx.inputs.compile.compiles.iter().filter(|c| c.module == worst.module);
-    out.push(Finding {
-        rule: RULE.id,
-        severity: of_step_share(share),
-        title: format!(
-            "{} is compiled again in {n} of {} steps ({} a step, {share:.1}% of step time): its input shapes or \
+    out.push(
+        Finding {
+            gain: None,
+            rule: RULE.id,
+            severity: of_step_share(share),
+            title: format!(
+                "{} is compiled again in {n} of {} steps ({} a step, {share:.1}% of step time): its input shapes or \
              static arguments change",
-            worst.module,
-            steps.len(),
-            ms(worst.compile_ps / steps.len().max(1) as i64)
-        ),
-        value: n as f64,
-        threshold: cx.th.recompile_steps,
-        unit: "count",
-        evidence: compiles
-            .take(3)
-            .map(|c| at(ev(format!("compile of {}", c.module), &c.host), c.start_ps, c.total_ps))
-            .collect(),
-        advice: "jit compiles a program for each new input shape, dtype, pytree structure and static argument: \
+                worst.module,
+                steps.len(),
+                ms(worst.compile_ps / steps.len().max(1) as i64)
+            ),
+            value: n as f64,
+            threshold: cx.th.recompile_steps,
+            unit: "count",
+            evidence: compiles
+                .take(3)
+                .map(|c| at(ev(format!("compile of {}", c.module), &c.host), c.start_ps, c.total_ps))
+                .collect(),
+            advice: "jit compiles a program for each new input shape, dtype, pytree structure and static argument: \
                  pad batches to a few fixed sizes (and mask the padding), pass changing Python numbers as arrays \
                  rather than static_argnums, and keep the argument structure the same every step; \
                  jax.config.update('jax_explain_cache_misses', True) logs why each compile happened"
-            .into(),
-    });
+                .into(),
+        }
+        .with_gain(cx.gain(&crate::gains::remove_compile())),
+    );
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let overhead_pct = cx.step_pct(b.runtime_overhead_ps);
     if overhead_pct > th.runtime_overhead_pct {
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: Severity::Info,
             title: format!("the XLA:CPU runtime spends {overhead_pct:.1}% of the step between ops"),

@@ -24,6 +24,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             slow.sort_by_key(|st| std::cmp::Reverse(st.duration_ps));
             let mut held_earlier = false;
             out.push(Finding {
+                gain: None,
                 rule: RULE.id,
                 severity: Severity::Warning,
                 title: format!(

@@ -37,18 +37,27 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
              busier with other processes, or thermal/clock differences",
         ),
     ];
+    // The what-if model balances the devices of a host's step; hosts' steps are
+    // replayed apart, so a straggling host has no projected gain (yet).
+    let one_host = cx.overview.environment.hosts.len() <= 1;
+    let gain = if one_host { cx.gain(&crate::gains::balance()) } else { None };
     for (list, severity, what, advice) in found.into_iter().filter(|(list, ..)| !list.is_empty()) {
+        let gain = gain.clone();
         let worst = list.iter().map(|s| s.excess_pct).fold(0.0, f64::max);
-        out.push(Finding {
-            rule: RULE.id,
-            severity,
-            title: format!("{} device(s)/host(s) {}", list.len(), what.replace("{worst}", &format!("{worst:.0}"))),
-            value: worst,
-            threshold: th.straggler_pct,
-            unit: "pct",
-            evidence: list.iter().map(|s| evidence(s)).collect(),
-            advice: advice.into(),
-        });
+        out.push(
+            Finding {
+                gain: None,
+                rule: RULE.id,
+                severity,
+                title: format!("{} device(s)/host(s) {}", list.len(), what.replace("{worst}", &format!("{worst:.0}"))),
+                value: worst,
+                threshold: th.straggler_pct,
+                unit: "pct",
+                evidence: list.iter().map(|s| evidence(s)).collect(),
+                advice: advice.into(),
+            }
+            .with_gain(gain),
+        );
     }
 }
 

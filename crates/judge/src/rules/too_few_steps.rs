@@ -10,6 +10,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let (steps, th) = (cx.steps, cx.th);
     if !steps.steps.is_empty() && (steps.steps.len() as u64) < th.min_steps {
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("only {} step(s) captured", steps.steps.len()),

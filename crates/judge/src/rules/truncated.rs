@@ -10,6 +10,7 @@ pub const RULE: Rule = Rule { id: "truncated", threshold: None, needs_steps: tru
 fn check(cx: &Context, out: &mut Vec<Finding>) {
     for t in cx.facts.truncated() {
         out.push(Finding {
+            gain: None,
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("the profile of {} looks truncated", t.host),

@@ -1,0 +1,906 @@
+//! What-if: each step as a graph of what its devices did and what they waited for,
+//! replayed with an edit (docs/whatif.md).
+//!
+//! A step's graph is, per device that took part, the chain of its time in the step's
+//! window in time order, each piece a node named as the device-time model names it
+//! ([`stepscope_model::device_time::named_time`]): the ops it ran (compute,
+//! collectives, copies, waits on async copies, host callbacks), the runtime between
+//! them, and what it waited for when it ran nothing — its host compiling, copying or
+//! running a callback's Python, the host's work before it dispatched the step (input,
+//! Python, sleeps), the host dispatching the step's programs, launched work not started
+//! yet, and after the step's last op the host's sync and loop. The device runs its
+//! chain in order (one FIFO); a wait for a launch ends when the host's launch comes.
+//!
+//! Replaying the chain reproduces the step: each node takes its measured time, and a
+//! wait for the host ends when the host got there. An edit changes nodes — removes
+//! compilation, callbacks, the host's work before dispatch, host copies (prefetched);
+//! scales ops by name or kind (of an op, only its exclusive time: what ran beside it
+//! still runs); jit (one launch: the dispatch waits go, and the elementwise ops of
+//! one-op programs fuse into their neighbours); balance (every device given the median
+//! device's busy time) — and the replayed step is the projection. Time the host no
+//! longer spends (compile, its Python, callbacks) brings its later launches forward;
+//! time the device no longer spends does not, so a host-bound step gains nothing from
+//! faster ops. A step's time is its slowest device's.
+
+use serde::Serialize;
+use stepscope_model::device_time::{named_time, Part};
+use stepscope_model::stats::{pct, Intervals};
+use stepscope_model::time_base::TimeBase;
+use stepscope_model::{Device, Profile};
+
+use crate::steps;
+
+pub const SCHEMA: &str = "stepscope.whatif/1";
+
+/// What a piece of a device's step was: an op part, or what the device waited for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Node {
+    Compute,
+    Collective,
+    CopyToDevice,
+    CopyToHost,
+    CopyOnDevice,
+    AsyncWait,
+    /// A host callback: the op (XLA:CPU) or the wait for the host's Python (GPUs).
+    Callback,
+    /// Inside a program with no op running (XLA:CPU's executor).
+    Runtime,
+    /// The host compiling.
+    Compile,
+    /// The host copying to or from the device on its own threads.
+    HostCopy,
+    /// The step had begun and its host had not dispatched it yet: input, Python, sleeps.
+    HostWork,
+    /// Between the step's first dispatch and its last op, the device waited for the
+    /// host to dispatch or launch.
+    Dispatch,
+    /// Work the host had launched (or dispatched, XLA:CPU) had not started yet.
+    Queued,
+    /// After the step's last op: the host's sync and its loop.
+    Tail,
+}
+
+impl Node {
+    pub const ALL: [Node; 14] = [
+        Node::Compute,
+        Node::Collective,
+        Node::CopyToDevice,
+        Node::CopyToHost,
+        Node::CopyOnDevice,
+        Node::AsyncWait,
+        Node::Callback,
+        Node::Runtime,
+        Node::Compile,
+        Node::HostCopy,
+        Node::HostWork,
+        Node::Dispatch,
+        Node::Queued,
+        Node::Tail,
+    ];
+
+    /// The node of an op part or of a host part ([`Part::Idle`] is split by position).
+    fn of_part(p: Part) -> Node {
+        match p {
+            Part::Compute => Node::Compute,
+            Part::Collective => Node::Collective,
+            Part::HostToDevice => Node::CopyToDevice,
+            Part::DeviceToHost => Node::CopyToHost,
+            Part::DeviceToDevice => Node::CopyOnDevice,
+            Part::AsyncWait => Node::AsyncWait,
+            Part::HostCallback => Node::Callback,
+            Part::RuntimeOverhead => Node::Runtime,
+            Part::Compile => Node::Compile,
+            Part::HostCopyToDevice | Part::HostCopyToHost => Node::HostCopy,
+            Part::Idle => Node::Dispatch,
+        }
+    }
+
+    /// An op ran (the device was busy).
+    pub fn is_op(self) -> bool {
+        matches!(
+            self,
+            Node::Compute
+                | Node::Collective
+                | Node::CopyToDevice
+                | Node::CopyToHost
+                | Node::CopyOnDevice
+                | Node::AsyncWait
+                | Node::Callback
+        )
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Node::Compute => "compute",
+            Node::Collective => "collectives",
+            Node::CopyToDevice => "host → device copies",
+            Node::CopyToHost => "device → host copies",
+            Node::CopyOnDevice => "copies on the device",
+            Node::AsyncWait => "waits on async copies",
+            Node::Callback => "host callbacks",
+            Node::Runtime => "runtime between ops",
+            Node::Compile => "compile",
+            Node::HostCopy => "host copying",
+            Node::HostWork => "host work before dispatch",
+            Node::Dispatch => "waiting for dispatch",
+            Node::Queued => "launched, not started",
+            Node::Tail => "after the last op (sync)",
+        }
+    }
+}
+
+/// One piece of a device's step.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment {
+    pub start_ps: i64,
+    pub end_ps: i64,
+    pub node: Node,
+    /// Of a callback: the time the compute beside it would take without it
+    /// ([`beside_callbacks`]), which the step still spends.
+    pub beside_ps: i64,
+}
+
+impl Segment {
+    pub fn duration_ps(&self) -> i64 {
+        self.end_ps.saturating_sub(self.start_ps)
+    }
+}
+
+/// One device's chain in one step.
+pub struct Chain {
+    /// The device's index in [`Profile::devices`].
+    pub device: usize,
+    pub segments: Vec<Segment>,
+}
+
+/// The graph of one step.
+pub struct StepGraph {
+    /// Its index in the model's steps.
+    pub step: usize,
+    pub step_num: i64,
+    pub start_ps: i64,
+    pub end_ps: i64,
+    pub chains: Vec<Chain>,
+}
+
+/// The graphs of a profile's timed steps (cut steps are left out).
+pub struct Graphs {
+    pub steps: Vec<StepGraph>,
+}
+
+/// Builds every timed step's graph: one pass per device over its named time in all the
+/// steps' windows.
+pub fn graphs(profile: &Profile) -> Graphs {
+    let model = steps::cached(profile);
+    let base = profile.time_base();
+    let timed: Vec<usize> = (0..model.steps.len()).filter(|&i| !model.steps[i].cut).collect();
+    let mut out: Vec<StepGraph> = timed
+        .iter()
+        .map(|&i| {
+            let s = &model.steps[i];
+            StepGraph { step: i, step_num: s.step_num, start_ps: s.start_ps, end_ps: s.end_ps(), chains: Vec::new() }
+        })
+        .collect();
+    let calls: Vec<HostCalls> = profile.hosts.iter().map(HostCalls::of).collect();
+    for d in profile.devices().iter().filter(|d| steps::took_part(profile, d)) {
+        let mut mine: Vec<usize> = (0..out.len()).filter(|&g| model.steps[out[g].step].host == d.host).collect();
+        mine.sort_by_key(|&g| out[g].start_ps);
+        // Steps timed by device work may overlap: they are named in batches whose
+        // windows do not (each step in the first batch it fits, in time order).
+        let mut batches: Vec<Vec<usize>> = Vec::new();
+        for &g in &mine {
+            let fits = |b: &Vec<usize>| b.last().is_none_or(|&l| out[l].end_ps <= out[g].start_ps);
+            match batches.iter_mut().find(|b| fits(b)) {
+                Some(b) => b.push(g),
+                None => batches.push(vec![g]),
+            }
+        }
+        for batch in batches {
+            let windows: Vec<(i64, i64)> = batch.iter().map(|&g| (out[g].start_ps, out[g].end_ps)).collect();
+            for (&g, segments) in batch.iter().zip(chain_of(base, d, &windows, &calls[d.host_index])) {
+                out[g].chains.push(Chain { device: d.index, segments });
+            }
+        }
+    }
+    Graphs { steps: out }
+}
+
+/// Per window (sorted, disjoint), the chain of device `d`'s named time in it.
+fn chain_of(base: &TimeBase, d: &Device, windows: &[(i64, i64)], calls: &HostCalls) -> Vec<Vec<Segment>> {
+    let named = named_time(base, d, windows);
+    let beside = beside_callbacks(base, d);
+    let active = &base.active[d.index];
+    let mut per: Vec<Vec<Segment>> = vec![Vec::new(); windows.len()];
+    let at = |t: i64| windows.partition_point(|w| w.1 <= t);
+    for (part, set) in Part::ALL.iter().zip(&named.parts) {
+        for &(a, b) in set.spans() {
+            let w = at(a);
+            if w >= windows.len() {
+                continue;
+            }
+            let node = Node::of_part(*part);
+            let beside_ps = match (&beside, node) {
+                (Some((compute, share)), Node::Callback) => (compute.overlap(a, b) as f64 * share) as i64,
+                _ => 0,
+            };
+            per[w].push(Segment { start_ps: a, end_ps: b, node, beside_ps });
+        }
+    }
+    for (w, segs) in per.iter_mut().enumerate() {
+        let (lo, hi) = windows[w];
+        let first_op = active.spans().get(active.spans().partition_point(|s| s.1 <= lo)).map(|s| s.0.max(lo));
+        let last_op = {
+            let i = active.spans().partition_point(|s| s.0 < hi);
+            i.checked_sub(1).map(|i| active.spans()[i].1.min(hi)).filter(|&e| e > lo)
+        };
+        let jit = &calls.jit;
+        let first_call = jit.get(jit.partition_point(|&t| t < lo)).copied().filter(|&t| t < hi);
+        // Where ops are not linked to their launches (XLA:CPU), a wait between ops is
+        // for the host only if the host was dispatching in it.
+        let linked = base.launched[d.index].is_some();
+        let host_was_dispatching = |a: i64, b: i64| {
+            let at = calls.executes.partition_point(|&t| t < a);
+            calls.executes.get(at).is_some_and(|&t| t < b)
+        };
+        let mut split = Vec::with_capacity(segs.len() + 4);
+        for s in segs.drain(..) {
+            if s.node != Node::Dispatch {
+                split.push(s);
+                continue;
+            }
+            let host_wait = linked || host_was_dispatching(s.start_ps, s.end_ps);
+            split_idle(s, (first_op, last_op, first_call), host_wait, &named, &mut split);
+        }
+        split.sort_by_key(|s| s.start_ps);
+        *segs = merge_same(split);
+    }
+    per
+}
+
+/// Where XLA:CPU device `d` ran host callbacks (a callback holds one of its threads):
+/// the compute that would still run without them, per instant of the compute beside
+/// them. That compute ran on the threads the callback left; without it, it runs on all
+/// of them: (threads − 1) / threads of its time. Its time is its ops' own events (not
+/// the pool work XLA:CPU credits an op with after: pool work waiting for the thread a
+/// callback holds is not running). None where the device ran no callback.
+fn beside_callbacks(base: &TimeBase, d: &Device) -> Option<(Intervals, f64)> {
+    let kinds = &base.kinds[d.index];
+    if d.source != stepscope_model::OpSource::HostOps || kinds.spans[Part::HostCallback.index()].spans().is_empty() {
+        return None;
+    }
+    let ops = d.cached_ops();
+    let threads = op_threads(d);
+    let spans = (ops.recs.iter().zip(&kinds.of_op))
+        .filter(|(_, k)| **k == Part::Compute)
+        .map(|(r, _)| (r.start_ps(d.plane), r.start_ps(d.plane).saturating_add(r.duration_ps(d.plane))))
+        .collect();
+    Some((Intervals::new(spans), (threads - 1.0) / threads))
+}
+
+/// Names an idle span: before the step's first op, host work until the host's first
+/// jitted call (dispatch after it); after its last op, the tail; between, launched
+/// work queued, or the host dispatching (`host_wait`: else queued, the work had been
+/// dispatched before).
+fn split_idle(
+    s: Segment,
+    (first_op, last_op, first_call): (Option<i64>, Option<i64>, Option<i64>),
+    host_wait: bool,
+    named: &stepscope_model::device_time::NamedTime,
+    out: &mut Vec<Segment>,
+) {
+    let mut push = |a: i64, b: i64, node: Node| {
+        if b > a {
+            out.push(Segment { start_ps: a, end_ps: b, node, beside_ps: 0 });
+        }
+    };
+    let (a, b) = (s.start_ps, s.end_ps);
+    let first = first_op.unwrap_or(b);
+    let last = last_op.unwrap_or(a);
+    if b <= first {
+        let call = first_call.unwrap_or(first).clamp(a, b);
+        push(a, call, Node::HostWork);
+        push(call, b, Node::Dispatch);
+        return;
+    }
+    if a >= last {
+        push(a, b, Node::Tail);
+        return;
+    }
+    // Between the step's ops: queued where launched work waited, else dispatch.
+    if !host_wait {
+        push(a, b, Node::Queued);
+        return;
+    }
+    let mut t = a;
+    let q = named.queued.spans();
+    for &(qa, qb) in &q[q.partition_point(|x| x.1 <= a)..] {
+        if qa >= b {
+            break;
+        }
+        let (qa, qb) = (qa.max(a), qb.min(b));
+        push(t, qa, Node::Dispatch);
+        push(qa, qb, Node::Queued);
+        t = qb;
+    }
+    push(t, b, Node::Dispatch);
+}
+
+/// Adjacent segments of one node made one.
+fn merge_same(segs: Vec<Segment>) -> Vec<Segment> {
+    let mut out: Vec<Segment> = Vec::with_capacity(segs.len());
+    for s in segs {
+        match out.last_mut() {
+            Some(l) if l.node == s.node && l.end_ps == s.start_ps => {
+                l.end_ps = s.end_ps;
+                l.beside_ps = l.beside_ps.saturating_add(s.beside_ps);
+            }
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// A host's dispatches, sorted starts: its calls of jitted functions
+/// (`PjitFunction(f)`: JAX's C++ dispatch of a call), and those with each request to
+/// run a program (`CommonPjRtLoadedExecutable::Execute…`).
+struct HostCalls {
+    jit: Vec<i64>,
+    executes: Vec<i64>,
+}
+
+impl HostCalls {
+    fn of(space: &stepscope_xspace::Space) -> HostCalls {
+        let Some(plane) = stepscope_model::device::host_cpu_plane(space) else {
+            return HostCalls { jit: Vec::new(), executes: Vec::new() };
+        };
+        let (mut jit, mut executes) = (Vec::new(), Vec::new());
+        let found = events_named(plane, |name| {
+            name.starts_with("PjitFunction(") || name.starts_with("CommonPjRtLoadedExecutable::Execute")
+        });
+        for (meta, start) in found {
+            if plane.event_name(meta).starts_with("PjitFunction(") {
+                jit.push(start);
+            }
+            executes.push(start);
+        }
+        jit.sort_unstable();
+        executes.sort_unstable();
+        HostCalls { jit, executes }
+    }
+}
+
+/// The starts of a host's calls of jitted functions (`PjitFunction(f)`: JAX's C++
+/// dispatch of a call), sorted.
+pub fn jit_calls(space: &stepscope_xspace::Space) -> Vec<i64> {
+    HostCalls::of(space).jit
+}
+
+/// The (metadata id, start) of every event of `plane` whose name `pick` keeps, each
+/// name tested once.
+pub fn events_named(plane: &stepscope_xspace::Plane, pick: impl Fn(&str) -> bool) -> Vec<(u32, i64)> {
+    let keep: Vec<bool> = (0..plane.event_meta.len()).map(|m| pick(plane.event_name(m as u32))).collect();
+    let mut found = Vec::new();
+    for line in &plane.lines {
+        for i in (0..line.len()).filter(|&i| keep.get(line.meta(i) as usize) == Some(&true)) {
+            found.push((line.meta(i), line.start_ps(i)));
+        }
+    }
+    found
+}
+
+/// What an edit scales.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    /// Every op of this name (an HLO op: `dot.31`, `copy.2`).
+    Op(String),
+    /// Every op of this part (copies to the device, collectives, …).
+    Part(Part),
+}
+
+/// A change to the step: what the projection assumes fixed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Edit {
+    /// Remove the host's compilation.
+    pub remove_compile: bool,
+    /// Remove host callbacks (what ran beside them still runs).
+    pub remove_callbacks: bool,
+    /// Remove the host's work before it dispatched each step (input, Python, sleeps).
+    pub remove_input: bool,
+    /// Make copies between host and device asynchronous (prefetched a step ahead): the
+    /// host's copying and the copy ops leave the step.
+    pub prefetch_copies: bool,
+    /// Ops scaled by a factor (0: removed).
+    pub scale: Vec<(Target, f64)>,
+    /// One launch a step: the waits for dispatch and between programs go, and the
+    /// elementwise ops of small programs (three ops or fewer: op-by-op code) fuse
+    /// into their neighbours.
+    pub jit: bool,
+    /// Every device given the median device's busy time in each step.
+    pub balance: bool,
+}
+
+impl Edit {
+    /// The edit in words, as `stepscope whatif`'s flags spell it (its scaled targets
+    /// sorted: one edit has one spelling).
+    pub fn describe(&self) -> String {
+        let mut w: Vec<String> = Vec::new();
+        let flags = [
+            (self.remove_compile, "--remove compile"),
+            (self.remove_callbacks, "--remove callbacks"),
+            (self.remove_input, "--remove input"),
+            (self.prefetch_copies, "--prefetch copies"),
+            (self.jit, "--jit"),
+            (self.balance, "--balance"),
+        ];
+        w.extend(flags.iter().filter(|f| f.0).map(|f| f.1.to_string()));
+        let mut scaled: Vec<String> = (self.scale.iter())
+            .map(|(t, f)| match t {
+                Target::Op(n) => format!("--scale {n}={f}"),
+                Target::Part(p) => format!("--scale {}={f}", part_target_name(*p)),
+            })
+            .collect();
+        // One spelling of one edit, whatever order its targets came in.
+        scaled.sort();
+        w.extend(scaled);
+        if w.is_empty() {
+            "none".into()
+        } else {
+            w.join(" ")
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Edit::default()
+    }
+}
+
+/// The names `--scale` takes for a part.
+pub const PART_TARGETS: [(&str, Part); 5] = [
+    ("compute", Part::Compute),
+    ("collectives", Part::Collective),
+    ("h2d", Part::HostToDevice),
+    ("d2h", Part::DeviceToHost),
+    ("d2d", Part::DeviceToDevice),
+];
+
+fn part_target_name(p: Part) -> &'static str {
+    PART_TARGETS.iter().find(|t| t.1 == p).map_or("?", |t| t.0)
+}
+
+/// One part of a step, measured and projected (a step's mean, on its slowest device).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct NodeTime {
+    pub node: Node,
+    pub name: &'static str,
+    pub measured_ps: i64,
+    pub projected_ps: i64,
+}
+
+/// One step replayed.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StepProjection {
+    pub step_num: i64,
+    pub measured_ps: i64,
+    /// The unmodified graph replayed.
+    pub replayed_ps: i64,
+    pub projected_ps: i64,
+}
+
+/// What an edit projects for the step.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Projection {
+    pub schema: &'static str,
+    pub edit: String,
+    /// Steps replayed (timed, not cut, within the replay tolerance).
+    pub steps: usize,
+    /// Steps left out: their replay missed the measured step by more than 5%.
+    pub steps_left_out: usize,
+    /// Medians over the replayed steps (`gain_ps` is their difference).
+    pub step_ps: i64,
+    pub projected_step_ps: i64,
+    pub gain_ps: i64,
+    pub gain_pct: f64,
+    /// The largest replay error of a replayed step, percent of its time.
+    pub replay_error_max_pct: f64,
+    /// The mean replay error, percent.
+    pub replay_error_mean_pct: f64,
+    /// Each part's mean a step, on the step's slowest device as projected.
+    pub parts: Vec<NodeTime>,
+    pub per_step: Vec<StepProjection>,
+}
+
+/// A step whose unmodified replay misses it by more than this share is left out.
+pub const REPLAY_TOLERANCE_PCT: f64 = 5.0;
+
+/// Projects `edit` over `graphs` (of `profile`).
+pub fn project(profile: &Profile, graphs: &Graphs, edit: &Edit) -> Projection {
+    replay_steps(profile, graphs, edit).finish(edit)
+}
+
+/// The steps of a profile (a run, or one of its hosts) replayed with an edit, before
+/// they are summed up: the parts of a run's hosts add up ([`Replayed::add`]) to the
+/// run's, whose [`Replayed::finish`] is its projection.
+#[derive(Clone, Debug, Default)]
+pub struct Replayed {
+    per_step: Vec<StepProjection>,
+    measured_parts: [i64; Node::ALL.len()],
+    projected_parts: [i64; Node::ALL.len()],
+    left_out: usize,
+    errors: Vec<f64>,
+}
+
+impl Replayed {
+    /// Another host's steps.
+    pub fn add(&mut self, other: Replayed) {
+        self.per_step.extend(other.per_step);
+        for i in 0..Node::ALL.len() {
+            self.measured_parts[i] = self.measured_parts[i].saturating_add(other.measured_parts[i]);
+            self.projected_parts[i] = self.projected_parts[i].saturating_add(other.projected_parts[i]);
+        }
+        self.left_out += other.left_out;
+        self.errors.extend(other.errors);
+    }
+
+    /// The projection of the steps: medians, and each part's mean a step.
+    pub fn finish(self, edit: &Edit) -> Projection {
+        let Replayed { per_step, measured_parts, projected_parts, left_out, mut errors } = self;
+        let n = per_step.len().max(1) as i64;
+        let step_ps = median(per_step.iter().map(|s| s.measured_ps));
+        let projected_step_ps = median(per_step.iter().map(|s| s.projected_ps));
+        let gain_ps = step_ps.saturating_sub(projected_step_ps);
+        let parts = (Node::ALL.iter().enumerate())
+            .filter(|(i, _)| measured_parts[*i] != 0 || projected_parts[*i] != 0)
+            .map(|(i, node)| NodeTime {
+                node: *node,
+                name: node.name(),
+                measured_ps: measured_parts[i] / n,
+                projected_ps: projected_parts[i] / n,
+            })
+            .collect();
+        // Summed in one order, whichever order the hosts came in.
+        errors.sort_by(f64::total_cmp);
+        Projection {
+            schema: SCHEMA,
+            edit: edit.describe(),
+            steps: per_step.len(),
+            steps_left_out: left_out,
+            step_ps,
+            projected_step_ps,
+            gain_ps,
+            gain_pct: pct(gain_ps, step_ps.max(1)),
+            replay_error_max_pct: errors.last().copied().unwrap_or(0.0),
+            replay_error_mean_pct: if errors.is_empty() {
+                0.0
+            } else {
+                errors.iter().sum::<f64>() / errors.len() as f64
+            },
+            parts,
+            per_step,
+        }
+    }
+}
+
+/// Replays every step of `graphs` (of `profile`) unchanged and with `edit`.
+pub fn replay_steps(profile: &Profile, graphs: &Graphs, edit: &Edit) -> Replayed {
+    let devices = profile.devices();
+    let cuts = Cuts::of(profile.time_base(), &devices, edit);
+    let mut out = Replayed::default();
+    for g in graphs.steps.iter().filter(|g| !g.chains.is_empty()) {
+        let measured = g.end_ps.saturating_sub(g.start_ps);
+        let Some((projected, replayed, r)) = replay_step(g, edit, &cuts) else { continue };
+        let chain = &g.chains[r.chain];
+        let error = pct(replayed.saturating_sub(measured).saturating_abs(), measured.max(1));
+        if error > REPLAY_TOLERANCE_PCT {
+            out.left_out += 1;
+            continue;
+        }
+        out.errors.push(error);
+        for (i, node) in Node::ALL.iter().enumerate() {
+            let measured = chain.segments.iter().filter(|s| s.node == *node).map(Segment::duration_ps);
+            out.measured_parts[i] = measured.fold(out.measured_parts[i], i64::saturating_add);
+            out.projected_parts[i] = out.projected_parts[i].saturating_add(r.by_node[i]);
+        }
+        out.per_step.push(StepProjection {
+            step_num: g.step_num,
+            measured_ps: measured,
+            replayed_ps: replayed,
+            projected_ps: projected,
+        });
+    }
+    out
+}
+
+/// One step replayed: its projected time, its unchanged replay's, and the replay of
+/// its slowest device as projected. A step ends when its slowest device's last op has,
+/// and the host's sync and loop after it (the tail: the least any device waited after
+/// its last op).
+fn replay_step(g: &StepGraph, edit: &Edit, cuts: &Cuts) -> Option<(i64, i64, Replay)> {
+    let median_busy = median_busy(g);
+    let tail_of = |c: &Chain| c.segments.last().filter(|s| s.node == Node::Tail).map_or(0, Segment::duration_ps);
+    let tail = g.chains.iter().map(tail_of).min().unwrap_or(0);
+    let mut worst: Option<(i64, Replay)> = None;
+    let mut replayed = 0i64;
+    for (ci, c) in g.chains.iter().enumerate().filter(|(_, c)| c.segments.iter().any(|s| s.node.is_op())) {
+        let own_tail = tail_of(c);
+        let ends = |end: i64| end.saturating_sub(own_tail).saturating_add(tail).saturating_sub(g.start_ps);
+        let unmodified = replay(g.start_ps, c, &Edit::default(), None, None);
+        replayed = replayed.max(ends(unmodified.end_ps));
+        let busy = busy_of(c);
+        let balance = (edit.balance && busy > median_busy && busy > 0).then(|| median_busy as f64 / busy as f64);
+        let mut r = replay(g.start_ps, c, edit, cuts.get(c.device), balance);
+        r.chain = ci;
+        let end = ends(r.end_ps);
+        if worst.as_ref().is_none_or(|w| end > w.0) {
+            worst = Some((end, r));
+        }
+    }
+    worst.map(|(end, r)| (end, replayed, r))
+}
+
+/// The median of `values` (0 for none; the upper of the middle two).
+fn median(values: impl Iterator<Item = i64>) -> i64 {
+    let mut v: Vec<i64> = values.collect();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or(0)
+}
+
+/// A chain's busy time: its ops' nodes.
+fn busy_of(c: &Chain) -> i64 {
+    c.segments.iter().filter(|s| s.node.is_op()).map(Segment::duration_ps).fold(0, i64::saturating_add)
+}
+
+/// The median of a step's devices' busy time.
+fn median_busy(g: &StepGraph) -> i64 {
+    let mut busy: Vec<i64> = g.chains.iter().map(busy_of).collect();
+    busy.sort_unstable();
+    busy.get(busy.len() / 2).copied().unwrap_or(0)
+}
+
+/// A chain replayed.
+struct Replay {
+    end_ps: i64,
+    /// The time each node took in the replay.
+    by_node: [i64; Node::ALL.len()],
+    chain: usize,
+}
+
+/// What scaling a set of a device's ops saves.
+struct Cut {
+    /// Their time with no other op of the device running.
+    alone: Intervals,
+    /// Their time beside other ops.
+    beside: Intervals,
+    /// Of the time beside others, the share that scaling them saves: on XLA:CPU one
+    /// thread's (of the device's threads), which the others get; elsewhere none.
+    share: f64,
+    factor: f64,
+}
+
+impl Cut {
+    /// The time scaling them saves in `[lo, hi)`.
+    fn saved(&self, lo: i64, hi: i64) -> i64 {
+        let time = self.alone.overlap(lo, hi) as f64 + self.share * self.beside.overlap(lo, hi) as f64;
+        ((1.0 - self.factor.clamp(0.0, 1.0)) * time) as i64
+    }
+}
+
+/// The threads an XLA:CPU device ran ops on.
+fn op_threads(d: &Device) -> f64 {
+    let mut lines: Vec<u32> = d.cached_ops().recs.iter().map(|r| r.line).collect();
+    lines.sort_unstable();
+    lines.dedup();
+    lines.len().max(1) as f64
+}
+
+/// Per device: the time scaled ops save.
+struct Cuts {
+    per_device: Vec<Option<Vec<Cut>>>,
+}
+
+impl Cuts {
+    fn of(base: &TimeBase, devices: &[Device], edit: &Edit) -> Cuts {
+        let mut per_device: Vec<Option<Vec<Cut>>> = Vec::new();
+        for d in devices {
+            if per_device.len() <= d.index {
+                per_device.resize_with(d.index + 1, || None);
+            }
+            per_device[d.index] = device_cuts(d, &base.kinds[d.index].of_op, edit);
+        }
+        Cuts { per_device }
+    }
+
+    fn get(&self, device: usize) -> Option<&[Cut]> {
+        self.per_device.get(device).and_then(|c| c.as_deref())
+    }
+}
+
+/// The exclusive time of each scaled set of device `d`'s ops (what no other op
+/// covers), with the factor it is scaled by.
+fn device_cuts(d: &Device, of_op: &[Part], edit: &Edit) -> Option<Vec<Cut>> {
+    type Pick<'a> = Box<dyn Fn(usize, u32) -> bool + 'a>;
+    let mut targets: Vec<(Pick, f64)> = Vec::new();
+    let ops = d.cached_ops();
+    for (t, f) in &edit.scale {
+        match t {
+            Target::Op(name) => {
+                let ids: Vec<bool> = ops.names.iter().map(|n| &**n == name.as_str()).collect();
+                targets.push((Box::new(move |_, n| ids.get(n as usize) == Some(&true)), *f));
+            }
+            Target::Part(p) => {
+                let p = *p;
+                targets.push((Box::new(move |i, _| of_op.get(i) == Some(&p)), *f));
+            }
+        }
+    }
+    if edit.jit {
+        let fused = fused_under_jit(d);
+        targets.push((Box::new(move |_, n| fused.get(n as usize) == Some(&true)), 0.0));
+    }
+    if edit.prefetch_copies {
+        targets
+            .push((Box::new(move |i, _| matches!(of_op.get(i), Some(Part::HostToDevice | Part::DeviceToHost))), 0.0));
+    }
+    if targets.is_empty() {
+        return None;
+    }
+    // XLA:CPU: an op beside others held one of the device's threads; without it, they
+    // have that thread too.
+    let share = match d.source {
+        stepscope_model::OpSource::HostOps => 1.0 / op_threads(d),
+        _ => 0.0,
+    };
+    let mut out = Vec::new();
+    for (pick, f) in &targets {
+        let (mut mine, mut other) = (Vec::new(), Vec::new());
+        for (i, r) in ops.recs.iter().enumerate() {
+            let (a, len) = (r.start_ps(d.plane), ops.duration_ps(d.plane, i));
+            if pick(i, r.name) {
+                mine.push((a, a.saturating_add(len)));
+            } else {
+                other.push((a, a.saturating_add(len)));
+            }
+        }
+        let mine = Intervals::new(mine);
+        let alone = mine.minus(&Intervals::new(other));
+        let beside = mine.minus(&alone);
+        out.push(Cut { alone, beside, share, factor: *f });
+    }
+    Some(out)
+}
+
+/// Per op name: an elementwise or data-movement op of a program of three op names or
+/// fewer (op-by-op code: `jit_mul`, `jit_convert_element_type`), which a jitted step
+/// fuses into the ops around it. Matmuls, convolutions and library calls stay.
+fn fused_under_jit(d: &Device) -> Vec<bool> {
+    let ops = d.cached_ops();
+    let mut names_of: stepscope_model::records::FastMap<u32, Vec<u32>> = Default::default();
+    for r in &ops.recs {
+        let v = names_of.entry(r.module).or_default();
+        if !v.contains(&r.name) && v.len() <= 3 {
+            v.push(r.name);
+        }
+    }
+    let mut fused = vec![false; ops.names.len()];
+    for names in names_of.values().filter(|v| v.len() <= 3) {
+        for &n in names {
+            let name = ops.names[n as usize].to_ascii_lowercase();
+            let heavy =
+                ["dot", "gemm", "conv", "ynn", "cublas", "cudnn", "custom-call", "custom_call", "matmul", "sort"]
+                    .iter()
+                    .any(|k| name.contains(k));
+            fused[n as usize] = !heavy;
+        }
+    }
+    fused
+}
+
+/// Replays chain `c` of a step starting at `start` under `edit`: each node its time
+/// (less what the edit saves), a wait for the host ending when the host's launch comes
+/// (earlier by the host time the edit removed before it).
+fn replay(start: i64, c: &Chain, edit: &Edit, cuts: Option<&[Cut]>, balance: Option<f64>) -> Replay {
+    let (mut t, mut shift) = (start, 0i64);
+    let mut by_node = [0i64; Node::ALL.len()];
+    for s in &c.segments {
+        let dur = s.duration_ps();
+        let before = t;
+        let idx = Node::ALL.iter().position(|n| *n == s.node).unwrap_or(0);
+        match s.node {
+            // What ran beside the callback still runs (`beside_callbacks`).
+            Node::Callback if edit.remove_callbacks => {
+                let kept = s.beside_ps.min(dur);
+                t = t.saturating_add(kept);
+                shift = shift.saturating_add(dur - kept);
+            }
+            n if n.is_op() => {
+                let mut kept = dur;
+                for cut in cuts.unwrap_or(&[]) {
+                    kept -= cut.saved(s.start_ps, s.end_ps);
+                }
+                kept = kept.max(0);
+                if let Some(b) = balance {
+                    kept = (kept as f64 * b) as i64;
+                }
+                t = t.saturating_add(kept);
+            }
+            Node::Compile if edit.remove_compile => shift = shift.saturating_add(dur),
+            Node::HostCopy if edit.prefetch_copies => shift = shift.saturating_add(dur),
+            Node::HostWork if edit.remove_input => shift = shift.saturating_add(dur),
+            Node::Dispatch | Node::Queued if edit.jit => {}
+            Node::Dispatch => t = t.max(s.end_ps.saturating_sub(shift)),
+            _ => t = t.saturating_add(dur),
+        }
+        by_node[idx] = by_node[idx].saturating_add(t.saturating_sub(before));
+    }
+    Replay { end_ps: t, by_node, chain: 0 }
+}
+
+/// `NAME=FACTOR`: an op's HLO name or a kind of op ([`PART_TARGETS`]) and a factor
+/// from 0 (removed) to 1 (as measured) or more (slower).
+pub fn parse_scale(s: &str) -> Result<(Target, f64), String> {
+    let (name, factor) = s.rsplit_once('=').ok_or_else(|| format!("{s:?}: write NAME=FACTOR, e.g. dot.31=0.5"))?;
+    let factor: f64 =
+        factor.trim().parse().ok().filter(|f: &f64| f.is_finite() && *f >= 0.0 && *f <= 1000.0).ok_or_else(|| {
+            format!("{factor:?} is not a factor: give a number from 0 (removed) to 1 (as measured) or more")
+        })?;
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(format!("{s:?}: name an op (dot.31) or a kind of op (compute, collectives, h2d, d2h, d2d)"));
+    }
+    let target = match PART_TARGETS.iter().find(|t| t.0 == name) {
+        Some(t) => Target::Part(t.1),
+        None => Target::Op(name.to_string()),
+    };
+    Ok((target, factor))
+}
+
+impl Edit {
+    /// An edit from `stepscope whatif`'s words (what [`Edit::describe`] writes and a
+    /// finding's `gain_edit` holds): `--remove compile|callbacks|input`, `--prefetch
+    /// copies|input`, `--scale NAME=FACTOR`, `--jit`, `--balance`.
+    pub fn parse(words: &str) -> Result<Edit, String> {
+        let mut e = Edit::default();
+        let mut it = words.split_whitespace();
+        while let Some(w) = it.next() {
+            let mut value = |flag: &str| it.next().ok_or_else(|| format!("{flag} needs a value"));
+            match w {
+                "--jit" => e.jit = true,
+                "--balance" => e.balance = true,
+                "--remove" => match value(w)? {
+                    "compile" => e.remove_compile = true,
+                    "callbacks" => e.remove_callbacks = true,
+                    "input" => e.remove_input = true,
+                    other => return Err(format!("--remove {other:?}: remove compile, callbacks or input")),
+                },
+                "--prefetch" => match value(w)? {
+                    "copies" => e.prefetch_copies = true,
+                    "input" => (e.prefetch_copies, e.remove_input) = (true, true),
+                    other => return Err(format!("--prefetch {other:?}: prefetch copies or input")),
+                },
+                "--scale" => e.scale.push(parse_scale(value(w)?)?),
+                "none" if e.is_empty() => {}
+                other => {
+                    return Err(format!(
+                        "{other:?} is not an edit: use --remove compile|callbacks|input, --prefetch copies|input, \
+                         --scale NAME=FACTOR, --jit or --balance"
+                    ))
+                }
+            }
+        }
+        Ok(e)
+    }
+}
+
+/// The ops `edit` scales by name that no device of `profile` ran (a misspelt name
+/// would project nothing).
+pub fn unknown_ops(profile: &Profile, edit: &Edit) -> Vec<String> {
+    let devices = profile.devices();
+    (edit.scale.iter())
+        .filter_map(|(t, _)| match t {
+            Target::Op(name) => Some(name),
+            Target::Part(_) => None,
+        })
+        .filter(|name| !devices.iter().any(|d| d.cached_ops().names.iter().any(|n| &**n == name.as_str())))
+        .cloned()
+        .collect()
+}

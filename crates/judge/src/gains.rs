@@ -1,0 +1,86 @@
+//! What fixing a finding's cause would gain: the edit each rule assumes of the step
+//! (`stepscope whatif`'s, docs/whatif.md), and of a run read a host at a time the
+//! hosts' replays of the edits its rules may ask for, summed up as the run's.
+//!
+//! A rule attaches its gain with `Finding::with_gain(cx.gain(&edit))`: the context
+//! replays the run's steps with the edit (held whole) or adds up its hosts' replays of
+//! it (read a host at a time), so that both give the same gain.
+
+use stepscope_analysis::ops::OpRow;
+use stepscope_analysis::whatif::{self, Edit, Replayed, Target};
+use stepscope_model::device_time::Part;
+use stepscope_model::Profile;
+
+pub fn remove_compile() -> Edit {
+    Edit { remove_compile: true, ..Default::default() }
+}
+
+pub fn remove_callbacks() -> Edit {
+    Edit { remove_callbacks: true, ..Default::default() }
+}
+
+pub fn remove_input() -> Edit {
+    Edit { remove_input: true, ..Default::default() }
+}
+
+pub fn prefetch_copies() -> Edit {
+    Edit { prefetch_copies: true, ..Default::default() }
+}
+
+pub fn jit() -> Edit {
+    Edit { jit: true, ..Default::default() }
+}
+
+pub fn balance() -> Edit {
+    Edit { balance: true, ..Default::default() }
+}
+
+/// The collectives fully overlapped: their time beside nothing goes.
+pub fn overlap_collectives() -> Edit {
+    Edit { scale: vec![(Target::Part(Part::Collective), 0.0)], ..Default::default() }
+}
+
+/// These ops' time gone: copies not made, an op's whole time (the most its fix gains).
+pub fn remove_ops(rows: &[&OpRow]) -> Edit {
+    let mut names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    Edit { scale: names.into_iter().map(|n| (Target::Op(n.to_string()), 0.0)).collect(), ..Default::default() }
+}
+
+/// What a host keeps of the what-if model for a run read a host at a time: its
+/// replays of the edits the rules may ask for (`by_host::candidate_edits`), by the
+/// edit's words, and the names of the ops it ran.
+pub struct HostReplays {
+    replays: Vec<(String, Replayed)>,
+    ran: Vec<String>,
+}
+
+/// One host's [`HostReplays`] of `edits`.
+pub fn host_replays(profile: &Profile, edits: Vec<Edit>) -> HostReplays {
+    let graphs = whatif::graphs(profile);
+    let replays = edits.into_iter().map(|e| (e.describe(), whatif::replay_steps(profile, &graphs, &e))).collect();
+    let mut ran: Vec<String> =
+        profile.devices().iter().flat_map(|d| d.cached_ops().names.iter().map(|n| n.to_string())).collect();
+    ran.sort_unstable();
+    ran.dedup();
+    HostReplays { replays, ran }
+}
+
+/// A run's replay of `edit` from its hosts' ([`host_replays`]): on each host, the edit
+/// of the ops that host ran (an op it did not run changes nothing there), added up.
+/// `None` where a host did not replay that edit.
+pub fn run_replay(hosts: &[HostReplays], edit: &Edit) -> Option<Replayed> {
+    let mut run = Replayed::default();
+    for h in hosts {
+        let mut own = edit.clone();
+        own.scale.retain(|(t, _)| match t {
+            Target::Op(name) => h.ran.binary_search(name).is_ok(),
+            Target::Part(_) => true,
+        });
+        let key = own.describe();
+        let (_, replayed) = h.replays.iter().find(|(k, _)| *k == key)?;
+        run.add(replayed.clone());
+    }
+    Some(run)
+}

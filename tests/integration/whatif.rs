@@ -1,0 +1,146 @@
+//! The what-if model (docs/whatif.md): each single-problem program's first finding
+//! projects the gain its fixed twin measured outside the profiler; the replay of the
+//! unchanged steps reproduces them, part for part as the breakdown names them; and
+//! `stepscope whatif` gives the same projection as the finding that assumed its edit.
+
+use serde_json::Value;
+
+use crate::util::*;
+
+fn f64_of(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// Within 20% of the measured gain, or 3 points of the step, whichever is larger
+/// (#72's bar).
+fn close_enough(projected_pct: f64, measured_pct: f64) -> bool {
+    (projected_pct - measured_pct).abs() <= (0.2 * measured_pct.abs()).max(3.0)
+}
+
+/// Pairs the model misses, with why (docs/whatif.md). Each stays listed only while it
+/// misses: the test fails when one comes within the bar, so the list cannot go stale.
+const KNOWN_MISSES: [(&str, &str, &str); 1] = [(
+    "cpu",
+    "op-by-op",
+    "--jit removes the dispatch waits and the fused elementwise ops (39% of the profiled step) but not \
+     the slower un-fused dots of op-by-op code; the profiled twin gained 46%, the timer 54%",
+)];
+
+/// Every pair of tests/fixtures/twins.json whose fix measured a gain of 10% or more:
+/// the first finding carries a projected gain within #72's bar of the measured one
+/// (but for [`KNOWN_MISSES`]), and `stepscope whatif` with the edit it names projects
+/// the same gain.
+#[test]
+fn the_first_findings_gain_is_what_the_twin_measured() {
+    let twins: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("twins.json")).unwrap()).expect("twins.json");
+    let mut report = Vec::new();
+    let mut misses = Vec::new();
+    for t in twins["timings"].as_array().unwrap() {
+        let measured = f64_of(&t["gain_pct"]);
+        if measured < 10.0 {
+            continue;
+        }
+        let problem = xplane(t["fixtures"][0].as_str().unwrap());
+        let advice = json(&["advise", &problem]);
+        let first = &advice["findings"][0];
+        let at = format!("{} {} (measured {measured}%)", t["platform"], t["program"]);
+        let projected = f64_of(&first["gain_pct"]);
+        report.push(format!("{at}: {} projects {projected:.1}%", first["rule"]));
+        let known = KNOWN_MISSES.iter().find(|k| t["platform"] == k.0 && t["program"] == k.1);
+        match (close_enough(projected, measured), known) {
+            (false, None) => misses.push(format!("{at}: {} projects {projected:.1}%", first["rule"])),
+            (true, Some(k)) => {
+                misses.push(format!("{at}: now within the bar ({projected:.1}%): drop it from KNOWN_MISSES ({})", k.2))
+            }
+            _ => {}
+        }
+        // The same edit, asked for by hand, projects the same gain.
+        let edit = first["gain_edit"].as_str().unwrap().to_string();
+        let mut args = vec!["whatif".to_string(), problem.clone()];
+        args.extend(split_edit(&edit));
+        let by_hand = json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(by_hand["gain_ps"], first["gain_ps"], "{at}: whatif {edit}");
+        assert_eq!(by_hand["schema"], "stepscope.whatif/1");
+    }
+    eprintln!("{}", report.join("\n"));
+    assert!(misses.is_empty(), "outside #72's bar:\n{}", misses.join("\n"));
+}
+
+/// `--scale dot.1=0 --remove callbacks` → its words, each flag's value kept with it
+/// (an op name may not hold a space, so the words split on spaces).
+fn split_edit(edit: &str) -> Vec<String> {
+    edit.split(' ').map(str::to_string).collect()
+}
+
+/// The unchanged replay reproduces every step of the fixtures with steps (within
+/// 5%; every step replayed), and the parts it replays are the breakdown's: on a run of
+/// one device, each part's mean equals the summary's (the same named time).
+#[test]
+fn the_unchanged_replay_is_the_breakdown() {
+    for name in ["cpu-callback", "gpu-callback", "cpu-recompile", "gpu-h2d-copy", "gpu-op-by-op", "cpu-sleep-step"] {
+        let path = xplane(name);
+        let p = json(&["whatif", &path, "--remove", "compile", "--steps"]);
+        let s = json(&["summary", &path]);
+        assert_eq!(p["steps_left_out"], 0, "{name}");
+        assert!(f64_of(&p["replay_error_max_pct"]) <= 5.0, "{name}: {p}");
+        for step in p["per_step"].as_array().unwrap() {
+            assert_eq!(step["replayed_ps"], step["measured_ps"], "{name}: {step}");
+        }
+        assert_eq!(p["steps"], s["step_count"], "{name}");
+        let b = &s["breakdown"];
+        let part = |node: &str| {
+            p["parts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|n| n["node"] == node)
+                .map_or(0, |n| n["measured_ps"].as_i64().unwrap())
+        };
+        let idle = ["host_work", "dispatch", "queued", "tail"].map(part).iter().sum::<i64>();
+        let pairs = [
+            ("compute", part("compute"), b["device_compute_ps"].as_i64().unwrap()),
+            ("callbacks", part("callback"), b["host_callback_ps"].as_i64().unwrap()),
+            ("compile", part("compile"), b["compile_ps"].as_i64().unwrap()),
+            ("idle", idle, b["device_idle_ps"].as_i64().unwrap()),
+        ];
+        let n = p["steps"].as_i64().unwrap();
+        for (what, replayed, breakdown) in pairs {
+            // Each a mean of n steps in whole picoseconds.
+            assert!((replayed - breakdown).abs() <= n, "{name} {what}: replay {replayed} vs breakdown {breakdown}");
+        }
+    }
+}
+
+/// Faster device work gains nothing where the device waits for its host: op-by-op
+/// code on a GPU, whose dots twice as fast leave the step as it was, while jitting it
+/// removes most of it.
+#[test]
+fn a_host_bound_step_gains_nothing_from_faster_ops() {
+    let path = xplane("gpu-op-by-op");
+    let faster = json(&["whatif", &path, "--scale", "compute=0.5"]);
+    let jit = json(&["whatif", &path, "--jit"]);
+    let step = f64_of(&faster["step_ps"]);
+    assert!(f64_of(&faster["gain_ps"]) < 0.02 * step, "{faster}");
+    assert!(f64_of(&jit["gain_pct"]) > 80.0, "{jit}");
+    // A device-bound step gains about what its compute loses.
+    let path = xplane("cpu-matmul");
+    let half = json(&["whatif", &path, "--scale", "compute=0.5"]);
+    let compute = half["parts"].as_array().unwrap().iter().find(|n| n["node"] == "compute").unwrap().clone();
+    let saved = f64_of(&compute["measured_ps"]) - f64_of(&compute["projected_ps"]);
+    assert!(saved > 0.4 * f64_of(&compute["measured_ps"]), "{half}");
+}
+
+/// Bad edits get one line that says what to write.
+#[test]
+fn whatif_says_what_to_change() {
+    let path = xplane("cpu-callback");
+    let e = assert_clean_error(&["whatif", &path]);
+    assert!(e.contains("--remove compile"), "{e}");
+    let e = assert_clean_error(&["whatif", &path, "--scale", "no.such.op=0.5"]);
+    assert!(e.contains("no op named \"no.such.op\"") && e.contains("stepscope ops"), "{e}");
+    for bad in ["dot.1", "dot.1=-1", "dot.1=x", "=0.5"] {
+        let e = assert_clean_error(&["whatif", &path, "--scale", bad]);
+        assert!(e.contains("NAME=FACTOR") || e.contains("factor") || e.contains("name an op"), "{bad}: {e}");
+    }
+}
