@@ -24,6 +24,9 @@ change a user would make to fix it:
                 loader, a logger, a sync)  | fixed: no sleep
   matmul        a forward-only projection of the hidden state on a width x 16*width
                 matrix dominates the step | fixed: the projection at 1/8 of its FLOPs
+  straggler     data-parallel over 2 devices (on CPU: 2 host devices); device 0 also
+                computes a metric (3 more forward passes) before the gradients are
+                summed: about twice its peer's work | fixed: no metric
   conv          no twin: a two-layer convolution net (NHWC, 3x3) forward and backward
                 (cuDNN convolutions on an NVIDIA GPU); 40 steps unless --steps
   nosync        no twin: the MLP step in a loop that never waits for its device (the
@@ -53,7 +56,7 @@ import sys
 import time
 
 PROGRAMS = ("callback", "stale-state", "oneoff", "sort", "recompile", "h2d-copy", "op-by-op",
-            "sleep", "matmul", "conv", "nosync")
+            "sleep", "matmul", "straggler", "conv", "nosync")
 NO_TWIN = ("sort", "conv", "nosync")
 # Sizes by platform: on a GPU the MLP is large enough that a step is about a millisecond
 # of device work (width, batch, each stale-state buffer in MB).
@@ -273,6 +276,9 @@ def build_more(args, program, fixed, arrays, loss_fn, sgd):
 
         return step, params
 
+    if program == "straggler":
+        return straggler(args, fixed, params, key)
+
     if program == "conv":
         gpu = args.platform == "gpu"
         dtype = jnp.bfloat16 if gpu else jnp.float32
@@ -302,6 +308,52 @@ def build_more(args, program, fixed, arrays, loss_fn, sgd):
         return step, kernels
 
     raise SystemExit(f"unknown program {program!r}")
+
+
+def straggler(args, fixed, params, key):
+    """Data-parallel over two devices: each computes its shard's gradient and the
+    gradients are summed across devices (the collective every device waits at); unless
+    `fixed`, device 0 also evaluates the loss three more times on its shard (a metric
+    only it computes: about its step's work again)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    devices = jax.devices()[:2]
+    if len(devices) < 2:
+        raise SystemExit("straggler needs two devices (on CPU: XLA_FLAGS=--xla_force_host_platform_device_count=2)")
+    mesh = Mesh(np.array(devices), ("d",))
+    x = jax.device_put(jax.random.normal(key, (2 * args.batch, args.width), jnp.float32),
+                       NamedSharding(mesh, P("d")))
+
+    def loss_fn(params, x):
+        h = jnp.tanh(x @ params[0])
+        return jnp.mean((h @ params[1]) ** 2)
+
+    def train_step(params, x):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x)
+
+        def metric(v):
+            return sum(loss_fn(params, v * (1.0 + 1e-3 * k)) for k in range(1, 4))
+
+        def nothing(v):
+            return jnp.mean(v) * 0.0
+
+        # Only the branch a device takes runs on it (an XLA conditional), outside the
+        # gradient (XLA:CPU of JAX 0.10 crashes differentiating a cond under shard_map).
+        extra = (jax.lax.axis_index("d") == 0) & (not fixed)
+        m = jax.lax.stop_gradient(jax.lax.cond(extra, metric, nothing, x))
+        grads = jax.lax.psum(grads, "d")
+        return tuple(p - 1e-3 * g for p, g in zip(params, grads)), jax.lax.psum(loss + 0.0 * m, "d")
+
+    sharded = jax.shard_map(train_step, mesh=mesh, in_specs=(P(), P("d")), out_specs=(P(), P()))
+    jitted = jax.jit(sharded)
+
+    def step(state, i):
+        return jitted(state, x)
+
+    return step, params
 
 
 def run_steps(step, state, n, annotate, first=0, sync=True):
@@ -395,6 +447,10 @@ def main(argv=None):
     args = parse_args(argv)
     # cuda,cpu: io_callback needs a CPU device to place its operands on.
     os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu" if args.platform == "gpu" else "cpu")
+    if "straggler" in (args.program, args.time) and args.platform == "cpu":
+        # Two devices of the host's CPU (set before JAX starts).
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=2".strip()
     if args.time:
         time_pair(args)
     else:

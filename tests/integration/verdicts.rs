@@ -364,6 +364,7 @@ fn the_first_finding_names_the_cause_the_twin_removes() {
         "op-by-op" => "many-dispatches",
         "sleep" => "input-bound",
         "matmul" => "dominant-op",
+        "straggler" => "stragglers",
         other => panic!("no cause named for {other}"),
     };
     let serious = |f: &Value| f["severity"] == "critical" || f["severity"] == "warning";

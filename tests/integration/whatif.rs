@@ -19,12 +19,21 @@ fn close_enough(projected_pct: f64, measured_pct: f64) -> bool {
 
 /// Pairs the model misses, with why (docs/whatif.md). Each stays listed only while it
 /// misses: the test fails when one comes within the bar, so the list cannot go stale.
-const KNOWN_MISSES: [(&str, &str, &str); 1] = [(
-    "cpu",
-    "op-by-op",
-    "--jit removes the dispatch waits and the fused elementwise ops (39% of the profiled step) but not \
-     the slower un-fused dots of op-by-op code; the profiled twin gained 46%, the timer 54%",
-)];
+const KNOWN_MISSES: [(&str, &str, &str); 2] = [
+    (
+        "cpu",
+        "op-by-op",
+        "--jit removes the dispatch waits and the fused elementwise ops (39% of the profiled step) but not \
+         the slower un-fused dots of op-by-op code; the profiled twin gained 46%, the timer 54%",
+    ),
+    (
+        "cpu",
+        "straggler",
+        "two devices on two cores: the profiler slows the step (profiled median 46 ms, the timer's 28 ms) and \
+         the devices' contention; --balance projects 32% against the timer's 43% (31% to 48% over three \
+         timings of the same pair)",
+    ),
+];
 
 /// Every pair of tests/fixtures/twins.json whose fix measured a gain of 10% or more:
 /// the first finding carries a projected gain within #72's bar of the measured one

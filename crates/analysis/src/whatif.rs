@@ -616,26 +616,40 @@ pub fn replay_steps(profile: &Profile, graphs: &Graphs, edit: &Edit) -> Replayed
 /// and the host's sync and loop after it (the tail: the least any device waited after
 /// its last op).
 fn replay_step(g: &StepGraph, edit: &Edit, cuts: &Cuts) -> Option<(i64, i64, Replay)> {
-    let median_busy = median_busy(g);
+    let median_work = median_work(g);
     let tail_of = |c: &Chain| c.segments.last().filter(|s| s.node == Node::Tail).map_or(0, Segment::duration_ps);
     let tail = g.chains.iter().map(tail_of).min().unwrap_or(0);
-    let mut worst: Option<(i64, Replay)> = None;
-    let mut replayed = 0i64;
-    for (ci, c) in g.chains.iter().enumerate().filter(|(_, c)| c.segments.iter().any(|s| s.node.is_op())) {
-        let own_tail = tail_of(c);
-        let ends = |end: i64| end.saturating_sub(own_tail).saturating_add(tail).saturating_sub(g.start_ps);
-        let unmodified = replay(g.start_ps, c, &Edit::default(), None, None);
-        replayed = replayed.max(ends(unmodified.end_ps));
-        let busy = busy_of(c);
-        let balance = (edit.balance && busy > median_busy && busy > 0).then(|| median_busy as f64 / busy as f64);
-        let mut r = replay(g.start_ps, c, edit, cuts.get(c.device), balance);
-        r.chain = ci;
-        let end = ends(r.end_ps);
-        if worst.as_ref().is_none_or(|w| end > w.0) {
-            worst = Some((end, r));
-        }
-    }
-    worst.map(|(end, r)| (end, replayed, r))
+    let working: Vec<(usize, &Chain)> =
+        g.chains.iter().enumerate().filter(|(_, c)| c.segments.iter().any(|s| s.node.is_op())).collect();
+    let unchanged: Vec<ToReplay> = working.iter().map(|&(ci, c)| (ci, c, None, None)).collect();
+    let changed: Vec<ToReplay> = (working.iter())
+        .map(|&(ci, c)| {
+            let work = work_of(c);
+            let balance = (edit.balance && work > median_work && work > 0).then(|| median_work as f64 / work as f64);
+            (ci, c, cuts.get(c.device), balance)
+        })
+        .collect();
+    let alone = |chains: &[ToReplay], edit: &Edit| -> Vec<Replay> {
+        chains
+            .iter()
+            .map(|&(ci, c, cut, b)| {
+                let mut r = replay(g.start_ps, c, edit, cut, b);
+                r.chain = ci;
+                r
+            })
+            .collect()
+    };
+    let unmodified =
+        replay_joined(g.start_ps, &unchanged, &Edit::default()).unwrap_or_else(|| alone(&unchanged, &Edit::default()));
+    let projected = replay_joined(g.start_ps, &changed, edit).unwrap_or_else(|| alone(&changed, edit));
+    // Where each chain ends, as the step's end: less its own tail, plus the step's.
+    let ends = |r: &Replay| {
+        let own_tail = tail_of(&g.chains[r.chain]);
+        r.end_ps.saturating_sub(own_tail).saturating_add(tail).saturating_sub(g.start_ps)
+    };
+    let replayed = unmodified.iter().map(ends).max()?;
+    let worst = projected.into_iter().max_by_key(|r| ends(r))?;
+    Some((ends(&worst), replayed, worst))
 }
 
 /// The median of `values` (0 for none; the upper of the middle two).
@@ -645,16 +659,19 @@ fn median(values: impl Iterator<Item = i64>) -> i64 {
     v.get(v.len() / 2).copied().unwrap_or(0)
 }
 
-/// A chain's busy time: its ops' nodes.
-fn busy_of(c: &Chain) -> i64 {
-    c.segments.iter().filter(|s| s.node.is_op()).map(Segment::duration_ps).fold(0, i64::saturating_add)
+/// A chain's work: its ops' nodes but collectives (where a device also waits for its
+/// peers).
+fn work_of(c: &Chain) -> i64 {
+    let work = c.segments.iter().filter(|s| s.node.is_op() && s.node != Node::Collective);
+    work.map(Segment::duration_ps).fold(0, i64::saturating_add)
 }
 
-/// The median of a step's devices' busy time.
-fn median_busy(g: &StepGraph) -> i64 {
-    let mut busy: Vec<i64> = g.chains.iter().map(busy_of).collect();
+/// The median of the work of a step's devices that did work in it (of an even count,
+/// the lower middle: of two devices, the one that did less).
+fn median_work(g: &StepGraph) -> i64 {
+    let mut busy: Vec<i64> = g.chains.iter().map(work_of).filter(|&b| b > 0).collect();
     busy.sort_unstable();
-    busy.get(busy.len() / 2).copied().unwrap_or(0)
+    busy.get(busy.len().saturating_sub(1) / 2).copied().unwrap_or(0)
 }
 
 /// A chain replayed.
@@ -795,44 +812,136 @@ fn fused_under_jit(d: &Device) -> Vec<bool> {
     fused
 }
 
-/// Replays chain `c` of a step starting at `start` under `edit`: each node its time
-/// (less what the edit saves), a wait for the host ending when the host's launch comes
-/// (earlier by the host time the edit removed before it).
-fn replay(start: i64, c: &Chain, edit: &Edit, cuts: Option<&[Cut]>, balance: Option<f64>) -> Replay {
-    let (mut t, mut shift) = (start, 0i64);
-    let mut by_node = [0i64; Node::ALL.len()];
-    for s in &c.segments {
+/// A chain to replay: its index in the step, the chain, the cuts of its device's
+/// scaled ops, the factor its work is balanced by.
+type ToReplay<'c> = (usize, &'c Chain, Option<&'c [Cut]>, Option<f64>);
+
+/// One chain's replay under an edit, segment by segment: `t` where it is, `shift` the
+/// host time the edit removed so far (the host's later launches come that much
+/// earlier).
+struct Cursor<'c> {
+    chain: &'c Chain,
+    at: usize,
+    t: i64,
+    shift: i64,
+    by_node: [i64; Node::ALL.len()],
+    cuts: Option<&'c [Cut]>,
+    /// The factor its ops' time is scaled by (`--balance`).
+    balance: Option<f64>,
+}
+
+impl<'c> Cursor<'c> {
+    fn new(start: i64, chain: &'c Chain, cuts: Option<&'c [Cut]>, balance: Option<f64>) -> Cursor<'c> {
+        Cursor { chain, at: 0, t: start, shift: 0, by_node: [0; Node::ALL.len()], cuts, balance }
+    }
+
+    /// An op segment's time under the edit: less what scaled ops save, times the
+    /// balance factor.
+    fn op_time(&self, s: &Segment) -> i64 {
+        let cut =
+            self.cuts.unwrap_or(&[]).iter().fold(0i64, |c, cut| c.saturating_add(cut.saved(s.start_ps, s.end_ps)));
+        let kept = s.duration_ps().saturating_sub(cut).max(0);
+        match self.balance {
+            Some(b) if s.node != Node::Collective => (kept as f64 * b) as i64,
+            _ => kept,
+        }
+    }
+
+    /// Replays segments up to the next one `stop` names (returned, not replayed) or to
+    /// the end (`None`).
+    fn run_until(&mut self, edit: &Edit, stop: impl Fn(&Segment) -> bool) -> Option<&'c Segment> {
+        while let Some(s) = self.chain.segments.get(self.at) {
+            if stop(s) {
+                return Some(s);
+            }
+            self.replay_one(s, edit);
+            self.at += 1;
+        }
+        None
+    }
+
+    /// Moves to `to` (the end of a segment replayed elsewhere), crediting `node`.
+    fn advance_to(&mut self, to: i64, node: Node) {
+        let before = self.t;
+        self.t = self.t.max(to);
+        let i = node_index(node);
+        self.by_node[i] = self.by_node[i].saturating_add(self.t.saturating_sub(before));
+        self.at += 1;
+    }
+
+    fn replay_one(&mut self, s: &Segment, edit: &Edit) {
         let dur = s.duration_ps();
-        let before = t;
-        let idx = Node::ALL.iter().position(|n| *n == s.node).unwrap_or(0);
+        let before = self.t;
         match s.node {
             // What ran beside the callback still runs (`beside_callbacks`).
             Node::Callback if edit.remove_callbacks => {
                 let kept = s.beside_ps.min(dur);
-                t = t.saturating_add(kept);
-                shift = shift.saturating_add(dur - kept);
+                self.t = self.t.saturating_add(kept);
+                self.shift = self.shift.saturating_add(dur - kept);
             }
-            n if n.is_op() => {
-                let mut kept = dur;
-                for cut in cuts.unwrap_or(&[]) {
-                    kept -= cut.saved(s.start_ps, s.end_ps);
-                }
-                kept = kept.max(0);
-                if let Some(b) = balance {
-                    kept = (kept as f64 * b) as i64;
-                }
-                t = t.saturating_add(kept);
-            }
-            Node::Compile if edit.remove_compile => shift = shift.saturating_add(dur),
-            Node::HostCopy if edit.prefetch_copies => shift = shift.saturating_add(dur),
-            Node::HostWork if edit.remove_input => shift = shift.saturating_add(dur),
+            n if n.is_op() => self.t = self.t.saturating_add(self.op_time(s)),
+            Node::Compile if edit.remove_compile => self.shift = self.shift.saturating_add(dur),
+            Node::HostCopy if edit.prefetch_copies => self.shift = self.shift.saturating_add(dur),
+            Node::HostWork if edit.remove_input => self.shift = self.shift.saturating_add(dur),
             Node::Dispatch | Node::Queued if edit.jit => {}
-            Node::Dispatch => t = t.max(s.end_ps.saturating_sub(shift)),
-            _ => t = t.saturating_add(dur),
+            Node::Dispatch => self.t = self.t.max(s.end_ps.saturating_sub(self.shift)),
+            _ => self.t = self.t.saturating_add(dur),
         }
-        by_node[idx] = by_node[idx].saturating_add(t.saturating_sub(before));
+        let i = node_index(s.node);
+        self.by_node[i] = self.by_node[i].saturating_add(self.t.saturating_sub(before));
     }
-    Replay { end_ps: t, by_node, chain: 0 }
+
+    fn done(self, chain: usize) -> Replay {
+        Replay { end_ps: self.t, by_node: self.by_node, chain }
+    }
+}
+
+fn node_index(node: Node) -> usize {
+    Node::ALL.iter().position(|n| *n == node).unwrap_or(0)
+}
+
+/// Replays chain `c` of a step starting at `start` under `edit` alone.
+fn replay(start: i64, c: &Chain, edit: &Edit, cuts: Option<&[Cut]>, balance: Option<f64>) -> Replay {
+    let mut cursor = Cursor::new(start, c, cuts, balance);
+    cursor.run_until(edit, |_| false);
+    cursor.done(0)
+}
+
+/// Replays `chains` of a step together, joined at their collectives: the k-th
+/// collective of every chain ends when the last device got to it plus the least time
+/// any device spent in it (the transfer, which the last to arrive waits for alone).
+/// `None` where the chains do not hold as many collectives each (then each is replayed
+/// alone).
+fn replay_joined(start: i64, chains: &[ToReplay], edit: &Edit) -> Option<Vec<Replay>> {
+    let count = |c: &Chain| c.segments.iter().filter(|s| s.node == Node::Collective).count();
+    let n = count(chains.first()?.1);
+    if chains.len() < 2 || n == 0 || chains.iter().any(|c| count(c.1) != n) {
+        return None;
+    }
+    let mut cursors: Vec<Cursor> = chains.iter().map(|&(_, c, cuts, b)| Cursor::new(start, c, cuts, b)).collect();
+    for _ in 0..n {
+        let mut last = i64::MIN;
+        let mut transfer = i64::MAX;
+        for cursor in &mut cursors {
+            let s = cursor.run_until(edit, |s| s.node == Node::Collective)?;
+            last = last.max(cursor.t);
+            transfer = transfer.min(cursor.op_time(s));
+        }
+        let end = last.saturating_add(transfer);
+        for cursor in &mut cursors {
+            cursor.advance_to(end, Node::Collective);
+        }
+    }
+    Some(
+        cursors
+            .into_iter()
+            .zip(chains)
+            .map(|(mut cursor, &(ci, ..))| {
+                cursor.run_until(edit, |_| false);
+                cursor.done(ci)
+            })
+            .collect(),
+    )
 }
 
 /// `NAME=FACTOR`: an op's HLO name or a kind of op ([`PART_TARGETS`]) and a factor
@@ -903,4 +1012,56 @@ pub fn unknown_ops(profile: &Profile, edit: &Edit) -> Vec<String> {
         .filter(|name| !devices.iter().any(|d| d.cached_ops().names.iter().any(|n| &**n == name.as_str())))
         .cloned()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An edit's words ([`Edit::describe`]) read back ([`Edit::parse`]) are the edit,
+    /// whatever order its targets were given in: the key a run read a host at a time
+    /// finds each host's replay by.
+    #[test]
+    fn an_edit_reads_back_from_its_words() {
+        let edits = [
+            Edit { remove_compile: true, ..Default::default() },
+            Edit { remove_callbacks: true, remove_input: true, prefetch_copies: true, ..Default::default() },
+            Edit { jit: true, balance: true, ..Default::default() },
+            Edit {
+                scale: vec![(Target::Op("dot.31".into()), 0.5), (Target::Part(Part::Collective), 0.0)],
+                ..Default::default()
+            },
+        ];
+        for e in edits {
+            let back = Edit::parse(&e.describe()).unwrap();
+            assert_eq!(back.describe(), e.describe());
+            let mut sorted = back.scale.clone();
+            sorted.sort_by_key(|(t, _)| format!("{t:?}"));
+            let mut want = e.scale.clone();
+            want.sort_by_key(|(t, _)| format!("{t:?}"));
+            assert_eq!(
+                (back.remove_compile, back.jit, back.balance, sorted),
+                (e.remove_compile, e.jit, e.balance, want)
+            );
+        }
+        let a = Edit::parse("--scale b=0 --scale a=0").unwrap();
+        let b = Edit::parse("--scale a=0 --scale b=0").unwrap();
+        assert_eq!(a.describe(), b.describe());
+        assert!(Edit::parse("none").unwrap().is_empty());
+    }
+
+    #[test]
+    fn bad_words_say_what_to_write() {
+        for (words, says) in [
+            ("--remove everything", "remove compile, callbacks or input"),
+            ("--prefetch", "needs a value"),
+            ("--scale dot.1", "NAME=FACTOR"),
+            ("--scale dot.1=-0.5", "not a factor"),
+            ("--scale dot.1=NaN", "not a factor"),
+            ("--faster", "is not an edit"),
+        ] {
+            let e = Edit::parse(words).unwrap_err();
+            assert!(e.contains(says), "{words}: {e}");
+        }
+    }
 }

@@ -12,27 +12,24 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     let comp = &inputs.compile;
     let compile_s = comp.total_ps as f64 / 1e12;
     if compile_s > th.compile_s {
-        out.push(
-            Finding {
-                gain: None,
-                rule: RULE.id,
-                severity: Severity::Warning,
-                title: format!("XLA compilation took {compile_s:.2} s"),
-                value: compile_s,
-                threshold: th.compile_s,
-                unit: "s",
-                evidence: comp
-                    .compiles
-                    .iter()
-                    .take(3)
-                    .map(|c| at(ev(format!("compile of {}", or_unknown(&c.module)), &c.host), c.start_ps, c.total_ps))
-                    .collect(),
-                advice: "cache compilations across runs (jax.config.update('jax_compilation_cache_dir', …)), avoid \
+        out.push(Finding {
+            gain: None,
+            rule: RULE.id,
+            severity: Severity::Warning,
+            title: format!("XLA compilation took {compile_s:.2} s"),
+            value: compile_s,
+            threshold: th.compile_s,
+            unit: "s",
+            evidence: comp
+                .compiles
+                .iter()
+                .take(3)
+                .map(|c| at(ev(format!("compile of {}", or_unknown(&c.module)), &c.host), c.start_ps, c.total_ps))
+                .collect(),
+            advice: "cache compilations across runs (jax.config.update('jax_compilation_cache_dir', …)), avoid \
                      recompiles from changing shapes or Python scalars passed as static args"
-                    .into(),
-            }
-            .with_gain(cx.gain(&crate::gains::remove_compile())),
-        );
+                .into(),
+        });
     }
 }
 
