@@ -1065,3 +1065,47 @@ mod tests {
         }
     }
 }
+
+/// What of the what-if graph an edit needs to change anything: the kinds of node the
+/// steps hold, and whether some step has more than one device at work.
+#[derive(Clone, Debug, Default)]
+pub struct Features {
+    nodes: Vec<Node>,
+    several_devices: bool,
+}
+
+impl Features {
+    pub fn of(graphs: &Graphs) -> Features {
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut several_devices = false;
+        for g in &graphs.steps {
+            let working = g.chains.iter().filter(|c| c.segments.iter().any(|s| s.node.is_op())).count();
+            several_devices |= working > 1;
+            for s in g.chains.iter().flat_map(|c| &c.segments) {
+                if !nodes.contains(&s.node) {
+                    nodes.push(s.node);
+                }
+            }
+        }
+        Features { nodes, several_devices }
+    }
+
+    /// True when `edit` cannot change a replay of these steps (it removes or scales
+    /// nothing they hold): its replay is the unchanged one. An edit that scales ops
+    /// (by name, or copies prefetched: a copy under compute still holds a thread on
+    /// XLA:CPU), or jits, is never known to change nothing.
+    pub fn unchanged_by(&self, edit: &Edit) -> bool {
+        let has = |n: Node| self.nodes.contains(&n);
+        let parts_scaled = edit.scale.iter().any(|(t, _)| match t {
+            Target::Op(_) => true,
+            Target::Part(p) => has(Node::of_part(*p)),
+        });
+        !(parts_scaled
+            || edit.jit
+            || (edit.remove_compile && has(Node::Compile))
+            || (edit.remove_callbacks && has(Node::Callback))
+            || (edit.remove_input && has(Node::HostWork))
+            || edit.prefetch_copies
+            || (edit.balance && self.several_devices))
+    }
+}

@@ -102,7 +102,6 @@ pub fn advise_by_host<E>(
 /// a host that ran it gets no gain read a host at a time: the run read whole has one.)
 fn candidate_edits(rows: &[OpRow], th: &Thresholds) -> Vec<Edit> {
     let mut edits = vec![
-        Edit::default(),
         gains::remove_compile(),
         gains::remove_callbacks(),
         gains::remove_input(),

@@ -7,7 +7,7 @@
 //! it (read a host at a time), so that both give the same gain.
 
 use stepscope_analysis::ops::OpRow;
-use stepscope_analysis::whatif::{self, Edit, Replayed, Target};
+use stepscope_analysis::whatif::{self, Edit, Features, Replayed, Target};
 use stepscope_model::device_time::Part;
 use stepscope_model::Profile;
 
@@ -54,17 +54,24 @@ pub fn remove_ops(rows: &[&OpRow]) -> Edit {
 pub struct HostReplays {
     replays: Vec<(String, Replayed)>,
     ran: Vec<String>,
+    /// What its steps hold: an edit that changes nothing of it was not replayed (its
+    /// replay is the unchanged one).
+    features: Features,
 }
 
 /// One host's [`HostReplays`] of `edits`.
 pub fn host_replays(profile: &Profile, edits: Vec<Edit>) -> HostReplays {
     let graphs = whatif::graphs(profile);
-    let replays = edits.into_iter().map(|e| (e.describe(), whatif::replay_steps(profile, &graphs, &e))).collect();
+    let features = Features::of(&graphs);
+    let unchanged = Edit::default();
+    let replays = (std::iter::once(unchanged).chain(edits.into_iter().filter(|e| !features.unchanged_by(e))))
+        .map(|e| (e.describe(), whatif::replay_steps(profile, &graphs, &e)))
+        .collect();
     let mut ran: Vec<String> =
         profile.devices().iter().flat_map(|d| d.cached_ops().names.iter().map(|n| n.to_string())).collect();
     ran.sort_unstable();
     ran.dedup();
-    HostReplays { replays, ran }
+    HostReplays { replays, ran, features }
 }
 
 /// A run's replay of `edit` from its hosts' ([`host_replays`]): on each host, the edit
@@ -78,6 +85,9 @@ pub fn run_replay(hosts: &[HostReplays], edit: &Edit) -> Option<Replayed> {
             Target::Op(name) => h.ran.binary_search(name).is_ok(),
             Target::Part(_) => true,
         });
+        if h.features.unchanged_by(&own) {
+            own = Edit::default();
+        }
         let key = own.describe();
         let (_, replayed) = h.replays.iter().find(|(k, _)| *k == key)?;
         run.add(replayed.clone());

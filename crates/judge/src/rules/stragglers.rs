@@ -39,10 +39,11 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     ];
     // The what-if model balances the devices of a host's step; hosts' steps are
     // replayed apart, so a straggling host has no projected gain (yet).
+    // Projected once, where a straggler is found.
     let one_host = cx.overview.environment.hosts.len() <= 1;
-    let gain = if one_host { cx.gain(&crate::gains::balance()) } else { None };
+    let gain = std::sync::OnceLock::new();
     for (list, severity, what, advice) in found.into_iter().filter(|(list, ..)| !list.is_empty()) {
-        let gain = gain.clone();
+        let gain = gain.get_or_init(|| if one_host { cx.gain(&crate::gains::balance()) } else { None }).clone();
         let worst = list.iter().map(|s| s.excess_pct).fold(0.0, f64::max);
         out.push(
             Finding {
