@@ -5,6 +5,7 @@
 use stepscope_analysis::ops;
 use stepscope_analysis::overview::{self, Overview};
 use stepscope_analysis::steps::{self, Steps};
+use stepscope_analysis::whatif::{events_named, jit_calls};
 use stepscope_analysis::{collectives, compile, devices, memory};
 use stepscope_model::device::host_cpu_plane;
 use stepscope_model::records::FastMap;
@@ -212,19 +213,6 @@ fn gpu_module_runs(profile: &Profile, host: usize, windows: &[(i64, i64)]) -> Ve
     (runs.into_iter()).filter_map(|(name, n)| Some((name.strip_suffix(":XLA GPU module")?.to_string(), n))).collect()
 }
 
-/// The (metadata id, start) of every event of `plane` whose name `pick` keeps, each
-/// name tested once.
-fn events_named(plane: &stepscope_xspace::Plane, pick: impl Fn(&str) -> bool) -> Vec<(u32, i64)> {
-    let keep: Vec<bool> = (0..plane.event_meta.len()).map(|m| pick(plane.event_name(m as u32))).collect();
-    let mut found = Vec::new();
-    for line in &plane.lines {
-        for i in (0..line.len()).filter(|&i| keep.get(line.meta(i) as usize) == Some(&true)) {
-            found.push((line.meta(i), line.start_ps(i)));
-        }
-    }
-    found
-}
-
 /// Per step (by index): device idle from the step's start to its first op, or to the
 /// host's first call of a jitted function in the step where that came first — the
 /// dispatch of the step's work is no input work, even where a loop that waits for
@@ -254,14 +242,4 @@ pub fn leading_idle(profile: &Profile, steps: &Steps) -> Vec<(usize, i64)> {
             Some((at, first.min(call).saturating_sub(st.start_ps)))
         })
         .collect()
-}
-
-/// The starts of a host's calls of jitted functions (`PjitFunction(f)`: JAX's C++
-/// dispatch of a call), sorted.
-fn jit_calls(space: &stepscope_xspace::Space) -> Vec<i64> {
-    let Some(plane) = host_cpu_plane(space) else { return Vec::new() };
-    let mut starts: Vec<i64> =
-        events_named(plane, |name| name.starts_with("PjitFunction(")).into_iter().map(|(_, start)| start).collect();
-    starts.sort_unstable();
-    starts
 }
