@@ -192,7 +192,7 @@ impl Profile {
                 "no op named {op:?} ran in this run — ops() lists the op names"
             )));
         }
-        analyse(py, &[&self.inner], || whatif::project(&self.inner, &whatif::graphs(&self.inner), &e))
+        analyse(py, &[&self.inner], || whatif::project(&self.inner, &e))
     }
 
     fn __repr__(&self) -> String {

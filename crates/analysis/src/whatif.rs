@@ -22,6 +22,8 @@
 //! time the device no longer spends does not, so a host-bound step gains nothing from
 //! faster ops. A step's time is its slowest device's.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 use stepscope_model::device_time::{named_time, Part};
 use stepscope_model::stats::{pct, Intervals};
@@ -169,9 +171,19 @@ pub struct Graphs {
     pub steps: Vec<StepGraph>,
 }
 
+/// The key [`graphs`] are kept under in the profile's memo.
+#[derive(PartialEq)]
+struct GraphsKey;
+
+/// Every timed step's graph, made once per profile (kept in its memo: `advise`'s
+/// findings, `whatif` and every surface replay the same graphs).
+pub fn graphs(profile: &Profile) -> Arc<Graphs> {
+    profile.memo().get_or_insert(GraphsKey, || Arc::new(build_graphs(profile)))
+}
+
 /// Builds every timed step's graph: one pass per device over its named time in all the
 /// steps' windows.
-pub fn graphs(profile: &Profile) -> Graphs {
+fn build_graphs(profile: &Profile) -> Graphs {
     let model = steps::cached(profile);
     let base = profile.time_base();
     let timed: Vec<usize> = (0..model.steps.len()).filter(|&i| !model.steps[i].cut).collect();
@@ -355,7 +367,7 @@ impl HostCalls {
             return HostCalls { jit: Vec::new(), executes: Vec::new() };
         };
         let (mut jit, mut executes) = (Vec::new(), Vec::new());
-        let found = events_named(plane, |name| {
+        let found = stepscope_model::device::events_named(plane, |name| {
             name.starts_with("PjitFunction(") || name.starts_with("CommonPjRtLoadedExecutable::Execute")
         });
         for (meta, start) in found {
@@ -368,25 +380,6 @@ impl HostCalls {
         executes.sort_unstable();
         HostCalls { jit, executes }
     }
-}
-
-/// The starts of a host's calls of jitted functions (`PjitFunction(f)`: JAX's C++
-/// dispatch of a call), sorted.
-pub fn jit_calls(space: &stepscope_xspace::Space) -> Vec<i64> {
-    HostCalls::of(space).jit
-}
-
-/// The (metadata id, start) of every event of `plane` whose name `pick` keeps, each
-/// name tested once.
-pub fn events_named(plane: &stepscope_xspace::Plane, pick: impl Fn(&str) -> bool) -> Vec<(u32, i64)> {
-    let keep: Vec<bool> = (0..plane.event_meta.len()).map(|m| pick(plane.event_name(m as u32))).collect();
-    let mut found = Vec::new();
-    for line in &plane.lines {
-        for i in (0..line.len()).filter(|&i| keep.get(line.meta(i) as usize) == Some(&true)) {
-            found.push((line.meta(i), line.start_ps(i)));
-        }
-    }
-    found
 }
 
 /// What an edit scales.
@@ -513,9 +506,9 @@ pub struct Projection {
 /// A step whose unmodified replay misses it by more than this share is left out.
 pub const REPLAY_TOLERANCE_PCT: f64 = 5.0;
 
-/// Projects `edit` over `graphs` (of `profile`).
-pub fn project(profile: &Profile, graphs: &Graphs, edit: &Edit) -> Projection {
-    replay_steps(profile, graphs, edit).finish(edit)
+/// Projects `edit` over the steps of `profile`.
+pub fn project(profile: &Profile, edit: &Edit) -> Projection {
+    replay_steps(profile, edit).finish(edit)
 }
 
 /// The steps of a profile (a run, or one of its hosts) replayed with an edit, before
@@ -581,8 +574,9 @@ impl Replayed {
     }
 }
 
-/// Replays every step of `graphs` (of `profile`) unchanged and with `edit`.
-pub fn replay_steps(profile: &Profile, graphs: &Graphs, edit: &Edit) -> Replayed {
+/// Replays every step of `profile` unchanged and with `edit`.
+pub fn replay_steps(profile: &Profile, edit: &Edit) -> Replayed {
+    let graphs = graphs(profile);
     let devices = profile.devices();
     let cuts = Cuts::of(profile.time_base(), &devices, edit);
     let mut out = Replayed::default();
@@ -704,10 +698,13 @@ impl Cut {
 
 /// The threads an XLA:CPU device ran ops on.
 fn op_threads(d: &Device) -> f64 {
-    let mut lines: Vec<u32> = d.cached_ops().recs.iter().map(|r| r.line).collect();
-    lines.sort_unstable();
-    lines.dedup();
-    lines.len().max(1) as f64
+    let mut ran = vec![false; d.plane.lines.len()];
+    for r in &d.cached_ops().recs {
+        if let Some(line) = ran.get_mut(r.line as usize) {
+            *line = true;
+        }
+    }
+    ran.iter().filter(|&&l| l).count().max(1) as f64
 }
 
 /// Per device: the time scaled ops save.
@@ -896,8 +893,9 @@ impl<'c> Cursor<'c> {
     }
 }
 
+/// `node`'s place in [`Node::ALL`] (declared in that order).
 fn node_index(node: Node) -> usize {
-    Node::ALL.iter().position(|n| *n == node).unwrap_or(0)
+    node as usize
 }
 
 /// Replays chain `c` of a step starting at `start` under `edit` alone.
@@ -1048,6 +1046,13 @@ mod tests {
         let b = Edit::parse("--scale a=0 --scale b=0").unwrap();
         assert_eq!(a.describe(), b.describe());
         assert!(Edit::parse("none").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_nodes_index_is_its_place_in_all() {
+        for (i, n) in Node::ALL.iter().enumerate() {
+            assert_eq!(node_index(*n), i, "{n:?}");
+        }
     }
 
     #[test]

@@ -47,7 +47,6 @@ enum Held<'a> {
 struct Made {
     op_rows: OnceLock<Ops>,
     scopes: OnceLock<Scopes>,
-    graphs: OnceLock<whatif::Graphs>,
 }
 
 /// What the rules read of a run read a host at a time besides its overview and
@@ -113,9 +112,7 @@ impl<'a> Context<'a> {
     /// replayed, or no host replayed the edit.
     pub fn gain(&self, edit: &whatif::Edit) -> Option<Gain> {
         let p = match &self.held {
-            Held::Whole { profile, made } => {
-                whatif::project(profile, made.graphs.get_or_init(|| whatif::graphs(profile)), edit)
-            }
+            Held::Whole { profile, .. } => whatif::project(profile, edit),
             Held::Run(run) => crate::gains::run_replay(&run.whatif, edit)?.finish(edit),
         };
         (p.steps > 0).then(|| Gain {

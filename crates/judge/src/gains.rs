@@ -61,11 +61,10 @@ pub struct HostReplays {
 
 /// One host's [`HostReplays`] of `edits`.
 pub fn host_replays(profile: &Profile, edits: Vec<Edit>) -> HostReplays {
-    let graphs = whatif::graphs(profile);
-    let features = Features::of(&graphs);
+    let features = Features::of(&whatif::graphs(profile));
     let unchanged = Edit::default();
     let replays = (std::iter::once(unchanged).chain(edits.into_iter().filter(|e| !features.unchanged_by(e))))
-        .map(|e| (e.describe(), whatif::replay_steps(profile, &graphs, &e)))
+        .map(|e| (e.describe(), whatif::replay_steps(profile, &e)))
         .collect();
     let mut ran: Vec<String> =
         profile.devices().iter().flat_map(|d| d.cached_ops().names.iter().map(|n| n.to_string())).collect();

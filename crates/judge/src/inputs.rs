@@ -5,9 +5,9 @@
 use stepscope_analysis::ops;
 use stepscope_analysis::overview::{self, Overview};
 use stepscope_analysis::steps::{self, Steps};
-use stepscope_analysis::whatif::{events_named, jit_calls};
 use stepscope_analysis::{collectives, compile, devices, memory};
 use stepscope_model::device::host_cpu_plane;
+use stepscope_model::device::{events_named, jit_calls};
 use stepscope_model::records::FastMap;
 use stepscope_model::stats::Intervals;
 use stepscope_model::{OpSource, Profile};

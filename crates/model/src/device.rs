@@ -195,6 +195,29 @@ pub fn host_cpu_plane(space: &Space) -> Option<&Plane> {
         .or_else(|| space.planes.iter().find(|p| p.name.contains("/host:CPU") || p.name.starts_with("Host Threads")))
 }
 
+/// The (metadata id, start) of every event of `plane` whose name `pick` keeps, each
+/// name tested once.
+pub fn events_named(plane: &Plane, pick: impl Fn(&str) -> bool) -> Vec<(u32, i64)> {
+    let keep: Vec<bool> = (0..plane.event_meta.len()).map(|m| pick(plane.event_name(m as u32))).collect();
+    let mut found = Vec::new();
+    for line in &plane.lines {
+        for i in (0..line.len()).filter(|&i| keep.get(line.meta(i) as usize) == Some(&true)) {
+            found.push((line.meta(i), line.start_ps(i)));
+        }
+    }
+    found
+}
+
+/// The starts of a host's calls of jitted functions (`PjitFunction(f)`: JAX's C++
+/// dispatch of a call), sorted.
+pub fn jit_calls(space: &Space) -> Vec<i64> {
+    let Some(plane) = host_cpu_plane(space) else { return Vec::new() };
+    let mut starts: Vec<i64> =
+        events_named(plane, |name| name.starts_with("PjitFunction(")).into_iter().map(|(_, start)| start).collect();
+    starts.sort_unstable();
+    starts
+}
+
 pub fn device_kind(plane_name: &str) -> DeviceKind {
     let rest = plane_name.strip_prefix("/device:").unwrap_or(plane_name);
     if rest.starts_with("TPU") {

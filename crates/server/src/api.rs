@@ -296,7 +296,7 @@ fn whatif(app: &App, q: &Params) -> Reply {
     if let Some(op) = whatif::unknown_ops(&e.profile, &edit).first() {
         return Err(ApiError::not_found(format!("no op named {op:?} ran in this run — api/ops lists the op names")));
     }
-    json(&whatif::project(&e.profile, &whatif::graphs(&e.profile), &edit))
+    json(&whatif::project(&e.profile, &edit))
 }
 
 /// The `top` where none is asked for.

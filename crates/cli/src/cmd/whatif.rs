@@ -101,8 +101,7 @@ pub fn run(args: &WhatifArgs) -> anyhow::Result<ExitCode> {
             args.input.path.display()
         );
     }
-    let graphs = whatif::graphs(&profile);
-    let p = whatif::project(&profile, &graphs, &edit);
+    let p = whatif::project(&profile, &edit);
     if p.steps == 0 {
         anyhow::bail!(
             "no step to replay in {} — the what-if model replays timed steps: capture whole steps, with \
@@ -124,7 +123,7 @@ fn print(p: &whatif::Projection, steps: bool) {
         "step {} → {} projected: {} a step ({:.1}%), over {} steps{}",
         human::duration_ps(p.step_ps),
         human::duration_ps(p.projected_step_ps),
-        signed(-p.gain_ps),
+        human::signed_duration_ps(-p.gain_ps),
         -p.gain_pct,
         p.steps,
         match p.steps_left_out {
@@ -144,7 +143,7 @@ fn print(p: &whatif::Projection, steps: bool) {
             n.name.to_string(),
             human::duration_ps(n.measured_ps),
             human::duration_ps(n.projected_ps),
-            signed(n.projected_ps - n.measured_ps),
+            human::signed_duration_ps(n.projected_ps - n.measured_ps),
         ]);
     }
     out!("{}", t.text());
@@ -161,8 +160,4 @@ fn print(p: &whatif::Projection, steps: bool) {
         }
         out!("{}", t.text());
     }
-}
-
-fn signed(ps: i64) -> String {
-    human::signed_duration_ps(ps)
 }
