@@ -129,23 +129,29 @@ fn host_part<T, E>(
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<HostPart<T>, E> {
     let steps = stepscope_model::profile::cached(profile);
-    let ((devices, compiles), ((collectives, allocators), (scope_rows, (leading_idle, dispatches)))) = rayon::join(
-        || (DevicesPart::of(profile), compile::compiles(profile)),
-        || {
-            rayon::join(
-                || {
-                    // The allocators' timelines are not judged: a pod's would add up.
-                    let mut allocators = memory::memory(profile, None, 3).allocators;
-                    allocators.iter_mut().for_each(|a| a.timeline = Vec::new());
-                    (CollectivesPart::of(profile), allocators)
-                },
-                || {
-                    let passes = (inputs::leading_idle(profile, steps), inputs::dispatches(profile, steps));
-                    (scopes::scope_rows(profile), passes)
-                },
-            )
-        },
-    );
+    let (((devices, compiles), whatif), ((collectives, allocators), (scope_rows, (leading_idle, dispatches)))) =
+        rayon::join(
+            || {
+                rayon::join(
+                    || (DevicesPart::of(profile), compile::compiles(profile)),
+                    || gains::host_replays(profile, candidate_edits(&ops::ops(profile, GroupBy::Op, 0).ops, th)),
+                )
+            },
+            || {
+                rayon::join(
+                    || {
+                        // The allocators' timelines are not judged: a pod's would add up.
+                        let mut allocators = memory::memory(profile, None, 3).allocators;
+                        allocators.iter_mut().for_each(|a| a.timeline = Vec::new());
+                        (CollectivesPart::of(profile), allocators)
+                    },
+                    || {
+                        let passes = (inputs::leading_idle(profile, steps), inputs::dispatches(profile, steps));
+                        (scopes::scope_rows(profile), passes)
+                    },
+                )
+            },
+        );
     let facts = HostFacts::of(profile, steps, &leading_idle);
     Ok(HostPart {
         devices,
@@ -158,7 +164,7 @@ fn host_part<T, E>(
         leading_idle,
         dispatches,
         facts,
-        whatif: gains::host_replays(profile, candidate_edits(&ops::ops(profile, GroupBy::Op, 0).ops, th)),
+        whatif,
         kept: extra(profile, o)?,
     })
 }

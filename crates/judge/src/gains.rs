@@ -6,8 +6,9 @@
 //! replays the run's steps with the edit (held whole) or adds up its hosts' replays of
 //! it (read a host at a time), so that both give the same gain.
 
+use rayon::prelude::*;
 use stepscope_analysis::ops::OpRow;
-use stepscope_analysis::whatif::{self, Edit, Features, Replayed, Target};
+use stepscope_analysis::whatif::{self, Edit, Features, Replayed, Replayer, Target};
 use stepscope_model::device_time::Part;
 use stepscope_model::Profile;
 
@@ -48,48 +49,49 @@ pub fn remove_ops(rows: &[&OpRow]) -> Edit {
     Edit { scale: names.into_iter().map(|n| (Target::Op(n.to_string()), 0.0)).collect(), ..Default::default() }
 }
 
-/// What a host keeps of the what-if model for a run read a host at a time: its
-/// replays of the edits the rules may ask for (`by_host::candidate_edits`), by the
-/// edit's words, and the names of the ops it ran.
+/// What a host keeps of the what-if model for a run read a host at a time: what
+/// replaying the edits the rules may ask for needs (`by_host::candidate_edits`), and
+/// the names of the ops it ran. An edit is replayed when a finding asks for its gain.
 pub struct HostReplays {
-    replays: Vec<(String, Replayed)>,
+    replayer: Replayer,
     ran: Vec<String>,
-    /// What its steps hold: an edit that changes nothing of it was not replayed (its
-    /// replay is the unchanged one).
+    /// What its steps hold: an edit that changes nothing of it replays as unchanged.
     features: Features,
 }
 
 /// One host's [`HostReplays`] of `edits`.
 pub fn host_replays(profile: &Profile, edits: Vec<Edit>) -> HostReplays {
     let features = Features::of(&whatif::graphs(profile));
-    let unchanged = Edit::default();
-    let replays = (std::iter::once(unchanged).chain(edits.into_iter().filter(|e| !features.unchanged_by(e))))
-        .map(|e| (e.describe(), whatif::replay_steps(profile, &e)))
-        .collect();
+    let edits: Vec<Edit> = edits.into_iter().filter(|e| !features.unchanged_by(e)).collect();
+    let replayer = Replayer::new(profile, &edits);
     let mut ran: Vec<String> =
         profile.devices().iter().flat_map(|d| d.cached_ops().names.iter().map(|n| n.to_string())).collect();
     ran.sort_unstable();
     ran.dedup();
-    HostReplays { replays, ran, features }
+    HostReplays { replayer, ran, features }
 }
 
 /// A run's replay of `edit` from its hosts' ([`host_replays`]): on each host, the edit
 /// of the ops that host ran (an op it did not run changes nothing there), added up.
-/// `None` where a host did not replay that edit.
+/// `None` where a host was not made ready to replay that edit.
 pub fn run_replay(hosts: &[HostReplays], edit: &Edit) -> Option<Replayed> {
+    let replays: Option<Vec<Replayed>> = hosts
+        .par_iter()
+        .map(|h| {
+            let mut own = edit.clone();
+            own.scale.retain(|(t, _)| match t {
+                Target::Op(name) => h.ran.binary_search(name).is_ok(),
+                Target::Part(_) => true,
+            });
+            if h.features.unchanged_by(&own) {
+                own = Edit::default();
+            }
+            h.replayer.replay(&own)
+        })
+        .collect();
     let mut run = Replayed::default();
-    for h in hosts {
-        let mut own = edit.clone();
-        own.scale.retain(|(t, _)| match t {
-            Target::Op(name) => h.ran.binary_search(name).is_ok(),
-            Target::Part(_) => true,
-        });
-        if h.features.unchanged_by(&own) {
-            own = Edit::default();
-        }
-        let key = own.describe();
-        let (_, replayed) = h.replays.iter().find(|(k, _)| *k == key)?;
-        run.add(replayed.clone());
+    for r in replays? {
+        run.add(r);
     }
     Some(run)
 }
