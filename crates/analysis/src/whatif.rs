@@ -644,11 +644,6 @@ impl Replayer {
         Replayer { graphs, cuts }
     }
 
-    /// The graphs it replays.
-    pub fn graphs(&self) -> &Graphs {
-        &self.graphs
-    }
-
     /// Every step replayed with `edit`; `None` where `edit` scales ops and was not one
     /// of the edits it was made for.
     pub fn replay(&self, edit: &Edit) -> Option<Replayed> {
