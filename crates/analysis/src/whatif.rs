@@ -604,49 +604,50 @@ pub fn replay_steps(profile: &Profile, edit: &Edit) -> Replayed {
 }
 
 /// What replaying a profile's steps with some edits needs, without the profile: its
-/// graphs, and for each edit that scales ops the time they save on each device. A run
-/// read a host at a time keeps one a host, and replays an edit only when a finding
-/// asks for its gain.
+/// graphs, what they hold, and for each edit that scales ops the time they save on each
+/// device. A run read a host at a time keeps one a host, and replays an edit only when
+/// a finding asks for its gain.
 pub struct Replayer {
     graphs: Arc<Graphs>,
+    /// What the steps hold: an edit that changes nothing of them replays as unchanged.
+    features: Features,
     /// Per edit that scales ops (by its words), the cuts of its devices.
     cuts: Vec<(String, Cuts)>,
 }
 
 impl Replayer {
     /// Ready to replay `edits` of `profile` (and any edit that scales no op). The
-    /// devices' ops are swept once for all the edits.
+    /// devices' ops are counted once for all the edits.
     pub fn new(profile: &Profile, edits: &[Edit]) -> Replayer {
-        let scaling: Vec<&Edit> = edits.iter().filter(|e| e.scales_ops()).collect();
-        let cuts_of = || {
-            if scaling.is_empty() {
-                return Vec::new();
-            }
-            let devices = profile.devices();
-            let base = profile.time_base();
-            let crowds: Vec<Crowd> = devices.iter().map(Crowd::of).collect();
-            (scaling.par_iter())
-                .map(|e| {
-                    let mut per_device: Vec<Option<Vec<Cut>>> = Vec::new();
-                    for (d, crowd) in devices.iter().zip(&crowds) {
-                        if per_device.len() <= d.index {
-                            per_device.resize_with(d.index + 1, || None);
-                        }
-                        per_device[d.index] = device_cuts(d, &base.kinds[d.index].of_op, e, crowd);
-                    }
-                    (e.describe(), Cuts { per_device })
-                })
-                .collect()
-        };
-        // The stages both read, made here (not inside the pool).
+        // The stages the edits' cuts read, made here (not inside the pool).
         profile.prepare();
-        let (graphs, cuts) = rayon::join(|| graphs(profile), cuts_of);
-        Replayer { graphs, cuts }
+        let graphs = graphs(profile);
+        let features = Features::of(&graphs);
+        let scaling: Vec<&Edit> = edits.iter().filter(|e| e.scales_ops() && !features.unchanged_by(e)).collect();
+        let mut cuts = Vec::new();
+        if !scaling.is_empty() {
+            let (devices, base) = (profile.devices(), profile.time_base());
+            let crowds: Vec<Crowd> = devices.iter().map(Crowd::of).collect();
+            let cuts_of = |e: &&Edit| {
+                let mut per_device: Vec<Option<Vec<Cut>>> = Vec::new();
+                for (d, crowd) in devices.iter().zip(&crowds) {
+                    if per_device.len() <= d.index {
+                        per_device.resize_with(d.index + 1, || None);
+                    }
+                    per_device[d.index] = device_cuts(d, &base.kinds[d.index].of_op, e, crowd);
+                }
+                (e.describe(), Cuts { per_device })
+            };
+            cuts = scaling.par_iter().map(cuts_of).collect();
+        }
+        Replayer { graphs, features, cuts }
     }
 
     /// Every step replayed with `edit`; `None` where `edit` scales ops and was not one
     /// of the edits it was made for.
     pub fn replay(&self, edit: &Edit) -> Option<Replayed> {
+        let unchanged = Edit::default();
+        let edit = if self.features.unchanged_by(edit) { &unchanged } else { edit };
         let none = Cuts { per_device: Vec::new() };
         let cuts = if edit.scales_ops() {
             let key = edit.describe();
@@ -865,9 +866,9 @@ fn device_cuts(d: &Device, of_op: &[Part], edit: &Edit, crowd: &Crowd) -> Option
     for (pick, f) in &targets {
         let mine: Vec<(i64, i64)> = (ops.recs.iter().enumerate())
             .filter(|(i, r)| pick(*i, r.name))
-            .map(|(i, r)| {
-                let a = r.start_ps(d.plane);
-                (a, a.saturating_add(ops.duration_ps(d.plane, i)))
+            .map(|(i, _)| {
+                let (_, a, b, _) = ops.span(d.plane, i);
+                (a, b)
             })
             .collect();
         if mine.is_empty() {
@@ -890,8 +891,8 @@ impl Crowd {
     fn of(d: &Device) -> Crowd {
         let ops = d.cached_ops();
         Crowd::count((0..ops.recs.len()).map(|i| {
-            let a = ops.recs[i].start_ps(d.plane);
-            (a, a.saturating_add(ops.duration_ps(d.plane, i)))
+            let (_, a, b, _) = ops.span(d.plane, i);
+            (a, b)
         }))
     }
 
@@ -923,7 +924,7 @@ impl Crowd {
         Crowd { steps }
     }
 
-    /// The count at `t`'s step `i` ([`Crowd::steps`]) and where the next begins.
+    /// Step `i`'s count, and where the next step begins.
     fn at(&self, i: usize) -> (u32, i64) {
         (self.steps[i].1, self.steps.get(i + 1).map_or(i64::MAX, |s| s.0))
     }
@@ -935,23 +936,20 @@ impl Crowd {
         let mut k = 0usize;
         for i in 0..some.steps.len() {
             let (mine, end) = some.at(i);
-            let mut t = some.steps[i].0;
             if mine == 0 {
                 continue;
             }
-            // The step of all ops at t: the last that begins at or before t.
+            let mut t = some.steps[i].0;
+            // The step of all ops at t: the last that begins at or before t (it ends
+            // after t).
             k = k.max(self.steps.partition_point(|s| s.0 <= t).saturating_sub(1));
             while t < end && k < self.steps.len() {
                 let (all, next) = self.at(k);
                 let to = next.min(end);
-                if to > t {
-                    if all > mine { &mut beside } else { &mut alone }.push((t, to));
-                    t = to;
-                }
+                if all > mine { &mut beside } else { &mut alone }.push((t, to));
+                t = to;
                 if next <= end {
                     k += 1;
-                } else {
-                    break;
                 }
             }
         }
@@ -1285,13 +1283,13 @@ mod tests {
 /// What of the what-if graph an edit needs to change anything: the kinds of node the
 /// steps hold, and whether some step has more than one device at work.
 #[derive(Clone, Debug, Default)]
-pub struct Features {
+struct Features {
     nodes: Vec<Node>,
     several_devices: bool,
 }
 
 impl Features {
-    pub fn of(graphs: &Graphs) -> Features {
+    fn of(graphs: &Graphs) -> Features {
         let mut nodes: Vec<Node> = Vec::new();
         let mut several_devices = false;
         for g in &graphs.steps {
@@ -1310,7 +1308,7 @@ impl Features {
     /// nothing they hold): its replay is the unchanged one. An edit that scales ops
     /// (by name, or copies prefetched: a copy under compute still holds a thread on
     /// XLA:CPU), or jits, is never known to change nothing.
-    pub fn unchanged_by(&self, edit: &Edit) -> bool {
+    fn unchanged_by(&self, edit: &Edit) -> bool {
         let has = |n: Node| self.nodes.contains(&n);
         let parts_scaled = edit.scale.iter().any(|(t, _)| match t {
             Target::Op(_) => true,

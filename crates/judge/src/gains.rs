@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 use stepscope_analysis::ops::OpRow;
-use stepscope_analysis::whatif::{self, Edit, Features, Replayed, Replayer, Target};
+use stepscope_analysis::whatif::{Edit, Replayed, Replayer, Target};
 use stepscope_model::device_time::Part;
 use stepscope_model::Profile;
 
@@ -55,20 +55,16 @@ pub fn remove_ops(rows: &[&OpRow]) -> Edit {
 pub struct HostReplays {
     replayer: Replayer,
     ran: Vec<String>,
-    /// What its steps hold: an edit that changes nothing of it replays as unchanged.
-    features: Features,
 }
 
 /// One host's [`HostReplays`] of `edits`.
 pub fn host_replays(profile: &Profile, edits: Vec<Edit>) -> HostReplays {
-    let features = Features::of(&whatif::graphs(profile));
-    let edits: Vec<Edit> = edits.into_iter().filter(|e| !features.unchanged_by(e)).collect();
     let replayer = Replayer::new(profile, &edits);
     let mut ran: Vec<String> =
         profile.devices().iter().flat_map(|d| d.cached_ops().names.iter().map(|n| n.to_string())).collect();
     ran.sort_unstable();
     ran.dedup();
-    HostReplays { replayer, ran, features }
+    HostReplays { replayer, ran }
 }
 
 /// A run's replay of `edit` from its hosts' ([`host_replays`]): on each host, the edit
@@ -83,9 +79,6 @@ pub fn run_replay(hosts: &[HostReplays], edit: &Edit) -> Option<Replayed> {
                 Target::Op(name) => h.ran.binary_search(name).is_ok(),
                 Target::Part(_) => true,
             });
-            if h.features.unchanged_by(&own) {
-                own = Edit::default();
-            }
             h.replayer.replay(&own)
         })
         .collect();
