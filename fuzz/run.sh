@@ -15,8 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export RUSTC_BOOTSTRAP=1
 FLAGS=(-O -a -s none)
-declare -A MINUTES=([xspace]=20 [trace_json]=16 [pprof]=10 [hlo]=10 [kernel_details]=6)
-TARGETS=${FUZZ_TARGETS:-"xspace trace_json pprof hlo kernel_details"}
+declare -A MINUTES=([xspace]=20 [trace_json]=16 [pprof]=10 [hlo]=10 [kernel_details]=6 [parquet]=10)
+TARGETS=${FUZZ_TARGETS:-"xspace trace_json pprof hlo kernel_details parquet"}
 
 if [ "${1:-}" = cmin ]; then
   for t in $TARGETS; do

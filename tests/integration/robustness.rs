@@ -26,7 +26,7 @@ use std::time::Duration;
 use crate::util::*;
 
 /// Wall-clock limit for one run.
-const LIMIT: Duration = Duration::from_secs(5);
+pub(crate) const LIMIT: Duration = Duration::from_secs(5);
 /// Memory allowed to any run, whatever the input.
 const BASE_RSS_BYTES: u64 = 64 << 20;
 
@@ -40,7 +40,7 @@ const PPROF: &str = "cpu-transformer/plugins/profile/2026_11_21_22_29_17/memory.
 // Deterministic randomness.
 
 /// splitmix64: small, seedable, good enough to pick offsets.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -50,7 +50,7 @@ impl Rng {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
 }
@@ -661,7 +661,7 @@ fn all_variants() -> Vec<Variant> {
 // (`run_limited` in util.rs).
 
 /// What is wrong with an outcome, if anything.
-fn judge(o: &Outcome, file_bytes: u64, expands: bool) -> Option<String> {
+pub(crate) fn judge(o: &Outcome, file_bytes: u64, expands: bool) -> Option<String> {
     if o.timed_out {
         return Some(format!("still running after {:?} (killed)", LIMIT));
     }

@@ -159,9 +159,78 @@ pub fn clean(text: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// A writer that passes its text through [`clean`] on the way to `out`: for output
+/// written in pieces (a query's CSV or JSON, streamed). A character split between two
+/// writes is held until its last byte comes.
+pub struct CleanWriter<W: std::io::Write> {
+    out: W,
+    /// The bytes of a character still incomplete.
+    carry: Vec<u8>,
+}
+
+impl<W: std::io::Write> CleanWriter<W> {
+    pub fn new(out: W) -> CleanWriter<W> {
+        CleanWriter { out, carry: Vec::new() }
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for CleanWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.carry.extend_from_slice(buf);
+        let mut at = 0;
+        while at < self.carry.len() {
+            match std::str::from_utf8(&self.carry[at..]) {
+                Ok(text) => {
+                    self.out.write_all(clean(text).as_bytes())?;
+                    at = self.carry.len();
+                }
+                Err(e) => {
+                    let valid = at + e.valid_up_to();
+                    let text = std::str::from_utf8(&self.carry[at..valid]).expect("valid up to here");
+                    self.out.write_all(clean(text).as_bytes())?;
+                    match e.error_len() {
+                        // Not UTF-8: passed on as it is.
+                        Some(n) => {
+                            self.out.write_all(&self.carry[valid..valid + n])?;
+                            at = valid + n;
+                        }
+                        // A character whose end is still to come.
+                        None => {
+                            at = valid;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.carry.drain(..at);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.carry.is_empty() {
+            self.out.write_all(&self.carry)?;
+            self.carry.clear();
+        }
+        self.out.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_clean_writer_cleans_characters_split_between_writes() {
+        use std::io::Write;
+        let text = "a\u{1b}]0;x\u{7}é\u{9b}2J€";
+        let mut w = CleanWriter::new(Vec::new());
+        for b in text.as_bytes() {
+            w.write_all(std::slice::from_ref(b)).unwrap();
+        }
+        w.flush().unwrap();
+        assert_eq!(String::from_utf8(w.out).unwrap(), clean(text));
+    }
 
     #[test]
     fn units() {

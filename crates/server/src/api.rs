@@ -68,7 +68,7 @@ impl ApiError {
 }
 
 type Reply = Result<Vec<u8>, ApiError>;
-type Handler = fn(&App, &Params) -> Reply;
+pub(crate) type Handler = fn(&App, &Params) -> Reply;
 
 /// Every API route, by its path under `api/`.
 pub const ROUTES: &[(&str, Handler)] = &[
@@ -795,10 +795,22 @@ pub const SQL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The most rows `api/sql` answers with (`rows` asks for fewer).
 pub const SQL_MAX_ROWS: usize = 10_000;
 
+/// The most JSON `api/sql` answers with: rows past it are cut (`rows_cut`).
+pub const SQL_MAX_BYTES: u64 = 32 << 20;
+
+/// `api/sql` queries run at once; more wait [`SQL_QUEUE_WAIT`] for a turn, then are
+/// refused (503).
+pub const MAX_QUERIES: usize = 2;
+
+/// How long an `api/sql` query waits for a turn.
+pub const SQL_QUEUE_WAIT: Duration = Duration::from_secs(10);
+
 /// `stepscope sql Q --json` over the served runs: `q` the query; `run` only that run
-/// (default: every run); at most `rows` rows (default and most [`SQL_MAX_ROWS`]; more
-/// are cut, `rows_cut` says so). Each host is read through the cache, alone, for the
-/// tables the query names; a query stops after [`SQL_TIMEOUT`].
+/// (default: every run); at most `rows` rows (default and most [`SQL_MAX_ROWS`]) and
+/// [`SQL_MAX_BYTES`] of JSON (more are cut, `rows_cut` says so). Each host is read
+/// through the cache, alone, for the tables the query names; a query stops after
+/// [`SQL_TIMEOUT`]. (The HTTP layer runs it on a thread of its own, [`MAX_QUERIES`] at
+/// once.)
 fn sql(app: &App, q: &Params) -> Reply {
     let query = q.text("q")?;
     let max_rows = q.opt("rows", SQL_MAX_ROWS)?.clamp(1, SQL_MAX_ROWS);
@@ -825,7 +837,7 @@ fn sql(app: &App, q: &Params) -> Reply {
             Ok(())
         })?;
     }
-    let mut results = stepscope_sql::JsonResults::new(Vec::new(), max_rows);
+    let mut results = stepscope_sql::JsonResults::bounded(Vec::new(), max_rows, SQL_MAX_BYTES);
     db.query(query, &stepscope_sql::Limits { timeout: Some(SQL_TIMEOUT) }, &mut results).map_err(ApiError::bad)?;
     let (body, _, _) = results.finish().map_err(|e| failed(e.to_string()))?;
     Ok(body)

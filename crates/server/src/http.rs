@@ -147,6 +147,9 @@ async fn handle<B>(app: Arc<App>, req: Request<B>) -> Response<Body> {
         let Some(handler) = api::route(route) else {
             return api_error(ApiError::not_found(format!("no API route {route:?} — see docs/api.md")));
         };
+        if route == "sql" {
+            return query(app, handler, params).await;
+        }
         let app = app.clone();
         return match tokio::task::spawn_blocking(move || api::answer(&app, handler, &params)).await {
             Ok(Ok(body)) => respond(StatusCode::OK, "application/json", body),
@@ -162,6 +165,45 @@ async fn handle<B>(app: Arc<App>, req: Request<B>) -> Response<Body> {
             r
         }
         None => not_found(),
+    }
+}
+
+/// Runs an `api/sql` query: [`api::MAX_QUERIES`] at once, each on a thread of its own
+/// at a lower priority, so that queries, however heavy, leave the blocking pool and the
+/// processor to the other requests; one that waits [`api::SQL_QUEUE_WAIT`] for a turn
+/// is refused.
+async fn query(app: Arc<App>, handler: api::Handler, params: Params) -> Response<Body> {
+    let busy = || {
+        api_error(ApiError {
+            status: 503,
+            message: format!("{} queries are running — try again in a few seconds", api::MAX_QUERIES),
+        })
+    };
+    let Ok(Ok(_turn)) = tokio::time::timeout(api::SQL_QUEUE_WAIT, app.queries.acquire()).await else {
+        return busy();
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let on_thread = app.clone();
+    let spawned = std::thread::Builder::new().name("stepscope-sql".into()).spawn(move || {
+        lower_priority();
+        let _ = tx.send(api::answer(&on_thread, handler, &params));
+    });
+    if spawned.is_err() {
+        return busy();
+    }
+    match rx.await {
+        Ok(Ok(body)) => respond(StatusCode::OK, "application/json", body),
+        Ok(Err(e)) => api_error(e),
+        Err(_) => api_error(ApiError { status: 500, message: "the query failed — run it again".into() }),
+    }
+}
+
+/// Lowers the calling thread's scheduling priority (nice 10), where the system allows.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: sets the niceness of this thread (its own id); no memory is touched.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 10);
     }
 }
 

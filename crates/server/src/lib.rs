@@ -43,6 +43,8 @@ pub(crate) struct App {
     pub cache: cache::Cache,
     /// Exports written at once (each holds a temporary file and a blocking thread).
     pub exports: tokio::sync::Semaphore,
+    /// `api/sql` queries run at once (each on a thread of its own, at a lower priority).
+    pub queries: tokio::sync::Semaphore,
     /// Connections still to show the token.
     pub pending: gate::Pending,
     /// Host names requests may name besides IP addresses and `localhost` (this
@@ -76,6 +78,7 @@ impl Server {
             root,
             cache: cache::Cache::new(cache::DEFAULT_RUNS, opts.peaks),
             exports: tokio::sync::Semaphore::new(download::MAX_EXPORTS),
+            queries: tokio::sync::Semaphore::new(api::MAX_QUERIES),
             pending: gate::Pending::default(),
             host_names: if opts.host.is_loopback() { Vec::new() } else { machine_names() },
         });

@@ -12,6 +12,7 @@
 
 mod load;
 mod out;
+mod parquet_check;
 mod parquet_in;
 mod query;
 

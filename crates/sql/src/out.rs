@@ -10,19 +10,29 @@ use crate::Results;
 pub const SCHEMA: &str = "stepscope.sql/1";
 
 /// Writes `{"schema", "columns", "rows": [[…], …], "row_count", "rows_cut"}`, rows as
-/// they come, at most `max_rows` of them (then `rows_cut` is true and the query stops).
-/// Call [`JsonResults::finish`] after the query.
+/// they come, at most `max_rows` of them and at most `max_bytes` of JSON (then
+/// `rows_cut` is true and the query stops; a row that would pass the bytes is left out
+/// whole). Call [`JsonResults::finish`] after the query.
 pub struct JsonResults<W: Write> {
     out: W,
     max_rows: usize,
+    max_bytes: u64,
+    bytes: u64,
     rows: usize,
     cut: bool,
     started: bool,
+    /// The row being written, whole before it goes out.
+    row: Vec<u8>,
 }
 
 impl<W: Write> JsonResults<W> {
     pub fn new(out: W, max_rows: usize) -> JsonResults<W> {
-        JsonResults { out, max_rows, rows: 0, cut: false, started: false }
+        JsonResults::bounded(out, max_rows, u64::MAX)
+    }
+
+    /// At most `max_rows` rows and about `max_bytes` of JSON.
+    pub fn bounded(out: W, max_rows: usize, max_bytes: u64) -> JsonResults<W> {
+        JsonResults { out, max_rows, max_bytes, bytes: 0, rows: 0, cut: false, started: false, row: Vec::new() }
     }
 
     /// Closes the JSON; returns the writer, the rows written and whether rows were cut.
@@ -60,14 +70,23 @@ impl<W: Write> Results for JsonResults<W> {
             self.cut = true;
             return Ok(false);
         }
-        self.out.write_all(if self.rows == 0 { b"[" } else { b",[" })?;
+        let row = &mut self.row;
+        row.clear();
+        row.extend_from_slice(if self.rows == 0 { b"[" } else { b",[" });
+        let room = self.max_bytes.saturating_sub(self.bytes);
         for (i, c) in cells.iter().enumerate() {
             if i > 0 {
-                self.out.write_all(b",")?;
+                row.push(b',');
             }
-            json_cell(&mut self.out, c)?;
+            json_cell(row, c)?;
+            if row.len() as u64 >= room {
+                self.cut = true;
+                return Ok(false);
+            }
         }
-        self.out.write_all(b"]")?;
+        row.push(b']');
+        self.out.write_all(row)?;
+        self.bytes += row.len() as u64;
         self.rows += 1;
         Ok(true)
     }

@@ -4,6 +4,9 @@
 use std::fs::File;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
 
 use parquet::basic::{LogicalType, Type as PhysicalType};
 use parquet::column::reader::{ColumnReader, ColumnReaderImpl};
@@ -11,7 +14,9 @@ use parquet::data_type::{ByteArray, DataType};
 use parquet::file::reader::{FileReader, SerializedFileReader};
 use stepscope_export::table::{Cell, ColType, Column, RowSink};
 use stepscope_export::tables::{parquet_files, partition_value, MANIFEST, SCHEMA, TABLES};
+use stepscope_xspace::{files, xplane, Source};
 
+use crate::parquet_check::{self, Layout};
 use crate::Db;
 
 /// Whether `dir` is a folder `stepscope tables` wrote.
@@ -44,27 +49,56 @@ impl Db {
                 if !keep(run.as_deref(), host.as_deref()) {
                     continue;
                 }
-                rows += self.add_parquet(table, &file, run.as_deref(), host.as_deref()).map_err(|e| {
-                    format!("cannot read {}: {e} — is it a table `stepscope tables` wrote?", file.display())
-                })?;
+                rows += self.add_parquet(table, &file, run.as_deref(), host.as_deref())?;
             }
         }
         Ok(rows)
     }
 
     /// Adds the rows of one Parquet file to `table`, with its partition values.
-    fn add_parquet(&mut self, table: &str, path: &Path, run: Option<&str>, host: Option<&str>) -> io::Result<u64> {
-        let file = File::open(path)?;
-        if !file.metadata()?.is_file() {
-            return Err(io::Error::other("not a regular file"));
+    fn add_parquet(&mut self, table: &str, path: &Path, run: Option<&str>, host: Option<&str>) -> Result<u64, String> {
+        let (file, len) = files::open_regular(path).map_err(|e| e.to_string())?;
+        let source = xplane::source_of(file, len, path).map_err(|e| e.to_string())?;
+        // What passes the check should not make the reader panic; should it still, that
+        // file is an error, not the end of the process.
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.add_parquet_bytes(table, Arc::clone(&source), run, host)
+        }));
+        if source.changed() {
+            return Err(xplane::changed_while_read(path).to_string());
         }
-        // The reader is not promised never to panic on a damaged file: that file is an
-        // error, not the end of the process.
-        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.read_parquet(table, file, run, host)));
-        read.unwrap_or_else(|_| Err(io::Error::other("a damaged Parquet file")))
+        read.unwrap_or_else(|_| Err(io::Error::other("the Parquet reader failed on it"))).map_err(|e| {
+            format!(
+                "cannot read {}: {e} — it is damaged or not a table `stepscope tables` wrote; write the folder again",
+                path.display()
+            )
+        })
     }
 
-    fn read_parquet(&mut self, table: &str, file: File, run: Option<&str>, host: Option<&str>) -> io::Result<u64> {
+    /// Adds the rows of the Parquet file `bytes` to `table`. The file is checked
+    /// against its own size first ([`parquet_check`]), so that nothing it claims is
+    /// allocated or looped over unless the file can hold it. (Public for the fuzz
+    /// target, which wants a panic to be seen: nothing here catches one.)
+    pub fn add_parquet_bytes(
+        &mut self,
+        table: &str,
+        bytes: Arc<Source>,
+        run: Option<&str>,
+        host: Option<&str>,
+    ) -> io::Result<u64> {
+        let layout = parquet_check::check(&bytes).map_err(|e| io::Error::other(e.to_string()))?;
+        self.read_parquet(table, Bytes::from_owner(Mapped(bytes)), &layout, run, host)
+    }
+
+    fn read_parquet(
+        &mut self,
+        table: &str,
+        file: Bytes,
+        layout: &Layout,
+        run: Option<&str>,
+        host: Option<&str>,
+    ) -> io::Result<u64> {
+        let file_bytes = file.len() as u64;
         let reader = SerializedFileReader::new(file).map_err(io::Error::other)?;
         let schema = reader.metadata().file_metadata().schema_descr_ptr();
         let columns = (schema.columns().iter())
@@ -80,37 +114,59 @@ impl Db {
                 Column::new(c.name(), ty, c.max_def_level() > 0)
             })
             .collect::<Vec<_>>();
+        if columns.len() != layout.columns || reader.num_row_groups() != layout.group_rows.len() {
+            return Err(io::Error::other("its footer reads differently from its checked layout"));
+        }
         let kept = self.ensure(table, &columns)?;
         let partitions: Vec<Option<&str>> =
             kept.partitions.iter().map(|p| if p == "run" { run } else { host }).collect();
         // Only the columns the table keeps are read; the others' cells are empty.
         let read: Vec<bool> = (0..columns.len()).map(|i| kept.at.contains(&i)).collect();
+        // A dictionary value can be repeated in every row: what the rows expand to is
+        // bounded too, so that a small file cannot fill the database's disk.
+        let max_cell_bytes = file_bytes.saturating_mul(MAX_CELL_BYTES_PER_BYTE).saturating_add(MAX_CELL_BYTES_SLACK);
+        let mut cell_bytes = 0u64;
         self.insert(table, &kept, &partitions, &mut |out: &mut dyn RowSink| {
-            // A row group at a time, each column read whole (values and definition
-            // levels), then handed on row by row.
-            for g in 0..reader.num_row_groups() {
+            // A row group at a time, its columns read [`BATCH_ROWS`] rows at a time
+            // (values and definition levels), then handed on row by row.
+            for (g, &group_rows) in layout.group_rows.iter().enumerate() {
                 let group = reader.get_row_group(g).map_err(io::Error::other)?;
-                let rows = usize::try_from(group.metadata().num_rows()).unwrap_or(0);
-                let cols = (0..columns.len())
-                    .map(|i| {
-                        if !read[i] {
-                            return Ok(None);
+                let mut readers = (0..columns.len())
+                    .map(|i| read[i].then(|| group.get_column_reader(i)).transpose())
+                    .collect::<parquet::errors::Result<Vec<_>>>()
+                    .map_err(io::Error::other)?;
+                let mut left = group_rows;
+                while left > 0 {
+                    let rows = left.min(BATCH_ROWS) as usize;
+                    left -= rows as u64;
+                    let cols = (readers.iter_mut().zip(&columns))
+                        .map(|(r, c)| {
+                            r.as_mut().map(|r| ColData::read(r, rows, c.nullable, c.ty == ColType::U64)).transpose()
+                        })
+                        .collect::<io::Result<Vec<_>>>()?;
+                    let mut next = vec![0usize; cols.len()];
+                    let mut cells: Vec<Cell> = Vec::with_capacity(cols.len());
+                    for row in 0..rows {
+                        cells.clear();
+                        for (c, at) in cols.iter().zip(&mut next) {
+                            let cell = match c {
+                                Some(c) => c.cell(row, at)?,
+                                None => Cell::Null,
+                            };
+                            cell_bytes += match cell {
+                                Cell::Str(s) => s.len() as u64,
+                                _ => 8,
+                            };
+                            cells.push(cell);
                         }
-                        let reader = group.get_column_reader(i).map_err(io::Error::other)?;
-                        ColData::read(reader, rows, columns[i].nullable, columns[i].ty == ColType::U64).map(Some)
-                    })
-                    .collect::<io::Result<Vec<_>>>()?;
-                let mut next = vec![0usize; cols.len()];
-                let mut cells: Vec<Cell> = Vec::with_capacity(cols.len());
-                for row in 0..rows {
-                    cells.clear();
-                    for (c, at) in cols.iter().zip(&mut next) {
-                        cells.push(match c {
-                            Some(c) => c.cell(row, at)?,
-                            None => Cell::Null,
-                        });
+                        if cell_bytes > max_cell_bytes {
+                            return Err(io::Error::other(format!(
+                                "its rows expand to more than {max_cell_bytes} bytes, {MAX_CELL_BYTES_PER_BYTE}x its size \
+                                 and more: damaged or not a table"
+                            )));
+                        }
+                        out.row(&cells)?;
                     }
-                    out.row(&cells)?;
                 }
             }
             Ok(())
@@ -118,8 +174,26 @@ impl Db {
     }
 }
 
-/// One column of a row group, read whole: its values (only the present ones) and, for
-/// a nullable column, a definition level a row.
+/// Rows read of each column at a time.
+const BATCH_ROWS: u64 = 8192;
+/// The cells of a Parquet file's rows (text bytes, 8 for any other value) are at most
+/// this many times its size, plus [`MAX_CELL_BYTES_SLACK`]: a table of `stepscope
+/// tables` repeats a dictionary's names in many rows, but never this often.
+const MAX_CELL_BYTES_PER_BYTE: u64 = 64;
+const MAX_CELL_BYTES_SLACK: u64 = 256 << 20;
+
+/// A file's bytes as the Parquet reader's buffer: slices of it are views, not copies,
+/// and no read goes past its end.
+struct Mapped(Arc<Source>);
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// Some rows of one column of a row group: their values (only the present ones) and,
+/// for a nullable column, a definition level a row.
 struct ColData {
     values: Values,
     defs: Vec<i16>,
@@ -157,30 +231,30 @@ fn read_all<T: DataType>(
 }
 
 impl ColData {
-    fn read(reader: ColumnReader, rows: usize, nullable: bool, unsigned: bool) -> io::Result<ColData> {
+    fn read(reader: &mut ColumnReader, rows: usize, nullable: bool, unsigned: bool) -> io::Result<ColData> {
         let (values, defs) = match reader {
-            ColumnReader::ByteArrayColumnReader(mut r) => {
-                let (v, d) = read_all(&mut r, rows, nullable)?;
+            ColumnReader::ByteArrayColumnReader(r) => {
+                let (v, d) = read_all(r, rows, nullable)?;
                 (Values::Str(v), d)
             }
-            ColumnReader::Int64ColumnReader(mut r) => {
-                let (v, d) = read_all(&mut r, rows, nullable)?;
+            ColumnReader::Int64ColumnReader(r) => {
+                let (v, d) = read_all(r, rows, nullable)?;
                 (Values::I64(v), d)
             }
-            ColumnReader::Int32ColumnReader(mut r) => {
-                let (v, d) = read_all(&mut r, rows, nullable)?;
+            ColumnReader::Int32ColumnReader(r) => {
+                let (v, d) = read_all(r, rows, nullable)?;
                 (Values::I32(v), d)
             }
-            ColumnReader::DoubleColumnReader(mut r) => {
-                let (v, d) = read_all(&mut r, rows, nullable)?;
+            ColumnReader::DoubleColumnReader(r) => {
+                let (v, d) = read_all(r, rows, nullable)?;
                 (Values::F64(v), d)
             }
-            ColumnReader::FloatColumnReader(mut r) => {
-                let (v, d) = read_all(&mut r, rows, nullable)?;
+            ColumnReader::FloatColumnReader(r) => {
+                let (v, d) = read_all(r, rows, nullable)?;
                 (Values::F32(v), d)
             }
-            ColumnReader::BoolColumnReader(mut r) => {
-                let (v, d) = read_all(&mut r, rows, nullable)?;
+            ColumnReader::BoolColumnReader(r) => {
+                let (v, d) = read_all(r, rows, nullable)?;
                 (Values::Bool(v), d)
             }
             _ => return Err(io::Error::other("a column of a type `stepscope tables` does not write")),

@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::limits::Limit;
 use rusqlite::types::ValueRef;
 use stepscope_export::table::Cell;
 use stepscope_export::tables::TABLES;
@@ -16,6 +17,14 @@ pub trait Results {
     /// One row, a cell per column; false stops the query.
     fn row(&mut self, cells: &[Cell]) -> std::io::Result<bool>;
 }
+
+/// The longest text or blob a query may make (SQLite's default is 1 GB): the
+/// tables' own values are far shorter.
+pub const MAX_VALUE_BYTES: i32 = 16 << 20;
+/// The longest query text.
+const MAX_QUERY_BYTES: i32 = 1 << 20;
+/// SQLite's virtual-machine steps between two looks at the clock.
+const PROGRESS_STEPS: i32 = 1000;
 
 /// What a query may take.
 #[derive(Clone, Copy, Debug)]
@@ -176,10 +185,15 @@ impl Db {
         let setup = |e: rusqlite::Error| format!("cannot set up the query: {e} — run it again; if it stays, report it");
         self.conn.execute_batch("PRAGMA query_only = ON").map_err(setup)?;
         self.conn.authorizer(Some(allowed)).map_err(setup)?;
+        // The time limit is checked between SQLite's steps; no value the query makes may
+        // be longer than MAX_VALUE_BYTES, so that no one step (a function over a huge
+        // made-up blob) runs long between two checks.
+        self.conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES).map_err(setup)?;
+        self.conn.set_limit(Limit::SQLITE_LIMIT_SQL_LENGTH, MAX_QUERY_BYTES).map_err(setup)?;
         let deadline = limits.timeout.map(|t| Instant::now() + t);
-        self.conn.progress_handler(10_000, deadline.map(|d| move || Instant::now() >= d)).map_err(setup)?;
+        self.conn.progress_handler(PROGRESS_STEPS, deadline.map(|d| move || Instant::now() >= d)).map_err(setup)?;
         let result = self.run(sql, out).map_err(|e| self.explain(sql, e, limits));
-        self.conn.progress_handler(10_000, None::<fn() -> bool>).map_err(setup)?;
+        self.conn.progress_handler(PROGRESS_STEPS, None::<fn() -> bool>).map_err(setup)?;
         self.conn.authorizer(None::<fn(AuthContext<'_>) -> Authorization>).map_err(setup)?;
         self.conn.execute_batch("PRAGMA query_only = OFF").map_err(setup)?;
         result
@@ -254,6 +268,10 @@ impl Db {
                     _ if f.code == ErrorCode::AuthorizationForStatementDenied || msg == "not authorized" => {
                         format!("{msg}: the query would write, attach a file or change a setting — {READ_ONLY}")
                     }
+                    ErrorCode::TooBig => format!(
+                        "{msg}: a value the query makes is longer than {} MiB — make it from fewer or shorter values",
+                        MAX_VALUE_BYTES >> 20
+                    ),
                     ErrorCode::OutOfMemory => format!(
                         "the query needed more than SQLite's {} MiB of memory — narrow it (a WHERE, fewer columns, a \
                          LIMIT)",

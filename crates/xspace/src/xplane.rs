@@ -90,8 +90,9 @@ pub fn read_xspace(path: &Path, progress: &Progress) -> Result<Space> {
 }
 
 /// The bytes of `file` (`len` long, at `path`): mapped (guarded against a copy over
-/// it), or read where it cannot be mapped.
-fn source_of(file: std::fs::File, len: u64, path: &Path) -> Result<Arc<Source>> {
+/// it), or read where it cannot be mapped. Whoever reads them asks
+/// [`Source::changed`] before trusting what was made from them.
+pub fn source_of(file: std::fs::File, len: u64, path: &Path) -> Result<Arc<Source>> {
     Ok(Arc::new(match crate::mapguard::GuardedMap::map(&file, path).map_err(|e| Error::io(path, &e))? {
         Some(map) => Source::Mapped(map),
         None => Source::Owned(read_whole(file, len).map_err(|e| Error::io(path, &e))?),

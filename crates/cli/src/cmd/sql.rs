@@ -43,6 +43,11 @@ pub struct SqlArgs {
 
 /// Rows a text table shows at most; `--csv` and `--json` write every row.
 const MAX_TEXT_ROWS: usize = 10_000;
+/// Characters a text table shows of a cell (cut in the middle past it); `--csv` and
+/// `--json` write every cell whole.
+const MAX_TEXT_CELL_CHARS: usize = 200;
+/// Text a table holds at most (its cells' bytes); the rows past it are counted.
+const MAX_TEXT_BYTES: usize = 64 << 20;
 
 pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
     let wanted = referenced(&args.query);
@@ -87,7 +92,8 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
         return Err(crate::cmd::tables::no_such_host(host, &hosts_seen, "the runs read"));
     }
     let limits = Limits { timeout: args.timeout.map(Duration::from_secs) };
-    let mut out = BufWriter::new(std::io::stdout());
+    // Whatever the tables hold, nothing that steers a terminal reaches it.
+    let mut out = BufWriter::new(human::CleanWriter::new(std::io::stdout()));
     if args.output.json {
         let mut results = JsonResults::new(&mut out, usize::MAX);
         db.query(&args.query, &limits, &mut results).map_err(anyhow::Error::msg)?;
@@ -98,16 +104,22 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
         db.query(&args.query, &limits, &mut results).map_err(anyhow::Error::msg)?;
         results.finish()?;
     } else {
-        let mut results = TextResults { table: Table::new(Vec::<String>::new()), rows: 0, text_columns: Vec::new() };
+        let mut results = TextResults {
+            table: Table::new(Vec::<String>::new()),
+            rows: 0,
+            shown: 0,
+            bytes: 0,
+            text_columns: Vec::new(),
+        };
         db.query(&args.query, &limits, &mut results).map_err(anyhow::Error::msg)?;
         // Text left, numbers right: a column is text where a cell of it is.
         let t = &mut results.table;
         t.left = (1..t.header.len()).filter(|&i| results.text_columns.get(i) == Some(&true)).collect();
         write!(out, "{}", t.text())?;
-        if results.rows > MAX_TEXT_ROWS {
+        if results.rows > results.shown {
             errln!(
                 "stepscope: showing the first {} of {} rows — add a LIMIT, or --csv or --json for every row",
-                human::count(MAX_TEXT_ROWS as u64),
+                human::count(results.shown as u64),
                 human::count(results.rows as u64)
             );
         }
@@ -116,40 +128,47 @@ pub fn run(args: &SqlArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A text table of the first [`MAX_TEXT_ROWS`] rows; the rest counted.
+/// A text table of the first [`MAX_TEXT_ROWS`] rows, each cell at most
+/// [`MAX_TEXT_CELL_CHARS`] characters; the rest counted.
 struct TextResults {
     table: Table,
     rows: usize,
+    /// Rows in the table: the first [`MAX_TEXT_ROWS`], up to [`MAX_TEXT_BYTES`] of text.
+    shown: usize,
+    bytes: usize,
     /// Whether each column holds text in a row shown.
     text_columns: Vec<bool>,
 }
 
 impl Results for TextResults {
     fn columns(&mut self, names: &[String]) -> std::io::Result<()> {
-        self.table = Table::new(names.to_vec());
+        self.table = Table::new(names.iter().map(|n| human::elide(n, MAX_TEXT_CELL_CHARS)).collect::<Vec<_>>());
         self.text_columns = vec![false; names.len()];
         Ok(())
     }
 
     fn row(&mut self, cells: &[Cell]) -> std::io::Result<bool> {
         self.rows += 1;
-        if self.rows <= MAX_TEXT_ROWS {
+        // Rows past the first that does not fit are counted only, so the table shows
+        // the first rows of the result, none left out between them.
+        if self.shown == self.rows - 1 && self.shown < MAX_TEXT_ROWS && self.bytes < MAX_TEXT_BYTES {
             for (t, c) in self.text_columns.iter_mut().zip(cells) {
                 *t |= matches!(c, Cell::Str(_));
             }
-            self.table.push(
-                cells
-                    .iter()
-                    .map(|c| match *c {
-                        Cell::Null => "NULL".to_string(),
-                        Cell::Str(s) => s.to_string(),
-                        Cell::I64(v) => v.to_string(),
-                        Cell::U64(v) => v.to_string(),
-                        Cell::F64(v) => v.to_string(),
-                        Cell::Bool(v) => v.to_string(),
-                    })
-                    .collect(),
-            );
+            let row: Vec<String> = cells
+                .iter()
+                .map(|c| match *c {
+                    Cell::Null => "NULL".to_string(),
+                    Cell::Str(s) => human::elide(s, MAX_TEXT_CELL_CHARS),
+                    Cell::I64(v) => v.to_string(),
+                    Cell::U64(v) => v.to_string(),
+                    Cell::F64(v) => v.to_string(),
+                    Cell::Bool(v) => v.to_string(),
+                })
+                .collect();
+            self.bytes += row.iter().map(String::len).sum::<usize>();
+            self.table.push(row);
+            self.shown += 1;
         }
         Ok(true)
     }
