@@ -21,6 +21,7 @@ mod errors;
 mod export;
 mod gpu;
 mod hostile;
+mod hostile_mcp;
 mod hostile_tables;
 mod info;
 mod judgement;

@@ -103,6 +103,10 @@ where
             return 2;
         }
     };
+    // Reads confined to folders, where `stepscope mcp` (or a user) asks for it.
+    if let Some(roots) = std::env::var_os(stepscope_xspace::files::ROOTS_VAR).filter(|r| !r.is_empty()) {
+        stepscope_xspace::files::confine(&std::env::split_paths(&roots).collect::<Vec<_>>());
+    }
     // The server answers for a changed file request by request; a command answers once.
     let serving = matches!(cli.command, args::Command::Serve(_));
     let result = run(cli);

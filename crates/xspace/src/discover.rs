@@ -205,6 +205,9 @@ pub fn find_runs(dir: &Path) -> Result<Vec<Run>> {
 /// [`find_runs`], with the notes of files skipped in folders that hold no run.
 fn find_runs_noting(dir: &Path) -> Result<(Vec<Run>, Vec<String>)> {
     let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, &e))?;
+    if !crate::files::inside_roots(dir) {
+        return Err(crate::files::outside_roots(dir));
+    }
     if !meta.is_dir() {
         return Err(Error::new(
             format!("{} is a file, not a log directory", dir.display()),
@@ -271,8 +274,13 @@ fn walk(root: &Path, dir: &Path, depth: usize, found: &mut Found, above: &[PathB
         found.budget -= 1;
         let path = entry.path();
         let name = entry.file_name().to_string_lossy().into_owned();
-        // Follows symlinks; a folder met again is not entered again.
+        // Follows symlinks; a folder met again is not entered again; nothing outside the
+        // roots (`files::confine`) is listed.
         let Ok(meta) = std::fs::metadata(&path) else { continue };
+        if !crate::files::inside_roots(&path) {
+            skipped.push(format!("{}: outside the folders this stepscope may read", path.display()));
+            continue;
+        }
         if meta.is_dir() {
             if name.starts_with('.') {
                 continue;
@@ -369,6 +377,9 @@ fn choose_hosts(mut files: Vec<HostFile>) -> Option<Vec<HostFile>> {
 /// run named `run`).
 pub fn resolve(path: &Path, run: Option<&str>) -> Result<Run> {
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, &e))?;
+    if !crate::files::inside_roots(path) {
+        return Err(crate::files::outside_roots(path));
+    }
     if let Some(kind) = crate::files::odd_kind(&meta) {
         return Err(crate::files::not_regular(path, kind));
     }

@@ -16,6 +16,40 @@ use crate::{Error, Result};
 /// TOML, a compressed device-memory pprof.
 pub const MAX_SMALL_INPUT_BYTES: u64 = 64 << 20;
 
+/// The folders this process may read under, links resolved (`None`: anywhere): set
+/// once, by [`confine`].
+static ROOTS: std::sync::OnceLock<Vec<std::path::PathBuf>> = std::sync::OnceLock::new();
+
+/// The environment variable that confines a stepscope process's reads to folders (a
+/// path list, as `PATH` is): `stepscope mcp` sets it for the commands it runs.
+pub const ROOTS_VAR: &str = "STEPSCOPE_ROOTS";
+
+/// Confines every read of this process to `roots` (each resolved): a file or folder
+/// whose real path lies outside them is left out of every listing and refused by
+/// [`open_regular`], however a path inside led to it (a link to a folder, a run or a
+/// file). Only the first call counts. A root that does not resolve is kept as
+/// given.
+pub fn confine(roots: &[std::path::PathBuf]) {
+    let _ = ROOTS.set(roots.iter().map(|r| r.canonicalize().unwrap_or_else(|_| r.clone())).collect());
+}
+
+/// Whether `path`, links resolved, lies under the roots [`confine`] set (always, where
+/// none were set; never, where it does not resolve).
+pub fn inside_roots(path: &Path) -> bool {
+    match ROOTS.get() {
+        None => true,
+        Some(roots) => path.canonicalize().is_ok_and(|real| roots.iter().any(|r| real.starts_with(r))),
+    }
+}
+
+/// The error for a path outside the roots.
+pub fn outside_roots(path: &Path) -> Error {
+    Error::new(
+        format!("{} lies outside the folders this stepscope may read (a link leads out of them)", path.display()),
+        "read it from inside those folders, or give a root above it",
+    )
+}
+
 /// What a path is, when it is not a regular file or a folder.
 pub fn odd_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
     use std::os::unix::fs::FileTypeExt;
@@ -33,10 +67,13 @@ pub fn odd_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
     })
 }
 
-/// Opens `path` for reading when it is a regular file, never blocking on a FIFO or a
-/// device: the file and its length in bytes.
+/// Opens `path` for reading when it is a regular file inside the roots ([`confine`]),
+/// never blocking on a FIFO or a device: the file and its length in bytes.
 pub fn open_regular(path: &Path) -> Result<(File, u64)> {
     use std::os::unix::fs::OpenOptionsExt;
+    if !inside_roots(path) {
+        return Err(outside_roots(path));
+    }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)

@@ -257,7 +257,7 @@ const TOOLS: &[Tool] = &[
         args: |_, a| {
             let mut v: Vec<String> = vec!["export".into(), text(a, "path")?];
             v.extend(["--format", "csv", "-o", "-"].map(String::from));
-            v.extend(["--from".into(), time(a, "from")?, "--to".into(), time(a, "to")?]);
+            v.extend([format!("--from={}", time(a, "from")?), format!("--to={}", time(a, "to")?)]);
             pass(&mut v, a, "run", "--run")?;
             pass(&mut v, a, "host", "--host")?;
             Ok(v)
@@ -369,10 +369,11 @@ fn text(a: &Value, key: &str) -> Result<String, String> {
     opt_text(a, key)?.ok_or_else(|| format!("{key}: required"))
 }
 
-/// Adds `flag VALUE` to `v` where the arguments give `key`.
+/// Adds `flag=VALUE` to `v` where the arguments give `key` (one word: a value that
+/// starts with `-` is the flag's value, never a flag of its own).
 fn pass(v: &mut Vec<String>, a: &Value, key: &str, flag: &str) -> Result<(), String> {
     if let Some(value) = opt_text(a, key)? {
-        v.extend([flag.into(), value]);
+        v.push(format!("{flag}={value}"));
     }
     Ok(())
 }
@@ -431,33 +432,113 @@ pub fn run(args: &McpArgs) -> anyhow::Result<ExitCode> {
         timeout: Duration::from_secs(args.timeout.max(1)),
         max_answer_bytes: args.max_answer_bytes.max(1),
     };
-    let stdin = std::io::stdin();
-    let mut input = stdin.lock();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Messages are read on a thread of their own, so that a cancellation reaches the
+    // call it cancels while that call runs.
+    std::thread::spawn(move || read_messages(std::io::stdin().lock(), &tx));
+    let mut inbox = Inbox { rx, queue: std::collections::VecDeque::new() };
     let mut out = std::io::stdout().lock();
-    let mut line = Vec::new();
     loop {
-        line.clear();
-        let n = (&mut input).take(MAX_REQUEST_BYTES as u64 + 1).read_until(b'\n', &mut line)?;
-        if n == 0 {
-            return Ok(ExitCode::SUCCESS);
-        }
-        if line.len() > MAX_REQUEST_BYTES && !line.ends_with(b"\n") {
-            // Skip the rest of the line: it is not a message this server reads.
-            let mut rest = Vec::new();
-            input.read_until(b'\n', &mut rest)?;
-            reply(&mut out, &error(Value::Null, -32600, "a message over 1 MiB: not read"))?;
-            continue;
-        }
-        let text = String::from_utf8_lossy(&line);
-        if text.trim().is_empty() {
-            continue;
-        }
-        let answer = match serde_json::from_str::<Value>(&text) {
-            Ok(msg) => server.handle(&msg),
-            Err(e) => Some(error(Value::Null, -32700, &format!("not JSON: {e}"))),
+        let answer = match inbox.next() {
+            Incoming::End => return Ok(ExitCode::SUCCESS),
+            Incoming::Refused(answer) => Some(answer),
+            Incoming::Message(msg) => server.handle(&msg, &mut inbox),
         };
         if let Some(a) = answer {
             reply(&mut out, &a)?;
+        }
+    }
+}
+
+/// A line of stdin, as the server takes it.
+enum Incoming {
+    Message(Value),
+    /// A line that is no message: the error to answer it with.
+    Refused(Value),
+    End,
+}
+
+/// Reads stdin's lines into `tx` until it ends. A line over [`MAX_REQUEST_BYTES`] is
+/// refused without being held: its bytes past the limit are read and dropped.
+fn read_messages(mut input: impl BufRead, tx: &std::sync::mpsc::Sender<Incoming>) {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let mut over = false;
+        let ended = loop {
+            let buf = match input.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break true,
+            };
+            if buf.is_empty() {
+                break true;
+            }
+            let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i + 1, true),
+                None => (buf.len(), false),
+            };
+            if !over {
+                line.extend_from_slice(&buf[..take]);
+                if line.len() > MAX_REQUEST_BYTES + 1 {
+                    over = true;
+                    line.clear();
+                }
+            }
+            input.consume(take);
+            if done {
+                break false;
+            }
+        };
+        let incoming = if over {
+            Some(Incoming::Refused(error(Value::Null, -32600, "a message over 1 MiB: not read")))
+        } else {
+            let text = String::from_utf8_lossy(&line);
+            (!text.trim().is_empty()).then(|| match serde_json::from_str::<Value>(&text) {
+                Ok(msg) => Incoming::Message(msg),
+                Err(e) => Incoming::Refused(error(Value::Null, -32700, &format!("not JSON: {e}"))),
+            })
+        };
+        if let Some(m) = incoming {
+            if tx.send(m).is_err() {
+                return;
+            }
+        }
+        if ended {
+            let _ = tx.send(Incoming::End);
+            return;
+        }
+    }
+}
+
+/// The messages read and not yet handled.
+struct Inbox {
+    rx: std::sync::mpsc::Receiver<Incoming>,
+    /// Messages that came while a call ran, in order.
+    queue: std::collections::VecDeque<Incoming>,
+}
+
+impl Inbox {
+    fn next(&mut self) -> Incoming {
+        self.queue.pop_front().unwrap_or_else(|| self.rx.recv().unwrap_or(Incoming::End))
+    }
+
+    /// Whether request `id` was cancelled (`notifications/cancelled`, before or while
+    /// it runs); the other messages that came meanwhile wait their turn.
+    fn cancelled(&mut self, id: &Value) -> bool {
+        while let Ok(m) = self.rx.try_recv() {
+            self.queue.push_back(m);
+        }
+        let cancels = |m: &Incoming| {
+            matches!(m, Incoming::Message(v) if v.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                && v.pointer("/params/requestId") == Some(id))
+        };
+        match self.queue.iter().position(cancels) {
+            Some(i) => {
+                self.queue.remove(i);
+                true
+            }
+            None => false,
         }
     }
 }
@@ -473,16 +554,25 @@ fn error(id: Value, code: i64, message: &str) -> Value {
 }
 
 impl Server {
-    /// The answer to one message; `None` for a notification.
-    fn handle(&self, msg: &Value) -> Option<Value> {
-        let method = msg.get("method").and_then(Value::as_str);
-        let Some(id) = msg.get("id").cloned() else {
-            return None; // a notification (initialized, cancelled): nothing to answer
+    /// The answer to one message; `None` for a notification, a response, or a call
+    /// cancelled before it ended.
+    fn handle(&self, msg: &Value, inbox: &mut Inbox) -> Option<Value> {
+        let Some(obj) = msg.as_object() else {
+            let what = if msg.is_array() { "a batch (this server takes one message a line)" } else { "not an object" };
+            return Some(error(Value::Null, -32600, &format!("invalid request: {what}")));
         };
-        let Some(method) = method else {
+        let id = obj.get("id").cloned();
+        if id.as_ref().is_some_and(|i| !(i.is_string() || i.is_number())) {
+            return Some(error(Value::Null, -32600, "invalid request: an id is a string or a number"));
+        }
+        let method = match obj.get("method") {
+            Some(Value::String(m)) => m.as_str(),
             // A response to a request of ours: this server makes none.
-            return msg.get("result").or(msg.get("error")).is_none().then(|| error(id, -32600, "no method"));
+            None if id.is_some() && (obj.contains_key("result") || obj.contains_key("error")) => return None,
+            _ => return Some(error(id.unwrap_or(Value::Null), -32600, "invalid request: no method")),
         };
+        // A notification (initialized, cancelled): nothing to answer.
+        let id = id?;
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
         let result = match method {
             "initialize" => {
@@ -497,8 +587,10 @@ impl Server {
             }
             "ping" => json!({}),
             "tools/list" => json!({"tools": TOOLS.iter().map(describe).collect::<Vec<_>>()}),
-            "tools/call" => match self.call(&params) {
-                Ok(result) => result,
+            "tools/call" => match self.call(&params, &mut || inbox.cancelled(&id)) {
+                Ok(Some(result)) => result,
+                // Cancelled: no answer, as the protocol asks.
+                Ok(None) => return None,
                 Err(message) => return Some(error(id, -32602, &message)),
             },
             other => return Some(error(id, -32601, &format!("no method {other:?}"))),
@@ -506,38 +598,43 @@ impl Server {
         Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
     }
 
-    /// A `tools/call`: the tool's answer, or (`Err`) a request that names no tool.
-    fn call(&self, params: &Value) -> Result<Value, String> {
+    /// A `tools/call`: the tool's answer (`None` where `cancelled` said so while it
+    /// ran), or (`Err`) a request that names no tool.
+    fn call(&self, params: &Value, cancelled: &mut dyn FnMut() -> bool) -> Result<Option<Value>, String> {
         let name = params.get("name").and_then(Value::as_str).ok_or("tools/call: no tool name")?;
         let tool = TOOLS.iter().find(|t| t.name == name).ok_or_else(|| format!("no tool {name:?}"))?;
         let args = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
         let failed = |text: String| json!({"content": [{"type": "text", "text": text}], "isError": true});
         if !args.is_object() {
-            return Ok(failed("arguments: give an object".into()));
+            return Ok(Some(failed("arguments: give an object".into())));
         }
-        let line = match (tool.args)(tool.name, &args) {
+        let mut line = match (tool.args)(tool.name, &args) {
             Ok(line) => line,
-            Err(e) => return Ok(failed(format!("stepscope: {e}"))),
+            Err(e) => return Ok(Some(failed(format!("stepscope: {e}")))),
         };
+        // Each path goes to the command as its real, absolute path: under a root, and
+        // never taken for a flag (it starts with `/`).
         for p in path_params(tool, &args) {
-            if let Err(e) = self.allowed(&p) {
-                return Ok(failed(format!("stepscope: {e}")));
+            match self.allowed(&p) {
+                Ok(real) => line.iter_mut().filter(|w| **w == p).for_each(|w| *w = real.clone()),
+                Err(e) => return Ok(Some(failed(format!("stepscope: {e}")))),
             }
         }
-        Ok(match self.run_command(&line) {
-            Ok(answer) => json!({"content": [{"type": "text", "text": answer}], "isError": false}),
-            Err(e) => failed(e),
+        Ok(match self.run_command(&line, cancelled) {
+            Some(Ok(answer)) => Some(json!({"content": [{"type": "text", "text": answer}], "isError": false})),
+            Some(Err(e)) => Some(failed(e)),
+            None => None,
         })
     }
 
-    /// Whether `path` lies under a root (after following links).
-    fn allowed(&self, path: &str) -> Result<(), String> {
+    /// `path`'s real path, where it lies under a root (after following links).
+    fn allowed(&self, path: &str) -> Result<String, String> {
         if path.contains("://") {
             return Err(format!("{path}: only local paths under the server's roots are read"));
         }
         let canonical = std::fs::canonicalize(path).map_err(|e| format!("{path}: {e}"))?;
         if self.roots.iter().any(|r| canonical.starts_with(r)) {
-            Ok(())
+            canonical.into_os_string().into_string().map_err(|_| format!("{path}: its real path is not UTF-8"))
         } else {
             let roots: Vec<String> = self.roots.iter().map(|r| r.display().to_string()).collect();
             Err(format!(
@@ -548,28 +645,40 @@ impl Server {
     }
 
     /// Runs this program with `line`: its stdout (cut past `max_answer_bytes`, with a
-    /// note), or its error's last line.
-    fn run_command(&self, line: &[String]) -> Result<String, String> {
+    /// note), or its error's last line; `None` where `cancelled` says so first (the
+    /// command is stopped).
+    fn run_command(&self, line: &[String], cancelled: &mut dyn FnMut() -> bool) -> Option<Result<String, String>> {
         let (program, lead) = program();
-        let mut child = Command::new(program)
+        // The command reads nothing outside the roots, however a path inside leads out.
+        let roots = match std::env::join_paths(&self.roots) {
+            Ok(r) => r,
+            Err(e) => return Some(Err(format!("stepscope: a root's name: {e}"))),
+        };
+        let child = Command::new(program)
             .args(lead)
             .args(line)
             .env("COLUMNS", "100")
+            .env(stepscope_xspace::files::ROOTS_VAR, roots)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("stepscope: cannot run itself: {e}"))?;
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => return Some(Err(format!("stepscope: cannot run itself: {e}"))),
+        };
         let (mut stdout, mut stderr) = (child.stdout.take(), child.stderr.take());
         let max = self.max_answer_bytes;
         let reader = std::thread::spawn(move || bounded(stdout.as_mut(), max));
         let errors = std::thread::spawn(move || bounded(stderr.as_mut(), 64 * 1024));
         let deadline = Instant::now() + self.timeout;
+        let mut stopped = false;
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break Some(status),
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-                _ => {
+                Ok(None) if Instant::now() < deadline && !cancelled() => std::thread::sleep(Duration::from_millis(20)),
+                waiting => {
+                    stopped = matches!(waiting, Ok(None)) && Instant::now() < deadline;
                     let _ = child.kill();
                     let _ = child.wait();
                     break None;
@@ -578,27 +687,44 @@ impl Server {
         };
         let (answer, total) = reader.join().unwrap_or_default();
         let (err, _) = errors.join().unwrap_or_default();
-        let Some(status) = status else {
-            return Err(format!(
-                "stepscope: {} ran past {} s and was stopped — ask a narrower question (fewer rows, one run), or \
-                 start stepscope mcp with a longer --timeout",
-                line[0],
-                self.timeout.as_secs()
-            ));
-        };
-        if !status.success() {
-            let last = String::from_utf8_lossy(&err).lines().rev().find(|l| !l.trim().is_empty()).map(String::from);
-            return Err(last.unwrap_or_else(|| format!("stepscope {} ended with {status}", line[0])));
+        if stopped {
+            return None;
         }
-        let mut text = String::from_utf8_lossy(&answer).into_owned();
-        if total > max {
-            text.push_str(&format!(
-                "\n[stepscope: the answer was cut at {max} of its {total} bytes — ask for fewer rows (top) or a \
-                 narrower question]"
-            ));
-        }
-        Ok(text)
+        Some(run_result(status, line, self.timeout, &answer, &err, total, max))
     }
+}
+
+/// A command's answer: its stdout (cut past `max`, with a note), or its error's last
+/// line; an error where it ran past `timeout` (`status` None).
+fn run_result(
+    status: Option<std::process::ExitStatus>,
+    line: &[String],
+    timeout: Duration,
+    answer: &[u8],
+    err: &[u8],
+    total: usize,
+    max: usize,
+) -> Result<String, String> {
+    let Some(status) = status else {
+        return Err(format!(
+            "stepscope: {} ran past {} s and was stopped — ask a narrower question (fewer rows, one run), or start \
+             stepscope mcp with a longer --timeout",
+            line[0],
+            timeout.as_secs()
+        ));
+    };
+    if !status.success() {
+        let last = String::from_utf8_lossy(err).lines().rev().find(|l| !l.trim().is_empty()).map(String::from);
+        return Err(last.unwrap_or_else(|| format!("stepscope {} ended with {status}", line[0])));
+    }
+    let mut text = String::from_utf8_lossy(answer).into_owned();
+    if total > max {
+        text.push_str(&format!(
+            "\n[stepscope: the answer was cut at {max} of its {total} bytes — ask for fewer rows (top) or a narrower \
+             question]"
+        ));
+    }
+    Ok(text)
 }
 
 /// Up to `max` bytes of a pipe, read to its end, and how many bytes it held.
