@@ -23,6 +23,7 @@ mod gpu;
 mod hostile;
 mod hostile_mcp;
 mod hostile_tables;
+mod hostile_writes;
 mod info;
 mod judgement;
 mod memory;

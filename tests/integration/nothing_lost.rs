@@ -610,3 +610,40 @@ fn a_plane_of_empty_lines_keeps_the_first_and_counts_the_rest() {
     assert_eq!(o.code, Some(0), "{}", o.stderr);
     assert!(o.max_rss_bytes < 60 << 20, "{} MiB", o.max_rss_bytes >> 20);
 }
+
+#[test]
+fn an_export_whose_profile_is_cut_while_read_keeps_the_file_it_would_replace() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixture("gpu-compile/plugins/profile/2026_11_23_07_48_39/vm.xplane.pb");
+    let mut refused = 0;
+    for (i, delay_ms) in [150u64, 400, 800, 1600].into_iter().enumerate() {
+        let dir = tmp.path().join(format!("try{i}"));
+        std::fs::create_dir(&dir).unwrap();
+        let file = dir.join("vm.xplane.pb");
+        repeated(&src, 40, &file);
+        let out_dir = dir.join("out");
+        std::fs::create_dir(&out_dir).unwrap();
+        let out = out_dir.join("trace.json");
+        std::fs::write(&out, b"the previous export").unwrap();
+        let cut = {
+            let file = file.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(delay_ms));
+                std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(4096).unwrap();
+            })
+        };
+        let mut cmd = bin();
+        cmd.args(["export", file.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let o = run_limited(cmd, &dir, Duration::from_secs(120));
+        cut.join().unwrap();
+        assert!(o.signal.is_none() && !o.timed_out, "after {delay_ms} ms: {:?}", o.stderr);
+        assert_eq!(names(&out_dir), vec!["trace.json".to_string()], "after {delay_ms} ms: nothing half-written");
+        if o.stderr.contains("changed while it was read") {
+            refused += 1;
+            assert_eq!(o.code, Some(2));
+            assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+            assert_eq!(std::fs::read(&out).unwrap(), b"the previous export", "after {delay_ms} ms: replaced");
+        }
+    }
+    assert!(refused > 0, "no try cut the file while it was exported: make the file larger");
+}

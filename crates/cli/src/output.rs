@@ -112,8 +112,19 @@ impl Output {
         Ok(Output { file, place: Place::Named { temp, target }, written_bytes: 0 })
     }
 
-    /// Puts the complete output in place (flushes a stream).
+    /// Puts the complete output in place (flushes a stream) — unless a profile it was
+    /// made from shrank while it was read: then what was written came partly from
+    /// zeros, and the file at the target stays as it was.
     pub fn commit(mut self) -> anyhow::Result<()> {
+        if !matches!(self.place, Place::Through) && stepscope_xspace::mapguard::any_changed() {
+            let changed = stepscope_xspace::mapguard::changed_files();
+            let which = changed.first().map_or_else(|| "a profile".into(), |p| p.display().to_string());
+            bail!(
+                "{which} changed while it was read, so {} was not written (a file there was kept as it was) — run \
+                 again once the profile is written whole",
+                self.target().display()
+            );
+        }
         let place = std::mem::replace(&mut self.place, Place::Through);
         match &place {
             Place::Through => Ok(()),
@@ -138,6 +149,92 @@ impl Output {
             }
         }
     }
+}
+
+impl Output {
+    /// Where the output goes.
+    fn target(&self) -> &Path {
+        match &self.place {
+            Place::Through => Path::new("the output"),
+            Place::Unnamed { target } | Place::Named { target, .. } => target,
+        }
+    }
+
+    /// Opens `out`, a file of a folder stepscope writes (a table, a manifest), to be
+    /// put in place whole on commit: it must be absent or a regular file. A link, a
+    /// FIFO, a device or a folder planted there is refused — never followed, written
+    /// through or replaced.
+    pub fn open_plain(out: &Path) -> anyhow::Result<Output> {
+        plain_or_absent(out)?;
+        Output::replacing(out.to_path_buf())
+    }
+}
+
+/// Refuses `out` unless it is absent or a regular file ([`Output::open_plain`]'s rule):
+/// to check a destination before the work that ends in writing it.
+pub fn plain_or_absent(out: &Path) -> anyhow::Result<()> {
+    match std::fs::symlink_metadata(out) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => bail!("cannot write {}: {e} — check the path", out.display()),
+        Ok(meta) if meta.file_type().is_file() => Ok(()),
+        Ok(meta) => bail!(
+            "{} is {}, not a file stepscope wrote — remove it, or write into another folder",
+            out.display(),
+            kind_of(&meta)
+        ),
+    }
+}
+
+/// What a path that is not a regular file is, in words.
+pub fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    if t.is_symlink() {
+        "a link"
+    } else if t.is_dir() {
+        "a folder"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// `rel`'s folders made under `base`, one at a time, none followed where it is a link:
+/// a link planted at a folder of `rel` is refused, so nothing is written outside
+/// `base`. Returns `base.join(rel)`.
+pub fn folders_below(base: &Path, rel: &Path) -> anyhow::Result<PathBuf> {
+    let mut at = base.to_path_buf();
+    for part in rel.components() {
+        let std::path::Component::Normal(name) = part else {
+            bail!("{}: not a plain folder name below {}", rel.display(), base.display());
+        };
+        at.push(name);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.is_dir() => continue,
+            Ok(meta) => bail!(
+                "{} is {}, not a folder stepscope made — remove it, or write into another folder",
+                at.display(),
+                kind_of(&meta)
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => bail!("cannot make {}: {e} — check the path", at.display()),
+        }
+        match std::fs::create_dir(&at) {
+            Ok(()) => {}
+            // Made meanwhile by another writer (hosts written in parallel): a folder is fine.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if !std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir()) {
+                    bail!("{} appeared as something other than a folder — write into another folder", at.display());
+                }
+            }
+            Err(e) => bail!("cannot make {}: {e} — check the path", at.display()),
+        }
+    }
+    Ok(at)
 }
 
 impl Drop for Output {

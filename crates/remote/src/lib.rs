@@ -104,6 +104,12 @@ pub fn parse(s: &str) -> Option<anyhow::Result<Url>> {
     if bucket.is_empty() {
         return Some(Err(anyhow!("{s}: no bucket — write {}://BUCKET/PATH", scheme.prefix())));
     }
+    if key.split('/').any(|part| part == ".." || part == ".") {
+        return Some(Err(anyhow!(
+            "{s}: `.` and `..` are not folders in a bucket — write the path without them ({}://BUCKET/PATH)",
+            scheme.prefix()
+        )));
+    }
     Some(Ok(Url { scheme, bucket: bucket.to_string(), key: key.trim_matches('/').to_string() }))
 }
 

@@ -59,6 +59,16 @@ pub fn changed_files() -> Vec<PathBuf> {
     CHANGED_FILES.lock().map(|f| f.clone()).unwrap_or_default()
 }
 
+/// Whether a file mapped now, or one whose map was dropped, shrank under its map:
+/// what this process made from its files cannot be trusted, nor written anywhere.
+pub fn any_changed() -> bool {
+    let live = TABLE.iter().any(|s| {
+        let len = s.len.load(SeqCst);
+        len != 0 && len != FILLING && s.changed.load(SeqCst)
+    });
+    live || CHANGED_FILES.lock().map(|f| !f.is_empty()).unwrap_or(false)
+}
+
 impl GuardedMap {
     /// Maps `file` (opened from `path`) read-only. `None` when no guard can be set (the handler could not be
     /// installed, or [`SLOTS`] maps are alive): the caller reads the file instead.

@@ -75,6 +75,12 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
 fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) -> anyhow::Result<ExitCode> {
     let (_, runs) = runs(&args.path, args.run.as_deref())?;
     std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("cannot make {}: {e} — check the path", out.display()))?;
+    if args.host.is_none() && !args.index {
+        refuse_other_runs(out, &runs)?;
+    }
+    if args.host.is_none() {
+        crate::output::plain_or_absent(&out.join(tables::MANIFEST))?;
+    }
     // Into the bucket: the files made in `out` and not put yet, in order (the manifest
     // last).
     let mut put_already: Vec<String> = Vec::new();
@@ -90,7 +96,7 @@ fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) 
     let (mut total, mut count) = (0, 0);
     if args.host.is_none() {
         let run_rows: Vec<RunRow> = runs.iter().map(tables::run_row).collect();
-        let mut files = Files { dir: &|_| out.join("runs"), files: 0, error: None };
+        let mut files = Files { out, dir: &|_| PathBuf::from("runs"), files: 0, error: None };
         total += tables::put_rows(&mut files, "runs", &run_rows).map_err(|e| files.error(e))?;
         count += files.files;
     }
@@ -100,9 +106,9 @@ fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) 
         let input = Input { path: args.path.clone(), run: Some(r.rel.clone()) };
         hosts_read += load::each_host(&input, args.host.as_deref(), None, &mut |host, profile| {
             let dir = |table: &str| {
-                out.join(table).join(tables::partition("run", &r.rel)).join(tables::partition("host", host))
+                Path::new(table).join(tables::partition("run", &r.rel)).join(tables::partition("host", host))
             };
-            let mut files = Files { dir: &dir, files: 0, error: None };
+            let mut files = Files { out, dir: &dir, files: 0, error: None };
             total += tables::host_tables(&profile, &|_| true, &mut files).map_err(|e| files.error(e))?;
             count += files.files;
             Ok(())
@@ -146,7 +152,7 @@ fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) 
         rows: total,
     };
     let text = serde_json::to_string_pretty(&manifest)?;
-    let mut file = Output::open(&out.join(tables::MANIFEST))?;
+    let mut file = Output::open_plain(&out.join(tables::MANIFEST))?;
     std::io::Write::write_all(&mut file, text.as_bytes())?;
     file.commit()?;
     // Into the bucket: every file made, the manifest last.
@@ -228,8 +234,28 @@ pub(crate) fn runs(path: &Path, run: Option<&str>) -> anyhow::Result<(Option<Lis
     Ok((listing, runs))
 }
 
+/// Refuses a folder that holds tables of runs other than `runs`: its manifest would
+/// count them with these, one folder mixing two captures.
+fn refuse_other_runs(out: &Path, runs: &[discover::Run]) -> anyhow::Result<()> {
+    for rel in files_under(out)? {
+        let Some(run) = rel.split('/').nth(1).and_then(|p| p.strip_prefix("run=")).map(tables::partition_value) else {
+            continue;
+        };
+        if !runs.iter().any(|r| r.rel == run) {
+            anyhow::bail!(
+                "{} holds the tables of another run ({run}) — write into an empty folder, or remove {} first",
+                out.display(),
+                out.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Parquet files, one a table: `dir(table)/part-0.parquet`, each written whole.
 struct Files<'a> {
+    out: &'a Path,
+    /// Each table's folder, under `out`.
     dir: &'a dyn Fn(&str) -> PathBuf,
     files: u64,
     /// What failed, with the path (the sink's trait speaks `io::Error`).
@@ -251,7 +277,7 @@ impl TableSink for Files<'_> {
         fill: &mut dyn FnMut(&mut dyn RowSink) -> std::io::Result<()>,
     ) -> std::io::Result<u64> {
         let path = (self.dir)(name).join("part-0.parquet");
-        let written = write_file(&path, &mut |out| {
+        let written = write_file(self.out, &path, &mut |out| {
             let mut w = TableWriter::new(TableFormat::Parquet, columns.to_vec(), out)?;
             fill(&mut w)?;
             w.finish()
@@ -266,13 +292,17 @@ impl TableSink for Files<'_> {
     }
 }
 
-/// Writes a file whole (`write` into it, then named), making its folder.
-fn write_file(path: &Path, write: &mut dyn FnMut(&mut Output) -> std::io::Result<u64>) -> anyhow::Result<u64> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| anyhow::anyhow!("cannot make {}: {e} — check the path", parent.display()))?;
-    }
-    let mut out = Output::open(path)?;
+/// Writes a file whole (`write` into it, then named), making its folders under `out`
+/// without following a link.
+fn write_file(
+    out: &Path,
+    rel: &Path,
+    write: &mut dyn FnMut(&mut Output) -> std::io::Result<u64>,
+) -> anyhow::Result<u64> {
+    let path = crate::output::folders_below(out, rel.parent().unwrap_or(Path::new("")))?
+        .join(rel.file_name().unwrap_or_default());
+    let path = &path;
+    let mut out = Output::open_plain(path)?;
     let n = write(&mut out).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     out.commit()?;
     Ok(n)
