@@ -293,3 +293,22 @@ fn a_client_holding_every_slot_idle_does_not_keep_others_waiting() {
     // keep-alive timeout (10 s) frees a slot.
     answers_quickly(&s, "with every slot held by idle connections");
 }
+
+#[test]
+fn hundreds_of_clients_stalled_mid_header_with_the_token_do_not_delay_others() {
+    let s = serve(&fixture("cpu-transformer"), &[]);
+    answers_quickly(&s, "before");
+    // 300 connections that show the token (so pass the door) and stall mid-header:
+    // more than the server's 256 slots.
+    let held: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            let mut c = TcpStream::connect(("127.0.0.1", s.port)).expect("connect");
+            write!(c, "GET /{}/api/runs HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: ", s.token).expect("send");
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    for i in 0..5 {
+        answers_quickly(&s, &format!("request {i} among {} stalled connections", held.len()));
+    }
+}

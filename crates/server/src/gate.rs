@@ -40,39 +40,48 @@ pub struct Arrivals {
     queue: Mutex<Queue>,
 }
 
-/// The next connection's number, and each connection's number and the sender that
-/// sends it away.
-type Queue = (u64, VecDeque<(u64, oneshot::Sender<()>)>);
+/// The next connection's number, and each connection's number, the sender that sends
+/// it away, and its count of requests being answered (none for those at the door).
+type Queue = (u64, VecDeque<(u64, oneshot::Sender<()>, Option<Busy>)>);
+
+/// A connection's requests being answered, bodies still sent included.
+pub type Busy = std::sync::Arc<std::sync::atomic::AtomicUsize>;
 
 impl Arrivals {
-    /// Adds a connection, after sending the oldest away when `max` are in: its number
-    /// and the receiver told when it is sent away.
-    pub fn join(&self, max: usize) -> (u64, oneshot::Receiver<()>) {
+    /// Adds a connection, after sending one away when `max` are in
+    /// ([`Arrivals::send_oldest_away`]): its number and the receiver told when it is
+    /// sent away.
+    pub fn join(&self, max: usize, busy: Option<Busy>) -> (u64, oneshot::Receiver<()>) {
         let (tx, rx) = oneshot::channel();
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         let id = q.0;
         q.0 += 1;
         if q.1.len() >= max {
-            if let Some((_, oldest)) = q.1.pop_front() {
-                let _ = oldest.send(());
-            }
+            send_away(&mut q.1);
         }
-        q.1.push_back((id, tx));
+        q.1.push_back((id, tx, busy));
         (id, rx)
     }
 
     /// Removes connection `id`.
     pub fn leave(&self, id: u64) {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        q.1.retain(|(i, _)| *i != id);
+        q.1.retain(|(i, _, _)| *i != id);
     }
 
-    /// Sends the oldest connection away.
+    /// Sends a connection away: the oldest that is answering nothing (idle, or still
+    /// sending a request's head), else the oldest.
     pub fn send_oldest_away(&self) {
         let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, oldest)) = q.1.pop_front() {
-            let _ = oldest.send(());
-        }
+        send_away(&mut q.1);
+    }
+}
+
+fn send_away(q: &mut VecDeque<(u64, oneshot::Sender<()>, Option<Busy>)>) {
+    let idle =
+        q.iter().position(|(_, _, b)| b.as_ref().is_some_and(|b| b.load(std::sync::atomic::Ordering::SeqCst) == 0));
+    if let Some((_, away, _)) = q.remove(idle.unwrap_or(0)) {
+        let _ = away.send(());
     }
 }
 
@@ -87,7 +96,7 @@ pub enum Verdict {
 impl Pending {
     /// Checks a new connection's request line against `token`.
     pub async fn admit(&self, mut stream: TcpStream, token: &str) -> Verdict {
-        let (id, evicted) = self.waiting.join(MAX_PENDING);
+        let (id, evicted) = self.waiting.join(MAX_PENDING, None);
         let verdict = tokio::select! {
             _ = evicted => None,
             read = tokio::time::timeout(TOKEN_DEADLINE, read_head(&mut stream, token)) => read.ok(),

@@ -3,6 +3,7 @@
 //! embedded page, runs an API route on the blocking pool, or streams an export.
 
 use std::convert::Infallible;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,10 +65,17 @@ pub async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> anyhow::Re
                     p
                 }
             };
-            let (id, shed) = served.join(MAX_CONNECTIONS);
+            let busy = gate::Busy::default();
+            let (id, shed) = served.join(MAX_CONNECTIONS, Some(busy.clone()));
+            let counted = busy.clone();
             let service = service_fn(move |req: Request<hyper::body::Incoming>| {
-                let app = app.clone();
-                async move { Ok::<_, Infallible>(handle(app, req).await) }
+                let (app, busy) = (app.clone(), counted.clone());
+                async move {
+                    let answering = Answering::new(busy);
+                    Ok::<_, Infallible>(
+                        handle(app, req).await.map(|body| Body::new(Counted { body, _answering: answering })),
+                    )
+                }
             });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -77,7 +85,9 @@ pub async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> anyhow::Re
             tokio::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {}
-                _ = shed => {
+                // Sent away: one answering nothing (idle, or stalled in a request's
+                // head) is closed now; one answering finishes that answer first.
+                _ = shed => if busy.load(Ordering::SeqCst) > 0 {
                     conn.as_mut().graceful_shutdown();
                     let _ = conn.await;
                 }
@@ -85,6 +95,49 @@ pub async fn serve(listener: std::net::TcpListener, app: Arc<App>) -> anyhow::Re
             served.leave(id);
             drop(permit);
         });
+    }
+}
+
+/// A request being answered, counted in its connection's [`gate::Busy`] until its
+/// answer's body is sent or dropped.
+struct Answering(gate::Busy);
+
+impl Answering {
+    fn new(busy: gate::Busy) -> Answering {
+        busy.fetch_add(1, Ordering::SeqCst);
+        Answering(busy)
+    }
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// An answer's body that keeps its request counted while it is sent.
+struct Counted {
+    body: Body,
+    _answering: Answering,
+}
+
+impl http_body::Body for Counted {
+    type Data = bytes::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
