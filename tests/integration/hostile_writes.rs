@@ -90,3 +90,37 @@ fn a_folder_of_another_runs_tables_is_not_mixed_and_buckets_do_not_climb() {
         assert!(err.contains("`..`"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn messages_say_what_is_wrong_and_what_to_do() {
+    let file = fixture("cpu-clean/plugins/profile/2026_11_21_23_32_11/vm.xplane.pb");
+    let file = file.to_str().unwrap();
+    let folder = fixture("cpu-clean");
+    let folder = folder.to_str().unwrap();
+    // sql and tables take a profile file, as their --help says.
+    let count = |path: &str, q: &str| {
+        let v: serde_json::Value = serde_json::from_str(&ok(&["sql", q, path, "--json"])).unwrap();
+        v["rows"][0][0].as_i64().unwrap()
+    };
+    let n = count(folder, "SELECT count(*) FROM ops");
+    assert!(n > 0);
+    assert_eq!(count(file, "SELECT count(*) FROM ops"), n);
+    // SQLite reads a quoted name after FROM as the table.
+    assert_eq!(count(folder, "SELECT count(*) FROM 'ops'"), n);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t");
+    ok(&["tables", file, "-o", out.to_str().unwrap()]);
+    assert_eq!(count(out.to_str().unwrap(), "SELECT count(*) FROM ops"), n);
+    // A full disk: the file named, and what to do.
+    let err = assert_clean_error(&["export", folder, "--format", "perfetto", "-o", "/dev/full"]);
+    assert!(err.contains("/dev/full") && err.contains("disk is full"), "{err}");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_stepscope"))
+        .args(["ops", folder, "--csv"])
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("stepscope: cannot write the output") && err.contains("disk is full"), "{err}");
+}

@@ -51,8 +51,15 @@ pub fn quiet_on_closed_stdout() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
-        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
-            std::process::exit(0);
+        if let Some(why) = msg.strip_prefix("failed printing to stdout: ") {
+            if why.contains("Broken pipe") {
+                std::process::exit(0);
+            }
+            // Standard output cannot be written (a full disk, a closed terminal): one
+            // line, as for any other error.
+            let fix = if why.contains("os error 28") { full_disk_fix() } else { "check where the output goes" };
+            eprintln!("stepscope: cannot write the output: {why} — {fix}");
+            std::process::exit(2);
         }
         default(info);
     }));
@@ -121,10 +128,27 @@ where
         // quietly, as Unix tools do.
         Err(err) if broken_pipe(&err) => 0,
         Err(err) => {
-            errln!("stepscope: {}", one_line(&format!("{err:#}")));
+            let mut line = one_line(&format!("{err:#}"));
+            if disk_full(&err) {
+                line = format!("{line} — {}", full_disk_fix());
+            }
+            errln!("stepscope: {line}");
             2
         }
     }
+}
+
+/// True when `err` comes from a write to a full disk.
+fn disk_full(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::StorageFull)
+            || e.to_string().contains("(os error 28)")
+    })
+}
+
+/// What to do about a full disk.
+fn full_disk_fix() -> &'static str {
+    "the disk is full: free space on it, or write to another disk"
 }
 
 /// True when `err` comes from writing to a pipe whose reader is gone.

@@ -53,8 +53,20 @@ fn tokens(sql: &str) -> Vec<Token<'_>> {
             (from..b.len()).find(|&j| b[j..].starts_with(end)).map_or(b.len(), |j| j + end.len())
         };
         if c == b'\'' {
-            // A string: '' inside is a quote, and the string goes on.
-            i = until(i + 1, b"'");
+            // A string: '' inside is a quote, and the string goes on. After FROM, JOIN
+            // or a comma, one that is a table's name is the table (SQLite reads
+            // `FROM 'ops'` so).
+            let end = until(i + 1, b"'");
+            let text = &sql[i + 1..end.saturating_sub(1).max(i + 1)];
+            let at_table = match out.last() {
+                Some(Token::Word(w)) => w.eq_ignore_ascii_case("from") || w.eq_ignore_ascii_case("join"),
+                Some(Token::Punct(p)) => *p == b',',
+                None => false,
+            };
+            if at_table && TABLES.iter().any(|t| t.eq_ignore_ascii_case(text)) {
+                out.push(Token::Word(text));
+            }
+            i = end;
         } else if b[i..].starts_with(b"--") {
             i = until(i, b"\n");
         } else if b[i..].starts_with(b"/*") {
@@ -315,6 +327,7 @@ mod tests {
         assert_eq!(referenced("SELECT * FROM ops JOIN Steps USING (step_num)"), ["steps", "ops"]);
         assert_eq!(referenced("select 'ops' -- kernels\n/* events */ from \"op_events\""), ["op_events"]);
         assert_eq!(referenced("SELECT 'it''s ops' FROM [memory]"), ["memory"]);
+        assert_eq!(referenced("SELECT count(*) FROM 'ops'"), ["ops"]);
         assert!(referenced("SELECT opsx FROM x_ops").is_empty());
         assert_eq!(referenced("SELECT name, sql FROM sqlite_schema"), TABLES);
         assert_eq!(referenced("SELECT 1 FROM ops2"), Vec::<&str>::new());

@@ -152,8 +152,13 @@ pub fn run(args: &ExportArgs) -> anyhow::Result<ExitCode> {
     let windowed: Option<Vec<Space>> =
         window.map(|(from, to)| profile.hosts.iter().map(|s| s.window(from, to)).collect());
     let hosts = windowed.as_deref().unwrap_or(&profile.hosts);
-    let summary = write(&profile, hosts, format, args.table, &mut sink)?;
-    if let Dest::File(out) = sink.finish()? {
+    let written =
+        write(&profile, hosts, format, args.table, &mut sink).and_then(|summary| Ok((summary, sink.finish()?)));
+    let (summary, dest) = written.map_err(|e| {
+        let to = if to_stdout { "the standard output".into() } else { args.out.display().to_string() };
+        e.context(format!("cannot write {to}"))
+    })?;
+    if let Dest::File(out) = dest {
         let bytes = out.written_bytes;
         out.commit()?;
         errln!("wrote {} ({}): {summary}", args.out.display(), human::bytes(bytes));

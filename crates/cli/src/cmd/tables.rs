@@ -219,7 +219,10 @@ pub(crate) fn no_such_host(host: &str, names: &[String], runs: &str) -> anyhow::
 pub(crate) fn runs(path: &Path, run: Option<&str>) -> anyhow::Result<(Option<Listing>, Vec<discover::Run>)> {
     let listing = Listing::of(path)?;
     let root = listing.as_ref().map_or(path, |l| &l.root);
+    // A profile file is a run of its own.
+    let one_file = std::fs::metadata(root).is_ok_and(|m| m.is_file());
     let mut runs = match run {
+        _ if one_file => vec![discover::resolve(root, None)?],
         Some(name) => vec![discover::resolve(root, Some(name))?],
         None => discover::find_runs(root)?,
     };
