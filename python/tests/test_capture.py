@@ -188,3 +188,20 @@ def test_capture_running_at_exit_is_saved(tmp_path):
     m = manifest_of(run)
     assert m["error"] == "RuntimeError: the program exited while the capture was running"
     assert steps_of(run) == [0]
+
+
+def test_a_bucket_log_dir_is_refused_in_one_line_and_nothing_is_written_locally(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for make in (
+        lambda: stepscope.trace("gs://b/d"),
+        lambda: stepscope.Profiler(log_dir="s3://b/d"),
+    ):
+        with pytest.raises(stepscope.StepscopeError) as e:
+            with make():
+                pass
+        message = str(e.value)
+        assert "\n" not in message and "local folder" in message and "://b/d" in message, message
+    monkeypatch.setenv("PROFILE_DIR", "gs://b/runs")
+    with pytest.raises(stepscope.StepscopeError, match="gs://b/runs"):
+        stepscope.Profiler()
+    assert list(tmp_path.iterdir()) == [], "a local folder was made for the bucket"

@@ -249,6 +249,11 @@ impl StatWalk for WireWalk<'_> {
 macro_rules! with_walk {
     ($line:expr, $i:expr, |$w:ident| $body:expr) => {
         match &$line.stats {
+            LineStats::Bare => {
+                #[allow(unused_mut)]
+                let mut $w = PackedWalk::none();
+                $body
+            }
             LineStats::Packed(p) => {
                 #[allow(unused_mut)]
                 let mut $w = p.walk($i);
@@ -274,21 +279,44 @@ fn marked(values: &[i64], mask: &[bool], past: bool) -> u64 {
     bits
 }
 
-/// Where a line keeps its events' stats.
-#[derive(Clone, Debug)]
+/// Where a line keeps its events' stats. Boxed, and nothing at all for a line whose
+/// events have none: a line costs its events, not the room stats could take (a
+/// profile of millions of one-event lines).
+#[derive(Clone, Debug, Default)]
 pub(crate) enum LineStats {
+    /// No event of the line has a stat of its own.
+    #[default]
+    Bare,
     /// Decoded and packed: made by readers that build stats (trace JSON, tests), and
     /// by the XSpace reader for lines with a stat it had to expand or could not leave
     /// in the file.
-    Packed(PackedStats),
+    Packed(Box<PackedStats>),
     /// Left in the file, read when asked for: XSpace lines whose stats the decoder
     /// found well framed and free of compressed strings (`stat_wire`).
-    Wire(WireStats),
+    Wire(Box<WireStats>),
 }
 
-impl Default for LineStats {
-    fn default() -> Self {
-        LineStats::Packed(PackedStats::default())
+impl LineStats {
+    /// `Bare` where no event has a stat (after decoding, which makes the others).
+    pub(crate) fn bare_if_empty(&mut self) {
+        let empty = match self {
+            LineStats::Bare => return,
+            LineStats::Packed(p) => p.stats.is_empty(),
+            LineStats::Wire(x) => x.len.iter().all(|n| n == 0),
+        };
+        if empty {
+            *self = LineStats::Bare;
+        }
+    }
+}
+
+/// The wide stats of no line.
+static NO_WIDE: Wide = Wide { nums: Vec::new(), stats: Vec::new() };
+
+impl PackedWalk<'static> {
+    /// The walk of an event without stats.
+    fn none() -> PackedWalk<'static> {
+        PackedWalk { packed: [].iter(), wide: &NO_WIDE }
     }
 }
 
@@ -305,6 +333,15 @@ pub(crate) struct PackedStats {
 }
 
 impl PackedStats {
+    /// The stats of `events` events that have none.
+    fn none_of(events: usize) -> PackedStats {
+        let mut p = PackedStats::with_capacity(events, 0);
+        for _ in 0..events {
+            p.end_event();
+        }
+        p
+    }
+
     /// Room for about `stats` stats of `events` events.
     pub(crate) fn with_capacity(events: usize, stats: usize) -> PackedStats {
         PackedStats {
@@ -570,6 +607,7 @@ impl Line {
     #[inline]
     pub fn event_stats(&self, i: usize) -> EventStats<'_> {
         EventStats(match &self.stats {
+            LineStats::Bare => Walk::Packed(PackedWalk::none()),
             LineStats::Packed(p) => Walk::Packed(p.walk(i)),
             LineStats::Wire(x) => Walk::Wire(x.walk(i)),
         })
@@ -579,6 +617,7 @@ impl Line {
     /// indexes, stat ranges (or positions), and packed and wide stats.
     pub fn heap_bytes(&self) -> [usize; 5] {
         let stats = match &self.stats {
+            LineStats::Bare => [0, 0, 0],
             LineStats::Packed(p) => [p.start.heap_bytes(), p.stats.capacity() * 8, p.wide.heap_bytes()],
             LineStats::Wire(x) => [x.from.heap_bytes() + x.len.heap_bytes() + x.id_set.heap_bytes(), 0, 0],
         };
@@ -588,6 +627,7 @@ impl Line {
     /// Number of event stats on the line.
     pub fn stat_count(&self) -> usize {
         match &self.stats {
+            LineStats::Bare => 0,
             LineStats::Packed(p) => p.len(),
             LineStats::Wire(_) => (0..self.len()).map(|i| self.event_stats(i).count()).sum(),
         }
@@ -598,6 +638,7 @@ impl Line {
     #[inline(always)]
     fn stat_ids_of(&self, i: usize) -> u64 {
         match &self.stats {
+            LineStats::Bare => 0,
             LineStats::Packed(_) => u64::MAX,
             LineStats::Wire(x) => x.ids_of(i),
         }
@@ -623,6 +664,7 @@ impl Line {
     pub(crate) fn stat_starts(&self) -> Vec<i64> {
         match &self.stats {
             LineStats::Packed(p) => p.start.to_vec(),
+            LineStats::Bare => vec![0; self.len() + 1],
             LineStats::Wire(_) => Vec::new(),
         }
     }
@@ -635,8 +677,10 @@ impl Line {
     /// Makes the line's stats packed ones (a line about to take stats the file does
     /// not hold).
     fn pack_stats(&mut self) {
-        if let LineStats::Wire(x) = &self.stats {
-            self.stats = LineStats::Packed(x.packed());
+        match &self.stats {
+            LineStats::Wire(x) => self.stats = LineStats::Packed(Box::new(x.packed())),
+            LineStats::Bare => self.stats = LineStats::Packed(Box::new(PackedStats::none_of(self.len()))),
+            LineStats::Packed(_) => {}
         }
     }
 
@@ -671,12 +715,15 @@ impl Line {
         later(&mut self.timestamp_ns, &mut next.timestamp_ns);
         later(&mut self.line_duration_ps, &mut next.line_duration_ps);
         self.damaged_durations = self.damaged_durations.saturating_add(next.damaged_durations);
-        match (&mut self.stats, next.stats) {
-            (LineStats::Wire(mine), LineStats::Wire(theirs)) => mine.append(theirs),
+        let next_events = next.len();
+        match (&mut self.stats, std::mem::take(&mut next.stats)) {
+            (LineStats::Bare, LineStats::Bare) => {}
+            (LineStats::Wire(mine), LineStats::Wire(theirs)) => mine.append(*theirs),
             (_, theirs) => {
                 let theirs = match theirs {
-                    LineStats::Packed(p) => p,
+                    LineStats::Packed(p) => *p,
                     LineStats::Wire(x) => x.packed(),
+                    LineStats::Bare => PackedStats::none_of(next_events),
                 };
                 self.pack_stats();
                 if let LineStats::Packed(mine) = &mut self.stats {
@@ -696,6 +743,7 @@ impl Line {
         self.durations = pick(&self.durations);
         self.metas = pick(&self.metas);
         match &mut self.stats {
+            LineStats::Bare => {}
             LineStats::Packed(p) => {
                 let mut stats = Vec::with_capacity(p.stats.len());
                 let mut start = Column::with_capacity(order.len() + 1);
@@ -786,7 +834,9 @@ impl Line {
 
     /// Appends an event (used by readers).
     pub fn push_event(&mut self, start_ps: i64, duration_ps: i64, meta: u32, stats: &[Stat]) {
-        self.pack_stats();
+        if !stats.is_empty() {
+            self.pack_stats();
+        }
         if let LineStats::Packed(packed) = &mut self.stats {
             for s in stats {
                 packed.push(*s);
@@ -1017,13 +1067,15 @@ impl Plane {
         // Per id set of a line whose stats are in the file: whether it may hold a key.
         let sets: Option<Vec<bool>> = match &line.stats {
             LineStats::Wire(x) => Some(x.id_sets.iter().map(|&s| look.possible(s) > 0).collect()),
-            LineStats::Packed(_) => None,
+            LineStats::Packed(_) | LineStats::Bare => None,
         };
         let (mut ids, mut metas) = ([0; BLOCK], [0; BLOCK]);
         line.block_hits(range, move |b| {
             let own = match (&line.stats, &sets) {
                 // An index past the sets stands for any id (as in `WireStats::ids_of`).
                 (LineStats::Wire(x), Some(sets)) => marked(x.id_set.block(b, &mut ids), sets, true),
+                // No event has a stat of its own: only its metadata's can hold a key.
+                (LineStats::Bare, _) => 0,
                 _ => u64::MAX,
             };
             if look.any_meta_has && own != u64::MAX {

@@ -500,7 +500,9 @@ fn decode_line(cx: &LineCtx, r: Range<usize>, split_bytes: usize) -> WireResult<
     line.starts.shrink_to_fit();
     line.durations.shrink_to_fit();
     line.metas.shrink_to_fit();
+    line.stats.bare_if_empty();
     match &mut line.stats {
+        LineStats::Bare => {}
         LineStats::Packed(p) => p.shrink_to_fit(),
         LineStats::Wire(x) => {
             x.from.shrink_to_fit();
@@ -900,16 +902,16 @@ fn read_line_part(cx: &LineCtx, r: Range<usize>, in_file: bool) -> WireResult<Op
     source.release(released..r.end);
     let mut line = rd.line;
     line.stats = if in_file {
-        LineStats::Wire(WireStats {
+        LineStats::Wire(Box::new(WireStats {
             from: rd.from,
             len: rd.len,
             id_sets: rd.id_sets,
             id_set: rd.id_set,
             source: source.clone(),
             ids: cx.stat_ids.clone(),
-        })
+        }))
     } else {
-        LineStats::Packed(rd.packed)
+        LineStats::Packed(Box::new(rd.packed))
     };
     Ok(Some((line, arena, unknown)))
 }

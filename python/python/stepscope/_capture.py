@@ -111,6 +111,21 @@ def _check_name(name: str) -> str:
     return name
 
 
+def local_log_dir(log_dir: Union[str, os.PathLike]) -> Path:
+    """``log_dir`` as a local folder; a bucket's URL (``gs://…``, ``s3://…``) is refused
+    in one line: ``Path`` would make ``gs://b/d`` the local folder ``gs:/b/d``."""
+    text = os.fspath(log_dir)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if "://" in text:
+        raise StepscopeError(
+            f"{text}: stepscope captures into a local folder, not a bucket — capture into a local folder and "
+            f"copy it there (gsutil -m cp -r DIR {text}), or capture with jax.profiler.trace({text!r}) itself; "
+            "stepscope reads gs:// and s3:// log directories as they are"
+        )
+    return Path(text)
+
+
 class Capture:
     """One profile capture. ``path`` is the run folder once it has stopped.
 
@@ -132,7 +147,7 @@ class Capture:
         kind: str = "trace",
         extra: Optional[dict] = None,
     ):
-        self.log_dir = Path(os.fspath(log_dir))
+        self.log_dir = local_log_dir(log_dir)
         #: A ``jax.profiler.ProfileOptions`` the capture starts from (copied, never changed).
         self.profiler_options = profiler_options
         self.name = None if name is None else _check_name(name)

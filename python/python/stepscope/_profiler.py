@@ -8,7 +8,7 @@ import sys
 import warnings
 from typing import Any, Callable, Optional, Union
 
-from stepscope._capture import Capture, _already_running, active_capture, block, settle, step
+from stepscope._capture import Capture, _already_running, active_capture, block, local_log_dir, settle, step
 from stepscope._native import StepscopeError
 
 
@@ -279,6 +279,7 @@ class Profiler:
         guide = env.get("enabled") is True
         default_dir = "./profiles" if guide else "stepscope-profiles"
         self.log_dir = env.get("log_dir", log_dir if log_dir is not None else default_dir)
+        local_log_dir(self.log_dir)
         if schedule is not None and not isinstance(schedule, Schedule):
             raise StepscopeError("schedule= takes stepscope.schedule(wait, warmup, active, repeat)")
         timing = [k for k in ("start_step", "num_steps", "every") if k in env]
