@@ -345,6 +345,11 @@ fn diagnostics_say_what_is_wrong_instead_of_misleading() {
 /// `stepscope summary gs://prof/logs` against tests/support/hostile_bucket.py in `mode`,
 /// with at most `files` open files: its outcome, and the files left in the cache.
 fn against_hostile_bucket(mode: &[&str], files: u32) -> (crate::util::Outcome, Vec<PathBuf>) {
+    against_hostile_bucket_with(mode, files, &["summary", "gs://prof/logs"])
+}
+
+/// [`against_hostile_bucket`] running `command` (with `--cache`).
+fn against_hostile_bucket_with(mode: &[&str], files: u32, command: &[&str]) -> (crate::util::Outcome, Vec<PathBuf>) {
     let mut cmd = Command::new("python3");
     cmd.arg(crate::util::root().join("tests/support/hostile_bucket.py")).args(mode);
     let server = crate::util::PortChild::spawn(cmd, Duration::from_secs(30), "python3 tests/support/hostile_bucket.py");
@@ -354,7 +359,8 @@ fn against_hostile_bucket(mode: &[&str], files: u32) -> (crate::util::Outcome, V
     cmd.arg("-c")
         .arg(format!("ulimit -n {files} && exec \"$0\" \"$@\""))
         .arg(env!("CARGO_BIN_EXE_stepscope"))
-        .args(["summary", "gs://prof/logs", "--cache", cache.to_str().unwrap()])
+        .args(command)
+        .args(["--cache", cache.to_str().unwrap()])
         .env("STORAGE_EMULATOR_HOST", format!("http://127.0.0.1:{}", server.port))
         .env("STEPSCOPE_REMOTE_TIMEOUT_S", "5");
     let o = run_limited(cmd, tmp.path(), Duration::from_secs(90));
@@ -370,6 +376,8 @@ fn hostile_buckets_end_in_one_line_in_bounded_time_and_memory() {
         (&["--mode", "endless-list"][..], "listing"),
         (&["--mode", "no-range", "--mib", "1500"][..], "Range"),
         (&["--mode", "huge-size"][..], "size"),
+        (&["--mode", "new-token"][..], "does not end"),
+        (&["--mode", "huge-token"][..], "page token of 31457280 bytes"),
     ] {
         let (o, left) = against_hostile_bucket(mode, 1024);
         assert!(!o.timed_out, "{mode:?}: ran past 90 s");
@@ -377,9 +385,29 @@ fn hostile_buckets_end_in_one_line_in_bounded_time_and_memory() {
         assert_eq!(o.code, Some(2), "{mode:?}: {}", o.stderr);
         assert_eq!(o.stderr.lines().count(), 1, "{mode:?}: one line: {}", o.stderr);
         assert!(o.stderr.contains(words), "{mode:?}: {}", o.stderr);
+        assert!(o.stderr.len() < 2048, "{mode:?}: {} bytes of error", o.stderr.len());
         assert!(o.max_rss_bytes < 512 << 20, "{mode:?}: {} MiB", o.max_rss_bytes >> 20);
         assert!(left.iter().all(|p| !p.to_string_lossy().ends_with(".part")), "{mode:?}: left {left:?}");
     }
+}
+
+#[test]
+fn a_host_read_alone_from_a_bucket_reads_only_what_the_others_hold_of_their_clocks() {
+    // Host b claims a 100 GiB environment plane: reading a alone peeks at b's planes,
+    // and a plane that large is not read.
+    let file = fixture("rocm-mi300x-gemm/tw003.xplane.pb");
+    let mode = ["--mode", "huge-plane", "--file", file.to_str().unwrap()];
+    let (o, _) = against_hostile_bucket_with(&mode, 1024, &["summary", "gs://prof/logs", "--host", "a", "--json"]);
+    assert_eq!(o.code, Some(0), "{}", o.stderr);
+    assert!(o.max_rss_bytes < 512 << 20, "{} MiB", o.max_rss_bytes >> 20);
+}
+
+#[test]
+fn a_bucket_listing_too_large_to_search_is_named_as_the_bucket() {
+    let (o, _) = against_hostile_bucket_with(&["--mode", "many", "--count", "200001"], 1024, &["ls", "gs://prof/logs"]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+    assert!(o.stderr.contains("gs://prof") && !o.stderr.contains("/tmp"), "{}", o.stderr);
 }
 
 #[test]

@@ -71,6 +71,16 @@ impl Listing {
         Ok(Some(Listing { listed, dir, root }))
     }
 
+    /// The runs under `path` (a local folder, or the listing's for a bucket), an
+    /// error naming the bucket, never the listing's own folder.
+    pub fn find_runs(listing: Option<&Listing>, path: &Path) -> anyhow::Result<Vec<Run>> {
+        let root = listing.map_or(path, |l| &l.root);
+        discover::find_runs(root).map_err(|e| {
+            let text = e.to_string();
+            anyhow::anyhow!("{}", listing.map_or_else(|| text.clone(), |l| l.shown(&text)))
+        })
+    }
+
     /// `text` (a path, a note, an error) with the listing's folder named as the bucket.
     pub fn shown(&self, text: &str) -> String {
         text.replace(&*self.dir.path().to_string_lossy(), &self.listed.bucket_url())

@@ -49,6 +49,12 @@ const CHUNK_BYTES: u64 = 8 << 20;
 const PARALLEL_GETS: usize = 8;
 /// Most objects a listing may name: past this a listing is taken to be one without end.
 const MAX_LISTED: usize = 1_000_000;
+/// Most pages of one listing, and most pages in a row without an object: a service
+/// that answers each page with a new token would otherwise be listed for ever.
+const MAX_PAGES: usize = 20_000;
+const MAX_EMPTY_PAGES: usize = 100;
+/// The longest page token sent back (Cloud Storage's are a few hundred bytes).
+const MAX_TOKEN_BYTES: usize = 16 << 10;
 /// Most bytes of one JSON answer (a listing page, an object's metadata).
 const MAX_JSON_BYTES: usize = 64 << 20;
 /// The largest object size believed: a listing naming a larger one is wrong.
@@ -437,8 +443,11 @@ impl Client {
                 let path = format!("/storage/v1/b/{}/o", encode(&url.bucket));
                 let mut out = Vec::new();
                 let mut page: Option<String> = None;
+                // The tokens seen, by hash: a token repeated means a listing without end.
                 let mut seen_tokens = std::collections::HashSet::new();
+                let (mut pages, mut empty) = (0usize, 0usize);
                 loop {
+                    pages += 1;
                     let mut query = vec![("prefix", prefix.to_string())];
                     if let Some(p) = page.take() {
                         query.push(("pageToken", p));
@@ -446,15 +455,35 @@ impl Client {
                     let Some(v) = self.gcs_json(url, prefix, &path, &query).await? else {
                         return Err(no_bucket(url, &url.to_string()));
                     };
+                    let before = out.len();
                     for item in v.get("items").and_then(|i| i.as_array()).into_iter().flatten() {
                         out.push(gcs_object(url, item)?);
                     }
+                    empty = if out.len() == before { empty + 1 } else { 0 };
                     if out.len() > MAX_LISTED {
                         return Err(too_many_listed(url));
                     }
                     match v.get("nextPageToken").and_then(|t| t.as_str()) {
                         Some(t) if !t.is_empty() => {
-                            if !seen_tokens.insert(t.to_string()) {
+                            let endless = |why: String| {
+                                anyhow!(
+                                    "{url}: the storage service's listing does not end ({why}) — check \
+                                     STORAGE_EMULATOR_HOST points at Cloud Storage or a real emulator"
+                                )
+                            };
+                            if t.len() > MAX_TOKEN_BYTES {
+                                return Err(endless(format!("a page token of {} bytes", t.len())));
+                            }
+                            if pages >= MAX_PAGES || empty >= MAX_EMPTY_PAGES {
+                                return Err(endless(format!("{pages} pages, the last {empty} of them empty")));
+                            }
+                            let hash = {
+                                use std::hash::{Hash, Hasher};
+                                let mut h = std::collections::hash_map::DefaultHasher::new();
+                                t.hash(&mut h);
+                                h.finish()
+                            };
+                            if !seen_tokens.insert(hash) {
                                 bail!(
                                     "{url}: the storage service sent the same page token twice ({:?}), so its listing \
                                      never ends — check STORAGE_EMULATOR_HOST points at Cloud Storage or a real emulator",
@@ -814,7 +843,15 @@ fn one_line(e: &dyn std::error::Error) -> String {
         }
         cause = c.source();
     }
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    // An error may echo what was sent (a URL with a page token of any length): cut.
+    const MAX_CHARS: usize = 400;
+    if s.chars().count() <= MAX_CHARS {
+        return s;
+    }
+    let head: String = s.chars().take(MAX_CHARS - 100).collect();
+    let tail: String = s.chars().skip(s.chars().count() - 99).collect();
+    format!("{head}…{tail}")
 }
 
 /// The client for `url`'s bucket, configured from the environment.

@@ -219,6 +219,9 @@ const PEEK_HEAD: u64 = 128;
 const MAX_PEEK_FIELDS: usize = 4096;
 /// The longest plane name read while peeking.
 const MAX_PEEK_NAME: u64 = 4096;
+/// The largest plane read while peeking (a host's environment plane is kilobytes): one
+/// that claims more is taken as absent, not read.
+const MAX_PEEK_PLANE: u64 = 16 << 20;
 
 /// A varint at the start of `b`: its value and length.
 fn varint(b: &[u8]) -> Option<(u64, usize)> {
@@ -264,6 +267,9 @@ pub(crate) fn peek_plane(url: &Url, key: &str, size: u64, name: &str) -> anyhow:
                     if k >> 3 == 1
                         && plane_named(&client, url, &key, &head, (start - pos) as usize, start, end, name).await?
                     {
+                        if len > MAX_PEEK_PLANE {
+                            return Ok(None);
+                        }
                         let plane = client.get_range(url, &key, start..end).await?;
                         let mut out = vec![0x0a];
                         let mut n = len;

@@ -42,7 +42,7 @@ pub fn run(args: &HistoryArgs) -> anyhow::Result<ExitCode> {
     let mut found: Vec<Found> = Vec::new();
     for logdir in &args.logdirs {
         let listing = crate::remote::Listing::of(logdir)?;
-        let runs = discover::find_runs(listing.as_ref().map_or(logdir.as_path(), |l| &l.root))?;
+        let runs = crate::remote::Listing::find_runs(listing.as_ref(), logdir)?;
         for run in runs {
             let dir = run.dir.display().to_string();
             let label = listing.as_ref().map_or_else(|| dir.clone(), |l| l.shown(&dir));

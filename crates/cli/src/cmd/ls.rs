@@ -58,7 +58,7 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
     // A bucket is listed, not fetched: its runs are found in a folder of empty files
     // standing for its objects, whose paths are shown as the bucket's.
     let listing = crate::remote::Listing::of(&args.logdir)?;
-    let runs = discover::find_runs(listing.as_ref().map_or(&args.logdir, |l| &l.root))?;
+    let runs = crate::remote::Listing::find_runs(listing.as_ref(), &args.logdir)?;
     let path_of = |dir: &std::path::Path| {
         let text = dir.display().to_string();
         listing.as_ref().map_or_else(|| text.clone(), |l| l.shown(&text))
