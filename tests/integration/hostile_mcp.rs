@@ -223,3 +223,103 @@ fn an_argument_is_never_taken_for_a_flag() {
     let (err, text) = mcp.call(2, "steps", json!({"path": "-h", "run": "--help"}));
     assert!(err && text.contains("no run named \"--help\""), "{text}");
 }
+
+#[test]
+fn mutated_json_rpc_lines_never_end_the_server() {
+    use crate::robustness::Rng;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut mcp = Mcp::start(&[tmp.path()], tmp.path());
+    let bases = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+        json!({"jsonrpc": "2.0", "id": "a", "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "summary", "arguments": {"path": "nowhere", "top": 5}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+               "params": {"name": "sql", "arguments": {"query": "SELECT 1", "paths": ["nowhere"]}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}),
+    ];
+    let odd = [
+        json!(null),
+        json!(true),
+        json!(-1),
+        json!(1e308),
+        json!(u64::MAX),
+        json!("x".repeat(100_000)),
+        json!([]),
+        json!({}),
+        json!("--help"),
+        json!(["--output", "/etc/passwd"]),
+    ];
+    let mut rng = Rng(0x6d6370);
+    let mut lines: Vec<String> = Vec::new();
+    for base in &bases {
+        // Each value (at any depth) swapped for each odd one.
+        let mut paths = Vec::new();
+        fn walk(v: &Value, at: String, out: &mut Vec<String>) {
+            out.push(at.clone());
+            match v {
+                Value::Object(m) => m.iter().for_each(|(k, v)| walk(v, format!("{at}/{k}"), out)),
+                Value::Array(a) => a.iter().enumerate().for_each(|(i, v)| walk(v, format!("{at}/{i}"), out)),
+                _ => {}
+            }
+        }
+        walk(base, String::new(), &mut paths);
+        for p in &paths {
+            for o in &odd {
+                let mut m = base.clone();
+                match m.pointer_mut(p) {
+                    Some(slot) => *slot = o.clone(),
+                    None => continue,
+                }
+                lines.push(m.to_string());
+            }
+        }
+        // Bytes flipped and lines cut.
+        let text = base.to_string();
+        for _ in 0..40 {
+            let mut b = text.clone().into_bytes();
+            for _ in 0..1 + rng.below(3) {
+                let at = rng.below(b.len());
+                b[at] ^= 1 << rng.below(7);
+            }
+            lines.push(String::from_utf8_lossy(&b).replace('\n', " "));
+            lines.push(text[..rng.below(text.len())].to_string());
+        }
+    }
+    // Nesting deeper than any parser's stack.
+    lines.push(format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000)));
+    lines.push(format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\",\"params\":{}{}}}",
+        "{\"a\":".repeat(50_000),
+        "}".repeat(50_000)
+    ));
+    let n = lines.len();
+    assert!(n > 500, "{n} lines");
+    {
+        let w = mcp.stdin.as_mut().unwrap();
+        for l in &lines {
+            writeln!(w, "{l}").unwrap();
+        }
+        writeln!(w, "{}", json!({"jsonrpc": "2.0", "id": "last", "method": "ping"})).unwrap();
+        w.flush().unwrap();
+    }
+    // Every answer is one JSON-RPC message; the last ping is answered.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut answers = 0;
+    loop {
+        let a = mcp
+            .answers
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("the last ping's answer");
+        assert_eq!(a["jsonrpc"], "2.0", "{a}");
+        answers += 1;
+        if a["id"] == "last" {
+            break;
+        }
+    }
+    assert!(mcp.child.try_wait().unwrap().is_none(), "the server ended");
+    let peak = mcp.peak_rss_bytes();
+    eprintln!("mcp: {n} mutated lines, {answers} answers, peak {} MiB", peak >> 20);
+    assert!(peak < 128 << 20, "{} MiB", peak >> 20);
+}
