@@ -15,7 +15,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::robustness::{judge, Rng, LIMIT};
+use crate::robustness::{judge, varint, Rng, LIMIT};
 use crate::util::*;
 
 /// A place in a file a mutant rewrites: an integer's varint, or a list's header.
@@ -131,19 +131,6 @@ fn points(file: &[u8]) -> Vec<Point> {
     }
     assert_eq!(at, footer_start, "pages tile the data");
     out
-}
-
-fn varint(mut v: u64) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let b = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(b);
-            return out;
-        }
-        out.push(b | 0x80);
-    }
 }
 
 fn zigzag(v: i64) -> Vec<u8> {

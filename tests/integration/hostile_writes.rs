@@ -43,11 +43,16 @@ fn tables_never_write_through_what_is_planted_in_their_folder() {
     refused(&tables_into(&out), "stepscope_tables.json", &victim);
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 1, "nothing written before the refusal");
 
+    // A table's file in folder `out` of the temporary folder, its folders made.
+    let table_file = |out: &str, table: &str| {
+        let host_dir = tmp.path().join(out).join(table).join(RUN).join("host=vm");
+        std::fs::create_dir_all(&host_dir).unwrap();
+        (tmp.path().join(out), host_dir.join("part-0.parquet"))
+    };
+
     // A link at a table file.
-    let out = tmp.path().join("b");
-    let host_dir = out.join("steps").join(RUN).join("host=vm");
-    std::fs::create_dir_all(&host_dir).unwrap();
-    symlink(&victim, host_dir.join("part-0.parquet")).unwrap();
+    let (out, file) = table_file("b", "steps");
+    symlink(&victim, file).unwrap();
     refused(&tables_into(&out), "part-0.parquet", &victim);
 
     // A link at a table folder: nothing lands in the folder it points at.
@@ -58,15 +63,11 @@ fn tables_never_write_through_what_is_planted_in_their_folder() {
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "wrote through a linked folder");
 
     // A link to a device, and a FIFO, where a table goes: refused, without blocking.
-    let out = tmp.path().join("d");
-    let host_dir = out.join("ops").join(RUN).join("host=vm");
-    std::fs::create_dir_all(&host_dir).unwrap();
-    symlink("/dev/null", host_dir.join("part-0.parquet")).unwrap();
+    let (out, file) = table_file("d", "ops");
+    symlink("/dev/null", file).unwrap();
     refused(&tables_into(&out), "part-0.parquet", &victim);
-    let out = tmp.path().join("e");
-    let host_dir = out.join("events").join(RUN).join("host=vm");
-    std::fs::create_dir_all(&host_dir).unwrap();
-    mkfifo(&host_dir.join("part-0.parquet"));
+    let (out, file) = table_file("e", "events");
+    mkfifo(&file);
     refused(&tables_into(&out), "part-0.parquet", &victim);
     use std::os::unix::fs::FileTypeExt;
     assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device(), "/dev/null is still a device");

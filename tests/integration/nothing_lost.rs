@@ -128,24 +128,30 @@ fn a_killed_export_leaves_nothing_behind_and_the_old_output_whole() {
     assert_eq!(std::fs::read(&out).unwrap(), b"the previous export");
 }
 
+/// A 40-fold copy of a GPU capture (about 100 MB) made in `dir`, and the thread that
+/// cuts it to 4 KiB after `delay_ms`, as `cp` and `scp` do first to a file they copy
+/// over.
+fn cut_after(dir: &Path, delay_ms: u64) -> (PathBuf, std::thread::JoinHandle<()>) {
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("vm.xplane.pb");
+    repeated(&fixture("gpu-compile/plugins/profile/2026_11_23_07_48_39/vm.xplane.pb"), 40, &file);
+    let cut = {
+        let file = file.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(4096).unwrap();
+        })
+    };
+    (file, cut)
+}
+
 #[test]
 fn a_profile_truncated_while_the_cli_reads_it_ends_in_one_line() {
     let tmp = tempfile::tempdir().unwrap();
-    let src = fixture("gpu-compile/plugins/profile/2026_11_23_07_48_39/vm.xplane.pb");
     let mut changed = 0;
     for (i, delay_ms) in [150u64, 400, 800, 1600].into_iter().enumerate() {
         let dir = tmp.path().join(format!("try{i}"));
-        std::fs::create_dir(&dir).unwrap();
-        let file = dir.join("vm.xplane.pb");
-        repeated(&src, 40, &file);
-        let cut = {
-            let file = file.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(delay_ms));
-                // What `cp` and `scp` do first to a file they copy over.
-                std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(4096).unwrap();
-            })
-        };
+        let (file, cut) = cut_after(&dir, delay_ms);
         let mut cmd = bin();
         cmd.args(["summary", file.to_str().unwrap()]);
         let o = run_limited(cmd, &dir, Duration::from_secs(120));
@@ -643,24 +649,14 @@ fn a_plane_of_empty_lines_keeps_the_first_and_counts_the_rest() {
 #[test]
 fn an_export_whose_profile_is_cut_while_read_keeps_the_file_it_would_replace() {
     let tmp = tempfile::tempdir().unwrap();
-    let src = fixture("gpu-compile/plugins/profile/2026_11_23_07_48_39/vm.xplane.pb");
     let mut refused = 0;
     for (i, delay_ms) in [150u64, 400, 800, 1600].into_iter().enumerate() {
         let dir = tmp.path().join(format!("try{i}"));
-        std::fs::create_dir(&dir).unwrap();
-        let file = dir.join("vm.xplane.pb");
-        repeated(&src, 40, &file);
         let out_dir = dir.join("out");
-        std::fs::create_dir(&out_dir).unwrap();
+        std::fs::create_dir_all(&out_dir).unwrap();
         let out = out_dir.join("trace.json");
         std::fs::write(&out, b"the previous export").unwrap();
-        let cut = {
-            let file = file.clone();
-            std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(delay_ms));
-                std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len(4096).unwrap();
-            })
-        };
+        let (file, cut) = cut_after(&dir, delay_ms);
         let mut cmd = bin();
         cmd.args(["export", file.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         let o = run_limited(cmd, &dir, Duration::from_secs(120));
