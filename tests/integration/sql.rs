@@ -258,3 +258,43 @@ fn the_web_api_answers_as_the_cli() {
     let r = s_.get("api/sql");
     assert_eq!(r.status, 400, "{}", r.text());
 }
+
+/// The server's peak resident memory so far (`VmHWM`).
+fn peak_rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024
+}
+
+#[test]
+fn the_web_api_streams_its_answers_and_bounds_them() {
+    use crate::server::serve;
+    let s_ = serve(&fixture("cpu-clean"), &[]);
+    let enc = |q: &str| -> String {
+        q.bytes()
+            .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
+            .collect()
+    };
+    let rows = |blob: usize| {
+        format!(
+            "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 10000) \
+             SELECT i, hex(zeroblob({blob})) AS x FROM c"
+        )
+    };
+    assert_eq!(s_.api(&format!("sql?q={}", enc(&rows(10))))["row_count"], 10_000);
+    let before = peak_rss_bytes(s_.child.id());
+    // 10,000 rows of 3 KB (30 MB): sent as they come, never held whole.
+    let r = s_.get(&format!("api/sql?q={}", enc(&rows(1500))));
+    assert_eq!(r.status, 200);
+    let v = r.json();
+    assert_eq!((v["row_count"].as_u64(), v["rows_cut"].as_bool()), (Some(10_000), Some(false)));
+    assert!(r.text().len() > 30_000_000, "{} bytes", r.text().len());
+    let grew = peak_rss_bytes(s_.child.id()).saturating_sub(before);
+    assert!(grew < 16 << 20, "a 30 MB answer took the server {} MiB more", grew >> 20);
+    // 10,000 rows of 10 KB: cut at 32 MiB, whole rows only.
+    let r = s_.get(&format!("api/sql?q={}", enc(&rows(5000))));
+    let v = r.json();
+    assert_eq!(v["rows_cut"], true);
+    assert!(r.text().len() <= (32 << 20) + 64, "{} bytes", r.text().len());
+    assert_eq!(v["rows"].as_array().unwrap().len() as u64, v["row_count"].as_u64().unwrap());
+}

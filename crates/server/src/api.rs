@@ -812,6 +812,16 @@ pub const SQL_QUEUE_WAIT: Duration = Duration::from_secs(10);
 /// [`SQL_TIMEOUT`]. (The HTTP layer runs it on a thread of its own, [`MAX_QUERIES`] at
 /// once.)
 fn sql(app: &App, q: &Params) -> Reply {
+    let mut body = Vec::new();
+    sql_to(app, q, &mut body)?;
+    Ok(body)
+}
+
+/// [`sql`]'s answer written into `out` as it comes (the HTTP layer streams it). Where
+/// the query fails once it has begun writing, the JSON is closed with `error` (and
+/// `rows_cut`) and the error returned: a caller that has sent nothing yet answers with
+/// the error instead.
+pub(crate) fn sql_to(app: &App, q: &Params, out: &mut dyn std::io::Write) -> Result<(), ApiError> {
     let query = q.text("q")?;
     let max_rows = q.opt("rows", SQL_MAX_ROWS)?.clamp(1, SQL_MAX_ROWS);
     let wanted = stepscope_sql::referenced(query);
@@ -837,10 +847,16 @@ fn sql(app: &App, q: &Params) -> Reply {
             Ok(())
         })?;
     }
-    let mut results = stepscope_sql::JsonResults::bounded(Vec::new(), max_rows, SQL_MAX_BYTES);
-    db.query(query, &stepscope_sql::Limits { timeout: Some(SQL_TIMEOUT) }, &mut results).map_err(ApiError::bad)?;
-    let (body, _, _) = results.finish().map_err(|e| failed(e.to_string()))?;
-    Ok(body)
+    let mut results = stepscope_sql::JsonResults::bounded(out, max_rows, SQL_MAX_BYTES);
+    let limits = stepscope_sql::Limits { timeout: Some(SQL_TIMEOUT) };
+    let ran = db.query(query, &limits, &mut results).map_err(ApiError::bad).and_then(|()| q.changed_files());
+    match ran {
+        Ok(()) => results.finish().map(drop).map_err(|e| failed(e.to_string())),
+        Err(e) => {
+            results.finish_failed(&e.message).map_err(|e| failed(e.to_string()))?;
+            Err(e)
+        }
+    }
 }
 
 /// Made once per pair of runs as their files are now, and kept: a pod's side is read a

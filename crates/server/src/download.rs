@@ -164,7 +164,7 @@ async fn send_file(mut file: tokio::fs::File, tx: mpsc::Sender<std::io::Result<B
 }
 
 /// A response body fed by a channel of chunks.
-struct ChannelBody(mpsc::Receiver<std::io::Result<Bytes>>);
+pub(crate) struct ChannelBody(pub(crate) mpsc::Receiver<std::io::Result<Bytes>>);
 
 impl http_body::Body for ChannelBody {
     type Data = Bytes;

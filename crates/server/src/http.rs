@@ -201,7 +201,7 @@ async fn handle<B>(app: Arc<App>, req: Request<B>) -> Response<Body> {
             return api_error(ApiError::not_found(format!("no API route {route:?} — see docs/api.md")));
         };
         if route == "sql" {
-            return query(app, handler, params).await;
+            return query(app, params).await;
         }
         let app = app.clone();
         return match tokio::task::spawn_blocking(move || api::answer(&app, handler, &params)).await {
@@ -224,30 +224,89 @@ async fn handle<B>(app: Arc<App>, req: Request<B>) -> Response<Body> {
 /// Runs an `api/sql` query: [`api::MAX_QUERIES`] at once, each on a thread of its own
 /// at a lower priority, so that queries, however heavy, leave the blocking pool and the
 /// processor to the other requests; one that waits [`api::SQL_QUEUE_WAIT`] for a turn
-/// is refused.
-async fn query(app: Arc<App>, handler: api::Handler, params: Params) -> Response<Body> {
+/// is refused. The answer is streamed as the rows come ([`Streamed`]): its status is
+/// decided by the query's first chunk, or by its end where the whole answer is smaller.
+async fn query(app: Arc<App>, params: Params) -> Response<Body> {
     let busy = || {
         api_error(ApiError {
             status: 503,
             message: format!("{} queries are running — try again in a few seconds", api::MAX_QUERIES),
         })
     };
-    let Ok(Ok(_turn)) = tokio::time::timeout(api::SQL_QUEUE_WAIT, app.queries.acquire()).await else {
+    let Ok(Ok(turn)) = tokio::time::timeout(api::SQL_QUEUE_WAIT, app.queries.acquire()).await else {
         return busy();
     };
-    let (tx, rx) = tokio::sync::oneshot::channel();
+    // The turn is the query thread's until its last chunk is sent: given back there.
+    turn.forget();
+    let (first_tx, first_rx) = tokio::sync::oneshot::channel();
+    let (chunks_tx, chunks_rx) = tokio::sync::mpsc::channel(4);
     let on_thread = app.clone();
     let spawned = std::thread::Builder::new().name("stepscope-sql".into()).spawn(move || {
         lower_priority();
-        let _ = tx.send(api::answer(&on_thread, handler, &params));
+        let mut out = Streamed { chunks: chunks_tx, buf: Vec::new(), first: Some(first_tx) };
+        let ran = api::sql_to(&on_thread, &params, &mut out);
+        match (ran, out.first.take()) {
+            // Nothing sent yet: the error is the answer.
+            (Err(e), Some(first)) => drop(first.send(Err(e))),
+            (_, first) => {
+                out.first = first;
+                let _ = out.send();
+            }
+        }
+        drop(out);
+        on_thread.queries.add_permits(1);
     });
     if spawned.is_err() {
+        app.queries.add_permits(1);
         return busy();
     }
-    match rx.await {
-        Ok(Ok(body)) => respond(StatusCode::OK, "application/json", body),
+    match first_rx.await {
+        Ok(Ok(())) => respond(StatusCode::OK, "application/json", Body::new(crate::download::ChannelBody(chunks_rx))),
         Ok(Err(e)) => api_error(e),
         Err(_) => api_error(ApiError { status: 500, message: "the query failed — run it again".into() }),
+    }
+}
+
+/// An `api/sql` answer written by its query's thread: sent in chunks of
+/// [`STREAM_CHUNK_BYTES`] down a bounded channel (the query waits while the client
+/// reads), the first telling the HTTP layer the answer has begun.
+struct Streamed {
+    chunks: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>,
+    buf: Vec<u8>,
+    /// Told once, when the first chunk goes (or the answer ends without one).
+    first: Option<tokio::sync::oneshot::Sender<Result<(), ApiError>>>,
+}
+
+/// Bytes of an `api/sql` answer sent at a time.
+const STREAM_CHUNK_BYTES: usize = 256 << 10;
+
+impl Streamed {
+    /// Sends what is written so far; an error once the client has gone.
+    fn send(&mut self) -> std::io::Result<()> {
+        if let Some(first) = self.first.take() {
+            let _ = first.send(Ok(()));
+        }
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = bytes::Bytes::from(std::mem::take(&mut self.buf));
+        self.chunks
+            .blocking_send(Ok(chunk))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away"))
+    }
+}
+
+impl std::io::Write for Streamed {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(b);
+        if self.buf.len() >= STREAM_CHUNK_BYTES {
+            self.send()?;
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

@@ -35,6 +35,18 @@ impl<W: Write> JsonResults<W> {
         JsonResults { out, max_rows, max_bytes, bytes: 0, rows: 0, cut: false, started: false, row: Vec::new() }
     }
 
+    /// Closes the JSON of a query that failed after its answer began (its first rows
+    /// already sent): `rows_cut` is true and `error` says why.
+    pub fn finish_failed(mut self, error: &str) -> io::Result<W> {
+        if !self.started {
+            self.columns(&[])?;
+        }
+        write!(self.out, "],\"row_count\":{},\"rows_cut\":true,\"error\":", self.rows)?;
+        serde_json::to_writer(&mut self.out, error)?;
+        self.out.write_all(b"}")?;
+        Ok(self.out)
+    }
+
     /// Closes the JSON; returns the writer, the rows written and whether rows were cut.
     pub fn finish(mut self) -> io::Result<(W, usize, bool)> {
         if !self.started {
@@ -121,5 +133,29 @@ impl<W: Write + Send> Results for CsvResults<W> {
         let table = self.table.as_mut().ok_or_else(|| io::Error::other("a row before the columns"))?;
         table.row(cells)?;
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_that_fails_midway_closes_its_json_with_the_error() {
+        let mut r = JsonResults::bounded(Vec::new(), 10, u64::MAX);
+        r.columns(&["a".to_string()]).unwrap();
+        r.row(&[Cell::I64(1)]).unwrap();
+        let out = r.finish_failed("the query ran past its limit").unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["rows"], serde_json::json!([[1]]));
+        assert_eq!((v["row_count"].as_u64(), v["rows_cut"].as_bool()), (Some(1), Some(true)));
+        assert_eq!(v["error"], "the query ran past its limit");
+        // A row past the bytes allowed is left out whole.
+        let mut r = JsonResults::bounded(Vec::new(), 10, 12);
+        r.columns(&["a".to_string()]).unwrap();
+        assert!(!r.row(&[Cell::Str("0123456789")]).unwrap(), "cut");
+        let (out, rows, cut) = r.finish().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!((rows, cut, v["rows"].as_array().unwrap().len()), (0, true, 0));
     }
 }
