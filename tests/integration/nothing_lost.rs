@@ -596,10 +596,16 @@ fn many_short_lines_or_pids_take_memory_by_their_events() {
         (0..100_000).map(|i| format!(r#"{{"ph":"X","name":"op","pid":{i},"tid":1,"ts":{i},"dur":1}}"#)).collect();
     let pids = tmp.path().join("pids.trace.json.gz");
     std::fs::write(&pids, gzip(format!(r#"{{"traceEvents":[{}]}}"#, events.join(",")).as_bytes(), 6)).unwrap();
+    // 1,000,000 lines of one empty event, 4 bytes each (4 MB; issue 74's 19.6 MB of
+    // 4.9 M such lines took 3.5 GB).
+    let tiny = tmp.path().join("tiny.xplane.pb");
+    let plane = [&[0x08, 1, 0x12, 9][..], b"/host:CPU", &[0x1a, 2, 0x22, 0].repeat(1_000_000)].concat();
+    std::fs::write(&tiny, [&[0x0a][..], &crate::robustness::varint(plane.len() as u64), &plane].concat()).unwrap();
     // Measured at first: 3.9 KB a line (780 MB) and 4.1 KB a pid (410 MB); then 193 MB
     // and 177 MB, with 80-byte columns; 136 MB and 148 MB with 32-byte ones; lines 92
-    // MB once a line without stats keeps none (no boxed stats, no stat columns).
-    for (file, limit_mib) in [(&lines, 110u64), (&pids, 170)] {
+    // MB once a line without stats keeps none (no boxed stats, no stat columns), 74 MB
+    // once a column holds its last two values inline. The tiny lines: 253 MB.
+    for (file, limit_mib) in [(&lines, 90u64), (&pids, 170), (&tiny, 300)] {
         let mut cmd = bin();
         cmd.args(["summary", file.to_str().unwrap()]);
         let o = run_limited(cmd, tmp.path(), Duration::from_secs(120));

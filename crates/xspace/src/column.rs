@@ -40,15 +40,19 @@ impl Block {
     }
 }
 
+/// The values after the last full block: up to two held inline (a column of a line of
+/// one or two events takes no allocation of its own).
+type Tail = smallvec::SmallVec<[i64; 2]>;
+
 /// A compact `i64` column (see the [module docs](self)).
 ///
 /// 32 bytes: a line of a few events (a million such lines in an 11 MB file) holds
-/// six of them and no block, so the blocks live behind one pointer, made when the
-/// first block is.
+/// three of them and no block, so the blocks live behind one pointer, made when the
+/// first block is, and the last two values are held inline.
 #[derive(Clone, Default)]
 pub struct Column {
     /// Values after the last full block.
-    tail: Vec<i64>,
+    tail: Tail,
     /// The full blocks; `None` until there is one (or one is expected).
     full: Option<Box<Full>>,
 }
@@ -458,7 +462,7 @@ impl Column {
         let full = self.full.as_deref().map_or(0, |f| {
             std::mem::size_of::<Full>() + f.blocks.capacity() * std::mem::size_of::<Block>() + f.packed.capacity()
         });
-        full + self.tail.capacity() * 8
+        full + if self.tail.spilled() { self.tail.capacity() * 8 } else { 0 }
     }
 }
 
