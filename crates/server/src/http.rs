@@ -236,12 +236,14 @@ async fn query(app: Arc<App>, params: Params) -> Response<Body> {
     let Ok(Ok(turn)) = tokio::time::timeout(api::SQL_QUEUE_WAIT, app.queries.acquire()).await else {
         return busy();
     };
-    // The turn is the query thread's until its last chunk is sent: given back there.
+    // The turn is the query thread's until its last chunk is sent (or it ends).
     turn.forget();
+    let turn = Turn(app.clone());
     let (first_tx, first_rx) = tokio::sync::oneshot::channel();
     let (chunks_tx, chunks_rx) = tokio::sync::mpsc::channel(4);
     let on_thread = app.clone();
     let spawned = std::thread::Builder::new().name("stepscope-sql".into()).spawn(move || {
+        let _turn = turn;
         lower_priority();
         let mut out = Streamed { chunks: chunks_tx, buf: Vec::new(), first: Some(first_tx) };
         let ran = api::sql_to(&on_thread, &params, &mut out);
@@ -253,17 +255,23 @@ async fn query(app: Arc<App>, params: Params) -> Response<Body> {
                 let _ = out.send();
             }
         }
-        drop(out);
-        on_thread.queries.add_permits(1);
     });
     if spawned.is_err() {
-        app.queries.add_permits(1);
         return busy();
     }
     match first_rx.await {
         Ok(Ok(())) => respond(StatusCode::OK, "application/json", Body::new(crate::download::ChannelBody(chunks_rx))),
         Ok(Err(e)) => api_error(e),
         Err(_) => api_error(ApiError { status: 500, message: "the query failed — run it again".into() }),
+    }
+}
+
+/// A query's turn ([`App::queries`]), given back when dropped.
+struct Turn(Arc<App>);
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        self.0.queries.add_permits(1);
     }
 }
 
