@@ -417,6 +417,36 @@ fn a_bucket_listing_too_large_to_search_is_named_as_the_bucket() {
 }
 
 #[test]
+fn a_link_planted_in_the_cache_is_never_written_through() {
+    let file = fixture("rocm-mi300x-gemm/tw003.xplane.pb");
+    let mut cmd = Command::new("python3");
+    cmd.arg(crate::util::root().join("tests/support/hostile_bucket.py")).args([
+        "--mode",
+        "many",
+        "--count",
+        "1",
+        "--file",
+        file.to_str().unwrap(),
+    ]);
+    let server = crate::util::PortChild::spawn(cmd, Duration::from_secs(30), "python3 tests/support/hostile_bucket.py");
+    let tmp = tempfile::tempdir().unwrap();
+    let (cache, victim) = (tmp.path().join("cache"), tmp.path().join("victim"));
+    std::fs::write(&victim, b"not yours").unwrap();
+    // Where the object's part file goes, a link to a file outside the cache.
+    let run = cache.join("gs/prof/logs/plugins/profile/2026_01_01_00_00_00");
+    std::fs::create_dir_all(&run).unwrap();
+    std::os::unix::fs::symlink(&victim, run.join("h0000.xplane.pb.part")).unwrap();
+    let o = bin()
+        .args(["summary", "gs://prof/logs", "--cache", cache.to_str().unwrap(), "--json"])
+        .env("STORAGE_EMULATOR_HOST", format!("http://127.0.0.1:{}", server.port))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read(&victim).unwrap(), b"not yours", "wrote through the planted link");
+    assert_eq!(std::fs::read(run.join("h0000.xplane.pb")).unwrap(), std::fs::read(&file).unwrap());
+}
+
+#[test]
 fn a_bucket_with_more_profiles_than_open_files_is_read() {
     // 300 hosts under a limit of 128 open files: every file was opened at once.
     let file = fixture("rocm-mi300x-gemm/tw003.xplane.pb");

@@ -335,8 +335,10 @@ impl Listed {
         }
         // Whole or not at all, dated as the object so that a new capture is peeked again.
         let part = path.with_extension("part");
-        std::fs::write(&part, &bytes).with_context(|| format!("cannot write {}", part.display()))?;
-        (std::fs::OpenOptions::new().write(true).open(&part))
+        new_part(&part)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
+            .with_context(|| format!("cannot write {}", part.display()))?;
+        open_part(&part)
             .and_then(|f| f.set_modified(object.modified))
             .with_context(|| format!("cannot date {}", part.display()))?;
         std::fs::rename(&part, &path).with_context(|| format!("cannot write {}", path.display()))?;
@@ -702,7 +704,7 @@ async fn fetch_all(
             let _ = std::fs::remove_file(&part);
             continue;
         }
-        let dated = File::options().write(true).open(&part).and_then(|f| {
+        let dated = open_part(&part).and_then(|f| {
             f.sync_all()?;
             f.set_modified(object.modified)
         });
@@ -710,6 +712,23 @@ async fn fetch_all(
         std::fs::rename(&part, target).with_context(|| format!("cannot move {} into place", part.display()))?;
     }
     result
+}
+
+/// A part file of the cache made anew (one left by a killed run removed first): never
+/// a link or anything else found at its name written through (`O_EXCL`).
+fn new_part(part: &Path) -> std::io::Result<File> {
+    match std::fs::remove_file(part) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    File::options().write(true).create_new(true).open(part)
+}
+
+/// A part file of the cache opened again to write: a link put at its name meanwhile
+/// is refused (`O_NOFOLLOW`), not written through.
+fn open_part(part: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    File::options().write(true).custom_flags(libc::O_NOFOLLOW).open(part)
 }
 
 /// Makes each job's part file, sized, and fills it.
@@ -734,7 +753,7 @@ async fn fetch_parts(
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create the cache folder {}", dir.display()))?;
         }
-        let file = File::create(&part).with_context(|| format!("cannot write {} in the cache", part.display()))?;
+        let file = new_part(&part).with_context(|| format!("cannot write {} in the cache", part.display()))?;
         file.set_len(meta.size).with_context(|| format!("cannot size {}", part.display()))?;
     }
     let pieces = jobs.iter().flat_map(|(meta, target)| {
@@ -749,10 +768,8 @@ async fn fetch_parts(
                 bail!("{}: the object changed while it was read — run the command again", url.at(&object.key));
             }
             let at = range.start;
-            let written = tokio::task::spawn_blocking(move || {
-                File::options().write(true).open(&part).and_then(|f| f.write_all_at(&bytes, at))
-            })
-            .await;
+            let written =
+                tokio::task::spawn_blocking(move || open_part(&part).and_then(|f| f.write_all_at(&bytes, at))).await;
             written.context("a cache write was cancelled")?.context("cannot write to the cache")?;
             done.fetch_add(range.end - range.start, Ordering::Relaxed);
             Ok(())
