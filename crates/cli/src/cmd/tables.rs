@@ -75,10 +75,10 @@ pub fn run(args: &TablesArgs) -> anyhow::Result<ExitCode> {
 fn write(args: &TablesArgs, out: &Path, bucket: Option<&stepscope_remote::Url>) -> anyhow::Result<ExitCode> {
     let (_, runs) = runs(&args.path, args.run.as_deref())?;
     std::fs::create_dir_all(out).map_err(|e| anyhow::anyhow!("cannot make {}: {e} — check the path", out.display()))?;
-    if args.host.is_none() && !args.index {
-        refuse_other_runs(out, &runs)?;
-    }
+    // The manifest (written here, or by --index after the hosts) describes the folder:
+    // one that holds other runs' tables is refused.
     if args.host.is_none() {
+        refuse_other_runs(out, &runs)?;
         crate::output::plain_or_absent(&out.join(tables::MANIFEST))?;
     }
     // Into the bucket: the files made in `out` and not put yet, in order (the manifest
