@@ -186,8 +186,9 @@ impl<W: std::io::Write> std::io::Write for CleanWriter<W> {
                 }
                 Err(e) => {
                     let valid = at + e.valid_up_to();
-                    let text = std::str::from_utf8(&self.carry[at..valid]).expect("valid up to here");
-                    self.out.write_all(clean(text).as_bytes())?;
+                    // UTF-8 up to `valid`, so read without loss.
+                    let text = String::from_utf8_lossy(&self.carry[at..valid]);
+                    self.out.write_all(clean(&text).as_bytes())?;
                     match e.error_len() {
                         // Not UTF-8: passed on as it is.
                         Some(n) => {

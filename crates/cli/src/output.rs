@@ -65,19 +65,11 @@ impl Output {
                 } else if t.is_fifo() || t.is_char_device() {
                     Output::through(out, &target)
                 } else {
-                    let kind = if t.is_dir() {
-                        "a folder"
-                    } else if t.is_block_device() {
-                        "a block device"
-                    } else if t.is_socket() {
-                        "a socket"
-                    } else {
-                        "not a regular file"
-                    };
                     bail!(
-                        "{} is {kind}; stepscope writes an export to a new or regular file, a FIFO or a \
-                         character device — give a file name with -o",
-                        out.display()
+                        "{} is {}; stepscope writes an export to a new or regular file, a FIFO or a character \
+                         device — give a file name with -o",
+                        out.display(),
+                        kind_of(&meta)
                     )
                 }
             }
@@ -185,21 +177,18 @@ pub fn plain_or_absent(out: &Path) -> anyhow::Result<()> {
     }
 }
 
-/// What a path that is not a regular file is, in words.
+/// What a path that is not a regular file is, in words (`files::odd_kind`, and
+/// links, folders and block devices named as such).
 pub fn kind_of(meta: &std::fs::Metadata) -> &'static str {
     let t = meta.file_type();
     if t.is_symlink() {
         "a link"
     } else if t.is_dir() {
         "a folder"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_block_device() || t.is_char_device() {
-        "a device"
-    } else if t.is_socket() {
-        "a socket"
+    } else if t.is_block_device() {
+        "a block device"
     } else {
-        "not a regular file"
+        stepscope_xspace::files::odd_kind(meta).unwrap_or("a regular file")
     }
 }
 

@@ -74,11 +74,13 @@ impl Listing {
     /// The runs under `path` (a local folder, or the listing's for a bucket), an
     /// error naming the bucket, never the listing's own folder.
     pub fn find_runs(listing: Option<&Listing>, path: &Path) -> anyhow::Result<Vec<Run>> {
-        let root = listing.map_or(path, |l| &l.root);
-        discover::find_runs(root).map_err(|e| {
-            let text = e.to_string();
-            anyhow::anyhow!("{}", listing.map_or_else(|| text.clone(), |l| l.shown(&text)))
-        })
+        discover::find_runs(listing.map_or(path, |l| &l.root)).map_err(|e| Listing::error(listing, &e))
+    }
+
+    /// `e` with a listing's folder named as the bucket (as it is, for a local path).
+    pub fn error(listing: Option<&Listing>, e: &dyn std::fmt::Display) -> anyhow::Error {
+        let text = e.to_string();
+        anyhow::anyhow!("{}", listing.map_or_else(|| text.clone(), |l| l.shown(&text)))
     }
 
     /// `text` (a path, a note, an error) with the listing's folder named as the bucket.
@@ -104,8 +106,7 @@ pub fn run(path: &Path, run: Option<&str>, only: Option<&str>) -> anyhow::Result
         let local = listed.fetch(&cache, |_| true, true)?;
         return Ok(Some(discover::resolve(&local, run)?));
     }
-    let mut chosen =
-        discover::resolve(&listing.root, run).map_err(|e| anyhow::anyhow!("{}", listing.shown(&e.to_string())))?;
+    let mut chosen = discover::resolve(&listing.root, run).map_err(|e| Listing::error(Some(&listing), &e))?;
     // One host of several read alone: its file is fetched, and of the others only the
     // plane whose session start aligns the hosts' clocks, read in place.
     let alone = only.filter(|o| chosen.hosts.len() > 1 && chosen.hosts.iter().any(|h| h.host == *o));

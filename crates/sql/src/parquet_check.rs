@@ -60,7 +60,7 @@ pub fn check(file: &[u8]) -> Result<Layout, Bad> {
     if len < 12 || &file[..4] != b"PAR1" || &file[len - 4..] != b"PAR1" {
         return bad("not a Parquet file (no PAR1 at its start and end)");
     }
-    let footer_len = u32::from_le_bytes(file[len - 8..len - 4].try_into().expect("4 bytes")) as usize;
+    let footer_len = le_u32(&file[len - 8..]).unwrap_or(u32::MAX) as usize;
     if footer_len > len - 12 {
         return bad(format!("its footer claims {footer_len} bytes, more than the file holds"));
     }
@@ -219,7 +219,7 @@ impl<'a> Thrift<'a> {
                     (0..n).try_for_each(|_| t.skip_element(kv >> 4).and_then(|_| t.skip_element(kv & 0x0f)))
                 })
             }
-            STRUCT => self.nested(|t| t.struct_fields(|t, _, ty| t.skip(ty))),
+            STRUCT => self.nested_fields(|t, _, ty| t.skip(ty)),
             _ => bad(format!("an unknown Thrift type {ty}")),
         }
     }
@@ -240,6 +240,11 @@ impl<'a> Thrift<'a> {
         let r = f(self);
         self.depth -= 1;
         r
+    }
+
+    /// [`Thrift::struct_fields`] of a struct inside another (one level deeper).
+    fn nested_fields(&mut self, each: impl FnMut(&mut Self, i16, u8) -> Result<(), Bad>) -> Result<(), Bad> {
+        self.nested(|t| t.struct_fields(each))
     }
 
     /// Each field of a struct, to `each(thrift, id, type)`, which reads or skips it.
@@ -370,18 +375,16 @@ impl Chunk {
             }
             3 if ty == STRUCT => {
                 c.has_meta = true;
-                t.nested(|t| {
-                    t.struct_fields(|t, id, ty| {
-                        match id {
-                            4 => c.codec = t.int(ty)?,
-                            5 => c.values = t.int(ty)?,
-                            7 => c.compressed_bytes = t.int(ty)?,
-                            9 => c.data_page_offset = t.int(ty)?,
-                            11 => c.dictionary_page_offset = Some(t.int(ty)?),
-                            _ => t.skip(ty)?,
-                        }
-                        Ok(())
-                    })
+                t.nested_fields(|t, id, ty| {
+                    match id {
+                        4 => c.codec = t.int(ty)?,
+                        5 => c.values = t.int(ty)?,
+                        7 => c.compressed_bytes = t.int(ty)?,
+                        9 => c.data_page_offset = t.int(ty)?,
+                        11 => c.dictionary_page_offset = Some(t.int(ty)?),
+                        _ => t.skip(ty)?,
+                    }
+                    Ok(())
                 })
             }
             _ => t.skip(ty),
@@ -487,12 +490,16 @@ const PLAIN_DICTIONARY: i64 = 2;
 const RLE: i64 = 3;
 const RLE_DICTIONARY: i64 = 8;
 
+/// The little-endian `u32` `b` starts with.
+fn le_u32(b: &[u8]) -> Option<u32> {
+    b.first_chunk::<4>().map(|c| u32::from_le_bytes(*c))
+}
+
 /// Checks that `data` begins with `n` length-prefixed values (PLAIN byte arrays).
 fn texts(data: &[u8], n: u64) -> Result<(), Bad> {
     let mut at = 0usize;
     for _ in 0..n {
-        let len = data.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize);
-        match len {
+        match data.get(at..).and_then(le_u32).map(|n| n as usize) {
             Some(len) if len <= data.len() - at - 4 => at += 4 + len,
             _ => return bad(format!("a page claims {n} texts and holds fewer")),
         }
@@ -505,8 +512,7 @@ fn texts(data: &[u8], n: u64) -> Result<(), Bad> {
 /// and the bytes after the levels.
 fn present(data: &[u8], n: u64) -> Result<(u64, &[u8]), Bad> {
     let short = || Bad("a page's definition levels end early".into());
-    let len = data.get(..4).ok_or_else(short)?;
-    let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+    let len = le_u32(data).ok_or_else(short)? as usize;
     let levels = data.get(4..4 + len.min(data.len())).filter(|l| l.len() == len).ok_or_else(short)?;
     let mut t = Thrift::new(levels);
     let (mut seen, mut present) = (0u64, 0u64);
@@ -545,27 +551,24 @@ struct Page {
 impl Page {
     fn read(t: &mut Thrift) -> Result<Page, Bad> {
         let mut p = Page { kind: -1, ..Page::default() };
-        t.nested(|t| {
-            t.struct_fields(|t, id, ty| {
-                match id {
-                    1 => p.kind = t.int(ty)?,
-                    2 => p.uncompressed = t.int(ty)?,
-                    3 => p.compressed = t.int(ty)?,
-                    5 | 7 if ty == STRUCT => t.nested(|t| {
-                        t.struct_fields(|t, field, ty| {
-                            match field {
-                                1 => p.values = t.int(ty)?,
-                                2 => p.encoding = t.int(ty)?,
-                                3 if id == 5 => p.levels_encoding = t.int(ty)?,
-                                _ => t.skip(ty)?,
-                            }
-                            Ok(())
-                        })
-                    })?,
-                    _ => t.skip(ty)?,
-                }
-                Ok(())
-            })
+        t.nested_fields(|t, id, ty| {
+            match id {
+                1 => p.kind = t.int(ty)?,
+                2 => p.uncompressed = t.int(ty)?,
+                3 => p.compressed = t.int(ty)?,
+                // The data page header (5) or the dictionary page header (7).
+                5 | 7 if ty == STRUCT => t.nested_fields(|t, field, ty| {
+                    match field {
+                        1 => p.values = t.int(ty)?,
+                        2 => p.encoding = t.int(ty)?,
+                        3 if id == 5 => p.levels_encoding = t.int(ty)?,
+                        _ => t.skip(ty)?,
+                    }
+                    Ok(())
+                })?,
+                _ => t.skip(ty)?,
+            }
+            Ok(())
         })?;
         if !matches!(p.kind, 0 | DICTIONARY_PAGE) {
             return bad(format!("a page of type {} (stepscope tables writes data pages v1 and dictionaries)", p.kind));

@@ -221,10 +221,7 @@ pub(crate) fn runs(path: &Path, run: Option<&str>) -> anyhow::Result<(Option<Lis
     let root = listing.as_ref().map_or(path, |l| &l.root);
     // A profile file is a run of its own.
     let one_file = std::fs::metadata(root).is_ok_and(|m| m.is_file());
-    let shown = |e: stepscope_xspace::Error| {
-        let text = e.to_string();
-        anyhow::anyhow!("{}", listing.as_ref().map_or_else(|| text.clone(), |l| l.shown(&text)))
-    };
+    let shown = |e: stepscope_xspace::Error| Listing::error(listing.as_ref(), &e);
     let mut runs = match run {
         _ if one_file => vec![discover::resolve(root, None).map_err(shown)?],
         Some(name) => vec![discover::resolve(root, Some(name)).map_err(shown)?],
