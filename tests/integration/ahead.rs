@@ -322,8 +322,9 @@ fn a_pod_that_never_syncs_is_timed_by_each_hosts_work() {
     let ratio = device as f64 / twin as f64;
     assert!((0.8..1.25).contains(&ratio), "device step {device} ps vs the synced twin's {twin} ps");
     assert!(ok(&["summary", ahead]).contains("dispatches ahead"));
-    let by_host = ok(&["steps", ahead, "--json", "--host-at-a-time"]);
-    assert_eq!(by_host, ok(&["steps", ahead, "--json"]));
+    let by_host = ok(&["steps", ahead, "--json"]);
+    assert_eq!(by_host, ok(&[TOGETHER, "steps", ahead, "--json"]));
+    assert_eq!(by_host, ok(&["steps", ahead, "--json", "--host-at-a-time"]));
 }
 
 /// A TPU loop that never waits, as a user annotates it: the real TPU v6e inference

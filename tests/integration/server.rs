@@ -1183,7 +1183,8 @@ fn a_pods_timeline_reads_its_hosts_one_at_a_time_with_the_answers_of_the_run_rea
     hosts.extend(names.iter().map(|h| (h.as_str(), "cpu-transformer")));
     let run = "2026_11_27_00_00_00";
     crate::util::run_of_fixtures(tmp.path(), run, &hosts);
-    let whole = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "none")]);
+    // The reference: the run read together, as one profile.
+    let whole = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "none"), ("STEPSCOPE_READ_TOGETHER", "1")]);
     let pod = serve_with(tmp.path(), &[], &[("STEPSCOPE_MEMORY_LIMIT", "30MB")]);
     assert_eq!(pod.get("api/export?format=chrome").status, 507, "the run is too large to read whole");
     let both = |route: &str| {

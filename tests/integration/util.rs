@@ -75,10 +75,20 @@ pub fn run_of_fixtures(root: &Path, run: &str, hosts: &[(&str, &str)]) -> PathBu
     dir
 }
 
-/// Runs the stepscope binary.
+/// Runs the stepscope binary. A first argument [`TOGETHER`] reads a run of several
+/// hosts together, as one profile (`STEPSCOPE_READ_TOGETHER=1`: the reference the merges
+/// of a run read a host at a time are held to).
 pub fn stepscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stepscope")).args(args).output().expect("run stepscope")
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_stepscope"));
+    match args.split_first() {
+        Some((&TOGETHER, rest)) => cmd.env("STEPSCOPE_READ_TOGETHER", "1").args(rest),
+        _ => cmd.args(args),
+    };
+    cmd.output().expect("run stepscope")
 }
+
+/// The first argument that has [`stepscope`] read a run's hosts together.
+pub const TOGETHER: &str = "(read together)";
 
 /// Runs stepscope, expects success, returns stdout.
 pub fn ok(args: &[&str]) -> String {

@@ -1731,7 +1731,7 @@ test('a run whose hosts do not fit in memory together: the overview is read a ho
     await page.goto(url);
     await page.waitForSelector('#hosts-table table.data tbody tr');
     assert.ok(s.read_a_host_at_a_time);
-    assert.match(await page.textContent('#run-too-large'), /^Too large to read whole: read a host at a time/);
+    assert.match(await page.textContent('#run-too-large'), /^Several hosts, read a host at a time: the numbers and findings of the whole run/);
     assert.equal(await page.textContent('h1'), `Run ${hosts.run}`);
     // The run's numbers, steps and findings, read a host at a time.
     assert.equal(await page.textContent('.cards .card:first-child .value'), s.step_count.toLocaleString('en-US'));

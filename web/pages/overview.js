@@ -30,8 +30,8 @@ export async function render(view, ctx) {
   view.append(el('h1', {}, `Run ${s.run}`));
   if (s.read_a_host_at_a_time) {
     view.append(el('p', { class: 'muted', id: 'run-too-large' },
-      'Too large to read whole: read a host at a time, for the same numbers and findings; '
-      + 'the timeline and HLO pages read one host, a click away in the table of hosts below.'));
+      'Several hosts, read a host at a time: the numbers and findings of the whole run; '
+      + 'each host is a click away in the table of hosts below.'));
   }
   // Without steps there is no step time: "—", and utilisation is over each device's span.
   const stepped = s.step_count > 0;

@@ -9,6 +9,7 @@
 //! [`scopes`], [`compile`], [`collectives`], [`devices`], [`buffers`], [`memory`],
 //! [`hlo_context`], [`hlo_graph`], [`timeline`], [`overview`], [`fold`], [`whatif`].
 
+pub mod ahead;
 pub mod buffers;
 pub mod collectives;
 pub mod compile;

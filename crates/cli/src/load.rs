@@ -115,21 +115,39 @@ pub fn host_at_a_time_of_run<T>(
 ) -> anyhow::Result<(T, Vec<stepscope_xspace::discover::Unread>)> {
     let hosts = Hosts::of(input, None)?;
     let names = hosts.names();
-    let mut unread = Vec::new();
-    let mut read = |i: usize, again: bool| match hosts.read(names[i]) {
-        Ok(mut p) => {
-            p.set_peaks(peaks);
-            Ok(Some(p))
-        }
-        Err(e) if !again => {
-            unread.push(stepscope_xspace::discover::Unread { host: names[i].to_string(), error: format!("{e:#}") });
-            Ok(None)
-        }
-        Err(e) => Err(e),
+    let file_bytes: Vec<u64> = hosts.run.hosts.iter().map(|h| h.bytes).collect();
+    let raw = |i: usize| {
+        let mut p = hosts.read(names[i])?;
+        p.set_peaks(peaks);
+        Ok(p)
     };
-    let sum = sum(&hosts.run, &mut read)?;
+    let mut unread = Vec::new();
+    let ahead = stepscope_analysis::ahead::Hosts { names: &names, file_bytes: &file_bytes };
+    let refuse = |e: stepscope_xspace::Error| anyhow::Error::from(e);
+    let sum = stepscope_analysis::ahead::read_ahead(ahead, threads(), &raw, &|p| p.prepare(), refuse, |take| {
+        let mut read = |i: usize, again: bool| match take(i, again) {
+            Ok(p) => Ok(Some(p)),
+            Err(e) if !again && !refused(&e) => {
+                unread.push(stepscope_xspace::discover::Unread { host: names[i].to_string(), error: format!("{e:#}") });
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        };
+        sum(&hosts.run, &mut read)
+    })??;
     note_unread(&unread, names.len() - unread.len())?;
     Ok((sum, unread))
+}
+
+/// Whether `e` refused a host that does not fit in memory: the command fails (a host
+/// left out for want of memory would change the answer without a word).
+fn refused(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<stepscope_xspace::Error>().is_some_and(|x| x.memory_refused.is_some())
+}
+
+/// How many hosts are read at once at most: the cores there are.
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A run's hosts, to be read one at a time, each alone on the run's clock (the
@@ -172,6 +190,22 @@ fn no_host(host: &str, run: &Run) -> anyhow::Error {
 /// The run `input` names (a bucket's fetched: with `only`, that host's file alone, the
 /// others peeked at), with the notes of what was skipped and of which run was chosen.
 fn resolve(input: &Input, only: Option<&str>) -> anyhow::Result<Run> {
+    // A command may ask twice (how many hosts, then the hosts): the run is found, and
+    // its notes printed, once.
+    type Found = std::collections::HashMap<(std::path::PathBuf, Option<String>, Option<String>), Run>;
+    static FOUND: std::sync::Mutex<Option<Found>> = std::sync::Mutex::new(None);
+    let key = (input.path.clone(), input.run.clone(), only.map(str::to_string));
+    let mut found = FOUND.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(run) = found.get_or_insert_default().get(&key) {
+        return Ok(run.clone());
+    }
+    let run = found_run(input, only)?;
+    found.get_or_insert_default().insert(key, run.clone());
+    Ok(run)
+}
+
+/// [`resolve`], each time.
+fn found_run(input: &Input, only: Option<&str>) -> anyhow::Result<Run> {
     let run = match crate::remote::run(&input.path, input.run.as_deref(), only)? {
         Some(run) => run,
         None => discover::resolve(&input.path, input.run.as_deref())?,
@@ -244,17 +278,49 @@ pub fn note_unread(unread: &[stepscope_xspace::discover::Unread], read: usize) -
     Ok(())
 }
 
+/// Whether `input`'s run is read a host at a time: where `asked` (`--host-at-a-time`),
+/// and wherever it has several hosts and no one host is selected (`--host`). Only one
+/// host is read whole: a run of several is each host read alone, into the parts its
+/// answers merge from ([`stepscope_analysis::fold`]), several at once as memory allows
+/// ([`stepscope_analysis::ahead`]). `STEPSCOPE_READ_TOGETHER=1` reads a run's hosts
+/// together instead: the reference the tests hold the merges to.
+pub fn by_host(input: &Input, select: &Select, asked: bool) -> anyhow::Result<bool> {
+    if asked {
+        return Ok(true);
+    }
+    if select.host.is_some() {
+        return Ok(false);
+    }
+    many_hosts(input, false)
+}
+
+/// [`by_host`] for a command that reads the whole run (no `--host`).
+pub fn many_hosts(input: &Input, asked: bool) -> anyhow::Result<bool> {
+    if asked {
+        return Ok(true);
+    }
+    if std::env::var_os(READ_TOGETHER).is_some_and(|v| v == "1") {
+        return Ok(false);
+    }
+    Ok(resolve(input, None)?.hosts.len() > 1)
+}
+
+/// The variable that has a run of several hosts read together, as one profile (the
+/// tests' reference for the merges).
+pub const READ_TOGETHER: &str = "STEPSCOPE_READ_TOGETHER";
+
 /// A command's answer from the run read whole (`whole`, given the profile), or, where
-/// `host_at_a_time` asks or where the run is too large to read whole, read a host at a
-/// time (`by_host`), after a note that says so: the same `same`.
+/// the run is read a host at a time ([`by_host`], `asked` or not) or where it is too
+/// large to read whole, read a host at a time (`by_host`): the same `same`.
 pub fn whole_or_by_host<T>(
     input: &Input,
     select: &Select,
-    host_at_a_time: bool,
+    asked: bool,
     same: &str,
     whole: impl FnOnce(Profile) -> anyhow::Result<T>,
     by_host: impl FnOnce() -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
+    let host_at_a_time = self::by_host(input, select, asked)?;
     loaded_or_by_host(host_at_a_time, same, || profile(input, select), whole, by_host)
 }
 
@@ -316,6 +382,7 @@ pub fn side(
         Ok(made?.0)
     };
     let whole = |(p, run): (Profile, Run)| Ok((Side::of(&p, by, top, with_kernels), run));
+    let host_at_a_time = self::by_host(input, select, host_at_a_time)?;
     loaded_or_by_host(host_at_a_time, "numbers", || profile_and_run(input, select), whole, by_host)
 }
 

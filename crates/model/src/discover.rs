@@ -513,6 +513,9 @@ impl<'a> Ends<'a> {
                 let line = &plane.lines[*li];
                 let mut skip = inside.iter().peekable();
                 let mut out = Vec::new();
+                // The file's pages read are let go a piece at a time, as the first
+                // scan lets them go: the ends left are spread over the whole line.
+                let mut released = 0;
                 for i in (0..line.len()).filter(|&i| self.op_ended(line, i).is_some()) {
                     while skip.next_if(|&&j| (j as usize) < i).is_some() {}
                     if skip.next_if(|&&j| j as usize == i).is_some() {
@@ -521,7 +524,12 @@ impl<'a> Ends<'a> {
                     if let Some(flow) = stat_u64(plane, plane.event_stat(line, i, key)) {
                         out.push((flow, line.start_ps(i)));
                     }
+                    if i - released >= HOST_SCAN_PIECE {
+                        line.release_stats(released..i + 1);
+                        released = i + 1;
+                    }
                 }
+                line.release_stats(released..line.len());
                 out
             })
             .collect();

@@ -78,13 +78,13 @@ impl Links<'_> {
                 return none();
             }
             let ops_of: Vec<AtomicU32> = ins.iter().map(|_| AtomicU32::new(0)).collect();
-            let mut per_device: Vec<Vec<Intervals>> = Vec::new();
+            let mut per_device: Vec<Vec<Reach>> = Vec::new();
             let mut last = Vec::new();
             for d in gpus.iter().filter(|d| d.cached_ops().has_correlation_ids()) {
                 let (spans, its_last) = gpu_spans(d, &launched, &ins, &ops_of, windows.len());
                 last.extend(its_last);
                 if counted(d) {
-                    per_device.push(spans);
+                    per_device.push(spans.iter().map(Reach::of).collect());
                 }
             }
             let n = gpus.iter().filter(|d| counted(d)).count();
@@ -108,7 +108,7 @@ impl Links<'_> {
             .filter(|d| counted(d) && host.runs.iter().any(|(i, _)| *i == d.index))
             .map(|d| d.index)
             .collect();
-        let mut per_device: Vec<Vec<Intervals>> = Vec::new();
+        let mut per_device: Vec<Vec<Reach>> = Vec::new();
         for (_, runs) in host.runs.iter().filter(|(d, _)| counted_runs.contains(d)) {
             per_device.push(
                 runs_of
@@ -117,7 +117,7 @@ impl Links<'_> {
                     .map(|(wanted, cut)| {
                         let mine: Vec<&crate::dispatch::Run> = wanted.iter().filter_map(|k| runs.get(k)).collect();
                         *cut |= mine.iter().any(|r| r.cut);
-                        Intervals::new(mine.iter().flat_map(|r| r.spans.iter().copied()).collect())
+                        Reach::of(&Intervals::new(mine.iter().flat_map(|r| r.spans.iter().copied()).collect()))
                     })
                     .collect(),
             );
@@ -169,16 +169,28 @@ fn not_run(
 
 /// Per window: the devices' work summed into a [`Work`] (busy as the mean over `n`
 /// devices), `None` where no device ran any.
-fn summed(per_device: &[Vec<Intervals>], n: usize, cut: &[bool]) -> Vec<Option<Work>> {
+fn summed(per_device: &[Vec<Reach>], n: usize, cut: &[bool]) -> Vec<Option<Work>> {
     (0..cut.len())
         .map(|k| {
-            let spans: Vec<&Intervals> = per_device.iter().map(|d| &d[k]).filter(|s| !s.spans().is_empty()).collect();
-            let start_ps = spans.iter().map(|s| s.spans()[0].0).min()?;
-            let end_ps = spans.iter().filter_map(|s| s.spans().last().map(|l| l.1)).max()?;
-            let busy: i64 = crate::stats::sum_ps(spans.iter().map(|s| s.total()));
+            let spans: Vec<&(i64, i64, i64)> = per_device.iter().filter_map(|d| d[k].0.as_ref()).collect();
+            let start_ps = spans.iter().map(|s| s.0).min()?;
+            let end_ps = spans.iter().map(|s| s.1).max()?;
+            let busy: i64 = crate::stats::sum_ps(spans.iter().map(|s| s.2));
             Some(Work { busy_ps: busy / n.max(1) as i64, start_ps, end_ps, cut: cut[k] })
         })
         .collect()
+}
+
+/// What [`summed`] reads of a device's work in a window: its first op's start, its
+/// last op's end and the time an op ran (`None`: no op), kept instead of the spans
+/// (a step's hundreds, for each of thousands of steps).
+struct Reach(Option<(i64, i64, i64)>);
+
+impl Reach {
+    fn of(spans: &Intervals) -> Reach {
+        let s = spans.spans();
+        Reach(s.first().zip(s.last()).map(|(first, last)| (first.0, last.1, spans.total())))
+    }
 }
 
 /// One GPU's kernels and copies, per window, by the window their launch is in. Its

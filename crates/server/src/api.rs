@@ -285,7 +285,7 @@ fn whatif(app: &App, q: &Params) -> Reply {
              --scale NAME=FACTOR, --jit or --balance",
         ));
     }
-    let Some(e) = whole(app, q)? else {
+    let Some(e) = loaded(app, q)? else {
         return Err(ApiError {
             status: 507,
             message: "this run is too large to read whole, and the what-if model replays a run held whole — \
@@ -341,14 +341,35 @@ fn view(app: &App, q: &Params, top: usize, which: View) -> Reply {
     Err(cut())
 }
 
-/// The entry of the run `q` names, loaded; `None` where it is too large to read whole
-/// and `q` asks for no one host (it is then read a host at a time: [`by_host`]).
+/// The entry of the run `q` names, loaded; `None` where it has several hosts, or is too
+/// large to read whole, and `q` asks for no one host (it is then read a host at a time:
+/// [`by_host`]).
 fn whole(app: &App, q: &Params) -> Result<Option<Arc<Entry>>, ApiError> {
+    if q.str("host").is_none_or(str::is_empty) && !read_together() {
+        // A run of several hosts is read a host at a time, as the CLI reads it.
+        let run = app.root.run(q.str("run").filter(|r| !r.is_empty())).map_err(ApiError::not_found)?;
+        if run.hosts.len() > 1 {
+            return Ok(None);
+        }
+    }
+    loaded(app, q)
+}
+
+/// The entry of the run `q` names, loaded whole; `None` where it is too large to read
+/// whole and `q` asks for no one host.
+fn loaded(app: &App, q: &Params) -> Result<Option<Arc<Entry>>, ApiError> {
     match q.entry(app) {
         Ok(e) => Ok(Some(e)),
         Err(e) if e.status == 507 && q.str("host").is_none_or(str::is_empty) => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Whether a run of several hosts is read together, as one profile
+/// (`STEPSCOPE_READ_TOGETHER=1`: the tests' reference for the merges), as the CLI reads
+/// it then.
+fn read_together() -> bool {
+    std::env::var_os("STEPSCOPE_READ_TOGETHER").is_some_and(|v| v == "1")
 }
 
 /// The answer `finish` makes of `whole_run` of the run `q` names, loaded; where it is
@@ -398,14 +419,13 @@ fn read_hosts<T>(
     make: impl FnOnce(&Run, &mut Reader, &Check) -> Result<T, (u16, String)>,
 ) -> Result<(T, Vec<Unread>), (u16, String)> {
     let mut unread = Vec::new();
-    let mut read = |i: usize, again: bool| match app.cache.read_host(run, &run.hosts[i].host) {
-        Ok(p) => Ok(Some(p)),
-        Err(e) if !again => {
-            unread.push(Unread { host: run.hosts[i].host.clone(), error: e.message });
-            Ok(None)
-        }
-        Err(e) => Err((404, e.message)),
-    };
+    let names: Vec<&str> = run.hosts.iter().map(|h| h.host.as_str()).collect();
+    let file_bytes: Vec<u64> = run.hosts.iter().map(|h| h.bytes).collect();
+    let raw = |i: usize| app.cache.read_host(run, names[i]).map_err(|e| (404, e.message));
+    let refuse = |e: stepscope_xspace::Error| (507, e.to_string());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let hosts = stepscope_analysis::ahead::Hosts { names: &names, file_bytes: &file_bytes };
+    let prepare = |p: &Profile| p.prepare();
     let check = |p: &Profile| {
         let hosts = p.changed_hosts();
         if hosts.is_empty() {
@@ -414,7 +434,17 @@ fn read_hosts<T>(
             Err((409, changed_message(&hosts, &run.rel)))
         }
     };
-    let sum = make(run, &mut read, &check)?;
+    let sum = stepscope_analysis::ahead::read_ahead(hosts, threads, &raw, &prepare, refuse, |take| {
+        let mut read = |i: usize, again: bool| match take(i, again) {
+            Ok(p) => Ok(Some(p)),
+            Err((404, e)) if !again => {
+                unread.push(Unread { host: run.hosts[i].host.clone(), error: e });
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        };
+        make(run, &mut read, &check)
+    })??;
     if unread.len() == run.hosts.len() {
         return Err((404, unread.first().map(|u| u.error.clone()).unwrap_or_default()));
     }

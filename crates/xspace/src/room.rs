@@ -135,9 +135,7 @@ fn inflated_bytes(path: &Path) -> Option<u64> {
 /// Memory this process holds of its own (its resident anonymous pages: Linux), where
 /// the system says.
 fn own_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: u64 = status.lines().find_map(|l| l.strip_prefix("RssAnon:")?.split_whitespace().next()?.parse().ok())?;
-    Some(kib * 1024)
+    status_kib("RssAnon:").map(|k| k * 1024)
 }
 
 /// Checks that reading `hosts` at once (each a name and the bytes [`needed_bytes`] gives
@@ -153,10 +151,7 @@ pub fn check(hosts: &[(&str, u64)]) -> Result<()> {
     if needed <= room {
         return Ok(());
     }
-    let gb = |b: u64| match b {
-        0..1_000_000_000 => format!("{} MB", b.div_ceil(1_000_000)),
-        _ => format!("{:.1} GB", b as f64 / 1e9),
-    };
+    let gb = in_words;
     // What a process holds at its start is not worth a word, unless it is what leaves
     // too little; a server's cached runs, a notebook's data are.
     let there = if held >= HELD_UNSAID_BYTES || needed <= limit.bytes {
@@ -173,13 +168,49 @@ pub fn check(hosts: &[(&str, u64)]) -> Result<()> {
         format!("free memory, or set {LIMIT_VAR}=none to read it anyway")
     } else {
         format!(
-            "read one host at a time: `info`, `summary`, `advise`, `check`, `steps`, `ops`, `scopes`, \
-             `roofline`, `kernels`, `memory`, `buffers`, `collectives`, `compile`, `devices`, `hlo`, \
-             `diff`, `compare` and `history` do so for the run's numbers and findings, `summary --per-host` for each host's; or `--host HOST`, `tables` or `sql`; or set {LIMIT_VAR}=none to \
-             read them together anyway"
+            "read one host with --host HOST (the analyses, `summary` to `history`, read a run of several \
+             hosts a host at a time by themselves); or set {LIMIT_VAR}=none to read them together anyway"
         )
     };
     Err(Error { memory_refused: Some(hosts.len()), ..Error::new(format!("{what}, and {there}"), fix) })
+}
+
+/// The most this process may have resident while it reads a run's hosts: the user's
+/// `STEPSCOPE_MEMORY_LIMIT`, or what it holds now plus the memory the system has free
+/// for it; with where it comes from (`None` where there is no limit: `none`, or a
+/// system that does not say).
+pub fn ceiling() -> Result<Option<(u64, &'static str)>> {
+    let Some(limit) = limit()? else { return Ok(None) };
+    let bytes = match limit.from {
+        LIMIT_VAR => limit.bytes,
+        _ => limit.bytes.saturating_add(resident_bytes().unwrap_or(0)),
+    };
+    Ok(Some((bytes, limit.from)))
+}
+
+/// The pages this process has resident now (Linux), where the system says.
+pub fn resident_bytes() -> Option<u64> {
+    status_kib("VmRSS:").map(|k| k * 1024)
+}
+
+/// The most pages this process has had resident since it started (Linux), where the
+/// system says.
+pub fn peak_resident_bytes() -> Option<u64> {
+    status_kib("VmHWM:").map(|k| k * 1024)
+}
+
+/// A field of /proc/self/status in KiB.
+fn status_kib(key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|l| l.strip_prefix(key)?.split_whitespace().next()?.parse().ok())
+}
+
+/// `bytes` in words: MB below a GB, else GB with one decimal.
+pub fn in_words(bytes: u64) -> String {
+    match bytes {
+        0..1_000_000_000 => format!("{} MB", bytes.div_ceil(1_000_000)),
+        _ => format!("{:.1} GB", bytes as f64 / 1e9),
+    }
 }
 
 #[cfg(test)]

@@ -68,8 +68,13 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
         });
         Ok(made?.0)
     };
-    let (shown, run) =
-        load::loaded_or_by_host(args.host_at_a_time, "answer", || load::profile(&args.input, &select), whole, by_host)?;
+    let (shown, run) = load::loaded_or_by_host(
+        load::by_host(&args.input, &select, args.host_at_a_time)?,
+        "answer",
+        || load::profile(&args.input, &select),
+        whole,
+        by_host,
+    )?;
     let ctx = match shown {
         Some(Shown::Graph(g)) => {
             match args.json {

@@ -76,7 +76,13 @@ pub fn run(args: &InfoArgs) -> anyhow::Result<ExitCode> {
         Ok((run.rel, hosts, unread))
     };
     let load_whole = || load::load(&args.input, None);
-    let (run, hosts, unread) = load::loaded_or_by_host(args.host_at_a_time, "rows", load_whole, whole, by_host)?;
+    let (run, hosts, unread) = load::loaded_or_by_host(
+        load::many_hosts(&args.input, args.host_at_a_time)?,
+        "rows",
+        load_whole,
+        whole,
+        by_host,
+    )?;
     let info = InfoJson {
         schema: "stepscope.info/1",
         run: &run,

@@ -67,7 +67,13 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<ExitCode> {
         Ok((m, run))
     };
     let load_whole = || load::profile_and_run(&a.input, &a.select);
-    let (m, run) = load::loaded_or_by_host(args.host_at_a_time, "allocators", load_whole, whole, by_host)?;
+    let (m, run) = load::loaded_or_by_host(
+        load::by_host(&a.input, &a.select, args.host_at_a_time)?,
+        "allocators",
+        load_whole,
+        whole,
+        by_host,
+    )?;
     print(&m, a, false)?;
     if m.device_memory_profile.is_none() && !a.output.json && !a.output.csv {
         // Where a device-memory profile was looked for, and how to make one.

@@ -1,0 +1,252 @@
+//! A run's hosts read ahead of a fold, several at once, as many as fit the memory the
+//! process may take.
+//!
+//! The folds ([`crate::fold`]) take each host in turn from a [`Reader`](crate::fold::Reader).
+//! [`read_ahead`] gives them one whose hosts were read (and their model built) on
+//! other threads while the fold summed up the ones before: the fold's order and its
+//! answer are those of a read one host at a time, and only the wall time differs.
+//!
+//! How many at once: no more than the machine's cores, and no more than fit under the
+//! ceiling ([`room::ceiling`]: `STEPSCOPE_MEMORY_LIMIT`, or what the process holds plus
+//! the free memory). What a host takes is measured, not guessed: the first host is
+//! read alone and the process's peak resident memory while it is read, per byte of its
+//! file, sizes every other host by its file's bytes. A host is started only where what
+//! the process held before the first host, the sizes of the hosts held (being read,
+//! read and waiting, or in the fold's hands) and its own fit under the ceiling; one
+//! that does not fit even beside them is read alone, where its own read refuses it
+//! with the one-line error that says so if it does not fit at all.
+//! (Resident memory now would count the pages a dropped host freed, which the
+//! allocator keeps for the next.)
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use stepscope_model::Profile;
+use stepscope_xspace::room;
+
+/// What the hosts of a run are, for [`read_ahead`]: each one's name and file bytes.
+pub struct Hosts<'a> {
+    pub names: &'a [&'a str],
+    pub file_bytes: &'a [u64],
+}
+
+/// A host's slot: not yet started, being read, read (taken by the fold once).
+enum Slot<E> {
+    Waiting,
+    Reading,
+    Ready(Box<Result<Profile, E>>),
+    Taken,
+}
+
+/// The readers' shared state.
+struct State<E> {
+    slots: Vec<Slot<E>>,
+    /// The next host to start.
+    next: usize,
+    /// Hosts being read.
+    reading: usize,
+    /// Per host, the bytes its measured size reserves from its start until the fold
+    /// takes the next host (it has dropped this one by then); their sum.
+    held: Vec<u64>,
+    held_bytes: u64,
+    /// Peak resident bytes per byte of file, measured on the first host read.
+    per_file_byte: Option<f64>,
+    /// The last host the fold took.
+    taken: Option<usize>,
+    /// The host the fold waits for.
+    wanted: Option<usize>,
+    /// The fold is done: start nothing more.
+    done: bool,
+}
+
+/// The peak a host takes per byte of its file before one is measured: the first host
+/// is read alone, so this only decides whether it may be read at all (as a run's check
+/// before reading does, [`room::needed_bytes`]).
+const UNMEASURED_PER_FILE_BYTE: f64 = 1.0;
+
+/// The least a host is taken to need per byte of its file, however little its first
+/// host's read was seen to add (its pages may have been resident already).
+const MIN_PER_FILE_BYTE: f64 = 0.25;
+
+/// Where the peak resident memory cannot be measured (a system without /proc):
+/// a host's peak per byte of its file, as measured on the 126 MB bench capture with
+/// room (bench/README.md) and rounded up.
+const FALLBACK_PER_FILE_BYTE: f64 = 2.0;
+
+/// Runs `fold` with a [`Reader`](crate::fold::Reader) of `hosts`: host `i` is
+/// `read(i)`, made ready (`warm`) on a reader thread ahead of the fold, or read on the
+/// fold's thread where it asks for a host again or out of turn. `threads` caps the
+/// hosts read at once (at least 1). A `STEPSCOPE_MEMORY_LIMIT` that is no amount is
+/// `refuse`d before any host is read.
+pub fn read_ahead<E: Send, T>(
+    hosts: Hosts,
+    threads: usize,
+    read: &(dyn Fn(usize) -> Result<Profile, E> + Sync),
+    warm: &(dyn Fn(&Profile) + Sync),
+    refuse: impl FnOnce(stepscope_xspace::Error) -> E,
+    fold: impl FnOnce(&mut dyn FnMut(usize, bool) -> Result<Profile, E>) -> T,
+) -> Result<T, E> {
+    let n = hosts.names.len();
+    let ceiling = room::ceiling().map_err(refuse)?.map(|(bytes, _)| bytes);
+    let state = Mutex::new(State {
+        slots: (0..n).map(|_| Slot::Waiting).collect(),
+        next: 0,
+        reading: 0,
+        held: vec![0; n],
+        held_bytes: 0,
+        per_file_byte: None,
+        taken: None,
+        wanted: None,
+        done: false,
+    });
+    let changed = Condvar::new();
+    let base = room::resident_bytes().unwrap_or(0);
+    let shared = Shared { hosts: &hosts, ceiling, base, state: &state, changed: &changed, threads: threads.max(1) };
+    std::thread::scope(|s| {
+        for _ in 0..shared.threads.min(n) {
+            s.spawn(|| shared.work(read, warm));
+        }
+        let mut take = |i: usize, again: bool| shared.take(i, again, read);
+        let answer = fold(&mut take);
+        shared.lock().done = true;
+        changed.notify_all();
+        Ok(answer)
+    })
+}
+
+/// What the reader threads and the fold share.
+struct Shared<'s, E> {
+    hosts: &'s Hosts<'s>,
+    ceiling: Option<u64>,
+    /// What the process held before the first host was read.
+    base: u64,
+    state: &'s Mutex<State<E>>,
+    changed: &'s Condvar,
+    threads: usize,
+}
+
+/// What a reader thread does next.
+enum Next {
+    Read(usize),
+    Stop,
+}
+
+impl<E> Shared<'_, E> {
+    fn lock(&self) -> MutexGuard<'_, State<E>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A reader thread: starts the next host whenever it may, until none is left or
+    /// the fold is done.
+    fn work(&self, read: &(dyn Fn(usize) -> Result<Profile, E> + Sync), warm: &(dyn Fn(&Profile) + Sync)) {
+        loop {
+            let i = match self.next_host() {
+                Next::Stop => return,
+                Next::Read(i) => i,
+            };
+            let first = self.lock().per_file_byte.is_none();
+            let before = first.then(|| room::resident_bytes().zip(room::peak_resident_bytes())).flatten();
+            let made = read(i).inspect(|p| warm(p));
+            let per_byte = (first && made.is_ok()).then(|| {
+                // The process's peak, where this host's read raised it (else an earlier
+                // peak hides it).
+                let peak = before.zip(room::peak_resident_bytes()).filter(|((_, was), now)| now > was);
+                peak.map_or(FALLBACK_PER_FILE_BYTE, |((resident, _), now)| {
+                    let file = self.hosts.file_bytes[i].max(1) as f64;
+                    (now.saturating_sub(resident) as f64 / file).max(MIN_PER_FILE_BYTE)
+                })
+            });
+            self.finish(i, made, per_byte);
+        }
+    }
+
+    /// Records host `i` read (or refused: what it reserved is freed; the first host
+    /// read reserves what it was measured to take), and wakes the others.
+    fn finish(&self, i: usize, made: Result<Profile, E>, per_byte: Option<f64>) {
+        let mut st = self.lock();
+        let keeps = match (&made, per_byte) {
+            (Err(_), _) => 0,
+            (Ok(_), Some(p)) => (self.hosts.file_bytes[i] as f64 * p) as u64,
+            (Ok(_), None) => st.held[i],
+        };
+        st.held_bytes = st.held_bytes - st.held[i] + keeps;
+        st.held[i] = keeps;
+        st.slots[i] = Slot::Ready(Box::new(made));
+        st.reading -= 1;
+        if let Some(p) = per_byte {
+            st.per_file_byte.get_or_insert(p);
+        }
+        drop(st);
+        self.changed.notify_all();
+    }
+
+    /// Waits until the next host may be started (or none is left), and reserves it.
+    fn next_host(&self) -> Next {
+        let mut st = self.lock();
+        loop {
+            if st.done || st.next >= st.slots.len() {
+                return Next::Stop;
+            }
+            let i = st.next;
+            // The first host is read alone, to measure what a host takes; the others
+            // no further ahead of the fold than there are threads.
+            let from = st.wanted.or(st.taken.map(|t| t + 1)).unwrap_or(0);
+            let may = match st.per_file_byte {
+                None => st.reading == 0,
+                Some(_) => i < from + self.threads,
+            };
+            if may {
+                let per_byte = st.per_file_byte.unwrap_or(UNMEASURED_PER_FILE_BYTE);
+                let need = (self.hosts.file_bytes[i] as f64 * per_byte) as u64;
+                // Nothing else is held: no host is being read, and the fold holds none.
+                let alone = st.reading == 0 && (st.wanted == Some(i) || st.taken.is_none());
+                // Alone (the host the fold held before is dropped), a host is read
+                // whether it fits or not: its own read checks the memory it needs
+                // and refuses it with the one line that says so.
+                if alone || self.fits(st.held_bytes + need) {
+                    st.next += 1;
+                    st.reading += 1;
+                    st.slots[i] = Slot::Reading;
+                    st.held[i] = need;
+                    st.held_bytes += need;
+                    return Next::Read(i);
+                }
+            }
+            st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Whether hosts that take `need` bytes fit under the ceiling beside what the
+    /// process held before the first host was read.
+    fn fits(&self, need: u64) -> bool {
+        self.ceiling.is_none_or(|ceiling| self.base.saturating_add(need) <= ceiling)
+    }
+
+    /// Host `i` for the fold: read ahead where it was, else read now (asked `again`,
+    /// or a second time).
+    fn take(&self, i: usize, again: bool, read: &(dyn Fn(usize) -> Result<Profile, E> + Sync)) -> Result<Profile, E> {
+        let mut st = self.lock();
+        if again || !matches!(st.slots.get(i), Some(Slot::Waiting | Slot::Reading | Slot::Ready(_))) {
+            drop(st);
+            return read(i);
+        }
+        st.wanted = Some(i);
+        self.changed.notify_all();
+        loop {
+            if let Some(slot @ Slot::Ready(_)) = st.slots.get_mut(i) {
+                let made = std::mem::replace(slot, Slot::Taken);
+                // The fold asks for this host once it dropped the one before.
+                if let Some(t) = st.taken.replace(i) {
+                    st.held_bytes -= std::mem::take(&mut st.held[t]);
+                }
+                st.wanted = None;
+                drop(st);
+                self.changed.notify_all();
+                if let Slot::Ready(made) = made {
+                    return *made;
+                }
+                return read(i);
+            }
+            st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
