@@ -603,6 +603,30 @@ pub fn replay_steps(profile: &Profile, edit: &Edit) -> Replayed {
     replayer.replay(edit).unwrap_or_default()
 }
 
+/// A [`Replayer`]'s replays of some edits, made at once, kept without its graphs:
+/// what a run read a host at a time keeps of each host (a host's graphs, each of its
+/// steps' chains of segments, come to about a sixth of its file; these replays to a
+/// few hundred bytes a step an edit).
+pub struct Settled {
+    features: Features,
+    /// The steps replayed unchanged, for every edit that changes nothing of them.
+    unchanged: Option<Replayed>,
+    /// Per edit (its words) that changes them, its replay.
+    replays: Vec<(String, Replayed)>,
+}
+
+impl Settled {
+    /// Every step replayed with `edit`, as [`Replayer::replay`] replays it; `None`
+    /// where `edit` changes the steps and was not one of the edits settled.
+    pub fn replay(&self, edit: &Edit) -> Option<Replayed> {
+        if self.features.unchanged_by(edit) {
+            return self.unchanged.clone();
+        }
+        let key = edit.describe();
+        self.replays.iter().find(|(k, _)| *k == key).map(|(_, r)| r.clone())
+    }
+}
+
 /// What replaying a profile's steps with some edits needs, without the profile: its
 /// graphs, what they hold, and for each edit that scales ops the time they save on each
 /// device. A run read a host at a time keeps one a host, and replays an edit only when
@@ -641,6 +665,14 @@ impl Replayer {
             cuts = scaling.par_iter().map(cuts_of).collect();
         }
         Replayer { graphs, features, cuts }
+    }
+
+    /// `edits` replayed now, the graphs dropped ([`Settled`]).
+    pub fn settle(self, edits: &[Edit]) -> Settled {
+        let unchanged = self.replay(&Edit::default());
+        let changing: Vec<&Edit> = edits.iter().filter(|e| !self.features.unchanged_by(e)).collect();
+        let replays = changing.par_iter().filter_map(|e| Some((e.describe(), self.replay(e)?))).collect();
+        Settled { features: self.features, unchanged, replays }
     }
 
     /// Every step replayed with `edit`; `None` where `edit` scales ops and was not one

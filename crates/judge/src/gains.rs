@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 use stepscope_analysis::ops::OpRow;
-use stepscope_analysis::whatif::{Edit, Replayed, Replayer, Target};
+use stepscope_analysis::whatif::{Edit, Replayed, Replayer, Settled, Target};
 use stepscope_model::device_time::Part;
 use stepscope_model::Profile;
 
@@ -49,17 +49,18 @@ pub fn remove_ops(rows: &[&OpRow]) -> Edit {
     Edit { scale: names.into_iter().map(|n| (Target::Op(n.to_string()), 0.0)).collect(), ..Default::default() }
 }
 
-/// What a host keeps of the what-if model for a run read a host at a time: what
-/// replaying the edits the rules may ask for needs (`by_host::candidate_edits`), and
-/// the names of the ops it ran. An edit is replayed when a finding asks for its gain.
+/// What a host keeps of the what-if model for a run read a host at a time: its replays
+/// of the edits the rules may ask for (`by_host::candidate_edits`), made as it is read
+/// (its graphs are not kept: a pod's would outweigh the rest of what is kept of it),
+/// and the names of the ops it ran.
 pub struct HostReplays {
-    replayer: Replayer,
+    replayer: Settled,
     ran: Vec<String>,
 }
 
 /// One host's [`HostReplays`] of `edits`.
 pub fn host_replays(profile: &Profile, edits: Vec<Edit>) -> HostReplays {
-    let replayer = Replayer::new(profile, &edits);
+    let replayer = Replayer::new(profile, &edits).settle(&edits);
     let mut ran: Vec<String> =
         profile.devices().iter().flat_map(|d| d.cached_ops().names.iter().map(|n| n.to_string())).collect();
     ran.sort_unstable();
