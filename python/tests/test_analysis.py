@@ -381,11 +381,9 @@ def test_a_run_too_large_to_load_whole_is_read_a_host_at_a_time(tmp_path, monkey
     assert 30 * size > 30e6
     monkeypatch.setenv("STEPSCOPE_MEMORY_LIMIT", str(_held_bytes() + 30_000_000))
     with pytest.raises(stepscope.StepscopeError, match=r"^reading the run's 30 hosts together needs about \d+ MB, "
-                       r"and STEPSCOPE_MEMORY_LIMIT is \d+ MB, \d+ MB of it held already — read one host at a "
-                       r"time: `info`, `summary`, `advise`, `check`, `steps`, `ops`, `scopes`, `roofline`, `kernels`, "
-                       r"`memory`, `buffers`, `collectives`, `compile`, `devices`, `hlo`, `diff`, `compare` and "
-                       r"`history` do so for the run's numbers and findings, "
-                       r"`summary --per-host` for each host's"):
+                       r"and STEPSCOPE_MEMORY_LIMIT is \d+ MB, \d+ MB of it held already — read one host with "
+                       r"--host HOST \(the analyses, `summary` to `history`, read a run of several hosts a host at "
+                       r"a time by themselves\)"):
         stepscope.load(logs)
     # The run's numbers and findings, a host at a time (the CLI's own limit is its own
     # process's).

@@ -82,8 +82,8 @@ pub struct AnalysisArgs {
 pub struct ByHostArgs {
     #[command(flatten)]
     pub common: AnalysisArgs,
-    /// Read the run a host at a time, in one host's memory whatever the host count, for
-    /// the same rows. What a run too large to read whole gets without asking.
+    /// Read the run a host at a time, several at once within the memory there is, for
+    /// the same rows: what a run of several hosts gets without asking (kept for scripts).
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
 }
@@ -166,8 +166,8 @@ pub struct OpsArgs {
     /// 003's "operations with >50ms self-time".
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_ps)]
     pub min_self: Option<i64>,
-    /// Read the run a host at a time, in one host's memory whatever the host count, for
-    /// the same rows. What a run too large to read whole gets without asking.
+    /// Read the run a host at a time, several at once within the memory there is, for
+    /// the same rows: what a run of several hosts gets without asking (kept for scripts).
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
     #[command(flatten)]
@@ -208,8 +208,8 @@ pub struct InfoArgs {
     pub input: Input,
     #[command(flatten)]
     pub output: Output,
-    /// Read the run a host at a time, in one host's memory whatever the host count, for
-    /// the same rows. What a run too large to read whole gets without asking.
+    /// Read the run a host at a time, several at once within the memory there is, for
+    /// the same rows: what a run of several hosts gets without asking (kept for scripts).
     #[arg(long)]
     pub host_at_a_time: bool,
 }

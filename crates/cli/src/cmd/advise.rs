@@ -19,7 +19,7 @@ pub struct AdviseArgs {
     #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
     pub host: Option<String>,
     /// Read the run a host at a time, in one host's memory whatever the host count,
-    /// for the same findings. What a run too large to read whole gets without asking.
+    /// for the same findings. What a run of several hosts gets without asking.
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
     /// A TOML file overriding rule thresholds (e.g. `utilization_pct = 70`); keys are

@@ -41,7 +41,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name())]
     pub host: Option<String>,
     /// Read the run a host at a time, in one host's memory whatever the host count, for
-    /// the same numbers. What a run too large to read whole gets without asking.
+    /// the same numbers. What a run of several hosts gets without asking.
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
     /// Print JSON (schema `stepscope.check/1`).

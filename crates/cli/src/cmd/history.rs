@@ -25,7 +25,7 @@ pub struct HistoryArgs {
     #[command(flatten)]
     pub output: Output,
     /// Read each run a host at a time, in one host's memory whatever the host count,
-    /// for the same numbers. What a run too large to read whole gets without asking.
+    /// for the same numbers. What a run of several hosts gets without asking.
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
 }

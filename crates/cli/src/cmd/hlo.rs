@@ -38,7 +38,7 @@ pub struct HloArgs {
     #[arg(long, value_name = "N", default_value_t = 2, requires = "graph")]
     pub depth: u32,
     /// Read the run a host at a time, in one host's memory whatever the host count, for
-    /// the same answer. What a run too large to read whole gets without asking.
+    /// the same answer. What a run of several hosts gets without asking.
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
 }

@@ -23,7 +23,7 @@ pub struct MemoryArgs {
     #[arg(long, value_name = "FILE")]
     pub pprof: Option<PathBuf>,
     /// Read the run a host at a time, in one host's memory whatever the host count, for
-    /// the same allocators. What a run too large to read whole gets without asking.
+    /// the same allocators. What a run of several hosts gets without asking.
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
 }

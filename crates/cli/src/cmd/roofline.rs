@@ -15,7 +15,7 @@ pub struct RooflineArgs {
     #[command(flatten)]
     pub cost: CostArgs,
     /// Read the run a host at a time, in one host's memory whatever the host count, for
-    /// the same rows. What a run too large to read whole gets without asking.
+    /// the same rows. What a run of several hosts gets without asking.
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
 }

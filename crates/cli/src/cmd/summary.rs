@@ -21,7 +21,7 @@ pub struct SummaryArgs {
     #[arg(long, conflicts_with = "host")]
     pub per_host: bool,
     /// Read the run a host at a time, in one host's memory whatever the host count,
-    /// for the same numbers and findings. What a run too large to read whole gets
+    /// for the same numbers and findings. What a run of several hosts gets
     /// without asking.
     #[arg(long, conflicts_with_all = ["host", "per_host"])]
     pub host_at_a_time: bool,
