@@ -59,8 +59,8 @@ struct State<E> {
 }
 
 /// The peak a host takes per byte of its file before one is measured: the first host
-/// is read alone, so this only decides whether it may be read at all (as a run's check
-/// before reading does, [`room::needed_bytes`]).
+/// is read alone, so this only reserves it (its own read checks that it fits, as a
+/// run's check before reading does, [`room::needed_bytes`]).
 const UNMEASURED_PER_FILE_BYTE: f64 = 1.0;
 
 /// The least a host is taken to need per byte of its file, however little its first
