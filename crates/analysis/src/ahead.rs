@@ -23,12 +23,6 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use stepscope_model::Profile;
 use stepscope_xspace::room;
 
-/// What the hosts of a run are, for [`read_ahead`]: each one's name and file bytes.
-pub struct Hosts<'a> {
-    pub names: &'a [&'a str],
-    pub file_bytes: &'a [u64],
-}
-
 /// A host's slot: not yet started, being read, read (taken by the fold once).
 enum Slot<E> {
     Waiting,
@@ -72,20 +66,20 @@ const MIN_PER_FILE_BYTE: f64 = 0.25;
 /// room (bench/README.md) and rounded up.
 const FALLBACK_PER_FILE_BYTE: f64 = 2.0;
 
-/// Runs `fold` with a [`Reader`](crate::fold::Reader) of `hosts`: host `i` is
+/// Runs `fold` with a [`Reader`](crate::fold::Reader) of a run's hosts (each one's
+/// file bytes in `file_bytes`): host `i` is
 /// `read(i)`, made ready (`warm`) on a reader thread ahead of the fold, or read on the
-/// fold's thread where it asks for a host again or out of turn. `threads` caps the
-/// hosts read at once (at least 1). A `STEPSCOPE_MEMORY_LIMIT` that is no amount is
-/// `refuse`d before any host is read.
+/// fold's thread where it asks for a host again or out of turn. No more hosts are read
+/// at once than there are cores ([`threads`]). A `STEPSCOPE_MEMORY_LIMIT` that is no
+/// amount is `refuse`d before any host is read.
 pub fn read_ahead<E: Send, T>(
-    hosts: Hosts,
-    threads: usize,
+    file_bytes: &[u64],
     read: &(dyn Fn(usize) -> Result<Profile, E> + Sync),
     warm: &(dyn Fn(&Profile) + Sync),
     refuse: impl FnOnce(stepscope_xspace::Error) -> E,
     fold: impl FnOnce(&mut dyn FnMut(usize, bool) -> Result<Profile, E>) -> T,
 ) -> Result<T, E> {
-    let n = hosts.names.len();
+    let n = file_bytes.len();
     let ceiling = room::ceiling().map_err(refuse)?.map(|(bytes, _)| bytes);
     let state = Mutex::new(State {
         slots: (0..n).map(|_| Slot::Waiting).collect(),
@@ -100,7 +94,7 @@ pub fn read_ahead<E: Send, T>(
     });
     let changed = Condvar::new();
     let base = room::resident_bytes().unwrap_or(0);
-    let shared = Shared { hosts: &hosts, ceiling, base, state: &state, changed: &changed, threads: threads.max(1) };
+    let shared = Shared { file_bytes, ceiling, base, state: &state, changed: &changed, threads: threads() };
     std::thread::scope(|s| {
         for _ in 0..shared.threads.min(n) {
             s.spawn(|| shared.work(read, warm));
@@ -115,19 +109,13 @@ pub fn read_ahead<E: Send, T>(
 
 /// What the reader threads and the fold share.
 struct Shared<'s, E> {
-    hosts: &'s Hosts<'s>,
+    file_bytes: &'s [u64],
     ceiling: Option<u64>,
     /// What the process held before the first host was read.
     base: u64,
     state: &'s Mutex<State<E>>,
     changed: &'s Condvar,
     threads: usize,
-}
-
-/// What a reader thread does next.
-enum Next {
-    Read(usize),
-    Stop,
 }
 
 impl<E> Shared<'_, E> {
@@ -139,10 +127,7 @@ impl<E> Shared<'_, E> {
     /// the fold is done.
     fn work(&self, read: &(dyn Fn(usize) -> Result<Profile, E> + Sync), warm: &(dyn Fn(&Profile) + Sync)) {
         loop {
-            let i = match self.next_host() {
-                Next::Stop => return,
-                Next::Read(i) => i,
-            };
+            let Some(i) = self.next_host() else { return };
             let first = self.lock().per_file_byte.is_none();
             let before = first.then(|| room::resident_bytes().zip(room::peak_resident_bytes())).flatten();
             let made = read(i).inspect(|p| warm(p));
@@ -151,7 +136,7 @@ impl<E> Shared<'_, E> {
                 // peak hides it).
                 let peak = before.zip(room::peak_resident_bytes()).filter(|((_, was), now)| now > was);
                 peak.map_or(FALLBACK_PER_FILE_BYTE, |((resident, _), now)| {
-                    let file = self.hosts.file_bytes[i].max(1) as f64;
+                    let file = self.file_bytes[i].max(1) as f64;
                     (now.saturating_sub(resident) as f64 / file).max(MIN_PER_FILE_BYTE)
                 })
             });
@@ -165,7 +150,7 @@ impl<E> Shared<'_, E> {
         let mut st = self.lock();
         let keeps = match (&made, per_byte) {
             (Err(_), _) => 0,
-            (Ok(_), Some(p)) => (self.hosts.file_bytes[i] as f64 * p) as u64,
+            (Ok(_), Some(p)) => (self.file_bytes[i] as f64 * p) as u64,
             (Ok(_), None) => st.held[i],
         };
         st.held_bytes = st.held_bytes - st.held[i] + keeps;
@@ -179,12 +164,13 @@ impl<E> Shared<'_, E> {
         self.changed.notify_all();
     }
 
-    /// Waits until the next host may be started (or none is left), and reserves it.
-    fn next_host(&self) -> Next {
+    /// Waits until the next host may be started, and reserves it; `None` where none is
+    /// left or the fold is done.
+    fn next_host(&self) -> Option<usize> {
         let mut st = self.lock();
         loop {
             if st.done || st.next >= st.slots.len() {
-                return Next::Stop;
+                return None;
             }
             let i = st.next;
             // The first host is read alone, to measure what a host takes; the others
@@ -196,7 +182,7 @@ impl<E> Shared<'_, E> {
             };
             if may {
                 let per_byte = st.per_file_byte.unwrap_or(UNMEASURED_PER_FILE_BYTE);
-                let need = (self.hosts.file_bytes[i] as f64 * per_byte) as u64;
+                let need = (self.file_bytes[i] as f64 * per_byte) as u64;
                 // Nothing else is held: no host is being read, and the fold holds none.
                 let alone = st.reading == 0 && (st.wanted == Some(i) || st.taken.is_none());
                 // Alone (the host the fold held before is dropped), a host is read
@@ -208,7 +194,7 @@ impl<E> Shared<'_, E> {
                     st.slots[i] = Slot::Reading;
                     st.held[i] = need;
                     st.held_bytes += need;
-                    return Next::Read(i);
+                    return Some(i);
                 }
             }
             st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
@@ -250,3 +236,17 @@ impl<E> Shared<'_, E> {
         }
     }
 }
+
+/// How many hosts are read at once at most: the cores there are.
+pub fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Whether a run of several hosts is read together, as one profile, on every surface:
+/// `STEPSCOPE_READ_TOGETHER=1`, the reference the tests hold the merges to.
+pub fn read_together() -> bool {
+    std::env::var_os(READ_TOGETHER).is_some_and(|v| v == "1")
+}
+
+/// The variable [`read_together`] reads.
+pub const READ_TOGETHER: &str = "STEPSCOPE_READ_TOGETHER";

@@ -122,9 +122,8 @@ pub fn host_at_a_time_of_run<T>(
         Ok(p)
     };
     let mut unread = Vec::new();
-    let ahead = stepscope_analysis::ahead::Hosts { names: &names, file_bytes: &file_bytes };
     let refuse = |e: stepscope_xspace::Error| anyhow::Error::from(e);
-    let sum = stepscope_analysis::ahead::read_ahead(ahead, threads(), &raw, &|p| p.prepare(), refuse, |take| {
+    let sum = stepscope_analysis::ahead::read_ahead(&file_bytes, &raw, &|p| p.prepare(), refuse, |take| {
         let mut read = |i: usize, again: bool| match take(i, again) {
             Ok(p) => Ok(Some(p)),
             Err(e) if !again && !refused(&e) => {
@@ -143,11 +142,6 @@ pub fn host_at_a_time_of_run<T>(
 /// left out for want of memory would change the answer without a word).
 fn refused(e: &anyhow::Error) -> bool {
     e.downcast_ref::<stepscope_xspace::Error>().is_some_and(|x| x.memory_refused.is_some())
-}
-
-/// How many hosts are read at once at most: the cores there are.
-fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A run's hosts, to be read one at a time, each alone on the run's clock (the
@@ -192,15 +186,16 @@ fn no_host(host: &str, run: &Run) -> anyhow::Error {
 fn resolve(input: &Input, only: Option<&str>) -> anyhow::Result<Run> {
     // A command may ask twice (how many hosts, then the hosts): the run is found, and
     // its notes printed, once.
-    type Found = std::collections::HashMap<(std::path::PathBuf, Option<String>, Option<String>), Run>;
-    static FOUND: std::sync::Mutex<Option<Found>> = std::sync::Mutex::new(None);
+    type Key = (std::path::PathBuf, Option<String>, Option<String>);
+    static FOUND: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<Key, Run>>> =
+        std::sync::LazyLock::new(Default::default);
     let key = (input.path.clone(), input.run.clone(), only.map(str::to_string));
     let mut found = FOUND.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(run) = found.get_or_insert_default().get(&key) {
+    if let Some(run) = found.get(&key) {
         return Ok(run.clone());
     }
     let run = found_run(input, only)?;
-    found.get_or_insert_default().insert(key, run.clone());
+    found.insert(key, run.clone());
     Ok(run)
 }
 
@@ -285,13 +280,10 @@ pub fn note_unread(unread: &[stepscope_xspace::discover::Unread], read: usize) -
 /// ([`stepscope_analysis::ahead`]). `STEPSCOPE_READ_TOGETHER=1` reads a run's hosts
 /// together instead: the reference the tests hold the merges to.
 pub fn by_host(input: &Input, select: &Select, asked: bool) -> anyhow::Result<bool> {
-    if asked {
-        return Ok(true);
+    match select.host {
+        Some(_) if !asked => Ok(false),
+        _ => many_hosts(input, asked),
     }
-    if select.host.is_some() {
-        return Ok(false);
-    }
-    many_hosts(input, false)
 }
 
 /// [`by_host`] for a command that reads the whole run (no `--host`).
@@ -299,15 +291,8 @@ pub fn many_hosts(input: &Input, asked: bool) -> anyhow::Result<bool> {
     if asked {
         return Ok(true);
     }
-    if std::env::var_os(READ_TOGETHER).is_some_and(|v| v == "1") {
-        return Ok(false);
-    }
-    Ok(resolve(input, None)?.hosts.len() > 1)
+    Ok(!stepscope_analysis::ahead::read_together() && resolve(input, None)?.hosts.len() > 1)
 }
-
-/// The variable that has a run of several hosts read together, as one profile (the
-/// tests' reference for the merges).
-pub const READ_TOGETHER: &str = "STEPSCOPE_READ_TOGETHER";
 
 /// A command's answer from the run read whole (`whole`, given the profile), or, where
 /// the run is read a host at a time ([`by_host`], `asked` or not) or where it is too

@@ -345,7 +345,7 @@ fn view(app: &App, q: &Params, top: usize, which: View) -> Reply {
 /// large to read whole, and `q` asks for no one host (it is then read a host at a time:
 /// [`by_host`]).
 fn whole(app: &App, q: &Params) -> Result<Option<Arc<Entry>>, ApiError> {
-    if q.str("host").is_none_or(str::is_empty) && !read_together() {
+    if q.str("host").is_none_or(str::is_empty) && !stepscope_analysis::ahead::read_together() {
         // A run of several hosts is read a host at a time, as the CLI reads it.
         let run = app.root.run(q.str("run").filter(|r| !r.is_empty())).map_err(ApiError::not_found)?;
         if run.hosts.len() > 1 {
@@ -363,13 +363,6 @@ fn loaded(app: &App, q: &Params) -> Result<Option<Arc<Entry>>, ApiError> {
         Err(e) if e.status == 507 && q.str("host").is_none_or(str::is_empty) => Ok(None),
         Err(e) => Err(e),
     }
-}
-
-/// Whether a run of several hosts is read together, as one profile
-/// (`STEPSCOPE_READ_TOGETHER=1`: the tests' reference for the merges), as the CLI reads
-/// it then.
-fn read_together() -> bool {
-    std::env::var_os("STEPSCOPE_READ_TOGETHER").is_some_and(|v| v == "1")
 }
 
 /// The answer `finish` makes of `whole_run` of the run `q` names, loaded; where it is
@@ -419,12 +412,9 @@ fn read_hosts<T>(
     make: impl FnOnce(&Run, &mut Reader, &Check) -> Result<T, (u16, String)>,
 ) -> Result<(T, Vec<Unread>), (u16, String)> {
     let mut unread = Vec::new();
-    let names: Vec<&str> = run.hosts.iter().map(|h| h.host.as_str()).collect();
     let file_bytes: Vec<u64> = run.hosts.iter().map(|h| h.bytes).collect();
-    let raw = |i: usize| app.cache.read_host(run, names[i]).map_err(|e| (404, e.message));
+    let raw = |i: usize| app.cache.read_host(run, &run.hosts[i].host).map_err(|e| (404, e.message));
     let refuse = |e: stepscope_xspace::Error| (507, e.to_string());
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let hosts = stepscope_analysis::ahead::Hosts { names: &names, file_bytes: &file_bytes };
     let prepare = |p: &Profile| p.prepare();
     let check = |p: &Profile| {
         let hosts = p.changed_hosts();
@@ -434,7 +424,7 @@ fn read_hosts<T>(
             Err((409, changed_message(&hosts, &run.rel)))
         }
     };
-    let sum = stepscope_analysis::ahead::read_ahead(hosts, threads, &raw, &prepare, refuse, |take| {
+    let sum = stepscope_analysis::ahead::read_ahead(&file_bytes, &raw, &prepare, refuse, |take| {
         let mut read = |i: usize, again: bool| match take(i, again) {
             Ok(p) => Ok(Some(p)),
             Err((404, e)) if !again => {
