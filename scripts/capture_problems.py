@@ -31,6 +31,10 @@ change a user would make to fix it:
                 (cuDNN convolutions on an NVIDIA GPU); 40 steps unless --steps
   nosync        no twin: the MLP step in a loop that never waits for its device (the
                 loss is read once, after the last step); 40 steps unless --steps
+  threads       no twin: one Python thread per device (2; on CPU: 2 host devices), each
+                running the jitted step on its own device, unannotated (as the ROCm
+                8-GPU capture does); the second thread starts when the first is done,
+                so the devices run their steps at different times
 
 Captures are what JAX writes: <OUT>/plugins/profile/<run>/<host>.xplane.pb. Each step is
 `jax.profiler.StepTraceAnnotation("train", step_num=i)` and waits for its loss.
@@ -56,8 +60,9 @@ import sys
 import time
 
 PROGRAMS = ("callback", "stale-state", "oneoff", "sort", "recompile", "h2d-copy", "op-by-op",
-            "sleep", "matmul", "straggler", "conv", "nosync")
-NO_TWIN = ("sort", "conv", "nosync")
+            "sleep", "matmul", "straggler", "conv", "nosync", "threads")
+NO_TWIN = ("sort", "conv", "nosync", "threads")
+TWO_DEVICES = ("straggler", "threads")
 # Sizes by platform: on a GPU the MLP is large enough that a step is about a millisecond
 # of device work (width, batch, each stale-state buffer in MB).
 SIZES = {"cpu": (512, 256, 4.0), "gpu": (4096, 2048, 256.0)}
@@ -356,6 +361,30 @@ def straggler(args, fixed, params, key):
     return step, params
 
 
+def thread_a_device(args, steps):
+    """The jitted MLP step on each of two devices, warmed up: returns a function that
+    runs it `steps` times on each from a thread of its own per device, the second
+    thread after the first, so each device runs its steps at its own time, with no
+    step annotation."""
+    import threading
+
+    import jax
+
+    devices = jax.devices()[:2]
+    if len(devices) < 2:
+        raise SystemExit("threads needs two devices (on CPU: XLA_FLAGS=--xla_force_host_platform_device_count=2)")
+    step, state = build(args, "callback", True)
+    states = [run_steps(step, jax.device_put(state, d), max(args.warmup, 1), annotate=False) for d in devices]
+
+    def run():
+        for i in range(len(devices)):
+            t = threading.Thread(target=run_steps, args=(step, states[i], steps, False))
+            t.start()
+            t.join()
+
+    return run
+
+
 def run_steps(step, state, n, annotate, first=0, sync=True):
     import jax
 
@@ -374,14 +403,18 @@ def run_steps(step, state, n, annotate, first=0, sync=True):
 def capture(args):
     import jax
 
-    step, state = build(args, args.program, args.fixed)
+    if args.program == "threads":
+        threads = thread_a_device(args, args.steps)
+    else:
+        step, state = build(args, args.program, args.fixed)
     if args.program == "oneoff":
         # Guide 002's one-off capture: the trace holds the first call (and its compile);
         # the twin warms up once first, as guide 001 says to.
         warmup, steps = (1 if args.fixed else 0), 1
     else:
         warmup, steps = args.warmup, args.steps
-    state = run_steps(step, state, warmup, annotate=False, first=-warmup)
+    if args.program != "threads":
+        state = run_steps(step, state, warmup, annotate=False, first=-warmup)
     opts = jax.profiler.ProfileOptions()
     opts.host_tracer_level = 2
     opts.python_tracer_level = 0
@@ -393,6 +426,8 @@ def capture(args):
         if args.program == "oneoff":
             state, loss = step(state, 0)  # as `with ProfileContext(...): train_step(...)`
             loss.block_until_ready()
+        elif args.program == "threads":
+            threads()
         else:
             run_steps(step, state, steps, annotate=True, sync=args.program != "nosync")
     finally:
@@ -447,7 +482,7 @@ def main(argv=None):
     args = parse_args(argv)
     # cuda,cpu: io_callback needs a CPU device to place its operands on.
     os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu" if args.platform == "gpu" else "cpu")
-    if "straggler" in (args.program, args.time) and args.platform == "cpu":
+    if {args.program, args.time} & set(TWO_DEVICES) and args.platform == "cpu":
         # Two devices of the host's CPU (set before JAX starts).
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=2".strip()

@@ -381,3 +381,49 @@ fn the_first_finding_names_the_cause_the_twin_removes() {
         assert!(!twin.iter().any(|f| f["rule"] == cause(program) && serious(f)), "{at} twin: {twin:?}");
     }
 }
+
+/// #71 item 9: where a host drives each device from a thread of its own, the devices
+/// run their steps at different times, and each step's device busy is the devices'
+/// busy in their own runs of the step: not the first device's run's span, in which
+/// the other device ran nothing (which halved the busy time and made half of each
+/// step idle). Over the steps, the busy time is the reference reader's busy time of
+/// both devices, halved (the mean of two), and no step is more than 5% idle (both
+/// devices ran their steps back to back).
+#[test]
+fn a_devices_step_at_its_own_time_is_measured_in_its_own_run() {
+    let f = xplane("cpu-threads");
+    let steps = json(&["steps", &f]);
+    let steps = steps["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 8);
+    let busy: i64 = steps.iter().map(|s| s["device_busy_ps"].as_i64().unwrap()).sum();
+    let theirs = reference(&["cpu-ops", &f])["busy_ps"].as_i64().unwrap();
+    assert!((busy * 2 - theirs).abs() <= 8, "ours {busy} × 2, the reference's {theirs}");
+    for s in steps {
+        let (idle, duration) = (s["device_idle_ps"].as_i64().unwrap(), s["duration_ps"].as_i64().unwrap());
+        assert!(idle * 20 < duration, "step {}: idle {idle} of {duration}", s["step_num"]);
+    }
+}
+
+/// #71 item 12: a share never divides one statistic by another's kind. In a loop
+/// that never syncs, the steps are timed on the device, while the host scopes are
+/// measured in the steps' host spans: a scope's `% STEP` is of the mean step on the
+/// host (the reference reader's mean annotation), so the step's own scope is 100%,
+/// not 126% of the device's step, and the input work's share is of the same.
+#[test]
+fn a_scopes_share_is_of_the_step_on_the_host_where_it_ran() {
+    let f = xplane("cpu-nosync");
+    let s = json(&["scopes", &f]);
+    let theirs = reference(&["steps", &f]);
+    let theirs = theirs.as_array().unwrap();
+    let mean = theirs.iter().map(|s| s["duration_ps"].as_i64().unwrap()).sum::<i64>() / theirs.len() as i64;
+    assert_eq!(s["host_step_ps"].as_i64().unwrap(), mean);
+    assert_ne!(s["step_ps"], s["host_step_ps"], "the steps are timed on the device");
+    for r in s["scopes"].as_array().unwrap() {
+        let want = 100.0 * r["per_step_ps"].as_f64().unwrap() / mean as f64;
+        assert!((r["step_pct"].as_f64().unwrap() - want).abs() < 1e-9, "{r}");
+        assert!(r["step_pct"].as_f64().unwrap() <= 100.0 + 1e-9, "{r}");
+    }
+    let input = &s["input"];
+    let want = 100.0 * input["host_input_ps"].as_f64().unwrap() / mean as f64;
+    assert!((input["host_input_pct"].as_f64().unwrap() - want).abs() < 1e-9, "{input}");
+}

@@ -19,6 +19,8 @@ export async function render(view, ctx) {
   }
   view.append(el('p', { class: 'muted' }, data.step_count
     ? `${count(data.scopes.length)} scope paths over ${count(data.step_count)} steps of ${dur(data.step_ps)} on average`
+      + (Math.abs(data.host_step_ps - data.step_ps) * 100 > data.step_ps
+        ? `; ${dur(data.host_step_ps)} on the host, where scopes run (% step is of that)` : '')
     : `${count(data.scopes.length)} scope paths; no steps, so no per-step figures`));
   const i = data.input;
   if (data.step_count && i.host_input_ps > 0) {

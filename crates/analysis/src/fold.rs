@@ -23,7 +23,7 @@ use crate::memory::Memory;
 use crate::ops::{GroupBy, OpRow, OpRowsPart, Ops};
 use crate::overview::{assemble, in_run_order, Overview, OverviewPart};
 use crate::roofline::{step_flops_with, FlopsPerEvent, Roofline};
-use crate::scopes::{InputSums, Scopes};
+use crate::scopes::{InputSums, Scopes, StepMeans};
 use crate::timeline::{RunTracks, TracksPart};
 use stepscope_model::programs::ProgramIds;
 
@@ -208,17 +208,16 @@ pub fn collectives_by_host<E>(
 pub fn scopes_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Scopes, E> {
     let parts = parts_by_host(run, hosts, read, check, |p, o| {
         let steps = stepscope_model::profile::cached(p);
-        let timed: Vec<i64> = steps.timed().map(|s| s.duration_ps).collect();
-        (crate::scopes::scope_rows(p), steps.steps.len(), timed, o.input_sums().clone())
+        (crate::scopes::scope_rows(p), steps.steps.len(), crate::scopes::step_means(steps), o.input_sums().clone())
     })?;
-    let (mut rows, mut step_count, mut timed, mut input) = (Vec::new(), 0, Vec::new(), InputSums::default());
-    for (r, n, t, i) in parts {
+    let (mut rows, mut step_count, mut means, mut input) = (Vec::new(), 0, StepMeans::default(), InputSums::default());
+    for (r, n, m, i) in parts {
         rows.extend(r);
         step_count += n;
-        timed.extend(t);
+        means.add(m);
         input.add(i);
     }
-    Ok(crate::scopes::assemble(step_count, &timed, input.per_step(step_count, &timed), rows))
+    Ok(crate::scopes::assemble(step_count, means, input, rows))
 }
 
 /// The compiles of a run read one host at a time, `read` and `check` as for

@@ -394,7 +394,10 @@ pub fn assemble(
     let cold_steps = (durations.len() - warm.len()) as u64;
     let warm_step_time = (cold_steps > 0 && !warm.is_empty()).then(|| Distribution::of(&warm));
     let mut breakdown = breakdown(&all.windows, if durations.is_empty() { 0 } else { step_time.mean_ps });
-    if let Some(input) = all.input.per_step(steps.len(), &durations) {
+    // Only its times are read here: the shares the scopes give are theirs.
+    let means =
+        crate::scopes::StepMeans { timed: durations.len(), sum_ps: sum_ps(durations.iter().copied()), host_sum_ps: 0 };
+    if let Some(input) = all.input.per_step(steps.len(), &means) {
         breakdown.host_input_ps = Some(input.host_input_ps);
         breakdown.device_idle_input_ps = Some(input.device_idle_input_ps.clamp(0, breakdown.device_idle_ps));
     }

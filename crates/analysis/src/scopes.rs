@@ -45,7 +45,9 @@ pub struct ScopeRow {
     /// step. Absent where the profile has no steps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_step_ps: Option<i64>,
-    /// `per_step_ps` as a share of the mean step, percent.
+    /// `per_step_ps` as a share of the mean step on the host (`Scopes::host_step_ps`:
+    /// the windows it was measured in), percent. Scopes open on several threads at once
+    /// add up, so it can pass 100.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub step_pct: Option<f64>,
     /// Time a device of the host ran an op while the scope was open (mean over the
@@ -66,7 +68,8 @@ pub struct InputWork {
     /// transfers to the device (`DevicePut`, batched copies), their union inside the
     /// steps, divided by the steps.
     pub host_input_ps: i64,
-    /// `host_input_ps` as a share of the mean step, percent.
+    /// `host_input_ps` as a share of the mean step on the host (`Scopes::host_step_ps`,
+    /// where it was measured), percent.
     pub host_input_pct: f64,
     /// Of that, the time per step no op ran on the device (mean over the host's
     /// devices): the device waited on input. XProf's "input time".
@@ -85,6 +88,11 @@ pub struct Scopes {
     pub step_count: usize,
     /// The mean step.
     pub step_ps: i64,
+    /// The mean step on the host: the steps' host windows (where the scopes are
+    /// measured), which the per-step shares are of. It is `step_ps` unless the steps
+    /// are timed on the device (a loop that dispatches ahead) or are a module's runs
+    /// (a step's window on the host then starts where the last run ended).
+    pub host_step_ps: i64,
     pub input: InputWork,
     /// Depth first: each scope followed by the scopes inside it, larger first.
     pub scopes: Vec<ScopeRow>,
@@ -93,20 +101,54 @@ pub struct Scopes {
 /// The host scopes of `profile`, with their device time and the input work.
 pub fn scopes(profile: &Profile) -> Scopes {
     let st = steps::cached(profile);
-    let timed: Vec<i64> = st.timed().map(|s| s.duration_ps).collect();
-    assemble(st.steps.len(), &timed, input_work(profile), scope_rows(profile))
+    assemble(st.steps.len(), step_means(st), input_sums(profile), scope_rows(profile))
+}
+
+/// The mean step of the steps the step time reads (those the capture cut left out),
+/// as timed and on the host ([`Scopes::host_step_ps`]), of some hosts' steps: the run's
+/// where its hosts' add up ([`StepMeans::add`]).
+#[derive(Clone, Debug, Default)]
+pub struct StepMeans {
+    pub timed: usize,
+    pub sum_ps: i64,
+    pub host_sum_ps: i64,
+}
+
+impl StepMeans {
+    pub fn add(&mut self, other: StepMeans) {
+        self.timed += other.timed;
+        self.sum_ps = self.sum_ps.saturating_add(other.sum_ps);
+        self.host_sum_ps = self.host_sum_ps.saturating_add(other.host_sum_ps);
+    }
+
+    /// The means: (as timed, on the host).
+    pub fn means(&self) -> (i64, i64) {
+        let n = self.timed.max(1) as i64;
+        (self.sum_ps / n, self.host_sum_ps / n)
+    }
+}
+
+/// The [`StepMeans`] of `st`.
+pub fn step_means(st: &stepscope_model::steps::Steps) -> StepMeans {
+    let windows = st.host_windows();
+    let timed: Vec<(&Step, &(i64, i64))> = st.steps.iter().zip(&windows).filter(|(s, _)| !s.cut).collect();
+    StepMeans {
+        timed: timed.len(),
+        sum_ps: sum_ps(timed.iter().map(|(s, _)| s.duration_ps)),
+        host_sum_ps: sum_ps(timed.iter().map(|(_, w)| w.1.saturating_sub(w.0))),
+    }
 }
 
 /// The host scopes of a run from its hosts' rows ([`scope_rows`], hosts in order): its
-/// `step_count` steps, of which those timed lasted `timed`, and its input work. Each
-/// row's share of the mean step is taken here, where the run's steps are known.
-pub fn assemble(step_count: usize, timed: &[i64], input: Option<InputWork>, mut rows: Vec<ScopeRow>) -> Scopes {
-    // The mean step as the step time is taken (steps the capture cut left out).
-    let step_ps = if timed.is_empty() { 0 } else { sum_ps(timed.iter().copied()) / timed.len() as i64 };
+/// `step_count` steps, whose means are `means`, and its input work. Each row's share
+/// of the mean step on the host is taken here, where the run's steps are known.
+pub fn assemble(step_count: usize, means: StepMeans, input: InputSums, mut rows: Vec<ScopeRow>) -> Scopes {
+    let (step_ps, host_step_ps) = means.means();
     for r in &mut rows {
-        r.step_pct = r.per_step_ps.filter(|_| step_ps > 0).map(|p| 100.0 * p as f64 / step_ps as f64);
+        r.step_pct = r.per_step_ps.filter(|_| host_step_ps > 0).map(|p| 100.0 * p as f64 / host_step_ps as f64);
     }
-    Scopes { schema: "stepscope.scopes/1", step_count, step_ps, input: input.unwrap_or_default(), scopes: rows }
+    let input = input.per_step(step_count, &means).unwrap_or_default();
+    Scopes { schema: "stepscope.scopes/1", step_count, step_ps, host_step_ps, input, scopes: rows }
 }
 
 /// Each host's scope rows, depth first, hosts in order: what [`assemble`] makes the
@@ -173,14 +215,6 @@ pub fn scope_rows(profile: &Profile) -> Vec<ScopeRow> {
     rows
 }
 
-/// The input work of the run's steps (see [`InputWork`]); `None` where there are no
-/// steps or no host records any input work.
-pub fn input_work(profile: &Profile) -> Option<InputWork> {
-    let steps = &steps::cached(profile).steps;
-    let timed: Vec<i64> = steps.iter().filter(|s| !s.cut).map(|s| s.duration_ps).collect();
-    input_sums(profile).per_step(steps.len(), &timed)
-}
-
 /// The input work of some hosts' steps, summed over the hosts: what
 /// [`InputSums::per_step`] divides by the run's steps. The sums of a run's hosts read
 /// one at a time add up ([`InputSums::add`]) to the run's.
@@ -201,22 +235,23 @@ impl InputSums {
         self.names.extend(other.names);
     }
 
-    /// Per step of the run's `step_count` steps, of which those timed lasted `timed`;
-    /// `None` where there are none or no input work is recorded.
-    pub fn per_step(self, step_count: usize, timed: &[i64]) -> Option<InputWork> {
+    /// Per step of the run's `step_count` steps, whose means are `means` (the host's
+    /// input work a share of the mean step on the host, the device's wait for it of
+    /// the mean step); `None` where there are none or no input work is recorded.
+    pub fn per_step(self, step_count: usize, means: &StepMeans) -> Option<InputWork> {
         let step_count = step_count as i64;
         if step_count == 0 || !self.recorded {
             return None;
         }
-        let step_ps = sum_ps(timed.iter().copied()) / timed.len().max(1) as i64;
-        let pct = |ps: i64| if step_ps > 0 { 100.0 * ps as f64 / step_ps as f64 } else { 0.0 };
+        let (step_ps, host_step_ps) = means.means();
+        let pct = |ps: i64, of: i64| if of > 0 { 100.0 * ps as f64 / of as f64 } else { 0.0 };
         let (host_input_ps, device_idle_input_ps) =
             (self.host_input_ps / step_count, self.device_idle_input_ps / step_count);
         Some(InputWork {
             host_input_ps,
-            host_input_pct: pct(host_input_ps),
+            host_input_pct: pct(host_input_ps, host_step_ps),
             device_idle_input_ps,
-            device_idle_input_pct: pct(device_idle_input_ps),
+            device_idle_input_pct: pct(device_idle_input_ps, step_ps),
             names: self.names.into_iter().collect(),
         })
     }

@@ -202,7 +202,6 @@ fn assemble<T>(
     let (steps, place) = fold::run_steps(&overview, steps, hosts);
     let mut leading_idle: Vec<(usize, i64)> = leading.into_iter().map(|(i, ps)| (place[i], ps)).collect();
     leading_idle.sort_unstable();
-    let timed: Vec<i64> = steps.timed().map(|s| s.duration_ps).collect();
     let inputs = Inputs {
         compile: compile::assemble(run, compiles),
         collectives: collectives::assemble(run, collectives),
@@ -213,7 +212,7 @@ fn assemble<T>(
     let by_host = ByHost {
         facts: RunFacts::of(facts, &place),
         op_rows,
-        scopes: scopes::assemble(steps.steps.len(), &timed, input.per_step(steps.steps.len(), &timed), scope_rows),
+        scopes: scopes::assemble(steps.steps.len(), scopes::step_means(&steps), input, scope_rows),
         kernels,
         steps,
         whatif,

@@ -37,7 +37,7 @@ pub use crate::kinds::{is_collective, op_kind, Part};
 use crate::busy::{Launched, OpKinds};
 use crate::device::{Device, OpSource};
 use crate::stats::{pct, sum_ps, Intervals};
-use crate::steps::{module_name, module_runs, StepSource, Steps};
+use crate::steps::{own_module_runs, StepSource, Steps};
 use crate::time_base::TimeBase;
 
 /// Where a device's window comes from.
@@ -176,23 +176,11 @@ fn window(d: &Device, steps: &Steps, busy: &Intervals) -> (WindowSource, Vec<(i6
             }
         }
         StepSource::ModuleExecutions => {
-            let module = steps.steps.iter().find(|s| s.host == d.host).map(|s| s.name.as_str());
-            if let (Some(module), Some(line)) = (module, d.plane.line("XLA Modules").filter(|l| !l.is_empty())) {
-                let own: Vec<(i64, i64)> = (0..line.len())
-                    .filter(|&i| module_name(d.plane.event_name(line.meta(i))) == module)
-                    .map(|i| (line.start_ps(i), line.end_ps(i)))
-                    .collect();
-                if !own.is_empty() {
-                    return (WindowSource::OwnSteps, spans(own));
-                }
-            } else if let (Some(module), OpSource::HostOps) = (module, d.source) {
-                // XLA:CPU: this device's own runs of the step module.
-                let names = &d.cached_ops().names;
-                let own = module_runs(d, |m| &*names[m as usize] == module);
-                if !own.is_empty() {
-                    return (WindowSource::OwnSteps, spans(own));
-                }
-            } else if d.source == OpSource::Kernels {
+            if let Some(own) = own_module_runs(d, steps.source, &steps.steps) {
+                return (WindowSource::OwnSteps, spans(own));
+            }
+            let modules_line = d.plane.line("XLA Modules").is_some_and(|l| !l.is_empty());
+            if d.source == OpSource::Kernels && !modules_line {
                 // A GPU: the steps are its host's runs of the step program, from the
                 // kernels they launched (one launching thread a host).
                 let own = host_steps();

@@ -596,6 +596,33 @@ pub fn module_runs(d: &Device, of_module: impl Fn(u32) -> bool) -> Vec<(i64, i64
     spans
 }
 
+/// Where the steps are executions of a module (`source`), device `d`'s own runs of
+/// the module its host's steps are named after, in time order: from its `XLA Modules`
+/// line, or on XLA:CPU from its ops' runs. Each device runs the module at its own time
+/// where a host drives its devices from a thread each, so its k-th run, not the k-th
+/// step's span (the first device's run), is its part of the k-th step. None where the
+/// steps come from elsewhere or the device has no run of the module.
+pub fn own_module_runs(d: &Device, source: StepSource, steps: &[Step]) -> Option<Vec<(i64, i64)>> {
+    if source != StepSource::ModuleExecutions {
+        return None;
+    }
+    let module = steps.iter().find(|s| s.host == d.host)?.name.as_str();
+    let own = match d.plane.line("XLA Modules").filter(|l| !l.is_empty()) {
+        Some(line) => (0..line.len())
+            .filter(|&i| module_name(d.plane.event_name(line.meta(i))) == module)
+            .map(|i| (line.start_ps(i), line.end_ps(i)))
+            .collect(),
+        None if d.source == OpSource::HostOps => {
+            let names = &d.cached_ops().names;
+            module_runs(d, |m| &*names[m as usize] == module)
+        }
+        None => return None,
+    };
+    let mut own: Vec<(i64, i64)> = own;
+    own.sort_unstable();
+    Some(own).filter(|o| !o.is_empty())
+}
+
 /// Widens run `run`'s span in `runs` to cover `(lo, hi)`.
 pub fn widen(runs: &mut FastMap<i64, (i64, i64)>, run: i64, (lo, hi): (i64, i64)) {
     let e = runs.entry(run).or_insert((lo, hi));

@@ -10,9 +10,11 @@ use crate::busy::{launched, measure_ops, Launched, OpKinds};
 use crate::device::Device;
 use crate::discover::DeviceSet;
 use crate::dispatch::Dispatches;
+use crate::records::FastMap;
 use crate::stats::{sum_ps, Intervals};
 use crate::steps::{
-    find_steps, host_events, HostTime, Launches, RunDecisions, Step, StepSource, StepTiming, StepVotes, Steps,
+    find_steps, host_events, own_module_runs, HostTime, Launches, RunDecisions, Step, StepSource, StepTiming,
+    StepVotes, Steps,
 };
 use crate::work::Links;
 
@@ -83,24 +85,25 @@ pub fn measure(
         }
         _ => (StepTiming::Host, StepVotes::default()),
     };
+    let own = own_steps(devices, source, &steps);
     // Steps come in time order: each query starts where the last one ended.
     let mut busy_at: Vec<_> = busy.iter().map(|b| b.cursor()).collect();
     let mut compile_at: Vec<_> = hosts.iter().map(|h| h.compile.cursor()).collect();
+    let mut nth_on_host: FastMap<&str, usize> = FastMap::default();
     for step in &mut steps {
-        let (lo, hi) = (step.start_ps, step.end_ps());
-        // The mean over the host's devices that took part (all of them where none did).
-        let on_host: Vec<(bool, i64)> = devices
+        let nth = nth_on_host.entry(step.host.as_str()).or_default();
+        let (k, (lo, hi)) = (*nth, (step.start_ps, step.end_ps()));
+        *nth += 1;
+        let on_host: Vec<OnDevice> = devices
             .iter()
             .zip(&mut busy_at)
             .filter(|(d, _)| d.host == step.host)
-            .map(|(d, b)| (took_part[d.index], b.overlap(lo, hi)))
+            .map(|(d, b)| {
+                let (lo, hi) = own[d.index].as_ref().map_or((lo, hi), |runs| runs[k]);
+                OnDevice { working: took_part[d.index], busy_ps: b.overlap(lo, hi), span_ps: hi.saturating_sub(lo) }
+            })
             .collect();
-        let working = on_host.iter().any(|(w, _)| *w);
-        let counted: Vec<i64> = on_host.iter().filter(|(w, _)| *w || !working).map(|(_, b)| *b).collect();
-        if !counted.is_empty() {
-            step.device_busy_ps = sum_ps(counted.iter().copied()) / counted.len() as i64;
-        }
-        step.device_idle_ps = step.duration_ps.saturating_sub(step.device_busy_ps).max(0);
+        (step.device_busy_ps, step.device_idle_ps) = busy_and_idle(&on_host, step.duration_ps);
         if let Some(hi_idx) = spaces.iter().position(|h| h.host == step.host) {
             // Compilation runs on the host: measured in the host's span.
             let host_end = step.host_start_ps.saturating_add(step.host_duration_ps);
@@ -113,6 +116,51 @@ pub fn measure(
     let dispatched_not_run = dispatches.iter().map(|d| (d.unran.len() + d.unran_at_least) as u64).sum();
     let steps = Steps { schema: "stepscope.steps/1", source, timing, dispatched_not_run, launches_not_run, steps };
     TimeBase { busy, active, kinds, took_part, none_took_part, votes, hosts, launched, steps }
+}
+
+/// One device's part of a step: whether it took part in the run's work, its busy time
+/// in the step (in its own run of the step where it has one) and that span's length.
+struct OnDevice {
+    working: bool,
+    busy_ps: i64,
+    span_ps: i64,
+}
+
+/// A step's device busy and idle time: the means over its host's devices that took
+/// part in the run's work (all of them where none did), each over its own span, less
+/// those that ran nothing in the step where another did (a device whose part of the
+/// step ran at another time, or that waited the step out, is not half as busy as its
+/// peers). Idle is each device's span less its busy time, so where the devices run the
+/// step at their own times it need not be the step's duration less the busy time.
+fn busy_and_idle(on_host: &[OnDevice], duration_ps: i64) -> (i64, i64) {
+    let working = on_host.iter().any(|d| d.working);
+    let counted: Vec<&OnDevice> = on_host.iter().filter(|d| d.working || !working).collect();
+    let ran = counted.iter().any(|d| d.busy_ps > 0);
+    let counted: Vec<&OnDevice> = counted.into_iter().filter(|d| d.busy_ps > 0 || !ran).collect();
+    if counted.is_empty() {
+        return (0, duration_ps.max(0));
+    }
+    let n = counted.len() as i64;
+    let busy_ps = sum_ps(counted.iter().map(|d| d.busy_ps)) / n;
+    let idle_ps = sum_ps(counted.iter().map(|d| d.span_ps.saturating_sub(d.busy_ps).max(0))) / n;
+    (busy_ps, idle_ps)
+}
+
+/// Per device, its own runs of the step module where the steps are a module's
+/// executions, it ran the module once a step of its host ([`own_module_runs`]) and ran
+/// some of them at another time than its host's steps (one thread a device); `None`
+/// where its runs fall in the steps (devices that run the step together).
+fn own_steps(devices: &[Device], source: StepSource, steps: &[Step]) -> Vec<Option<Vec<(i64, i64)>>> {
+    devices
+        .par_iter()
+        .map(|d| {
+            let runs = own_module_runs(d, source, steps)?;
+            let windows: Vec<(i64, i64)> =
+                steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();
+            let apart = runs.len() == windows.len() && runs.iter().zip(&windows).any(|(r, w)| r.1 <= w.0 || r.0 >= w.1);
+            Some(runs).filter(|_| apart)
+        })
+        .collect()
 }
 
 /// Links each step to the device work it launched ([`crate::work`]) and decides what

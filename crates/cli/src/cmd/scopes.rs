@@ -73,14 +73,15 @@ pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
     let hosts: std::collections::BTreeSet<&str> = s.scopes.iter().map(|r| r.host.as_str()).collect();
     let several_hosts = hosts.len() > 1;
     let work = s.scopes.iter().any(|r| r.device_work_ps.is_some());
-    outln!(
+    let head = format!(
         "{} host scope paths{}",
         s.scopes.len(),
         match s.step_count {
             0 => String::from(" (no steps: per-step figures need StepTraceAnnotation)"),
-            n => format!(" over {n} steps of {} on average", human::duration_ps(s.step_ps)),
+            n => format!(" over {n} steps of {} on average{}", human::duration_ps(s.step_ps), on_host(&s)),
         }
     );
+    out!("{}", human::wrap("", &head, crate::table::prose_width()));
     let mut head = vec!["SCOPE", "COUNT", "TOTAL", "SELF", "PER STEP", "% STEP", "DEVICE BUSY"];
     if work {
         head.push("LAUNCHED");
@@ -123,12 +124,28 @@ pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
             ),
         };
         let line = format!(
-            "input work ({}): {} a step on the host ({:.1}% of the step); {idle}",
+            "input work ({}): {} a step on the host ({:.1}% of the step{}); {idle}",
             i.names.join(", "),
             human::duration_ps(i.host_input_ps),
             i.host_input_pct,
+            if differs(&s) { " on the host" } else { "" },
         );
         out!("{}", human::wrap("", &line, crate::table::prose_width()));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The steps on the host last other than as timed (a loop that dispatches ahead,
+/// steps that are a module's runs) by more than 1%: the scopes' shares are of the
+/// host's.
+fn differs(s: &scopes::Scopes) -> bool {
+    (s.host_step_ps - s.step_ps).abs() * 100 > s.step_ps.abs()
+}
+
+/// What the scopes' shares are of, where it is not the step as timed.
+fn on_host(s: &scopes::Scopes) -> String {
+    match differs(s) {
+        true => format!("; {} on the host, where scopes run (% STEP is of that)", human::duration_ps(s.host_step_ps)),
+        false => String::new(),
+    }
 }

@@ -24,7 +24,8 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             let sc = cx.scopes();
             let mut worst: Vec<&stepscope_analysis::scopes::ScopeRow> = sc.scopes.iter().filter(|r| r.input).collect();
             worst.sort_by_key(|r| std::cmp::Reverse(r.per_step_ps.unwrap_or(0)));
-            let host_pct = cx.step_pct(b.host_input_ps.unwrap_or(0));
+            // The host's input work as a share of the step on the host, where it ran.
+            let host_pct = sc.input.host_input_pct;
             out.push(
                 Finding {
                     gain: None,
@@ -39,7 +40,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                         "input work ({}) takes {} of the {} step on the host ({host_pct:.1}%); no op ran for {} of it",
                         sc.input.names.join(", "),
                         ms(b.host_input_ps.unwrap_or(0)),
-                        ms(b.step_ps),
+                        ms(sc.host_step_ps),
                         ms(idle_input)
                     ),
                         "",
