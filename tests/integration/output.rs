@@ -255,3 +255,50 @@ fn names_without_hlo_and_captures_without_ops_are_explained() {
     let text = ok(&["ops", &fx("cpu-jax0431")]);
     assert!(text.contains("no XLA ops found") && text.contains("0.4.33") && text.contains("upgrade jax"), "{text}");
 }
+
+/// #77 item 4: at 100 columns the reports that ran past it (history's op and run
+/// columns, buffers' peak, memory's key, collectives' headline, diff's noise) fit,
+/// and what they cut or wrap is whole in a pipe.
+#[test]
+fn reports_fit_100_columns_and_are_whole_in_a_pipe() {
+    let logs = fx("cpu-clean").rsplit_once('/').unwrap().0.to_string();
+    let cases: Vec<Vec<String>> = vec![
+        vec!["history".into(), logs],
+        vec!["buffers".into(), fx("gpu-transformer")],
+        vec!["memory".into(), fx("gpu-transformer")],
+        vec!["collectives".into(), fx("cpu-dp4")],
+        vec!["diff".into(), fx("cpu-guide-sgd"), fx("cpu-guide-adam")],
+    ];
+    for args in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (text, _) = run_env(&args, &[("COLUMNS", "100")]);
+        let long: Vec<&str> = text.lines().filter(|l| l.chars().count() > 100).collect();
+        assert!(long.is_empty(), "{args:?}: {long:#?}");
+        let words = |t: &str| t.split_whitespace().filter(|w| !w.contains('…')).count();
+        let piped = ok(&args);
+        assert!(words(&text) <= words(&piped), "{args:?}");
+    }
+}
+
+/// #77 item 5: guide 004's layout, two runs captured in the same second under
+/// `<stamp>/{lcam,tad}_trace`, are labelled by the folders that tell them apart.
+#[test]
+fn diff_labels_runs_of_one_name_by_what_tells_them_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let stamp = tmp.path().join("tensorboard_logs").join("4gpu_20261127");
+    for (side, fixture) in [("lcam_trace", "cpu-guide-sgd"), ("tad_trace", "cpu-guide-adam")] {
+        let run = stamp.join(side).join("plugins/profile/2026_11_27_19_33_34");
+        std::fs::create_dir_all(&run).unwrap();
+        let from =
+            std::fs::read_dir(format!("{}/plugins/profile", fx(fixture))).unwrap().next().unwrap().unwrap().path();
+        for f in std::fs::read_dir(from).unwrap() {
+            let f = f.unwrap().path();
+            std::fs::copy(&f, run.join(f.file_name().unwrap())).unwrap();
+        }
+    }
+    let (a, b) = (stamp.join("lcam_trace"), stamp.join("tad_trace"));
+    let text = ok(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(text.contains("A: lcam_trace (8 steps)   B: tad_trace (8 steps)"), "{text}");
+    let d = json(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!((d["a"]["run"].as_str(), d["b"]["run"].as_str()), (Some("lcam_trace"), Some("tad_trace")));
+}

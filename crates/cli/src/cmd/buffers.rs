@@ -99,8 +99,8 @@ fn print_text(b: &Buffers) {
         human::bytes(b.thread_local_bytes),
         human::bytes(b.temporary_bytes)
     );
-    match &b.heap {
-        Some(h) => outln!(
+    let peak = match &b.heap {
+        Some(h) => format!(
             "PEAK {}  at heap event {} of {} ({}): the heap (allocation {}, {}) holds {} live",
             human::bytes(b.peak_bytes),
             h.peak_event,
@@ -110,11 +110,12 @@ fn print_text(b: &Buffers) {
             human::bytes(h.size_bytes),
             human::bytes(h.peak_live_bytes)
         ),
-        None => outln!(
+        None => format!(
             "PEAK {}  (no heap simulator trace in this memory space: every buffer is held throughout)",
             human::bytes(b.peak_bytes)
         ),
-    }
+    };
+    out!("{}", human::wrap("", &peak, crate::table::prose_width()));
     outln!();
     outln!(
         "LIVE AT THE PEAK  {} buffer(s), {}",
@@ -134,7 +135,11 @@ fn print_text(b: &Buffers) {
             },
             l.opcode.clone(),
             crate::table::fit(&l.shape, 28),
-            l.source.clone(),
+            // A source line keeps its file's end and line where tables are cut.
+            match crate::table::width() {
+                Some(_) => human::elide_start(&l.source, 30),
+                None => l.source.clone(),
+            },
         ]);
     }
     out!("{}", t.text());
@@ -144,10 +149,13 @@ fn print_text(b: &Buffers) {
                 format!("{} ({}, {} allocation(s))", s.memory_space, human::bytes(s.allocated_bytes), s.allocations)
             })
             .collect();
-        outln!("other memory spaces: {} — `--memory-space N` shows one", spaces.join(", "));
+        let note = format!("other memory spaces: {} — `--memory-space N` shows one", spaces.join(", "));
+        out!("{}", human::wrap("", &note, crate::table::prose_width()));
     }
     if b.programs.len() > 1 {
-        outln!("{} programs: `--program NAME` shows another (the largest: {})", b.programs.len(), largest(b));
+        let note =
+            format!("{} programs: `--program NAME` shows another (the largest: {})", b.programs.len(), largest(b));
+        out!("{}", human::wrap("", &note, crate::table::prose_width()));
     }
 }
 

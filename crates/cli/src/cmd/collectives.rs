@@ -74,13 +74,14 @@ pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    outln!(
+    let head = format!(
         "{} in collectives over all devices' steps: {} exposed, {} ({:.1}%) overlapped by compute{outside}",
         human::duration_ps(c.total_ps),
         human::duration_ps(c.exposed_ps),
         human::duration_ps(c.overlapped_ps),
         c.overlap_pct
     );
+    out!("{}", human::wrap("", &head, crate::table::prose_width()));
     let mut t = Table::new(vec!["OP", "EXPOSED", "TOTAL", "OVERLAP", "COUNT", "AVG", "MOVED", "BUS BW", "KIND"]);
     for r in &c.ops {
         t.push(vec![
@@ -96,6 +97,8 @@ pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
         ]);
     }
     out!("{}", t.text());
-    outln!("MOVED: bytes each participant sent (bus bytes: all-reduce 2(n-1)/n of its data); BUS BW: over the transfers' time");
+    let key = "MOVED: bytes each participant sent (bus bytes: all-reduce 2(n-1)/n of its data); BUS BW: over the \
+               transfers' time";
+    out!("{}", human::wrap("", key, crate::table::prose_width()));
     Ok(ExitCode::SUCCESS)
 }

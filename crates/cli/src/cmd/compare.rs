@@ -191,7 +191,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
 
 /// Each run's label: its path less the folders all the paths start with
 /// (`tests/fixtures/cpu-dp4` → `cpu-dp4`), whole where that leaves nothing.
-fn labels(runs: &[PathBuf]) -> Vec<String> {
+pub(crate) fn labels(runs: &[PathBuf]) -> Vec<String> {
     let parts: Vec<Vec<String>> =
         (runs.iter()).map(|p| p.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect()).collect();
     let shortest = parts.iter().map(Vec::len).min().unwrap_or(0);

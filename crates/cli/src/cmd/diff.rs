@@ -38,6 +38,14 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     refuse_one_run_twice(args, &run_a, &run_b)?;
     let mut d = diff::diff_sides(&a, &b);
     d.truncate(args.select.rows());
+    if d.a.run == d.b.run {
+        // Runs of one name (guide 004's `<stamp>/{lcam,tad}_trace/plugins/profile/<same
+        // second>`): each is named by the shortest path that tells them apart, as
+        // `compare` names its runs.
+        let [a, b] =
+            <[String; 2]>::try_from(crate::cmd::compare::labels(&[args.a.clone(), args.b.clone()])).unwrap_or_default();
+        (d.a.run, d.b.run) = (a, b);
+    }
     if args.output.json {
         outln!("{}", serde_json::to_string(&d)?);
         return Ok(ExitCode::SUCCESS);
@@ -112,7 +120,13 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             )
         }
     }
-    outln!("  A: {} ({} steps)   B: {} ({} steps)", d.a.run, d.a.step_count, d.b.run, d.b.step_count);
+    let (a, b) =
+        (format!("A: {} ({} steps)", d.a.run, d.a.step_count), format!("B: {} ({} steps)", d.b.run, d.b.step_count));
+    // Side by side where they fit, else one above the other.
+    match 2 + a.chars().count() + 3 + b.chars().count() <= crate::table::prose_width() {
+        true => outln!("  {a}   {b}"),
+        false => outln!("  {a}\n  {b}"),
+    }
     for (label, side, step_ps) in [("A", &d.a, t.a_median_ps), ("B", &d.b, t.b_median_ps)] {
         if let Some(note) = crate::notes::cold_note(label, side.cold_steps, side.step_count) {
             out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
@@ -142,13 +156,14 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
     }
     if t.noise_ps > 0 {
-        outln!(
-            "  noise: step time spread {} (A) and {} (B), 1.48 × the median absolute deviation, which one slow \
+        let noise = format!(
+            "noise: step time spread {} (A) and {} (B), 1.48 × the median absolute deviation, which one slow \
              step does not widen; changes under {} a step are within it (marked ~)",
             human::duration_ps(t.a_spread_ps),
             human::duration_ps(t.b_spread_ps),
             human::duration_ps(t.noise_ps)
         );
+        out!("{}", human::wrap("  ", &noise, crate::table::prose_width()));
     }
     outln!();
     let mut bt = Table::new(vec!["AVERAGE STEP", "A", "B", "CHANGE"]);

@@ -120,8 +120,13 @@ fn print(h: &History, output: &Output) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut t = Table::new(vec!["CAPTURED", "STEPS", "MEDIAN", "VS FIRST", "UTIL", "TOP OP", "RUN"]);
+    // Where tables are cut to fit, the top op and the run's label share what the other
+    // columns (about 60 characters) leave, each cut in the middle.
+    let room = crate::table::width().unwrap_or(0).saturating_sub(60).max(40);
+    let (top_room, run_room) = (room / 3, room - room / 3);
     for (i, r) in h.runs.iter().enumerate() {
         let top = r.run.top_ops.first().map(|o| o.name.clone()).unwrap_or_else(|| "—".into());
+        let top = crate::table::fit(&top, top_room);
         let mark = if moved == Some(i) { "  ← changed" } else { "" };
         t.push(vec![
             r.captured.clone().unwrap_or_else(|| "—".into()),
@@ -130,7 +135,7 @@ fn print(h: &History, output: &Output) -> anyhow::Result<ExitCode> {
             format!("{:.0}%", r.run.step_time_vs_first_pct),
             format!("{:.1}%", r.run.device_utilization_pct),
             top,
-            format!("{}{mark}", r.run.label),
+            format!("{}{mark}", crate::table::fit(&r.run.label, run_room.saturating_sub(mark.chars().count()))),
         ]);
     }
     out!("{}", t.text());

@@ -170,9 +170,9 @@ fn print_text(m: &Memory, pprof_only: bool) {
             ]);
         }
         out!("{}", t.text());
-        outln!(
-            "(CAPACITY: peak as a share of the allocator's limit; FRAG: fragmentation at the peak; —: not recorded)"
-        );
+        let key = "(CAPACITY: peak as a share of the allocator's limit; FRAG: fragmentation at the peak; —: not \
+                   recorded)";
+        out!("{}", human::wrap("", key, crate::table::prose_width()));
         if let Some(a) = m.allocators.iter().find(|a| !a.live_at_peak.is_empty()) {
             outln!();
             outln!(
@@ -202,12 +202,13 @@ fn print_text(m: &Memory, pprof_only: bool) {
     }
     if let Some(p) = &m.device_memory_profile {
         outln!();
-        outln!(
+        let head = format!(
             "DEVICE MEMORY PROFILE {}: {} in {} buffers",
             p.path,
             human::bytes(p.total_bytes.max(0) as u64),
             human::count(p.buffer_count.max(0) as u64)
         );
+        out!("{}", human::wrap("", &head, crate::table::prose_width()));
         let shares = |v: &[memory::Share]| {
             v.iter()
                 .map(|s| {
