@@ -155,9 +155,7 @@ fn own_steps(devices: &[Device], source: StepSource, steps: &[Step]) -> Vec<Opti
         .par_iter()
         .map(|d| {
             // A host's only device ran the steps' runs itself.
-            if devices.iter().filter(|o| o.host_index == d.host_index).nth(1).is_none() {
-                return None;
-            }
+            devices.iter().filter(|o| o.host_index == d.host_index).nth(1)?;
             let runs = own_module_runs(d, source, steps)?;
             let windows: Vec<(i64, i64)> =
                 steps.iter().filter(|s| s.host == d.host).map(|s| (s.start_ps, s.end_ps())).collect();

@@ -31,6 +31,17 @@ pub struct DiffArgs {
     pub host_at_a_time: bool,
 }
 
+/// Runs of one name (guide 004's `<stamp>/{lcam,tad}_trace/plugins/profile/<same
+/// second>`) are each named by the shortest path that tells them apart, as `compare`
+/// names its runs.
+fn name_apart(args: &DiffArgs, d: &mut diff::Diff) {
+    if d.a.run == d.b.run {
+        let labels = crate::cmd::compare::labels(&[args.a.clone(), args.b.clone()]);
+        let [a, b] = <[String; 2]>::try_from(labels).unwrap_or_default();
+        (d.a.run, d.b.run) = (a, b);
+    }
+}
+
 pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let want = (crate::cmd::ops::group_by(args.by), 0, true);
     let side = |p: &PathBuf| load::side(&Input { path: p.clone(), run: None }, &args.select, args.host_at_a_time, want);
@@ -38,14 +49,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     refuse_one_run_twice(args, &run_a, &run_b)?;
     let mut d = diff::diff_sides(&a, &b);
     d.truncate(args.select.rows());
-    if d.a.run == d.b.run {
-        // Runs of one name (guide 004's `<stamp>/{lcam,tad}_trace/plugins/profile/<same
-        // second>`): each is named by the shortest path that tells them apart, as
-        // `compare` names its runs.
-        let [a, b] =
-            <[String; 2]>::try_from(crate::cmd::compare::labels(&[args.a.clone(), args.b.clone()])).unwrap_or_default();
-        (d.a.run, d.b.run) = (a, b);
-    }
+    name_apart(args, &mut d);
     if args.output.json {
         outln!("{}", serde_json::to_string(&d)?);
         return Ok(ExitCode::SUCCESS);
