@@ -187,9 +187,11 @@ impl Profile {
                  whatif(\"--jit\"); a finding's gain_edit is one",
             ));
         }
-        if let Some(op) = whatif::unknown_ops(&self.inner, &e).first() {
+        if let Some(t) = whatif::unknown_targets(&self.inner, &e).first() {
+            let by = t.listed_by().map(|by| format!("by={by:?}")).unwrap_or_default();
             return Err(StepscopeError::new_err(format!(
-                "no op named {op:?} ran in this run — ops() lists the op names"
+                "no {} ran in this run — ops({by}) lists the names",
+                t.what()
             )));
         }
         analyse(py, &[&self.inner], || whatif::project(&self.inner, &e))

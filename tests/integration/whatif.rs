@@ -153,3 +153,68 @@ fn whatif_says_what_to_change() {
         assert!(e.contains("NAME=FACTOR") || e.contains("factor") || e.contains("name an op"), "{bad}: {e}");
     }
 }
+
+/// `--scale scope:S=F`, `module:M=F` and `category:C=F` scale exactly the ops the
+/// reference reader puts there (by each instruction's own HLO: its JAX name stack, its
+/// opcode, its module): each projects, step by step, what scaling those ops by name
+/// (one set, `NAME,NAME=F`) projects; and a name that picks nothing is refused with
+/// the command that lists the names.
+#[test]
+fn a_scope_module_or_category_edit_scales_the_ops_the_reference_puts_there() {
+    let file = xplane("cpu-transformer");
+    let sources = reference(&["sources", &file]);
+    let ran = json(&["ops", &file, "--top", "0"]);
+    // Per op that ran: its module and its instruction in the reference.
+    let ran: Vec<(String, String, Value)> = (ran["ops"].as_array().unwrap().iter())
+        .map(|r| {
+            let (name, module) = (r["name"].as_str().unwrap(), r["module"].as_str().unwrap());
+            let inst = (sources.as_object().unwrap().values())
+                .filter(|m| m["module"] == module)
+                .find_map(|m| m["instructions"].get(name).cloned())
+                .unwrap_or(Value::Null);
+            (name.to_string(), module.to_string(), inst)
+        })
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    assert!(ran.iter().all(|(n, ..)| seen.insert(n.clone())), "an op name ran in two modules: the test needs one");
+    // The name stack's words, transforms opened: `jit(f)/transpose(jvp(layer0/mlp))/mul`
+    // → jit f transpose jvp layer0 mlp mul.
+    let words = |inst: &Value| -> Vec<String> {
+        let op_name = inst["op_name"].as_str().unwrap_or("");
+        op_name.replace(['(', ')'], "/").split('/').filter(|w| !w.is_empty()).map(str::to_string).collect()
+    };
+    let in_mlp = |inst: &Value| words(inst).windows(2).any(|w| w == ["layer0", "mlp"]);
+    type Picks<'a> = Box<dyn Fn(&(String, String, Value)) -> bool + 'a>;
+    let cases: [(&str, Picks); 3] = [
+        ("scope:layer0/mlp", Box::new(|(_, _, inst)| in_mlp(inst))),
+        ("module:jit_stage", Box::new(|(_, m, _)| m == "jit_stage")),
+        ("category:dot", Box::new(|(_, _, inst)| inst["opcode"] == "dot")),
+    ];
+    for (target, picks) in cases {
+        let names: Vec<&str> = ran.iter().filter(|r| picks(r)).map(|r| r.0.as_str()).collect();
+        assert!(!names.is_empty(), "{target}: the reference puts no op that ran there");
+        let by_target = json(&["whatif", &file, "--scale", &format!("{target}=0.5"), "--steps"]);
+        // The same ops named, as one set.
+        let set = format!("{}=0.5", names.join(","));
+        let by_names = json(&["whatif", &file, "--steps", "--scale", &set]);
+        assert_eq!(by_target["per_step"], by_names["per_step"], "{target} against {} ops by name", names.len());
+        assert_eq!(by_target["gain_ps"], by_names["gain_ps"], "{target}");
+        assert_eq!(by_target["edit"], format!("--scale {target}=0.5"));
+        if target.starts_with("scope") {
+            assert!(f64_of(&by_target["gain_pct"]) > 1.0, "{target}: {by_target}");
+        }
+    }
+    // The jitted function's name may lead the scope; the scope's spelling is the user's.
+    let whole = json(&["whatif", &file, "--scale", "scope:train_step/layer0/mlp=0.5"]);
+    let short = json(&["whatif", &file, "--scale", "scope:layer0/mlp=0.5"]);
+    assert_eq!(whole["gain_ps"], short["gain_ps"]);
+    // A category's spaces are written `_`, in any case.
+    let loop_fusion = json(&["whatif", &file, "--scale", "category:Loop_Fusion=0"]);
+    assert!(f64_of(&loop_fusion["gain_pct"]) > 1.0, "{loop_fusion}");
+    for (target, lists) in
+        [("scope:layer9", "--by scope"), ("module:jit_nope", "--by module"), ("category:fft", "--by category")]
+    {
+        let err = assert_clean_error(&["whatif", &file, "--scale", &format!("{target}=0.5")]);
+        assert!(err.contains(&format!("stepscope ops {file} {lists}")), "{target}: {err}");
+    }
+}

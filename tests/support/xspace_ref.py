@@ -248,6 +248,7 @@ _XPLANE_MESSAGES = [
         (4, "rhs_batch_dimensions", "int64", True, None, None),
     ], [], False),
     ("OpMetadata", [
+        (2, "op_name", "string", False, None, None),
         (3, "source_file", "string", False, None, None),
         (4, "source_line", "int64", False, None, None),
         (15, "stack_frame_id", "int64", False, None, None),
@@ -1332,7 +1333,8 @@ def _stack(module, frame_id):
 def sources(path):
     """Per HLO module on /host:metadata (by its event metadata name, `jit_f(12)`),
     per instruction: {"opcode", "stack": frames outermost first (older JAX: the one
-    source line, function ""), "fused": [[opcode, stack], ...] of a fusion's body}."""
+    source line, function ""), "fused": [[opcode, stack], ...] of a fusion's body,
+    "op_name": its metadata's JAX name stack, `jit(f)/jvp(layer0/mlp)/dot_general`}."""
     out = {}
     for key, m in hlo_protos(path):
         comps = {c.id: c for c in m.computations}
@@ -1351,7 +1353,8 @@ def sources(path):
                 if i.opcode == "fusion" and i.called_computation_ids:
                     body = comps.get(i.called_computation_ids[0])
                     fused = [[f.opcode, stack_of(f)] for f in body.instructions] if body else []
-                instrs.setdefault(i.name, {"opcode": i.opcode, "stack": stack_of(i), "fused": fused})
+                instrs.setdefault(i.name, {"opcode": i.opcode, "stack": stack_of(i), "fused": fused,
+                                           "op_name": i.metadata.op_name})
         out[key] = {"module": m.name, "instructions": instrs}
     return out
 

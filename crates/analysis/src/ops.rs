@@ -1433,6 +1433,24 @@ fn each_occurrence<'a>(
     }
 }
 
+/// Per record of device `d`'s ops, whether `keep(category, scope)` holds for its op
+/// (its category and name-stack scope as the op profile groups them; the scope is
+/// read only when `want_scope`): which records a what-if edit of a category or a
+/// scope scales.
+pub(crate) fn recs_where(
+    profile: &Profile,
+    d: &Device,
+    want_scope: bool,
+    keep: impl Fn(&str, &str) -> bool,
+) -> Vec<bool> {
+    let n = d.cached_ops().recs.len();
+    let mut out = vec![false; n];
+    each_occurrence(d, &profile.hlo_modules()[d.host_index], 0..n, want_scope, |o| {
+        out[o.rec] = keep(o.category, o.scope);
+    });
+    out
+}
+
 /// Self time of each of the `n` events `ev(0)`, `ev(1)`, … (sorted by line, start,
 /// longest first; each given as (line, start, length, op time)): its op time minus the
 /// op times of the events directly nested in it (on the timeline) on its line.

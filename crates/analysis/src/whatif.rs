@@ -404,8 +404,89 @@ impl HostCalls {
 pub enum Target {
     /// Every op of this name (an HLO op: `dot.31`, `copy.2`).
     Op(String),
+    /// Every op of these names, one set (`dot.31,copy.2`): where only they ran, beside
+    /// each other, their time scales (each name a target of its own saves there only
+    /// its thread's share).
+    Ops(Vec<String>),
     /// Every op of this part (copies to the device, collectives, …).
     Part(Part),
+    /// Every op of this HLO category, as `stepscope ops --by category` names it, with
+    /// `_` for a space (`category:loop_fusion`; case does not matter).
+    Category(String),
+    /// Every op in this name-stack scope or one inside it, as `stepscope ops --by scope`
+    /// names it (`scope:train_step/layer0`); the jitted function's name may be left off
+    /// (`scope:layer0/mlp`).
+    Scope(String),
+    /// Every op of this program, as `stepscope ops --by module` names it
+    /// (`module:jit_train_step`).
+    Module(String),
+}
+
+impl Target {
+    /// The target as `--scale` spells it (before `=FACTOR`).
+    pub fn words(&self) -> String {
+        match self {
+            Target::Op(n) => n.clone(),
+            Target::Ops(names) => names.join(","),
+            Target::Part(p) => part_target_name(*p).to_string(),
+            Target::Category(c) => format!("category:{c}"),
+            Target::Scope(s) => format!("scope:{s}"),
+            Target::Module(m) => format!("module:{m}"),
+        }
+    }
+
+    /// What a device ran that it picks, in words: `op named "dot.3"`.
+    pub fn what(&self) -> String {
+        match self {
+            Target::Op(n) => format!("op named {n:?}"),
+            Target::Ops(names) => format!("op named any of {:?}", names.join(",")),
+            Target::Part(p) => format!("op of kind {:?}", part_target_name(*p)),
+            Target::Category(c) => format!("op of category {c:?}"),
+            Target::Scope(s) => format!("op in scope {s:?}"),
+            Target::Module(m) => format!("op of module {m:?}"),
+        }
+    }
+
+    /// The grouping of the op profile that lists the names it takes (`None`: by op).
+    pub fn listed_by(&self) -> Option<&'static str> {
+        match self {
+            Target::Op(_) | Target::Ops(_) | Target::Part(_) => None,
+            Target::Category(_) => Some("category"),
+            Target::Scope(_) => Some("scope"),
+            Target::Module(_) => Some("module"),
+        }
+    }
+
+    /// Per record of device `d`'s ops, whether it picks it (`of_op`: each record's part).
+    fn picks(&self, profile: &Profile, d: &Device, of_op: &[Part]) -> Vec<bool> {
+        let ops = d.cached_ops();
+        let named = |id: u32, n: &str| ops.names.get(id as usize).is_some_and(|m| &**m == n);
+        match self {
+            Target::Op(n) => ops.recs.iter().map(|r| named(r.name, n)).collect(),
+            Target::Ops(names) => ops.recs.iter().map(|r| names.iter().any(|n| named(r.name, n))).collect(),
+            Target::Module(m) => ops.recs.iter().map(|r| named(r.module, m)).collect(),
+            Target::Part(p) => (0..ops.recs.len()).map(|i| of_op.get(i) == Some(p)).collect(),
+            Target::Category(c) => crate::ops::recs_where(profile, d, false, |cat, _| same_category(cat, c)),
+            Target::Scope(s) => crate::ops::recs_where(profile, d, true, |_, scope| in_scope(scope, s)),
+        }
+    }
+}
+
+/// A category as the op profile names it (`loop fusion`) against one spelt with `_`
+/// for its spaces, in any case.
+fn same_category(category: &str, asked: &str) -> bool {
+    category.len() == asked.len()
+        && category.bytes().zip(asked.bytes()).all(|(a, b)| {
+            let a = if a == b' ' { b'_' } else { a };
+            a.eq_ignore_ascii_case(&b)
+        })
+}
+
+/// Whether name-stack scope `scope` (`train_step/layer0/mlp`) is `asked` or inside it,
+/// from its jitted function down or from the scope under it.
+fn in_scope(scope: &str, asked: &str) -> bool {
+    let under = |s: &str| s == asked || s.strip_prefix(asked).is_some_and(|r| r.starts_with('/'));
+    !asked.is_empty() && (under(scope) || scope.split_once('/').is_some_and(|(_, rest)| under(rest)))
 }
 
 /// A change to the step: what the projection assumes fixed.
@@ -449,12 +530,7 @@ impl Edit {
             (self.balance, "--balance"),
         ];
         w.extend(flags.iter().filter(|f| f.0).map(|f| f.1.to_string()));
-        let mut scaled: Vec<String> = (self.scale.iter())
-            .map(|(t, f)| match t {
-                Target::Op(n) => format!("--scale {n}={f}"),
-                Target::Part(p) => format!("--scale {}={f}", part_target_name(*p)),
-            })
-            .collect();
+        let mut scaled: Vec<String> = self.scale.iter().map(|(t, f)| format!("--scale {}={f}", t.words())).collect();
         // One spelling of one edit, whatever order its targets came in.
         scaled.sort();
         w.extend(scaled);
@@ -658,7 +734,7 @@ impl Replayer {
                     if per_device.len() <= d.index {
                         per_device.resize_with(d.index + 1, || None);
                     }
-                    per_device[d.index] = device_cuts(d, &base.kinds[d.index].of_op, e, crowd);
+                    per_device[d.index] = device_cuts(profile, d, &base.kinds[d.index].of_op, e, crowd);
                 }
                 (e.describe(), Cuts { per_device })
             };
@@ -809,10 +885,10 @@ struct Replay {
 struct Cut {
     /// Their time with no other op of the device running.
     alone: Intervals,
-    /// Their time beside other ops.
-    beside: Intervals,
-    /// Of the time beside others, the share that scaling them saves: on XLA:CPU one
-    /// thread's (of the device's threads), which the others get; elsewhere none.
+    /// Their time beside other ops: level `j` where `j + 1` of them or more ran.
+    beside: Vec<Intervals>,
+    /// Of the time beside others, the share that scaling each of them saves: on XLA:CPU
+    /// one thread's (of the device's threads), which the others get; elsewhere none.
     share: f64,
     factor: f64,
 }
@@ -820,19 +896,21 @@ struct Cut {
 /// A [`Cut`] read along a chain: its windows come in time order.
 struct CutCursor<'c> {
     alone: stepscope_model::stats::Cursor<'c>,
-    beside: stepscope_model::stats::Cursor<'c>,
+    beside: Vec<stepscope_model::stats::Cursor<'c>>,
     share: f64,
     factor: f64,
 }
 
 impl<'c> CutCursor<'c> {
     fn new(cut: &'c Cut) -> CutCursor<'c> {
-        CutCursor { alone: cut.alone.cursor(), beside: cut.beside.cursor(), share: cut.share, factor: cut.factor }
+        let beside = cut.beside.iter().map(Intervals::cursor).collect();
+        CutCursor { alone: cut.alone.cursor(), beside, share: cut.share, factor: cut.factor }
     }
 
     /// The time scaling them saves in `[lo, hi)`.
     fn saved(&mut self, lo: i64, hi: i64) -> i64 {
-        let time = self.alone.overlap(lo, hi) as f64 + self.share * self.beside.overlap(lo, hi) as f64;
+        let beside: i64 = self.beside.iter_mut().map(|b| b.overlap(lo, hi)).sum();
+        let time = self.alone.overlap(lo, hi) as f64 + self.share * beside as f64;
         ((1.0 - self.factor.clamp(0.0, 1.0)) * time) as i64
     }
 }
@@ -860,33 +938,18 @@ impl Cuts {
 }
 
 /// The exclusive time of each scaled set of device `d`'s ops (what no other op
-/// covers), with the factor it is scaled by.
-fn device_cuts(d: &Device, of_op: &[Part], edit: &Edit, crowd: &Crowd) -> Option<Vec<Cut>> {
-    type Pick<'a> = Box<dyn Fn(usize, u32) -> bool + 'a>;
-    let mut targets: Vec<(Pick, f64)> = Vec::new();
+/// covers), with the factor it is scaled by: each target's ops are one set.
+fn device_cuts(profile: &Profile, d: &Device, of_op: &[Part], edit: &Edit, crowd: &Crowd) -> Option<Vec<Cut>> {
     let ops = d.cached_ops();
-    for (t, f) in &edit.scale {
-        match t {
-            Target::Op(name) => {
-                let ids: Vec<bool> = ops.names.iter().map(|n| &**n == name.as_str()).collect();
-                targets.push((Box::new(move |_, n| ids.get(n as usize) == Some(&true)), *f));
-            }
-            Target::Part(p) => {
-                let p = *p;
-                targets.push((Box::new(move |i, _| of_op.get(i) == Some(&p)), *f));
-            }
-        }
-    }
+    // Each target's records are one set: where only they ran, their time scales.
+    let mut sets: Vec<(f64, Vec<bool>)> = edit.scale.iter().map(|(t, f)| (*f, t.picks(profile, d, of_op))).collect();
     if edit.jit {
         let fused = fused_under_jit(d);
-        targets.push((Box::new(move |_, n| fused.get(n as usize) == Some(&true)), 0.0));
+        sets.push((0.0, ops.recs.iter().map(|r| fused.get(r.name as usize) == Some(&true)).collect()));
     }
     if edit.prefetch_copies {
-        targets
-            .push((Box::new(move |i, _| matches!(of_op.get(i), Some(Part::HostToDevice | Part::DeviceToHost))), 0.0));
-    }
-    if targets.is_empty() {
-        return None;
+        let copies = (0..ops.recs.len()).map(|i| matches!(of_op.get(i), Some(Part::HostToDevice | Part::DeviceToHost)));
+        sets.push((0.0, copies.collect()));
     }
     // XLA:CPU: an op beside others held one of the device's threads; without it, they
     // have that thread too.
@@ -895,10 +958,10 @@ fn device_cuts(d: &Device, of_op: &[Part], edit: &Edit, crowd: &Crowd) -> Option
         _ => 0.0,
     };
     let mut out = Vec::new();
-    for (pick, f) in &targets {
-        let mine: Vec<(i64, i64)> = (ops.recs.iter().enumerate())
-            .filter(|(i, r)| pick(*i, r.name))
-            .map(|(i, _)| {
+    for (f, picked) in &sets {
+        let mine: Vec<(i64, i64)> = (0..ops.recs.len())
+            .filter(|&i| picked[i])
+            .map(|i| {
                 let (_, a, b, _) = ops.span(d.plane, i);
                 (a, b)
             })
@@ -906,7 +969,10 @@ fn device_cuts(d: &Device, of_op: &[Part], edit: &Edit, crowd: &Crowd) -> Option
         if mine.is_empty() {
             continue;
         }
-        let (alone, beside) = crowd.alone_and_beside(&Crowd::count(mine));
+        // Of the time beside others, each of them saves one thread's share: no more
+        // levels than the device has threads.
+        let levels = if share > 0.0 { (1.0 / share).round() as u32 } else { 0 };
+        let (alone, beside) = crowd.alone_and_beside(&Crowd::count(mine), levels);
         out.push(Cut { alone, beside, share, factor: *f });
     }
     (!out.is_empty()).then_some(out)
@@ -962,9 +1028,11 @@ impl Crowd {
     }
 
     /// Where `some` (a count of some of this crowd's ops) runs: alone (no other op
-    /// runs then) and beside others.
-    fn alone_and_beside(&self, some: &Crowd) -> (Intervals, Intervals) {
-        let (mut alone, mut beside) = (Vec::new(), Vec::new());
+    /// runs then) and beside others, by how many of them ran (the first `levels`
+    /// levels: level `j` where `j + 1` or more did).
+    fn alone_and_beside(&self, some: &Crowd, levels: u32) -> (Intervals, Vec<Intervals>) {
+        let mut alone = Vec::new();
+        let mut beside: Vec<Vec<(i64, i64)>> = vec![Vec::new(); levels as usize];
         let mut k = 0usize;
         for i in 0..some.steps.len() {
             let (mine, end) = some.at(i);
@@ -978,14 +1046,18 @@ impl Crowd {
             while t < end && k < self.steps.len() {
                 let (all, next) = self.at(k);
                 let to = next.min(end);
-                if all > mine { &mut beside } else { &mut alone }.push((t, to));
+                if all > mine {
+                    beside.iter_mut().take(mine as usize).for_each(|b| b.push((t, to)));
+                } else {
+                    alone.push((t, to));
+                }
                 t = to;
                 if next <= end {
                     k += 1;
                 }
             }
         }
-        (Intervals::new(alone), Intervals::new(beside))
+        (Intervals::new(alone), beside.into_iter().map(Intervals::new).collect())
     }
 }
 
@@ -1160,9 +1232,28 @@ pub fn parse_scale(s: &str) -> Result<(Target, f64), String> {
     if name.is_empty() {
         return Err(format!("{s:?}: name an op (dot.31) or a kind of op (compute, collectives, h2d, d2h, d2d)"));
     }
-    let target = match PART_TARGETS.iter().find(|t| t.0 == name) {
-        Some(t) => Target::Part(t.1),
-        None => Target::Op(name.to_string()),
+    let prefixed = |p: &str| name.strip_prefix(p).map(str::trim).filter(|n| !n.is_empty()).map(str::to_string);
+    let target = if let Some(c) = prefixed("category:") {
+        Target::Category(c)
+    } else if let Some(sc) = prefixed("scope:") {
+        Target::Scope(sc.trim_matches('/').to_string())
+    } else if let Some(m) = prefixed("module:") {
+        Target::Module(m)
+    } else if let Some(t) = PART_TARGETS.iter().find(|t| t.0 == name) {
+        Target::Part(t.1)
+    } else if ["category:", "scope:", "module:"].iter().any(|p| name.starts_with(p)) {
+        return Err(format!("{s:?}: name the {} after the colon", name.trim_end_matches(':')));
+    } else if name.contains(',') {
+        let mut names: Vec<String> = name.split(',').map(str::trim).map(str::to_string).collect();
+        if names.iter().any(String::is_empty) {
+            return Err(format!("{s:?}: name an op between each two commas (dot.31,copy.2=0.5)"));
+        }
+        // One spelling of one set.
+        names.sort();
+        names.dedup();
+        Target::Ops(names)
+    } else {
+        Target::Op(name.to_string())
     };
     Ok((target, factor))
 }
@@ -1204,17 +1295,20 @@ impl Edit {
     }
 }
 
-/// The ops `edit` scales by name that no device of `profile` ran (a misspelt name
-/// would project nothing).
-pub fn unknown_ops(profile: &Profile, edit: &Edit) -> Vec<String> {
+/// The targets `edit` scales by name (an op, category, scope or module) that picks no
+/// op any device of `profile` ran (a misspelt name would project nothing).
+pub fn unknown_targets(profile: &Profile, edit: &Edit) -> Vec<Target> {
     let devices = profile.devices();
+    let base = profile.time_base();
+    // Each name of a set on its own: every one must have run.
+    let each = |t: &Target| match t {
+        Target::Ops(names) => names.iter().map(|n| Target::Op(n.clone())).collect(),
+        Target::Part(_) => Vec::new(),
+        t => vec![t.clone()],
+    };
     (edit.scale.iter())
-        .filter_map(|(t, _)| match t {
-            Target::Op(name) => Some(name),
-            Target::Part(_) => None,
-        })
-        .filter(|name| !devices.iter().any(|d| d.cached_ops().names.iter().any(|n| &**n == name.as_str())))
-        .cloned()
+        .flat_map(|(t, _)| each(t))
+        .filter(|t| !devices.iter().any(|d| t.picks(profile, d, &base.kinds[d.index].of_op).contains(&true)))
         .collect()
 }
 
@@ -1235,6 +1329,15 @@ mod tests {
                 scale: vec![(Target::Op("dot.31".into()), 0.5), (Target::Part(Part::Collective), 0.0)],
                 ..Default::default()
             },
+            Edit {
+                scale: vec![
+                    (Target::Scope("train_step/layer0".into()), 0.5),
+                    (Target::Module("jit_f".into()), 0.25),
+                    (Target::Category("loop_fusion".into()), 0.0),
+                    (Target::Ops(vec!["copy.2".into(), "dot.31".into()]), 0.5),
+                ],
+                ..Default::default()
+            },
         ];
         for e in edits {
             let back = Edit::parse(&e.describe()).unwrap();
@@ -1252,13 +1355,36 @@ mod tests {
         let b = Edit::parse("--scale a=0 --scale b=0").unwrap();
         assert_eq!(a.describe(), b.describe());
         assert!(Edit::parse("none").unwrap().is_empty());
+        // A set of ops has one spelling, whatever order its names came in.
+        assert_eq!(Edit::parse("--scale dot.2,copy.1=0").unwrap().describe(), "--scale copy.1,dot.2=0");
+        // A scope is a path: its slashes at either end are not part of it.
+        assert_eq!(Edit::parse("--scale scope:/layer0/=0").unwrap().describe(), "--scale scope:layer0=0");
+    }
+
+    #[test]
+    fn a_scope_holds_the_scopes_inside_it_from_its_function_or_below() {
+        for (scope, asked, holds) in [
+            ("train_step/layer0/mlp", "train_step/layer0", true),
+            ("train_step/layer0/mlp", "layer0/mlp", true),
+            ("train_step/layer0/mlp", "layer0", true),
+            ("train_step/layer0/mlp", "mlp", false),
+            ("train_step/layer01/mlp", "layer0", false),
+            ("train_step/layer0", "train_step/layer0/mlp", false),
+            ("", "layer0", false),
+            ("train_step", "", false),
+        ] {
+            assert_eq!(in_scope(scope, asked), holds, "{scope} in {asked}");
+        }
+        assert!(same_category("loop fusion", "Loop_Fusion"));
+        assert!(!same_category("loop fusion", "loop"));
     }
 
     #[test]
     fn the_time_some_ops_run_alone_is_theirs_less_every_other_ops() {
         // Spans of ten ops on a few threads (overlapping, touching, nested, empty),
-        // from a fixed sequence; each set of them against the plain definition: their
-        // union less the union of the others.
+        // from a fixed sequence; each set of them against the plain definition: alone,
+        // their union less the union of the others; beside, where some of them and
+        // some other ran, by how many of them.
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut next = |m: u64| {
             x ^= x << 13;
@@ -1280,11 +1406,16 @@ mod tests {
                 };
                 let mine = Intervals::new(of(true));
                 let want_alone = mine.minus(&Intervals::new(of(false)));
-                let want_beside = mine.minus(&want_alone);
-                let (alone, beside) = all.alone_and_beside(&Crowd::count(of(true)));
+                let (alone, beside) = all.alone_and_beside(&Crowd::count(of(true)), 3);
                 let cover = |iv: &Intervals| (0..1200).map(|t| iv.overlap(t, t + 1)).collect::<Vec<_>>();
                 assert_eq!(cover(&alone), cover(&want_alone), "{picked:?} {spans:?}");
-                assert_eq!(cover(&beside), cover(&want_beside), "{picked:?} {spans:?}");
+                // Level j: j + 1 or more of them ran, beside one other or more.
+                let running = |p: bool, t: i64| of(p).iter().filter(|&&(a, b)| a <= t && t < b).count();
+                for (j, level) in beside.iter().enumerate() {
+                    let want: Vec<i64> =
+                        (0..1200).map(|t| i64::from(running(true, t) > j && running(false, t) > 0)).collect();
+                    assert_eq!(cover(level), want, "level {j}: {picked:?} {spans:?}");
+                }
             }
         }
     }
@@ -1305,6 +1436,8 @@ mod tests {
             ("--scale dot.1=-0.5", "not a factor"),
             ("--scale dot.1=NaN", "not a factor"),
             ("--faster", "is not an edit"),
+            ("--scale scope:=0.5", "name the scope after the colon"),
+            ("--scale dot.1,,dot.2=0.5", "between each two commas"),
         ] {
             let e = Edit::parse(words).unwrap_err();
             assert!(e.contains(says), "{words}: {e}");
@@ -1343,8 +1476,8 @@ impl Features {
     fn unchanged_by(&self, edit: &Edit) -> bool {
         let has = |n: Node| self.nodes.contains(&n);
         let parts_scaled = edit.scale.iter().any(|(t, _)| match t {
-            Target::Op(_) => true,
             Target::Part(p) => has(Node::of_part(*p)),
+            _ => true,
         });
         !(parts_scaled
             || edit.jit

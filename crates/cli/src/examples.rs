@@ -88,6 +88,7 @@ pub const WHATIF: &str = "\
 EXAMPLES:
     stepscope whatif /tmp/logdir --remove compile        the steps without their compilation
     stepscope whatif /tmp/logdir --scale compute=0.5     compute twice as fast (one op: --scale dot.31=0.5)
+    stepscope whatif /tmp/logdir --scale scope:layer0/mlp=0.5   one name scope's ops twice as fast
     stepscope whatif /tmp/logdir --jit                   op-by-op code jitted: one launch a step
     stepscope whatif /tmp/logdir --prefetch input --json   the input made ready a step ahead, as JSON";
 

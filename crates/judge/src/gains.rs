@@ -78,7 +78,7 @@ pub fn run_replay(hosts: &[HostReplays], edit: &Edit) -> Option<Replayed> {
             let mut own = edit.clone();
             own.scale.retain(|(t, _)| match t {
                 Target::Op(name) => h.ran.binary_search(name).is_ok(),
-                Target::Part(_) => true,
+                _ => true,
             });
             h.replayer.replay(&own)
         })

@@ -293,8 +293,9 @@ fn whatif(app: &App, q: &Params) -> Reply {
                 .into(),
         });
     };
-    if let Some(op) = whatif::unknown_ops(&e.profile, &edit).first() {
-        return Err(ApiError::not_found(format!("no op named {op:?} ran in this run — api/ops lists the op names")));
+    if let Some(t) = whatif::unknown_targets(&e.profile, &edit).first() {
+        let listed = t.listed_by().map(|by| format!("?by={by}")).unwrap_or_default();
+        return Err(ApiError::not_found(format!("no {} ran in this run — api/ops{listed} lists the names", t.what())));
     }
     json(&whatif::project(&e.profile, &edit))
 }

@@ -42,8 +42,12 @@ pub struct WhatifArgs {
     /// Make this asynchronous, a step ahead (repeatable).
     #[arg(long, value_enum, value_name = "WHAT")]
     pub prefetch: Vec<Prefetchable>,
-    /// Scale an op (by HLO name: dot.31) or a kind of op (compute, collectives, h2d,
-    /// d2h, d2d) by a factor: 0.5 is twice as fast, 0 removes it (repeatable).
+    /// Scale an op (by HLO name: dot.31), ops as one set (dot.31,copy.2), a kind of op
+    /// (compute, collectives, h2d, d2h, d2d), a category (category:convolution,
+    /// category:loop_fusion), a name scope and the scopes inside it
+    /// (scope:train_step/layer0/mlp) or a program (module:jit_train_step) by a factor:
+    /// 0.5 is twice as fast, 0 removes it (repeatable). `stepscope ops --by
+    /// category|scope|module` lists the names.
     #[arg(long, value_name = "NAME=FACTOR", value_parser = parse_scale)]
     pub scale: Vec<String>,
     /// One launch a step: the waits for dispatch go, and the elementwise ops of one-op
@@ -61,11 +65,12 @@ pub struct WhatifArgs {
     pub json: bool,
 }
 
-/// Checks `NAME=FACTOR` as the edit will read it (an op name holds no space).
+/// Checks `NAME=FACTOR` as the edit will read it (a name holds no space: a category's
+/// spaces are written `_`).
 fn parse_scale(s: &str) -> Result<String, String> {
     whatif::parse_scale(s)?;
     match s.contains(char::is_whitespace) {
-        true => Err(format!("{s:?}: an op name holds no space")),
+        true => Err(format!("{s:?}: a name holds no space (write a category's spaces as _: category:loop_fusion)")),
         false => Ok(s.to_string()),
     }
 }
@@ -94,11 +99,13 @@ pub fn run(args: &WhatifArgs) -> anyhow::Result<ExitCode> {
     }
     let select = Select { host: args.host.clone(), top: None };
     let (profile, _) = load::profile_and_run(&args.input, &select)?;
-    if let Some(op) = whatif::unknown_ops(&profile, &edit).first() {
+    if let Some(t) = whatif::unknown_targets(&profile, &edit).first() {
         anyhow::bail!(
-            "no op named {op:?} ran in {} — `stepscope ops {}` lists the op names (HLO names: dot.31, fusion.12)",
+            "no {} ran in {} — `stepscope ops {}{}` lists the names it takes",
+            t.what(),
             args.input.path.display(),
-            args.input.path.display()
+            args.input.path.display(),
+            t.listed_by().map(|by| format!(" --by {by}")).unwrap_or_default()
         );
     }
     let p = whatif::project(&profile, &edit);
