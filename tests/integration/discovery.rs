@@ -212,7 +212,7 @@ fn a_host_read_alone_keeps_its_place_on_the_runs_clock() {
         for (host, _) in files {
             assert_eq!(
                 server.api(&format!("steps?host={host}")),
-                crate::util::json(&["steps", dir, "--host", host]),
+                crate::util::json(&["steps", dir, "--host", host, "--critical-path"]),
                 "{host}"
             );
         }

@@ -165,7 +165,8 @@ fn analyses_answer_with_the_cli_json() {
     let run = enc(CPU_RUN);
     assert_eq!(s.api(&format!("summary?run={run}")), json(&["summary", d]));
     assert_eq!(s.api("summary?top=3"), json(&["summary", d, "--top", "3"]));
-    assert_eq!(s.api("steps"), json(&["steps", d]));
+    // The steps with their critical paths (for the timeline's steps and the steps page).
+    assert_eq!(s.api("steps"), json(&["steps", d, "--critical-path"]));
     assert_eq!(s.api("ops"), json(&["ops", d]));
     assert_eq!(s.api("ops?by=scope&depth=2&top=50"), json(&["ops", d, "--by", "scope", "--depth", "2", "--top", "50"]));
     assert_eq!(s.api("ops?by=category&host=vm"), json(&["ops", d, "--by", "category", "--host", "vm"]));
@@ -1059,7 +1060,7 @@ fn a_large_run_drops_the_runs_kept_before_it_is_refused() {
     // So are its findings, steps, op profile and devices.
     for (route, args) in [
         ("advise", &["advise"][..]),
-        ("steps", &["steps"]),
+        ("steps", &["steps", "--critical-path"]),
         ("ops&by=module&top=5", &["ops", "--by", "module", "--top", "5"]),
         ("devices", &["devices"]),
         ("collectives&top=2", &["collectives", "--top", "2"]),

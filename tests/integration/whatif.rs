@@ -218,3 +218,61 @@ fn a_scope_module_or_category_edit_scales_the_ops_the_reference_puts_there() {
         assert!(err.contains(&format!("stepscope ops {file} {lists}")), "{target}: {err}");
     }
 }
+
+/// `steps --critical-path` gives each step's critical path (the graph replayed as measured): its parts
+/// add up to the unchanged replay of the step; on one device its ops' parts are the
+/// step's busy time (which the reference reader checks: tests/integration/verdicts.rs);
+/// and the largest part names each single-problem program's problem.
+#[test]
+fn each_steps_critical_path_adds_up_to_its_replay_and_names_the_problem() {
+    let ops = ["compute", "collective", "copy_to_device", "copy_to_host", "copy_on_device", "async_wait", "callback"];
+    for (name, top) in [
+        ("cpu-callback", "callback"),
+        ("gpu-op-by-op", "dispatch"),
+        ("cpu-matmul", "compute"),
+        ("cpu-straggler", "compute"),
+        ("cpu-dp4", "dispatch"),
+    ] {
+        let path = xplane(name);
+        let steps = json(&["steps", &path, "--critical-path"]);
+        let replay = json(&["whatif", &path, "--remove", "compile", "--steps"]);
+        let one_device = json(&["devices", &path])["devices"].as_array().unwrap().len() == 1;
+        for r in replay["per_step"].as_array().unwrap() {
+            let st = (steps["steps"].as_array().unwrap().iter()).find(|s| s["step_num"] == r["step_num"]).unwrap();
+            let parts = st["critical_path"].as_array().unwrap();
+            let sum: i64 = parts.iter().map(|p| p["ps"].as_i64().unwrap()).sum();
+            assert_eq!(sum, r["replayed_ps"].as_i64().unwrap(), "{name} step {}", r["step_num"]);
+            let sizes: Vec<i64> = parts.iter().map(|p| p["ps"].as_i64().unwrap()).collect();
+            assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "{name}: largest first: {sizes:?}");
+            if one_device {
+                let busy: i64 = (parts.iter())
+                    .filter(|p| ops.contains(&p["node"].as_str().unwrap()))
+                    .map(|p| p["ps"].as_i64().unwrap())
+                    .sum();
+                assert_eq!(busy, st["device_busy_ps"].as_i64().unwrap(), "{name} step {}", r["step_num"]);
+            }
+        }
+        // The median step's largest part.
+        let mut timed: Vec<&Value> =
+            steps["steps"].as_array().unwrap().iter().filter(|s| s["critical_path"].is_array()).collect();
+        timed.sort_by_key(|s| s["duration_ps"].as_i64().unwrap());
+        let median = timed[timed.len() / 2];
+        assert_eq!(median["critical_path"][0]["node"], top, "{name}: {}", median["critical_path"]);
+    }
+}
+
+/// A run of several hosts, read a host at a time (the default), gives every step the
+/// critical path the run read whole gives it.
+#[test]
+fn a_pods_critical_paths_are_the_run_read_whole() {
+    let dir = fixture("cpu-pod3");
+    let dir = dir.to_str().unwrap();
+    let by_host = json(&["steps", dir, "--critical-path"]);
+    assert_eq!(by_host, json(&[TOGETHER, "steps", dir, "--critical-path"]));
+    let steps = by_host["steps"].as_array().unwrap();
+    let hosts: std::collections::HashSet<&str> = steps.iter().map(|s| s["host"].as_str().unwrap()).collect();
+    assert!(hosts.len() > 1, "{hosts:?}");
+    assert!(steps.iter().all(|s| s["critical_path"].as_array().is_some_and(|p| !p.is_empty())), "{by_host}");
+    // Without the flag, no path.
+    assert!(json(&["steps", dir])["steps"][0].get("critical_path").is_none());
+}

@@ -182,6 +182,16 @@ test('steps page lists every step; the run picker switches runs', async () => {
   const cpuSteps = await api('steps', { run: CPU });
   await page.selectOption('#run', CPU);
   await page.waitForFunction(n => document.querySelectorAll('table.data tbody tr').length === n, cpuSteps.steps.length);
+  // Each step's critical path, its largest parts first, with their shares of the path.
+  const heads = await page.$$eval('table.data thead th', ths => ths.map(t => t.textContent));
+  const col = heads.findIndex(h => h.startsWith('critical path')) + 1;
+  assert.ok(col > 0, heads.join(' | '));
+  const want = cpuSteps.steps.map(s => {
+    const total = s.critical_path.reduce((a, p) => a + p.ps, 0);
+    return s.critical_path.slice(0, 2).map(p => `${p.name} ${Math.round(100 * p.ps / total)}%`).join(' · ');
+  });
+  assert.deepEqual(await cellTexts(col), want);
+  assert.match(want[0], /^compute \d+%/);
 });
 
 async function timelineWindow() {

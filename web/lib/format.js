@@ -45,3 +45,11 @@ export function rate(perSecond, unit) {
   for (const [s, f] of p) if (Math.abs(perSecond) >= f) return `${(perSecond / f).toFixed(1)} ${s}${unit}/s`;
   return `${perSecond.toFixed(1)} ${unit}/s`;
 }
+
+/** A step's critical path in words, its two largest parts with their shares:
+ * `waiting for dispatch 64% · compute 30%` (docs/whatif.md). */
+export function pathWords(path) {
+  if (!path || !path.length) return '';
+  const total = path.reduce((a, p) => a + p.ps, 0) || 1;
+  return path.slice(0, 2).map(p => `${p.name} ${Math.round(100 * p.ps / total)}%`).join(' · ');
+}

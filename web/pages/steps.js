@@ -1,6 +1,6 @@
 // Steps: every step's duration, device busy and idle time, compile overlap.
 import { el } from '../lib/dom.js';
-import { count, dur } from '../lib/format.js';
+import { count, dur, pathWords } from '../lib/format.js';
 import { table } from '../lib/table.js';
 import { stepChart } from '../lib/charts.js';
 
@@ -32,6 +32,7 @@ export async function render(view, ctx) {
       ...(st.steps.some(s => s.device_work_ps != null) ? [{ key: 'device_work_ps', label: 'launched', num: true, fmt: dur }] : []),
       { key: 'device_idle_ps', label: 'device idle', num: true, fmt: dur },
       { key: 'compile_ps', label: 'compile', num: true, fmt: dur },
+      ...(st.steps.some(s => s.critical_path) ? [{ key: 'critical_path', label: 'critical path', fmt: pathWords }] : []),
     ],
     rows: st.steps,
     sort: 'step_num',
@@ -40,3 +41,4 @@ export async function render(view, ctx) {
     onRow: r => ctx.go('timeline', { start_ps: r.start_ps, end_ps: r.start_ps + r.duration_ps }),
   });
 }
+

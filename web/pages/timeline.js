@@ -8,7 +8,7 @@
 // shift+drag) selects an area, click shows an event's stats (a merged box zooms in).
 import { api } from '../lib/api.js';
 import { el, clear, colorRgb, inkOn } from '../lib/dom.js';
-import { dur, count, bytes } from '../lib/format.js';
+import { dur, count, bytes, pathWords } from '../lib/format.js';
 import { opLink, pageLink } from '../lib/nav.js';
 
 export const title = 'Timeline';
@@ -1303,6 +1303,17 @@ async function timeline(view, ctx, pane) {
       const t = tOf(x), v = busyAt(row.busy, t);
       clear(tip);
       tip.append(el('strong', {}, `${row.busy.name}: ${v === null ? '…' : `${v.toFixed(1)}%`}`), el('div', {}, `at ${dur(t)}, over ${dur(pspx())}`));
+      tip.hidden = false;
+      tip.style.left = `${Math.min(x + 12, W - 260)}px`;
+      tip.style.top = `${Math.min(y + 14, H - 40)}px`;
+      return;
+    }
+    const stepHit = row && row.kind === 'steps' ? stepBoxes.find(b => x >= b.x && x < b.x + b.w) : null;
+    if (stepHit) {
+      const st = steps[stepHit.k];
+      clear(tip);
+      tip.append(el('strong', {}, `step ${st.step_num} · ${dur(st.duration_ps)}`));
+      if (st.critical_path) tip.append(el('div', { class: 'step-path' }, `critical path: ${pathWords(st.critical_path)}`));
       tip.hidden = false;
       tip.style.left = `${Math.min(x + 12, W - 260)}px`;
       tip.style.top = `${Math.min(y + 14, H - 40)}px`;

@@ -129,10 +129,25 @@ pub type Check<'a, E> = dyn Fn(&Profile) -> Result<(), E> + 'a;
 
 /// The steps of a run read one host at a time, `read` and `check` as
 /// [`overview_by_host`] and its `extra` take them: each host's, measured under the
-/// run's decisions, with their FLOPs, in the order of the run read whole
+/// run's decisions, with their FLOPs (and with `critical_paths`, theirs:
+/// [`crate::whatif::add_critical_paths`]), in the order of the run read whole
 /// ([`crate::steps::steps`]).
-pub fn steps_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Steps, E> {
-    let mut keep = |p: &Profile, part: &OverviewPart| check(p).map(|()| steps_with_flops(p, part));
+pub fn steps_by_host<E>(
+    run: &str,
+    hosts: usize,
+    read: &mut Reader<E>,
+    check: &Check<E>,
+    critical_paths: bool,
+) -> Result<Steps, E> {
+    let mut keep = |p: &Profile, part: &OverviewPart| {
+        check(p).map(|()| {
+            let mut steps = steps_with_flops(p, part);
+            if critical_paths {
+                crate::whatif::add_critical_paths(p, &mut steps);
+            }
+            steps
+        })
+    };
     let (overview, kept) = overview_by_host(run, hosts, 0, read, &mut keep)?;
     Ok(run_steps(&overview, kept.into_iter().flatten().collect(), hosts).0)
 }

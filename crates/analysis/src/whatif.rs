@@ -113,6 +113,26 @@ impl Node {
         )
     }
 
+    /// As JSON names it: `host_work`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Node::Compute => "compute",
+            Node::Collective => "collective",
+            Node::CopyToDevice => "copy_to_device",
+            Node::CopyToHost => "copy_to_host",
+            Node::CopyOnDevice => "copy_on_device",
+            Node::AsyncWait => "async_wait",
+            Node::Callback => "callback",
+            Node::Runtime => "runtime",
+            Node::Compile => "compile",
+            Node::HostCopy => "host_copy",
+            Node::HostWork => "host_work",
+            Node::Dispatch => "dispatch",
+            Node::Queued => "queued",
+            Node::Tail => "tail",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Node::Compute => "compute",
@@ -851,6 +871,80 @@ fn replay_step(g: &StepGraph, edit: &Edit, cuts: &Cuts) -> Option<(i64, Replay)>
     Some((step_end(g, &worst, tail), worst))
 }
 
+/// Per timed step of `profile` with a graph (by its index in the model's steps), its
+/// critical path ([`critical_path`]).
+pub fn critical_paths(profile: &Profile) -> Vec<(usize, [i64; Node::ALL.len()])> {
+    let graphs = graphs(profile);
+    graphs.steps.iter().filter_map(|g| Some((g.step, critical_path(g)?))).collect()
+}
+
+/// Gives each of `steps` (the model's steps of `profile`, in its order: [`steps::steps`]'s, or
+/// a host's read alone) its critical path ([`steps::Step::critical_path`]). It replays the
+/// steps' what-if graphs, which `advise` and `whatif` build too: asked for
+/// (`steps --critical-path`), not made for every `steps`.
+pub fn add_critical_paths(profile: &Profile, steps: &mut [steps::Step]) {
+    for (i, path) in critical_paths(profile) {
+        let mut parts: Vec<steps::PathPart> = (Node::ALL.iter().zip(path))
+            .filter(|(_, ps)| *ps > 0)
+            .map(|(n, ps)| steps::PathPart { node: n.id(), name: n.name(), ps })
+            .collect();
+        parts.sort_by_key(|p| std::cmp::Reverse(p.ps));
+        if let Some(step) = steps.get_mut(i) {
+            step.critical_path = parts;
+        }
+    }
+}
+
+/// The time by node along step `g`'s critical path, replayed as measured: on one
+/// device, its chain; on devices joined at collectives, the chain of the device that
+/// reached each collective last, up to it, and the transfer; after the last, the chain
+/// that ended the step, with the step's tail. Adds up to the unchanged replay's time
+/// (`None` where no device worked in the step).
+fn critical_path(g: &StepGraph) -> Option<[i64; Node::ALL.len()]> {
+    let chains: Vec<&Chain> = working(g).map(|(_, c)| c).collect();
+    let edit = Edit::default();
+    let count = |c: &Chain| c.segments.iter().filter(|s| s.node == Node::Collective).count();
+    let n = count(chains.first()?);
+    let joined = chains.len() > 1 && n > 0 && chains.iter().all(|c| count(c) == n);
+    let mut cursors: Vec<Cursor> = chains.iter().map(|c| Cursor::new(g.start_ps, c, None, None)).collect();
+    // Each chain's time by node where the path last left the chains (the last join).
+    let mut marks: Vec<[i64; Node::ALL.len()]> = vec![[0; Node::ALL.len()]; cursors.len()];
+    let mut path = [0i64; Node::ALL.len()];
+    let add_since = |path: &mut [i64; Node::ALL.len()], mark: &[i64; Node::ALL.len()], now: &[i64; Node::ALL.len()]| {
+        for ((p, m), t) in path.iter_mut().zip(mark).zip(now) {
+            *p = p.saturating_add(t.saturating_sub(*m));
+        }
+    };
+    for _ in 0..if joined { n } else { 0 } {
+        let (mut last, mut transfer) = ((i64::MIN, 0usize), i64::MAX);
+        for (i, cursor) in cursors.iter_mut().enumerate() {
+            let s = cursor.run_until(&edit, |s| s.node == Node::Collective)?;
+            if cursor.t > last.0 {
+                last = (cursor.t, i);
+            }
+            transfer = transfer.min(cursor.op_time(s));
+        }
+        add_since(&mut path, &marks[last.1], &cursors[last.1].by_node);
+        let i = node_index(Node::Collective);
+        path[i] = path[i].saturating_add(transfer);
+        for (cursor, mark) in cursors.iter_mut().zip(&mut marks) {
+            cursor.advance_to(last.0.saturating_add(transfer), Node::Collective);
+            *mark = cursor.by_node;
+        }
+    }
+    for cursor in &mut cursors {
+        cursor.run_until(&edit, |_| false);
+    }
+    // The chain that ended the step: its own tail is the step's ([`step_end`]).
+    let tail = step_tail(g);
+    let end = |c: &Cursor| c.t.saturating_sub(chain_tail(c.chain)).saturating_add(tail);
+    let w = (0..cursors.len()).max_by_key(|&i| end(&cursors[i]))?;
+    add_since(&mut path, &marks[w], &cursors[w].by_node);
+    let t = node_index(Node::Tail);
+    path[t] = path[t].saturating_sub(chain_tail(cursors[w].chain)).saturating_add(tail);
+    Some(path)
+}
+
 /// The median of `values` (0 for none; the upper of the middle two).
 fn median(values: impl Iterator<Item = i64>) -> i64 {
     let mut v: Vec<i64> = values.collect();
@@ -1421,9 +1515,10 @@ mod tests {
     }
 
     #[test]
-    fn a_nodes_index_is_its_place_in_all() {
+    fn a_nodes_index_is_its_place_in_all_and_its_id_is_its_json() {
         for (i, n) in Node::ALL.iter().enumerate() {
             assert_eq!(node_index(*n), i, "{n:?}");
+            assert_eq!(serde_json::to_value(n).unwrap(), n.id(), "{n:?}");
         }
     }
 

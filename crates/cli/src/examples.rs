@@ -22,7 +22,8 @@ EXAMPLES:
 pub const STEPS: &str = "\
 EXAMPLES:
     stepscope steps /tmp/logdir                  the 10 slowest steps, in step order
-    stepscope steps /tmp/logdir --top 0 --csv    every step as CSV";
+    stepscope steps /tmp/logdir --top 0 --csv    every step as CSV
+    stepscope steps /tmp/logdir --critical-path  what each step's time went to along its critical path";
 
 pub const OPS: &str = "\
 EXAMPLES:
@@ -87,8 +88,7 @@ EXAMPLES:
 pub const WHATIF: &str = "\
 EXAMPLES:
     stepscope whatif /tmp/logdir --remove compile        the steps without their compilation
-    stepscope whatif /tmp/logdir --scale compute=0.5     compute twice as fast (one op: --scale dot.31=0.5)
-    stepscope whatif /tmp/logdir --scale scope:layer0/mlp=0.5   one name scope's ops twice as fast
+    stepscope whatif /tmp/logdir --scale compute=0.5     compute twice as fast (an op: dot.31=0.5, a scope: scope:layer0=0.5)
     stepscope whatif /tmp/logdir --jit                   op-by-op code jitted: one launch a step
     stepscope whatif /tmp/logdir --prefetch input --json   the input made ready a step ahead, as JSON";
 

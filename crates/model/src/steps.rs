@@ -89,6 +89,24 @@ pub struct Step {
     /// `flops` over the step's duration times the devices' summed peak FLOP/s, percent.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub flops_utilization_pct: Option<f64>,
+    /// What the step's time went to along its critical path, largest part first (the
+    /// analyses' what-if graph of the step, replayed as measured: docs/whatif.md). On
+    /// one device its parts; on devices joined at collectives, the device last to reach
+    /// each collective up to it, then the device that ended the step. The parts add up
+    /// to the replayed step. Empty where the step has no graph (cut, or no device
+    /// worked in it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub critical_path: Vec<PathPart>,
+}
+
+/// One part of a step's critical path: a node of the what-if graph (`compute`,
+/// `dispatch`, …) and its time on the path.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PathPart {
+    pub node: &'static str,
+    /// In words: `waiting for dispatch`.
+    pub name: &'static str,
+    pub ps: i64,
 }
 
 impl Step {
@@ -277,6 +295,7 @@ fn blank_step(step_num: i64, name: &str, host: &str, start_ps: i64, duration_ps:
         device_work_ps: None,
         flops: None,
         flops_utilization_pct: None,
+        critical_path: Vec::new(),
     }
 }
 

@@ -127,8 +127,14 @@ pub fn views_by_host<E>(
     check: &stepscope_analysis::fold::Check<E>,
 ) -> Result<Views, E> {
     let th = Thresholds::default();
+    // With their critical paths, as the steps of a run read whole (the judge's gains
+    // made the host's what-if graphs).
     let mut keep = |p: &Profile, part: &stepscope_analysis::overview::OverviewPart| {
-        check(p).map(|()| stepscope_analysis::fold::steps_with_flops(p, part))
+        check(p).map(|()| {
+            let mut steps = stepscope_analysis::fold::steps_with_flops(p, part);
+            stepscope_analysis::whatif::add_critical_paths(p, &mut steps);
+            steps
+        })
     };
     let judged = stepscope_judge::by_host::judged_by_host(run, hosts, top, &th, read, &mut keep)?;
     let steps =

@@ -40,9 +40,14 @@ impl Entry {
         self.timeline.get_or_compute(|| Timeline::build(&self.profile))
     }
 
-    /// The steps, found on first use.
+    /// The steps, found on first use, with their critical paths (the what-if graphs,
+    /// which the overview's findings replay too).
     pub fn steps(&self) -> &Steps {
-        self.steps.get_or_compute(|| steps::steps(&self.profile))
+        self.steps.get_or_compute(|| {
+            let mut s = steps::steps(&self.profile);
+            stepscope_analysis::whatif::add_critical_paths(&self.profile, &mut s.steps);
+            s
+        })
     }
 }
 

@@ -18,6 +18,11 @@ pub struct StepsArgs {
     /// the same steps. What a run of several hosts gets without asking.
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
+    /// Each step's critical path: what its time went to (the what-if model's graph of
+    /// the step replayed; docs/whatif.md): its largest part in a column, every part in
+    /// `--json`.
+    #[arg(long)]
+    pub critical_path: bool,
 }
 
 /// Whether the text output's note on timing is wanted for `s`: steps timed on the device.
@@ -28,10 +33,10 @@ fn note_wanted(cost_args: &CostArgs, s: &steps::Steps) -> bool {
 
 /// `--host-at-a-time`: the run's steps, one host in memory at a time, and where the
 /// note is wanted the devices' utilisation (a second pass).
-fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<(steps::Steps, Option<f64>)> {
+fn host_at_a_time(cost_args: &CostArgs, critical_paths: bool) -> anyhow::Result<(steps::Steps, Option<f64>)> {
     let input = &cost_args.common.input;
     let (s, _) = load::host_at_a_time(input, cost_args.peaks.user(), |run, hosts, read| {
-        stepscope_analysis::fold::steps_by_host(run, hosts, read, &|_| Ok(()))
+        stepscope_analysis::fold::steps_by_host(run, hosts, read, &|_| Ok(()), critical_paths)
     })?;
     if !note_wanted(cost_args, &s) {
         return Ok((s, None));
@@ -49,13 +54,16 @@ pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
     // `devices` and the web's overview give it.
     let whole = |mut profile: stepscope_analysis::Profile| {
         profile.set_peaks(cost_args.peaks.user());
-        let s = steps::steps(&profile);
+        let mut s = steps::steps(&profile);
+        if steps_args.critical_path {
+            stepscope_analysis::whatif::add_critical_paths(&profile, &mut s.steps);
+        }
         let utilization = note_wanted(cost_args, &s).then(|| devices::devices(&profile).all.utilization_pct);
         Ok((s, utilization))
     };
     let (mut s, utilization_pct) =
         load::whole_or_by_host(&args.input, &args.select, steps_args.host_at_a_time, "steps", whole, || {
-            host_at_a_time(cost_args)
+            host_at_a_time(cost_args, steps_args.critical_path)
         })?;
     // Of every step, before `--top` keeps the slowest.
     let note = utilization_pct.map(|u| {
@@ -152,7 +160,17 @@ pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
     if flops {
         head.extend(["FLOPS", "FLOPS UTIL %"]);
     }
+    let critical = s.steps.iter().any(|st| !st.critical_path.is_empty());
+    if critical {
+        head.push("CRITICAL");
+    }
+    let at = |name: &str| head.iter().position(|h| *h == name);
+    // Where the table would not fit: the FLOPs (their rate stays), then the start, then
+    // the host of a run of one.
+    let optional: Vec<usize> = ["FLOPS", "START", "HOST"].iter().filter_map(|h| at(h)).collect();
+    let left: Vec<usize> = at("CRITICAL").into_iter().collect();
     let mut t = Table::new(head);
+    (t.optional, t.left) = (optional, left);
     for st in &s.steps {
         let mut row = vec![
             st.step_num.to_string(),
@@ -177,6 +195,9 @@ pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
             row.push(st.flops.map(|f| human::rate(f as f64, "FLOP")).unwrap_or_default());
             row.push(st.flops_utilization_pct.map(|u| format!("{u:.1}")).unwrap_or_default());
         }
+        if critical {
+            row.push(critical_words(st));
+        }
         t.push(row);
     }
     out!("{}", t.text());
@@ -189,7 +210,19 @@ pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
     if flops {
         outln!("FLOPS: the ops that started in the step; UTIL: over the step's time at the devices' peak FLOP/s");
     }
+    if critical {
+        outln!("CRITICAL: the largest part of the step's critical path, its share of the path (--json: every part)");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The largest part of a step's critical path and its share: `dispatch 64%`.
+fn critical_words(st: &steps::Step) -> String {
+    let total: i64 = st.critical_path.iter().map(|p| p.ps).sum();
+    match st.critical_path.first() {
+        Some(p) if total > 0 => format!("{} {:.0}%", p.node.replace('_', " "), 100.0 * p.ps as f64 / total as f64),
+        _ => String::new(),
+    }
 }
 
 /// A few words on where steps came from.
