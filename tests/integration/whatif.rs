@@ -276,3 +276,41 @@ fn a_pods_critical_paths_are_the_run_read_whole() {
     // Without the flag, no path.
     assert!(json(&["steps", dir])["steps"][0].get("critical_path").is_none());
 }
+
+/// `diff PROBLEM FIXED --whatif EDIT` sets the first finding's projection beside the
+/// fixed twin as measured: the same projection as the finding's, B's gain as the diff's
+/// step time gives it, and the text says which way they differ.
+#[test]
+fn diff_sets_a_whatif_beside_the_fixed_run() {
+    let twins: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("twins.json")).unwrap()).expect("twins.json");
+    let mut compared = 0;
+    for t in twins["timings"].as_array().unwrap().iter().filter(|t| t["platform"] == "cpu") {
+        let (problem, fixed) = (xplane(t["fixtures"][0].as_str().unwrap()), xplane(t["fixtures"][1].as_str().unwrap()));
+        let first = json(&["advise", &problem])["findings"][0].clone();
+        let Some(edit) = first["gain_edit"].as_str() else { continue };
+        let d = json(&["diff", &problem, &fixed, "--whatif", edit]);
+        let w = &d["whatif"];
+        assert_eq!(w["edit"], edit);
+        assert_eq!(w["projected_gain_pct"], first["gain_pct"], "{}", t["program"]);
+        assert_eq!(w["projected_step_ps"], first["projected_step_ps"], "{}", t["program"]);
+        assert_eq!(w["b_step_ps"], d["step_time"]["b_median_ps"]);
+        let measured = -f64_of(&d["step_time"]["delta_pct"]);
+        assert!((f64_of(&w["measured_gain_pct"]) - measured).abs() < 1e-9, "{w}");
+        let apart = f64_of(&w["projected_gain_pct"]) - measured;
+        assert!((f64_of(&w["projected_less_measured_pct"]) - apart).abs() < 1e-9, "{w}");
+        let text = ok(&["diff", &problem, &fixed, "--whatif", edit]);
+        assert!(text.contains(&format!("WHAT IF A ({edit})")), "{text}");
+        let says = if w["within_noise"] == true {
+            "within the noise".to_string()
+        } else {
+            format!("{:.1} points {}", apart.abs(), if apart >= 0.0 { "over" } else { "under" })
+        };
+        assert!(text.replace("\n  ", " ").contains(&says), "{says}: {text}");
+        compared += 1;
+    }
+    assert!(compared >= 5, "{compared}");
+    let e =
+        assert_clean_error(&["diff", &xplane("cpu-matmul"), &xplane("cpu-matmul-fixed"), "--whatif", "--scale x.9=0"]);
+    assert!(e.contains("no op named \"x.9\" ran in A"), "{e}");
+}

@@ -13,9 +13,9 @@ use std::collections::HashMap;
 use serde::Serialize;
 
 use crate::side::Side;
-use stepscope_analysis::kernels;
 use stepscope_analysis::ops::{GroupBy, OpRow};
 use stepscope_analysis::overview::{Breakdown, Overview};
+use stepscope_analysis::{kernels, whatif};
 use stepscope_model::stats::Distribution;
 use stepscope_model::Profile;
 
@@ -39,6 +39,51 @@ pub struct Diff {
     /// ranked as `ops`. Empty where neither run has any.
     pub scopes: Vec<OpDiff>,
     pub memory: MemoryDiff,
+    /// `diff --whatif EDIT`: A's steps replayed with the edit, beside B as measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whatif: Option<WhatifBeside>,
+}
+
+/// A what-if of run A beside run B as measured (`diff A B --whatif EDIT`): whether the
+/// change B made is worth what the model projects for it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WhatifBeside {
+    /// The edit, in `stepscope whatif`'s words.
+    pub edit: String,
+    /// A's median replayed step, and with the edit ([`whatif::Projection`]).
+    pub a_step_ps: i64,
+    pub projected_step_ps: i64,
+    pub projected_gain_pct: f64,
+    /// B's median step as measured, and what it gained on A's (of A's median).
+    pub b_step_ps: i64,
+    pub measured_gain_pct: f64,
+    /// `projected_gain_pct - measured_gain_pct`: over 0, the model projected more than
+    /// B gained.
+    pub projected_less_measured_pct: f64,
+    /// B's step within the diff's noise of the projected step (`step_time.noise_ps`;
+    /// false where the noise is not known).
+    pub within_noise: bool,
+    /// A's steps the replay left out (its replay missed them by more than 5%).
+    pub steps_left_out: usize,
+}
+
+impl WhatifBeside {
+    /// `p` (A's steps replayed with an edit) beside B's steps in `d`.
+    pub fn of(p: &whatif::Projection, d: &Diff) -> WhatifBeside {
+        let t = &d.step_time;
+        let measured_gain_pct = stepscope_model::stats::pct(t.a_median_ps.saturating_sub(t.b_median_ps), t.a_median_ps);
+        WhatifBeside {
+            edit: p.edit.clone(),
+            a_step_ps: p.step_ps,
+            projected_step_ps: p.projected_step_ps,
+            projected_gain_pct: p.gain_pct,
+            b_step_ps: t.b_median_ps,
+            measured_gain_pct,
+            projected_less_measured_pct: p.gain_pct - measured_gain_pct,
+            within_noise: t.noise_known && p.projected_step_ps.abs_diff(t.b_median_ps) <= t.noise_ps.unsigned_abs(),
+            steps_left_out: p.steps_left_out,
+        }
+    }
 }
 
 impl Diff {
@@ -229,6 +274,7 @@ pub fn diff_sides(a: &Side, b: &Side) -> Diff {
             b_peak_bytes: pb,
             delta_bytes: pa.zip(pb).map(|(x, y)| y as i64 - x as i64),
         },
+        whatif: None,
     }
 }
 

@@ -29,6 +29,65 @@ pub struct DiffArgs {
     /// for the same numbers. What a run of several hosts gets without asking.
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
+    /// Replay A's steps with this change (`stepscope whatif`'s words, a finding's
+    /// gain_edit: "--scale dot.1=0.125") and set the projection beside B as measured:
+    /// is B's fix worth what the model said?
+    #[arg(long, value_name = "EDIT", allow_hyphen_values = true)]
+    pub whatif: Option<String>,
+}
+
+/// `--whatif EDIT`: A's steps replayed with the edit (A read whole, as `stepscope
+/// whatif` reads it), beside B's steps in `d`.
+fn whatif_beside(args: &DiffArgs, words: &str, d: &diff::Diff) -> anyhow::Result<diff::WhatifBeside> {
+    use stepscope_analysis::whatif;
+    let edit = whatif::Edit::parse(words).map_err(|e| anyhow::anyhow!("--whatif {words:?}: {e}"))?;
+    if edit.is_empty() {
+        anyhow::bail!("--whatif needs a change: --whatif \"--scale dot.1=0.125\" (stepscope whatif --help)");
+    }
+    let input = Input { path: args.a.clone(), run: None };
+    let (profile, _) = load::profile_and_run(&input, &args.select)?;
+    if let Some(t) = whatif::unknown_targets(&profile, &edit).first() {
+        anyhow::bail!("--whatif: no {} ran in A ({}) — `stepscope ops` lists the names", t.what(), args.a.display());
+    }
+    let p = whatif::project(&profile, &edit);
+    if p.steps == 0 || d.b.step_count == 0 {
+        anyhow::bail!(
+            "--whatif compares A's replayed steps with B's: {} has no timed steps — mark them with \
+             jax.profiler.StepTraceAnnotation",
+            if p.steps == 0 { "A" } else { "B" }
+        );
+    }
+    Ok(diff::WhatifBeside::of(&p, d))
+}
+
+/// `WHAT IF A (--jit): 8.06 ms → 1.20 ms projected (-85.1%); B measured 1.16 ms
+/// (-85.6%), within the noise`.
+fn whatif_words(w: &diff::WhatifBeside) -> String {
+    let verdict = if w.within_noise {
+        "B is within the noise of the projection".to_string()
+    } else {
+        format!(
+            "the projection is {:.1} points {} B's gain",
+            w.projected_less_measured_pct.abs(),
+            match w.projected_less_measured_pct >= 0.0 {
+                true => "over",
+                false => "under",
+            }
+        )
+    };
+    format!(
+        "WHAT IF A ({}): {} → {} projected ({:+.1}%); B measured {} ({:+.1}%): {verdict}{}",
+        w.edit,
+        human::duration_ps(w.a_step_ps),
+        human::duration_ps(w.projected_step_ps),
+        -w.projected_gain_pct,
+        human::duration_ps(w.b_step_ps),
+        -w.measured_gain_pct,
+        match w.steps_left_out {
+            0 => String::new(),
+            n => format!(" ({n} of A's steps left out: their replay missed them by more than 5%)"),
+        }
+    )
 }
 
 /// Runs of one name (guide 004's `<stamp>/{lcam,tad}_trace/plugins/profile/<same
@@ -50,6 +109,9 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let mut d = diff::diff_sides(&a, &b);
     d.truncate(args.select.rows());
     name_apart(args, &mut d);
+    if let Some(words) = &args.whatif {
+        d.whatif = Some(whatif_beside(args, words, &d)?);
+    }
     if args.output.json {
         outln!("{}", serde_json::to_string(&d)?);
         return Ok(ExitCode::SUCCESS);
@@ -104,6 +166,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let t = &d.step_time;
+    let whatif_line = d.whatif.as_ref().map(whatif_words);
     match t.delta_pct {
         Some(pct) => outln!(
             "STEP TIME (median)  {} → {}  {}{} ({pct:+.1}%){}",
@@ -130,6 +193,9 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     match 2 + a.chars().count() + 3 + b.chars().count() <= crate::table::prose_width() {
         true => outln!("  {a}   {b}"),
         false => outln!("  {a}\n  {b}"),
+    }
+    if let Some(line) = whatif_line {
+        out!("{}", human::wrap("  ", &line, crate::table::prose_width()));
     }
     for (label, side, step_ps) in [("A", &d.a, t.a_median_ps), ("B", &d.b, t.b_median_ps)] {
         if let Some(note) = crate::notes::cold_note(label, side.cold_steps, side.step_count) {
