@@ -36,6 +36,56 @@ pub struct DiffArgs {
     pub whatif: Option<String>,
 }
 
+/// The diff's rows as CSV (ops, kernels and host scopes, a `kind` column apart).
+fn csv_of(d: &diff::Diff) -> String {
+    let header = [
+        "kind",
+        "name",
+        "b_name",
+        "module",
+        "category",
+        "status",
+        "matched_by",
+        "a_count",
+        "b_count",
+        "a_total_ps",
+        "b_total_ps",
+        "delta_ps",
+        "a_per_step_ps",
+        "b_per_step_ps",
+        "delta_per_step_ps",
+        "within_noise",
+        "b_module",
+    ];
+    let row = |kind: &str, r: &OpDiff| {
+        vec![
+            kind.to_string(),
+            r.name.clone(),
+            r.b_name.clone().unwrap_or_default(),
+            r.module.clone(),
+            r.category.clone(),
+            r.status.to_string(),
+            r.matched_by.to_string(),
+            r.a_count.to_string(),
+            r.b_count.to_string(),
+            r.a_total_ps.to_string(),
+            r.b_total_ps.to_string(),
+            r.delta_ps.to_string(),
+            r.a_per_step_ps.to_string(),
+            r.b_per_step_ps.to_string(),
+            r.delta_per_step_ps.to_string(),
+            r.within_noise.to_string(),
+            r.b_module.clone().unwrap_or_default(),
+        ]
+    };
+    let by = d.by.name();
+    let rows: Vec<Vec<String>> = (d.ops.iter().map(|r| row(by, r)))
+        .chain(d.kernels.iter().map(|r| row("kernel", r)))
+        .chain(d.scopes.iter().map(|r| row("host_scope", r)))
+        .collect();
+    csv(&header, &rows)
+}
+
 /// `--whatif EDIT`: A's steps replayed with the edit (A read whole, as `stepscope
 /// whatif` reads it), beside B's steps in `d`.
 fn whatif_beside(args: &DiffArgs, words: &str, d: &diff::Diff) -> anyhow::Result<diff::WhatifBeside> {
@@ -117,52 +167,7 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if args.output.csv {
-        let header = [
-            "kind",
-            "name",
-            "b_name",
-            "module",
-            "category",
-            "status",
-            "matched_by",
-            "a_count",
-            "b_count",
-            "a_total_ps",
-            "b_total_ps",
-            "delta_ps",
-            "a_per_step_ps",
-            "b_per_step_ps",
-            "delta_per_step_ps",
-            "within_noise",
-            "b_module",
-        ];
-        let row = |kind: &str, r: &OpDiff| {
-            vec![
-                kind.to_string(),
-                r.name.clone(),
-                r.b_name.clone().unwrap_or_default(),
-                r.module.clone(),
-                r.category.clone(),
-                r.status.to_string(),
-                r.matched_by.to_string(),
-                r.a_count.to_string(),
-                r.b_count.to_string(),
-                r.a_total_ps.to_string(),
-                r.b_total_ps.to_string(),
-                r.delta_ps.to_string(),
-                r.a_per_step_ps.to_string(),
-                r.b_per_step_ps.to_string(),
-                r.delta_per_step_ps.to_string(),
-                r.within_noise.to_string(),
-                r.b_module.clone().unwrap_or_default(),
-            ]
-        };
-        let by = d.by.name();
-        let rows: Vec<Vec<String>> = (d.ops.iter().map(|r| row(by, r)))
-            .chain(d.kernels.iter().map(|r| row("kernel", r)))
-            .chain(d.scopes.iter().map(|r| row("host_scope", r)))
-            .collect();
-        out!("{}", csv(&header, &rows));
+        out!("{}", csv_of(&d));
         return Ok(ExitCode::SUCCESS);
     }
     let t = &d.step_time;
