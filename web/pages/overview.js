@@ -204,7 +204,7 @@ function whatifPanel(ctx) {
   const node = el('div', { class: 'whatif' },
     el('p', { class: 'muted small' }, 'Replay the steps with a change: --remove compile|callbacks|input, '
       + '--prefetch copies|input, --scale OP=FACTOR (or OP,OP; compute, collectives, h2d, d2h, d2d; '
-      + 'category:C, scope:S, module:M), --jit, --balance.'),
+      + 'category:C, scope:S, module:M), --jit, --balance, --dispatch-ahead.'),
     el('div', {}, input, ' ', button), out);
   return { node, run: edit => { input.value = edit; node.scrollIntoView({ block: 'nearest' }); go(); } };
 }

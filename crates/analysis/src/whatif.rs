@@ -174,6 +174,9 @@ impl Segment {
 pub struct Chain {
     /// The device's index in [`Profile::devices`].
     pub device: usize,
+    /// A device of its own (GPU, TPU), not the host's CPU (XLA:CPU): its host can
+    /// dispatch ahead of it ([`Edit::dispatch_ahead`]).
+    pub accelerator: bool,
     pub segments: Vec<Segment>,
 }
 
@@ -242,7 +245,8 @@ fn build_graphs(profile: &Profile) -> Graphs {
         for batch in batches {
             let windows: Vec<(i64, i64)> = batch.iter().map(|&g| (out[g].start_ps, out[g].end_ps)).collect();
             for (&g, segments) in batch.iter().zip(chain_of(base, d, &windows, &calls[d.host_index])) {
-                out[g].chains.push(Chain { device: d.index, segments });
+                let accelerator = d.source != stepscope_model::OpSource::HostOps;
+                out[g].chains.push(Chain { device: d.index, accelerator, segments });
             }
         }
     }
@@ -529,6 +533,11 @@ pub struct Edit {
     pub jit: bool,
     /// Every device given the median device's busy time in each step.
     pub balance: bool,
+    /// The loop never waits for its accelerator (GPU, TPU): each step's host work (its
+    /// Python, input, launches and the sync after it) runs while the device runs the
+    /// step before, so a step takes its device's time or its host's, whichever is
+    /// longer. Devices that are the host's own CPU (XLA:CPU) share its cores: unchanged.
+    pub dispatch_ahead: bool,
 }
 
 impl Edit {
@@ -548,6 +557,7 @@ impl Edit {
             (self.prefetch_copies, "--prefetch copies"),
             (self.jit, "--jit"),
             (self.balance, "--balance"),
+            (self.dispatch_ahead, "--dispatch-ahead"),
         ];
         w.extend(flags.iter().filter(|f| f.0).map(|f| f.1.to_string()));
         let mut scaled: Vec<String> = self.scale.iter().map(|(t, f)| format!("--scale {}={f}", t.words())).collect();
@@ -825,6 +835,10 @@ fn chain_tail(c: &Chain) -> i64 {
 /// Where chain `r` ends as the step's end, from the step's start: less its own tail,
 /// plus the step's.
 fn step_end(g: &StepGraph, r: &Replay, tail: i64) -> i64 {
+    if r.ahead {
+        // Its tail ran beside its device's work.
+        return r.end_ps.saturating_sub(g.start_ps);
+    }
     let own_tail = chain_tail(&g.chains[r.chain]);
     r.end_ps.saturating_sub(own_tail).saturating_add(tail).saturating_sub(g.start_ps)
 }
@@ -973,6 +987,8 @@ struct Replay {
     /// The time each node took in the replay.
     by_node: [i64; Node::ALL.len()],
     chain: usize,
+    /// Replayed with its host dispatching ahead ([`Edit::dispatch_ahead`]).
+    ahead: bool,
 }
 
 /// What scaling a set of a device's ops saves.
@@ -1197,12 +1213,16 @@ struct Cursor<'c> {
     cuts: Vec<CutCursor<'c>>,
     /// The factor its ops' time is scaled by (`--balance`).
     balance: Option<f64>,
+    /// Where the step began, and with its host dispatching ahead
+    /// ([`Edit::dispatch_ahead`]), the host's own time in it so far.
+    start: i64,
+    host_ps: i64,
 }
 
 impl<'c> Cursor<'c> {
     fn new(start: i64, chain: &'c Chain, cuts: Option<&'c [Cut]>, balance: Option<f64>) -> Cursor<'c> {
         let cuts = cuts.unwrap_or(&[]).iter().map(CutCursor::new).collect();
-        Cursor { chain, at: 0, t: start, shift: 0, by_node: [0; Node::ALL.len()], cuts, balance }
+        Cursor { chain, at: 0, t: start, shift: 0, by_node: [0; Node::ALL.len()], cuts, balance, start, host_ps: 0 }
     }
 
     /// An op segment's time under the edit: less what scaled ops save, times the
@@ -1241,6 +1261,20 @@ impl<'c> Cursor<'c> {
     fn replay_one(&mut self, s: &Segment, edit: &Edit) {
         let dur = s.duration_ps();
         let before = self.t;
+        if edit.dispatch_ahead && self.chain.accelerator {
+            // The host's own time runs beside the device's (the step before's).
+            let host = match s.node {
+                Node::HostWork if edit.remove_input => Some(0),
+                Node::Compile if edit.remove_compile => Some(0),
+                Node::HostCopy if edit.prefetch_copies => Some(0),
+                Node::HostWork | Node::Dispatch | Node::Tail | Node::HostCopy | Node::Compile => Some(dur),
+                _ => None,
+            };
+            if let Some(h) = host {
+                self.host_ps = self.host_ps.saturating_add(h);
+                return;
+            }
+        }
         match s.node {
             // What ran beside the callback still runs (`beside_callbacks`).
             Node::Callback if edit.remove_callbacks => {
@@ -1260,8 +1294,19 @@ impl<'c> Cursor<'c> {
         self.by_node[i] = self.by_node[i].saturating_add(self.t.saturating_sub(before));
     }
 
-    fn done(self, chain: usize) -> Replay {
-        Replay { end_ps: self.t, by_node: self.by_node, chain }
+    fn done(mut self, chain: usize, edit: &Edit) -> Replay {
+        let ahead = edit.dispatch_ahead && self.chain.accelerator;
+        if ahead {
+            // A step takes its device's time or its host's, whichever is longer: what
+            // the host takes beyond its device's, the device waits for it.
+            let host_end = self.start.saturating_add(self.host_ps);
+            if host_end > self.t {
+                let i = node_index(Node::Dispatch);
+                self.by_node[i] = self.by_node[i].saturating_add(host_end - self.t);
+                self.t = host_end;
+            }
+        }
+        Replay { end_ps: self.t, by_node: self.by_node, chain, ahead }
     }
 }
 
@@ -1274,7 +1319,7 @@ fn node_index(node: Node) -> usize {
 fn replay(start: i64, c: &Chain, edit: &Edit, cuts: Option<&[Cut]>, balance: Option<f64>) -> Replay {
     let mut cursor = Cursor::new(start, c, cuts, balance);
     cursor.run_until(edit, |_| false);
-    cursor.done(0)
+    cursor.done(0, edit)
 }
 
 /// Replays `chains` of a step together, joined at their collectives: the k-th
@@ -1308,7 +1353,7 @@ fn replay_joined(start: i64, chains: &[ToReplay], edit: &Edit) -> Option<Vec<Rep
             .zip(chains)
             .map(|(mut cursor, &(ci, ..))| {
                 cursor.run_until(edit, |_| false);
-                cursor.done(ci)
+                cursor.done(ci, edit)
             })
             .collect(),
     )
@@ -1355,7 +1400,7 @@ pub fn parse_scale(s: &str) -> Result<(Target, f64), String> {
 impl Edit {
     /// An edit from `stepscope whatif`'s words (what [`Edit::describe`] writes and a
     /// finding's `gain_edit` holds): `--remove compile|callbacks|input`, `--prefetch
-    /// copies|input`, `--scale NAME=FACTOR`, `--jit`, `--balance`.
+    /// copies|input`, `--scale NAME=FACTOR`, `--jit`, `--balance`, `--dispatch-ahead`.
     pub fn parse(words: &str) -> Result<Edit, String> {
         let mut e = Edit::default();
         let mut it = words.split_whitespace();
@@ -1364,6 +1409,7 @@ impl Edit {
             match w {
                 "--jit" => e.jit = true,
                 "--balance" => e.balance = true,
+                "--dispatch-ahead" => e.dispatch_ahead = true,
                 "--remove" => match value(w)? {
                     "compile" => e.remove_compile = true,
                     "callbacks" => e.remove_callbacks = true,
@@ -1380,7 +1426,7 @@ impl Edit {
                 other => {
                     return Err(format!(
                         "{other:?} is not an edit: use --remove compile|callbacks|input, --prefetch copies|input, \
-                         --scale NAME=FACTOR, --jit or --balance"
+                         --scale NAME=FACTOR, --jit, --balance or --dispatch-ahead"
                     ))
                 }
             }
@@ -1580,6 +1626,7 @@ impl Features {
             || (edit.remove_callbacks && has(Node::Callback))
             || (edit.remove_input && has(Node::HostWork))
             || edit.prefetch_copies
-            || (edit.balance && self.several_devices))
+            || (edit.balance && self.several_devices)
+            || edit.dispatch_ahead)
     }
 }

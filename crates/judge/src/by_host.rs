@@ -108,6 +108,7 @@ fn candidate_edits(rows: &[OpRow], th: &Thresholds) -> Vec<Edit> {
         gains::prefetch_copies(),
         gains::jit(),
         gains::balance(),
+        gains::dispatch_ahead(),
         gains::overlap_collectives(),
     ];
     let moving = data_movement::moving(rows);

@@ -36,6 +36,10 @@ pub fn balance() -> Edit {
     Edit { balance: true, ..Default::default() }
 }
 
+pub fn dispatch_ahead() -> Edit {
+    Edit { dispatch_ahead: true, ..Default::default() }
+}
+
 /// The collectives fully overlapped: their time beside nothing goes.
 pub fn overlap_collectives() -> Edit {
     Edit { scale: vec![(Target::Part(Part::Collective), 0.0)], ..Default::default() }

@@ -60,6 +60,9 @@ pub struct Thresholds {
     pub step_jitter_pct: f64,
     /// Device idle before a step's first op above this share of the step, percent.
     pub input_bound_pct: f64,
+    /// A loop that waits for its accelerator every step, where dispatching ahead would
+    /// save more than this share of the step, percent.
+    pub sync_every_step_pct: f64,
     /// Fewer steps than this cannot be judged.
     pub min_steps: u64,
     /// A device computing this much longer than its peers' median, percent.
@@ -100,6 +103,7 @@ impl Thresholds {
             ("occupancy_pct", self.occupancy_pct),
             ("step_jitter_pct", self.step_jitter_pct),
             ("input_bound_pct", self.input_bound_pct),
+            ("sync_every_step_pct", self.sync_every_step_pct),
             ("straggler_pct", self.straggler_pct),
         ];
         for (name, v) in limits {
@@ -147,6 +151,7 @@ impl Default for Thresholds {
             occupancy_pct: 50.0,
             step_jitter_pct: 20.0,
             input_bound_pct: 20.0,
+            sync_every_step_pct: 10.0,
             min_steps: 3,
             straggler_pct: devices::STRAGGLER_EXCESS_PCT,
             peak_flops_per_s: None,

@@ -282,7 +282,7 @@ fn whatif(app: &App, q: &Params) -> Reply {
     if edit.is_empty() {
         return Err(ApiError::bad(
             "edit= is empty — give a change: --remove compile|callbacks|input, --prefetch copies|input, \
-             --scale NAME=FACTOR, --jit or --balance",
+             --scale NAME=FACTOR, --jit, --balance or --dispatch-ahead",
         ));
     }
     let Some(e) = loaded(app, q)? else {

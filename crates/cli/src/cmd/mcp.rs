@@ -191,7 +191,7 @@ const TOOLS: &[Tool] = &[
                 "string",
                 "the change, as stepscope whatif's flags: --remove compile|callbacks|input, --prefetch \
                  copies|input, --scale NAME=FACTOR (an op, ops as one set: dot.3,copy.2, compute/collectives/h2d/d2h/d2d, \
-                 category:C, scope:S or module:M), --jit, --balance",
+                 category:C, scope:S or module:M), --jit, --balance, --dispatch-ahead",
                 true,
             ),
         ],

@@ -57,6 +57,10 @@ pub struct WhatifArgs {
     /// Every device given the median device's busy time in each step.
     #[arg(long)]
     pub balance: bool,
+    /// The loop never waits for its GPU or TPU (no sync every step): each step's host
+    /// work runs while the device runs the step before.
+    #[arg(long)]
+    pub dispatch_ahead: bool,
     /// Show each step's measured, replayed and projected time.
     #[arg(long)]
     pub steps: bool,
@@ -85,6 +89,7 @@ impl WhatifArgs {
         words.extend(self.scale.iter().map(|s| format!("--scale {s}")));
         words.extend(self.jit.then(|| "--jit".to_string()));
         words.extend(self.balance.then(|| "--balance".to_string()));
+        words.extend(self.dispatch_ahead.then(|| "--dispatch-ahead".to_string()));
         Edit::parse(&words.join(" ")).map_err(|e| anyhow::anyhow!("{e} — see stepscope whatif --help"))
     }
 }
@@ -94,7 +99,7 @@ pub fn run(args: &WhatifArgs) -> anyhow::Result<ExitCode> {
     if edit.is_empty() {
         anyhow::bail!(
             "no change given — say what to change: --remove compile|callbacks|input, --prefetch copies|input, \
-             --scale OP=FACTOR, --jit or --balance (stepscope whatif --help)"
+             --scale OP=FACTOR, --jit, --balance or --dispatch-ahead (stepscope whatif --help)"
         );
     }
     let select = Select { host: args.host.clone(), top: None };

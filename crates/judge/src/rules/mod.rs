@@ -32,6 +32,7 @@ pub mod recompilation;
 pub mod runtime_overhead;
 pub mod step_jitter;
 pub mod stragglers;
+pub mod sync_every_step;
 pub mod too_few_steps;
 pub mod truncated;
 
@@ -60,6 +61,7 @@ pub const ALL: &[Rule] = &[
     data_movement::RULE,
     async_waits::RULE,
     host_callbacks::RULE,
+    sync_every_step::RULE,
     runtime_overhead::RULE,
     collectives_exposed::RULE,
     stragglers::RULE,
