@@ -209,6 +209,23 @@ fn a_cancelled_call_stops_and_is_not_answered() {
     assert!(start.elapsed() < Duration::from_secs(10), "cancelling took {:?}", start.elapsed());
 }
 
+/// `diff`'s `whatif` argument, a change in `stepscope whatif`'s words (which start with
+/// `--`), is passed as the flag's value: the answer is the CLI's `diff --whatif`.
+#[test]
+fn diff_takes_a_whatif_as_the_cli_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    copy(&fixture("cpu-callback"), &tmp.path().join("a"));
+    copy(&fixture("cpu-callback-fixed"), &tmp.path().join("b"));
+    let mut mcp = Mcp::start(&[tmp.path()], tmp.path());
+    let (err, text) = mcp.call(1, "diff", json!({"a": "a", "b": "b", "whatif": "--remove callbacks"}));
+    assert!(!err, "{text}");
+    let got: Value = serde_json::from_str(&text).unwrap();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let cli = json(&["diff", a.to_str().unwrap(), b.to_str().unwrap(), "--whatif", "--remove callbacks"]);
+    assert_eq!(got["whatif"], cli["whatif"]);
+    assert_eq!(got["whatif"]["edit"], "--remove callbacks");
+}
+
 #[test]
 fn an_argument_is_never_taken_for_a_flag() {
     let tmp = tempfile::tempdir().unwrap();

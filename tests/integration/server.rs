@@ -636,6 +636,17 @@ fn diff_of_two_served_runs_answers_with_the_cli_json() {
     assert!(!cli["ops"].as_array().unwrap().is_empty());
     let r = s.get(&format!("api/diff?a={}&b=nope", enc(&a)));
     assert_eq!(r.status, 404, "{}", r.text());
+    // `whatif=EDIT`: A replayed with it beside B as measured, as `diff --whatif`.
+    let (a, b) = (named("cpu-callback/"), named("cpu-callback-fixed/"));
+    let d = s.api(&format!("diff?a={}&b={}&whatif={}", enc(&a), enc(&b), "--remove%20callbacks"));
+    let (fa, fb) = (fixture("cpu-callback"), fixture("cpu-callback-fixed"));
+    let cli = json(&["diff", fa.to_str().unwrap(), fb.to_str().unwrap(), "--whatif", "--remove callbacks"]);
+    assert!(cli["whatif"]["projected_gain_pct"].as_f64().unwrap() > 30.0, "{}", cli["whatif"]);
+    assert_eq!(d["whatif"], cli["whatif"]);
+    let r = s.get(&format!("api/diff?a={}&b={}&whatif={}", enc(&a), enc(&b), "--scale%20x.9%3D0"));
+    assert!(r.status == 404 && r.text().contains("x.9") && r.text().contains("ran in run a"), "{}", r.text());
+    let r = s.get(&format!("api/diff?a={}&b={}&whatif={}", enc(&a), enc(&b), "--faster"));
+    assert_eq!(r.status, 400, "{}", r.text());
 }
 
 /// `stepscope info --json`'s event count of a profile.

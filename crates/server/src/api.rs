@@ -889,13 +889,51 @@ fn diff(app: &App, q: &Params) -> Reply {
     let host = q.str("host").filter(|h| !h.is_empty());
     let (run_a, run_b) = (app.root.run(Some(a)), app.root.run(Some(b)));
     let (run_a, run_b) = (run_a.map_err(ApiError::not_found)?, run_b.map_err(ApiError::not_found)?);
-    let question = format!("diff?b={}@{:?}&by={by:?}&top={top}&host={host:?}", run_b.rel, run_b.modified);
+    // `whatif=EDIT`: A's steps replayed with it, beside B as measured (`diff --whatif`).
+    let words = q.str("whatif").filter(|w| !w.is_empty());
+    let edit = match words {
+        Some(w) => Some(whatif::Edit::parse(w).map_err(|e| ApiError::bad(format!("whatif={w:?}: {e}")))?),
+        None => None,
+    };
+    let question =
+        format!("diff?b={}@{:?}&by={by:?}&top={top}&host={host:?}&whatif={words:?}", run_b.rel, run_b.modified);
     kept(app, &run_a, question, || {
         let (sa, sb) = (side(app, a, host, (by, 0, true))?, side(app, b, host, (by, 0, true))?);
         let mut d = diff::diff_sides(&sa, &sb);
         d.truncate(top);
+        if let Some(edit) = edit.filter(|e| !e.is_empty()) {
+            d.whatif = Some(whatif_beside(app, q, &edit, &d)?);
+        }
         json(&d)
     })
+}
+
+/// `diff?whatif=EDIT`: run `a`'s steps replayed with `edit` (held whole, as
+/// `api/whatif` holds a run), beside `d`'s B.
+fn whatif_beside(app: &App, q: &Params, edit: &whatif::Edit, d: &diff::Diff) -> Result<diff::WhatifBeside, ApiError> {
+    let e = match q.run_named(app, "a") {
+        Ok(e) => e,
+        Err(e) if e.status == 507 => {
+            return Err(ApiError {
+                status: 507,
+                message: "run a is too large to read whole, and the what-if model replays a run held whole — \
+                          ask for one host (host=NAME)"
+                    .into(),
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(t) = whatif::unknown_targets(&e.profile, edit).first() {
+        return Err(ApiError::not_found(format!("whatif: no {} ran in run a — api/ops lists the names", t.what())));
+    }
+    let p = whatif::project(&e.profile, edit);
+    if p.steps == 0 || d.b.step_count == 0 {
+        return Err(ApiError::bad(format!(
+            "whatif compares a's replayed steps with b's: {} has no timed steps",
+            if p.steps == 0 { "a" } else { "b" }
+        )));
+    }
+    Ok(diff::WhatifBeside::of(&p, d))
 }
 
 /// The answer `make` gives to `question` about `run`, made once for the run as its

@@ -273,11 +273,19 @@ const TOOLS: &[Tool] = &[
             ("b", "string", "run B, likewise", true),
             TOP,
             ("by", "string", "op (default), category, module, scope, line or stack", false),
+            (
+                "whatif",
+                "string",
+                "a change in stepscope whatif's words (a finding's gain_edit): A's steps replayed with it, set \
+                 beside B as measured (the JSON's whatif)",
+                false,
+            ),
         ],
         args: |_, a| {
             let mut v = vec!["diff".into(), text(a, "a")?, text(a, "b")?, "--json".into()];
             v.extend(["--top".into(), top(a)?]);
             pass(&mut v, a, "by", "--by")?;
+            pass(&mut v, a, "whatif", "--whatif")?;
             Ok(v)
         },
     },
