@@ -68,3 +68,19 @@ def test_the_docs_notebook_shows_the_clis_numbers(cli):
         raise AssertionError(f"{base} still answers after the kernel stopped")
     except urllib.error.URLError:
         pass
+
+
+def test_the_notebook_extra_holds_what_its_cells_need():
+    """`pip install "./python[notebook]"`, as the notebook's first cell says, installs
+    every package its cells use beyond stepscope (a bare `pip install ./python` lacks
+    pandas and pyarrow, and two cells failed for it)."""
+    import tomllib
+
+    extra = tomllib.loads((REPO / "python" / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    needs = {"to_pandas()": "pandas", "to_arrow()": "pyarrow"}
+    used = {pkg for call, pkg in needs.items() if call in code}
+    assert used == {"pandas", "pyarrow"}, used
+    assert used <= set(extra["notebook"]), extra["notebook"]
+    assert 'pip install "./python[notebook]"' in nb.cells[0].source
