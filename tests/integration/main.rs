@@ -20,6 +20,7 @@ mod docs;
 mod errors;
 mod export;
 mod gpu;
+mod health;
 mod hostile;
 mod hostile_mcp;
 mod hostile_tables;

@@ -1,6 +1,7 @@
 pub mod check;
 pub mod compare;
 pub mod diff;
+pub mod health;
 pub mod history;
 pub mod hosts;
 pub mod live;

@@ -23,6 +23,10 @@ pub struct Summary {
     pub memory_peak: Option<MemoryPeak>,
     /// The most important findings of [`advise`] (at most 3).
     pub findings: Vec<Finding>,
+    /// Whether the capture can be trusted, and for what ([`crate::health`]); absent
+    /// from an overview without findings (what `diff`, `compare` and `check` read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::health::Health>,
     /// True where the run was read a host at a time ([`summary_by_host`]: a run too
     /// large to read whole), for the same numbers and findings; absent otherwise.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -69,6 +73,17 @@ fn nearest_capacity(mut peaks: Vec<MemoryPeak>) -> Option<MemoryPeak> {
     peaks.into_iter().max_by(|x, y| share(x).total_cmp(&share(y)).then(x.peak_bytes.cmp(&y.peak_bytes)))
 }
 
+impl Summary {
+    /// The run's host files that could not be read (a run read a host at a time learns
+    /// them after its hosts are summed up): in the overview, and in the health.
+    pub fn set_hosts_unread(&mut self, unread: Vec<stepscope_xspace::discover::Unread>) {
+        self.overview.hosts_unread = unread;
+        if let Some(h) = &mut self.health {
+            crate::health::recheck_hosts(h, &self.overview);
+        }
+    }
+}
+
 /// A summary reads as its overview: `s.step_time`, `s.breakdown`, …
 impl Deref for Summary {
     type Target = Overview;
@@ -82,8 +97,9 @@ impl Deref for Summary {
 pub fn summary(profile: &Profile, top: usize) -> Summary {
     let (overview, inputs) = advise::overview_and_inputs(profile, top);
     let mut findings = advise::findings_with(profile, &overview, &Thresholds::default(), &inputs);
+    let health = Some(crate::health::health(&overview, &findings));
     findings.truncate(3);
-    Summary { overview, memory_peak: memory_peak(&inputs.memory), findings, read_a_host_at_a_time: false }
+    Summary { overview, memory_peak: memory_peak(&inputs.memory), findings, health, read_a_host_at_a_time: false }
 }
 
 /// The summary of a run read a host at a time, in one host's memory whatever the host
@@ -105,7 +121,8 @@ pub fn summary_by_host<E>(
 /// The summary of a run read a host at a time and judged.
 fn judged_summary(overview: Overview, inputs: &advise::Inputs, findings: &[Finding]) -> Summary {
     let top = findings.iter().take(3).cloned().collect();
-    Summary { overview, memory_peak: memory_peak(&inputs.memory), findings: top, read_a_host_at_a_time: true }
+    let health = Some(crate::health::health(&overview, findings));
+    Summary { overview, memory_peak: memory_peak(&inputs.memory), findings: top, health, read_a_host_at_a_time: true }
 }
 
 /// What the overview of a run read a host at a time shows, made by one pass over its
@@ -152,7 +169,7 @@ pub fn overview_by_host<E>(
     read: &mut stepscope_analysis::fold::Reader<E>,
 ) -> Result<Summary, E> {
     let (overview, _) = stepscope_analysis::fold::overview_by_host(run, hosts, top, read, &mut |_, _| Ok(()))?;
-    Ok(Summary { overview, memory_peak: None, findings: Vec::new(), read_a_host_at_a_time: true })
+    Ok(Summary { overview, memory_peak: None, findings: Vec::new(), health: None, read_a_host_at_a_time: true })
 }
 
 /// The overview without findings, as a summary (what `diff`, `compare` and `check`
@@ -162,6 +179,7 @@ pub fn overview(profile: &Profile, top: usize) -> Summary {
         overview: stepscope_analysis::overview::overview(profile, top),
         memory_peak: None,
         findings: Vec::new(),
+        health: None,
         read_a_host_at_a_time: false,
     }
 }

@@ -322,7 +322,7 @@ fn view(app: &App, q: &Params, top: usize, which: View) -> Reply {
         format!("views/by-host?top={top}"),
         |run, read, check| summary::views_by_host(&run.rel, run.hosts.len(), top, read, check),
         |mut v, unread| {
-            v.summary.overview.hosts_unread = unread;
+            v.summary.set_hosts_unread(unread);
             let parts = [json(&v.summary)?, json(&v.advice)?, json(&v.steps)?];
             // Each answer after its length.
             Ok(parts.iter().flat_map(|p| (p.len() as u64).to_le_bytes().into_iter().chain(p.iter().copied())).collect())

@@ -1,0 +1,218 @@
+//! Can this capture be trusted, and for what: one section that checks what every other
+//! answer rests on — every host read, no events dropped, the work the steps dispatched
+//! inside the capture, host tracing on, enough warm steps, not mostly compilation — and
+//! for each check that fails says what it affects and the capture change that fixes it.
+//! A first version of #76: tracer overhead, attribution and clocks are not yet checked.
+
+use serde::Serialize;
+use stepscope_analysis::overview::Overview;
+use stepscope_judge::finding::Finding;
+
+/// Whether the capture can be read as the program's steady state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Ok,
+    /// Read with care: the check names what it affects.
+    Caution,
+    /// The answers it affects are not the program's.
+    Bad,
+}
+
+/// One check of a capture's health.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Check {
+    /// `hosts`, `events`, `work`, `host_tracing`, `steps`, `compilation`.
+    pub check: &'static str,
+    pub status: Status,
+    /// What was found.
+    pub what: String,
+    /// Which answers it affects (empty where it is ok).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub affects: String,
+    /// The capture change that fixes it (empty where it is ok).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub fix: String,
+}
+
+/// The capture's health: its worst check's status, and every check.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Health {
+    pub status: Status,
+    pub checks: Vec<Check>,
+}
+
+/// Warm steps below this give no noise estimate (`diff`'s and `compare`'s bar).
+const MIN_WARM_STEPS: u64 = crate::diff::MIN_STEPS_FOR_NOISE;
+
+/// The health of the capture `o` is the overview of, from it and every finding of it
+/// (`advise`'s, before any is cut).
+pub fn health(o: &Overview, findings: &[Finding]) -> Health {
+    let recompiles = findings.iter().any(|f| f.rule == "recompilation");
+    let checks =
+        vec![hosts(o), events(findings), work(o), host_tracing(o), steps(o, recompiles), compilation(o, findings)];
+    Health { status: checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok), checks }
+}
+
+/// `h` with its `hosts` check made again of `o` (whose unread hosts became known).
+pub fn recheck_hosts(h: &mut Health, o: &Overview) {
+    for c in h.checks.iter_mut().filter(|c| c.check == "hosts") {
+        *c = hosts(o);
+    }
+    h.status = h.checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
+}
+
+fn check(check: &'static str, status: Status, what: String, affects: &str, fix: &str) -> Check {
+    let (affects, fix) = match status {
+        Status::Ok => (String::new(), String::new()),
+        _ => (affects.to_string(), fix.to_string()),
+    };
+    Check { check, status, what, affects, fix }
+}
+
+fn hosts(o: &Overview) -> Check {
+    match o.hosts_unread.len() {
+        0 => check("hosts", Status::Ok, format!("every host's file was read ({})", o.environment.hosts.len()), "", ""),
+        n => check(
+            "hosts",
+            Status::Bad,
+            format!(
+                "{n} host file(s) could not be read: {}",
+                o.hosts_unread.iter().map(|u| u.host.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+            "every number of the run: they are the other hosts' only",
+            "capture again, or read the hosts that were written whole (summary --host HOST)",
+        ),
+    }
+}
+
+fn events(findings: &[Finding]) -> Check {
+    let cut: Vec<&Finding> = findings.iter().filter(|f| f.rule == "truncated").collect();
+    match cut.first() {
+        None => check("events", Status::Ok, "no sign of a capped or dropped trace".into(), "", ""),
+        Some(f) => check(
+            "events",
+            Status::Bad,
+            f.title.clone(),
+            "every count and time after the events stop; steps and ops there are missing",
+            "read the .xplane.pb (it has every event) rather than the trace JSON, or capture fewer steps",
+        ),
+    }
+}
+
+fn work(o: &Overview) -> Check {
+    let mut said = Vec::new();
+    if o.steps_cut > 0 {
+        said.push(format!("{} step(s) cut at the capture's edges (left out of the step time)", o.steps_cut));
+    }
+    if o.dispatched_not_run > 0 {
+        said.push(format!("{} dispatched call(s) had not run when the capture stopped", o.dispatched_not_run));
+    }
+    if o.launches_not_run > 0 {
+        said.push(format!("{} GPU launch(es) had not run when the capture stopped", o.launches_not_run));
+    }
+    match said.is_empty() {
+        true => check("work", Status::Ok, "the work the steps dispatched ran inside the capture".into(), "", ""),
+        false => check(
+            "work",
+            Status::Caution,
+            said.join("; "),
+            "the device time of the last steps, which the capture holds only part of",
+            "block on the last step's result (jax.block_until_ready) before the trace stops",
+        ),
+    }
+}
+
+fn host_tracing(o: &Overview) -> Check {
+    match o.environment.host_tracer_level {
+        Some(0) => check(
+            "host_tracing",
+            Status::Bad,
+            "host tracing was off (host_tracer_level=0): no steps, dispatches, input or XLA:CPU ops".into(),
+            "steps, host-bound gaps, input and every CPU number",
+            "capture with host_tracer_level=2 (jax.profiler.ProfileOptions) or the default options",
+        ),
+        _ => check("host_tracing", Status::Ok, "host tracing was on".into(), "", ""),
+    }
+}
+
+/// `recompiles`: the program compiles in its steps (`recompilation`): cold steps are its
+/// steady state, not the capture's fault.
+fn steps(o: &Overview, recompiles: bool) -> Check {
+    let warm = o.step_count.saturating_sub(o.cold_steps);
+    if o.step_count == 0 {
+        // With host tracing off, annotations (host events) were not recorded either.
+        let fix = match o.environment.host_tracer_level {
+            Some(0) => "turn host tracing on (host_tracing, above): step annotations are host events",
+            _ => "wrap each training step in jax.profiler.StepTraceAnnotation(\"train\", step_num=i)",
+        };
+        return check(
+            "steps",
+            Status::Bad,
+            "no steps found".into(),
+            "step time, its breakdown and every what-if projection",
+            fix,
+        );
+    }
+    if warm == 0 && recompiles {
+        return check(
+            "steps",
+            Status::Caution,
+            format!("all {} step(s) compile: the program recompiles every step (advise: recompilation)", o.step_count),
+            "the step time, which holds each step's compilation (the program's steady state while it recompiles)",
+            "fix the recompilation (fixed shapes, static arguments), then capture again",
+        );
+    }
+    if warm == 0 {
+        return check(
+            "steps",
+            Status::Bad,
+            format!("all {} step(s) are cold (compiled, or the first run after a compile)", o.step_count),
+            "step time and every comparison: a first call's, not the steady state's",
+            "run the step twice before the capture starts, then capture several steps",
+        );
+    }
+    let t = o.ranked_step_time();
+    // The median known within ± this share (two standard errors of the robust spread).
+    let spread = 1.4826 * t.mad_ps as f64;
+    let within_pct = |n: u64| 200.0 * spread / (n.max(1) as f64).sqrt() / t.median_ps.max(1) as f64;
+    let cold = match o.cold_steps {
+        0 => String::new(),
+        n => format!(" ({n} cold left out)"),
+    };
+    if warm < MIN_WARM_STEPS {
+        // Steps for the median within ±5% at this spread.
+        let needed = ((200.0 * spread / (5.0 * t.median_ps.max(1) as f64)).powi(2)).ceil() as u64;
+        return check(
+            "steps",
+            Status::Caution,
+            format!("{warm} warm step(s){cold}: too few for a noise estimate"),
+            "diff, compare and check cannot tell a change from step-to-step noise",
+            &format!("capture at least {} warm steps (after a warm-up step)", needed.max(MIN_WARM_STEPS)),
+        );
+    }
+    check(
+        "steps",
+        Status::Ok,
+        format!("{warm} warm step(s){cold}: the median step is known within ±{:.1}%", within_pct(warm)),
+        "",
+        "",
+    )
+}
+
+fn compilation(o: &Overview, findings: &[Finding]) -> Check {
+    let pct = o.capture.as_ref().map_or(0.0, |c| c.compile_pct);
+    match findings.iter().find(|f| f.rule == "captured-compilation") {
+        Some(f) => check(
+            "compilation",
+            Status::Bad,
+            f.title.clone(),
+            "the capture's time and utilisation: XLA compiling, not the program running",
+            "run the step once before the capture starts (warm-up), so it holds warm steps only",
+        ),
+        None if pct > 0.0 => {
+            check("compilation", Status::Ok, format!("compilation is {pct:.1}% of the capture"), "", "")
+        }
+        None => check("compilation", Status::Ok, "no compilation in the capture".into(), "", ""),
+    }
+}

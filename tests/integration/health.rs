@@ -1,0 +1,98 @@
+//! #76's capture-health section (`summary`'s `health`): each check on a real capture
+//! that fails it and one that passes, its numbers from the reference reader.
+
+use serde_json::Value;
+
+use crate::util::*;
+
+fn health(fixture_dir: &str) -> Value {
+    json(&["summary", &xplane(fixture_dir)])["health"].clone()
+}
+
+fn check<'a>(h: &'a Value, id: &str) -> &'a Value {
+    h["checks"].as_array().unwrap().iter().find(|c| c["check"] == id).unwrap_or_else(|| panic!("no {id}: {h}"))
+}
+
+/// The median by linear interpolation, as stepscope's statistics take it.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let at = (v.len() - 1) as f64 * 0.5;
+    let (lo, hi) = (at.floor() as usize, at.ceil() as usize);
+    v[lo] + (v[hi] - v[lo]) * (at - lo as f64)
+}
+
+/// A clean capture is healthy; its steps check says how well the median step is known:
+/// two standard errors of the steps' robust spread (1.4826 × their median absolute
+/// deviation), from the reference reader's step annotations.
+#[test]
+fn a_clean_capture_is_healthy_and_says_how_well_its_step_is_known() {
+    let h = health("cpu-clean");
+    assert_eq!(h["status"], "ok", "{h}");
+    assert!(h["checks"].as_array().unwrap().iter().all(|c| c["status"] == "ok" && c.get("fix").is_none()), "{h}");
+    let steps = reference(&["steps", &xplane("cpu-clean")]);
+    let mut d: Vec<f64> = steps.as_array().unwrap().iter().map(|s| s["duration_ps"].as_f64().unwrap()).collect();
+    let n = d.len() as f64;
+    let m = median(&mut d);
+    let mut dev: Vec<f64> = d.iter().map(|x| (x - m).abs()).collect();
+    let mad = median(&mut dev).floor();
+    let within = 200.0 * 1.4826 * mad / n.sqrt() / m;
+    let what = check(&h, "steps")["what"].as_str().unwrap().to_string();
+    assert!(what.starts_with(&format!("{} warm step(s)", d.len())), "{what}");
+    let said: f64 = what.rsplit('±').next().unwrap().trim_end_matches('%').parse().unwrap();
+    assert!((said - within).abs() <= 0.051, "{what}: want ±{within:.2}%");
+    // The text says it in one line.
+    assert!(ok(&["summary", &xplane("cpu-clean")]).contains("CAPTURE HEALTH ok:"));
+}
+
+/// A one-off capture without warm-up (guide 002's `with ProfileContext`): its one step
+/// is cold and the capture mostly compilation; both say what they affect and the fix.
+#[test]
+fn a_one_off_capture_is_not_the_steady_state() {
+    let h = health("cpu-oneoff");
+    assert_eq!(h["status"], "bad", "{h}");
+    for id in ["steps", "compilation"] {
+        let c = check(&h, id);
+        assert_eq!(c["status"], "bad", "{c}");
+        assert!(
+            c["affects"].as_str().is_some_and(|a| !a.is_empty())
+                && c["fix"].as_str().unwrap().contains("before the capture"),
+            "{c}"
+        );
+    }
+    let text = ok(&["summary", &xplane("cpu-oneoff")]);
+    assert!(text.contains("CAPTURE HEALTH  bad") && text.contains("[bad] compilation:"), "{text}");
+    // A program that recompiles every step: cold steps are its steady state, not the
+    // capture's fault.
+    let r = check(&health("cpu-recompile"), "steps").clone();
+    assert_eq!(r["status"], "caution", "{r}");
+    assert!(r["what"].as_str().unwrap().contains("recompiles every step"), "{r}");
+}
+
+/// A capture that stopped before the work it launched ran: the launches the reference
+/// reader finds not run, and too few warm steps with how many to capture.
+#[test]
+fn a_capture_cut_before_its_work_ran_is_read_with_caution() {
+    let h = health("gpu-nosync-cut");
+    assert_eq!(h["status"], "caution", "{h}");
+    let not_run = reference_text(&["launches-not-run", &xplane("gpu-nosync-cut")]).trim().to_string();
+    let work = check(&h, "work");
+    assert_eq!(work["status"], "caution");
+    assert!(work["what"].as_str().unwrap().contains(&format!("{not_run} GPU launch(es) had not run")), "{work}");
+    let steps = check(&h, "steps");
+    assert_eq!(steps["status"], "caution");
+    assert!(steps["fix"].as_str().unwrap().starts_with("capture at least"), "{steps}");
+    // Host tracing off: no steps, and the check that says why.
+    let off = health("cpu-host-tracer-off");
+    assert_eq!(check(&off, "host_tracing")["status"], "bad", "{off}");
+    assert_eq!(check(&off, "steps")["status"], "bad", "{off}");
+}
+
+/// A run of several hosts read a host at a time has the health of the run read whole.
+#[test]
+fn a_pods_health_is_the_run_read_whole() {
+    let dir = fixture("cpu-pod3");
+    let dir = dir.to_str().unwrap();
+    let by_host = json(&["summary", dir])["health"].clone();
+    assert_eq!(by_host, json(&[TOGETHER, "summary", dir])["health"]);
+    assert!(check(&by_host, "hosts")["what"].as_str().unwrap().contains("(3)"), "{by_host}");
+}
