@@ -86,18 +86,21 @@ fn hosts(o: &Overview) -> Check {
     }
 }
 
+/// Check `id` made bad by rule `rule`'s finding (its title is what was found), where it
+/// fired.
+fn bad_by(id: &'static str, findings: &[Finding], rule: &str, affects: &str, fix: &str) -> Option<Check> {
+    findings.iter().find(|f| f.rule == rule).map(|f| check(id, Status::Bad, f.title.clone(), affects, fix))
+}
+
 fn events(findings: &[Finding]) -> Check {
-    let cut: Vec<&Finding> = findings.iter().filter(|f| f.rule == "truncated").collect();
-    match cut.first() {
-        None => check("events", Status::Ok, "no sign of a capped or dropped trace".into(), "", ""),
-        Some(f) => check(
-            "events",
-            Status::Bad,
-            f.title.clone(),
-            "every count and time after the events stop; steps and ops there are missing",
-            "read the .xplane.pb (it has every event) rather than the trace JSON, or capture fewer steps",
-        ),
-    }
+    bad_by(
+        "events",
+        findings,
+        "truncated",
+        "every count and time after the events stop; steps and ops there are missing",
+        "read the .xplane.pb (it has every event) rather than the trace JSON, or capture fewer steps",
+    )
+    .unwrap_or_else(|| check("events", Status::Ok, "no sign of a capped or dropped trace".into(), "", ""))
 }
 
 fn work(o: &Overview) -> Check {
@@ -202,17 +205,16 @@ fn steps(o: &Overview, recompiles: bool) -> Check {
 
 fn compilation(o: &Overview, findings: &[Finding]) -> Check {
     let pct = o.capture.as_ref().map_or(0.0, |c| c.compile_pct);
-    match findings.iter().find(|f| f.rule == "captured-compilation") {
-        Some(f) => check(
-            "compilation",
-            Status::Bad,
-            f.title.clone(),
-            "the capture's time and utilisation: XLA compiling, not the program running",
-            "run the step once before the capture starts (warm-up), so it holds warm steps only",
-        ),
-        None if pct > 0.0 => {
-            check("compilation", Status::Ok, format!("compilation is {pct:.1}% of the capture"), "", "")
-        }
-        None => check("compilation", Status::Ok, "no compilation in the capture".into(), "", ""),
-    }
+    let what = match pct > 0.0 {
+        true => format!("compilation is {pct:.1}% of the capture"),
+        false => "no compilation in the capture".to_string(),
+    };
+    bad_by(
+        "compilation",
+        findings,
+        "captured-compilation",
+        "the capture's time and utilisation: XLA compiling, not the program running",
+        "run the step once before the capture starts (warm-up), so it holds warm steps only",
+    )
+    .unwrap_or_else(|| check("compilation", Status::Ok, what, "", ""))
 }
