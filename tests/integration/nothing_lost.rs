@@ -212,7 +212,7 @@ fn a_broken_host_is_named_and_the_other_hosts_are_read() {
     std::fs::write(run.join("a.xplane.pb"), &src).unwrap();
     std::fs::write(run.join("b.xplane.pb"), &src).unwrap();
     let dir = tmp.path().to_str().unwrap();
-    let whole = crate::util::json(&["summary", dir]);
+    let mut whole = crate::util::json(&["summary", dir]);
 
     // A host that crashed while it wrote: its file stops halfway.
     std::fs::write(run.join("crashed.xplane.pb"), &src[..src.len() / 2]).unwrap();
@@ -224,6 +224,12 @@ fn a_broken_host_is_named_and_the_other_hosts_are_read() {
     let unread = got.as_object_mut().unwrap().remove("hosts_unread").expect("hosts_unread in the JSON");
     assert_eq!(unread[0]["host"], "crashed");
     assert!(unread[0]["error"].as_str().unwrap().contains("truncated"), "{unread}");
+    // The capture's health says a host is missing; the numbers are the others'.
+    let health = got.as_object_mut().unwrap().remove("health").unwrap();
+    assert_eq!(whole.as_object_mut().unwrap().remove("health").unwrap()["status"], "ok");
+    let hosts = health["checks"].as_array().unwrap().iter().find(|c| c["check"] == "hosts").unwrap();
+    assert_eq!((&health["status"], &hosts["status"]), (&"bad".into(), &"bad".into()), "{health}");
+    assert!(hosts["what"].as_str().unwrap().contains("crashed"), "{hosts}");
     assert!(got == whole, "the numbers are those of the hosts that were read");
 
     // Asked for by name: the good host answers, the broken one is the error.
