@@ -67,7 +67,30 @@ pub struct WhatifBeside {
     pub steps_left_out: usize,
 }
 
+/// Why A cannot be replayed beside B (each surface words it).
+#[derive(Clone, Debug, PartialEq)]
+pub enum WhatifRefused {
+    /// The edit names an op, scope, module or category A never ran.
+    Unknown(whatif::Target),
+    /// A (true) or B (false) has no timed steps.
+    NoSteps { a: bool },
+}
+
 impl WhatifBeside {
+    /// A's steps (`a`, read whole) replayed with `edit`, beside B's steps in `d`: what
+    /// `diff --whatif`, `api/diff?whatif=` and the MCP `diff` tool give.
+    pub fn project(a: &Profile, edit: &whatif::Edit, d: &Diff) -> Result<WhatifBeside, WhatifRefused> {
+        if let Some(t) = whatif::unknown_targets(a, edit).into_iter().next() {
+            return Err(WhatifRefused::Unknown(t));
+        }
+        let p = whatif::project(a, edit);
+        match (p.steps, d.b.step_count) {
+            (0, _) => Err(WhatifRefused::NoSteps { a: true }),
+            (_, 0) => Err(WhatifRefused::NoSteps { a: false }),
+            _ => Ok(WhatifBeside::of(&p, d)),
+        }
+    }
+
     /// `p` (A's steps replayed with an edit) beside B's steps in `d`.
     pub fn of(p: &whatif::Projection, d: &Diff) -> WhatifBeside {
         let t = &d.step_time;

@@ -923,17 +923,15 @@ fn whatif_beside(app: &App, q: &Params, edit: &whatif::Edit, d: &diff::Diff) -> 
         }
         Err(e) => return Err(e),
     };
-    if let Some(t) = whatif::unknown_targets(&e.profile, edit).first() {
-        return Err(ApiError::not_found(format!("whatif: no {} ran in run a — api/ops lists the names", t.what())));
-    }
-    let p = whatif::project(&e.profile, edit);
-    if p.steps == 0 || d.b.step_count == 0 {
-        return Err(ApiError::bad(format!(
+    diff::WhatifBeside::project(&e.profile, edit, d).map_err(|r| match r {
+        diff::WhatifRefused::Unknown(t) => {
+            ApiError::not_found(format!("whatif: no {} ran in run a — api/ops lists the names", t.what()))
+        }
+        diff::WhatifRefused::NoSteps { a } => ApiError::bad(format!(
             "whatif compares a's replayed steps with b's: {} has no timed steps",
-            if p.steps == 0 { "a" } else { "b" }
-        )));
-    }
-    Ok(diff::WhatifBeside::of(&p, d))
+            if a { "a" } else { "b" }
+        )),
+    })
 }
 
 /// The answer `make` gives to `question` about `run`, made once for the run as its

@@ -96,18 +96,20 @@ fn whatif_beside(args: &DiffArgs, words: &str, d: &diff::Diff) -> anyhow::Result
     }
     let input = Input { path: args.a.clone(), run: None };
     let (profile, _) = load::profile_and_run(&input, &args.select)?;
-    if let Some(t) = whatif::unknown_targets(&profile, &edit).first() {
-        anyhow::bail!("--whatif: no {} ran in A ({}) — `stepscope ops` lists the names", t.what(), args.a.display());
-    }
-    let p = whatif::project(&profile, &edit);
-    if p.steps == 0 || d.b.step_count == 0 {
-        anyhow::bail!(
+    diff::WhatifBeside::project(&profile, &edit, d).map_err(|r| match r {
+        diff::WhatifRefused::Unknown(t) => {
+            anyhow::anyhow!(
+                "--whatif: no {} ran in A ({}) — `stepscope ops` lists the names",
+                t.what(),
+                args.a.display()
+            )
+        }
+        diff::WhatifRefused::NoSteps { a } => anyhow::anyhow!(
             "--whatif compares A's replayed steps with B's: {} has no timed steps — mark them with \
              jax.profiler.StepTraceAnnotation",
-            if p.steps == 0 { "A" } else { "B" }
-        );
-    }
-    Ok(diff::WhatifBeside::of(&p, d))
+            if a { "A" } else { "B" }
+        ),
+    })
 }
 
 /// `WHAT IF A (--remove input): 9.29 ms → 6.20 ms projected (-33.3%); B measured
