@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use stepscope_analysis::ops::GroupBy;
 use stepscope_analysis::peaks::UserPeaks;
-use stepscope_analysis::{buffers, hlo_graph, kernels, memory, ops, roofline, scopes, steps, whatif};
+use stepscope_analysis::{buffers, hlo_graph, kernels, memory, ops, roofline, scopes, steps, timeline, whatif};
 use stepscope_judge::advise::{self, Thresholds};
 use stepscope_report::{diff, summary};
 use stepscope_xspace::pprof;
@@ -195,6 +195,27 @@ impl Profile {
             )));
         }
         analyse(py, &[&self.inner], || whatif::project(&self.inner, &e))
+    }
+
+    /// One window of the timeline, whole: the tracks with events in
+    /// `[start_ps, end_ps)` (the run's span where `None`), each with its boxes drawn `px`
+    /// wide (`stepscope.timeline_window/1`), for a picture drawn in the notebook itself.
+    #[pyo3(signature = (start_ps=None, end_ps=None, px=1000, max_rows=4, max_tracks=24))]
+    fn timeline_window_json(
+        &self,
+        py: Python<'_>,
+        start_ps: Option<i64>,
+        end_ps: Option<i64>,
+        px: u32,
+        max_rows: usize,
+        max_tracks: usize,
+    ) -> PyResult<String> {
+        let window = py.detach(|| {
+            let t = timeline::Timeline::build(&self.inner);
+            t.window(&self.inner, (start_ps, end_ps), px, max_rows, max_tracks)
+        });
+        let window = window.map_err(StepscopeError::new_err)?;
+        analyse(py, &[&self.inner], || window)
     }
 
     fn __repr__(&self) -> String {

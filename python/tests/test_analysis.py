@@ -157,7 +157,7 @@ def test_timeline_serves_the_run_while_the_profile_lives(cpu):
     import urllib.request
 
     step = cpu.steps()[2]
-    t = cpu.timeline(step["start_ps"], step["start_ps"] + step["duration_ps"])
+    t = cpu.timeline(step["start_ps"], step["start_ps"] + step["duration_ps"], interactive=True)
     base = t.url.split("#")[0]
     assert base.startswith("http://127.0.0.1:") and f"start_ps={step['start_ps']}" in t.url
     assert t._repr_html_().startswith("<iframe src=") and 'height="600"' in t._repr_html_()
@@ -173,6 +173,38 @@ def test_timeline_serves_the_run_while_the_profile_lives(cpu):
     assert proc.poll() is not None
     cpu._server = None
     gc.collect()
+
+
+def test_timeline_in_the_cell_holds_every_event_of_the_window(cpu):
+    """The picture a notebook shows without a server: each track's boxes over a step
+    stand for exactly the events the independent reader finds on that line in the
+    window, one SVG box per box, and no server is started for it."""
+    step = cpu.steps()[3]
+    lo, hi = step["start_ps"], step["start_ps"] + step["duration_ps"]
+    window = json.loads(cpu._native.timeline_window_json(lo, hi, max_rows=256))
+    assert window["schema"] == "stepscope.timeline_window/1" and (window["start_ps"], window["end_ps"]) == (lo, hi)
+    ref = FIXTURES.parent / "support" / "xspace_ref.py"
+    xplane = next(CPU.rglob("*.xplane.pb"))
+    lines = {}
+    for t in window["tracks"]:
+        track, tile = t["track"], t["tile"]
+        out = subprocess.run([sys.executable, str(ref), "dump", str(xplane), "--plane", track["plane"],
+                              "--line", track["line"], "--limit", "1000000"],
+                             capture_output=True, text=True, timeout=120, check=True)
+        events = [json.loads(x) for x in out.stdout.splitlines()]
+        inside = [e for e in events if e["start_ps"] < hi and (e["start_ps"] + e["duration_ps"] > lo
+                                                              or (e["duration_ps"] == 0 and e["start_ps"] >= lo))]
+        lines[track["line"]] = len(inside)
+        assert tile["events"] == sum(tile["box_count"]) == len(inside) > 0, track
+    assert "python3" in lines and any(k.startswith("tf_XLAEigen") for k in lines), lines
+
+    t = cpu.timeline(lo, hi)
+    page = t._repr_html_()
+    boxes = sum(len(x["tile"]["box_depth"]) for x in t.window["tracks"])
+    assert page.startswith("<div><svg") and page.count("<rect ") == boxes > 0
+    assert "dot" in page and cpu._server is None
+    # Every track of the window, each a label.
+    assert all(x["track"]["plane"] in page for x in t.window["tracks"])
 
 
 def test_console_command(cli, capfd):

@@ -25,9 +25,11 @@ use stepscope_model::Profile;
 
 mod derived;
 mod run;
+mod window;
 use derived::DerivedPlane;
 pub use derived::{MODULES_LINE, OPS_LINE};
 pub use run::{HostSearch, RunTracks, TracksPart};
+pub use window::{Window, WindowTrack, MAX_WINDOW_TRACKS};
 
 /// Most pixels a tile may be asked for.
 pub const MAX_TILE_PX: u32 = 16_384;

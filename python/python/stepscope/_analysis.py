@@ -16,7 +16,7 @@ import weakref
 from typing import Any, Optional, Union
 from urllib.parse import urlencode
 
-from stepscope import _native
+from stepscope import _native, _picture
 
 
 class Rows(list):
@@ -166,44 +166,78 @@ class Profile:
         finding of :meth:`advise` that names a fixable cause has one as ``gain_edit``."""
         return Rows(json.loads(self._native.whatif_json(edit)), "parts")
 
-    def timeline(self, start_ps: Optional[int] = None, end_ps: Optional[int] = None, height: int = 600) -> "Timeline":
-        """The web UI's timeline of this run, from ``start_ps`` to ``end_ps`` (times as
-        :meth:`steps` gives ``start_ps``; default: the whole run), for a notebook cell:
-        shown as an ``<iframe>`` of a ``stepscope serve`` this profile starts on
-        127.0.0.1 (a free port, a random token path) and stops when the profile is
-        dropped or Python exits. ``.url`` opens it in a browser too."""
-        if self._source is None:
-            raise _native.StepscopeError("timeline() needs a profile made by stepscope.load(path)")
-        path, host, peak_flops, peak_bandwidth = self._source
-        if self._server is None:
-            self._server = _Server(path, peak_flops, peak_bandwidth)
+    def timeline(
+        self,
+        start_ps: Optional[int] = None,
+        end_ps: Optional[int] = None,
+        height: int = 600,
+        interactive: bool = False,
+        max_tracks: int = 24,
+        max_rows: int = 4,
+    ) -> "Timeline":
+        """The timeline of this run from ``start_ps`` to ``end_ps`` (times as
+        :meth:`steps` gives ``start_ps``; default: the whole run), for a notebook cell.
+
+        Shown as a picture drawn in the cell itself (an SVG of the tracks with events in
+        the window, at most ``max_tracks``, each at most ``max_rows`` rows deep; hover a
+        box for its name and duration), so it renders wherever the notebook does: a
+        remote Jupyter, JupyterHub, a saved notebook. ``interactive=True`` shows the web UI's timeline instead, as an
+        ``<iframe>`` of a ``stepscope serve`` this profile starts on 127.0.0.1 (a free
+        port, a random token path; the browser must run on the kernel's machine) and
+        stops when the profile is dropped or Python exits. ``.url`` starts that server
+        and gives its address either way."""
+        window = json.loads(self._native.timeline_window_json(
+            start_ps, end_ps, max_rows=int(max_rows), max_tracks=int(max_tracks)
+        ))
         params = {"run": self.run}
-        if host is not None:
-            params["host"] = host
+        if self._source is not None and self._source[1] is not None:
+            params["host"] = self._source[1]
         if start_ps is not None:
             params["start_ps"] = int(start_ps)
         if end_ps is not None:
             params["end_ps"] = int(end_ps)
-        return Timeline(f"{self._server.url}#/timeline?{urlencode(params)}", height)
+        return Timeline(self, window, f"#/timeline?{urlencode(params)}", height, interactive)
+
+    def _served(self) -> "_Server":
+        """The ``stepscope serve`` of this profile's path, started on first use."""
+        if self._source is None:
+            raise _native.StepscopeError("the web timeline needs a profile made by stepscope.load(path)")
+        path, _, peak_flops, peak_bandwidth = self._source
+        if self._server is None:
+            self._server = _Server(path, peak_flops, peak_bandwidth)
+        return self._server
 
     def __repr__(self) -> str:
         return f"<stepscope.Profile run={self.run!r} hosts={self.hosts!r}>"
 
 
 class Timeline:
-    """A timeline page of a local ``stepscope serve``: ``url``, shown in Jupyter as an
-    ``<iframe>``."""
+    """A window of a run's timeline: ``window`` (the boxes drawn,
+    ``stepscope.timeline_window/1``), shown in Jupyter as a picture in the cell, or
+    with ``interactive`` as an ``<iframe>`` of the web UI at ``url``."""
 
-    def __init__(self, url: str, height: int = 600):
-        self.url = url
+    def __init__(self, profile: Profile, window: dict, route: str, height: int = 600, interactive: bool = False):
+        self.window = window
         self.height = height
+        self.interactive = interactive
+        self._profile = profile
+        self._route = route
+
+    @property
+    def url(self) -> str:
+        """The web UI's timeline over this window, on a ``stepscope serve`` of the
+        profile (started on first use; 127.0.0.1 of the machine Python runs on)."""
+        return self._profile._served().url + self._route
 
     def _repr_html_(self) -> str:
+        if not self.interactive:
+            return _picture.html_of(self.window)
         src = html.escape(self.url, quote=True)
         return f'<iframe src="{src}" width="100%" height="{int(self.height)}" style="border:0"></iframe>'
 
     def __repr__(self) -> str:
-        return f"<stepscope.Timeline {self.url}>"
+        w = self.window
+        return f"<stepscope.Timeline {w['run']} {w['start_ps']}..{w['end_ps']} ps, {len(w['tracks'])} tracks>"
 
 
 class _Server:
