@@ -205,6 +205,8 @@ fn every_help_example_runs_as_written() {
         .skip_while(|l| !l.starts_with("Commands:"))
         .skip(1)
         .take_while(|l| !l.trim().is_empty())
+        // A command's line; its wrapped description's lines are indented further.
+        .filter(|l| !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| !["help", "serve", "capture", "top", "export", "mcp"].contains(c))
         .collect();

@@ -302,3 +302,87 @@ fn diff_labels_runs_of_one_name_by_what_tells_them_apart() {
     let d = json(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert_eq!((d["a"]["run"].as_str(), d["b"]["run"].as_str()), (Some("lcam_trace"), Some("tad_trace")));
 }
+
+/// #77 item 4's proof: every command's table at 100 columns, on fixtures of each
+/// backend, and every `--help` (clap's `wrap_help` wraps it to the terminal), keeps
+/// every line within 100 characters.
+#[test]
+fn every_command_and_its_help_fit_100_columns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let logs = fx("cpu-clean").rsplit_once('/').unwrap().0.to_string();
+    let baseline = tmp.path().join("baseline.json");
+    std::fs::write(&baseline, ok(&["summary", &fx("cpu-guide-sgd"), "--json"])).unwrap();
+    let baseline = baseline.to_str().unwrap().to_string();
+    let mut cases: Vec<Vec<String>> = Vec::new();
+    let per_run = [
+        &["info"][..],
+        &["summary"],
+        &["steps"],
+        &["steps", "--critical-path"],
+        &["ops"],
+        &["ops", "--by", "scope", "--depth", "3"],
+        &["ops", "--by", "line"],
+        &["ops", "--by", "stack"],
+        &["ops", "--by", "category"],
+        &["ops", "--by", "module"],
+        &["scopes"],
+        &["roofline"],
+        &["kernels"],
+        &["memory"],
+        &["buffers"],
+        &["collectives"],
+        &["compile"],
+        &["devices"],
+        &["advise"],
+    ];
+    for f in ["cpu-transformer", "gpu-transformer", "tpu-v6e-inference", "cpu-dp4", "rocm-mi300x-conv-2gpu"] {
+        for args in per_run {
+            let mut a: Vec<String> = vec![args[0].into(), fx(f)];
+            a.extend(args[1..].iter().map(|s| s.to_string()));
+            cases.push(a);
+        }
+        let top = json(&["ops", &fx(f), "--top", "1"]);
+        if let Some(op) = top["ops"][0]["name"].as_str() {
+            cases.push(vec!["hlo".into(), fx(f), op.into()]);
+        }
+    }
+    for f in ["cpu-transformer", "gpu-transformer", "cpu-dp4"] {
+        cases.push(vec!["whatif".into(), fx(f), "--remove".into(), "compile".into()]);
+    }
+    let (sgd, adam) = (fx("cpu-guide-sgd"), fx("cpu-guide-adam"));
+    cases.push(vec!["ls".into(), logs.clone()]);
+    cases.push(vec!["history".into(), logs]);
+    cases.push(vec!["diff".into(), sgd.clone(), adam.clone()]);
+    cases.push(vec!["compare".into(), sgd.clone(), adam.clone(), fx("cpu-guide-optax")]);
+    cases.push(vec!["check".into(), adam, "--baseline".into(), baseline]);
+    cases.push(vec!["sql".into(), "SELECT name, self_ps, count FROM ops ORDER BY self_ps DESC LIMIT 5".into(), sgd]);
+    let mut long = Vec::new();
+    for args in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = Command::new(env!("CARGO_BIN_EXE_stepscope")).args(&args).env("COLUMNS", "100").output().unwrap();
+        // `check` exits 1 on a regression; every other command 0.
+        assert!(out.status.code().is_some_and(|c| c <= 1), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        long.extend(text.lines().filter(|l| l.chars().count() > 100).map(|l| format!("{args:?}: {l}")));
+    }
+    // Every command's help, short and long.
+    let help = ok(&["--help"]);
+    let commands: Vec<&str> = (help.lines())
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        // A command's line; its wrapped description's lines are indented further.
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert!(commands.len() >= 20, "{help}");
+    let commands = commands.iter().filter(|c| **c != "help");
+    for command in std::iter::once(None).chain(commands.map(Some)) {
+        for flag in ["-h", "--help"] {
+            let args: Vec<&str> = command.into_iter().copied().chain([flag]).collect();
+            let (text, _) = run_env(&args, &[("COLUMNS", "100")]);
+            long.extend(text.lines().filter(|l| l.chars().count() > 100).map(|l| format!("{args:?}: {l}")));
+        }
+    }
+    assert!(long.is_empty(), "{} lines past 100 columns:\n{}", long.len(), long.join("\n"));
+}

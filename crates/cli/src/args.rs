@@ -25,37 +25,66 @@ pub struct Cli {
 
 const EXAMPLES: &str = "\
 EXAMPLES:
-    stepscope ls /tmp/logdir                 list the runs jax.profiler.trace wrote
-    stepscope info /tmp/logdir               hosts, planes, lines and events of the newest run
+    stepscope ls /tmp/logdir
+        list the runs jax.profiler.trace wrote
+    stepscope info /tmp/logdir
+        hosts, planes, lines and events of the newest run
     stepscope info /tmp/logdir --run 2024_05_01_12_00_00 --json
-    stepscope info host.xplane.pb            one file (.xplane.pb, .trace.json.gz, .json)
-    stepscope summary /tmp/logdir            step time, breakdown, utilisation, top ops
-    stepscope steps /tmp/logdir --csv        every step: duration, device busy/idle, compile
-    stepscope ops /tmp/logdir --top 20       HLO ops by self time
-    stepscope ops /tmp/logdir --by scope --depth 2   time per name-stack scope
-    stepscope ops /tmp/logdir --by line      device time per line of your Python
-    stepscope scopes /tmp/logdir             your TraceAnnotation scopes per step; input work
-    stepscope roofline /tmp/logdir           ops against the device's compute and memory roofs
-    stepscope kernels /tmp/logdir --json     GPU kernels with launch configuration
-    stepscope memory /tmp/logdir             allocator peaks, live allocations at the peak
-    stepscope memory /tmp/logdir --pprof memory.prof   device memory by Python stack
-    stepscope buffers /tmp/logdir            the program's memory plan: peak, buffers live at it
-    stepscope collectives /tmp/logdir        all-reduce & co: exposed vs overlapped time
-    stepscope compile /tmp/logdir            compilation captured, per module
-    stepscope devices /tmp/logdir            per device and host; stragglers flagged
-    stepscope hlo /tmp/logdir fusion.12      the op's HLO, fusion body and source line
-    stepscope advise /tmp/logdir             what is wrong, with evidence and advice
-    stepscope advise /tmp/logdir --thresholds kpi.toml   your own KPI thresholds
-    stepscope whatif /tmp/logdir --remove compile   the step replayed without compilation
-    stepscope diff runs/adam runs/lion       what changed, ranked by effect on step time
-    stepscope compare runs/1dev runs/2dev runs/4dev      runs side by side
+    stepscope info host.xplane.pb
+        one file (.xplane.pb, .trace.json.gz, .json)
+    stepscope summary /tmp/logdir
+        step time, breakdown, utilisation, top ops
+    stepscope steps /tmp/logdir --csv
+        every step: duration, device busy/idle, compile
+    stepscope ops /tmp/logdir --top 20
+        HLO ops by self time
+    stepscope ops /tmp/logdir --by scope --depth 2
+        time per name-stack scope
+    stepscope ops /tmp/logdir --by line
+        device time per line of your Python
+    stepscope scopes /tmp/logdir
+        your TraceAnnotation scopes per step; input work
+    stepscope roofline /tmp/logdir
+        ops against the device's compute and memory roofs
+    stepscope kernels /tmp/logdir --json
+        GPU kernels with launch configuration
+    stepscope memory /tmp/logdir
+        allocator peaks, live allocations at the peak
+    stepscope memory /tmp/logdir --pprof memory.prof
+        device memory by Python stack
+    stepscope buffers /tmp/logdir
+        the program's memory plan: peak, buffers live at it
+    stepscope collectives /tmp/logdir
+        all-reduce & co: exposed vs overlapped time
+    stepscope compile /tmp/logdir
+        compilation captured, per module
+    stepscope devices /tmp/logdir
+        per device and host; stragglers flagged
+    stepscope hlo /tmp/logdir fusion.12
+        the op's HLO, fusion body and source line
+    stepscope advise /tmp/logdir
+        what is wrong, with evidence and advice
+    stepscope advise /tmp/logdir --thresholds kpi.toml
+        your own KPI thresholds
+    stepscope whatif /tmp/logdir --remove compile
+        the step replayed without compilation
+    stepscope diff runs/adam runs/lion
+        what changed, ranked by effect on step time
+    stepscope compare runs/1dev runs/2dev runs/4dev
+        runs side by side
     stepscope summary runs/main --json > baseline.json
-    stepscope check runs/pr --baseline baseline.json --max-regression 5   exit 1 on regression
-    stepscope serve /tmp/logdir              web UI on 127.0.0.1 (prints the URL, opens the browser)
-    stepscope capture 127.0.0.1:9012         profile a running job (jax.profiler.start_server)
-    stepscope top 127.0.0.1:9012             live view of a running job
-    stepscope export /tmp/logdir -o trace.pftrace    Perfetto trace (also .json.gz, .csv, .parquet)
-    stepscope summary gs://bucket/logdir     a log directory in Cloud Storage (or s3://bucket/logdir)";
+    stepscope check runs/pr --baseline baseline.json --max-regression 5
+        exit 1 on regression
+    stepscope serve /tmp/logdir
+        web UI on 127.0.0.1 (prints the URL, opens the browser)
+    stepscope capture 127.0.0.1:9012
+        profile a running job (jax.profiler.start_server)
+    stepscope top 127.0.0.1:9012
+        live view of a running job
+    stepscope export /tmp/logdir -o trace.pftrace
+        Perfetto trace (also .json.gz, .csv, .parquet)
+    stepscope summary gs://bucket/logdir
+        a log directory in Cloud Storage (or s3://bucket/logdir)";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {

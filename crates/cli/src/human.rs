@@ -122,6 +122,64 @@ pub fn wrap(first: &str, text: &str, width: usize) -> String {
     out
 }
 
+/// `line` ending in a newline, wrapped at spaces to `width` characters where it is
+/// longer (`None`: whole): its later lines are indented two more than its first; a word
+/// too long for a line of its own is broken where the line ends.
+pub fn wrap_line(line: &str, width: Option<usize>) -> String {
+    let Some(width) = width.filter(|&w| line.chars().count() > w) else {
+        return format!("{line}\n");
+    };
+    let lead: String = line.chars().take_while(|c| *c == ' ').collect();
+    let hang = format!("{lead}  ");
+    let room = width.saturating_sub(hang.chars().count()).max(20);
+    let mut out = String::new();
+    let mut current = lead.clone();
+    let mut empty = true;
+    let mut words: std::collections::VecDeque<String> =
+        line.split(' ').filter(|w| !w.is_empty()).map(String::from).collect();
+    while let Some(word) = words.pop_front() {
+        let len = current.chars().count() + usize::from(!empty) + word.chars().count();
+        if len <= width {
+            if !empty {
+                current.push(' ');
+            }
+            current.push_str(&word);
+            empty = false;
+            continue;
+        }
+        if word.chars().count() > room || empty {
+            // Too long for any line (or for this one, empty as it is): what fits here,
+            // the rest as the next word.
+            let fits = width.saturating_sub(current.chars().count() + usize::from(!empty));
+            // On a line of its own, at least 10 characters go, however narrow the width.
+            let fits = match (empty, fits >= 10) {
+                (_, true) => fits,
+                (true, false) => 10,
+                (false, false) => 0,
+            };
+            if fits > 0 {
+                if !empty {
+                    current.push(' ');
+                }
+                current.extend(word.chars().take(fits));
+            }
+            let rest: String = word.chars().skip(fits).collect();
+            if !rest.is_empty() {
+                words.push_front(rest);
+            }
+        } else {
+            words.push_front(word);
+        }
+        out.push_str(current.trim_end());
+        out.push('\n');
+        current = hang.clone();
+        empty = true;
+    }
+    out.push_str(current.trim_end());
+    out.push('\n');
+    out
+}
+
 /// A rate with an SI prefix and three significant digits: `255 TFLOP/s`, `812 GB/s`.
 pub fn rate(per_s: f64, unit: &str) -> String {
     let (v, prefix) = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
@@ -219,6 +277,30 @@ impl<W: std::io::Write> std::io::Write for CleanWriter<W> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn wrap_line_fits_the_width_and_keeps_every_character() {
+        let line = "  straggler: vm /device:CPU:3 computes 7.62 ms vs a median of 6.27 ms for its peers (+21%)";
+        let out = super::wrap_line(line, Some(40));
+        assert!(out.lines().all(|l| l.chars().count() <= 40), "{out}");
+        assert!(out.lines().skip(1).all(|l| l.starts_with("    ") && !l.starts_with("     ")), "{out}");
+        let words = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert_eq!(words(&out), words(line));
+        assert_eq!(super::wrap_line(line, None), format!("{line}\n"));
+        // A word longer than any line is broken, and loses nothing.
+        let stack = format!("jax: {}", "jit(train_step)/transpose(jvp(layer1/attention));".repeat(6));
+        let out = super::wrap_line(&stack, Some(50));
+        assert!(out.lines().all(|l| l.chars().count() <= 50), "{out}");
+        assert_eq!(out.split_whitespace().collect::<String>(), stack.split_whitespace().collect::<String>());
+        // However narrow the width, it ends and keeps every character.
+        assert!(super::wrap_line(&"x".repeat(100), Some(1)).lines().count() >= 10);
+        let text = format!("   a {} bb {} c", "y".repeat(37), "z".repeat(81));
+        for width in 1..130 {
+            let out = super::wrap_line(&text, Some(width));
+            assert_eq!(out.split_whitespace().collect::<String>(), text.split_whitespace().collect::<String>());
+            assert!(out.lines().all(|l| l.chars().count() <= width.max(15)), "{width}: {out}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -21,6 +21,15 @@ macro_rules! out {
     ($($arg:tt)*) => { print!("{}", crate::human::clean(&format!($($arg)*))) };
 }
 
+/// [`outln!`] for a line of prose (a headline, a note): wrapped to the width tables
+/// are cut to ([`table::width`]: the terminal's or `$COLUMNS`; whole in a file or a
+/// pipe), its later lines indented two more than its first.
+macro_rules! proseln {
+    ($($arg:tt)*) => {
+        print!("{}", crate::human::clean(&crate::human::wrap_line(&format!($($arg)*), crate::table::width())))
+    };
+}
+
 /// `eprintln!` with [`outln!`]'s escaping.
 macro_rules! errln {
     ($($arg:tt)*) => { eprintln!("{}", crate::human::clean(&format!($($arg)*))) };

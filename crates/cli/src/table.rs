@@ -81,16 +81,6 @@ impl Table {
         self.text_at(width())
     }
 
-    /// [`Table::text`], cut to `default` columns where [`width`] cuts nothing but
-    /// `--wide` was not given: for a one-screen report that fits 80 columns in a file
-    /// or a pipe too.
-    pub fn text_or_cut_to(&self, default: usize) -> String {
-        match width() {
-            None if !WIDE.load(Ordering::Relaxed) => self.text_at(Some(default)),
-            w => self.text_at(w),
-        }
-    }
-
     /// [`Table::text`] cut to fit `width` columns (`None`: nothing cut).
     fn text_at(&self, width: Option<usize>) -> String {
         let n = self.header.len();

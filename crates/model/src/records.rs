@@ -7,6 +7,7 @@ use stepscope_xspace::{Line, Plane, Stat, StatValue};
 
 /// `0..len` cut into ranges of `piece` (the last may be shorter), for scans done in
 /// parallel pieces.
+#[inline]
 pub fn pieces(len: usize, piece: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
     (0..len).step_by(piece.max(1)).map(move |at| at..len.min(at + piece))
 }
@@ -22,6 +23,7 @@ pub struct ReleaseBehind<'l> {
 impl<'l> ReleaseBehind<'l> {
     const EVENTS: usize = 1 << 16;
 
+    #[inline]
     pub fn new(line: &'l Line) -> Self {
         ReleaseBehind { line, from: 0 }
     }
@@ -36,6 +38,7 @@ impl<'l> ReleaseBehind<'l> {
     }
 
     /// The scan is over.
+    #[inline]
     pub fn done(self) {
         self.line.release_stats(self.from..self.line.len());
     }
@@ -146,6 +149,7 @@ impl DeviceOps {
     }
 
     /// True when the records hold their ops' `correlation_id`s.
+    #[inline]
     pub fn has_correlation_ids(&self) -> bool {
         self.value == RecValue::CorrelationId
     }
@@ -208,6 +212,7 @@ const NO_PROGRAM: u32 = u32::MAX;
 const ON_EVENT: u32 = u32::MAX - 1;
 
 impl OpRec {
+    #[inline]
     pub fn new(name: u32, module: u32, line: u32, index: u32, program: u32, value: i64) -> OpRec {
         OpRec { name, module, line, index, program, value }
     }
@@ -299,6 +304,7 @@ impl<'a> Interner<'a> {
     }
 
     /// The id of the text `text()` gives for event metadata `meta`.
+    #[inline]
     pub fn meta(&mut self, meta: u32, text: impl FnOnce() -> &'a str) -> u32 {
         if let Some(&id) = self.by_meta.get(&meta) {
             return id;
@@ -344,6 +350,7 @@ impl Programs {
 
     /// These programs' ids in `to` (added there on first sight), for
     /// [`OpRec::set_ids`].
+    #[inline]
     pub fn ids_in(&self, to: &mut Programs) -> Vec<u32> {
         self.ids.iter().map(|&p| to.of(Some(p), false)).collect()
     }
@@ -361,6 +368,7 @@ pub struct OpsBuilder<'a> {
 
 impl<'a> OpsBuilder<'a> {
     /// Takes `recs` as the records (their names already ids of [`OpsBuilder::names`]).
+    #[inline]
     pub fn set_recs(&mut self, recs: Vec<OpRec>) {
         self.recs = recs;
     }
@@ -368,6 +376,7 @@ impl<'a> OpsBuilder<'a> {
     /// Gives the records that name no module the module of their program
     /// (`module_of(program_id)`): a TPU's ops record their program's id but no
     /// `hlo_module`, so without it every program's ops read as one module's.
+    #[inline]
     pub fn modules_from_programs(&mut self, module_of: impl Fn(u64) -> Option<&'a str>) {
         let Some(empty) = self.names.empty else { return };
         let OpsBuilder { names, programs, recs, .. } = self;
@@ -383,6 +392,7 @@ impl<'a> OpsBuilder<'a> {
 
     /// Gives record `rec` the name `name` (an id of [`OpsBuilder::names`]), keeping
     /// the name it had as the one `name` replaced.
+    #[inline]
     pub fn rename(&mut self, rec: usize, name: u32) {
         if let Some(r) = self.recs.get_mut(rec) {
             self.renamed.entry(name).or_insert(r.name);
@@ -410,6 +420,7 @@ impl<'a> OpsBuilder<'a> {
         unsafe { self.recs.set_len(self.recs.len() + total) };
     }
 
+    #[inline]
     pub fn finish(self, value: RecValue) -> DeviceOps {
         DeviceOps {
             names: self.names.names.into_iter().map(Box::from).collect(),
@@ -445,12 +456,14 @@ pub struct OpEvent<'a> {
 }
 
 impl OpEvent<'_> {
+    #[inline]
     pub fn end_ps(&self) -> i64 {
         self.start_ps.saturating_add(self.duration_ps)
     }
 }
 
 /// A stat's value as a `u64`, when it is a non-negative integer.
+#[inline]
 pub fn stat_u64(plane: &Plane, s: Option<Stat>) -> Option<u64> {
     let s = s?;
     match s.value() {

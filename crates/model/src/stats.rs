@@ -64,6 +64,7 @@ pub fn percentile_sorted(v: &[i64], pct: f64) -> i64 {
 
 /// Sum of picosecond values, saturating: damaged profiles may hold durations near
 /// `i64::MAX`, and a sum must not overflow (a panic in debug builds, garbage in release).
+#[inline]
 pub fn sum_ps(values: impl IntoIterator<Item = i64>) -> i64 {
     values.into_iter().fold(0, i64::saturating_add)
 }
@@ -251,16 +252,19 @@ impl Intervals {
     }
 
     /// Total covered length.
+    #[inline]
     pub fn total(&self) -> i64 {
         clamp_ps(i128::from(self.sum_to(self.spans.len())))
     }
 
     /// The merged spans.
+    #[inline]
     pub fn spans(&self) -> &[(i64, i64)] {
         &self.spans
     }
 
     /// Covered length within `[lo, hi)`.
+    #[inline]
     pub fn overlap(&self, lo: i64, hi: i64) -> i64 {
         if hi <= lo || self.spans.is_empty() {
             return 0;
@@ -364,6 +368,7 @@ impl Intervals {
 
     /// For many windows in time order ([`Cursor::overlap`]): each search starts where
     /// the last one ended.
+    #[inline]
     pub fn cursor(&self) -> Cursor<'_> {
         Cursor { iv: self, first: 0, lo: i64::MIN }
     }
@@ -673,6 +678,7 @@ mod interval_tests {
 }
 
 /// `part` as a share of `whole`, percent (0 when `whole` is not positive).
+#[inline]
 pub fn pct(part: i64, whole: i64) -> f64 {
     if whole > 0 {
         100.0 * part as f64 / whole as f64

@@ -70,6 +70,7 @@ struct Full {
 
 impl Column {
     /// An empty column with room for `n` values at 4 bytes each.
+    #[inline]
     pub fn with_capacity(n: usize) -> Column {
         let mut c = Column::default();
         c.reserve_exact(n);
@@ -133,6 +134,7 @@ impl Column {
     }
 
     /// True when the column holds no values.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -278,6 +280,7 @@ impl Column {
     }
 
     /// Frees spare capacity.
+    #[inline]
     pub fn shrink_to_fit(&mut self) {
         if let Some(full) = self.full.as_deref_mut() {
             if full.blocks.is_empty() {
@@ -326,11 +329,13 @@ impl Column {
     }
 
     /// The values, in order.
+    #[inline]
     pub fn iter(&self) -> Iter<'_> {
         Iter { col: self, i: 0, end: self.len() }
     }
 
     /// The values `range`, in order.
+    #[inline]
     pub fn iter_range(&self, range: std::ops::Range<usize>) -> Iter<'_> {
         let end = range.end.min(self.len());
         Iter { col: self, i: range.start.min(end), end }
@@ -338,6 +343,7 @@ impl Column {
 
     /// The index of the first value for which `pred` is false, assuming the values
     /// are partitioned (as [`slice::partition_point`]).
+    #[inline]
     pub fn partition_point(&self, mut pred: impl FnMut(i64) -> bool) -> usize {
         let (mut lo, mut hi) = (0, self.len());
         while lo < hi {
@@ -411,11 +417,13 @@ impl Column {
     }
 
     /// The smallest value (from the blocks' bases: cheap).
+    #[inline]
     pub fn min(&self) -> Option<i64> {
         self.blocks().iter().map(|b| b.base).chain(self.tail.iter().copied()).min()
     }
 
     /// Number of blocks [`Column::block`] reads: the full ones, then the tail.
+    #[inline]
     pub fn block_count(&self) -> usize {
         self.blocks().len() + 1
     }
@@ -439,6 +447,7 @@ impl Column {
     }
 
     /// True when no value is less than the one before it (a block at a time).
+    #[inline]
     pub fn is_sorted(&self) -> bool {
         let mut out = [0; BLOCK];
         let mut last = i64::MIN;
@@ -453,11 +462,13 @@ impl Column {
     }
 
     /// The values as a vector.
+    #[inline]
     pub fn to_vec(&self) -> Vec<i64> {
         self.iter().collect()
     }
 
     /// Bytes held, capacity included.
+    #[inline]
     pub fn heap_bytes(&self) -> usize {
         let full = self.full.as_deref().map_or(0, |f| {
             std::mem::size_of::<Full>() + f.blocks.capacity() * std::mem::size_of::<Block>() + f.packed.capacity()

@@ -55,6 +55,7 @@ pub fn primitive_type_name(element_type: i32) -> Option<&'static str> {
 
 /// Bits one element of a `PrimitiveType` takes in memory, if known (0 for tuple,
 /// token and opaque).
+#[inline]
 pub fn primitive_type_bits(element_type: i32) -> Option<u64> {
     Some(match element_type {
         21 | 22 => 4,
@@ -81,11 +82,13 @@ pub struct Shape {
 
 impl Shape {
     /// True for a tuple shape.
+    #[inline]
     pub fn is_tuple(&self) -> bool {
         self.element_type == TUPLE || !self.tuple.is_empty()
     }
 
     /// Number of array elements (1 for a scalar; 0 for a tuple).
+    #[inline]
     pub fn element_count(&self) -> u64 {
         if self.is_tuple() {
             return 0;
@@ -94,6 +97,7 @@ impl Shape {
     }
 
     /// Number of array elements, a tuple's summed over its arrays.
+    #[inline]
     pub fn array_elements(&self) -> u64 {
         if self.is_tuple() {
             return self.tuple.iter().map(Shape::array_elements).fold(0, u64::saturating_add);
@@ -103,6 +107,7 @@ impl Shape {
 
     /// Bytes of the array data: element size × number of elements, rounded up to whole
     /// bytes; a tuple is the sum of its elements. Unknown element types count 0.
+    #[inline]
     pub fn bytes_size(&self) -> u64 {
         if self.is_tuple() {
             return self.tuple.iter().fold(0u64, |n, s| n.saturating_add(s.bytes_size()));
@@ -194,6 +199,7 @@ pub struct HloInstruction {
 
 impl HloInstruction {
     /// True for a `fusion` instruction.
+    #[inline]
     pub fn is_fusion(&self) -> bool {
         self.opcode == "fusion"
     }
@@ -246,6 +252,7 @@ pub struct HloComputation {
 
 impl HloComputation {
     /// The root instruction, if present.
+    #[inline]
     pub fn root(&self) -> Option<&HloInstruction> {
         self.instructions.iter().find(|i| i.id == self.root_id)
     }
@@ -406,11 +413,13 @@ impl HloModule {
     }
 
     /// The instruction called `name` and the computation holding it.
+    #[inline]
     pub fn instruction(&self, name: &str) -> Option<(&HloComputation, &HloInstruction)> {
         self.at(*self.by_name.get(name)?)
     }
 
     /// The instruction with id `id` (ids are unique within a module).
+    #[inline]
     pub fn instruction_by_id(&self, id: i64) -> Option<(&HloComputation, &HloInstruction)> {
         self.at(*self.by_instr_id.get(&id)?)
     }
@@ -421,6 +430,7 @@ impl HloModule {
     }
 
     /// The computation with id `id`.
+    #[inline]
     pub fn computation(&self, id: i64) -> Option<&HloComputation> {
         self.computations.get(*self.by_comp_id.get(&id)? as usize)
     }
@@ -465,22 +475,26 @@ impl HloModule {
     }
 
     /// The entry computation.
+    #[inline]
     pub fn entry(&self) -> Option<&HloComputation> {
         self.computation(self.entry_computation_id)
     }
 
     /// Number of instructions in all computations.
+    #[inline]
     pub fn instruction_count(&self) -> usize {
         self.computations.iter().map(|c| c.instructions.len()).sum()
     }
 
     /// Every instruction with its computation, computation by computation.
+    #[inline]
     pub fn instructions(&self) -> impl Iterator<Item = (&HloComputation, &HloInstruction)> {
         self.computations.iter().flat_map(|c| c.instructions.iter().map(move |i| (c, i)))
     }
 
     /// For a fusion instruction, its fused computation: the first called computation,
     /// when it is marked as a fusion body or the caller is a `fusion`.
+    #[inline]
     pub fn fused_body(&self, instr: &HloInstruction) -> Option<&HloComputation> {
         let callee = self.computation(*instr.called_computation_ids.first()?)?;
         (callee.is_fusion || instr.is_fusion()).then_some(callee)
@@ -924,6 +938,7 @@ impl fmt::Debug for HloEntry {
 
 impl HloEntry {
     /// The serialized `HloProto`.
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
         match &self.bytes {
             HloBytes::Shared(src, r) => src.get(r.clone()).unwrap_or(&[]),
@@ -933,11 +948,13 @@ impl HloEntry {
 
     /// The program's buffer assignment (decoded on each call); `None` where the
     /// proto holds none.
+    #[inline]
     pub fn buffer_assignment(&self) -> Result<Option<crate::buffers::BufferAssignment>> {
         crate::buffers::decode_buffer_assignment(self.bytes())
     }
 
     /// The decoded module (decoded on the first call, then cached).
+    #[inline]
     pub fn module(&self) -> Result<&HloModule, &Error> {
         self.module.get_or_init(|| decode_hlo_proto(self.bytes())).as_ref()
     }
@@ -947,6 +964,7 @@ impl HloEntry {
     /// run compiled one jitted function for the same arguments, whatever number each
     /// gave it, whichever device it placed it on and whatever its autotuning chose.
     /// Computed on the first call; `None` where the proto cannot be read.
+    #[inline]
     pub fn signature(&self) -> Option<u64> {
         *self.signature.get_or_init(|| signature(self.bytes()).ok())
     }
@@ -1005,38 +1023,45 @@ pub struct HloModules {
 
 impl HloModules {
     /// All modules found, in metadata order.
+    #[inline]
     pub fn entries(&self) -> &[HloEntry] {
         &self.entries
     }
 
     /// Number of modules found.
+    #[inline]
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// True when the space holds no HLO modules.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// The programs whose HLO cannot be decoded (a damaged profile), each with why:
     /// their ops have no category, cost or source line from the HLO.
+    #[inline]
     pub fn unreadable(&self) -> Vec<(&str, String)> {
         self.entries.iter().filter_map(|e| Some((e.metadata_name.as_str(), e.module().err()?.to_string()))).collect()
     }
 
     /// The entry with program id `id`.
+    #[inline]
     pub fn entry(&self, program_id: i64) -> Option<&HloEntry> {
         self.by_program_id.get(&program_id).map(|&i| &self.entries[i])
     }
 
     /// The module with program id `id`, decoded; `None` when absent or unreadable.
+    #[inline]
     pub fn by_program_id(&self, program_id: i64) -> Option<&HloModule> {
         self.entry(program_id)?.module().ok()
     }
 
     /// Entries for `name`: a module name (`jit_train_step`; all compilations of it,
     /// ordered by program id) or a full metadata name (`jit_train_step(52)`).
+    #[inline]
     pub fn entries_named(&self, name: &str) -> Vec<&HloEntry> {
         if let Some(ix) = self.by_name.get(name) {
             return ix.iter().map(|&i| &self.entries[i]).collect();

@@ -51,6 +51,7 @@ pub(crate) struct Wide {
 }
 
 impl Wide {
+    #[inline]
     pub(crate) fn shrink_to_fit(&mut self) {
         self.nums.shrink_to_fit();
         self.stats.shrink_to_fit();
@@ -298,6 +299,7 @@ pub(crate) enum LineStats {
 
 impl LineStats {
     /// `Bare` where no event has a stat (after decoding, which makes the others).
+    #[inline]
     pub(crate) fn bare_if_empty(&mut self) {
         let empty = match self {
             LineStats::Bare => return,
@@ -343,6 +345,7 @@ impl PackedStats {
     }
 
     /// Room for about `stats` stats of `events` events.
+    #[inline]
     pub(crate) fn with_capacity(events: usize, stats: usize) -> PackedStats {
         PackedStats {
             start: Column::with_capacity(events + 1),
@@ -359,6 +362,7 @@ impl PackedStats {
     }
 
     /// Number of stats.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.stats.len()
     }
@@ -370,6 +374,7 @@ impl PackedStats {
     }
 
     /// Drops the stats pushed since `mark` was taken.
+    #[inline]
     pub(crate) fn truncate(&mut self, mark: [usize; 3]) {
         self.stats.truncate(mark[0]);
         self.wide.nums.truncate(mark[1]);
@@ -397,6 +402,7 @@ impl PackedStats {
         self.start.push(self.stats.len() as i64);
     }
 
+    #[inline]
     pub(crate) fn shrink_to_fit(&mut self) {
         self.start.shrink_to_fit();
         self.stats.shrink_to_fit();
@@ -561,11 +567,13 @@ pub struct Line {
 
 impl Line {
     /// Number of events.
+    #[inline]
     pub fn len(&self) -> usize {
         self.metas.len()
     }
 
     /// True when the line has no events.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.metas.is_empty()
     }
@@ -589,16 +597,19 @@ impl Line {
     }
 
     /// The event starts, in event order.
+    #[inline]
     pub fn starts(&self) -> &Column {
         &self.starts
     }
 
     /// The event lengths, in event order.
+    #[inline]
     pub fn durations(&self) -> &Column {
         &self.durations
     }
 
     /// Moves every event `d` ps later (saturating), e.g. to align hosts' clocks.
+    #[inline]
     pub fn shift_ps(&mut self, d: i64) {
         self.starts.add_saturating(d);
     }
@@ -615,6 +626,7 @@ impl Line {
 
     /// Bytes the line's columns hold (capacity included): starts and lengths, metadata
     /// indexes, stat ranges (or positions), and packed and wide stats.
+    #[inline]
     pub fn heap_bytes(&self) -> [usize; 5] {
         let stats = match &self.stats {
             LineStats::Bare => [0, 0, 0],
@@ -625,6 +637,7 @@ impl Line {
     }
 
     /// Number of event stats on the line.
+    #[inline]
     pub fn stat_count(&self) -> usize {
         match &self.stats {
             LineStats::Bare => 0,
@@ -648,6 +661,7 @@ impl Line {
     /// ([`Source::release`]): for scans over many events, so that the file's pages
     /// they read do not all stay resident at once. Reading them again maps them again.
     /// A no-op for stats not in the file.
+    #[inline]
     pub fn release_stats(&self, events: Range<usize>) {
         let LineStats::Wire(x) = &self.stats else { return };
         if events.start >= events.end || events.end > self.len() {
@@ -670,6 +684,7 @@ impl Line {
     }
 
     /// Whether the line's stats are still in the file (read when asked for).
+    #[inline]
     pub fn stats_in_file(&self) -> bool {
         matches!(self.stats, LineStats::Wire(_))
     }
@@ -686,6 +701,7 @@ impl Line {
 
     /// Moves the arena offsets of the line's string stats `base` bytes further (readers
     /// that append a line's strings to its plane's arena).
+    #[inline]
     pub(crate) fn rebase_arena(&mut self, base: u64) {
         let LineStats::Packed(p) = &mut self.stats else { return };
         for s in &mut p.wide.stats {
@@ -824,6 +840,7 @@ impl Line {
     }
 
     /// The line's display name when set, else its name.
+    #[inline]
     pub fn label(&self) -> &str {
         if self.display_name.is_empty() {
             &self.name
@@ -875,6 +892,7 @@ impl Line {
     }
 
     /// Makes the stat ranges valid for a line with no events.
+    #[inline]
     pub fn finish(&mut self) {
         if let LineStats::Packed(p) = &mut self.stats {
             if p.start.is_empty() {
@@ -948,6 +966,7 @@ impl Plane {
     }
 
     /// Copies `bytes` into the plane's arena and returns their span.
+    #[inline]
     pub fn push_arena(&mut self, bytes: &[u8]) -> Span {
         let off = self.arena.len() as u64;
         self.arena.extend_from_slice(bytes);
@@ -955,38 +974,45 @@ impl Plane {
     }
 
     /// The bytes of a span.
+    #[inline]
     pub fn bytes(&self, span: Span) -> &[u8] {
         let buf: &[u8] = if span.in_arena() { &self.arena } else { &self.source };
         buf.get(span.range()).unwrap_or(&[])
     }
 
     /// The text of a span; invalid UTF-8 reads as "\u{FFFD}".
+    #[inline]
     pub fn text(&self, span: Span) -> &str {
         std::str::from_utf8(self.bytes(span)).unwrap_or("\u{FFFD}")
     }
 
     /// Number of events on all lines, counter lines excluded.
+    #[inline]
     pub fn event_count(&self) -> u64 {
         self.lines.iter().filter(|l| !l.is_counter).map(|l| l.len() as u64).sum()
     }
 
     /// Name of the metadata at dense index `meta`.
+    #[inline]
     pub fn event_name(&self, meta: u32) -> &str {
         self.event_meta.get(meta as usize).map_or("", |m| self.text(m.name))
     }
 
     /// Dense index of the stat metadata called `name`, if the plane has one.
+    #[inline]
     pub fn stat_id(&self, name: &str) -> Option<u32> {
         let name = name.as_bytes();
         self.stat_meta.iter().position(|m| self.bytes(m.name) == name).map(|i| i as u32)
     }
 
     /// Name of the stat metadata at dense index `meta`.
+    #[inline]
     pub fn stat_name(&self, meta: u32) -> &str {
         self.stat_meta.get(meta as usize).map_or("", |m| self.text(m.name))
     }
 
     /// Stats attached to event metadata `meta`.
+    #[inline]
     pub fn metadata_stats(&self, meta: u32) -> &[Stat] {
         match self.event_meta.get(meta as usize) {
             Some(m) => self.meta_stats.get(m.stats.start as usize..m.stats.end as usize).unwrap_or(&[]),
@@ -1145,6 +1171,7 @@ impl Plane {
     }
 
     /// Looks up stat `stat` of event `i` on `line`: on the event first, then on its metadata.
+    #[inline]
     pub fn event_stat(&self, line: &Line, i: usize, stat: u32) -> Option<Stat> {
         let [s] = self.event_stats_of(line, i, [Some(stat)]);
         s
@@ -1187,6 +1214,7 @@ impl Plane {
     }
 
     /// A stat's string value: `str` directly, `ref` through its metadata name.
+    #[inline]
     pub fn stat_str(&self, s: &Stat) -> Option<&str> {
         match s.value() {
             StatValue::Str(span) => Some(self.text(span)),
@@ -1196,6 +1224,7 @@ impl Plane {
     }
 
     /// A stat's bytes value.
+    #[inline]
     pub fn stat_bytes(&self, s: &Stat) -> Option<&[u8]> {
         match s.value() {
             StatValue::Bytes(span) | StatValue::Str(span) => Some(self.bytes(span)),
@@ -1204,6 +1233,7 @@ impl Plane {
     }
 
     /// A numeric stat as i64 (u64 saturates, f64 truncates); strings parse when they are numbers.
+    #[inline]
     pub fn stat_i64(&self, s: &Stat) -> Option<i64> {
         match s.value() {
             StatValue::I64(v) => Some(v),
@@ -1215,6 +1245,7 @@ impl Plane {
     }
 
     /// A numeric stat as f64; strings parse when they are numbers.
+    #[inline]
     pub fn stat_f64(&self, s: &Stat) -> Option<f64> {
         match s.value() {
             StatValue::I64(v) => Some(v as f64),
@@ -1226,6 +1257,7 @@ impl Plane {
     }
 
     /// A stat's value rendered for people (bytes as `<N bytes>`).
+    #[inline]
     pub fn stat_display(&self, s: &Stat) -> String {
         match s.value() {
             StatValue::F64(v) => v.to_string(),
@@ -1237,12 +1269,14 @@ impl Plane {
     }
 
     /// The plane-level stat called `name`.
+    #[inline]
     pub fn plane_stat(&self, name: &str) -> Option<Stat> {
         let id = self.stat_id(name)?;
         self.stats.iter().find(|s| s.meta() == id).copied()
     }
 
     /// The line called `name` (by name or display name).
+    #[inline]
     pub fn line(&self, name: &str) -> Option<&Line> {
         self.lines.iter().find(|l| l.name == name || l.display_name == name)
     }
@@ -1345,6 +1379,7 @@ pub struct Space {
 
 impl Space {
     /// The host with only its events that overlap `from_ps..to_ps` ([`Line::window`]).
+    #[inline]
     pub fn window(&self, from_ps: i64, to_ps: i64) -> Space {
         Space {
             host: self.host.clone(),
@@ -1360,26 +1395,31 @@ impl Space {
     /// True when the file this host was read from shrank under its map after it was
     /// read (a new capture copied over it): strings and stats read from it now are
     /// zeros, and nothing made from them may be shown.
+    #[inline]
     pub fn file_changed(&self) -> bool {
         self.planes.iter().any(|p| p.source.changed())
     }
 
     /// Lines without events that were counted, not kept ([`Plane::empty_lines_not_kept`]).
+    #[inline]
     pub fn empty_lines_not_kept(&self) -> u64 {
         self.planes.iter().map(|p| p.empty_lines_not_kept).sum()
     }
 
     /// Events whose recorded length was impossible (a damaged file), read as instants.
+    #[inline]
     pub fn damaged_durations(&self) -> u64 {
         self.planes.iter().flat_map(|p| &p.lines).map(|l| u64::from(l.damaged_durations)).sum()
     }
 
     /// Events in all planes (for trace JSON: X, i and B events).
+    #[inline]
     pub fn event_count(&self) -> u64 {
         self.planes.iter().map(Plane::event_count).sum()
     }
 
     /// The plane called `name`.
+    #[inline]
     pub fn plane(&self, name: &str) -> Option<&Plane> {
         self.planes.iter().find(|p| p.name == name)
     }
@@ -1396,11 +1436,13 @@ pub struct Progress(std::sync::atomic::AtomicU64);
 
 impl Progress {
     /// Counts `n` more bytes read.
+    #[inline]
     pub fn add(&self, n: u64) {
         self.0.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Bytes read so far.
+    #[inline]
     pub fn bytes(&self) -> u64 {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
     }

@@ -19,6 +19,7 @@ impl Source {
     /// later read maps them again). Decoding calls this behind itself, so a file's pages
     /// are not all resident at once next to the columns made from them. A no-op for
     /// owned bytes.
+    #[inline]
     pub fn release(&self, range: Range<usize>) {
         let Source::Mapped(map) = self else { return };
         // Whole pages inside the range only: the pages at its ends may be in use by
@@ -33,6 +34,7 @@ impl Source {
 
     /// True when the mapped file shrank while mapped, so that reads past its new end
     /// gave zeros: what was decoded from it cannot be trusted.
+    #[inline]
     pub fn changed(&self) -> bool {
         matches!(self, Source::Mapped(map) if map.changed())
     }
@@ -63,34 +65,41 @@ impl Span {
     pub const EMPTY: Span = Span { off: 0, len: 0 };
 
     /// A span over the source bytes `off..off+len`.
+    #[inline]
     pub fn source(off: u64, len: u32) -> Span {
         Span { off, len }
     }
 
     /// A span over the plane arena bytes `off..off+len`.
+    #[inline]
     pub fn arena(off: u64, len: u32) -> Span {
         Span { off: off | ARENA_BIT, len }
     }
 
     /// Length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len as usize
     }
 
     /// True when the span holds no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// For an arena span, the same span moved `base` bytes further into the arena.
+    #[inline]
     pub(crate) fn arena_shifted(&self, base: u64) -> Option<Span> {
         self.in_arena().then(|| Span { off: self.off + base, len: self.len })
     }
 
+    #[inline]
     pub(crate) fn in_arena(&self) -> bool {
         self.off & ARENA_BIT != 0
     }
 
+    #[inline]
     pub(crate) fn range(&self) -> Range<usize> {
         let start = (self.off & !ARENA_BIT) as usize;
         start..start + self.len as usize
@@ -140,6 +149,7 @@ pub const MAX_STAT_LEN: usize = LEN_MASK as usize;
 impl Stat {
     /// Packs a stat. Spans longer than [`MAX_STAT_LEN`] are cut to it; readers
     /// reject such values before building a stat.
+    #[inline]
     pub fn new(meta: u32, value: StatValue) -> Stat {
         let (kind, value, len) = match value {
             StatValue::F64(v) => (StatKind::F64, v.to_bits(), 0),
@@ -153,11 +163,13 @@ impl Stat {
     }
 
     /// Dense index into [`Plane::stat_meta`].
+    #[inline]
     pub fn meta(&self) -> u32 {
         self.meta
     }
 
     /// The kind of value.
+    #[inline]
     pub fn kind(&self) -> StatKind {
         match self.kind_len >> 29 {
             0 => StatKind::F64,
@@ -170,6 +182,7 @@ impl Stat {
     }
 
     /// The value.
+    #[inline]
     pub fn value(&self) -> StatValue {
         let len = self.kind_len & LEN_MASK;
         match self.kind() {
@@ -195,6 +208,7 @@ pub(crate) struct IdMap {
 
 impl IdMap {
     /// A map for about `entries` ids.
+    #[inline]
     pub(crate) fn with_entries(entries: usize) -> IdMap {
         IdMap { dense: Vec::new(), limit: entries.saturating_mul(2).saturating_add(1024), map: HashMap::new() }
     }

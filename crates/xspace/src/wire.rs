@@ -39,11 +39,13 @@ pub(crate) struct Wire<'a> {
 
 impl<'a> Wire<'a> {
     /// A walker over the whole buffer.
+    #[inline]
     pub fn new(buf: &'a [u8]) -> Wire<'a> {
         Wire { buf, pos: 0, end: buf.len() }
     }
 
     /// A walker over `range` of the same buffer (a nested message).
+    #[inline]
     pub fn sub(&self, range: Range<usize>) -> Wire<'a> {
         debug_assert!(range.end <= self.buf.len());
         Wire { buf: self.buf, pos: range.start, end: range.end.min(self.buf.len()) }
@@ -205,6 +207,7 @@ impl<'a> Wire<'a> {
     }
 
     /// Reads a string field into an owned `String` (invalid UTF-8 replaced).
+    #[inline]
     pub fn string(&mut self, wt: u8) -> WireResult<String> {
         let r = self.bytes(wt)?;
         Ok(String::from_utf8_lossy(&self.buf[r]).into_owned())
@@ -228,6 +231,7 @@ impl<'a> Wire<'a> {
 
     /// Reads the rest of the message, calling `f` with a reader of each embedded
     /// message in field `field`; other fields are skipped.
+    #[inline]
     pub fn each_message(&mut self, field: u32, mut f: impl FnMut(Wire<'a>) -> WireResult<()>) -> WireResult<()> {
         while !self.done() {
             let (number, wt) = self.key()?;

@@ -83,7 +83,7 @@ fn live_csv(b: &Buffers) -> String {
 }
 
 fn print_text(b: &Buffers) {
-    outln!(
+    proseln!(
         "{}  ·  host {}  ·  memory space {}  ·  {} in {} allocation(s)",
         b.program,
         b.host,
@@ -122,17 +122,21 @@ fn print_text(b: &Buffers) {
         human::count(b.live_at_peak_count),
         human::bytes(b.live_at_peak_bytes)
     );
-    let mut t = Table::new(vec!["SIZE", "KIND", "INSTRUCTION", "OPCODE", "SHAPE", "SOURCE"]);
+    // The instruction first, the column cut to fit the terminal; the source goes where
+    // even that does not make the table fit (a line under it says so).
+    let mut t = Table::new(vec!["INSTRUCTION", "SIZE", "KIND", "OPCODE", "SHAPE", "SOURCE"]);
+    t.optional = vec![5];
+    t.left = vec![5];
     for l in &b.live_at_peak {
         t.push(vec![
-            human::bytes(l.size_bytes),
-            l.kind.replace('_', "-"),
             match l.shape_index.as_slice() {
                 [] => l.instruction.clone(),
                 index => {
                     format!("{} {{{}}}", l.instruction, index.iter().map(i64::to_string).collect::<Vec<_>>().join(","))
                 }
             },
+            human::bytes(l.size_bytes),
+            l.kind.replace('_', "-"),
             l.opcode.clone(),
             crate::table::fit(&l.shape, 28),
             // A source line keeps its file's end and line where tables are cut.

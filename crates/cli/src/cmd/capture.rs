@@ -15,12 +15,17 @@ use crate::human;
 pub const EXAMPLES: &str = "\
 EXAMPLES:
     # in the job:  jax.profiler.start_server(9012)
-    stepscope capture 127.0.0.1:9012                      2 s into ./profiles
+    stepscope capture 127.0.0.1:9012
+        2 s into ./profiles
     stepscope capture 127.0.0.1:9012 --duration 500ms --logdir /tmp/logdir
-    stepscope capture worker0:9012,worker1:9012 --duration 5s   one run, two hosts
-    stepscope capture 127.0.0.1:9012 --python-tracer-level 1    with Python calls
-    stepscope capture 127.0.0.1:9012 --max-size 512MiB --grace 10s   bound size and wait
-    stepscope summary ./profiles                          analyse the newest capture";
+    stepscope capture worker0:9012,worker1:9012 --duration 5s
+        one run, two hosts
+    stepscope capture 127.0.0.1:9012 --python-tracer-level 1
+        with Python calls
+    stepscope capture 127.0.0.1:9012 --max-size 512MiB --grace 10s
+        bound size and wait
+    stepscope summary ./profiles
+        analyse the newest capture";
 
 /// Tracing and connection options shared by `capture` and `top`.
 #[derive(Args, Debug, Clone)]

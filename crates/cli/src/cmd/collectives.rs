@@ -67,10 +67,10 @@ pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
     };
     if c.ops.is_empty() {
         match c.outside_window_ps {
-            0 => outln!(
+            0 => proseln!(
                 "no collectives (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute) in this profile"
             ),
-            _ => outln!("no collectives in the devices' steps{outside}"),
+            _ => proseln!("no collectives in the devices' steps{outside}"),
         }
         return Ok(ExitCode::SUCCESS);
     }

@@ -159,7 +159,7 @@ pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
         true => String::new(),
         false => format!(", {} working", a.working_device_count),
     };
-    outln!(
+    proseln!(
         "all {} device(s) on {} host(s){working}: utilisation {:.1}%, compute spread {:.1}% (max − min over median)",
         a.device_count,
         a.host_count,
@@ -186,7 +186,7 @@ pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
         out!("{}", t.text());
     }
     for s in &d.stragglers {
-        outln!(
+        proseln!(
             "straggler: {} {} computes {} vs a median of {} for its peers (+{:.0}%); the peers spend {} in collectives",
             s.host,
             s.device,

@@ -16,13 +16,20 @@ use crate::output::Output;
 
 const EXAMPLES: &str = "\
 EXAMPLES:
-    stepscope export /tmp/logdir -o trace.pftrace          Perfetto trace: open it in ui.perfetto.dev
-    stepscope export /tmp/logdir -o trace.json.gz          Chrome trace JSON, every event, gzip
-    stepscope export /tmp/logdir -o events.parquet         one row per event, for DuckDB/Polars/Spark
-    stepscope export /tmp/logdir -o ops.csv --table ops    the op profile as CSV
-    stepscope export /tmp/logdir -o device.folded          device time by Python stack, for inferno/speedscope
-    stepscope export host.xplane.pb --format csv -o -      the event table as CSV on stdout
-    stepscope export /tmp/logdir -o step3.pftrace --from 1.2s --to 1.25s   one window (times as `steps` shows START)";
+    stepscope export /tmp/logdir -o trace.pftrace
+        Perfetto trace: open it in ui.perfetto.dev
+    stepscope export /tmp/logdir -o trace.json.gz
+        Chrome trace JSON, every event, gzip
+    stepscope export /tmp/logdir -o events.parquet
+        one row per event, for DuckDB/Polars/Spark
+    stepscope export /tmp/logdir -o ops.csv --table ops
+        the op profile as CSV
+    stepscope export /tmp/logdir -o device.folded
+        device time by Python stack, for inferno/speedscope
+    stepscope export host.xplane.pb --format csv -o -
+        the event table as CSV on stdout
+    stepscope export /tmp/logdir -o step3.pftrace --from 1.2s --to 1.25s
+        one window (times as `steps` shows START)";
 
 /// Output formats of `stepscope export`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -90,10 +90,10 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
         outln!("{}", serde_json::to_string(&ctx)?);
         return Ok(ExitCode::SUCCESS);
     }
-    outln!("{}  ·  program {}  ·  computation {}", ctx.instruction.name, ctx.program, ctx.computation);
+    proseln!("{}  ·  program {}  ·  computation {}", ctx.instruction.name, ctx.program, ctx.computation);
     if !ctx.other_programs.is_empty() {
         let more = ctx.other_programs.len().saturating_sub(4);
-        outln!(
+        proseln!(
             "  also in {}{}: `--module {}` shows that program's",
             ctx.other_programs.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
             if more > 0 { format!(" and {more} more") } else { String::new() },
@@ -101,17 +101,17 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
         );
     }
     if let Some(c) = &ctx.call_cycle {
-        outln!(
+        proseln!(
             "  note: computation {c} of this module calls itself (the module is damaged: XLA makes no such \
              cycle); costs stop where the cycle returns"
         );
     }
     outln!();
-    outln!("  {}", ctx.instruction.text);
+    proseln!("  {}", ctx.instruction.text);
     print_where(&ctx.instruction, "  ");
     print_stack(&ctx.instruction, "  ");
     if let Some(r) = &ctx.profile {
-        outln!(
+        proseln!(
             "  ran {} time(s){}: total {}, self {}, avg {} ({:.1}% of op time){}",
             human::count(r.executions),
             if r.executions != r.count { format!(" as {} kernels", human::count(r.count)) } else { String::new() },
@@ -122,7 +122,7 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
             r.category.is_empty().then(String::new).unwrap_or_else(|| format!(", category {}", r.category))
         );
     } else {
-        outln!("  did not run in this capture");
+        proseln!("  did not run in this capture");
     }
     let c = &ctx.cost;
     if c.flops > 0 || c.bytes > 0 {
@@ -136,27 +136,27 @@ pub fn run(args: &HloArgs) -> anyhow::Result<ExitCode> {
         } else {
             String::new()
         };
-        outln!(
+        proseln!(
             "  one execution: {}{transcendentals}, {} read and written{intensity}",
             human::rate(c.flops as f64, "FLOP"),
             human::bytes(c.bytes)
         );
     }
     if let Some(b) = c.collective_bytes {
-        outln!("  each participant sends {} over the interconnect an execution (bus bytes)", human::bytes(b));
+        proseln!("  each participant sends {} over the interconnect an execution (bus bytes)", human::bytes(b));
     }
     if !ctx.operands.is_empty() {
         outln!();
-        outln!("OPERANDS");
+        proseln!("OPERANDS");
         for o in &ctx.operands {
-            outln!("  %{} = {} {}  ({})", o.name, o.shape, o.opcode, human::bytes(o.shape_bytes));
+            proseln!("  %{} = {} {}  ({})", o.name, o.shape, o.opcode, human::bytes(o.shape_bytes));
         }
     }
     if !ctx.fused_body.is_empty() {
         outln!();
-        outln!("FUSED BODY ({} instructions, root last)", ctx.fused_body.len());
+        proseln!("FUSED BODY ({} instructions, root last)", ctx.fused_body.len());
         for i in &ctx.fused_body {
-            outln!("  {}", i.text);
+            proseln!("  {}", i.text);
             print_where(i, "      ");
         }
     }
@@ -219,11 +219,11 @@ fn not_found(args: &HloArgs, run: &RunHlo) -> anyhow::Error {
 
 fn print_where(i: &Instruction, indent: &str) {
     if !i.op_name.is_empty() {
-        outln!("{indent}jax: {}", i.op_name);
+        proseln!("{indent}jax: {}", i.op_name);
     }
     if !i.source_file.is_empty() {
         let function = if i.source_function.is_empty() { String::new() } else { format!(" in {}", i.source_function) };
-        outln!("{indent}at {}:{}{function}", i.source_file, i.source_line);
+        proseln!("{indent}at {}:{}{function}", i.source_file, i.source_line);
     }
 }
 
@@ -232,9 +232,9 @@ fn print_stack(i: &Instruction, indent: &str) {
     if i.stack.len() < 2 {
         return;
     }
-    outln!("{indent}stack (outermost first):");
+    proseln!("{indent}stack (outermost first):");
     for f in &i.stack {
-        outln!("{indent}  {}", f.folded());
+        proseln!("{indent}  {}", f.folded());
     }
 }
 

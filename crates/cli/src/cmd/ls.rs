@@ -103,7 +103,8 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
         out!("{}", crate::table::csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
-    // Run names whole, last: they are what `--run` takes. The capture time from the
+    // Run names whole, last: they are what `--run` takes (on a line of their own where
+    // they do not fit the terminal). The capture time from the
     // run's name, else the files' time.
     let when: Vec<String> =
         rows.iter().map(|r| r.captured.clone().unwrap_or_else(|| format!("{} UTC", utc(r.modified_unix_s)))).collect();
@@ -115,7 +116,12 @@ pub fn run(args: &LsArgs) -> anyhow::Result<ExitCode> {
         let steps = (r.steps.map(|n| n.to_string()))
             .or_else(|| r.manifest.as_ref().and_then(|m| m["step_nums"].as_array().map(|s| s.len().to_string())))
             .unwrap_or_else(|| "—".into());
-        outln!("{when:<w$}  {:>5}  {:>9}  {steps:>5}  {}", r.hosts.len(), human::bytes(r.bytes), r.run);
+        let row = format!("{when:<w$}  {:>5}  {:>9}  {steps:>5}", r.hosts.len(), human::bytes(r.bytes));
+        // A run too long for the rest of the line goes whole on a line of its own.
+        match crate::table::width() {
+            Some(width) if row.chars().count() + 2 + r.run.chars().count() > width => outln!("{row}\n    {}", r.run),
+            _ => outln!("{row}  {}", r.run),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

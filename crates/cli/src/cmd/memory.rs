@@ -83,7 +83,7 @@ pub fn run(args: &MemoryArgs) -> anyhow::Result<ExitCode> {
             String::new()
         };
         outln!();
-        outln!(
+        proseln!(
             "no device-memory profile (memory.prof, *.pprof) in {}{above}: save one there with \
              jax.profiler.save_device_memory_profile(PATH), or pass --pprof FILE",
             run.dir.display()
@@ -175,7 +175,7 @@ fn print_text(m: &Memory, pprof_only: bool) {
         out!("{}", human::wrap("", key, crate::table::prose_width()));
         if let Some(a) = m.allocators.iter().find(|a| !a.live_at_peak.is_empty()) {
             outln!();
-            outln!(
+            proseln!(
                 "LIVE AT THE PEAK of {} {} ({} not seen allocated in the capture)",
                 a.host,
                 a.name,

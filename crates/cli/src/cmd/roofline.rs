@@ -89,13 +89,13 @@ pub fn run(roofline_args: &RooflineArgs) -> anyhow::Result<ExitCode> {
         let bytes =
             d.peak_bytes_per_s.map(|b| format!("memory {}{}", human::rate(b, "B/s"), from(d.peak_bytes_source)));
         match (flops, bytes, d.ridge_flops_per_byte) {
-            (Some(f), Some(b), Some(ridge)) => outln!("{}{model}: {f} · {b} · ridge {ridge:.0} FLOP/byte", d.device),
-            (f, b, _) if f.is_some() || b.is_some() => outln!(
+            (Some(f), Some(b), Some(ridge)) => proseln!("{}{model}: {f} · {b} · ridge {ridge:.0} FLOP/byte", d.device),
+            (f, b, _) if f.is_some() || b.is_some() => proseln!(
                 "{}{model}: {} — give the other with --peak-flops / --peak-bandwidth",
                 d.device,
                 f.or(b).unwrap_or_default()
             ),
-            _ => outln!(
+            _ => proseln!(
                 "{}: roofs unknown (no peaks in the profile and not a known device): give them with \
                  --peak-flops RATE --peak-bandwidth RATE (e.g. 2T, 100G)",
                 d.device

@@ -30,12 +30,15 @@ pub struct ServeArgs {
 
 const EXAMPLES: &str = "\
 EXAMPLES:
-    stepscope serve /tmp/logdir              serve every run under a log directory, open the browser
-    stepscope serve run.xplane.pb --port 0   one file, on a free port
-    stepscope serve /tmp/logdir --no-open    on a remote machine; then on your laptop:
-                                             ssh -L 6007:127.0.0.1:6007 REMOTE and open the printed URL
+    stepscope serve /tmp/logdir
+        serve every run under a log directory, open the browser
+    stepscope serve run.xplane.pb --port 0
+        one file, on a free port
+    stepscope serve /tmp/logdir --no-open
+        on a remote machine; then on your laptop:
+        ssh -L 6007:127.0.0.1:6007 REMOTE and open the printed URL
     stepscope serve /tmp/logdir --bind 0.0.0.0 --no-open
-                                             reachable from other machines (prints the URL to use)";
+        reachable from other machines (prints the URL to use)";
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let opts = stepscope_server::Options {

@@ -119,7 +119,7 @@ fn print_text(s: &Summary) {
         }
         if !env.devices.is_empty() {
             // Each device is then measured over its own span, first op to last.
-            outln!(
+            proseln!(
                 "device utilisation {:.1}% (computing {:.1}%) over each device's own span (first op to last); \
                  `stepscope devices PATH` splits it",
                 s.device_utilization_pct,
@@ -145,7 +145,7 @@ fn print_text(s: &Summary) {
             out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
         }
         if let Some(w) = &s.warm_step_time {
-            outln!(
+            proseln!(
                 "  {} of {} steps cold (compiled, or a first run after a compile); the {} warm steps: mean {} median {} (what compare, diff and check rank by)",
                 s.cold_steps,
                 s.step_count,
@@ -162,7 +162,7 @@ fn print_text(s: &Summary) {
         outln!();
         let b = &s.breakdown;
         if env.devices.is_empty() {
-            outln!(
+            proseln!(
                 "AVERAGE STEP  {}  ·  no device activity recorded: no breakdown (see the findings)",
                 human::duration_ps(b.step_ps)
             );
@@ -175,7 +175,7 @@ fn print_text(s: &Summary) {
             (Some(c), Some(p)) => format!(" of {} ({p:.1}%)", human::bytes(c)),
             _ => String::new(),
         };
-        outln!(
+        proseln!(
             "MEMORY  peak {}{of} on {} {}  ·  stepscope memory PATH",
             human::bytes(m.peak_bytes),
             m.host,
@@ -194,7 +194,7 @@ fn print_text(s: &Summary) {
         outln!("no XLA ops found in this profile");
     } else {
         outln!("TOP OPS (by self time)");
-        out!("{}", crate::cmd::ops::op_table(&s.top_ops, GroupBy::Op, false).text_or_cut_to(80));
+        out!("{}", crate::cmd::ops::op_table(&s.top_ops, GroupBy::Op, false).text());
     }
 }
 
@@ -269,7 +269,7 @@ fn print_breakdown(s: &Summary) {
         0 => String::new(),
         ps => format!(", in host callbacks {:.1}%", 100.0 * ps as f64 / b.step_ps.max(1) as f64),
     };
-    outln!(
+    proseln!(
         "AVERAGE STEP  {}  ·  device utilisation {:.1}% (computing {:.1}%{callbacks}){flops}",
         human::duration_ps(b.step_ps),
         s.device_utilization_pct,

@@ -19,9 +19,12 @@ use crate::remote::Listing;
 
 const EXAMPLES: &str = "\
 EXAMPLES:
-    stepscope tables /tmp/logdir -o tables/          every run under /tmp/logdir, each host's tables
-    stepscope tables /tmp/logdir --run NAME -o tables/   one run
-    stepscope tables /tmp/logdir -o tables/ --json   the same, and the manifest written as JSON";
+    stepscope tables /tmp/logdir -o tables/
+        every run under /tmp/logdir, each host's tables
+    stepscope tables /tmp/logdir --run NAME -o tables/
+        one run
+    stepscope tables /tmp/logdir -o tables/ --json
+        the same, and the manifest written as JSON";
 
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]

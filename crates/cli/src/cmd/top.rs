@@ -20,10 +20,13 @@ use crate::human;
 pub const EXAMPLES: &str = "\
 EXAMPLES:
     # in the job:  jax.profiler.start_server(9012)
-    stepscope top 127.0.0.1:9012                        live screen; q quits, p pauses
+    stepscope top 127.0.0.1:9012
+        live screen; q quits, p pauses
     stepscope top 127.0.0.1:9012 --window 1s --interval 5s
-    stepscope top 127.0.0.1:9012 --plain --count 10     ten lines, one per refresh
-    stepscope top 127.0.0.1:9012 --json --count 1       one JSON snapshot (stepscope.top/1)";
+    stepscope top 127.0.0.1:9012 --plain --count 10
+        ten lines, one per refresh
+    stepscope top 127.0.0.1:9012 --json --count 1
+        one JSON snapshot (stepscope.top/1)";
 
 #[derive(Args, Debug)]
 #[command(after_help = EXAMPLES)]
