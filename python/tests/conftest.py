@@ -52,3 +52,19 @@ def work():
     x = jnp.ones((64, 64), jnp.float32)
     f(x).block_until_ready()
     return f, x
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory):
+    """The wheel file a team shares (README: "Install once for a team"): `maturin build`
+    of the package into a `dist/` folder, with the profile the installed package was
+    built with (scripts/test_python.sh; the crates are that build's)."""
+    import subprocess
+
+    dist = tmp_path_factory.mktemp("wheel") / "dist"
+    profile = os.environ.get("STEPSCOPE_WHEEL_PROFILE", "dev")
+    subprocess.run([str(Path(sys.executable).parent / "maturin"), "build", "--profile", profile, "--locked", "-m",
+                    str(REPO / "python" / "Cargo.toml"), "-o", str(dist), "--quiet"],
+                   check=True, timeout=900, cwd=REPO, capture_output=True)
+    (found,) = dist.glob("stepscope-*.whl")
+    return found

@@ -78,3 +78,51 @@ def test_the_notebook_extra_holds_what_its_cells_need():
     assert used == {"pandas", "pyarrow"}, used
     assert used <= set(extra["notebook"]), extra["notebook"]
     assert 'pip install "./python[notebook]"' in nb.cells[0].source
+
+
+# Runs a notebook's code cells in order as a kernel would, in one namespace, with no
+# Jupyter: each cell's last expression is the cell's result, shown as Jupyter shows it
+# (its `_repr_html_` where it has one, else its repr). Prints the results as JSON.
+RUN_CELLS = r"""
+import ast, json, sys
+nb = json.load(open(sys.argv[1]))
+ns = {"__name__": "__main__"}
+shown = []
+for cell in nb["cells"]:
+    if cell["cell_type"] != "code":
+        continue
+    tree = ast.parse("".join(cell["source"]))
+    last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, "<cell>", "exec"), ns)
+    if last is not None:
+        value = eval(compile(ast.Expression(last.value), "<cell>", "eval"), ns)
+        html = getattr(value, "_repr_html_", None)
+        shown.append({"type": type(value).__name__, "html": html() if html else None, "text": repr(value)})
+print(json.dumps(shown))
+"""
+
+
+def test_the_notebook_runs_in_a_venv_of_only_what_the_readme_installs(wheel, tmp_path):
+    """The notebook's first cell says `pip install "./python[notebook]"`: a new virtual
+    environment (none of this one's packages) with the wheel and that extra, and nothing
+    else — no Jupyter, no JAX — runs every cell."""
+    import venv
+
+    env = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env)
+    py = env / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                    f"{wheel}[notebook]"], check=True, timeout=900, capture_output=True)
+    have = subprocess.run([str(py), "-m", "pip", "list", "--format=json"], check=True, capture_output=True,
+                          text=True, timeout=120).stdout
+    names = {p["name"].lower() for p in json.loads(have)}
+    assert {"stepscope", "pandas", "pyarrow"} <= names and not names & {"jax", "ipykernel", "jupyter", "nbclient"}
+    out = subprocess.run([str(py), "-c", RUN_CELLS, str(NOTEBOOK)], cwd=NOTEBOOK.parent, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    steps, ops, arrow, advise, timeline = json.loads(out.stdout)
+    assert steps["type"] == "Rows" and "8 steps" in steps["html"]
+    assert ops["type"] == "DataFrame" and "dataframe" in ops["html"]
+    assert arrow["type"] == "tuple" and int(arrow["text"].strip("()").split(",")[0]) > 0
+    assert advise["type"] == "list"
+    assert timeline["type"] == "Timeline" and timeline["html"].startswith("<div><svg")

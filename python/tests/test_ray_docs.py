@@ -31,15 +31,11 @@ def blocks(lang: str) -> list:
 
 
 @pytest.fixture(scope="module")
-def wheel_dir(tmp_path_factory):
-    """`maturin build` of the package into a `dist/` folder, with the profile the
-    installed package was built with (scripts/test_python.sh)."""
+def wheel_dir(wheel, tmp_path_factory):
+    """The driver's folder: the wheel file in its `dist/`, as the docs' glob finds it."""
     work = tmp_path_factory.mktemp("driver")
-    profile = os.environ.get("STEPSCOPE_WHEEL_PROFILE", "dev")
-    subprocess.run([str(BIN / "maturin"), "build", "--profile", profile, "--locked", "-m",
-                    str(REPO / "python" / "Cargo.toml"), "-o", str(work / "dist"), "--quiet"],
-                   check=True, timeout=900, cwd=REPO, capture_output=True)
-    assert len(list((work / "dist").glob("stepscope-*.whl"))) == 1
+    (work / "dist").mkdir()
+    shutil.copy(wheel, work / "dist" / wheel.name)
     return work
 
 
