@@ -81,6 +81,9 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, help="captured (or timed) steps (default 10; conv, nosync 40)")
     p.add_argument("--warmup", type=int, default=3, help="un-captured warm-up steps (default 3)")
     p.add_argument("--rounds", type=int, default=6, help="--time: alternations (default 6)")
+    p.add_argument("--python-tracer-level", type=int, choices=(0, 1), default=0,
+                   help="ProfileOptions.python_tracer_level of the capture (default 0: off; 1 records every "
+                        "Python call, as jax.profiler.trace does by default)")
     p.add_argument("--platform", choices=("cpu", "gpu"), default="cpu",
                    help="where JAX runs (gpu: JAX_PLATFORMS=cuda,cpu); default cpu")
     p.add_argument("--width", type=int, help="MLP width (default 512 on cpu, 4096 on gpu)")
@@ -417,7 +420,7 @@ def capture(args):
         state = run_steps(step, state, warmup, annotate=False, first=-warmup)
     opts = jax.profiler.ProfileOptions()
     opts.host_tracer_level = 2
-    opts.python_tracer_level = 0
+    opts.python_tracer_level = args.python_tracer_level
     profile_root = os.path.join(args.out, "plugins", "profile")
     before = set(os.listdir(profile_root)) if os.path.isdir(profile_root) else set()
     t0 = time.perf_counter()

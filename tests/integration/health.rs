@@ -96,3 +96,21 @@ fn a_pods_health_is_the_run_read_whole() {
     assert_eq!(by_host, json(&[TOGETHER, "summary", dir])["health"]);
     assert!(check(&by_host, "hosts")["what"].as_str().unwrap().contains("(3)"), "{by_host}");
 }
+
+/// `advise` judges with the capture's health first: its JSON's `health` is the
+/// summary's, whole or a host at a time, and its text opens with the same section.
+#[test]
+fn advise_carries_the_summarys_health() {
+    for f in ["cpu-oneoff", "cpu-clean", "cpu-nosync-cut", "gpu-transformer"] {
+        let x = xplane(f);
+        assert_eq!(json(&["advise", &x])["health"], health(f), "{f}");
+    }
+    let pod = fixture("cpu-pod3").to_string_lossy().to_string();
+    assert_eq!(json(&["advise", &pod])["health"], json(&["summary", &pod])["health"]);
+    let text = ok(&["advise", &xplane("cpu-oneoff")]);
+    let first = text.lines().next().unwrap();
+    assert!(first.starts_with("CAPTURE HEALTH  bad"), "{text}");
+    let compile: String =
+        check(&health("cpu-oneoff"), "compilation")["what"].as_str().unwrap().chars().take(40).collect();
+    assert!(text.contains(&format!("[bad] compilation: {compile}")), "{text}");
+}

@@ -612,6 +612,38 @@ test('a one-off capture says it is mostly compilation, and a host callback is it
   assert.equal((await api('advise', { run: cb })).findings[0].rule, 'host-callbacks');
 });
 
+test('the overview shows the capture\'s health before the findings: each check not ok, what it affects and its fix', async () => {
+  const run = await runIn('cpu-oneoff');
+  const s = await api('summary', { run });
+  const adv = await api('advise', { run });
+  // api/advise carries the same health as api/summary.
+  assert.deepEqual(adv.health, s.health);
+  const bad = s.health.checks.filter(c => c.status !== 'ok');
+  assert.ok(bad.some(c => c.check === 'compilation' && c.status === 'bad'), JSON.stringify(s.health));
+  await open(`overview?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#health-checks');
+  assert.equal(await page.textContent('#health'), `Capture health: ${s.health.status}`);
+  const shown = await page.$$eval('#health-checks .health-check', ds => ds.map(d => [d.dataset.check, d.textContent]));
+  assert.deepEqual(shown.map(([c]) => c), bad.map(c => c.check));
+  for (const [i, [, text]] of shown.entries()) {
+    const c = bad[i];
+    assert.equal(text, `[${c.status}] ${c.check}: ${c.what}affects: ${c.affects}fix: ${c.fix}`);
+  }
+  // Before the findings.
+  assert.ok(await page.$eval('#health', h => h.compareDocumentPosition(document.querySelector('.findings')) & Node.DOCUMENT_POSITION_FOLLOWING));
+
+  // A healthy capture: one line.
+  const clean = await runIn('cpu-transformer');
+  const h = (await api('summary', { run: clean })).health;
+  await open(`overview?run=${encodeURIComponent(clean)}`);
+  await page.waitForSelector('#health');
+  if (h.status === 'ok') {
+    assert.equal(await page.textContent('#health-ok'), `Every check is ok: ${h.checks.find(c => c.check === 'steps').what}.`);
+  } else {
+    assert.equal(await page.$$eval('#health-checks .health-check', ds => ds.length), h.checks.filter(c => c.status !== 'ok').length);
+  }
+});
+
 test('a finding shows what fixing it gains, and its replay is the what-if panel\'s', async () => {
   const cb = await runIn('cpu-callback');
   const first = (await api('advise', { run: cb })).findings[0];

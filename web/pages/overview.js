@@ -90,6 +90,9 @@ export async function render(view, ctx) {
     view.append(el('p', { class: 'unread-host' }, `host ${u.host} was not read: ${u.error} — the numbers are the other hosts'`));
   }
 
+  // Whether the capture can be trusted, and for what, before the findings that rest on it.
+  if (s.health) view.append(...healthSection(s.health));
+
   view.append(el('h2', {}, `Findings (${adv.findings.length})`));
   if (!adv.findings.length) view.append(el('p', { class: 'muted', id: 'no-findings' }, 'no findings: every rule is within its threshold'));
   // The what-if panel: a finding's projected gain replays there, or any change typed.
@@ -160,6 +163,25 @@ const UNITS = { pct: '%', s: ' s', us: ' µs', count: '' };
 
 function num(v) {
   return Math.abs(v) >= 100 || Number.isInteger(v) ? count(Math.round(v * 10) / 10) : v.toFixed(1);
+}
+
+/** The capture's health (the summary's `health`, the CLI's CAPTURE HEALTH): one line
+ *  where every check is ok, else each check that is not, with what it affects and the
+ *  capture change that fixes it. */
+function healthSection(h) {
+  const head = el('h2', { id: 'health' }, `Capture health: ${h.status}`);
+  if (h.status === 'ok') {
+    const steps = h.checks.find(c => c.check === 'steps');
+    return [head, el('p', { class: 'muted', id: 'health-ok' },
+      `Every check is ok${steps ? `: ${steps.what}` : ''}.`)];
+  }
+  const rows = h.checks.filter(c => c.status !== 'ok').map(c =>
+    el('div', { class: `health-check ${c.status}`, 'data-check': c.check },
+      el('div', {}, el('b', {}, `[${c.status}] ${c.check}: `), c.what),
+      el('div', { class: 'muted' }, `affects: ${c.affects}`),
+      el('div', {}, `fix: ${c.fix}`)));
+  return [head, el('p', { class: 'muted' }, 'Read the numbers on this page with these in mind.'),
+    el('div', { class: 'health', id: 'health-checks' }, ...rows)];
 }
 
 /** One finding of api/advise: severity, title, value against threshold, evidence, advice. */

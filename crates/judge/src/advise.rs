@@ -23,18 +23,24 @@ pub struct Advice {
     pub thresholds: Thresholds,
     /// Most severe first, then by how far past the threshold.
     pub findings: Vec<Finding>,
+    /// Whether the capture can be trusted, and for what: what every finding rests on
+    /// ([`crate::health`]).
+    pub health: crate::health::Health,
 }
 
 impl Advice {
-    pub fn new(run: &str, th: &Thresholds, findings: Vec<Finding>) -> Advice {
-        Advice { schema: "stepscope.advise/1", run: run.to_string(), thresholds: th.clone(), findings }
+    /// The findings of the run `overview` is of, with the capture's health.
+    pub fn new(overview: &Overview, th: &Thresholds, findings: Vec<Finding>) -> Advice {
+        let health = crate::health::health(overview, &findings);
+        Advice { schema: "stepscope.advise/1", run: overview.run.clone(), thresholds: th.clone(), findings, health }
     }
 }
 
 /// Runs every rule.
 pub fn advise(profile: &Profile, th: &Thresholds) -> Advice {
     let (s, inputs) = overview_and_inputs(profile, TOP_OPS);
-    Advice::new(&profile.run, th, findings_with(profile, &s, th, &inputs))
+    let findings = findings_with(profile, &s, th, &inputs);
+    Advice::new(&s, th, findings)
 }
 
 /// The ops the overview `advise` judges lists.

@@ -92,7 +92,7 @@ pub fn advise_by_host<E>(
     check: &Check<E>,
 ) -> Result<Advice, E> {
     let judged = judged_by_host(run, hosts, TOP_OPS, th, read, &mut |p, _| check(p))?;
-    Ok(Advice::new(run, th, judged.findings))
+    Ok(Advice::new(&judged.overview, th, judged.findings))
 }
 
 /// The edits the rules may ask for of a host whose op profile is `rows`: each rule's

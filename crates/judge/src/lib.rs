@@ -14,6 +14,7 @@ pub mod evidence;
 pub mod facts;
 pub mod finding;
 pub mod gains;
+pub mod health;
 pub mod inputs;
 pub mod rule;
 pub mod rules;

@@ -177,7 +177,7 @@ pub struct StepTimeDiff {
 }
 
 /// Warm steps a side needs for a change in step time to be told from its noise.
-pub const MIN_STEPS_FOR_NOISE: u64 = 5;
+pub const MIN_STEPS_FOR_NOISE: u64 = stepscope_judge::health::MIN_WARM_STEPS;
 
 /// One part of the average-step breakdown.
 #[derive(Clone, Debug, Serialize)]

@@ -1,7 +1,7 @@
 pub mod check;
 pub mod compare;
 pub mod diff;
-pub mod health;
+pub use stepscope_judge::health;
 pub mod history;
 pub mod hosts;
 pub mod live;

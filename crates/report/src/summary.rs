@@ -26,7 +26,7 @@ pub struct Summary {
     /// Whether the capture can be trusted, and for what ([`crate::health`]); absent
     /// from an overview without findings (what `diff`, `compare` and `check` read).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub health: Option<crate::health::Health>,
+    pub health: Option<stepscope_judge::health::Health>,
     /// True where the run was read a host at a time ([`summary_by_host`]: a run too
     /// large to read whole), for the same numbers and findings; absent otherwise.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -77,10 +77,10 @@ impl Summary {
     /// The run's host files that could not be read (a run read a host at a time learns
     /// them after its hosts are summed up): in the overview, and in the health.
     pub fn set_hosts_unread(&mut self, unread: Vec<stepscope_xspace::discover::Unread>) {
-        self.overview.hosts_unread = unread;
         if let Some(h) = &mut self.health {
-            crate::health::recheck_hosts(h, &self.overview);
+            h.recheck_hosts(self.overview.environment.hosts.len(), &unread);
         }
+        self.overview.hosts_unread = unread;
     }
 }
 
@@ -97,7 +97,7 @@ impl Deref for Summary {
 pub fn summary(profile: &Profile, top: usize) -> Summary {
     let (overview, inputs) = advise::overview_and_inputs(profile, top);
     let mut findings = advise::findings_with(profile, &overview, &Thresholds::default(), &inputs);
-    let health = Some(crate::health::health(&overview, &findings));
+    let health = Some(stepscope_judge::health::health(&overview, &findings));
     findings.truncate(3);
     Summary { overview, memory_peak: memory_peak(&inputs.memory), findings, health, read_a_host_at_a_time: false }
 }
@@ -121,7 +121,7 @@ pub fn summary_by_host<E>(
 /// The summary of a run read a host at a time and judged.
 fn judged_summary(overview: Overview, inputs: &advise::Inputs, findings: &[Finding]) -> Summary {
     let top = findings.iter().take(3).cloned().collect();
-    let health = Some(crate::health::health(&overview, findings));
+    let health = Some(stepscope_judge::health::health(&overview, findings));
     Summary { overview, memory_peak: memory_peak(&inputs.memory), findings: top, health, read_a_host_at_a_time: true }
 }
 
@@ -156,8 +156,9 @@ pub fn views_by_host<E>(
     let judged = stepscope_judge::by_host::judged_by_host(run, hosts, top, &th, read, &mut keep)?;
     let steps =
         stepscope_analysis::fold::run_steps(&judged.overview, judged.kept.into_iter().flatten().collect(), hosts);
-    let summary = judged_summary(judged.overview, &judged.inputs, &judged.findings);
-    Ok(Views { summary, advice: Advice::new(run, &th, judged.findings), steps: steps.0 })
+    let advice = Advice::new(&judged.overview, &th, judged.findings);
+    let summary = judged_summary(judged.overview, &judged.inputs, &advice.findings);
+    Ok(Views { summary, advice, steps: steps.0 })
 }
 
 /// [`overview`] of a run read a host at a time (what `check` reads of a pod too large

@@ -322,6 +322,9 @@ fn view(app: &App, q: &Params, top: usize, which: View) -> Reply {
         format!("views/by-host?top={top}"),
         |run, read, check| summary::views_by_host(&run.rel, run.hosts.len(), top, read, check),
         |mut v, unread| {
+            if !unread.is_empty() {
+                v.advice.health.recheck_hosts(0, &unread);
+            }
             v.summary.set_hosts_unread(unread);
             let parts = [json(&v.summary)?, json(&v.advice)?, json(&v.steps)?];
             // Each answer after its length.

@@ -74,7 +74,11 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
     };
     let by_host = || {
         let judge = |run: &str, hosts, read: &mut load::Reader| advise_by_host(run, hosts, &th, read, &|_| Ok(()));
-        Ok(load::host_at_a_time(&args.input, peaks, judge)?.0)
+        let (mut a, unread) = load::host_at_a_time(&args.input, peaks, judge)?;
+        if !unread.is_empty() {
+            a.health.recheck_hosts(0, &unread);
+        }
+        Ok(a)
     };
     let a = load::whole_or_by_host(&args.input, &select, args.host_at_a_time, "findings", whole, by_host)?;
     if args.json {
@@ -104,6 +108,7 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
         out!("{}", crate::table::csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
+    crate::cmd::summary::print_health(&a.health);
     if a.findings.is_empty() {
         outln!("no findings: every rule is within its threshold");
         return Ok(ExitCode::SUCCESS);

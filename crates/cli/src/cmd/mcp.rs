@@ -171,7 +171,8 @@ const TOOLS: &[Tool] = &[
     },
     Tool {
         name: "advise",
-        description: "Every finding: rule, measured value, threshold, evidence, advice (stepscope advise --json).",
+        description: "Every finding: rule, measured value, threshold, evidence, advice; and the capture's health \
+                      (whether it can be trusted, and for what: read it first) (stepscope advise --json).",
         params: &[PATH, RUN],
         args: |_, a| {
             let mut v = vec!["advise".into(), text(a, "path")?, "--json".into()];

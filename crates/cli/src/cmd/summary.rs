@@ -101,7 +101,9 @@ fn print_text(s: &Summary) {
         outln!("{v}");
     }
     outln!();
-    print_health(s);
+    if let Some(h) = &s.health {
+        print_health(h);
+    }
     print_capture(s);
     if s.step_count == 0 {
         match env.host_tracer_level {
@@ -202,9 +204,8 @@ fn print_text(s: &Summary) {
 /// could not be read, a line each.
 /// The capture's health: one line where every check is ok, else each that is not, with
 /// what it affects and its fix.
-fn print_health(s: &Summary) {
-    use stepscope_report::health::Status;
-    let Some(h) = &s.health else { return };
+pub fn print_health(h: &stepscope_judge::health::Health) {
+    use stepscope_judge::health::Status;
     let width = crate::table::prose_width();
     let word = |st: Status| match st {
         Status::Ok => "ok",

@@ -4,9 +4,10 @@
 //! for each check that fails says what it affects and the capture change that fixes it.
 //! A first version of #76: tracer overhead, attribution and clocks are not yet checked.
 
+use crate::finding::Finding;
 use serde::Serialize;
 use stepscope_analysis::overview::Overview;
-use stepscope_judge::finding::Finding;
+use stepscope_xspace::discover::Unread;
 
 /// Whether the capture can be read as the program's steady state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -43,7 +44,7 @@ pub struct Health {
 }
 
 /// Warm steps below this give no noise estimate (`diff`'s and `compare`'s bar).
-const MIN_WARM_STEPS: u64 = crate::diff::MIN_STEPS_FOR_NOISE;
+pub const MIN_WARM_STEPS: u64 = 5;
 
 /// The health of the capture `o` is the overview of, from it and every finding of it
 /// (`advise`'s, before any is cut).
@@ -54,12 +55,16 @@ pub fn health(o: &Overview, findings: &[Finding]) -> Health {
     Health { status: checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok), checks }
 }
 
-/// `h` with its `hosts` check made again of `o` (whose unread hosts became known).
-pub fn recheck_hosts(h: &mut Health, o: &Overview) {
-    for c in h.checks.iter_mut().filter(|c| c.check == "hosts") {
-        *c = hosts(o);
+impl Health {
+    /// The `hosts` check made again where the run's unread host files became known
+    /// after the health was (a run read a host at a time learns them once its hosts
+    /// are summed up): `read` files were read, `unread` were not.
+    pub fn recheck_hosts(&mut self, read: usize, unread: &[Unread]) {
+        for c in self.checks.iter_mut().filter(|c| c.check == "hosts") {
+            *c = hosts_check(read, unread);
+        }
+        self.status = self.checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
     }
-    h.status = h.checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok);
 }
 
 fn check(check: &'static str, status: Status, what: String, affects: &str, fix: &str) -> Check {
@@ -71,14 +76,18 @@ fn check(check: &'static str, status: Status, what: String, affects: &str, fix: 
 }
 
 fn hosts(o: &Overview) -> Check {
-    match o.hosts_unread.len() {
-        0 => check("hosts", Status::Ok, format!("every host's file was read ({})", o.environment.hosts.len()), "", ""),
+    hosts_check(o.environment.hosts.len(), &o.hosts_unread)
+}
+
+fn hosts_check(read: usize, unread: &[Unread]) -> Check {
+    match unread.len() {
+        0 => check("hosts", Status::Ok, format!("every host's file was read ({read})"), "", ""),
         n => check(
             "hosts",
             Status::Bad,
             format!(
                 "{n} host file(s) could not be read: {}",
-                o.hosts_unread.iter().map(|u| u.host.as_str()).collect::<Vec<_>>().join(", ")
+                unread.iter().map(|u| u.host.as_str()).collect::<Vec<_>>().join(", ")
             ),
             "every number of the run: they are the other hosts' only",
             "capture again, or read the hosts that were written whole (summary --host HOST)",
