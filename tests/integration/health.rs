@@ -114,3 +114,54 @@ fn advise_carries_the_summarys_health() {
         check(&health("cpu-oneoff"), "compilation")["what"].as_str().unwrap().chars().take(40).collect();
     assert!(text.contains(&format!("[bad] compilation: {compile}")), "{text}");
 }
+
+/// The attribution check: the share of op time in kernels without an HLO op, and the
+/// share credited back from command buffers, are the op profile's own rows; the kernel
+/// it names first is one the reference reader finds without an `hlo_op`.
+#[test]
+fn attribution_says_how_much_op_time_has_no_hlo_op() {
+    let shares = |f: &str| {
+        let ops = json(&["ops", &xplane(f), "--top", "0"])["ops"].as_array().unwrap().clone();
+        let total: f64 = ops.iter().map(|o| o["self_ps"].as_f64().unwrap()).sum();
+        let copy = |n: &str| n.starts_with("Memcpy") || n.starts_with("Memset") || n.contains("copyBuffer");
+        let no_hlo: f64 = (ops.iter())
+            .filter(|o| o.get("multiplies_matrices").is_none() && !copy(o["name"].as_str().unwrap()))
+            .map(|o| o["self_ps"].as_f64().unwrap())
+            .sum();
+        let buffers: f64 =
+            ops.iter().filter(|o| o.get("command_buffer").is_some()).map(|o| o["self_ps"].as_f64().unwrap()).sum();
+        (100.0 * no_hlo / total, 100.0 * buffers / total)
+    };
+    // Autotuning kernels in a capture of the first call: most of the op time.
+    let h = health("gpu-compile");
+    let c = check(&h, "attribution");
+    let (no_hlo, _) = shares("gpu-compile");
+    assert!(no_hlo > 50.0, "{no_hlo}");
+    assert_eq!(c["status"], "bad", "{c}");
+    let what = c["what"].as_str().unwrap();
+    assert!(what.starts_with(&format!("{no_hlo:.1}% of op time ran in kernels without an HLO op (")), "{what}");
+    let first = what.split(" (").nth(1).unwrap().split(", ").next().unwrap().trim_end_matches('…');
+    let gpu = reference_lines(&[
+        "dump",
+        &xplane("gpu-compile"),
+        "--plane",
+        "/device:GPU:0",
+        "--line",
+        "Stream #14(MemcpyH2D,Memset,Compute,MemcpyD2D,MemcpyOther)",
+        "--limit",
+        "100000",
+    ]);
+    assert!(
+        gpu.iter().any(|e| e["name"].as_str().unwrap().starts_with(first) && e["stats"].get("hlo_op").is_none()),
+        "{first}"
+    );
+    assert!(c["fix"].as_str().unwrap().contains("warm up"), "{c}");
+    // Command buffers: credited back, said so, and fine.
+    let h = health("gpu-transformer");
+    let c = check(&h, "attribution");
+    let (_, buffers) = shares("gpu-transformer");
+    assert_eq!(c["status"], "ok", "{c}");
+    assert!(c["what"].as_str().unwrap().contains(&format!("{buffers:.1}% ran in XLA command buffers")), "{c}");
+    // XLA:CPU: every op has its HLO.
+    assert_eq!(check(&health("cpu-clean"), "attribution")["what"], "every op with device time has its HLO op");
+}

@@ -79,6 +79,49 @@ pub struct Capture {
     pub compile_pct: f64,
 }
 
+/// How much of the op time the op profile can explain: what ran in kernels without an
+/// HLO op (no cost, no source line), and what ran in XLA command buffers and was
+/// credited back to its ops ([`stepscope_model::command_buffer`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Attribution {
+    /// Self time of every op row.
+    pub op_ps: i64,
+    /// Of it, ops with no HLO that compute (not a runtime copy or memset): library,
+    /// autotuning and runtime kernels, kernels no instruction was found for.
+    pub no_hlo_ps: i64,
+    /// The largest of those by self time, each name once (at most 3).
+    pub no_hlo_ops: Vec<String>,
+    /// Of `op_ps`, kernels that ran in command buffers, credited to their HLO ops.
+    pub command_buffer_ps: i64,
+}
+
+impl Attribution {
+    /// Of the op profile `rows` (by op, every row).
+    fn of(rows: &[OpRow]) -> Attribution {
+        let mut a = Attribution::default();
+        let mut unexplained: Vec<(i64, &str)> = Vec::new();
+        for r in rows {
+            a.op_ps += r.self_ps;
+            if r.command_buffer.is_some() {
+                a.command_buffer_ps += r.self_ps;
+            }
+            let computes = stepscope_model::kinds::op_kind(&r.name, &r.category, "") == Part::Compute
+                && !r.name.starts_with("Memset");
+            if r.multiplies_matrices.is_none() && computes {
+                a.no_hlo_ps += r.self_ps;
+                unexplained.push((r.self_ps, &r.name));
+            }
+        }
+        unexplained.sort_by_key(|&(ps, _)| std::cmp::Reverse(ps));
+        for (_, name) in unexplained {
+            if a.no_hlo_ops.len() < 3 && !a.no_hlo_ops.iter().any(|n| n == name) {
+                a.no_hlo_ops.push(name.to_string());
+            }
+        }
+        a
+    }
+}
+
 /// Devices of one kind and model.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DeviceGroup {
@@ -161,6 +204,8 @@ pub struct Overview {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capture: Option<Capture>,
     pub environment: Environment,
+    /// What of the op time the op profile can explain.
+    pub attribution: Attribution,
     pub top_ops: Vec<OpRow>,
 }
 
@@ -417,6 +462,7 @@ pub fn assemble(
     let capacity: f64 = per_step.iter().map(|f| f.capacity_flops).sum();
     let flops_utilization_pct =
         (capacity > 0.0).then(|| 100.0 * per_step.iter().map(|f| f.flops as f64).sum::<f64>() / capacity);
+    let attribution = Attribution::of(&rows);
     let mut top_ops = rows;
     top_ops.truncate(top);
     all.versions.sort();
@@ -448,6 +494,7 @@ pub fn assemble(
             versions: all.versions,
             host_tracer_level: all.host_tracer_level,
         },
+        attribution,
         top_ops,
     }
 }

@@ -50,8 +50,15 @@ pub const MIN_WARM_STEPS: u64 = 5;
 /// (`advise`'s, before any is cut).
 pub fn health(o: &Overview, findings: &[Finding]) -> Health {
     let recompiles = findings.iter().any(|f| f.rule == "recompilation");
-    let checks =
-        vec![hosts(o), events(findings), work(o), host_tracing(o), steps(o, recompiles), compilation(o, findings)];
+    let checks = vec![
+        hosts(o),
+        events(findings),
+        work(o),
+        host_tracing(o),
+        steps(o, recompiles),
+        compilation(o, findings),
+        attribution(o),
+    ];
     Health { status: checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok), checks }
 }
 
@@ -226,4 +233,71 @@ fn compilation(o: &Overview, findings: &[Finding]) -> Check {
         "run the step once before the capture starts (warm-up), so it holds warm steps only",
     )
     .unwrap_or_else(|| check("compilation", Status::Ok, what, "", ""))
+}
+
+/// Op time in kernels without an HLO op, at or above this share, is read with caution;
+/// at or above [`ATTRIBUTION_BAD_PCT`], the op profile explains less than half the time.
+const ATTRIBUTION_CAUTION_PCT: f64 = 5.0;
+const ATTRIBUTION_BAD_PCT: f64 = 50.0;
+
+/// How much of the op time has an HLO op behind it (its cost, its source line), and how
+/// much ran in command buffers and was credited back to its ops.
+fn attribution(o: &Overview) -> Check {
+    let a = &o.attribution;
+    if a.op_ps == 0 {
+        return check("attribution", Status::Ok, "no op time to attribute".into(), "", "");
+    }
+    let share = |ps: i64| 100.0 * ps as f64 / a.op_ps as f64;
+    let (no_hlo, buffers) = (share(a.no_hlo_ps), share(a.command_buffer_ps));
+    let credited = match buffers >= 0.05 {
+        true => format!(
+            "; {buffers:.1}% ran in XLA command buffers and is credited to its HLO ops by kernel name and graph order"
+        ),
+        false => String::new(),
+    };
+    let status = match no_hlo {
+        p if p >= ATTRIBUTION_BAD_PCT => Status::Bad,
+        p if p >= ATTRIBUTION_CAUTION_PCT => Status::Caution,
+        _ => Status::Ok,
+    };
+    let what = match a.no_hlo_ps {
+        0 => format!("every op with device time has its HLO op{credited}"),
+        _ => format!(
+            "{no_hlo:.1}% of op time ran in kernels without an HLO op ({}){credited}",
+            a.no_hlo_ops.iter().map(|n| short(n)).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    check(
+        "attribution",
+        status,
+        what,
+        "the op profile's FLOPs, roofline and source lines for that share (by scope and line it has no source)",
+        "library and runtime kernels (autotuning, cuDNN/MIOpen helpers) have no HLO op: warm up before the \
+         capture for autotuning; for kernels of a jitted program, capture with command buffers off \
+         (XLA_FLAGS=--xla_gpu_enable_command_buffer=) so each kernel names its op",
+    )
+}
+
+/// A kernel's name without its C++ parameter list (the last bracketed part), at most
+/// 48 characters.
+fn short(name: &str) -> String {
+    let mut bare = name;
+    if name.ends_with(')') {
+        let mut depth = 0;
+        for (i, c) in name.char_indices().rev() {
+            depth += match c {
+                ')' => 1,
+                '(' => -1,
+                _ => 0,
+            };
+            if depth == 0 {
+                bare = &name[..i];
+                break;
+            }
+        }
+    }
+    match bare.chars().count() > 48 {
+        true => format!("{}…", bare.chars().take(47).collect::<String>()),
+        false => bare.to_string(),
+    }
 }
