@@ -165,3 +165,45 @@ fn attribution_says_how_much_op_time_has_no_hlo_op() {
     // XLA:CPU: every op has its HLO.
     assert_eq!(check(&health("cpu-clean"), "attribution")["what"], "every op with device time has its HLO op");
 }
+
+/// The clocks check (#76's proof): a 2-host CPU pod whose second host's clock is set
+/// off by a known amount (the reference reader moves its session start, which its
+/// events count from) is estimated within 10% from the all-reduces that end together,
+/// moved by exactly that amount against the pod as captured, and named; read a host at
+/// a time or together, the same.
+#[test]
+fn a_hosts_clock_set_off_by_a_known_amount_is_estimated_from_its_collectives() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = fixture("cpu-pod3/plugins/profile");
+    let from = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap().path();
+    let pod = |name: &str, shift_ns: i64| {
+        let run = tmp.path().join(name).join("plugins/profile/2026_11_29_00_00_00");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::copy(from.join("host0.xplane.pb"), run.join("host0.xplane.pb")).unwrap();
+        let host1 = from.join("host1.xplane.pb").to_string_lossy().to_string();
+        let out = run.join("host1.xplane.pb").to_string_lossy().to_string();
+        reference_text(&["shift-clock", &host1, &out, &shift_ns.to_string()]);
+        tmp.path().join(name).to_string_lossy().to_string()
+    };
+    let (asis, off) = (pod("asis", 0), pod("off", 4_000_000));
+    let skew = |dir: &str, together: bool| {
+        let s = match together {
+            true => json(&[TOGETHER, "summary", dir]),
+            false => json(&["summary", dir]),
+        };
+        let k = &s["clock_skews"][0];
+        assert_eq!((k["host"].as_str(), k["against"].as_str()), (Some("host1"), Some("host0")), "{s}");
+        (k["skew_ps"].as_i64().unwrap(), s["health"].clone())
+    };
+    let (base, healthy) = skew(&asis, false);
+    let (moved, h) = skew(&off, false);
+    assert_eq!(moved - base, 4_000_000_000, "the estimate moves with the clock, exactly");
+    assert!((moved as f64 - 4e9).abs() < 0.1 * 4e9, "{moved}");
+    assert_eq!(skew(&off, true).0, moved, "read together, the same");
+    assert_eq!(check(&healthy, "clocks")["status"], "ok", "{healthy}");
+    let c = check(&h, "clocks");
+    assert_eq!(c["status"], "caution", "{c}");
+    let what = c["what"].as_str().unwrap();
+    assert!(what.starts_with(&format!("host1's clock reads +{:.3} ms against host0's", moved as f64 / 1e9)), "{what}");
+    assert!(c["fix"].as_str().unwrap().contains("chrony"), "{c}");
+}

@@ -43,6 +43,11 @@ Commands:
          "fused": [[opcode, stack], ...]}}}}), from the HloProto's stack frame
         index (OpMetadata.stack_frame_id) or its source_file/source_line.
     xspace_ref.py reverse PATH.xplane.pb OUT      a copy, every line's events reversed
+    xspace_ref.py shift-clock PATH.xplane.pb OUT NS
+        a copy as a host whose clock read NS ns later would have written it: the
+        session's profile_start_time (ns, the host's clock) plus NS; the lines'
+        timestamps count from the session start (the profiler normalizes them), so
+        they stay.
     xspace_ref.py annotate-calls PATH.xplane.pb OUT --call C --step S --scope P
         a copy in which each outermost host event C is held by a step annotation S
         (step_num k, _r 1) and a scope P, as a loop annotating each call records.
@@ -1419,6 +1424,9 @@ def main(argv=None):
     p.add_argument("path")
     p = sub.add_parser("hlo-cycle", help="write a copy whose fusion bodies each hold COPIES fusions calling themselves")
     p.add_argument("path"); p.add_argument("out"); p.add_argument("--copies", type=int, default=8)
+    p = sub.add_parser("shift-clock", help="write a copy whose host clock reads NS ns later: its session start "
+                                           "plus NS (line timestamps count from it)")
+    p.add_argument("path"); p.add_argument("out"); p.add_argument("ns", type=int)
     p = sub.add_parser("rename-plane", help="write a copy with the plane called NAME renamed TO")
     p.add_argument("path"); p.add_argument("out"); p.add_argument("name"); p.add_argument("to")
     p = sub.add_parser("annotate-calls", help="write a copy in which each call CALL (an outermost host event of that "
@@ -1545,6 +1553,17 @@ def main(argv=None):
     elif a.cmd == "hlo-cycle":
         space = read_xspace(a.path)
         add_hlo_cycles(space, a.copies)
+        write_xspace(space, a.out)
+    elif a.cmd == "shift-clock":
+        space = read_xspace(a.path)
+        for plane in space.planes:
+            for st in plane.stats:
+                md = plane.stat_metadata.get(st.metadata_id)
+                if md is not None and md.name == "profile_start_time":
+                    if st.WhichOneof("value") == "uint64_value":
+                        st.uint64_value += a.ns
+                    else:
+                        st.int64_value += a.ns
         write_xspace(space, a.out)
     elif a.cmd == "rename-plane":
         space = read_xspace(a.path)

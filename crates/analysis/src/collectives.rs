@@ -99,6 +99,25 @@ struct Run<'a> {
     flight: Option<(i64, i64)>,
 }
 
+/// Per host of `profile`, in its order: when the collectives of its first device that
+/// ran any ended, in time order (an async pair at its done's end). Collectives end
+/// together on every participant, so these are what a run's hosts' clocks are
+/// compared by ([`crate::overview::Overview::clock_skews`]).
+pub fn ends_by_host(profile: &Profile) -> Vec<Vec<i64>> {
+    let devices = profile.devices();
+    (0..profile.hosts.len())
+        .map(|host| {
+            let ends = devices.iter().filter(|d| d.host_index == host).map(|d| {
+                let mut e: Vec<i64> =
+                    runs(profile, d).iter().filter_map(|r| r.spans.iter().map(|s| s.1).max()).collect();
+                e.sort_unstable();
+                e
+            });
+            ends.into_iter().find(|e| !e.is_empty()).unwrap_or_default()
+        })
+        .collect()
+}
+
 /// The collectives a device ran (its ops the model names collectives), async pairs
 /// joined.
 fn runs<'a>(profile: &Profile, d: &Device<'a>) -> Vec<Run<'a>> {

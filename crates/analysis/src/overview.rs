@@ -122,6 +122,69 @@ impl Attribution {
     }
 }
 
+/// A host's clock against the run's first host's (that ran collectives), after the
+/// hosts were put on one clock by their session starts: how much later its events read
+/// than the same instant on the first host's.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClockSkew {
+    pub host: String,
+    /// The host it is compared with: the run's first that ran collectives.
+    pub against: String,
+    /// The median of (its collective's end − the first host's same collective's end).
+    pub skew_ps: i64,
+    /// The collectives paired.
+    pub collectives: usize,
+    /// Their robust spread (1.4826 × the median absolute deviation): how sure.
+    pub spread_ps: i64,
+}
+
+/// Paired collectives past which a host's skew is estimated.
+const MIN_PAIRED_COLLECTIVES: usize = 3;
+/// How far the k-th collective of one host may be from the k-th of the other (ones cut
+/// at the capture's edges), in collectives.
+const MAX_COLLECTIVE_SHIFT: i64 = 4;
+
+/// Each host's clock against the first host with collectives (`ends`: per host, its
+/// collectives' ends in time order). The k-th collective of a host is paired with the
+/// (k+s)-th of the first, for the shift `s` (a few collectives either way: a host whose
+/// capture started or stopped at another time holds more or fewer) whose differences
+/// agree best; the skew is their median.
+fn clock_skews(hosts: &[String], ends: &[Vec<i64>]) -> Vec<ClockSkew> {
+    let Some(first) = ends.iter().position(|e| e.len() >= MIN_PAIRED_COLLECTIVES) else { return Vec::new() };
+    let median = |v: &mut Vec<i64>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let mut out = Vec::new();
+    for (h, mine) in ends.iter().enumerate().filter(|&(h, e)| h != first && e.len() >= MIN_PAIRED_COLLECTIVES) {
+        let reference = &ends[first];
+        let best = (-MAX_COLLECTIVE_SHIFT..=MAX_COLLECTIVE_SHIFT)
+            .filter_map(|s| {
+                let mut d: Vec<i64> = (0..mine.len() as i64)
+                    .filter_map(|k| reference.get(usize::try_from(k + s).ok()?).map(|r| mine[k as usize] - r))
+                    .collect();
+                if d.len() < MIN_PAIRED_COLLECTIVES {
+                    return None;
+                }
+                let skew = median(&mut d);
+                let mut dev: Vec<i64> = d.iter().map(|x| (x - skew).abs()).collect();
+                let mad = median(&mut dev);
+                Some((mad, std::cmp::Reverse(d.len()), skew))
+            })
+            .min();
+        if let Some((mad, std::cmp::Reverse(n), skew)) = best {
+            out.push(ClockSkew {
+                host: hosts.get(h).cloned().unwrap_or_default(),
+                against: hosts.get(first).cloned().unwrap_or_default(),
+                skew_ps: skew,
+                collectives: n,
+                spread_ps: (1.4826 * mad as f64) as i64,
+            });
+        }
+    }
+    out
+}
+
 /// Devices of one kind and model.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DeviceGroup {
@@ -206,6 +269,11 @@ pub struct Overview {
     pub environment: Environment,
     /// What of the op time the op profile can explain.
     pub attribution: Attribution,
+    /// Of a run of several hosts whose devices ran collectives: each other host's clock
+    /// against the first's, estimated from collectives that end together. Empty
+    /// otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clock_skews: Vec<ClockSkew>,
     pub top_ops: Vec<OpRow>,
 }
 
@@ -243,6 +311,8 @@ pub fn overview(profile: &Profile, top: usize) -> Overview {
 #[derive(Clone, Debug)]
 pub struct OverviewPart {
     pub hosts: Vec<String>,
+    /// Per host: when its collectives ended ([`crate::collectives::ends_by_host`]).
+    collective_ends: Vec<Vec<i64>>,
     /// The decisions taken, and what the run's are decided from.
     pub source: StepSource,
     pub timing: StepTiming,
@@ -341,6 +411,7 @@ impl OverviewPart {
             }
         }
         OverviewPart {
+            collective_ends: crate::collectives::ends_by_host(profile),
             hosts: profile.hosts.iter().map(|h| h.host.clone()).collect(),
             source: steps.source,
             timing: steps.timing,
@@ -394,6 +465,7 @@ pub fn assemble(
     let several = parts.len() > 1;
     let mut all = OverviewPart {
         hosts: Vec::new(),
+        collective_ends: Vec::new(),
         source,
         timing,
         votes: StepVotes::default(),
@@ -411,6 +483,7 @@ pub fn assemble(
     };
     for p in parts {
         all.hosts.extend(p.hosts);
+        all.collective_ends.extend(p.collective_ends);
         all.steps.extend(p.steps);
         all.dispatched_not_run += p.dispatched_not_run;
         all.launches_not_run += p.launches_not_run;
@@ -463,6 +536,7 @@ pub fn assemble(
     let flops_utilization_pct =
         (capacity > 0.0).then(|| 100.0 * per_step.iter().map(|f| f.flops as f64).sum::<f64>() / capacity);
     let attribution = Attribution::of(&rows);
+    let clock_skews = clock_skews(&all.hosts, &all.collective_ends);
     let mut top_ops = rows;
     top_ops.truncate(top);
     all.versions.sort();
@@ -495,6 +569,7 @@ pub fn assemble(
             host_tracer_level: all.host_tracer_level,
         },
         attribution,
+        clock_skews,
         top_ops,
     }
 }

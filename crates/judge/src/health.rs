@@ -58,6 +58,7 @@ pub fn health(o: &Overview, findings: &[Finding]) -> Health {
         steps(o, recompiles),
         compilation(o, findings),
         attribution(o),
+        clocks(o),
     ];
     Health { status: checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok), checks }
 }
@@ -300,4 +301,58 @@ fn short(name: &str) -> String {
         true => format!("{}…", bare.chars().take(47).collect::<String>()),
         false => bare.to_string(),
     }
+}
+
+/// A host's clock is told apart from the first host's where its skew is this many
+/// standard errors of the paired collectives' ends (their spread over √n) …
+const SKEW_STANDARD_ERRORS: f64 = 3.0;
+/// … and at least this long: under it, a timeline across hosts reads the same.
+const SKEW_MIN_PS: i64 = 100_000_000;
+
+/// The hosts' clocks, from collectives that end together on every host
+/// ([`stepscope_analysis::overview::ClockSkew`]).
+fn clocks(o: &Overview) -> Check {
+    if o.environment.hosts.len() < 2 {
+        return check("clocks", Status::Ok, "one host: no clocks to compare".into(), "", "");
+    }
+    if o.clock_skews.is_empty() {
+        let what = "no collectives ran on several hosts to compare their clocks by (they are aligned by their \
+                    session starts)";
+        return check("clocks", Status::Ok, what.into(), "", "");
+    }
+    let ms = |ps: i64| format!("{:.3} ms", ps as f64 / 1e9);
+    // The standard error of a median of n values of spread σ: 1.2533 σ / √n.
+    let error =
+        |s: &stepscope_analysis::overview::ClockSkew| 1.2533 * s.spread_ps as f64 / (s.collectives as f64).sqrt();
+    let off: Vec<_> = (o.clock_skews.iter())
+        .filter(|s| s.skew_ps.abs() >= SKEW_MIN_PS && s.skew_ps.abs() as f64 > SKEW_STANDARD_ERRORS * error(s))
+        .collect();
+    if off.is_empty() {
+        let worst = o.clock_skews.iter().map(|s| s.skew_ps.abs() + (2.0 * error(s)) as i64).max().unwrap_or(0);
+        let n = o.clock_skews.iter().map(|s| s.collectives).min().unwrap_or(0);
+        let what =
+            format!("the hosts' clocks agree within {} (from {n} or more collectives that end together)", ms(worst));
+        return check("clocks", Status::Ok, what, "", "");
+    }
+    let said: Vec<String> = (off.iter())
+        .map(|s| {
+            format!(
+                "{}'s clock reads {}{} against {}'s (±{}, {} collectives that end together)",
+                s.host,
+                if s.skew_ps > 0 { "+" } else { "" },
+                ms(s.skew_ps),
+                s.against,
+                ms((2.0 * error(s)) as i64),
+                s.collectives
+            )
+        })
+        .collect();
+    check(
+        "clocks",
+        Status::Caution,
+        said.join("; "),
+        "the timeline across hosts: where one host's events fall against another's, which host waited in a \
+         collective, and stragglers read across hosts",
+        "keep the hosts' clocks in sync (chrony or PTP) before capturing; read a host's timeline alone (--host HOST)",
+    )
 }
