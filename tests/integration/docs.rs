@@ -200,19 +200,13 @@ fn every_help_example_runs_as_written() {
     let tmp = tempfile::tempdir().unwrap();
     placeholders(tmp.path());
     let logdir = tmp.path().join("LOGDIR").display().to_string();
-    let help = ok(&["--help"]);
-    let commands: Vec<&str> = (help.lines())
-        .skip_while(|l| !l.starts_with("Commands:"))
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        // A command's line; its wrapped description's lines are indented further.
-        .filter(|l| !l.starts_with("   "))
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|c| !["help", "serve", "capture", "top", "export", "mcp"].contains(c))
+    let commands: Vec<String> = (help_commands().into_iter())
+        .filter(|c| !["help", "serve", "capture", "top", "export", "mcp"].contains(&c.as_str()))
         .collect();
-    assert!(commands.len() >= 17, "{help}");
+    assert!(commands.len() >= 17, "{commands:?}");
     let mut failures = Vec::new();
-    for command in commands {
+    for command in &commands {
+        let command = command.as_str();
         let text = ok(&[command, "--help"]);
         let examples: Vec<String> = (text.lines())
             .skip_while(|l| !l.starts_with("EXAMPLES:"))

@@ -366,20 +366,11 @@ fn every_command_and_its_help_fit_100_columns() {
         long.extend(text.lines().filter(|l| l.chars().count() > 100).map(|l| format!("{args:?}: {l}")));
     }
     // Every command's help, short and long.
-    let help = ok(&["--help"]);
-    let commands: Vec<&str> = (help.lines())
-        .skip_while(|l| !l.starts_with("Commands:"))
-        .skip(1)
-        .take_while(|l| !l.trim().is_empty())
-        // A command's line; its wrapped description's lines are indented further.
-        .filter(|l| !l.starts_with("   "))
-        .filter_map(|l| l.split_whitespace().next())
-        .collect();
-    assert!(commands.len() >= 20, "{help}");
-    let commands = commands.iter().filter(|c| **c != "help");
+    let commands = help_commands();
+    let commands = commands.iter().filter(|c| *c != "help");
     for command in std::iter::once(None).chain(commands.map(Some)) {
         for flag in ["-h", "--help"] {
-            let args: Vec<&str> = command.into_iter().copied().chain([flag]).collect();
+            let args: Vec<&str> = command.map(String::as_str).into_iter().chain([flag]).collect();
             let (text, _) = run_env(&args, &[("COLUMNS", "100")]);
             long.extend(text.lines().filter(|l| l.chars().count() > 100).map(|l| format!("{args:?}: {l}")));
         }

@@ -348,3 +348,18 @@ pub fn median(mut v: Vec<i64>) -> i64 {
         (v[n / 2 - 1] + v[n / 2]) / 2
     }
 }
+
+/// The commands `stepscope --help` lists, in its order (`help` too).
+pub fn help_commands() -> Vec<String> {
+    let help = ok(&["--help"]);
+    let commands: Vec<String> = (help.lines())
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        // A command's line; its wrapped description's lines are indented further.
+        .filter(|l| !l.starts_with("   "))
+        .filter_map(|l| l.split_whitespace().next().map(String::from))
+        .collect();
+    assert!(commands.len() >= 20, "{help}");
+    commands
+}
