@@ -30,6 +30,15 @@ def blocks(lang: str) -> list:
     return re.findall(rf"```{lang}\n(.*?)```", ray_section(), re.S)
 
 
+def clean_env() -> dict:
+    """This environment as a new shell's: no cluster address, and no auth mode (a
+    `ray.init()` earlier in this process, test_ray.py's, set RAY_AUTH_MODE=token here)."""
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    for k in ("RAY_ADDRESS", "RAY_AUTH_MODE"):
+        env.pop(k, None)
+    return env
+
+
 @pytest.fixture(scope="module")
 def wheel_dir(wheel, tmp_path_factory):
     """The driver's folder: the wheel file in its `dist/`, as the docs' glob finds it."""
@@ -44,17 +53,20 @@ def head():
     """The docs' `ray start --head`, stopped after."""
     (start,) = [ln.split("#")[0].strip() for b in blocks("sh") for ln in b.splitlines() if "--head" in ln]
     assert start == "ray start --head"
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    env.pop("RAY_ADDRESS", None)
-    started = subprocess.run([str(BIN / "ray"), *start.split()[1:]], check=True, timeout=300, env=env,
-                             capture_output=True, text=True)
-    # The docs' token paragraph: a head node whose ~/.ray/auth_token exists (a local
-    # `ray.init()` made one, as test_ray.py's did) asks for the token, and a driver on
-    # that node finds it by itself.
-    if (Path.home() / ".ray" / "auth_token").exists():
-        assert "Token authentication is enabled" in started.stdout + started.stderr
-    yield
-    subprocess.run([str(BIN / "ray"), "stop", "--force"], timeout=300, capture_output=True)
+    env = clean_env()
+    try:
+        started = subprocess.run([str(BIN / "ray"), *start.split()[1:]], check=True, timeout=300, env=env,
+                                 capture_output=True, text=True)
+        # The docs' token paragraph: a head node whose ~/.ray/auth_token exists (a local
+        # `ray.init()` made one, as test_ray.py's did) asks for the token, and a driver
+        # on that node finds it by itself.
+        if (Path.home() / ".ray" / "auth_token").exists():
+            assert "Token authentication is enabled" in started.stdout + started.stderr
+        yield
+    finally:
+        # Stopped whatever happened: a cluster left running would be joined by the next
+        # `ray.init()` of this machine.
+        subprocess.run([str(BIN / "ray"), "stop", "--force"], timeout=300, capture_output=True)
 
 
 def test_the_docs_ray_lines_run_as_written(head, wheel_dir, tmp_path):
@@ -75,8 +87,7 @@ def test_the_docs_ray_lines_run_as_written(head, wheel_dir, tmp_path):
         "\n@ray.remote\ndef where():\n    import stepscope\n    return stepscope.__file__\n"
         "import json\nprint(json.dumps({'task_module': ray.get(where.remote()), 'manifest': manifest}))\n"
     )
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    env.pop("RAY_ADDRESS", None)
+    env = clean_env()
     run = subprocess.run([sys.executable, "-c", code], cwd=wheel_dir, env=env, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -101,14 +101,14 @@ impl Attribution {
         let mut a = Attribution::default();
         let mut unexplained: Vec<(i64, &str)> = Vec::new();
         for r in rows {
-            a.op_ps += r.self_ps;
+            a.op_ps = a.op_ps.saturating_add(r.self_ps);
             if r.command_buffer.is_some() {
-                a.command_buffer_ps += r.self_ps;
+                a.command_buffer_ps = a.command_buffer_ps.saturating_add(r.self_ps);
             }
             let computes = stepscope_model::kinds::op_kind(&r.name, &r.category, "") == Part::Compute
                 && !r.name.starts_with("Memset");
             if r.multiplies_matrices.is_none() && computes {
-                a.no_hlo_ps += r.self_ps;
+                a.no_hlo_ps = a.no_hlo_ps.saturating_add(r.self_ps);
                 unexplained.push((r.self_ps, &r.name));
             }
         }
@@ -161,13 +161,15 @@ fn clock_skews(hosts: &[String], ends: &[Vec<i64>]) -> Vec<ClockSkew> {
         let best = (-MAX_COLLECTIVE_SHIFT..=MAX_COLLECTIVE_SHIFT)
             .filter_map(|s| {
                 let mut d: Vec<i64> = (0..mine.len() as i64)
-                    .filter_map(|k| reference.get(usize::try_from(k + s).ok()?).map(|r| mine[k as usize] - r))
+                    .filter_map(|k| {
+                        reference.get(usize::try_from(k + s).ok()?).map(|r| mine[k as usize].saturating_sub(*r))
+                    })
                     .collect();
                 if d.len() < MIN_PAIRED_COLLECTIVES {
                     return None;
                 }
                 let skew = median(&mut d);
-                let mut dev: Vec<i64> = d.iter().map(|x| (x - skew).abs()).collect();
+                let mut dev: Vec<i64> = d.iter().map(|x| x.saturating_sub(skew).saturating_abs()).collect();
                 let mad = median(&mut dev);
                 Some((mad, std::cmp::Reverse(d.len()), skew))
             })

@@ -325,10 +325,15 @@ fn clocks(o: &Overview) -> Check {
     let error =
         |s: &stepscope_analysis::overview::ClockSkew| 1.2533 * s.spread_ps as f64 / (s.collectives as f64).sqrt();
     let off: Vec<_> = (o.clock_skews.iter())
-        .filter(|s| s.skew_ps.abs() >= SKEW_MIN_PS && s.skew_ps.abs() as f64 > SKEW_STANDARD_ERRORS * error(s))
+        .filter(|s| {
+            let skew = s.skew_ps.saturating_abs();
+            skew >= SKEW_MIN_PS && skew as f64 > SKEW_STANDARD_ERRORS * error(s)
+        })
         .collect();
     if off.is_empty() {
-        let worst = o.clock_skews.iter().map(|s| s.skew_ps.abs() + (2.0 * error(s)) as i64).max().unwrap_or(0);
+        let worst =
+            o.clock_skews.iter().map(|s| s.skew_ps.saturating_abs().saturating_add((2.0 * error(s)) as i64)).max();
+        let worst = worst.unwrap_or(0);
         let n = o.clock_skews.iter().map(|s| s.collectives).min().unwrap_or(0);
         let what =
             format!("the hosts' clocks agree within {} (from {n} or more collectives that end together)", ms(worst));
