@@ -99,10 +99,15 @@ struct Run<'a> {
     flight: Option<(i64, i64)>,
 }
 
+/// The most collective ends [`ends_by_host`] keeps of a host (its first): a pod's
+/// hosts are held side by side until merged, and a few thousand pair well enough.
+pub const MAX_COLLECTIVE_ENDS: usize = 2048;
+
 /// Per host of `profile`, in its order: when the collectives of its first device that
-/// ran any ended, in time order (an async pair at its done's end). Collectives end
-/// together on every participant, so these are what a run's hosts' clocks are
-/// compared by ([`crate::overview::Overview::clock_skews`]).
+/// ran any ended, in time order (an async pair at its done's end), the first
+/// [`MAX_COLLECTIVE_ENDS`]. Collectives end together on every participant, so these
+/// are what a run's hosts' clocks are compared by
+/// ([`crate::overview::Overview::clock_skews`]).
 pub fn ends_by_host(profile: &Profile) -> Vec<Vec<i64>> {
     let devices = profile.devices();
     (0..profile.hosts.len())
@@ -111,6 +116,7 @@ pub fn ends_by_host(profile: &Profile) -> Vec<Vec<i64>> {
                 let mut e: Vec<i64> =
                     runs(profile, d).iter().filter_map(|r| r.spans.iter().map(|s| s.1).max()).collect();
                 e.sort_unstable();
+                e.truncate(MAX_COLLECTIVE_ENDS);
                 e
             });
             ends.into_iter().find(|e| !e.is_empty()).unwrap_or_default()
