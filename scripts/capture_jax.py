@@ -23,6 +23,9 @@ Examples:
     # 8 steps, python tracer on, warm-up excluded, with a Perfetto trace
     python3 scripts/capture_jax.py --steps 8 --perfetto --out /tmp/logdir
 
+    # a trace JSON capped at 2,000 events (as XProf caps it at 1,000,000)
+    python3 scripts/capture_jax.py --steps 12 --trace-json-max-events 2000
+
     # capture compilation too (no warm-up), python tracer off
     python3 scripts/capture_jax.py --steps 3 --capture-compile --no-python-tracer
 
@@ -84,6 +87,9 @@ def parse_args(argv=None):
     p.add_argument("--no-python-tracer", action="store_true", help="python_tracer_level=0 (default 1)")
     p.add_argument("--host-tracer-level", type=int, default=2, help="host_tracer_level (default 2)")
     p.add_argument("--perfetto", action="store_true", help="also write perfetto_trace.json.gz")
+    p.add_argument("--trace-json-max-events", type=int, metavar="N",
+                   help="cap the trace JSON at N events (TF_PROFILER_TRACE_VIEWER_MAX_EVENTS; "
+                        "JAX's default is 1,000,000); the .xplane.pb keeps every event")
     p.add_argument("--no-memory-profile", action="store_true", help="skip memory.prof")
     p.add_argument("--layers", type=int, default=2, help="transformer layers (default 2)")
     p.add_argument("--d-model", type=int, default=64, help="model width (default 64)")
@@ -407,6 +413,9 @@ def main(argv=None):
     profile_root = os.path.join(args.out, "plugins", "profile")
     before = set(os.listdir(profile_root)) if os.path.isdir(profile_root) else set()
 
+    if args.trace_json_max_events is not None:
+        # Read when the trace JSON is written (at stop_trace), from the XSpace.
+        os.environ["TF_PROFILER_TRACE_VIEWER_MAX_EVENTS"] = str(args.trace_json_max_events)
     t0 = time.perf_counter()
     jax.profiler.start_trace(args.out, create_perfetto_trace=args.perfetto, **trace_kwargs)
     try:

@@ -207,3 +207,33 @@ fn a_hosts_clock_set_off_by_a_known_amount_is_estimated_from_its_collectives() {
     assert!(what.starts_with(&format!("host1's clock reads +{:.3} ms against host0's", moved as f64 / 1e9)), "{what}");
     assert!(c["fix"].as_str().unwrap().contains("chrony"), "{c}");
 }
+
+/// A trace JSON capped below XProf's default (written with
+/// `TF_PROFILER_TRACE_VIEWER_MAX_EVENTS=2000`): its events stop before the capture's
+/// `stop_trace`, and it holds fewer steps than the `.xplane.pb` beside it (the reference
+/// reader's). The `.xplane.pb`, and a whole trace JSON with the Python tracer on, are
+/// not called capped.
+#[test]
+fn a_trace_json_cut_at_a_low_event_cap_says_so() {
+    let whole = xplane("cpu-json-capped");
+    let capped = whole.replace(".xplane.pb", ".trace.json.gz");
+    let s = json(&["summary", &capped]);
+    let events = check(&s["health"], "events");
+    assert_eq!(events["status"], "bad", "{events}");
+    assert!(events["what"].as_str().unwrap().contains("before the capture's stop_trace"), "{events}");
+    assert!(events["fix"].as_str().unwrap().contains(".xplane.pb"), "{events}");
+    let steps = reference(&["steps", &whole]).as_array().unwrap().len() as u64;
+    assert_eq!(steps, 12);
+    assert!(s["step_count"].as_u64().unwrap() < steps / 2, "{}", s["step_count"]);
+    assert!(ok(&["summary", &capped]).contains("[bad] events:"));
+    // The same capture's XSpace has every event.
+    assert_eq!(check(&health("cpu-json-capped"), "events")["status"], "ok");
+    // A whole trace JSON of a capture with the Python tracer on: its stop_trace is there.
+    let full = xplane("cpu-transformer").replace(".xplane.pb", ".trace.json.gz");
+    let full = json(&["summary", &full])["health"].clone();
+    let events = check(&full, "events");
+    assert_eq!(events["status"], "ok", "{events}");
+    assert!(events["what"].as_str().unwrap().starts_with("read from trace JSON"), "{events}");
+    // Trace JSON carries no HLO: the attribution check says to read the XSpace.
+    assert!(check(&full, "attribution")["fix"].as_str().unwrap().contains(".xplane.pb"), "{full}");
+}

@@ -207,6 +207,10 @@ pub struct Environment {
     /// XLA:CPU ops were recorded).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_tracer_level: Option<u32>,
+    /// Some host was read from trace JSON: it holds no HLO (no costs, no source lines),
+    /// and XProf's converter may have capped it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub trace_json: bool,
 }
 
 /// The overview of a run.
@@ -331,6 +335,7 @@ pub struct OverviewPart {
     device_models: Vec<(DeviceKind, String)>,
     versions: Vec<String>,
     host_tracer_level: Option<u32>,
+    trace_json: bool,
     input: crate::scopes::InputSums,
     /// Per host that compiled: (compile time, of it outside the host's steps, the
     /// host's span: first event to last).
@@ -438,6 +443,7 @@ impl OverviewPart {
             device_models: devices.iter().map(|d| (d.kind, device_model(d))).collect(),
             versions,
             host_tracer_level: host_tracer_level(profile),
+            trace_json: profile.hosts.iter().any(|h| h.format == stepscope_xspace::Format::TraceJson),
             input: crate::scopes::input_sums(profile),
             // A host's span is read (a pass over its events) only where it compiled.
             compile: (profile.hosts.iter().zip(&base.hosts))
@@ -480,6 +486,7 @@ pub fn assemble(
         device_models: Vec::new(),
         versions: Vec::new(),
         host_tracer_level: None,
+        trace_json: false,
         input: Default::default(),
         compile: Vec::new(),
     };
@@ -497,6 +504,7 @@ pub fn assemble(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        all.trace_json |= p.trace_json;
         all.input.add(p.input);
         all.compile.extend(p.compile);
     }
@@ -569,6 +577,7 @@ pub fn assemble(
             devices: device_groups(&all.device_models),
             versions: all.versions,
             host_tracer_level: all.host_tracer_level,
+            trace_json: all.trace_json,
         },
         attribution,
         clock_skews,

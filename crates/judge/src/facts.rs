@@ -110,20 +110,49 @@ pub fn truncated(profile: &Profile) -> Vec<Truncated> {
     let mut out = Vec::new();
     for space in &profile.hosts {
         let events = space.event_count();
-        let capped = space.format == stepscope_xspace::Format::TraceJson && events >= 1_000_000;
+        let json = space.format == stepscope_xspace::Format::TraceJson;
         let dropped = space.warnings.iter().chain(&space.errors).find(|w| {
             let w = w.to_ascii_lowercase();
             w.contains("drop") || w.contains("truncat") || w.contains("buffer full") || w.contains("exceed")
         });
-        if capped || dropped.is_some() {
-            out.push(Truncated {
-                host: space.host.clone(),
-                events,
-                detail: dropped.cloned().unwrap_or_else(|| "trace JSON is capped at 1,000,000 events by JAX".into()),
-            });
+        let detail = match dropped {
+            Some(w) => Some(w.clone()),
+            None if json && events >= TRACE_VIEWER_MAX_EVENTS => {
+                Some("trace JSON is capped at 1,000,000 events by JAX".into())
+            }
+            None if json => stopped_before_the_capture(space),
+            None => None,
+        };
+        if let Some(detail) = detail {
+            out.push(Truncated { host: space.host.clone(), events, detail });
         }
     }
     out
+}
+
+/// The events XProf's converter keeps in a trace JSON by default (the first ones, by
+/// start time; `TF_PROFILER_TRACE_VIEWER_MAX_EVENTS` sets another cap).
+pub const TRACE_VIEWER_MAX_EVENTS: u64 = 1_000_000;
+
+/// Where a trace JSON holds the Python tracer's `start_trace` call but not the
+/// `stop_trace` call that ended the capture, its events stop before the capture did:
+/// a cap below the default one cut it (the Python tracer records the `stop_trace`
+/// call it is stopped in, so a whole trace ends with it).
+fn stopped_before_the_capture(space: &stepscope_xspace::Space) -> Option<String> {
+    let traced = |call: &str| {
+        (space.planes.iter()).any(|p| (0..p.event_meta.len() as u32).any(|m| {
+            let name = p.event_name(m);
+            name.starts_with('$') && name.strip_suffix(call).is_some_and(|head| head.ends_with(' '))
+        }))
+    };
+    if !traced("start_trace") || traced("stop_trace") {
+        return None;
+    }
+    let span_ms = space.time_span_ps().map_or(0.0, |(lo, hi)| hi.saturating_sub(lo) as f64 / 1e9);
+    Some(format!(
+        "its events stop {span_ms:.1} ms in, before the capture's stop_trace: the trace JSON was capped \
+         (XProf keeps the first TF_PROFILER_TRACE_VIEWER_MAX_EVENTS events, 1,000,000 by default)"
+    ))
 }
 
 /// The peak memory bandwidth of the first of `profile`'s devices whose peak is known.

@@ -1,8 +1,8 @@
 //! Can this capture be trusted, and for what: one section that checks what every other
 //! answer rests on — every host read, no events dropped, the work the steps dispatched
-//! inside the capture, host tracing on, enough warm steps, not mostly compilation — and
-//! for each check that fails says what it affects and the capture change that fixes it.
-//! A first version of #76: tracer overhead, attribution and clocks are not yet checked.
+//! inside the capture, host tracing on, enough warm steps, not mostly compilation, op time
+//! with its HLO op, the hosts' clocks in step — and for each check that fails says what it
+//! affects and the capture change that fixes it.
 
 use crate::finding::Finding;
 use serde::Serialize;
@@ -23,7 +23,8 @@ pub enum Status {
 /// One check of a capture's health.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Check {
-    /// `hosts`, `events`, `work`, `host_tracing`, `steps`, `compilation`.
+    /// `hosts`, `events`, `work`, `host_tracing`, `steps`, `compilation`, `attribution`,
+    /// `clocks`.
     pub check: &'static str,
     pub status: Status,
     /// What was found.
@@ -52,7 +53,7 @@ pub fn health(o: &Overview, findings: &[Finding]) -> Health {
     let recompiles = findings.iter().any(|f| f.rule == "recompilation");
     let checks = vec![
         hosts(o),
-        events(findings),
+        events(o, findings),
         work(o),
         host_tracing(o),
         steps(o, recompiles),
@@ -109,15 +110,30 @@ fn bad_by(id: &'static str, findings: &[Finding], rule: &str, affects: &str, fix
     findings.iter().find(|f| f.rule == rule).map(|f| check(id, Status::Bad, f.title.clone(), affects, fix))
 }
 
-fn events(findings: &[Finding]) -> Check {
-    bad_by(
-        "events",
-        findings,
-        "truncated",
-        "every count and time after the events stop; steps and ops there are missing",
-        "read the .xplane.pb (it has every event) rather than the trace JSON, or capture fewer steps",
-    )
-    .unwrap_or_else(|| check("events", Status::Ok, "no sign of a capped or dropped trace".into(), "", ""))
+fn events(o: &Overview, findings: &[Finding]) -> Check {
+    if let Some(f) = findings.iter().find(|f| f.rule == "truncated") {
+        let details: Vec<&str> = f.evidence.iter().map(|e| e.detail.as_str()).filter(|d| !d.is_empty()).collect();
+        let what = match details.first() {
+            Some(d) => format!("{}: {d}", f.title),
+            None => f.title.clone(),
+        };
+        return check(
+            "events",
+            Status::Bad,
+            what,
+            "every count and time after the events stop; steps and ops there are missing",
+            "read the .xplane.pb (it has every event) rather than the trace JSON, set \
+             TF_PROFILER_TRACE_VIEWER_MAX_EVENTS higher when the JSON is written, or capture fewer steps",
+        );
+    }
+    let what = match o.environment.trace_json {
+        // A cap below the default one is seen where the Python tracer ran
+        // (`facts::truncated`); without it, a capped JSON reads as a shorter capture.
+        true => "read from trace JSON: no sign of a cap (one below 1,000,000 events shows only where the \
+                 Python tracer ran; the .xplane.pb always has every event)",
+        false => "no sign of a capped or dropped trace",
+    };
+    check("events", Status::Ok, what.into(), "", "")
 }
 
 fn work(o: &Overview) -> Check {
@@ -263,19 +279,27 @@ fn attribution(o: &Overview) -> Check {
     };
     let what = match a.no_hlo_ps {
         0 => format!("every op with device time has its HLO op{credited}"),
+        _ if o.environment.trace_json => {
+            format!("{no_hlo:.1}% of op time has no HLO op behind it: the trace JSON read holds no HLO")
+        }
         _ => format!(
             "{no_hlo:.1}% of op time ran in kernels without an HLO op ({}){credited}",
             a.no_hlo_ops.iter().map(|n| short(n)).collect::<Vec<_>>().join(", ")
         ),
+    };
+    let fix = match o.environment.trace_json {
+        true => "trace JSON carries no HLO: read the .xplane.pb JAX writes beside it (the same events, with \
+                 each op's HLO)",
+        false => "library and runtime kernels (autotuning, cuDNN/MIOpen helpers) have no HLO op: warm up \
+                  before the capture for autotuning; for kernels of a jitted program, capture with command \
+                  buffers off (XLA_FLAGS=--xla_gpu_enable_command_buffer=) so each kernel names its op",
     };
     check(
         "attribution",
         status,
         what,
         "the op profile's FLOPs, roofline and source lines for that share (by scope and line it has no source)",
-        "library and runtime kernels (autotuning, cuDNN/MIOpen helpers) have no HLO op: warm up before the \
-         capture for autotuning; for kernels of a jitted program, capture with command buffers off \
-         (XLA_FLAGS=--xla_gpu_enable_command_buffer=) so each kernel names its op",
+        fix,
     )
 }
 
