@@ -237,3 +237,56 @@ fn a_trace_json_cut_at_a_low_event_cap_says_so() {
     // Trace JSON carries no HLO: the attribution check says to read the XSpace.
     assert!(check(&full, "attribution")["fix"].as_str().unwrap().contains(".xplane.pb"), "{full}");
 }
+
+/// Findings whose evidence sits in a part of the capture that is not healthy say so
+/// (`caveats`): in the capture of three steps without warm-up, step 0 holds XLA's
+/// compilation (the reference reader's `backend_compile_and_load` events lie inside it),
+/// and every finding that cites step 0 but is not about compiling is told it is cold;
+/// in the capture that stopped before its GPU work ran, the steps it cut. `summary`'s
+/// top findings carry the same caveats as `advise`'s, and its text prints them.
+#[test]
+fn findings_whose_evidence_sits_in_a_cold_or_cut_step_say_so() {
+    let file = xplane("cpu-compile");
+    let steps = reference(&["steps", &file]);
+    let compiles = reference(&["host-events", "--names", "backend_compile_and_load", &file]);
+    let inside = |c: &Value, s: &Value| {
+        let (cs, ss) = (c["start_ps"].as_i64().unwrap(), s["start_ps"].as_i64().unwrap());
+        cs >= ss && cs < ss + s["duration_ps"].as_i64().unwrap()
+    };
+    let cold: Vec<i64> = (steps.as_array().unwrap().iter())
+        .filter(|s| compiles.as_array().unwrap().iter().any(|c| inside(c, s)))
+        .map(|s| s["step_num"].as_i64().unwrap())
+        .collect();
+    assert_eq!(cold, [0]);
+    let a = json(&["advise", &file]);
+    let findings = a["findings"].as_array().unwrap();
+    let mut told = 0;
+    for f in findings {
+        let cites_cold = f["evidence"].as_array().unwrap().iter().any(|e| e["step_num"].as_i64() == Some(0));
+        let caveats: Vec<&str> =
+            f["caveats"].as_array().map_or(vec![], |c| c.iter().map(|c| c.as_str().unwrap()).collect());
+        let is_cold = caveats.iter().any(|c| c.starts_with("step 0 of its evidence is cold"));
+        let about_compiling = ["captured-compilation", "compile-time", "recompilation"].contains(&f["rule"].as_str().unwrap());
+        assert_eq!(is_cold, cites_cold && !about_compiling, "{f}");
+        told += is_cold as usize;
+    }
+    assert!(told >= 2, "{a}");
+    let s = json(&["summary", &file]);
+    for f in s["findings"].as_array().unwrap() {
+        let same = findings.iter().find(|g| g["rule"] == f["rule"]).unwrap();
+        assert_eq!(f["caveats"], same["caveats"], "{f}");
+    }
+    assert!(ok(&["summary", &file]).contains("! step 0 of its evidence is cold"));
+    // The GPU capture stopped before its work ran: the steps it cut, by the reference.
+    let cut = json(&["advise", &xplane("gpu-nosync-cut")]);
+    let gaps = cut["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "gaps-between-steps").unwrap();
+    let caveat = gaps["caveats"][0].as_str().unwrap();
+    assert!(caveat.contains("of its evidence is cut"), "{gaps}");
+    let work = reference(&["step-work", &xplane("gpu-nosync-cut")]);
+    let cut_nums: Vec<i64> = (work.as_array().unwrap().iter())
+        .filter(|s| s["cut"].as_bool() == Some(true))
+        .map(|s| s["step_num"].as_i64().unwrap())
+        .collect();
+    let named: Vec<i64> = caveat["step ".len()..].split(" of").next().unwrap().split(", ").map(|n| n.parse().unwrap()).collect();
+    assert!(!named.is_empty() && named.iter().all(|n| cut_nums.contains(n)), "{caveat} vs {cut_nums:?}");
+}

@@ -644,6 +644,23 @@ test('the overview shows the capture\'s health before the findings: each check n
   }
 });
 
+test('a finding whose evidence sits in a cold step says so under its title', async () => {
+  const run = await runIn('cpu-compile');
+  const adv = await api('advise', { run });
+  const told = adv.findings.filter(f => f.caveats);
+  assert.ok(told.some(f => f.caveats.some(c => c.startsWith('step 0 of its evidence is cold'))), JSON.stringify(adv.findings));
+  assert.ok(adv.findings.some(f => !f.caveats), 'captured-compilation rests on its cold step: no caveat');
+  await open(`overview?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('.findings');
+  const shown = await page.$$eval('.findings .finding', ds => ds.map(d => [d.dataset.rule, [...d.querySelectorAll('.caveat')].map(c => c.textContent)]));
+  assert.ok(shown.length > 0);
+  for (const [rule, caveats] of shown) {
+    const f = adv.findings.find(f => f.rule === rule);
+    assert.deepEqual(caveats, (f.caveats || []).map(c => `! ${c}`), rule);
+  }
+  assert.ok(shown.some(([, c]) => c.length > 0));
+});
+
 test('a finding shows what fixing it gains, and its replay is the what-if panel\'s', async () => {
   const cb = await runIn('cpu-callback');
   const first = (await api('advise', { run: cb })).findings[0];

@@ -254,6 +254,7 @@ function findingBox(f, whatif) {
       el('span', { class: 'muted small rule' }, f.rule)),
     el('div', { class: 'fvalue small' }, `${num(f.value)}${unit}, threshold ${num(f.threshold)}${unit}`),
     gainLine(f, whatif),
+    ...(f.caveats || []).map(c => el('div', { class: 'caveat small', title: 'its evidence sits in a part of the capture that is not healthy (Capture health, above)' }, '! ', c)),
     ev,
     el('div', { class: 'advice' }, '→ ', f.advice));
 }

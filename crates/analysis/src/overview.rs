@@ -237,6 +237,12 @@ pub struct Overview {
     /// capture's call). Their time is a first call's.
     #[serde(skip_serializing_if = "stepscope_model::steps::is_zero")]
     pub cold_steps: u64,
+    /// The numbers of the cold steps and of those cut, each sorted once: where a
+    /// finding's evidence sits in one, it says so ([`Overview::cold_steps`]).
+    #[serde(skip)]
+    pub cold_step_nums: Vec<i64>,
+    #[serde(skip)]
+    pub cut_step_nums: Vec<i64>,
     /// Where some steps compiled and some did not: the step time over those that did
     /// not, which comparisons rank on ([`Overview::ranked_step_time`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -545,6 +551,13 @@ pub fn assemble(
     let capacity: f64 = per_step.iter().map(|f| f.capacity_flops).sum();
     let flops_utilization_pct =
         (capacity > 0.0).then(|| 100.0 * per_step.iter().map(|f| f.flops as f64).sum::<f64>() / capacity);
+    let nums = |keep: &dyn Fn(&StepTimes) -> bool| {
+        let mut n: Vec<i64> = steps.iter().filter(|s| keep(s)).map(|s| s.step_num).collect();
+        n.sort_unstable();
+        n.dedup();
+        n
+    };
+    let (cold_step_nums, cut_step_nums) = (nums(&|s| s.cold && !s.cut), nums(&|s| s.cut));
     let attribution = Attribution::of(&rows);
     let clock_skews = clock_skews(&all.hosts, &all.collective_ends);
     let mut top_ops = rows;
@@ -561,6 +574,8 @@ pub fn assemble(
         host_step_time,
         steps_cut: (steps.len() - durations.len()) as u64,
         cold_steps,
+        cold_step_nums,
+        cut_step_nums,
         warm_step_time,
         dispatched_not_run: all.dispatched_not_run,
         launches_not_run: all.launches_not_run,

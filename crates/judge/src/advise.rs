@@ -30,8 +30,8 @@ pub struct Advice {
 
 impl Advice {
     /// The findings of the run `overview` is of, with the capture's health.
-    pub fn new(overview: &Overview, th: &Thresholds, findings: Vec<Finding>) -> Advice {
-        let health = crate::health::health(overview, &findings);
+    pub fn new(overview: &Overview, th: &Thresholds, mut findings: Vec<Finding>) -> Advice {
+        let health = crate::health::judged(overview, &mut findings);
         Advice { schema: "stepscope.advise/1", run: overview.run.clone(), thresholds: th.clone(), findings, health }
     }
 }

@@ -55,6 +55,11 @@ pub struct Finding {
     pub unit: &'static str,
     pub evidence: Vec<Evidence>,
     pub advice: String,
+    /// Where its evidence sits in a part of the capture that is not healthy (a cold or
+    /// cut step, a host whose clock is off or whose events stop early): each says which
+    /// and what it does to the finding ([`crate::health::Health::caveats`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub caveats: Vec<String>,
 }
 
 impl Finding {

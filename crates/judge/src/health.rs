@@ -6,7 +6,7 @@
 
 use crate::finding::Finding;
 use serde::Serialize;
-use stepscope_analysis::overview::Overview;
+use stepscope_analysis::overview::{ClockSkew, Overview};
 use stepscope_xspace::discover::Unread;
 
 /// Whether the capture can be read as the program's steady state.
@@ -333,8 +333,23 @@ const SKEW_STANDARD_ERRORS: f64 = 3.0;
 /// … and at least this long: under it, a timeline across hosts reads the same.
 const SKEW_MIN_PS: i64 = 100_000_000;
 
+/// The standard error of a skew, the median of n differences of spread σ: 1.2533 σ / √n.
+fn error(s: &ClockSkew) -> f64 {
+    1.2533 * s.spread_ps as f64 / (s.collectives as f64).sqrt()
+}
+
+/// The hosts whose clocks are told apart from the first host's.
+fn clocks_off(o: &Overview) -> Vec<&ClockSkew> {
+    (o.clock_skews.iter())
+        .filter(|s| {
+            let skew = s.skew_ps.saturating_abs();
+            skew >= SKEW_MIN_PS && skew as f64 > SKEW_STANDARD_ERRORS * error(s)
+        })
+        .collect()
+}
+
 /// The hosts' clocks, from collectives that end together on every host
-/// ([`stepscope_analysis::overview::ClockSkew`]).
+/// ([`ClockSkew`]).
 fn clocks(o: &Overview) -> Check {
     if o.environment.hosts.len() < 2 {
         return check("clocks", Status::Ok, "one host: no clocks to compare".into(), "", "");
@@ -345,15 +360,7 @@ fn clocks(o: &Overview) -> Check {
         return check("clocks", Status::Ok, what.into(), "", "");
     }
     let ms = |ps: i64| format!("{:.3} ms", ps as f64 / 1e9);
-    // The standard error of a median of n values of spread σ: 1.2533 σ / √n.
-    let error =
-        |s: &stepscope_analysis::overview::ClockSkew| 1.2533 * s.spread_ps as f64 / (s.collectives as f64).sqrt();
-    let off: Vec<_> = (o.clock_skews.iter())
-        .filter(|s| {
-            let skew = s.skew_ps.saturating_abs();
-            skew >= SKEW_MIN_PS && skew as f64 > SKEW_STANDARD_ERRORS * error(s)
-        })
-        .collect();
+    let off = clocks_off(o);
     if off.is_empty() {
         let worst =
             o.clock_skews.iter().map(|s| s.skew_ps.saturating_abs().saturating_add((2.0 * error(s)) as i64)).max();
@@ -384,4 +391,170 @@ fn clocks(o: &Overview) -> Check {
          collective, and stragglers read across hosts",
         "keep the hosts' clocks in sync (chrony or PTP) before capturing; read a host's timeline alone (--host HOST)",
     )
+}
+
+/// A part of the capture that is not healthy, and which findings' evidence sitting in it
+/// is told so ([`caveats`]).
+struct Caveat {
+    /// The rules it touches; `None`: every rule but those in `except`.
+    rules: Option<&'static [&'static str]>,
+    except: &'static [&'static str],
+    /// The hosts (of a run of several) it is on; `None`: the whole run.
+    hosts: Option<Vec<String>>,
+    /// The steps it is in; `None`: every step.
+    steps: Option<Vec<i64>>,
+    /// What a finding is told; `{at}` stands for the hosts or steps its evidence shares
+    /// with the part.
+    says: String,
+}
+
+/// Rules that compare hosts with each other, or read one host's events against
+/// another's.
+const ACROSS_HOSTS: &[&str] = &["stragglers", "collectives-exposed", "async-waits"];
+/// Rules about compilation itself: cold steps are their evidence, not a flaw of it.
+const ABOUT_COMPILING: &[&str] = &["recompilation", "compile-time", "captured-compilation", "too-few-steps"];
+
+/// The unhealthy parts of the capture `o` is the overview of, as `health` (made of
+/// `findings`) checked it.
+fn unhealthy_parts(o: &Overview, health: &Health, findings: &[Finding]) -> Vec<Caveat> {
+    let not_ok = |id: &str| health.checks.iter().any(|c| c.check == id && c.status != Status::Ok);
+    let several = o.environment.hosts.len() > 1;
+    let mut parts = Vec::new();
+    if not_ok("events") {
+        let hosts: Vec<String> = (findings.iter().filter(|f| f.rule == "truncated"))
+            .flat_map(|f| f.evidence.iter().map(|e| e.host.clone()))
+            .collect();
+        parts.push(Caveat {
+            rules: None,
+            except: &["truncated"],
+            hosts: several.then_some(hosts),
+            steps: None,
+            says: "its evidence is on a host whose events stop early ({at}; health: events): what came after \
+                   is missing from it"
+                .into(),
+        });
+    }
+    if !o.cut_step_nums.is_empty() {
+        parts.push(Caveat {
+            rules: None,
+            except: &[],
+            hosts: None,
+            steps: Some(o.cut_step_nums.clone()),
+            says: "step {at} of its evidence is cut: the capture stopped before its device work ran (or began \
+                   after), so only part of it is held"
+                .into(),
+        });
+    }
+    let recompiles = findings.iter().any(|f| f.rule == "recompilation");
+    if !o.cold_step_nums.is_empty() && !recompiles {
+        parts.push(Caveat {
+            rules: None,
+            except: ABOUT_COMPILING,
+            hosts: None,
+            steps: Some(o.cold_step_nums.clone()),
+            says: "step {at} of its evidence is cold (it compiled, or ran first after a compile): a first call's \
+                   time, not a warm step's"
+                .into(),
+        });
+    }
+    if not_ok("compilation") {
+        parts.push(Caveat {
+            rules: Some(&["low-utilization", "host-bound-gaps", "gaps-between-steps", "step-jitter"]),
+            except: &[],
+            hosts: None,
+            steps: None,
+            says: "the capture is mostly compilation (health: compilation): the time this shares out is mostly \
+                   XLA compiling"
+                .into(),
+        });
+    }
+    if not_ok("attribution") {
+        parts.push(Caveat {
+            rules: Some(&["dominant-op", "data-movement"]),
+            except: &[],
+            hosts: None,
+            steps: None,
+            says: format!(
+                "{:.1}% of op time has no HLO op (health: attribution): that share has no cost or source line",
+                100.0 * o.attribution.no_hlo_ps as f64 / o.attribution.op_ps.max(1) as f64
+            ),
+        });
+    }
+    if not_ok("clocks") {
+        for s in clocks_off(o) {
+            let ms = s.skew_ps as f64 / 1e9;
+            parts.push(Caveat {
+                rules: Some(ACROSS_HOSTS),
+                except: &[],
+                hosts: Some(vec![s.host.clone()]),
+                steps: None,
+                says: format!(
+                    "its evidence is on {{at}}, whose clock reads {}{ms:.3} ms against {}'s (health: clocks): where \
+                     its events fall against the other hosts' is off by that",
+                    if ms > 0.0 { "+" } else { "" },
+                    s.against
+                ),
+            });
+        }
+    }
+    if not_ok("hosts") {
+        parts.push(Caveat {
+            rules: Some(ACROSS_HOSTS),
+            except: &[],
+            hosts: None,
+            steps: None,
+            says: format!(
+                "{} host file(s) could not be read (health: hosts): the hosts compared are those read only",
+                o.hosts_unread.len()
+            ),
+        });
+    }
+    parts
+}
+
+/// Each of `findings` told where its evidence sits in an unhealthy part of the capture
+/// (its [`Finding::caveats`], made anew), by the health it was judged with.
+fn add_caveats(parts: &[Caveat], findings: &mut [Finding]) {
+    for f in findings {
+        f.caveats.clear();
+        for p in parts {
+            let touched = match p.rules {
+                Some(rules) => rules.contains(&f.rule),
+                None => !p.except.contains(&f.rule),
+            };
+            if !touched {
+                continue;
+            }
+            let mut at: Vec<String> = Vec::new();
+            if let Some(hosts) = &p.hosts {
+                at = hosts.iter().filter(|h| f.evidence.iter().any(|e| &e.host == *h)).cloned().collect();
+                at.dedup();
+                if at.is_empty() {
+                    continue;
+                }
+            }
+            if let Some(steps) = &p.steps {
+                let mut nums: Vec<i64> = (f.evidence.iter())
+                    .filter_map(|e| e.step_num)
+                    .filter(|n| steps.binary_search(n).is_ok())
+                    .collect();
+                nums.sort_unstable();
+                nums.dedup();
+                if nums.is_empty() {
+                    continue;
+                }
+                at = nums.iter().map(|n| n.to_string()).collect();
+            }
+            f.caveats.push(p.says.replace("{at}", &at.join(", ")));
+        }
+    }
+}
+
+/// The health of the capture `o` is the overview of ([`health`]), with each of
+/// `findings` told where its evidence sits in a part of the capture that is not
+/// healthy ([`Finding::caveats`]).
+pub fn judged(o: &Overview, findings: &mut [Finding]) -> Health {
+    let h = health(o, findings);
+    add_caveats(&unhealthy_parts(o, &h, findings), findings);
+    h
 }

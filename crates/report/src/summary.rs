@@ -97,7 +97,7 @@ impl Deref for Summary {
 pub fn summary(profile: &Profile, top: usize) -> Summary {
     let (overview, inputs) = advise::overview_and_inputs(profile, top);
     let mut findings = advise::findings_with(profile, &overview, &Thresholds::default(), &inputs);
-    let health = Some(stepscope_judge::health::health(&overview, &findings));
+    let health = Some(stepscope_judge::health::judged(&overview, &mut findings));
     findings.truncate(3);
     Summary { overview, memory_peak: memory_peak(&inputs.memory), findings, health, read_a_host_at_a_time: false }
 }
@@ -120,8 +120,10 @@ pub fn summary_by_host<E>(
 
 /// The summary of a run read a host at a time and judged.
 fn judged_summary(overview: Overview, inputs: &advise::Inputs, findings: &[Finding]) -> Summary {
-    let top = findings.iter().take(3).cloned().collect();
-    let health = Some(stepscope_judge::health::health(&overview, findings));
+    let mut findings = findings.to_vec();
+    let health = Some(stepscope_judge::health::judged(&overview, &mut findings));
+    findings.truncate(3);
+    let top = findings;
     Summary { overview, memory_peak: memory_peak(&inputs.memory), findings: top, health, read_a_host_at_a_time: true }
 }
 

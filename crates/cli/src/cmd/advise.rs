@@ -150,6 +150,9 @@ pub fn print_finding(f: &Finding, full: bool) {
     if let Some(g) = &f.gain {
         out!("{}", human::wrap("         ", &gain_line(g), width));
     }
+    for c in &f.caveats {
+        out!("{}", human::wrap("         ! ", c, width));
+    }
     if !full {
         return;
     }

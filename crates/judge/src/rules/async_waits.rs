@@ -16,6 +16,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if wait_pct > th.async_wait_pct {
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("devices wait on async copies {wait_pct:.1}% of the step"),

@@ -31,6 +31,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if capture.compile_ps > 0 && capture.compile_pct >= cx.th.capture_compile_pct {
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: Severity::Critical,
             title: format!(
@@ -51,6 +52,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         let total = sum_ps(compiled_in_steps.iter().map(|st| st.compile_ps));
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("{} step(s) include XLA compilation ({})", compiled_in_steps.len(), ms(total)),
@@ -77,6 +79,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         let cold = cx.overview.cold_steps;
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: if cold * 2 >= cx.overview.step_count { Severity::Warning } else { Severity::Info },
             title: format!(

@@ -18,6 +18,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         out.push(
             Finding {
                 gain: None,
+                caveats: Vec::new(),
                 rule: RULE.id,
                 severity: Severity::Warning,
                 title: format!("collectives not overlapped with compute take {exposed_pct:.1}% of the step"),

@@ -14,6 +14,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if compile_s > th.compile_s {
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("XLA compilation took {compile_s:.2} s"),

@@ -28,6 +28,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             let step_pct = top.device_time_pct * cx.overview.device_utilization_pct / 100.0;
             out.push(Finding {
                 gain: None,
+                caveats: Vec::new(),
                 rule: RULE.id,
                 severity: of_step_share(step_pct),
                 title: format!(

@@ -28,6 +28,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if between_pct > th.host_overhead_pct {
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: if between_pct > 3.0 * th.host_overhead_pct { Severity::Critical } else { Severity::Warning },
             title: format!("{between_pct:.1}% of the time passes between steps"),

@@ -22,6 +22,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if device_time && host_overhead > th.host_overhead_pct && !dispatched_ahead(cx) {
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: if host_overhead > 3.0 * th.host_overhead_pct { Severity::Critical } else { Severity::Warning },
             title: title(host_overhead, [b.device_idle_ps, input_ps, queued_ps].map(|t| cx.step_pct(t))),

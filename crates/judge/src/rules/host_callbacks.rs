@@ -18,6 +18,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         out.push(
             Finding {
                 gain: None,
+                caveats: Vec::new(),
                 rule: RULE.id,
                 severity: of_step_share(callback_pct),
                 title: format!(

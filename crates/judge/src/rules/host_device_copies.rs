@@ -18,6 +18,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         out.push(
             Finding {
                 gain: None,
+                caveats: Vec::new(),
                 rule: RULE.id,
                 severity: of_step_share(copies_pct),
                 title: format!("copies between host and device take {copies_pct:.1}% of the step"),

@@ -14,6 +14,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if !steps.steps.is_empty() && cx.host_tracing_off {
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: Severity::Info,
             title: "host tracing was off (host_tracer_level=0)".into(),

@@ -29,6 +29,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             out.push(
                 Finding {
                     gain: None,
+                    caveats: Vec::new(),
                     rule: RULE.id,
                     severity: if input_pct > 2.5 * th.input_bound_pct { Severity::Critical } else { Severity::Warning },
                     title: format!("the device waits on input {input_pct:.1}% of the step"),
@@ -70,6 +71,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             out.push(
                 Finding {
                     gain: None,
+                    caveats: Vec::new(),
                     rule: RULE.id,
                     severity: of_step_share(input_pct),
                     title: format!("steps wait {input_pct:.1}% of their time before they dispatch work to the device"),

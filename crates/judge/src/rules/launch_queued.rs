@@ -15,6 +15,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         let evidence = cx.facts.cited(Kind::Queued);
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("launched work waits to start {queued:.1}% of the step"),

@@ -45,6 +45,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     }
     out.push(Finding {
         gain: None,
+        caveats: Vec::new(),
         rule: RULE.id,
         severity: Severity::Info,
         title: format!(

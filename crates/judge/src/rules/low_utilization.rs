@@ -21,6 +21,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         worst.sort_by_key(|st| std::cmp::Reverse(st.device_idle_ps));
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: if s.device_utilization_pct < th.utilization_pct / 2.0 {
                 Severity::Critical
@@ -57,6 +58,7 @@ fn without_steps(cx: &Context) -> Finding {
     let (s, th) = (cx.overview, cx.th);
     Finding {
         gain: None,
+        caveats: Vec::new(),
         rule: RULE.id,
         severity: Severity::Warning,
         title: format!(

@@ -14,6 +14,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         out.push(
             Finding {
                 gain: None,
+                caveats: Vec::new(),
                 rule: RULE.id,
                 severity: Severity::Warning,
                 title: format!("{dispatches:.0} XLA programs launched per step"),

@@ -42,6 +42,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         };
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: if busy { Severity::Info } else { Severity::Warning },
             title: format!(

@@ -39,6 +39,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             worst.sort_by(|a, b| lost(b).total_cmp(&lost(a)));
             out.push(Finding {
                 gain: None,
+                caveats: Vec::new(),
                 rule: RULE.id,
                 severity: if time_pct >= MEMORY_BOUND_TIME_PCT { Severity::Warning } else { Severity::Info },
                 title: format!(

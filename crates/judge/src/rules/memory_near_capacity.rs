@@ -17,6 +17,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         if share > th.memory_capacity_pct {
             out.push(Finding {
                 gain: None,
+                caveats: Vec::new(),
                 rule: RULE.id,
                 severity: if share > 98.0 { Severity::Critical } else { Severity::Warning },
                 title: format!("{} {} peaks at {share:.1}% of its capacity", a.host, a.name),

@@ -12,6 +12,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if !device_time {
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: Severity::Warning,
             title: "no device activity recorded (no device planes or ops)".into(),

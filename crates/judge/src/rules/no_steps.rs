@@ -13,6 +13,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if steps.steps.is_empty() {
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: Severity::Warning,
             title: "no training steps found".into(),

@@ -14,6 +14,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if overhead_pct > th.runtime_overhead_pct {
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: Severity::Info,
             title: format!("the XLA:CPU runtime spends {overhead_pct:.1}% of the step between ops"),

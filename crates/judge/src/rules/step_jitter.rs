@@ -25,6 +25,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
             let mut held_earlier = false;
             out.push(Finding {
                 gain: None,
+                caveats: Vec::new(),
                 rule: RULE.id,
                 severity: Severity::Warning,
                 title: format!(

@@ -48,6 +48,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         out.push(
             Finding {
                 gain: None,
+                caveats: Vec::new(),
                 rule: RULE.id,
                 severity,
                 title: format!("{} device(s)/host(s) {}", list.len(), what.replace("{worst}", &format!("{worst:.0}"))),

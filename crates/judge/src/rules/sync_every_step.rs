@@ -31,6 +31,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     out.push(
         Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: of_step_share(gain.gain_pct),
             title: format!(

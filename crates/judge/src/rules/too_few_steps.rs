@@ -11,6 +11,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     if !steps.steps.is_empty() && (steps.steps.len() as u64) < th.min_steps {
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("only {} step(s) captured", steps.steps.len()),

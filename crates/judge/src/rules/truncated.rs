@@ -11,6 +11,7 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
     for t in cx.facts.truncated() {
         out.push(Finding {
             gain: None,
+            caveats: Vec::new(),
             rule: RULE.id,
             severity: Severity::Warning,
             title: format!("the profile of {} looks truncated", t.host),
