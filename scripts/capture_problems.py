@@ -77,6 +77,9 @@ def parse_args(argv=None):
     p.add_argument("program", nargs="?", choices=PROGRAMS, help="the program to capture")
     p.add_argument("--fixed", action="store_true", help="capture the fixed twin instead")
     p.add_argument("--time", choices=PROGRAMS, help="time PROGRAM and its twin alternately; no capture")
+    p.add_argument("--time-tracer", choices=PROGRAMS, metavar="PROGRAM",
+                   help="capture PROGRAM with the Python tracer on and off alternately (--rounds captures "
+                        "each, --steps steps each) and print both median steps, as the loop timed them")
     p.add_argument("--out", default="logdir", help="log directory (TensorBoard layout); default ./logdir")
     p.add_argument("--steps", type=int, help="captured (or timed) steps (default 10; conv, nosync 40)")
     p.add_argument("--warmup", type=int, default=3, help="un-captured warm-up steps (default 3)")
@@ -101,8 +104,8 @@ def parse_args(argv=None):
     a.state_mb = a.state_mb or state_mb
     if a.steps is None:
         a.steps = 40 if a.program in ("conv", "nosync") else 10
-    if (a.program is None) == (a.time is None):
-        p.error("name one PROGRAM to capture, or --time PROGRAM")
+    if [a.program, a.time, a.time_tracer].count(None) != 2:
+        p.error("name one PROGRAM to capture, or --time PROGRAM, or --time-tracer PROGRAM")
     calls = a.warmup + a.steps * (a.rounds if a.time else 1) + 1
     if "recompile" in (a.program, a.time) and calls >= a.batch:
         p.error(f"recompile gives each call a batch of its own size, 1 to --batch - 1 rows: "
@@ -473,6 +476,51 @@ def time_pair(args):
     }))
 
 
+def time_tracer(args):
+    """Median step, and median time to dispatch it (the step's call, until it returns),
+    of captures of one program with python_tracer_level 1 and 0, alternately in one
+    process: what the Python tracer costs the host. Each capture is
+    kept, under --out/python-tracer-LEVEL/round-R."""
+    import jax
+
+    step, state = build(args, args.time_tracer, False)
+    state = run_steps(step, state, max(args.warmup, 1), annotate=False)
+    times = {1: [], 0: []}
+    kept = {}
+    for r in range(args.rounds):
+        for level in (1, 0):
+            opts = jax.profiler.ProfileOptions()
+            opts.host_tracer_level = 2
+            opts.python_tracer_level = level
+            # A logdir a capture: two captures in one second would share a run folder.
+            out = os.path.join(args.out, f"python-tracer-{level}", f"round-{r}")
+            jax.profiler.start_trace(out, profiler_options=opts)
+            try:
+                for i in range(args.steps):
+                    t = time.perf_counter()
+                    with jax.profiler.StepTraceAnnotation("train", step_num=r * args.steps + i):
+                        state, loss = step(state, i)
+                        dispatched = time.perf_counter()
+                        loss.block_until_ready()
+                    times[level].append((time.perf_counter() - t, dispatched - t))
+            finally:
+                jax.profiler.stop_trace()
+            root = os.path.join(out, "plugins", "profile")
+            kept.setdefault(level, []).append(os.path.join(root, max(os.listdir(root))))
+    median = lambda level, k: round(statistics.median(t[k] for t in times[level]) * 1e12)
+    print(json.dumps({
+        "schema": "stepscope.tracer_timing/1",
+        "program": args.time_tracer,
+        "steps_each": args.rounds * args.steps,
+        "traced_step_ps": median(1, 0),
+        "untraced_step_ps": median(0, 0),
+        "traced_dispatch_ps": median(1, 1),
+        "untraced_dispatch_ps": median(0, 1),
+        "tracer_dispatch_ps": median(1, 1) - median(0, 1),
+        "runs": {"python-tracer-1": kept[1], "python-tracer-0": kept[0]},
+    }))
+
+
 class _Null:
     def __enter__(self):
         return self
@@ -485,12 +533,14 @@ def main(argv=None):
     args = parse_args(argv)
     # cuda,cpu: io_callback needs a CPU device to place its operands on.
     os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu" if args.platform == "gpu" else "cpu")
-    if {args.program, args.time} & set(TWO_DEVICES) and args.platform == "cpu":
+    if {args.program, args.time, args.time_tracer} & set(TWO_DEVICES) and args.platform == "cpu":
         # Two devices of the host's CPU (set before JAX starts).
         flags = os.environ.get("XLA_FLAGS", "")
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=2".strip()
     if args.time:
         time_pair(args)
+    elif args.time_tracer:
+        time_tracer(args)
     else:
         capture(args)
     return 0

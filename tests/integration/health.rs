@@ -290,3 +290,57 @@ fn findings_whose_evidence_sits_in_a_cold_or_cut_step_say_so() {
     let named: Vec<i64> = caveat["step ".len()..].split(" of").next().unwrap().split(", ").map(|n| n.parse().unwrap()).collect();
     assert!(!named.is_empty() && named.iter().all(|n| cut_nums.contains(n)), "{caveat} vs {cut_nums:?}");
 }
+
+/// What the Python tracer cost (#76): on captures of two programs timed with the tracer
+/// on and off alternately in one process (tests/fixtures/tracer.json, held out from
+/// the calibration of the cost a call), the estimate is within 25% of the measured
+/// difference in the time to dispatch a step. Its calls a step are the reference
+/// reader's `$` host events inside the `train` annotations. Where it is 5% of the
+/// host's step or more, the host-side findings say so; a capture without it says off.
+#[test]
+fn the_python_tracers_cost_is_estimated_within_a_quarter_of_what_it_measured() {
+    let t: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture("tracer.json")).unwrap()).expect("tracer.json");
+    for timing in t["timings"].as_array().unwrap() {
+        let file = xplane(timing["fixture"].as_str().unwrap());
+        let s = json(&["summary", &file]);
+        let pt = &s["python_tracer"];
+        let calls = reference(&["host-events", "--prefixes", "$", &file]);
+        // The reference's step annotations, of the steps stepscope times (not cut).
+        let timed = json(&["steps", &file]);
+        let timed: Vec<i64> = (timed["steps"].as_array().unwrap().iter())
+            .filter(|s| s["cut"].as_bool() != Some(true))
+            .map(|s| s["step_num"].as_i64().unwrap())
+            .collect();
+        let steps = reference(&["steps", &file]);
+        let steps: Vec<&Value> =
+            steps.as_array().unwrap().iter().filter(|s| timed.contains(&s["step_num"].as_i64().unwrap())).collect();
+        let inside = (calls.as_array().unwrap().iter())
+            .filter(|c| {
+                let at = c["start_ps"].as_i64().unwrap();
+                steps.iter().any(|s| {
+                    let from = s["start_ps"].as_i64().unwrap();
+                    at >= from && at < from + s["duration_ps"].as_i64().unwrap()
+                })
+            })
+            .count();
+        assert_eq!(pt["calls"].as_u64().unwrap(), calls.as_array().unwrap().len() as u64, "{pt}");
+        assert!((pt["calls_per_step"].as_f64().unwrap() - inside as f64 / steps.len() as f64).abs() < 1e-9, "{pt}");
+        let measured = timing["tracer_dispatch_ps"].as_f64().unwrap();
+        let estimate = pt["cost_per_step_ps"].as_f64().unwrap();
+        assert!((estimate - measured).abs() <= 0.25 * measured, "{}: {estimate} vs {measured}", timing["program"]);
+        let c = check(&s["health"], "tracer");
+        let want = if pt["cost_pct_of_host_step"].as_f64().unwrap() >= 5.0 { "caution" } else { "ok" };
+        assert_eq!(c["status"], want, "{c}");
+    }
+    // Op-by-op dispatch traced: half the host's step; its host-side findings are told.
+    let traced = json(&["advise", &xplane("cpu-op-by-op-traced")]);
+    let c = check(&traced["health"], "tracer");
+    assert_eq!(c["status"], "caution", "{c}");
+    assert!(c["fix"].as_str().unwrap().contains("python_tracer_level=0"), "{c}");
+    let gaps = traced["findings"].as_array().unwrap().iter().find(|f| f["rule"] == "host-bound-gaps").unwrap();
+    assert!(gaps["caveats"][0].as_str().unwrap().starts_with("the Python tracer slowed the host"), "{gaps}");
+    // The same program captured without it.
+    let off = health("cpu-op-by-op");
+    assert_eq!(check(&off, "tracer")["what"], "the Python tracer was off (no Python call traced)", "{off}");
+}

@@ -29,6 +29,7 @@ pub mod scopes;
 pub mod source;
 pub mod steps;
 pub mod timeline;
+pub mod tracer;
 pub mod whatif;
 
 /// The model, as the analyses' callers name it (`stepscope_analysis::profile`, …).

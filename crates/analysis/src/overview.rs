@@ -286,6 +286,9 @@ pub struct Overview {
     /// otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub clock_skews: Vec<ClockSkew>,
+    /// What the Python tracer cost the steps, where it ran ([`crate::tracer`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python_tracer: Option<crate::tracer::PythonTracer>,
     pub top_ops: Vec<OpRow>,
 }
 
@@ -342,6 +345,7 @@ pub struct OverviewPart {
     versions: Vec<String>,
     host_tracer_level: Option<u32>,
     trace_json: bool,
+    python_calls: crate::tracer::PythonCalls,
     input: crate::scopes::InputSums,
     /// Per host that compiled: (compile time, of it outside the host's steps, the
     /// host's span: first event to last).
@@ -450,6 +454,7 @@ impl OverviewPart {
             versions,
             host_tracer_level: host_tracer_level(profile),
             trace_json: profile.hosts.iter().any(|h| h.format == stepscope_xspace::Format::TraceJson),
+            python_calls: crate::tracer::python_calls(profile, &steps.steps),
             input: crate::scopes::input_sums(profile),
             // A host's span is read (a pass over its events) only where it compiled.
             compile: (profile.hosts.iter().zip(&base.hosts))
@@ -493,6 +498,7 @@ pub fn assemble(
         versions: Vec::new(),
         host_tracer_level: None,
         trace_json: false,
+        python_calls: Default::default(),
         input: Default::default(),
         compile: Vec::new(),
     };
@@ -511,6 +517,7 @@ pub fn assemble(
             (a, b) => a.or(b),
         };
         all.trace_json |= p.trace_json;
+        all.python_calls.add(p.python_calls);
         all.input.add(p.input);
         all.compile.extend(p.compile);
     }
@@ -560,6 +567,8 @@ pub fn assemble(
     let (cold_step_nums, cut_step_nums) = (nums(&|s| s.cold && !s.cut), nums(&|s| s.cut));
     let attribution = Attribution::of(&rows);
     let clock_skews = clock_skews(&all.hosts, &all.collective_ends);
+    let host_step_ps = host_step_time.as_ref().unwrap_or(&step_time).median_ps;
+    let python_tracer = crate::tracer::PythonTracer::of(all.python_calls, host_step_ps);
     let mut top_ops = rows;
     top_ops.truncate(top);
     all.versions.sort();
@@ -596,6 +605,7 @@ pub fn assemble(
         },
         attribution,
         clock_skews,
+        python_tracer,
         top_ops,
     }
 }

@@ -1,7 +1,7 @@
 //! Can this capture be trusted, and for what: one section that checks what every other
 //! answer rests on — every host read, no events dropped, the work the steps dispatched
 //! inside the capture, host tracing on, enough warm steps, not mostly compilation, op time
-//! with its HLO op, the hosts' clocks in step — and for each check that fails says what it
+//! with its HLO op, the hosts' clocks in step, what the Python tracer cost — and for each check that fails says what it
 //! affects and the capture change that fixes it.
 
 use crate::finding::Finding;
@@ -24,7 +24,7 @@ pub enum Status {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Check {
     /// `hosts`, `events`, `work`, `host_tracing`, `steps`, `compilation`, `attribution`,
-    /// `clocks`.
+    /// `clocks`, `tracer`.
     pub check: &'static str,
     pub status: Status,
     /// What was found.
@@ -60,6 +60,7 @@ pub fn health(o: &Overview, findings: &[Finding]) -> Health {
         compilation(o, findings),
         attribution(o),
         clocks(o),
+        tracer(o),
     ];
     Health { status: checks.iter().map(|c| c.status).max().unwrap_or(Status::Ok), checks }
 }
@@ -333,6 +334,42 @@ const SKEW_STANDARD_ERRORS: f64 = 3.0;
 /// … and at least this long: under it, a timeline across hosts reads the same.
 const SKEW_MIN_PS: i64 = 100_000_000;
 
+/// The Python tracer's cost, at or above this share of the host's step, is read with
+/// caution: the host's figures are that much slower than the program's.
+const TRACER_CAUTION_PCT: f64 = 5.0;
+
+/// What the Python tracer cost the steps' host time ([`stepscope_analysis::tracer`]).
+fn tracer(o: &Overview) -> Check {
+    let Some(t) = &o.python_tracer else {
+        return check("tracer", Status::Ok, "the Python tracer was off (no Python call traced)".into(), "", "");
+    };
+    if t.calls_per_step == 0.0 {
+        let what = format!("the Python tracer recorded {} call(s), none in the steps", t.calls);
+        return check("tracer", Status::Ok, what, "", "");
+    }
+    let status = match t.cost_pct_of_host_step >= TRACER_CAUTION_PCT {
+        true => Status::Caution,
+        false => Status::Ok,
+    };
+    let what = format!(
+        "the Python tracer recorded {:.0} calls a step; at about {:.2} µs each it slowed the host by about {} a \
+         step ({:.1}% of the host's step)",
+        t.calls_per_step,
+        stepscope_analysis::tracer::PYTHON_CALL_COST_PS as f64 / 1e6,
+        crate::evidence::ms(t.cost_per_step_ps),
+        t.cost_pct_of_host_step
+    );
+    check(
+        "tracer",
+        status,
+        what,
+        "host dispatch, input and the host-bound gaps and gaps between steps they leave: overstated by about that \
+         (device op times are not)",
+        "capture with python_tracer_level=0 (jax.profiler.ProfileOptions; jax.profiler.trace records every Python \
+         call by default)",
+    )
+}
+
 /// The standard error of a skew, the median of n differences of spread σ: 1.2533 σ / √n.
 fn error(s: &ClockSkew) -> f64 {
     1.2533 * s.spread_ps as f64 / (s.collectives as f64).sqrt()
@@ -411,6 +448,17 @@ struct Caveat {
 /// Rules that compare hosts with each other, or read one host's events against
 /// another's.
 const ACROSS_HOSTS: &[&str] = &["stragglers", "collectives-exposed", "async-waits"];
+/// Rules that read the host's time, or the device's idling on it: what a tracer slows.
+const HOST_SIDE: &[&str] = &[
+    "host-bound-gaps",
+    "gaps-between-steps",
+    "many-dispatches",
+    "runtime-overhead",
+    "input-bound",
+    "sync-every-step",
+    "launch-queued",
+    "low-utilization",
+];
 /// Rules about compilation itself: cold steps are their evidence, not a flaw of it.
 const ABOUT_COMPILING: &[&str] = &["recompilation", "compile-time", "captured-compilation", "too-few-steps"];
 
@@ -496,6 +544,19 @@ fn unhealthy_parts(o: &Overview, health: &Health, findings: &[Finding]) -> Vec<C
                 ),
             });
         }
+    }
+    if let (true, Some(t)) = (not_ok("tracer"), &o.python_tracer) {
+        parts.push(Caveat {
+            rules: Some(HOST_SIDE),
+            except: &[],
+            hosts: None,
+            steps: None,
+            says: format!(
+                "the Python tracer slowed the host by about {} a step (health: tracer): the host's share here is \
+                 overstated by up to that",
+                crate::evidence::ms(t.cost_per_step_ps)
+            ),
+        });
     }
     if not_ok("hosts") {
         parts.push(Caveat {
