@@ -206,6 +206,18 @@ fn a_hosts_clock_set_off_by_a_known_amount_is_estimated_from_its_collectives() {
     let what = c["what"].as_str().unwrap();
     assert!(what.starts_with(&format!("host1's clock reads +{:.3} ms against host0's", moved as f64 / 1e9)), "{what}");
     assert!(c["fix"].as_str().unwrap().contains("chrony"), "{c}");
+    // Its steps start 4 ms further from host0's as read; with the skew corrected, as
+    // near as the pod's as captured.
+    let apart = |dir: &str| {
+        let k = json(&["summary", dir])["clock_skews"][0].clone();
+        let apart = k["steps_apart_ps"].as_i64().unwrap();
+        (apart, apart - k["skew_ps"].as_i64().unwrap())
+    };
+    let ((read, corrected), (read0, corrected0)) = (apart(&off), apart(&asis));
+    assert_eq!(read - read0, 4_000_000_000);
+    assert_eq!(corrected, corrected0);
+    assert!(corrected.abs() < read.abs() / 10, "{corrected} vs {read}");
+    assert!(what.contains(&format!("its steps start {:.3} ms from host0's as read", read as f64 / 1e9)), "{what}");
     // No verdict reads one host's clock against another's (stragglers compare work
     // durations, each host's steps are replayed apart): the skew changes none, so none
     // needs it corrected. The findings are the same, and only the skewed host's caveat
@@ -280,7 +292,8 @@ fn findings_whose_evidence_sits_in_a_cold_or_cut_step_say_so() {
         let caveats: Vec<&str> =
             f["caveats"].as_array().map_or(vec![], |c| c.iter().map(|c| c.as_str().unwrap()).collect());
         let is_cold = caveats.iter().any(|c| c.starts_with("step 0 of its evidence is cold"));
-        let about_compiling = ["captured-compilation", "compile-time", "recompilation"].contains(&f["rule"].as_str().unwrap());
+        let about_compiling =
+            ["captured-compilation", "compile-time", "recompilation"].contains(&f["rule"].as_str().unwrap());
         assert_eq!(is_cold, cites_cold && !about_compiling, "{f}");
         told += is_cold as usize;
     }
@@ -301,7 +314,8 @@ fn findings_whose_evidence_sits_in_a_cold_or_cut_step_say_so() {
         .filter(|s| s["cut"].as_bool() == Some(true))
         .map(|s| s["step_num"].as_i64().unwrap())
         .collect();
-    let named: Vec<i64> = caveat["step ".len()..].split(" of").next().unwrap().split(", ").map(|n| n.parse().unwrap()).collect();
+    let named: Vec<i64> =
+        caveat["step ".len()..].split(" of").next().unwrap().split(", ").map(|n| n.parse().unwrap()).collect();
     assert!(!named.is_empty() && named.iter().all(|n| cut_nums.contains(n)), "{caveat} vs {cut_nums:?}");
 }
 

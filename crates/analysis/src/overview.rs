@@ -136,6 +136,11 @@ pub struct ClockSkew {
     pub collectives: usize,
     /// Their robust spread (1.4826 × the median absolute deviation): how sure.
     pub spread_ps: i64,
+    /// The median of (its step's host start − the first host's same step's host start),
+    /// over the steps both hold: how far apart their steps start on the clocks as read.
+    /// Less `skew_ps`, how far apart they start with its clock corrected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps_apart_ps: Option<i64>,
 }
 
 /// Paired collectives past which a host's skew is estimated.
@@ -149,7 +154,8 @@ const MAX_COLLECTIVE_SHIFT: i64 = 4;
 /// (k+s)-th of the first, for the shift `s` (a few collectives either way: a host whose
 /// capture started or stopped at another time holds more or fewer) whose differences
 /// agree best; the skew is their median.
-fn clock_skews(hosts: &[String], ends: &[Vec<i64>]) -> Vec<ClockSkew> {
+/// `starts`: per host, its steps' (number, host start).
+fn clock_skews(hosts: &[String], ends: &[Vec<i64>], starts: &[Vec<(i64, i64)>]) -> Vec<ClockSkew> {
     let Some(first) = ends.iter().position(|e| e.len() >= MIN_PAIRED_COLLECTIVES) else { return Vec::new() };
     let median = |v: &mut Vec<i64>| {
         v.sort_unstable();
@@ -175,12 +181,18 @@ fn clock_skews(hosts: &[String], ends: &[Vec<i64>]) -> Vec<ClockSkew> {
             })
             .min();
         if let Some((mad, std::cmp::Reverse(n), skew)) = best {
+            let none = Vec::new();
+            let theirs = starts.get(first).unwrap_or(&none);
+            let mut apart: Vec<i64> = (starts.get(h).unwrap_or(&none).iter())
+                .filter_map(|(num, at)| theirs.iter().find(|(n, _)| n == num).map(|(_, t)| at.saturating_sub(*t)))
+                .collect();
             out.push(ClockSkew {
                 host: hosts.get(h).cloned().unwrap_or_default(),
                 against: hosts.get(first).cloned().unwrap_or_default(),
                 skew_ps: skew,
                 collectives: n,
                 spread_ps: (1.4826 * mad as f64) as i64,
+                steps_apart_ps: (!apart.is_empty()).then(|| median(&mut apart)),
             });
         }
     }
@@ -355,6 +367,8 @@ pub struct OverviewPart {
 /// A step, as the overview reads it.
 #[derive(Clone, Copy, Debug)]
 struct StepTimes {
+    /// Its host, by its place in the run's hosts.
+    host: usize,
     step_num: i64,
     start_ps: i64,
     duration_ps: i64,
@@ -436,6 +450,7 @@ impl OverviewPart {
             none_took_part: base.none_took_part,
             steps: (steps.steps.iter().zip(flops).zip(first_runs(profile, &steps.steps)))
                 .map(|((s, flops), first_run)| StepTimes {
+                    host: profile.hosts.iter().position(|h| h.host == s.host).unwrap_or(0),
                     step_num: s.step_num,
                     start_ps: s.start_ps,
                     duration_ps: s.duration_ps,
@@ -503,9 +518,10 @@ pub fn assemble(
         compile: Vec::new(),
     };
     for p in parts {
+        let base = all.hosts.len();
         all.hosts.extend(p.hosts);
         all.collective_ends.extend(p.collective_ends);
-        all.steps.extend(p.steps);
+        all.steps.extend(p.steps.into_iter().map(|s| StepTimes { host: base + s.host, ..s }));
         all.dispatched_not_run += p.dispatched_not_run;
         all.launches_not_run += p.launches_not_run;
         all.windows.extend(p.windows);
@@ -566,7 +582,13 @@ pub fn assemble(
     };
     let (cold_step_nums, cut_step_nums) = (nums(&|s| s.cold && !s.cut), nums(&|s| s.cut));
     let attribution = Attribution::of(&rows);
-    let clock_skews = clock_skews(&all.hosts, &all.collective_ends);
+    let mut starts = vec![Vec::new(); all.hosts.len()];
+    for s in steps.iter().filter(|s| !s.cut) {
+        if let Some(v) = starts.get_mut(s.host) {
+            v.push((s.step_num, s.host_start_ps));
+        }
+    }
+    let clock_skews = clock_skews(&all.hosts, &all.collective_ends, &starts);
     let host_step_ps = host_step_time.as_ref().unwrap_or(&step_time).median_ps;
     let python_tracer = crate::tracer::PythonTracer::of(all.python_calls, host_step_ps);
     let mut top_ops = rows;

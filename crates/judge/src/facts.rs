@@ -140,10 +140,12 @@ pub const TRACE_VIEWER_MAX_EVENTS: u64 = 1_000_000;
 /// call it is stopped in, so a whole trace ends with it).
 fn stopped_before_the_capture(space: &stepscope_xspace::Space) -> Option<String> {
     let traced = |call: &str| {
-        (space.planes.iter()).any(|p| (0..p.event_meta.len() as u32).any(|m| {
-            let name = p.event_name(m);
-            name.starts_with('$') && name.strip_suffix(call).is_some_and(|head| head.ends_with(' '))
-        }))
+        (space.planes.iter()).any(|p| {
+            (0..p.event_meta.len() as u32).any(|m| {
+                let name = p.event_name(m);
+                name.starts_with('$') && name.strip_suffix(call).is_some_and(|head| head.ends_with(' '))
+            })
+        })
     };
     if !traced("start_trace") || traced("stop_trace") {
         return None;

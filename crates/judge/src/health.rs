@@ -130,8 +130,10 @@ fn events(o: &Overview, findings: &[Finding]) -> Check {
     let what = match o.environment.trace_json {
         // A cap below the default one is seen where the Python tracer ran
         // (`facts::truncated`); without it, a capped JSON reads as a shorter capture.
-        true => "read from trace JSON: no sign of a cap (one below 1,000,000 events shows only where the \
-                 Python tracer ran; the .xplane.pb always has every event)",
+        true => {
+            "read from trace JSON: no sign of a cap (one below 1,000,000 events shows only where the \
+                 Python tracer ran; the .xplane.pb always has every event)"
+        }
         false => "no sign of a capped or dropped trace",
     };
     check("events", Status::Ok, what.into(), "", "")
@@ -289,11 +291,15 @@ fn attribution(o: &Overview) -> Check {
         ),
     };
     let fix = match o.environment.trace_json {
-        true => "trace JSON carries no HLO: read the .xplane.pb JAX writes beside it (the same events, with \
-                 each op's HLO)",
-        false => "library and runtime kernels (autotuning, cuDNN/MIOpen helpers) have no HLO op: warm up \
+        true => {
+            "trace JSON carries no HLO: read the .xplane.pb JAX writes beside it (the same events, with \
+                 each op's HLO)"
+        }
+        false => {
+            "library and runtime kernels (autotuning, cuDNN/MIOpen helpers) have no HLO op: warm up \
                   before the capture for autotuning; for kernels of a jitted program, capture with command \
-                  buffers off (XLA_FLAGS=--xla_gpu_enable_command_buffer=) so each kernel names its op",
+                  buffers off (XLA_FLAGS=--xla_gpu_enable_command_buffer=) so each kernel names its op"
+        }
     };
     check(
         "attribution",
@@ -417,15 +423,23 @@ fn clocks(o: &Overview) -> Check {
                 s.against,
                 ms((2.0 * error(s)) as i64),
                 s.collectives
-            )
+            ) + &match s.steps_apart_ps {
+                Some(apart) => format!(
+                    "; its steps start {} from {}'s as read, {} with that corrected",
+                    ms(apart),
+                    s.against,
+                    ms(apart.saturating_sub(s.skew_ps))
+                ),
+                None => String::new(),
+            }
         })
         .collect();
     check(
         "clocks",
         Status::Caution,
         said.join("; "),
-        "the timeline across hosts: where one host's events fall against another's, which host waited in a \
-         collective, and stragglers read across hosts",
+        "the timeline across hosts: where one host's events fall against another's (no finding reads one \
+         host's clock against another's: stragglers compare work, each host's steps are replayed apart)",
         "keep the hosts' clocks in sync (chrony or PTP) before capturing; read a host's timeline alone (--host HOST)",
     )
 }
@@ -595,10 +609,8 @@ fn add_caveats(parts: &[Caveat], findings: &mut [Finding]) {
                 }
             }
             if let Some(steps) = &p.steps {
-                let mut nums: Vec<i64> = (f.evidence.iter())
-                    .filter_map(|e| e.step_num)
-                    .filter(|n| steps.binary_search(n).is_ok())
-                    .collect();
+                let mut nums: Vec<i64> =
+                    (f.evidence.iter()).filter_map(|e| e.step_num).filter(|n| steps.binary_search(n).is_ok()).collect();
                 nums.sort_unstable();
                 nums.dedup();
                 if nums.is_empty() {
