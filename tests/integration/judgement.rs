@@ -635,3 +635,77 @@ fn history_says_which_runs_ran_other_programs_and_does_not_compare_them() {
     ]);
     assert!(same.get("not_compared").is_none(), "{same}");
 }
+
+/// `diff`, `compare` and `check` say when two runs ran different programs, as `history`
+/// does (#75 item 7): the share of op time matched is the diff's own rows' (both runs
+/// ran them) share of either run's op time; `check` refuses a baseline of another
+/// program rather than pass it at −99%, and still judges a fixed twin (op-by-op code
+/// jitted: its dots renamed, the same computations).
+#[test]
+fn diff_compare_and_check_say_when_two_runs_ran_other_programs() {
+    let (clean, gpu, slow) = (xplane("cpu-clean"), xplane("gpu-sync"), xplane("cpu-slow"));
+    let d = json(&["diff", &clean, &gpu, "--top", "0"]);
+    let ops = d["ops"].as_array().unwrap();
+    let share = |side: &str| {
+        let total = |o: &&Value| o[side].as_i64().unwrap() as f64;
+        let all: f64 = ops.iter().map(|o| total(&o)).sum();
+        let both: f64 =
+            ops.iter().filter(|o| o["status"] != "added" && o["status"] != "removed").map(|o| total(&o)).sum();
+        100.0 * both / all
+    };
+    let matched = share("a_total_ps").max(share("b_total_ps"));
+    assert!((d["matched_op_time_pct"].as_f64().unwrap() - matched).abs() < 1e-9, "{}", d["matched_op_time_pct"]);
+    assert!(matched < 10.0 && d["same_program"] == false, "{matched}");
+    let text = ok(&["diff", &clean, &gpu]);
+    assert!(text.lines().next().unwrap().ends_with("— not a change: other programs, see below"), "{text}");
+    let flat = text.replace('\n', " ").replace("  ", " ");
+    assert!(flat.contains(&format!("these ran different programs ({matched:.1}% of op time matched)")), "{text}");
+    let same = json(&["diff", &clean, &slow]);
+    assert_eq!(same["same_program"], true);
+    assert!(!ok(&["diff", &clean, &slow]).contains("different programs"));
+    // compare: each run against the first.
+    let c = json(&["compare", &clean, &gpu, &slow]);
+    let runs = c["runs"].as_array().unwrap();
+    assert!(runs[0].get("matched_op_time_pct").is_none());
+    assert!((runs[1]["matched_op_time_pct"].as_f64().unwrap() - matched).abs() < 1e-9);
+    assert!(runs[2]["matched_op_time_pct"].as_f64().unwrap() >= 10.0);
+    let text = ok(&["compare", &clean, &gpu, &slow]).replace('\n', " ");
+    assert_eq!(text.matches("these ran different programs").count(), 1, "{text}");
+    // check: a baseline of another program is refused, with what to do.
+    let tmp = tempfile::tempdir().unwrap();
+    let baseline = |of: &str| {
+        let f = tmp.path().join(format!("{}.json", of.len()));
+        std::fs::write(&f, ok(&["summary", of, "--json"])).unwrap();
+        f.to_string_lossy().to_string()
+    };
+    let err = assert_clean_error(&["check", &gpu, "--baseline", &baseline(&clean)]);
+    assert!(err.contains("the baseline ran another program") && err.contains("summary PATH --json"), "{err}");
+    let out = stepscope(&["check", &slow, "--baseline", &baseline(&clean)]);
+    assert_eq!(out.status.code(), Some(1), "the same program, 126% slower: a regression");
+    let (obo, fixed) = (xplane("cpu-op-by-op"), xplane("cpu-op-by-op-fixed"));
+    let out = stepscope(&["check", &fixed, "--baseline", &baseline(&obo)]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A ROCm capture's host-bound finding names the HIP launch calls its host made (the
+/// reference reader's host events), not CUDA's (#75 item 10).
+#[test]
+fn a_rocm_captures_finding_names_the_hip_launch_calls() {
+    let f = fixture_files()
+        .into_iter()
+        .find(|p| p.starts_with(fixture("rocm-mi300x-conv-8gpu")) && p.to_string_lossy().ends_with(".xplane.pb"))
+        .unwrap();
+    let f = f.to_str().unwrap();
+    let hip = reference(&["host-events", "--names", "hipModuleLaunchKernel,hipExtModuleLaunchKernel", f]);
+    assert!(!hip.as_array().unwrap().is_empty());
+    assert!(reference(&["host-events", "--names", "cuLaunchKernel,cuGraphLaunch", f]).as_array().unwrap().is_empty());
+    let a = json(&["advise", f]);
+    let said: Vec<String> = (a["findings"].as_array().unwrap().iter())
+        .flat_map(|f| f["evidence"].as_array().unwrap().iter().map(|e| e["what"].as_str().unwrap().to_string()))
+        .filter(|w| w.contains("launch calls"))
+        .collect();
+    assert!(!said.is_empty(), "{a}");
+    for w in said {
+        assert!(w.contains("hipModuleLaunchKernel") && !w.contains("cuLaunchKernel"), "{w}");
+    }
+}

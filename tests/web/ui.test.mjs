@@ -194,6 +194,31 @@ test('steps page lists every step; the run picker switches runs', async () => {
   assert.match(want[0], /^compute \d+%/);
 });
 
+test('steps: the filter finds steps by number, range and bound; a click on the chart\'s spike opens that step', async () => {
+  const st = await api('steps', { run: TPU });
+  await open(`steps?run=${encodeURIComponent(TPU)}`);
+  await page.waitForSelector('table.data tbody tr');
+  const nums = async () => (await cellTexts(1)).map(Number);
+  const want = test => st.steps.map(s => s.step_num).filter(test).sort((x, y) => x - y);
+  const last = st.steps[st.steps.length - 1].step_num;
+  for (const [typed, test] of [[String(last), n => n === last], ['10-19', n => n >= 10 && n <= 19], ['19..10', n => n >= 10 && n <= 19], [`>${last - 5}`, n => n > last - 5], ['<=3', n => n <= 3]]) {
+    await page.fill('.filter', typed);
+    await page.waitForFunction(n => document.querySelector('.rowcount').textContent.startsWith(`${n} of`), want(test).length);
+    assert.deepEqual(await nums(), want(test), typed);
+  }
+  await page.fill('.filter', '');
+  // The spike: the slowest step, at its place on the chart's x axis (the steps in order).
+  const i = st.steps.reduce((m, s, k) => (s.duration_ps > st.steps[m].duration_ps ? k : m), 0);
+  const box = await page.$eval('#steps-chart .u-over', o => { const r = o.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; });
+  await page.mouse.move(box[0] + box[2] * i / (st.steps.length - 1), box[1] + box[3] / 2);
+  await page.mouse.down();
+  await page.mouse.up();
+  await page.waitForFunction(() => location.hash.startsWith('#/timeline'));
+  const q = new URLSearchParams(new URL(page.url()).hash.split('?')[1]);
+  assert.equal(Number(q.get('start_ps')), st.steps[i].start_ps);
+  assert.equal(Number(q.get('end_ps')), st.steps[i].start_ps + st.steps[i].duration_ps);
+});
+
 async function timelineWindow() {
   return page.$eval('#tl-range', e => [Number(e.dataset.startPs), Number(e.dataset.endPs)]);
 }
@@ -512,6 +537,36 @@ test('diff page compares two runs picked from the list and ranks the top op chan
   const back = await api('diff', { a: b, b: a, top: 'all' });
   assert.equal(back.step_time.delta_ps, -d.step_time.delta_ps);
   assert.equal((await cards('#diff-cards')).change, sign(back.step_time.delta_ps));
+});
+
+test('diff defaults A to the newest run of B\'s program, and says when two runs ran different programs', async () => {
+  const root = logDir({
+    '2026_11_01_00_00_00': [['vm', 'cpu-clean']],
+    '2026_11_02_00_00_00': [['vm', 'cpu-sort']],
+    '2026_11_03_00_00_00': [['vm', 'cpu-slow']],
+  });
+  const [proc, url] = await startServer(root);
+  try {
+    const get = async (p, q) => (await fetch(new URL(`api/${p}?${new URLSearchParams(q)}`, url))).json();
+    const runs = await get('runs', {});
+    const [clean, sort, slow] = ['2026_11_01_00_00_00', '2026_11_02_00_00_00', '2026_11_03_00_00_00']
+      .map(d => runs.find(r => r.run.endsWith(d)).run);
+    assert.equal((await get('diff', { a: sort, b: slow })).same_program, false);
+    assert.equal((await get('diff', { a: clean, b: slow })).same_program, true);
+    await page.goto('about:blank');
+    await page.goto(new URL(`#/diff?run=${encodeURIComponent(slow)}`, url).href);
+    await page.waitForSelector('#diff-cards');
+    assert.equal(await page.$eval('#diff-a', s => s.value), clean, 'the newest run of the same program, not the newest run');
+    assert.equal(await page.$('#diff-programs'), null);
+    const other = await get('diff', { a: sort, b: slow, top: 'all' });
+    await page.goto('about:blank');
+    await page.goto(new URL(`#/diff?a=${encodeURIComponent(sort)}&b=${encodeURIComponent(slow)}`, url).href);
+    await page.waitForSelector('#diff-programs');
+    assert.equal(await page.textContent('#diff-programs'),
+      `These ran different programs (${other.matched_op_time_pct.toFixed(1)}% of op time matched): their difference is not a change of one program.`);
+  } finally {
+    proc.kill();
+  }
 });
 
 test('an op name in the op profile opens its HLO view', async () => {

@@ -5,7 +5,7 @@ import { dur } from './format.js';
 
 /** Step time per step (ms) with device busy time (unless `busy` is false: a run with
  * no device activity recorded), as a uPlot chart in `host`. */
-export function stepChart(host, steps, { width, height = 260, busy = true } = {}) {
+export function stepChart(host, steps, { width, height = 260, busy = true, onPick } = {}) {
   const xs = steps.map((_, i) => i);
   const ms = v => v / 1e9;
   const data = [xs, steps.map(s => ms(s.duration_ps))];
@@ -27,7 +27,16 @@ export function stepChart(host, steps, { width, height = 260, busy = true } = {}
   };
   const box = el('div', { class: 'chart' });
   host.append(box);
-  return new uPlot(opts, data, box);
+  const u = new uPlot(opts, data, box);
+  if (onPick) {
+    // A click picks the step under the cursor (uPlot snaps it to the nearest point).
+    box.classList.add('pickable');
+    u.over.addEventListener('click', () => {
+      const i = u.cursor.idx;
+      if (i !== null && i !== undefined && steps[i]) onPick(steps[i]);
+    });
+  }
+  return u;
 }
 
 /** A horizontal bar of `parts` ([{label, value}]) with a legend; widths set through CSSOM. */

@@ -2,16 +2,35 @@
 //
 // columns: [{ key, label, fmt?(value, row), num?: bool, title? }]
 // Clicking a header sorts by it (again: reverses). The filter keeps rows where any
-// text column contains the words typed. CSV exports every filtered row, raw values.
+// text column contains the words typed; with `numKey`, a word that is a number (1999),
+// a range (100-200, 100..200) or a bound (>1990, <=5) matches the rows whose `numKey`
+// value is it instead. CSV exports every filtered row, raw values.
 import { el, clear, download } from './dom.js';
 import { count } from './format.js';
 
 // Tables longer than this keep only the rows in view in the DOM.
 export const VIRTUAL_ROWS = 400;
 
-export function table(host, { columns, rows, sort, desc = true, csvName = 'table.csv', filter = '', onRow, onFilter }) {
+/** A filter word as a test of a number: `1999`, `100-200`, `100..200`, `>1990`, `<=5`; null otherwise. */
+export function numberTest(word) {
+  let m = word.match(/^(-?\d+)$/);
+  if (m) return v => v === Number(m[1]);
+  m = word.match(/^(-?\d+)(?:-|\.\.)(-?\d+)$/);
+  if (m) {
+    const [lo, hi] = [Number(m[1]), Number(m[2])].sort((x, y) => x - y);
+    return v => v >= lo && v <= hi;
+  }
+  m = word.match(/^(<=|>=|<|>)(-?\d+)$/);
+  if (m) {
+    const n = Number(m[2]);
+    return { '<': v => v < n, '<=': v => v <= n, '>': v => v > n, '>=': v => v >= n }[m[1]];
+  }
+  return null;
+}
+
+export function table(host, { columns, rows, sort, desc = true, csvName = 'table.csv', filter = '', onRow, onFilter, numKey, placeholder = 'filter…' }) {
   const state = { sort: sort || columns[0].key, desc, filter };
-  const input = el('input', { type: 'search', placeholder: 'filter…', class: 'filter', value: filter });
+  const input = el('input', { type: 'search', placeholder, class: 'filter', value: filter });
   const info = el('span', { class: 'muted rowcount' });
   const csvBtn = el('button', { type: 'button', class: 'csv' }, 'CSV');
   const tbl = el('table', { class: 'data' });
@@ -24,9 +43,10 @@ export function table(host, { columns, rows, sort, desc = true, csvName = 'table
     const words = state.filter.toLowerCase().split(/\s+/).filter(Boolean);
     let out = rows;
     if (words.length) {
+      const tests = words.map(w => (numKey ? numberTest(w) : null));
       out = rows.filter(r => {
         const hay = textCols.map(c => String(r[c.key] ?? '')).join(' ').toLowerCase();
-        return words.every(w => hay.includes(w));
+        return words.every((w, i) => (tests[i] ? tests[i](r[numKey]) : hay.includes(w)));
       });
     }
     const col = columns.find(c => c.key === state.sort) || columns[0];

@@ -10,6 +10,22 @@ export const title = 'Diff';
 const signed = ps => (ps > 0 ? `+${dur(ps)}` : dur(ps));
 const delta = ps => el('span', { class: ps > 0 ? 'delta-up' : ps < 0 ? 'delta-down' : '' }, signed(ps));
 
+/** Runs tried, newest first, for a baseline of B's program when none is asked for. */
+const COMPARABLE_TRIES = 4;
+
+/** The run to diff B against when the address names none: the newest other run that
+ * ran B's program (api/diff's same_program), of the few nearest; else the newest other. */
+async function comparable(ctx, names, b) {
+  const others = names.filter(n => n !== b).reverse();
+  for (const a of others.slice(0, COMPARABLE_TRIES)) {
+    let d = null;
+    try { d = await ctx.get('diff', { a, b, top: 1 }); } catch { /* a run it cannot read: not this one */ }
+    if (ctx.stale()) return others[0];
+    if (d?.same_program) return a;
+  }
+  return others[0];
+}
+
 export async function render(view, ctx) {
   const runs = await ctx.get('runs');
   if (ctx.stale()) return;
@@ -21,7 +37,8 @@ export async function render(view, ctx) {
   const names = runs.map(r => r.run);
   const cur = ctx.params.get('run');
   const b = names.includes(ctx.params.get('b')) ? ctx.params.get('b') : (names.includes(cur) ? cur : names[names.length - 1]);
-  const a = names.includes(ctx.params.get('a')) ? ctx.params.get('a') : names.filter(n => n !== b).slice(-1)[0];
+  const a = names.includes(ctx.params.get('a')) ? ctx.params.get('a') : await comparable(ctx, names, b);
+  if (ctx.stale()) return;
   const picker = (id, value) => el('select', { id }, ...names.slice().reverse().map(n => el('option', { value: n, selected: n === value }, n)));
   const pa = picker('diff-a', a), pb = picker('diff-b', b);
   const swap = el('button', { type: 'button', id: 'diff-swap' }, 'swap');
@@ -32,6 +49,10 @@ export async function render(view, ctx) {
 
   const d = await ctx.get('diff', { a, b, top: 'all' });
   if (ctx.stale()) return;
+  if (!d.same_program) {
+    view.append(el('p', { class: 'warn', id: 'diff-programs' },
+      `These ran different programs (${d.matched_op_time_pct.toFixed(1)}% of op time matched): their difference is not a change of one program.`));
+  }
   const t = d.step_time;
   view.append(el('div', { class: 'cards', id: 'diff-cards' },
     card('median step A', dur(t.a_median_ps), `${count(d.a.step_count)} steps, mean ${dur(t.a_mean_ps)}`),

@@ -135,7 +135,7 @@ export async function render(view, ctx) {
     view.append(el('h2', {}, 'Step time'));
     const chart = el('div', { class: 'chartbox' });
     view.append(chart);
-    stepChart(chart, st.steps, { busy: s.environment.devices.length > 0 });
+    stepChart(chart, st.steps, { busy: s.environment.devices.length > 0, onPick: r => ctx.go('timeline', { start_ps: r.start_ps, end_ps: r.start_ps + r.duration_ps }) });
   }
 
   view.append(el('h2', {}, 'Top ops by self time'));

@@ -15,9 +15,10 @@ export async function render(view, ctx) {
     : '';
   view.append(el('h1', {}, 'Steps'), el('p', { class: 'muted', id: 'steps-timing' }, `${count(st.steps.length)} steps, found from ${st.source.replace(/_/g, ' ')}${how}`));
   if (!st.steps.length) return;
-  const chart = el('div', { class: 'chartbox' });
+  const chart = el('div', { class: 'chartbox', id: 'steps-chart', title: 'click a point: that step in the timeline' });
   view.append(chart);
-  stepChart(chart, st.steps);
+  const openStep = r => ctx.go('timeline', { start_ps: r.start_ps, end_ps: r.start_ps + r.duration_ps });
+  stepChart(chart, st.steps, { onPick: openStep });
   const t = el('div');
   view.append(t);
   table(t, {
@@ -38,7 +39,9 @@ export async function render(view, ctx) {
     sort: 'step_num',
     desc: false,
     csvName: 'steps.csv',
-    onRow: r => ctx.go('timeline', { start_ps: r.start_ps, end_ps: r.start_ps + r.duration_ps }),
+    numKey: 'step_num',
+    placeholder: 'filter: 1999, 100-200, >1990, or a name…',
+    onRow: openStep,
   });
 }
 

@@ -572,18 +572,6 @@ fn unhealthy_parts(o: &Overview, health: &Health, findings: &[Finding]) -> Vec<C
             ),
         });
     }
-    if not_ok("hosts") {
-        parts.push(Caveat {
-            rules: Some(ACROSS_HOSTS),
-            except: &[],
-            hosts: None,
-            steps: None,
-            says: format!(
-                "{} host file(s) could not be read (health: hosts): the hosts compared are those read only",
-                o.hosts_unread.len()
-            ),
-        });
-    }
     parts
 }
 

@@ -106,6 +106,9 @@ pub enum CheckError {
     NothingToCheck,
     /// Metrics to compare (`[[metric]]`) without a baseline to compare them with.
     MetricsNeedABaseline,
+    /// The baseline ran another program: its top ops and the run's share under
+    /// [`crate::diff::SAME_PROGRAM_MIN_PCT`] of their time ([`top_ops_matched_pct`]).
+    OtherProgram { matched_pct: f64, baseline: String, current: String },
 }
 
 /// The schema of the summaries this build writes and reads as baselines.
@@ -147,6 +150,12 @@ impl std::fmt::Display for CheckError {
                 f,
                 "nothing to check against — give --baseline FILE (a saved `stepscope summary PATH --json`), \
                  --max-step-ms MS, or [[limit]] tables in --metrics FILE"
+            ),
+            CheckError::OtherProgram { matched_pct, baseline, current } => write!(
+                f,
+                "the baseline ran another program ({matched_pct:.1}% of the top ops' time matched: {baseline} \
+                 against this run's {current}), so a change in step time is not a regression — compare with a \
+                 baseline of this program: `stepscope summary PATH --json > baseline.json` on a run of it"
             ),
             CheckError::BadBaselineValue { metric, value } => write!(
                 f,
@@ -190,6 +199,62 @@ fn steps(v: &Value) -> u64 {
 
 fn cold(v: &Value) -> u64 {
     v.get("cold_steps").and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// Whether two summaries' top ops are of one program: of each side's top-op time, the
+/// share in ops the other side's top ops also ran — of one name, or of one category and
+/// FLOPs an execution (one computation renamed, as jitting op-by-op code renames its
+/// dots); not of one module name, which programs share (`jit_train_step`) — the larger
+/// of the two; and each side's programs, named. `None` where a side lists no top op
+/// with time.
+fn top_ops_matched_pct(baseline: &Value, cur: &Value) -> Option<(f64, String, String)> {
+    struct Top {
+        keys: [String; 2],
+        module: String,
+        total_ps: f64,
+    }
+    let ops = |v: &Value| -> Vec<Top> {
+        (v.get("top_ops").and_then(Value::as_array).into_iter().flatten())
+            .filter_map(|o| {
+                let text = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+                let (module, name, category) = (text("module"), text("name"), text("category"));
+                let flops = o.get("flops").and_then(Value::as_f64).unwrap_or(0.0);
+                let runs = o.get("executions").and_then(Value::as_f64).unwrap_or(0.0).max(1.0);
+                let shape = match flops > 0.0 {
+                    true => format!("{category} {}", (flops / runs).round()),
+                    false => String::new(),
+                };
+                let keys = [format!("n {name}"), format!("s {shape}")];
+                Some(Top {
+                    keys,
+                    module: if module.is_empty() { name } else { module },
+                    total_ps: o.get("total_ps")?.as_f64()?.max(0.0),
+                })
+            })
+            .collect()
+    };
+    let (b, c) = (ops(baseline), ops(cur));
+    let keys = |ops: &[Top]| -> std::collections::HashSet<String> {
+        ops.iter().flat_map(|o| o.keys.iter().filter(|k| k.len() > 2).cloned()).collect()
+    };
+    let share = |mine: &[Top], theirs: &std::collections::HashSet<String>| {
+        let all: f64 = mine.iter().map(|o| o.total_ps).sum();
+        let both: f64 = mine.iter().filter(|o| o.keys.iter().any(|k| theirs.contains(k))).map(|o| o.total_ps).sum();
+        (all > 0.0).then(|| 100.0 * both / all)
+    };
+    // + 0.0: an empty sum is -0.0.
+    let pct = share(&b, &keys(&c))?.max(share(&c, &keys(&b))?) + 0.0;
+    let names = |ops: &[Top]| {
+        let mut n: Vec<&str> = Vec::new();
+        for o in ops {
+            if !n.contains(&o.module.as_str()) {
+                n.push(&o.module);
+            }
+        }
+        n.truncate(3);
+        n.join(", ")
+    };
+    Some((pct, names(&b), names(&c)))
 }
 
 /// The metric every check gates on.
@@ -290,6 +355,11 @@ fn against(
     for (side, n) in [("baseline", bs), ("current run", cs)] {
         if n < min_steps {
             return Err(CheckError::TooFewSteps { side, steps: n, min: min_steps });
+        }
+    }
+    if let Some((matched_pct, b, c)) = top_ops_matched_pct(baseline, cur) {
+        if matched_pct < crate::diff::SAME_PROGRAM_MIN_PCT {
+            return Err(CheckError::OtherProgram { matched_pct, baseline: b, current: c });
         }
     }
     let mut specs = vec![MetricSpec { metric: STEP_TIME.into(), max_regression_pct, higher_is_better: Some(false) }];

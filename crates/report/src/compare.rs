@@ -75,6 +75,12 @@ pub struct CompareRun {
     /// [`Compare::scaling_basis`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scaling_efficiency_pct: Option<f64>,
+    /// Against the first run: the share of either run's op time in ops both ran
+    /// ([`crate::diff::matched_op_time_pct`]); under
+    /// [`crate::diff::SAME_PROGRAM_MIN_PCT`], they ran different programs. Absent for the
+    /// first run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matched_op_time_pct: Option<f64>,
     pub top_ops: Vec<OpRow>,
 }
 
@@ -99,6 +105,11 @@ pub fn compare_sides(runs: &[(String, Side)], top: usize) -> Compare {
     let first = out.first().map_or(0, |r| r.step_time.median_ps);
     for r in &mut out {
         r.set_vs_first(first);
+    }
+    if let Some((_, base)) = runs.first() {
+        for (r, (_, side)) in out.iter_mut().zip(runs).skip(1) {
+            r.matched_op_time_pct = Some(crate::diff::sides_matched_op_time_pct(base, side));
+        }
     }
     let (scaling_basis, scaling_base) = scale(&mut out);
     let steps: Vec<i64> = out.iter().map(|r| r.step_count.max(1) as i64).collect();
@@ -138,6 +149,7 @@ pub fn run_row(label: &str, side: &Side) -> CompareRun {
         device_count,
         flops_per_step: s.flops_per_step.filter(|f| *f > 0.0),
         scaling_efficiency_pct: None,
+        matched_op_time_pct: None,
         top_ops: s.top_ops,
     }
 }

@@ -39,6 +39,13 @@ pub struct Diff {
     /// ranked as `ops`. Empty where neither run has any.
     pub scopes: Vec<OpDiff>,
     pub memory: MemoryDiff,
+    /// The share of either run's op time (grouped `by`) in rows both ran, the larger of
+    /// the two ([`matched_op_time_pct`]).
+    pub matched_op_time_pct: f64,
+    /// Whether the runs ran one program: `matched_op_time_pct` is at least
+    /// [`SAME_PROGRAM_MIN_PCT`]. Where not, their difference is not a change of one
+    /// program, and no verdict is drawn from it.
+    pub same_program: bool,
     /// `diff --whatif EDIT`: A's steps replayed with the edit, beside B as measured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub whatif: Option<WhatifBeside>,
@@ -227,6 +234,46 @@ pub struct MemoryDiff {
     pub delta_bytes: Option<i64>,
 }
 
+/// Two runs are of one program where their ops, matched by name or HLO shape as
+/// `diff` matches them, hold at least this share of either run's op time.
+pub const SAME_PROGRAM_MIN_PCT: f64 = 10.0;
+
+/// Of rows diffed (every row, before any is cut): the share of either run's time in
+/// rows both ran, the larger of the two; 100 where neither has any.
+pub fn matched_op_time_pct(ops: &[OpDiff]) -> f64 {
+    let share = |total: fn(&OpDiff) -> i64| {
+        let all: i64 = ops.iter().map(total).fold(0, i64::saturating_add);
+        let both: i64 = (ops.iter())
+            .filter(|o| o.status != "added" && o.status != "removed")
+            .map(total)
+            .fold(0, i64::saturating_add);
+        match all > 0 {
+            true => 100.0 * both as f64 / all as f64,
+            false => 100.0,
+        }
+    };
+    share(|o| o.a_total_ps).max(share(|o| o.b_total_ps))
+}
+
+/// [`matched_op_time_pct`] of two runs' op profiles (grouped alike), as `diff` matches
+/// them.
+pub fn sides_matched_op_time_pct(a: &Side, b: &Side) -> f64 {
+    let (na, nb) = (a.overview.step_count.max(1) as i64, b.overview.step_count.max(1) as i64);
+    let signatures = (a.by == GroupBy::Op).then_some((a.signatures.as_slice(), b.signatures.as_slice()));
+    matched_op_time_pct(&match_rows(&a.in_steps, &b.in_steps, na, nb, 0, signatures))
+}
+
+/// What tells a reader that two runs ran other programs, where they did (`None` where
+/// they ran one).
+pub fn other_programs_note(matched_op_time_pct: f64) -> Option<String> {
+    (matched_op_time_pct < SAME_PROGRAM_MIN_PCT).then(|| {
+        format!(
+            "these ran different programs ({matched_op_time_pct:.1}% of op time matched): their difference is \
+             not a change of one program"
+        )
+    })
+}
+
 /// Diffs B against A, op by op.
 pub fn diff(a: &Profile, b: &Profile) -> Diff {
     diff_by(a, b, GroupBy::Op)
@@ -246,6 +293,7 @@ pub fn diff_sides(a: &Side, b: &Side) -> Diff {
     let signatures = (a.by == GroupBy::Op).then_some((a.signatures.as_slice(), b.signatures.as_slice()));
     let mut op_rows = match_rows(&a.in_steps, &b.in_steps, na, nb, st.noise_ps, signatures);
     rank(&mut op_rows);
+    let matched = matched_op_time_pct(&op_rows);
     let only = |status: &str, per_step: fn(&OpDiff) -> i64, count: fn(&OpDiff) -> u64| {
         let rows: Vec<&OpDiff> = op_rows.iter().filter(|r| r.status == status).collect();
         OnlyIn {
@@ -297,6 +345,8 @@ pub fn diff_sides(a: &Side, b: &Side) -> Diff {
             b_peak_bytes: pb,
             delta_bytes: pa.zip(pb).map(|(x, y)| y as i64 - x as i64),
         },
+        matched_op_time_pct: matched,
+        same_program: matched >= SAME_PROGRAM_MIN_PCT,
         whatif: None,
     }
 }

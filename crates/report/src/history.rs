@@ -44,9 +44,7 @@ pub struct History {
     pub not_compared: Vec<NotCompared>,
 }
 
-/// Two runs are of one program where their ops, matched by name or HLO shape as
-/// `diff` matches them, hold at least this share of either run's op time.
-pub const SAME_PROGRAM_MIN_PCT: f64 = 10.0;
+pub use crate::diff::SAME_PROGRAM_MIN_PCT;
 
 /// A run that ran other programs than the run before it, so was not compared with it.
 #[derive(Clone, Debug, Serialize)]
@@ -110,8 +108,8 @@ impl History {
         row.set_vs_first(self.runs.first().map_or(row.step_time.median_ps, |f| f.run.step_time.median_ps));
         if let (Some(prev), Some(before)) = (previous, self.runs.last()) {
             let d = diff_sides(prev, run);
-            let matched = matched_op_time_pct(&d.ops);
-            if matched < SAME_PROGRAM_MIN_PCT {
+            let matched = d.matched_op_time_pct;
+            if !d.same_program {
                 let (run, previous) = (label.clone(), before.run.label.clone());
                 self.not_compared.push(NotCompared { run, previous, matched_op_time_pct: matched });
             } else if self.change.is_none() {
@@ -131,21 +129,6 @@ impl History {
     pub fn unread(&mut self, label: String, captured: Option<String>, error: String) {
         self.runs_unread.push(RunUnread { run: label, captured, error });
     }
-}
-
-/// Of ops diffed (every row): the share of either run's op time in ops both ran, the
-/// larger of the two; 100 where neither has op time.
-fn matched_op_time_pct(ops: &[OpDiff]) -> f64 {
-    let share = |total: fn(&OpDiff) -> i64| {
-        let all: i64 = ops.iter().map(total).sum();
-        let both: i64 = ops.iter().filter(|o| o.status != "added" && o.status != "removed").map(total).sum();
-        if all > 0 {
-            100.0 * both as f64 / all as f64
-        } else {
-            100.0
-        }
-    };
-    share(|o| o.a_total_ps).max(share(|o| o.b_total_ps))
 }
 
 /// Whether run `b` moved from run `a` beyond their noise, and how (`d`: B's diff

@@ -71,9 +71,9 @@ fn read_metrics(path: &Path) -> anyhow::Result<MetricsFile> {
 }
 
 /// `--host-at-a-time`: the run's overview, one host in memory at a time.
-fn host_at_a_time(input: &Input) -> anyhow::Result<summary::Summary> {
+fn host_at_a_time(input: &Input, top: usize) -> anyhow::Result<summary::Summary> {
     let (mut s, unread) = load::host_at_a_time(input, Default::default(), |run, hosts, read| {
-        summary::overview_by_host(run, hosts, 0, read)
+        summary::overview_by_host(run, hosts, top, read)
     })?;
     s.overview.hosts_unread = unread;
     Ok(s)
@@ -109,9 +109,11 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         limits.push(LimitSpec { metric: "step_time.mean_ps".into(), max: Some(ms * 1e9), min: None });
     }
     let select = Select { host: args.host.clone(), top: None };
-    let whole = |profile| Ok(summary::overview(&profile, 0));
+    // With a baseline, the top ops `summary --json` lists: whether both ran one program.
+    let top = if baseline.is_some() { select.rows() } else { 0 };
+    let whole = |profile| Ok(summary::overview(&profile, top));
     let current = load::whole_or_by_host(&args.input, &select, args.host_at_a_time, "numbers", whole, || {
-        host_at_a_time(&args.input)
+        host_at_a_time(&args.input, top)
     })?;
     let gate = check::Gate {
         baseline: baseline.as_ref(),

@@ -144,6 +144,13 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
             out!("{}", human::wrap("", &note, crate::table::prose_width()));
         }
     }
+    let first = c.runs.first().map_or("", |r| r.label.as_str());
+    for r in &c.runs {
+        if let Some(note) = r.matched_op_time_pct.and_then(stepscope_report::diff::other_programs_note) {
+            let note = format!("{} and {first}: {note}", r.label);
+            out!("{}", human::wrap("", &note, crate::table::prose_width()));
+        }
+    }
     // Runs of fewer than 2 warm steps have no noise estimate: no difference from them
     // is a measured one (as `diff` says).
     let few: Vec<&str> = (c.runs.iter())

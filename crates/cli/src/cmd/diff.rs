@@ -181,7 +181,11 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             human::duration_ps(t.b_median_ps),
             if t.delta_ps >= 0 { "+" } else { "" },
             human::duration_ps(t.delta_ps),
-            if t.noise_known { "" } else { "  — not a measured change: see below" },
+            match (d.same_program, t.noise_known) {
+                (false, _) => "  — not a change: other programs, see below",
+                (true, true) => "",
+                (true, false) => "  — not a measured change: see below",
+            },
         ),
         None => {
             let side = |n: u64, ps: i64| if n == 0 { "—".to_string() } else { human::duration_ps(ps) };
@@ -200,6 +204,9 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     match 2 + a.chars().count() + 3 + b.chars().count() <= crate::table::prose_width() {
         true => outln!("  {a}   {b}"),
         false => outln!("  {a}\n  {b}"),
+    }
+    if let Some(note) = diff::other_programs_note(d.matched_op_time_pct) {
+        out!("{}", human::wrap("  ", &note, crate::table::prose_width()));
     }
     if let Some(line) = whatif_line {
         out!("{}", human::wrap("  ", &line, crate::table::prose_width()));

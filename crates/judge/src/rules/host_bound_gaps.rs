@@ -33,10 +33,10 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
                 let mut evidence = cx.facts.cited(Kind::IdleGaps);
                 if let Some(launching) = b.device_idle_launching_ps.filter(|&l| l > 0) {
                     let what = format!(
-                        "of the mean step's idle {}, {} with the host inside launch calls (cuLaunchKernel, \
-                         cuGraphLaunch) of work not started",
+                        "of the mean step's idle {}, {} with the host inside launch calls ({}) of work not started",
                         ms(b.device_idle_ps),
-                        ms(launching)
+                        ms(launching),
+                        launch_calls(cx)
                     );
                     evidence.insert(0, ev(what, ""));
                 }
@@ -61,6 +61,17 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
 /// True where the loop dispatched its steps well ahead of its device (steps timed on
 /// the device, the host's dispatch of them under half their device time): the work
 /// was there before the device went idle, so its idle is not a wait on the host.
+/// The launch calls of the run's GPUs' runtime, as its host events name them: HIP's on
+/// AMD GPUs (ROCm), CUDA's on others.
+fn launch_calls(cx: &Context) -> &'static str {
+    let amd = (cx.overview.environment.devices.iter())
+        .any(|d| d.kind == stepscope_model::device::DeviceKind::Gpu && d.model.to_ascii_uppercase().contains("AMD"));
+    match amd {
+        true => "hipModuleLaunchKernel, hipExtModuleLaunchKernel, hipGraphLaunch",
+        false => "cuLaunchKernel, cuGraphLaunch",
+    }
+}
+
 fn dispatched_ahead(cx: &Context) -> bool {
     let o = cx.overview;
     match (&o.host_step_time, o.step_timing) {
