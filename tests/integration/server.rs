@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::util::{assert_clean_error, copy_tree, fixture, json, ok, snapshot};
+use crate::util::{assert_clean_error, copy_tree, fixture, json, ok, reference, snapshot, xplane};
 
 pub(crate) const CPU_RUN: &str = "plugins/profile/2026_11_21_22_29_17";
 
@@ -279,6 +279,21 @@ fn timeline_tiles_cover_every_event_in_o_px_boxes() {
         s0 <= start && start < s1
     });
     assert_eq!(d["step_num"], step.map_or(Value::Null, |st| st["step_num"].clone()));
+}
+
+/// A timeline search for an XLA:CPU op counts its runs, each once: not the `end: <op>`
+/// marker each run also leaves (#75 item 10: 4,000 hits for 2,000 runs). A search that
+/// starts `end:` finds the markers. Both as the reference reader counts the events.
+#[test]
+fn a_search_for_an_op_counts_its_runs_not_their_end_markers() {
+    let dir = fixture("cpu-transformer");
+    let s = serve(&dir, &[]);
+    let file = xplane("cpu-transformer");
+    let runs = reference(&["host-events", "--names", "dot.27", &file]).as_array().unwrap().len() as u64;
+    let ends = reference(&["host-events", "--names", "end: dot.27", &file]).as_array().unwrap().len() as u64;
+    assert!(runs > 0 && ends == runs, "{runs} runs, {ends} markers");
+    assert_eq!(s.api("timeline/search?q=dot.27&limit=1")["total"].as_u64(), Some(runs));
+    assert_eq!(s.api("timeline/search?q=end%3A%20dot.27&limit=1")["total"].as_u64(), Some(ends));
 }
 
 #[test]

@@ -823,6 +823,27 @@ test('roofline page draws each op under the device\'s roofs; a click opens its H
   assert.equal(await page.textContent('#hlo-name'), small.name);
 });
 
+test('timeline: an area dragged from before the capture starts at the capture\'s first instant', async () => {
+  const tl = await api('timeline/tracks', { run: CPU });
+  await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('#tl-canvas');
+  await page.waitForFunction(() => document.querySelector('#tl-range').dataset.startPs !== undefined);
+  const r0 = await page.$eval('#tl-range', r => [Number(r.dataset.startPs), Number(r.dataset.endPs)]);
+  assert.ok(r0[0] < tl.start_ps, 'the whole run is shown with a margin before it');
+  const box = await page.$eval('#tl-canvas', c => { const r = c.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width }; });
+  await page.mouse.move(box.x + 232, box.y + 8);
+  await page.mouse.down();
+  await page.mouse.move(box.x + 500, box.y + 8, { steps: 5 });
+  await page.mouse.up();
+  await page.waitForSelector('#tl-area');
+  const [start, end] = await page.$eval('#tl-area', h => [Number(h.dataset.startPs), Number(h.dataset.endPs)]);
+  assert.equal(start, tl.start_ps);
+  assert.ok(end > start);
+  const info = await page.$$eval('#tl-side table.kv tr', trs => Object.fromEntries(trs.map(tr => [tr.children[0].textContent, tr.children[1].textContent])));
+  assert.ok(!info.span.startsWith('-') && !info.span.startsWith('−'), info.span);
+  await page.keyboard.press('Escape');
+});
+
 test('timeline: a drag in the ruler selects a span and lists its events as the API counts them', async () => {
   await open(`timeline?run=${encodeURIComponent(CPU)}`);
   await page.waitForSelector('#tl-canvas');

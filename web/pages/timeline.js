@@ -944,7 +944,7 @@ async function timeline(view, ctx, pane) {
     }
     // A drag in the ruler selects a span of every track; shift+drag, the tracks under it.
     if (x > LABEL_W && (y < AXIS_H || e.shiftKey)) {
-      area = { a: tOf(x), b: tOf(x), y0: y, y1: y, all: y < AXIS_H, result: null, selecting: true };
+      area = { a: inCapture(tOf(x)), b: inCapture(tOf(x)), y0: y, y1: y, all: y < AXIS_H, result: null, selecting: true };
       draw();
       return;
     }
@@ -961,7 +961,7 @@ async function timeline(view, ctx, pane) {
       return;
     }
     if (area && area.selecting) {
-      area.b = tOf(Math.max(LABEL_W, Math.min(W, e.clientX - r.left)));
+      area.b = inCapture(tOf(Math.max(LABEL_W, Math.min(W, e.clientX - r.left))));
       area.y1 = Math.max(AXIS_H, Math.min(H, e.clientY - r.top));
       draw();
       return;
@@ -1038,8 +1038,15 @@ async function timeline(view, ctx, pane) {
     return items.filter(i => i.kind === 'track' && AXIS_H + i.y - scrollY < hi && AXIS_H + i.y - scrollY + i.h > lo).map(i => i.track.id);
   }
 
+  /** `t` within the capture: an area is of its events, never before or after it. */
+  function inCapture(t) {
+    return Math.max(span0, Math.min(span1, t));
+  }
+
   async function selectArea() {
+    area.a = inCapture(area.a); area.b = inCapture(area.b);
     const a = Math.round(Math.min(area.a, area.b)), b = Math.round(Math.max(area.a, area.b));
+    if (!(b > a)) { area = null; draw(); return; }
     const mine = area;
     // An area from a link names its tracks; one drawn takes those under it.
     const ids = mine.tracks || areaTracks();

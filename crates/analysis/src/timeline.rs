@@ -1116,9 +1116,12 @@ impl Timeline {
     }
 
     /// Calls `f(track, plane, line, index)` for every event whose name or display name
-    /// holds `query` (ignoring case), track by track, in each track's order.
+    /// holds `query` (ignoring case), track by track, in each track's order. XLA:CPU's
+    /// `end: <op>` markers are not an op's runs: they match only a query for markers
+    /// (one starting `end:`), so a search for an op counts its runs once.
     fn each_match(&self, profile: &Profile, query: &str, mut f: impl FnMut(u32, &Plane, &Line, usize)) {
         let q = query.to_lowercase();
+        let markers = q.starts_with("end:");
         let mut cached: Option<((usize, usize, bool), Vec<bool>)> = None;
         for id in 0..self.tracks.len() as u32 {
             let Some((t, _, plane, line)) = self.parts(profile, id) else { continue };
@@ -1126,9 +1129,10 @@ impl Timeline {
             if cached.as_ref().map(|c| c.0) != Some(key) {
                 let hit = (0..plane.event_meta.len() as u32)
                     .map(|m| {
+                        let name = plane.event_name(m);
                         !q.is_empty()
-                            && (plane.event_name(m).to_lowercase().contains(&q)
-                                || shown_name(plane, m).to_lowercase().contains(&q))
+                            && (markers || !name.starts_with("end: "))
+                            && (name.to_lowercase().contains(&q) || shown_name(plane, m).to_lowercase().contains(&q))
                     })
                     .collect();
                 cached = Some((key, hit));
