@@ -3,7 +3,7 @@
 // against the JSON API of the same server. Run by scripts/test_web.sh (node --test).
 import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { gunzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
@@ -463,6 +463,24 @@ test('memory page charts in-use bytes with the peak marked; a click lists the al
   await open(`memory?run=${encodeURIComponent(run)}`);
   await page.waitForSelector('#mem-none');
   assert.equal((await tableCells('#mem-sites', 1)).length, m.device_memory_profile.by_site.length);
+});
+
+test('memory: the page opens on the allocator the summary names for a tied peak, its size written as the CLI writes it', async () => {
+  // rocm-mi300x-conv-8gpu: seven GPUs' allocators tie at one peak.
+  const run = await runIn('rocm-mi300x-conv-8gpu');
+  const [s, m] = await Promise.all([api('summary', { run }), api('memory', { run })]);
+  const top = m.allocators.filter(a => a.peak_in_use_bytes === m.allocators[0].peak_in_use_bytes);
+  assert.ok(top.length > 1, 'a tie');
+  assert.equal(s.memory_peak.allocator, top[0].name);
+  await open(`memory?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('#mem-allocator');
+  const shown = await page.$eval('#mem-allocator', sel => sel.options[sel.selectedIndex].textContent);
+  assert.ok(shown.includes(s.memory_peak.allocator), shown);
+  // The CLI's summary writes the same size, in the same units (IEC).
+  const cli = execFileSync(bin, ['summary', path.join(repo, 'tests/fixtures/rocm-mi300x-conv-8gpu')], { encoding: 'utf8' });
+  const size = shown.match(/\(peak (.+)\)$/)[1];
+  assert.match(size, /^[\d.]+ (KiB|MiB|GiB|TiB)$/);
+  assert.ok(cli.includes(`peak ${size} of `) && cli.includes(s.memory_peak.allocator), cli);
 });
 
 test('devices and collectives pages show the data-parallel capture\'s rows', async () => {

@@ -22,12 +22,16 @@ export function pct(x, digits = 1) {
   return `${Number(x).toFixed(digits)}%`;
 }
 
+/** A size with IEC units (KiB, MiB, GiB, TiB), three significant digits, as the CLI
+ * writes it: `115 MiB`. */
 export function bytes(n) {
   if (n === null || n === undefined) return '';
   const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
   let v = Number(n), i = 0;
   while (Math.abs(v) >= 1024 && i < u.length - 1) { v /= 1024; i++; }
-  return i === 0 ? `${v} B` : `${v.toFixed(1)} ${u[i]}`;
+  if (i === 0) return `${v} B`;
+  const a = Math.abs(v);
+  return `${v.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : 2)} ${u[i]}`;
 }
 
 /** A FLOP count: `6.32 MFLOP` (three significant digits, as the CLI writes it). */

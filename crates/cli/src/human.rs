@@ -21,18 +21,20 @@ pub fn duration_ps(ps: i64) -> String {
     format!("{sign}{} {unit}", sig3(v))
 }
 
-/// A size in bytes with decimal units (kB, MB, GB).
+/// A size in bytes with IEC units (KiB, MiB, GiB, TiB: powers of 1024), three
+/// significant digits: `115 MiB`. The web UI writes sizes alike (web/lib/format.js).
 pub fn bytes(n: u64) -> String {
-    let f = n as f64;
-    if f >= 1e9 {
-        format!("{} GB", sig3(f / 1e9))
-    } else if f >= 1e6 {
-        format!("{} MB", sig3(f / 1e6))
-    } else if f >= 1e3 {
-        format!("{} kB", sig3(f / 1e3))
-    } else {
-        format!("{n} B")
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
     }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{} {}", sig3(v), UNITS[unit])
 }
 
 /// An integer with thousands separators: 1234567 → "1,234,567".
@@ -321,7 +323,9 @@ mod tests {
         assert_eq!(duration_ps(999), "999 ps");
         assert_eq!(duration_ps(-15_000_000), "-15.0 µs");
         assert_eq!(duration_ps(2_500_000_000_000), "2.50 s");
-        assert_eq!(bytes(120_400_000), "120 MB");
+        assert_eq!(bytes(120_400_000), "115 MiB");
+        assert_eq!(bytes(1024), "1.00 KiB");
+        assert_eq!(bytes(16_106_127_360), "15.0 GiB");
         assert_eq!(bytes(512), "512 B");
         assert_eq!(count(26_723), "26,723");
         assert_eq!(count(7), "7");

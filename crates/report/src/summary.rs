@@ -70,7 +70,14 @@ fn memory_peaks(memory: &stepscope_analysis::memory::Memory) -> Vec<MemoryPeak> 
 fn nearest_capacity(mut peaks: Vec<MemoryPeak>) -> Option<MemoryPeak> {
     peaks.sort_by(|a, b| b.peak_bytes.cmp(&a.peak_bytes).then_with(|| a.allocator.cmp(&b.allocator)));
     let share = |a: &MemoryPeak| a.capacity_pct.unwrap_or(-1.0);
-    peaks.into_iter().max_by(|x, y| share(x).total_cmp(&share(y)).then(x.peak_bytes.cmp(&y.peak_bytes)))
+    // Of allocators tied, the first in that order (as the memory view lists them):
+    // `max_by` would keep the last.
+    peaks.into_iter().reduce(|best, x| {
+        match share(&x).total_cmp(&share(&best)).then(x.peak_bytes.cmp(&best.peak_bytes)) {
+            std::cmp::Ordering::Greater => x,
+            _ => best,
+        }
+    })
 }
 
 impl Summary {
