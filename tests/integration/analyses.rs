@@ -418,3 +418,33 @@ fn tpu_ops_by_module_are_their_programs() {
         assert_eq!(plan["program"], program.as_str());
     }
 }
+
+/// "79.6 s of op time on a 78.8 s capture" (#75 item 2): `ops` says what its op time and
+/// its % column are shares of, and beside it the time the devices were busy (each
+/// device's ops merged), as `devices --json` has it; on XLA:CPU, where ops run at once,
+/// the sum is the larger. `summary`'s top ops say what their % is of.
+#[test]
+fn ops_says_what_its_op_time_sums_and_how_long_the_devices_were_busy() {
+    let path = xplane("cpu-transformer");
+    let ops = json(&["ops", &path]);
+    let busy = json(&["devices", &path])["all"]["busy_ps"].as_i64().unwrap();
+    let op_time = ops["op_time_ps"].as_i64().unwrap();
+    assert!(op_time > busy, "{op_time} {busy}: ops overlap on XLA:CPU");
+    let text = ok(&["ops", &path]).replace('\n', " ");
+    let after = |key: &str| -> f64 {
+        let rest = text.split(key).nth(1).unwrap_or_else(|| panic!("no {key:?} in {text}"));
+        let mut w = rest.split_whitespace();
+        let (v, unit): (f64, &str) = (w.next().unwrap().parse().unwrap(), w.next().unwrap());
+        v * match unit {
+            "s" => 1e12,
+            "ms" => 1e9,
+            "µs" => 1e6,
+            _ => panic!("{unit}"),
+        }
+    };
+    let near = |said: f64, ps: i64| (said - ps as f64).abs() <= 0.006 * ps as f64;
+    assert!(near(after("%: each row's share of the"), op_time), "{text}");
+    assert!(near(after("the devices were busy"), busy), "{text}");
+    let s = ok(&["summary", &path]).replace('\n', " ");
+    assert!(s.contains("%: each row's share of the"), "{s}");
+}

@@ -123,6 +123,24 @@ test('op profile lists every op, sorts on header clicks and filters', async () =
   await page.waitForSelector('table.data tbody tr');
   assert.equal(await page.textContent('.rowcount'), `${ops.ops.length.toLocaleString('en-US')} rows`);
   assert.equal(await page.$$eval('svg.treemap rect', r => r.length), ops.ops.filter(o => o.self_ps > 0).length);
+  // What the op time and the % column are shares of, beside the devices' busy time.
+  const devs = await api('devices', { run: CPU });
+  assert.equal(await page.textContent('#ops-sum-note'),
+    `%: each row's share of the ${fmt.dur(ops.op_time_ps)} of op time, every op's time summed (ops that ran at once each count); the devices were busy ${fmt.dur(devs.all.busy_ps)} (each device's ops merged, summed over devices)`);
+  // Boxes coloured by category: one colour a category, named in the legend by total.
+  const fills = await page.$$eval('svg.treemap g', gs => gs.map(g => [g.dataset.name, g.querySelector('rect').getAttribute('fill')]));
+  const catOf = new Map(ops.ops.map(o => [o.name, o.category || '(none)']));
+  const byCat = new Map();
+  for (const [name, fill] of fills) {
+    const c = catOf.get(name);
+    assert.equal(byCat.get(c) ?? fill, fill, `${name} (${c})`);
+    byCat.set(c, fill);
+  }
+  assert.equal(new Set(byCat.values()).size, byCat.size, 'categories apart');
+  const totals = new Map();
+  for (const o of ops.ops.filter(o => o.self_ps > 0)) totals.set(catOf.get(o.name), (totals.get(catOf.get(o.name)) || 0) + o.self_ps);
+  assert.deepEqual(await page.$$eval('.treemap-legend .item', is => is.map(i => i.dataset.group)),
+    [...totals].sort((a, b) => b[1] - a[1]).map(([c]) => c));
   // Sort by count (executions, as the CLI's COUNT): descending first, then ascending.
   await page.click('table.data th[data-key=executions]');
   const counts = ops.ops.map(o => o.executions);
@@ -217,6 +235,30 @@ test('steps: the filter finds steps by number, range and bound; a click on the c
   const q = new URLSearchParams(new URL(page.url()).hash.split('?')[1]);
   assert.equal(Number(q.get('start_ps')), st.steps[i].start_ps);
   assert.equal(Number(q.get('end_ps')), st.steps[i].start_ps + st.steps[i].duration_ps);
+});
+
+test('timeline: a 641-character kernel name makes a tooltip of a few lines, cut in its middle', async () => {
+  const run = await runIn(ROCM);
+  const hits = await api('timeline/search', { run, q: 'Cijk_', limit: 1 });
+  assert.ok(hits.total > 0);
+  await open(`timeline?run=${encodeURIComponent(run)}`);
+  await settle();
+  await page.fill('#tl-search', 'Cijk_');
+  await page.press('#tl-search', 'Enter');
+  await page.waitForSelector('#tl-results li');
+  await page.click('#tl-next');
+  await page.waitForFunction(() => (document.querySelector('#tl-event-name') || {}).textContent);
+  await settle();
+  const box = (await page.evaluate(() => window.stepscopeTimeline.boxes())).find(b => b.count === 1 && b.w > 4 && b.name.length > 600);
+  assert.ok(box, 'the long-named kernel is drawn');
+  const c = await page.$eval('#tl-canvas', e => { const r = e.getBoundingClientRect(); return [r.left, r.top]; });
+  await page.mouse.move(c[0] + box.x + box.w / 2, c[1] + box.y + box.h / 2);
+  await page.waitForSelector('#tl-tip:not([hidden])');
+  const shown = await page.textContent('#tl-tip strong');
+  assert.equal(shown.length, 160);
+  assert.equal(shown, `${box.name.slice(0, 80)}…${box.name.slice(-79)}`);
+  const h = await page.$eval('#tl-tip', t => t.getBoundingClientRect().height);
+  assert.ok(h < 140, `${h} px tall`);
 });
 
 async function timelineWindow() {
@@ -1962,6 +2004,9 @@ test('the history page names a run it could not read, and one of another program
     await page.goto(`${url}#/history`);
     await page.waitForSelector('#history-table table.data tbody tr');
     assert.equal(await page.locator('#history-trend circle').count(), 3);
+    // Each run's capture time under its point.
+    assert.deepEqual(await page.$$eval('#history-trend text.xtick', ts => ts.map(t => t.textContent)),
+      h.runs.map(r => r.captured.slice(5, 16)));
     assert.equal(await page.textContent('.unread-run'), `not read: ${h.runs_unread[0].run} (${h.runs_unread[0].error})`);
     assert.ok(h.runs_unread[0].run.endsWith('2026_11_02_02_00_00'));
     const n = h.not_compared[0];

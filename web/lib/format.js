@@ -57,3 +57,13 @@ export function pathWords(path) {
   const total = path.reduce((a, p) => a + p.ps, 0) || 1;
   return path.slice(0, 2).map(p => `${p.name} ${Math.round(100 * p.ps / total)}%`).join(' · ');
 }
+
+/** `s` cut to at most `n` characters by its middle (`Cijk_Ailk…ISA942`): names that
+ * differ at either end still read apart, and a 1,000-character kernel name stays a few
+ * lines (the whole name is in the event's panel). */
+export function elideMiddle(s, n = 160) {
+  const t = String(s ?? '');
+  if (t.length <= n) return t;
+  const head = Math.ceil((n - 1) / 2);
+  return `${t.slice(0, head)}…${t.slice(t.length - (n - 1 - head))}`;
+}

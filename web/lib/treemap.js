@@ -1,5 +1,6 @@
 // A squarified treemap (Bruls, Huizing, van Wijk) drawn as SVG rectangles.
-import { svg, color } from './dom.js';
+import { el, svg, color } from './dom.js';
+import { elideMiddle } from './format.js';
 
 /** Lays out `items` ([{name, value}], value > 0) in the rectangle x, y, w, h. */
 export function layout(items, x, y, w, h) {
@@ -36,21 +37,33 @@ export function layout(items, x, y, w, h) {
   return out;
 }
 
-/** An SVG treemap of `items`; `label(item)` is the tooltip, `onClick(item)` optional. */
-export function treemap(items, { width = 900, height = 320, label = i => i.name, onClick } = {}) {
+/** An SVG treemap of `items`; `label(item)` is the tooltip, `onClick(item)` optional;
+ * `group(item)` (an op's category) colours the boxes, one colour a group, named in a
+ * legend under it ordered by the groups' totals. A box's label is its name cut in the
+ * middle to fit (the whole name in its tooltip). */
+export function treemap(items, { width = 900, height = 320, label = i => i.name, onClick, group } = {}) {
   const root = svg('svg', { class: 'treemap', viewBox: `0 0 ${width} ${height}`, width, height });
+  const fill = r => color(group ? group(r) || '(none)' : r.name);
   for (const r of layout(items, 0, 0, width, height)) {
-    const g = svg('g', {});
-    const rect = svg('rect', { x: r.x, y: r.y, width: Math.max(0, r.w - 1), height: Math.max(0, r.h - 1), fill: color(r.name) });
+    const g = svg('g', { 'data-name': r.name });
+    const rect = svg('rect', { x: r.x, y: r.y, width: Math.max(0, r.w - 1), height: Math.max(0, r.h - 1), fill: fill(r) });
     g.append(rect, svg('title', {}, label(r)));
-    if (r.w > 50 && r.h > 14) {
+    if (r.w > 30 && r.h > 14) {
       const t = svg('text', { x: r.x + 4, y: r.y + 13, class: 'tmlabel' });
-      const maxChars = Math.floor((r.w - 8) / 6.5);
-      t.textContent = r.name.length > maxChars ? r.name.slice(0, Math.max(1, maxChars - 1)) + '…' : r.name;
+      t.textContent = elideMiddle(r.name, Math.max(3, Math.floor((r.w - 8) / 6.2)));
       g.append(t);
     }
     if (onClick) { g.classList.add('clickable'); g.addEventListener('click', () => onClick(r)); }
     root.append(g);
   }
-  return root;
+  if (!group) return root;
+  const totals = new Map();
+  for (const i of items) totals.set(group(i) || '(none)', (totals.get(group(i) || '(none)') || 0) + i.value);
+  const legend = el('div', { class: 'legend treemap-legend' });
+  for (const [name, v] of [...totals].sort((a, b) => b[1] - a[1])) {
+    const sw = el('span', { class: 'swatch' });
+    sw.style.background = color(name);
+    legend.append(el('span', { class: 'item', 'data-group': name }, sw, name));
+  }
+  return el('div', {}, root, legend);
 }

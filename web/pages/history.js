@@ -77,6 +77,14 @@ function trend(runs, changed) {
   s.append(svg('line', { x1: L, y1: y(0), x2: W - 10, y2: y(0), class: 'axis' }));
   s.append(svg('text', { x: L - 6, y: y(top / 1.1) + 4, 'text-anchor': 'end', class: 'tick' }, dur(top / 1.1)));
   s.append(svg('text', { x: L - 6, y: y(0) + 4, 'text-anchor': 'end', class: 'tick' }, '0'));
+  // Each run's capture time (else its place) under it; as many as fit, 90 px apart.
+  const every = Math.max(1, Math.ceil(runs.length / Math.floor((W - L) / 90)));
+  runs.forEach((r, i) => {
+    const last = i === runs.length - 1 && i % every >= every / 2;
+    if (i % every && !last) return;
+    const when = r.captured ? r.captured.slice(5, 16) : `#${i}`;
+    s.append(svg('text', { x: x(i), y: H - 6, 'text-anchor': 'middle', class: 'tick xtick' }, when));
+  });
   s.append(svg('polyline', { points: ys.map((v, i) => `${x(i)},${y(v)}`).join(' '), fill: 'none', class: 'trend' }));
   ys.forEach((v, i) => {
     const dot = svg('circle', { cx: x(i), cy: y(v), r: i === changed ? 6 : 4, class: i === changed ? 'changed' : 'run' });

@@ -15,7 +15,7 @@ export function opColumns(by) {
   if (by === 'op') cols.push({ key: 'module', label: 'module', fmt: (v, r) => r.program || v }, { key: 'category', label: 'category' });
   cols.push(
     { key: 'self_ps', label: 'self', num: true, fmt: dur },
-    { key: 'device_time_pct', label: '%', num: true, fmt: v => pct(v) },
+    { key: 'device_time_pct', label: '%', num: true, fmt: v => pct(v), title: 'share of the op time: every op\'s time summed' },
     { key: 'total_ps', label: 'total', num: true, fmt: dur },
     // Executions (a GPU GEMM and the memset before it are one), as the CLI's COUNT.
     { key: 'executions', label: 'count', num: true, fmt: count },
@@ -32,7 +32,7 @@ export function opColumns(by) {
 export async function render(view, ctx) {
   const by = ctx.params.get('by') || 'op';
   const depth = ctx.params.get('depth') || '0';
-  const data = await ctx.get('ops', { by, depth, top: 'all' });
+  const [data, devices] = await Promise.all([ctx.get('ops', { by, depth, top: 'all' }), ctx.get('devices').catch(() => null)]);
   if (ctx.stale()) return;
 
   const bySel = el('select', { id: 'ops-by' }, ...['op', 'category', 'module', 'scope', 'line', 'stack'].map(b => el('option', { value: b, selected: b === by }, b)));
@@ -44,6 +44,10 @@ export async function render(view, ctx) {
     el('label', {}, 'group by ', bySel),
     el('label', { title: 'name-stack levels kept with group by scope (0 = all)' }, ' scope depth ', depthIn),
     el('span', { class: 'muted' }, ` ${dur(data.op_time_ps)} of op time in ${count(data.ops.length)} rows`)));
+  // What the op time and the % column are shares of (as the CLI's ops says).
+  view.append(el('p', { class: 'muted small', id: 'ops-sum-note' },
+    `%: each row's share of the ${dur(data.op_time_ps)} of op time, every op's time summed (ops that ran at once each count)`
+    + (devices ? `; the devices were busy ${dur(devices.all.busy_ps)} (each device's ops merged, summed over devices)` : '')));
 
   if (!data.ops.length) {
     view.append(el('p', { class: 'muted' }, 'no XLA ops found in this profile'));
@@ -55,7 +59,8 @@ export async function render(view, ctx) {
   const width = Math.max(400, view.clientWidth - 40);
   tm.append(treemap(data.ops.map(o => ({ name: o.name, value: o.self_ps, row: o })), {
     width, height: 300,
-    label: r => `${r.name}\n${dur(r.value)} self (${pct(r.row.device_time_pct)})`,
+    label: r => `${r.name}\n${r.row.category || ''}\n${dur(r.value)} self (${pct(r.row.device_time_pct)})`,
+    group: r => r.row.category,
     onClick: r => tbl.setFilter(r.name),
   }));
   const t = el('div');

@@ -8,7 +8,7 @@
 // shift+drag) selects an area, click shows an event's stats (a merged box zooms in).
 import { api } from '../lib/api.js';
 import { el, clear, colorRgb, inkOn } from '../lib/dom.js';
-import { dur, count, bytes, pathWords } from '../lib/format.js';
+import { dur, count, bytes, pathWords, elideMiddle } from '../lib/format.js';
 import { opLink, pageLink } from '../lib/nav.js';
 
 export const title = 'Timeline';
@@ -1329,8 +1329,8 @@ async function timeline(view, ctx, pane) {
     const hit = free ? boxUnder(x, y) : null;
     if (!hit) { tip.hidden = true; return; }
     clear(tip);
-    tip.append(el('strong', {}, hit.count > 1 ? `${count(hit.count)} events` : hit.name),
-      el('div', {}, hit.count > 1 ? `mostly ${hit.name} · click to zoom in` : `${dur(hit.dur)} at ${dur(hit.start)}`));
+    tip.append(el('strong', {}, hit.count > 1 ? `${count(hit.count)} events` : elideMiddle(hit.name)),
+      el('div', {}, hit.count > 1 ? `mostly ${elideMiddle(hit.name)} · click to zoom in` : `${dur(hit.dur)} at ${dur(hit.start)}`));
     tip.hidden = false;
     // Placed through the CSSOM (the CSP refuses style attributes), inside the canvas.
     tip.style.left = `${Math.min(x + 12, W - 260)}px`;

@@ -33,10 +33,16 @@ fn host_at_a_time(ops_args: &OpsArgs, by: GroupBy) -> anyhow::Result<ops::Ops> {
 pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
     let args = &ops_args.common;
     let by = group_by(ops_args.by);
+    // The devices' busy time, for the text's note on what the op time sums (read whole).
+    let text = !args.output.json && !args.output.csv;
+    let busy = std::cell::Cell::new(None);
     let whole = |mut profile: stepscope_analysis::Profile| {
         profile.set_peaks(ops_args.peaks.user());
         if let Some(note) = crate::notes::unreadable_hlo_note(&profile) {
             errln!("stepscope: note: {note}");
+        }
+        if text {
+            busy.set(Some(stepscope_analysis::devices::devices(&profile).all.busy_ps));
         }
         Ok(ops::ops(&profile, by, ops_args.depth))
     };
@@ -126,7 +132,25 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
         result.ops.len()
     );
     out!("{}", op_table(&result.ops, by, true).text());
+    out!("{}", human::wrap("", &op_time_note(result.op_time_ps, busy.get()), crate::table::prose_width()));
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the op time and the % column are shares of: each row's time over every op's,
+/// summed, in which ops that ran at once each count; beside it, where known, the time
+/// the devices were busy (each device's ops merged: the wall clock they took).
+pub fn op_time_note(op_time_ps: i64, busy_ps: Option<i64>) -> String {
+    let sum = format!(
+        "%: each row's share of the {} of op time, every op's time summed (ops that ran at once each count)",
+        human::duration_ps(op_time_ps)
+    );
+    match busy_ps {
+        Some(busy) => format!(
+            "{sum}; the devices were busy {} (each device's ops merged, summed over devices)",
+            human::duration_ps(busy)
+        ),
+        None => sum,
+    }
 }
 
 /// The analysis grouping a `--by` value names.

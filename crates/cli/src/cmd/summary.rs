@@ -197,6 +197,8 @@ fn print_text(s: &Summary) {
     } else {
         outln!("TOP OPS (by self time)");
         out!("{}", crate::cmd::ops::op_table(&s.top_ops, GroupBy::Op, false).text());
+        let note = crate::cmd::ops::op_time_note(s.attribution.op_ps, None);
+        out!("{}", human::wrap("", &note, crate::table::prose_width()));
     }
 }
 
