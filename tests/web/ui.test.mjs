@@ -225,6 +225,10 @@ test('steps: the filter finds steps by number, range and bound; a click on the c
     assert.deepEqual(await nums(), want(test), typed);
   }
   await page.fill('.filter', '');
+  // Off the chart, its legend gives each series' median, not blanks.
+  const med = xs => { const v = xs.slice().sort((a, b) => a - b), m = (v.length - 1) / 2; return (v[Math.floor(m)] + v[Math.ceil(m)]) / 2; };
+  assert.deepEqual(await page.$$eval('#steps-chart .u-legend .u-series .u-value', vs => vs.map(v => v.textContent)),
+    ['median of all', fmt.dur(med(st.steps.map(s => s.duration_ps / 1e9)) * 1e9), fmt.dur(med(st.steps.map(s => s.device_busy_ps / 1e9)) * 1e9)]);
   // The spike: the slowest step, at its place on the chart's x axis (the steps in order).
   const i = st.steps.reduce((m, s, k) => (s.duration_ps > st.steps[m].duration_ps ? k : m), 0);
   const box = await page.$eval('#steps-chart .u-over', o => { const r = o.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; });

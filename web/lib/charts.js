@@ -5,6 +5,14 @@ import { dur } from './format.js';
 
 /** Step time per step (ms) with device busy time (unless `busy` is false: a run with
  * no device activity recorded), as a uPlot chart in `host`. */
+/** The median of `xs` (numbers), null for none. */
+function median(xs) {
+  const v = (xs || []).filter(x => x !== null && x !== undefined).slice().sort((a, b) => a - b);
+  if (!v.length) return null;
+  const m = (v.length - 1) / 2;
+  return (v[Math.floor(m)] + v[Math.ceil(m)]) / 2;
+}
+
 export function stepChart(host, steps, { width, height = 260, busy = true, onPick } = {}) {
   const xs = steps.map((_, i) => i);
   const ms = v => v / 1e9;
@@ -19,10 +27,11 @@ export function stepChart(host, steps, { width, height = 260, busy = true, onPic
       { label: 'step', values: (u, vals) => vals.map(v => (steps[v] ? steps[v].step_num : '')) },
       { label: 'ms', size: 60 },
     ],
+    // Off the chart, the legend gives each series' median (uPlot would leave it blank).
     series: [
-      { label: 'step', value: (u, v) => (steps[v] ? `${steps[v].step_num} (${steps[v].host})` : '') },
-      { label: 'step time', stroke: '#3b6fd4', width: 2, points: { show: steps.length < 200 }, value: (u, v) => (v === null ? '' : dur(v * 1e9)) },
-      { label: 'device busy', stroke: '#2a9d5c', width: 1.5, value: (u, v) => (v === null ? '' : dur(v * 1e9)) },
+      { label: 'step', value: (u, v) => (steps[v] ? `${steps[v].step_num} (${steps[v].host})` : 'median of all') },
+      { label: 'step time', stroke: '#3b6fd4', width: 2, points: { show: steps.length < 200 }, value: (u, v) => dur((v ?? median(data[1])) * 1e9) },
+      { label: 'device busy', stroke: '#2a9d5c', width: 1.5, value: (u, v) => dur((v ?? median(data[2])) * 1e9) },
     ].slice(0, data.length),
   };
   const box = el('div', { class: 'chart' });

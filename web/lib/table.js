@@ -1,15 +1,21 @@
 // A sortable, filterable table with a CSV export of its rows.
 //
 // columns: [{ key, label, fmt?(value, row), num?: bool, title? }]
+// The header and the first column stay in view as the table scrolls; a cue says how
+// many columns lie past its right edge (a click scrolls to them); "columns" picks the
+// columns shown (kept per table, by its CSV name, in this browser). Text longer than
+// LONG_TEXT characters is cut in its middle, the whole in its tooltip.
 // Clicking a header sorts by it (again: reverses). The filter keeps rows where any
 // text column contains the words typed; with `numKey`, a word that is a number (1999),
 // a range (100-200, 100..200) or a bound (>1990, <=5) matches the rows whose `numKey`
 // value is it instead. CSV exports every filtered row, raw values.
 import { el, clear, download } from './dom.js';
-import { count } from './format.js';
+import { count, elideMiddle } from './format.js';
 
 // Tables longer than this keep only the rows in view in the DOM.
 export const VIRTUAL_ROWS = 400;
+// Cell text longer than this is cut in its middle (the whole on hover).
+export const LONG_TEXT = 64;
 
 /** A filter word as a test of a number: `1999`, `100-200`, `100..200`, `>1990`, `<=5`; null otherwise. */
 export function numberTest(word) {
@@ -30,13 +36,35 @@ export function numberTest(word) {
 
 export function table(host, { columns, rows, sort, desc = true, csvName = 'table.csv', filter = '', onRow, onFilter, numKey, placeholder = 'filter…' }) {
   const state = { sort: sort || columns[0].key, desc, filter };
+  const allColumns = columns;
+  const hiddenKey = `stepscope.columns.${csvName}`;
+  const hidden = new Set(readHidden(hiddenKey).filter(k => k !== allColumns[0].key));
+  columns = allColumns.filter(c => !hidden.has(c.key));
   const input = el('input', { type: 'search', placeholder, class: 'filter', value: filter });
   const info = el('span', { class: 'muted rowcount' });
   const csvBtn = el('button', { type: 'button', class: 'csv' }, 'CSV');
   const tbl = el('table', { class: 'data' });
   const note = el('p', { class: 'muted' });
   const wrap = el('div', { class: 'tablewrap' }, tbl);
-  host.append(el('div', { class: 'tablebar' }, input, info, csvBtn), wrap, note);
+  const more = el('button', { type: 'button', class: 'more-cols', hidden: true, title: 'scroll to the columns past the right edge' });
+  more.addEventListener('click', () => { wrap.scrollLeft = wrap.scrollWidth; });
+  const picker = columnPicker(allColumns, hidden, () => {
+    writeHidden(hiddenKey, [...hidden]);
+    columns = allColumns.filter(c => !hidden.has(c.key));
+    draw();
+  });
+  host.append(el('div', { class: 'tablebar' }, input, info, csvBtn, picker, more), wrap, note);
+  // How many columns lie past the visible right edge: said in the bar, shadowed on the edge.
+  function cue() {
+    const ths = [...tbl.querySelectorAll('thead th')];
+    const edge = wrap.getBoundingClientRect().right;
+    const past = ths.filter(th => th.getBoundingClientRect().right > edge + 1).length;
+    more.hidden = past === 0;
+    more.textContent = `${past} more column${past === 1 ? '' : 's'} →`;
+    wrap.classList.toggle('more-right', past > 0);
+  }
+  wrap.addEventListener('scroll', () => cue(), { passive: true });
+  window.addEventListener('resize', () => { if (host.isConnected) cue(); });
 
   const textCols = columns.filter(c => !c.num);
   function visible() {
@@ -90,13 +118,17 @@ export function table(host, { columns, rows, sort, desc = true, csvName = 'table
     }
     info.textContent = vis.length === rows.length ? `${count(rows.length)} rows` : `${count(vis.length)} of ${count(rows.length)} rows`;
     note.textContent = '';
+    requestAnimationFrame(cue);
   }
 
   function rowOf(r) {
     const tr = el('tr');
     for (const c of columns) {
       const v = r[c.key];
-      tr.append(el('td', { class: c.num ? 'num' : '', title: c.num ? '' : String(v ?? '') }, c.fmt ? c.fmt(v, r) : (v ?? '')));
+      let shown = c.fmt ? c.fmt(v, r) : (v ?? '');
+      if (typeof shown === 'string' && shown.length > LONG_TEXT) shown = elideMiddle(shown, LONG_TEXT);
+      else if (shown instanceof Element && shown.textContent.length > LONG_TEXT) shown.textContent = elideMiddle(shown.textContent, LONG_TEXT);
+      tr.append(el('td', { class: c.num ? 'num' : '', title: c.num ? '' : String(v ?? '') }, shown));
     }
     if (onRow) { tr.classList.add('clickable'); tr.addEventListener('click', () => onRow(r)); }
     return tr;
@@ -142,9 +174,32 @@ export function table(host, { columns, rows, sort, desc = true, csvName = 'table
   }, { passive: true });
 
   input.addEventListener('input', () => { state.filter = input.value; if (onFilter) onFilter(input.value); draw(); });
-  csvBtn.addEventListener('click', () => download(csvName, toCsv(columns, visible())));
+  csvBtn.addEventListener('click', () => download(csvName, toCsv(allColumns, visible())));
   draw();
   return { redraw: draw, setFilter: f => { state.filter = f; input.value = f; draw(); } };
+}
+
+/** The column keys hidden in a table, as this browser kept them (none where it keeps none). */
+function readHidden(key) {
+  try { return JSON.parse(localStorage.getItem(key) || '[]').filter(k => typeof k === 'string'); } catch (_) { return []; }
+}
+
+function writeHidden(key, keys) {
+  try { localStorage.setItem(key, JSON.stringify(keys)); } catch (_) { /* storage off: for this page only */ }
+}
+
+/** "columns": a checkbox a column (the first always shown); `changed()` after each. */
+function columnPicker(columns, hidden, changed) {
+  const list = el('div', { class: 'column-list' });
+  for (const [i, c] of columns.entries()) {
+    const box = el('input', { type: 'checkbox', 'data-key': c.key, checked: !hidden.has(c.key), disabled: i === 0 });
+    box.addEventListener('change', () => {
+      if (box.checked) hidden.delete(c.key); else hidden.add(c.key);
+      changed();
+    });
+    list.append(el('label', {}, box, ` ${c.label}`));
+  }
+  return el('details', { class: 'column-picker' }, el('summary', {}, 'columns'), list);
 }
 
 function cell(v) {

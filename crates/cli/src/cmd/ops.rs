@@ -141,15 +141,15 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
 /// the devices were busy (each device's ops merged: the wall clock they took).
 pub fn op_time_note(op_time_ps: i64, busy_ps: Option<i64>) -> String {
     let sum = format!(
-        "%: each row's share of the {} of op time, every op's time summed (ops that ran at once each count)",
+        "(%: each row's share of the {} of op time, every op's time summed (ops that ran at once each count)",
         human::duration_ps(op_time_ps)
     );
     match busy_ps {
         Some(busy) => format!(
-            "{sum}; the devices were busy {} (each device's ops merged, summed over devices)",
+            "{sum}; the devices were busy {} (each device's ops merged, summed over devices))",
             human::duration_ps(busy)
         ),
-        None => sum,
+        None => format!("{sum})"),
     }
 }
 
