@@ -172,6 +172,52 @@ test('op profile lists every op, sorts on header clicks and filters', async () =
   await page.screenshot({ path: path.join(shots, 'ops-by-category.png'), fullPage: true });
 });
 
+test('a wide table at 1,024 px: the header and first column stay in view, a cue names the columns past the edge, columns can be picked, long names are cut in the middle', async () => {
+  const k = await api('kernels', { run: ROCM, top: 'all' });
+  await page.setViewportSize({ width: 1024, height: 768 });
+  try {
+    await open(`kernels?run=${encodeURIComponent(ROCM)}`);
+    await page.waitForSelector('table.data th[data-key=registers_per_thread]');
+    const past = () => page.$eval('.tablewrap', w => {
+      const edge = w.getBoundingClientRect().right;
+      return [...w.querySelectorAll('thead th')].filter(th => th.getBoundingClientRect().right > edge + 1).length;
+    });
+    const n = await past();
+    assert.ok(n > 0, 'the kernels table is wider than 1,024 px');
+    await page.waitForFunction(t => document.querySelector('.more-cols').textContent === t, `${n} more column${n === 1 ? '' : 's'} →`);
+    assert.equal(await page.$eval('.more-cols', b => b.hidden), false);
+    // Its click scrolls to them; the first column and the header stay where they were.
+    await page.click('.more-cols');
+    await page.waitForFunction(() => document.querySelector('.tablewrap').scrollLeft > 0);
+    await page.waitForFunction(() => document.querySelector('.more-cols').hidden);
+    const [wrapLeft, thLeft, tdLeft] = await page.$eval('.tablewrap', w => [w.getBoundingClientRect().left,
+      w.querySelector('thead th').getBoundingClientRect().left, w.querySelector('tbody td').getBoundingClientRect().left]);
+    assert.ok(Math.abs(thLeft - wrapLeft) < 1 && Math.abs(tdLeft - wrapLeft) < 1, `${wrapLeft} ${thLeft} ${tdLeft}`);
+    await page.$eval('.tablewrap', w => { w.scrollTop = 200; });
+    const [wrapTop, headTop] = await page.$eval('.tablewrap', w => [w.getBoundingClientRect().top, w.querySelector('thead th').getBoundingClientRect().top]);
+    assert.ok(Math.abs(headTop - wrapTop) < 1, `header at ${headTop}, table at ${wrapTop}`);
+    // A long kernel name: cut in its middle, the whole in its tooltip.
+    const long = k.kernels.find(r => r.name.length > 50);
+    const cell = await page.$$eval('table.data tbody tr td:first-child', (tds, name) => {
+      const td = tds.find(t => t.title === name);
+      return td && td.textContent;
+    }, long.name);
+    assert.equal(cell, fmt.elideMiddle(long.name, 50));
+    // Columns picked: one hidden stays hidden when the page opens again, then comes back.
+    await page.click('.column-picker summary');
+    await page.uncheck('.column-picker input[data-key=registers_per_thread]');
+    assert.equal(await page.$('table.data th[data-key=registers_per_thread]'), null);
+    await open(`kernels?run=${encodeURIComponent(ROCM)}`);
+    await page.waitForSelector('table.data tbody tr');
+    assert.equal(await page.$('table.data th[data-key=registers_per_thread]'), null);
+    await page.click('.column-picker summary');
+    await page.check('.column-picker input[data-key=registers_per_thread]');
+    await page.waitForSelector('table.data th[data-key=registers_per_thread]');
+  } finally {
+    await page.setViewportSize({ width: 1400, height: 900 });
+  }
+});
+
 test('kernel table shows the GPU capture\'s kernels', async () => {
   const k = await api('kernels', { run: ROCM, top: 'all' });
   assert.ok(k.kernels.length > 0);

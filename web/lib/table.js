@@ -15,7 +15,7 @@ import { count, elideMiddle } from './format.js';
 // Tables longer than this keep only the rows in view in the DOM.
 export const VIRTUAL_ROWS = 400;
 // Cell text longer than this is cut in its middle (the whole on hover).
-export const LONG_TEXT = 64;
+export const LONG_TEXT = 50;
 
 /** A filter word as a test of a number: `1999`, `100-200`, `100..200`, `>1990`, `<=5`; null otherwise. */
 export function numberTest(word) {
