@@ -175,6 +175,15 @@ fn analyses_answer_with_the_cli_json() {
     assert_eq!(s.api("scopes"), json(&["scopes", d]));
     assert_eq!(s.api("scopes?top=2"), json(&["scopes", d, "--top", "2"]));
     assert_eq!(s.api("roofline?top=5"), json(&["roofline", d, "--top", "5"]));
+    // Roofs a page gives (#75 item 12): as the CLI draws them under the same peaks, with
+    // no server restarted with flags; a rate that is not one is a one-line error.
+    let given = s.api("roofline?top=all&peak_flops=2T&peak_bandwidth=100G");
+    assert_eq!(given, json(&["roofline", d, "--top", "0", "--peak-flops", "2T", "--peak-bandwidth", "100G"]));
+    assert_eq!(given["devices"][0]["peak_flops_source"], "user");
+    assert!(given["ops"].as_array().unwrap().iter().all(|o| o["roof_flops_per_s"].is_number()), "{given}");
+    let bad = s.get("api/roofline?peak_flops=fast");
+    assert_eq!(bad.status, 400);
+    assert!(bad.json()["error"].as_str().unwrap().starts_with("peak_flops: "), "{}", bad.text());
     let all = s.api("ops?top=all");
     assert!(all["ops"].as_array().unwrap().len() > 10, "top=all lists every op");
     // top=0 and ALL mean every row, as the CLI's --top 0 and --top all do.

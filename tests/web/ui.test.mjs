@@ -954,6 +954,28 @@ test('timeline: an area dragged from before the capture starts at the capture\'s
   await page.keyboard.press('Escape');
 });
 
+test('roofline: a CPU capture\'s roofs given in the page are drawn and kept in its link', async () => {
+  await open(`roofline?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('#roofs-form');
+  assert.match(await page.textContent('p.roofs'), /roofs unknown/);
+  await page.fill('#roof-flops', '2T');
+  await page.fill('#roof-bandwidth', '100G');
+  await page.click('#roof-apply');
+  await page.waitForFunction(() => location.hash.includes('peak_flops=2T') && location.hash.includes('peak_bandwidth=100G'));
+  await page.waitForFunction(() => /yours/.test((document.querySelector('p.roofs') || {}).textContent || ''));
+  const r = await api('roofline', { run: CPU, top: 'all', peak_flops: '2T', peak_bandwidth: '100G' });
+  const d = r.devices[0];
+  assert.equal(d.peak_flops_source, 'user');
+  assert.equal(await page.textContent('p.roofs'),
+    `${d.device}: peak 2 TFLOP/s (yours) · memory 100 GB/s (yours) · ridge ${d.ridge_flops_per_byte.toFixed(0)} FLOP/byte`);
+  // The address alone opens the same roofs.
+  const link = page.url();
+  await page.goto('about:blank');
+  await page.goto(link);
+  await page.waitForFunction(() => /yours/.test((document.querySelector('p.roofs') || {}).textContent || ''));
+  assert.equal(await page.$eval('#roof-flops', i => i.value), '2T');
+});
+
 test('timeline: a drag in the ruler selects a span and lists its events as the API counts them', async () => {
   await open(`timeline?run=${encodeURIComponent(CPU)}`);
   await page.waitForSelector('#tl-canvas');

@@ -18,11 +18,28 @@ export function si(v, unit) {
   return `${num(v)} ${unit}`.trim();
 }
 
+/** Roofs to draw, as `--peak-flops` and `--peak-bandwidth` take them (`2T`, `100G`): kept in the page's address. */
+function roofsForm(ctx, given) {
+  const flops = el('input', { id: 'roof-flops', size: 8, placeholder: 'e.g. 2T', value: given.peak_flops || '' });
+  const bw = el('input', { id: 'roof-bandwidth', size: 8, placeholder: 'e.g. 100G', value: given.peak_bandwidth || '' });
+  const apply = el('button', { type: 'submit', id: 'roof-apply' }, 'draw these roofs');
+  const form = el('form', { class: 'controls', id: 'roofs-form' },
+    el('label', {}, 'peak FLOP/s ', flops), el('label', {}, ' memory bandwidth B/s ', bw), ' ', apply,
+    el('span', { class: 'muted small' }, ' (k, M, G, T, P; over the profile\'s and the data sheets\' peaks)'));
+  form.addEventListener('submit', ev => {
+    ev.preventDefault();
+    ctx.go('roofline', { peak_flops: flops.value.trim() || null, peak_bandwidth: bw.value.trim() || null });
+  });
+  return form;
+}
+
 /** Where a peak came from, when not the profile. */
 const FROM = { user: ' (yours)', data_sheet: ' (data sheet)' };
 
 export async function render(view, ctx) {
-  const data = await ctx.get('roofline', { top: 'all' });
+  // Roofs the page was given (kept in its address), over the profile's and data sheets'.
+  const given = { peak_flops: ctx.params.get('peak_flops') || null, peak_bandwidth: ctx.params.get('peak_bandwidth') || null };
+  const data = await ctx.get('roofline', { top: 'all', ...given });
   if (ctx.stale()) return;
   view.append(el('h1', {}, 'Roofline'));
   for (const d of data.devices) {
@@ -33,8 +50,9 @@ export async function render(view, ctx) {
     if (d.ridge_flops_per_byte) parts.push(`ridge ${d.ridge_flops_per_byte.toFixed(0)} FLOP/byte`);
     view.append(el('p', { class: 'roofs' }, parts.length
       ? `${name}: ${parts.join(' · ')}`
-      : `${name}: roofs unknown (no peaks in the profile and not a known device): start the server with --peak-flops RATE --peak-bandwidth RATE (e.g. 2T, 100G)`));
+      : `${name}: roofs unknown — the profile records no peaks, it names no CPU or device model with published ones (JAX's CPU captures name none): give them below`));
   }
+  view.append(roofsForm(ctx, given));
   if (!data.ops.length) {
     view.append(el('p', { class: 'muted' }, 'no op has FLOPs and bytes: the profile records none and its HLO gave none'));
     return;

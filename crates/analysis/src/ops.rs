@@ -1192,6 +1192,44 @@ fn later_pieces(d: &Device) -> Vec<usize> {
     later
 }
 
+/// An op under its device's roofs: whether it is compute- or memory-bound, its roof
+/// (the lesser of the compute peak and bandwidth × its FLOPs per byte) and how near it
+/// came, percent.
+pub(crate) struct Placed {
+    pub bound: Option<&'static str>,
+    pub roof: Option<f64>,
+    pub roof_pct: Option<f64>,
+}
+
+/// Places an op of `flops` and `bytes` a run, running at `flops_per_s` and
+/// `bytes_per_s`, under the peaks `peaks` (FLOP/s, bytes/s).
+pub(crate) fn place(
+    flops: Option<u64>,
+    bytes: Option<u64>,
+    flops_per_s: Option<f64>,
+    bytes_per_s: Option<f64>,
+    peaks: crate::peaks::UserPeaks,
+) -> Placed {
+    let bound = match (flops, bytes, peaks.flops_per_s, peaks.bytes_per_s) {
+        (Some(f), Some(b), Some(pf), Some(pb)) if b > 0 => {
+            Some(if f as f64 / b as f64 >= pf / pb { "compute" } else { "memory" })
+        }
+        (None, Some(_), _, Some(_)) => Some("memory"),
+        _ => None,
+    };
+    let intensity = flops.zip(bytes).filter(|&(_, b)| b > 0).map(|(f, b)| f as f64 / b as f64);
+    let roof = match (intensity, peaks.flops_per_s, peaks.bytes_per_s) {
+        (Some(ai), Some(pf), Some(pb)) => Some(pf.min(ai * pb)),
+        _ => None,
+    };
+    let roof_pct = match (flops_per_s, roof, bytes_per_s, peaks.bytes_per_s) {
+        (Some(f), Some(r), _, _) if r > 0.0 => Some(100.0 * f / r),
+        (None, _, Some(b), Some(pb)) if pb > 0.0 => Some(100.0 * b / pb),
+        _ => None,
+    };
+    Placed { bound, roof, roof_pct }
+}
+
 fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
     let (count, total_ps, self_ps) = (a.count, a.total_ps, a.self_ps);
     let flops = a.flops.filter(|&f| f > 0);
@@ -1200,23 +1238,9 @@ fn row(a: Acc, op_time_ps: i64, by: GroupBy) -> OpRow {
     let secs = if a.is_async { 0.0 } else { self_ps as f64 / 1e12 };
     let flops_per_s = flops.filter(|_| secs > 0.0).map(|f| f as f64 / secs);
     let bytes_per_s = bytes.filter(|_| secs > 0.0).map(|b| b as f64 / secs);
-    let bound = match (flops, bytes, a.peaks.flops_per_s, a.peaks.bytes_per_s) {
-        (Some(f), Some(b), Some(pf), Some(pb)) if b > 0 => {
-            Some(if f as f64 / b as f64 >= pf / pb { "compute" } else { "memory" })
-        }
-        (None, Some(_), _, Some(_)) => Some("memory"),
-        _ => None,
-    };
     let intensity = flops.zip(bytes).map(|(f, b)| f as f64 / b as f64);
-    let roof = match (intensity, a.peaks.flops_per_s, a.peaks.bytes_per_s) {
-        (Some(ai), Some(pf), Some(pb)) => Some(pf.min(ai * pb)),
-        _ => None,
-    };
-    let roof_pct = match (flops_per_s, roof, bytes_per_s, a.peaks.bytes_per_s) {
-        (Some(f), Some(r), _, _) if r > 0.0 => Some(100.0 * f / r),
-        (None, _, Some(b), Some(pb)) if pb > 0.0 => Some(100.0 * b / pb),
-        _ => None,
-    };
+    let peaks = crate::peaks::UserPeaks { flops_per_s: a.peaks.flops_per_s, bytes_per_s: a.peaks.bytes_per_s };
+    let Placed { bound, roof, roof_pct } = place(flops, bytes, flops_per_s, bytes_per_s, peaks);
     OpRow {
         name: a.name.to_string(),
         module: a.module.to_string(),

@@ -151,6 +151,28 @@ impl GpuPeaks {
 /// Peaks the user gives (flags or a thresholds file), kept by the model.
 pub use stepscope_model::UserPeaks;
 
+/// A rate with an optional SI prefix (k, M, G, T, P) and unit (`3.5T`, `900GFLOP/s`,
+/// `2e12`).
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let unitless = t.trim_end_matches(|c: char| c.is_ascii_alphabetic() || c == '/');
+    let suffix = &t[unitless.len()..];
+    let scale = match suffix.chars().next() {
+        None => 1.0,
+        Some('k' | 'K') => 1e3,
+        Some('M') => 1e6,
+        Some('G') => 1e9,
+        Some('T') => 1e12,
+        Some('P') => 1e15,
+        Some(_) if suffix.starts_with("FLOP") || suffix.starts_with('B') => 1.0,
+        Some(_) => return Err(format!("{s:?}: unknown prefix {suffix:?}; use k, M, G, T or P (e.g. 3.5T)")),
+    };
+    match unitless.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * scale),
+        _ => Err(format!("{s:?} is not a positive rate; e.g. 3.5T for 3.5e12 per second")),
+    }
+}
+
 /// Where a peak was read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -58,6 +58,41 @@ pub fn assemble(hosts: impl IntoIterator<Item = Vec<Roofs>>, ops: ops::Ops) -> R
     Roofline { schema: "stepscope.roofline/1", devices, ops }
 }
 
+impl Roofline {
+    /// The roofline under the peaks `user` gave (as `--peak-flops` and
+    /// `--peak-bandwidth` give them, over the profile's and the data sheets'), for a
+    /// page that asks for roofs without reading the run again: each device's roofs
+    /// take them, and where every device has one set of roofs (a CPU's, or devices of
+    /// one model) each op is placed again under them. Ops of devices with several sets
+    /// keep their places unless the user gave both peaks.
+    pub fn with_user_peaks(mut self, user: peaks::UserPeaks) -> Roofline {
+        if user.flops_per_s.is_none() && user.bytes_per_s.is_none() {
+            return self;
+        }
+        for d in &mut self.devices {
+            if let Some(f) = user.flops_per_s {
+                (d.peak_flops_per_s, d.peak_flops_source) = (Some(f), Some(PeakSource::User));
+            }
+            if let Some(b) = user.bytes_per_s {
+                (d.peak_bytes_per_s, d.peak_bytes_source) = (Some(b), Some(PeakSource::User));
+            }
+            d.ridge_flops_per_byte = d.peak_flops_per_s.zip(d.peak_bytes_per_s).map(|(f, b)| f / b);
+        }
+        let one = match self.devices.as_slice() {
+            [d] => Some(peaks::UserPeaks { flops_per_s: d.peak_flops_per_s, bytes_per_s: d.peak_bytes_per_s }),
+            _ if user.flops_per_s.is_some() && user.bytes_per_s.is_some() => Some(user),
+            _ => None,
+        };
+        if let Some(p) = one {
+            for r in &mut self.ops {
+                let placed = ops::place(r.flops, r.bytes_accessed, r.flops_per_s, r.bytes_per_s, p);
+                (r.bound, r.roof_flops_per_s, r.roof_pct) = (placed.bound, placed.roof, placed.roof_pct);
+            }
+        }
+        self
+    }
+}
+
 /// Whether two devices have the same roofs.
 fn same_roofs(a: &Roofs, b: &Roofs) -> bool {
     a.peak_flops_per_s == b.peak_flops_per_s

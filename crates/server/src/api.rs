@@ -480,10 +480,23 @@ fn summary_hosts(app: &App, q: &Params) -> Reply {
     Ok(made?.to_vec())
 }
 
-/// The roofline; of a run too large to read whole, read a host at a time.
+/// The roofline; of a run too large to read whole, read a host at a time. `peak_flops`
+/// and `peak_bandwidth` (rates as `--peak-flops` takes them: `2T`, `100G`) give roofs
+/// over the profile's and the data sheets' (`stepscope roofline --peak-flops …`).
 fn roofline(app: &App, q: &Params) -> Reply {
     let top = q.top()?;
-    let top_rows = |mut result: stepscope_analysis::roofline::Roofline| {
+    let rate = |name: &str| -> Result<Option<f64>, ApiError> {
+        match q.str(name).filter(|v| !v.is_empty()) {
+            None => Ok(None),
+            Some(v) => stepscope_analysis::peaks::parse_rate(v)
+                .map(Some)
+                .map_err(|why| ApiError::bad(format!("{name}: {why}"))),
+        }
+    };
+    let user =
+        stepscope_analysis::peaks::UserPeaks { flops_per_s: rate("peak_flops")?, bytes_per_s: rate("peak_bandwidth")? };
+    let top_rows = move |result: stepscope_analysis::roofline::Roofline| {
+        let mut result = result.with_user_peaks(user);
         result.ops.truncate(top);
         json(&result)
     };
