@@ -1336,6 +1336,36 @@ test('timeline: a busy counter per device draws its share of time running ops; h
   await page.screenshot({ path: path.join(shots, 'timeline-busy.png') });
 });
 
+test('timeline: a slow step beside a median one of the same run, from the step-jitter finding, aligned at their starts', async () => {
+  const adv = await api('advise', { run: CPU });
+  assert.ok(adv.findings.some(f => f.rule === 'step-jitter'));
+  const st = (await api('steps', { run: CPU })).steps;
+  const byTime = st.slice().sort((x, y) => x.duration_ps - y.duration_ps);
+  const slow = byTime[byTime.length - 1], median = byTime[Math.floor((byTime.length - 1) / 2)];
+  await open(`overview?run=${encodeURIComponent(CPU)}`);
+  await page.waitForSelector('#compare-slow-median');
+  await page.click('#compare-slow-median');
+  await page.waitForSelector('#tl-canvas-b');
+  await page.waitForFunction(() => window.stepscopeTimelineB && !window.stepscopeTimelineB.pending() && !window.stepscopeTimeline.pending());
+  assert.match(await page.textContent('#tl-compare'), new RegExp(`step ${slow.step_num} of A aligned with step ${median.step_num} of B, at their starts`));
+  assert.equal(await page.$eval('#tl-step-a', s => s.value), String(slow.step_num));
+  assert.equal(await page.$eval('#tl-step-b', s => s.value), String(median.step_num));
+  const [va, vb] = await page.evaluate(() => [window.stepscopeTimeline.view(), window.stepscopeTimelineB.view()]);
+  assert.ok(Math.abs((va.start_ps - slow.start_ps) - (vb.start_ps - median.start_ps)) < 2, JSON.stringify([va, vb]));
+  // The steps' boxes start at one x.
+  const boxA = (await page.evaluate(() => window.stepscopeTimeline.steps())).find(b => b.step_num === slow.step_num);
+  const boxB = (await page.evaluate(() => window.stepscopeTimelineB.steps())).find(b => b.step_num === median.step_num);
+  assert.ok(Math.abs(boxA.x - boxB.x) <= 1, `${boxA.x} vs ${boxB.x}`);
+  // Pane B takes another step on its own: pane A keeps its step.
+  const other = st.find(s => s.step_num !== slow.step_num && s.step_num !== median.step_num);
+  await page.selectOption('#tl-step-b', String(other.step_num));
+  await page.waitForFunction(n => (document.querySelector('#tl-compare') || {}).textContent?.includes(`with step ${n} of B`), other.step_num);
+  assert.equal(await page.$eval('#tl-step-a', s => s.value), String(slow.step_num));
+  await page.screenshot({ path: path.join(shots, 'timeline-slow-vs-median.png') });
+  await page.click('#tl-compare-close');
+  await page.waitForFunction(() => !document.querySelector('#tl-canvas-b'));
+});
+
 test('timeline: two runs one above the other, aligned at a step, move together', async () => {
   const A = 'cpu-guide-adam/plugins/profile/2026_11_25_03_32_42';
   const B = 'cpu-guide-sgd/plugins/profile/2026_11_25_03_32_46';

@@ -97,7 +97,7 @@ export async function render(view, ctx) {
   if (!adv.findings.length) view.append(el('p', { class: 'muted', id: 'no-findings' }, 'no findings: every rule is within its threshold'));
   // The what-if panel: a finding's projected gain replays there, or any change typed.
   const whatif = stepped && !s.read_a_host_at_a_time ? whatifPanel(ctx) : null;
-  view.append(el('div', { class: 'findings' }, ...adv.findings.map(f => findingBox(f, whatif))));
+  view.append(el('div', { class: 'findings' }, ...adv.findings.map(f => findingBox(f, whatif, s.run, st))));
   if (whatif) view.append(el('h2', {}, 'What if'), whatif.node);
 
   const b = s.breakdown;
@@ -231,7 +231,18 @@ function whatifPanel(ctx) {
   return { node, run: edit => { input.value = edit; node.scrollIntoView({ block: 'nearest' }); go(); } };
 }
 
-function findingBox(f, whatif) {
+/** A link that opens the run's slowest step above its median one in the timeline (for
+ * the step-jitter finding: the two steps set side by side at their starts). */
+function slowBesideMedian(run, st) {
+  if (!st || !run || st.steps.length < 2) return '';
+  const byTime = st.steps.slice().sort((x, y) => x.duration_ps - y.duration_ps);
+  const slow = byTime[byTime.length - 1], median = byTime[Math.floor((byTime.length - 1) / 2)];
+  if (slow === median) return '';
+  return el('div', { class: 'compare-steps small' }, pageLink(`compare the slowest step (${slow.step_num}, ${dur(slow.duration_ps)}) with a median one (${median.step_num}, ${dur(median.duration_ps)})`,
+    'timeline', { vs: run, step_a: slow.step_num, step_b: median.step_num }, { id: 'compare-slow-median' }));
+}
+
+function findingBox(f, whatif, run, st) {
   const unit = UNITS[f.unit] ?? ` ${f.unit}`;
   const ev = el('ul', { class: 'evidence' });
   for (const e of f.evidence) {
@@ -255,6 +266,7 @@ function findingBox(f, whatif) {
     el('div', { class: 'fvalue small' }, `${num(f.value)}${unit}, threshold ${num(f.threshold)}${unit}`),
     gainLine(f, whatif),
     ...(f.caveats || []).map(c => el('div', { class: 'caveat small', title: 'its evidence sits in a part of the capture that is not healthy (Capture health, above)' }, '! ', c)),
+    f.rule === 'step-jitter' ? slowBesideMedian(run, st) : '',
     ev,
     el('div', { class: 'advice' }, '→ ', f.advice));
 }

@@ -40,7 +40,28 @@ export function alignStep(stepsA, stepsB, want) {
   const inB = new Map(stepsB.map(s => [s.step_num, s]));
   const both = stepsA.filter(s => inB.has(s.step_num));
   const a = both.find(s => String(s.step_num) === String(want)) || both[0];
-  return a ? { step_num: a.step_num, a: a.start_ps, b: inB.get(a.step_num).start_ps } : null;
+  return a ? { step_num: a.step_num, step_a: a.step_num, step_b: a.step_num, a: a.start_ps, b: inB.get(a.step_num).start_ps } : null;
+}
+
+/** Each pane's own step, where the address names one (`step_a`, `step_b`), the other
+ * pane's defaulting to the same number where it has it, else its first; for one run
+ * in both panes with none named, its slowest step above its median one. Null where
+ * neither applies (then the panes align at one step number: [`alignStep`]). */
+export function paneSteps(stepsA, stepsB, wantA, wantB, sameRun) {
+  const find = (steps, n) => (n === null || n === undefined ? null : steps.find(s => String(s.step_num) === String(n)) || null);
+  let a = find(stepsA, wantA), b = find(stepsB, wantB);
+  if (!a && !b) {
+    if (!sameRun || stepsA.length < 2) return null;
+    const byTime = stepsA.slice().sort((x, y) => x.duration_ps - y.duration_ps);
+    a = byTime[byTime.length - 1];
+    b = byTime[Math.floor((byTime.length - 1) / 2)];
+    if (a === b) return null;
+    b = find(stepsB, b.step_num) || b;
+  }
+  a = a || find(stepsA, b.step_num) || stepsA[0];
+  b = b || find(stepsB, a.step_num) || stepsB[0];
+  if (!a || !b) return null;
+  return { step_num: a.step_num, step_a: a.step_num, step_b: b.step_num, a: a.start_ps, b: b.start_ps };
 }
 
 export async function render(view, ctx) {
@@ -49,21 +70,41 @@ export async function render(view, ctx) {
   // Two runs one above the other, their times aligned at the start of one step: both
   // panes show the same stretch of their runs' step time, and move together.
   const run = ctx.params.get('run') || '';
-  const [stA, stB] = await Promise.all([ctx.get('steps'), api('steps', { run: vs })]);
+  const [stA, stB, runs] = await Promise.all([ctx.get('steps'), api('steps', { run: vs }), ctx.get('runs')]);
   if (ctx.stale()) return;
-  const at = alignStep(stA.steps, stB.steps, ctx.params.get('align'));
-  const link = { panes: [], active: 0, offsets: at ? [at.a, at.b] : [0, 0], step: at ? at.step_num : null };
+  // The run of pane A: the one named, else the newest (as the run picker opens).
+  const runA = run || (runs.length ? runs[runs.length - 1].run : '');
+  // Each pane may take its own step (`step_a`, `step_b`: a slow step beside a median
+  // one of the same run); else both the step number `align`, or the first both have.
+  const picked = paneSteps(stA.steps, stB.steps, ctx.params.get('step_a'), ctx.params.get('step_b'), vs === runA);
+  const at = picked || alignStep(stA.steps, stB.steps, ctx.params.get('align'));
+  const link = { panes: [], active: 0, offsets: at ? [at.a, at.b] : [0, 0], step: at && !picked ? at.step_num : null };
   const close = el('a', { href: '#', id: 'tl-compare-close' }, 'close');
-  close.addEventListener('click', e => { e.preventDefault(); ctx.go('timeline', { vs: null, align: null }); });
+  close.addEventListener('click', e => { e.preventDefault(); ctx.go('timeline', { vs: null, align: null, step_a: null, step_b: null }); });
   const common = stA.steps.filter(s => stB.steps.some(t => t.step_num === s.step_num)).map(s => s.step_num);
-  const align = el('select', { id: 'tl-align', title: 'the step whose starts line up', hidden: common.length < 2 },
+  const align = el('select', { id: 'tl-align', title: 'the step whose starts line up', hidden: common.length < 2 || !!picked },
     ...common.map(n => el('option', { value: n, selected: at && n === at.step_num }, `step ${n}`)));
-  align.addEventListener('change', () => ctx.go('timeline', { vs, align: align.value }));
+  align.addEventListener('change', () => ctx.go('timeline', { vs, align: align.value, step_a: null, step_b: null }));
   // A click on a step both runs have aligns the panes at it.
-  link.alignAt = n => { if (common.includes(n) && n !== link.step) ctx.go('timeline', { vs, align: n }); };
+  link.alignAt = n => { if (common.includes(n) && (picked || n !== link.step)) ctx.go('timeline', { vs, align: n, step_a: null, step_b: null }); };
+  // Either pane's step, picked apart.
+  const stepPick = (id, steps, chosen, key) => {
+    const sel = el('select', { id, title: `the step of pane ${key === 'step_a' ? 'A' : 'B'} aligned with the other pane's` },
+      ...steps.map(s => el('option', { value: s.step_num, selected: chosen !== null && s.step_num === chosen }, `step ${s.step_num} · ${dur(s.duration_ps)}`)));
+    sel.addEventListener('change', () => ctx.go('timeline', {
+      vs, align: null,
+      step_a: key === 'step_a' ? sel.value : (at ? at.step_a : null),
+      step_b: key === 'step_b' ? sel.value : (at ? at.step_b : null),
+    }));
+    return sel;
+  };
+  const what = !at ? 'no step in both: aligned at the captures\' starts'
+    : picked ? `step ${at.step_a} of A aligned with step ${at.step_b} of B, at their starts`
+      : `aligned at the start of step ${at.step_num}`;
   view.append(el('p', { id: 'tl-compare', class: 'small' },
-    el('strong', {}, 'A '), run || '(newest run)', el('strong', {}, ' above, B '), vs, ' below — ',
-    at ? `aligned at the start of step ${at.step_num}` : 'no step in both: aligned at the captures\' starts', ' ', align, ' · ', close));
+    el('strong', {}, 'A '), run || '(newest run)', el('strong', {}, ' above, B '), vs, ' below — ', what, ' ', align,
+    ' · A at ', stepPick('tl-step-a', stA.steps, at ? at.step_a : null, 'step_a'),
+    ' B at ', stepPick('tl-step-b', stB.steps, at ? at.step_b : null, 'step_b'), ' · ', close));
   const panes = [el('div', { class: 'tl-pane' }), el('div', { class: 'tl-pane' })];
   view.append(...panes);
   const params = new URLSearchParams(ctx.params);
@@ -120,8 +161,9 @@ async function timeline(view, ctx, pane) {
       exportLink('chrome', 'Chrome JSON', 'Chrome trace JSON, gzip (.trace.json.gz), every event'));
   // Another run of the folder to draw below this one, aligned by step.
   const others = (runList || []).map(r => r.run).filter(r => r !== tr.run);
-  const compare = el('select', { id: 'tl-vs', title: 'draw another run below this one, aligned at a step', hidden: !others.length },
-    el('option', { value: '' }, 'compare with…'), ...others.map(r => el('option', { value: r }, r)));
+  const compare = el('select', { id: 'tl-vs', title: 'draw another run, or another step of this one, below it, aligned at a step', hidden: !!pane },
+    el('option', { value: '' }, 'compare with…'), el('option', { value: tr.run }, 'this run: its slowest step beside its median one'),
+    ...others.map(r => el('option', { value: r }, r)));
   compare.addEventListener('change', () => { if (compare.value) ctx.go('timeline', { vs: compare.value, start_ps: null, end_ps: null }); });
   const help = el('span', { class: 'muted help' }, 'W/S or ctrl+wheel zoom · A/D or shift+wheel pan · wheel scrolls · drag pan · drag the ruler (or shift+drag) to select · click an event or a step · ⤒ pins a track, × hides it');
   const canvas = el('canvas', { id: 'tl-canvas', tabindex: 0 });
