@@ -141,6 +141,9 @@ pub struct Views {
     pub summary: Summary,
     pub advice: Advice,
     pub steps: stepscope_analysis::steps::Steps,
+    /// Each host's own summary (`summary --host HOST`), made as the host is first read,
+    /// in the run's host order: the hosts table of the same pass.
+    pub hosts: Vec<crate::hosts::HostSummary>,
 }
 
 /// [`Views`] of a run read a host at a time, `top` ops in the summary; `read` and
@@ -153,10 +156,18 @@ pub fn views_by_host<E>(
     check: &stepscope_analysis::fold::Check<E>,
 ) -> Result<Views, E> {
     let th = Thresholds::default();
+    // Each host's own summary, where it is first read (alone, under its own decisions:
+    // as `summary --host HOST` reads it); a host read again under the run's is not.
+    let mut own: Vec<crate::hosts::HostSummary> = Vec::new();
     // With their critical paths, as the steps of a run read whole (the judge's gains
     // made the host's what-if graphs).
     let mut keep = |p: &Profile, part: &stepscope_analysis::overview::OverviewPart| {
         check(p).map(|()| {
+            for space in &p.hosts {
+                if p.hosts.len() == 1 && !own.iter().any(|h| h.host == space.host) {
+                    own.push(crate::hosts::HostSummary { host: space.host.clone(), summary: summary(p, top) });
+                }
+            }
             let mut steps = stepscope_analysis::fold::steps_with_flops(p, part);
             stepscope_analysis::whatif::add_critical_paths(p, &mut steps);
             steps
@@ -167,7 +178,7 @@ pub fn views_by_host<E>(
         stepscope_analysis::fold::run_steps(&judged.overview, judged.kept.into_iter().flatten().collect(), hosts);
     let advice = Advice::new(&judged.overview, &th, judged.findings);
     let summary = judged_summary(judged.overview, &judged.inputs, &advice.findings);
-    Ok(Views { summary, advice, steps: steps.0 })
+    Ok(Views { summary, advice, steps: steps.0, hosts: own })
 }
 
 /// [`overview`] of a run read a host at a time (what `check` reads of a pod too large

@@ -309,12 +309,14 @@ enum View {
     Summary,
     Advice,
     Steps,
+    /// Each host's own summary (`summary --per-host`): the hosts table.
+    Hosts,
 }
 
-/// One of the overview's answers of a run too large to read whole: its summary (`top`
-/// ops), findings and steps are made by one pass over its hosts
-/// ([`summary::views_by_host`]) and kept together, so that the page's three requests
-/// read the hosts once.
+/// One of the overview's answers of a run read a host at a time: its summary (`top`
+/// ops), findings, steps and hosts table (each host's own summary) are made by one
+/// pass over its hosts ([`summary::views_by_host`]) and kept together, so that the
+/// page's four requests read the hosts once.
 fn view(app: &App, q: &Params, top: usize, which: View) -> Reply {
     let body = by_host(
         app,
@@ -325,8 +327,10 @@ fn view(app: &App, q: &Params, top: usize, which: View) -> Reply {
             if !unread.is_empty() {
                 v.advice.health.recheck_hosts(0, &unread);
             }
+            let rel = &v.summary.overview.run;
+            let hosts = json(&stepscope_report::hosts::hosts(rel, std::mem::take(&mut v.hosts), unread.clone()))?;
             v.summary.set_hosts_unread(unread);
-            let parts = [json(&v.summary)?, json(&v.advice)?, json(&v.steps)?];
+            let parts = [json(&v.summary)?, json(&v.advice)?, json(&v.steps)?, hosts];
             // Each answer after its length.
             Ok(parts.iter().flat_map(|p| (p.len() as u64).to_le_bytes().into_iter().chain(p.iter().copied())).collect())
         },
@@ -455,6 +459,10 @@ fn summary_hosts(app: &App, q: &Params) -> Reply {
     let top = q.top()?;
     let name = q.str("run").filter(|r| !r.is_empty());
     let run = app.root.run(name).map_err(ApiError::not_found)?;
+    if run.hosts.len() > 1 && !stepscope_analysis::ahead::read_together() {
+        // The pass that makes the overview's other answers makes this one.
+        return view(app, q, top, View::Hosts);
+    }
     // Made once per run as its files are now (a pod's hosts take a while), then kept.
     let made = app.cache.answer(&run, format!("summary/hosts?top={top}"), || {
         let (mut rows, mut unread) = (Vec::with_capacity(run.hosts.len()), Vec::new());
