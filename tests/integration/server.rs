@@ -305,6 +305,33 @@ fn a_search_for_an_op_counts_its_runs_not_their_end_markers() {
     assert_eq!(s.api("timeline/search?q=end%3A%20dot.27&limit=1")["total"].as_u64(), Some(ends));
 }
 
+/// An XLA:CPU op's event says how long the op ran until its pool work was done, and
+/// the op's runs so summed (#75 item 1): the totals the op profile gives, where the
+/// boxes (its dispatches) sum less — both as the reference reader's `cpu-ops` has them.
+#[test]
+fn an_xla_cpu_ops_event_gives_its_run_until_done_as_the_op_profile_sums_it() {
+    let dir = fixture("cpu-transformer");
+    let s = serve(&dir, &[]);
+    let file = xplane("cpu-transformer");
+    let reference_ops = reference(&["cpu-ops", &file]);
+    // An op whose work ran past its boxes.
+    let op = (reference_ops["ops"].as_array().unwrap().iter())
+        .find(|o| o["total_ps"].as_i64() > o["event_ps"].as_i64())
+        .expect("an op with a tail");
+    let name = op["name"].as_str().unwrap();
+    let m = &s.api(&format!("timeline/search?q={name}&limit=100"))["matches"];
+    let m = m.as_array().unwrap().iter().find(|m| m["name"] == name).unwrap();
+    let d = s.api(&format!("timeline/event?track={}&index={}", m["track"], m["index"]));
+    let u = &d["until_done"];
+    assert_eq!(u["op_total_ps"], op["total_ps"], "{d}");
+    assert_eq!(u["op_count"], op["count"]);
+    assert_eq!(d["occurrences"]["total_ps"], op["event_ps"], "the boxes: its dispatches");
+    assert!(u["duration_ps"].as_i64() >= d["duration_ps"].as_i64());
+    assert_eq!(u["end_ps"].as_i64().unwrap() - d["start_ps"].as_i64().unwrap(), u["duration_ps"].as_i64().unwrap());
+    let row = (s.api("ops?top=all")["ops"].as_array().unwrap().iter()).find(|o| o["name"] == name).unwrap().clone();
+    assert_eq!(row["total_ps"], u["op_total_ps"]);
+}
+
 #[test]
 fn bad_requests_get_one_line_errors() {
     let s = serve(&fixture("cpu-transformer"), &[]);

@@ -311,6 +311,25 @@ test('timeline: a 641-character kernel name makes a tooltip of a few lines, cut 
   assert.ok(h < 140, `${h} px tall`);
 });
 
+test('timeline: an XLA:CPU op\'s event says how long it ran until done, as the op profile sums it', async () => {
+  const ops = (await api('ops', { run: CPU, top: 'all' })).ops;
+  await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await settle();
+  const name = ops[0].name;
+  await page.fill('#tl-search', name);
+  await page.press('#tl-search', 'Enter');
+  await page.waitForSelector('#tl-results li');
+  await page.click('#tl-next');
+  await page.waitForSelector('#tl-until-done');
+  const m = (await api('timeline/search', { run: CPU, q: name, limit: 100 })).matches.filter(x => x.name === name);
+  const d = await api('timeline/event', { run: CPU, track: m[0].track, index: m[0].index });
+  const u = d.until_done;
+  const rows = await page.$$eval('#tl-until-done + table.kv tr', trs => trs.map(tr => tr.children[1].textContent));
+  assert.deepEqual(rows, [`${fmt.dur(u.duration_ps)}, done at ${fmt.dur(u.end_ps)} (dashed in the track)`,
+    `${fmt.count(u.op_count)} · total ${fmt.dur(u.op_total_ps)} · avg ${fmt.dur(u.op_avg_ps)}`]);
+  assert.equal(u.op_total_ps, ops[0].total_ps, 'the op profile\'s total');
+});
+
 async function timelineWindow() {
   return page.$eval('#tl-range', e => [Number(e.dataset.startPs), Number(e.dataset.endPs)]);
 }

@@ -801,7 +801,18 @@ async function timeline(view, ctx, pane) {
         g.strokeStyle = '#f59e0b'; g.lineWidth = 2; g.strokeRect(bx.x + 1, bx.y + 1, Math.max(bx.w - 2, 1), ROW_H - 4); g.lineWidth = 1;
         highlighted++;
       }
-      if (isSel) { g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(bx.x + 1, bx.y + 1, Math.max(bx.w - 2, 1), ROW_H - 4); g.lineWidth = 1; }
+      if (isSel) {
+        g.strokeStyle = '#000'; g.lineWidth = 2; g.strokeRect(bx.x + 1, bx.y + 1, Math.max(bx.w - 2, 1), ROW_H - 4); g.lineWidth = 1;
+        // An XLA:CPU op runs on after its box (its dispatch) until its pool work is
+        // done: that span, dashed, is the time the op profile credits it.
+        const done = selected.detail && selected.detail.until_done;
+        const ex = done ? xOf(done.end_ps) : 0;
+        if (done && ex > bx.x + bx.w + 1) {
+          g.setLineDash([4, 3]); g.strokeStyle = '#000';
+          g.strokeRect(bx.x + bx.w, bx.y + 3, Math.min(ex, W) - bx.x - bx.w, ROW_H - 8);
+          g.setLineDash([]);
+        }
+      }
       if (bx.w > 36) {
         const label = bx.count > 1 ? `${count(bx.count)} × ${bx.name}` : bx.name;
         g.fillStyle = (bx.count > 1 ? d.inkMerged : d.ink)[d.slot[k]];
@@ -1222,6 +1233,16 @@ async function timeline(view, ctx, pane) {
       ['total', dur(o.total_ps)],
       ['min / avg / max', `${dur(o.min_ps)} / ${dur(o.avg_ps)} / ${dur(o.max_ps)}`],
     ]));
+    // An XLA:CPU op: its run until its intra-op work was done, and every run so, as
+    // the op profile sums them (the boxes above are its dispatches).
+    const u = d.until_done;
+    if (u) {
+      side.append(el('h4', { id: 'tl-until-done' }, 'until done (as the op profile counts it)'));
+      side.append(kv([
+        ['this run', `${dur(u.duration_ps)}, done at ${dur(u.end_ps)} (dashed in the track)`],
+        ['every run', `${count(u.op_count)} · total ${dur(u.op_total_ps)} · avg ${dur(u.op_avg_ps)}`],
+      ]));
+    }
     const stat = n => (d.stats.find(s => s.name === n) || d.metadata_stats.find(s => s.name === n) || {}).value;
     const op = stat('hlo_op') || (d.line === 'XLA Ops' ? d.display_name : '');
     if (op) {

@@ -264,6 +264,23 @@ pub struct EventDetail {
     pub flows: Vec<FlowLink>,
     /// Every event of the run with this event's shown name, on any track.
     pub occurrences: Occurrences,
+    /// Of an XLA:CPU op's event: the op's run until its intra-op pool work completed,
+    /// as the op profile credits it, and the op's runs so counted (the box drawn is its
+    /// dispatch on the thread, often much shorter).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub until_done: Option<UntilDone>,
+}
+
+/// An XLA:CPU op's run until it was done ([`EventDetail::until_done`]).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct UntilDone {
+    /// When its work completed, and how long it ran until then.
+    pub end_ps: i64,
+    pub duration_ps: i64,
+    /// Every run of the op, until done, as the op profile counts and sums them.
+    pub op_count: u64,
+    pub op_total_ps: i64,
+    pub op_avg_ps: i64,
 }
 
 /// The events of one name across a run's tracks.
@@ -950,6 +967,32 @@ impl Timeline {
             metadata_stats: render(&mut plane.metadata_stats(meta).iter().copied()),
             flows: self.flows(profile, id, i),
             occurrences: self.occurrences(profile, shown_name(plane, meta), self.tracks[id as usize].derived),
+            until_done: self.until_done(profile, id, i),
+        })
+    }
+
+    /// Of event `i` of track `id`, where it is an XLA:CPU op the model recorded: its run
+    /// until done, and the op's runs as the op profile sums them.
+    fn until_done(&self, profile: &Profile, id: u32, i: usize) -> Option<UntilDone> {
+        let t = self.tracks.get(id as usize).filter(|t| !t.derived)?;
+        let (_, _, plane, _) = self.parts(profile, id)?;
+        let devices = profile.devices();
+        let d = (devices.iter())
+            .find(|d| d.source == stepscope_model::OpSource::HostOps && std::ptr::eq(d.plane, plane))?;
+        let ops = d.cached_ops();
+        let k = (ops.recs.iter()).position(|r| r.line as usize == t.at.line && r.index as usize == i)?;
+        let (_, start, end, _) = ops.span(d.plane, k);
+        let r = &ops.recs[k];
+        let (name, module) = (&*ops.names[r.name as usize], &*ops.names[r.module as usize]);
+        let rows = crate::ops::ops(profile, crate::ops::GroupBy::Op, 0);
+        let row = rows.ops.iter().find(|o| o.name == name && (o.module == module || o.module.is_empty()))?;
+        let count = row.executions.max(row.count);
+        Some(UntilDone {
+            end_ps: end,
+            duration_ps: end.saturating_sub(start),
+            op_count: count,
+            op_total_ps: row.total_ps,
+            op_avg_ps: row.total_ps / count.max(1) as i64,
         })
     }
 
