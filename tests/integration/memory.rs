@@ -320,3 +320,30 @@ fn live_allocations_without_an_op_name_the_program_run_that_made_them() {
     // The program's temporaries and its outputs, all live at the peak.
     assert!(named >= 10, "{named} named");
 }
+
+/// The heap's buffers over program order (#75 item 11, XProf's buffer lifetime chart):
+/// those live across the peak event hold exactly the reference reader's heap peak, the
+/// events they span lie inside the trace, and each names its HLO value and shape.
+#[test]
+fn the_heaps_buffer_lifetimes_hold_its_peak() {
+    let file = crate::util::xplane("gpu-transformer");
+    let ours = crate::util::json(&["buffers", &file]);
+    let program = ours["program"].as_str().unwrap().to_string();
+    let theirs = crate::util::reference(&["buffers", &file]);
+    let heap = &theirs[&program]["heap"];
+    let h = &ours["heap"];
+    assert_eq!(h["peak_event"], heap["peak_event"]);
+    let (events, peak) = (h["events"].as_u64().unwrap(), h["peak_event"].as_u64().unwrap());
+    let lives = h["lifetimes"].as_array().unwrap();
+    assert_eq!(lives.len() as u64, h["lifetime_count"].as_u64().unwrap(), "none left out of this program's");
+    let mut at_peak = 0u64;
+    for l in lives {
+        let (from, to) = (l["from_event"].as_u64().unwrap(), l["to_event"].as_u64().unwrap());
+        assert!(from <= to && to < events, "{l}");
+        assert!(!l["instruction"].as_str().unwrap().is_empty() && !l["shape"].as_str().unwrap().is_empty(), "{l}");
+        if from <= peak && peak < to {
+            at_peak += l["size_bytes"].as_u64().unwrap();
+        }
+    }
+    assert_eq!(at_peak, heap["peak_live_bytes"].as_u64().unwrap());
+}

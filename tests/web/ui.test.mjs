@@ -1883,6 +1883,15 @@ test('memory page: a program\'s memory plan charts the heap over program order a
   // A value of a tuple-shaped instruction says which: `{1}`.
   assert.deepEqual(await tableCells('#mem-program-live', 3), b.live_at_peak.map(l => (l.shape_index ? `${l.instruction} {${l.shape_index.join(',')}}` : l.instruction)));
   assert.ok(b.live_at_peak.some(l => l.shape_index), 'a multi-output fusion\'s values are live at the peak');
+  // Buffer lifetimes: a bar a heap buffer; those across the red peak line hold the heap's peak.
+  const bars = await page.$$eval('#mem-lifetimes rect.lifetime', rs => rs.map(r => [Number(r.dataset.buffer), Number(r.dataset.from), Number(r.dataset.to), r.querySelector('title').textContent]));
+  assert.equal(bars.length, b.heap.lifetimes.length);
+  const sizeOf = new Map(b.heap.lifetimes.map(l => [l.buffer_id, l]));
+  const across = bars.filter(([, from, to]) => from <= b.heap.peak_event && b.heap.peak_event < to);
+  assert.equal(across.reduce((n, [id]) => n + sizeOf.get(id).size_bytes, 0), b.heap.peak_live_bytes);
+  const [id, , , title] = bars[0];
+  assert.ok(title.startsWith(`${sizeOf.get(id).instruction} ${sizeOf.get(id).shape} · ${fmt.bytes(sizeOf.get(id).size_bytes)}`), title);
+  assert.ok(await page.$('#mem-lifetimes line.peak-line'));
   await page.screenshot({ path: path.join(shots, 'memory-program-gpu.png'), fullPage: true });
   // Another program from the picker: its plan, with the choice kept in the address.
   const other = b.programs.find(p => p.program !== b.program);

@@ -4,7 +4,7 @@
 // planned it (api/memory/buffers, XProf's memory viewer): the heap over program
 // order, its peak and the buffers live there.
 import uPlot from '../vendor/uPlot.esm.js';
-import { el, clear, card } from '../lib/dom.js';
+import { el, svg, clear, card, color } from '../lib/dom.js';
 import { dur, count, bytes, pct } from '../lib/format.js';
 import { table } from '../lib/table.js';
 import { opLink } from '../lib/nav.js';
@@ -242,6 +242,7 @@ async function programView(view, ctx) {
     }, [xs, ys], chartBox);
     window.stepscopeProgramMemory = { chart: u };
   }
+  if (h && h.lifetimes && h.lifetimes.length) box.append(lifetimeChart(b, h));
   const shown = b.live_at_peak.length < b.live_at_peak_count ? `largest ${count(b.live_at_peak.length)} of ${count(b.live_at_peak_count)}` : `${count(b.live_at_peak_count)} buffers`;
   box.append(el('h3', {}, `Live at the peak (${bytes(b.live_at_peak_bytes)})`), el('p', { class: 'muted small' }, `${shown}; buffers that share memory are counted once`));
   const liveBox = el('div', { id: 'mem-program-live' });
@@ -260,4 +261,32 @@ async function programView(view, ctx) {
     sort: 'size_bytes',
     csvName: `buffers_${b.program}.csv`,
   });
+}
+
+/** The heap's buffers over program order (XProf's buffer lifetimes): a bar each, from
+ * the event that took its memory to the one that freed it, in order of birth; its
+ * height by size; the peak event a red line; hover for its HLO value and shape. */
+function lifetimeChart(b, h) {
+  const lives = h.lifetimes.slice().sort((x, y) => x.from_event - y.from_event || y.size_bytes - x.size_bytes);
+  const W = 900, L = 10, R = 10, ROW = 4, T = 6;
+  const H = T + lives.length * ROW + 22;
+  const x = e => L + ((W - L - R) * e) / Math.max(1, h.events - 1);
+  const root = svg('svg', { id: 'mem-lifetimes', width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: 'img' });
+  lives.forEach((l, i) => {
+    const bar = svg('rect', {
+      x: x(l.from_event), y: T + i * ROW, width: Math.max(1, x(l.to_event) - x(l.from_event)), height: ROW - 1,
+      fill: color(l.kind === 'temporary' ? l.opcode || 'temporary' : l.kind), class: 'lifetime',
+      'data-buffer': l.buffer_id, 'data-from': l.from_event, 'data-to': l.to_event,
+    });
+    bar.append(svg('title', {}, `${l.instruction}${l.shape ? ` ${l.shape}` : ''} · ${bytes(l.size_bytes)}\nevents ${l.from_event}–${l.to_event}${l.op_name ? `\n${l.op_name}` : ''}`));
+    root.append(bar);
+  });
+  const px = x(h.peak_event);
+  root.append(svg('line', { x1: px, y1: 0, x2: px, y2: H - 18, class: 'peak-line', stroke: '#b42318', 'stroke-width': 1.5 }));
+  root.append(svg('text', { x: Math.min(px + 4, W - 140), y: H - 6, class: 'tick' }, `peak: event ${h.peak_event}`));
+  const listed = h.lifetimes.length < h.lifetime_count ? `the largest ${count(h.lifetimes.length)} of ${count(h.lifetime_count)}` : `all ${count(h.lifetime_count)}`;
+  return el('div', {},
+    el('h3', {}, 'Buffer lifetimes'),
+    el('p', { class: 'muted small', id: 'mem-lifetimes-note' }, `the heap's buffers (${listed}; those sharing memory as one) over its ${count(h.events)} events, in order of birth; hover a bar for its HLO value and shape; the red line is the peak`),
+    el('div', { class: 'chart' }, root));
 }

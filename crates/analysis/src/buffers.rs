@@ -94,6 +94,25 @@ pub struct Heap {
     /// What the program holds after each event: the held allocations plus the heap's
     /// live bytes (thinned to [`MAX_USAGE_POINTS`], the peak kept).
     pub usage: Vec<UsagePoint>,
+    /// The heap's buffers over program order, the largest [`MAX_LIFETIMES`] (by size,
+    /// then id): each from the event that took its memory to the one that freed it
+    /// (buffers sharing memory are one, the canonical one named).
+    pub lifetimes: Vec<Lifetime>,
+    /// The heap's buffers in all.
+    pub lifetime_count: u64,
+}
+
+/// The heap buffers a plan lists over program order, at most.
+pub const MAX_LIFETIMES: usize = 256;
+
+/// One heap buffer over program order.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Lifetime {
+    /// The heap events (0-based, program order) that took and freed its memory.
+    pub from_event: u64,
+    pub to_event: u64,
+    #[serde(flatten)]
+    pub buffer: LiveBuffer,
 }
 
 /// The memory held after one heap event.
@@ -384,7 +403,22 @@ pub fn plan(module: &HloModule, a: &BufferAssignment, memory_space: i64, top: us
                 live.push(Live { buffer: b, allocation: &a.allocations[at], shared_by });
             }
         }
+        let mut lived: Vec<(i64, usize, usize, u64)> = (replay.lived.iter())
+            .map(|&(id, from, to)| (id, from, to, by_id.get(&id).map_or(0, |b| b.size_bytes)))
+            .collect();
+        let lifetime_count = lived.len() as u64;
+        lived.sort_by(|x, y| y.3.cmp(&x.3).then(x.0.cmp(&y.0)));
+        lived.truncate(MAX_LIFETIMES);
+        let lifetimes = (lived.iter())
+            .filter_map(|&(id, from, to, _)| {
+                let buffer = by_id.get(&id)?;
+                let l = Live { buffer, allocation: &a.allocations[at], shared_by: 0 };
+                Some(Lifetime { from_event: from as u64, to_event: to as u64, buffer: live_row(module, &l) })
+            })
+            .collect();
         Heap {
+            lifetimes,
+            lifetime_count,
             allocation: a.allocations[at].index,
             size_bytes: a.allocations[at].size_bytes,
             peak_live_bytes: replay.peak_bytes,
@@ -474,6 +508,9 @@ struct Replay {
     after: Vec<u64>,
     peak_bytes: u64,
     peak_event: usize,
+    /// Each canonical buffer: (id, the event it was taken at, the event it was freed
+    /// at; the last event for one never freed).
+    lived: Vec<(i64, usize, usize)>,
 }
 
 /// The heap between two events of a replay.
@@ -484,12 +521,18 @@ struct HeapState {
     /// Per buffer live now: the canonical buffer whose memory it holds.
     canonical_of: HashMap<i64, i64>,
     live_bytes: u64,
+    /// The event being applied, and per canonical buffer live now the event it was
+    /// taken at; each canonical buffer freed: (id, taken at, freed at).
+    now: usize,
+    born: HashMap<i64, usize>,
+    lived: Vec<(i64, usize, usize)>,
 }
 
 impl HeapState {
     fn take(&mut self, id: i64, size: u64) {
         self.canonical_of.insert(id, id);
         self.holders.insert(id, 1);
+        self.born.insert(id, self.now);
         self.live_bytes = self.live_bytes.saturating_add(size);
     }
 
@@ -516,6 +559,9 @@ impl HeapState {
                 if *n == 0 {
                     self.holders.remove(&root);
                     self.live_bytes = self.live_bytes.saturating_sub(size(root));
+                    if let Some(at) = self.born.remove(&root) {
+                        self.lived.push((root, at, self.now));
+                    }
                 }
             }
         }
@@ -530,19 +576,23 @@ fn replay(t: &HeapTrace, by_id: &HashMap<i64, &LogicalBuffer>) -> (Replay, Vec<(
     let (mut peak_bytes, mut peak_event) = (0u64, 0usize);
     let mut after = Vec::with_capacity(t.events.len());
     for (k, e) in t.events.iter().enumerate() {
+        heap.now = k;
         heap.apply(e, size);
         after.push(heap.live_bytes);
         if heap.live_bytes > peak_bytes {
             (peak_bytes, peak_event) = (heap.live_bytes, k);
         }
     }
+    let last = t.events.len().saturating_sub(1);
+    let mut lived = std::mem::take(&mut heap.lived);
+    lived.extend(heap.born.iter().map(|(&id, &at)| (id, at, last)));
     // Again up to the peak, for what is live there.
     let mut at_peak = HeapState::default();
     for e in t.events.iter().take(peak_event + 1) {
         at_peak.apply(e, size);
     }
     let live = at_peak.holders.into_iter().map(|(id, n)| (id, n.saturating_sub(1))).collect();
-    (Replay { after, peak_bytes, peak_event }, live)
+    (Replay { after, peak_bytes, peak_event, lived }, live)
 }
 
 /// At most [`MAX_USAGE_POINTS`] event positions of `after`, in order: evenly spaced,
