@@ -1955,6 +1955,67 @@ test('HLO graph: the op\'s operands and users as the API has them, its fused bod
   await page.waitForFunction(o => document.querySelector('#hlo-name')?.textContent === o, first);
 });
 
+test('HLO graph at depth 6: no edge runs through a node, the chosen op opens in the middle, fit/zoom/pan', async () => {
+  // The CPU transformer's top op: the fixtures' largest neighbourhood at depth 6.
+  const run = CPU;
+  const op = 'ynn_fusion.47';
+  const g = await api('hlo/graph', { run, op, depth: 6 });
+  assert.ok(g.nodes.length > 80 && g.edges.length > 200, `${g.nodes.length} nodes, ${g.edges.length} edges`);
+  await open(`hlo?run=${encodeURIComponent(run)}&op=${op}&depth=6`);
+  await page.waitForFunction(n => document.querySelectorAll('#hlo-graph g.node').length === n, g.nodes.length);
+  await page.waitForTimeout(100);
+  // Every edge, sampled along its length, stays out of every node but its own two.
+  const through = await page.$eval('#hlo-graph', svgEl => {
+    const rects = [...svgEl.querySelectorAll('g.node')].map(n => {
+      const m = n.getAttribute('transform').match(/translate\(([-\d.]+),([-\d.]+)\)/);
+      const r = n.querySelector('rect');
+      return { name: n.dataset.name, x: Number(m[1]), y: Number(m[2]), w: Number(r.getAttribute('width')), h: Number(r.getAttribute('height')) };
+    });
+    const bad = [];
+    for (const p of svgEl.querySelectorAll('path.graph-edge')) {
+      const len = p.getTotalLength();
+      for (let t = 0; t <= len; t += 4) {
+        const q = p.getPointAtLength(t);
+        const hit = rects.find(r => r.name !== p.dataset.from && r.name !== p.dataset.to
+          && q.x > r.x + 1 && q.x < r.x + r.w - 1 && q.y > r.y + 1 && q.y < r.y + r.h - 1);
+        if (hit) { bad.push(`${p.dataset.from}→${p.dataset.to} through ${hit.name}`); break; }
+      }
+    }
+    return bad;
+  });
+  assert.deepEqual(through, []);
+  // The chosen op is in view, in the middle.
+  const [box, me] = await page.$eval('#hlo-graph', (svgEl, name) => {
+    const b = svgEl.getBoundingClientRect(), m = svgEl.querySelector(`g.node[data-name="${name}"]`).getBoundingClientRect();
+    return [[b.left, b.top, b.width, b.height], [m.left + m.width / 2, m.top + m.height / 2]];
+  }, op);
+  assert.ok(Math.abs(me[0] - (box[0] + box[2] / 2)) < 2 && Math.abs(me[1] - (box[1] + box[3] / 2)) < 2, `${me} in ${box}`);
+  // Fit: the whole graph inside the box; zoom in and out change the scale.
+  await page.click('#hlo-graph-fit');
+  const inside = await page.$eval('#hlo-graph', svgEl => {
+    const b = svgEl.getBoundingClientRect(), s = svgEl.querySelector('g.scene').getBoundingClientRect();
+    return s.left >= b.left - 1 && s.right <= b.right + 1 && s.top >= b.top - 1 && s.bottom <= b.bottom + 1;
+  });
+  assert.ok(inside, 'fitted');
+  const scale = () => page.$eval('#hlo-graph', s => Number(s.dataset.scale));
+  const k = await scale();
+  await page.click('#hlo-graph-in');
+  assert.ok(Math.abs(await scale() - k * 1.25) < 1e-9);
+  await page.click('#hlo-graph-out');
+  assert.ok(Math.abs(await scale() - k) < 1e-9);
+  // A drag pans the view.
+  const before = await page.$eval('#hlo-graph g.scene', s => s.getAttribute('transform'));
+  await page.$eval('#hlo-graph', s => s.scrollIntoView({ block: 'center' }));
+  const b2 = await page.$eval('#hlo-graph', s => { const r = s.getBoundingClientRect(); return [r.left, r.top]; });
+  await page.mouse.move(b2[0] + 20, b2[1] + 20);
+  await page.mouse.down();
+  await page.mouse.move(b2[0] + 120, b2[1] + 60, { steps: 5 });
+  await page.mouse.up();
+  assert.notEqual(await page.$eval('#hlo-graph g.scene', s => s.getAttribute('transform')), before);
+  await page.click('#hlo-graph-centre');
+  await page.screenshot({ path: path.join(shots, 'hlo-graph-depth6.png') });
+});
+
 test('a pod\'s program numbered apart on its host: the op profile names its host, and its HLO view, graph and neighbours are that host\'s program', async () => {
   // cpu-pod3: host1 and host2 both number their norm 10, over shards of 64 and 32 rows.
   const run = await runIn('cpu-pod3');

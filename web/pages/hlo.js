@@ -91,8 +91,10 @@ async function graphView(view, ctx, h, program) {
   view.append(drawGraph({ nodes: g.nodes, edges: g.edges, label: n => nodeLabel(n, false), onPick: open, mark: g.op, id: 'hlo-graph' }));
   if (g.fused) {
     const more = g.fused.nodes_cut ? ` (${count(g.fused.nodes_cut)} more left out)` : '';
-    view.append(el('h3', {}, `Fused body ${g.fused.computation}${more}`));
-    view.append(drawGraph({ nodes: g.fused.nodes, edges: g.fused.edges, label: n => nodeLabel(n, true), id: 'hlo-fused-graph' }));
+    // The fusion's body, folded away with a click on its heading.
+    view.append(el('details', { open: true, id: 'hlo-fused-fold' },
+      el('summary', {}, el('h3', { class: 'inline' }, `Fused body ${g.fused.computation}${more}`)),
+      drawGraph({ nodes: g.fused.nodes, edges: g.fused.edges, label: n => nodeLabel(n, true), id: 'hlo-fused-graph' })));
   }
 }
 
