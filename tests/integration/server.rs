@@ -332,6 +332,46 @@ fn an_xla_cpu_ops_event_gives_its_run_until_done_as_the_op_profile_sums_it() {
     assert_eq!(row["total_ps"], u["op_total_ps"]);
 }
 
+/// A GPU's derived lines go on as XProf draws them (#75 item 11): after `XLA Ops`,
+/// `Framework Name Scope` and `Framework Ops` — each op execution named by the JAX
+/// primitive of its instruction's `op_name` (the reference reader's `sources`), the
+/// executions of ops with none left out.
+#[test]
+fn a_gpus_framework_lines_name_each_op_by_its_jax_primitive() {
+    let dir = fixture("gpu-transformer");
+    let s = serve(&dir, &[]);
+    let tracks = s.api("timeline/tracks");
+    let list = tracks["tracks"].as_array().unwrap();
+    let lines: Vec<&str> = list.iter().map(|t| t["line"].as_str().unwrap()).collect();
+    let at = |name: &str| lines.iter().position(|l| *l == name).unwrap_or_else(|| panic!("no {name}: {lines:?}"));
+    assert_eq!((at("Framework Name Scope"), at("Framework Ops")), (at("XLA Ops") + 1, at("XLA Ops") + 2));
+    let (start, end) = (tracks["start_ps"].as_i64().unwrap(), tracks["end_ps"].as_i64().unwrap());
+    let rows = |line: &str| -> BTreeMap<String, u64> {
+        let id = &list[at(line)]["id"];
+        let d = s.api(&format!("timeline/select?start_ps={start}&end_ps={}&tracks={id}", end + 1));
+        (d["rows"].as_array().unwrap().iter())
+            .map(|r| (r["name"].as_str().unwrap().to_string(), r["count"].as_u64().unwrap()))
+            .collect()
+    };
+    let sources = reference(&["sources", &xplane("gpu-transformer")]);
+    let train = (sources.as_object().unwrap().iter()).find(|(k, _)| k.starts_with("jit_train_step")).unwrap().1;
+    // Each op's primitive: the last part of the first of its op_names, transforms opened.
+    let primitive = |op: &str| -> Option<String> {
+        let name = train["instructions"][op]["op_name"].as_str()?.split(';').next()?;
+        let last = name.rsplit('/').next()?.trim_end_matches(')');
+        Some(last.rsplit('(').next().unwrap_or(last).to_string()).filter(|p| !p.is_empty())
+    };
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for (op, n) in rows("XLA Ops") {
+        if let Some(p) = primitive(&op) {
+            *want.entry(p).or_default() += n;
+        }
+    }
+    assert!(want.len() > 3, "{want:?}");
+    assert_eq!(rows("Framework Ops"), want);
+    assert!(rows("Framework Name Scope").contains_key("layer0"));
+}
+
 #[test]
 fn bad_requests_get_one_line_errors() {
     let s = serve(&fixture("cpu-transformer"), &[]);

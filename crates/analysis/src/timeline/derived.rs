@@ -10,7 +10,12 @@
 //!   ([`stepscope_model::executions`]); a copy or kernel of no module (`MemcpyH2D` of
 //!   a `device_put`) is one on its own;
 //! - consecutive kernels of one module launched in one step, in time order over all
-//!   of the device's streams, make one module execution.
+//!   of the device's streams, make one module execution;
+//! - `Framework Ops`: each op execution named by the JAX primitive that made its HLO
+//!   instruction (the last part of its `op_name`: `dot_general`), and `Framework Name
+//!   Scope`: the name scopes around it (`op_name` with its transforms opened, as
+//!   `ops --by scope` reads it), consecutive executions of one scope one box, nested by
+//!   depth. An op whose program's HLO names nothing is left out of both.
 //!
 //! A kernel's step is the step its host launch falls in (the launch found by
 //! `correlation_id`), else the step its own start falls in, so that when the loop
@@ -36,6 +41,8 @@ pub(super) struct DerivedPlane {
 /// Names of the derived lines, in the order they are drawn.
 pub const MODULES_LINE: &str = "XLA Modules";
 pub const OPS_LINE: &str = "XLA Ops";
+pub const NAME_SCOPE_LINE: &str = "Framework Name Scope";
+pub const FRAMEWORK_OPS_LINE: &str = "Framework Ops";
 
 /// The module id of a module's own box (its events name no module).
 const NO_MODULE: u32 = u32::MAX;
@@ -113,11 +120,90 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
         let module_runs = module_runs.map(|r| (r, (kernels[r.first].module, NO_MODULE)));
         let line = lines.line(MODULES_LINE, -2, module_runs, names);
         lines.plane.lines.push(line);
+        let framework = framework_lines(profile, &op_runs, names, &mut lines);
         let line = lines.line(OPS_LINE, -1, op_runs.into_iter(), names);
         lines.plane.lines.push(line);
+        lines.plane.lines.extend(framework);
         out.push(DerivedPlane { host: d.host_index, plane, lines: lines.plane });
     }
     out
+}
+
+/// The JAX name of an op: its name scopes (`train_step`, `layer0`, `mlp`) and the
+/// primitive that made it (`dot_general`), from its program's HLO.
+fn jax_name(profile: &Profile, op: &str, module: &str) -> Option<(Vec<String>, String)> {
+    let found = crate::hlo_context::find(profile, op, Some(module))?;
+    // A fused instruction may name several (`a/mul;b/add`): its first.
+    let op_name = found.instruction.op_name.split(';').next().unwrap_or("");
+    let primitive = op_name.rsplit('/').next()?.trim_end_matches(')');
+    let primitive = primitive.rsplit('(').next().unwrap_or(primitive);
+    if op_name.is_empty() || primitive.is_empty() {
+        return None;
+    }
+    let scope = crate::ops::scope_of(op_name);
+    let scopes = scope.split('/').filter(|p| !p.is_empty()).map(str::to_string).collect();
+    Some((scopes, primitive.to_string()))
+}
+
+/// The `Framework Name Scope` and `Framework Ops` lines of a device's op executions
+/// (`op_runs`, each with its (op, module) name ids, `names` reading them).
+fn framework_lines<'n>(
+    profile: &Profile,
+    op_runs: &[(Run, (u32, u32))],
+    names: impl Fn(u32) -> &'n str,
+    lines: &mut Lines,
+) -> Vec<Line> {
+    let mut known: FastMap<(u32, u32), Option<(Vec<String>, String)>> = FastMap::default();
+    let mut runs: Vec<(Run, &(Vec<String>, String))> = Vec::new();
+    for &(_, key) in op_runs {
+        known.entry(key).or_insert_with(|| jax_name(profile, names(key.0), names(key.1)));
+    }
+    for (r, key) in op_runs {
+        if let Some(Some(j)) = known.get(key) {
+            runs.push((*r, j));
+        }
+    }
+    runs.sort_by_key(|(r, _)| (r.start_ps, std::cmp::Reverse(r.end_ps)));
+    // Scopes: at each depth, consecutive executions under one scope path make a box.
+    let mut scoped: Vec<(i64, i64, String)> = Vec::new();
+    let deepest = runs.iter().map(|(_, j)| j.0.len()).max().unwrap_or(0);
+    for depth in 0..deepest {
+        let mut open: Option<(i64, i64, &[String])> = None;
+        for (r, j) in &runs {
+            let path = j.0.get(..=depth);
+            match (&mut open, path) {
+                (Some((_, end, p)), Some(q)) if *p == q => *end = (*end).max(r.end_ps),
+                (_, q) => {
+                    if let Some((a, b, p)) = open.take() {
+                        scoped.push((a, b, p[depth].clone()));
+                    }
+                    open = q.map(|q| (r.start_ps, r.end_ps, q));
+                }
+            }
+        }
+        if let Some((a, b, p)) = open {
+            scoped.push((a, b, p[depth].clone()));
+        }
+    }
+    scoped.sort_by_key(|(a, b, _)| (*a, std::cmp::Reverse(*b)));
+    let mut scope_line = Line::default();
+    (scope_line.id, scope_line.display_id, scope_line.name) = (-3, -3, NAME_SCOPE_LINE.to_string());
+    for (a, b, name) in scoped {
+        let meta = lines.meta_text(&name);
+        scope_line.push_event(a, b - a, meta, &[]);
+    }
+    scope_line.finish();
+    let mut ops_line = Line::default();
+    (ops_line.id, ops_line.display_id, ops_line.name) = (-4, -4, FRAMEWORK_OPS_LINE.to_string());
+    for (r, j) in &runs {
+        let meta = lines.meta_text(&j.1);
+        ops_line.push_event(r.start_ps, r.end_ps - r.start_ps, meta, &[]);
+    }
+    ops_line.finish();
+    match scope_line.is_empty() && ops_line.is_empty() {
+        true => Vec::new(),
+        false => vec![scope_line, ops_line],
+    }
 }
 
 /// Consecutive kernels that `same` puts together.
@@ -149,6 +235,8 @@ struct Lines {
     plane: Plane,
     /// By (name id, module id) of the device's op names ([`NO_MODULE`]: a module's own).
     metas: FastMap<(u32, u32), u32>,
+    /// By framework name (a scope, a primitive).
+    texts: FastMap<String, u32>,
     hlo_module: u32,
     kernels: u32,
 }
@@ -162,7 +250,7 @@ impl Lines {
             plane.stat_meta.len() as u32 - 1
         };
         let (hlo_module, kernels) = (stat("hlo_module"), stat("kernels"));
-        Lines { plane, metas: FastMap::default(), hlo_module, kernels }
+        Lines { plane, metas: FastMap::default(), texts: FastMap::default(), hlo_module, kernels }
     }
 
     /// The metadata of events named by name id `name` of module id `module` (a
@@ -189,6 +277,26 @@ impl Lines {
             child_ids: Vec::new(),
         });
         self.metas.insert((name, module), m);
+        m
+    }
+
+    /// The metadata of events named `name` (a framework name), made once.
+    fn meta_text(&mut self, name: &str) -> u32 {
+        if let Some(&m) = self.texts.get(name) {
+            return m;
+        }
+        let p = &mut self.plane;
+        let span = p.push_arena(name.as_bytes());
+        let first = p.meta_stats.len() as u32;
+        let m = p.event_meta.len() as u32;
+        p.event_meta.push(EventMeta {
+            id: i64::from(m),
+            name: span,
+            display_name: Span::EMPTY,
+            stats: first..first,
+            child_ids: Vec::new(),
+        });
+        self.texts.insert(name.to_string(), m);
         m
     }
 
