@@ -129,9 +129,12 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
     out
 }
 
-/// The JAX name of an op: its name scopes (`train_step`, `layer0`, `mlp`) and the
-/// primitive that made it (`dot_general`), from its program's HLO.
-fn jax_name(profile: &Profile, op: &str, module: &str) -> Option<(Vec<String>, String)> {
+/// An op's JAX name: its name scopes (`train_step`, `layer0`, `mlp`) and the primitive
+/// that made it (`dot_general`).
+type JaxName = (Vec<String>, String);
+
+/// The JAX name of an op, from its program's HLO.
+fn jax_name(profile: &Profile, op: &str, module: &str) -> Option<JaxName> {
     let found = crate::hlo_context::find(profile, op, Some(module))?;
     // A fused instruction may name several (`a/mul;b/add`): its first.
     let op_name = found.instruction.op_name.split(';').next().unwrap_or("");
@@ -153,8 +156,8 @@ fn framework_lines<'n>(
     names: impl Fn(u32) -> &'n str,
     lines: &mut Lines,
 ) -> Vec<Line> {
-    let mut known: FastMap<(u32, u32), Option<(Vec<String>, String)>> = FastMap::default();
-    let mut runs: Vec<(Run, &(Vec<String>, String))> = Vec::new();
+    let mut known: FastMap<(u32, u32), Option<JaxName>> = FastMap::default();
+    let mut runs: Vec<(Run, &JaxName)> = Vec::new();
     for &(_, key) in op_runs {
         known.entry(key).or_insert_with(|| jax_name(profile, names(key.0), names(key.1)));
     }
