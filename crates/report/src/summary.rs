@@ -141,9 +141,9 @@ pub struct Views {
     pub summary: Summary,
     pub advice: Advice,
     pub steps: stepscope_analysis::steps::Steps,
-    /// Each host's own summary (`summary --host HOST`), made as the host is first read,
-    /// in the run's host order: the hosts table of the same pass.
-    pub hosts: Vec<crate::hosts::HostSummary>,
+    /// Each host's name and own summary (`summary --host HOST`), made as the host is
+    /// first read, in the run's host order: the hosts table of the same pass.
+    pub hosts: Vec<(String, Summary)>,
 }
 
 /// [`Views`] of a run read a host at a time, `top` ops in the summary; `read` and
@@ -158,14 +158,14 @@ pub fn views_by_host<E>(
     let th = Thresholds::default();
     // Each host's own summary, where it is first read (alone, under its own decisions:
     // as `summary --host HOST` reads it); a host read again under the run's is not.
-    let mut own: Vec<crate::hosts::HostSummary> = Vec::new();
+    let mut own: Vec<(String, Summary)> = Vec::new();
     // With their critical paths, as the steps of a run read whole (the judge's gains
     // made the host's what-if graphs).
     let mut keep = |p: &Profile, part: &stepscope_analysis::overview::OverviewPart| {
         check(p).map(|()| {
             for space in &p.hosts {
-                if p.hosts.len() == 1 && !own.iter().any(|h| h.host == space.host) {
-                    own.push(crate::hosts::HostSummary { host: space.host.clone(), summary: summary(p, top) });
+                if p.hosts.len() == 1 && !own.iter().any(|(host, _)| *host == space.host) {
+                    own.push((space.host.clone(), summary(p, top)));
                 }
             }
             let mut steps = stepscope_analysis::fold::steps_with_flops(p, part);

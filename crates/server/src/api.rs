@@ -328,7 +328,9 @@ fn view(app: &App, q: &Params, top: usize, which: View) -> Reply {
                 v.advice.health.recheck_hosts(0, &unread);
             }
             let rel = &v.summary.overview.run;
-            let hosts = json(&stepscope_report::hosts::hosts(rel, std::mem::take(&mut v.hosts), unread.clone()))?;
+            let own = std::mem::take(&mut v.hosts).into_iter();
+            let own = own.map(|(host, summary)| stepscope_report::hosts::HostSummary { host, summary }).collect();
+            let hosts = json(&stepscope_report::hosts::hosts(rel, own, unread.clone()))?;
             v.summary.set_hosts_unread(unread);
             let parts = [json(&v.summary)?, json(&v.advice)?, json(&v.steps)?, hosts];
             // Each answer after its length.

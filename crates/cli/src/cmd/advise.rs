@@ -108,7 +108,7 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
         out!("{}", crate::table::csv(&header, &rows));
         return Ok(ExitCode::SUCCESS);
     }
-    crate::cmd::summary::print_health(&a.health);
+    print_health(&a.health);
     if a.findings.is_empty() {
         outln!("no findings: every rule is within its threshold");
         return Ok(ExitCode::SUCCESS);
@@ -169,4 +169,29 @@ pub fn print_finding(f: &Finding, full: bool) {
         }
     }
     out!("{}", human::wrap("         → ", &f.advice, width));
+}
+
+/// The capture's health: one line where every check is ok, else each that is not, with
+/// what it affects and its fix.
+pub fn print_health(h: &stepscope_judge::health::Health) {
+    use stepscope_judge::health::Status;
+    let width = crate::table::prose_width();
+    let word = |st: Status| match st {
+        Status::Ok => "ok",
+        Status::Caution => "caution",
+        Status::Bad => "bad",
+    };
+    if h.status == Status::Ok {
+        let steps = h.checks.iter().find(|c| c.check == "steps").map(|c| c.what.as_str()).unwrap_or("");
+        out!("{}", human::wrap("", &format!("CAPTURE HEALTH  ok: {steps}"), width));
+        outln!();
+        return;
+    }
+    outln!("CAPTURE HEALTH  {}: read the numbers below with these in mind", word(h.status));
+    for c in h.checks.iter().filter(|c| c.status != Status::Ok) {
+        out!("{}", human::wrap("  ", &format!("[{}] {}: {}", word(c.status), c.check, c.what), width));
+        out!("{}", human::wrap("    ", &format!("affects: {}", c.affects), width));
+        out!("{}", human::wrap("    ", &format!("fix: {}", c.fix), width));
+    }
+    outln!();
 }

@@ -102,7 +102,7 @@ fn print_text(s: &Summary) {
     }
     outln!();
     if let Some(h) = &s.health {
-        print_health(h);
+        crate::cmd::advise::print_health(h);
     }
     print_capture(s);
     if s.step_count == 0 {
@@ -204,31 +204,6 @@ fn print_text(s: &Summary) {
 
 /// The devices the numbers leave out, in one line (none: nothing); the hosts that
 /// could not be read, a line each.
-/// The capture's health: one line where every check is ok, else each that is not, with
-/// what it affects and its fix.
-pub fn print_health(h: &stepscope_judge::health::Health) {
-    use stepscope_judge::health::Status;
-    let width = crate::table::prose_width();
-    let word = |st: Status| match st {
-        Status::Ok => "ok",
-        Status::Caution => "caution",
-        Status::Bad => "bad",
-    };
-    if h.status == Status::Ok {
-        let steps = h.checks.iter().find(|c| c.check == "steps").map(|c| c.what.as_str()).unwrap_or("");
-        out!("{}", human::wrap("", &format!("CAPTURE HEALTH  ok: {steps}"), width));
-        outln!();
-        return;
-    }
-    outln!("CAPTURE HEALTH  {}: read the numbers below with these in mind", word(h.status));
-    for c in h.checks.iter().filter(|c| c.status != Status::Ok) {
-        out!("{}", human::wrap("  ", &format!("[{}] {}: {}", word(c.status), c.check, c.what), width));
-        out!("{}", human::wrap("    ", &format!("affects: {}", c.affects), width));
-        out!("{}", human::wrap("    ", &format!("fix: {}", c.fix), width));
-    }
-    outln!();
-}
-
 fn print_left_out(s: &Summary) {
     for u in &s.hosts_unread {
         let line = format!("host {} was not read: {} — the numbers are the other hosts'", u.host, u.error);
