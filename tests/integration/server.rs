@@ -335,7 +335,8 @@ fn an_xla_cpu_ops_event_gives_its_run_until_done_as_the_op_profile_sums_it() {
 /// A GPU's derived lines go on as XProf draws them (#75 item 11): after `XLA Ops`,
 /// `Framework Name Scope` and `Framework Ops` — each op execution named by the JAX
 /// primitive of its instruction's `op_name` (the reference reader's `sources`), the
-/// executions of ops with none left out.
+/// executions of ops with none left out — and `Source code`, each execution named by a
+/// frame of its instruction's Python stack.
 #[test]
 fn a_gpus_framework_lines_name_each_op_by_its_jax_primitive() {
     let dir = fixture("gpu-transformer");
@@ -370,6 +371,19 @@ fn a_gpus_framework_lines_name_each_op_by_its_jax_primitive() {
     assert!(want.len() > 3, "{want:?}");
     assert_eq!(rows("Framework Ops"), want);
     assert!(rows("Framework Name Scope").contains_key("layer0"));
+    // `Source code`: each execution of an op whose instruction has a Python stack,
+    // named by one of its frames (`file:line`).
+    let stack = |op: &str| -> Vec<String> {
+        (train["instructions"][op]["stack"].as_array().into_iter().flatten())
+            .map(|f| format!("{}:{}", f[0].as_str().unwrap_or(""), f[2]))
+            .collect()
+    };
+    let ops = rows("XLA Ops");
+    let with_stack: u64 = ops.iter().filter(|(op, _)| !stack(op).is_empty()).map(|(_, n)| n).sum();
+    let lines = rows("Source code");
+    assert_eq!(lines.values().sum::<u64>(), with_stack, "{lines:?}");
+    let frames: std::collections::BTreeSet<String> = ops.keys().flat_map(|op| stack(op)).collect();
+    assert!(lines.keys().all(|at| frames.contains(at)), "{lines:?}");
 }
 
 #[test]

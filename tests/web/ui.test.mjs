@@ -330,6 +330,34 @@ test('timeline: an XLA:CPU op\'s event says how long it ran until done, as the o
   assert.equal(u.op_total_ps, ops[0].total_ps, 'the op profile\'s total');
 });
 
+test('timeline: a search for an XLA:CPU op counts its runs once, not their end markers; a GPU plane draws XProf\'s framework lines', async () => {
+  const runs = await api('timeline/search', { run: CPU, q: 'dot.27', limit: 1 });
+  const ends = await api('timeline/search', { run: CPU, q: 'end: dot.27', limit: 1 });
+  assert.ok(runs.total > 0 && ends.total === runs.total, `${runs.total} runs, ${ends.total} markers`);
+  await open(`timeline?run=${encodeURIComponent(CPU)}`);
+  await settle();
+  await page.fill('#tl-search', 'dot.27');
+  await page.press('#tl-search', 'Enter');
+  await page.waitForSelector('#tl-results li');
+  assert.equal(await page.textContent('#tl-hits'), `– / ${fmt.count(runs.total)}`);
+  // A GPU's plane: XLA Modules, XLA Ops, then the framework's lines, then its streams.
+  const gpu = await runIn('gpu-transformer');
+  await open(`timeline?run=${encodeURIComponent(gpu)}`);
+  await settle();
+  const tracks = (await api('timeline/tracks', { run: gpu })).tracks.filter(t => t.plane.startsWith('/device:GPU'));
+  assert.deepEqual(tracks.slice(0, 5).map(t => t.line), ['XLA Modules', 'XLA Ops', 'Framework Name Scope', 'Framework Ops', 'Source code']);
+  const drawn = new Set((await page.evaluate(() => window.stepscopeTimeline.layout())).filter(i => i.kind === 'track').map(i => i.track));
+  for (const t of tracks.slice(2, 5)) assert.ok(drawn.has(t.id), `${t.line} is drawn`);
+});
+
+test('a ROCm capture\'s finding names the HIP launch calls in the overview', async () => {
+  const run = await runIn('rocm-mi300x-conv-8gpu');
+  await open(`overview?run=${encodeURIComponent(run)}`);
+  await page.waitForSelector('.finding[data-rule="host-bound-gaps"]');
+  const text = await page.textContent('.finding[data-rule="host-bound-gaps"]');
+  assert.ok(text.includes('hipModuleLaunchKernel') && !text.includes('cuLaunchKernel'), text);
+});
+
 async function timelineWindow() {
   return page.$eval('#tl-range', e => [Number(e.dataset.startPs), Number(e.dataset.endPs)]);
 }

@@ -15,7 +15,9 @@
 //!   instruction (the last part of its `op_name`: `dot_general`), and `Framework Name
 //!   Scope`: the name scopes around it (`op_name` with its transforms opened, as
 //!   `ops --by scope` reads it), consecutive executions of one scope one box, nested by
-//!   depth. An op whose program's HLO names nothing is left out of both.
+//!   depth; `Source code`: each op execution named by the line of the user's code that
+//!   made it (as `ops --by line` reads it). An op whose program's HLO names nothing is
+//!   left out of them.
 //!
 //! A kernel's step is the step its host launch falls in (the launch found by
 //! `correlation_id`), else the step its own start falls in, so that when the loop
@@ -43,6 +45,7 @@ pub const MODULES_LINE: &str = "XLA Modules";
 pub const OPS_LINE: &str = "XLA Ops";
 pub const NAME_SCOPE_LINE: &str = "Framework Name Scope";
 pub const FRAMEWORK_OPS_LINE: &str = "Framework Ops";
+pub const SOURCE_LINE: &str = "Source code";
 
 /// The module id of a module's own box (its events name no module).
 const NO_MODULE: u32 = u32::MAX;
@@ -129,27 +132,32 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
     out
 }
 
-/// An op's JAX name: its name scopes (`train_step`, `layer0`, `mlp`) and the primitive
-/// that made it (`dot_general`).
-type JaxName = (Vec<String>, String);
+/// What the framework says of an op: its name scopes (`train_step`, `layer0`, `mlp`)
+/// and the primitive that made it (`dot_general`), where its `op_name` gives them; and
+/// the line of the user's code that made it (`model.py:172`), where its stack does.
+struct JaxName {
+    named: Option<(Vec<String>, String)>,
+    source: Option<String>,
+}
 
 /// The JAX name of an op, from its program's HLO.
 fn jax_name(profile: &Profile, op: &str, module: &str) -> Option<JaxName> {
     let found = crate::hlo_context::find(profile, op, Some(module))?;
+    let stack = crate::source::op_stack(found.module, found.instruction);
+    let source = crate::source::user_frame(&stack).map(|f| f.location());
     // A fused instruction may name several (`a/mul;b/add`): its first.
     let op_name = found.instruction.op_name.split(';').next().unwrap_or("");
-    let primitive = op_name.rsplit('/').next()?.trim_end_matches(')');
-    let primitive = primitive.rsplit('(').next().unwrap_or(primitive);
-    if op_name.is_empty() || primitive.is_empty() {
-        return None;
-    }
-    let scope = crate::ops::scope_of(op_name);
-    let scopes = scope.split('/').filter(|p| !p.is_empty()).map(str::to_string).collect();
-    Some((scopes, primitive.to_string()))
+    let last = op_name.rsplit('/').next().unwrap_or("").trim_end_matches(')');
+    let primitive = last.rsplit('(').next().unwrap_or(last);
+    let named = (!op_name.is_empty() && !primitive.is_empty()).then(|| {
+        let scope = crate::ops::scope_of(op_name);
+        (scope.split('/').filter(|p| !p.is_empty()).map(str::to_string).collect(), primitive.to_string())
+    });
+    Some(JaxName { named, source })
 }
 
-/// The `Framework Name Scope` and `Framework Ops` lines of a device's op executions
-/// (`op_runs`, each with its (op, module) name ids, `names` reading them).
+/// The `Framework Name Scope`, `Framework Ops` and `Source code` lines of a device's op
+/// executions (`op_runs`, each with its (op, module) name ids, `names` reading them).
 fn framework_lines<'n>(
     profile: &Profile,
     op_runs: &[(Run, (u32, u32))],
@@ -167,6 +175,18 @@ fn framework_lines<'n>(
         }
     }
     runs.sort_by_key(|(r, _)| (r.start_ps, std::cmp::Reverse(r.end_ps)));
+    // The lines of the user's code, each execution a box.
+    let mut source_line = Line::default();
+    (source_line.id, source_line.display_id, source_line.name) = (-5, -5, SOURCE_LINE.to_string());
+    for (r, j) in &runs {
+        if let Some(at) = &j.source {
+            let meta = lines.meta_text(at);
+            source_line.push_event(r.start_ps, r.end_ps - r.start_ps, meta, &[]);
+        }
+    }
+    source_line.finish();
+    let runs: Vec<(Run, &(Vec<String>, String))> =
+        runs.into_iter().filter_map(|(r, j)| j.named.as_ref().map(|n| (r, n))).collect();
     // Scopes: at each depth, consecutive executions under one scope path make a box.
     let mut scoped: Vec<(i64, i64, String)> = Vec::new();
     let deepest = runs.iter().map(|(_, j)| j.0.len()).max().unwrap_or(0);
@@ -203,10 +223,7 @@ fn framework_lines<'n>(
         ops_line.push_event(r.start_ps, r.end_ps - r.start_ps, meta, &[]);
     }
     ops_line.finish();
-    match scope_line.is_empty() && ops_line.is_empty() {
-        true => Vec::new(),
-        false => vec![scope_line, ops_line],
-    }
+    [scope_line, ops_line, source_line].into_iter().filter(|l| !l.is_empty()).collect()
 }
 
 /// Consecutive kernels that `same` puts together.
