@@ -1227,7 +1227,9 @@ async function timeline(view, ctx, pane) {
     // Every event of this name, and where the op it ran is described.
     const o = d.occurrences;
     // Of a run read a host at a time, the event's host's.
-    side.append(el('h4', { id: 'tl-occurrences' }, o.host ? `all occurrences on ${o.host}` : 'all occurrences'));
+    // Of an XLA:CPU op, the boxes are its dispatches: the op profile's time is below.
+    const boxes = d.until_done ? ' (boxes: dispatches)' : '';
+    side.append(el('h4', { id: 'tl-occurrences' }, `${o.host ? `all occurrences on ${o.host}` : 'all occurrences'}${boxes}`));
     side.append(kv([
       ['count', `${count(o.count)} on ${o.tracks} track${o.tracks === 1 ? '' : 's'}`],
       ['total', dur(o.total_ps)],
