@@ -43,10 +43,16 @@ Captures are what JAX writes: <OUT>/plugins/profile/<run>/<host>.xplane.pb. Each
 one process (--rounds rounds of --steps steps each, after warm-up), and prints their
 median step times as JSON: the gain a fix is worth, as a user's timer sees it.
 
+--time-tracer PROGRAM captures the problem with the Python tracer on and off
+(python_tracer_level 1 and 0), alternately in one process, and prints the median step
+and the median time to dispatch a step (the step's call until it returns) of each as
+JSON: what the tracer costs the host (tests/fixtures/tracer.json).
+
 Examples:
     python3 scripts/capture_problems.py callback --out /tmp/cb
     python3 scripts/capture_problems.py callback --fixed --out /tmp/cb-fixed
     python3 scripts/capture_problems.py --time callback
+    python3 scripts/capture_problems.py --time-tracer op-by-op --steps 8 --rounds 6 --out /tmp/tracer
     python3 scripts/capture_problems.py --platform gpu conv --out /tmp/conv
 """
 

@@ -1,8 +1,9 @@
 //! Can this capture be trusted, and for what: one section that checks what every other
 //! answer rests on — every host read, no events dropped, the work the steps dispatched
 //! inside the capture, host tracing on, enough warm steps, not mostly compilation, op time
-//! with its HLO op, the hosts' clocks in step, what the Python tracer cost — and for each check that fails says what it
-//! affects and the capture change that fixes it.
+//! with its HLO op, the hosts' clocks in step, what the Python tracer cost — and for each
+//! check that fails says what it affects and the capture change that fixes it. Findings
+//! whose evidence sits in a part that is not healthy are told so ([`judged`]).
 
 use crate::finding::Finding;
 use serde::Serialize;
