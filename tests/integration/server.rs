@@ -1044,7 +1044,9 @@ fn gpu_timelines_derive_xla_modules_and_ops_lines_from_the_op_profile() {
         let on_gpu: Vec<&Value> = list.iter().filter(|t| t["plane"] == "/device:GPU:0").collect();
         let lines: Vec<&str> = on_gpu.iter().map(|t| t["line"].as_str().unwrap()).collect();
         assert_eq!(&lines[..2], ["XLA Modules", "XLA Ops"], "{name}: derived lines first");
-        assert!(on_gpu[..2].iter().all(|t| t["derived"] == true) && on_gpu[2..].iter().all(|t| t["derived"] == false));
+        // Then the framework's (a_gpus_framework_lines_name_each_op_by_its_jax_primitive).
+        let derived = on_gpu.iter().take_while(|t| t["derived"] == true).count();
+        assert!(derived >= 2 && on_gpu[derived..].iter().all(|t| t["derived"] == false), "{name}: {lines:?}");
         // The run's own events are counted once: derived ones are not added.
         let own: u64 = list.iter().filter(|t| t["derived"] == false).map(|t| t["events"].as_u64().unwrap()).sum();
         assert_eq!(t["events"].as_u64(), Some(own));

@@ -123,7 +123,7 @@ pub(super) fn gpu_op_lines(profile: &Profile) -> Vec<DerivedPlane> {
         let module_runs = module_runs.map(|r| (r, (kernels[r.first].module, NO_MODULE)));
         let line = lines.line(MODULES_LINE, -2, module_runs, names);
         lines.plane.lines.push(line);
-        let framework = framework_lines(profile, &op_runs, names, &mut lines);
+        let framework = framework_lines(profile, d.host_index, &op_runs, names, &mut lines);
         let line = lines.line(OPS_LINE, -1, op_runs.into_iter(), names);
         lines.plane.lines.push(line);
         lines.plane.lines.extend(framework);
@@ -140,13 +140,22 @@ struct JaxName {
     source: Option<String>,
 }
 
-/// The JAX name of an op, from its program's HLO.
-fn jax_name(profile: &Profile, op: &str, module: &str) -> Option<JaxName> {
-    let found = crate::hlo_context::find(profile, op, Some(module))?;
-    let stack = crate::source::op_stack(found.module, found.instruction);
+/// The JAX name of an op of host `host` (by its place in the run), from its program's
+/// HLO on that host (another host's program of the name may be another program), the
+/// latest compilation first.
+fn jax_name(profile: &Profile, host: usize, op: &str, module: &str) -> Option<JaxName> {
+    let modules = profile.hlo_modules().get(host)?;
+    let (m, instruction) = (modules.entries().iter().rev()).find_map(|entry| {
+        let m = entry.module().ok()?;
+        if module != m.name && module != entry.metadata_name {
+            return None;
+        }
+        m.instruction(op).map(|(_, i)| (m, i))
+    })?;
+    let stack = crate::source::op_stack(m, instruction);
     let source = crate::source::user_frame(&stack).map(|f| f.location());
     // A fused instruction may name several (`a/mul;b/add`): its first.
-    let op_name = found.instruction.op_name.split(';').next().unwrap_or("");
+    let op_name = instruction.op_name.split(';').next().unwrap_or("");
     let last = op_name.rsplit('/').next().unwrap_or("").trim_end_matches(')');
     let primitive = last.rsplit('(').next().unwrap_or(last);
     let named = (!op_name.is_empty() && !primitive.is_empty()).then(|| {
@@ -160,6 +169,7 @@ fn jax_name(profile: &Profile, op: &str, module: &str) -> Option<JaxName> {
 /// executions (`op_runs`, each with its (op, module) name ids, `names` reading them).
 fn framework_lines<'n>(
     profile: &Profile,
+    host: usize,
     op_runs: &[(Run, (u32, u32))],
     names: impl Fn(u32) -> &'n str,
     lines: &mut Lines,
@@ -167,7 +177,7 @@ fn framework_lines<'n>(
     let mut known: FastMap<(u32, u32), Option<JaxName>> = FastMap::default();
     let mut runs: Vec<(Run, &JaxName)> = Vec::new();
     for &(_, key) in op_runs {
-        known.entry(key).or_insert_with(|| jax_name(profile, names(key.0), names(key.1)));
+        known.entry(key).or_insert_with(|| jax_name(profile, host, names(key.0), names(key.1)));
     }
     for (r, key) in op_runs {
         if let Some(Some(j)) = known.get(key) {
