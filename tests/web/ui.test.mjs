@@ -1527,7 +1527,9 @@ test('history page charts the runs\' median step in capture order and names the 
   await open('history?under=cpu-guide');
   await page.waitForSelector('#history-table table.data tbody tr');
   assert.equal(await page.inputValue('#history-under'), 'cpu-guide');
-  assert.deepEqual(await tableCells('#history-table', 3), h.runs.map(r => r.run));
+  // Names longer than 50 characters are cut in their middle, whole in the cell's tooltip.
+  assert.deepEqual(await tableCells('#history-table', 3), h.runs.map(r => fmt.elideMiddle(r.run, 50)));
+  assert.deepEqual(await page.$$eval('#history-table table.data tbody tr td:nth-child(3)', tds => tds.map(t => t.title)), h.runs.map(r => r.run));
   assert.deepEqual(await tableCells('#history-table', 5), h.runs.map(r => fmt.dur(r.step_time.median_ps)));
   // One point a run; the change point, where there is one, in red, and linked to its diff.
   assert.equal(await page.locator('#history-trend circle').count(), h.runs.length);
@@ -2192,9 +2194,11 @@ test('a run whose hosts do not fit in memory together: the overview is read a ho
     assert.equal(await page.textContent('#hlo-name'), 'dot.31');
     await page.goto(url);
     await page.waitForSelector('#hosts-table table.data tbody tr');
-    // A host, read alone, fits: its overview as usual.
+    // A host, read alone, fits: its overview as usual (once the page has gone to it).
     await page.click('#hosts-table a:text-is("h3")');
+    await page.waitForFunction(() => location.hash.includes('host=h3') && document.querySelector('#host').value === 'h3');
     await page.waitForSelector('.cards .card');
+    await page.waitForFunction(() => !document.querySelector('#run-too-large'));
     assert.equal(await page.$('#run-too-large'), null);
     assert.equal(await page.$('#hosts-table'), null);
   } finally {
