@@ -13,6 +13,14 @@ function median(xs) {
   return (v[Math.floor(m)] + v[Math.ceil(m)]) / 2;
 }
 
+/** A run's slowest step and a median one (`[slow, median]`), or null where they are one. */
+export function slowAndMedian(steps) {
+  if (!steps || steps.length < 2) return null;
+  const byTime = steps.slice().sort((x, y) => x.duration_ps - y.duration_ps);
+  const slow = byTime[byTime.length - 1], median = byTime[Math.floor((byTime.length - 1) / 2)];
+  return slow === median ? null : [slow, median];
+}
+
 export function stepChart(host, steps, { width, height = 260, busy = true, onPick } = {}) {
   const xs = steps.map((_, i) => i);
   const ms = v => v / 1e9;

@@ -7,6 +7,7 @@
 // chosen node in its middle. No layout library: the graphs are small (a few hundred
 // nodes at most).
 import { el } from './dom.js';
+import { elideMiddle as cut } from './format.js';
 
 const NS = 'http://www.w3.org/2000/svg';
 export const NODE_W = 210;
@@ -26,11 +27,6 @@ function svg(tag, attrs = {}, ...children) {
   for (const [k, v] of Object.entries(attrs)) if (v !== null && v !== undefined) e.setAttribute(k, String(v));
   for (const c of children) e.append(c);
   return e;
-}
-
-/** `text` cut to `n` characters, its middle replaced by an ellipsis. */
-function cut(text, n) {
-  return text.length <= n ? text : `${text.slice(0, Math.ceil(n / 2) - 1)}…${text.slice(text.length - Math.floor(n / 2))}`;
 }
 
 /**

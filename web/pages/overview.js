@@ -2,7 +2,7 @@
 import { el, card } from '../lib/dom.js';
 import { dur, count, pct } from '../lib/format.js';
 import { table } from '../lib/table.js';
-import { stepChart, stackedBar } from '../lib/charts.js';
+import { stepChart, stackedBar, slowAndMedian } from '../lib/charts.js';
 import { opColumns } from './ops.js';
 import { pageLink } from '../lib/nav.js';
 
@@ -234,10 +234,9 @@ function whatifPanel(ctx) {
 /** A link that opens the run's slowest step above its median one in the timeline (for
  * the step-jitter finding: the two steps set side by side at their starts). */
 function slowBesideMedian(run, st) {
-  if (!st || !run || st.steps.length < 2) return '';
-  const byTime = st.steps.slice().sort((x, y) => x.duration_ps - y.duration_ps);
-  const slow = byTime[byTime.length - 1], median = byTime[Math.floor((byTime.length - 1) / 2)];
-  if (slow === median) return '';
+  const pair = st && run ? slowAndMedian(st.steps) : null;
+  if (!pair) return '';
+  const [slow, median] = pair;
   return el('div', { class: 'compare-steps small' }, pageLink(`compare the slowest step (${slow.step_num}, ${dur(slow.duration_ps)}) with a median one (${median.step_num}, ${dur(median.duration_ps)})`,
     'timeline', { vs: run, step_a: slow.step_num, step_b: median.step_num }, { id: 'compare-slow-median' }));
 }

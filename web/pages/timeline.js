@@ -10,6 +10,7 @@ import { api } from '../lib/api.js';
 import { el, clear, colorRgb, inkOn } from '../lib/dom.js';
 import { dur, count, bytes, pathWords, elideMiddle } from '../lib/format.js';
 import { opLink, pageLink } from '../lib/nav.js';
+import { slowAndMedian } from '../lib/charts.js';
 
 export const title = 'Timeline';
 
@@ -51,11 +52,9 @@ export function paneSteps(stepsA, stepsB, wantA, wantB, sameRun) {
   const find = (steps, n) => (n === null || n === undefined ? null : steps.find(s => String(s.step_num) === String(n)) || null);
   let a = find(stepsA, wantA), b = find(stepsB, wantB);
   if (!a && !b) {
-    if (!sameRun || stepsA.length < 2) return null;
-    const byTime = stepsA.slice().sort((x, y) => x.duration_ps - y.duration_ps);
-    a = byTime[byTime.length - 1];
-    b = byTime[Math.floor((byTime.length - 1) / 2)];
-    if (a === b) return null;
+    const pair = sameRun ? slowAndMedian(stepsA) : null;
+    if (!pair) return null;
+    [a, b] = pair;
     b = find(stepsB, b.step_num) || b;
   }
   a = a || find(stepsA, b.step_num) || stepsA[0];
