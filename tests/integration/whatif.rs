@@ -340,3 +340,27 @@ fn a_loop_that_syncs_every_step_projects_what_its_twin_that_never_waits_gained()
         .iter()
         .all(|f| f["rule"] != "sync-every-step"));
 }
+
+/// A run whose top op is small on a host that ran it (a host of another program that
+/// has an op of that name): read a host at a time, that host is read again for the
+/// op's replay, so the dominant-op finding has the gain the run read whole gives it,
+/// and `whatif` of the same edit (which reads the run whole) agrees.
+#[test]
+fn a_runs_top_op_small_on_a_host_gains_what_the_run_read_whole_gains() {
+    let tmp = tempfile::tempdir().unwrap();
+    run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &[("h0", "cpu-matmul"), ("h1", "cpu-sleep-step")]);
+    let dir = tmp.path().to_str().unwrap();
+    // The top op of the run is host h0's, and h1 ran it too, far below the threshold.
+    let top = json(&["ops", dir, "--top", "1"])["ops"][0]["name"].as_str().unwrap().to_string();
+    let small = json(&["ops", &xplane("cpu-sleep-step"), "--top", "0"]);
+    let on_h1 = small["ops"].as_array().unwrap().iter().find(|o| o["name"] == top.as_str()).expect("h1 ran it");
+    assert!(f64_of(&on_h1["device_time_pct"]) < 5.0, "{on_h1}");
+    let by_host = json(&["advise", dir]);
+    assert_eq!(by_host, json(&[TOGETHER, "advise", dir]));
+    let first = &by_host["findings"][0];
+    assert_eq!(first["rule"], "dominant-op", "{first}");
+    assert_eq!(first["gain_edit"], format!("--scale {top}=0"));
+    assert!(f64_of(&first["gain_pct"]) > 10.0, "{first}");
+    let by_hand = json(&["whatif", dir, "--scale", &format!("{top}=0")]);
+    assert_eq!(by_hand["gain_ps"], first["gain_ps"]);
+}

@@ -57,6 +57,28 @@ pub fn overview_and_ops_by_host<T, E>(
     Ok((f.overview, f.ops, f.read.into_iter().zip(f.kept).collect()))
 }
 
+/// [`overview_and_ops_by_host`], and the run's decisions: what a host read again after
+/// the fold ([`read_again`]) is measured under.
+pub fn overview_ops_and_decisions_by_host<T, E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    read: &mut Reader<E>,
+    extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
+) -> Result<(Overview, Ops, HostsRead<T>, RunDecisions), E> {
+    let f = fold(run, hosts, top, true, read, extra)?;
+    Ok((f.overview, f.ops, f.read.into_iter().zip(f.kept).collect(), f.decided))
+}
+
+/// Host `index` of a run read again once its hosts are folded, under the run's
+/// `decisions`, as the fold measured it: for what the run's answers ask of a host that
+/// only the whole run could tell it (`None` where its file cannot be read).
+pub fn read_again<E>(read: &mut Reader<E>, index: usize, decisions: RunDecisions) -> Result<Option<Profile>, E> {
+    let Some(mut profile) = read(index, true)? else { return Ok(None) };
+    profile.set_decisions(decisions);
+    Ok(Some(profile))
+}
+
 /// What a fold kept of each host read, beside its index in the run.
 pub type HostsRead<T> = Vec<(usize, T)>;
 

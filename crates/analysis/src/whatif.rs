@@ -731,6 +731,15 @@ impl Settled {
         let key = edit.describe();
         self.replays.iter().find(|(k, _)| *k == key).map(|(_, r)| r.clone())
     }
+
+    /// `other`'s replays too: the same steps' (its profile read again), of more edits.
+    pub fn absorb(&mut self, other: Settled) {
+        for (key, replayed) in other.replays {
+            if !self.replays.iter().any(|(k, _)| *k == key) {
+                self.replays.push((key, replayed));
+            }
+        }
+    }
 }
 
 /// What replaying a profile's steps with some edits needs, without the profile: its

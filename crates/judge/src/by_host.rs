@@ -76,9 +76,29 @@ pub fn judged_by_host<T, E>(
         }
         host_part(p, o, th, &mut *extra)
     };
-    let (overview, op_rows, parts) = fold::overview_and_ops_by_host(run, hosts, top, read, &mut part)?;
+    let (overview, op_rows, mut parts, decided) =
+        fold::overview_ops_and_decisions_by_host(run, hosts, top, read, &mut part)?;
+    // The run's edits a host was not made ready for (the run's top op, small there):
+    // that host is read again for them, so that its replays add up to the run's.
+    let edits = run_edits(&op_rows.ops, th);
+    for (index, part) in parts.iter_mut() {
+        let missing: Vec<Edit> = edits.iter().filter_map(|e| part.whatif.missing(e)).collect();
+        if missing.is_empty() {
+            continue;
+        }
+        if let Some(profile) = fold::read_again(read, *index, decided)? {
+            part.whatif.add(&profile, missing);
+        }
+    }
     let parts = parts.into_iter().map(|(_, part)| part).collect();
     Ok(assemble(run, overview, op_rows, kernels, parts, th))
+}
+
+/// The edits the rules ask for of a run whose op profile is `rows` that name its ops:
+/// the dominant-op rule's, where its top computing op passes the rule's threshold.
+fn run_edits(rows: &[OpRow], th: &Thresholds) -> Vec<Edit> {
+    let top = dominant_op::computing(rows).next().filter(|r| r.device_time_pct > th.dominant_op_pct);
+    top.map(|top| gains::remove_ops(&[top])).into_iter().collect()
 }
 
 /// [`crate::advise::advise`] of a run read a host at a time, `read` as
@@ -99,7 +119,7 @@ pub fn advise_by_host<E>(
 /// edit that needs no op, the data-movement rule's (of every op it names on the host),
 /// and the dominant-op rule's of the host's top computing op and of each that takes
 /// half the rule's threshold or more of its op time. (A run's top op that is neither on
-/// a host that ran it gets no gain read a host at a time: the run read whole has one.)
+/// a host that ran it is replayed there once the run's top op is known: [`run_edits`].)
 fn candidate_edits(rows: &[OpRow], th: &Thresholds) -> Vec<Edit> {
     let mut edits = vec![
         gains::remove_compile(),

@@ -72,21 +72,34 @@ pub fn host_replays(profile: &Profile, edits: Vec<Edit>) -> HostReplays {
     HostReplays { replayer, ran }
 }
 
+impl HostReplays {
+    /// `edit` of the ops this host ran (an op it did not run changes nothing here).
+    fn own(&self, edit: &Edit) -> Edit {
+        let mut own = edit.clone();
+        own.scale.retain(|(t, _)| match t {
+            Target::Op(name) => self.ran.binary_search(name).is_ok(),
+            _ => true,
+        });
+        own
+    }
+
+    /// This host's `edit` ([`Self::own`]) where it was not made ready to replay it.
+    pub fn missing(&self, edit: &Edit) -> Option<Edit> {
+        let own = self.own(edit);
+        self.replayer.replay(&own).is_none().then_some(own)
+    }
+
+    /// Made ready to replay `edits` too, of `profile`: this host read again.
+    pub fn add(&mut self, profile: &Profile, edits: Vec<Edit>) {
+        self.replayer.absorb(Replayer::new(profile, &edits).settle(&edits));
+    }
+}
+
 /// A run's replay of `edit` from its hosts' ([`host_replays`]): on each host, the edit
-/// of the ops that host ran (an op it did not run changes nothing there), added up.
-/// `None` where a host was not made ready to replay that edit.
+/// of the ops that host ran, added up. `None` where a host was not made ready to replay
+/// that edit.
 pub fn run_replay(hosts: &[HostReplays], edit: &Edit) -> Option<Replayed> {
-    let replays: Option<Vec<Replayed>> = hosts
-        .par_iter()
-        .map(|h| {
-            let mut own = edit.clone();
-            own.scale.retain(|(t, _)| match t {
-                Target::Op(name) => h.ran.binary_search(name).is_ok(),
-                _ => true,
-            });
-            h.replayer.replay(&own)
-        })
-        .collect();
+    let replays: Option<Vec<Replayed>> = hosts.par_iter().map(|h| h.replayer.replay(&h.own(edit))).collect();
     let mut run = Replayed::default();
     for r in replays? {
         run.add(r);
