@@ -18,9 +18,20 @@ What makes it a pod's capture and not N copies of one:
 With --no-sync no process waits for its steps: each dispatches ahead of its device
 (the all-reduce still keeps the devices in step with each other).
 
+With --straggler the last process is a straggling host: inside the step, before the
+gradients are all-reduced, it also evaluates the loss three more times on its batch (a
+metric only it computes: about its step's work again), so every other process waits for
+it at the all-reduce. --fixed captures the same pod without the metric (the balanced
+twin). --time times the two alternately in one pod (every process runs --rounds rounds
+of --steps steps of each, after warm-up), outside the profiler, and prints, as JSON, the
+median step time of each as process 0's loop timed it: what balancing the work gains.
+
 Usage:
     python3 scripts/capture_pod.py --processes 3 --steps 20 --out /tmp/pod
     python3 scripts/capture_pod.py --processes 3 --steps 20 --no-sync --out /tmp/pod-nosync
+    python3 scripts/capture_pod.py --processes 2 --steps 20 --straggler --out /tmp/pod-straggler
+    python3 scripts/capture_pod.py --processes 2 --steps 20 --straggler --fixed --out /tmp/pod-balanced
+    python3 scripts/capture_pod.py --processes 2 --steps 8 --straggler --time --out /tmp/unused
 The run folder is printed on the last line of stdout.
 """
 
@@ -45,6 +56,14 @@ def parse_args(argv=None):
     p.add_argument("--no-sync", action="store_true",
                    help="do not wait for each step's results (every process dispatches ahead, as most "
                         "training loops do); the last step's are waited for before the trace stops")
+    p.add_argument("--straggler", action="store_true",
+                   help="the last process also computes a metric inside each step, before the all-reduce "
+                        "(about its step's work again): a straggling host")
+    p.add_argument("--fixed", action="store_true", help="with --straggler: the balanced twin (no metric)")
+    p.add_argument("--time", action="store_true",
+                   help="with --straggler: time the straggling pod and its balanced twin alternately, no capture")
+    p.add_argument("--rounds", type=int, default=6, help="--time: alternations (default 6)")
+    p.add_argument("--warmup", type=int, default=3, help="--time: warm-up steps of each (default 3)")
     p.add_argument("--out", required=True, help="log directory to write the run into")
     p.add_argument("--run", default=None, help="the run's folder name under plugins/profile (default: the time, as JAX names it)")
     # Internal: one process of the pod.
@@ -87,6 +106,14 @@ def one_process(args) -> None:
 
         return w - 0.1 * jax.grad(loss)(w)
 
+    if args.straggler:
+        straggling = straggler_steps(args, mesh, n)
+        if args.time:
+            time_twins(args, straggling, w, x)
+            jax.distributed.shutdown()
+            return
+        train_step = straggling[not args.fixed]
+
     @jax.jit
     def local_norm(shard):
         return jnp.sqrt(jnp.sum(shard * shard))
@@ -119,6 +146,71 @@ def one_process(args) -> None:
     jax.distributed.shutdown()
 
 
+def straggler_steps(args, mesh, n):
+    """The data-parallel step written per shard (shard_map): each process computes its
+    batch's gradient, and the gradients are summed across processes (the all-reduce
+    every process waits at). Returns (balanced, straggling): in the second the last
+    process also evaluates the loss three more times on its batch before the sum."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+
+    def loss_fn(w, x):
+        return jnp.mean(jnp.tanh(x @ w) ** 2)
+
+    def build(straggle):
+        def step(w, x):
+            grad = jax.grad(loss_fn)(w, x)
+
+            def metric(v):
+                return sum(loss_fn(w, v * (1.0 + 1e-3 * k)) for k in range(1, 4))
+
+            def nothing(v):
+                return jnp.mean(v) * 0.0
+
+            # Only the branch a process takes runs on it (an XLA conditional).
+            extra = (jax.lax.axis_index("hosts") == n - 1) & straggle
+            m = jax.lax.stop_gradient(jax.lax.cond(extra, metric, nothing, x))
+            grad = jax.lax.psum(grad + 0.0 * m, "hosts")
+            return w - 0.1 * grad
+
+        return jax.jit(jax.shard_map(step, mesh=mesh, in_specs=(P(), P("hosts")), out_specs=P()))
+
+    return build(False), build(True)
+
+
+def time_twins(args, steps, w, x) -> None:
+    """Times the balanced and straggling steps alternately (--rounds rounds of --steps
+    steps each, after --warmup of each), each step waited for; process 0 prints the
+    median of each as JSON."""
+    import json
+    import statistics
+
+    import jax
+
+    balanced, straggling = steps
+    for f in (balanced, straggling):
+        for _ in range(args.warmup):
+            w = f(w, x)
+            w.block_until_ready()
+    times = {"straggling": [], "balanced": []}
+    for _ in range(args.rounds):
+        for name, f in (("straggling", straggling), ("balanced", balanced)):
+            for _ in range(args.steps):
+                t0 = time.perf_counter_ns()
+                w = f(w, x)
+                w.block_until_ready()
+                times[name].append((time.perf_counter_ns() - t0) * 1000)
+    if jax.process_index() == 0:
+        problem, fixed = statistics.median(times["straggling"]), statistics.median(times["balanced"])
+        print(json.dumps({
+            "schema": "stepscope.twin_timing/1", "program": "pod-straggler", "platform": "cpu",
+            "processes": args.processes, "steps_each": len(times["balanced"]),
+            "problem_step_ps": int(problem), "fixed_step_ps": int(fixed), "gain_ps": int(problem - fixed),
+            "gain_pct": round(100.0 * (problem - fixed) / problem, 2),
+        }), flush=True)
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.process_id is not None:
@@ -134,6 +226,8 @@ def main(argv=None) -> int:
                 "--processes", str(args.processes), "--steps", str(args.steps),
                 "--width", str(args.width), "--batch", str(args.batch), "--out", args.out,
                 *(["--no-sync"] if args.no_sync else []),
+                *(["--straggler"] if args.straggler else []), *(["--fixed"] if args.fixed else []),
+                *(["--time", "--rounds", str(args.rounds), "--warmup", str(args.warmup)] if args.time else []),
                 "--process-id", str(pid), "--coordinator", coordinator,
                 "--trace-dir", os.path.join(work, f"p{pid}"),
             ]
@@ -143,6 +237,8 @@ def main(argv=None) -> int:
         if any(codes):
             print(f"capture_pod: a process failed (exit codes {codes})", file=sys.stderr)
             return 1
+        if args.time:
+            return 0
         name = args.run or time.strftime("%Y_%m_%d_%H_%M_%S")
         run = os.path.join(args.out, "plugins", "profile", name)
         os.makedirs(run, exist_ok=True)

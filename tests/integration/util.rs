@@ -60,6 +60,17 @@ pub fn xplane(dir: &str) -> String {
     f.to_str().expect("utf-8 path").to_string()
 }
 
+/// What a user points stepscope at for fixture `dir`: its one `.xplane.pb`, or, where
+/// it holds several (a pod: a file a host), the fixture's folder.
+pub fn capture(dir: &str) -> String {
+    let files = fixture_files().into_iter().filter(|p| p.starts_with(fixture(dir)) && p.to_string_lossy().ends_with(".xplane.pb"));
+    if files.count() > 1 {
+        fixture(dir).to_str().expect("utf-8 path").to_string()
+    } else {
+        xplane(dir)
+    }
+}
+
 /// Three CPU hosts of three captures (a clean loop, a slow one, a data-parallel one):
 /// a heterogeneous run for [`run_of_fixtures`].
 pub const THREE_CPU_HOSTS: [(&str, &str); 3] = [("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")];

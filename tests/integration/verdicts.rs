@@ -364,13 +364,13 @@ fn the_first_finding_names_the_cause_the_twin_removes() {
         "op-by-op" => "many-dispatches",
         "sleep" => "input-bound",
         "matmul" => "dominant-op",
-        "straggler" => "stragglers",
+        "straggler" | "pod-straggler" => "stragglers",
         other => panic!("no cause named for {other}"),
     };
     let serious = |f: &Value| f["severity"] == "critical" || f["severity"] == "warning";
     for t in twins["timings"].as_array().unwrap() {
         let (program, gain) = (t["program"].as_str().unwrap(), f64_of(&t["gain_pct"]));
-        let [problem, fixed] = [0, 1].map(|k| xplane(t["fixtures"][k].as_str().unwrap()));
+        let [problem, fixed] = [0, 1].map(|k| capture(t["fixtures"][k].as_str().unwrap()));
         let (all, twin) = (findings(&problem), findings(&fixed));
         let at = format!("{} {program} (gain {gain}%)", t["platform"]);
         if gain >= 10.0 {

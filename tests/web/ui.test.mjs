@@ -726,6 +726,50 @@ test('diff defaults A to the newest run of B\'s program, and says when two runs 
   }
 });
 
+test('a what-if of A is set beside B as measured: from the overview\'s panel, and on the Diff page by itself', async () => {
+  const root = logDir({
+    '2026_11_01_00_00_00': [['vm', 'cpu-sleep-step']],
+    '2026_11_02_00_00_00': [['vm', 'cpu-sleep-step-fixed']],
+  });
+  const [proc, url] = await startServer(root);
+  try {
+    const get = async (p, q) => (await fetch(new URL(`api/${p}?${new URLSearchParams(q)}`, url))).json();
+    const runs = await get('runs', {});
+    const [a, b] = ['2026_11_01_00_00_00', '2026_11_02_00_00_00'].map(d => runs.find(r => r.run.endsWith(d)).run);
+    const first = (await get('advise', { run: a })).findings.find(f => f.gain_edit);
+    const w = (await get('diff', { a, b, top: 1, whatif: first.gain_edit })).whatif;
+    const signed = v => `${v >= 0 ? '+' : '-'}${Math.abs(v).toFixed(1)}%`;
+    const verdict = w.within_noise ? 'B is within the noise of the projection'
+      : `the projection is ${Math.abs(w.projected_less_measured_pct).toFixed(1)} points ${w.projected_less_measured_pct >= 0 ? 'over' : 'under'} B's gain`;
+    const line = `What if A (${first.gain_edit}): ${fmt.dur(w.a_step_ps)} → ${fmt.dur(w.projected_step_ps)} projected `
+      + `(${signed(-w.projected_gain_pct)}); B measured ${fmt.dur(w.b_step_ps)} (${signed(-w.measured_gain_pct)}): ${verdict}.`;
+    // The Diff page takes A's first finding's change by itself.
+    await page.goto('about:blank');
+    await page.goto(new URL(`#/diff?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`, url).href);
+    await page.waitForSelector('#diff-whatif-line');
+    assert.equal(await page.inputValue('#diff-whatif-edit'), first.gain_edit);
+    assert.equal(await page.textContent('#diff-whatif-line'), line);
+    // From A's overview: the finding's replay, then set beside B.
+    await page.goto('about:blank');
+    await page.goto(new URL(`#/overview?run=${encodeURIComponent(a)}`, url).href);
+    await page.click(`.finding[data-rule="${first.rule}"] .gain button.replay`);
+    await page.waitForSelector('#whatif-beside');
+    await page.selectOption('#whatif-beside-run', b);
+    await page.click('#whatif-beside-go');
+    await page.waitForSelector('#diff-whatif-line');
+    assert.equal(new URLSearchParams(new URL(page.url()).hash.split('?')[1]).get('whatif'), first.gain_edit);
+    assert.equal(await page.textContent('#diff-whatif-line'), line);
+    // A change that names nothing says so, where the line would be.
+    await page.fill('#diff-whatif-edit', '--scale no.such.op=0');
+    await page.click('#diff-whatif-go');
+    await page.waitForSelector('#diff-whatif .error');
+    assert.match(await page.textContent('#diff-whatif .error'), /no op named "no.such.op"/);
+    await page.screenshot({ path: path.join(shots, 'diff-whatif.png'), fullPage: true });
+  } finally {
+    proc.kill();
+  }
+});
+
 test('an op name in the op profile opens its HLO view', async () => {
   const ops = await api('ops', { run: CPU });
   const op = ops.ops[0];

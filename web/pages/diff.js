@@ -62,6 +62,8 @@ export async function render(view, ctx) {
       ? card('memory peak', `${bytes(d.memory.a_peak_bytes)} → ${bytes(d.memory.b_peak_bytes)}`) : null,
   ));
 
+  view.append(whatifBeside(ctx, a, b));
+
   view.append(el('h2', {}, 'Average step'));
   const bb = el('div', { id: 'diff-breakdown' });
   view.append(bb);
@@ -103,4 +105,57 @@ export async function render(view, ctx) {
   };
   rowsTable('Ops by effect on step time', 'diff-ops', d.ops, 'ops');
   if (d.kernels.length) rowsTable('Kernels by effect on step time', 'diff-kernels', d.kernels, 'kernels');
+}
+
+/** The sign of a share as the CLI prints it: +12.3% / -4.5%. */
+const signedPct = v => `${v >= 0 ? '+' : '-'}${Math.abs(v).toFixed(1)}%`;
+
+/**
+ * A what-if beside the real change (api/diff's `whatif`, as `stepscope diff A B --whatif
+ * EDIT`): A's steps replayed with a change, the gain projected beside the gain B measured.
+ * The change is the address's `whatif`, else the one A's first finding with a gain assumed.
+ */
+function whatifBeside(ctx, a, b) {
+  const asked = ctx.params.get('whatif');
+  const input = el('input', { type: 'text', id: 'diff-whatif-edit', size: 40, value: asked || '',
+    placeholder: '--remove input', 'aria-label': 'the change, as stepscope whatif\'s flags' });
+  const out = el('div', { id: 'diff-whatif' });
+  const go = () => ctx.go('diff', { a, b, whatif: input.value.trim() || null });
+  const button = el('button', { type: 'button', id: 'diff-whatif-go' }, 'project A');
+  button.addEventListener('click', go);
+  input.addEventListener('keydown', e => { if (e.key === 'Enter') go(); });
+  const node = el('div', { class: 'whatif' },
+    el('h2', {}, 'What if A had the change'),
+    el('p', { class: 'muted small' }, 'A\'s steps replayed with a change (--remove compile|callbacks|input, '
+      + '--prefetch copies|input, --scale OP=FACTOR, --jit, --balance, --dispatch-ahead), its projection beside B as measured: '
+      + 'has B made the change the model says is worth it, and gained what it said?'),
+    el('div', {}, input, ' ', button), out);
+  (async () => {
+    let edit = asked;
+    if (!edit) {
+      try {
+        const adv = await ctx.get('advise', { run: a });
+        edit = adv.findings.find(f => f.gain_edit)?.gain_edit;
+      } catch { /* A's findings cannot be read: the user writes the change */ }
+      if (ctx.stale()) return;
+      if (!edit) {
+        out.append(el('p', { class: 'muted' }, 'no finding of A names a change with a gain: write one'));
+        return;
+      }
+      input.value = edit;
+    }
+    out.replaceChildren(el('p', { class: 'muted' }, `replaying A's steps with ${edit}…`));
+    try {
+      const w = (await ctx.get('diff', { a, b, top: 1, whatif: edit })).whatif;
+      if (ctx.stale()) return;
+      const verdict = w.within_noise ? 'B is within the noise of the projection'
+        : `the projection is ${Math.abs(w.projected_less_measured_pct).toFixed(1)} points ${w.projected_less_measured_pct >= 0 ? 'over' : 'under'} B's gain`;
+      out.replaceChildren(el('p', { id: 'diff-whatif-line' },
+        `What if A (${w.edit}): ${dur(w.a_step_ps)} → ${dur(w.projected_step_ps)} projected (${signedPct(-w.projected_gain_pct)}); `
+        + `B measured ${dur(w.b_step_ps)} (${signedPct(-w.measured_gain_pct)}): ${verdict}.`));
+    } catch (e) {
+      if (!ctx.stale()) out.replaceChildren(el('p', { class: 'error' }, e.message || String(e)));
+    }
+  })();
+  return node;
 }

@@ -96,7 +96,7 @@ export async function render(view, ctx) {
   view.append(el('h2', {}, `Findings (${adv.findings.length})`));
   if (!adv.findings.length) view.append(el('p', { class: 'muted', id: 'no-findings' }, 'no findings: every rule is within its threshold'));
   // The what-if panel: a finding's projected gain replays there, or any change typed.
-  const whatif = stepped && !s.read_a_host_at_a_time ? whatifPanel(ctx) : null;
+  const whatif = stepped && !s.read_a_host_at_a_time ? whatifPanel(ctx, s.run) : null;
   view.append(el('div', { class: 'findings' }, ...adv.findings.map(f => findingBox(f, whatif, s.run, st))));
   if (whatif) view.append(el('h2', {}, 'What if'), whatif.node);
 
@@ -187,9 +187,11 @@ function healthSection(h) {
 /** One finding of api/advise: severity, title, value against threshold, evidence, advice. */
 /**
  * The what-if panel (api/whatif, as `stepscope whatif`): a change in the CLI's words,
- * the projected step beside the measured one, and each part of it.
+ * the projected step beside the measured one, and each part of it; where the folder
+ * holds other runs, the projection set beside one of them as measured (the Diff page's
+ * what-if: `stepscope diff RUN OTHER --whatif EDIT`).
  */
-function whatifPanel(ctx) {
+function whatifPanel(ctx, run) {
   const input = el('input', { type: 'text', id: 'whatif-edit', size: 48, value: '--remove compile',
     'aria-label': 'the change, as stepscope whatif\'s flags' });
   const out = el('div', { id: 'whatif-result' });
@@ -204,7 +206,7 @@ function whatifPanel(ctx) {
         el('p', { id: 'whatif-line' }, `${p.edit}: step ${dur(p.step_ps)} → ${dur(p.projected_step_ps)} projected `
           + `(−${dur(Math.max(p.gain_ps, 0))}, ${p.gain_pct.toFixed(1)}% of the step; medians over ${count(p.steps)} steps; `
           + `replay of the unchanged steps within ${p.replay_error_max_pct.toFixed(2)}%).`),
-        box);
+        box, await besideAnother(ctx, run, p.edit));
       table(box, {
         columns: [
           { key: 'part', label: 'part (a step, slowest device)' },
@@ -229,6 +231,19 @@ function whatifPanel(ctx) {
       + 'category:C, scope:S, module:M), --jit, --balance, --dispatch-ahead.'),
     el('div', {}, input, ' ', button), out);
   return { node, run: edit => { input.value = edit; node.scrollIntoView({ block: 'nearest' }); go(); } };
+}
+
+/** Where the served folder holds other runs: pick one (the run made with the change)
+ * and open the Diff page with this run's projection set beside it as measured. */
+async function besideAnother(ctx, run, edit) {
+  let runs = [];
+  try { runs = (await ctx.get('runs')).map(r => r.run).filter(r => r !== run); } catch { /* none to offer */ }
+  if (!runs.length || !run) return '';
+  const pick = el('select', { id: 'whatif-beside-run', 'aria-label': 'a run made with the change' },
+    ...runs.slice().reverse().map(r => el('option', { value: r }, r)));
+  const go = el('button', { type: 'button', id: 'whatif-beside-go' }, 'set beside it');
+  go.addEventListener('click', () => ctx.go('diff', { a: run, b: pick.value, whatif: edit }));
+  return el('p', { class: 'small', id: 'whatif-beside' }, 'Made this change in another run? ', pick, ' ', go);
 }
 
 /** A link that opens the run's slowest step above its median one in the timeline (for

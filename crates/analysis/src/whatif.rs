@@ -33,6 +33,8 @@ use stepscope_model::{Device, Profile};
 
 use crate::steps;
 
+mod pod;
+
 pub const SCHEMA: &str = "stepscope.whatif/1";
 
 /// What a piece of a device's step was: an op part, or what the device waited for.
@@ -184,6 +186,8 @@ pub struct Chain {
 pub struct StepGraph {
     /// Its index in the model's steps.
     pub step: usize,
+    /// Its host, by its place in the profile's hosts.
+    pub host: usize,
     pub step_num: i64,
     pub start_ps: i64,
     pub end_ps: i64,
@@ -220,6 +224,7 @@ fn build_graphs(profile: &Profile) -> Graphs {
             let s = &model.steps[i];
             StepGraph {
                 step: i,
+                host: profile.hosts.iter().position(|h| h.host == s.host).unwrap_or(0),
                 step_num: s.step_num,
                 start_ps: s.start_ps,
                 end_ps: s.end_ps(),
@@ -606,6 +611,13 @@ pub struct StepProjection {
     /// The unmodified graph replayed.
     pub replayed_ps: i64,
     pub projected_ps: i64,
+    /// Its host, by its place among the hosts replayed ([`Replayed::add`]).
+    #[serde(skip)]
+    host: usize,
+    /// In a run of several hosts, its legs unchanged and with the edit, for its hosts'
+    /// join ([`pod`]).
+    #[serde(skip)]
+    legs: Option<Box<(pod::Legs, pod::Legs)>>,
 }
 
 /// What an edit projects for the step.
@@ -648,24 +660,86 @@ pub struct Replayed {
     measured_parts: [i64; Node::ALL.len()],
     projected_parts: [i64; Node::ALL.len()],
     left_out: usize,
-    errors: Vec<f64>,
+    /// The hosts its steps are of.
+    hosts: usize,
 }
 
 impl Replayed {
-    /// Another host's steps.
+    /// Another host's steps (or hosts').
     pub fn add(&mut self, other: Replayed) {
-        self.per_step.extend(other.per_step);
+        let before = self.hosts;
+        self.per_step.extend(other.per_step.into_iter().map(|mut s| {
+            s.host += before;
+            s
+        }));
         for i in 0..Node::ALL.len() {
             self.measured_parts[i] = self.measured_parts[i].saturating_add(other.measured_parts[i]);
             self.projected_parts[i] = self.projected_parts[i].saturating_add(other.projected_parts[i]);
         }
         self.left_out += other.left_out;
-        self.errors.extend(other.errors);
+        self.hosts += other.hosts;
     }
 
-    /// The projection of the steps: medians, and each part's mean a step.
-    pub fn finish(self, edit: &Edit) -> Projection {
-        let Replayed { per_step, measured_parts, projected_parts, left_out, mut errors } = self;
+    /// The steps of a run's hosts joined at their collectives ([`pod::join`]): the steps
+    /// every host holds, each with the run's most common number of collectives, joined
+    /// unchanged and with the edit. Where the joined steps take the time the hosts'
+    /// steps took (their mean, within the tolerance: [`REPLAY_TOLERANCE_PCT`]), each of
+    /// those steps gains what the join gains a step, and its replay misses by the share
+    /// the join's does. Other steps (and all, where the join misses) keep their own
+    /// host's replay.
+    fn join_hosts(&mut self, edit: &Edit) {
+        if self.hosts < 2 {
+            return;
+        }
+        let mut order: Vec<usize> = (0..self.per_step.len()).filter(|&i| self.per_step[i].legs.is_some()).collect();
+        order.sort_by_key(|&i| (self.per_step[i].step_num, self.per_step[i].host));
+        let shape = |i: usize| self.per_step[i].legs.as_deref().map_or(0, |l| l.0.collectives());
+        // The steps every host holds once, in order, each with the run's most common shape.
+        let groups: Vec<&[usize]> = order
+            .chunk_by(|&a, &b| self.per_step[a].step_num == self.per_step[b].step_num)
+            .filter(|g| g.len() == self.hosts && g.iter().enumerate().all(|(h, &i)| self.per_step[i].host == h))
+            .collect();
+        let Some(n) = pod::most_common(groups.iter().map(|g| shape(g[0]))) else { return };
+        let groups: Vec<&[usize]> = groups.into_iter().filter(|g| g.iter().all(|&i| shape(i) == n)).collect();
+        let steps = |edited: bool| -> Vec<Vec<&pod::Legs>> {
+            let legs = |i: usize| self.per_step[i].legs.as_deref().map(|l| if edited { &l.1 } else { &l.0 });
+            groups.iter().map(|g| g.iter().filter_map(|&i| legs(i)).collect()).collect()
+        };
+        let measured: i64 = groups.iter().flat_map(|g| g.iter()).map(|&i| self.per_step[i].measured_ps).sum();
+        let (count, hosts) = (groups.len().max(1) as i64, self.hosts as i64);
+        let Some(replayed) = pod::join(&steps(false), &[]) else { return };
+        let (replayed, mean) = (replayed / count, measured / count / hosts);
+        let off = replayed.saturating_sub(mean);
+        if pct(off.saturating_abs(), mean.max(1)) > REPLAY_TOLERANCE_PCT {
+            return;
+        }
+        let edited = steps(true);
+        let factors = if edit.balance {
+            let work = (0..self.hosts).map(|h| pod::Legs::mean(edited.iter().filter_map(|s| s.get(h).copied())).work_ps());
+            pod::balance_factors(&work.collect::<Vec<_>>())
+        } else {
+            Vec::new()
+        };
+        let Some(projected) = pod::join(&edited, &factors) else { return };
+        let gain = replayed.saturating_sub(projected / count);
+        // Each step misses by the join's share (its replay error is the join's).
+        let miss = off as f64 / mean.max(1) as f64;
+        for &i in groups.iter().flat_map(|g| g.iter()) {
+            let s = &mut self.per_step[i];
+            let replayed = s.measured_ps.saturating_add((s.measured_ps as f64 * miss) as i64);
+            (s.replayed_ps, s.projected_ps) = (replayed, s.measured_ps.saturating_sub(gain));
+        }
+    }
+
+    /// The projection of the steps: medians, and each part's mean a step. The steps of
+    /// a run's hosts are first joined at their collectives ([`pod`]).
+    pub fn finish(mut self, edit: &Edit) -> Projection {
+        self.join_hosts(edit);
+        let Replayed { per_step, measured_parts, projected_parts, left_out, .. } = self;
+        let mut errors: Vec<f64> = per_step
+            .iter()
+            .map(|s| pct(s.replayed_ps.saturating_sub(s.measured_ps).saturating_abs(), s.measured_ps.max(1)))
+            .collect();
         let n = per_step.len().max(1) as i64;
         let step_ps = median(per_step.iter().map(|s| s.measured_ps));
         let projected_step_ps = median(per_step.iter().map(|s| s.projected_ps));
@@ -752,12 +826,23 @@ pub struct Replayer {
     features: Features,
     /// Per edit that scales ops (by its words), the cuts of its devices.
     cuts: Vec<(String, Cuts)>,
+    /// The hosts its steps are of.
+    hosts: usize,
+    /// Of a host of a run of several (or a run of several read whole), each graph's
+    /// legs unchanged, for the hosts' join ([`pod`]); else none.
+    unchanged_legs: Vec<Option<pod::Legs>>,
 }
 
 impl Replayer {
     /// Ready to replay `edits` of `profile` (and any edit that scales no op). The
     /// devices' ops are counted once for all the edits.
     pub fn new(profile: &Profile, edits: &[Edit]) -> Replayer {
+        Replayer::of_run(profile, edits, profile.hosts.len() > 1)
+    }
+
+    /// [`Replayer::new`] of `profile`, a run of several hosts or one of them
+    /// (`in_pod`): its steps keep what joining them to the other hosts' needs.
+    pub fn of_run(profile: &Profile, edits: &[Edit], in_pod: bool) -> Replayer {
         // The stages the edits' cuts read, made here (not inside the pool).
         profile.prepare();
         let graphs = graphs(profile);
@@ -779,7 +864,13 @@ impl Replayer {
             };
             cuts = scaling.par_iter().map(cuts_of).collect();
         }
-        Replayer { graphs, features, cuts }
+        let none = Cuts { per_device: Vec::new() };
+        let unchanged_legs = if in_pod {
+            graphs.steps.par_iter().map(|g| pod::step_legs(g, &Edit::default(), &none)).collect()
+        } else {
+            Vec::new()
+        };
+        Replayer { graphs, features, cuts, hosts: profile.hosts.len(), unchanged_legs }
     }
 
     /// `edits` replayed now, the graphs dropped ([`Settled`]).
@@ -803,7 +894,7 @@ impl Replayer {
             &none
         };
         let mut out = Replayed::default();
-        for g in self.graphs.steps.iter().filter(|g| !g.chains.is_empty()) {
+        for (k, g) in self.graphs.steps.iter().enumerate().filter(|(_, g)| !g.chains.is_empty()) {
             let measured = g.end_ps.saturating_sub(g.start_ps);
             let Some(replayed) = g.replayed_ps else { continue };
             let error = pct(replayed.saturating_sub(measured).saturating_abs(), measured.max(1));
@@ -812,7 +903,6 @@ impl Replayer {
                 continue;
             }
             let Some((projected, r)) = replay_step(g, edit, cuts) else { continue };
-            out.errors.push(error);
             for s in &g.chains[r.chain].segments {
                 let i = node_index(s.node);
                 out.measured_parts[i] = out.measured_parts[i].saturating_add(s.duration_ps());
@@ -820,13 +910,18 @@ impl Replayer {
             for (p, r) in out.projected_parts.iter_mut().zip(r.by_node) {
                 *p = p.saturating_add(r);
             }
+            let legs = (self.unchanged_legs.get(k).cloned().flatten())
+                .and_then(|unchanged| Some(Box::new((unchanged, pod::step_legs(g, edit, cuts)?))));
             out.per_step.push(StepProjection {
                 step_num: g.step_num,
                 measured_ps: measured,
                 replayed_ps: replayed,
                 projected_ps: projected,
+                host: g.host,
+                legs,
             });
         }
+        out.hosts = self.hosts;
         Some(out)
     }
 }

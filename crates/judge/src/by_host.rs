@@ -74,7 +74,7 @@ pub fn judged_by_host<T, E>(
         if p.hosts.iter().all(|h| added.insert(h.host.clone())) {
             kernels.add(kernels::of_every_op(p));
         }
-        host_part(p, o, th, &mut *extra)
+        host_part(p, o, th, hosts > 1, &mut *extra)
     };
     let (overview, op_rows, mut parts, decided) =
         fold::overview_ops_and_decisions_by_host(run, hosts, top, read, &mut part)?;
@@ -142,11 +142,13 @@ fn candidate_edits(rows: &[OpRow], th: &Thresholds) -> Vec<Edit> {
     edits
 }
 
-/// What the rules read of `profile` (one host, measured), beside its overview part `o`.
+/// What the rules read of `profile` (one host, measured, of a run of several where
+/// `in_pod`), beside its overview part `o`.
 fn host_part<T, E>(
     profile: &Profile,
     o: &OverviewPart,
     th: &Thresholds,
+    in_pod: bool,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<HostPart<T>, E> {
     let steps = stepscope_model::profile::cached(profile);
@@ -155,7 +157,7 @@ fn host_part<T, E>(
             || {
                 rayon::join(
                     || (DevicesPart::of(profile), compile::compiles(profile)),
-                    || gains::host_replays(profile, candidate_edits(&ops::ops(profile, GroupBy::Op, 0).ops, th)),
+                    || gains::host_replays(profile, candidate_edits(&ops::ops(profile, GroupBy::Op, 0).ops, th), in_pod),
                 )
             },
             || {

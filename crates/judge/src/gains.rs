@@ -60,16 +60,18 @@ pub fn remove_ops(rows: &[&OpRow]) -> Edit {
 pub struct HostReplays {
     replayer: Settled,
     ran: Vec<String>,
+    /// Of a run of several hosts: its steps join the other hosts' ([`Replayer::of_run`]).
+    in_pod: bool,
 }
 
-/// One host's [`HostReplays`] of `edits`.
-pub fn host_replays(profile: &Profile, edits: Vec<Edit>) -> HostReplays {
-    let replayer = Replayer::new(profile, &edits).settle(&edits);
+/// One host's [`HostReplays`] of `edits`, a host of a run of several (`in_pod`) or not.
+pub fn host_replays(profile: &Profile, edits: Vec<Edit>, in_pod: bool) -> HostReplays {
+    let replayer = Replayer::of_run(profile, &edits, in_pod).settle(&edits);
     let mut ran: Vec<String> =
         profile.devices().iter().flat_map(|d| d.cached_ops().names.iter().map(|n| n.to_string())).collect();
     ran.sort_unstable();
     ran.dedup();
-    HostReplays { replayer, ran }
+    HostReplays { replayer, ran, in_pod }
 }
 
 impl HostReplays {
@@ -91,7 +93,7 @@ impl HostReplays {
 
     /// Made ready to replay `edits` too, of `profile`: this host read again.
     pub fn add(&mut self, profile: &Profile, edits: Vec<Edit>) {
-        self.replayer.absorb(Replayer::new(profile, &edits).settle(&edits));
+        self.replayer.absorb(Replayer::of_run(profile, &edits, self.in_pod).settle(&edits));
     }
 }
 

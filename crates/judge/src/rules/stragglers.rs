@@ -37,13 +37,11 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
              busier with other processes, or thermal/clock differences",
         ),
     ];
-    // The what-if model balances the devices of a host's step; hosts' steps are
-    // replayed apart, so a straggling host has no projected gain (yet).
-    // Projected once, where a straggler is found.
-    let one_host = cx.overview.environment.hosts.len() <= 1;
+    // The what-if model balances the devices of a step, and the hosts of a run joined
+    // at their collectives. Projected once, where a straggler is found.
     let gain = std::sync::OnceLock::new();
     for (list, severity, what, advice) in found.into_iter().filter(|(list, ..)| !list.is_empty()) {
-        let gain = gain.get_or_init(|| if one_host { cx.gain(&crate::gains::balance()) } else { None }).clone();
+        let gain = gain.get_or_init(|| cx.gain(&crate::gains::balance())).clone();
         let worst = list.iter().map(|s| s.excess_pct).fold(0.0, f64::max);
         out.push(
             Finding {
@@ -66,9 +64,8 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
 fn evidence(s: &devices::Straggler) -> Evidence {
     let mut e = ev(
         format!(
-            "{} {}: compute {} vs peers' median {}; work {:+.1}% of theirs",
-            s.host,
-            s.device,
+            "{}: compute {} vs peers' median {}; work {:+.1}% of theirs",
+            format!("{} {}", s.host, s.device).trim_end(),
             ms(s.compute_ps),
             ms(s.peer_median_ps),
             s.work_excess_pct
