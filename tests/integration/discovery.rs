@@ -331,6 +331,40 @@ fn a_run_that_does_not_fit_in_memory_is_read_a_host_at_a_time_within_the_limit()
     assert!(err.contains("STEPSCOPE_MEMORY_LIMIT=\"lots\" is not an amount of memory — give bytes"), "{err}");
 }
 
+/// #73's guard: a run of 8 hosts (copies of a CPU capture, and of the largest GPU
+/// capture) under a `STEPSCOPE_MEMORY_LIMIT` between what one host alone takes and
+/// what the run takes without a limit: the process's peak resident memory stays under
+/// the limit, the limit binds (the peak is below the run's without it), and the answer
+/// is the one without it. What a host takes is measured on the first host read and
+/// summed up (the fold's own work on it included), so the hosts read at once fit.
+#[test]
+fn a_runs_peak_memory_stays_under_the_limit_it_was_given() {
+    let peak = |dir: &std::path::Path, limit: &str, args: &[&str]| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_stepscope"));
+        cmd.args(args).env("STEPSCOPE_MEMORY_LIMIT", limit);
+        let o = run_limited(cmd, dir, std::time::Duration::from_secs(120));
+        assert_eq!(o.code, Some(0), "{args:?} under {limit}: {}", o.stderr);
+        (o.max_rss_bytes, std::fs::read(dir.join("stdout")).unwrap())
+    };
+    for fx in ["cpu-transformer", "gpu-compile"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let names: Vec<String> = (0..8).map(|h| format!("h{h}")).collect();
+        let hosts: Vec<(&str, &str)> = names.iter().map(|h| (h.as_str(), fx)).collect();
+        let run = crate::util::run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &hosts);
+        let out = tempfile::tempdir().unwrap();
+        let one = run.join("h0.xplane.pb");
+        let (alone, _) = peak(out.path(), "none", &["summary", one.to_str().unwrap(), "--json"]);
+        let dir = tmp.path().to_str().unwrap();
+        let (free, answer) = peak(out.path(), "none", &["summary", dir, "--json"]);
+        let limit = alone + (free - alone) * 4 / 5;
+        let (held, limited) = peak(out.path(), &limit.to_string(), &["summary", dir, "--json"]);
+        eprintln!("{fx} × 8: one host {alone} B, the run {free} B, under {limit} B: {held} B");
+        assert!(held <= limit, "{fx}: {held} B under a limit of {limit} B");
+        assert!(held < free, "{fx}: the limit did not bind ({held} B, {free} B without it)");
+        assert!(limited == answer, "{fx}: the answer under the limit differs");
+    }
+}
+
 /// A summary read a host at a time, less what says so: the summary of the run read
 /// whole, where the fold is right.
 fn read_whole(mut s: serde_json::Value) -> serde_json::Value {

@@ -9,14 +9,15 @@
 //! How many at once: no more than the machine's cores, and no more than fit under the
 //! ceiling ([`room::ceiling`]: `STEPSCOPE_MEMORY_LIMIT`, or what the process holds plus
 //! the free memory). What a host takes is measured, not guessed: the first host is
-//! read alone and the process's peak resident memory while it is read, per byte of its
-//! file, sizes every other host by its file's bytes. A host is started only where what
-//! the process held before the first host, the sizes of the hosts held (being read,
-//! read and waiting, or in the fold's hands) and its own fit under the ceiling; one
-//! that does not fit even beside them is read alone, where its own read refuses it
-//! with the one-line error that says so if it does not fit at all.
-//! (Resident memory now would count the pages a dropped host freed, which the
-//! allocator keeps for the next.)
+//! read alone and summed up by the fold before any other starts, and the process's
+//! peak resident memory from its read until the fold is done with it (the fold's own
+//! work on it counts: its what-if graphs, its parts), per byte of its file, sizes every
+//! other host by its file's bytes. A host is started only where what the process held
+//! before the first host, the sizes of the hosts held (being read, read and waiting, or
+//! in the fold's hands) and its own fit under the ceiling; one that does not fit even
+//! beside them is read alone, where its own read refuses it with the one-line error
+//! that says so if it does not fit at all. (Resident memory now would count the pages
+//! a dropped host freed, which the allocator keeps for the next.)
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
@@ -42,8 +43,12 @@ struct State<E> {
     /// takes the next host (it has dropped this one by then); their sum.
     held: Vec<u64>,
     held_bytes: u64,
-    /// Peak resident bytes per byte of file, measured on the first host read.
+    /// Peak resident bytes per byte of file, measured on the first host read and
+    /// summed up.
     per_file_byte: Option<f64>,
+    /// The host being measured, and the process's resident and peak resident bytes
+    /// before it was read.
+    measuring: Option<(usize, Option<(u64, u64)>)>,
     /// The last host the fold took.
     taken: Option<usize>,
     /// The host the fold waits for.
@@ -56,6 +61,12 @@ struct State<E> {
 /// is read alone, so this only reserves it (its own read checks that it fits, as a
 /// run's check before reading does, [`room::needed_bytes`]).
 const UNMEASURED_PER_FILE_BYTE: f64 = 1.0;
+
+/// What a host is taken to need beyond its first host's measured peak: the pages the
+/// allocator keeps for each reader thread, the hosts' parts the fold keeps, its last
+/// phase over them, and one host's peak varying from read to read (8 copies of a GPU
+/// capture: up to 1.6% over a limit without it).
+const MEASURED_MARGIN: f64 = 1.25;
 
 /// The least a host is taken to need per byte of its file, however little its first
 /// host's read was seen to add (its pages may have been resident already).
@@ -88,6 +99,7 @@ pub fn read_ahead<E: Send, T>(
         held: vec![0; n],
         held_bytes: 0,
         per_file_byte: None,
+        measuring: None,
         taken: None,
         wanted: None,
         done: false,
@@ -128,40 +140,43 @@ impl<E> Shared<'_, E> {
     fn work(&self, read: &(dyn Fn(usize) -> Result<Profile, E> + Sync), warm: &(dyn Fn(&Profile) + Sync)) {
         loop {
             let Some(i) = self.next_host() else { return };
-            let first = self.lock().per_file_byte.is_none();
-            let before = first.then(|| room::resident_bytes().zip(room::peak_resident_bytes())).flatten();
             let made = read(i).inspect(|p| warm(p));
-            let per_byte = (first && made.is_ok()).then(|| {
-                // The process's peak, where this host's read raised it (else an earlier
-                // peak hides it).
-                let peak = before.zip(room::peak_resident_bytes()).filter(|((_, was), now)| now > was);
-                peak.map_or(FALLBACK_PER_FILE_BYTE, |((resident, _), now)| {
-                    let file = self.file_bytes[i].max(1) as f64;
-                    (now.saturating_sub(resident) as f64 / file).max(MIN_PER_FILE_BYTE)
-                })
-            });
-            self.finish(i, made, per_byte);
+            self.finish(i, made);
         }
     }
 
-    /// Records host `i` read (or refused: what it reserved is freed; the first host
-    /// read reserves what it was measured to take), and wakes the others.
-    fn finish(&self, i: usize, made: Result<Profile, E>, per_byte: Option<f64>) {
+    /// Records host `i` read (or refused: what it reserved is freed, and a host refused
+    /// while it was to be measured leaves the next to be), and wakes the others.
+    fn finish(&self, i: usize, made: Result<Profile, E>) {
         let mut st = self.lock();
-        let keeps = match (&made, per_byte) {
-            (Err(_), _) => 0,
-            (Ok(_), Some(p)) => (self.file_bytes[i] as f64 * p) as u64,
-            (Ok(_), None) => st.held[i],
-        };
-        st.held_bytes = st.held_bytes - st.held[i] + keeps;
-        st.held[i] = keeps;
+        if made.is_err() {
+            st.held_bytes -= std::mem::take(&mut st.held[i]);
+            if st.measuring.is_some_and(|(m, _)| m == i) {
+                st.measuring = None;
+            }
+        }
         st.slots[i] = Slot::Ready(Box::new(made));
         st.reading -= 1;
-        if let Some(p) = per_byte {
-            st.per_file_byte.get_or_insert(p);
-        }
         drop(st);
         self.changed.notify_all();
+    }
+
+    /// Once the fold is done with the host being measured (it takes another): what a
+    /// host takes, per byte of its file, from the process's peak since before that
+    /// host was read.
+    fn measure(&self, st: &mut State<E>) {
+        let Some((m, before)) = st.measuring else { return };
+        if st.taken != Some(m) {
+            return;
+        }
+        st.measuring = None;
+        let file = self.file_bytes[m].max(1) as f64;
+        let per_byte = match (before, room::peak_resident_bytes()) {
+            // The process's peak, where this host raised it (else an earlier peak hides it).
+            (Some((resident, was)), Some(peak)) if peak > was => peak.saturating_sub(resident) as f64 / file,
+            _ => FALLBACK_PER_FILE_BYTE,
+        };
+        st.per_file_byte = Some((per_byte * MEASURED_MARGIN).max(MIN_PER_FILE_BYTE));
     }
 
     /// Waits until the next host may be started, and reserves it; `None` where none is
@@ -177,7 +192,7 @@ impl<E> Shared<'_, E> {
             // no further ahead of the fold than there are threads.
             let from = st.wanted.or(st.taken.map(|t| t + 1)).unwrap_or(0);
             let may = match st.per_file_byte {
-                None => st.reading == 0,
+                None => st.measuring.is_none() && st.reading == 0,
                 Some(_) => i < from + self.threads,
             };
             if may {
@@ -189,6 +204,9 @@ impl<E> Shared<'_, E> {
                 // whether it fits or not: its own read checks the memory it needs
                 // and refuses it with the one line that says so.
                 if alone || self.fits(st.held_bytes + need) {
+                    if st.per_file_byte.is_none() {
+                        st.measuring = Some((i, room::resident_bytes().zip(room::peak_resident_bytes())));
+                    }
                     st.next += 1;
                     st.reading += 1;
                     st.slots[i] = Slot::Reading;
@@ -215,6 +233,8 @@ impl<E> Shared<'_, E> {
             drop(st);
             return read(i);
         }
+        // The fold is done with the host before: measured now where it was the first.
+        self.measure(&mut st);
         st.wanted = Some(i);
         self.changed.notify_all();
         loop {
