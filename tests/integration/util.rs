@@ -63,7 +63,9 @@ pub fn xplane(dir: &str) -> String {
 /// What a user points stepscope at for fixture `dir`: its one `.xplane.pb`, or, where
 /// it holds several (a pod: a file a host), the fixture's folder.
 pub fn capture(dir: &str) -> String {
-    let files = fixture_files().into_iter().filter(|p| p.starts_with(fixture(dir)) && p.to_string_lossy().ends_with(".xplane.pb"));
+    let files = fixture_files()
+        .into_iter()
+        .filter(|p| p.starts_with(fixture(dir)) && p.to_string_lossy().ends_with(".xplane.pb"));
     if files.count() > 1 {
         fixture(dir).to_str().expect("utf-8 path").to_string()
     } else {

@@ -293,7 +293,8 @@ fn diff_sets_a_whatif_beside_the_fixed_run() {
         serde_json::from_str(&std::fs::read_to_string(fixture("twins.json")).unwrap()).expect("twins.json");
     let mut compared = 0;
     for t in twins["timings"].as_array().unwrap().iter().filter(|t| t["platform"] == "cpu") {
-        let (problem, fixed) = (capture(t["fixtures"][0].as_str().unwrap()), capture(t["fixtures"][1].as_str().unwrap()));
+        let (problem, fixed) =
+            (capture(t["fixtures"][0].as_str().unwrap()), capture(t["fixtures"][1].as_str().unwrap()));
         let first = json(&["advise", &problem])["findings"][0].clone();
         let Some(edit) = first["gain_edit"].as_str() else { continue };
         let d = json(&["diff", &problem, &fixed, "--whatif", edit]);

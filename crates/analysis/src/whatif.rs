@@ -715,7 +715,8 @@ impl Replayed {
         }
         let edited = steps(true);
         let factors = if edit.balance {
-            let work = (0..self.hosts).map(|h| pod::Legs::mean(edited.iter().filter_map(|s| s.get(h).copied())).work_ps());
+            let work =
+                (0..self.hosts).map(|h| pod::Legs::mean(edited.iter().filter_map(|s| s.get(h).copied())).work_ps());
             pod::balance_factors(&work.collect::<Vec<_>>())
         } else {
             Vec::new()

@@ -157,7 +157,13 @@ fn host_part<T, E>(
             || {
                 rayon::join(
                     || (DevicesPart::of(profile), compile::compiles(profile)),
-                    || gains::host_replays(profile, candidate_edits(&ops::ops(profile, GroupBy::Op, 0).ops, th), in_pod),
+                    || {
+                        gains::host_replays(
+                            profile,
+                            candidate_edits(&ops::ops(profile, GroupBy::Op, 0).ops, th),
+                            in_pod,
+                        )
+                    },
                 )
             },
             || {
