@@ -53,8 +53,7 @@ pub fn overview_and_ops_by_host<T, E>(
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<(Overview, Ops, HostsRead<T>), E> {
-    let f = fold(run, hosts, top, true, read, extra)?;
-    Ok((f.overview, f.ops, f.read.into_iter().zip(f.kept).collect()))
+    overview_ops_and_decisions_by_host(run, hosts, top, read, extra).map(|(o, ops, read, _)| (o, ops, read))
 }
 
 /// [`overview_and_ops_by_host`], and the run's decisions: what a host read again after
