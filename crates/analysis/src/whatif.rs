@@ -641,6 +641,11 @@ pub struct Projection {
     /// Each part's mean a step, on the step's slowest device as projected.
     pub parts: Vec<NodeTime>,
     pub per_step: Vec<StepProjection>,
+    /// A run of several hosts whose steps hold collectives, replayed each host apart:
+    /// their join did not reproduce them ([`Replayed::finish`]), so what one host's
+    /// change does to the others is not in the projection.
+    #[serde(skip)]
+    pub hosts_apart: bool,
 }
 
 /// A step whose unmodified replay misses it by more than this share is left out.
@@ -662,6 +667,8 @@ pub struct Replayed {
     left_out: usize,
     /// The hosts its steps are of.
     hosts: usize,
+    /// Its hosts' steps hold collectives and were not joined ([`Projection::hosts_apart`]).
+    hosts_apart: bool,
 }
 
 impl Replayed {
@@ -692,6 +699,8 @@ impl Replayed {
             return;
         }
         let mut order: Vec<usize> = (0..self.per_step.len()).filter(|&i| self.per_step[i].legs.is_some()).collect();
+        // Until joined, hosts that hold collectives are replayed apart.
+        self.hosts_apart = !order.is_empty();
         order.sort_by_key(|&i| (self.per_step[i].step_num, self.per_step[i].host));
         let shape = |i: usize| self.per_step[i].legs.as_deref().map_or(0, |l| l.0.collectives());
         // The steps every host holds once, in order, each with the run's most common shape.
@@ -723,6 +732,7 @@ impl Replayed {
         };
         let Some(projected) = pod::join(&edited, &factors) else { return };
         let gain = replayed.saturating_sub(projected / count);
+        self.hosts_apart = false;
         // Each step misses by the join's share (its replay error is the join's).
         let miss = off as f64 / mean.max(1) as f64;
         for &i in groups.iter().flat_map(|g| g.iter()) {
@@ -736,7 +746,7 @@ impl Replayed {
     /// a run's hosts are first joined at their collectives ([`pod`]).
     pub fn finish(mut self, edit: &Edit) -> Projection {
         self.join_hosts(edit);
-        let Replayed { per_step, measured_parts, projected_parts, left_out, .. } = self;
+        let Replayed { per_step, measured_parts, projected_parts, left_out, hosts_apart, .. } = self;
         let mut errors: Vec<f64> = per_step
             .iter()
             .map(|s| pct(s.replayed_ps.saturating_sub(s.measured_ps).saturating_abs(), s.measured_ps.max(1)))
@@ -773,6 +783,7 @@ impl Replayed {
             },
             parts,
             per_step,
+            hosts_apart,
         }
     }
 }

@@ -120,6 +120,7 @@ impl<'a> Context<'a> {
             gain_pct: p.gain_pct.max(0.0),
             projected_step_ps: p.projected_step_ps,
             gain_edit: p.edit,
+            hosts_apart: p.hosts_apart,
         })
     }
 

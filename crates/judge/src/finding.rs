@@ -36,6 +36,11 @@ pub struct Gain {
     pub projected_step_ps: i64,
     /// The edit assumed, as `stepscope whatif` spells it (`--remove callbacks`).
     pub gain_edit: String,
+    /// Projected with the hosts of a pod replayed apart ([`Projection::hosts_apart`]).
+    ///
+    /// [`Projection::hosts_apart`]: stepscope_analysis::whatif::Projection::hosts_apart
+    #[serde(skip)]
+    pub hosts_apart: bool,
 }
 
 /// One finding of a rule.

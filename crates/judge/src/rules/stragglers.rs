@@ -38,10 +38,11 @@ fn check(cx: &Context, out: &mut Vec<Finding>) {
         ),
     ];
     // The what-if model balances the devices of a step, and the hosts of a run joined
-    // at their collectives. Projected once, where a straggler is found.
+    // at their collectives: where they could not be joined, what balancing the hosts
+    // gains is not known. Projected once, where a straggler is found.
     let gain = std::sync::OnceLock::new();
     for (list, severity, what, advice) in found.into_iter().filter(|(list, ..)| !list.is_empty()) {
-        let gain = gain.get_or_init(|| cx.gain(&crate::gains::balance())).clone();
+        let gain = gain.get_or_init(|| cx.gain(&crate::gains::balance()).filter(|g| !g.hosts_apart)).clone();
         let worst = list.iter().map(|s| s.excess_pct).fold(0.0, f64::max);
         out.push(
             Finding {
