@@ -192,6 +192,9 @@ function healthSection(h) {
  * what-if: `stepscope diff RUN OTHER --whatif EDIT`).
  */
 function whatifPanel(ctx, run) {
+  // The folder's other runs, asked for once (at the first projection), not at each.
+  let others;
+  const otherRuns = () => (others ??= ctx.get('runs').then(rs => rs.map(r => r.run).filter(r => r !== run)).catch(() => []));
   const input = el('input', { type: 'text', id: 'whatif-edit', size: 48, value: '--remove compile',
     'aria-label': 'the change, as stepscope whatif\'s flags' });
   const out = el('div', { id: 'whatif-result' });
@@ -206,7 +209,7 @@ function whatifPanel(ctx, run) {
         el('p', { id: 'whatif-line' }, `${p.edit}: step ${dur(p.step_ps)} → ${dur(p.projected_step_ps)} projected `
           + `(−${dur(Math.max(p.gain_ps, 0))}, ${p.gain_pct.toFixed(1)}% of the step; medians over ${count(p.steps)} steps; `
           + `replay of the unchanged steps within ${p.replay_error_max_pct.toFixed(2)}%).`),
-        box, await besideAnother(ctx, run, p.edit));
+        box, await besideAnother(ctx, await otherRuns(), run, p.edit));
       table(box, {
         columns: [
           { key: 'part', label: 'part (a step, slowest device)' },
@@ -235,9 +238,7 @@ function whatifPanel(ctx, run) {
 
 /** Where the served folder holds other runs: pick one (the run made with the change)
  * and open the Diff page with this run's projection set beside it as measured. */
-async function besideAnother(ctx, run, edit) {
-  let runs = [];
-  try { runs = (await ctx.get('runs')).map(r => r.run).filter(r => r !== run); } catch { /* none to offer */ }
+function besideAnother(ctx, runs, run, edit) {
   if (!runs.length || !run) return '';
   const pick = el('select', { id: 'whatif-beside-run', 'aria-label': 'a run made with the change' },
     ...runs.slice().reverse().map(r => el('option', { value: r }, r)));
