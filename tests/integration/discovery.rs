@@ -503,7 +503,7 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
 }
 
 /// Thresholds every rule crosses where it can.
-const HAIR_TRIGGER: &str =
+pub const HAIR_TRIGGER: &str =
     "utilization_pct = 100.0\nhost_overhead_pct = 0.0\nlaunch_queued_pct = 0.0\ncompile_s = 0.0\n\
     small_op_us = 100000.0\nsmall_op_share_pct = 0.0\nsmall_op_time_pct = 0.0\ndispatches_per_step = 0.0\n\
     copies_pct = 0.0\ndominant_op_pct = 0.0\ncollectives_exposed_pct = 0.0\nasync_wait_pct = 0.0\n\

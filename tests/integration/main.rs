@@ -30,6 +30,7 @@ mod judgement;
 mod memory;
 mod nothing_lost;
 mod output;
+mod parts;
 mod remote;
 mod robustness;
 mod scopes;

@@ -193,6 +193,7 @@ pub struct CollectivesPart {
     exposed_ps: i64,
     outside_window_ps: i64,
 }
+stepscope_model::wire_struct!(CollectivesPart { rows, total_ps, exposed_ps, outside_window_ps });
 
 /// One collective op's executions, summed.
 #[derive(Default)]
@@ -214,6 +215,20 @@ struct Acc {
     hlo: Option<Option<String>>,
     shape: Option<crate::cost::CollectiveShape>,
 }
+stepscope_model::wire_struct!(Acc {
+    kind,
+    is_async,
+    count,
+    devices,
+    total,
+    overlapped,
+    max,
+    in_flight,
+    compute_in_flight,
+    transfer,
+    hlo,
+    shape,
+});
 
 impl CollectivesPart {
     /// The collectives of every host of `profile`, each op's HLO looked up on the host

@@ -52,6 +52,7 @@ pub struct CompileEvent {
     pub backend_ps: i64,
     pub total_ps: i64,
 }
+stepscope_model::wire_struct!(CompileEvent { host, module, module_from, start_ps, lowering_ps, backend_ps, total_ps });
 
 fn is_lowering(name: &str) -> bool {
     name.starts_with("lower_")

@@ -200,6 +200,7 @@ pub struct CollectiveShape {
     operand_bytes: u64,
     group_size: i64,
 }
+stepscope_model::wire_struct!(CollectiveShape { op, operand_bytes, group_size });
 
 impl CollectiveShape {
     /// The shape of collective `i` of `m`; `None` for an instruction that is no

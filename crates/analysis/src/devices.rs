@@ -38,6 +38,7 @@ pub struct LeftOut {
     /// The time its ops ran.
     pub busy_ps: i64,
 }
+stepscope_model::wire_struct!(LeftOut { host, device, op_count, busy_ps });
 
 /// The devices the run's aggregates leave out (see [`LeftOut`]), in device order.
 pub fn left_out(profile: &Profile) -> Vec<LeftOut> {
@@ -102,6 +103,29 @@ pub struct DeviceRow {
     pub took_part: bool,
     pub straggler: bool,
 }
+stepscope_model::wire_struct!(DeviceRow {
+    host,
+    device,
+    kind,
+    op_count,
+    window_source,
+    window_ps,
+    busy_ps,
+    compute_ps,
+    collective_ps,
+    copy_ps,
+    async_wait_ps,
+    host_callback_ps,
+    runtime_overhead_ps,
+    compile_ps,
+    host_copy_ps,
+    idle_ps,
+    idle_queued_ps,
+    idle_launching_ps,
+    utilization_pct,
+    took_part,
+    straggler,
+});
 
 /// One host.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -121,6 +145,18 @@ pub struct HostRow {
     pub clock_offset_ps: i64,
     pub straggler: bool,
 }
+stepscope_model::wire_struct!(HostRow {
+    host,
+    device_count,
+    step_count,
+    step_mean_ps,
+    compute_ps,
+    collective_ps,
+    op_count,
+    utilization_pct,
+    clock_offset_ps,
+    straggler,
+});
 
 /// All devices together.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -155,6 +191,16 @@ pub struct Straggler {
     /// the same work (contention for cores, clocks), not given more of it.
     pub same_work: bool,
 }
+stepscope_model::wire_struct!(Straggler {
+    host,
+    device,
+    compute_ps,
+    peer_median_ps,
+    excess_pct,
+    peer_collective_ps,
+    work_excess_pct,
+    same_work,
+});
 
 /// Work within this share of the peers' median is the same work, percent.
 pub const SAME_WORK_PCT: f64 = 5.0;
@@ -177,6 +223,7 @@ pub struct DevicesPart {
     stragglers: Vec<Straggler>,
     left_out: Vec<LeftOut>,
 }
+stepscope_model::wire_struct!(DevicesPart { rows, hosts, stragglers, left_out });
 
 impl DevicesPart {
     pub fn of(profile: &Profile) -> DevicesPart {

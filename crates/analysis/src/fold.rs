@@ -69,6 +69,17 @@ pub fn overview_ops_and_decisions_by_host<T, E>(
     Ok((f.overview, f.ops, f.read.into_iter().zip(f.kept).collect(), f.decided))
 }
 
+/// [`overview_ops_and_decisions_by_host`] of hosts from `source`.
+pub fn overview_ops_and_decisions_of<T, E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    source: &mut dyn HostSource<T, E>,
+) -> Result<(Overview, Ops, HostsRead<T>, RunDecisions), E> {
+    let f = fold_mapped(run, hosts, top, source)?;
+    Ok((f.overview, f.ops, f.read.into_iter().zip(f.kept).collect(), f.decided))
+}
+
 /// Host `index` of a run read again once its hosts are folded, under the run's
 /// `decisions`, as the fold measured it: for what the run's answers ask of a host that
 /// only the whole run could tell it (`None` where its file cannot be read).
@@ -103,19 +114,123 @@ fn fold<T, E>(
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<Folded<T>, E> {
+    fold_mapped(run, hosts, top, &mut Local { read, extra, ops })
+}
+
+/// A host mapped under its own decisions, as the fold first reads it: its op rows by op
+/// (none where the fold sums none) with each row's FLOPs per event alone, its part, and
+/// what the caller keeps of it. It holds no [`Profile`]: it may have been mapped on
+/// another machine and handed over as bytes ([`stepscope_model::wire`]).
+pub struct Mapped<T> {
+    ops: OpRowsPart,
+    flops: Vec<Option<f64>>,
+    part: OverviewPart,
+    kept: T,
+}
+stepscope_model::wire_struct!(Mapped<T> { ops, flops, part, kept });
+
+impl<T> Mapped<T> {
+    /// What the caller kept of the host.
+    pub fn kept(&self) -> &T {
+        &self.kept
+    }
+}
+
+/// `profile` (a host read alone) mapped under its own decisions, with its op rows where
+/// `ops`, `extra` asked of it once measured.
+pub fn map_host<T, E>(
+    profile: &Profile,
+    ops: bool,
+    extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
+) -> Result<Mapped<T>, E> {
+    let ops = if ops { OpRowsPart::of(profile) } else { OpRowsPart::new(GroupBy::Op) };
+    if !ops.is_empty() && profile.hosts.len() == 1 {
+        // The host's op profile, as `ops::ops` makes it, for `extra` to read.
+        profile.memo().ensure((GroupBy::Op, 0usize), || ops.clone().finish());
+    }
+    let flops = ops.flops_per_event();
+    let part = measure(profile, &by_name(&ops, flops.iter().copied().enumerate(), false), None);
+    let kept = extra(profile, &part)?;
+    Ok(Mapped { ops, flops, part, kept })
+}
+
+/// Where a fold's hosts come from: each mapped under its own decisions (here, or
+/// elsewhere), and read again here where the run decides otherwise.
+pub trait HostSource<T, E> {
+    /// Host `i` mapped under its own decisions; `None` where its file cannot be read.
+    fn first(&mut self, i: usize) -> Result<Option<Mapped<T>>, E>;
+    /// Host `i` read again, under the run's `decided` (its op rows' FLOPs per event
+    /// the run's `run_rows`, its programs numbered for the run by `ids`): its part and
+    /// what the caller keeps of it.
+    fn again(
+        &mut self,
+        i: usize,
+        decided: RunDecisions,
+        run_rows: &FlopsPerEvent,
+        ids: Option<&ProgramIds>,
+    ) -> Result<Option<(OverviewPart, T)>, E>;
+}
+
+/// Hosts read and mapped here, by a [`Reader`].
+pub struct Local<'r, 'a, T, E> {
+    pub read: &'r mut Reader<'a, E>,
+    pub extra: &'r mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
+    /// Whether the hosts' op rows are summed.
+    pub ops: bool,
+}
+
+impl<T, E> HostSource<T, E> for Local<'_, '_, T, E> {
+    fn first(&mut self, i: usize) -> Result<Option<Mapped<T>>, E> {
+        let Some(profile) = (self.read)(i, false)? else { return Ok(None) };
+        map_host(&profile, self.ops, &mut *self.extra).map(Some)
+    }
+
+    fn again(
+        &mut self,
+        i: usize,
+        decided: RunDecisions,
+        run_rows: &FlopsPerEvent,
+        ids: Option<&ProgramIds>,
+    ) -> Result<Option<(OverviewPart, T)>, E> {
+        let Some(mut profile) = (self.read)(i, true)? else { return Ok(None) };
+        profile.set_decisions(decided);
+        let part = measure(&profile, run_rows, ids);
+        let kept = (self.extra)(&profile, &part)?;
+        Ok(Some((part, kept)))
+    }
+}
+
+/// Host `i` mapped elsewhere, handed over: `None` where its file could not be read.
+pub type First<'a, T, E> = dyn FnMut(usize) -> Result<Option<Mapped<T>>, E> + 'a;
+
+/// Hosts mapped elsewhere (`first`), read again here (`local`).
+pub struct Premapped<'r, 'l, 'a, T, E> {
+    pub first: &'r mut First<'r, T, E>,
+    pub local: &'r mut Local<'l, 'a, T, E>,
+}
+
+impl<T, E> HostSource<T, E> for Premapped<'_, '_, '_, T, E> {
+    fn first(&mut self, i: usize) -> Result<Option<Mapped<T>>, E> {
+        (self.first)(i)
+    }
+
+    fn again(
+        &mut self,
+        i: usize,
+        decided: RunDecisions,
+        run_rows: &FlopsPerEvent,
+        ids: Option<&ProgramIds>,
+    ) -> Result<Option<(OverviewPart, T)>, E> {
+        self.local.again(i, decided, run_rows, ids)
+    }
+}
+
+/// [`fold`] of hosts from `source`.
+fn fold_mapped<T, E>(run: &str, hosts: usize, top: usize, source: &mut dyn HostSource<T, E>) -> Result<Folded<T>, E> {
     let mut rows = OpRowsPart::new(GroupBy::Op);
     let mut read_hosts: Vec<Host<T>> = Vec::new();
     for i in 0..hosts {
-        let Some(profile) = read(i, false)? else { continue };
-        let ops = if ops { OpRowsPart::of(&profile) } else { OpRowsPart::new(GroupBy::Op) };
-        if !ops.is_empty() && profile.hosts.len() == 1 {
-            // The host's op profile, as `ops::ops` makes it, for `extra` to read.
-            profile.memo().ensure((GroupBy::Op, 0usize), || ops.clone().finish());
-        }
-        let flops = ops.flops_per_event();
-        let part = measure(&profile, &by_name(&ops, flops.iter().copied().enumerate(), false), None);
-        let kept = extra(&profile, &part)?;
-        drop(profile);
+        let Some(Mapped { ops, flops, part, kept }) = source.first(i)? else { continue };
         let at = rows.add(ops);
         read_hosts.push(Host { index: i, part, kept, rows: at.into_iter().zip(flops).collect() });
     }
@@ -129,10 +244,8 @@ fn fold<T, E>(
             && Some(p.none_took_part) == decided.every_device_counts
             && same_flops(&rows, &h.rows, &run_rows);
         if !same {
-            let Some(mut profile) = read(h.index, true)? else { continue };
-            profile.set_decisions(decided);
-            h.part = measure(&profile, &run_rows, rows.host_ids(k));
-            h.kept = extra(&profile, &h.part)?;
+            let Some((part, kept)) = source.again(h.index, decided, &run_rows, rows.host_ids(k))? else { continue };
+            (h.part, h.kept) = (part, kept);
         }
     }
     let read: Vec<usize> = read_hosts.iter().map(|h| h.index).collect();

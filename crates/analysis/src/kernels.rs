@@ -361,6 +361,7 @@ pub struct OpKernel {
     pub occupancy_pct: Option<f64>,
     pub registers_per_thread: Option<u32>,
 }
+stepscope_model::wire_struct!(OpKernel { name, op, module, total_ps, occupancy_pct, registers_per_thread });
 
 /// The kernels of the ops `wanted` ((op, module) pairs), by kernel and op, largest
 /// time first: a pass over those ops' records alone (where [`kernels`] reads every
@@ -384,6 +385,7 @@ pub fn of_every_op(profile: &Profile) -> Vec<OpKernel> {
 pub struct OpKernels {
     rows: Keyed<(String, String, String), OpKernel>,
 }
+stepscope_model::wire_struct!(OpKernels { rows });
 
 impl OpKernels {
     /// Adds the next host's: each kernel's time summed, its occupancy and registers the

@@ -3,11 +3,24 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use stepscope_model::wire::Wire;
 
 #[derive(Clone, Debug)]
 pub struct Keyed<K, V> {
     items: Vec<(K, V)>,
     at: HashMap<K, usize>,
+}
+
+impl<K: Wire + Eq + std::hash::Hash + Clone, V: Wire> Wire for Keyed<K, V> {
+    // Its items in order; their places by key made anew.
+    fn put(&self, out: &mut Vec<u8>) {
+        self.items.put(out);
+    }
+    fn take(bytes: &mut stepscope_model::wire::Bytes<'_>) -> Result<Self, stepscope_model::wire::WireError> {
+        let items: Vec<(K, V)> = Wire::take(bytes)?;
+        let at = items.iter().enumerate().map(|(i, (k, _))| (k.clone(), i)).collect();
+        Ok(Keyed { items, at })
+    }
 }
 
 impl<K, V> Default for Keyed<K, V> {

@@ -33,5 +33,6 @@ pub mod tracer;
 pub mod whatif;
 
 /// The model, as the analyses' callers name it (`stepscope_analysis::profile`, …).
-pub use stepscope_model::{device_time, profile, stats};
+pub use stepscope_model::{device_time, profile, stats, wire};
+pub use stepscope_model::{wire_enum, wire_struct};
 pub use stepscope_model::{Derived, Device, DeviceKind, Keys, OpEvent, Profile};

@@ -61,6 +61,23 @@ pub struct Allocator {
     /// In-use bytes at the peak that no allocation seen in the capture explains.
     pub untracked_at_peak_bytes: u64,
 }
+stepscope_model::wire_struct!(Allocator {
+    host,
+    name,
+    allocations,
+    deallocations,
+    peak_in_use_bytes,
+    peak_time_ps,
+    lifetime_peak_bytes,
+    capacity_bytes,
+    fragmentation_at_peak,
+    max_fragmentation,
+    first_in_use_bytes,
+    last_in_use_bytes,
+    timeline,
+    live_at_peak,
+    untracked_at_peak_bytes,
+});
 
 impl Allocator {
     /// The peak as a share of the allocator's capacity, percent; `None` where it
@@ -76,6 +93,7 @@ pub struct MemoryPoint {
     pub time_ps: i64,
     pub in_use_bytes: u64,
 }
+stepscope_model::wire_struct!(MemoryPoint { time_ps, in_use_bytes });
 
 /// An allocation live at the peak.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -99,6 +117,18 @@ pub struct LiveAllocation {
     pub data_type: String,
     pub region_type: String,
 }
+stepscope_model::wire_struct!(LiveAllocation {
+    bytes,
+    requested_bytes,
+    allocated_at_ps,
+    addr,
+    op,
+    program,
+    planned_as,
+    shape,
+    data_type,
+    region_type,
+});
 
 /// The device-memory pprof, summarised.
 #[derive(Clone, Debug, Serialize)]

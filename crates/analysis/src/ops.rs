@@ -17,6 +17,7 @@ pub use stepscope_model::hlo_ops::instruction;
 use stepscope_model::programs::{HostPrograms, ProgramIds, RunPrograms};
 use stepscope_model::records::{stat_u64, FastMap, RecStats};
 use stepscope_model::stats::sum_ps;
+use stepscope_model::wire::Wire;
 use stepscope_model::{Device, Profile};
 
 /// How to group op time.
@@ -32,6 +33,7 @@ pub enum GroupBy {
     /// The whole Python stack that made the op.
     Stack,
 }
+stepscope_model::wire_enum!(GroupBy { Op, Category, Module, Scope, Line, Stack });
 
 impl GroupBy {
     /// Every grouping, in the order help texts list them.
@@ -163,6 +165,15 @@ enum Text<'a> {
     Shared(Arc<str>),
 }
 
+impl Wire for Text<'static> {
+    fn put(&self, out: &mut Vec<u8>) {
+        (**self).to_string().put(out);
+    }
+    fn take(bytes: &mut stepscope_model::wire::Bytes<'_>) -> Result<Self, stepscope_model::wire::WireError> {
+        Arc::<str>::take(bytes).map(Text::Shared)
+    }
+}
+
 impl std::ops::Deref for Text<'_> {
     type Target = str;
     fn deref(&self) -> &str {
@@ -267,6 +278,28 @@ struct Acc<'a> {
     /// looked in first for the row's instruction.
     host: usize,
 }
+stepscope_model::wire_struct!(Acc<'static> {
+    name,
+    module,
+    program,
+    count,
+    total_ps,
+    self_ps,
+    min_ps,
+    max_ps,
+    flops,
+    bytes,
+    is_async,
+    category,
+    one_category,
+    category_async,
+    peaks,
+    command_buffer,
+    executions,
+    by_program,
+    matrix,
+    host,
+});
 
 impl<'a> Acc<'a> {
     fn new(name: Text<'a>, module: &'a str, first: &Occurrence<'a, '_>, peaks: Peaks, host: usize) -> Acc<'a> {
@@ -412,6 +445,7 @@ pub struct OpRowsPart {
     /// Per host added, in order: its programs' numbers in the run.
     added: Vec<ProgramIds>,
 }
+stepscope_model::wire_struct!(OpRowsPart { by, rows, index, host, programs, added });
 
 /// A row of an [`OpRowsPart`].
 #[derive(Clone)]
@@ -422,6 +456,7 @@ struct Row {
     /// By line and stack: its program's stack for the op, where found.
     stack: Frames,
 }
+stepscope_model::wire_struct!(Row { acc, costs, stack });
 
 impl OpRowsPart {
     /// No rows yet, grouped `by`.
@@ -841,6 +876,7 @@ struct ProgramCost {
     /// The type its roof is chosen by: a matrix op's inputs' (a bf16 dot may write f32).
     element_type: i32,
 }
+stepscope_model::wire_struct!(ProgramCost { matrix, flops, bytes, element_type });
 
 /// Per program of a row by op (its `by_program`, in order): its instruction's cost,
 /// where the HLO holds it. The FLOPs and bytes are looked up only where `all` or the

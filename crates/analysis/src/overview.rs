@@ -363,6 +363,26 @@ pub struct OverviewPart {
     /// host's span: first event to last).
     compile: Vec<(i64, i64, i64)>,
 }
+stepscope_model::wire_struct!(OverviewPart {
+    hosts,
+    collective_ends,
+    source,
+    timing,
+    votes,
+    none_took_part,
+    steps,
+    dispatched_not_run,
+    launches_not_run,
+    windows,
+    left_out,
+    device_models,
+    versions,
+    host_tracer_level,
+    trace_json,
+    python_calls,
+    input,
+    compile,
+});
 
 /// A step, as the overview reads it.
 #[derive(Clone, Copy, Debug)]
@@ -381,6 +401,17 @@ struct StepTimes {
     /// Its FLOPs ([`crate::roofline::step_flops`]).
     flops: Option<StepFlops>,
 }
+stepscope_model::wire_struct!(StepTimes {
+    host,
+    step_num,
+    start_ps,
+    duration_ps,
+    host_start_ps,
+    host_duration_ps,
+    cold,
+    cut,
+    flops
+});
 
 /// A device's timeline, as the overview reads it.
 #[derive(Clone, Copy, Debug)]
@@ -392,6 +423,7 @@ struct Window {
     idle_queued_ps: Option<i64>,
     idle_launching_ps: Option<i64>,
 }
+stepscope_model::wire_struct!(Window { took_part, window_ps, parts_ps, busy_ps, idle_queued_ps, idle_launching_ps });
 
 impl Window {
     fn part_ps(&self, part: Part) -> i64 {

@@ -184,6 +184,7 @@ pub enum PeakSource {
     /// A known device's data sheet.
     DataSheet,
 }
+stepscope_model::wire_enum!(PeakSource { User, Profile, DataSheet });
 
 /// A device's peak compute and memory bandwidth, where known.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -197,6 +198,33 @@ pub struct Peaks {
     /// A known GPU's rates per data type: an op's roof is then chosen by its HLO's
     /// type and whether it multiplies matrices. None where the user gave the peak.
     pub gpu: Option<&'static GpuPeaks>,
+}
+
+impl stepscope_model::wire::Wire for Peaks {
+    // The known device by its model's name, its GPU rates by their place in [`GPUS`]:
+    // both are this build's data sheets.
+    fn put(&self, out: &mut Vec<u8>) {
+        let gpu = self.gpu.map(|g| GPUS.iter().position(|k| std::ptr::eq(k, g)).expect("a known GPU"));
+        let model = self.model.map(str::to_string);
+        (self.flops_per_s, self.bytes_per_s, self.flops_source, self.bytes_source, (model, gpu)).put(out);
+    }
+    fn take(bytes: &mut stepscope_model::wire::Bytes<'_>) -> Result<Self, stepscope_model::wire::WireError> {
+        use stepscope_model::wire::WireError;
+        let (flops_per_s, bytes_per_s, flops_source, bytes_source, (model, gpu)) =
+            <(_, _, _, _, (Option<String>, Option<usize>))>::take(bytes)?;
+        let known = |m: &str| {
+            let mut models = GPUS.iter().map(|g| g.model).chain(TPUS.iter().map(|t| t.model));
+            models.find(|k| *k == m).ok_or_else(|| WireError(format!("{m:?} is no known device")))
+        };
+        Ok(Peaks {
+            flops_per_s,
+            bytes_per_s,
+            flops_source,
+            bytes_source,
+            model: model.as_deref().map(known).transpose()?,
+            gpu: gpu.map(|i| GPUS.get(i).ok_or_else(|| WireError(format!("{i} is no known GPU")))).transpose()?,
+        })
+    }
 }
 
 /// The peaks of device `d` (sources in the module's order).

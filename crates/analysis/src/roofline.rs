@@ -134,6 +134,7 @@ pub struct StepFlops {
     /// `flops` over `capacity_flops`, percent: FLOPs utilisation.
     pub utilization_pct: Option<f64>,
 }
+stepscope_model::wire_struct!(StepFlops { flops, capacity_flops, utilization_pct });
 
 /// Per step of `steps` (in its order): the FLOPs its host's devices ran and their
 /// utilisation, for the hosts whose devices have a peak FLOP/s; None elsewhere.

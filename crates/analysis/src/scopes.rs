@@ -60,6 +60,21 @@ pub struct ScopeRow {
     /// The scope is input work (see [`is_input_name`]).
     pub input: bool,
 }
+stepscope_model::wire_struct!(ScopeRow {
+    name,
+    path,
+    depth,
+    host,
+    count,
+    total_ps,
+    self_ps,
+    avg_ps,
+    per_step_ps,
+    step_pct,
+    device_busy_ps,
+    device_work_ps,
+    input,
+});
 
 /// The host's input work and what it cost the device.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -226,6 +241,7 @@ pub struct InputSums {
     pub device_idle_input_ps: i64,
     pub names: std::collections::BTreeSet<String>,
 }
+stepscope_model::wire_struct!(InputSums { recorded, host_input_ps, device_idle_input_ps, names });
 
 impl InputSums {
     pub fn add(&mut self, other: InputSums) {

@@ -12,6 +12,7 @@ pub struct SourceFrame {
     pub function: String,
     pub line: i32,
 }
+stepscope_model::wire_struct!(SourceFrame { file, function, line });
 
 impl SourceFrame {
     fn of(f: &Frame) -> SourceFrame {

@@ -26,6 +26,7 @@ pub struct PythonCalls {
     /// Python calls traced in the whole capture.
     pub all: u64,
 }
+stepscope_model::wire_struct!(PythonCalls { in_steps, steps, all });
 
 impl PythonCalls {
     pub fn add(&mut self, o: PythonCalls) {

@@ -66,6 +66,16 @@ pub enum Node {
     Tail,
 }
 
+impl stepscope_model::wire::Wire for Node {
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(Node::ALL.iter().position(|n| n == self).expect("a node") as u8);
+    }
+    fn take(bytes: &mut stepscope_model::wire::Bytes<'_>) -> Result<Self, stepscope_model::wire::WireError> {
+        let at = bytes.take_bytes(1)?[0] as usize;
+        Node::ALL.get(at).copied().ok_or_else(|| stepscope_model::wire::WireError(format!("{at} is no node")))
+    }
+}
+
 impl Node {
     pub const ALL: [Node; 14] = [
         Node::Compute,
@@ -619,6 +629,7 @@ pub struct StepProjection {
     #[serde(skip)]
     legs: Option<Box<(pod::Legs, pod::Legs)>>,
 }
+stepscope_model::wire_struct!(StepProjection { step_num, measured_ps, replayed_ps, projected_ps, host, legs });
 
 /// What an edit projects for the step.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -670,6 +681,7 @@ pub struct Replayed {
     /// Its hosts' steps hold collectives and were not joined ([`Projection::hosts_apart`]).
     hosts_apart: bool,
 }
+stepscope_model::wire_struct!(Replayed { per_step, measured_parts, projected_parts, left_out, hosts, hosts_apart });
 
 impl Replayed {
     /// Another host's steps (or hosts').
@@ -806,6 +818,7 @@ pub struct Settled {
     /// Per edit (its words) that changes them, its replay.
     replays: Vec<(String, Replayed)>,
 }
+stepscope_model::wire_struct!(Settled { features, unchanged, replays });
 
 impl Settled {
     /// Every step replayed with `edit`, as [`Replayer::replay`] replays it; `None`
@@ -1709,6 +1722,7 @@ struct Features {
     nodes: Vec<Node>,
     several_devices: bool,
 }
+stepscope_model::wire_struct!(Features { nodes, several_devices });
 
 impl Features {
     fn of(graphs: &Graphs) -> Features {

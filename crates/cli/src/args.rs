@@ -137,6 +137,9 @@ pub enum Command {
     /// What fixing a cause would gain: the steps replayed with a change (--remove compile, --jit, --scale dot.31=0.5).
     #[command(after_help = crate::examples::WHATIF)]
     Whatif(crate::cmd::whatif::WhatifArgs),
+    /// One host of a run mapped to its part, for a run mapped on several machines (`summary --parts`).
+    #[command(after_help = crate::examples::PART)]
+    Part(crate::cmd::part::PartArgs),
     /// What changed from run A to run B: step time, breakdown, ops and kernels by effect.
     #[command(after_help = crate::examples::DIFF)]
     Diff(crate::cmd::diff::DiffArgs),

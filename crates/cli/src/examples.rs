@@ -123,6 +123,17 @@ EXAMPLES:
     stepscope advise /tmp/logdir --thresholds kpi.toml
         your own thresholds (utilization_pct = 70)";
 
+pub const PART: &str = "\
+EXAMPLES:
+    stepscope part /tmp/logdir --plan
+        the run and its hosts, as a driver hands them out (JSON)
+    stepscope part /tmp/logdir --host vm -o host-0.part
+        host vm, the run's first, mapped to its part where its file lives
+    stepscope summary /tmp/logdir --parts . --json
+        the run's summary reduced from the parts here (a host without one is read here)
+    python -c 'import stepscope; print(stepscope.analyze_on_ray(\"/tmp/logdir\"))'
+        the same on a Ray cluster, a task a host";
+
 pub const WHATIF: &str = "\
 EXAMPLES:
     stepscope whatif /tmp/logdir --remove compile

@@ -282,6 +282,7 @@ fn run(cli: args::Cli) -> anyhow::Result<ExitCode> {
         args::Command::Devices(a) => cmd::devices::run(&a),
         args::Command::Hlo(a) => cmd::hlo::run(&a),
         args::Command::Advise(a) => cmd::advise::run(&a),
+        args::Command::Part(a) => cmd::part::run(&a),
         args::Command::Whatif(a) => cmd::whatif::run(&a),
         args::Command::Diff(a) => cmd::diff::run(&a),
         args::Command::Compare(a) => cmd::compare::run(&a),

@@ -160,6 +160,11 @@ impl Hosts {
         Ok(Hosts { run, offsets })
     }
 
+    /// The run's name (its folder, relative to the path given).
+    pub fn run_name(&self) -> &str {
+        &self.run.rel
+    }
+
     /// The hosts' names, in the run's order.
     pub fn names(&self) -> Vec<&str> {
         self.run.hosts.iter().map(|h| h.host.as_str()).collect()

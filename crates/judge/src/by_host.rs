@@ -9,7 +9,7 @@ use stepscope_analysis::collectives::{self, CollectivesPart};
 use stepscope_analysis::compile::{self, CompileEvent};
 use stepscope_analysis::devices::{self, DevicesPart};
 use stepscope_analysis::fold::{self, Check, Reader};
-use stepscope_analysis::kernels::{self, OpKernels};
+use stepscope_analysis::kernels::{self, OpKernel, OpKernels};
 use stepscope_analysis::memory::{self, Allocator};
 use stepscope_analysis::ops::{self, GroupBy, OpRow};
 use stepscope_analysis::overview::{Overview, OverviewPart};
@@ -37,7 +37,7 @@ pub struct Judged<T> {
 }
 
 /// What the rules read of one host.
-struct HostPart<T> {
+pub struct HostPart<T> {
     devices: DevicesPart,
     compiles: Vec<CompileEvent>,
     collectives: CollectivesPart,
@@ -50,8 +50,27 @@ struct HostPart<T> {
     facts: HostFacts,
     /// Its replays of the edits the rules may ask for ([`crate::gains::host_replays`]).
     whatif: HostReplays,
+    /// Its kernels by op, and the hosts they are of.
+    kernels: Vec<OpKernel>,
+    kernel_hosts: Vec<String>,
     kept: T,
 }
+stepscope_model::wire_struct!(HostPart<T> {
+    devices,
+    compiles,
+    collectives,
+    allocators,
+    scope_rows,
+    input,
+    steps,
+    leading_idle,
+    dispatches,
+    facts,
+    whatif,
+    kernels,
+    kernel_hosts,
+    kept,
+});
 
 /// The overview and findings of a run of `hosts` hosts read one at a time, with
 /// thresholds `th`: what the run read whole has ([`crate::advise::advise`],
@@ -66,18 +85,50 @@ pub fn judged_by_host<T, E>(
     read: &mut Reader<E>,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<Judged<T>, E> {
-    // Kernels do not depend on the run's decisions: each host's are added up once, as
-    // it is first read, in the run's order.
-    let mut kernels = OpKernels::default();
-    let mut added: HashSet<String> = HashSet::new();
-    let mut part = |p: &Profile, o: &OverviewPart| -> Result<HostPart<T>, E> {
-        if p.hosts.iter().all(|h| added.insert(h.host.clone())) {
-            kernels.add(kernels::of_every_op(p));
-        }
-        host_part(p, o, th, hosts > 1, &mut *extra)
+    let mut part = |p: &Profile, o: &OverviewPart| host_part(p, o, th, hosts > 1, &mut *extra);
+    judged_from(run, hosts, top, th, &mut fold::Local { read, extra: &mut part, ops: true }, None)
+}
+
+/// What a host of a run of `hosts` hosts is mapped to for [`judged_by_host`], with
+/// thresholds `th`, where it is read alone (here, or on another machine whose part the
+/// reduce is handed: [`judged_of_parts`]).
+pub fn map_host(profile: &Profile, hosts: usize, th: &Thresholds) -> fold::Mapped<HostPart<()>> {
+    let mut part = |p: &Profile, o: &OverviewPart| host_part::<(), ()>(p, o, th, hosts > 1, &mut |_, _| Ok(()));
+    match fold::map_host(profile, true, &mut part) {
+        Ok(mapped) => mapped,
+        Err(()) => unreachable!("no host part fails"),
+    }
+}
+
+/// [`judged_by_host`] of a run whose hosts were mapped elsewhere ([`map_host`]):
+/// `first(i)` hands host `i`'s part (`None` where its file could not be read), and
+/// `read` reads a host again here, where the run decides otherwise than it did alone.
+pub fn judged_of_parts<E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    th: &Thresholds,
+    first: &mut fold::First<'_, HostPart<()>, E>,
+    read: &mut Reader<E>,
+) -> Result<Judged<()>, E> {
+    let mut part = |p: &Profile, o: &OverviewPart| host_part(p, o, th, hosts > 1, &mut |_, _| Ok(()));
+    let mut local = fold::Local { read, extra: &mut part, ops: true };
+    judged_from(run, hosts, top, th, &mut local, Some(first))
+}
+
+/// [`judged_by_host`] of hosts from `local`, first mapped by `first` where given.
+fn judged_from<T, E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    th: &Thresholds,
+    local: &mut fold::Local<'_, '_, HostPart<T>, E>,
+    first: Option<&mut fold::First<'_, HostPart<T>, E>>,
+) -> Result<Judged<T>, E> {
+    let (overview, op_rows, mut parts, decided) = match first {
+        None => fold::overview_ops_and_decisions_of(run, hosts, top, local)?,
+        Some(first) => fold::overview_ops_and_decisions_of(run, hosts, top, &mut fold::Premapped { first, local })?,
     };
-    let (overview, op_rows, mut parts, decided) =
-        fold::overview_ops_and_decisions_by_host(run, hosts, top, read, &mut part)?;
     // The run's edits a host was not made ready for (the run's top op, small there):
     // that host is read again for them, so that its replays add up to the run's.
     let edits = run_edits(&op_rows.ops, th);
@@ -86,8 +137,17 @@ pub fn judged_by_host<T, E>(
         if missing.is_empty() {
             continue;
         }
-        if let Some(profile) = fold::read_again(read, *index, decided)? {
+        if let Some(profile) = fold::read_again(local.read, *index, decided)? {
             part.whatif.add(&profile, missing);
+        }
+    }
+    // Kernels do not depend on the run's decisions: each host's are added up once, in
+    // the run's order.
+    let mut kernels = OpKernels::default();
+    let mut added: HashSet<String> = HashSet::new();
+    for (_, part) in parts.iter_mut() {
+        if part.kernel_hosts.iter().all(|h| added.insert(h.clone())) {
+            kernels.add(std::mem::take(&mut part.kernels));
         }
     }
     let parts = parts.into_iter().map(|(_, part)| part).collect();
@@ -194,6 +254,8 @@ fn host_part<T, E>(
         dispatches,
         facts,
         whatif,
+        kernels: kernels::of_every_op(profile),
+        kernel_hosts: profile.hosts.iter().map(|h| h.host.clone()).collect(),
         kept: extra(profile, o)?,
     })
 }

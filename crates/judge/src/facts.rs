@@ -71,6 +71,7 @@ pub struct Place {
     /// Its order within that place.
     pub order: i64,
 }
+stepscope_model::wire_struct!(Place { size, device, step, host, order });
 
 impl Place {
     fn rank(&self) -> (Reverse<i64>, bool, Option<usize>, Option<usize>, usize, i64) {
@@ -88,6 +89,7 @@ pub struct Found {
     pub place: Place,
     pub evidence: Evidence,
 }
+stepscope_model::wire_struct!(Found { place, evidence });
 
 /// The first `n` of `items` by the rank of their places.
 fn first<T>(mut items: Vec<(Place, T)>, n: usize) -> Vec<(Place, T)> {
@@ -104,6 +106,7 @@ pub struct Truncated {
     pub events: u64,
     pub detail: String,
 }
+stepscope_model::wire_struct!(Truncated { host, events, detail });
 
 /// The hosts of `profile` that look truncated, in order.
 pub fn truncated(profile: &Profile) -> Vec<Truncated> {
@@ -173,6 +176,7 @@ pub struct HostFacts {
     devices: usize,
     steps: usize,
 }
+stepscope_model::wire_struct!(HostFacts { found, truncated, peak_bytes_per_s, hosts, devices, steps });
 
 impl HostFacts {
     /// The facts of `profile` (one host), measured under the run's decisions: its

@@ -23,6 +23,7 @@ pub struct Evidence {
     pub step_num: Option<i64>,
     pub detail: String,
 }
+stepscope_model::wire_struct!(Evidence { what, host, start_ps, duration_ps, step_num, detail });
 
 /// What fixing a finding's cause would gain: the what-if model's projection of the
 /// step with the edit it assumes (`stepscope whatif`, docs/whatif.md).

@@ -63,6 +63,7 @@ pub struct HostReplays {
     /// Of a run of several hosts: its steps join the other hosts' ([`Replayer::of_run`]).
     in_pod: bool,
 }
+stepscope_model::wire_struct!(HostReplays { replayer, ran, in_pod });
 
 /// One host's [`HostReplays`] of `edits`, a host of a run of several (`in_pod`) or not.
 pub fn host_replays(profile: &Profile, edits: Vec<Edit>, in_pod: bool) -> HostReplays {

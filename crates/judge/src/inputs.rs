@@ -103,6 +103,7 @@ pub struct Dispatches {
     steps: usize,
     devices: usize,
 }
+stepscope_model::wire_struct!(Dispatches { launches, per_module, steps, devices });
 
 impl Dispatches {
     pub fn add(&mut self, other: Dispatches) {

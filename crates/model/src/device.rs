@@ -79,6 +79,7 @@ pub enum DeviceKind {
     Cpu,
     Other,
 }
+crate::wire_enum!(DeviceKind { Tpu, Gpu, Cpu, Other });
 
 /// Where a device's ops come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

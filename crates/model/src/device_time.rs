@@ -53,6 +53,7 @@ pub enum WindowSource {
     /// It ran no op.
     Empty,
 }
+crate::wire_enum!(WindowSource { HostSteps, OwnSteps, OwnSpan, Empty });
 
 /// One device's time.
 pub struct DeviceTimeline {

@@ -3,6 +3,7 @@
 //!
 //! Modules in layer order; each uses only those above it in this list:
 //!
+//! - [`wire`]: what a host is reduced to, as bytes (a run's hosts mapped elsewhere);
 //! - [`stats`], [`derived`]: interval and distribution helpers; cells computed once;
 //! - [`records`]: a device's executed ops as compact records;
 //! - [`hlo_ops`]: an executed op's HLO instruction;
@@ -46,6 +47,7 @@ pub mod records;
 pub mod stats;
 pub mod steps;
 pub mod time_base;
+pub mod wire;
 pub mod work;
 
 pub use derived::{Derived, Memo};

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use stepscope_xspace::hlo::HloModules;
 
 use crate::records::FastMap;
+use crate::wire::Wire;
 
 /// What a host's program is across the hosts of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -35,6 +36,22 @@ enum Identity {
     Number(u64, u64),
 }
 
+impl crate::wire::Wire for Identity {
+    fn put(&self, out: &mut Vec<u8>) {
+        match *self {
+            Identity::Signature(s) => (0u8, s, 0u64).put(out),
+            Identity::Number(f, n) => (1u8, f, n).put(out),
+        }
+    }
+    fn take(bytes: &mut crate::wire::Bytes<'_>) -> Result<Self, crate::wire::WireError> {
+        match <(u8, u64, u64)>::take(bytes)? {
+            (0, s, _) => Ok(Identity::Signature(s)),
+            (1, f, n) => Ok(Identity::Number(f, n)),
+            (k, _, _) => Err(crate::wire::WireError(format!("{k} is no program identity"))),
+        }
+    }
+}
+
 /// The programs of one host that some rows name: each one's identity by its number on
 /// the host, and the host's name.
 #[derive(Clone, Debug, Default)]
@@ -43,6 +60,7 @@ pub struct HostPrograms {
     /// (number on the host, module name, identity), in the order first named.
     programs: Vec<(u64, Arc<str>, Identity)>,
 }
+crate::wire_struct!(HostPrograms { host, programs });
 
 impl HostPrograms {
     /// The programs `named` (number, module name) of host `host`, told by the host's
@@ -75,6 +93,15 @@ impl HostPrograms {
 #[derive(Clone, Debug, Default)]
 pub struct ProgramIds(FastMap<u64, Vec<(Arc<str>, u64)>>);
 
+impl Wire for ProgramIds {
+    fn put(&self, out: &mut Vec<u8>) {
+        self.0.put(out);
+    }
+    fn take(bytes: &mut crate::wire::Bytes<'_>) -> Result<Self, crate::wire::WireError> {
+        Wire::take(bytes).map(ProgramIds)
+    }
+}
+
 impl ProgramIds {
     /// The run's number of the host's program `number` of module `module`.
     pub fn run(&self, number: u64, module: &str) -> u64 {
@@ -105,6 +132,7 @@ pub struct RunPrograms {
     /// `u64::MAX - 1` down: per number, the program's own and its host's name.
     apart: Vec<(u64, Arc<str>)>,
 }
+crate::wire_struct!(RunPrograms { numbers, used, apart });
 
 impl RunPrograms {
     /// Adds a host's programs (after those of the hosts already added): the run's

@@ -31,6 +31,7 @@ pub enum StepSource {
     /// No steps found.
     None,
 }
+crate::wire_enum!(StepSource { Annotation, DeviceSteps, ModuleExecutions, None });
 
 /// Where steps were read from, in words: `StepTraceAnnotation`, `the device Steps
 /// line`, `executions of the longest-running XLA module`.
@@ -98,6 +99,25 @@ pub struct Step {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub critical_path: Vec<PathPart>,
 }
+crate::wire_struct!(Step {
+    step_num,
+    name,
+    host,
+    start_ps,
+    duration_ps,
+    host_start_ps,
+    host_duration_ps,
+    work_start_ps,
+    work_duration_ps,
+    cut,
+    device_busy_ps,
+    device_idle_ps,
+    compile_ps,
+    device_work_ps,
+    flops,
+    flops_utilization_pct,
+    critical_path,
+});
 
 /// One part of a step's critical path: a node of the what-if graph (`compute`,
 /// `dispatch`, …) and its time on the path.
@@ -108,6 +128,7 @@ pub struct PathPart {
     pub name: &'static str,
     pub ps: i64,
 }
+crate::wire_struct!(PathPart { node, name, ps });
 
 impl Step {
     pub fn end_ps(&self) -> i64 {
@@ -131,6 +152,7 @@ pub enum StepTiming {
     /// work ran after their host span had closed.
     Device,
 }
+crate::wire_enum!(StepTiming { Host, Device });
 
 /// The steps of a profile.
 #[derive(Clone, Debug, Serialize)]
@@ -205,6 +227,7 @@ pub struct StepVotes {
     pub linked: u64,
     pub late: u64,
 }
+crate::wire_struct!(StepVotes { linked, late });
 
 impl StepVotes {
     pub fn of(steps: &[Step]) -> StepVotes {

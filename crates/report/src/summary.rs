@@ -125,8 +125,9 @@ pub fn summary_by_host<E>(
     Ok(judged_summary(judged.overview, &judged.inputs, &judged.findings))
 }
 
-/// The summary of a run read a host at a time and judged.
-fn judged_summary(overview: Overview, inputs: &advise::Inputs, findings: &[Finding]) -> Summary {
+/// The summary of a run read a host at a time and judged (its hosts mapped here, as
+/// [`summary_by_host`] maps them, or elsewhere).
+pub fn judged_summary(overview: Overview, inputs: &advise::Inputs, findings: &[Finding]) -> Summary {
     let mut findings = findings.to_vec();
     let health = Some(stepscope_judge::health::judged(&overview, &mut findings));
     findings.truncate(3);

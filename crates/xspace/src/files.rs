@@ -97,6 +97,20 @@ pub fn not_regular(path: &Path, kind: &str) -> Error {
 /// Reads a small input whole: a regular file of at most [`MAX_SMALL_INPUT_BYTES`];
 /// `what` names it in errors ("baseline", "thresholds file").
 pub fn read_small(path: &Path, what: &str) -> Result<Vec<u8>> {
+    read_capped(path, what, MAX_SMALL_INPUT_BYTES)
+}
+
+/// The most [`read_large`] reads whole: a host's part (what a pod's host is mapped to,
+/// a few MiB a host for a 120 MB capture).
+pub const MAX_LARGE_INPUT_BYTES: u64 = 1 << 30;
+
+/// [`read_small`] of an input that may be larger: at most [`MAX_LARGE_INPUT_BYTES`].
+pub fn read_large(path: &Path, what: &str) -> Result<Vec<u8>> {
+    read_capped(path, what, MAX_LARGE_INPUT_BYTES)
+}
+
+/// [`read_small`] with a cap of `max` bytes.
+fn read_capped(path: &Path, what: &str, max: u64) -> Result<Vec<u8>> {
     let (file, len) = open_regular(path)?;
     let too_big = || {
         Error::new(
@@ -104,18 +118,18 @@ pub fn read_small(path: &Path, what: &str) -> Result<Vec<u8>> {
                 "{} is too large for a {what} ({} MiB; at most {} MiB)",
                 path.display(),
                 len.div_ceil(1 << 20),
-                MAX_SMALL_INPUT_BYTES >> 20
+                max >> 20
             ),
             format!("pass the {what} stepscope wrote, not another file"),
         )
     };
-    if len > MAX_SMALL_INPUT_BYTES {
+    if len > max {
         return Err(too_big());
     }
     let mut out = Vec::with_capacity(len as usize);
     // A file that grows while read stops at the cap too.
-    file.take(MAX_SMALL_INPUT_BYTES + 1).read_to_end(&mut out).map_err(|e| Error::io(path, &e))?;
-    if out.len() as u64 > MAX_SMALL_INPUT_BYTES {
+    file.take(max + 1).read_to_end(&mut out).map_err(|e| Error::io(path, &e))?;
+    if out.len() as u64 > max {
         return Err(too_big());
     }
     Ok(out)

@@ -19,6 +19,7 @@ pub struct Legs {
     /// Of that, the work of the device that ended the step.
     last_work_ps: i64,
 }
+stepscope_model::wire_struct!(Legs { joins, last_ps, last_work_ps });
 
 /// The way to one collective.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -31,6 +32,7 @@ struct Leg {
     /// The least time any of the host's devices spent in it.
     transfer_ps: i64,
 }
+stepscope_model::wire_struct!(Leg { ps, work_ps, transfer_ps });
 
 /// Step `g` replayed with `edit` (its devices balanced as [`super::replay_step`] does),
 /// as legs between its collectives: `None` where it holds none, or its devices hold
@@ -215,7 +217,7 @@ mod tests {
         assert_eq!(one(&f), Some(b_first.max(15) + 1 + 1 + 2));
         // A second step reaches its first collective from the first step's last legs.
         let b2 = legs(&[(8, 8, 1), (1, 1, 3)], (1, 1));
-        assert_eq!(join(&[vec![&a, &b], vec![&a, &b2]], &[1.0, 1.0]), Some(25 + (5 + 10).max(1 + 8) + 1 + 1 + 2));
+        assert_eq!(join(&[vec![&a, &b], vec![&a, &b2]], &[1.0, 1.0]), Some(25 + [5 + 10, 1 + 8].into_iter().max().unwrap() + 1 + 1 + 2));
         // The median host's work: of three, the middle; of two, the lesser.
         assert_eq!(balance_factors(&[15, 15, 30]), vec![1.0, 1.0, 0.5]);
         assert_eq!(balance_factors(&[20, 10]), vec![0.5, 1.0]);

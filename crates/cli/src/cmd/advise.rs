@@ -22,6 +22,10 @@ pub struct AdviseArgs {
     /// for the same findings. What a run of several hosts gets without asking.
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
+    /// Judge the run from the parts in this folder, written by `stepscope part` with
+    /// the same thresholds and peaks (`summary --parts` says more).
+    #[arg(long, value_name = "DIR", conflicts_with = "host")]
+    pub parts: Option<PathBuf>,
     /// A TOML file overriding rule thresholds (e.g. `utilization_pct = 70`); keys are
     /// listed in `stepscope advise --json` under "thresholds".
     #[arg(long, value_name = "FILE")]
@@ -57,17 +61,8 @@ pub fn read_thresholds(path: &Path) -> anyhow::Result<Thresholds> {
 }
 
 pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
-    let th = match &args.thresholds {
-        Some(p) => read_thresholds(p)?,
-        None => Thresholds::default(),
-    };
+    let (th, peaks) = crate::cmd::part::thresholds_and_peaks(args.thresholds.as_deref(), &args.peaks)?;
     let select = Select { host: args.host.clone(), top: None };
-    // The flags win over the thresholds file.
-    let (flag, file) = (args.peaks.user(), th.peaks());
-    let peaks = stepscope_analysis::peaks::UserPeaks {
-        flops_per_s: flag.flops_per_s.or(file.flops_per_s),
-        bytes_per_s: flag.bytes_per_s.or(file.bytes_per_s),
-    };
     let whole = |mut profile: stepscope_analysis::Profile| {
         profile.set_peaks(peaks);
         Ok(advise::advise(&profile, &th))
@@ -80,7 +75,18 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(a)
     };
-    let a = load::whole_or_by_host(&args.input, &select, args.host_at_a_time, "findings", whole, by_host)?;
+    let of_parts = |dir: &Path| {
+        let (judged, unread) = crate::cmd::part::judged_of_parts(&args.input, dir, advise::TOP_OPS, &th, peaks)?;
+        let mut a = advise::Advice::new(&judged.overview, &th, judged.findings);
+        if !unread.is_empty() {
+            a.health.recheck_hosts(0, &unread);
+        }
+        anyhow::Ok(a)
+    };
+    let a = match &args.parts {
+        Some(dir) => of_parts(dir)?,
+        None => load::whole_or_by_host(&args.input, &select, args.host_at_a_time, "findings", whole, by_host)?,
+    };
     if args.json {
         outln!("{}", serde_json::to_string(&a)?);
         return Ok(ExitCode::SUCCESS);

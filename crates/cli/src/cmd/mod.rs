@@ -18,6 +18,7 @@ pub mod ls;
 pub mod mcp;
 pub mod memory;
 pub mod ops;
+pub mod part;
 pub mod roofline;
 pub mod scopes;
 pub mod serve;

@@ -25,6 +25,12 @@ pub struct SummaryArgs {
     /// without asking.
     #[arg(long, conflicts_with_all = ["host", "per_host"])]
     pub host_at_a_time: bool,
+    /// Reduce the run from the parts in this folder (`host-I.part`, written by
+    /// `stepscope part`, on the machines that hold the hosts; `host-I.unread`: a host
+    /// that could not be read, its error): the numbers and findings of the run read
+    /// here. A host with neither is read here.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["host", "per_host"])]
+    pub parts: Option<std::path::PathBuf>,
 }
 
 pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
@@ -33,6 +39,14 @@ pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
         return per_host(cost_args);
     }
     let args = &cost_args.common;
+    if let Some(dir) = &summary_args.parts {
+        let th = stepscope_judge::advise::Thresholds::default();
+        let top = args.select.rows();
+        let (judged, unread) = crate::cmd::part::judged_of_parts(&args.input, dir, top, &th, cost_args.peaks.user())?;
+        let mut s = summary::judged_summary(judged.overview, &judged.inputs, &judged.findings);
+        s.set_hosts_unread(unread);
+        return print(&s, args);
+    }
     let same = "numbers and findings";
     let whole = |mut profile: stepscope_analysis::Profile| {
         profile.set_peaks(cost_args.peaks.user());
@@ -41,12 +55,17 @@ pub fn run(summary_args: &SummaryArgs) -> anyhow::Result<ExitCode> {
     let s = load::whole_or_by_host(&args.input, &args.select, summary_args.host_at_a_time, same, whole, || {
         host_at_a_time(cost_args)
     })?;
+    print(&s, args)
+}
+
+/// `s` as `args` ask: JSON, CSV or text.
+fn print(s: &Summary, args: &crate::opts::AnalysisArgs) -> anyhow::Result<ExitCode> {
     if args.output.json {
         outln!("{}", serde_json::to_string(&s)?);
     } else if args.output.csv {
-        out!("{}", csv(&["metric", "value"], &metric_rows(&s)));
+        out!("{}", csv(&["metric", "value"], &metric_rows(s)));
     } else {
-        print_text(&s);
+        print_text(s);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,139 @@
+//! A run mapped a host at a time into parts (`stepscope part`, as a Ray task maps a
+//! host where it lives) and reduced (`summary --parts`, `advise --parts`): byte for
+//! byte the answer of the run read here, the hosts' again-reads and the pod's join
+//! included; a part that is damaged, of another host or of other settings is refused
+//! in one line; a host that could not be mapped is left out as a host that cannot be
+//! read here is.
+
+use std::path::Path;
+
+use crate::util::*;
+
+/// Each host of the run in `dir` mapped by `stepscope part` (with `more` flags) into
+/// `out`, as `host-I.part`; the hosts, in the run's order.
+fn map_hosts(dir: &str, out: &Path, more: &[&str]) -> Vec<String> {
+    let plan: serde_json::Value = serde_json::from_str(&ok(&["part", dir, "--plan"])).unwrap();
+    assert_eq!(plan["schema"], "stepscope.part_plan/1");
+    let hosts: Vec<String> =
+        plan["hosts"].as_array().unwrap().iter().map(|h| h.as_str().unwrap().to_string()).collect();
+    for (i, host) in hosts.iter().enumerate() {
+        let file = out.join(format!("host-{i}.part"));
+        ok(&[&["part", dir, "--host", host, "-o", file.to_str().unwrap()][..], more].concat());
+    }
+    hosts
+}
+
+/// The same run's answer read here and reduced from its parts, `summary` and `advise`
+/// (with `more` flags: the map's and the reduce's).
+fn assert_reduced_as_read_here(dir: &str, more: &[&str], what: &str) {
+    let parts = tempfile::tempdir().unwrap();
+    map_hosts(dir, parts.path(), more);
+    let p = parts.path().to_str().unwrap();
+    let advise = |extra: &[&str]| ok(&[&["advise", dir, "--json"][..], more, extra].concat());
+    assert_eq!(advise(&["--parts", p]), advise(&[]), "advise of {what}");
+    if more.is_empty() {
+        let summary = |extra: &[&str]| ok(&[&["summary", dir, "--json"][..], extra].concat());
+        assert_eq!(summary(&["--parts", p]), summary(&[]), "summary of {what}");
+    }
+}
+
+/// Runs of hosts whose decisions differ alone and are read again (GPU hosts with and
+/// without step annotations; TPU, CPU and ROCm hosts), whose run's top op is small on
+/// a host (that host read again for its replay), and a real two-process pod whose
+/// hosts are joined at their all-reduces: reduced from their parts, each gives the
+/// summary and findings of the run read here, byte for byte; with every rule at its
+/// hair trigger too (the thresholds given to the map and the reduce).
+#[test]
+fn a_run_mapped_a_host_at_a_time_reduces_to_the_answer_read_here() {
+    let mixes: [&[&str]; 4] = [
+        &["gpu-sync", "gpu-nosync", "gpu-unannotated"],
+        &["tpu-v6e-inference", "cpu-transformer", "rocm-mi300x-conv-2gpu"],
+        &["cpu-callback", "cpu-stale-state", "cpu-oneoff"],
+        &["cpu-matmul", "cpu-sleep-step"],
+    ];
+    let th = tempfile::tempdir().unwrap();
+    let hair_trigger = th.path().join("thresholds.toml");
+    std::fs::write(&hair_trigger, crate::discovery::HAIR_TRIGGER).unwrap();
+    for mix in mixes {
+        let tmp = tempfile::tempdir().unwrap();
+        let names: Vec<String> = (0..mix.len()).map(|i| format!("h{i}")).collect();
+        let hosts: Vec<(&str, &str)> = names.iter().map(String::as_str).zip(mix.iter().copied()).collect();
+        run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &hosts);
+        let dir = tmp.path().to_str().unwrap();
+        assert_reduced_as_read_here(dir, &[], &format!("{mix:?}"));
+        if mix.len() == 3 {
+            let th = ["--thresholds", hair_trigger.to_str().unwrap()];
+            assert_reduced_as_read_here(dir, &th, &format!("{mix:?} at hair trigger"));
+        }
+    }
+    let pod = capture("cpu-pod-straggler");
+    assert_reduced_as_read_here(&pod, &[], "cpu-pod-straggler");
+    // The pod's first finding is its straggler, with its gain: the join of its hosts'
+    // legs survived the map.
+    let parts = tempfile::tempdir().unwrap();
+    map_hosts(&pod, parts.path(), &[]);
+    let advice = json(&["advise", &pod, "--parts", parts.path().to_str().unwrap()]);
+    assert_eq!(advice["findings"][0]["rule"], "stragglers", "{}", advice["findings"][0]);
+    assert!(advice["findings"][0]["gain_pct"].as_f64().unwrap() > 5.0, "{}", advice["findings"][0]);
+}
+
+/// A host whose file cannot be read fails its map in one line; written beside the
+/// parts as `host-I.unread`, the reduce leaves that host out exactly as the run read
+/// here does (`hosts_unread`, the same numbers of the others). A host with no part is
+/// read here. A damaged part, another host's part, and a part mapped with other
+/// thresholds are each refused in one line that says to map the host again.
+#[test]
+fn a_host_that_could_not_be_mapped_is_left_out_and_a_wrong_part_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run =
+        run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &[("a", "cpu-clean"), ("b", "cpu-slow"), ("c", "cpu-dp4")]);
+    let whole = std::fs::read(run.join("b.xplane.pb")).unwrap();
+    std::fs::write(run.join("b.xplane.pb"), &whole[..whole.len() / 3]).unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let parts = tempfile::tempdir().unwrap();
+    let p = parts.path();
+    for (i, host) in ["a", "c"].iter().enumerate() {
+        let file = p.join(format!("host-{}.part", i * 2));
+        ok(&["part", dir, "--host", host, "-o", file.to_str().unwrap()]);
+    }
+    let failed = stepscope(&["part", dir, "--host", "b", "-o", p.join("host-1.part").to_str().unwrap()]);
+    assert_eq!(failed.status.code(), Some(2));
+    let error = String::from_utf8(failed.stderr).unwrap();
+    assert_eq!(error.trim_end().lines().count(), 1, "{error}");
+    assert!(error.contains("b.xplane.pb") && error.contains("not a readable profile"), "{error}");
+    assert!(!p.join("host-1.part").exists(), "a failed map leaves no part behind");
+    std::fs::write(p.join("host-1.unread"), &error).unwrap();
+    let pstr = p.to_str().unwrap();
+    let summary = |extra: &[&str]| ok(&[&["summary", dir, "--json"][..], extra].concat());
+    let here = summary(&[]);
+    assert_eq!(summary(&["--parts", pstr]), here);
+    let v: serde_json::Value = serde_json::from_str(&here).unwrap();
+    assert_eq!(v["hosts_unread"][0]["host"], "b", "{}", v["hosts_unread"]);
+    assert_eq!(ok(&["advise", dir, "--json", "--parts", pstr]), ok(&["advise", dir, "--json"]));
+    // Host c with no part: read here, for the same answer.
+    std::fs::remove_file(p.join("host-2.part")).unwrap();
+    assert_eq!(summary(&["--parts", pstr]), here);
+    // A damaged part; another host's part; a part of other thresholds.
+    let a_part = std::fs::read(p.join("host-0.part")).unwrap();
+    let th = tempfile::tempdir().unwrap();
+    let hair = th.path().join("th.toml");
+    std::fs::write(&hair, crate::discovery::HAIR_TRIGGER).unwrap();
+    let other = p.join("other.part");
+    ok(&["part", dir, "--host", "a", "--thresholds", hair.to_str().unwrap(), "-o", other.to_str().unwrap()]);
+    let other = std::fs::read(other).unwrap();
+    let wrong: [(&[u8], &str, &str); 3] = [
+        (&a_part[..a_part.len() - 7], "host-0.part", "damaged"),
+        (&a_part, "host-2.part", "mapped for another host (\"a\", not \"c\")"),
+        (&other, "host-0.part", "mapped for another settings"),
+    ];
+    for (bytes, name, says) in wrong {
+        std::fs::write(p.join("host-0.part"), &a_part).unwrap();
+        std::fs::write(p.join(name), bytes).unwrap();
+        let e = assert_clean_error(&["summary", dir, "--json", "--parts", pstr]);
+        assert!(e.contains(says) && e.contains("map it again"), "{name}: {e}");
+        let _ = std::fs::remove_file(p.join("host-2.part"));
+    }
+    // Not a folder.
+    let e = assert_clean_error(&["summary", dir, "--parts", p.join("host-0.part").to_str().unwrap()]);
+    assert!(e.contains("is not a folder"), "{e}");
+}
