@@ -11,6 +11,7 @@ import sys
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Optional
 
 import pyarrow.parquet as pq
 import pytest
@@ -122,3 +123,56 @@ def test_a_task_that_fails_names_its_error(cluster, tmp_path):
     (bad / "vm.xplane.pb").write_bytes(b"\x0a\xff\xff\xff\xff\x0f not a profile")
     with pytest.raises(stepscope.StepscopeError, match="vm.xplane.pb"):
         stepscope.write_tables_on_ray(logs, tmp_path / "out2")
+
+
+def cli(*args: str) -> str:
+    """The `stepscope` command's standard output (it must succeed)."""
+    r = subprocess.run([sys.executable, "-m", "stepscope", *args], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def mixed_run(tmp: Path, fixtures: list, bad: Optional[int] = None) -> Path:
+    """A run of one host per fixture (h0, h1, …); host `bad`'s file cut to a third."""
+    run = tmp / "mixed" / "plugins" / "profile" / "2026_11_01_00_00_00"
+    run.mkdir(parents=True)
+    for i, name in enumerate(fixtures):
+        src = next((FIXTURES / name).rglob("*.xplane.pb"))
+        data = src.read_bytes()
+        (run / f"h{i}.xplane.pb").write_bytes(data[: len(data) // 3] if i == bad else data)
+    return tmp / "mixed"
+
+
+def test_analyze_on_ray_prints_what_the_command_prints(cluster, tmp_path):
+    """Hosts whose decisions differ alone (GPU with and without step annotations), a
+    real two-process pod joined at its all-reduces, and a run of one host: the summary
+    and the findings reduced from the Ray tasks' parts are the command's `--json`,
+    byte for byte (advise at its hair trigger too)."""
+    mixed = mixed_run(tmp_path, ["gpu-sync", "gpu-nosync", "gpu-unannotated"])
+    pod = FIXTURES / "cpu-pod-straggler"
+    one = FIXTURES / "cpu-clean"
+    th = tmp_path / "th.toml"
+    th.write_text("utilization_pct = 100.0\ndominant_op_pct = 0.0\nstep_jitter_pct = 0.0\nstraggler_pct = 0.0\n")
+    for path in (mixed, pod, one):
+        assert stepscope.analyze_on_ray(path, text=True) == cli("summary", str(path), "--json"), path
+        assert stepscope.analyze_on_ray(path, "advise", text=True) == cli("advise", str(path), "--json"), path
+    assert stepscope.analyze_on_ray(mixed, top=3, text=True) == cli("summary", str(mixed), "--json", "--top", "3")
+    assert stepscope.analyze_on_ray(mixed, "advise", thresholds=th, text=True) == cli(
+        "advise", str(mixed), "--json", "--thresholds", str(th))
+    advice = stepscope.analyze_on_ray(pod, "advise")
+    assert advice["schema"] == "stepscope.advise/1"
+    assert advice["findings"][0]["rule"] == "stragglers", advice["findings"][0]
+
+
+def test_analyze_on_ray_leaves_out_a_host_it_cannot_read(cluster, tmp_path):
+    """A host file cut short: its task comes back with its one-line error, and the
+    answer of the other hosts comes, naming it in `hosts_unread`, as the command's."""
+    mixed = mixed_run(tmp_path, ["cpu-clean", "cpu-slow", "cpu-dp4"], bad=1)
+    got = stepscope.analyze_on_ray(mixed, text=True)
+    assert got == cli("summary", str(mixed), "--json")
+    unread = json.loads(got)["hosts_unread"]
+    assert [u["host"] for u in unread] == ["h1"] and "not a readable profile" in unread[0]["error"], unread
+    with pytest.raises(stepscope.StepscopeError, match="runs summary, advise, not 'kernels'"):
+        stepscope.analyze_on_ray(mixed, "kernels")
+    with pytest.raises(stepscope.StepscopeError, match="cannot read .*missing"):
+        stepscope.analyze_on_ray(tmp_path / "missing")

@@ -25,6 +25,10 @@ Tables for SQL engines, on this machine or one Ray task per host (docs/scale.md)
     stepscope.write_tables("/tmp/logdir", "tables/")
     stepscope.write_tables_on_ray("gs://bucket/pod-logdir", "/shared/tables/")
 
+A pod's summary or findings, one Ray task per host (the CLI's ``--json``, byte for byte)::
+
+    stepscope.analyze_on_ray("gs://bucket/pod-logdir", "summary")
+
 JAX is imported only by the capture helpers: analysis works without it.
 """
 
@@ -45,6 +49,7 @@ from stepscope._capture import (
     trace,
 )
 from stepscope._profiler import Profiler, Schedule, maybe_profile, schedule
+from stepscope._ray import analyze_on_ray
 from stepscope._tables import summary_by_host, summary_per_host, write_tables, write_tables_on_ray
 
 __all__ = [
@@ -58,6 +63,7 @@ __all__ = [
     "StepscopeError",
     "Timer",
     "__version__",
+    "analyze_on_ray",
     "benchmark",
     "benchmark_function",
     "diff",

@@ -1,0 +1,120 @@
+"""A run's answer on a Ray cluster, one task a host (docs/scale.md, "On Ray").
+
+Each task maps its host where its file lives (``stepscope part``: the host read alone
+and reduced to the part the run's answer merges from, a few hundred kB for a 120 MB
+capture); the driver writes the parts into a folder and reduces them
+(``stepscope summary --parts``), for what ``stepscope summary PATH --json`` prints
+of the run read on one machine, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Optional, Union
+
+from stepscope._native import StepscopeError
+
+#: The commands :func:`analyze_on_ray` reduces from their hosts' parts.
+COMMANDS = ("summary", "advise")
+
+
+def _stepscope(*args: str, stdout_bytes: bool = False) -> Union[str, bytes]:
+    """Runs this Python's ``stepscope`` command: its standard output, or its one-line
+    error as a StepscopeError."""
+    r = subprocess.run([sys.executable, "-m", "stepscope", *args], stdin=subprocess.DEVNULL, capture_output=True)
+    if r.returncode != 0:
+        lines = [l for l in r.stderr.decode(errors="replace").splitlines() if l.strip()]
+        raise StepscopeError(lines[-1] if lines else f"stepscope {args[0]} failed with exit code {r.returncode}")
+    return r.stdout if stdout_bytes else r.stdout.decode()
+
+
+def _flags(command: str, top: Optional[int], thresholds: Optional[str], peak_flops: Optional[str],
+           peak_bandwidth: Optional[str]) -> tuple:
+    """The flags the map and the reduce share (the thresholds and peaks), and the
+    reduce's own (``--top``)."""
+    shared = []
+    if thresholds is not None:
+        if command != "advise":
+            raise StepscopeError("thresholds= is advise's — use command=\"advise\", or leave it out")
+        shared += ["--thresholds", os.fspath(thresholds)]
+    if peak_flops is not None:
+        shared += ["--peak-flops", str(peak_flops)]
+    if peak_bandwidth is not None:
+        shared += ["--peak-bandwidth", str(peak_bandwidth)]
+    own = []
+    if top is not None:
+        if command != "summary":
+            raise StepscopeError("top= is summary's — use command=\"summary\", or leave it out")
+        own += ["--top", str(top)]
+    return shared, own
+
+
+def _map_host(path: str, run: str, host: str, shared: list) -> tuple:
+    # On a Ray worker: the host's part, or the one-line error that says why it could
+    # not be read (the reduce leaves the host out, as the run read here would).
+    try:
+        return True, _stepscope("part", path, "--run", run, "--host", host, "-o", "-", *shared, stdout_bytes=True)
+    except StepscopeError as e:
+        return False, str(e)
+
+
+def _whole(path: str, command: str, args: list) -> str:
+    # On a Ray worker: the command of a run of one host, read there whole.
+    return _stepscope(command, path, "--json", *args)
+
+
+def analyze_on_ray(
+    path: Union[str, os.PathLike],
+    command: str = "summary",
+    *,
+    run: Optional[str] = None,
+    top: Optional[int] = None,
+    thresholds: Optional[Union[str, os.PathLike]] = None,
+    peak_flops: Optional[str] = None,
+    peak_bandwidth: Optional[str] = None,
+    num_cpus: float = 1,
+    max_retries: int = 3,
+    text: bool = False,
+) -> Union[dict, str]:
+    """``stepscope COMMAND PATH --json`` of a run of many hosts, mapped on a Ray
+    cluster: one task per host (each needing ``num_cpus``) reads its host where it lives
+    and returns its part; the driver reduces the parts. Returns what the command's
+    ``--json`` prints of the run read on one machine (with ``text=True``, that text,
+    byte for byte; else parsed).
+
+    ``command`` is ``"summary"`` (``top=`` rows) or ``"advise"`` (``thresholds=`` a
+    TOML file); ``peak_flops``/``peak_bandwidth`` are both's ``--peak-*`` (``"989T"``).
+    ``path`` must be reachable by the same name from every node and the driver: a
+    bucket's ``gs://``/``s3://`` prefix (each node's credentials) or a shared filesystem.
+    A task whose worker dies is retried by Ray (``max_retries``); a host whose file
+    cannot be read is left out and named in the answer (``hosts_unread``, and a note),
+    as the command leaves it out. Uses the cluster ``ray.init()`` connected to; without
+    one, Ray starts a local one."""
+    if command not in COMMANDS:
+        raise StepscopeError(f"analyze_on_ray runs {', '.join(COMMANDS)}, not {command!r} — pick one of them")
+    try:
+        import ray
+    except ImportError as e:
+        raise StepscopeError("analyze_on_ray needs Ray — pip install ray") from e
+    path = os.fspath(path)
+    shared, own = _flags(command, top, thresholds, peak_flops, peak_bandwidth)
+    plan = json.loads(_stepscope("part", path, "--plan", *(["--run", run] if run is not None else [])))
+    run_name, hosts = plan["run"], plan["hosts"]
+    if len(hosts) == 1:
+        # One host: nothing to reduce; the command reads it on a node, whole.
+        task = ray.remote(num_cpus=num_cpus, max_retries=max_retries)(_whole)
+        out = ray.get(task.remote(path, command, ["--run", run_name, *shared, *own]))
+    else:
+        task = ray.remote(num_cpus=num_cpus, max_retries=max_retries)(_map_host)
+        mapped = ray.get([task.remote(path, run_name, h, shared) for h in hosts])
+        with tempfile.TemporaryDirectory(prefix="stepscope-parts-") as parts:
+            for i, (ok, body) in enumerate(mapped):
+                name = f"host-{i}.part" if ok else f"host-{i}.unread"
+                with open(os.path.join(parts, name), "wb") as f:
+                    f.write(body if ok else body.encode())
+            out = _stepscope(command, path, "--run", run_name, "--json", "--parts", parts, *shared, *own)
+    return out if text else json.loads(out)
