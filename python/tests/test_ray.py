@@ -159,6 +159,25 @@ def test_analyze_on_ray_prints_what_the_command_prints(cluster, tmp_path):
     assert stepscope.analyze_on_ray(mixed, top=3, text=True) == cli("summary", str(mixed), "--json", "--top", "3")
     assert stepscope.analyze_on_ray(mixed, "advise", thresholds=th, text=True) == cli(
         "advise", str(mixed), "--json", "--thresholds", str(th))
+    # The other commands, with their options.
+    for command, options, flags in [
+        ("steps", {"critical_path": True, "top": 5}, ["--critical-path", "--top", "5"]),
+        ("devices", {}, []),
+        ("ops", {"by": "scope", "depth": 2, "top": 0}, ["--by", "scope", "--depth", "2", "--top", "0"]),
+        ("ops", {"min_self": "1us"}, ["--min-self", "1us"]),
+        ("check", {"max_step_ms": 1000}, ["--max-step-ms", "1000"]),
+    ]:
+        for path in (mixed, pod):
+            got = stepscope.analyze_on_ray(path, command, text=True, **options)
+            assert got == cli(command, str(path), "--json", *flags), (command, options, path)
+    # A gate that fails is an answer (the command's exit code 1, its JSON).
+    base = tmp_path / "base.json"
+    base.write_text(cli("summary", str(mixed), "--json"))
+    gate = stepscope.analyze_on_ray(mixed, "check", baseline=base, max_step_ms=0.001, text=True)
+    r = subprocess.run([sys.executable, "-m", "stepscope", "check", str(mixed), "--json", "--baseline", str(base),
+                        "--max-step-ms", "0.001"], capture_output=True, text=True)
+    assert r.returncode == 1 and gate == r.stdout
+    assert json.loads(gate)["passed"] is False, gate
     advice = stepscope.analyze_on_ray(pod, "advise")
     assert advice["schema"] == "stepscope.advise/1"
     assert advice["findings"][0]["rule"] == "stragglers", advice["findings"][0]
@@ -172,7 +191,9 @@ def test_analyze_on_ray_leaves_out_a_host_it_cannot_read(cluster, tmp_path):
     assert got == cli("summary", str(mixed), "--json")
     unread = json.loads(got)["hosts_unread"]
     assert [u["host"] for u in unread] == ["h1"] and "not a readable profile" in unread[0]["error"], unread
-    with pytest.raises(stepscope.StepscopeError, match="runs summary, advise, not 'kernels'"):
+    with pytest.raises(stepscope.StepscopeError, match="runs summary, advise, steps, devices, ops, check, not 'kernels'"):
         stepscope.analyze_on_ray(mixed, "kernels")
+    with pytest.raises(stepscope.StepscopeError, match="devices takes no option top= — its options: none"):
+        stepscope.analyze_on_ray(mixed, "devices", top=3)
     with pytest.raises(stepscope.StepscopeError, match="cannot read .*missing"):
         stepscope.analyze_on_ray(tmp_path / "missing")

@@ -9,8 +9,9 @@ use std::path::Path;
 
 use crate::util::*;
 
-/// Each host of the run in `dir` mapped by `stepscope part` (with `more` flags) into
-/// `out`, as `host-I.part`; the hosts, in the run's order.
+/// Each host of the run in `dir` mapped by `stepscope part` (with `more` flags: `--for
+/// COMMAND` and its settings) into `out`, as `host-I.part`; the hosts, in the run's
+/// order.
 fn map_hosts(dir: &str, out: &Path, more: &[&str]) -> Vec<String> {
     let plan: serde_json::Value = serde_json::from_str(&ok(&["part", dir, "--plan"])).unwrap();
     assert_eq!(plan["schema"], "stepscope.part_plan/1");
@@ -66,6 +67,39 @@ fn a_run_mapped_a_host_at_a_time_reduces_to_the_answer_read_here() {
             assert_reduced_as_read_here(dir, &th, &format!("{mix:?} at hair trigger"));
         }
     }
+    // The other commands a part is mapped for, each with its settings.
+    let tmp = tempfile::tempdir().unwrap();
+    let hosts = [("h0", "gpu-sync"), ("h1", "gpu-nosync"), ("h2", "cpu-clean")];
+    run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &hosts);
+    let dir = tmp.path().to_str().unwrap();
+    let kept = tempfile::tempdir().unwrap();
+    let baseline = kept.path().join("baseline.json");
+    std::fs::write(&baseline, ok(&["summary", &xplane("cpu-clean"), "--json"])).unwrap();
+    let check = ["--baseline", baseline.to_str().unwrap(), "--max-regression", "1000"];
+    let commands: [(&str, &[&str], &[&str]); 7] = [
+        ("steps", &["--critical-path"], &["--top", "5"]),
+        ("steps", &[], &[]),
+        ("devices", &[], &[]),
+        ("ops", &["--by", "scope", "--depth", "2"], &["--top", "0"]),
+        ("ops", &[], &["--min-self", "1us"]),
+        ("check", &[], &check),
+        ("check", &[], &["--max-step-ms", "1000"]),
+    ];
+    for (command, settings, own) in commands {
+        let parts = tempfile::tempdir().unwrap();
+        map_hosts(dir, parts.path(), &[&["--for", command][..], settings].concat());
+        let p = parts.path().to_str().unwrap();
+        let answer = |extra: &[&str]| ok(&[&[command, dir, "--json"][..], settings, own, extra].concat());
+        assert_eq!(answer(&["--parts", p]), answer(&[]), "{command} {settings:?}");
+    }
+    // A part of one command, or setting, is refused by another.
+    let parts = tempfile::tempdir().unwrap();
+    map_hosts(dir, parts.path(), &["--for", "steps"]);
+    let e = assert_clean_error(&["devices", dir, "--parts", parts.path().to_str().unwrap()]);
+    assert!(e.contains("mapped for another command or settings"), "{e}");
+    let e = assert_clean_error(&["steps", dir, "--critical-path", "--parts", parts.path().to_str().unwrap()]);
+    assert!(e.contains("critical paths false"), "{e}");
+
     let pod = capture("cpu-pod-straggler");
     assert_reduced_as_read_here(&pod, &[], "cpu-pod-straggler");
     // The pod's first finding is its straggler, with its gain: the join of its hosts'
@@ -124,7 +158,7 @@ fn a_host_that_could_not_be_mapped_is_left_out_and_a_wrong_part_is_refused() {
     let wrong: [(&[u8], &str, &str); 3] = [
         (&a_part[..a_part.len() - 7], "host-0.part", "damaged"),
         (&a_part, "host-2.part", "mapped for another host (\"a\", not \"c\")"),
-        (&other, "host-0.part", "mapped for another settings"),
+        (&other, "host-0.part", "mapped for another command or settings"),
     ];
     for (bytes, name, says) in wrong {
         std::fs::write(p.join("host-0.part"), &a_part).unwrap();

@@ -69,6 +69,16 @@ pub fn overview_ops_and_decisions_by_host<T, E>(
     Ok((f.overview, f.ops, f.read.into_iter().zip(f.kept).collect(), f.decided))
 }
 
+/// [`overview_by_host`] of hosts from `source`, what they keep dropped.
+pub fn overview_of<T, E>(
+    run: &str,
+    hosts: usize,
+    top: usize,
+    source: &mut dyn HostSource<T, E>,
+) -> Result<Overview, E> {
+    Ok(fold_mapped(run, hosts, top, source)?.overview)
+}
+
 /// [`overview_ops_and_decisions_by_host`] of hosts from `source`.
 pub fn overview_ops_and_decisions_of<T, E>(
     run: &str,
@@ -83,8 +93,12 @@ pub fn overview_ops_and_decisions_of<T, E>(
 /// Host `index` of a run read again once its hosts are folded, under the run's
 /// `decisions`, as the fold measured it: for what the run's answers ask of a host that
 /// only the whole run could tell it (`None` where its file cannot be read).
-pub fn read_again<E>(read: &mut Reader<E>, index: usize, decisions: RunDecisions) -> Result<Option<Profile>, E> {
-    let Some(mut profile) = read(index, true)? else { return Ok(None) };
+pub fn read_again<T, E>(
+    source: &mut dyn HostSource<T, E>,
+    index: usize,
+    decisions: RunDecisions,
+) -> Result<Option<Profile>, E> {
+    let Some(mut profile) = source.read(index)? else { return Ok(None) };
     profile.set_decisions(decisions);
     Ok(Some(profile))
 }
@@ -169,6 +183,9 @@ pub trait HostSource<T, E> {
         run_rows: &FlopsPerEvent,
         ids: Option<&ProgramIds>,
     ) -> Result<Option<(OverviewPart, T)>, E>;
+    /// Host `i` read again here, as it is (for what only the run's answer tells it to
+    /// make of it: [`read_again`]).
+    fn read(&mut self, i: usize) -> Result<Option<Profile>, E>;
 }
 
 /// Hosts read and mapped here, by a [`Reader`].
@@ -198,6 +215,10 @@ impl<T, E> HostSource<T, E> for Local<'_, '_, T, E> {
         let kept = (self.extra)(&profile, &part)?;
         Ok(Some((part, kept)))
     }
+
+    fn read(&mut self, i: usize) -> Result<Option<Profile>, E> {
+        (self.read)(i, true)
+    }
 }
 
 /// Host `i` mapped elsewhere, handed over: `None` where its file could not be read.
@@ -222,6 +243,10 @@ impl<T, E> HostSource<T, E> for Premapped<'_, '_, '_, T, E> {
         ids: Option<&ProgramIds>,
     ) -> Result<Option<(OverviewPart, T)>, E> {
         self.local.again(i, decided, run_rows, ids)
+    }
+
+    fn read(&mut self, i: usize) -> Result<Option<Profile>, E> {
+        self.local.read(i)
     }
 }
 
@@ -273,17 +298,31 @@ pub fn steps_by_host<E>(
     check: &Check<E>,
     critical_paths: bool,
 ) -> Result<Steps, E> {
-    let mut keep = |p: &Profile, part: &OverviewPart| {
-        check(p).map(|()| {
-            let mut steps = steps_with_flops(p, part);
-            if critical_paths {
-                crate::whatif::add_critical_paths(p, &mut steps);
-            }
-            steps
-        })
-    };
-    let (overview, kept) = overview_by_host(run, hosts, 0, read, &mut keep)?;
-    Ok(run_steps(&overview, kept.into_iter().flatten().collect(), hosts).0)
+    let mut keep = |p: &Profile, part: &OverviewPart| check(p).map(|()| steps_kept(p, part, critical_paths));
+    Ok(steps_of(run, hosts, &mut Local { read, extra: &mut keep, ops: true })?.0)
+}
+
+/// What [`steps_of`] keeps of a host: its steps with their FLOPs (and with
+/// `critical_paths`, theirs), and its devices.
+pub fn steps_kept(profile: &Profile, part: &OverviewPart, critical_paths: bool) -> (Vec<Step>, DevicesPart) {
+    let mut steps = steps_with_flops(profile, part);
+    if critical_paths {
+        crate::whatif::add_critical_paths(profile, &mut steps);
+    }
+    (steps, DevicesPart::of(profile))
+}
+
+/// [`steps_by_host`] of hosts from `source`, each kept as [`steps_kept`] keeps it
+/// (summed by op: `ops` true), and the run's devices ([`devices_by_host`]'s).
+pub fn steps_of<E>(
+    run: &str,
+    hosts: usize,
+    source: &mut dyn HostSource<(Vec<Step>, DevicesPart), E>,
+) -> Result<(Steps, Devices), E> {
+    let f = fold_mapped(run, hosts, 0, source)?;
+    let (steps, devices): (Vec<Vec<Step>>, Vec<DevicesPart>) = f.kept.into_iter().unzip();
+    let steps = run_steps(&f.overview, steps.into_iter().flatten().collect(), hosts).0;
+    Ok((steps, crate::devices::assemble(run, devices)))
 }
 
 /// The steps of `profile` (a host, measured under the run's decisions, whose part is
@@ -330,8 +369,14 @@ pub fn run_steps(overview: &Overview, steps: Vec<Step>, hosts: usize) -> (Steps,
 /// for [`steps_by_host`]: each host's, measured under the run's decisions, the hosts
 /// then set against each other as in the run read whole ([`crate::devices`]).
 pub fn devices_by_host<E>(run: &str, hosts: usize, read: &mut Reader<E>, check: &Check<E>) -> Result<Devices, E> {
-    let parts = parts_by_host(run, hosts, read, check, |p, _| DevicesPart::of(p))?;
-    Ok(crate::devices::assemble(run, parts))
+    let mut keep = |p: &Profile, _: &OverviewPart| check(p).map(|()| DevicesPart::of(p));
+    devices_of(run, hosts, &mut Local { read, extra: &mut keep, ops: false })
+}
+
+/// [`devices_by_host`] of hosts from `source`, each kept as its [`DevicesPart`] (no op
+/// rows summed: `ops` false).
+pub fn devices_of<E>(run: &str, hosts: usize, source: &mut dyn HostSource<DevicesPart, E>) -> Result<Devices, E> {
+    Ok(crate::devices::assemble(run, fold_mapped(run, hosts, 0, source)?.kept))
 }
 
 /// The collectives of a run read one host at a time, `read` and `check` as for

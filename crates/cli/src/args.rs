@@ -127,7 +127,7 @@ pub enum Command {
     Compile(ByHostArgs),
     /// Per-device and per-host rows, and stragglers.
     #[command(after_help = crate::examples::DEVICES)]
-    Devices(ByHostArgs),
+    Devices(crate::cmd::devices::DevicesArgs),
     /// An op's HLO: instruction, operands, fusion body, shapes, JAX name stack, source line.
     #[command(after_help = crate::examples::HLO)]
     Hlo(crate::cmd::hlo::HloArgs),

@@ -150,6 +150,10 @@ pub struct OpsArgs {
     /// the same rows: what a run of several hosts gets without asking (kept for scripts).
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
+    /// Reduce the run from the parts in this folder, written by `stepscope part --for
+    /// ops` with the same `--by` and `--depth` (`summary --parts` says more).
+    #[arg(long, value_name = "DIR", conflicts_with = "host")]
+    pub parts: Option<PathBuf>,
     #[command(flatten)]
     pub peaks: PeakArgs,
 }

@@ -86,49 +86,38 @@ pub fn judged_by_host<T, E>(
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<Judged<T>, E> {
     let mut part = |p: &Profile, o: &OverviewPart| host_part(p, o, th, hosts > 1, &mut *extra);
-    judged_from(run, hosts, top, th, &mut fold::Local { read, extra: &mut part, ops: true }, None)
+    judged_of(run, hosts, top, th, &mut fold::Local { read, extra: &mut part, ops: true })
 }
 
 /// What a host of a run of `hosts` hosts is mapped to for [`judged_by_host`], with
 /// thresholds `th`, where it is read alone (here, or on another machine whose part the
-/// reduce is handed: [`judged_of_parts`]).
+/// reduce is handed: [`judged_of`]).
 pub fn map_host(profile: &Profile, hosts: usize, th: &Thresholds) -> fold::Mapped<HostPart<()>> {
-    let mut part = |p: &Profile, o: &OverviewPart| host_part::<(), ()>(p, o, th, hosts > 1, &mut |_, _| Ok(()));
+    let mut part = |p: &Profile, o: &OverviewPart| Ok::<_, std::convert::Infallible>(host_kept(p, o, hosts, th));
     match fold::map_host(profile, true, &mut part) {
         Ok(mapped) => mapped,
+    }
+}
+
+/// What [`map_host`] keeps of a host, beside its overview part: for a host read again
+/// where the run decides otherwise than it did alone ([`judged_of`]'s source).
+pub fn host_kept(profile: &Profile, o: &OverviewPart, hosts: usize, th: &Thresholds) -> HostPart<()> {
+    match host_part::<(), ()>(profile, o, th, hosts > 1, &mut |_, _| Ok(())) {
+        Ok(part) => part,
         Err(()) => unreachable!("no host part fails"),
     }
 }
 
-/// [`judged_by_host`] of a run whose hosts were mapped elsewhere ([`map_host`]):
-/// `first(i)` hands host `i`'s part (`None` where its file could not be read), and
-/// `read` reads a host again here, where the run decides otherwise than it did alone.
-pub fn judged_of_parts<E>(
+/// [`judged_by_host`] of hosts from `source` (read here, or mapped elsewhere as
+/// [`map_host`] maps them and read again here).
+pub fn judged_of<T, E>(
     run: &str,
     hosts: usize,
     top: usize,
     th: &Thresholds,
-    first: &mut fold::First<'_, HostPart<()>, E>,
-    read: &mut Reader<E>,
-) -> Result<Judged<()>, E> {
-    let mut part = |p: &Profile, o: &OverviewPart| host_part(p, o, th, hosts > 1, &mut |_, _| Ok(()));
-    let mut local = fold::Local { read, extra: &mut part, ops: true };
-    judged_from(run, hosts, top, th, &mut local, Some(first))
-}
-
-/// [`judged_by_host`] of hosts from `local`, first mapped by `first` where given.
-fn judged_from<T, E>(
-    run: &str,
-    hosts: usize,
-    top: usize,
-    th: &Thresholds,
-    local: &mut fold::Local<'_, '_, HostPart<T>, E>,
-    first: Option<&mut fold::First<'_, HostPart<T>, E>>,
+    source: &mut dyn fold::HostSource<HostPart<T>, E>,
 ) -> Result<Judged<T>, E> {
-    let (overview, op_rows, mut parts, decided) = match first {
-        None => fold::overview_ops_and_decisions_of(run, hosts, top, local)?,
-        Some(first) => fold::overview_ops_and_decisions_of(run, hosts, top, &mut fold::Premapped { first, local })?,
-    };
+    let (overview, op_rows, mut parts, decided) = fold::overview_ops_and_decisions_of(run, hosts, top, source)?;
     // The run's edits a host was not made ready for (the run's top op, small there):
     // that host is read again for them, so that its replays add up to the run's.
     let edits = run_edits(&op_rows.ops, th);
@@ -137,7 +126,7 @@ fn judged_from<T, E>(
         if missing.is_empty() {
             continue;
         }
-        if let Some(profile) = fold::read_again(local.read, *index, decided)? {
+        if let Some(profile) = fold::read_again(source, *index, decided)? {
             part.whatif.add(&profile, missing);
         }
     }

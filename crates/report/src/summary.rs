@@ -191,7 +191,12 @@ pub fn overview_by_host<E>(
     read: &mut stepscope_analysis::fold::Reader<E>,
 ) -> Result<Summary, E> {
     let (overview, _) = stepscope_analysis::fold::overview_by_host(run, hosts, top, read, &mut |_, _| Ok(()))?;
-    Ok(Summary { overview, memory_peak: None, findings: Vec::new(), health: None, read_a_host_at_a_time: true })
+    Ok(of_overview(overview))
+}
+
+/// A run's overview, read a host at a time, as a summary without findings.
+pub fn of_overview(overview: Overview) -> Summary {
+    Summary { overview, memory_peak: None, findings: Vec::new(), health: None, read_a_host_at_a_time: true }
 }
 
 /// The overview without findings, as a summary (what `diff`, `compare` and `check`

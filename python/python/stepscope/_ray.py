@@ -18,46 +18,60 @@ from typing import Optional, Union
 
 from stepscope._native import StepscopeError
 
-#: The commands :func:`analyze_on_ray` reduces from their hosts' parts.
-COMMANDS = ("summary", "advise")
+#: Per command :func:`analyze_on_ray` reduces from its hosts' parts, the options it
+#: takes: each one's flag, and whether the map must be given it too (a setting of the
+#: part) or only the reduce.
+OPTIONS = {
+    "summary": {"top": ("--top", False), "peak_flops": ("--peak-flops", True),
+                "peak_bandwidth": ("--peak-bandwidth", True)},
+    "advise": {"thresholds": ("--thresholds", True), "peak_flops": ("--peak-flops", True),
+               "peak_bandwidth": ("--peak-bandwidth", True)},
+    "steps": {"critical_path": ("--critical-path", True), "top": ("--top", False),
+              "peak_flops": ("--peak-flops", True), "peak_bandwidth": ("--peak-bandwidth", True)},
+    "devices": {},
+    "ops": {"by": ("--by", True), "depth": ("--depth", True), "top": ("--top", False),
+            "min_self": ("--min-self", False), "peak_flops": ("--peak-flops", True),
+            "peak_bandwidth": ("--peak-bandwidth", True)},
+    "check": {"baseline": ("--baseline", False), "max_step_ms": ("--max-step-ms", False),
+              "max_regression": ("--max-regression", False), "metrics": ("--metrics", False),
+              "min_steps": ("--min-steps", False)},
+}
+COMMANDS = tuple(OPTIONS)
 
 
 def _stepscope(*args: str, stdout_bytes: bool = False) -> Union[str, bytes]:
     """Runs this Python's ``stepscope`` command: its standard output, or its one-line
-    error as a StepscopeError."""
+    error as a StepscopeError. (``check`` answers a failed gate with exit code 1 and
+    its JSON: that is an answer.)"""
     r = subprocess.run([sys.executable, "-m", "stepscope", *args], stdin=subprocess.DEVNULL, capture_output=True)
-    if r.returncode != 0:
+    if r.returncode != 0 and not (args[0] == "check" and r.returncode == 1 and r.stdout):
         lines = [l for l in r.stderr.decode(errors="replace").splitlines() if l.strip()]
         raise StepscopeError(lines[-1] if lines else f"stepscope {args[0]} failed with exit code {r.returncode}")
     return r.stdout if stdout_bytes else r.stdout.decode()
 
 
-def _flags(command: str, top: Optional[int], thresholds: Optional[str], peak_flops: Optional[str],
-           peak_bandwidth: Optional[str]) -> tuple:
-    """The flags the map and the reduce share (the thresholds and peaks), and the
-    reduce's own (``--top``)."""
-    shared = []
-    if thresholds is not None:
-        if command != "advise":
-            raise StepscopeError("thresholds= is advise's — use command=\"advise\", or leave it out")
-        shared += ["--thresholds", os.fspath(thresholds)]
-    if peak_flops is not None:
-        shared += ["--peak-flops", str(peak_flops)]
-    if peak_bandwidth is not None:
-        shared += ["--peak-bandwidth", str(peak_bandwidth)]
-    own = []
-    if top is not None:
-        if command != "summary":
-            raise StepscopeError("top= is summary's — use command=\"summary\", or leave it out")
-        own += ["--top", str(top)]
+def _flags(command: str, options: dict) -> tuple:
+    """The flags of `options` the map and the reduce share, and the reduce's own."""
+    takes = OPTIONS[command]
+    shared, own = [], []
+    for name, value in options.items():
+        if name not in takes:
+            named = ", ".join(f"{k}=" for k in takes) or "none"
+            raise StepscopeError(f"{command} takes no option {name}= — its options: {named}")
+        if value is None or value is False:
+            continue
+        flag, for_map = takes[name]
+        words = [flag] if value is True else [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
+        (shared if for_map else own).extend(words)
     return shared, own
 
 
-def _map_host(path: str, run: str, host: str, shared: list) -> tuple:
+def _map_host(path: str, run: str, host: str, command: str, shared: list) -> tuple:
     # On a Ray worker: the host's part, or the one-line error that says why it could
     # not be read (the reduce leaves the host out, as the run read here would).
     try:
-        return True, _stepscope("part", path, "--run", run, "--host", host, "-o", "-", *shared, stdout_bytes=True)
+        args = ["part", path, "--run", run, "--host", host, "--for", command, "-o", "-", *shared]
+        return True, _stepscope(*args, stdout_bytes=True)
     except StepscopeError as e:
         return False, str(e)
 
@@ -72,13 +86,10 @@ def analyze_on_ray(
     command: str = "summary",
     *,
     run: Optional[str] = None,
-    top: Optional[int] = None,
-    thresholds: Optional[Union[str, os.PathLike]] = None,
-    peak_flops: Optional[str] = None,
-    peak_bandwidth: Optional[str] = None,
     num_cpus: float = 1,
     max_retries: int = 3,
     text: bool = False,
+    **options,
 ) -> Union[dict, str]:
     """``stepscope COMMAND PATH --json`` of a run of many hosts, mapped on a Ray
     cluster: one task per host (each needing ``num_cpus``) reads its host where it lives
@@ -86,22 +97,26 @@ def analyze_on_ray(
     ``--json`` prints of the run read on one machine (with ``text=True``, that text,
     byte for byte; else parsed).
 
-    ``command`` is ``"summary"`` (``top=`` rows) or ``"advise"`` (``thresholds=`` a
-    TOML file); ``peak_flops``/``peak_bandwidth`` are both's ``--peak-*`` (``"989T"``).
-    ``path`` must be reachable by the same name from every node and the driver: a
-    bucket's ``gs://``/``s3://`` prefix (each node's credentials) or a shared filesystem.
-    A task whose worker dies is retried by Ray (``max_retries``); a host whose file
-    cannot be read is left out and named in the answer (``hosts_unread``, and a note),
-    as the command leaves it out. Uses the cluster ``ray.init()`` connected to; without
-    one, Ray starts a local one."""
-    if command not in COMMANDS:
+    ``command`` is one of :data:`COMMANDS`; ``options`` are its flags by their Python
+    names (:data:`OPTIONS`): ``summary`` ``top=``; ``advise`` ``thresholds=`` (a TOML
+    file); ``steps`` ``critical_path=True``, ``top=``; ``ops`` ``by=``, ``depth=``,
+    ``top=``, ``min_self=``; all but ``devices`` and ``check`` ``peak_flops=``/
+    ``peak_bandwidth=`` (``"989T"``); ``check`` ``baseline=``, ``max_step_ms=``,
+    ``max_regression=``, ``metrics=``, ``min_steps=`` (a failed gate is an answer:
+    its ``"passed"`` is false). ``path`` must be reachable by the same name from every node and the
+    driver: a bucket's ``gs://``/``s3://`` prefix (each node's credentials) or a shared
+    filesystem. A task whose worker dies is retried by Ray (``max_retries``); a host
+    whose file cannot be read is left out and named (``hosts_unread`` in a summary, and
+    a note), as the command leaves it out. Uses the cluster ``ray.init()`` connected to;
+    without one, Ray starts a local one."""
+    if command not in OPTIONS:
         raise StepscopeError(f"analyze_on_ray runs {', '.join(COMMANDS)}, not {command!r} — pick one of them")
     try:
         import ray
     except ImportError as e:
         raise StepscopeError("analyze_on_ray needs Ray — pip install ray") from e
     path = os.fspath(path)
-    shared, own = _flags(command, top, thresholds, peak_flops, peak_bandwidth)
+    shared, own = _flags(command, options)
     plan = json.loads(_stepscope("part", path, "--plan", *(["--run", run] if run is not None else [])))
     run_name, hosts = plan["run"], plan["hosts"]
     if len(hosts) == 1:
@@ -110,7 +125,7 @@ def analyze_on_ray(
         out = ray.get(task.remote(path, command, ["--run", run_name, *shared, *own]))
     else:
         task = ray.remote(num_cpus=num_cpus, max_retries=max_retries)(_map_host)
-        mapped = ray.get([task.remote(path, run_name, h, shared) for h in hosts])
+        mapped = ray.get([task.remote(path, run_name, h, command, shared) for h in hosts])
         with tempfile.TemporaryDirectory(prefix="stepscope-parts-") as parts:
             for i, (ok, body) in enumerate(mapped):
                 name = f"host-{i}.part" if ok else f"host-{i}.unread"

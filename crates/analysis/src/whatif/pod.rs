@@ -217,7 +217,10 @@ mod tests {
         assert_eq!(one(&f), Some(b_first.max(15) + 1 + 1 + 2));
         // A second step reaches its first collective from the first step's last legs.
         let b2 = legs(&[(8, 8, 1), (1, 1, 3)], (1, 1));
-        assert_eq!(join(&[vec![&a, &b], vec![&a, &b2]], &[1.0, 1.0]), Some(25 + [5 + 10, 1 + 8].into_iter().max().unwrap() + 1 + 1 + 2));
+        assert_eq!(
+            join(&[vec![&a, &b], vec![&a, &b2]], &[1.0, 1.0]),
+            Some(25 + [5 + 10, 1 + 8].into_iter().max().unwrap() + 1 + 1 + 2)
+        );
         // The median host's work: of three, the middle; of two, the lesser.
         assert_eq!(balance_factors(&[15, 15, 30]), vec![1.0, 1.0, 0.5]);
         assert_eq!(balance_factors(&[20, 10]), vec![0.5, 1.0]);

@@ -44,6 +44,10 @@ pub struct CheckArgs {
     /// the same numbers. What a run of several hosts gets without asking.
     #[arg(long, conflicts_with = "host")]
     pub host_at_a_time: bool,
+    /// Check the run reduced from the parts in this folder, written by `stepscope part
+    /// --for check` (`summary --parts` says more).
+    #[arg(long, value_name = "DIR", conflicts_with = "host")]
+    pub parts: Option<PathBuf>,
     /// Print JSON (schema `stepscope.check/1`).
     #[arg(long)]
     pub json: bool,
@@ -112,9 +116,12 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     // With a baseline, the top ops `summary --json` lists: whether both ran one program.
     let top = if baseline.is_some() { select.rows() } else { 0 };
     let whole = |profile| Ok(summary::overview(&profile, top));
-    let current = load::whole_or_by_host(&args.input, &select, args.host_at_a_time, "numbers", whole, || {
-        host_at_a_time(&args.input, top)
-    })?;
+    let current = match &args.parts {
+        Some(dir) => crate::cmd::part::overview_of_parts(&args.input, dir, top)?,
+        None => load::whole_or_by_host(&args.input, &select, args.host_at_a_time, "numbers", whole, || {
+            host_at_a_time(&args.input, top)
+        })?,
+    };
     let gate = check::Gate {
         baseline: baseline.as_ref(),
         max_regression_pct: args.max_regression,

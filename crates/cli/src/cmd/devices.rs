@@ -10,11 +10,25 @@ use crate::load;
 use crate::opts::ByHostArgs;
 use crate::table::{csv, Table};
 
-pub fn run(by_host: &ByHostArgs) -> anyhow::Result<ExitCode> {
+#[derive(clap::Args, Debug)]
+pub struct DevicesArgs {
+    #[command(flatten)]
+    pub by_host: ByHostArgs,
+    /// Reduce the run from the parts in this folder, written by `stepscope part --for
+    /// devices` (`summary --parts` says more).
+    #[arg(long, value_name = "DIR", conflicts_with = "host")]
+    pub parts: Option<std::path::PathBuf>,
+}
+
+pub fn run(devices_args: &DevicesArgs) -> anyhow::Result<ExitCode> {
+    let by_host = &devices_args.by_host;
     let args = &by_host.common;
-    let d = load::analysis(by_host, devices::devices, |run, hosts, read| {
-        stepscope_analysis::fold::devices_by_host(run, hosts, read, &|_| Ok(()))
-    })?;
+    let d = match &devices_args.parts {
+        Some(dir) => crate::cmd::part::devices_of_parts(&args.input, dir)?,
+        None => load::analysis(by_host, devices::devices, |run, hosts, read| {
+            stepscope_analysis::fold::devices_by_host(run, hosts, read, &|_| Ok(()))
+        })?,
+    };
     if args.output.json {
         outln!("{}", serde_json::to_string(&d)?);
         return Ok(ExitCode::SUCCESS);

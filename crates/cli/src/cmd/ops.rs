@@ -46,9 +46,12 @@ pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(ops::ops(&profile, by, ops_args.depth))
     };
-    let mut result = load::whole_or_by_host(&args.input, &args.select, ops_args.host_at_a_time, "rows", whole, || {
-        host_at_a_time(ops_args, by)
-    })?;
+    let mut result = match &ops_args.parts {
+        Some(dir) => crate::cmd::part::ops_of_parts(&args.input, dir, by, ops_args.depth, ops_args.peaks.user())?,
+        None => load::whole_or_by_host(&args.input, &args.select, ops_args.host_at_a_time, "rows", whole, || {
+            host_at_a_time(ops_args, by)
+        })?,
+    };
     let all_rows = result.ops.len();
     let largest = result.ops.iter().map(|r| r.self_ps).max();
     if let Some(min) = ops_args.min_self {

@@ -1,23 +1,42 @@
-//! `stepscope part`: one host of a run mapped to the part its run's findings are
-//! reduced from, for a run mapped on several machines (`stepscope.analyze_on_ray`,
-//! docs/scale.md); `summary --parts DIR` and `advise --parts DIR` reduce the parts.
+//! `stepscope part`: one host of a run mapped to the part a command's answer for the
+//! run is reduced from, for a run mapped on several machines
+//! (`stepscope.analyze_on_ray`, docs/scale.md); `COMMAND --parts DIR` reduces the
+//! parts (`summary`, `advise`, `steps`, `devices`, `ops`).
 //!
-//! A part is bytes ([`stepscope_model::wire`]) behind a header that names the build,
-//! the run, the host, its place among the run's hosts and the settings it was mapped
-//! with: the reduce refuses a part of another build, run, host or setting, in one line
-//! that says to map it again.
+//! A part is bytes ([`stepscope_analysis::wire`]) behind a header that names the build,
+//! the kind of part, the run, the host, its place among the run's hosts and the
+//! settings it was mapped with: the reduce refuses a part of another build, kind, run,
+//! host or setting, in one line that says to map it again.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use stepscope_analysis::fold::Mapped;
+use stepscope_analysis::devices::DevicesPart;
+use stepscope_analysis::fold::{self, HostSource, Mapped};
+use stepscope_analysis::ops::{GroupBy, OpRowsPart, Ops};
+use stepscope_analysis::overview::OverviewPart;
+use stepscope_analysis::peaks::UserPeaks;
 use stepscope_analysis::wire::{self, Wire};
+use stepscope_analysis::Profile;
 use stepscope_judge::advise::Thresholds;
 use stepscope_judge::by_host::{self, HostPart, Judged};
+use stepscope_xspace::discover::Unread;
 
 use crate::load;
-use crate::opts::{Input, PeakArgs};
+use crate::opts::{By, Input, PeakArgs};
+
+/// The commands a part is mapped for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum For {
+    /// `summary` and `advise` (one part serves both).
+    Summary,
+    Advise,
+    Steps,
+    Devices,
+    Ops,
+    Check,
+}
 
 #[derive(Args, Debug)]
 pub struct PartArgs {
@@ -33,10 +52,22 @@ pub struct PartArgs {
     /// `stepscope.part_plan/1`) and map nothing: what a driver hands out.
     #[arg(long, conflicts_with_all = ["host", "out"])]
     pub plan: bool,
+    /// The command the part is for.
+    #[arg(long = "for", value_enum, default_value = "summary")]
+    pub command: For,
     /// A thresholds file, as `advise --thresholds` takes it (the reduce must be given
     /// the same).
     #[arg(long, value_name = "FILE")]
     pub thresholds: Option<PathBuf>,
+    /// For `steps --critical-path`.
+    #[arg(long)]
+    pub critical_path: bool,
+    /// For `ops --by`.
+    #[arg(long, value_enum, default_value = "op")]
+    pub by: By,
+    /// For `ops --depth`.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub depth: usize,
     #[command(flatten)]
     pub peaks: PeakArgs,
 }
@@ -44,14 +75,14 @@ pub struct PartArgs {
 /// What a part's header holds, checked by the reduce.
 struct Header {
     build: String,
+    /// The kind of part and the settings it was mapped with, in words.
+    kind: String,
     run: String,
     host: String,
     index: usize,
     hosts: usize,
-    /// The thresholds and peaks it was mapped with.
-    settings: String,
 }
-stepscope_analysis::wire_struct!(Header { build, run, host, index, hosts, settings });
+stepscope_analysis::wire_struct!(Header { build, kind, run, host, index, hosts });
 
 /// The first bytes of every part.
 const MAGIC: &[u8] = b"stepscope-part\n";
@@ -61,23 +92,29 @@ fn build() -> String {
     format!("stepscope {} wire 1", env!("CARGO_PKG_VERSION"))
 }
 
-/// The settings a part is mapped with, in words.
-fn settings(th: &Thresholds, peaks: stepscope_analysis::peaks::UserPeaks) -> String {
-    let th = serde_json::to_string(th).unwrap_or_default();
-    format!("thresholds {th}; peaks {:?} FLOP/s {:?} B/s", peaks.flops_per_s, peaks.bytes_per_s)
+/// A part's kind, with the settings it is mapped with, in words: what the map and the
+/// reduce must agree on.
+pub fn kind(command: For, th: &Thresholds, peaks: UserPeaks, critical_path: bool, ops: (GroupBy, usize)) -> String {
+    let peaks = format!("peaks {:?} FLOP/s {:?} B/s", peaks.flops_per_s, peaks.bytes_per_s);
+    match command {
+        For::Summary | For::Advise => {
+            format!("findings; thresholds {}; {peaks}", serde_json::to_string(th).unwrap_or_default())
+        }
+        For::Steps => format!("steps; critical paths {critical_path}; {peaks}"),
+        For::Devices => "devices".to_string(),
+        For::Ops => format!("ops by {:?} to depth {}; {peaks}", ops.0, ops.1),
+        For::Check => "overview".to_string(),
+    }
 }
 
 /// The thresholds and peaks of `--thresholds FILE` and the peak flags (the flags win).
-pub fn thresholds_and_peaks(
-    file: Option<&Path>,
-    peaks: &PeakArgs,
-) -> anyhow::Result<(Thresholds, stepscope_analysis::peaks::UserPeaks)> {
+pub fn thresholds_and_peaks(file: Option<&Path>, peaks: &PeakArgs) -> anyhow::Result<(Thresholds, UserPeaks)> {
     let th = match file {
         Some(p) => crate::cmd::advise::read_thresholds(p)?,
         None => Thresholds::default(),
     };
     let (flag, file) = (peaks.user(), th.peaks());
-    let peaks = stepscope_analysis::peaks::UserPeaks {
+    let peaks = UserPeaks {
         flops_per_s: flag.flops_per_s.or(file.flops_per_s),
         bytes_per_s: flag.bytes_per_s.or(file.bytes_per_s),
     };
@@ -96,22 +133,28 @@ pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("give --host HOST and -o FILE, or --plan — `stepscope part --help` shows both")
     };
     let (th, peaks) = thresholds_and_peaks(args.thresholds.as_deref(), &args.peaks)?;
+    let ops = (crate::cmd::ops::group_by(args.by), args.depth);
     let index = names.iter().position(|n| n == host).expect("Hosts::of found the host");
     let mut profile = hosts.read(host)?;
     profile.set_peaks(peaks);
-    let mapped = by_host::map_host(&profile, names.len(), &th);
-    drop(profile);
     let header = Header {
         build: build(),
+        kind: kind(args.command, &th, peaks, args.critical_path, ops),
         run: hosts.run_name().to_string(),
         host: host.clone(),
         index,
         hosts: names.len(),
-        settings: settings(&th, peaks),
     };
     let mut bytes = MAGIC.to_vec();
     header.put(&mut bytes);
-    mapped.put(&mut bytes);
+    match args.command {
+        For::Summary | For::Advise => by_host::map_host(&profile, names.len(), &th).put(&mut bytes),
+        For::Steps => map(&profile, true, &|p, o| fold::steps_kept(p, o, args.critical_path)).put(&mut bytes),
+        For::Devices => map(&profile, false, &|p, _| DevicesPart::of(p)).put(&mut bytes),
+        For::Ops => OpRowsPart::grouped(&profile, ops.0, ops.1).put(&mut bytes),
+        For::Check => map(&profile, true, &|_, _| ()).put(&mut bytes),
+    }
+    drop(profile);
     if out == Path::new("-") {
         use std::io::Write;
         let mut stdout = std::io::stdout().lock();
@@ -124,10 +167,122 @@ pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The file of host `index`'s part in a parts folder, and the file that says why a
-/// host could not be mapped (its one-line error).
-fn part_files(dir: &Path, index: usize) -> (PathBuf, PathBuf) {
-    (dir.join(format!("host-{index}.part")), dir.join(format!("host-{index}.unread")))
+/// What a command keeps of a host, beside its overview part.
+type Keep<'a, T> = dyn Fn(&Profile, &OverviewPart) -> T + 'a;
+
+/// `profile` mapped under its own decisions, `keep` kept of it (op rows summed where
+/// `ops`).
+fn map<T>(profile: &Profile, ops: bool, keep: &Keep<T>) -> Mapped<T> {
+    match fold::map_host(profile, ops, &mut |p, o| Ok::<_, std::convert::Infallible>(keep(p, o))) {
+        Ok(mapped) => mapped,
+    }
+}
+
+/// A run's parts folder: its hosts, what each part must say of itself, and the hosts
+/// that could not be mapped.
+struct Parts<'a> {
+    dir: &'a Path,
+    hosts: load::Hosts,
+    names: Vec<String>,
+    kind: String,
+    peaks: UserPeaks,
+    unread: Vec<Unread>,
+}
+
+impl<'a> Parts<'a> {
+    fn open(input: &Input, dir: &'a Path, kind: String, peaks: UserPeaks) -> anyhow::Result<Parts<'a>> {
+        let meta = std::fs::metadata(dir).map_err(|e| {
+            anyhow::anyhow!("--parts {}: {e} — give the folder the parts were written to", dir.display())
+        })?;
+        if !meta.is_dir() {
+            anyhow::bail!("--parts {} is not a folder — give the folder the parts were written to", dir.display());
+        }
+        let hosts = load::Hosts::of(input, None)?;
+        let names: Vec<String> = hosts.names().iter().map(|n| n.to_string()).collect();
+        Ok(Parts { dir, hosts, names, kind, peaks, unread: Vec::new() })
+    }
+
+    /// Host `i` read here, with the user's peaks.
+    fn read_here(&self, i: usize) -> anyhow::Result<Profile> {
+        let mut p = self.hosts.read(&self.names[i])?;
+        p.set_peaks(self.peaks);
+        Ok(p)
+    }
+
+    /// Host `i`'s part: `None` where `host-I.unread` says it could not be mapped (the
+    /// host is then listed as unread); read here by `here` where there is neither.
+    fn part<T: Wire>(&mut self, i: usize, here: impl FnOnce(&Profile) -> T) -> anyhow::Result<Option<T>> {
+        let (part, why) = (self.dir.join(format!("host-{i}.part")), self.dir.join(format!("host-{i}.unread")));
+        if let Ok(text) = stepscope_xspace::files::read_small_text(&why, "host's error") {
+            // The map's one-line error, as `stepscope part` printed it.
+            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("it could not be mapped");
+            let error = line.strip_prefix("stepscope: ").unwrap_or(line).trim_end().to_string();
+            self.unread.push(Unread { host: self.names[i].clone(), error });
+            return Ok(None);
+        }
+        if !part.exists() {
+            return Ok(Some(here(&self.read_here(i)?)));
+        }
+        self.read_part(&part, i).map(Some)
+    }
+
+    /// The part in `path`, which must be host `index`'s, of this kind and build.
+    fn read_part<T: Wire>(&self, path: &Path, index: usize) -> anyhow::Result<T> {
+        let host = &self.names[index];
+        let again = format!("map it again with this stepscope (`stepscope part ... --host {host}`)");
+        let bytes = stepscope_xspace::files::read_large(path, "host's part")?;
+        let Some(body) = bytes.strip_prefix(MAGIC) else {
+            anyhow::bail!("{} is not a part stepscope wrote — {again}", path.display());
+        };
+        let mut b = wire::Bytes::new(body);
+        let bad = |e: wire::WireError| anyhow::anyhow!("{} is damaged ({e}) — {again}", path.display());
+        let header = Header::take(&mut b).map_err(bad)?;
+        let differs = [
+            ("build", &header.build, &build()),
+            ("run", &header.run, &self.hosts.run_name().to_string()),
+            ("host", &header.host, host),
+            ("command or settings", &header.kind, &self.kind),
+        ];
+        if let Some((what, had, wanted)) = differs.iter().find(|(_, a, b)| a != b) {
+            anyhow::bail!("{} was mapped for another {what} ({had:?}, not {wanted:?}) — {again}", path.display());
+        }
+        if (header.index, header.hosts) != (index, self.names.len()) {
+            anyhow::bail!(
+                "{} is host {} of {}, not {index} of {} — {again}",
+                path.display(),
+                header.index,
+                header.hosts,
+                self.names.len()
+            );
+        }
+        let part = T::take(&mut b).map_err(bad)?;
+        if !b.is_empty() {
+            return Err(bad(wire::WireError("bytes follow its end".into())));
+        }
+        Ok(part)
+    }
+
+    /// `reduce` of the run's hosts from their parts (`keep` of a host read here: one
+    /// with no part, or one the run decides otherwise for than it did alone), and the
+    /// hosts left out; their note is printed.
+    fn fold<T: Wire, R>(
+        mut self,
+        ops: bool,
+        keep: &Keep<T>,
+        reduce: impl FnOnce(&str, usize, &mut dyn HostSource<T, anyhow::Error>) -> anyhow::Result<R>,
+    ) -> anyhow::Result<(R, Vec<Unread>)> {
+        let (run, hosts) = (self.hosts.run_name().to_string(), self.names.len());
+        let answer = {
+            let this = std::cell::RefCell::new(&mut self);
+            let mut first = |i: usize| this.borrow_mut().part(i, |p| map(p, ops, keep));
+            let mut read = |i: usize, _again: bool| this.borrow().read_here(i).map(Some);
+            let mut extra = |p: &Profile, o: &OverviewPart| Ok(keep(p, o));
+            let mut local = fold::Local { read: &mut read, extra: &mut extra, ops };
+            reduce(&run, hosts, &mut fold::Premapped { first: &mut first, local: &mut local })?
+        };
+        load::note_unread(&self.unread, hosts - self.unread.len())?;
+        Ok((answer, self.unread))
+    }
 }
 
 /// The run `input` names judged from the parts in `dir` (`host-I.part` for host I,
@@ -139,82 +294,58 @@ pub fn judged_of_parts(
     dir: &Path,
     top: usize,
     th: &Thresholds,
-    peaks: stepscope_analysis::peaks::UserPeaks,
-) -> anyhow::Result<(Judged<()>, Vec<stepscope_xspace::discover::Unread>)> {
-    let meta = std::fs::metadata(dir)
-        .map_err(|e| anyhow::anyhow!("--parts {}: {e} — give the folder the parts were written to", dir.display()))?;
-    if !meta.is_dir() {
-        anyhow::bail!("--parts {} is not a folder — give the folder the parts were written to", dir.display());
-    }
-    let hosts = load::Hosts::of(input, None)?;
-    let names: Vec<String> = hosts.names().iter().map(|n| n.to_string()).collect();
-    let run = hosts.run_name().to_string();
-    let expected = |index: usize| Header {
-        build: build(),
-        run: run.clone(),
-        host: names[index].clone(),
-        index,
-        hosts: names.len(),
-        settings: settings(th, peaks),
-    };
-    let mut unread = Vec::new();
-    let read_here = |i: usize| -> anyhow::Result<stepscope_analysis::Profile> {
-        let mut p = hosts.read(&names[i])?;
-        p.set_peaks(peaks);
-        Ok(p)
-    };
-    let mut first = |i: usize| -> anyhow::Result<Option<Mapped<HostPart<()>>>> {
-        let (part, why) = part_files(dir, i);
-        if let Ok(text) = stepscope_xspace::files::read_small_text(&why, "host's error") {
-            // The map's one-line error, as `stepscope part` printed it.
-            let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("it could not be mapped");
-            let error = line.strip_prefix("stepscope: ").unwrap_or(line).trim_end().to_string();
-            unread.push(stepscope_xspace::discover::Unread { host: names[i].clone(), error });
-            return Ok(None);
-        }
-        if !part.exists() {
-            return Ok(Some(by_host::map_host(&read_here(i)?, names.len(), th)));
-        }
-        read_part(&part, &expected(i)).map(Some)
-    };
-    let mut again = |i: usize, _again: bool| read_here(i).map(Some);
-    let judged = by_host::judged_of_parts(&run, names.len(), top, th, &mut first, &mut again)?;
-    load::note_unread(&unread, names.len() - unread.len())?;
-    Ok((judged, unread))
+    peaks: UserPeaks,
+) -> anyhow::Result<(Judged<()>, Vec<Unread>)> {
+    let parts = Parts::open(input, dir, kind(For::Summary, th, peaks, false, (GroupBy::Op, 0)), peaks)?;
+    let hosts = parts.names.len();
+    let keep = |p: &Profile, o: &OverviewPart| by_host::host_kept(p, o, hosts, th);
+    parts.fold::<HostPart<()>, _>(true, &keep, |run, hosts, source| by_host::judged_of(run, hosts, top, th, source))
 }
 
-/// The part in `path`, whose header must be `want`'s.
-fn read_part(path: &Path, want: &Header) -> anyhow::Result<Mapped<HostPart<()>>> {
-    let again = format!("map it again with this stepscope (`stepscope part ... --host {}`)", want.host);
-    let bytes = stepscope_xspace::files::read_large(path, "host's part")?;
-    let Some(body) = bytes.strip_prefix(MAGIC) else {
-        anyhow::bail!("{} is not a part stepscope wrote — {again}", path.display());
+/// The steps (`critical_path`: with theirs) and devices of the run `input` names, from
+/// the parts in `dir`, as [`judged_of_parts`] reads them.
+pub fn steps_of_parts(
+    input: &Input,
+    dir: &Path,
+    critical_path: bool,
+    peaks: UserPeaks,
+) -> anyhow::Result<(stepscope_analysis::steps::Steps, stepscope_analysis::devices::Devices)> {
+    let kind = kind(For::Steps, &Thresholds::default(), peaks, critical_path, (GroupBy::Op, 0));
+    let keep = |p: &Profile, o: &OverviewPart| fold::steps_kept(p, o, critical_path);
+    Ok(Parts::open(input, dir, kind, peaks)?.fold(true, &keep, fold::steps_of)?.0)
+}
+
+/// The devices of the run `input` names, from the parts in `dir`.
+pub fn devices_of_parts(input: &Input, dir: &Path) -> anyhow::Result<stepscope_analysis::devices::Devices> {
+    let kind = kind(For::Devices, &Thresholds::default(), UserPeaks::default(), false, (GroupBy::Op, 0));
+    let keep = |p: &Profile, _: &OverviewPart| DevicesPart::of(p);
+    Ok(Parts::open(input, dir, kind, UserPeaks::default())?.fold(false, &keep, fold::devices_of)?.0)
+}
+
+/// The op profile of the run `input` names, grouped `by` (scopes cut at `depth`), from
+/// the parts in `dir`: each host's rows summed as the run read here sums them.
+pub fn ops_of_parts(input: &Input, dir: &Path, by: GroupBy, depth: usize, peaks: UserPeaks) -> anyhow::Result<Ops> {
+    let kind = kind(For::Ops, &Thresholds::default(), peaks, false, (by, depth));
+    let mut parts = Parts::open(input, dir, kind, peaks)?;
+    let mut rows = OpRowsPart::new(by);
+    for i in 0..parts.names.len() {
+        if let Some(part) = parts.part(i, |p| OpRowsPart::grouped(p, by, depth))? {
+            rows.add(part);
+        }
+    }
+    load::note_unread(&parts.unread, parts.names.len() - parts.unread.len())?;
+    Ok(rows.finish())
+}
+
+/// The overview of the run `input` names (`top` ops), as `check` reads it, from the
+/// parts in `dir`; the hosts left out listed in it.
+pub fn overview_of_parts(input: &Input, dir: &Path, top: usize) -> anyhow::Result<stepscope_report::summary::Summary> {
+    let kind = kind(For::Check, &Thresholds::default(), UserPeaks::default(), false, (GroupBy::Op, 0));
+    let overview = |run: &str, hosts: usize, source: &mut dyn HostSource<(), anyhow::Error>| {
+        fold::overview_of(run, hosts, top, source)
     };
-    let mut b = wire::Bytes::new(body);
-    let bad = |e: wire::WireError| anyhow::anyhow!("{} is damaged ({e}) — {again}", path.display());
-    let header = Header::take(&mut b).map_err(bad)?;
-    let differs = [
-        ("build", &header.build, &want.build),
-        ("run", &header.run, &want.run),
-        ("host", &header.host, &want.host),
-        ("settings", &header.settings, &want.settings),
-    ];
-    if let Some((what, had, wanted)) = differs.iter().find(|(_, a, b)| a != b) {
-        anyhow::bail!("{} was mapped for another {what} ({had:?}, not {wanted:?}) — {again}", path.display());
-    }
-    if (header.index, header.hosts) != (want.index, want.hosts) {
-        anyhow::bail!(
-            "{} is host {} of {}, not {} of {} — {again}",
-            path.display(),
-            header.index,
-            header.hosts,
-            want.index,
-            want.hosts
-        );
-    }
-    let mapped = Mapped::take(&mut b).map_err(bad)?;
-    if !b.is_empty() {
-        return Err(bad(wire::WireError("bytes follow its end".into())));
-    }
-    Ok(mapped)
+    let (overview, unread) = Parts::open(input, dir, kind, UserPeaks::default())?.fold(true, &|_, _| (), overview)?;
+    let mut s = stepscope_report::summary::of_overview(overview);
+    s.overview.hosts_unread = unread;
+    Ok(s)
 }

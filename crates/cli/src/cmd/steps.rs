@@ -23,6 +23,10 @@ pub struct StepsArgs {
     /// `--json`.
     #[arg(long)]
     pub critical_path: bool,
+    /// Reduce the run from the parts in this folder, written by `stepscope part --for
+    /// steps` (with `--critical-path` where asked here; `summary --parts` says more).
+    #[arg(long, value_name = "DIR", conflicts_with = "host")]
+    pub parts: Option<std::path::PathBuf>,
 }
 
 /// Whether the text output's note on timing is wanted for `s`: steps timed on the device.
@@ -61,10 +65,18 @@ pub fn run(steps_args: &StepsArgs) -> anyhow::Result<ExitCode> {
         let utilization = note_wanted(cost_args, &s).then(|| devices::devices(&profile).all.utilization_pct);
         Ok((s, utilization))
     };
-    let (mut s, utilization_pct) =
-        load::whole_or_by_host(&args.input, &args.select, steps_args.host_at_a_time, "steps", whole, || {
+    let of_parts = |dir: &std::path::Path| {
+        let (s, d) =
+            crate::cmd::part::steps_of_parts(&args.input, dir, steps_args.critical_path, cost_args.peaks.user())?;
+        let utilization = note_wanted(cost_args, &s).then_some(d.all.utilization_pct);
+        anyhow::Ok((s, utilization))
+    };
+    let (mut s, utilization_pct) = match &steps_args.parts {
+        Some(dir) => of_parts(dir)?,
+        None => load::whole_or_by_host(&args.input, &args.select, steps_args.host_at_a_time, "steps", whole, || {
             host_at_a_time(cost_args, steps_args.critical_path)
-        })?;
+        })?,
+    };
     // Of every step, before `--top` keeps the slowest.
     let note = utilization_pct.map(|u| {
         let timed: Vec<&steps::Step> = s.timed().collect();
