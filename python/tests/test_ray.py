@@ -44,8 +44,10 @@ def parquet_files(root: Path) -> dict:
 @pytest.fixture(scope="module")
 def buckets():
     """The Cloud Storage emulator of the Rust tests (tests/support/buckets.py), its
-    address in the environment the cluster's workers start with."""
-    p = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "buckets.py")],
+    address in the environment the cluster's workers start with; the real two-process
+    pod uploaded under `gs://prof/logs/cpu-pod-straggler/`."""
+    p = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "buckets.py"),
+                          str(FIXTURES / "cpu-pod-straggler")],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     info = json.loads(p.stdout.readline())
     os.environ["STORAGE_EMULATOR_HOST"] = f"http://127.0.0.1:{info['gcs_port']}"
@@ -197,3 +199,12 @@ def test_analyze_on_ray_leaves_out_a_host_it_cannot_read(cluster, tmp_path):
         stepscope.analyze_on_ray(mixed, "devices", top=3)
     with pytest.raises(stepscope.StepscopeError, match="cannot read .*missing"):
         stepscope.analyze_on_ray(tmp_path / "missing")
+
+
+def test_analyze_on_ray_of_a_pod_in_a_bucket(cluster, buckets):
+    """A pod in a bucket: each task fetches its host's file; the driver lists the run
+    from the bucket's listing and reduces the parts, for the command's answer of the
+    same gs:// path, byte for byte."""
+    url = "gs://prof/logs/cpu-pod-straggler"
+    assert stepscope.analyze_on_ray(url, "advise", text=True) == cli("advise", url, "--json")
+    assert stepscope.analyze_on_ray(url, text=True) == cli("summary", url, "--json")

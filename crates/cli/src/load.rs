@@ -144,6 +144,16 @@ fn refused(e: &anyhow::Error) -> bool {
     e.downcast_ref::<stepscope_xspace::Error>().is_some_and(|x| x.memory_refused.is_some())
 }
 
+/// The run `input` names and its hosts' names, in the run's order, without reading (or,
+/// in a bucket, fetching) any host: what a driver of a run mapped elsewhere needs.
+pub fn plan(input: &Input) -> anyhow::Result<(String, Vec<String>)> {
+    if let Some(plan) = crate::remote::plan(&input.path, input.run.as_deref())? {
+        return Ok(plan);
+    }
+    let run = resolve(input, None)?;
+    Ok((run.rel.clone(), run.hosts.iter().map(|h| h.host.clone()).collect()))
+}
+
 /// A run's hosts, to be read one at a time, each alone on the run's clock (the
 /// offsets are found once, from the hosts' session starts).
 pub struct Hosts {

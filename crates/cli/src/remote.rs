@@ -94,6 +94,18 @@ impl Listing {
     }
 }
 
+/// For a `gs://` or `s3://` PATH of several objects, the run asked for (`--run`, else
+/// the newest) and its hosts' names, from the bucket's listing alone: nothing is
+/// fetched. `None` for a local path or one object.
+pub fn plan(path: &Path, run: Option<&str>) -> anyhow::Result<Option<(String, Vec<String>)>> {
+    let Some(listing) = Listing::of(path)? else { return Ok(None) };
+    if listing.listed.is_one_object() {
+        return Ok(None);
+    }
+    let chosen = discover::resolve(&listing.root, run).map_err(|e| Listing::error(Some(&listing), &e))?;
+    Ok(Some((chosen.rel.clone(), chosen.hosts.iter().map(|h| h.host.clone()).collect())))
+}
+
 /// For a `gs://` or `s3://` PATH, the run asked for (`--run`, else the newest), found
 /// on the bucket's listing as discovery finds it in a folder: only its files (and the
 /// device-memory profiles it reads) are fetched, not every run under the URL. `None`

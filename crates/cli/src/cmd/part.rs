@@ -122,13 +122,14 @@ pub fn thresholds_and_peaks(file: Option<&Path>, peaks: &PeakArgs) -> anyhow::Re
 }
 
 pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
-    let hosts = load::Hosts::of(&args.input, args.host.as_deref())?;
-    let names = hosts.names();
     if args.plan {
-        let plan = serde_json::json!({"schema": "stepscope.part_plan/1", "run": hosts.run_name(), "hosts": names});
+        let (run, hosts) = load::plan(&args.input)?;
+        let plan = serde_json::json!({"schema": "stepscope.part_plan/1", "run": run, "hosts": hosts});
         outln!("{plan}");
         return Ok(ExitCode::SUCCESS);
     }
+    let hosts = load::Hosts::of(&args.input, args.host.as_deref())?;
+    let names = hosts.names();
     let (Some(host), Some(out)) = (&args.host, &args.out) else {
         anyhow::bail!("give --host HOST and -o FILE, or --plan — `stepscope part --help` shows both")
     };
@@ -182,7 +183,10 @@ fn map<T>(profile: &Profile, ops: bool, keep: &Keep<T>) -> Mapped<T> {
 /// that could not be mapped.
 struct Parts<'a> {
     dir: &'a Path,
-    hosts: load::Hosts,
+    /// The run's input, its run named, for a host read here (in a bucket, that host's
+    /// file alone is fetched).
+    input: Input,
+    run: String,
     names: Vec<String>,
     kind: String,
     peaks: UserPeaks,
@@ -197,14 +201,15 @@ impl<'a> Parts<'a> {
         if !meta.is_dir() {
             anyhow::bail!("--parts {} is not a folder — give the folder the parts were written to", dir.display());
         }
-        let hosts = load::Hosts::of(input, None)?;
-        let names: Vec<String> = hosts.names().iter().map(|n| n.to_string()).collect();
-        Ok(Parts { dir, hosts, names, kind, peaks, unread: Vec::new() })
+        let (run, names) = load::plan(input)?;
+        let input = Input { path: input.path.clone(), run: Some(run.clone()) };
+        Ok(Parts { dir, input, run, names, kind, peaks, unread: Vec::new() })
     }
 
     /// Host `i` read here, with the user's peaks.
     fn read_here(&self, i: usize) -> anyhow::Result<Profile> {
-        let mut p = self.hosts.read(&self.names[i])?;
+        let name = &self.names[i];
+        let mut p = load::Hosts::of(&self.input, Some(name))?.read(name)?;
         p.set_peaks(self.peaks);
         Ok(p)
     }
@@ -239,7 +244,7 @@ impl<'a> Parts<'a> {
         let header = Header::take(&mut b).map_err(bad)?;
         let differs = [
             ("build", &header.build, &build()),
-            ("run", &header.run, &self.hosts.run_name().to_string()),
+            ("run", &header.run, &self.run),
             ("host", &header.host, host),
             ("command or settings", &header.kind, &self.kind),
         ];
@@ -271,7 +276,7 @@ impl<'a> Parts<'a> {
         keep: &Keep<T>,
         reduce: impl FnOnce(&str, usize, &mut dyn HostSource<T, anyhow::Error>) -> anyhow::Result<R>,
     ) -> anyhow::Result<(R, Vec<Unread>)> {
-        let (run, hosts) = (self.hosts.run_name().to_string(), self.names.len());
+        let (run, hosts) = (self.run.clone(), self.names.len());
         let answer = {
             let this = std::cell::RefCell::new(&mut self);
             let mut first = |i: usize| this.borrow_mut().part(i, |p| map(p, ops, keep));
