@@ -171,3 +171,42 @@ fn a_host_that_could_not_be_mapped_is_left_out_and_a_wrong_part_is_refused() {
     let e = assert_clean_error(&["summary", dir, "--parts", p.join("host-0.part").to_str().unwrap()]);
     assert!(e.contains("is not a folder"), "{e}");
 }
+
+/// A part with any one byte changed, or cut anywhere, is refused in one line (its
+/// header's checksum, its lengths), never read into a wrong answer or a panic.
+#[test]
+fn a_part_changed_anywhere_is_refused_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &[("a", "cpu-clean"), ("b", "cpu-slow")]);
+    let dir = tmp.path().to_str().unwrap();
+    let parts = tempfile::tempdir().unwrap();
+    map_hosts(dir, parts.path(), &[]);
+    let file = parts.path().join("host-1.part");
+    let good = std::fs::read(&file).unwrap();
+    let p = parts.path().to_str().unwrap();
+    // Positions spread over the whole part (its header first), and cuts.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut cases: Vec<Vec<u8>> = Vec::new();
+    for k in 0..60 {
+        let at = if k < 20 { k * 7 % 160 } else { (next() % good.len() as u64) as usize };
+        let mut bad = good.clone();
+        bad[at] ^= 1 << (next() % 8);
+        cases.push(bad);
+    }
+    for cut in [0, 10, 40, good.len() / 2, good.len() - 1] {
+        cases.push(good[..cut].to_vec());
+    }
+    for bad in cases {
+        std::fs::write(&file, &bad).unwrap();
+        let e = assert_clean_error(&["summary", dir, "--parts", p]);
+        assert!(e.contains("host-1.part") && e.contains("map it again"), "{e}");
+    }
+    std::fs::write(&file, &good).unwrap();
+    ok(&["summary", dir, "--parts", p]);
+}

@@ -49,6 +49,11 @@ impl<'a> Bytes<'a> {
         self.rest.is_empty()
     }
 
+    /// How many bytes are left.
+    pub fn len(&self) -> usize {
+        self.rest.len()
+    }
+
     /// A count of items that each take at least one byte: no more than the bytes left.
     fn count(&mut self) -> Result<usize, WireError> {
         let n = u64::take(self)?;

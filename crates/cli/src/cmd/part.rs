@@ -81,8 +81,17 @@ struct Header {
     host: String,
     index: usize,
     hosts: usize,
+    /// The part's bytes after the header: their length and checksum ([`checksum`]).
+    body_bytes: u64,
+    body_sum: u64,
 }
-stepscope_analysis::wire_struct!(Header { build, kind, run, host, index, hosts });
+stepscope_analysis::wire_struct!(Header { build, kind, run, host, index, hosts, body_bytes, body_sum });
+
+/// A checksum of a part's bytes (FNV-1a, 64 bits): a part damaged on its way is refused
+/// before it is read.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
 
 /// The first bytes of every part.
 const MAGIC: &[u8] = b"stepscope-part\n";
@@ -138,6 +147,15 @@ pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
     let index = names.iter().position(|n| n == host).expect("Hosts::of found the host");
     let mut profile = hosts.read(host)?;
     profile.set_peaks(peaks);
+    let mut body = Vec::new();
+    match args.command {
+        For::Summary | For::Advise => by_host::map_host(&profile, names.len(), &th).put(&mut body),
+        For::Steps => map(&profile, true, &|p, o| fold::steps_kept(p, o, args.critical_path)).put(&mut body),
+        For::Devices => map(&profile, false, &|p, _| DevicesPart::of(p)).put(&mut body),
+        For::Ops => OpRowsPart::grouped(&profile, ops.0, ops.1).put(&mut body),
+        For::Check => map(&profile, true, &|_, _| ()).put(&mut body),
+    }
+    drop(profile);
     let header = Header {
         build: build(),
         kind: kind(args.command, &th, peaks, args.critical_path, ops),
@@ -145,17 +163,12 @@ pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
         host: host.clone(),
         index,
         hosts: names.len(),
+        body_bytes: body.len() as u64,
+        body_sum: checksum(&body),
     };
     let mut bytes = MAGIC.to_vec();
     header.put(&mut bytes);
-    match args.command {
-        For::Summary | For::Advise => by_host::map_host(&profile, names.len(), &th).put(&mut bytes),
-        For::Steps => map(&profile, true, &|p, o| fold::steps_kept(p, o, args.critical_path)).put(&mut bytes),
-        For::Devices => map(&profile, false, &|p, _| DevicesPart::of(p)).put(&mut bytes),
-        For::Ops => OpRowsPart::grouped(&profile, ops.0, ops.1).put(&mut bytes),
-        For::Check => map(&profile, true, &|_, _| ()).put(&mut bytes),
-    }
-    drop(profile);
+    bytes.extend_from_slice(&body);
     if out == Path::new("-") {
         use std::io::Write;
         let mut stdout = std::io::stdout().lock();
@@ -260,11 +273,15 @@ impl<'a> Parts<'a> {
                 self.names.len()
             );
         }
-        let part = T::take(&mut b).map_err(bad)?;
-        if !b.is_empty() {
-            return Err(bad(wire::WireError("bytes follow its end".into())));
+        let body = b.take_bytes(b.len()).map_err(bad)?;
+        if (body.len() as u64, checksum(body)) != (header.body_bytes, header.body_sum) {
+            return Err(bad(wire::WireError(format!(
+                "{} bytes where its header says {}, or not the bytes it wrote",
+                body.len(),
+                header.body_bytes
+            ))));
         }
-        Ok(part)
+        wire::from_bytes(body).map_err(bad)
     }
 
     /// `reduce` of the run's hosts from their parts (`keep` of a host read here: one
