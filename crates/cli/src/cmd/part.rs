@@ -142,6 +142,9 @@ pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
     let (Some(host), Some(out)) = (&args.host, &args.out) else {
         anyhow::bail!("give --host HOST and -o FILE, or --plan — `stepscope part --help` shows both")
     };
+    if out == Path::new("-") && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        anyhow::bail!("a part is bytes, not for a terminal — give -o FILE, or pipe it (-o - | …)");
+    }
     let (th, peaks) = thresholds_and_peaks(args.thresholds.as_deref(), &args.peaks)?;
     let ops = (crate::cmd::ops::group_by(args.by), args.depth);
     let index = names.iter().position(|n| n == host).expect("Hosts::of found the host");
