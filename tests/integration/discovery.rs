@@ -398,9 +398,7 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
     ];
     // Every rule at its hair trigger, so that each cites its evidence.
     let th = tempfile::tempdir().unwrap();
-    let hair_trigger = th.path().join("thresholds.toml");
-    std::fs::write(&hair_trigger, HAIR_TRIGGER).unwrap();
-    let hair_trigger = hair_trigger.to_str().unwrap();
+    let hair_trigger = &hair_trigger(th.path());
     let (mut differed_alone, mut judged) = (Vec::new(), std::collections::BTreeSet::new());
     for mix in mixes {
         let tmp = tempfile::tempdir().unwrap();
@@ -501,15 +499,6 @@ fn a_run_read_a_host_at_a_time_has_the_numbers_of_the_run_read_whole() {
     let not_judged: Vec<&String> = every.difference(&judged).collect();
     assert_eq!(not_judged, ["truncated"], "{judged:?}");
 }
-
-/// Thresholds every rule crosses where it can.
-pub const HAIR_TRIGGER: &str =
-    "utilization_pct = 100.0\nhost_overhead_pct = 0.0\nlaunch_queued_pct = 0.0\ncompile_s = 0.0\n\
-    small_op_us = 100000.0\nsmall_op_share_pct = 0.0\nsmall_op_time_pct = 0.0\ndispatches_per_step = 0.0\n\
-    copies_pct = 0.0\ndominant_op_pct = 0.0\ncollectives_exposed_pct = 0.0\nasync_wait_pct = 0.0\n\
-    runtime_overhead_pct = 0.0\nmemory_capacity_pct = 0.0\nmemory_bandwidth_pct = 100.0\noccupancy_pct = 100.0\n\
-    bandwidth_min_op_us = 0.0\nstep_jitter_pct = 0.0\ninput_bound_pct = 0.0\nmin_steps = 1000\nstraggler_pct = 0.0\n\
-    host_callback_pct = 0.0\ndata_movement_pct = 0.0\ncapture_compile_pct = 0.0\nrecompile_steps = 0.0\n";
 
 /// A run read a host at a time leaves out a host whose file is cut short, as the run
 /// read whole does, and says so; where no host can be read, the first one's error.

@@ -53,17 +53,14 @@ fn a_run_mapped_a_host_at_a_time_reduces_to_the_answer_read_here() {
         &["cpu-matmul", "cpu-sleep-step"],
     ];
     let th = tempfile::tempdir().unwrap();
-    let hair_trigger = th.path().join("thresholds.toml");
-    std::fs::write(&hair_trigger, crate::discovery::HAIR_TRIGGER).unwrap();
+    let hair_trigger = hair_trigger(th.path());
     for mix in mixes {
         let tmp = tempfile::tempdir().unwrap();
-        let names: Vec<String> = (0..mix.len()).map(|i| format!("h{i}")).collect();
-        let hosts: Vec<(&str, &str)> = names.iter().map(String::as_str).zip(mix.iter().copied()).collect();
-        run_of_fixtures(tmp.path(), "2026_11_01_00_00_00", &hosts);
+        run_of_mix(tmp.path(), mix);
         let dir = tmp.path().to_str().unwrap();
         assert_reduced_as_read_here(dir, &[], &format!("{mix:?}"));
         if mix.len() == 3 {
-            let th = ["--thresholds", hair_trigger.to_str().unwrap()];
+            let th = ["--thresholds", hair_trigger.as_str()];
             assert_reduced_as_read_here(dir, &th, &format!("{mix:?} at hair trigger"));
         }
     }
@@ -150,10 +147,9 @@ fn a_host_that_could_not_be_mapped_is_left_out_and_a_wrong_part_is_refused() {
     // A damaged part; another host's part; a part of other thresholds.
     let a_part = std::fs::read(p.join("host-0.part")).unwrap();
     let th = tempfile::tempdir().unwrap();
-    let hair = th.path().join("th.toml");
-    std::fs::write(&hair, crate::discovery::HAIR_TRIGGER).unwrap();
+    let hair = hair_trigger(th.path());
     let other = p.join("other.part");
-    ok(&["part", dir, "--host", "a", "--thresholds", hair.to_str().unwrap(), "-o", other.to_str().unwrap()]);
+    ok(&["part", dir, "--host", "a", "--thresholds", &hair, "-o", other.to_str().unwrap()]);
     let other = std::fs::read(other).unwrap();
     let wrong: [(&[u8], &str, &str); 3] = [
         (&a_part[..a_part.len() - 7], "host-0.part", "damaged"),

@@ -376,3 +376,26 @@ pub fn help_commands() -> Vec<String> {
     assert!(commands.len() >= 20, "{help}");
     commands
 }
+
+/// Thresholds every rule crosses where it can.
+pub const HAIR_TRIGGER: &str =
+    "utilization_pct = 100.0\nhost_overhead_pct = 0.0\nlaunch_queued_pct = 0.0\ncompile_s = 0.0\n\
+    small_op_us = 100000.0\nsmall_op_share_pct = 0.0\nsmall_op_time_pct = 0.0\ndispatches_per_step = 0.0\n\
+    copies_pct = 0.0\ndominant_op_pct = 0.0\ncollectives_exposed_pct = 0.0\nasync_wait_pct = 0.0\n\
+    runtime_overhead_pct = 0.0\nmemory_capacity_pct = 0.0\nmemory_bandwidth_pct = 100.0\noccupancy_pct = 100.0\n\
+    bandwidth_min_op_us = 0.0\nstep_jitter_pct = 0.0\ninput_bound_pct = 0.0\nmin_steps = 1000\nstraggler_pct = 0.0\n\
+    host_callback_pct = 0.0\ndata_movement_pct = 0.0\ncapture_compile_pct = 0.0\nrecompile_steps = 0.0\n";
+
+/// [`HAIR_TRIGGER`] written into `dir` as a thresholds file; its path.
+pub fn hair_trigger(dir: &Path) -> String {
+    let path = dir.join("thresholds.toml");
+    std::fs::write(&path, HAIR_TRIGGER).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// A run under `root` of one host per fixture of `mix`, named h0, h1, …
+pub fn run_of_mix(root: &Path, mix: &[&str]) -> PathBuf {
+    let names: Vec<String> = (0..mix.len()).map(|i| format!("h{i}")).collect();
+    let hosts: Vec<(&str, &str)> = names.iter().map(String::as_str).zip(mix.iter().copied()).collect();
+    run_of_fixtures(root, "2026_11_01_00_00_00", &hosts)
+}

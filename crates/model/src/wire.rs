@@ -138,25 +138,21 @@ macro_rules! narrow {
 narrow!(u64: u8, u16, u32, usize);
 narrow!(i64: i32);
 
-impl Wire for f64 {
-    fn put(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_bits().to_le_bytes());
-    }
-    fn take(bytes: &mut Bytes<'_>) -> Result<Self, WireError> {
-        let b: [u8; 8] = bytes.take_bytes(8)?.try_into().expect("8 bytes");
-        Ok(f64::from_bits(u64::from_le_bytes(b)))
-    }
+/// The floats, put as their bits (little-endian): read back exactly, NaNs included.
+macro_rules! float {
+    ($($t:ty: $bits:ty, $n:literal);*) => {$(
+        impl Wire for $t {
+            fn put(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_bits().to_le_bytes());
+            }
+            fn take(bytes: &mut Bytes<'_>) -> Result<Self, WireError> {
+                let b: [u8; $n] = bytes.take_bytes($n)?.try_into().expect("the bytes asked for");
+                Ok(<$t>::from_bits(<$bits>::from_le_bytes(b)))
+            }
+        }
+    )*};
 }
-
-impl Wire for f32 {
-    fn put(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_bits().to_le_bytes());
-    }
-    fn take(bytes: &mut Bytes<'_>) -> Result<Self, WireError> {
-        let b: [u8; 4] = bytes.take_bytes(4)?.try_into().expect("4 bytes");
-        Ok(f32::from_bits(u32::from_le_bytes(b)))
-    }
-}
+float!(f64: u64, 8; f32: u32, 4);
 
 impl Wire for bool {
     fn put(&self, out: &mut Vec<u8>) {
@@ -352,24 +348,22 @@ tuples!((A 0, B 1), (A 0, B 1, C 2), (A 0, B 1, C 2, D 3), (A 0, B 1, C 2, D 3, 
 /// here does not compile. `wire_struct!(Name<T> { a, b })` for a generic one.
 #[macro_export]
 macro_rules! wire_struct {
+    (@fields $ty:ident { $($f:ident),* }) => {
+        fn put(&self, _out: &mut Vec<u8>) {
+            $($crate::wire::Wire::put(&self.$f, _out);)*
+        }
+        fn take(_bytes: &mut $crate::wire::Bytes<'_>) -> Result<Self, $crate::wire::WireError> {
+            Ok($ty { $($f: $crate::wire::Wire::take(_bytes)?,)* })
+        }
+    };
     ($ty:ident <'static> { $($f:ident),* $(,)? }) => {
         impl $crate::wire::Wire for $ty<'static> {
-            fn put(&self, _out: &mut Vec<u8>) {
-                $($crate::wire::Wire::put(&self.$f, _out);)*
-            }
-            fn take(_bytes: &mut $crate::wire::Bytes<'_>) -> Result<Self, $crate::wire::WireError> {
-                Ok($ty { $($f: $crate::wire::Wire::take(_bytes)?,)* })
-            }
+            $crate::wire_struct!(@fields $ty { $($f),* });
         }
     };
     ($ty:ident $(<$($g:ident),+>)? { $($f:ident),* $(,)? }) => {
         impl $(<$($g: $crate::wire::Wire),+>)? $crate::wire::Wire for $ty $(<$($g),+>)? {
-            fn put(&self, _out: &mut Vec<u8>) {
-                $($crate::wire::Wire::put(&self.$f, _out);)*
-            }
-            fn take(_bytes: &mut $crate::wire::Bytes<'_>) -> Result<Self, $crate::wire::WireError> {
-                Ok($ty { $($f: $crate::wire::Wire::take(_bytes)?,)* })
-            }
+            $crate::wire_struct!(@fields $ty { $($f),* });
         }
     };
 }
