@@ -287,11 +287,7 @@ impl<K: Wire + Eq + Hash, V: Wire, S: BuildHasher + Default> Wire for HashMap<K,
     fn put(&self, out: &mut Vec<u8>) {
         // In the map's own order: read back, the same entries (its order is not an
         // answer's: every map a part holds is looked into, never listed).
-        (self.len() as u64).put(out);
-        for (k, v) in self {
-            k.put(out);
-            v.put(out);
-        }
+        put_entries(self.len(), self.iter(), out);
     }
     fn take(bytes: &mut Bytes<'_>) -> Result<Self, WireError> {
         let n = bytes.count()?;
@@ -315,13 +311,22 @@ impl<T: Wire + Ord> Wire for BTreeSet<T> {
     }
 }
 
+/// A map's `n` entries, after their count.
+fn put_entries<'a, K: Wire + 'a, V: Wire + 'a>(
+    n: usize,
+    entries: impl Iterator<Item = (&'a K, &'a V)>,
+    out: &mut Vec<u8>,
+) {
+    (n as u64).put(out);
+    for (k, v) in entries {
+        k.put(out);
+        v.put(out);
+    }
+}
+
 impl<K: Wire + Ord, V: Wire> Wire for BTreeMap<K, V> {
     fn put(&self, out: &mut Vec<u8>) {
-        (self.len() as u64).put(out);
-        for (k, v) in self {
-            k.put(out);
-            v.put(out);
-        }
+        put_entries(self.len(), self.iter(), out);
     }
     fn take(bytes: &mut Bytes<'_>) -> Result<Self, WireError> {
         let n = bytes.count()?;
