@@ -136,6 +136,7 @@ def cli(*args: str) -> str:
 
 def mixed_run(tmp: Path, fixtures: list, bad: Optional[int] = None) -> Path:
     """A run of one host per fixture (h0, h1, …); host `bad`'s file cut to a third."""
+    tmp.mkdir(parents=True, exist_ok=True)
     run = tmp / "mixed" / "plugins" / "profile" / "2026_11_01_00_00_00"
     run.mkdir(parents=True)
     for i, name in enumerate(fixtures):
@@ -172,6 +173,12 @@ def test_analyze_on_ray_prints_what_the_command_prints(cluster, tmp_path):
         for path in (mixed, pod):
             got = stepscope.analyze_on_ray(path, command, text=True, **options)
             assert got == cli(command, str(path), "--json", *flags), (command, options, path)
+    # diff of two runs, by op and by scope, a run of one host on one side.
+    other = mixed_run(tmp_path / "other", ["gpu-nosync", "gpu-unannotated", "gpu-sync"])
+    for a, b, options, flags in [(mixed, other, {}, []), (one, mixed, {"by": "scope", "top": 3},
+                                                         ["--by", "scope", "--top", "3"])]:
+        got = stepscope.analyze_on_ray(a, "diff", other=b, text=True, **options)
+        assert got == cli("diff", str(a), str(b), "--json", *flags), (a, b, options)
     # A gate that fails is an answer (the command's exit code 1, its JSON).
     base = tmp_path / "base.json"
     base.write_text(cli("summary", str(mixed), "--json"))
@@ -193,7 +200,7 @@ def test_analyze_on_ray_leaves_out_a_host_it_cannot_read(cluster, tmp_path):
     assert got == cli("summary", str(mixed), "--json")
     unread = json.loads(got)["hosts_unread"]
     assert [u["host"] for u in unread] == ["h1"] and "not a readable profile" in unread[0]["error"], unread
-    with pytest.raises(stepscope.StepscopeError, match="runs summary, advise, steps, devices, ops, check, not 'kernels'"):
+    with pytest.raises(stepscope.StepscopeError, match="runs summary, advise, steps, devices, ops, check, diff, not 'kernels'"):
         stepscope.analyze_on_ray(mixed, "kernels")
     with pytest.raises(stepscope.StepscopeError, match="devices takes no option top= — its options: none"):
         stepscope.analyze_on_ray(mixed, "devices", top=3)

@@ -206,3 +206,42 @@ fn a_part_changed_anywhere_is_refused_in_one_line() {
     std::fs::write(&file, &good).unwrap();
     ok(&["summary", dir, "--parts", p]);
 }
+
+/// `diff` of two runs from their parts, in two rounds as a driver maps them: each
+/// host's first part (`--for diff`), the run's steps' span from them (`part
+/// --span-of`), each host's rows within it (`--for diff-rows --within`); the same bytes
+/// as the diff read here, by op and by scope, and with a host's rows left to the reduce.
+/// A side of one host too.
+#[test]
+fn a_diff_of_two_runs_mapped_in_two_rounds_is_the_diff_read_here() {
+    let (ta, tb, tc) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    run_of_mix(ta.path(), &["cpu-clean", "cpu-slow", "cpu-dp4"]);
+    run_of_mix(tb.path(), &["cpu-slow", "cpu-clean", "cpu-dp4"]);
+    run_of_mix(tc.path(), &["cpu-clean"]);
+    let (a, b, c) = (ta.path().to_str().unwrap(), tb.path().to_str().unwrap(), tc.path().to_str().unwrap());
+    for by in ["op", "scope"] {
+        let parts: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        for (run, out) in [a, b, c].iter().zip(&parts) {
+            let hosts = map_hosts(run, out.path(), &["--for", "diff"]);
+            let span: serde_json::Value =
+                serde_json::from_str(&ok(&["part", run, "--span-of", out.path().to_str().unwrap()])).unwrap();
+            assert_eq!(span["schema"], "stepscope.part_span/1");
+            let within = span["span"].as_array().map(|s| format!("{},{}", s[0], s[1]));
+            for (i, host) in hosts.iter().enumerate() {
+                let file = out.path().join(format!("host-{i}.rows"));
+                let mut args = vec!["part", run, "--host", host, "--for", "diff-rows", "--by", by];
+                args.extend(["-o", file.to_str().unwrap()]);
+                if let Some(w) = &within {
+                    args.extend(["--within", w.as_str()]);
+                }
+                ok(&args);
+            }
+        }
+        let p = |k: usize| parts[k].path().to_str().unwrap().to_string();
+        let diff = |x: &str, y: &str, more: &[&str]| ok(&[&["diff", x, y, "--json", "--by", by][..], more].concat());
+        assert_eq!(diff(a, b, &["--parts-a", &p(0), "--parts-b", &p(1)]), diff(a, b, &[]), "by {by}");
+        assert_eq!(diff(c, b, &["--parts-a", &p(2), "--parts-b", &p(1)]), diff(c, b, &[]), "by {by}, one host");
+        std::fs::remove_file(parts[1].path().join("host-2.rows")).unwrap();
+        assert_eq!(diff(a, b, &["--parts-b", &p(1)]), diff(a, b, &[]), "by {by}, rows read here");
+    }
+}

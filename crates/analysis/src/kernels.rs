@@ -301,6 +301,7 @@ struct Acc {
     occupancy: Option<f64>,
     flag: Option<bool>,
 }
+stepscope_model::wire_struct!(Acc { count, total, min, max, occupancy, flag });
 
 /// What identifies a stat's text without reading it: a ref's index, or the place of
 /// an inline string in the file.
@@ -475,6 +476,7 @@ struct OwnedKey {
     module: String,
     program: Option<u64>,
 }
+stepscope_model::wire_struct!(OwnedKey { name, grid, block, regs, shared, op, module, program });
 
 /// The kernels of some hosts of a run, summed per kernel, launch configuration and
 /// op, before they are ranked ([`assemble`]): a run read a host at a time adds up each
@@ -491,6 +493,7 @@ pub struct KernelsPart {
     /// numbers them: [`stepscope_model::programs`]).
     programs: RunPrograms,
 }
+stepscope_model::wire_struct!(KernelsPart { rows, kernel_time_ps, host, programs });
 
 impl KernelsPart {
     /// The kernels of every host of `profile`.

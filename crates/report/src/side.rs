@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use stepscope_analysis::fold::{self, Check, Reader};
+use stepscope_analysis::fold::{self, Check, HostSource, Reader};
 use stepscope_analysis::kernels::{self, KernelRow, KernelsPart};
 use stepscope_analysis::ops::{self, GroupBy, OpRow, OpRowsPart};
 use stepscope_analysis::overview::{self, Overview, OverviewPart};
@@ -75,48 +75,59 @@ impl Side {
     pub fn by_host<E>(
         run: &str,
         hosts: usize,
-        (by, top, with_kernels): (GroupBy, usize, bool),
+        want: (GroupBy, usize, bool),
         read: &mut Reader<E>,
         check: &Check<E>,
     ) -> Result<Side, E> {
         let mut keep = |p: &Profile, _: &OverviewPart| {
-            let steps = stepscope_analysis::steps::cached(p);
-            let kept = (span(steps.timed()), scopes::scope_rows(p));
+            let kept = side_kept(p);
             check(p).map(|()| kept)
         };
-        let (overview, by_op, kept) = fold::overview_and_ops_by_host(run, hosts, top, read, &mut keep)?;
-        let steps_span = kept.iter().filter_map(|(_, k)| k.0).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+        let (by, _, with_kernels) = want;
+        let mut second = |source: &mut dyn HostSource<SideKept, E>, i: usize, span: Option<(i64, i64)>| {
+            let Some(p) = source.read(i)? else { return Ok(None) };
+            let rows = SideRows::of(&p, by, span, with_kernels);
+            check(&p).map(|()| Some(rows))
+        };
+        Side::of_source(run, hosts, want, &mut fold::Local { read, extra: &mut keep, ops: true }, &mut second)
+    }
+
+    /// [`Side::by_host`] of hosts from `source` (first read, [`side_kept`] kept of
+    /// each), each read a second time by `second` (given the run's steps' span), here or
+    /// elsewhere: [`SideRows`].
+    pub fn of_source<E>(
+        run: &str,
+        hosts: usize,
+        (by, top, with_kernels): (GroupBy, usize, bool),
+        source: &mut dyn HostSource<SideKept, E>,
+        second: &mut SecondRead<'_, E>,
+    ) -> Result<Side, E> {
+        let (overview, by_op, kept, _) = fold::overview_ops_and_decisions_of(run, hosts, top, source)?;
+        let steps_span = steps_span(&kept);
         let (mut within, mut all_kernels) = (OpRowsPart::new(by), KernelsPart::default());
         let (mut instructions, mut memory_peak_bytes) = (HashMap::<RowKey, Found>::new(), None);
         let mut scope_rows = Vec::new();
         for (i, (_, scopes)) in kept {
             scope_rows.extend(scopes);
-            let Some(p) = read(i, true)? else { continue };
-            let rows = OpRowsPart::grouped_within(&p, by, 0, steps_span);
-            // By op, each row's key as on the host (for its HLO) and as the run shows it.
-            let by_op = by == GroupBy::Op;
-            let mine: Vec<RowKey> = (0..rows.len()).filter(|_| by_op).map(|at| row_key(&rows, at)).collect();
+            let Some(SideRows { rows, found, kernels, memory_peak_bytes: peak }) = second(source, i, steps_span)?
+            else {
+                continue;
+            };
             let at = within.add(rows);
-            if by_op {
-                for (mine, at) in mine.iter().zip(at) {
-                    let key = row_key(&within, at);
-                    // The first host's among those that found it the first way: none
-                    // can do better than one found in its own program.
-                    let known = instructions.get(&key).map(|k| k.0);
-                    if known == Some(0) {
-                        continue;
-                    }
-                    let Some(f) = found(&p, mine) else { continue };
-                    if known.is_none_or(|how| f.0 < how) {
-                        instructions.insert(key, f);
-                    }
+            for (f, at) in found.into_iter().zip(at) {
+                let key = row_key(&within, at);
+                // The first host's among those that found it the first way: none
+                // can do better than one found in its own program.
+                let known = instructions.get(&key).map(|k| k.0);
+                let Some(f) = f.filter(|_| known != Some(0)) else { continue };
+                if known.is_none_or(|how| f.0 < how) {
+                    instructions.insert(key, f);
                 }
             }
-            if with_kernels {
-                all_kernels.add(KernelsPart::of(&p));
+            if let Some(k) = kernels.filter(|_| with_kernels) {
+                all_kernels.add(k);
             }
-            memory_peak_bytes = memory_peak_bytes.max(memory_peak(&p));
-            check(&p)?;
+            memory_peak_bytes = memory_peak_bytes.max(peak);
         }
         let within = within.finish();
         let outside_steps_ps = match steps_span {
@@ -139,6 +150,48 @@ impl Side {
             scopes: scope_rows,
             memory_peak_bytes,
         })
+    }
+}
+
+/// What [`Side::by_host`] first keeps of a host: its timed steps' span and its scopes.
+pub type SideKept = (Option<(i64, i64)>, Vec<ScopeRow>);
+
+/// [`SideKept`] of `p`, a host read alone, measured.
+pub fn side_kept(p: &Profile) -> SideKept {
+    (span(stepscope_analysis::steps::cached(p).timed()), scopes::scope_rows(p))
+}
+
+/// The run's steps' span: from its hosts' first step's start to their last one's end.
+pub fn steps_span<T>(kept: &[(T, SideKept)]) -> Option<(i64, i64)> {
+    kept.iter().filter_map(|(_, k)| k.0).reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)))
+}
+
+/// Host `i` of a side's run read a second time, given the run's steps' span.
+pub type SecondRead<'a, E> =
+    dyn FnMut(&mut dyn HostSource<SideKept, E>, usize, Option<(i64, i64)>) -> Result<Option<SideRows>, E> + 'a;
+
+/// What a side's second read keeps of a host: its op rows within the run's steps'
+/// span, the instruction found of each (by op), its kernels and its memory peak.
+pub struct SideRows {
+    rows: OpRowsPart,
+    found: Vec<Option<Found>>,
+    kernels: Option<KernelsPart>,
+    memory_peak_bytes: Option<u64>,
+}
+stepscope_model::wire_struct!(SideRows { rows, found, kernels, memory_peak_bytes });
+
+impl SideRows {
+    /// Of `p` (a host read alone), its rows grouped `by` within `span`, its kernels
+    /// where `with_kernels`.
+    pub fn of(p: &Profile, by: GroupBy, span: Option<(i64, i64)>, with_kernels: bool) -> SideRows {
+        let rows = OpRowsPart::grouped_within(p, by, 0, span);
+        // By op, each row's instruction, found by its key as on the host (its HLO).
+        let found = match by {
+            GroupBy::Op => (0..rows.len()).map(|at| found(p, &row_key(&rows, at))).collect(),
+            _ => Vec::new(),
+        };
+        let kernels = with_kernels.then(|| KernelsPart::of(p));
+        SideRows { rows, found, kernels, memory_peak_bytes: memory_peak(p) }
     }
 }
 

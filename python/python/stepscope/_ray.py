@@ -35,6 +35,8 @@ OPTIONS = {
     "check": {"baseline": ("--baseline", False), "max_step_ms": ("--max-step-ms", False),
               "max_regression": ("--max-regression", False), "metrics": ("--metrics", False),
               "min_steps": ("--min-steps", False)},
+    # `other=` is run B (``path`` is A); `by=` groups both rounds of the map.
+    "diff": {"other": (None, False), "by": ("--by", True), "top": ("--top", False)},
 }
 COMMANDS = tuple(OPTIONS)
 
@@ -58,19 +60,19 @@ def _flags(command: str, options: dict) -> tuple:
         if name not in takes:
             named = ", ".join(f"{k}=" for k in takes) or "none"
             raise StepscopeError(f"{command} takes no option {name}= — its options: {named}")
-        if value is None or value is False:
-            continue
         flag, for_map = takes[name]
+        if value is None or value is False or flag is None:
+            continue
         words = [flag] if value is True else [flag, os.fspath(value) if isinstance(value, os.PathLike) else str(value)]
         (shared if for_map else own).extend(words)
     return shared, own
 
 
-def _map_host(path: str, run: str, host: str, command: str, shared: list) -> tuple:
+def _map_host(path: str, run: str, host: str, kind: str, shared: list) -> tuple:
     # On a Ray worker: the host's part, or the one-line error that says why it could
     # not be read (the reduce leaves the host out, as the run read here would).
     try:
-        args = ["part", path, "--run", run, "--host", host, "--for", command, "-o", "-", *shared]
+        args = ["part", path, "--run", run, "--host", host, "--for", kind, "-o", "-", *shared]
         return True, _stepscope(*args, stdout_bytes=True)
     except StepscopeError as e:
         return False, str(e)
@@ -103,7 +105,9 @@ def analyze_on_ray(
     ``top=``, ``min_self=``; all but ``devices`` and ``check`` ``peak_flops=``/
     ``peak_bandwidth=`` (``"989T"``); ``check`` ``baseline=``, ``max_step_ms=``,
     ``max_regression=``, ``metrics=``, ``min_steps=`` (a failed gate is an answer:
-    its ``"passed"`` is false). ``path`` must be reachable by the same name from every node and the
+    its ``"passed"`` is false); ``diff`` ``other=`` (run B: ``path`` is run A), ``by=``,
+    ``top=``, mapped in two rounds (each host's steps first, then its op rows within
+    the run's steps). ``path`` must be reachable by the same name from every node and the
     driver: a bucket's ``gs://``/``s3://`` prefix (each node's credentials) or a shared
     filesystem. A task whose worker dies is retried by Ray (``max_retries``); a host
     whose file cannot be read is left out and named (``hosts_unread`` in a summary, and
@@ -117,6 +121,12 @@ def analyze_on_ray(
         raise StepscopeError("analyze_on_ray needs Ray — pip install ray") from e
     path = os.fspath(path)
     shared, own = _flags(command, options)
+    if command == "diff":
+        if options.get("other") is None or run is not None:
+            raise StepscopeError("diff needs other= (run B; path is run A), and no run= — give each run's folder")
+        task = ray.remote(num_cpus=num_cpus, max_retries=max_retries)(_map_host)
+        out = _diff(task, path, os.fspath(options["other"]), shared, own)
+        return out if text else json.loads(out)
     plan = json.loads(_stepscope("part", path, "--plan", *(["--run", run] if run is not None else [])))
     run_name, hosts = plan["run"], plan["hosts"]
     if len(hosts) == 1:
@@ -127,9 +137,47 @@ def analyze_on_ray(
         task = ray.remote(num_cpus=num_cpus, max_retries=max_retries)(_map_host)
         mapped = ray.get([task.remote(path, run_name, h, command, shared) for h in hosts])
         with tempfile.TemporaryDirectory(prefix="stepscope-parts-") as parts:
-            for i, (ok, body) in enumerate(mapped):
-                name = f"host-{i}.part" if ok else f"host-{i}.unread"
-                with open(os.path.join(parts, name), "wb") as f:
-                    f.write(body if ok else body.encode())
+            _write_parts(parts, "part", mapped)
             out = _stepscope(command, path, "--run", run_name, "--json", "--parts", parts, *shared, *own)
     return out if text else json.loads(out)
+
+
+def _write_parts(folder: str, suffix: str, mapped: list) -> list:
+    """The tasks' answers as `host-I.<suffix>` (a part) or `host-I.unread` (its error)
+    in `folder`; the places of the hosts mapped."""
+    ok_hosts = []
+    for i, (ok, body) in enumerate(mapped):
+        with open(os.path.join(folder, f"host-{i}.{suffix}" if ok else f"host-{i}.unread"), "wb") as f:
+            f.write(body if ok else body.encode())
+        if ok:
+            ok_hosts.append(i)
+    return ok_hosts
+
+
+def _diff(task, a: str, b: str, shared: list, own: list) -> str:
+    """`stepscope diff A B --json` from parts mapped in two rounds: each host's first
+    part (its steps' span and scopes), then, given its run's steps' span, its op rows
+    within it (its kernels and memory peak with them)."""
+    import ray
+
+    runs = []
+    for path in (a, b):
+        plan = json.loads(_stepscope("part", path, "--plan"))
+        runs.append((path, plan["run"], plan["hosts"]))
+    with tempfile.TemporaryDirectory(prefix="stepscope-parts-") as parts:
+        folders = [os.path.join(parts, side) for side in ("a", "b")]
+        refs = [[task.remote(path, run, h, "diff", []) for h in hosts] for path, run, hosts in runs]
+        second = []
+        for (path, run, hosts), folder, side_refs in zip(runs, folders, refs):
+            os.mkdir(folder)
+            mapped = _write_parts(folder, "part", ray.get(side_refs))
+            span = json.loads(_stepscope("part", path, "--run", run, "--span-of", folder))["span"]
+            within = ["--within", f"{span[0]},{span[1]}"] if span else []
+            second.append([(i, task.remote(path, run, hosts[i], "diff-rows", [*shared, *within])) for i in mapped])
+        for folder, side in zip(folders, second):
+            for i, ref in side:
+                ok, body = ray.get(ref)
+                if ok:
+                    with open(os.path.join(folder, f"host-{i}.rows"), "wb") as f:
+                        f.write(body)
+        return _stepscope("diff", a, b, "--json", "--parts-a", folders[0], "--parts-b", folders[1], *shared, *own)

@@ -34,6 +34,13 @@ pub struct DiffArgs {
     /// is B's fix worth what the model said?
     #[arg(long, value_name = "EDIT", allow_hyphen_values = true)]
     pub whatif: Option<String>,
+    /// Read run A from the parts in this folder: `stepscope part --for diff` of each
+    /// host, and `--for diff-rows --within` the span `part --span-of` gives (docs/scale.md).
+    #[arg(long, value_name = "DIR", conflicts_with = "host")]
+    pub parts_a: Option<PathBuf>,
+    /// Read run B from the parts in this folder, as `--parts-a`.
+    #[arg(long, value_name = "DIR", conflicts_with = "host")]
+    pub parts_b: Option<PathBuf>,
 }
 
 /// The diff's rows as CSV (ops, kernels and host scopes, a `kind` column apart).
@@ -155,9 +162,18 @@ fn name_apart(args: &DiffArgs, d: &mut diff::Diff) {
 
 pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let want = (crate::cmd::ops::group_by(args.by), 0, true);
-    let side = |p: &PathBuf| load::side(&Input { path: p.clone(), run: None }, &args.select, args.host_at_a_time, want);
-    let ((a, run_a), (b, run_b)) = (side(&args.a)?, side(&args.b)?);
-    refuse_one_run_twice(args, &run_a, &run_b)?;
+    // A run read from its parts is not read here: it is not checked against the other.
+    let side = |p: &PathBuf, parts: &Option<PathBuf>| {
+        let input = Input { path: p.clone(), run: None };
+        match parts {
+            Some(dir) => anyhow::Ok((crate::cmd::part::side_of_parts(&input, dir, want)?, None)),
+            None => load::side(&input, &args.select, args.host_at_a_time, want).map(|(s, r)| (s, Some(r))),
+        }
+    };
+    let ((a, run_a), (b, run_b)) = (side(&args.a, &args.parts_a)?, side(&args.b, &args.parts_b)?);
+    if let (Some(run_a), Some(run_b)) = (&run_a, &run_b) {
+        refuse_one_run_twice(args, run_a, run_b)?;
+    }
     let mut d = diff::diff_sides(&a, &b);
     d.truncate(args.select.rows());
     name_apart(args, &mut d);

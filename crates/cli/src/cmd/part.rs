@@ -21,6 +21,7 @@ use stepscope_analysis::wire::{self, Wire};
 use stepscope_analysis::Profile;
 use stepscope_judge::advise::Thresholds;
 use stepscope_judge::by_host::{self, HostPart, Judged};
+use stepscope_report::side::{side_kept, steps_span, Side, SideKept, SideRows};
 use stepscope_xspace::discover::Unread;
 
 use crate::load;
@@ -36,6 +37,11 @@ pub enum For {
     Devices,
     Ops,
     Check,
+    /// `diff`'s first read of a host (its steps' span, its scopes).
+    Diff,
+    /// `diff`'s second read of a host: its op rows within the run's steps' span
+    /// (`--within`, from `part --span-of`), its kernels and memory peak.
+    DiffRows,
 }
 
 #[derive(Args, Debug)]
@@ -43,10 +49,10 @@ pub struct PartArgs {
     #[command(flatten)]
     pub input: Input,
     /// The host to map (its file name without .xplane.pb).
-    #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name(), required_unless_present = "plan")]
+    #[arg(long, value_name = "HOST", value_parser = crate::opts::host_name(), required_unless_present_any = ["plan", "span_of"])]
     pub host: Option<String>,
     /// Where to write the part: a file, or - for standard output.
-    #[arg(short, long, value_name = "FILE", required_unless_present = "plan")]
+    #[arg(short, long, value_name = "FILE", required_unless_present_any = ["plan", "span_of"])]
     pub out: Option<PathBuf>,
     /// Print the run's name and hosts as the commands read them (JSON, schema
     /// `stepscope.part_plan/1`) and map nothing: what a driver hands out.
@@ -68,8 +74,23 @@ pub struct PartArgs {
     /// For `ops --depth`.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub depth: usize,
+    /// For `--for diff-rows`: the run's steps' span, START_PS,END_PS, as `--span-of`
+    /// prints it (none: the run has no steps).
+    #[arg(long, value_name = "START_PS,END_PS", value_parser = parse_span)]
+    pub within: Option<(i64, i64)>,
+    /// Print the run's steps' span (JSON, schema `stepscope.part_span/1`) from the
+    /// `--for diff` parts in this folder, and map nothing: what `--for diff-rows` needs.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["host", "out", "plan"])]
+    pub span_of: Option<PathBuf>,
     #[command(flatten)]
     pub peaks: PeakArgs,
+}
+
+/// `START_PS,END_PS`.
+fn parse_span(s: &str) -> Result<(i64, i64), String> {
+    let bad = || format!("{s:?} is not START_PS,END_PS (two whole picoseconds, as `part --span-of` prints them)");
+    let (a, b) = s.split_once(',').ok_or_else(bad)?;
+    Ok((a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?))
 }
 
 /// What a part's header holds, checked by the reduce.
@@ -113,6 +134,8 @@ pub fn kind(command: For, th: &Thresholds, peaks: UserPeaks, critical_path: bool
         For::Devices => "devices".to_string(),
         For::Ops => format!("ops by {:?} to depth {}; {peaks}", ops.0, ops.1),
         For::Check => "overview".to_string(),
+        For::Diff => "side".to_string(),
+        For::DiffRows => side_rows_kind(ops.0, None),
     }
 }
 
@@ -130,7 +153,17 @@ pub fn thresholds_and_peaks(file: Option<&Path>, peaks: &PeakArgs) -> anyhow::Re
     Ok((th, peaks))
 }
 
+/// The kind of a `--for diff-rows` part: its grouping and the span it was cut to.
+fn side_rows_kind(by: GroupBy, within: Option<(i64, i64)>) -> String {
+    format!("side rows by {by:?} within {within:?}")
+}
+
 pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
+    if let Some(dir) = &args.span_of {
+        let span = side_span_of_parts(&args.input, dir)?;
+        outln!("{}", serde_json::json!({"schema": "stepscope.part_span/1", "span": span}));
+        return Ok(ExitCode::SUCCESS);
+    }
     if args.plan {
         let (run, hosts) = load::plan(&args.input)?;
         let plan = serde_json::json!({"schema": "stepscope.part_plan/1", "run": run, "hosts": hosts});
@@ -157,11 +190,17 @@ pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
         For::Devices => map(&profile, false, &|p, _| DevicesPart::of(p)).put(&mut body),
         For::Ops => OpRowsPart::grouped(&profile, ops.0, ops.1).put(&mut body),
         For::Check => map(&profile, true, &|_, _| ()).put(&mut body),
+        For::Diff => map(&profile, true, &|p, _| side_kept(p)).put(&mut body),
+        For::DiffRows => SideRows::of(&profile, ops.0, args.within, true).put(&mut body),
     }
     drop(profile);
+    let kind = match args.command {
+        For::DiffRows => side_rows_kind(ops.0, args.within),
+        command => kind(command, &th, peaks, args.critical_path, ops),
+    };
     let header = Header {
         build: build(),
-        kind: kind(args.command, &th, peaks, args.critical_path, ops),
+        kind,
         run: hosts.run_name().to_string(),
         host: host.clone(),
         index,
@@ -249,6 +288,11 @@ impl<'a> Parts<'a> {
 
     /// The part in `path`, which must be host `index`'s, of this kind and build.
     fn read_part<T: Wire>(&self, path: &Path, index: usize) -> anyhow::Result<T> {
+        self.read_part_of(path, index, &self.kind)
+    }
+
+    /// [`Parts::read_part`] of a part of kind `kind`.
+    fn read_part_of<T: Wire>(&self, path: &Path, index: usize, kind: &str) -> anyhow::Result<T> {
         let host = &self.names[index];
         let again = format!("map it again with this stepscope (`stepscope part ... --host {host}`)");
         let bytes = stepscope_xspace::files::read_large(path, "host's part")?;
@@ -262,7 +306,7 @@ impl<'a> Parts<'a> {
             ("build", &header.build, &build()),
             ("run", &header.run, &self.run),
             ("host", &header.host, host),
-            ("command or settings", &header.kind, &self.kind),
+            ("command or settings", &header.kind, &kind.to_string()),
         ];
         if let Some((what, had, wanted)) = differs.iter().find(|(_, a, b)| a != b) {
             anyhow::bail!("{} was mapped for another {what} ({had:?}, not {wanted:?}) — {again}", path.display());
@@ -373,4 +417,39 @@ pub fn overview_of_parts(input: &Input, dir: &Path, top: usize) -> anyhow::Resul
     let mut s = stepscope_report::summary::of_overview(overview);
     s.overview.hosts_unread = unread;
     Ok(s)
+}
+
+/// The run's steps' span from the `--for diff` parts in `dir` (the hosts the run decides
+/// otherwise for read here): what each host's `--for diff-rows` part is cut to.
+pub fn side_span_of_parts(input: &Input, dir: &Path) -> anyhow::Result<Option<(i64, i64)>> {
+    let parts = Parts::open(
+        input,
+        dir,
+        kind(For::Diff, &Thresholds::default(), UserPeaks::default(), false, (GroupBy::Op, 0)),
+        UserPeaks::default(),
+    )?;
+    let span = |run: &str, hosts: usize, source: &mut dyn HostSource<SideKept, anyhow::Error>| {
+        Ok(steps_span(&fold::overview_ops_and_decisions_of(run, hosts, 0, source)?.2))
+    };
+    Ok(parts.fold(true, &|p, _| side_kept(p), span)?.0)
+}
+
+/// What `diff` reads of the run `input` names (its op rows grouped `by`, `top` ops),
+/// from the parts in `dir`: `host-I.part` of `--for diff`, `host-I.rows` of `--for
+/// diff-rows` (a host with no rows is read a second time here).
+pub fn side_of_parts(input: &Input, dir: &Path, want: (GroupBy, usize, bool)) -> anyhow::Result<Side> {
+    let first = kind(For::Diff, &Thresholds::default(), UserPeaks::default(), false, (GroupBy::Op, 0));
+    let rows = Parts::open(input, dir, String::new(), UserPeaks::default())?;
+    let (by, _, with_kernels) = want;
+    let mut second = |source: &mut dyn HostSource<SideKept, anyhow::Error>, i: usize, span: Option<(i64, i64)>| {
+        let file = dir.join(format!("host-{i}.rows"));
+        if file.exists() {
+            return rows.read_part_of(&file, i, &side_rows_kind(by, span)).map(Some);
+        }
+        Ok(source.read(i)?.map(|p| SideRows::of(&p, by, span, with_kernels)))
+    };
+    let side = |run: &str, hosts: usize, source: &mut dyn HostSource<SideKept, anyhow::Error>| {
+        Side::of_source(run, hosts, want, source, &mut second)
+    };
+    Ok(Parts::open(input, dir, first, UserPeaks::default())?.fold(true, &|p, _| side_kept(p), side)?.0)
 }
