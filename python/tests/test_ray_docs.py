@@ -79,24 +79,31 @@ def test_the_docs_ray_lines_run_as_written(head, wheel_dir, tmp_path):
         shutil.copy(vm, two / f"{host}.xplane.pb")
     out = tmp_path / "tables"
 
-    (driver,) = blocks("python")
+    driver = blocks("python")[0]  # the driver; the blocks after it are the analyses' lines
     assert 'ray.init(address="auto", runtime_env={"py_modules": [wheel]})' in driver
     code = driver.replace("gs://bucket/pod-logdir", str(logs)).replace("gs://bucket/tables", str(out))
-    # After the docs' lines: where a task imported stepscope from, and the manifest.
+    # After the docs' lines: where a task imported stepscope from, the manifest and the
+    # summary.
     code += (
         "\n@ray.remote\ndef where():\n    import stepscope\n    return stepscope.__file__\n"
-        "import json\nprint(json.dumps({'task_module': ray.get(where.remote()), 'manifest': manifest}))\n"
+        "import json\nprint(json.dumps({'task_module': ray.get(where.remote()), 'manifest': manifest, "
+        "'summary': summary}))\n"
     )
     env = clean_env()
     run = subprocess.run([sys.executable, "-c", code], cwd=wheel_dir, env=env, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     lines = run.stdout.strip().splitlines()
-    printed, done = lines[-2], json.loads(lines[-1])
+    printed, median, done = lines[-3], lines[-2], json.loads(lines[-1])
 
     local = stepscope.write_tables(logs, tmp_path / "local")
     assert done["manifest"] == local
     assert printed == f"{local['files']} {local['rows']}"
+    # The pod's summary, mapped by the tasks the wheel runs: the command's.
+    here = subprocess.run([sys.executable, "-m", "stepscope", "summary", str(logs), "--json"], capture_output=True,
+                          text=True, check=True).stdout
+    assert done["summary"] == json.loads(here)
+    assert median == str(done["summary"]["step_time"]["median_ps"])
     # The task's package is the wheel Ray put on the node (its runtime resources), not
     # the one installed in this environment.
     assert "runtime_resources" in done["task_module"] and "py_modules" in done["task_module"], done
