@@ -163,9 +163,13 @@ fn a_host_that_could_not_be_mapped_is_left_out_and_a_wrong_part_is_refused() {
         assert!(e.contains(says) && e.contains("map it again"), "{name}: {e}");
         let _ = std::fs::remove_file(p.join("host-2.part"));
     }
-    // Not a folder.
+    // Not a folder; no such host; no span.
     let e = assert_clean_error(&["summary", dir, "--parts", p.join("host-0.part").to_str().unwrap()]);
     assert!(e.contains("is not a folder"), "{e}");
+    let e = assert_clean_error(&["part", dir, "--host", "nope", "-o", p.join("x.part").to_str().unwrap()]);
+    assert!(e.contains("no host named \"nope\" in this run — pick one of: a, b, c"), "{e}");
+    let e = assert_clean_error(&["part", dir, "--host", "a", "--for", "diff-rows", "--within", "1;2", "-o", "-"]);
+    assert!(e.contains("is not START_PS,END_PS"), "{e}");
 }
 
 /// A part with any one byte changed, or cut anywhere, is refused in one line (its

@@ -180,7 +180,9 @@ pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
     }
     let (th, peaks) = thresholds_and_peaks(args.thresholds.as_deref(), &args.peaks)?;
     let ops = (crate::cmd::ops::group_by(args.by), args.depth);
-    let index = names.iter().position(|n| n == host).expect("Hosts::of found the host");
+    let Some(index) = names.iter().position(|n| n == host) else {
+        anyhow::bail!("no host named {host:?} in this run — pick one of: {}", names.join(", "));
+    };
     let mut profile = hosts.read(host)?;
     profile.set_peaks(peaks);
     let mut body = Vec::new();
