@@ -399,10 +399,11 @@ struct LineOps<'a> {
     /// Per ordinal seen on the line: its ops, in line order. An op whose `hlo_op` is not
     /// a string has no record but still shows its ordinal.
     by_ordinal: Vec<(Option<i64>, Vec<OpRec>)>,
-    /// Per ordinal, for each of its ops, the flow id (`_p`) that links it to its
-    /// completion where that may come after its event ends (no `end:` event inside
-    /// it); 0 for the others.
-    flows: Vec<Vec<u64>>,
+    /// Per ordinal, for each of its ops whose completion may come after its event
+    /// ends (no `end:` event inside it), its place among the ordinal's records and the
+    /// flow id (`_p`) that links it to its completion. (The others, most ops, hold
+    /// nothing: a flow per record would take 8 bytes an op.)
+    flows: Vec<Vec<Flow>>,
     /// The `end:` events found inside their ops (the ops that completed as their
     /// events ended), in line order.
     ends_inside: Vec<u32>,
@@ -593,7 +594,9 @@ fn host_ops_in<'a>(
             }
             None => ends.flow_of(plane, line, i),
         };
-        out.flows[at].push(flow);
+        if flow != 0 {
+            out.flows[at].push(((out.by_ordinal[at].1.len() - 1) as u32, flow));
+        }
     }
     if let Some(pool) = pool {
         out.pool = pool.finish();
@@ -607,6 +610,9 @@ fn host_ops_in<'a>(
 /// Names are re-interned per device (per piece, not per op); the records are renamed
 /// in place, then copied into each device's list, in parallel. An op the intra-op
 /// pool finished after its event ended gets its tail ([`DeviceOps::tails`], from
+/// An op's place among its records and the flow id that links it to its completion.
+pub(crate) type Flow = (u32, u64);
+
 /// [`crate::pool`]).
 fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &Ends) -> Vec<DeviceOps> {
     let done = completions(plane, &lines, ends);
@@ -621,8 +627,10 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &E
     // (device, the piece's name and program ids on that device, records), in line order.
     type Ids = (Vec<u32>, Vec<u32>);
     let mut groups: Vec<(usize, Ids, Vec<OpRec>)> = Vec::new();
-    // Per device, its records' flow ids, in the records' order.
-    let mut flows: Vec<Vec<u64>> = vec![Vec::new(); builders.len()];
+    // Per device, its records' flow ids (by the records' places on it), and how many
+    // records it has so far.
+    let mut flows: Vec<Vec<Flow>> = vec![Vec::new(); builders.len()];
+    let mut held: Vec<u32> = vec![0; builders.len()];
     // Per line of the plane, what the pool model reads of it.
     let mut pool: Vec<Vec<crate::pool::PoolEvent>> = vec![Vec::new(); plane.lines.len()];
     for mut line in lines {
@@ -635,8 +643,10 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &E
             let Some(d) = device_of(o) else { continue };
             let ids = line.names.names.iter().map(|n| builders[d].names.text(n)).collect();
             let programs = line.programs.ids_in(&mut builders[d].programs);
+            let base = held[d];
+            flows[d].extend(line_flows.into_iter().map(|(i, flow)| (base + i, flow)));
+            held[d] += recs.len() as u32;
             groups.push((d, (ids, programs), recs));
-            flows[d].extend(line_flows);
         }
     }
     groups.par_iter_mut().for_each(|(_, (ids, programs), recs)| {
@@ -644,15 +654,17 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &E
             r.set_ids(ids, programs);
         }
     });
-    let mut devices: Vec<DeviceOps> = (builders.into_iter().enumerate())
-        .map(|(d, mut b)| {
-            let parts: Vec<&[OpRec]> = groups.iter().filter(|g| g.0 == d).map(|g| &g.2[..]).collect();
-            b.extend_parallel(&parts);
+    // Each device's pieces, moved into its list: the records are never held twice.
+    let mut pieces: Vec<Vec<Vec<OpRec>>> = (0..builders.len()).map(|_| Vec::new()).collect();
+    for (d, _, recs) in groups {
+        pieces[d].push(recs);
+    }
+    let mut devices: Vec<DeviceOps> = (builders.into_iter().zip(pieces))
+        .map(|(mut b, parts)| {
+            b.extend_moved(parts);
             b.finish(RecValue::RunId)
         })
         .collect();
-    // The records are in the devices' lists now: not kept while the pool is measured.
-    drop(groups);
     if ends.pool.is_some() {
         let tails = crate::pool::tails(plane, &devices, &flows, &done, pool);
         for (ops, tails) in devices.iter_mut().zip(tails) {
@@ -665,7 +677,7 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &E
 /// Per flow id, when the ops of `lines` that may have completed after their events
 /// ended did (none where every op completed inside its event: one scan less).
 fn completions(plane: &Plane, lines: &[LineOps], ends: &Ends) -> FastMap<u64, i64> {
-    if !lines.iter().flat_map(|l| &l.flows).flatten().any(|&f| f != 0) {
+    if lines.iter().flat_map(|l| &l.flows).all(Vec::is_empty) {
         return FastMap::default();
     }
     // Per line holding ops: the `end:` events found inside them, in order.

@@ -192,15 +192,15 @@ impl Gather {
 
 /// Per device, per record of `devices` (XLA:CPU ops of `plane`), how long after
 /// its event ended its op completed, ps: until the last of its pool tasks ended,
-/// and never after the `end:` its flow id (`flows`, per device per record; 0 for
-/// none) leads to (`ends`: flow id → start). Only ops whose `end:` comes after
+/// and never after the `end:` its flow id (`flows`, per device: each record that has
+/// one, by its place) leads to (`ends`: flow id → start). Only ops whose `end:` comes after
 /// their events have a tail. A device's list is empty where none has one.
 /// `events`: per line, the pool model's events its pieces gathered
 /// ([`PoolEvents::piece`]), in line order.
 pub(crate) fn tails(
     plane: &Plane,
     devices: &[DeviceOps],
-    flows: &[Vec<u64>],
+    flows: &[Vec<crate::discover::Flow>],
     ends: &FastMap<u64, i64>,
     events: Vec<Vec<PoolEvent>>,
 ) -> Vec<Vec<i64>> {
@@ -354,14 +354,14 @@ struct LinePool {
 fn late_ops(
     plane: &Plane,
     devices: &[DeviceOps],
-    flows: &[Vec<u64>],
+    flows: &[Vec<crate::discover::Flow>],
     ends: &FastMap<u64, i64>,
 ) -> (Vec<Vec<Late>>, Vec<LateOp>) {
     let mut late_on: Vec<Vec<Late>> = vec![Vec::new(); plane.lines.len()];
     let mut late: Vec<LateOp> = Vec::new();
     for (d, (ops, flows)) in devices.iter().zip(flows).enumerate() {
-        for (i, &flow) in flows.iter().enumerate().filter(|(_, &f)| f != 0) {
-            let (Some(&end), Some(r)) = (ends.get(&flow), ops.recs.get(i)) else { continue };
+        for &(i, flow) in flows {
+            let (Some(&end), Some(r)) = (ends.get(&flow), ops.recs.get(i as usize)) else { continue };
             let start = r.start_ps(plane);
             let event_end = start.saturating_add(r.duration_ps(plane));
             if let Some(on) = late_on.get_mut(r.line as usize).filter(|_| end > event_end) {

@@ -400,6 +400,25 @@ impl<'a> OpsBuilder<'a> {
         }
     }
 
+    /// Appends `parts`' records in order, each part dropped once copied. Where no
+    /// record is held yet, the first part becomes the list and grows in place (a large
+    /// list's pages are remapped, not copied), so the records are not held twice: the
+    /// most the copies hold beside the list is the part being copied.
+    pub fn extend_moved(&mut self, parts: Vec<Vec<OpRec>>) {
+        let mut parts = parts.into_iter();
+        if self.recs.is_empty() {
+            match parts.next() {
+                Some(first) => self.recs = first,
+                None => return,
+            }
+        }
+        let rest: Vec<Vec<OpRec>> = parts.collect();
+        self.recs.reserve_exact(rest.iter().map(Vec::len).sum());
+        for part in rest {
+            self.recs.extend_from_slice(&part);
+        }
+    }
+
     /// Appends `parts`' records in order, copying the parts in parallel.
     pub fn extend_parallel(&mut self, parts: &[&[OpRec]]) {
         let total: usize = parts.iter().map(|p| p.len()).sum();
