@@ -366,7 +366,7 @@ fn late_ops(
             let event_end = start.saturating_add(r.duration_ps(plane));
             if let Some(on) = late_on.get_mut(r.line as usize).filter(|_| end > event_end) {
                 on.push((start, event_end, late.len() as u32));
-                late.push(LateOp { device: d as u32, rec: i as u32, event_end, end });
+                late.push(LateOp { device: d as u32, rec: i, event_end, end });
             }
         }
     }
