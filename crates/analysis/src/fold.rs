@@ -9,6 +9,11 @@
 //! over every host). Each host is first measured under its own decisions; those whose
 //! decisions, or whose op rows' FLOPs per event, differ from the run's are read again
 //! and measured under the run's. In a pod whose hosts run one program, none is.
+//!
+//! A fold takes its hosts from a [`HostSource`]: [`Local`] reads and maps each host
+//! here ([`map_host`]); [`Premapped`] is handed each host's first part ([`Mapped`])
+//! mapped elsewhere, as bytes (`stepscope part`, a Ray task: docs/scale.md), and reads
+//! a host again here only where the run decides otherwise for it.
 
 use stepscope_model::steps::{RunDecisions, Step, StepSource, StepTiming, StepVotes, Steps};
 use stepscope_model::Profile;
@@ -142,13 +147,6 @@ pub struct Mapped<T> {
     kept: T,
 }
 stepscope_model::wire_struct!(Mapped<T> { ops, flops, part, kept });
-
-impl<T> Mapped<T> {
-    /// What the caller kept of the host.
-    pub fn kept(&self) -> &T {
-        &self.kept
-    }
-}
 
 /// `profile` (a host read alone) mapped under its own decisions, with its op rows where
 /// `ops`, `extra` asked of it once measured.

@@ -131,11 +131,11 @@ pub fn kind(command: For, th: &Thresholds, peaks: UserPeaks, critical_path: bool
             format!("findings; thresholds {}; {peaks}", serde_json::to_string(th).unwrap_or_default())
         }
         For::Steps => format!("steps; critical paths {critical_path}; {peaks}"),
-        For::Devices => "devices".to_string(),
+        For::Devices => format!("devices; {peaks}"),
         For::Ops => format!("ops by {:?} to depth {}; {peaks}", ops.0, ops.1),
-        For::Check => "overview".to_string(),
-        For::Diff => "side".to_string(),
-        For::DiffRows => side_rows_kind(ops.0, None),
+        For::Check => format!("overview; {peaks}"),
+        For::Diff => format!("side; {peaks}"),
+        For::DiffRows => format!("side rows by {:?}; {peaks}", ops.0),
     }
 }
 
@@ -153,9 +153,11 @@ pub fn thresholds_and_peaks(file: Option<&Path>, peaks: &PeakArgs) -> anyhow::Re
     Ok((th, peaks))
 }
 
-/// The kind of a `--for diff-rows` part: its grouping and the span it was cut to.
-fn side_rows_kind(by: GroupBy, within: Option<(i64, i64)>) -> String {
-    format!("side rows by {by:?} within {within:?}")
+/// The kind of a `--for diff-rows` part: its grouping, the span it was cut to and the
+/// peaks.
+fn side_rows_kind(by: GroupBy, within: Option<(i64, i64)>, peaks: UserPeaks) -> String {
+    let kind = kind(For::DiffRows, &Thresholds::default(), peaks, false, (by, 0));
+    format!("{kind}; within {within:?}")
 }
 
 pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
@@ -197,7 +199,7 @@ pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
     }
     drop(profile);
     let kind = match args.command {
-        For::DiffRows => side_rows_kind(ops.0, args.within),
+        For::DiffRows => side_rows_kind(ops.0, args.within, peaks),
         command => kind(command, &th, peaks, args.critical_path, ops),
     };
     let header = Header {
@@ -446,7 +448,7 @@ pub fn side_of_parts(input: &Input, dir: &Path, want: (GroupBy, usize, bool)) ->
     let mut second = |source: &mut dyn HostSource<SideKept, anyhow::Error>, i: usize, span: Option<(i64, i64)>| {
         let file = dir.join(format!("host-{i}.rows"));
         if file.exists() {
-            return rows.read_part_of(&file, i, &side_rows_kind(by, span)).map(Some);
+            return rows.read_part_of(&file, i, &side_rows_kind(by, span, UserPeaks::default())).map(Some);
         }
         Ok(source.read(i)?.map(|p| SideRows::of(&p, by, span, with_kernels)))
     };
