@@ -205,6 +205,20 @@ def test_analyze_on_ray_leaves_out_a_host_it_cannot_read(cluster, tmp_path):
         stepscope.analyze_on_ray(mixed, "kernels")
     with pytest.raises(stepscope.StepscopeError, match="devices takes no option top= — its options: none"):
         stepscope.analyze_on_ray(mixed, "devices", top=3)
+    # A node with no room for a host (its limit 1 MB here) stops the run: a host left
+    # out for want of memory would change the answer without a word. The task's map, as
+    # a worker runs it, then the driver's reading of the answers.
+    from stepscope import _ray
+
+    run = json.loads(cli("part", str(mixed), "--plan"))["run"]
+    os.environ["STEPSCOPE_MEMORY_LIMIT"] = "1MB"
+    try:
+        ok, said = _ray._map_host(str(mixed), run, "h0", "summary", [])
+    finally:
+        del os.environ["STEPSCOPE_MEMORY_LIMIT"]
+    assert ok is None and "reading host h0 needs about" in said, said
+    with pytest.raises(stepscope.StepscopeError, match="reading host h0 needs about .*on a Ray node"):
+        _ray._mapped([ray.put(_ray._map_host(str(mixed), run, "h1", "summary", [])), ray.put((ok, said))])
     with pytest.raises(stepscope.StepscopeError, match="cannot read .*missing"):
         stepscope.analyze_on_ray(tmp_path / "missing")
 

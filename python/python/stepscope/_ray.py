@@ -75,12 +75,26 @@ def _flags(command: str, options: dict) -> tuple:
 
 def _map_host(path: str, run: str, host: str, kind: str, shared: list) -> tuple:
     # On a Ray worker: the host's part, or the one-line error that says why it could
-    # not be read (the reduce leaves the host out, as the run read here would).
+    # not be read (the reduce leaves the host out, as the run read here would); None
+    # where the node had no room for it (the driver stops: a host left out for want of
+    # memory would change the answer).
     try:
         args = ["part", path, "--run", run, "--host", host, "--for", kind, "-o", "-", *shared]
         return True, _stepscope(*args, stdout_bytes=True)
     except StepscopeError as e:
-        return False, str(e)
+        refused = "needs about" in str(e) and "STEPSCOPE_MEMORY_LIMIT" in str(e)
+        return (None if refused else False), str(e)
+
+
+def _mapped(refs: list) -> list:
+    """The tasks' answers; a StepscopeError where a node had no room for its host."""
+    import ray
+
+    answers = ray.get(refs)
+    for ok, body in answers:
+        if ok is None:
+            raise StepscopeError(f"{body} (on a Ray node: give its tasks more memory, or the nodes more room)")
+    return answers
 
 
 def _whole(path: str, command: str, args: list) -> str:
@@ -140,7 +154,7 @@ def analyze_on_ray(
         out = ray.get(task.remote(path, command, ["--run", run_name, *shared, *own]))
     else:
         task = ray.remote(num_cpus=num_cpus, max_retries=max_retries)(_map_host)
-        mapped = ray.get([task.remote(path, run_name, h, command, shared) for h in hosts])
+        mapped = _mapped([task.remote(path, run_name, h, command, shared) for h in hosts])
         with tempfile.TemporaryDirectory(prefix="stepscope-parts-") as parts:
             _write_parts(parts, "part", mapped)
             out = _stepscope(command, path, "--run", run_name, "--json", "--parts", parts, *shared, *own)
@@ -175,13 +189,12 @@ def _diff(task, a: str, b: str, shared: list, own: list) -> str:
         second = []
         for (path, run, hosts), folder, side_refs in zip(runs, folders, refs):
             os.mkdir(folder)
-            mapped = _write_parts(folder, "part", ray.get(side_refs))
+            mapped = _write_parts(folder, "part", _mapped(side_refs))
             span = json.loads(_stepscope("part", path, "--run", run, "--span-of", folder))["span"]
             within = ["--within", f"{span[0]},{span[1]}"] if span else []
             second.append([(i, task.remote(path, run, hosts[i], "diff-rows", [*shared, *within])) for i in mapped])
         for folder, side in zip(folders, second):
-            for i, ref in side:
-                ok, body = ray.get(ref)
+            for (i, _), (ok, body) in zip(side, _mapped([ref for _, ref in side])):
                 if ok:
                     with open(os.path.join(folder, f"host-{i}.rows"), "wb") as f:
                         f.write(body)
