@@ -28,7 +28,8 @@ pub struct SummaryArgs {
     /// Reduce the run from the parts in this folder (`host-I.part`, written by
     /// `stepscope part`, on the machines that hold the hosts; `host-I.unread`: a host
     /// that could not be read, its error): the numbers and findings of the run read
-    /// here. A host with neither is read here.
+    /// here a host at a time (`--host-at-a-time`'s, also for a run of one host). A host
+    /// with neither is read here.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["host", "per_host"])]
     pub parts: Option<std::path::PathBuf>,
 }
