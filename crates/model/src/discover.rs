@@ -403,7 +403,7 @@ struct LineOps<'a> {
     /// ends (no `end:` event inside it), its place among the ordinal's records and the
     /// flow id (`_p`) that links it to its completion. (The others, most ops, hold
     /// nothing: a flow per record would take 8 bytes an op.)
-    flows: Vec<Vec<Flow>>,
+    flows: Vec<Vec<crate::pool::Flow>>,
     /// The `end:` events found inside their ops (the ops that completed as their
     /// events ended), in line order.
     ends_inside: Vec<u32>,
@@ -610,9 +610,6 @@ fn host_ops_in<'a>(
 /// Names are re-interned per device (per piece, not per op); the records are renamed
 /// in place, then copied into each device's list, in parallel. An op the intra-op
 /// pool finished after its event ended gets its tail ([`DeviceOps::tails`], from
-/// An op's place among its records and the flow id that links it to its completion.
-pub(crate) type Flow = (u32, u64);
-
 /// [`crate::pool`]).
 fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &Ends) -> Vec<DeviceOps> {
     let done = completions(plane, &lines, ends);
@@ -629,7 +626,7 @@ fn cpu_device_ops(plane: &Plane, lines: Vec<LineOps>, ordinals: &[i64], ends: &E
     let mut groups: Vec<(usize, Ids, Vec<OpRec>)> = Vec::new();
     // Per device, its records' flow ids (by the records' places on it), and how many
     // records it has so far.
-    let mut flows: Vec<Vec<Flow>> = vec![Vec::new(); builders.len()];
+    let mut flows: Vec<Vec<crate::pool::Flow>> = vec![Vec::new(); builders.len()];
     let mut held: Vec<u32> = vec![0; builders.len()];
     // Per line of the plane, what the pool model reads of it.
     let mut pool: Vec<Vec<crate::pool::PoolEvent>> = vec![Vec::new(); plane.lines.len()];

@@ -190,6 +190,10 @@ impl Gather {
     }
 }
 
+/// An op's place among its device's records and the flow id that links it to its
+/// completion.
+pub(crate) type Flow = (u32, u64);
+
 /// Per device, per record of `devices` (XLA:CPU ops of `plane`), how long after
 /// its event ended its op completed, ps: until the last of its pool tasks ended,
 /// and never after the `end:` its flow id (`flows`, per device: each record that has
@@ -200,7 +204,7 @@ impl Gather {
 pub(crate) fn tails(
     plane: &Plane,
     devices: &[DeviceOps],
-    flows: &[Vec<crate::discover::Flow>],
+    flows: &[Vec<Flow>],
     ends: &FastMap<u64, i64>,
     events: Vec<Vec<PoolEvent>>,
 ) -> Vec<Vec<i64>> {
@@ -354,7 +358,7 @@ struct LinePool {
 fn late_ops(
     plane: &Plane,
     devices: &[DeviceOps],
-    flows: &[Vec<crate::discover::Flow>],
+    flows: &[Vec<Flow>],
     ends: &FastMap<u64, i64>,
 ) -> (Vec<Vec<Late>>, Vec<LateOp>) {
     let mut late_on: Vec<Vec<Late>> = vec![Vec::new(); plane.lines.len()];
