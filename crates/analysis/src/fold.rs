@@ -48,32 +48,6 @@ pub fn overview_by_host<T, E>(
     fold(run, hosts, top, true, read, extra).map(|f| (f.overview, f.kept))
 }
 
-/// [`overview_by_host`] with the run's op profile by op, as [`crate::ops::ops`] makes it
-/// of the run read whole; each host's `extra` beside its index in the run (the hosts
-/// read, in order).
-pub fn overview_and_ops_by_host<T, E>(
-    run: &str,
-    hosts: usize,
-    top: usize,
-    read: &mut Reader<E>,
-    extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
-) -> Result<(Overview, Ops, HostsRead<T>), E> {
-    overview_ops_and_decisions_by_host(run, hosts, top, read, extra).map(|(o, ops, read, _)| (o, ops, read))
-}
-
-/// [`overview_and_ops_by_host`], and the run's decisions: what a host read again after
-/// the fold ([`read_again`]) is measured under.
-pub fn overview_ops_and_decisions_by_host<T, E>(
-    run: &str,
-    hosts: usize,
-    top: usize,
-    read: &mut Reader<E>,
-    extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
-) -> Result<(Overview, Ops, HostsRead<T>, RunDecisions), E> {
-    let f = fold(run, hosts, top, true, read, extra)?;
-    Ok((f.overview, f.ops, f.read.into_iter().zip(f.kept).collect(), f.decided))
-}
-
 /// [`overview_by_host`] of hosts from `source`, what they keep dropped.
 pub fn overview_of<T, E>(
     run: &str,
@@ -84,7 +58,10 @@ pub fn overview_of<T, E>(
     Ok(fold_mapped(run, hosts, top, source)?.overview)
 }
 
-/// [`overview_ops_and_decisions_by_host`] of hosts from `source`.
+/// The overview of a run of hosts from `source`, with the run's op profile by op (as
+/// [`crate::ops::ops`] makes it of the run read whole), what the caller kept of each
+/// host beside its index in the run (the hosts read, in order), and the run's
+/// decisions: what a host read again after the fold ([`read_again`]) is measured under.
 pub fn overview_ops_and_decisions_of<T, E>(
     run: &str,
     hosts: usize,

@@ -445,7 +445,36 @@ pub struct OpRowsPart {
     /// Per host added, in order: its programs' numbers in the run.
     added: Vec<ProgramIds>,
 }
-stepscope_model::wire_struct!(OpRowsPart { by, rows, index, host, programs, added });
+
+impl Wire for OpRowsPart {
+    // Its rows and programs; the rows' places by key are made anew from the rows (and a
+    // part whose rows repeat a key, or whose costs (none, or one a program) do not match
+    // their programs, is an error: the sums index both).
+    fn put(&self, out: &mut Vec<u8>) {
+        self.by.put(out);
+        self.rows.put(out);
+        self.host.put(out);
+        self.programs.put(out);
+        self.added.put(out);
+    }
+    fn take(bytes: &mut stepscope_model::wire::Bytes<'_>) -> Result<Self, stepscope_model::wire::WireError> {
+        let bad = |what: &str| stepscope_model::wire::WireError(format!("its op rows {what}"));
+        let by = GroupBy::take(bytes)?;
+        let rows: Vec<Row> = Wire::take(bytes)?;
+        let (host, programs, added) = Wire::take(bytes)?;
+        let mut index = FastMap::default();
+        for (at, r) in rows.iter().enumerate() {
+            if !r.costs.is_empty() && r.costs.len() != r.acc.by_program.len() {
+                return Err(bad("hold costs of other programs"));
+            }
+            let key = (r.acc.name.shared(), r.acc.module.shared(), r.acc.program.unwrap_or(NO_PROGRAM));
+            if index.insert(key, at).is_some() {
+                return Err(bad("name one op twice"));
+            }
+        }
+        Ok(OpRowsPart { by, rows, index, host, programs, added })
+    }
+}
 
 /// A row of an [`OpRowsPart`].
 #[derive(Clone)]

@@ -204,7 +204,8 @@ impl stepscope_model::wire::Wire for Peaks {
     // The known device by its model's name, its GPU rates by their place in [`GPUS`]:
     // both are this build's data sheets.
     fn put(&self, out: &mut Vec<u8>) {
-        let gpu = self.gpu.map(|g| GPUS.iter().position(|k| std::ptr::eq(k, g)).expect("a known GPU"));
+        // `usize::MAX` for a GPU not in the table (none is made): read back, an error.
+        let gpu = self.gpu.map(|g| GPUS.iter().position(|k| k == g).unwrap_or(usize::MAX));
         let model = self.model.map(str::to_string);
         (self.flops_per_s, self.bytes_per_s, self.flops_source, self.bytes_source, (model, gpu)).put(out);
     }

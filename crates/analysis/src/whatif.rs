@@ -66,9 +66,11 @@ pub enum Node {
     Tail,
 }
 
+/// A node by its place in [`Node::ALL`] (every node is there: the graphs index their
+/// parts by it).
 impl stepscope_model::wire::Wire for Node {
     fn put(&self, out: &mut Vec<u8>) {
-        out.push(Node::ALL.iter().position(|n| n == self).expect("a node") as u8);
+        out.push(Node::ALL.iter().position(|n| n == self).unwrap_or(Node::ALL.len()) as u8);
     }
     fn take(bytes: &mut stepscope_model::wire::Bytes<'_>) -> Result<Self, stepscope_model::wire::WireError> {
         let at = bytes.take_bytes(1)?[0] as usize;

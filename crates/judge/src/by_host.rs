@@ -94,18 +94,15 @@ pub fn judged_by_host<T, E>(
 /// reduce is handed: [`judged_of`]).
 pub fn map_host(profile: &Profile, hosts: usize, th: &Thresholds) -> fold::Mapped<HostPart<()>> {
     let mut part = |p: &Profile, o: &OverviewPart| Ok::<_, std::convert::Infallible>(host_kept(p, o, hosts, th));
-    match fold::map_host(profile, true, &mut part) {
-        Ok(mapped) => mapped,
-    }
+    let Ok(mapped) = fold::map_host(profile, true, &mut part);
+    mapped
 }
 
 /// What [`map_host`] keeps of a host, beside its overview part: for a host read again
 /// where the run decides otherwise than it did alone ([`judged_of`]'s source).
 pub fn host_kept(profile: &Profile, o: &OverviewPart, hosts: usize, th: &Thresholds) -> HostPart<()> {
-    match host_part::<(), ()>(profile, o, th, hosts > 1, &mut |_, _| Ok(())) {
-        Ok(part) => part,
-        Err(()) => unreachable!("no host part fails"),
-    }
+    let Ok(part) = host_part::<(), std::convert::Infallible>(profile, o, th, hosts > 1, &mut |_, _| Ok(()));
+    part
 }
 
 /// [`judged_by_host`] of hosts from `source` (read here, or mapped elsewhere as

@@ -2,7 +2,6 @@
 //! once from the profile's columns (stage 1, [`crate::discover`]), and the helpers that
 //! build them.
 
-use rayon::prelude::*;
 use stepscope_xspace::{Line, Plane, Stat, StatValue};
 
 /// `0..len` cut into ranges of `piece` (the last may be shorter), for scans done in
@@ -417,26 +416,6 @@ impl<'a> OpsBuilder<'a> {
         for part in rest {
             self.recs.extend_from_slice(&part);
         }
-    }
-
-    /// Appends `parts`' records in order, copying the parts in parallel.
-    pub fn extend_parallel(&mut self, parts: &[&[OpRec]]) {
-        let total: usize = parts.iter().map(|p| p.len()).sum();
-        self.recs.reserve_exact(total);
-        let mut spare = &mut self.recs.spare_capacity_mut()[..total];
-        let mut places = Vec::with_capacity(parts.len());
-        for part in parts {
-            let (here, rest) = spare.split_at_mut(part.len());
-            places.push((here, *part));
-            spare = rest;
-        }
-        places.into_par_iter().for_each(|(here, part)| {
-            here.write_copy_of_slice(part);
-        });
-        // SAFETY: the places cover the first `total` spare slots exactly (their
-        // lengths are the parts' and they were split off in turn), and each was
-        // written just above.
-        unsafe { self.recs.set_len(self.recs.len() + total) };
     }
 
     #[inline]

@@ -146,7 +146,8 @@ macro_rules! float {
                 out.extend_from_slice(&self.to_bits().to_le_bytes());
             }
             fn take(bytes: &mut Bytes<'_>) -> Result<Self, WireError> {
-                let b: [u8; $n] = bytes.take_bytes($n)?.try_into().expect("the bytes asked for");
+                let mut b = [0u8; $n];
+                b.copy_from_slice(bytes.take_bytes($n)?);
                 Ok(<$t>::from_bits(<$bits>::from_le_bytes(b)))
             }
         }
@@ -373,15 +374,19 @@ macro_rules! wire_struct {
     };
 }
 
-/// [`Wire`] for an enum of unit variants, each by its place in the list.
+/// [`Wire`] for an enum of unit variants, each by its place in the list; the list must
+/// name every variant (a variant added and not listed does not compile).
 #[macro_export]
 macro_rules! wire_enum {
     ($ty:ident { $($v:ident),+ $(,)? }) => {
         impl $crate::wire::Wire for $ty {
             fn put(&self, out: &mut Vec<u8>) {
+                // Every variant listed, or this match is not exhaustive.
+                match self {
+                    $($ty::$v)|+ => {}
+                }
                 let all = [$($ty::$v),+];
-                let at = all.iter().position(|v| v == self).expect("listed") as u8;
-                out.push(at);
+                out.push(all.iter().position(|v| v == self).unwrap_or(0) as u8);
             }
             fn take(bytes: &mut $crate::wire::Bytes<'_>) -> Result<Self, $crate::wire::WireError> {
                 let all = [$($ty::$v),+];

@@ -10,25 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from typing import Optional
 
+from stepscope._command import stepscope as _stepscope
 from stepscope._native import StepscopeError
-
-
-def _stepscope(*args: str) -> str:
-    """Runs the ``stepscope`` command of this Python; its standard output, or its
-    one-line error as a StepscopeError."""
-    r = subprocess.run(
-        [sys.executable, "-m", "stepscope", *args], stdin=subprocess.DEVNULL, capture_output=True, text=True
-    )
-    if r.returncode != 0:
-        lines = [l for l in r.stderr.splitlines() if l.strip()]
-        raise StepscopeError(lines[-1] if lines else f"stepscope {args[0]} failed with exit code {r.returncode}")
-    return r.stdout
-
-
 
 
 def summary_by_host(path: str, *, run: Optional[str] = None, top: int = 10) -> dict:

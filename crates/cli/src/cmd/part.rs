@@ -233,13 +233,13 @@ type Keep<'a, T> = dyn Fn(&Profile, &OverviewPart) -> T + 'a;
 /// `profile` mapped under its own decisions, `keep` kept of it (op rows summed where
 /// `ops`).
 fn map<T>(profile: &Profile, ops: bool, keep: &Keep<T>) -> Mapped<T> {
-    match fold::map_host(profile, ops, &mut |p, o| Ok::<_, std::convert::Infallible>(keep(p, o))) {
-        Ok(mapped) => mapped,
-    }
+    let Ok(mapped) = fold::map_host(profile, ops, &mut |p, o| Ok::<_, std::convert::Infallible>(keep(p, o)));
+    mapped
 }
 
 /// A run's parts folder: its hosts, what each part must say of itself, and the hosts
 /// that could not be mapped.
+#[derive(Clone)]
 struct Parts<'a> {
     dir: &'a Path,
     /// The run's input, its run named, for a host read here (in a bucket, that host's
@@ -443,7 +443,9 @@ pub fn side_span_of_parts(input: &Input, dir: &Path) -> anyhow::Result<Option<(i
 /// diff-rows` (a host with no rows is read a second time here).
 pub fn side_of_parts(input: &Input, dir: &Path, want: (GroupBy, usize, bool)) -> anyhow::Result<Side> {
     let first = kind(For::Diff, &Thresholds::default(), UserPeaks::default(), false, (GroupBy::Op, 0));
-    let rows = Parts::open(input, dir, String::new(), UserPeaks::default())?;
+    let parts = Parts::open(input, dir, first, UserPeaks::default())?;
+    // The second reads' parts are checked against the same run and hosts.
+    let rows = parts.clone();
     let (by, _, with_kernels) = want;
     let mut second = |source: &mut dyn HostSource<SideKept, anyhow::Error>, i: usize, span: Option<(i64, i64)>| {
         let file = dir.join(format!("host-{i}.rows"));
@@ -455,5 +457,5 @@ pub fn side_of_parts(input: &Input, dir: &Path, want: (GroupBy, usize, bool)) ->
     let side = |run: &str, hosts: usize, source: &mut dyn HostSource<SideKept, anyhow::Error>| {
         Side::of_source(run, hosts, want, source, &mut second)
     };
-    Ok(Parts::open(input, dir, first, UserPeaks::default())?.fold(true, &|p, _| side_kept(p), side)?.0)
+    Ok(parts.fold(true, &|p, _| side_kept(p), side)?.0)
 }
