@@ -59,29 +59,34 @@ pub fn measure_ops(d: &Device, hlo: &[HloModules]) -> OpTime {
         .collect();
     let mixed = pieces.iter().any(|p| p.other.iter().any(|s| !s.is_empty()));
     let mut runs: FastMap<i64, (i64, i64)> = FastMap::default();
-    for p in &pieces {
+    // Each kind of span apart, so each union takes its lists and frees them as it goes.
+    let (mut busy, mut compute, mut loose) = (Vec::new(), Vec::new(), Vec::new());
+    let mut others: [Vec<Spans>; Part::OPS.len() - 1] = Default::default();
+    for p in pieces {
         for (&run, &span) in &p.runs {
             widen(&mut runs, run, span);
+        }
+        busy.push(p.busy);
+        compute.push(p.compute);
+        loose.push(p.loose);
+        for (list, s) in others.iter_mut().zip(p.other) {
+            list.push(s);
         }
     }
     let ((busy, compute), (others, loose)) = rayon::join(
         || {
             rayon::join(
-                || union_of(pieces.iter().map(|p| &p.busy)),
+                || union_owned(busy),
                 // Compute's own time, where other kinds ran too (XLA:CPU ops, nearly
                 // always all compute, are read again for it).
                 || match (mixed, d.source) {
                     (false, _) => Intervals::default(),
                     (true, OpSource::HostOps) => compute_spans(d, &of_op),
-                    (true, _) => union_of(pieces.iter().map(|p| &p.compute)),
+                    (true, _) => union_owned(compute),
                 },
             )
         },
-        || {
-            let others: Vec<Intervals> =
-                (0..Part::OPS.len() - 1).map(|k| union_of(pieces.iter().map(|p| &p.other[k]))).collect();
-            (others, union_of(pieces.iter().map(|p| &p.loose)))
-        },
+        || (others.into_iter().map(union_owned).collect::<Vec<_>>(), union_owned(loose)),
     );
     // An op of a program lies within its program's span: active is the programs' spans
     // and the ops outside any.
@@ -231,6 +236,18 @@ impl Spans {
             run
         })
     }
+}
+
+/// The union of lists of spans, taken: each freed once merged
+/// ([`Intervals::from_owned_sorted_runs`]).
+fn union_owned(lists: Vec<Spans>) -> Intervals {
+    let mut runs = Vec::with_capacity(lists.len());
+    for Spans { mut spans, cuts } in lists {
+        let tails: Vec<Vec<(i64, i64)>> = cuts.iter().rev().map(|&cut| spans.split_off(cut)).collect();
+        runs.push(spans);
+        runs.extend(tails.into_iter().rev());
+    }
+    Intervals::from_owned_sorted_runs(runs)
 }
 
 /// The union of lists of spans.

@@ -12,7 +12,9 @@ use stepscope_xspace::{Line, Plane, Space, Stat, StatLookup};
 
 use crate::command_buffer::KernelOwners;
 use crate::device::{device_kind, host_cpu_plane, is_stream_line, DeviceKind, Keys, OpSource, Slot};
-use crate::records::{stat_u64, DeviceOps, FastMap, Interner, OpRec, OpsBuilder, Programs, RecValue, NO_RUN};
+use crate::records::{
+    stat_u64, DeviceOps, FastMap, Interner, OpRec, OpsBuilder, Programs, RecValue, ReleaseBehind, NO_RUN,
+};
 
 /// Stage 1 of the shared work: the devices of every host, with their op records.
 pub struct DeviceSet {
@@ -233,7 +235,9 @@ fn device_ops_in<'a>(
     let mut last: Option<(u32, u32, bool)> = None;
     let mut place_ids: FastMap<Place, u32> = FastMap::default();
     let (mut places, mut launches) = (Vec::new(), Vec::new());
+    let mut release = ReleaseBehind::over(line, range.clone());
     for (i, rec) in range.clone().zip(out.iter_mut()) {
+        release.at(i);
         let meta = line.meta(i);
         let own = plane.own_stats_of(look, line, i).unwrap_or_default();
         let [.., category, flops, bytes, correlation] = own;
@@ -284,7 +288,7 @@ fn device_ops_in<'a>(
         let program = programs.of(stat_u64(plane, program), on_event);
         *rec = OpRec::new(name, module, li as u32, i as u32, program, value);
     }
-    line.release_stats(range.clone());
+    release.done();
     PieceOps { names, programs, len: range.len(), places, launches }
 }
 
@@ -514,23 +518,20 @@ impl<'a> Ends<'a> {
                 let line = &plane.lines[*li];
                 let mut skip = inside.iter().peekable();
                 let mut out = Vec::new();
-                // The file's pages read are let go a piece at a time, as the first
-                // scan lets them go: the ends left are spread over the whole line.
-                let mut released = 0;
+                // The file's pages read are let go as the scan goes, as the first scan
+                // lets them go: the ends left are spread over the whole line.
+                let mut release = ReleaseBehind::new(line);
                 for i in (0..line.len()).filter(|&i| self.op_ended(line, i).is_some()) {
                     while skip.next_if(|&&j| (j as usize) < i).is_some() {}
                     if skip.next_if(|&&j| j as usize == i).is_some() {
                         continue;
                     }
+                    release.at(i);
                     if let Some(flow) = stat_u64(plane, plane.event_stat(line, i, key)) {
                         out.push((flow, line.start_ps(i)));
                     }
-                    if i - released >= HOST_SCAN_PIECE {
-                        line.release_stats(released..i + 1);
-                        released = i + 1;
-                    }
                 }
-                line.release_stats(released..line.len());
+                release.done();
                 out
             })
             .collect();
@@ -562,8 +563,11 @@ fn host_ops_in<'a>(
         roots: Vec::new(),
     };
     // Most events (Python calls, Eigen tasks) hold none of the keys: skipped a block
-    // at a time, unread.
+    // at a time, unread. The file's pages of the stats read are given back as the
+    // scan goes (a piece's stats are some MB).
+    let mut release = ReleaseBehind::over(line, range.clone());
     for i in plane.events_maybe_with(look, line, range.clone()) {
+        release.at(i);
         let [op, module, ordinal, run, step_num, root, program] = plane.stats_of(look, line, i);
         if let (Some(num), Some(_)) = (step_num, root) {
             out.roots.push((plane.stat_i64(&num).unwrap_or(-1), li as u32, i as u32));
@@ -601,7 +605,7 @@ fn host_ops_in<'a>(
     if let Some(pool) = pool {
         out.pool = pool.finish();
     }
-    line.release_stats(range);
+    release.done();
     out
 }
 

@@ -35,8 +35,9 @@ pub struct Run {
     pub end_ps: i64,
     /// Its ops, counted.
     pub ops: u32,
-    /// Its ops' spans, as read (merged where a window's work is measured).
-    pub spans: Vec<(i64, i64)>,
+    /// Its ops: their records' indices in the device's ops (their spans are read from
+    /// the records where a window's work is measured, not kept twice).
+    pub recs: Vec<u32>,
     /// The first or last run of its program on its device with fewer ops than the
     /// program's runs have at most: the capture began or ended inside it.
     pub cut: bool,
@@ -115,17 +116,20 @@ fn dispatches(plane: &Plane, cpu: &[&Device]) -> Dispatches {
     for d in cpu {
         let ops = d.cached_ops();
         let key_of: Vec<u32> = ops.names.iter().map(|n| intern(program_key(n))).collect();
-        // The ops' spans by run; a run's ops mostly come one after another.
-        let mut spans: FastMap<RunKey, Vec<(i64, i64)>> = FastMap::default();
-        let mut current: Option<(RunKey, Vec<(i64, i64)>)> = None;
+        // The ops by run, each with its run's first start and last end; a run's ops
+        // mostly come one after another.
+        let mut spans: FastMap<RunKey, Gathered> = FastMap::default();
+        let mut current: Option<(RunKey, Gathered)> = None;
         for (i, r) in ops.recs.iter().enumerate() {
             let Some(run) = ops.run_id(r) else { continue };
             let at = (key_of[r.module as usize], run);
             let (_, start, end, _) = ops.span(d.plane, i);
             match &mut current {
-                Some((k, v)) if *k == at => v.push((start, end)),
+                Some((k, v)) if *k == at => v.push(start, end, i as u32),
                 _ => {
-                    if let Some((k, v)) = current.replace((at, vec![(start, end)])) {
+                    if let Some((k, v)) =
+                        current.replace((at, Gathered { start_ps: start, end_ps: end, recs: vec![i as u32] }))
+                    {
                         spans.entry(k).or_default().extend(v);
                     }
                     if let crate::records::RecStats::Program(Some(p)) = ops.rec_stats(r) {
@@ -142,11 +146,8 @@ fn dispatches(plane: &Plane, cpu: &[&Device]) -> Dispatches {
         }
         let mut mine: DeviceRuns = spans
             .into_iter()
-            .map(|(k, s)| {
-                let start_ps = s.iter().map(|x| x.0).min().unwrap_or(0);
-                let end_ps = s.iter().map(|x| x.1).max().unwrap_or(0);
-                let ops = s.len() as u32;
-                (k, Run { start_ps, end_ps, ops, spans: s, cut: false })
+            .map(|(k, Gathered { start_ps, end_ps, recs })| {
+                (k, Run { start_ps, end_ps, ops: recs.len() as u32, recs, cut: false })
             })
             .collect();
         mark_cut(&mut mine);
@@ -247,6 +248,31 @@ fn offset(dispatch_starts: &[i64], run_starts: &[i64]) -> usize {
         s = s.max(k.saturating_sub(j));
     }
     s.min(n)
+}
+
+/// A run's ops as they are gathered: the first start, the last end, the records.
+struct Gathered {
+    start_ps: i64,
+    end_ps: i64,
+    recs: Vec<u32>,
+}
+
+impl Default for Gathered {
+    fn default() -> Gathered {
+        Gathered { start_ps: i64::MAX, end_ps: i64::MIN, recs: Vec::new() }
+    }
+}
+
+impl Gathered {
+    fn push(&mut self, start_ps: i64, end_ps: i64, rec: u32) {
+        (self.start_ps, self.end_ps) = (self.start_ps.min(start_ps), self.end_ps.max(end_ps));
+        self.recs.push(rec);
+    }
+
+    fn extend(&mut self, other: Gathered) {
+        (self.start_ps, self.end_ps) = (self.start_ps.min(other.start_ps), self.end_ps.max(other.end_ps));
+        self.recs.extend(other.recs);
+    }
 }
 
 /// Marks the runs the capture cut: per program, its first and last run where it holds

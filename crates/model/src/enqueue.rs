@@ -26,7 +26,7 @@ use stepscope_xspace::{Plane, Space, Stat, StatValue};
 
 use crate::device::{host_cpu_plane, Device, OpSource};
 use crate::dispatch::{host_dispatches, DeviceRuns, Dispatches, Run};
-use crate::records::FastMap;
+use crate::records::{FastMap, ReleaseBehind};
 
 /// The most hops followed from a run back to the call that enqueued it (the TPU
 /// runtime takes three; a longer chain, or a loop of flows, stops there).
@@ -105,8 +105,8 @@ fn dispatches(host: &Plane, devices: &[&Device]) -> Dispatches {
             // The run's ops: those that start inside it.
             let lo = spans.partition_point(|s| s.0 < start_ps);
             let hi = spans.partition_point(|s| s.0 < end_ps);
-            let ops: Vec<(i64, i64)> = spans[lo..hi.max(lo)].to_vec();
-            mine.insert((meta, run), Run { start_ps, end_ps, ops: ops.len() as u32, spans: ops, cut: false });
+            let recs: Vec<u32> = spans[lo..hi.max(lo)].iter().map(|s| s.1).collect();
+            mine.insert((meta, run), Run { start_ps, end_ps, ops: recs.len() as u32, recs, cut: false });
         }
         out.runs.push((d.index, mine));
     }
@@ -162,10 +162,10 @@ fn flow_runs(d: &Device) -> Vec<FlowRun> {
     found
 }
 
-/// Device `d`'s ops' spans, by start.
-fn op_spans(d: &Device) -> Vec<(i64, i64)> {
+/// Device `d`'s ops by start: each op's start and record index.
+fn op_spans(d: &Device) -> Vec<(i64, u32)> {
     let ops = d.cached_ops();
-    let mut spans: Vec<(i64, i64)> = (0..ops.recs.len()).map(|i| ops.span(d.plane, i)).map(|s| (s.1, s.2)).collect();
+    let mut spans: Vec<(i64, u32)> = (0..ops.recs.len()).map(|i| (ops.span(d.plane, i).1, i as u32)).collect();
     spans.sort_unstable();
     spans
 }
@@ -177,9 +177,11 @@ fn flow_starts(host: &Plane) -> FastMap<u64, FlowStart> {
     let look = host.stat_lookup([host.stat_id("_p"), host.stat_id("_c")]);
     let per_line: Vec<Vec<(u64, FlowStart)>> = (host.lines.par_iter())
         .map(|line| {
+            let mut release = ReleaseBehind::new(line);
             let mut events: Vec<FlowEvent> = host
                 .events_maybe_with(&look, line, 0..line.len())
                 .filter_map(|i| {
+                    release.at(i);
                     let [p, c] = host.stats_of(&look, line, i);
                     let (starts, ends) = (flow_id(host, p), flow_id(host, c));
                     (starts.is_some() || ends.is_some()).then(|| FlowEvent {
@@ -191,7 +193,7 @@ fn flow_starts(host: &Plane) -> FastMap<u64, FlowStart> {
                     })
                 })
                 .collect();
-            line.release_stats(0..line.len());
+            release.done();
             holders(&mut events)
         })
         .collect();

@@ -1,4 +1,4 @@
-//! A device's executed ops as compact records (32 bytes each, names interned), read
+//! A device's executed ops as compact records (28 bytes each, names interned), read
 //! once from the profile's columns (stage 1, [`crate::discover`]), and the helpers that
 //! build them.
 
@@ -17,14 +17,22 @@ pub fn pieces(len: usize, piece: usize) -> impl Iterator<Item = std::ops::Range<
 pub struct ReleaseBehind<'l> {
     line: &'l Line,
     from: usize,
+    end: usize,
 }
 
 impl<'l> ReleaseBehind<'l> {
     const EVENTS: usize = 1 << 16;
 
+    /// A scan over the whole line.
     #[inline]
     pub fn new(line: &'l Line) -> Self {
-        ReleaseBehind { line, from: 0 }
+        ReleaseBehind::over(line, 0..line.len())
+    }
+
+    /// A scan over `events` of the line (a piece of it read apart).
+    #[inline]
+    pub fn over(line: &'l Line, events: std::ops::Range<usize>) -> Self {
+        ReleaseBehind { line, from: events.start, end: events.end }
     }
 
     /// The scan reached event `i`.
@@ -39,7 +47,7 @@ impl<'l> ReleaseBehind<'l> {
     /// The scan is over.
     #[inline]
     pub fn done(self) {
-        self.line.release_stats(self.from..self.line.len());
+        self.line.release_stats(self.from..self.end);
     }
 }
 
@@ -110,7 +118,7 @@ impl DeviceOps {
     #[inline]
     pub fn op_ps(&self, plane: &Plane, i: usize) -> i64 {
         match self.value {
-            RecValue::OpTime => self.recs[i].value,
+            RecValue::OpTime => self.recs[i].value(),
             _ => self.duration_ps(plane, i),
         }
     }
@@ -138,13 +146,13 @@ impl DeviceOps {
     /// The `run_id` of an XLA:CPU op.
     #[inline]
     pub fn run_id(&self, r: &OpRec) -> Option<i64> {
-        (self.value == RecValue::RunId && r.value != NO_RUN).then_some(r.value)
+        (self.value == RecValue::RunId && r.value() != NO_RUN).then_some(r.value())
     }
 
     /// The `correlation_id` of a GPU op (its link to its host launch).
     #[inline]
     pub fn correlation_id(&self, r: &OpRec) -> Option<i64> {
-        (self.value == RecValue::CorrelationId && r.value != NO_RUN).then_some(r.value)
+        (self.value == RecValue::CorrelationId && r.value() != NO_RUN).then_some(r.value())
     }
 
     /// True when the records hold their ops' `correlation_id`s.
@@ -178,7 +186,7 @@ impl DeviceOps {
         let line = &plane.lines[r.line as usize];
         let start = line.start_ps(r.index as usize);
         let length = self.length_on(line, i);
-        let op_ps = if self.value == RecValue::OpTime { r.value } else { length };
+        let op_ps = if self.value == RecValue::OpTime { r.value() } else { length };
         (r.line, start, length, op_ps)
     }
 }
@@ -196,9 +204,12 @@ pub struct OpRec {
     pub program: u32,
     /// The op's own time, its `run_id` or its `correlation_id`, as the device's
     /// [`DeviceOps::value`] says (read it with [`DeviceOps::op_ps`],
-    /// [`DeviceOps::run_id`] and [`DeviceOps::correlation_id`]).
-    pub value: i64,
+    /// [`DeviceOps::run_id`] and [`DeviceOps::correlation_id`]): an `i64` kept as two
+    /// words, so a record is 28 bytes, not 32 (a device's records are its largest list).
+    value: [u32; 2],
 }
+
+const _: () = assert!(std::mem::size_of::<OpRec>() == 28);
 
 /// A `run_id` or `correlation_id` that is none (a real id of `i64::MIN` reads as none).
 pub const NO_RUN: i64 = i64::MIN;
@@ -213,7 +224,13 @@ const ON_EVENT: u32 = u32::MAX - 1;
 impl OpRec {
     #[inline]
     pub fn new(name: u32, module: u32, line: u32, index: u32, program: u32, value: i64) -> OpRec {
-        OpRec { name, module, line, index, program, value }
+        OpRec { name, module, line, index, program, value: [value as u32, (value >> 32) as u32] }
+    }
+
+    /// [`OpRec::value`].
+    #[inline]
+    pub fn value(&self) -> i64 {
+        (i64::from(self.value[1]) << 32) | i64::from(self.value[0])
     }
 
     /// Makes the record's name, module and program ids, those of a piece of records
@@ -468,5 +485,17 @@ pub fn stat_u64(plane: &Plane, s: Option<Stat>) -> Option<u64> {
         // Whole: a TPU program id is a 64-bit fingerprint, often past i64::MAX.
         stepscope_xspace::StatValue::U64(v) => Some(v),
         _ => plane.stat_i64(&s).and_then(|v| u64::try_from(v).ok()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_records_value_reads_back_whole() {
+        for v in [0, 1, -1, NO_RUN, i64::MAX, 1 << 32, -(1 << 32) - 7, 0x1234_5678_9abc_def0] {
+            assert_eq!(OpRec::new(1, 2, 3, 4, 5, v).value(), v);
+        }
     }
 }

@@ -2,6 +2,7 @@
 
 use rayon::prelude::*;
 use serde::Serialize;
+use std::collections::VecDeque;
 
 /// Distribution of a set of durations, ps.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -225,6 +226,55 @@ impl Intervals {
             at += size;
         }
         out.truncate(len);
+        shrink(&mut out);
+        Intervals::from_disjoint(out)
+    }
+
+    /// Merges runs as [`Intervals::from_sorted_runs`] does, given owned: on one thread,
+    /// each run freed as soon as it has been read, so the union is never held beside
+    /// its whole input (a device's ops' spans, read in pieces of a few MB: the union
+    /// costs its own size and a piece a chain, not twice its size).
+    pub fn from_owned_sorted_runs(runs: Vec<Vec<(i64, i64)>>) -> Intervals {
+        debug_assert!(runs.iter().all(|r| r.is_sorted_by_key(|s| s.0)));
+        let total: usize = runs.iter().map(Vec::len).sum();
+        // Runs that follow each other in start order make one chain.
+        let mut chains: Vec<VecDeque<Vec<(i64, i64)>>> = Vec::new();
+        for run in runs.into_iter().filter(|r| !r.is_empty()) {
+            match chains.last_mut() {
+                Some(c) if c.back().and_then(|r| r.last()).is_some_and(|l| l.0 <= run[0].0) => c.push_back(run),
+                _ => chains.push(VecDeque::from([run])),
+            }
+        }
+        let mut out: Vec<(i64, i64)> = Vec::with_capacity(total);
+        let mut at = vec![0usize; chains.len()];
+        loop {
+            // The earliest head, and the start of the next earliest.
+            let (mut first, mut second) = (None::<(i64, usize)>, i64::MAX);
+            for (k, c) in chains.iter().enumerate() {
+                let Some(head) = c.front().map(|r| r[at[k]]) else { continue };
+                match first {
+                    Some((f, _)) if f <= head.0 => second = second.min(head.0),
+                    _ => {
+                        second = second.min(first.map_or(i64::MAX, |f| f.0));
+                        first = Some((head.0, k));
+                    }
+                }
+            }
+            let Some((_, k)) = first else { break };
+            let (chain, i) = (&mut chains[k], &mut at[k]);
+            while let Some(&(a, b)) = chain.front().map(|r| &r[*i]).filter(|s| s.0 <= second) {
+                match out.last_mut() {
+                    _ if b <= a => {}
+                    Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                    _ => out.push((a, b)),
+                }
+                *i += 1;
+                if chain.front().is_some_and(|r| *i == r.len()) {
+                    chain.pop_front();
+                    *i = 0;
+                }
+            }
+        }
         shrink(&mut out);
         Intervals::from_disjoint(out)
     }
@@ -572,7 +622,10 @@ mod set_tests {
                 })
                 .collect();
             let slices: Vec<&[(i64, i64)]> = runs.iter().map(Vec::as_slice).collect();
-            assert_eq!(Intervals::from_sorted_runs(&slices).spans(), Intervals::new(runs.concat()).spans(), "{runs:?}");
+            let one_sort = Intervals::new(runs.concat());
+            assert_eq!(Intervals::from_sorted_runs(&slices).spans(), one_sort.spans(), "{runs:?}");
+            let owned = Intervals::from_owned_sorted_runs(runs.clone());
+            assert_eq!((owned.spans(), owned.total()), (one_sort.spans(), one_sort.total()), "{runs:?}");
         }
     }
 
@@ -606,6 +659,8 @@ mod set_tests {
             }
             let merged = Intervals::from_sorted_runs(&runs);
             assert_eq!(merged.spans(), Intervals::new(lines.concat()).spans(), "round {round}");
+            let owned = Intervals::from_owned_sorted_runs(runs.iter().map(|r| r.to_vec()).collect());
+            assert_eq!(owned.spans(), merged.spans(), "round {round}");
         }
     }
 }

@@ -109,7 +109,13 @@ impl Links<'_> {
             .map(|d| d.index)
             .collect();
         let mut per_device: Vec<Vec<Reach>> = Vec::new();
-        for (_, runs) in host.runs.iter().filter(|(d, _)| counted_runs.contains(d)) {
+        for (di, runs) in host.runs.iter().filter(|(d, _)| counted_runs.contains(d)) {
+            let Some(d) = on_host.iter().find(|d| d.index == *di) else { continue };
+            let ops = d.cached_ops();
+            let span = |i: &u32| {
+                let (_, start, end, _) = ops.span(d.plane, *i as usize);
+                (start, end)
+            };
             per_device.push(
                 runs_of
                     .iter()
@@ -117,7 +123,7 @@ impl Links<'_> {
                     .map(|(wanted, cut)| {
                         let mine: Vec<&crate::dispatch::Run> = wanted.iter().filter_map(|k| runs.get(k)).collect();
                         *cut |= mine.iter().any(|r| r.cut);
-                        Reach::of(&Intervals::new(mine.iter().flat_map(|r| r.spans.iter().copied()).collect()))
+                        Reach::of(&Intervals::new(mine.iter().flat_map(|r| r.recs.iter().map(span)).collect()))
                     })
                     .collect(),
             );
