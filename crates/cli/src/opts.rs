@@ -2,9 +2,11 @@
 //! peaks) and their parsers. `args.rs` puts the commands together; the commands
 //! depend on this module only, not on each other.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use stepscope_analysis::peaks::UserPeaks;
+use stepscope_judge::advise::Thresholds;
 
 /// Which profile to read: PATH and the run in it.
 #[derive(Args, Debug, Clone)]
@@ -103,8 +105,8 @@ pub struct PeakArgs {
 
 impl PeakArgs {
     /// The peaks as the analyses take them.
-    pub fn user(&self) -> stepscope_analysis::peaks::UserPeaks {
-        stepscope_analysis::peaks::UserPeaks { flops_per_s: self.peak_flops, bytes_per_s: self.peak_bandwidth }
+    pub fn user(&self) -> UserPeaks {
+        UserPeaks { flops_per_s: self.peak_flops, bytes_per_s: self.peak_bandwidth }
     }
 }
 
@@ -130,6 +132,21 @@ pub enum By {
     Line,
     /// The whole Python stack that made the op.
     Stack,
+}
+
+impl By {
+    /// The grouping as the op profile takes it.
+    pub fn group(self) -> stepscope_analysis::ops::GroupBy {
+        use stepscope_analysis::ops::GroupBy;
+        match self {
+            By::Op => GroupBy::Op,
+            By::Category => GroupBy::Category,
+            By::Module => GroupBy::Module,
+            By::Scope => GroupBy::Scope,
+            By::Line => GroupBy::Line,
+            By::Stack => GroupBy::Stack,
+        }
+    }
 }
 
 #[derive(Args, Debug)]
@@ -196,6 +213,40 @@ pub struct InfoArgs {
     /// the same rows: what a run of several hosts gets without asking (kept for scripts).
     #[arg(long)]
     pub host_at_a_time: bool,
+}
+
+/// Reads thresholds from a TOML file: top-level keys or a `[thresholds]` table.
+pub fn read_thresholds(path: &Path) -> anyhow::Result<Thresholds> {
+    let text = stepscope_xspace::files::read_small_text(path, "thresholds file")?;
+    let value: toml::Table = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{} is not valid TOML: {} — fix the file", path.display(), e.message()))?;
+    let table = match value.get("thresholds") {
+        Some(toml::Value::Table(t)) => t.clone(),
+        _ => value,
+    };
+    let th = table.try_into::<Thresholds>().map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {} — use the threshold names that `stepscope advise --json` lists",
+            path.display(),
+            e.message().trim()
+        )
+    })?;
+    th.check().map_err(|e| anyhow::anyhow!("{}: {e} — fix the file", path.display()))?;
+    Ok(th)
+}
+
+/// The thresholds and peaks of `--thresholds FILE` and the peak flags (the flags win).
+pub fn thresholds_and_peaks(file: Option<&Path>, peaks: &PeakArgs) -> anyhow::Result<(Thresholds, UserPeaks)> {
+    let th = match file {
+        Some(p) => read_thresholds(p)?,
+        None => Thresholds::default(),
+    };
+    let (flag, file) = (peaks.user(), th.peaks());
+    let peaks = UserPeaks {
+        flops_per_s: flag.flops_per_s.or(file.flops_per_s),
+        bytes_per_s: flag.bytes_per_s.or(file.bytes_per_s),
+    };
+    Ok((th, peaks))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use stepscope_judge::advise::{self, Finding, Severity, Thresholds};
+use stepscope_judge::advise::{self, Finding, Severity};
 use stepscope_judge::by_host::advise_by_host;
 
 use crate::human;
@@ -40,28 +40,8 @@ pub struct AdviseArgs {
     pub peaks: crate::opts::PeakArgs,
 }
 
-/// Reads thresholds from a TOML file: top-level keys or a `[thresholds]` table.
-pub fn read_thresholds(path: &Path) -> anyhow::Result<Thresholds> {
-    let text = stepscope_xspace::files::read_small_text(path, "thresholds file")?;
-    let value: toml::Table = toml::from_str(&text)
-        .map_err(|e| anyhow::anyhow!("{} is not valid TOML: {} — fix the file", path.display(), e.message()))?;
-    let table = match value.get("thresholds") {
-        Some(toml::Value::Table(t)) => t.clone(),
-        _ => value,
-    };
-    let th = table.try_into::<Thresholds>().map_err(|e| {
-        anyhow::anyhow!(
-            "{}: {} — use the threshold names that `stepscope advise --json` lists",
-            path.display(),
-            e.message().trim()
-        )
-    })?;
-    th.check().map_err(|e| anyhow::anyhow!("{}: {e} — fix the file", path.display()))?;
-    Ok(th)
-}
-
 pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
-    let (th, peaks) = crate::cmd::part::thresholds_and_peaks(args.thresholds.as_deref(), &args.peaks)?;
+    let (th, peaks) = crate::opts::thresholds_and_peaks(args.thresholds.as_deref(), &args.peaks)?;
     let select = Select { host: args.host.clone(), top: None };
     let whole = |mut profile: stepscope_analysis::Profile| {
         profile.set_peaks(peaks);

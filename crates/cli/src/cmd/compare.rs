@@ -32,7 +32,7 @@ pub struct CompareArgs {
 
 pub fn run(args: &CompareArgs) -> anyhow::Result<ExitCode> {
     // One run held at a time: each is reduced to what the comparison reads of it.
-    let want = (crate::cmd::ops::group_by(args.by), args.select.rows(), false);
+    let want = (args.by.group(), args.select.rows(), false);
     let mut sides = Vec::new();
     for (p, label) in args.runs.iter().zip(labels(&args.runs)) {
         let input = Input { path: p.clone(), run: None };

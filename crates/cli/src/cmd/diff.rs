@@ -161,7 +161,7 @@ fn name_apart(args: &DiffArgs, d: &mut diff::Diff) {
 }
 
 pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
-    let want = (crate::cmd::ops::group_by(args.by), 0, true);
+    let want = (args.by.group(), 0, true);
     // A run read from its parts is not read here: it is not checked against the other.
     let side = |p: &PathBuf, parts: &Option<PathBuf>| {
         let input = Input { path: p.clone(), run: None };

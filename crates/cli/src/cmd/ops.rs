@@ -6,7 +6,7 @@ use stepscope_analysis::ops::{self, GroupBy, OpRow};
 
 use crate::human;
 use crate::load;
-use crate::opts::{By, OpsArgs};
+use crate::opts::OpsArgs;
 use crate::table::{csv, Table};
 
 /// `--host-at-a-time`: the run's op profile, one host in memory at a time: each host's
@@ -32,7 +32,7 @@ fn host_at_a_time(ops_args: &OpsArgs, by: GroupBy) -> anyhow::Result<ops::Ops> {
 
 pub fn run(ops_args: &OpsArgs) -> anyhow::Result<ExitCode> {
     let args = &ops_args.common;
-    let by = group_by(ops_args.by);
+    let by = ops_args.by.group();
     // The devices' busy time, for the text's note on what the op time sums (read whole).
     let text = !args.output.json && !args.output.csv;
     let busy = std::cell::Cell::new(None);
@@ -153,18 +153,6 @@ pub fn op_time_note(op_time_ps: i64, busy_ps: Option<i64>) -> String {
             human::duration_ps(busy)
         ),
         None => format!("{sum})"),
-    }
-}
-
-/// The analysis grouping a `--by` value names.
-pub fn group_by(by: By) -> GroupBy {
-    match by {
-        By::Op => GroupBy::Op,
-        By::Category => GroupBy::Category,
-        By::Module => GroupBy::Module,
-        By::Scope => GroupBy::Scope,
-        By::Line => GroupBy::Line,
-        By::Stack => GroupBy::Stack,
     }
 }
 

@@ -139,20 +139,6 @@ pub fn kind(command: For, th: &Thresholds, peaks: UserPeaks, critical_path: bool
     }
 }
 
-/// The thresholds and peaks of `--thresholds FILE` and the peak flags (the flags win).
-pub fn thresholds_and_peaks(file: Option<&Path>, peaks: &PeakArgs) -> anyhow::Result<(Thresholds, UserPeaks)> {
-    let th = match file {
-        Some(p) => crate::cmd::advise::read_thresholds(p)?,
-        None => Thresholds::default(),
-    };
-    let (flag, file) = (peaks.user(), th.peaks());
-    let peaks = UserPeaks {
-        flops_per_s: flag.flops_per_s.or(file.flops_per_s),
-        bytes_per_s: flag.bytes_per_s.or(file.bytes_per_s),
-    };
-    Ok((th, peaks))
-}
-
 /// The kind of a `--for diff-rows` part: its grouping, the span it was cut to and the
 /// peaks.
 fn side_rows_kind(by: GroupBy, within: Option<(i64, i64)>, peaks: UserPeaks) -> String {
@@ -180,8 +166,8 @@ pub fn run(args: &PartArgs) -> anyhow::Result<ExitCode> {
     if out == Path::new("-") && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         anyhow::bail!("a part is bytes, not for a terminal — give -o FILE, or pipe it (-o - | …)");
     }
-    let (th, peaks) = thresholds_and_peaks(args.thresholds.as_deref(), &args.peaks)?;
-    let ops = (crate::cmd::ops::group_by(args.by), args.depth);
+    let (th, peaks) = crate::opts::thresholds_and_peaks(args.thresholds.as_deref(), &args.peaks)?;
+    let ops = (args.by.group(), args.depth);
     let Some(index) = names.iter().position(|n| n == host) else {
         anyhow::bail!("no host named {host:?} in this run — pick one of: {}", names.join(", "));
     };
