@@ -327,8 +327,9 @@ pub fn run_steps(overview: &Overview, steps: Vec<Step>, hosts: usize) -> (Steps,
     for (at, &i) in order.iter().enumerate() {
         place[i] = at;
     }
-    let mut slots: Vec<Option<Step>> = steps.into_iter().map(Some).collect();
-    let steps = order.iter().filter_map(|&i| slots[i].take()).collect();
+    // Put in order where they lie (a pod's steps are its largest list at the reduce).
+    let mut steps = steps;
+    permute(&mut steps, &order);
     let steps = Steps {
         schema: "stepscope.steps/1",
         source: overview.step_source,
@@ -338,6 +339,24 @@ pub fn run_steps(overview: &Overview, steps: Vec<Step>, hosts: usize) -> (Steps,
         steps,
     };
     (steps, place)
+}
+
+/// Reorders `items` in place so that `items[k]` is what `items[order[k]]` was
+/// (`order` a permutation): each cycle of the permutation followed once.
+fn permute<T>(items: &mut [T], order: &[usize]) {
+    let mut done = vec![false; items.len()];
+    for start in 0..items.len() {
+        let mut k = start;
+        while !done[k] {
+            done[k] = true;
+            let from = order[k];
+            if from == start {
+                break;
+            }
+            items.swap(k, from);
+            k = from;
+        }
+    }
 }
 
 /// The device and host rows of a run read one host at a time, `read` and `check` as
@@ -642,4 +661,26 @@ fn decide<'p>(parts: impl Iterator<Item = &'p OverviewPart>) -> RunDecisions {
     }
     let timing = if source == StepSource::Annotation && votes.ahead() { StepTiming::Device } else { StepTiming::Host };
     RunDecisions { source: Some(source), timing: Some(timing), every_device_counts: Some(none_took_part) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::permute;
+
+    #[test]
+    fn a_permutation_applied_in_place_is_the_one_copied() {
+        let mut seed = 7u64;
+        for n in [0usize, 1, 2, 5, 31, 200] {
+            let mut order: Vec<usize> = (0..n).collect();
+            for i in (1..n).rev() {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                order.swap(i, (seed >> 33) as usize % (i + 1));
+            }
+            let items: Vec<String> = (0..n).map(|i| format!("step {i}")).collect();
+            let copied: Vec<String> = order.iter().map(|&i| items[i].clone()).collect();
+            let mut moved = items;
+            permute(&mut moved, &order);
+            assert_eq!(moved, copied, "{order:?}");
+        }
+    }
 }

@@ -29,6 +29,7 @@ use serde::Serialize;
 use stepscope_model::device_time::{named_time, Part};
 use stepscope_model::stats::{pct, Intervals};
 use stepscope_model::time_base::TimeBase;
+use stepscope_model::wire::Packed;
 use stepscope_model::{Device, Profile};
 
 use crate::steps;
@@ -816,21 +817,40 @@ pub fn replay_steps(profile: &Profile, edit: &Edit) -> Replayed {
 pub struct Settled {
     features: Features,
     /// The steps replayed unchanged, for every edit that changes nothing of them.
-    unchanged: Option<Replayed>,
-    /// Per edit (its words) that changes them, its replay.
-    replays: Vec<(String, Replayed)>,
+    unchanged: Option<Packed<Replayed>>,
+    /// Per edit (its words) that changes them, its replay. Kept as bytes (about a
+    /// third of their size: a pod keeps every host's until its reduce asks for one).
+    replays: Vec<(String, Packed<Replayed>)>,
 }
 stepscope_model::wire_struct!(Settled { features, unchanged, replays });
 
 impl Settled {
+    /// `edits` of `profile` (a run of several hosts or one of them: `in_pod`, as
+    /// [`Replayer::of_run`] takes it) replayed, the graphs then dropped. Each edit's
+    /// cuts are made as it is replayed and let go after, not all held at once.
+    pub fn of(profile: &Profile, edits: &[Edit], in_pod: bool) -> Settled {
+        let replayer = Replayer::of_run(profile, &[], in_pod);
+        let unchanged = replayer.replay(&Edit::default()).map(|r| Packed::new(&r));
+        let changing: Vec<&Edit> = edits.iter().filter(|e| !replayer.features.unchanged_by(e)).collect();
+        let crowds = if changing.iter().any(|e| e.scales_ops()) { crowds(profile) } else { Vec::new() };
+        let none = Cuts { per_device: Vec::new() };
+        let replays = (changing.par_iter())
+            .map(|e| {
+                let made = e.scales_ops().then(|| cuts_of(profile, &crowds, e));
+                (e.describe(), Packed::new(&replayer.replay_with(e, made.as_ref().unwrap_or(&none))))
+            })
+            .collect();
+        Settled { features: replayer.features, unchanged, replays }
+    }
+
     /// Every step replayed with `edit`, as [`Replayer::replay`] replays it; `None`
     /// where `edit` changes the steps and was not one of the edits settled.
     pub fn replay(&self, edit: &Edit) -> Option<Replayed> {
         if self.features.unchanged_by(edit) {
-            return self.unchanged.clone();
+            return self.unchanged.as_ref().and_then(Packed::get);
         }
         let key = edit.describe();
-        self.replays.iter().find(|(k, _)| *k == key).map(|(_, r)| r.clone())
+        self.replays.iter().find(|(k, _)| *k == key).and_then(|(_, r)| r.get())
     }
 
     /// `other`'s replays too: the same steps' (its profile read again), of more edits.
@@ -877,19 +897,8 @@ impl Replayer {
         let scaling: Vec<&Edit> = edits.iter().filter(|e| e.scales_ops() && !features.unchanged_by(e)).collect();
         let mut cuts = Vec::new();
         if !scaling.is_empty() {
-            let (devices, base) = (profile.devices(), profile.time_base());
-            let crowds: Vec<Crowd> = devices.iter().map(Crowd::of).collect();
-            let cuts_of = |e: &&Edit| {
-                let mut per_device: Vec<Option<Vec<Cut>>> = Vec::new();
-                for (d, crowd) in devices.iter().zip(&crowds) {
-                    if per_device.len() <= d.index {
-                        per_device.resize_with(d.index + 1, || None);
-                    }
-                    per_device[d.index] = device_cuts(profile, d, &base.kinds[d.index].of_op, e, crowd);
-                }
-                (e.describe(), Cuts { per_device })
-            };
-            cuts = scaling.par_iter().map(cuts_of).collect();
+            let crowds = crowds(profile);
+            cuts = scaling.par_iter().map(|e| (e.describe(), cuts_of(profile, &crowds, e))).collect();
         }
         let none = Cuts { per_device: Vec::new() };
         let unchanged_legs = if in_pod {
@@ -898,14 +907,6 @@ impl Replayer {
             Vec::new()
         };
         Replayer { graphs, features, cuts, hosts: profile.hosts.len(), unchanged_legs }
-    }
-
-    /// `edits` replayed now, the graphs dropped ([`Settled`]).
-    pub fn settle(self, edits: &[Edit]) -> Settled {
-        let unchanged = self.replay(&Edit::default());
-        let changing: Vec<&Edit> = edits.iter().filter(|e| !self.features.unchanged_by(e)).collect();
-        let replays = changing.par_iter().filter_map(|e| Some((e.describe(), self.replay(e)?))).collect();
-        Settled { features: self.features, unchanged, replays }
     }
 
     /// Every step replayed with `edit`; `None` where `edit` scales ops and was not one
@@ -920,6 +921,11 @@ impl Replayer {
         } else {
             &none
         };
+        Some(self.replay_with(edit, cuts))
+    }
+
+    /// Every step replayed with `edit`, which changes them, its devices cut by `cuts`.
+    fn replay_with(&self, edit: &Edit, cuts: &Cuts) -> Replayed {
         let mut out = Replayed::default();
         for (k, g) in self.graphs.steps.iter().enumerate().filter(|(_, g)| !g.chains.is_empty()) {
             let measured = g.end_ps.saturating_sub(g.start_ps);
@@ -949,8 +955,26 @@ impl Replayer {
             });
         }
         out.hosts = self.hosts;
-        Some(out)
+        out
     }
+}
+
+/// Each device's crowd, for the cuts of edits that scale ops ([`cuts_of`]).
+fn crowds(profile: &Profile) -> Vec<Crowd> {
+    profile.devices().iter().map(Crowd::of).collect()
+}
+
+/// The cuts of `edit` (one that scales ops) on each device of `profile`.
+fn cuts_of(profile: &Profile, crowds: &[Crowd], edit: &Edit) -> Cuts {
+    let (devices, base) = (profile.devices(), profile.time_base());
+    let mut per_device: Vec<Option<Vec<Cut>>> = Vec::new();
+    for (d, crowd) in devices.iter().zip(crowds) {
+        if per_device.len() <= d.index {
+            per_device.resize_with(d.index + 1, || None);
+        }
+        per_device[d.index] = device_cuts(profile, d, &base.kinds[d.index].of_op, edit, crowd);
+    }
+    Cuts { per_device }
 }
 
 /// The least time any device of `g` waited after its last op: the host's sync and
@@ -1219,30 +1243,46 @@ fn device_cuts(profile: &Profile, d: &Device, of_op: &[Part], edit: &Edit, crowd
     (!out.is_empty()).then_some(out)
 }
 
-/// How many of a device's ops run at each time: `(t, n)`, `n` ops from `t` to the
-/// next `t` (times increasing; 0 after the last).
+/// How many of a device's ops run at each time: `counts[i]` ops from `times[i]` to
+/// `times[i + 1]` (times increasing; 0 after the last). Two columns of their exact
+/// length (a busy XLA:CPU device has two steps an op: a host's largest list while its
+/// edits are cut).
 struct Crowd {
-    steps: Vec<(i64, u32)>,
+    times: Vec<i64>,
+    counts: Vec<u32>,
 }
 
 impl Crowd {
     /// Device `d`'s ops.
     fn of(d: &Device) -> Crowd {
         let ops = d.cached_ops();
-        Crowd::count((0..ops.recs.len()).map(|i| {
+        let (mut starts, mut ends) = (Vec::with_capacity(ops.recs.len()), Vec::with_capacity(ops.recs.len()));
+        for i in 0..ops.recs.len() {
             let (_, a, b, _) = ops.span(d.plane, i);
-            (a, b)
-        }))
+            if b > a {
+                starts.push(a);
+                ends.push(b);
+            }
+        }
+        Crowd::of_sorted(starts, ends)
     }
 
     /// The count of `spans` (empty ones are not counted).
     fn count(spans: impl IntoIterator<Item = (i64, i64)>) -> Crowd {
-        let (mut starts, mut ends): (Vec<i64>, Vec<i64>) = spans.into_iter().filter(|(a, b)| b > a).unzip();
+        let (starts, ends): (Vec<i64>, Vec<i64>) = spans.into_iter().filter(|(a, b)| b > a).unzip();
+        Crowd::of_sorted(starts, ends)
+    }
+
+    /// The count of the spans whose starts and ends these are (each end after its start).
+    fn of_sorted(mut starts: Vec<i64>, mut ends: Vec<i64>) -> Crowd {
         starts.sort_unstable();
         ends.sort_unstable();
+        // At most a step a start and an end; the room not used is never touched, and
+        // given back at the end.
+        let most = starts.len() + ends.len();
+        let (mut times, mut counts) = (Vec::with_capacity(most), Vec::with_capacity(most));
         // Each time's count after all its starts and ends (an op ends after it starts:
         // the count never goes below 0).
-        let mut steps: Vec<(i64, u32)> = Vec::new();
         let (mut i, mut j, mut n) = (0usize, 0usize, 0u32);
         while j < ends.len() {
             let t = match starts.get(i) {
@@ -1255,17 +1295,20 @@ impl Crowd {
             while ends.get(j) == Some(&t) {
                 (n, j) = (n.saturating_sub(1), j + 1);
             }
-            match steps.last() {
-                Some(last) if last.1 == n => {}
-                _ => steps.push((t, n)),
+            if counts.last() != Some(&n) {
+                times.push(t);
+                counts.push(n);
             }
         }
-        Crowd { steps }
+        drop((starts, ends));
+        times.shrink_to_fit();
+        counts.shrink_to_fit();
+        Crowd { times, counts }
     }
 
     /// Step `i`'s count, and where the next step begins.
     fn at(&self, i: usize) -> (u32, i64) {
-        (self.steps[i].1, self.steps.get(i + 1).map_or(i64::MAX, |s| s.0))
+        (self.counts[i], self.times.get(i + 1).copied().unwrap_or(i64::MAX))
     }
 
     /// Where `some` (a count of some of this crowd's ops) runs: alone (no other op
@@ -1275,16 +1318,16 @@ impl Crowd {
         let mut alone = Vec::new();
         let mut beside: Vec<Vec<(i64, i64)>> = vec![Vec::new(); levels as usize];
         let mut k = 0usize;
-        for i in 0..some.steps.len() {
+        for i in 0..some.times.len() {
             let (mine, end) = some.at(i);
             if mine == 0 {
                 continue;
             }
-            let mut t = some.steps[i].0;
+            let mut t = some.times[i];
             // The step of all ops at t: the last that begins at or before t (it ends
             // after t).
-            k = k.max(self.steps.partition_point(|s| s.0 <= t).saturating_sub(1));
-            while t < end && k < self.steps.len() {
+            k = k.max(self.times.partition_point(|&s| s <= t).saturating_sub(1));
+            while t < end && k < self.times.len() {
                 let (all, next) = self.at(k);
                 let to = next.min(end);
                 if all > mine {

@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 use stepscope_analysis::ops::OpRow;
-use stepscope_analysis::whatif::{Edit, Replayed, Replayer, Settled, Target};
+use stepscope_analysis::whatif::{Edit, Replayed, Settled, Target};
 use stepscope_model::device_time::Part;
 use stepscope_model::Profile;
 
@@ -67,7 +67,7 @@ stepscope_model::wire_struct!(HostReplays { replayer, ran, in_pod });
 
 /// One host's [`HostReplays`] of `edits`, a host of a run of several (`in_pod`) or not.
 pub fn host_replays(profile: &Profile, edits: Vec<Edit>, in_pod: bool) -> HostReplays {
-    let replayer = Replayer::of_run(profile, &edits, in_pod).settle(&edits);
+    let replayer = Settled::of(profile, &edits, in_pod);
     let mut ran: Vec<String> =
         profile.devices().iter().flat_map(|d| d.cached_ops().names.iter().map(|n| n.to_string())).collect();
     ran.sort_unstable();
@@ -94,7 +94,7 @@ impl HostReplays {
 
     /// Made ready to replay `edits` too, of `profile`: this host read again.
     pub fn add(&mut self, profile: &Profile, edits: Vec<Edit>) {
-        self.replayer.absorb(Replayer::of_run(profile, &edits, self.in_pod).settle(&edits));
+        self.replayer.absorb(Settled::of(profile, &edits, self.in_pod));
     }
 }
 

@@ -87,6 +87,40 @@ pub fn from_bytes<T: Wire>(bytes: &[u8]) -> Result<T, WireError> {
     Ok(value)
 }
 
+/// A value kept as its bytes: for what is kept long and read seldom (a pod's hosts'
+/// replays, held until the reduce asks for one), a fraction of its size in memory.
+/// Read back whole with [`Packed::get`].
+pub struct Packed<T> {
+    bytes: Box<[u8]>,
+    of: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Wire> Packed<T> {
+    pub fn new(value: &T) -> Packed<T> {
+        Packed { bytes: to_bytes(value).into_boxed_slice(), of: std::marker::PhantomData }
+    }
+
+    /// The value. Always there: the bytes were put by [`Packed::new`], or checked when
+    /// taken off the wire.
+    pub fn get(&self) -> Option<T> {
+        from_bytes(&self.bytes).ok()
+    }
+}
+
+impl<T: Wire> Wire for Packed<T> {
+    fn put(&self, out: &mut Vec<u8>) {
+        (self.bytes.len() as u64).put(out);
+        out.extend_from_slice(&self.bytes);
+    }
+    fn take(bytes: &mut Bytes<'_>) -> Result<Self, WireError> {
+        let n = bytes.count()?;
+        let inner = bytes.take_bytes(n)?;
+        // Checked now, so that a damaged part is an error where it is read.
+        from_bytes::<T>(inner)?;
+        Ok(Packed { bytes: inner.into(), of: std::marker::PhantomData })
+    }
+}
+
 impl Wire for u64 {
     fn put(&self, out: &mut Vec<u8>) {
         // LEB128: seven bits a byte, low first.
@@ -402,6 +436,20 @@ macro_rules! wire_enum {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_packed_value_comes_back_and_damage_inside_it_is_found_where_it_is_read() {
+        let v: Vec<(i64, String)> = vec![(-5, "copy".into()), (1 << 40, "jit_train_step".into())];
+        let bytes = to_bytes(&Packed::new(&v));
+        let back: Packed<Vec<(i64, String)>> = from_bytes(&bytes).unwrap();
+        assert_eq!(back.get(), Some(v));
+        // A list said to hold more items than its bytes can: refused when the part is
+        // read, not when the value is asked for.
+        let mut damaged = bytes.clone();
+        damaged[1] = 0x7f;
+        assert!(from_bytes::<Packed<Vec<(i64, String)>>>(&damaged).is_err());
+        assert!(from_bytes::<Packed<Vec<(i64, String)>>>(&bytes[..bytes.len() - 1]).is_err());
+    }
 
     #[test]
     fn numbers_texts_and_lists_come_back_as_they_were() {
