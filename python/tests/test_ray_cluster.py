@@ -113,3 +113,33 @@ def test_a_killed_worker_is_retried_and_the_answer_is_unchanged(two_nodes, tmp_p
     assert killed is not None, "no mapping task was seen to kill"
     assert "worker" in out + err, "Ray said nothing of the worker it lost"
     assert answer.read_text() == local
+
+
+def test_the_command_line_maps_a_run_on_the_cluster_it_is_given(two_nodes, tmp_path):
+    """`stepscope COMMAND PATH --json --ray ADDRESS` (the package's command: its Python
+    is the one it hands the run to) prints what the command prints read here."""
+    run = tmp_path / "pod" / "plugins" / "profile" / "2026_11_01_00_00_00"
+    run.mkdir(parents=True)
+    src = next((FIXTURES / "cpu-transformer").rglob("*.xplane.pb"))
+    for i in range(3):
+        shutil.copy(src, run / f"host{i}.xplane.pb")
+    logs = str(tmp_path / "pod")
+    env, address = two_nodes
+    stepscope = [sys.executable, "-m", "stepscope"]
+    for words in (["summary", logs, "--top", "3"], ["ops", logs, "--by", "category"]):
+        local = subprocess.run([*stepscope, *words, "--json"], capture_output=True, text=True, check=True).stdout
+        on_ray = subprocess.run([*stepscope, *words, "--json", "--ray", address], capture_output=True, text=True,
+                                env=env, cwd=tmp_path, timeout=600)
+        assert on_ray.returncode == 0, on_ray.stderr[-2000:]
+        assert on_ray.stdout == local, words
+    # What it cannot do is said in one line, before any cluster is reached.
+    for words, says in ((["summary", logs, "--ray", address], "add --json"),
+                        (["info", logs, "--json", "--ray", address], "drop --ray")):
+        r = subprocess.run([*stepscope, *words], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 2 and r.stdout == "", r
+        assert len(r.stderr.strip().splitlines()) == 1 and says in r.stderr, r.stderr
+    # A cluster not there: one line, exit 2.
+    r = subprocess.run([*stepscope, "devices", logs, "--json", "--ray", f"127.0.0.1:{free_port()}"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and r.stdout == "", r
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("stepscope: "), r.stderr

@@ -178,6 +178,13 @@ fn every_stepscope_line_of_the_docs_runs_as_written() {
                     let said = err.contains("listening") || err.contains("resolve") || err.contains("connect");
                     (!usage && said).then_some(()).ok_or(format!("exit {code:?}: {err}"))
                 }
+                // A Ray cluster is needed (python/tests/test_ray_cluster.py runs one):
+                // here, the flags must parse and one line must say what is missing.
+                _ if command.contains(" --ray ") => {
+                    let (code, err) = bash(tmp.path(), &command, &env, Duration::from_secs(120));
+                    let said = err.trim().lines().count() == 1 && err.contains("Ray");
+                    (code == Some(2) && said).then_some(()).ok_or(format!("exit {code:?}: {err}"))
+                }
                 _ => {
                     let (code, err) = bash(tmp.path(), &command, &env, Duration::from_secs(120));
                     (code == Some(0)).then_some(()).ok_or(format!("exit {code:?}: {err}"))

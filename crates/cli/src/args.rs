@@ -21,6 +21,11 @@ pub struct Cli {
     /// ~/.cache/stepscope/remote); a file already there is not fetched again.
     #[arg(long, global = true, value_name = "DIR")]
     pub cache: Option<PathBuf>,
+    /// Map a run's hosts on the Ray cluster at ADDRESS (`auto`, `HOST:PORT`,
+    /// `ray://HOST:PORT`), one task a host, through the Python package beside this
+    /// binary: summary, advise, steps, devices, ops, check and diff, with --json.
+    #[arg(long, global = true, value_name = "ADDRESS")]
+    pub ray: Option<String>,
 }
 
 const EXAMPLES: &str = "\

@@ -43,6 +43,7 @@ mod load;
 mod notes;
 mod opts;
 mod output;
+mod ray;
 mod remote;
 mod table;
 
@@ -122,6 +123,9 @@ where
     // Reads confined to folders, where `stepscope mcp` (or a user) asks for it.
     if let Some(roots) = std::env::var_os(stepscope_xspace::files::ROOTS_VAR).filter(|r| !r.is_empty()) {
         stepscope_xspace::files::confine(&std::env::split_paths(&roots).collect::<Vec<_>>());
+    }
+    if let Some(address) = &cli.ray {
+        return ray::forward(address, &args);
     }
     // The server answers for a changed file request by request; a command answers once.
     let serving = matches!(cli.command, args::Command::Serve(_));
