@@ -71,13 +71,18 @@ def mapping_tasks() -> list:
     return found
 
 
-def test_a_killed_worker_is_retried_and_the_answer_is_unchanged(two_nodes, tmp_path):
+def pod(tmp_path: Path, hosts: int) -> str:
+    """A log directory of `hosts` copies of a real CPU capture, one run."""
     run = tmp_path / "pod" / "plugins" / "profile" / "2026_11_01_00_00_00"
     run.mkdir(parents=True)
     src = next((FIXTURES / "cpu-transformer").rglob("*.xplane.pb"))
-    for i in range(6):
+    for i in range(hosts):
         shutil.copy(src, run / f"host{i}.xplane.pb")
-    logs = str(tmp_path / "pod")
+    return str(tmp_path / "pod")
+
+
+def test_a_killed_worker_is_retried_and_the_answer_is_unchanged(two_nodes, tmp_path):
+    logs = pod(tmp_path, 6)
     local = subprocess.run([sys.executable, "-m", "stepscope", "summary", logs, "--json"],
                            capture_output=True, text=True, check=True).stdout
 
@@ -118,12 +123,7 @@ def test_a_killed_worker_is_retried_and_the_answer_is_unchanged(two_nodes, tmp_p
 def test_the_command_line_maps_a_run_on_the_cluster_it_is_given(two_nodes, tmp_path):
     """`stepscope COMMAND PATH --json --ray ADDRESS` (the package's command: its Python
     is the one it hands the run to) prints what the command prints read here."""
-    run = tmp_path / "pod" / "plugins" / "profile" / "2026_11_01_00_00_00"
-    run.mkdir(parents=True)
-    src = next((FIXTURES / "cpu-transformer").rglob("*.xplane.pb"))
-    for i in range(3):
-        shutil.copy(src, run / f"host{i}.xplane.pb")
-    logs = str(tmp_path / "pod")
+    logs = pod(tmp_path, 3)
     env, address = two_nodes
     stepscope = [sys.executable, "-m", "stepscope"]
     for words in (["summary", logs, "--top", "3"], ["ops", logs, "--by", "category"]):

@@ -1264,17 +1264,17 @@ impl Crowd {
                 ends.push(b);
             }
         }
-        Crowd::of_sorted(starts, ends)
+        Crowd::of_starts_and_ends(starts, ends)
     }
 
     /// The count of `spans` (empty ones are not counted).
     fn count(spans: impl IntoIterator<Item = (i64, i64)>) -> Crowd {
         let (starts, ends): (Vec<i64>, Vec<i64>) = spans.into_iter().filter(|(a, b)| b > a).unzip();
-        Crowd::of_sorted(starts, ends)
+        Crowd::of_starts_and_ends(starts, ends)
     }
 
     /// The count of the spans whose starts and ends these are (each end after its start).
-    fn of_sorted(mut starts: Vec<i64>, mut ends: Vec<i64>) -> Crowd {
+    fn of_starts_and_ends(mut starts: Vec<i64>, mut ends: Vec<i64>) -> Crowd {
         starts.sort_unstable();
         ends.sort_unstable();
         // At most a step a start and an end; the room not used is never touched, and

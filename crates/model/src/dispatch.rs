@@ -118,7 +118,7 @@ fn dispatches(plane: &Plane, cpu: &[&Device]) -> Dispatches {
         let key_of: Vec<u32> = ops.names.iter().map(|n| intern(program_key(n))).collect();
         // The ops by run, each with its run's first start and last end; a run's ops
         // mostly come one after another.
-        let mut spans: FastMap<RunKey, Gathered> = FastMap::default();
+        let mut gathered: FastMap<RunKey, Gathered> = FastMap::default();
         let mut current: Option<(RunKey, Gathered)> = None;
         for (i, r) in ops.recs.iter().enumerate() {
             let Some(run) = ops.run_id(r) else { continue };
@@ -130,7 +130,7 @@ fn dispatches(plane: &Plane, cpu: &[&Device]) -> Dispatches {
                     if let Some((k, v)) =
                         current.replace((at, Gathered { start_ps: start, end_ps: end, recs: vec![i as u32] }))
                     {
-                        spans.entry(k).or_default().extend(v);
+                        gathered.entry(k).or_default().extend(v);
                     }
                     if let crate::records::RecStats::Program(Some(p)) = ops.rec_stats(r) {
                         let seen = programs.entry(at.0).or_default();
@@ -142,9 +142,9 @@ fn dispatches(plane: &Plane, cpu: &[&Device]) -> Dispatches {
             }
         }
         if let Some((k, v)) = current {
-            spans.entry(k).or_default().extend(v);
+            gathered.entry(k).or_default().extend(v);
         }
-        let mut mine: DeviceRuns = spans
+        let mut mine: DeviceRuns = gathered
             .into_iter()
             .map(|(k, Gathered { start_ps, end_ps, recs })| {
                 (k, Run { start_ps, end_ps, ops: recs.len() as u32, recs, cut: false })

@@ -248,19 +248,8 @@ impl Intervals {
         let mut out: Vec<(i64, i64)> = Vec::with_capacity(total);
         let mut at = vec![0usize; chains.len()];
         loop {
-            // The earliest head, and the start of the next earliest.
-            let (mut first, mut second) = (None::<(i64, usize)>, i64::MAX);
-            for (k, c) in chains.iter().enumerate() {
-                let Some(head) = c.front().map(|r| r[at[k]]) else { continue };
-                match first {
-                    Some((f, _)) if f <= head.0 => second = second.min(head.0),
-                    _ => {
-                        second = second.min(first.map_or(i64::MAX, |f| f.0));
-                        first = Some((head.0, k));
-                    }
-                }
-            }
-            let Some((_, k)) = first else { break };
+            let heads = chains.iter().zip(&at).map(|(c, &i)| c.front().map(|r| r[i].0));
+            let Some((k, second)) = earliest(heads) else { break };
             let (chain, i) = (&mut chains[k], &mut at[k]);
             while let Some(&(a, b)) = chain.front().map(|r| &r[*i]).filter(|s| s.0 <= second) {
                 match out.last_mut() {
@@ -533,19 +522,7 @@ fn merge_chains(mut chains: Vec<Chain>, out: &mut [(i64, i64)]) -> usize {
         }
     };
     loop {
-        // The earliest head, and the start of the next earliest.
-        let (mut first, mut second) = (None::<(i64, usize)>, i64::MAX);
-        for (k, c) in chains.iter().enumerate() {
-            let Some(head) = c.head() else { continue };
-            match first {
-                Some((f, _)) if f <= head.0 => second = second.min(head.0),
-                _ => {
-                    second = second.min(first.map_or(i64::MAX, |f| f.0));
-                    first = Some((head.0, k));
-                }
-            }
-        }
-        let Some((_, k)) = first else { break };
+        let Some((k, second)) = earliest(chains.iter().map(|c| c.head().map(|h| h.0))) else { break };
         let chain = &mut chains[k];
         while let Some(span) = chain.head().filter(|s| s.0 <= second) {
             push(span);
@@ -553,6 +530,23 @@ fn merge_chains(mut chains: Vec<Chain>, out: &mut [(i64, i64)]) -> usize {
         }
     }
     len
+}
+
+/// Of chains' head starts (`None`: a chain read to its end): the chain whose head is
+/// earliest, and the start of the next earliest (`i64::MAX`: none).
+fn earliest(heads: impl Iterator<Item = Option<i64>>) -> Option<(usize, i64)> {
+    let (mut first, mut second) = (None::<(i64, usize)>, i64::MAX);
+    for (k, head) in heads.enumerate() {
+        let Some(head) = head else { continue };
+        match first {
+            Some((f, _)) if f <= head => second = second.min(head),
+            _ => {
+                second = second.min(first.map_or(i64::MAX, |f| f.0));
+                first = Some((head, k));
+            }
+        }
+    }
+    first.map(|(_, k)| (k, second))
 }
 
 /// The first index at or after `from` where `pred` is false, when it is true for all
