@@ -247,9 +247,7 @@ impl Intervals {
         }
         let mut out: Vec<(i64, i64)> = Vec::with_capacity(total);
         let mut at = vec![0usize; chains.len()];
-        loop {
-            let heads = chains.iter().zip(&at).map(|(c, &i)| c.front().map(|r| r[i].0));
-            let Some((k, second)) = earliest(heads) else { break };
+        while let Some((k, second)) = earliest(chains.iter().zip(&at).map(|(c, &i)| c.front().map(|r| r[i].0))) {
             let (chain, i) = (&mut chains[k], &mut at[k]);
             while let Some(&(a, b)) = chain.front().map(|r| &r[*i]).filter(|s| s.0 <= second) {
                 match out.last_mut() {
@@ -521,8 +519,7 @@ fn merge_chains(mut chains: Vec<Chain>, out: &mut [(i64, i64)]) -> usize {
             len += 1;
         }
     };
-    loop {
-        let Some((k, second)) = earliest(chains.iter().map(|c| c.head().map(|h| h.0))) else { break };
+    while let Some((k, second)) = earliest(chains.iter().map(|c| c.head().map(|h| h.0))) {
         let chain = &mut chains[k];
         while let Some(span) = chain.head().filter(|s| s.0 <= second) {
             push(span);
