@@ -314,7 +314,7 @@ pub fn steps_with_flops(profile: &Profile, part: &OverviewPart) -> Vec<Step> {
 /// The steps of a run of `hosts` hosts whose overview is `overview`, from its hosts'
 /// (`steps`: each host's in its order, hosts in order), in the order of the run read
 /// whole ([`in_run_order`]); and for each of `steps`, its place there.
-pub fn run_steps(overview: &Overview, steps: Vec<Step>, hosts: usize) -> (Steps, Vec<usize>) {
+pub fn run_steps(overview: &Overview, mut steps: Vec<Step>, hosts: usize) -> (Steps, Vec<usize>) {
     let mut order: Vec<usize> = (0..steps.len()).collect();
     if hosts > 1 {
         let key = |i: &usize, host: bool| {
@@ -328,7 +328,6 @@ pub fn run_steps(overview: &Overview, steps: Vec<Step>, hosts: usize) -> (Steps,
         place[i] = at;
     }
     // Put in order where they lie (a pod's steps are its largest list at the reduce).
-    let mut steps = steps;
     permute(&mut steps, &order);
     let steps = Steps {
         schema: "stepscope.steps/1",

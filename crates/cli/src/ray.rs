@@ -26,7 +26,8 @@ pub fn forward(address: &str, args: &[OsString]) -> u8 {
 
 fn forward_to_python(address: &str, args: &[OsString]) -> Result<u8, String> {
     let (words, json) = command_words(args)?;
-    let command = words.iter().find_map(|w| COMMANDS.iter().find(|c| w.to_str() == Some(c)));
+    // The flags left out, the first word is the command.
+    let command = words.first().and_then(|w| COMMANDS.iter().find(|c| w.to_str() == Some(c)));
     let Some(command) = command else {
         return Err(format!("--ray maps {} on a Ray cluster — drop --ray for this command", COMMANDS.join(", ")));
     };
@@ -60,10 +61,10 @@ fn forward_to_python(address: &str, args: &[OsString]) -> Result<u8, String> {
         let python = python.to_string_lossy();
         return Err(format!("{needs}: {python} has none ({last}) — set {PYTHON_VAR} to a Python that has"));
     }
-    // 0, or 1 for `check`'s failed gate (its JSON printed): an answer. The Python side
-    // says anything else in one line and exits 2.
-    if code <= 1 {
-        return Ok(u8::try_from(code).unwrap_or(2));
+    // 0, or 1 for `check`'s failed gate (its JSON printed): an answer. Anything else
+    // failed, its last line says why (the Python side says it in one line and exits 2).
+    if code == 0 || (code == 1 && *command == "check") {
+        return Ok(code as u8);
     }
     Err(if last.is_empty() { format!("the Ray run ended with exit code {code}") } else { last.to_string() })
 }

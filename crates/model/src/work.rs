@@ -104,13 +104,13 @@ impl Links<'_> {
                 cut[k] = true;
             }
         }
-        let counted_runs: Vec<usize> = (on_host.iter())
-            .filter(|d| counted(d) && host.runs.iter().any(|(i, _)| *i == d.index))
-            .map(|d| d.index)
+        // The counted devices' runs, each with its device (its ops' spans are read from
+        // its records).
+        let counted_runs: Vec<(&Device, &crate::dispatch::DeviceRuns)> = (host.runs.iter())
+            .filter_map(|(di, runs)| on_host.iter().find(|d| d.index == *di && counted(d)).map(|d| (*d, runs)))
             .collect();
         let mut per_device: Vec<Vec<Reach>> = Vec::new();
-        for (di, runs) in host.runs.iter().filter(|(d, _)| counted_runs.contains(d)) {
-            let Some(d) = on_host.iter().find(|d| d.index == *di) else { continue };
+        for &(d, runs) in &counted_runs {
             let ops = d.cached_ops();
             let span = |i: &u32| {
                 let (_, start, end, _) = ops.span(d.plane, *i as usize);
