@@ -10,6 +10,7 @@ use crate::roofline::StepFlops;
 use crate::steps::{self, StepSource, StepTiming, StepVotes};
 use stepscope_model::device_time::{DeviceTimeline, Part};
 use stepscope_model::stats::{pct, sum_ps, Distribution};
+use stepscope_model::wire::Packed;
 use stepscope_model::{Device, DeviceKind, Profile};
 
 pub use stepscope_model::device_time::is_collective;
@@ -345,8 +346,9 @@ pub struct OverviewPart {
     pub timing: StepTiming,
     pub votes: StepVotes,
     pub none_took_part: bool,
-    /// The steps, in time order.
-    steps: Vec<StepTimes>,
+    /// The steps, in time order; as bytes (a third of their size) until the run's
+    /// overview is made of its hosts' parts (a pod keeps every host's until then).
+    steps: Packed<Vec<StepTimes>>,
     dispatched_not_run: u64,
     launches_not_run: u64,
     /// Per device: its timeline's sums.
@@ -438,8 +440,8 @@ impl Window {
 
 impl OverviewPart {
     /// Its steps' FLOPs, in the order of its profile's steps.
-    pub fn step_flops(&self) -> impl Iterator<Item = Option<StepFlops>> + '_ {
-        self.steps.iter().map(|s| s.flops)
+    pub fn step_flops(&self) -> impl Iterator<Item = Option<StepFlops>> {
+        self.steps.get().unwrap_or_default().into_iter().map(|s| s.flops)
     }
 
     /// Its hosts' input work in their steps ([`crate::scopes::input_sums`]).
@@ -480,19 +482,21 @@ impl OverviewPart {
             timing: steps.timing,
             votes: base.votes,
             none_took_part: base.none_took_part,
-            steps: (steps.steps.iter().zip(flops).zip(first_runs(profile, &steps.steps)))
-                .map(|((s, flops), first_run)| StepTimes {
-                    host: profile.hosts.iter().position(|h| h.host == s.host).unwrap_or(0),
-                    step_num: s.step_num,
-                    start_ps: s.start_ps,
-                    duration_ps: s.duration_ps,
-                    host_start_ps: s.host_start_ps,
-                    host_duration_ps: s.host_duration_ps,
-                    cold: s.compile_ps > 0 || first_run,
-                    cut: s.cut,
-                    flops,
-                })
-                .collect(),
+            steps: Packed::new(
+                &(steps.steps.iter().zip(flops).zip(first_runs(profile, &steps.steps)))
+                    .map(|((s, flops), first_run)| StepTimes {
+                        host: profile.hosts.iter().position(|h| h.host == s.host).unwrap_or(0),
+                        step_num: s.step_num,
+                        start_ps: s.start_ps,
+                        duration_ps: s.duration_ps,
+                        host_start_ps: s.host_start_ps,
+                        host_duration_ps: s.host_duration_ps,
+                        cold: s.compile_ps > 0 || first_run,
+                        cut: s.cut,
+                        flops,
+                    })
+                    .collect(),
+            ),
             dispatched_not_run: steps.dispatched_not_run,
             launches_not_run: steps.launches_not_run,
             windows,
@@ -536,7 +540,7 @@ pub fn assemble(
         timing,
         votes: StepVotes::default(),
         none_took_part: true,
-        steps: Vec::new(),
+        steps: Packed::new(&Vec::new()),
         dispatched_not_run: 0,
         launches_not_run: 0,
         windows: Vec::new(),
@@ -549,11 +553,12 @@ pub fn assemble(
         input: Default::default(),
         compile: Vec::new(),
     };
+    let mut steps: Vec<StepTimes> = Vec::new();
     for p in parts {
         let base = all.hosts.len();
         all.hosts.extend(p.hosts);
         all.collective_ends.extend(p.collective_ends);
-        all.steps.extend(p.steps.into_iter().map(|s| StepTimes { host: base + s.host, ..s }));
+        steps.extend(p.steps.get().unwrap_or_default().into_iter().map(|s| StepTimes { host: base + s.host, ..s }));
         all.dispatched_not_run += p.dispatched_not_run;
         all.launches_not_run += p.launches_not_run;
         all.windows.extend(p.windows);
@@ -571,9 +576,8 @@ pub fn assemble(
     }
     let capture = capture(&all.compile);
     if several {
-        in_run_order(&mut all.steps, timing, |s| (s.host_start_ps, s.step_num), |s| (s.start_ps, s.step_num));
+        in_run_order(&mut steps, timing, |s| (s.host_start_ps, s.step_num), |s| (s.start_ps, s.step_num));
     }
-    let steps = all.steps;
     let timed = || steps.iter().filter(|s| !s.cut);
     let durations: Vec<i64> = timed().map(|s| s.duration_ps).collect();
     let step_time = Distribution::of(&durations);

@@ -812,17 +812,82 @@ pub fn replay_steps(profile: &Profile, edit: &Edit) -> Replayed {
 
 /// A [`Replayer`]'s replays of some edits, made at once, kept without its graphs:
 /// what a run read a host at a time keeps of each host (a host's graphs, each of its
-/// steps' chains of segments, come to about a sixth of its file; these replays to a
-/// few hundred bytes a step an edit).
+/// steps' chains of segments, come to about a sixth of its file; these replays, every
+/// edit's, to about 50 bytes a step of the bench capture).
 pub struct Settled {
     features: Features,
     /// The steps replayed unchanged, for every edit that changes nothing of them.
     unchanged: Option<Packed<Replayed>>,
-    /// Per edit (its words) that changes them, its replay. Kept as bytes (about a
-    /// third of their size: a pod keeps every host's until its reduce asks for one).
-    replays: Vec<(String, Packed<Replayed>)>,
+    /// Per edit (its words) that changes them, its replay as it differs from the
+    /// unchanged one. Kept as bytes (a pod keeps every host's until its reduce asks
+    /// for one).
+    replays: Vec<(String, Packed<Beside>)>,
 }
 stepscope_model::wire_struct!(Settled { features, unchanged, replays });
+
+/// An edit's replay beside the unchanged replay of the same steps: what the edit
+/// changes of it (each step's projected time and legs, the parts), not what it shares
+/// (which steps, their measured and replayed times, their hosts, their legs
+/// unchanged): on the bench capture a host's replays of its edits came to 144 kB with
+/// its unchanged one, from 412 kB whole. The whole where the steps differ.
+#[derive(Default)]
+struct Beside {
+    measured_parts: [i64; Node::ALL.len()],
+    projected_parts: [i64; Node::ALL.len()],
+    left_out: usize,
+    /// Per step, its projected time less the unchanged one's.
+    projected_ps: Vec<i64>,
+    /// Per step, its legs with the edit.
+    legs: Vec<Option<pod::Legs>>,
+    /// The replay whole, where its steps are not the unchanged replay's.
+    whole: Option<Replayed>,
+}
+stepscope_model::wire_struct!(Beside { measured_parts, projected_parts, left_out, projected_ps, legs, whole });
+
+impl Beside {
+    /// `edited` as it differs from `unchanged`.
+    fn of(unchanged: &Replayed, edited: Replayed) -> Beside {
+        let same = |a: &StepProjection, b: &StepProjection| {
+            (a.step_num, a.measured_ps, a.replayed_ps, a.host) == (b.step_num, b.measured_ps, b.replayed_ps, b.host)
+                && a.legs.as_ref().map(|l| &l.0) == b.legs.as_ref().map(|l| &l.0)
+        };
+        let lined_up = unchanged.per_step.len() == edited.per_step.len()
+            && unchanged.per_step.iter().zip(&edited.per_step).all(|(a, b)| same(a, b))
+            && (unchanged.hosts, unchanged.hosts_apart) == (edited.hosts, edited.hosts_apart);
+        if !lined_up {
+            return Beside { whole: Some(edited), ..Default::default() };
+        }
+        let projected_ps = (unchanged.per_step.iter().zip(&edited.per_step))
+            .map(|(a, b)| b.projected_ps.wrapping_sub(a.projected_ps))
+            .collect();
+        let legs = edited.per_step.into_iter().map(|s| s.legs.map(|l| l.1)).collect();
+        let (measured_parts, projected_parts, left_out) =
+            (edited.measured_parts, edited.projected_parts, edited.left_out);
+        Beside { measured_parts, projected_parts, left_out, projected_ps, legs, whole: None }
+    }
+
+    /// The edit's replay, from the unchanged one (`None` where they do not line up:
+    /// bytes not put by [`Beside::of`]).
+    fn replayed(self, mut unchanged: Replayed) -> Option<Replayed> {
+        if let Some(whole) = self.whole {
+            return Some(whole);
+        }
+        if self.projected_ps.len() != unchanged.per_step.len() || self.legs.len() != unchanged.per_step.len() {
+            return None;
+        }
+        for ((s, d), legs) in unchanged.per_step.iter_mut().zip(self.projected_ps).zip(self.legs) {
+            s.projected_ps = s.projected_ps.wrapping_add(d);
+            s.legs = match (s.legs.take(), legs) {
+                (Some(l), Some(edited)) => Some(Box::new((l.0, edited))),
+                _ => None,
+            };
+        }
+        unchanged.measured_parts = self.measured_parts;
+        unchanged.projected_parts = self.projected_parts;
+        unchanged.left_out = self.left_out;
+        Some(unchanged)
+    }
+}
 
 impl Settled {
     /// `edits` of `profile` (a run of several hosts or one of them: `in_pod`, as
@@ -830,17 +895,18 @@ impl Settled {
     /// cuts are made as it is replayed and let go after, not all held at once.
     pub fn of(profile: &Profile, edits: &[Edit], in_pod: bool) -> Settled {
         let replayer = Replayer::of_run(profile, &[], in_pod);
-        let unchanged = replayer.replay(&Edit::default()).map(|r| Packed::new(&r));
+        let unchanged = replayer.replay(&Edit::default()).unwrap_or_default();
         let changing: Vec<&Edit> = edits.iter().filter(|e| !replayer.features.unchanged_by(e)).collect();
         let crowds = if changing.iter().any(|e| e.scales_ops()) { crowds(profile) } else { Vec::new() };
         let none = Cuts { per_device: Vec::new() };
         let replays = (changing.par_iter())
             .map(|e| {
                 let made = e.scales_ops().then(|| cuts_of(profile, &crowds, e));
-                (e.describe(), Packed::new(&replayer.replay_with(e, made.as_ref().unwrap_or(&none))))
+                let edited = replayer.replay_with(e, made.as_ref().unwrap_or(&none));
+                (e.describe(), Packed::new(&Beside::of(&unchanged, edited)))
             })
             .collect();
-        Settled { features: replayer.features, unchanged, replays }
+        Settled { features: replayer.features, unchanged: Some(Packed::new(&unchanged)), replays }
     }
 
     /// Every step replayed with `edit`, as [`Replayer::replay`] replays it; `None`
@@ -850,7 +916,8 @@ impl Settled {
             return self.unchanged.as_ref().and_then(Packed::get);
         }
         let key = edit.describe();
-        self.replays.iter().find(|(k, _)| *k == key).and_then(|(_, r)| r.get())
+        let beside = self.replays.iter().find(|(k, _)| *k == key)?.1.get()?;
+        beside.replayed(self.unchanged.as_ref()?.get()?)
     }
 
     /// `other`'s replays too: the same steps' (its profile read again), of more edits.
@@ -1691,6 +1758,48 @@ mod tests {
         }
         assert!(same_category("loop fusion", "Loop_Fusion"));
         assert!(!same_category("loop fusion", "loop"));
+    }
+
+    /// A host of a pod keeps each edit's replay beside its unchanged one ([`Beside`]):
+    /// read back, it is the replay made directly, step by step (legs included), in a
+    /// fraction of the bytes. On the straggling host of a real two-process pod (its
+    /// steps hold all-reduces, so each step has legs for the hosts' join).
+    #[test]
+    fn a_replay_kept_beside_the_unchanged_one_reads_back_whole() {
+        let path = format!(
+            "{}/../../tests/fixtures/cpu-pod-straggler/plugins/profile/2026_11_29_07_54_09/host1.xplane.pb",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let space =
+            stepscope_xspace::xplane::read_xspace(std::path::Path::new(&path), &stepscope_xspace::Progress::default())
+                .unwrap();
+        let profile = Profile::new("t", vec![space]);
+        let top = crate::ops::ops(&profile, crate::ops::GroupBy::Op, 0).ops[0].name.clone();
+        let edits = [
+            Edit { balance: true, ..Default::default() },
+            Edit { remove_compile: true, ..Default::default() },
+            Edit { jit: true, ..Default::default() },
+            Edit { scale: vec![(Target::Part(Part::Collective), 0.0)], ..Default::default() },
+            Edit { scale: vec![(Target::Op(top), 0.0)], ..Default::default() },
+        ];
+        let settled = Settled::of(&profile, &edits, true);
+        let unchanged = stepscope_model::wire::to_bytes(&settled.replay(&Edit::default()).unwrap());
+        let mut changed = 0;
+        for e in &edits {
+            let direct = Replayer::of_run(&profile, std::slice::from_ref(e), true).replay(e).unwrap();
+            assert!(direct.per_step.len() >= 15, "{}", direct.per_step.len());
+            assert!(direct.per_step.iter().all(|s| s.legs.is_some()), "{}", e.describe());
+            let kept = settled.replay(e).unwrap();
+            let direct = stepscope_model::wire::to_bytes(&direct);
+            assert_eq!(stepscope_model::wire::to_bytes(&kept), direct, "{}", e.describe());
+            if direct != unchanged {
+                changed += 1;
+                let (_, beside) = settled.replays.iter().find(|(k, _)| *k == e.describe()).unwrap();
+                let beside = stepscope_model::wire::to_bytes(beside);
+                assert!(beside.len() * 2 < direct.len(), "{}: {} of {}", e.describe(), beside.len(), direct.len());
+            }
+        }
+        assert!(changed >= 3, "{changed}");
     }
 
     #[test]

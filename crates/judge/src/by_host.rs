@@ -16,6 +16,7 @@ use stepscope_analysis::overview::{Overview, OverviewPart};
 use stepscope_analysis::scopes::{self, InputSums, ScopeRow};
 use stepscope_analysis::whatif::Edit;
 use stepscope_model::steps::Step;
+use stepscope_model::wire::Packed;
 use stepscope_model::Profile;
 
 use crate::advise::{judge, Advice, TOP_OPS};
@@ -44,7 +45,9 @@ pub struct HostPart<T> {
     allocators: Vec<Allocator>,
     scope_rows: Vec<ScopeRow>,
     input: InputSums,
-    steps: Vec<Step>,
+    /// Its steps, as bytes until the reduce (a third of their size: a pod keeps every
+    /// host's until all are read).
+    steps: Packed<Vec<Step>>,
     leading_idle: Vec<(usize, i64)>,
     dispatches: Dispatches,
     facts: HostFacts,
@@ -235,7 +238,7 @@ fn host_part<T, E>(
         allocators,
         scope_rows,
         input: o.input_sums().clone(),
-        steps: steps.steps.clone(),
+        steps: Packed::new(&steps.steps),
         leading_idle,
         dispatches,
         facts,
@@ -270,7 +273,7 @@ fn assemble<T>(
         input.add(p.input);
         let before = steps.len();
         leading.extend(p.leading_idle.into_iter().map(|(i, ps)| (i + before, ps)));
-        steps.extend(p.steps);
+        steps.extend(p.steps.get().unwrap_or_default());
         dispatches.add(p.dispatches);
         facts.push(p.facts);
         whatif.push(p.whatif);

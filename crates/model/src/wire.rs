@@ -95,6 +95,18 @@ pub struct Packed<T> {
     of: std::marker::PhantomData<fn() -> T>,
 }
 
+impl<T> Clone for Packed<T> {
+    fn clone(&self) -> Packed<T> {
+        Packed { bytes: self.bytes.clone(), of: std::marker::PhantomData }
+    }
+}
+
+impl<T> std::fmt::Debug for Packed<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Packed({} bytes)", self.bytes.len())
+    }
+}
+
 impl<T: Wire> Packed<T> {
     pub fn new(value: &T) -> Packed<T> {
         Packed { bytes: to_bytes(value).into_boxed_slice(), of: std::marker::PhantomData }

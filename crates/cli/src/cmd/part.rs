@@ -119,7 +119,7 @@ const MAGIC: &[u8] = b"stepscope-part\n";
 
 /// This build: a part is read back only by the build that wrote it.
 fn build() -> String {
-    format!("stepscope {} wire 2", env!("CARGO_PKG_VERSION"))
+    format!("stepscope {} wire 3", env!("CARGO_PKG_VERSION"))
 }
 
 /// A part's kind, with the settings it is mapped with, in words: what the map and the
