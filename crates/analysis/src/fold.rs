@@ -132,7 +132,12 @@ pub fn map_host<T, E>(
     ops: bool,
     extra: &mut dyn FnMut(&Profile, &OverviewPart) -> Result<T, E>,
 ) -> Result<Mapped<T>, E> {
-    let ops = if ops { OpRowsPart::of(profile) } else { OpRowsPart::new(GroupBy::Op) };
+    let ahead = if ops { profile.memo().take::<RowsAhead, OpRowsPart>(&RowsAhead) } else { None };
+    let ops = match ahead {
+        Some(rows) => rows,
+        None if ops => OpRowsPart::of(profile),
+        None => OpRowsPart::new(GroupBy::Op),
+    };
     if !ops.is_empty() && profile.hosts.len() == 1 {
         // The host's op profile, as `ops::ops` makes it, for `extra` to read.
         profile.memo().ensure((GroupBy::Op, 0usize), || ops.clone().finish());
@@ -141,6 +146,22 @@ pub fn map_host<T, E>(
     let part = measure(profile, &by_name(&ops, flops.iter().copied().enumerate(), false), None);
     let kept = extra(profile, &part)?;
     Ok(Mapped { ops, flops, part, kept })
+}
+
+/// The key a host's op rows made ahead of its map ([`rows_ahead`]) are kept under.
+#[derive(PartialEq)]
+struct RowsAhead;
+
+/// A host's op rows made ahead of its turn in the fold, on the thread that read it
+/// ([`crate::ahead`]'s `warm`), kept in its memo for [`map_host`] to take; its op
+/// profile too, as `ops::ops` makes it. For a map that reads the op profile ahead
+/// (the rules' candidate edits), so that it is made once.
+pub fn rows_ahead(profile: &Profile) {
+    let rows = OpRowsPart::of(profile);
+    if !rows.is_empty() && profile.hosts.len() == 1 {
+        profile.memo().ensure((GroupBy::Op, 0usize), || rows.clone().finish());
+    }
+    profile.memo().ensure(RowsAhead, || rows);
 }
 
 /// Where a fold's hosts come from: each mapped under its own decisions (here, or

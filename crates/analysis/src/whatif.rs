@@ -225,6 +225,13 @@ pub fn graphs(profile: &Profile) -> Arc<Graphs> {
     profile.memo().get_or_insert(GraphsKey, || Arc::new(build_graphs(profile)))
 }
 
+/// The graphs kept in the profile's memo, or made and not kept there: for replays kept
+/// without their graphs ([`Settled`]), which would otherwise hold them as long as the
+/// profile.
+fn graphs_unkept(profile: &Profile) -> Arc<Graphs> {
+    profile.memo().get(&GraphsKey).unwrap_or_else(|| Arc::new(build_graphs(profile)))
+}
+
 /// Builds every timed step's graph: one pass per device over its named time in all the
 /// steps' windows.
 fn build_graphs(profile: &Profile) -> Graphs {
@@ -894,7 +901,8 @@ impl Settled {
     /// [`Replayer::of_run`] takes it) replayed, the graphs then dropped. Each edit's
     /// cuts are made as it is replayed and let go after, not all held at once.
     pub fn of(profile: &Profile, edits: &[Edit], in_pod: bool) -> Settled {
-        let replayer = Replayer::of_run(profile, &[], in_pod);
+        profile.prepare();
+        let replayer = Replayer::of_graphs(profile, graphs_unkept(profile), &[], in_pod);
         let unchanged = replayer.replay(&Edit::default()).unwrap_or_default();
         let changing: Vec<&Edit> = edits.iter().filter(|e| !replayer.features.unchanged_by(e)).collect();
         let crowds = if changing.iter().any(|e| e.scales_ops()) { crowds(profile) } else { Vec::new() };
@@ -959,7 +967,11 @@ impl Replayer {
     pub fn of_run(profile: &Profile, edits: &[Edit], in_pod: bool) -> Replayer {
         // The stages the edits' cuts read, made here (not inside the pool).
         profile.prepare();
-        let graphs = graphs(profile);
+        Replayer::of_graphs(profile, graphs(profile), edits, in_pod)
+    }
+
+    /// [`Replayer::of_run`] of `profile`'s `graphs`.
+    fn of_graphs(profile: &Profile, graphs: Arc<Graphs>, edits: &[Edit], in_pod: bool) -> Replayer {
         let features = Features::of(&graphs);
         let scaling: Vec<&Edit> = edits.iter().filter(|e| e.scales_ops() && !features.unchanged_by(e)).collect();
         let mut cuts = Vec::new();

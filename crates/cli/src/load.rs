@@ -107,10 +107,34 @@ pub fn host_at_a_time<T>(
     host_at_a_time_of_run(input, peaks, |run, read| sum(&run.rel, run.hosts.len(), read))
 }
 
+/// [`host_at_a_time`] of a sum that judges the run's findings with `th`: each host's
+/// replays of the edits the rules may ask for are made on the thread that read it,
+/// ahead of its turn ([`stepscope_judge::by_host::ahead`]).
+pub fn host_at_a_time_judged<T>(
+    input: &Input,
+    peaks: stepscope_analysis::peaks::UserPeaks,
+    th: &stepscope_judge::thresholds::Thresholds,
+    sum: impl FnOnce(&str, usize, &mut Reader) -> anyhow::Result<T>,
+) -> anyhow::Result<(T, Vec<stepscope_xspace::discover::Unread>)> {
+    let warm = |p: &stepscope_analysis::Profile, in_pod: bool| stepscope_judge::by_host::ahead(p, th, in_pod);
+    host_at_a_time_warmed(input, peaks, &warm, |run, read| sum(&run.rel, run.hosts.len(), read))
+}
+
 /// [`host_at_a_time`], `sum` given the run found (its files beside the hosts').
 pub fn host_at_a_time_of_run<T>(
     input: &Input,
     peaks: stepscope_analysis::peaks::UserPeaks,
+    sum: impl FnOnce(&Run, &mut Reader) -> anyhow::Result<T>,
+) -> anyhow::Result<(T, Vec<stepscope_xspace::discover::Unread>)> {
+    host_at_a_time_warmed(input, peaks, &|_, _| {}, sum)
+}
+
+/// [`host_at_a_time_of_run`], `warm` asked of each host read ahead of the sum, on the
+/// thread that read it (with whether the run has several hosts).
+fn host_at_a_time_warmed<T>(
+    input: &Input,
+    peaks: stepscope_analysis::peaks::UserPeaks,
+    warm: &(dyn Fn(&stepscope_analysis::Profile, bool) + Sync),
     sum: impl FnOnce(&Run, &mut Reader) -> anyhow::Result<T>,
 ) -> anyhow::Result<(T, Vec<stepscope_xspace::discover::Unread>)> {
     let hosts = Hosts::of(input, None)?;
@@ -123,7 +147,12 @@ pub fn host_at_a_time_of_run<T>(
     };
     let mut unread = Vec::new();
     let refuse = |e: stepscope_xspace::Error| anyhow::Error::from(e);
-    let sum = stepscope_analysis::ahead::read_ahead(&file_bytes, &raw, &|p| p.prepare(), refuse, |take| {
+    let in_pod = names.len() > 1;
+    let ready = |p: &stepscope_analysis::Profile| {
+        p.prepare();
+        warm(p, in_pod);
+    };
+    let sum = stepscope_analysis::ahead::read_ahead(&file_bytes, &raw, &ready, refuse, |take| {
         let mut read = |i: usize, again: bool| match take(i, again) {
             Ok(p) => Ok(Some(p)),
             Err(e) if !again && !refused(&e) => {

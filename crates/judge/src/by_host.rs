@@ -164,6 +164,15 @@ pub fn advise_by_host<E>(
     Ok(Advice::new(&judged.overview, th, judged.findings))
 }
 
+/// What the rules will ask of a host of a run read a host at a time, made ahead of its
+/// turn in the fold, on the thread that read it (`stepscope_analysis::ahead`'s `warm`):
+/// its replays of the edits they may ask for ([`gains::make_ahead`]), the most of its
+/// map's work, so that the fold's own is short and the readers keep the cores busy.
+pub fn ahead(profile: &Profile, th: &Thresholds, in_pod: bool) {
+    fold::rows_ahead(profile);
+    gains::make_ahead(profile, candidate_edits(&ops::ops(profile, GroupBy::Op, 0).ops, th), in_pod);
+}
+
 /// The edits the rules may ask for of a host whose op profile is `rows`: each rule's
 /// edit that needs no op, the data-movement rule's (of every op it names on the host),
 /// and the dominant-op rule's of the host's top computing op and of each that takes

@@ -65,8 +65,34 @@ pub struct HostReplays {
 }
 stepscope_model::wire_struct!(HostReplays { replayer, ran, in_pod });
 
-/// One host's [`HostReplays`] of `edits`, a host of a run of several (`in_pod`) or not.
+/// The key a host's [`HostReplays`] made ahead ([`make_ahead`]) are kept under in its
+/// memo: the edits' words, and whether the host is of a pod.
+#[derive(PartialEq)]
+struct AheadKey(Vec<String>, bool);
+
+impl AheadKey {
+    fn of(edits: &[Edit], in_pod: bool) -> AheadKey {
+        AheadKey(edits.iter().map(Edit::describe).collect(), in_pod)
+    }
+}
+
+/// One host's [`HostReplays`] of `edits`, a host of a run of several (`in_pod`) or not:
+/// those made ahead of it where they were ([`make_ahead`], taken from its memo), else
+/// made now.
 pub fn host_replays(profile: &Profile, edits: Vec<Edit>, in_pod: bool) -> HostReplays {
+    let ahead = profile.memo().take::<AheadKey, HostReplays>(&AheadKey::of(&edits, in_pod));
+    ahead.unwrap_or_else(|| replays_now(profile, edits, in_pod))
+}
+
+/// [`host_replays`] made while the host waits to be summed up (read ahead of the fold
+/// on another thread: `stepscope_analysis::ahead`), kept in its memo until asked for.
+/// A host the run then reads again under other decisions starts with an empty memo.
+pub fn make_ahead(profile: &Profile, edits: Vec<Edit>, in_pod: bool) {
+    let key = AheadKey::of(&edits, in_pod);
+    profile.memo().ensure(key, || replays_now(profile, edits, in_pod));
+}
+
+fn replays_now(profile: &Profile, edits: Vec<Edit>, in_pod: bool) -> HostReplays {
     let replayer = Settled::of(profile, &edits, in_pod);
     let mut ran: Vec<String> =
         profile.devices().iter().flat_map(|d| d.cached_ops().names.iter().map(|n| n.to_string())).collect();

@@ -94,6 +94,19 @@ impl Memo {
         }
     }
 
+    /// The value kept for `key`, if one is, without making one.
+    pub fn get<K: PartialEq + 'static, V: Clone + 'static>(&self, key: &K) -> Option<V> {
+        self.find(key)
+    }
+
+    /// The value kept for `key`, taken out (the memo no longer holds it).
+    pub fn take<K: PartialEq + 'static, V: 'static>(&self, key: &K) -> Option<V> {
+        let mut entries = lock(&self.entries);
+        let at = entries.iter().position(|e| e.downcast_ref::<(K, V)>().is_some_and(|(k, _)| k == key))?;
+        let entry: Box<dyn Any> = entries.swap_remove(at);
+        entry.downcast::<(K, V)>().ok().map(|kv| kv.1)
+    }
+
     fn find<K: PartialEq + 'static, V: Clone + 'static>(&self, key: &K) -> Option<V> {
         lock(&self.entries)
             .iter()
@@ -102,5 +115,27 @@ impl Memo {
 
     fn keep<K: Send + Sync + 'static, V: Send + Sync + 'static>(&self, key: K, value: V) {
         lock(&self.entries).push(Box::new((key, value)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value made ahead and taken once: `take` hands it out and the memo no longer
+    /// holds it; `get` makes nothing; a key of another type or value is another entry.
+    #[test]
+    fn a_value_taken_from_the_memo_is_no_longer_kept() {
+        let memo = Memo::default();
+        assert_eq!(memo.get::<u8, String>(&1), None);
+        memo.ensure(1u8, || "one".to_string());
+        memo.ensure(2u8, || "two".to_string());
+        memo.ensure(1u16, || "other".to_string());
+        assert_eq!(memo.get::<u8, String>(&1).as_deref(), Some("one"));
+        assert_eq!(memo.take::<u8, String>(&1).as_deref(), Some("one"));
+        assert_eq!(memo.take::<u8, String>(&1), None);
+        assert_eq!(memo.get::<u8, String>(&2).as_deref(), Some("two"));
+        assert_eq!(memo.take::<u16, String>(&1).as_deref(), Some("other"));
+        assert_eq!(memo.take::<u8, u32>(&2), None);
     }
 }

@@ -49,7 +49,7 @@ pub fn run(args: &AdviseArgs) -> anyhow::Result<ExitCode> {
     };
     let by_host = || {
         let judge = |run: &str, hosts, read: &mut load::Reader| advise_by_host(run, hosts, &th, read, &|_| Ok(()));
-        let (mut a, unread) = load::host_at_a_time(&args.input, peaks, judge)?;
+        let (mut a, unread) = load::host_at_a_time_judged(&args.input, peaks, &th, judge)?;
         if !unread.is_empty() {
             a.health.recheck_hosts(0, &unread);
         }

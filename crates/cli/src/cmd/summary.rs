@@ -318,7 +318,8 @@ fn print_breakdown(s: &Summary) {
 /// `--host-at-a-time`: the run's summary, one host in memory at a time.
 fn host_at_a_time(cost_args: &CostArgs) -> anyhow::Result<Summary> {
     let args = &cost_args.common;
-    let (mut s, unread) = load::host_at_a_time(&args.input, cost_args.peaks.user(), |run, hosts, read| {
+    let th = stepscope_judge::thresholds::Thresholds::default();
+    let (mut s, unread) = load::host_at_a_time_judged(&args.input, cost_args.peaks.user(), &th, |run, hosts, read| {
         summary::summary_by_host(run, hosts, args.select.rows(), read, &|_| Ok(()))
     })?;
     s.set_hosts_unread(unread);
