@@ -286,24 +286,21 @@ fn chain_of(base: &TimeBase, d: &Device, windows: &[(i64, i64)], calls: &HostCal
     let named = named_time(base, d, windows);
     let beside = beside_callbacks(base, d);
     let active = &base.active[d.index];
-    let mut per: Vec<Vec<Segment>> = vec![Vec::new(); windows.len()];
+    // Each window's segments counted first, so that each is made once at its size.
+    let mut counts = vec![0usize; windows.len()];
+    for set in &named.parts {
+        in_windows(set.spans(), windows, |w, _| counts[w] += 1);
+    }
+    let mut per: Vec<Vec<Segment>> = counts.iter().map(|&n| Vec::with_capacity(n)).collect();
     for (part, set) in Part::ALL.iter().zip(&named.parts) {
         let node = Node::of_part(*part);
-        // Spans and windows both in time order: the window of each span, walking.
-        let mut w = 0usize;
-        for &(a, b) in set.spans() {
-            while windows.get(w).is_some_and(|win| win.1 <= a) {
-                w += 1;
-            }
-            if w >= windows.len() {
-                break;
-            }
+        in_windows(set.spans(), windows, |w, (a, b)| {
             let beside_ps = match (&beside, node) {
                 (Some((compute, share)), Node::Callback) => (compute.overlap(a, b) as f64 * share) as i64,
                 _ => 0,
             };
             per[w].push(Segment { start_ps: a, end_ps: b, node, beside_ps });
-        }
+        });
     }
     for (w, segs) in per.iter_mut().enumerate() {
         let (lo, hi) = windows[w];
@@ -334,6 +331,21 @@ fn chain_of(base: &TimeBase, d: &Device, windows: &[(i64, i64)], calls: &HostCal
         *segs = merge_same(split);
     }
     per
+}
+
+/// Each of `spans` (in time order) that starts before the end of one of `windows`
+/// (sorted, disjoint), with the index of the first such window: both walked once.
+fn in_windows(spans: &[(i64, i64)], windows: &[(i64, i64)], mut f: impl FnMut(usize, (i64, i64))) {
+    let mut w = 0usize;
+    for &(a, b) in spans {
+        while windows.get(w).is_some_and(|win| win.1 <= a) {
+            w += 1;
+        }
+        if w >= windows.len() {
+            break;
+        }
+        f(w, (a, b));
+    }
 }
 
 /// Where XLA:CPU device `d` ran host callbacks (a callback holds one of its threads):
@@ -1106,14 +1118,7 @@ fn replay_unchanged(g: &StepGraph) -> Option<i64> {
 /// device as projected. A step ends when its slowest device's last op has, and the
 /// host's sync and loop after it ([`step_tail`]).
 fn replay_step(g: &StepGraph, edit: &Edit, cuts: &Cuts) -> Option<(i64, Replay)> {
-    let median_work = median_work(g);
-    let changed: Vec<ToReplay> = working(g)
-        .map(|(ci, c)| {
-            let work = work_of(c);
-            let balance = (edit.balance && work > median_work && work > 0).then(|| median_work as f64 / work as f64);
-            (ci, c, cuts.get(c.device), balance)
-        })
-        .collect();
+    let changed = to_replay(g, edit, cuts);
     let tail = step_tail(g);
     let worst = replay_chains(g.start_ps, &changed, edit).into_iter().max_by_key(|r| step_end(g, r, tail))?;
     Some((step_end(g, &worst, tail), worst))
@@ -1209,6 +1214,19 @@ fn work_of(c: &Chain) -> i64 {
 
 /// The median of the work of a step's devices that did work in it (of an even count,
 /// the lower middle: of two devices, the one that did less).
+/// The working chains of `g` as `edit` replays them: each with its device's cuts, and
+/// (`--balance`) the factor that gives a chain busier than the step's median chain
+/// the median's work.
+fn to_replay<'g>(g: &'g StepGraph, edit: &Edit, cuts: &'g Cuts) -> Vec<ToReplay<'g>> {
+    let median_work = if edit.balance { median_work(g) } else { 0 };
+    working(g)
+        .map(|(ci, c)| {
+            let balance = edit.balance.then(|| work_of(c)).filter(|&w| w > median_work && w > 0);
+            (ci, c, cuts.get(c.device), balance.map(|w| median_work as f64 / w as f64))
+        })
+        .collect()
+}
+
 fn median_work(g: &StepGraph) -> i64 {
     let mut busy: Vec<i64> = g.chains.iter().map(work_of).filter(|&b| b > 0).collect();
     busy.sort_unstable();

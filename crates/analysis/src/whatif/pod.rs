@@ -7,7 +7,7 @@
 //! `--balance` evens out the hosts too. A run read a host at a time keeps each host's
 //! legs and joins them as the run read whole does: one join, whatever the reading.
 
-use super::{median_work, step_end, step_tail, working, Cursor, Cuts, Edit, Node, StepGraph, ToReplay};
+use super::{step_end, step_tail, Cursor, Cuts, Edit, Node, StepGraph};
 
 /// A step of one host, replayed, as the other hosts of its run see it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -38,14 +38,7 @@ stepscope_model::wire_struct!(Leg { ps, work_ps, transfer_ps });
 /// as legs between its collectives: `None` where it holds none, or its devices hold
 /// unequal numbers. Its legs and transfers add up to the step's replayed time.
 pub(super) fn step_legs(g: &StepGraph, edit: &Edit, cuts: &Cuts) -> Option<Legs> {
-    let median_work = median_work(g);
-    let chains: Vec<ToReplay> = working(g)
-        .map(|(ci, c)| {
-            let work = super::work_of(c);
-            let balance = (edit.balance && work > median_work && work > 0).then(|| median_work as f64 / work as f64);
-            (ci, c, cuts.get(c.device), balance)
-        })
-        .collect();
+    let chains = super::to_replay(g, edit, cuts);
     let count = |c: &super::Chain| c.segments.iter().filter(|s| s.node == Node::Collective).count();
     let n = count(chains.first()?.1);
     if n == 0 || chains.iter().any(|c| count(c.1) != n) {
