@@ -148,6 +148,9 @@ fn host_at_a_time_warmed<T>(
     let mut unread = Vec::new();
     let refuse = |e: stepscope_xspace::Error| anyhow::Error::from(e);
     let in_pod = names.len() > 1;
+    // What the sum keeps of each host until its reduce goes to a spill file, not to
+    // memory (stepscope_analysis::wire::Spilling): a pod's memory does not grow with it.
+    let _spilling = if in_pod { stepscope_analysis::wire::Spilling::start() } else { None };
     let ready = |p: &stepscope_analysis::Profile| {
         p.prepare();
         warm(p, in_pod);

@@ -88,11 +88,21 @@ pub fn from_bytes<T: Wire>(bytes: &[u8]) -> Result<T, WireError> {
 }
 
 /// A value kept as its bytes: for what is kept long and read seldom (a pod's hosts'
-/// replays, held until the reduce asks for one), a fraction of its size in memory.
-/// Read back whole with [`Packed::get`].
+/// replays and steps, held until the reduce asks for them), a fraction of its size
+/// in memory, or none of it while a [`Spilling`] is alive: then the bytes go to a
+/// file of the system's temporary folder that has no name (nothing is left behind),
+/// and are read back from it. Read back whole with [`Packed::get`].
 pub struct Packed<T> {
-    bytes: Box<[u8]>,
+    bytes: Store,
     of: std::marker::PhantomData<fn() -> T>,
+}
+
+/// Where a [`Packed`] value's bytes are.
+#[derive(Clone)]
+enum Store {
+    Held(Box<[u8]>),
+    /// In a spill file, from this offset.
+    Spilled(Arc<SpillFile>, u64, usize),
 }
 
 impl<T> Clone for Packed<T> {
@@ -103,33 +113,110 @@ impl<T> Clone for Packed<T> {
 
 impl<T> std::fmt::Debug for Packed<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Packed({} bytes)", self.bytes.len())
+        match &self.bytes {
+            Store::Held(b) => write!(f, "Packed({} bytes)", b.len()),
+            Store::Spilled(_, at, n) => write!(f, "Packed({n} bytes spilled at {at})"),
+        }
     }
 }
 
 impl<T: Wire> Packed<T> {
     pub fn new(value: &T) -> Packed<T> {
-        Packed { bytes: to_bytes(value).into_boxed_slice(), of: std::marker::PhantomData }
+        let bytes = to_bytes(value);
+        let spilled = spill_file().and_then(|f| f.append(&bytes).map(|at| Store::Spilled(f, at, bytes.len())));
+        Packed { bytes: spilled.unwrap_or_else(|| Store::Held(bytes.into_boxed_slice())), of: std::marker::PhantomData }
     }
 
     /// The value. Always there: the bytes were put by [`Packed::new`], or checked when
-    /// taken off the wire.
+    /// taken off the wire (`None` only where its spill file could not be read back).
     pub fn get(&self) -> Option<T> {
-        from_bytes(&self.bytes).ok()
+        match &self.bytes {
+            Store::Held(b) => from_bytes(b).ok(),
+            Store::Spilled(f, at, n) => from_bytes(&f.read(*at, *n)?).ok(),
+        }
+    }
+
+    /// Its bytes (read back from its spill file where it was spilled).
+    fn bytes(&self) -> Option<std::borrow::Cow<'_, [u8]>> {
+        match &self.bytes {
+            Store::Held(b) => Some(std::borrow::Cow::Borrowed(b)),
+            Store::Spilled(f, at, n) => f.read(*at, *n).map(std::borrow::Cow::Owned),
+        }
     }
 }
 
 impl<T: Wire> Wire for Packed<T> {
     fn put(&self, out: &mut Vec<u8>) {
-        (self.bytes.len() as u64).put(out);
-        out.extend_from_slice(&self.bytes);
+        // A spill file that cannot be read back is put as no value: its taker fails.
+        let bytes = self.bytes().unwrap_or_default();
+        (bytes.len() as u64).put(out);
+        out.extend_from_slice(&bytes);
     }
     fn take(bytes: &mut Bytes<'_>) -> Result<Self, WireError> {
         let n = bytes.count()?;
         let inner = bytes.take_bytes(n)?;
         // Checked now, so that a damaged part is an error where it is read.
         from_bytes::<T>(inner)?;
-        Ok(Packed { bytes: inner.into(), of: std::marker::PhantomData })
+        Ok(Packed { bytes: Store::Held(inner.into()), of: std::marker::PhantomData })
+    }
+}
+
+/// A file with no name in the system's temporary folder that [`Packed`] values are
+/// written to while a [`Spilling`] is alive; closed (and its space freed) once the
+/// last value in it is dropped.
+struct SpillFile {
+    file: std::fs::File,
+    /// Its length: where the next value goes.
+    end: std::sync::Mutex<u64>,
+}
+
+impl SpillFile {
+    /// Appends `bytes`: their offset, `None` where the file could not take them (the
+    /// value is then held in memory).
+    fn append(&self, bytes: &[u8]) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let mut end = self.end.lock().unwrap_or_else(|p| p.into_inner());
+        let at = *end;
+        self.file.write_all_at(bytes, at).ok()?;
+        *end += bytes.len() as u64;
+        Some(at)
+    }
+
+    fn read(&self, at: u64, n: usize) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut out = vec![0u8; n];
+        self.file.read_exact_at(&mut out, at).ok()?;
+        Some(out)
+    }
+}
+
+/// The spill file [`Packed::new`] writes to now, if a [`Spilling`] is alive.
+static SPILL: std::sync::Mutex<Option<Arc<SpillFile>>> = std::sync::Mutex::new(None);
+
+fn spill_file() -> Option<Arc<SpillFile>> {
+    SPILL.lock().unwrap_or_else(|p| p.into_inner()).clone()
+}
+
+/// While alive, every [`Packed`] value made is written to a spill file and not held
+/// in memory (a pod's hosts' parts, kept until the reduce: the process's memory no
+/// longer grows with its hosts). Values already spilled stay readable after it is
+/// dropped, until they are.
+pub struct Spilling(());
+
+impl Spilling {
+    /// Spilling from now on; `None` (values held in memory, as without it) where no
+    /// file could be made in the system's temporary folder.
+    pub fn start() -> Option<Spilling> {
+        let file = tempfile::tempfile().ok()?;
+        let spill = Arc::new(SpillFile { file, end: std::sync::Mutex::new(0) });
+        *SPILL.lock().unwrap_or_else(|p| p.into_inner()) = Some(spill);
+        Some(Spilling(()))
+    }
+}
+
+impl Drop for Spilling {
+    fn drop(&mut self) {
+        SPILL.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 }
 
@@ -461,6 +548,28 @@ mod tests {
         damaged[1] = 0x7f;
         assert!(from_bytes::<Packed<Vec<(i64, String)>>>(&damaged).is_err());
         assert!(from_bytes::<Packed<Vec<(i64, String)>>>(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    /// Values packed while a [`Spilling`] is alive are in its file, not in memory; they
+    /// read back (and go on the wire) as values held in memory do, after the spilling
+    /// stopped too, each from its own place in the file.
+    #[test]
+    fn a_spilled_value_comes_back_from_its_file_as_it_was() {
+        let values: Vec<Vec<(i64, String)>> =
+            (0..50).map(|k| (0..k).map(|i| (i * 1_000_003 - 7, format!("op.{i}"))).collect()).collect();
+        let held: Vec<Vec<u8>> = values.iter().map(|v| to_bytes(&Packed::new(v))).collect();
+        let spilling = Spilling::start().expect("a file in the temporary folder");
+        let packed: Vec<Packed<Vec<(i64, String)>>> = values.iter().map(Packed::new).collect();
+        drop(spilling);
+        let after = Packed::new(&values[3]);
+        assert!(matches!(after.bytes, Store::Held(_)));
+        let spilled = packed.iter().filter(|p| matches!(p.bytes, Store::Spilled(..))).count();
+        assert_eq!(spilled, values.len());
+        for ((p, v), h) in packed.iter().zip(&values).zip(&held) {
+            assert_eq!(p.get().as_ref(), Some(v));
+            assert_eq!(&to_bytes(p), h);
+            assert_eq!(p.clone().get().as_ref(), Some(v));
+        }
     }
 
     #[test]
