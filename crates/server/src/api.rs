@@ -422,6 +422,9 @@ fn read_hosts<T>(
     make: impl FnOnce(&Run, &mut Reader, &Check) -> Result<T, (u16, String)>,
 ) -> Result<(T, Vec<Unread>), (u16, String)> {
     let mut unread = Vec::new();
+    // What the sum keeps of each host until its reduce goes to a spill file, as the
+    // CLI's read of a pod does (stepscope_analysis::wire::Spilling).
+    let _spilling = if run.hosts.len() > 1 { stepscope_analysis::wire::Spilling::start() } else { None };
     let file_bytes: Vec<u64> = run.hosts.iter().map(|h| h.bytes).collect();
     let raw = |i: usize| app.cache.read_host(run, &run.hosts[i].host).map_err(|e| (404, e.message));
     let refuse = |e: stepscope_xspace::Error| (507, e.to_string());
