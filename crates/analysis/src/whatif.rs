@@ -1212,8 +1212,6 @@ fn work_of(c: &Chain) -> i64 {
     work.map(Segment::duration_ps).fold(0, i64::saturating_add)
 }
 
-/// The median of the work of a step's devices that did work in it (of an even count,
-/// the lower middle: of two devices, the one that did less).
 /// The working chains of `g` as `edit` replays them: each with its device's cuts, and
 /// (`--balance`) the factor that gives a chain busier than the step's median chain
 /// the median's work.
@@ -1227,6 +1225,8 @@ fn to_replay<'g>(g: &'g StepGraph, edit: &Edit, cuts: &'g Cuts) -> Vec<ToReplay<
         .collect()
 }
 
+/// The median of the work of a step's devices that did work in it (of an even count,
+/// the lower middle: of two devices, the one that did less).
 fn median_work(g: &StepGraph) -> i64 {
     let mut busy: Vec<i64> = g.chains.iter().map(work_of).filter(|&b| b > 0).collect();
     busy.sort_unstable();
